@@ -1,0 +1,55 @@
+# inreplay: the two commands are `make demo` and `make test`; both install
+# whatever is missing on a Debian machine first and are safe to re-run.
+PY        ?= python3
+BUILD     ?= build
+ASAN      ?= build-asan
+APT_PKGS  := build-essential pkg-config redis-server redis-tools clang libclang-rt-14-dev \
+             iproute2 ethtool
+SUDO      := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+STAMP     := .deps-stamp
+
+.PHONY: all deps build test test-c test-py lint demo bench clean
+
+all: build
+
+# System packages (only the missing ones), then the Python package and its tools.
+deps: $(STAMP)
+$(STAMP): pyproject.toml Makefile
+	@missing=$$(for p in $(APT_PKGS); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  echo "installing Debian packages:" $$missing; \
+	  $(SUDO) apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
+	fi
+	$(PY) -m pip install -q -e '.[dev,bench]'
+	@touch $@
+
+build: deps
+	@[ -f $(BUILD)/build.ninja ] || meson setup $(BUILD) -Dwerror=true
+	meson compile -C $(BUILD)
+
+$(ASAN)/build.ninja: | deps
+	meson setup $(ASAN) -Dwerror=true -Dbuildtype=debug -Db_sanitize=address,undefined \
+	  -Db_lundef=false
+
+test-c: build $(ASAN)/build.ninja
+	meson test -C $(BUILD) --print-errorlogs
+	meson compile -C $(ASAN)
+	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 meson test -C $(ASAN) --print-errorlogs
+
+lint: deps
+	$(PY) -m ruff check pyctl tests bench
+
+test-py: build
+	$(PY) -m pytest -q tests
+
+test: test-c lint test-py
+
+demo: build
+	$(PY) -m pyctl.demo
+
+bench: build
+	$(PY) bench/sumtree.py --json $(BUILD)/bench-sumtree.json
+
+clean:
+	rm -rf $(BUILD) $(ASAN) $(STAMP)

@@ -1,0 +1,264 @@
+/* kernel.c - the kernel TCP transport: epoll, non-blocking sockets, TCP_NODELAY.
+ *
+ * Level-triggered epoll; each readable connection is read until EAGAIN or
+ * READS_PER_EVENT buffers, so one busy client cannot starve the others.
+ * Connections closed during an event step are freed at its end, so an upcall
+ * may close its own connection safely (see transport.h).
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "server.h"
+
+#define READ_BUF (256 * 1024)
+#define READS_PER_EVENT 16
+#define MAX_EVENTS 128
+
+struct ir_conn {
+    int fd;
+    unsigned events;         /* current epoll interest */
+    int closed;
+    client *cl;
+    struct ir_conn *next_dead;
+};
+
+typedef struct kernel_transport {
+    ir_transport base;
+    int epfd, lfd;
+    char *rbuf;
+    ir_conn *dead;
+    ir_conn listener;        /* marker for the listening socket's events */
+} kernel_transport;
+
+static void connSetEvents(kernel_transport *k, ir_conn *c, unsigned events) {
+    if (c->closed || c->events == events) return;
+    struct epoll_event ev = {.events = events, .data.ptr = c};
+    epoll_ctl(k->epfd, EPOLL_CTL_MOD, c->fd, &ev);
+    c->events = events;
+}
+
+static void connRelease(kernel_transport *k, ir_conn *c) {
+    if (c->closed) return;
+    epoll_ctl(k->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+    close(c->fd);
+    c->closed = 1;
+    c->cl = NULL;
+    c->next_dead = k->dead;
+    k->dead = c;
+}
+
+static void freeDead(kernel_transport *k) {
+    while (k->dead) {
+        ir_conn *c = k->dead;
+        k->dead = c->next_dead;
+        free(c);
+    }
+}
+
+static void acceptAll(kernel_transport *k) {
+    for (;;) {
+        int fd = accept4(k->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno == EINTR) continue;
+            if (errno != EAGAIN && errno != EWOULDBLOCK)
+                serverLog("accept: %s", strerror(errno));
+            return;
+        }
+        int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+        ir_conn *c = calloc(1, sizeof(*c));
+        if (!c) {
+            close(fd);
+            continue;
+        }
+        c->fd = fd;
+        c->events = EPOLLIN;
+        struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
+        if (epoll_ctl(k->epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
+            close(fd);
+            free(c);
+            continue;
+        }
+        c->cl = irs_accept(k->base.srv, &k->base, c);
+        if (!c->cl) connRelease(k, c);
+    }
+}
+
+static void connReadable(kernel_transport *k, ir_conn *c) {
+    for (int i = 0; i < READS_PER_EVENT && !c->closed; i++) {
+        ssize_t n = read(c->fd, k->rbuf, READ_BUF);
+        if (n > 0) {
+            irs_data(c->cl, k->rbuf, (size_t)n);
+            if ((size_t)n < READ_BUF) return;
+            continue;
+        }
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+        /* EOF or error: the peer is gone */
+        client *cl = c->cl;
+        connRelease(k, c);
+        irs_closed(cl);
+        return;
+    }
+}
+
+static int kernelPoll(ir_transport *t, int timeout_ms) {
+    kernel_transport *k = (kernel_transport *)t;
+    struct epoll_event evs[MAX_EVENTS];
+    int n = epoll_wait(k->epfd, evs, MAX_EVENTS, timeout_ms);
+    if (n < 0) return errno == EINTR ? 0 : -1;
+    for (int i = 0; i < n; i++) {
+        ir_conn *c = evs[i].data.ptr;
+        if (c == &k->listener) {
+            acceptAll(k);
+            continue;
+        }
+        if (c->closed) continue;
+        if (evs[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
+            if (c->events & EPOLLIN) connReadable(k, c);
+            else if (evs[i].events & (EPOLLHUP | EPOLLERR)) {
+                client *cl = c->cl;
+                connRelease(k, c);
+                irs_closed(cl);
+            }
+        }
+        if (!c->closed && (evs[i].events & EPOLLOUT)) irs_writable(c->cl);
+    }
+    freeDead(k);
+    return 0;
+}
+
+static ssize_t kernelWritev(ir_transport *t, ir_conn *c, const struct iovec *iov, int iovcnt) {
+    (void)t;
+    if (c->closed) return -1;
+    if (iovcnt > IOV_MAX) iovcnt = IOV_MAX;
+    for (;;) {
+        ssize_t n = writev(c->fd, iov, iovcnt);
+        if (n >= 0) return n;
+        if (errno == EINTR) continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
+        return -1;
+    }
+}
+
+static void kernelWantWritable(ir_transport *t, ir_conn *c, int on) {
+    unsigned ev = on ? (c->events | EPOLLOUT) : (c->events & ~(unsigned)EPOLLOUT);
+    connSetEvents((kernel_transport *)t, c, ev);
+}
+
+static void kernelWantReadable(ir_transport *t, ir_conn *c, int on) {
+    unsigned ev = on ? (c->events | EPOLLIN) : (c->events & ~(unsigned)EPOLLIN);
+    connSetEvents((kernel_transport *)t, c, ev);
+}
+
+static void kernelClose(ir_transport *t, ir_conn *c) { connRelease((kernel_transport *)t, c); }
+
+static void kernelPeername(ir_transport *t, ir_conn *c, char *buf, size_t len) {
+    (void)t;
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof(ss);
+    char host[INET6_ADDRSTRLEN] = "?";
+    int port = 0;
+    if (getpeername(c->fd, (struct sockaddr *)&ss, &sl) == 0) {
+        if (ss.ss_family == AF_INET) {
+            struct sockaddr_in *a = (struct sockaddr_in *)&ss;
+            inet_ntop(AF_INET, &a->sin_addr, host, sizeof(host));
+            port = ntohs(a->sin_port);
+        } else if (ss.ss_family == AF_INET6) {
+            struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
+            inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof(host));
+            port = ntohs(a->sin6_port);
+        }
+    }
+    snprintf(buf, len, ss.ss_family == AF_INET6 ? "[%s]:%d" : "%s:%d", host, port);
+}
+
+static void kernelDestroy(ir_transport *t) {
+    kernel_transport *k = (kernel_transport *)t;
+    if (k->lfd >= 0) close(k->lfd);
+    if (k->epfd >= 0) close(k->epfd);
+    freeDead(k);
+    free(k->rbuf);
+    free(k);
+}
+
+static const ir_transport_ops kernel_ops = {
+    .name = "kernel",
+    .poll = kernelPoll,
+    .writev = kernelWritev,
+    .want_writable = kernelWantWritable,
+    .want_readable = kernelWantReadable,
+    .close = kernelClose,
+    .peername = kernelPeername,
+    .destroy = kernelDestroy,
+};
+
+static int listenOn(const char *bind_addr, int port, int backlog, int *bound_port) {
+    char portstr[16];
+    snprintf(portstr, sizeof(portstr), "%d", port);
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
+    struct addrinfo *res;
+    int rc = getaddrinfo(bind_addr, portstr, &hints, &res);
+    if (rc != 0) {
+        ir_set_error("bad listen address '%s': %s", bind_addr, gai_strerror(rc));
+        return -1;
+    }
+    int fd = -1, err = 0;
+    for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
+        fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
+        if (fd < 0) {
+            err = errno;
+            continue;
+        }
+        int one = 1;
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+        if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 && listen(fd, backlog) == 0) break;
+        err = errno;
+        close(fd);
+        fd = -1;
+    }
+    freeaddrinfo(res);
+    if (fd < 0) {
+        ir_set_error("cannot listen on %s:%d: %s", bind_addr, port, strerror(err));
+        return -1;
+    }
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof(ss);
+    getsockname(fd, (struct sockaddr *)&ss, &sl);
+    *bound_port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                                                  : ((struct sockaddr_in *)&ss)->sin_port);
+    return fd;
+}
+
+ir_transport *ir_kernel_transport_new(struct ir_server *s, const char *bind_addr, int port,
+                                      int backlog) {
+    kernel_transport *k = calloc(1, sizeof(*k));
+    if (!k) return NULL;
+    k->base.ops = &kernel_ops;
+    k->base.srv = s;
+    k->epfd = k->lfd = -1;
+    k->rbuf = malloc(READ_BUF);
+    k->lfd = listenOn(bind_addr, port, backlog, &k->base.bound_port);
+    k->epfd = epoll_create1(EPOLL_CLOEXEC);
+    if (!k->rbuf || k->lfd < 0 || k->epfd < 0) {
+        if (k->epfd < 0 && k->lfd >= 0) ir_set_error("epoll_create1: %s", strerror(errno));
+        kernelDestroy(&k->base);
+        return NULL;
+    }
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &k->listener};
+    epoll_ctl(k->epfd, EPOLL_CTL_ADD, k->lfd, &ev);
+    return &k->base;
+}

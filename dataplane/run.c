@@ -1,0 +1,157 @@
+/* run.c - configuration defaults and the server's main loop.
+ *
+ * Init order: check the configuration, signals, the server (keyspace and
+ * tables), the transport, then the loop; teardown runs in reverse. The
+ * signal handler only sets force_quit, as in DPDK's examples.
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "db.h"
+#include "replay.h"
+#include "server.h"
+
+#define TICK_MS 100
+
+static volatile sig_atomic_t force_quit;
+static volatile int running;
+static ir_stats published;
+
+static void signalHandler(int signum) {
+    if (signum == SIGINT || signum == SIGTERM) force_quit = 1;
+}
+
+void ir_stop(void) { force_quit = 1; }
+
+static int checkConfig(const ir_config *cfg) {
+    if (!cfg->stack || (strcmp(cfg->stack, "kernel") && strcmp(cfg->stack, "dpdk"))) {
+        ir_set_error("stack must be 'kernel' or 'dpdk', not '%s'", cfg->stack ? cfg->stack : "");
+        return IR_ECONFIG;
+    }
+    if (!strcmp(cfg->stack, "dpdk")) {
+        ir_set_error("this build has no DPDK stack: use --stack kernel");
+        return IR_ENOSTACK;
+    }
+    if (cfg->port < 0 || cfg->port > 65535) {
+        ir_set_error("port must be 0-65535, not %d", cfg->port);
+        return IR_ECONFIG;
+    }
+    if (cfg->maxclients < 1 || cfg->tcp_backlog < 1 || cfg->proto_max_bulk_len < 1 ||
+        cfg->client_query_buffer_limit < 1024 || cfg->default_maxbytes < 8) {
+        ir_set_error("maxclients, tcp_backlog, proto_max_bulk_len, client_query_buffer_limit "
+                     "and default_maxbytes must be positive");
+        return IR_ECONFIG;
+    }
+    return IR_OK;
+}
+
+static void publishStats(const ir_server *s) {
+    __atomic_store_n(&published.port, s->tp ? s->tp->bound_port : 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&published.uptime_ms, s->now_ms - s->start_ms, __ATOMIC_RELAXED);
+    __atomic_store_n(&published.connected_clients, s->nclients, __ATOMIC_RELAXED);
+    __atomic_store_n(&published.total_connections, s->total_connections, __ATOMIC_RELAXED);
+    __atomic_store_n(&published.total_commands, s->total_commands, __ATOMIC_RELAXED);
+    __atomic_store_n(&published.tables, (uint64_t)s->tables->count, __ATOMIC_RELAXED);
+    __atomic_store_n(&published.keys, dbSize(s->db), __ATOMIC_RELAXED);
+    __atomic_store_n(&published.used_memory, ir_used_memory(), __ATOMIC_RELAXED);
+}
+
+void ir_get_stats(ir_stats *out) {
+    out->running = __atomic_load_n(&running, __ATOMIC_RELAXED);
+    out->port = __atomic_load_n(&published.port, __ATOMIC_RELAXED);
+    out->uptime_ms = __atomic_load_n(&published.uptime_ms, __ATOMIC_RELAXED);
+    out->connected_clients = __atomic_load_n(&published.connected_clients, __ATOMIC_RELAXED);
+    out->total_connections = __atomic_load_n(&published.total_connections, __ATOMIC_RELAXED);
+    out->total_commands = __atomic_load_n(&published.total_commands, __ATOMIC_RELAXED);
+    out->keys = __atomic_load_n(&published.keys, __ATOMIC_RELAXED);
+    out->tables = __atomic_load_n(&published.tables, __ATOMIC_RELAXED);
+    out->used_memory = __atomic_load_n(&published.used_memory, __ATOMIC_RELAXED);
+}
+
+static int createStartupTable(ir_server *s, const ir_config *cfg) {
+    ir_table_opts o = {
+        .capacity = cfg->table_capacity,
+        .alpha = cfg->table_alpha,
+        .beta = cfg->table_beta,
+        .epsilon = cfg->table_epsilon,
+        .maxbytes = cfg->table_maxbytes ? cfg->table_maxbytes : cfg->default_maxbytes,
+        .fanout = cfg->fanout,
+        .seed = cfg->seed ? cfg->seed : ir_mstime(),
+    };
+    const char *err;
+    if (tableCreate(s->tables, cfg->table, strlen(cfg->table), &o, NULL, &err) != 0) {
+        ir_set_error("table '%s': %s", cfg->table, err);
+        return IR_ECONFIG;
+    }
+    return IR_OK;
+}
+
+int ir_run(const ir_config *cfg) {
+    if (__atomic_exchange_n(&running, 1, __ATOMIC_ACQ_REL)) {
+        ir_set_error("a server is already running in this process");
+        return IR_ERUNNING;
+    }
+    int rc = checkConfig(cfg);
+    if (rc != IR_OK) goto out;
+
+    force_quit = 0;
+    struct sigaction sa, old_int, old_term, old_pipe;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = signalHandler;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
+    sa.sa_handler = SIG_IGN;
+    sigaction(SIGPIPE, &sa, &old_pipe);
+
+    ir_server *s = server_new(cfg);
+    if (!s) {
+        ir_set_error("out of memory creating the server");
+        rc = IR_ENOMEM;
+        goto signals;
+    }
+    g_server = s;
+    if (cfg->table && cfg->table[0] && (rc = createStartupTable(s, cfg)) != IR_OK) goto server;
+
+    s->tp = ir_kernel_transport_new(s, cfg->bind, cfg->port, cfg->tcp_backlog);
+    if (!s->tp) {
+        rc = IR_ENET;
+        goto server;
+    }
+    serverLog("Ready to accept connections on %s:%d (%s stack)", cfg->bind, s->tp->bound_port,
+              s->tp->ops->name);
+    publishStats(s);
+
+    uint64_t last_tick = s->now_ms;
+    while (!force_quit && !s->shutdown_asap) {
+        if (s->tp->ops->poll(s->tp, TICK_MS) != 0) {
+            ir_set_error("transport poll failed");
+            rc = IR_ENET;
+            break;
+        }
+        s->now_ms = ir_mstime();
+        if (s->now_ms - last_tick >= TICK_MS) {
+            server_tick(s);
+            publishStats(s);
+            last_tick = s->now_ms;
+        }
+    }
+    serverLog("%s, closing %llu client(s)", force_quit ? "Received SIGINT/SIGTERM" : "Shutdown",
+              (unsigned long long)s->nclients);
+server:
+    g_server = NULL;
+    {
+        ir_transport *tp = s->tp;
+        server_free(s); /* closes every client through the transport */
+        if (tp) tp->ops->destroy(tp);
+    }
+signals:
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
+    sigaction(SIGPIPE, &old_pipe, NULL);
+out:
+    memset(&published, 0, sizeof(published));
+    __atomic_store_n(&running, 0, __ATOMIC_RELEASE);
+    return rc;
+}

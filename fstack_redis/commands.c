@@ -1,0 +1,546 @@
+/* commands.c - the command table (data), and connection/server commands. */
+#include <ctype.h>
+#include <fnmatch.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/utsname.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "commands.h"
+#include "db.h"
+#include "replay.h"
+
+/* name, handler, arity, flags, first key, last key, key step, Redis flag words */
+static ir_command commands[] = {
+    {"ping", pingCommand, -1, CMD_FAST | CMD_NOAUTH, 0, 0, 0, "fast", 0},
+    {"echo", echoCommand, 2, CMD_FAST, 0, 0, 0, "fast", 0},
+    {"quit", quitCommand, -1, CMD_FAST | CMD_NOAUTH, 0, 0, 0, "noscript loading stale fast no_auth", 0},
+    {"select", selectCommand, 2, CMD_FAST, 0, 0, 0, "loading stale fast", 0},
+    {"auth", authCommand, -2, CMD_FAST | CMD_NOAUTH, 0, 0, 0, "noscript loading stale fast no_auth", 0},
+    {"hello", helloCommand, -1, CMD_FAST | CMD_NOAUTH, 0, 0, 0, "noscript loading stale fast no_auth", 0},
+    {"client", clientCommand, -2, 0, 0, 0, 0, "noscript loading stale", 0},
+    {"command", commandCommand, -1, 0, 0, 0, 0, "loading stale", 0},
+    {"config", configCommand, -2, CMD_ADMIN, 0, 0, 0, "admin noscript loading stale", 0},
+    {"info", infoCommand, -1, 0, 0, 0, 0, "loading stale", 0},
+    {"shutdown", shutdownCommand, -1, CMD_ADMIN, 0, 0, 0, "admin noscript loading stale", 0},
+    {"time", timeCommand, 1, CMD_FAST, 0, 0, 0, "loading stale fast", 0},
+    {"dbsize", dbsizeCommand, 1, CMD_READONLY | CMD_FAST, 0, 0, 0, "readonly fast", 0},
+    {"flushdb", flushdbCommand, -1, CMD_WRITE, 0, 0, 0, "write", 0},
+    {"flushall", flushallCommand, -1, CMD_WRITE, 0, 0, 0, "write", 0},
+    {"del", delCommand, -2, CMD_WRITE, 1, -1, 1, "write", 0},
+    {"exists", existsCommand, -2, CMD_READONLY | CMD_FAST, 1, -1, 1, "readonly fast", 0},
+    {"expire", expireCommand, -3, CMD_WRITE | CMD_FAST, 1, 1, 1, "write fast", 0},
+    {"pexpire", pexpireCommand, -3, CMD_WRITE | CMD_FAST, 1, 1, 1, "write fast", 0},
+    {"ttl", ttlCommand, 2, CMD_READONLY | CMD_FAST, 1, 1, 1, "readonly fast", 0},
+    {"pttl", pttlCommand, 2, CMD_READONLY | CMD_FAST, 1, 1, 1, "readonly fast", 0},
+    {"persist", persistCommand, 2, CMD_WRITE | CMD_FAST, 1, 1, 1, "write fast", 0},
+    {"type", typeCommand, 2, CMD_READONLY | CMD_FAST, 1, 1, 1, "readonly fast", 0},
+    {"keys", keysCommand, 2, CMD_READONLY, 0, 0, 0, "readonly", 0},
+    {"get", getCommand, 2, CMD_READONLY | CMD_FAST, 1, 1, 1, "readonly fast", 0},
+    {"set", setCommand, -3, CMD_WRITE, 1, 1, 1, "write denyoom", 0},
+    {"mget", mgetCommand, -2, CMD_READONLY | CMD_FAST, 1, -1, 1, "readonly fast", 0},
+    {"mset", msetCommand, -3, CMD_WRITE, 1, -1, 2, "write denyoom", 0},
+    {"incr", incrCommand, 2, CMD_WRITE | CMD_FAST, 1, 1, 1, "write denyoom fast", 0},
+    {"decr", decrCommand, 2, CMD_WRITE | CMD_FAST, 1, 1, 1, "write denyoom fast", 0},
+    {"incrby", incrbyCommand, 3, CMD_WRITE | CMD_FAST, 1, 1, 1, "write denyoom fast", 0},
+    {"decrby", decrbyCommand, 3, CMD_WRITE | CMD_FAST, 1, 1, 1, "write denyoom fast", 0},
+    {"strlen", strlenCommand, 2, CMD_READONLY | CMD_FAST, 1, 1, 1, "readonly fast", 0},
+    {"lpush", lpushCommand, -3, CMD_WRITE | CMD_FAST, 1, 1, 1, "write denyoom fast", 0},
+    {"rpush", rpushCommand, -3, CMD_WRITE | CMD_FAST, 1, 1, 1, "write denyoom fast", 0},
+    {"lpop", lpopCommand, -2, CMD_WRITE | CMD_FAST, 1, 1, 1, "write fast", 0},
+    {"rpop", rpopCommand, -2, CMD_WRITE | CMD_FAST, 1, 1, 1, "write fast", 0},
+    {"llen", llenCommand, 2, CMD_READONLY | CMD_FAST, 1, 1, 1, "readonly fast", 0},
+    {"lrange", lrangeCommand, 4, CMD_READONLY, 1, 1, 1, "readonly", 0},
+    {"replay.create", replayCreateCommand, -4, CMD_WRITE, 1, 1, 1, "write denyoom module", 0},
+    {"replay.add", replayAddCommand, -4, CMD_WRITE | CMD_FAST, 1, 1, 1, "write denyoom module", 0},
+    {"replay.sample", replaySampleCommand, -3, CMD_READONLY, 1, 1, 1, "readonly module", 0},
+    {"replay.update", replayUpdateCommand, 4, CMD_WRITE, 1, 1, 1, "write module", 0},
+    {"replay.info", replayInfoCommand, 2, CMD_READONLY, 1, 1, 1, "readonly module", 0},
+    {"replay.drop", replayDropCommand, 2, CMD_WRITE, 1, 1, 1, "write module", 0},
+    {"replay.list", replayListCommand, 1, CMD_READONLY, 0, 0, 0, "readonly module", 0},
+};
+#define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
+
+/* Open-addressing index over the table, built on first lookup. */
+#define CMD_INDEX_SIZE 256
+static unsigned char cmd_index[CMD_INDEX_SIZE]; /* 1-based positions, 0 = empty */
+
+static uint32_t nameHash(const char *s, size_t len) {
+    uint32_t h = 2166136261u;
+    for (size_t i = 0; i < len; i++) h = (h ^ (uint32_t)tolower((unsigned char)s[i])) * 16777619u;
+    return h;
+}
+
+static void buildIndex(void) {
+    for (size_t i = 0; i < NCOMMANDS; i++) {
+        uint32_t h = nameHash(commands[i].name, strlen(commands[i].name)) % CMD_INDEX_SIZE;
+        while (cmd_index[h]) h = (h + 1) % CMD_INDEX_SIZE;
+        cmd_index[h] = (unsigned char)(i + 1);
+    }
+}
+
+ir_command *lookupCommand(const char *name, size_t len) {
+    if (!cmd_index[nameHash("ping", 4) % CMD_INDEX_SIZE] && NCOMMANDS) buildIndex();
+    uint32_t h = nameHash(name, len) % CMD_INDEX_SIZE;
+    while (cmd_index[h]) {
+        ir_command *c = &commands[cmd_index[h] - 1];
+        if (strlen(c->name) == len && strncasecmp(c->name, name, len) == 0) return c;
+        h = (h + 1) % CMD_INDEX_SIZE;
+    }
+    return NULL;
+}
+
+const ir_command *commandTable(size_t *n) {
+    *n = NCOMMANDS;
+    return commands;
+}
+
+/* ---- connection commands -------------------------------------------------- */
+
+/* PING [message] */
+void pingCommand(client *c) {
+    if (c->argc > 2) {
+        addReplyErrorArity(c);
+        return;
+    }
+    if (c->argc == 1) addReplyStr(c, shared.pong);
+    else addReplyBulk(c, c->argv[1].ptr, c->argv[1].len);
+}
+
+/* ECHO message */
+void echoCommand(client *c) { addReplyBulk(c, c->argv[1].ptr, c->argv[1].len); }
+
+/* QUIT */
+void quitCommand(client *c) {
+    addReplyStr(c, shared.ok);
+    c->flags |= CLIENT_CLOSE_AFTER_REPLY;
+}
+
+/* SELECT index: there is one database, 0. */
+void selectCommand(client *c) {
+    long long id;
+    if (getLongLongFromArg(c, 1, &id) != 0) return;
+    if (id != 0) {
+        addReplyError(c, "DB index is out of range");
+        return;
+    }
+    addReplyStr(c, shared.ok);
+}
+
+/* AUTH [username] password */
+void authCommand(client *c) {
+    if (c->argc > 3) {
+        addReplyStr(c, shared.syntaxerr);
+        return;
+    }
+    if (c->argc == 2) {
+        addReplyError(c, "AUTH <password> called without any password configured for the default "
+                         "user. Are you sure your configuration is correct?");
+        return;
+    }
+    if (c->argv[1].len == 7 && memcmp(c->argv[1].ptr, "default", 7) == 0) {
+        addReplyStr(c, shared.ok); /* the default user has no password */
+        return;
+    }
+    addReplyError(c, "-WRONGPASS invalid username-password pair or user is disabled.");
+}
+
+/* HELLO [protover [AUTH username password] [SETNAME clientname]] */
+void helloCommand(client *c) {
+    long long ver = 2;
+    if (c->argc >= 2) {
+        if (!string2ll(c->argv[1].ptr, c->argv[1].len, &ver)) {
+            addReplyError(c, "Protocol version is not an integer or out of range");
+            return;
+        }
+        if (ver != 2) {
+            addReplyError(c, "-NOPROTO unsupported protocol version");
+            return;
+        }
+    }
+    for (int j = 2; j < c->argc; j++) {
+        int more = c->argc - j - 1;
+        if (argEq(c, j, "auth") && more >= 2) {
+            j += 2;
+        } else if (argEq(c, j, "setname") && more >= 1) {
+            const ir_arg *a = &c->argv[++j];
+            size_t n = a->len < sizeof(c->name) - 1 ? a->len : sizeof(c->name) - 1;
+            memcpy(c->name, a->ptr, n);
+            c->name[n] = '\0';
+        } else {
+            addReplyErrorFormat(c, "Syntax error in HELLO option '%.128s'", c->argv[j].ptr);
+            return;
+        }
+    }
+    addReplyArrayLen(c, 14);
+    addReplyBulkCString(c, "server");
+    addReplyBulkCString(c, "redis");
+    addReplyBulkCString(c, "version");
+    addReplyBulkCString(c, IR_REDIS_VERSION);
+    addReplyBulkCString(c, "proto");
+    addReplyLongLong(c, 2);
+    addReplyBulkCString(c, "id");
+    addReplyLongLong(c, (long long)c->id);
+    addReplyBulkCString(c, "mode");
+    addReplyBulkCString(c, "standalone");
+    addReplyBulkCString(c, "role");
+    addReplyBulkCString(c, "master");
+    addReplyBulkCString(c, "modules");
+    addReplyArrayLen(c, 0);
+}
+
+static int validClientName(const ir_arg *a) {
+    for (size_t i = 0; i < a->len; i++)
+        if (a->ptr[i] < '!' || a->ptr[i] > '~') return 0;
+    return 1;
+}
+
+static void clientInfoLine(client *c, const client *o, char *buf, size_t len) {
+    const ir_server *s = c->srv;
+    snprintf(buf, len,
+             "id=%llu addr=%s laddr=? fd=-1 name=%s age=%llu idle=%llu flags=N db=0 sub=0 psub=0 "
+             "ssub=0 multi=-1 qbuf=%zu qbuf-free=%zu argv-mem=%zu multi-mem=0 obl=0 oll=%d "
+             "omem=%zu tot-mem=0 events=r cmd=client|list user=default redir=-1 resp=2 "
+             "lib-name=%s lib-ver=%s\n",
+             (unsigned long long)o->id, o->addr, o->name,
+             (unsigned long long)((s->now_ms - o->ctime_ms) / 1000),
+             (unsigned long long)((s->now_ms - o->last_ms) / 1000), o->qlen - o->qpos,
+             o->qcap - o->qlen, o->arglen, o->nsegs, o->olen, o->lib_name, o->lib_ver);
+}
+
+/* CLIENT ID | GETNAME | SETNAME name | SETINFO attr value | LIST | INFO | HELP */
+void clientCommand(client *c) {
+    if (argEq(c, 1, "id") && c->argc == 2) {
+        addReplyLongLong(c, (long long)c->id);
+    } else if (argEq(c, 1, "getname") && c->argc == 2) {
+        addReplyBulkCString(c, c->name[0] ? c->name : NULL);
+    } else if (argEq(c, 1, "setname") && c->argc == 3) {
+        if (!validClientName(&c->argv[2])) {
+            addReplyError(c, "Client names cannot contain spaces, newlines or special characters.");
+            return;
+        }
+        size_t n = c->argv[2].len < sizeof(c->name) - 1 ? c->argv[2].len : sizeof(c->name) - 1;
+        memcpy(c->name, c->argv[2].ptr, n);
+        c->name[n] = '\0';
+        addReplyStr(c, shared.ok);
+    } else if (argEq(c, 1, "setinfo") && c->argc == 4) {
+        char *dst;
+        size_t cap;
+        if (argEq(c, 2, "lib-name")) dst = c->lib_name, cap = sizeof(c->lib_name);
+        else if (argEq(c, 2, "lib-ver")) dst = c->lib_ver, cap = sizeof(c->lib_ver);
+        else {
+            addReplyErrorFormat(c, "Unrecognized option '%.64s'", c->argv[2].ptr);
+            return;
+        }
+        if (!validClientName(&c->argv[3])) {
+            addReplyErrorFormat(c, "%s cannot contain spaces, newlines or special characters.",
+                                argEq(c, 2, "lib-name") ? "lib-name" : "lib-ver");
+            return;
+        }
+        size_t n = c->argv[3].len < cap - 1 ? c->argv[3].len : cap - 1;
+        memcpy(dst, c->argv[3].ptr, n);
+        dst[n] = '\0';
+        addReplyStr(c, shared.ok);
+    } else if ((argEq(c, 1, "list") && c->argc == 2) || (argEq(c, 1, "info") && c->argc == 2)) {
+        char line[1024];
+        size_t total = 0;
+        int all = argEq(c, 1, "list");
+        for (client *o = c->srv->clients; o; o = o->next) {
+            if (!all && o != c) continue;
+            clientInfoLine(c, o, line, sizeof(line));
+            total += strlen(line);
+        }
+        char *out = addReplyBulkReserve(c, total);
+        for (client *o = c->srv->clients; o; o = o->next) {
+            if (!all && o != c) continue;
+            clientInfoLine(c, o, line, sizeof(line));
+            size_t n = strlen(line);
+            memcpy(out, line, n);
+            out += n;
+        }
+    } else if (argEq(c, 1, "help")) {
+        static const char *help[] = {
+            "CLIENT <subcommand> [<arg> ...]. Subcommands are:",
+            "GETNAME", "    Return the name of the current connection.",
+            "ID", "    Return the ID of the current connection.",
+            "INFO", "    Return information about the current client connection.",
+            "LIST", "    Return information about client connections.",
+            "SETINFO <option> <value>", "    Set client meta attr (lib-name, lib-ver).",
+            "SETNAME <name>", "    Assign the name <name> to the current connection.",
+        };
+        addReplyArrayLen(c, (long)(sizeof(help) / sizeof(help[0])));
+        for (size_t i = 0; i < sizeof(help) / sizeof(help[0]); i++) addReplyStatus(c, help[i]);
+    } else if (argEq(c, 1, "id") || argEq(c, 1, "getname") || argEq(c, 1, "setname") ||
+               argEq(c, 1, "setinfo") || argEq(c, 1, "list") || argEq(c, 1, "info")) {
+        char lower[16];
+        size_t n = c->argv[1].len;
+        for (size_t i = 0; i < n; i++) lower[i] = (char)tolower((unsigned char)c->argv[1].ptr[i]);
+        lower[n] = '\0';
+        addReplyErrorFormat(c, "wrong number of arguments for 'client|%s' command", lower);
+    } else {
+        addReplyErrorFormat(c, "unknown subcommand '%.128s'. Try CLIENT HELP.", c->argv[1].ptr);
+    }
+}
+
+static void addReplyCommandInfo(client *c, const ir_command *cmd) {
+    addReplyArrayLen(c, 10);
+    addReplyBulkCString(c, cmd->name);
+    addReplyLongLong(c, cmd->arity);
+    char flags[128];
+    snprintf(flags, sizeof(flags), "%s", cmd->sflags);
+    long nflags = 0;
+    for (char *tok = strtok(flags, " "); tok; tok = strtok(NULL, " ")) nflags++;
+    addReplyArrayLen(c, nflags);
+    snprintf(flags, sizeof(flags), "%s", cmd->sflags);
+    for (char *tok = strtok(flags, " "); tok; tok = strtok(NULL, " ")) addReplyStatus(c, tok);
+    addReplyLongLong(c, cmd->firstkey);
+    addReplyLongLong(c, cmd->lastkey);
+    addReplyLongLong(c, cmd->keystep);
+    addReplyArrayLen(c, 0); /* ACL categories */
+    addReplyArrayLen(c, 0); /* tips */
+    addReplyArrayLen(c, 0); /* key specs */
+    addReplyArrayLen(c, 0); /* subcommands */
+}
+
+/* COMMAND [COUNT | INFO name... | LIST | DOCS [name...]] */
+void commandCommand(client *c) {
+    if (c->argc == 1) {
+        addReplyArrayLen(c, (long)NCOMMANDS);
+        for (size_t i = 0; i < NCOMMANDS; i++) addReplyCommandInfo(c, &commands[i]);
+    } else if (argEq(c, 1, "count") && c->argc == 2) {
+        addReplyLongLong(c, (long long)NCOMMANDS);
+    } else if (argEq(c, 1, "list") && c->argc == 2) {
+        addReplyArrayLen(c, (long)NCOMMANDS);
+        for (size_t i = 0; i < NCOMMANDS; i++) addReplyBulkCString(c, commands[i].name);
+    } else if (argEq(c, 1, "info")) {
+        addReplyArrayLen(c, c->argc - 2);
+        for (int i = 2; i < c->argc; i++) {
+            const ir_command *cmd = lookupCommand(c->argv[i].ptr, c->argv[i].len);
+            if (cmd) addReplyCommandInfo(c, cmd);
+            else addReplyStr(c, shared.nullarray);
+        }
+    } else if (argEq(c, 1, "docs")) {
+        addReplyArrayLen(c, 0); /* no docs: redis-cli falls back to its own hints */
+    } else {
+        addReplyErrorFormat(c, "unknown subcommand '%.128s'. Try COMMAND HELP.", c->argv[1].ptr);
+    }
+}
+
+/* ---- CONFIG ------------------------------------------------------------- */
+
+static void configValue(const ir_server *s, const char *name, char *buf, size_t len) {
+    const ir_config *cfg = &s->cfg;
+    if (!strcmp(name, "port")) snprintf(buf, len, "%d", s->tp ? s->tp->bound_port : cfg->port);
+    else if (!strcmp(name, "bind")) snprintf(buf, len, "%s", cfg->bind);
+    else if (!strcmp(name, "maxclients")) snprintf(buf, len, "%d", cfg->maxclients);
+    else if (!strcmp(name, "proto-max-bulk-len"))
+        snprintf(buf, len, "%llu", (unsigned long long)cfg->proto_max_bulk_len);
+    else if (!strcmp(name, "client-query-buffer-limit"))
+        snprintf(buf, len, "%llu", (unsigned long long)cfg->client_query_buffer_limit);
+    else if (!strcmp(name, "tcp-backlog")) snprintf(buf, len, "%d", cfg->tcp_backlog);
+    else if (!strcmp(name, "databases")) snprintf(buf, len, "1");
+    else if (!strcmp(name, "appendonly")) snprintf(buf, len, "no");
+    else if (!strcmp(name, "protected-mode")) snprintf(buf, len, "no");
+    else buf[0] = '\0'; /* save, maxmemory, timeout ... have their empty/zero defaults */
+    if (buf[0] == '\0' && (!strcmp(name, "maxmemory") || !strcmp(name, "timeout")))
+        snprintf(buf, len, "0");
+}
+
+static const char *config_names[] = {
+    "port", "bind", "maxclients", "proto-max-bulk-len", "client-query-buffer-limit",
+    "tcp-backlog", "databases", "appendonly", "save", "maxmemory", "timeout", "protected-mode",
+};
+#define NCONFIG (sizeof(config_names) / sizeof(config_names[0]))
+
+/* CONFIG GET pattern [pattern ...] | SET parameter value | RESETSTAT */
+void configCommand(client *c) {
+    ir_server *s = c->srv;
+    if (argEq(c, 1, "get") && c->argc >= 3) {
+        int matched[NCONFIG] = {0};
+        long n = 0;
+        for (int i = 2; i < c->argc; i++)
+            for (size_t k = 0; k < NCONFIG; k++)
+                if (!matched[k] && fnmatch(c->argv[i].ptr, config_names[k], FNM_CASEFOLD) == 0)
+                    matched[k] = 1, n++;
+        addReplyArrayLen(c, 2 * n);
+        char val[64];
+        for (size_t k = 0; k < NCONFIG; k++) {
+            if (!matched[k]) continue;
+            configValue(s, config_names[k], val, sizeof(val));
+            addReplyBulkCString(c, config_names[k]);
+            addReplyBulkCString(c, val);
+        }
+    } else if (argEq(c, 1, "set") && c->argc == 4) {
+        long long v;
+        if (argEq(c, 2, "maxclients") || argEq(c, 2, "proto-max-bulk-len")) {
+            if (!string2ll(c->argv[3].ptr, c->argv[3].len, &v) || v < 1) {
+                addReplyErrorFormat(c, "CONFIG SET failed (possibly related to argument '%s') - "
+                                       "argument must be a positive integer", c->argv[2].ptr);
+                return;
+            }
+            if (argEq(c, 2, "maxclients")) s->cfg.maxclients = (int)(v > 1000000 ? 1000000 : v);
+            else s->cfg.proto_max_bulk_len = (uint64_t)v;
+            addReplyStr(c, shared.ok);
+        } else {
+            addReplyErrorFormat(c, "Unknown option or number of arguments for CONFIG SET - '%.128s'",
+                                c->argv[2].ptr);
+        }
+    } else if (argEq(c, 1, "resetstat") && c->argc == 2) {
+        s->total_commands = s->total_connections = s->rejected_connections = 0;
+        s->net_input_bytes = s->net_output_bytes = 0;
+        addReplyStr(c, shared.ok);
+    } else if (argEq(c, 1, "get") || argEq(c, 1, "set") || argEq(c, 1, "resetstat")) {
+        char lower[16];
+        size_t n = c->argv[1].len;
+        for (size_t i = 0; i < n; i++) lower[i] = (char)tolower((unsigned char)c->argv[1].ptr[i]);
+        lower[n] = '\0';
+        addReplyErrorFormat(c, "wrong number of arguments for 'config|%s' command", lower);
+    } else {
+        addReplyErrorFormat(c, "unknown subcommand '%.128s'. Try CONFIG HELP.", c->argv[1].ptr);
+    }
+}
+
+/* ---- INFO --------------------------------------------------------------- */
+
+typedef struct infobuf {
+    char *p;
+    size_t len, cap;
+} infobuf;
+
+static void infoCat(infobuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void infoCat(infobuf *b, const char *fmt, ...) {
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int n = vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
+        va_end(ap);
+        if (n < 0) return;
+        if (b->len + (size_t)n < b->cap) {
+            b->len += (size_t)n;
+            return;
+        }
+        size_t cap = b->cap * 2 + (size_t)n;
+        char *p = realloc(b->p, cap);
+        if (!p) return;
+        b->p = p;
+        b->cap = cap;
+    }
+}
+
+static void bytesHuman(char *buf, size_t len, uint64_t n) {
+    const char *u = "BKMGT";
+    double d = (double)n;
+    while (d >= 1024 && u[1]) d /= 1024, u++;
+    if (*u == 'B') snprintf(buf, len, "%lluB", (unsigned long long)n);
+    else snprintf(buf, len, "%.2f%c", d, *u);
+}
+
+static int wantSection(client *c, const char *name, int is_default) {
+    if (c->argc == 1) return is_default;
+    for (int i = 1; i < c->argc; i++) {
+        if (argEq(c, i, name) || argEq(c, i, "all") || argEq(c, i, "everything")) return 1;
+        if (argEq(c, i, "default") && is_default) return 1;
+    }
+    return 0;
+}
+
+/* INFO [section ...] */
+void infoCommand(client *c) {
+    ir_server *s = c->srv;
+    infobuf b = {malloc(4096), 0, 4096};
+    if (!b.p) {
+        addReplyError(c, "out of memory");
+        return;
+    }
+    b.p[0] = '\0';
+    int sections = 0;
+    uint64_t up = (s->now_ms - s->start_ms) / 1000;
+    if (wantSection(c, "server", 1)) {
+        struct utsname un;
+        uname(&un);
+        infoCat(&b, "%s# Server\r\nredis_version:%s\r\ninreplay_version:%s\r\nredis_mode:standalone\r\n"
+                    "os:%s %s %s\r\narch_bits:64\r\nprocess_id:%ld\r\nrun_id:%s\r\ntcp_port:%d\r\n"
+                    "stack:%s\r\nuptime_in_seconds:%llu\r\nuptime_in_days:%llu\r\n",
+                sections++ ? "\r\n" : "", IR_REDIS_VERSION, IR_VERSION_STR, un.sysname, un.release,
+                un.machine, (long)getpid(), s->run_id, s->tp ? s->tp->bound_port : s->cfg.port,
+                s->tp ? s->tp->ops->name : "none", (unsigned long long)up,
+                (unsigned long long)(up / 86400));
+    }
+    if (wantSection(c, "clients", 1)) {
+        infoCat(&b, "%s# Clients\r\nconnected_clients:%llu\r\nmaxclients:%d\r\nblocked_clients:0\r\n",
+                sections++ ? "\r\n" : "", (unsigned long long)s->nclients, s->cfg.maxclients);
+    }
+    if (wantSection(c, "memory", 1)) {
+        char h[32];
+        uint64_t used = ir_used_memory();
+        bytesHuman(h, sizeof(h), used);
+        infoCat(&b, "%s# Memory\r\nused_memory:%llu\r\nused_memory_human:%s\r\n"
+                    "used_memory_dataset:%llu\r\nused_memory_replay_items:%llu\r\nmaxmemory:0\r\n"
+                    "maxmemory_policy:noeviction\r\n",
+                sections++ ? "\r\n" : "", (unsigned long long)used, h,
+                (unsigned long long)dbBytes(s->db), (unsigned long long)tablesBytes(s->tables));
+    }
+    if (wantSection(c, "stats", 1)) {
+        infoCat(&b, "%s# Stats\r\ntotal_connections_received:%llu\r\ntotal_commands_processed:%llu\r\n"
+                    "total_net_input_bytes:%llu\r\ntotal_net_output_bytes:%llu\r\n"
+                    "rejected_connections:%llu\r\n",
+                sections++ ? "\r\n" : "", (unsigned long long)s->total_connections,
+                (unsigned long long)s->total_commands, (unsigned long long)s->net_input_bytes,
+                (unsigned long long)s->net_output_bytes,
+                (unsigned long long)s->rejected_connections);
+    }
+    if (wantSection(c, "keyspace", 1)) {
+        infoCat(&b, "%s# Keyspace\r\n", sections++ ? "\r\n" : "");
+        if (dbSize(s->db))
+            infoCat(&b, "db0:keys=%llu,expires=%llu,avg_ttl=0\r\n", (unsigned long long)dbSize(s->db),
+                    (unsigned long long)dbExpires(s->db));
+    }
+    if (wantSection(c, "replay", 1)) {
+        infoCat(&b, "%s# Replay\r\nreplay_tables:%zu\r\n", sections++ ? "\r\n" : "",
+                s->tables->count);
+        for (ir_table *t = s->tables->head; t; t = t->next) {
+            infoCat(&b, "table:name=%s,size=%llu,capacity=%llu,inserts=%llu,samples=%llu,"
+                        "updates=%llu,stale_updates=%llu,bytes_used=%llu\r\n",
+                    t->name, (unsigned long long)tableSize(t), (unsigned long long)t->o.capacity,
+                    (unsigned long long)t->inserts, (unsigned long long)t->samples,
+                    (unsigned long long)t->updates, (unsigned long long)t->stale_updates,
+                    (unsigned long long)t->bytes_used);
+        }
+    }
+    if (wantSection(c, "commandstats", 0)) {
+        infoCat(&b, "%s# Commandstats\r\n", sections++ ? "\r\n" : "");
+        for (size_t i = 0; i < NCOMMANDS; i++)
+            if (commands[i].calls)
+                infoCat(&b, "cmdstat_%s:calls=%llu\r\n", commands[i].name,
+                        (unsigned long long)commands[i].calls);
+    }
+    addReplyBulk(c, b.p, b.len);
+    clientFlush(c); /* the body is referenced: send it before freeing */
+    free(b.p);
+}
+
+/* SHUTDOWN [NOSAVE|SAVE] [NOW] [FORCE] */
+void shutdownCommand(client *c) {
+    for (int i = 1; i < c->argc; i++) {
+        if (!argEq(c, i, "nosave") && !argEq(c, i, "save") && !argEq(c, i, "now") &&
+            !argEq(c, i, "force") && !argEq(c, i, "abort")) {
+            addReplyStr(c, shared.syntaxerr);
+            return;
+        }
+    }
+    serverLog("User requested shutdown...");
+    c->srv->shutdown_asap = 1;
+    c->flags |= CLIENT_CLOSE_ASAP; /* like Redis: no reply, the connection closes */
+}
+
+/* TIME */
+void timeCommand(client *c) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    addReplyArrayLen(c, 2);
+    addReplyBulkLongLong(c, (long long)ts.tv_sec);
+    addReplyBulkLongLong(c, (long long)ts.tv_nsec / 1000);
+}

@@ -1,0 +1,161 @@
+/* inreplay.h - the public C API of libinreplay.
+ *
+ * Two parts:
+ *   1. the prioritized sampler (K-ary sum tree + min tree + priority transform),
+ *      usable on its own: the server's replay tables use it, and so does the
+ *      learner-side baseline through cffi;
+ *   2. the daemon: a configuration struct, run (blocking), stop and stats.
+ *
+ * pyctl reads the declarations between the CFFI markers below with cffi's
+ * cdef(), so that block must stay plain C: no macros other than integer
+ * constants, no inline functions, no includes.
+ */
+#ifndef INREPLAY_H
+#define INREPLAY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* CFFI-BEGIN */
+
+/* Error codes: every int-returning call returns 0 or one of these. */
+#define IR_OK            0
+#define IR_EINVAL       -1   /* bad argument: negative/NaN/inf priority, bad index ... */
+#define IR_ENOMEM       -2   /* allocation failed */
+#define IR_EEMPTY       -3   /* sampling an empty table */
+#define IR_ECONFIG      -4   /* invalid configuration value */
+#define IR_ENET         -5   /* socket/bind/listen failure (see ir_last_error) */
+#define IR_ENOSTACK     -6   /* requested network stack is not built in */
+#define IR_ERUNNING     -7   /* a server is already running in this process */
+
+/* Human-readable text for an error code (static string). */
+const char *ir_strerror(int code);
+/* Details of the last error in this thread (e.g. "bind 127.0.0.1:6379: Address in use"). */
+const char *ir_last_error(void);
+
+/* ---- the prioritized sampler ------------------------------------------- */
+
+/* Concurrency contract: a sampler is not thread-safe; one thread (the lcore
+ * that owns the table) calls everything. Reads of ir_sampler_total/min/max
+ * from another thread are not supported. */
+typedef struct ir_sampler ir_sampler;
+
+/* capacity: number of slots (leaves); fanout: K in {2,4,8,16,32}, 0 = the
+ * built-in default (IR_DEFAULT_FANOUT); alpha >= 0, epsilon >= 0; seed for
+ * the sampler's own RNG. Returns NULL on bad arguments or no memory. */
+ir_sampler *ir_sampler_new(uint64_t capacity, unsigned fanout, double alpha,
+                           double epsilon, uint64_t seed);
+void ir_sampler_free(ir_sampler *s);
+
+uint64_t ir_sampler_capacity(const ir_sampler *s);
+unsigned ir_sampler_fanout(const ir_sampler *s);
+double ir_sampler_alpha(const ir_sampler *s);
+double ir_sampler_epsilon(const ir_sampler *s);
+void ir_sampler_seed(ir_sampler *s, uint64_t seed);
+
+/* Set raw priorities (|TD error|) of n slots; each is stored as
+ * (p + epsilon)^alpha. All n values are checked first: if any is negative,
+ * NaN or infinite, or any slot >= capacity, nothing changes and IR_EINVAL
+ * is returned. A slot may appear more than once; the last value wins. */
+int ir_sampler_update(ir_sampler *s, const uint64_t *slots, const double *raw,
+                      size_t n);
+/* Same, with float32 raw priorities (the REPLAY.UPDATE wire format). */
+int ir_sampler_update_f32(ir_sampler *s, const uint64_t *slots,
+                          const float *raw, size_t n);
+/* Set already-transformed (stored) priorities, e.g. the current maximum. */
+int ir_sampler_set_stored(ir_sampler *s, const uint64_t *slots,
+                          const double *stored, size_t n);
+/* Mark n slots empty (stored priority 0, excluded from the minimum). */
+int ir_sampler_clear(ir_sampler *s, const uint64_t *slots, size_t n);
+
+/* Stored priority of one slot (0 if empty). */
+double ir_sampler_get(const ir_sampler *s, uint64_t slot);
+/* Sum of stored priorities (the root). */
+double ir_sampler_total(const ir_sampler *s);
+/* Smallest positive stored priority, +inf when there is none. */
+double ir_sampler_min(const ir_sampler *s);
+/* Largest stored priority ever set (never decreases; 1.0 before any set):
+ * the priority REPLAY.ADD ... MAX gives a new item. */
+double ir_sampler_max(const ir_sampler *s);
+
+/* Draw n slots, stratified: the total mass is split into n equal strata and
+ * one point is drawn uniformly in each. Slots with stored priority 0 are never
+ * drawn. If the total is 0, slots are drawn uniformly from the live window
+ * [first, first + live) modulo capacity. weights (may be NULL) receive the
+ * importance weights w_i = (N * P(i))^-beta / max_j w_j over the whole table,
+ * i.e. (min_p / p_i)^beta, so the largest possible weight is 1. Output
+ * order follows the strata (ascending cumulative mass).
+ * Returns IR_EEMPTY if live == 0, IR_EINVAL for bad arguments. */
+int ir_sampler_sample(ir_sampler *s, size_t n, double beta, uint64_t first,
+                      uint64_t live, uint64_t *slots, float *weights);
+
+/* Lower-level: the same descent with caller-supplied points u[i] in [0,1)
+ * (stratum i gets (i + u[i]) * total / n). For tests and benchmarks. */
+int ir_sampler_sample_at(const ir_sampler *s, size_t n, const double *u,
+                         uint64_t *slots);
+
+/* Recompute every inner node from the leaves; returns the largest absolute
+ * difference found at the root (0 when the tree was exact). */
+double ir_sampler_rebuild(ir_sampler *s);
+
+/* ---- the daemon -------------------------------------------------------- */
+
+typedef struct ir_config {
+    const char *stack;          /* "kernel" (default) or "dpdk" */
+    const char *bind;           /* listen address, default "127.0.0.1" */
+    int port;                   /* listen port, default 6379; 0 = any */
+    uint64_t proto_max_bulk_len;/* largest bulk string, default 512 MB */
+    uint64_t client_query_buffer_limit; /* per-client unparsed input, default 1 GB */
+    int maxclients;             /* default 10000 */
+    int tcp_backlog;            /* default 511 */
+    unsigned fanout;            /* sum tree K, 0 = default */
+    uint64_t seed;              /* sampler RNG seed, 0 = from the clock */
+    uint64_t default_maxbytes;  /* arena size for tables created without MAXBYTES */
+    /* a table created at start-up, or NULL */
+    const char *table;
+    uint64_t table_capacity;
+    double table_alpha, table_beta, table_epsilon;
+    uint64_t table_maxbytes;
+    int verbose;                /* log connections to stderr */
+    /* DPDK stack (issue 3): EAL arguments as one string, ip/prefix */
+    const char *eal_args;
+    const char *ip;
+} ir_config;
+
+typedef struct ir_stats {
+    int running;
+    int port;                   /* the port actually bound */
+    uint64_t uptime_ms;
+    uint64_t connected_clients;
+    uint64_t total_connections;
+    uint64_t total_commands;
+    uint64_t keys;
+    uint64_t tables;
+    uint64_t used_memory;
+} ir_stats;
+
+/* Fill cfg with defaults. */
+void ir_config_init(ir_config *cfg);
+/* Run the server on the calling thread until SHUTDOWN, ir_stop() or
+ * SIGINT/SIGTERM. Returns IR_OK after a clean stop, or an error code
+ * (ir_last_error says why). Only one server per process. */
+int ir_run(const ir_config *cfg);
+/* Ask a running server to stop (async-signal-safe: only sets a flag). */
+void ir_stop(void);
+/* Snapshot of counters; safe from any thread while ir_run runs. */
+void ir_get_stats(ir_stats *out);
+/* Library version string. */
+const char *ir_version(void);
+
+/* CFFI-END */
+
+#define IR_DEFAULT_FANOUT 8
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* INREPLAY_H */

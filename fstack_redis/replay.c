@@ -1,0 +1,289 @@
+/* replay.c - prioritized replay tables (see replay.h). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "replay.h"
+
+#define EMPTY_ID UINT64_MAX
+#define ITEM_ALIGN 8
+
+/* Bytes an item takes in the arena: at least one aligned unit, so that a
+ * zero-length item still has a distinct place in the ring. */
+static inline uint64_t reserveLen(size_t len) {
+    uint64_t r = ((uint64_t)len + ITEM_ALIGN - 1) & ~(uint64_t)(ITEM_ALIGN - 1);
+    return r ? r : ITEM_ALIGN;
+}
+
+ir_tables *tablesNew(void) { return calloc(1, sizeof(ir_tables)); }
+
+static void tableFree(ir_table *t) {
+    if (!t) return;
+    ir_sampler_free(t->sampler);
+    free(t->slot_id);
+    free(t->slot_off);
+    free(t->slot_len);
+    if (t->arena) munmap(t->arena, t->o.maxbytes);
+    free(t->scratch_slots);
+    free(t->scratch_ids);
+    free(t->scratch_prio);
+    free(t->scratch_weights);
+    free(t->scratch_evicted);
+    free(t->name);
+    free(t);
+}
+
+void tablesFlush(ir_tables *ts) {
+    ir_table *t = ts->head;
+    while (t) {
+        ir_table *n = t->next;
+        tableFree(t);
+        t = n;
+    }
+    ts->head = NULL;
+    ts->count = 0;
+}
+
+void tablesFree(ir_tables *ts) {
+    if (!ts) return;
+    tablesFlush(ts);
+    free(ts);
+}
+
+ir_table *tableFind(ir_tables *ts, const char *name, size_t len) {
+    for (ir_table *t = ts->head; t; t = t->next)
+        if (t->namelen == len && memcmp(t->name, name, len) == 0) return t;
+    return NULL;
+}
+
+uint64_t tablesBytes(const ir_tables *ts) {
+    uint64_t b = 0;
+    for (const ir_table *t = ts->head; t; t = t->next) b += t->bytes_used;
+    return b;
+}
+
+int tableCreate(ir_tables *ts, const char *name, size_t len, const ir_table_opts *o,
+                ir_table **out, const char **err) {
+    if (len == 0 || len > IR_TABLE_NAME_MAX) {
+        *err = "table name must be 1 to 200 bytes";
+        return -1;
+    }
+    if (tableFind(ts, name, len)) {
+        *err = "table already exists";
+        return -1;
+    }
+    if (o->capacity == 0 || o->capacity > (1ULL << 32)) {
+        *err = "CAPACITY must be between 1 and 4294967296";
+        return -1;
+    }
+    if (!(o->alpha >= 0 && isfinite(o->alpha)) || !(o->beta >= 0 && isfinite(o->beta)) ||
+        !(o->epsilon >= 0 && isfinite(o->epsilon))) {
+        *err = "ALPHA, BETA and EPSILON must be finite and >= 0";
+        return -1;
+    }
+    if (o->maxbytes < ITEM_ALIGN) {
+        *err = "MAXBYTES must be at least 8";
+        return -1;
+    }
+    ir_table *t = calloc(1, sizeof(*t));
+    if (!t) goto nomem;
+    t->o = *o;
+    t->name = malloc(len + 1);
+    t->sampler = ir_sampler_new(o->capacity, o->fanout, o->alpha, o->epsilon, o->seed);
+    t->slot_id = malloc(o->capacity * sizeof(uint64_t));
+    t->slot_off = calloc(o->capacity, sizeof(uint64_t));
+    t->slot_len = calloc(o->capacity, sizeof(uint32_t));
+    /* The arena is reserved up front and committed by the kernel as it fills. */
+    t->arena = mmap(NULL, o->maxbytes, PROT_READ | PROT_WRITE,
+                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (t->arena == MAP_FAILED) t->arena = NULL;
+    if (!t->name || !t->sampler || !t->slot_id || !t->slot_off || !t->slot_len || !t->arena) {
+        tableFree(t);
+        goto nomem;
+    }
+    memcpy(t->name, name, len);
+    t->name[len] = '\0';
+    t->namelen = len;
+    for (uint64_t i = 0; i < o->capacity; i++) t->slot_id[i] = EMPTY_ID;
+    t->next = ts->head;
+    ts->head = t;
+    ts->count++;
+    if (out) *out = t;
+    return 0;
+nomem:
+    *err = "not enough memory for a table of this CAPACITY and MAXBYTES";
+    return -1;
+}
+
+int tableDrop(ir_tables *ts, const char *name, size_t len) {
+    for (ir_table **pp = &ts->head; *pp; pp = &(*pp)->next) {
+        ir_table *t = *pp;
+        if (t->namelen == len && memcmp(t->name, name, len) == 0) {
+            *pp = t->next;
+            tableFree(t);
+            ts->count--;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+int tableScratch(ir_table *t, size_t n) {
+    if (n <= t->scratch_cap) return 0;
+    size_t cap = t->scratch_cap ? t->scratch_cap : 64;
+    while (cap < n) cap *= 2;
+    uint64_t *s = realloc(t->scratch_slots, cap * sizeof(uint64_t));
+    if (s) t->scratch_slots = s;
+    uint64_t *i = realloc(t->scratch_ids, cap * sizeof(uint64_t));
+    if (i) t->scratch_ids = i;
+    double *p = realloc(t->scratch_prio, cap * sizeof(double));
+    if (p) t->scratch_prio = p;
+    float *w = realloc(t->scratch_weights, cap * sizeof(float));
+    if (w) t->scratch_weights = w;
+    if (!s || !i || !p || !w) return -1;
+    t->scratch_cap = cap;
+    return 0;
+}
+
+int tablePriorityValid(const ir_table *t, double raw) {
+    if (!(raw >= 0) || !isfinite(raw)) return 0;
+    return isfinite(pow(raw + t->o.epsilon, t->o.alpha));
+}
+
+/* Remove the oldest item; its slot is remembered so the caller can clear
+ * its priority once the whole batch is placed. */
+static int evictOldest(ir_table *t, size_t *nevicted) {
+    uint64_t slot = t->oldest_id % t->o.capacity;
+    if (*nevicted == t->evicted_cap) {
+        size_t cap = t->evicted_cap ? t->evicted_cap * 2 : 64;
+        uint64_t *e = realloc(t->scratch_evicted, cap * sizeof(uint64_t));
+        if (!e) return -1;
+        t->scratch_evicted = e;
+        t->evicted_cap = cap;
+    }
+    t->scratch_evicted[(*nevicted)++] = slot;
+    t->bytes_used -= reserveLen(t->slot_len[slot]);
+    t->slot_id[slot] = EMPTY_ID;
+    t->oldest_id++;
+    t->evictions++;
+    return 0;
+}
+
+/* Find room for need bytes, evicting the oldest items as required. */
+static int arenaPlace(ir_table *t, uint64_t need, uint64_t *off, size_t *nevicted) {
+    for (;;) {
+        if (tableSize(t) == 0) {
+            *off = 0;
+            return 0;
+        }
+        uint64_t head = t->slot_off[t->oldest_id % t->o.capacity];
+        if (t->tail > head) { /* live bytes are [head, tail) */
+            if (t->o.maxbytes - t->tail >= need) {
+                *off = t->tail;
+                return 0;
+            }
+            if (head >= need) { /* wrap to the front */
+                *off = 0;
+                return 0;
+            }
+        } else if (head - t->tail >= need) { /* wrapped: free bytes are [tail, head) */
+            *off = t->tail;
+            return 0;
+        }
+        if (evictOldest(t, nevicted) != 0) return -1;
+    }
+}
+
+int tableAdd(ir_table *t, const ir_item_in *items, size_t n, uint64_t *ids_out, const char **err) {
+    for (size_t k = 0; k < n; k++) {
+        if (reserveLen(items[k].len) > t->o.maxbytes || items[k].len > UINT32_MAX) {
+            *err = "item is larger than the table's MAXBYTES";
+            return -1;
+        }
+    }
+    if (tableScratch(t, n) != 0) goto nomem;
+    size_t nevicted = 0;
+    for (size_t k = 0; k < n; k++) {
+        if (tableSize(t) == t->o.capacity && evictOldest(t, &nevicted) != 0) goto nomem;
+        uint64_t need = reserveLen(items[k].len), off;
+        if (arenaPlace(t, need, &off, &nevicted) != 0) goto nomem;
+        uint64_t id = t->next_id++;
+        uint64_t slot = id % t->o.capacity;
+        memcpy(t->arena + off, items[k].data, items[k].len);
+        t->slot_id[slot] = id;
+        t->slot_off[slot] = off;
+        t->slot_len[slot] = (uint32_t)items[k].len;
+        t->tail = off + need;
+        t->bytes_used += need;
+        t->scratch_slots[k] = slot;
+        t->scratch_prio[k] = items[k].raw;
+        ids_out[k] = id;
+    }
+    t->inserts += n;
+    /* Clear evicted slots first: a slot evicted and refilled in this batch
+     * then gets its new priority from the updates below. */
+    if (nevicted) ir_sampler_clear(t->sampler, t->scratch_evicted, nevicted);
+    /* Raw priorities and MAX ones (already stored values) go in separately. */
+    /* In a batch larger than the table only the last `capacity` items stay. */
+    size_t first = n > t->o.capacity ? n - (size_t)t->o.capacity : 0;
+    size_t nraw = 0, nmax = 0;
+    for (size_t k = first; k < n; k++) {
+        if (items[k].use_max) continue;
+        t->scratch_ids[nraw] = t->scratch_slots[k];
+        t->scratch_prio[nraw++] = t->scratch_prio[k];
+    }
+    if (nraw) ir_sampler_update(t->sampler, t->scratch_ids, t->scratch_prio, nraw);
+    double maxp = ir_sampler_max(t->sampler);
+    for (size_t k = first; k < n; k++) {
+        if (!items[k].use_max) continue;
+        t->scratch_ids[nmax] = t->scratch_slots[k];
+        t->scratch_prio[nmax++] = maxp;
+    }
+    if (nmax) ir_sampler_set_stored(t->sampler, t->scratch_ids, t->scratch_prio, nmax);
+    return 0;
+nomem:
+    *err = "out of memory";
+    return -1;
+}
+
+int tableSample(ir_table *t, size_t n, double beta) {
+    if (tableScratch(t, n) != 0) return IR_ENOMEM;
+    uint64_t live = tableSize(t);
+    int rc = ir_sampler_sample(t->sampler, n, beta, t->oldest_id % t->o.capacity, live,
+                               t->scratch_slots, t->scratch_weights);
+    if (rc != IR_OK) return rc;
+    for (size_t i = 0; i < n; i++) t->scratch_ids[i] = t->slot_id[t->scratch_slots[i]];
+    t->samples += n;
+    t->sample_calls++;
+    return IR_OK;
+}
+
+long tableUpdate(ir_table *t, const uint64_t *ids, const float *raw, size_t n, const char **err) {
+    for (size_t k = 0; k < n; k++) {
+        if (!tablePriorityValid(t, raw[k])) {
+            *err = "priorities must be finite and >= 0";
+            return -1;
+        }
+        if (ids[k] >= t->next_id) {
+            *err = "id was never issued by this table";
+            return -1;
+        }
+    }
+    if (tableScratch(t, n) != 0) {
+        *err = "out of memory";
+        return -1;
+    }
+    size_t m = 0;
+    for (size_t k = 0; k < n; k++) {
+        if (ids[k] < t->oldest_id) {
+            t->stale_updates++;
+            continue;
+        }
+        t->scratch_slots[m] = ids[k] % t->o.capacity;
+        t->scratch_prio[m++] = raw[k];
+    }
+    if (m) ir_sampler_update(t->sampler, t->scratch_slots, t->scratch_prio, m);
+    t->updates += m;
+    return (long)m;
+}

@@ -1,0 +1,93 @@
+/* replay.h - prioritized replay tables: fixed capacity, FIFO eviction.
+ *
+ * Every inserted item gets the next 64-bit id; its slot is id % capacity.
+ * Items are opaque byte strings kept in one preallocated arena (a ring of
+ * maxbytes bytes): when the arena or the slots are full, the oldest items go.
+ * Live ids are always the window [oldest_id, next_id).
+ *
+ * Concurrency contract: a table belongs to the thread that runs the server;
+ * nothing here locks.
+ */
+#ifndef IR_REPLAY_H
+#define IR_REPLAY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "inreplay.h"
+
+#define IR_TABLE_NAME_MAX 200
+#define IR_MAX_SAMPLE (1 << 20)
+
+typedef struct ir_table_opts {
+    uint64_t capacity;
+    double alpha, beta, epsilon;
+    uint64_t maxbytes;
+    unsigned fanout;
+    uint64_t seed;
+} ir_table_opts;
+
+typedef struct ir_table {
+    char *name;
+    size_t namelen;
+    ir_table_opts o;
+    ir_sampler *sampler;
+    /* per slot: which id lives there, and where its bytes are */
+    uint64_t *slot_id;
+    uint64_t *slot_off;
+    uint32_t *slot_len;
+    /* the arena ring */
+    char *arena;
+    uint64_t tail;          /* where the next item goes */
+    uint64_t bytes_used;    /* bytes of live items (rounded as stored) */
+    uint64_t next_id, oldest_id;
+    /* counters */
+    uint64_t inserts, samples, sample_calls, updates, stale_updates, evictions;
+    /* scratch for one request, grown on demand and kept */
+    uint64_t *scratch_slots, *scratch_ids, *scratch_evicted;
+    double *scratch_prio;
+    float *scratch_weights;
+    size_t scratch_cap, evicted_cap;
+    struct ir_table *next;
+} ir_table;
+
+typedef struct ir_tables {
+    ir_table *head;
+    size_t count;
+} ir_tables;
+
+/* What an insert carries: the raw priority, or IR_PRIO_MAX for "the table's max". */
+typedef struct ir_item_in {
+    const char *data;
+    size_t len;
+    double raw;             /* ignored when use_max */
+    int use_max;
+} ir_item_in;
+
+ir_tables *tablesNew(void);
+void tablesFree(ir_tables *ts);
+ir_table *tableFind(ir_tables *ts, const char *name, size_t len);
+/* Returns 0, or -1 with *err set to a static message. */
+int tableCreate(ir_tables *ts, const char *name, size_t len, const ir_table_opts *o,
+                ir_table **out, const char **err);
+int tableDrop(ir_tables *ts, const char *name, size_t len);
+void tablesFlush(ir_tables *ts);
+
+static inline uint64_t tableSize(const ir_table *t) { return t->next_id - t->oldest_id; }
+
+/* Check a raw priority the way the sampler will: finite, >= 0, and finite
+ * once transformed. */
+int tablePriorityValid(const ir_table *t, double raw);
+/* Insert n items (already validated); ids are written to ids_out. Returns 0
+ * or -1 with *err (an item larger than the arena). Nothing changes on error. */
+int tableAdd(ir_table *t, const ir_item_in *items, size_t n, uint64_t *ids_out, const char **err);
+/* Sample n items into the table's scratch (slots, ids, weights). */
+int tableSample(ir_table *t, size_t n, double beta);
+/* Apply raw float32 priorities to ids; stale ids (evicted) are counted and
+ * skipped. Returns the number applied, or -1 with *err. */
+long tableUpdate(ir_table *t, const uint64_t *ids, const float *raw, size_t n, const char **err);
+/* Make sure scratch holds at least n entries. */
+int tableScratch(ir_table *t, size_t n);
+uint64_t tablesBytes(const ir_tables *ts);
+
+#endif

@@ -1,0 +1,293 @@
+/* reply.c - building and sending replies.
+ *
+ * A client's pending output is a list of segments: bytes copied into c->obuf,
+ * or references to memory owned elsewhere (a stored value, a replay arena).
+ * References are how a 13 MB GET or a 512-item REPLAY.SAMPLE reaches the
+ * socket without a copy: they may only live until the command that made them
+ * returns, so processCommand() calls clientFlush() whenever has_refs is set,
+ * and clientFlush() copies whatever the transport did not take.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "server.h"
+
+const struct ir_shared_replies shared = {
+    .ok = IR_STR("+OK\r\n"),
+    .pong = IR_STR("+PONG\r\n"),
+    .czero = IR_STR(":0\r\n"),
+    .cone = IR_STR(":1\r\n"),
+    .cnegone = IR_STR(":-1\r\n"),
+    .nullbulk = IR_STR("$-1\r\n"),
+    .nullarray = IR_STR("*-1\r\n"),
+    .emptyarray = IR_STR("*0\r\n"),
+    .wrongtypeerr = IR_STR("-WRONGTYPE Operation against a key holding the wrong kind of value\r\n"),
+    .syntaxerr = IR_STR("-ERR syntax error\r\n"),
+    .notinteger = IR_STR("-ERR value is not an integer or out of range\r\n"),
+    .outofrange = IR_STR("-ERR index out of range\r\n"),
+    .nokeyerr = IR_STR("-ERR no such key\r\n"),
+};
+
+static void oom(void) {
+    serverLog("out of memory allocating reply buffer");
+    abort();
+}
+
+static void obufReserve(client *c, size_t extra) {
+    if (c->olen + extra <= c->ocap) return;
+    size_t cap = c->ocap ? c->ocap : PROTO_REPLY_CHUNK_BYTES;
+    while (cap < c->olen + extra) cap *= 2;
+    char *p = realloc(c->obuf, cap);
+    if (!p) oom();
+    c->obuf = p;
+    c->ocap = cap;
+}
+
+static ir_seg *segPush(client *c) {
+    if (c->nsegs == c->segcap) {
+        int cap = c->segcap ? c->segcap * 2 : 16;
+        ir_seg *s = realloc(c->segs, (size_t)cap * sizeof(*s));
+        if (!s) oom();
+        c->segs = s;
+        c->segcap = cap;
+    }
+    return &c->segs[c->nsegs++];
+}
+
+/* Reserve len bytes at the end of the owned output and return them. */
+static char *replyAppendSpace(client *c, size_t len) {
+    obufReserve(c, len);
+    ir_seg *last = c->nsegs ? &c->segs[c->nsegs - 1] : NULL;
+    if (last && !last->ref && last->off + last->len == c->olen) {
+        last->len += len;
+    } else {
+        ir_seg *s = segPush(c);
+        s->ref = NULL;
+        s->off = c->olen;
+        s->len = len;
+    }
+    char *dst = c->obuf + c->olen;
+    c->olen += len;
+    c->pending_bytes += len;
+    return dst;
+}
+
+void addReplyProto(client *c, const char *s, size_t len) {
+    if (c->flags & (CLIENT_CLOSE_AFTER_REPLY | CLIENT_CLOSE_ASAP)) return;
+    if (len) memcpy(replyAppendSpace(c, len), s, len);
+}
+
+void addReplyStr(client *c, ir_str s) { addReplyProto(c, s.p, s.len); }
+
+/* A body sent by reference when it is big enough to be worth it. */
+static void addReplyRef(client *c, const void *p, size_t len) {
+    if (c->flags & (CLIENT_CLOSE_AFTER_REPLY | CLIENT_CLOSE_ASAP)) return;
+    if (len < IR_REF_MIN) {
+        addReplyProto(c, p, len);
+        return;
+    }
+    ir_seg *s = segPush(c);
+    s->ref = p;
+    s->off = 0;
+    s->len = len;
+    c->pending_bytes += len;
+    c->has_refs = 1;
+}
+
+void addReplyStatus(client *c, const char *status) {
+    size_t n = strlen(status);
+    char *d = replyAppendSpace(c, n + 3);
+    d[0] = '+';
+    memcpy(d + 1, status, n);
+    memcpy(d + 1 + n, "\r\n", 2);
+}
+
+/* Errors may not contain newlines: replace them, as Redis does. */
+static void addReplyErrorLength(client *c, const char *s, size_t len) {
+    if (c->flags & (CLIENT_CLOSE_AFTER_REPLY | CLIENT_CLOSE_ASAP)) return;
+    if (!len || s[0] != '-') addReplyProto(c, "-ERR ", 5);
+    char *d = replyAppendSpace(c, len + 2);
+    for (size_t i = 0; i < len; i++) d[i] = (s[i] == '\r' || s[i] == '\n') ? ' ' : s[i];
+    memcpy(d + len, "\r\n", 2);
+}
+
+void addReplyError(client *c, const char *err) { addReplyErrorLength(c, err, strlen(err)); }
+
+static void addReplyErrorVa(client *c, const char *fmt, va_list ap) {
+    char buf[1024];
+    int n = vsnprintf(buf, sizeof(buf), fmt, ap);
+    if (n < 0) n = 0;
+    if ((size_t)n >= sizeof(buf)) n = sizeof(buf) - 1;
+    addReplyErrorLength(c, buf, (size_t)n);
+}
+
+void addReplyErrorFormat(client *c, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    addReplyErrorVa(c, fmt, ap);
+    va_end(ap);
+}
+
+void rejectCommandFormat(client *c, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    addReplyErrorVa(c, fmt, ap);
+    va_end(ap);
+}
+
+void addReplyErrorArity(client *c) {
+    addReplyErrorFormat(c, "wrong number of arguments for '%s' command", c->argv[0].ptr);
+}
+
+static void addReplyPrefixed(client *c, char prefix, long long ll) {
+    char buf[32];
+    buf[0] = prefix;
+    int n = ll2string(buf + 1, sizeof(buf) - 3, ll);
+    buf[n + 1] = '\r';
+    buf[n + 2] = '\n';
+    addReplyProto(c, buf, (size_t)n + 3);
+}
+
+void addReplyLongLong(client *c, long long ll) {
+    if (ll == 0) addReplyStr(c, shared.czero);
+    else if (ll == 1) addReplyStr(c, shared.cone);
+    else addReplyPrefixed(c, ':', ll);
+}
+
+void addReplyArrayLen(client *c, long len) { addReplyPrefixed(c, '*', len); }
+
+void addReplyNull(client *c) { addReplyStr(c, shared.nullbulk); }
+
+void addReplyBulk(client *c, const void *p, size_t len) {
+    addReplyPrefixed(c, '$', (long long)len);
+    addReplyRef(c, p, len);
+    addReplyProto(c, "\r\n", 2);
+}
+
+void addReplyBulkCString(client *c, const char *s) {
+    if (!s) addReplyNull(c);
+    else addReplyBulk(c, s, strlen(s));
+}
+
+void addReplyBulkLongLong(client *c, long long ll) {
+    char buf[32];
+    int n = ll2string(buf, sizeof(buf), ll);
+    addReplyBulk(c, buf, (size_t)n);
+}
+
+void addReplyDouble(client *c, double d) {
+    char buf[64];
+    int n;
+    if (isinf(d)) {
+        n = snprintf(buf, sizeof(buf), "%s", d > 0 ? "inf" : "-inf");
+    } else {
+        /* the shortest form that reads back as the same double */
+        for (int prec = 15; prec <= 17; prec++) {
+            n = snprintf(buf, sizeof(buf), "%.*g", prec, d);
+            if (strtod(buf, NULL) == d) break;
+        }
+    }
+    addReplyBulk(c, buf, (size_t)n);
+}
+
+char *addReplyBulkReserve(client *c, size_t len) {
+    addReplyPrefixed(c, '$', (long long)len);
+    char *body = replyAppendSpace(c, len + 2);
+    memcpy(body + len, "\r\n", 2);
+    return body;
+}
+
+/* ---- sending ----------------------------------------------------------- */
+
+/* Copy referenced segments into obuf so nothing points at foreign memory. */
+static void replyOwnRefs(client *c) {
+    for (int i = 0; i < c->nsegs; i++) {
+        ir_seg *s = &c->segs[i];
+        if (!s->ref) continue;
+        size_t skip = (i == 0) ? c->sent : 0;
+        size_t n = s->len - skip;
+        obufReserve(c, n);
+        memcpy(c->obuf + c->olen, s->ref + skip, n);
+        s->ref = NULL;
+        s->off = c->olen;
+        s->len = n;
+        c->olen += n;
+        if (i == 0) c->sent = 0;
+    }
+    c->has_refs = 0;
+}
+
+/* Move the owned bytes still pending to the front of obuf once the written
+ * prefix is large, so a slow reader's buffer does not grow without bound. */
+static void replyCompact(client *c) {
+    size_t lo = c->olen;
+    for (int i = 0; i < c->nsegs; i++)
+        if (c->segs[i].off < lo) lo = c->segs[i].off;
+    if (lo < PROTO_REPLY_CHUNK_BYTES || lo < c->olen / 2) return;
+    memmove(c->obuf, c->obuf + lo, c->olen - lo);
+    for (int i = 0; i < c->nsegs; i++) c->segs[i].off -= lo;
+    c->olen -= lo;
+}
+
+void clientFlush(client *c) {
+    if (c->flags & CLIENT_CLOSED) return;
+    while (c->pending_bytes) {
+        struct iovec iov[IR_MAX_IOV];
+        int n = 0;
+        size_t want = 0;
+        for (int i = 0; i < c->nsegs && n < IR_MAX_IOV; i++) {
+            const ir_seg *s = &c->segs[i];
+            const char *base = s->ref ? s->ref : c->obuf + s->off;
+            size_t skip = (i == 0) ? c->sent : 0;
+            iov[n].iov_base = (void *)(base + skip);
+            iov[n].iov_len = s->len - skip;
+            want += iov[n].iov_len;
+            n++;
+        }
+        ssize_t w = c->tp->ops->writev(c->tp, c->conn, iov, n);
+        if (w < 0) {
+            c->flags |= CLIENT_CLOSE_ASAP;
+            c->pending_bytes = 0;
+            c->nsegs = 0;
+            c->olen = 0;
+            c->sent = 0;
+            c->has_refs = 0;
+            return;
+        }
+        c->srv->net_output_bytes += (uint64_t)w;
+        c->pending_bytes -= (size_t)w;
+        /* drop fully written segments */
+        size_t left = (size_t)w;
+        int drop = 0;
+        while (drop < c->nsegs && left) {
+            size_t rem = c->segs[drop].len - c->sent;
+            if (left >= rem) {
+                left -= rem;
+                c->sent = 0;
+                drop++;
+            } else {
+                c->sent += left;
+                left = 0;
+            }
+        }
+        if (drop) {
+            memmove(c->segs, c->segs + drop, (size_t)(c->nsegs - drop) * sizeof(ir_seg));
+            c->nsegs -= drop;
+        }
+        if (c->nsegs == 0) {
+            c->olen = 0;
+            c->sent = 0;
+            c->has_refs = 0;
+        }
+        if ((size_t)w < want) break; /* the stack is full for now */
+    }
+    if (c->pending_bytes) {
+        replyOwnRefs(c);
+        replyCompact(c);
+        c->tp->ops->want_writable(c->tp, c->conn, 1);
+    } else {
+        c->tp->ops->want_writable(c->tp, c->conn, 0);
+    }
+}

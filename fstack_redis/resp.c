@@ -1,0 +1,383 @@
+/* resp.c - the incremental RESP2 request parser.
+ *
+ * Bytes arrive in chunks of any size (irs_data). Unparsed bytes wait in the
+ * bounded query buffer; a complete request becomes c->argv and runs. The result
+ * is the same whether a request arrives whole, byte by byte, or split anywhere:
+ * every decision waits until the bytes it depends on are present.
+ *
+ * Bulks of PROTO_MBULK_BIG_ARG bytes or more get a buffer of their own, filled
+ * straight from the incoming chunks (no second copy through the query buffer);
+ * SET takes that buffer over as the stored value.
+ *
+ * Checks and error texts follow Redis's networking.c (processMultibulkBuffer,
+ * processInlineBuffer); protocol errors reply, then close the connection.
+ */
+#include <ctype.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "server.h"
+
+#define C_OK 0
+#define C_ERR -1
+
+static void oom(void) {
+    serverLog("out of memory in the request parser");
+    abort();
+}
+
+static void setProtocolError(client *c, const char *errstr) {
+    if (c->srv->cfg.verbose) serverLog("Protocol error (%s) from client %s", errstr, c->addr);
+    c->flags |= CLIENT_CLOSE_AFTER_REPLY | CLIENT_PROTOCOL_ERROR;
+}
+
+/* ---- argument storage -------------------------------------------------- */
+
+static void argvReserve(client *c, long want) {
+    if (c->argc < c->argv_cap) return;
+    long cap = c->argv_cap ? (long)c->argv_cap * 2 : 8;
+    if (cap < want && want <= 1024) cap = want;
+    ir_arg *a = realloc(c->argv, (size_t)cap * sizeof(*a));
+    size_t *o = realloc(c->argoff, (size_t)cap * sizeof(*o));
+    if (!a || !o) oom();
+    c->argv = a;
+    c->argoff = o;
+    c->argv_cap = (int)cap;
+}
+
+/* Append a small argument: its bytes go to argbuf, NUL-terminated. */
+static void argAppend(client *c, const char *p, size_t len) {
+    argvReserve(c, c->multibulklen);
+    if (c->arglen + len + 1 > c->argcap) {
+        size_t cap = c->argcap ? c->argcap : 256;
+        while (cap < c->arglen + len + 1) cap *= 2;
+        char *b = realloc(c->argbuf, cap);
+        if (!b) oom();
+        c->argbuf = b;
+        c->argcap = cap;
+    }
+    memcpy(c->argbuf + c->arglen, p, len);
+    c->argbuf[c->arglen + len] = '\0';
+    c->argoff[c->argc] = c->arglen;
+    c->argv[c->argc].ptr = NULL; /* resolved from argoff before dispatch */
+    c->argv[c->argc].len = len;
+    c->argv[c->argc].owned = 0;
+    c->argc++;
+    c->arglen += len + 1;
+}
+
+/* Point small arguments into argbuf (its address is final once parsed). */
+static void argvResolve(client *c) {
+    for (int i = 0; i < c->argc; i++)
+        if (!c->argv[i].owned) c->argv[i].ptr = c->argbuf + c->argoff[i];
+}
+
+void resetClientArgs(client *c) {
+    for (int i = 0; i < c->argc; i++)
+        if (c->argv[i].owned) free(c->argv[i].ptr);
+    if (c->big_arg) {
+        free(c->argv[c->argc].ptr);
+        c->big_arg = 0;
+    }
+    c->argc = 0;
+    c->arglen = 0;
+    c->reqtype = PROTO_REQ_NONE;
+    c->multibulklen = 0;
+    c->bulklen = -1;
+    c->big_have = 0;
+    /* Give back memory a single huge request needed. */
+    if (c->argcap > (1 << 20)) {
+        free(c->argbuf);
+        c->argbuf = NULL;
+        c->argcap = 0;
+    }
+}
+
+/* ---- inline requests ----------------------------------------------------- */
+
+static int hexDigit(int ch) {
+    if (ch >= '0' && ch <= '9') return ch - '0';
+    ch = tolower(ch);
+    if (ch >= 'a' && ch <= 'f') return ch - 'a' + 10;
+    return -1;
+}
+
+/* Split a line like sdssplitargs: "quoted \x41 strings", 'single', bare words.
+ * Returns 0, or -1 on unbalanced quotes. Arguments go to c->argv. */
+static int splitInlineArgs(client *c, const char *p, const char *end) {
+    char *tmp = NULL;
+    size_t tcap = 0;
+    int rc = 0;
+    /* Redis splits a C string: a NUL byte ends the line. */
+    const char *nul = memchr(p, '\0', (size_t)(end - p));
+    if (nul) end = nul;
+    for (;;) {
+        while (p < end && isspace((unsigned char)*p)) p++;
+        if (p >= end) break;
+        size_t tlen = 0;
+        int inq = 0, insq = 0, done = 0;
+        while (!done) {
+            if (tlen + 1 > tcap) {
+                tcap = tcap ? tcap * 2 : 64;
+                char *t = realloc(tmp, tcap);
+                if (!t) oom();
+                tmp = t;
+            }
+            if (inq) {
+                if (p >= end) { rc = -1; goto out; }
+                if (*p == '\\' && p + 3 < end && p[1] == 'x' && hexDigit((unsigned char)p[2]) >= 0 &&
+                    hexDigit((unsigned char)p[3]) >= 0) {
+                    tmp[tlen++] = (char)(hexDigit((unsigned char)p[2]) * 16 +
+                                         hexDigit((unsigned char)p[3]));
+                    p += 3;
+                } else if (*p == '\\' && p + 1 < end) {
+                    char ch;
+                    p++;
+                    switch (*p) {
+                    case 'n': ch = '\n'; break;
+                    case 'r': ch = '\r'; break;
+                    case 't': ch = '\t'; break;
+                    case 'b': ch = '\b'; break;
+                    case 'a': ch = '\a'; break;
+                    default: ch = *p; break;
+                    }
+                    tmp[tlen++] = ch;
+                } else if (*p == '"') {
+                    /* closing quote must be followed by a space or nothing */
+                    if (p + 1 < end && !isspace((unsigned char)p[1])) { rc = -1; goto out; }
+                    done = 1;
+                } else {
+                    tmp[tlen++] = *p;
+                }
+            } else if (insq) {
+                if (p >= end) { rc = -1; goto out; }
+                if (*p == '\\' && p + 1 < end && p[1] == '\'') {
+                    p++;
+                    tmp[tlen++] = '\'';
+                } else if (*p == '\'') {
+                    if (p + 1 < end && !isspace((unsigned char)p[1])) { rc = -1; goto out; }
+                    done = 1;
+                } else {
+                    tmp[tlen++] = *p;
+                }
+            } else {
+                if (p >= end) {
+                    done = 1;
+                    break;
+                }
+                switch (*p) {
+                case ' ': case '\n': case '\r': case '\t': case '\0':
+                    done = 1;
+                    break;
+                case '"': inq = 1; break;
+                case '\'': insq = 1; break;
+                default: tmp[tlen++] = *p; break;
+                }
+            }
+            if (p < end) p++;
+        }
+        argAppend(c, tmp ? tmp : "", tlen);
+    }
+out:
+    free(tmp);
+    return rc;
+}
+
+static int processInlineBuffer(client *c) {
+    char *start = c->qbuf + c->qpos;
+    size_t avail = c->qlen - c->qpos;
+    char *newline = memchr(start, '\n', avail);
+    if (!newline) {
+        if (avail > PROTO_INLINE_MAX_SIZE) {
+            addReplyError(c, "Protocol error: too big inline request");
+            setProtocolError(c, "too big inline request");
+        }
+        return C_ERR;
+    }
+    char *lineend = newline;
+    if (lineend != start && lineend[-1] == '\r') lineend--;
+    c->multibulklen = 0;
+    if (splitInlineArgs(c, start, lineend) != 0) {
+        resetClientArgs(c);
+        addReplyError(c, "Protocol error: unbalanced quotes in request");
+        setProtocolError(c, "unbalanced quotes in inline request");
+        return C_ERR;
+    }
+    c->qpos += (size_t)(newline - start) + 1;
+    return C_OK;
+}
+
+/* ---- multibulk requests ------------------------------------------------- */
+
+/* A big bulk: move what the query buffer holds into its own buffer. */
+static void beginBigArg(client *c) {
+    argvReserve(c, c->multibulklen);
+    size_t need = (size_t)c->bulklen + 2;
+    char *buf = malloc(need);
+    if (!buf) oom();
+    size_t avail = c->qlen - c->qpos;
+    size_t take = avail < need ? avail : need;
+    memcpy(buf, c->qbuf + c->qpos, take);
+    c->qpos += take;
+    c->argv[c->argc].ptr = buf;
+    c->argv[c->argc].len = (size_t)c->bulklen;
+    c->argv[c->argc].owned = 1;
+    c->big_arg = 1;
+    c->big_have = take;
+}
+
+/* The big bulk is complete: it becomes argv[argc]. */
+static void finishBigArg(client *c) {
+    ir_arg *a = &c->argv[c->argc];
+    a->ptr[a->len] = '\0'; /* overwrites the CR we do not check, as Redis doesn't */
+    c->argoff[c->argc] = 0;
+    c->argc++;
+    c->big_arg = 0;
+    c->big_have = 0;
+    c->bulklen = -1;
+    c->multibulklen--;
+}
+
+static int processMultibulkBuffer(client *c) {
+    long long ll;
+    if (c->multibulklen == 0) {
+        char *start = c->qbuf + c->qpos;
+        size_t avail = c->qlen - c->qpos;
+        char *newline = memchr(start, '\r', avail);
+        if (!newline) {
+            if (avail > PROTO_INLINE_MAX_SIZE) {
+                addReplyError(c, "Protocol error: too big mbulk count string");
+                setProtocolError(c, "too big mbulk count string");
+            }
+            return C_ERR;
+        }
+        if ((size_t)(newline - start) + 2 > avail) return C_ERR; /* wait for \n */
+        if (!string2ll(start + 1, (size_t)(newline - (start + 1)), &ll) || ll > INT_MAX) {
+            addReplyError(c, "Protocol error: invalid multibulk length");
+            setProtocolError(c, "invalid mbulk count");
+            return C_ERR;
+        }
+        c->qpos += (size_t)(newline - start) + 2;
+        if (ll <= 0) return C_OK; /* "*0" or "*-1": nothing to run */
+        c->multibulklen = (long)ll;
+        c->bulklen = -1;
+    }
+    while (c->multibulklen) {
+        if (c->bulklen == -1) {
+            char *start = c->qbuf + c->qpos;
+            size_t avail = c->qlen - c->qpos;
+            char *newline = memchr(start, '\r', avail);
+            if (!newline) {
+                if (avail > PROTO_INLINE_MAX_SIZE) {
+                    addReplyError(c, "Protocol error: too big bulk count string");
+                    setProtocolError(c, "too big bulk count string");
+                }
+                break;
+            }
+            if ((size_t)(newline - start) + 2 > avail) break;
+            if (start[0] != '$') {
+                addReplyErrorFormat(c, "Protocol error: expected '$', got '%c'", start[0]);
+                setProtocolError(c, "expected $ but got something else");
+                return C_ERR;
+            }
+            if (!string2ll(start + 1, (size_t)(newline - (start + 1)), &ll) || ll < 0 ||
+                (uint64_t)ll > c->srv->cfg.proto_max_bulk_len) {
+                addReplyError(c, "Protocol error: invalid bulk length");
+                setProtocolError(c, "invalid bulk length");
+                return C_ERR;
+            }
+            c->qpos += (size_t)(newline - start) + 2;
+            c->bulklen = ll;
+            if (ll >= PROTO_MBULK_BIG_ARG) {
+                beginBigArg(c);
+                if (c->big_have < (size_t)ll + 2) return C_ERR; /* irs_data fills the rest */
+                finishBigArg(c);
+                continue;
+            }
+        }
+        if (c->qlen - c->qpos < (size_t)c->bulklen + 2) break;
+        argAppend(c, c->qbuf + c->qpos, (size_t)c->bulklen);
+        c->qpos += (size_t)c->bulklen + 2;
+        c->bulklen = -1;
+        c->multibulklen--;
+    }
+    return c->multibulklen == 0 ? C_OK : C_ERR;
+}
+
+/* ---- driving ------------------------------------------------------------ */
+
+static int clientClosing(const client *c) {
+    return (c->flags & (CLIENT_CLOSE_AFTER_REPLY | CLIENT_CLOSE_ASAP | CLIENT_CLOSED)) != 0;
+}
+
+static void runCommand(client *c) {
+    argvResolve(c);
+    processCommand(c);
+    resetClientArgs(c);
+}
+
+void processInputBuffer(client *c) {
+    while (c->qpos < c->qlen && !clientClosing(c)) {
+        if (c->reqtype == PROTO_REQ_NONE)
+            c->reqtype = c->qbuf[c->qpos] == '*' ? PROTO_REQ_MULTIBULK : PROTO_REQ_INLINE;
+        int r = c->reqtype == PROTO_REQ_INLINE ? processInlineBuffer(c) : processMultibulkBuffer(c);
+        if (r != C_OK) break;
+        if (c->argc == 0) resetClientArgs(c); /* empty line, "*0", "*-10" */
+        else runCommand(c);
+    }
+    /* keep only the unparsed tail */
+    if (c->qpos == c->qlen) {
+        c->qpos = c->qlen = 0;
+        if (c->qcap > (1 << 20)) {
+            free(c->qbuf);
+            c->qbuf = NULL;
+            c->qcap = 0;
+        }
+    } else if (c->qpos) {
+        memmove(c->qbuf, c->qbuf + c->qpos, c->qlen - c->qpos);
+        c->qlen -= c->qpos;
+        c->qpos = 0;
+    }
+}
+
+static int queryAppend(client *c, const char *buf, size_t len) {
+    if (c->qlen + len > c->srv->cfg.client_query_buffer_limit) {
+        serverLog("Closing client %s that reached max query buffer length", c->addr);
+        c->flags |= CLIENT_CLOSE_ASAP;
+        return -1;
+    }
+    if (c->qlen + len > c->qcap) {
+        size_t cap = c->qcap ? c->qcap : PROTO_REPLY_CHUNK_BYTES;
+        while (cap < c->qlen + len) cap *= 2;
+        char *q = realloc(c->qbuf, cap);
+        if (!q) oom();
+        c->qbuf = q;
+        c->qcap = cap;
+    }
+    memcpy(c->qbuf + c->qlen, buf, len);
+    c->qlen += len;
+    return 0;
+}
+
+/* Feed bytes to the parser and run every request they complete. */
+void clientFeed(client *c, const char *buf, size_t len) {
+    while (len && !clientClosing(c)) {
+        if (c->big_arg) {
+            ir_arg *a = &c->argv[c->argc];
+            size_t need = a->len + 2 - c->big_have;
+            size_t take = len < need ? len : need;
+            memcpy(a->ptr + c->big_have, buf, take);
+            c->big_have += take;
+            buf += take;
+            len -= take;
+            if (c->big_have < a->len + 2) return;
+            finishBigArg(c);
+            if (c->multibulklen == 0) runCommand(c);
+            continue;
+        }
+        if (queryAppend(c, buf, len) != 0) return;
+        processInputBuffer(c);
+        return;
+    }
+}

@@ -1,0 +1,194 @@
+/* server.h - the RESP2 server: clients, command table, replies.
+ *
+ * Everything here runs on the one thread that polls the transport (see
+ * transport.h for the contract). Command handlers are `void xxxCommand(client *c)`
+ * as in Redis; they read c->argv[0..argc-1] and reply with the addReply* calls.
+ */
+#ifndef IR_SERVER_H
+#define IR_SERVER_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include "inreplay.h"
+#include "transport.h"
+
+#define IR_VERSION_STR "0.1.0"
+#define IR_REDIS_VERSION "7.0.15" /* the Redis version we answer like */
+
+#define PROTO_INLINE_MAX_SIZE (1024 * 64) /* max inline request / count line */
+#define PROTO_MBULK_BIG_ARG (1024 * 32)   /* bulks this big get their own buffer */
+#define PROTO_REPLY_CHUNK_BYTES (16 * 1024)
+#define IR_REF_MIN 4096                   /* reply chunks >= this go by reference */
+#define IR_MAX_IOV 1024
+
+/* A counted string literal. */
+typedef struct ir_str {
+    const char *p;
+    size_t len;
+} ir_str;
+#define IR_STR(lit) ((ir_str){(lit), sizeof(lit) - 1})
+
+/* One argument of the current command. ptr[len] == '\0' always. */
+typedef struct ir_arg {
+    char *ptr;
+    size_t len;
+    int owned;     /* ptr is a malloc'd buffer of its own (big bulk) */
+} ir_arg;
+
+/* One segment of pending output. */
+typedef struct ir_seg {
+    const char *ref;   /* NULL: bytes live in c->obuf at [off, off+len) */
+    size_t off, len;
+} ir_seg;
+
+#define CLIENT_CLOSE_AFTER_REPLY (1 << 0)
+#define CLIENT_CLOSE_ASAP (1 << 1)
+#define CLIENT_PROTOCOL_ERROR (1 << 2)
+#define CLIENT_IN_HANDLER (1 << 3)
+#define CLIENT_CLOSED (1 << 4)
+
+#define PROTO_REQ_NONE 0
+#define PROTO_REQ_INLINE 1
+#define PROTO_REQ_MULTIBULK 2
+
+typedef struct client {
+    uint64_t id;
+    struct ir_server *srv;
+    ir_transport *tp;
+    ir_conn *conn;
+    int flags;
+    uint64_t ctime_ms, last_ms;
+    char name[128];
+    char lib_name[64], lib_ver[32];
+    char addr[64];
+
+    /* input: unparsed bytes (bounded by client_query_buffer_limit) */
+    char *qbuf;
+    size_t qlen, qcap, qpos;
+    /* parser state (see resp.c) */
+    int reqtype;
+    long multibulklen;        /* args still to read in this multibulk */
+    long long bulklen;        /* length of the bulk being read, -1 = header next */
+    /* the command being assembled / executed */
+    int argc, argv_cap;
+    ir_arg *argv;
+    char *argbuf;             /* storage for small args */
+    size_t arglen, argcap;
+    size_t *argoff;           /* offsets of small args in argbuf */
+    int big_arg;              /* argv[argc] is being filled in place */
+    size_t big_have;
+
+    /* output */
+    char *obuf;
+    size_t olen, ocap;
+    ir_seg *segs;
+    int nsegs, segcap;
+    size_t sent;              /* bytes of segs[0] already written */
+    size_t pending_bytes;     /* total not yet written */
+    int has_refs;
+
+    struct client *next, *prev;
+} client;
+
+typedef struct ir_command ir_command;
+typedef void ir_command_proc(client *c);
+
+#define CMD_WRITE (1 << 0)
+#define CMD_READONLY (1 << 1)
+#define CMD_FAST (1 << 2)
+#define CMD_NOAUTH (1 << 3)   /* allowed before AUTH */
+#define CMD_ADMIN (1 << 4)
+
+struct ir_command {
+    const char *name;         /* lower case, as Redis reports it */
+    ir_command_proc *proc;
+    int arity;                /* n = exactly n args (incl. name), -n = at least n */
+    int flags;
+    int firstkey, lastkey, keystep;
+    const char *sflags;       /* Redis-style flag words for COMMAND */
+    uint64_t calls;
+};
+
+struct ir_db;
+struct ir_tables;
+
+typedef struct ir_server {
+    ir_config cfg;
+    ir_transport *tp;
+    client *clients;          /* doubly linked */
+    uint64_t next_client_id;
+    uint64_t nclients;
+    uint64_t now_ms, start_ms;
+    uint64_t total_connections, total_commands, rejected_connections;
+    uint64_t net_input_bytes, net_output_bytes;
+    volatile int shutdown_asap;
+    struct ir_db *db;
+    struct ir_tables *tables;
+    uint64_t rng[4];
+    char run_id[41];
+} ir_server;
+
+/* ---- replies ----------------------------------------------------------- */
+void addReplyProto(client *c, const char *s, size_t len);
+void addReplyStr(client *c, ir_str s);
+void addReplyStatus(client *c, const char *status);
+void addReplyError(client *c, const char *err);           /* adds "-ERR " unless err starts with '-' */
+void addReplyErrorFormat(client *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void addReplyLongLong(client *c, long long ll);
+void addReplyDouble(client *c, double d);                  /* as a bulk string, like Redis RESP2 */
+void addReplyBulk(client *c, const void *p, size_t len);   /* large bodies go by reference */
+void addReplyBulkCString(client *c, const char *s);        /* NULL -> null bulk */
+void addReplyNull(client *c);                              /* $-1 */
+void addReplyArrayLen(client *c, long len);
+void addReplyBulkLongLong(client *c, long long ll);
+/* A bulk whose body the caller writes: returns a pointer to len bytes of
+ * reply buffer to fill (valid until the next addReply call). */
+char *addReplyBulkReserve(client *c, size_t len);
+
+/* Canned replies. */
+extern const struct ir_shared_replies {
+    ir_str ok, pong, czero, cone, cnegone, nullbulk, nullarray, emptyarray,
+        wrongtypeerr, syntaxerr, notinteger, outofrange, nokeyerr;
+} shared;
+
+/* Errors with Redis's texts. */
+void addReplyErrorArity(client *c);
+void rejectCommandFormat(client *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* ---- argument helpers (reply with the Redis error and return -1 on failure) ---- */
+int getLongLongFromArg(client *c, int i, long long *out);     /* "value is not an integer or out of range" */
+int getPositiveLongFromArg(client *c, int i, long long *out, const char *what);
+int getDoubleFromArg(client *c, int i, double *out);          /* "value is not a valid float" */
+int argEq(const client *c, int i, const char *lit);           /* case-insensitive */
+/* Take ownership of argv[i] as a malloc'd, NUL-terminated buffer (steals big bulks). */
+char *argSteal(client *c, int i, size_t *len);
+
+/* Parse helpers shared by the parser and commands (no reply). */
+int string2ll(const char *s, size_t slen, long long *value);
+int string2d(const char *s, size_t slen, double *value);
+int ll2string(char *dst, size_t dstlen, long long v);
+
+/* ---- server plumbing --------------------------------------------------- */
+ir_server *server_new(const ir_config *cfg);
+void server_free(ir_server *s);
+void server_tick(ir_server *s);               /* ~10 Hz: expiry, stats */
+void freeClient(client *c);
+void clientFlush(client *c);                  /* write what the transport takes */
+void processInputBuffer(client *c);           /* parse and run complete commands (resp.c) */
+int processCommand(client *c);                /* dispatch argv; 0 = keep going */
+void resetClientArgs(client *c);
+ir_command *lookupCommand(const char *name, size_t len);
+const ir_command *commandTable(size_t *n);
+uint64_t ir_mstime(void);
+uint64_t ir_used_memory(void);
+extern ir_server *g_server;
+
+/* Logging to stderr with a timestamp, like Redis's serverLog. */
+void serverLog(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void ir_set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void clientFeed(client *c, const char *buf, size_t len);
+
+#endif /* IR_SERVER_H */

@@ -1,0 +1,236 @@
+/* t_replay.c - REPLAY.* commands: prioritized replay tables over RESP.
+ *
+ * Wire formats (all little-endian):
+ *   ids        one bulk string of n int64
+ *   weights    one bulk string of n float32
+ *   priorities one bulk string of n float32 (REPLAY.UPDATE)
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "commands.h"
+#include "replay.h"
+
+#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "the REPLAY.* wire format is little-endian; add byte swapping for this host"
+#endif
+
+static ir_table *lookupTableOrReply(client *c, int i) {
+    ir_table *t = tableFind(c->srv->tables, c->argv[i].ptr, c->argv[i].len);
+    if (!t) addReplyErrorFormat(c, "no such table '%.128s'", c->argv[i].ptr);
+    return t;
+}
+
+/* REPLAY.CREATE <table> CAPACITY <n> [ALPHA <a>] [BETA <b>] [EPSILON <e>] [MAXBYTES <bytes>] */
+void replayCreateCommand(client *c) {
+    const ir_config *cfg = &c->srv->cfg;
+    ir_table_opts o = {
+        .capacity = 0,
+        .alpha = 0.6,
+        .beta = 0.4,
+        .epsilon = 1e-6,
+        .maxbytes = cfg->default_maxbytes,
+        .fanout = cfg->fanout,
+        .seed = cfg->seed ? cfg->seed + c->srv->tables->count : ir_mstime() ^ c->id,
+    };
+    if ((c->argc - 2) % 2 != 0) {
+        addReplyStr(c, shared.syntaxerr);
+        return;
+    }
+    for (int i = 2; i < c->argc; i += 2) {
+        long long ll;
+        double d;
+        if (argEq(c, i, "capacity") || argEq(c, i, "maxbytes")) {
+            if (!string2ll(c->argv[i + 1].ptr, c->argv[i + 1].len, &ll) || ll <= 0) {
+                addReplyErrorFormat(c, "%s must be a positive integer",
+                                    argEq(c, i, "capacity") ? "CAPACITY" : "MAXBYTES");
+                return;
+            }
+            if (argEq(c, i, "capacity")) o.capacity = (uint64_t)ll;
+            else o.maxbytes = (uint64_t)ll;
+        } else if (argEq(c, i, "alpha") || argEq(c, i, "beta") || argEq(c, i, "epsilon")) {
+            if (!string2d(c->argv[i + 1].ptr, c->argv[i + 1].len, &d) || !(d >= 0) || !isfinite(d)) {
+                addReplyErrorFormat(c, "%s must be a finite number >= 0", c->argv[i].ptr);
+                return;
+            }
+            if (argEq(c, i, "alpha")) o.alpha = d;
+            else if (argEq(c, i, "beta")) o.beta = d;
+            else o.epsilon = d;
+        } else {
+            addReplyStr(c, shared.syntaxerr);
+            return;
+        }
+    }
+    if (o.capacity == 0) {
+        addReplyError(c, "CAPACITY is required: REPLAY.CREATE <table> CAPACITY <n>");
+        return;
+    }
+    const char *err;
+    if (tableCreate(c->srv->tables, c->argv[1].ptr, c->argv[1].len, &o, NULL, &err) != 0) {
+        addReplyErrorFormat(c, "%s", err);
+        return;
+    }
+    addReplyStr(c, shared.ok);
+}
+
+/* REPLAY.ADD <table> <priority> <item> [<priority> <item> ...] */
+void replayAddCommand(client *c) {
+    if ((c->argc - 2) % 2 != 0) {
+        addReplyErrorArity(c);
+        return;
+    }
+    ir_table *t = lookupTableOrReply(c, 1);
+    if (!t) return;
+    size_t n = (size_t)(c->argc - 2) / 2;
+    /* The parsed items live in the client's reusable argument array: each
+     * pair (priority, item) is checked before anything is inserted. */
+    static ir_item_in *items;
+    static size_t items_cap;
+    static uint64_t *ids;
+    if (n > items_cap) {
+        size_t cap = items_cap ? items_cap : 64;
+        while (cap < n) cap *= 2;
+        ir_item_in *it = realloc(items, cap * sizeof(*it));
+        uint64_t *id = realloc(ids, cap * sizeof(*id));
+        if (it) items = it;
+        if (id) ids = id;
+        if (!it || !id) {
+            addReplyError(c, "out of memory");
+            return;
+        }
+        items_cap = cap;
+    }
+    for (size_t k = 0; k < n; k++) {
+        const ir_arg *p = &c->argv[2 + 2 * k], *v = &c->argv[3 + 2 * k];
+        items[k].data = v->ptr;
+        items[k].len = v->len;
+        items[k].use_max = p->len == 3 && strncasecmp(p->ptr, "max", 3) == 0;
+        items[k].raw = 0;
+        if (!items[k].use_max &&
+            (!string2d(p->ptr, p->len, &items[k].raw) || !tablePriorityValid(t, items[k].raw))) {
+            addReplyErrorFormat(c, "invalid priority '%.64s': use a finite number >= 0 or MAX",
+                                p->ptr);
+            return;
+        }
+    }
+    const char *err;
+    if (tableAdd(t, items, n, ids, &err) != 0) {
+        addReplyErrorFormat(c, "%s", err);
+        return;
+    }
+    addReplyArrayLen(c, (long)n);
+    for (size_t k = 0; k < n; k++) addReplyLongLong(c, (long long)ids[k]);
+}
+
+/* REPLAY.SAMPLE <table> <n> [BETA <b>] */
+void replaySampleCommand(client *c) {
+    ir_table *t = lookupTableOrReply(c, 1);
+    if (!t) return;
+    long long n;
+    if (!string2ll(c->argv[2].ptr, c->argv[2].len, &n) || n <= 0 || n > IR_MAX_SAMPLE) {
+        addReplyErrorFormat(c, "sample size must be an integer between 1 and %d", IR_MAX_SAMPLE);
+        return;
+    }
+    double beta = t->o.beta;
+    if (c->argc == 5 && argEq(c, 3, "beta")) {
+        if (!string2d(c->argv[4].ptr, c->argv[4].len, &beta) || !(beta >= 0) || !isfinite(beta)) {
+            addReplyError(c, "BETA must be a finite number >= 0");
+            return;
+        }
+    } else if (c->argc != 3) {
+        addReplyStr(c, shared.syntaxerr);
+        return;
+    }
+    int rc = tableSample(t, (size_t)n, beta);
+    if (rc == IR_EEMPTY) {
+        addReplyErrorFormat(c, "table '%.128s' is empty", t->name);
+        return;
+    }
+    if (rc != IR_OK) {
+        addReplyError(c, "out of memory");
+        return;
+    }
+    addReplyArrayLen(c, 3);
+    memcpy(addReplyBulkReserve(c, (size_t)n * 8), t->scratch_ids, (size_t)n * 8);
+    memcpy(addReplyBulkReserve(c, (size_t)n * 4), t->scratch_weights, (size_t)n * 4);
+    addReplyArrayLen(c, (long)n);
+    /* Items go out straight from the arena (by reference when large). */
+    for (long long i = 0; i < n; i++) {
+        uint64_t slot = t->scratch_slots[i];
+        addReplyBulk(c, t->arena + t->slot_off[slot], t->slot_len[slot]);
+    }
+}
+
+/* REPLAY.UPDATE <table> <ids: n x int64 LE> <priorities: n x float32 LE> */
+void replayUpdateCommand(client *c) {
+    ir_table *t = lookupTableOrReply(c, 1);
+    if (!t) return;
+    const ir_arg *ids = &c->argv[2], *pr = &c->argv[3];
+    if (ids->len % 8 || pr->len % 4 || ids->len / 8 != pr->len / 4) {
+        addReplyError(c, "ids must be n little-endian int64 and priorities n little-endian float32");
+        return;
+    }
+    size_t n = ids->len / 8;
+    if (tableScratch(t, n) != 0) {
+        addReplyError(c, "out of memory");
+        return;
+    }
+    /* Arguments are byte strings with no alignment promise: copy out. */
+    uint64_t *idv = t->scratch_ids;
+    float *prv = t->scratch_weights;
+    memcpy(idv, ids->ptr, n * 8);
+    memcpy(prv, pr->ptr, n * 4);
+    const char *err;
+    long applied = tableUpdate(t, idv, prv, n, &err);
+    if (applied < 0) {
+        addReplyErrorFormat(c, "%s", err);
+        return;
+    }
+    addReplyLongLong(c, applied);
+}
+
+static void addField(client *c, const char *name) { addReplyBulkCString(c, name); }
+
+/* REPLAY.INFO <table> */
+void replayInfoCommand(client *c) {
+    ir_table *t = lookupTableOrReply(c, 1);
+    if (!t) return;
+    double minp = ir_sampler_min(t->sampler);
+    addReplyArrayLen(c, 2 * 19);
+    addField(c, "name");            addReplyBulk(c, t->name, t->namelen);
+    addField(c, "size");            addReplyLongLong(c, (long long)tableSize(t));
+    addField(c, "capacity");        addReplyLongLong(c, (long long)t->o.capacity);
+    addField(c, "inserts");         addReplyLongLong(c, (long long)t->inserts);
+    addField(c, "samples");         addReplyLongLong(c, (long long)t->samples);
+    addField(c, "sample_calls");    addReplyLongLong(c, (long long)t->sample_calls);
+    addField(c, "updates");         addReplyLongLong(c, (long long)t->updates);
+    addField(c, "stale_updates");   addReplyLongLong(c, (long long)t->stale_updates);
+    addField(c, "evictions");       addReplyLongLong(c, (long long)t->evictions);
+    addField(c, "total_priority");  addReplyDouble(c, ir_sampler_total(t->sampler));
+    addField(c, "max_priority");    addReplyDouble(c, ir_sampler_max(t->sampler));
+    addField(c, "min_priority");    addReplyDouble(c, isinf(minp) ? 0.0 : minp);
+    addField(c, "alpha");           addReplyDouble(c, t->o.alpha);
+    addField(c, "beta");            addReplyDouble(c, t->o.beta);
+    addField(c, "epsilon");         addReplyDouble(c, t->o.epsilon);
+    addField(c, "bytes_used");      addReplyLongLong(c, (long long)t->bytes_used);
+    addField(c, "maxbytes");        addReplyLongLong(c, (long long)t->o.maxbytes);
+    addField(c, "next_id");         addReplyLongLong(c, (long long)t->next_id);
+    addField(c, "fanout");          addReplyLongLong(c, (long long)ir_sampler_fanout(t->sampler));
+}
+
+/* REPLAY.DROP <table> */
+void replayDropCommand(client *c) {
+    if (tableDrop(c->srv->tables, c->argv[1].ptr, c->argv[1].len) != 0) {
+        addReplyErrorFormat(c, "no such table '%.128s'", c->argv[1].ptr);
+        return;
+    }
+    addReplyStr(c, shared.ok);
+}
+
+/* REPLAY.LIST */
+void replayListCommand(client *c) {
+    addReplyArrayLen(c, (long)c->srv->tables->count);
+    for (ir_table *t = c->srv->tables->head; t; t = t->next) addReplyBulk(c, t->name, t->namelen);
+}

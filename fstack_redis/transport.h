@@ -1,0 +1,70 @@
+/* transport.h - the narrow interface between the RESP server and a network stack.
+ *
+ * A transport owns the sockets (kernel epoll, lwIP PCBs on DPDK, or an F-stack
+ * ff_* socket set); the server owns clients, parsing, commands and replies.
+ * The shape follows F-stack's own loop (accept / read / writev / close plus an
+ * event step), so a kernel, an lwIP or an F-stack backend plugs in without
+ * touching command code.
+ *
+ * Concurrency contract: a transport and the server it drives run on one thread
+ * (one lcore). Every upcall (irs_*) happens from inside ops->poll() on that
+ * thread. The server calls ops->writev / want_writable / close only from inside
+ * an upcall or between polls on the same thread. After ops->close(c) the
+ * transport makes no further upcall for c; after irs_closed(cl) the server
+ * makes no further call with cl's connection.
+ */
+#ifndef IR_TRANSPORT_H
+#define IR_TRANSPORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+typedef struct ir_conn ir_conn;          /* opaque, transport-owned */
+typedef struct ir_transport ir_transport;
+struct ir_server;
+struct client;
+
+typedef struct ir_transport_ops {
+    const char *name;                    /* "kernel", "dpdk" ... */
+    /* One event step: wait at most timeout_ms (0 = poll only) for network
+     * events and deliver them as upcalls. Returns 0, or -1 on a fatal error. */
+    int (*poll)(ir_transport *t, int timeout_ms);
+    /* Take as many of the bytes as the stack accepts now, without blocking.
+     * Returns the number taken (possibly 0), or -1 if the connection is dead
+     * (the transport will report irs_closed). */
+    ssize_t (*writev)(ir_transport *t, ir_conn *c, const struct iovec *iov, int iovcnt);
+    /* Ask for (on != 0) or stop (on == 0) irs_writable upcalls. */
+    void (*want_writable)(ir_transport *t, ir_conn *c, int on);
+    /* Stop (on == 0) or resume (on != 0) delivering input for c. */
+    void (*want_readable)(ir_transport *t, ir_conn *c, int on);
+    /* Close c now; bytes already taken by writev are still delivered. */
+    void (*close)(ir_transport *t, ir_conn *c);
+    /* "ip:port" of the peer, for CLIENT LIST and logs. */
+    void (*peername)(ir_transport *t, ir_conn *c, char *buf, size_t len);
+    /* Release everything (listening socket, connections). */
+    void (*destroy)(ir_transport *t);
+} ir_transport_ops;
+
+struct ir_transport {
+    const ir_transport_ops *ops;
+    struct ir_server *srv;
+    int bound_port;                      /* the port actually listened on */
+};
+
+/* Upcalls the server implements. */
+/* A new connection: returns the client, or NULL to refuse (the transport closes c). */
+struct client *irs_accept(struct ir_server *s, ir_transport *t, ir_conn *c);
+/* Bytes arrived for cl. */
+void irs_data(struct client *cl, const char *buf, size_t len);
+/* cl can take more output. */
+void irs_writable(struct client *cl);
+/* The peer closed or the connection failed: the server frees cl. */
+void irs_closed(struct client *cl);
+
+/* Backends (dataplane/). Each returns NULL and sets ir_last_error on failure. */
+ir_transport *ir_kernel_transport_new(struct ir_server *s, const char *bind,
+                                      int port, int backlog);
+
+#endif /* IR_TRANSPORT_H */

@@ -1,0 +1,193 @@
+/* util.c - number parsing, clock, errors, logging. */
+#include <errno.h>
+#include <limits.h>
+#include <malloc.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "server.h"
+
+/* ---- errors ------------------------------------------------------------ */
+
+static _Thread_local char last_error[256];
+
+const char *ir_strerror(int code) {
+    switch (code) {
+    case IR_OK: return "ok";
+    case IR_EINVAL: return "invalid argument";
+    case IR_ENOMEM: return "out of memory";
+    case IR_EEMPTY: return "table is empty";
+    case IR_ECONFIG: return "invalid configuration";
+    case IR_ENET: return "network error";
+    case IR_ENOSTACK: return "network stack not available in this build";
+    case IR_ERUNNING: return "a server is already running in this process";
+    default: return "unknown error";
+    }
+}
+
+const char *ir_last_error(void) { return last_error; }
+
+void ir_set_error(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(last_error, sizeof(last_error), fmt, ap);
+    va_end(ap);
+}
+
+const char *ir_version(void) { return IR_VERSION_STR; }
+
+/* ---- clock and memory -------------------------------------------------- */
+
+uint64_t ir_mstime(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* Bytes handed out by malloc plus what tables map for their arenas. */
+uint64_t ir_used_memory(void) {
+    struct mallinfo2 mi = mallinfo2();
+    return (uint64_t)mi.uordblks + (uint64_t)mi.hblkhd;
+}
+
+void serverLog(const char *fmt, ...) {
+    char buf[64];
+    struct timespec ts;
+    struct tm tm;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    localtime_r(&ts.tv_sec, &tm);
+    size_t off = strftime(buf, sizeof(buf), "%d %b %Y %H:%M:%S", &tm);
+    snprintf(buf + off, sizeof(buf) - off, ".%03ld", ts.tv_nsec / 1000000);
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "inreplay %s * ", buf);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
+/* ---- numbers (same acceptance rules as Redis's util.c) ----------------- */
+
+/* Strict: no spaces, no '+', no leading zeros, fits a long long. */
+int string2ll(const char *s, size_t slen, long long *value) {
+    const char *p = s;
+    size_t plen = 0;
+    int negative = 0;
+    unsigned long long v;
+
+    if (plen == slen || slen >= 21) return 0;
+    if (slen == 1 && p[0] == '0') {
+        if (value) *value = 0;
+        return 1;
+    }
+    if (p[0] == '-') {
+        negative = 1;
+        p++;
+        plen++;
+        if (plen == slen) return 0;
+    }
+    if (p[0] >= '1' && p[0] <= '9') {
+        v = (unsigned long long)(p[0] - '0');
+        p++;
+        plen++;
+    } else {
+        return 0;
+    }
+    while (plen < slen && p[0] >= '0' && p[0] <= '9') {
+        if (v > (ULLONG_MAX / 10)) return 0;
+        v *= 10;
+        if (v > (ULLONG_MAX - (unsigned long long)(p[0] - '0'))) return 0;
+        v += (unsigned long long)(p[0] - '0');
+        p++;
+        plen++;
+    }
+    if (plen < slen) return 0;
+    if (negative) {
+        if (v > ((unsigned long long)(-(LLONG_MIN + 1)) + 1)) return 0;
+        if (value) *value = (v == (unsigned long long)LLONG_MAX + 1) ? LLONG_MIN : -(long long)v;
+    } else {
+        if (v > (unsigned long long)LLONG_MAX) return 0;
+        if (value) *value = (long long)v;
+    }
+    return 1;
+}
+
+/* A finite or infinite double with no trailing junk and no leading space. */
+int string2d(const char *s, size_t slen, double *value) {
+    char buf[128];
+    if (slen == 0 || slen >= sizeof(buf)) return 0;
+    memcpy(buf, s, slen);
+    buf[slen] = '\0';
+    if (buf[0] == ' ' || buf[0] == '\t' || buf[0] == '\n') return 0;
+    char *end;
+    errno = 0;
+    double d = strtod(buf, &end);
+    if (end != buf + slen || (errno == ERANGE && (d == HUGE_VAL || d == -HUGE_VAL || d == 0)) ||
+        isnan(d))
+        return 0;
+    *value = d;
+    return 1;
+}
+
+int ll2string(char *dst, size_t dstlen, long long v) {
+    int n = snprintf(dst, dstlen, "%lld", v);
+    return (n < 0 || (size_t)n >= dstlen) ? 0 : n;
+}
+
+/* ---- argument helpers -------------------------------------------------- */
+
+int getLongLongFromArg(client *c, int i, long long *out) {
+    if (!string2ll(c->argv[i].ptr, c->argv[i].len, out)) {
+        addReplyStr(c, shared.notinteger);
+        return -1;
+    }
+    return 0;
+}
+
+int getPositiveLongFromArg(client *c, int i, long long *out, const char *what) {
+    long long v;
+    if (!string2ll(c->argv[i].ptr, c->argv[i].len, &v)) {
+        addReplyStr(c, shared.notinteger);
+        return -1;
+    }
+    if (v < 0) {
+        addReplyErrorFormat(c, "%s must be positive", what);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+int getDoubleFromArg(client *c, int i, double *out) {
+    if (!string2d(c->argv[i].ptr, c->argv[i].len, out)) {
+        addReplyError(c, "value is not a valid float");
+        return -1;
+    }
+    return 0;
+}
+
+int argEq(const client *c, int i, const char *lit) {
+    size_t n = strlen(lit);
+    return i < c->argc && c->argv[i].len == n && strncasecmp(c->argv[i].ptr, lit, n) == 0;
+}
+
+char *argSteal(client *c, int i, size_t *len) {
+    ir_arg *a = &c->argv[i];
+    *len = a->len;
+    if (a->owned) {
+        char *p = a->ptr;
+        a->owned = 0;
+        a->ptr = NULL; /* the arg is gone; handlers must not read it again */
+        a->len = 0;
+        return p;
+    }
+    char *p = malloc(a->len + 1);
+    if (!p) return NULL;
+    memcpy(p, a->ptr, a->len);
+    p[a->len] = '\0';
+    return p;
+}

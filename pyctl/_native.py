@@ -1,0 +1,110 @@
+"""cffi binding to libinreplay, declared from the real header.
+
+The declarations are read from ``fstack_redis/inreplay.h`` (the block between
+the CFFI markers) and the library is opened in ABI mode. C error codes become
+Python exceptions in :func:`check`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from functools import lru_cache
+from pathlib import Path
+
+from cffi import FFI
+
+ROOT = Path(__file__).resolve().parent.parent
+HEADER_CANDIDATES = (
+    ROOT / "fstack_redis" / "inreplay.h",
+    Path("/usr/local/include/inreplay.h"),
+    Path("/usr/include/inreplay.h"),
+)
+LIB_CANDIDATES = (
+    ROOT / "build" / "libinreplay.so",
+    Path("/usr/local/lib/x86_64-linux-gnu/libinreplay.so"),
+    Path("/usr/local/lib/libinreplay.so"),
+)
+
+
+class InreplayError(Exception):
+    """An error reported by libinreplay."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class ConfigError(InreplayError):
+    """A configuration value the library rejected."""
+
+
+class NetworkError(InreplayError):
+    """The server could not bind or listen."""
+
+
+class EmptyTableError(InreplayError):
+    """Sampling a table with no items."""
+
+
+class NativeLibraryMissing(RuntimeError):
+    """libinreplay.so or its header could not be found."""
+
+
+def _declarations(header: Path) -> str:
+    text = header.read_text()
+    m = re.search(r"/\* CFFI-BEGIN \*/(.*)/\* CFFI-END \*/", text, re.S)
+    if not m:
+        raise NativeLibraryMissing(f"{header}: no CFFI-BEGIN/CFFI-END block")
+    # cffi's cdef understands '#define NAME <int>' but not comments after it.
+    return re.sub(r"(#define\s+\w+\s+-?\d+)\s*/\*.*?\*/", r"\1", m.group(1))
+
+
+def _find(candidates: tuple[Path, ...], env: str, what: str) -> Path:
+    override = os.environ.get(env)
+    if override:
+        p = Path(override)
+        if not p.exists():
+            raise NativeLibraryMissing(f"{env}={override}: no such file")
+        return p
+    for p in candidates:
+        if p.exists():
+            return p
+    raise NativeLibraryMissing(
+        f"{what} not found (looked in {', '.join(str(c) for c in candidates)}): "
+        f"run 'make build' or set {env}"
+    )
+
+
+@lru_cache(maxsize=1)
+def load() -> tuple[FFI, object]:
+    """Return (ffi, lib), loading the library on first use."""
+    ffi = FFI()
+    ffi.cdef(_declarations(_find(HEADER_CANDIDATES, "INREPLAY_HEADER", "inreplay.h")))
+    lib = ffi.dlopen(str(_find(LIB_CANDIDATES, "INREPLAY_LIB", "libinreplay.so")))
+    return ffi, lib
+
+
+_EXC = {-4: ConfigError, -5: NetworkError, -3: EmptyTableError}
+
+
+def last_error() -> str:
+    """ir_last_error() of the calling thread."""
+    ffi, lib = load()
+    return ffi.string(lib.ir_last_error()).decode(errors="replace")
+
+
+def check(code: int, detail: str | None = None) -> int:
+    """Raise the matching exception for a negative libinreplay return code.
+
+    ``detail`` is the ir_last_error() text when the call ran on another thread.
+    """
+    if code >= 0:
+        return code
+    ffi, lib = load()
+    if detail is None:
+        detail = last_error()
+    reason = ffi.string(lib.ir_strerror(code)).decode(errors="replace")
+    if code == -1:
+        raise ValueError(detail or reason)
+    raise _EXC.get(code, InreplayError)(code, detail or reason)

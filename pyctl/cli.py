@@ -1,0 +1,223 @@
+"""pyctl: start, inspect and stop the inreplay appliance.
+
+    pyctl start [--listen HOST:PORT] [--stack kernel|dpdk] [--capacity N] [--config FILE.toml]
+                [--daemon] ...
+    pyctl status [--listen HOST:PORT] [--json]
+    pyctl stop [--listen HOST:PORT]
+
+Every error is one line on stderr that names the flag or says what to do;
+exit status 2 for usage errors, 1 for runtime failures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from typing import Any, NoReturn
+
+from pyctl import __version__, _native
+from pyctl import server as srv
+from pyctl.config import ConfigError, ServerConfig, build, split_listen
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with one-line errors: 'pyctl start: --port: ...'."""
+
+    def error(self, message: str) -> NoReturn:
+        message = message.replace("argument ", "")
+        print(f"{self.prog}: {message} (see '{self.prog} --help')", file=sys.stderr)
+        sys.exit(2)
+
+
+def die(prog: str, msg: str, code: int = 1) -> NoReturn:
+    print(f"{prog}: {msg}", file=sys.stderr)
+    sys.exit(code)
+
+
+def _positive_int(text: str) -> int:
+    try:
+        v = int(text, 0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid integer: {text!r}") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {v}")
+    return v
+
+
+def _nonneg_float(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid number: {text!r}") from None
+    if not (v >= 0 and v != float("inf")):
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text}")
+    return v
+
+
+def _listen(text: str) -> str:
+    try:
+        split_listen(text)
+    except ConfigError as e:
+        raise argparse.ArgumentTypeError(str(e).removeprefix("--listen: ")) from None
+    return text
+
+
+def _add_start(sub: Any) -> None:
+    p = sub.add_parser("start", help="run the appliance (foreground unless --daemon)")
+    p.add_argument("--listen", type=_listen, help="HOST:PORT (default 127.0.0.1:6379)")
+    p.add_argument("--stack", choices=["kernel", "dpdk"], help="network stack (default kernel)")
+    p.add_argument("--capacity", type=_positive_int,
+                   help="create table --table with this many slots at start-up")
+    p.add_argument("--table", help="name of the start-up table (default 'replay')")
+    p.add_argument("--alpha", type=_nonneg_float, help="priority exponent (default 0.6)")
+    p.add_argument("--beta", type=_nonneg_float, help="importance-sampling exponent (default 0.4)")
+    p.add_argument("--epsilon", type=_nonneg_float, help="added to raw priorities (default 1e-6)")
+    p.add_argument("--maxbytes", type=_positive_int, help="arena bytes per table (default 1 GiB)")
+    p.add_argument("--fanout", type=_positive_int, help="sum-tree fanout K: 2, 4, 8, 16 or 32")
+    p.add_argument("--seed", type=_positive_int, help="sampler seed (default: from the clock)")
+    p.add_argument("--maxclients", type=_positive_int, help="connection limit (default 10000)")
+    p.add_argument("--proto-max-bulk-len", type=_positive_int,
+                   help="largest bulk string in bytes (default 512 MB)")
+    p.add_argument("--config", metavar="FILE.toml", help="read settings from a TOML file")
+    p.add_argument("--daemon", action="store_true", default=None, help="run in the background")
+    p.add_argument("--logfile", help="daemon log file (default <rundir>/<port>.log)")
+    p.add_argument("--verbose", action="store_true", default=None, help="log connections")
+
+
+def cmd_start(args: argparse.Namespace) -> int:
+    prog = "pyctl start"
+    keys = ("listen", "stack", "capacity", "table", "alpha", "beta", "epsilon", "maxbytes",
+            "fanout", "seed", "maxclients", "proto_max_bulk_len", "daemon", "logfile", "verbose")
+    try:
+        cfg = build(args.config, {k: getattr(args, k) for k in keys})
+    except ConfigError as e:
+        die(prog, str(e), 2)
+    if cfg.stack == "dpdk":
+        die(prog, "--stack dpdk: this build has no DPDK dataplane yet; use --stack kernel", 2)
+    for inst in srv.instances():
+        if inst.port == cfg.port and cfg.port != 0:
+            die(prog, f"an inreplay server (pid {inst.pid}) already runs on {inst.endpoint}: "
+                      "'pyctl stop' it or choose another --listen port")
+    try:
+        if cfg.daemon:
+            port = srv.daemonize(cfg)
+            print(f"inreplay: {cfg.stack} stack listening on {cfg.host}:{port} (daemon)")
+            return 0
+
+        def ready(port: int) -> None:
+            print(f"inreplay: {cfg.stack} stack listening on {cfg.host}:{port}", flush=True)
+
+        return srv.run(cfg, ready)
+    except _native.NativeLibraryMissing as e:
+        die(prog, str(e))
+    except _native.InreplayError as e:
+        die(prog, f"{e}{_hint(e)}")
+    except ValueError as e:
+        die(prog, str(e))
+
+
+def _hint(e: _native.InreplayError) -> str:
+    text = str(e)
+    if "Address already in use" in text:
+        return " (another server holds this port: stop it or choose another --listen port)"
+    if "Permission denied" in text:
+        return " (ports below 1024 need root: choose another --listen port)"
+    return ""
+
+
+def _pick(prog: str, listen: str | None) -> list[srv.Instance]:
+    found = srv.instances()
+    if listen:
+        _, port = split_listen(listen)
+        found = [i for i in found if i.port == port]
+    return found
+
+
+def _status_of(inst: srv.Instance) -> dict[str, Any]:
+    import redis
+
+    out: dict[str, Any] = {
+        "running": True, "pid": inst.pid, "endpoint": inst.endpoint, "stack": inst.stack,
+        "cores": None,
+    }
+    try:
+        r = redis.Redis(host=inst.host, port=inst.port, socket_timeout=2, protocol=2)
+        info = r.info("everything")
+        out["uptime_s"] = info.get("uptime_in_seconds")
+        out["clients"] = info.get("connected_clients")
+        out["used_memory"] = info.get("used_memory")
+        out["keys"] = r.dbsize()
+        tables = []
+        for name in r.execute_command("REPLAY.LIST"):
+            raw = r.execute_command("REPLAY.INFO", name)
+            d = dict(zip(raw[::2], raw[1::2], strict=True))
+            tables.append({"name": name.decode(errors="replace"),
+                           "size": int(d[b"size"]), "capacity": int(d[b"capacity"])})
+        out["tables"] = tables
+        r.close()
+    except redis.RedisError as e:
+        out["error"] = f"not answering on {inst.endpoint}: {e}"
+    return out
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    found = _pick("pyctl status", args.listen)
+    rows = [_status_of(i) for i in found]
+    if args.json:
+        if args.listen or len(rows) <= 1:
+            print(json.dumps(rows[0] if rows else {"running": False, "stack": None,
+                                                   "endpoint": args.listen, "cores": None}))
+        else:
+            print(json.dumps(rows))
+        return 0 if rows else 3
+    if not rows:
+        print("inreplay: not running" + (f" on {args.listen}" if args.listen else ""))
+        return 3
+    for r in rows:
+        if "error" in r:
+            print(f"inreplay pid {r['pid']} {r['endpoint']}: {r['error']}")
+            continue
+        tables = ", ".join(f"{t['name']} {t['size']}/{t['capacity']}" for t in r["tables"]) or "none"
+        print(f"inreplay: running, pid {r['pid']}, {r['stack']} stack on {r['endpoint']}, "
+              f"up {r['uptime_s']} s, {r['clients']} client(s), {r['keys']} key(s), "
+              f"{r['used_memory'] / 2**20:.1f} MiB, tables: {tables}")
+    return 0
+
+
+def cmd_stop(args: argparse.Namespace) -> int:
+    prog = "pyctl stop"
+    found = _pick(prog, args.listen)
+    if not found:
+        die(prog, "no inreplay server is running" + (f" on {args.listen}" if args.listen else ""), 3)
+    if len(found) > 1:
+        ends = ", ".join(i.endpoint for i in found)
+        die(prog, f"several servers run ({ends}): choose one with --listen", 2)
+    inst = found[0]
+    t0 = time.monotonic()
+    if not srv.stop(inst, args.timeout):
+        die(prog, f"pid {inst.pid} did not exit within {args.timeout} s")
+    print(f"inreplay: stopped pid {inst.pid} on {inst.endpoint} "
+          f"in {time.monotonic() - t0:.2f} s")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = Parser(prog="pyctl", description="Control plane of the inreplay replay appliance.")
+    p.add_argument("--version", action="version", version=f"pyctl {__version__}")
+    sub = p.add_subparsers(dest="cmd", required=True, parser_class=Parser)
+    _add_start(sub)
+    s = sub.add_parser("status", help="is a server running, and what does it hold")
+    s.add_argument("--listen", type=_listen, help="HOST:PORT of the server to ask about")
+    s.add_argument("--json", action="store_true", help="machine-readable output")
+    st = sub.add_parser("stop", help="stop a running server (SIGTERM)")
+    st.add_argument("--listen", type=_listen, help="HOST:PORT of the server to stop")
+    st.add_argument("--timeout", type=float, default=10.0, help="seconds to wait (default 10)")
+    args = p.parse_args(argv)
+    handlers = {"start": cmd_start, "status": cmd_status, "stop": cmd_stop}
+    return handlers[args.cmd](args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

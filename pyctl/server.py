@@ -1,0 +1,213 @@
+"""Run the C server in this process (through cffi), as a daemon, and find running ones.
+
+Each running server leaves a state file ``<rundir>/<port>.json`` (pid, endpoint,
+stack, start time); ``pyctl status`` and ``pyctl stop`` read these. The run
+directory is ``$INREPLAY_RUN_DIR`` or ``/tmp/inreplay-<uid>``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pyctl import _native
+from pyctl.config import ServerConfig
+
+
+def rundir() -> Path:
+    d = Path(os.environ.get("INREPLAY_RUN_DIR", f"/tmp/inreplay-{os.getuid()}"))
+    d.mkdir(parents=True, exist_ok=True, mode=0o700)
+    return d
+
+
+@dataclass
+class Instance:
+    """A server recorded in the run directory."""
+
+    pid: int
+    host: str
+    port: int
+    stack: str
+    started: float
+    path: Path
+
+    @property
+    def endpoint(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    def alive(self) -> bool:
+        try:
+            os.kill(self.pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+
+
+def instances() -> list[Instance]:
+    """Servers with a state file whose process still exists (stale files are removed)."""
+    out = []
+    for p in sorted(rundir().glob("*.json")):
+        try:
+            d = json.loads(p.read_text())
+            inst = Instance(int(d["pid"]), d["host"], int(d["port"]), d["stack"],
+                            float(d["started"]), p)
+        except (OSError, ValueError, KeyError):
+            continue
+        if inst.alive():
+            out.append(inst)
+        else:
+            p.unlink(missing_ok=True)
+    return out
+
+
+def _to_c(cfg: ServerConfig, keep: list[Any]) -> Any:
+    ffi, lib = _native.load()
+    c = ffi.new("ir_config *")
+    lib.ir_config_init(c)
+
+    def s(v: str) -> Any:
+        b = ffi.new("char[]", v.encode())
+        keep.append(b)
+        return b
+
+    c.stack = s(cfg.stack)
+    c.bind = s(cfg.host)
+    c.port = cfg.port
+    c.proto_max_bulk_len = cfg.proto_max_bulk_len
+    c.client_query_buffer_limit = cfg.client_query_buffer_limit
+    c.maxclients = cfg.maxclients
+    c.tcp_backlog = cfg.tcp_backlog
+    c.fanout = cfg.fanout
+    c.seed = cfg.seed
+    c.default_maxbytes = cfg.maxbytes
+    c.verbose = int(cfg.verbose)
+    if cfg.capacity > 0:
+        c.table = s(cfg.table)
+        c.table_capacity = cfg.capacity
+        c.table_alpha = cfg.alpha
+        c.table_beta = cfg.beta
+        c.table_epsilon = cfg.epsilon
+        c.table_maxbytes = cfg.maxbytes
+    keep.append(c)
+    return c
+
+
+def run(cfg: ServerConfig, ready: Any = None) -> int:
+    """Run the server until it stops; returns 0 after a clean stop.
+
+    The C loop runs on a worker thread (cffi releases the GIL) while this
+    thread waits for it to listen, records the state file and calls
+    ``ready(port)``. Raises an _native exception if the server cannot start.
+    """
+    ffi, lib = _native.load()
+    keep: list[Any] = []
+    ccfg = _to_c(cfg, keep)
+    result: dict[str, Any] = {}
+
+    def target() -> None:
+        result["rc"] = lib.ir_run(ccfg)
+        result["err"] = _native.last_error()  # thread-local in C: read it here
+
+    t = threading.Thread(target=target, name="inreplay-server", daemon=True)
+    t.start()
+    stats = ffi.new("ir_stats *")
+    state: Path | None = None
+    try:
+        while t.is_alive():
+            lib.ir_get_stats(stats)
+            if stats.running and stats.port:
+                break
+            t.join(0.005)
+        if t.is_alive():
+            port = stats.port
+            state = rundir() / f"{port}.json"
+            state.write_text(json.dumps({
+                "pid": os.getpid(), "host": cfg.host, "port": port, "stack": cfg.stack,
+                "started": time.time(),
+            }))
+            if ready:
+                ready(port)
+        while t.is_alive():
+            t.join(0.2)
+    except KeyboardInterrupt:
+        lib.ir_stop()
+        t.join()
+    finally:
+        if state:
+            state.unlink(missing_ok=True)
+    return _native.check(result.get("rc", 0), result.get("err"))
+
+
+def daemonize(cfg: ServerConfig) -> int:
+    """Fork a daemon that runs the server; return its port once it listens.
+
+    Errors in the child (a port in use, a bad stack) come back through a pipe
+    and are raised here as the same exceptions.
+    """
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid:
+        os.close(w)
+        with os.fdopen(r) as pipe:
+            line = pipe.readline().strip()
+        if line.startswith("ok "):
+            return int(line.split()[1])
+        os.waitpid(pid, 0)
+        code, _, msg = line.partition(" ")
+        raise _native.InreplayError(int(code) if code.lstrip("-").isdigit() else -1,
+                                    msg or "the daemon exited before it was ready")
+    # child
+    os.close(r)
+    os.setsid()
+    log = cfg.logfile or str(rundir() / f"{cfg.port}.log")
+    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    wpipe = os.fdopen(w, "w")
+
+    def ready(port: int) -> None:
+        wpipe.write(f"ok {port}\n")
+        wpipe.close()
+
+    code = 0
+    try:
+        run(cfg, ready)
+    except _native.InreplayError as e:
+        if not wpipe.closed:
+            wpipe.write(f"{e.code} {e}\n")
+        print(f"inreplay: {e}", file=sys.stderr)
+        code = 1
+    except ValueError as e:
+        if not wpipe.closed:
+            wpipe.write(f"-1 {e}\n")
+        code = 1
+    finally:
+        if not wpipe.closed:
+            wpipe.close()
+    os._exit(code)
+
+
+def stop(inst: Instance, timeout: float = 10.0) -> bool:
+    """SIGTERM a server and wait for it to exit; True if it did."""
+    try:
+        os.kill(inst.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return True
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not inst.alive():
+            inst.path.unlink(missing_ok=True)
+            return True
+        time.sleep(0.05)
+    return False

@@ -1,0 +1,212 @@
+/* test_resp.c - the RESP parser and dispatcher through an in-memory transport.
+ *
+ * The transport here is a test peer, not a stand-in for the code under test:
+ * it records what the server writes and whether it closed the connection,
+ * so every request can be fed whole, byte by byte and split at random points,
+ * and the replies compared.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "server.h"
+
+static int failures, passes;
+
+#define CHECK(cond, ...)                                                   \
+    do {                                                                   \
+        if (cond) {                                                        \
+            passes++;                                                      \
+        } else {                                                           \
+            failures++;                                                    \
+            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);           \
+            fprintf(stderr, __VA_ARGS__);                                  \
+            fputc('\n', stderr);                                           \
+        }                                                                  \
+    } while (0)
+
+struct ir_conn {
+    char *out;
+    size_t len, cap;
+    int closed;
+    size_t accept_limit; /* bytes per writev (0 = all), to exercise partial writes */
+};
+
+static ssize_t tWritev(ir_transport *t, ir_conn *c, const struct iovec *iov, int n) {
+    (void)t;
+    size_t took = 0;
+    for (int i = 0; i < n; i++) {
+        size_t l = iov[i].iov_len;
+        if (c->accept_limit && took + l > c->accept_limit) l = c->accept_limit - took;
+        if (c->len + l > c->cap) {
+            c->cap = (c->len + l) * 2 + 64;
+            c->out = realloc(c->out, c->cap);
+        }
+        memcpy(c->out + c->len, iov[i].iov_base, l);
+        c->len += l;
+        took += l;
+        if (c->accept_limit && took == c->accept_limit) break;
+    }
+    return (ssize_t)took;
+}
+static void tWant(ir_transport *t, ir_conn *c, int on) { (void)t, (void)c, (void)on; }
+static void tClose(ir_transport *t, ir_conn *c) { (void)t, c->closed = 1; }
+static void tPeer(ir_transport *t, ir_conn *c, char *b, size_t l) {
+    (void)t, (void)c;
+    snprintf(b, l, "test:0");
+}
+static const ir_transport_ops test_ops = {
+    .name = "test", .writev = tWritev, .want_writable = tWant, .want_readable = tWant,
+    .close = tClose, .peername = tPeer,
+};
+
+static ir_server *srv;
+static ir_transport tp = {.ops = &test_ops};
+
+/* Feed `req` in chunks: split == 0 whole, 1 byte by byte, else random splits. */
+static ir_conn *run(const char *req, size_t len, int split, unsigned seed) {
+    ir_conn *c = calloc(1, sizeof(*c));
+    client *cl = irs_accept(srv, &tp, c);
+    size_t off = 0;
+    srand(seed);
+    while (off < len && !c->closed) {
+        size_t n = split == 0 ? len - off : split == 1 ? 1 : 1 + (size_t)rand() % 97;
+        if (n > len - off) n = len - off;
+        irs_data(cl, req + off, n);
+        off += n;
+    }
+    if (!c->closed) {
+        freeClient(cl); /* the test's own hang-up, not the server's close */
+        c->closed = 0;
+    }
+    return c;
+}
+
+static void freeConn(ir_conn *c) {
+    free(c->out);
+    free(c);
+}
+
+/* The reply must be `want` for every way of splitting, with the same close. */
+static void expect(const char *name, const char *req, size_t len, const char *want, size_t wlen,
+                   int closes) {
+    for (int split = 0; split < 5; split++) {
+        ir_conn *c = run(req, len, split > 2 ? 2 : split, (unsigned)split * 7919u);
+        int same = c->len == wlen && memcmp(c->out, want, wlen) == 0;
+        CHECK(same, "%s (split mode %d): got %zu bytes '%.*s'", name, split, c->len,
+              (int)(c->len > 200 ? 200 : c->len), c->out ? c->out : "");
+        if (closes >= 0)
+            CHECK(c->closed == closes, "%s (split mode %d): closed=%d, want %d", name, split,
+                  c->closed, closes);
+        freeConn(c);
+    }
+}
+#define EXPECT(name, req, want, closes) \
+    expect(name, req, sizeof(req) - 1, want, sizeof(want) - 1, closes)
+
+static void testBasics(void) {
+    EXPECT("ping", "*1\r\n$4\r\nPING\r\n", "+PONG\r\n", 0);
+    EXPECT("inline ping", "PING\r\n", "+PONG\r\n", 0);
+    EXPECT("inline lf only", "PING\n", "+PONG\r\n", 0);
+    EXPECT("ping msg", "*2\r\n$4\r\nping\r\n$5\r\nhello\r\n", "$5\r\nhello\r\n", 0);
+    EXPECT("pipeline", "*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nv\r\n*2\r\n$3\r\nGET\r\n$1\r\nk\r\n",
+           "+OK\r\n$1\r\nv\r\n", 0);
+    EXPECT("inline quotes", "ECHO \"a b\\x41\\n\"\r\n", "$5\r\na bA\n\r\n", 0);
+    EXPECT("inline single quotes", "ECHO 'it\\'s'\r\n", "$4\r\nit's\r\n", 0);
+    EXPECT("empty line ignored", "\r\nPING\r\n", "+PONG\r\n", 0);
+    EXPECT("negative count ignored", "*-10\r\nPING\r\n", "+PONG\r\n", 0);
+    EXPECT("zero count ignored", "*0\r\nPING\r\n", "+PONG\r\n", 0);
+    EXPECT("binary bulk", "*2\r\n$4\r\nECHO\r\n$4\r\n\r\n\0\1\r\n", "$4\r\n\r\n\0\1\r\n", 0);
+    EXPECT("quit", "QUIT\r\nPING\r\n", "+OK\r\n", 1);
+}
+
+static void testErrors(void) {
+    EXPECT("unknown command", "*3\r\n$3\r\nfoo\r\n$1\r\na\r\n$1\r\nb\r\n",
+           "-ERR unknown command 'foo', with args beginning with: 'a' 'b' \r\n", 0);
+    EXPECT("unknown inline", "foo\r\n", "-ERR unknown command 'foo', with args beginning with: \r\n",
+           0);
+    EXPECT("arity", "*1\r\n$3\r\nGET\r\n*1\r\n$4\r\nPING\r\n",
+           "-ERR wrong number of arguments for 'get' command\r\n+PONG\r\n", 0);
+    EXPECT("bad count", "*x\r\n", "-ERR Protocol error: invalid multibulk length\r\n", 1);
+    EXPECT("count over INT_MAX", "*3000000000\r\n",
+           "-ERR Protocol error: invalid multibulk length\r\n", 1);
+    EXPECT("expected $", "*1\r\nfoo\r\n", "-ERR Protocol error: expected '$', got 'f'\r\n", 1);
+    EXPECT("negative bulk", "*1\r\n$-1\r\n", "-ERR Protocol error: invalid bulk length\r\n", 1);
+    EXPECT("bad bulk", "*1\r\n$x\r\n", "-ERR Protocol error: invalid bulk length\r\n", 1);
+    EXPECT("bulk over limit", "*1\r\n$600000000\r\n",
+           "-ERR Protocol error: invalid bulk length\r\n", 1);
+    EXPECT("unbalanced", "ECHO \"abc\r\n", "-ERR Protocol error: unbalanced quotes in request\r\n",
+           1);
+    EXPECT("reply before error kept", "PING\r\n*x\r\n",
+           "+PONG\r\n-ERR Protocol error: invalid multibulk length\r\n", 1);
+
+    /* 64 KiB without CR/LF */
+    size_t n = PROTO_INLINE_MAX_SIZE + 10;
+    char *big = malloc(n + 1);
+    memset(big, 'a', n);
+    big[0] = '*';
+    expect("too big mbulk count", big, n, "-ERR Protocol error: too big mbulk count string\r\n",
+           sizeof("-ERR Protocol error: too big mbulk count string\r\n") - 1, 1);
+    big[0] = 'a';
+    expect("too big inline", big, n, "-ERR Protocol error: too big inline request\r\n",
+           sizeof("-ERR Protocol error: too big inline request\r\n") - 1, 1);
+    memcpy(big, "*1\r\n$", 5);
+    expect("too big bulk count", big, n, "-ERR Protocol error: too big bulk count string\r\n",
+           sizeof("-ERR Protocol error: too big bulk count string\r\n") - 1, 1);
+    free(big);
+}
+
+/* A 1 MiB value holding CR LF and NUL bytes, through the big-argument path,
+ * with the transport taking at most 1000 bytes per write. */
+static void testBigValue(void) {
+    size_t vlen = 1 << 20;
+    char *val = malloc(vlen);
+    for (size_t i = 0; i < vlen; i++) val[i] = "\r\n\0x"[i % 4];
+    char hdr[64];
+    int h = snprintf(hdr, sizeof(hdr), "*3\r\n$3\r\nSET\r\n$3\r\nbig\r\n$%zu\r\n", vlen);
+    const char get[] = "*2\r\n$3\r\nGET\r\n$3\r\nbig\r\n";
+    size_t rlen = (size_t)h + vlen + 2 + sizeof(get) - 1;
+    char *req = malloc(rlen);
+    memcpy(req, hdr, (size_t)h);
+    memcpy(req + h, val, vlen);
+    memcpy(req + h + vlen, "\r\n", 2);
+    memcpy(req + h + vlen + 2, get, sizeof(get) - 1);
+    for (int split = 0; split < 3; split++) {
+        ir_conn *c = calloc(1, sizeof(*c));
+        c->accept_limit = split == 2 ? 1000 : 0;
+        client *cl = irs_accept(srv, &tp, c);
+        size_t off = 0;
+        srand(42);
+        while (off < rlen) {
+            size_t k = split == 0 ? rlen : split == 1 ? 4096 : 1 + (size_t)rand() % 70000;
+            if (k > rlen - off) k = rlen - off;
+            irs_data(cl, req + off, k);
+            off += k;
+        }
+        /* drain what the transport did not take */
+        for (int i = 0; i < 100000 && cl->pending_bytes; i++) irs_writable(cl);
+        char want_hdr[64];
+        int wh = snprintf(want_hdr, sizeof(want_hdr), "+OK\r\n$%zu\r\n", vlen);
+        int ok = c->len == (size_t)wh + vlen + 2 && memcmp(c->out, want_hdr, (size_t)wh) == 0 &&
+                 memcmp(c->out + wh, val, vlen) == 0 && memcmp(c->out + wh + vlen, "\r\n", 2) == 0;
+        CHECK(ok, "1 MiB SET/GET round trip (split mode %d): got %zu bytes", split, c->len);
+        freeClient(cl);
+        freeConn(c);
+    }
+    free(req);
+    free(val);
+}
+
+int main(void) {
+    ir_config cfg;
+    ir_config_init(&cfg);
+    srv = server_new(&cfg);
+    g_server = srv;
+    tp.srv = srv;
+    testBasics();
+    testErrors();
+    testBigValue();
+    server_free(srv);
+    printf("%d passed, %d failed\n", passes, failures);
+    return failures ? 1 : 0;
+}

@@ -1,0 +1,181 @@
+"""pyctl's CLI: one-line errors that name the flag, daemon start/status/stop, TOML config."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+PYCTL = [sys.executable, "-m", "pyctl"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def rundir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A private run directory so tests never see each other's servers."""
+    d = tmp_path / "run"
+    monkeypatch.setenv("INREPLAY_RUN_DIR", str(d))
+    yield d
+    for f in d.glob("*.json") if d.exists() else []:
+        try:
+            pid = json.loads(f.read_text())["pid"]
+            os.kill(pid, signal.SIGKILL)
+        except (OSError, ValueError, KeyError):
+            pass
+
+
+def pyctl(*args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*PYCTL, *args], capture_output=True, text=True, timeout=timeout, check=False
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "names"),
+    [
+        (["start", "--listen", "nonsense"], "--listen"),
+        (["start", "--listen", "127.0.0.1:70000"], "--listen"),
+        (["start", "--listen", "example.com:6379"], "--listen"),
+        (["start", "--capacity", "-5"], "--capacity"),
+        (["start", "--capacity", "ten"], "--capacity"),
+        (["start", "--alpha", "nan"], "--alpha"),
+        (["start", "--stack", "tcp"], "--stack"),
+        (["start", "--fanout", "3"], "--fanout"),
+        (["start", "--maxclients", "0"], "--maxclients"),
+        (["start", "--config", "/nonexistent.toml"], "--config"),
+        (["start", "--bogus"], "--bogus"),
+        (["status", "--listen", "x"], "--listen"),
+    ],
+)
+def test_bad_flags_get_one_line_naming_the_flag(args: list[str], names: str) -> None:
+    r = pyctl(*args)
+    assert r.returncode == 2, r
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1, r.stderr
+    assert names in lines[0]
+    assert "Traceback" not in r.stderr
+
+
+def test_dpdk_stack_not_built_yet_is_a_clear_error() -> None:
+    r = pyctl("start", "--stack", "dpdk", "--listen", "127.0.0.1:0")
+    assert r.returncode == 2
+    assert r.stderr.count("\n") == 1
+    assert "--stack dpdk" in r.stderr and "--stack kernel" in r.stderr
+
+
+def test_daemon_status_stop(rundir: Path) -> None:
+    port = free_port()
+    listen = f"127.0.0.1:{port}"
+    r = pyctl("start", "--daemon", "--listen", listen, "--capacity", "1000", "--table", "t1")
+    assert r.returncode == 0, r.stderr
+    assert f"listening on {listen}" in r.stdout
+    try:
+        st = pyctl("status", "--json", "--listen", listen)
+        assert st.returncode == 0, st.stderr
+        d = json.loads(st.stdout)
+        assert d["running"] is True and d["stack"] == "kernel" and d["endpoint"] == listen
+        assert d["tables"] == [{"name": "t1", "size": 0, "capacity": 1000}]
+        assert "cores" in d and isinstance(d["pid"], int) and d["uptime_s"] >= 0
+        human = pyctl("status")
+        assert f"kernel stack on {listen}" in human.stdout and "t1 0/1000" in human.stdout
+        # a second server on the same port is refused with a one-line reason
+        again = pyctl("start", "--listen", listen)
+        assert again.returncode != 0 and "already runs" in again.stderr
+        assert len(again.stderr.strip().splitlines()) == 1
+    finally:
+        t0 = time.monotonic()
+        stop = pyctl("stop", "--listen", listen)
+        assert stop.returncode == 0, stop.stderr
+        assert time.monotonic() - t0 < 5
+    gone = pyctl("status", "--json", "--listen", listen)
+    assert gone.returncode == 3 and json.loads(gone.stdout)["running"] is False
+    with pytest.raises(redis.ConnectionError):
+        redis.Redis(port=port, socket_timeout=1).ping()
+
+
+def test_port_in_use_is_reported(rundir: Path) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        r = pyctl("start", "--listen", f"127.0.0.1:{port}")
+    assert r.returncode == 1
+    assert "Address already in use" in r.stderr and "--listen" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_config_file(rundir: Path, tmp_path: Path) -> None:
+    port = free_port()
+    cfg = tmp_path / "inreplay.toml"
+    cfg.write_text(
+        f'listen = "127.0.0.1:{port}"\ncapacity = 64\ntable = "fromtoml"\n'
+        "alpha = 1\nmaxclients = 7\n"
+    )
+    proc = subprocess.Popen(
+        [*PYCTL, "start", "--config", str(cfg)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        assert "listening" in proc.stdout.readline()
+        r = redis.Redis(port=port)
+        info = r.execute_command("REPLAY.INFO", "fromtoml")
+        d = dict(zip(info[::2], info[1::2], strict=True))
+        assert d[b"capacity"] == 64 and float(d[b"alpha"]) == 1.0
+        assert r.config_get("maxclients") == {"maxclients": "7"}
+        r.close()
+    finally:
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=5) == 0
+
+
+@pytest.mark.parametrize(
+    ("body", "msg"),
+    [
+        ("colour = 3\n", "unknown setting 'colour'"),
+        ('capacity = "big"\n', "capacity must be int"),
+        ("listen = \n", "--config"),
+    ],
+)
+def test_bad_config_file(tmp_path: Path, body: str, msg: str) -> None:
+    cfg = tmp_path / "bad.toml"
+    cfg.write_text(body)
+    r = pyctl("start", "--config", str(cfg))
+    assert r.returncode == 2
+    assert msg in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_foreground_sigterm_exits_zero(rundir: Path) -> None:
+    port = free_port()
+    proc = subprocess.Popen(
+        [*PYCTL, "start", "--listen", f"127.0.0.1:{port}"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    assert "listening" in proc.stdout.readline()
+    assert list(rundir.glob("*.json")), "a running server records itself"
+    c = redis.Redis(port=port)
+    c.set("k", "v")
+    t0 = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=5) == 0
+    assert time.monotonic() - t0 < 5
+    assert not list(rundir.glob("*.json")), "the state file is removed on exit"
