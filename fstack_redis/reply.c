@@ -137,8 +137,10 @@ void rejectCommandFormat(client *c, const char *fmt, ...) {
     va_end(ap);
 }
 
+/* Redis names the command in lower case, whatever the client sent. */
 void addReplyErrorArity(client *c) {
-    addReplyErrorFormat(c, "wrong number of arguments for '%s' command", c->argv[0].ptr);
+    addReplyErrorFormat(c, "wrong number of arguments for '%s' command",
+                        c->cmd ? c->cmd->name : c->argv[0].ptr);
 }
 
 static void addReplyPrefixed(client *c, char prefix, long long ll) {

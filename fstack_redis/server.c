@@ -156,11 +156,14 @@ int processCommand(client *c) {
         rejectUnknown(c);
         return 0;
     }
+    c->cmd = cmd;
     if ((cmd->arity > 0 && cmd->arity != c->argc) || (c->argc < -cmd->arity)) {
-        addReplyErrorFormat(c, "wrong number of arguments for '%s' command", cmd->name);
+        addReplyErrorArity(c);
+        c->cmd = NULL;
         return 0;
     }
     cmd->proc(c);
+    c->cmd = NULL;
     cmd->calls++;
     s->total_commands++;
     /* Replies may point into values and arenas that the next command can

@@ -60,6 +60,7 @@ typedef struct client {
     ir_transport *tp;
     ir_conn *conn;
     int flags;
+    const struct ir_command *cmd; /* the command being executed */
     uint64_t ctime_ms, last_ms;
     char name[128];
     char lib_name[64], lib_ver[32];
@@ -160,7 +161,7 @@ void rejectCommandFormat(client *c, const char *fmt, ...) __attribute__((format(
 
 /* ---- argument helpers (reply with the Redis error and return -1 on failure) ---- */
 int getLongLongFromArg(client *c, int i, long long *out);     /* "value is not an integer or out of range" */
-int getPositiveLongFromArg(client *c, int i, long long *out, const char *what);
+int getPositiveLongFromArg(client *c, int i, long long *out); /* "value is out of range, must be positive" */
 int getDoubleFromArg(client *c, int i, double *out);          /* "value is not a valid float" */
 int argEq(const client *c, int i, const char *lit);           /* case-insensitive */
 /* Take ownership of argv[i] as a malloc'd, NUL-terminated buffer (steals big bulks). */

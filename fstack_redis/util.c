@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "server.h"
 
@@ -51,7 +52,15 @@ uint64_t ir_mstime(void) {
 /* Bytes handed out by malloc plus what tables map for their arenas. */
 uint64_t ir_used_memory(void) {
     struct mallinfo2 mi = mallinfo2();
-    return (uint64_t)mi.uordblks + (uint64_t)mi.hblkhd;
+    uint64_t used = (uint64_t)mi.uordblks + (uint64_t)mi.hblkhd;
+    if (used == 0) { /* another allocator (e.g. ASan's): fall back to the resident set */
+        FILE *f = fopen("/proc/self/statm", "r");
+        unsigned long long pages_total, pages_rss;
+        if (f && fscanf(f, "%llu %llu", &pages_total, &pages_rss) == 2)
+            used = pages_rss * (uint64_t)sysconf(_SC_PAGESIZE);
+        if (f) fclose(f);
+    }
+    return used;
 }
 
 void serverLog(const char *fmt, ...) {
@@ -148,14 +157,10 @@ int getLongLongFromArg(client *c, int i, long long *out) {
     return 0;
 }
 
-int getPositiveLongFromArg(client *c, int i, long long *out, const char *what) {
+int getPositiveLongFromArg(client *c, int i, long long *out) {
     long long v;
-    if (!string2ll(c->argv[i].ptr, c->argv[i].len, &v)) {
-        addReplyStr(c, shared.notinteger);
-        return -1;
-    }
-    if (v < 0) {
-        addReplyErrorFormat(c, "%s must be positive", what);
+    if (!string2ll(c->argv[i].ptr, c->argv[i].len, &v) || v < 0) {
+        addReplyError(c, "value is out of range, must be positive");
         return -1;
     }
     *out = v;

@@ -1,0 +1,205 @@
+/* db_internal.h - the keyspace's internals, shared by db.c, t_string.c,
+ * t_list.c and the C unit test (tests/c/test_db.c). Not a public API.
+ *
+ * Layout:
+ *   dict      a chained hash table keyed by a keyed SipHash-1-3 of the key,
+ *             power-of-two bucket arrays, incremental rehash between two
+ *             tables (grow at load factor 1, shrink below 10% fill), like
+ *             Redis's dict.c.
+ *   dbEntry   one allocation per key: chain link, cached hash, expiry, the
+ *             value header and the key bytes (NUL-terminated). Short string
+ *             values created with the key are embedded after the key.
+ *   ir_db     the dict, a dense array of the entries that have a TTL (O(1)
+ *             uniform sampling for active expiry, O(1) removal by swap), the
+ *             byte counter, and a list of buffers whose free must wait until
+ *             the current command's reply has been flushed.
+ *
+ * Concurrency contract: everything here belongs to the server thread.
+ */
+#ifndef IR_DB_INTERNAL_H
+#define IR_DB_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "db.h"
+#include "server.h"
+
+/* ---- values ------------------------------------------------------------ */
+
+#define OBJ_STRING 0
+#define OBJ_LIST 1
+
+/* Entry flags. */
+#define DBE_EMBEDDED (1 << 0) /* v.str.ptr points into the entry itself */
+
+/* Rough allocator overhead charged per malloc'd block in dbBytes(). */
+#define DB_MALLOC_OVERHEAD 16
+/* String values up to this many bytes are embedded in a new entry. */
+#define DB_EMBED_MAX 64
+/* Capacity reserved for a string holding a 64-bit integer (INCR & co). */
+#define DB_INT_CAP 24
+
+/* One list element: a malloc'd, NUL-terminated buffer of len bytes. */
+typedef struct lelem {
+    char *p;
+    size_t len;
+} lelem;
+
+/* A list: a circular array of element pointers (a deque), cap a power of two. */
+typedef struct dbList {
+    lelem *a;
+    size_t cap, head, len;
+} dbList;
+
+typedef struct dbEntry {
+    struct dbEntry *next;   /* bucket chain */
+    uint64_t hash;          /* cached: rehashing never recomputes it */
+    int64_t expire;         /* absolute unix time in ms, -1 = no TTL */
+    size_t klen;
+    uint32_t vidx;          /* slot in db->vol when expire != -1 */
+    uint8_t type;           /* OBJ_STRING, OBJ_LIST */
+    uint8_t flags;          /* DBE_* */
+    uint8_t ecap;           /* bytes reserved after the key for an embedded value */
+    union {
+        struct {
+            char *ptr;      /* NUL-terminated; NULL only while being built */
+            size_t len, cap;
+        } str;
+        dbList list;
+    } v;
+    char key[];             /* klen bytes + NUL, then any embedded value */
+} dbEntry;
+
+/* ---- the hash table ------------------------------------------------------ */
+
+#define DICT_HT_INITIAL_SIZE 4
+#define DICT_MIN_FILL 10 /* shrink when fewer than 10% of buckets are used */
+
+typedef struct dictht {
+    dbEntry **table;
+    size_t size;            /* 0 or a power of two */
+    size_t used;
+} dictht;
+
+typedef struct dict {
+    dictht ht[2];
+    long rehashidx;         /* -1: not rehashing; else next ht[0] bucket to move */
+    uint8_t seed[16];       /* SipHash key */
+} dict;
+
+void dictInit(dict *d, const uint8_t seed[16]);
+/* Frees the bucket arrays only; the caller frees the entries first. */
+void dictReleaseTables(dict *d);
+uint64_t dictHashKey(const dict *d, const void *key, size_t len);
+uint64_t siphash13(const void *in, size_t inlen, const uint8_t k[16]);
+uint64_t siphash24(const void *in, size_t inlen, const uint8_t k[16]); /* for the test vectors */
+dbEntry *dictFind(dict *d, const void *key, size_t len, uint64_t h);
+/* Link e (e->hash set, key not present). */
+void dictLink(dict *d, dbEntry *e);
+/* Unlink e (which must be in d). */
+void dictUnlink(dict *d, dbEntry *e);
+/* Move up to n buckets to the new table. Returns 1 while more remain. */
+int dictRehash(dict *d, int n);
+/* Rehash for about us microseconds. Returns buckets moved. */
+long dictRehashMicroseconds(dict *d, uint64_t us);
+static inline size_t dictSize(const dict *d) { return d->ht[0].used + d->ht[1].used; }
+static inline size_t dictBuckets(const dict *d) { return d->ht[0].size + d->ht[1].size; }
+static inline int dictIsRehashing(const dict *d) { return d->rehashidx != -1; }
+
+/* ---- the database -------------------------------------------------------- */
+
+typedef struct ir_db {
+    dict d;
+    dbEntry **vol;          /* entries with a TTL; vol[e->vidx] == e */
+    size_t nvol, volcap;
+    uint64_t bytes;
+    void **later;           /* buffers to free once the reply has been flushed */
+    size_t nlater, latercap;
+    dbEntry **scratch;      /* KEYS collects matches here (reused) */
+    size_t scratchcap;
+    uint64_t rng;           /* xorshift state for sampling */
+    uint64_t expired_keys;  /* stats: keys removed because their TTL passed */
+    int64_t now;            /* this command's clock (ms), 0 = not read yet */
+} ir_db;
+
+/* A key of the current command with its hash computed once. */
+typedef struct dbkey {
+    const char *p;
+    size_t len;
+    uint64_t h;
+} dbkey;
+
+static inline dbkey dbKey(ir_db *db, const void *p, size_t len) {
+    dbkey k = {(const char *)p, len, dictHashKey(&db->d, p, len)};
+    return k;
+}
+
+/* Current time in ms for expiry decisions: read once per command (the
+ * first time a command needs it; dbFor() forgets it), like Redis 7.2's
+ * command time snapshot, so a command sees one consistent clock. */
+static inline int64_t dbNow(ir_db *db) {
+    if (!db->now) db->now = (int64_t)ir_mstime();
+    return db->now;
+}
+
+/* The database of c's server; also releases buffers kept alive for the
+ * previous command's reply. Every keyspace handler starts with this. */
+ir_db *dbFor(client *c);
+dbkey argKey(ir_db *db, client *c, int i);
+
+/* Lookup with lazy expiry: an expired key is deleted and NULL returned. */
+dbEntry *lookupKey(ir_db *db, const dbkey *k);
+/* Add a new key (must not exist) holding an empty value of the given type.
+ * For strings, embed_cap > 0 (at most DB_EMBED_MAX) reserves that many bytes
+ * inside the entry. Like Redis, running out of memory aborts. */
+dbEntry *dbAdd(ir_db *db, const dbkey *k, int type, size_t embed_cap);
+int dbDelete(ir_db *db, const dbkey *k);      /* 1 if a key was removed */
+void dbDeleteEntry(ir_db *db, dbEntry *e);
+/* Turn e into an empty string (frees a list, keeps a string's buffer). */
+void dbMakeString(ir_db *db, dbEntry *e);
+
+static inline int keyIsExpired(const dbEntry *e, int64_t now) {
+    return e->expire != -1 && now > e->expire;
+}
+void setExpire(ir_db *db, dbEntry *e, int64_t when);
+int removeExpire(ir_db *db, dbEntry *e);     /* 1 if there was a TTL */
+
+/* Free a buffer that the current command may have replied with by reference:
+ * small ones now, big ones (>= IR_REF_MIN) when the next command starts. */
+void dbFreeLater(ir_db *db, void *p, size_t len);
+void dbReleaseLater(ir_db *db);
+
+void *dbMalloc(size_t n); /* aborts on OOM */
+
+/* Byte accounting (dbBytes). */
+static inline size_t dbEntryBytes(size_t klen, size_t embed_cap) {
+    return sizeof(dbEntry) + klen + 1 + embed_cap + DB_MALLOC_OVERHEAD;
+}
+static inline size_t dbBufBytes(size_t cap) { return cap + DB_MALLOC_OVERHEAD; }
+
+/* ---- string values (t_string.c) ---------------------------------------- */
+
+/* Make e's string value a copy of (p, len), reusing the buffer when it fits
+ * (keep_old_big: the old value may be referenced by this command's reply). */
+void strSetValue(ir_db *db, dbEntry *e, const void *p, size_t len, int keep_old_big);
+/* Make e's string value argv[i], taking over big argument buffers. */
+void strSetFromArg(ir_db *db, dbEntry *e, client *c, int i, int keep_old_big);
+void strFreeValue(ir_db *db, dbEntry *e);
+
+/* ---- list values (t_list.c) -------------------------------------------- */
+
+void listInit(dbList *l);
+void listPush(ir_db *db, dbList *l, char *p, size_t len, int head); /* takes p */
+lelem listPop(ir_db *db, dbList *l, int head);
+static inline lelem *listAt(const dbList *l, size_t i) {
+    return &l->a[(l->head + i) & (l->cap - 1)];
+}
+void listFreeAll(ir_db *db, dbList *l);
+
+/* ---- glob matching (db.c) ------------------------------------------------ */
+
+/* Redis's KEYS/SCAN glob: * ? [abc] [^a-z] and \ escapes; binary-safe. */
+int stringmatchlen(const char *pattern, size_t plen, const char *string, size_t slen, int nocase);
+
+#endif
