@@ -43,13 +43,18 @@ class Instance:
         return f"{self.host}:{self.port}"
 
     def alive(self) -> bool:
+        """True while the process runs; an exited daemon waiting to be reaped is not alive."""
         try:
             os.kill(self.pid, 0)
         except ProcessLookupError:
             return False
         except PermissionError:
             return True
-        return True
+        try:
+            stat = Path(f"/proc/{self.pid}/stat").read_text()
+        except OSError:
+            return True
+        return stat.rpartition(")")[2].split()[0] not in ("Z", "X")
 
 
 def instances() -> list[Instance]:
