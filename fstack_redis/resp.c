@@ -109,9 +109,6 @@ static int splitInlineArgs(client *c, const char *p, const char *end) {
     char *tmp = NULL;
     size_t tcap = 0;
     int rc = 0;
-    /* Redis splits a C string: a NUL byte ends the line. */
-    const char *nul = memchr(p, '\0', (size_t)(end - p));
-    if (nul) end = nul;
     for (;;) {
         while (p < end && isspace((unsigned char)*p)) p++;
         if (p >= end) break;
@@ -187,7 +184,10 @@ out:
 static int processInlineBuffer(client *c) {
     char *start = c->qbuf + c->qpos;
     size_t avail = c->qlen - c->qpos;
+    /* Redis looks for the newline with strchr(): a NUL byte before it means
+     * "no complete line yet", until the 64 KiB limit turns it into an error. */
     char *newline = memchr(start, '\n', avail);
+    if (newline && memchr(start, '\0', (size_t)(newline - start))) newline = NULL;
     if (!newline) {
         if (avail > PROTO_INLINE_MAX_SIZE) {
             addReplyError(c, "Protocol error: too big inline request");

@@ -47,7 +47,7 @@ class EmptyTableError(InreplayError):
     """Sampling a table with no items."""
 
 
-class NativeLibraryMissing(RuntimeError):
+class NativeLibraryMissingError(RuntimeError):
     """libinreplay.so or its header could not be found."""
 
 
@@ -55,7 +55,7 @@ def _declarations(header: Path) -> str:
     text = header.read_text()
     m = re.search(r"/\* CFFI-BEGIN \*/(.*)/\* CFFI-END \*/", text, re.S)
     if not m:
-        raise NativeLibraryMissing(f"{header}: no CFFI-BEGIN/CFFI-END block")
+        raise NativeLibraryMissingError(f"{header}: no CFFI-BEGIN/CFFI-END block")
     # cffi's cdef understands '#define NAME <int>' but not comments after it.
     return re.sub(r"(#define\s+\w+\s+-?\d+)\s*/\*.*?\*/", r"\1", m.group(1))
 
@@ -65,12 +65,12 @@ def _find(candidates: tuple[Path, ...], env: str, what: str) -> Path:
     if override:
         p = Path(override)
         if not p.exists():
-            raise NativeLibraryMissing(f"{env}={override}: no such file")
+            raise NativeLibraryMissingError(f"{env}={override}: no such file")
         return p
     for p in candidates:
         if p.exists():
             return p
-    raise NativeLibraryMissing(
+    raise NativeLibraryMissingError(
         f"{what} not found (looked in {', '.join(str(c) for c in candidates)}): "
         f"run 'make build' or set {env}"
     )

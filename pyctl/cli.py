@@ -19,7 +19,7 @@ from typing import Any, NoReturn
 
 from pyctl import __version__, _native
 from pyctl import server as srv
-from pyctl.config import ConfigError, ServerConfig, build, split_listen
+from pyctl.config import ConfigError, build, split_listen
 
 
 class Parser(argparse.ArgumentParser):
@@ -110,7 +110,7 @@ def cmd_start(args: argparse.Namespace) -> int:
             print(f"inreplay: {cfg.stack} stack listening on {cfg.host}:{port}", flush=True)
 
         return srv.run(cfg, ready)
-    except _native.NativeLibraryMissing as e:
+    except _native.NativeLibraryMissingError as e:
         die(prog, str(e))
     except _native.InreplayError as e:
         die(prog, f"{e}{_hint(e)}")
@@ -179,7 +179,8 @@ def cmd_status(args: argparse.Namespace) -> int:
         if "error" in r:
             print(f"inreplay pid {r['pid']} {r['endpoint']}: {r['error']}")
             continue
-        tables = ", ".join(f"{t['name']} {t['size']}/{t['capacity']}" for t in r["tables"]) or "none"
+        tables = ", ".join(f"{t['name']} {t['size']}/{t['capacity']}" for t in r["tables"])
+        tables = tables or "none"
         print(f"inreplay: running, pid {r['pid']}, {r['stack']} stack on {r['endpoint']}, "
               f"up {r['uptime_s']} s, {r['clients']} client(s), {r['keys']} key(s), "
               f"{r['used_memory'] / 2**20:.1f} MiB, tables: {tables}")
@@ -190,7 +191,8 @@ def cmd_stop(args: argparse.Namespace) -> int:
     prog = "pyctl stop"
     found = _pick(prog, args.listen)
     if not found:
-        die(prog, "no inreplay server is running" + (f" on {args.listen}" if args.listen else ""), 3)
+        where = f" on {args.listen}" if args.listen else ""
+        die(prog, f"no inreplay server is running{where}", 3)
     if len(found) > 1:
         ends = ", ".join(i.endpoint for i in found)
         die(prog, f"several servers run ({ends}): choose one with --listen", 2)

@@ -118,6 +118,8 @@ static void testBasics(void) {
     EXPECT("zero count ignored", "*0\r\nPING\r\n", "+PONG\r\n", 0);
     EXPECT("binary bulk", "*2\r\n$4\r\nECHO\r\n$4\r\n\r\n\0\1\r\n", "$4\r\n\r\n\0\1\r\n", 0);
     EXPECT("quit", "QUIT\r\nPING\r\n", "+OK\r\n", 1);
+    /* Redis finds the inline newline with strchr(): a NUL hides it */
+    EXPECT("nul hides inline newline", "ECHO \"x\0y\"\r\n", "", 0);
 }
 
 static void testErrors(void) {

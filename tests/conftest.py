@@ -1,0 +1,590 @@
+"""Shared fixtures for the server suites.
+
+Every test that takes the ``server`` fixture runs twice: against a stock
+``redis-server`` (the reference: whatever it answers is what inreplay must
+answer) and against inreplay started with ``python -m pyctl start``. Tests
+that only make sense for inreplay take ``inreplay_server`` instead.
+
+Select servers with ``--servers redis,inreplay`` (or the environment variable
+``INREPLAY_TEST_SERVERS``); tests for a server that is not selected are
+deselected, not skipped. A test parametrized on ``server_kind`` (one that starts
+servers of its own with ``server_factory``) is selected the same way.
+
+``INREPLAY_SERVER_CMD`` replaces the inreplay command line (a template with
+``{host}`` and ``{port}``); ``INREPLAY_PYCTL_ARGS`` adds flags to the default
+one.
+
+Servers are started once per session and restarted if one dies; a test during
+which its server died fails with the tail of the server's log. Every process
+started here is stopped at the end of the session (SIGTERM, expecting exit
+code 0), killed at interpreter exit if anything went wrong on the way, and
+sent SIGTERM by the kernel (PR_SET_PDEATHSIG) should pytest itself be killed.
+"""
+
+from __future__ import annotations
+
+import atexit
+import ctypes
+import os
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, Self
+
+import pytest
+import redis
+
+ROOT = Path(__file__).resolve().parent.parent
+SERVER_KINDS = ("redis", "inreplay")
+HOST = "127.0.0.1"
+START_TIMEOUT = float(os.environ.get("INREPLAY_TEST_START_TIMEOUT", "30"))
+STOP_TIMEOUT = 15.0
+
+# Every server process this module started and has not yet reaped.
+_LIVE: dict[int, subprocess.Popen[bytes]] = {}
+
+
+def _kill_leftovers() -> None:
+    for pid, proc in list(_LIVE.items()):
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        _LIVE.pop(pid, None)
+
+
+atexit.register(_kill_leftovers)
+
+
+# --------------------------------------------------------------------------
+# options, markers, selection
+# --------------------------------------------------------------------------
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--servers",
+        default=os.environ.get("INREPLAY_TEST_SERVERS", ",".join(SERVER_KINDS)),
+        help="comma-separated servers to test: redis (the reference), inreplay",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "slow: long-running test (still part of the default run)")
+
+
+def _selected(config: pytest.Config) -> set[str]:
+    kinds = {k.strip() for k in str(config.getoption("--servers")).split(",") if k.strip()}
+    unknown = kinds - set(SERVER_KINDS)
+    if unknown:
+        raise pytest.UsageError(f"--servers: unknown server(s) {sorted(unknown)}")
+    return kinds
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    kinds = _selected(config)
+    keep: list[pytest.Item] = []
+    dropped: list[pytest.Item] = []
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        params = callspec.params if callspec is not None else {}
+        kind = params.get("server", params.get("server_kind"))
+        fixtures = getattr(item, "fixturenames", ())
+        if kind is None and "inreplay_server" in fixtures:
+            kind = "inreplay"
+        (keep if kind is None or kind in kinds else dropped).append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = keep
+
+
+# --------------------------------------------------------------------------
+# raw RESP connection
+# --------------------------------------------------------------------------
+
+
+class RespError:
+    """An error reply (``-ERR ...``), kept as a value rather than raised."""
+
+    def __init__(self, message: bytes) -> None:
+        self.message = message
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, RespError) and other.message == self.message
+
+    def __hash__(self) -> int:
+        return hash(self.message)
+
+    def __repr__(self) -> str:
+        return f"RespError({self.message!r})"
+
+
+class _IncompleteError(Exception):
+    pass
+
+
+class RawConn:
+    """A plain TCP connection speaking bytes, with a small RESP reader.
+
+    Every read has a timeout; a read that times out or hits EOF raises
+    AssertionError naming what had arrived so far.
+    """
+
+    def __init__(self, host: str, port: int, timeout: float = 10.0) -> None:
+        self.sock = socket.create_connection((host, port), timeout=timeout)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.timeout = timeout
+        self.buf = bytearray()
+
+    # -- plumbing --
+    def close(self) -> None:
+        self.sock.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def send(self, data: bytes) -> None:
+        self.sock.sendall(data)
+
+    def _fill(self, what: str) -> None:
+        try:
+            chunk = self.sock.recv(1 << 20)
+        except TimeoutError:
+            raise AssertionError(
+                f"timed out after {self.timeout}s waiting for {what}; "
+                f"have {bytes(self.buf[:300])!r}"
+            ) from None
+        except ConnectionResetError:
+            chunk = b""
+        if not chunk:
+            raise AssertionError(
+                f"connection closed while waiting for {what}; have {bytes(self.buf[:300])!r}"
+            )
+        self.buf += chunk
+
+    def recv_exact(self, n: int) -> bytes:
+        while len(self.buf) < n:
+            self._fill(f"{n} bytes")
+        out = bytes(self.buf[:n])
+        del self.buf[:n]
+        return out
+
+    def expect(self, data: bytes) -> None:
+        got = self.recv_exact(len(data))
+        assert got == data
+
+    def command(self, *args: bytes | str | int) -> bytes:
+        """Encode a request as a multibulk."""
+        parts = [f"*{len(args)}\r\n".encode()]
+        for a in args:
+            b = a if isinstance(a, bytes) else str(a).encode()
+            parts.append(b"$%d\r\n%s\r\n" % (len(b), b))
+        return b"".join(parts)
+
+    def call(self, *args: bytes | str | int) -> Any:
+        self.send(self.command(*args))
+        return self.read_reply()
+
+    # -- reading whole replies --
+    def _parse(self, pos: int) -> tuple[Any, int]:
+        buf = self.buf
+        end = buf.find(b"\r\n", pos)
+        if end < 0:
+            raise _IncompleteError
+        kind = buf[pos : pos + 1]
+        line = bytes(buf[pos + 1 : end])
+        nxt = end + 2
+        if kind == b"+":
+            return line.decode(), nxt
+        if kind == b"-":
+            return RespError(line), nxt
+        if kind == b":":
+            return int(line), nxt
+        if kind in (b"$", b"="):
+            n = int(line)
+            if n < 0:
+                return None, nxt
+            if len(buf) < nxt + n + 2:
+                raise _IncompleteError
+            assert buf[nxt + n : nxt + n + 2] == b"\r\n", "bulk not followed by CRLF"
+            return bytes(buf[nxt : nxt + n]), nxt + n + 2
+        if kind in (b"*", b"~", b">", b"%"):
+            n = int(line)
+            if n < 0:
+                return None, nxt
+            count = 2 * n if kind == b"%" else n
+            items = []
+            for _ in range(count):
+                v, nxt = self._parse(nxt)
+                items.append(v)
+            if kind == b"%":
+                return dict(zip(items[::2], items[1::2], strict=True)), nxt
+            return items, nxt
+        if kind == b"_":
+            return None, nxt
+        if kind == b"#":
+            return line == b"t", nxt
+        if kind == b",":
+            return float(line), nxt
+        raise AssertionError(f"not a RESP reply: {bytes(buf[pos : pos + 80])!r}")
+
+    def read_reply(self) -> Any:
+        return self._read()[0]
+
+    def read_reply_bytes(self) -> bytes:
+        """The exact bytes of the next complete reply."""
+        return self._read()[1]
+
+    def _read(self) -> tuple[Any, bytes]:
+        while True:
+            try:
+                value, end = self._parse(0)
+            except _IncompleteError:
+                self._fill("a complete reply")
+                continue
+            raw = bytes(self.buf[:end])
+            del self.buf[:end]
+            return value, raw
+
+    # -- connection state --
+    def read_until_close(self, timeout: float = 5.0) -> tuple[bytes, bool]:
+        """Read everything until EOF (or reset) or timeout: (data, closed)."""
+        self.sock.settimeout(timeout)
+        data = bytes(self.buf)
+        self.buf.clear()
+        closed = False
+        try:
+            while True:
+                chunk = self.sock.recv(1 << 20)
+                if not chunk:
+                    closed = True
+                    break
+                data += chunk
+        except TimeoutError:
+            pass
+        except ConnectionResetError:
+            closed = True
+        finally:
+            self.sock.settimeout(self.timeout)
+        return data, closed
+
+    def expect_close(self, timeout: float = 5.0) -> None:
+        """Assert the server closes the connection with nothing more to say."""
+        rest, closed = self.read_until_close(timeout)
+        assert rest == b"", f"unexpected bytes before close: {rest[:300]!r}"
+        assert closed, "server kept the connection open"
+
+    def expect_open(self) -> None:
+        """Assert the connection still answers commands (PING -> +PONG)."""
+        self.send(b"*1\r\n$4\r\nPING\r\n")
+        self.expect(b"+PONG\r\n")
+
+    def expect_silence(self, wait: float = 0.3) -> None:
+        """Assert no reply arrives within `wait` and the connection stays open."""
+        rest, closed = self.read_until_close(wait)
+        assert rest == b"", f"unexpected reply {rest[:300]!r}"
+        assert not closed, "server closed the connection"
+
+
+# --------------------------------------------------------------------------
+# server processes
+# --------------------------------------------------------------------------
+
+
+def _die_with_parent() -> None:
+    """preexec_fn: SIGTERM this child when the process that started it dies,
+    so not even a SIGKILLed pytest leaves a server behind."""
+    PR_SET_PDEATHSIG = 1  # noqa: N806 - the C name
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    except (OSError, AttributeError):
+        pass
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((HOST, 0))
+        return int(s.getsockname()[1])
+
+
+def _ping(port: int) -> bool:
+    try:
+        with socket.create_connection((HOST, port), timeout=1.0) as s:
+            s.sendall(b"PING\r\n")
+            data = b""
+            while len(data) < 7:
+                chunk = s.recv(64)
+                if not chunk:
+                    return False
+                data += chunk
+            return data[:7] == b"+PONG\r\n"
+    except OSError:
+        return False
+
+
+def _require(binary: str) -> str:
+    path = shutil.which(binary)
+    if path is None:
+        pytest.fail(f"{binary} not found: install Debian's redis-server and redis-tools")
+    return path
+
+
+class ServerProcess:
+    """One running server (redis-server or inreplay) on 127.0.0.1:port."""
+
+    def __init__(self, kind: str, workdir: Path, extra_args: tuple[str, ...] = ()) -> None:
+        self.kind = kind
+        self.host = HOST
+        self.port = free_port()
+        workdir.mkdir(parents=True, exist_ok=True)
+        self.log_path = workdir / f"{kind}-{self.port}.log"
+        if kind == "redis":
+            argv = [
+                _require("redis-server"),
+                "--port", str(self.port), "--bind", HOST,
+                "--save", "", "--appendonly", "no",
+                "--dir", str(workdir), "--daemonize", "no",
+                *extra_args,
+            ]  # fmt: skip
+            cwd = workdir
+            env = None
+        elif kind == "inreplay" and os.environ.get("INREPLAY_SERVER_CMD"):
+            # e.g. to run the daemon under a debugger: "gdb -batch -ex run --args
+            # python -m pyctl start --listen {host}:{port}"
+            template = os.environ["INREPLAY_SERVER_CMD"]
+            argv = shlex.split(template.format(host=HOST, port=self.port)) + list(extra_args)
+            cwd = ROOT
+            env = None
+        elif kind == "inreplay":
+            argv = [
+                sys.executable, "-m", "pyctl", "start",
+                "--listen", f"{HOST}:{self.port}",
+                *shlex.split(os.environ.get("INREPLAY_PYCTL_ARGS", "")),
+                *extra_args,
+            ]  # fmt: skip
+            cwd = ROOT
+            env = dict(os.environ)
+            env["PYTHONPATH"] = os.pathsep.join(
+                p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p
+            )
+        else:
+            raise ValueError(kind)
+        self.argv = argv
+        with open(self.log_path, "wb") as log:
+            self.proc: subprocess.Popen[bytes] = subprocess.Popen(
+                argv,
+                cwd=cwd,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # a ^C reaches pytest, which stops us cleanly
+                preexec_fn=_die_with_parent,
+            )
+        _LIVE[self.proc.pid] = self.proc
+        try:
+            self._wait_ready()
+        except BaseException:
+            self.kill()
+            raise
+
+    def _wait_ready(self) -> None:
+        deadline = time.monotonic() + START_TIMEOUT
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(
+                    f"{self.kind} exited with {self.proc.returncode} before listening "
+                    f"({shlex.join(self.argv)}):\n{self.log_tail()}"
+                )
+            if _ping(self.port):
+                return
+            time.sleep(0.05)
+        raise RuntimeError(
+            f"{self.kind} did not answer PING on port {self.port} within "
+            f"{START_TIMEOUT}s ({shlex.join(self.argv)}):\n{self.log_tail()}"
+        )
+
+    def __repr__(self) -> str:
+        return f"<{self.kind} on {self.host}:{self.port} pid {self.proc.pid}>"
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def log_tail(self, nbytes: int = 4000) -> str:
+        try:
+            data = self.log_path.read_bytes()
+        except OSError:
+            return "(no log)"
+        return data[-nbytes:].decode(errors="replace")
+
+    def wait(self, timeout: float) -> int | None:
+        try:
+            rc = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return None
+        _LIVE.pop(self.proc.pid, None)
+        return rc
+
+    def stop(self) -> int:
+        """SIGTERM and wait; returns the exit code (kills and raises on a hang)."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        rc = self.wait(STOP_TIMEOUT)
+        if rc is None:
+            self.kill()
+            raise AssertionError(f"{self} ignored SIGTERM for {STOP_TIMEOUT}s; killed")
+        return rc
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+        _LIVE.pop(self.proc.pid, None)
+
+    # -- clients --
+    def client(self, **kwargs: Any) -> redis.Redis:
+        """A redis-py client speaking RESP2 over one connection."""
+        opts: dict[str, Any] = {
+            "host": self.host,
+            "port": self.port,
+            "protocol": 2,
+            "socket_timeout": 30,
+            "single_connection_client": True,
+        }
+        opts.update(kwargs)
+        return redis.Redis(**opts)
+
+    def raw(self, timeout: float = 10.0) -> RawConn:
+        return RawConn(self.host, self.port, timeout)
+
+    def flushall(self) -> None:
+        with self.raw() as c:
+            reply = c.call("FLUSHALL")
+        assert reply == "OK", f"FLUSHALL on {self}: {reply!r}"
+
+
+class ServerPool:
+    """The session's long-lived servers, one per kind, restarted if they die."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.workdir = workdir
+        self.servers: dict[str, ServerProcess] = {}
+        self.start_errors: dict[str, str] = {}
+        self.crashes: list[str] = []
+
+    def get(self, kind: str) -> ServerProcess:
+        if kind in self.start_errors:
+            pytest.fail(f"{kind} could not be started:\n{self.start_errors[kind]}", pytrace=False)
+        srv = self.servers.get(kind)
+        if srv is not None and srv.alive():
+            return srv
+        try:
+            srv = ServerProcess(kind, self.workdir)
+        except Exception as e:
+            self.start_errors[kind] = str(e)
+            pytest.fail(f"{kind} could not be started:\n{e}", pytrace=False)
+        self.servers[kind] = srv
+        return srv
+
+    def close(self) -> list[str]:
+        problems = []
+        for kind, srv in self.servers.items():
+            if not srv.alive():
+                continue  # its death was already reported by the test it happened in
+            rc = srv.stop()
+            if rc != 0:
+                problems.append(f"{kind} exited with {rc} on SIGTERM:\n{srv.log_tail()}")
+        self.servers.clear()
+        return problems
+
+
+@pytest.fixture(scope="session")
+def server_pool(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerPool]:
+    pool = ServerPool(tmp_path_factory.mktemp("servers"))
+    try:
+        yield pool
+    finally:
+        problems = pool.close()
+        _kill_leftovers()
+    assert not problems, "\n".join(problems)
+
+
+def _use(pool: ServerPool, kind: str) -> Iterator[ServerProcess]:
+    srv = pool.get(kind)
+    srv.flushall()
+    yield srv
+    if not srv.alive():
+        pytest.fail(
+            f"{srv} died during this test (exit code {srv.proc.returncode}):\n{srv.log_tail()}",
+            pytrace=False,
+        )
+
+
+@pytest.fixture(params=SERVER_KINDS)
+def server(request: pytest.FixtureRequest, server_pool: ServerPool) -> Iterator[ServerProcess]:
+    """The session's server of each kind, emptied with FLUSHALL before the test."""
+    yield from _use(server_pool, request.param)
+
+
+@pytest.fixture
+def inreplay_server(server_pool: ServerPool) -> Iterator[ServerProcess]:
+    """The session's inreplay server (for inreplay-only tests)."""
+    yield from _use(server_pool, "inreplay")
+
+
+@pytest.fixture
+def r(server: ServerProcess) -> Iterator[redis.Redis]:
+    """A redis-py client (RESP2, one connection) to `server`."""
+    client = server.client()
+    try:
+        yield client
+    finally:
+        client.close()
+
+
+@pytest.fixture
+def raw(server: ServerProcess) -> Iterator[Callable[[], RawConn]]:
+    """Factory of raw connections to `server`, all closed at teardown."""
+    conns: list[RawConn] = []
+
+    def make() -> RawConn:
+        c = server.raw()
+        conns.append(c)
+        return c
+
+    yield make
+    for c in conns:
+        c.close()
+
+
+@pytest.fixture
+def server_factory(tmp_path: Path) -> Iterator[Callable[..., ServerProcess]]:
+    """Start dedicated servers for one test: factory(kind, *extra_args).
+
+    Teardown stops the ones still running (SIGTERM) and asserts exit code 0.
+    """
+    started: list[ServerProcess] = []
+
+    def start(kind: str, *extra_args: str) -> ServerProcess:
+        srv = ServerProcess(kind, tmp_path / f"srv{len(started)}", tuple(extra_args))
+        started.append(srv)
+        return srv
+
+    try:
+        yield start
+    finally:
+        problems = []
+        for srv in started:
+            was_alive = srv.alive()
+            rc = srv.stop()
+            if was_alive and rc != 0:
+                problems.append(f"{srv} exited with {rc} on SIGTERM:\n{srv.log_tail()}")
+    assert not problems, "\n".join(problems)

@@ -1,0 +1,145 @@
+"""Stock command-line clients (Debian's redis-tools) against both servers."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from typing import TYPE_CHECKING
+
+import pytest
+
+if TYPE_CHECKING:
+    from conftest import ServerProcess
+
+ERROR_WORDS = re.compile(r"ERR|WARNING|Error|error")
+
+
+def tool(name: str) -> str:
+    path = shutil.which(name)
+    if path is None:
+        pytest.fail(f"{name} not found: install Debian's redis-tools")
+    return path
+
+
+def cli(
+    server: ServerProcess, *args: str, stdin: str | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [tool("redis-cli"), "-h", server.host, "-p", str(server.port), *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def clean(proc: subprocess.CompletedProcess[str], scan: bool = True) -> str:
+    """Assert the tool exited 0 with nothing on stderr and (if `scan`) no
+    error words on stdout; return stdout."""
+    assert proc.returncode == 0, (proc.returncode, proc.stdout[-2000:], proc.stderr[-2000:])
+    assert proc.stderr == "", proc.stderr[-2000:]
+    if scan:
+        assert not ERROR_WORDS.search(proc.stdout), proc.stdout[-2000:]
+    return proc.stdout
+
+
+# --------------------------------------------------------------------------
+# redis-cli
+# --------------------------------------------------------------------------
+
+
+def test_cli_set_get(server: ServerProcess) -> None:
+    assert clean(cli(server, "SET", "a", "b")) == "OK\n"
+    assert clean(cli(server, "GET", "a")) == "b\n"
+    assert clean(cli(server, "--no-raw", "GET", "a")) == '"b"\n'
+    assert clean(cli(server, "--no-raw", "GET", "missing")) == "(nil)\n"
+    assert clean(cli(server, "PING")) == "PONG\n"
+
+
+def test_cli_types_no_raw(server: ServerProcess) -> None:
+    assert clean(cli(server, "--no-raw", "RPUSH", "l", "x", "y z")) == "(integer) 2\n"
+    assert clean(cli(server, "--no-raw", "LRANGE", "l", "0", "-1")) == '1) "x"\n2) "y z"\n'
+    assert clean(cli(server, "--no-raw", "LRANGE", "none", "0", "-1")) == "(empty array)\n"
+    assert clean(cli(server, "--no-raw", "INCR", "n")) == "(integer) 1\n"
+    assert clean(cli(server, "--no-raw", "ECHO", "a\nb")) == '"a\\nb"\n'
+
+
+def test_cli_reports_server_errors(server: ServerProcess) -> None:
+    cli(server, "SET", "s", "text")
+    out = cli(server, "--no-raw", "INCR", "s")
+    assert out.stdout == "(error) ERR value is not an integer or out of range\n"
+
+
+def test_cli_piped_commands(server: ServerProcess) -> None:
+    script = "SET x 1\nINCR x\nGET x\nRPUSH lx a b\nLRANGE lx 0 -1\nDEL lx x\nEXISTS x\n"
+    assert clean(cli(server, stdin=script)) == "OK\n2\n2\n2\na\nb\n2\n0\n"
+
+
+def test_cli_info(server: ServerProcess) -> None:
+    out = clean(cli(server, "INFO"), scan=False)  # INFO has an "# Errorstats" section
+    for section in ("# Server", "# Clients", "# Memory", "# Stats", "# Keyspace"):
+        assert section in out
+
+
+def test_cli_info_replay(inreplay_server: ServerProcess) -> None:
+    out = clean(cli(inreplay_server, "INFO", "replay"))
+    assert out.startswith("# Replay")
+
+
+# --------------------------------------------------------------------------
+# redis-benchmark
+# --------------------------------------------------------------------------
+
+RATE = re.compile(r"^(?P<name>[A-Z_]+(?: \(\d+ keys\))?): (?P<rate>[0-9.]+) requests per second")
+
+
+def benchmark(server: ServerProcess, *args: str) -> dict[str, float]:
+    proc = subprocess.run(
+        [tool("redis-benchmark"), "-h", server.host, "-p", str(server.port), "-q", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0, (proc.returncode, proc.stdout[-2000:], proc.stderr[-2000:])
+    for stream in (proc.stdout, proc.stderr):
+        # progress lines print "-nan" before the first sample; nothing else alarms
+        assert not ERROR_WORDS.search(stream), stream[-2000:]
+    rates = {}
+    for line in re.split(r"[\r\n]", proc.stdout):
+        m = RATE.match(line.strip())
+        if m:
+            rates[m["name"]] = float(m["rate"])
+    assert rates, proc.stdout[-2000:]
+    assert all(v > 0 for v in rates.values()), rates
+    return rates
+
+
+@pytest.mark.slow
+def test_benchmark_command_mix(server: ServerProcess) -> None:
+    rates = benchmark(server, "-n", "20000", "-t", "ping,set,get,incr,lpush,rpush,lpop,rpop,mset")
+    assert set(rates) == {
+        "PING_INLINE",
+        "PING_MBULK",
+        "SET",
+        "GET",
+        "INCR",
+        "LPUSH",
+        "RPUSH",
+        "LPOP",
+        "RPOP",
+        "MSET (10 keys)",
+    }
+    # the benchmark really wrote: INCR's counter and MSET's keys are there
+    assert int(clean(cli(server, "GET", "counter:__rand_int__"))) == 20000
+    assert clean(cli(server, "EXISTS", "key:__rand_int__")) == "1\n"
+
+
+@pytest.mark.slow
+def test_benchmark_pipelined(server: ServerProcess) -> None:
+    rates = benchmark(server, "-c", "50", "-P", "16", "-n", "100000", "-t", "set,get")
+    assert set(rates) == {"SET", "GET"}
+    value = clean(cli(server, "GET", "key:__rand_int__"))
+    assert len(value) == 3 + 1  # the default -d 3 payload, and redis-cli's newline
