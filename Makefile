@@ -50,6 +50,7 @@ demo: build
 
 bench: build
 	$(PY) bench/sumtree.py --json $(BUILD)/bench-sumtree.json
+	$(PY) bench/report.py --sumtree $(BUILD)/bench-sumtree.json
 
 clean:
 	rm -rf $(BUILD) $(ASAN) $(STAMP)
