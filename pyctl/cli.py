@@ -205,6 +205,52 @@ def cmd_stop(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_drivers(args: argparse.Namespace) -> int:
+    from pyctl.drivers import list_drivers, pmd_dirs
+
+    dirs = pmd_dirs()
+    if not dirs:
+        die("pyctl drivers", "no DPDK PMD directory found: install Debian's 'dpdk' package")
+    found = [d for d in list_drivers(dirs) if args.all or d.kind == "net"]
+    if args.json:
+        print(json.dumps([{"name": d.name, "kind": d.kind, "library": d.library,
+                           "params": d.params, "kmod": d.kmod, "pci_ids": len(d.pci_ids)}
+                          for d in found], indent=1))
+        return 0
+    print(f"{len(found)} {'poll-mode' if args.all else 'network poll-mode'} drivers "
+          f"in {', '.join(str(d) for d in dirs)}")
+    for d in found:
+        where = f"{len(d.pci_ids)} PCI ids" if d.pci_ids else "virtual (--vdev)"
+        extra = f" [{d.kmod}]" if d.kmod else ""
+        print(f"  {d.name:22} {d.kind:8} {where:18}{extra}  {d.params}".rstrip())
+    return 0
+
+
+def cmd_netns(args: argparse.Namespace) -> int:
+    from pyctl import netns
+
+    prog = f"pyctl netns {args.action}"
+    try:
+        if args.action == "up":
+            t = netns.up(args.name, args.subnet)
+            if args.json:
+                print(json.dumps({"netns": t.netns, "iface": t.iface, "peer": t.peer,
+                                  "appliance_ip": t.appliance_ip, "client_ip": t.client_ip,
+                                  "kernel_ip": t.kernel_ip, "prefix": t.prefix}))
+            else:
+                print(f"namespace {t.netns}: appliance side {t.iface} (lwIP answers on "
+                      f"{t.appliance_ip}/{t.prefix}, kernel servers on {t.kernel_ip}), "
+                      f"client side {t.peer} {t.client_ip}/{t.prefix}, offloads off")
+                print("start the appliance with:")
+                print(f"  {t.start_line()}")
+        else:
+            existed = netns.down(args.name)
+            print(f"namespace {args.name} {'removed' if existed else 'was not there'}")
+    except netns.SetupError as e:
+        die(prog, str(e))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     p = Parser(prog="pyctl", description="Control plane of the inreplay replay appliance.")
     p.add_argument("--version", action="version", version=f"pyctl {__version__}")
@@ -216,8 +262,17 @@ def main(argv: list[str] | None = None) -> int:
     st = sub.add_parser("stop", help="stop a running server (SIGTERM)")
     st.add_argument("--listen", type=_listen, help="HOST:PORT of the server to stop")
     st.add_argument("--timeout", type=float, default=10.0, help="seconds to wait (default 10)")
+    dr = sub.add_parser("drivers", help="poll-mode drivers the DPDK stack can use")
+    dr.add_argument("--all", action="store_true", help="every PMD kind, not only network ones")
+    dr.add_argument("--json", action="store_true", help="machine-readable output")
+    ns = sub.add_parser("netns", help="the namespace + veth test topology for the DPDK stack")
+    ns.add_argument("action", choices=["up", "down"])
+    ns.add_argument("--name", default="inreplay", help="namespace name (default inreplay)")
+    ns.add_argument("--subnet", default="10.77.0.0/24", help="addresses (default 10.77.0.0/24)")
+    ns.add_argument("--json", action="store_true", help="print the topology as JSON")
     args = p.parse_args(argv)
-    handlers = {"start": cmd_start, "status": cmd_status, "stop": cmd_stop}
+    handlers = {"start": cmd_start, "status": cmd_status, "stop": cmd_stop,
+                "drivers": cmd_drivers, "netns": cmd_netns}
     return handlers[args.cmd](args)
 
 

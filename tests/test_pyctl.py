@@ -179,3 +179,37 @@ def test_foreground_sigterm_exits_zero(rundir: Path) -> None:
     assert proc.wait(timeout=5) == 0
     assert time.monotonic() - t0 < 5
     assert not list(rundir.glob("*.json")), "the state file is removed on exit"
+
+
+def test_drivers_lists_the_af_packet_pmd() -> None:
+    r = pyctl("drivers", "--json")
+    assert r.returncode == 0, r.stderr
+    drivers = {d["name"]: d for d in json.loads(r.stdout)}
+    assert "net_af_packet" in drivers and drivers["net_af_packet"]["kind"] == "net"
+    assert "iface=<string>" in drivers["net_af_packet"]["params"]
+    assert drivers["net_i40e"]["pci_ids"] > 0  # the seed's XL710 NIC
+    human = pyctl("drivers")
+    assert "net_af_packet" in human.stdout and "virtual (--vdev)" in human.stdout
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root (CI runs as root)")
+def test_netns_up_prints_topology_and_start_line_then_down() -> None:
+    name = f"irt{os.getpid() % 100000}"
+    try:
+        r = pyctl("netns", "up", "--name", name, "--subnet", "10.78.0.0/24", "--json")
+        assert r.returncode == 0, r.stderr
+        t = json.loads(r.stdout)
+        assert {"netns", "iface", "appliance_ip", "client_ip", "prefix"} <= t.keys()
+        assert t["netns"] == name and t["prefix"] == 24 and t["client_ip"] == "10.78.0.1"
+        ns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+        assert name in ns
+        feats = subprocess.run(["ip", "netns", "exec", name, "ethtool", "-k", t["iface"]],
+                               capture_output=True, text=True).stdout
+        assert "generic-segmentation-offload: off" in feats
+        again = pyctl("netns", "up", "--name", name, "--subnet", "10.78.0.0/24")
+        assert again.returncode == 0 and "pyctl start --stack dpdk" in again.stdout
+    finally:
+        down = pyctl("netns", "down", "--name", name)
+    assert down.returncode == 0 and "removed" in down.stdout
+    ns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    assert name not in ns
