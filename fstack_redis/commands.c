@@ -275,11 +275,7 @@ void clientCommand(client *c) {
         for (size_t i = 0; i < sizeof(help) / sizeof(help[0]); i++) addReplyStatus(c, help[i]);
     } else if (argEq(c, 1, "id") || argEq(c, 1, "getname") || argEq(c, 1, "setname") ||
                argEq(c, 1, "setinfo") || argEq(c, 1, "list") || argEq(c, 1, "info")) {
-        char lower[16];
-        size_t n = c->argv[1].len;
-        for (size_t i = 0; i < n; i++) lower[i] = (char)tolower((unsigned char)c->argv[1].ptr[i]);
-        lower[n] = '\0';
-        addReplyErrorFormat(c, "wrong number of arguments for 'client|%s' command", lower);
+        addReplySubcommandArity(c, "client");
     } else {
         addReplyErrorFormat(c, "unknown subcommand '%.128s'. Try CLIENT HELP.", c->argv[1].ptr);
     }
@@ -393,11 +389,7 @@ void configCommand(client *c) {
         s->net_input_bytes = s->net_output_bytes = 0;
         addReplyStr(c, shared.ok);
     } else if (argEq(c, 1, "get") || argEq(c, 1, "set") || argEq(c, 1, "resetstat")) {
-        char lower[16];
-        size_t n = c->argv[1].len;
-        for (size_t i = 0; i < n; i++) lower[i] = (char)tolower((unsigned char)c->argv[1].ptr[i]);
-        lower[n] = '\0';
-        addReplyErrorFormat(c, "wrong number of arguments for 'config|%s' command", lower);
+        addReplySubcommandArity(c, "config");
     } else {
         addReplyErrorFormat(c, "unknown subcommand '%.128s'. Try CONFIG HELP.", c->argv[1].ptr);
     }

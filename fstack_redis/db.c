@@ -578,6 +578,21 @@ dbEntry *lookupKey(ir_db *db, const dbkey *k) {
     return e;
 }
 
+dbEntry *lookupKeyOrReply(client *c, int i, ir_str missing, int type) {
+    ir_db *db = dbFor(c);
+    dbkey k = argKey(db, c, i);
+    dbEntry *e = lookupKey(db, &k);
+    if (!e) {
+        addReplyStr(c, missing);
+        return NULL;
+    }
+    if (e->type != type) {
+        addReplyStr(c, shared.wrongtypeerr);
+        return NULL;
+    }
+    return e;
+}
+
 uint64_t dbSize(const struct ir_db *db) { return dictSize(&db->d); }
 uint64_t dbExpires(const struct ir_db *db) { return db->nvol; }
 uint64_t dbBytes(const struct ir_db *db) { return db->bytes; }

@@ -150,6 +150,9 @@ dbkey argKey(ir_db *db, client *c, int i);
 
 /* Lookup with lazy expiry: an expired key is deleted and NULL returned. */
 dbEntry *lookupKey(ir_db *db, const dbkey *k);
+/* Redis's lookupKeyReadOrReply + checkType: the entry for argv[i] if it holds
+ * `type`; otherwise reply `missing` (no key) or WRONGTYPE and return NULL. */
+dbEntry *lookupKeyOrReply(client *c, int i, ir_str missing, int type);
 /* Add a new key (must not exist) holding an empty value of the given type.
  * For strings, embed_cap > 0 (at most DB_EMBED_MAX) reserves that many bytes
  * inside the entry. Like Redis, running out of memory aborts. */

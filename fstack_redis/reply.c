@@ -7,6 +7,7 @@
  * returns, so processCommand() calls clientFlush() whenever has_refs is set,
  * and clientFlush() copies whatever the transport did not take.
  */
+#include <ctype.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -141,6 +142,14 @@ void rejectCommandFormat(client *c, const char *fmt, ...) {
 void addReplyErrorArity(client *c) {
     addReplyErrorFormat(c, "wrong number of arguments for '%s' command",
                         c->cmd ? c->cmd->name : c->argv[0].ptr);
+}
+
+void addReplySubcommandArity(client *c, const char *container) {
+    char lower[32];
+    size_t n = c->argv[1].len < sizeof(lower) - 1 ? c->argv[1].len : sizeof(lower) - 1;
+    for (size_t i = 0; i < n; i++) lower[i] = (char)tolower((unsigned char)c->argv[1].ptr[i]);
+    lower[n] = '\0';
+    addReplyErrorFormat(c, "wrong number of arguments for '%s|%s' command", container, lower);
 }
 
 static void addReplyPrefixed(client *c, char prefix, long long ll) {

@@ -157,6 +157,8 @@ extern const struct ir_shared_replies {
 
 /* Errors with Redis's texts. */
 void addReplyErrorArity(client *c);
+/* "wrong number of arguments for 'client|setname' command": argv[1] in lower case. */
+void addReplySubcommandArity(client *c, const char *container);
 void rejectCommandFormat(client *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* ---- argument helpers (reply with the Redis error and return -1 on failure) ---- */

@@ -123,16 +123,8 @@ static void popGenericCommand(client *c, int where) {
     }
 
     ir_db *db = dbFor(c);
-    dbkey k = argKey(db, c, 1);
-    dbEntry *e = lookupKey(db, &k);
-    if (!e) {
-        addReplyStr(c, hascount ? shared.nullarray : shared.nullbulk);
-        return;
-    }
-    if (e->type != OBJ_LIST) {
-        addReplyStr(c, shared.wrongtypeerr);
-        return;
-    }
+    dbEntry *e = lookupKeyOrReply(c, 1, hascount ? shared.nullarray : shared.nullbulk, OBJ_LIST);
+    if (!e) return;
     if (hascount && count == 0) {
         addReplyStr(c, shared.emptyarray);
         return;
@@ -163,17 +155,8 @@ void rpopCommand(client *c) { popGenericCommand(c, LIST_TAIL); }
 
 /* LLEN key */
 void llenCommand(client *c) {
-    ir_db *db = dbFor(c);
-    dbkey k = argKey(db, c, 1);
-    dbEntry *e = lookupKey(db, &k);
-    if (!e) {
-        addReplyStr(c, shared.czero);
-        return;
-    }
-    if (e->type != OBJ_LIST) {
-        addReplyStr(c, shared.wrongtypeerr);
-        return;
-    }
+    dbEntry *e = lookupKeyOrReply(c, 1, shared.czero, OBJ_LIST);
+    if (!e) return;
     addReplyLongLong(c, (long long)e->v.list.len);
 }
 
@@ -182,17 +165,8 @@ void lrangeCommand(client *c) {
     long long start, end;
     if (getLongLongFromArg(c, 2, &start) != 0 || getLongLongFromArg(c, 3, &end) != 0) return;
 
-    ir_db *db = dbFor(c);
-    dbkey k = argKey(db, c, 1);
-    dbEntry *e = lookupKey(db, &k);
-    if (!e) {
-        addReplyStr(c, shared.emptyarray);
-        return;
-    }
-    if (e->type != OBJ_LIST) {
-        addReplyStr(c, shared.wrongtypeerr);
-        return;
-    }
+    dbEntry *e = lookupKeyOrReply(c, 1, shared.emptyarray, OBJ_LIST);
+    if (!e) return;
 
     const dbList *l = &e->v.list;
     long long llen = (long long)l->len;

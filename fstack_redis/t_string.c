@@ -103,17 +103,8 @@ static dbEntry *setKeyFromArgs(ir_db *db, client *c, const dbkey *k, dbEntry *e,
 
 /* GET key */
 void getCommand(client *c) {
-    ir_db *db = dbFor(c);
-    dbkey k = argKey(db, c, 1);
-    dbEntry *e = lookupKey(db, &k);
-    if (!e) {
-        addReplyStr(c, shared.nullbulk);
-        return;
-    }
-    if (e->type != OBJ_STRING) {
-        addReplyStr(c, shared.wrongtypeerr);
-        return;
-    }
+    dbEntry *e = lookupKeyOrReply(c, 1, shared.nullbulk, OBJ_STRING);
+    if (!e) return;
     addReplyBulk(c, e->v.str.ptr, e->v.str.len);
 }
 
@@ -292,16 +283,7 @@ void decrbyCommand(client *c) {
 
 /* STRLEN key */
 void strlenCommand(client *c) {
-    ir_db *db = dbFor(c);
-    dbkey k = argKey(db, c, 1);
-    dbEntry *e = lookupKey(db, &k);
-    if (!e) {
-        addReplyStr(c, shared.czero);
-        return;
-    }
-    if (e->type != OBJ_STRING) {
-        addReplyStr(c, shared.wrongtypeerr);
-        return;
-    }
+    dbEntry *e = lookupKeyOrReply(c, 1, shared.czero, OBJ_STRING);
+    if (!e) return;
     addReplyLongLong(c, (long long)e->v.str.len);
 }
