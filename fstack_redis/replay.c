@@ -48,7 +48,22 @@ void tablesFlush(ir_tables *ts) {
 void tablesFree(ir_tables *ts) {
     if (!ts) return;
     tablesFlush(ts);
+    free(ts->add_items);
+    free(ts->add_ids);
     free(ts);
+}
+
+int tablesAddScratch(ir_tables *ts, size_t n) {
+    if (n <= ts->add_cap) return 0;
+    size_t cap = ts->add_cap ? ts->add_cap : 64;
+    while (cap < n) cap *= 2;
+    ir_item_in *it = realloc(ts->add_items, cap * sizeof(*it));
+    if (it) ts->add_items = it;
+    uint64_t *id = realloc(ts->add_ids, cap * sizeof(*id));
+    if (id) ts->add_ids = id;
+    if (!it || !id) return -1;
+    ts->add_cap = cap;
+    return 0;
 }
 
 ir_table *tableFind(ir_tables *ts, const char *name, size_t len) {

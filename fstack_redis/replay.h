@@ -51,18 +51,22 @@ typedef struct ir_table {
     struct ir_table *next;
 } ir_table;
 
-typedef struct ir_tables {
-    ir_table *head;
-    size_t count;
-} ir_tables;
-
-/* What an insert carries: the raw priority, or IR_PRIO_MAX for "the table's max". */
+/* What an insert carries: a raw priority, or use_max for "the table's max". */
 typedef struct ir_item_in {
     const char *data;
     size_t len;
     double raw;             /* ignored when use_max */
     int use_max;
 } ir_item_in;
+
+typedef struct ir_tables {
+    ir_table *head;
+    size_t count;
+    /* REPLAY.ADD's parsed batch, grown on demand and kept */
+    ir_item_in *add_items;
+    uint64_t *add_ids;
+    size_t add_cap;
+} ir_tables;
 
 ir_tables *tablesNew(void);
 void tablesFree(ir_tables *ts);
@@ -88,6 +92,8 @@ int tableSample(ir_table *t, size_t n, double beta);
 long tableUpdate(ir_table *t, const uint64_t *ids, const float *raw, size_t n, const char **err);
 /* Make sure scratch holds at least n entries. */
 int tableScratch(ir_table *t, size_t n);
+/* Make sure ts->add_items and ts->add_ids hold at least n entries. */
+int tablesAddScratch(ir_tables *ts, size_t n);
 uint64_t tablesBytes(const ir_tables *ts);
 
 #endif

@@ -84,24 +84,13 @@ void replayAddCommand(client *c) {
     ir_table *t = lookupTableOrReply(c, 1);
     if (!t) return;
     size_t n = (size_t)(c->argc - 2) / 2;
-    /* The parsed items live in the client's reusable argument array: each
-     * pair (priority, item) is checked before anything is inserted. */
-    static ir_item_in *items;
-    static size_t items_cap;
-    static uint64_t *ids;
-    if (n > items_cap) {
-        size_t cap = items_cap ? items_cap : 64;
-        while (cap < n) cap *= 2;
-        ir_item_in *it = realloc(items, cap * sizeof(*it));
-        uint64_t *id = realloc(ids, cap * sizeof(*id));
-        if (it) items = it;
-        if (id) ids = id;
-        if (!it || !id) {
-            addReplyError(c, "out of memory");
-            return;
-        }
-        items_cap = cap;
+    /* Every (priority, item) pair is checked before anything is inserted. */
+    if (tablesAddScratch(c->srv->tables, n) != 0) {
+        addReplyError(c, "out of memory");
+        return;
     }
+    ir_item_in *items = c->srv->tables->add_items;
+    uint64_t *ids = c->srv->tables->add_ids;
     for (size_t k = 0; k < n; k++) {
         const ir_arg *p = &c->argv[2 + 2 * k], *v = &c->argv[3 + 2 * k];
         items[k].data = v->ptr;
