@@ -121,6 +121,18 @@ typedef struct ir_config {
     double table_alpha, table_beta, table_epsilon;
     uint64_t table_maxbytes;
     int verbose;                /* log connections to stderr */
+    /* security and limits (Redis's names) */
+    const char *requirepass;    /* NULL/"" = no password: protected mode applies */
+    const char *client_subnet;  /* "A.B.C.D/NN" also allowed without a password, or NULL */
+    uint64_t maxmemory;         /* bytes, 0 = no limit; writes beyond get -OOM */
+    uint64_t client_output_buffer_limit; /* bytes pending for one client, 0 = no limit */
+    int timeout;                /* close clients idle this many seconds, 0 = never */
+    int request_timeout_ms;     /* a started request must complete within this, 0 = never */
+    int tcp_keepalive;          /* seconds, 0 = off */
+    /* snapshots */
+    const char *dir;            /* where SAVE/BGSAVE write snapshots, default "." */
+    const char *restore;        /* load the newest complete snapshot in this directory at start, or NULL */
+    int save_on_shutdown;       /* SAVE before exiting on SIGTERM/SIGINT/SHUTDOWN */
     /* DPDK stack (issue 3): EAL arguments as one string, ip/prefix */
     const char *eal_args;
     const char *ip;

@@ -25,6 +25,9 @@ void ir_config_init(ir_config *cfg) {
     cfg->table_alpha = 0.6;
     cfg->table_beta = 0.4;
     cfg->table_epsilon = 1e-6;
+    cfg->request_timeout_ms = 30000;
+    cfg->tcp_keepalive = 300;
+    cfg->dir = ".";
 }
 
 ir_server *server_new(const ir_config *cfg) {

@@ -80,6 +80,19 @@ def _add_start(sub: Any) -> None:
     p.add_argument("--maxclients", type=_positive_int, help="connection limit (default 10000)")
     p.add_argument("--proto-max-bulk-len", type=_positive_int,
                    help="largest bulk string in bytes (default 512 MB)")
+    p.add_argument("--requirepass", help="password clients must AUTH with")
+    p.add_argument("--client-subnet", help="A.B.C.D/NN allowed without a password")
+    p.add_argument("--maxmemory", type=_positive_int, help="bytes; writes beyond get -OOM")
+    p.add_argument("--client-output-buffer-limit", type=_positive_int,
+                   help="bytes of unread replies before a client is dropped (0 = none)")
+    p.add_argument("--timeout", type=_positive_int, help="close idle clients after S seconds")
+    p.add_argument("--request-timeout-ms", type=_positive_int,
+                   help="a started request must complete within this (default 30000)")
+    p.add_argument("--tcp-keepalive", type=_positive_int, help="seconds (default 300, 0 = off)")
+    p.add_argument("--dir", help="snapshot directory for SAVE/BGSAVE (default .)")
+    p.add_argument("--restore", metavar="DIR", help="load the newest complete snapshot in DIR")
+    p.add_argument("--save-on-shutdown", action="store_true", default=None,
+                   help="SAVE before exiting on SIGTERM/SIGINT/SHUTDOWN")
     p.add_argument("--config", metavar="FILE.toml", help="read settings from a TOML file")
     p.add_argument("--daemon", action="store_true", default=None, help="run in the background")
     p.add_argument("--logfile", help="daemon log file (default <rundir>/<port>.log)")
@@ -89,7 +102,9 @@ def _add_start(sub: Any) -> None:
 def cmd_start(args: argparse.Namespace) -> int:
     prog = "pyctl start"
     keys = ("listen", "stack", "capacity", "table", "alpha", "beta", "epsilon", "maxbytes",
-            "fanout", "seed", "maxclients", "proto_max_bulk_len", "daemon", "logfile", "verbose")
+            "fanout", "seed", "maxclients", "proto_max_bulk_len", "daemon", "logfile", "verbose",
+            "requirepass", "client_subnet", "maxmemory", "client_output_buffer_limit", "timeout",
+            "request_timeout_ms", "tcp_keepalive", "dir", "restore", "save_on_shutdown")
     try:
         cfg = build(args.config, {k: getattr(args, k) for k in keys})
     except ConfigError as e:

@@ -52,6 +52,26 @@ class ServerConfig:
     """Where a daemon writes its log; empty means <rundir>/<port>.log."""
     verbose: bool = False
     """Log every connection and protocol error."""
+    requirepass: str = ""
+    """Password for AUTH; empty means protected mode: only loopback and client_subnet may talk."""
+    client_subnet: str = ""
+    """A.B.C.D/NN of clients accepted without a password (protected mode), e.g. the actors'."""
+    maxmemory: int = 0
+    """Bytes; beyond it writes get -OOM and reads keep working. 0 means no limit."""
+    client_output_buffer_limit: int = 0
+    """Bytes of replies pending for one client before it is disconnected; 0 means no limit."""
+    timeout: int = 0
+    """Close clients idle this many seconds (Redis's timeout); 0 means never."""
+    request_timeout_ms: int = 30000
+    """A request that has started arriving must complete within this (trickling clients)."""
+    tcp_keepalive: int = 300
+    """TCP keepalive interval in seconds, so half-open connections are reclaimed; 0 = off."""
+    dir: str = "."
+    """Directory SAVE and BGSAVE write snapshots to."""
+    restore: str = ""
+    """Directory to load the newest complete snapshot from at start (empty: start empty)."""
+    save_on_shutdown: bool = False
+    """SAVE a snapshot to `dir` before exiting on SIGTERM, SIGINT or SHUTDOWN."""
     extra: dict[str, Any] = field(default_factory=dict, repr=False)
     """Reserved for settings of later stacks; not set from TOML directly."""
 
@@ -86,6 +106,18 @@ class ServerConfig:
             raise ConfigError("--table: must be 1 to 200 bytes")
         if self.seed < 0:
             raise ConfigError("--seed: must be >= 0")
+        for name in ("maxmemory", "client_output_buffer_limit", "timeout", "request_timeout_ms",
+                     "tcp_keepalive"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"{flag(name)}: must be >= 0")
+        if self.client_subnet:
+            try:
+                ipaddress.ip_network(self.client_subnet, strict=False)
+            except ValueError:
+                raise ConfigError(f"--client-subnet: {self.client_subnet!r} is not "
+                                  "an address/prefix like 10.0.0.0/24") from None
+        if self.restore and not Path(self.restore).is_dir():
+            raise ConfigError(f"--restore: {self.restore}: no such directory")
 
 
 def flag(name: str) -> str:

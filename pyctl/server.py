@@ -95,6 +95,19 @@ def _to_c(cfg: ServerConfig, keep: list[Any]) -> Any:
     c.seed = cfg.seed
     c.default_maxbytes = cfg.maxbytes
     c.verbose = int(cfg.verbose)
+    if cfg.requirepass:
+        c.requirepass = s(cfg.requirepass)
+    if cfg.client_subnet:
+        c.client_subnet = s(cfg.client_subnet)
+    c.maxmemory = cfg.maxmemory
+    c.client_output_buffer_limit = cfg.client_output_buffer_limit
+    c.timeout = cfg.timeout
+    c.request_timeout_ms = cfg.request_timeout_ms
+    c.tcp_keepalive = cfg.tcp_keepalive
+    c.dir = s(cfg.dir)
+    if cfg.restore:
+        c.restore = s(cfg.restore)
+    c.save_on_shutdown = int(cfg.save_on_shutdown)
     if cfg.capacity > 0:
         c.table = s(cfg.table)
         c.table_capacity = cfg.capacity
