@@ -66,6 +66,17 @@ static void freeDead(kernel_transport *k) {
     }
 }
 
+/* Probe a silent peer after `interval` s, then every interval/3 s, three
+ * times (as Redis's anetKeepAlive), so half-open connections are reclaimed. */
+static void setKeepalive(int fd, int interval) {
+    if (interval <= 0) return;
+    int one = 1, idle = interval, intvl = interval / 3 ? interval / 3 : 1, cnt = 3;
+    setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl));
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
+}
+
 static void acceptAll(kernel_transport *k) {
     for (;;) {
         int fd = accept4(k->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -77,7 +88,7 @@ static void acceptAll(kernel_transport *k) {
         }
         int one = 1;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-        setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+        setKeepalive(fd, k->base.srv->cfg.tcp_keepalive);
         ir_conn *c = calloc(1, sizeof(*c));
         if (!c) {
             close(fd);

@@ -9,6 +9,9 @@
 #include <string.h>
 
 #include "db.h"
+#ifdef IR_HAVE_DPDK
+#include "dpdk.h"
+#endif
 #include "replay.h"
 #include "server.h"
 
@@ -29,10 +32,12 @@ static int checkConfig(const ir_config *cfg) {
         ir_set_error("stack must be 'kernel' or 'dpdk', not '%s'", cfg->stack ? cfg->stack : "");
         return IR_ECONFIG;
     }
+#ifndef IR_HAVE_DPDK
     if (!strcmp(cfg->stack, "dpdk")) {
         ir_set_error("this build has no DPDK stack: use --stack kernel");
         return IR_ENOSTACK;
     }
+#endif
     if (cfg->port < 0 || cfg->port > 65535) {
         ir_set_error("port must be 0-65535, not %d", cfg->port);
         return IR_ECONFIG;
@@ -54,7 +59,7 @@ static void publishStats(const ir_server *s) {
     __atomic_store_n(&published.total_commands, s->total_commands, __ATOMIC_RELAXED);
     __atomic_store_n(&published.tables, (uint64_t)s->tables->count, __ATOMIC_RELAXED);
     __atomic_store_n(&published.keys, dbSize(s->db), __ATOMIC_RELAXED);
-    __atomic_store_n(&published.used_memory, ir_used_memory(), __ATOMIC_RELAXED);
+    __atomic_store_n(&published.used_memory, serverUsedMemory(s), __ATOMIC_RELAXED);
 }
 
 void ir_get_stats(ir_stats *out) {
@@ -114,6 +119,15 @@ int ir_run(const ir_config *cfg) {
     g_server = s;
     if (cfg->table && cfg->table[0] && (rc = createStartupTable(s, cfg)) != IR_OK) goto server;
 
+#ifdef IR_HAVE_DPDK
+    if (!strcmp(cfg->stack, "dpdk")) {
+        s->tp = ir_dpdk_transport_new(s, cfg);
+        if (!s->tp) {
+            rc = ir_dpdk_last_code();
+            goto server;
+        }
+    } else
+#endif
     s->tp = ir_kernel_transport_new(s, cfg->bind, cfg->port, cfg->tcp_backlog);
     if (!s->tp) {
         rc = IR_ENET;

@@ -15,7 +15,7 @@
 
 /* name, handler, arity, flags, first key, last key, key step, Redis flag words */
 static ir_command commands[] = {
-    {"ping", pingCommand, -1, CMD_FAST | CMD_NOAUTH, 0, 0, 0, "fast", 0},
+    {"ping", pingCommand, -1, CMD_FAST, 0, 0, 0, "fast", 0},
     {"echo", echoCommand, 2, CMD_FAST, 0, 0, 0, "fast", 0},
     {"quit", quitCommand, -1, CMD_FAST | CMD_NOAUTH, 0, 0, 0, "noscript loading stale fast no_auth", 0},
     {"select", selectCommand, 2, CMD_FAST, 0, 0, 0, "loading stale fast", 0},
@@ -40,22 +40,22 @@ static ir_command commands[] = {
     {"type", typeCommand, 2, CMD_READONLY | CMD_FAST, 1, 1, 1, "readonly fast", 0},
     {"keys", keysCommand, 2, CMD_READONLY, 0, 0, 0, "readonly", 0},
     {"get", getCommand, 2, CMD_READONLY | CMD_FAST, 1, 1, 1, "readonly fast", 0},
-    {"set", setCommand, -3, CMD_WRITE, 1, 1, 1, "write denyoom", 0},
+    {"set", setCommand, -3, CMD_WRITE | CMD_DENYOOM, 1, 1, 1, "write denyoom", 0},
     {"mget", mgetCommand, -2, CMD_READONLY | CMD_FAST, 1, -1, 1, "readonly fast", 0},
-    {"mset", msetCommand, -3, CMD_WRITE, 1, -1, 2, "write denyoom", 0},
-    {"incr", incrCommand, 2, CMD_WRITE | CMD_FAST, 1, 1, 1, "write denyoom fast", 0},
-    {"decr", decrCommand, 2, CMD_WRITE | CMD_FAST, 1, 1, 1, "write denyoom fast", 0},
-    {"incrby", incrbyCommand, 3, CMD_WRITE | CMD_FAST, 1, 1, 1, "write denyoom fast", 0},
-    {"decrby", decrbyCommand, 3, CMD_WRITE | CMD_FAST, 1, 1, 1, "write denyoom fast", 0},
+    {"mset", msetCommand, -3, CMD_WRITE | CMD_DENYOOM, 1, -1, 2, "write denyoom", 0},
+    {"incr", incrCommand, 2, CMD_WRITE | CMD_FAST | CMD_DENYOOM, 1, 1, 1, "write denyoom fast", 0},
+    {"decr", decrCommand, 2, CMD_WRITE | CMD_FAST | CMD_DENYOOM, 1, 1, 1, "write denyoom fast", 0},
+    {"incrby", incrbyCommand, 3, CMD_WRITE | CMD_FAST | CMD_DENYOOM, 1, 1, 1, "write denyoom fast", 0},
+    {"decrby", decrbyCommand, 3, CMD_WRITE | CMD_FAST | CMD_DENYOOM, 1, 1, 1, "write denyoom fast", 0},
     {"strlen", strlenCommand, 2, CMD_READONLY | CMD_FAST, 1, 1, 1, "readonly fast", 0},
-    {"lpush", lpushCommand, -3, CMD_WRITE | CMD_FAST, 1, 1, 1, "write denyoom fast", 0},
-    {"rpush", rpushCommand, -3, CMD_WRITE | CMD_FAST, 1, 1, 1, "write denyoom fast", 0},
+    {"lpush", lpushCommand, -3, CMD_WRITE | CMD_FAST | CMD_DENYOOM, 1, 1, 1, "write denyoom fast", 0},
+    {"rpush", rpushCommand, -3, CMD_WRITE | CMD_FAST | CMD_DENYOOM, 1, 1, 1, "write denyoom fast", 0},
     {"lpop", lpopCommand, -2, CMD_WRITE | CMD_FAST, 1, 1, 1, "write fast", 0},
     {"rpop", rpopCommand, -2, CMD_WRITE | CMD_FAST, 1, 1, 1, "write fast", 0},
     {"llen", llenCommand, 2, CMD_READONLY | CMD_FAST, 1, 1, 1, "readonly fast", 0},
     {"lrange", lrangeCommand, 4, CMD_READONLY, 1, 1, 1, "readonly", 0},
-    {"replay.create", replayCreateCommand, -4, CMD_WRITE, 1, 1, 1, "write denyoom module", 0},
-    {"replay.add", replayAddCommand, -4, CMD_WRITE | CMD_FAST, 1, 1, 1, "write denyoom module", 0},
+    {"replay.create", replayCreateCommand, -4, CMD_WRITE | CMD_DENYOOM, 1, 1, 1, "write denyoom module", 0},
+    {"replay.add", replayAddCommand, -4, CMD_WRITE | CMD_FAST | CMD_DENYOOM, 1, 1, 1, "write denyoom module", 0},
     {"replay.sample", replaySampleCommand, -3, CMD_READONLY, 1, 1, 1, "readonly module", 0},
     {"replay.update", replayUpdateCommand, 4, CMD_WRITE, 1, 1, 1, "write module", 0},
     {"replay.info", replayInfoCommand, 2, CMD_READONLY, 1, 1, 1, "readonly module", 0},
@@ -130,22 +130,41 @@ void selectCommand(client *c) {
     addReplyStr(c, shared.ok);
 }
 
+/* Compare in time that depends only on the lengths, not on where bytes differ. */
+static int secretEq(const char *a, size_t alen, const char *b, size_t blen) {
+    unsigned char diff = alen != blen;
+    size_t n = alen < blen ? alen : blen;
+    for (size_t i = 0; i < n; i++) diff |= (unsigned char)(a[i] ^ b[i]);
+    return diff == 0;
+}
+
+/* The one user is "default"; its password is requirepass (none: any password). */
+static int checkCredentials(client *c, const ir_arg *user, const ir_arg *pass) {
+    const char *rp = c->srv->cfg.requirepass;
+    if (user && !(user->len == 7 && memcmp(user->ptr, "default", 7) == 0)) return 0;
+    if (!rp || !rp[0]) return 1;
+    return secretEq(pass->ptr, pass->len, rp, strlen(rp));
+}
+
 /* AUTH [username] password */
 void authCommand(client *c) {
     if (c->argc > 3) {
         addReplyStr(c, shared.syntaxerr);
         return;
     }
-    if (c->argc == 2) {
+    const char *rp = c->srv->cfg.requirepass;
+    if (c->argc == 2 && (!rp || !rp[0])) {
         addReplyError(c, "AUTH <password> called without any password configured for the default "
                          "user. Are you sure your configuration is correct?");
         return;
     }
-    if (c->argv[1].len == 7 && memcmp(c->argv[1].ptr, "default", 7) == 0) {
-        addReplyStr(c, shared.ok); /* the default user has no password */
+    const ir_arg *user = c->argc == 3 ? &c->argv[1] : NULL;
+    if (!checkCredentials(c, user, &c->argv[c->argc - 1])) {
+        addReplyError(c, "-WRONGPASS invalid username-password pair or user is disabled.");
         return;
     }
-    addReplyError(c, "-WRONGPASS invalid username-password pair or user is disabled.");
+    c->authenticated = 1;
+    addReplyStr(c, shared.ok);
 }
 
 /* HELLO [protover [AUTH username password] [SETNAME clientname]] */
@@ -161,9 +180,15 @@ void helloCommand(client *c) {
             return;
         }
     }
+    int authed_here = 0;
     for (int j = 2; j < c->argc; j++) {
         int more = c->argc - j - 1;
         if (argEq(c, j, "auth") && more >= 2) {
+            if (!checkCredentials(c, &c->argv[j + 1], &c->argv[j + 2])) {
+                addReplyError(c, "-WRONGPASS invalid username-password pair or user is disabled.");
+                return;
+            }
+            authed_here = 1;
             j += 2;
         } else if (argEq(c, j, "setname") && more >= 1) {
             const ir_arg *a = &c->argv[++j];
@@ -174,6 +199,14 @@ void helloCommand(client *c) {
             addReplyErrorFormat(c, "Syntax error in HELLO option '%.128s'", c->argv[j].ptr);
             return;
         }
+    }
+    if (authed_here) c->authenticated = 1;
+    if (authRequired(c)) {
+        addReplyError(c, "-NOAUTH HELLO must be called with the client already authenticated, "
+                         "otherwise the HELLO <proto> AUTH <user> <pass> option can be used to "
+                         "authenticate the client and select the RESP protocol version at the "
+                         "same time");
+        return;
     }
     addReplyArrayLen(c, 14);
     addReplyBulkCString(c, "server");
@@ -339,15 +372,21 @@ static void configValue(const ir_server *s, const char *name, char *buf, size_t 
     else if (!strcmp(name, "tcp-backlog")) snprintf(buf, len, "%d", cfg->tcp_backlog);
     else if (!strcmp(name, "databases")) snprintf(buf, len, "1");
     else if (!strcmp(name, "appendonly")) snprintf(buf, len, "no");
-    else if (!strcmp(name, "protected-mode")) snprintf(buf, len, "no");
-    else buf[0] = '\0'; /* save, maxmemory, timeout ... have their empty/zero defaults */
-    if (buf[0] == '\0' && (!strcmp(name, "maxmemory") || !strcmp(name, "timeout")))
-        snprintf(buf, len, "0");
+    else if (!strcmp(name, "protected-mode"))
+        snprintf(buf, len, "%s", cfg->requirepass && cfg->requirepass[0] ? "no" : "yes");
+    else if (!strcmp(name, "maxmemory"))
+        snprintf(buf, len, "%llu", (unsigned long long)cfg->maxmemory);
+    else if (!strcmp(name, "timeout")) snprintf(buf, len, "%d", cfg->timeout);
+    else if (!strcmp(name, "tcp-keepalive")) snprintf(buf, len, "%d", cfg->tcp_keepalive);
+    else if (!strcmp(name, "dir")) snprintf(buf, len, "%s", cfg->dir ? cfg->dir : ".");
+    else if (!strcmp(name, "requirepass")) snprintf(buf, len, "%s", ""); /* never disclosed */
+    else buf[0] = '\0'; /* save: no automatic snapshots */
 }
 
 static const char *config_names[] = {
     "port", "bind", "maxclients", "proto-max-bulk-len", "client-query-buffer-limit",
     "tcp-backlog", "databases", "appendonly", "save", "maxmemory", "timeout", "protected-mode",
+    "tcp-keepalive", "dir", "requirepass",
 };
 #define NCONFIG (sizeof(config_names) / sizeof(config_names[0]))
 
@@ -467,13 +506,18 @@ void infoCommand(client *c) {
     }
     if (wantSection(c, "memory", 1)) {
         char h[32];
-        uint64_t used = ir_used_memory();
+        uint64_t used = serverUsedMemory(s);
         bytesHuman(h, sizeof(h), used);
         infoCat(&b, "%s# Memory\r\nused_memory:%llu\r\nused_memory_human:%s\r\n"
-                    "used_memory_dataset:%llu\r\nused_memory_replay_items:%llu\r\nmaxmemory:0\r\n"
-                    "maxmemory_policy:noeviction\r\n",
+                    "used_memory_rss:%llu\r\nused_memory_dataset:%llu\r\n"
+                    "used_memory_replay:%llu\r\nused_memory_replay_items:%llu\r\n"
+                    "maxmemory:%llu\r\nmaxmemory_policy:noeviction\r\n"
+                    "oom_rejections:%llu\r\n",
                 sections++ ? "\r\n" : "", (unsigned long long)used, h,
-                (unsigned long long)dbBytes(s->db), (unsigned long long)tablesBytes(s->tables));
+                (unsigned long long)ir_rss_bytes(), (unsigned long long)dbBytes(s->db),
+                (unsigned long long)tablesMemory(s->tables),
+                (unsigned long long)tablesBytes(s->tables),
+                (unsigned long long)s->cfg.maxmemory, (unsigned long long)s->oom_rejections);
     }
     if (wantSection(c, "stats", 1)) {
         infoCat(&b, "%s# Stats\r\ntotal_connections_received:%llu\r\ntotal_commands_processed:%llu\r\n"

@@ -78,6 +78,16 @@ uint64_t tablesBytes(const ir_tables *ts) {
     return b;
 }
 
+/* Per slot: id, offset, length (20 B) and about two tree nodes of 8 B. */
+#define SLOT_OVERHEAD 36
+
+uint64_t tablesMemory(const ir_tables *ts) {
+    uint64_t b = 0;
+    for (const ir_table *t = ts->head; t; t = t->next)
+        b += t->bytes_used + t->o.capacity * SLOT_OVERHEAD + t->scratch_cap * 36;
+    return b;
+}
+
 int tableCreate(ir_tables *ts, const char *name, size_t len, const ir_table_opts *o,
                 ir_table **out, const char **err) {
     if (len == 0 || len > IR_TABLE_NAME_MAX) {

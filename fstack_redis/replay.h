@@ -94,6 +94,7 @@ long tableUpdate(ir_table *t, const uint64_t *ids, const float *raw, size_t n, c
 int tableScratch(ir_table *t, size_t n);
 /* Make sure ts->add_items and ts->add_ids hold at least n entries. */
 int tablesAddScratch(ir_tables *ts, size_t n);
-uint64_t tablesBytes(const ir_tables *ts);
+uint64_t tablesBytes(const ir_tables *ts);   /* live item bytes */
+uint64_t tablesMemory(const ir_tables *ts);  /* items + per-slot metadata and trees */
 
 #endif

@@ -257,6 +257,10 @@ static int processMultibulkBuffer(client *c) {
             addReplyError(c, "Protocol error: invalid multibulk length");
             setProtocolError(c, "invalid mbulk count");
             return C_ERR;
+        } else if (ll > 10 && authRequired(c)) {
+            addReplyError(c, "Protocol error: unauthenticated multibulk length");
+            setProtocolError(c, "unauth mbulk count");
+            return C_ERR;
         }
         c->qpos += (size_t)(newline - start) + 2;
         if (ll <= 0) return C_OK; /* "*0" or "*-1": nothing to run */
@@ -285,6 +289,10 @@ static int processMultibulkBuffer(client *c) {
                 (uint64_t)ll > c->srv->cfg.proto_max_bulk_len) {
                 addReplyError(c, "Protocol error: invalid bulk length");
                 setProtocolError(c, "invalid bulk length");
+                return C_ERR;
+            } else if (ll > 16384 && authRequired(c)) {
+                addReplyError(c, "Protocol error: unauthenticated bulk length");
+                setProtocolError(c, "unauth bulk length");
                 return C_ERR;
             }
             c->qpos += (size_t)(newline - start) + 2;
@@ -341,6 +349,8 @@ void processInputBuffer(client *c) {
     }
 }
 
+static void feedChunks(client *c, const char *buf, size_t len);
+
 static int queryAppend(client *c, const char *buf, size_t len) {
     if (c->qlen + len > c->srv->cfg.client_query_buffer_limit) {
         serverLog("Closing client %s that reached max query buffer length", c->addr);
@@ -362,6 +372,14 @@ static int queryAppend(client *c, const char *buf, size_t len) {
 
 /* Feed bytes to the parser and run every request they complete. */
 void clientFeed(client *c, const char *buf, size_t len) {
+    feedChunks(c, buf, len);
+    /* A request left unfinished starts the request deadline (server_tick). */
+    int partial = c->qlen > c->qpos || c->big_arg || c->multibulklen;
+    if (!partial) c->req_start_ms = 0;
+    else if (!c->req_start_ms) c->req_start_ms = c->srv->now_ms ? c->srv->now_ms : 1;
+}
+
+static void feedChunks(client *c, const char *buf, size_t len) {
     while (len && !clientClosing(c)) {
         if (c->big_arg) {
             ir_arg *a = &c->argv[c->argc];

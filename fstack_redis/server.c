@@ -1,4 +1,5 @@
 /* server.c - clients, dispatch and the server object. */
+#include <arpa/inet.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +43,9 @@ ir_server *server_new(const ir_config *cfg) {
     }
     s->start_ms = s->now_ms = ir_mstime();
     s->next_client_id = 1;
+    if (cfg->client_subnet && cfg->client_subnet[0])
+        s->has_subnet = ir_parse_subnet(cfg->client_subnet, &s->subnet_family, s->subnet_addr,
+                                        &s->subnet_prefix) == 0;
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     uint64_t x = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 20) ^ (uint64_t)getpid();
@@ -60,20 +64,126 @@ void server_free(ir_server *s) {
     free(s);
 }
 
+/* "A.B.C.D/NN" or "x::y/NN" -> family, address bytes, prefix; 0 or -1. */
+int ir_parse_subnet(const char *text, int *family, unsigned char addr[16], int *prefix) {
+    char buf[64];
+    const char *slash = strchr(text, '/');
+    size_t n = slash ? (size_t)(slash - text) : strlen(text);
+    if (n >= sizeof(buf)) return -1;
+    memcpy(buf, text, n);
+    buf[n] = '\0';
+    memset(addr, 0, 16);
+    if (inet_pton(AF_INET, buf, addr) == 1) *family = AF_INET;
+    else if (inet_pton(AF_INET6, buf, addr) == 1) *family = AF_INET6;
+    else return -1;
+    int max = *family == AF_INET ? 32 : 128;
+    long long p = max;
+    if (slash && (!string2ll(slash + 1, strlen(slash + 1), &p) || p < 0 || p > max)) return -1;
+    *prefix = (int)p;
+    return 0;
+}
+
+static int prefixMatch(const unsigned char *a, const unsigned char *b, int bits) {
+    int bytes = bits / 8, rem = bits % 8;
+    if (memcmp(a, b, (size_t)bytes) != 0) return 0;
+    if (!rem) return 1;
+    unsigned char mask = (unsigned char)(0xff << (8 - rem));
+    return (a[bytes] & mask) == (b[bytes] & mask);
+}
+
+/* Protected mode: without a password only loopback and the configured
+ * client subnet may talk. addr is the transport's "ip:port" / "[ip]:port". */
+static int peerAllowed(const ir_server *s, const char *addr) {
+    char host[64];
+    const char *start = addr, *end;
+    if (*start == '[') {
+        start++;
+        end = strchr(start, ']');
+    } else {
+        end = strrchr(start, ':');
+    }
+    if (!end || (size_t)(end - start) >= sizeof(host)) return 0;
+    memcpy(host, start, (size_t)(end - start));
+    host[end - start] = '\0';
+    unsigned char a[16] = {0};
+    int fam;
+    if (inet_pton(AF_INET, host, a) == 1) {
+        fam = AF_INET;
+    } else if (inet_pton(AF_INET6, host, a) == 1) {
+        static const unsigned char v4mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+        static const unsigned char loop6[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
+        if (memcmp(a, loop6, 16) == 0) return 1;
+        if (memcmp(a, v4mapped, 12) == 0) {
+            memmove(a, a + 12, 4);
+            fam = AF_INET;
+        } else {
+            fam = AF_INET6;
+        }
+    } else {
+        return 0; /* an address we cannot read is not trusted */
+    }
+    if (fam == AF_INET && a[0] == 127) return 1;
+    return s->has_subnet && fam == s->subnet_family && prefixMatch(a, s->subnet_addr, s->subnet_prefix);
+}
+
+int authRequired(const client *c) { return !c->authenticated; }
+
+uint64_t serverUsedMemory(const ir_server *s) {
+    uint64_t b = dbBytes(s->db) + tablesMemory(s->tables);
+    for (const client *c = s->clients; c; c = c->next)
+        b += c->qcap + c->ocap + c->argcap + (uint64_t)c->segcap * sizeof(ir_seg) +
+             (uint64_t)c->argv_cap * (sizeof(ir_arg) + sizeof(size_t)) + sizeof(*c);
+    return b;
+}
+
+/* Close a client now, saying why in the log. */
+static void closeClientFor(client *c, const char *why) {
+    serverLog("Closing client %s (id %llu): %s", c->addr, (unsigned long long)c->id, why);
+    freeClient(c);
+}
+
 void server_tick(ir_server *s) {
     s->now_ms = ir_mstime();
     dbActiveExpire(s->db, s->now_ms);
+    const ir_config *cfg = &s->cfg;
+    if (!cfg->timeout && !cfg->request_timeout_ms) return;
+    for (client *c = s->clients, *next; c; c = next) {
+        next = c->next;
+        if (cfg->request_timeout_ms && c->req_start_ms &&
+            s->now_ms - c->req_start_ms > (uint64_t)cfg->request_timeout_ms) {
+            s->timedout_clients++;
+            closeClientFor(c, "request not completed within request-timeout-ms");
+        } else if (cfg->timeout && !c->pending_bytes &&
+                   s->now_ms - c->last_ms > (uint64_t)cfg->timeout * 1000) {
+            s->timedout_clients++;
+            closeClientFor(c, "idle longer than timeout");
+        }
+    }
 }
 
 /* ---- clients ------------------------------------------------------------ */
 
+/* Answer a connection we will not serve, before any client exists for it. */
+static client *refuse(ir_server *s, ir_transport *t, ir_conn *conn, ir_str err) {
+    struct iovec iov = {(void *)err.p, err.len};
+    t->ops->writev(t, conn, &iov, 1);
+    s->rejected_connections++;
+    return NULL;
+}
+
 client *irs_accept(ir_server *s, ir_transport *t, ir_conn *conn) {
-    if (s->nclients >= (uint64_t)s->cfg.maxclients) {
-        static const char err[] = "-ERR max number of clients reached\r\n";
-        struct iovec iov = {(void *)err, sizeof(err) - 1};
-        t->ops->writev(t, conn, &iov, 1);
-        s->rejected_connections++;
-        return NULL;
+    if (s->nclients >= (uint64_t)s->cfg.maxclients)
+        return refuse(s, t, conn, IR_STR("-ERR max number of clients reached\r\n"));
+    if (!(s->cfg.requirepass && s->cfg.requirepass[0])) {
+        char addr[64];
+        t->ops->peername(t, conn, addr, sizeof(addr));
+        if (!peerAllowed(s, addr)) {
+            if (s->cfg.verbose) serverLog("Denied %s: protected mode", addr);
+            return refuse(s, t, conn, IR_STR(
+                "-DENIED inreplay is in protected mode: no password is set, so only loopback "
+                "and the client subnet may connect. Set --requirepass, or allow the clients' "
+                "network with --client-subnet A.B.C.D/NN.\r\n"));
+        }
     }
     client *c = calloc(1, sizeof(*c));
     if (!c) return NULL;
@@ -83,6 +193,7 @@ client *irs_accept(ir_server *s, ir_transport *t, ir_conn *conn) {
     c->conn = conn;
     c->bulklen = -1;
     c->ctime_ms = c->last_ms = s->now_ms;
+    c->authenticated = !(s->cfg.requirepass && s->cfg.requirepass[0]);
     t->ops->peername(t, conn, c->addr, sizeof(c->addr));
     c->next = s->clients;
     if (s->clients) s->clients->prev = c;
@@ -165,12 +276,27 @@ int processCommand(client *c) {
         c->cmd = NULL;
         return 0;
     }
-    cmd->proc(c);
+    if (authRequired(c) && !(cmd->flags & CMD_NOAUTH)) {
+        addReplyError(c, "-NOAUTH Authentication required.");
+    } else if (s->cfg.maxmemory && (cmd->flags & CMD_DENYOOM) &&
+               serverUsedMemory(s) > s->cfg.maxmemory) {
+        s->oom_rejections++;
+        addReplyError(c, "-OOM command not allowed when used memory > 'maxmemory'.");
+    } else {
+        cmd->proc(c);
+        cmd->calls++;
+        s->total_commands++;
+    }
     c->cmd = NULL;
-    cmd->calls++;
-    s->total_commands++;
     /* Replies may point into values and arenas that the next command can
      * change: send them now (clientFlush copies whatever the socket refuses). */
     if (c->has_refs) clientFlush(c);
+    if (s->cfg.client_output_buffer_limit && c->pending_bytes > s->cfg.client_output_buffer_limit &&
+        !(c->flags & CLIENT_CLOSE_ASAP)) {
+        serverLog("Closing client %s (id %llu): output buffer of %zu bytes is over "
+                  "client-output-buffer-limit", c->addr, (unsigned long long)c->id, c->pending_bytes);
+        s->output_limit_disconnects++;
+        c->flags |= CLIENT_CLOSE_ASAP;
+    }
     return 0;
 }

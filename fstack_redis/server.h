@@ -60,7 +60,9 @@ typedef struct client {
     ir_transport *tp;
     ir_conn *conn;
     int flags;
+    int authenticated;        /* AUTH passed, or no requirepass */
     const struct ir_command *cmd; /* the command being executed */
+    uint64_t req_start_ms;    /* when the unfinished request began arriving, 0 = none */
     uint64_t ctime_ms, last_ms;
     char name[128];
     char lib_name[64], lib_ver[32];
@@ -102,6 +104,7 @@ typedef void ir_command_proc(client *c);
 #define CMD_FAST (1 << 2)
 #define CMD_NOAUTH (1 << 3)   /* allowed before AUTH */
 #define CMD_ADMIN (1 << 4)
+#define CMD_DENYOOM (1 << 5)  /* refused when used memory > maxmemory */
 
 struct ir_command {
     const char *name;         /* lower case, as Redis reports it */
@@ -130,6 +133,12 @@ typedef struct ir_server {
     struct ir_tables *tables;
     uint64_t rng[4];
     char run_id[41];
+    /* protected mode: who may talk without a password */
+    int has_subnet;
+    int subnet_family;
+    unsigned char subnet_addr[16];
+    int subnet_prefix;
+    uint64_t timedout_clients, oom_rejections, output_limit_disconnects;
 } ir_server;
 
 /* ---- replies ----------------------------------------------------------- */
@@ -186,7 +195,12 @@ void resetClientArgs(client *c);
 ir_command *lookupCommand(const char *name, size_t len);
 const ir_command *commandTable(size_t *n);
 uint64_t ir_mstime(void);
-uint64_t ir_used_memory(void);
+uint64_t ir_rss_bytes(void);
+/* What the server holds, counted like Redis's used_memory: the keyspace, replay
+ * items and slot metadata, and client buffers. maxmemory compares against it. */
+uint64_t serverUsedMemory(const ir_server *s);
+int authRequired(const client *c);
+int ir_parse_subnet(const char *text, int *family, unsigned char addr[16], int *prefix);
 extern ir_server *g_server;
 
 /* Logging to stderr with a timestamp, like Redis's serverLog. */

@@ -1,7 +1,6 @@
 /* util.c - number parsing, clock, errors, logging. */
 #include <errno.h>
 #include <limits.h>
-#include <malloc.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -49,18 +48,14 @@ uint64_t ir_mstime(void) {
     return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-/* Bytes handed out by malloc plus what tables map for their arenas. */
-uint64_t ir_used_memory(void) {
-    struct mallinfo2 mi = mallinfo2();
-    uint64_t used = (uint64_t)mi.uordblks + (uint64_t)mi.hblkhd;
-    if (used == 0) { /* another allocator (e.g. ASan's): fall back to the resident set */
-        FILE *f = fopen("/proc/self/statm", "r");
-        unsigned long long pages_total, pages_rss;
-        if (f && fscanf(f, "%llu %llu", &pages_total, &pages_rss) == 2)
-            used = pages_rss * (uint64_t)sysconf(_SC_PAGESIZE);
-        if (f) fclose(f);
-    }
-    return used;
+/* Resident set size of the process (INFO used_memory_rss). */
+uint64_t ir_rss_bytes(void) {
+    unsigned long long pages_total, pages_rss;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (!f) return 0;
+    int ok = fscanf(f, "%llu %llu", &pages_total, &pages_rss) == 2;
+    fclose(f);
+    return ok ? pages_rss * (uint64_t)sysconf(_SC_PAGESIZE) : 0;
 }
 
 void serverLog(const char *fmt, ...) {

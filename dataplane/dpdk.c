@@ -1,0 +1,666 @@
+/* dpdk.c - the DPDK side of the kernel-bypass transport: EAL, one Ethernet
+ * port, the mbuf pool, RX bursts into lwIP and buffered TX out of it.
+ *
+ * Why this shape
+ *   The server already runs one event loop on one thread (run.c calls
+ *   ops->poll repeatedly). With DPDK that thread is the EAL main lcore and
+ *   poll is one busy-poll iteration, as in DPDK's l2fwd main loop:
+ *     rx burst (32) -> each frame into lwIP (zero copy, see lwip_glue.c)
+ *     -> lwIP timers (checked every ms) -> queued events become server
+ *     upcalls and TCP output -> TX drain.
+ *   poll ignores its timeout: the thread spins (rte_pause when idle), which
+ *   is the point of a poll-mode driver; run.c's 100 ms tick still runs
+ *   because poll returns after every iteration.
+ *
+ *   TX frames go through an rte_eth_dev_tx_buffer (bursts of 32). The buffer
+ *   is flushed at the end of every iteration that received frames or made
+ *   upcalls -- so the replies to one RX burst leave in one tx_burst and a
+ *   request/response round trip never waits for a timer -- and otherwise by a
+ *   100 us drain timer (frames from lwIP's timers: retransmissions, delayed
+ *   ACKs, window updates). Frames the TX ring refuses are retried a few times
+ *   before they are dropped (TCP would only recover them after an RTO).
+ *
+ *   Init follows DPDK's examples in order: EAL (from cfg->eal_args), our own
+ *   arguments (cfg->ip, port), the mbuf pool sized from the config, port
+ *   configure with one RX and one TX queue, queue setup, TX buffer, start,
+ *   link status; then lwIP and the listener. One RX/TX queue pair: the
+ *   system lwIP keeps global state, so there is one stack on one lcore.
+ *   Promiscuous mode is not enabled: the netif uses the port's own MAC, and
+ *   broadcast ARP is received anyway.
+ *
+ *   Nothing here calls rte_exit: this code runs inside a library that Python
+ *   may have loaded, so every failure unwinds what was set up, sets
+ *   ir_set_error() in rte_exit's style ("rte_eth_dev_configure: err=-22,
+ *   port=0") and returns NULL with an IR_* code (ir_dpdk_last_code()).
+ *   Teardown closes the listener, gives FINs and written data up to 300 ms
+ *   to leave, resets what is left, stops and closes the port, frees the pool
+ *   and calls rte_eal_cleanup(); EAL runs with --huge-unlink so no hugepage
+ *   file is left even after a crash. A net_af_packet vdev gets a 16384-frame
+ *   ring unless eal_args set framecnt (see AF_PACKET_FRAMECNT).
+ *
+ *   Where the time goes (af_packet on a veth, 2-core VM): lwIP plus the RESP
+ *   server use ~1-2% of the polling thread; the PMD's TX sendto() runs the
+ *   peer namespace's whole kernel receive path (veth -> TCP -> wake-up)
+ *   synchronously and takes 40-75% of it under load. The rest is spinning.
+ *
+ * Concurrency contract
+ *   The thread that called ir_dpdk_transport_new (rte_eal_init makes it the
+ *   main lcore) is the only one that touches the port, the pool and lwIP:
+ *   it holds the lwIP core for the stack's lifetime (no tcpip_thread exists,
+ *   see lwip_glue.c). The only other thread involved is DPDK's telemetry
+ *   thread: /inreplay/stats and ir_dpdk_get_stats read a snapshot that the
+ *   polling thread publishes every 100 ms under a spinlock.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <rte_common.h>
+#include <rte_cycles.h>
+#include <rte_eal.h>
+#include <rte_errno.h>
+#include <rte_ethdev.h>
+#include <rte_lcore.h>
+#include <rte_malloc.h>
+#include <rte_mbuf.h>
+#include <rte_mempool.h>
+#include <rte_pause.h>
+#include <rte_prefetch.h>
+#include <rte_spinlock.h>
+#include <rte_telemetry.h>
+
+#include "dpdk.h"
+#include "lwip_glue.h"
+#include "server.h"
+
+#define MAX_PKT_BURST 32
+#define BURST_TX_DRAIN_US 100   /* TX drain timer, as in l2fwd */
+#define LWIP_TIMER_US 1000      /* how often lwIP's timer list is checked */
+#define STATS_PERIOD_MS 100     /* snapshot for telemetry */
+#define RX_DESC_DEFAULT 1024
+#define TX_DESC_DEFAULT 1024
+#define MEMPOOL_CACHE_SIZE 256
+#define MBUFS_PER_CONN 48       /* a full 64 KB receive window of 1460 B frames */
+#define CONN_ALLOWANCE 256      /* connections the pool is sized for */
+#define TX_RETRIES 8
+#define LINK_CHECK_INTERVAL_MS 100
+#define LINK_CHECK_MAX 30       /* 3 s */
+#define LINGER_MS 300           /* at teardown: time to deliver FINs / data */
+#define MAX_EAL_ARGS 64
+/* net_af_packet's default ring is 512 frames: concurrent uploads overflow it,
+ * and lost segments cost lwIP 2.1 (no SACK, 500 ms RTO ticks) whole seconds
+ * (200 clients x 3 x 1 MB SET: 22-30 s with 512 frames, 5.8 s with 16384). */
+#define AF_PACKET_FRAMECNT 16384
+
+/* Per-lcore state, cache aligned (one lcore is used: the main one). */
+struct lcore_queue_conf {
+    uint16_t port;
+    uint16_t rxq, txq;
+    struct rte_mempool *pool;
+    struct rte_eth_dev_tx_buffer *tx_buffer;
+    uint64_t prev_drain_tsc, prev_timer_tsc, prev_stats_tsc;
+    uint64_t tx_dropped;       /* refused by the TX ring after retries */
+    uint64_t rx_multiseg;      /* multi-segment frames (never expected) */
+} __rte_cache_aligned;
+
+static struct lcore_queue_conf lcore_queue_conf[RTE_MAX_LCORE];
+
+typedef struct dpdk_transport {
+    ir_transport base;
+    irl_stack *stack;
+    struct lcore_queue_conf *qconf;
+    struct rte_mempool *pool;
+    uint16_t port;
+    int port_configured, port_started;
+    uint64_t drain_tsc, timer_tsc, stats_tsc;
+} dpdk_transport;
+
+/* EAL can be initialized once per process. */
+enum { EAL_NONE, EAL_UP, EAL_DONE };
+static int eal_state = EAL_NONE;
+static char *eal_argbuf;
+static char *eal_argv[MAX_EAL_ARGS + 3];
+static char *eal_fixed[MAX_EAL_ARGS];   /* tokens we rewrote */
+
+static _Thread_local int last_code;
+
+/* The telemetry snapshot. */
+static rte_spinlock_t pub_lock = RTE_SPINLOCK_INITIALIZER;
+static ir_dpdk_stats pub;
+static int telemetry_registered;
+
+int ir_dpdk_last_code(void) { return last_code; }
+
+int ir_dpdk_get_stats(ir_dpdk_stats *out) {
+    rte_spinlock_lock(&pub_lock);
+    *out = pub;
+    rte_spinlock_unlock(&pub_lock);
+    return out->active ? 0 : -1;
+}
+
+/* ---- the side lwip_glue.c calls -------------------------------------------- */
+
+void *ird_tx_alloc(void *dev, uint16_t len, void **data) {
+    struct lcore_queue_conf *q = dev;
+    struct rte_mbuf *m = rte_pktmbuf_alloc(q->pool);
+    if (!m) return NULL;
+    char *p = rte_pktmbuf_append(m, len);
+    if (!p) {
+        rte_pktmbuf_free(m);
+        return NULL;
+    }
+    *data = p;
+    return m;
+}
+
+void ird_tx_send(void *dev, void *mbuf) {
+    struct lcore_queue_conf *q = dev;
+    rte_eth_tx_buffer(q->port, q->txq, q->tx_buffer, mbuf);
+}
+
+void ird_rx_free(void *mbuf) { rte_pktmbuf_free(mbuf); }
+
+/* TX buffer error callback: retry, then drop and count. */
+static void txRetry(struct rte_mbuf **pkts, uint16_t unsent, void *userdata) {
+    struct lcore_queue_conf *q = userdata;
+    uint16_t sent = 0;
+    for (int i = 0; i < TX_RETRIES && sent < unsent; i++)
+        sent += rte_eth_tx_burst(q->port, q->txq, pkts + sent, (uint16_t)(unsent - sent));
+    if (sent < unsent) {
+        q->tx_dropped += (uint64_t)(unsent - sent);
+        rte_pktmbuf_free_bulk(pkts + sent, (unsigned)(unsent - sent));
+    }
+}
+
+/* ---- stats -------------------------------------------------------------- */
+
+static void publishStats(dpdk_transport *d, int active) {
+    ir_dpdk_stats s;
+    memset(&s, 0, sizeof(s));
+    s.active = active;
+    s.port_id = d->port;
+    if (d->port_started) {
+        struct rte_eth_stats es;
+        if (rte_eth_stats_get(d->port, &es) == 0) {
+            s.rx_packets = es.ipackets;
+            s.tx_packets = es.opackets;
+            s.rx_bytes = es.ibytes;
+            s.tx_bytes = es.obytes;
+            s.imissed = es.imissed;
+            s.ierrors = es.ierrors;
+            s.oerrors = es.oerrors;
+            s.rx_nombuf = es.rx_nombuf;
+        }
+        struct rte_eth_link link;
+        if (rte_eth_link_get_nowait(d->port, &link) == 0) {
+            s.link_up = link.link_status == RTE_ETH_LINK_UP;
+            s.link_speed_mbps = link.link_speed;
+        }
+    }
+    if (d->qconf) s.tx_dropped = d->qconf->tx_dropped;
+    if (d->stack) {
+        irl_counters c;
+        irl_get_counters(d->stack, &c);
+        s.connections = c.connections;
+        s.accepted = c.accepted;
+        s.tx_nomem = c.tx_nomem;
+        s.rx_dropped = c.rx_dropped + (d->qconf ? d->qconf->rx_multiseg : 0);
+    }
+    rte_spinlock_lock(&pub_lock);
+    pub = s;
+    rte_spinlock_unlock(&pub_lock);
+}
+
+static int telemetryStats(const char *cmd, const char *params, struct rte_tel_data *t) {
+    (void)cmd;
+    (void)params;
+    ir_dpdk_stats s;
+    ir_dpdk_get_stats(&s);
+    rte_tel_data_start_dict(t);
+    rte_tel_data_add_dict_int(t, "active", s.active);
+    rte_tel_data_add_dict_int(t, "port_id", s.port_id);
+    rte_tel_data_add_dict_int(t, "link_up", s.link_up);
+    rte_tel_data_add_dict_u64(t, "link_speed_mbps", s.link_speed_mbps);
+    rte_tel_data_add_dict_u64(t, "rx_packets", s.rx_packets);
+    rte_tel_data_add_dict_u64(t, "tx_packets", s.tx_packets);
+    rte_tel_data_add_dict_u64(t, "rx_bytes", s.rx_bytes);
+    rte_tel_data_add_dict_u64(t, "tx_bytes", s.tx_bytes);
+    rte_tel_data_add_dict_u64(t, "imissed", s.imissed);
+    rte_tel_data_add_dict_u64(t, "ierrors", s.ierrors);
+    rte_tel_data_add_dict_u64(t, "oerrors", s.oerrors);
+    rte_tel_data_add_dict_u64(t, "rx_nombuf", s.rx_nombuf);
+    rte_tel_data_add_dict_u64(t, "tx_dropped", s.tx_dropped);
+    rte_tel_data_add_dict_u64(t, "tx_nomem", s.tx_nomem);
+    rte_tel_data_add_dict_u64(t, "rx_dropped", s.rx_dropped);
+    rte_tel_data_add_dict_u64(t, "connections", s.connections);
+    rte_tel_data_add_dict_u64(t, "accepted", s.accepted);
+    return 0;
+}
+
+/* ---- the poll loop --------------------------------------------------------- */
+
+/* One iteration; returns nonzero if anything happened. */
+static int pollOnce(dpdk_transport *d) {
+    struct lcore_queue_conf *q = d->qconf;
+    struct rte_mbuf *pkts[MAX_PKT_BURST];
+    uint16_t nb = rte_eth_rx_burst(q->port, q->rxq, pkts, MAX_PKT_BURST);
+    for (uint16_t i = 0; i < nb; i++) {
+        struct rte_mbuf *m = pkts[i];
+        if (i + 1 < nb) rte_prefetch0(rte_pktmbuf_mtod(pkts[i + 1], void *));
+        if (unlikely(m->nb_segs != 1)) { /* no scatter configured: not expected */
+            q->rx_multiseg++;
+            rte_pktmbuf_free(m);
+            continue;
+        }
+        irl_input(d->stack, rte_mbuf_to_priv(m), rte_pktmbuf_mtod(m, void *),
+                  rte_pktmbuf_data_len(m), m);
+    }
+    uint64_t now = rte_rdtsc();
+    if (now - q->prev_timer_tsc >= d->timer_tsc) {
+        irl_timers(d->stack);
+        q->prev_timer_tsc = now;
+    }
+    int ev = irl_dispatch(d->stack);
+    if (q->tx_buffer->length == 0) {
+        q->prev_drain_tsc = now;
+    } else if (nb || ev || now - q->prev_drain_tsc >= d->drain_tsc) {
+        rte_eth_tx_buffer_flush(q->port, q->txq, q->tx_buffer);
+        q->prev_drain_tsc = now;
+    }
+    if (unlikely(now - q->prev_stats_tsc >= d->stats_tsc)) {
+        publishStats(d, 1);
+        q->prev_stats_tsc = now;
+    }
+    return nb || ev;
+}
+
+static int dpdkPoll(ir_transport *t, int timeout_ms) {
+    (void)timeout_ms; /* busy polling: one iteration, then back to run.c */
+    if (!pollOnce((dpdk_transport *)t)) rte_pause();
+    return 0;
+}
+
+static ssize_t dpdkWritev(ir_transport *t, ir_conn *c, const struct iovec *iov, int iovcnt) {
+    return irl_writev(((dpdk_transport *)t)->stack, c, iov, iovcnt);
+}
+
+static void dpdkWantWritable(ir_transport *t, ir_conn *c, int on) {
+    irl_want_writable(((dpdk_transport *)t)->stack, c, on);
+}
+
+static void dpdkWantReadable(ir_transport *t, ir_conn *c, int on) {
+    irl_want_readable(((dpdk_transport *)t)->stack, c, on);
+}
+
+static void dpdkClose(ir_transport *t, ir_conn *c) { irl_close(((dpdk_transport *)t)->stack, c); }
+
+static void dpdkPeername(ir_transport *t, ir_conn *c, char *buf, size_t len) {
+    irl_peername(((dpdk_transport *)t)->stack, c, buf, len);
+}
+
+/* ---- teardown ----------------------------------------------------------- */
+
+static void teardown(dpdk_transport *d) {
+    struct lcore_queue_conf *q = d->qconf;
+    if (d->stack) {
+        /* no more accepts; connections nobody closed are closed quietly */
+        irl_quiesce(d->stack);
+        /* let FINs and written data go out for a moment, then reset the rest */
+        uint64_t deadline = rte_rdtsc() + rte_get_tsc_hz() / 1000 * LINGER_MS;
+        while (irl_busy(d->stack) && rte_rdtsc() < deadline)
+            if (!pollOnce(d)) rte_pause();
+        irl_shutdown(d->stack);
+        rte_eth_tx_buffer_flush(q->port, q->txq, q->tx_buffer);
+        publishStats(d, 0);
+        serverLog("DPDK port %u: rx %llu tx %llu packets, imissed %llu, rx_nombuf %llu, "
+                  "tx_dropped %llu; stopping",
+                  (unsigned)d->port, (unsigned long long)pub.rx_packets,
+                  (unsigned long long)pub.tx_packets, (unsigned long long)pub.imissed,
+                  (unsigned long long)pub.rx_nombuf, (unsigned long long)pub.tx_dropped);
+        irl_destroy(d->stack);
+        d->stack = NULL;
+    }
+    if (d->port_started) {
+        int ret = rte_eth_dev_stop(d->port);
+        if (ret != 0) serverLog("rte_eth_dev_stop: err=%d, port=%u", ret, (unsigned)d->port);
+        d->port_started = 0;
+    }
+    if (d->port_configured) {
+        rte_eth_dev_close(d->port);
+        d->port_configured = 0;
+    }
+    if (q) {
+        rte_free(q->tx_buffer);
+        memset(q, 0, sizeof(*q));
+    }
+    rte_spinlock_lock(&pub_lock);
+    pub.active = 0; /* the counters stay: the last snapshot */
+    rte_spinlock_unlock(&pub_lock);
+    if (d->pool) rte_mempool_free(d->pool); /* after lwIP gave its pbufs back */
+    if (eal_state == EAL_UP) {
+        int ret = rte_eal_cleanup();
+        if (ret != 0) serverLog("rte_eal_cleanup: err=%d", ret);
+        eal_state = EAL_DONE;
+    }
+    free(d);
+}
+
+static void dpdkDestroy(ir_transport *t) { teardown((dpdk_transport *)t); }
+
+static const ir_transport_ops dpdk_ops = {
+    .name = "dpdk",
+    .poll = dpdkPoll,
+    .writev = dpdkWritev,
+    .want_writable = dpdkWantWritable,
+    .want_readable = dpdkWantReadable,
+    .close = dpdkClose,
+    .peername = dpdkPeername,
+    .destroy = dpdkDestroy,
+};
+
+/* ---- setup ---------------------------------------------------------------- */
+
+static ir_transport *fail(dpdk_transport *d, int code) {
+    last_code = code;
+    if (d) teardown(d);
+    return NULL;
+}
+
+/* "a.b.c.d/prefix" */
+static int parseIp(const char *s, uint32_t *ip_be, int *prefix) {
+    if (!s) return -1;
+    const char *slash = strchr(s, '/');
+    char addr[INET_ADDRSTRLEN];
+    size_t alen = slash ? (size_t)(slash - s) : strlen(s);
+    if (alen == 0 || alen >= sizeof(addr)) return -1;
+    memcpy(addr, s, alen);
+    addr[alen] = '\0';
+    struct in_addr in;
+    if (inet_pton(AF_INET, addr, &in) != 1) return -1;
+    long pfx = 24;
+    if (slash) {
+        char *end;
+        errno = 0;
+        pfx = strtol(slash + 1, &end, 10);
+        if (errno || end == slash + 1 || *end || pfx < 1 || pfx > 32) return -1;
+    }
+    *ip_be = in.s_addr;
+    *prefix = (int)pfx;
+    return 0;
+}
+
+static int hasArg(int argc, char **argv, const char *opt) {
+    size_t n = strlen(opt);
+    for (int i = 1; i < argc; i++)
+        if (!strncmp(argv[i], opt, n) && (argv[i][n] == '\0' || argv[i][n] == '='))
+            return 1;
+    return 0;
+}
+
+static int ealInit(const char *args) {
+    if (eal_state == EAL_UP) {
+        ir_set_error("rte_eal_init: EAL is already running in this process (one dpdk "
+                     "transport per process)");
+        return IR_ERUNNING;
+    }
+    if (eal_state == EAL_DONE) {
+        ir_set_error("rte_eal_init: EAL was initialized and cleaned up earlier in this "
+                     "process and DPDK cannot initialize it again: start a new process");
+        return IR_ENOSTACK;
+    }
+    free(eal_argbuf);
+    eal_argbuf = strdup(args);
+    if (!eal_argbuf) {
+        ir_set_error("out of memory parsing eal_args");
+        return IR_ENOMEM;
+    }
+    int argc = 0;
+    eal_argv[argc++] = "inreplay";
+    char *save = NULL;
+    for (char *tok = strtok_r(eal_argbuf, " \t\n", &save); tok;
+         tok = strtok_r(NULL, " \t\n", &save)) {
+        if (argc >= MAX_EAL_ARGS) {
+            ir_set_error("eal_args: more than %d arguments", MAX_EAL_ARGS - 1);
+            return IR_ECONFIG;
+        }
+        eal_argv[argc++] = tok;
+    }
+    /* net_af_packet vdevs without framecnt get a ring that holds the receive
+     * windows of a few hundred connections */
+    for (int i = 1; i < argc; i++) {
+        const char *dev = NULL;
+        if (!strncmp(eal_argv[i], "--vdev=", 7)) dev = eal_argv[i] + 7;
+        else if (i > 1 && !strcmp(eal_argv[i - 1], "--vdev")) dev = eal_argv[i];
+        if (!dev || strncmp(dev, "net_af_packet", 13) || strstr(dev, "framecnt=")) continue;
+        size_t n = strlen(eal_argv[i]) + 32;
+        char *fixed = malloc(n);
+        if (!fixed) {
+            ir_set_error("out of memory parsing eal_args");
+            return IR_ENOMEM;
+        }
+        snprintf(fixed, n, "%s,framecnt=%d", eal_argv[i], AF_PACKET_FRAMECNT);
+        free(eal_fixed[i]);
+        eal_fixed[i] = eal_argv[i] = fixed;
+        serverLog("eal_args: %s (af_packet ring sized for TCP windows)", fixed);
+    }
+    if (!hasArg(argc, eal_argv, "--huge-unlink") && !hasArg(argc, eal_argv, "--in-memory") &&
+        !hasArg(argc, eal_argv, "--no-huge"))
+        eal_argv[argc++] = "--huge-unlink";
+    eal_argv[argc] = NULL;
+    int ret = rte_eal_init(argc, eal_argv);
+    if (ret < 0) {
+        int err = rte_errno;
+        ir_set_error("rte_eal_init: err=%d (%s), eal_args='%s'", err, rte_strerror(err), args);
+        return err == EALREADY ? IR_ERUNNING
+               : err == EINVAL ? IR_ECONFIG
+               : err == ENOMEM ? IR_ENOMEM
+                               : IR_ENET;
+    }
+    eal_state = EAL_UP;
+    if (ret < argc - 1) {
+        ir_set_error("eal_args: '%s' is not an EAL option", eal_argv[ret + 1]);
+        return IR_ECONFIG;
+    }
+    return IR_OK;
+}
+
+static void checkLinkStatus(uint16_t port) {
+    struct rte_eth_link link;
+    memset(&link, 0, sizeof(link));
+    for (int i = 0; i <= LINK_CHECK_MAX; i++) {
+        int ret = rte_eth_link_get_nowait(port, &link);
+        if (ret < 0) {
+            serverLog("rte_eth_link_get_nowait: err=%d, port=%u", ret, (unsigned)port);
+            return;
+        }
+        if (link.link_status == RTE_ETH_LINK_UP) break;
+        rte_delay_ms(LINK_CHECK_INTERVAL_MS);
+    }
+    if (link.link_status == RTE_ETH_LINK_UP)
+        serverLog("DPDK port %u: link up at %u Mbps, %s", (unsigned)port, link.link_speed,
+                  link.link_duplex == RTE_ETH_LINK_FULL_DUPLEX ? "full-duplex" : "half-duplex");
+    else
+        serverLog("DPDK port %u: link down after %d ms (continuing; traffic flows once it is up)",
+                  (unsigned)port, LINK_CHECK_INTERVAL_MS * LINK_CHECK_MAX);
+}
+
+static int portInit(dpdk_transport *d, const ir_config *cfg, uint16_t port) {
+    struct lcore_queue_conf *q = d->qconf;
+    struct rte_eth_conf port_conf;
+    struct rte_eth_dev_info dev_info;
+    uint16_t nb_rxd = RX_DESC_DEFAULT, nb_txd = TX_DESC_DEFAULT;
+    int ret;
+
+    /* mbuf pool: both rings, a burst, the cache, and room for the receive
+     * windows lwIP may hold (each RX mbuf carries lwIP's pbuf in its
+     * private area) */
+    unsigned conns = (unsigned)RTE_MIN(cfg->maxclients > 0 ? cfg->maxclients : 1, CONN_ALLOWANCE);
+    unsigned nb_mbufs = RTE_MAX(nb_rxd + nb_txd + MAX_PKT_BURST + MEMPOOL_CACHE_SIZE +
+                                    MBUFS_PER_CONN * conns, 8192U);
+    uint16_t priv = (uint16_t)RTE_ALIGN(irl_rx_priv_size(), RTE_MBUF_PRIV_ALIGN);
+    d->pool = rte_pktmbuf_pool_create("ir_mbuf_pool", nb_mbufs, MEMPOOL_CACHE_SIZE, priv,
+                                      RTE_MBUF_DEFAULT_BUF_SIZE, (int)rte_socket_id());
+    if (!d->pool) {
+        ir_set_error("rte_pktmbuf_pool_create: err=%d (%s), n=%u", rte_errno,
+                     rte_strerror(rte_errno), nb_mbufs);
+        return IR_ENOMEM;
+    }
+    q->pool = d->pool;
+
+    ret = rte_eth_dev_info_get(port, &dev_info);
+    if (ret != 0) {
+        ir_set_error("rte_eth_dev_info_get: err=%d, port=%u", ret, (unsigned)port);
+        return IR_ENET;
+    }
+    memset(&port_conf, 0, sizeof(port_conf));
+    port_conf.rxmode.mq_mode = RTE_ETH_MQ_RX_NONE;
+    port_conf.txmode.mq_mode = RTE_ETH_MQ_TX_NONE;
+    if (dev_info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_MBUF_FAST_FREE)
+        port_conf.txmode.offloads |= RTE_ETH_TX_OFFLOAD_MBUF_FAST_FREE;
+    ret = rte_eth_dev_configure(port, 1, 1, &port_conf);
+    if (ret < 0) {
+        ir_set_error("rte_eth_dev_configure: err=%d, port=%u", ret, (unsigned)port);
+        return IR_ENET;
+    }
+    d->port_configured = 1;
+    ret = rte_eth_dev_adjust_nb_rx_tx_desc(port, &nb_rxd, &nb_txd);
+    if (ret < 0) {
+        ir_set_error("rte_eth_dev_adjust_nb_rx_tx_desc: err=%d, port=%u", ret, (unsigned)port);
+        return IR_ENET;
+    }
+    int socket = rte_eth_dev_socket_id(port);
+    if (socket < 0) socket = (int)rte_socket_id();
+
+    struct rte_eth_rxconf rxq_conf = dev_info.default_rxconf;
+    rxq_conf.offloads = port_conf.rxmode.offloads;
+    ret = rte_eth_rx_queue_setup(port, 0, nb_rxd, (unsigned)socket, &rxq_conf, d->pool);
+    if (ret < 0) {
+        ir_set_error("rte_eth_rx_queue_setup: err=%d, port=%u", ret, (unsigned)port);
+        return IR_ENET;
+    }
+    struct rte_eth_txconf txq_conf = dev_info.default_txconf;
+    txq_conf.offloads = port_conf.txmode.offloads;
+    ret = rte_eth_tx_queue_setup(port, 0, nb_txd, (unsigned)socket, &txq_conf);
+    if (ret < 0) {
+        ir_set_error("rte_eth_tx_queue_setup: err=%d, port=%u", ret, (unsigned)port);
+        return IR_ENET;
+    }
+
+    q->tx_buffer = rte_zmalloc_socket("ir_tx_buffer", RTE_ETH_TX_BUFFER_SIZE(MAX_PKT_BURST), 0,
+                                      socket);
+    if (!q->tx_buffer) {
+        ir_set_error("rte_zmalloc_socket: cannot allocate the TX buffer, port=%u", (unsigned)port);
+        return IR_ENOMEM;
+    }
+    rte_eth_tx_buffer_init(q->tx_buffer, MAX_PKT_BURST);
+    ret = rte_eth_tx_buffer_set_err_callback(q->tx_buffer, txRetry, q);
+    if (ret < 0) {
+        ir_set_error("rte_eth_tx_buffer_set_err_callback: err=%d, port=%u", ret, (unsigned)port);
+        return IR_ENET;
+    }
+
+    ret = rte_eth_dev_start(port);
+    if (ret < 0) {
+        ir_set_error("rte_eth_dev_start: err=%d, port=%u", ret, (unsigned)port);
+        return IR_ENET;
+    }
+    d->port_started = 1;
+    checkLinkStatus(port);
+    return IR_OK;
+}
+
+ir_transport *ir_dpdk_transport_new(struct ir_server *s, const ir_config *cfg) {
+    last_code = IR_OK;
+    uint32_t ip_be;
+    int prefix, ret;
+    if (parseIp(cfg->ip, &ip_be, &prefix) != 0) {
+        ir_set_error("ip: the dpdk stack needs its IPv4 address as a.b.c.d/prefix "
+                     "(e.g. 10.77.0.2/24), got '%s'", cfg->ip ? cfg->ip : "");
+        return fail(NULL, IR_ECONFIG);
+    }
+    if (!cfg->eal_args || !cfg->eal_args[strspn(cfg->eal_args, " \t\n")]) {
+        ir_set_error("eal_args: the dpdk stack needs EAL arguments, e.g. \"-l 0 --no-pci "
+                     "--vdev=net_af_packet0,iface=IFACE --file-prefix=inreplay\"");
+        return fail(NULL, IR_ECONFIG);
+    }
+    if (cfg->port < 0 || cfg->port > 65535) {
+        ir_set_error("port must be 0-65535, not %d", cfg->port);
+        return fail(NULL, IR_ECONFIG);
+    }
+
+    dpdk_transport *d = calloc(1, sizeof(*d));
+    if (!d) {
+        ir_set_error("out of memory creating the dpdk transport");
+        return fail(NULL, IR_ENOMEM);
+    }
+    d->base.ops = &dpdk_ops;
+    d->base.srv = s;
+
+    /* 1. EAL */
+    if ((ret = ealInit(cfg->eal_args)) != IR_OK) return fail(d, ret);
+    d->qconf = &lcore_queue_conf[rte_lcore_id()];
+    memset(d->qconf, 0, sizeof(*d->qconf));
+
+    /* 2. the port: the first one available (port 0 with one --vdev) */
+    uint16_t port = RTE_MAX_ETHPORTS, pid;
+    RTE_ETH_FOREACH_DEV(pid) {
+        port = pid;
+        break;
+    }
+    if (port == RTE_MAX_ETHPORTS) {
+        ir_set_error("rte_eth_dev_count_avail: no Ethernet ports, check eal_args (e.g. "
+                     "--vdev=net_af_packet0,iface=IFACE): '%s'", cfg->eal_args);
+        return fail(d, IR_ENET);
+    }
+    d->port = port;
+    d->qconf->port = port;
+    d->qconf->rxq = d->qconf->txq = 0;
+
+    /* 3. mbuf pool, configure, queues, TX buffer, start, link status */
+    if ((ret = portInit(d, cfg, port)) != IR_OK) return fail(d, ret);
+
+    /* 4. lwIP netif and the listener */
+    struct rte_ether_addr mac;
+    ret = rte_eth_macaddr_get(port, &mac);
+    if (ret != 0) {
+        ir_set_error("rte_eth_macaddr_get: err=%d, port=%u", ret, (unsigned)port);
+        return fail(d, IR_ENET);
+    }
+    uint16_t mtu = 1500;
+    if (rte_eth_dev_get_mtu(port, &mtu) != 0 || mtu > 1500) mtu = 1500;
+    irl_params p = {
+        .tp = &d->base,
+        .dev = d->qconf,
+        .mtu = mtu,
+        .ip_be = ip_be,
+        .prefix = prefix,
+        .port = cfg->port,
+        .backlog = cfg->tcp_backlog,
+    };
+    memcpy(p.mac, mac.addr_bytes, sizeof(p.mac));
+    d->stack = irl_create(&p, &d->base.bound_port, &ret);
+    if (!d->stack) return fail(d, ret);
+
+    uint64_t hz = rte_get_tsc_hz();
+    d->drain_tsc = (hz + US_PER_S - 1) / US_PER_S * BURST_TX_DRAIN_US;
+    d->timer_tsc = (hz + US_PER_S - 1) / US_PER_S * LWIP_TIMER_US;
+    d->stats_tsc = hz / 1000 * STATS_PERIOD_MS;
+    d->qconf->prev_drain_tsc = d->qconf->prev_timer_tsc = d->qconf->prev_stats_tsc = rte_rdtsc();
+
+    if (!telemetry_registered) {
+        ret = rte_telemetry_register_cmd("/inreplay/stats", telemetryStats,
+                                         "Returns inreplay's DPDK port counters and TCP "
+                                         "connection counts. Takes no parameters.");
+        if (ret == 0) telemetry_registered = 1;
+        else serverLog("rte_telemetry_register_cmd /inreplay/stats: err=%d", ret);
+    }
+    publishStats(d, 1);
+    char ip[INET_ADDRSTRLEN], name[RTE_ETH_NAME_MAX_LEN];
+    inet_ntop(AF_INET, &ip_be, ip, sizeof(ip));
+    if (rte_eth_dev_get_name_by_port(port, name) != 0) strcpy(name, "?");
+    serverLog("DPDK port %u (%s) MAC " RTE_ETHER_ADDR_PRT_FMT ", lwIP %s/%d, TCP port %d",
+              (unsigned)port, name, RTE_ETHER_ADDR_BYTES(&mac), ip, prefix, d->base.bound_port);
+    return &d->base;
+}

@@ -1,0 +1,244 @@
+"""Client-side checks for tests/test_dpdk.py, run inside the client namespace.
+
+    ip netns exec NS python tests/dpdk_client.py CHECK HOST PORT [options]
+
+CHECK is one of values, replay, concurrent, uploads, rtt. Each prints one JSON object on
+stdout and exits 0 when every assertion held (1 with the failure otherwise),
+so the test reads both the verdict and the measurements.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import socket
+import statistics
+import struct
+import sys
+import threading
+import time
+from typing import Any
+
+import redis
+
+# 64 B .. 13 MB, including the MSS and the 64 KB send-buffer edges
+VALUE_SIZES = (64, 1000, 1460, 1461, 4096, 65535, 65536, 65537, 100_000, 1 << 20, 13 << 20)
+
+
+def connect(host: str, port: int, **kw: Any) -> redis.Redis:
+    opts: dict[str, Any] = {"host": host, "port": port, "protocol": 2, "socket_timeout": 60,
+                            "single_connection_client": True}
+    opts.update(kw)
+    return redis.Redis(**opts)
+
+
+def check_values(host: str, port: int, _args: argparse.Namespace) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    r = connect(host, port)
+    assert r.ping() is True, "PING did not answer PONG"
+    out["ping"] = True
+    rng = os.urandom
+    for n in VALUE_SIZES:
+        v = rng(n)
+        key = f"dpdk:value:{n}"
+        t0 = time.perf_counter()
+        assert r.set(key, v) is True, f"SET {n} B failed"
+        t1 = time.perf_counter()
+        got = r.get(key)
+        t2 = time.perf_counter()
+        assert got is not None, f"GET {n} B returned nil"
+        assert len(got) == n, f"GET {n} B returned {len(got)} B"
+        assert hashlib.sha256(got).digest() == hashlib.sha256(v).digest(), f"{n} B differ"
+        assert r.strlen(key) == n
+        out[str(n)] = {"set_ms": round((t1 - t0) * 1e3, 3), "get_ms": round((t2 - t1) * 1e3, 3)}
+    # pipelined: many replies in one flush
+    pipe = r.pipeline(transaction=False)
+    for i in range(1000):
+        pipe.set(f"dpdk:p:{i}", i)
+        pipe.get(f"dpdk:p:{i}")
+    res = pipe.execute()
+    assert res[1::2] == [str(i).encode() for i in range(1000)], "pipelined GETs differ"
+    r.close()
+    return out
+
+
+def check_replay(host: str, port: int, _args: argparse.Namespace) -> dict[str, Any]:
+    r = connect(host, port)
+    t = f"dpdk-replay-{os.getpid()}"
+    assert r.execute_command("REPLAY.CREATE", t, "CAPACITY", 1024, "ALPHA", 0.6, "BETA", 0.4) \
+        in (b"OK", "OK", True)
+    items = [os.urandom(256) for _ in range(8)]
+    args: list[Any] = []
+    for i, it in enumerate(items):
+        args += [1.0 + i, it]
+    ids = r.execute_command("REPLAY.ADD", t, *args)
+    assert list(ids) == list(range(8)), f"REPLAY.ADD ids {ids!r}"
+    n = 16
+    rep = r.execute_command("REPLAY.SAMPLE", t, n)
+    sids = struct.unpack(f"<{n}q", rep[0])
+    weights = struct.unpack(f"<{n}f", rep[1])
+    assert len(rep[2]) == n
+    for sid, item in zip(sids, rep[2], strict=True):
+        assert 0 <= sid < 8 and item == items[sid], "sampled item does not match its id"
+    assert all(0.0 < w <= 1.0 + 1e-6 for w in weights), f"weights {weights}"
+    upd_ids = struct.pack("<8q", *range(8))
+    upd_pr = struct.pack("<8f", *([0.5] * 8))
+    applied = r.execute_command("REPLAY.UPDATE", t, upd_ids, upd_pr)
+    assert applied == 8, f"REPLAY.UPDATE applied {applied}"
+    rep = r.execute_command("REPLAY.SAMPLE", t, n)
+    weights = struct.unpack(f"<{n}f", rep[1])
+    assert all(abs(w - 1.0) < 1e-5 for w in weights), "equal priorities give weight 1"
+    r.execute_command("REPLAY.DROP", t)
+    r.close()
+    return {"sampled": n, "updated": 8}
+
+
+def check_concurrent(host: str, port: int, args: argparse.Namespace) -> dict[str, Any]:
+    conns, reqs = args.conns, args.reqs
+    barrier = threading.Barrier(conns + 1, timeout=120)
+    errors: list[str] = []
+    done = [0] * conns
+
+    def worker(k: int) -> None:
+        try:
+            r = connect(host, port, socket_timeout=120)
+            r.ping()
+            barrier.wait()  # every connection is open before anyone works
+            for i in range(reqs // 2):
+                key = f"dpdk:c:{k}:{i}"
+                val = f"{k}:{i}:".encode() + bytes(64)
+                assert r.set(key, val) is True
+                assert r.get(key) == val, f"conn {k} req {i}: wrong value"
+                done[k] += 2
+            r.close()
+        except Exception as e:
+            errors.append(f"conn {k}: {e!r}")
+            try:
+                barrier.abort()
+            except threading.BrokenBarrierError:
+                pass
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(conns)]
+    for th in threads:
+        th.start()
+    t0 = time.perf_counter()
+    opened = 0
+    try:
+        barrier.wait()
+        info = connect(host, port).info("clients")
+        opened = int(info["connected_clients"])
+    except threading.BrokenBarrierError:
+        pass
+    for th in threads:
+        th.join(300)
+    elapsed = time.perf_counter() - t0
+    assert not errors, "; ".join(errors[:5])
+    assert sum(done) == conns * (reqs // 2) * 2, f"{sum(done)} requests done"
+    assert opened >= conns, f"only {opened} clients connected at once"
+    return {"connections": conns, "requests": sum(done), "connected_at_once": opened,
+            "seconds": round(elapsed, 3)}
+
+
+def tcp_counters() -> dict[str, int]:
+    """This namespace's kernel TCP counters (the client side of the veth)."""
+    with open("/proc/net/snmp") as f:
+        lines = [line.split() for line in f if line.startswith("Tcp:")]
+    return {k: int(v) for k, v in zip(lines[0][1:], lines[1][1:], strict=True)}
+
+
+def check_uploads(host: str, port: int, args: argparse.Namespace) -> dict[str, Any]:
+    """Many clients uploading at once: no segment may be lost on the way in
+    (the af_packet ring must hold everyone's window; lwIP 2.1 recovers from a
+    loss only after a coarse RTO)."""
+    conns, size = args.conns, args.size
+    value = os.urandom(size)
+    digest = hashlib.sha256(value).digest()
+    errors: list[str] = []
+
+    def worker(k: int) -> None:
+        try:
+            r = connect(host, port)
+            for _ in range(3):
+                assert r.set(f"dpdk:u:{k}", value) is True
+            got = r.get(f"dpdk:u:{k}")
+            assert got is not None and hashlib.sha256(got).digest() == digest, f"{k}: differs"
+            r.delete(f"dpdk:u:{k}")
+            r.close()
+        except Exception as e:
+            errors.append(f"conn {k}: {e!r}")
+
+    before = tcp_counters()
+    t0 = time.perf_counter()
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(conns)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(300)
+    elapsed = time.perf_counter() - t0
+    after = tcp_counters()
+    assert not errors, "; ".join(errors[:5])
+    out_segs = after["OutSegs"] - before["OutSegs"]
+    retrans = after["RetransSegs"] - before["RetransSegs"]
+    assert retrans <= out_segs // 1000, f"{retrans} of {out_segs} segments retransmitted"
+    return {"connections": conns, "bytes": conns * 3 * size, "seconds": round(elapsed, 3),
+            "out_segs": out_segs, "retrans_segs": retrans}
+
+
+def check_rtt(host: str, port: int, args: argparse.Namespace) -> dict[str, Any]:
+    """Round trip of GET of a 64 B value on one connection, raw socket, in us."""
+    r = connect(host, port)
+    r.set("dpdk:rtt", b"x" * 64)
+    r.close()
+    s = socket.create_connection((host, port), timeout=10)
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    req = b"*2\r\n$3\r\nGET\r\n$8\r\ndpdk:rtt\r\n"
+    want = b"$64\r\n" + b"x" * 64 + b"\r\n"
+    samples = []
+    for i in range(args.n + 200):
+        t0 = time.perf_counter_ns()
+        s.sendall(req)
+        buf = b""
+        while len(buf) < len(want):
+            chunk = s.recv(4096)
+            assert chunk, "connection closed"
+            buf += chunk
+        t1 = time.perf_counter_ns()
+        assert buf == want, f"bad reply {buf[:80]!r}"
+        if i >= 200:  # warm-up
+            samples.append((t1 - t0) / 1000)
+    s.close()
+    samples.sort()
+    return {"n": len(samples), "p50_us": round(statistics.median(samples), 1),
+            "p90_us": round(samples[int(len(samples) * 0.9)], 1),
+            "p99_us": round(samples[int(len(samples) * 0.99)], 1),
+            "min_us": round(samples[0], 1)}
+
+
+CHECKS = {"values": check_values, "replay": check_replay, "concurrent": check_concurrent,
+          "uploads": check_uploads, "rtt": check_rtt}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("check", choices=sorted(CHECKS))
+    ap.add_argument("host")
+    ap.add_argument("port", type=int)
+    ap.add_argument("--conns", type=int, default=200)
+    ap.add_argument("--reqs", type=int, default=100)
+    ap.add_argument("--n", type=int, default=5000)
+    ap.add_argument("--size", type=int, default=1 << 20)
+    args = ap.parse_args()
+    try:
+        out = CHECKS[args.check](args.host, args.port, args)
+    except (AssertionError, redis.RedisError, OSError) as e:
+        print(json.dumps({"ok": False, "error": f"{type(e).__name__}: {e}"}), flush=True)
+        return 1
+    out["ok"] = True
+    print(json.dumps(out), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
