@@ -53,7 +53,7 @@ static void tWant(ir_transport *t, ir_conn *c, int on) { (void)t, (void)c, (void
 static void tClose(ir_transport *t, ir_conn *c) { (void)t, c->closed = 1; }
 static void tPeer(ir_transport *t, ir_conn *c, char *b, size_t l) {
     (void)t, (void)c;
-    snprintf(b, l, "test:0");
+    snprintf(b, l, "127.0.0.1:1");
 }
 static const ir_transport_ops test_ops = {
     .name = "test", .writev = tWritev, .want_writable = tWant, .want_readable = tWant,
