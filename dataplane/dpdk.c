@@ -52,10 +52,14 @@
  *   polling thread publishes every 100 ms under a spinlock.
  */
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <rte_common.h>
 #include <rte_cycles.h>
@@ -302,6 +306,20 @@ static void dpdkPeername(ir_transport *t, ir_conn *c, char *buf, size_t len) {
 
 /* ---- teardown ----------------------------------------------------------- */
 
+/* EAL leaves its runtime directory (config, memseg metadata, the telemetry
+ * socket) behind after rte_eal_cleanup(); a primary that exits cleanly
+ * removes it, so a stopped appliance leaves nothing in /var/run/dpdk. */
+static void removeRuntimeDir(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) unlinkat(dirfd(d), e->d_name, 0);
+    }
+    closedir(d);
+    rmdir(dir);
+}
+
 static void teardown(dpdk_transport *d) {
     struct lcore_queue_conf *q = d->qconf;
     if (d->stack) {
@@ -340,9 +358,12 @@ static void teardown(dpdk_transport *d) {
     rte_spinlock_unlock(&pub_lock);
     if (d->pool) rte_mempool_free(d->pool); /* after lwIP gave its pbufs back */
     if (eal_state == EAL_UP) {
+        char rundir[PATH_MAX];
+        snprintf(rundir, sizeof(rundir), "%s", rte_eal_get_runtime_dir());
         int ret = rte_eal_cleanup();
         if (ret != 0) serverLog("rte_eal_cleanup: err=%d", ret);
         eal_state = EAL_DONE;
+        removeRuntimeDir(rundir);
     }
     free(d);
 }
@@ -443,7 +464,8 @@ static int ealInit(const char *args) {
         snprintf(fixed, n, "%s,framecnt=%d", eal_argv[i], AF_PACKET_FRAMECNT);
         free(eal_fixed[i]);
         eal_fixed[i] = eal_argv[i] = fixed;
-        serverLog("eal_args: %s (af_packet ring sized for TCP windows)", fixed);
+        if (g_server && g_server->cfg.verbose)
+            serverLog("eal_args: %s (af_packet ring sized for TCP windows)", fixed);
     }
     if (!hasArg(argc, eal_argv, "--huge-unlink") && !hasArg(argc, eal_argv, "--in-memory") &&
         !hasArg(argc, eal_argv, "--no-huge"))
@@ -499,6 +521,7 @@ static int portInit(dpdk_transport *d, const ir_config *cfg, uint16_t port) {
     unsigned conns = (unsigned)RTE_MIN(cfg->maxclients > 0 ? cfg->maxclients : 1, CONN_ALLOWANCE);
     unsigned nb_mbufs = RTE_MAX(nb_rxd + nb_txd + MAX_PKT_BURST + MEMPOOL_CACHE_SIZE +
                                     MBUFS_PER_CONN * conns, 8192U);
+    if (cfg->dpdk_mbufs) nb_mbufs = cfg->dpdk_mbufs;
     uint16_t priv = (uint16_t)RTE_ALIGN(irl_rx_priv_size(), RTE_MBUF_PRIV_ALIGN);
     d->pool = rte_pktmbuf_pool_create("ir_mbuf_pool", nb_mbufs, MEMPOOL_CACHE_SIZE, priv,
                                       RTE_MBUF_DEFAULT_BUF_SIZE, (int)rte_socket_id());
@@ -603,11 +626,19 @@ ir_transport *ir_dpdk_transport_new(struct ir_server *s, const ir_config *cfg) {
     d->qconf = &lcore_queue_conf[rte_lcore_id()];
     memset(d->qconf, 0, sizeof(*d->qconf));
 
-    /* 2. the port: the first one available (port 0 with one --vdev) */
+    /* 2. the port: cfg->dpdk_port, or the first one available */
     uint16_t port = RTE_MAX_ETHPORTS, pid;
     RTE_ETH_FOREACH_DEV(pid) {
-        port = pid;
-        break;
+        if (cfg->dpdk_port < 0 || pid == cfg->dpdk_port) {
+            port = pid;
+            break;
+        }
+    }
+    if (port == RTE_MAX_ETHPORTS && cfg->dpdk_port >= 0) {
+        ir_set_error("rte_eth_dev_is_valid_port: no port %d (%u probed): bind a NIC to a DPDK "
+                     "driver or choose another --port", cfg->dpdk_port,
+                     (unsigned)rte_eth_dev_count_avail());
+        return fail(d, IR_ECONFIG);
     }
     if (port == RTE_MAX_ETHPORTS) {
         ir_set_error("rte_eth_dev_count_avail: no Ethernet ports, check eal_args (e.g. "

@@ -136,6 +136,8 @@ typedef struct ir_config {
     /* DPDK stack (issue 3): EAL arguments as one string, ip/prefix */
     const char *eal_args;
     const char *ip;
+    int dpdk_port;              /* ethdev port id, -1 = the first available */
+    unsigned dpdk_mbufs;        /* mbuf pool size, 0 = sized from maxclients */
 } ir_config;
 
 typedef struct ir_stats {

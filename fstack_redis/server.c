@@ -29,6 +29,7 @@ void ir_config_init(ir_config *cfg) {
     cfg->request_timeout_ms = 30000;
     cfg->tcp_keepalive = 300;
     cfg->dir = ".";
+    cfg->dpdk_port = -1;
 }
 
 ir_server *server_new(const ir_config *cfg) {

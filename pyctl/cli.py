@@ -13,13 +13,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import re
 import sys
 import time
+from pathlib import Path
 from typing import Any, NoReturn
 
 from pyctl import __version__, _native
 from pyctl import server as srv
-from pyctl.config import ConfigError, build, split_listen
+from pyctl.config import ConfigError, ServerConfig, build, split_listen
 
 
 class Parser(argparse.ArgumentParser):
@@ -93,6 +96,18 @@ def _add_start(sub: Any) -> None:
     p.add_argument("--restore", metavar="DIR", help="load the newest complete snapshot in DIR")
     p.add_argument("--save-on-shutdown", action="store_true", default=None,
                    help="SAVE before exiting on SIGTERM/SIGINT/SHUTDOWN")
+    d = p.add_argument_group("DPDK stack (--stack dpdk)")
+    d.add_argument("--cores", help="DPDK core list, e.g. 2-5; the first runs the stack (default 0)")
+    d.add_argument("--port", type=int, help="DPDK port id (default: the first probed)")
+    d.add_argument("--vdev", action="append", metavar="DEV",
+                   help="EAL virtual device, e.g. net_af_packet0,iface=veth0 (repeatable)")
+    d.add_argument("--ip", metavar="A.B.C.D/NN", help="address of the userspace TCP/IP stack")
+    d.add_argument("--listen-port", type=_positive_int, help="TCP port (default 6379)")
+    d.add_argument("--queues", type=_positive_int, help="RX/TX queue pairs (1)")
+    d.add_argument("--mbufs", type=_positive_int, help="mbuf pool size (default from maxclients)")
+    d.add_argument("--hugepages", type=_positive_int, help="reserve N free 2 MB hugepages first")
+    d.add_argument("--netns", help="run inside this network namespace (pyctl netns up)")
+    d.add_argument("--file-prefix", help="EAL --file-prefix (default inreplay)")
     p.add_argument("--config", metavar="FILE.toml", help="read settings from a TOML file")
     p.add_argument("--daemon", action="store_true", default=None, help="run in the background")
     p.add_argument("--logfile", help="daemon log file (default <rundir>/<port>.log)")
@@ -104,17 +119,30 @@ def cmd_start(args: argparse.Namespace) -> int:
     keys = ("listen", "stack", "capacity", "table", "alpha", "beta", "epsilon", "maxbytes",
             "fanout", "seed", "maxclients", "proto_max_bulk_len", "daemon", "logfile", "verbose",
             "requirepass", "client_subnet", "maxmemory", "client_output_buffer_limit", "timeout",
-            "request_timeout_ms", "tcp_keepalive", "dir", "restore", "save_on_shutdown")
+            "request_timeout_ms", "tcp_keepalive", "dir", "restore", "save_on_shutdown",
+            "cores", "port", "vdev", "ip", "listen_port", "queues", "mbufs", "hugepages", "netns",
+            "file_prefix")
     try:
         cfg = build(args.config, {k: getattr(args, k) for k in keys})
     except ConfigError as e:
         die(prog, str(e), 2)
+    if cfg.stack != "dpdk":
+        dpdk_only = [k for k in ("cores", "port", "vdev", "ip", "listen_port", "queues", "mbufs",
+                                 "hugepages", "file_prefix") if getattr(args, k) is not None]
+        if dpdk_only:
+            die(prog, f"--{dpdk_only[0].replace('_', '-')} is for --stack dpdk", 2)
+    elif args.listen:
+        die(prog, "--listen is for the kernel stack; with --stack dpdk use --ip and --listen-port",
+            2)
+    if cfg.netns and os.environ.get("INREPLAY_IN_NETNS") != cfg.netns:
+        _reexec_in_netns(prog, cfg.netns, args.raw_argv)
     if cfg.stack == "dpdk":
-        die(prog, "--stack dpdk: this build has no DPDK dataplane yet; use --stack kernel", 2)
+        _check_dpdk_host(prog, cfg)
     for inst in srv.instances():
-        if inst.port == cfg.port and cfg.port != 0:
+        if inst.port == cfg.tcp_port and cfg.tcp_port != 0 and inst.host == cfg.host:
+            flag = "--listen-port" if cfg.stack == "dpdk" else "--listen"
             die(prog, f"an inreplay server (pid {inst.pid}) already runs on {inst.endpoint}: "
-                      "'pyctl stop' it or choose another --listen port")
+                      f"'pyctl stop' it or choose another {flag} port")
     try:
         if cfg.daemon:
             port = srv.daemonize(cfg)
@@ -131,6 +159,43 @@ def cmd_start(args: argparse.Namespace) -> int:
         die(prog, f"{e}{_hint(e)}")
     except ValueError as e:
         die(prog, str(e))
+
+
+def _reexec_in_netns(prog: str, name: str, argv: list[str]) -> NoReturn:
+    """Run this same command inside network namespace `name`."""
+    from pyctl import netns
+
+    try:
+        netns.require_root("--netns")
+        if name not in netns.namespaces():
+            die(prog, f"--netns {name}: no such namespace (create it with "
+                      f"'pyctl netns up --name {name}')", 2)
+    except netns.SetupError as e:
+        die(prog, str(e), 2)
+    env = dict(os.environ, INREPLAY_IN_NETNS=name)
+    os.execvpe("ip", ["ip", "netns", "exec", name, sys.executable, "-m", "pyctl", *argv], env)
+
+
+def _check_dpdk_host(prog: str, cfg: ServerConfig) -> None:
+    """One-line errors for what DPDK would otherwise report as a panic or a log flood."""
+    from pyctl import netns
+
+    if os.geteuid() != 0:
+        die(prog, "--stack dpdk needs root (hugepages and raw NIC access): run it with sudo")
+    for v in cfg.vdev:
+        m = re.search(r"iface=([^,]+)", v)
+        if m and not Path("/sys/class/net", m.group(1)).exists():
+            where = f" in namespace {cfg.netns}" if cfg.netns else ""
+            die(prog, f"--vdev {v}: interface {m.group(1)} does not exist{where} "
+                      "('ip link' lists them; 'pyctl netns up' makes a test pair)", 2)
+    try:
+        if cfg.hugepages:
+            netns.ensure_hugepages(cfg.hugepages)
+    except netns.SetupError as e:
+        die(prog, str(e))
+    if netns.hugepages_free() == 0:
+        die(prog, "no free 2 MB hugepages: add --hugepages 256, or reserve them with "
+                  "'echo 256 > /sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages'")
 
 
 def _hint(e: _native.InreplayError) -> str:
@@ -155,7 +220,7 @@ def _status_of(inst: srv.Instance) -> dict[str, Any]:
 
     out: dict[str, Any] = {
         "running": True, "pid": inst.pid, "endpoint": inst.endpoint, "stack": inst.stack,
-        "cores": None,
+        "cores": inst.cores, "netns": inst.netns or None,
     }
     try:
         r = redis.Redis(host=inst.host, port=inst.port, socket_timeout=2, protocol=2)
@@ -199,6 +264,8 @@ def cmd_status(args: argparse.Namespace) -> int:
         print(f"inreplay: running, pid {r['pid']}, {r['stack']} stack on {r['endpoint']}, "
               f"up {r['uptime_s']} s, {r['clients']} client(s), {r['keys']} key(s), "
               f"{r['used_memory'] / 2**20:.1f} MiB, tables: {tables}")
+        for core, role in (r.get("cores") or {}).items():
+            print(f"  core {core}: {role}")
     return 0
 
 
@@ -286,6 +353,7 @@ def main(argv: list[str] | None = None) -> int:
     ns.add_argument("--subnet", default="10.77.0.0/24", help="addresses (default 10.77.0.0/24)")
     ns.add_argument("--json", action="store_true", help="print the topology as JSON")
     args = p.parse_args(argv)
+    args.raw_argv = list(sys.argv[1:] if argv is None else argv)
     handlers = {"start": cmd_start, "status": cmd_status, "stop": cmd_stop,
                 "drivers": cmd_drivers, "netns": cmd_netns}
     return handlers[args.cmd](args)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import ipaddress
+import os
 import tomllib
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -72,17 +73,58 @@ class ServerConfig:
     """Directory to load the newest complete snapshot from at start (empty: start empty)."""
     save_on_shutdown: bool = False
     """SAVE a snapshot to `dir` before exiting on SIGTERM, SIGINT or SHUTDOWN."""
-    extra: dict[str, Any] = field(default_factory=dict, repr=False)
-    """Reserved for settings of later stacks; not set from TOML directly."""
+    # ---- the DPDK stack ------------------------------------------------------
+    cores: str = ""
+    """DPDK core list (e.g. "2-5" or "0,2"); the first is the network lcore. Default "0"."""
+    port: int = -1
+    """DPDK ethdev port id to serve on; -1 means the first port probed."""
+    vdev: list[str] = field(default_factory=list)
+    """EAL virtual devices, e.g. "net_af_packet0,iface=veth0" (implies --no-pci)."""
+    ip: str = ""
+    """A.B.C.D/NN the userspace TCP/IP stack answers on (required with --stack dpdk)."""
+    listen_port: int = 6379
+    """TCP port of the DPDK stack."""
+    queues: int = 1
+    """RX/TX queue pairs; one lwIP stack per process serves exactly one."""
+    mbufs: int = 0
+    """Size of the mbuf pool; 0 sizes it from maxclients."""
+    hugepages: int = 0
+    """Reserve this many free 2 MB hugepages (and mount hugetlbfs) before starting."""
+    netns: str = ""
+    """Run inside this network namespace (see `pyctl netns up`)."""
+    file_prefix: str = "inreplay"
+    """EAL --file-prefix: names hugepage files and the telemetry socket directory."""
 
     # ---- derived -------------------------------------------------------------
     @property
     def host(self) -> str:
-        return split_listen(self.listen)[0]
+        """The address clients reach: the lwIP address on DPDK, else --listen's host."""
+        return self.ip.split("/")[0] if self.stack == "dpdk" else split_listen(self.listen)[0]
 
     @property
-    def port(self) -> int:
-        return split_listen(self.listen)[1]
+    def tcp_port(self) -> int:
+        return self.listen_port if self.stack == "dpdk" else split_listen(self.listen)[1]
+
+    def core_list(self) -> list[int]:
+        """The --cores list expanded ("0-2,5" -> [0, 1, 2, 5])."""
+        out: list[int] = []
+        for part in (self.cores or "0").split(","):
+            lo, _, hi = part.partition("-")
+            if not lo.isdigit() or (hi and not hi.isdigit()) or (hi and int(hi) < int(lo)):
+                raise ConfigError(f"--cores: {self.cores!r} is not a core list like 2-5 or 0,2")
+            out += range(int(lo), int(hi or lo) + 1)
+        return out
+
+    def eal_args(self) -> list[str]:
+        """EAL arguments for the DPDK stack."""
+        args = ["-l", self.cores or "0", "--file-prefix", self.file_prefix]
+        for v in self.vdev:
+            args += [f"--vdev={v}"]
+        if self.vdev:
+            args.append("--no-pci")
+        if not self.verbose:
+            args.append("--log-level=error")  # EAL's start-up chatter only with --verbose
+        return args
 
     def validate(self) -> None:
         """Raise ConfigError naming the first bad setting."""
@@ -118,6 +160,44 @@ class ServerConfig:
                                   "an address/prefix like 10.0.0.0/24") from None
         if self.restore and not Path(self.restore).is_dir():
             raise ConfigError(f"--restore: {self.restore}: no such directory")
+        if self.stack == "dpdk":
+            self._validate_dpdk()
+
+    def _validate_dpdk(self) -> None:
+        cores = self.core_list()
+        n = os.cpu_count() or 1
+        bad = [c for c in cores if c >= n]
+        if bad:
+            raise ConfigError(f"--cores {self.cores}: this machine has cores 0-{n - 1}")
+        if not self.ip:
+            raise ConfigError("--ip: required with --stack dpdk (the address lwIP answers on, "
+                              "e.g. --ip 10.77.0.2/24)")
+        try:
+            iface = ipaddress.ip_interface(self.ip)
+        except ValueError:
+            raise ConfigError(f"--ip: {self.ip!r} is not an IPv4 address/prefix") from None
+        if iface.version != 4 or "/" not in self.ip:
+            raise ConfigError(f"--ip: {self.ip!r}: give an IPv4 address with its prefix, "
+                              "e.g. 10.77.0.2/24")
+        if not 0 <= self.listen_port <= 65535:
+            raise ConfigError(f"--listen-port: must be 0-65535, got {self.listen_port}")
+        if self.queues != 1:
+            raise ConfigError("--queues: the lwIP stack keeps global state, so one process "
+                              "serves one queue pair; run one appliance per queue instead")
+        if self.port < -1:
+            raise ConfigError("--port: must be a DPDK port id >= 0")
+        if not self.file_prefix.replace("-", "").replace("_", "").isalnum():
+            raise ConfigError("--file-prefix: letters, digits, - and _ only")
+        for v in self.vdev:
+            if not v or " " in v:
+                raise ConfigError(f"--vdev: {v!r} is not an EAL device string "
+                                  "like net_af_packet0,iface=eth1")
+
+    def allowed_subnet(self) -> str:
+        """client_subnet, defaulting on DPDK to the --ip network when no password is set."""
+        if self.client_subnet or self.requirepass or self.stack != "dpdk":
+            return self.client_subnet
+        return str(ipaddress.ip_interface(self.ip).network)
 
 
 def flag(name: str) -> str:
@@ -163,6 +243,9 @@ def load_toml(path: str | Path) -> dict[str, Any]:
         want = type(getattr(defaults, name))
         if want is float and isinstance(value, int) and not isinstance(value, bool):
             value = float(value)
+        if want is list and not (isinstance(value, list) and all(isinstance(v, str)
+                                                                  for v in value)):
+            raise ConfigError(f"--config: {p}: {key} must be a list of strings")
         if not isinstance(value, want) or (want is int and isinstance(value, bool)):
             raise ConfigError(f"--config: {p}: {key} must be {want.__name__}")
         out[name] = value

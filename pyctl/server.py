@@ -37,6 +37,9 @@ class Instance:
     stack: str
     started: float
     path: Path
+    cores: dict[str, str] | None = None
+    netns: str = ""
+    file_prefix: str = ""
 
     @property
     def endpoint(self) -> str:
@@ -64,7 +67,8 @@ def instances() -> list[Instance]:
         try:
             d = json.loads(p.read_text())
             inst = Instance(int(d["pid"]), d["host"], int(d["port"]), d["stack"],
-                            float(d["started"]), p)
+                            float(d["started"]), p, d.get("cores"), d.get("netns", ""),
+                            d.get("file_prefix", ""))
         except (OSError, ValueError, KeyError):
             continue
         if inst.alive():
@@ -72,6 +76,17 @@ def instances() -> list[Instance]:
         else:
             p.unlink(missing_ok=True)
     return out
+
+
+def core_roles(cfg: ServerConfig) -> dict[str, str] | None:
+    """Which core does what (DPDK); None on the kernel stack, where the OS schedules."""
+    if cfg.stack != "dpdk":
+        return None
+    cores = cfg.core_list()
+    roles = {str(cores[0]): "network lcore: DPDK RX/TX, lwIP TCP/IP, RESP server, replay tables"}
+    for c in cores[1:]:
+        roles[str(c)] = "reserved, idle (one lwIP stack per process serves one queue)"
+    return roles
 
 
 def _to_c(cfg: ServerConfig, keep: list[Any]) -> Any:
@@ -86,7 +101,12 @@ def _to_c(cfg: ServerConfig, keep: list[Any]) -> Any:
 
     c.stack = s(cfg.stack)
     c.bind = s(cfg.host)
-    c.port = cfg.port
+    c.port = cfg.tcp_port
+    if cfg.stack == "dpdk":
+        c.eal_args = s(" ".join(cfg.eal_args()))
+        c.ip = s(cfg.ip)
+        c.dpdk_port = cfg.port
+        c.dpdk_mbufs = cfg.mbufs
     c.proto_max_bulk_len = cfg.proto_max_bulk_len
     c.client_query_buffer_limit = cfg.client_query_buffer_limit
     c.maxclients = cfg.maxclients
@@ -97,8 +117,8 @@ def _to_c(cfg: ServerConfig, keep: list[Any]) -> Any:
     c.verbose = int(cfg.verbose)
     if cfg.requirepass:
         c.requirepass = s(cfg.requirepass)
-    if cfg.client_subnet:
-        c.client_subnet = s(cfg.client_subnet)
+    if cfg.allowed_subnet():
+        c.client_subnet = s(cfg.allowed_subnet())
     c.maxmemory = cfg.maxmemory
     c.client_output_buffer_limit = cfg.client_output_buffer_limit
     c.timeout = cfg.timeout
@@ -150,7 +170,8 @@ def run(cfg: ServerConfig, ready: Any = None) -> int:
             state = rundir() / f"{port}.json"
             state.write_text(json.dumps({
                 "pid": os.getpid(), "host": cfg.host, "port": port, "stack": cfg.stack,
-                "started": time.time(),
+                "started": time.time(), "cores": core_roles(cfg), "netns": cfg.netns,
+                "file_prefix": cfg.file_prefix if cfg.stack == "dpdk" else "",
             }))
             if ready:
                 ready(port)
@@ -186,7 +207,7 @@ def daemonize(cfg: ServerConfig) -> int:
     # child
     os.close(r)
     os.setsid()
-    log = cfg.logfile or str(rundir() / f"{cfg.port}.log")
+    log = cfg.logfile or str(rundir() / f"{cfg.tcp_port}.log")
     fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)

@@ -70,11 +70,12 @@ def test_bad_flags_get_one_line_naming_the_flag(args: list[str], names: str) -> 
     assert "Traceback" not in r.stderr
 
 
-def test_dpdk_stack_not_built_yet_is_a_clear_error() -> None:
-    r = pyctl("start", "--stack", "dpdk", "--listen", "127.0.0.1:0")
-    assert r.returncode == 2
-    assert r.stderr.count("\n") == 1
-    assert "--stack dpdk" in r.stderr and "--stack kernel" in r.stderr
+def test_dpdk_stack_flags_are_checked_before_anything_starts() -> None:
+    r = pyctl("start", "--stack", "dpdk", "--listen-port", "7000")
+    assert r.returncode == 2 and r.stderr.count("\n") == 1
+    assert "--ip: required with --stack dpdk" in r.stderr
+    r = pyctl("start", "--cores", "0-1")
+    assert r.returncode == 2 and "--cores is for --stack dpdk" in r.stderr
 
 
 def test_daemon_status_stop(rundir: Path) -> None:

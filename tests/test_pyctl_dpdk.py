@@ -1,0 +1,118 @@
+"""The DPDK stack as a user starts it: `pyctl netns up`, then the printed `pyctl start` line.
+
+Runs as root (CI is root); skipped elsewhere with the reason."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0,
+                                reason="the DPDK stack needs root (hugepages, af_packet)")
+
+PYCTL = [sys.executable, "-m", "pyctl"]
+
+
+def pyctl(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*PYCTL, *args], capture_output=True, text=True, timeout=timeout,
+                          check=False)
+
+
+@pytest.fixture
+def topo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, object]]:
+    monkeypatch.setenv("INREPLAY_RUN_DIR", str(tmp_path / "run"))
+    name = f"irp{os.getpid() % 100000}"
+    up = pyctl("netns", "up", "--name", name, "--subnet", "10.81.0.0/24", "--json")
+    assert up.returncode == 0, up.stderr
+    t = json.loads(up.stdout)
+    human = pyctl("netns", "up", "--name", name, "--subnet", "10.81.0.0/24")
+    t["start_line"] = human.stdout.strip().splitlines()[-1].strip()
+    try:
+        yield t
+    finally:
+        for f in (tmp_path / "run").glob("*.json"):
+            try:
+                os.kill(json.loads(f.read_text())["pid"], 9)
+            except (OSError, ValueError, KeyError):
+                pass
+        pyctl("netns", "down", "--name", name)
+
+
+def test_printed_start_line_brings_up_the_dpdk_appliance(topo: dict[str, object]) -> None:
+    line = str(topo["start_line"])
+    assert line.startswith("pyctl start --stack dpdk --netns ")
+    prefix = f"irtest{os.getpid() % 100000}"
+    args = [*shlex.split(line)[1:], "--daemon", "--file-prefix", prefix]
+    r = pyctl(*args)
+    assert r.returncode == 0, r.stderr
+    endpoint = f"{topo['appliance_ip']}:6379"
+    assert f"dpdk stack listening on {endpoint}" in r.stdout
+    st = json.loads(pyctl("status", "--json", "--listen", endpoint).stdout)
+    assert st["running"] and st["stack"] == "dpdk" and st["endpoint"] == endpoint
+    assert "lwIP" in st["cores"]["0"] and st["netns"] == topo["netns"]
+
+    c = redis.Redis(host=str(topo["appliance_ip"]), port=6379, socket_timeout=10)
+    assert c.ping()
+    blob = os.urandom(13 << 20)
+    c.set("params", blob)
+    assert hashlib.sha256(c.get("params") or b"").digest() == hashlib.sha256(blob).digest()
+    c.execute_command("REPLAY.CREATE", "t", "CAPACITY", "100")
+    ids = c.execute_command("REPLAY.ADD", "t", "1", b"a", "2", b"b")
+    assert ids == [0, 1]
+    raw_ids, _, items = c.execute_command("REPLAY.SAMPLE", "t", "8")
+    assert len(raw_ids) == 64 and set(items) <= {b"a", b"b"}
+    cli = subprocess.run(["redis-cli", "-h", str(topo["appliance_ip"]), "GET", "nokey"],
+                         capture_output=True, text=True, timeout=10)
+    assert cli.returncode == 0 and cli.stdout.strip() == ""
+    c.close()
+
+    t0 = time.monotonic()
+    stop = pyctl("stop", "--listen", endpoint)
+    assert stop.returncode == 0, stop.stderr
+    assert time.monotonic() - t0 < 5
+    assert not [f for f in os.listdir("/dev/hugepages") if f.startswith(prefix)]
+    assert not Path(f"/var/run/dpdk/{prefix}").exists(), "EAL's runtime dir is removed"
+
+
+@pytest.mark.parametrize(
+    ("extra", "needle"),
+    [
+        (["--cores", "0-63"], "--cores 0-63: this machine has cores"),
+        (["--cores", "x"], "--cores"),
+        (["--queues", "4"], "--queues"),
+        (["--listen", "127.0.0.1:1"], "--listen is for the kernel stack"),
+    ],
+)
+def test_dpdk_flag_errors_are_one_line(topo: dict[str, object], extra: list[str],
+                                       needle: str) -> None:
+    args = [*shlex.split(str(topo["start_line"]))[1:], *extra]
+    r = pyctl(*args)
+    assert r.returncode != 0
+    assert needle in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_missing_interface_and_namespace(topo: dict[str, object]) -> None:
+    r = pyctl("start", "--stack", "dpdk", "--ip", "10.81.0.2/24", "--vdev",
+              "net_af_packet0,iface=nosuch0")
+    assert r.returncode == 2 and "interface nosuch0 does not exist" in r.stderr
+    r = pyctl("start", "--stack", "dpdk", "--ip", "10.81.0.2/24", "--netns", "nosuchns")
+    assert r.returncode == 2 and "no such namespace" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_no_such_dpdk_port(topo: dict[str, object]) -> None:
+    args = [*shlex.split(str(topo["start_line"]))[1:], "--port", "5",
+            "--file-prefix", f"irport{os.getpid() % 100000}"]
+    r = pyctl(*args)
+    assert r.returncode == 1
+    assert "no port 5" in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
