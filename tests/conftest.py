@@ -41,8 +41,20 @@ import pytest
 import redis
 
 ROOT = Path(__file__).resolve().parent.parent
-SERVER_KINDS = ("redis", "inreplay")
 HOST = "127.0.0.1"
+
+
+def _dpdk_built() -> bool:
+    """The library was built with the DPDK stack (meson found libdpdk and lwip)."""
+    return any((ROOT / "build" / "dataplane").glob("libinreplay_dpdk.a"))
+
+
+# "dpdk" is inreplay on the DPDK + lwIP stack in a network namespace, reached
+# across a veth: the same suites run on both stacks. It needs root (CI is root).
+SERVER_KINDS = ("redis", "inreplay") + (("dpdk",) if os.geteuid() == 0 and _dpdk_built() else ())
+DPDK_NETNS = f"irsuite{os.getpid() % 100000}"
+DPDK_SUBNET = "10.83.0.0/24"
+DPDK_IP = "10.83.0.2"
 START_TIMEOUT = float(os.environ.get("INREPLAY_TEST_START_TIMEOUT", "30"))
 STOP_TIMEOUT = 15.0
 
@@ -315,9 +327,9 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _ping(port: int) -> bool:
+def _ping(port: int, host: str = HOST) -> bool:
     try:
-        with socket.create_connection((HOST, port), timeout=1.0) as s:
+        with socket.create_connection((host, port), timeout=1.0) as s:
             s.sendall(b"PING\r\n")
             data = b""
             while len(data) < 7:
@@ -335,6 +347,28 @@ def _require(binary: str) -> str:
     if path is None:
         pytest.fail(f"{binary} not found: install Debian's redis-server and redis-tools")
     return path
+
+
+_netns_state = {"up": False}
+
+
+def _dpdk_netns_up() -> None:
+    """The session's namespace + veth for the DPDK server (torn down at exit)."""
+    if _netns_state["up"]:
+        return
+    r = subprocess.run([sys.executable, "-m", "pyctl", "netns", "up", "--name", DPDK_NETNS,
+                        "--subnet", DPDK_SUBNET], capture_output=True, text=True, cwd=ROOT)
+    if r.returncode != 0:
+        raise RuntimeError(f"pyctl netns up failed: {r.stderr}")
+    _netns_state["up"] = True
+    atexit.register(_dpdk_netns_down)
+
+
+def _dpdk_netns_down() -> None:
+    if _netns_state["up"]:
+        subprocess.run([sys.executable, "-m", "pyctl", "netns", "down", "--name", DPDK_NETNS],
+                       capture_output=True, cwd=ROOT)
+        _netns_state["up"] = False
 
 
 class ServerProcess:
@@ -363,6 +397,19 @@ class ServerProcess:
             argv = shlex.split(template.format(host=HOST, port=self.port)) + list(extra_args)
             cwd = ROOT
             env = None
+        elif kind == "dpdk":
+            _dpdk_netns_up()
+            self.host = DPDK_IP
+            argv = [
+                sys.executable, "-m", "pyctl", "start", "--stack", "dpdk",
+                "--netns", DPDK_NETNS, "--cores", "0", "--ip", f"{DPDK_IP}/24",
+                "--vdev", f"net_af_packet0,iface={DPDK_NETNS[:12]}-a",
+                "--listen-port", str(self.port), "--hugepages", "128",
+                "--file-prefix", f"{DPDK_NETNS}-{self.port}",
+                *extra_args,
+            ]  # fmt: skip
+            cwd = ROOT
+            env = dict(os.environ)
         elif kind == "inreplay":
             argv = [
                 sys.executable, "-m", "pyctl", "start",
@@ -404,7 +451,7 @@ class ServerProcess:
                     f"{self.kind} exited with {self.proc.returncode} before listening "
                     f"({shlex.join(self.argv)}):\n{self.log_tail()}"
                 )
-            if _ping(self.port):
+            if _ping(self.port, self.host):
                 return
             time.sleep(0.05)
         raise RuntimeError(
@@ -514,6 +561,7 @@ def server_pool(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerPool
     finally:
         problems = pool.close()
         _kill_leftovers()
+        _dpdk_netns_down()
     assert not problems, "\n".join(problems)
 
 
