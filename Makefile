@@ -4,7 +4,7 @@ PY        ?= python3
 BUILD     ?= build
 ASAN      ?= build-asan
 APT_PKGS  := build-essential pkg-config redis-server redis-tools clang libclang-rt-14-dev \
-             iproute2 ethtool dpdk libdpdk-dev liblwip-dev
+             iproute2 ethtool dpdk dpdk-dev libdpdk-dev liblwip-dev
 SUDO      := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 STAMP     := .deps-stamp
 
@@ -21,7 +21,7 @@ $(STAMP): pyproject.toml Makefile
 	  $(SUDO) apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
 	fi
-	$(PY) -m pip install -q -e '.[dev,bench]'
+	$(PY) -m pip install -q -e '.[dev,bench,rl]'
 	@touch $@
 
 build: deps
@@ -46,7 +46,7 @@ test-py: build
 test: test-c lint test-py
 
 demo: build
-	$(PY) -m pyctl.demo
+	$(PY) -m pyctl demo
 
 bench: build
 	$(PY) bench/sumtree.py --json $(BUILD)/bench-sumtree.json

@@ -240,6 +240,37 @@ static int telemetryStats(const char *cmd, const char *params, struct rte_tel_da
     rte_tel_data_add_dict_u64(t, "rx_dropped", s.rx_dropped);
     rte_tel_data_add_dict_u64(t, "connections", s.connections);
     rte_tel_data_add_dict_u64(t, "accepted", s.accepted);
+    ir_stats st;
+    ir_get_stats(&st);
+    rte_tel_data_add_dict_u64(t, "clients", st.connected_clients);
+    rte_tel_data_add_dict_u64(t, "commands", st.total_commands);
+    rte_tel_data_add_dict_u64(t, "commands_per_sec", st.commands_per_sec);
+    rte_tel_data_add_dict_u64(t, "keys", st.keys);
+    rte_tel_data_add_dict_u64(t, "tables", st.tables);
+    rte_tel_data_add_dict_u64(t, "used_memory", st.used_memory);
+    return 0;
+}
+
+/* /inreplay/tables: {name: {size, capacity, inserts, samples, updates, ...}} */
+static int telemetryTables(const char *cmd, const char *params, struct rte_tel_data *t) {
+    (void)cmd;
+    (void)params;
+    static ir_table_stats ts[64]; /* telemetry callbacks run on one thread */
+    int n = ir_get_table_stats(ts, 64);
+    rte_tel_data_start_dict(t);
+    for (int i = 0; i < n; i++) {
+        struct rte_tel_data *d = rte_tel_data_alloc();
+        if (!d) return -ENOMEM;
+        rte_tel_data_start_dict(d);
+        rte_tel_data_add_dict_u64(d, "size", ts[i].size);
+        rte_tel_data_add_dict_u64(d, "capacity", ts[i].capacity);
+        rte_tel_data_add_dict_u64(d, "inserts", ts[i].inserts);
+        rte_tel_data_add_dict_u64(d, "samples", ts[i].samples);
+        rte_tel_data_add_dict_u64(d, "updates", ts[i].updates);
+        rte_tel_data_add_dict_u64(d, "stale_updates", ts[i].stale_updates);
+        rte_tel_data_add_dict_u64(d, "bytes_used", ts[i].bytes_used);
+        rte_tel_data_add_dict_container(t, ts[i].name, d, 0);
+    }
     return 0;
 }
 
@@ -684,8 +715,12 @@ ir_transport *ir_dpdk_transport_new(struct ir_server *s, const ir_config *cfg) {
         ret = rte_telemetry_register_cmd("/inreplay/stats", telemetryStats,
                                          "Returns inreplay's DPDK port counters and TCP "
                                          "connection counts. Takes no parameters.");
+        if (ret == 0)
+            ret = rte_telemetry_register_cmd("/inreplay/tables", telemetryTables,
+                                             "Returns inreplay's replay tables: size, capacity "
+                                             "and counters. Takes no parameters.");
         if (ret == 0) telemetry_registered = 1;
-        else serverLog("rte_telemetry_register_cmd /inreplay/stats: err=%d", ret);
+        else serverLog("rte_telemetry_register_cmd /inreplay/*: err=%d", ret);
     }
     publishStats(d, 1);
     char ip[INET_ADDRSTRLEN], name[RTE_ETH_NAME_MAX_LEN];

@@ -4,6 +4,7 @@
  * tables), the transport, then the loop; teardown runs in reverse. The
  * signal handler only sets force_quit, as in DPDK's examples.
  */
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -20,6 +21,14 @@
 static volatile sig_atomic_t force_quit;
 static volatile int running;
 static ir_stats published;
+
+/* Table counters for other threads (DPDK telemetry, pyctl): copied under a
+ * mutex by the loop thread every tick. */
+#define MAX_PUBLISHED_TABLES 64
+static pthread_mutex_t tables_lock = PTHREAD_MUTEX_INITIALIZER;
+static ir_table_stats published_tables[MAX_PUBLISHED_TABLES];
+static int published_ntables;
+static uint64_t cps_last_ms, cps_last_commands;
 
 static void signalHandler(int signum) {
     if (signum == SIGINT || signum == SIGTERM) force_quit = 1;
@@ -60,6 +69,36 @@ static void publishStats(const ir_server *s) {
     __atomic_store_n(&published.tables, (uint64_t)s->tables->count, __ATOMIC_RELAXED);
     __atomic_store_n(&published.keys, dbSize(s->db), __ATOMIC_RELAXED);
     __atomic_store_n(&published.used_memory, serverUsedMemory(s), __ATOMIC_RELAXED);
+    if (s->now_ms - cps_last_ms >= 1000) {
+        uint64_t dt = s->now_ms - cps_last_ms;
+        uint64_t cps = cps_last_ms ? (s->total_commands - cps_last_commands) * 1000 / dt : 0;
+        __atomic_store_n(&published.commands_per_sec, cps, __ATOMIC_RELAXED);
+        cps_last_ms = s->now_ms;
+        cps_last_commands = s->total_commands;
+    }
+    pthread_mutex_lock(&tables_lock);
+    int n = 0;
+    for (const ir_table *t = s->tables->head; t && n < MAX_PUBLISHED_TABLES; t = t->next, n++) {
+        ir_table_stats *o = &published_tables[n];
+        snprintf(o->name, sizeof(o->name), "%s", t->name);
+        o->size = tableSize(t);
+        o->capacity = t->o.capacity;
+        o->inserts = t->inserts;
+        o->samples = t->samples;
+        o->updates = t->updates;
+        o->stale_updates = t->stale_updates;
+        o->bytes_used = t->bytes_used;
+    }
+    published_ntables = n;
+    pthread_mutex_unlock(&tables_lock);
+}
+
+int ir_get_table_stats(ir_table_stats *out, int max) {
+    pthread_mutex_lock(&tables_lock);
+    int n = published_ntables < max ? published_ntables : max;
+    memcpy(out, published_tables, (size_t)(n > 0 ? n : 0) * sizeof(*out));
+    pthread_mutex_unlock(&tables_lock);
+    return n;
 }
 
 void ir_get_stats(ir_stats *out) {
@@ -72,6 +111,7 @@ void ir_get_stats(ir_stats *out) {
     out->keys = __atomic_load_n(&published.keys, __ATOMIC_RELAXED);
     out->tables = __atomic_load_n(&published.tables, __ATOMIC_RELAXED);
     out->used_memory = __atomic_load_n(&published.used_memory, __ATOMIC_RELAXED);
+    out->commands_per_sec = __atomic_load_n(&published.commands_per_sec, __ATOMIC_RELAXED);
 }
 
 static int createStartupTable(ir_server *s, const ir_config *cfg) {
@@ -166,6 +206,10 @@ signals:
     sigaction(SIGPIPE, &old_pipe, NULL);
 out:
     memset(&published, 0, sizeof(published));
+    pthread_mutex_lock(&tables_lock);
+    published_ntables = 0;
+    pthread_mutex_unlock(&tables_lock);
+    cps_last_ms = cps_last_commands = 0;
     __atomic_store_n(&running, 0, __ATOMIC_RELEASE);
     return rc;
 }

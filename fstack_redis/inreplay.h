@@ -150,7 +150,13 @@ typedef struct ir_stats {
     uint64_t keys;
     uint64_t tables;
     uint64_t used_memory;
+    uint64_t commands_per_sec;  /* over the last second */
 } ir_stats;
+
+typedef struct ir_table_stats {
+    char name[64];
+    uint64_t size, capacity, inserts, samples, updates, stale_updates, bytes_used;
+} ir_table_stats;
 
 /* Fill cfg with defaults. */
 void ir_config_init(ir_config *cfg);
@@ -162,6 +168,8 @@ int ir_run(const ir_config *cfg);
 void ir_stop(void);
 /* Snapshot of counters; safe from any thread while ir_run runs. */
 void ir_get_stats(ir_stats *out);
+/* Up to max tables' counters (refreshed every 100 ms); returns how many. Any thread. */
+int ir_get_table_stats(ir_table_stats *out, int max);
 /* Library version string. */
 const char *ir_version(void);
 

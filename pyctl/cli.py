@@ -287,6 +287,70 @@ def cmd_stop(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_stats(args: argparse.Namespace) -> int:
+    """Counters from INFO (both stacks) and DPDK telemetry (the DPDK stack)."""
+    import redis
+
+    from pyctl import telemetry
+
+    prog = "pyctl stats"
+    found = _pick(prog, args.listen)
+    if not found:
+        die(prog, "no inreplay server is running", 3)
+    if len(found) > 1:
+        die(prog, "several servers run: choose one with --listen", 2)
+    inst = found[0]
+    try:
+        r = redis.Redis(host=inst.host, port=inst.port, socket_timeout=5, protocol=2)
+        before = r.info("stats")["total_commands_processed"]
+        time.sleep(args.interval)
+        info = r.info("everything")
+        tables = {}
+        for name in r.execute_command("REPLAY.LIST"):
+            raw = r.execute_command("REPLAY.INFO", name)
+            d = dict(zip(raw[::2], raw[1::2], strict=True))
+            tables[name.decode(errors="replace")] = {
+                k: int(d[k.encode()]) for k in ("size", "capacity", "inserts", "samples",
+                                                 "updates", "stale_updates", "bytes_used")}
+        r.close()
+    except redis.RedisError as e:
+        die(prog, f"{inst.endpoint} does not answer: {e}")
+    # the INFO call itself is one command: leave it out of the rate
+    cps = (info["total_commands_processed"] - before - 1) / args.interval
+    out: dict[str, Any] = {
+        "endpoint": inst.endpoint, "stack": inst.stack, "clients": info["connected_clients"],
+        "commands_per_sec": round(max(cps, 0.0), 1), "used_memory": info["used_memory"],
+        "keys": info.get("db0", {}).get("keys", 0), "tables": tables,
+        "ports": None,
+    }
+    if inst.stack == "dpdk" and inst.file_prefix:
+        try:
+            t = telemetry.query(inst.file_prefix, "/inreplay/stats")["/inreplay/stats"]
+            out["ports"] = {str(t["port_id"]): {k: t[k] for k in (
+                "link_up", "rx_packets", "tx_packets", "rx_bytes", "tx_bytes", "imissed",
+                "ierrors", "oerrors", "rx_nombuf")}}
+            out["connections"] = t["connections"]
+        except (telemetry.TelemetryError, KeyError, TypeError) as e:
+            out["ports_error"] = str(e)
+    if args.json:
+        print(json.dumps(out))
+        return 0
+    print(f"{inst.endpoint} ({inst.stack}): {out['clients']} client(s), "
+          f"{out['commands_per_sec']:.0f} commands/s, {out['keys']} key(s), "
+          f"{out['used_memory'] / 2**20:.1f} MiB")
+    for pid, p in (out["ports"] or {}).items():
+        print(f"  port {pid}: link {'up' if p['link_up'] else 'DOWN'}, rx {p['rx_packets']} pkts "
+              f"/ {p['rx_bytes']} B, tx {p['tx_packets']} pkts / {p['tx_bytes']} B, "
+              f"imissed {p['imissed']}, rx_nombuf {p['rx_nombuf']}, errors "
+              f"{p['ierrors']}/{p['oerrors']}")
+    if "ports_error" in out:
+        print(f"  ports: {out['ports_error']}")
+    for name, t in tables.items():
+        print(f"  table {name}: {t['size']}/{t['capacity']} items, {t['inserts']} inserts, "
+              f"{t['samples']} samples, {t['updates']} updates ({t['stale_updates']} stale)")
+    return 0
+
+
 def cmd_drivers(args: argparse.Namespace) -> int:
     from pyctl.drivers import list_drivers, pmd_dirs
 
@@ -344,6 +408,10 @@ def main(argv: list[str] | None = None) -> int:
     st = sub.add_parser("stop", help="stop a running server (SIGTERM)")
     st.add_argument("--listen", type=_listen, help="HOST:PORT of the server to stop")
     st.add_argument("--timeout", type=float, default=10.0, help="seconds to wait (default 10)")
+    sa = sub.add_parser("stats", help="counters: clients, commands/s, tables, DPDK ports")
+    sa.add_argument("--listen", type=_listen, help="HOST:PORT of the server")
+    sa.add_argument("--interval", type=float, default=1.0, help="seconds for commands/s (1)")
+    sa.add_argument("--json", action="store_true", help="machine-readable output")
     dr = sub.add_parser("drivers", help="poll-mode drivers the DPDK stack can use")
     dr.add_argument("--all", action="store_true", help="every PMD kind, not only network ones")
     dr.add_argument("--json", action="store_true", help="machine-readable output")
@@ -355,7 +423,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     args.raw_argv = list(sys.argv[1:] if argv is None else argv)
     handlers = {"start": cmd_start, "status": cmd_status, "stop": cmd_stop,
-                "drivers": cmd_drivers, "netns": cmd_netns}
+                "drivers": cmd_drivers, "netns": cmd_netns, "stats": cmd_stats}
     return handlers[args.cmd](args)
 
 

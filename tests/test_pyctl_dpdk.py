@@ -76,6 +76,15 @@ def test_printed_start_line_brings_up_the_dpdk_appliance(topo: dict[str, object]
     assert cli.returncode == 0 and cli.stdout.strip() == ""
     c.close()
 
+    stats = json.loads(pyctl("stats", "--json", "--listen", endpoint).stdout)
+    port0 = stats["ports"]["0"]
+    assert port0["link_up"] == 1 and port0["rx_packets"] > 9000  # 13 MB came in
+    assert {"imissed", "rx_nombuf", "tx_packets"} <= port0.keys()
+    assert stats["tables"]["t"]["size"] == 2 and stats["tables"]["t"]["samples"] == 8
+    tool = subprocess.run(["dpdk-telemetry.py", "-f", prefix], input="/inreplay/tables\n",
+                          capture_output=True, text=True, timeout=20)
+    assert '"capacity": 100' in tool.stdout, tool.stdout + tool.stderr
+
     t0 = time.monotonic()
     stop = pyctl("stop", "--listen", endpoint)
     assert stop.returncode == 0, stop.stderr
