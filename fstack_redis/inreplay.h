@@ -138,6 +138,7 @@ typedef struct ir_config {
     const char *ip;
     int dpdk_port;              /* ethdev port id, -1 = the first available */
     unsigned dpdk_mbufs;        /* mbuf pool size, 0 = sized from maxclients */
+    int busy_poll;              /* never nap when idle (lowest latency, 100% of a core) */
 } ir_config;
 
 typedef struct ir_stats {

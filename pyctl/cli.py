@@ -108,6 +108,8 @@ def _add_start(sub: Any) -> None:
     d.add_argument("--hugepages", type=_positive_int, help="reserve N free 2 MB hugepages first")
     d.add_argument("--netns", help="run inside this network namespace (pyctl netns up)")
     d.add_argument("--file-prefix", help="EAL --file-prefix (default inreplay)")
+    d.add_argument("--busy-poll", action="store_true", default=None,
+                   help="never nap when idle (lowest latency; 100%% of the network core)")
     p.add_argument("--config", metavar="FILE.toml", help="read settings from a TOML file")
     p.add_argument("--daemon", action="store_true", default=None, help="run in the background")
     p.add_argument("--logfile", help="daemon log file (default <rundir>/<port>.log)")
@@ -121,14 +123,15 @@ def cmd_start(args: argparse.Namespace) -> int:
             "requirepass", "client_subnet", "maxmemory", "client_output_buffer_limit", "timeout",
             "request_timeout_ms", "tcp_keepalive", "dir", "restore", "save_on_shutdown",
             "cores", "port", "vdev", "ip", "listen_port", "queues", "mbufs", "hugepages", "netns",
-            "file_prefix")
+            "file_prefix", "busy_poll")
     try:
         cfg = build(args.config, {k: getattr(args, k) for k in keys})
     except ConfigError as e:
         die(prog, str(e), 2)
     if cfg.stack != "dpdk":
         dpdk_only = [k for k in ("cores", "port", "vdev", "ip", "listen_port", "queues", "mbufs",
-                                 "hugepages", "file_prefix") if getattr(args, k) is not None]
+                                 "hugepages", "file_prefix", "busy_poll")
+                     if getattr(args, k) is not None]
         if dpdk_only:
             die(prog, f"--{dpdk_only[0].replace('_', '-')} is for --stack dpdk", 2)
     elif args.listen:

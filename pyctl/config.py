@@ -94,6 +94,8 @@ class ServerConfig:
     """Run inside this network namespace (see `pyctl netns up`)."""
     file_prefix: str = "inreplay"
     """EAL --file-prefix: names hugepage files and the telemetry socket directory."""
+    busy_poll: bool = False
+    """Poll without napping when idle: lowest latency, but 100% of the network core."""
 
     # ---- derived -------------------------------------------------------------
     @property
