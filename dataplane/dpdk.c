@@ -121,6 +121,7 @@ typedef struct dpdk_transport {
     uint64_t drain_tsc, timer_tsc, stats_tsc;
     uint64_t idle_tsc, last_active_tsc;   /* napping when idle (see dpdkPoll) */
     int busy_poll;
+    char carrier_path[128];   /* af_packet: the kernel interface's carrier, else "" */
 } dpdk_transport;
 
 /* EAL can be initialized once per process. */
@@ -203,6 +204,15 @@ static void publishStats(dpdk_transport *d, int active) {
         if (rte_eth_link_get_nowait(d->port, &link) == 0) {
             s.link_up = link.link_status == RTE_ETH_LINK_UP;
             s.link_speed_mbps = link.link_speed;
+        }
+        /* af_packet reports its link up from start to stop: the interface it
+         * sits on knows better (a veth loses carrier when its peer goes down) */
+        if (d->carrier_path[0]) {
+            FILE *f = fopen(d->carrier_path, "r");
+            if (f) {
+                s.link_up = fgetc(f) == '1';
+                fclose(f);
+            }
         }
     }
     if (d->qconf) s.tx_dropped = d->qconf->tx_dropped;
@@ -716,6 +726,7 @@ ir_transport *ir_dpdk_transport_new(struct ir_server *s, const ir_config *cfg) {
         .prefix = prefix,
         .port = cfg->port,
         .backlog = cfg->tcp_backlog,
+        .keepalive_s = cfg->tcp_keepalive,
     };
     memcpy(p.mac, mac.addr_bytes, sizeof(p.mac));
     d->stack = irl_create(&p, &d->base.bound_port, &ret);
@@ -723,6 +734,13 @@ ir_transport *ir_dpdk_transport_new(struct ir_server *s, const ir_config *cfg) {
 
     uint64_t hz = rte_get_tsc_hz();
     d->busy_poll = cfg->busy_poll;
+    const char *vdev = strstr(cfg->eal_args, "net_af_packet");
+    const char *iface = vdev ? strstr(vdev, "iface=") : NULL;
+    if (iface) {
+        iface += 6;
+        int n = (int)strcspn(iface, ", \t");
+        snprintf(d->carrier_path, sizeof(d->carrier_path), "/sys/class/net/%.*s/carrier", n, iface);
+    }
     d->idle_tsc = hz / US_PER_S * IDLE_AFTER_US;
     d->last_active_tsc = rte_rdtsc();
     d->drain_tsc = (hz + US_PER_S - 1) / US_PER_S * BURST_TX_DRAIN_US;

@@ -118,6 +118,7 @@ struct irl_stack {
     ir_conn *cache;                 /* freed, for reuse */
     int ncache;
     int netif_added;
+    int keepalive_s;
     uint8_t mac[6];
     uint16_t mtu;
     irl_counters cnt;
@@ -300,8 +301,15 @@ static err_t onAccept(void *arg, struct tcp_pcb *pcb, err_t err) {
     tcp_recv(pcb, onRecv);
     tcp_sent(pcb, onSent);
     tcp_err(pcb, onErr);
-    tcp_nagle_disable(pcb);            /* like TCP_NODELAY on the kernel side */
-    ip_set_option(pcb, SOF_KEEPALIVE); /* like SO_KEEPALIVE */
+    tcp_nagle_disable(pcb); /* like TCP_NODELAY on the kernel side */
+    if (st->keepalive_s > 0) {
+        /* as the kernel side: probe after keepalive_s, then every third of
+         * it, three times, so a silent peer's connection is reclaimed */
+        ip_set_option(pcb, SOF_KEEPALIVE);
+        pcb->keep_idle = (u32_t)st->keepalive_s * 1000;
+        pcb->keep_intvl = (u32_t)(st->keepalive_s / 3 ? st->keepalive_s / 3 : 1) * 1000;
+        pcb->keep_cnt = 3;
+    }
     c->live_next = st->live;
     if (st->live) st->live->live_prev = c;
     st->live = c;
@@ -571,6 +579,7 @@ irl_stack *irl_create(const irl_params *p, int *bound_port, int *code) {
         irl_destroy(st);
         return NULL;
     }
+    st->keepalive_s = p->keepalive_s;
     int backlog = p->backlog > 255 ? 255 : p->backlog < 1 ? 1 : p->backlog;
     struct tcp_pcb *lpcb = tcp_listen_with_backlog_and_err(pcb, (u8_t)backlog, &e);
     if (!lpcb) {

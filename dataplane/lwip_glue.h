@@ -34,6 +34,7 @@ typedef struct irl_params {
     int prefix;             /* prefix length, 1..32 */
     int port;               /* TCP port to listen on, 0 = any */
     int backlog;
+    int keepalive_s;        /* TCP keepalive interval in seconds, 0 = off */
 } irl_params;
 
 /* Counters for telemetry (read on the polling thread). */
