@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import signal
 import sys
 import threading
@@ -140,6 +141,26 @@ def _to_c(cfg: ServerConfig, keep: list[Any]) -> Any:
     return c
 
 
+def raise_fd_limit(maxclients: int) -> str | None:
+    """Like Redis: make room for maxclients sockets plus some for ourselves.
+    Returns a warning if the hard limit is too low, else None."""
+    want = maxclients + 64
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft >= want:
+        return None
+    for new_hard in (max(hard, want), hard):
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (min(want, new_hard), new_hard))
+            break
+        except (ValueError, OSError):
+            continue
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    if soft < want:
+        return (f"open files limit is {soft}: at most about {soft - 64} clients "
+                f"(raise 'ulimit -n' or lower --maxclients)")
+    return None
+
+
 def run(cfg: ServerConfig, ready: Any = None) -> int:
     """Run the server until it stops; returns 0 after a clean stop.
 
@@ -148,6 +169,9 @@ def run(cfg: ServerConfig, ready: Any = None) -> int:
     ``ready(port)``. Raises an _native exception if the server cannot start.
     """
     ffi, lib = _native.load()
+    warning = raise_fd_limit(cfg.maxclients)
+    if warning:
+        print(f"inreplay: warning: {warning}", file=sys.stderr)
     keep: list[Any] = []
     ccfg = _to_c(cfg, keep)
     result: dict[str, Any] = {}

@@ -146,3 +146,31 @@ def test_connections_survive_a_2s_link_outage(topo: dict[str, str], stack: str) 
         s.close()
     finally:
         app.stop()
+
+
+@pytest.mark.parametrize("stack", ["kernel", "dpdk"])
+def test_a_thousand_concurrent_connections(topo: dict[str, str], stack: str) -> None:
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 4096), max(hard, 4096)))
+    app = start(topo, stack)
+    socks: list[socket.socket] = []
+    try:
+        for _ in range(1000):
+            socks.append(socket.create_connection((app.host, app.port), timeout=20))
+        for i, s in enumerate(socks):
+            s.sendall(b"*2\r\n$4\r\nECHO\r\n$%d\r\n%d\r\n" % (len(str(i)), i))
+        for i, s in enumerate(socks):
+            want = b"$%d\r\n%d\r\n" % (len(str(i)), i)
+            got = b""
+            while len(got) < len(want):
+                got += s.recv(100)
+            assert got == want
+        wait_for(lambda: app.connections() == 1000, 10)
+    finally:
+        for s in socks:
+            s.close()
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    wait_for(lambda: app.connections() == 0, 10)
+    app.stop()
