@@ -16,6 +16,7 @@
 #endif
 #include "replay.h"
 #include "server.h"
+#include "snapshot.h"
 
 #define TICK_MS 100
 
@@ -168,6 +169,19 @@ int ir_run(const ir_config *cfg) {
     }
     g_server = s;
     if (cfg->table && cfg->table[0] && (rc = createStartupTable(s, cfg)) != IR_OK) goto server;
+    snapshotInit(s);
+    if (cfg->restore && cfg->restore[0]) {
+        /* like Redis with a bad RDB: if every snapshot there is corrupt,
+         * refuse to start rather than silently start empty */
+        char msg[1024];
+        int n = snapshotRestore(s, cfg->restore, msg, sizeof(msg));
+        serverLog("%s", msg);
+        if (n < 0) {
+            ir_set_error("%s", msg);
+            rc = IR_ECONFIG;
+            goto server;
+        }
+    }
 
 #ifdef IR_HAVE_DPDK
     if (!strcmp(cfg->stack, "dpdk")) {
@@ -197,12 +211,19 @@ int ir_run(const ir_config *cfg) {
         s->now_ms = loopClockMs();
         if (s->now_ms - last_tick >= TICK_MS) {
             server_tick(s);
+            snapshotTick(s);
             publishStats(s);
             last_tick = s->now_ms;
         }
     }
     serverLog("%s, closing %llu client(s)", force_quit ? "Received SIGINT/SIGTERM" : "Shutdown",
               (unsigned long long)s->nclients);
+    snapshotShutdown(s);
+    if (cfg->save_on_shutdown) {
+        char msg[1024];
+        snapshotSave(s, msg, sizeof(msg)); /* msg says what happened either way */
+        serverLog("%s", msg);
+    }
 server:
     g_server = NULL;
     {

@@ -12,6 +12,7 @@
 #include "commands.h"
 #include "db.h"
 #include "replay.h"
+#include "snapshot.h"
 
 /* name, handler, arity, flags, first key, last key, key step, Redis flag words */
 static ir_command commands[] = {
@@ -27,6 +28,9 @@ static ir_command commands[] = {
     {"info", infoCommand, -1, 0, 0, 0, 0, "loading stale", 0},
     {"shutdown", shutdownCommand, -1, CMD_ADMIN, 0, 0, 0, "admin noscript loading stale", 0},
     {"time", timeCommand, 1, CMD_FAST, 0, 0, 0, "loading stale fast", 0},
+    {"save", saveCommand, 1, CMD_ADMIN, 0, 0, 0, "admin noscript no_async_loading no_multi", 0},
+    {"bgsave", bgsaveCommand, -1, CMD_ADMIN, 0, 0, 0, "admin noscript no_async_loading", 0},
+    {"lastsave", lastsaveCommand, 1, CMD_FAST, 0, 0, 0, "loading stale fast", 0},
     {"dbsize", dbsizeCommand, 1, CMD_READONLY | CMD_FAST, 0, 0, 0, "readonly fast", 0},
     {"flushdb", flushdbCommand, -1, CMD_WRITE, 0, 0, 0, "write", 0},
     {"flushall", flushallCommand, -1, CMD_WRITE, 0, 0, 0, "write", 0},
@@ -518,6 +522,11 @@ void infoCommand(client *c) {
                 (unsigned long long)tablesMemory(s->tables),
                 (unsigned long long)tablesBytes(s->tables),
                 (unsigned long long)s->cfg.maxmemory, (unsigned long long)s->oom_rejections);
+    }
+    if (wantSection(c, "persistence", 1)) {
+        char pbuf[8192];
+        snapshotInfo(s, pbuf, sizeof(pbuf));
+        infoCat(&b, "%s%s", sections++ ? "\r\n" : "", pbuf);
     }
     if (wantSection(c, "stats", 1)) {
         infoCat(&b, "%s# Stats\r\ntotal_connections_received:%llu\r\ntotal_commands_processed:%llu\r\n"

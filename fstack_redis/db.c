@@ -862,3 +862,30 @@ void keysCommand(client *c) {
         db->scratchcap = 0;
     }
 }
+
+/* ---- snapshots (see db_internal.h) ------------------------------------------- */
+
+int dbForEach(const ir_db *db, int (*fn)(const dbEntry *e, void *arg), void *arg) {
+    for (int t = 0; t <= 1; t++) {
+        const dictht *ht = &db->d.ht[t];
+        for (size_t i = 0; i < ht->size; i++) {
+            for (const dbEntry *e = ht->table[i]; e; e = e->next) {
+                int rc = fn(e, arg);
+                if (rc) return rc;
+            }
+        }
+    }
+    return 0;
+}
+
+void dbStrAdopt(ir_db *db, dbEntry *e, char *p, size_t len) {
+    if (e->v.str.ptr && !(e->flags & DBE_EMBEDDED)) {
+        db->bytes -= dbBufBytes(e->v.str.cap);
+        free(e->v.str.ptr);
+    }
+    e->v.str.ptr = p;
+    e->v.str.len = len;
+    e->v.str.cap = len + 1;
+    e->flags &= (uint8_t)~DBE_EMBEDDED;
+    db->bytes += dbBufBytes(len + 1);
+}

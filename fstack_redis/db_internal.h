@@ -205,4 +205,15 @@ void listFreeAll(ir_db *db, dbList *l);
 /* Redis's KEYS/SCAN glob: * ? [abc] [^a-z] and \ escapes; binary-safe. */
 int stringmatchlen(const char *pattern, size_t plen, const char *string, size_t slen, int nocase);
 
+/* ---- snapshots (db.c, used by snapshot.c) ------------------------------- */
+
+/* Call fn on every entry, expired ones included, until it returns non-zero;
+ * returns that value (0 when every entry was visited). fn must not add or
+ * delete keys. No rehash step is taken, so the table is only read (a
+ * BGSAVE child walks it in memory it shares copy-on-write). */
+int dbForEach(const ir_db *db, int (*fn)(const dbEntry *e, void *arg), void *arg);
+/* Make e's string value the malloc'd buffer p holding len bytes and a NUL
+ * (taken over, not copied). e must be a string that is not embedded. */
+void dbStrAdopt(ir_db *db, dbEntry *e, char *p, size_t len);
+
 #endif

@@ -312,3 +312,175 @@ long tableUpdate(ir_table *t, const uint64_t *ids, const float *raw, size_t n, c
     t->updates += m;
     return (long)m;
 }
+
+/* ---- snapshots (see replay.h) -------------------------------------------- */
+
+uint64_t tableItemReserve(size_t len) { return reserveLen(len); }
+
+void tableGetState(const ir_table *t, ir_table_state *st) {
+    st->next_id = t->next_id;
+    st->oldest_id = t->oldest_id;
+    st->tail = t->tail;
+    st->inserts = t->inserts;
+    st->samples = t->samples;
+    st->sample_calls = t->sample_calls;
+    st->updates = t->updates;
+    st->stale_updates = t->stale_updates;
+    st->evictions = t->evictions;
+    st->max_priority = ir_sampler_max(t->sampler);
+}
+
+void tableItem(const ir_table *t, uint64_t id, ir_item_view *v) {
+    uint64_t slot = id % t->o.capacity;
+    v->id = id;
+    v->stored = ir_sampler_get(t->sampler, slot);
+    v->off = t->slot_off[slot];
+    v->data = t->arena + v->off;
+    v->len = t->slot_len[slot];
+}
+
+int tableLoadBegin(ir_table_loader *ld, ir_table *t, const ir_table_state *st, const char **err) {
+    memset(ld, 0, offsetof(ir_table_loader, slots));
+    ld->t = t;
+    ld->st = *st;
+    if (t->next_id != 0 || tableSize(t) != 0) {
+        *err = "table is not empty";
+        return -1;
+    }
+    /* ids go out as int64 (REPLAY.ADD replies, REPLAY.UPDATE arguments) */
+    if (st->oldest_id > st->next_id || st->next_id > (uint64_t)INT64_MAX ||
+        st->next_id - st->oldest_id > t->o.capacity) {
+        *err = "bad id window (oldest_id, next_id)";
+        return -1;
+    }
+    if (st->tail > t->o.maxbytes || st->tail % ITEM_ALIGN) {
+        *err = "arena tail out of range";
+        return -1;
+    }
+    /* the sampler's max starts at 1 and never decreases */
+    if (!(st->max_priority >= 1.0) || !isfinite(st->max_priority)) {
+        *err = "bad max priority";
+        return -1;
+    }
+    t->oldest_id = t->next_id = st->oldest_id;
+    t->tail = 0;
+    t->bytes_used = 0;
+    return 0;
+}
+
+static int loadFlushPriorities(ir_table_loader *ld) {
+    if (!ld->nbatch) return 0;
+    int rc = ir_sampler_set_stored(ld->t->sampler, ld->slots, ld->stored, ld->nbatch);
+    ld->nbatch = 0;
+    return rc;
+}
+
+char *tableLoadItem(ir_table_loader *ld, uint64_t id, double stored, uint64_t off, uint64_t len,
+                    const char **err) {
+    ir_table *t = ld->t;
+    if (id != t->next_id || id >= ld->st.next_id) {
+        *err = "item ids are not the live window in order";
+        return NULL;
+    }
+    if (!(stored >= 0) || !(stored <= ld->st.max_priority)) { /* NaN fails both */
+        *err = "stored priority out of range";
+        return NULL;
+    }
+    if (len > UINT32_MAX || reserveLen((size_t)len) > t->o.maxbytes) {
+        *err = "item larger than the table's MAXBYTES";
+        return NULL;
+    }
+    uint64_t need = reserveLen((size_t)len);
+    if (off % ITEM_ALIGN || off > t->o.maxbytes - need) {
+        *err = "item outside the arena";
+        return NULL;
+    }
+    /* Where tableAdd could have put it: anywhere for the oldest item; then
+     * right after the previous one, or back at 0 once (the ring wraps), and
+     * after the wrap never into the oldest item's bytes. */
+    if (tableSize(t) == 0) {
+        ld->head = off;
+        ld->wrapped = 0;
+    } else if (off == t->tail && (!ld->wrapped || off + need <= ld->head)) {
+    } else if (off == 0 && !ld->wrapped && need <= ld->head) {
+        ld->wrapped = 1;
+    } else {
+        *err = "items overlap in the arena";
+        return NULL;
+    }
+    uint64_t slot = id % t->o.capacity;
+    t->slot_id[slot] = id;
+    t->slot_off[slot] = off;
+    t->slot_len[slot] = (uint32_t)len;
+    t->tail = off + need;
+    t->bytes_used += need;
+    t->next_id++;
+    ld->slots[ld->nbatch] = slot;
+    ld->stored[ld->nbatch++] = stored;
+    if (ld->nbatch == IR_TABLE_LOAD_BATCH && loadFlushPriorities(ld) != IR_OK) {
+        *err = "stored priority out of range";
+        return NULL;
+    }
+    return t->arena + off;
+}
+
+int tableLoadEnd(ir_table_loader *ld, const char **err) {
+    ir_table *t = ld->t;
+    const ir_table_state *st = &ld->st;
+    if (loadFlushPriorities(ld) != IR_OK) {
+        *err = "stored priority out of range";
+        return -1;
+    }
+    if (t->next_id != st->next_id) {
+        *err = "fewer items than the id window holds";
+        return -1;
+    }
+    if (tableSize(t) == 0) t->tail = st->tail; /* the next ADD starts at 0 anyway */
+    else if (t->tail != st->tail) {
+        *err = "arena tail does not follow the newest item";
+        return -1;
+    }
+    /* The max may have come from an item that is gone: raise the sampler's
+     * max through slot 0 and put slot 0 back (inner nodes are recomputed
+     * from the leaves, so the sums come out exactly as before). */
+    ir_sampler *sp = t->sampler;
+    if (st->max_priority > ir_sampler_max(sp)) {
+        uint64_t slot = 0;
+        double prev = ir_sampler_get(sp, slot);
+        if (ir_sampler_set_stored(sp, &slot, &st->max_priority, 1) != IR_OK) {
+            *err = "max priority out of range";
+            return -1;
+        }
+        if (prev > 0) ir_sampler_set_stored(sp, &slot, &prev, 1);
+        else ir_sampler_clear(sp, &slot, 1);
+    }
+    if (ir_sampler_max(sp) != st->max_priority) {
+        *err = "an item's stored priority exceeds the max";
+        return -1;
+    }
+    t->inserts = st->inserts;
+    t->samples = st->samples;
+    t->sample_calls = st->sample_calls;
+    t->updates = st->updates;
+    t->stale_updates = st->stale_updates;
+    t->evictions = st->evictions;
+    return 0;
+}
+
+void tablesMoveMissing(ir_tables *dst, ir_tables *src) {
+    ir_table **tailp = &dst->head;
+    while (*tailp) tailp = &(*tailp)->next;
+    for (ir_table **pp = &src->head; *pp;) {
+        ir_table *t = *pp;
+        if (tableFind(dst, t->name, t->namelen)) {
+            pp = &t->next;
+            continue;
+        }
+        *pp = t->next;
+        src->count--;
+        t->next = NULL;
+        *tailp = t;
+        tailp = &t->next;
+        dst->count++;
+    }
+}

@@ -97,4 +97,61 @@ int tablesAddScratch(ir_tables *ts, size_t n);
 uint64_t tablesBytes(const ir_tables *ts);   /* live item bytes */
 uint64_t tablesMemory(const ir_tables *ts);  /* items + per-slot metadata and trees */
 
+/* ---- snapshots (snapshot.c) ------------------------------------------------
+ * Saving reads a table through tableGetState and tableItem; restoring creates
+ * an empty table with tableCreate and rebuilds it with tableLoadBegin, one
+ * tableLoadItem per live item (oldest first) and tableLoadEnd. The loader
+ * checks everything against the invariants tableAdd keeps (ids consecutive,
+ * the arena a ring of non-overlapping items, stored priorities at most the
+ * sampler's max), so a crafted snapshot cannot make an inconsistent table. */
+
+/* Everything about a table besides its options and items. */
+typedef struct ir_table_state {
+    uint64_t next_id, oldest_id, tail;
+    uint64_t inserts, samples, sample_calls, updates, stale_updates, evictions;
+    double max_priority;            /* the sampler's max (what ADD ... MAX uses) */
+} ir_table_state;
+
+/* One live item, read in place. */
+typedef struct ir_item_view {
+    uint64_t id;
+    double stored;                  /* stored (transformed) priority, exact */
+    uint64_t off;                   /* arena offset */
+    const char *data;
+    uint32_t len;
+} ir_item_view;
+
+void tableGetState(const ir_table *t, ir_table_state *st);
+/* The live item with this id (oldest_id <= id < next_id). */
+void tableItem(const ir_table *t, uint64_t id, ir_item_view *v);
+/* Arena bytes an item of len bytes takes (what bytes_used counts). */
+uint64_t tableItemReserve(size_t len);
+
+#define IR_TABLE_LOAD_BATCH 512
+
+typedef struct ir_table_loader {
+    ir_table *t;
+    ir_table_state st;
+    uint64_t head;                  /* arena offset of the oldest live item */
+    int wrapped;                    /* a later item went back to offset 0 */
+    size_t nbatch;                  /* priorities not yet given to the sampler */
+    uint64_t slots[IR_TABLE_LOAD_BATCH];
+    double stored[IR_TABLE_LOAD_BATCH];
+} ir_table_loader;
+
+/* Start rebuilding t (just made by tableCreate, still empty) to state st.
+ * Returns 0, or -1 with *err (a static message) if st cannot be a state of
+ * a table with t's options. */
+int tableLoadBegin(ir_table_loader *ld, ir_table *t, const ir_table_state *st, const char **err);
+/* The next live item, oldest first: checks it and returns where its len
+ * bytes go in the arena (the caller fills them), or NULL with *err. */
+char *tableLoadItem(ir_table_loader *ld, uint64_t id, double stored, uint64_t off, uint64_t len,
+                    const char **err);
+/* After the last item: checks the count and the arena tail, gives the
+ * priorities and the max to the sampler, sets the counters. Returns 0, or -1
+ * with *err (then drop the table). */
+int tableLoadEnd(ir_table_loader *ld, const char **err);
+/* Move every table of src whose name dst does not have to the end of dst. */
+void tablesMoveMissing(ir_tables *dst, ir_tables *src);
+
 #endif

@@ -1,0 +1,1298 @@
+/* snapshot.c - SAVE, BGSAVE, LASTSAVE, saving on shutdown and loading at
+ * start: point-in-time snapshots of the keyspace and every replay table
+ * (see snapshot.h for the API and the directory layout).
+ *
+ * ---- File format, version 1 ----------------------------------------------
+ *
+ * Every integer is little-endian with the width given (u8/u32/u64, i64 two's
+ * complement); f64 is the IEEE-754 binary64 bit pattern as a u64, so stored
+ * priorities come back bit for bit. Nothing is a struct dump.
+ *
+ *   header   8   magic "INREPLAY"
+ *            u32 version (1)
+ *            u32 flags (0; a reader rejects bits it does not know)
+ *            u64 created, unix time in ms
+ *   records, each:
+ *            4   tag (ASCII)
+ *            u64 body length L (bytes after this field)
+ *            L   body
+ *   the last record is DONE; nothing follows it.
+ *
+ *   "KSTR" a string key      i64 expire (absolute unix ms, -1 = no TTL)
+ *                            u64 key length, key bytes
+ *                            u64 value length, value bytes
+ *   "KLST" a list key        i64 expire, u64 key length, key bytes
+ *                            u64 element count, then per element
+ *                            u64 length, bytes (head to tail)
+ *   "TABL" a replay table    u64 name length (1..200), name bytes
+ *                            options: u64 capacity, u32 fanout K, u64 maxbytes,
+ *                              f64 alpha, f64 beta, f64 epsilon, u64 seed
+ *                            state: u64 next_id, u64 oldest_id, u64 arena tail,
+ *                              f64 the sampler's max priority
+ *                            counters: u64 inserts, samples, sample_calls,
+ *                              updates, stale_updates, evictions
+ *                            then the next_id - oldest_id live items, oldest
+ *                            first (FIFO order), each: u64 id, f64 stored
+ *                            priority, u64 arena offset, u32 length, bytes
+ *   "DONE" (L = 28)          u64 keys, u64 tables (records written above)
+ *                            u64 length of the whole file
+ *                            u32 CRC-32 (zlib's crc32) of every byte of the
+ *                              file before this field
+ *
+ * Keys whose TTL has passed when the save starts are left out. Records come
+ * in no particular order (keys in hash-table order, then the tables in
+ * REPLAY.LIST order). Items keep their arena offsets, so a restored table is
+ * the same ring: later ADDs evict exactly what they would have evicted.
+ *
+ * Writing streams through one 1 MB buffer; bodies of 256 KB or more (a
+ * 13 MB parameter blob) go to write() straight from the keyspace or arena.
+ * Lengths are known before a record is written (one extra pass over a list's
+ * elements or a table's items), so nothing is seeked back and patched.
+ *
+ * Reading is two passes. The first checks the file as a whole before
+ * anything is parsed: size, header, the DONE record at exactly the end, its
+ * file length, and the CRC over the entire file - a truncated file has no
+ * DONE record at the end, a flipped bit fails the CRC. The second parses
+ * into a fresh keyspace and table set and checks every length against what
+ * is left of its record and every record against what is left of the file,
+ * so even a crafted file with a valid CRC cannot make the loader read out of
+ * bounds or allocate more than the file holds (tables allocate by capacity
+ * and maxbytes, bounded as in REPLAY.CREATE; the items themselves must be
+ * in the file). Table contents are checked against the invariants of
+ * tableAdd (replay.c). Only a snapshot that parsed completely is swapped in.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <math.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "db_internal.h"
+#include "replay.h"
+#include "server.h"
+#include "snapshot.h"
+
+#define SNAP_MAGIC "INREPLAY"
+#define SNAP_VERSION 1u
+#define SNAP_HEADER_LEN 24
+#define SNAP_REC_HDR 12                              /* tag + u64 length */
+#define SNAP_DONE_BODY 28
+#define SNAP_DONE_LEN (SNAP_REC_HDR + SNAP_DONE_BODY) /* the whole DONE record */
+#define SNAP_TABLE_FIXED 140 /* a TABL body without its name and items */
+#define SNAP_ITEM_FIXED 28   /* an item without its bytes */
+#define SNAP_BUF (1u << 20)
+#define SNAP_DIRECT (SNAP_BUF / 4)
+#define SNAP_CHUNK (1u << 30) /* largest single read/write/crc32 call */
+
+#define TAG_KSTR "KSTR"
+#define TAG_KLST "KLST"
+#define TAG_TABL "TABL"
+#define TAG_DONE "DONE"
+
+/* ---- process-wide state ------------------------------------------------- */
+
+static struct {
+    const ir_server *srv;      /* the server this state belongs to */
+    uint64_t srv_start_ms;
+    pid_t child;               /* BGSAVE child, 0 = none */
+    int child_pipe;            /* its report: "ok <bytes>" or "err <why>" */
+    uint64_t child_ms;         /* the name it writes */
+    uint64_t child_start_ms;
+    char child_dir[PATH_MAX];
+    uint64_t last_name_ms;     /* the last <ms> handed out */
+    uint64_t lastsave_ms;      /* last successful save (the start before any) */
+    int last_ok;               /* outcome of the last save */
+    int64_t last_bg_sec;       /* duration of the last BGSAVE, -1 = none yet */
+    uint64_t saves;
+    uint64_t last_bytes;
+    uint64_t loaded_keys, loaded_tables, loaded_expired;
+    char last_file[PATH_MAX];
+} snap;
+
+void snapshotInit(ir_server *s) {
+    memset(&snap, 0, sizeof(snap));
+    snap.srv = s;
+    snap.srv_start_ms = s->start_ms;
+    snap.child_pipe = -1;
+    snap.lastsave_ms = s->start_ms;
+    snap.last_ok = 1;
+    snap.last_bg_sec = -1;
+}
+
+static void ensureInit(ir_server *s) {
+    if (snap.srv != s || snap.srv_start_ms != s->start_ms) snapshotInit(s);
+}
+
+int snapshotInProgress(void) { return snap.child > 0; }
+
+static const char *snapDir(const ir_server *s) {
+    return s->cfg.dir && s->cfg.dir[0] ? s->cfg.dir : ".";
+}
+
+static void msgf(char *msg, size_t msglen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void msgf(char *msg, size_t msglen, const char *fmt, ...) {
+    if (!msg || !msglen) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, msglen, fmt, ap);
+    va_end(ap);
+}
+
+/* ---- little-endian encoding ---------------------------------------------- */
+
+static void put32(unsigned char *p, uint32_t v) {
+    for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static void put64(unsigned char *p, uint64_t v) {
+    for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static uint32_t get32(const unsigned char *p) {
+    uint32_t v = 0;
+    for (int i = 0; i < 4; i++) v |= (uint32_t)p[i] << (8 * i);
+    return v;
+}
+
+static uint64_t get64(const unsigned char *p) {
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++) v |= (uint64_t)p[i] << (8 * i);
+    return v;
+}
+
+static uint64_t f64bits(double d) {
+    uint64_t u;
+    memcpy(&u, &d, sizeof(u));
+    return u;
+}
+
+static double bitsf64(uint64_t u) {
+    double d;
+    memcpy(&d, &u, sizeof(d));
+    return d;
+}
+
+static uint32_t crcUpdate(uint32_t crc, const void *p, size_t n) {
+    const unsigned char *c = p;
+    while (n) {
+        uInt k = (uInt)(n > SNAP_CHUNK ? SNAP_CHUNK : n);
+        crc = (uint32_t)crc32(crc, c, k);
+        c += k;
+        n -= k;
+    }
+    return crc;
+}
+
+/* ---- the buffered writer -------------------------------------------------- */
+
+typedef struct snapWriter {
+    int fd;
+    unsigned char *buf;
+    size_t len;
+    uint32_t crc;              /* of every byte flushed so far */
+    uint64_t total;            /* bytes handed over so far */
+    int err;                   /* errno of the first failure */
+} snapWriter;
+
+static void wRaw(snapWriter *w, const void *p, size_t n) {
+    const char *c = p;
+    while (n && !w->err) {
+        ssize_t k = write(w->fd, c, n > SNAP_CHUNK ? SNAP_CHUNK : n);
+        if (k < 0) {
+            if (errno == EINTR) continue;
+            w->err = errno;
+        } else if (k == 0) {
+            w->err = EIO;
+        } else {
+            c += k;
+            n -= (size_t)k;
+        }
+    }
+}
+
+/* The CRC is taken over whole buffers (and big bodies), not field by field. */
+static void wFlush(snapWriter *w) {
+    w->crc = crcUpdate(w->crc, w->buf, w->len);
+    wRaw(w, w->buf, w->len);
+    w->len = 0;
+}
+
+static void wBytes(snapWriter *w, const void *p, size_t n) {
+    if (w->err || n == 0) return;
+    w->total += n;
+    if (n >= SNAP_DIRECT) { /* big bodies go out from where they are */
+        wFlush(w);
+        w->crc = crcUpdate(w->crc, p, n);
+        wRaw(w, p, n);
+        return;
+    }
+    if (w->len + n > SNAP_BUF) wFlush(w);
+    memcpy(w->buf + w->len, p, n);
+    w->len += n;
+}
+
+static void wU32(snapWriter *w, uint32_t v) {
+    unsigned char b[4];
+    put32(b, v);
+    wBytes(w, b, 4);
+}
+
+static void wU64(snapWriter *w, uint64_t v) {
+    unsigned char b[8];
+    put64(b, v);
+    wBytes(w, b, 8);
+}
+
+static void wF64(snapWriter *w, double d) { wU64(w, f64bits(d)); }
+
+static void wRecord(snapWriter *w, const char *tag, uint64_t len) {
+    wBytes(w, tag, 4);
+    wU64(w, len);
+}
+
+/* ---- writing a snapshot ----------------------------------------------------- */
+
+typedef struct saveCtx {
+    snapWriter *w;
+    int64_t now;
+    uint64_t keys;
+} saveCtx;
+
+static int saveEntry(const dbEntry *e, void *arg) {
+    saveCtx *sc = arg;
+    snapWriter *w = sc->w;
+    if (keyIsExpired(e, sc->now)) return 0;
+    if (e->type == OBJ_STRING) {
+        wRecord(w, TAG_KSTR, 24 + (uint64_t)e->klen + e->v.str.len);
+        wU64(w, (uint64_t)e->expire);
+        wU64(w, e->klen);
+        wBytes(w, e->key, e->klen);
+        wU64(w, e->v.str.len);
+        wBytes(w, e->v.str.ptr, e->v.str.len);
+    } else {
+        const dbList *l = &e->v.list;
+        if (l->len == 0) return 0; /* never kept, but never saved either */
+        uint64_t body = 24 + (uint64_t)e->klen;
+        for (size_t i = 0; i < l->len; i++) body += 8 + (uint64_t)listAt(l, i)->len;
+        wRecord(w, TAG_KLST, body);
+        wU64(w, (uint64_t)e->expire);
+        wU64(w, e->klen);
+        wBytes(w, e->key, e->klen);
+        wU64(w, l->len);
+        for (size_t i = 0; i < l->len; i++) {
+            const lelem *x = listAt(l, i);
+            wU64(w, x->len);
+            wBytes(w, x->p, x->len);
+        }
+    }
+    sc->keys++;
+    return w->err ? -1 : 0;
+}
+
+static void saveTable(snapWriter *w, const ir_table *t) {
+    ir_table_state st;
+    ir_item_view v;
+    tableGetState(t, &st);
+    uint64_t body = SNAP_TABLE_FIXED + (uint64_t)t->namelen;
+    for (uint64_t id = st.oldest_id; id < st.next_id; id++) {
+        tableItem(t, id, &v);
+        body += SNAP_ITEM_FIXED + (uint64_t)v.len;
+    }
+    wRecord(w, TAG_TABL, body);
+    wU64(w, t->namelen);
+    wBytes(w, t->name, t->namelen);
+    wU64(w, t->o.capacity);
+    wU32(w, ir_sampler_fanout(t->sampler));
+    wU64(w, t->o.maxbytes);
+    wF64(w, t->o.alpha);
+    wF64(w, t->o.beta);
+    wF64(w, t->o.epsilon);
+    wU64(w, t->o.seed);
+    wU64(w, st.next_id);
+    wU64(w, st.oldest_id);
+    wU64(w, st.tail);
+    wF64(w, st.max_priority);
+    wU64(w, st.inserts);
+    wU64(w, st.samples);
+    wU64(w, st.sample_calls);
+    wU64(w, st.updates);
+    wU64(w, st.stale_updates);
+    wU64(w, st.evictions);
+    for (uint64_t id = st.oldest_id; id < st.next_id && !w->err; id++) {
+        tableItem(t, id, &v);
+        wU64(w, v.id);
+        wF64(w, v.stored);
+        wU64(w, v.off);
+        wU32(w, v.len);
+        wBytes(w, v.data, v.len);
+    }
+}
+
+/* Write the whole snapshot to fd, as of the clock's now. Returns 0 or an errno. */
+static int writeSnapshot(const ir_server *s, int fd, uint64_t *bytes, uint64_t *nkeys,
+                         uint64_t *ntables) {
+    uint64_t now = ir_mstime();
+    snapWriter w = {.fd = fd, .buf = malloc(SNAP_BUF)};
+    if (!w.buf) return ENOMEM;
+    w.crc = (uint32_t)crc32(0L, Z_NULL, 0);
+    unsigned char h[SNAP_HEADER_LEN];
+    memcpy(h, SNAP_MAGIC, 8);
+    put32(h + 8, SNAP_VERSION);
+    put32(h + 12, 0);
+    put64(h + 16, now);
+    wBytes(&w, h, sizeof(h));
+
+    saveCtx sc = {&w, (int64_t)now, 0};
+    dbForEach(s->db, saveEntry, &sc);
+    uint64_t tables = 0;
+    for (const ir_table *t = s->tables->head; t && !w.err; t = t->next, tables++) saveTable(&w, t);
+
+    wRecord(&w, TAG_DONE, SNAP_DONE_BODY);
+    wU64(&w, sc.keys);
+    wU64(&w, tables);
+    wU64(&w, w.total + 8 + 4); /* this field and the CRC are all that is left */
+    wFlush(&w);
+    unsigned char c[4];
+    put32(c, w.crc); /* covers everything before it, so it is not added to itself */
+    wRaw(&w, c, 4);
+    w.total += 4;
+    free(w.buf);
+    *bytes = w.total;
+    *nkeys = sc.keys;
+    *ntables = tables;
+    return w.err;
+}
+
+/* ---- the directory ------------------------------------------------------ */
+
+/* "inreplay-<ms>.snap" (tmp = 0) or ".inreplay-<ms>.snap.tmp" (tmp = 1). */
+static int parseName(const char *name, int *tmp, uint64_t *ms) {
+    const char *p = name;
+    *tmp = 0;
+    if (*p == '.') {
+        *tmp = 1;
+        p++;
+    }
+    if (strncmp(p, "inreplay-", 9) != 0) return 0;
+    p += 9;
+    if (p[0] == '0' && p[1] >= '0' && p[1] <= '9') return 0; /* one spelling per name */
+    uint64_t v = 0;
+    int digits = 0;
+    for (; *p >= '0' && *p <= '9'; p++, digits++) {
+        if (v > (UINT64_MAX - 9) / 10) return 0;
+        v = v * 10 + (uint64_t)(*p - '0');
+    }
+    if (digits == 0) return 0;
+    if (strcmp(p, *tmp ? ".snap.tmp" : ".snap") != 0) return 0;
+    *ms = v;
+    return 1;
+}
+
+static int cmpDesc(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+/* The <ms> of dir's snapshots, newest first; *maxtmp gets the largest <ms>
+ * of a temporary file (0 if none). Returns 0 or an errno. */
+static int listSnapshots(const char *dir, uint64_t **out, size_t *n, uint64_t *maxtmp) {
+    *out = NULL;
+    *n = 0;
+    if (maxtmp) *maxtmp = 0;
+    DIR *d = opendir(dir);
+    if (!d) return errno;
+    size_t cap = 0;
+    struct dirent *de;
+    int err = 0;
+    while ((de = readdir(d)) != NULL) {
+        int tmp;
+        uint64_t ms;
+        if (!parseName(de->d_name, &tmp, &ms)) continue;
+        if (tmp) {
+            if (maxtmp && ms > *maxtmp) *maxtmp = ms;
+            continue;
+        }
+        if (*n == cap) {
+            cap = cap ? cap * 2 : 16;
+            uint64_t *p = realloc(*out, cap * sizeof(uint64_t));
+            if (!p) {
+                err = ENOMEM;
+                break;
+            }
+            *out = p;
+        }
+        (*out)[(*n)++] = ms;
+    }
+    closedir(d);
+    if (err) {
+        free(*out);
+        *out = NULL;
+        *n = 0;
+        return err;
+    }
+    if (*n) qsort(*out, *n, sizeof(uint64_t), cmpDesc);
+    return 0;
+}
+
+static int snapPath(char *buf, size_t len, const char *dir, int tmp, uint64_t ms) {
+    int n = snprintf(buf, len, tmp ? "%s/.inreplay-%llu.snap.tmp" : "%s/inreplay-%llu.snap", dir,
+                     (unsigned long long)ms);
+    return n > 0 && (size_t)n < len ? 0 : ENAMETOOLONG;
+}
+
+/* A name newer than the clock's last one and every file already there. */
+static uint64_t nextSnapshotMs(const char *dir) {
+    uint64_t ms = ir_mstime(), maxtmp = 0, *list;
+    size_t n;
+    if (ms <= snap.last_name_ms) ms = snap.last_name_ms + 1;
+    if (listSnapshots(dir, &list, &n, &maxtmp) == 0) {
+        if (n && ms <= list[0]) ms = list[0] + 1;
+        if (ms <= maxtmp) ms = maxtmp + 1;
+        free(list);
+    }
+    snap.last_name_ms = ms;
+    return ms;
+}
+
+static void fsyncDir(const char *dir) {
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return;
+    /* Some filesystems cannot fsync a directory; the rename stands anyway. */
+    if (fsync(fd) != 0 && errno != EINVAL && errno != EBADF && errno != ENOTSUP)
+        serverLog("fsync of snapshot directory %s: %s", dir, strerror(errno));
+    close(fd);
+}
+
+/* After a successful save of `saved`: keep the newest IR_SNAPSHOT_KEEP
+ * snapshots, and remove temporary files older than it (left by saves that
+ * died half way). */
+static void pruneSnapshots(const char *dir, uint64_t saved) {
+    uint64_t *list, maxtmp;
+    size_t n;
+    char path[PATH_MAX];
+    if (listSnapshots(dir, &list, &n, &maxtmp) != 0) return;
+    for (size_t i = IR_SNAPSHOT_KEEP; i < n; i++) {
+        if (snapPath(path, sizeof(path), dir, 0, list[i]) == 0 && unlink(path) == 0)
+            serverLog("Removed old snapshot %s", path);
+    }
+    free(list);
+    DIR *d = opendir(dir);
+    if (!d) return;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        int tmp;
+        uint64_t ms;
+        if (parseName(de->d_name, &tmp, &ms) && tmp && ms < saved &&
+            snapPath(path, sizeof(path), dir, 1, ms) == 0)
+            unlink(path);
+    }
+    closedir(d);
+}
+
+/* Write dir/inreplay-<ms>.snap atomically. Returns 0, or an errno with msg. */
+static int saveToDir(const ir_server *s, const char *dir, uint64_t ms, uint64_t *bytes, char *msg,
+                     size_t msglen) {
+    char tmp[PATH_MAX], final[PATH_MAX];
+    uint64_t keys = 0, tables = 0;
+    *bytes = 0;
+    int err = snapPath(tmp, sizeof(tmp), dir, 1, ms);
+    if (!err) err = snapPath(final, sizeof(final), dir, 0, ms);
+    if (err) {
+        msgf(msg, msglen, "snapshot directory path too long: %s", dir);
+        return err;
+    }
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        err = errno;
+        msgf(msg, msglen, "cannot create %s: %s", tmp, strerror(err));
+        return err;
+    }
+    err = writeSnapshot(s, fd, bytes, &keys, &tables);
+    if (!err && fsync(fd) != 0) err = errno;
+    if (close(fd) != 0 && !err) err = errno;
+    if (err) {
+        msgf(msg, msglen, "writing %s: %s", tmp, strerror(err));
+        unlink(tmp);
+        return err;
+    }
+    if (rename(tmp, final) != 0) {
+        err = errno;
+        msgf(msg, msglen, "rename %s to %s: %s", tmp, final, strerror(err));
+        unlink(tmp);
+        return err;
+    }
+    fsyncDir(dir);
+    msgf(msg, msglen, "%s: %llu keys, %llu tables, %llu bytes", final, (unsigned long long)keys,
+         (unsigned long long)tables, (unsigned long long)*bytes);
+    return 0;
+}
+
+static void recordSave(const char *dir, uint64_t ms, uint64_t bytes) {
+    snap.lastsave_ms = ir_mstime();
+    snap.last_ok = 1;
+    snap.saves++;
+    snap.last_bytes = bytes;
+    if (snapPath(snap.last_file, sizeof(snap.last_file), dir, 0, ms) != 0) snap.last_file[0] = '\0';
+    pruneSnapshots(dir, ms);
+}
+
+/* ---- SAVE, BGSAVE and the child ------------------------------------------ */
+
+static void reapChild(int killit) {
+    if (snap.child <= 0) return;
+    if (killit) kill(snap.child, SIGKILL);
+    int status;
+    while (waitpid(snap.child, &status, 0) < 0 && errno == EINTR) {
+    }
+    char tmp[PATH_MAX];
+    if (snapPath(tmp, sizeof(tmp), snap.child_dir, 1, snap.child_ms) == 0) unlink(tmp);
+    if (snap.child_pipe >= 0) close(snap.child_pipe);
+    snap.child_pipe = -1;
+    snap.child = 0;
+}
+
+void snapshotShutdown(ir_server *s) {
+    ensureInit(s);
+    if (snap.child <= 0) return;
+    serverLog("Killing the background save child (pid %ld)", (long)snap.child);
+    reapChild(1);
+}
+
+int snapshotSave(ir_server *s, char *msg, size_t msglen) {
+    ensureInit(s);
+    if (snap.child > 0) {
+        serverLog("Killing the background save child (pid %ld): a foreground save replaces it",
+                  (long)snap.child);
+        reapChild(1);
+    }
+    const char *dir = snapDir(s);
+    uint64_t ms = nextSnapshotMs(dir), bytes;
+    uint64_t t0 = ir_mstime();
+    char why[PATH_MAX + 128];
+    int err = saveToDir(s, dir, ms, &bytes, why, sizeof(why));
+    if (err) {
+        snap.last_ok = 0;
+        serverLog("Snapshot failed: %s", why);
+        msgf(msg, msglen, "snapshot failed: %s", why);
+        return err == ENOMEM ? IR_ENOMEM : IR_ECONFIG;
+    }
+    recordSave(dir, ms, bytes);
+    serverLog("DB saved on disk: %s in %llu ms", why, (unsigned long long)(ir_mstime() - t0));
+    msgf(msg, msglen, "saved %s", why);
+    return IR_OK;
+}
+
+/* Close every inherited descriptor but keep: the child must not hold the
+ * parent's sockets open (a closed client would not see EOF until the child
+ * exits), nor anything else. */
+static void closeInherited(int keep) {
+#if defined(__GLIBC__) && defined(__GLIBC_PREREQ)
+#if __GLIBC_PREREQ(2, 34)
+    if ((keep <= 3 || close_range(3, (unsigned)keep - 1, 0) == 0) &&
+        close_range((unsigned)keep + 1, ~0u, 0) == 0)
+        return;
+#endif
+#endif
+    struct rlimit rl;
+    int max = 65536;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < 65536)
+        max = (int)rl.rlim_cur;
+    for (int fd = 3; fd < max; fd++)
+        if (fd != keep) close(fd);
+}
+
+static void childMain(const ir_server *s, const char *dir, uint64_t ms, int report)
+    __attribute__((noreturn));
+static void childMain(const ir_server *s, const char *dir, uint64_t ms, int report) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = SIG_DFL;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sa.sa_handler = SIG_IGN;
+    sigaction(SIGPIPE, &sa, NULL);
+    prctl(PR_SET_PDEATHSIG, SIGKILL); /* the server went away: stop */
+    closeInherited(report);
+    char why[PATH_MAX + 128], line[PATH_MAX + 160];
+    uint64_t bytes = 0;
+    int err = saveToDir(s, dir, ms, &bytes, why, sizeof(why));
+    int n = err ? snprintf(line, sizeof(line), "err %s", why)
+                : snprintf(line, sizeof(line), "ok %llu", (unsigned long long)bytes);
+    if (n > 0) {
+        ssize_t k = write(report, line, (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);
+        (void)k;
+    }
+    _exit(err ? 1 : 0);
+}
+
+int snapshotBackground(ir_server *s, char *msg, size_t msglen) {
+    ensureInit(s);
+    if (snap.child > 0) {
+        msgf(msg, msglen, "Background save already in progress");
+        return IR_ERUNNING;
+    }
+    const char *dir = snapDir(s);
+    if (strlen(dir) >= sizeof(snap.child_dir)) {
+        msgf(msg, msglen, "snapshot directory path too long");
+        return IR_ECONFIG;
+    }
+    uint64_t ms = nextSnapshotMs(dir);
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) != 0) {
+        msgf(msg, msglen, "pipe: %s", strerror(errno));
+        return IR_ECONFIG;
+    }
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(p[0]);
+        childMain(s, dir, ms, p[1]);
+    }
+    close(p[1]);
+    if (pid < 0) {
+        int e = errno;
+        close(p[0]);
+        snap.last_ok = 0;
+        serverLog("Can't save in background: fork: %s", strerror(e));
+        msgf(msg, msglen, "Can't save in background: fork: %s", strerror(e));
+        return IR_ECONFIG;
+    }
+    fcntl(p[0], F_SETFL, O_NONBLOCK);
+    snap.child = pid;
+    snap.child_pipe = p[0];
+    snap.child_ms = ms;
+    snap.child_start_ms = ir_mstime();
+    memcpy(snap.child_dir, dir, strlen(dir) + 1);
+    serverLog("Background saving started by pid %ld", (long)pid);
+    msgf(msg, msglen, "Background saving started");
+    return IR_OK;
+}
+
+void snapshotTick(ir_server *s) {
+    ensureInit(s);
+    if (snap.child <= 0) return;
+    int status = 0;
+    pid_t r = waitpid(snap.child, &status, WNOHANG);
+    if (r == 0 || (r < 0 && errno == EINTR)) return;
+    /* The child's report (it wrote it before exiting; <= PIPE_BUF bytes). */
+    char line[PATH_MAX + 160];
+    ssize_t n = read(snap.child_pipe, line, sizeof(line) - 1);
+    line[n > 0 ? n : 0] = '\0';
+    int reported_ok = strncmp(line, "ok ", 3) == 0;
+    /* r < 0 (ECHILD): someone else reaped it; its report is all there is. */
+    int ok = reported_ok && (r < 0 || (WIFEXITED(status) && WEXITSTATUS(status) == 0));
+    uint64_t ms = snap.child_ms;
+    snap.last_bg_sec = (int64_t)((ir_mstime() - snap.child_start_ms + 500) / 1000);
+    char dir[PATH_MAX];
+    memcpy(dir, snap.child_dir, sizeof(dir));
+    close(snap.child_pipe);
+    snap.child_pipe = -1;
+    snap.child = 0;
+    if (ok) {
+        uint64_t bytes = strtoull(line + 3, NULL, 10);
+        recordSave(dir, ms, bytes);
+        serverLog("Background saving terminated with success (%s, %llu bytes)", snap.last_file,
+                  (unsigned long long)bytes);
+        return;
+    }
+    char tmp[PATH_MAX];
+    if (snapPath(tmp, sizeof(tmp), dir, 1, ms) == 0) unlink(tmp);
+    snap.last_ok = 0;
+    if (strncmp(line, "err ", 4) == 0)
+        serverLog("Background saving error: %s", line + 4);
+    else if (r > 0 && WIFSIGNALED(status))
+        serverLog("Background saving terminated by signal %d", WTERMSIG(status));
+    else
+        serverLog("Background saving error: child exited with code %d",
+                  r > 0 && WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+}
+
+/* ---- the reader ------------------------------------------------------------- */
+
+typedef struct snapReader {
+    int fd;
+    unsigned char *buf;
+    size_t pos, len;           /* unread buffered bytes: buf[pos, len) */
+    uint64_t off;              /* file offset of buf[pos] */
+    uint64_t end;              /* reads stop here (the current record's end) */
+    int ioerr;                 /* errno of a failed read */
+} snapReader;
+
+static int rRead(snapReader *r, void *dst, uint64_t n) {
+    if (n > r->end - r->off) return -1;
+    unsigned char *d = dst;
+    while (n) {
+        size_t avail = r->len - r->pos;
+        if (avail) {
+            size_t k = avail < n ? avail : (size_t)n;
+            memcpy(d, r->buf + r->pos, k);
+            r->pos += k;
+            r->off += k;
+            d += k;
+            n -= k;
+            continue;
+        }
+        int direct = n >= SNAP_DIRECT;
+        size_t want = direct ? (n > SNAP_CHUNK ? SNAP_CHUNK : (size_t)n) : SNAP_BUF;
+        ssize_t k = read(r->fd, direct ? (void *)d : (void *)r->buf, want);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) {
+            r->ioerr = k < 0 ? errno : EIO; /* EOF: the file shrank under us */
+            return -1;
+        }
+        if (direct) {
+            r->off += (uint64_t)k;
+            d += k;
+            n -= (uint64_t)k;
+        } else {
+            r->pos = 0;
+            r->len = (size_t)k;
+        }
+    }
+    return 0;
+}
+
+static int rSkip(snapReader *r, uint64_t n) {
+    if (n > r->end - r->off) return -1;
+    size_t avail = r->len - r->pos;
+    if (n <= avail) {
+        r->pos += (size_t)n;
+        r->off += n;
+        return 0;
+    }
+    n -= avail;
+    r->pos = r->len = 0;
+    r->off += avail;
+    if (lseek(r->fd, (off_t)n, SEEK_CUR) < 0) { /* n < the file size: fits off_t */
+        r->ioerr = errno;
+        return -1;
+    }
+    r->off += n;
+    return 0;
+}
+
+static int rU32(snapReader *r, uint32_t *v) {
+    unsigned char b[4];
+    if (rRead(r, b, 4)) return -1;
+    *v = get32(b);
+    return 0;
+}
+
+static int rU64(snapReader *r, uint64_t *v) {
+    unsigned char b[8];
+    if (rRead(r, b, 8)) return -1;
+    *v = get64(b);
+    return 0;
+}
+
+static int rF64(snapReader *r, double *d) {
+    uint64_t u;
+    if (rU64(r, &u)) return -1;
+    *d = bitsf64(u);
+    return 0;
+}
+
+static uint64_t rLeft(const snapReader *r) { return r->end - r->off; }
+
+/* ---- pass 1: the file as a whole ------------------------------------------ */
+
+#define LOAD_OK 0
+#define LOAD_CORRUPT -1 /* try the next older snapshot */
+#define LOAD_NOMEM -2   /* stop: nothing older is loaded either */
+
+typedef struct snapDone {
+    uint64_t keys, tables;
+} snapDone;
+
+static int verifyFile(int fd, uint64_t size, unsigned char *buf, snapDone *done, char *why,
+                      size_t whylen) {
+    unsigned char h[SNAP_HEADER_LEN], d[SNAP_DONE_LEN];
+    errno = 0;
+    if (size < SNAP_HEADER_LEN + SNAP_DONE_LEN) {
+        msgf(why, whylen, "truncated: %llu bytes, too short for a header and a DONE record",
+             (unsigned long long)size);
+        return LOAD_CORRUPT;
+    }
+    if (pread(fd, h, sizeof(h), 0) != (ssize_t)sizeof(h) ||
+        pread(fd, d, sizeof(d), (off_t)(size - SNAP_DONE_LEN)) != (ssize_t)sizeof(d)) {
+        msgf(why, whylen, "read error: %s", strerror(errno ? errno : EIO));
+        return LOAD_CORRUPT;
+    }
+    if (memcmp(h, SNAP_MAGIC, 8) != 0) {
+        msgf(why, whylen, "not an inreplay snapshot: bad magic");
+        return LOAD_CORRUPT;
+    }
+    if (get32(h + 8) != SNAP_VERSION || get32(h + 12) != 0) {
+        msgf(why, whylen, "unsupported format version %u flags %#x", get32(h + 8), get32(h + 12));
+        return LOAD_CORRUPT;
+    }
+    if (memcmp(d, TAG_DONE, 4) != 0 || get64(d + 4) != SNAP_DONE_BODY) {
+        msgf(why, whylen, "truncated or incomplete: no DONE record at the end of its %llu bytes",
+             (unsigned long long)size);
+        return LOAD_CORRUPT;
+    }
+    uint64_t flen = get64(d + 28);
+    if (flen != size) {
+        msgf(why, whylen, "truncated or extended: the DONE record says %llu bytes, the file has %llu",
+             (unsigned long long)flen, (unsigned long long)size);
+        return LOAD_CORRUPT;
+    }
+    uint32_t crc = (uint32_t)crc32(0L, Z_NULL, 0);
+    uint64_t off = 0, upto = size - 4;
+    while (off < upto) {
+        size_t want = upto - off < SNAP_BUF ? (size_t)(upto - off) : SNAP_BUF;
+        ssize_t k = pread(fd, buf, want, (off_t)off);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) {
+            msgf(why, whylen, "read error at offset %llu: %s", (unsigned long long)off,
+                 k < 0 ? strerror(errno) : "unexpected end of file");
+            return LOAD_CORRUPT;
+        }
+        crc = crcUpdate(crc, buf, (size_t)k);
+        off += (uint64_t)k;
+    }
+    uint32_t stored = get32(d + 36);
+    if (crc != stored) {
+        msgf(why, whylen, "checksum mismatch: stored %08x, computed %08x", stored, crc);
+        return LOAD_CORRUPT;
+    }
+    done->keys = get64(d + 12);
+    done->tables = get64(d + 20);
+    return LOAD_OK;
+}
+
+/* ---- pass 2: parse into fresh structures ------------------------------------ */
+
+typedef struct snapLoader {
+    snapReader r;
+    ir_db *db;
+    ir_tables *tables;
+    int64_t now;
+    uint64_t keys, ntables, expired;
+    char *key;                 /* the key being read */
+    size_t keycap;
+    ir_table_loader tl;
+    uint64_t rec;              /* offset of the record being parsed */
+    char why[256];
+} snapLoader;
+
+static int bad(snapLoader *L, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int bad(snapLoader *L, const char *fmt, ...) {
+    char text[200];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof(text), fmt, ap);
+    va_end(ap);
+    if (L->r.ioerr)
+        msgf(L->why, sizeof(L->why), "record at offset %llu: read error: %s",
+             (unsigned long long)L->rec, strerror(L->r.ioerr));
+    else
+        msgf(L->why, sizeof(L->why), "record at offset %llu: %s", (unsigned long long)L->rec, text);
+    return LOAD_CORRUPT;
+}
+
+static int nomem(snapLoader *L, const char *what) {
+    msgf(L->why, sizeof(L->why), "record at offset %llu: out of memory for %s",
+         (unsigned long long)L->rec, what);
+    return LOAD_NOMEM;
+}
+
+/* expire, key length and key of a KSTR/KLST record. */
+static int loadKeyHead(snapLoader *L, int64_t *expire, uint64_t *klen) {
+    uint64_t e;
+    if (rU64(&L->r, &e) || rU64(&L->r, klen)) return bad(L, "key header runs past the record");
+    *expire = (int64_t)e;
+    if (*expire < -1) return bad(L, "bad expire time %lld", (long long)*expire);
+    if (*klen > rLeft(&L->r)) return bad(L, "key length %llu runs past the record",
+                                         (unsigned long long)*klen);
+    if (*klen + 1 > L->keycap) {
+        char *k = realloc(L->key, *klen + 1);
+        if (!k) return nomem(L, "a key");
+        L->key = k;
+        L->keycap = *klen + 1;
+    }
+    if (rRead(&L->r, L->key, *klen)) return bad(L, "key runs past the record");
+    return LOAD_OK;
+}
+
+static int keyExpired(const snapLoader *L, int64_t expire) {
+    return expire != -1 && L->now > expire;
+}
+
+static int loadString(snapLoader *L) {
+    int64_t expire;
+    uint64_t klen, vlen;
+    int rc = loadKeyHead(L, &expire, &klen);
+    if (rc) return rc;
+    if (rU64(&L->r, &vlen)) return bad(L, "value length runs past the record");
+    if (vlen > rLeft(&L->r)) return bad(L, "value length %llu runs past the record",
+                                        (unsigned long long)vlen);
+    if (keyExpired(L, expire)) {
+        L->expired++;
+        return rSkip(&L->r, vlen) ? bad(L, "value runs past the record") : LOAD_OK;
+    }
+    dbkey k = dbKey(L->db, L->key, (size_t)klen);
+    if (dictFind(&L->db->d, k.p, k.len, k.h)) return bad(L, "duplicate key");
+    dbEntry *e;
+    if (vlen + 1 <= DB_EMBED_MAX) { /* embedded in the entry, as SET does */
+        char v[DB_EMBED_MAX];
+        if (rRead(&L->r, v, vlen)) return bad(L, "value runs past the record");
+        e = dbAdd(L->db, &k, OBJ_STRING, ((size_t)vlen + 1 + 7) & ~(size_t)7);
+        strSetValue(L->db, e, v, (size_t)vlen, 0);
+    } else { /* read straight into the value's own buffer */
+        char *p = malloc((size_t)vlen + 1);
+        if (!p) return nomem(L, "a value");
+        if (rRead(&L->r, p, vlen)) {
+            free(p);
+            return bad(L, "value runs past the record");
+        }
+        p[vlen] = '\0';
+        e = dbAdd(L->db, &k, OBJ_STRING, 0);
+        dbStrAdopt(L->db, e, p, (size_t)vlen);
+    }
+    if (expire != -1) setExpire(L->db, e, expire);
+    L->keys++;
+    return LOAD_OK;
+}
+
+static int loadList(snapLoader *L) {
+    int64_t expire;
+    uint64_t klen, count;
+    int rc = loadKeyHead(L, &expire, &klen);
+    if (rc) return rc;
+    if (rU64(&L->r, &count)) return bad(L, "element count runs past the record");
+    if (count > rLeft(&L->r) / 8) return bad(L, "element count %llu larger than the record holds",
+                                             (unsigned long long)count);
+    if (keyExpired(L, expire)) {
+        L->expired++;
+        return rSkip(&L->r, rLeft(&L->r)) ? bad(L, "list runs past the record") : LOAD_OK;
+    }
+    if (count == 0) return LOAD_OK; /* an empty list is no key */
+    dbkey k = dbKey(L->db, L->key, (size_t)klen);
+    if (dictFind(&L->db->d, k.p, k.len, k.h)) return bad(L, "duplicate key");
+    dbEntry *e = dbAdd(L->db, &k, OBJ_LIST, 0);
+    if (expire != -1) setExpire(L->db, e, expire);
+    for (uint64_t i = 0; i < count; i++) {
+        uint64_t len;
+        if (rU64(&L->r, &len)) return bad(L, "list element %llu runs past the record",
+                                          (unsigned long long)i);
+        if (len > rLeft(&L->r)) return bad(L, "list element length %llu runs past the record",
+                                           (unsigned long long)len);
+        char *p = malloc((size_t)len + 1);
+        if (!p) return nomem(L, "a list element");
+        if (rRead(&L->r, p, len)) {
+            free(p);
+            return bad(L, "list element runs past the record");
+        }
+        p[len] = '\0';
+        listPush(L->db, &e->v.list, p, (size_t)len, 0);
+    }
+    L->keys++;
+    return LOAD_OK;
+}
+
+static int loadTable(snapLoader *L) {
+    snapReader *r = &L->r;
+    uint64_t namelen;
+    char name[IR_TABLE_NAME_MAX + 1];
+    if (rU64(r, &namelen)) return bad(L, "table name runs past the record");
+    if (namelen == 0 || namelen > IR_TABLE_NAME_MAX)
+        return bad(L, "table name length %llu", (unsigned long long)namelen);
+    if (rRead(r, name, namelen)) return bad(L, "table name runs past the record");
+    name[namelen] = '\0';
+    ir_table_opts o;
+    ir_table_state st;
+    uint32_t fanout;
+    memset(&o, 0, sizeof(o));
+    if (rU64(r, &o.capacity) || rU32(r, &fanout) || rU64(r, &o.maxbytes) || rF64(r, &o.alpha) ||
+        rF64(r, &o.beta) || rF64(r, &o.epsilon) || rU64(r, &o.seed) || rU64(r, &st.next_id) ||
+        rU64(r, &st.oldest_id) || rU64(r, &st.tail) || rF64(r, &st.max_priority) ||
+        rU64(r, &st.inserts) || rU64(r, &st.samples) || rU64(r, &st.sample_calls) ||
+        rU64(r, &st.updates) || rU64(r, &st.stale_updates) || rU64(r, &st.evictions))
+        return bad(L, "table header runs past the record");
+    o.fanout = fanout;
+    /* Checked here with REPLAY.CREATE's limits, so that tableCreate can only
+     * fail for want of memory. */
+    if (tableFind(L->tables, name, (size_t)namelen)) return bad(L, "duplicate table '%s'", name);
+    if (o.capacity == 0 || o.capacity > (1ULL << 32)) return bad(L, "table capacity out of range");
+    if (fanout != 2 && fanout != 4 && fanout != 8 && fanout != 16 && fanout != 32)
+        return bad(L, "table fanout %u", fanout);
+    if (o.maxbytes < tableItemReserve(0)) return bad(L, "table maxbytes out of range");
+    if (!(o.alpha >= 0 && isfinite(o.alpha)) || !(o.beta >= 0 && isfinite(o.beta)) ||
+        !(o.epsilon >= 0 && isfinite(o.epsilon)))
+        return bad(L, "table alpha, beta or epsilon out of range");
+    if (st.oldest_id > st.next_id) return bad(L, "table oldest_id > next_id");
+    uint64_t n = st.next_id - st.oldest_id;
+    if (n > o.capacity || n > rLeft(r) / SNAP_ITEM_FIXED)
+        return bad(L, "table item count %llu larger than its capacity or the record",
+                   (unsigned long long)n);
+    ir_table *t;
+    const char *err;
+    if (tableCreate(L->tables, name, (size_t)namelen, &o, &t, &err) != 0)
+        return nomem(L, "a table of this capacity and maxbytes");
+    if (tableLoadBegin(&L->tl, t, &st, &err) != 0) return bad(L, "table '%s': %s", name, err);
+    for (uint64_t i = 0; i < n; i++) {
+        uint64_t id, off;
+        uint32_t len;
+        double stored;
+        if (rU64(r, &id) || rF64(r, &stored) || rU64(r, &off) || rU32(r, &len))
+            return bad(L, "table '%s': item %llu runs past the record", name, (unsigned long long)i);
+        if (len > rLeft(r))
+            return bad(L, "table '%s': item length %u runs past the record", name, len);
+        char *dst = tableLoadItem(&L->tl, id, stored, off, len, &err);
+        if (!dst) return bad(L, "table '%s': item %llu: %s", name, (unsigned long long)id, err);
+        if (rRead(r, dst, len))
+            return bad(L, "table '%s': item %llu runs past the record", name, (unsigned long long)id);
+    }
+    if (tableLoadEnd(&L->tl, &err) != 0) return bad(L, "table '%s': %s", name, err);
+    L->ntables++;
+    return LOAD_OK;
+}
+
+static int parseFile(snapLoader *L, uint64_t size, const snapDone *done) {
+    snapReader *r = &L->r;
+    const uint64_t data_end = size - SNAP_DONE_LEN;
+    if (lseek(r->fd, SNAP_HEADER_LEN, SEEK_SET) < 0) {
+        msgf(L->why, sizeof(L->why), "seek: %s", strerror(errno));
+        return LOAD_CORRUPT;
+    }
+    r->off = SNAP_HEADER_LEN;
+    while (r->off < data_end) {
+        L->rec = r->off;
+        r->end = data_end;
+        char tag[4];
+        uint64_t blen;
+        if (rRead(r, tag, 4) || rU64(r, &blen)) return bad(L, "record header runs past the end");
+        if (blen > rLeft(r))
+            return bad(L, "length %llu runs past the end of the file", (unsigned long long)blen);
+        r->end = r->off + blen;
+        int rc;
+        if (!memcmp(tag, TAG_KSTR, 4)) rc = loadString(L);
+        else if (!memcmp(tag, TAG_KLST, 4)) rc = loadList(L);
+        else if (!memcmp(tag, TAG_TABL, 4)) rc = loadTable(L);
+        else
+            return bad(L, "unknown record type %02x%02x%02x%02x", (unsigned char)tag[0],
+                       (unsigned char)tag[1], (unsigned char)tag[2], (unsigned char)tag[3]);
+        if (rc) return rc;
+        if (r->off != r->end)
+            return bad(L, "%llu bytes of the record not used (bad length)",
+                       (unsigned long long)(r->end - r->off));
+    }
+    L->rec = data_end;
+    if (L->keys + L->expired != done->keys || L->ntables != done->tables)
+        return bad(L, "DONE counts %llu keys and %llu tables, the file holds %llu and %llu",
+                   (unsigned long long)done->keys, (unsigned long long)done->tables,
+                   (unsigned long long)(L->keys + L->expired), (unsigned long long)L->ntables);
+    return LOAD_OK;
+}
+
+/* Put the loaded keyspace and tables in place of s's. */
+static void swapIn(ir_server *s, ir_db *db, ir_tables *tables) {
+    /* tableCreate prepends: reverse to the saved (REPLAY.LIST) order */
+    ir_table *prev = NULL, *t = tables->head;
+    while (t) {
+        ir_table *next = t->next;
+        t->next = prev;
+        prev = t;
+        t = next;
+    }
+    tables->head = prev;
+    tablesMoveMissing(tables, s->tables); /* e.g. a start-up table the snapshot lacks */
+    tablesFree(s->tables);
+    s->tables = tables;
+    dbFree(s->db);
+    s->db = db;
+}
+
+/* Load one file. LOAD_OK (s now holds it), LOAD_CORRUPT or LOAD_NOMEM with why. */
+static int loadFile(ir_server *s, const char *path, unsigned char *buf, uint64_t *nkeys,
+                    uint64_t *ntables, uint64_t *nexpired, uint64_t *fsize, char *why,
+                    size_t whylen) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        msgf(why, whylen, "cannot open: %s", strerror(errno));
+        return LOAD_CORRUPT;
+    }
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        msgf(why, whylen, "not a regular file");
+        close(fd);
+        return LOAD_CORRUPT;
+    }
+    uint64_t size = (uint64_t)sb.st_size;
+    *fsize = size;
+    snapDone done;
+    int rc = verifyFile(fd, size, buf, &done, why, whylen);
+    if (rc != LOAD_OK) {
+        close(fd);
+        return rc;
+    }
+    posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+    snapLoader *L = calloc(1, sizeof(*L));
+    if (!L) {
+        close(fd);
+        msgf(why, whylen, "out of memory");
+        return LOAD_NOMEM;
+    }
+    L->r.fd = fd;
+    L->r.buf = buf;
+    L->db = dbNew();
+    L->tables = tablesNew();
+    L->now = (int64_t)ir_mstime();
+    if (!L->tables) rc = nomem(L, "the table set");
+    else rc = parseFile(L, size, &done);
+    if (rc == LOAD_OK) {
+        swapIn(s, L->db, L->tables);
+        *nkeys = L->keys;
+        *ntables = L->ntables;
+        *nexpired = L->expired;
+    } else {
+        msgf(why, whylen, "%s", L->why);
+        dbFree(L->db);
+        tablesFree(L->tables);
+    }
+    free(L->key);
+    free(L);
+    close(fd);
+    return rc;
+}
+
+int snapshotRestore(ir_server *s, const char *dir, char *msg, size_t msglen) {
+    ensureInit(s);
+    if (!dir) dir = s->cfg.restore;
+    if (!dir || !dir[0]) {
+        msgf(msg, msglen, "no snapshot directory given: nothing to restore");
+        return 0;
+    }
+    uint64_t *list;
+    size_t n;
+    int err = listSnapshots(dir, &list, &n, NULL);
+    if (err) {
+        msgf(msg, msglen, "cannot read snapshot directory %s: %s", dir, strerror(err));
+        return err == ENOMEM ? IR_ENOMEM : IR_ECONFIG;
+    }
+    if (n == 0) {
+        msgf(msg, msglen, "no snapshot in %s: nothing to restore", dir);
+        return 0;
+    }
+    unsigned char *buf = malloc(SNAP_BUF);
+    if (!buf) {
+        free(list);
+        msgf(msg, msglen, "out of memory restoring from %s", dir);
+        return IR_ENOMEM;
+    }
+    int ret = IR_EINVAL;
+    size_t skipped = 0;
+    uint64_t t0 = ir_mstime();
+    for (size_t i = 0; i < n; i++) {
+        char path[PATH_MAX], why[300];
+        uint64_t keys = 0, tables = 0, expired = 0, size = 0;
+        if (snapPath(path, sizeof(path), dir, 0, list[i]) != 0) continue;
+        int rc = loadFile(s, path, buf, &keys, &tables, &expired, &size, why, sizeof(why));
+        if (rc == LOAD_OK) {
+            snap.loaded_keys = keys;
+            snap.loaded_tables = tables;
+            snap.loaded_expired = expired;
+            memcpy(snap.last_file, path, sizeof(path));
+            msgf(msg, msglen,
+                 "restored %llu keys and %llu tables from %s (%llu bytes, %llu expired keys "
+                 "dropped, %llu ms)%s",
+                 (unsigned long long)keys, (unsigned long long)tables, path,
+                 (unsigned long long)size, (unsigned long long)expired,
+                 (unsigned long long)(ir_mstime() - t0),
+                 skipped ? "; newer snapshots were corrupt" : "");
+            ret = keys + tables > INT_MAX ? INT_MAX : (int)(keys + tables);
+            break;
+        }
+        if (rc == LOAD_NOMEM) {
+            msgf(msg, msglen, "snapshot %s could not be loaded (%s): nothing restored", path, why);
+            ret = IR_ENOMEM;
+            break;
+        }
+        serverLog("snapshot %s is corrupt (%s), not loaded", path, why);
+        skipped++;
+    }
+    if (ret == IR_EINVAL)
+        msgf(msg, msglen, "no complete snapshot in %s (%zu corrupt): nothing restored", dir, skipped);
+    free(buf);
+    free(list);
+    return ret;
+}
+
+/* ---- INFO and commands -------------------------------------------------------- */
+
+size_t snapshotInfo(ir_server *s, char *buf, size_t len) {
+    ensureInit(s);
+    char real[PATH_MAX];
+    const char *dir = realpath(snapDir(s), real) ? real : snapDir(s);
+    long long current = snap.child > 0 ? (long long)((ir_mstime() - snap.child_start_ms) / 1000) : -1;
+    int n = snprintf(buf, len,
+                     "# Persistence\r\n"
+                     "loading:0\r\n"
+                     "rdb_bgsave_in_progress:%d\r\n"
+                     "rdb_last_save_time:%llu\r\n"
+                     "rdb_last_bgsave_status:%s\r\n"
+                     "rdb_last_bgsave_time_sec:%lld\r\n"
+                     "rdb_current_bgsave_time_sec:%lld\r\n"
+                     "rdb_saves:%llu\r\n"
+                     "rdb_last_save_bytes:%llu\r\n"
+                     "rdb_last_load_keys_expired:%llu\r\n"
+                     "rdb_last_load_keys_loaded:%llu\r\n"
+                     "rdb_last_load_tables_loaded:%llu\r\n"
+                     "snapshot_dir:%s\r\n"
+                     "snapshot_last_file:%s\r\n"
+                     "snapshot_keep:%d\r\n",
+                     snap.child > 0, (unsigned long long)(snap.lastsave_ms / 1000),
+                     snap.last_ok ? "ok" : "err", (long long)snap.last_bg_sec, current,
+                     (unsigned long long)snap.saves, (unsigned long long)snap.last_bytes,
+                     (unsigned long long)snap.loaded_expired, (unsigned long long)snap.loaded_keys,
+                     (unsigned long long)snap.loaded_tables, dir, snap.last_file, IR_SNAPSHOT_KEEP);
+    return n < 0 ? 0 : (size_t)n;
+}
+
+void saveCommand(client *c) {
+    ensureInit(c->srv);
+    if (snap.child > 0) {
+        addReplyError(c, "Background save already in progress");
+        return;
+    }
+    char msg[PATH_MAX + 200];
+    if (snapshotSave(c->srv, msg, sizeof(msg)) != IR_OK) {
+        addReplyErrorFormat(c, "%s", msg);
+        return;
+    }
+    addReplyStr(c, shared.ok);
+}
+
+void bgsaveCommand(client *c) {
+    /* SCHEDULE waits for another kind of child in Redis; there is none here. */
+    if (c->argc > 2 || (c->argc == 2 && !argEq(c, 1, "schedule"))) {
+        addReplyStr(c, shared.syntaxerr);
+        return;
+    }
+    char msg[PATH_MAX + 200];
+    if (snapshotBackground(c->srv, msg, sizeof(msg)) != IR_OK) {
+        addReplyErrorFormat(c, "%s", msg);
+        return;
+    }
+    addReplyStatus(c, "Background saving started");
+}
+
+void lastsaveCommand(client *c) {
+    ensureInit(c->srv);
+    addReplyLongLong(c, (long long)(snap.lastsave_ms / 1000));
+}
