@@ -235,6 +235,37 @@ static int validClientName(const ir_arg *a) {
     return 1;
 }
 
+typedef struct infobuf {
+    char *p;
+    size_t len, cap;
+} infobuf;
+
+static void infoCat(infobuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void infoCat(infobuf *b, const char *fmt, ...) {
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int n = vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
+        va_end(ap);
+        if (n < 0) return;
+        if (b->len + (size_t)n < b->cap) {
+            b->len += (size_t)n;
+            return;
+        }
+        size_t cap = b->cap * 2 + (size_t)n;
+        char *p = realloc(b->p, cap);
+        if (!p) return;
+        b->p = p;
+        b->cap = cap;
+    }
+}
+
+/* Send a built text as one bulk (copied: the buffer is freed right after). */
+static void addReplyInfobuf(client *c, infobuf *b) {
+    memcpy(addReplyBulkReserve(c, b->len), b->p, b->len);
+    free(b->p);
+}
+
 static void clientInfoLine(client *c, const client *o, char *buf, size_t len) {
     const ir_server *s = c->srv;
     snprintf(buf, len,
@@ -282,22 +313,21 @@ void clientCommand(client *c) {
         dst[n] = '\0';
         addReplyStr(c, shared.ok);
     } else if ((argEq(c, 1, "list") && c->argc == 2) || (argEq(c, 1, "info") && c->argc == 2)) {
+        /* Each line is formatted once: the reply itself changes this
+         * client's omem, so a second pass would not match the first. */
         char line[1024];
-        size_t total = 0;
+        infobuf b = {malloc(1024), 0, 1024};
+        if (!b.p) {
+            addReplyError(c, "out of memory");
+            return;
+        }
         int all = argEq(c, 1, "list");
         for (client *o = c->srv->clients; o; o = o->next) {
             if (!all && o != c) continue;
             clientInfoLine(c, o, line, sizeof(line));
-            total += strlen(line);
+            infoCat(&b, "%s", line);
         }
-        char *out = addReplyBulkReserve(c, total);
-        for (client *o = c->srv->clients; o; o = o->next) {
-            if (!all && o != c) continue;
-            clientInfoLine(c, o, line, sizeof(line));
-            size_t n = strlen(line);
-            memcpy(out, line, n);
-            out += n;
-        }
+        addReplyInfobuf(c, &b);
     } else if (argEq(c, 1, "help")) {
         static const char *help[] = {
             "CLIENT <subcommand> [<arg> ...]. Subcommands are:",
@@ -440,31 +470,6 @@ void configCommand(client *c) {
 
 /* ---- INFO --------------------------------------------------------------- */
 
-typedef struct infobuf {
-    char *p;
-    size_t len, cap;
-} infobuf;
-
-static void infoCat(infobuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void infoCat(infobuf *b, const char *fmt, ...) {
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        int n = vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
-        va_end(ap);
-        if (n < 0) return;
-        if (b->len + (size_t)n < b->cap) {
-            b->len += (size_t)n;
-            return;
-        }
-        size_t cap = b->cap * 2 + (size_t)n;
-        char *p = realloc(b->p, cap);
-        if (!p) return;
-        b->p = p;
-        b->cap = cap;
-    }
-}
-
 static void bytesHuman(char *buf, size_t len, uint64_t n) {
     const char *u = "BKMGT";
     double d = (double)n;
@@ -562,9 +567,7 @@ void infoCommand(client *c) {
                 infoCat(&b, "cmdstat_%s:calls=%llu\r\n", commands[i].name,
                         (unsigned long long)commands[i].calls);
     }
-    addReplyBulk(c, b.p, b.len);
-    clientFlush(c); /* the body is referenced: send it before freeing */
-    free(b.p);
+    addReplyInfobuf(c, &b);
 }
 
 /* SHUTDOWN [NOSAVE|SAVE] [NOW] [FORCE] */

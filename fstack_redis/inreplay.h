@@ -63,6 +63,9 @@ void ir_sampler_seed(ir_sampler *s, uint64_t seed);
  * is returned. A slot may appear more than once; the last value wins. */
 int ir_sampler_update(ir_sampler *s, const uint64_t *slots, const double *raw,
                       size_t n);
+/* 1 if ir_sampler_update would accept this raw priority: finite, >= 0, and
+ * (raw + epsilon)^alpha small enough that no sum in the tree can overflow. */
+int ir_sampler_valid(const ir_sampler *s, double raw);
 /* Same, with float32 raw priorities (the REPLAY.UPDATE wire format). */
 int ir_sampler_update_f32(ir_sampler *s, const uint64_t *slots,
                           const float *raw, size_t n);

@@ -171,10 +171,7 @@ int tableScratch(ir_table *t, size_t n) {
     return 0;
 }
 
-int tablePriorityValid(const ir_table *t, double raw) {
-    if (!(raw >= 0) || !isfinite(raw)) return 0;
-    return isfinite(pow(raw + t->o.epsilon, t->o.alpha));
-}
+int tablePriorityValid(const ir_table *t, double raw) { return ir_sampler_valid(t->sampler, raw); }
 
 /* Remove the oldest item; its slot is remembered so the caller can clear
  * its priority once the whole batch is placed. */
@@ -250,18 +247,18 @@ int tableAdd(ir_table *t, const ir_item_in *items, size_t n, uint64_t *ids_out, 
      * then gets its new priority from the updates below. */
     if (nevicted) ir_sampler_clear(t->sampler, t->scratch_evicted, nevicted);
     /* Raw priorities and MAX ones (already stored values) go in separately. */
-    /* In a batch larger than the table only the last `capacity` items stay. */
-    size_t first = n > t->o.capacity ? n - (size_t)t->o.capacity : 0;
+    /* Only items still live get a priority: a batch larger than the table,
+     * or one that outgrows MAXBYTES, evicts its own first items. */
     size_t nraw = 0, nmax = 0;
-    for (size_t k = first; k < n; k++) {
-        if (items[k].use_max) continue;
+    for (size_t k = 0; k < n; k++) {
+        if (items[k].use_max || ids_out[k] < t->oldest_id) continue;
         t->scratch_ids[nraw] = t->scratch_slots[k];
         t->scratch_prio[nraw++] = t->scratch_prio[k];
     }
     if (nraw) ir_sampler_update(t->sampler, t->scratch_ids, t->scratch_prio, nraw);
     double maxp = ir_sampler_max(t->sampler);
-    for (size_t k = first; k < n; k++) {
-        if (!items[k].use_max) continue;
+    for (size_t k = 0; k < n; k++) {
+        if (!items[k].use_max || ids_out[k] < t->oldest_id) continue;
         t->scratch_ids[nmax] = t->scratch_slots[k];
         t->scratch_prio[nmax++] = maxp;
     }

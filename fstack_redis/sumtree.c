@@ -738,6 +738,18 @@ static inline int bad_stored(const ir_sampler *s, double v)
         return bad ? IR_EINVAL : IR_OK;                                        \
     }
 
+int ir_sampler_valid(const ir_sampler *s, double raw)
+{
+    if (!s || !(raw >= 0.0 && raw <= DBL_MAX))
+        return 0;
+    double v = raw + s->epsilon; /* the same steps as ST_TRANSFORM */
+    if (s->alpha == 0.0)
+        v = 1.0;
+    else if (s->alpha != 1.0)
+        v = pow(v, s->alpha);
+    return !bad_stored(s, v);
+}
+
 ST_TRANSFORM(transform_f64, double)
 ST_TRANSFORM(transform_f32, float)
 

@@ -95,3 +95,49 @@ def test_errors_are_redis_errors(rc: ReplayClient) -> None:
     with pytest.raises(redis.ResponseError, match="invalid priority"):
         rc.add("e", [float("nan")], [b"x"])
     assert rc.info("e")["size"] == 0
+
+
+# ---- regressions found by the fuzzer (tests/fuzz/corpus/bug_*) ----------------
+
+
+def test_batch_that_outgrows_maxbytes_never_samples_its_own_evicted_items(
+        rc: ReplayClient) -> None:
+    rc.create("small", capacity=100, alpha=1.0, epsilon=0.0, maxbytes=64)
+    ids = rc.add("small", [1, 2, 3, 4, 5, 6], [b"x" * 16] * 6)  # 64 B holds 4 of 6
+    info = rc.info("small")
+    live = ids[ids >= info["next_id"] - info["size"]]
+    assert info["size"] == len(live) < 6
+    assert info["total_priority"] == float(sum(ids[len(ids) - len(live):] + 1))
+    s = rc.sample("small", 500)
+    assert set(s.ids.tolist()) <= set(live.tolist())
+    assert all(item == b"x" * 16 for item in s.items)
+
+
+def test_priority_too_large_for_the_tree_is_rejected_not_dropped(rc: ReplayClient) -> None:
+    rc.create("big", capacity=1000, alpha=1.0, epsilon=0.0)
+    with pytest.raises(redis.ResponseError, match="invalid priority"):
+        rc.add("big", [1e308], [b"x"])
+    assert rc.info("big")["size"] == 0
+    rc.create("steep", capacity=1000, alpha=8.1, epsilon=0.0)
+    ids = rc.add("steep", [1.0], [b"x"])
+    with pytest.raises(redis.ResponseError, match="finite"):
+        rc.update("steep", ids, [1e38])  # (1e38)^8.1 is finite but would overflow sums
+    assert rc.info("steep")["total_priority"] == 1.0
+
+
+def test_client_list_and_info_bodies_match_their_lengths(port: int) -> None:
+    conns = [redis.Redis(port=port) for _ in range(20)]
+    for i, c in enumerate(conns):
+        c.client_setname(f"c{i}")
+    for cmd in (b"CLIENT LIST\r\n", b"CLIENT INFO\r\n"):
+        with socket.create_connection(("127.0.0.1", port)) as s:
+            s.sendall(cmd + b"PING\r\n")
+            data = b""
+            s.settimeout(2)
+            while not data.endswith(b"+PONG\r\n"):
+                data += s.recv(65536)
+        header, _, rest = data.partition(b"\r\n")
+        n = int(header[1:])
+        assert rest[n:] == b"\r\n+PONG\r\n", "the body is exactly as long as announced"
+    for c in conns:
+        c.close()
