@@ -48,9 +48,13 @@ test: test-c lint test-py
 demo: build
 	$(PY) -m pyctl demo
 
+# Needs root for the veth/namespace path (bench/latency.py --loopback otherwise).
 bench: build
 	$(PY) bench/sumtree.py --json $(BUILD)/bench-sumtree.json
-	$(PY) bench/report.py --sumtree $(BUILD)/bench-sumtree.json
+	$(PY) bench/latency.py --json $(BUILD)/bench-latency.json --plots $(BUILD)/bench-plots
+	$(PY) bench/throughput.py --json $(BUILD)/bench-throughput.json
+	$(PY) bench/report.py --sumtree $(BUILD)/bench-sumtree.json \
+	  --latency $(BUILD)/bench-latency.json --throughput $(BUILD)/bench-throughput.json
 
 clean:
 	rm -rf $(BUILD) $(ASAN) $(STAMP)
