@@ -38,7 +38,7 @@ test-c: build $(ASAN)/build.ninja
 	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 meson test -C $(ASAN) --print-errorlogs
 
 lint: deps
-	$(PY) -m ruff check pyctl tests bench
+	$(PY) -m ruff check pyctl tests bench actors learner
 
 test-py: build
 	$(PY) -m pytest -q tests

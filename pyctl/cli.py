@@ -423,6 +423,13 @@ def main(argv: list[str] | None = None) -> int:
     ns.add_argument("--name", default="inreplay", help="namespace name (default inreplay)")
     ns.add_argument("--subnet", default="10.77.0.0/24", help="addresses (default 10.77.0.0/24)")
     ns.add_argument("--json", action="store_true", help="print the topology as JSON")
+    sub.add_parser("demo", help="train an Ape-X agent through the appliance (see pyctl demo -h)",
+                   add_help=False)
+    raw = list(sys.argv[1:] if argv is None else argv)
+    if raw[:1] == ["demo"]:  # the demo has its own flags (every config field)
+        from pyctl import demo
+
+        return demo.main(raw[1:])
     args = p.parse_args(argv)
     args.raw_argv = list(sys.argv[1:] if argv is None else argv)
     handlers = {"start": cmd_start, "status": cmd_status, "stop": cmd_stop,

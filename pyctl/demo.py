@@ -1,96 +1,628 @@
-"""`make demo`: start the appliance, run a scripted ReplayClient session, stop it.
+"""`pyctl demo`: train Ape-X DQN through the replay appliance and evaluate it.
 
-Each step prints what it sends and what came back. This is the foundation
-demo; the Ape-X actors and learner replace it once they exist.
+    pyctl demo [--stack kernel|dpdk] [--env CartPole-v1] [--actors N] [--minutes M]
+               [--out DIR] [--replay appliance|local] [any learner/actor flag]
+
+Starts the appliance (``pyctl start``; with ``--replay local`` a stock
+redis-server instead: the baseline), one learner and N actors as separate
+processes, and shows progress. Every ``eval_every_s`` seconds it pulls the newest
+published parameters and plays ``screen_episodes`` greedy episodes; if all reach
+the solve return (CartPole-v1: 475) it plays ``eval_episodes`` (20) more on fresh
+seeds with the same parameters, and if their mean reaches it too the run is
+solved and stops. Otherwise training runs for ``--minutes`` and the last
+parameters are evaluated. Writes DIR/summary.json, DIR/returns.png,
+DIR/metrics.csv (learner), DIR/checkpoint.pt (the learner's last model),
+DIR/evaluated.pt (the parameters the summary's evaluation played: check with
+``python -m learner.evaluate DIR/evaluated.pt``) and one log per process, stops
+every process it started (also on Ctrl-C or a crash), and prints
+``solved: true`` or ``solved: false`` last. Exit status 0 unless something
+crashed ("solved: false" is still 0).
 """
 
 from __future__ import annotations
 
 import argparse
-import hashlib
+import contextlib
+import ctypes
+import json
+import math
 import os
+import platform
+import shutil
+import signal
 import socket
 import subprocess
 import sys
 import time
+from dataclasses import asdict, replace
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from pyctl.client import ReplayClient
+ROOT = Path(__file__).resolve().parent.parent
+HOST = "127.0.0.1"
+START_TIMEOUT = 30.0
+
+
+class DemoError(RuntimeError):
+    """Something the demo cannot go on without (a process died, a server would not start)."""
 
 
 def free_port() -> int:
     with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
+        s.bind((HOST, 0))
         return int(s.getsockname()[1])
 
 
-def step(msg: str) -> None:
-    print(f"\n== {msg}", flush=True)
+def _die_with_parent() -> None:
+    """preexec_fn: the kernel SIGTERMs the child if the demo dies (even by SIGKILL)."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+def _child_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        env[var] = "1"
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+class Child:
+    """A process the demo started: its own session (so ^C reaches only the demo, which
+    stops children in order), SIGTERMed by the kernel if the demo dies, output to a log."""
+
+    def __init__(self, name: str, argv: list[str], log: Path) -> None:
+        self.name = name
+        self.argv = argv
+        self.log = log
+        with open(log, "wb") as f:
+            self.proc = subprocess.Popen(argv, cwd=ROOT, env=_child_env(), stdin=subprocess.DEVNULL,
+                                         stdout=f, stderr=subprocess.STDOUT,
+                                         start_new_session=True, preexec_fn=_die_with_parent)
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def tail(self, n: int = 15) -> str:
+        try:
+            lines = self.log.read_text(errors="replace").splitlines()
+        except OSError:
+            return ""
+        return "\n".join("    " + line for line in lines[-n:])
+
+    def stop(self, timeout: float = 20.0) -> int | None:
+        if self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            return None
+
+
+DEMO_NETNS = "irdemo"
+DEMO_SUBNET = "10.78.0.0/24"
+
+
+def dpdk_possible() -> str | None:
+    """Why the DPDK stack cannot run here, or None if it can."""
+    if os.geteuid() != 0:
+        return "not root"
+    if not any((ROOT / "build" / "dataplane").glob("libinreplay_dpdk.a")):
+        return "libinreplay was built without DPDK"
+    return None
+
+
+def start_appliance(stack: str, port: int, out: Path) -> tuple[Child, str]:
+    """Start inreplay; returns the process and the address clients use.
+
+    The DPDK stack runs in its own namespace (pyctl netns up), reached over a veth."""
+    if stack == "dpdk":
+        from pyctl import netns
+
+        try:
+            t = netns.up(DEMO_NETNS, DEMO_SUBNET)
+        except netns.SetupError as e:
+            raise DemoError(str(e)) from None
+        argv = [sys.executable, "-m", "pyctl", "start", "--stack", "dpdk", "--netns", t.netns,
+                "--cores", "0", "--vdev", f"net_af_packet0,iface={t.iface}",
+                "--ip", f"{t.appliance_ip}/{t.prefix}", "--listen-port", str(port),
+                "--hugepages", "128", "--file-prefix", DEMO_NETNS]
+        host = t.appliance_ip
+    else:
+        argv = [sys.executable, "-m", "pyctl", "start", "--listen", f"{HOST}:{port}"]
+        host = HOST
+    c = Child(f"inreplay ({stack})", argv, out / f"inreplay-{stack}.log")
+    _wait_listening(c, port, b"listening", host)
+    return c, host
+
+
+def start_redis(port: int, out: Path) -> Child:
+    exe = shutil.which("redis-server")
+    if exe is None:
+        raise DemoError("--replay local needs Debian's redis-server (make deps installs it)")
+    argv = [exe, "--port", str(port), "--bind", HOST, "--save", "", "--appendonly", "no",
+            "--dir", str(out), "--daemonize", "no"]
+    c = Child("redis-server", argv, out / "redis-server.log")
+    _wait_listening(c, port, b"Ready to accept")
+    return c
+
+
+def _wait_listening(c: Child, port: int, marker: bytes, host: str = HOST) -> None:
+    deadline = time.monotonic() + START_TIMEOUT
+    while time.monotonic() < deadline:
+        if c.proc.poll() is not None:
+            raise DemoError(f"{c.name} exited with status {c.proc.returncode} before "
+                            f"listening:\n{c.tail()}")
+        try:
+            if marker in c.log.read_bytes():
+                with socket.create_connection((host, port), timeout=1.0):
+                    return
+        except OSError:
+            pass
+        time.sleep(0.05)
+    c.stop()
+    raise DemoError(f"{c.name} did not listen on {host}:{port} within {START_TIMEOUT:.0f} s:\n"
+                    f"{c.tail()}")
+
+
+class Line:
+    """A live progress line on a terminal; one line every few seconds otherwise."""
+
+    def __init__(self) -> None:
+        self.tty = sys.stdout.isatty()
+        self.last = 0.0
+        self.open = False
+
+    def show(self, text: str) -> None:
+        if self.tty:
+            cols = shutil.get_terminal_size((120, 20)).columns
+            print("\r" + text[: cols - 1].ljust(cols - 1), end="", flush=True)
+            self.open = True
+        elif time.monotonic() - self.last >= 5.0:
+            print(text, flush=True)
+            self.last = time.monotonic()
+
+    def say(self, text: str) -> None:
+        if self.open:
+            print()
+            self.open = False
+        print(text, flush=True)
+
+
+def parse(argv: list[str] | None) -> tuple[argparse.Namespace, Any]:
+    from actors.config import add_arguments, from_args
+
+    p = argparse.ArgumentParser(prog="pyctl demo", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--stack", choices=["auto", "kernel", "dpdk"], default="auto",
+                   help="the appliance's network stack: auto (default) runs DPDK in a "
+                        "namespace when the machine allows it, else the kernel stack; "
+                        "dpdk falls back to kernel if it cannot start")
+    p.add_argument("--actors", dest="num_actors", type=int, default=argparse.SUPPRESS,
+                   help="actor processes (default: the preset's, 2 for CartPole)")
+    p.add_argument("--minutes", type=float, default=5.0,
+                   help="wall-time budget of the whole run, evaluation included (default 5)")
+    p.add_argument("--out", dest="out_dir", default=argparse.SUPPRESS,
+                   help="output directory (default out/demo-<env>)")
+    p.add_argument("--port", type=int, default=0, help="server port (default: a free one)")
+    add_arguments(p, skip=("host", "port"))
+    args = p.parse_args(argv)
+    env_id = getattr(args, "env_id", "CartPole-v1")
+    fallback = {"env_id": env_id,
+                "out_dir": f"out/demo-{env_id.replace('/', '-').replace(':', '-')}"}
+    cfg = from_args(args, **fallback)
+    return args, cfg
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="pyctl.demo", description=__doc__)
-    ap.add_argument("--port", type=int, default=0, help="port to use (default: a free one)")
-    args = ap.parse_args(argv)
-    port = args.port or free_port()
-    listen = f"127.0.0.1:{port}"
-    env = dict(os.environ)
+    args, cfg = parse(argv)
+    out = Path(cfg.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    for stale in ("summary.json", "returns.png", "metrics.csv", "checkpoint.pt", "evaluated.pt"):
+        (out / stale).unlink(missing_ok=True)
+    demo = Demo(args, cfg, out)
 
-    step(f"pyctl start --daemon --listen {listen}")
-    out = subprocess.run([sys.executable, "-m", "pyctl", "start", "--daemon", "--listen", listen],
-                         capture_output=True, text=True, env=env, check=False)
-    print(out.stdout.strip() or out.stderr.strip())
-    if out.returncode != 0:
-        return out.returncode
+    def on_term(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    old = signal.signal(signal.SIGTERM, on_term)
     try:
-        rc = ReplayClient(port=port)
-        rng = np.random.default_rng(0)
-
-        step("parameters: SET a 13 MB blob (the seed's Dueling network) and GET it back")
-        blob = rng.integers(0, 256, size=13 * 2**20, dtype=np.uint8).tobytes()
-        t0 = time.perf_counter()
-        rc.redis.set("params", blob)
-        rc.redis.incr("params:version")
-        back = rc.redis.get("params")
-        dt = time.perf_counter() - t0
-        same = hashlib.sha256(back or b"").hexdigest() == hashlib.sha256(blob).hexdigest()
-        print(f"SET+GET 13 MB in {dt * 1e3:.1f} ms, byte-identical: {same}, "
-              f"version {rc.redis.get('params:version').decode()}")
-
-        step("REPLAY.CREATE demo CAPACITY 10000 ALPHA 0.6 BETA 0.4")
-        rc.create("demo", capacity=10_000, alpha=0.6, beta=0.4)
-        print("tables:", rc.tables())
-
-        step("REPLAY.ADD: 4 batches of 512 transitions (128 B each) with |TD error| priorities")
-        for _ in range(4):
-            items = rng.integers(0, 256, size=(512, 128), dtype=np.uint8)
-            prios = np.abs(rng.normal(size=512))
-            ids = rc.add("demo", prios, items)
-        print(f"last batch got ids {ids[0]}..{ids[-1]}")
-        rc.add("demo", None, [b"new transition at max priority"])
-
-        step("REPLAY.SAMPLE demo 512: ids, importance weights and items in one round trip")
-        t0 = time.perf_counter()
-        s = rc.sample("demo", 512)
-        dt = time.perf_counter() - t0
-        print(f"{len(s.ids)} items in {dt * 1e6:.0f} us; weights min {s.weights.min():.3f} "
-              f"max {s.weights.max():.3f}; first ids {s.ids[:5].tolist()}")
-
-        step("REPLAY.UPDATE with new priorities for the sampled ids")
-        applied = rc.update("demo", s.ids, np.abs(rng.normal(size=len(s.ids))))
-        print(f"applied {applied}")
-
-        step("REPLAY.INFO demo")
-        for k, v in rc.info("demo").items():
-            print(f"  {k:15} {v}")
-        rc.close()
+        return demo.run()
     finally:
-        step("pyctl stop")
-        out = subprocess.run([sys.executable, "-m", "pyctl", "stop", "--listen", listen],
-                             capture_output=True, text=True, env=env, check=False)
-        print(out.stdout.strip() or out.stderr.strip())
-    return 0
+        signal.signal(signal.SIGTERM, old)
+
+
+class Demo:
+    def __init__(self, args: argparse.Namespace, cfg: Any, out: Path) -> None:
+        self.args = args
+        self.cfg = cfg
+        self.out = out
+        self.line = Line()
+        self.server: Child | None = None
+        self.children: list[Child] = []
+        self.t0 = time.monotonic()
+        self.unix0 = time.time()
+        self.stack = "kernel"
+        self.evals: list[dict[str, Any]] = []
+        self.returns: list[tuple[float, int, float]] = []  # (t since start, actor, return)
+        self.returns_seen = 0
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.t0
+
+    # ---- setup ------------------------------------------------------------------------
+    def start_server(self) -> None:
+        port = self.args.port or free_port()
+        if self.cfg.replay == "local":
+            self.server = start_redis(port, self.out)
+            self.stack = "kernel"
+            self.line.say(f"redis-server (the --replay local baseline) on {HOST}:{port}, "
+                          f"pid {self.server.proc.pid}")
+            host = HOST
+        else:
+            stack = self.args.stack
+            if stack == "auto":
+                why_not = dpdk_possible()
+                stack = "kernel" if why_not else "dpdk"
+                if why_not:
+                    self.line.say(f"DPDK stack not possible here ({why_not}): using the kernel "
+                                  "stack")
+            try:
+                self.server, host = start_appliance(stack, port, self.out)
+            except DemoError as e:
+                if stack == "kernel":
+                    raise
+                first = str(e).splitlines()
+                reason = next((x.strip() for x in reversed(first) if x.strip()), str(e))
+                self.line.say(f"the {stack} stack did not start ({reason}); "
+                              f"falling back to the kernel stack")
+                self._netns_down()
+                stack = "kernel"
+                port = self.args.port or free_port()
+                self.server, host = start_appliance(stack, port, self.out)
+            self.stack = stack
+            self.line.say(f"inreplay appliance: {stack} stack on {host}:{port}, "
+                          f"pid {self.server.proc.pid}")
+        self.cfg = replace(self.cfg, host=host, port=port)
+
+    def _netns_down(self) -> None:
+        from pyctl import netns
+
+        if DEMO_NETNS in netns.namespaces():
+            netns.down(DEMO_NETNS)
+
+    def start_processes(self) -> None:
+        cfg_path = self.out / "config.json"
+        cfg_path.write_text(self.cfg.to_json())
+        py = sys.executable
+        learner = Child("learner", [py, "-m", "learner.learner", "--config", str(cfg_path)],
+                        self.out / "learner.log")
+        self.children.append(learner)
+        for i in range(self.cfg.num_actors):
+            self.children.append(Child(
+                f"actor {i}", [py, "-m", "actors.actor", "--config", str(cfg_path),
+                               "--actor-id", str(i)], self.out / f"actor-{i}.log"))
+        from actors.actor import epsilon_ladder
+
+        c = self.cfg
+        eps = ", ".join(f"{epsilon_ladder(i, c.num_actors, c.eps_base, c.eps_alpha):.4g}"
+                        for i in range(c.num_actors))
+        self.line.say(f"learner pid {learner.proc.pid}; {self.cfg.num_actors} actors "
+                      f"(epsilon {eps}); logs in {self.out}/")
+
+    def check_children(self) -> None:
+        for c in self.children:
+            rc = c.proc.poll()
+            if rc is not None:
+                raise DemoError(f"{c.name} exited with status {rc}:\n{c.tail()}")
+        if self.server is not None and self.server.proc.poll() is not None:
+            raise DemoError(f"{self.server.name} exited with status "
+                            f"{self.server.proc.returncode}:\n{self.server.tail()}")
+
+    def stop_children(self) -> list[str]:
+        """SIGTERM the learner and actors (the learner checkpoints); returns problems."""
+        problems = []
+        for c in self.children:
+            if c.alive():
+                with contextlib.suppress(ProcessLookupError):
+                    c.proc.send_signal(signal.SIGTERM)
+        for c in self.children:
+            rc = c.stop(timeout=30.0)
+            if rc is None:
+                problems.append(f"{c.name} ignored SIGTERM for 30 s and was killed")
+            elif rc not in (0, -signal.SIGTERM):
+                problems.append(f"{c.name} exited with status {rc}:\n{c.tail()}")
+        self.children = []
+        return problems
+
+    def stop_server(self) -> None:
+        if self.server is not None:
+            rc = self.server.stop(timeout=15.0)
+            if rc not in (0, -signal.SIGTERM):
+                self.line.say(f"{self.server.name} exited with status {rc}")
+            self.server = None
+        if self.stack == "dpdk":
+            self._netns_down()
+
+    # ---- the run --------------------------------------------------------------------
+    def run(self) -> int:
+        code = 0
+        summary: dict[str, Any] | None = None
+        try:
+            self.start_server()
+            summary = self.train_and_evaluate()
+        except KeyboardInterrupt:
+            self.line.say("interrupted: stopping every process")
+            code = 130
+        except DemoError as e:
+            self.line.say(f"pyctl demo: {e}")
+            code = 1
+        finally:
+            problems = self.stop_children()
+            self.stop_server()
+        if problems:
+            for p in problems:
+                self.line.say(f"pyctl demo: {p}")
+            code = code or 1
+        if summary is None:
+            return code
+        summary["wall_s"] = round(self.elapsed(), 1)
+        (self.out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+        self.plot(summary)
+        print(f"\n{summary['env']} on the {summary['stack']} stack ({summary['replay']} replay): "
+              f"evaluation {summary['eval_return_mean'] or float('nan'):.1f} over "
+              f"{summary['eval_episodes']} "
+              f"episodes after {summary['learner_steps']} learner steps and "
+              f"{summary['env_frames']} frames in {summary['wall_s']:.0f} s")
+        print(f"actors {summary['actor_frames_per_s']:.0f} frames/s, learner "
+              f"{summary['learner_steps_per_s']:.1f} steps/s ({summary['samples_per_s']:.0f} "
+              f"samples/s); wrote {self.out}/summary.json and {self.out}/returns.png")
+        print(f"solved: {'true' if summary['solved'] else 'false'}")
+        return code
+
+    def train_and_evaluate(self) -> dict[str, Any]:
+        import redis
+        import torch
+
+        from actors.config import Keys
+        from actors.env import env_spec
+        from actors.model import BlobError, build_model, load_blob
+        from learner.evaluate import run_episodes
+
+        torch.set_num_threads(1)
+        cfg = self.cfg
+        keys = Keys(cfg.prefix)
+        spec = env_spec(cfg)
+        threshold = cfg.solve_return or spec.reward_threshold
+        model = build_model(spec, cfg.hidden).eval()
+        r = redis.Redis(host=cfg.host, port=cfg.port, protocol=2, socket_timeout=60)
+        r.delete(*keys.all())
+        self.start_processes()
+        budget = self.args.minutes * 60.0
+        reserve = min(cfg.eval_max_s, 0.15 * budget) + 5.0  # final eval and shutdown
+        deadline = self.t0 + budget - reserve
+        version_evaluated = 0
+        last_eval = 0.0
+        solved: dict[str, Any] | None = None
+        first = {"frames": None, "samples": None}
+        rates: dict[str, float] = {}
+
+        def evaluate(version: int, episodes: int, seed: int, stop_below: float | None,
+                     kind: str, until: float | None = None) -> list[float]:
+            t = time.monotonic()
+            rets = run_episodes(model, cfg, episodes, seed=seed, epsilon=cfg.eval_epsilon,
+                                deadline=min(t + cfg.eval_max_s, until or math.inf),
+                                stop_below=stop_below)
+            self.evals.append({"t": round(self.elapsed(), 2), "params_version": version,
+                               "kind": kind, "returns": rets,
+                               "mean": float(np.mean(rets)) if rets else None,
+                               "seconds": round(time.monotonic() - t, 2)})
+            return rets
+
+        pulled = {"version": 0, "samples": 0}
+
+        def pull() -> int:
+            # one MSET wrote all three: the blob, its version and the samples behind it
+            blob, v_raw, samples = r.mget(keys.params, keys.version, keys.samples)
+            v = int(v_raw or 0)
+            if blob is None:
+                return 0
+            try:
+                load_blob(model, blob)
+            except BlobError as e:
+                self.line.say(f"demo: cannot load parameters: {e}")
+                return 0
+            pulled.update(version=v, samples=int(samples or 0))
+            return v
+
+        def save_evaluated() -> Path:
+            """The parameters evaluated last, reloadable by `python -m learner.evaluate`."""
+            path = self.out / "evaluated.pt"
+            torch.save({"model": model.state_dict(), "config": asdict(cfg),
+                        "params_version": pulled["version"],
+                        "learner_steps": pulled["samples"] // cfg.batch_size}, path)
+            return path
+
+        while time.monotonic() < deadline:
+            time.sleep(0.5)
+            self.check_children()
+            st = self.poll(r, keys, first, rates)
+            self.line.show(self.status(st, threshold))
+            if (threshold is None or cfg.screen_episodes <= 0 or st["samples"] == 0
+                    or time.monotonic() - last_eval < cfg.eval_every_s
+                    or st["version"] == version_evaluated):
+                continue
+            last_eval = time.monotonic()
+            v = pull()
+            if not v:
+                continue
+            version_evaluated = v
+            screen = evaluate(v, cfg.screen_episodes, 20_000 + 100 * len(self.evals), threshold,
+                              "screen")
+            if len(screen) < cfg.screen_episodes or min(screen) < threshold:
+                continue
+            full = evaluate(v, cfg.eval_episodes, 1_000_000, None, "final")
+            self.line.say(f"[{self.elapsed():6.1f}s] parameters v{v}: {len(full)} greedy "
+                          f"episodes, mean return {np.mean(full):.1f}")
+            if len(full) == cfg.eval_episodes and np.mean(full) >= threshold:
+                solved = {"version": v, "returns": full, "t": self.elapsed()}
+                save_evaluated()
+                break
+        st = self.poll(r, keys, first, rates)
+        self.line.say(self.status(st, threshold))
+        rates = dict(rates)  # rates while everything ran, not counting the shutdown
+        problems = self.stop_children()  # the learner publishes and checkpoints on exit
+        if problems:
+            raise DemoError("; ".join(problems))
+        st = self.poll(r, keys, first, {})
+        if solved is None:
+            v = pull()
+            # the final evaluation gets what is left of --minutes (at least 5 s)
+            until = max(self.t0 + budget, time.monotonic() + 5.0)
+            rets = evaluate(v, cfg.eval_episodes, 1_000_000, None, "final", until) if v else []
+            if v:
+                save_evaluated()
+            result = {"version": v, "returns": rets, "t": None}
+            self.line.say(f"[{self.elapsed():6.1f}s] last parameters v{v}: {len(rets)} "
+                          f"episodes, mean return {np.mean(rets) if rets else float('nan'):.1f}")
+        else:
+            result = solved
+        r.close()
+        rets = result["returns"]
+        mean = float(np.mean(rets)) if rets else None
+        return {
+            "env": cfg.env_id,
+            "stack": self.stack,
+            "stack_requested": self.args.stack if cfg.replay == "appliance" else "kernel",
+            "replay": cfg.replay if cfg.replay == "local" else "appliance",
+            "solved": bool(threshold is not None and mean is not None
+                           and len(rets) == cfg.eval_episodes and mean >= threshold),
+            "solve_return": threshold,
+            "solved_at_s": None if result["t"] is None else round(result["t"], 1),
+            "eval_return_mean": mean,
+            "eval_episodes": len(rets),
+            "eval_returns": rets,
+            "eval_epsilon": cfg.eval_epsilon,
+            "eval_params_version": result["version"],
+            "eval_checkpoint": str(self.out / "evaluated.pt") if result["version"] else None,
+            "wall_s": None,
+            "env_frames": st["frames"],
+            "transitions": st["transitions"],
+            "episodes": st["episodes"],
+            "learner_steps": st["samples"] // cfg.batch_size,
+            "learner_samples": st["samples"],
+            "params_version": st["version"],
+            "actor_frames_per_s": rates.get("frames_per_s", 0.0),
+            "learner_steps_per_s": rates.get("steps_per_s", 0.0),
+            "samples_per_s": rates.get("steps_per_s", 0.0) * cfg.batch_size,
+            "num_actors": cfg.num_actors,
+            "batch_size": cfg.batch_size,
+            "evaluations": self.evals,
+            "machine": {"cpus": os.cpu_count(), "cpu": _cpu_model(), "python":
+                        platform.python_version(), "torch": torch.__version__,
+                        "device": "cuda" if torch.cuda.is_available() and cfg.device != "cpu"
+                        else "cpu"},
+            "config": asdict(cfg),
+        }
+
+    def poll(self, r: Any, keys: Any, first: dict[str, Any], rates: dict[str, float],
+             ) -> dict[str, Any]:
+        pipe = r.pipeline(transaction=False)
+        pipe.mget(keys.frames, keys.transitions, keys.samples, keys.version)
+        pipe.lrange(keys.returns, self.returns_seen, -1)
+        (frames, trans, samples, version), new = pipe.execute()
+        now = time.monotonic()
+        st = {"frames": int(frames or 0), "transitions": int(trans or 0),
+              "samples": int(samples or 0), "version": int(version or 0)}
+        for raw in new:
+            parts = raw.split()
+            self.returns.append((float(parts[0]) - self.unix0, int(parts[1]), float(parts[2])))
+        self.returns_seen += len(new)
+        st["episodes"] = len(self.returns)
+        recent = [x[2] for x in self.returns[-100:]]
+        st["return_mean_100"] = float(np.mean(recent)) if recent else float("nan")
+        # rates over the whole run, from the first moment actors / learner were seen working
+        if st["frames"] and first["frames"] is None:
+            first["frames"] = (now, st["frames"])
+        if st["samples"] and first["samples"] is None:
+            first["samples"] = (now, st["samples"])
+        if first["frames"] and now - first["frames"][0] > 1.0:
+            rates["frames_per_s"] = (st["frames"] - first["frames"][1]) / (now - first["frames"][0])
+        if first["samples"] and now - first["samples"][0] > 1.0:
+            rates["steps_per_s"] = ((st["samples"] - first["samples"][1]) / self.cfg.batch_size
+                                    / (now - first["samples"][0]))
+        st.update(rates)
+        return st
+
+    def status(self, st: dict[str, Any], threshold: float | None) -> str:
+        last = next((e for e in reversed(self.evals)), None)
+        ev = "" if last is None else (f" | eval v{last['params_version']} "
+                                      f"{last['mean'] if last['mean'] is not None else 0:.0f}")
+        steps = st["samples"] // self.cfg.batch_size
+        return (f"[{self.elapsed():6.1f}s] actors {st['frames']:>8} frames "
+                f"{st.get('frames_per_s', 0):5.0f}/s | learner {steps:>6} "
+                f"steps {st.get('steps_per_s', 0):5.1f}/s | params v{st['version']} | "
+                f"return(100) {st['return_mean_100']:6.1f} ({st['episodes']} episodes){ev}")
+
+    def plot(self, summary: dict[str, Any]) -> None:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        from actors.actor import epsilon_ladder
+
+        fig, ax = plt.subplots(figsize=(9, 5))
+        cfg = self.cfg
+        for i in range(cfg.num_actors):
+            pts = [(t, ret) for t, a, ret in self.returns if a == i]
+            if pts:
+                t, ret = zip(*pts, strict=True)
+                eps = epsilon_ladder(i, cfg.num_actors, cfg.eps_base, cfg.eps_alpha)
+                ax.scatter(t, ret, s=6, alpha=0.5, label=f"actor {i} (epsilon {eps:.3g})")
+        if len(self.returns) >= 2:
+            t = np.array([x[0] for x in self.returns])
+            ret = np.array([x[2] for x in self.returns])
+            k = min(50, len(ret))
+            smooth = np.convolve(ret, np.ones(k) / k, mode="valid")
+            ax.plot(t[k - 1:], smooth, color="black", lw=1.5, label=f"mean of last {k} episodes")
+        for kind, marker, color in (("screen", "^", "tab:purple"), ("final", "*", "tab:red")):
+            pts = [(e["t"], e["mean"]) for e in self.evals if e["kind"] == kind and e["mean"]]
+            if pts:
+                t, m = zip(*pts, strict=True)
+                ax.scatter(t, m, marker=marker, s=80 if kind == "final" else 30, color=color,
+                           zorder=5, label=f"greedy evaluation ({kind})")
+        if summary.get("solve_return"):
+            ax.axhline(summary["solve_return"], ls="--", color="gray", lw=1,
+                       label=f"solved at {summary['solve_return']:g}")
+        ax.set_xlabel("wall time since start (s)")
+        ax.set_ylabel("episode return")
+        if summary.get("solve_return"):
+            solved = "solved" if summary["solved"] else "not solved"
+        else:
+            solved = f"{summary['eval_episodes']} evaluation episodes"
+        ax.set_title(f"{summary['env']}: Ape-X through inreplay ({summary['stack']} stack, "
+                     f"{summary['replay']} replay) — {solved}")
+        ax.legend(loc="best", fontsize=8)
+        fig.tight_layout()
+        fig.savefig(self.out / "returns.png", dpi=110)
+        plt.close(fig)
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
 
 
 if __name__ == "__main__":

@@ -1,0 +1,316 @@
+"""One configuration for actors, learner and demo: a dataclass, CleanRL style.
+
+Every field has a docstring; :func:`add_arguments` turns the fields into
+``--kebab-case`` flags whose help is that docstring, so the flags, the help and
+the defaults cannot drift apart. Defaults are Ape-X's (Horgan et al. 2018) where
+they apply; :data:`PRESETS` holds the CartPole-tuned values the demo uses, applied
+by :func:`preset` before any flag given on the command line.
+
+    cfg = preset("CartPole-v1")                 # Config with the CartPole overrides
+    p = argparse.ArgumentParser(); add_arguments(p)
+    cfg = from_args(p.parse_args())             # preset for --env-id, then the flags
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import dataclasses
+import inspect
+import itertools
+import json
+import textwrap
+from dataclasses import dataclass, fields
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+
+@dataclass
+class Config:
+    """Ape-X DQN with an in-network replay appliance (defaults: Ape-X on Atari)."""
+
+    # ---- environment ---------------------------------------------------------
+    env_id: str = "ALE/Breakout-v5"
+    """Gymnasium id: CartPole-v1 or an Atari game through ale-py (ALE/Breakout-v5, ...)."""
+    seed: int = 0
+    """Base seed: actor i seeds its environment with seed + 1000 * (i + 1)."""
+    frame_skip: int = 4
+    """Atari: agent steps repeat the action this many frames, max-pooling the last two."""
+    frame_stack: int = 4
+    """Atari: frames stacked into one observation."""
+    noop_max: int = 30
+    """Atari: at most this many no-op actions after each reset."""
+    sticky_actions: float = 0.0
+    """Atari: repeat_action_probability (Ape-X used 0; the ALE v5 default is 0.25)."""
+    episodic_life: bool = True
+    """Atari: a lost life ends the n-step return (terminal for learning), not the game."""
+    clip_rewards: bool = True
+    """Learn from sign(reward) (DQN's reward clipping); returns are reported unclipped."""
+    max_episode_steps: int = 27_000
+    """Agent steps after which an episode is truncated (Atari: 108K frames = 27K steps)."""
+
+    # ---- network -------------------------------------------------------------
+    hidden: int = 128
+    """Width of the MLP torso and of each dueling stream for vector observations."""
+
+    # ---- appliance / transport -----------------------------------------------
+    replay: str = "appliance"
+    """Where prioritized replay lives: "appliance" (REPLAY.* tables in inreplay) or
+    "local" (the baseline: experience is RPUSHed to a stock redis-server, the learner
+    pops it and keeps the sum tree and the items itself)."""
+    host: str = "127.0.0.1"
+    """Host of the appliance (or of the stock redis-server with --replay local)."""
+    port: int = 6379
+    """Port of the appliance (or of the stock redis-server with --replay local)."""
+    table: str = "replay"
+    """Replay table name (REPLAY.CREATE / ADD / SAMPLE / UPDATE)."""
+    prefix: str = "apex"
+    """Prefix of the keys the processes share: <prefix>:params, <prefix>:params:version,
+    <prefix>:frames, <prefix>:transitions, <prefix>:returns, <prefix>:learner:samples,
+    <prefix>:stop and, with --replay local, <prefix>:experience."""
+
+    # ---- actors --------------------------------------------------------------
+    num_actors: int = 2
+    """Actor processes; actor i of N explores with
+    eps_i = eps_base ** (1 + eps_alpha * i / (N - 1))."""
+    eps_base: float = 0.4
+    """Base of the Ape-X epsilon ladder."""
+    eps_alpha: float = 7.0
+    """Exponent range of the Ape-X epsilon ladder."""
+    actor_batch: int = 50
+    """Transitions an actor collects before one REPLAY.ADD (Ape-X: 50 steps)."""
+    samples_per_insert: float = 0.0
+    """If > 0, actors wait while transitions inserted exceed learning_starts +
+    samples drawn / samples_per_insert (a rate limiter like Reverb's SampleToInsertRatio).
+    0 lets actors run free, as in Ape-X."""
+    params_wait_s: float = 120.0
+    """How long an actor waits for the learner's first parameters before giving up."""
+
+    # ---- replay --------------------------------------------------------------
+    capacity: int = 2_000_000
+    """Replay capacity in transitions (FIFO eviction)."""
+    replay_maxbytes: int = 4 << 30
+    """Arena bytes of the replay table (items beyond it evict the oldest first)."""
+    alpha: float = 0.6
+    """Priority exponent: P(i) ~ (|delta_i| + priority_eps) ** alpha."""
+    beta: float = 0.4
+    """Importance-sampling exponent (Ape-X keeps it fixed)."""
+    priority_eps: float = 1e-6
+    """Added to |delta| before the exponent, so no transition has probability 0."""
+
+    # ---- learner -------------------------------------------------------------
+    n_step: int = 3
+    """n of the n-step returns."""
+    gamma: float = 0.99
+    """Discount factor."""
+    batch_size: int = 512
+    """Transitions per learner step (one REPLAY.SAMPLE)."""
+    lr: float = 6.25e-5
+    """Adam learning rate (Ape-X used centred RMSProp 0.00025 / 4)."""
+    adam_eps: float = 1.5e-4
+    """Adam epsilon."""
+    grad_clip: float = 40.0
+    """Gradient norm clipping (Ape-X: 40)."""
+    target_update: int = 2500
+    """Learner steps between target-network syncs (Ape-X: 2500)."""
+    publish_every: int = 50
+    """Learner steps between parameter publications (SET blob, INCR version)."""
+    learning_starts: int = 50_000
+    """Transitions in replay before the learner starts (Ape-X: 50K)."""
+    prefetch: int = 2
+    """Sampled batches kept in flight by the learner's background sampling thread."""
+    max_learner_steps: int = 0
+    """Stop the learner after this many steps; 0 means run until stopped."""
+    device: str = "auto"
+    """Torch device of the learner: auto (CUDA if available, else CPU), cpu, cuda, cuda:1."""
+    torch_threads: int = 1
+    """Intra-op threads per process (1: actors, learner and server share few cores)."""
+
+    # ---- metrics, checkpoints, evaluation -------------------------------------
+    out_dir: str = "out/apex"
+    """Where metrics.csv, checkpoint.pt and the demo's summary.json and returns.png go."""
+    log_every_s: float = 5.0
+    """Seconds between metric rows (CSV, TensorBoard if installed, progress line)."""
+    checkpoint_every: int = 10_000
+    """Learner steps between checkpoints (also written when the learner stops)."""
+    eval_episodes: int = 20
+    """Greedy episodes of the final evaluation."""
+    eval_epsilon: float = 0.05
+    """Epsilon during evaluation: 0 (greedy) for control tasks; 0.05 for Atari as in
+    Nature DQN's protocol (a greedy Breakout agent that never presses FIRE never ends)."""
+    eval_every_s: float = 30.0
+    """Demo: seconds between periodic evaluations of newly published parameters."""
+    screen_episodes: int = 3
+    """Demo: episodes of a periodic evaluation; all must reach solve_return before the
+    full eval_episodes evaluation of the same parameters is run (0: no periodic eval)."""
+    eval_max_s: float = 60.0
+    """Demo: wall-time budget of one evaluation; fewer episodes are reported if exceeded."""
+    solve_return: float = 0.0
+    """Mean greedy return that counts as solved and stops the demo early; 0 means the
+    environment's reward_threshold (CartPole-v1: 475), if it has one."""
+
+    # ---- derived ---------------------------------------------------------------
+    @property
+    def is_atari(self) -> bool:
+        return is_atari(self.env_id)
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self), indent=1, sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Config:
+        names = {f.name for f in fields(cls)}
+        unknown = set(d) - names
+        if unknown:
+            raise ValueError(f"unknown config keys: {sorted(unknown)}")
+        return cls(**d)
+
+    @classmethod
+    def load(cls, path: str | Path) -> Config:
+        return cls.from_dict(json.loads(Path(path).read_text()))
+
+    def validate(self) -> None:
+        if self.replay not in ("appliance", "local"):
+            raise ValueError(f"--replay must be appliance or local, not {self.replay!r}")
+        for name in ("num_actors", "n_step", "batch_size", "actor_batch", "capacity",
+                     "target_update", "publish_every", "frame_stack", "frame_skip", "hidden"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"--{name.replace('_', '-')} must be >= 1")
+        if not 0.0 < self.gamma <= 1.0:
+            raise ValueError("--gamma must be in (0, 1]")
+
+
+def is_atari(env_id: str) -> bool:
+    return env_id.startswith("ALE/") or "NoFrameskip" in env_id
+
+
+# Overrides of the Ape-X (Atari) defaults. "control" applies to every environment with
+# vector observations; then every key contained in the env id (e.g. "CartPole"). The
+# CartPole values are tuned so that `pyctl demo` solves CartPole-v1 on two shared CPU
+# cores within a few minutes.
+PRESETS: dict[str, dict[str, Any]] = {
+    "control": {
+        "clip_rewards": False,
+        "episodic_life": False,
+        "max_episode_steps": 500,
+        "frame_skip": 1,
+        "eval_epsilon": 0.0,
+        "capacity": 100_000,
+        "replay_maxbytes": 64 << 20,
+        "batch_size": 128,
+        "lr": 1e-3,
+        "adam_eps": 1e-8,
+        "grad_clip": 10.0,
+        "target_update": 500,
+        "publish_every": 20,
+        "learning_starts": 1_000,
+        "checkpoint_every": 2_000,
+        "log_every_s": 2.0,
+        "eval_every_s": 5.0,
+    },
+    "CartPole": {
+        "hidden": 128,
+        "num_actors": 2,
+        "actor_batch": 32,
+        "samples_per_insert": 8.0,
+        "screen_episodes": 3,
+    },
+}
+
+
+def preset(env_id: str, **overrides: Any) -> Config:
+    """Config for ``env_id``: the defaults, the matching presets, then ``overrides``."""
+    values: dict[str, Any] = {}
+    if not is_atari(env_id):
+        values.update(PRESETS["control"])
+    for key, vals in PRESETS.items():
+        if key != "control" and key in env_id:
+            values.update(vals)
+    values.update(overrides)
+    values["env_id"] = env_id
+    return Config(**values)
+
+
+# ---- command line ------------------------------------------------------------------
+
+
+@cache
+def field_docs(cls: type = Config) -> dict[str, str]:
+    """The attribute docstrings of a dataclass (the string literal after each field)."""
+    tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
+    body = tree.body[0].body  # type: ignore[attr-defined]
+    out: dict[str, str] = {}
+    for node, nxt in itertools.pairwise(body):
+        if (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)
+                and isinstance(nxt, ast.Expr) and isinstance(nxt.value, ast.Constant)
+                and isinstance(nxt.value.value, str)):
+            out[node.target.id] = " ".join(nxt.value.value.split())
+    return out
+
+
+def _bool(text: str) -> bool:
+    t = text.strip().lower()
+    if t in ("1", "true", "yes", "on"):
+        return True
+    if t in ("0", "false", "no", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+
+
+def add_arguments(parser: argparse.ArgumentParser, skip: tuple[str, ...] = ()) -> None:
+    """One --flag per Config field (help = its docstring); unset flags stay unset."""
+    docs = field_docs(Config)
+    defaults = Config()
+    group = parser.add_argument_group("configuration (defaults: Ape-X; CartPole: tuned preset)")
+    group.add_argument("--config", metavar="FILE.json", default=argparse.SUPPRESS,
+                       help="start from a saved configuration instead of the preset")
+    for f in fields(Config):
+        if f.name in skip:
+            continue
+        default = getattr(defaults, f.name)
+        kind = type(default)
+        conv: Any = _bool if kind is bool else kind
+        flag = "--" + f.name.replace("_", "-")
+        aliases = [flag]
+        if f.name == "env_id":
+            aliases.append("--env")
+        group.add_argument(*aliases, dest=f.name, type=conv, default=argparse.SUPPRESS,
+                           metavar=kind.__name__.upper(),
+                           help=f"{docs.get(f.name, '')} (default {default!r})")
+
+
+def from_args(ns: argparse.Namespace, **fallback: Any) -> Config:
+    """Config from parsed flags: --config file or preset(--env-id), then the given flags.
+
+    ``fallback`` supplies values used when neither the file nor a flag sets them.
+    """
+    given = {f.name: getattr(ns, f.name) for f in fields(Config) if hasattr(ns, f.name)}
+    path = getattr(ns, "config", None)
+    if path:
+        base = dataclasses.asdict(Config.load(path))
+        base.update(given)
+        cfg = Config.from_dict(base)
+    else:
+        env_id = given.pop("env_id", fallback.pop("env_id", Config.env_id))
+        merged = {**fallback, **given}
+        cfg = preset(env_id, **merged)
+    cfg.validate()
+    return cfg
+
+
+class Keys:
+    """Names of the shared keys (see Config.prefix)."""
+
+    def __init__(self, prefix: str) -> None:
+        self.params = f"{prefix}:params"
+        self.version = f"{prefix}:params:version"
+        self.frames = f"{prefix}:frames"
+        self.transitions = f"{prefix}:transitions"
+        self.returns = f"{prefix}:returns"
+        self.samples = f"{prefix}:learner:samples"
+        self.stop = f"{prefix}:stop"
+        self.experience = f"{prefix}:experience"
+
+    def all(self) -> list[str]:
+        return list(vars(self).values())

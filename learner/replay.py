@@ -1,0 +1,239 @@
+"""Where the learner's prioritized batches come from.
+
+- :class:`ApplianceReplay`: the replay table lives in inreplay; a batch is one
+  ``REPLAY.SAMPLE`` round trip (ids, importance weights, items), new priorities one
+  ``REPLAY.UPDATE``.
+- :class:`LocalReplay`: the baseline (``--replay local``). Actors ``RPUSH`` records
+  prefixed with their priority to a stock redis-server; the learner pops them
+  (``LPOP key count``), stores the items in a local ring and their priorities in
+  :class:`pyctl.sumtree.PrioritizedSampler` (the same C sum tree as the appliance's),
+  and samples there.
+
+Both give the same :class:`Sampled` batches, so the learner code is the same.
+:class:`Prefetcher` keeps the next batches in flight on a background thread with
+its own connection, so sampling and decoding overlap training.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+import numpy.typing as npt
+import redis
+
+from actors.codec import Batch, TransitionCodec
+from actors.config import Config, Keys
+from pyctl.client import ReplayClient
+from pyctl.sumtree import PrioritizedSampler
+
+
+@dataclass
+class Sampled:
+    """One prioritized batch: ids to update, importance weights, decoded transitions."""
+
+    ids: npt.NDArray[np.int64]
+    weights: npt.NDArray[np.float32]
+    batch: Batch
+
+
+class Replay(Protocol):
+    def size(self) -> int: ...
+    def sample(self, n: int, beta: float) -> Sampled: ...
+    def update(self, ids: npt.NDArray[np.int64], priorities: npt.NDArray[np.float32]) -> int: ...
+    def counters(self) -> dict[str, float]: ...
+    def sampling_view(self) -> Replay: ...
+    def close(self) -> None: ...
+
+
+class ApplianceReplay:
+    """A table of the inreplay appliance."""
+
+    def __init__(self, cfg: Config, codec: TransitionCodec, create: bool = False) -> None:
+        self.cfg = cfg
+        self.codec = codec
+        self.rc = ReplayClient(cfg.host, cfg.port, socket_timeout=60)
+        if create and cfg.table.encode() not in self.rc.redis.execute_command("REPLAY.LIST"):
+            self.rc.create(cfg.table, cfg.capacity, alpha=cfg.alpha, beta=cfg.beta,
+                           epsilon=cfg.priority_eps, maxbytes=cfg.replay_maxbytes)
+
+    def size(self) -> int:
+        return int(self.rc.info(self.cfg.table)["size"])
+
+    def sample(self, n: int, beta: float) -> Sampled:
+        s = self.rc.sample(self.cfg.table, n, beta=beta, item_shape=(self.codec.itemsize,))
+        return Sampled(s.ids, s.weights, self.codec.decode(s.items))
+
+    def update(self, ids: npt.NDArray[np.int64], priorities: npt.NDArray[np.float32]) -> int:
+        return self.rc.update(self.cfg.table, ids, priorities)
+
+    def counters(self) -> dict[str, float]:
+        return self.rc.info(self.cfg.table)
+
+    def sampling_view(self) -> ApplianceReplay:
+        """A second connection to the same table, for the prefetch thread."""
+        return ApplianceReplay(self.cfg, self.codec)
+
+    def close(self) -> None:
+        self.rc.close()
+
+
+class LocalReplay:
+    """The baseline: items and sum tree in the learner, experience popped from Redis."""
+
+    POP_CHUNK = 2048
+
+    def __init__(self, cfg: Config, codec: TransitionCodec,
+                 connection: redis.Redis | None = None) -> None:
+        self.cfg = cfg
+        self.codec = codec
+        self.key = Keys(cfg.prefix).experience
+        self.r = connection or redis.Redis(host=cfg.host, port=cfg.port, protocol=2,
+                                           socket_timeout=60)
+        self.capacity = max(1, min(cfg.capacity, cfg.replay_maxbytes // codec.itemsize))
+        self.items = np.zeros((self.capacity, codec.itemsize), dtype=np.uint8)
+        self.ids = np.full(self.capacity, -1, dtype=np.int64)
+        self.tree = PrioritizedSampler(self.capacity, alpha=cfg.alpha, epsilon=cfg.priority_eps,
+                                       seed=cfg.seed + 7)
+        self.lock = threading.Lock()  # the tree is touched by the sampler and the updater
+        self.next_id = 0
+        self.stats = {"inserts": 0, "samples": 0, "sample_calls": 0, "updates": 0,
+                      "stale_updates": 0, "evictions": 0, "bad_records": 0}
+
+    # -- ingestion -----------------------------------------------------------------
+    def ingest(self, limit: int = 1 << 30) -> int:
+        """Pop whatever the actors pushed (up to ``limit`` records); returns how many."""
+        got = 0
+        rec = 4 + self.codec.itemsize
+        while got < limit:
+            chunk = self.r.lpop(self.key, min(self.POP_CHUNK, limit - got))
+            if not chunk:
+                break
+            good = [c for c in chunk if len(c) == rec]
+            self.stats["bad_records"] += len(chunk) - len(good)
+            if good:
+                arr = np.frombuffer(b"".join(good), dtype=np.uint8).reshape(len(good), rec)
+                prio = arr[:, :4].copy().view("<f4").reshape(-1)
+                self.add(prio, arr[:, 4:])
+            got += len(chunk)
+            if len(chunk) < self.POP_CHUNK:
+                break
+        return got
+
+    def add(self, priorities: npt.ArrayLike, records: np.ndarray) -> npt.NDArray[np.int64]:
+        p = np.asarray(priorities, dtype=np.float64).reshape(-1)
+        p = np.where(np.isfinite(p) & (p >= 0), p, 0.0)
+        m = len(p)
+        ids = self.next_id + np.arange(m, dtype=np.int64)
+        if m > self.capacity:  # only the newest fit
+            ids, p, records = ids[-self.capacity:], p[-self.capacity:], records[-self.capacity:]
+        slots = ids % self.capacity
+        self.stats["evictions"] += int(np.count_nonzero(self.ids[slots] >= 0))
+        self.items[slots] = records
+        with self.lock:
+            self.ids[slots] = ids
+            self.tree.update(slots.astype(np.uint64), p)
+        self.next_id += m
+        self.stats["inserts"] += m
+        return ids
+
+    # -- the Replay protocol ---------------------------------------------------------
+    def size(self) -> int:
+        return min(self.next_id, self.capacity)
+
+    def sample(self, n: int, beta: float) -> Sampled:
+        self.ingest()
+        size = self.size()
+        first = (self.next_id - size) % self.capacity
+        with self.lock:
+            slots, weights = self.tree.sample(n, beta=beta, first=first, live=size)
+        assert weights is not None
+        idx = slots.astype(np.int64)
+        self.stats["samples"] += n
+        self.stats["sample_calls"] += 1
+        return Sampled(self.ids[idx].copy(), weights, self.codec.decode(self.items[idx]))
+
+    def update(self, ids: npt.NDArray[np.int64], priorities: npt.NDArray[np.float32]) -> int:
+        ids = np.asarray(ids, dtype=np.int64)
+        slots = ids % self.capacity
+        p = np.asarray(priorities, dtype=np.float64)
+        p = np.where(np.isfinite(p) & (p >= 0), p, 0.0)
+        with self.lock:
+            live = self.ids[slots] == ids
+            self.tree.update(slots[live].astype(np.uint64), p[live])
+        applied = int(live.sum())
+        self.stats["updates"] += applied
+        self.stats["stale_updates"] += len(ids) - applied
+        return applied
+
+    def counters(self) -> dict[str, float]:
+        return {"size": self.size(), "capacity": self.capacity, **self.stats}
+
+    def sampling_view(self) -> LocalReplay:
+        return self  # ingestion and sampling happen on the prefetch thread
+
+    def close(self) -> None:
+        self.tree.close()
+        self.r.close()
+
+
+def open_replay(cfg: Config, codec: TransitionCodec, create: bool = True) -> Replay:
+    if cfg.replay == "appliance":
+        return ApplianceReplay(cfg, codec, create=create)
+    return LocalReplay(cfg, codec)
+
+
+class Prefetcher:
+    """A background thread that keeps ``depth`` sampled batches ready.
+
+    ``convert`` runs on the thread too (e.g. NumPy -> torch tensors), so the
+    training thread only trains. Errors on the thread are re-raised by ``get``.
+    """
+
+    def __init__(self, source: Replay, n: int, beta: float, depth: int,
+                 convert: Callable[[Sampled], Any] = lambda s: s) -> None:
+        self.source = source
+        self.n = n
+        self.beta = beta
+        self.convert = convert
+        self.q: queue.Queue[Any] = queue.Queue(maxsize=max(1, depth))
+        self.stop = threading.Event()
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, name="prefetch", daemon=True)
+
+    def start(self) -> Prefetcher:
+        self.thread.start()
+        return self
+
+    def _run(self) -> None:
+        try:
+            while not self.stop.is_set():
+                item = self.convert(self.source.sample(self.n, self.beta))
+                while not self.stop.is_set():
+                    try:
+                        self.q.put(item, timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+        except BaseException as e:
+            self.error = e
+
+    def get(self, timeout: float = 30.0) -> Any:
+        deadline = timeout
+        while True:
+            try:
+                return self.q.get(timeout=min(0.1, deadline))
+            except queue.Empty:
+                if self.error is not None:
+                    raise RuntimeError("the sampling thread failed") from self.error
+                deadline -= 0.1
+                if deadline <= 0 or self.stop.is_set():
+                    raise TimeoutError("no batch from the sampling thread") from None
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(timeout=10)

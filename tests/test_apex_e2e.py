@@ -1,0 +1,244 @@
+"""End to end: actors insert, the learner samples, updates priorities and publishes
+parameters, the actors pick the new version up — each step read back from the
+server's own counters. Then `pyctl demo` as a user runs it, briefly."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("gymnasium")
+
+from actors.actor import Actor  # noqa: E402
+from actors.config import Keys, preset  # noqa: E402
+from learner.learner import Learner  # noqa: E402
+from pyctl.client import ReplayClient  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _wait(cond: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+class Worker(threading.Thread):
+    def __init__(self, target: Callable[[], Any], name: str) -> None:
+        super().__init__(name=name, daemon=True)
+        self.fn = target
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            self.fn()
+        except BaseException as e:  # reported by the test
+            self.error = e
+
+
+@pytest.mark.parametrize("server_kind", ["inreplay", "redis"])
+def test_actors_learner_and_appliance(server_kind: str, server_factory: Callable[..., Any],
+                                      tmp_path: Path) -> None:
+    srv = server_factory(server_kind)
+    replay = "appliance" if server_kind == "inreplay" else "local"
+    cfg = preset("CartPole-v1", port=srv.port, replay=replay, out_dir=str(tmp_path),
+                 num_actors=2, actor_batch=16, learning_starts=200, batch_size=32,
+                 publish_every=5, target_update=20, capacity=5_000, samples_per_insert=0.0,
+                 log_every_s=0.3, checkpoint_every=0, hidden=32)
+    keys = Keys(cfg.prefix)
+    torch.set_num_threads(1)
+    stop = threading.Event()
+    learner = Learner(cfg, stop=stop, progress=False)
+    actors = [Actor(cfg, i, stop=stop, log=lambda msg: None) for i in range(cfg.num_actors)]
+    workers = [Worker(learner.run, "learner")] + [
+        Worker(a.run, f"actor {a.id}") for a in actors]
+    r = srv.client()
+    rc = ReplayClient(connection=r)
+
+    def table() -> dict[str, Any]:
+        if replay == "appliance":
+            return rc.info(cfg.table)
+        assert learner.replay is not None
+        return learner.replay.counters()  # type: ignore[no-any-return]
+
+    def check_workers() -> None:
+        for w in workers:
+            assert w.error is None, f"{w.name} failed: {w.error!r}"
+
+    try:
+        for w in workers:
+            w.start()
+        # 1. the learner publishes its first parameters; actors start from them
+        _wait(lambda: int(r.get(keys.version) or 0) >= 1, 30, "the first parameters")
+        _wait(lambda: all(a.version >= 1 for a in actors), 30, "actors to pull version 1")
+        # 2. actors insert batches with their own priorities; frames are counted
+        _wait(lambda: table()["inserts"] >= cfg.learning_starts, 30, "actor inserts")
+        check_workers()
+        assert int(r.get(keys.frames) or 0) >= cfg.learning_starts
+        if replay == "appliance":
+            assert table()["max_priority"] > 0  # not MAX/default: the actors' |delta|
+        # 3. the learner samples, updates priorities, publishes new versions
+        _wait(lambda: table()["updates"] >= 5 * cfg.batch_size, 30, "priority updates")
+        _wait(lambda: int(r.get(keys.version) or 0) >= 3, 30, "new parameter versions")
+        # 4. the actors pick the new version up
+        _wait(lambda: all(a.version >= 3 and a.pulls >= 2 for a in actors), 30,
+              "actors to pull a new version")
+        _wait(lambda: int(r.get(keys.samples) or 0) > 0, 10, "the learner's sample counter")
+        check_workers()
+    finally:
+        stop.set()
+        for w in workers:
+            w.join(timeout=30)
+    check_workers()
+    assert not any(w.is_alive() for w in workers)
+
+    info = table()
+    assert learner.steps >= 5
+    assert info["samples"] >= learner.steps * cfg.batch_size
+    assert info["sample_calls"] >= learner.steps
+    assert info["updates"] + info["stale_updates"] >= (learner.steps - 1) * cfg.batch_size
+    frames = int(r.get(keys.frames))
+    transitions = int(r.get(keys.transitions))
+    assert frames == sum(a.frames for a in actors)  # every actor flushed its count on exit
+    assert transitions == sum(a.inserted for a in actors)
+    if replay == "appliance":
+        assert info["inserts"] == transitions
+    else:
+        learner.replay.ingest()  # type: ignore[attr-defined]
+        assert learner.replay.counters()["inserts"] == transitions
+        assert r.llen(keys.experience) == 0
+    assert int(r.get(keys.version)) == learner.version >= 3
+    assert int(r.get(keys.samples)) == learner.samples
+    # episode returns were reported: "unix_time actor_id return frames"
+    rets = [x.split() for x in r.lrange(keys.returns, 0, -1)]
+    assert rets and all(len(x) == 4 and float(x[2]) > 0 for x in rets)
+    # the learner's metrics and checkpoint
+    rows = (tmp_path / "metrics.csv").read_text().splitlines()
+    assert rows[0].startswith("wall_s,learner_steps") and len(rows) >= 2
+    assert (tmp_path / "checkpoint.pt").exists()
+    learner.close()
+    for a in actors:
+        a.close()
+    r.close()
+
+
+def _children(pid: int) -> set[int]:
+    """All descendants of pid (from /proc)."""
+    kids: dict[int, list[int]] = {}
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            ppid = int((d / "stat").read_text().rpartition(")")[2].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        kids.setdefault(ppid, []).append(int(d.name))
+    out: set[int] = set()
+    todo = [pid]
+    while todo:
+        for c in kids.get(todo.pop(), []):
+            out.add(c)
+            todo.append(c)
+    return out
+
+
+def _demo_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
+    return env
+
+
+class DemoRun:
+    """`python -m pyctl.demo ...` in a subprocess; remembers every descendant it had."""
+
+    def __init__(self, *args: str) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "pyctl.demo", *args], cwd=ROOT, env=_demo_env(),
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.seen: set[int] = set()
+        self.lines: list[str] = []
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.append(line)
+
+    def watch(self, until: Callable[[], bool], timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and self.proc.poll() is None and not until():
+            self.seen |= _children(self.proc.pid)
+            time.sleep(0.1)
+
+    def wait(self, timeout: float) -> int:
+        self.watch(lambda: False, timeout)
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+            raise AssertionError("pyctl demo did not finish:\n" + "".join(self.lines[-30:]))
+        self.reader.join(timeout=10)
+        return self.proc.returncode
+
+    @property
+    def output(self) -> str:
+        return "".join(self.lines)
+
+    def leftovers(self) -> list[int]:
+        return [p for p in self.seen if Path(f"/proc/{p}").exists()]
+
+
+@pytest.mark.slow
+def test_pyctl_demo_runs_writes_summary_and_cleans_up(tmp_path: Path) -> None:
+    out = tmp_path / "demo"
+    run = DemoRun("--minutes", "0.3", "--out", str(out), "--eval-episodes", "2",
+                  "--screen-episodes", "0", "--learning-starts", "300", "--eval-max-s", "5")
+    rc = run.wait(timeout=120)
+    assert rc == 0, run.output[-4000:]
+    assert run.output.strip().splitlines()[-1] in ("solved: true", "solved: false")
+    assert len(run.seen) >= 4  # server, learner and 2 actors were separate processes
+    s = json.loads((out / "summary.json").read_text())
+    for k in ("env", "stack", "solved", "eval_return_mean", "eval_episodes", "wall_s",
+              "env_frames", "learner_steps"):
+        assert k in s, k
+    assert s["env"] == "CartPole-v1" and s["stack"] == "kernel" and s["replay"] == "appliance"
+    assert s["env_frames"] > 0 and s["learner_steps"] > 0 and s["eval_episodes"] == 2
+    assert s["actor_frames_per_s"] > 0 and s["learner_steps_per_s"] > 0
+    assert (out / "returns.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (out / "checkpoint.pt").exists() and (out / "metrics.csv").exists()
+    from learner.evaluate import load_checkpoint
+
+    _, cfg, meta = load_checkpoint(str(out / "evaluated.pt"))  # what the evaluation played
+    assert cfg.env_id == "CartPole-v1" and meta["params_version"] == s["eval_params_version"]
+    assert not run.leftovers()
+
+
+@pytest.mark.slow
+def test_pyctl_demo_stops_everything_on_interrupt(tmp_path: Path) -> None:
+    run = DemoRun("--minutes", "5", "--out", str(tmp_path / "demo"))
+    try:
+        run.watch(lambda: "learner pid" in run.output and len(run.seen) >= 4, timeout=60)
+        assert len(run.seen) >= 4, run.output  # server, learner, 2 actors
+        run.proc.send_signal(signal.SIGINT)
+        rc = run.wait(timeout=60)
+    finally:
+        if run.proc.poll() is None:
+            run.proc.kill()
+            run.proc.wait()
+    assert rc == 130, run.output
+    assert "interrupted" in run.output
+    assert not run.leftovers()

@@ -1,0 +1,215 @@
+"""Unit tests of the learner: double-DQN targets, the training step, priorities,
+the local (baseline) replay, the prefetch thread, checkpoints."""
+
+from __future__ import annotations
+
+import copy
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("gymnasium")
+
+from torch import nn  # noqa: E402
+
+from actors.codec import TransitionCodec  # noqa: E402
+from actors.config import preset  # noqa: E402
+from actors.env import EnvSpec  # noqa: E402
+from actors.model import build_model  # noqa: E402
+from actors.nstep import td_priorities  # noqa: E402
+from learner.learner import TorchBatch, double_dqn_td, to_torch  # noqa: E402
+from learner.replay import LocalReplay, Prefetcher, Sampled  # noqa: E402
+
+CARTPOLE = EnvSpec((4,), np.dtype(np.float32), 2, 1, False, 475.0)
+
+
+class Table(nn.Module):
+    """Q(s, .) = rows of a fixed table, indexed by the first observation feature."""
+
+    def __init__(self, q: list[list[float]]) -> None:
+        super().__init__()
+        self.q = nn.Parameter(torch.tensor(q))
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.q[obs[:, 0].long()]
+
+
+def _batch(obs: list[int], act: list[int], ret: list[float], disc: list[float],
+           nxt: list[int]) -> TorchBatch:
+    def col(v: list[int]) -> torch.Tensor:
+        return torch.tensor(v, dtype=torch.float32)[:, None]
+
+    return TorchBatch(np.arange(len(obs)), torch.ones(len(obs)), col(obs), torch.tensor(act),
+                      torch.tensor(ret), torch.tensor(disc), col(nxt))
+
+
+def test_double_dqn_target_uses_online_argmax_and_target_values() -> None:
+    online = Table([[1.0, 2.0], [5.0, 3.0], [0.0, 0.0]])
+    target = Table([[10.0, 20.0], [30.0, 40.0], [0.0, 0.0]])
+    b = _batch(obs=[0, 1, 2], act=[1, 0, 0], ret=[1.0, 2.0, 3.0], disc=[0.5, 0.25, 0.0],
+               nxt=[1, 0, 1])
+    q, y = double_dqn_td(online, target, b)
+    torch.testing.assert_close(q, torch.tensor([2.0, 5.0, 0.0]))
+    # s'=1: online argmax is action 0 -> target 30; s'=0: argmax 1 -> target 20; terminal
+    torch.testing.assert_close(y, torch.tensor([1.0 + 0.5 * 30.0, 2.0 + 0.25 * 20.0, 3.0]))
+    assert not y.requires_grad and q.requires_grad
+
+
+def test_actor_priorities_equal_learner_td_when_networks_agree() -> None:
+    torch.manual_seed(0)
+    model = build_model(CARTPOLE, hidden=16)
+    rng = np.random.default_rng(0)
+    obs = rng.normal(size=(32, 4)).astype(np.float32)
+    nxt = rng.normal(size=(32, 4)).astype(np.float32)
+    act = rng.integers(0, 2, 32)
+    ret = rng.normal(size=32).astype(np.float32)
+    disc = rng.choice([0.0, 0.99**3], 32).astype(np.float32)
+    with torch.no_grad():
+        q_obs = model(torch.from_numpy(obs)).numpy()
+        q_next = model(torch.from_numpy(nxt)).numpy()
+    actor = td_priorities(q_obs[np.arange(32), act], ret, disc, q_next.max(axis=1))
+    b = TorchBatch(np.arange(32), torch.ones(32), torch.from_numpy(obs), torch.from_numpy(act),
+                   torch.from_numpy(ret), torch.from_numpy(disc), torch.from_numpy(nxt))
+    q, y = double_dqn_td(model, copy.deepcopy(model), b)
+    np.testing.assert_allclose(actor, (y - q).abs().detach().numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_training_step_fits_targets_and_returns_priorities(tmp_path: Path) -> None:
+    from learner.learner import Learner
+
+    cfg = preset("CartPole-v1", lr=1e-2, out_dir=str(tmp_path), batch_size=16, hidden=16)
+    learner = Learner.__new__(Learner)  # no server: only the training parts
+    learner.cfg = cfg
+    torch.manual_seed(0)
+    learner.model = build_model(CARTPOLE, hidden=16)
+    learner.target = copy.deepcopy(learner.model)
+    learner.opt = torch.optim.Adam(learner.model.parameters(), lr=cfg.lr)
+    rng = np.random.default_rng(1)
+    b = TorchBatch(np.arange(16), torch.rand(16), torch.from_numpy(
+        rng.normal(size=(16, 4)).astype(np.float32)), torch.from_numpy(rng.integers(0, 2, 16)),
+        torch.from_numpy(rng.normal(size=16).astype(np.float32)), torch.zeros(16),
+        torch.zeros(16, 4))
+    first, td, _ = learner.train_step(b)
+    assert td.shape == (16,) and td.dtype == np.float32 and (td >= 0).all()
+    for _ in range(200):
+        loss, td, _ = learner.train_step(b)
+    assert loss < 0.05 * first
+    learner.out = tmp_path
+    learner.steps, learner.version = 200, 3
+    path = learner.checkpoint()
+    from learner.evaluate import load_checkpoint
+
+    model, cfg2, meta = load_checkpoint(str(path))
+    assert cfg2 == cfg and meta == {"learner_steps": 200, "params_version": 3}
+    x = torch.randn(3, 4)
+    torch.testing.assert_close(model(x), learner.model(x))
+
+
+class FakeRedis:
+    """The few list commands LocalReplay uses."""
+
+    def __init__(self) -> None:
+        self.lists: dict[str, list[bytes]] = {}
+
+    def rpush(self, key: str, *vals: bytes) -> int:
+        self.lists.setdefault(key, []).extend(vals)
+        return len(self.lists[key])
+
+    def lpop(self, key: str, count: int) -> list[bytes] | None:
+        lst = self.lists.get(key, [])
+        out, self.lists[key] = lst[:count], lst[count:]
+        return out or None
+
+    def close(self) -> None:
+        pass
+
+
+def _local(capacity: int) -> tuple[LocalReplay, FakeRedis, TransitionCodec]:
+    cfg = preset("CartPole-v1", capacity=capacity, alpha=1.0, priority_eps=0.0)
+    codec = TransitionCodec((4,), np.float32, cfg.n_step)
+    fake = FakeRedis()
+    return LocalReplay(cfg, codec, connection=fake), fake, codec  # type: ignore[arg-type]
+
+
+def _records(codec: TransitionCodec, actions: list[int]) -> np.ndarray:
+    n = len(actions)
+    return codec.encode(np.zeros((n, 4), np.float32), actions, np.zeros(n), np.zeros(n),
+                        np.zeros((n, 4), np.float32), np.ones(n, int))
+
+
+def test_local_replay_pops_samples_and_skips_stale_updates() -> None:
+    import struct
+
+    rep, fake, codec = _local(capacity=8)
+    rows = _records(codec, list(range(6)))
+    prios = [0.0, 0.0, 0.0, 0.0, 0.0, 1.0]
+    fake.rpush("apex:experience", *[struct.pack("<f", p) + r.tobytes()
+                                    for p, r in zip(prios, rows, strict=True)])
+    fake.rpush("apex:experience", b"short")  # malformed: dropped and counted
+    assert rep.ingest() == 7
+    assert rep.size() == 6 and rep.stats["bad_records"] == 1
+    s = rep.sample(32, beta=0.4)
+    assert (s.ids == 5).all() and (s.batch.action == 5).all()  # only id 5 has priority
+    np.testing.assert_allclose(s.weights, 1.0)
+    assert rep.update(np.array([5, 0]), np.array([0.0, 1.0], np.float32)) == 2
+    s = rep.sample(16, beta=0.4)
+    assert (s.ids == 0).all() and (s.batch.action == 0).all()
+    # 6 more items wrap the ring of 8: ids 0..3 are evicted
+    rep.add(np.ones(6), _records(codec, list(range(6, 12))))
+    assert rep.size() == 8 and rep.stats["evictions"] == 4
+    assert rep.update(np.array([0, 1, 11]), np.ones(3, np.float32)) == 1
+    assert rep.stats["stale_updates"] == 2
+    s = rep.sample(4000, beta=0.4)
+    assert set(s.ids.tolist()) <= set(range(4, 12))
+    np.testing.assert_array_equal(s.batch.action, s.ids)
+    rep.close()
+
+
+def test_local_replay_samples_in_proportion_to_priority() -> None:
+    rep, _, codec = _local(capacity=16)
+    rep.add(np.array([1.0, 2.0, 3.0, 4.0]), _records(codec, [0, 1, 2, 3]))
+    s = rep.sample(20_000, beta=1.0)
+    freq = np.bincount(s.ids, minlength=4) / len(s.ids)
+    np.testing.assert_allclose(freq, [0.1, 0.2, 0.3, 0.4], atol=0.01)
+    # w_i = (min p / p_i) ** beta
+    for i in range(4):
+        np.testing.assert_allclose(s.weights[s.ids == i], 1.0 / (i + 1), rtol=1e-5)
+    rep.close()
+
+
+def test_prefetcher_keeps_batches_in_flight_and_reports_errors() -> None:
+    calls: list[int] = []
+
+    class Source:
+        def sample(self, n: int, beta: float) -> Sampled:
+            calls.append(n)
+            if len(calls) > 5:
+                raise RuntimeError("boom")
+            return Sampled(np.arange(n), np.ones(n, np.float32), None)  # type: ignore[arg-type]
+
+    source: Any = Source()
+    pf = Prefetcher(source, 4, 0.4, depth=2, convert=lambda s: len(s.ids)).start()
+    try:
+        deadline = time.monotonic() + 5
+        while len(calls) < 3 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert len(calls) >= 3  # sampled ahead before anyone asked
+        got: list[Any] = [pf.get(timeout=5) for _ in range(5)]
+        assert got == [4] * 5
+        with pytest.raises(RuntimeError, match="sampling thread"):
+            pf.get(timeout=5)
+    finally:
+        pf.close()
+
+
+def test_to_torch_makes_contiguous_tensors() -> None:
+    codec = TransitionCodec((4,), np.float32, 3)
+    rows = _records(codec, [1, 0, 1])
+    s = Sampled(np.arange(3), np.ones(3, np.float32), codec.decode(rows))
+    b = to_torch(s, torch.device("cpu"))
+    assert b.obs.shape == (3, 4) and b.obs.dtype == torch.float32 and b.obs.is_contiguous()
+    assert b.action.dtype == torch.int64 and b.action.tolist() == [1, 0, 1]
