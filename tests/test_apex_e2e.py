@@ -215,7 +215,16 @@ def test_pyctl_demo_runs_writes_summary_and_cleans_up(tmp_path: Path) -> None:
     for k in ("env", "stack", "solved", "eval_return_mean", "eval_episodes", "wall_s",
               "env_frames", "learner_steps"):
         assert k in s, k
-    assert s["env"] == "CartPole-v1" and s["stack"] == "kernel" and s["replay"] == "appliance"
+    from pyctl.demo import DEMO_NETNS, dpdk_possible
+
+    # --stack auto: DPDK in a namespace when this machine allows it (CI: root, DPDK built)
+    expected = "kernel" if dpdk_possible() else "dpdk"
+    assert s["env"] == "CartPole-v1" and s["stack"] == expected and s["replay"] == "appliance"
+    assert f"{expected} stack on" in run.output
+    if expected == "dpdk":
+        from pyctl import netns
+
+        assert DEMO_NETNS not in netns.namespaces(), "the demo removed its namespace"
     assert s["env_frames"] > 0 and s["learner_steps"] > 0 and s["eval_episodes"] == 2
     assert s["actor_frames_per_s"] > 0 and s["learner_steps_per_s"] > 0
     assert (out / "returns.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
