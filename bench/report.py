@@ -384,6 +384,34 @@ def goals_section(lat: dict[str, Any] | None, thr: dict[str, Any] | None) -> str
     return "\n".join(out + (context_lines(*docs) if docs else []))
 
 
+def demo_section(cartpole: dict[str, Any], breakout: dict[str, Any] | None) -> str:
+    """The Ape-X results: make demo's CartPole run and a short Breakout run."""
+    c = cartpole
+    out = [f"`make demo` on this machine: **{c['env']}** on the **{c['stack']}** stack, "
+           f"{c['num_actors']} actors, {'solved' if c['solved'] else 'NOT solved'}: greedy "
+           f"evaluation mean {c['eval_return_mean']:.1f} over {c['eval_episodes']} episodes "
+           f"(threshold {c.get('solve_return', 475):.0f}) after {c['wall_s']:.0f} s of wall time, "
+           f"{c['env_frames']:,} environment frames and {c['learner_steps']:,} learner steps "
+           f"(parameters v{c.get('eval_params_version', '?')}).", "",
+           "![returns](docs/cartpole-returns.png)", "",
+           "| run | stack | actors | actor frames/s | learner steps/s | samples/s | batch |",
+           "|---|---|---|---|---|---|---|"]
+    rows = [("CartPole-v1 (make demo)", c)] + ([("Breakout, 13 MB network", breakout)]
+                                                if breakout else [])
+    for name, s in rows:
+        out.append(f"| {name} | {s['stack']} | {s['num_actors']} | "
+                   f"{s['actor_frames_per_s']:,.0f} | {s['learner_steps_per_s']:.2f} | "
+                   f"{s['samples_per_s']:,.0f} | {s['batch_size']} |")
+    if breakout:
+        out += ["", f"Breakout ran end to end for {breakout['wall_s']:.0f} s with the "
+                    f"dueling network of {breakout['model_parameters']:,} parameters "
+                    f"({breakout['params_blob_bytes'] / 1e6:.1f} MB as a blob): "
+                    f"{breakout['params_version']} parameter versions published, "
+                    f"{breakout['learner_steps']} learner steps of batch "
+                    f"{breakout['batch_size']} on this CPU-only machine."]
+    return "\n".join(out)
+
+
 def replace_section(text: str, name: str, body: str) -> str:
     n = re.escape(name)
     pat = re.compile(rf"(<!-- BEGIN {n}\b[^>]*-->\n)(.*?)(<!-- END {n} -->)", re.S)
@@ -399,6 +427,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--latency", metavar="JSON", help="output of bench/latency.py --json")
     ap.add_argument("--throughput", metavar="JSON",
                     help="output of bench/throughput.py --json")
+    ap.add_argument("--demo", metavar="JSON", help="summary.json of make demo (CartPole)")
+    ap.add_argument("--breakout", metavar="JSON", help="summary.json of a Breakout demo run")
     ap.add_argument("--readme", default=str(ROOT / "README.md"))
     args = ap.parse_args(argv)
     readme = Path(args.readme)
@@ -416,6 +446,13 @@ def main(argv: list[str] | None = None) -> int:
         text = replace_section(text, "throughput", throughput_section(thr))
     if lat or thr:
         text = replace_section(text, "bench-goals", goals_section(lat, thr))
+    if args.demo:
+        demo = json.loads(Path(args.demo).read_text())
+        brk = json.loads(Path(args.breakout).read_text()) if args.breakout else None
+        text = replace_section(text, "apex-demo", demo_section(demo, brk))
+        png = Path(args.demo).parent / "returns.png"
+        (ROOT / "docs").mkdir(exist_ok=True)
+        (ROOT / "docs" / "cartpole-returns.png").write_bytes(png.read_bytes())
     readme.write_text(text)
     print(f"updated {readme}")
     return 0

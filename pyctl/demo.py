@@ -496,8 +496,12 @@ class Demo:
         r.close()
         rets = result["returns"]
         mean = float(np.mean(rets)) if rets else None
+        from actors.model import param_count, params_to_blob
+
         return {
             "env": cfg.env_id,
+            "model_parameters": param_count(model),
+            "params_blob_bytes": len(params_to_blob(model)),
             "stack": self.stack,
             "stack_requested": self.args.stack if cfg.replay == "appliance" else "kernel",
             "replay": cfg.replay if cfg.replay == "local" else "appliance",
