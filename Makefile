@@ -8,7 +8,8 @@ APT_PKGS  := build-essential pkg-config redis-server redis-tools clang libclang-
 SUDO      := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 STAMP     := .deps-stamp
 
-.PHONY: all deps build test test-c test-py lint demo bench clean
+.PHONY: all deps build test test-c test-py test-fuzz lint demo bench fuzz clean
+FUZZ_SECONDS ?= 300
 
 all: build
 
@@ -43,7 +44,14 @@ lint: deps
 test-py: build
 	$(PY) -m pytest -q tests
 
-test: test-c lint test-py
+# The RESP parser + dispatch under libFuzzer, ASan and UBSan (clang).
+test-fuzz: deps
+	tests/fuzz/run.sh 60
+
+fuzz: deps
+	tests/fuzz/run.sh $(FUZZ_SECONDS)
+
+test: test-c lint test-py test-fuzz
 
 demo: build
 	$(PY) -m pyctl demo
@@ -61,4 +69,4 @@ bench: build
 	  --demo $(BUILD)/bench-cartpole/summary.json --breakout $(BUILD)/bench-breakout/summary.json
 
 clean:
-	rm -rf $(BUILD) $(ASAN) $(STAMP)
+	rm -rf $(BUILD) $(ASAN) build-fuzz $(STAMP)

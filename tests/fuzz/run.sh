@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# run.sh - build the RESP fuzz harness with clang (libFuzzer + ASan + UBSan) and run it.
+#
+#   tests/fuzz/run.sh [SECONDS] [extra libFuzzer flags...]   build, then fuzz for SECONDS (default 60)
+#   tests/fuzz/run.sh --build                                 build only (skipped when up to date)
+#   tests/fuzz/run.sh --replay                                build, then replay the seed corpus once
+#
+# The harness is build-fuzz/fuzz_resp (override the directory with FUZZ_BUILD).
+# Fuzzing starts from a scratch copy of tests/fuzz/corpus under build-fuzz/, so
+# the repository's seed corpus never grows; new crash/leak/timeout inputs land in
+# build-fuzz/artifacts/. Extra flags go to libFuzzer (e.g. -only_ascii=1, -jobs=2).
+# Exit status: 0 when the run ended without a finding, non-zero otherwise.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+cd "$ROOT"
+OUT=${FUZZ_BUILD:-build-fuzz}
+BIN=$OUT/fuzz_resp
+CC=${FUZZ_CC:-clang}
+CFLAGS=(-std=c11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer
+        -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
+        -Ifstack_redis -Wno-constant-logical-operand)
+
+build() {
+    command -v "$CC" >/dev/null || { echo "fuzz: $CC not found (apt-get install clang libclang-rt-14-dev)" >&2; exit 2; }
+    mkdir -p "$OUT"
+    local srcs=(fstack_redis/*.c tests/fuzz/fuzz_resp.c)
+    local stale=0
+    if [[ ! -x $BIN ]]; then stale=1; else
+        for f in "${srcs[@]}" fstack_redis/*.h tests/fuzz/run.sh; do
+            [[ $f -nt $BIN ]] && { stale=1; break; }
+        done
+    fi
+    if (( stale )); then
+        echo "fuzz: building $BIN"
+        "$CC" "${CFLAGS[@]}" "${srcs[@]}" -lm -lz -o "$BIN.tmp"
+        mv "$BIN.tmp" "$BIN"
+    fi
+}
+
+# ASan: abort on the first report; allocation failures are findings, not NULLs.
+export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1:allocator_may_return_null=0:detect_stack_use_after_return=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
+
+case "${1:-}" in
+--build)
+    build
+    exit 0
+    ;;
+--replay)
+    build
+    mkdir -p "$OUT/artifacts"
+    exec "$BIN" -runs=0 -rss_limit_mb=3072 -timeout=10 -artifact_prefix="$OUT/artifacts/" tests/fuzz/corpus
+    ;;
+esac
+
+SECONDS_TO_RUN=${1:-60}
+shift || true
+[[ $SECONDS_TO_RUN =~ ^[0-9]+$ ]] || { echo "usage: $0 [SECONDS|--build|--replay] [libFuzzer flags]" >&2; exit 2; }
+build
+
+WORK=$OUT/corpus-work
+ART=$OUT/artifacts
+mkdir -p "$WORK" "$ART"
+cp -n tests/fuzz/corpus/* "$WORK"/ 2>/dev/null || true
+LOG=$OUT/fuzz-$(date +%Y%m%d-%H%M%S)-$$.log
+
+start=$(date +%s)
+set +e
+# the full log goes to $LOG; the terminal gets libFuzzer's pulse lines and findings
+"$BIN" -max_total_time="$SECONDS_TO_RUN" -dict=tests/fuzz/resp.dict -max_len=69632 \
+    -rss_limit_mb=3072 -malloc_limit_mb=2048 -timeout=10 -print_final_stats=1 \
+    -artifact_prefix="$ART/" "$@" "$WORK" 2>&1 | tee "$LOG" \
+    | grep -a -E --line-buffered '(pulse|INITED|DONE|ERROR|SUMMARY|invariant|runtime error|Test unit written)' >&2
+rc=${PIPESTATUS[0]}
+set -e
+elapsed=$(( $(date +%s) - start ))
+
+last() { grep -Eo "$1" "$LOG" | tail -1 | grep -Eo '[0-9]+' | tail -1 || true; }
+runs=$(last 'stat::number_of_executed_units: *[0-9]+')
+cov=$(grep -Eo 'cov: [0-9]+ ft: [0-9]+' "$LOG" | tail -1 || true)
+crashes=$(grep -c 'Test unit written to' "$LOG" || true)
+echo "fuzz: ${runs:-?} runs in $elapsed s, ${cov:-cov: ?}, ${crashes:-0} crashes (log $LOG)"
+if (( rc != 0 || crashes != 0 )); then
+    echo "fuzz: FAILED (libFuzzer exit $rc); reproduce with: $BIN <file from $ART/>" >&2
+    exit 1
+fi
