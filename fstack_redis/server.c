@@ -131,9 +131,13 @@ int authRequired(const client *c) { return !c->authenticated; }
 
 uint64_t serverUsedMemory(const ir_server *s) {
     uint64_t b = dbBytes(s->db) + tablesMemory(s->tables);
-    for (const client *c = s->clients; c; c = c->next)
+    for (const client *c = s->clients; c; c = c->next) {
         b += c->qcap + c->ocap + c->argcap + (uint64_t)c->segcap * sizeof(ir_seg) +
              (uint64_t)c->argv_cap * (sizeof(ir_arg) + sizeof(size_t)) + sizeof(*c);
+        for (int i = 0; i < c->argc; i++) /* big bulks have buffers of their own */
+            if (c->argv[i].owned) b += c->argv[i].len + 2;
+        if (c->big_arg) b += c->argv[c->argc].len + 2; /* one still arriving */
+    }
     return b;
 }
 
