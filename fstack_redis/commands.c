@@ -453,6 +453,14 @@ void configCommand(client *c) {
             if (argEq(c, 2, "maxclients")) s->cfg.maxclients = (int)(v > 1000000 ? 1000000 : v);
             else s->cfg.proto_max_bulk_len = (uint64_t)v;
             addReplyStr(c, shared.ok);
+        } else if (argEq(c, 2, "maxmemory")) {
+            if (!string2ll(c->argv[3].ptr, c->argv[3].len, &v) || v < 0) {
+                addReplyErrorFormat(c, "CONFIG SET failed (possibly related to argument '%s') - "
+                                       "argument must be a memory value", c->argv[2].ptr);
+                return;
+            }
+            s->cfg.maxmemory = (uint64_t)v;
+            addReplyStr(c, shared.ok);
         } else {
             addReplyErrorFormat(c, "Unknown option or number of arguments for CONFIG SET - '%.128s'",
                                 c->argv[2].ptr);

@@ -171,9 +171,15 @@ def test_maxmemory_refuses_writes_keeps_reads(start: Starter) -> None:
             r.set(f"big{i}", blob)
     assert str(e.value) == "command not allowed when used memory > 'maxmemory'."
     assert r.get("keep") == b"me" and r.dbsize() > 1  # reads work
+    # the refused SET's own 4 MB argument counted too; clearly over the limit now:
+    r.config_set("maxmemory", 1 << 20)
     with pytest.raises(redis.ResponseError, match="maxmemory"):
         r.execute_command("REPLAY.ADD", "t", "1", "x")
+    assert r.get("big0") == blob
+    r.config_set("maxmemory", 0)
+    assert r.execute_command("REPLAY.ADD", "t", "1", "x") == [0]  # no limit: writes work
     r.flushdb()
+    r.config_set("maxmemory", 64 << 20)
     assert r.set("again", "ok")  # memory back under the limit: writes work again
     r.close()
 
