@@ -8,7 +8,7 @@ APT_PKGS  := build-essential pkg-config redis-server redis-tools clang libclang-
 SUDO      := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 STAMP     := .deps-stamp
 
-.PHONY: all deps build test test-c test-py test-fuzz lint demo bench fuzz clean
+.PHONY: all deps build test test-c test-py test-fuzz lint demo bench soak fuzz clean
 FUZZ_SECONDS ?= 300
 
 all: build
@@ -43,6 +43,11 @@ lint: deps
 
 test-py: build
 	$(PY) -m pytest -q tests
+
+# 30 minutes of inserting and sampling at full speed: memory must stay flat.
+soak: build
+	$(PY) bench/soak.py --json $(BUILD)/bench-soak.json
+	$(PY) bench/report.py --soak $(BUILD)/bench-soak.json
 
 # The RESP parser + dispatch under libFuzzer, ASan and UBSan (clang).
 test-fuzz: deps

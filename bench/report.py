@@ -412,6 +412,29 @@ def demo_section(cartpole: dict[str, Any], breakout: dict[str, Any] | None) -> s
     return "\n".join(out)
 
 
+def soak_section(s: dict[str, Any]) -> str:
+    """bench/soak.py: memory over a long run of inserting and sampling at full speed."""
+    b, last = s["baseline"], s["last"]
+    verdict = "PASS" if s["passed"] else "FAIL"
+    return "\n".join([
+        f"{s['minutes']:g} minutes, {s['actors']} inserting processes and one learner at full "
+        f"speed against a table of {s['capacity']:,} slots (items of 1-4 KB, MAXBYTES "
+        f"{s['maxbytes'] >> 20} MiB), kernel stack: **{verdict}**.", "",
+        "| | when the table was full | at the end |", "|---|---|---|",
+        f"| time | {b['t']:.0f} s | {last['t']:.0f} s |",
+        f"| server RSS | {b['rss'] / 2**20:.1f} MiB | {last['rss'] / 2**20:.1f} MiB "
+        f"({s['rss_growth'] * 100:+.1f}%) |",
+        f"| used_memory | {b['used_memory'] / 2**20:.1f} MiB | "
+        f"{last['used_memory'] / 2**20:.1f} MiB |",
+        f"| items inserted | {b['inserts']:,} | {last['inserts']:,} |",
+        f"| learner steps (SAMPLE 512 + UPDATE) | {b['learner_steps']:,} | "
+        f"{last['learner_steps']:,} |", "",
+        f"Throughput over the run: {s['inserts_per_s']:,.0f} items inserted/s and "
+        f"{s['learner_steps_per_s']:,.0f} learner steps/s on this 2-core machine "
+        f"(`make soak`).",
+    ])
+
+
 def replace_section(text: str, name: str, body: str) -> str:
     n = re.escape(name)
     pat = re.compile(rf"(<!-- BEGIN {n}\b[^>]*-->\n)(.*?)(<!-- END {n} -->)", re.S)
@@ -429,6 +452,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="output of bench/throughput.py --json")
     ap.add_argument("--demo", metavar="JSON", help="summary.json of make demo (CartPole)")
     ap.add_argument("--breakout", metavar="JSON", help="summary.json of a Breakout demo run")
+    ap.add_argument("--soak", metavar="JSON", help="output of bench/soak.py --json")
     ap.add_argument("--readme", default=str(ROOT / "README.md"))
     args = ap.parse_args(argv)
     readme = Path(args.readme)
@@ -453,6 +477,8 @@ def main(argv: list[str] | None = None) -> int:
         png = Path(args.demo).parent / "returns.png"
         (ROOT / "docs").mkdir(exist_ok=True)
         (ROOT / "docs" / "cartpole-returns.png").write_bytes(png.read_bytes())
+    if args.soak:
+        text = replace_section(text, "soak", soak_section(json.loads(Path(args.soak).read_text())))
     readme.write_text(text)
     print(f"updated {readme}")
     return 0
