@@ -40,6 +40,8 @@ from typing import Any
 
 import numpy as np
 
+from pyctl.sysinfo import cpu_model
+
 ROOT = Path(__file__).resolve().parent.parent
 HOST = "127.0.0.1"
 START_TIMEOUT = 30.0
@@ -528,7 +530,7 @@ class Demo:
             "num_actors": cfg.num_actors,
             "batch_size": cfg.batch_size,
             "evaluations": self.evals,
-            "machine": {"cpus": os.cpu_count(), "cpu": _cpu_model(), "python":
+            "machine": {"cpus": os.cpu_count(), "cpu": cpu_model(), "python":
                         platform.python_version(), "torch": torch.__version__,
                         "device": "cuda" if torch.cuda.is_available() and cfg.device != "cpu"
                         else "cpu"},
@@ -619,14 +621,6 @@ class Demo:
         plt.close(fig)
 
 
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 if __name__ == "__main__":
