@@ -66,12 +66,14 @@ bench: build
 	$(PY) bench/sumtree.py --json $(BUILD)/bench-sumtree.json
 	$(PY) bench/latency.py --json $(BUILD)/bench-latency.json --plots $(BUILD)/bench-plots
 	$(PY) bench/throughput.py --json $(BUILD)/bench-throughput.json
+	$(PY) bench/breakdown.py --json $(BUILD)/bench-breakdown.json
 	$(PY) -m pyctl demo --out $(BUILD)/bench-cartpole
 	$(PY) -m pyctl demo --env-id ALE/Breakout-v5 --minutes 2 --learning-starts 5000 \
 	  --publish-every 5 --out $(BUILD)/bench-breakout
 	$(PY) bench/report.py --sumtree $(BUILD)/bench-sumtree.json \
 	  --latency $(BUILD)/bench-latency.json --throughput $(BUILD)/bench-throughput.json \
-	  --demo $(BUILD)/bench-cartpole/summary.json --breakout $(BUILD)/bench-breakout/summary.json
+	  --demo $(BUILD)/bench-cartpole/summary.json --breakout $(BUILD)/bench-breakout/summary.json \
+	  --breakdown $(BUILD)/bench-breakdown.json
 
 clean:
 	rm -rf $(BUILD) $(ASAN) build-fuzz $(STAMP)

@@ -428,6 +428,22 @@ def soak_section(s: dict[str, Any]) -> str:
     ])
 
 
+def breakdown_section(b: dict[str, Any]) -> str:
+    """bench/breakdown.py: one GET 64 B on the DPDK path, stage by stage."""
+    out = [f"One `GET` of a 64 B value on the DPDK path, {b['requests']:,} requests on one "
+           f"connection: round trip p50 {b['rtt_p50_us']:.1f} µs, mean {b['rtt_mean_us']:.1f} µs. "
+           "The appliance's loop times its stages with the TSC (iterations that did work "
+           f"only: {b['work_iterations_per_request']:.1f} per request); per request:", "",
+           "| stage | µs | share of the mean round trip |", "|---|---|---|"]
+    for name, v in b["stages_us"].items():
+        out.append(f"| {name} | {v:.2f} | {v / b['rtt_mean_us'] * 100:.0f}% |")
+    out.append(f"| **in the appliance's loop** | **{b['appliance_us']:.2f}** | "
+               f"{b['appliance_us'] / b['rtt_mean_us'] * 100:.0f}% |")
+    out.append(f"| outside it: client, kernel and veth, waiting for the next poll | "
+               f"{b['outside_us']:.2f} | {b['outside_us'] / b['rtt_mean_us'] * 100:.0f}% |")
+    return "\n".join(out)
+
+
 def replace_section(text: str, name: str, body: str) -> str:
     n = re.escape(name)
     pat = re.compile(rf"(<!-- BEGIN {n}\b[^>]*-->\n)(.*?)(<!-- END {n} -->)", re.S)
@@ -446,6 +462,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--demo", metavar="JSON", help="summary.json of make demo (CartPole)")
     ap.add_argument("--breakout", metavar="JSON", help="summary.json of a Breakout demo run")
     ap.add_argument("--soak", metavar="JSON", help="output of bench/soak.py --json")
+    ap.add_argument("--breakdown", metavar="JSON", help="output of bench/breakdown.py --json")
     ap.add_argument("--readme", default=str(ROOT / "README.md"))
     args = ap.parse_args(argv)
     readme = Path(args.readme)
@@ -470,6 +487,9 @@ def main(argv: list[str] | None = None) -> int:
         png = Path(args.demo).parent / "returns.png"
         (ROOT / "docs").mkdir(exist_ok=True)
         (ROOT / "docs" / "cartpole-returns.png").write_bytes(png.read_bytes())
+    if args.breakdown:
+        text = replace_section(text, "breakdown",
+                               breakdown_section(json.loads(Path(args.breakdown).read_text())))
     if args.soak:
         text = replace_section(text, "soak", soak_section(json.loads(Path(args.soak).read_text())))
     readme.write_text(text)

@@ -107,6 +107,7 @@ struct lcore_queue_conf {
     uint64_t prev_drain_tsc, prev_timer_tsc, prev_stats_tsc;
     uint64_t tx_dropped;       /* refused by the TX ring after retries */
     uint64_t rx_multiseg;      /* multi-segment frames (never expected) */
+    uint64_t work_iters, cyc_rx, cyc_stack, cyc_dispatch, cyc_tx; /* per-stage breakdown */
 } __rte_cache_aligned;
 
 static struct lcore_queue_conf lcore_queue_conf[RTE_MAX_LCORE];
@@ -215,7 +216,15 @@ static void publishStats(dpdk_transport *d, int active) {
             }
         }
     }
-    if (d->qconf) s.tx_dropped = d->qconf->tx_dropped;
+    if (d->qconf) {
+        s.tx_dropped = d->qconf->tx_dropped;
+        s.tsc_hz = rte_get_tsc_hz();
+        s.work_iterations = d->qconf->work_iters;
+        s.cycles_rx = d->qconf->cyc_rx;
+        s.cycles_stack = d->qconf->cyc_stack;
+        s.cycles_dispatch = d->qconf->cyc_dispatch;
+        s.cycles_tx = d->qconf->cyc_tx;
+    }
     if (d->stack) {
         irl_counters c;
         irl_get_counters(d->stack, &c);
@@ -260,6 +269,16 @@ static int telemetryStats(const char *cmd, const char *params, struct rte_tel_da
     rte_tel_data_add_dict_u64(t, "keys", st.keys);
     rte_tel_data_add_dict_u64(t, "tables", st.tables);
     rte_tel_data_add_dict_u64(t, "used_memory", st.used_memory);
+    /* the per-stage breakdown: cycles of loop iterations that did work */
+    rte_tel_data_add_dict_u64(t, "tsc_hz", s.tsc_hz);
+    rte_tel_data_add_dict_u64(t, "work_iterations", s.work_iterations);
+    rte_tel_data_add_dict_u64(t, "cycles_rx", s.cycles_rx);
+    rte_tel_data_add_dict_u64(t, "cycles_stack", s.cycles_stack);
+    rte_tel_data_add_dict_u64(t, "cycles_dispatch", s.cycles_dispatch);
+    rte_tel_data_add_dict_u64(t, "cycles_tx", s.cycles_tx);
+    rte_tel_data_add_dict_u64(t, "cycles_input", st.cycles_input);
+    rte_tel_data_add_dict_u64(t, "cycles_execute", st.cycles_execute);
+    rte_tel_data_add_dict_u64(t, "cycles_reply", st.cycles_reply);
     return 0;
 }
 
@@ -292,7 +311,9 @@ static int telemetryTables(const char *cmd, const char *params, struct rte_tel_d
 static int pollOnce(dpdk_transport *d) {
     struct lcore_queue_conf *q = d->qconf;
     struct rte_mbuf *pkts[MAX_PKT_BURST];
+    uint64_t t0 = rte_rdtsc();
     uint16_t nb = rte_eth_rx_burst(q->port, q->rxq, pkts, MAX_PKT_BURST);
+    uint64_t t1 = rte_rdtsc();
     for (uint16_t i = 0; i < nb; i++) {
         struct rte_mbuf *m = pkts[i];
         if (i + 1 < nb) rte_prefetch0(rte_pktmbuf_mtod(pkts[i + 1], void *));
@@ -309,12 +330,22 @@ static int pollOnce(dpdk_transport *d) {
         irl_timers(d->stack);
         q->prev_timer_tsc = now;
     }
+    uint64_t t2 = rte_rdtsc();
     int ev = irl_dispatch(d->stack);
+    uint64_t t3 = rte_rdtsc();
     if (q->tx_buffer->length == 0) {
         q->prev_drain_tsc = now;
     } else if (nb || ev || now - q->prev_drain_tsc >= d->drain_tsc) {
         rte_eth_tx_buffer_flush(q->port, q->txq, q->tx_buffer);
         q->prev_drain_tsc = now;
+    }
+    if (nb || ev) { /* the breakdown counts iterations that did work */
+        uint64_t t4 = rte_rdtsc();
+        q->cyc_rx += t1 - t0;
+        q->cyc_stack += t2 - t1;
+        q->cyc_dispatch += t3 - t2;
+        q->cyc_tx += t4 - t3;
+        q->work_iters++;
     }
     if (unlikely(now - q->prev_stats_tsc >= d->stats_tsc)) {
         publishStats(d, 1);

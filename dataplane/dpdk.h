@@ -52,6 +52,9 @@ typedef struct ir_dpdk_stats {
     uint64_t rx_dropped;        /* frames dropped before lwIP (not IPv4/ARP) */
     uint64_t connections;       /* open TCP connections */
     uint64_t accepted;          /* TCP connections accepted since start */
+    /* TSC cycles of loop iterations that did work, by stage */
+    uint64_t tsc_hz, work_iterations;
+    uint64_t cycles_rx, cycles_stack, cycles_dispatch, cycles_tx;
 } ir_dpdk_stats;
 
 /* Copy the latest snapshot (any thread). Returns 0, or -1 when no dpdk

@@ -79,6 +79,9 @@ static void publishStats(const ir_server *s) {
     __atomic_store_n(&published.total_commands, s->total_commands, __ATOMIC_RELAXED);
     __atomic_store_n(&published.tables, (uint64_t)s->tables->count, __ATOMIC_RELAXED);
     __atomic_store_n(&published.keys, dbSize(s->db), __ATOMIC_RELAXED);
+    __atomic_store_n(&published.cycles_input, s->cycles_input, __ATOMIC_RELAXED);
+    __atomic_store_n(&published.cycles_execute, s->cycles_execute, __ATOMIC_RELAXED);
+    __atomic_store_n(&published.cycles_reply, s->cycles_reply, __ATOMIC_RELAXED);
     __atomic_store_n(&published.used_memory, serverUsedMemory(s), __ATOMIC_RELAXED);
     if (s->now_ms - cps_last_ms >= 1000) {
         uint64_t dt = s->now_ms - cps_last_ms;
@@ -123,6 +126,9 @@ void ir_get_stats(ir_stats *out) {
     out->tables = __atomic_load_n(&published.tables, __ATOMIC_RELAXED);
     out->used_memory = __atomic_load_n(&published.used_memory, __ATOMIC_RELAXED);
     out->commands_per_sec = __atomic_load_n(&published.commands_per_sec, __ATOMIC_RELAXED);
+    out->cycles_input = __atomic_load_n(&published.cycles_input, __ATOMIC_RELAXED);
+    out->cycles_execute = __atomic_load_n(&published.cycles_execute, __ATOMIC_RELAXED);
+    out->cycles_reply = __atomic_load_n(&published.cycles_reply, __ATOMIC_RELAXED);
 }
 
 static int createStartupTable(ir_server *s, const ir_config *cfg) {

@@ -155,6 +155,9 @@ typedef struct ir_stats {
     uint64_t tables;
     uint64_t used_memory;
     uint64_t commands_per_sec;  /* over the last second */
+    /* time spent, in CPU cycles (see ir_cycles in server.h): handling input
+     * (irs_data: parse, execute, reply), executing commands, flushing replies */
+    uint64_t cycles_input, cycles_execute, cycles_reply;
 } ir_stats;
 
 typedef struct ir_table_stats {

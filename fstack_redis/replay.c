@@ -81,6 +81,8 @@ uint64_t tablesBytes(const ir_tables *ts) {
 /* Per slot: id, offset, length (20 B) and about two tree nodes of 8 B. */
 #define SLOT_OVERHEAD 36
 
+uint64_t tableSlotBytes(void) { return SLOT_OVERHEAD; }
+
 uint64_t tablesMemory(const ir_tables *ts) {
     uint64_t b = 0;
     for (const ir_table *t = ts->head; t; t = t->next)

@@ -242,7 +242,15 @@ static void replyCompact(client *c) {
     c->olen -= lo;
 }
 
+static void clientFlushNow(client *c);
+
 void clientFlush(client *c) {
+    uint64_t t0 = ir_cycles();
+    clientFlushNow(c);
+    c->srv->cycles_reply += ir_cycles() - t0;
+}
+
+static void clientFlushNow(client *c) {
     if (c->flags & CLIENT_CLOSED) return;
     while (c->pending_bytes) {
         struct iovec iov[IR_MAX_IOV];

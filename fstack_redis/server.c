@@ -27,6 +27,7 @@ void ir_config_init(ir_config *cfg) {
     cfg->table_beta = 0.4;
     cfg->table_epsilon = 1e-6;
     cfg->request_timeout_ms = 30000;
+    cfg->client_output_buffer_limit = 1ULL << 30; /* 0 = unlimited */
     cfg->tcp_keepalive = 300;
     cfg->dir = ".";
     cfg->dpdk_port = -1;
@@ -239,10 +240,13 @@ static void clientAfterIO(client *c) {
 }
 
 void irs_data(client *c, const char *buf, size_t len) {
-    c->srv->net_input_bytes += len;
-    c->last_ms = c->srv->now_ms;
+    ir_server *s = c->srv;
+    uint64_t t0 = ir_cycles();
+    s->net_input_bytes += len;
+    c->last_ms = s->now_ms;
     clientFeed(c, buf, len);
-    clientAfterIO(c);
+    clientAfterIO(c); /* may free c */
+    s->cycles_input += ir_cycles() - t0;
 }
 
 void irs_writable(client *c) { clientAfterIO(c); }
@@ -288,7 +292,9 @@ int processCommand(client *c) {
         s->oom_rejections++;
         addReplyError(c, "-OOM command not allowed when used memory > 'maxmemory'.");
     } else {
+        uint64_t t0 = ir_cycles();
         cmd->proc(c);
+        s->cycles_execute += ir_cycles() - t0;
         cmd->calls++;
         s->total_commands++;
     }

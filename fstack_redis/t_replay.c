@@ -67,6 +67,14 @@ void replayCreateCommand(client *c) {
         addReplyError(c, "CAPACITY is required: REPLAY.CREATE <table> CAPACITY <n>");
         return;
     }
+    /* The slots and trees are allocated now: charge them before allocating,
+     * so one command cannot commit gigabytes past maxmemory. */
+    if (cfg->maxmemory && o.capacity <= (1ULL << 32) &&
+        serverUsedMemory(c->srv) + o.capacity * tableSlotBytes() > cfg->maxmemory) {
+        c->srv->oom_rejections++;
+        addReplyError(c, "-OOM command not allowed when used memory > 'maxmemory'.");
+        return;
+    }
     const char *err;
     if (tableCreate(c->srv->tables, c->argv[1].ptr, c->argv[1].len, &o, NULL, &err) != 0) {
         addReplyErrorFormat(c, "%s", err);

@@ -87,7 +87,8 @@ def _add_start(sub: Any) -> None:
     p.add_argument("--client-subnet", help="A.B.C.D/NN allowed without a password")
     p.add_argument("--maxmemory", type=_positive_int, help="bytes; writes beyond get -OOM")
     p.add_argument("--client-output-buffer-limit", type=_positive_int,
-                   help="bytes of unread replies before a client is dropped (0 = none)")
+                   help="bytes of unread replies before a client is dropped "
+                        "(default 1 GiB, 0 = none)")
     p.add_argument("--timeout", type=_positive_int, help="close idle clients after S seconds")
     p.add_argument("--request-timeout-ms", type=_positive_int,
                    help="a started request must complete within this (default 30000)")

@@ -59,8 +59,9 @@ class ServerConfig:
     """A.B.C.D/NN of clients accepted without a password (protected mode), e.g. the actors'."""
     maxmemory: int = 0
     """Bytes; beyond it writes get -OOM and reads keep working. 0 means no limit."""
-    client_output_buffer_limit: int = 0
-    """Bytes of replies pending for one client before it is disconnected; 0 means no limit."""
+    client_output_buffer_limit: int = 1 << 30
+    """Bytes of replies pending for one client before it is disconnected (a client that
+    pipelines huge REPLAY.SAMPLEs and never reads); 0 means no limit."""
     timeout: int = 0
     """Close clients idle this many seconds (Redis's timeout); 0 means never."""
     request_timeout_ms: int = 30000

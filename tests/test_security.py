@@ -239,3 +239,36 @@ def test_keepalive_is_set_on_accepted_sockets(start: Starter) -> None:
                         capture_output=True, text=True).stdout
     assert "keepalive" in ss, ss
     r.close()
+
+
+def test_maxmemory_charges_a_new_tables_slots_before_allocating(start: Starter) -> None:
+    """Found by the fuzzer: one REPLAY.CREATE could commit gigabytes past maxmemory."""
+    port = start("--maxmemory", str(64 << 20))
+    r = redis.Redis(port=port)
+    with pytest.raises(redis.ResponseError, match="maxmemory"):
+        r.execute_command("REPLAY.CREATE", "huge", "CAPACITY", str(1 << 28))
+    assert r.execute_command("REPLAY.LIST") == []
+    assert r.execute_command("REPLAY.CREATE", "fits", "CAPACITY", str(1 << 16)) == b"OK"
+    r.close()
+
+
+def test_default_output_limit_stops_sample_amplification(start: Starter) -> None:
+    """Found by the fuzzer: tiny pipelined REPLAY.SAMPLEs from a client that never reads."""
+    port = start()
+    r = redis.Redis(port=port)
+    assert r.config_get("client-output-buffer-limit") in ({}, {"client-output-buffer-limit":
+                                                               str(1 << 30)})
+    r.execute_command("REPLAY.CREATE", "t", "CAPACITY", "10")
+    r.execute_command("REPLAY.ADD", "t", "1", b"x" * 16)
+    s = socket.create_connection(("127.0.0.1", port))
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    s.sendall(b"REPLAY.SAMPLE t 1048576\r\n" * 120)  # ~2.4 GB of replies, never read
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if int(r.info("stats")["total_connections_received"]) >= 2 and \
+                int(r.info("clients")["connected_clients"]) == 1:
+            break
+        time.sleep(0.1)
+    assert int(r.info("clients")["connected_clients"]) == 1, "dropped at the 1 GiB default"
+    s.close()
+    r.close()
