@@ -422,9 +422,9 @@ def soak_section(s: dict[str, Any]) -> str:
         f"| items inserted | {b['inserts']:,} | {last['inserts']:,} |",
         f"| learner steps (SAMPLE 512 + UPDATE) | {b['learner_steps']:,} | "
         f"{last['learner_steps']:,} |", "",
-        f"Throughput over the run: {s['inserts_per_s']:,.0f} items inserted/s and "
-        f"{s['learner_steps_per_s']:,.0f} learner steps/s on this 2-core machine "
-        f"(`make soak`).",
+        f"Rates over the run, for scale (the soak judges memory, not speed): "
+        f"{s['inserts_per_s']:,.0f} items inserted/s and "
+        f"{s['learner_steps_per_s']:,.0f} learner steps/s (`make soak`).",
     ])
 
 
