@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any, NoReturn
 
-from pyctl import __version__, _native
+from pyctl import __version__, _native, netns
 from pyctl import server as srv
 from pyctl.config import ConfigError, ServerConfig, build, split_listen
 
@@ -167,7 +167,6 @@ def cmd_start(args: argparse.Namespace) -> int:
 
 def _reexec_in_netns(prog: str, name: str, argv: list[str]) -> NoReturn:
     """Run this same command inside network namespace `name`."""
-    from pyctl import netns
 
     try:
         netns.require_root("--netns")
@@ -182,7 +181,6 @@ def _reexec_in_netns(prog: str, name: str, argv: list[str]) -> NoReturn:
 
 def _check_dpdk_host(prog: str, cfg: ServerConfig) -> None:
     """One-line errors for what DPDK would otherwise report as a panic or a log flood."""
-    from pyctl import netns
 
     if os.geteuid() != 0:
         die(prog, "--stack dpdk needs root (hugepages and raw NIC access): run it with sudo")
@@ -377,20 +375,17 @@ def cmd_drivers(args: argparse.Namespace) -> int:
 
 
 def cmd_netns(args: argparse.Namespace) -> int:
-    from pyctl import netns
 
     prog = f"pyctl netns {args.action}"
     try:
         if args.action == "up":
-            t = netns.up(args.name, args.subnet)
+            t = netns.up(args.name, args.subnet, args.mtu)
             if args.json:
-                print(json.dumps({"netns": t.netns, "iface": t.iface, "peer": t.peer,
-                                  "appliance_ip": t.appliance_ip, "client_ip": t.client_ip,
-                                  "kernel_ip": t.kernel_ip, "prefix": t.prefix}))
+                print(json.dumps(t.to_json()))
             else:
                 print(f"namespace {t.netns}: appliance side {t.iface} (lwIP answers on "
                       f"{t.appliance_ip}/{t.prefix}, kernel servers on {t.kernel_ip}), "
-                      f"client side {t.peer} {t.client_ip}/{t.prefix}, offloads off")
+                      f"client side {t.peer} {t.client_ip}/{t.prefix}, MTU {t.mtu}, offloads off")
                 print("start the appliance with:")
                 print(f"  {t.start_line()}")
         else:
@@ -423,6 +418,8 @@ def main(argv: list[str] | None = None) -> int:
     ns.add_argument("action", choices=["up", "down"])
     ns.add_argument("--name", default="inreplay", help="namespace name (default inreplay)")
     ns.add_argument("--subnet", default="10.77.0.0/24", help="addresses (default 10.77.0.0/24)")
+    ns.add_argument("--mtu", type=int, default=netns.DEFAULT_MTU,
+                    help=f"veth MTU (default {netns.DEFAULT_MTU}, jumbo frames; 1500 classic)")
     ns.add_argument("--json", action="store_true", help="print the topology as JSON")
     sub.add_parser("demo", help="train an Ape-X agent through the appliance (see pyctl demo -h)",
                    add_help=False)

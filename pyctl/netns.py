@@ -11,7 +11,11 @@ The DPDK daemon's lwIP stack answers on the appliance address; the kernel
 address on the same interface is for kernel-stack servers (inreplay --stack
 kernel, stock redis-server) so that every system is reached over the same
 veth path. Offloads are off on both ends (af_packet must not see GSO frames
-or partial checksums).
+or partial checksums). The veth MTU is 9000 by default (jumbo frames, as on
+the data-centre networks a replay box sits on); `--mtu 1500` gives the
+classic Ethernet size. `offloads=True` keeps the kernel's default offloads
+(TSO/GSO/GRO, checksum): a pair made that way is for kernel-stack servers
+only, the fair baseline for what a user of the kernel stack gets.
 """
 
 from __future__ import annotations
@@ -27,6 +31,11 @@ class SetupError(RuntimeError):
     """A host set-up step failed; the message says what to do."""
 
 
+DEFAULT_MTU = 9000
+"""The test topology's veth MTU (jumbo frames)."""
+MIN_MTU, MAX_MTU = 576, 9600
+
+
 @dataclass
 class Topology:
     netns: str
@@ -38,6 +47,9 @@ class Topology:
     client_ip: str
     kernel_ip: str
     prefix: int
+    mtu: int = DEFAULT_MTU
+    offloads: bool = False
+    """True: the kernel's default offloads are on (not usable by DPDK's af_packet)."""
 
     def to_json(self) -> dict[str, object]:
         return asdict(self)
@@ -45,7 +57,7 @@ class Topology:
     def start_line(self, port: int = 6379, cores: str = "0-1") -> str:
         return (f"pyctl start --stack dpdk --netns {self.netns} --cores {cores} "
                 f"--vdev net_af_packet0,iface={self.iface} --ip {self.appliance_ip}/{self.prefix} "
-                f"--listen-port {port} --hugepages 256")
+                f"--listen-port {port} --mtu {self.mtu} --hugepages 256")
 
 
 def require_root(what: str) -> None:
@@ -68,14 +80,14 @@ def namespaces() -> list[str]:
     return [line.split()[0] for line in r.stdout.splitlines() if line.strip()]
 
 
-def topology(name: str, subnet: str) -> Topology:
+def topology(name: str, subnet: str, mtu: int = DEFAULT_MTU, offloads: bool = False) -> Topology:
     net = ipaddress.ip_network(subnet)
     if net.num_addresses < 8:
         raise SetupError(f"--subnet {subnet}: needs at least a /29")
     hosts = list(net.hosts())
     short = name[:12]
     return Topology(name, f"{short}-a", f"{short}-c", str(hosts[1]), str(hosts[0]),
-                    str(hosts[2]), net.prefixlen)
+                    str(hosts[2]), net.prefixlen, mtu, offloads)
 
 
 def offloads_off(iface: str, netns: str | None = None) -> None:
@@ -83,10 +95,21 @@ def offloads_off(iface: str, netns: str | None = None) -> None:
     _run(*pre, "ethtool", "-K", iface, "tx", "off", "tso", "off", "gso", "off", "gro", "off")
 
 
-def up(name: str = "inreplay", subnet: str = "10.77.0.0/24") -> Topology:
-    """Create the namespace and veth pair (idempotent for the same name)."""
+def check_mtu(mtu: int) -> int:
+    if not MIN_MTU <= mtu <= MAX_MTU:
+        raise SetupError(f"--mtu {mtu}: choose {MIN_MTU}-{MAX_MTU} (1500 is classic Ethernet, "
+                         "9000 jumbo frames)")
+    return mtu
+
+
+def up(name: str = "inreplay", subnet: str = "10.77.0.0/24", mtu: int = DEFAULT_MTU,
+       offloads: bool = False) -> Topology:
+    """Create the namespace and veth pair (idempotent for the same name).
+
+    mtu: both veth ends' MTU. offloads: keep the kernel's default offloads
+    (kernel-stack servers only; af_packet needs them off)."""
     require_root("pyctl netns up")
-    t = topology(name, subnet)
+    t = topology(name, subnet, check_mtu(mtu), offloads)
     if name in namespaces():
         return t
     _run("ip", "netns", "add", name)
@@ -96,7 +119,9 @@ def up(name: str = "inreplay", subnet: str = "10.77.0.0/24") -> Topology:
         for iface, ns in ((t.peer, None), (t.iface, name)):
             pre = ["ip", "netns", "exec", ns] if ns else []
             _run(*pre, "sysctl", "-qw", f"net.ipv6.conf.{iface}.disable_ipv6=1", check=False)
-            offloads_off(iface, ns)
+            _run(*pre, "ip", "link", "set", iface, "mtu", str(mtu))
+            if not offloads:
+                offloads_off(iface, ns)
         _run("ip", "addr", "add", f"{t.client_ip}/{t.prefix}", "dev", t.peer)
         _run("ip", "link", "set", t.peer, "up")
         ns_ip = ["ip", "netns", "exec", name, "ip"]
