@@ -1,11 +1,20 @@
-"""Latency of stock Redis and inreplay (kernel and DPDK stacks) over one veth path.
+"""Latency of stock Redis and inreplay (kernel and DPDK stacks) over veth paths.
 
-Systems, all reached from the root namespace across the same veth
-(`pyctl netns`; the script makes its own namespace and removes it at the end):
+Systems, all reached from the root namespace across a veth (`pyctl netns`; the
+script makes its own namespaces and removes them at the end):
 
-    redis    stock redis-server in the appliance namespace, kernel TCP stack
-    kernel   inreplay on the kernel stack, same namespace and address
-    dpdk     inreplay on DPDK + lwIP, af_packet attached to the same veth
+    redis        stock redis-server in the appliance namespace, kernel TCP stack
+    kernel       inreplay on the kernel stack, same namespace and address
+    kernel-poll  the same, started with --busy-poll (spins on epoll, never sleeps)
+    dpdk         inreplay on DPDK + lwIP, af_packet attached to the same veth
+
+Paths (--paths), each at every MTU of --mtu (default 1500 and 9000):
+
+    shared          one veth with offloads off on both ends, all four systems
+                    (DPDK's af_packet needs them off)
+    kernel-default  a veth of their own with the kernel's default offloads
+                    (TSO/GSO/GRO, checksum): redis, kernel and kernel-poll only,
+                    what a user of the kernel stack gets
 
 Workloads, one connection, one request in flight (the learner's view):
 
@@ -13,6 +22,11 @@ Workloads, one connection, one request in flight (the learner's view):
     GET, SET             64 B, 4 KB, 64 KB, 1 MB, 13 MB (a Dueling network's parameters)
     SAMPLE n x item      in-network REPLAY.SAMPLE of n items (32, 512) of 128 B and
                          28 KB (one 84x84x4 Atari state), ids and weights decoded
+    SAMPLE n x item PACKED
+                         the same with PACKED (n = 512): one bulk string of n int64
+                         ids, n float32 weights and the n items, decoded with
+                         np.frombuffer; a server that refuses PACKED is recorded
+                         under "errors" and the run goes on
     BASELINE n x item    the seed's learner-side baseline: a local sum tree
                          (pyctl.sumtree.PrioritizedSampler) draws n slots, then one MGET
                          fetches those items; timed end to end as the learner sees it
@@ -29,6 +43,7 @@ or more CPUs the client runs on --client-core and every server on
 --server-core (the DPDK server busy-polls it), so each system gets the same split.
 
     python bench/latency.py [--quick] [--json FILE] [--plots DIR] [--delay USEC]
+                            [--mtu 1500,9000] [--paths shared,kernel-default]
 
 Needs root for the namespace; --loopback runs the kernel-stack systems on
 127.0.0.1 instead (for tests and machines without root). `--delay USEC` adds
@@ -79,7 +94,15 @@ KV_SIZES = (64, 4 * KB, 64 * KB, MB, 13 * MB)
 BATCHES = (32, 512)
 ITEM_SIZES = (128, ATARI_STATE)
 UPDATE_BATCH = 512
-SYSTEMS = ("redis", "kernel", "dpdk")
+SYSTEMS = ("redis", "kernel", "kernel-poll", "dpdk")
+KERNEL_STACK = ("redis", "kernel", "kernel-poll")
+"""The systems on the kernel's TCP stack (the only ones a kernel-default path serves)."""
+BUSY_POLLING = ("kernel-poll", "dpdk")
+"""Servers that spin on their core whether or not there is work."""
+PATHS = ("shared", "kernel-default")
+MTUS = (1500, 9000)
+PACKED_BATCHES = (512,)
+DPDK_HUGEPAGES = 256  # 2 MB pages: jumbo-frame mbufs need more than the default 128
 ALPHA, BETA = 0.6, 0.4
 PIPELINE_MAX_PAYLOAD = 4 * MB  # larger requests are not run 16-wide
 PIPELINE_WINDOW = MB  # bytes in flight per connection, at most 16 requests
@@ -278,6 +301,21 @@ class Network:
         return self.topo.kernel_ip if self.topo else "127.0.0.1"
 
     @property
+    def path(self) -> str:
+        """loopback, shared (offloads off: every system) or kernel-default (offloads on)."""
+        if self.topo is None:
+            return "loopback"
+        return "kernel-default" if self.topo.offloads else "shared"
+
+    @property
+    def mtu(self) -> int | None:
+        return self.topo.mtu if self.topo else None
+
+    def serves(self, system: str) -> bool:
+        """Whether `system` runs on this path (DPDK's af_packet needs offloads off)."""
+        return system in KERNEL_STACK or self.path == "shared"
+
+    @property
     def subnet(self) -> str:
         if self.topo is None:
             return "127.0.0.0/8"
@@ -286,13 +324,18 @@ class Network:
 
     def describe(self) -> dict[str, Any]:
         if self.topo is None:
-            return {"path": "loopback"}
-        return {"path": "veth", "delay_us": self.delay_us, **self.topo.to_json()}
+            return {"path": "loopback", "name": "loopback"}
+        return {"path": "veth", "name": self.path, "delay_us": self.delay_us,
+                **self.topo.to_json()}
 
 
 @contextlib.contextmanager
-def network(loopback: bool, delay_us: int = 0) -> Iterator[Network]:
-    """A fresh namespace + veth (removed on the way out), or loopback."""
+def network(loopback: bool, delay_us: int = 0, mtu: int = netns.DEFAULT_MTU,
+            offloads: bool = False) -> Iterator[Network]:
+    """A fresh namespace + veth (removed on the way out), or loopback.
+
+    mtu: both veth ends'; offloads: keep the kernel's default offloads (a
+    kernel-default path, for kernel-stack servers only)."""
     if loopback:
         if delay_us:
             raise BenchError("--delay needs the veth: drop --loopback")
@@ -300,11 +343,11 @@ def network(loopback: bool, delay_us: int = 0) -> Iterator[Network]:
         return
     if os.geteuid() != 0:
         raise BenchError("the veth topology needs root (or run with --loopback)")
-    name = f"irb{os.getpid() % 1_000_000}"
+    name = f"irb{os.getpid() % 1_000_000}{'k' if offloads else 's'}"
     if name in netns.namespaces():
         raise BenchError(f"namespace {name} exists (left by a killed run?): "
                          f"python -m pyctl netns down --name {name}")
-    topo = netns.up(name, free_subnet())
+    topo = netns.up(name, free_subnet(), mtu=mtu, offloads=offloads)
     try:
         if delay_us:
             add_netem(topo, delay_us)
@@ -351,8 +394,11 @@ class Server:
         while not ping(self.host, self.port):
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 self.stop()
-                raise BenchError(f"{self.system} did not start ({shlex.join(self.argv)}):\n"
-                                 f"{self.log_tail()}")
+                tail = self.log_tail()
+                last = next((x.strip() for x in reversed(tail.splitlines()) if x.strip()),
+                            "no output")
+                raise BenchError(f"{self.system} did not start: {last} "
+                                 f"({shlex.join(self.argv)}):\n{tail}")
             time.sleep(0.05)
         return self
 
@@ -412,7 +458,8 @@ def make_server(system: str, net: Network, pin: Pinning, workdir: Path, port: in
     """The argv of each system, on the same core, reached over the same path.
 
     busy_poll: the DPDK server spins on its core even when idle (by default it
-    naps after a millisecond without traffic).
+    naps after a millisecond without traffic). kernel-poll is the kernel stack
+    with --busy-poll (it spins on epoll instead of sleeping in it).
     """
     env = dict(os.environ, INREPLAY_RUN_DIR=str(workdir / "run"),
                PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH"))
@@ -425,13 +472,17 @@ def make_server(system: str, net: Network, pin: Pinning, workdir: Path, port: in
                 "--save", "", "--appendonly", "no", "--protected-mode", "no",
                 "--dir", str(workdir)]
         return Server(system, argv, host, port, log, env)
-    if system == "kernel":
+    if system in ("kernel", "kernel-poll"):
         argv = [*in_ns, *pin.prefix(), sys.executable, "-m", "pyctl", "start",
-                "--listen", f"{host}:{port}", "--client-subnet", net.subnet]
+                "--listen", f"{host}:{port}", "--client-subnet", net.subnet,
+                *(["--busy-poll"] if system == "kernel-poll" else [])]
         return Server(system, argv, host, port, log, env)
     if system == "dpdk":
         if net.topo is None:
             raise BenchError("dpdk needs the veth topology (not --loopback)")
+        if not net.serves(system):
+            raise BenchError(f"dpdk cannot run on the {net.path} path (af_packet needs the "
+                             "veth's offloads off)")
         if not dpdk_built():
             raise BenchError("dpdk: build/ has no DPDK dataplane (meson found no libdpdk)")
         t = net.topo
@@ -442,7 +493,8 @@ def make_server(system: str, net: Network, pin: Pinning, workdir: Path, port: in
         core = str(pin.server if pin.server is not None else 0)
         argv = [sys.executable, "-m", "pyctl", "start", "--stack", "dpdk", "--netns", t.netns,
                 "--cores", core, "--ip", f"{t.appliance_ip}/{t.prefix}", "--vdev", vdev,
-                "--listen-port", str(port), "--hugepages", "128", "--file-prefix", prefix,
+                "--listen-port", str(port), "--mtu", str(t.mtu),
+                "--hugepages", str(DPDK_HUGEPAGES), "--file-prefix", prefix,
                 *(["--busy-poll"] if busy_poll else [])]
         return Server(system, argv, t.appliance_ip, port, log, env, file_prefix=prefix)
     raise BenchError(f"unknown system {system!r}; choose from {', '.join(SYSTEMS)}")
@@ -512,14 +564,15 @@ def make_table(item_size: int, items: int, seed: int) -> Table:
     return Table(item_size, items, priorities, pool, sampler, keys)
 
 
-def load(conn: Conn, system: str, tables: list[Table], sizes: list[int]) -> None:
+def load(conn: Conn, system: str, tables: list[Table], sizes: list[int],
+         baseline_keys: bool = True) -> None:
     """The values GET reads, the baseline's items as keys and, on inreplay, the tables."""
     for size in sizes:
         conn.call(encode("SET", f"kv:{size}", b"v" * size))
     chunk_bytes = 4 * MB
     for t in tables:
         per = max(1, chunk_bytes // t.item_size)
-        for lo in range(0, t.items, per):
+        for lo in range(0, t.items if baseline_keys else 0, per):
             slots = range(lo, min(t.items, lo + per))
             parts = [b"*%d\r\n" % (1 + 2 * len(slots)), bulk("MSET")]
             for s in slots:
@@ -554,7 +607,7 @@ class Workload:
 
     name: str
     kind: str
-    """ping, get, set, sample, baseline or update"""
+    """ping, get, set, sample, sample-packed, baseline or update"""
     size: int
     """value or item bytes (0 for PING and UPDATE)"""
     batch: int
@@ -601,6 +654,38 @@ def sample_workload(t: Table, n: int) -> Workload:
 
     return Workload(f"SAMPLE {n} × {human(t.item_size)}", "sample", t.item_size, n,
                     lambda: req, _decode_sample, check)
+
+
+def packed_reply_size(n: int, item_size: int) -> int:
+    """Bytes of a PACKED reply's one bulk: n int64 ids, n float32 weights, n items."""
+    return 12 * n + n * item_size
+
+
+def _decode_packed(n: int, item_size: int) -> Callable[[Any], Any]:
+    def decode(blob: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        ids = np.frombuffer(blob, dtype="<i8", count=n)
+        weights = np.frombuffer(blob, dtype="<f4", count=n, offset=8 * n)
+        items = np.frombuffer(blob, dtype=np.uint8, offset=12 * n).reshape(n, item_size)
+        return ids, weights, items
+
+    return decode
+
+
+def sample_packed_workload(t: Table, n: int) -> Workload:
+    """REPLAY.SAMPLE ... PACKED: one bulk the learner views as three arrays, no copies."""
+    req = encode("REPLAY.SAMPLE", t.name, n, "PACKED")
+    decode = _decode_packed(n, t.item_size)
+
+    def check(r: Any) -> None:
+        _expect("REPLAY.SAMPLE PACKED", isinstance(r, bytes)
+                and len(r) == packed_reply_size(n, t.item_size))
+        ids, weights, _items = decode(r)
+        _expect("REPLAY.SAMPLE PACKED (ids)", bool(((ids >= 0) & (ids < t.items)).all()))
+        _expect("REPLAY.SAMPLE PACKED (weights)",
+                bool((np.isfinite(weights) & (weights > 0)).all()))
+
+    return Workload(f"SAMPLE {n} × {human(t.item_size)} PACKED", "sample-packed", t.item_size,
+                    n, lambda: req, decode, check)
 
 
 def baseline_workload(t: Table, n: int) -> Workload:
@@ -677,7 +762,10 @@ def reply_size(conn: Conn, w: Workload) -> tuple[int, bytes]:
     raw = conn.call_raw(w.request())
     reader = hiredis.Reader()
     reader.feed(raw)
-    w.check(reader.gets())
+    reply = reader.gets()
+    if isinstance(reply, hiredis.ReplyError):
+        raise ServerReplyError(f"{w.name}: {reply}")
+    w.check(reply)
     return len(raw), raw
 
 
@@ -788,6 +876,9 @@ class Settings:
     quick: bool
     busy_poll: bool = True
     seed: int = 1
+    mtus: list[int] = field(default_factory=lambda: list(MTUS))
+    paths: list[str] = field(default_factory=lambda: list(PATHS))
+    packed_batches: list[int] = field(default_factory=lambda: list(PACKED_BATCHES))
 
 
 @dataclass
@@ -809,7 +900,12 @@ def workloads_for(system: str, conn: Conn, tables: list[Table], s: Settings) -> 
         for n in s.batches:
             if system != "redis":
                 out.append(sample_workload(t, n))
+                if n in s.packed_batches:
+                    out.append(sample_packed_workload(t, n))
             out.append(baseline_workload(t, n))
+        if system != "redis":
+            out += [sample_packed_workload(t, n) for n in s.packed_batches
+                    if n not in s.batches]
     if system != "redis" and tables:
         t = tables[0]
         ids = conn.call(encode("REPLAY.SAMPLE", t.name, s.update_batch))[0]
@@ -817,27 +913,44 @@ def workloads_for(system: str, conn: Conn, tables: list[Table], s: Settings) -> 
     return out
 
 
-def run_system(system: str, server: Server, tables: list[Table], s: Settings,
+def run_key(system: str, net: Network) -> str:
+    """How "errors" names one system's run: 'dpdk (shared, MTU 9000)'."""
+    return f"{system} ({net.path})" if net.mtu is None else f"{system} ({net.path}, MTU {net.mtu})"
+
+
+def run_system(system: str, server: Server, net: Network, tables: list[Table], s: Settings,
                res: Results) -> None:
+    """Every workload on one system over one path; a refused optional request
+    (PACKED, not in every server yet) goes to res.errors and the rest still runs."""
+    where = {"path": net.path, "mtu": net.mtu}
+    tag = run_key(system, net)
     conn = Conn.connect(server.host, server.port)
     try:
         t0 = time.perf_counter()
         load(conn, system, tables, s.sizes)
-        log(f"[{system}] loaded in {time.perf_counter() - t0:.1f} s")
+        log(f"[{tag}] loaded in {time.perf_counter() - t0:.1f} s")
         for w in workloads_for(system, conn, tables, s):
-            size, raw = reply_size(conn, w)
+            try:
+                size, raw = reply_size(conn, w)
+            except ServerReplyError as e:
+                if w.kind != "sample-packed":
+                    raise
+                res.errors[f"{tag}: {w.name}"] = f"ServerReplyError: {e}"
+                log(f"[{tag}] {w.name}: refused ({e})")
+                continue
             lat = summarize(one_connection(conn, w, size, s.budget), w.payload)
-            row = {"system": system, "workload": w.name, "kind": w.kind, "size": w.size,
-                   "batch": w.batch, "payload": w.payload, **lat}
+            row = {"system": system, **where, "workload": w.name, "kind": w.kind,
+                   "size": w.size, "batch": w.batch, "payload": w.payload, **lat}
             res.latency.append(row)
             if w.name not in res.client_us:
                 res.client_us[w.name] = client_cost(w, raw, s.budget.seconds / 4)
             pipe = None
             if w.payload <= PIPELINE_MAX_PAYLOAD and s.budget.conns > 0:
                 pipe = pipelined(server.host, server.port, w, s.budget)
-                res.pipelined.append({"system": system, "workload": w.name, "kind": w.kind,
-                                      "size": w.size, "batch": w.batch, **pipe})
-            log(f"[{system}] {w.name:<22} p50 {lat['p50_us']:>10.1f} µs  p99 "
+                res.pipelined.append({"system": system, **where, "workload": w.name,
+                                      "kind": w.kind, "size": w.size, "batch": w.batch,
+                                      **pipe})
+            log(f"[{tag}] {w.name:<22} p50 {lat['p50_us']:>10.1f} µs  p99 "
                 f"{lat['p99_us']:>10.1f} µs  n {lat['n']:>6}"
                 + (f"  {pipe['conns']}x{pipe['depth']}: {pipe['rps']:>10.0f} req/s"
                    if pipe else ""))
@@ -868,37 +981,44 @@ def run(s: Settings) -> dict[str, Any]:
     res = Results()
     tables = [make_table(size, s.table_items[size], s.seed + i)
               for i, size in enumerate(s.item_sizes)]
-    with (sigterm_as_exit(), network(s.loopback, s.delay_us) as net,
-          tempfile.TemporaryDirectory(prefix="irbench-") as tmp):
-        for i, system in enumerate(s.systems):
-            port = free_port() if net.loopback else 7000 + i
-            try:
-                server = make_server(system, net, pin, Path(tmp), port, s.busy_poll).start()
-            except BenchError as e:
-                res.errors[system] = str(e)
-                log(f"[{system}] not run: {e}")
-                continue
-            try:
-                run_system(system, server, tables, s, res)
-            except (OSError, ServerReplyError, BenchError) as e:
-                res.errors[system] = f"{type(e).__name__}: {e}\n{server.log_tail()}"
-                log(f"[{system}] failed: {e}")
-            finally:
-                server.stop()
+    nets: list[dict[str, Any]] = []
+    with sigterm_as_exit(), tempfile.TemporaryDirectory(prefix="irbench-") as tmp:
+        for mtu, path in path_plan(s):
+            with network(s.loopback, s.delay_us, mtu, path == "kernel-default") as net:
+                nets.append(net.describe())
+                for i, system in enumerate(x for x in s.systems if net.serves(x)):
+                    tag = run_key(system, net)
+                    port = free_port() if net.loopback else 7000 + i
+                    try:
+                        server = make_server(system, net, pin, Path(tmp), port,
+                                             s.busy_poll).start()
+                    except BenchError as e:
+                        res.errors[tag] = str(e)
+                        log(f"[{tag}] not run: {e}")
+                        continue
+                    try:
+                        run_system(system, server, net, tables, s, res)
+                    except (OSError, ServerReplyError, BenchError) as e:
+                        res.errors[tag] = f"{type(e).__name__}: {e}\n{server.log_tail()}"
+                        log(f"[{tag}] failed: {e}")
+                    finally:
+                        server.stop()
         if tables:
             res.local.append(local_update(tables[0], s.update_batch, s.budget, s.seed))
-        net_info = net.describe()
     for t in tables:
         t.sampler.close()
     return {
         "bench": "latency",
         "quick": s.quick,
         "machine": {**machine(), "loadavg_end": os.getloadavg()[0]},
-        "network": net_info,
+        "network": nets[0] if nets else {"path": "none"},
+        "networks": nets,
         "pinning": asdict(pin),
         "systems": s.systems,
+        "paths": ["loopback"] if s.loopback else s.paths,
+        "mtus": [] if s.loopback else s.mtus,
         "config": {"sizes": s.sizes, "batches": s.batches, "item_sizes": s.item_sizes,
-                   "dpdk_busy_poll": s.busy_poll,
+                   "packed_batches": s.packed_batches, "dpdk_busy_poll": s.busy_poll,
                    "table_items": {str(k): v for k, v in s.table_items.items()},
                    "update_batch": s.update_batch, "alpha": ALPHA, "beta": BETA,
                    "pipeline_max_payload": PIPELINE_MAX_PAYLOAD, **asdict(s.budget)},
@@ -908,8 +1028,15 @@ def run(s: Settings) -> dict[str, Any]:
         "client_us": res.client_us,
         "errors": res.errors,
         "seconds": time.time() - started,
-        "notes": notes(s, pin, net_info),
+        "notes": notes(s, pin, nets[0] if nets else {}),
     }
+
+
+def path_plan(s: Settings) -> list[tuple[int, str]]:
+    """(MTU, path) in the order they run: each MTU's paths together."""
+    if s.loopback:
+        return [(netns.DEFAULT_MTU, "loopback")]
+    return [(mtu, path) for mtu in s.mtus for path in s.paths]
 
 
 def notes(s: Settings, pin: Pinning, net_info: dict[str, Any]) -> list[str]:
@@ -926,6 +1053,20 @@ def notes(s: Settings, pin: Pinning, net_info: dict[str, Any]) -> list[str]:
     if "dpdk" in s.systems:
         out.append("the DPDK server busy-polls its core (--busy-poll)" if s.busy_poll else
                    "the DPDK server naps after a millisecond idle (no --busy-poll)")
+    if "kernel-poll" in s.systems:
+        out.append("kernel-poll = inreplay on the kernel stack with --busy-poll: it spins on "
+                   "epoll instead of sleeping in it")
+    if s.packed_batches and any(x != "redis" for x in s.systems):
+        out.append("PACKED = REPLAY.SAMPLE ... PACKED: one bulk string of n int64 ids, "
+                   "n float32 weights and the n items, viewed with np.frombuffer")
+    if net_info.get("path") != "loopback":
+        out.append("paths: " + "; ".join(
+            {"shared": "shared = one veth, offloads off on both ends, every system",
+             "kernel-default": "kernel-default = a veth of their own with the kernel's "
+                               "default offloads (TSO/GSO/GRO, checksum), kernel-stack "
+                               "systems only (af_packet needs offloads off)"}[p]
+            for p in s.paths) + f"; MTU {', '.join(map(str, s.mtus))} on both veth ends"
+            + (" (DPDK started with the same --mtu)" if "dpdk" in s.systems else ""))
     if net_info.get("path") == "loopback":
         out.append("loopback: servers on 127.0.0.1, no namespace (not the veth path)")
     elif s.delay_us:
@@ -939,18 +1080,24 @@ def notes(s: Settings, pin: Pinning, net_info: dict[str, Any]) -> list[str]:
 # --------------------------------------------------------------------------
 
 
+def row_key(r: dict[str, Any]) -> tuple[Any, ...]:
+    return (r.get("path"), r.get("mtu"), r["system"], r["workload"])
+
+
 def table(doc: dict[str, Any]) -> str:
-    pipe = {(r["system"], r["workload"]): r for r in doc["pipelined"]}
+    pipe = {row_key(r): r for r in doc["pipelined"]}
     nc = f"{doc['config']['conns']}c"
-    head = (f"{'system':<8} {'workload':<22} {'n':>6} {'p50 µs':>10} {'p90 µs':>10} "
+    head = (f"{'system':<11} {'path':<14} {'mtu':>5} {'workload':<27} {'n':>6} {'p50 µs':>10} "
+            f"{'p90 µs':>10} "
             f"{'p99 µs':>10} {'mean µs':>10} {'req/s':>9} {'MB/s':>8} {nc + ' req/s':>10} "
             f"{nc + ' MB/s':>9} {'client µs':>9}")
     lines = [head, "-" * len(head)]
     for r in doc["latency"] + doc["local"]:
-        p = pipe.get((r["system"], r["workload"]))
+        p = pipe.get(row_key(r))
         c = doc["client_us"].get(r["workload"])
         lines.append(
-            f"{r['system']:<8} {r['workload']:<22} {r['n']:>6} {r['p50_us']:>10.1f} "
+            f"{r['system']:<11} {r.get('path') or '—':<14} {r.get('mtu') or '—':>5} "
+            f"{r['workload']:<27} {r['n']:>6} {r['p50_us']:>10.1f} "
             f"{r['p90_us']:>10.1f} {r['p99_us']:>10.1f} {r['mean_us']:>10.1f} "
             f"{r['rps']:>9.0f} {r['mbps']:>8.1f} "
             + (f"{p['rps']:>10.0f} {p['mbps']:>9.1f} " if p else f"{'—':>10} {'—':>9} ")
@@ -967,7 +1114,10 @@ def plots(doc: dict[str, Any], outdir: Path) -> list[Path]:
     import matplotlib.pyplot as plt
 
     outdir.mkdir(parents=True, exist_ok=True)
-    rows = doc["latency"]
+    # one path and MTU: the shared veth (every system) at the largest MTU measured
+    mtu = max(doc.get("mtus") or [None], key=lambda m: m or 0)
+    shared = "loopback" if doc["network"].get("path") == "loopback" else "shared"
+    rows = [r for r in doc["latency"] if r.get("path") == shared and r.get("mtu") == mtu]
     systems = [s for s in doc["systems"] if any(r["system"] == s for r in rows)]
     written = []
 
@@ -979,7 +1129,7 @@ def plots(doc: dict[str, Any], outdir: Path) -> list[Path]:
             if pts:
                 ax.plot(*zip(*pts, strict=True), marker="o", label=system)
         ax.set(xscale="log", yscale="log", xlabel="value size (bytes)",
-               title=f"{kind.upper()}, one connection")
+               title=f"{kind.upper()}, one connection" + (f", MTU {mtu}" if mtu else ""))
         ax.grid(True, which="both", alpha=0.3)
     axes[0].set_ylabel("p50 latency (µs)")
     axes[0].legend()
@@ -995,6 +1145,7 @@ def plots(doc: dict[str, Any], outdir: Path) -> list[Path]:
     for ax, item in zip(axes[0], item_sizes, strict=True):
         for system in systems:
             for kind, style, label in (("sample", "-", "REPLAY.SAMPLE"),
+                                       ("sample-packed", ":", "PACKED"),
                                        ("baseline", "--", "local tree + MGET")):
                 pts = sorted((r["batch"], r["p50_us"]) for r in rows if r["system"] == system
                              and r["kind"] == kind and r["size"] == item)
@@ -1027,9 +1178,9 @@ def ints(text: str) -> list[int]:
 def settings_from(args: argparse.Namespace) -> Settings:
     quick = args.quick
     budget = Budget(
-        seconds=args.seconds if args.seconds is not None else (0.3 if quick else 1.6),
+        seconds=args.seconds if args.seconds is not None else (0.3 if quick else 1.0),
         pipe_seconds=(args.pipe_seconds if args.pipe_seconds is not None
-                      else (0.2 if quick else 0.8)),
+                      else (0.2 if quick else 0.5)),
         min_iters=3 if quick else 5,
         max_iters=args.max_iters,
         conns=args.conns,
@@ -1043,6 +1194,16 @@ def settings_from(args: argparse.Namespace) -> Settings:
     for system in systems:
         if system not in SYSTEMS:
             raise SystemExit(f"--systems: unknown system {system!r} (from {', '.join(SYSTEMS)})")
+    paths = args.paths.split(",") if args.paths else list(PATHS)
+    for path in paths:
+        if path not in PATHS:
+            raise SystemExit(f"--paths: unknown path {path!r} (from {', '.join(PATHS)})")
+    mtus = ints(args.mtu) if args.mtu else list(MTUS)
+    for mtu in mtus:
+        try:
+            netns.check_mtu(mtu)
+        except netns.SetupError as e:
+            raise SystemExit(str(e)) from None
     return Settings(
         systems=systems,
         sizes=ints(args.sizes) if args.sizes else list(KV_SIZES),
@@ -1057,6 +1218,10 @@ def settings_from(args: argparse.Namespace) -> Settings:
         client_core=args.client_core,
         quick=quick,
         busy_poll=not args.dpdk_nap,
+        mtus=mtus,
+        paths=paths,
+        packed_batches=(ints(args.packed_batches) if args.packed_batches is not None
+                        else list(PACKED_BATCHES)),
     )
 
 
@@ -1072,8 +1237,13 @@ def main(argv: list[str] | None = None) -> int:
                                       "(default: all that can run here)")
     ap.add_argument("--loopback", action="store_true",
                     help="kernel-stack systems on 127.0.0.1, no namespace (no root needed)")
+    ap.add_argument("--mtu", metavar="N,N", help="veth MTUs to measure at, comma-separated "
+                                                 "(default 1500,9000)")
+    ap.add_argument("--paths", help=f"comma-separated, from {','.join(PATHS)} (default both)")
     ap.add_argument("--sizes", help="GET/SET value sizes in bytes, comma-separated")
     ap.add_argument("--batches", help="sample batch sizes, comma-separated")
+    ap.add_argument("--packed-batches", metavar="N,N",
+                    help="batch sizes also sampled with PACKED (default 512; '' for none)")
     ap.add_argument("--item-sizes", help="replay item sizes in bytes, comma-separated")
     ap.add_argument("--table-items", type=int, help="items per replay table")
     ap.add_argument("--update-batch", type=int, default=UPDATE_BATCH)
