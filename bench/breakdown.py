@@ -1,21 +1,31 @@
 """Where the microseconds of one request go on the DPDK path.
 
-    python bench/breakdown.py [--requests N] [--json FILE]
+    python bench/breakdown.py [--workloads get:64,get:13MB,sample:512x28224,...]
+                              [--mtu 1500,9000] [--seconds S] [--requests N] [--json FILE]
 
-Runs GET of a 64 B value on one connection against the DPDK appliance (the
-same veth topology and core split as bench/latency.py) and reads the
+Runs each workload on one connection, one request in flight, against the DPDK
+appliance (the same veth topology and core split as bench/latency.py, at each
+MTU of --mtu; the appliance is started with the same --mtu) and reads the
 appliance's cycle counters from DPDK telemetry before and after: the polling
 loop counts, for the iterations that did work, the time in the driver's RX
 burst, in lwIP's input, in dispatching lwIP's events to the server, and in the
 driver's TX flush; the server counts the time in handling input, executing
 commands and flushing replies. Divided by the requests, with the client's
 measured round trip, that is one request's budget.
+
+Workloads: get:SIZE (GET of a SIZE-byte value), sample:NxSIZE (REPLAY.SAMPLE of
+N items of SIZE bytes) and sample-packed:NxSIZE (the same with PACKED); sizes in
+bytes or with a KB/MB suffix (28224 is one 84x84x4 Atari state). Each workload
+runs for about --seconds (at most --requests requests). A workload the server
+refuses (PACKED before it lands) or an MTU it cannot start at is recorded under
+"errors"; the exit status is 1 only if nothing was measured.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -28,20 +38,34 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from latency import (  # noqa: E402
+    KB,
+    MB,
+    MTUS,
+    TABLE_ITEMS,
     BenchError,
     Conn,
     Pinning,
-    encode,
-    free_port,
+    ServerReplyError,
+    Table,
+    Workload,
+    kv_workloads,
+    load,
+    machine,
     make_server,
+    make_table,
     network,
+    reply_size,
+    sample_packed_workload,
+    sample_workload,
     sigterm_as_exit,
 )
 
-from pyctl import telemetry  # noqa: E402
+from pyctl import netns, telemetry  # noqa: E402
 
 COUNTERS = ("work_iterations", "cycles_rx", "cycles_stack", "cycles_dispatch", "cycles_tx",
             "cycles_input", "cycles_execute", "cycles_reply", "commands")
+DEFAULT_WORKLOADS = ("get:64",)
+PORT = 7200
 
 
 def read(prefix: str) -> dict[str, int]:
@@ -50,49 +74,118 @@ def read(prefix: str) -> dict[str, int]:
     return {k: int(t[k]) for k in (*COUNTERS, "tsc_hz")}
 
 
-def measure(n: int) -> dict[str, Any]:
-    with sigterm_as_exit(), network(False) as net, \
-            tempfile.TemporaryDirectory(prefix="irbd") as tmp:
-        pin = Pinning.choose(server=0, client=1)
-        server = make_server("dpdk", net, pin, Path(tmp), free_port()).start()
-        try:
-            pin.pin_client()
-            conn = Conn.connect(server.host, server.port)
-            conn.call(encode("SET", "k", b"v" * 64))
-            req = encode("GET", "k")
-            for _ in range(2000):
-                conn.call(req)
-            before = read(server.file_prefix)
-            rtts = []
-            for _ in range(n):
-                t0 = time.perf_counter_ns()
-                conn.call(req)
-                rtts.append(time.perf_counter_ns() - t0)
-            after = read(server.file_prefix)
-            conn.close()
-        finally:
-            server.stop()
+# ---- workloads ----------------------------------------------------------------------
+
+
+def parse_size(text: str) -> int:
+    """'64' -> 64, '64KB' -> 65536, '13MB' -> 13631488."""
+    t = text.strip().upper()
+    for suffix, scale in (("MB", MB), ("KB", KB), ("B", 1)):
+        if t.endswith(suffix):
+            return int(t[: -len(suffix)]) * scale
+    return int(t)
+
+
+def parse_spec(spec: str) -> tuple[str, int, int]:
+    """'get:13MB' -> ('get', 1, 13 MB); 'sample-packed:512x28224' -> ('sample-packed', 512, ...)."""
+    kind, _, arg = spec.partition(":")
+    if kind == "get" and arg:
+        return kind, 1, parse_size(arg)
+    if kind in ("sample", "sample-packed") and "x" in arg:
+        n, _, size = arg.partition("x")
+        return kind, int(n), parse_size(size)
+    raise SystemExit(f"--workloads: {spec!r}: use get:SIZE, sample:NxSIZE or "
+                     "sample-packed:NxSIZE (sizes in bytes or with KB/MB)")
+
+
+def command_of(kind: str) -> str:
+    return "GET" if kind == "get" else "REPLAY.SAMPLE"
+
+
+class Data:
+    """What the workloads read, loaded into one server on first use."""
+
+    def __init__(self, conn: Conn, seed: int = 1) -> None:
+        self.conn = conn
+        self.seed = seed
+        self.values: set[int] = set()
+        self.tables: dict[int, Table] = {}
+
+    def workload(self, spec: str) -> Workload:
+        kind, n, size = parse_spec(spec)
+        if kind == "get":
+            if size not in self.values:
+                load(self.conn, "dpdk", [], [size])
+                self.values.add(size)
+            return next(w for w in kv_workloads([size]) if w.kind == "get")
+        t = self.tables.get(size)
+        if t is None:
+            items = TABLE_ITEMS.get(size, 1_000)
+            t = make_table(size, items, self.seed + len(self.tables))
+            load(self.conn, "dpdk", [t], [], baseline_keys=False)
+            self.tables[size] = t
+        return (sample_workload if kind == "sample" else sample_packed_workload)(t, n)
+
+    def close(self) -> None:
+        for t in self.tables.values():
+            t.sampler.close()
+
+
+# ---- one workload -------------------------------------------------------------------
+
+
+def measure_one(conn: Conn, prefix: str, w: Workload, mtu: int, seconds: float,
+                max_requests: int) -> dict[str, Any]:
+    size, _raw = reply_size(conn, w)
+
+    def call() -> None:
+        w.finish(conn.call_sized(w.request(), size))
+
+    # warm up for a tenth of the budget (at most 2,000 requests), and size the run from it
+    t0 = time.perf_counter()
+    warm = 0
+    while warm < 2000 and (time.perf_counter() - t0 < seconds / 10 or warm < 3):
+        call()
+        warm += 1
+    per = (time.perf_counter() - t0) / warm
+    n = max(20, min(max_requests, int(seconds / per)))
+    before = read(prefix)
+    rtts = []
+    for _ in range(n):
+        t = time.perf_counter_ns()
+        call()
+        rtts.append(time.perf_counter_ns() - t)
+    after = read(prefix)
     d = {k: after[k] - before[k] for k in COUNTERS}
     if d["commands"] < n:
         raise BenchError(f"the appliance counted {d['commands']} commands for {n} requests")
     us = 1e6 / after["tsc_hz"] / n  # cycles -> µs per request
 
-    def per(k: str) -> float:
+    def per_req(k: str) -> float:
         return d[k] * us
 
+    cmd = command_of(w.kind)
     server_side = {
-        "driver RX (rx_burst, af_packet ring)": per("cycles_rx"),
-        "lwIP input (IP, TCP) and timers": per("cycles_stack"),
+        "driver RX (rx_burst, af_packet ring)": per_req("cycles_rx"),
+        "lwIP input (IP, TCP) and timers": per_req("cycles_stack"),
         "parse and bookkeeping (RESP parser, dispatch)":
-            per("cycles_input") - per("cycles_execute") - per("cycles_reply"),
-        "execute (GET)": per("cycles_execute"),
-        "reply (RESP encoding, lwIP tcp_write/output)": per("cycles_reply"),
-        "lwIP event delivery around the upcalls": per("cycles_dispatch") - per("cycles_input"),
-        "driver TX (tx_buffer_flush: af_packet sendto)": per("cycles_tx"),
+            per_req("cycles_input") - per_req("cycles_execute") - per_req("cycles_reply"),
+        f"execute ({cmd})": per_req("cycles_execute"),
+        "reply (RESP encoding, lwIP tcp_write/output)": per_req("cycles_reply"),
+        "lwIP event delivery around the upcalls":
+            per_req("cycles_dispatch") - per_req("cycles_input"),
+        "driver TX (tx_buffer_flush: af_packet sendto)": per_req("cycles_tx"),
     }
     total = sum(server_side.values())
     rtt_mean = statistics.fmean(rtts) / 1000
     return {
+        "workload": w.name,
+        "kind": w.kind,
+        "size": w.size,
+        "batch": w.batch,
+        "payload": w.payload,
+        "reply_bytes": size,
+        "mtu": mtu,
         "requests": n,
         "rtt_p50_us": statistics.median(rtts) / 1000,
         "rtt_mean_us": rtt_mean,
@@ -104,26 +197,97 @@ def measure(n: int) -> dict[str, Any]:
     }
 
 
+# ---- every workload at every MTU ----------------------------------------------------
+
+
+def measure(specs: list[str], mtus: list[int], seconds: float,
+            max_requests: int) -> dict[str, Any]:
+    started = time.time()
+    runs: list[dict[str, Any]] = []
+    errors: dict[str, str] = {}
+    pin = Pinning.choose(server=0, client=1)
+    with sigterm_as_exit(), tempfile.TemporaryDirectory(prefix="irbd") as tmp:
+        for mtu in mtus:
+            with network(False, mtu=mtu) as net:
+                try:
+                    server = make_server("dpdk", net, pin, Path(tmp), PORT).start()
+                except BenchError as e:
+                    errors[f"MTU {mtu}"] = str(e)
+                    log(f"[MTU {mtu}] not run: {e}")
+                    continue
+                try:
+                    pin.pin_client()
+                    conn = Conn.connect(server.host, server.port)
+                    data = Data(conn)
+                    try:
+                        for spec in specs:
+                            w = data.workload(spec)
+                            try:
+                                r = measure_one(conn, server.file_prefix, w, mtu, seconds,
+                                                max_requests)
+                            except ServerReplyError as e:
+                                errors[f"{w.name} (MTU {mtu})"] = f"ServerReplyError: {e}"
+                                log(f"[MTU {mtu}] {w.name}: refused ({e})")
+                                continue
+                            runs.append(r)
+                            log(f"[MTU {mtu}] {w.name:<26} {r['requests']:>6} requests, "
+                                f"p50 {r['rtt_p50_us']:>9.1f} µs, in the loop "
+                                f"{r['appliance_us']:>9.1f} µs")
+                    finally:
+                        conn.close()
+                        data.close()
+                except (OSError, BenchError, KeyError) as e:
+                    errors[f"MTU {mtu}"] = f"{type(e).__name__}: {e}\n{server.log_tail()}"
+                    log(f"[MTU {mtu}] failed: {e}")
+                finally:
+                    server.stop()
+    return {"bench": "breakdown", "machine": {**machine(), "loadavg_end": os.getloadavg()[0]},
+            "workloads": specs, "mtus": mtus, "runs": runs, "errors": errors,
+            "seconds": time.time() - started}
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def show(r: dict[str, Any]) -> str:
+    lines = [f"{r['workload']} on the DPDK path, MTU {r['mtu']}, {r['requests']} requests: "
+             f"round trip p50 {r['rtt_p50_us']:.1f} µs, mean {r['rtt_mean_us']:.1f} µs"]
+    lines += [f"  {v:9.2f} µs  {name}" for name, v in r["stages_us"].items()]
+    lines.append(f"  {r['appliance_us']:9.2f} µs  in the appliance's loop")
+    lines.append(f"  {r['outside_us']:9.2f} µs  outside it (client, kernel, veth, waiting for "
+                 "a poll)")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--requests", type=int, default=20000)
+    ap.add_argument("--workloads", default=",".join(DEFAULT_WORKLOADS),
+                    help="comma-separated get:SIZE, sample:NxSIZE, sample-packed:NxSIZE "
+                         f"(default {','.join(DEFAULT_WORKLOADS)})")
+    ap.add_argument("--mtu", default=",".join(map(str, MTUS)), metavar="N,N",
+                    help="veth (and appliance) MTUs, comma-separated (default 1500,9000)")
+    ap.add_argument("--seconds", type=float, default=3.0, help="about this long per workload")
+    ap.add_argument("--requests", type=int, default=20000, help="at most this many per workload")
     ap.add_argument("--json", metavar="FILE")
     args = ap.parse_args(argv)
+    specs = [x.strip() for x in args.workloads.split(",") if x.strip()]
+    for spec in specs:
+        parse_spec(spec)
     try:
-        r = measure(args.requests)
-    except BenchError as e:
+        mtus = [netns.check_mtu(int(x)) for x in args.mtu.split(",") if x.strip()]
+        doc = measure(specs, mtus, args.seconds, args.requests)
+    except (BenchError, netns.SetupError) as e:
         print(f"breakdown: {e}", file=sys.stderr)
         return 2
-    print(f"GET 64 B on the DPDK path, {r['requests']} requests: round trip p50 "
-          f"{r['rtt_p50_us']:.1f} µs, mean {r['rtt_mean_us']:.1f} µs")
-    for name, v in r["stages_us"].items():
-        print(f"  {v:7.2f} µs  {name}")
-    print(f"  {r['appliance_us']:7.2f} µs  in the appliance's loop")
-    print(f"  {r['outside_us']:7.2f} µs  outside it (client, kernel, veth, waiting for a poll)")
+    for r in doc["runs"]:
+        print(show(r))
+    for what, err in doc["errors"].items():
+        print(f"breakdown: {what} not measured: {err}", file=sys.stderr)
     if args.json:
-        Path(args.json).write_text(json.dumps(r, indent=1) + "\n")
-    return 0
+        Path(args.json).write_text(json.dumps(doc, indent=1) + "\n")
+    return 0 if doc["runs"] else 1
 
 
 if __name__ == "__main__":

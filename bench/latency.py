@@ -102,6 +102,8 @@ BUSY_POLLING = ("kernel-poll", "dpdk")
 PATHS = ("shared", "kernel-default")
 MTUS = (1500, 9000)
 PACKED_BATCHES = (512,)
+TABLE_ITEMS = {128: 100_000, ATARI_STATE: 4_000}
+"""Items per replay table by item size (a full run; --quick uses a tenth, 1,000 at least)."""
 DPDK_HUGEPAGES = 256  # 2 MB pages: jumbo-frame mbufs need more than the default 128
 ALPHA, BETA = 0.6, 0.4
 PIPELINE_MAX_PAYLOAD = 4 * MB  # larger requests are not run 16-wide
@@ -1186,8 +1188,8 @@ def settings_from(args: argparse.Namespace) -> Settings:
         conns=args.conns,
     )
     item_sizes = ints(args.item_sizes) if args.item_sizes else list(ITEM_SIZES)
-    default_items = {128: 10_000 if quick else 100_000,
-                     ATARI_STATE: 1_000 if quick else 4_000}
+    default_items = {size: max(1_000, n // 10) if quick else n
+                     for size, n in TABLE_ITEMS.items()}
     table_items = {size: args.table_items or default_items.get(size, 1_000)
                    for size in item_sizes}
     systems = args.systems.split(",") if args.systems else default_systems()
