@@ -1180,9 +1180,9 @@ def ints(text: str) -> list[int]:
 def settings_from(args: argparse.Namespace) -> Settings:
     quick = args.quick
     budget = Budget(
-        seconds=args.seconds if args.seconds is not None else (0.3 if quick else 1.0),
+        seconds=args.seconds if args.seconds is not None else (0.2 if quick else 1.0),
         pipe_seconds=(args.pipe_seconds if args.pipe_seconds is not None
-                      else (0.2 if quick else 0.5)),
+                      else (0.1 if quick else 0.5)),
         min_iters=3 if quick else 5,
         max_iters=args.max_iters,
         conns=args.conns,
@@ -1230,7 +1230,8 @@ def settings_from(args: argparse.Namespace) -> Settings:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="short run (under a minute)")
+    ap.add_argument("--quick", action="store_true",
+                    help="short run (about 2 minutes with both paths and MTUs)")
     ap.add_argument("--json", metavar="FILE", help="write the results as JSON")
     ap.add_argument("--plots", metavar="DIR", help="write PNG plots here")
     ap.add_argument("--delay", type=int, default=0, metavar="USEC",

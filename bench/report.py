@@ -13,6 +13,7 @@ import argparse
 import json
 import re
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -91,19 +92,32 @@ def sumtree_compare_section(doc: dict[str, Any]) -> str:
 
 # ---- network benchmarks (bench/latency.py, bench/throughput.py) -------------
 
-INNET = ("kernel", "dpdk")  # the inreplay systems; "redis" is stock Redis
+SYSTEM_ORDER = ("redis", "kernel", "kernel-poll", "dpdk")
+INNET = ("kernel", "kernel-poll", "dpdk")  # the inreplay systems; "redis" is stock Redis
+KERNEL_STACK = ("redis", "kernel", "kernel-poll")
+PATH_LABEL = {"shared": "shared veth", "kernel-default": "default offloads",
+              "loopback": "loopback"}
 Row = dict[str, Any]
 
-# The goals of the benchmark issue (targets, not results).
+KB, MB = 1 << 10, 1 << 20
+ATARI_ITEM = 84 * 84 * 4  # one 84x84x4 state
+
+# The goals of issue 9 (targets, not results): ratios of p50s in one run on one path.
 GOAL_BATCH = 512
-GOAL_SMALL_ITEM, GOAL_SMALL_RATIO = 128, 0.5  # REPLAY.SAMPLE <= 0.5x the baseline
-GOAL_ATARI_ITEM = 84 * 84 * 4  # one 84x84x4 state: REPLAY.SAMPLE below the baseline
-GOAL_GET_RATIO = 0.7  # DPDK GET 64 B p50 <= 0.7x stock Redis's
+GOAL_GET_VS_POLL = 0.9  # DPDK GET 64 B p50 <= 0.9x kernel-poll's
+GOAL_GET_VS_REDIS = 0.5  # ... and <= 0.5x stock Redis's
+GOAL_MBPS_SIZES = (64 * KB, MB, 13 * MB)  # DPDK GET MB/s >= the best kernel system's
+GOAL_MBPS_RATIO = 1.0
+GOAL_SAMPLE = ((128, 0.5), (ATARI_ITEM, 0.8))  # REPLAY.SAMPLE <= ratio x the baseline
+GOAL_DEMO_RATIO = 0.95  # learner steps/s with the appliance on DPDK vs the kernel stack
+REFERENCE_GET_US = 27.4
+"""DPDK `GET 64 B` p50 in the README before issue 9 (commit c5d7622, MTU 1500 lwIP)."""
+REFERENCE_SLACK = 0.10  # small-request latency stays within 10% of the reference
 
 
 def human(size: int) -> str:
     """Sizes as bench/latency.py names them: 128 B, 28 KB, 13 MB."""
-    for unit, scale in (("MB", 1 << 20), ("KB", 1 << 10)):
+    for unit, scale in (("MB", MB), ("KB", KB)):
         if size >= scale:
             return f"{size / scale:.0f} {unit}"
     return f"{size} B"
@@ -126,14 +140,81 @@ def lat_cell(r: Row | None) -> str:
     return f"{us(r['p50_us'])} ({us(r['p99_us'])})" if r else "—"
 
 
+def mbps_p50(r: Row) -> float:
+    """MB/s of one connection from the p50: payload bytes / p50."""
+    return r["payload"] / r["p50_us"]
+
+
+class Lat:
+    """bench/latency.py's JSON, indexed by (system, workload, path, MTU).
+
+    JSON from before paths and MTUs (one veth) reads as the shared path at its MTU."""
+
+    def __init__(self, doc: dict[str, Any]) -> None:
+        self.doc = doc
+        net = doc.get("network", {})
+        base = "loopback" if net.get("path") == "loopback" else "shared"
+        for r in doc.get("latency", []) + doc.get("pipelined", []):
+            r.setdefault("path", base)
+            r.setdefault("mtu", net.get("mtu"))
+        rows = doc.get("latency", [])
+        self.rows = rows
+        self.mtus: list[int | None] = list(dict.fromkeys(
+            doc.get("mtus") or [r["mtu"] for r in rows])) or [None]
+        self.base_path = base
+        self.paths = [p for p in (doc.get("paths") or [base])
+                      if any(r["path"] == p for r in rows)] or [base]
+        self.by = {(r["system"], r["workload"], r["path"], r["mtu"]): r for r in rows}
+        self.pipe = {(r["system"], r["workload"], r["path"], r["mtu"]): r
+                     for r in doc.get("pipelined", [])}
+        self.local = {r["workload"]: r for r in doc.get("local", [])}
+
+    def get(self, system: str, workload: str, path: str | None, mtu: int | None) -> Row | None:
+        return self.by.get((system, workload, path or self.base_path, mtu))
+
+    def columns(self, mtu: int | None, kinds: tuple[str, ...]) -> list[tuple[str, str]]:
+        """(system, path) pairs with rows of these kinds at this MTU, in a stable order."""
+        return [(s, p) for p in self.paths for s in SYSTEM_ORDER
+                if any(r["system"] == s and r["path"] == p and r["mtu"] == mtu
+                       and r["kind"] in kinds for r in self.rows)]
+
+    def why_missing(self, system: str, path: str | None, mtu: int | None) -> str:
+        """Why a system has no row on a path: its error, or that it was not in the run."""
+        path = path or self.base_path
+        errors = self.doc.get("errors", {})
+        keys = [f"{system} ({path}, MTU {mtu})", f"{system} ({path})", system]
+        for k in keys:
+            if k in errors:
+                return f"{k} not measured: {errors[k].splitlines()[0]}"
+        if system not in self.doc.get("systems", []):
+            return f"{system} not in this run"
+        return f"{system} ({path}, MTU {mtu}) not in this run"
+
+
+def col_name(system: str, path: str) -> str:
+    return f"{system}, {PATH_LABEL.get(path, path)}"
+
+
+def mtu_title(mtu: int | None) -> str:
+    return f"MTU {mtu}" if mtu else "loopback"
+
+
 def context_lines(*docs: dict[str, Any]) -> list[str]:
-    """Path, pinning, machine load, systems that did not run, the machine line."""
+    """Paths, pinning, machine load, systems that did not run, the machine line."""
     doc = docs[0]
     net, pin = doc.get("network", {}), doc.get("pinning", {})
     if net.get("path") == "veth":
-        path = ("Path: client in the root namespace, servers in a namespace behind a veth "
-                "(stock Redis and kernel inreplay on its kernel address, DPDK on af_packet "
-                "attached to the same veth)")
+        path = ("Paths: client in the root namespace, servers in a namespace behind a veth. "
+                "Shared veth (offloads off on both ends, as af_packet needs): stock Redis, "
+                "kernel and kernel-poll inreplay on its kernel address, DPDK on af_packet "
+                "attached to the same veth")
+        paths = doc.get("paths") or []
+        if "kernel-default" in paths:
+            path += ("; default-offloads veth (TSO/GSO/GRO and checksum offload on, what a "
+                     "kernel-stack user gets): the three kernel-stack systems only")
+        mtus = doc.get("mtus") or ([net["mtu"]] if net.get("mtu") else [])
+        if mtus:
+            path += f". MTU {' and '.join(map(str, mtus))} on both veth ends"
         if net.get("delay_us"):
             path += f", netem {net['delay_us']} µs on each end"
         if pin.get("server") is not None:
@@ -141,49 +222,51 @@ def context_lines(*docs: dict[str, Any]) -> list[str]:
         path += "."
     else:
         path = "Path: loopback (not the veth)."
-    loads = [m[k] for d in docs for m in [d["machine"]] for k in ("loadavg_start", "loadavg_end")
-             if m.get(k) is not None]
+    loads = [m[k] for d in docs for m in [d.get("machine", {})]
+             for k in ("loadavg_start", "loadavg_end") if m.get(k) is not None]
     out = ["", path]
     if loads:
         out += ["", f"Load average during the runs: {min(loads):.1f} to {max(loads):.1f} on "
                     f"{doc['machine'].get('cpus', '?')} cores (other work shared them)."]
-    missing = [f"- {system} ({d['bench']}): not measured: {err.splitlines()[0]}"
-               for d in docs for system, err in d.get("errors", {}).items()]
+    missing = [f"- {what} ({d.get('bench', '?')}): not measured: {err.splitlines()[0]}"
+               for d in docs for what, err in d.get("errors", {}).items()]
     if missing:
         out += ["", *missing]
     return [*out, "", machine_line(doc)]
 
 
-def by_workload(doc: dict[str, Any]) -> dict[tuple[str, str], Row]:
-    return {(r["system"], r["workload"]): r for r in doc["latency"] + doc.get("local", [])}
-
-
 def latency_section(doc: dict[str, Any]) -> str:
-    rows = [r for r in doc["latency"] if r["kind"] in ("ping", "get", "set")]
+    lat = Lat(doc)
+    kinds = ("ping", "get", "set")
+    rows = [r for r in lat.rows if r["kind"] in kinds]
     if not rows:
         return "*The latency benchmark produced no results.*"
-    by = by_workload(doc)
-    pipe = {(r["system"], r["workload"]): r for r in doc.get("pipelined", [])}
-    conns = doc["config"].get("conns", 0)
     workloads = list(dict.fromkeys(r["workload"] for r in rows))
-    systems = [s for s in doc["systems"] if any(r["system"] == s for r in rows)]
-    out = ["One connection, one request in flight: µs as the client sees them (send, wait, "
-           "parse). req/s and MB/s: one connection (1 / mean) and "
-           f"{conns} connections pipelined. \"vs redis\" = p50 / stock Redis's p50.", "",
-           "| request | system | p50 | p90 | p99 | mean | vs redis | req/s | MB/s "
-           f"| {conns} conns req/s | {conns} conns MB/s |",
-           "|---|---|---|---|---|---|---|---|---|---|---|"]
-    for w in workloads:
-        for s in systems:
-            r = by.get((s, w))
-            if r is None:
-                continue
-            p = pipe.get((s, w))
-            rates = f"| {p['rps']:,.0f} | {p['mbps']:.1f} |" if p else "| — | — |"
-            out.append(f"| {w} | {s} | {us(r['p50_us'])} | {us(r['p90_us'])} "
-                       f"| {us(r['p99_us'])} | {us(r['mean_us'])} "
-                       f"| {ratio(r['p50_us'], p50(by.get(('redis', w))))} "
-                       f"| {r['rps']:,.0f} | {r['mbps']:.1f} {rates}")
+    conns = doc["config"].get("conns", 0)
+    out = ["One connection, one request in flight: p50 µs (p99 in brackets) as the client sees "
+           "them (send, wait, parse); kernel-poll is inreplay's kernel stack with `--busy-poll`. "
+           f"Then {conns} connections pipelined: requests/s (MB/s)."]
+    for mtu in lat.mtus:
+        cols = lat.columns(mtu, kinds)
+        if not cols:
+            continue
+        out += ["", f"**{mtu_title(mtu)}**, one connection, p50 (p99) µs:", "",
+                "| request |" + "".join(f" {col_name(s, p)} |" for s, p in cols),
+                "|---|" + "---|" * len(cols)]
+        for w in workloads:
+            out.append(f"| {w} |" + "".join(f" {lat_cell(lat.get(s, w, p, mtu))} |"
+                                             for s, p in cols))
+        piped = [w for w in workloads if any(lat.pipe.get((s, w, p, mtu)) for s, p in cols)]
+        if piped:
+            out += ["", f"**{mtu_title(mtu)}**, {conns} connections pipelined, req/s (MB/s):",
+                    "", "| request |" + "".join(f" {col_name(s, p)} |" for s, p in cols),
+                    "|---|" + "---|" * len(cols)]
+            for w in piped:
+                cells = []
+                for s, p in cols:
+                    x = lat.pipe.get((s, w, p, mtu))
+                    cells.append(f"{x['rps']:,.0f} ({x['mbps']:.1f})" if x else "—")
+                out.append(f"| {w} |" + "".join(f" {c} |" for c in cells))
     client = [f"{w} {us(c)} µs" for w in workloads if (c := doc["client_us"].get(w)) is not None]
     if client:
         out += ["", "The client's own cost per request (the same loop against a socketpair "
@@ -192,76 +275,76 @@ def latency_section(doc: dict[str, Any]) -> str:
     return "\n".join(out + context_lines(doc))
 
 
+def sample_shapes(rows: list[Row]) -> list[str]:
+    """'32 × 128 B', ..., '512 × 128 B PACKED' in (item size, batch, packed) order."""
+    key = sorted((r for r in rows if r["kind"] in ("sample", "sample-packed", "baseline")),
+                 key=lambda r: (r["size"], r["batch"], r["kind"] == "sample-packed"))
+    return list(dict.fromkeys(r["workload"].split(" ", 1)[1] for r in key))
+
+
 def sampling_section(doc: dict[str, Any]) -> str:
-    by = by_workload(doc)
-    rows = [r for r in doc["latency"] if r["kind"] in ("sample", "baseline")]
+    lat = Lat(doc)
+    rows = [r for r in lat.rows if r["kind"] in ("sample", "sample-packed", "baseline")]
     if not rows:
         return "*The sampling benchmark produced no results.*"
-    innet = [s for s in INNET if any(r["system"] == s and r["kind"] == "sample" for r in rows)]
-    # "32 × 128 B", ... in (item size, batch) order
-    shapes = list(dict.fromkeys(r["workload"].split(" ", 1)[1]
-                                for r in sorted(rows, key=lambda r: (r["size"], r["batch"]))))
+    shapes = sample_shapes(rows)
     out = ["In-network `REPLAY.SAMPLE` against the seed's learner-side baseline (the learner "
            "samples its own sum tree, then fetches the drawn items from stock Redis with one "
-           "`MGET`), one connection, p50 µs (p99 in brackets), both timed end to end as the "
-           "learner sees them. Ratios are in-network / baseline (below 1: in-network is "
-           "faster). Tables: " + ", ".join(
-               f"{n:,} items of {human(int(size))}"
-               for size, n in doc["config"]["table_items"].items())
-           + " (the in-network table and the baseline's keys and tree alike).", "",
-           "| batch × item | baseline: local tree + MGET (redis) |"
-           + "".join(f" REPLAY.SAMPLE ({s}) | {s} / baseline |" for s in innet),
-           "|---|---|" + "---|---|" * len(innet)]
-    for shape in shapes:
-        base = by.get(("redis", f"BASELINE {shape}"))
-        cells = [lat_cell(base)]
-        for s in innet:
-            r = by.get((s, f"SAMPLE {shape}"))
-            cells += [lat_cell(r), ratio(p50(r), p50(base))]
-        out.append(f"| {shape} | " + " | ".join(cells) + " |")
-
-    n = doc["config"]["update_batch"]
-    local = by.get(("learner", f"local update {n}"))
-    cells = [f"{lat_cell(local)}, local tree, no network"]
-    for s in innet:
-        r = by.get((s, f"UPDATE {n}"))
-        cells += [f"{lat_cell(r)}, `REPLAY.UPDATE`", ratio(p50(r), p50(local))]
-    out.append(f"| update {n} | " + " | ".join(cells) + " |")
-    for shape in shapes:
-        if not shape.startswith(f"{n} "):
-            continue
-        base, up = p50(by.get(("redis", f"BASELINE {shape}"))), p50(local)
-        base_step = base + up if base is not None and up is not None else None
-        cells = [us(base_step) if base_step is not None else "—"]
-        for s in innet:
-            r, u = p50(by.get((s, f"SAMPLE {shape}"))), p50(by.get((s, f"UPDATE {n}")))
-            step = r + u if r is not None and u is not None else None
-            cells += [us(step) if step is not None else "—", ratio(step, base_step)]
-        out.append(f"| step: sample {shape} + update {n} (sum of p50s) | "
-                   + " | ".join(cells) + " |")
-
-    served = [s for s in doc["systems"] if any(r["system"] == s and r["kind"] == "baseline"
-                                               for r in rows)]
-    out += ["", "The baseline's `MGET` served by each system (the local draw included), "
-                "p50 µs (p99):", "",
-            "| batch × item |" + "".join(f" {s} |" for s in served),
-            "|---|" + "---|" * len(served)]
-    for shape in shapes:
-        out.append(f"| {shape} |" + "".join(f" {lat_cell(by.get((s, f'BASELINE {shape}')))} |"
-                                           for s in served))
-
-    pipe = {(r["system"], r["workload"]): r for r in doc.get("pipelined", [])}
-    if any(r["kind"] in ("sample", "baseline") for r in doc.get("pipelined", [])):
+           "`MGET`), one connection, p50 µs with in-network / baseline in brackets (below 1: "
+           "in-network is faster), both timed end to end as the learner sees them; the "
+           "baseline is stock Redis on the same path and MTU. PACKED rows: `REPLAY.SAMPLE ... "
+           "PACKED`, one bulk of ids, weights and items (against the same baseline). Tables: "
+           + ", ".join(f"{n:,} items of {human(int(size))}"
+                       for size, n in doc["config"]["table_items"].items())
+           + " (the in-network table and the baseline's keys and tree alike)."]
+    n_up = doc["config"]["update_batch"]
+    local = lat.local.get(f"local update {n_up}")
+    for mtu in lat.mtus:
+        for path in lat.paths:
+            innet = [s for s in INNET if any(r["system"] == s and r["path"] == path
+                                             and r["mtu"] == mtu and r["kind"] == "sample"
+                                             for r in rows)]
+            base_ok = any(r["system"] == "redis" and r["path"] == path and r["mtu"] == mtu
+                          for r in rows)
+            if not innet and not base_ok:
+                continue
+            out += ["", f"**{mtu_title(mtu)}, {PATH_LABEL.get(path, path)}**:", "",
+                    "| batch × item | baseline: local tree + MGET (redis) |"
+                    + "".join(f" REPLAY.SAMPLE ({s}) |" for s in innet),
+                    "|---|---|" + "---|" * len(innet)]
+            for shape in shapes:
+                base = lat.get("redis", f"BASELINE {shape.removesuffix(' PACKED')}", path, mtu)
+                got = [lat.get(s, f"SAMPLE {shape}", path, mtu) for s in innet]
+                if not any(got) and (shape.endswith("PACKED") or base is None):
+                    continue
+                cells = ["—" if shape.endswith("PACKED") else lat_cell(base)]
+                cells += [f"{us(r['p50_us'])} ({ratio(p50(r), p50(base))})" if r else "—"
+                          for r in got]
+                out.append(f"| {shape} | " + " | ".join(cells) + " |")
+            ups = [(s, lat.get(s, f"UPDATE {n_up}", path, mtu)) for s in innet]
+            if local and any(r for _, r in ups):
+                out += ["", f"`REPLAY.UPDATE` of {n_up} priorities, p50 (p99) µs: "
+                            + ", ".join(f"{s} {lat_cell(r)}" for s, r in ups if r)
+                            + f"; the baseline updates its own tree: {lat_cell(local)}, "
+                              "no network."]
+    pipe_rows = [r for r in doc.get("pipelined", [])
+                 if r["kind"] in ("sample", "sample-packed", "baseline")]
+    if pipe_rows:
         conns = doc["config"].get("conns", 0)
-        limit = doc["config"]["pipeline_max_payload"] / (1 << 20)
-        out += ["", f"{conns} connections pipelined, requests/s (MB/s of items); batches "
-                    f"above {limit:g} MB are not run this way:", "",
+        limit = doc["config"]["pipeline_max_payload"] / MB
+        mtu = lat.mtus[-1]
+        path = lat.base_path
+        innet = [s for s in INNET if any(r["system"] == s and r["path"] == path
+                                         and r["mtu"] == mtu for r in pipe_rows)]
+        out += ["", f"{conns} connections pipelined, {mtu_title(mtu)}, "
+                    f"{PATH_LABEL.get(path, path)}: requests/s (MB/s of items); batches above "
+                    f"{limit:g} MB are not run this way:", "",
                 "| batch × item | baseline (redis) |"
                 + "".join(f" REPLAY.SAMPLE ({s}) |" for s in innet),
                 "|---|---|" + "---|" * len(innet)]
         for shape in shapes:
-            got = [pipe.get(("redis", f"BASELINE {shape}"))]
-            got += [pipe.get((s, f"SAMPLE {shape}")) for s in innet]
+            got = [lat.pipe.get(("redis", f"BASELINE {shape}", path, mtu))]
+            got += [lat.pipe.get((s, f"SAMPLE {shape}", path, mtu)) for s in innet]
             if any(got):
                 out.append(f"| {shape} |" + "".join(
                     f" {x['rps']:,.0f} ({x['mbps']:.1f}) |" if x else " — |" for x in got))
@@ -276,7 +359,8 @@ def throughput_section(doc: dict[str, Any]) -> str:
     out = ["`redis-benchmark` on the client core. Client and server CPU: the process's CPU "
            "time over the run's wall time (`/proc/PID/stat`; client CPU near 1 means "
            "redis-benchmark, not the server, set the pace). Cores charged: that for kernel-stack "
-           "servers; 1 for the DPDK server, which busy-polls its core. \"per core vs redis\" "
+           "servers that sleep when idle; 1 for the busy-polling servers (DPDK and "
+           "kernel-poll), which spin on their core. \"per core vs redis\" "
            "compares requests/s per charged core.", "",
            "| test | system | req/s | MB/s | p50 ms | p99 ms | client CPU | server CPU "
            "| cores charged | req/s per core | per core vs redis |",
@@ -294,107 +378,323 @@ def throughput_section(doc: dict[str, Any]) -> str:
     return "\n".join(out + context_lines(doc))
 
 
+# ---- goals -------------------------------------------------------------------------
+
 VERDICT = {True: "**PASS**", False: "**NOT MET**", None: "**NOT MEASURED**"}
 
 
-def goal_line(what: str, ok: bool | None, measured: str) -> str:
-    return f"- {VERDICT[ok]} — {what}: {measured}"
+@dataclass
+class Goal:
+    """One goal of issue 9 with the numbers that decide it."""
+
+    what: str
+    ok: bool | None
+    measured: str
+    mtu: int | None = None
+    workload: str | None = None
+    """the DPDK workload whose per-stage breakdown explains a miss"""
+    dpdk_us: float | None = None
+    """the DPDK p50 that was judged"""
+    target_us: float | None = None
+    """the DPDK p50 that would meet the goal"""
+
+    def line(self) -> str:
+        where = f" ({mtu_title(self.mtu)})" if self.mtu else ""
+        return f"- {VERDICT[self.ok]} — {self.what}{where}: {self.measured}"
 
 
-def why_missing(doc: dict[str, Any] | None, *systems: str) -> str:
-    if doc is None:
-        return "no benchmark JSON given"
-    for s in systems:
-        if s in doc.get("errors", {}):
-            return f"{s} not measured: {doc['errors'][s].splitlines()[0]}"
-        if s not in doc.get("systems", []):
-            return f"{s} not in this run"
-    return "not in this run"
+def _vs(a: Row, b: Row) -> str:
+    return f"{us(a['p50_us'])} µs vs {us(b['p50_us'])} µs = {a['p50_us'] / b['p50_us']:.2f}×"
 
 
-def goals_section(lat: dict[str, Any] | None, thr: dict[str, Any] | None) -> str:
-    """Each goal of the benchmark issue with the measured numbers and PASS / NOT MET."""
-    out = ["Goals, checked by `bench/report.py` against the numbers above (p50 for latency; "
-           "NOT MET lines carry the measured value):", ""]
-    rows = (lat or {}).get("latency", [])
-
-    def find(system: str, kind: str, size: int, batch: int) -> Row | None:
-        return next((r for r in rows if r["system"] == system and r["kind"] == kind
-                     and r["size"] == size and r["batch"] == batch), None)
-
-    for item, limit, strict in ((GOAL_SMALL_ITEM, GOAL_SMALL_RATIO, False),
-                                (GOAL_ATARI_ITEM, 1.0, True)):
-        base = find("redis", "baseline", item, GOAL_BATCH)
-        for s in INNET:
-            what = (f"`REPLAY.SAMPLE` {GOAL_BATCH} × {human(item)} ({s}) "
-                    f"{'<' if strict else '≤'} {limit:g}× the learner-side baseline")
-            r = find(s, "sample", item, GOAL_BATCH)
-            if r and base:
-                q = r["p50_us"] / base["p50_us"]
-                out.append(goal_line(what, q < limit if strict else q <= limit,
-                                     f"{us(r['p50_us'])} µs vs {us(base['p50_us'])} µs "
-                                     f"= {q:.2f}×"))
-            else:
-                out.append(goal_line(what, None, why_missing(lat, "redis", s)))
-
-    what = f"DPDK `GET 64 B` p50 ≤ {GOAL_GET_RATIO:g}× stock Redis's on the same path"
-    d, b = find("dpdk", "get", 64, 1), find("redis", "get", 64, 1)
-    if d and b:
-        q = d["p50_us"] / b["p50_us"]
-        out.append(goal_line(what, q <= GOAL_GET_RATIO,
-                             f"{us(d['p50_us'])} µs vs {us(b['p50_us'])} µs = {q:.2f}×"))
-    else:
-        out.append(goal_line(what, None, why_missing(lat, "redis", "dpdk")))
-
-    gets = [r for r in (thr or {}).get("runs", []) if r["test"] == "GET"]
-
-    def run_of(system: str, label: str) -> Row | None:
-        return next((r for r in gets if r["system"] == system and r["label"] == label), None)
-
-    labels = list(dict.fromkeys(r["label"] for r in gets))
-    small = [x for x in labels if next(r for r in gets if r["label"] == x)["size"] <= 64]
-    for label in small or ["64 B"]:
-        what = f"DPDK more `GET {label}` requests/s per server core than stock Redis"
-        d, b = run_of("dpdk", label), run_of("redis", label)
-        if d and b and d["rps_per_core"] and b["rps_per_core"]:
-            q = d["rps_per_core"] / b["rps_per_core"]
-            out.append(goal_line(what, q > 1, f"{d['rps_per_core']:,.0f} vs "
-                                              f"{b['rps_per_core']:,.0f} = {q:.2f}×"))
+def latency_goals(lat: Lat, mtu: int | None) -> list[Goal]:
+    """The goals judged on bench/latency.py's numbers at one MTU."""
+    shared = lat.base_path
+    out: list[Goal] = []
+    get64 = "GET 64 B"
+    d = lat.get("dpdk", get64, shared, mtu)
+    for other, limit, name in (("kernel-poll", GOAL_GET_VS_POLL, "kernel-poll's"),
+                               ("redis", GOAL_GET_VS_REDIS, "stock Redis's")):
+        what = f"DPDK `GET 64 B` p50 ≤ {limit:g}× {name} on the same path"
+        b = lat.get(other, get64, shared, mtu)
+        if d and b:
+            out.append(Goal(what, d["p50_us"] <= limit * b["p50_us"], _vs(d, b), mtu, get64,
+                            d["p50_us"], limit * b["p50_us"]))
         else:
-            out.append(goal_line(what, None, why_missing(thr, "redis", "dpdk")))
-    big = [x for x in labels if x not in small]
-    for label in big or ["13 MB"]:
-        for s in INNET:
-            what = f"`GET {label}` MB/s ({s}) ≥ stock Redis's"
-            r, b = run_of(s, label), run_of("redis", label)
-            if r and b:
-                q = r["mbps"] / b["mbps"]
-                out.append(goal_line(what, q >= 1, f"{r['mbps']:,.1f} vs {b['mbps']:,.1f} MB/s "
-                                                   f"= {q:.2f}×"))
-            else:
-                out.append(goal_line(what, None, why_missing(thr, "redis", s)))
+            out.append(Goal(what, None, lat.why_missing("dpdk" if not d else other, shared, mtu),
+                            mtu))
+
+    for size in GOAL_MBPS_SIZES:
+        w = f"GET {human(size)}"
+        what = (f"DPDK `{w}` MB/s ≥ {GOAL_MBPS_RATIO:g}× the best kernel-stack system's "
+                "(redis, kernel, kernel-poll, either path)")
+        d = lat.get("dpdk", w, shared, mtu)
+        kern = [(s, p, r) for p in lat.paths for s in KERNEL_STACK
+                if (r := lat.get(s, w, p, mtu)) is not None]
+        if d and kern:
+            s, p, best = max(kern, key=lambda x: mbps_p50(x[2]))
+            q = mbps_p50(d) / mbps_p50(best)
+            out.append(Goal(what, q >= GOAL_MBPS_RATIO,
+                            f"{mbps_p50(d):,.1f} vs {mbps_p50(best):,.1f} MB/s ({col_name(s, p)}) "
+                            f"= {q:.2f}× (payload / p50: {us(d['p50_us'])} vs "
+                            f"{us(best['p50_us'])} µs)", mtu, w, d["p50_us"],
+                            best["p50_us"] / GOAL_MBPS_RATIO))
+        else:
+            out.append(Goal(what, None, lat.why_missing("dpdk" if not d else "redis", shared,
+                                                        mtu), mtu))
+
+    for item, limit in GOAL_SAMPLE:
+        shape = f"{GOAL_BATCH} × {human(item)}"
+        what = (f"in-network `REPLAY.SAMPLE {shape}` on DPDK ≤ {limit:g}× the learner-side "
+                "baseline (stock Redis, same path), the better of plain and PACKED")
+        base = lat.get("redis", f"BASELINE {shape}", shared, mtu)
+        tries = [(lbl, r) for lbl, w in (("plain", f"SAMPLE {shape}"),
+                                         ("PACKED", f"SAMPLE {shape} PACKED"))
+                 if (r := lat.get("dpdk", w, shared, mtu)) is not None]
+        if base and tries:
+            lbl, best = min(tries, key=lambda x: x[1]["p50_us"])
+            both = ", ".join(f"{x} {us(r['p50_us'])} µs = "
+                             f"{r['p50_us'] / base['p50_us']:.2f}×" for x, r in tries)
+            missing = "" if len(tries) == 2 else "; PACKED not measured"
+            out.append(Goal(what, best["p50_us"] <= limit * base["p50_us"],
+                            f"{both} of the baseline's {us(base['p50_us'])} µs{missing}; "
+                            f"judged on {lbl}", mtu, best["workload"], best["p50_us"],
+                            limit * base["p50_us"]))
+        else:
+            out.append(Goal(what, None, lat.why_missing("redis" if not base else "dpdk",
+                                                        shared, mtu), mtu))
+
+    what = (f"DPDK `GET 64 B` p50 within {REFERENCE_SLACK:.0%} of the reference "
+            f"{REFERENCE_GET_US:g} µs (the README's DPDK GET 64 B p50 before this work)")
+    d = lat.get("dpdk", get64, shared, mtu)
+    limit_us = REFERENCE_GET_US * (1 + REFERENCE_SLACK)
+    if d:
+        out.append(Goal(what, d["p50_us"] <= limit_us,
+                        f"{us(d['p50_us'])} µs (limit {limit_us:.1f} µs, "
+                        f"{d['p50_us'] / REFERENCE_GET_US:.2f}× the reference)", mtu, get64,
+                        d["p50_us"], limit_us))
+    else:
+        out.append(Goal(what, None, lat.why_missing("dpdk", shared, mtu), mtu))
+    return out
+
+
+def demo_goal(kernel: dict[str, Any] | None, dpdk: dict[str, Any] | None) -> Goal:
+    what = (f"`make demo`-style CartPole run: learner steps/s with the appliance on DPDK ≥ "
+            f"{GOAL_DEMO_RATIO:g}× with it on the kernel stack (everything on this machine's "
+            "cores)")
+    if kernel is None or dpdk is None:
+        return Goal(what, None, "no demo summary for the " + ("kernel" if kernel is None
+                                                              else "dpdk") + " stack")
+    if dpdk.get("stack") != "dpdk":
+        return Goal(what, None, f"the DPDK demo ran on the {dpdk.get('stack')} stack (DPDK "
+                                "did not start; see its inreplay log)")
+    if kernel.get("stack") != "kernel":
+        return Goal(what, None, f"the kernel demo ran on the {kernel.get('stack')} stack")
+    k, d = kernel.get("learner_steps_per_s") or 0.0, dpdk.get("learner_steps_per_s") or 0.0
+    if not k:
+        return Goal(what, None, "the kernel-stack demo's learner made no steps")
+    return Goal(what, d >= GOAL_DEMO_RATIO * k,
+                f"{d:.2f} vs {k:.2f} steps/s = {d / k:.2f}× ({dpdk['learner_steps']:,} and "
+                f"{kernel['learner_steps']:,} learner steps in {dpdk.get('wall_s') or 0:.0f} and "
+                f"{kernel.get('wall_s') or 0:.0f} s)",
+                workload=f"SAMPLE {GOAL_BATCH} × 128 B")
+
+
+def evaluate_goals(lat: dict[str, Any] | None, demo_kernel: dict[str, Any] | None = None,
+                   demo_dpdk: dict[str, Any] | None = None) -> list[Goal]:
+    """Every goal of issue 9, PASS (True), NOT MET (False) or NOT MEASURED (None)."""
+    goals: list[Goal] = []
+    if lat:
+        index = Lat(lat)
+        for mtu in index.mtus:
+            goals += latency_goals(index, mtu)
+    else:
+        goals.append(Goal("the latency goals", None, "no bench/latency.py JSON given"))
+    goals.append(demo_goal(demo_kernel, demo_dpdk))
+    return goals
+
+
+# ---- per-stage breakdowns (bench/breakdown.py) ----------------------------------------
+
+OUTSIDE = "outside the appliance's loop (client, kernel, veth, waiting for a poll)"
+REMEDY = (  # stage name prefix -> what would make it smaller
+    ("driver TX", "fewer kernel crossings per reply: on af_packet every TX burst is a sendto() "
+                  "that runs the veth peer's receive path in the polling thread; larger frames "
+                  "(MTU 9000), bigger bursts, the af_xdp PMD or a real NIC's PMD"),
+    ("driver RX", "the af_packet RX ring: bigger bursts or a real NIC's PMD"),
+    ("lwIP input", "lwIP's per-segment input and ACK work: larger windows with window scaling "
+                   "and fewer, larger segments"),
+    ("lwIP event", "lwIP's output path for the reply (tcp_output, pbuf copies into mbufs): a "
+                   "larger send buffer and window so more is queued per call, and no copy per "
+                   "frame"),
+    ("reply", "encoding and queueing the reply: fewer, larger tcp_write calls (PACKED)"),
+    ("execute", "the command itself: the sum-tree draw and gathering the items"),
+    ("parse", "the RESP parser and dispatch"),
+    ("outside", "the client and the kernel side of the veth, not the appliance: a busy-polling "
+                "client or a real NIC"),
+)
+
+
+def remedy(stage: str) -> str:
+    return next((r for prefix, r in REMEDY if stage.startswith(prefix)), "")
+
+
+def stages_with_outside(run: Row) -> dict[str, float]:
+    return {**run["stages_us"], OUTSIDE: run["outside_us"]}
+
+
+def breakdown_runs(doc: dict[str, Any] | None) -> list[Row]:
+    """bench/breakdown.py's runs; its older one-run JSON reads as GET 64 B."""
+    if not doc:
+        return []
+    if "runs" in doc:
+        return list(doc["runs"])
+    return [{"workload": "GET 64 B", "mtu": doc.get("mtu"), **doc}]
+
+
+def find_breakdown(runs: list[Row], workload: str | None, mtu: int | None) -> Row | None:
+    """The run of this workload at this MTU, else at any MTU (None: not measured)."""
+    same = [r for r in runs if r["workload"] == workload]
+    return next((r for r in same if r.get("mtu") == mtu), same[0] if same else None)
+
+
+def explain(goal: Goal, run: Row) -> str:
+    """One paragraph from the numbers: which stage dominates and what would close the gap."""
+    stages = stages_with_outside(run)
+    rtt = run["rtt_mean_us"]
+    ordered = sorted(stages.items(), key=lambda kv: kv[1], reverse=True)
+    (top, top_us), (second, second_us) = ordered[0], ordered[1]
+    share = top_us / rtt if rtt else 0.0
+    where = f" at {mtu_title(run.get('mtu'))}" if run.get("mtu") else ""
+    text = (f"`{run['workload']}`{where}, {run['requests']:,} requests, mean round trip "
+            f"{us(rtt)} µs: the largest stage is **{top}**, {us(top_us)} µs ({share:.0%}), then "
+            f"{second}, {us(second_us)} µs ({second_us / rtt:.0%} of it); the appliance's loop "
+            f"takes {us(run['appliance_us'])} µs in all.")
+    if goal.dpdk_us and goal.target_us and goal.dpdk_us > goal.target_us:
+        need = 1 - goal.target_us / goal.dpdk_us
+        text += (f" Meeting the goal needs the p50 down from {us(goal.dpdk_us)} to "
+                 f"{us(goal.target_us)} µs, {need:.0%} less")
+        if share >= need:
+            text += (f": removing {need / share:.0%} of {top} alone would do it")
+        elif (top_us + second_us) / rtt >= need:
+            text += (f", more than all of {top}: it takes {top} and {second} together "
+                     f"({(top_us + second_us) / rtt:.0%})")
+        else:
+            text += (f", more than {top} and {second} together "
+                     f"({(top_us + second_us) / rtt:.0%}): it takes cutting nearly every stage")
+        text += "."
+    hint = remedy(top)
+    if hint:
+        text += f" What would shrink {top.split(' (')[0]}: {hint}."
+    return text
+
+
+def stage_table(run: Row) -> list[str]:
+    rtt = run["rtt_mean_us"]
+    out = ["| stage | µs | share of the mean round trip |", "|---|---|---|"]
+    for name, v in run["stages_us"].items():
+        out.append(f"| {name} | {v:.2f} | {v / rtt * 100:.0f}% |")
+    out.append(f"| **in the appliance's loop** | **{run['appliance_us']:.2f}** | "
+               f"{run['appliance_us'] / rtt * 100:.0f}% |")
+    out.append(f"| {OUTSIDE} | {run['outside_us']:.2f} | {run['outside_us'] / rtt * 100:.0f}% |")
+    return out
+
+
+def goals_section(lat: dict[str, Any] | None, thr: dict[str, Any] | None = None,
+                  breakdown: dict[str, Any] | None = None,
+                  demo_kernel: dict[str, Any] | None = None,
+                  demo_dpdk: dict[str, Any] | None = None) -> str:
+    """Each goal of issue 9 with its numbers and PASS / NOT MET; for each goal not met,
+    the per-stage breakdown of that workload on DPDK and what it says."""
+    goals = evaluate_goals(lat, demo_kernel, demo_dpdk)
+    out = ["Goals of issue 9, checked by `bench/report.py` against the numbers below (ratios "
+           "of p50s in one run on the same path and MTU; MB/s = payload / p50 of one "
+           "connection; \"best kernel\" = the best of stock Redis, kernel and kernel-poll "
+           "over both paths at that MTU). The reference for small-request latency is "
+           f"{REFERENCE_GET_US:g} µs, DPDK `GET 64 B` p50 as the README recorded it before "
+           "this work.", ""]
+    out += [g.line() for g in goals]
+    runs = breakdown_runs(breakdown)
+    missed = [g for g in goals if g.ok is False]
+    if missed:
+        out += ["", "**Where the time goes for each goal not met** (`bench/breakdown.py`: the "
+                    "DPDK appliance's own cycle counters for that workload, one connection, in "
+                    "a separate run):"]
+        shown: set[tuple[str, int | None]] = set()
+        for g in missed:
+            run = find_breakdown(runs, g.workload, g.mtu)
+            where = f" ({mtu_title(g.mtu)})" if g.mtu else ""
+            if run is None:
+                why = ("no breakdown JSON given" if breakdown is None else
+                       f"no breakdown of `{g.workload}` in this run"
+                       + "".join(f"; {k}: {v.splitlines()[0]}"
+                                 for k, v in (breakdown or {}).get("errors", {}).items()))
+                out += ["", f"- {g.what}{where}: {why}."]
+                continue
+            out += ["", f"- {g.what}{where}: {explain(g, run)}"]
+            key = (run["workload"], run.get("mtu"))
+            if key not in shown:
+                shown.add(key)
+                out += ["", *["  " + line for line in stage_table(run)]]
     docs = [d for d in (lat, thr) if d]
     return "\n".join(out + (context_lines(*docs) if docs else []))
 
 
-def demo_section(cartpole: dict[str, Any], breakout: dict[str, Any] | None) -> str:
-    """The Ape-X results: make demo's CartPole run and a short Breakout run."""
+def breakdown_section(b: dict[str, Any]) -> str:
+    """bench/breakdown.py: each workload on the DPDK path, stage by stage."""
+    runs = breakdown_runs(b)
+    if not runs:
+        errs = "; ".join(f"{k}: {v.splitlines()[0]}" for k, v in b.get("errors", {}).items())
+        return f"*The breakdown did not run{': ' + errs if errs else ''}.*"
+    first = next((r for r in runs if r["workload"] == "GET 64 B"), runs[0])
+    where = f" at {mtu_title(first.get('mtu'))}" if first.get("mtu") else ""
+    out = [f"One `{first['workload']}` on the DPDK path{where}, {first['requests']:,} requests "
+           f"on one connection: round trip p50 {first['rtt_p50_us']:.1f} µs, mean "
+           f"{first['rtt_mean_us']:.1f} µs. The appliance's loop times its stages with the TSC "
+           f"(iterations that did work only: {first['work_iterations_per_request']:.1f} per "
+           "request); per request:", "", *stage_table(first)]
+    if len(runs) > 1:
+        out += ["", "Every workload measured this way (µs per request; the largest stage with "
+                    "its share of the mean round trip):", "",
+                "| workload | MTU | requests | p50 | mean | in the loop | outside it "
+                "| largest stage |", "|---|---|---|---|---|---|---|---|"]
+        for r in runs:
+            top, v = max(stages_with_outside(r).items(), key=lambda kv: kv[1])
+            out.append(f"| {r['workload']} | {r.get('mtu') or '—'} | {r['requests']:,} "
+                       f"| {us(r['rtt_p50_us'])} | {us(r['rtt_mean_us'])} "
+                       f"| {us(r['appliance_us'])} | {us(r['outside_us'])} "
+                       f"| {top.split(' (')[0]}: {us(v)} ({v / r['rtt_mean_us']:.0%}) |")
+    errs = b.get("errors", {})
+    if errs:
+        out += ["", *[f"- {k}: not measured: {v.splitlines()[0]}" for k, v in errs.items()]]
+    return "\n".join(out)
+
+
+def demo_section(cartpole: dict[str, Any], breakout: dict[str, Any] | None,
+                 kernel: dict[str, Any] | None = None) -> str:
+    """The Ape-X results: make demo's CartPole run (also on the kernel stack) and Breakout."""
     c = cartpole
     out = [f"`make demo` on this machine: **{c['env']}** on the **{c['stack']}** stack, "
            f"{c['num_actors']} actors, {'solved' if c['solved'] else 'NOT solved'}: greedy "
-           f"evaluation mean {c['eval_return_mean']:.1f} over {c['eval_episodes']} episodes "
-           f"(threshold {c.get('solve_return', 475):.0f}) after {c['wall_s']:.0f} s of wall time, "
-           f"{c['env_frames']:,} environment frames and {c['learner_steps']:,} learner steps "
-           f"(parameters v{c.get('eval_params_version', '?')}).", "",
+           f"evaluation mean {c['eval_return_mean'] or 0:.1f} over {c['eval_episodes']} episodes "
+           f"(threshold {c.get('solve_return') or 475:.0f}) after {c['wall_s']:.0f} s of wall "
+           f"time, {c['env_frames']:,} environment frames and {c['learner_steps']:,} learner "
+           f"steps (parameters v{c.get('eval_params_version', '?')}).", "",
            "![returns](docs/cartpole-returns.png)", "",
-           "| run | stack | actors | actor frames/s | learner steps/s | samples/s | batch |",
-           "|---|---|---|---|---|---|---|"]
-    rows = [("CartPole-v1 (make demo)", c)] + ([("Breakout, 13 MB network", breakout)]
-                                                if breakout else [])
+           "| run | stack | actors | actor frames/s | learner steps/s | samples/s | batch "
+           "| solved |", "|---|---|---|---|---|---|---|---|"]
+    rows = [("CartPole-v1 (make demo)", c)]
+    if kernel:
+        rows.append(("CartPole-v1, `--stack kernel`", kernel))
+    if breakout:
+        rows.append(("Breakout, 13 MB network", breakout))
     for name, s in rows:
         out.append(f"| {name} | {s['stack']} | {s['num_actors']} | "
                    f"{s['actor_frames_per_s']:,.0f} | {s['learner_steps_per_s']:.2f} | "
-                   f"{s['samples_per_s']:,.0f} | {s['batch_size']} |")
+                   f"{s['samples_per_s']:,.0f} | {s['batch_size']} "
+                   f"| {'yes' if s.get('solved') else 'no'} |")
+    if kernel:
+        out += ["", demo_goal(kernel, c).line().removeprefix("- ")]
     if breakout:
         out += ["", f"Breakout ran end to end for {breakout['wall_s']:.0f} s with the "
                     f"dueling network of {breakout['model_parameters']:,} parameters "
@@ -428,20 +728,6 @@ def soak_section(s: dict[str, Any]) -> str:
     ])
 
 
-def breakdown_section(b: dict[str, Any]) -> str:
-    """bench/breakdown.py: one GET 64 B on the DPDK path, stage by stage."""
-    out = [f"One `GET` of a 64 B value on the DPDK path, {b['requests']:,} requests on one "
-           f"connection: round trip p50 {b['rtt_p50_us']:.1f} µs, mean {b['rtt_mean_us']:.1f} µs. "
-           "The appliance's loop times its stages with the TSC (iterations that did work "
-           f"only: {b['work_iterations_per_request']:.1f} per request); per request:", "",
-           "| stage | µs | share of the mean round trip |", "|---|---|---|"]
-    for name, v in b["stages_us"].items():
-        out.append(f"| {name} | {v:.2f} | {v / b['rtt_mean_us'] * 100:.0f}% |")
-    out.append(f"| **in the appliance's loop** | **{b['appliance_us']:.2f}** | "
-               f"{b['appliance_us'] / b['rtt_mean_us'] * 100:.0f}% |")
-    out.append(f"| outside it: client, kernel and veth, waiting for the next poll | "
-               f"{b['outside_us']:.2f} | {b['outside_us'] / b['rtt_mean_us'] * 100:.0f}% |")
-    return "\n".join(out)
 
 
 def replace_section(text: str, name: str, body: str) -> str:
@@ -459,37 +745,47 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--latency", metavar="JSON", help="output of bench/latency.py --json")
     ap.add_argument("--throughput", metavar="JSON",
                     help="output of bench/throughput.py --json")
-    ap.add_argument("--demo", metavar="JSON", help="summary.json of make demo (CartPole)")
+    ap.add_argument("--demo", metavar="JSON",
+                    help="summary.json of make demo (CartPole; --stack dpdk in make bench)")
+    ap.add_argument("--demo-kernel", metavar="JSON",
+                    help="summary.json of the same CartPole demo with --stack kernel")
     ap.add_argument("--breakout", metavar="JSON", help="summary.json of a Breakout demo run")
     ap.add_argument("--soak", metavar="JSON", help="output of bench/soak.py --json")
     ap.add_argument("--breakdown", metavar="JSON", help="output of bench/breakdown.py --json")
     ap.add_argument("--readme", default=str(ROOT / "README.md"))
+    ap.add_argument("--docs", default=str(ROOT / "docs"),
+                    help="where the CartPole returns plot is copied (default docs/)")
     args = ap.parse_args(argv)
     readme = Path(args.readme)
     text = readme.read_text()
+
+    def load(path: str | None) -> dict[str, Any] | None:
+        return json.loads(Path(path).read_text()) if path else None
+
     if args.sumtree:
         doc = json.loads(Path(args.sumtree).read_text())
         text = replace_section(text, "sumtree-k", sumtree_k_section(doc))
         text = replace_section(text, "sumtree-compare", sumtree_compare_section(doc))
-    lat = json.loads(Path(args.latency).read_text()) if args.latency else None
-    thr = json.loads(Path(args.throughput).read_text()) if args.throughput else None
+    lat, thr, bd = load(args.latency), load(args.throughput), load(args.breakdown)
+    demo, demo_kernel = load(args.demo), load(args.demo_kernel)
     if lat:
         text = replace_section(text, "latency", latency_section(lat))
         text = replace_section(text, "sampling", sampling_section(lat))
     if thr:
         text = replace_section(text, "throughput", throughput_section(thr))
     if lat or thr:
-        text = replace_section(text, "bench-goals", goals_section(lat, thr))
-    if args.demo:
-        demo = json.loads(Path(args.demo).read_text())
-        brk = json.loads(Path(args.breakout).read_text()) if args.breakout else None
-        text = replace_section(text, "apex-demo", demo_section(demo, brk))
+        dpdk_demo = demo if demo_kernel else None  # the demo goal compares the two runs
+        text = replace_section(text, "bench-goals",
+                               goals_section(lat, thr, bd, demo_kernel, dpdk_demo))
+    if demo:
+        brk = load(args.breakout)
+        text = replace_section(text, "apex-demo", demo_section(demo, brk, demo_kernel))
         png = Path(args.demo).parent / "returns.png"
-        (ROOT / "docs").mkdir(exist_ok=True)
-        (ROOT / "docs" / "cartpole-returns.png").write_bytes(png.read_bytes())
-    if args.breakdown:
-        text = replace_section(text, "breakdown",
-                               breakdown_section(json.loads(Path(args.breakdown).read_text())))
+        docs = Path(args.docs)
+        docs.mkdir(exist_ok=True)
+        (docs / "cartpole-returns.png").write_bytes(png.read_bytes())
+    if bd:
+        text = replace_section(text, "breakdown", breakdown_section(bd))
     if args.soak:
         text = replace_section(text, "soak", soak_section(json.loads(Path(args.soak).read_text())))
     readme.write_text(text)

@@ -1,4 +1,4 @@
-"""redis-benchmark against stock Redis and inreplay (kernel and DPDK), per server core.
+"""redis-benchmark against stock Redis and inreplay (kernel, kernel-poll, DPDK), per server core.
 
 The same systems, veth path and core split as bench/latency.py (servers on
 --server-core, redis-benchmark on --client-core). Each system gets, in order,
@@ -10,10 +10,11 @@ The same systems, veth path and core split as bench/latency.py (servers on
 Each run is sized by a short calibration run to last about --seconds. Requests
 per server core = requests/s / server cores, where a kernel-stack server's
 cores are its process's CPU time during the run (utime + stime from
-/proc/PID/stat) over the run's wall time, and the DPDK server's is one core:
-it busy-polls one core whether or not there is work.
+/proc/PID/stat) over the run's wall time, and a busy-polling server's (DPDK,
+kernel-poll) is one core: it spins on its core whether or not there is work.
+The shared veth (offloads off) at --mtu (default 9000).
 
-    python bench/throughput.py [--quick] [--json FILE]
+    python bench/throughput.py [--quick] [--json FILE] [--mtu N]
 
 As with bench/latency.py, a system that fails is recorded under "errors"; the
 exit status is 1 only if nothing was measured.
@@ -36,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from latency import (
+    BUSY_POLLING,
     MB,
     SYSTEMS,
     BenchError,
@@ -106,7 +108,7 @@ def measure(server: Server, pin: Pinning, test: str, cfg: Config,
     n = max(least, 2, int(calib["rps"] * seconds))
     run = redis_benchmark(server, pin, test, cfg, n)
     measured = run["server_cpu_s"] / run["wall_s"]
-    charged = 1.0 if server.system == "dpdk" else measured
+    charged = 1.0 if server.system in BUSY_POLLING else measured
     return {"system": server.system, "test": test, "size": cfg.size, "clients": cfg.clients,
             "pipeline": cfg.pipeline, "label": cfg.label, **run,
             "mbps": run["rps"] * cfg.size / 1e6,
@@ -115,12 +117,13 @@ def measure(server: Server, pin: Pinning, test: str, cfg: Config,
 
 
 def run(systems: list[str], configs: tuple[Config, ...], seconds: float, loopback: bool,
-        server_core: int, client_core: int, quick: bool, busy_poll: bool) -> dict[str, Any]:
+        server_core: int, client_core: int, quick: bool, busy_poll: bool,
+        mtu: int = netns.DEFAULT_MTU) -> dict[str, Any]:
     started = time.time()
     pin = Pinning.choose(server_core, client_core)
     runs: list[dict[str, Any]] = []
     errors: dict[str, str] = {}
-    with (sigterm_as_exit(), network(loopback) as net,
+    with (sigterm_as_exit(), network(loopback, mtu=mtu) as net,
           tempfile.TemporaryDirectory(prefix="irbench-") as tmp):
         for i, system in enumerate(systems):
             port = free_port() if net.loopback else 7100 + i
@@ -151,7 +154,7 @@ def run(systems: list[str], configs: tuple[Config, ...], seconds: float, loopbac
         "network": net_info,
         "pinning": asdict(pin),
         "systems": systems,
-        "config": {"seconds": seconds, "dpdk_busy_poll": busy_poll,
+        "config": {"seconds": seconds, "dpdk_busy_poll": busy_poll, "mtu": mtu,
                    "runs": [asdict(c) for c in configs]},
         "runs": runs,
         "errors": errors,
@@ -161,7 +164,8 @@ def run(systems: list[str], configs: tuple[Config, ...], seconds: float, loopbac
             "value of -d bytes; SET runs first so GET reads a value of that size",
             "server cores: kernel stacks = the server process's utime + stime over wall "
             "time (the kernel's receive work done in softirq on the client's core is not "
-            "counted); DPDK = 1, its busy-polled core (its own af_packet sends are in it)"
+            "counted); DPDK and kernel-poll = 1, the core they busy-poll (DPDK's own "
+            "af_packet sends are in it)"
             + ("" if busy_poll else "; started without --busy-poll, so it naps when idle"),
         ],
     }
@@ -192,6 +196,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="kernel-stack systems on 127.0.0.1, no namespace")
     ap.add_argument("--sizes", help="value sizes in bytes instead of 64 and 13 MB (tests)")
     ap.add_argument("--seconds", type=float, help="length of each run (default 2, quick 0.5)")
+    ap.add_argument("--mtu", type=int, default=netns.DEFAULT_MTU,
+                    help=f"the veth's MTU (default {netns.DEFAULT_MTU})")
     ap.add_argument("--server-core", type=int, default=0)
     ap.add_argument("--client-core", type=int, default=1)
     ap.add_argument("--dpdk-nap", action="store_true",
@@ -206,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
     seconds = args.seconds if args.seconds is not None else (0.5 if args.quick else 2.0)
     try:
         doc = run(systems, configs, seconds, args.loopback, args.server_core,
-                  args.client_core, args.quick, not args.dpdk_nap)
+                  args.client_core, args.quick, not args.dpdk_nap, args.mtu)
     except (BenchError, netns.SetupError) as e:
         print(f"throughput: {e}", file=sys.stderr)
         return 2
