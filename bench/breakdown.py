@@ -105,8 +105,9 @@ def command_of(kind: str) -> str:
 class Data:
     """What the workloads read, loaded into one server on first use."""
 
-    def __init__(self, conn: Conn, seed: int = 1) -> None:
+    def __init__(self, conn: Conn, table_items: int | None = None, seed: int = 1) -> None:
         self.conn = conn
+        self.table_items = table_items
         self.seed = seed
         self.values: set[int] = set()
         self.tables: dict[int, Table] = {}
@@ -120,7 +121,7 @@ class Data:
             return next(w for w in kv_workloads([size]) if w.kind == "get")
         t = self.tables.get(size)
         if t is None:
-            items = TABLE_ITEMS.get(size, 1_000)
+            items = self.table_items or TABLE_ITEMS.get(size, 1_000)
             t = make_table(size, items, self.seed + len(self.tables))
             load(self.conn, "dpdk", [t], [], baseline_keys=False)
             self.tables[size] = t
@@ -200,8 +201,8 @@ def measure_one(conn: Conn, prefix: str, w: Workload, mtu: int, seconds: float,
 # ---- every workload at every MTU ----------------------------------------------------
 
 
-def measure(specs: list[str], mtus: list[int], seconds: float,
-            max_requests: int) -> dict[str, Any]:
+def measure(specs: list[str], mtus: list[int], seconds: float, max_requests: int,
+            table_items: int | None = None) -> dict[str, Any]:
     started = time.time()
     runs: list[dict[str, Any]] = []
     errors: dict[str, str] = {}
@@ -218,7 +219,7 @@ def measure(specs: list[str], mtus: list[int], seconds: float,
                 try:
                     pin.pin_client()
                     conn = Conn.connect(server.host, server.port)
-                    data = Data(conn)
+                    data = Data(conn, table_items)
                     try:
                         for spec in specs:
                             w = data.workload(spec)
@@ -270,6 +271,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="veth (and appliance) MTUs, comma-separated (default 1500,9000)")
     ap.add_argument("--seconds", type=float, default=3.0, help="about this long per workload")
     ap.add_argument("--requests", type=int, default=20000, help="at most this many per workload")
+    ap.add_argument("--table-items", type=int,
+                    help="items per replay table (default as bench/latency.py's full run)")
     ap.add_argument("--json", metavar="FILE")
     args = ap.parse_args(argv)
     specs = [x.strip() for x in args.workloads.split(",") if x.strip()]
@@ -277,7 +280,7 @@ def main(argv: list[str] | None = None) -> int:
         parse_spec(spec)
     try:
         mtus = [netns.check_mtu(int(x)) for x in args.mtu.split(",") if x.strip()]
-        doc = measure(specs, mtus, args.seconds, args.requests)
+        doc = measure(specs, mtus, args.seconds, args.requests, args.table_items)
     except (BenchError, netns.SetupError) as e:
         print(f"breakdown: {e}", file=sys.stderr)
         return 2
