@@ -1,10 +1,18 @@
 """Regenerate README.md's performance sections from benchmark JSON.
 
     python bench/report.py [--sumtree build/bench-sumtree.json] [--latency build/bench-latency.json]
-                           [--throughput build/bench-throughput.json] [--readme README.md]
+                           [--throughput build/bench-throughput.json]
+                           [--breakdown build/bench-breakdown.json]
+                           [--demo build/bench-cartpole/summary.json]
+                           [--demo-kernel build/bench-cartpole-kernel/summary.json]
+                           [--breakout build/bench-breakout/summary.json] [--readme README.md]
 
 Each section sits between `<!-- BEGIN name ... -->` and `<!-- END name -->`
 markers; everything between them is replaced, nothing else is touched.
+The bench-goals section marks each goal of issue 9 PASS, NOT MET or NOT
+MEASURED with its numbers (evaluate_goals) and, under every goal not met,
+the DPDK per-stage breakdown of that workload from bench/breakdown.py with a
+sentence saying which stage dominates and how much would have to go.
 """
 
 from __future__ import annotations
