@@ -4,7 +4,9 @@ PY        ?= python3
 BUILD     ?= build
 ASAN      ?= build-asan
 APT_PKGS  := build-essential pkg-config redis-server redis-tools clang libclang-rt-14-dev \
-             iproute2 ethtool dpdk dpdk-dev libdpdk-dev liblwip-dev zlib1g-dev
+             iproute2 ethtool dpdk dpdk-dev libdpdk-dev liblwip-dev zlib1g-dev dpkg-dev
+# lwIP for the DPDK stack is built from Debian's source package (apt-get source)
+LWIP_SRC  := build-deps/lwip-src
 SUDO      := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 STAMP     := .deps-stamp
 
@@ -14,7 +16,9 @@ FUZZ_SECONDS ?= 300
 all: build
 
 # System packages (only the missing ones), then the Python package and its tools.
-deps: $(STAMP)
+deps: $(STAMP) $(LWIP_SRC)/src/core/tcp.c
+$(LWIP_SRC)/src/core/tcp.c: | $(STAMP)
+	dataplane/lwip/fetch-source.sh $(dir $(LWIP_SRC))
 $(STAMP): pyproject.toml Makefile
 	@missing=$$(for p in $(APT_PKGS); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
 	if [ -n "$$missing" ]; then \
@@ -85,4 +89,4 @@ bench: build
 	  $$([ -f $(BUILD)/bench-breakdown.json ] && echo --breakdown $(BUILD)/bench-breakdown.json)
 
 clean:
-	rm -rf $(BUILD) $(ASAN) build-fuzz $(STAMP)
+	rm -rf $(BUILD) $(ASAN) build-fuzz build-deps $(STAMP)

@@ -74,6 +74,7 @@
 #include <rte_prefetch.h>
 #include <rte_spinlock.h>
 #include <rte_telemetry.h>
+#include <rte_version.h>
 
 #include "dpdk.h"
 #include "lwip_glue.h"
@@ -97,6 +98,17 @@
  * and lost segments cost lwIP 2.1 (no SACK, 500 ms RTO ticks) whole seconds
  * (200 clients x 3 x 1 MB SET: 22-30 s with 512 frames, 5.8 s with 16384). */
 #define AF_PACKET_FRAMECNT 16384
+/* Jumbo frames (--mtu above 1500): af_packet's 2048-byte ring frames and
+ * DPDK's 2 KB mbufs cannot hold a 9000-byte frame. Ring frames grow to a
+ * multiple of 1 KB, four to a block of whole pages, and the ring keeps about the
+ * same bytes; mbufs grow to the ring frame (the PMD copies a ring frame
+ * into one mbuf), so a frame stays one segment. */
+#define AF_PACKET_RING_BYTES (AF_PACKET_FRAMECNT * 2048)
+#define AF_PACKET_FRAME_OVERHEAD 64   /* tpacket2 header + sockaddr_ll, aligned */
+#define AF_PACKET_FRAMES_PER_BLOCK 4
+#define ETH_FRAME_OVERHEAD (RTE_ETHER_HDR_LEN + RTE_ETHER_CRC_LEN + 2 * RTE_VLAN_HLEN)
+#define MTU_MIN 576
+#define MTU_MAX 9600
 
 /* Per-lcore state, cache aligned (one lcore is used: the main one). */
 struct lcore_queue_conf {
@@ -108,6 +120,8 @@ struct lcore_queue_conf {
     uint64_t tx_dropped;       /* refused by the TX ring after retries */
     uint64_t rx_multiseg;      /* multi-segment frames (never expected) */
     uint64_t work_iters, cyc_rx, cyc_stack, cyc_dispatch, cyc_tx; /* per-stage breakdown */
+    int tx_zerocopy;           /* see ird_tx_zerocopy */
+    uint64_t tx_zc_segs;       /* TX segments sent from lwIP's buffers without a copy */
 } __rte_cache_aligned;
 
 static struct lcore_queue_conf lcore_queue_conf[RTE_MAX_LCORE];
@@ -120,9 +134,8 @@ typedef struct dpdk_transport {
     uint16_t port;
     int port_configured, port_started;
     uint64_t drain_tsc, timer_tsc, stats_tsc;
-    uint64_t idle_tsc, last_active_tsc;   /* napping when idle (see dpdkPoll) */
-    int busy_poll;
     char carrier_path[128];   /* af_packet: the kernel interface's carrier, else "" */
+    char build[320];          /* INFO stack_build */
 } dpdk_transport;
 
 /* EAL can be initialized once per process. */
@@ -169,6 +182,35 @@ void ird_tx_send(void *dev, void *mbuf) {
 }
 
 void ird_rx_free(void *mbuf) { rte_pktmbuf_free(mbuf); }
+
+void ird_tx_free(void *mbuf) { rte_pktmbuf_free(mbuf); }
+
+int ird_tx_zerocopy(void *dev) { return ((struct lcore_queue_conf *)dev)->tx_zerocopy; }
+
+/* The segment's rte_mbuf_ext_shared_info lives in its own private area (the
+ * area an RX mbuf uses for lwIP's pbuf): it is freed with the segment. */
+int ird_tx_attach(void *dev, void *mbuf, void *addr, uint16_t len,
+                  void (*free_cb)(void *addr, void *opaque), void *opaque) {
+    struct lcore_queue_conf *q = dev;
+    struct rte_mbuf *head = mbuf;
+    struct rte_mbuf *seg = rte_pktmbuf_alloc(q->pool);
+    if (!seg) return -1;
+    struct rte_mbuf_ext_shared_info *sh = rte_mbuf_to_priv(seg);
+    sh->free_cb = free_cb;
+    sh->fcb_opaque = opaque;
+    rte_mbuf_ext_refcnt_set(sh, 1);
+    rte_pktmbuf_attach_extbuf(seg, addr, RTE_BAD_IOVA, len, sh);
+    seg->data_len = len;
+    seg->pkt_len = len;
+    if (rte_pktmbuf_chain(head, seg) != 0) {
+        sh->free_cb = NULL; /* not attached: the caller keeps its buffer */
+        rte_pktmbuf_detach_extbuf(seg);
+        rte_pktmbuf_free(seg);
+        return -1;
+    }
+    q->tx_zc_segs++;
+    return 0;
+}
 
 /* TX buffer error callback: retry, then drop and count. */
 static void txRetry(struct rte_mbuf **pkts, uint16_t unsent, void *userdata) {
@@ -218,6 +260,7 @@ static void publishStats(dpdk_transport *d, int active) {
     }
     if (d->qconf) {
         s.tx_dropped = d->qconf->tx_dropped;
+        s.tx_zerocopy_segs = d->qconf->tx_zc_segs;
         s.tsc_hz = rte_get_tsc_hz();
         s.work_iterations = d->qconf->work_iters;
         s.cycles_rx = d->qconf->cyc_rx;
@@ -258,6 +301,7 @@ static int telemetryStats(const char *cmd, const char *params, struct rte_tel_da
     rte_tel_data_add_dict_u64(t, "rx_nombuf", s.rx_nombuf);
     rte_tel_data_add_dict_u64(t, "tx_dropped", s.tx_dropped);
     rte_tel_data_add_dict_u64(t, "tx_nomem", s.tx_nomem);
+    rte_tel_data_add_dict_u64(t, "tx_zerocopy_segs", s.tx_zerocopy_segs);
     rte_tel_data_add_dict_u64(t, "rx_dropped", s.rx_dropped);
     rte_tel_data_add_dict_u64(t, "connections", s.connections);
     rte_tel_data_add_dict_u64(t, "accepted", s.accepted);
@@ -307,7 +351,8 @@ static int telemetryTables(const char *cmd, const char *params, struct rte_tel_d
 
 /* ---- the poll loop --------------------------------------------------------- */
 
-/* One iteration; returns nonzero if anything happened. */
+/* One iteration; returns the frames received plus the connections that had
+ * events (0: nothing happened). */
 static int pollOnce(dpdk_transport *d) {
     struct lcore_queue_conf *q = d->qconf;
     struct rte_mbuf *pkts[MAX_PKT_BURST];
@@ -351,26 +396,19 @@ static int pollOnce(dpdk_transport *d) {
         publishStats(d, 1);
         q->prev_stats_tsc = now;
     }
-    return nb || ev;
+    return nb + ev;
 }
 
-/* One iteration, then back to run.c. Busy polling while there is traffic;
- * after IDLE_AFTER_US without any, nap IDLE_NAP_US per iteration (as
- * l3fwd-power does) so an idle appliance does not burn a core, unless
- * busy_poll asks for the lowest latency at any load. */
-#define IDLE_AFTER_US 1000
-#define IDLE_NAP_US 50
-static int dpdkPoll(ir_transport *t, int timeout_ms) {
-    (void)timeout_ms;
+/* One iteration, then back to run.c, whose idle rule says how long to nap
+ * when the iteration found nothing (0 under load or with --busy-poll). A
+ * poll-mode driver cannot be woken, so the nap is capped at MAX_NAP_US. */
+#define MAX_NAP_US 1000
+static int dpdkPoll(ir_transport *t, long timeout_us) {
     dpdk_transport *d = (dpdk_transport *)t;
-    uint64_t now = rte_rdtsc();
-    if (pollOnce(d)) {
-        d->last_active_tsc = now;
-    } else if (!d->busy_poll && now - d->last_active_tsc > d->idle_tsc) {
-        rte_delay_us_sleep(IDLE_NAP_US);
-    } else {
-        rte_pause();
-    }
+    int n = pollOnce(d);
+    if (n) return n;
+    if (timeout_us > 0) rte_delay_us_sleep((unsigned)RTE_MIN(timeout_us, (long)MAX_NAP_US));
+    else rte_pause();
     return 0;
 }
 
@@ -508,7 +546,49 @@ static int hasArg(int argc, char **argv, const char *opt) {
     return 0;
 }
 
-static int ealInit(const char *args) {
+/* af_packet ring frame size for an MTU (the PMD's default below jumbo). */
+static unsigned afPacketFrameSize(int mtu) {
+    if (mtu <= 1500) return 2048;
+    /* the PMD walks its ring as if frames were contiguous, so a block must
+     * hold a whole number of frames with no gap: 1 KB multiples, 4 a block */
+    return RTE_ALIGN((unsigned)mtu + ETH_FRAME_OVERHEAD + AF_PACKET_FRAME_OVERHEAD, 1024U);
+}
+
+/* The af_packet vdev's interface in eal_args ("iface=NAME"), or "". */
+static void afPacketIface(const char *eal_args, char *out, size_t len) {
+    out[0] = '\0';
+    const char *vdev = eal_args ? strstr(eal_args, "net_af_packet") : NULL;
+    const char *iface = vdev ? strstr(vdev, "iface=") : NULL;
+    if (iface) {
+        iface += 6;
+        snprintf(out, len, "%.*s", (int)strcspn(iface, ", \t"), iface);
+    }
+}
+
+/* The af_packet vdev's kernel interface MTU, or 0 (no af_packet vdev). */
+static int afPacketIfaceMtu(const char *eal_args) {
+    char iface[64], path[128];
+    afPacketIface(eal_args, iface, sizeof(iface));
+    int mtu = 0;
+    if (iface[0]) {
+        snprintf(path, sizeof(path), "/sys/class/net/%s/mtu", iface);
+        FILE *f = fopen(path, "r");
+        if (f) {
+            if (fscanf(f, "%d", &mtu) != 1) mtu = 0;
+            fclose(f);
+        }
+    }
+    return mtu;
+}
+
+/* cfg->mtu, or the af_packet interface's MTU, or 1500. */
+static int resolveMtu(const ir_config *cfg) {
+    if (cfg->mtu > 0) return cfg->mtu;
+    int mtu = afPacketIfaceMtu(cfg->eal_args);
+    return mtu >= MTU_MIN && mtu <= MTU_MAX ? mtu : 1500;
+}
+
+static int ealInit(const char *args, int mtu) {
     if (eal_state == EAL_UP) {
         ir_set_error("rte_eal_init: EAL is already running in this process (one dpdk "
                      "transport per process)");
@@ -542,18 +622,27 @@ static int ealInit(const char *args) {
         const char *dev = NULL;
         if (!strncmp(eal_argv[i], "--vdev=", 7)) dev = eal_argv[i] + 7;
         else if (i > 1 && !strcmp(eal_argv[i - 1], "--vdev")) dev = eal_argv[i];
-        if (!dev || strncmp(dev, "net_af_packet", 13) || strstr(dev, "framecnt=")) continue;
-        size_t n = strlen(eal_argv[i]) + 32;
+        if (!dev || strncmp(dev, "net_af_packet", 13)) continue;
+        int jumbo = mtu > 1500 && !strstr(dev, "framesz=") && !strstr(dev, "blocksz=");
+        if (strstr(dev, "framecnt=") && !jumbo) continue;
+        unsigned framesz = afPacketFrameSize(jumbo ? mtu : 1500);
+        unsigned blocksz = framesz * AF_PACKET_FRAMES_PER_BLOCK;
+        unsigned framecnt = RTE_ALIGN(AF_PACKET_RING_BYTES / framesz, AF_PACKET_FRAMES_PER_BLOCK);
+        size_t n = strlen(eal_argv[i]) + 96;
         char *fixed = malloc(n);
         if (!fixed) {
             ir_set_error("out of memory parsing eal_args");
             return IR_ENOMEM;
         }
-        snprintf(fixed, n, "%s,framecnt=%d", eal_argv[i], AF_PACKET_FRAMECNT);
+        int len = snprintf(fixed, n, "%s", eal_argv[i]);
+        if (!strstr(dev, "framecnt="))
+            len += snprintf(fixed + len, n - (size_t)len, ",framecnt=%u", framecnt);
+        if (jumbo)
+            snprintf(fixed + len, n - (size_t)len, ",framesz=%u,blocksz=%u", framesz, blocksz);
         free(eal_fixed[i]);
         eal_fixed[i] = eal_argv[i] = fixed;
         if (g_server && g_server->cfg.verbose)
-            serverLog("eal_args: %s (af_packet ring sized for TCP windows)", fixed);
+            serverLog("eal_args: %s (af_packet ring sized for TCP windows and the MTU)", fixed);
     }
     if (!hasArg(argc, eal_argv, "--huge-unlink") && !hasArg(argc, eal_argv, "--in-memory") &&
         !hasArg(argc, eal_argv, "--no-huge"))
@@ -596,7 +685,7 @@ static void checkLinkStatus(uint16_t port) {
                   (unsigned)port, LINK_CHECK_INTERVAL_MS * LINK_CHECK_MAX);
 }
 
-static int portInit(dpdk_transport *d, const ir_config *cfg, uint16_t port) {
+static int portInit(dpdk_transport *d, const ir_config *cfg, uint16_t port, int mtu) {
     struct lcore_queue_conf *q = d->qconf;
     struct rte_eth_conf port_conf;
     struct rte_eth_dev_info dev_info;
@@ -611,11 +700,16 @@ static int portInit(dpdk_transport *d, const ir_config *cfg, uint16_t port) {
                                     MBUFS_PER_CONN * conns, 8192U);
     if (cfg->dpdk_mbufs) nb_mbufs = cfg->dpdk_mbufs;
     uint16_t priv = (uint16_t)RTE_ALIGN(irl_rx_priv_size(), RTE_MBUF_PRIV_ALIGN);
-    d->pool = rte_pktmbuf_pool_create("ir_mbuf_pool", nb_mbufs, MEMPOOL_CACHE_SIZE, priv,
-                                      RTE_MBUF_DEFAULT_BUF_SIZE, (int)rte_socket_id());
+    unsigned frame = RTE_ALIGN(afPacketFrameSize(mtu), 1024U);
+    uint16_t room = (uint16_t)RTE_MAX((unsigned)RTE_MBUF_DEFAULT_BUF_SIZE,
+                                      (unsigned)RTE_PKTMBUF_HEADROOM + frame);
+    d->pool = rte_pktmbuf_pool_create("ir_mbuf_pool", nb_mbufs, MEMPOOL_CACHE_SIZE, priv, room,
+                                      (int)rte_socket_id());
     if (!d->pool) {
-        ir_set_error("rte_pktmbuf_pool_create: err=%d (%s), n=%u", rte_errno,
-                     rte_strerror(rte_errno), nb_mbufs);
+        ir_set_error("rte_pktmbuf_pool_create: err=%d (%s), n=%u mbufs of %u B (%u MB): "
+                     "reserve more hugepages (--hugepages) or use fewer --mbufs",
+                     rte_errno, rte_strerror(rte_errno), nb_mbufs, (unsigned)room,
+                     (unsigned)((uint64_t)nb_mbufs * (room + priv + 128) >> 20));
         return IR_ENOMEM;
     }
     q->pool = d->pool;
@@ -628,8 +722,15 @@ static int portInit(dpdk_transport *d, const ir_config *cfg, uint16_t port) {
     memset(&port_conf, 0, sizeof(port_conf));
     port_conf.rxmode.mq_mode = RTE_ETH_MQ_RX_NONE;
     port_conf.txmode.mq_mode = RTE_ETH_MQ_TX_NONE;
-    if (dev_info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_MBUF_FAST_FREE)
+    /* Zero-copy TX segments (lwip_glue.c's linkOutput) point into lwIP's
+     * malloc'd buffers, which have no IOVA a NIC could DMA from: only for
+     * ports whose driver copies each frame as it sends it (af_packet). */
+    q->tx_zerocopy = !strcmp(dev_info.driver_name, "net_af_packet") &&
+                     priv >= sizeof(struct rte_mbuf_ext_shared_info);
+    if (!q->tx_zerocopy && (dev_info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_MBUF_FAST_FREE))
         port_conf.txmode.offloads |= RTE_ETH_TX_OFFLOAD_MBUF_FAST_FREE;
+    if (q->tx_zerocopy && (dev_info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_MULTI_SEGS))
+        port_conf.txmode.offloads |= RTE_ETH_TX_OFFLOAD_MULTI_SEGS;
     ret = rte_eth_dev_configure(port, 1, 1, &port_conf);
     if (ret < 0) {
         ir_set_error("rte_eth_dev_configure: err=%d, port=%u", ret, (unsigned)port);
@@ -672,6 +773,29 @@ static int portInit(dpdk_transport *d, const ir_config *cfg, uint16_t port) {
         return IR_ENET;
     }
 
+    uint16_t cur = 0;
+    if (rte_eth_dev_get_mtu(port, &cur) != 0 || cur != (uint16_t)mtu) {
+        ret = rte_eth_dev_set_mtu(port, (uint16_t)mtu);
+        /* DPDK 22.11's af_packet reports a 1518-byte max frame whatever the
+         * ring holds: what limits it is the kernel interface's MTU and the
+         * ring frame size (chosen for the MTU in ealInit) */
+        int iface_mtu = afPacketIfaceMtu(cfg->eal_args);
+        if (ret < 0 && iface_mtu >= mtu) {
+            ret = 0;
+        } else if (ret < 0 && iface_mtu > 0) {
+            ir_set_error("rte_eth_dev_set_mtu: err=%d (%s), port=%u, mtu=%d: the af_packet "
+                         "interface's MTU is %d; raise it (ip link set IFACE mtu %d) or "
+                         "choose --mtu %d", ret, rte_strerror(-ret), (unsigned)port, mtu,
+                         iface_mtu, mtu, iface_mtu);
+            return IR_ECONFIG;
+        } else if (ret < 0) {
+            ir_set_error("rte_eth_dev_set_mtu: err=%d (%s), port=%u, mtu=%d: the port's "
+                         "maximum frame is %u bytes; choose a smaller --mtu", ret,
+                         rte_strerror(-ret), (unsigned)port, mtu, (unsigned)dev_info.max_rx_pktlen);
+            return IR_ECONFIG;
+        }
+    }
+
     ret = rte_eth_dev_start(port);
     if (ret < 0) {
         ir_set_error("rte_eth_dev_start: err=%d, port=%u", ret, (unsigned)port);
@@ -710,7 +834,13 @@ ir_transport *ir_dpdk_transport_new(struct ir_server *s, const ir_config *cfg) {
     d->base.srv = s;
 
     /* 1. EAL */
-    if ((ret = ealInit(cfg->eal_args)) != IR_OK) return fail(d, ret);
+    int mtu = resolveMtu(cfg);
+    if (mtu < MTU_MIN || mtu > MTU_MAX) {
+        ir_set_error("mtu must be %d-%d (1500: Ethernet, 9000: jumbo frames), not %d", MTU_MIN,
+                     MTU_MAX, mtu);
+        return fail(d, IR_ECONFIG);
+    }
+    if ((ret = ealInit(cfg->eal_args, mtu)) != IR_OK) return fail(d, ret);
     d->qconf = &lcore_queue_conf[rte_lcore_id()];
     memset(d->qconf, 0, sizeof(*d->qconf));
 
@@ -738,7 +868,7 @@ ir_transport *ir_dpdk_transport_new(struct ir_server *s, const ir_config *cfg) {
     d->qconf->rxq = d->qconf->txq = 0;
 
     /* 3. mbuf pool, configure, queues, TX buffer, start, link status */
-    if ((ret = portInit(d, cfg, port)) != IR_OK) return fail(d, ret);
+    if ((ret = portInit(d, cfg, port, mtu)) != IR_OK) return fail(d, ret);
 
     /* 4. lwIP netif and the listener */
     struct rte_ether_addr mac;
@@ -747,12 +877,10 @@ ir_transport *ir_dpdk_transport_new(struct ir_server *s, const ir_config *cfg) {
         ir_set_error("rte_eth_macaddr_get: err=%d, port=%u", ret, (unsigned)port);
         return fail(d, IR_ENET);
     }
-    uint16_t mtu = 1500;
-    if (rte_eth_dev_get_mtu(port, &mtu) != 0 || mtu > 1500) mtu = 1500;
     irl_params p = {
         .tp = &d->base,
         .dev = d->qconf,
-        .mtu = mtu,
+        .mtu = (uint16_t)mtu,
         .ip_be = ip_be,
         .prefix = prefix,
         .port = cfg->port,
@@ -764,16 +892,12 @@ ir_transport *ir_dpdk_transport_new(struct ir_server *s, const ir_config *cfg) {
     if (!d->stack) return fail(d, ret);
 
     uint64_t hz = rte_get_tsc_hz();
-    d->busy_poll = cfg->busy_poll;
-    const char *vdev = strstr(cfg->eal_args, "net_af_packet");
-    const char *iface = vdev ? strstr(vdev, "iface=") : NULL;
-    if (iface) {
-        iface += 6;
-        int n = (int)strcspn(iface, ", \t");
-        snprintf(d->carrier_path, sizeof(d->carrier_path), "/sys/class/net/%.*s/carrier", n, iface);
-    }
-    d->idle_tsc = hz / US_PER_S * IDLE_AFTER_US;
-    d->last_active_tsc = rte_rdtsc();
+    char iface[64];
+    afPacketIface(cfg->eal_args, iface, sizeof(iface));
+    if (iface[0])
+        snprintf(d->carrier_path, sizeof(d->carrier_path), "/sys/class/net/%s/carrier", iface);
+    snprintf(d->build, sizeof(d->build), "%s; %s; MTU %d", rte_version(), irl_build(), mtu);
+    d->base.build = d->build;
     d->drain_tsc = (hz + US_PER_S - 1) / US_PER_S * BURST_TX_DRAIN_US;
     d->timer_tsc = (hz + US_PER_S - 1) / US_PER_S * LWIP_TIMER_US;
     d->stats_tsc = hz / 1000 * STATS_PERIOD_MS;

@@ -3,12 +3,16 @@
  * operations with lwIP's raw API.
  *
  * Why this shape
- *   lwIP is the system's liblwip (Debian's build: NO_SYS=0, core locking,
- *   malloc'd pools, 64 KB windows). We do not start tcpip_thread: lwip_init()
- *   and sys_check_timeouts() are called from the polling thread, so the whole
- *   lwIP core -- input, timers, callbacks, tcp_write/output/close -- runs on
- *   one thread, exactly as with NO_SYS=1. lwip_tcpip_thread_id stays 0, so
- *   LWIP_ASSERT_CORE_LOCKED() (sys_check_core_locking) accepts the calls.
+ *   lwIP is either built here from Debian's source package with
+ *   dataplane/lwip/lwipopts.h (NO_SYS=1, 2 MB receive window with window
+ *   scaling, 4 MB send buffer, SACK, MSS following the MTU up to jumbo
+ *   frames) or, as a fallback, the system's liblwip (Debian's build: NO_SYS=0,
+ *   core locking, 64 KB windows). irl_build() says which. With either, we do
+ *   not start tcpip_thread: lwip_init() and sys_check_timeouts() are called
+ *   from the polling thread, so the whole lwIP core -- input, timers,
+ *   callbacks, tcp_write/output/close -- runs on one thread. With Debian's
+ *   build lwip_tcpip_thread_id stays 0, so LWIP_ASSERT_CORE_LOCKED()
+ *   (sys_check_core_locking) accepts the calls.
  *
  * Concurrency contract
  *   Only the thread that polls (the EAL main lcore, which runs ir_run's loop)
@@ -41,8 +45,9 @@
  *
  * Send path
  *   writev copies into lwIP (tcp_write with TCP_WRITE_FLAG_COPY, MORE between
- *   pieces) as much as tcp_sndbuf() allows and returns the byte count, 0 when
- *   the send buffer is full. The sent callback turns into irs_writable when
+ *   pieces) as much as the send buffer allows (pcb->snd_buf: tcp_sndbuf()
+ *   is capped at 64 KB - 1 for the 16-bit API, the buffer is 4 MB) and
+ *   returns the byte count, 0 when the send buffer is full. The sent callback turns into irs_writable when
  *   the server asked for it. linkoutput copies each frame into a TX mbuf
  *   (lwIP keeps its pbufs for retransmission, so they cannot be handed over).
  *
@@ -59,6 +64,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "lwip/etharp.h"
 #include "lwip/init.h"
@@ -66,6 +72,7 @@
 #include "lwip/netif.h"
 #include "lwip/pbuf.h"
 #include "lwip/priv/tcp_priv.h"
+#include "lwip/sys.h"
 #include "lwip/tcp.h"
 #include "lwip/timeouts.h"
 #include "netif/ethernet.h"
@@ -78,6 +85,8 @@
  * part of the send buffer is free, so a large reply moves in big writes
  * rather than one small write per ACK. */
 #define WRITABLE_MIN_ROOM (TCP_SND_BUF / 4)
+/* The send buffer's free bytes: tcp_sndbuf() saturates at 0xFFFF. */
+#define SNDBUF_FREE(pcb) ((size_t)(pcb)->snd_buf)
 #define ETHTYPE_IPV4_BE 0x0008      /* 0x0800 as it sits in the frame, read as LE u16 */
 #define ETHTYPE_ARP_BE 0x0608
 
@@ -119,12 +128,42 @@ struct irl_stack {
     int ncache;
     int netif_added;
     int keepalive_s;
+    int zerocopy;                   /* ird_tx_zerocopy(dev) */
     uint8_t mac[6];
     uint16_t mtu;
     irl_counters cnt;
 };
 
 static int lwip_ready; /* lwip_init() ran: it may run only once per process */
+
+#if NO_SYS
+/* lwIP's clock for its timers (NO_SYS=1 leaves it to the port). */
+u32_t sys_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (u32_t)((uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000);
+}
+#endif
+
+int irl_window_scale(void) { return LWIP_WND_SCALE ? TCP_RCV_SCALE : 0; }
+
+#ifdef IR_LWIP_SOURCE_BUILD
+#define LWIP_BUILD_KIND "source build with dataplane/lwip/lwipopts.h"
+#else
+#define LWIP_BUILD_KIND "Debian's liblwip"
+#endif
+
+const char *irl_build(void) {
+    static char buf[192];
+    if (!buf[0])
+        snprintf(buf, sizeof(buf),
+                 "lwIP %s (%s): NO_SYS %d; window %lu B; send buffer %lu B; wscale %d; "
+                 "SACK %s; MSS up to %d",
+                 LWIP_VERSION_STRING, LWIP_BUILD_KIND, NO_SYS, (unsigned long)TCP_WND,
+                 (unsigned long)TCP_SND_BUF, irl_window_scale(),
+                 LWIP_TCP_SACK_OUT ? "on" : "off", TCP_MSS);
+    return buf;
+}
 
 /* ---- lists ------------------------------------------------------------- */
 
@@ -266,7 +305,7 @@ static err_t onRecv(void *arg, struct tcp_pcb *pcb, struct pbuf *p, err_t err) {
 
 /* Enough send-buffer room (and segment slots) to report writable. */
 static int hasRoom(const struct tcp_pcb *pcb) {
-    return tcp_sndbuf(pcb) >= WRITABLE_MIN_ROOM && tcp_sndqueuelen(pcb) < TCP_SND_QUEUELEN / 2;
+    return SNDBUF_FREE(pcb) >= WRITABLE_MIN_ROOM && tcp_sndqueuelen(pcb) < TCP_SND_QUEUELEN / 2;
 }
 
 static err_t onSent(void *arg, struct tcp_pcb *pcb, u16_t len) {
@@ -415,8 +454,9 @@ ssize_t irl_writev(irl_stack *st, ir_conn *c, const struct iovec *iov, int iovcn
         const char *p = iov[i].iov_base;
         size_t left = iov[i].iov_len;
         while (left) {
-            size_t room = tcp_sndbuf(pcb);
+            size_t room = SNDBUF_FREE(pcb);
             if (room == 0) goto out;
+            if (room > 0xFFFF) room = 0xFFFF; /* tcp_write takes a u16_t */
             u16_t n = (u16_t)(left < room ? left : room);
             u8_t flags = TCP_WRITE_FLAG_COPY;
             if (total + n < want) flags |= TCP_WRITE_FLAG_MORE;
@@ -464,8 +504,54 @@ void irl_peername(irl_stack *st, ir_conn *c, char *buf, size_t len) {
 
 /* ---- netif ------------------------------------------------------------------- */
 
+/* Frames at least this long send their TCP payload from lwIP's buffers. */
+#define ZEROCOPY_MIN_FRAME 1024
+
+/* Ethernet + IPv4 + TCP header bytes at the front of the first pbuf, or 0. */
+static uint16_t tcpHeaderLen(const struct pbuf *p) {
+    const uint8_t *f = p->payload;
+    if (p->len < SIZEOF_ETH_HDR + 20 + 20 || f[12] != 0x08 || f[13] != 0x00) return 0;
+    const uint8_t *ip = f + SIZEOF_ETH_HDR;
+    unsigned ihl = (ip[0] & 0x0Fu) * 4u;
+    if ((ip[0] >> 4) != 4 || ip[9] != IP_PROTO_TCP || ihl < 20) return 0;
+    unsigned hdr = SIZEOF_ETH_HDR + ihl + (unsigned)(ip[ihl + 12] >> 4) * 4u;
+    return hdr <= p->len ? (uint16_t)hdr : 0;
+}
+
+static void txPbufFree(void *addr, void *opaque) {
+    (void)addr;
+    pbuf_free(opaque);
+}
+
+/* Headers are copied (lwIP rewrites them when it retransmits); the payload
+ * goes as external-buffer segments holding a reference on its pbuf, which
+ * lwIP never changes once written. Returns ERR_OK, or ERR_BUF to copy. */
+static err_t linkOutputZeroCopy(irl_stack *st, struct pbuf *p, uint16_t hdr) {
+    void *data;
+    void *m = ird_tx_alloc(st->dev, hdr, &data);
+    if (!m) return ERR_BUF;
+    memcpy(data, p->payload, hdr);
+    uint16_t off = hdr;
+    for (struct pbuf *q = p; q; q = q->next, off = 0) {
+        if (q->len <= off) continue;
+        pbuf_ref(q);
+        if (ird_tx_attach(st->dev, m, (char *)q->payload + off, (uint16_t)(q->len - off),
+                          txPbufFree, q) != 0) {
+            pbuf_free(q);
+            ird_tx_free(m); /* releases what was attached so far */
+            return ERR_BUF;
+        }
+    }
+    ird_tx_send(st->dev, m);
+    return ERR_OK;
+}
+
 static err_t linkOutput(struct netif *nif, struct pbuf *p) {
     irl_stack *st = nif->state;
+    if (st->zerocopy && p->tot_len >= ZEROCOPY_MIN_FRAME) {
+        uint16_t hdr = tcpHeaderLen(p);
+        if (hdr && linkOutputZeroCopy(st, p, hdr) == ERR_OK) return ERR_OK;
+    }
     void *data;
     void *m = ird_tx_alloc(st->dev, p->tot_len, &data);
     if (!m) {
@@ -541,6 +627,7 @@ irl_stack *irl_create(const irl_params *p, int *bound_port, int *code) {
     st->tp = p->tp;
     st->dev = p->dev;
     st->mtu = p->mtu;
+    st->zerocopy = ird_tx_zerocopy(p->dev);
     memcpy(st->mac, p->mac, sizeof(st->mac));
     if (!lwip_ready) {
         lwip_init(); /* no tcpip_init: this thread is the only lwIP thread */

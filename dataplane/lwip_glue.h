@@ -47,6 +47,11 @@ typedef struct irl_counters {
 
 /* ---- implemented by lwip_glue.c ----------------------------------------- */
 
+/* "lwIP 2.1.3 (source build, NO_SYS=1, window ... B, ...)": which lwIP and
+ * the options that matter for throughput. */
+const char *irl_build(void);
+/* The receive window's scale shift this lwIP advertises (0: no scaling). */
+int irl_window_scale(void);
 /* Bytes of mbuf private area every RX mbuf must carry (for its pbuf_custom). */
 size_t irl_rx_priv_size(void);
 /* Bring up lwIP (once per process), the netif and the listener. Returns NULL
@@ -89,5 +94,16 @@ void *ird_tx_alloc(void *dev, uint16_t len, void **data);
 void ird_tx_send(void *dev, void *mbuf);
 /* Give a received mbuf back to its pool (lwIP freed the pbuf over it). */
 void ird_rx_free(void *mbuf);
+/* Zero-copy TX: nonzero when frames may carry segments that point into
+ * lwIP's own buffers (the port copies frames as it sends them, as af_packet
+ * does, and mbufs may carry external buffers). */
+int ird_tx_zerocopy(void *dev);
+/* Append len bytes at addr to the frame `mbuf` (from ird_tx_alloc) as an
+ * external-buffer segment; free_cb(addr, opaque) runs once the port is done
+ * with it. Returns 0, or -1 (no mbuf, too many segments: nothing attached). */
+int ird_tx_attach(void *dev, void *mbuf, void *addr, uint16_t len,
+                  void (*free_cb)(void *addr, void *opaque), void *opaque);
+/* Free a frame that will not be sent (and every segment attached to it). */
+void ird_tx_free(void *mbuf);
 
 #endif /* IR_LWIP_GLUE_H */

@@ -20,6 +20,54 @@
 
 #define TICK_MS 100
 
+/* The idle rule, one for both stacks. A loop that polls (DPDK always; the
+ * kernel stack with busy_poll) keeps polling without waiting for SPIN_US
+ * after the last event, so back-to-back requests never meet a sleeping
+ * server. After that it backs off in proportion to the empty polls, as
+ * DPDK's l3fwd-power does: the k-th empty poll waits k x NAP_STEP_US, up to
+ * NAP_MAX_US (the kernel stack is woken early by an event; a poll-mode
+ * driver is not, so the wait bounds the latency of the first request after
+ * a pause). After IDLE_SLEEP_MS without events it waits a whole tick (the
+ * kernel stack sleeps in epoll; DPDK naps at its cap). A co-located
+ * appliance under light load so costs a few percent of a core instead of a
+ * whole one, and under load it never waits.
+ *   busy_poll on DPDK: never wait (the lowest latency; 100% of the core).
+ *   kernel stack without busy_poll: always wait in epoll (a sleeping server). */
+#define SPIN_US 200
+#define NAP_STEP_US 20
+#define NAP_MAX_US 1000
+#define IDLE_SLEEP_MS 100
+
+enum idle_mode { IDLE_SPIN, IDLE_BACKOFF, IDLE_SLEEP };
+
+typedef struct idle_state {
+    enum idle_mode mode;
+    uint64_t last_event_us;
+    unsigned empty;              /* empty polls since the spin window ended */
+} idle_state;
+
+static uint64_t monoUs(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
+}
+
+/* How long the next poll may wait. */
+static long idleWait(idle_state *st) {
+    if (st->mode == IDLE_SPIN) return 0;
+    if (st->mode == IDLE_SLEEP) return TICK_MS * 1000L;
+    uint64_t idle = monoUs() - st->last_event_us;
+    if (idle < SPIN_US) return 0;
+    if (idle >= IDLE_SLEEP_MS * 1000ULL) return TICK_MS * 1000L;
+    long w = (long)++st->empty * NAP_STEP_US;
+    return w < NAP_MAX_US ? w : NAP_MAX_US;
+}
+
+static void idleSawEvents(idle_state *st) {
+    st->empty = 0;
+    if (st->mode == IDLE_BACKOFF) st->last_event_us = monoUs();
+}
+
 static volatile sig_atomic_t force_quit;
 static volatile int running;
 static ir_stats published;
@@ -198,22 +246,34 @@ int ir_run(const ir_config *cfg) {
         }
     } else
 #endif
-    s->tp = ir_kernel_transport_new(s, cfg->bind, cfg->port, cfg->tcp_backlog);
+    s->tp = ir_kernel_transport_new(s, cfg->bind, cfg->port, cfg->tcp_backlog, cfg->busy_poll);
     if (!s->tp) {
         rc = IR_ENET;
         goto server;
     }
-    serverLog("Ready to accept connections on %s:%d (%s stack)", cfg->bind, s->tp->bound_port,
-              s->tp->ops->name);
+    idle_state idle = {
+        .mode = s->tp->event_driven ? (cfg->busy_poll ? IDLE_BACKOFF : IDLE_SLEEP)
+                                    : (cfg->busy_poll ? IDLE_SPIN : IDLE_BACKOFF),
+        .last_event_us = monoUs(),
+    };
+    serverLog("Ready to accept connections on %s:%d (%s stack: %s; %s)", cfg->bind,
+              s->tp->bound_port, s->tp->ops->name, s->tp->build ? s->tp->build : "",
+              idle.mode == IDLE_SPIN ? "polls without pause"
+              : idle.mode == IDLE_SLEEP ? "sleeps until events"
+                                        : "polls under load, backs off when idle");
+    s->loop_mode = idle.mode == IDLE_SPIN ? "busy-poll" : idle.mode == IDLE_SLEEP ? "sleep" : "adaptive";
     publishStats(s);
 
     uint64_t last_tick = s->now_ms;
     while (!force_quit && !s->shutdown_asap) {
-        if (s->tp->ops->poll(s->tp, TICK_MS) != 0) {
+        int ev = s->tp->ops->poll(s->tp, idleWait(&idle));
+        if (ev < 0) {
             ir_set_error("transport poll failed");
             rc = IR_ENET;
             break;
         }
+        s->eventloop_cycles++;
+        if (ev > 0) idleSawEvents(&idle);
         s->now_ms = loopClockMs();
         if (s->now_ms - last_tick >= TICK_MS) {
             server_tick(s);

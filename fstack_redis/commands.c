@@ -511,10 +511,12 @@ void infoCommand(client *c) {
         uname(&un);
         infoCat(&b, "%s# Server\r\nredis_version:%s\r\ninreplay_version:%s\r\nredis_mode:standalone\r\n"
                     "os:%s %s %s\r\narch_bits:64\r\nprocess_id:%ld\r\nrun_id:%s\r\ntcp_port:%d\r\n"
-                    "stack:%s\r\nuptime_in_seconds:%llu\r\nuptime_in_days:%llu\r\n",
+                    "stack:%s\r\nstack_build:%s\r\nevent_loop:%s\r\n"
+                    "uptime_in_seconds:%llu\r\nuptime_in_days:%llu\r\n",
                 sections++ ? "\r\n" : "", IR_REDIS_VERSION, IR_VERSION_STR, un.sysname, un.release,
                 un.machine, (long)getpid(), s->run_id, s->tp ? s->tp->bound_port : s->cfg.port,
-                s->tp ? s->tp->ops->name : "none", (unsigned long long)up,
+                s->tp ? s->tp->ops->name : "none", s->tp && s->tp->build ? s->tp->build : "",
+                s->loop_mode ? s->loop_mode : "", (unsigned long long)up,
                 (unsigned long long)(up / 86400));
     }
     if (wantSection(c, "clients", 1)) {
@@ -544,11 +546,12 @@ void infoCommand(client *c) {
     if (wantSection(c, "stats", 1)) {
         infoCat(&b, "%s# Stats\r\ntotal_connections_received:%llu\r\ntotal_commands_processed:%llu\r\n"
                     "total_net_input_bytes:%llu\r\ntotal_net_output_bytes:%llu\r\n"
-                    "rejected_connections:%llu\r\n",
+                    "rejected_connections:%llu\r\neventloop_cycles:%llu\r\n",
                 sections++ ? "\r\n" : "", (unsigned long long)s->total_connections,
                 (unsigned long long)s->total_commands, (unsigned long long)s->net_input_bytes,
                 (unsigned long long)s->net_output_bytes,
-                (unsigned long long)s->rejected_connections);
+                (unsigned long long)s->rejected_connections,
+                (unsigned long long)s->eventloop_cycles);
     }
     if (wantSection(c, "keyspace", 1)) {
         infoCat(&b, "%s# Keyspace\r\n", sections++ ? "\r\n" : "");

@@ -141,7 +141,8 @@ typedef struct ir_config {
     const char *ip;
     int dpdk_port;              /* ethdev port id, -1 = the first available */
     unsigned dpdk_mbufs;        /* mbuf pool size, 0 = sized from maxclients */
-    int busy_poll;              /* never nap when idle (lowest latency, 100% of a core) */
+    int busy_poll;              /* dpdk: never nap; kernel: poll under load (see run.c) */
+    int mtu;                    /* dpdk: IP MTU of the port, 0 = the interface's */
 } ir_config;
 
 typedef struct ir_stats {

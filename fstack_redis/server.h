@@ -152,6 +152,8 @@ typedef struct ir_server {
     int subnet_prefix;
     uint64_t timedout_clients, oom_rejections, output_limit_disconnects;
     uint64_t cycles_input, cycles_execute, cycles_reply; /* see ir_stats */
+    uint64_t eventloop_cycles;   /* loop iterations (INFO stats), as Redis 7.2 counts them */
+    const char *loop_mode;       /* "busy-poll", "adaptive" or "sleep" (run.c's idle rule) */
 } ir_server;
 
 /* ---- replies ----------------------------------------------------------- */

@@ -28,9 +28,13 @@ struct client;
 
 typedef struct ir_transport_ops {
     const char *name;                    /* "kernel", "dpdk" ... */
-    /* One event step: wait at most timeout_ms (0 = poll only) for network
-     * events and deliver them as upcalls. Returns 0, or -1 on a fatal error. */
-    int (*poll)(ir_transport *t, int timeout_ms);
+    /* One event step: wait at most timeout_us (0 = look once, never wait)
+     * for network events and deliver them as upcalls. A transport that can
+     * sleep until an event arrives (event_driven) does so; a poll-mode one
+     * polls once and, if it found nothing, naps for timeout_us (capped by the
+     * transport). Returns the number of events handled (0 = none), or -1 on
+     * a fatal error. How long to wait is the run loop's idle rule (run.c). */
+    int (*poll)(ir_transport *t, long timeout_us);
     /* Take as many of the bytes as the stack accepts now, without blocking.
      * Returns the number taken (possibly 0), or -1 if the connection is dead
      * (the transport will report irs_closed). */
@@ -51,6 +55,8 @@ struct ir_transport {
     const ir_transport_ops *ops;
     struct ir_server *srv;
     int bound_port;                      /* the port actually listened on */
+    int event_driven;                    /* poll() can sleep until an event (epoll) */
+    const char *build;                   /* one line for INFO/pyctl: what this stack is */
 };
 
 /* Upcalls the server implements. */
@@ -64,7 +70,9 @@ void irs_writable(struct client *cl);
 void irs_closed(struct client *cl);
 
 /* Backends (dataplane/). Each returns NULL and sets ir_last_error on failure. */
+/* busy_poll: connections ask the kernel to busy-poll their queue
+ * (SO_BUSY_POLL, SO_PREFER_BUSY_POLL) where it allows. */
 ir_transport *ir_kernel_transport_new(struct ir_server *s, const char *bind,
-                                      int port, int backlog);
+                                      int port, int backlog, int busy_poll);
 
 #endif /* IR_TRANSPORT_H */

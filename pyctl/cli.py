@@ -109,8 +109,12 @@ def _add_start(sub: Any) -> None:
     d.add_argument("--hugepages", type=_positive_int, help="reserve N free 2 MB hugepages first")
     d.add_argument("--netns", help="run inside this network namespace (pyctl netns up)")
     d.add_argument("--file-prefix", help="EAL --file-prefix (default inreplay)")
-    d.add_argument("--busy-poll", action="store_true", default=None,
-                   help="never nap when idle (lowest latency; 100%% of the network core)")
+    d.add_argument("--mtu", type=_positive_int,
+                   help="IP MTU of the port: 1500, or 9000 for jumbo frames (default: the "
+                        "interface's)")
+    p.add_argument("--busy-poll", action="store_true", default=None,
+                   help="DPDK: never nap when idle (lowest latency; 100%% of the network core); "
+                        "kernel stack: poll epoll without sleeping while traffic flows")
     p.add_argument("--config", metavar="FILE.toml", help="read settings from a TOML file")
     p.add_argument("--daemon", action="store_true", default=None, help="run in the background")
     p.add_argument("--logfile", help="daemon log file (default <rundir>/<port>.log)")
@@ -124,14 +128,14 @@ def cmd_start(args: argparse.Namespace) -> int:
             "requirepass", "client_subnet", "maxmemory", "client_output_buffer_limit", "timeout",
             "request_timeout_ms", "tcp_keepalive", "dir", "restore", "save_on_shutdown",
             "cores", "port", "vdev", "ip", "listen_port", "queues", "mbufs", "hugepages", "netns",
-            "file_prefix", "busy_poll")
+            "file_prefix", "busy_poll", "mtu")
     try:
         cfg = build(args.config, {k: getattr(args, k) for k in keys})
     except ConfigError as e:
         die(prog, str(e), 2)
     if cfg.stack != "dpdk":
         dpdk_only = [k for k in ("cores", "port", "vdev", "ip", "listen_port", "queues", "mbufs",
-                                 "hugepages", "file_prefix", "busy_poll")
+                                 "hugepages", "file_prefix", "mtu")
                      if getattr(args, k) is not None]
         if dpdk_only:
             die(prog, f"--{dpdk_only[0].replace('_', '-')} is for --stack dpdk", 2)
@@ -228,6 +232,8 @@ def _status_of(inst: srv.Instance) -> dict[str, Any]:
         r = redis.Redis(host=inst.host, port=inst.port, socket_timeout=2, protocol=2)
         info = r.info("everything")
         out["uptime_s"] = info.get("uptime_in_seconds")
+        out["stack_build"] = info.get("stack_build")
+        out["event_loop"] = info.get("event_loop")
         out["clients"] = info.get("connected_clients")
         out["used_memory"] = info.get("used_memory")
         out["keys"] = r.dbsize()
@@ -266,6 +272,8 @@ def cmd_status(args: argparse.Namespace) -> int:
         print(f"inreplay: running, pid {r['pid']}, {r['stack']} stack on {r['endpoint']}, "
               f"up {r['uptime_s']} s, {r['clients']} client(s), {r['keys']} key(s), "
               f"{r['used_memory'] / 2**20:.1f} MiB, tables: {tables}")
+        if r.get("stack_build"):
+            print(f"  stack: {r['stack_build']}; event loop: {r['event_loop']}")
         for core, role in (r.get("cores") or {}).items():
             print(f"  core {core}: {role}")
     return 0

@@ -96,7 +96,10 @@ class ServerConfig:
     file_prefix: str = "inreplay"
     """EAL --file-prefix: names hugepage files and the telemetry socket directory."""
     busy_poll: bool = False
-    """Poll without napping when idle: lowest latency, but 100% of the network core."""
+    """DPDK: poll without ever napping (lowest latency, 100% of the network core). Kernel
+    stack: poll epoll without sleeping while traffic flows, back off when idle."""
+    mtu: int = 0
+    """DPDK: IP MTU of the port (1500 Ethernet, 9000 jumbo); 0 = the interface's MTU."""
 
     # ---- derived -------------------------------------------------------------
     @property
@@ -163,6 +166,9 @@ class ServerConfig:
                                   "an address/prefix like 10.0.0.0/24") from None
         if self.restore and not Path(self.restore).is_dir():
             raise ConfigError(f"--restore: {self.restore}: no such directory")
+        if self.mtu and not 576 <= self.mtu <= 9600:
+            raise ConfigError(f"--mtu {self.mtu}: choose 576-9600 (1500 Ethernet, 9000 jumbo "
+                              "frames), or 0 for the interface's MTU")
         if self.stack == "dpdk":
             self._validate_dpdk()
 

@@ -108,7 +108,8 @@ def _to_c(cfg: ServerConfig, keep: list[Any]) -> Any:
         c.ip = s(cfg.ip)
         c.dpdk_port = cfg.port
         c.dpdk_mbufs = cfg.mbufs
-        c.busy_poll = int(cfg.busy_poll)
+        c.mtu = cfg.mtu
+    c.busy_poll = int(cfg.busy_poll)
     c.proto_max_bulk_len = cfg.proto_max_bulk_len
     c.client_query_buffer_limit = cfg.client_query_buffer_limit
     c.maxclients = cfg.maxclients
