@@ -571,12 +571,13 @@ def explain(goal: Goal, run: Row) -> str:
     stages = stages_with_outside(run)
     rtt = run["rtt_mean_us"]
     ordered = sorted(stages.items(), key=lambda kv: kv[1], reverse=True)
-    (top, top_us), (second, second_us) = ordered[0], ordered[1]
+    (top_full, top_us), (second_full, second_us) = ordered[0], ordered[1]
+    top, second = top_full.split(" (")[0], second_full.split(" (")[0]
     share = top_us / rtt if rtt else 0.0
     where = f" at {mtu_title(run.get('mtu'))}" if run.get("mtu") else ""
     text = (f"`{run['workload']}`{where}, {run['requests']:,} requests, mean round trip "
-            f"{us(rtt)} µs: the largest stage is **{top}**, {us(top_us)} µs ({share:.0%}), then "
-            f"{second}, {us(second_us)} µs ({second_us / rtt:.0%} of it); the appliance's loop "
+            f"{us(rtt)} µs: the largest stage is **{top_full}**, {us(top_us)} µs ({share:.0%}), "
+            f"then {second}, {us(second_us)} µs ({second_us / rtt:.0%}); the appliance's loop "
             f"takes {us(run['appliance_us'])} µs in all.")
     if goal.dpdk_us and goal.target_us and goal.dpdk_us > goal.target_us:
         need = 1 - goal.target_us / goal.dpdk_us
@@ -593,7 +594,7 @@ def explain(goal: Goal, run: Row) -> str:
         text += "."
     hint = remedy(top)
     if hint:
-        text += f" What would shrink {top.split(' (')[0]}: {hint}."
+        text += f" What would shrink {top}: {hint}."
     return text
 
 

@@ -325,7 +325,7 @@ def test_explain_says_when_one_stage_cannot_close_the_gap() -> None:
     run = _breakdown_run("GET 1 MB", 9000, tx=400, event=300, outside=297)  # 1000 µs
     text = report.explain(g, run)
     assert "90% less" in text
-    assert "more than driver TX (tx_buffer_flush: af_packet sendto) and lwIP event" in text
+    assert "more than driver TX and lwIP event delivery around the upcalls together" in text
     run = _breakdown_run("GET 1 MB", 9000, tx=950, event=10, outside=37)
     assert "alone would do it" in report.explain(g, run)
 
