@@ -16,6 +16,21 @@ static inline uint64_t reserveLen(size_t len) {
     return r ? r : ITEM_ALIGN;
 }
 
+/* Keep the newest run of equal lengths (see ir_table.run_start). */
+static inline void noteItemLen(ir_table *t, uint64_t id, uint32_t len) {
+    if (len != t->run_len) {
+        t->run_start = id;
+        t->run_len = len;
+    }
+}
+
+int tableItemsOneSize(const ir_table *t, uint32_t *a, uint32_t *b) {
+    if (t->run_start <= t->oldest_id) return 1;
+    *a = t->slot_len[(t->run_start - 1) % t->o.capacity]; /* live: >= oldest_id */
+    *b = t->run_len;
+    return 0;
+}
+
 ir_tables *tablesNew(void) { return calloc(1, sizeof(ir_tables)); }
 
 static void tableFree(ir_table *t) {
@@ -238,6 +253,7 @@ int tableAdd(ir_table *t, const ir_item_in *items, size_t n, uint64_t *ids_out, 
         t->slot_id[slot] = id;
         t->slot_off[slot] = off;
         t->slot_len[slot] = (uint32_t)items[k].len;
+        noteItemLen(t, id, (uint32_t)items[k].len);
         t->tail = off + need;
         t->bytes_used += need;
         t->scratch_slots[k] = slot;
@@ -411,6 +427,7 @@ char *tableLoadItem(ir_table_loader *ld, uint64_t id, double stored, uint64_t of
     t->slot_id[slot] = id;
     t->slot_off[slot] = off;
     t->slot_len[slot] = (uint32_t)len;
+    noteItemLen(t, id, (uint32_t)len);
     t->tail = off + need;
     t->bytes_used += need;
     t->next_id++;

@@ -41,6 +41,10 @@ typedef struct ir_table {
     uint64_t tail;          /* where the next item goes */
     uint64_t bytes_used;    /* bytes of live items (rounded as stored) */
     uint64_t next_id, oldest_id;
+    /* The newest run of items of one length: ids [run_start, next_id) are all
+     * run_len bytes long, so every live item is iff run_start <= oldest_id. */
+    uint64_t run_start;
+    uint32_t run_len;
     /* counters */
     uint64_t inserts, samples, sample_calls, updates, stale_updates, evictions;
     /* scratch for one request, grown on demand and kept */
@@ -78,6 +82,10 @@ int tableDrop(ir_tables *ts, const char *name, size_t len);
 void tablesFlush(ir_tables *ts);
 
 static inline uint64_t tableSize(const ir_table *t) { return t->next_id - t->oldest_id; }
+
+/* 1 if every live item has the same length (O(1)). Otherwise *a and *b get
+ * two of the lengths the table holds. */
+int tableItemsOneSize(const ir_table *t, uint32_t *a, uint32_t *b);
 
 /* Check a raw priority the way the sampler will: finite, >= 0, and finite
  * once transformed. */

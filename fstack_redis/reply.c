@@ -83,7 +83,7 @@ void addReplyProto(client *c, const char *s, size_t len) {
 void addReplyStr(client *c, ir_str s) { addReplyProto(c, s.p, s.len); }
 
 /* A body sent by reference when it is big enough to be worth it. */
-static void addReplyRef(client *c, const void *p, size_t len) {
+void addReplyRef(client *c, const void *p, size_t len) {
     if (c->flags & (CLIENT_CLOSE_AFTER_REPLY | CLIENT_CLOSE_ASAP)) return;
     if (len < IR_REF_MIN) {
         addReplyProto(c, p, len);
@@ -208,6 +208,11 @@ char *addReplyBulkReserve(client *c, size_t len) {
     char *body = replyAppendSpace(c, len + 2);
     memcpy(body + len, "\r\n", 2);
     return body;
+}
+
+char *addReplyBulkBegin(client *c, size_t total, size_t head) {
+    addReplyPrefixed(c, '$', (long long)total);
+    return replyAppendSpace(c, head);
 }
 
 /* ---- sending ----------------------------------------------------------- */

@@ -172,6 +172,13 @@ void addReplyBulkLongLong(client *c, long long ll);
 /* A bulk whose body the caller writes: returns a pointer to len bytes of
  * reply buffer to fill (valid until the next addReply call). */
 char *addReplyBulkReserve(client *c, size_t len);
+/* A bulk of total bytes built in parts: "$total\r\n" and head bytes of reply
+ * buffer for the caller to fill (valid until the next addReply call); the
+ * caller then adds the other total - head bytes (addReplyRef, addReplyProto)
+ * and the closing "\r\n" itself. */
+char *addReplyBulkBegin(client *c, size_t total, size_t head);
+/* Bytes sent by reference when len >= IR_REF_MIN (else copied); see clientFlush. */
+void addReplyRef(client *c, const void *p, size_t len);
 
 /* Canned replies. */
 extern const struct ir_shared_replies {

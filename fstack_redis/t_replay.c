@@ -121,7 +121,11 @@ void replayAddCommand(client *c) {
     for (size_t k = 0; k < n; k++) addReplyLongLong(c, (long long)ids[k]);
 }
 
-/* REPLAY.SAMPLE <table> <n> [BETA <b>] */
+/* REPLAY.SAMPLE <table> <n> [BETA <b>] [PACKED]
+ *
+ * Without PACKED: [ids, weights, [item, ...]]. With PACKED, for tables whose
+ * items all have one size: one bulk string of n int64 ids, n float32 weights
+ * and the n items back to back (item i at offset 12n + i * itemsize). */
 void replaySampleCommand(client *c) {
     ir_table *t = lookupTableOrReply(c, 1);
     if (!t) return;
@@ -131,13 +135,27 @@ void replaySampleCommand(client *c) {
         return;
     }
     double beta = t->o.beta;
-    if (c->argc == 5 && argEq(c, 3, "beta")) {
-        if (!string2d(c->argv[4].ptr, c->argv[4].len, &beta) || !(beta >= 0) || !isfinite(beta)) {
-            addReplyError(c, "BETA must be a finite number >= 0");
+    int packed = 0, has_beta = 0;
+    for (int i = 3; i < c->argc; i++) {
+        if (argEq(c, i, "packed") && !packed) {
+            packed = 1;
+        } else if (argEq(c, i, "beta") && !has_beta && i + 1 < c->argc) {
+            has_beta = 1;
+            i++;
+            if (!string2d(c->argv[i].ptr, c->argv[i].len, &beta) || !(beta >= 0) ||
+                !isfinite(beta)) {
+                addReplyError(c, "BETA must be a finite number >= 0");
+                return;
+            }
+        } else {
+            addReplyStr(c, shared.syntaxerr);
             return;
         }
-    } else if (c->argc != 3) {
-        addReplyStr(c, shared.syntaxerr);
+    }
+    uint32_t la, lb;
+    if (packed && !tableItemsOneSize(t, &la, &lb)) {
+        addReplyErrorFormat(c, "PACKED needs items of one size (table '%.128s' holds items of "
+                               "%u and %u bytes): sample without PACKED", t->name, la, lb);
         return;
     }
     int rc = tableSample(t, (size_t)n, beta);
@@ -149,12 +167,25 @@ void replaySampleCommand(client *c) {
         addReplyError(c, "out of memory");
         return;
     }
+    size_t nn = (size_t)n;
+    if (packed) {
+        size_t itemsize = t->run_len, head = nn * 12;
+        char *h = addReplyBulkBegin(c, head + nn * itemsize, head);
+        memcpy(h, t->scratch_ids, nn * 8);
+        memcpy(h + nn * 8, t->scratch_weights, nn * 4);
+        for (size_t i = 0; i < nn; i++) {
+            uint64_t slot = t->scratch_slots[i];
+            addReplyRef(c, t->arena + t->slot_off[slot], itemsize);
+        }
+        addReplyProto(c, "\r\n", 2);
+        return;
+    }
     addReplyArrayLen(c, 3);
-    memcpy(addReplyBulkReserve(c, (size_t)n * 8), t->scratch_ids, (size_t)n * 8);
-    memcpy(addReplyBulkReserve(c, (size_t)n * 4), t->scratch_weights, (size_t)n * 4);
+    memcpy(addReplyBulkReserve(c, nn * 8), t->scratch_ids, nn * 8);
+    memcpy(addReplyBulkReserve(c, nn * 4), t->scratch_weights, nn * 4);
     addReplyArrayLen(c, (long)n);
     /* Items go out straight from the arena (by reference when large). */
-    for (long long i = 0; i < n; i++) {
+    for (size_t i = 0; i < nn; i++) {
         uint64_t slot = t->scratch_slots[i];
         addReplyBulk(c, t->arena + t->slot_off[slot], t->slot_len[slot]);
     }

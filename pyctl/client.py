@@ -100,17 +100,38 @@ class ReplayClient:
     def sample(self, table: str, n: int, *, beta: float | None = None,
                item_shape: tuple[int, ...] | None = None,
                item_dtype: npt.DTypeLike = np.uint8) -> Sample:
-        """Draw n items with importance weights in one round trip."""
-        args: list[Any] = ["REPLAY.SAMPLE", table, int(n)]
+        """Draw n items with importance weights in one round trip.
+
+        With item_shape the reply is REPLAY.SAMPLE ... PACKED (one bulk string)
+        and the items come back as one writable array of shape (n, *item_shape):
+        no Python object per item. Raises ValueError if item_shape and
+        item_dtype do not match the size of the table's items.
+        """
+        n = int(n)
+        args: list[Any] = ["REPLAY.SAMPLE", table, n]
         if beta is not None:
             args += ["BETA", repr(float(beta))]
-        raw_ids, raw_w, raw_items = self.redis.execute_command(*args)
-        ids = np.frombuffer(raw_ids, dtype="<i8").astype(np.int64, copy=False)
-        weights = np.frombuffer(raw_w, dtype="<f4").astype(np.float32, copy=False)
-        items: Any = raw_items
-        if item_shape is not None:
-            flat = np.frombuffer(b"".join(raw_items), dtype=item_dtype)
-            items = flat.reshape((len(raw_items), *item_shape))
+        if item_shape is None:
+            raw_ids, raw_w, raw_items = self.redis.execute_command(*args)
+            ids = np.frombuffer(raw_ids, dtype="<i8").astype(np.int64, copy=False)
+            weights = np.frombuffer(raw_w, dtype="<f4").astype(np.float32, copy=False)
+            return Sample(ids, weights, raw_items)
+        dtype = np.dtype(item_dtype)
+        shape = tuple(int(d) for d in item_shape)
+        want = dtype.itemsize * int(np.prod(shape, dtype=np.int64))
+        raw = self.redis.execute_command(*args, "PACKED")
+        body = len(raw) - 12 * n
+        if body < 0 or body % n:
+            raise ValueError(f"REPLAY.SAMPLE PACKED reply of {len(raw)} bytes for {n} items")
+        if body // n != want:
+            raise ValueError(f"item_shape {shape} of {dtype} is {want} bytes, "
+                             f"but the table's items are {body // n} bytes")
+        # One copy of every byte into aligned, writable arrays.
+        ids = np.frombuffer(raw, dtype="<i8", count=n).astype(np.int64)
+        weights = np.frombuffer(raw, dtype="<f4", count=n, offset=8 * n).astype(np.float32)
+        count = n * (want // dtype.itemsize)
+        items = np.frombuffer(raw, dtype=dtype, count=count, offset=12 * n).reshape((n, *shape))
+        items = items.copy()
         return Sample(ids, weights, items)
 
     def update(self, table: str, ids: npt.ArrayLike, priorities: npt.ArrayLike) -> int:
