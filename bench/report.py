@@ -329,6 +329,20 @@ def sampling_section(doc: dict[str, Any]) -> str:
                 cells += [f"{us(r['p50_us'])} ({ratio(p50(r), p50(base))})" if r else "—"
                           for r in got]
                 out.append(f"| {shape} | " + " | ".join(cells) + " |")
+            for shape in shapes:  # one learner step: sample a batch, update its priorities
+                if not shape.startswith(f"{n_up} "):
+                    continue
+                base = p50(lat.get("redis", f"BASELINE {shape.removesuffix(' PACKED')}",
+                                   path, mtu))
+                base_step = base + local["p50_us"] if base is not None and local else None
+                cells = [us(base_step) if base_step is not None else "—"]
+                for s in innet:
+                    r = p50(lat.get(s, f"SAMPLE {shape}", path, mtu))
+                    u = p50(lat.get(s, f"UPDATE {n_up}", path, mtu))
+                    step = r + u if r is not None and u is not None else None
+                    cells.append(f"{us(step)} ({ratio(step, base_step)})" if step else "—")
+                out.append(f"| step: sample {shape} + update {n_up} (sum of p50s) | "
+                           + " | ".join(cells) + " |")
             ups = [(s, lat.get(s, f"UPDATE {n_up}", path, mtu)) for s in innet]
             if local and any(r for _, r in ups):
                 out += ["", f"`REPLAY.UPDATE` of {n_up} priorities, p50 (p99) µs: "
