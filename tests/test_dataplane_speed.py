@@ -236,24 +236,23 @@ def test_large_replies_leave_without_a_copy(appliance: Callable[..., Appliance])
     assert sent > 3 * (13 << 20) // 9000, sent
 
 
+def idle_second(a: Appliance, event_loop: str) -> int:
+    """Loop iterations in a second without requests (after one INFO)."""
+    r = a.client()
+    assert r.info("server")["event_loop"] == event_loop
+    before = loop_cycles(r)
+    time.sleep(1.0)
+    n = loop_cycles(r) - before
+    r.close()
+    assert a.stop() == 0  # one lwIP answers on the address at a time
+    return n
+
+
 @needs_dpdk
 def test_dpdk_idle_rule_is_adaptive_unless_busy_poll(
         appliance: Callable[..., Appliance]) -> None:
-    a = appliance()
-    r = a.client()
-    assert r.info("server")["event_loop"] == "adaptive"
-    before = loop_cycles(r)
-    time.sleep(1.0)
-    idle = loop_cycles(r) - before
-    r.close()
-    assert a.stop() == 0  # one lwIP answers on the address at a time
-    b = appliance("--busy-poll")
-    rb = b.client()
-    assert rb.info("server")["event_loop"] == "busy-poll"
-    before = loop_cycles(rb)
-    time.sleep(1.0)
-    spinning = loop_cycles(rb) - before
-    rb.close()
+    idle = idle_second(appliance(), "adaptive")
+    spinning = idle_second(appliance("--busy-poll"), "busy-poll")
     # the adaptive loop spins for 200 us after the INFO request, then naps
     # longer and longer: a small fraction of the never-napping loop's count
     assert idle * 20 < spinning, f"idle second: {idle} iterations adaptive, {spinning} busy-poll"
