@@ -514,6 +514,7 @@ dbEntry *dbAdd(ir_db *db, const dbkey *k, int type, size_t embed_cap) {
     e->key[k->len] = '\0';
     if (type == OBJ_STRING) {
         e->v.str.len = 0;
+        e->v.str.pin = NULL;
         if (embed_cap) {
             e->v.str.ptr = e->key + k->len + 1;
             e->v.str.ptr[0] = '\0';
@@ -541,6 +542,7 @@ void dbMakeString(ir_db *db, dbEntry *e) {
     listFreeAll(db, &e->v.list);
     e->type = OBJ_STRING;
     e->v.str.len = 0;
+    e->v.str.pin = NULL;
     if (e->ecap) {
         e->v.str.ptr = e->key + e->klen + 1;
         e->v.str.ptr[0] = '\0';
@@ -879,10 +881,7 @@ int dbForEach(const ir_db *db, int (*fn)(const dbEntry *e, void *arg), void *arg
 }
 
 void dbStrAdopt(ir_db *db, dbEntry *e, char *p, size_t len) {
-    if (e->v.str.ptr && !(e->flags & DBE_EMBEDDED)) {
-        db->bytes -= dbBufBytes(e->v.str.cap);
-        free(e->v.str.ptr);
-    }
+    strFreeValue(db, e); /* frees the old buffer, or detaches it if pinned */
     e->v.str.ptr = p;
     e->v.str.len = len;
     e->v.str.cap = len + 1;

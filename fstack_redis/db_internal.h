@@ -65,6 +65,8 @@ typedef struct dbEntry {
         struct {
             char *ptr;      /* NUL-terminated; NULL only while being built */
             size_t len, cap;
+            struct ir_pin *pin; /* replies point into ptr (see server.h): never
+                                   rewritten or freed while set, but detached */
         } str;
         dbList list;
     } v;
@@ -184,9 +186,12 @@ static inline size_t dbBufBytes(size_t cap) { return cap + DB_MALLOC_OVERHEAD; }
 /* ---- string values (t_string.c) ---------------------------------------- */
 
 /* Make e's string value a copy of (p, len), reusing the buffer when it fits
- * (keep_old_big: the old value may be referenced by this command's reply). */
+ * and no reply has it pinned; a pinned buffer is detached, not freed.
+ * keep_old_big is no longer needed (replies pin what they reference) and
+ * is ignored. */
 void strSetValue(ir_db *db, dbEntry *e, const void *p, size_t len, int keep_old_big);
-/* Make e's string value argv[i], taking over big argument buffers. */
+/* Make e's string value argv[i], taking over big argument buffers (the old
+ * buffer is freed, or detached if pinned). */
 void strSetFromArg(ir_db *db, dbEntry *e, client *c, int i, int keep_old_big);
 void strFreeValue(ir_db *db, dbEntry *e);
 

@@ -39,7 +39,10 @@ static void tableFree(ir_table *t) {
     free(t->slot_id);
     free(t->slot_off);
     free(t->slot_len);
-    if (t->arena) munmap(t->arena, t->o.maxbytes);
+    if (t->arena && t->pin) /* replies still read it: unmapped after the last one */
+        pinDetach(t->pin, t->arena, t->o.maxbytes, t->bytes_used);
+    else if (t->arena)
+        munmap(t->arena, t->o.maxbytes);
     free(t->scratch_slots);
     free(t->scratch_ids);
     free(t->scratch_prio);
@@ -243,13 +246,20 @@ int tableAdd(ir_table *t, const ir_item_in *items, size_t n, uint64_t *ids_out, 
     }
     if (tableScratch(t, n) != 0) goto nomem;
     size_t nevicted = 0;
+    /* Place every item first (offsets in scratch_ids), so that bytes pending
+     * replies still have to send can be copied out before any is rewritten. */
+    uint64_t *offs = t->scratch_ids;
+    size_t placed = n;
     for (size_t k = 0; k < n; k++) {
-        if (tableSize(t) == t->o.capacity && evictOldest(t, &nevicted) != 0) goto nomem;
         uint64_t need = reserveLen(items[k].len), off;
-        if (arenaPlace(t, need, &off, &nevicted) != 0) goto nomem;
+        if ((tableSize(t) == t->o.capacity && evictOldest(t, &nevicted) != 0) ||
+            arenaPlace(t, need, &off, &nevicted) != 0) {
+            placed = k; /* out of memory: the items placed so far still get their bytes */
+            break;
+        }
         uint64_t id = t->next_id++;
         uint64_t slot = id % t->o.capacity;
-        memcpy(t->arena + off, items[k].data, items[k].len);
+        offs[k] = off;
         t->slot_id[slot] = id;
         t->slot_off[slot] = off;
         t->slot_len[slot] = (uint32_t)items[k].len;
@@ -260,6 +270,22 @@ int tableAdd(ir_table *t, const ir_item_in *items, size_t n, uint64_t *ids_out, 
         t->scratch_prio[k] = items[k].raw;
         ids_out[k] = id;
     }
+    if (t->pin) { /* the written ranges, merged into runs of adjacent items */
+        uint64_t lo = 0, hi = 0;
+        for (size_t k = 0; k <= placed && t->pin; k++) {
+            if (k < placed && k > 0 && offs[k] == hi) {
+                hi += reserveLen(items[k].len);
+                continue;
+            }
+            if (k > 0) pinOverwrite(t->pin, t->arena + lo, t->arena + hi);
+            if (k < placed) {
+                lo = offs[k];
+                hi = lo + reserveLen(items[k].len);
+            }
+        }
+    }
+    for (size_t k = 0; k < placed; k++) memcpy(t->arena + offs[k], items[k].data, items[k].len);
+    if (placed < n) goto nomem;
     t->inserts += n;
     /* Clear evicted slots first: a slot evicted and refilled in this batch
      * then gets its new priority from the updates below. */

@@ -16,6 +16,8 @@
 
 #include "inreplay.h"
 
+struct ir_pin;
+
 #define IR_TABLE_NAME_MAX 200
 #define IR_MAX_SAMPLE (1 << 20)
 
@@ -38,6 +40,11 @@ typedef struct ir_table {
     uint32_t *slot_len;
     /* the arena ring */
     char *arena;
+    /* Pending replies point into the arena (see server.h's ir_pin): an ADD
+     * that rewrites bytes they still have to send first has those reply
+     * segments copied (pinOverwrite), and dropping the table leaves the
+     * arena mapped until the last of them is written (pinDetach). */
+    struct ir_pin *pin;
     uint64_t tail;          /* where the next item goes */
     uint64_t bytes_used;    /* bytes of live items (rounded as stored) */
     uint64_t next_id, oldest_id;
@@ -162,5 +169,9 @@ char *tableLoadItem(ir_table_loader *ld, uint64_t id, double stored, uint64_t of
 int tableLoadEnd(ir_table_loader *ld, const char **err);
 /* Move every table of src whose name dst does not have to the end of dst. */
 void tablesMoveMissing(ir_tables *dst, ir_tables *src);
+
+/* Implemented in reply.c (see server.h). */
+void pinDetach(struct ir_pin *pin, void *mem, size_t maplen, uint64_t bytes);
+void pinOverwrite(struct ir_pin *pin, const char *lo, const char *hi);
 
 #endif

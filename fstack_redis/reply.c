@@ -3,15 +3,21 @@
  * A client's pending output is a list of segments: bytes copied into c->obuf,
  * or references to memory owned elsewhere (a stored value, a replay arena).
  * References are how a 13 MB GET or a 512-item REPLAY.SAMPLE reaches the
- * socket without a copy: they may only live until the command that made them
- * returns, so processCommand() calls clientFlush() whenever has_refs is set,
- * and clientFlush() copies whatever the transport did not take.
+ * socket without a copy. A pinned reference (stored values, replay items)
+ * counts on its memory's pin (server.h) and stays until it is written, however
+ * slow the reader: an owner that must free or rewrite pinned memory detaches
+ * it (values, dropped tables) or has the overlapping segments copied first
+ * (pinOverwrite: REPLAY.ADD wrapping the arena). Unpinned references (argument
+ * echoes, list elements, key names) may only live until the command that made
+ * them returns: processCommand() calls clientFlush() whenever has_refs is set,
+ * and clientFlush() copies whatever unpinned bytes the transport did not take.
  */
 #include <ctype.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "server.h"
 
@@ -68,6 +74,7 @@ static char *replyAppendSpace(client *c, size_t len) {
         s->ref = NULL;
         s->off = c->olen;
         s->len = len;
+        s->pin = NULL;
     }
     char *dst = c->obuf + c->olen;
     c->olen += len;
@@ -93,8 +100,26 @@ void addReplyRef(client *c, const void *p, size_t len) {
     s->ref = p;
     s->off = 0;
     s->len = len;
+    s->pin = NULL;
     c->pending_bytes += len;
     c->has_refs = 1;
+}
+
+void addReplyRefPinned(client *c, const void *p, size_t len, ir_pin **holder) {
+    if (c->flags & (CLIENT_CLOSE_AFTER_REPLY | CLIENT_CLOSE_ASAP)) return;
+    if (len < IR_REF_MIN) {
+        addReplyProto(c, p, len);
+        return;
+    }
+    ir_pin *pin = pinAcquire(&c->srv->pins, holder);
+    ir_seg *s = segPush(c);
+    pin->refs++;
+    s->ref = p;
+    s->off = 0;
+    s->len = len;
+    s->pin = pin;
+    c->pending_bytes += len;
+    c->has_refs = 1; /* flushed at the end of the command, but never copied */
 }
 
 void addReplyStatus(client *c, const char *status) {
@@ -177,6 +202,12 @@ void addReplyBulk(client *c, const void *p, size_t len) {
     addReplyProto(c, "\r\n", 2);
 }
 
+void addReplyBulkPinned(client *c, const void *p, size_t len, ir_pin **holder) {
+    addReplyPrefixed(c, '$', (long long)len);
+    addReplyRefPinned(c, p, len, holder);
+    addReplyProto(c, "\r\n", 2);
+}
+
 void addReplyBulkCString(client *c, const char *s) {
     if (!s) addReplyNull(c);
     else addReplyBulk(c, s, strlen(s));
@@ -217,21 +248,116 @@ char *addReplyBulkBegin(client *c, size_t total, size_t head) {
 
 /* ---- sending ----------------------------------------------------------- */
 
-/* Copy referenced segments into obuf so nothing points at foreign memory. */
-static void replyOwnRefs(client *c) {
-    for (int i = 0; i < c->nsegs; i++) {
-        ir_seg *s = &c->segs[i];
-        if (!s->ref) continue;
-        size_t skip = (i == 0) ? c->sent : 0;
-        size_t n = s->len - skip;
-        obufReserve(c, n);
-        memcpy(c->obuf + c->olen, s->ref + skip, n);
-        s->ref = NULL;
-        s->off = c->olen;
-        s->len = n;
-        c->olen += n;
-        if (i == 0) c->sent = 0;
+/* ---- pins --------------------------------------------------------------- */
+
+ir_pin *pinAcquire(ir_pins *pool, ir_pin **holder) {
+    if (*holder) return *holder;
+    ir_pin *p = pool->free;
+    if (p) {
+        pool->free = p->next;
+    } else {
+        p = malloc(sizeof(*p));
+        if (!p) oom();
+        pool->nalloc++;
     }
+    p->refs = 0;
+    p->holder = holder;
+    p->mem = NULL;
+    p->maplen = 0;
+    p->bytes = 0;
+    p->pool = pool;
+    p->next = NULL;
+    pool->nused++;
+    *holder = p;
+    return p;
+}
+
+void pinRelease(ir_pin *p) {
+    if (--p->refs) return;
+    ir_pins *pool = p->pool;
+    if (p->holder) {
+        *p->holder = NULL;
+    } else {
+        if (p->maplen) munmap(p->mem, p->maplen);
+        else free(p->mem);
+        pool->detached_bytes -= p->bytes;
+        pool->ndetached--;
+    }
+    p->holder = NULL;
+    p->mem = NULL;
+    p->next = pool->free;
+    pool->free = p;
+    pool->nused--;
+}
+
+void pinDetach(ir_pin *p, void *mem, size_t maplen, uint64_t bytes) {
+    *p->holder = NULL;
+    p->holder = NULL;
+    p->mem = mem;
+    p->maplen = maplen;
+    p->bytes = bytes;
+    p->pool->detached_bytes += bytes;
+    p->pool->ndetached++;
+}
+
+void pinsFree(ir_pins *pool) {
+    while (pool->free) {
+        ir_pin *n = pool->free->next;
+        free(pool->free);
+        pool->free = n;
+        pool->nalloc--;
+    }
+}
+
+/* Copy what is unsent of reference segment i into obuf, so it points at
+ * nothing foreign any more (and release its pin). */
+static void segOwn(client *c, int i) {
+    ir_seg *s = &c->segs[i];
+    size_t skip = (i == 0) ? c->sent : 0;
+    size_t n = s->len - skip;
+    obufReserve(c, n);
+    memcpy(c->obuf + c->olen, s->ref + skip, n);
+    ir_pin *pin = s->pin;
+    s->ref = NULL;
+    s->pin = NULL;
+    s->off = c->olen;
+    s->len = n;
+    c->olen += n;
+    if (i == 0) c->sent = 0;
+    if (pin) pinRelease(pin);
+}
+
+void pinOverwrite(ir_pin *pin, const char *lo, const char *hi) {
+    ir_server *srv = pin->pool->srv;
+    for (client *c = srv ? srv->clients : NULL; c; c = c->next) {
+        for (int i = 0; i < c->nsegs; i++) {
+            const ir_seg *s = &c->segs[i];
+            if (s->pin != pin) continue;
+            const char *b = s->ref + (i == 0 ? c->sent : 0), *e = s->ref + s->len;
+            if (b < hi && e > lo) {
+                int last = pin->refs == 1;
+                segOwn(c, i);
+                if (last) return; /* the pin went back to the pool */
+            }
+        }
+    }
+}
+
+void clientDiscardReply(client *c) {
+    for (int i = 0; i < c->nsegs; i++)
+        if (c->segs[i].pin) pinRelease(c->segs[i].pin);
+    c->pending_bytes = 0;
+    c->nsegs = 0;
+    c->olen = 0;
+    c->sent = 0;
+    c->has_refs = 0;
+}
+
+/* Copy unpinned referenced segments into obuf: their memory may change once
+ * the command returns. Pinned ones stay references. */
+static void replyOwnRefs(client *c) {
+    for (int i = 0; i < c->nsegs; i++)
+        if (c->segs[i].ref && !c->segs[i].pin) segOwn(c, i);
     c->has_refs = 0;
 }
 
@@ -240,10 +366,11 @@ static void replyOwnRefs(client *c) {
 static void replyCompact(client *c) {
     size_t lo = c->olen;
     for (int i = 0; i < c->nsegs; i++)
-        if (c->segs[i].off < lo) lo = c->segs[i].off;
+        if (!c->segs[i].ref && c->segs[i].off < lo) lo = c->segs[i].off;
     if (lo < PROTO_REPLY_CHUNK_BYTES || lo < c->olen / 2) return;
     memmove(c->obuf, c->obuf + lo, c->olen - lo);
-    for (int i = 0; i < c->nsegs; i++) c->segs[i].off -= lo;
+    for (int i = 0; i < c->nsegs; i++)
+        if (!c->segs[i].ref) c->segs[i].off -= lo;
     c->olen -= lo;
 }
 
@@ -273,11 +400,7 @@ static void clientFlushNow(client *c) {
         ssize_t w = c->tp->ops->writev(c->tp, c->conn, iov, n);
         if (w < 0) {
             c->flags |= CLIENT_CLOSE_ASAP;
-            c->pending_bytes = 0;
-            c->nsegs = 0;
-            c->olen = 0;
-            c->sent = 0;
-            c->has_refs = 0;
+            clientDiscardReply(c);
             return;
         }
         c->srv->net_output_bytes += (uint64_t)w;
@@ -290,6 +413,7 @@ static void clientFlushNow(client *c) {
             if (left >= rem) {
                 left -= rem;
                 c->sent = 0;
+                if (c->segs[drop].pin) pinRelease(c->segs[drop].pin);
                 drop++;
             } else {
                 c->sent += left;

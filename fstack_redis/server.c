@@ -45,6 +45,7 @@ ir_server *server_new(const ir_config *cfg) {
     }
     s->start_ms = s->now_ms = ir_mstime();
     s->next_client_id = 1;
+    s->pins.srv = s;
     if (cfg->client_subnet && cfg->client_subnet[0])
         s->has_subnet = ir_parse_subnet(cfg->client_subnet, &s->subnet_family, s->subnet_addr,
                                         &s->subnet_prefix) == 0;
@@ -63,6 +64,7 @@ void server_free(ir_server *s) {
     while (s->clients) freeClient(s->clients);
     if (s->db) dbFree(s->db);
     tablesFree(s->tables);
+    pinsFree(&s->pins);
     free(s);
 }
 
@@ -131,7 +133,9 @@ static int peerAllowed(const ir_server *s, const char *addr) {
 int authRequired(const client *c) { return !c->authenticated; }
 
 uint64_t serverUsedMemory(const ir_server *s) {
-    uint64_t b = dbBytes(s->db) + tablesMemory(s->tables);
+    /* detached pinned memory (an overwritten value, a dropped table's arena)
+     * counts until the last reply that points into it is written */
+    uint64_t b = dbBytes(s->db) + tablesMemory(s->tables) + s->pins.detached_bytes;
     for (const client *c = s->clients; c; c = c->next) {
         b += c->qcap + c->ocap + c->argcap + (uint64_t)c->segcap * sizeof(ir_seg) +
              (uint64_t)c->argv_cap * (sizeof(ir_arg) + sizeof(size_t)) + sizeof(*c);
@@ -218,6 +222,7 @@ void freeClient(client *c) {
     }
     if (s->cfg.verbose) serverLog("Client %s closed (id %llu)", c->addr, (unsigned long long)c->id);
     resetClientArgs(c);
+    clientDiscardReply(c); /* releases the pins of what was never written */
     if (c->prev) c->prev->next = c->next;
     else s->clients = c->next;
     if (c->next) c->next->prev = c->prev;
@@ -299,8 +304,8 @@ int processCommand(client *c) {
         s->total_commands++;
     }
     c->cmd = NULL;
-    /* Replies may point into values and arenas that the next command can
-     * change: send them now (clientFlush copies whatever the socket refuses). */
+    /* Send what this command referenced now; clientFlush copies the unpinned
+     * references the socket refuses (pinned ones stay until written). */
     if (c->has_refs) clientFlush(c);
     if (s->cfg.client_output_buffer_limit && c->pending_bytes > s->cfg.client_output_buffer_limit &&
         !(c->flags & CLIENT_CLOSE_ASAP)) {

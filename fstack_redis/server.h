@@ -50,10 +50,36 @@ typedef struct ir_arg {
     int owned;     /* ptr is a malloc'd buffer of its own (big bulk) */
 } ir_arg;
 
+/* A reference count on memory that pending replies point into: a stored
+ * string value's buffer or a replay table's arena. The owner (the value or
+ * the table) points at its pin through *holder while it holds one. An owner
+ * that would free or rewrite pinned memory detaches it instead (pinDetach):
+ * the pin then owns the memory and frees it when the last reply segment
+ * referencing it has been written or dropped. Pins come from a per-server
+ * free list, so pinning allocates nothing in the steady state. */
+typedef struct ir_pin {
+    uint32_t refs;              /* reply segments pointing into the memory */
+    struct ir_pin **holder;     /* the owner's pointer to this pin; NULL once detached */
+    void *mem;                  /* detached: the memory, freed at the last release */
+    size_t maplen;              /* detached: munmap length, 0 = free() */
+    uint64_t bytes;             /* detached: what it still counts in used memory */
+    struct ir_pins *pool;
+    struct ir_pin *next;        /* free list */
+} ir_pin;
+
+typedef struct ir_pins {
+    struct ir_server *srv;      /* whose clients' replies may hold pins */
+    ir_pin *free;
+    uint64_t nalloc, nused, ndetached;
+    uint64_t detached_bytes;    /* memory of detached pins (counted in used memory) */
+} ir_pins;
+
 /* One segment of pending output. */
 typedef struct ir_seg {
     const char *ref;   /* NULL: bytes live in c->obuf at [off, off+len) */
     size_t off, len;
+    ir_pin *pin;       /* with ref: keeps the memory alive; NULL: copied before the
+                          command returns if not yet written */
 } ir_seg;
 
 #define CLIENT_CLOSE_AFTER_REPLY (1 << 0)
@@ -152,6 +178,7 @@ typedef struct ir_server {
     int subnet_prefix;
     uint64_t timedout_clients, oom_rejections, output_limit_disconnects;
     uint64_t cycles_input, cycles_execute, cycles_reply; /* see ir_stats */
+    ir_pins pins;             /* reference counts of memory that replies point into */
     uint64_t eventloop_cycles;   /* loop iterations (INFO stats), as Redis 7.2 counts them */
     const char *loop_mode;       /* "busy-poll", "adaptive" or "sleep" (run.c's idle rule) */
 } ir_server;
@@ -179,6 +206,26 @@ char *addReplyBulkReserve(client *c, size_t len);
 char *addReplyBulkBegin(client *c, size_t total, size_t head);
 /* Bytes sent by reference when len >= IR_REF_MIN (else copied); see clientFlush. */
 void addReplyRef(client *c, const void *p, size_t len);
+/* The same for memory whose owner holds a pin slot (*holder, NULL when not
+ * pinned): the reference is counted on the pin, so it may outlive the
+ * command and is never copied. */
+void addReplyRefPinned(client *c, const void *p, size_t len, ir_pin **holder);
+void addReplyBulkPinned(client *c, const void *p, size_t len, ir_pin **holder);
+
+/* ---- pins (reply.c) ---------------------------------------------------- */
+/* The pin in *holder, or a new one from the pool stored there. */
+ir_pin *pinAcquire(ir_pins *pool, ir_pin **holder);
+/* Drop one reference taken with pin->refs++; the last one frees detached memory. */
+void pinRelease(ir_pin *pin);
+/* The owner lets go of pinned memory (see ir_pin). */
+void pinDetach(ir_pin *pin, void *mem, size_t maplen, uint64_t bytes);
+/* Memory in [lo, hi) is about to be rewritten: every reply segment of the
+ * pin's clients that still has unsent bytes there is copied into its
+ * client's buffer first (copy on overwrite). */
+void pinOverwrite(ir_pin *pin, const char *lo, const char *hi);
+void pinsFree(ir_pins *pool);   /* the free list; every pin must be released */
+/* Drop a client's pending output, releasing its pins. */
+void clientDiscardReply(client *c);
 
 /* Canned replies. */
 extern const struct ir_shared_replies {

@@ -175,7 +175,7 @@ void replaySampleCommand(client *c) {
         memcpy(h + nn * 8, t->scratch_weights, nn * 4);
         for (size_t i = 0; i < nn; i++) {
             uint64_t slot = t->scratch_slots[i];
-            addReplyRef(c, t->arena + t->slot_off[slot], itemsize);
+            addReplyRefPinned(c, t->arena + t->slot_off[slot], itemsize, &t->pin);
         }
         addReplyProto(c, "\r\n", 2);
         return;
@@ -184,10 +184,11 @@ void replaySampleCommand(client *c) {
     memcpy(addReplyBulkReserve(c, nn * 8), t->scratch_ids, nn * 8);
     memcpy(addReplyBulkReserve(c, nn * 4), t->scratch_weights, nn * 4);
     addReplyArrayLen(c, (long)n);
-    /* Items go out straight from the arena (by reference when large). */
+    /* Items go out straight from the arena (by reference when large, pinned:
+     * see ir_table.pin). */
     for (size_t i = 0; i < nn; i++) {
         uint64_t slot = t->scratch_slots[i];
-        addReplyBulk(c, t->arena + t->slot_off[slot], t->slot_len[slot]);
+        addReplyBulkPinned(c, t->arena + t->slot_off[slot], t->slot_len[slot], &t->pin);
     }
 }
 

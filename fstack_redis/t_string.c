@@ -7,6 +7,11 @@
  * arguments are taken over instead of copied, and INCR rewrites the digits
  * in place, so the steady state of SET/INCR on existing keys allocates
  * nothing.
+ *
+ * A reply sends a big value by reference and pins it (e->v.str.pin, see
+ * server.h): until the client has read it, the buffer is never rewritten or
+ * freed. SET, DEL, EXPIRE, FLUSHALL ... of a pinned value detach the buffer
+ * (it is freed after the last write) and the key gets a new one.
  */
 #include <limits.h>
 #include <stdlib.h>
@@ -20,26 +25,27 @@
 
 static inline char *embeddedBuf(dbEntry *e) { return e->key + e->klen + 1; }
 
-/* Drop e's heap buffer (if any). keep_old_big: the value may be in this
- * command's reply by reference, so a big one is freed after the flush. */
-static void strDropHeapBuf(ir_db *db, dbEntry *e, int keep_old_big) {
+/* Drop e's heap buffer (if any): freed, or handed to its pin if a pending
+ * reply points into it. */
+static void strDropHeapBuf(ir_db *db, dbEntry *e) {
     if ((e->flags & DBE_EMBEDDED) || !e->v.str.ptr) return;
-    db->bytes -= dbBufBytes(e->v.str.cap);
-    if (keep_old_big) dbFreeLater(db, e->v.str.ptr, e->v.str.len);
+    uint64_t bytes = dbBufBytes(e->v.str.cap);
+    db->bytes -= bytes;
+    if (e->v.str.pin) pinDetach(e->v.str.pin, e->v.str.ptr, 0, bytes); /* clears v.str.pin */
     else free(e->v.str.ptr);
     e->v.str.ptr = NULL;
     e->v.str.cap = 0;
 }
 
-/* Point e at a buffer able to hold len bytes + NUL; may keep the old one. */
-static char *strPrepare(ir_db *db, dbEntry *e, size_t len, int keep_old_big) {
+/* Point e at a buffer able to hold len bytes + NUL; may keep the old one
+ * (never a pinned one: a reply is still reading it). */
+static char *strPrepare(ir_db *db, dbEntry *e, size_t len) {
     size_t need = len + 1;
     char *buf = e->v.str.ptr;
-    int busy = keep_old_big && e->v.str.len >= IR_REF_MIN; /* referenced by the reply */
-    if (buf && !busy && need <= e->v.str.cap &&
+    if (buf && !e->v.str.pin && need <= e->v.str.cap &&
         ((e->flags & DBE_EMBEDDED) || e->v.str.cap <= 2 * need + DB_EMBED_MAX))
         return buf;
-    strDropHeapBuf(db, e, keep_old_big);
+    strDropHeapBuf(db, e);
     if (need <= e->ecap) {
         e->v.str.ptr = embeddedBuf(e);
         e->v.str.cap = e->ecap;
@@ -54,8 +60,14 @@ static char *strPrepare(ir_db *db, dbEntry *e, size_t len, int keep_old_big) {
     return e->v.str.ptr;
 }
 
+/* A string value in a reply: big ones by reference, pinned. */
+static void addReplyValue(client *c, dbEntry *e) {
+    addReplyBulkPinned(c, e->v.str.ptr, e->v.str.len, &e->v.str.pin);
+}
+
 void strSetValue(ir_db *db, dbEntry *e, const void *p, size_t len, int keep_old_big) {
-    char *buf = strPrepare(db, e, len, keep_old_big);
+    (void)keep_old_big;
+    char *buf = strPrepare(db, e, len);
     memmove(buf, p, len);
     buf[len] = '\0';
     e->v.str.len = len;
@@ -67,7 +79,7 @@ void strSetFromArg(ir_db *db, dbEntry *e, client *c, int i, int keep_old_big) {
         return;
     }
     /* A big bulk already has a buffer of its own: take it, no copy. */
-    strDropHeapBuf(db, e, keep_old_big);
+    strDropHeapBuf(db, e);
     size_t len;
     char *p = argSteal(c, i, &len);
     if (!p) p = dbMalloc(0); /* unreachable: owned args are never copied */
@@ -78,7 +90,7 @@ void strSetFromArg(ir_db *db, dbEntry *e, client *c, int i, int keep_old_big) {
     db->bytes += dbBufBytes(len + 1);
 }
 
-void strFreeValue(ir_db *db, dbEntry *e) { strDropHeapBuf(db, e, 0); }
+void strFreeValue(ir_db *db, dbEntry *e) { strDropHeapBuf(db, e); }
 
 /* Bytes to embed for a new key whose value will be len bytes long. */
 static size_t embedFor(client *c, int i) {
@@ -105,7 +117,7 @@ static dbEntry *setKeyFromArgs(ir_db *db, client *c, const dbkey *k, dbEntry *e,
 void getCommand(client *c) {
     dbEntry *e = lookupKeyOrReply(c, 1, shared.nullbulk, OBJ_STRING);
     if (!e) return;
-    addReplyBulk(c, e->v.str.ptr, e->v.str.len);
+    addReplyValue(c, e);
 }
 
 #define OBJ_NO_FLAGS 0
@@ -180,7 +192,7 @@ void setCommand(client *c) {
             addReplyStr(c, shared.wrongtypeerr);
             return;
         } else {
-            addReplyBulk(c, e->v.str.ptr, e->v.str.len);
+            addReplyValue(c, e); /* pinned: the SET below detaches it */
         }
     }
     if (((flags & OBJ_SET_NX) && e) || ((flags & OBJ_SET_XX) && !e)) {
@@ -194,8 +206,7 @@ void setCommand(client *c) {
         dbMakeString(db, e);
         if (!(flags & OBJ_KEEPTTL)) removeExpire(db, e);
     }
-    /* With GET the old value may be in the reply by reference: keep it. */
-    strSetFromArg(db, e, c, 2, (flags & OBJ_SET_GET) != 0);
+    strSetFromArg(db, e, c, 2, 0);
     if (expire_arg) setExpire(db, e, when);
 
     if (!(flags & OBJ_SET_GET)) addReplyStr(c, shared.ok);
@@ -208,7 +219,7 @@ void mgetCommand(client *c) {
     for (int j = 1; j < c->argc; j++) {
         dbkey k = argKey(db, c, j);
         dbEntry *e = lookupKey(db, &k);
-        if (e && e->type == OBJ_STRING) addReplyBulk(c, e->v.str.ptr, e->v.str.len);
+        if (e && e->type == OBJ_STRING) addReplyValue(c, e);
         else addReplyStr(c, shared.nullbulk);
     }
 }

@@ -7,6 +7,8 @@ The spec these tests are written to:
                                                  prio may be MAX
     REPLAY.SAMPLE t n [BETA b]                 -> [ids: n int64 LE, weights: n float32 LE,
                                                    [n items]]
+    REPLAY.SAMPLE t n [BETA b] PACKED          -> one bulk: ids, weights, n items of one size
+                                                 (tests/test_packed.py)
     REPLAY.UPDATE t ids prios                  -> number applied (ids int64 LE,
                                                  prios float32 LE)
     REPLAY.INFO t                              -> flat field/value array

@@ -309,14 +309,84 @@ static void testDeferredFree(void) {
     CHECK(db->nlater == 1);
     dbReleaseLater(db);
     CHECK(db->nlater == 0);
-    /* SET ... GET over a big value keeps the old buffer until the next command. */
-    dbEntry *e = setStr(db, "k", 1, "x", 1);
-    char *val = dbMalloc(IR_REF_MIN * 2);
-    memset(val, 'z', IR_REF_MIN * 2);
-    strSetValue(db, e, val, IR_REF_MIN * 2, 0);
+    dbFree(db);
+}
+
+/* A pinned value (a reply still points into it) is never rewritten or freed:
+ * overwrite, delete and flush detach the buffer, and the last release frees
+ * it; the bytes count until then. */
+static void testPinnedValues(void) {
+    ir_db *db = dbNew();
+    ir_pins pool = {0};
+    size_t big = IR_REF_MIN * 2;
+    char *val = dbMalloc(big);
+    memset(val, 'z', big);
+
+    /* overwrite with a value that would fit in place */
+    dbEntry *e = setStr(db, "k", 1, val, big);
+    uint64_t bytes0 = db->bytes;
     char *old = e->v.str.ptr;
-    strSetValue(db, e, "y", 1, 1);
-    CHECK(e->v.str.ptr != old && db->nlater == 1 && old[0] == 'z');
+    ir_pin *pin = pinAcquire(&pool, &e->v.str.pin);
+    CHECK(pin && e->v.str.pin == pin && pinAcquire(&pool, &e->v.str.pin) == pin);
+    pin->refs += 2; /* two reply segments */
+    memset(val, 'y', big);
+    strSetValue(db, e, val, big, 0);
+    CHECK(e->v.str.ptr != old && e->v.str.pin == NULL && old[0] == 'z' && old[big - 1] == 'z');
+    CHECK(e->v.str.ptr[0] == 'y');
+    CHECK(pool.ndetached == 1 && pool.detached_bytes == dbBufBytes(big + 1));
+    CHECK(db->bytes == bytes0); /* the new buffer; the old one counts in the pool */
+    pinRelease(pin);
+    CHECK(pool.ndetached == 1 && old[5] == 'z');
+    pinRelease(pin); /* frees old (ASan would see a leak or a double free) */
+    CHECK(pool.ndetached == 0 && pool.detached_bytes == 0 && pool.nused == 0);
+
+    /* a release while attached just unpins */
+    pin = pinAcquire(&pool, &e->v.str.pin);
+    pin->refs++;
+    pinRelease(pin);
+    CHECK(e->v.str.pin == NULL && pool.nused == 0 && pool.nalloc == 1);
+
+    /* a small overwrite (embedded or not) and an INCR-sized one */
+    pin = pinAcquire(&pool, &e->v.str.pin);
+    pin->refs++;
+    old = e->v.str.ptr;
+    strSetValue(db, e, "1", 1, 0);
+    CHECK(e->v.str.ptr != old && old[0] == 'y' && pool.ndetached == 1);
+    pinRelease(pin);
+    CHECK(pool.ndetached == 0);
+
+    /* delete and flush while pinned */
+    dbEntry *d = setStr(db, "d", 1, val, big);
+    pin = pinAcquire(&pool, &d->v.str.pin);
+    pin->refs++;
+    old = d->v.str.ptr;
+    dbkey dk = dbKey(db, "d", 1);
+    CHECK(dbDelete(db, &dk) == 1 && pool.ndetached == 1 && old[0] == 'y');
+    dbEntry *f = setStr(db, "f", 1, val, big);
+    ir_pin *pin2 = pinAcquire(&pool, &f->v.str.pin);
+    pin2->refs++;
+    char *old2 = f->v.str.ptr;
+    dbEmpty(db);
+    CHECK(db->bytes == 0 && pool.ndetached == 2 && old2[big - 1] == 'y');
+    CHECK(pool.detached_bytes == 2 * dbBufBytes(big + 1));
+    pinRelease(pin2);
+    pinRelease(pin);
+    CHECK(pool.ndetached == 0 && pool.detached_bytes == 0 && pool.nused == 0);
+
+    /* snapshot loading adopts a buffer over a pinned one */
+    e = setStr(db, "k", 1, val, big);
+    pin = pinAcquire(&pool, &e->v.str.pin);
+    pin->refs++;
+    old = e->v.str.ptr;
+    char *adopt = dbMalloc(8);
+    memcpy(adopt, "adopted", 8);
+    dbStrAdopt(db, e, adopt, 7);
+    CHECK(e->v.str.ptr == adopt && old[0] == 'y' && pool.ndetached == 1);
+    pinRelease(pin);
+    CHECK(pool.ndetached == 0);
+
+    pinsFree(&pool);
+    CHECK(pool.nalloc == 0);
     free(val);
     dbFree(db);
 }
@@ -381,6 +451,7 @@ int main(void) {
     testExpire();
     testLists();
     testDeferredFree();
+    testPinnedValues();
     testGlob();
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
