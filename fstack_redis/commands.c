@@ -530,12 +530,14 @@ void infoCommand(client *c) {
         infoCat(&b, "%s# Memory\r\nused_memory:%llu\r\nused_memory_human:%s\r\n"
                     "used_memory_rss:%llu\r\nused_memory_dataset:%llu\r\n"
                     "used_memory_replay:%llu\r\nused_memory_replay_items:%llu\r\n"
+                    "used_memory_pinned_detached:%llu\r\npinned_buffers:%llu\r\n"
                     "maxmemory:%llu\r\nmaxmemory_policy:noeviction\r\n"
                     "oom_rejections:%llu\r\n",
                 sections++ ? "\r\n" : "", (unsigned long long)used, h,
                 (unsigned long long)ir_rss_bytes(), (unsigned long long)dbBytes(s->db),
                 (unsigned long long)tablesMemory(s->tables),
                 (unsigned long long)tablesBytes(s->tables),
+                (unsigned long long)s->pins.detached_bytes, (unsigned long long)s->pins.nused,
                 (unsigned long long)s->cfg.maxmemory, (unsigned long long)s->oom_rejections);
     }
     if (wantSection(c, "persistence", 1)) {

@@ -76,6 +76,21 @@ def used_memory(r: redis.Redis) -> int:
     return int(r.info("memory")["used_memory"])
 
 
+def pinned(r: redis.Redis) -> tuple[int, int]:
+    """(pinned buffers, bytes of detached pinned memory) from INFO memory."""
+    m = r.info("memory")
+    return int(m["pinned_buffers"]), int(m["used_memory_pinned_detached"])
+
+
+def wait_unpinned(r: redis.Redis, baseline: int) -> None:
+    deadline = time.monotonic() + 10
+    while (pinned(r) != (0, 0) or used_memory(r) > baseline + 256 * 1024) and \
+            time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert pinned(r) == (0, 0)
+    assert used_memory(r) <= baseline + 256 * 1024, (used_memory(r), baseline)
+
+
 def settle() -> None:
     """Let the server run the request and fill the socket buffers."""
     time.sleep(0.3)
@@ -181,6 +196,7 @@ def test_get_reader_keeps_original_value(srv: ServerProcess, r: redis.Redis, op:
         assert len(got) == BIG and got == original
         assert c.read_reply() == [original, original]
         c.expect_open()
+        assert pinned(r) == (0, 0)
     after = r.get("k")
     assert after is None or after != original
 
@@ -208,14 +224,14 @@ def test_value_disconnect_while_pinned_frees_everything(srv: ServerProcess,
     for c in readers:
         c.send(c.command("GET", "k"))
     settle()
+    assert pinned(r) == (1, 0)
     r.delete("k")  # detached, still counted while the readers hold it
     assert used_memory(r) > baseline + BIG
+    npins, detached = pinned(r)
+    assert npins == 1 and BIG <= detached < BIG + 1024
     for c in readers:
         c.close()
-    deadline = time.monotonic() + 10
-    while used_memory(r) > baseline + 256 * 1024 and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert used_memory(r) <= baseline + 256 * 1024, (used_memory(r), baseline)
+    wait_unpinned(r, baseline)
     assert r.ping()
 
 
@@ -290,6 +306,7 @@ def test_sample_reader_survives_drop(srv: ServerProcess, r: redis.Redis, how: st
         check_sample(c.read_reply(), NITEMS)
         check_sample(c.read_reply(), NITEMS, packed=True)
         c.expect_open()
+        assert pinned(r) == (0, 0)
 
 
 def test_sample_disconnect_while_pinned_frees_everything(srv: ServerProcess,
@@ -303,15 +320,14 @@ def test_sample_disconnect_while_pinned_frees_everything(srv: ServerProcess,
         c.send(c.command("REPLAY.SAMPLE", t, NITEMS, *(["PACKED"] if k % 2 else []))
                + c.command("GET", "k"))
     settle()
+    assert pinned(r)[0] >= 1
     r.execute_command("REPLAY.DROP", t)
     r.delete("k")
     assert used_memory(r) > baseline + BIG  # the dropped arena and the value still count
+    assert pinned(r)[1] >= BIG
     for c in readers:
         c.close()
-    deadline = time.monotonic() + 10
-    while used_memory(r) > baseline + 256 * 1024 and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert used_memory(r) <= baseline + 256 * 1024, (used_memory(r), baseline)
+    wait_unpinned(r, baseline)
     # the server is fine and a new table of the same name works
     t2 = make_table(r, 8, name=t)
     assert len(r.execute_command("REPLAY.SAMPLE", t2, 4)[2]) == 4
