@@ -382,23 +382,51 @@ def cmd_drivers(args: argparse.Namespace) -> int:
     return 0
 
 
+def _bridge_counters(stats: dict[str, object]) -> str:
+    parts = []
+    for way, label in (("ab", "towards the appliance"), ("ba", "from the appliance")):
+        c = stats.get(way)
+        if isinstance(c, dict):
+            parts.append(f"{label}: " + ", ".join(
+                f"{c.get(k, 0)} {k}" for k in ("received", "forwarded", "dropped", "delayed",
+                                                "reordered", "duplicated", "overflow")))
+    return "; ".join(parts)
+
+
 def cmd_netns(args: argparse.Namespace) -> int:
 
     prog = f"pyctl netns {args.action}"
     try:
         if args.action == "up":
-            t = netns.up(args.name, args.subnet, args.mtu)
+            t = netns.up(args.name, args.subnet, args.mtu, impair=args.impair,
+                         impair_seed=args.impair_seed)
             if args.json:
                 print(json.dumps(t.to_json()))
             else:
                 print(f"namespace {t.netns}: appliance side {t.iface} (lwIP answers on "
                       f"{t.appliance_ip}/{t.prefix}, kernel servers on {t.kernel_ip}), "
                       f"client side {t.peer} {t.client_ip}/{t.prefix}, MTU {t.mtu}, offloads off")
+                if t.impair:
+                    b = t.impair
+                    print(f"impairment bridge in namespace {b['netns']} ({b['a']} <-> {b['b']}), "
+                          f"pid {b['pid']}: {b['spec'] or 'no impairment'} (seed {b['seed']})")
                 print("start the appliance with:")
                 print(f"  {t.start_line()}")
+        elif args.action == "impair":
+            if args.impair is not None:
+                netns.set_impair(args.name, args.impair)
+            if args.burst:
+                netns.burst(args.name)
+            stats = netns.bridge_stats(args.name)
+            print(json.dumps(stats) if args.json else _bridge_counters(stats))
         else:
-            existed = netns.down(args.name)
-            print(f"namespace {args.name} {'removed' if existed else 'was not there'}")
+            existed, stats = netns.down_with_stats(args.name)
+            if args.json:
+                print(json.dumps({"netns": args.name, "removed": existed, "bridge": stats}))
+            else:
+                print(f"namespace {args.name} {'removed' if existed else 'was not there'}")
+                if stats:
+                    print(f"impairment bridge: {_bridge_counters(stats)}")
     except netns.SetupError as e:
         die(prog, str(e))
     return 0
@@ -423,12 +451,22 @@ def main(argv: list[str] | None = None) -> int:
     dr.add_argument("--all", action="store_true", help="every PMD kind, not only network ones")
     dr.add_argument("--json", action="store_true", help="machine-readable output")
     ns = sub.add_parser("netns", help="the namespace + veth test topology for the DPDK stack")
-    ns.add_argument("action", choices=["up", "down"])
+    ns.add_argument("action", choices=["up", "down", "impair"],
+                    help="impair: change a running impairment bridge (--impair, --burst) "
+                         "and print its counters")
     ns.add_argument("--name", default="inreplay", help="namespace name (default inreplay)")
     ns.add_argument("--subnet", default="10.77.0.0/24", help="addresses (default 10.77.0.0/24)")
     ns.add_argument("--mtu", type=int, default=netns.DEFAULT_MTU,
                     help=f"veth MTU (default {netns.DEFAULT_MTU}, jumbo frames; 1500 classic)")
     ns.add_argument("--json", action="store_true", help="print the topology as JSON")
+    ns.add_argument("--impair", metavar="SPEC",
+                    help="put an impairment bridge on the path (namespace NAME-br), e.g. "
+                         "loss=5%%,delay=20ms±5ms,reorder=25%%,duplicate=1%%,burst=30%%/2s; "
+                         "prefix in./out. for one direction")
+    ns.add_argument("--impair-seed", type=int, default=1,
+                    help="the bridge's random seed (default 1: the same decisions every run)")
+    ns.add_argument("--burst", action="store_true",
+                    help="with 'impair': start a loss burst (the spec's burst=P%%/Ts)")
     sub.add_parser("demo", help="train an Ape-X agent through the appliance (see pyctl demo -h)",
                    add_help=False)
     raw = list(sys.argv[1:] if argv is None else argv)

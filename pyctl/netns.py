@@ -16,13 +16,32 @@ the data-centre networks a replay box sits on); `--mtu 1500` gives the
 classic Ethernet size. `offloads=True` keeps the kernel's default offloads
 (TSO/GSO/GRO, checksum): a pair made that way is for kernel-stack servers
 only, the fair baseline for what a user of the kernel stack gets.
+
+With `impair=` (`pyctl netns up --impair loss=5%,delay=20ms±5ms,...`) an
+impairment bridge sits on the path, in a namespace of its own:
+
+    root namespace        namespace NAME-br (bench/impair)        namespace NAME
+    NAME-c 10.77.0.1 ─veth─ NAME-bc ⇄ impair ⇄ NAME-ba ─veth─ NAME-a 10.77.0.2/.3
+
+The bridge (build/bench/impair: raw AF_PACKET sockets on NAME-bc and NAME-ba)
+drops, delays, reorders and duplicates frames with the spec's probabilities,
+reproducibly from a seed; the addresses are the same as without it. Spec items
+are `[in.|out.]key=value`, `in.` for frames towards the appliance, `out.` for
+its replies, no prefix for both: loss=P%, delay=Dms±Jms, reorder=P%[/Xms],
+duplicate=P%, burst=P%/Ts (a loss burst that `pyctl netns impair --burst`
+starts). This kernel has no sch_netem, so the bridge stands in for netem.
 """
 
 from __future__ import annotations
 
 import ipaddress
+import json
 import os
+import re
+import shutil
+import signal
 import subprocess
+import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -50,6 +69,8 @@ class Topology:
     mtu: int = DEFAULT_MTU
     offloads: bool = False
     """True: the kernel's default offloads are on (not usable by DPDK's af_packet)."""
+    impair: dict[str, object] | None = None
+    """The impairment bridge, if any: pid, netns, interfaces, spec, seed, files."""
 
     def to_json(self) -> dict[str, object]:
         return asdict(self)
@@ -103,46 +124,246 @@ def check_mtu(mtu: int) -> int:
 
 
 def up(name: str = "inreplay", subnet: str = "10.77.0.0/24", mtu: int = DEFAULT_MTU,
-       offloads: bool = False) -> Topology:
+       offloads: bool = False, impair: str | None = None, impair_seed: int = 1) -> Topology:
     """Create the namespace and veth pair (idempotent for the same name).
 
     mtu: both veth ends' MTU. offloads: keep the kernel's default offloads
-    (kernel-stack servers only; af_packet needs them off)."""
+    (kernel-stack servers only; af_packet needs them off). impair: a spec
+    (module docstring) puts the impairment bridge between the two ends, in
+    namespace NAME-br, its decisions drawn from impair_seed."""
     require_root("pyctl netns up")
     t = topology(name, subnet, check_mtu(mtu), offloads)
+    if impair is not None:
+        if offloads:
+            raise SetupError("--impair needs offloads off (the bridge forwards real frames)")
+        spec = impair_spec(impair)
     if name in namespaces():
+        t.impair = _bridge_state(name)
         return t
     _run("ip", "netns", "add", name)
     try:
-        _run("ip", "link", "add", t.peer, "type", "veth", "peer", "name", t.iface)
-        _run("ip", "link", "set", t.iface, "netns", name)
+        if impair is None:
+            _run("ip", "link", "add", t.peer, "type", "veth", "peer", "name", t.iface)
+            _run("ip", "link", "set", t.iface, "netns", name)
+        else:
+            bns, bc, ba = bridge_names(name)
+            _run("ip", "netns", "add", bns)
+            _run("ip", "link", "add", t.peer, "type", "veth", "peer", "name", bc)
+            _run("ip", "link", "add", ba, "type", "veth", "peer", "name", t.iface)
+            _run("ip", "link", "set", bc, "netns", bns)
+            _run("ip", "link", "set", ba, "netns", bns)
+            _run("ip", "link", "set", t.iface, "netns", name)
+            for iface in (bc, ba):
+                _link_setup(iface, bns, mtu, offloads)
+                _run("ip", "netns", "exec", bns, "ip", "link", "set", iface, "up")
+            _run("ip", "netns", "exec", bns, "ip", "link", "set", "lo", "up")
         for iface, ns in ((t.peer, None), (t.iface, name)):
-            pre = ["ip", "netns", "exec", ns] if ns else []
-            _run(*pre, "sysctl", "-qw", f"net.ipv6.conf.{iface}.disable_ipv6=1", check=False)
-            _run(*pre, "ip", "link", "set", iface, "mtu", str(mtu))
-            if not offloads:
-                offloads_off(iface, ns)
+            _link_setup(iface, ns, mtu, offloads)
         _run("ip", "addr", "add", f"{t.client_ip}/{t.prefix}", "dev", t.peer)
         _run("ip", "link", "set", t.peer, "up")
         ns_ip = ["ip", "netns", "exec", name, "ip"]
         _run(*ns_ip, "link", "set", "lo", "up")
         _run(*ns_ip, "addr", "add", f"{t.kernel_ip}/{t.prefix}", "dev", t.iface)
         _run(*ns_ip, "link", "set", t.iface, "up")
+        if impair is not None:
+            t.impair = _start_bridge(name, spec, impair_seed)
     except SetupError:
         down(name)
         raise
     return t
 
 
+def _link_setup(iface: str, ns: str | None, mtu: int, offloads: bool) -> None:
+    pre = ["ip", "netns", "exec", ns] if ns else []
+    _run(*pre, "sysctl", "-qw", f"net.ipv6.conf.{iface}.disable_ipv6=1", check=False)
+    _run(*pre, "ip", "link", "set", iface, "mtu", str(mtu))
+    if not offloads:
+        offloads_off(iface, ns)
+
+
 def down(name: str = "inreplay") -> bool:
     """Remove the namespace and its veth pair; False if there was nothing to remove."""
+    return down_with_stats(name)[0]
+
+
+def down_with_stats(name: str = "inreplay") -> tuple[bool, dict[str, object] | None]:
+    """down(), and the impairment bridge's final counters if there was one."""
     require_root("pyctl netns down")
     t = topology(name, "10.77.0.0/24")
-    existed = name in namespaces()
+    have = namespaces()
+    existed = name in have
+    stats = None
+    bns = bridge_names(name)[0]
+    if bns in have:
+        stats = _stop_bridge(name)
+        _run("ip", "netns", "del", bns)
     if existed:
         _run("ip", "netns", "del", name)
     _run("ip", "link", "del", t.peer, check=False)  # gone with the namespace, normally
-    return existed
+    return existed, stats
+
+
+# ---- the impairment bridge ----------------------------------------------------
+
+_SPEC_KEYS = ("loss", "delay", "reorder", "duplicate", "burst")
+_ITEM = re.compile(r"^(?:(in|out|ab|ba)\.)?([a-z]+)=(\S+)$")
+
+
+def impair_spec(spec: str) -> str:
+    """Check a --impair spec and translate it to the bridge's own (in. → ab., out. → ba.)."""
+    items = []
+    for raw in spec.replace(" ", "").split(","):
+        if not raw:
+            continue
+        m = _ITEM.match(raw)
+        if not m or m.group(2) not in _SPEC_KEYS:
+            raise SetupError(f"--impair {spec}: bad item {raw!r}; items are [in.|out.]KEY=VALUE "
+                             f"with KEY one of {', '.join(_SPEC_KEYS)} (e.g. loss=5%,"
+                             "delay=20ms±5ms,reorder=25%,duplicate=1%,burst=30%/2s)")
+        way = {"in": "ab.", "out": "ba.", "ab": "ab.", "ba": "ba."}.get(m.group(1) or "", "")
+        items.append(f"{way}{m.group(2)}={m.group(3)}")
+    return ",".join(items)
+
+
+def bridge_names(name: str) -> tuple[str, str, str]:
+    """The bridge's namespace and its two interfaces (client side, appliance side)."""
+    short = name[:12]
+    return f"{name}-br", f"{short}-bc", f"{short}-ba"
+
+
+def impair_binary() -> str:
+    env = os.environ.get("INREPLAY_IMPAIR")
+    here = Path(__file__).resolve().parent.parent / "build" / "bench" / "impair"
+    for cand in (env, str(here), shutil.which("impair")):
+        if cand and os.access(cand, os.X_OK):
+            return cand
+    raise SetupError(f"the impairment bridge is not built: run 'make build' ({here})")
+
+
+def _bridge_dir() -> Path:
+    from pyctl.server import rundir
+
+    d = rundir() / "netns"
+    d.mkdir(exist_ok=True)
+    return d
+
+
+def _bridge_files(name: str) -> dict[str, Path]:
+    d, bns = _bridge_dir(), bridge_names(name)[0]
+    return {k: d / f"{bns}.{k}" for k in ("pid", "spec", "stats", "log", "state")}
+
+
+def _start_bridge(name: str, spec: str, seed: int) -> dict[str, object]:
+    bns, bc, ba = bridge_names(name)
+    f = _bridge_files(name)
+    f["spec"].write_text(spec + "\n")
+    for k in ("pid", "stats"):
+        f[k].unlink(missing_ok=True)
+    with open(f["log"], "w") as log:
+        r = subprocess.run(["ip", "netns", "exec", bns, impair_binary(), "--a", bc, "--b", ba,
+                            "--seed", str(seed), "--spec-file", str(f["spec"]),
+                            "--stats", str(f["stats"]), "--pidfile", str(f["pid"]), "--daemon"],
+                           stdin=subprocess.DEVNULL, stdout=log, stderr=log, check=False)
+    if r.returncode != 0:
+        raise SetupError(f"the impairment bridge did not start: {f['log'].read_text().strip()}")
+    pid = int(f["pid"].read_text())
+    deadline = time.monotonic() + 5
+    while not f["stats"].exists():  # written once the sockets are bound
+        if time.monotonic() > deadline:
+            raise SetupError(f"the impairment bridge (pid {pid}) did not come up: "
+                             f"{f['log'].read_text().strip()}")
+        time.sleep(0.01)
+    state: dict[str, object] = {"pid": pid, "netns": bns, "a": bc, "b": ba, "spec": spec,
+                                "seed": seed, "stats": str(f["stats"]), "log": str(f["log"])}
+    f["state"].write_text(json.dumps(state))
+    return state
+
+
+def _bridge_state(name: str) -> dict[str, object] | None:
+    try:
+        return dict(json.loads(_bridge_files(name)["state"].read_text()))
+    except (OSError, ValueError):
+        return None
+
+
+def _bridge_pids(name: str) -> list[int]:
+    r = _run("ip", "netns", "pids", bridge_names(name)[0], check=False)
+    return [int(p) for p in r.stdout.split() if p.isdigit()]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except OSError:
+        return False
+    return not Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] == "Z"
+
+
+def _read_stats(path: Path) -> dict[str, object] | None:
+    try:
+        return dict(json.loads(path.read_text()))
+    except (OSError, ValueError):
+        return None
+
+
+def _stop_bridge(name: str) -> dict[str, object] | None:
+    """SIGTERM the bridge (it writes its counters) and return the counters."""
+    f = _bridge_files(name)
+    pids = _bridge_pids(name)
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except OSError:
+            pass
+    deadline = time.monotonic() + 5
+    while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    for pid in pids:
+        if _alive(pid):
+            os.kill(pid, signal.SIGKILL)
+    stats = _read_stats(f["stats"])
+    for k in ("pid", "spec", "state"):
+        f[k].unlink(missing_ok=True)
+    return stats
+
+
+def _bridge_pid(name: str) -> int:
+    pids = _bridge_pids(name)
+    if not pids:
+        raise SetupError(f"namespace {name}: no impairment bridge runs "
+                         f"(pyctl netns up --name {name} --impair SPEC)")
+    return pids[0]
+
+
+def bridge_stats(name: str = "inreplay") -> dict[str, object]:
+    """The running bridge's counters (it writes them on SIGUSR2)."""
+    f = _bridge_files(name)["stats"]
+    before = f.stat().st_mtime_ns if f.exists() else 0
+    os.kill(_bridge_pid(name), signal.SIGUSR2)
+    deadline = time.monotonic() + 2
+    while time.monotonic() < deadline:
+        if f.exists() and f.stat().st_mtime_ns != before:
+            got = _read_stats(f)
+            if got is not None:
+                return got
+        time.sleep(0.005)
+    raise SetupError(f"the impairment bridge of {name} did not write {f}")
+
+
+def set_impair(name: str, spec: str) -> None:
+    """Change the running bridge's impairments (the counters go on)."""
+    f = _bridge_files(name)
+    f["spec"].write_text(impair_spec(spec) + "\n")
+    os.kill(_bridge_pid(name), signal.SIGHUP)
+    state = _bridge_state(name)
+    if state is not None:
+        state["spec"] = impair_spec(spec)
+        f["state"].write_text(json.dumps(state))
+
+
+def burst(name: str = "inreplay") -> None:
+    """Start a loss burst (the spec's burst=P%/Ts, default 30% for 2 s)."""
+    os.kill(_bridge_pid(name), signal.SIGUSR1)
 
 
 # ---- hugepages --------------------------------------------------------------
