@@ -56,6 +56,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <net/if.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -135,6 +137,8 @@ typedef struct dpdk_transport {
     int port_configured, port_started;
     uint64_t drain_tsc, timer_tsc, stats_tsc;
     char carrier_path[128];   /* af_packet: the kernel interface's carrier, else "" */
+    int rx_fd;                /* af_packet: the PMD's socket, to sleep on when idle */
+    uint64_t waits;           /* idle sleeps on rx_fd */
     char build[320];          /* INFO stack_build */
 } dpdk_transport;
 
@@ -261,6 +265,7 @@ static void publishStats(dpdk_transport *d, int active) {
     if (d->qconf) {
         s.tx_dropped = d->qconf->tx_dropped;
         s.tx_zerocopy_segs = d->qconf->tx_zc_segs;
+        s.idle_waits = d->waits;
         s.tsc_hz = rte_get_tsc_hz();
         s.work_iterations = d->qconf->work_iters;
         s.cycles_rx = d->qconf->cyc_rx;
@@ -302,6 +307,7 @@ static int telemetryStats(const char *cmd, const char *params, struct rte_tel_da
     rte_tel_data_add_dict_u64(t, "tx_dropped", s.tx_dropped);
     rte_tel_data_add_dict_u64(t, "tx_nomem", s.tx_nomem);
     rte_tel_data_add_dict_u64(t, "tx_zerocopy_segs", s.tx_zerocopy_segs);
+    rte_tel_data_add_dict_u64(t, "idle_waits", s.idle_waits);
     rte_tel_data_add_dict_u64(t, "rx_dropped", s.rx_dropped);
     rte_tel_data_add_dict_u64(t, "connections", s.connections);
     rte_tel_data_add_dict_u64(t, "accepted", s.accepted);
@@ -399,17 +405,72 @@ static int pollOnce(dpdk_transport *d) {
     return nb + ev;
 }
 
-/* One iteration, then back to run.c, whose idle rule says how long to nap
- * when the iteration found nothing (0 under load or with --busy-poll). A
- * poll-mode driver cannot be woken, so the nap is capped at MAX_NAP_US. */
+/* One iteration, then back to run.c, whose idle rule says how long to wait
+ * when the iteration found nothing (0 under load or with --busy-poll). On
+ * af_packet the wait sleeps in ppoll() on the PMD's packet socket, which the
+ * kernel wakes when a frame lands in the RX ring (DPDK 22.11's af_packet has
+ * no RX interrupts for rte_eth_dev_rx_intr_*; l3fwd-power sleeps on those the
+ * same way); it wakes at least every MAX_WAIT_US for lwIP's timers. Other
+ * drivers cannot be woken, so the nap is capped at MAX_NAP_US. */
 #define MAX_NAP_US 1000
+#define MAX_WAIT_US 100000
 static int dpdkPoll(ir_transport *t, long timeout_us) {
     dpdk_transport *d = (dpdk_transport *)t;
     int n = pollOnce(d);
     if (n) return n;
-    if (timeout_us > 0) rte_delay_us_sleep((unsigned)RTE_MIN(timeout_us, (long)MAX_NAP_US));
-    else rte_pause();
+    if (timeout_us <= 0) {
+        rte_pause();
+    } else if (d->rx_fd >= 0) {
+        struct lcore_queue_conf *q = d->qconf;
+        if (q->tx_buffer->length) rte_eth_tx_buffer_flush(q->port, q->txq, q->tx_buffer);
+        long us = RTE_MIN(timeout_us, (long)MAX_WAIT_US);
+        struct timespec ts = {.tv_sec = us / 1000000, .tv_nsec = us % 1000000 * 1000};
+        struct pollfd pfd = {.fd = d->rx_fd, .events = POLLIN};
+        ppoll(&pfd, 1, &ts, NULL);
+        d->waits++;
+    } else {
+        rte_delay_us_sleep((unsigned)RTE_MIN(timeout_us, (long)MAX_NAP_US));
+    }
     return 0;
+}
+
+/* The af_packet PMD's packet socket for `iface` (it keeps its fds private):
+ * the open socket of this process that /proc/net/packet lists on that
+ * interface. -1 if there is none (another driver) or it cannot be told. */
+static int afPacketSocket(const char *iface) {
+    unsigned ifindex = iface[0] ? if_nametoindex(iface) : 0;
+    if (!ifindex) return -1;
+    FILE *f = fopen("/proc/net/packet", "r");
+    if (!f) return -1;
+    unsigned long inodes[16];
+    int ninodes = 0;
+    char line[256];
+    while (fgets(line, sizeof(line), f) && ninodes < 16) {
+        unsigned long inode;
+        unsigned idx;
+        /* sk RefCnt Type Proto Iface R Rmem User Inode */
+        if (sscanf(line, "%*s %*s %*s %*s %u %*s %*s %*s %lu", &idx, &inode) == 2 &&
+            idx == ifindex)
+            inodes[ninodes++] = inode;
+    }
+    fclose(f);
+    DIR *dir = opendir("/proc/self/fd");
+    if (!dir) return -1;
+    int found = -1;
+    struct dirent *e;
+    while (found < 0 && (e = readdir(dir))) {
+        char path[300], link[64];
+        snprintf(path, sizeof(path), "/proc/self/fd/%s", e->d_name);
+        ssize_t n = readlink(path, link, sizeof(link) - 1);
+        if (n <= 0) continue;
+        link[n] = '\0';
+        unsigned long inode;
+        if (sscanf(link, "socket:[%lu]", &inode) != 1) continue;
+        for (int i = 0; i < ninodes; i++)
+            if (inodes[i] == inode) found = atoi(e->d_name);
+    }
+    closedir(dir);
+    return found;
 }
 
 static ssize_t dpdkWritev(ir_transport *t, ir_conn *c, const struct iovec *iov, int iovcnt) {
@@ -832,6 +893,7 @@ ir_transport *ir_dpdk_transport_new(struct ir_server *s, const ir_config *cfg) {
     }
     d->base.ops = &dpdk_ops;
     d->base.srv = s;
+    d->rx_fd = -1;
 
     /* 1. EAL */
     int mtu = resolveMtu(cfg);
@@ -896,6 +958,9 @@ ir_transport *ir_dpdk_transport_new(struct ir_server *s, const ir_config *cfg) {
     afPacketIface(cfg->eal_args, iface, sizeof(iface));
     if (iface[0])
         snprintf(d->carrier_path, sizeof(d->carrier_path), "/sys/class/net/%s/carrier", iface);
+    d->rx_fd = afPacketSocket(iface);
+    d->base.polling = 1;
+    d->base.can_wait = d->rx_fd >= 0;
     snprintf(d->build, sizeof(d->build), "%s; %s; MTU %d", rte_version(), irl_build(), mtu);
     d->base.build = d->build;
     d->drain_tsc = (hz + US_PER_S - 1) / US_PER_S * BURST_TX_DRAIN_US;

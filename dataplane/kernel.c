@@ -280,7 +280,7 @@ ir_transport *ir_kernel_transport_new(struct ir_server *s, const char *bind_addr
     if (!k) return NULL;
     k->base.ops = &kernel_ops;
     k->base.srv = s;
-    k->base.event_driven = 1;
+    k->base.can_wait = 1;
     k->base.build = busy_poll ? "Linux TCP/IP; epoll; busy polling (SO_BUSY_POLL)"
                               : "Linux TCP/IP; epoll";
     k->busy_poll = busy_poll;

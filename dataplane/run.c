@@ -20,28 +20,29 @@
 
 #define TICK_MS 100
 
-/* The idle rule, one for both stacks. A loop that polls (DPDK always; the
- * kernel stack with busy_poll) keeps polling without waiting for SPIN_US
+/* The idle rule, one for both stacks. A loop that polls (DPDK by default;
+ * the kernel stack with busy_poll) keeps polling without waiting for SPIN_US
  * after the last event, so back-to-back requests never meet a sleeping
- * server. After that it backs off in proportion to the empty polls, as
- * DPDK's l3fwd-power does: the k-th empty poll waits k x NAP_STEP_US, up to
- * NAP_MAX_US (the kernel stack is woken early by an event; a poll-mode
- * driver is not, so the wait bounds the latency of the first request after
- * a pause). After IDLE_SLEEP_MS without events it waits a whole tick (the
- * kernel stack sleeps in epoll; DPDK naps at its cap). A co-located
- * appliance under light load so costs a few percent of a core instead of a
- * whole one, and under load it never waits.
+ * server. After that it waits for the next event: a transport that can sleep
+ * until one arrives (epoll; af_packet's socket under DPDK, as l3fwd-power
+ * sleeps on RX interrupts) waits up to a tick and is woken by the event. One
+ * that cannot backs off in proportion to the empty polls, as l3fwd-power does
+ * between its polls: the k-th empty poll naps k x NAP_STEP_US, up to
+ * NAP_MAX_US, and after IDLE_SLEEP_MS without events a whole tick (capped by
+ * the transport). A co-located appliance under light load so costs little
+ * more than a sleeping server, and under load it never waits.
  *   busy_poll on DPDK: never wait (the lowest latency; 100% of the core).
  *   kernel stack without busy_poll: always wait in epoll (a sleeping server). */
-#define SPIN_US 200
+#define SPIN_US 100
 #define NAP_STEP_US 20
 #define NAP_MAX_US 1000
 #define IDLE_SLEEP_MS 100
 
-enum idle_mode { IDLE_SPIN, IDLE_BACKOFF, IDLE_SLEEP };
+enum idle_mode { IDLE_SPIN, IDLE_ADAPTIVE, IDLE_SLEEP };
 
 typedef struct idle_state {
     enum idle_mode mode;
+    int can_wait;                /* the transport sleeps until an event */
     uint64_t last_event_us;
     unsigned empty;              /* empty polls since the spin window ended */
 } idle_state;
@@ -58,14 +59,14 @@ static long idleWait(idle_state *st) {
     if (st->mode == IDLE_SLEEP) return TICK_MS * 1000L;
     uint64_t idle = monoUs() - st->last_event_us;
     if (idle < SPIN_US) return 0;
-    if (idle >= IDLE_SLEEP_MS * 1000ULL) return TICK_MS * 1000L;
+    if (st->can_wait || idle >= IDLE_SLEEP_MS * 1000ULL) return TICK_MS * 1000L;
     long w = (long)++st->empty * NAP_STEP_US;
     return w < NAP_MAX_US ? w : NAP_MAX_US;
 }
 
 static void idleSawEvents(idle_state *st) {
     st->empty = 0;
-    if (st->mode == IDLE_BACKOFF) st->last_event_us = monoUs();
+    if (st->mode == IDLE_ADAPTIVE) st->last_event_us = monoUs();
 }
 
 static volatile sig_atomic_t force_quit;
@@ -252,15 +253,17 @@ int ir_run(const ir_config *cfg) {
         goto server;
     }
     idle_state idle = {
-        .mode = s->tp->event_driven ? (cfg->busy_poll ? IDLE_BACKOFF : IDLE_SLEEP)
-                                    : (cfg->busy_poll ? IDLE_SPIN : IDLE_BACKOFF),
+        .mode = s->tp->polling ? (cfg->busy_poll ? IDLE_SPIN : IDLE_ADAPTIVE)
+                               : (cfg->busy_poll ? IDLE_ADAPTIVE : IDLE_SLEEP),
+        .can_wait = s->tp->can_wait,
         .last_event_us = monoUs(),
     };
     serverLog("Ready to accept connections on %s:%d (%s stack: %s; %s)", cfg->bind,
               s->tp->bound_port, s->tp->ops->name, s->tp->build ? s->tp->build : "",
               idle.mode == IDLE_SPIN ? "polls without pause"
               : idle.mode == IDLE_SLEEP ? "sleeps until events"
-                                        : "polls under load, backs off when idle");
+              : idle.can_wait ? "polls under load, sleeps until events when idle"
+                              : "polls under load, backs off when idle");
     s->loop_mode = idle.mode == IDLE_SPIN ? "busy-poll" : idle.mode == IDLE_SLEEP ? "sleep" : "adaptive";
     publishStats(s);
 

@@ -30,7 +30,7 @@ typedef struct ir_transport_ops {
     const char *name;                    /* "kernel", "dpdk" ... */
     /* One event step: wait at most timeout_us (0 = look once, never wait)
      * for network events and deliver them as upcalls. A transport that can
-     * sleep until an event arrives (event_driven) does so; a poll-mode one
+     * sleep until an event arrives (can_wait) does so; one that cannot
      * polls once and, if it found nothing, naps for timeout_us (capped by the
      * transport). Returns the number of events handled (0 = none), or -1 on
      * a fatal error. How long to wait is the run loop's idle rule (run.c). */
@@ -55,7 +55,8 @@ struct ir_transport {
     const ir_transport_ops *ops;
     struct ir_server *srv;
     int bound_port;                      /* the port actually listened on */
-    int event_driven;                    /* poll() can sleep until an event (epoll) */
+    int polling;                         /* a poll-mode stack: polls by default (DPDK) */
+    int can_wait;                        /* poll() can sleep until an event arrives */
     const char *build;                   /* one line for INFO/pyctl: what this stack is */
 };
 

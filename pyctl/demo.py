@@ -134,7 +134,7 @@ def start_appliance(stack: str, port: int, out: Path) -> tuple[Child, str]:
         argv = [sys.executable, "-m", "pyctl", "start", "--stack", "dpdk", "--netns", t.netns,
                 "--cores", "0", "--vdev", f"net_af_packet0,iface={t.iface}",
                 "--ip", f"{t.appliance_ip}/{t.prefix}", "--listen-port", str(port),
-                "--hugepages", "128", "--file-prefix", DEMO_NETNS]
+                "--mtu", str(t.mtu), "--hugepages", "256", "--file-prefix", DEMO_NETNS]
         host = t.appliance_ip
     else:
         argv = [sys.executable, "-m", "pyctl", "start", "--listen", f"{HOST}:{port}"]
