@@ -90,3 +90,10 @@ bench: build
 
 clean:
 	rm -rf $(BUILD) $(ASAN) build-fuzz build-deps $(STAMP)
+
+# Issue 13's fault matrix through the impairment bridge (bench/impair.c; root): loss,
+# delay, reorder, duplication and a loss burst, each direction and both, 13 MB values,
+# both stacks. `make test` runs each fault once in both directions with 2 MB values.
+.PHONY: faults
+faults: build
+	INREPLAY_FAULTS=full $(PY) -m pytest -q tests/test_impair.py tests/test_faults.py
