@@ -73,6 +73,8 @@ bench: build
 	$(PY) bench/sumtree.py --json $(BUILD)/bench-sumtree.json
 	$(PY) bench/latency.py --mtu 1500,9000 --paths shared,kernel-default \
 	  --json $(BUILD)/bench-latency.json --plots $(BUILD)/bench-plots
+	-$(PY) bench/latency.py --systems dpdk --dpdk-pmd af_xdp --mtu 1500 --paths shared \
+	  --sizes 64,65536,1048576,13631488 --batches 512 --json $(BUILD)/bench-latency-xdp.json
 	$(PY) bench/throughput.py --json $(BUILD)/bench-throughput.json
 	rm -f $(BUILD)/bench-breakdown.json
 	-$(PY) bench/breakdown.py --mtu 1500,9000 --json $(BUILD)/bench-breakdown.json \
@@ -86,7 +88,8 @@ bench: build
 	  --demo $(BUILD)/bench-cartpole/summary.json \
 	  --demo-kernel $(BUILD)/bench-cartpole-kernel/summary.json \
 	  --breakout $(BUILD)/bench-breakout/summary.json \
-	  $$([ -f $(BUILD)/bench-breakdown.json ] && echo --breakdown $(BUILD)/bench-breakdown.json)
+	  $$([ -f $(BUILD)/bench-breakdown.json ] && echo --breakdown $(BUILD)/bench-breakdown.json) \
+	  $$([ -f $(BUILD)/bench-latency-xdp.json ] && echo --nics $(BUILD)/bench-latency-xdp.json)
 
 clean:
 	rm -rf $(BUILD) $(ASAN) build-fuzz build-deps $(STAMP)

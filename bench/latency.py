@@ -455,8 +455,12 @@ class Pinning:
         return ["taskset", "-c", str(self.server)] if self.server is not None else []
 
 
+DPDK_PMDS = ("af_packet", "af_xdp")
+"""Virtual NIC drivers the dpdk system can attach to the veth with."""
+
+
 def make_server(system: str, net: Network, pin: Pinning, workdir: Path, port: int,
-                busy_poll: bool = True) -> Server:
+                busy_poll: bool = True, pmd: str = "af_packet") -> Server:
     """The argv of each system, on the same core, reached over the same path.
 
     busy_poll: the DPDK server spins on its core even when idle (by default it
@@ -488,8 +492,10 @@ def make_server(system: str, net: Network, pin: Pinning, workdir: Path, port: in
         if not dpdk_built():
             raise BenchError("dpdk: build/ has no DPDK dataplane (meson found no libdpdk)")
         t = net.topo
-        vdev = f"net_af_packet0,iface={t.iface}"
-        if net.delay_us:  # af_packet bypasses the qdisc (and so netem) by default
+        if pmd not in DPDK_PMDS:
+            raise BenchError(f"--dpdk-pmd {pmd}: choose from {', '.join(DPDK_PMDS)}")
+        vdev = f"net_{pmd}0,iface={t.iface}"
+        if net.delay_us and pmd == "af_packet":  # it bypasses the qdisc (and netem) by default
             vdev += ",qdisc_bypass=0"
         prefix = f"{t.netns}-{port}"
         core = str(pin.server if pin.server is not None else 0)
@@ -881,6 +887,7 @@ class Settings:
     mtus: list[int] = field(default_factory=lambda: list(MTUS))
     paths: list[str] = field(default_factory=lambda: list(PATHS))
     packed_batches: list[int] = field(default_factory=lambda: list(PACKED_BATCHES))
+    dpdk_pmd: str = "af_packet"
 
 
 @dataclass
@@ -993,7 +1000,7 @@ def run(s: Settings) -> dict[str, Any]:
                     port = free_port() if net.loopback else 7000 + i
                     try:
                         server = make_server(system, net, pin, Path(tmp), port,
-                                             s.busy_poll).start()
+                                             s.busy_poll, s.dpdk_pmd).start()
                     except BenchError as e:
                         res.errors[tag] = str(e)
                         log(f"[{tag}] not run: {e}")
@@ -1021,6 +1028,8 @@ def run(s: Settings) -> dict[str, Any]:
         "mtus": [] if s.loopback else s.mtus,
         "config": {"sizes": s.sizes, "batches": s.batches, "item_sizes": s.item_sizes,
                    "packed_batches": s.packed_batches, "dpdk_busy_poll": s.busy_poll,
+                   "dpdk_pmd": s.dpdk_pmd,
+                   "vhost_net": Path("/dev/vhost-net").exists(),
                    "table_items": {str(k): v for k, v in s.table_items.items()},
                    "update_batch": s.update_batch, "alpha": ALPHA, "beta": BETA,
                    "pipeline_max_payload": PIPELINE_MAX_PAYLOAD, **asdict(s.budget)},
@@ -1220,6 +1229,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
         client_core=args.client_core,
         quick=quick,
         busy_poll=not args.dpdk_nap,
+        dpdk_pmd=args.dpdk_pmd,
         mtus=mtus,
         paths=paths,
         packed_batches=(ints(args.packed_batches) if args.packed_batches is not None
@@ -1258,6 +1268,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--client-core", type=int, default=1)
     ap.add_argument("--dpdk-nap", action="store_true",
                     help="start the DPDK server without --busy-poll (it naps when idle)")
+    ap.add_argument("--dpdk-pmd", choices=DPDK_PMDS, default="af_packet",
+                    help="the DPDK server's virtual NIC driver on the veth (af_xdp: MTU up "
+                         "to about 3000 in DPDK 22.11, one page per frame)")
     args = ap.parse_args(argv)
     try:
         doc = run(settings_from(args))

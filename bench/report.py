@@ -283,6 +283,33 @@ def latency_section(doc: dict[str, Any]) -> str:
     return "\n".join(out + context_lines(doc))
 
 
+NIC_WORKLOADS = ("GET 64 B", "GET 64 KB", "GET 1 MB", "GET 13 MB", "SAMPLE 512 × 128 B PACKED",
+                 "SAMPLE 512 × 28 KB PACKED")
+
+
+def nics_section(main: dict[str, Any], xdp: dict[str, Any]) -> str:
+    """The DPDK system on af_packet (the main run) against af_xdp, same veth and MTU."""
+    lat, alt = Lat(main), Lat(xdp)
+    pmd = xdp.get("config", {}).get("dpdk_pmd", "af_xdp")
+    out = [f"The DPDK server attached to the same veth with two poll-mode drivers, p50 (p99) µs, "
+           f"shared path, one connection (`bench/latency.py --dpdk-pmd {pmd}`):", "",
+           "| request |" + "".join(f" af_packet, MTU {m} |" for m in lat.mtus)
+           + "".join(f" {pmd}, MTU {m} |" for m in alt.mtus), "|---|"
+           + "---|" * (len(lat.mtus) + len(alt.mtus))]
+    for w in NIC_WORKLOADS:
+        cells = [lat_cell(lat.get("dpdk", w, "shared", m)) for m in lat.mtus]
+        cells += [lat_cell(alt.get("dpdk", w, "shared", m)) for m in alt.mtus]
+        if any(c != "—" for c in cells):
+            out.append(f"| {w} |" + "".join(f" {c} |" for c in cells))
+    vhost = xdp.get("config", {}).get("vhost_net")
+    out.append("\n- virtio_user with the vhost-net backend: "
+               + ("/dev/vhost-net exists here but was not measured." if vhost else
+                  "not measurable on this machine: there is no /dev/vhost-net (the kernel has "
+                  "no vhost_net module and no modules can be loaded)."))
+    context = [line.replace("DPDK on af_packet", f"DPDK on {pmd}") for line in context_lines(xdp)]
+    return "\n".join(out + context)
+
+
 def sample_shapes(rows: list[Row]) -> list[str]:
     """'32 × 128 B', ..., '512 × 128 B PACKED' in (item size, batch, packed) order."""
     key = sorted((r for r in rows if r["kind"] in ("sample", "sample-packed", "baseline")),
@@ -775,6 +802,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--breakout", metavar="JSON", help="summary.json of a Breakout demo run")
     ap.add_argument("--soak", metavar="JSON", help="output of bench/soak.py --json")
     ap.add_argument("--breakdown", metavar="JSON", help="output of bench/breakdown.py --json")
+    ap.add_argument("--nics", metavar="JSON",
+                    help="bench/latency.py --dpdk-pmd af_xdp --json (with --latency)")
     ap.add_argument("--readme", default=str(ROOT / "README.md"))
     ap.add_argument("--docs", default=str(ROOT / "docs"),
                     help="where the CartPole returns plot is copied (default docs/)")
@@ -809,6 +838,9 @@ def main(argv: list[str] | None = None) -> int:
         (docs / "cartpole-returns.png").write_bytes(png.read_bytes())
     if bd:
         text = replace_section(text, "breakdown", breakdown_section(bd))
+    nics = load(args.nics)
+    if lat and nics:
+        text = replace_section(text, "nics", nics_section(lat, nics))
     if args.soak:
         text = replace_section(text, "soak", soak_section(json.loads(Path(args.soak).read_text())))
     readme.write_text(text)

@@ -412,3 +412,27 @@ def test_breakdown_runs_get_and_sample(tmp_path: Path) -> None:
         assert 0 < r["appliance_us"] < r["rtt_mean_us"]
         assert r["appliance_us"] == pytest.approx(sum(r["stages_us"].values()))
     assert "execute (REPLAY.SAMPLE)" in doc["runs"][1]["stages_us"]
+
+
+def test_nics_section_compares_drivers_and_says_why_virtio_user_is_missing(
+        tmp_path: Path) -> None:
+    """af_packet columns from the main run, af_xdp from its own; the af_xdp server's argv."""
+    main = _synthetic(9000)
+    xdp = _synthetic(1500)
+    xdp["latency"] = [dict(r, p50_us=r["p50_us"] * 2, p99_us=r["p99_us"] * 2)
+                      for r in xdp["latency"] if r["system"] == "dpdk"]
+    xdp["config"].update(dpdk_pmd="af_xdp", vhost_net=False)
+    text = report.nics_section(main, xdp)
+    assert "| af_packet, MTU 9000 | af_xdp, MTU 1500 |" in text
+    assert "| GET 64 B | 25.0 (37.5) | 50.0 (75.0) |" in text
+    assert "no /dev/vhost-net" in text and "DPDK on af_xdp" in text
+    xdp["config"]["vhost_net"] = True
+    assert "exists here but was not measured" in report.nics_section(main, xdp)
+
+    net = latency.Network(False, latency.netns.topology("irbt", "10.9.0.0/24", 1500))
+    if latency.dpdk_built():
+        argv = latency.make_server("dpdk", net, latency.Pinning(0, 1), tmp_path, 7000,
+                                   pmd="af_xdp").argv
+        assert argv[argv.index("--vdev") + 1] == "net_af_xdp0,iface=irbt-a"
+    with pytest.raises(latency.BenchError, match="dpdk-pmd"):
+        latency.make_server("dpdk", net, latency.Pinning(0, 1), tmp_path, 7000, pmd="tap")
