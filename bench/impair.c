@@ -243,7 +243,7 @@ static int parse_spec(const char *spec, struct params np[NDIR])
     memset(np, 0, sizeof(struct params) * NDIR);
     for (int d = 0; d < NDIR; d++) {
         np[d].reorder_ns = 1000000;
-        np[d].burst_loss = 0.3;
+        np[d].burst_loss = 0; /* no burst unless the spec sets one */
         np[d].burst_ns = 2000000000;
     }
     char buf[1024];
