@@ -121,25 +121,37 @@ def _add_start(sub: Any) -> None:
     p.add_argument("--verbose", action="store_true", default=None, help="log connections")
 
 
+DPDK_ONLY = ("cores", "port", "vdev", "ip", "listen_port", "queues", "mbufs", "hugepages",
+             "file_prefix", "mtu")
+"""Flags that only the DPDK stack has: giving one implies --stack dpdk."""
+DEFAULT_HUGEPAGES = 256
+"""2 MB hugepages reserved for the DPDK stack when --hugepages does not say."""
+DPDK_PCI_DRIVERS = ("vfio-pci", "igb_uio", "uio_pci_generic")
+
+
 def cmd_start(args: argparse.Namespace) -> int:
     prog = "pyctl start"
+    given = [k for k in DPDK_ONLY if getattr(args, k) is not None]
+    if given and args.stack is None:
+        args.stack = "dpdk"  # the design's start line: pyctl start --cores 2-5 --port 0
+    elif given and args.stack == "kernel":
+        die(prog, f"--{given[0].replace('_', '-')} is for the DPDK stack: drop --stack kernel", 2)
     keys = ("listen", "stack", "capacity", "table", "alpha", "beta", "epsilon", "maxbytes",
             "fanout", "seed", "maxclients", "proto_max_bulk_len", "daemon", "logfile", "verbose",
             "requirepass", "client_subnet", "maxmemory", "client_output_buffer_limit", "timeout",
             "request_timeout_ms", "tcp_keepalive", "dir", "restore", "save_on_shutdown",
             "cores", "port", "vdev", "ip", "listen_port", "queues", "mbufs", "hugepages", "netns",
             "file_prefix", "busy_poll", "mtu")
+    overrides = {k: getattr(args, k) for k in keys}
     try:
-        cfg = build(args.config, {k: getattr(args, k) for k in keys})
+        cfg = build(args.config, overrides)
     except ConfigError as e:
+        if args.stack == "dpdk":  # every problem at once, the host's too
+            _dpdk_refused(prog, [*str(e).splitlines(),
+                                 *_host_problems(build(args.config, overrides, validate=False))],
+                          args)
         die(prog, str(e), 2)
-    if cfg.stack != "dpdk":
-        dpdk_only = [k for k in ("cores", "port", "vdev", "ip", "listen_port", "queues", "mbufs",
-                                 "hugepages", "file_prefix", "mtu")
-                     if getattr(args, k) is not None]
-        if dpdk_only:
-            die(prog, f"--{dpdk_only[0].replace('_', '-')} is for --stack dpdk", 2)
-    elif args.listen:
+    if cfg.stack == "dpdk" and args.listen:
         die(prog, "--listen is for the kernel stack; with --stack dpdk use --ip and --listen-port",
             2)
     if cfg.netns and os.environ.get("INREPLAY_IN_NETNS") != cfg.netns:
@@ -183,31 +195,82 @@ def _reexec_in_netns(prog: str, name: str, argv: list[str]) -> NoReturn:
     os.execvpe("ip", ["ip", "netns", "exec", name, sys.executable, "-m", "pyctl", *argv], env)
 
 
-def _check_dpdk_host(prog: str, cfg: ServerConfig) -> None:
-    """One-line errors for what DPDK would otherwise report as a panic or a log flood."""
+def _dpdk_pci_ports() -> list[str]:
+    """PCI addresses of NICs bound to a driver DPDK can use (what its EAL probes)."""
+    found: list[str] = []
+    for drv in DPDK_PCI_DRIVERS:
+        d = Path("/sys/bus/pci/drivers", drv)
+        if d.is_dir():
+            found += sorted(p.name for p in d.iterdir() if re.fullmatch(r"[0-9a-f:.]+", p.name))
+    return found
 
+
+def _working_line(args: argparse.Namespace) -> str:
+    """A complete start line that works on this machine: the test topology's."""
+    n = os.cpu_count() or 1
+    t = netns.topology("inreplay", "10.77.0.0/24")
+    port = args.listen_port or 6379
+    return (f"sudo pyctl netns up && sudo {t.start_line(port=port, cores='0' if n < 2 else '0-1')}"
+            " (or bind a NIC: dpdk-devbind.py --bind=vfio-pci BUS:DEV.FN, then --port 0)")
+
+
+def _dpdk_refused(prog: str, problems: list[str], args: argparse.Namespace) -> NoReturn:
+    """Every problem at once, then a line that works here."""
+    for p in problems:
+        print(f"{prog}: {p}", file=sys.stderr)
+    print(f"{prog}: a start line that works on this machine: {_working_line(args)}",
+          file=sys.stderr)
+    sys.exit(2)
+
+
+def _check_dpdk_host(prog: str, cfg: ServerConfig) -> None:
+    """Everything DPDK would otherwise report as a panic, a log flood or a wrong errno,
+    checked before EAL starts; hugepages are reserved (and hugetlbfs mounted) as needed."""
+    problems = _host_problems(cfg)
+    if problems:
+        _dpdk_refused(prog, problems, argparse.Namespace(listen_port=cfg.listen_port))
+    try:
+        netns.ensure_hugepages(cfg.hugepages or DEFAULT_HUGEPAGES)
+    except netns.SetupError as e:
+        die(prog, str(e))
+
+
+def _host_problems(cfg: ServerConfig) -> list[str]:
+    """What this machine lacks for cfg's DPDK stack (interfaces only once inside --netns)."""
+    problems = []
+    inside = not cfg.netns or os.environ.get("INREPLAY_IN_NETNS") == cfg.netns
     if os.geteuid() != 0:
-        die(prog, "--stack dpdk needs root (hugepages and raw NIC access): run it with sudo")
-    for v in cfg.vdev:
+        problems.append("the DPDK stack needs root (hugepages and raw NIC access): run it "
+                        "with sudo")
+    for v in cfg.vdev if inside else []:
         m = re.search(r"iface=([^,]+)", v)
         if m and not Path("/sys/class/net", m.group(1)).exists():
             where = f" in namespace {cfg.netns}" if cfg.netns else ""
-            die(prog, f"--vdev {v}: interface {m.group(1)} does not exist{where} "
-                      "('ip link' lists them; 'pyctl netns up' makes a test pair)", 2)
-    try:
-        if cfg.hugepages:
-            netns.ensure_hugepages(cfg.hugepages)
-    except netns.SetupError as e:
-        die(prog, str(e))
-    if netns.hugepages_free() == 0:
-        die(prog, "no free 2 MB hugepages: add --hugepages 256, or reserve them with "
-                  "'echo 256 > /sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages'")
+            problems.append(f"--vdev {v}: interface {m.group(1)} does not exist{where} "
+                            "('ip link' lists them; 'pyctl netns up' makes a test pair)")
+    if not cfg.vdev:
+        pci = _dpdk_pci_ports()
+        if not pci:
+            problems.append("no NIC is bound to a DPDK driver (dpdk-devbind.py --status lists "
+                            "them; pyctl drivers lists the PMDs): bind one, or attach to a kernel "
+                            "interface with --vdev net_af_packet0,iface=IFACE")
+        if cfg.port >= max(len(pci), 1):
+            tcp = (f"; for the TCP port use --listen-port {cfg.port}" if cfg.port >= 1024
+                   else "")
+            problems.append(f"--port {cfg.port}: DPDK port ids count the NICs bound to DPDK "
+                            f"from 0, and this machine has {len(pci)}{tcp}")
+    return problems
 
 
 def _hint(e: _native.InreplayError) -> str:
     text = str(e)
     if "Address already in use" in text:
         return " (another server holds this port: stop it or choose another --listen port)"
+    if "rte_eal_init" in text and ("Permission denied" in text or "err=13" in text):
+        return (" (EAL could not map its hugepages: check that hugetlbfs is mounted and that "
+                "free 2 MB hugepages are left: grep Huge /proc/meminfo)")
+    if "rte_eal_init" in text and "err=12" in text:
+        return f" (not enough hugepages: start with --hugepages {2 * DEFAULT_HUGEPAGES})"
     if "Permission denied" in text:
         return " (ports below 1024 need root: choose another --listen port)"
     return ""

@@ -70,12 +70,42 @@ def test_bad_flags_get_one_line_naming_the_flag(args: list[str], names: str) -> 
     assert "Traceback" not in r.stderr
 
 
+WORKS_HERE = "a start line that works on this machine: sudo pyctl netns up && sudo pyctl start"
+
+
 def test_dpdk_stack_flags_are_checked_before_anything_starts() -> None:
     r = pyctl("start", "--stack", "dpdk", "--listen-port", "7000")
-    assert r.returncode == 2 and r.stderr.count("\n") == 1
-    assert "--ip: required with --stack dpdk" in r.stderr
+    assert r.returncode == 2
+    assert "--ip: required with the DPDK stack" in r.stderr
+    assert r.stderr.strip().splitlines()[-1].startswith(f"pyctl start: {WORKS_HERE}")
+    assert "--listen-port 7000" in r.stderr.strip().splitlines()[-1]
+    # a DPDK-only flag implies the DPDK stack; with --stack kernel it is refused
     r = pyctl("start", "--cores", "0-1")
-    assert r.returncode == 2 and "--cores is for --stack dpdk" in r.stderr
+    assert r.returncode == 2 and "--ip: required with the DPDK stack" in r.stderr
+    r = pyctl("start", "--stack", "kernel", "--mtu", "9000")
+    assert r.returncode == 2 and "--mtu is for the DPDK stack: drop --stack kernel" in r.stderr
+
+
+def test_the_designs_start_line_lists_every_problem_and_a_line_that_works() -> None:
+    """`pyctl start --cores 2-5 --port 0` on a 2-core machine with no NIC bound to DPDK."""
+    r = pyctl("start", "--cores", "2-5", "--port", "0")
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert all(line.startswith("pyctl start: ") for line in lines)
+    text = r.stderr
+    if (os.cpu_count() or 1) < 6:
+        assert "--cores 2-5: this machine has cores" in text
+    assert "--ip: required with the DPDK stack" in text
+    if not any(Path("/sys/bus/pci/drivers", d).is_dir() and any(
+            Path("/sys/bus/pci/drivers", d).glob("0000:*"))
+            for d in ("vfio-pci", "igb_uio", "uio_pci_generic")):
+        assert "no NIC is bound to a DPDK driver" in text
+    assert lines[-1].startswith(f"pyctl start: {WORKS_HERE}")
+    # a TCP port where a DPDK port id goes gets pointed at --listen-port
+    r = pyctl("start", "--port", "7100", "--ip", "10.1.2.3/24")
+    assert r.returncode == 2
+    if os.geteuid() == 0:
+        assert "for the TCP port use --listen-port 7100" in r.stderr
 
 
 def test_daemon_status_stop(rundir: Path) -> None:
