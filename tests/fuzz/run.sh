@@ -68,7 +68,7 @@ LOG=$OUT/fuzz-$(date +%Y%m%d-%H%M%S)-$$.log
 start=$(date +%s)
 set +e
 # the full log goes to $LOG; the terminal gets libFuzzer's pulse lines and findings
-"$BIN" -max_total_time="$SECONDS_TO_RUN" -dict=tests/fuzz/resp.dict -max_len=69632 \
+"$BIN" -max_total_time="$SECONDS_TO_RUN" -dict=tests/fuzz/resp.dict -max_len=73728 \
     -rss_limit_mb=3072 -malloc_limit_mb=2048 -timeout=10 -print_final_stats=1 \
     -artifact_prefix="$ART/" "$@" "$WORK" 2>&1 | tee "$LOG" \
     | grep -a -E --line-buffered '(pulse|INITED|DONE|ERROR|SUMMARY|invariant|runtime error|Test unit written)' >&2
