@@ -438,8 +438,13 @@ static int dpdkPoll(ir_transport *t, long timeout_us) {
         long us = RTE_MIN(timeout_us, (long)MAX_WAIT_US);
         struct timespec ts = {.tv_sec = us / 1000000, .tv_nsec = us % 1000000 * 1000};
         struct pollfd pfd = {.fd = d->rx_fd, .events = POLLIN};
-        ppoll(&pfd, 1, &ts, NULL);
+        int r = ppoll(&pfd, 1, &ts, NULL);
         d->waits++;
+        /* the interface went away (its namespace was deleted, the device
+         * removed): the socket reports an error at once, every time, so nap
+         * instead of spinning on it */
+        if (r > 0 && (pfd.revents & (POLLERR | POLLHUP | POLLNVAL)))
+            rte_delay_us_sleep(MAX_NAP_US);
     } else {
         rte_delay_us_sleep((unsigned)RTE_MIN(timeout_us, (long)MAX_NAP_US));
     }

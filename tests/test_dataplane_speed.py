@@ -275,3 +275,33 @@ def test_dpdk_sleeps_on_the_af_packet_socket_when_idle(
     assert r.ping()
     assert time.perf_counter() - t0 < 0.05
     r.close()
+
+
+@needs_dpdk
+def test_idle_appliance_does_not_spin_when_its_interface_vanishes(tmp_path: Path) -> None:
+    """Deleting the namespace under a running appliance (a test's teardown, an
+    operator's mistake) makes the af_packet socket report errors at once; the idle
+    wait must not turn into a spin, and SIGTERM still stops the appliance."""
+    name = f"irsv{os.getpid() % 100000}"
+    r = subprocess.run([sys.executable, "-m", "pyctl", "netns", "up", "--name", name,
+                        "--subnet", "10.98.0.0/24", "--json"], capture_output=True, text=True,
+                       cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    a = Appliance(json.loads(r.stdout), tmp_path)
+    try:
+        assert a.client().ping()
+        subprocess.run([sys.executable, "-m", "pyctl", "netns", "down", "--name", name],
+                       capture_output=True, cwd=ROOT, check=True)
+        stat = Path(f"/proc/{a.proc.pid}/stat")
+        # pyctl runs the appliance in-process (the loop thread is in this pid)
+        def cpu() -> float:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        time.sleep(0.5)
+        c0 = cpu()
+        time.sleep(2.0)
+        assert cpu() - c0 < 0.5, "the appliance spins without its interface"
+    finally:
+        subprocess.run([sys.executable, "-m", "pyctl", "netns", "down", "--name", name],
+                       capture_output=True, cwd=ROOT)
+        assert a.stop() == 0
