@@ -117,7 +117,7 @@ def _add_start(sub: Any) -> None:
                         "kernel stack: poll epoll without sleeping while traffic flows")
     p.add_argument("--config", metavar="FILE.toml", help="read settings from a TOML file")
     p.add_argument("--daemon", action="store_true", default=None, help="run in the background")
-    p.add_argument("--logfile", help="daemon log file (default <rundir>/<port>.log)")
+    p.add_argument("--logfile", help="daemon log file (default <rundir>/<host>-<port>.log)")
     p.add_argument("--verbose", action="store_true", default=None, help="log connections")
 
 
@@ -276,11 +276,17 @@ def _hint(e: _native.InreplayError) -> str:
     return ""
 
 
+WILDCARD_HOSTS = ("0.0.0.0", "::", "")
+
+
 def _pick(prog: str, listen: str | None) -> list[srv.Instance]:
+    """Running servers; with --listen HOST:PORT the ones on that port and address (a
+    server bound to every address matches any), so two stacks may share a port."""
     found = srv.instances()
     if listen:
-        _, port = split_listen(listen)
-        found = [i for i in found if i.port == port]
+        host, port = split_listen(listen)
+        found = [i for i in found if i.port == port
+                 and (host in WILDCARD_HOSTS or i.host in WILDCARD_HOSTS or i.host == host)]
     return found
 
 

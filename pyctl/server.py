@@ -1,6 +1,6 @@
 """Run the C server in this process (through cffi), as a daemon, and find running ones.
 
-Each running server leaves a state file ``<rundir>/<port>.json`` (pid, endpoint,
+Each running server leaves a state file ``<rundir>/<host>-<port>.json`` (pid, endpoint,
 stack, start time); ``pyctl status`` and ``pyctl stop`` read these. The run
 directory is ``$INREPLAY_RUN_DIR`` or ``/tmp/inreplay-<uid>``.
 """
@@ -162,6 +162,13 @@ def raise_fd_limit(maxclients: int) -> str | None:
     return None
 
 
+def state_file(host: str, port: int) -> Path:
+    """The record of the server at host:port: one per address, so two stacks on
+    different addresses may share a port (a kernel and a DPDK appliance do)."""
+    safe = host.replace(":", "_").replace("/", "_") or "any"
+    return rundir() / f"{safe}-{port}.json"
+
+
 def run(cfg: ServerConfig, ready: Any = None) -> int:
     """Run the server until it stops; returns 0 after a clean stop.
 
@@ -193,7 +200,7 @@ def run(cfg: ServerConfig, ready: Any = None) -> int:
             t.join(0.005)
         if t.is_alive():
             port = stats.port
-            state = rundir() / f"{port}.json"
+            state = state_file(cfg.host, port)
             state.write_text(json.dumps({
                 "pid": os.getpid(), "host": cfg.host, "port": port, "stack": cfg.stack,
                 "started": time.time(), "cores": core_roles(cfg), "netns": cfg.netns,
@@ -233,7 +240,7 @@ def daemonize(cfg: ServerConfig) -> int:
     # child
     os.close(r)
     os.setsid()
-    log = cfg.logfile or str(rundir() / f"{cfg.tcp_port}.log")
+    log = cfg.logfile or str(state_file(cfg.host, cfg.tcp_port).with_suffix(".log"))
     fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)

@@ -244,3 +244,23 @@ def test_netns_up_prints_topology_and_start_line_then_down() -> None:
     assert down.returncode == 0 and "removed" in down.stdout
     ns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     assert name not in ns
+
+
+def test_stop_and_status_pick_by_address_when_two_servers_share_a_port(rundir: Path) -> None:
+    """A kernel and a DPDK appliance often share a port on different addresses; --listen
+    HOST:PORT must pick the one at HOST (it used to match the port only and refuse)."""
+    port = free_port()
+    a, b = f"127.0.0.1:{port}", f"127.0.0.2:{port}"
+    for listen in (a, b):
+        r = pyctl("start", "--daemon", "--listen", listen)
+        assert r.returncode == 0, r.stderr
+    try:
+        st = pyctl("status", "--json", "--listen", b)
+        assert st.returncode == 0 and json.loads(st.stdout)["endpoint"] == b, st.stdout
+        stop = pyctl("stop", "--listen", b)
+        assert stop.returncode == 0, stop.stderr
+        assert pyctl("status", "--listen", b).returncode == 3
+        assert pyctl("status", "--listen", a).returncode == 0
+    finally:
+        pyctl("stop", "--listen", b)
+        assert pyctl("stop", "--listen", a).returncode == 0
