@@ -567,16 +567,21 @@ def evaluate_goals(lat: dict[str, Any] | None, demo_kernel: dict[str, Any] | Non
 
 OUTSIDE = "outside the appliance's loop (client, kernel, veth, waiting for a poll)"
 REMEDY = (  # stage name prefix -> what would make it smaller
-    ("driver TX", "fewer kernel crossings per reply: on af_packet every TX burst is a sendto() "
-                  "that runs the veth peer's receive path in the polling thread; larger frames "
-                  "(MTU 9000), bigger bursts, the af_xdp PMD or a real NIC's PMD"),
+    ("driver TX", "a NIC the PMD can hand frames to: on af_packet the PMD copies every frame "
+                  "into its TX ring, each sendto() has the kernel attach the ring's pages to "
+                  "skbs that the veth's crossing into the client's namespace copies again "
+                  "(skb_copy_ubufs), and the client's TCP receive, software checksum included "
+                  "(offloads are off), runs in the polling thread; a real NIC's PMD sends from "
+                  "the mbufs by DMA with checksum offload, and jumbo frames already cut the "
+                  "per-frame part six-fold"),
     ("driver RX", "the af_packet RX ring: bigger bursts or a real NIC's PMD"),
     ("lwIP input", "lwIP's per-segment input and ACK work: larger windows with window scaling "
                    "and fewer, larger segments"),
-    ("lwIP event", "lwIP's output path for the reply (tcp_output, pbuf copies into mbufs): a "
-                   "larger send buffer and window so more is queued per call, and no copy per "
-                   "frame"),
-    ("reply", "encoding and queueing the reply: fewer, larger tcp_write calls (PACKED)"),
+    ("lwIP event", "lwIP's output path for the reply (tcp_output and the frames it builds): "
+                   "fewer, larger segments (jumbo frames)"),
+    ("reply", "encoding and queueing the reply, where lwIP copies it into its send buffer with "
+              "the checksum: tcp_write without the copy flag from pinned values (the checksum "
+              "stays), and PACKED for samples"),
     ("execute", "the command itself: the sum-tree draw and gathering the items"),
     ("parse", "the RESP parser and dispatch"),
     ("outside", "the client and the kernel side of the veth, not the appliance: a busy-polling "
