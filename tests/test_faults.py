@@ -40,6 +40,16 @@ IMPAIR_SUBNET = "10.92.0.0/24"
 FULL = os.environ.get("INREPLAY_FAULTS") == "full"
 
 
+def kill_netns_procs(name: str) -> None:
+    """SIGKILL whatever still runs in namespace `name` (a server that ignored its stop)."""
+    out = subprocess.run(["ip", "netns", "pids", name], capture_output=True, text=True).stdout
+    for pid in out.split():
+        try:
+            os.kill(int(pid), signal.SIGKILL)
+        except (OSError, ValueError):
+            pass
+
+
 class Appliance:
     def __init__(self, stack: str, host: str, port: int, connections: Callable[[], int],
                  stop: Callable[[], None]) -> None:
@@ -64,6 +74,7 @@ def topo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, 
                 os.kill(json.loads(f.read_text())["pid"], signal.SIGKILL)
             except (OSError, ValueError, KeyError):
                 pass
+        kill_netns_procs(name)
         subprocess.run([*PYCTL, "netns", "down", "--name", name], capture_output=True)
 
 
@@ -236,6 +247,7 @@ def bridged(tmp_path_factory: pytest.TempPathFactory
                     os.kill(json.loads(f.read_text())["pid"], signal.SIGKILL)
                 except (OSError, ValueError, KeyError):
                     pass
+            kill_netns_procs(name)
             subprocess.run([*PYCTL, "netns", "down", "--name", name], capture_output=True)
 
 
