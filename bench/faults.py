@@ -43,7 +43,6 @@ sys.path.insert(0, str(ROOT))
 from pyctl import netns  # noqa: E402
 
 PYCTL = [sys.executable, "-m", "pyctl"]
-SUBNET = "10.95.0.0/24"
 PORT = 6390
 WORKLOADS = ("GET 64 B", "GET 13 MB", "SAMPLE 512")
 COUNTS = {"GET 64 B": 2000, "GET 13 MB": 60, "SAMPLE 512": 1000}
@@ -162,7 +161,7 @@ def measure(step: Callable[[], Any], count: int, seconds: float) -> dict[str, An
 def run(losses: list[float], seconds: float, seed: int, workdir: Path) -> dict[str, Any]:
     name = f"irb{os.getpid() % 100000}"
     os.environ.setdefault("INREPLAY_RUN_DIR", str(workdir / "run"))
-    topo = netns.up(name, SUBNET, impair="", impair_seed=seed)
+    topo = netns.up(name, netns.free_subnet(), impair="", impair_seed=seed)
     systems = None
     results: list[dict[str, Any]] = []
     errors: list[str] = []

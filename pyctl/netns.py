@@ -111,6 +111,34 @@ def topology(name: str, subnet: str, mtu: int = DEFAULT_MTU, offloads: bool = Fa
                     str(hosts[2]), net.prefixlen, mtu, offloads)
 
 
+RESERVED_SUBNETS = frozenset({77, 83, 84, 88, 89, 91, 200})
+"""10.N.0.0/24 networks that other tools and suites use with fixed addresses."""
+
+
+def free_subnet(first: int = 92, last: int = 199) -> str:
+    """A 10.N.0.0/24 that no interface or route of this namespace uses yet.
+
+    Two test runs that make topologies with the same subnet in the root namespace
+    reach each other's servers (the first route wins); suites pick with this."""
+    used: list[ipaddress.IPv4Network] = []
+    for what in (("-4", "-j", "addr"), ("-4", "-j", "route")):
+        try:
+            rows = json.loads(_run("ip", *what, check=False).stdout or "[]")
+        except ValueError:
+            rows = []
+        for row in rows:
+            for a in row.get("addr_info", []):
+                used.append(ipaddress.ip_network(f"{a['local']}/{a['prefixlen']}", strict=False))
+            dst = row.get("dst")
+            if dst and dst != "default":
+                used.append(ipaddress.ip_network(dst, strict=False))
+    for n in range(first, last + 1):
+        net = ipaddress.ip_network(f"10.{n}.0.0/24")
+        if n not in RESERVED_SUBNETS and not any(net.overlaps(u) for u in used):
+            return str(net)
+    raise SetupError(f"no free 10.N.0.0/24 for N in {first}-{last}")
+
+
 def offloads_off(iface: str, netns: str | None = None) -> None:
     pre = ["ip", "netns", "exec", netns] if netns else []
     _run(*pre, "ethtool", "-K", iface, "tx", "off", "tso", "off", "gso", "off", "gro", "off")

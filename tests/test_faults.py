@@ -35,8 +35,6 @@ from pyctl import netns, telemetry
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs network namespaces (root)")
 
 PYCTL = [sys.executable, "-m", "pyctl"]
-SUBNET = "10.93.0.0/24"
-IMPAIR_SUBNET = "10.92.0.0/24"
 FULL = os.environ.get("INREPLAY_FAULTS") == "full"
 
 
@@ -61,7 +59,8 @@ class Appliance:
 def topo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
     monkeypatch.setenv("INREPLAY_RUN_DIR", str(tmp_path / "run"))
     name = f"irf{os.getpid() % 100000}"
-    r = subprocess.run([*PYCTL, "netns", "up", "--name", name, "--subnet", SUBNET, "--json"],
+    r = subprocess.run([*PYCTL, "netns", "up", "--name", name, "--subnet", netns.free_subnet(),
+                        "--json"],
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     try:
@@ -228,7 +227,7 @@ def bridged(tmp_path_factory: pytest.TempPathFactory
     apps: dict[str, Appliance] = {}
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("INREPLAY_RUN_DIR", str(run))
-        r = subprocess.run([*PYCTL, "netns", "up", "--name", name, "--subnet", IMPAIR_SUBNET,
+        r = subprocess.run([*PYCTL, "netns", "up", "--name", name, "--subnet", netns.free_subnet(),
                             "--impair", "", "--json"], capture_output=True, text=True)
         try:
             assert r.returncode == 0, r.stderr

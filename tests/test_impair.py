@@ -28,7 +28,6 @@ pytestmark = [
 ]
 
 PYCTL = [sys.executable, "-m", "pyctl"]
-SUBNET = "10.94.0.0/24"
 PORT = 7777
 ECHO = """
 import socket, sys
@@ -96,7 +95,7 @@ def bridge(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 
     def make(spec: str, seed: int = 1) -> Bridge:
         name = f"iri{os.getpid() % 100000}{len(made)}"
-        r = subprocess.run([*PYCTL, "netns", "up", "--name", name, "--subnet", SUBNET,
+        r = subprocess.run([*PYCTL, "netns", "up", "--name", name, "--subnet", netns.free_subnet(),
                             "--impair", spec, "--impair-seed", str(seed), "--json"],
                            capture_output=True, text=True)
         made.append((name, None))
