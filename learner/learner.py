@@ -240,7 +240,9 @@ class Learner:
             while not self.stop.is_set():
                 if cfg.max_learner_steps and self.steps >= cfg.max_learner_steps:
                     break
-                b = prefetch.get()
+                b = prefetch.get(stop=self.stop)
+                if b is None:  # SIGTERM while waiting for a batch
+                    break
                 loss, td, qm = self.train_step(b)
                 self.replay.update(b.ids, td)
                 self.steps += 1

@@ -222,9 +222,13 @@ class Prefetcher:
         except BaseException as e:
             self.error = e
 
-    def get(self, timeout: float = 30.0) -> Any:
+    def get(self, timeout: float = 30.0, stop: threading.Event | None = None) -> Any:
+        """The next batch; None at once when `stop` (the caller's shutdown flag) is set,
+        so a SIGTERM is not held up by a sampler stuck on the network."""
         deadline = timeout
         while True:
+            if stop is not None and stop.is_set():
+                return None
             try:
                 return self.q.get(timeout=min(0.1, deadline))
             except queue.Empty:
@@ -235,5 +239,7 @@ class Prefetcher:
                     raise TimeoutError("no batch from the sampling thread") from None
 
     def close(self) -> None:
+        """Stop sampling; a thread still blocked in the source is left to die with the
+        process (it is a daemon), so shutdown never waits on the network."""
         self.stop.set()
-        self.thread.join(timeout=10)
+        self.thread.join(timeout=1)

@@ -4,6 +4,7 @@ the local (baseline) replay, the prefetch thread, checkpoints."""
 from __future__ import annotations
 
 import copy
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -204,6 +205,31 @@ def test_prefetcher_keeps_batches_in_flight_and_reports_errors() -> None:
             pf.get(timeout=5)
     finally:
         pf.close()
+
+
+def test_prefetcher_get_returns_at_once_on_shutdown_while_the_sampler_is_stuck() -> None:
+    """The learner ignored SIGTERM for 30 s when its sampling thread was blocked on the
+    server: get() waited for a batch that never came. Now the caller's stop flag ends it."""
+    release = threading.Event()
+
+    class StuckSource:
+        def sample(self, n: int, beta: float) -> Sampled:
+            release.wait(30)  # a reply that never comes (a hung server, a lost connection)
+            raise RuntimeError("released")
+
+    source: Any = StuckSource()
+    pf = Prefetcher(source, 4, 0.4, depth=2).start()
+    stop = threading.Event()
+    threading.Timer(0.3, stop.set).start()
+    t0 = time.monotonic()
+    try:
+        assert pf.get(timeout=30, stop=stop) is None
+        assert time.monotonic() - t0 < 2
+        t1 = time.monotonic()
+        pf.close()
+        assert time.monotonic() - t1 < 2, "close() waited for the stuck sampler"
+    finally:
+        release.set()
 
 
 def test_to_torch_makes_contiguous_tensors() -> None:
