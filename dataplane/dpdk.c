@@ -422,7 +422,8 @@ static int pollOnce(dpdk_transport *d) {
  * af_packet the wait sleeps in ppoll() on the PMD's packet socket, which the
  * kernel wakes when a frame lands in the RX ring (DPDK 22.11's af_packet has
  * no RX interrupts for rte_eth_dev_rx_intr_*; l3fwd-power sleeps on those the
- * same way); it wakes at least every MAX_WAIT_US for lwIP's timers. Other
+ * same way); it wakes at least every MAX_WAIT_US for lwIP's timers, and
+ * every TCP timer tick while connections exist (irl_max_sleep_us). Other
  * drivers cannot be woken, so the nap is capped at MAX_NAP_US. */
 #define MAX_NAP_US 1000
 #define MAX_WAIT_US 100000
@@ -435,7 +436,8 @@ static int dpdkPoll(ir_transport *t, long timeout_us) {
     } else if (d->rx_fd >= 0) {
         struct lcore_queue_conf *q = d->qconf;
         if (q->tx_buffer->length) rte_eth_tx_buffer_flush(q->port, q->txq, q->tx_buffer);
-        long us = RTE_MIN(timeout_us, (long)MAX_WAIT_US);
+        long cap = irl_max_sleep_us(d->stack);
+        long us = RTE_MIN(timeout_us, cap > 0 ? cap : (long)MAX_WAIT_US);
         struct timespec ts = {.tv_sec = us / 1000000, .tv_nsec = us % 1000000 * 1000};
         struct pollfd pfd = {.fd = d->rx_fd, .events = POLLIN};
         int r = ppoll(&pfd, 1, &ts, NULL);

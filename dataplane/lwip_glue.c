@@ -606,6 +606,15 @@ void irl_timers(irl_stack *st) {
     sys_check_timeouts();
 }
 
+long irl_max_sleep_us(const irl_stack *st) {
+    (void)st;
+    /* lwIP's TCP clock advances one tick per tcp_tmr() call, not with the
+     * wall clock: sleeping past a tick would slow every TCP timer (keepalive,
+     * retransmission) for the connections that exist */
+    if (tcp_active_pcbs || tcp_tw_pcbs) return (long)TCP_TMR_INTERVAL * 1000;
+    return -1;
+}
+
 int irl_busy(const irl_stack *st) {
     (void)st;
     for (struct tcp_pcb *pcb = tcp_active_pcbs; pcb; pcb = pcb->next)

@@ -66,6 +66,10 @@ void irl_timers(irl_stack *st);
  * Returns the number of connections that had events. Also frees connections
  * closed since the last call. */
 int irl_dispatch(irl_stack *st);
+/* The longest an idle poll loop may sleep without slowing lwIP's TCP timers
+ * (their clock counts tcp_tmr() calls): one TCP timer tick while any TCP
+ * connection exists, else -1 (no limit). */
+long irl_max_sleep_us(const irl_stack *st);
 /* Nonzero while some connection still has unsent or unacknowledged data. */
 int irl_busy(const irl_stack *st);
 /* Teardown, step 1: close the listener and gracefully close (FIN, no
