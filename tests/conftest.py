@@ -588,6 +588,22 @@ def inreplay_server(server_pool: ServerPool) -> Iterator[ServerProcess]:
     yield from _use(server_pool, "inreplay")
 
 
+INREPLAY_KINDS = tuple(k for k in SERVER_KINDS if k != "redis")
+
+
+@pytest.fixture(params=INREPLAY_KINDS)
+def server_kind(request: pytest.FixtureRequest) -> str:
+    """inreplay on each stack this machine runs (kernel; dpdk as root with a DPDK build).
+    Tests that start their own servers, stock Redis included, parametrize it themselves."""
+    return str(request.param)
+
+
+@pytest.fixture
+def srv(server_kind: str, server_pool: ServerPool) -> Iterator[ServerProcess]:
+    """The session's inreplay server on server_kind's stack, flushed; it must outlive the test."""
+    yield from _use(server_pool, server_kind)
+
+
 @pytest.fixture
 def r(server: ServerProcess) -> Iterator[redis.Redis]:
     """A redis-py client (RESP2, one connection) to `server`."""

@@ -17,25 +17,10 @@ from typing import Any
 import numpy as np
 import pytest
 import redis
-from conftest import SERVER_KINDS, ServerPool, ServerProcess
+from conftest import ServerProcess
 from redis.exceptions import ResponseError
 
 from pyctl.client import ReplayClient
-
-INREPLAY_KINDS = [k for k in SERVER_KINDS if k != "redis"]
-
-
-@pytest.fixture(params=INREPLAY_KINDS)
-def server_kind(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
-
-
-@pytest.fixture
-def srv(server_kind: str, server_pool: ServerPool) -> Iterator[ServerProcess]:
-    s = server_pool.get(server_kind)
-    s.flushall()
-    yield s
-    assert s.alive(), f"{s} died during this test:\n{s.log_tail()}"
 
 
 @pytest.fixture
