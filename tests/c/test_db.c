@@ -6,19 +6,10 @@
 #include <string.h>
 
 #include "db_internal.h"
+#include "check.h"
 #include "server.h"
 
-static int passed, failed;
 
-#define CHECK(cond)                                                                   \
-    do {                                                                              \
-        if (cond) {                                                                   \
-            passed++;                                                                 \
-        } else {                                                                      \
-            failed++;                                                                 \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);  \
-        }                                                                             \
-    } while (0)
 
 /* Many checks in a loop count once (as "bad_ == 0"), so the totals stay readable. */
 #define CHECK_ALL(what, cond)                                                          \
@@ -453,6 +444,5 @@ int main(void) {
     testDeferredFree();
     testPinnedValues();
     testGlob();
-    printf("%d passed, %d failed\n", passed, failed);
-    return failed ? 1 : 0;
+    return checkSummary();
 }

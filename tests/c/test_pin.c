@@ -11,19 +11,10 @@
 #include "db.h"
 #include "db_internal.h"
 #include "replay.h"
+#include "check.h"
 #include "server.h"
 
-static int passed, failed;
 
-#define CHECK(cond)                                                                   \
-    do {                                                                              \
-        if (cond) {                                                                   \
-            passed++;                                                                 \
-        } else {                                                                      \
-            failed++;                                                                 \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);  \
-        }                                                                             \
-    } while (0)
 
 #define ITEM 8192
 
@@ -206,6 +197,5 @@ int main(void) {
     testArenaOverwrite();
     testArenaBigBatch();
     testValues();
-    printf("%d passed, %d failed\n", passed, failed);
-    return failed ? 1 : 0;
+    return checkSummary();
 }

@@ -9,21 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check.h"
 #include "server.h"
 
-static int failures, passes;
 
-#define CHECK(cond, ...)                                                   \
-    do {                                                                   \
-        if (cond) {                                                        \
-            passes++;                                                      \
-        } else {                                                           \
-            failures++;                                                    \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);           \
-            fprintf(stderr, __VA_ARGS__);                                  \
-            fputc('\n', stderr);                                           \
-        }                                                                  \
-    } while (0)
 
 struct ir_conn {
     char *out;
@@ -93,10 +82,10 @@ static void expect(const char *name, const char *req, size_t len, const char *wa
     for (int split = 0; split < 5; split++) {
         ir_conn *c = run(req, len, split > 2 ? 2 : split, (unsigned)split * 7919u);
         int same = c->len == wlen && (wlen == 0 || memcmp(c->out, want, wlen) == 0);
-        CHECK(same, "%s (split mode %d): got %zu bytes '%.*s'", name, split, c->len,
+        CHECKF(same, "%s (split mode %d): got %zu bytes '%.*s'", name, split, c->len,
               (int)(c->len > 200 ? 200 : c->len), c->out ? c->out : "");
         if (closes >= 0)
-            CHECK(c->closed == closes, "%s (split mode %d): closed=%d, want %d", name, split,
+            CHECKF(c->closed == closes, "%s (split mode %d): closed=%d, want %d", name, split,
                   c->closed, closes);
         freeConn(c);
     }
@@ -191,7 +180,7 @@ static void testBigValue(void) {
         int wh = snprintf(want_hdr, sizeof(want_hdr), "+OK\r\n$%zu\r\n", vlen);
         int ok = c->len == (size_t)wh + vlen + 2 && memcmp(c->out, want_hdr, (size_t)wh) == 0 &&
                  memcmp(c->out + wh, val, vlen) == 0 && memcmp(c->out + wh + vlen, "\r\n", 2) == 0;
-        CHECK(ok, "1 MiB SET/GET round trip (split mode %d): got %zu bytes", split, c->len);
+        CHECKF(ok, "1 MiB SET/GET round trip (split mode %d): got %zu bytes", split, c->len);
         freeClient(cl);
         freeConn(c);
     }
@@ -209,6 +198,5 @@ int main(void) {
     testErrors();
     testBigValue();
     server_free(srv);
-    printf("%d passed, %d failed\n", passes, failures);
-    return failures ? 1 : 0;
+    return checkSummary();
 }

@@ -18,20 +18,11 @@
 
 #include "db_internal.h"
 #include "replay.h"
+#include "check.h"
 #include "server.h"
 #include "snapshot.h"
 
-static int passed, failed;
 
-#define CHECK(cond)                                                                   \
-    do {                                                                              \
-        if (cond) {                                                                   \
-            passed++;                                                                 \
-        } else {                                                                      \
-            failed++;                                                                 \
-            printf("%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);          \
-        }                                                                             \
-    } while (0)
 
 static uint64_t rngState = 0x9E3779B97F4A7C15ULL;
 static uint64_t rnd(void) {
@@ -569,6 +560,5 @@ int main(void) {
     rmDir(d3);
     rmDir(d4);
     rmdir(base);
-    printf("test_snapshot: %d passed, %d failed\n", passed, failed);
-    return failed ? 1 : 0;
+    return checkSummary();
 }

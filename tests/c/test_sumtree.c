@@ -6,6 +6,7 @@
  * IR_SUMTREE_NO_AVX2=1 (portable kernels), and test_kernels_agree compares
  * the two.
  */
+#include "check.h"
 #include "inreplay.h"
 
 #include <float.h>
@@ -14,19 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static unsigned passed, failed;
 
-#define CHECK(cond, ...)                                                       \
-    do {                                                                       \
-        if (cond) {                                                            \
-            passed++;                                                          \
-        } else {                                                               \
-            failed++;                                                          \
-            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);    \
-            fprintf(stderr, __VA_ARGS__);                                      \
-            fputc('\n', stderr);                                               \
-        }                                                                      \
-    } while (0)
 
 static const unsigned fanouts[] = {2, 4, 8, 16, 32};
 #define NFANOUTS (sizeof(fanouts) / sizeof(fanouts[0]))
@@ -121,40 +110,40 @@ static uint64_t ref_find(const ref *r, long double x)
 
 static void test_construction(void)
 {
-    CHECK(ir_sampler_new(0, 8, 0.6, 1e-6, 1) == NULL, "capacity 0");
-    CHECK(ir_sampler_new(10, 3, 0.6, 1e-6, 1) == NULL, "fanout 3");
-    CHECK(ir_sampler_new(10, 64, 0.6, 1e-6, 1) == NULL, "fanout 64");
-    CHECK(ir_sampler_new(10, 8, -0.1, 1e-6, 1) == NULL, "alpha < 0");
-    CHECK(ir_sampler_new(10, 8, NAN, 1e-6, 1) == NULL, "alpha NaN");
-    CHECK(ir_sampler_new(10, 8, INFINITY, 1e-6, 1) == NULL, "alpha inf");
-    CHECK(ir_sampler_new(10, 8, 0.6, -1e-6, 1) == NULL, "epsilon < 0");
-    CHECK(ir_sampler_new(10, 8, 0.6, NAN, 1) == NULL, "epsilon NaN");
-    CHECK(ir_sampler_new(1ULL << 60, 8, 0.6, 0, 1) == NULL, "absurd capacity");
+    CHECKF(ir_sampler_new(0, 8, 0.6, 1e-6, 1) == NULL, "capacity 0");
+    CHECKF(ir_sampler_new(10, 3, 0.6, 1e-6, 1) == NULL, "fanout 3");
+    CHECKF(ir_sampler_new(10, 64, 0.6, 1e-6, 1) == NULL, "fanout 64");
+    CHECKF(ir_sampler_new(10, 8, -0.1, 1e-6, 1) == NULL, "alpha < 0");
+    CHECKF(ir_sampler_new(10, 8, NAN, 1e-6, 1) == NULL, "alpha NaN");
+    CHECKF(ir_sampler_new(10, 8, INFINITY, 1e-6, 1) == NULL, "alpha inf");
+    CHECKF(ir_sampler_new(10, 8, 0.6, -1e-6, 1) == NULL, "epsilon < 0");
+    CHECKF(ir_sampler_new(10, 8, 0.6, NAN, 1) == NULL, "epsilon NaN");
+    CHECKF(ir_sampler_new(1ULL << 60, 8, 0.6, 0, 1) == NULL, "absurd capacity");
 
     ir_sampler *s = ir_sampler_new(1000, 0, 0.7, 0.01, 5);
-    CHECK(s != NULL, "default fanout");
-    CHECK(ir_sampler_fanout(s) == IR_DEFAULT_FANOUT, "fanout %u", ir_sampler_fanout(s));
-    CHECK(ir_sampler_capacity(s) == 1000, "capacity");
-    CHECK(ir_sampler_alpha(s) == 0.7, "alpha");
-    CHECK(ir_sampler_epsilon(s) == 0.01, "epsilon");
-    CHECK(ir_sampler_total(s) == 0.0, "empty total");
-    CHECK(isinf(ir_sampler_min(s)) && ir_sampler_min(s) > 0, "empty min");
-    CHECK(ir_sampler_max(s) == 1.0, "initial max");
-    CHECK(ir_sampler_get(s, 999) == 0.0, "empty slot");
-    CHECK(isnan(ir_sampler_get(s, 1000)), "slot out of range");
-    CHECK(ir_sampler_rebuild(s) == 0.0, "rebuild empty");
+    CHECKF(s != NULL, "default fanout");
+    CHECKF(ir_sampler_fanout(s) == IR_DEFAULT_FANOUT, "fanout %u", ir_sampler_fanout(s));
+    CHECKF(ir_sampler_capacity(s) == 1000, "capacity");
+    CHECKF(ir_sampler_alpha(s) == 0.7, "alpha");
+    CHECKF(ir_sampler_epsilon(s) == 0.01, "epsilon");
+    CHECKF(ir_sampler_total(s) == 0.0, "empty total");
+    CHECKF(isinf(ir_sampler_min(s)) && ir_sampler_min(s) > 0, "empty min");
+    CHECKF(ir_sampler_max(s) == 1.0, "initial max");
+    CHECKF(ir_sampler_get(s, 999) == 0.0, "empty slot");
+    CHECKF(isnan(ir_sampler_get(s, 1000)), "slot out of range");
+    CHECKF(ir_sampler_rebuild(s) == 0.0, "rebuild empty");
     ir_sampler_free(s);
     ir_sampler_free(NULL);
 
     for (size_t k = 0; k < NFANOUTS; k++) {
         s = ir_sampler_new(1, fanouts[k], 1.0, 0.0, 1);
-        CHECK(s != NULL, "capacity 1, K %u", fanouts[k]);
+        CHECKF(s != NULL, "capacity 1, K %u", fanouts[k]);
         uint64_t slot = 0, out = 99;
         double v = 3.0;
         float w = 0;
-        CHECK(ir_sampler_update(s, &slot, &v, 1) == IR_OK, "update");
-        CHECK(ir_sampler_total(s) == 3.0, "total");
-        CHECK(ir_sampler_sample(s, 1, 0.4, 0, 1, &out, &w) == IR_OK && out == 0 && w == 1.0f,
+        CHECKF(ir_sampler_update(s, &slot, &v, 1) == IR_OK, "update");
+        CHECKF(ir_sampler_total(s) == 3.0, "total");
+        CHECKF(ir_sampler_sample(s, 1, 0.4, 0, 1, &out, &w) == IR_OK && out == 0 && w == 1.0f,
               "sample capacity 1");
         ir_sampler_free(s);
     }
@@ -216,11 +205,11 @@ static void test_random_ops(void)
                 }
                 ok = rc == IR_OK && same_as_ref(s, &r, "random ops");
             }
-            CHECK(ok, "K %u capacity %llu", fanouts[k], (unsigned long long)cap);
+            CHECKF(ok, "K %u capacity %llu", fanouts[k], (unsigned long long)cap);
             double drift = ir_sampler_rebuild(s);
-            CHECK(drift == 0.0, "rebuild drift %g (K %u cap %llu)", drift, fanouts[k],
+            CHECKF(drift == 0.0, "rebuild drift %g (K %u cap %llu)", drift, fanouts[k],
                   (unsigned long long)cap);
-            CHECK(same_as_ref(s, &r, "after rebuild"), "K %u", fanouts[k]);
+            CHECKF(same_as_ref(s, &r, "after rebuild"), "K %u", fanouts[k]);
             free(r.p);
             ir_sampler_free(s);
         }
@@ -239,7 +228,7 @@ static void test_validation(void)
             slots[i] = i;
             v[i] = 1.0 + (double)i;
         }
-        CHECK(ir_sampler_update(s, slots, v, cap) == IR_OK, "fill");
+        CHECKF(ir_sampler_update(s, slots, v, cap) == IR_OK, "fill");
         double before[cap];
         for (uint64_t i = 0; i < cap; i++)
             before[i] = ir_sampler_get(s, i);
@@ -252,32 +241,32 @@ static void test_validation(void)
                 vv[i] = 0.5;
             vv[cap - 1 - b] = bad[b];
             int rc = ir_sampler_update(s, slots, vv, cap);
-            CHECK(rc == IR_EINVAL, "update bad[%zu] rc %d", b, rc);
+            CHECKF(rc == IR_EINVAL, "update bad[%zu] rc %d", b, rc);
             float vf[cap];
             for (uint64_t i = 0; i < cap; i++)
                 vf[i] = 0.5f;
             vf[cap - 1 - b] = (float)bad[b];
             if (b != 1) /* -1e-300 is -0.0f, which is fine */
-                CHECK(ir_sampler_update_f32(s, slots, vf, cap) == IR_EINVAL, "f32 bad[%zu]", b);
-            CHECK(ir_sampler_set_stored(s, slots, vv, cap) == IR_EINVAL, "set_stored bad[%zu]",
+                CHECKF(ir_sampler_update_f32(s, slots, vf, cap) == IR_EINVAL, "f32 bad[%zu]", b);
+            CHECKF(ir_sampler_set_stored(s, slots, vv, cap) == IR_EINVAL, "set_stored bad[%zu]",
                   b);
         }
         uint64_t badslots[3] = {1, cap, 2};
         double three[3] = {1, 2, 3};
-        CHECK(ir_sampler_update(s, badslots, three, 3) == IR_EINVAL, "slot >= capacity");
-        CHECK(ir_sampler_set_stored(s, badslots, three, 3) == IR_EINVAL, "set_stored slot");
-        CHECK(ir_sampler_clear(s, badslots, 3) == IR_EINVAL, "clear slot");
-        CHECK(ir_sampler_update(s, NULL, three, 3) == IR_EINVAL, "NULL slots");
-        CHECK(ir_sampler_update(s, slots, NULL, 3) == IR_EINVAL, "NULL values");
-        CHECK(ir_sampler_update(s, NULL, NULL, 0) == IR_OK, "n = 0");
-        CHECK(ir_sampler_update(NULL, slots, three, 1) == IR_EINVAL, "NULL sampler");
+        CHECKF(ir_sampler_update(s, badslots, three, 3) == IR_EINVAL, "slot >= capacity");
+        CHECKF(ir_sampler_set_stored(s, badslots, three, 3) == IR_EINVAL, "set_stored slot");
+        CHECKF(ir_sampler_clear(s, badslots, 3) == IR_EINVAL, "clear slot");
+        CHECKF(ir_sampler_update(s, NULL, three, 3) == IR_EINVAL, "NULL slots");
+        CHECKF(ir_sampler_update(s, slots, NULL, 3) == IR_EINVAL, "NULL values");
+        CHECKF(ir_sampler_update(s, NULL, NULL, 0) == IR_OK, "n = 0");
+        CHECKF(ir_sampler_update(NULL, slots, three, 1) == IR_EINVAL, "NULL sampler");
 
         int same = ir_sampler_total(s) == t0 && ir_sampler_min(s) == m0 &&
                    ir_sampler_max(s) == x0;
         for (uint64_t i = 0; i < cap; i++)
             same &= ir_sampler_get(s, i) == before[i];
-        CHECK(same, "tree changed by rejected calls (K %u)", fanouts[k]);
-        CHECK(ir_sampler_rebuild(s) == 0.0, "no drift");
+        CHECKF(same, "tree changed by rejected calls (K %u)", fanouts[k]);
+        CHECKF(ir_sampler_rebuild(s) == 0.0, "no drift");
         ir_sampler_free(s);
     }
 
@@ -285,17 +274,17 @@ static void test_validation(void)
     ir_sampler *s = ir_sampler_new(10, 8, 3.0, 0.0, 1);
     uint64_t slot = 3;
     double big = 1e200, fine = 2.0;
-    CHECK(ir_sampler_update(s, &slot, &big, 1) == IR_EINVAL, "(1e200)^3 = inf");
-    CHECK(ir_sampler_update(s, &slot, &fine, 1) == IR_OK, "2^3");
-    CHECK(ir_sampler_get(s, slot) == 8.0, "2^3 = %g", ir_sampler_get(s, slot));
+    CHECKF(ir_sampler_update(s, &slot, &big, 1) == IR_EINVAL, "(1e200)^3 = inf");
+    CHECKF(ir_sampler_update(s, &slot, &fine, 1) == IR_OK, "2^3");
+    CHECKF(ir_sampler_get(s, slot) == 8.0, "2^3 = %g", ir_sampler_get(s, slot));
     double huge = DBL_MAX / 4;
-    CHECK(ir_sampler_set_stored(s, &slot, &huge, 1) == IR_EINVAL, "stored too large to sum");
+    CHECKF(ir_sampler_set_stored(s, &slot, &huge, 1) == IR_EINVAL, "stored too large to sum");
     double fmax_raw = DBL_MAX;
-    CHECK(ir_sampler_update(s, &slot, &fmax_raw, 1) == IR_EINVAL, "DBL_MAX^3");
-    CHECK(ir_sampler_get(s, slot) == 8.0, "unchanged");
+    CHECKF(ir_sampler_update(s, &slot, &fmax_raw, 1) == IR_EINVAL, "DBL_MAX^3");
+    CHECKF(ir_sampler_get(s, slot) == 8.0, "unchanged");
     double negzero = -0.0;
-    CHECK(ir_sampler_set_stored(s, &slot, &negzero, 1) == IR_OK, "-0 is 0");
-    CHECK(ir_sampler_get(s, slot) == 0.0 && !signbit(ir_sampler_get(s, slot)), "+0 stored");
+    CHECKF(ir_sampler_set_stored(s, &slot, &negzero, 1) == IR_OK, "-0 is 0");
+    CHECKF(ir_sampler_get(s, slot) == 0.0 && !signbit(ir_sampler_get(s, slot)), "+0 stored");
     ir_sampler_free(s);
 }
 
@@ -305,16 +294,16 @@ static void test_duplicates(void)
         ir_sampler *s = ir_sampler_new(50, fanouts[k], 1.0, 0.0, 1);
         uint64_t slots[5] = {7, 8, 7, 9, 7};
         double v[5] = {1, 2, 3, 4, 5};
-        CHECK(ir_sampler_update(s, slots, v, 5) == IR_OK, "update");
-        CHECK(ir_sampler_get(s, 7) == 5.0, "last value wins: %g", ir_sampler_get(s, 7));
-        CHECK(ir_sampler_total(s) == 11.0, "total %g", ir_sampler_total(s));
-        CHECK(ir_sampler_min(s) == 2.0, "min %g", ir_sampler_min(s));
-        CHECK(ir_sampler_max(s) == 5.0, "max %g", ir_sampler_max(s));
-        CHECK(ir_sampler_clear(s, slots, 1) == IR_OK, "clear");
-        CHECK(ir_sampler_total(s) == 6.0 && ir_sampler_min(s) == 2.0, "after clear");
-        CHECK(ir_sampler_clear(s, slots, 5) == IR_OK, "clear all");
-        CHECK(ir_sampler_total(s) == 0.0 && isinf(ir_sampler_min(s)), "after clear all");
-        CHECK(ir_sampler_max(s) == 5.0, "max never decreases");
+        CHECKF(ir_sampler_update(s, slots, v, 5) == IR_OK, "update");
+        CHECKF(ir_sampler_get(s, 7) == 5.0, "last value wins: %g", ir_sampler_get(s, 7));
+        CHECKF(ir_sampler_total(s) == 11.0, "total %g", ir_sampler_total(s));
+        CHECKF(ir_sampler_min(s) == 2.0, "min %g", ir_sampler_min(s));
+        CHECKF(ir_sampler_max(s) == 5.0, "max %g", ir_sampler_max(s));
+        CHECKF(ir_sampler_clear(s, slots, 1) == IR_OK, "clear");
+        CHECKF(ir_sampler_total(s) == 6.0 && ir_sampler_min(s) == 2.0, "after clear");
+        CHECKF(ir_sampler_clear(s, slots, 5) == IR_OK, "clear all");
+        CHECKF(ir_sampler_total(s) == 0.0 && isinf(ir_sampler_min(s)), "after clear all");
+        CHECKF(ir_sampler_max(s) == 5.0, "max never decreases");
         ir_sampler_free(s);
     }
 }
@@ -349,7 +338,7 @@ static void test_descent_exact(void)
                 ok = 0;
             }
         }
-        CHECK(ok, "exact descent K %u", fanouts[k]);
+        CHECKF(ok, "exact descent K %u", fanouts[k]);
 
         /* stratified: n points, ascending strata */
         size_t n = 257;
@@ -357,7 +346,7 @@ static void test_descent_exact(void)
         uint64_t out[257];
         for (size_t i = 0; i < n; i++)
             u[i] = unit();
-        CHECK(ir_sampler_sample_at(s, n, u, out) == IR_OK, "sample_at");
+        CHECKF(ir_sampler_sample_at(s, n, u, out) == IR_OK, "sample_at");
         ok = 1;
         for (size_t i = 0; i < n && ok; i++) {
             long double x = ((long double)i + u[i]) * (total / (double)n);
@@ -373,16 +362,16 @@ static void test_descent_exact(void)
             if (i && out[i] < out[i - 1])
                 ok = 0;
         }
-        CHECK(ok, "stratified order and slots, K %u", fanouts[k]);
+        CHECKF(ok, "stratified order and slots, K %u", fanouts[k]);
 
         /* bad points */
         double badu[2] = {0.5, 1.0};
-        CHECK(ir_sampler_sample_at(s, 2, badu, out) == IR_EINVAL, "u = 1");
+        CHECKF(ir_sampler_sample_at(s, 2, badu, out) == IR_EINVAL, "u = 1");
         badu[1] = -0.0 - 1e-9;
-        CHECK(ir_sampler_sample_at(s, 2, badu, out) == IR_EINVAL, "u < 0");
+        CHECKF(ir_sampler_sample_at(s, 2, badu, out) == IR_EINVAL, "u < 0");
         badu[1] = NAN;
-        CHECK(ir_sampler_sample_at(s, 2, badu, out) == IR_EINVAL, "u NaN");
-        CHECK(ir_sampler_sample_at(s, 0, NULL, NULL) == IR_OK, "n = 0");
+        CHECKF(ir_sampler_sample_at(s, 2, badu, out) == IR_EINVAL, "u NaN");
+        CHECKF(ir_sampler_sample_at(s, 0, NULL, NULL) == IR_OK, "n = 0");
         free(r.p);
         ir_sampler_free(s);
     }
@@ -407,7 +396,7 @@ static void test_zero_never_sampled(void)
         /* a few giants make small slots almost massless */
         v[3] = 1e300;
         v[cap / 2] = 3e299;
-        CHECK(ir_sampler_set_stored(s, slots, v, cap) == IR_OK, "set");
+        CHECKF(ir_sampler_set_stored(s, slots, v, cap) == IR_OK, "set");
         int ok = 1;
         uint64_t out[512];
         float w[512];
@@ -423,7 +412,7 @@ static void test_zero_never_sampled(void)
             for (size_t i = 0; i < n; i++)
                 ok &= v[out[i]] > 0.0 && w[i] >= 0.0f && w[i] <= 1.0f;
         }
-        CHECK(ok, "zero priority drawn (K %u)", fanouts[k]);
+        CHECKF(ok, "zero priority drawn (K %u)", fanouts[k]);
 
         /* last stratum at u -> 1 rounds to the very end: the last positive slot */
         uint64_t last = cap - 1;
@@ -432,7 +421,7 @@ static void test_zero_never_sampled(void)
         double ones[1] = {0x1.fffffffffffffp-1};
         uint64_t o;
         ir_sampler_sample_at(s, 1, ones, &o);
-        CHECK(v[o] > 0, "u -> 1");
+        CHECKF(v[o] > 0, "u -> 1");
         /* all mass in a single tiny slot among zeros */
         ir_sampler_clear(s, slots, cap);
         double tiny = 4.9e-324;
@@ -441,7 +430,7 @@ static void test_zero_never_sampled(void)
         ok = ir_sampler_sample(s, 512, 0.5, 0, cap, out, w) == IR_OK;
         for (size_t i = 0; i < 512; i++)
             ok &= out[i] == one && w[i] == 1.0f;
-        CHECK(ok, "single subnormal slot (K %u)", fanouts[k]);
+        CHECKF(ok, "single subnormal slot (K %u)", fanouts[k]);
         ir_sampler_free(s);
     }
 }
@@ -471,12 +460,12 @@ static void test_prefix_rounding_guard(void)
         if (u * total >= lane2 && u * total < lane3 && u < 1.0) {
             found = 1;
             uint64_t out = 99;
-            CHECK(ir_sampler_sample_at(s, 1, &u, &out) == IR_OK && out != 3 && out < 4,
+            CHECKF(ir_sampler_sample_at(s, 1, &u, &out) == IR_OK && out != 3 && out < 4,
                   "guard: drew slot %llu", (unsigned long long)out);
         }
         ir_sampler_free(s);
     }
-    CHECK(found, "no rounding case found");
+    CHECKF(found, "no rounding case found");
 }
 
 static void test_weights(void)
@@ -501,7 +490,7 @@ static void test_weights(void)
                 ir_sampler_set_stored(s, slots, v, cap);
             }
             const double minp = ir_sampler_min(s);
-            CHECK(minp == (sub ? 1e-320 : ref_min(&(ref){cap, v, 1.0})), "min %g", minp);
+            CHECKF(minp == (sub ? 1e-320 : ref_min(&(ref){cap, v, 1.0})), "min %g", minp);
             static const double betas[] = {0.0, 0.4, 0.5, 1.0, 0.9999, 2.5, 1e-6};
             uint64_t out[1000];
             float w[1000];
@@ -522,7 +511,7 @@ static void test_weights(void)
                             worst = err;
                     }
                 }
-                CHECK(ok && worst < 2e-7, "weights beta %g K %u sub %d: rel err %g", betas[b],
+                CHECKF(ok && worst < 2e-7, "weights beta %g K %u sub %d: rel err %g", betas[b],
                       fanouts[k], sub, worst);
             }
         }
@@ -536,7 +525,7 @@ static void test_weights(void)
         int ones = 1;
         for (size_t i = 0; i < 1000; i++)
             ones &= w[i] == 1.0f && out[i] < 4;
-        CHECK(ones, "equal priorities: all weights 1");
+        CHECKF(ones, "equal priorities: all weights 1");
         ir_sampler_free(s);
     }
 }
@@ -548,14 +537,14 @@ static void test_uniform_fallback(void)
         ir_sampler *s = ir_sampler_new(cap, fanouts[k], 0.6, 0.0, 9);
         uint64_t out[4096];
         float w[4096];
-        CHECK(ir_sampler_sample(s, 10, 0.4, 0, 0, out, w) == IR_EEMPTY, "live 0");
-        CHECK(ir_sampler_sample(s, 0, 0.4, 0, 0, out, w) == IR_OK, "n 0");
-        CHECK(ir_sampler_sample(s, 10, 0.4, 0, cap + 1, out, w) == IR_EINVAL, "live > cap");
-        CHECK(ir_sampler_sample(s, 10, -0.1, 0, 10, out, w) == IR_EINVAL, "beta < 0");
-        CHECK(ir_sampler_sample(s, 10, NAN, 0, 10, out, w) == IR_EINVAL, "beta NaN");
-        CHECK(ir_sampler_sample(s, 10, 0.4, 0, 10, NULL, w) == IR_EINVAL, "NULL slots");
+        CHECKF(ir_sampler_sample(s, 10, 0.4, 0, 0, out, w) == IR_EEMPTY, "live 0");
+        CHECKF(ir_sampler_sample(s, 0, 0.4, 0, 0, out, w) == IR_OK, "n 0");
+        CHECKF(ir_sampler_sample(s, 10, 0.4, 0, cap + 1, out, w) == IR_EINVAL, "live > cap");
+        CHECKF(ir_sampler_sample(s, 10, -0.1, 0, 10, out, w) == IR_EINVAL, "beta < 0");
+        CHECKF(ir_sampler_sample(s, 10, NAN, 0, 10, out, w) == IR_EINVAL, "beta NaN");
+        CHECKF(ir_sampler_sample(s, 10, 0.4, 0, 10, NULL, w) == IR_EINVAL, "NULL slots");
         double u = 0.5;
-        CHECK(ir_sampler_sample_at(s, 1, &u, out) == IR_EEMPTY, "sample_at on zero mass");
+        CHECKF(ir_sampler_sample_at(s, 1, &u, out) == IR_EEMPTY, "sample_at on zero mass");
 
         /* window [990, 990 + 30) wraps */
         unsigned hits[1000] = {0};
@@ -564,28 +553,28 @@ static void test_uniform_fallback(void)
             ok &= (out[i] >= 990 || out[i] < 20) && w[i] == 1.0f;
             hits[out[i]]++;
         }
-        CHECK(ok, "window with wrap");
+        CHECKF(ok, "window with wrap");
         unsigned lo = 4096, hi = 0;
         for (uint64_t i = 0; i < cap; i++)
             if (i >= 990 || i < 20) {
                 lo = hits[i] < lo ? hits[i] : lo;
                 hi = hits[i] > hi ? hits[i] : hi;
             }
-        CHECK(lo > 80 && hi < 200, "roughly uniform: %u..%u of 136", lo, hi);
+        CHECKF(lo > 80 && hi < 200, "roughly uniform: %u..%u of 136", lo, hi);
         ok = ir_sampler_sample(s, 100, 0.4, 5, 1, out, NULL) == IR_OK;
         for (size_t i = 0; i < 100; i++)
             ok &= out[i] == 5;
-        CHECK(ok, "live 1");
+        CHECKF(ok, "live 1");
         /* all-zero after clears: uniform again */
         uint64_t sl[3] = {1, 2, 3};
         double v[3] = {1, 2, 3};
         ir_sampler_update(s, sl, v, 3);
         ir_sampler_clear(s, sl, 3);
-        CHECK(ir_sampler_total(s) == 0.0, "total after clearing all: %g", ir_sampler_total(s));
+        CHECKF(ir_sampler_total(s) == 0.0, "total after clearing all: %g", ir_sampler_total(s));
         ok = ir_sampler_sample(s, 100, 0.4, 0, 10, out, w) == IR_OK;
         for (size_t i = 0; i < 100; i++)
             ok &= out[i] < 10 && w[i] == 1.0f;
-        CHECK(ok, "uniform after clear");
+        CHECKF(ok, "uniform after clear");
         ir_sampler_free(s);
     }
 }
@@ -627,8 +616,8 @@ static void test_frequencies(void)
             }
         }
         /* df = 179: mean 179, sd 19; stratification makes it smaller still. 300 is p ~ 1e-8 */
-        CHECK(chi < 300, "chi2 %g with %d df (K %u)", chi, df, fanouts[k]);
-        CHECK(zero_ok, "zero slots drawn");
+        CHECKF(chi < 300, "chi2 %g with %d df (K %u)", chi, df, fanouts[k]);
+        CHECKF(zero_ok, "zero slots drawn");
         free(cnt);
         ir_sampler_free(s);
     }
@@ -652,7 +641,7 @@ static void test_kernels_agree(void)
         unsetenv("IR_SUMTREE_NO_AVX2");
         ir_sampler_update(a, slots, v, cap);
         ir_sampler_update(b, slots, v, cap);
-        CHECK(ir_sampler_total(a) == ir_sampler_total(b), "same tree");
+        CHECKF(ir_sampler_total(a) == ir_sampler_total(b), "same tree");
         uint64_t oa[512], ob[512];
         float wa[512], wb[512];
         size_t differ = 0;
@@ -669,8 +658,8 @@ static void test_kernels_agree(void)
             }
         }
         /* only a point within rounding of a boundary could go either way */
-        CHECK(differ <= 2, "%zu of 102400 draws differ (K %u)", differ, fanouts[k]);
-        CHECK(werr < 2e-7, "weights differ by %g", werr);
+        CHECKF(differ <= 2, "%zu of 102400 draws differ (K %u)", differ, fanouts[k]);
+        CHECKF(werr < 2e-7, "weights differ by %g", werr);
         ir_sampler_free(a);
         ir_sampler_free(b);
     }
@@ -698,14 +687,14 @@ static void test_drift(void)
                 ir_sampler_update(s, slots, v, 256);
             ok &= ir_sampler_total(s) >= 0.0;
         }
-        CHECK(ok, "root negative");
-        CHECK(ir_sampler_rebuild(s) == 0.0, "drift after 512k updates (K %u)", fanouts[k]);
+        CHECKF(ok, "root negative");
+        CHECKF(ir_sampler_rebuild(s) == 0.0, "drift after 512k updates (K %u)", fanouts[k]);
         /* clear everything: exactly zero */
         uint64_t all[cap];
         for (uint64_t i = 0; i < cap; i++)
             all[i] = i;
         ir_sampler_clear(s, all, cap);
-        CHECK(ir_sampler_total(s) == 0.0 && isinf(ir_sampler_min(s)), "empty again");
+        CHECKF(ir_sampler_total(s) == 0.0 && isinf(ir_sampler_min(s)), "empty again");
         ir_sampler_free(s);
     }
 }
@@ -725,11 +714,11 @@ static void test_seed(void)
     uint64_t oa[64], ob[64];
     ir_sampler_sample(a, 64, 0.4, 0, 1000, oa, NULL);
     ir_sampler_sample(b, 64, 0.4, 0, 1000, ob, NULL);
-    CHECK(!memcmp(oa, ob, sizeof(oa)), "same seed, same draws");
+    CHECKF(!memcmp(oa, ob, sizeof(oa)), "same seed, same draws");
     ir_sampler_seed(b, 43);
     ir_sampler_sample(a, 64, 0.4, 0, 1000, oa, NULL);
     ir_sampler_sample(b, 64, 0.4, 0, 1000, ob, NULL);
-    CHECK(memcmp(oa, ob, sizeof(oa)) != 0, "other seed, other draws");
+    CHECKF(memcmp(oa, ob, sizeof(oa)) != 0, "other seed, other draws");
     ir_sampler_free(a);
     ir_sampler_free(b);
 }
@@ -750,7 +739,7 @@ static void test_transform(void)
         int ok = 1;
         for (int i = 0; i < 100; i++)
             ok &= ir_sampler_get(s, (uint64_t)i) == pow(raw[i] + 0.25, alphas[a]);
-        CHECK(ok, "alpha %g", alphas[a]);
+        CHECKF(ok, "alpha %g", alphas[a]);
         ir_sampler_free(s);
     }
 }
@@ -779,6 +768,5 @@ int main(void)
     test_weights();
     test_frequencies();
     unsetenv("IR_SUMTREE_NO_AVX2");
-    printf("%u passed, %u failed\n", passed, failed);
-    return failed ? 1 : 0;
+    return checkSummary();
 }
