@@ -368,6 +368,9 @@ def test_faults_through_the_impairment_bridge(bridged: tuple[str, dict[str, Appl
             assert hit[d] == 0, hit
     assert sum(hit.values()) > 0, f"the bridge applied {fault}: {hit}"
     print(f"{stack} {fault} {way}: {took:.2f} s; bridge {hit}")
-    wait_for(lambda: app.connections() == conns, 10)
+    # no connection of this case is left open; "<=" because a connection of an
+    # earlier case (its FIN lost to that case's faults) may close meanwhile and take
+    # the count below this case's baseline (a flaky "not within 10 s" in make test)
+    wait_for(lambda: app.connections() <= conns, 10)
     # the appliance gives back what the workload took (a little slack for allocator noise)
     wait_for(lambda: used_memory(app) <= base + (256 << 10), 10)
