@@ -194,7 +194,27 @@ void addReplyLongLong(client *c, long long ll) {
 
 void addReplyArrayLen(client *c, long len) { addReplyPrefixed(c, '*', len); }
 
-void addReplyNull(client *c) { addReplyStr(c, shared.nullbulk); }
+/* RESP3 aggregates; in RESP2 a map is a flat array of 2n elements and a set
+ * or push message an array, as Redis sends them. */
+void addReplyMapLen(client *c, long pairs) {
+    if (c->resp >= 3) addReplyPrefixed(c, '%', pairs);
+    else addReplyPrefixed(c, '*', 2 * pairs);
+}
+void addReplySetLen(client *c, long len) { addReplyPrefixed(c, c->resp >= 3 ? '~' : '*', len); }
+void addReplyPushLen(client *c, long len) { addReplyPrefixed(c, c->resp >= 3 ? '>' : '*', len); }
+
+void addReplyNull(client *c) {
+    if (c->resp >= 3) addReplyProto(c, "_\r\n", 3);
+    else addReplyStr(c, shared.nullbulk);
+}
+void addReplyNullArray(client *c) {
+    if (c->resp >= 3) addReplyProto(c, "_\r\n", 3);
+    else addReplyStr(c, shared.nullarray);
+}
+void addReplyBool(client *c, int b) {
+    if (c->resp >= 3) addReplyProto(c, b ? "#t\r\n" : "#f\r\n", 4);
+    else addReplyLongLong(c, b ? 1 : 0);
+}
 
 void addReplyBulk(client *c, const void *p, size_t len) {
     addReplyPrefixed(c, '$', (long long)len);
@@ -231,7 +251,13 @@ void addReplyDouble(client *c, double d) {
             if (strtod(buf, NULL) == d) break;
         }
     }
-    addReplyBulk(c, buf, (size_t)n);
+    if (c->resp >= 3) {
+        addReplyProto(c, ",", 1);
+        addReplyProto(c, buf, (size_t)n);
+        addReplyProto(c, "\r\n", 2);
+    } else {
+        addReplyBulk(c, buf, (size_t)n);
+    }
 }
 
 char *addReplyBulkReserve(client *c, size_t len) {

@@ -199,6 +199,7 @@ client *irs_accept(ir_server *s, ir_transport *t, ir_conn *conn) {
     if (!c) return NULL;
     c->id = s->next_client_id++;
     c->srv = s;
+    c->resp = 2;
     c->tp = t;
     c->conn = conn;
     c->bulklen = -1;

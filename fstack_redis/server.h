@@ -99,6 +99,7 @@ typedef struct client {
     ir_conn *conn;
     int flags;
     int authenticated;        /* AUTH passed, or no requirepass */
+    int resp;                 /* protocol version: 2, or 3 after HELLO 3 */
     const struct ir_command *cmd; /* the command being executed */
     uint64_t req_start_ms;    /* when the unfinished request began arriving, 0 = none */
     uint64_t ctime_ms, last_ms;
@@ -190,11 +191,16 @@ void addReplyStatus(client *c, const char *status);
 void addReplyError(client *c, const char *err);           /* adds "-ERR " unless err starts with '-' */
 void addReplyErrorFormat(client *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void addReplyLongLong(client *c, long long ll);
-void addReplyDouble(client *c, double d);                  /* as a bulk string, like Redis RESP2 */
+void addReplyDouble(client *c, double d);                  /* RESP2: a bulk string; RESP3: ",d" */
 void addReplyBulk(client *c, const void *p, size_t len);   /* large bodies go by reference */
 void addReplyBulkCString(client *c, const char *s);        /* NULL -> null bulk */
-void addReplyNull(client *c);                              /* $-1 */
+void addReplyNull(client *c);                              /* RESP2 $-1, RESP3 _ */
+void addReplyNullArray(client *c);                         /* RESP2 *-1, RESP3 _ */
 void addReplyArrayLen(client *c, long len);
+void addReplyMapLen(client *c, long pairs);                /* RESP2: array of 2*pairs */
+void addReplySetLen(client *c, long len);                  /* RESP2: array */
+void addReplyPushLen(client *c, long len);                 /* RESP2: array (pub/sub messages) */
+void addReplyBool(client *c, int b);                       /* RESP2: :1 / :0 */
 void addReplyBulkLongLong(client *c, long long ll);
 /* A bulk whose body the caller writes: returns a pointer to len bytes of
  * reply buffer to fill (valid until the next addReply call). */
