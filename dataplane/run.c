@@ -117,6 +117,19 @@ static int checkConfig(const ir_config *cfg) {
                      "and default_maxbytes must be positive");
         return IR_ECONFIG;
     }
+    const char *err = NULL;
+    int members = cfg->shard_group && cfg->shard_group[0]
+                      ? shardGroupMembers(cfg->shard_group, NULL, NULL, 0, &err)
+                      : 1;
+    if (members < 0) {
+        ir_set_error("shard group '%s': %s", cfg->shard_group, err);
+        return IR_ECONFIG;
+    }
+    if (cfg->shard_index < 0 || cfg->shard_index >= members) {
+        ir_set_error("shard index %d is outside the group of %d shard%s", cfg->shard_index, members,
+                     members == 1 ? "" : "s");
+        return IR_ECONFIG;
+    }
     return IR_OK;
 }
 
@@ -189,6 +202,7 @@ static int createStartupTable(ir_server *s, const ir_config *cfg) {
         .maxbytes = cfg->table_maxbytes ? cfg->table_maxbytes : cfg->default_maxbytes,
         .fanout = cfg->fanout,
         .seed = cfg->seed ? cfg->seed : ir_mstime(),
+        .id_base = (uint64_t)cfg->shard_index << IR_SHARD_ID_BITS,
     };
     const char *err;
     if (tableCreate(s->tables, cfg->table, strlen(cfg->table), &o, NULL, &err) != 0) {

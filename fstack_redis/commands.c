@@ -65,6 +65,7 @@ static ir_command commands[] = {
     {"replay.info", replayInfoCommand, 2, CMD_READONLY, 1, 1, 1, "readonly module", 0},
     {"replay.drop", replayDropCommand, 2, CMD_WRITE, 1, 1, 1, "write module", 0},
     {"replay.list", replayListCommand, 1, CMD_READONLY, 0, 0, 0, "readonly module", 0},
+    {"replay.shards", replayShardsCommand, 1, CMD_READONLY | CMD_FAST, 0, 0, 0, "readonly fast module", 0},
 };
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
 

@@ -59,5 +59,6 @@ void replayUpdateCommand(client *c);
 void replayInfoCommand(client *c);
 void replayDropCommand(client *c);
 void replayListCommand(client *c);
+void replayShardsCommand(client *c);
 
 #endif

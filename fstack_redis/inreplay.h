@@ -143,7 +143,16 @@ typedef struct ir_config {
     unsigned dpdk_mbufs;        /* mbuf pool size, 0 = sized from maxclients */
     int busy_poll;              /* dpdk: never nap; kernel: poll under load (see run.c) */
     int mtu;                    /* dpdk: IP MTU of the port, 0 = the interface's */
+    /* a replay group of shards (REPLAY.SHARDS): every member's "host:port",
+     * comma-separated in shard order, and this server's place in it */
+    const char *shard_group;    /* NULL or "" = a standalone server (one shard) */
+    int shard_index;            /* 0 .. shards - 1 */
 } ir_config;
+
+/* Ids of shard k's tables start at k << IR_SHARD_ID_BITS, so that an id names
+ * its shard and ids are unique across a group (2^48 ids per shard). */
+#define IR_SHARD_ID_BITS 48
+#define IR_MAX_SHARDS 1024
 
 typedef struct ir_stats {
     int running;

@@ -12,9 +12,11 @@ exit status 2 for usage errors, 1 for runtime failures.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import re
+import socket
 import sys
 import time
 from pathlib import Path
@@ -97,6 +99,14 @@ def _add_start(sub: Any) -> None:
     p.add_argument("--restore", metavar="DIR", help="load the newest complete snapshot in DIR")
     p.add_argument("--save-on-shutdown", action="store_true", default=None,
                    help="SAVE before exiting on SIGTERM/SIGINT/SHUTDOWN")
+    g = p.add_argument_group("replay groups (see 'Scaling out' in the README)")
+    g.add_argument("--shards", type=_positive_int,
+                   help="start a group of N servers on this box: ports P..P+N-1 of --listen, "
+                        "each pinned to its own core")
+    g.add_argument("--shard-group", metavar="HOST:PORT,...",
+                   help="every member of a group that spans boxes, in shard order")
+    g.add_argument("--shard-index", type=_positive_int,
+                   help="this server's place in --shard-group (0-based)")
     d = p.add_argument_group("DPDK stack (--stack dpdk)")
     d.add_argument("--cores", help="DPDK core list, e.g. 2-5; the first runs the stack (default 0)")
     d.add_argument("--port", type=int, help="DPDK port id (default: the first probed)")
@@ -141,7 +151,7 @@ def cmd_start(args: argparse.Namespace) -> int:
             "requirepass", "client_subnet", "maxmemory", "client_output_buffer_limit", "timeout",
             "request_timeout_ms", "tcp_keepalive", "dir", "restore", "save_on_shutdown",
             "cores", "port", "vdev", "ip", "listen_port", "queues", "mbufs", "hugepages", "netns",
-            "file_prefix", "busy_poll", "mtu")
+            "file_prefix", "busy_poll", "mtu", "shards", "shard_group", "shard_index")
     overrides = {k: getattr(args, k) for k in keys}
     try:
         cfg = build(args.config, overrides)
@@ -163,6 +173,8 @@ def cmd_start(args: argparse.Namespace) -> int:
             flag = "--listen-port" if cfg.stack == "dpdk" else "--listen"
             die(prog, f"an inreplay server (pid {inst.pid}) already runs on {inst.endpoint}: "
                       f"'pyctl stop' it or choose another {flag} port")
+    if cfg.shards > 1:
+        return _start_group(prog, cfg)
     try:
         if cfg.daemon:
             port = srv.daemonize(cfg)
@@ -179,6 +191,81 @@ def cmd_start(args: argparse.Namespace) -> int:
         die(prog, f"{e}{_hint(e)}")
     except ValueError as e:
         die(prog, str(e))
+
+
+def _start_group(prog: str, cfg: ServerConfig) -> int:
+    """--shards N: N members on ports P..P+N-1 (N free ports for :0), member i pinned
+    to core i mod the cores this process may use. With --daemon all run in the
+    background; otherwise members 1..N-1 do and member 0 runs in the foreground,
+    and stopping it stops the group."""
+    host, base = split_listen(cfg.listen)
+    ports = _free_ports(host, cfg.shards) if base == 0 else list(range(base, base + cfg.shards))
+    if ports[-1] > 65535:
+        die(prog, f"--shards {cfg.shards}: ports {base}-{ports[-1]} run past 65535", 2)
+    shost = f"[{host}]" if ":" in host else host
+    group = ",".join(f"{shost}:{p}" for p in ports)
+    cores = sorted(os.sched_getaffinity(0))
+    members = [dataclasses.replace(cfg, shards=1, listen=f"{shost}:{p}", shard_group=group,
+                                   shard_index=i, logfile="" if not cfg.logfile
+                                   else f"{cfg.logfile}.{i}")
+               for i, p in enumerate(ports)]
+    started: list[ServerConfig] = []
+    background = members if cfg.daemon else members[1:]
+    try:
+        for m in background:
+            os.sched_setaffinity(0, {cores[m.shard_index % len(cores)]})
+            try:
+                srv.daemonize(m)
+            finally:
+                os.sched_setaffinity(0, cores)
+            started.append(m)
+    except (_native.InreplayError, ValueError) as e:
+        for m in started:
+            _stop_member(m)
+        hint = _hint(e) if isinstance(e, _native.InreplayError) else ""
+        die(prog, f"shard {len(started)} ({group.split(',')[len(started)]}): {e}{hint}")
+    for m in started:
+        print(f"inreplay: shard {m.shard_index}/{cfg.shards} {cfg.stack} stack listening on "
+              f"{m.host}:{m.tcp_port} (daemon, core {cores[m.shard_index % len(cores)]})")
+    if cfg.daemon:
+        print(f"inreplay: group {group}")
+        return 0
+    first = members[0]
+    os.sched_setaffinity(0, {cores[0]})
+
+    def ready(port: int) -> None:
+        print(f"inreplay: shard 0/{cfg.shards} {cfg.stack} stack listening on {first.host}:{port} "
+              f"(core {cores[0]})\ninreplay: group {group}", flush=True)
+
+    try:
+        return srv.run(first, ready)
+    except _native.InreplayError as e:
+        die(prog, f"shard 0 ({first.host}:{first.tcp_port}): {e}{_hint(e)}")
+    finally:
+        for m in started:
+            _stop_member(m)
+
+
+def _stop_member(m: ServerConfig) -> None:
+    for inst in srv.instances():
+        if inst.port == m.tcp_port and inst.host == m.host:
+            srv.stop(inst)
+
+
+def _free_ports(host: str, n: int) -> list[int]:
+    """n ports the kernel says are free on host now (for --listen HOST:0 with --shards)."""
+    socks, ports = [], []
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        for _ in range(n):
+            s = socket.socket(family, socket.SOCK_STREAM)
+            s.bind((host, 0))
+            socks.append(s)
+            ports.append(s.getsockname()[1])
+    finally:
+        for s in socks:
+            s.close()
+    return ports
 
 
 def _reexec_in_netns(prog: str, name: str, argv: list[str]) -> NoReturn:
@@ -313,6 +400,11 @@ def _status_of(inst: srv.Instance) -> dict[str, Any]:
             tables.append({"name": name.decode(errors="replace"),
                            "size": int(d[b"size"]), "capacity": int(d[b"capacity"])})
         out["tables"] = tables
+        raw = r.execute_command("REPLAY.SHARDS")
+        group = dict(zip(raw[::2], raw[1::2], strict=True))
+        members = [m.decode() for m in group[b"shards"]]
+        if members:
+            out["shard"] = {"index": int(group[b"index"]), "group": members}
         r.close()
     except redis.RedisError as e:
         out["error"] = f"not answering on {inst.endpoint}: {e}"
@@ -343,6 +435,9 @@ def cmd_status(args: argparse.Namespace) -> int:
               f"{r['used_memory'] / 2**20:.1f} MiB, tables: {tables}")
         if r.get("stack_build"):
             print(f"  stack: {r['stack_build']}; event loop: {r['event_loop']}")
+        if r.get("shard"):
+            sh = r["shard"]
+            print(f"  shard {sh['index']} of {len(sh['group'])}: group {','.join(sh['group'])}")
         for core, role in (r.get("cores") or {}).items():
             print(f"  core {core}: {role}")
     return 0
@@ -354,9 +449,18 @@ def cmd_stop(args: argparse.Namespace) -> int:
     if not found:
         where = f" on {args.listen}" if args.listen else ""
         die(prog, f"no inreplay server is running{where}", 3)
+    if args.all and not args.listen:  # a group on this box, or every server here
+        failed = [i for i in found if not srv.stop(i, args.timeout)]
+        for i in found:
+            if i not in failed:
+                print(f"inreplay: stopped pid {i.pid} on {i.endpoint}")
+        if failed:
+            die(prog, f"did not exit within {args.timeout} s: "
+                      + ", ".join(f"pid {i.pid} on {i.endpoint}" for i in failed))
+        return 0
     if len(found) > 1:
         ends = ", ".join(i.endpoint for i in found)
-        die(prog, f"several servers run ({ends}): choose one with --listen", 2)
+        die(prog, f"several servers run ({ends}): choose one with --listen, or --all", 2)
     inst = found[0]
     t0 = time.monotonic()
     if not srv.stop(inst, args.timeout):
@@ -512,6 +616,8 @@ def main(argv: list[str] | None = None) -> int:
     st = sub.add_parser("stop", help="stop a running server (SIGTERM)")
     st.add_argument("--listen", type=_listen, help="HOST:PORT of the server to stop")
     st.add_argument("--timeout", type=float, default=10.0, help="seconds to wait (default 10)")
+    st.add_argument("--all", action="store_true",
+                    help="stop every server on this box (a whole group started with --shards)")
     sa = sub.add_parser("stats", help="counters: clients, commands/s, tables, DPDK ports")
     sa.add_argument("--listen", type=_listen, help="HOST:PORT of the server")
     sa.add_argument("--interval", type=float, default=1.0, help="seconds for commands/s (1)")

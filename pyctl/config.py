@@ -100,6 +100,15 @@ class ServerConfig:
     stack: poll epoll without sleeping while traffic flows, back off when idle."""
     mtu: int = 0
     """DPDK: IP MTU of the port (1500 Ethernet, 9000 jumbo); 0 = the interface's MTU."""
+    # ---- replay groups (Scaling out) -----------------------------------------
+    shards: int = 1
+    """Start a replay group of this many servers on this box: ports P..P+N-1 of --listen,
+    each pinned to its own core (kernel stack)."""
+    shard_group: str = ""
+    """Every member's HOST:PORT, comma-separated in shard order, for a group that spans
+    boxes: each box starts its own member with --shard-index."""
+    shard_index: int = 0
+    """This server's place in --shard-group (0-based); its ids start at index << 48."""
 
     # ---- derived -------------------------------------------------------------
     @property
@@ -169,8 +178,33 @@ class ServerConfig:
         if self.mtu and not 576 <= self.mtu <= 9600:
             raise ConfigError(f"--mtu {self.mtu}: choose 576-9600 (1500 Ethernet, 9000 jumbo "
                               "frames), or 0 for the interface's MTU")
+        self._validate_group()
         if self.stack == "dpdk":
             self._validate_dpdk()
+
+    def group_members(self) -> list[str]:
+        """--shard-group's members, in shard order (empty for a standalone server)."""
+        return [m.strip() for m in self.shard_group.split(",") if m.strip()]
+
+    def _validate_group(self) -> None:
+        if not 1 <= self.shards <= 1024:
+            raise ConfigError(f"--shards {self.shards}: choose 1 to 1024")
+        if self.shards > 1 and self.shard_group:
+            raise ConfigError("--shards starts a whole group on this box; --shard-group names "
+                              "the members of a group across boxes: give one of them")
+        if self.shards > 1 and self.stack == "dpdk":
+            raise ConfigError("--shards: one box runs a group on the kernel stack; on DPDK start "
+                              "one member per port with --shard-group and --shard-index")
+        members = self.group_members()
+        for m in members:
+            try:
+                split_listen(m)
+            except ConfigError:
+                raise ConfigError(f"--shard-group: {m!r} is not HOST:PORT") from None
+        n = max(1, len(members))
+        if not 0 <= self.shard_index < n:
+            raise ConfigError(f"--shard-index {self.shard_index}: the group has {n} member"
+                              f"{'s' if n != 1 else ''} (0-{n - 1})")
 
     def _validate_dpdk(self) -> None:
         problems = self.dpdk_problems()

@@ -128,6 +128,9 @@ def _to_c(cfg: ServerConfig, keep: list[Any]) -> Any:
     c.request_timeout_ms = cfg.request_timeout_ms
     c.tcp_keepalive = cfg.tcp_keepalive
     c.dir = s(cfg.dir)
+    if cfg.shard_group:
+        c.shard_group = s(",".join(cfg.group_members()))
+    c.shard_index = cfg.shard_index
     if cfg.restore:
         c.restore = s(cfg.restore)
     c.save_on_shutdown = int(cfg.save_on_shutdown)
