@@ -103,6 +103,11 @@ class ShardedReplayClient:
             r.close()
         return cls(members or [seed], **kwargs)
 
+    @property
+    def redis(self) -> redis.Redis:
+        """Shard 0's connection: the group's key/value store (parameters, run metadata)."""
+        return self.shards[0].redis
+
     def close(self) -> None:
         for rc in self.shards:
             rc.close()
