@@ -26,7 +26,7 @@ $(STAMP): pyproject.toml Makefile
 	  $(SUDO) apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
 	fi
-	$(PY) -m pip install -q -e '.[dev,bench,rl]'
+	$(PY) -m pip install -q -e '.[dev,bench,rl,ray]'
 	@touch $@
 
 build: deps
