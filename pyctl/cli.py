@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import ipaddress
 import json
 import os
 import re
@@ -112,7 +113,9 @@ def _add_start(sub: Any) -> None:
     d.add_argument("--port", type=int, help="DPDK port id (default: the first probed)")
     d.add_argument("--vdev", action="append", metavar="DEV",
                    help="EAL virtual device, e.g. net_af_packet0,iface=veth0 (repeatable)")
-    d.add_argument("--ip", metavar="A.B.C.D/NN", help="address of the userspace TCP/IP stack")
+    d.add_argument("--ip", metavar="A.B.C.D/NN",
+                   help="address of the userspace TCP/IP stack; with --shards N one per shard "
+                        "(comma-separated), or the first (shard i answers on it + i)")
     d.add_argument("--listen-port", type=_positive_int, help="TCP port (default 6379)")
     d.add_argument("--queues", type=_positive_int, help="RX/TX queue pairs (1)")
     d.add_argument("--mbufs", type=_positive_int, help="mbuf pool size (default from maxclients)")
@@ -198,17 +201,33 @@ def _start_group(prog: str, cfg: ServerConfig) -> int:
     to core i mod the cores this process may use. With --daemon all run in the
     background; otherwise members 1..N-1 do and member 0 runs in the foreground,
     and stopping it stops the group."""
-    host, base = split_listen(cfg.listen)
-    ports = _free_ports(host, cfg.shards) if base == 0 else list(range(base, base + cfg.shards))
-    if ports[-1] > 65535:
-        die(prog, f"--shards {cfg.shards}: ports {base}-{ports[-1]} run past 65535", 2)
-    shost = f"[{host}]" if ":" in host else host
-    group = ",".join(f"{shost}:{p}" for p in ports)
-    cores = sorted(os.sched_getaffinity(0))
-    members = [dataclasses.replace(cfg, shards=1, listen=f"{shost}:{p}", shard_group=group,
-                                   shard_index=i, logfile="" if not cfg.logfile
-                                   else f"{cfg.logfile}.{i}")
-               for i, p in enumerate(ports)]
+    allowed = sorted(os.sched_getaffinity(0))
+    cores = allowed
+    if cfg.stack == "dpdk":  # one process per lcore, each its own lwIP on --ip + i
+        if "," in cfg.ip:
+            ips = cfg.ip.split(",")
+        else:
+            iface = ipaddress.ip_interface(cfg.ip)
+            ips = [f"{iface.ip + i}/{iface.network.prefixlen}" for i in range(cfg.shards)]
+        lcores = cfg.core_list()
+        group = ",".join(f"{ip.split('/')[0]}:{cfg.listen_port}" for ip in ips)
+        members = [dataclasses.replace(
+            cfg, shards=1, ip=ips[i], cores=str(lcores[i]), shard_group=group, shard_index=i,
+            file_prefix=f"{cfg.file_prefix}-s{i}",
+            logfile=f"{cfg.logfile}.{i}" if cfg.logfile else "") for i in range(cfg.shards)]
+        cores = lcores  # EAL pins each member's lcore itself
+    else:
+        host, base = split_listen(cfg.listen)
+        ports = (_free_ports(host, cfg.shards) if base == 0
+                 else list(range(base, base + cfg.shards)))
+        if ports[-1] > 65535:
+            die(prog, f"--shards {cfg.shards}: ports {base}-{ports[-1]} run past 65535", 2)
+        shost = f"[{host}]" if ":" in host else host
+        group = ",".join(f"{shost}:{p}" for p in ports)
+        members = [dataclasses.replace(cfg, shards=1, listen=f"{shost}:{p}", shard_group=group,
+                                       shard_index=i, logfile="" if not cfg.logfile
+                                       else f"{cfg.logfile}.{i}")
+                   for i, p in enumerate(ports)]
     started: list[ServerConfig] = []
     background = members if cfg.daemon else members[1:]
     try:
@@ -217,7 +236,7 @@ def _start_group(prog: str, cfg: ServerConfig) -> int:
             try:
                 srv.daemonize(m)
             finally:
-                os.sched_setaffinity(0, cores)
+                os.sched_setaffinity(0, allowed)
             started.append(m)
     except (_native.InreplayError, ValueError) as e:
         for m in started:

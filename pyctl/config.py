@@ -102,8 +102,9 @@ class ServerConfig:
     """DPDK: IP MTU of the port (1500 Ethernet, 9000 jumbo); 0 = the interface's MTU."""
     # ---- replay groups (Scaling out) -----------------------------------------
     shards: int = 1
-    """Start a replay group of this many servers on this box: ports P..P+N-1 of --listen,
-    each pinned to its own core (kernel stack)."""
+    """Start a replay group of this many servers on this box. Kernel stack: ports P..P+N-1
+    of --listen, each pinned to its own core. DPDK: one process per core of --cores, each
+    with its own lwIP stack on --ip + i (the port's frames reach every member)."""
     shard_group: str = ""
     """Every member's HOST:PORT, comma-separated in shard order, for a group that spans
     boxes: each box starts its own member with --shard-index."""
@@ -113,8 +114,11 @@ class ServerConfig:
     # ---- derived -------------------------------------------------------------
     @property
     def host(self) -> str:
-        """The address clients reach: the lwIP address on DPDK, else --listen's host."""
-        return self.ip.split("/")[0] if self.stack == "dpdk" else split_listen(self.listen)[0]
+        """The address clients reach: the lwIP address on DPDK (the first shard's), else
+        --listen's host."""
+        if self.stack == "dpdk":
+            return self.ip.split(",")[0].split("/")[0]
+        return split_listen(self.listen)[0]
 
     @property
     def tcp_port(self) -> int:
@@ -193,8 +197,14 @@ class ServerConfig:
             raise ConfigError("--shards starts a whole group on this box; --shard-group names "
                               "the members of a group across boxes: give one of them")
         if self.shards > 1 and self.stack == "dpdk":
-            raise ConfigError("--shards: one box runs a group on the kernel stack; on DPDK start "
-                              "one member per port with --shard-group and --shard-index")
+            try:
+                ncores = len(self.core_list())
+            except ConfigError:
+                ncores = self.shards  # reported by the DPDK checks
+            if ncores < self.shards:
+                raise ConfigError(f"--shards {self.shards}: on DPDK every shard runs on its own "
+                                  f"core of --cores, which lists {ncores}: give {self.shards} "
+                                  "cores (e.g. --cores 0-1)")
         members = self.group_members()
         for m in members:
             try:
@@ -226,13 +236,18 @@ class ServerConfig:
             problems.append("--ip: required with the DPDK stack (the address lwIP answers on, "
                             "e.g. --ip 10.77.0.2/24)")
         else:
-            try:
-                iface = ipaddress.ip_interface(self.ip)
-                if iface.version != 4 or "/" not in self.ip:
-                    problems.append(f"--ip: {self.ip!r}: give an IPv4 address with its prefix, "
-                                    "e.g. 10.77.0.2/24")
-            except ValueError:
-                problems.append(f"--ip: {self.ip!r} is not an IPv4 address/prefix")
+            for ip in self.ip.split(","):
+                try:
+                    iface = ipaddress.ip_interface(ip)
+                    if iface.version != 4 or "/" not in ip:
+                        problems.append(f"--ip: {ip!r}: give an IPv4 address with its prefix, "
+                                        "e.g. 10.77.0.2/24")
+                except ValueError:
+                    problems.append(f"--ip: {ip!r} is not an IPv4 address/prefix")
+            n_ips = len(self.ip.split(","))
+            if n_ips > 1 and n_ips != self.shards:
+                problems.append(f"--ip lists {n_ips} addresses for --shards {self.shards}: give "
+                                "one per shard, or one address (shard i answers on it + i)")
         if not 0 <= self.listen_port <= 65535:
             problems.append(f"--listen-port: must be 0-65535, got {self.listen_port}")
         if self.queues != 1:

@@ -224,3 +224,42 @@ def test_withstats_reply_layout(inreplay_server: object) -> None:
     assert np.frombuffer(packed, "<f8", 1, 12 * 4 + 8)[0] == 4.0
     r.execute_command("REPLAY.DROP", "w")
     r.close()
+
+
+DPDK = os.geteuid() == 0 and any((ROOT / "build" / "dataplane").glob("libinreplay_dpdk.a"))
+
+
+@pytest.mark.skipif(not DPDK, reason="needs root and a DPDK build")
+def test_dpdk_group_one_lwip_per_core(tmp_path: Path) -> None:
+    """--shards 2 on DPDK: two processes, one per core of --cores, each with its own lwIP
+    on its own address of the same port, found from either address."""
+    from pyctl import netns
+
+    name = f"irsh{os.getpid() % 10000}"
+    subnet = netns.free_subnet()
+    base = subnet.rsplit(".", 2)[0]
+    run = tmp_path / "run"
+    up = _pyctl(run, "netns", "up", "--name", name, "--subnet", subnet)
+    assert up.returncode == 0, up.stderr
+    try:
+        ips = f"{base}.0.2/24,{base}.0.4/24"  # .3 is the namespace's kernel address
+        out = _pyctl(run, "start", "--shards", "2", "--stack", "dpdk", "--netns", name,
+                     "--cores", "0-1", "--ip", ips, "--vdev", f"net_af_packet0,iface={name}-a",
+                     "--listen-port", "7400", "--hugepages", "128", "--daemon",
+                     "--capacity", "1000", timeout=120)
+        assert out.returncode == 0, out.stderr + out.stdout
+        try:
+            rc = ShardedReplayClient.from_seed(f"{base}.0.4:7400")
+            assert rc.addresses == [f"{base}.0.2:7400", f"{base}.0.4:7400"]
+            for i in range(4):
+                rc.add("replay", None, np.full((50, 128), i, np.uint8))
+            s = rc.sample("replay", 512, item_shape=(128,))
+            assert set(np.unique(s.ids >> SHARD_ID_BITS)) == {0, 1}
+            assert rc.update("replay", s.ids, np.ones(512)) == 512
+            assert rc.info("replay")["size"] == 200
+            rc.close()
+        finally:
+            stop = _pyctl(run, "stop", "--all")
+            assert stop.returncode == 0, stop.stderr
+    finally:
+        _pyctl(run, "netns", "down", "--name", name)
