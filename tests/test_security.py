@@ -13,14 +13,9 @@ from collections.abc import Callable, Iterator
 
 import pytest
 import redis
+from helpers import free_port
 
 PYCTL = [sys.executable, "-m", "pyctl", "start"]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 Starter = Callable[..., int]
