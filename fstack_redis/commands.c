@@ -172,15 +172,16 @@ void authCommand(client *c) {
     addReplyStr(c, shared.ok);
 }
 
-/* HELLO [protover [AUTH username password] [SETNAME clientname]] */
+/* HELLO [protover [AUTH username password] [SETNAME clientname]]: protover 2
+ * (RESP2) or 3 (RESP3); without one the protocol stays as it is. */
 void helloCommand(client *c) {
-    long long ver = 2;
+    long long ver = 0; /* 0: keep the connection's protocol */
     if (c->argc >= 2) {
         if (!string2ll(c->argv[1].ptr, c->argv[1].len, &ver)) {
             addReplyError(c, "Protocol version is not an integer or out of range");
             return;
         }
-        if (ver != 2) {
+        if (ver < 2 || ver > 3) {
             addReplyError(c, "-NOPROTO unsupported protocol version");
             return;
         }
@@ -213,13 +214,14 @@ void helloCommand(client *c) {
                          "same time");
         return;
     }
-    addReplyArrayLen(c, 14);
+    if (ver) c->resp = (int)ver; /* this reply already speaks the new protocol, as in Redis */
+    addReplyMapLen(c, 7);
     addReplyBulkCString(c, "server");
     addReplyBulkCString(c, "redis");
     addReplyBulkCString(c, "version");
     addReplyBulkCString(c, IR_REDIS_VERSION);
     addReplyBulkCString(c, "proto");
-    addReplyLongLong(c, 2);
+    addReplyLongLong(c, c->resp);
     addReplyBulkCString(c, "id");
     addReplyLongLong(c, (long long)c->id);
     addReplyBulkCString(c, "mode");
@@ -435,7 +437,7 @@ void configCommand(client *c) {
             for (size_t k = 0; k < NCONFIG; k++)
                 if (!matched[k] && fnmatch(c->argv[i].ptr, config_names[k], FNM_CASEFOLD) == 0)
                     matched[k] = 1, n++;
-        addReplyArrayLen(c, 2 * n);
+        addReplyMapLen(c, n);
         char val[64];
         for (size_t k = 0; k < NCONFIG; k++) {
             if (!matched[k]) continue;

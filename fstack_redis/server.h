@@ -207,6 +207,8 @@ void addReplySetLen(client *c, long len);                  /* RESP2: array */
 void addReplyPushLen(client *c, long len);                 /* RESP2: array (pub/sub messages) */
 void addReplyBool(client *c, int b);                       /* RESP2: :1 / :0 */
 void addReplyBulkLongLong(client *c, long long ll);
+/* RESP3: a verbatim string "=len\r\next:txt" (ext is 3 bytes, "txt"); RESP2: a bulk. */
+void addReplyVerbatim(client *c, const char *txt, size_t len, const char *ext);
 /* A bulk whose body the caller writes: returns a pointer to len bytes of
  * reply buffer to fill (valid until the next addReply call). */
 char *addReplyBulkReserve(client *c, size_t len);
