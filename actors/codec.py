@@ -111,9 +111,11 @@ class TransitionCodec:
 
     ``compress`` (default: for stacked frames) makes :meth:`encode` write format 1
     (zstd at ``level``); :meth:`decode` reads either format whatever it is set to.
-    ``threads`` decode a batch of compressed items in parallel (default: one per
-    CPU, at most 4; 1: on the caller's thread only). One codec may decode on one
-    thread at a time, and encode on another.
+    A batch of items is decoded on ``parallel`` threads (the caller's and pool
+    threads), at most ``threads`` (default: one per CPU, at most 4);
+    learner.replay.Prefetcher raises ``parallel`` from 1 only while decoding
+    cannot keep up. One codec may decode on one thread at a time, and encode on
+    another.
     """
 
     def __init__(self, obs_shape: tuple[int, ...], obs_dtype: npt.DTypeLike, n_step: int,
@@ -145,6 +147,7 @@ class TransitionCodec:
             raise ValueError("only stacked frames are compressed (vector records stay raw)")
         self.level = int(level)
         self.threads = max(1, min(4, os.cpu_count() or 1) if threads is None else int(threads))
+        self.parallel = self.threads
         self._local = threading.local()  # a zstd context per thread (they are not shared)
         self._pool: ThreadPoolExecutor | None = None
 
@@ -257,7 +260,7 @@ class TransitionCodec:
         self._check_next_off(off, ids)
         obs = np.empty((n, *self.obs_shape), dtype=np.uint8)
         next_obs = np.empty((n, *self.obs_shape), dtype=np.uint8)
-        parts = min(self.threads, n // MIN_CHUNK) if n >= 2 * MIN_CHUNK else 1
+        parts = max(1, min(self.parallel, self.threads, n // MIN_CHUNK))
         bounds = [n * j // parts for j in range(parts + 1)] if parts > 1 else [0, n]
         futures: list[Future[None]] = []
         if len(bounds) > 2:

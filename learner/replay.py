@@ -259,6 +259,12 @@ class Prefetcher:
 
     ``convert`` runs on the thread too (e.g. NumPy -> torch tensors), so the
     training thread only trains. Errors on the thread are re-raised by ``get``.
+
+    Decoding spreads over more threads only where one cannot keep up: the
+    source's codec starts on this thread alone (``parallel`` 1), gains a decode
+    thread (up to its ``threads``) after each batch during which the consumer
+    found no batch waiting, and gives one back after each batch that had to wait
+    for room in the queue.
     """
 
     def __init__(self, source: Replay, n: int, beta: float, depth: int,
@@ -271,6 +277,15 @@ class Prefetcher:
         self.stop = threading.Event()
         self.error: BaseException | None = None
         self.thread = threading.Thread(target=self._run, name="prefetch", daemon=True)
+        codec = getattr(source, "codec", None)
+        self.codec: TransitionCodec | None = codec if isinstance(codec, TransitionCodec) \
+            else None
+        if self.codec is not None:
+            self.codec.parallel = 1
+        self.starved = 0
+        """Calls of get() that found no batch ready."""
+        self.most_parallel = 1
+        """The most decode threads used at once."""
 
     def start(self) -> Prefetcher:
         self.thread.start()
@@ -279,20 +294,39 @@ class Prefetcher:
     def _run(self) -> None:
         try:
             while not self.stop.is_set():
+                starved = self.starved
                 item = self.convert(self.source.sample(self.n, self.beta))
+                waited = False
                 while not self.stop.is_set():
                     try:
-                        self.q.put(item, timeout=0.1)
+                        self.q.put(item, block=waited, timeout=0.1)
                         break
                     except queue.Full:
-                        continue
+                        waited = True
+                self._adapt(behind=self.starved > starved, ahead=waited)
         except BaseException as e:
             self.error = e
+
+    def _adapt(self, behind: bool, ahead: bool) -> None:
+        c = self.codec
+        if c is None:
+            return
+        if behind and not ahead:
+            c.parallel = min(c.threads, c.parallel + 1)
+        elif ahead:
+            c.parallel = max(1, c.parallel - 1)
+        self.most_parallel = max(self.most_parallel, c.parallel)
 
     def get(self, timeout: float = 30.0, stop: threading.Event | None = None) -> Any:
         """The next batch; None at once when `stop` (the caller's shutdown flag) is set,
         so a SIGTERM is not held up by a sampler stuck on the network."""
         deadline = timeout
+        if stop is not None and stop.is_set():
+            return None
+        try:
+            return self.q.get_nowait()
+        except queue.Empty:
+            self.starved += 1
         while True:
             if stop is not None and stop.is_set():
                 return None
@@ -300,7 +334,8 @@ class Prefetcher:
                 return self.q.get(timeout=min(0.1, deadline))
             except queue.Empty:
                 if self.error is not None:
-                    raise RuntimeError("the sampling thread failed") from self.error
+                    raise RuntimeError(f"the sampling thread failed: {self.error}") \
+                        from self.error
                 deadline -= 0.1
                 if deadline <= 0 or self.stop.is_set():
                     raise TimeoutError("no batch from the sampling thread") from None
