@@ -64,8 +64,9 @@ GOAL_RATE = 10_000
 BREAKOUT_BALL_X, BREAKOUT_PADDLE_X = 99, 72  # RAM addresses
 
 
-def breakout_transitions(n: int, seed: int = 1) -> list[Transition]:
-    """n n-step transitions of Breakout through the actors' preprocessing."""
+def breakout_transitions(n: int, seed: int = 1, explore: float = 0.1) -> list[Transition]:
+    """n n-step transitions of Breakout through the actors' preprocessing: the paddle
+    follows the ball, except for a random action with probability ``explore``."""
     from actors.env import lives, make_env
 
     cfg = preset(ENV_ID)
@@ -80,7 +81,7 @@ def breakout_transitions(n: int, seed: int = 1) -> list[Transition]:
         while len(out) < n:
             ram = ale.getRAM()
             ball, paddle = int(ram[BREAKOUT_BALL_X]), int(ram[BREAKOUT_PADDLE_X])
-            if rng.random() < 0.1:
+            if rng.random() < explore:
                 action = int(rng.integers(4))
             else:  # NOOP, FIRE, RIGHT, LEFT
                 action = 2 if ball > paddle + 8 else 3 if ball < paddle + 4 else 0
