@@ -126,8 +126,8 @@ class TransitionCodec:
         self.n_step = int(n_step)
         self.pixels = (self.obs_dtype == np.uint8 and len(self.obs_shape) == 3
                        if pixels is None else pixels)
-        head = [("ret", "<f4"), ("discount", "<f4"), ("action", "<u2"), ("next_off", "u1"),
-                ("format", "u1")]
+        assert HEAD.fields is not None
+        head: list[Any] = [(name, HEAD.fields[name][0]) for name in HEAD.names]
         if self.pixels:
             stack = self.obs_shape[0]
             self.stack = stack
