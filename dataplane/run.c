@@ -260,7 +260,6 @@ int ir_run(const ir_config *cfg) {
         }
         serverLog("%s", msg);
     }
-    serverLog("Snapshot directory %s", s->cfg.dir);
 
 #ifdef IR_HAVE_DPDK
     if (!strcmp(cfg->stack, "dpdk")) {
@@ -288,6 +287,7 @@ int ir_run(const ir_config *cfg) {
               : idle.mode == IDLE_SLEEP ? "sleeps until events"
               : idle.can_wait ? "polls under load, sleeps until events when idle"
                               : "polls under load, backs off when idle");
+    serverLog("Snapshot directory %s", s->cfg.dir);
     s->loop_mode = idle.mode == IDLE_SPIN ? "busy-poll" : idle.mode == IDLE_SLEEP ? "sleep" : "adaptive";
     publishStats(s);
 

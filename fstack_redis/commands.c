@@ -435,7 +435,7 @@ void configCommand(client *c) {
                 if (!matched[k] && fnmatch(c->argv[i].ptr, config_names[k], FNM_CASEFOLD) == 0)
                     matched[k] = 1, n++;
         addReplyArrayLen(c, 2 * n);
-        char val[64];
+        char val[4096]; /* dir is a path */
         for (size_t k = 0; k < NCONFIG; k++) {
             if (!matched[k]) continue;
             configValue(s, config_names[k], val, sizeof(val));
