@@ -1295,7 +1295,7 @@ int snapshotCheckDir(const char *dir, char *msg, size_t msglen) {
 int snapshotSetDir(ir_server *s, const char *dir, char *msg, size_t msglen) {
     ensureInit(s);
     char joined[PATH_MAX], real[PATH_MAX];
-    if (dir[0] != '/' && snap.dir[0]) { /* relative to the current one, as Redis's chdir */
+    if (dir[0] && dir[0] != '/' && snap.dir[0]) { /* relative to the current one, as Redis's chdir */
         int n = snprintf(joined, sizeof(joined), "%s/%s", snap.dir, dir);
         if (n < 0 || (size_t)n >= sizeof(joined)) {
             msgf(msg, msglen, "%s", strerror(ENAMETOOLONG));

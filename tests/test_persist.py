@@ -153,6 +153,7 @@ def test_config_set_dir_like_redis(server_factory: Factory, tmp_path: Path) -> N
                 reply(c, "CONFIG", "SET", "dir", str(tmp_path / "nonexistent")),
                 reply(c, "CONFIG", "SET", "dir", str(tmp_path / "afile")),
                 reply(c, "CONFIG", "SET", "dir", "missing-relative"),
+                reply(c, "CONFIG", "SET", "dir", ""),
                 reply(c, "CONFIG", "GET", "dir"),  # unchanged by the failures
             ]
     assert answers["inreplay"] == answers["redis"]
