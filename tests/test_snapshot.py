@@ -370,7 +370,7 @@ def test_restore_if_present_from_empty_dir_and_errors(start: Start, tmp_path: Pa
     assert p["rdb_last_bgsave_status"] == "ok" and p["snapshot_last_error"] == ""
     assert abs(r.lastsave().timestamp() - time.time()) < 120
     gone.rmdir()  # the directory goes away under the running server
-    with pytest.raises(redis.ResponseError, match="snapshot failed: cannot create .*gone"):
+    with pytest.raises(redis.ResponseError, match=r"snapshot failed: cannot create .*gone"):
         r.save()
     p = persistence(r)
     assert p["rdb_last_bgsave_status"] == "err" and str(gone) in p["snapshot_last_error"]
