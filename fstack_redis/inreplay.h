@@ -133,9 +133,14 @@ typedef struct ir_config {
     int request_timeout_ms;     /* a started request must complete within this, 0 = never */
     int tcp_keepalive;          /* seconds, 0 = off */
     /* snapshots */
-    const char *dir;            /* where SAVE/BGSAVE write snapshots, default "." */
-    const char *restore;        /* load the newest complete snapshot in this directory at start, or NULL */
-    int save_on_shutdown;       /* SAVE before exiting on SIGTERM/SIGINT/SHUTDOWN */
+    const char *dir;            /* where SAVE/BGSAVE write snapshots, default "."; must exist and be
+                                   writable (else IR_ECONFIG at start) */
+    const char *restore;        /* load the newest complete snapshot in this directory at start, or NULL;
+                                   none there: refuse to start (IR_ECONFIG) */
+    int restore_if_present;     /* with restore: start empty when it holds no snapshot (a corrupt one
+                                   still refuses) */
+    int save_on_shutdown;       /* SAVE before exiting on SIGTERM/SIGINT/SHUTDOWN; failing, ir_run
+                                   returns an error after a signal, SHUTDOWN answers one */
     /* DPDK stack (issue 3): EAL arguments as one string, ip/prefix */
     const char *eal_args;
     const char *ip;

@@ -172,7 +172,7 @@ typedef struct ir_server {
     uint64_t now_ms, start_ms;
     uint64_t total_connections, total_commands, rejected_connections;
     uint64_t net_input_bytes, net_output_bytes;
-    volatile int shutdown_asap;
+    volatile int shutdown_asap;  /* SHUTDOWN_*: the loop ends; see run.c */
     struct ir_db *db;
     struct ir_tables *tables;
     uint64_t rng[4];
@@ -187,7 +187,15 @@ typedef struct ir_server {
     ir_pins pins;             /* reference counts of memory that replies point into */
     uint64_t eventloop_cycles;   /* loop iterations (INFO stats), as Redis 7.2 counts them */
     const char *loop_mode;       /* "busy-poll", "adaptive" or "sleep" (run.c's idle rule) */
+    uint64_t dirty;              /* write commands run (rdb_changes_since_last_save) */
 } ir_server;
+
+/* s->shutdown_asap: 0 = keep running; SHUTDOWN_SAVE_PER_CONFIG = stop and
+ * save first if save_on_shutdown (SIGTERM/SIGINT; pending until the loop
+ * checks, SHUTDOWN ABORT cancels it); SHUTDOWN_DONE = stop, the SHUTDOWN
+ * command already saved or was told not to. */
+#define SHUTDOWN_SAVE_PER_CONFIG 1
+#define SHUTDOWN_DONE 2
 
 /* ---- replies ----------------------------------------------------------- */
 void addReplyProto(client *c, const char *s, size_t len);

@@ -96,8 +96,13 @@ def _add_start(sub: Any) -> None:
     p.add_argument("--request-timeout-ms", type=_positive_int,
                    help="a started request must complete within this (default 30000)")
     p.add_argument("--tcp-keepalive", type=_positive_int, help="seconds (default 300, 0 = off)")
-    p.add_argument("--dir", help="snapshot directory for SAVE/BGSAVE (default .)")
-    p.add_argument("--restore", metavar="DIR", help="load the newest complete snapshot in DIR")
+    p.add_argument("--dir", help="snapshot directory for SAVE/BGSAVE; must exist and be "
+                                 "writable (default <rundir>/data/<host>-<port>)")
+    p.add_argument("--restore", metavar="DIR",
+                   help="load the newest complete snapshot in DIR; refuse to start without one")
+    p.add_argument("--restore-if-present", metavar="DIR",
+                   help="as --restore, but start empty when DIR holds no snapshot (a corrupt "
+                        "one still refuses)")
     p.add_argument("--save-on-shutdown", action="store_true", default=None,
                    help="SAVE before exiting on SIGTERM/SIGINT/SHUTDOWN")
     g = p.add_argument_group("replay groups (see 'Scaling out' in the README)")
@@ -152,7 +157,8 @@ def cmd_start(args: argparse.Namespace) -> int:
     keys = ("listen", "stack", "capacity", "table", "alpha", "beta", "epsilon", "maxbytes",
             "fanout", "seed", "maxclients", "proto_max_bulk_len", "daemon", "logfile", "verbose",
             "requirepass", "client_subnet", "maxmemory", "client_output_buffer_limit", "timeout",
-            "request_timeout_ms", "tcp_keepalive", "dir", "restore", "save_on_shutdown",
+            "request_timeout_ms", "tcp_keepalive", "dir", "restore", "restore_if_present",
+            "save_on_shutdown",
             "cores", "port", "vdev", "ip", "listen_port", "queues", "mbufs", "hugepages", "netns",
             "file_prefix", "busy_poll", "mtu", "shards", "shard_group", "shard_index")
     overrides = {k: getattr(args, k) for k in keys}
@@ -179,13 +185,16 @@ def cmd_start(args: argparse.Namespace) -> int:
     if cfg.shards > 1:
         return _start_group(prog, cfg)
     try:
+        cfg = srv.with_data_dir(cfg)
         if cfg.daemon:
             port = srv.daemonize(cfg)
             print(f"inreplay: {cfg.stack} stack listening on {cfg.host}:{port} (daemon)")
+            print(f"inreplay: snapshot directory {Path(cfg.dir).resolve()}")
             return 0
 
         def ready(port: int) -> None:
-            print(f"inreplay: {cfg.stack} stack listening on {cfg.host}:{port}", flush=True)
+            print(f"inreplay: {cfg.stack} stack listening on {cfg.host}:{port}")
+            print(f"inreplay: snapshot directory {Path(cfg.dir).resolve()}", flush=True)
 
         return srv.run(cfg, ready)
     except _native.NativeLibraryMissingError as e:
@@ -228,13 +237,22 @@ def _start_group(prog: str, cfg: ServerConfig) -> int:
                                        shard_index=i, logfile="" if not cfg.logfile
                                        else f"{cfg.logfile}.{i}")
                    for i, p in enumerate(ports)]
+    # each member its own snapshot directory (and restores from its own)
+    for i, m in enumerate(members):
+        sub = {}
+        for key in ("dir", "restore", "restore_if_present"):
+            if getattr(cfg, key):
+                sub[key] = str(Path(getattr(cfg, key)) / f"shard-{i}")
+        if sub.get("dir"):
+            Path(sub["dir"]).mkdir(parents=True, exist_ok=True)
+        members[i] = dataclasses.replace(m, **sub)
     started: list[ServerConfig] = []
     background = members if cfg.daemon else members[1:]
     try:
         for m in background:
             os.sched_setaffinity(0, {cores[m.shard_index % len(cores)]})
             try:
-                srv.daemonize(m)
+                srv.daemonize(srv.with_data_dir(m))
             finally:
                 os.sched_setaffinity(0, allowed)
             started.append(m)
@@ -249,7 +267,7 @@ def _start_group(prog: str, cfg: ServerConfig) -> int:
     if cfg.daemon:
         print(f"inreplay: group {group}")
         return 0
-    first = members[0]
+    first = srv.with_data_dir(members[0])
     os.sched_setaffinity(0, {cores[0]})
 
     def ready(port: int) -> None:
@@ -377,7 +395,7 @@ def _hint(e: _native.InreplayError) -> str:
                 "free 2 MB hugepages are left: grep Huge /proc/meminfo)")
     if "rte_eal_init" in text and "err=12" in text:
         return f" (not enough hugepages: start with --hugepages {2 * DEFAULT_HUGEPAGES})"
-    if "Permission denied" in text:
+    if "Permission denied" in text and text.startswith("cannot listen on"):
         return " (ports below 1024 need root: choose another --listen port)"
     return ""
 
@@ -412,6 +430,15 @@ def _status_of(inst: srv.Instance) -> dict[str, Any]:
         out["clients"] = info.get("connected_clients")
         out["used_memory"] = info.get("used_memory")
         out["keys"] = r.dbsize()
+        out["snapshots"] = {
+            "dir": info.get("snapshot_dir"),
+            "last_save_time": info.get("rdb_last_save_time"),
+            "saves": info.get("rdb_saves"),
+            "changes_since_last_save": info.get("rdb_changes_since_last_save"),
+            "last_bgsave_status": info.get("rdb_last_bgsave_status"),
+            "bgsave_in_progress": info.get("rdb_bgsave_in_progress"),
+            "last_error": info.get("snapshot_last_error") or None,
+        }
         tables = []
         for name in r.execute_command("REPLAY.LIST"):
             raw = r.execute_command("REPLAY.INFO", name)
@@ -457,9 +484,26 @@ def cmd_status(args: argparse.Namespace) -> int:
         if r.get("shard"):
             sh = r["shard"]
             print(f"  shard {sh['index']} of {len(sh['group'])}: group {','.join(sh['group'])}")
+        if r.get("snapshots"):
+            print(f"  snapshots: {_snapshot_line(r['snapshots'])}")
         for core, role in (r.get("cores") or {}).items():
             print(f"  core {core}: {role}")
     return 0
+
+
+def _snapshot_line(p: dict[str, Any]) -> str:
+    """Where snapshots go and whether the last save worked, for `pyctl status`."""
+    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(p["last_save_time"] or 0))
+    changes = p["changes_since_last_save"]
+    if p["last_bgsave_status"] != "ok":
+        line = (f"{p['dir']}; LAST SAVE FAILED: {p['last_error'] or 'see the log'} "
+                f"({changes} change(s) since the last good save"
+                f"{f' at {when}' if p['saves'] else ''} are not on disk)")
+    elif p["saves"]:
+        line = f"{p['dir']}; last saved {when}, {changes} change(s) since"
+    else:
+        line = f"{p['dir']}; nothing saved since start, {changes} change(s)"
+    return line + ("; a background save is running" if p["bgsave_in_progress"] else "")
 
 
 def cmd_stop(args: argparse.Namespace) -> int:
@@ -484,6 +528,9 @@ def cmd_stop(args: argparse.Namespace) -> int:
     t0 = time.monotonic()
     if not srv.stop(inst, args.timeout):
         die(prog, f"pid {inst.pid} did not exit within {args.timeout} s")
+    failed = srv.exit_error(inst)
+    if failed:
+        die(prog, f"pid {inst.pid} on {inst.endpoint} stopped with an error: {failed}")
     print(f"inreplay: stopped pid {inst.pid} on {inst.endpoint} "
           f"in {time.monotonic() - t0:.2f} s")
     return 0

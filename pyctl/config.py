@@ -68,10 +68,16 @@ class ServerConfig:
     """A request that has started arriving must complete within this (trickling clients)."""
     tcp_keepalive: int = 300
     """TCP keepalive interval in seconds, so half-open connections are reclaimed; 0 = off."""
-    dir: str = "."
-    """Directory SAVE and BGSAVE write snapshots to."""
+    dir: str = ""
+    """Directory SAVE and BGSAVE write snapshots to; it must exist and be writable. Empty
+    means a data directory of this server's own under the run directory,
+    <rundir>/data/<host>-<port>, created at start."""
     restore: str = ""
-    """Directory to load the newest complete snapshot from at start (empty: start empty)."""
+    """Directory to load the newest complete snapshot from at start; with none there the
+    server refuses to start (empty: start empty)."""
+    restore_if_present: str = ""
+    """Like `restore`, but start empty when the directory holds no snapshot (or does not
+    exist); a corrupt snapshot still refuses. For automation that restarts a server."""
     save_on_shutdown: bool = False
     """SAVE a snapshot to `dir` before exiting on SIGTERM, SIGINT or SHUTDOWN."""
     # ---- the DPDK stack ------------------------------------------------------
@@ -179,6 +185,8 @@ class ServerConfig:
                                   "an address/prefix like 10.0.0.0/24") from None
         if self.restore and not Path(self.restore).is_dir():
             raise ConfigError(f"--restore: {self.restore}: no such directory")
+        if self.restore and self.restore_if_present:
+            raise ConfigError("--restore-if-present: give it or --restore, not both")
         if self.mtu and not 576 <= self.mtu <= 9600:
             raise ConfigError(f"--mtu {self.mtu}: choose 576-9600 (1500 Ethernet, 9000 jumbo "
                               "frames), or 0 for the interface's MTU")
