@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "blocked.h"
 #include "db.h"
 #ifdef IR_HAVE_DPDK
 #include "dpdk.h"
@@ -269,7 +270,9 @@ int ir_run(const ir_config *cfg) {
 
     uint64_t last_tick = s->now_ms;
     while (!force_quit && !s->shutdown_asap) {
-        int ev = s->tp->ops->poll(s->tp, idleWait(&idle));
+        long wait = idleWait(&idle);
+        if (s->blocked) wait = blockedWaitBound(s, wait); /* wake for the nearest timeout */
+        int ev = s->tp->ops->poll(s->tp, wait);
         if (ev < 0) {
             ir_set_error("transport poll failed");
             rc = IR_ENET;
@@ -278,6 +281,7 @@ int ir_run(const ir_config *cfg) {
         s->eventloop_cycles++;
         if (ev > 0) idleSawEvents(&idle);
         s->now_ms = loopClockMs();
+        if (s->blocked) blockedHandleTimeouts(s);
         if (s->now_ms - last_tick >= TICK_MS) {
             server_tick(s);
             snapshotTick(s);

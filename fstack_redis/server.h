@@ -137,6 +137,7 @@ typedef struct client {
     size_t pending_bytes;     /* total not yet written */
     int has_refs;
 
+    struct blockState *bstate; /* blocked.c: what it waits on; NULL until it first blocks */
     struct client *next, *prev;
 } client;
 
@@ -187,6 +188,7 @@ typedef struct ir_server {
     ir_pins pins;             /* reference counts of memory that replies point into */
     uint64_t eventloop_cycles;   /* loop iterations (INFO stats), as Redis 7.2 counts them */
     const char *loop_mode;       /* "busy-poll", "adaptive" or "sleep" (run.c's idle rule) */
+    struct ir_blocked *blocked;  /* blocked clients (blocked.c); NULL until one blocks */
 } ir_server;
 
 /* ---- replies ----------------------------------------------------------- */
