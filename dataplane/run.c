@@ -191,11 +191,22 @@ static int createStartupTable(ir_server *s, const ir_config *cfg) {
         .fanout = cfg->fanout,
         .seed = cfg->seed ? cfg->seed : ir_mstime(),
     };
+    ir_limiter_opts lim = {
+        .min_size = cfg->table_min_size,
+        .samples_per_insert = cfg->table_samples_per_insert,
+        .error_buffer = cfg->table_error_buffer ? cfg->table_error_buffer
+                        : cfg->table_samples_per_insert > 0
+                            ? tableDefaultErrorBuffer(cfg->table_samples_per_insert)
+                            : 0,
+    };
     const char *err;
-    if (tableCreate(s->tables, cfg->table, strlen(cfg->table), &o, NULL, &err) != 0) {
+    ir_table *t;
+    if (tableLimiterCheck(&lim, o.capacity, &err) != 0 ||
+        tableCreate(s->tables, cfg->table, strlen(cfg->table), &o, &t, &err) != 0) {
         ir_set_error("table '%s': %s", cfg->table, err);
         return IR_ECONFIG;
     }
+    t->lim = lim;
     return IR_OK;
 }
 
