@@ -493,7 +493,10 @@ int getBlockingTimeoutFromArg(client *c, int i, uint64_t *deadline_ms) {
         return -1;
     }
     long double ms = v * 1000.0L;
-    if (ms <= -1.0L) { /* Redis truncates to whole ms first: -0.5 ms is 0, forever */
+    /* Redis truncates to whole ms first (-0.5 ms is 0: forever); a value past
+     * the range of long long converts to LLONG_MIN on x86, so Redis calls it
+     * negative, and so do we */
+    if (ms <= -1.0L || ms >= 9223372036854775808.0L) {
         addReplyError(c, "timeout is negative");
         return -1;
     }

@@ -470,7 +470,7 @@ void lposCommand(client *c) {
         int moreargs = c->argc - 1 - j;
         if (argEq(c, j, "rank") && moreargs) {
             j++;
-            if (getRangeLong(c, j, -LLONG_MAX, LLONG_MAX, &rank, NULL) != 0) return;
+            if (getLongLongFromArg(c, j, &rank) != 0) return;
             if (rank == 0) {
                 addReplyError(c, "RANK can't be zero: use 1 to start from the first match, 2 from "
                                  "the second ... or use negative to start from the end of the list");
@@ -488,7 +488,8 @@ void lposCommand(client *c) {
         }
     }
     int fromtail = rank < 0;
-    if (rank < 0) rank = -rank;
+    /* Redis 7.0 negates LLONG_MIN into itself, which then matches at once */
+    if (rank < 0) rank = rank == LLONG_MIN ? 1 : -rank;
     ir_db *db = dbFor(c);
     dbEntry *e;
     if (!lookupList(c, db, 1, &e)) return;
