@@ -10,10 +10,13 @@ reverse) check that the error stays within the buffer and nobody starves.
 
 from __future__ import annotations
 
+import json
 import struct
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -435,3 +438,19 @@ def test_ratio_holds_under_imbalance(inreplay_server: ServerProcess, fast: str) 
     # both sides kept running: nobody starved, and the waits ended by being served
     assert res["inserts"] > 20 and res["samples"] > 20, res
     assert res["timeouts"] == 0, res
+
+
+def test_bench_limiter_runs(inreplay_server: ServerProcess) -> None:
+    """bench/limiter.py for 3 s: both phases, the ratio held, nobody starved."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+    import limiter
+
+    doc = limiter.run(inreplay_server.host, inreplay_server.port, 3.0, min_size=100,
+                      error_buffer=40.0, window=0.5, starve_seconds=2.0)
+    assert {w["phase"] for w in doc["timeline"]} == {"inserters 10x", "samplers 10x"}
+    assert not doc["errors"] and not doc["starved"] and doc["deadlocked_windows"] == 0, doc
+    assert doc["timeouts"] == 0
+    assert abs(doc["measured_samples_per_insert"] - 4.0) < 0.5, doc
+    assert abs(doc["final_error"]) <= 40.0 + 32, doc  # within the buffer (+ one call)
+    assert doc["waited_seconds"] > 0  # the fast side did wait
+    assert json.loads(json.dumps(doc)) == doc
