@@ -36,7 +36,8 @@ ir_tables *tablesNew(void) { return calloc(1, sizeof(ir_tables)); }
 
 static void tableFree(ir_table *t) {
     if (!t) return;
-    if ((t->waiters[0].n || t->waiters[1].n) && g_server)
+    if ((t->waiters[0].n || t->waiters[1].n || t->waiters[0].ready || t->waiters[1].ready) &&
+        g_server)
         blockedTableGone(g_server, t); /* REPLAY.DROP, FLUSHALL: waiters get an error */
     ir_sampler_free(t->sampler);
     free(t->slot_id);

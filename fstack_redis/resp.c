@@ -382,6 +382,7 @@ void clientFeed(client *c, const char *buf, size_t len) {
 }
 
 void clientResumeInput(client *c) {
+    c->req_start_ms = 0; /* what waited behind the blocked command starts now */
     processInputBuffer(c);
     requestDeadline(c);
 }
