@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "blocked.h"
 #include "db.h"
 #ifdef IR_HAVE_DPDK
 #include "dpdk.h"
@@ -210,11 +211,22 @@ static int createStartupTable(ir_server *s, const ir_config *cfg) {
         .seed = cfg->seed ? cfg->seed : ir_mstime(),
         .id_base = (uint64_t)cfg->shard_index << IR_SHARD_ID_BITS,
     };
+    ir_limiter_opts lim = {
+        .min_size = cfg->table_min_size,
+        .samples_per_insert = cfg->table_samples_per_insert,
+        .error_buffer = cfg->table_error_buffer ? cfg->table_error_buffer
+                        : cfg->table_samples_per_insert > 0
+                            ? tableDefaultErrorBuffer(cfg->table_samples_per_insert)
+                            : 0,
+    };
     const char *err;
-    if (tableCreate(s->tables, cfg->table, strlen(cfg->table), &o, NULL, &err) != 0) {
+    ir_table *t;
+    if (tableLimiterCheck(&lim, o.capacity, &err) != 0 ||
+        tableCreate(s->tables, cfg->table, strlen(cfg->table), &o, &t, &err) != 0) {
         ir_set_error("table '%s': %s", cfg->table, err);
         return IR_ECONFIG;
     }
+    t->lim = lim;
     return IR_OK;
 }
 
@@ -307,7 +319,9 @@ int ir_run(const ir_config *cfg) {
 
     uint64_t last_tick = s->now_ms;
     while (!force_quit && !s->shutdown_asap) {
-        int ev = s->tp->ops->poll(s->tp, idleWait(&idle));
+        long wait = idleWait(&idle);
+        if (s->blocked) wait = blockedWaitBound(s, wait); /* wake for the nearest timeout */
+        int ev = s->tp->ops->poll(s->tp, wait);
         if (ev < 0) {
             ir_set_error("transport poll failed");
             rc = IR_ENET;
@@ -316,6 +330,7 @@ int ir_run(const ir_config *cfg) {
         s->eventloop_cycles++;
         if (ev > 0) idleSawEvents(&idle);
         s->now_ms = loopClockMs();
+        if (s->blocked) blockedHandleTimeouts(s);
         if (s->now_ms - last_tick >= TICK_MS) {
             server_tick(s);
             snapshotTick(s);

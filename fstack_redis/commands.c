@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "blocked.h"
 #include "commands.h"
 #include "db.h"
 #include "replay.h"
@@ -58,6 +59,22 @@ static ir_command commands[] = {
     {"rpop", rpopCommand, -2, CMD_WRITE | CMD_FAST, 1, 1, 1, "write fast", 0},
     {"llen", llenCommand, 2, CMD_READONLY | CMD_FAST, 1, 1, 1, "readonly fast", 0},
     {"lrange", lrangeCommand, 4, CMD_READONLY, 1, 1, 1, "readonly", 0},
+    {"lpushx", lpushxCommand, -3, CMD_WRITE | CMD_FAST | CMD_DENYOOM, 1, 1, 1, "write denyoom fast", 0},
+    {"rpushx", rpushxCommand, -3, CMD_WRITE | CMD_FAST | CMD_DENYOOM, 1, 1, 1, "write denyoom fast", 0},
+    {"lindex", lindexCommand, 3, CMD_READONLY, 1, 1, 1, "readonly", 0},
+    {"lset", lsetCommand, 4, CMD_WRITE | CMD_DENYOOM, 1, 1, 1, "write denyoom", 0},
+    {"lrem", lremCommand, 4, CMD_WRITE, 1, 1, 1, "write", 0},
+    {"ltrim", ltrimCommand, 4, CMD_WRITE, 1, 1, 1, "write", 0},
+    {"linsert", linsertCommand, 5, CMD_WRITE | CMD_DENYOOM, 1, 1, 1, "write denyoom", 0},
+    {"lpos", lposCommand, -3, CMD_READONLY, 1, 1, 1, "readonly", 0},
+    {"lmove", lmoveCommand, 5, CMD_WRITE | CMD_DENYOOM, 1, 2, 1, "write denyoom", 0},
+    {"rpoplpush", rpoplpushCommand, 3, CMD_WRITE | CMD_DENYOOM, 1, 2, 1, "write denyoom", 0},
+    {"lmpop", lmpopCommand, -4, CMD_WRITE, 0, 0, 0, "write movablekeys", 0},
+    {"blpop", blpopCommand, -3, CMD_WRITE, 1, -2, 1, "write noscript blocking", 0},
+    {"brpop", brpopCommand, -3, CMD_WRITE, 1, -2, 1, "write noscript blocking", 0},
+    {"blmove", blmoveCommand, 6, CMD_WRITE | CMD_DENYOOM, 1, 2, 1, "write denyoom noscript blocking", 0},
+    {"brpoplpush", brpoplpushCommand, 4, CMD_WRITE | CMD_DENYOOM, 1, 2, 1, "write denyoom noscript blocking", 0},
+    {"blmpop", blmpopCommand, -5, CMD_WRITE, 0, 0, 0, "write blocking movablekeys", 0},
     {"replay.create", replayCreateCommand, -4, CMD_WRITE | CMD_DENYOOM, 1, 1, 1, "write denyoom module", 0},
     {"replay.add", replayAddCommand, -4, CMD_WRITE | CMD_FAST | CMD_DENYOOM, 1, 1, 1, "write denyoom module", 0},
     {"replay.sample", replaySampleCommand, -3, CMD_READONLY, 1, 1, 1, "readonly module", 0},
@@ -532,8 +549,12 @@ void infoCommand(client *c) {
                 (unsigned long long)(up / 86400));
     }
     if (wantSection(c, "clients", 1)) {
-        infoCat(&b, "%s# Clients\r\nconnected_clients:%llu\r\nmaxclients:%d\r\nblocked_clients:0\r\n",
-                sections++ ? "\r\n" : "", (unsigned long long)s->nclients, s->cfg.maxclients);
+        ir_blocked_stats bst;
+        blockedStats(s, &bst);
+        infoCat(&b, "%s# Clients\r\nconnected_clients:%llu\r\nmaxclients:%d\r\nblocked_clients:%llu\r\n"
+                    "total_blocking_keys:%llu\r\n",
+                sections++ ? "\r\n" : "", (unsigned long long)s->nclients, s->cfg.maxclients,
+                (unsigned long long)bst.blocked_clients, (unsigned long long)bst.blocked_keys);
     }
     if (wantSection(c, "memory", 1)) {
         char h[32];
@@ -566,6 +587,12 @@ void infoCommand(client *c) {
                 (unsigned long long)s->net_output_bytes,
                 (unsigned long long)s->rejected_connections,
                 (unsigned long long)s->eventloop_cycles);
+        ir_blocked_stats bst; /* blocked.c: how waits ended */
+        blockedStats(s, &bst);
+        infoCat(&b, "total_blocked_clients:%llu\r\nblocked_timeouts:%llu\r\n"
+                    "blocked_disconnects:%llu\r\nblocked_dropped:%llu\r\n",
+                (unsigned long long)bst.total_blocked, (unsigned long long)bst.timeouts,
+                (unsigned long long)bst.disconnects, (unsigned long long)bst.dropped);
     }
     if (wantSection(c, "keyspace", 1)) {
         infoCat(&b, "%s# Keyspace\r\n", sections++ ? "\r\n" : "");

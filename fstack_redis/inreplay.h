@@ -123,6 +123,10 @@ typedef struct ir_config {
     uint64_t table_capacity;
     double table_alpha, table_beta, table_epsilon;
     uint64_t table_maxbytes;
+    /* its rate limiter (REPLAY.CREATE's MIN_SIZE, SAMPLES_PER_INSERT,
+     * ERROR_BUFFER; 0 = none, error buffer 0 = max(1, rate)) */
+    uint64_t table_min_size;
+    double table_samples_per_insert, table_error_buffer;
     int verbose;                /* log connections to stderr */
     /* security and limits (Redis's names) */
     const char *requirepass;    /* NULL/"" = no password: protected mode applies */

@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "blocked.h"
 #include "inreplay.h"
 
 struct ir_pin;
@@ -29,6 +30,24 @@ typedef struct ir_table_opts {
     uint64_t seed;
     uint64_t id_base;       /* the first id: shard index << IR_SHARD_ID_BITS */
 } ir_table_opts;
+
+/* The rate limiter, Reverb's SampleToInsertRatio (see t_replay.c): sampling
+ * waits until the table holds min_size items; with samples_per_insert > 0,
+ * sampled items may run at most error_buffer ahead of samples_per_insert x
+ * (inserted items - min_size), and inserts at most error_buffer behind.
+ * All 0: no limit. Set once, after tableCreate (tableLimiterCheck first). */
+typedef struct ir_limiter_opts {
+    uint64_t min_size;
+    double samples_per_insert;
+    double error_buffer;
+} ir_limiter_opts;
+
+/* ERROR_BUFFER when none is given: the smallest Reverb accepts, max(1, rate). */
+static inline double tableDefaultErrorBuffer(double samples_per_insert) {
+    return samples_per_insert > 1 ? samples_per_insert : 1;
+}
+/* Check limiter options against a table's capacity: 0 or -1 with *err. */
+int tableLimiterCheck(const ir_limiter_opts *l, uint64_t capacity, const char **err);
 
 typedef struct ir_table {
     char *name;
@@ -55,6 +74,13 @@ typedef struct ir_table {
     uint32_t run_len;
     /* counters */
     uint64_t inserts, samples, sample_calls, updates, stale_updates, evictions;
+    /* the rate limiter's options and state: items inserted and sampled
+     * while it was configured, clients waiting (blocked.c; 0: samplers,
+     * 1: inserters) and the time they waited in total */
+    ir_limiter_opts lim;
+    uint64_t limiter_inserts, limiter_samples;
+    bqueue waiters[2];
+    uint64_t waited_us;
     /* scratch for one request, grown on demand and kept */
     uint64_t *scratch_slots, *scratch_ids, *scratch_evicted;
     double *scratch_prio;

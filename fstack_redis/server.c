@@ -6,6 +6,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "blocked.h"
 #include "commands.h"
 #include "db.h"
 #include "replay.h"
@@ -61,7 +62,9 @@ ir_server *server_new(const ir_config *cfg) {
 
 void server_free(ir_server *s) {
     if (!s) return;
+    blockedShutdown(s); /* waiting clients are answered before they close */
     while (s->clients) freeClient(s->clients);
+    blockedFree(s);
     if (s->db) dbFree(s->db);
     tablesFree(s->tables);
     pinsFree(&s->pins);
@@ -159,6 +162,7 @@ void server_tick(ir_server *s) {
     if (!cfg->timeout && !cfg->request_timeout_ms) return;
     for (client *c = s->clients, *next; c; c = next) {
         next = c->next;
+        if (c->flags & CLIENT_BLOCKED) continue; /* waiting is not idling (blocked.c) */
         if (cfg->request_timeout_ms && c->req_start_ms &&
             s->now_ms - c->req_start_ms > (uint64_t)cfg->request_timeout_ms) {
             s->timedout_clients++;
@@ -222,6 +226,7 @@ void freeClient(client *c) {
         c->tp->ops->close(c->tp, c->conn);
     }
     if (s->cfg.verbose) serverLog("Client %s closed (id %llu)", c->addr, (unsigned long long)c->id);
+    blockedClientFree(c);
     resetClientArgs(c);
     clientDiscardReply(c); /* releases the pins of what was never written */
     if (c->prev) c->prev->next = c->next;
@@ -256,6 +261,11 @@ void irs_data(client *c, const char *buf, size_t len) {
 }
 
 void irs_writable(client *c) { clientAfterIO(c); }
+
+void clientUnblocked(client *c) {
+    clientResumeInput(c);
+    clientAfterIO(c); /* may free c */
+}
 
 void irs_closed(client *c) {
     c->flags |= CLIENT_CLOSED;
@@ -316,5 +326,6 @@ int processCommand(client *c) {
         s->output_limit_disconnects++;
         c->flags |= CLIENT_CLOSE_ASAP;
     }
+    if (s->blocked) blockedHandle(s); /* serve the clients this command made ready */
     return 0;
 }

@@ -137,6 +137,7 @@ typedef struct client {
     size_t pending_bytes;     /* total not yet written */
     int has_refs;
 
+    struct blockState *bstate; /* blocked.c: what it waits on; NULL until it first blocks */
     struct client *next, *prev;
 } client;
 
@@ -188,6 +189,7 @@ typedef struct ir_server {
     uint64_t eventloop_cycles;   /* loop iterations (INFO stats), as Redis 7.2 counts them */
     const char *loop_mode;       /* "busy-poll", "adaptive" or "sleep" (run.c's idle rule) */
     uint64_t dirty;              /* write commands run (rdb_changes_since_last_save) */
+    struct ir_blocked *blocked;  /* blocked clients (blocked.c); NULL until one blocks */
 } ir_server;
 
 /* s->shutdown_asap: 0 = keep running; SHUTDOWN_SAVE_PER_CONFIG = stop and

@@ -34,6 +34,11 @@
  *                            then the next_id - oldest_id live items, oldest
  *                            first (FIFO order), each: u64 id, f64 stored
  *                            priority, u64 arena offset, u32 length, bytes
+ *   "TLIM" (L = 48)          the rate limiter of the TABL record just before
+ *                            it (only for a table that has one): u64
+ *                            MIN_SIZE, f64 SAMPLES_PER_INSERT, f64
+ *                            ERROR_BUFFER, u64 limiter inserts, u64 limiter
+ *                            samples, u64 microseconds waited in total
  *   "DONE" (L = 28)          u64 keys, u64 tables (records written above)
  *                            u64 length of the whole file
  *                            u32 CRC-32 (zlib's crc32) of every byte of the
@@ -99,7 +104,9 @@
 #define TAG_KSTR "KSTR"
 #define TAG_KLST "KLST"
 #define TAG_TABL "TABL"
+#define TAG_TLIM "TLIM"
 #define TAG_DONE "DONE"
+#define SNAP_TLIM_BODY 48
 
 /* ---- process-wide state ------------------------------------------------- */
 
@@ -344,6 +351,15 @@ static void saveTable(snapWriter *w, const ir_table *t) {
         wU64(w, v.off);
         wU32(w, v.len);
         wBytes(w, v.data, v.len);
+    }
+    if (t->lim.min_size || t->lim.samples_per_insert > 0) {
+        wRecord(w, TAG_TLIM, SNAP_TLIM_BODY);
+        wU64(w, t->lim.min_size);
+        wF64(w, t->lim.samples_per_insert);
+        wF64(w, t->lim.error_buffer);
+        wU64(w, t->limiter_inserts);
+        wU64(w, t->limiter_samples);
+        wU64(w, t->waited_us);
     }
 }
 
@@ -901,6 +917,7 @@ typedef struct snapLoader {
     char *key;                 /* the key being read */
     size_t keycap;
     ir_table_loader tl;
+    ir_table *last_table;      /* the table of the last TABL record (TLIM's) */
     uint64_t rec;              /* offset of the record being parsed */
     char why[256];
 } snapLoader;
@@ -1075,6 +1092,27 @@ static int loadTable(snapLoader *L) {
     }
     if (tableLoadEnd(&L->tl, &err) != 0) return bad(L, "table '%s': %s", name, err);
     L->ntables++;
+    L->last_table = t;
+    return LOAD_OK;
+}
+
+static int loadLimiter(snapLoader *L) {
+    snapReader *r = &L->r;
+    ir_table *t = L->last_table;
+    if (!t) return bad(L, "TLIM record without a table before it");
+    ir_limiter_opts lim;
+    uint64_t ins, smp, waited;
+    const char *err;
+    if (rU64(r, &lim.min_size) || rF64(r, &lim.samples_per_insert) || rF64(r, &lim.error_buffer) ||
+        rU64(r, &ins) || rU64(r, &smp) || rU64(r, &waited))
+        return bad(L, "table '%s': limiter runs past the record", t->name);
+    if (tableLimiterCheck(&lim, t->o.capacity, &err) != 0)
+        return bad(L, "table '%s': limiter: %s", t->name, err);
+    t->lim = lim;
+    t->limiter_inserts = ins;
+    t->limiter_samples = smp;
+    t->waited_us = waited;
+    L->last_table = NULL; /* one TLIM per table */
     return LOAD_OK;
 }
 
@@ -1096,9 +1134,11 @@ static int parseFile(snapLoader *L, uint64_t size, const snapDone *done) {
             return bad(L, "length %llu runs past the end of the file", (unsigned long long)blen);
         r->end = r->off + blen;
         int rc;
+        if (memcmp(tag, TAG_TLIM, 4)) L->last_table = NULL; /* TLIM follows its TABL */
         if (!memcmp(tag, TAG_KSTR, 4)) rc = loadString(L);
         else if (!memcmp(tag, TAG_KLST, 4)) rc = loadList(L);
         else if (!memcmp(tag, TAG_TABL, 4)) rc = loadTable(L);
+        else if (!memcmp(tag, TAG_TLIM, 4)) rc = loadLimiter(L);
         else
             return bad(L, "unknown record type %02x%02x%02x%02x", (unsigned char)tag[0],
                        (unsigned char)tag[1], (unsigned char)tag[2], (unsigned char)tag[3]);

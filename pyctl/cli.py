@@ -81,6 +81,12 @@ def _add_start(sub: Any) -> None:
     p.add_argument("--beta", type=_nonneg_float, help="importance-sampling exponent (default 0.4)")
     p.add_argument("--epsilon", type=_nonneg_float, help="added to raw priorities (default 1e-6)")
     p.add_argument("--maxbytes", type=_positive_int, help="arena bytes per table (default 1 GiB)")
+    p.add_argument("--min-size", type=_positive_int,
+                   help="rate limiter: sampling the start-up table waits for N items")
+    p.add_argument("--samples-per-insert", type=_nonneg_float,
+                   help="rate limiter: sampled items per inserted item (Reverb's ratio)")
+    p.add_argument("--error-buffer", type=_nonneg_float,
+                   help="rate limiter: allowed distance from the ratio (default max(1, ratio))")
     p.add_argument("--fanout", type=_positive_int, help="sum-tree fanout K: 2, 4, 8, 16 or 32")
     p.add_argument("--seed", type=_positive_int, help="sampler seed (default: from the clock)")
     p.add_argument("--maxclients", type=_positive_int, help="connection limit (default 10000)")
@@ -155,6 +161,7 @@ def cmd_start(args: argparse.Namespace) -> int:
     elif given and args.stack == "kernel":
         die(prog, f"--{given[0].replace('_', '-')} is for the DPDK stack: drop --stack kernel", 2)
     keys = ("listen", "stack", "capacity", "table", "alpha", "beta", "epsilon", "maxbytes",
+            "min_size", "samples_per_insert", "error_buffer",
             "fanout", "seed", "maxclients", "proto_max_bulk_len", "daemon", "logfile", "verbose",
             "requirepass", "client_subnet", "maxmemory", "client_output_buffer_limit", "timeout",
             "request_timeout_ms", "tcp_keepalive", "dir", "restore", "restore_if_present",

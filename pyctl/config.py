@@ -33,6 +33,12 @@ class ServerConfig:
     """Default importance-sampling exponent of the start-up table."""
     epsilon: float = 1e-6
     """Added to every raw priority of the start-up table before the exponent."""
+    min_size: int = 0
+    """Rate limiter of the start-up table: sampling waits until it holds this many items."""
+    samples_per_insert: float = 0.0
+    """Rate limiter: sampled items per inserted item (0 = no ratio limit), as Reverb's."""
+    error_buffer: float = 0.0
+    """Rate limiter: how far samples may run ahead or behind the ratio (0 = max(1, rate))."""
     maxbytes: int = 1 << 30
     """Arena size in bytes for the start-up table and for REPLAY.CREATE without MAXBYTES."""
     fanout: int = 0
@@ -169,6 +175,7 @@ class ServerConfig:
             v = getattr(self, name)
             if not (v >= 0 and v != float("inf")):
                 raise ConfigError(f"{flag(name)}: must be a finite number >= 0")
+        self._validate_limiter()
         if not self.table or len(self.table.encode()) > 200:
             raise ConfigError("--table: must be 1 to 200 bytes")
         if self.seed < 0:
@@ -223,6 +230,24 @@ class ServerConfig:
         if not 0 <= self.shard_index < n:
             raise ConfigError(f"--shard-index {self.shard_index}: the group has {n} member"
                               f"{'s' if n != 1 else ''} (0-{n - 1})")
+
+    def _validate_limiter(self) -> None:
+        """The start-up table's rate limiter, with REPLAY.CREATE's rules."""
+        if self.min_size < 0:
+            raise ConfigError("--min-size: must be >= 0")
+        if self.capacity and self.min_size > self.capacity:
+            raise ConfigError(f"--min-size {self.min_size}: must be at most --capacity "
+                              f"{self.capacity}")
+        for name in ("samples_per_insert", "error_buffer"):
+            v = getattr(self, name)
+            if not (v >= 0 and v != float("inf")):
+                raise ConfigError(f"{flag(name)}: must be a finite number >= 0")
+        if self.error_buffer and not self.samples_per_insert:
+            raise ConfigError("--error-buffer: needs --samples-per-insert")
+        least = max(1.0, self.samples_per_insert)
+        if self.samples_per_insert and self.error_buffer and self.error_buffer < least:
+            raise ConfigError(f"--error-buffer {self.error_buffer:g}: must be at least "
+                              f"max(1, --samples-per-insert) = {least:g}")
 
     def _validate_dpdk(self) -> None:
         problems = self.dpdk_problems()

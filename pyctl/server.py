@@ -147,6 +147,9 @@ def _to_c(cfg: ServerConfig, keep: list[Any]) -> Any:
         c.table_beta = cfg.beta
         c.table_epsilon = cfg.epsilon
         c.table_maxbytes = cfg.maxbytes
+        c.table_min_size = cfg.min_size
+        c.table_samples_per_insert = cfg.samples_per_insert
+        c.table_error_buffer = cfg.error_buffer
     keep.append(c)
     return c
 
