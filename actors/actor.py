@@ -37,12 +37,14 @@ import redis
 import torch
 
 from actors.codec import TransitionCodec
-from actors.config import Config, Keys, add_arguments, from_args
+from actors.config import Config, Keys, Parser, add_arguments, fail, from_args, net_reason
 from actors.env import EnvSpec, env_spec, lives, make_env
 from actors.model import BlobError, build_model, load_blob
 from actors.nstep import NStep, Transition, td_priorities
 from pyctl.client import ReplayClient
 
+WAIT_LOG_EVERY_S = 5.0
+"""Seconds between the progress lines while an actor waits for parameters."""
 PRIORITY = struct.Struct("<f")
 """--replay local: each list element is a float32 priority, then the record."""
 
@@ -56,6 +58,39 @@ def epsilon_ladder(i: int, n: int, base: float = 0.4, alpha: float = 7.0) -> flo
     return float(base ** (1.0 + alpha * i / (n - 1)))
 
 
+class Log:
+    """An actor's log lines, with a message that repeats collapsed: the first one is
+    printed, later ones only as "(repeated N times in S s)" at most every ``every`` s."""
+
+    def __init__(self, write: Any, every: float = 5.0) -> None:
+        self.write = write
+        self.every = every
+        self.seen: dict[str, list[float]] = {}  # message -> [last printed, repeats since]
+
+    def __call__(self, msg: str) -> None:
+        self.write(msg)
+
+    def warn(self, key: str, msg: str) -> None:
+        """``key`` names the kind of warning (the message may vary, e.g. a version)."""
+        now = time.monotonic()
+        st = self.seen.get(key)
+        if st is None:
+            self.seen[key] = [now, 0]
+            self.write(msg)
+            return
+        st[1] += 1
+        if now - st[0] >= self.every:
+            self.write(f"{msg} (repeated {int(st[1])} times in {now - st[0]:.0f} s)")
+            st[0], st[1] = now, 0
+
+    def flush(self) -> None:
+        """Say how often each collapsed warning repeated since it was last printed."""
+        for key, (_, n) in self.seen.items():
+            if n:
+                self.write(f"{key}: {int(n)} more times")
+        self.seen.clear()
+
+
 class Actor:
     """One actor. ``run()`` loops until ``stop`` is set, the stop key appears,
     ``max_steps`` agent steps are done, or a SIGTERM (in ``main``)."""
@@ -66,7 +101,10 @@ class Actor:
         self.id = actor_id
         self.keys = Keys(cfg.prefix)
         self.stop = stop or threading.Event()
-        self.log = log or (lambda msg: print(f"actor {actor_id}: {msg}", flush=True))
+        self.log = Log(log or (lambda msg: print(f"actor {actor_id}: {msg}", flush=True)))
+        self.r = redis.Redis(host=cfg.host, port=cfg.port, protocol=2, socket_timeout=60,
+                             socket_connect_timeout=5)
+        self.r.ping()  # the server first: no environment for an actor that cannot run
         self.spec = spec or env_spec(cfg)
         self.eps = epsilon_ladder(actor_id, cfg.num_actors, cfg.eps_base, cfg.eps_alpha)
         self.seed = cfg.seed + 1000 * (actor_id + 1)
@@ -75,7 +113,6 @@ class Actor:
         self.model.eval()
         self.codec = TransitionCodec(self.spec.obs_shape, self.spec.obs_dtype, cfg.n_step,
                                      self.spec.pixels)
-        self.r = redis.Redis(host=cfg.host, port=cfg.port, protocol=2, socket_timeout=60)
         self.rc = ReplayClient(connection=self.r)
         self.version = 0
         self.pulls = 0
@@ -86,6 +123,7 @@ class Actor:
         self.episodes = 0
         self.inserted = 0
         self.waited_s = 0.0
+        self.stopped_by_key = False
 
     # ---- network -------------------------------------------------------------
     def q_values(self, obs: np.ndarray) -> np.ndarray:
@@ -102,7 +140,8 @@ class Actor:
         try:
             load_blob(self.model, blob)
         except BlobError as e:
-            self.log(f"ignoring parameter blob version {version}: {e}")
+            self.log.warn("ignoring parameter blobs",
+                          f"ignoring parameter blob version {version}: {e}")
             return False
         self.version = version
         self.pulls += 1
@@ -113,21 +152,28 @@ class Actor:
         return int(v or 0), int(samples or 0), stop is not None
 
     def wait_for_params(self) -> bool:
-        deadline = time.monotonic() + self.cfg.params_wait_s
+        """Wait up to params_wait_s for the learner's first parameters, with a progress
+        line every WAIT_LOG_EVERY_S."""
+        t0 = t_log = time.monotonic()
+        deadline = t0 + self.cfg.params_wait_s
         while not self.stop.is_set() and time.monotonic() < deadline:
             v, _, stop = self._poll()
             if stop:
+                self.stopped_by_key = True
                 return False
             if v and self.pull(v):
                 return True
+            now = time.monotonic()
+            if now - t_log >= WAIT_LOG_EVERY_S:
+                self.log(f"waiting for the learner's parameters on {self.cfg.host}:"
+                         f"{self.cfg.port} ({now - t0:.0f} of {self.cfg.params_wait_s:.0f} s)")
+                t_log = now
             time.sleep(0.05)
         return False
 
     # ---- the loop --------------------------------------------------------------
     def run(self, max_steps: int = 0) -> None:
         if not self.wait_for_params():
-            if not self.stop.is_set():
-                self.log("no parameters from the learner; giving up")
             return
         self.log(f"epsilon {self.eps:.5f}, parameters version {self.version}")
         env = make_env(self.cfg, self.seed)
@@ -257,14 +303,8 @@ class Actor:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m actors.actor", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--actor-id", type=int, required=True, help="this actor's index i in [0, N)")
-    p.add_argument("--max-steps", type=int, default=0, help="stop after this many agent steps")
-    add_arguments(p)
-    args = p.parse_args(argv)
-    cfg = from_args(args)
-    torch.set_num_threads(cfg.torch_threads)
+    """One actor process. Every failure is one line on stderr: 2 for a usage error,
+    1 for anything else (no server, no parameters)."""
     stop = threading.Event()
 
     def on_signal(signum: int, frame: Any) -> None:
@@ -272,16 +312,44 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    actor = Actor(cfg, args.actor_id, stop=stop)
+    prog = "python -m actors.actor"
+    p = Parser(prog=prog, description=__doc__,
+               formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--actor-id", type=int, required=True, help="this actor's index i in [0, N)")
+    p.add_argument("--max-steps", type=int, default=0, help="stop after this many agent steps")
+    add_arguments(p, role="actor")
+    args = p.parse_args(argv)
+    try:
+        cfg = from_args(args)
+    except ValueError as e:
+        return fail(prog, str(e), 2)
+    if not 0 <= args.actor_id < cfg.num_actors:
+        return fail(prog, f"--actor-id {args.actor_id} must be in [0, {cfg.num_actors}) "
+                          f"(--num-actors {cfg.num_actors})", 2)
+    torch.set_num_threads(cfg.torch_threads)
+    name = f"actor {args.actor_id}"
+    where = f"{cfg.host}:{cfg.port}"
+    try:
+        actor = Actor(cfg, args.actor_id, stop=stop)
+    except redis.ConnectionError as e:
+        return fail(name, f"cannot reach the server at {where}: {net_reason(e)}")
+    except redis.RedisError as e:
+        return fail(name, f"the server at {where} refused: {e}")
     try:
         actor.run(args.max_steps)
     except redis.ConnectionError as e:
         if not stop.is_set():
-            print(f"actor {args.actor_id}: lost the server: {e}", file=sys.stderr)
-            return 1
+            return fail(name, f"{'lost' if actor.version else 'cannot reach'} the server at "
+                              f"{where}: {net_reason(e)}")
+    except redis.RedisError as e:
+        return fail(name, f"the server at {where} answered: {e}")
     finally:
+        actor.log.flush()
         actor.close()
-    print(f"actor {args.actor_id}: stopped after {actor.frames} frames, {actor.episodes} "
+    if not actor.version and not stop.is_set() and not actor.stopped_by_key:
+        return fail(name, f"no parameters from the learner on {where} within "
+                          f"{cfg.params_wait_s:g} s (--params-wait-s)")
+    print(f"{name}: stopped after {actor.frames} frames, {actor.episodes} "
           f"episodes, {actor.pulls} parameter pulls (pid {os.getpid()})", flush=True)
     return 0
 
