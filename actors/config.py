@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from pyctl.cli import Parser
+from pyctl.config import parse_size
 
 __all__ = ["Config", "Keys", "Parser", "add_arguments", "fail", "from_args", "net_reason",
            "preset"]
@@ -98,7 +99,8 @@ class Config:
     capacity: int = 2_000_000
     """Replay capacity in transitions (FIFO eviction)."""
     replay_maxbytes: int = 4 << 30
-    """Arena bytes of the replay table (items beyond it evict the oldest first)."""
+    """Arena bytes of the replay table (items beyond it evict the oldest first); the flag
+    takes units as Redis reads them: 64mb, 4gb."""
     alpha: float = 0.6
     """Priority exponent: P(i) ~ (|delta_i| + priority_eps) ** alpha."""
     beta: float = 0.4
@@ -267,6 +269,20 @@ def field_docs(cls: type = Config) -> dict[str, str]:
     return out
 
 
+SIZE_FIELDS = ("replay_maxbytes",)
+"""Fields in bytes: their flags take units as Redis reads them (64mb, 4gb)."""
+
+
+def _size(text: str) -> int:
+    try:
+        v = parse_size(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {text}")
+    return v
+
+
 def _bool(text: str) -> bool:
     t = text.strip().lower()
     if t in ("1", "true", "yes", "on"):
@@ -307,7 +323,7 @@ def add_arguments(parser: argparse.ArgumentParser, skip: tuple[str, ...] = (),
             continue
         default = getattr(defaults, f.name)
         kind = type(default)
-        conv: Any = _bool if kind is bool else kind
+        conv: Any = _bool if kind is bool else _size if f.name in SIZE_FIELDS else kind
         flag = "--" + f.name.replace("_", "-")
         aliases = [flag]
         if f.name == "env_id":

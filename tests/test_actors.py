@@ -314,6 +314,14 @@ def test_actor_errors_are_one_line(argv: list[str], code: int, message: str) -> 
     assert p.stderr.count("\n") == 1 and message in p.stderr, p.stderr
 
 
+def test_replay_maxbytes_takes_size_units() -> None:
+    p = argparse.ArgumentParser()
+    add_arguments(p)
+    assert from_args(p.parse_args(["--env", "CartPole-v1", "--replay-maxbytes", "64MB"])
+                     ).replay_maxbytes == 64 << 20
+    assert from_args(p.parse_args(["--replay-maxbytes", "2g"])).replay_maxbytes == 2 * 10**9
+
+
 def test_actor_help_shows_only_the_actors_flags() -> None:
     p = subprocess.run([*ACTOR, "--help"], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert p.returncode == 0
