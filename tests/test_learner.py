@@ -4,6 +4,7 @@ the local (baseline) replay, the prefetch thread, checkpoints."""
 from __future__ import annotations
 
 import copy
+import os
 import random
 import signal
 import subprocess
@@ -378,3 +379,39 @@ def test_sigterm_at_random_moments_stops_the_learner_cleanly(inreplay_server: An
         slow.append((took, delay))
     worst = max(slow)
     assert worst[0] < 5.0, f"{worst[0]:.1f} s to stop after a SIGTERM at {worst[1]:.1f} s"
+
+
+def test_sigterm_while_the_server_hangs_ends_the_learner_within_the_grace(
+        server_factory: Any, tmp_path: Path) -> None:
+    """The server stops answering (SIGSTOP) while the learner trains: a SIGTERM cannot
+    interrupt the call its main thread is blocked in, so the watchdog ends the process
+    STOP_GRACE_S later, saying where it was stuck, with the stop line."""
+    from learner.learner import STOP_GRACE_S
+
+    srv = server_factory("inreplay")
+    _fill(srv.port, 1000)
+    p = _learner(srv.port, tmp_path, "--resume")
+    r = srv.client()
+    try:
+        deadline = time.monotonic() + 60
+        while int(r.get("apex:params:version") or 0) < 3 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert int(r.get("apex:params:version") or 0) >= 3, "the learner did not train"
+        os.kill(srv.proc.pid, signal.SIGSTOP)
+        time.sleep(0.5)
+        t = time.monotonic()
+        p.send_signal(signal.SIGTERM)
+        out, err = p.communicate(timeout=STOP_GRACE_S + 20)
+        took = time.monotonic() - t
+    finally:
+        os.kill(srv.proc.pid, signal.SIGCONT)
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        r.close()
+    assert STOP_GRACE_S - 0.5 < took < STOP_GRACE_S + 3, took
+    assert p.returncode == 1, (out, err)
+    assert err.count("\n") == 1 and err.startswith(
+        f"learner: still stopping {STOP_GRACE_S:.0f} s after the signal, in "), err
+    assert out.splitlines()[-1].startswith("learner: stopped after ") and \
+        out.splitlines()[-1].endswith("(forced)"), out
