@@ -202,10 +202,12 @@ class Line:
 
 
 def parse(argv: list[str] | None) -> tuple[argparse.Namespace, Any]:
+    """Flags and the configuration; a usage error is one line and exit status 2."""
     from actors.config import add_arguments, from_args
+    from pyctl.cli import Parser
 
-    p = argparse.ArgumentParser(prog="pyctl demo", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = Parser(prog="pyctl demo", description=__doc__,
+               formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--stack", choices=["auto", "kernel", "dpdk"], default="auto",
                    help="the appliance's network stack: auto (default) runs DPDK in a "
                         "namespace when the machine allows it, else the kernel stack; "
@@ -226,7 +228,12 @@ def parse(argv: list[str] | None) -> tuple[argparse.Namespace, Any]:
     env_id = getattr(args, "env_id", "CartPole-v1")
     fallback = {"env_id": env_id,
                 "out_dir": f"out/demo-{env_id.replace('/', '-').replace(':', '-')}"}
-    cfg = from_args(args, **fallback)
+    try:
+        cfg = from_args(args, **fallback)
+    except ValueError as e:
+        p.error(str(e))
+    if args.stop_timeout < 0:
+        p.error("--stop-timeout: must be >= 0")
     return args, cfg
 
 

@@ -295,3 +295,16 @@ def test_pyctl_demo_has_one_flag_per_concept() -> None:
         assert flag in flags, flag
     for flag in ("--num-actors", "--out-dir", "--host"):
         assert flag not in flags, flag
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--bogus"], "pyctl demo: unrecognized arguments: --bogus"),
+    (["--batch-size", "0"], "pyctl demo: --batch-size must be >= 1"),
+    (["--config", "/nonexistent/c.json"], "--config /nonexistent/c.json: No such file"),
+    (["--stop-timeout", "-1"], "--stop-timeout: must be >= 0"),
+])
+def test_pyctl_demo_usage_errors_are_one_line(argv: list[str], message: str) -> None:
+    p = subprocess.run([sys.executable, "-m", "pyctl", "demo", *argv], cwd=ROOT,
+                       env=_demo_env(), capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2, (p.stdout, p.stderr)
+    assert p.stderr.count("\n") == 1 and message in p.stderr, p.stderr

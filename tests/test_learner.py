@@ -415,3 +415,14 @@ def test_sigterm_while_the_server_hangs_ends_the_learner_within_the_grace(
         f"learner: still stopping {STOP_GRACE_S:.0f} s after the signal, in "), err
     assert out.splitlines()[-1].startswith("learner: stopped after ") and \
         out.splitlines()[-1].endswith("(forced)"), out
+
+
+def test_evaluate_errors_are_one_line(tmp_path: Path) -> None:
+    junk = tmp_path / "junk.pt"
+    junk.write_text("not a checkpoint\n")
+    for path, message in ((str(tmp_path / "none.pt"), "none.pt: No such file or directory"),
+                          (str(junk), "junk.pt: not a learner checkpoint")):
+        p = subprocess.run([sys.executable, "-m", "learner.evaluate", path], cwd=ROOT,
+                           capture_output=True, text=True, timeout=120)
+        assert p.returncode == 1, (p.stdout, p.stderr)
+        assert p.stderr.count("\n") == 1 and message in p.stderr, p.stderr
