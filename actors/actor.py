@@ -124,6 +124,8 @@ class Actor:
         self.inserted = 0
         self.waited_s = 0.0
         self.stopped_by_key = False
+        """The stop key was seen. Only signal handlers (and the caller) set ``stop``: a
+        handler's stop.set() while this thread held the Event's lock would deadlock."""
 
     # ---- network -------------------------------------------------------------
     def q_values(self, obs: np.ndarray) -> np.ndarray:
@@ -187,7 +189,8 @@ class Actor:
         t_log = time.monotonic()
         frames_log = 0
         n_actions = self.spec.n_actions
-        while not self.stop.is_set() and (max_steps <= 0 or self.steps < max_steps):
+        while (not self.stop.is_set() and not self.stopped_by_key
+               and (max_steps <= 0 or self.steps < max_steps)):
             q = self.q_values(obs)
             if pending:
                 qmax = float(q.max())
@@ -273,7 +276,7 @@ class Actor:
         v, samples, stop = res[-1]
         self.learner_samples = int(samples or 0)
         if stop is not None:
-            self.stop.set()
+            self.stopped_by_key = True
             return
         v = int(v or 0)
         if v != self.version:
@@ -286,14 +289,14 @@ class Actor:
         cfg = self.cfg
         slack = cfg.actor_batch * cfg.num_actors
         t0 = time.monotonic()
-        while not self.stop.is_set():
+        while not self.stop.is_set() and not self.stopped_by_key:
             allowed = cfg.learning_starts + self.learner_samples / cfg.samples_per_insert + slack
             if self.transitions_total <= allowed:
                 break
             time.sleep(0.005)
             v, self.learner_samples, stop = self._poll()
             if stop:
-                self.stop.set()
+                self.stopped_by_key = True
             elif v != self.version:
                 self.pull(v)
         self.waited_s += time.monotonic() - t0
