@@ -256,7 +256,7 @@ class Learner:
         self.r = redis.Redis(host=cfg.host, port=cfg.port, protocol=2,
                              socket_timeout=NET_TIMEOUT_S, socket_connect_timeout=5)
         if replay is None:
-            claim_run(cfg, self.r, existing, say=self._say)
+            claim_run(cfg, self.r, existing, say=lambda m: print(m, flush=True))  # even --quiet
         self.device = pick_device(cfg.device)
         self.spec = spec or env_spec(cfg)
         torch.manual_seed(cfg.seed)

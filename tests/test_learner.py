@@ -292,13 +292,13 @@ def test_learner_refuses_an_earlier_run_unless_resume_or_fresh(inreplay_server: 
         assert rc.info("replay")["size"] == 2000  # untouched
         assert rc.redis.get("apex:params:version") == b"7"
 
-    p = subprocess.Popen([*LEARNER[:-1], "--port", str(port), "--out-dir", str(tmp_path),
+    p = subprocess.Popen([*LEARNER, "--port", str(port), "--out-dir", str(tmp_path),
                           "--learning-starts", "500", "--max-learner-steps", "3", "--resume"],
                          cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     out, err = p.communicate(timeout=120)
     assert p.returncode == 0 and err == "", (out, err)
     assert (f"learner: resuming the run on 127.0.0.1:{port}: table 'replay' with 2000 items, "
-            "parameter version 7") in out
+            "parameter version 7") in out  # said even with --quiet
     assert "stopped after 3 steps" in out
     with ReplayClient(port=port) as rc:
         assert rc.info("replay")["updates"] > 0  # the same table, trained on
