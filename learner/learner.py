@@ -240,6 +240,29 @@ class Metrics:
             self.tb.close()
 
 
+def check_item_size(cfg: Config, r: redis.Redis, itemsize: int) -> None:
+    """RunExistsError if the table to resume holds items of another size than this run's
+    transitions (another environment or observation shape): it could never be sampled."""
+    if cfg.replay != "appliance":
+        return
+    rc = ReplayClient(connection=r)
+    if cfg.table not in rc.tables():
+        return
+    if not int(rc.info(cfg.table)["size"]):
+        return
+    try:  # one draw tells the size of the table's items
+        raw = r.execute_command("REPLAY.SAMPLE", cfg.table, 1, "PACKED")
+        have = len(raw) - 12
+    except redis.ResponseError:  # items of mixed sizes: not this learner's table either
+        have = -1
+    if have != itemsize:
+        held = f"items of {have} bytes" if have >= 0 else "items of mixed sizes"
+        raise RunExistsError(
+            f"--resume: table '{cfg.table}' on {cfg.host}:{cfg.port} holds {held}, but this "
+            f"run's transitions ({cfg.env_id}) are {itemsize} bytes: pass --fresh to drop it, "
+            f"or another --table")
+
+
 class Learner:
     def __init__(self, cfg: Config, *, spec: EnvSpec | None = None,
                  stop: threading.Event | None = None, progress: bool = True,
@@ -267,6 +290,8 @@ class Learner:
         self.opt = torch.optim.Adam(self.model.parameters(), lr=cfg.lr, eps=cfg.adam_eps)
         self.codec = TransitionCodec(self.spec.obs_shape, self.spec.obs_dtype, cfg.n_step,
                                      self.spec.pixels)
+        if replay is None and existing == "resume":
+            check_item_size(cfg, self.r, self.codec.itemsize)
         self.replay = replay or open_replay(cfg, self.codec)
         self.steps = 0
         # continue the sequences (a resumed run, or parameters published before a restart)
@@ -526,6 +551,9 @@ def main(argv: list[str] | None = None) -> int:
             return fail(prog, f"lost the server at {where}: {net_reason(e)}")
     except redis.RedisError as e:
         return fail(prog, f"the server at {where} answered: {e}")
+    except RuntimeError as e:  # the sampling thread failed: say why, in one line
+        cause = e.__cause__ or e
+        return fail(prog, f"{e}: {type(cause).__name__}: {cause}".replace("\n", " "))
     finally:
         learner.close()
     print(stop_line(learner), flush=True)

@@ -252,7 +252,8 @@ ROOT = Path(__file__).resolve().parent.parent
 LEARNER = [sys.executable, "-m", "learner.learner", "--env", "CartPole-v1", "--quiet"]
 
 
-def _fill(port: int, n: int = 2000, version: int | None = None) -> None:
+def _fill(port: int, n: int = 2000, version: int | None = None,
+          obs_shape: tuple[int, ...] = (4,)) -> None:
     """A CartPole table of n transitions (and a parameter version), as a run leaves them."""
     from pyctl.client import ReplayClient
 
@@ -260,11 +261,11 @@ def _fill(port: int, n: int = 2000, version: int | None = None) -> None:
         rc.redis.flushall()
         for t in rc.tables():
             rc.drop(t)
-        codec = TransitionCodec((4,), np.float32, 3)
+        codec = TransitionCodec(obs_shape, np.float32, 3)
         rng = np.random.default_rng(0)
-        items = codec.encode(rng.normal(size=(n, 4)).astype(np.float32), rng.integers(0, 2, n),
-                             rng.normal(size=n), np.full(n, 0.97),
-                             rng.normal(size=(n, 4)).astype(np.float32), np.full(n, 3))
+        items = codec.encode(rng.normal(size=(n, *obs_shape)).astype(np.float32),
+                             rng.integers(0, 2, n), rng.normal(size=n), np.full(n, 0.97),
+                             rng.normal(size=(n, *obs_shape)).astype(np.float32), np.full(n, 3))
         rc.create("replay", 100_000)
         rc.add("replay", np.ones(n), items)
         if version is not None:
@@ -426,3 +427,13 @@ def test_evaluate_errors_are_one_line(tmp_path: Path) -> None:
                            capture_output=True, text=True, timeout=120)
         assert p.returncode == 1, (p.stdout, p.stderr)
         assert p.stderr.count("\n") == 1 and message in p.stderr, p.stderr
+
+
+def test_resume_refuses_a_table_of_another_item_size(inreplay_server: Any,
+                                                    tmp_path: Path) -> None:
+    _fill(inreplay_server.port, 500, obs_shape=(6,))  # e.g. Acrobot's transitions
+    p = _learner(inreplay_server.port, tmp_path, "--resume", "--max-learner-steps", "3")
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == 1, (out, err)
+    assert err.count("\n") == 1 and "holds items of 60 bytes, but this run's transitions " \
+        "(CartPole-v1) are 44 bytes: pass --fresh" in err, err
