@@ -210,8 +210,8 @@ def _check_priorities(p: np.ndarray, n: int) -> None:
     if bad.size:
         i = int(bad[0])
         more = f" (and {bad.size - 1} more)" if bad.size > 1 else ""
-        raise BatchError(f"priority at index {i} is {float(p[i])!r}{more}: priorities must be finite "
-                         f"and >= 0; the batch of {n} was rejected whole")
+        raise BatchError(f"priority at index {i} is {float(p[i])!r}{more}: priorities must be "
+                         f"finite and >= 0; the batch of {n} was rejected whole")
 
 
 def _item_bytes(x: Any, i: int) -> bytes | memoryview:
