@@ -37,12 +37,14 @@ import redis
 import torch
 
 from actors.codec import TransitionCodec, capacity_warning, stored_bytes
-from actors.config import Config, Keys, add_arguments, from_args
+from actors.config import Config, Keys, Parser, add_arguments, fail, from_args, net_reason
 from actors.env import EnvSpec, env_spec, lives, make_env
 from actors.model import BlobError, build_model, load_blob
 from actors.nstep import NStep, Transition, td_priorities
 from pyctl.client import ReplayClient
 
+WAIT_LOG_EVERY_S = 5.0
+"""Seconds between the progress lines while an actor waits for parameters."""
 PRIORITY = struct.Struct("<f")
 """--replay local: each list element is a float32 priority, then the record."""
 
@@ -56,6 +58,39 @@ def epsilon_ladder(i: int, n: int, base: float = 0.4, alpha: float = 7.0) -> flo
     return float(base ** (1.0 + alpha * i / (n - 1)))
 
 
+class Log:
+    """An actor's log lines, with a message that repeats collapsed: the first one is
+    printed, later ones only as "(repeated N times in S s)" at most every ``every`` s."""
+
+    def __init__(self, write: Any, every: float = 5.0) -> None:
+        self.write = write
+        self.every = every
+        self.seen: dict[str, list[float]] = {}  # message -> [last printed, repeats since]
+
+    def __call__(self, msg: str) -> None:
+        self.write(msg)
+
+    def warn(self, key: str, msg: str) -> None:
+        """``key`` names the kind of warning (the message may vary, e.g. a version)."""
+        now = time.monotonic()
+        st = self.seen.get(key)
+        if st is None:
+            self.seen[key] = [now, 0]
+            self.write(msg)
+            return
+        st[1] += 1
+        if now - st[0] >= self.every:
+            self.write(f"{msg} (repeated {int(st[1])} times in {now - st[0]:.0f} s)")
+            st[0], st[1] = now, 0
+
+    def flush(self) -> None:
+        """Say how often each collapsed warning repeated since it was last printed."""
+        for key, (_, n) in self.seen.items():
+            if n:
+                self.write(f"{key}: {int(n)} more times")
+        self.seen.clear()
+
+
 class Actor:
     """One actor. ``run()`` loops until ``stop`` is set, the stop key appears,
     ``max_steps`` agent steps are done, or a SIGTERM (in ``main``)."""
@@ -66,7 +101,10 @@ class Actor:
         self.id = actor_id
         self.keys = Keys(cfg.prefix)
         self.stop = stop or threading.Event()
-        self.log = log or (lambda msg: print(f"actor {actor_id}: {msg}", flush=True))
+        self.log = Log(log or (lambda msg: print(f"actor {actor_id}: {msg}", flush=True)))
+        self.r = redis.Redis(host=cfg.host, port=cfg.port, protocol=2, socket_timeout=60,
+                             socket_connect_timeout=5)
+        self.r.ping()  # the server first: no environment for an actor that cannot run
         self.spec = spec or env_spec(cfg)
         self.eps = epsilon_ladder(actor_id, cfg.num_actors, cfg.eps_base, cfg.eps_alpha)
         self.seed = cfg.seed + 1000 * (actor_id + 1)
@@ -75,7 +113,6 @@ class Actor:
         self.model.eval()
         self.codec = TransitionCodec(self.spec.obs_shape, self.spec.obs_dtype, cfg.n_step,
                                      self.spec.pixels)
-        self.r = redis.Redis(host=cfg.host, port=cfg.port, protocol=2, socket_timeout=60)
         self.rc = ReplayClient(connection=self.r)
         self.version = 0
         self.pulls = 0
@@ -88,6 +125,9 @@ class Actor:
         self.inserted_bytes = 0  # arena bytes of the items inserted (for capacity_check)
         self.capacity_checked = 0.0  # the mean item size last checked; -1 once warned
         self.waited_s = 0.0
+        self.stopped_by_key = False
+        """The stop key was seen. Only signal handlers (and the caller) set ``stop``: a
+        handler's stop.set() while this thread held the Event's lock would deadlock."""
 
     # ---- network -------------------------------------------------------------
     def q_values(self, obs: np.ndarray) -> np.ndarray:
@@ -104,7 +144,8 @@ class Actor:
         try:
             load_blob(self.model, blob)
         except BlobError as e:
-            self.log(f"ignoring parameter blob version {version}: {e}")
+            self.log.warn("ignoring parameter blobs",
+                          f"ignoring parameter blob version {version}: {e}")
             return False
         self.version = version
         self.pulls += 1
@@ -115,21 +156,28 @@ class Actor:
         return int(v or 0), int(samples or 0), stop is not None
 
     def wait_for_params(self) -> bool:
-        deadline = time.monotonic() + self.cfg.params_wait_s
+        """Wait up to params_wait_s for the learner's first parameters, with a progress
+        line every WAIT_LOG_EVERY_S."""
+        t0 = t_log = time.monotonic()
+        deadline = t0 + self.cfg.params_wait_s
         while not self.stop.is_set() and time.monotonic() < deadline:
             v, _, stop = self._poll()
             if stop:
+                self.stopped_by_key = True
                 return False
             if v and self.pull(v):
                 return True
+            now = time.monotonic()
+            if now - t_log >= WAIT_LOG_EVERY_S:
+                self.log(f"waiting for the learner's parameters on {self.cfg.host}:"
+                         f"{self.cfg.port} ({now - t0:.0f} of {self.cfg.params_wait_s:.0f} s)")
+                t_log = now
             time.sleep(0.05)
         return False
 
     # ---- the loop --------------------------------------------------------------
     def run(self, max_steps: int = 0) -> None:
         if not self.wait_for_params():
-            if not self.stop.is_set():
-                self.log("no parameters from the learner; giving up")
             return
         self.log(f"epsilon {self.eps:.5f}, parameters version {self.version}")
         env = make_env(self.cfg, self.seed)
@@ -143,7 +191,8 @@ class Actor:
         t_log = time.monotonic()
         frames_log = 0
         n_actions = self.spec.n_actions
-        while not self.stop.is_set() and (max_steps <= 0 or self.steps < max_steps):
+        while (not self.stop.is_set() and not self.stopped_by_key
+               and (max_steps <= 0 or self.steps < max_steps)):
             q = self.q_values(obs)
             if pending:
                 qmax = float(q.max())
@@ -232,7 +281,7 @@ class Actor:
         v, samples, stop = res[-1]
         self.learner_samples = int(samples or 0)
         if stop is not None:
-            self.stop.set()
+            self.stopped_by_key = True
             return
         v = int(v or 0)
         if v != self.version:
@@ -258,14 +307,14 @@ class Actor:
         cfg = self.cfg
         slack = cfg.actor_batch * cfg.num_actors
         t0 = time.monotonic()
-        while not self.stop.is_set():
+        while not self.stop.is_set() and not self.stopped_by_key:
             allowed = cfg.learning_starts + self.learner_samples / cfg.samples_per_insert + slack
             if self.transitions_total <= allowed:
                 break
             time.sleep(0.005)
             v, self.learner_samples, stop = self._poll()
             if stop:
-                self.stop.set()
+                self.stopped_by_key = True
             elif v != self.version:
                 self.pull(v)
         self.waited_s += time.monotonic() - t0
@@ -275,14 +324,8 @@ class Actor:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m actors.actor", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--actor-id", type=int, required=True, help="this actor's index i in [0, N)")
-    p.add_argument("--max-steps", type=int, default=0, help="stop after this many agent steps")
-    add_arguments(p)
-    args = p.parse_args(argv)
-    cfg = from_args(args)
-    torch.set_num_threads(cfg.torch_threads)
+    """One actor process. Every failure is one line on stderr: 2 for a usage error,
+    1 for anything else (no server, no parameters)."""
     stop = threading.Event()
 
     def on_signal(signum: int, frame: Any) -> None:
@@ -290,16 +333,44 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    actor = Actor(cfg, args.actor_id, stop=stop)
+    prog = "python -m actors.actor"
+    p = Parser(prog=prog, description=__doc__,
+               formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--actor-id", type=int, required=True, help="this actor's index i in [0, N)")
+    p.add_argument("--max-steps", type=int, default=0, help="stop after this many agent steps")
+    add_arguments(p, role="actor")
+    args = p.parse_args(argv)
+    try:
+        cfg = from_args(args)
+    except ValueError as e:
+        return fail(prog, str(e), 2)
+    if not 0 <= args.actor_id < cfg.num_actors:
+        return fail(prog, f"--actor-id {args.actor_id} must be in [0, {cfg.num_actors}) "
+                          f"(--num-actors {cfg.num_actors})", 2)
+    torch.set_num_threads(cfg.torch_threads)
+    name = f"actor {args.actor_id}"
+    where = f"{cfg.host}:{cfg.port}"
+    try:
+        actor = Actor(cfg, args.actor_id, stop=stop)
+    except redis.ConnectionError as e:
+        return fail(name, f"cannot reach the server at {where}: {net_reason(e)}")
+    except redis.RedisError as e:
+        return fail(name, f"the server at {where} refused: {e}")
     try:
         actor.run(args.max_steps)
     except redis.ConnectionError as e:
         if not stop.is_set():
-            print(f"actor {args.actor_id}: lost the server: {e}", file=sys.stderr)
-            return 1
+            return fail(name, f"{'lost' if actor.version else 'cannot reach'} the server at "
+                              f"{where}: {net_reason(e)}")
+    except redis.RedisError as e:
+        return fail(name, f"the server at {where} answered: {e}")
     finally:
+        actor.log.flush()
         actor.close()
-    print(f"actor {args.actor_id}: stopped after {actor.frames} frames, {actor.episodes} "
+    if not actor.version and not stop.is_set() and not actor.stopped_by_key:
+        return fail(name, f"no parameters from the learner on {where} within "
+                          f"{cfg.params_wait_s:g} s (--params-wait-s)")
+    print(f"{name}: stopped after {actor.frames} frames, {actor.episodes} "
           f"episodes, {actor.pulls} parameter pulls (pid {os.getpid()})", flush=True)
     return 0
 

@@ -25,7 +25,14 @@ from typing import Any, NoReturn
 
 from pyctl import __version__, _native, netns
 from pyctl import server as srv
-from pyctl.config import ConfigError, ServerConfig, build, split_listen
+from pyctl.config import (
+    ConfigError,
+    ServerConfig,
+    build,
+    normalize_listen,
+    parse_size,
+    split_listen,
+)
 
 
 class Parser(argparse.ArgumentParser):
@@ -63,16 +70,38 @@ def _nonneg_float(text: str) -> float:
 
 
 def _listen(text: str) -> str:
+    """--listen of status/stop/stats: HOST:PORT, :PORT or PORT (no host: any address)."""
     try:
-        split_listen(text)
+        split_listen(text, default_host="")
     except ConfigError as e:
         raise argparse.ArgumentTypeError(str(e).removeprefix("--listen: ")) from None
     return text
 
 
+def _listen_start(text: str) -> str:
+    """--listen of start: as above, a host name resolved, no host meaning 127.0.0.1."""
+    try:
+        return normalize_listen(text)
+    except ConfigError as e:
+        raise argparse.ArgumentTypeError(str(e).removeprefix("--listen: ")) from None
+
+
+def _size(text: str) -> int:
+    """Bytes with an optional unit, as Redis reads them: 4096, 64mb, 1GB, 500k."""
+    try:
+        v = parse_size(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
+    return v
+
+
 def _add_start(sub: Any) -> None:
     p = sub.add_parser("start", help="run the appliance (foreground unless --daemon)")
-    p.add_argument("--listen", type=_listen, help="HOST:PORT (default 127.0.0.1:6379)")
+    p.add_argument("--listen", type=_listen_start,
+                   help="HOST:PORT, :PORT or PORT; a host name is resolved, port 0 picks a "
+                        "free one (default 127.0.0.1:6379)")
     p.add_argument("--stack", choices=["kernel", "dpdk"], help="network stack (default kernel)")
     p.add_argument("--capacity", type=_positive_int,
                    help="create table --table with this many slots at start-up")
@@ -80,7 +109,8 @@ def _add_start(sub: Any) -> None:
     p.add_argument("--alpha", type=_nonneg_float, help="priority exponent (default 0.6)")
     p.add_argument("--beta", type=_nonneg_float, help="importance-sampling exponent (default 0.4)")
     p.add_argument("--epsilon", type=_nonneg_float, help="added to raw priorities (default 1e-6)")
-    p.add_argument("--maxbytes", type=_positive_int, help="arena bytes per table (default 1 GiB)")
+    p.add_argument("--maxbytes", type=_size,
+                   help="arena bytes per table, units as Redis: 512mb, 4gb (default 1gb)")
     p.add_argument("--min-size", type=_positive_int,
                    help="rate limiter: sampling the start-up table waits for N items")
     p.add_argument("--samples-per-insert", type=_nonneg_float,
@@ -90,14 +120,14 @@ def _add_start(sub: Any) -> None:
     p.add_argument("--fanout", type=_positive_int, help="sum-tree fanout K: 2, 4, 8, 16 or 32")
     p.add_argument("--seed", type=_positive_int, help="sampler seed (default: from the clock)")
     p.add_argument("--maxclients", type=_positive_int, help="connection limit (default 10000)")
-    p.add_argument("--proto-max-bulk-len", type=_positive_int,
-                   help="largest bulk string in bytes (default 512 MB)")
+    p.add_argument("--proto-max-bulk-len", type=_size,
+                   help="largest bulk string in bytes (default 512mb)")
     p.add_argument("--requirepass", help="password clients must AUTH with")
     p.add_argument("--client-subnet", help="A.B.C.D/NN allowed without a password")
-    p.add_argument("--maxmemory", type=_positive_int, help="bytes; writes beyond get -OOM")
-    p.add_argument("--client-output-buffer-limit", type=_positive_int,
+    p.add_argument("--maxmemory", type=_size, help="bytes (4gb, 500mb); writes beyond get -OOM")
+    p.add_argument("--client-output-buffer-limit", type=_size,
                    help="bytes of unread replies before a client is dropped "
-                        "(default 1 GiB, 0 = none)")
+                        "(default 1gb, 0 = none)")
     p.add_argument("--timeout", type=_positive_int, help="close idle clients after S seconds")
     p.add_argument("--request-timeout-ms", type=_positive_int,
                    help="a started request must complete within this (default 30000)")
@@ -180,6 +210,12 @@ def cmd_start(args: argparse.Namespace) -> int:
     if cfg.stack == "dpdk" and args.listen:
         die(prog, "--listen is for the kernel stack; with --stack dpdk use --ip and --listen-port",
             2)
+    if cfg.daemon and cfg.logfile:
+        try:
+            with open(cfg.logfile, "a"):
+                pass
+        except OSError as e:
+            die(prog, f"--logfile {cfg.logfile}: {e.strerror or e}", 2)
     if cfg.netns and os.environ.get("INREPLAY_IN_NETNS") != cfg.netns:
         _reexec_in_netns(prog, cfg.netns, args.raw_argv)
     if cfg.stack == "dpdk":
@@ -415,7 +451,7 @@ def _pick(prog: str, listen: str | None) -> list[srv.Instance]:
     server bound to every address matches any), so two stacks may share a port."""
     found = srv.instances()
     if listen:
-        host, port = split_listen(listen)
+        host, port = split_listen(listen, default_host="")
         found = [i for i in found if i.port == port
                  and (host in WILDCARD_HOSTS or i.host in WILDCARD_HOSTS or i.host == host)]
     return found
@@ -434,7 +470,8 @@ def _status_of(inst: srv.Instance) -> dict[str, Any]:
         out["uptime_s"] = info.get("uptime_in_seconds")
         out["stack_build"] = info.get("stack_build")
         out["event_loop"] = info.get("event_loop")
-        out["clients"] = info.get("connected_clients")
+        # not counting this connection
+        out["clients"] = max(0, int(info.get("connected_clients", 1)) - 1)
         out["used_memory"] = info.get("used_memory")
         out["keys"] = r.dbsize()
         out["snapshots"] = {
@@ -616,7 +653,8 @@ def cmd_drivers(args: argparse.Namespace) -> int:
     found = [d for d in list_drivers(dirs) if args.all or d.kind == "net"]
     if args.json:
         print(json.dumps([{"name": d.name, "kind": d.kind, "library": d.library,
-                           "params": d.params, "kmod": d.kmod, "pci_ids": len(d.pci_ids)}
+                           "params": split_params(d.params), "kmod": d.kmod,
+                           "pci_ids": len(d.pci_ids)}
                           for d in found], indent=1))
         return 0
     print(f"{len(found)} {'poll-mode' if args.all else 'network poll-mode'} drivers "
@@ -624,8 +662,35 @@ def cmd_drivers(args: argparse.Namespace) -> int:
     for d in found:
         where = f"{len(d.pci_ids)} PCI ids" if d.pci_ids else "virtual (--vdev)"
         extra = f" [{d.kmod}]" if d.kmod else ""
-        print(f"  {d.name:22} {d.kind:8} {where:18}{extra}  {d.params}".rstrip())
+        params = ", ".join(split_params(d.params))
+        print(f"  {d.name:22} {d.kind:8} {where:18}{extra}  {params}".rstrip())
     return 0
+
+
+_PARAM_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
+
+
+def split_params(text: str) -> list[str]:
+    """A PMD's parameter string as a list: DPDK concatenates each driver's
+    RTE_PMD_REGISTER_PARAM_STRING pieces, some without a space between them
+    ("selftest=1ipsec_in_min_spi=<1-U32_MAX>"): a new parameter starts at every
+    NAME= outside <...>."""
+    starts, depth = [], 0
+    for i, ch in enumerate(text):
+        if ch == "<":
+            depth += 1
+        elif ch == ">":
+            depth = max(0, depth - 1)
+        elif depth == 0 and (i == 0 or not (text[i - 1].isalpha() or text[i - 1] == "_")):
+            m = _PARAM_KEY.match(text, i)
+            if m:
+                starts.append(i)
+    if not starts:
+        return [text.strip()] if text.strip() else []
+    bounds = [*starts[1:], len(text)]
+    head = text[:starts[0]].strip()
+    return ([head] if head else []) + [text[a:b].strip() for a, b in zip(starts, bounds,
+                                                                          strict=True)]
 
 
 def _bridge_counters(stats: dict[str, object]) -> str:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 import ipaddress
 import os
+import re
+import socket
 import tomllib
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -308,21 +310,69 @@ def flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
-def split_listen(listen: str) -> tuple[str, int]:
-    """Split HOST:PORT (IPv6 as [::1]:PORT); raise ConfigError naming --listen."""
-    host, sep, port_s = listen.rpartition(":")
-    if not sep or not host or not port_s.isdigit():
-        raise ConfigError(f"--listen: expected HOST:PORT, got {listen!r}")
+DEFAULT_HOST = "127.0.0.1"
+
+
+def split_listen(listen: str, default_host: str = DEFAULT_HOST) -> tuple[str, int]:
+    """HOST:PORT, [IPv6]:PORT, :PORT or PORT -> (address, port); a host name is resolved
+    (IPv4 first). A missing host is ``default_host`` ("" to match any address). Raises
+    ConfigError naming --listen."""
+    text = listen.strip()
+    if text.isdigit():
+        host, port_s = "", text
+    else:
+        host, sep, port_s = text.rpartition(":")
+        if not sep or not port_s.isdigit() or (host.count(":") and not host.startswith("[")):
+            raise ConfigError(f"--listen: expected HOST:PORT, :PORT or PORT, got {listen!r}")
     host = host.strip("[]")
-    try:
-        ipaddress.ip_address(host)
-    except ValueError:
-        if host != "localhost":
-            raise ConfigError(f"--listen: {host!r} is not an IP address") from None
     port = int(port_s)
     if not 0 <= port <= 65535:
         raise ConfigError(f"--listen: port must be 0-65535, got {port}")
+    if not host:
+        return default_host, port
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        host = _resolve(host)
     return host, port
+
+
+def _resolve(name: str) -> str:
+    """A host name's address (IPv4 preferred), or ConfigError naming --listen."""
+    try:
+        infos = socket.getaddrinfo(name, None, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError) as e:
+        reason = e.strerror if isinstance(e, socket.gaierror) else str(e)
+        raise ConfigError(f"--listen: cannot resolve host {name!r}: {reason}") from None
+    infos.sort(key=lambda i: i[0] != socket.AF_INET)
+    return str(infos[0][4][0])
+
+
+def normalize_listen(listen: str) -> str:
+    """--listen in the form the server takes: ADDRESS:PORT ([ADDRESS]:PORT for IPv6)."""
+    host, port = split_listen(listen)
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+SIZE_FIELDS = ("maxbytes", "maxmemory", "client_output_buffer_limit", "proto_max_bulk_len",
+               "client_query_buffer_limit")
+"""Settings in bytes: flags and TOML take a size with a unit (see parse_size)."""
+_UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1024, "m": 1000**2, "mb": 1024**2, "g": 1000**3,
+          "gb": 1024**3}
+_SIZE = re.compile(r"(-?\d+)([a-z]*)", re.I)
+
+
+def parse_size(text: str | int) -> int:
+    """Bytes, as Redis's memtoll reads them: an integer with an optional unit, any case:
+    b, k (1000), kb (1024), m (1000^2), mb (1024^2), g (1000^3), gb (1024^3). Unlike
+    Redis, a unit without a number ("gb") and "" are refused rather than read as 0."""
+    if isinstance(text, int) and not isinstance(text, bool):
+        return text
+    m = _SIZE.fullmatch(str(text))
+    if not m or m.group(2).lower() not in _UNITS:
+        raise ValueError(f"{text!r} is not a size like 4096, 64mb or 1gb (units b, k, kb, m, "
+                         f"mb, g, gb)")
+    return int(m.group(1)) * _UNITS[m.group(2).lower()]
 
 
 FIELD_TYPES = {f.name: f.type for f in fields(ServerConfig) if f.name != "extra"}
@@ -344,13 +394,20 @@ def load_toml(path: str | Path) -> dict[str, Any]:
         if name not in FIELD_TYPES:
             raise ConfigError(f"--config: {p}: unknown setting {key!r}")
         want = type(getattr(defaults, name))
+        if name in SIZE_FIELDS and isinstance(value, str):
+            try:
+                value = parse_size(value)
+            except ValueError as e:
+                raise ConfigError(f"--config: {p}: {key}: {e}") from None
         if want is float and isinstance(value, int) and not isinstance(value, bool):
             value = float(value)
         if want is list and not (isinstance(value, list) and all(isinstance(v, str)
                                                                   for v in value)):
             raise ConfigError(f"--config: {p}: {key} must be a list of strings")
         if not isinstance(value, want) or (want is int and isinstance(value, bool)):
-            raise ConfigError(f"--config: {p}: {key} must be {want.__name__}")
+            kind = ("an integer or a size string like \"1GB\"" if name in SIZE_FIELDS
+                    else want.__name__)
+            raise ConfigError(f"--config: {p}: {key} must be {kind}")
         out[name] = value
     return out
 
