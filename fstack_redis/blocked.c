@@ -17,11 +17,12 @@
  * of three elements serves three waiters in arrival order, and a BLMOVE that
  * pushes makes its destination ready in turn.
  *
- * The other ways out: the deadline (the command re-runs with blocking denied
- * and answers as its non-blocking form: a null array for lists, the
- * -RATELIMITED error for the limiter), a disconnect (freed and counted), the
- * table going (REPLAY.DROP, FLUSHALL: an error), and shutdown (an error,
- * written before exit). An unblocked client then resumes its pipelined input.
+ * The other ways out: the deadline (lists answer a null array, as Redis; a
+ * limiter wait re-runs with blocking denied, so it runs if it now may, else
+ * answers the -RATELIMITED error naming the limit that held it), a
+ * disconnect (freed and counted), the table going (REPLAY.DROP, FLUSHALL: an
+ * error), and shutdown (an error, written before exit). An unblocked client
+ * then resumes its pipelined input.
  *
  * Nothing allocates per request once a client has blocked once: a client's
  * queue places are kept with it; only a key's first waiter allocates the key.
@@ -389,7 +390,15 @@ void blockedHandleTimeouts(ir_server *s) {
         if (!d) continue;
         if (d <= now) {
             b->st.timeouts++;
-            rerun(s, c, 1);
+            if (c->bstate->kind == BLOCKED_LIST) {
+                /* as Redis: a null array, whatever the keys hold now (a key
+                 * that became a string is not an error for the waiter) */
+                addReplyNullArray(c);
+                unblock(s, c, 1);
+                resetClientArgs(c);
+            } else {
+                rerun(s, c, 1); /* the limiter's error names the limit that held it */
+            }
         } else if (!next || d < next) {
             next = d;
         }
