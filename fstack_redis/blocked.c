@@ -102,7 +102,8 @@ static uint64_t keyHash(const struct ir_db *db, const char *p, size_t len) {
     return h ^ (h >> 29);
 }
 
-static bkey **keySlot(ir_blocked *b, const struct ir_db *db, const char *p, size_t len, uint64_t h) {
+static bkey **keySlot(ir_blocked *b, const struct ir_db *db, const char *p, size_t len,
+                     uint64_t h) {
     bkey **pp = &b->buckets[h & (b->nbuckets - 1)];
     while (*pp && !((*pp)->h == h && (*pp)->db == db && (*pp)->len == len &&
                     memcmp((*pp)->key, p, len) == 0))
