@@ -26,7 +26,7 @@ $(STAMP): pyproject.toml Makefile
 	  $(SUDO) apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
 	fi
-	$(PY) -m pip install -q -e '.[dev,bench,rl]'
+	$(PY) -m pip install -q -e '.[dev,bench,rl,ray]'
 	@touch $@
 
 build: deps
@@ -83,7 +83,13 @@ bench: build
 	$(PY) -m pyctl demo --stack dpdk --out $(BUILD)/bench-cartpole
 	$(PY) -m pyctl demo --env-id ALE/Breakout-v5 --minutes 2 --learning-starts 5000 \
 	  --publish-every 5 --out $(BUILD)/bench-breakout
+	$(PY) bench/swarm.py --json $(BUILD)/bench-swarm.json
+	$(PY) bench/swarm.py --item-bytes 640,49404 --phases learner,apex --seconds 10 \
+	  --json $(BUILD)/bench-swarm-atari.json
+	$(PY) bench/compress.py --json $(BUILD)/bench-compress.json
 	$(PY) bench/report.py --sumtree $(BUILD)/bench-sumtree.json \
+	  --swarm $(BUILD)/bench-swarm.json --swarm $(BUILD)/bench-swarm-atari.json \
+	  --compress $(BUILD)/bench-compress.json \
 	  --latency $(BUILD)/bench-latency.json --throughput $(BUILD)/bench-throughput.json \
 	  --demo $(BUILD)/bench-cartpole/summary.json \
 	  --demo-kernel $(BUILD)/bench-cartpole-kernel/summary.json \

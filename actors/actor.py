@@ -36,7 +36,7 @@ import numpy as np
 import redis
 import torch
 
-from actors.codec import TransitionCodec
+from actors.codec import TransitionCodec, capacity_warning, stored_bytes
 from actors.config import Config, Keys, add_arguments, from_args
 from actors.env import EnvSpec, env_spec, lives, make_env
 from actors.model import BlobError, build_model, load_blob
@@ -85,6 +85,8 @@ class Actor:
         self.frames = 0
         self.episodes = 0
         self.inserted = 0
+        self.inserted_bytes = 0  # arena bytes of the items inserted (for capacity_check)
+        self.capacity_checked = 0.0  # the mean item size last checked; -1 once warned
         self.waited_s = 0.0
 
     # ---- network -------------------------------------------------------------
@@ -213,9 +215,12 @@ class Actor:
             else:
                 p32 = prio.astype("<f4")
                 self.r.rpush(keys.experience,
-                             *[PRIORITY.pack(p) + row.tobytes() for p, row in zip(p32, items,
-                                                                                  strict=True)])
+                             *[PRIORITY.pack(p) + bytes(row) for p, row in zip(p32, items,
+                                                                               strict=True)])
             self.inserted += len(out)
+            self.inserted_bytes += sum(stored_bytes(len(row)) for row in items)
+            if cfg.replay == "appliance":
+                self.capacity_check()
         pipe = self.r.pipeline(transaction=False)
         pipe.incrby(keys.frames, frames)
         pipe.incrby(keys.transitions, len(out))
@@ -234,6 +239,19 @@ class Actor:
             self.pull(v)
         if throttle and cfg.samples_per_insert > 0:
             self._throttle()
+
+    def capacity_check(self) -> None:
+        """Warn once, in one line, if the table's capacity x the mean size of the items
+        inserted here exceeds its MAXBYTES (REPLAY.INFO); checked on the first insert
+        and again whenever the mean has grown by more than 10%."""
+        mean = self.inserted_bytes / max(1, self.inserted)
+        if self.capacity_checked < 0 or mean <= 1.1 * self.capacity_checked:
+            return
+        self.capacity_checked = mean
+        msg = capacity_warning(self.cfg.table, self.rc.info(self.cfg.table), mean)
+        if msg:
+            self.log(f"warning: {msg}")
+            self.capacity_checked = -1.0
 
     def _throttle(self) -> None:
         """Wait while inserts run ahead of samples_per_insert (Reverb-style rate limit)."""

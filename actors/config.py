@@ -90,8 +90,10 @@ class Config:
     # ---- replay --------------------------------------------------------------
     capacity: int = 2_000_000
     """Replay capacity in transitions (FIFO eviction)."""
-    replay_maxbytes: int = 4 << 30
-    """Arena bytes of the replay table (items beyond it evict the oldest first)."""
+    replay_maxbytes: int = 6 << 30
+    """Arena bytes of the replay table (items beyond it evict the oldest first). Atari:
+    capacity x 3 KB, zstd-compressed transitions of ten games measured 0.4-2.5 KB
+    (bench/compress.py; raw they are 49 KB); the Breakout preset needs less."""
     alpha: float = 0.6
     """Priority exponent: P(i) ~ (|delta_i| + priority_eps) ** alpha."""
     beta: float = 0.4
@@ -208,6 +210,10 @@ PRESETS: dict[str, dict[str, Any]] = {
         "checkpoint_every": 2_000,
         "log_every_s": 2.0,
         "eval_every_s": 5.0,
+    },
+    # bench/compress.py: 0.5-0.7 KB per compressed Breakout transition; 2M x 1 KB
+    "Breakout": {
+        "replay_maxbytes": 2 << 30,
     },
     "CartPole": {
         "hidden": 128,

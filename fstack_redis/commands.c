@@ -82,6 +82,7 @@ static ir_command commands[] = {
     {"replay.info", replayInfoCommand, 2, CMD_READONLY, 1, 1, 1, "readonly module", 0},
     {"replay.drop", replayDropCommand, 2, CMD_WRITE, 1, 1, 1, "write module", 0},
     {"replay.list", replayListCommand, 1, CMD_READONLY, 0, 0, 0, "readonly module", 0},
+    {"replay.shards", replayShardsCommand, 1, CMD_READONLY | CMD_FAST, 0, 0, 0, "readonly fast module", 0},
 };
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
 
@@ -188,15 +189,16 @@ void authCommand(client *c) {
     addReplyStr(c, shared.ok);
 }
 
-/* HELLO [protover [AUTH username password] [SETNAME clientname]] */
+/* HELLO [protover [AUTH username password] [SETNAME clientname]]: protover 2
+ * (RESP2) or 3 (RESP3); without one the protocol stays as it is. */
 void helloCommand(client *c) {
-    long long ver = 2;
+    long long ver = 0; /* 0: keep the connection's protocol */
     if (c->argc >= 2) {
         if (!string2ll(c->argv[1].ptr, c->argv[1].len, &ver)) {
             addReplyError(c, "Protocol version is not an integer or out of range");
             return;
         }
-        if (ver != 2) {
+        if (ver < 2 || ver > 3) {
             addReplyError(c, "-NOPROTO unsupported protocol version");
             return;
         }
@@ -229,13 +231,14 @@ void helloCommand(client *c) {
                          "same time");
         return;
     }
-    addReplyArrayLen(c, 14);
+    if (ver) c->resp = (int)ver; /* this reply already speaks the new protocol, as in Redis */
+    addReplyMapLen(c, 7);
     addReplyBulkCString(c, "server");
     addReplyBulkCString(c, "redis");
     addReplyBulkCString(c, "version");
     addReplyBulkCString(c, IR_REDIS_VERSION);
     addReplyBulkCString(c, "proto");
-    addReplyLongLong(c, 2);
+    addReplyLongLong(c, c->resp);
     addReplyBulkCString(c, "id");
     addReplyLongLong(c, (long long)c->id);
     addReplyBulkCString(c, "mode");
@@ -451,8 +454,8 @@ void configCommand(client *c) {
             for (size_t k = 0; k < NCONFIG; k++)
                 if (!matched[k] && fnmatch(c->argv[i].ptr, config_names[k], FNM_CASEFOLD) == 0)
                     matched[k] = 1, n++;
-        addReplyArrayLen(c, 2 * n);
-        char val[64];
+        addReplyMapLen(c, n);
+        char val[4096]; /* dir is a path */
         for (size_t k = 0; k < NCONFIG; k++) {
             if (!matched[k]) continue;
             configValue(s, config_names[k], val, sizeof(val));
@@ -469,6 +472,15 @@ void configCommand(client *c) {
             }
             if (argEq(c, 2, "maxclients")) s->cfg.maxclients = (int)(v > 1000000 ? 1000000 : v);
             else s->cfg.proto_max_bulk_len = (uint64_t)v;
+            addReplyStr(c, shared.ok);
+        } else if (argEq(c, 2, "dir")) {
+            char why[256];
+            if (snapshotSetDir(s, c->argv[3].ptr, why, sizeof(why)) != 0) {
+                addReplyErrorFormat(c, "CONFIG SET failed (possibly related to argument '%s') - %s",
+                                    c->argv[2].ptr, why);
+                return;
+            }
+            serverLog("Snapshot directory is now %s", s->cfg.dir);
             addReplyStr(c, shared.ok);
         } else if (argEq(c, 2, "maxmemory")) {
             if (!string2ll(c->argv[3].ptr, c->argv[3].len, &v) || v < 0) {
@@ -610,17 +622,57 @@ void infoCommand(client *c) {
     addReplyInfobuf(c, &b);
 }
 
-/* SHUTDOWN [NOSAVE|SAVE] [NOW] [FORCE] */
+/* SHUTDOWN [NOSAVE|SAVE] [NOW] [FORCE] [ABORT], as Redis 7.0 without
+ * replicas: the save (SAVE, or save-on-shutdown without NOSAVE) runs here, so
+ * that a failed one answers an error and the server keeps running (FORCE:
+ * exits anyway). On success there is no reply: the connection closes and the
+ * loop ends (run.c). ABORT cancels a shutdown a signal asked for that the
+ * loop has not carried out yet (see run.c). NOW does nothing here: there are
+ * no replicas to wait for. */
 void shutdownCommand(client *c) {
+    ir_server *s = c->srv;
+    int nosave = 0, save = 0, force = 0, abort_ = 0, flags = 0;
     for (int i = 1; i < c->argc; i++) {
-        if (!argEq(c, i, "nosave") && !argEq(c, i, "save") && !argEq(c, i, "now") &&
-            !argEq(c, i, "force") && !argEq(c, i, "abort")) {
+        if (argEq(c, i, "nosave")) nosave = 1;
+        else if (argEq(c, i, "save")) save = 1;
+        else if (argEq(c, i, "now")) (void)0;
+        else if (argEq(c, i, "force")) force = 1;
+        else if (argEq(c, i, "abort")) abort_ = 1;
+        else {
             addReplyStr(c, shared.syntaxerr);
             return;
         }
+        if (!argEq(c, i, "abort")) flags = 1;
+    }
+    if ((abort_ && flags) || (nosave && save)) {
+        addReplyStr(c, shared.syntaxerr);
+        return;
+    }
+    if (abort_) { /* a signal's shutdown not yet carried out; SHUTDOWN's is certain */
+        if (s->shutdown_asap != SHUTDOWN_SAVE_PER_CONFIG) {
+            addReplyError(c, "No shutdown in progress.");
+            return;
+        }
+        s->shutdown_asap = 0;
+        serverLog("Shutdown manually aborted.");
+        addReplyStr(c, shared.ok);
+        return;
     }
     serverLog("User requested shutdown...");
-    c->srv->shutdown_asap = 1;
+    if (save || (s->cfg.save_on_shutdown && !nosave)) {
+        char msg[1024];
+        serverLog("Saving the final snapshot before exiting.");
+        if (snapshotSave(s, msg, sizeof(msg)) != IR_OK) {
+            if (!force) {
+                serverLog("Errors trying to shut down the server. Check the logs for more "
+                          "information.");
+                addReplyError(c, "Errors trying to SHUTDOWN. Check logs.");
+                return;
+            }
+            serverLog("Error trying to save the DB, but ignoring due to FORCE");
+        }
+    }
+    s->shutdown_asap = SHUTDOWN_DONE;
     c->flags |= CLIENT_CLOSE_ASAP; /* like Redis: no reply, the connection closes */
 }
 

@@ -75,5 +75,6 @@ void replayUpdateCommand(client *c);
 void replayInfoCommand(client *c);
 void replayDropCommand(client *c);
 void replayListCommand(client *c);
+void replayShardsCommand(client *c);
 
 #endif

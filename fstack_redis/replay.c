@@ -157,6 +157,7 @@ int tableCreate(ir_tables *ts, const char *name, size_t len, const ir_table_opts
     t->name[len] = '\0';
     t->namelen = len;
     for (uint64_t i = 0; i < o->capacity; i++) t->slot_id[i] = EMPTY_ID;
+    t->next_id = t->oldest_id = t->run_start = o->id_base;
     t->next = ts->head;
     ts->head = t;
     ts->count++;

@@ -28,6 +28,7 @@ typedef struct ir_table_opts {
     uint64_t maxbytes;
     unsigned fanout;
     uint64_t seed;
+    uint64_t id_base;       /* the first id: shard index << IR_SHARD_ID_BITS */
 } ir_table_opts;
 
 /* The rate limiter, Reverb's SampleToInsertRatio (see t_replay.c): sampling
@@ -195,6 +196,13 @@ char *tableLoadItem(ir_table_loader *ld, uint64_t id, double stored, uint64_t of
 int tableLoadEnd(ir_table_loader *ld, const char **err);
 /* Move every table of src whose name dst does not have to the end of dst. */
 void tablesMoveMissing(ir_tables *dst, ir_tables *src);
+
+/* ---- replay groups (t_replay.c) ------------------------------------------ */
+/* The members of a shard_group string ("host:port,host:port,..."): stores up
+ * to max (start, length) pairs and returns how many members there are, or -1
+ * with *err (a static message) if a member is not host:port. */
+int shardGroupMembers(const char *group, const char **start, size_t *len, int max,
+                      const char **err);
 
 /* Implemented in reply.c (see server.h). */
 void pinDetach(struct ir_pin *pin, void *mem, size_t maplen, uint64_t bytes);

@@ -320,6 +320,7 @@ int processCommand(client *c) {
         s->cycles_execute += ir_cycles() - t0;
         cmd->calls++;
         s->total_commands++;
+        if (cmd->flags & CMD_WRITE) s->dirty++;
     }
     c->cmd = NULL;
     /* Send what this command referenced now; clientFlush copies the unpinned

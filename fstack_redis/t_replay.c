@@ -103,6 +103,7 @@ void replayCreateCommand(client *c) {
         .maxbytes = cfg->default_maxbytes,
         .fanout = cfg->fanout,
         .seed = cfg->seed ? cfg->seed + c->srv->tables->count : ir_mstime() ^ c->id,
+        .id_base = (uint64_t)cfg->shard_index << IR_SHARD_ID_BITS,
     };
     ir_limiter_opts lim = {0, 0, 0};
     int has_eb = 0;
@@ -244,11 +245,34 @@ void replayAddCommand(client *c) {
     for (size_t k = 0; k < n; k++) addReplyLongLong(c, (long long)ids[k]);
 }
 
-/* REPLAY.SAMPLE <table> <n> [BETA <b>] [PACKED] [TIMEOUT <seconds>]
+/* The shard's side of exact sampling across a group (WITHSTATS): its total
+ * and minimum positive stored priority (float64), its live size (int64), and
+ * each drawn item's probability inside the shard (n float64): 24 + 8n bytes.
+ * A client that knows every shard's total computes each draw's global
+ * probability and importance weight from these (pyctl/sharded.py). */
+static void addSampleStats(client *c, ir_table *t, size_t n) {
+    double total = ir_sampler_total(t->sampler), mn = ir_sampler_min(t->sampler);
+    uint64_t live = tableSize(t);
+    if (!isfinite(mn)) mn = 0; /* no positive priority: sampling is uniform */
+    char head[24];
+    memcpy(head, &total, 8);
+    memcpy(head + 8, &mn, 8);
+    memcpy(head + 16, &live, 8);
+    addReplyProto(c, head, sizeof(head));
+    double *p = t->scratch_prio; /* unused by sampling; holds n entries */
+    for (size_t i = 0; i < n; i++)
+        p[i] = total > 0 ? ir_sampler_get(t->sampler, t->scratch_slots[i]) / total
+                         : 1.0 / (double)live;
+    addReplyProto(c, (const char *)p, 8 * n);
+}
+
+/* REPLAY.SAMPLE <table> <n> [BETA <b>] [PACKED] [WITHSTATS] [TIMEOUT <seconds>]
  *
  * Without PACKED: [ids, weights, [item, ...]]. With PACKED, for tables whose
  * items all have one size: one bulk string of n int64 ids, n float32 weights
- * and the n items back to back (item i at offset 12n + i * itemsize). */
+ * and the n items back to back (item i at offset 12n + i * itemsize).
+ * WITHSTATS appends sampleStats's 24 + 8n bytes: as a fourth element, or
+ * after the items in the PACKED bulk. */
 void replaySampleCommand(client *c) {
     ir_table *t = lookupTableOrReply(c, 1);
     if (!t) return;
@@ -258,11 +282,13 @@ void replaySampleCommand(client *c) {
         return;
     }
     double beta = t->o.beta;
-    int packed = 0, has_beta = 0, timeout_arg = 0;
+    int packed = 0, has_beta = 0, withstats = 0, timeout_arg = 0;
     uint64_t deadline = 0;
     for (int i = 3; i < c->argc; i++) {
         if (argEq(c, i, "packed") && !packed) {
             packed = 1;
+        } else if (argEq(c, i, "withstats") && !withstats) {
+            withstats = 1;
         } else if (argEq(c, i, "timeout") && !timeout_arg && i + 1 < c->argc) {
             timeout_arg = ++i;
             if (getBlockingTimeoutFromArg(c, i, &deadline) != 0) return;
@@ -316,18 +342,19 @@ void replaySampleCommand(client *c) {
         blockedQueueReady(c->srv, &t->waiters[1]); /* inserters may run now */
     }
     if (packed) {
-        size_t itemsize = t->run_len, head = nn * 12;
-        char *h = addReplyBulkBegin(c, head + nn * itemsize, head);
+        size_t itemsize = t->run_len, head = nn * 12, tail = withstats ? 24 + 8 * nn : 0;
+        char *h = addReplyBulkBegin(c, head + nn * itemsize + tail, head);
         memcpy(h, t->scratch_ids, nn * 8);
         memcpy(h + nn * 8, t->scratch_weights, nn * 4);
         for (size_t i = 0; i < nn; i++) {
             uint64_t slot = t->scratch_slots[i];
             addReplyRefPinned(c, t->arena + t->slot_off[slot], itemsize, &t->pin);
         }
+        if (withstats) addSampleStats(c, t, nn);
         addReplyProto(c, "\r\n", 2);
         return;
     }
-    addReplyArrayLen(c, 3);
+    addReplyArrayLen(c, withstats ? 4 : 3);
     memcpy(addReplyBulkReserve(c, nn * 8), t->scratch_ids, nn * 8);
     memcpy(addReplyBulkReserve(c, nn * 4), t->scratch_weights, nn * 4);
     addReplyArrayLen(c, (long)n);
@@ -336,6 +363,11 @@ void replaySampleCommand(client *c) {
     for (size_t i = 0; i < nn; i++) {
         uint64_t slot = t->scratch_slots[i];
         addReplyBulkPinned(c, t->arena + t->slot_off[slot], t->slot_len[slot], &t->pin);
+    }
+    if (withstats) {
+        addReplyBulkBegin(c, 24 + 8 * nn, 0);
+        addSampleStats(c, t, nn);
+        addReplyProto(c, "\r\n", 2);
     }
 }
 
@@ -418,4 +450,55 @@ void replayDropCommand(client *c) {
 void replayListCommand(client *c) {
     addReplyArrayLen(c, (long)c->srv->tables->count);
     for (ir_table *t = c->srv->tables->head; t; t = t->next) addReplyBulk(c, t->name, t->namelen);
+}
+
+/* ---- replay groups ------------------------------------------------------- */
+
+int shardGroupMembers(const char *group, const char **start, size_t *len, int max,
+                      const char **err) {
+    int n = 0;
+    const char *p = group;
+    while (*p) {
+        const char *e = strchr(p, ',');
+        size_t l = e ? (size_t)(e - p) : strlen(p);
+        const char *colon = memrchr(p, ':', l);
+        long long port;
+        if (!colon || colon == p || !string2ll(colon + 1, l - (size_t)(colon + 1 - p), &port) ||
+            port < 1 || port > 65535) {
+            *err = "every member of a shard group must be host:port (port 1-65535)";
+            return -1;
+        }
+        if (n < max) {
+            start[n] = p;
+            len[n] = l;
+        }
+        n++;
+        p += l;
+        if (*p == ',') p++;
+    }
+    if (n > IR_MAX_SHARDS) {
+        *err = "a shard group has at most 1024 members";
+        return -1;
+    }
+    return n;
+}
+
+/* REPLAY.SHARDS: where this server stands in its replay group, as a map:
+ * index (this shard's place) and shards (every member's host:port, in shard
+ * order; empty for a standalone server, which is a group of one). A client
+ * needs one address to find the rest (ShardedReplayClient.from_seed). */
+void replayShardsCommand(client *c) {
+    const ir_config *cfg = &c->srv->cfg;
+    const char *start[IR_MAX_SHARDS];
+    size_t len[IR_MAX_SHARDS];
+    const char *err = NULL;
+    int n = cfg->shard_group ? shardGroupMembers(cfg->shard_group, start, len, IR_MAX_SHARDS, &err)
+                             : 0;
+    if (n < 0) n = 0; /* checked at start: cannot happen */
+    addReplyMapLen(c, 2);
+    addReplyBulkCString(c, "index");
+    addReplyLongLong(c, cfg->shard_index);
+    addReplyBulkCString(c, "shards");
+    addReplyArrayLen(c, n);
+    for (int i = 0; i < n; i++) addReplyBulk(c, start[i], len[i]);
 }

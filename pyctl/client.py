@@ -61,8 +61,8 @@ class ReplayClient:
 
     def __init__(self, host: str = "127.0.0.1", port: int = 6379, *,
                  connection: redis.Redis | None = None, **kwargs: Any) -> None:
-        self.redis: redis.Redis = connection or redis.Redis(host=host, port=port, protocol=2,
-                                                            **kwargs)
+        # redis-py's default protocol (RESP3 from redis-py 8); protocol=2 in kwargs works too
+        self.redis: redis.Redis = connection or redis.Redis(host=host, port=port, **kwargs)
 
     def close(self) -> None:
         self.redis.close()

@@ -74,10 +74,16 @@ class ServerConfig:
     """A request that has started arriving must complete within this (trickling clients)."""
     tcp_keepalive: int = 300
     """TCP keepalive interval in seconds, so half-open connections are reclaimed; 0 = off."""
-    dir: str = "."
-    """Directory SAVE and BGSAVE write snapshots to."""
+    dir: str = ""
+    """Directory SAVE and BGSAVE write snapshots to; it must exist and be writable. Empty
+    means a data directory of this server's own under the run directory,
+    <rundir>/data/<host>-<port>, created at start."""
     restore: str = ""
-    """Directory to load the newest complete snapshot from at start (empty: start empty)."""
+    """Directory to load the newest complete snapshot from at start; with none there the
+    server refuses to start (empty: start empty)."""
+    restore_if_present: str = ""
+    """Like `restore`, but start empty when the directory holds no snapshot (or does not
+    exist); a corrupt snapshot still refuses. For automation that restarts a server."""
     save_on_shutdown: bool = False
     """SAVE a snapshot to `dir` before exiting on SIGTERM, SIGINT or SHUTDOWN."""
     # ---- the DPDK stack ------------------------------------------------------
@@ -106,12 +112,25 @@ class ServerConfig:
     stack: poll epoll without sleeping while traffic flows, back off when idle."""
     mtu: int = 0
     """DPDK: IP MTU of the port (1500 Ethernet, 9000 jumbo); 0 = the interface's MTU."""
+    # ---- replay groups (Scaling out) -----------------------------------------
+    shards: int = 1
+    """Start a replay group of this many servers on this box. Kernel stack: ports P..P+N-1
+    of --listen, each pinned to its own core. DPDK: one process per core of --cores, each
+    with its own lwIP stack on --ip + i (the port's frames reach every member)."""
+    shard_group: str = ""
+    """Every member's HOST:PORT, comma-separated in shard order, for a group that spans
+    boxes: each box starts its own member with --shard-index."""
+    shard_index: int = 0
+    """This server's place in --shard-group (0-based); its ids start at index << 48."""
 
     # ---- derived -------------------------------------------------------------
     @property
     def host(self) -> str:
-        """The address clients reach: the lwIP address on DPDK, else --listen's host."""
-        return self.ip.split("/")[0] if self.stack == "dpdk" else split_listen(self.listen)[0]
+        """The address clients reach: the lwIP address on DPDK (the first shard's), else
+        --listen's host."""
+        if self.stack == "dpdk":
+            return self.ip.split(",")[0].split("/")[0]
+        return split_listen(self.listen)[0]
 
     @property
     def tcp_port(self) -> int:
@@ -173,11 +192,44 @@ class ServerConfig:
                                   "an address/prefix like 10.0.0.0/24") from None
         if self.restore and not Path(self.restore).is_dir():
             raise ConfigError(f"--restore: {self.restore}: no such directory")
+        if self.restore and self.restore_if_present:
+            raise ConfigError("--restore-if-present: give it or --restore, not both")
         if self.mtu and not 576 <= self.mtu <= 9600:
             raise ConfigError(f"--mtu {self.mtu}: choose 576-9600 (1500 Ethernet, 9000 jumbo "
                               "frames), or 0 for the interface's MTU")
+        self._validate_group()
         if self.stack == "dpdk":
             self._validate_dpdk()
+
+    def group_members(self) -> list[str]:
+        """--shard-group's members, in shard order (empty for a standalone server)."""
+        return [m.strip() for m in self.shard_group.split(",") if m.strip()]
+
+    def _validate_group(self) -> None:
+        if not 1 <= self.shards <= 1024:
+            raise ConfigError(f"--shards {self.shards}: choose 1 to 1024")
+        if self.shards > 1 and self.shard_group:
+            raise ConfigError("--shards starts a whole group on this box; --shard-group names "
+                              "the members of a group across boxes: give one of them")
+        if self.shards > 1 and self.stack == "dpdk":
+            try:
+                ncores = len(self.core_list())
+            except ConfigError:
+                ncores = self.shards  # reported by the DPDK checks
+            if ncores < self.shards:
+                raise ConfigError(f"--shards {self.shards}: on DPDK every shard runs on its own "
+                                  f"core of --cores, which lists {ncores}: give {self.shards} "
+                                  "cores (e.g. --cores 0-1)")
+        members = self.group_members()
+        for m in members:
+            try:
+                split_listen(m)
+            except ConfigError:
+                raise ConfigError(f"--shard-group: {m!r} is not HOST:PORT") from None
+        n = max(1, len(members))
+        if not 0 <= self.shard_index < n:
+            raise ConfigError(f"--shard-index {self.shard_index}: the group has {n} member"
+                              f"{'s' if n != 1 else ''} (0-{n - 1})")
 
     def _validate_limiter(self) -> None:
         """The start-up table's rate limiter, with REPLAY.CREATE's rules."""
@@ -217,13 +269,18 @@ class ServerConfig:
             problems.append("--ip: required with the DPDK stack (the address lwIP answers on, "
                             "e.g. --ip 10.77.0.2/24)")
         else:
-            try:
-                iface = ipaddress.ip_interface(self.ip)
-                if iface.version != 4 or "/" not in self.ip:
-                    problems.append(f"--ip: {self.ip!r}: give an IPv4 address with its prefix, "
-                                    "e.g. 10.77.0.2/24")
-            except ValueError:
-                problems.append(f"--ip: {self.ip!r} is not an IPv4 address/prefix")
+            for ip in self.ip.split(","):
+                try:
+                    iface = ipaddress.ip_interface(ip)
+                    if iface.version != 4 or "/" not in ip:
+                        problems.append(f"--ip: {ip!r}: give an IPv4 address with its prefix, "
+                                        "e.g. 10.77.0.2/24")
+                except ValueError:
+                    problems.append(f"--ip: {ip!r} is not an IPv4 address/prefix")
+            n_ips = len(self.ip.split(","))
+            if n_ips > 1 and n_ips != self.shards:
+                problems.append(f"--ip lists {n_ips} addresses for --shards {self.shards}: give "
+                                "one per shard, or one address (shard i answers on it + i)")
         if not 0 <= self.listen_port <= 65535:
             problems.append(f"--listen-port: must be 0-65535, got {self.listen_port}")
         if self.queues != 1:

@@ -11,15 +11,14 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 import redis
+from helpers import free_port
 
 from pyctl.client import ReplayClient
 
 
 @pytest.fixture(scope="module")
 def port() -> Iterator[int]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        p = int(s.getsockname()[1])
+    p = free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "pyctl", "start", "--listen", f"127.0.0.1:{p}", "--seed", "7"],
         stdout=subprocess.PIPE,

@@ -14,14 +14,9 @@ from pathlib import Path
 
 import pytest
 import redis
+from helpers import free_port
 
 PYCTL = [sys.executable, "-m", "pyctl"]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture
