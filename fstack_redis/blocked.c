@@ -17,11 +17,12 @@
  * of three elements serves three waiters in arrival order, and a BLMOVE that
  * pushes makes its destination ready in turn.
  *
- * The other ways out: the deadline (the command re-runs with blocking denied
- * and answers as its non-blocking form: a null array for lists, the
- * -RATELIMITED error for the limiter), a disconnect (freed and counted), the
- * table going (REPLAY.DROP, FLUSHALL: an error), and shutdown (an error,
- * written before exit). An unblocked client then resumes its pipelined input.
+ * The other ways out: the deadline (lists answer a null array, as Redis; a
+ * limiter wait re-runs with blocking denied, so it runs if it now may, else
+ * answers the -RATELIMITED error naming the limit that held it), a
+ * disconnect (freed and counted), the table going (REPLAY.DROP, FLUSHALL: an
+ * error), and shutdown (an error, written before exit). An unblocked client
+ * then resumes its pipelined input.
  *
  * Nothing allocates per request once a client has blocked once: a client's
  * queue places are kept with it; only a key's first waiter allocates the key.
@@ -101,7 +102,8 @@ static uint64_t keyHash(const struct ir_db *db, const char *p, size_t len) {
     return h ^ (h >> 29);
 }
 
-static bkey **keySlot(ir_blocked *b, const struct ir_db *db, const char *p, size_t len, uint64_t h) {
+static bkey **keySlot(ir_blocked *b, const struct ir_db *db, const char *p, size_t len,
+                     uint64_t h) {
     bkey **pp = &b->buckets[h & (b->nbuckets - 1)];
     while (*pp && !((*pp)->h == h && (*pp)->db == db && (*pp)->len == len &&
                     memcmp((*pp)->key, p, len) == 0))
@@ -389,7 +391,15 @@ void blockedHandleTimeouts(ir_server *s) {
         if (!d) continue;
         if (d <= now) {
             b->st.timeouts++;
-            rerun(s, c, 1);
+            if (c->bstate->kind == BLOCKED_LIST) {
+                /* as Redis: a null array, whatever the keys hold now (a key
+                 * that became a string is not an error for the waiter) */
+                addReplyNullArray(c);
+                unblock(s, c, 1);
+                resetClientArgs(c);
+            } else {
+                rerun(s, c, 1); /* the limiter's error names the limit that held it */
+            }
         } else if (!next || d < next) {
             next = d;
         }

@@ -288,6 +288,11 @@ static void rejectUnknown(client *c) {
                         args);
 }
 
+/* processCommand calls in progress: blocked clients are served after the
+ * outermost one (a transaction that dispatched its queued commands through
+ * here would otherwise serve them between its commands). */
+static int dispatch_depth;
+
 int processCommand(client *c) {
     ir_server *s = c->srv;
     ir_command *cmd = lookupCommand(c->argv[0].ptr, c->argv[0].len);
@@ -309,7 +314,9 @@ int processCommand(client *c) {
         addReplyError(c, "-OOM command not allowed when used memory > 'maxmemory'.");
     } else {
         uint64_t t0 = ir_cycles();
+        dispatch_depth++;
         cmd->proc(c);
+        dispatch_depth--;
         s->cycles_execute += ir_cycles() - t0;
         cmd->calls++;
         s->total_commands++;
@@ -326,6 +333,6 @@ int processCommand(client *c) {
         s->output_limit_disconnects++;
         c->flags |= CLIENT_CLOSE_ASAP;
     }
-    if (s->blocked) blockedHandle(s); /* serve the clients this command made ready */
+    if (s->blocked && !dispatch_depth) blockedHandle(s); /* serve the clients it made ready */
     return 0;
 }

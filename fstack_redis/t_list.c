@@ -473,7 +473,8 @@ void lposCommand(client *c) {
             if (getLongLongFromArg(c, j, &rank) != 0) return;
             if (rank == 0) {
                 addReplyError(c, "RANK can't be zero: use 1 to start from the first match, 2 from "
-                                 "the second ... or use negative to start from the end of the list");
+                                 "the second ... or use negative to start from the end of the "
+                                 "list");
                 return;
             }
         } else if (argEq(c, j, "count") && moreargs) {
@@ -586,7 +587,8 @@ void brpoplpushCommand(client *c) { lmoveGeneric(c, LIST_TAIL, LIST_HEAD, 3); }
 /* BLPOP/BRPOP/BLMPOP/LMPOP over keys argv[first .. first+n). count -1: one
  * element as [key, element]; else [key, [elements]]. timeout_arg 0: never
  * blocks (LMPOP). */
-static void popKeysGeneric(client *c, int first, int n, int where, long long count, int timeout_arg) {
+static void popKeysGeneric(client *c, int first, int n, int where, long long count,
+                           int timeout_arg) {
     uint64_t deadline = 0;
     if (timeout_arg && getBlockingTimeoutFromArg(c, timeout_arg, &deadline) != 0) return;
     ir_db *db = dbFor(c);
@@ -621,7 +623,7 @@ void brpopCommand(client *c) { popKeysGeneric(c, 1, c->argc - 2, LIST_TAIL, -1, 
 static void lmpopGeneric(client *c, int numkeys_idx, int blocking) {
     long long numkeys, count = -1;
     int where;
-    if (getRangeLong(c, numkeys_idx, 1, LONG_MAX, &numkeys, "numkeys should be greater than 0") != 0)
+    if (getRangeLong(c, numkeys_idx, 1, LONG_MAX, &numkeys, "numkeys should be greater than 0"))
         return;
     long long where_idx = numkeys >= c->argc ? c->argc : numkeys_idx + numkeys + 1;
     if (where_idx >= c->argc) {

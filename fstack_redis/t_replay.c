@@ -71,7 +71,7 @@ static int limiterHoldsInsert(const ir_table *t) {
     return limiterError(t) < -t->lim.error_buffer ? LIMIT_RATIO : LIMIT_NONE;
 }
 
-/* The one-line -RATELIMITED error: which limit held the call, and how it ended. */
+/* The one-line -RATELIMITED error: which limit held the call (why), and how it ended. */
 static void replyRateLimited(client *c, const ir_table *t, int why, int sample, int timeout_arg) {
     const char *what = sample ? "sample" : "insert";
     char tail[96], reason[256];
@@ -83,14 +83,11 @@ static void replyRateLimited(client *c, const ir_table *t, int why, int sample, 
     if (why == LIMIT_MIN_SIZE)
         snprintf(reason, sizeof(reason), "has %llu items, MIN_SIZE is %llu",
                  (unsigned long long)tableSize(t), (unsigned long long)limiterMinSize(t));
-    else if (why == LIMIT_RATIO)
+    else
         snprintf(reason, sizeof(reason),
                  "is %.1f samples %s SAMPLES_PER_INSERT %g x inserts, ERROR_BUFFER is %g",
                  fabs(limiterError(t)), sample ? "ahead of" : "behind", t->lim.samples_per_insert,
                  t->lim.error_buffer);
-    else
-        snprintf(reason, sizeof(reason), "has %zu %s waiting ahead",
-                 t->waiters[sample ? 0 : 1].n, sample ? "samplers" : "inserters");
     addReplyErrorFormat(c, "-RATELIMITED table '%.128s' %s: %s", t->name, reason, tail);
 }
 
@@ -133,7 +130,8 @@ void replayCreateCommand(client *c) {
             lim.min_size = (uint64_t)ll;
         } else if (argEq(c, i, "samples_per_insert") || argEq(c, i, "error_buffer")) {
             int spi = argEq(c, i, "samples_per_insert");
-            if (!string2d(c->argv[i + 1].ptr, c->argv[i + 1].len, &d) || !(d >= 0) || !isfinite(d)) {
+            const ir_arg *v = &c->argv[i + 1];
+            if (!string2d(v->ptr, v->len, &d) || !(d >= 0) || !isfinite(d)) {
                 addReplyErrorFormat(c, "%s must be a finite number >= 0",
                                     spi ? "SAMPLES_PER_INSERT" : "ERROR_BUFFER");
                 return;
@@ -227,7 +225,9 @@ void replayAddCommand(client *c) {
                 return;
             }
             if (why) {
-                replyRateLimited(c, t, why, 0, timeout_arg && (c->flags & CLIENT_BLOCKED) ? timeout_arg : 0);
+                /* a waiter re-run at its deadline says how long it waited */
+                int waited = (c->flags & CLIENT_BLOCKED) ? timeout_arg : 0;
+                replyRateLimited(c, t, why, 0, waited);
                 return;
             }
         }
@@ -320,7 +320,9 @@ void replaySampleCommand(client *c) {
                 return;
             }
             if (why) {
-                replyRateLimited(c, t, why, 1, timeout_arg && (c->flags & CLIENT_BLOCKED) ? timeout_arg : 0);
+                /* a waiter re-run at its deadline says how long it waited */
+                int waited = (c->flags & CLIENT_BLOCKED) ? timeout_arg : 0;
+                replyRateLimited(c, t, why, 1, waited);
                 return;
             }
         }

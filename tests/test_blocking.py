@@ -237,6 +237,16 @@ def test_timeout_replies_null_array(server: ServerProcess, raw: Raw, cmd: tuple[
     c.expect_open()  # the connection goes on
 
 
+def test_timeout_is_null_even_if_the_key_became_a_string(server: ServerProcess,
+                                                          raw: Raw) -> None:
+    w = raw()
+    w.send(w.command("BLPOP", "w", "0.2"))
+    wait_blocked(server, 1)
+    p = raw()
+    assert p.call("SET", "w", "s") == "OK"  # not a list: nobody is served, nor told
+    assert w.read_reply_bytes() == b"*-1\r\n"
+
+
 def test_idle_timeout_is_not_late(server: ServerProcess, raw: Raw) -> None:
     c = raw()
     worst = 0.0
