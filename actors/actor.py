@@ -41,7 +41,12 @@ from actors.config import Config, Keys, Parser, add_arguments, fail, from_args, 
 from actors.env import EnvSpec, env_spec, lives, make_env
 from actors.model import BlobError, build_model, load_blob
 from actors.nstep import NStep, Transition, td_priorities
-from pyctl.client import ReplayClient
+from pyctl.client import RateLimited
+from pyctl.sharded import ShardedReplayClient, home_address
+
+ADD_WAIT_S = 1.0
+"""How long one REPLAY.ADD may wait in the appliance for the rate limiter (the learner
+to catch up) before the actor checks for a stop and new parameters and tries again."""
 
 WAIT_LOG_EVERY_S = 5.0
 """Seconds between the progress lines while an actor waits for parameters."""
@@ -102,7 +107,10 @@ class Actor:
         self.keys = Keys(cfg.prefix)
         self.stop = stop or threading.Event()
         self.log = Log(log or (lambda msg: print(f"actor {actor_id}: {msg}", flush=True)))
-        self.r = redis.Redis(host=cfg.host, port=cfg.port, protocol=2, socket_timeout=60,
+        host, port = cfg.host, cfg.port
+        if cfg.replay == "appliance":  # the run's keys live on shard 0 of a replay group
+            host, port = home_address(host, port, socket_timeout=60, socket_connect_timeout=5)
+        self.r = redis.Redis(host=host, port=port, protocol=2, socket_timeout=60,
                              socket_connect_timeout=5)
         self.r.ping()  # the server first: no environment for an actor that cannot run
         self.spec = spec or env_spec(cfg)
@@ -113,7 +121,8 @@ class Actor:
         self.model.eval()
         self.codec = TransitionCodec(self.spec.obs_shape, self.spec.obs_dtype, cfg.n_step,
                                      self.spec.pixels)
-        self.rc = ReplayClient(connection=self.r)
+        self.rc = ShardedReplayClient.from_seed(f"{cfg.host}:{cfg.port}", socket_timeout=60) \
+            if cfg.replay == "appliance" else None
         self.version = 0
         self.pulls = 0
         self.learner_samples = 0
@@ -260,7 +269,7 @@ class Actor:
                 [t.discount for t in ts], np.stack([t.next_obs for t in ts]),
                 [t.steps for t in ts])
             if cfg.replay == "appliance":
-                self.rc.add(cfg.table, prio, items)
+                self._add(prio, items)
             else:
                 p32 = prio.astype("<f4")
                 self.r.rpush(keys.experience,
@@ -286,8 +295,28 @@ class Actor:
         v = int(v or 0)
         if v != self.version:
             self.pull(v)
-        if throttle and cfg.samples_per_insert > 0:
+        if throttle and cfg.replay == "local" and cfg.samples_per_insert > 0:
             self._throttle()
+
+    def _add(self, prio: np.ndarray, items: Any) -> None:
+        """REPLAY.ADD, waiting in the appliance while the table's rate limiter holds
+        inserts (the learner is behind); between waits, a stop or new parameters are
+        picked up. The wait counts in waited_s."""
+        t0 = time.monotonic()
+        try:
+            while True:
+                try:
+                    self.rc.add(self.cfg.table, prio, items, timeout=ADD_WAIT_S)
+                    return
+                except RateLimited:
+                    v, self.learner_samples, stop = self._poll()
+                    if stop or self.stop.is_set():
+                        self.stopped_by_key = self.stopped_by_key or stop
+                        return
+                    if v != self.version:
+                        self.pull(v)
+        finally:
+            self.waited_s += time.monotonic() - t0
 
     def capacity_check(self) -> None:
         """Warn once, in one line, if the table's capacity x the mean size of the items
@@ -303,7 +332,8 @@ class Actor:
             self.capacity_checked = -1.0
 
     def _throttle(self) -> None:
-        """Wait while inserts run ahead of samples_per_insert (Reverb-style rate limit)."""
+        """The baseline only (--replay local: stock Redis has no rate limiter): wait
+        while inserts run ahead of samples_per_insert, polling the learner's counter."""
         cfg = self.cfg
         slack = cfg.actor_batch * cfg.num_actors
         t0 = time.monotonic()
@@ -321,6 +351,8 @@ class Actor:
 
     def close(self) -> None:
         self.r.close()
+        if self.rc is not None:
+            self.rc.close()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -89,9 +89,14 @@ class Config:
     actor_batch: int = 50
     """Transitions an actor collects before one REPLAY.ADD (Ape-X: 50 steps)."""
     samples_per_insert: float = 0.0
-    """If > 0, actors wait while transitions inserted exceed learning_starts +
-    samples drawn / samples_per_insert (a rate limiter like Reverb's SampleToInsertRatio).
-    0 lets actors run free, as in Ape-X."""
+    """If > 0, the replay keeps sampled items per inserted item at this rate: the table's
+    rate limiter (Reverb's SampleToInsertRatio, enforced by the appliance) makes actors
+    wait when they run ahead and the learner when it does. 0 lets both run free, as in
+    Ape-X. (--replay local has no limiter in stock Redis: its actors throttle themselves.)"""
+    error_buffer: float = 0.0
+    """How far sampled items may drift from samples_per_insert x inserted ones before a
+    side waits; 0 takes Acme's default: a tenth of learning_starts x samples_per_insert (at
+    least max(1, samples_per_insert))."""
     params_wait_s: float = 120.0
     """How long an actor waits for the learner's first parameters before giving up."""
 
@@ -128,7 +133,8 @@ class Config:
     publish_every: int = 50
     """Learner steps between parameter publications (SET blob, INCR version)."""
     learning_starts: int = 50_000
-    """Transitions in replay before the learner starts (Ape-X: 50K)."""
+    """Transitions in replay before the learner starts (Ape-X: 50K): the table's MIN_SIZE,
+    so the learner's first sample waits in the appliance until they are there."""
     prefetch: int = 2
     """Sampled batches kept in flight by the learner's background sampling thread."""
     max_learner_steps: int = 0
@@ -162,6 +168,16 @@ class Config:
     environment's reward_threshold (CartPole-v1: 475), if it has one."""
 
     # ---- derived ---------------------------------------------------------------
+    def limiter(self) -> dict[str, Any]:
+        """The replay table's rate limiter (ReplayClient.create's arguments): MIN_SIZE is
+        learning_starts; with samples_per_insert, the ratio and its error buffer."""
+        out: dict[str, Any] = {"min_size": max(1, min(self.learning_starts, self.capacity))}
+        if self.samples_per_insert > 0:
+            rate = self.samples_per_insert
+            buffer = self.error_buffer or 0.1 * self.learning_starts * rate
+            out.update(samples_per_insert=rate, error_buffer=max(1.0, rate, buffer))
+        return out
+
     @property
     def is_atari(self) -> bool:
         return is_atari(self.env_id)
@@ -298,10 +314,10 @@ def _bool(text: str) -> bool:
     raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
 
 
-ACTOR_ONLY = ("num_actors", "eps_base", "eps_alpha", "actor_batch", "samples_per_insert",
-              "params_wait_s")
+ACTOR_ONLY = ("num_actors", "eps_base", "eps_alpha", "actor_batch", "params_wait_s")
 """Fields only the actors read."""
-LEARNER_ONLY = ("capacity", "replay_maxbytes", "alpha", "beta", "priority_eps", "batch_size",
+LEARNER_ONLY = ("capacity", "replay_maxbytes", "alpha", "beta", "priority_eps", "error_buffer",
+                "batch_size",
                 "lr", "adam_eps", "grad_clip", "target_update", "publish_every", "prefetch",
                 "max_learner_steps", "device", "checkpoint_every", "log_every_s")
 """Fields only the learner reads (the table's options: it creates the table)."""

@@ -94,6 +94,7 @@ from actors.env import EnvSpec, env_spec  # noqa: E402
 from actors.model import build_model, params_to_blob  # noqa: E402
 from learner.replay import LocalReplay, Prefetcher, Replay, Sampled, open_replay  # noqa: E402
 from pyctl.client import ReplayClient  # noqa: E402
+from pyctl.sharded import ShardedReplayClient, home_address  # noqa: E402
 
 WAIT_LOG_EVERY_S = 5.0
 """Seconds between the progress lines while the learner waits for the table to fill."""
@@ -103,15 +104,34 @@ class RunExistsError(RuntimeError):
     """The server holds an earlier run's table or parameters (neither --resume nor --fresh)."""
 
 
+def _group(cfg: Config) -> ShardedReplayClient:
+    """The appliance, or every shard of its replay group, from the address given."""
+    return ShardedReplayClient.from_seed(f"{cfg.host}:{cfg.port}",
+                                         socket_timeout=NET_TIMEOUT_S, socket_connect_timeout=5)
+
+
+def key_server(cfg: Config) -> redis.Redis:
+    """Where the run's keys live (parameters, counters, the stop key): the appliance, or
+    shard 0 of its group (any member's address finds it); the stock redis-server of the
+    baseline."""
+    host, port = cfg.host, cfg.port
+    if cfg.replay == "appliance":
+        host, port = home_address(host, port, socket_timeout=NET_TIMEOUT_S,
+                                  socket_connect_timeout=5)
+    return redis.Redis(host=host, port=port, protocol=2, socket_timeout=NET_TIMEOUT_S,
+                       socket_connect_timeout=5)
+
+
 def existing_run(cfg: Config, r: redis.Redis) -> dict[str, Any] | None:
     """What an earlier run left on the server: table items and parameter version, or None."""
     keys = Keys(cfg.prefix)
     version = r.get(keys.version)
     items: int | None = None
     if cfg.replay == "appliance":
-        rc = ReplayClient(connection=r)
+        rc = _group(cfg)
         if cfg.table in rc.tables():
             items = int(rc.info(cfg.table)["size"])
+        rc.close()
     else:
         n = int(r.llen(keys.experience))
         items = n or None
@@ -137,7 +157,9 @@ def claim_run(cfg: Config, r: redis.Redis, mode: str,
     if mode == "fresh":
         if found is not None:
             if found["table"] and cfg.replay == "appliance":
-                ReplayClient(connection=r).drop(cfg.table)
+                rc = _group(cfg)
+                rc.drop(cfg.table)  # on every shard of a group
+                rc.close()
             r.delete(*keys.all())
             say(f"learner: --fresh: dropped the earlier run on {where} ({what})")
         return
@@ -240,10 +262,11 @@ class Metrics:
             self.tb.close()
 
 
-def check_item_size(cfg: Config, r: redis.Redis, itemsize: int) -> None:
+def check_item_size(cfg: Config, r: redis.Redis, itemsize: int, pixels: bool = False) -> None:
     """RunExistsError if the table to resume holds items of another size than this run's
-    transitions (another environment or observation shape): it could never be sampled."""
-    if cfg.replay != "appliance":
+    transitions (another environment or observation shape): it could never be sampled.
+    Frames are compressed to items of any size, so only vector records are checked."""
+    if cfg.replay != "appliance" or pixels:
         return
     rc = ReplayClient(connection=r)
     if cfg.table not in rc.tables():
@@ -253,8 +276,10 @@ def check_item_size(cfg: Config, r: redis.Redis, itemsize: int) -> None:
     try:  # one draw tells the size of the table's items
         raw = r.execute_command("REPLAY.SAMPLE", cfg.table, 1, "PACKED")
         have = len(raw) - 12
-    except redis.ResponseError:  # items of mixed sizes: not this learner's table either
-        have = -1
+    except redis.ResponseError as e:
+        if str(e).startswith("RATELIMITED"):  # below its MIN_SIZE: nothing to tell by
+            return
+        have = -1  # items of mixed sizes: not this learner's table either
     if have != itemsize:
         held = f"items of {have} bytes" if have >= 0 else "items of mixed sizes"
         raise RunExistsError(
@@ -276,8 +301,7 @@ class Learner:
         self.out = Path(cfg.out_dir)
         self.out.mkdir(parents=True, exist_ok=True)
         # the server first: no model is built for a learner that cannot run
-        self.r = redis.Redis(host=cfg.host, port=cfg.port, protocol=2,
-                             socket_timeout=NET_TIMEOUT_S, socket_connect_timeout=5)
+        self.r = key_server(cfg)
         if replay is None:
             claim_run(cfg, self.r, existing, say=lambda m: print(m, flush=True))  # even --quiet
         self.device = pick_device(cfg.device)
@@ -291,7 +315,7 @@ class Learner:
         self.codec = TransitionCodec(self.spec.obs_shape, self.spec.obs_dtype, cfg.n_step,
                                      self.spec.pixels)
         if replay is None and existing == "resume":
-            check_item_size(cfg, self.r, self.codec.itemsize)
+            check_item_size(cfg, self.r, self.codec.itemsize, self.codec.pixels)
         self.replay = replay or open_replay(cfg, self.codec)
         self.steps = 0
         # continue the sequences (a resumed run, or parameters published before a restart)
@@ -339,8 +363,9 @@ class Learner:
         return float(loss.item()), td, float(q.detach().mean().item())
 
     def wait_for_data(self) -> bool:
-        """Wait until the replay holds learning_starts transitions (or a stop), with a
-        progress line every WAIT_LOG_EVERY_S."""
+        """The baseline (--replay local) only: pop the actors' records until the local
+        replay holds learning_starts transitions (or a stop), with a progress line every
+        WAIT_LOG_EVERY_S. The appliance's table waits by itself (its MIN_SIZE)."""
         t_wait = t_log = time.monotonic()
         while not self.stop.is_set():
             if isinstance(self.replay, LocalReplay):
@@ -368,10 +393,23 @@ class Learner:
                   f"{sum(p.numel() for p in self.model.parameters()):,} parameters, "
                   f"device {self.device}, replay {cfg.replay}, published version "
                   f"{self.version}", flush=True)
-        if not self.wait_for_data():
+        if isinstance(self.replay, LocalReplay) and not self.wait_for_data():
             return
         prefetch = Prefetcher(self.replay.sampling_view(), cfg.batch_size, cfg.beta,
                               cfg.prefetch, lambda s: to_torch(s, self.device)).start()
+        t_wait = time.monotonic()
+
+        def waiting(reason: str | None) -> bool:
+            """A progress line while the rate limiter holds the learner; False on the
+            stop key (the demo's way to end a run that never filled its table)."""
+            if self.r.exists(self.keys.stop):
+                return False
+            if reason:  # "RATELIMITED table 't' has 3 items, MIN_SIZE is 5: sample ..."
+                reason = reason.replace("RATELIMITED ", "").rsplit(": sample", 1)[0]
+            self._say(f"learner: waiting for the replay ({time.monotonic() - t_wait:.0f} s): "
+                      f"{reason or 'no batch from the sampling thread yet'}")
+            return True
+
         metrics = Metrics(self.out, self.progress)
         t0 = time.monotonic()
         last = {"t": t0, "steps": 0, "frames": self._frames()}
@@ -381,8 +419,9 @@ class Learner:
             while not self.stop.is_set():
                 if cfg.max_learner_steps and self.steps >= cfg.max_learner_steps:
                     break
-                b = prefetch.get(stop=self.stop)
-                if b is None:  # SIGTERM while waiting for a batch
+                t_wait = time.monotonic()
+                b = prefetch.get(stop=self.stop, on_wait=waiting, wait_every=WAIT_LOG_EVERY_S)
+                if b is None:  # SIGTERM (or the stop key) while waiting for a batch
                     break
                 loss, td, qm = self.train_step(b)
                 self.replay.update(b.ids, td)
@@ -416,7 +455,8 @@ class Learner:
                     pass
             metrics.close()
             try:
-                self.publish()
+                if self.steps:  # no step, nothing new to publish
+                    self.publish()
             except redis.RedisError:
                 pass
             self.checkpoint()

@@ -33,8 +33,14 @@ import redis
 
 from actors.codec import HEADER_BYTES, Batch, TransitionCodec, stored_bytes
 from actors.config import Config, Keys
-from pyctl.client import ReplayClient
+from pyctl.client import RateLimited
+from pyctl.sharded import ShardedReplayClient
 from pyctl.sumtree import PrioritizedSampler
+
+SAMPLE_WAIT_S = 1.0
+"""How long one REPLAY.SAMPLE may wait in the appliance for the rate limiter (MIN_SIZE
+while the table fills, the ratio after): the prefetch thread asks again after each such
+wait, so a shutdown never waits longer."""
 
 
 @dataclass
@@ -48,7 +54,7 @@ class Sampled:
 
 class Replay(Protocol):
     def size(self) -> int: ...
-    def sample(self, n: int, beta: float) -> Sampled: ...
+    def sample(self, n: int, beta: float) -> Sampled | None: ...
     def update(self, ids: npt.NDArray[np.int64], priorities: npt.NDArray[np.float32]) -> int: ...
     def counters(self) -> dict[str, float]: ...
     def sampling_view(self) -> Replay: ...
@@ -56,24 +62,41 @@ class Replay(Protocol):
 
 
 class ApplianceReplay:
-    """A table of the inreplay appliance."""
+    """A table of the inreplay appliance, or of a replay group of them (every member
+    reached from the one address given; exact global sampling, see pyctl.sharded).
+
+    The table carries the run's rate limiter (Config.limiter): MIN_SIZE holds the
+    first sample until learning_starts transitions are in, and samples_per_insert keeps
+    the learner and the actors in step, each waiting in the appliance (TIMEOUT) rather
+    than polling."""
 
     def __init__(self, cfg: Config, codec: TransitionCodec, create: bool = False) -> None:
         self.cfg = cfg
         self.codec = codec
-        self.rc = ReplayClient(cfg.host, cfg.port, socket_timeout=60)
-        if create and cfg.table.encode() not in self.rc.redis.execute_command("REPLAY.LIST"):
+        self.rc = ShardedReplayClient.from_seed(f"{cfg.host}:{cfg.port}", socket_timeout=60)
+        self.limited: str | None = None
+        """The limiter's last word while a sample waited (None once one ran)."""
+        if create and cfg.table not in self.rc.tables():
             self.rc.create(cfg.table, cfg.capacity, alpha=cfg.alpha, beta=cfg.beta,
-                           epsilon=cfg.priority_eps, maxbytes=cfg.replay_maxbytes)
+                           epsilon=cfg.priority_eps, maxbytes=cfg.replay_maxbytes,
+                           **cfg.limiter())
 
     def size(self) -> int:
         return int(self.rc.info(self.cfg.table)["size"])
 
-    def sample(self, n: int, beta: float) -> Sampled:
-        if self.codec.pixels:  # raw or compressed, of any size: a list of items
-            s = self.rc.sample(self.cfg.table, n, beta=beta)
-        else:
-            s = self.rc.sample(self.cfg.table, n, beta=beta, item_shape=(self.codec.itemsize,))
+    def sample(self, n: int, beta: float) -> Sampled | None:
+        """A batch, or None when the rate limiter held the call for SAMPLE_WAIT_S (the
+        reason is in self.limited)."""
+        try:
+            if self.codec.pixels:  # raw or compressed, of any size: a list of items
+                s = self.rc.sample(self.cfg.table, n, beta=beta, timeout=SAMPLE_WAIT_S)
+            else:
+                s = self.rc.sample(self.cfg.table, n, beta=beta,
+                                   item_shape=(self.codec.itemsize,), timeout=SAMPLE_WAIT_S)
+        except RateLimited as e:
+            self.limited = str(e)
+            return None
+        self.limited = None
         return Sampled(s.ids, s.weights, self.codec.decode(s.items, s.ids))
 
     def update(self, ids: npt.NDArray[np.int64], priorities: npt.NDArray[np.float32]) -> int:
@@ -295,7 +318,10 @@ class Prefetcher:
         try:
             while not self.stop.is_set():
                 starved = self.starved
-                item = self.convert(self.source.sample(self.n, self.beta))
+                sampled = self.source.sample(self.n, self.beta)
+                if sampled is None:  # the rate limiter held it: ask again
+                    continue
+                item = self.convert(sampled)
                 waited = False
                 while not self.stop.is_set():
                     try:
@@ -317,9 +343,20 @@ class Prefetcher:
             c.parallel = max(1, c.parallel - 1)
         self.most_parallel = max(self.most_parallel, c.parallel)
 
-    def get(self, timeout: float = 30.0, stop: threading.Event | None = None) -> Any:
+    def limited(self) -> str | None:
+        """Why the source's rate limiter holds the sampler now (None: it does not)."""
+        return getattr(self.source, "limited", None)
+
+    def get(self, timeout: float = 30.0, stop: threading.Event | None = None,
+            on_wait: Callable[[str | None], bool] | None = None,
+            wait_every: float = 5.0) -> Any:
         """The next batch; None at once when `stop` (the caller's shutdown flag) is set,
-        so a SIGTERM is not held up by a sampler stuck on the network."""
+        so a SIGTERM is not held up by a sampler stuck on the network.
+
+        Waiting that the table's rate limiter imposes (MIN_SIZE while the table fills,
+        the sample-to-insert ratio after) does not count towards ``timeout``; every
+        ``wait_every`` seconds of waiting ``on_wait`` gets the limiter's reason (None if
+        it is not the limiter) and returns False to give up (get returns None)."""
         deadline = timeout
         if stop is not None and stop.is_set():
             return None
@@ -327,6 +364,7 @@ class Prefetcher:
             return self.q.get_nowait()
         except queue.Empty:
             self.starved += 1
+        waited = 0.0
         while True:
             if stop is not None and stop.is_set():
                 return None
@@ -336,7 +374,13 @@ class Prefetcher:
                 if self.error is not None:
                     raise RuntimeError(f"the sampling thread failed: {self.error}") \
                         from self.error
-                deadline -= 0.1
+                waited += 0.1
+                if on_wait is not None and waited >= wait_every:
+                    waited = 0.0
+                    if not on_wait(self.limited()):
+                        return None
+                if self.limited() is None:
+                    deadline -= 0.1
                 if deadline <= 0 or self.stop.is_set():
                     raise TimeoutError("no batch from the sampling thread") from None
 

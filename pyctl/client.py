@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -32,6 +32,78 @@ import redis
 
 class BatchError(ValueError):
     """A batch the client refused before sending it (the message names the index)."""
+
+
+class RateLimited(redis.ResponseError):
+    """The table's rate limiter held the call (-RATELIMITED): at once without a timeout,
+    or when the timeout ran out. The message names the limit (MIN_SIZE, or how far
+    samples are from SAMPLES_PER_INSERT x inserts)."""
+
+
+def _limited(e: redis.ResponseError) -> redis.ResponseError:
+    return RateLimited(str(e)) if str(e).startswith("RATELIMITED") else e
+
+
+@dataclass(frozen=True)
+class ItemSpec:
+    """How sampled items come back: a list of bytes (packed False), or one PACKED body
+    viewed as dtype with shape per item (or unpacked by a schema)."""
+
+    packed: bool
+    dtype: np.dtype = field(default_factory=lambda: np.dtype(np.uint8))
+    shape: tuple[int, ...] = ()
+    itemsize: int = 0
+    schema: Schema | None = None
+    torch: bool = False
+    device: Any = None
+
+    @classmethod
+    def of(cls, item_shape: tuple[int, ...] | int | None, item_dtype: npt.DTypeLike | None,
+           schema: Schema | None, torch: bool, device: Any) -> ItemSpec:
+        """Check sample()'s item arguments (ValueError naming the mistake)."""
+        if item_dtype is not None and item_shape is None and schema is None:
+            raise ValueError("item_dtype needs item_shape: pass both (e.g. item_shape=(84, "
+                             "84, 4), item_dtype=np.uint8), or neither for a list of bytes")
+        if schema is not None and item_shape is not None:
+            raise ValueError("pass schema or item_shape, not both")
+        if schema is None and item_shape is None:
+            if torch:
+                raise ValueError("torch=True needs schema or item_shape")
+            return cls(False)
+        if schema is not None:
+            return cls(True, np.dtype(np.uint8), (schema.itemsize,), schema.itemsize, schema,
+                       torch, device)
+        dtype = np.dtype(np.uint8 if item_dtype is None else item_dtype)
+        shape = ((int(item_shape),) if isinstance(item_shape, int | np.integer)
+                 else tuple(int(d) for d in item_shape))  # type: ignore[union-attr]
+        return cls(True, dtype, shape, dtype.itemsize * math.prod(shape), None, torch, device)
+
+    def decode(self, ids: npt.NDArray[np.int64], weights: npt.NDArray[np.float32],
+               body: bytes | memoryview, n: int) -> Sample:
+        """A Sample from the ids, weights and the n items back to back (packed)."""
+        if len(body) != n * self.itemsize:
+            what = repr(self.schema) if self.schema is not None else \
+                f"item_shape {self.shape} of {self.dtype}"
+            raise ValueError(f"{what} is {self.itemsize} bytes, but the table's items are "
+                             f"{len(body) // max(1, n)} bytes")
+        count = n * (self.itemsize // self.dtype.itemsize)
+        items: Any = np.frombuffer(body, dtype=self.dtype, count=count)
+        if self.schema is not None:
+            items = self.schema.unpack(items, torch=self.torch, device=self.device)
+        else:  # one copy into an aligned, writable array
+            items = items.reshape((n, *self.shape)).astype(self.dtype.newbyteorder("="))
+            if self.torch:
+                import torch as th
+
+                items = th.from_numpy(items) if self.device is None else \
+                    th.from_numpy(items).to(self.device)
+        w: Any = weights
+        if self.torch:
+            import torch as th
+
+            w = th.from_numpy(weights)
+            w = w if self.device is None else w.to(self.device)
+        return Sample(ids, w, items)
 
 
 def _is_torch(x: object) -> bool:
@@ -265,6 +337,33 @@ def _locate_bad_priority(err: redis.ResponseError, formatted: list[bytes],
     return err
 
 
+def create_args(table: str, capacity: int, **opts: Any) -> list[Any]:
+    """REPLAY.CREATE's arguments; options that are None are left out."""
+    args: list[Any] = ["REPLAY.CREATE", table, "CAPACITY", int(capacity)]
+    for name in ("alpha", "beta", "epsilon", "samples_per_insert", "error_buffer"):
+        if opts.get(name) is not None:
+            args += [name.upper(), repr(float(opts[name]))]
+    for name in ("maxbytes", "min_size"):
+        if opts.get(name) is not None:
+            args += [name.upper(), int(opts[name])]
+    return args
+
+
+def sample_args(table: str, n: int, *, beta: float | None = None, packed: bool = False,
+                withstats: bool = False, timeout: float | None = None) -> list[Any]:
+    """REPLAY.SAMPLE's arguments."""
+    args: list[Any] = ["REPLAY.SAMPLE", table, int(n)]
+    if beta is not None:
+        args += ["BETA", repr(float(beta))]
+    if packed:
+        args.append("PACKED")
+    if withstats:
+        args.append("WITHSTATS")
+    if timeout is not None:
+        args += ["TIMEOUT", repr(float(timeout))]
+    return args
+
+
 class ReplayClient:
     """A client for inreplay's replay tables (and, through .redis, its key/value store)."""
 
@@ -284,18 +383,19 @@ class ReplayClient:
 
     def create(self, table: str, capacity: int, *, alpha: float | None = None,
                beta: float | None = None, epsilon: float | None = None,
-               maxbytes: int | None = None) -> None:
-        """REPLAY.CREATE; raises redis.ResponseError if the table exists."""
-        args: list[Any] = ["REPLAY.CREATE", table, "CAPACITY", int(capacity)]
-        for name, v in (("ALPHA", alpha), ("BETA", beta), ("EPSILON", epsilon)):
-            if v is not None:
-                args += [name, repr(float(v))]
-        if maxbytes is not None:
-            args += ["MAXBYTES", int(maxbytes)]
-        self.redis.execute_command(*args)
+               maxbytes: int | None = None, min_size: int | None = None,
+               samples_per_insert: float | None = None,
+               error_buffer: float | None = None) -> None:
+        """REPLAY.CREATE; raises redis.ResponseError if the table exists. min_size,
+        samples_per_insert and error_buffer set the table's rate limiter (Reverb's
+        MinSize and SampleToInsertRatio; see the README)."""
+        self.redis.execute_command(*create_args(
+            table, capacity, alpha=alpha, beta=beta, epsilon=epsilon, maxbytes=maxbytes,
+            min_size=min_size, samples_per_insert=samples_per_insert,
+            error_buffer=error_buffer))
 
     def add(self, table: str, priorities: Any, items: Any, *,
-            schema: Schema | None = None) -> npt.NDArray[np.int64]:
+            schema: Schema | None = None, timeout: float | None = None) -> npt.NDArray[np.int64]:
         """Insert a batch in one request; returns the ids.
 
         items: bytes (one item); a list or tuple of bytes, NumPy arrays or torch
@@ -303,7 +403,9 @@ class ReplayClient:
         ``schema``, a dict of fields (one row per transition). priorities: one
         number per item (array, list, tensor; a scalar for all), or None for the
         table's max priority. A bad item or priority raises BatchError naming its
-        index, and nothing of the batch is inserted.
+        index, and nothing of the batch is inserted. With a rate limiter, ``timeout``
+        seconds (0: forever) is how long the insert may wait for the sampler to catch
+        up; without it, or when it runs out, RateLimited is raised.
         """
         rows = _as_items(schema.pack(items) if schema is not None else items)
         if not rows:
@@ -312,16 +414,20 @@ class ReplayClient:
         args: list[Any] = [None] * (2 * len(rows))
         args[0::2] = prio
         args[1::2] = rows
+        if timeout is not None:
+            args += ["TIMEOUT", repr(float(timeout))]
         try:
             ids = self.redis.execute_command("REPLAY.ADD", table, *args)
         except redis.ResponseError as e:
+            if str(e).startswith("RATELIMITED"):
+                raise RateLimited(str(e)) from None
             raise _locate_bad_priority(e, prio, len(rows)) from None
         return np.array(ids, dtype=np.int64)
 
     def sample(self, table: str, n: int, *, beta: float | None = None,
                item_shape: tuple[int, ...] | int | None = None,
                item_dtype: npt.DTypeLike | None = None, schema: Schema | None = None,
-               torch: bool = False, device: Any = None) -> Sample:
+               torch: bool = False, device: Any = None, timeout: float | None = None) -> Sample:
         """Draw n items with importance weights in one round trip.
 
         With ``schema`` (or ``item_shape``, with ``item_dtype``, default uint8) the
@@ -330,59 +436,27 @@ class ReplayClient:
         item. ``torch=True`` turns them and the weights into torch tensors (on
         ``device``). Raises ValueError if the shape and dtype do not match the size of
         the table's items, or if item_dtype comes without item_shape. Every array
-        returned is writable and owns its memory.
+        returned is writable and owns its memory. With a rate limiter, ``timeout``
+        seconds (0: forever) is how long the call may wait until sampling is allowed;
+        without it, or when it runs out, RateLimited is raised.
         """
         n = int(n)
-        if item_dtype is not None and item_shape is None and schema is None:
-            raise ValueError("item_dtype needs item_shape: pass both (e.g. item_shape=(84, "
-                             "84, 4), item_dtype=np.uint8), or neither for a list of bytes")
-        if schema is not None and item_shape is not None:
-            raise ValueError("pass schema or item_shape, not both")
-        args: list[Any] = ["REPLAY.SAMPLE", table, n]
-        if beta is not None:
-            args += ["BETA", repr(float(beta))]
-        if schema is None and item_shape is None:
-            if torch:
-                raise ValueError("torch=True needs schema or item_shape")
-            raw_ids, raw_w, raw_items = self.redis.execute_command(*args)
+        spec = ItemSpec.of(item_shape, item_dtype, schema, torch, device)
+        args = sample_args(table, n, beta=beta, packed=spec.packed, timeout=timeout)
+        try:
+            raw = self.redis.execute_command(*args)
+        except redis.ResponseError as e:
+            raise _limited(e) from None
+        if not spec.packed:
+            raw_ids, raw_w, raw_items = raw
             ids = np.frombuffer(raw_ids, dtype="<i8").astype(np.int64)
             weights = np.frombuffer(raw_w, dtype="<f4").astype(np.float32)
             return Sample(ids, weights, list(raw_items))
-        if schema is not None:
-            dtype, shape, want = np.dtype(np.uint8), (schema.itemsize,), schema.itemsize
-        else:
-            dtype = np.dtype(np.uint8 if item_dtype is None else item_dtype)
-            shape = ((int(item_shape),) if isinstance(item_shape, int | np.integer)
-                     else tuple(int(d) for d in item_shape))  # type: ignore[union-attr]
-            want = dtype.itemsize * math.prod(shape)
-        raw = self.redis.execute_command(*args, "PACKED")
-        body = len(raw) - 12 * n
-        if body < 0 or body % n:
+        if len(raw) < 12 * n or (len(raw) - 12 * n) % n:
             raise ValueError(f"REPLAY.SAMPLE PACKED reply of {len(raw)} bytes for {n} items")
-        if body // n != want:
-            what = repr(schema) if schema is not None else f"item_shape {shape} of {dtype}"
-            raise ValueError(f"{what} is {want} bytes, but the table's items are "
-                             f"{body // n} bytes")
-        # One copy of every byte into aligned, writable arrays.
         ids = np.frombuffer(raw, dtype="<i8", count=n).astype(np.int64)
         weights = np.frombuffer(raw, dtype="<f4", count=n, offset=8 * n).astype(np.float32)
-        count = n * (want // dtype.itemsize)
-        items: Any = np.frombuffer(raw, dtype=dtype, count=count, offset=12 * n)
-        if schema is not None:
-            items = schema.unpack(items, torch=torch, device=device)
-        else:
-            items = items.reshape((n, *shape)).astype(dtype.newbyteorder("="))
-            if torch:
-                import torch as th
-
-                items = th.from_numpy(items) if device is None else \
-                    th.from_numpy(items).to(device)
-        if torch:
-            import torch as th
-
-            w = th.from_numpy(weights)
-            weights = w if device is None else w.to(device)  # type: ignore[assignment]
-        return Sample(ids, weights, items)
+        return spec.decode(ids, weights, memoryview(raw)[12 * n:], n)
 
     def update(self, table: str, ids: Any, priorities: Any) -> int:
         """New raw priorities for sampled ids (arrays, lists or tensors); returns how many

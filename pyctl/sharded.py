@@ -41,7 +41,7 @@ import numpy as np
 import numpy.typing as npt
 import redis
 
-from pyctl.client import ReplayClient, Sample
+from pyctl.client import ItemSpec, RateLimited, ReplayClient, Sample, sample_args
 
 SHARD_ID_BITS = 48
 """Ids of shard k start at k << 48 (IR_SHARD_ID_BITS in inreplay.h): an id names its shard."""
@@ -136,8 +136,8 @@ class ShardedReplayClient:
                     out.append(conn.read_response())
                 except redis.ResponseError as e:
                     out.append(None)
-                    first_error = first_error or redis.ResponseError(
-                        f"shard {k} ({self.addresses[k]}): {e}")
+                    where = f"shard {k} ({self.addresses[k]}): " if len(self.shards) > 1 else ""
+                    first_error = first_error or redis.ResponseError(f"{where}{e}")
             if first_error:
                 raise first_error
             return out
@@ -155,17 +155,20 @@ class ShardedReplayClient:
     # ---- the ReplayClient methods ---------------------------------------------------------
     def create(self, table: str, capacity: int, **opts: Any) -> None:
         """REPLAY.CREATE on every shard, each with `capacity` slots (the group holds
-        N times capacity). Options as ReplayClient.create."""
+        N times capacity). Options as ReplayClient.create; a rate limiter's min_size is
+        the group's, split evenly (each shard enforces its share and the ratio on its
+        own traffic)."""
+        if opts.get("min_size"):
+            opts["min_size"] = -(-int(opts["min_size"]) // len(self.shards))
         for rc in self.shards:
             rc.create(table, capacity, **opts)
 
-    def add(self, table: str, priorities: npt.ArrayLike | None,
-            items: Any) -> npt.NDArray[np.int64]:
+    def add(self, table: str, priorities: Any, items: Any, **kwargs: Any) -> npt.NDArray[np.int64]:
         """Insert a batch on one shard (the shards take batches in turn); returns the ids,
-        unique across the group."""
+        unique across the group. Arguments as ReplayClient.add (schema, timeout)."""
         k = self._next_add
         self._next_add = (k + 1) % len(self.shards)
-        return self.shards[k].add(table, priorities, items)
+        return self.shards[k].add(table, priorities, items, **kwargs)
 
     def update(self, table: str, ids: npt.ArrayLike, priorities: npt.ArrayLike) -> int:
         """New raw priorities; each id goes back to the shard that issued it, all shards
@@ -199,12 +202,14 @@ class ShardedReplayClient:
     def shares(self, table: str) -> npt.NDArray[np.float64]:
         """The share of a batch each shard gets: P_s / P (by size when no shard has
         priority mass)."""
-        stats = self._stats.get(table) or self.refresh(table)
+        stats = self._stats.get(table)
+        if not stats or not any(s.size for s in stats):  # nothing known yet: ask
+            stats = self.refresh(table)
         mass = np.array([s.total if s.size else 0.0 for s in stats])
         if not mass.sum() > 0:
             mass = np.array([float(s.size) for s in stats])
-        if not mass.sum() > 0:
-            raise redis.ResponseError(f"table '{table}' is empty on every shard")
+        if not mass.sum() > 0:  # every shard empty: each says so, or its limiter waits
+            mass = np.ones(len(stats))
         return mass / mass.sum()
 
     def _counts(self, q: npt.NDArray[np.float64], n: int) -> npt.NDArray[np.int64]:
@@ -219,38 +224,38 @@ class ShardedReplayClient:
                            minlength=len(q)).astype(np.int64)
 
     def sample(self, table: str, n: int, *, beta: float | None = None,
-               item_shape: tuple[int, ...] | None = None,
-               item_dtype: npt.DTypeLike = np.uint8) -> Sample:
+               item_shape: tuple[int, ...] | int | None = None,
+               item_dtype: npt.DTypeLike | None = None, schema: Any = None,
+               torch: bool = False, device: Any = None, timeout: float | None = None) -> Sample:
         """Draw n items from the whole group with exact global probabilities and
-        importance weights (see the module docstring); one round trip to every shard
-        that gets a share. Items as ReplayClient.sample (a list of bytes, or one array
-        of shape (n, *item_shape))."""
+        importance weights (see the module docstring), one round trip to every shard
+        that gets a share. Arguments and items as ReplayClient.sample."""
         n = int(n)
         if n <= 0:
             raise ValueError(f"sample size must be positive, not {n}")
+        spec = ItemSpec.of(item_shape, item_dtype, schema, torch, device)
         q = self.shares(table)
         counts = self._counts(q, n)
         if beta is None:  # the table's own default, asked once
             if table not in self._beta:
                 self._beta[table] = float(self.shards[0].info(table)["beta"])
             beta = self._beta[table]
-        packed = item_shape is not None
-        reqs = []
-        for k in np.flatnonzero(counts):
-            args: tuple[Any, ...] = ("REPLAY.SAMPLE", table, int(counts[k]), "BETA", repr(beta),
-                                     "WITHSTATS")
-            reqs.append((int(k), args + (("PACKED",) if packed else ())))
-        replies = self._fanout(reqs)
+        reqs = [(int(k), tuple(sample_args(table, int(counts[k]), beta=beta, packed=spec.packed,
+                                           withstats=True, timeout=timeout)))
+                for k in np.flatnonzero(counts)]
+        try:
+            replies = self._fanout(reqs)
+        except redis.ResponseError as e:
+            raise RateLimited(str(e)) if "RATELIMITED" in str(e) else e from None
         stats = list(self._stats.get(table) or self.refresh(table))
         ids, probs, owners, items = [], [], [], []
         for (k, _), rep in zip(reqs, replies, strict=True):
             m = int(counts[k])
-            if packed:
-                raw = rep
-                tail = len(raw) - 24 - 8 * m
-                st = raw[tail:]
-                ids.append(np.frombuffer(raw, dtype="<i8", count=m))
-                items.append(raw[12 * m:tail])
+            if spec.packed:
+                tail = len(rep) - 24 - 8 * m
+                st = memoryview(rep)[tail:]
+                ids.append(np.frombuffer(rep, dtype="<i8", count=m))
+                items.append(memoryview(rep)[12 * m:tail])
             else:
                 raw_ids, _, raw_items, st = rep
                 ids.append(np.frombuffer(raw_ids, dtype="<i8"))
@@ -264,23 +269,13 @@ class ShardedReplayClient:
         owner = np.concatenate(owners)
         p_global = q[owner] * np.concatenate(probs)
         # the least probable item of the group has the largest weight
-        n_all = sum(s.size for s in stats)
         p_min = min(q[k] * (s.min_priority / s.total if s.total > 0 else 1.0 / s.size)
                     for k, s in enumerate(stats) if s.size and q[k] > 0)
-        weights = ((p_global / p_min) ** -beta).astype(np.float32) if n_all else \
-            np.ones(n, np.float32)
+        weights = ((p_global / p_min) ** -beta).astype(np.float32)
         all_ids = np.concatenate(ids).astype(np.int64)
-        if not packed:
+        if not spec.packed:
             return Sample(all_ids, weights, items)
-        dtype = np.dtype(item_dtype)
-        shape = tuple(int(d) for d in item_shape or ())
-        want = dtype.itemsize * int(np.prod(shape, dtype=np.int64))
-        body = b"".join(items)
-        if len(body) != n * want:
-            raise ValueError(f"item_shape {shape} of {dtype} is {want} bytes, but the "
-                             f"table's items are {len(body) // n} bytes")
-        arr = np.frombuffer(body, dtype=dtype).reshape((n, *shape)).copy()
-        return Sample(all_ids, weights, arr)
+        return spec.decode(all_ids, weights, b"".join(items), n)
 
     def info(self, table: str) -> dict[str, Any]:
         """REPLAY.INFO of every shard ("shards": a list of dicts) with the group's
@@ -288,7 +283,8 @@ class ShardedReplayClient:
         per = [rc.info(table) for rc in self.shards]
         out: dict[str, Any] = {"name": table, "shards": per}
         for key in ("size", "capacity", "inserts", "samples", "updates", "evictions",
-                    "total_priority", "bytes_used"):
+                    "total_priority", "bytes_used", "maxbytes", "blocked_samplers",
+                    "blocked_inserters"):
             out[key] = sum(d.get(key, 0) for d in per)
         return out
 
@@ -299,6 +295,18 @@ class ShardedReplayClient:
 
     def tables(self) -> list[str]:
         return self.shards[0].tables()
+
+
+def home_address(host: str, port: int, **kwargs: Any) -> tuple[str, int]:
+    """Where a group keeps its keys (parameters, counters): shard 0, found from any
+    member; (host, port) itself for a standalone server."""
+    kwargs.setdefault("protocol", 2)
+    r = redis.Redis(host=host, port=port, **kwargs)
+    try:
+        _, members = _shards_of(r)
+    finally:
+        r.close()
+    return _split_address(members[0]) if members else (host, port)
 
 
 def _shards_of(r: redis.Redis) -> tuple[int, list[str]]:

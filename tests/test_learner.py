@@ -314,7 +314,7 @@ def test_learner_refuses_an_earlier_run_unless_resume_or_fresh(inreplay_server: 
     t0 = time.monotonic()
     for line in p.stdout:
         lines.append(line)
-        if "waiting for the replay to fill" in line:
+        if "waiting for the replay" in line:
             break
     waited = time.monotonic() - t0
     p.send_signal(signal.SIGTERM)
@@ -323,7 +323,8 @@ def test_learner_refuses_an_earlier_run_unless_resume_or_fresh(inreplay_server: 
     assert p.returncode == 0 and err == "", (text, err)
     assert f"learner: --fresh: dropped the earlier run on 127.0.0.1:{port} (table 'replay' " \
            "with 2000 items" in text
-    assert "waiting for the replay to fill: 0 of 500 transitions" in text
+    # the appliance's rate limiter holds the first sample (MIN_SIZE = learning_starts)
+    assert "waiting for the replay (5 s): table 'replay' has 0 items, MIN_SIZE is 500" in text, text
     assert 4.0 < waited < 30, waited  # rate-limited progress line, not one per poll
     assert "learner: stopped after 0 steps, parameters version 1" in text
     with ReplayClient(port=port) as rc:
