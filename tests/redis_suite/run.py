@@ -452,6 +452,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="the harness's --singledb: no SELECT 9, singledb:skip tests ignored")
     ap.add_argument("--only", action="append", default=[],
                     help="pass --only to runtest (a test name or /regex); repeatable")
+    ap.add_argument("--tags", action="append", default=[],
+                    help="pass --tags to runtest (e.g. -needs:repl to leave out the tests "
+                         "that need replication); repeatable, applies to every server")
     ap.add_argument("--src", type=Path, default=ROOT / "build-deps" / "redis-src")
     ap.add_argument("--skiplist", type=Path, default=HERE / "skiplist.txt")
     ap.add_argument("--work", type=Path, default=ROOT / "build" / "redis-suite")
@@ -484,7 +487,8 @@ def _run(a: argparse.Namespace) -> int:
     harness = make_harness(src, a.work)
     skipfile = a.work / "skipfile"
     skipfile.write_text("".join(f"{n}\n" for n, _ in skips))
-    common = (["--singledb"] if a.singledb else []) + [x for o in a.only for x in ("--only", o)]
+    common = (["--singledb"] if a.singledb else []) + [x for o in a.only for x in ("--only", o)] \
+        + [x for t in a.tags for x in ("--tags", t)]
 
     summary: dict[str, Any] = {
         "redis_source": {"version": source_version(src), "path": str(src)},
