@@ -32,8 +32,7 @@
  * A seed that is a plain request stream starts with the two bytes "\0\0".
  *
  * Oracles besides ASan/UBSan/LSan: every byte the server writes must be
- * well-formed RESP2, or RESP3 (HELLO 3: null, boolean, double, big number,
- * blob error, verbatim string, map, set, attribute, push) (and complete once drained, unless the server closed the
+ * well-formed RESP2 (and complete once drained, unless the server closed the
  * connection); the transport contract (no call for a closed connection, no
  * close after irs_closed); split-equivalence (a one-client input with split
  * points is also run fed whole, and must get the same bytes and the same
@@ -63,7 +62,6 @@
  * with every check on (tests/test_fuzz_corpus.py).
  */
 #include <dirent.h>
-#include <limits.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -112,19 +110,18 @@ static void die(const char *what, ...) {
     abort();
 }
 
-/* ---- a streaming RESP2/RESP3 reply checker ------------------------------ */
+/* ---- a streaming RESP2 reply checker ------------------------------------ */
 
 enum { RC_TYPE, RC_LINE, RC_LINE_LF, RC_BULK, RC_BULK_CR, RC_BULK_LF };
 
 typedef struct respcheck {
     int state;
     char type;
-    char num[64];       /* a line's payload, for the types whose line is a value */
+    char num[24];
     size_t numlen;
     long long bulk_left;
     int depth;
-    long long left[64]; /* elements still due in each open aggregate */
-    char attr[64];      /* that aggregate is an attribute: it precedes an element, not one */
+    long long left[64]; /* elements still due in each open array */
     uint64_t pos;       /* bytes checked */
 } respcheck;
 
@@ -135,57 +132,17 @@ static void rcFail(const respcheck *r, const char *why, unsigned char ch) {
 static void rcElementDone(respcheck *r) {
     while (r->depth > 0) {
         if (--r->left[r->depth - 1] > 0) return;
-        r->depth--; /* that aggregate is complete: it counts as one element of its parent */
-        if (r->attr[r->depth]) return; /* an attribute does not: its element follows */
+        r->depth--; /* that array is complete: it counts as one element of its parent */
     }
-}
-
-/* RESP3 ',' payload: what Redis writes for a double (%.17g, inf, -inf, nan) */
-static int rcDouble(const char *s, size_t n) {
-    if ((n == 3 && !memcmp(s, "inf", 3)) || (n == 4 && !memcmp(s, "-inf", 4)) ||
-        (n == 3 && !memcmp(s, "nan", 3)))
-        return 1;
-    if (n == 0) return 0;
-    for (size_t i = 0; i < n; i++)
-        if (!strchr("0123456789.eE+-", s[i])) return 0;
-    char buf[sizeof(((respcheck *)0)->num) + 1];
-    memcpy(buf, s, n);
-    buf[n] = '\0';
-    char *end;
-    (void)strtod(buf, &end);
-    return end == buf + n;
-}
-
-/* The line of a RESP3 scalar type ('_', '#', ',', '('): a whole element. */
-static void rcScalar(respcheck *r, unsigned char ch) {
-    const char *s = r->num;
-    size_t n = r->numlen;
-    int ok;
-    switch (r->type) {
-    case '_': ok = n == 0; break;
-    case '#': ok = n == 1 && (s[0] == 't' || s[0] == 'f'); break;
-    case ',': ok = rcDouble(s, n); break;
-    default: /* '(' */
-        ok = n > (size_t)(s[0] == '-');
-        for (size_t i = (s[0] == '-'); ok && i < n; i++) ok = s[i] >= '0' && s[i] <= '9';
-    }
-    if (!ok) rcFail(r, "bad RESP3 null, boolean, double or big number", ch);
-    rcElementDone(r);
-    r->state = RC_TYPE;
 }
 
 static void rcHeader(respcheck *r, unsigned char ch) {
     long long v;
-    if (r->type == '_' || r->type == '#' || r->type == ',' || r->type == '(') {
-        rcScalar(r, ch);
-        return;
-    }
-    if (!string2ll(r->num, r->numlen, &v)) rcFail(r, "bad number in a length or ':' line", ch);
+    if (!string2ll(r->num, r->numlen, &v)) rcFail(r, "bad number in a ':', '$' or '*' line", ch);
     if (r->type == ':') {
         rcElementDone(r);
-    } else if (r->type == '$' || r->type == '!' || r->type == '=') {
-        if (v < (r->type == '$' ? -1 : 0)) rcFail(r, "bulk length below -1 (0 for '!', '=')", ch);
-        if (r->type == '=' && v < 4) rcFail(r, "verbatim string without its 'fmt:' prefix", ch);
+    } else if (r->type == '$') {
+        if (v < -1) rcFail(r, "bulk length below -1", ch);
         if (v == -1) {
             rcElementDone(r);
         } else {
@@ -193,19 +150,12 @@ static void rcHeader(respcheck *r, unsigned char ch) {
             r->state = v ? RC_BULK : RC_BULK_CR;
             return;
         }
-    } else { /* '*', and RESP3's '%' map, '~' set, '|' attribute, '>' push */
-        if (v < (r->type == '*' ? -1 : 0)) rcFail(r, "aggregate length below -1 (0 but for '*')", ch);
-        if (r->type == '>' && r->depth > 0) rcFail(r, "a push inside another reply", ch);
-        if (r->type == '|' && v == 0) rcFail(r, "empty attribute", ch);
-        if (r->type == '%' || r->type == '|') {
-            if (v > LLONG_MAX / 2) rcFail(r, "map length overflows", ch);
-            v *= 2;
-        }
+    } else { /* '*' */
+        if (v < -1) rcFail(r, "array length below -1", ch);
         if (v <= 0) {
             rcElementDone(r);
         } else {
-            if (r->depth == 64) rcFail(r, "aggregates nested deeper than 64", ch);
-            r->attr[r->depth] = r->type == '|';
+            if (r->depth == 64) rcFail(r, "arrays nested deeper than 64", ch);
             r->left[r->depth++] = v;
         }
     }
@@ -217,7 +167,8 @@ static void rcFeed(respcheck *r, const unsigned char *p, size_t n) {
         unsigned char ch = p[i];
         switch (r->state) {
         case RC_TYPE:
-            if (!ch || !strchr("+-:$*_#,(!=%~|>", ch)) rcFail(r, "not a RESP2 or RESP3 type byte", ch);
+            if (ch != '+' && ch != '-' && ch != ':' && ch != '$' && ch != '*')
+                rcFail(r, "not a RESP2 type byte", ch);
             r->type = (char)ch;
             r->numlen = 0;
             r->state = RC_LINE;
