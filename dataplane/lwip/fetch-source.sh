@@ -3,7 +3,7 @@
 # point DEST/lwip-src at it, for the source build of lwIP (dataplane/lwip/
 # lwipopts.h). Idempotent. Needs root for apt (as `make` runs it).
 #
-# `apt-get source` needs a deb-src entry: tools/ensure-deb-src.sh adds one where
+# `apt-get source` needs a deb-src entry: dataplane/ensure-deb-src.sh adds one where
 # the machine's apt sources have none. lwIP's code is never kept in this
 # repository: only the options and the build glue are.
 set -euo pipefail
@@ -13,7 +13,7 @@ dest=$(cd "$dest" && pwd)
 if [ -f "$dest/lwip-src/src/core/tcp.c" ]; then
   exit 0
 fi
-"$(dirname "$0")/../../tools/ensure-deb-src.sh"
+"$(dirname "$0")/../ensure-deb-src.sh"
 
 cd "$dest"
 apt-get source -qq lwip 2>&1 | grep -v '^W: Download is performed unsandboxed' || true

@@ -12,7 +12,7 @@ dest=$(cd "$dest" && pwd)
 if [ -f "$dest/redis-src/tests/test_helper.tcl" ]; then
   exit 0
 fi
-"$(dirname "$0")/../../tools/ensure-deb-src.sh"
+"$(dirname "$0")/../../dataplane/ensure-deb-src.sh"
 
 # the source of the stock server the suite compares against, if installed
 ver=$(dpkg-query -W -f='${source:Version}' redis-server 2>/dev/null || true)
