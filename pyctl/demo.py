@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import ctypes
+import ipaddress
 import json
 import math
 import os
@@ -124,10 +125,12 @@ def dpdk_possible() -> str | None:
     return None
 
 
-def start_appliance(stack: str, port: int, out: Path) -> tuple[Child, str]:
-    """Start inreplay; returns the process and the address clients use.
+def start_appliance(stack: str, port: int, out: Path, shards: int = 1) -> tuple[Child, str, int]:
+    """Start inreplay (a replay group of `shards` members when more than one); returns the
+    process and the address clients use (shard 0's: the others are found from it).
 
-    The DPDK stack runs in its own namespace (pyctl netns up), reached over a veth."""
+    The DPDK stack runs in its own namespace (pyctl netns up), reached over a veth; a
+    group there is one process per core, each with its own lwIP address on the veth."""
     if stack == "dpdk":
         from pyctl import netns
 
@@ -135,17 +138,30 @@ def start_appliance(stack: str, port: int, out: Path) -> tuple[Child, str]:
             t = netns.up(DEMO_NETNS, DEMO_SUBNET)
         except netns.SetupError as e:
             raise DemoError(str(e)) from None
+        net = ipaddress.ip_network(f"{t.appliance_ip}/{t.prefix}", strict=False)
+        taken = {t.client_ip, t.kernel_ip}
+        spare = [str(h) for h in net.hosts() if str(h) not in taken | {t.appliance_ip}]
+        ips = [t.appliance_ip, *spare[:shards - 1]]
         argv = [sys.executable, "-m", "pyctl", "start", "--stack", "dpdk", "--netns", t.netns,
-                "--cores", "0", "--vdev", f"net_af_packet0,iface={t.iface}",
-                "--ip", f"{t.appliance_ip}/{t.prefix}", "--listen-port", str(port),
+                "--cores", f"0-{shards - 1}" if shards > 1 else "0",
+                "--vdev", f"net_af_packet0,iface={t.iface}",
+                "--ip", ",".join(f"{ip}/{t.prefix}" for ip in ips), "--listen-port", str(port),
                 "--mtu", str(t.mtu), "--hugepages", "256", "--file-prefix", DEMO_NETNS]
         host = t.appliance_ip
     else:
-        argv = [sys.executable, "-m", "pyctl", "start", "--listen", f"{HOST}:{port}"]
+        argv = [sys.executable, "-m", "pyctl", "start", "--listen",
+                f"{HOST}:{0 if shards > 1 else port}"]
         host = HOST
-    c = Child(f"inreplay ({stack})", argv, out / f"inreplay-{stack}.log")
+    if shards > 1:
+        argv += ["--shards", str(shards)]
+    c = Child(f"inreplay ({stack}{f', {shards} shards' if shards > 1 else ''})", argv,
+              out / f"inreplay-{stack}.log")
+    if shards > 1:  # member 0's address is on the group line
+        first = _wait_marker(c, b"inreplay: group ").split(b"inreplay: group ")[1]
+        host, _, p = first.split(b",")[0].decode().rpartition(":")
+        port = int(p)
     _wait_listening(c, port, b"listening", host)
-    return c, host
+    return c, host, port
 
 
 def start_redis(port: int, out: Path) -> Child:
@@ -157,6 +173,20 @@ def start_redis(port: int, out: Path) -> Child:
     c = Child("redis-server", argv, out / "redis-server.log")
     _wait_listening(c, port, b"Ready to accept")
     return c
+
+
+def _wait_marker(c: Child, marker: bytes) -> bytes:
+    """The log line of c that holds marker, once it is there."""
+    deadline = time.monotonic() + START_TIMEOUT
+    while time.monotonic() < deadline:
+        if c.proc.poll() is not None:
+            raise DemoError(f"{c.name} exited with status {c.proc.returncode} before "
+                            f"listening:\n{c.tail()}")
+        line = next((x for x in c.log.read_bytes().splitlines() if marker in x), None)
+        if line is not None:
+            return line
+        time.sleep(0.05)
+    raise DemoError(f"{c.name} did not start within {START_TIMEOUT} s:\n{c.tail()}")
 
 
 def _wait_listening(c: Child, port: int, marker: bytes, host: str = HOST) -> None:
@@ -219,6 +249,12 @@ def parse(argv: list[str] | None) -> tuple[argparse.Namespace, Any]:
     p.add_argument("--out", dest="out_dir", default=argparse.SUPPRESS,
                    help="output directory (default out/demo-<env>)")
     p.add_argument("--port", type=int, default=0, help="server port (default: a free one)")
+    p.add_argument("--shards", type=int, default=1,
+                   help="a replay group of N appliances (pyctl start --shards N); the learner "
+                        "samples across them exactly (default 1)")
+    p.add_argument("--backend", choices=["local", "ray"], default="local",
+                   help="actors as processes here (local, default) or as Ray actors on a "
+                        "local Ray instance, restarted if they die (python -m actors.launch)")
     p.add_argument("--stop-timeout", type=float, default=30.0, metavar="S",
                    help="seconds a process gets to exit after SIGTERM before it is killed "
                         "(default 30)")
@@ -234,6 +270,10 @@ def parse(argv: list[str] | None) -> tuple[argparse.Namespace, Any]:
         p.error(str(e))
     if args.stop_timeout < 0:
         p.error("--stop-timeout: must be >= 0")
+    if not 1 <= args.shards <= 16:
+        p.error("--shards: choose 1 to 16")
+    if args.shards > 1 and cfg.replay == "local":
+        p.error("--shards: the --replay local baseline is one stock redis-server")
     return args, cfg
 
 
@@ -291,8 +331,9 @@ class Demo:
                 if why_not:
                     self.line.say(f"DPDK stack not possible here ({why_not}): using the kernel "
                                   "stack")
+            shards = self.args.shards
             try:
-                self.server, host = start_appliance(stack, port, self.out)
+                self.server, host, port = start_appliance(stack, port, self.out, shards)
             except DemoError as e:
                 if stack == "kernel":
                     raise
@@ -303,9 +344,10 @@ class Demo:
                 self._netns_down()
                 stack = "kernel"
                 port = self.args.port or free_port()
-                self.server, host = start_appliance(stack, port, self.out)
+                self.server, host, port = start_appliance(stack, port, self.out, shards)
             self.stack = stack
-            self.line.say(f"inreplay appliance: {stack} stack on {host}:{port}, "
+            group = f" (shard 0 of a group of {shards})" if shards > 1 else ""
+            self.line.say(f"inreplay appliance: {stack} stack on {host}:{port}{group}, "
                           f"pid {self.server.proc.pid}")
         self.cfg = replace(self.cfg, host=host, port=port)
 
@@ -322,10 +364,16 @@ class Demo:
         learner = Child("learner", [py, "-m", "learner.learner", "--config", str(cfg_path)],
                         self.out / "learner.log")
         self.children.append(learner)
-        for i in range(self.cfg.num_actors):
+        if self.args.backend == "ray":  # one launcher; Ray runs and restarts the actors
             self.children.append(Child(
-                f"actor {i}", [py, "-m", "actors.actor", "--config", str(cfg_path),
-                               "--actor-id", str(i)], self.out / f"actor-{i}.log"))
+                "actors (Ray)", [py, "-m", "actors.launch", "--backend", "ray", "--config",
+                                 str(cfg_path), "--status-every", "10"],
+                self.out / "actors.log"))
+        else:
+            for i in range(self.cfg.num_actors):
+                self.children.append(Child(
+                    f"actor {i}", [py, "-m", "actors.actor", "--config", str(cfg_path),
+                                   "--actor-id", str(i)], self.out / f"actor-{i}.log"))
         from actors.actor import epsilon_ladder
 
         c = self.cfg
@@ -536,6 +584,8 @@ class Demo:
             "stack": self.stack,
             "stack_requested": self.args.stack if cfg.replay == "appliance" else "kernel",
             "replay": cfg.replay if cfg.replay == "local" else "appliance",
+            "shards": self.args.shards,
+            "backend": self.args.backend,
             "solved": bool(threshold is not None and mean is not None
                            and len(rets) == cfg.eval_episodes and mean >= threshold),
             "solve_return": threshold,

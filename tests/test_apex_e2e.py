@@ -238,6 +238,26 @@ def test_pyctl_demo_runs_writes_summary_and_cleans_up(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+def test_pyctl_demo_on_ray_through_two_shards_solves_cartpole(tmp_path: Path) -> None:
+    """Issue 10: the actors as Ray actors on a local Ray instance, the replay a group of
+    two shards sampled exactly across both; CartPole-v1 solved (greedy evaluation >= 475
+    over 20 episodes) within the demo's 5 minutes."""
+    pytest.importorskip("ray")
+    out = tmp_path / "demo"
+    run = DemoRun("--backend", "ray", "--shards", "2", "--stack", "kernel", "--out", str(out))
+    rc = run.wait(timeout=420)
+    assert rc == 0, run.output[-4000:]
+    assert "shard 0 of a group of 2" in run.output
+    s = json.loads((out / "summary.json").read_text())
+    assert s["shards"] == 2 and s["backend"] == "ray"
+    assert s["solved"] and s["eval_return_mean"] >= 475 and s["eval_episodes"] == 20, s
+    assert run.output.strip().splitlines()[-1] == "solved: true"
+    log = (out / "actors.log").read_text()
+    assert "launch: 2 actors on ray" in log and "launch: stopped" in log
+    assert not run.leftovers()
+
+
+@pytest.mark.slow
 def test_pyctl_demo_stops_everything_on_interrupt(tmp_path: Path) -> None:
     run = DemoRun("--minutes", "5", "--out", str(tmp_path / "demo"))
     try:
