@@ -24,6 +24,7 @@ seconds, and stops its actors on the way out.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import os
 import signal
@@ -39,6 +40,25 @@ from actors.config import Config, add_arguments, from_args
 ROOT = Path(__file__).resolve().parent.parent
 RAY_NAMESPACE = "inreplay"
 """Ray namespace of the actors, named inreplay-actor-<i> (ray.get_actor finds them)."""
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every process below pid (from /proc), so none outlives the launcher."""
+    children: dict[int, list[int]] = {}
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            ppid = int((d / "stat").read_text().rpartition(")")[2].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(ppid, []).append(int(d.name))
+    out, todo = [], [pid]
+    while todo:
+        for c in children.get(todo.pop(), []):
+            out.append(c)
+            todo.append(c)
+    return out
 
 
 class ActorHost:
@@ -188,7 +208,14 @@ class RayBackend:
             print(f"launch: stopping the Ray actors: {type(e).__name__}: {e}", flush=True)
         for h in self.handles:
             self.ray.kill(h, no_restart=True)
+        ours = _descendants(os.getpid())  # the local instance's raylet, GCS and workers
         self.ray.shutdown()
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline and any(Path(f"/proc/{p}").exists() for p in ours):
+            time.sleep(0.1)
+        for p in ours:  # one still there after Ray's own shutdown: end it
+            with contextlib.suppress(OSError):
+                os.kill(p, signal.SIGKILL)
 
 
 def parse(argv: list[str] | None) -> tuple[argparse.Namespace, Config, list[str]]:

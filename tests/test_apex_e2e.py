@@ -157,6 +157,21 @@ def _children(pid: int) -> set[int]:
     return out
 
 
+def _start_time(pid: int) -> int | None:
+    """When a process started (clock ticks since boot), or None if it is gone."""
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _state(pid: int) -> str | None:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+    except (OSError, IndexError):
+        return None
+
+
 def _demo_env() -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
@@ -171,6 +186,7 @@ class DemoRun:
             [sys.executable, "-m", "pyctl.demo", *args], cwd=ROOT, env=_demo_env(),
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         self.seen: set[int] = set()
+        self.started: dict[int, int] = {}
         self.lines: list[str] = []
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()
@@ -184,6 +200,7 @@ class DemoRun:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline and self.proc.poll() is None and not until():
             self.seen |= _children(self.proc.pid)
+            self.watch_starts()
             time.sleep(0.1)
 
     def wait(self, timeout: float) -> int:
@@ -199,8 +216,27 @@ class DemoRun:
     def output(self) -> str:
         return "".join(self.lines)
 
-    def leftovers(self) -> list[int]:
-        return [p for p in self.seen if Path(f"/proc/{p}").exists()]
+    def watch_starts(self) -> None:
+        for p in self.seen - set(self.started):
+            st = _start_time(p)
+            if st is not None:
+                self.started[p] = st
+
+    def leftovers(self, grace: float = 10.0) -> list[str]:
+        """Descendants still running `grace` seconds from now at the latest (the same
+        process: pid and start time, as pids are reused; not a zombie waiting for the
+        init process to reap it), with their command lines."""
+        deadline = time.monotonic() + grace
+        while True:
+            out = []
+            for p, st in self.started.items():
+                if _start_time(p) != st or _state(p) in ("Z", "X", None):
+                    continue
+                cmd = Path(f"/proc/{p}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+                out.append(f"{p} ({_state(p)}): {cmd.strip()}")
+            if not out or time.monotonic() > deadline:
+                return out
+            time.sleep(0.2)
 
 
 @pytest.mark.slow
