@@ -143,6 +143,7 @@ typedef struct ir_config {
     unsigned dpdk_mbufs;        /* mbuf pool size, 0 = sized from maxclients */
     int busy_poll;              /* dpdk: never nap; kernel: poll under load (see run.c) */
     int mtu;                    /* dpdk: IP MTU of the port, 0 = the interface's */
+    int databases;              /* numbered databases (SELECT 0..N-1), default 16 */
 } ir_config;
 
 typedef struct ir_stats {

@@ -264,6 +264,8 @@ static void wRecord(snapWriter *w, const char *tag, uint64_t len) {
 
 /* ---- writing a snapshot ----------------------------------------------------- */
 
+static int snapshotSavesType(int type);
+
 typedef struct saveCtx {
     snapWriter *w;
     int64_t now;
@@ -274,6 +276,7 @@ static int saveEntry(const dbEntry *e, void *arg) {
     saveCtx *sc = arg;
     snapWriter *w = sc->w;
     if (keyIsExpired(e, sc->now)) return 0;
+    if (!snapshotSavesType(e->type)) return 0;
     if (e->type == OBJ_STRING) {
         wRecord(w, TAG_KSTR, 24 + (uint64_t)e->klen + e->v.str.len);
         wU64(w, (uint64_t)e->expire);
@@ -1296,3 +1299,8 @@ void lastsaveCommand(client *c) {
     ensureInit(c->srv);
     addReplyLongLong(c, (long long)(snap.lastsave_ms / 1000));
 }
+
+/* ---- types snapshots do not hold yet (families) --------------------------------
+ * Snapshots hold strings and lists of database 0; hashes and sets (and the
+ * other databases) are not saved yet: they are skipped, never misread. */
+static int snapshotSavesType(int type) { return type == OBJ_STRING || type == OBJ_LIST; }
