@@ -232,6 +232,10 @@ void hincrbyfloatCommand(client *c) {
         addReplyError(c, "value is not a valid float");
         return;
     }
+    if (isnan(incr) || isinf(incr)) {
+        addReplyError(c, "value is NaN or Infinity");
+        return;
+    }
     ir_db *db = dbFor(c);
     dbkey k = argKey(db, c, 1);
     dbEntry *e = lookupKey(db, &k);
@@ -283,7 +287,7 @@ void hrandfieldCommand(client *c) {
     int withvalues = 0;
     if (getLongLongFromArg(c, 2, &l) != 0) return;
     if (l == LLONG_MIN) {
-        addReplyErrorFormat(c, "value is out of range, must be between %lld and %lld",
+        addReplyErrorFormat(c, "value is out of range, value must between %lld and %lld",
                             -LLONG_MAX, LLONG_MAX);
         return;
     }

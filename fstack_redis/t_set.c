@@ -164,7 +164,7 @@ void srandmemberCommand(client *c) {
     long long l;
     if (getLongLongFromArg(c, 2, &l) != 0) return;
     if (l == LLONG_MIN) {
-        addReplyErrorFormat(c, "value is out of range, must be between %lld and %lld",
+        addReplyErrorFormat(c, "value is out of range, value must between %lld and %lld",
                             -LLONG_MAX, LLONG_MAX);
         return;
     }

@@ -300,7 +300,8 @@ def test_keyspace(both: Both) -> None:
         ("EXPIRE", "s", "10", "LT"), ("TTL", "s"), ("EXPIRE", "s", "10", "NX", "XX"),
         ("EXPIRE", "s", "10", "GT", "LT"), ("EXPIRE", "s", "10", "FOO"),
         ("PEXPIREAT", "s", "100", "NX", "GT"), ("PERSIST", "s"), ("PERSIST", "s"),
-        ("SCAN", "x"), ("SCAN", " 1"), ("SCAN", "99999999999999999999"), ("SCAN", "0", "COUNT", "0"), ("SCAN", "0", "COUNT", "x"),
+        ("SCAN", "x"), ("SCAN", " 1"), ("SCAN", "99999999999999999999"),
+        ("SCAN", "0", "COUNT", "0"), ("SCAN", "0", "COUNT", "x"),
         ("SCAN", "0", "FOO", "1"), ("SCAN", "0", "MATCH"),
     ])
 
@@ -358,3 +359,215 @@ def test_randomkey(pair: Pair) -> None:
             c.call("SET", "stays", "v")
             time.sleep(0.01)
             assert {c.call("RANDOMKEY") for _ in range(20)} == {b"stays"}
+
+
+# --------------------------------------------------------------------------
+# hashes
+# --------------------------------------------------------------------------
+
+
+def test_hashes(both: Both) -> None:
+    both.run_all([
+        ("HSET", "h", "a", "1", "b", "2"), ("HSET", "h", "a", "10", "c", "3"), ("HSET", "h", "x"),
+        ("HMSET", "h", "d", "4"), ("HMSET", "h", "d"), ("HSETNX", "h", "a", "x"),
+        ("HSETNX", "h", "e", "5"), ("HGET", "h", "a"), ("HGET", "h", "zz"), ("HGET", "nokey", "a"),
+        ("HMGET", "h", "a", "zz", "b"), ("HMGET", "nokey", "a", "b"), ("HLEN", "h"),
+        ("HLEN", "nokey"), ("HEXISTS", "h", "a"), ("HEXISTS", "h", "zz"), ("HSTRLEN", "h", "a"),
+        ("HSTRLEN", "h", "zz"), ("HSTRLEN", "nokey", "a"), ("HDEL", "h", "a", "a", "zz"),
+        ("HDEL", "nokey", "a"), ("HGETALL", "nokey"), ("HKEYS", "nokey"), ("HVALS", "nokey"),
+        ("HINCRBY", "h", "b", "5"), ("HINCRBY", "h", "new", "-3"), ("HINCRBY", "h", "b", "x"),
+        ("HSET", "h", "s", "abc"), ("HINCRBY", "h", "s", "1"),
+        ("HSET", "h", "max", "9223372036854775807"), ("HINCRBY", "h", "max", "1"),
+        ("HINCRBY", "nh", "f", "7"), ("HGETALL", "nh"),
+        ("HINCRBYFLOAT", "h", "b", "1.5"), ("HINCRBYFLOAT", "h", "fl", "10.5"),
+        ("HINCRBYFLOAT", "h", "fl", "-0.5"), ("HINCRBYFLOAT", "h", "s", "1"),
+        ("HINCRBYFLOAT", "h", "b", "x"), ("HINCRBYFLOAT", "h", "b", "inf"),
+        ("HSET", "h2", "only", "1"), ("HDEL", "h2", "only"), ("EXISTS", "h2"),
+        ("HGET", "h", "b"), ("HGET", "h", "fl"),
+        ("SET", "str", "v"), ("HSET", "str", "a", "1"), ("HGET", "str", "a"),
+        ("HMGET", "str", "a"), ("HGETALL", "str"), ("HKEYS", "str"), ("HVALS", "str"),
+        ("HLEN", "str"), ("HDEL", "str", "a"), ("HEXISTS", "str", "a"),
+        ("HINCRBY", "str", "a", "1"),
+        ("HINCRBYFLOAT", "str", "a", "1"), ("HSETNX", "str", "a", "1"), ("HSTRLEN", "str", "a"),
+        ("HRANDFIELD", "str"), ("HSCAN", "str", "0"), ("TYPE", "h"),
+        ("HRANDFIELD", "nokey"), ("HRANDFIELD", "nokey", "3"), ("HRANDFIELD", "h", "0"),
+        ("HRANDFIELD", "h", "x"), ("HRANDFIELD", "h", "1", "FOO"),
+        ("HRANDFIELD", "h", "1", "WITHVALUES", "x"), ("HRANDFIELD", "nokey", "-5", "WITHVALUES"),
+        ("HRANDFIELD", "h", "-9223372036854775808"),
+        ("HRANDFIELD", "h", "-9223372036854775807", "WITHVALUES"),
+        ("HSCAN", "nokey", "0"), ("HSCAN", "h", "x"), ("HSCAN", "h", "0", "COUNT", "0"),
+        ("HSCAN", "h", "0", "TYPE", "string"),
+    ])
+    # order is the server's own: compare as sets
+    for cmd in (("HGETALL", "h"), ("HKEYS", "h"), ("HVALS", "h")):
+        a, b = both.replies(*cmd)
+        if isinstance(a, dict):
+            assert a == b, cmd
+        else:
+            assert sorted(a) == sorted(b), cmd
+
+
+def test_hrandfield_and_hscan_properties(pair: Pair) -> None:
+    fields = {f"f{i}".encode(): f"v{i}".encode() for i in range(200)}
+    for srv in pair:
+        for proto in (2, 3):
+            with srv.raw() as c:
+                if proto == 3:
+                    c.call("HELLO", "3")
+                c.call("DEL", "h")
+                c.call("HSET", "h", *[x for kv in fields.items() for x in kv])
+                assert c.call("HRANDFIELD", "h") in fields
+                some = c.call("HRANDFIELD", "h", "50")
+                assert len(some) == 50 and len(set(some)) == 50 and set(some) <= set(fields)
+                assert sorted(c.call("HRANDFIELD", "h", "500")) == sorted(fields)
+                rep = c.call("HRANDFIELD", "h", "-300")
+                assert len(rep) == 300 and set(rep) <= set(fields)
+                wv = c.call("HRANDFIELD", "h", "5", "WITHVALUES")
+                pairs = wv if proto == 3 else [wv[i:i + 2] for i in range(0, len(wv), 2)]
+                assert len(pairs) == 5 and all(fields[f] == v for f, v in pairs), (srv.kind, wv)
+                wv = c.call("HRANDFIELD", "h", "-7", "WITHVALUES")
+                pairs = wv if proto == 3 else [wv[i:i + 2] for i in range(0, len(wv), 2)]
+                assert len(pairs) == 7 and all(fields[f] == v for f, v in pairs)
+                flat = full_scan(c, "HSCAN", "h", "COUNT", "9")
+                got = dict(zip(flat[::2], flat[1::2], strict=True))
+                assert got == fields, srv.kind
+                flat = full_scan(c, "HSCAN", "h", "MATCH", "f1?")
+                assert dict(zip(flat[::2], flat[1::2], strict=True)) == {
+                    f"f1{d}".encode(): f"v1{d}".encode() for d in range(10)}
+
+
+def test_big_hash_values_by_reference(pair: Pair) -> None:
+    """Values above the copy threshold are sent by reference: HSET over one
+    and HDEL of one in the same pipeline still answer with the right bytes."""
+    big = b"x" * 70000
+    for srv in pair:
+        with srv.raw() as c:
+            c.call("HSET", "hb", "f", big, "g", big + b"y")
+            c.send(c.command("HGET", "hb", "f") + c.command("HSET", "hb", "f", "small")
+                   + c.command("HGETALL", "hb") + c.command("HDEL", "hb", "g"))
+            assert c.read_reply() == big
+            assert c.read_reply() == 0
+            assert c.read_reply() in ([b"f", b"small", b"g", big + b"y"],
+                                      [b"g", big + b"y", b"f", b"small"])
+            assert c.read_reply() == 1
+
+
+# --------------------------------------------------------------------------
+# sets
+# --------------------------------------------------------------------------
+
+
+def test_sets(both: Both) -> None:
+    both.run_all([
+        ("SADD", "s", "a", "b", "c", "a"), ("SADD", "s", "d"), ("SREM", "s", "a", "zz"),
+        ("SREM", "nokey", "a"), ("SCARD", "s"), ("SCARD", "nokey"), ("SISMEMBER", "s", "b"),
+        ("SISMEMBER", "s", "zz"), ("SISMEMBER", "nokey", "b"), ("SMISMEMBER", "s", "b", "zz"),
+        ("SMISMEMBER", "nokey", "b"), ("SMEMBERS", "nokey"),
+        ("SADD", "t", "c", "d", "e"), ("SADD", "u", "d", "x"),
+        ("SINTERCARD", "2", "s", "t"), ("SINTERCARD", "3", "s", "t", "u"),
+        ("SINTERCARD", "2", "s", "nokey"), ("SINTERCARD", "2", "s", "t", "LIMIT", "1"),
+        ("SINTERCARD", "0", "s"), ("SINTERCARD", "x", "s"), ("SINTERCARD", "3", "s", "t"),
+        ("SINTERCARD", "1", "s", "LIMIT", "-1"), ("SINTERCARD", "1", "s", "LIMIT", "x"),
+        ("SINTERCARD", "1", "s", "FOO"), ("SINTERCARD", "1", "s", "LIMIT"),
+        ("SINTERSTORE", "dst", "s", "t", "u"), ("SMEMBERS", "dst"),
+        ("SINTERSTORE", "dst", "s", "nokey"), ("EXISTS", "dst"),
+        ("SUNIONSTORE", "dst", "s", "nokey"), ("SCARD", "dst"),
+        ("SDIFFSTORE", "dst", "s", "t"), ("SMEMBERS", "dst"), ("SDIFFSTORE", "dst", "s", "s"),
+        ("EXISTS", "dst"), ("SDIFF", "nokey", "s"), ("SINTER", "s", "nokey"),
+        ("SUNIONSTORE", "s", "s", "u"), ("SCARD", "s"),
+        ("SMOVE", "s", "t", "b"), ("SMOVE", "s", "t", "b"), ("SMOVE", "nokey", "t", "b"),
+        ("SMOVE", "t", "t", "b"), ("SMOVE", "t", "t", "zz"), ("SMOVE", "u", "fresh", "x"),
+        ("SMEMBERS", "fresh"), ("SMOVE", "fresh", "u", "x"), ("EXISTS", "fresh"),
+        ("SPOP", "nokey"), ("SPOP", "nokey", "3"), ("SPOP", "s", "0"), ("SPOP", "s", "-1"),
+        ("SPOP", "s", "x"), ("SPOP", "s", "1", "2"), ("SRANDMEMBER", "nokey"),
+        ("SRANDMEMBER", "nokey", "5"), ("SRANDMEMBER", "s", "0"), ("SRANDMEMBER", "s", "x"),
+        ("SRANDMEMBER", "s", "1", "2"), ("SRANDMEMBER", "s", "-9223372036854775808"),
+        ("SADD", "one", "only"), ("SPOP", "one"), ("EXISTS", "one"),
+        ("SSCAN", "nokey", "0"), ("SSCAN", "s", "x"), ("SSCAN", "s", "0", "TYPE", "set"),
+        ("SET", "str", "v"), ("SADD", "str", "a"), ("SREM", "str", "a"), ("SMEMBERS", "str"),
+        ("SISMEMBER", "str", "a"), ("SMISMEMBER", "str", "a"), ("SCARD", "str"),
+        ("SPOP", "str"), ("SPOP", "str", "2"), ("SRANDMEMBER", "str"), ("SRANDMEMBER", "str", "2"),
+        ("SMOVE", "str", "s", "a"), ("SMOVE", "s", "str", "a"), ("SINTER", "s", "str"),
+        ("SINTER", "nokey", "str"), ("SUNION", "s", "str"), ("SDIFF", "s", "str"),
+        ("SINTERSTORE", "d2", "s", "str"), ("SINTERCARD", "2", "s", "str"),
+        ("SSCAN", "str", "0"), ("TYPE", "s"),
+    ])
+    both.run("SADD", "two", "p", "q")
+    both.same_set("SPOP", "two", "5")
+    both.run("EXISTS", "two")
+    for cmd in (("SMEMBERS", "t"), ("SINTER", "t", "u"), ("SUNION", "s", "t", "u"),
+                ("SDIFF", "t", "u"), ("SINTER", "t")):
+        a, b = both.replies(*cmd)
+        assert sorted(a) == sorted(b), cmd
+    # the reply type: a set in RESP3, an array in RESP2
+    for c in both.conns:
+        c.send(c.command("SMEMBERS", "t"))
+        head = c.read_reply_bytes()[:1]
+        assert head in (b"*", b"~")
+    heads = []
+    for c in both.conns:
+        c.send(c.command("SUNION", "t", "u"))
+        heads.append(c.read_reply_bytes()[:1])
+    assert heads[0] == heads[1]
+
+
+def test_spop_srandmember_sscan_properties(pair: Pair) -> None:
+    members = {str(i).encode() for i in range(600)} | {b"m" + str(i).encode() for i in range(100)}
+    for srv in pair:
+        with srv.raw() as c:
+            c.call("SADD", "s", *members)
+            assert c.call("SRANDMEMBER", "s") in members
+            some = c.call("SRANDMEMBER", "s", "40")
+            assert len(some) == 40 and len(set(some)) == 40 and set(some) <= members
+            assert sorted(c.call("SRANDMEMBER", "s", "1000")) == sorted(members)
+            rep = c.call("SRANDMEMBER", "s", "-1000")
+            assert len(rep) == 1000 and set(rep) <= members
+            assert set(full_scan(c, "SSCAN", "s", "COUNT", "20")) == members
+            assert set(full_scan(c, "SSCAN", "s", "MATCH", "m1?")) == {
+                b"m1" + str(d).encode() for d in range(10)}
+            popped = c.call("SPOP", "s", "300")
+            assert len(popped) == 300 and len(set(popped)) == 300 and set(popped) <= members
+            one = c.call("SPOP", "s")
+            assert one in members and one not in popped
+            assert c.call("SCARD", "s") == len(members) - 301
+            rest = set(c.call("SMEMBERS", "s"))
+            assert rest == members - set(popped) - {one}
+            assert set(c.call("SPOP", "s", "1000")) == rest
+            assert c.call("EXISTS", "s") == 0
+            c.call("SADD", "i", "1", "2", "3")
+            assert c.call("OBJECT", "ENCODING", "i") == b"intset"
+            c.call("SADD", "i", *[str(n) for n in range(4, 600)])
+            assert c.call("OBJECT", "ENCODING", "i") == b"hashtable"
+
+
+def test_big_members_popped_by_reference(pair: Pair) -> None:
+    big = [bytes([65 + i]) * 50000 for i in range(3)]
+    for srv in pair:
+        with srv.raw() as c:
+            c.call("SADD", "bs", *big)
+            assert sorted([*c.call("SPOP", "bs", "2"), c.call("SPOP", "bs")]) == big
+            c.call("SADD", "bs", big[0])
+            c.call("SADD", "bt", big[0], big[1])
+            assert c.call("SINTER", "bs", "bt") == [big[0]]
+            assert sorted(c.call("SUNION", "bs", "bt")) == big[:2]
+
+
+def test_memory_accounting_covers_hashes_and_sets(inreplay_server: ServerProcess) -> None:
+    def dataset(c: RawConn) -> int:
+        info = c.call("INFO", "memory").decode()
+        return int(info.split("used_memory_dataset:")[1].split()[0])
+
+    with inreplay_server.raw() as c:
+        base = dataset(c)
+        c.call("HSET", "mh", *[x for i in range(1000) for x in (f"f{i}", "v" * 100)])
+        c.call("SADD", "ms", *[f"member-{i}" for i in range(1000)])
+        c.call("SELECT", "3")
+        c.call("SADD", "ms3", *[f"member-{i}" for i in range(1000)])
+        grown = dataset(c)
+        assert grown - base > 1000 * 100 + 2 * 1000 * 8
+        c.call("MOVE", "ms3", "0")
+        assert dataset(c) == grown
+        c.call("SELECT", "0")
+        c.call("COPY", "mh", "mh2")
+        c.call("DEL", "mh", "ms", "ms3", "mh2")
+        assert dataset(c) == base
