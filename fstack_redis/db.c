@@ -740,6 +740,8 @@ void dbsActiveExpire(ir_server *s, uint64_t now_ms) {
 
 /* ---- hashes and sets: a dict of entries ---------------------------------------- */
 
+ir_encoding_limits encodingLimits = {128, 64, 512};
+
 dbEntry *collFind(dbColl *co, const void *f, size_t len) {
     return dictFind(&co->d, f, len, dictHashKey(&co->d, f, len));
 }
@@ -812,20 +814,25 @@ static void dictRehashAll(dict *d) {
     while (dictIsRehashing(d)) dictRehash(d, 1000);
 }
 
-/* A random entry of d (NULL if empty): a random non-empty bucket, then a
- * random element of its chain. */
+/* A random entry of d (NULL if empty): a random bucket, then a random slot
+ * of its chain (uniform while chains are at most 8 long, as they are at a
+ * load factor of 1). */
 static dbEntry *dictRandom(ir_db *db, dict *d) {
     if (dictSize(d) == 0) return NULL;
     dictRehashAll(d);
     const dictht *ht = &d->ht[0];
-    dbEntry *e;
-    do {
-        e = ht->table[dbRandom(db) & (ht->size - 1)];
-    } while (!e);
-    size_t len = 0;
-    for (dbEntry *x = e; x; x = x->next) len++;
-    for (size_t k = dbRandom(db) % len; k; k--) e = e->next;
-    return e;
+    for (;;) {
+        dbEntry *e = ht->table[dbRandom(db) & (ht->size - 1)];
+        if (!e) continue;
+        size_t len = 0;
+        for (dbEntry *x = e; x; x = x->next) len++;
+        /* a slot among max(len, 8) and retry on an empty one: every entry
+         * of a chain up to 8 long is equally likely */
+        size_t k = dbRandom(db) % (len > 8 ? len : 8);
+        if (k >= len) continue;
+        while (k--) e = e->next;
+        return e;
+    }
 }
 
 dbEntry *collRandom(ir_db *db, dbColl *co) { return dictRandom(db, &co->d); }

@@ -128,10 +128,14 @@ typedef struct dbColl {
     uint8_t big;
 } dbColl;
 
-/* Redis 7.0's thresholds for the compact encodings. */
-#define HASH_MAX_LISTPACK_ENTRIES 128
-#define HASH_MAX_LISTPACK_VALUE 64
-#define SET_MAX_INTSET_ENTRIES 512
+/* The thresholds of the compact encodings OBJECT ENCODING reports, with
+ * Redis 7.0's names and defaults (128, 64, 512): CONFIG SET may change them. */
+typedef struct ir_encoding_limits {
+    long long hash_max_listpack_entries;
+    long long hash_max_listpack_value;
+    long long set_max_intset_entries;
+} ir_encoding_limits;
+extern ir_encoding_limits encodingLimits;
 
 /* Find a field (NULL if absent). */
 dbEntry *collFind(dbColl *co, const void *f, size_t len);

@@ -21,11 +21,12 @@
 
 /* Redis's hashTypeTryConversion and the size check after an insert. */
 static void hashNoteLen(dbColl *co, size_t flen, size_t vlen) {
-    if (flen > HASH_MAX_LISTPACK_VALUE || vlen > HASH_MAX_LISTPACK_VALUE) co->big = 1;
+    long long max = encodingLimits.hash_max_listpack_value;
+    if ((long long)flen > max || (long long)vlen > max) co->big = 1;
 }
 
 static void hashNoteSize(dbColl *co) {
-    if (dictSize(&co->d) > HASH_MAX_LISTPACK_ENTRIES) co->big = 1;
+    if ((long long)dictSize(&co->d) > encodingLimits.hash_max_listpack_entries) co->big = 1;
 }
 
 /* The hash at argv[1] for writing, created if absent; NULL after WRONGTYPE. */
@@ -215,6 +216,7 @@ void hincrbyCommand(client *c) {
     int n = ll2string(buf, sizeof(buf), value);
     if (!e) e = dbAdd(db, &k, OBJ_HASH, 0);
     if (fe) {
+        hashNoteLen(e->v.coll, c->argv[2].len, (size_t)n);
         collSetValue(db, fe, buf, (size_t)n);
     } else {
         hashNoteLen(e->v.coll, c->argv[2].len, (size_t)n);
@@ -257,6 +259,7 @@ void hincrbyfloatCommand(client *c) {
     int n = ld2stringHuman(buf, sizeof(buf), value);
     if (!e) e = dbAdd(db, &k, OBJ_HASH, 0);
     if (fe) {
+        hashNoteLen(e->v.coll, c->argv[2].len, (size_t)n);
         collSetValue(db, fe, buf, (size_t)n);
     } else {
         hashNoteLen(e->v.coll, c->argv[2].len, (size_t)n);
@@ -310,10 +313,12 @@ void hrandfieldCommand(client *c) {
     }
     dbColl *co = e->v.coll;
     size_t size = dictSize(&co->d);
-    if (l < 0) { /* repeats allowed */
+    if (l < 0) { /* repeats allowed: uniform draws from an array of the fields */
         long long count = -l;
+        dbEntry **all = dbScratch(db, size);
+        collAll(co, all);
         addReplyArrayLen(c, (long)(withvalues && c->resp == 2 ? count * 2 : count));
-        while (count--) addReplyHashPair(c, collRandom(db, co), withvalues);
+        while (count--) addReplyHashPair(c, all[dbRand(db) % size], withvalues);
         return;
     }
     size_t n = collSample(db, co, (size_t)l < size ? (size_t)l : size);

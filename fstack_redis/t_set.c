@@ -23,7 +23,7 @@ static int setAdd(ir_db *db, dbColl *co, const char *p, size_t len) {
     long long v;
     if (!string2ll(p, len, &v)) co->big = 1;
     collAdd(db, co, p, len, NULL, 0);
-    if (dictSize(&co->d) > SET_MAX_INTSET_ENTRIES) co->big = 1;
+    if ((long long)dictSize(&co->d) > encodingLimits.set_max_intset_entries) co->big = 1;
     return 1;
 }
 
@@ -175,10 +175,13 @@ void srandmemberCommand(client *c) {
         return;
     }
     dbColl *co = e->v.coll;
-    if (l < 0) { /* repeats allowed */
+    if (l < 0) { /* repeats allowed: uniform draws from an array of the members */
+        size_t size = dictSize(&co->d);
+        dbEntry **all = dbScratch(db, size);
+        collAll(co, all);
         addReplyArrayLen(c, (long)-l);
         for (long long i = 0; i < -l; i++) {
-            dbEntry *m = collRandom(db, co);
+            dbEntry *m = all[dbRand(db) % size];
             addReplyBulk(c, m->key, m->klen);
         }
         return;
@@ -212,8 +215,8 @@ void smoveCommand(client *c) {
     if (dictSize(&src->v.coll->d) == 0) dbDeleteEntry(db, src);
     signalModifiedKey(c, db, sk.p, sk.len);
     if (!dst) dst = dbAdd(db, &dk, OBJ_SET, 0);
-    setAdd(db, dst->v.coll, m->ptr, m->len);
-    signalModifiedKey(c, db, dk.p, dk.len);
+    /* the destination changed only if it did not hold the member already */
+    if (setAdd(db, dst->v.coll, m->ptr, m->len)) signalModifiedKey(c, db, dk.p, dk.len);
     addReplyStr(c, shared.cone);
 }
 

@@ -449,25 +449,32 @@ void getdelCommand(client *c) {
     dbDeleteEntry(db, e);
 }
 
-/* Append (p, len) to e's value, growing its buffer geometrically (like an
- * sds), so a run of APPENDs copies each byte O(1) times. */
-static void strAppend(ir_db *db, dbEntry *e, const char *p, size_t len) {
-    size_t old = e->v.str.len, need = old + len + 1;
-    if (e->v.str.ptr && !e->v.str.pin && need <= e->v.str.cap) {
-        memcpy(e->v.str.ptr + old, p, len);
-    } else {
+/* Make e's value newlen bytes long (bytes past the old end are zeroes),
+ * in a buffer of its own that no reply is reading; a new buffer grows like
+ * an sds (double up to 1 MB, then +1 MB), so a run of APPENDs copies each
+ * byte O(1) times. */
+static void strResize(ir_db *db, dbEntry *e, size_t newlen) {
+    size_t old = e->v.str.len, need = newlen + 1;
+    if (!e->v.str.ptr || e->v.str.pin || need > e->v.str.cap) {
         size_t cap = need < (1u << 20) ? need * 2 : need + (1u << 20);
         char *buf = dbMalloc(cap);
-        if (old) memcpy(buf, e->v.str.ptr, old);
-        memcpy(buf + old, p, len);
+        size_t keep = old < newlen ? old : newlen;
+        if (keep) memcpy(buf, e->v.str.ptr, keep);
         strDropHeapBuf(db, e); /* freed, or detached if a reply still reads it */
         e->v.str.ptr = buf;
         e->v.str.cap = cap;
         e->flags &= (uint8_t)~DBE_EMBEDDED;
         db->bytes += dbBufBytes(cap);
     }
-    e->v.str.len = old + len;
-    e->v.str.ptr[e->v.str.len] = '\0';
+    if (newlen > old) memset(e->v.str.ptr + old, 0, newlen - old);
+    e->v.str.len = newlen;
+    e->v.str.ptr[newlen] = '\0';
+}
+
+static void strAppend(ir_db *db, dbEntry *e, const char *p, size_t len) {
+    size_t old = e->v.str.len;
+    strResize(db, e, old + len);
+    memcpy(e->v.str.ptr + old, p, len);
 }
 
 /* APPEND key value */
@@ -546,26 +553,7 @@ void setrangeCommand(client *c) {
         if (checkStringLength(c, offset, (long long)vlen) != 0) return;
     }
     size_t end = (size_t)offset + vlen, old = e->v.str.len;
-    if (end > old) { /* grow, zero-filled */
-        static const char zeros[256];
-        for (size_t n = end - old; n;) {
-            size_t step = n < sizeof(zeros) ? n : sizeof(zeros);
-            strAppend(db, e, zeros, step);
-            n -= step;
-        }
-    } else if (e->v.str.pin) { /* a reply reads the old bytes: write a copy */
-        strAppend(db, e, "", 0);
-        if (e->v.str.pin) {
-            char *buf = dbMalloc(e->v.str.cap);
-            memcpy(buf, e->v.str.ptr, e->v.str.len + 1);
-            size_t cap = e->v.str.cap, l = e->v.str.len;
-            strDropHeapBuf(db, e);
-            e->v.str.ptr = buf;
-            e->v.str.cap = cap;
-            e->v.str.len = l;
-            db->bytes += dbBufBytes(cap);
-        }
-    }
+    strResize(db, e, end > old ? end : old); /* zero-filled; copied if a reply reads it */
     memcpy(e->v.str.ptr + offset, v, vlen);
     e->flags |= DBE_ENC_RAW;
     signalModifiedKey(c, db, k.p, k.len);
@@ -604,7 +592,7 @@ int string2ld(const char *s, size_t slen, long double *dp) {
     errno = 0;
     char *eptr;
     long double value = strtold(buf, &eptr);
-    if (isspace((unsigned char)buf[0]) || eptr[0] != '\0' ||
+    if (isspace((unsigned char)buf[0]) || (size_t)(eptr - buf) != slen ||
         (errno == ERANGE && (value == HUGE_VALL || value == -HUGE_VALL || value == 0)) ||
         errno == EINVAL || isnan(value))
         return 0;
