@@ -384,6 +384,10 @@ def test_hashes(both: Both) -> None:
         ("HINCRBYFLOAT", "h", "b", "x"), ("HINCRBYFLOAT", "h", "b", "inf"),
         ("HSET", "h2", "only", "1"), ("HDEL", "h2", "only"), ("EXISTS", "h2"),
         ("HGET", "h", "b"), ("HGET", "h", "fl"),
+        ("HSET", "h", "nul", "1\x002"), ("HINCRBYFLOAT", "h", "nul", "1"),
+        ("HINCRBY", "h", "nul", "1"), ("SET", "snul", "1\x002"), ("INCRBYFLOAT", "snul", "1"),
+        ("HSET", "hf", "f", "0"), ("OBJECT", "ENCODING", "hf"), ("HINCRBYFLOAT", "hf", "f", "1e70"),
+        ("OBJECT", "ENCODING", "hf"), ("HINCRBY", "hf", "g", "1"), ("OBJECT", "ENCODING", "hf"),
         ("SET", "str", "v"), ("HSET", "str", "a", "1"), ("HGET", "str", "a"),
         ("HMGET", "str", "a"), ("HGETALL", "str"), ("HKEYS", "str"), ("HVALS", "str"),
         ("HLEN", "str"), ("HDEL", "str", "a"), ("HEXISTS", "str", "a"),
@@ -434,6 +438,43 @@ def test_hrandfield_and_hscan_properties(pair: Pair) -> None:
                 flat = full_scan(c, "HSCAN", "h", "MATCH", "f1?")
                 assert dict(zip(flat[::2], flat[1::2], strict=True)) == {
                     f"f1{d}".encode(): f"v1{d}".encode() for d in range(10)}
+
+
+def chi_square(draws: list[bytes]) -> float:
+    """Pearson's statistic of draws against a uniform choice among the distinct values."""
+    counts: dict[bytes, int] = {}
+    for d in draws:
+        counts[d] = counts.get(d, 0) + 1
+    expected = len(draws) / len(counts)
+    return sum((n - expected) ** 2 / expected for n in counts.values())
+
+
+def test_random_draws_are_uniform(pair: Pair) -> None:
+    """Redis's own check (unit/type/hash.tcl, set.tcl): 1000 draws with
+    repeats from 10 elements, chi-square below 40."""
+    for srv in pair:
+        with srv.raw() as c:
+            c.call("HSET", "h10", *[x for i in range(10) for x in (f"f{i}", "v")])
+            c.call("SADD", "s10", *[f"m{i}" for i in range(10)])
+            c.call("HSET", "h300", *[x for i in range(300) for x in (f"f{i}", "v")])
+            c.call("HDEL", "h300", *[f"f{i}" for i in range(10, 300)])  # sparse buckets
+            for cmd in (("HRANDFIELD", "h10", "-1000"), ("SRANDMEMBER", "s10", "-1000"),
+                        ("HRANDFIELD", "h300", "-1000")):
+                draws = c.call(*cmd)
+                assert len(set(draws)) == 10 and chi_square(draws) < 40, (srv.kind, cmd)
+            singles = [c.call("HRANDFIELD", "h300") for _ in range(1000)]
+            assert chi_square(singles) < 40, (srv.kind, chi_square(singles))
+
+
+def test_setrange_far_offset_allocates_once(pair: Pair) -> None:
+    """SETRANGE at a 192 MB offset is one allocation, not one per megabyte."""
+    for srv in pair:
+        with srv.raw(timeout=30) as c:
+            start = time.monotonic()
+            assert c.call("SETRANGE", "far", str(192 << 20), "x") == (192 << 20) + 1
+            assert c.call("GETRANGE", "far", str((192 << 20) - 2), "-1") == b"\x00\x00x"
+            assert time.monotonic() - start < 2.0, srv.kind
+            c.call("DEL", "far")
 
 
 def test_big_hash_values_by_reference(pair: Pair) -> None:
