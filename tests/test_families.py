@@ -7,7 +7,8 @@ leaves open, as sets).
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -612,3 +613,43 @@ def test_memory_accounting_covers_hashes_and_sets(inreplay_server: ServerProcess
         c.call("COPY", "mh", "mh2")
         c.call("DEL", "mh", "ms", "ms3", "mh2")
         assert dataset(c) == base
+
+
+# --------------------------------------------------------------------------
+# snapshots hold hashes and sets
+# --------------------------------------------------------------------------
+
+
+def test_hashes_and_sets_survive_a_snapshot(
+    server_factory: Callable[..., ServerProcess], tmp_path: Path,
+) -> None:
+    d = tmp_path / "snap"
+    d.mkdir()
+    a = server_factory("inreplay", "--dir", str(d))
+    with a.raw() as c:
+        c.call("HSET", "h", "f", "v", b"bin\x00field", b"\x00\xff" * 40000, "n", "12")
+        c.call("HSET", "big", *[x for i in range(200) for x in (f"f{i}", "v")])
+        c.call("SADD", "ints", "1", "2", "3")
+        c.call("SADD", "s", "a", b"b\x00", "c" * 70000)
+        c.call("EXPIRE", "s", "1000")
+        c.call("SADD", "gone", "x")
+        c.call("PEXPIRE", "gone", "1")
+        c.call("SET", "str", "plain")
+        assert c.call("SAVE") == "OK"
+    assert a.stop() == 0
+    b = server_factory("inreplay", "--dir", str(d), "--restore", str(d))
+    with b.raw() as c:
+        flat = c.call("HGETALL", "h")
+        assert dict(zip(flat[::2], flat[1::2], strict=True)) == {
+            b"f": b"v", b"bin\x00field": b"\x00\xff" * 40000, b"n": b"12"}
+        assert c.call("HINCRBY", "h", "n", "1") == 13
+        assert c.call("HLEN", "big") == 200
+        assert c.call("OBJECT", "ENCODING", "big") == b"hashtable"
+        assert c.call("OBJECT", "ENCODING", "h") == b"hashtable"  # a value over 64 bytes
+        assert sorted(c.call("SMEMBERS", "ints")) == [b"1", b"2", b"3"]
+        assert c.call("OBJECT", "ENCODING", "ints") == b"intset"
+        assert sorted(c.call("SMEMBERS", "s")) == sorted([b"a", b"b\x00", b"c" * 70000])
+        assert 900 < c.call("TTL", "s") <= 1000
+        assert c.call("EXISTS", "gone") == 0
+        assert c.call("GET", "str") == b"plain"
+        assert c.call("DBSIZE") == 5
