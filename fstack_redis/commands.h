@@ -67,6 +67,8 @@ void getrangeCommand(client *c);
 void setrangeCommand(client *c);
 void msetnxCommand(client *c);
 void incrbyfloatCommand(client *c);
+void setbitCommand(client *c);
+void getbitCommand(client *c);
 
 /* hashes (t_hash.c) */
 void hsetCommand(client *c);

@@ -644,3 +644,65 @@ void incrbyfloatCommand(client *c) {
     signalModifiedKey(c, db, k.p, k.len);
     addReplyBulk(c, buf, (size_t)n);
 }
+
+/* Redis's getBitOffsetFromArgument (no '#' form): 0 <= offset, and the
+ * byte it falls in below proto-max-bulk-len. */
+static int bitOffsetOrReply(client *c, int i, uint64_t *offset) {
+    long long v;
+    if (!string2ll(c->argv[i].ptr, c->argv[i].len, &v) || v < 0 ||
+        (uint64_t)(v >> 3) >= c->srv->cfg.proto_max_bulk_len) {
+        addReplyError(c, "bit offset is not an integer or out of range");
+        return -1;
+    }
+    *offset = (uint64_t)v;
+    return 0;
+}
+
+/* SETBIT key offset value: the old bit. */
+void setbitCommand(client *c) {
+    ir_db *db = dbFor(c);
+    uint64_t offset;
+    long long on;
+    if (bitOffsetOrReply(c, 2, &offset) != 0) return;
+    if (!string2ll(c->argv[3].ptr, c->argv[3].len, &on) || (on & ~1)) {
+        addReplyError(c, "bit is not an integer or out of range");
+        return;
+    }
+    dbkey k = argKey(db, c, 1);
+    dbEntry *e = lookupKey(db, &k);
+    if (e && e->type != OBJ_STRING) {
+        addReplyStr(c, shared.wrongtypeerr);
+        return;
+    }
+    size_t byte = (size_t)(offset >> 3);
+    int dirty = 0;
+    if (!e) {
+        e = dbAdd(db, &k, OBJ_STRING, 0);
+        strSetValue(db, e, "", 0, 0);
+        dirty = 1;
+    }
+    size_t old = e->v.str.len;
+    int bit = 7 - (int)(offset & 7);
+    int bitval = byte < old && ((unsigned char)e->v.str.ptr[byte] & (1 << bit));
+    if (byte >= old) dirty = 1;
+    if (dirty || bitval != (int)on) {
+        strResize(db, e, byte >= old ? byte + 1 : old); /* zero-filled; unshared if pinned */
+        unsigned char *p = (unsigned char *)e->v.str.ptr + byte;
+        *p = (unsigned char)((*p & ~(1 << bit)) | ((int)on << bit));
+        e->flags |= DBE_ENC_RAW;
+        signalModifiedKey(c, db, k.p, k.len);
+    }
+    addReplyStr(c, bitval ? shared.cone : shared.czero);
+}
+
+/* GETBIT key offset */
+void getbitCommand(client *c) {
+    uint64_t offset;
+    if (bitOffsetOrReply(c, 2, &offset) != 0) return;
+    dbEntry *e = lookupKeyOrReply(c, 1, shared.czero, OBJ_STRING);
+    if (!e) return;
+    size_t byte = (size_t)(offset >> 3);
+    int bit = 7 - (int)(offset & 7);
+    int bitval = byte < e->v.str.len && ((unsigned char)e->v.str.ptr[byte] & (1 << bit));
+    addReplyStr(c, bitval ? shared.cone : shared.czero);
+}

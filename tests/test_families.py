@@ -251,6 +251,20 @@ def test_strings(both: Both) -> None:
     ])
 
 
+def test_setbit_getbit(both: Both) -> None:
+    both.run_all([
+        ("SETBIT", "b", "7", "1"), ("GET", "b"), ("SETBIT", "b", "7", "1"),
+        ("SETBIT", "b", "7", "0"),
+        ("SETBIT", "b", "100", "1"), ("STRLEN", "b"), ("GETBIT", "b", "100"), ("GETBIT", "b", "99"),
+        ("GETBIT", "b", "100000"), ("GETBIT", "nokey", "3"), ("SET", "i", "12"),
+        ("GETBIT", "i", "2"), ("GETBIT", "i", "3"), ("SETBIT", "i", "6", "1"), ("GET", "i"),
+        ("OBJECT", "ENCODING", "i"), ("SETBIT", "b", "-1", "1"), ("SETBIT", "b", "x", "1"),
+        ("SETBIT", "b", "4294967296", "1"), ("SETBIT", "b", "0", "2"), ("SETBIT", "b", "0", "-1"),
+        ("SETBIT", "b", "0", "x"), ("GETBIT", "b", "-1"), ("RPUSH", "l", "x"),
+        ("SETBIT", "l", "0", "1"), ("GETBIT", "l", "0"),
+    ])
+
+
 def test_object_encoding_and_refcount(both: Both) -> None:
     both.run_all([
         ("SET", "i", "12345"), ("OBJECT", "ENCODING", "i"), ("OBJECT", "REFCOUNT", "i"),
