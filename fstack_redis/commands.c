@@ -80,6 +80,7 @@ static ir_command commands[] = {
     {"msetnx", msetnxCommand, -3, CMD_WRITE | CMD_DENYOOM, 1, -1, 2, "write denyoom", 0},
     {"setbit", setbitCommand, 4, CMD_WRITE | CMD_DENYOOM, 1, 1, 1, "write denyoom", 0},
     {"getbit", getbitCommand, 3, CMD_READONLY | CMD_FAST, 1, 1, 1, "readonly fast", 0},
+    {"lcs", lcsCommand, -3, CMD_READONLY, 1, 2, 1, "readonly", 0},
     {"incrbyfloat", incrbyfloatCommand, 3, CMD_WRITE | CMD_FAST | CMD_DENYOOM, 1, 1, 1, "write denyoom fast", 0},
     {"lpush", lpushCommand, -3, CMD_WRITE | CMD_FAST | CMD_DENYOOM, 1, 1, 1, "write denyoom fast", 0},
     {"rpush", rpushCommand, -3, CMD_WRITE | CMD_FAST | CMD_DENYOOM, 1, 1, 1, "write denyoom fast", 0},

@@ -69,6 +69,7 @@ void msetnxCommand(client *c);
 void incrbyfloatCommand(client *c);
 void setbitCommand(client *c);
 void getbitCommand(client *c);
+void lcsCommand(client *c);
 
 /* hashes (t_hash.c) */
 void hsetCommand(client *c);

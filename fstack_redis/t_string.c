@@ -706,3 +706,137 @@ void getbitCommand(client *c) {
     int bitval = byte < e->v.str.len && ((unsigned char)e->v.str.ptr[byte] & (1 << bit));
     addReplyStr(c, bitval ? shared.cone : shared.czero);
 }
+
+/* LCS key1 key2 [LEN] [IDX] [MINMATCHLEN len] [WITHMATCHLEN]: the longest
+ * common subsequence by the textbook dynamic programme (a table of
+ * (|a|+1)(|b|+1) lengths, bounded by proto-max-bulk-len as in Redis), walked
+ * back from the end to build the string and the matching ranges, which come
+ * out last to first as Redis sends them. */
+void lcsCommand(client *c) {
+    ir_db *db = dbFor(c);
+    const char *s[2];
+    size_t n[2];
+    for (int j = 0; j < 2; j++) {
+        dbkey k = argKey(db, c, 1 + j);
+        dbEntry *e = lookupKey(db, &k);
+        if (e && e->type != OBJ_STRING) {
+            addReplyError(c, "The specified keys must contain string values");
+            return;
+        }
+        s[j] = e ? e->v.str.ptr : "";
+        n[j] = e ? e->v.str.len : 0;
+    }
+    int getlen = 0, getidx = 0, withmatchlen = 0;
+    long long minmatchlen = 0;
+    for (int j = 3; j < c->argc; j++) {
+        if (argEq(c, j, "idx")) getidx = 1;
+        else if (argEq(c, j, "len")) getlen = 1;
+        else if (argEq(c, j, "withmatchlen")) withmatchlen = 1;
+        else if (argEq(c, j, "minmatchlen") && j + 1 < c->argc) {
+            if (getLongLongFromArg(c, ++j, &minmatchlen) != 0) return;
+            if (minmatchlen < 0) minmatchlen = 0;
+        } else {
+            addReplyStr(c, shared.syntaxerr);
+            return;
+        }
+    }
+    if (getidx && getlen) {
+        addReplyError(c, "If you want both the length and indexes, please just use IDX.");
+        return;
+    }
+    if (n[0] >= UINT32_MAX - 1 || n[1] >= UINT32_MAX - 1) {
+        addReplyError(c, "String too long for LCS");
+        return;
+    }
+    const char *a = s[0], *b = s[1];
+    uint32_t alen = (uint32_t)n[0], blen = (uint32_t)n[1];
+    unsigned long long cells = (unsigned long long)(alen + 1) * (blen + 1);
+    if (cells * sizeof(uint32_t) > c->srv->cfg.proto_max_bulk_len) {
+        addReplyError(c, "Insufficient memory, transient memory for LCS exceeds proto-max-bulk-len");
+        return;
+    }
+    uint32_t *dp = malloc((size_t)cells * sizeof(uint32_t));
+    if (!dp) {
+        addReplyError(c, "Insufficient memory, failed allocating transient memory for LCS");
+        return;
+    }
+#define LCS(i, j) dp[(size_t)(j) + (size_t)(i) * (blen + 1)]
+    for (uint32_t i = 0; i <= alen; i++)
+        for (uint32_t j = 0; j <= blen; j++) {
+            if (i == 0 || j == 0) LCS(i, j) = 0;
+            else if (a[i - 1] == b[j - 1]) LCS(i, j) = LCS(i - 1, j - 1) + 1;
+            else LCS(i, j) = LCS(i - 1, j) > LCS(i, j - 1) ? LCS(i - 1, j) : LCS(i, j - 1);
+        }
+    uint32_t total = LCS(alen, blen), idx = total;
+    if (getlen) {
+        free(dp);
+        addReplyLongLong(c, total);
+        return;
+    }
+    char *result = malloc(total + 1);
+    uint32_t (*ranges)[5] = getidx ? malloc(((size_t)total + 1) * sizeof(*ranges)) : NULL;
+    if (!result || (getidx && !ranges)) {
+        free(dp);
+        free(result);
+        free(ranges);
+        addReplyError(c, "Insufficient memory, failed allocating transient memory for LCS");
+        return;
+    }
+    size_t nranges = 0;
+    uint32_t as = alen, ae = 0, bs = 0, be = 0; /* as == alen: no range open */
+    for (uint32_t i = alen, j = blen; i > 0 && j > 0;) {
+        int emit = 0;
+        if (a[i - 1] == b[j - 1]) {
+            result[idx - 1] = a[i - 1];
+            if (as == alen) {
+                as = ae = i - 1;
+                bs = be = j - 1;
+            } else if (as == i && bs == j) { /* contiguous: extend backwards */
+                as--;
+                bs--;
+            } else {
+                emit = 1;
+            }
+            if (as == 0 || bs == 0) emit = 1; /* the first byte of a string: done */
+            idx--;
+            i--;
+            j--;
+        } else {
+            if (LCS(i - 1, j) > LCS(i, j - 1)) i--;
+            else j--;
+            if (as != alen) emit = 1;
+        }
+        if (emit) {
+            uint32_t len = ae - as + 1;
+            if (ranges && (minmatchlen == 0 || len >= minmatchlen)) {
+                uint32_t *r = ranges[nranges++];
+                r[0] = as, r[1] = ae, r[2] = bs, r[3] = be, r[4] = len;
+            }
+            as = alen;
+        }
+    }
+#undef LCS
+    free(dp);
+    if (!getidx) {
+        if (total) memcpy(addReplyBulkReserve(c, total), result, total); /* freed below */
+        else addReplyProto(c, "$0\r\n\r\n", 6);
+    } else {
+        addReplyMapLen(c, 2);
+        addReplyBulkCString(c, "matches");
+        addReplyArrayLen(c, (long)nranges);
+        for (size_t k = 0; k < nranges; k++) {
+            addReplyArrayLen(c, 2 + withmatchlen);
+            addReplyArrayLen(c, 2);
+            addReplyLongLong(c, ranges[k][0]);
+            addReplyLongLong(c, ranges[k][1]);
+            addReplyArrayLen(c, 2);
+            addReplyLongLong(c, ranges[k][2]);
+            addReplyLongLong(c, ranges[k][3]);
+            if (withmatchlen) addReplyLongLong(c, ranges[k][4]);
+        }
+        addReplyBulkCString(c, "len");
+        addReplyLongLong(c, total);
+    }
+    free(result);
+    free(ranges);
+}

@@ -265,6 +265,22 @@ def test_setbit_getbit(both: Both) -> None:
     ])
 
 
+def test_lcs(both: Both) -> None:
+    both.run_all([
+        ("SET", "a", "ohmytext"), ("SET", "b", "mynewtext"), ("LCS", "a", "b"),
+        ("LCS", "a", "b", "LEN"), ("LCS", "a", "b", "IDX"),
+        ("LCS", "a", "b", "IDX", "WITHMATCHLEN"),
+        ("LCS", "a", "b", "IDX", "MINMATCHLEN", "4"),
+        ("LCS", "a", "b", "IDX", "MINMATCHLEN", "-4", "WITHMATCHLEN"),
+        ("LCS", "a", "nokey"), ("LCS", "nokey", "nokey2", "IDX"), ("LCS", "a", "b", "LEN", "IDX"),
+        ("LCS", "a", "b", "FOO"), ("LCS", "a", "b", "MINMATCHLEN"),
+        ("LCS", "a", "b", "MINMATCHLEN", "x"), ("RPUSH", "l", "x"), ("LCS", "a", "l"),
+        ("SET", "n", "12345"), ("SET", "m", "2x4"), ("LCS", "n", "m", "IDX"),
+        ("SET", "big1", "ab" * 3000), ("SET", "big2", "ba" * 3000), ("LCS", "big1", "big2", "LEN"),
+        ("LCS", "big1", "big2"),
+    ])
+
+
 def test_object_encoding_and_refcount(both: Both) -> None:
     both.run_all([
         ("SET", "i", "12345"), ("OBJECT", "ENCODING", "i"), ("OBJECT", "REFCOUNT", "i"),
