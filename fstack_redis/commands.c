@@ -235,6 +235,12 @@ void authCommand(client *c) {
     addReplyStr(c, shared.ok);
 }
 
+static int validClientName(const ir_arg *a) {
+    for (size_t i = 0; i < a->len; i++)
+        if (a->ptr[i] < '!' || a->ptr[i] > '~') return 0;
+    return 1;
+}
+
 /* HELLO [protover [AUTH username password] [SETNAME clientname]]: protover 2
  * (RESP2) or 3 (RESP3); without one the protocol stays as it is. */
 void helloCommand(client *c) {
@@ -250,6 +256,7 @@ void helloCommand(client *c) {
         }
     }
     int authed_here = 0;
+    const ir_arg *name = NULL;
     for (int j = 2; j < c->argc; j++) {
         int more = c->argc - j - 1;
         if (argEq(c, j, "auth") && more >= 2) {
@@ -260,10 +267,7 @@ void helloCommand(client *c) {
             authed_here = 1;
             j += 2;
         } else if (argEq(c, j, "setname") && more >= 1) {
-            const ir_arg *a = &c->argv[++j];
-            size_t n = a->len < sizeof(c->name) - 1 ? a->len : sizeof(c->name) - 1;
-            memcpy(c->name, a->ptr, n);
-            c->name[n] = '\0';
+            name = &c->argv[++j];
         } else {
             addReplyErrorFormat(c, "Syntax error in HELLO option '%.128s'", c->argv[j].ptr);
             return;
@@ -276,6 +280,15 @@ void helloCommand(client *c) {
                          "authenticate the client and select the RESP protocol version at the "
                          "same time");
         return;
+    }
+    if (name) { /* as CLIENT SETNAME, once authenticated */
+        if (!validClientName(name)) {
+            addReplyError(c, "Client names cannot contain spaces, newlines or special characters.");
+            return;
+        }
+        size_t n = name->len < sizeof(c->name) - 1 ? name->len : sizeof(c->name) - 1;
+        memcpy(c->name, name->ptr, n);
+        c->name[n] = '\0';
     }
     if (ver) c->resp = (int)ver; /* this reply already speaks the new protocol, as in Redis */
     addReplyMapLen(c, 7);
@@ -293,12 +306,6 @@ void helloCommand(client *c) {
     addReplyBulkCString(c, "master");
     addReplyBulkCString(c, "modules");
     addReplyArrayLen(c, 0);
-}
-
-static int validClientName(const ir_arg *a) {
-    for (size_t i = 0; i < a->len; i++)
-        if (a->ptr[i] < '!' || a->ptr[i] > '~') return 0;
-    return 1;
 }
 
 typedef struct infobuf {

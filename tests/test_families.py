@@ -110,6 +110,19 @@ def test_hello_switches_protocol_both_ways(pair: Pair) -> None:
             c.expect(b"$-1\r\n")
 
 
+def test_hello_setname_checked_like_client_setname(pair: Pair) -> None:
+    for srv in pair:
+        with srv.raw() as c:
+            c.send(c.command("HELLO", "3", "SETNAME", "a b"))
+            c.expect(b"-ERR Client names cannot contain spaces, newlines or special characters."
+                     b"\r\n")
+            c.send(c.command("GET", "x"))  # the failed HELLO switched nothing
+            c.expect(b"$-1\r\n")
+            assert c.call("CLIENT", "GETNAME") is None
+            assert c.call("HELLO", "3", "SETNAME", "ok-name")[b"proto"] == 3
+            assert c.call("CLIENT", "GETNAME") == b"ok-name"
+
+
 def test_resp3_nulls_and_maps(both3: Both) -> None:
     both3.run_all([
         ("GET", "nokey"),
