@@ -129,7 +129,7 @@ typedef struct dbColl {
 } dbColl;
 
 /* The thresholds of the compact encodings OBJECT ENCODING reports, with
- * Redis 7.0's names and defaults (128, 64, 512): CONFIG SET may change them. */
+ * Redis 7.0's names and built-in defaults (512, 64, 512): CONFIG SET may change them. */
 typedef struct ir_encoding_limits {
     long long hash_max_listpack_entries;
     long long hash_max_listpack_value;

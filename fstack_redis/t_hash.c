@@ -6,7 +6,7 @@
  * addReplyBulk, so a big one goes by reference until the command returns;
  * a value replaced or deleted by the same command is freed only after that
  * (dbFreeLater). OBJECT ENCODING reports listpack until the hash passes
- * Redis's listpack limits (128 fields, 64-byte fields and values), then
+ * Redis's listpack limits (512 fields, 64-byte fields and values), then
  * hashtable for good.
  */
 #include <limits.h>

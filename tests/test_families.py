@@ -308,6 +308,19 @@ def test_object_encoding_and_refcount(both: Both) -> None:
         ("SADD", "si", "1", "2"), ("OBJECT", "ENCODING", "si"),
         ("SADD", "si", "x"), ("OBJECT", "ENCODING", "si"), ("SREM", "si", "x"),
         ("OBJECT", "ENCODING", "si"),
+        ("SETRANGE", "sr", "2", "ab"), ("OBJECT", "ENCODING", "sr"), ("SET", "sr", "12"),
+        ("OBJECT", "ENCODING", "sr"), ("SETBIT", "sb", "3", "1"), ("OBJECT", "ENCODING", "sb"),
+        ("GETSET", "a", "77"), ("OBJECT", "ENCODING", "a"), ("APPEND", "ap", "5"),
+        ("OBJECT", "ENCODING", "ap"), ("SETEX", "se", "100", "5"), ("OBJECT", "ENCODING", "se"),
+        ("MSET", "m1", "x" * 44, "m2", "x" * 45), ("OBJECT", "ENCODING", "m1"),
+        ("OBJECT", "ENCODING", "m2"), ("INCRBYFLOAT", "fl2", "1e30"), ("OBJECT", "ENCODING", "fl2"),
+        ("SET", "neg", "-5"), ("OBJECT", "REFCOUNT", "neg"), ("SET", "z", "0"),
+        ("OBJECT", "REFCOUNT", "z"), ("SET", "lead", "007"), ("OBJECT", "ENCODING", "lead"),
+        ("SADD", "sbig", *[str(i) for i in range(513)]), ("OBJECT", "ENCODING", "sbig"),
+        ("HSET", "hbig", *[x for i in range(512) for x in (f"f{i}", "v")]),
+        ("OBJECT", "ENCODING", "hbig"), ("HSET", "hbig", "one-more", "v"),
+        ("OBJECT", "ENCODING", "hbig"), ("COPY", "hbig", "hbig2"), ("OBJECT", "ENCODING", "hbig2"),
+        ("SINTERSTORE", "sst", "si"), ("OBJECT", "ENCODING", "sst"),
         ("OBJECT", "ENCODING", "nokey"), ("OBJECT", "FREQ", "i"), ("OBJECT", "NOPE", "i"),
         ("OBJECT", "ENCODING"), ("OBJECT", "ENCODING", "i", "j"),
     ])
@@ -671,7 +684,7 @@ def test_hashes_and_sets_survive_a_snapshot(
     a = server_factory("inreplay", "--dir", str(d))
     with a.raw() as c:
         c.call("HSET", "h", "f", "v", b"bin\x00field", b"\x00\xff" * 40000, "n", "12")
-        c.call("HSET", "big", *[x for i in range(200) for x in (f"f{i}", "v")])
+        c.call("HSET", "big", *[x for i in range(600) for x in (f"f{i}", "v")])
         c.call("SADD", "ints", "1", "2", "3")
         c.call("SADD", "s", "a", b"b\x00", "c" * 70000)
         c.call("EXPIRE", "s", "1000")
@@ -686,7 +699,7 @@ def test_hashes_and_sets_survive_a_snapshot(
         assert dict(zip(flat[::2], flat[1::2], strict=True)) == {
             b"f": b"v", b"bin\x00field": b"\x00\xff" * 40000, b"n": b"12"}
         assert c.call("HINCRBY", "h", "n", "1") == 13
-        assert c.call("HLEN", "big") == 200
+        assert c.call("HLEN", "big") == 600
         assert c.call("OBJECT", "ENCODING", "big") == b"hashtable"
         assert c.call("OBJECT", "ENCODING", "h") == b"hashtable"  # a value over 64 bytes
         assert sorted(c.call("SMEMBERS", "ints")) == [b"1", b"2", b"3"]
