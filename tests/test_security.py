@@ -65,7 +65,7 @@ def test_requirepass(start: Starter) -> None:
     port = start("--requirepass", "s3cret")
     r = redis.Redis(port=port)
     # redis-py 8 opens with HELLO 3, refused before AUTH (redis-py 7 failed on the GET)
-    with pytest.raises(redis.AuthenticationError, match="Authentication required|authenticated"):
+    with pytest.raises(redis.AuthenticationError, match=r"Authentication required|authenticated"):
         r.get("k")
     out, closed = raw(port, b"*1\r\n$4\r\nPING\r\n")
     assert out == b"-NOAUTH Authentication required.\r\n" and not closed
