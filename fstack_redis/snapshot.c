@@ -100,6 +100,7 @@
 #define TAG_KLST "KLST"
 #define TAG_KHSH "KHSH" /* hashes and sets: see the end of this file */
 #define TAG_KSET "KSET"
+#define TAG_KSEL "KSEL" /* the keys that follow are in another database */
 #define TAG_TABL "TABL"
 #define TAG_DONE "DONE"
 
@@ -268,6 +269,8 @@ static void wRecord(snapWriter *w, const char *tag, uint64_t len) {
 
 struct snapWriter;
 static void saveCollection(struct snapWriter *w, const dbEntry *e);
+struct saveCtx;
+static void saveOtherDbs(const ir_server *s, struct saveCtx *sc);
 
 typedef struct saveCtx {
     snapWriter *w;
@@ -363,6 +366,7 @@ static int writeSnapshot(const ir_server *s, int fd, uint64_t *bytes, uint64_t *
 
     saveCtx sc = {&w, (int64_t)now, 0};
     dbForEach(s->db, saveEntry, &sc);
+    saveOtherDbs(s, &sc); /* databases 1..N-1 (see the end of this file) */
     uint64_t tables = 0;
     for (const ir_table *t = s->tables->head; t && !w.err; t = t->next, tables++) saveTable(&w, t);
 
@@ -893,12 +897,16 @@ typedef struct snapLoader {
     char *key;                 /* the key being read */
     size_t keycap;
     ir_table_loader tl;
+    int ndbs;                  /* databases of the server loading (KSEL) */
+    ir_db *db0, **others;      /* after a KSEL: database 0 and the others loaded */
     uint64_t rec;              /* offset of the record being parsed */
     char why[256];
 } snapLoader;
 
 static int bad(snapLoader *L, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static int loadCollection(snapLoader *L, int type);
+static int loadSelect(snapLoader *L);
+static void swapInOthers(ir_server *s, snapLoader *L, int ok);
 static int bad(snapLoader *L, const char *fmt, ...) {
     char text[200];
     va_list ap;
@@ -1091,6 +1099,7 @@ static int parseFile(snapLoader *L, uint64_t size, const snapDone *done) {
         int rc;
         if (!memcmp(tag, TAG_KSTR, 4)) rc = loadString(L);
         else if (!memcmp(tag, TAG_KHSH, 4)) rc = loadCollection(L, OBJ_HASH);
+        else if (!memcmp(tag, TAG_KSEL, 4)) rc = loadSelect(L);
         else if (!memcmp(tag, TAG_KSET, 4)) rc = loadCollection(L, OBJ_SET);
         else if (!memcmp(tag, TAG_KLST, 4)) rc = loadList(L);
         else if (!memcmp(tag, TAG_TABL, 4)) rc = loadTable(L);
@@ -1163,8 +1172,10 @@ static int loadFile(ir_server *s, const char *path, unsigned char *buf, uint64_t
     L->db = dbNew();
     L->tables = tablesNew();
     L->now = (int64_t)ir_mstime();
+    L->ndbs = dbsCount(s);
     if (!L->tables) rc = nomem(L, "the table set");
     else rc = parseFile(L, size, &done);
+    swapInOthers(s, L, rc == LOAD_OK); /* L->db is database 0 again */
     if (rc == LOAD_OK) {
         swapIn(s, L->db, L->tables);
         *nkeys = L->keys;
@@ -1400,4 +1411,63 @@ static int loadCollection(snapLoader *L, int type) {
     if (n > (type == OBJ_HASH ? lim->hash_max_listpack_entries : lim->set_max_intset_entries))
         co->big = 1;
     return rc;
+}
+
+/* ---- databases other than 0 (families) ----------------------------------------
+ *   "KSEL" (L = 8)           u64 database index, 1..databases-1: the key
+ *                            records that follow (up to the next KSEL or the
+ *                            first TABL) belong to that database
+ * A file without KSEL holds database 0 only. A snapshot of more databases
+ * than the server has does not load (corrupt, with the reason). */
+
+struct saveCtx;
+
+static void saveOtherDbs(const ir_server *s, struct saveCtx *sc) {
+    saveCtx *c = (saveCtx *)sc;
+    for (int i = 1; i < dbsCount(s) && !c->w->err; i++) {
+        if (dbSize(dbsAt(s, i)) == 0) continue;
+        wRecord(c->w, TAG_KSEL, 8);
+        wU64(c->w, (uint64_t)i);
+        dbForEach(dbsAt(s, i), saveEntry, c);
+    }
+}
+
+static int loadSelect(snapLoader *L) {
+    uint64_t id;
+    if (rU64(&L->r, &id)) return bad(L, "database index runs past the record");
+    if (id < 1 || id >= (uint64_t)L->ndbs)
+        return bad(L, "database %llu, but the server has %d (databases)", (unsigned long long)id,
+                   L->ndbs);
+    if (!L->others) {
+        L->others = calloc((size_t)L->ndbs, sizeof(*L->others));
+        if (!L->others) return nomem(L, "the databases");
+        L->db0 = L->db;
+    }
+    if (!L->others[id]) {
+        L->others[id] = dbNew();
+        L->others[id]->id = (int)id;
+    }
+    L->db = L->others[id];
+    return LOAD_OK;
+}
+
+/* After parsing: L->db is database 0 again; with ok the loaded databases
+ * replace the server's (those the file does not mention become empty). */
+static void swapInOthers(ir_server *s, snapLoader *L, int ok) {
+    if (L->db0) L->db = L->db0;
+    for (int i = 1; i < L->ndbs; i++) {
+        ir_db *d = L->others ? L->others[i] : NULL;
+        if (!ok) {
+            if (d) dbFree(d);
+            continue;
+        }
+        if (!d) {
+            dbEmpty(s->dbs[i]);
+            continue;
+        }
+        dbFree(s->dbs[i]);
+        s->dbs[i] = d;
+    }
+    free(L->others);
+    L->others = NULL;
 }

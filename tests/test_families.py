@@ -676,7 +676,7 @@ def test_memory_accounting_covers_hashes_and_sets(inreplay_server: ServerProcess
 # --------------------------------------------------------------------------
 
 
-def test_hashes_and_sets_survive_a_snapshot(
+def test_hashes_sets_and_databases_survive_a_snapshot(
     server_factory: Callable[..., ServerProcess], tmp_path: Path,
 ) -> None:
     d = tmp_path / "snap"
@@ -691,6 +691,14 @@ def test_hashes_and_sets_survive_a_snapshot(
         c.call("SADD", "gone", "x")
         c.call("PEXPIRE", "gone", "1")
         c.call("SET", "str", "plain")
+        c.call("SELECT", "3")
+        c.call("HSET", "h", "in", "db3")
+        c.call("SET", "str", "three", "EX", "1000")
+        c.call("SELECT", "15")
+        c.call("RPUSH", "l", "a", "b")
+        c.call("SELECT", "9")
+        c.call("SET", "gone9", "x", "PX", "1")
+        time.sleep(0.01)
         assert c.call("SAVE") == "OK"
     assert a.stop() == 0
     b = server_factory("inreplay", "--dir", str(d), "--restore", str(d))
@@ -709,3 +717,12 @@ def test_hashes_and_sets_survive_a_snapshot(
         assert c.call("EXISTS", "gone") == 0
         assert c.call("GET", "str") == b"plain"
         assert c.call("DBSIZE") == 5
+        c.call("SELECT", "3")
+        assert c.call("HGETALL", "h") == [b"in", b"db3"]
+        assert c.call("GET", "str") == b"three" and 900 < c.call("TTL", "str") <= 1000
+        assert c.call("DBSIZE") == 2
+        c.call("SELECT", "15")
+        assert c.call("LRANGE", "l", "0", "-1") == [b"a", b"b"]
+        info = c.call("INFO", "keyspace").decode()
+        assert [ln.split(",")[0] for ln in info.splitlines() if ln.startswith("db")] == [
+            "db0:keys=5", "db3:keys=2", "db15:keys=1"]

@@ -686,7 +686,7 @@ static void resetServer(uint8_t opt) {
         char msg[512];
         int n = snapshotRestore(srv, snapdir, msg, sizeof(msg));
         if (n < 0) die("SAVE wrote a snapshot that does not load: %s", msg);
-        checkDb(srv->db);
+        for (int i = 0; i < dbsCount(srv); i++) checkDb(dbsAt(srv, i));
         for (ir_table *t = srv->tables->head; t; t = t->next) checkTable(t);
     }
     emptySnapdir();
