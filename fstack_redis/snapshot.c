@@ -1324,9 +1324,8 @@ void lastsaveCommand(client *c) {
  *                            u64 length, field bytes, u64 length, value bytes
  *   "KSET" a set key         i64 expire, u64 key length, key bytes
  *                            u64 member count, then per member u64 length, bytes
- * Snapshots hold database 0 only: the other databases (SELECT 1..15) are
- * not saved yet. The encoding OBJECT ENCODING reports is worked out again
- * from the loaded contents. */
+ * The encoding OBJECT ENCODING reports is worked out again from the loaded
+ * contents. */
 
 static void saveCollection(snapWriter *w, const dbEntry *e) {
     const dict *d = &e->v.coll->d;
