@@ -746,26 +746,50 @@ dbEntry *collFind(dbColl *co, const void *f, size_t len) {
     return dictFind(&co->d, f, len, dictHashKey(&co->d, f, len));
 }
 
+/* A hash value up to DB_EMBED_MAX bytes lives in its field's entry, after
+ * the field (as short strings do in the keyspace): one allocation per field. */
+static size_t fieldEmbedCap(size_t vlen) {
+    return vlen + 1 <= DB_EMBED_MAX ? (vlen + 1 + 7) & ~(size_t)7 : 0;
+}
+
 static size_t fieldBytes(const dbEntry *fe) {
-    return dbEntryBytes(fe->klen, 0) + (fe->v.str.ptr ? dbBufBytes(fe->v.str.cap) : 0);
+    size_t b = dbEntryBytes(fe->klen, fe->ecap);
+    if (fe->v.str.ptr && !(fe->flags & DBE_EMBEDDED)) b += dbBufBytes(fe->v.str.cap);
+    return b;
+}
+
+/* The value's own buffer, NULL when there is none or it is embedded. */
+static char *fieldHeapBuf(const dbEntry *fe) {
+    return fe->flags & DBE_EMBEDDED ? NULL : fe->v.str.ptr;
+}
+
+static void fieldPut(dbEntry *fe, const void *val, size_t vlen) {
+    if (vlen + 1 <= fe->ecap) {
+        fe->v.str.ptr = fe->key + fe->klen + 1;
+        fe->v.str.cap = fe->ecap;
+        fe->flags |= DBE_EMBEDDED;
+    } else {
+        fe->v.str.ptr = dbMalloc(vlen + 1);
+        fe->v.str.cap = vlen + 1;
+        fe->flags &= (uint8_t)~DBE_EMBEDDED;
+    }
+    memcpy(fe->v.str.ptr, val, vlen);
+    fe->v.str.ptr[vlen] = '\0';
+    fe->v.str.len = vlen;
 }
 
 dbEntry *collAdd(ir_db *db, dbColl *co, const void *f, size_t len, const void *val, size_t vlen) {
-    dbEntry *fe = dbMalloc(sizeof(dbEntry) + len + 1);
+    size_t ecap = val ? fieldEmbedCap(vlen) : 0;
+    dbEntry *fe = dbMalloc(sizeof(dbEntry) + len + 1 + ecap);
     memset(fe, 0, sizeof(*fe));
     fe->hash = dictHashKey(&co->d, f, len);
     fe->expire = -1;
     fe->klen = len;
     fe->type = OBJ_STRING;
+    fe->ecap = (uint8_t)ecap;
     memcpy(fe->key, f, len);
     fe->key[len] = '\0';
-    if (val) {
-        fe->v.str.ptr = dbMalloc(vlen + 1);
-        memcpy(fe->v.str.ptr, val, vlen);
-        fe->v.str.ptr[vlen] = '\0';
-        fe->v.str.len = vlen;
-        fe->v.str.cap = vlen + 1;
-    }
+    if (val) fieldPut(fe, val, vlen);
     dictLink(&co->d, fe);
     db->bytes += fieldBytes(fe);
     return fe;
@@ -773,14 +797,11 @@ dbEntry *collAdd(ir_db *db, dbColl *co, const void *f, size_t len, const void *v
 
 void collSetValue(ir_db *db, dbEntry *fe, const void *val, size_t vlen) {
     db->bytes -= fieldBytes(fe);
-    /* the current command may have replied with the old value by reference */
-    char *old = fe->v.str.ptr;
+    /* the current command may have replied with the old value by reference
+     * (an embedded one is short: replies copy it) */
+    char *old = fieldHeapBuf(fe);
     size_t oldlen = fe->v.str.len;
-    fe->v.str.ptr = dbMalloc(vlen + 1);
-    memcpy(fe->v.str.ptr, val, vlen);
-    fe->v.str.ptr[vlen] = '\0';
-    fe->v.str.len = vlen;
-    fe->v.str.cap = vlen + 1;
+    fieldPut(fe, val, vlen);
     dbFreeLater(db, old, oldlen);
     db->bytes += fieldBytes(fe);
 }
@@ -789,7 +810,7 @@ void collDelete(ir_db *db, dbColl *co, dbEntry *fe) {
     dictUnlink(&co->d, fe);
     db->bytes -= fieldBytes(fe);
     /* SPOP and friends reply with what they delete: big ones go by reference */
-    dbFreeLater(db, fe->v.str.ptr, fe->v.str.len);
+    dbFreeLater(db, fieldHeapBuf(fe), fe->v.str.len);
     dbFreeLater(db, fe, fe->klen);
 }
 
@@ -800,7 +821,7 @@ static void collFree(ir_db *db, dbColl *co) {
             for (dbEntry *fe = ht->table[i], *next; fe; fe = next) {
                 next = fe->next;
                 db->bytes -= fieldBytes(fe);
-                dbFreeLater(db, fe->v.str.ptr, fe->v.str.len);
+                dbFreeLater(db, fieldHeapBuf(fe), fe->v.str.len);
                 dbFreeLater(db, fe, fe->klen);
             }
         }

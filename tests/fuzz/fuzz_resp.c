@@ -577,13 +577,20 @@ static uint64_t checkColl(const dbEntry *owner) {
                 if (f->hash != dictHashKey(&co->d, f->key, f->klen)) die("stale field hash");
                 if ((f->hash & (ht->size - 1)) != i) die("field in the wrong bucket");
                 if (f->key[f->klen] != '\0') die("field not NUL-terminated");
-                bytes += dbEntryBytes(f->klen, 0);
+                bytes += dbEntryBytes(f->klen, f->ecap);
                 if (owner->type == OBJ_SET) {
-                    if (f->v.str.ptr) die("set member with a value");
+                    if (f->v.str.ptr || f->ecap) die("set member with a value");
                     continue;
                 }
-                if (!f->v.str.ptr || f->v.str.ptr[f->v.str.len] != '\0') die("hash value");
-                bytes += dbBufBytes(f->v.str.cap);
+                if (!f->v.str.ptr || f->v.str.len >= f->v.str.cap ||
+                    f->v.str.ptr[f->v.str.len] != '\0')
+                    die("hash value len %zu, cap %zu", f->v.str.len, f->v.str.cap);
+                if (f->flags & DBE_EMBEDDED) {
+                    if (f->v.str.ptr != f->key + f->klen + 1 || f->v.str.cap != f->ecap)
+                        die("embedded hash value in the wrong place");
+                } else {
+                    bytes += dbBufBytes(f->v.str.cap);
+                }
             }
         }
         if (used != ht->used) die("field dict table %d: used %zu, chained %zu", t, ht->used, used);
