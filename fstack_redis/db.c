@@ -831,24 +831,19 @@ static void collFree(ir_db *db, dbColl *co) {
     free(co);
 }
 
-static void dictRehashAll(dict *d) {
-    while (dictIsRehashing(d)) dictRehash(d, 1000);
-}
-
-/* A random entry of d (NULL if empty): a random bucket, then a random slot
- * of its chain (uniform while chains are at most 8 long, as they are at a
- * load factor of 1). */
+/* A random entry of d (NULL if empty): a random bucket of either table
+ * (during a rehash too: no rehash is forced), then a random slot of its
+ * chain, retrying on an empty one (uniform while chains are at most 8 long,
+ * as they are at a load factor of 1). */
 static dbEntry *dictRandom(ir_db *db, dict *d) {
     if (dictSize(d) == 0) return NULL;
-    dictRehashAll(d);
-    const dictht *ht = &d->ht[0];
+    size_t s0 = d->ht[0].size, s1 = dictIsRehashing(d) ? d->ht[1].size : 0;
     for (;;) {
-        dbEntry *e = ht->table[dbRandom(db) & (ht->size - 1)];
+        size_t idx = dbRandom(db) % (s0 + s1);
+        dbEntry *e = idx < s0 ? d->ht[0].table[idx] : d->ht[1].table[idx - s0];
         if (!e) continue;
         size_t len = 0;
         for (dbEntry *x = e; x; x = x->next) len++;
-        /* a slot among max(len, 8) and retry on an empty one: every entry
-         * of a chain up to 8 long is equally likely */
         size_t k = dbRandom(db) % (len > 8 ? len : 8);
         if (k >= len) continue;
         while (k--) e = e->next;
@@ -896,24 +891,43 @@ static uint64_t rev64(uint64_t v) {
     return __builtin_bswap64(v);
 }
 
+static void scanBucket(dbEntry *e, void (*fn)(dbEntry *e, void *arg), void *arg, long *seen) {
+    for (; e; e = e->next) {
+        fn(e, arg);
+        (*seen)++;
+    }
+}
+
 /* The cursor counts buckets with its bits reversed, so a table that grew or
- * shrank between two calls still sees every entry present throughout exactly
- * once or more (Redis's SCAN guarantee). */
+ * shrank between two calls still sees every entry present throughout at
+ * least once (Redis's SCAN guarantee). During a rehash a step visits the
+ * cursor's bucket in the smaller table and every bucket of the larger one
+ * that it expands to, so nothing is forced to finish. */
 uint64_t dictScan(dict *d, uint64_t v, long count, void (*fn)(dbEntry *e, void *arg), void *arg) {
-    dictRehashAll(d);
-    const dictht *ht = &d->ht[0];
-    if (dictSize(d) == 0 || ht->size == 0) return 0;
-    uint64_t m = ht->size - 1;
+    if (dictSize(d) == 0) return 0;
     long seen = 0, visits = count * 10;
     do {
-        for (dbEntry *e = ht->table[v & m]; e; e = e->next) {
-            fn(e, arg);
-            seen++;
+        if (!dictIsRehashing(d)) {
+            const dictht *t = &d->ht[0];
+            uint64_t m0 = t->size - 1;
+            scanBucket(t->table[v & m0], fn, arg, &seen);
+            v |= ~m0;
+            v = rev64(rev64(v) + 1);
+        } else {
+            const dictht *t0 = &d->ht[0], *t1 = &d->ht[1];
+            if (t0->size > t1->size) {
+                const dictht *x = t0;
+                t0 = t1;
+                t1 = x;
+            }
+            uint64_t m0 = t0->size - 1, m1 = t1->size - 1;
+            scanBucket(t0->table[v & m0], fn, arg, &seen);
+            do { /* the buckets of the larger table that v & m0 expands to */
+                scanBucket(t1->table[v & m1], fn, arg, &seen);
+                v |= ~m1;
+                v = rev64(rev64(v) + 1);
+            } while (v & (m0 ^ m1));
         }
-        v |= ~m;
-        v = rev64(v);
-        v++;
-        v = rev64(v);
     } while (v && seen < count && --visits > 0);
     return v;
 }

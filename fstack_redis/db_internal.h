@@ -157,9 +157,9 @@ dbEntry **dbScratch(struct ir_db *db, size_t n);
 size_t collSample(struct ir_db *db, dbColl *co, size_t count);
 /* The dict's entries into out[] (cap >= dictSize); returns the count. */
 size_t collAll(dbColl *co, dbEntry **out);
-/* Redis's reverse-binary cursor over d's buckets: call fn on each entry of
- * the buckets visited until about `count` entries were seen; returns the
- * next cursor (0: done). A rehash in progress is finished first. */
+/* Redis's reverse-binary cursor over d's buckets (both tables during a
+ * rehash): call fn on each entry of the buckets visited until about `count`
+ * entries were seen; returns the next cursor (0: done). fn must not change d. */
 uint64_t dictScan(dict *d, uint64_t cursor, long count, void (*fn)(dbEntry *e, void *arg),
                   void *arg);
 

@@ -726,3 +726,33 @@ def test_hashes_sets_and_databases_survive_a_snapshot(
         info = c.call("INFO", "keyspace").decode()
         assert [ln.split(",")[0] for ln in info.splitlines() if ln.startswith("db")] == [
             "db0:keys=5", "db3:keys=2", "db15:keys=1"]
+
+
+def test_scan_while_keys_are_added_and_deleted(pair: Pair) -> None:
+    """Every key present for the whole SCAN is returned while inserts grow the
+    table under the cursor (a rehash in progress between calls), and while
+    deletes empty it again."""
+    for srv in pair:
+        with srv.raw(timeout=30) as c:
+            stable = [f"stable:{i}" for i in range(3000)]
+            c.send(b"".join(c.command("SET", k, "v") for k in stable))
+            for _ in stable:
+                c.read_reply()
+            for phase in ("grow", "shrink"):
+                cursor, seen, n = "0", set(), 0
+                while True:
+                    nxt, batch = c.call("SCAN", cursor, "COUNT", "20")
+                    seen |= set(batch)
+                    if phase == "grow":
+                        reqs = [c.command("SET", f"extra:{n + i}", "v") for i in range(60)]
+                    else:
+                        reqs = [c.command("DEL", f"extra:{n + i}") for i in range(60)]
+                    n += 60
+                    c.send(b"".join(reqs))
+                    for _ in reqs:
+                        c.read_reply()
+                    cursor = nxt.decode()
+                    if cursor == "0":
+                        break
+                missing = {k.encode() for k in stable} - seen
+                assert not missing, (srv.kind, phase, len(missing))
