@@ -137,6 +137,10 @@ static int checkConfig(const ir_config *cfg) {
                      members == 1 ? "" : "s");
         return IR_ECONFIG;
     }
+    if (cfg->databases < 1 || cfg->databases > 1000000) {
+        ir_set_error("databases must be 1-1000000, not %d", cfg->databases);
+        return IR_ECONFIG;
+    }
     return IR_OK;
 }
 
@@ -147,7 +151,7 @@ static void publishStats(const ir_server *s) {
     __atomic_store_n(&published.total_connections, s->total_connections, __ATOMIC_RELAXED);
     __atomic_store_n(&published.total_commands, s->total_commands, __ATOMIC_RELAXED);
     __atomic_store_n(&published.tables, (uint64_t)s->tables->count, __ATOMIC_RELAXED);
-    __atomic_store_n(&published.keys, dbSize(s->db), __ATOMIC_RELAXED);
+    __atomic_store_n(&published.keys, dbsSize(s), __ATOMIC_RELAXED);
     __atomic_store_n(&published.cycles_input, s->cycles_input, __ATOMIC_RELAXED);
     __atomic_store_n(&published.cycles_execute, s->cycles_execute, __ATOMIC_RELAXED);
     __atomic_store_n(&published.cycles_reply, s->cycles_reply, __ATOMIC_RELAXED);

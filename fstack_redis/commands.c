@@ -12,6 +12,7 @@
 #include "blocked.h"
 #include "commands.h"
 #include "db.h"
+#include "db_internal.h"
 #include "replay.h"
 #include "snapshot.h"
 
@@ -44,6 +45,20 @@ static ir_command commands[] = {
     {"persist", persistCommand, 2, CMD_WRITE | CMD_FAST, 1, 1, 1, "write fast", 0},
     {"type", typeCommand, 2, CMD_READONLY | CMD_FAST, 1, 1, 1, "readonly fast", 0},
     {"keys", keysCommand, 2, CMD_READONLY, 0, 0, 0, "readonly", 0},
+    {"unlink", unlinkCommand, -2, CMD_WRITE | CMD_FAST, 1, -1, 1, "write fast", 0},
+    {"touch", touchCommand, -2, CMD_READONLY | CMD_FAST, 1, -1, 1, "readonly fast", 0},
+    {"expireat", expireatCommand, -3, CMD_WRITE | CMD_FAST, 1, 1, 1, "write fast", 0},
+    {"pexpireat", pexpireatCommand, -3, CMD_WRITE | CMD_FAST, 1, 1, 1, "write fast", 0},
+    {"expiretime", expiretimeCommand, 2, CMD_READONLY | CMD_FAST, 1, 1, 1, "readonly fast", 0},
+    {"pexpiretime", pexpiretimeCommand, 2, CMD_READONLY | CMD_FAST, 1, 1, 1, "readonly fast", 0},
+    {"rename", renameCommand, 3, CMD_WRITE, 1, 2, 1, "write", 0},
+    {"renamenx", renamenxCommand, 3, CMD_WRITE | CMD_FAST, 1, 2, 1, "write fast", 0},
+    {"copy", copyCommand, -3, CMD_WRITE | CMD_DENYOOM, 1, 2, 1, "write denyoom", 0},
+    {"move", moveCommand, 3, CMD_WRITE | CMD_FAST, 1, 1, 1, "write fast", 0},
+    {"swapdb", swapdbCommand, 3, CMD_WRITE | CMD_FAST, 0, 0, 0, "write fast", 0},
+    {"randomkey", randomkeyCommand, 1, CMD_READONLY, 0, 0, 0, "readonly", 0},
+    {"scan", scanCommand, -2, CMD_READONLY, 0, 0, 0, "readonly", 0},
+    {"object", objectCommand, -2, CMD_READONLY, 2, 2, 1, "readonly", 0},
     {"get", getCommand, 2, CMD_READONLY | CMD_FAST, 1, 1, 1, "readonly fast", 0},
     {"set", setCommand, -3, CMD_WRITE | CMD_DENYOOM, 1, 1, 1, "write denyoom", 0},
     {"mget", mgetCommand, -2, CMD_READONLY | CMD_FAST, 1, -1, 1, "readonly fast", 0},
@@ -53,6 +68,21 @@ static ir_command commands[] = {
     {"incrby", incrbyCommand, 3, CMD_WRITE | CMD_FAST | CMD_DENYOOM, 1, 1, 1, "write denyoom fast", 0},
     {"decrby", decrbyCommand, 3, CMD_WRITE | CMD_FAST | CMD_DENYOOM, 1, 1, 1, "write denyoom fast", 0},
     {"strlen", strlenCommand, 2, CMD_READONLY | CMD_FAST, 1, 1, 1, "readonly fast", 0},
+    {"getex", getexCommand, -2, CMD_WRITE | CMD_FAST, 1, 1, 1, "write fast", 0},
+    {"setex", setexCommand, 4, CMD_WRITE | CMD_DENYOOM, 1, 1, 1, "write denyoom", 0},
+    {"psetex", psetexCommand, 4, CMD_WRITE | CMD_DENYOOM, 1, 1, 1, "write denyoom", 0},
+    {"setnx", setnxCommand, 3, CMD_WRITE | CMD_FAST | CMD_DENYOOM, 1, 1, 1, "write denyoom fast", 0},
+    {"getset", getsetCommand, 3, CMD_WRITE | CMD_FAST | CMD_DENYOOM, 1, 1, 1, "write denyoom fast", 0},
+    {"getdel", getdelCommand, 2, CMD_WRITE | CMD_FAST, 1, 1, 1, "write fast", 0},
+    {"append", appendCommand, 3, CMD_WRITE | CMD_FAST | CMD_DENYOOM, 1, 1, 1, "write denyoom fast", 0},
+    {"getrange", getrangeCommand, 4, CMD_READONLY, 1, 1, 1, "readonly", 0},
+    {"substr", getrangeCommand, 4, CMD_READONLY, 1, 1, 1, "readonly", 0},
+    {"setrange", setrangeCommand, 4, CMD_WRITE | CMD_DENYOOM, 1, 1, 1, "write denyoom", 0},
+    {"msetnx", msetnxCommand, -3, CMD_WRITE | CMD_DENYOOM, 1, -1, 2, "write denyoom", 0},
+    {"setbit", setbitCommand, 4, CMD_WRITE | CMD_DENYOOM, 1, 1, 1, "write denyoom", 0},
+    {"getbit", getbitCommand, 3, CMD_READONLY | CMD_FAST, 1, 1, 1, "readonly fast", 0},
+    {"lcs", lcsCommand, -3, CMD_READONLY, 1, 2, 1, "readonly", 0},
+    {"incrbyfloat", incrbyfloatCommand, 3, CMD_WRITE | CMD_FAST | CMD_DENYOOM, 1, 1, 1, "write denyoom fast", 0},
     {"lpush", lpushCommand, -3, CMD_WRITE | CMD_FAST | CMD_DENYOOM, 1, 1, 1, "write denyoom fast", 0},
     {"rpush", rpushCommand, -3, CMD_WRITE | CMD_FAST | CMD_DENYOOM, 1, 1, 1, "write denyoom fast", 0},
     {"lpop", lpopCommand, -2, CMD_WRITE | CMD_FAST, 1, 1, 1, "write fast", 0},
@@ -75,6 +105,39 @@ static ir_command commands[] = {
     {"blmove", blmoveCommand, 6, CMD_WRITE | CMD_DENYOOM, 1, 2, 1, "write denyoom noscript blocking", 0},
     {"brpoplpush", brpoplpushCommand, 4, CMD_WRITE | CMD_DENYOOM, 1, 2, 1, "write denyoom noscript blocking", 0},
     {"blmpop", blmpopCommand, -5, CMD_WRITE, 0, 0, 0, "write blocking movablekeys", 0},
+    {"hset", hsetCommand, -4, CMD_WRITE | CMD_FAST | CMD_DENYOOM, 1, 1, 1, "write denyoom fast", 0},
+    {"hmset", hmsetCommand, -4, CMD_WRITE | CMD_FAST | CMD_DENYOOM, 1, 1, 1, "write denyoom fast", 0},
+    {"hsetnx", hsetnxCommand, 4, CMD_WRITE | CMD_FAST | CMD_DENYOOM, 1, 1, 1, "write denyoom fast", 0},
+    {"hget", hgetCommand, 3, CMD_READONLY | CMD_FAST, 1, 1, 1, "readonly fast", 0},
+    {"hmget", hmgetCommand, -3, CMD_READONLY | CMD_FAST, 1, 1, 1, "readonly fast", 0},
+    {"hdel", hdelCommand, -3, CMD_WRITE | CMD_FAST, 1, 1, 1, "write fast", 0},
+    {"hlen", hlenCommand, 2, CMD_READONLY | CMD_FAST, 1, 1, 1, "readonly fast", 0},
+    {"hexists", hexistsCommand, 3, CMD_READONLY | CMD_FAST, 1, 1, 1, "readonly fast", 0},
+    {"hstrlen", hstrlenCommand, 3, CMD_READONLY | CMD_FAST, 1, 1, 1, "readonly fast", 0},
+    {"hgetall", hgetallCommand, 2, CMD_READONLY, 1, 1, 1, "readonly", 0},
+    {"hkeys", hkeysCommand, 2, CMD_READONLY, 1, 1, 1, "readonly", 0},
+    {"hvals", hvalsCommand, 2, CMD_READONLY, 1, 1, 1, "readonly", 0},
+    {"hincrby", hincrbyCommand, 4, CMD_WRITE | CMD_FAST | CMD_DENYOOM, 1, 1, 1, "write denyoom fast", 0},
+    {"hincrbyfloat", hincrbyfloatCommand, 4, CMD_WRITE | CMD_FAST | CMD_DENYOOM, 1, 1, 1, "write denyoom fast", 0},
+    {"hrandfield", hrandfieldCommand, -2, CMD_READONLY, 1, 1, 1, "readonly", 0},
+    {"hscan", hscanCommand, -3, CMD_READONLY, 1, 1, 1, "readonly", 0},
+    {"sadd", saddCommand, -3, CMD_WRITE | CMD_FAST | CMD_DENYOOM, 1, 1, 1, "write denyoom fast", 0},
+    {"srem", sremCommand, -3, CMD_WRITE | CMD_FAST, 1, 1, 1, "write fast", 0},
+    {"smembers", smembersCommand, 2, CMD_READONLY, 1, 1, 1, "readonly", 0},
+    {"sismember", sismemberCommand, 3, CMD_READONLY | CMD_FAST, 1, 1, 1, "readonly fast", 0},
+    {"smismember", smismemberCommand, -3, CMD_READONLY | CMD_FAST, 1, 1, 1, "readonly fast", 0},
+    {"scard", scardCommand, 2, CMD_READONLY | CMD_FAST, 1, 1, 1, "readonly fast", 0},
+    {"spop", spopCommand, -2, CMD_WRITE | CMD_FAST, 1, 1, 1, "write fast", 0},
+    {"srandmember", srandmemberCommand, -2, CMD_READONLY, 1, 1, 1, "readonly", 0},
+    {"smove", smoveCommand, 4, CMD_WRITE | CMD_FAST, 1, 2, 1, "write fast", 0},
+    {"sinter", sinterCommand, -2, CMD_READONLY, 1, -1, 1, "readonly", 0},
+    {"sintercard", sintercardCommand, -3, CMD_READONLY, 0, 0, 0, "readonly", 0},
+    {"sinterstore", sinterstoreCommand, -3, CMD_WRITE | CMD_DENYOOM, 1, -1, 1, "write denyoom", 0},
+    {"sunion", sunionCommand, -2, CMD_READONLY, 1, -1, 1, "readonly", 0},
+    {"sunionstore", sunionstoreCommand, -3, CMD_WRITE | CMD_DENYOOM, 1, -1, 1, "write denyoom", 0},
+    {"sdiff", sdiffCommand, -2, CMD_READONLY, 1, -1, 1, "readonly", 0},
+    {"sdiffstore", sdiffstoreCommand, -3, CMD_WRITE | CMD_DENYOOM, 1, -1, 1, "write denyoom", 0},
+    {"sscan", sscanCommand, -3, CMD_READONLY, 1, 1, 1, "readonly", 0},
     {"replay.create", replayCreateCommand, -4, CMD_WRITE | CMD_DENYOOM, 1, 1, 1, "write denyoom module", 0},
     {"replay.add", replayAddCommand, -4, CMD_WRITE | CMD_FAST | CMD_DENYOOM, 1, 1, 1, "write denyoom module", 0},
     {"replay.sample", replaySampleCommand, -3, CMD_READONLY, 1, 1, 1, "readonly module", 0},
@@ -141,14 +204,15 @@ void quitCommand(client *c) {
     c->flags |= CLIENT_CLOSE_AFTER_REPLY;
 }
 
-/* SELECT index: there is one database, 0. */
+/* SELECT index: 0 .. databases-1. */
 void selectCommand(client *c) {
-    long long id;
-    if (getLongLongFromArg(c, 1, &id) != 0) return;
-    if (id != 0) {
+    int id;
+    if (getIntFromArg(c, 1, &id, NULL) != 0) return;
+    if (id < 0 || id >= dbsCount(c->srv)) {
         addReplyError(c, "DB index is out of range");
         return;
     }
+    c->db = id;
     addReplyStr(c, shared.ok);
 }
 
@@ -189,6 +253,12 @@ void authCommand(client *c) {
     addReplyStr(c, shared.ok);
 }
 
+static int validClientName(const ir_arg *a) {
+    for (size_t i = 0; i < a->len; i++)
+        if (a->ptr[i] < '!' || a->ptr[i] > '~') return 0;
+    return 1;
+}
+
 /* HELLO [protover [AUTH username password] [SETNAME clientname]]: protover 2
  * (RESP2) or 3 (RESP3); without one the protocol stays as it is. */
 void helloCommand(client *c) {
@@ -204,6 +274,7 @@ void helloCommand(client *c) {
         }
     }
     int authed_here = 0;
+    const ir_arg *name = NULL;
     for (int j = 2; j < c->argc; j++) {
         int more = c->argc - j - 1;
         if (argEq(c, j, "auth") && more >= 2) {
@@ -214,10 +285,7 @@ void helloCommand(client *c) {
             authed_here = 1;
             j += 2;
         } else if (argEq(c, j, "setname") && more >= 1) {
-            const ir_arg *a = &c->argv[++j];
-            size_t n = a->len < sizeof(c->name) - 1 ? a->len : sizeof(c->name) - 1;
-            memcpy(c->name, a->ptr, n);
-            c->name[n] = '\0';
+            name = &c->argv[++j];
         } else {
             addReplyErrorFormat(c, "Syntax error in HELLO option '%.128s'", c->argv[j].ptr);
             return;
@@ -230,6 +298,15 @@ void helloCommand(client *c) {
                          "authenticate the client and select the RESP protocol version at the "
                          "same time");
         return;
+    }
+    if (name) { /* as CLIENT SETNAME, once authenticated */
+        if (!validClientName(name)) {
+            addReplyError(c, "Client names cannot contain spaces, newlines or special characters.");
+            return;
+        }
+        size_t n = name->len < sizeof(c->name) - 1 ? name->len : sizeof(c->name) - 1;
+        memcpy(c->name, name->ptr, n);
+        c->name[n] = '\0';
     }
     if (ver) c->resp = (int)ver; /* this reply already speaks the new protocol, as in Redis */
     addReplyMapLen(c, 7);
@@ -247,12 +324,6 @@ void helloCommand(client *c) {
     addReplyBulkCString(c, "master");
     addReplyBulkCString(c, "modules");
     addReplyArrayLen(c, 0);
-}
-
-static int validClientName(const ir_arg *a) {
-    for (size_t i = 0; i < a->len; i++)
-        if (a->ptr[i] < '!' || a->ptr[i] > '~') return 0;
-    return 1;
 }
 
 typedef struct infobuf {
@@ -424,7 +495,7 @@ static void configValue(const ir_server *s, const char *name, char *buf, size_t 
     else if (!strcmp(name, "client-query-buffer-limit"))
         snprintf(buf, len, "%llu", (unsigned long long)cfg->client_query_buffer_limit);
     else if (!strcmp(name, "tcp-backlog")) snprintf(buf, len, "%d", cfg->tcp_backlog);
-    else if (!strcmp(name, "databases")) snprintf(buf, len, "1");
+    else if (!strcmp(name, "databases")) snprintf(buf, len, "%d", dbsCount(s));
     else if (!strcmp(name, "appendonly")) snprintf(buf, len, "no");
     else if (!strcmp(name, "protected-mode"))
         snprintf(buf, len, "%s", cfg->requirepass && cfg->requirepass[0] ? "no" : "yes");
@@ -567,7 +638,7 @@ void infoCommand(client *c) {
                     "maxmemory:%llu\r\nmaxmemory_policy:noeviction\r\n"
                     "oom_rejections:%llu\r\n",
                 sections++ ? "\r\n" : "", (unsigned long long)used, h,
-                (unsigned long long)ir_rss_bytes(), (unsigned long long)dbBytes(s->db),
+                (unsigned long long)ir_rss_bytes(), (unsigned long long)dbsBytes(s),
                 (unsigned long long)tablesMemory(s->tables),
                 (unsigned long long)tablesBytes(s->tables),
                 (unsigned long long)s->pins.detached_bytes, (unsigned long long)s->pins.nused,
@@ -596,9 +667,11 @@ void infoCommand(client *c) {
     }
     if (wantSection(c, "keyspace", 1)) {
         infoCat(&b, "%s# Keyspace\r\n", sections++ ? "\r\n" : "");
-        if (dbSize(s->db))
-            infoCat(&b, "db0:keys=%llu,expires=%llu,avg_ttl=0\r\n", (unsigned long long)dbSize(s->db),
-                    (unsigned long long)dbExpires(s->db));
+        for (int i = 0; i < dbsCount(s); i++)
+            if (dbSize(dbsAt(s, i)))
+                infoCat(&b, "db%d:keys=%llu,expires=%llu,avg_ttl=0\r\n", i,
+                        (unsigned long long)dbSize(dbsAt(s, i)),
+                        (unsigned long long)dbExpires(dbsAt(s, i)));
     }
     if (wantSection(c, "replay", 1)) {
         infoCat(&b, "%s# Replay\r\nreplay_tables:%zu\r\n", sections++ ? "\r\n" : "",

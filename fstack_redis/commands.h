@@ -31,6 +31,20 @@ void pttlCommand(client *c);
 void persistCommand(client *c);
 void typeCommand(client *c);
 void keysCommand(client *c);
+void unlinkCommand(client *c);
+void touchCommand(client *c);
+void expireatCommand(client *c);
+void pexpireatCommand(client *c);
+void expiretimeCommand(client *c);
+void pexpiretimeCommand(client *c);
+void renameCommand(client *c);
+void renamenxCommand(client *c);
+void copyCommand(client *c);
+void moveCommand(client *c);
+void swapdbCommand(client *c);
+void randomkeyCommand(client *c);
+void scanCommand(client *c);
+void objectCommand(client *c);
 
 /* strings (t_string.c) */
 void getCommand(client *c);
@@ -42,6 +56,57 @@ void decrCommand(client *c);
 void incrbyCommand(client *c);
 void decrbyCommand(client *c);
 void strlenCommand(client *c);
+void getexCommand(client *c);
+void setexCommand(client *c);
+void psetexCommand(client *c);
+void setnxCommand(client *c);
+void getsetCommand(client *c);
+void getdelCommand(client *c);
+void appendCommand(client *c);
+void getrangeCommand(client *c);
+void setrangeCommand(client *c);
+void msetnxCommand(client *c);
+void incrbyfloatCommand(client *c);
+void setbitCommand(client *c);
+void getbitCommand(client *c);
+void lcsCommand(client *c);
+
+/* hashes (t_hash.c) */
+void hsetCommand(client *c);
+void hmsetCommand(client *c);
+void hsetnxCommand(client *c);
+void hgetCommand(client *c);
+void hmgetCommand(client *c);
+void hdelCommand(client *c);
+void hlenCommand(client *c);
+void hexistsCommand(client *c);
+void hstrlenCommand(client *c);
+void hgetallCommand(client *c);
+void hkeysCommand(client *c);
+void hvalsCommand(client *c);
+void hincrbyCommand(client *c);
+void hincrbyfloatCommand(client *c);
+void hrandfieldCommand(client *c);
+void hscanCommand(client *c);
+
+/* sets (t_set.c) */
+void saddCommand(client *c);
+void sremCommand(client *c);
+void smembersCommand(client *c);
+void sismemberCommand(client *c);
+void smismemberCommand(client *c);
+void scardCommand(client *c);
+void spopCommand(client *c);
+void srandmemberCommand(client *c);
+void smoveCommand(client *c);
+void sinterCommand(client *c);
+void sintercardCommand(client *c);
+void sinterstoreCommand(client *c);
+void sunionCommand(client *c);
+void sunionstoreCommand(client *c);
+void sdiffCommand(client *c);
+void sdiffstoreCommand(client *c);
+void sscanCommand(client *c);
 
 /* lists (t_list.c) */
 void lpushCommand(client *c);

@@ -1,5 +1,7 @@
-/* db.c - the keyspace: hash table, expiry, glob matching and the keyspace
- * commands (DEL, EXISTS, EXPIRE, TTL, TYPE, KEYS, DBSIZE, FLUSHDB ...).
+/* db.c - the keyspace: hash table, expiry, glob matching, the numbered
+ * databases, the dicts of hashes and sets, and the keyspace commands (DEL,
+ * EXISTS, EXPIRE, TTL, TYPE, KEYS, SCAN, RENAME, COPY, MOVE, SWAPDB, DBSIZE,
+ * FLUSHDB ...).
  *
  * The hash table follows Redis's dict.c: chained buckets in power-of-two
  * arrays, two tables during a resize and an incremental rehash that moves a
@@ -11,16 +13,21 @@
  * Keys with a TTL are also kept in a dense array (db->vol), which makes
  * active expiry's random sampling O(1) and uniform.
  */
+#include <ctype.h>
+#include <errno.h>
 #include <limits.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "commands.h"
 #include "db_internal.h"
+#include "notify.h"
 #include "replay.h"
 #include "server.h"
 
@@ -431,8 +438,10 @@ struct ir_db *dbNew(void) {
 }
 
 
+ir_db *dbByIndex(ir_server *s, int id) { return id == 0 ? s->db : s->dbs[id]; }
+
 ir_db *dbFor(client *c) {
-    ir_db *db = c->srv->db;
+    ir_db *db = dbByIndex(c->srv, c->db);
     if (db->nlater) dbReleaseLater(db);
     db->now = 0; /* read the clock again if this command needs it */
     return db;
@@ -524,22 +533,31 @@ dbEntry *dbAdd(ir_db *db, const dbkey *k, int type, size_t embed_cap) {
             e->v.str.ptr = NULL;
             e->v.str.cap = 0;
         }
-    } else {
+    } else if (type == OBJ_LIST) {
         listInit(&e->v.list);
+    } else {
+        dbColl *co = dbMalloc(sizeof(*co));
+        dictInit(&co->d, db->d.seed);
+        co->big = 0;
+        e->v.coll = co;
+        db->bytes += sizeof(*co) + DB_MALLOC_OVERHEAD;
     }
     dictLink(&db->d, e);
     db->bytes += dbEntryBytes(k->len, embed_cap);
     return e;
 }
 
-static void dbFreeValue(ir_db *db, dbEntry *e) {
+static void collFree(ir_db *db, dbColl *co);
+
+void dbFreeValue(ir_db *db, dbEntry *e) {
     if (e->type == OBJ_STRING) strFreeValue(db, e);
-    else listFreeAll(db, &e->v.list);
+    else if (e->type == OBJ_LIST) listFreeAll(db, &e->v.list);
+    else collFree(db, e->v.coll);
 }
 
 void dbMakeString(ir_db *db, dbEntry *e) {
     if (e->type == OBJ_STRING) return;
-    listFreeAll(db, &e->v.list);
+    dbFreeValue(db, e);
     e->type = OBJ_STRING;
     e->v.str.len = 0;
     e->v.str.pin = NULL;
@@ -573,6 +591,7 @@ int dbDelete(ir_db *db, const dbkey *k) {
 dbEntry *lookupKey(ir_db *db, const dbkey *k) {
     dbEntry *e = dictFind(&db->d, k->p, k->len, k->h);
     if (e && e->expire != -1 && keyIsExpired(e, dbNow(db))) {
+        signalModifiedKey(NULL, db, e->key, e->klen);
         dbDeleteEntry(db, e);
         db->expired_keys++;
         return NULL;
@@ -589,6 +608,18 @@ dbEntry *lookupKeyOrReply(client *c, int i, ir_str missing, int type) {
         return NULL;
     }
     if (e->type != type) {
+        addReplyStr(c, shared.wrongtypeerr);
+        return NULL;
+    }
+    return e;
+}
+
+dbEntry *lookupTyped(client *c, int i, int type, int *missing) {
+    ir_db *db = dbFor(c);
+    dbkey k = argKey(db, c, i);
+    dbEntry *e = lookupKey(db, &k);
+    *missing = e == NULL;
+    if (e && e->type != type) {
         addReplyStr(c, shared.wrongtypeerr);
         return NULL;
     }
@@ -647,6 +678,7 @@ void dbActiveExpire(struct ir_db *db, uint64_t now_ms) {
             dbEntry *e = db->vol[dbRandom(db) % db->nvol];
             sampled++;
             if (keyIsExpired(e, now)) {
+                signalModifiedKey(NULL, db, e->key, e->klen);
                 dbDeleteEntry(db, e);
                 db->expired_keys++;
                 expired++;
@@ -656,6 +688,323 @@ void dbActiveExpire(struct ir_db *db, uint64_t now_ms) {
             break;
     } while (db->nvol && expired * 4 > sampled); /* more than 25% were stale: go on */
     db->now = 0;
+}
+
+/* ---- every database of a server ------------------------------------------------ */
+
+int dbsCreate(ir_server *s) {
+    int n = s->cfg.databases > 0 ? s->cfg.databases : 1;
+    s->dbs = calloc((size_t)n, sizeof(*s->dbs));
+    if (!s->dbs) return -1;
+    s->ndbs = n;
+    for (int i = 1; i < n; i++) {
+        s->dbs[i] = dbNew();
+        s->dbs[i]->id = i;
+    }
+    return 0;
+}
+
+void dbsFree(ir_server *s) {
+    if (!s->dbs) return;
+    for (int i = 1; i < s->ndbs; i++) dbFree(s->dbs[i]);
+    free(s->dbs);
+    s->dbs = NULL;
+    s->ndbs = 0;
+}
+
+int dbsCount(const ir_server *s) { return s->ndbs ? s->ndbs : 1; }
+
+struct ir_db *dbsAt(const ir_server *s, int id) { return id == 0 ? s->db : s->dbs[id]; }
+
+uint64_t dbsSize(const ir_server *s) {
+    uint64_t n = 0;
+    for (int i = 0; i < dbsCount(s); i++) n += dbSize(dbsAt(s, i));
+    return n;
+}
+
+uint64_t dbsBytes(const ir_server *s) {
+    uint64_t n = 0;
+    for (int i = 0; i < dbsCount(s); i++) n += dbBytes(dbsAt(s, i));
+    return n;
+}
+
+uint64_t dbsExpiredKeys(const ir_server *s) {
+    uint64_t n = 0;
+    for (int i = 0; i < dbsCount(s); i++) n += dbsAt(s, i)->expired_keys;
+    return n;
+}
+
+void dbsActiveExpire(ir_server *s, uint64_t now_ms) {
+    for (int i = 0; i < dbsCount(s); i++) dbActiveExpire(dbsAt(s, i), now_ms);
+}
+
+/* ---- hashes and sets: a dict of entries ---------------------------------------- */
+
+ir_encoding_limits encodingLimits = {512, 64, 512};
+
+dbEntry *collFind(dbColl *co, const void *f, size_t len) {
+    return dictFind(&co->d, f, len, dictHashKey(&co->d, f, len));
+}
+
+/* A hash value up to DB_EMBED_MAX bytes lives in its field's entry, after
+ * the field (as short strings do in the keyspace): one allocation per field. */
+static size_t fieldEmbedCap(size_t vlen) {
+    return vlen + 1 <= DB_EMBED_MAX ? (vlen + 1 + 7) & ~(size_t)7 : 0;
+}
+
+static size_t fieldBytes(const dbEntry *fe) {
+    size_t b = dbEntryBytes(fe->klen, fe->ecap);
+    if (fe->v.str.ptr && !(fe->flags & DBE_EMBEDDED)) b += dbBufBytes(fe->v.str.cap);
+    return b;
+}
+
+/* The value's own buffer, NULL when there is none or it is embedded. */
+static char *fieldHeapBuf(const dbEntry *fe) {
+    return fe->flags & DBE_EMBEDDED ? NULL : fe->v.str.ptr;
+}
+
+static void fieldPut(dbEntry *fe, const void *val, size_t vlen) {
+    if (vlen + 1 <= fe->ecap) {
+        fe->v.str.ptr = fe->key + fe->klen + 1;
+        fe->v.str.cap = fe->ecap;
+        fe->flags |= DBE_EMBEDDED;
+    } else {
+        fe->v.str.ptr = dbMalloc(vlen + 1);
+        fe->v.str.cap = vlen + 1;
+        fe->flags &= (uint8_t)~DBE_EMBEDDED;
+    }
+    memcpy(fe->v.str.ptr, val, vlen);
+    fe->v.str.ptr[vlen] = '\0';
+    fe->v.str.len = vlen;
+}
+
+dbEntry *collAdd(ir_db *db, dbColl *co, const void *f, size_t len, const void *val, size_t vlen) {
+    size_t ecap = val ? fieldEmbedCap(vlen) : 0;
+    dbEntry *fe = dbMalloc(sizeof(dbEntry) + len + 1 + ecap);
+    memset(fe, 0, sizeof(*fe));
+    fe->hash = dictHashKey(&co->d, f, len);
+    fe->expire = -1;
+    fe->klen = len;
+    fe->type = OBJ_STRING;
+    fe->ecap = (uint8_t)ecap;
+    memcpy(fe->key, f, len);
+    fe->key[len] = '\0';
+    if (val) fieldPut(fe, val, vlen);
+    dictLink(&co->d, fe);
+    db->bytes += fieldBytes(fe);
+    return fe;
+}
+
+void collSetValue(ir_db *db, dbEntry *fe, const void *val, size_t vlen) {
+    db->bytes -= fieldBytes(fe);
+    /* the current command may have replied with the old value by reference
+     * (an embedded one is short: replies copy it) */
+    char *old = fieldHeapBuf(fe);
+    size_t oldlen = fe->v.str.len;
+    fieldPut(fe, val, vlen);
+    dbFreeLater(db, old, oldlen);
+    db->bytes += fieldBytes(fe);
+}
+
+void collDelete(ir_db *db, dbColl *co, dbEntry *fe) {
+    dictUnlink(&co->d, fe);
+    db->bytes -= fieldBytes(fe);
+    /* SPOP and friends reply with what they delete: big ones go by reference */
+    dbFreeLater(db, fieldHeapBuf(fe), fe->v.str.len);
+    dbFreeLater(db, fe, fe->klen);
+}
+
+static void collFree(ir_db *db, dbColl *co) {
+    for (int t = 0; t <= 1; t++) {
+        dictht *ht = &co->d.ht[t];
+        for (size_t i = 0; i < ht->size; i++) {
+            for (dbEntry *fe = ht->table[i], *next; fe; fe = next) {
+                next = fe->next;
+                db->bytes -= fieldBytes(fe);
+                dbFreeLater(db, fieldHeapBuf(fe), fe->v.str.len);
+                dbFreeLater(db, fe, fe->klen);
+            }
+        }
+    }
+    dictReleaseTables(&co->d);
+    db->bytes -= sizeof(*co) + DB_MALLOC_OVERHEAD;
+    free(co);
+}
+
+/* A random entry of d (NULL if empty): a random bucket of either table
+ * (during a rehash too: no rehash is forced), then a random slot of its
+ * chain, retrying on an empty one (uniform while chains are at most 8 long,
+ * as they are at a load factor of 1). */
+static dbEntry *dictRandom(ir_db *db, dict *d) {
+    if (dictSize(d) == 0) return NULL;
+    size_t s0 = d->ht[0].size, s1 = dictIsRehashing(d) ? d->ht[1].size : 0;
+    for (;;) {
+        size_t idx = dbRandom(db) % (s0 + s1);
+        dbEntry *e = idx < s0 ? d->ht[0].table[idx] : d->ht[1].table[idx - s0];
+        if (!e) continue;
+        size_t len = 0;
+        for (dbEntry *x = e; x; x = x->next) len++;
+        size_t k = dbRandom(db) % (len > 8 ? len : 8);
+        if (k >= len) continue;
+        while (k--) e = e->next;
+        return e;
+    }
+}
+
+dbEntry *collRandom(ir_db *db, dbColl *co) { return dictRandom(db, &co->d); }
+
+uint64_t dbRand(ir_db *db) { return dbRandom(db); }
+
+static void scratchReserve(ir_db *db, size_t n);
+
+dbEntry **dbScratch(ir_db *db, size_t n) {
+    scratchReserve(db, n ? n : 1);
+    return db->scratch;
+}
+
+size_t collSample(ir_db *db, dbColl *co, size_t count) {
+    size_t n = collAll(co, dbScratch(db, dictSize(&co->d)));
+    if (count > n) count = n;
+    for (size_t i = 0; i < count; i++) { /* a partial Fisher-Yates shuffle */
+        size_t j = i + dbRandom(db) % (n - i);
+        dbEntry *t = db->scratch[i];
+        db->scratch[i] = db->scratch[j];
+        db->scratch[j] = t;
+    }
+    return count;
+}
+
+size_t collAll(dbColl *co, dbEntry **out) {
+    size_t n = 0;
+    for (int t = 0; t <= 1; t++) {
+        const dictht *ht = &co->d.ht[t];
+        for (size_t i = 0; i < ht->size; i++)
+            for (dbEntry *fe = ht->table[i]; fe; fe = fe->next) out[n++] = fe;
+    }
+    return n;
+}
+
+static uint64_t rev64(uint64_t v) {
+    v = ((v >> 1) & 0x5555555555555555ULL) | ((v & 0x5555555555555555ULL) << 1);
+    v = ((v >> 2) & 0x3333333333333333ULL) | ((v & 0x3333333333333333ULL) << 2);
+    v = ((v >> 4) & 0x0F0F0F0F0F0F0F0FULL) | ((v & 0x0F0F0F0F0F0F0F0FULL) << 4);
+    return __builtin_bswap64(v);
+}
+
+static void scanBucket(dbEntry *e, void (*fn)(dbEntry *e, void *arg), void *arg, long *seen) {
+    for (; e; e = e->next) {
+        fn(e, arg);
+        (*seen)++;
+    }
+}
+
+/* The cursor counts buckets with its bits reversed, so a table that grew or
+ * shrank between two calls still sees every entry present throughout at
+ * least once (Redis's SCAN guarantee). During a rehash a step visits the
+ * cursor's bucket in the smaller table and every bucket of the larger one
+ * that it expands to, so nothing is forced to finish. */
+uint64_t dictScan(dict *d, uint64_t v, long count, void (*fn)(dbEntry *e, void *arg), void *arg) {
+    if (dictSize(d) == 0) return 0;
+    long seen = 0, visits = count * 10;
+    do {
+        if (!dictIsRehashing(d)) {
+            const dictht *t = &d->ht[0];
+            uint64_t m0 = t->size - 1;
+            scanBucket(t->table[v & m0], fn, arg, &seen);
+            v |= ~m0;
+            v = rev64(rev64(v) + 1);
+        } else {
+            const dictht *t0 = &d->ht[0], *t1 = &d->ht[1];
+            if (t0->size > t1->size) {
+                const dictht *x = t0;
+                t0 = t1;
+                t1 = x;
+            }
+            uint64_t m0 = t0->size - 1, m1 = t1->size - 1;
+            scanBucket(t0->table[v & m0], fn, arg, &seen);
+            do { /* the buckets of the larger table that v & m0 expands to */
+                scanBucket(t1->table[v & m1], fn, arg, &seen);
+                v |= ~m1;
+                v = rev64(rev64(v) + 1);
+            } while (v & (m0 ^ m1));
+        }
+    } while (v && seen < count && --visits > 0);
+    return v;
+}
+
+/* Bytes e's value counts in dbBytes() (to move it between databases). */
+static uint64_t valueBytes(const dbEntry *e) {
+    uint64_t b = 0;
+    if (e->type == OBJ_STRING) {
+        if (!(e->flags & DBE_EMBEDDED) && e->v.str.ptr) b = dbBufBytes(e->v.str.cap);
+    } else if (e->type == OBJ_LIST) {
+        b = e->v.list.cap * sizeof(lelem);
+        for (size_t i = 0; i < e->v.list.len; i++) b += dbBufBytes(listAt(&e->v.list, i)->len + 1);
+    } else {
+        b = sizeof(dbColl) + DB_MALLOC_OVERHEAD;
+        const dict *d = &e->v.coll->d;
+        for (int t = 0; t <= 1; t++)
+            for (size_t i = 0; i < d->ht[t].size; i++)
+                for (const dbEntry *fe = d->ht[t].table[i]; fe; fe = fe->next) b += fieldBytes(fe);
+    }
+    return b;
+}
+
+/* Give e (in db `from`) the key nk in db `to` (nk absent there): a new
+ * entry takes over the value, TTL included; returns it. */
+static dbEntry *dbRekey(ir_db *from, dbEntry *e, ir_db *to, const dbkey *nk) {
+    size_t ecap = e->ecap;
+    dbEntry *ne = dbMalloc(sizeof(dbEntry) + nk->len + 1 + ecap);
+    *ne = *e;
+    ne->next = NULL;
+    ne->hash = nk->h;
+    ne->klen = nk->len;
+    memcpy(ne->key, nk->p, nk->len);
+    ne->key[nk->len] = '\0';
+    if (ne->type == OBJ_STRING && (e->flags & DBE_EMBEDDED)) {
+        memcpy(ne->key + nk->len + 1, e->key + e->klen + 1, ecap);
+        ne->v.str.ptr = ne->key + nk->len + 1;
+    }
+    if (ne->type == OBJ_STRING && ne->v.str.pin) ne->v.str.pin->holder = &ne->v.str.pin;
+    int64_t when = e->expire;
+    uint64_t vb = valueBytes(e);
+    dictUnlink(&from->d, e);
+    if (when != -1) removeExpire(from, e);
+    from->bytes -= dbEntryBytes(e->klen, ecap) + vb;
+    free(e);
+    ne->expire = -1;
+    dictLink(&to->d, ne);
+    if (when != -1) setExpire(to, ne, when);
+    to->bytes += dbEntryBytes(ne->klen, ecap) + vb;
+    return ne;
+}
+
+/* A copy of e's value (and TTL) under key nk in db `to` (nk absent there). */
+static void dbCopyEntry(ir_db *to, const dbEntry *e, const dbkey *nk) {
+    dbEntry *ne;
+    if (e->type == OBJ_STRING) {
+        size_t embed = e->v.str.len + 1 <= DB_EMBED_MAX ? (e->v.str.len + 1 + 7) & ~(size_t)7 : 0;
+        ne = dbAdd(to, nk, OBJ_STRING, embed);
+        strSetValue(to, ne, e->v.str.ptr, e->v.str.len, 0);
+        ne->flags |= e->flags & (DBE_ENC_RAW | DBE_ENC_STR);
+    } else if (e->type == OBJ_LIST) {
+        ne = dbAdd(to, nk, OBJ_LIST, 0);
+        for (size_t i = 0; i < e->v.list.len; i++) {
+            const lelem *x = listAt(&e->v.list, i);
+            char *p = dbMalloc(x->len + 1);
+            memcpy(p, x->p, x->len + 1);
+            listPush(to, &ne->v.list, p, x->len, 0);
+        }
+    } else {
+        ne = dbAdd(to, nk, e->type, 0);
+        const dict *d = &e->v.coll->d;
+        for (int t = 0; t <= 1; t++)
+            for (size_t i = 0; i < d->ht[t].size; i++)
+                for (const dbEntry *fe = d->ht[t].table[i]; fe; fe = fe->next)
+                    collAdd(to, ne->v.coll, fe->key, fe->klen, fe->v.str.ptr, fe->v.str.len);
+        ne->v.coll->big = e->v.coll->big;
+    }
+    if (e->expire != -1) setExpire(to, ne, e->expire);
 }
 
 /* ---- keyspace commands ------------------------------------------------------- */
@@ -673,24 +1022,29 @@ static int getFlushCommandFlags(client *c) {
     return -1;
 }
 
-/* FLUSHDB [ASYNC|SYNC] */
+/* FLUSHDB [ASYNC|SYNC]: the selected database. */
 void flushdbCommand(client *c) {
     ir_db *db = dbFor(c);
     if (getFlushCommandFlags(c) != 0) return;
+    signalFlushedDb(db);
     dbEmpty(db);
     addReplyStr(c, shared.ok);
 }
 
-/* FLUSHALL [ASYNC|SYNC]: the keyspace and every replay table. */
+/* FLUSHALL [ASYNC|SYNC]: every database and every replay table. */
 void flushallCommand(client *c) {
-    ir_db *db = dbFor(c);
+    dbFor(c);
     if (getFlushCommandFlags(c) != 0) return;
-    dbEmpty(db);
+    for (int i = 0; i < dbsCount(c->srv); i++) {
+        ir_db *db = dbsAt(c->srv, i);
+        signalFlushedDb(db);
+        dbEmpty(db);
+    }
     tablesFlush(c->srv->tables);
     addReplyStr(c, shared.ok);
 }
 
-/* DEL key [key ...] */
+/* DEL key [key ...] (and UNLINK: values are freed at once either way) */
 void delCommand(client *c) {
     ir_db *db = dbFor(c);
     long long deleted = 0;
@@ -698,12 +1052,16 @@ void delCommand(client *c) {
         dbkey k = argKey(db, c, j);
         dbEntry *e = lookupKey(db, &k); /* an expired key does not count */
         if (e) {
+            signalModifiedKey(c, db, k.p, k.len);
             dbDeleteEntry(db, e);
             deleted++;
         }
     }
     addReplyLongLong(c, deleted);
 }
+
+/* UNLINK key [key ...] */
+void unlinkCommand(client *c) { delCommand(c); }
 
 /* EXISTS key [key ...] */
 void existsCommand(client *c) {
@@ -715,6 +1073,9 @@ void existsCommand(client *c) {
     }
     addReplyLongLong(c, count);
 }
+
+/* TOUCH key [key ...]: how many exist (no access times are kept). */
+void touchCommand(client *c) { existsCommand(c); }
 
 #define EXPIRE_NX (1 << 0)
 #define EXPIRE_XX (1 << 1)
@@ -743,8 +1104,9 @@ static int parseExtendedExpireArgumentsOrReply(client *c, int *flags) {
     return 0;
 }
 
-/* EXPIRE/PEXPIRE: the timeout argv[2] is in seconds (unit 1000) or ms (1). */
-static void expireGenericCommand(client *c, long long unit, const char *name) {
+/* EXPIRE/PEXPIRE/EXPIREAT/PEXPIREAT: argv[2] is in seconds (unit 1000) or
+ * ms (1), relative to now or (absolute) to the epoch. */
+static void expireGenericCommand(client *c, long long unit, int absolute, const char *name) {
     ir_db *db = dbFor(c);
     int flags = 0;
     long long when;
@@ -752,7 +1114,7 @@ static void expireGenericCommand(client *c, long long unit, const char *name) {
     if (getLongLongFromArg(c, 2, &when) != 0) return;
 
     /* Negative timeouts are allowed (the key is deleted); overflows are not. */
-    long long basetime = dbNow(db);
+    long long now = dbNow(db), basetime = absolute ? 0 : now;
     if (__builtin_mul_overflow(when, unit, &when) || when > LLONG_MAX - basetime) {
         addReplyErrorFormat(c, "invalid expire time in '%s' command", name);
         return;
@@ -773,7 +1135,8 @@ static void expireGenericCommand(client *c, long long unit, const char *name) {
         if ((flags & EXPIRE_GT) && (current == -1 || when <= current)) goto noop;
         if ((flags & EXPIRE_LT) && current != -1 && when >= current) goto noop;
     }
-    if (when <= basetime) { /* already in the past */
+    signalModifiedKey(c, db, k.p, k.len);
+    if (when <= now) { /* already in the past */
         dbDeleteEntry(db, e);
     } else {
         setExpire(db, e, when);
@@ -785,12 +1148,18 @@ noop:
 }
 
 /* EXPIRE key seconds [NX|XX|GT|LT] */
-void expireCommand(client *c) { expireGenericCommand(c, 1000, "expire"); }
+void expireCommand(client *c) { expireGenericCommand(c, 1000, 0, "expire"); }
 
 /* PEXPIRE key milliseconds [NX|XX|GT|LT] */
-void pexpireCommand(client *c) { expireGenericCommand(c, 1, "pexpire"); }
+void pexpireCommand(client *c) { expireGenericCommand(c, 1, 0, "pexpire"); }
 
-static void ttlGenericCommand(client *c, int output_ms) {
+/* EXPIREAT key unix-time-seconds [NX|XX|GT|LT] */
+void expireatCommand(client *c) { expireGenericCommand(c, 1000, 1, "expireat"); }
+
+/* PEXPIREAT key unix-time-milliseconds [NX|XX|GT|LT] */
+void pexpireatCommand(client *c) { expireGenericCommand(c, 1, 1, "pexpireat"); }
+
+static void ttlGenericCommand(client *c, int output_ms, int absolute) {
     ir_db *db = dbFor(c);
     dbkey k = argKey(db, c, 1);
     dbEntry *e = lookupKey(db, &k);
@@ -802,23 +1171,41 @@ static void ttlGenericCommand(client *c, int output_ms) {
         addReplyLongLong(c, -1);
         return;
     }
-    long long ttl = e->expire - dbNow(db);
+    long long ttl = absolute ? e->expire : e->expire - dbNow(db);
     if (ttl < 0) ttl = 0;
     addReplyLongLong(c, output_ms ? ttl : (ttl + 500) / 1000);
 }
 
 /* TTL key */
-void ttlCommand(client *c) { ttlGenericCommand(c, 0); }
+void ttlCommand(client *c) { ttlGenericCommand(c, 0, 0); }
 
 /* PTTL key */
-void pttlCommand(client *c) { ttlGenericCommand(c, 1); }
+void pttlCommand(client *c) { ttlGenericCommand(c, 1, 0); }
+
+/* EXPIRETIME key */
+void expiretimeCommand(client *c) { ttlGenericCommand(c, 0, 1); }
+
+/* PEXPIRETIME key */
+void pexpiretimeCommand(client *c) { ttlGenericCommand(c, 1, 1); }
 
 /* PERSIST key */
 void persistCommand(client *c) {
     ir_db *db = dbFor(c);
     dbkey k = argKey(db, c, 1);
     dbEntry *e = lookupKey(db, &k);
-    addReplyStr(c, e && removeExpire(db, e) ? shared.cone : shared.czero);
+    int done = e && removeExpire(db, e);
+    if (done) signalModifiedKey(c, db, k.p, k.len);
+    addReplyStr(c, done ? shared.cone : shared.czero);
+}
+
+static const char *typeName(int type) {
+    switch (type) {
+    case OBJ_STRING: return "string";
+    case OBJ_LIST: return "list";
+    case OBJ_SET: return "set";
+    case OBJ_HASH: return "hash";
+    default: return "none";
+    }
 }
 
 /* TYPE key */
@@ -826,9 +1213,29 @@ void typeCommand(client *c) {
     ir_db *db = dbFor(c);
     dbkey k = argKey(db, c, 1);
     dbEntry *e = lookupKey(db, &k);
-    const char *type = "none";
-    if (e) type = e->type == OBJ_STRING ? "string" : "list";
-    addReplyStatus(c, type);
+    addReplyStatus(c, e ? typeName(e->type) : "none");
+}
+
+static void scratchPush(ir_db *db, size_t n, dbEntry *e) {
+    if (n == db->scratchcap) {
+        db->scratchcap = db->scratchcap ? db->scratchcap * 2 : 256;
+        db->scratch = dbRealloc(db->scratch, db->scratchcap * sizeof(dbEntry *));
+    }
+    db->scratch[n] = e;
+}
+
+static void scratchReserve(ir_db *db, size_t n) {
+    if (db->scratchcap >= n) return;
+    while (db->scratchcap < n) db->scratchcap = db->scratchcap ? db->scratchcap * 2 : 256;
+    db->scratch = dbRealloc(db->scratch, db->scratchcap * sizeof(dbEntry *));
+}
+
+static void scratchTrim(ir_db *db) {
+    if (db->scratchcap > 65536) { /* one huge KEYS: give the memory back */
+        free(db->scratch);
+        db->scratch = NULL;
+        db->scratchcap = 0;
+    }
 }
 
 /* KEYS pattern */
@@ -848,20 +1255,351 @@ void keysCommand(client *c) {
             for (dbEntry *e = ht->table[i]; e; e = e->next) {
                 if (keyIsExpired(e, now)) continue;
                 if (!allkeys && !stringmatchlen(pattern, plen, e->key, e->klen, 0)) continue;
-                if (n == db->scratchcap) {
-                    db->scratchcap = db->scratchcap ? db->scratchcap * 2 : 256;
-                    db->scratch = dbRealloc(db->scratch, db->scratchcap * sizeof(dbEntry *));
-                }
-                db->scratch[n++] = e;
+                scratchPush(db, n++, e);
             }
         }
     }
     addReplyArrayLen(c, (long)n);
     for (size_t i = 0; i < n; i++) addReplyBulk(c, db->scratch[i]->key, db->scratch[i]->klen);
-    if (db->scratchcap > 65536) { /* one huge KEYS: give the memory back */
-        free(db->scratch);
-        db->scratch = NULL;
-        db->scratchcap = 0;
+    scratchTrim(db);
+}
+
+typedef struct scanCtx {
+    ir_db *db;
+    size_t n;
+} scanCtx;
+
+static void scanCollect(dbEntry *e, void *arg) {
+    scanCtx *sc = arg;
+    scratchPush(sc->db, sc->n++, e);
+}
+
+int parseScanCursorOrReply(client *c, int i, unsigned long long *cursor) {
+    const char *cs = c->argv[i].ptr;
+    char *endp;
+    errno = 0;
+    *cursor = strtoull(cs, &endp, 10);
+    if (*endp != '\0' || errno == ERANGE || isspace((unsigned char)cs[0])) {
+        addReplyError(c, "invalid cursor");
+        return -1;
+    }
+    return 0;
+}
+
+/* SCAN cursor [MATCH pattern] [COUNT count] [TYPE type], and HSCAN/SSCAN
+ * key cursor [MATCH pattern] [COUNT count] over a hash's or set's dict
+ * (co != NULL; argv[2] is the cursor). A compact (listpack/intset) one is
+ * returned whole with cursor 0, as Redis does. */
+void scanGenericCommand(client *c, dbEntry *owner) {
+    ir_db *db = dbFor(c);
+    int ci = owner ? 2 : 1;
+    unsigned long long cursor;
+    if (parseScanCursorOrReply(c, ci, &cursor) != 0) return;
+    long long count = 10;
+    const char *pat = NULL, *type = NULL;
+    size_t plen = 0;
+    for (int j = ci + 1; j < c->argc; j += 2) {
+        int more = c->argc - j - 1;
+        if (argEq(c, j, "count") && more >= 1) {
+            if (getLongLongFromArg(c, j + 1, &count) != 0) return;
+            if (count < 1) {
+                addReplyStr(c, shared.syntaxerr);
+                return;
+            }
+        } else if (argEq(c, j, "match") && more >= 1) {
+            pat = c->argv[j + 1].ptr;
+            plen = c->argv[j + 1].len;
+            if (plen == 1 && pat[0] == '*') pat = NULL;
+        } else if (argEq(c, j, "type") && !owner && more >= 1) {
+            type = c->argv[j + 1].ptr;
+        } else {
+            addReplyStr(c, shared.syntaxerr);
+            return;
+        }
+    }
+    scanCtx sc = {db, 0};
+    dict *d = owner ? &owner->v.coll->d : &db->d;
+    if (owner && !owner->v.coll->big) {
+        cursor = 0;
+        scratchReserve(db, dictSize(d));
+        sc.n = collAll(owner->v.coll, db->scratch);
+    } else {
+        cursor = dictScan(d, cursor, (long)(count > LONG_MAX / 10 ? LONG_MAX / 10 : count),
+                          scanCollect, &sc);
+    }
+    int64_t now = dbNow(db);
+    size_t kept = 0;
+    for (size_t i = 0; i < sc.n; i++) {
+        dbEntry *e = db->scratch[i];
+        if (!owner && keyIsExpired(e, now)) continue;
+        if (pat && !stringmatchlen(pat, plen, e->key, e->klen, 0)) continue;
+        if (type && strcasecmp(type, typeName(e->type)) != 0) continue;
+        db->scratch[kept++] = e;
+    }
+    int pairs = owner && owner->type == OBJ_HASH;
+    char cbuf[32];
+    int cn = snprintf(cbuf, sizeof(cbuf), "%llu", cursor);
+    addReplyArrayLen(c, 2);
+    addReplyBulk(c, cbuf, (size_t)cn);
+    addReplyArrayLen(c, (long)(pairs ? 2 * kept : kept));
+    for (size_t i = 0; i < kept; i++) {
+        dbEntry *e = db->scratch[i];
+        addReplyBulk(c, e->key, e->klen);
+        if (pairs) addReplyBulk(c, e->v.str.ptr, e->v.str.len);
+    }
+    scratchTrim(db);
+}
+
+/* SCAN cursor [MATCH pattern] [COUNT count] [TYPE type] */
+void scanCommand(client *c) { scanGenericCommand(c, NULL); }
+
+/* An int argument, with Redis's getIntFromObjectOrReply errors (msg NULL:
+ * "value is not an integer or out of range"). */
+int getIntFromArg(client *c, int i, int *out, const char *msg) {
+    long long v;
+    int isint = string2ll(c->argv[i].ptr, c->argv[i].len, &v);
+    if (!isint || v < INT_MIN || v > INT_MAX) {
+        if (msg) addReplyError(c, msg);
+        else if (!isint) addReplyStr(c, shared.notinteger);
+        else addReplyErrorFormat(c, "value is out of range, value must between %d and %d", INT_MIN,
+                                 INT_MAX);
+        return -1;
+    }
+    *out = (int)v;
+    return 0;
+}
+
+static const char *sameobjecterr = "source and destination objects are the same";
+
+static void renameGenericCommand(client *c, int nx) {
+    ir_db *db = dbFor(c);
+    dbkey src = argKey(db, c, 1), dst = argKey(db, c, 2);
+    dbEntry *e = lookupKey(db, &src);
+    if (!e) {
+        addReplyStr(c, shared.nokeyerr);
+        return;
+    }
+    if (src.len == dst.len && memcmp(src.p, dst.p, src.len) == 0) {
+        addReplyStr(c, nx ? shared.czero : shared.ok);
+        return;
+    }
+    dbEntry *old = lookupKey(db, &dst);
+    if (old) {
+        if (nx) {
+            addReplyStr(c, shared.czero);
+            return;
+        }
+        dbDeleteEntry(db, old);
+    }
+    signalModifiedKey(c, db, src.p, src.len);
+    dbRekey(db, e, db, &dst);
+    signalModifiedKey(c, db, dst.p, dst.len);
+    addReplyStr(c, nx ? shared.cone : shared.ok);
+}
+
+/* RENAME key newkey */
+void renameCommand(client *c) { renameGenericCommand(c, 0); }
+
+/* RENAMENX key newkey */
+void renamenxCommand(client *c) { renameGenericCommand(c, 1); }
+
+/* COPY source destination [DB destination-db] [REPLACE] */
+void copyCommand(client *c) {
+    ir_db *src = dbFor(c), *dst = src;
+    int replace = 0;
+    for (int j = 3; j < c->argc; j++) {
+        if (argEq(c, j, "replace")) {
+            replace = 1;
+        } else if (argEq(c, j, "db") && j + 1 < c->argc) {
+            int id;
+            if (getIntFromArg(c, j + 1, &id, NULL) != 0) return;
+            if (id < 0 || id >= dbsCount(c->srv)) {
+                addReplyError(c, "DB index is out of range");
+                return;
+            }
+            dst = dbByIndex(c->srv, id);
+            j++;
+        } else {
+            addReplyStr(c, shared.syntaxerr);
+            return;
+        }
+    }
+    if (src == dst && c->argv[1].len == c->argv[2].len &&
+        memcmp(c->argv[1].ptr, c->argv[2].ptr, c->argv[1].len) == 0) {
+        addReplyError(c, sameobjecterr);
+        return;
+    }
+    dbkey k = argKey(src, c, 1);
+    dbEntry *e = lookupKey(src, &k);
+    if (!e) {
+        addReplyStr(c, shared.czero);
+        return;
+    }
+    if (dst->nlater && dst != src) dbReleaseLater(dst);
+    dst->now = src->now;
+    dbkey nk = argKey(dst, c, 2);
+    dbEntry *old = lookupKey(dst, &nk);
+    if (old) {
+        if (!replace) {
+            addReplyStr(c, shared.czero);
+            return;
+        }
+        dbDeleteEntry(dst, old);
+    }
+    dbCopyEntry(dst, e, &nk);
+    signalModifiedKey(c, dst, nk.p, nk.len);
+    addReplyStr(c, shared.cone);
+}
+
+/* MOVE key db */
+void moveCommand(client *c) {
+    ir_db *src = dbFor(c);
+    int id;
+    if (getIntFromArg(c, 2, &id, NULL) != 0) return;
+    if (id < 0 || id >= dbsCount(c->srv)) {
+        addReplyError(c, "DB index is out of range");
+        return;
+    }
+    ir_db *dst = dbByIndex(c->srv, id);
+    if (src == dst) {
+        addReplyError(c, sameobjecterr);
+        return;
+    }
+    dbkey k = argKey(src, c, 1);
+    dbEntry *e = lookupKey(src, &k);
+    if (!e) {
+        addReplyStr(c, shared.czero);
+        return;
+    }
+    if (dst->nlater) dbReleaseLater(dst);
+    dst->now = src->now;
+    dbkey nk = argKey(dst, c, 1);
+    if (lookupKey(dst, &nk)) {
+        addReplyStr(c, shared.czero);
+        return;
+    }
+    signalModifiedKey(c, src, k.p, k.len);
+    dbRekey(src, e, dst, &nk);
+    signalModifiedKey(c, dst, nk.p, nk.len);
+    addReplyStr(c, shared.cone);
+}
+
+/* SWAPDB index1 index2: the two databases trade contents; clients stay on
+ * their index. */
+void swapdbCommand(client *c) {
+    int a, b;
+    dbFor(c);
+    if (getIntFromArg(c, 1, &a, "invalid first DB index") != 0) return;
+    if (getIntFromArg(c, 2, &b, "invalid second DB index") != 0) return;
+    int n = dbsCount(c->srv);
+    if (a < 0 || a >= n || b < 0 || b >= n) {
+        addReplyError(c, "DB index is out of range");
+        return;
+    }
+    if (a != b) {
+        ir_db *x = dbByIndex(c->srv, a), *y = dbByIndex(c->srv, b);
+        signalFlushedDb(x);
+        signalFlushedDb(y);
+        ir_db t = *x;
+        *x = *y;
+        *y = t;
+        x->id = a; /* the indexes stay where they were */
+        y->id = b;
+    }
+    addReplyStr(c, shared.ok);
+}
+
+/* RANDOMKEY */
+void randomkeyCommand(client *c) {
+    ir_db *db = dbFor(c);
+    int64_t now = dbNow(db);
+    for (int tries = 0;; tries++) {
+        dbEntry *e = dictRandom(db, &db->d);
+        if (!e) {
+            addReplyNull(c);
+            return;
+        }
+        if (keyIsExpired(e, now)) {
+            if (db->nvol == dictSize(&db->d) && tries > 100) { /* all volatile: give up */
+                addReplyBulk(c, e->key, e->klen);
+                return;
+            }
+            signalModifiedKey(NULL, db, e->key, e->klen);
+            dbDeleteEntry(db, e);
+            db->expired_keys++;
+            continue;
+        }
+        addReplyBulk(c, e->key, e->klen);
+        return;
+    }
+}
+
+static const char *encodingName(const dbEntry *e) {
+    switch (e->type) {
+    case OBJ_STRING: {
+        long long v;
+        if (e->flags & DBE_ENC_RAW) return "raw";
+        if (!(e->flags & DBE_ENC_STR) && e->v.str.len <= 20 &&
+            string2ll(e->v.str.ptr, e->v.str.len, &v))
+            return "int";
+        return e->v.str.len <= 44 ? "embstr" : "raw";
+    }
+    case OBJ_LIST: return "quicklist";
+    case OBJ_SET: return e->v.coll->big ? "hashtable" : "intset";
+    case OBJ_HASH: return e->v.coll->big ? "hashtable" : "listpack";
+    default: return "unknown";
+    }
+}
+
+/* OBJECT ENCODING key | REFCOUNT key | FREQ key | HELP (no access times or
+ * frequencies are kept: IDLETIME is not built) */
+void objectCommand(client *c) {
+    if (argEq(c, 1, "help") && c->argc == 2) {
+        static const char *help[] = {
+            "OBJECT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+            "ENCODING <key>",
+            "    Return the kind of internal representation used in order to store the value",
+            "    associated with a <key>.",
+            "FREQ <key>",
+            "    Return the access frequency index of the <key>. The returned integer is",
+            "    proportional to the logarithm of the recent access frequency of the key.",
+            "REFCOUNT <key>",
+            "    Return the number of references of the value associated with the specified",
+            "    <key>.",
+            "HELP",
+            "    Prints this help.",
+        };
+        addReplyArrayLen(c, (long)(sizeof(help) / sizeof(help[0])));
+        for (size_t i = 0; i < sizeof(help) / sizeof(help[0]); i++) addReplyStatus(c, help[i]);
+        return;
+    }
+    int known = argEq(c, 1, "encoding") || argEq(c, 1, "refcount") || argEq(c, 1, "freq");
+    if (!known && !argEq(c, 1, "help")) {
+        addReplyErrorFormat(c, "unknown subcommand '%.128s'. Try OBJECT HELP.", c->argv[1].ptr);
+        return;
+    }
+    if (c->argc != 3 || argEq(c, 1, "help")) {
+        addReplySubcommandArity(c, "object");
+        return;
+    }
+    ir_db *db = dbFor(c);
+    dbkey k = argKey(db, c, 2);
+    dbEntry *e = lookupKey(db, &k);
+    if (!e) {
+        addReplyNull(c);
+        return;
+    }
+    if (argEq(c, 1, "encoding")) {
+        addReplyBulkCString(c, encodingName(e));
+    } else if (argEq(c, 1, "refcount")) {
+        long long v;
+        int shared_int = e->type == OBJ_STRING && !strcmp(encodingName(e), "int") &&
+                         string2ll(e->v.str.ptr, e->v.str.len, &v) && v >= 0 && v < 10000;
+        addReplyLongLong(c, shared_int ? 2147483647LL : 1);
+    } else {
+        addReplyError(c, "An LFU maxmemory policy is not selected, access frequency not tracked. "
+                         "Please note that when switching between policies at runtime LRU and "
+                         "LFU data will take some time to adjust.");
     }
 }
 

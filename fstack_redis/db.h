@@ -1,4 +1,6 @@
-/* db.h - the keyspace: strings and lists with expiry (one database, like SELECT 0).
+/* db.h - the keyspace: strings, lists, hashes and sets with expiry, in
+ * `databases` numbered databases (SELECT). Replay tables are not in any of
+ * them: they are global.
  *
  * Concurrency contract: owned by the server thread; no locking.
  */
@@ -9,6 +11,7 @@
 #include <stdint.h>
 
 struct ir_db;
+struct ir_server;
 
 struct ir_db *dbNew(void);
 void dbFree(struct ir_db *db);
@@ -18,5 +21,15 @@ uint64_t dbBytes(const struct ir_db *db);       /* bytes held by keys and values
 void dbEmpty(struct ir_db *db);
 /* Reap some expired keys, Redis-style (bounded work per call). */
 void dbActiveExpire(struct ir_db *db, uint64_t now_ms);
+
+/* Over every database of a server (database 0 is s->db, the others s->dbs[i]). */
+int dbsCreate(struct ir_server *s);            /* databases 1..N-1; 0 or -1 */
+void dbsFree(struct ir_server *s);
+struct ir_db *dbsAt(const struct ir_server *s, int id);
+int dbsCount(const struct ir_server *s);
+uint64_t dbsSize(const struct ir_server *s);   /* keys in all databases */
+uint64_t dbsBytes(const struct ir_server *s);
+uint64_t dbsExpiredKeys(const struct ir_server *s);
+void dbsActiveExpire(struct ir_server *s, uint64_t now_ms);
 
 #endif

@@ -29,9 +29,13 @@
 
 #define OBJ_STRING 0
 #define OBJ_LIST 1
+#define OBJ_SET 2               /* Redis's type numbers */
+#define OBJ_HASH 4
 
 /* Entry flags. */
 #define DBE_EMBEDDED (1 << 0) /* v.str.ptr points into the entry itself */
+#define DBE_ENC_RAW (1 << 1)  /* OBJECT ENCODING says "raw" (APPEND, SETRANGE wrote it) */
+#define DBE_ENC_STR (1 << 2)  /* never "int" (INCRBYFLOAT's result, as Redis keeps it) */
 
 /* Rough allocator overhead charged per malloc'd block in dbBytes(). */
 #define DB_MALLOC_OVERHEAD 16
@@ -52,6 +56,8 @@ typedef struct dbList {
     size_t cap, head, len;
 } dbList;
 
+struct dbColl;
+
 typedef struct dbEntry {
     struct dbEntry *next;   /* bucket chain */
     uint64_t hash;          /* cached: rehashing never recomputes it */
@@ -69,6 +75,7 @@ typedef struct dbEntry {
                                    rewritten or freed while set, but detached */
         } str;
         dbList list;
+        struct dbColl *coll; /* OBJ_HASH, OBJ_SET */
     } v;
     char key[];             /* klen bytes + NUL, then any embedded value */
 } dbEntry;
@@ -109,6 +116,53 @@ static inline size_t dictSize(const dict *d) { return d->ht[0].used + d->ht[1].u
 static inline size_t dictBuckets(const dict *d) { return d->ht[0].size + d->ht[1].size; }
 static inline int dictIsRehashing(const dict *d) { return d->rehashidx != -1; }
 
+/* ---- hashes and sets ------------------------------------------------------
+ * A hash or a set is a dict of its own whose entries are dbEntry records:
+ * the key is the field (member), and for a hash v.str holds the value in a
+ * malloc'd buffer (sets leave v.str.ptr NULL). Entries of a collection never
+ * have a TTL. `big` records the encoding Redis would report once it left
+ * its compact one (listpack/intset): like Redis, never back. */
+
+typedef struct dbColl {
+    dict d;
+    uint8_t big;
+} dbColl;
+
+/* The thresholds of the compact encodings OBJECT ENCODING reports, with
+ * Redis 7.0's names and built-in defaults (512, 64, 512): CONFIG SET may change them. */
+typedef struct ir_encoding_limits {
+    long long hash_max_listpack_entries;
+    long long hash_max_listpack_value;
+    long long set_max_intset_entries;
+} ir_encoding_limits;
+extern ir_encoding_limits encodingLimits;
+
+/* Find a field (NULL if absent). */
+dbEntry *collFind(dbColl *co, const void *f, size_t len);
+/* Add a field that is absent; a hash's value is copied in (val may be NULL for sets). */
+dbEntry *collAdd(struct ir_db *db, dbColl *co, const void *f, size_t len, const void *val,
+                 size_t vlen);
+/* Replace a hash field's value. */
+void collSetValue(struct ir_db *db, dbEntry *fe, const void *val, size_t vlen);
+void collDelete(struct ir_db *db, dbColl *co, dbEntry *fe);
+/* A uniformly random bucket's random entry (Redis's dictGetFairRandomKey
+ * is no more uniform); NULL when empty. */
+dbEntry *collRandom(struct ir_db *db, dbColl *co);
+/* A random 64-bit number from db's generator. */
+uint64_t dbRand(struct ir_db *db);
+/* db's reusable array of entry pointers, with room for n (valid until the
+ * next call; the current command's only). */
+dbEntry **dbScratch(struct ir_db *db, size_t n);
+/* min(count, size) distinct random entries of co into dbScratch(db)[0..]. */
+size_t collSample(struct ir_db *db, dbColl *co, size_t count);
+/* The dict's entries into out[] (cap >= dictSize); returns the count. */
+size_t collAll(dbColl *co, dbEntry **out);
+/* Redis's reverse-binary cursor over d's buckets (both tables during a
+ * rehash): call fn on each entry of the buckets visited until about `count`
+ * entries were seen; returns the next cursor (0: done). fn must not change d. */
+uint64_t dictScan(dict *d, uint64_t cursor, long count, void (*fn)(dbEntry *e, void *arg),
+                  void *arg);
+
 /* ---- the database -------------------------------------------------------- */
 
 typedef struct ir_db {
@@ -123,6 +177,7 @@ typedef struct ir_db {
     uint64_t rng;           /* xorshift state for sampling */
     uint64_t expired_keys;  /* stats: keys removed because their TTL passed */
     int64_t now;            /* this command's clock (ms), 0 = not read yet */
+    int id;                 /* SELECT index */
 } ir_db;
 
 /* A key of the current command with its hash computed once. */
@@ -149,6 +204,8 @@ static inline int64_t dbNow(ir_db *db) {
  * previous command's reply. Every keyspace handler starts with this. */
 ir_db *dbFor(client *c);
 dbkey argKey(ir_db *db, client *c, int i);
+/* Database `id` of c's server (0 <= id < databases), released like dbFor. */
+ir_db *dbByIndex(ir_server *s, int id);
 
 /* Lookup with lazy expiry: an expired key is deleted and NULL returned. */
 dbEntry *lookupKey(ir_db *db, const dbkey *k);
@@ -161,8 +218,10 @@ dbEntry *lookupKeyOrReply(client *c, int i, ir_str missing, int type);
 dbEntry *dbAdd(ir_db *db, const dbkey *k, int type, size_t embed_cap);
 int dbDelete(ir_db *db, const dbkey *k);      /* 1 if a key was removed */
 void dbDeleteEntry(ir_db *db, dbEntry *e);
-/* Turn e into an empty string (frees a list, keeps a string's buffer). */
+/* Turn e into an empty string (frees a list, hash or set, keeps a string's buffer). */
 void dbMakeString(ir_db *db, dbEntry *e);
+/* Free e's value (any type), leaving e without one. */
+void dbFreeValue(ir_db *db, dbEntry *e);
 
 static inline int keyIsExpired(const dbEntry *e, int64_t now) {
     return e->expire != -1 && now > e->expire;
@@ -194,6 +253,10 @@ void strSetValue(ir_db *db, dbEntry *e, const void *p, size_t len, int keep_old_
  * buffer is freed, or detached if pinned). */
 void strSetFromArg(ir_db *db, dbEntry *e, client *c, int i, int keep_old_big);
 void strFreeValue(ir_db *db, dbEntry *e);
+/* Redis's string2ld (strict: no spaces, no nan) and LD_STR_HUMAN formatting
+ * ("%.17Lf" without trailing zeroes), as INCRBYFLOAT/HINCRBYFLOAT use them. */
+int string2ld(const char *s, size_t slen, long double *dp);
+int ld2stringHuman(char *buf, size_t len, long double value);
 
 /* ---- list values (t_list.c) -------------------------------------------- */
 
@@ -204,6 +267,17 @@ static inline lelem *listAt(const dbList *l, size_t i) {
     return &l->a[(l->head + i) & (l->cap - 1)];
 }
 void listFreeAll(ir_db *db, dbList *l);
+
+/* ---- keyspace helpers (db.c) ------------------------------------------------ */
+
+/* SCAN's body; owner is the hash or set for HSCAN/SSCAN, NULL for SCAN. */
+void scanGenericCommand(client *c, dbEntry *owner);
+int parseScanCursorOrReply(client *c, int i, unsigned long long *cursor);
+/* The entry for argv[i] if it holds `type`, NULL with *missing = 1 if there
+ * is none (nothing replied), NULL with WRONGTYPE replied otherwise. */
+dbEntry *lookupTyped(client *c, int i, int type, int *missing);
+/* An int argument with getIntFromObjectOrReply's errors (msg NULL: the usual one). */
+int getIntFromArg(client *c, int i, int *out, const char *msg);
 
 /* ---- glob matching (db.c) ------------------------------------------------ */
 

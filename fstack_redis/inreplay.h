@@ -156,6 +156,7 @@ typedef struct ir_config {
      * comma-separated in shard order, and this server's place in it */
     const char *shard_group;    /* NULL or "" = a standalone server (one shard) */
     int shard_index;            /* 0 .. shards - 1 */
+    int databases;              /* numbered databases (SELECT 0..N-1), default 16 */
 } ir_config;
 
 /* Ids of shard k's tables start at k << IR_SHARD_ID_BITS, so that an id names

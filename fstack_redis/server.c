@@ -32,6 +32,7 @@ void ir_config_init(ir_config *cfg) {
     cfg->tcp_keepalive = 300;
     cfg->dir = ".";
     cfg->dpdk_port = -1;
+    cfg->databases = 16;
 }
 
 ir_server *server_new(const ir_config *cfg) {
@@ -40,7 +41,7 @@ ir_server *server_new(const ir_config *cfg) {
     s->cfg = *cfg;
     s->db = dbNew();
     s->tables = tablesNew();
-    if (!s->db || !s->tables) {
+    if (!s->db || !s->tables || dbsCreate(s) != 0) {
         server_free(s);
         return NULL;
     }
@@ -66,6 +67,7 @@ void server_free(ir_server *s) {
     while (s->clients) freeClient(s->clients);
     blockedFree(s);
     if (s->db) dbFree(s->db);
+    dbsFree(s);
     tablesFree(s->tables);
     pinsFree(&s->pins);
     free(s);
@@ -138,7 +140,7 @@ int authRequired(const client *c) { return !c->authenticated; }
 uint64_t serverUsedMemory(const ir_server *s) {
     /* detached pinned memory (an overwritten value, a dropped table's arena)
      * counts until the last reply that points into it is written */
-    uint64_t b = dbBytes(s->db) + tablesMemory(s->tables) + s->pins.detached_bytes;
+    uint64_t b = dbsBytes(s) + tablesMemory(s->tables) + s->pins.detached_bytes;
     for (const client *c = s->clients; c; c = c->next) {
         b += c->qcap + c->ocap + c->argcap + (uint64_t)c->segcap * sizeof(ir_seg) +
              (uint64_t)c->argv_cap * (sizeof(ir_arg) + sizeof(size_t)) + sizeof(*c);
@@ -157,7 +159,7 @@ static void closeClientFor(client *c, const char *why) {
 
 void server_tick(ir_server *s) {
     s->now_ms = ir_mstime();
-    dbActiveExpire(s->db, s->now_ms);
+    dbsActiveExpire(s, s->now_ms);
     const ir_config *cfg = &s->cfg;
     if (!cfg->timeout && !cfg->request_timeout_ms) return;
     for (client *c = s->clients, *next; c; c = next) {

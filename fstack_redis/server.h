@@ -105,6 +105,7 @@ typedef struct client {
     int flags;
     int authenticated;        /* AUTH passed, or no requirepass */
     int resp;                 /* protocol version: 2, or 3 after HELLO 3 */
+    int db;                   /* the SELECTed database */
     const struct ir_command *cmd; /* the command being executed */
     uint64_t req_start_ms;    /* when the unfinished request began arriving, 0 = none */
     uint64_t ctime_ms, last_ms;
@@ -174,7 +175,9 @@ typedef struct ir_server {
     uint64_t total_connections, total_commands, rejected_connections;
     uint64_t net_input_bytes, net_output_bytes;
     volatile int shutdown_asap;  /* SHUTDOWN_*: the loop ends; see run.c */
-    struct ir_db *db;
+    struct ir_db *db;         /* database 0 */
+    struct ir_db **dbs;       /* dbs[1..ndbs-1]: the others (SELECT); dbs[0] unused */
+    int ndbs;
     struct ir_tables *tables;
     uint64_t rng[4];
     char run_id[41];

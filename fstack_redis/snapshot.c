@@ -103,6 +103,9 @@
 
 #define TAG_KSTR "KSTR"
 #define TAG_KLST "KLST"
+#define TAG_KHSH "KHSH" /* hashes and sets: see the end of this file */
+#define TAG_KSET "KSET"
+#define TAG_KSEL "KSEL" /* the keys that follow are in another database */
 #define TAG_TABL "TABL"
 #define TAG_TLIM "TLIM"
 #define TAG_DONE "DONE"
@@ -278,6 +281,11 @@ static void wRecord(snapWriter *w, const char *tag, uint64_t len) {
 
 /* ---- writing a snapshot ----------------------------------------------------- */
 
+struct snapWriter;
+static void saveCollection(struct snapWriter *w, const dbEntry *e);
+struct saveCtx;
+static void saveOtherDbs(const ir_server *s, struct saveCtx *sc);
+
 typedef struct saveCtx {
     snapWriter *w;
     int64_t now;
@@ -288,7 +296,9 @@ static int saveEntry(const dbEntry *e, void *arg) {
     saveCtx *sc = arg;
     snapWriter *w = sc->w;
     if (keyIsExpired(e, sc->now)) return 0;
-    if (e->type == OBJ_STRING) {
+    if (e->type == OBJ_HASH || e->type == OBJ_SET) {
+        saveCollection(w, e);
+    } else if (e->type == OBJ_STRING) {
         wRecord(w, TAG_KSTR, 24 + (uint64_t)e->klen + e->v.str.len);
         wU64(w, (uint64_t)e->expire);
         wU64(w, e->klen);
@@ -379,6 +389,7 @@ static int writeSnapshot(const ir_server *s, int fd, uint64_t *bytes, uint64_t *
 
     saveCtx sc = {&w, (int64_t)now, 0};
     dbForEach(s->db, saveEntry, &sc);
+    saveOtherDbs(s, &sc); /* databases 1..N-1 (see the end of this file) */
     uint64_t tables = 0;
     for (const ir_table *t = s->tables->head; t && !w.err; t = t->next, tables++) saveTable(&w, t);
 
@@ -918,11 +929,16 @@ typedef struct snapLoader {
     size_t keycap;
     ir_table_loader tl;
     ir_table *last_table;      /* the table of the last TABL record (TLIM's) */
+    int ndbs;                  /* databases of the server loading (KSEL) */
+    ir_db *db0, **others;      /* after a KSEL: database 0 and the others loaded */
     uint64_t rec;              /* offset of the record being parsed */
     char why[256];
 } snapLoader;
 
 static int bad(snapLoader *L, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int loadCollection(snapLoader *L, int type);
+static int loadSelect(snapLoader *L);
+static void swapInOthers(ir_server *s, snapLoader *L, int ok);
 static int bad(snapLoader *L, const char *fmt, ...) {
     char text[200];
     va_list ap;
@@ -1136,6 +1152,9 @@ static int parseFile(snapLoader *L, uint64_t size, const snapDone *done) {
         int rc;
         if (memcmp(tag, TAG_TLIM, 4)) L->last_table = NULL; /* TLIM follows its TABL */
         if (!memcmp(tag, TAG_KSTR, 4)) rc = loadString(L);
+        else if (!memcmp(tag, TAG_KHSH, 4)) rc = loadCollection(L, OBJ_HASH);
+        else if (!memcmp(tag, TAG_KSEL, 4)) rc = loadSelect(L);
+        else if (!memcmp(tag, TAG_KSET, 4)) rc = loadCollection(L, OBJ_SET);
         else if (!memcmp(tag, TAG_KLST, 4)) rc = loadList(L);
         else if (!memcmp(tag, TAG_TABL, 4)) rc = loadTable(L);
         else if (!memcmp(tag, TAG_TLIM, 4)) rc = loadLimiter(L);
@@ -1208,8 +1227,10 @@ static int loadFile(ir_server *s, const char *path, unsigned char *buf, uint64_t
     L->db = dbNew();
     L->tables = tablesNew();
     L->now = (int64_t)ir_mstime();
+    L->ndbs = dbsCount(s);
     if (!L->tables) rc = nomem(L, "the table set");
     else rc = parseFile(L, size, &done);
+    swapInOthers(s, L, rc == LOAD_OK); /* L->db is database 0 again */
     if (rc == LOAD_OK) {
         swapIn(s, L->db, L->tables);
         *nkeys = L->keys;
@@ -1420,4 +1441,157 @@ void bgsaveCommand(client *c) {
 void lastsaveCommand(client *c) {
     ensureInit(c->srv);
     addReplyLongLong(c, (long long)(snap.lastsave_ms / 1000));
+}
+
+/* ---- hashes and sets (families) ------------------------------------------------
+ *   "KHSH" a hash key        i64 expire, u64 key length, key bytes
+ *                            u64 field count, then per field
+ *                            u64 length, field bytes, u64 length, value bytes
+ *   "KSET" a set key         i64 expire, u64 key length, key bytes
+ *                            u64 member count, then per member u64 length, bytes
+ * The encoding OBJECT ENCODING reports is worked out again from the loaded
+ * contents. */
+
+static void saveCollection(snapWriter *w, const dbEntry *e) {
+    const dict *d = &e->v.coll->d;
+    int hash = e->type == OBJ_HASH;
+    uint64_t body = 24 + (uint64_t)e->klen;
+    for (int t = 0; t <= 1; t++)
+        for (size_t i = 0; i < d->ht[t].size; i++)
+            for (const dbEntry *f = d->ht[t].table[i]; f; f = f->next)
+                body += 8 + f->klen + (hash ? 8 + f->v.str.len : 0);
+    wRecord(w, hash ? TAG_KHSH : TAG_KSET, body);
+    wU64(w, (uint64_t)e->expire);
+    wU64(w, e->klen);
+    wBytes(w, e->key, e->klen);
+    wU64(w, dictSize(d));
+    for (int t = 0; t <= 1; t++)
+        for (size_t i = 0; i < d->ht[t].size; i++)
+            for (const dbEntry *f = d->ht[t].table[i]; f; f = f->next) {
+                wU64(w, f->klen);
+                wBytes(w, f->key, f->klen);
+                if (hash) {
+                    wU64(w, f->v.str.len);
+                    wBytes(w, f->v.str.ptr, f->v.str.len);
+                }
+            }
+}
+
+/* One u64-length-prefixed string of the record into *buf (grown as needed). */
+static int loadBlob(snapLoader *L, char **buf, size_t *cap, uint64_t *len, const char *what) {
+    if (rU64(&L->r, len) || *len > rLeft(&L->r)) return bad(L, "%s runs past the record", what);
+    if (*len + 1 > *cap) {
+        char *p = realloc(*buf, *len + 1);
+        if (!p) return nomem(L, what);
+        *buf = p;
+        *cap = *len + 1;
+    }
+    if (rRead(&L->r, *buf, *len)) return bad(L, "%s runs past the record", what);
+    return LOAD_OK;
+}
+
+static int loadCollection(snapLoader *L, int type) {
+    int64_t expire;
+    uint64_t klen, count;
+    int rc = loadKeyHead(L, &expire, &klen);
+    if (rc) return rc;
+    if (rU64(&L->r, &count)) return bad(L, "element count runs past the record");
+    if (count > rLeft(&L->r) / (type == OBJ_HASH ? 16 : 8))
+        return bad(L, "element count %llu larger than the record holds",
+                   (unsigned long long)count);
+    if (keyExpired(L, expire)) {
+        L->expired++;
+        return rSkip(&L->r, rLeft(&L->r)) ? bad(L, "value runs past the record") : LOAD_OK;
+    }
+    if (count == 0) return bad(L, "an empty %s", type == OBJ_HASH ? "hash" : "set");
+    dbkey k = dbKey(L->db, L->key, (size_t)klen);
+    if (dictFind(&L->db->d, k.p, k.len, k.h)) return bad(L, "duplicate key");
+    dbEntry *e = dbAdd(L->db, &k, type, 0);
+    if (expire != -1) setExpire(L->db, e, expire);
+    L->keys++;
+    dbColl *co = e->v.coll;
+    char *f = NULL, *v = NULL;
+    size_t fcap = 0, vcap = 0;
+    const ir_encoding_limits *lim = &encodingLimits;
+    for (uint64_t i = 0; i < count && rc == LOAD_OK; i++) {
+        uint64_t flen, vlen = 0;
+        long long ll;
+        rc = loadBlob(L, &f, &fcap, &flen, type == OBJ_HASH ? "a field" : "a member");
+        if (rc == LOAD_OK && type == OBJ_HASH) rc = loadBlob(L, &v, &vcap, &vlen, "a value");
+        if (rc != LOAD_OK) break;
+        if (collFind(co, f, flen)) {
+            rc = bad(L, "duplicate %s", type == OBJ_HASH ? "field" : "member");
+            break;
+        }
+        collAdd(L->db, co, f, (size_t)flen, type == OBJ_HASH ? v : NULL, (size_t)vlen);
+        if (type == OBJ_HASH && ((long long)flen > lim->hash_max_listpack_value ||
+                                 (long long)vlen > lim->hash_max_listpack_value))
+            co->big = 1;
+        if (type == OBJ_SET && !string2ll(f, (size_t)flen, &ll)) co->big = 1;
+    }
+    free(f);
+    free(v);
+    long long n = (long long)dictSize(&co->d);
+    if (n > (type == OBJ_HASH ? lim->hash_max_listpack_entries : lim->set_max_intset_entries))
+        co->big = 1;
+    return rc;
+}
+
+/* ---- databases other than 0 (families) ----------------------------------------
+ *   "KSEL" (L = 8)           u64 database index, 1..databases-1: the key
+ *                            records that follow (up to the next KSEL or the
+ *                            first TABL) belong to that database
+ * A file without KSEL holds database 0 only. A snapshot of more databases
+ * than the server has does not load (corrupt, with the reason). */
+
+struct saveCtx;
+
+static void saveOtherDbs(const ir_server *s, struct saveCtx *sc) {
+    saveCtx *c = (saveCtx *)sc;
+    for (int i = 1; i < dbsCount(s) && !c->w->err; i++) {
+        if (dbSize(dbsAt(s, i)) == 0) continue;
+        wRecord(c->w, TAG_KSEL, 8);
+        wU64(c->w, (uint64_t)i);
+        dbForEach(dbsAt(s, i), saveEntry, c);
+    }
+}
+
+static int loadSelect(snapLoader *L) {
+    uint64_t id;
+    if (rU64(&L->r, &id)) return bad(L, "database index runs past the record");
+    if (id < 1 || id >= (uint64_t)L->ndbs)
+        return bad(L, "database %llu, but the server has %d (databases)", (unsigned long long)id,
+                   L->ndbs);
+    if (!L->others) {
+        L->others = calloc((size_t)L->ndbs, sizeof(*L->others));
+        if (!L->others) return nomem(L, "the databases");
+        L->db0 = L->db;
+    }
+    if (!L->others[id]) {
+        L->others[id] = dbNew();
+        L->others[id]->id = (int)id;
+    }
+    L->db = L->others[id];
+    return LOAD_OK;
+}
+
+/* After parsing: L->db is database 0 again; with ok the loaded databases
+ * replace the server's (those the file does not mention become empty). */
+static void swapInOthers(ir_server *s, snapLoader *L, int ok) {
+    if (L->db0) L->db = L->db0;
+    for (int i = 1; i < L->ndbs; i++) {
+        ir_db *d = L->others ? L->others[i] : NULL;
+        if (!ok) {
+            if (d) dbFree(d);
+            continue;
+        }
+        if (!d) {
+            dbEmpty(s->dbs[i]);
+            continue;
+        }
+        dbFree(s->dbs[i]);
+        s->dbs[i] = d;
+    }
+    free(L->others);
+    L->others = NULL;
 }

@@ -110,7 +110,11 @@ static void die(const char *what, ...) {
     abort();
 }
 
-/* ---- a streaming RESP2 reply checker ------------------------------------ */
+/* ---- a streaming RESP2/RESP3 reply checker ------------------------------- */
+
+/* RESP3 (after HELLO 3): maps count two elements per entry; '=' and '!' are
+ * bulks; '_', '#', ',' and '(' are lines like '+'. */
+static int rcTextLine(char t) { return t == '+' || t == '-' || t == '_' || t == '#' || t == ',' || t == '('; }
 
 enum { RC_TYPE, RC_LINE, RC_LINE_LF, RC_BULK, RC_BULK_CR, RC_BULK_LF };
 
@@ -138,10 +142,11 @@ static void rcElementDone(respcheck *r) {
 
 static void rcHeader(respcheck *r, unsigned char ch) {
     long long v;
-    if (!string2ll(r->num, r->numlen, &v)) rcFail(r, "bad number in a ':', '$' or '*' line", ch);
+    if (!string2ll(r->num, r->numlen, &v)) rcFail(r, "bad number in a length or ':' line", ch);
+    if (r->type == '%' && v > 0) v *= 2;
     if (r->type == ':') {
         rcElementDone(r);
-    } else if (r->type == '$') {
+    } else if (r->type == '$' || r->type == '=' || r->type == '!') {
         if (v < -1) rcFail(r, "bulk length below -1", ch);
         if (v == -1) {
             rcElementDone(r);
@@ -150,7 +155,7 @@ static void rcHeader(respcheck *r, unsigned char ch) {
             r->state = v ? RC_BULK : RC_BULK_CR;
             return;
         }
-    } else { /* '*' */
+    } else { /* '*', '~', '>', '%' */
         if (v < -1) rcFail(r, "array length below -1", ch);
         if (v <= 0) {
             rcElementDone(r);
@@ -167,8 +172,7 @@ static void rcFeed(respcheck *r, const unsigned char *p, size_t n) {
         unsigned char ch = p[i];
         switch (r->state) {
         case RC_TYPE:
-            if (ch != '+' && ch != '-' && ch != ':' && ch != '$' && ch != '*')
-                rcFail(r, "not a RESP2 type byte", ch);
+            if (!strchr("+-:$*_#,(=!~>%", ch) || ch == '\0') rcFail(r, "not a RESP type byte", ch);
             r->type = (char)ch;
             r->numlen = 0;
             r->state = RC_LINE;
@@ -178,14 +182,14 @@ static void rcFeed(respcheck *r, const unsigned char *p, size_t n) {
                 r->state = RC_LINE_LF;
             } else if (ch == '\n') {
                 rcFail(r, "LF inside a line", ch);
-            } else if (r->type != '+' && r->type != '-') {
+            } else if (!rcTextLine(r->type)) {
                 if (r->numlen == sizeof(r->num)) rcFail(r, "number too long", ch);
                 r->num[r->numlen++] = (char)ch;
             }
             break;
         case RC_LINE_LF:
             if (ch != '\n') rcFail(r, "CR not followed by LF", ch);
-            if (r->type == '+' || r->type == '-') {
+            if (rcTextLine(r->type)) {
                 rcElementDone(r);
                 r->state = RC_TYPE;
             } else {
@@ -394,7 +398,8 @@ static int saved; /* this input ran SAVE */
 static void fuzzAny(client *c) {
     static const char *const clocky[] = {"time", "info", "client", "hello", "shutdown", "expire",
                                          "pexpire", "ttl", "pttl", "persist", "save", "bgsave",
-                                         "lastsave"};
+                                         "lastsave", "spop", "srandmember", "hrandfield",
+                                         "randomkey"};
     const char *name = c->cmd->name;
     if (!strcmp(name, "save")) saved = 1;
     for (size_t i = 0; i < sizeof(clocky) / sizeof(clocky[0]); i++)
@@ -557,6 +562,44 @@ static void checkTable(ir_table *t) {
             diff);
 }
 
+/* A hash's or set's dict (db_internal.h's dbColl); returns the bytes it counts. */
+static uint64_t checkColl(const dbEntry *owner) {
+    const dbColl *co = owner->v.coll;
+    uint64_t bytes = sizeof(dbColl) + DB_MALLOC_OVERHEAD;
+    size_t n = 0;
+    for (int t = 0; t <= 1; t++) {
+        const dictht *ht = &co->d.ht[t];
+        if (ht->size & (ht->size - 1)) die("field dict table %d size %zu", t, ht->size);
+        size_t used = 0;
+        for (size_t i = 0; i < ht->size; i++) {
+            for (const dbEntry *f = ht->table[i]; f; f = f->next) {
+                used++;
+                if (f->hash != dictHashKey(&co->d, f->key, f->klen)) die("stale field hash");
+                if ((f->hash & (ht->size - 1)) != i) die("field in the wrong bucket");
+                if (f->key[f->klen] != '\0') die("field not NUL-terminated");
+                bytes += dbEntryBytes(f->klen, f->ecap);
+                if (owner->type == OBJ_SET) {
+                    if (f->v.str.ptr || f->ecap) die("set member with a value");
+                    continue;
+                }
+                if (!f->v.str.ptr || f->v.str.len >= f->v.str.cap ||
+                    f->v.str.ptr[f->v.str.len] != '\0')
+                    die("hash value len %zu, cap %zu", f->v.str.len, f->v.str.cap);
+                if (f->flags & DBE_EMBEDDED) {
+                    if (f->v.str.ptr != f->key + f->klen + 1 || f->v.str.cap != f->ecap)
+                        die("embedded hash value in the wrong place");
+                } else {
+                    bytes += dbBufBytes(f->v.str.cap);
+                }
+            }
+        }
+        if (used != ht->used) die("field dict table %d: used %zu, chained %zu", t, ht->used, used);
+        n += used;
+    }
+    if (n == 0) die("empty %s kept in the keyspace", owner->type == OBJ_SET ? "set" : "hash");
+    return bytes;
+}
+
 static void checkDb(ir_db *db) {
     size_t n = 0, nttl = 0;
     uint64_t bytes = 0;
@@ -596,6 +639,8 @@ static void checkDb(ir_db *db) {
                         if (x->p[x->len] != '\0') die("list element not NUL-terminated");
                         bytes += dbBufBytes(x->len + 1);
                     }
+                } else if (e->type == OBJ_HASH || e->type == OBJ_SET) {
+                    bytes += checkColl(e);
                 } else {
                     die("unknown value type %d", e->type);
                 }
@@ -648,13 +693,15 @@ static void resetServer(uint8_t opt) {
         char msg[512];
         int n = snapshotRestore(srv, snapdir, msg, sizeof(msg));
         if (n < 0) die("SAVE wrote a snapshot that does not load: %s", msg);
-        checkDb(srv->db);
+        for (int i = 0; i < dbsCount(srv); i++) checkDb(dbsAt(srv, i));
         for (ir_table *t = srv->tables->head; t; t = t->next) checkTable(t);
     }
     emptySnapdir();
     srv->shutdown_asap = 0;
-    dbEmpty(srv->db);
-    dbReleaseLater(srv->db);
+    for (int i = 0; i < dbsCount(srv); i++) { /* every database (SELECT, MOVE, SWAPDB) */
+        dbEmpty(dbsAt(srv, i));
+        dbReleaseLater(dbsAt(srv, i));
+    }
     tablesFlush(srv->tables);
     configureFor(opt);
 }
@@ -721,7 +768,7 @@ static session runSession(const char *payload, const size_t *cuts, int ncuts, in
     if (srv->nclients != 0 || srv->clients) die("%llu clients left after hang-up",
                                                 (unsigned long long)srv->nclients);
 
-    checkDb(srv->db);
+    for (int i = 0; i < dbsCount(srv); i++) checkDb(dbsAt(srv, i));
     for (ir_table *t = srv->tables->head; t; t = t->next) checkTable(t);
 
     session r = {{conns[0].hash, conns[1].hash}, {conns[0].closed, conns[1].closed}};
