@@ -10,14 +10,15 @@
  *                       SWAPDB): every watched key in it counts as modified.
  *
  * Each hook forwards to its subsystem; this file keeps the one list of them.
+ * While nobody WATCHes, signalModifiedKey and signalFlushedDb cost one test.
  */
 #include "notify.h"
 
+#include "multi.h"
+
 void signalModifiedKey(client *c, struct ir_db *db, const char *key, size_t len) {
-    (void)c;
-    (void)db;
-    (void)key;
-    (void)len;
+    ir_server *s = c ? c->srv : g_server;
+    if (s && s->watched) multiTouchKey(s, db, key, len);
 }
 
 void signalKeyAsReady(struct ir_db *db, const char *key, size_t len) {
@@ -26,4 +27,6 @@ void signalKeyAsReady(struct ir_db *db, const char *key, size_t len) {
     (void)len;
 }
 
-void signalFlushedDb(struct ir_db *db) { (void)db; }
+void signalFlushedDb(struct ir_db *db) {
+    if (g_server && g_server->watched) multiTouchDb(g_server, db);
+}
