@@ -409,7 +409,7 @@ void pubsubCommand(client *c) {
                 if (!pat || stringmatchlen(pat->ptr, pat->len, e->name, e->len, 0))
                     addReplyCopy(c, e->name, e->len);
     } else if (argEq(c, 1, "numsub")) {
-        addReplyMapLen(c, c->argc - 2);
+        addReplyArrayLen(c, 2L * (c->argc - 2)); /* an array in RESP3 too, as Redis 7.0 */
         for (int i = 2; i < c->argc; i++) {
             const ir_arg *a = &c->argv[i];
             subs *e = ps ? channelFind(ps, a->ptr, a->len, nameHash(a->ptr, a->len)) : NULL;
@@ -421,7 +421,7 @@ void pubsubCommand(client *c) {
     } else if (argEq(c, 1, "shardchannels") && c->argc <= 3) {
         addReplyArrayLen(c, 0); /* no shard channels: there is no cluster */
     } else if (argEq(c, 1, "shardnumsub")) {
-        addReplyMapLen(c, c->argc - 2);
+        addReplyArrayLen(c, 2L * (c->argc - 2)); /* an array in RESP3 too, as Redis 7.0 */
         for (int i = 2; i < c->argc; i++) {
             addReplyCopy(c, c->argv[i].ptr, c->argv[i].len);
             addReplyLongLong(c, 0);
