@@ -43,7 +43,9 @@ def test_exec_aborts_after_a_refused_command(raw: Raw) -> None:
     c.call("DEL", "ma")
     assert c.call("MULTI") == "OK"
     assert c.call("SET", "ma", "1") == "QUEUED"
-    assert c.call("NOSUCHCMD", "x") == err("ERR unknown command 'NOSUCHCMD', with args beginning with: 'x' ")
+    assert c.call("NOSUCHCMD", "x") == err(
+        "ERR unknown command 'NOSUCHCMD', with args beginning with: 'x' "
+    )
     assert c.call("EXEC") == err("EXECABORT Transaction discarded because of previous errors.")
     assert c.call("GET", "ma") is None
     assert c.call("MULTI") == "OK"

@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING
 
 import pytest
 import redis
-
 from conftest import RespError
 
 if TYPE_CHECKING:
