@@ -1207,8 +1207,12 @@ static void configApply(ir_server *s, const cfgnew *n) {
 
 /* CONFIG SET parameter value [parameter value ...]: all or nothing. */
 static void configSet(client *c) {
-    if (c->argc < 4 || c->argc % 2) {
+    if (c->argc < 4) {
         addReplySubcommandArity(c, "config");
+        return;
+    }
+    if (c->argc % 2) {
+        addReplyStr(c, shared.syntaxerr);
         return;
     }
     int npairs = (c->argc - 2) / 2;
