@@ -161,8 +161,6 @@ void selectCommand(client *c) {
     addReplyStr(c, shared.ok);
 }
 
-static int validClientName(const ir_arg *a);
-
 /* Compare in time that depends only on the lengths, not on where bytes differ. */
 static int secretEq(const char *a, size_t alen, const char *b, size_t blen) {
     unsigned char diff = alen != blen;
@@ -227,11 +225,7 @@ void helloCommand(client *c) {
             authed_here = 1;
             j += 2;
         } else if (argEq(c, j, "setname") && more >= 1) {
-            if (!validClientName(&c->argv[j + 1])) { /* the same rule as CLIENT SETNAME */
-                addReplyError(c, "Client names cannot contain spaces, newlines or special characters.");
-                return;
-            }
-            setname = &c->argv[++j];
+            setname = &c->argv[++j]; /* checked as CLIENT SETNAME does, once authenticated */
         } else {
             addReplyErrorFormat(c, "Syntax error in HELLO option '%.128s'", c->argv[j].ptr);
             return;
