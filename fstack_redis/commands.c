@@ -84,6 +84,7 @@ static ir_command commands[] = {
     {"pubsub", pubsubCommand, -2, 0, 0, 0, 0, "", 0},
     {"role", roleCommand, 1, CMD_FAST, 0, 0, 0, "noscript loading stale fast", 0},
     {"reset", resetCommand, 1, CMD_FAST | CMD_NOAUTH, 0, 0, 0, "noscript loading stale fast no_auth allow_busy", 0},
+    {"monitor", monitorCommand, 1, CMD_ADMIN, 0, 0, 0, "admin noscript loading stale", 0},
 };
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
 
@@ -481,6 +482,8 @@ static void clientInfoLine(client *c, const client *o, char *buf, size_t len) {
                  o->lastsub ? o->lastsub : "");
     else
         snprintf(cmd, sizeof(cmd), "NULL");
+    /* qbuf: the query buffer as read, the commands of this read being run
+     * included (Redis trims it after them too) */
     snprintf(buf, len,
              "id=%llu addr=%s laddr=%s fd=-1 name=%s age=%llu idle=%llu flags=%s db=0 sub=%d "
              "psub=%d ssub=0 multi=%d qbuf=%zu qbuf-free=%zu argv-mem=%zu multi-mem=%zu rbs=%zu "
@@ -489,7 +492,7 @@ static void clientInfoLine(client *c, const client *o, char *buf, size_t len) {
              (unsigned long long)o->id, o->addr, o->laddr, o->name ? o->name : "",
              (unsigned long long)((s->now_ms - o->ctime_ms) / 1000),
              (unsigned long long)((s->now_ms - o->last_ms) / 1000), flags, sub, psub,
-             (o->flags & CLIENT_MULTI) ? multiQueueCount(o) : -1, o->qlen - o->qpos,
+             (o->flags & CLIENT_MULTI) ? multiQueueCount(o) : -1, o->qlen,
              o->qcap - o->qlen, argvmem, multiQueueBytes(o), o->ocap, o->ocap, obl,
              o->nsegs, o->pending_bytes - obl, (unsigned long long)clientMemory(o),
              o->pending_bytes ? "w" : "", cmd, o->resp, o->lib_name, o->lib_ver);
@@ -956,6 +959,7 @@ int ir_parse_memory(const char *p, size_t len, unsigned long long *out) {
 enum { CFG_INT, CFG_MEM, CFG_BOOL, CFG_STR, CFG_SPECIAL };
 #define CFG_IMMUTABLE 1
 #define CFG_SENSITIVE 2 /* never shown by CONFIG GET (requirepass is shown empty) */
+#define CFG_SAME_ONLY 4 /* mutable in Redis, fixed here: only the current value is accepted */
 
 typedef struct cfgparam {
     const char *name;
@@ -964,8 +968,8 @@ typedef struct cfgparam {
 } cfgparam;
 
 static const cfgparam config_params[] = {
-    {"port", CFG_INT, CFG_IMMUTABLE, 0, 65535},
-    {"bind", CFG_STR, CFG_IMMUTABLE, 0, 0},
+    {"port", CFG_INT, CFG_SAME_ONLY, 0, 65535},
+    {"bind", CFG_STR, CFG_SAME_ONLY, 0, 0},
     {"maxclients", CFG_INT, 0, 1, 4294967295LL},
     {"proto-max-bulk-len", CFG_MEM, 0, 1024 * 1024, LLONG_MAX},
     {"client-query-buffer-limit", CFG_MEM, 0, 1024 * 1024, LLONG_MAX},
@@ -975,7 +979,7 @@ static const cfgparam config_params[] = {
     {"save", CFG_SPECIAL, 0, 0, 0},
     {"maxmemory", CFG_MEM, 0, 0, LLONG_MAX},
     {"timeout", CFG_INT, 0, 0, INT_MAX},
-    {"protected-mode", CFG_BOOL, CFG_IMMUTABLE, 0, 0},
+    {"protected-mode", CFG_BOOL, CFG_SAME_ONLY, 0, 0},
     {"tcp-keepalive", CFG_INT, 0, 0, INT_MAX},
     {"dir", CFG_STR, 0, 0, 0},
     {"requirepass", CFG_STR, CFG_SENSITIVE, 0, 0},
@@ -1037,9 +1041,17 @@ static const cfgparam *configFind(const ir_arg *a) {
 }
 
 /* Check one value; on failure write the reason (Redis's text) to err. */
-static int configCheck(cfgnew *n, const ir_arg *v, char *err, size_t errlen) {
+static int configCheck(const ir_server *s, cfgnew *n, const ir_arg *v, char *err, size_t errlen) {
     const cfgparam *p = n->p;
     n->str = v;
+    if (p->flags & CFG_SAME_ONLY) {
+        char cur[256];
+        configValue(s, p->name, cur, sizeof(cur));
+        if (strlen(cur) == v->len && strncasecmp(cur, v->ptr, v->len) == 0) return 0;
+        snprintf(err, errlen, "changing %s at runtime is not supported (restart with the new value)",
+                 p->name);
+        return -1;
+    }
     if (p->type == CFG_INT) {
         long long x;
         if (!string2ll(v->ptr, v->len, &x)) {
@@ -1236,7 +1248,7 @@ static void configSet(client *c) {
     }
     for (int i = 0; i < npairs; i++) {
         char err[160];
-        if (configCheck(&news[i], &c->argv[3 + 2 * i], err, sizeof(err)) != 0) {
+        if (configCheck(c->srv, &news[i], &c->argv[3 + 2 * i], err, sizeof(err)) != 0) {
             addReplyErrorFormat(c, "CONFIG SET failed (possibly related to argument '%.128s') - %s",
                                 c->argv[2 + 2 * i].ptr, err);
             return;
@@ -1529,6 +1541,89 @@ void infoCommand(client *c) {
         return;
     }
     addReplyInfobuf(c, &b);
+}
+
+/* ---- MONITOR ------------------------------------------------------------ */
+
+/* MONITOR */
+void monitorCommand(client *c) {
+    ir_server *s = c->srv;
+    if (c->flags & CLIENT_MONITOR) return; /* already: no reply, as Redis */
+    if (s->nmonitors == s->capmonitors) {
+        int cap = s->capmonitors ? s->capmonitors * 2 : 4;
+        client **m = realloc(s->monitors, (size_t)cap * sizeof(*m));
+        if (!m) {
+            addReplyError(c, "out of memory");
+            return;
+        }
+        s->monitors = m;
+        s->capmonitors = cap;
+    }
+    s->monitors[s->nmonitors++] = c;
+    c->flags |= CLIENT_MONITOR;
+    addReplyStr(c, shared.ok);
+}
+
+void monitorRemove(client *c) {
+    ir_server *s = c->srv;
+    for (int i = 0; i < s->nmonitors; i++) {
+        if (s->monitors[i] == c) {
+            memmove(s->monitors + i, s->monitors + i + 1, (size_t)(s->nmonitors - i - 1) * sizeof(client *));
+            s->nmonitors--;
+            break;
+        }
+    }
+    c->flags &= ~CLIENT_MONITOR;
+}
+
+/* Append a as Redis's sdscatrepr quotes it: "..." with \n \r \t \a \b
+ * \" \\ and \xNN for other non-printable bytes. */
+static void catRepr(infobuf *b, const char *p, size_t len) {
+    infoCat(b, "\"");
+    for (size_t i = 0; i < len; i++) {
+        unsigned char ch = (unsigned char)p[i];
+        switch (ch) {
+        case '\\': infoCat(b, "\\\\"); break;
+        case '"': infoCat(b, "\\\""); break;
+        case '\n': infoCat(b, "\\n"); break;
+        case '\r': infoCat(b, "\\r"); break;
+        case '\t': infoCat(b, "\\t"); break;
+        case '\a': infoCat(b, "\\a"); break;
+        case '\b': infoCat(b, "\\b"); break;
+        default:
+            if (ch >= 32 && ch < 127) infoCat(b, "%c", ch);
+            else infoCat(b, "\\x%02x", ch);
+        }
+    }
+    infoCat(b, "\"");
+}
+
+char *monitorFormat(const client *c, size_t *len) {
+    int argc = c->argc;
+    const ir_arg *argv = c->argv;
+    infobuf b = {malloc(256), 0, 256};
+    if (!b.p) return NULL;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    infoCat(&b, "+%lld.%06ld [0 %s]", (long long)ts.tv_sec, ts.tv_nsec / 1000, c->addr);
+    for (int i = 0; i < argc; i++) {
+        infoCat(&b, " ");
+        catRepr(&b, argv[i].ptr, argv[i].len);
+    }
+    infoCat(&b, "\r\n");
+    *len = b.len;
+    return b.p;
+}
+
+void monitorSend(client *c, char *line, size_t len) {
+    ir_server *s = c->srv;
+    for (int i = 0; i < s->nmonitors; i++) {
+        client *m = s->monitors[i];
+        if (m->flags & (CLIENT_CLOSE_ASAP | CLIENT_CLOSED)) continue;
+        addReplyProto(m, line, len);
+        if (m != c) clientFlush(m);
+    }
+    free(line);
 }
 
 /* ROLE */

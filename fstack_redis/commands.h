@@ -18,6 +18,7 @@ void infoCommand(client *c);
 void shutdownCommand(client *c);
 void timeCommand(client *c);
 void roleCommand(client *c);
+void monitorCommand(client *c);
 void resetCommand(client *c);
 /* CLIENT SETNAME and HELLO ... SETNAME: validate (Redis's rule and error) and
  * set; -1 after replying the error. */

@@ -71,6 +71,7 @@ void server_free(ir_server *s) {
     tablesFree(s->tables);
     pinsFree(&s->pins);
     pubsubFree(s);
+    free(s->monitors);
     free(s->requirepass);
     free(s);
 }
@@ -245,6 +246,7 @@ void freeClient(client *c) {
     resetClientArgs(c);
     multiFreeClient(c);
     pubsubFreeClient(c);
+    if (c->flags & CLIENT_MONITOR) monitorRemove(c);
     clientDiscardReply(c); /* releases the pins of what was never written */
     if (c->prev) c->prev->next = c->next;
     else s->clients = c->next;
@@ -326,6 +328,9 @@ void call(client *c, const ir_command *cmd) {
      * replies come only without MULTI or after a refused queued command */
     int plain = cmd->proc != execCommand || !(c->flags & CLIENT_MULTI) ||
                 (c->flags & CLIENT_DIRTY_EXEC);
+    size_t monlen = 0;
+    char *monline = s->nmonitors && !(cmd->flags & CMD_ADMIN) && cmd->proc != monitorCommand
+                        ? monitorFormat(c, &monlen) : NULL;
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     uint64_t cyc = ir_cycles();
@@ -338,20 +343,25 @@ void call(client *c, const ir_command *cmd) {
                     (uint64_t)((t1.tv_nsec - t0.tv_nsec) / 1000);
     commandStatsCall(c, cmd, usec, plain && countErrorReply(c, before));
     s->total_commands++;
+    if (monline) monitorSend(c, monline, monlen);
     /* CLIENT REPLY OFF / SKIP: drop what this command replied */
-    if ((mode0 == CLIENT_REPLY_OFF && c->reply_mode == CLIENT_REPLY_OFF) ||
-        mode0 == CLIENT_REPLY_SKIP_NEXT || c->reply_mode == CLIENT_REPLY_SKIP) {
-        if (plain && c->nsegs >= nsegs0) {
-            for (int i = nsegs0; i < c->nsegs; i++)
-                if (c->segs[i].pin) pinRelease(c->segs[i].pin);
-            c->nsegs = nsegs0;
-            if (nsegs0) c->segs[nsegs0 - 1].len = last0;
-            c->olen = before;
-            c->pending_bytes = pend0;
-        }
-        if (c->reply_mode == CLIENT_REPLY_SKIP) c->reply_mode = CLIENT_REPLY_SKIP_NEXT;
-        else if (mode0 == CLIENT_REPLY_SKIP_NEXT && c->reply_mode == CLIENT_REPLY_SKIP_NEXT)
-            c->reply_mode = CLIENT_REPLY_ON;
+    int drop = 0;
+    if (c->reply_mode == CLIENT_REPLY_SKIP) { /* CLIENT REPLY SKIP itself */
+        drop = 1;
+        c->reply_mode = CLIENT_REPLY_SKIP_NEXT;
+    } else if (mode0 == CLIENT_REPLY_SKIP_NEXT && c->reply_mode == CLIENT_REPLY_SKIP_NEXT) {
+        drop = 1; /* the command after SKIP (unless it was CLIENT REPLY ON/OFF) */
+        c->reply_mode = CLIENT_REPLY_ON;
+    } else if (c->reply_mode == CLIENT_REPLY_OFF) {
+        drop = 1;
+    }
+    if (drop && plain && c->nsegs >= nsegs0) {
+        for (int i = nsegs0; i < c->nsegs; i++)
+            if (c->segs[i].pin) pinRelease(c->segs[i].pin);
+        c->nsegs = nsegs0;
+        if (nsegs0) c->segs[nsegs0 - 1].len = last0;
+        c->olen = before;
+        c->pending_bytes = pend0;
     }
 }
 

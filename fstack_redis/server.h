@@ -92,6 +92,7 @@ typedef struct ir_seg {
 #define CLIENT_DIRTY_EXEC (1 << 7)     /* a queued command was refused: EXECABORT */
 #define CLIENT_BLOCKED (1 << 8)        /* waiting (blocked.c): input is not processed */
 #define CLIENT_PUBSUB (1 << 9)         /* subscribed to a channel or pattern (pubsub.c) */
+#define CLIENT_MONITOR (1 << 10)       /* MONITOR: sees every command run (commands.c) */
 
 /* CLIENT REPLY: replies are sent (ON), dropped (OFF), dropped for this
  * command (SKIP, set by CLIENT REPLY SKIP) and then for the next one. */
@@ -210,6 +211,8 @@ typedef struct ir_server {
     size_t requirepass_len;
     uint64_t pubsub_obl_hard, pubsub_obl_soft, pubsub_obl_secs; /* client-output-buffer-limit pubsub */
     uint64_t total_error_replies, keyspace_hits, keyspace_misses;
+    struct client **monitors;    /* MONITOR clients, in order */
+    int nmonitors, capmonitors;
 } ir_server;
 
 /* ---- replies ----------------------------------------------------------- */
@@ -305,6 +308,11 @@ void commandStatsRejected(const client *c, const ir_command *cmd);
 const char *commandSubName(const ir_command *cmd, const client *c);
 /* Count an error reply by its code ("ERR", "WRONGTYPE", ...) for INFO errorstats. */
 void errorStatsCount(ir_server *s, const char *reply, size_t len);
+/* MONITOR: the line for c's command, formatted before it runs (it may take
+ * its arguments over), sent to every monitor once it ran (and freed). */
+char *monitorFormat(const client *c, size_t *len);
+void monitorSend(client *c, char *line, size_t len);
+void monitorRemove(client *c);
 /* The password AUTH compares against (binary-safe); len 0 = none. */
 const char *serverRequirePass(const ir_server *s, size_t *len);
 void resetClientArgs(client *c);

@@ -281,6 +281,11 @@ def test_client_reply_off_skip_on(raw: Raw) -> None:
     assert c.read_reply() == b"1"
     c.send(c.command("CLIENT", "REPLY", "SKIP") + c.command("GET", "cr") + c.command("PING"))
     assert c.read_reply() == "PONG"
+    # REPLY ON right after SKIP answers, and clears the skip
+    c.send(c.command("CLIENT", "REPLY", "SKIP") + c.command("CLIENT", "REPLY", "ON")
+           + c.command("PING"))  # fmt: skip
+    assert c.read_reply() == "OK"
+    assert c.read_reply() == "PONG"
     assert c.call("CLIENT", "REPLY", "MAYBE") == err("ERR syntax error")
     assert c.call("CLIENT", "NO-EVICT", "on") == "OK"
     assert c.call("CLIENT", "NO-EVICT", "maybe") == err("ERR syntax error")
@@ -366,3 +371,21 @@ def test_laddr_is_the_listening_address(server: ServerProcess) -> None:
             data += s.recv(65536)
     assert f" laddr={server.host}:{server.port} ".encode() in data
     assert server.host == HOST or server.kind == "dpdk"
+
+
+def test_monitor_shows_commands_in_execution_order(raw: Raw) -> None:
+    mon, c = raw(), raw()
+    assert mon.call("MONITOR") == "OK"
+    c.call("SET", "mon.k", 'a "q"\n\x01')
+    c.call("MULTI")
+    c.call("GET", "mon.k")
+    c.call("EXEC")
+    lines = [mon.read_reply() for _ in range(4)]
+    line = re.compile(r'\d+\.\d{6} \[0 [^\]]+\] (.*)$')
+    args = [line.match(ln)[1] for ln in lines]  # type: ignore[index]
+    assert args == [
+        '"SET" "mon.k" "a \\"q\\"\\n\\x01"',
+        '"MULTI"',
+        '"GET" "mon.k"',
+        '"EXEC"',
+    ]
