@@ -461,6 +461,11 @@ int pubsubAllowedInContext(const ir_command *cmd) {
            cmd->proc == pingCommand || cmd->proc == quitCommand || cmd->proc == resetCommand;
 }
 
+int pubsubRepliesArePushes(const ir_command *cmd) {
+    return cmd->proc == subscribeCommand || cmd->proc == unsubscribeCommand ||
+           cmd->proc == psubscribeCommand || cmd->proc == punsubscribeCommand;
+}
+
 void pubsubClientCounts(const client *c, int *channels, int *patterns) {
     *channels = c->pubsub ? c->pubsub->nch : 0;
     *patterns = c->pubsub ? c->pubsub->npat : 0;

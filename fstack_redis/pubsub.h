@@ -8,6 +8,8 @@
 
 /* RESP2 subscribed mode: the commands a subscribed client may still send. */
 int pubsubAllowedInContext(const ir_command *cmd);
+/* (P)(UN)SUBSCRIBE: every reply is a push, sent even under CLIENT REPLY OFF. */
+int pubsubRepliesArePushes(const ir_command *cmd);
 /* CLIENT LIST sub= psub=, INFO stats pubsub_channels / pubsub_patterns. */
 void pubsubClientCounts(const client *c, int *channels, int *patterns);
 void pubsubServerCounts(const ir_server *s, uint64_t *channels, uint64_t *patterns);

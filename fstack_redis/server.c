@@ -355,7 +355,7 @@ void call(client *c, const ir_command *cmd) {
     } else if (c->reply_mode == CLIENT_REPLY_OFF) {
         drop = 1;
     }
-    if (drop && plain && c->nsegs >= nsegs0) {
+    if (drop && plain && c->nsegs >= nsegs0 && !pubsubRepliesArePushes(cmd)) {
         for (int i = nsegs0; i < c->nsegs; i++)
             if (c->segs[i].pin) pinRelease(c->segs[i].pin);
         c->nsegs = nsegs0;

@@ -192,3 +192,14 @@ def test_redis_py_pubsub(server: ServerProcess, protocol: int) -> None:
     finally:
         p.close()
         r.close()
+
+
+def test_subscription_replies_are_sent_under_client_reply_off(raw: Raw) -> None:
+    sub, pub = raw(), raw()
+    sub.send(sub.command("CLIENT", "REPLY", "OFF") + sub.command("SUBSCRIBE", "off.ch"))
+    assert sub.read_reply() == [b"subscribe", b"off.ch", 1]
+    assert pub.call("PUBLISH", "off.ch", "m") == 1
+    assert sub.read_reply() == [b"message", b"off.ch", b"m"]
+    assert sub.call("UNSUBSCRIBE") == [b"unsubscribe", b"off.ch", 0]
+    sub.send(sub.command("GET", "off.nokey") + sub.command("CLIENT", "REPLY", "ON"))
+    assert sub.read_reply() == "OK"
