@@ -271,16 +271,16 @@ int clientSetName(client *c, const ir_arg *a) {
         addReplyError(c, "Client names cannot contain spaces, newlines or special characters.");
         return -1;
     }
-    free(c->name);
-    c->name = NULL;
+    free(c->clientname);
+    c->clientname = NULL;
     if (a->len) {
-        c->name = malloc(a->len + 1);
-        if (!c->name) {
+        c->clientname = malloc(a->len + 1);
+        if (!c->clientname) {
             addReplyError(c, "out of memory");
             return -1;
         }
-        memcpy(c->name, a->ptr, a->len);
-        c->name[a->len] = '\0';
+        memcpy(c->clientname, a->ptr, a->len);
+        c->clientname[a->len] = '\0';
     }
     return 0;
 }
@@ -489,7 +489,7 @@ static void clientInfoLine(client *c, const client *o, char *buf, size_t len) {
              "psub=%d ssub=0 multi=%d qbuf=%zu qbuf-free=%zu argv-mem=%zu multi-mem=%zu rbs=%zu "
              "rbp=%zu obl=%zu oll=%d omem=%zu tot-mem=%llu events=r%s cmd=%s user=default "
              "redir=-1 resp=%d lib-name=%s lib-ver=%s\n",
-             (unsigned long long)o->id, o->addr, o->laddr, o->name ? o->name : "",
+             (unsigned long long)o->id, o->addr, o->laddr, o->clientname ? o->clientname : "",
              (unsigned long long)((s->now_ms - o->ctime_ms) / 1000),
              (unsigned long long)((s->now_ms - o->last_ms) / 1000), flags, sub, psub,
              (o->flags & CLIENT_MULTI) ? multiQueueCount(o) : -1, o->qlen,
@@ -652,7 +652,7 @@ void clientCommand(client *c) {
     if (argEq(c, 1, "id") && c->argc == 2) {
         addReplyLongLong(c, (long long)c->id);
     } else if (argEq(c, 1, "getname") && c->argc == 2) {
-        addReplyBulkCString(c, c->name);
+        addReplyBulkCString(c, c->clientname);
     } else if (argEq(c, 1, "setname") && c->argc == 3) {
         if (clientSetName(c, &c->argv[2]) == 0) addReplyStr(c, shared.ok);
     } else if (argEq(c, 1, "setinfo") && c->argc == 4) {
@@ -1640,8 +1640,8 @@ void resetCommand(client *c) {
     multiReset(c);
     pubsubReset(c);
     c->resp = 2;
-    free(c->name);
-    c->name = NULL;
+    free(c->clientname);
+    c->clientname = NULL;
     c->reply_mode = CLIENT_REPLY_ON;
     size_t passlen;
     serverRequirePass(c->srv, &passlen);

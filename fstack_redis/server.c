@@ -258,7 +258,7 @@ void freeClient(client *c) {
     free(c->argbuf);
     free(c->obuf);
     free(c->segs);
-    free(c->name);
+    free(c->clientname);
     free(c);
 }
 

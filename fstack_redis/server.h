@@ -116,7 +116,8 @@ typedef struct client {
     const struct ir_command *cmd; /* the command being executed */
     uint64_t req_start_ms;    /* when the unfinished request began arriving, 0 = none */
     uint64_t ctime_ms, last_ms;
-    char *name;               /* CLIENT SETNAME, NULL = none (any length) */
+    char *clientname;         /* CLIENT SETNAME, NULL = none (any length; set it
+                                 with clientSetName, the one validation) */
     char lib_name[64], lib_ver[32];
     char addr[64];
 
