@@ -4,7 +4,7 @@ PY        ?= python3
 BUILD     ?= build
 ASAN      ?= build-asan
 APT_PKGS  := build-essential pkg-config redis-server redis-tools clang libclang-rt-14-dev \
-             iproute2 ethtool dpdk dpdk-dev libdpdk-dev liblwip-dev zlib1g-dev dpkg-dev
+             iproute2 ethtool dpdk dpdk-dev libdpdk-dev liblwip-dev zlib1g-dev dpkg-dev tcl
 # lwIP for the DPDK stack is built from Debian's source package (apt-get source)
 LWIP_SRC  := build-deps/lwip-src
 SUDO      := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
@@ -26,7 +26,7 @@ $(STAMP): pyproject.toml Makefile
 	  $(SUDO) apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
 	fi
-	$(PY) -m pip install -q -e '.[dev,bench,rl]'
+	$(PY) -m pip install -q -e '.[dev,bench,rl,ray]'
 	@touch $@
 
 build: deps
@@ -83,13 +83,28 @@ bench: build
 	$(PY) -m pyctl demo --stack dpdk --out $(BUILD)/bench-cartpole
 	$(PY) -m pyctl demo --env-id ALE/Breakout-v5 --minutes 2 --learning-starts 5000 \
 	  --publish-every 5 --out $(BUILD)/bench-breakout
+	$(PY) bench/swarm.py --json $(BUILD)/bench-swarm.json
+	$(PY) bench/swarm.py --item-bytes 640,49404 --phases learner,apex --seconds 10 \
+	  --json $(BUILD)/bench-swarm-atari.json
+	$(PY) bench/compress.py --json $(BUILD)/bench-compress.json
 	$(PY) bench/report.py --sumtree $(BUILD)/bench-sumtree.json \
+	  --swarm $(BUILD)/bench-swarm.json --swarm $(BUILD)/bench-swarm-atari.json \
+	  --compress $(BUILD)/bench-compress.json \
 	  --latency $(BUILD)/bench-latency.json --throughput $(BUILD)/bench-throughput.json \
 	  --demo $(BUILD)/bench-cartpole/summary.json \
 	  --demo-kernel $(BUILD)/bench-cartpole-kernel/summary.json \
 	  --breakout $(BUILD)/bench-breakout/summary.json \
 	  $$([ -f $(BUILD)/bench-breakdown.json ] && echo --breakdown $(BUILD)/bench-breakdown.json) \
 	  $$([ -f $(BUILD)/bench-latency-xdp.json ] && echo --nics $(BUILD)/bench-latency-xdp.json)
+
+# Issue 11's verification: Redis 7.0.15's own unit tests (Debian's source package,
+# fetched into build-deps/) in external-server mode against stock redis-server and
+# inreplay on the kernel stack and, as root with a DPDK build, on DPDK; the JSON
+# summary has the per-unit figures. `make test` runs five units on the kernel stack
+# (tests/test_redis_suite.py). Arguments: REDIS_SUITE_ARGS='--singledb --units ...'.
+.PHONY: redis-suite
+redis-suite: build
+	$(PY) tests/redis_suite/run.py --json $(BUILD)/redis-suite.json $(REDIS_SUITE_ARGS)
 
 clean:
 	rm -rf $(BUILD) $(ASAN) build-fuzz build-deps $(STAMP)

@@ -36,13 +36,20 @@ import numpy as np
 import redis
 import torch
 
-from actors.codec import TransitionCodec
-from actors.config import Config, Keys, add_arguments, from_args
+from actors.codec import TransitionCodec, capacity_warning, stored_bytes
+from actors.config import Config, Keys, Parser, add_arguments, fail, from_args, net_reason
 from actors.env import EnvSpec, env_spec, lives, make_env
 from actors.model import BlobError, build_model, load_blob
 from actors.nstep import NStep, Transition, td_priorities
-from pyctl.client import ReplayClient
+from pyctl.client import RateLimited
+from pyctl.sharded import ShardedReplayClient, home_address
 
+ADD_WAIT_S = 1.0
+"""How long one REPLAY.ADD may wait in the appliance for the rate limiter (the learner
+to catch up) before the actor checks for a stop and new parameters and tries again."""
+
+WAIT_LOG_EVERY_S = 5.0
+"""Seconds between the progress lines while an actor waits for parameters."""
 PRIORITY = struct.Struct("<f")
 """--replay local: each list element is a float32 priority, then the record."""
 
@@ -56,6 +63,39 @@ def epsilon_ladder(i: int, n: int, base: float = 0.4, alpha: float = 7.0) -> flo
     return float(base ** (1.0 + alpha * i / (n - 1)))
 
 
+class Log:
+    """An actor's log lines, with a message that repeats collapsed: the first one is
+    printed, later ones only as "(repeated N times in S s)" at most every ``every`` s."""
+
+    def __init__(self, write: Any, every: float = 5.0) -> None:
+        self.write = write
+        self.every = every
+        self.seen: dict[str, list[float]] = {}  # message -> [last printed, repeats since]
+
+    def __call__(self, msg: str) -> None:
+        self.write(msg)
+
+    def warn(self, key: str, msg: str) -> None:
+        """``key`` names the kind of warning (the message may vary, e.g. a version)."""
+        now = time.monotonic()
+        st = self.seen.get(key)
+        if st is None:
+            self.seen[key] = [now, 0]
+            self.write(msg)
+            return
+        st[1] += 1
+        if now - st[0] >= self.every:
+            self.write(f"{msg} (repeated {int(st[1])} times in {now - st[0]:.0f} s)")
+            st[0], st[1] = now, 0
+
+    def flush(self) -> None:
+        """Say how often each collapsed warning repeated since it was last printed."""
+        for key, (_, n) in self.seen.items():
+            if n:
+                self.write(f"{key}: {int(n)} more times")
+        self.seen.clear()
+
+
 class Actor:
     """One actor. ``run()`` loops until ``stop`` is set, the stop key appears,
     ``max_steps`` agent steps are done, or a SIGTERM (in ``main``)."""
@@ -66,7 +106,13 @@ class Actor:
         self.id = actor_id
         self.keys = Keys(cfg.prefix)
         self.stop = stop or threading.Event()
-        self.log = log or (lambda msg: print(f"actor {actor_id}: {msg}", flush=True))
+        self.log = Log(log or (lambda msg: print(f"actor {actor_id}: {msg}", flush=True)))
+        host, port = cfg.host, cfg.port
+        if cfg.replay == "appliance":  # the run's keys live on shard 0 of a replay group
+            host, port = home_address(host, port, socket_timeout=60, socket_connect_timeout=5)
+        self.r = redis.Redis(host=host, port=port, protocol=2, socket_timeout=60,
+                             socket_connect_timeout=5)
+        self.r.ping()  # the server first: no environment for an actor that cannot run
         self.spec = spec or env_spec(cfg)
         self.eps = epsilon_ladder(actor_id, cfg.num_actors, cfg.eps_base, cfg.eps_alpha)
         self.seed = cfg.seed + 1000 * (actor_id + 1)
@@ -75,8 +121,8 @@ class Actor:
         self.model.eval()
         self.codec = TransitionCodec(self.spec.obs_shape, self.spec.obs_dtype, cfg.n_step,
                                      self.spec.pixels)
-        self.r = redis.Redis(host=cfg.host, port=cfg.port, protocol=2, socket_timeout=60)
-        self.rc = ReplayClient(connection=self.r)
+        self.rc = ShardedReplayClient.from_seed(f"{cfg.host}:{cfg.port}", socket_timeout=60) \
+            if cfg.replay == "appliance" else None
         self.version = 0
         self.pulls = 0
         self.learner_samples = 0
@@ -85,7 +131,12 @@ class Actor:
         self.frames = 0
         self.episodes = 0
         self.inserted = 0
+        self.inserted_bytes = 0  # arena bytes of the items inserted (for capacity_check)
+        self.capacity_checked = 0.0  # the mean item size last checked; -1 once warned
         self.waited_s = 0.0
+        self.stopped_by_key = False
+        """The stop key was seen. Only signal handlers (and the caller) set ``stop``: a
+        handler's stop.set() while this thread held the Event's lock would deadlock."""
 
     # ---- network -------------------------------------------------------------
     def q_values(self, obs: np.ndarray) -> np.ndarray:
@@ -102,7 +153,8 @@ class Actor:
         try:
             load_blob(self.model, blob)
         except BlobError as e:
-            self.log(f"ignoring parameter blob version {version}: {e}")
+            self.log.warn("ignoring parameter blobs",
+                          f"ignoring parameter blob version {version}: {e}")
             return False
         self.version = version
         self.pulls += 1
@@ -113,21 +165,28 @@ class Actor:
         return int(v or 0), int(samples or 0), stop is not None
 
     def wait_for_params(self) -> bool:
-        deadline = time.monotonic() + self.cfg.params_wait_s
+        """Wait up to params_wait_s for the learner's first parameters, with a progress
+        line every WAIT_LOG_EVERY_S."""
+        t0 = t_log = time.monotonic()
+        deadline = t0 + self.cfg.params_wait_s
         while not self.stop.is_set() and time.monotonic() < deadline:
             v, _, stop = self._poll()
             if stop:
+                self.stopped_by_key = True
                 return False
             if v and self.pull(v):
                 return True
+            now = time.monotonic()
+            if now - t_log >= WAIT_LOG_EVERY_S:
+                self.log(f"waiting for the learner's parameters on {self.cfg.host}:"
+                         f"{self.cfg.port} ({now - t0:.0f} of {self.cfg.params_wait_s:.0f} s)")
+                t_log = now
             time.sleep(0.05)
         return False
 
     # ---- the loop --------------------------------------------------------------
     def run(self, max_steps: int = 0) -> None:
         if not self.wait_for_params():
-            if not self.stop.is_set():
-                self.log("no parameters from the learner; giving up")
             return
         self.log(f"epsilon {self.eps:.5f}, parameters version {self.version}")
         env = make_env(self.cfg, self.seed)
@@ -141,7 +200,8 @@ class Actor:
         t_log = time.monotonic()
         frames_log = 0
         n_actions = self.spec.n_actions
-        while not self.stop.is_set() and (max_steps <= 0 or self.steps < max_steps):
+        while (not self.stop.is_set() and not self.stopped_by_key
+               and (max_steps <= 0 or self.steps < max_steps)):
             q = self.q_values(obs)
             if pending:
                 qmax = float(q.max())
@@ -209,13 +269,16 @@ class Actor:
                 [t.discount for t in ts], np.stack([t.next_obs for t in ts]),
                 [t.steps for t in ts])
             if cfg.replay == "appliance":
-                self.rc.add(cfg.table, prio, items)
+                self._add(prio, items)
             else:
                 p32 = prio.astype("<f4")
                 self.r.rpush(keys.experience,
-                             *[PRIORITY.pack(p) + row.tobytes() for p, row in zip(p32, items,
-                                                                                  strict=True)])
+                             *[PRIORITY.pack(p) + bytes(row) for p, row in zip(p32, items,
+                                                                               strict=True)])
             self.inserted += len(out)
+            self.inserted_bytes += sum(stored_bytes(len(row)) for row in items)
+            if cfg.replay == "appliance":
+                self.capacity_check()
         pipe = self.r.pipeline(transaction=False)
         pipe.incrby(keys.frames, frames)
         pipe.incrby(keys.transitions, len(out))
@@ -227,44 +290,74 @@ class Actor:
         v, samples, stop = res[-1]
         self.learner_samples = int(samples or 0)
         if stop is not None:
-            self.stop.set()
+            self.stopped_by_key = True
             return
         v = int(v or 0)
         if v != self.version:
             self.pull(v)
-        if throttle and cfg.samples_per_insert > 0:
+        if throttle and cfg.replay == "local" and cfg.samples_per_insert > 0:
             self._throttle()
 
+    def _add(self, prio: np.ndarray, items: Any) -> None:
+        """REPLAY.ADD, waiting in the appliance while the table's rate limiter holds
+        inserts (the learner is behind); between waits, a stop or new parameters are
+        picked up. The wait counts in waited_s."""
+        t0 = time.monotonic()
+        try:
+            while True:
+                try:
+                    self.rc.add(self.cfg.table, prio, items, timeout=ADD_WAIT_S)
+                    return
+                except RateLimited:
+                    v, self.learner_samples, stop = self._poll()
+                    if stop or self.stop.is_set():
+                        self.stopped_by_key = self.stopped_by_key or stop
+                        return
+                    if v != self.version:
+                        self.pull(v)
+        finally:
+            self.waited_s += time.monotonic() - t0
+
+    def capacity_check(self) -> None:
+        """Warn once, in one line, if the table's capacity x the mean size of the items
+        inserted here exceeds its MAXBYTES (REPLAY.INFO); checked on the first insert
+        and again whenever the mean has grown by more than 10%."""
+        mean = self.inserted_bytes / max(1, self.inserted)
+        if self.capacity_checked < 0 or mean <= 1.1 * self.capacity_checked:
+            return
+        self.capacity_checked = mean
+        msg = capacity_warning(self.cfg.table, self.rc.info(self.cfg.table), mean)
+        if msg:
+            self.log(f"warning: {msg}")
+            self.capacity_checked = -1.0
+
     def _throttle(self) -> None:
-        """Wait while inserts run ahead of samples_per_insert (Reverb-style rate limit)."""
+        """The baseline only (--replay local: stock Redis has no rate limiter): wait
+        while inserts run ahead of samples_per_insert, polling the learner's counter."""
         cfg = self.cfg
         slack = cfg.actor_batch * cfg.num_actors
         t0 = time.monotonic()
-        while not self.stop.is_set():
+        while not self.stop.is_set() and not self.stopped_by_key:
             allowed = cfg.learning_starts + self.learner_samples / cfg.samples_per_insert + slack
             if self.transitions_total <= allowed:
                 break
             time.sleep(0.005)
             v, self.learner_samples, stop = self._poll()
             if stop:
-                self.stop.set()
+                self.stopped_by_key = True
             elif v != self.version:
                 self.pull(v)
         self.waited_s += time.monotonic() - t0
 
     def close(self) -> None:
         self.r.close()
+        if self.rc is not None:
+            self.rc.close()
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m actors.actor", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--actor-id", type=int, required=True, help="this actor's index i in [0, N)")
-    p.add_argument("--max-steps", type=int, default=0, help="stop after this many agent steps")
-    add_arguments(p)
-    args = p.parse_args(argv)
-    cfg = from_args(args)
-    torch.set_num_threads(cfg.torch_threads)
+    """One actor process. Every failure is one line on stderr: 2 for a usage error,
+    1 for anything else (no server, no parameters)."""
     stop = threading.Event()
 
     def on_signal(signum: int, frame: Any) -> None:
@@ -272,16 +365,44 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    actor = Actor(cfg, args.actor_id, stop=stop)
+    prog = "python -m actors.actor"
+    p = Parser(prog=prog, description=__doc__,
+               formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--actor-id", type=int, required=True, help="this actor's index i in [0, N)")
+    p.add_argument("--max-steps", type=int, default=0, help="stop after this many agent steps")
+    add_arguments(p, role="actor")
+    args = p.parse_args(argv)
+    try:
+        cfg = from_args(args)
+    except ValueError as e:
+        return fail(prog, str(e), 2)
+    if not 0 <= args.actor_id < cfg.num_actors:
+        return fail(prog, f"--actor-id {args.actor_id} must be in [0, {cfg.num_actors}) "
+                          f"(--num-actors {cfg.num_actors})", 2)
+    torch.set_num_threads(cfg.torch_threads)
+    name = f"actor {args.actor_id}"
+    where = f"{cfg.host}:{cfg.port}"
+    try:
+        actor = Actor(cfg, args.actor_id, stop=stop)
+    except redis.ConnectionError as e:
+        return fail(name, f"cannot reach the server at {where}: {net_reason(e)}")
+    except redis.RedisError as e:
+        return fail(name, f"the server at {where} refused: {e}")
     try:
         actor.run(args.max_steps)
     except redis.ConnectionError as e:
         if not stop.is_set():
-            print(f"actor {args.actor_id}: lost the server: {e}", file=sys.stderr)
-            return 1
+            return fail(name, f"{'lost' if actor.version else 'cannot reach'} the server at "
+                              f"{where}: {net_reason(e)}")
+    except redis.RedisError as e:
+        return fail(name, f"the server at {where} answered: {e}")
     finally:
+        actor.log.flush()
         actor.close()
-    print(f"actor {args.actor_id}: stopped after {actor.frames} frames, {actor.episodes} "
+    if not actor.version and not stop.is_set() and not actor.stopped_by_key:
+        return fail(name, f"no parameters from the learner on {where} within "
+                          f"{cfg.params_wait_s:g} s (--params-wait-s)")
+    print(f"{name}: stopped after {actor.frames} frames, {actor.episodes} "
           f"episodes, {actor.pulls} parameter pulls (pid {os.getpid()})", flush=True)
     return 0
 

@@ -19,11 +19,19 @@ import dataclasses
 import inspect
 import itertools
 import json
+import re
+import sys
 import textwrap
 from dataclasses import dataclass, fields
 from functools import cache
 from pathlib import Path
 from typing import Any
+
+from pyctl.cli import Parser
+from pyctl.config import parse_size
+
+__all__ = ["Config", "Keys", "Parser", "add_arguments", "fail", "from_args", "net_reason",
+           "preset"]
 
 
 @dataclass
@@ -81,17 +89,25 @@ class Config:
     actor_batch: int = 50
     """Transitions an actor collects before one REPLAY.ADD (Ape-X: 50 steps)."""
     samples_per_insert: float = 0.0
-    """If > 0, actors wait while transitions inserted exceed learning_starts +
-    samples drawn / samples_per_insert (a rate limiter like Reverb's SampleToInsertRatio).
-    0 lets actors run free, as in Ape-X."""
+    """If > 0, the replay keeps sampled items per inserted item at this rate: the table's
+    rate limiter (Reverb's SampleToInsertRatio, enforced by the appliance) makes actors
+    wait when they run ahead and the learner when it does. 0 lets both run free, as in
+    Ape-X. (--replay local has no limiter in stock Redis: its actors throttle themselves.)"""
+    error_buffer: float = 0.0
+    """How far sampled items may drift from samples_per_insert x inserted ones before a
+    side waits; 0 takes Acme's default: a tenth of learning_starts x samples_per_insert (at
+    least max(1, samples_per_insert))."""
     params_wait_s: float = 120.0
     """How long an actor waits for the learner's first parameters before giving up."""
 
     # ---- replay --------------------------------------------------------------
     capacity: int = 2_000_000
     """Replay capacity in transitions (FIFO eviction)."""
-    replay_maxbytes: int = 4 << 30
-    """Arena bytes of the replay table (items beyond it evict the oldest first)."""
+    replay_maxbytes: int = 6 << 30
+    """Arena bytes of the replay table (items beyond it evict the oldest first); the flag
+    takes units as Redis reads them: 64mb, 6gb. Atari: capacity x 3 KB, zstd-compressed
+    transitions of ten games measured 0.4-2.5 KB (bench/compress.py; raw they are 49 KB);
+    the Breakout preset needs less."""
     alpha: float = 0.6
     """Priority exponent: P(i) ~ (|delta_i| + priority_eps) ** alpha."""
     beta: float = 0.4
@@ -117,7 +133,8 @@ class Config:
     publish_every: int = 50
     """Learner steps between parameter publications (SET blob, INCR version)."""
     learning_starts: int = 50_000
-    """Transitions in replay before the learner starts (Ape-X: 50K)."""
+    """Transitions in replay before the learner starts (Ape-X: 50K): the table's MIN_SIZE,
+    so the learner's first sample waits in the appliance until they are there."""
     prefetch: int = 2
     """Sampled batches kept in flight by the learner's background sampling thread."""
     max_learner_steps: int = 0
@@ -151,6 +168,16 @@ class Config:
     environment's reward_threshold (CartPole-v1: 475), if it has one."""
 
     # ---- derived ---------------------------------------------------------------
+    def limiter(self) -> dict[str, Any]:
+        """The replay table's rate limiter (ReplayClient.create's arguments): MIN_SIZE is
+        learning_starts; with samples_per_insert, the ratio and its error buffer."""
+        out: dict[str, Any] = {"min_size": max(1, min(self.learning_starts, self.capacity))}
+        if self.samples_per_insert > 0:
+            rate = self.samples_per_insert
+            buffer = self.error_buffer or 0.1 * self.learning_starts * rate
+            out.update(samples_per_insert=rate, error_buffer=max(1.0, rate, buffer))
+        return out
+
     @property
     def is_atari(self) -> bool:
         return is_atari(self.env_id)
@@ -168,9 +195,20 @@ class Config:
 
     @classmethod
     def load(cls, path: str | Path) -> Config:
-        return cls.from_dict(json.loads(Path(path).read_text()))
+        """A saved configuration; ValueError (one line, naming the file) if unusable."""
+        try:
+            return cls.from_dict(json.loads(Path(path).read_text()))
+        except OSError as e:
+            raise ValueError(f"--config {path}: {e.strerror or e}") from None
+        except (ValueError, TypeError) as e:
+            raise ValueError(f"--config {path}: {e}") from None
 
     def validate(self) -> None:
+        for f in fields(self):
+            want = type(getattr(Config, f.name))
+            v = getattr(self, f.name)
+            if not isinstance(v, want) and not (want is float and type(v) is int):
+                raise ValueError(f"{f.name} must be {want.__name__}, not {v!r}")
         if self.replay not in ("appliance", "local"):
             raise ValueError(f"--replay must be appliance or local, not {self.replay!r}")
         for name in ("num_actors", "n_step", "batch_size", "actor_batch", "capacity",
@@ -208,6 +246,10 @@ PRESETS: dict[str, dict[str, Any]] = {
         "checkpoint_every": 2_000,
         "log_every_s": 2.0,
         "eval_every_s": 5.0,
+    },
+    # bench/compress.py: 0.5-0.7 KB per compressed Breakout transition; 2M x 1 KB
+    "Breakout": {
+        "replay_maxbytes": 2 << 30,
     },
     "CartPole": {
         "hidden": 128,
@@ -249,6 +291,20 @@ def field_docs(cls: type = Config) -> dict[str, str]:
     return out
 
 
+SIZE_FIELDS = ("replay_maxbytes",)
+"""Fields in bytes: their flags take units as Redis reads them (64mb, 4gb)."""
+
+
+def _size(text: str) -> int:
+    try:
+        v = parse_size(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {text}")
+    return v
+
+
 def _bool(text: str) -> bool:
     t = text.strip().lower()
     if t in ("1", "true", "yes", "on"):
@@ -258,10 +314,29 @@ def _bool(text: str) -> bool:
     raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
 
 
-def add_arguments(parser: argparse.ArgumentParser, skip: tuple[str, ...] = ()) -> None:
-    """One --flag per Config field (help = its docstring); unset flags stay unset."""
+ACTOR_ONLY = ("num_actors", "eps_base", "eps_alpha", "actor_batch", "params_wait_s")
+"""Fields only the actors read."""
+LEARNER_ONLY = ("capacity", "replay_maxbytes", "alpha", "beta", "priority_eps", "error_buffer",
+                "batch_size",
+                "lr", "adam_eps", "grad_clip", "target_update", "publish_every", "prefetch",
+                "max_learner_steps", "device", "checkpoint_every", "log_every_s")
+"""Fields only the learner reads (the table's options: it creates the table)."""
+DEMO_ONLY = ("eval_episodes", "eval_epsilon", "eval_every_s", "screen_episodes", "eval_max_s",
+             "solve_return")
+"""Fields only `pyctl demo` (and learner.evaluate) read."""
+ROLE_SKIP = {"actor": (*LEARNER_ONLY, *DEMO_ONLY, "out_dir"),
+             "learner": (*ACTOR_ONLY, *DEMO_ONLY), "all": ()}
+"""The flags a program does not show: each --help lists only what that program reads
+(a --config file still carries every field)."""
+
+
+def add_arguments(parser: argparse.ArgumentParser, skip: tuple[str, ...] = (),
+                  role: str = "all") -> None:
+    """One --flag per Config field the program (role: actor, learner or all) reads
+    (help = its docstring); unset flags stay unset."""
     docs = field_docs(Config)
     defaults = Config()
+    skip = (*skip, *ROLE_SKIP[role])
     group = parser.add_argument_group("configuration (defaults: Ape-X; CartPole: tuned preset)")
     group.add_argument("--config", metavar="FILE.json", default=argparse.SUPPRESS,
                        help="start from a saved configuration instead of the preset")
@@ -270,7 +345,7 @@ def add_arguments(parser: argparse.ArgumentParser, skip: tuple[str, ...] = ()) -
             continue
         default = getattr(defaults, f.name)
         kind = type(default)
-        conv: Any = _bool if kind is bool else kind
+        conv: Any = _bool if kind is bool else _size if f.name in SIZE_FIELDS else kind
         flag = "--" + f.name.replace("_", "-")
         aliases = [flag]
         if f.name == "env_id":
@@ -297,6 +372,23 @@ def from_args(ns: argparse.Namespace, **fallback: Any) -> Config:
         cfg = preset(env_id, **merged)
     cfg.validate()
     return cfg
+
+
+def fail(prog: str, msg: str, code: int = 1) -> int:
+    """Print a program's one-line error; returns the exit status for main() to return."""
+    print(f"{prog}: {msg}", file=sys.stderr, flush=True)
+    return code
+
+
+def net_reason(e: BaseException) -> str:
+    """The cause in a redis-py connection error, without its restatement of the address:
+    'Error 111 connecting to 127.0.0.1:7. Connection refused.' -> 'connection refused'."""
+    text = str(e).strip()
+    m = re.match(r"Error -?\d+ connecting to \S+?\.? (.*)", text)
+    if m:
+        text = m.group(1)
+    text = text.rstrip(".")
+    return text[:1].lower() + text[1:] if text else type(e).__name__
 
 
 class Keys:

@@ -783,6 +783,84 @@ def soak_section(s: dict[str, Any]) -> str:
     ])
 
 
+def _verdict(ok: bool) -> str:
+    return "PASS" if ok else "NOT MET"
+
+
+def swarm_section(doc: dict[str, Any]) -> str:
+    """bench/swarm.py: many actors and one learner, on 1 and 2 shards."""
+    rows = doc["rows"]
+    out = [f"{doc['actors']} actor connections inserting batches of 50, one learner "
+           f"running SAMPLE 512 + UPDATE 512 back to back through ShardedReplayClient, "
+           f"kernel stack, this {doc['machine_cpus']}-core machine ({doc['note']}).", "",
+           "| item | shards | phase | inserts/s (per shard) | learner batches/s | "
+           "vs learner alone | SAMPLE p50 / p99 | insert p50 / p99 |",
+           "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        per = " + ".join(f"{x:,}" for x in r["inserts_per_s_per_shard"])
+        ins = f"{r['inserts_per_s']:,} ({per})" if r["shards"] > 1 else f"{r['inserts_per_s']:,}"
+        ins_lat = (f"{r['insert_p50_ms']:.2f} / {r['insert_p99_ms']:.2f} ms"
+                   if "insert_p99_ms" in r else "")
+        vs = f"{r['learner_vs_alone']:.2f}x" if "learner_vs_alone" in r else ""
+        out.append(f"| {human(r['item_bytes'])} | {r['shards']} | {r['phase']} | {ins} | "
+                   f"{r['sample_batches_per_s']:,.1f} | {vs} | {r['sample_p50_ms']:.2f} / "
+                   f"{r['sample_p99_ms']:.2f} ms | {ins_lat} |")
+    out += ["", "Goals (issue 10):"]
+
+    def find(shards: int, phase: str, item: int = 128) -> dict[str, Any] | None:
+        return next((r for r in rows if r["shards"] == shards and r["phase"] == phase
+                     and r["item_bytes"] == item), None)
+
+    for shards in sorted({r["shards"] for r in rows}):
+        mx = find(shards, "max")
+        if mx:
+            ok = (mx["inserts_per_s"] >= 500_000 and mx["sample_batches_per_s"] >= 19
+                  and mx["sample_p99_ms"] <= 10)
+            out.append(f"- **{_verdict(ok)}** ({shards} shard{'s' if shards > 1 else ''}) — ten "
+                       f"times Ape-X's load: {mx['inserts_per_s']:,} inserts/s (goal ≥ 500,000) "
+                       f"while the learner runs {mx['sample_batches_per_s']:,.1f} batches/s "
+                       f"(≥ 19) with SAMPLE p99 {mx['sample_p99_ms']:.2f} ms (≤ 10 ms)")
+        ap = find(shards, "apex")
+        if ap and "learner_vs_alone" in ap:
+            out.append(f"- **{_verdict(ap['learner_vs_alone'] >= 0.9)}** ({shards} "
+                       f"shard{'s' if shards > 1 else ''}) — at Ape-X's own load "
+                       f"({ap['inserts_per_s']:,} inserts/s) the learner keeps "
+                       f"{ap['learner_vs_alone']:.2f}x of its batch rate alone (goal ≥ 0.90x)")
+    one, two = find(1, "learner"), find(2, "learner")
+    if one and two:
+        ratio_ = two["sample_p50_ms"] / one["sample_p50_ms"]
+        out.append(f"- **{_verdict(ratio_ <= 1.3)}** — SAMPLE 512 across 2 shards "
+                   f"{two['sample_p50_ms']:.3f} ms = {ratio_:.2f}x of one shard's "
+                   f"{one['sample_p50_ms']:.3f} ms (p50, learner alone; goal ≤ 1.3x)")
+    return "\n".join(out)
+
+
+def compress_section(doc: dict[str, Any]) -> str:
+    """bench/compress.py: compressed Atari transitions on real Breakout frames."""
+    c = doc["codec"]
+    out = [f"{c['transitions']:,} transitions of real {doc['env']} play ({doc['policy']}), "
+           f"{c['frames_per_transition']} distinct 84×84 frames each (obs and next_obs share "
+           f"their overlap), zstd level {c['zstd_level']}:", "",
+           "| | bytes per transition | encode µs/frame | decode µs/frame |", "|---|---|---|---|",
+           f"| raw | {c['raw_bytes']:,} | | |"]
+    for lv in c["levels"]:
+        out.append(f"| zstd {lv['level']} | {lv['bytes_mean']:,.0f} | "
+                   f"{lv['encode_us_per_frame']:.1f} | {lv['decode_us_per_frame']:.1f} |")
+    out += ["", f"Stored (zstd {c['zstd_level']}, 8-byte aligned in the arena): mean "
+            f"{c['zstd_stored_bytes']['mean']:,.0f} B, p99 {c['zstd_stored_bytes']['p99']:,.0f} B "
+            f"({c['ratio']:.0f}× smaller than raw); 2,000,000 transitions take "
+            f"{doc['capacity_2m_gib']:.2f} GiB.", "",
+            "| learner path (sample + decode + to_torch) | decode threads | transitions/s |",
+            "|---|---|---|"]
+    for r in doc["learner"]:
+        out.append(f"| {r['format']} | {r['decode_threads_used']} | "
+                   f"{r['transitions_per_s']:,.0f} |")
+    g = doc["goals"]
+    out += ["", f"- **{_verdict(g['bytes_per_transition']['met'])}** — Breakout transitions "
+            f"stored at {g['bytes_per_transition']['measured']:,.0f} B on average (goal ≤ 8 KB)",
+            f"- **{_verdict(g['learner_transitions_per_s']['met'])}** — the learner decodes "
+            f"{g['learner_transitions_per_s']['measured']:,.0f} transitions/s (goal ≥ 10,000)"]
+    return "\n".join(out)
 
 
 def replace_section(text: str, name: str, body: str) -> str:
@@ -809,6 +887,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--breakdown", metavar="JSON", help="output of bench/breakdown.py --json")
     ap.add_argument("--nics", metavar="JSON",
                     help="bench/latency.py --dpdk-pmd af_xdp --json (with --latency)")
+    ap.add_argument("--swarm", metavar="JSON", action="append",
+                    help="output of bench/swarm.py --json (repeatable: the rows are joined)")
+    ap.add_argument("--compress", metavar="JSON", help="output of bench/compress.py --json")
     ap.add_argument("--readme", default=str(ROOT / "README.md"))
     ap.add_argument("--docs", default=str(ROOT / "docs"),
                     help="where the CartPole returns plot is copied (default docs/)")
@@ -848,6 +929,18 @@ def main(argv: list[str] | None = None) -> int:
         text = replace_section(text, "nics", nics_section(lat, nics))
     if args.soak:
         text = replace_section(text, "soak", soak_section(json.loads(Path(args.soak).read_text())))
+    comp = load(args.compress)
+    swarm = None
+    for path in args.swarm or []:
+        doc = json.loads(Path(path).read_text())
+        if swarm is None:
+            swarm = doc
+        else:
+            swarm["rows"] += doc["rows"]
+    if swarm:
+        text = replace_section(text, "swarm", swarm_section(swarm))
+    if comp:
+        text = replace_section(text, "compress", compress_section(comp))
     readme.write_text(text)
     print(f"updated {readme}")
     return 0

@@ -2,7 +2,8 @@
  *
  * Init order: check the configuration, signals, the server (keyspace and
  * tables), the transport, then the loop; teardown runs in reverse. The
- * signal handler only sets force_quit, as in DPDK's examples.
+ * signal handler only sets a flag (s->shutdown_asap, or force_quit before the
+ * server exists), as in DPDK's examples.
  */
 #include <pthread.h>
 #include <signal.h>
@@ -10,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "blocked.h"
 #include "db.h"
 #ifdef IR_HAVE_DPDK
 #include "dpdk.h"
@@ -90,8 +92,13 @@ static uint64_t loopClockMs(void) {
     return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
+/* A signal asks the running server to shut down, as Redis's shutdown_asap:
+ * pending until the loop next checks, so SHUTDOWN ABORT can still cancel it. */
 static void signalHandler(int signum) {
-    if (signum == SIGINT || signum == SIGTERM) force_quit = 1;
+    if (signum != SIGINT && signum != SIGTERM) return;
+    ir_server *s = g_server;
+    if (s) s->shutdown_asap = SHUTDOWN_SAVE_PER_CONFIG;
+    else force_quit = 1;
 }
 
 void ir_stop(void) { force_quit = 1; }
@@ -115,6 +122,19 @@ static int checkConfig(const ir_config *cfg) {
         cfg->client_query_buffer_limit < 1024 || cfg->default_maxbytes < 8) {
         ir_set_error("maxclients, tcp_backlog, proto_max_bulk_len, client_query_buffer_limit "
                      "and default_maxbytes must be positive");
+        return IR_ECONFIG;
+    }
+    const char *err = NULL;
+    int members = cfg->shard_group && cfg->shard_group[0]
+                      ? shardGroupMembers(cfg->shard_group, NULL, NULL, 0, &err)
+                      : 1;
+    if (members < 0) {
+        ir_set_error("shard group '%s': %s", cfg->shard_group, err);
+        return IR_ECONFIG;
+    }
+    if (cfg->shard_index < 0 || cfg->shard_index >= members) {
+        ir_set_error("shard index %d is outside the group of %d shard%s", cfg->shard_index, members,
+                     members == 1 ? "" : "s");
         return IR_ECONFIG;
     }
     return IR_OK;
@@ -189,12 +209,24 @@ static int createStartupTable(ir_server *s, const ir_config *cfg) {
         .maxbytes = cfg->table_maxbytes ? cfg->table_maxbytes : cfg->default_maxbytes,
         .fanout = cfg->fanout,
         .seed = cfg->seed ? cfg->seed : ir_mstime(),
+        .id_base = (uint64_t)cfg->shard_index << IR_SHARD_ID_BITS,
+    };
+    ir_limiter_opts lim = {
+        .min_size = cfg->table_min_size,
+        .samples_per_insert = cfg->table_samples_per_insert,
+        .error_buffer = cfg->table_error_buffer ? cfg->table_error_buffer
+                        : cfg->table_samples_per_insert > 0
+                            ? tableDefaultErrorBuffer(cfg->table_samples_per_insert)
+                            : 0,
     };
     const char *err;
-    if (tableCreate(s->tables, cfg->table, strlen(cfg->table), &o, NULL, &err) != 0) {
+    ir_table *t;
+    if (tableLimiterCheck(&lim, o.capacity, &err) != 0 ||
+        tableCreate(s->tables, cfg->table, strlen(cfg->table), &o, &t, &err) != 0) {
         ir_set_error("table '%s': %s", cfg->table, err);
         return IR_ECONFIG;
     }
+    t->lim = lim;
     return IR_OK;
 }
 
@@ -225,17 +257,34 @@ int ir_run(const ir_config *cfg) {
     g_server = s;
     if (cfg->table && cfg->table[0] && (rc = createStartupTable(s, cfg)) != IR_OK) goto server;
     snapshotInit(s);
+    {
+        /* like Redis with a bad dir: refuse to start rather than fail at the first save */
+        char why[256];
+        const char *dir = cfg->dir && cfg->dir[0] ? cfg->dir : ".";
+        if (snapshotSetDir(s, dir, why, sizeof(why)) != 0) {
+            ir_set_error("snapshot directory (--dir) %s: %s", dir, why);
+            rc = IR_ECONFIG;
+            goto server;
+        }
+    }
     if (cfg->restore && cfg->restore[0]) {
         /* like Redis with a bad RDB: if every snapshot there is corrupt,
-         * refuse to start rather than silently start empty */
+         * refuse to start rather than silently start empty; with
+         * restore_if_present, no snapshot at all means starting empty */
         char msg[1024];
         int n = snapshotRestore(s, cfg->restore, msg, sizeof(msg));
-        serverLog("%s", msg);
+        if (n >= 0 && !snapshotLoaded() && !cfg->restore_if_present) {
+            ir_set_error("--restore %s: no snapshot to restore, refusing to start empty "
+                         "(--restore-if-present starts empty when there is none)", cfg->restore);
+            rc = IR_ECONFIG;
+            goto server;
+        }
         if (n < 0) {
             ir_set_error("%s", msg);
             rc = IR_ECONFIG;
             goto server;
         }
+        serverLog("%s", msg);
     }
 
 #ifdef IR_HAVE_DPDK
@@ -264,12 +313,15 @@ int ir_run(const ir_config *cfg) {
               : idle.mode == IDLE_SLEEP ? "sleeps until events"
               : idle.can_wait ? "polls under load, sleeps until events when idle"
                               : "polls under load, backs off when idle");
+    serverLog("Snapshot directory %s", s->cfg.dir);
     s->loop_mode = idle.mode == IDLE_SPIN ? "busy-poll" : idle.mode == IDLE_SLEEP ? "sleep" : "adaptive";
     publishStats(s);
 
     uint64_t last_tick = s->now_ms;
     while (!force_quit && !s->shutdown_asap) {
-        int ev = s->tp->ops->poll(s->tp, idleWait(&idle));
+        long wait = idleWait(&idle);
+        if (s->blocked) wait = blockedWaitBound(s, wait); /* wake for the nearest timeout */
+        int ev = s->tp->ops->poll(s->tp, wait);
         if (ev < 0) {
             ir_set_error("transport poll failed");
             rc = IR_ENET;
@@ -278,6 +330,7 @@ int ir_run(const ir_config *cfg) {
         s->eventloop_cycles++;
         if (ev > 0) idleSawEvents(&idle);
         s->now_ms = loopClockMs();
+        if (s->blocked) blockedHandleTimeouts(s);
         if (s->now_ms - last_tick >= TICK_MS) {
             server_tick(s);
             snapshotTick(s);
@@ -285,13 +338,22 @@ int ir_run(const ir_config *cfg) {
             last_tick = s->now_ms;
         }
     }
-    serverLog("%s, closing %llu client(s)", force_quit ? "Received SIGINT/SIGTERM" : "Shutdown",
+    serverLog("%s, closing %llu client(s)",
+              s->shutdown_asap == SHUTDOWN_SAVE_PER_CONFIG ? "Received SIGINT/SIGTERM"
+                                                           : "Shutdown",
               (unsigned long long)s->nclients);
     snapshotShutdown(s);
-    if (cfg->save_on_shutdown) {
+    /* SHUTDOWN saved already (or was told not to); a signal saves here, and
+     * a save that fails makes ir_run fail: the data is not on disk. */
+    if (cfg->save_on_shutdown && s->shutdown_asap != SHUTDOWN_DONE) {
         char msg[1024];
-        snapshotSave(s, msg, sizeof(msg)); /* msg says what happened either way */
+        int src = snapshotSave(s, msg, sizeof(msg)); /* msg says what happened either way */
         serverLog("%s", msg);
+        if (src != IR_OK && rc == IR_OK) {
+            ir_set_error("the snapshot on shutdown failed, the data is NOT saved: %s",
+                         msg + (strncmp(msg, "snapshot failed: ", 17) ? 0 : 17));
+            rc = src;
+        }
     }
 server:
     g_server = NULL;

@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "blocked.h"
 #include "commands.h"
 #include "db_internal.h"
 #include "multi.h"
@@ -64,6 +65,22 @@ static ir_command commands[] = {
     {"rpop", rpopCommand, -2, CMD_WRITE | CMD_FAST, 1, 1, 1, "write fast", 0},
     {"llen", llenCommand, 2, CMD_READONLY | CMD_FAST, 1, 1, 1, "readonly fast", 0},
     {"lrange", lrangeCommand, 4, CMD_READONLY, 1, 1, 1, "readonly", 0},
+    {"lpushx", lpushxCommand, -3, CMD_WRITE | CMD_FAST | CMD_DENYOOM, 1, 1, 1, "write denyoom fast", 0},
+    {"rpushx", rpushxCommand, -3, CMD_WRITE | CMD_FAST | CMD_DENYOOM, 1, 1, 1, "write denyoom fast", 0},
+    {"lindex", lindexCommand, 3, CMD_READONLY, 1, 1, 1, "readonly", 0},
+    {"lset", lsetCommand, 4, CMD_WRITE | CMD_DENYOOM, 1, 1, 1, "write denyoom", 0},
+    {"lrem", lremCommand, 4, CMD_WRITE, 1, 1, 1, "write", 0},
+    {"ltrim", ltrimCommand, 4, CMD_WRITE, 1, 1, 1, "write", 0},
+    {"linsert", linsertCommand, 5, CMD_WRITE | CMD_DENYOOM, 1, 1, 1, "write denyoom", 0},
+    {"lpos", lposCommand, -3, CMD_READONLY, 1, 1, 1, "readonly", 0},
+    {"lmove", lmoveCommand, 5, CMD_WRITE | CMD_DENYOOM, 1, 2, 1, "write denyoom", 0},
+    {"rpoplpush", rpoplpushCommand, 3, CMD_WRITE | CMD_DENYOOM, 1, 2, 1, "write denyoom", 0},
+    {"lmpop", lmpopCommand, -4, CMD_WRITE, 0, 0, 0, "write movablekeys", 0},
+    {"blpop", blpopCommand, -3, CMD_WRITE, 1, -2, 1, "write noscript blocking", 0},
+    {"brpop", brpopCommand, -3, CMD_WRITE, 1, -2, 1, "write noscript blocking", 0},
+    {"blmove", blmoveCommand, 6, CMD_WRITE | CMD_DENYOOM, 1, 2, 1, "write denyoom noscript blocking", 0},
+    {"brpoplpush", brpoplpushCommand, 4, CMD_WRITE | CMD_DENYOOM, 1, 2, 1, "write denyoom noscript blocking", 0},
+    {"blmpop", blmpopCommand, -5, CMD_WRITE, 0, 0, 0, "write blocking movablekeys", 0},
     {"replay.create", replayCreateCommand, -4, CMD_WRITE | CMD_DENYOOM, 1, 1, 1, "write denyoom module", 0},
     {"replay.add", replayAddCommand, -4, CMD_WRITE | CMD_FAST | CMD_DENYOOM, 1, 1, 1, "write denyoom module", 0},
     {"replay.sample", replaySampleCommand, -3, CMD_READONLY, 1, 1, 1, "readonly module", 0},
@@ -71,6 +88,7 @@ static ir_command commands[] = {
     {"replay.info", replayInfoCommand, 2, CMD_READONLY, 1, 1, 1, "readonly module", 0},
     {"replay.drop", replayDropCommand, 2, CMD_WRITE, 1, 1, 1, "write module", 0},
     {"replay.list", replayListCommand, 1, CMD_READONLY, 0, 0, 0, "readonly module", 0},
+    {"replay.shards", replayShardsCommand, 1, CMD_READONLY | CMD_FAST, 0, 0, 0, "readonly fast module", 0},
     {"multi", multiCommand, 1, CMD_FAST, 0, 0, 0, "noscript loading stale fast allow_busy", 0},
     {"exec", execCommand, 1, 0, 0, 0, 0, "noscript loading stale skip_slowlog", 0},
     {"discard", discardCommand, 1, CMD_FAST, 0, 0, 0, "noscript loading stale fast allow_busy", 0},
@@ -201,15 +219,16 @@ void authCommand(client *c) {
     addReplyStr(c, shared.ok);
 }
 
-/* HELLO [protover [AUTH username password] [SETNAME clientname]] */
+/* HELLO [protover [AUTH username password] [SETNAME clientname]]: protover 2
+ * (RESP2) or 3 (RESP3); without one the protocol stays as it is. */
 void helloCommand(client *c) {
-    long long ver = 2;
+    long long ver = 0; /* 0: keep the connection's protocol */
     if (c->argc >= 2) {
         if (!string2ll(c->argv[1].ptr, c->argv[1].len, &ver)) {
             addReplyError(c, "Protocol version is not an integer or out of range");
             return;
         }
-        if (ver != 2) {
+        if (ver < 2 || ver > 3) {
             addReplyError(c, "-NOPROTO unsupported protocol version");
             return;
         }
@@ -241,13 +260,14 @@ void helloCommand(client *c) {
                          "same time");
         return;
     }
-    addReplyArrayLen(c, 14);
+    if (ver) c->resp = (int)ver; /* this reply already speaks the new protocol, as in Redis */
+    addReplyMapLen(c, 7);
     addReplyBulkCString(c, "server");
     addReplyBulkCString(c, "redis");
     addReplyBulkCString(c, "version");
     addReplyBulkCString(c, IR_REDIS_VERSION);
     addReplyBulkCString(c, "proto");
-    addReplyLongLong(c, 2);
+    addReplyLongLong(c, c->resp);
     addReplyBulkCString(c, "id");
     addReplyLongLong(c, (long long)c->id);
     addReplyBulkCString(c, "mode");
@@ -988,7 +1008,6 @@ static const cfgparam config_params[] = {
 };
 #define NCONFIG (sizeof(config_params) / sizeof(config_params[0]))
 
-static char *config_dir; /* CONFIG SET dir: owned copy (cfg.dir points at it) */
 /* client-output-buffer-limit of the classes we only report (no replicas). */
 static unsigned long long obl_slave[3] = {256ULL << 20, 64ULL << 20, 60};
 
@@ -1159,17 +1178,19 @@ static int configCheck(const ir_server *s, cfgnew *n, const ir_arg *v, char *err
         }
     } else if (!strcmp(p->name, "dir")) {
         char path[4096];
-        struct stat st;
         if (v->len >= sizeof(path) || memchr(v->ptr, '\0', v->len)) {
             snprintf(err, errlen, "No such file or directory");
             return -1;
         }
         memcpy(path, v->ptr, v->len);
         path[v->len] = '\0';
-        if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode)) {
-            snprintf(err, errlen, "%s", stat(path, &st) != 0 ? strerror(errno) : "Not a directory");
-            return -1;
+        char full[8192];
+        if (path[0] && path[0] != '/' && s->cfg.dir) { /* relative to the snapshot directory */
+            snprintf(full, sizeof(full), "%s/%s", s->cfg.dir, path);
+        } else {
+            snprintf(full, sizeof(full), "%s", path);
         }
+        if (snapshotCheckDir(full, err, errlen) != 0) return -1;
     }
     return 0;
 }
@@ -1184,13 +1205,11 @@ static void configApply(ir_server *s, const cfgnew *n) {
     else if (!strcmp(name, "timeout")) cfg->timeout = (int)n->num;
     else if (!strcmp(name, "tcp-keepalive")) cfg->tcp_keepalive = (int)n->num;
     else if (!strcmp(name, "dir")) {
-        char *d = malloc(n->str->len + 1);
-        if (!d) return;
-        memcpy(d, n->str->ptr, n->str->len);
-        d[n->str->len] = '\0';
-        free(config_dir);
-        config_dir = d;
-        cfg->dir = d;
+        char why[256]; /* checked by configCheck: this fails only if it vanished since */
+        if (snapshotSetDir(s, n->str->ptr, why, sizeof(why)) == 0)
+            serverLog("Snapshot directory is now %s", s->cfg.dir);
+        else
+            serverLog("CONFIG SET dir %s: %s", n->str->ptr, why);
     } else if (!strcmp(name, "requirepass")) {
         char *p = malloc(n->str->len + 1);
         if (!p) return;
@@ -1282,7 +1301,7 @@ void configCommand(client *c) {
                                                   strlen(config_params[k].name), 1))
                     matched[k] = 1, n++;
         addReplyMapLen(c, n);
-        char val[256];
+        char val[4096]; /* dir is a path */
         for (size_t k = 0; k < NCONFIG; k++) {
             if (!matched[k]) continue;
             configValue(s, config_params[k].name, val, sizeof(val));
@@ -1377,18 +1396,19 @@ void infoCommand(client *c) {
                 s->loop_mode ? s->loop_mode : "");
     }
     if (wantSection(c, "clients", 1)) {
-        uint64_t blocked = 0;
+        ir_blocked_stats bst;
+        blockedStats(s, &bst);
         size_t maxin = 0, maxout = 0;
         for (const client *o = s->clients; o; o = o->next) {
-            blocked += (o->flags & CLIENT_BLOCKED) != 0;
             if (o->qcap > maxin) maxin = o->qcap;
             if (o->pending_bytes > maxout) maxout = o->pending_bytes;
         }
         infoCat(&b, "%s# Clients\r\nconnected_clients:%llu\r\ncluster_connections:0\r\nmaxclients:%d\r\n"
                     "client_recent_max_input_buffer:%zu\r\nclient_recent_max_output_buffer:%zu\r\n"
-                    "blocked_clients:%llu\r\ntracking_clients:0\r\nclients_in_timeout_table:0\r\n",
+                    "blocked_clients:%llu\r\ntracking_clients:0\r\nclients_in_timeout_table:0\r\n"
+                    "total_blocking_keys:%llu\r\n",
                 sections++ ? "\r\n" : "", (unsigned long long)s->nclients, s->cfg.maxclients, maxin,
-                maxout, (unsigned long long)blocked);
+                maxout, (unsigned long long)bst.blocked_clients, (unsigned long long)bst.blocked_keys);
     }
     if (wantSection(c, "memory", 1)) {
         char h[32], rh[32], ph[32], mh[32], th[32];
@@ -1456,6 +1476,12 @@ void infoCommand(client *c) {
                 (unsigned long long)s->total_error_replies,
                 (unsigned long long)s->output_limit_disconnects,
                 (unsigned long long)s->timedout_clients, (unsigned long long)s->eventloop_cycles);
+        ir_blocked_stats bst; /* blocked.c: how waits ended */
+        blockedStats(s, &bst);
+        infoCat(&b, "total_blocked_clients:%llu\r\nblocked_timeouts:%llu\r\n"
+                    "blocked_disconnects:%llu\r\nblocked_dropped:%llu\r\n",
+                (unsigned long long)bst.total_blocked, (unsigned long long)bst.timeouts,
+                (unsigned long long)bst.disconnects, (unsigned long long)bst.dropped);
     }
     if (wantSection(c, "replication", 1)) {
         char replid[41];
@@ -1649,17 +1675,57 @@ void resetCommand(client *c) {
     addReplyStatus(c, "RESET");
 }
 
-/* SHUTDOWN [NOSAVE|SAVE] [NOW] [FORCE] */
+/* SHUTDOWN [NOSAVE|SAVE] [NOW] [FORCE] [ABORT], as Redis 7.0 without
+ * replicas: the save (SAVE, or save-on-shutdown without NOSAVE) runs here, so
+ * that a failed one answers an error and the server keeps running (FORCE:
+ * exits anyway). On success there is no reply: the connection closes and the
+ * loop ends (run.c). ABORT cancels a shutdown a signal asked for that the
+ * loop has not carried out yet (see run.c). NOW does nothing here: there are
+ * no replicas to wait for. */
 void shutdownCommand(client *c) {
+    ir_server *s = c->srv;
+    int nosave = 0, save = 0, force = 0, abort_ = 0, flags = 0;
     for (int i = 1; i < c->argc; i++) {
-        if (!argEq(c, i, "nosave") && !argEq(c, i, "save") && !argEq(c, i, "now") &&
-            !argEq(c, i, "force") && !argEq(c, i, "abort")) {
+        if (argEq(c, i, "nosave")) nosave = 1;
+        else if (argEq(c, i, "save")) save = 1;
+        else if (argEq(c, i, "now")) (void)0;
+        else if (argEq(c, i, "force")) force = 1;
+        else if (argEq(c, i, "abort")) abort_ = 1;
+        else {
             addReplyStr(c, shared.syntaxerr);
             return;
         }
+        if (!argEq(c, i, "abort")) flags = 1;
+    }
+    if ((abort_ && flags) || (nosave && save)) {
+        addReplyStr(c, shared.syntaxerr);
+        return;
+    }
+    if (abort_) { /* a signal's shutdown not yet carried out; SHUTDOWN's is certain */
+        if (s->shutdown_asap != SHUTDOWN_SAVE_PER_CONFIG) {
+            addReplyError(c, "No shutdown in progress.");
+            return;
+        }
+        s->shutdown_asap = 0;
+        serverLog("Shutdown manually aborted.");
+        addReplyStr(c, shared.ok);
+        return;
     }
     serverLog("User requested shutdown...");
-    c->srv->shutdown_asap = 1;
+    if (save || (s->cfg.save_on_shutdown && !nosave)) {
+        char msg[1024];
+        serverLog("Saving the final snapshot before exiting.");
+        if (snapshotSave(s, msg, sizeof(msg)) != IR_OK) {
+            if (!force) {
+                serverLog("Errors trying to shut down the server. Check the logs for more "
+                          "information.");
+                addReplyError(c, "Errors trying to SHUTDOWN. Check logs.");
+                return;
+            }
+            serverLog("Error trying to save the DB, but ignoring due to FORCE");
+        }
+    }
+    s->shutdown_asap = SHUTDOWN_DONE;
     c->flags |= CLIENT_CLOSE_ASAP; /* like Redis: no reply, the connection closes */
 }
 

@@ -58,6 +58,22 @@ void lpopCommand(client *c);
 void rpopCommand(client *c);
 void llenCommand(client *c);
 void lrangeCommand(client *c);
+void lpushxCommand(client *c);
+void rpushxCommand(client *c);
+void lindexCommand(client *c);
+void lsetCommand(client *c);
+void lremCommand(client *c);
+void ltrimCommand(client *c);
+void linsertCommand(client *c);
+void lposCommand(client *c);
+void lmoveCommand(client *c);
+void rpoplpushCommand(client *c);
+void lmpopCommand(client *c);
+void blpopCommand(client *c);
+void brpopCommand(client *c);
+void blmoveCommand(client *c);
+void brpoplpushCommand(client *c);
+void blmpopCommand(client *c);
 
 /* replay tables (t_replay.c) */
 void replayCreateCommand(client *c);
@@ -67,6 +83,7 @@ void replayUpdateCommand(client *c);
 void replayInfoCommand(client *c);
 void replayDropCommand(client *c);
 void replayListCommand(client *c);
+void replayShardsCommand(client *c);
 
 /* transactions (multi.c) */
 void multiCommand(client *c);

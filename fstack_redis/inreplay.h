@@ -123,6 +123,10 @@ typedef struct ir_config {
     uint64_t table_capacity;
     double table_alpha, table_beta, table_epsilon;
     uint64_t table_maxbytes;
+    /* its rate limiter (REPLAY.CREATE's MIN_SIZE, SAMPLES_PER_INSERT,
+     * ERROR_BUFFER; 0 = none, error buffer 0 = max(1, rate)) */
+    uint64_t table_min_size;
+    double table_samples_per_insert, table_error_buffer;
     int verbose;                /* log connections to stderr */
     /* security and limits (Redis's names) */
     const char *requirepass;    /* NULL/"" = no password: protected mode applies */
@@ -133,9 +137,14 @@ typedef struct ir_config {
     int request_timeout_ms;     /* a started request must complete within this, 0 = never */
     int tcp_keepalive;          /* seconds, 0 = off */
     /* snapshots */
-    const char *dir;            /* where SAVE/BGSAVE write snapshots, default "." */
-    const char *restore;        /* load the newest complete snapshot in this directory at start, or NULL */
-    int save_on_shutdown;       /* SAVE before exiting on SIGTERM/SIGINT/SHUTDOWN */
+    const char *dir;            /* where SAVE/BGSAVE write snapshots, default "."; must exist and be
+                                   writable (else IR_ECONFIG at start) */
+    const char *restore;        /* load the newest complete snapshot in this directory at start, or NULL;
+                                   none there: refuse to start (IR_ECONFIG) */
+    int restore_if_present;     /* with restore: start empty when it holds no snapshot (a corrupt one
+                                   still refuses) */
+    int save_on_shutdown;       /* SAVE before exiting on SIGTERM/SIGINT/SHUTDOWN; failing, ir_run
+                                   returns an error after a signal, SHUTDOWN answers one */
     /* DPDK stack (issue 3): EAL arguments as one string, ip/prefix */
     const char *eal_args;
     const char *ip;
@@ -143,7 +152,16 @@ typedef struct ir_config {
     unsigned dpdk_mbufs;        /* mbuf pool size, 0 = sized from maxclients */
     int busy_poll;              /* dpdk: never nap; kernel: poll under load (see run.c) */
     int mtu;                    /* dpdk: IP MTU of the port, 0 = the interface's */
+    /* a replay group of shards (REPLAY.SHARDS): every member's "host:port",
+     * comma-separated in shard order, and this server's place in it */
+    const char *shard_group;    /* NULL or "" = a standalone server (one shard) */
+    int shard_index;            /* 0 .. shards - 1 */
 } ir_config;
+
+/* Ids of shard k's tables start at k << IR_SHARD_ID_BITS, so that an id names
+ * its shard and ids are unique across a group (2^48 ids per shard). */
+#define IR_SHARD_ID_BITS 48
+#define IR_MAX_SHARDS 1024
 
 typedef struct ir_stats {
     int running;

@@ -357,7 +357,8 @@ void execCommand(client *c) {
     int saved_argc = c->argc;
     ir_arg *saved_argv = c->argv;
     const ir_command *saved_cmd = c->cmd;
-    c->flags &= ~CLIENT_MULTI; /* the queued commands run as if outside MULTI */
+    /* CLIENT_MULTI stays set while the queue runs, as in Redis: a blocking
+     * command sees it and answers as its non-blocking form */
     addReplyArrayLen(c, m->n);
     for (int i = 0; i < m->n && !(c->flags & CLIENT_CLOSE_ASAP); i++) {
         mcmd *q = &m->q[i];

@@ -14,6 +14,7 @@
  */
 #include "notify.h"
 
+#include "blocked.h"
 #include "multi.h"
 
 void signalModifiedKey(client *c, struct ir_db *db, const char *key, size_t len) {
@@ -22,9 +23,7 @@ void signalModifiedKey(client *c, struct ir_db *db, const char *key, size_t len)
 }
 
 void signalKeyAsReady(struct ir_db *db, const char *key, size_t len) {
-    (void)db;
-    (void)key;
-    (void)len;
+    if (g_server && g_server->blocked) blockedKeyReady(g_server, db, key, len);
 }
 
 void signalFlushedDb(struct ir_db *db) {

@@ -5,6 +5,7 @@
 #include <sys/mman.h>
 
 #include "replay.h"
+#include "server.h"
 
 #define EMPTY_ID UINT64_MAX
 #define ITEM_ALIGN 8
@@ -35,6 +36,9 @@ ir_tables *tablesNew(void) { return calloc(1, sizeof(ir_tables)); }
 
 static void tableFree(ir_table *t) {
     if (!t) return;
+    if ((t->waiters[0].n || t->waiters[1].n || t->waiters[0].ready || t->waiters[1].ready) &&
+        g_server)
+        blockedTableGone(g_server, t); /* REPLAY.DROP, FLUSHALL: waiters get an error */
     ir_sampler_free(t->sampler);
     free(t->slot_id);
     free(t->slot_off);
@@ -134,6 +138,8 @@ int tableCreate(ir_tables *ts, const char *name, size_t len, const ir_table_opts
     ir_table *t = calloc(1, sizeof(*t));
     if (!t) goto nomem;
     t->o = *o;
+    t->waiters[0].owner = t->waiters[1].owner = t;
+    t->waiters[0].kind = t->waiters[1].kind = BLOCKED_REPLAY;
     t->name = malloc(len + 1);
     t->sampler = ir_sampler_new(o->capacity, o->fanout, o->alpha, o->epsilon, o->seed);
     t->slot_id = malloc(o->capacity * sizeof(uint64_t));
@@ -151,6 +157,7 @@ int tableCreate(ir_tables *ts, const char *name, size_t len, const ir_table_opts
     t->name[len] = '\0';
     t->namelen = len;
     for (uint64_t i = 0; i < o->capacity; i++) t->slot_id[i] = EMPTY_ID;
+    t->next_id = t->oldest_id = t->run_start = o->id_base;
     t->next = ts->head;
     ts->head = t;
     ts->count++;
@@ -159,6 +166,28 @@ int tableCreate(ir_tables *ts, const char *name, size_t len, const ir_table_opts
 nomem:
     *err = "not enough memory for a table of this CAPACITY and MAXBYTES";
     return -1;
+}
+
+int tableLimiterCheck(const ir_limiter_opts *o, uint64_t capacity, const char **err) {
+    if (o->min_size > capacity) {
+        *err = "MIN_SIZE must be at most CAPACITY";
+        return -1;
+    }
+    if (!(o->samples_per_insert >= 0 && isfinite(o->samples_per_insert))) {
+        *err = "SAMPLES_PER_INSERT must be a finite number >= 0";
+        return -1;
+    }
+    if (o->samples_per_insert == 0 && o->error_buffer != 0) {
+        *err = "ERROR_BUFFER needs SAMPLES_PER_INSERT";
+        return -1;
+    }
+    if (o->samples_per_insert > 0 &&
+        !(o->error_buffer >= tableDefaultErrorBuffer(o->samples_per_insert) &&
+          isfinite(o->error_buffer))) {
+        *err = "ERROR_BUFFER must be finite and at least max(1, SAMPLES_PER_INSERT)";
+        return -1;
+    }
+    return 0;
 }
 
 int tableDrop(ir_tables *ts, const char *name, size_t len) {

@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "blocked.h"
 #include "inreplay.h"
 
 struct ir_pin;
@@ -27,7 +28,26 @@ typedef struct ir_table_opts {
     uint64_t maxbytes;
     unsigned fanout;
     uint64_t seed;
+    uint64_t id_base;       /* the first id: shard index << IR_SHARD_ID_BITS */
 } ir_table_opts;
+
+/* The rate limiter, Reverb's SampleToInsertRatio (see t_replay.c): sampling
+ * waits until the table holds min_size items; with samples_per_insert > 0,
+ * sampled items may run at most error_buffer ahead of samples_per_insert x
+ * (inserted items - min_size), and inserts at most error_buffer behind.
+ * All 0: no limit. Set once, after tableCreate (tableLimiterCheck first). */
+typedef struct ir_limiter_opts {
+    uint64_t min_size;
+    double samples_per_insert;
+    double error_buffer;
+} ir_limiter_opts;
+
+/* ERROR_BUFFER when none is given: the smallest Reverb accepts, max(1, rate). */
+static inline double tableDefaultErrorBuffer(double samples_per_insert) {
+    return samples_per_insert > 1 ? samples_per_insert : 1;
+}
+/* Check limiter options against a table's capacity: 0 or -1 with *err. */
+int tableLimiterCheck(const ir_limiter_opts *l, uint64_t capacity, const char **err);
 
 typedef struct ir_table {
     char *name;
@@ -54,6 +74,13 @@ typedef struct ir_table {
     uint32_t run_len;
     /* counters */
     uint64_t inserts, samples, sample_calls, updates, stale_updates, evictions;
+    /* the rate limiter's options and state: items inserted and sampled
+     * while it was configured, clients waiting (blocked.c; 0: samplers,
+     * 1: inserters) and the time they waited in total */
+    ir_limiter_opts lim;
+    uint64_t limiter_inserts, limiter_samples;
+    bqueue waiters[2];
+    uint64_t waited_us;
     /* scratch for one request, grown on demand and kept */
     uint64_t *scratch_slots, *scratch_ids, *scratch_evicted;
     double *scratch_prio;
@@ -169,6 +196,13 @@ char *tableLoadItem(ir_table_loader *ld, uint64_t id, double stored, uint64_t of
 int tableLoadEnd(ir_table_loader *ld, const char **err);
 /* Move every table of src whose name dst does not have to the end of dst. */
 void tablesMoveMissing(ir_tables *dst, ir_tables *src);
+
+/* ---- replay groups (t_replay.c) ------------------------------------------ */
+/* The members of a shard_group string ("host:port,host:port,..."): stores up
+ * to max (start, length) pairs and returns how many members there are, or -1
+ * with *err (a static message) if a member is not host:port. */
+int shardGroupMembers(const char *group, const char **start, size_t *len, int max,
+                      const char **err);
 
 /* Implemented in reply.c (see server.h). */
 void pinDetach(struct ir_pin *pin, void *mem, size_t maplen, uint64_t bytes);

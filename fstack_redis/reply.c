@@ -87,7 +87,15 @@ void addReplyProto(client *c, const char *s, size_t len) {
     if (len) memcpy(replyAppendSpace(c, len), s, len);
 }
 
-void addReplyStr(client *c, ir_str s) { addReplyProto(c, s.p, s.len); }
+/* The canned null bulk and null array are RESP2's: a RESP3 client gets "_"
+ * for both, as Redis sends it, wherever a handler replies with them. */
+void addReplyStr(client *c, ir_str s) {
+    if (c->resp >= 3 && (s.p == shared.nullbulk.p || s.p == shared.nullarray.p)) {
+        addReplyProto(c, "_\r\n", 3);
+        return;
+    }
+    addReplyProto(c, s.p, s.len);
+}
 
 /* A body sent by reference when it is big enough to be worth it. */
 void addReplyRef(client *c, const void *p, size_t len) {
@@ -231,6 +239,18 @@ void addReplyBulkPinned(client *c, const void *p, size_t len, ir_pin **holder) {
 void addReplyBulkCString(client *c, const char *s) {
     if (!s) addReplyNull(c);
     else addReplyBulk(c, s, strlen(s));
+}
+
+void addReplyVerbatim(client *c, const char *txt, size_t len, const char *ext) {
+    if (c->resp < 3) {
+        addReplyBulk(c, txt, len);
+        return;
+    }
+    addReplyPrefixed(c, '=', (long long)len + 4);
+    char head[4] = {ext[0], ext[1], ext[2], ':'};
+    addReplyProto(c, head, 4);
+    addReplyRef(c, txt, len);
+    addReplyProto(c, "\r\n", 2);
 }
 
 void addReplyBulkLongLong(client *c, long long ll) {

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "blocked.h"
 #include "server.h"
 
 #define C_OK 0
@@ -322,11 +323,13 @@ static int clientClosing(const client *c) {
 static void runCommand(client *c) {
     argvResolve(c);
     processCommand(c);
-    resetClientArgs(c);
+    /* a blocked client keeps its argv: the command runs again when served */
+    if (!(c->flags & CLIENT_BLOCKED)) resetClientArgs(c);
 }
 
 void processInputBuffer(client *c) {
-    while (c->qpos < c->qlen && !clientClosing(c)) {
+    /* a blocked client's input waits until it is unblocked (blocked.c) */
+    while (c->qpos < c->qlen && !clientClosing(c) && !(c->flags & CLIENT_BLOCKED)) {
         if (c->reqtype == PROTO_REQ_NONE)
             c->reqtype = c->qbuf[c->qpos] == '*' ? PROTO_REQ_MULTIBULK : PROTO_REQ_INLINE;
         int r = c->reqtype == PROTO_REQ_INLINE ? processInlineBuffer(c) : processMultibulkBuffer(c);
@@ -370,9 +373,21 @@ static int queryAppend(client *c, const char *buf, size_t len) {
     return 0;
 }
 
+static void requestDeadline(client *c);
+
 /* Feed bytes to the parser and run every request they complete. */
 void clientFeed(client *c, const char *buf, size_t len) {
     feedChunks(c, buf, len);
+    requestDeadline(c);
+}
+
+void clientResumeInput(client *c) {
+    c->req_start_ms = 0; /* what waited behind the blocked command starts now */
+    processInputBuffer(c);
+    requestDeadline(c);
+}
+
+static void requestDeadline(client *c) {
     /* A request left unfinished starts the request deadline (server_tick). */
     int partial = c->qlen > c->qpos || c->big_arg || c->multibulklen;
     if (!partial) c->req_start_ms = 0;

@@ -6,6 +6,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "blocked.h"
 #include "commands.h"
 #include "db.h"
 #include "multi.h"
@@ -66,7 +67,9 @@ ir_server *server_new(const ir_config *cfg) {
 
 void server_free(ir_server *s) {
     if (!s) return;
+    blockedShutdown(s); /* waiting clients are answered before they close */
     while (s->clients) freeClient(s->clients);
+    blockedFree(s);
     if (s->db) dbFree(s->db);
     tablesFree(s->tables);
     pinsFree(&s->pins);
@@ -176,6 +179,7 @@ void server_tick(ir_server *s) {
     if (!cfg->timeout && !cfg->request_timeout_ms) return;
     for (client *c = s->clients, *next; c; c = next) {
         next = c->next;
+        if (c->flags & CLIENT_BLOCKED) continue; /* waiting is not idling (blocked.c) */
         if (cfg->request_timeout_ms && c->req_start_ms &&
             s->now_ms - c->req_start_ms > (uint64_t)cfg->request_timeout_ms) {
             s->timedout_clients++;
@@ -243,6 +247,7 @@ void freeClient(client *c) {
         c->tp->ops->close(c->tp, c->conn);
     }
     if (s->cfg.verbose) serverLog("Client %s closed (id %llu)", c->addr, (unsigned long long)c->id);
+    blockedClientFree(c);
     resetClientArgs(c);
     multiFreeClient(c);
     pubsubFreeClient(c);
@@ -281,6 +286,11 @@ void irs_data(client *c, const char *buf, size_t len) {
 }
 
 void irs_writable(client *c) { clientAfterIO(c); }
+
+void clientUnblocked(client *c) {
+    clientResumeInput(c);
+    clientAfterIO(c); /* may free c */
+}
 
 void irs_closed(client *c) {
     c->flags |= CLIENT_CLOSED;
@@ -343,6 +353,7 @@ void call(client *c, const ir_command *cmd) {
                     (uint64_t)((t1.tv_nsec - t0.tv_nsec) / 1000);
     commandStatsCall(c, cmd, usec, plain && countErrorReply(c, before));
     s->total_commands++;
+    if (cmd->flags & CMD_WRITE) s->dirty++;
     if (monline) monitorSend(c, monline, monlen);
     /* CLIENT REPLY OFF / SKIP: drop what this command replied */
     int drop = 0;
@@ -364,6 +375,11 @@ void call(client *c, const ir_command *cmd) {
         c->pending_bytes = pend0;
     }
 }
+
+/* processCommand calls in progress: blocked clients are served after the
+ * outermost one (a transaction that dispatched its queued commands through
+ * here would otherwise serve them between its commands). */
+static int dispatch_depth;
 
 int processCommand(client *c) {
     ir_server *s = c->srv;
@@ -399,7 +415,9 @@ int processCommand(client *c) {
     } else if ((c->flags & CLIENT_MULTI) && !multiIsTxCommand(cmd)) {
         multiQueue(c, cmd);
     } else {
+        dispatch_depth++;
         call(c, cmd);
+        dispatch_depth--;
     }
     c->cmd = NULL;
     /* Send what this command referenced now; clientFlush copies the unpinned
@@ -412,5 +430,6 @@ int processCommand(client *c) {
         s->output_limit_disconnects++;
         c->flags |= CLIENT_CLOSE_ASAP;
     }
+    if (s->blocked && !dispatch_depth) blockedHandle(s); /* serve the clients it made ready */
     return 0;
 }

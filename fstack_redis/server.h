@@ -146,6 +146,7 @@ typedef struct client {
     size_t pending_bytes;     /* total not yet written */
     int has_refs;
 
+    struct blockState *bstate; /* blocked.c: what it waits on; NULL until it first blocks */
     struct client *next, *prev;
 
     /* transactions, pub/sub and admin state (multi.c, pubsub.c, commands.c) */
@@ -189,7 +190,7 @@ typedef struct ir_server {
     uint64_t now_ms, start_ms;
     uint64_t total_connections, total_commands, rejected_connections;
     uint64_t net_input_bytes, net_output_bytes;
-    volatile int shutdown_asap;
+    volatile int shutdown_asap;  /* SHUTDOWN_*: the loop ends; see run.c */
     struct ir_db *db;
     struct ir_tables *tables;
     uint64_t rng[4];
@@ -204,6 +205,8 @@ typedef struct ir_server {
     ir_pins pins;             /* reference counts of memory that replies point into */
     uint64_t eventloop_cycles;   /* loop iterations (INFO stats), as Redis 7.2 counts them */
     const char *loop_mode;       /* "busy-poll", "adaptive" or "sleep" (run.c's idle rule) */
+    uint64_t dirty;              /* write commands run (rdb_changes_since_last_save) */
+    struct ir_blocked *blocked;  /* blocked clients (blocked.c); NULL until one blocks */
 
     /* transactions, pub/sub and admin state (multi.c, pubsub.c, commands.c) */
     struct ir_watchidx *watched; /* WATCHed keys of every database, NULL = nobody watches */
@@ -215,6 +218,13 @@ typedef struct ir_server {
     struct client **monitors;    /* MONITOR clients, in order */
     int nmonitors, capmonitors;
 } ir_server;
+
+/* s->shutdown_asap: 0 = keep running; SHUTDOWN_SAVE_PER_CONFIG = stop and
+ * save first if save_on_shutdown (SIGTERM/SIGINT; pending until the loop
+ * checks, SHUTDOWN ABORT cancels it); SHUTDOWN_DONE = stop, the SHUTDOWN
+ * command already saved or was told not to. */
+#define SHUTDOWN_SAVE_PER_CONFIG 1
+#define SHUTDOWN_DONE 2
 
 /* ---- replies ----------------------------------------------------------- */
 void addReplyProto(client *c, const char *s, size_t len);
@@ -234,6 +244,8 @@ void addReplySetLen(client *c, long len);                  /* RESP2: array */
 void addReplyPushLen(client *c, long len);                 /* RESP2: array (pub/sub messages) */
 void addReplyBool(client *c, int b);                       /* RESP2: :1 / :0 */
 void addReplyBulkLongLong(client *c, long long ll);
+/* RESP3: a verbatim string "=len\r\next:txt" (ext is 3 bytes, "txt"); RESP2: a bulk. */
+void addReplyVerbatim(client *c, const char *txt, size_t len, const char *ext);
 /* A bulk whose body the caller writes: returns a pointer to len bytes of
  * reply buffer to fill (valid until the next addReply call). */
 char *addReplyBulkReserve(client *c, size_t len);

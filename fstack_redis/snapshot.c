@@ -34,6 +34,11 @@
  *                            then the next_id - oldest_id live items, oldest
  *                            first (FIFO order), each: u64 id, f64 stored
  *                            priority, u64 arena offset, u32 length, bytes
+ *   "TLIM" (L = 48)          the rate limiter of the TABL record just before
+ *                            it (only for a table that has one): u64
+ *                            MIN_SIZE, f64 SAMPLES_PER_INSERT, f64
+ *                            ERROR_BUFFER, u64 limiter inserts, u64 limiter
+ *                            samples, u64 microseconds waited in total
  *   "DONE" (L = 28)          u64 keys, u64 tables (records written above)
  *                            u64 length of the whole file
  *                            u32 CRC-32 (zlib's crc32) of every byte of the
@@ -99,7 +104,9 @@
 #define TAG_KSTR "KSTR"
 #define TAG_KLST "KLST"
 #define TAG_TABL "TABL"
+#define TAG_TLIM "TLIM"
 #define TAG_DONE "DONE"
+#define SNAP_TLIM_BODY 48
 
 /* ---- process-wide state ------------------------------------------------- */
 
@@ -119,6 +126,11 @@ static struct {
     uint64_t last_bytes;
     uint64_t loaded_keys, loaded_tables, loaded_expired;
     char last_file[PATH_MAX];
+    char last_error[PATH_MAX + 160]; /* why the last save failed ("" after a success) */
+    uint64_t dirty_saved;      /* s->dirty when the last saved snapshot was taken */
+    uint64_t child_dirty;      /* s->dirty when the BGSAVE child forked */
+    char dir[PATH_MAX];        /* the absolute snapshot directory (s->cfg.dir points here) */
+    int loaded;                /* snapshotRestore loaded a snapshot */
 } snap;
 
 void snapshotInit(ir_server *s) {
@@ -136,6 +148,8 @@ static void ensureInit(ir_server *s) {
 }
 
 int snapshotInProgress(void) { return snap.child > 0; }
+
+int snapshotLoaded(void) { return snap.loaded; }
 
 static const char *snapDir(const ir_server *s) {
     return s->cfg.dir && s->cfg.dir[0] ? s->cfg.dir : ".";
@@ -337,6 +351,15 @@ static void saveTable(snapWriter *w, const ir_table *t) {
         wU64(w, v.off);
         wU32(w, v.len);
         wBytes(w, v.data, v.len);
+    }
+    if (t->lim.min_size || t->lim.samples_per_insert > 0) {
+        wRecord(w, TAG_TLIM, SNAP_TLIM_BODY);
+        wU64(w, t->lim.min_size);
+        wF64(w, t->lim.samples_per_insert);
+        wF64(w, t->lim.error_buffer);
+        wU64(w, t->limiter_inserts);
+        wU64(w, t->limiter_samples);
+        wU64(w, t->waited_us);
     }
 }
 
@@ -542,6 +565,7 @@ static int saveToDir(const ir_server *s, const char *dir, uint64_t ms, uint64_t 
 static void recordSave(const char *dir, uint64_t ms, uint64_t bytes) {
     snap.lastsave_ms = ir_mstime();
     snap.last_ok = 1;
+    snap.last_error[0] = '\0';
     snap.saves++;
     snap.last_bytes = bytes;
     if (snapPath(snap.last_file, sizeof(snap.last_file), dir, 0, ms) != 0) snap.last_file[0] = '\0';
@@ -584,11 +608,13 @@ int snapshotSave(ir_server *s, char *msg, size_t msglen) {
     int err = saveToDir(s, dir, ms, &bytes, why, sizeof(why));
     if (err) {
         snap.last_ok = 0;
+        msgf(snap.last_error, sizeof(snap.last_error), "%s", why);
         serverLog("Snapshot failed: %s", why);
         msgf(msg, msglen, "snapshot failed: %s", why);
         return err == ENOMEM ? IR_ENOMEM : IR_ECONFIG;
     }
     recordSave(dir, ms, bytes);
+    snap.dirty_saved = s->dirty; /* nothing ran while it was written */
     serverLog("DB saved on disk: %s in %llu ms", why, (unsigned long long)(ir_mstime() - t0));
     msgf(msg, msglen, "saved %s", why);
     return IR_OK;
@@ -667,6 +693,7 @@ int snapshotBackground(ir_server *s, char *msg, size_t msglen) {
         int e = errno;
         close(p[0]);
         snap.last_ok = 0;
+        msgf(snap.last_error, sizeof(snap.last_error), "fork: %s", strerror(e));
         serverLog("Can't save in background: fork: %s", strerror(e));
         msgf(msg, msglen, "Can't save in background: fork: %s", strerror(e));
         return IR_ECONFIG;
@@ -676,6 +703,7 @@ int snapshotBackground(ir_server *s, char *msg, size_t msglen) {
     snap.child_pipe = p[0];
     snap.child_ms = ms;
     snap.child_start_ms = ir_mstime();
+    snap.child_dirty = s->dirty; /* what the child's image holds */
     memcpy(snap.child_dir, dir, strlen(dir) + 1);
     serverLog("Background saving started by pid %ld", (long)pid);
     msgf(msg, msglen, "Background saving started");
@@ -705,6 +733,7 @@ void snapshotTick(ir_server *s) {
     if (ok) {
         uint64_t bytes = strtoull(line + 3, NULL, 10);
         recordSave(dir, ms, bytes);
+        snap.dirty_saved = snap.child_dirty;
         serverLog("Background saving terminated with success (%s, %llu bytes)", snap.last_file,
                   (unsigned long long)bytes);
         return;
@@ -713,12 +742,14 @@ void snapshotTick(ir_server *s) {
     if (snapPath(tmp, sizeof(tmp), dir, 1, ms) == 0) unlink(tmp);
     snap.last_ok = 0;
     if (strncmp(line, "err ", 4) == 0)
-        serverLog("Background saving error: %s", line + 4);
+        msgf(snap.last_error, sizeof(snap.last_error), "%s", line + 4);
     else if (r > 0 && WIFSIGNALED(status))
-        serverLog("Background saving terminated by signal %d", WTERMSIG(status));
+        msgf(snap.last_error, sizeof(snap.last_error), "the background save child was killed "
+             "by signal %d", WTERMSIG(status));
     else
-        serverLog("Background saving error: child exited with code %d",
-                  r > 0 && WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+        msgf(snap.last_error, sizeof(snap.last_error), "the background save child exited with "
+             "code %d", r > 0 && WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+    serverLog("Background saving error: %s", snap.last_error);
 }
 
 /* ---- the reader ------------------------------------------------------------- */
@@ -886,6 +917,7 @@ typedef struct snapLoader {
     char *key;                 /* the key being read */
     size_t keycap;
     ir_table_loader tl;
+    ir_table *last_table;      /* the table of the last TABL record (TLIM's) */
     uint64_t rec;              /* offset of the record being parsed */
     char why[256];
 } snapLoader;
@@ -1060,6 +1092,27 @@ static int loadTable(snapLoader *L) {
     }
     if (tableLoadEnd(&L->tl, &err) != 0) return bad(L, "table '%s': %s", name, err);
     L->ntables++;
+    L->last_table = t;
+    return LOAD_OK;
+}
+
+static int loadLimiter(snapLoader *L) {
+    snapReader *r = &L->r;
+    ir_table *t = L->last_table;
+    if (!t) return bad(L, "TLIM record without a table before it");
+    ir_limiter_opts lim;
+    uint64_t ins, smp, waited;
+    const char *err;
+    if (rU64(r, &lim.min_size) || rF64(r, &lim.samples_per_insert) || rF64(r, &lim.error_buffer) ||
+        rU64(r, &ins) || rU64(r, &smp) || rU64(r, &waited))
+        return bad(L, "table '%s': limiter runs past the record", t->name);
+    if (tableLimiterCheck(&lim, t->o.capacity, &err) != 0)
+        return bad(L, "table '%s': limiter: %s", t->name, err);
+    t->lim = lim;
+    t->limiter_inserts = ins;
+    t->limiter_samples = smp;
+    t->waited_us = waited;
+    L->last_table = NULL; /* one TLIM per table */
     return LOAD_OK;
 }
 
@@ -1081,9 +1134,11 @@ static int parseFile(snapLoader *L, uint64_t size, const snapDone *done) {
             return bad(L, "length %llu runs past the end of the file", (unsigned long long)blen);
         r->end = r->off + blen;
         int rc;
+        if (memcmp(tag, TAG_TLIM, 4)) L->last_table = NULL; /* TLIM follows its TABL */
         if (!memcmp(tag, TAG_KSTR, 4)) rc = loadString(L);
         else if (!memcmp(tag, TAG_KLST, 4)) rc = loadList(L);
         else if (!memcmp(tag, TAG_TABL, 4)) rc = loadTable(L);
+        else if (!memcmp(tag, TAG_TLIM, 4)) rc = loadLimiter(L);
         else
             return bad(L, "unknown record type %02x%02x%02x%02x", (unsigned char)tag[0],
                        (unsigned char)tag[1], (unsigned char)tag[2], (unsigned char)tag[3]);
@@ -1181,6 +1236,10 @@ int snapshotRestore(ir_server *s, const char *dir, char *msg, size_t msglen) {
     uint64_t *list;
     size_t n;
     int err = listSnapshots(dir, &list, &n, NULL);
+    if (err == ENOENT) {
+        msgf(msg, msglen, "no snapshot directory %s: nothing to restore", dir);
+        return 0;
+    }
     if (err) {
         msgf(msg, msglen, "cannot read snapshot directory %s: %s", dir, strerror(err));
         return err == ENOMEM ? IR_ENOMEM : IR_ECONFIG;
@@ -1207,6 +1266,8 @@ int snapshotRestore(ir_server *s, const char *dir, char *msg, size_t msglen) {
             snap.loaded_keys = keys;
             snap.loaded_tables = tables;
             snap.loaded_expired = expired;
+            snap.dirty_saved = s->dirty;
+            snap.loaded = 1;
             memcpy(snap.last_file, path, sizeof(path));
             msgf(msg, msglen,
                  "restored %llu keys and %llu tables from %s (%llu bytes, %llu expired keys "
@@ -1233,6 +1294,67 @@ int snapshotRestore(ir_server *s, const char *dir, char *msg, size_t msglen) {
     return ret;
 }
 
+/* ---- the snapshot directory ------------------------------------------------------ */
+
+int snapshotCheckDir(const char *dir, char *msg, size_t msglen) {
+    struct stat sb;
+    if (!dir || !dir[0]) {
+        msgf(msg, msglen, "%s", strerror(ENOENT));
+        return ENOENT;
+    }
+    if (stat(dir, &sb) != 0) {
+        int e = errno;
+        msgf(msg, msglen, "%s", strerror(e));
+        return e;
+    }
+    if (!S_ISDIR(sb.st_mode)) {
+        msgf(msg, msglen, "%s", strerror(ENOTDIR));
+        return ENOTDIR;
+    }
+    /* A file of our own, as a save creates one: access() says yes to root
+     * on a read-only mount or in /proc, where no file can be created. */
+    char probe[PATH_MAX];
+    int n = snprintf(probe, sizeof(probe), "%s/.inreplay-probe-%ld", dir, (long)getpid());
+    if (n < 0 || (size_t)n >= sizeof(probe)) {
+        msgf(msg, msglen, "%s", strerror(ENAMETOOLONG));
+        return ENAMETOOLONG;
+    }
+    int fd = open(probe, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0 && errno == EEXIST && unlink(probe) == 0) /* left by a process of this pid */
+        fd = open(probe, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        int e = errno;
+        msgf(msg, msglen, "cannot create files in it: %s", strerror(e));
+        return e;
+    }
+    close(fd);
+    unlink(probe);
+    return 0;
+}
+
+int snapshotSetDir(ir_server *s, const char *dir, char *msg, size_t msglen) {
+    ensureInit(s);
+    char joined[PATH_MAX], real[PATH_MAX];
+    if (dir[0] && dir[0] != '/' && snap.dir[0]) { /* relative to the current one, as Redis's chdir */
+        int n = snprintf(joined, sizeof(joined), "%s/%s", snap.dir, dir);
+        if (n < 0 || (size_t)n >= sizeof(joined)) {
+            msgf(msg, msglen, "%s", strerror(ENAMETOOLONG));
+            return ENAMETOOLONG;
+        }
+        dir = joined;
+    }
+    int err = snapshotCheckDir(dir, msg, msglen);
+    if (err) return err;
+    if (!realpath(dir, real)) {
+        err = errno;
+        msgf(msg, msglen, "%s", strerror(err));
+        return err;
+    }
+    memcpy(snap.dir, real, strlen(real) + 1);
+    s->cfg.dir = snap.dir;
+    return 0;
+}
+
 /* ---- INFO and commands -------------------------------------------------------- */
 
 size_t snapshotInfo(ir_server *s, char *buf, size_t len) {
@@ -1243,6 +1365,7 @@ size_t snapshotInfo(ir_server *s, char *buf, size_t len) {
     int n = snprintf(buf, len,
                      "# Persistence\r\n"
                      "loading:0\r\n"
+                     "rdb_changes_since_last_save:%llu\r\n"
                      "rdb_bgsave_in_progress:%d\r\n"
                      "rdb_last_save_time:%llu\r\n"
                      "rdb_last_bgsave_status:%s\r\n"
@@ -1255,12 +1378,14 @@ size_t snapshotInfo(ir_server *s, char *buf, size_t len) {
                      "rdb_last_load_tables_loaded:%llu\r\n"
                      "snapshot_dir:%s\r\n"
                      "snapshot_last_file:%s\r\n"
-                     "snapshot_keep:%d\r\n",
-                     snap.child > 0, (unsigned long long)(snap.lastsave_ms / 1000),
-                     snap.last_ok ? "ok" : "err", (long long)snap.last_bg_sec, current,
+                     "snapshot_keep:%d\r\n"
+                     "snapshot_last_error:%s\r\n",
+                     (unsigned long long)(s->dirty - snap.dirty_saved), snap.child > 0,
+                     (unsigned long long)(snap.lastsave_ms / 1000), snap.last_ok ? "ok" : "err", (long long)snap.last_bg_sec, current,
                      (unsigned long long)snap.saves, (unsigned long long)snap.last_bytes,
                      (unsigned long long)snap.loaded_expired, (unsigned long long)snap.loaded_keys,
-                     (unsigned long long)snap.loaded_tables, dir, snap.last_file, IR_SNAPSHOT_KEEP);
+                     (unsigned long long)snap.loaded_tables, dir, snap.last_file, IR_SNAPSHOT_KEEP,
+                     snap.last_error);
     return n < 0 ? 0 : (size_t)n;
 }
 

@@ -29,6 +29,21 @@
  * is optional: every entry point below does it for a server it has not seen. */
 void snapshotInit(ir_server *s);
 
+/* Can dir hold snapshots? It must exist, be a directory, and take a new
+ * file (a probe file is created and removed: access() says yes to root even
+ * where nothing can be created). Returns 0, or an errno with msg saying why
+ * in Redis's words where Redis has them ("No such file or directory", "Not a
+ * directory"). */
+int snapshotCheckDir(const char *dir, char *msg, size_t msglen);
+
+/* Make dir, checked as above, the snapshot directory of s (at start and for
+ * CONFIG SET dir): stored as an absolute path, s->cfg.dir points at it. A
+ * relative dir is taken relative to the current snapshot directory, as
+ * Redis's chdir does (at start, when there is none yet, to the process's
+ * working directory). Returns 0, or an errno with msg as above; nothing
+ * changes then. A BGSAVE in progress finishes in the directory it began in. */
+int snapshotSetDir(ir_server *s, const char *dir, char *msg, size_t msglen);
+
 /* Load the newest complete snapshot of dir (NULL: s->cfg.restore) into s.
  * Each candidate, newest first, is checked whole (header, DONE record,
  * length, CRC-32) before it is parsed into a fresh keyspace and table set,
@@ -36,7 +51,7 @@ void snapshotInit(ir_server *s);
  * of the same name are replaced; other existing tables stay). A corrupt or
  * truncated snapshot is logged in one line ("snapshot P is corrupt (why), not
  * loaded") and the next older one is tried. Returns the number of keys plus
- * tables loaded (0 when dir has no snapshot), or IR_EINVAL (snapshots exist
+ * tables loaded (0 when dir has no snapshot or does not exist), or IR_EINVAL (snapshots exist
  * but none is complete), IR_ENOMEM (one did not fit in memory; nothing older
  * is tried), IR_ECONFIG (dir cannot be read). msg gets one line saying what
  * happened, for the caller to log. */
@@ -63,6 +78,10 @@ void snapshotShutdown(ir_server *s);
 
 /* 1 while a BGSAVE child runs. */
 int snapshotInProgress(void);
+
+/* 1 once snapshotRestore has loaded a snapshot (even one of no keys and no
+ * tables, when it returns 0). */
+int snapshotLoaded(void);
 
 /* Write INFO's "# Persistence" section (title line included, CRLF line
  * ends, NUL-terminated) into buf; returns the length it needs, like

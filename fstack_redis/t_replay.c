@@ -4,12 +4,32 @@
  *   ids        one bulk string of n int64
  *   weights    one bulk string of n float32
  *   priorities one bulk string of n float32 (REPLAY.UPDATE)
+ *
+ * The rate limiter (REPLAY.CREATE ... MIN_SIZE n SAMPLES_PER_INSERT r
+ * ERROR_BUFFER e) is Reverb's SampleToInsertRatio. It counts items: a SAMPLE
+ * of n items counts n samples, an ADD of k items k inserts (Reverb counts one
+ * per sampled or inserted item too). With
+ *     error = samples - r x (inserts - MIN_SIZE)
+ * (Reverb's diff centred on r x MIN_SIZE, so the first MIN_SIZE inserts do
+ * not license a burst of r x MIN_SIZE samples):
+ *   a SAMPLE may run when the table holds at least MIN_SIZE items (and at
+ *     least one) and, with r > 0, error <= e;
+ *   an ADD may run while the table holds fewer than MIN_SIZE items, or
+ *     error >= -e.
+ * Both are checked before the call and the call then counts whole, so one
+ * call may overshoot the buffer by its own size but can never deadlock the
+ * other side. Without TIMEOUT a call that may not run fails at once with
+ * -RATELIMITED naming the limit; with TIMEOUT it waits as a blocked client
+ * (blocked.c) behind the calls of its kind already waiting, and runs as soon
+ * as it may. ERROR_BUFFER defaults to max(1, r), the smallest Reverb accepts.
  */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
+#include "blocked.h"
 #include "commands.h"
 #include "replay.h"
 
@@ -23,7 +43,56 @@ static ir_table *lookupTableOrReply(client *c, int i) {
     return t;
 }
 
-/* REPLAY.CREATE <table> CAPACITY <n> [ALPHA <a>] [BETA <b>] [EPSILON <e>] [MAXBYTES <bytes>] */
+/* ---- the rate limiter ----------------------------------------------------- */
+
+#define LIMIT_NONE 0
+#define LIMIT_MIN_SIZE 1
+#define LIMIT_RATIO 2
+
+static int tableLimited(const ir_table *t) {
+    return t->lim.min_size || t->lim.samples_per_insert > 0;
+}
+
+static double limiterError(const ir_table *t) {
+    return (double)t->limiter_samples -
+           t->lim.samples_per_insert * ((double)t->limiter_inserts - (double)t->lim.min_size);
+}
+
+static uint64_t limiterMinSize(const ir_table *t) { return t->lim.min_size ? t->lim.min_size : 1; }
+
+static int limiterHoldsSample(const ir_table *t) {
+    if (tableSize(t) < limiterMinSize(t)) return LIMIT_MIN_SIZE;
+    if (t->lim.samples_per_insert > 0 && limiterError(t) > t->lim.error_buffer) return LIMIT_RATIO;
+    return LIMIT_NONE;
+}
+
+static int limiterHoldsInsert(const ir_table *t) {
+    if (t->lim.samples_per_insert <= 0 || tableSize(t) < t->lim.min_size) return LIMIT_NONE;
+    return limiterError(t) < -t->lim.error_buffer ? LIMIT_RATIO : LIMIT_NONE;
+}
+
+/* The one-line -RATELIMITED error: which limit held the call (why), and how it ended. */
+static void replyRateLimited(client *c, const ir_table *t, int why, int sample, int timeout_arg) {
+    const char *what = sample ? "sample" : "insert";
+    char tail[96], reason[256];
+    if (timeout_arg)
+        snprintf(tail, sizeof(tail), "%s timed out after TIMEOUT %.32s", what,
+                 c->argv[timeout_arg].ptr);
+    else
+        snprintf(tail, sizeof(tail), "%s waits (use TIMEOUT to wait)", what);
+    if (why == LIMIT_MIN_SIZE)
+        snprintf(reason, sizeof(reason), "has %llu items, MIN_SIZE is %llu",
+                 (unsigned long long)tableSize(t), (unsigned long long)limiterMinSize(t));
+    else
+        snprintf(reason, sizeof(reason),
+                 "is %.1f samples %s SAMPLES_PER_INSERT %g x inserts, ERROR_BUFFER is %g",
+                 fabs(limiterError(t)), sample ? "ahead of" : "behind", t->lim.samples_per_insert,
+                 t->lim.error_buffer);
+    addReplyErrorFormat(c, "-RATELIMITED table '%.128s' %s: %s", t->name, reason, tail);
+}
+
+/* REPLAY.CREATE <table> CAPACITY <n> [ALPHA <a>] [BETA <b>] [EPSILON <e>] [MAXBYTES <bytes>]
+ *               [MIN_SIZE <n>] [SAMPLES_PER_INSERT <r>] [ERROR_BUFFER <e>] */
 void replayCreateCommand(client *c) {
     const ir_config *cfg = &c->srv->cfg;
     ir_table_opts o = {
@@ -34,7 +103,10 @@ void replayCreateCommand(client *c) {
         .maxbytes = cfg->default_maxbytes,
         .fanout = cfg->fanout,
         .seed = cfg->seed ? cfg->seed + c->srv->tables->count : ir_mstime() ^ c->id,
+        .id_base = (uint64_t)cfg->shard_index << IR_SHARD_ID_BITS,
     };
+    ir_limiter_opts lim = {0, 0, 0};
+    int has_eb = 0;
     if ((c->argc - 2) % 2 != 0) {
         addReplyStr(c, shared.syntaxerr);
         return;
@@ -50,6 +122,22 @@ void replayCreateCommand(client *c) {
             }
             if (argEq(c, i, "capacity")) o.capacity = (uint64_t)ll;
             else o.maxbytes = (uint64_t)ll;
+        } else if (argEq(c, i, "min_size")) {
+            if (!string2ll(c->argv[i + 1].ptr, c->argv[i + 1].len, &ll) || ll < 0) {
+                addReplyError(c, "MIN_SIZE must be an integer >= 0");
+                return;
+            }
+            lim.min_size = (uint64_t)ll;
+        } else if (argEq(c, i, "samples_per_insert") || argEq(c, i, "error_buffer")) {
+            int spi = argEq(c, i, "samples_per_insert");
+            const ir_arg *v = &c->argv[i + 1];
+            if (!string2d(v->ptr, v->len, &d) || !(d >= 0) || !isfinite(d)) {
+                addReplyErrorFormat(c, "%s must be a finite number >= 0",
+                                    spi ? "SAMPLES_PER_INSERT" : "ERROR_BUFFER");
+                return;
+            }
+            if (spi) lim.samples_per_insert = d;
+            else lim.error_buffer = d, has_eb = 1;
         } else if (argEq(c, i, "alpha") || argEq(c, i, "beta") || argEq(c, i, "epsilon")) {
             if (!string2d(c->argv[i + 1].ptr, c->argv[i + 1].len, &d) || !(d >= 0) || !isfinite(d)) {
                 addReplyErrorFormat(c, "%s must be a finite number >= 0", c->argv[i].ptr);
@@ -67,6 +155,13 @@ void replayCreateCommand(client *c) {
         addReplyError(c, "CAPACITY is required: REPLAY.CREATE <table> CAPACITY <n>");
         return;
     }
+    if (!has_eb && lim.samples_per_insert > 0)
+        lim.error_buffer = tableDefaultErrorBuffer(lim.samples_per_insert);
+    const char *err;
+    if (tableLimiterCheck(&lim, o.capacity, &err) != 0) {
+        addReplyErrorFormat(c, "%s", err);
+        return;
+    }
     /* The slots and trees are allocated now: charge them before allocating,
      * so one command cannot commit gigabytes past maxmemory. */
     if (cfg->maxmemory && o.capacity <= (1ULL << 32) &&
@@ -75,23 +170,32 @@ void replayCreateCommand(client *c) {
         addReplyError(c, "-OOM command not allowed when used memory > 'maxmemory'.");
         return;
     }
-    const char *err;
-    if (tableCreate(c->srv->tables, c->argv[1].ptr, c->argv[1].len, &o, NULL, &err) != 0) {
+    ir_table *t;
+    if (tableCreate(c->srv->tables, c->argv[1].ptr, c->argv[1].len, &o, &t, &err) != 0) {
         addReplyErrorFormat(c, "%s", err);
         return;
     }
+    t->lim = lim;
     addReplyStr(c, shared.ok);
 }
 
-/* REPLAY.ADD <table> <priority> <item> [<priority> <item> ...] */
+/* REPLAY.ADD <table> <priority> <item> [<priority> <item> ...] [TIMEOUT <seconds>]
+ * ("TIMEOUT" is never a priority, so the option is told apart by its place.) */
 void replayAddCommand(client *c) {
-    if ((c->argc - 2) % 2 != 0) {
+    int nargs = c->argc, timeout_arg = 0;
+    if (c->argc >= 6 && argEq(c, c->argc - 2, "timeout")) {
+        nargs = c->argc - 2;
+        timeout_arg = c->argc - 1;
+    }
+    if ((nargs - 2) % 2 != 0) {
         addReplyErrorArity(c);
         return;
     }
     ir_table *t = lookupTableOrReply(c, 1);
     if (!t) return;
-    size_t n = (size_t)(c->argc - 2) / 2;
+    uint64_t deadline = 0;
+    if (timeout_arg && getBlockingTimeoutFromArg(c, timeout_arg, &deadline) != 0) return;
+    size_t n = (size_t)(nargs - 2) / 2;
     /* Every (priority, item) pair is checked before anything is inserted. */
     if (tablesAddScratch(c->srv->tables, n) != 0) {
         addReplyError(c, "out of memory");
@@ -112,20 +216,63 @@ void replayAddCommand(client *c) {
             return;
         }
     }
+    int limited = tableLimited(t);
+    if (limited) {
+        int why = limiterHoldsInsert(t);
+        if (why || (timeout_arg && blockedAhead(c, &t->waiters[1]))) {
+            if (timeout_arg && blockingAllowed(c)) {
+                blockForTable(c, t, 1, deadline);
+                return;
+            }
+            if (why) {
+                /* a waiter re-run at its deadline says how long it waited */
+                int waited = (c->flags & CLIENT_BLOCKED) ? timeout_arg : 0;
+                replyRateLimited(c, t, why, 0, waited);
+                return;
+            }
+        }
+    }
     const char *err;
     if (tableAdd(t, items, n, ids, &err) != 0) {
         addReplyErrorFormat(c, "%s", err);
         return;
     }
+    if (limited) {
+        t->limiter_inserts += n;
+        blockedQueueReady(c->srv, &t->waiters[0]); /* samplers may run now */
+    }
     addReplyArrayLen(c, (long)n);
     for (size_t k = 0; k < n; k++) addReplyLongLong(c, (long long)ids[k]);
 }
 
-/* REPLAY.SAMPLE <table> <n> [BETA <b>] [PACKED]
+/* The shard's side of exact sampling across a group (WITHSTATS): its total
+ * and minimum positive stored priority (float64), its live size (int64), and
+ * each drawn item's probability inside the shard (n float64): 24 + 8n bytes.
+ * A client that knows every shard's total computes each draw's global
+ * probability and importance weight from these (pyctl/sharded.py). */
+static void addSampleStats(client *c, ir_table *t, size_t n) {
+    double total = ir_sampler_total(t->sampler), mn = ir_sampler_min(t->sampler);
+    uint64_t live = tableSize(t);
+    if (!isfinite(mn)) mn = 0; /* no positive priority: sampling is uniform */
+    char head[24];
+    memcpy(head, &total, 8);
+    memcpy(head + 8, &mn, 8);
+    memcpy(head + 16, &live, 8);
+    addReplyProto(c, head, sizeof(head));
+    double *p = t->scratch_prio; /* unused by sampling; holds n entries */
+    for (size_t i = 0; i < n; i++)
+        p[i] = total > 0 ? ir_sampler_get(t->sampler, t->scratch_slots[i]) / total
+                         : 1.0 / (double)live;
+    addReplyProto(c, (const char *)p, 8 * n);
+}
+
+/* REPLAY.SAMPLE <table> <n> [BETA <b>] [PACKED] [WITHSTATS] [TIMEOUT <seconds>]
  *
  * Without PACKED: [ids, weights, [item, ...]]. With PACKED, for tables whose
  * items all have one size: one bulk string of n int64 ids, n float32 weights
- * and the n items back to back (item i at offset 12n + i * itemsize). */
+ * and the n items back to back (item i at offset 12n + i * itemsize).
+ * WITHSTATS appends sampleStats's 24 + 8n bytes: as a fourth element, or
+ * after the items in the PACKED bulk. */
 void replaySampleCommand(client *c) {
     ir_table *t = lookupTableOrReply(c, 1);
     if (!t) return;
@@ -135,10 +282,16 @@ void replaySampleCommand(client *c) {
         return;
     }
     double beta = t->o.beta;
-    int packed = 0, has_beta = 0;
+    int packed = 0, has_beta = 0, withstats = 0, timeout_arg = 0;
+    uint64_t deadline = 0;
     for (int i = 3; i < c->argc; i++) {
         if (argEq(c, i, "packed") && !packed) {
             packed = 1;
+        } else if (argEq(c, i, "withstats") && !withstats) {
+            withstats = 1;
+        } else if (argEq(c, i, "timeout") && !timeout_arg && i + 1 < c->argc) {
+            timeout_arg = ++i;
+            if (getBlockingTimeoutFromArg(c, i, &deadline) != 0) return;
         } else if (argEq(c, i, "beta") && !has_beta && i + 1 < c->argc) {
             has_beta = 1;
             i++;
@@ -158,6 +311,22 @@ void replaySampleCommand(client *c) {
                                "%u and %u bytes): sample without PACKED", t->name, la, lb);
         return;
     }
+    int limited = tableLimited(t);
+    if (limited) {
+        int why = limiterHoldsSample(t);
+        if (why || (timeout_arg && blockedAhead(c, &t->waiters[0]))) {
+            if (timeout_arg && blockingAllowed(c)) {
+                blockForTable(c, t, 0, deadline);
+                return;
+            }
+            if (why) {
+                /* a waiter re-run at its deadline says how long it waited */
+                int waited = (c->flags & CLIENT_BLOCKED) ? timeout_arg : 0;
+                replyRateLimited(c, t, why, 1, waited);
+                return;
+            }
+        }
+    }
     int rc = tableSample(t, (size_t)n, beta);
     if (rc == IR_EEMPTY) {
         addReplyErrorFormat(c, "table '%.128s' is empty", t->name);
@@ -168,19 +337,24 @@ void replaySampleCommand(client *c) {
         return;
     }
     size_t nn = (size_t)n;
+    if (limited) {
+        t->limiter_samples += nn;
+        blockedQueueReady(c->srv, &t->waiters[1]); /* inserters may run now */
+    }
     if (packed) {
-        size_t itemsize = t->run_len, head = nn * 12;
-        char *h = addReplyBulkBegin(c, head + nn * itemsize, head);
+        size_t itemsize = t->run_len, head = nn * 12, tail = withstats ? 24 + 8 * nn : 0;
+        char *h = addReplyBulkBegin(c, head + nn * itemsize + tail, head);
         memcpy(h, t->scratch_ids, nn * 8);
         memcpy(h + nn * 8, t->scratch_weights, nn * 4);
         for (size_t i = 0; i < nn; i++) {
             uint64_t slot = t->scratch_slots[i];
             addReplyRefPinned(c, t->arena + t->slot_off[slot], itemsize, &t->pin);
         }
+        if (withstats) addSampleStats(c, t, nn);
         addReplyProto(c, "\r\n", 2);
         return;
     }
-    addReplyArrayLen(c, 3);
+    addReplyArrayLen(c, withstats ? 4 : 3);
     memcpy(addReplyBulkReserve(c, nn * 8), t->scratch_ids, nn * 8);
     memcpy(addReplyBulkReserve(c, nn * 4), t->scratch_weights, nn * 4);
     addReplyArrayLen(c, (long)n);
@@ -189,6 +363,11 @@ void replaySampleCommand(client *c) {
     for (size_t i = 0; i < nn; i++) {
         uint64_t slot = t->scratch_slots[i];
         addReplyBulkPinned(c, t->arena + t->slot_off[slot], t->slot_len[slot], &t->pin);
+    }
+    if (withstats) {
+        addReplyBulkBegin(c, 24 + 8 * nn, 0);
+        addSampleStats(c, t, nn);
+        addReplyProto(c, "\r\n", 2);
     }
 }
 
@@ -227,7 +406,7 @@ void replayInfoCommand(client *c) {
     ir_table *t = lookupTableOrReply(c, 1);
     if (!t) return;
     double minp = ir_sampler_min(t->sampler);
-    addReplyArrayLen(c, 2 * 19);
+    addReplyArrayLen(c, 2 * 28);
     addField(c, "name");            addReplyBulk(c, t->name, t->namelen);
     addField(c, "size");            addReplyLongLong(c, (long long)tableSize(t));
     addField(c, "capacity");        addReplyLongLong(c, (long long)t->o.capacity);
@@ -247,6 +426,15 @@ void replayInfoCommand(client *c) {
     addField(c, "maxbytes");        addReplyLongLong(c, (long long)t->o.maxbytes);
     addField(c, "next_id");         addReplyLongLong(c, (long long)t->next_id);
     addField(c, "fanout");          addReplyLongLong(c, (long long)ir_sampler_fanout(t->sampler));
+    addField(c, "min_size");        addReplyLongLong(c, (long long)t->lim.min_size);
+    addField(c, "samples_per_insert"); addReplyDouble(c, t->lim.samples_per_insert);
+    addField(c, "error_buffer");    addReplyDouble(c, t->lim.error_buffer);
+    addField(c, "limiter_inserts"); addReplyLongLong(c, (long long)t->limiter_inserts);
+    addField(c, "limiter_samples"); addReplyLongLong(c, (long long)t->limiter_samples);
+    addField(c, "limiter_error");   addReplyDouble(c, tableLimited(t) ? limiterError(t) : 0.0);
+    addField(c, "blocked_samplers"); addReplyLongLong(c, (long long)t->waiters[0].n);
+    addField(c, "blocked_inserters"); addReplyLongLong(c, (long long)t->waiters[1].n);
+    addField(c, "waited_seconds");  addReplyDouble(c, (double)t->waited_us / 1e6);
 }
 
 /* REPLAY.DROP <table> */
@@ -262,4 +450,55 @@ void replayDropCommand(client *c) {
 void replayListCommand(client *c) {
     addReplyArrayLen(c, (long)c->srv->tables->count);
     for (ir_table *t = c->srv->tables->head; t; t = t->next) addReplyBulk(c, t->name, t->namelen);
+}
+
+/* ---- replay groups ------------------------------------------------------- */
+
+int shardGroupMembers(const char *group, const char **start, size_t *len, int max,
+                      const char **err) {
+    int n = 0;
+    const char *p = group;
+    while (*p) {
+        const char *e = strchr(p, ',');
+        size_t l = e ? (size_t)(e - p) : strlen(p);
+        const char *colon = memrchr(p, ':', l);
+        long long port;
+        if (!colon || colon == p || !string2ll(colon + 1, l - (size_t)(colon + 1 - p), &port) ||
+            port < 1 || port > 65535) {
+            *err = "every member of a shard group must be host:port (port 1-65535)";
+            return -1;
+        }
+        if (n < max) {
+            start[n] = p;
+            len[n] = l;
+        }
+        n++;
+        p += l;
+        if (*p == ',') p++;
+    }
+    if (n > IR_MAX_SHARDS) {
+        *err = "a shard group has at most 1024 members";
+        return -1;
+    }
+    return n;
+}
+
+/* REPLAY.SHARDS: where this server stands in its replay group, as a map:
+ * index (this shard's place) and shards (every member's host:port, in shard
+ * order; empty for a standalone server, which is a group of one). A client
+ * needs one address to find the rest (ShardedReplayClient.from_seed). */
+void replayShardsCommand(client *c) {
+    const ir_config *cfg = &c->srv->cfg;
+    const char *start[IR_MAX_SHARDS];
+    size_t len[IR_MAX_SHARDS];
+    const char *err = NULL;
+    int n = cfg->shard_group ? shardGroupMembers(cfg->shard_group, start, len, IR_MAX_SHARDS, &err)
+                             : 0;
+    if (n < 0) n = 0; /* checked at start: cannot happen */
+    addReplyMapLen(c, 2);
+    addReplyBulkCString(c, "index");
+    addReplyLongLong(c, cfg->shard_index);
+    addReplyBulkCString(c, "shards");
+    addReplyArrayLen(c, n);
+    for (int i = 0; i < n; i++) addReplyBulk(c, start[i], len[i]);
 }

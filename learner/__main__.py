@@ -1,7 +1,5 @@
 """python -m learner: the learner process (see learner.learner)."""
 
-import sys
+from learner.learner import exit_now, main
 
-from learner.learner import main
-
-sys.exit(main())
+exit_now(main())

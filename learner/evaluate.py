@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import pickle
 import sys
 import time
 from dataclasses import replace
@@ -18,7 +19,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from actors.config import Config
+from actors.config import Config, Parser, fail
 from actors.env import env_spec, make_env
 from actors.model import build_model
 
@@ -73,8 +74,9 @@ def load_checkpoint(path: str) -> tuple[nn.Module, Config, dict[str, int]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m learner.evaluate", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    prog = "python -m learner.evaluate"
+    p = Parser(prog=prog, description=__doc__,
+               formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("checkpoint", help="checkpoint.pt written by the learner")
     p.add_argument("--episodes", type=int, default=20)
     p.add_argument("--epsilon", type=float, default=None, help="default: the config's")
@@ -82,7 +84,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
     torch.set_num_threads(1)
-    model, cfg, meta = load_checkpoint(args.checkpoint)
+    try:
+        model, cfg, meta = load_checkpoint(args.checkpoint)
+    except OSError as e:
+        return fail(prog, f"{args.checkpoint}: {e.strerror or e}")
+    except (ValueError, KeyError, RuntimeError, pickle.UnpicklingError) as e:
+        return fail(prog, f"{args.checkpoint}: not a learner checkpoint "
+                          f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else e!r})")
     eps = cfg.eval_epsilon if args.epsilon is None else args.epsilon
     t0 = time.monotonic()
     rets = run_episodes(model, cfg, args.episodes, seed=args.seed, epsilon=eps)

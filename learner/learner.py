@@ -21,34 +21,158 @@ Metrics (loss, mean Q, learner steps/s, samples/s, actor frames/s, recent
 returns, ...) go to ``<out_dir>/metrics.csv``, to TensorBoard when it is
 installed, and to a progress line. ``<out_dir>/checkpoint.pt`` holds the
 learner's own model (``torch.save``; load it with ``learner.evaluate``).
+
+Runs do not mix: a table or parameters left on the server by an earlier run make
+the learner refuse to start unless ``--resume`` (continue them; it says what it
+resumes) or ``--fresh`` (drop the table and the shared keys first).
+
+Shutdown: SIGTERM or SIGINT (from the first line of this module on, so also during
+the seconds of ``import torch``) sets a flag the loops check at least every 0.1 s;
+every call to the server has a timeout, and after the signal the last ones (final
+metrics row, parameters) get :data:`STOP_NET_TIMEOUT_S` each. A signal may be
+delivered to any thread (torch's, the prefetch thread), and then it does not
+interrupt a call the main thread is blocked in: if the process has still not
+exited :data:`STOP_GRACE_S` after the signal (a server that stopped answering), a
+watchdog prints where the main thread was, the stop line, and exits 1. After the
+stop line the process ends without the interpreter's slow finalization.
 """
 
 from __future__ import annotations
 
-import argparse
-import copy
-import csv
-import dataclasses
-import math
-import os
 import signal
-import sys
 import threading
-import time
-from pathlib import Path
-from typing import Any
 
-import numpy as np
-import redis
-import torch
-import torch.nn.functional as F  # noqa: N812 - the usual name
-from torch import nn
+STOP = threading.Event()
+"""Set by SIGTERM/SIGINT in the learner process (see main)."""
+STOP_GRACE_S = 5.0
+"""Seconds between a stop signal and the watchdog's forced exit."""
+STOP_NET_TIMEOUT_S = 3.0
+"""Socket timeout of the learner's last calls to the server after a stop signal."""
+NET_TIMEOUT_S = 60.0
+"""Socket timeout of the learner's calls to the server while it trains."""
 
-from actors.codec import TransitionCodec
-from actors.config import Config, Keys, add_arguments, from_args
-from actors.env import EnvSpec, env_spec
-from actors.model import build_model, params_to_blob
-from learner.replay import LocalReplay, Prefetcher, Replay, Sampled, open_replay
+
+def _on_stop_signal(signum: int, frame: object) -> None:
+    STOP.set()
+
+
+if __name__ == "__main__":  # before the imports below: `import torch` takes seconds
+    signal.signal(signal.SIGTERM, _on_stop_signal)
+    signal.signal(signal.SIGINT, _on_stop_signal)
+
+import argparse  # noqa: E402
+import copy  # noqa: E402
+import csv  # noqa: E402
+import dataclasses  # noqa: E402
+import faulthandler  # noqa: E402
+import math  # noqa: E402
+import os  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+import traceback  # noqa: E402
+from collections.abc import Callable  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
+
+import numpy as np  # noqa: E402
+import redis  # noqa: E402
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402, N812 - the usual name
+from torch import nn  # noqa: E402
+
+from actors.codec import TransitionCodec  # noqa: E402
+from actors.config import (  # noqa: E402
+    Config,
+    Keys,
+    Parser,
+    add_arguments,
+    fail,
+    from_args,
+    net_reason,
+)
+from actors.env import EnvSpec, env_spec  # noqa: E402
+from actors.model import build_model, params_to_blob  # noqa: E402
+from learner.replay import LocalReplay, Prefetcher, Replay, Sampled, open_replay  # noqa: E402
+from pyctl.client import ReplayClient  # noqa: E402
+from pyctl.sharded import ShardedReplayClient, home_address  # noqa: E402
+
+WAIT_LOG_EVERY_S = 5.0
+"""Seconds between the progress lines while the learner waits for the table to fill."""
+
+
+class RunExistsError(RuntimeError):
+    """The server holds an earlier run's table or parameters (neither --resume nor --fresh)."""
+
+
+def _group(cfg: Config) -> ShardedReplayClient:
+    """The appliance, or every shard of its replay group, from the address given."""
+    return ShardedReplayClient.from_seed(f"{cfg.host}:{cfg.port}",
+                                         socket_timeout=NET_TIMEOUT_S, socket_connect_timeout=5)
+
+
+def key_server(cfg: Config) -> redis.Redis:
+    """Where the run's keys live (parameters, counters, the stop key): the appliance, or
+    shard 0 of its group (any member's address finds it); the stock redis-server of the
+    baseline."""
+    host, port = cfg.host, cfg.port
+    if cfg.replay == "appliance":
+        host, port = home_address(host, port, socket_timeout=NET_TIMEOUT_S,
+                                  socket_connect_timeout=5)
+    return redis.Redis(host=host, port=port, protocol=2, socket_timeout=NET_TIMEOUT_S,
+                       socket_connect_timeout=5)
+
+
+def existing_run(cfg: Config, r: redis.Redis) -> dict[str, Any] | None:
+    """What an earlier run left on the server: table items and parameter version, or None."""
+    keys = Keys(cfg.prefix)
+    version = r.get(keys.version)
+    items: int | None = None
+    if cfg.replay == "appliance":
+        rc = _group(cfg)
+        if cfg.table in rc.tables():
+            items = int(rc.info(cfg.table)["size"])
+        rc.close()
+    else:
+        n = int(r.llen(keys.experience))
+        items = n or None
+    if items is None and version is None and not r.exists(keys.params):
+        return None
+    return {"items": items or 0, "table": items is not None,
+            "version": int(version or 0)}
+
+
+def claim_run(cfg: Config, r: redis.Redis, mode: str,
+              say: Callable[[str], None] = print) -> None:
+    """Make sure this run does not silently continue another one.
+
+    mode "new": refuse (RunExistsError) if an earlier run left a table or parameters;
+    "resume": continue them, saying what; "fresh": drop the table and every shared key.
+    """
+    keys = Keys(cfg.prefix)
+    where = f"{cfg.host}:{cfg.port}"
+    found = existing_run(cfg, r)
+    what = "" if found is None else (
+        f"table '{cfg.table}' with {found['items']} items" if found["table"]
+        else "no table") + f", parameter version {found['version']}"
+    if mode == "fresh":
+        if found is not None:
+            if found["table"] and cfg.replay == "appliance":
+                rc = _group(cfg)
+                rc.drop(cfg.table)  # on every shard of a group
+                rc.close()
+            r.delete(*keys.all())
+            say(f"learner: --fresh: dropped the earlier run on {where} ({what})")
+        return
+    if found is None:
+        if mode == "resume":
+            say(f"learner: --resume: nothing to resume on {where}; starting a new run")
+        return
+    if mode == "resume":
+        r.delete(keys.stop)  # the earlier run's stop request is not this run's
+        say(f"learner: resuming the run on {where}: {what}")
+        return
+    raise RunExistsError(f"{where} holds an earlier run ({what}): pass --resume to "
+                         f"continue it or --fresh to drop it")
 
 
 def pick_device(name: str) -> torch.device:
@@ -138,13 +262,48 @@ class Metrics:
             self.tb.close()
 
 
+def check_item_size(cfg: Config, r: redis.Redis, itemsize: int, pixels: bool = False) -> None:
+    """RunExistsError if the table to resume holds items of another size than this run's
+    transitions (another environment or observation shape): it could never be sampled.
+    Frames are compressed to items of any size, so only vector records are checked."""
+    if cfg.replay != "appliance" or pixels:
+        return
+    rc = ReplayClient(connection=r)
+    if cfg.table not in rc.tables():
+        return
+    if not int(rc.info(cfg.table)["size"]):
+        return
+    try:  # one draw tells the size of the table's items
+        raw = r.execute_command("REPLAY.SAMPLE", cfg.table, 1, "PACKED")
+        have = len(raw) - 12
+    except redis.ResponseError as e:
+        if str(e).startswith("RATELIMITED"):  # below its MIN_SIZE: nothing to tell by
+            return
+        have = -1  # items of mixed sizes: not this learner's table either
+    if have != itemsize:
+        held = f"items of {have} bytes" if have >= 0 else "items of mixed sizes"
+        raise RunExistsError(
+            f"--resume: table '{cfg.table}' on {cfg.host}:{cfg.port} holds {held}, but this "
+            f"run's transitions ({cfg.env_id}) are {itemsize} bytes: pass --fresh to drop it, "
+            f"or another --table")
+
+
 class Learner:
     def __init__(self, cfg: Config, *, spec: EnvSpec | None = None,
                  stop: threading.Event | None = None, progress: bool = True,
-                 replay: Replay | None = None) -> None:
+                 replay: Replay | None = None, existing: str = "new") -> None:
+        """existing: what to do with an earlier run's table and parameters on the
+        server: "new" refuses them (RunExistsError), "resume", "fresh" (see claim_run)."""
         self.cfg = cfg
         self.keys = Keys(cfg.prefix)
         self.stop = stop or threading.Event()
+        self.progress = progress
+        self.out = Path(cfg.out_dir)
+        self.out.mkdir(parents=True, exist_ok=True)
+        # the server first: no model is built for a learner that cannot run
+        self.r = key_server(cfg)
+        if replay is None:
+            claim_run(cfg, self.r, existing, say=lambda m: print(m, flush=True))  # even --quiet
         self.device = pick_device(cfg.device)
         self.spec = spec or env_spec(cfg)
         torch.manual_seed(cfg.seed)
@@ -155,14 +314,17 @@ class Learner:
         self.opt = torch.optim.Adam(self.model.parameters(), lr=cfg.lr, eps=cfg.adam_eps)
         self.codec = TransitionCodec(self.spec.obs_shape, self.spec.obs_dtype, cfg.n_step,
                                      self.spec.pixels)
-        self.r = redis.Redis(host=cfg.host, port=cfg.port, protocol=2, socket_timeout=60)
+        if replay is None and existing == "resume":
+            check_item_size(cfg, self.r, self.codec.itemsize, self.codec.pixels)
         self.replay = replay or open_replay(cfg, self.codec)
-        self.out = Path(cfg.out_dir)
-        self.out.mkdir(parents=True, exist_ok=True)
-        self.progress = progress
         self.steps = 0
-        self.version = int(self.r.get(self.keys.version) or 0)  # continue the sequence
-        self.samples = 0
+        # continue the sequences (a resumed run, or parameters published before a restart)
+        self.version = int(self.r.get(self.keys.version) or 0)
+        self.samples = int(self.r.get(self.keys.samples) or 0)
+
+    def _say(self, msg: str) -> None:
+        if self.progress:
+            print(msg, flush=True)
 
     # ---- parameters and checkpoints -------------------------------------------------
     def publish(self) -> int:
@@ -201,8 +363,10 @@ class Learner:
         return float(loss.item()), td, float(q.detach().mean().item())
 
     def wait_for_data(self) -> bool:
-        """Wait until the replay holds learning_starts transitions (or a stop)."""
-        t_log = time.monotonic()
+        """The baseline (--replay local) only: pop the actors' records until the local
+        replay holds learning_starts transitions (or a stop), with a progress line every
+        WAIT_LOG_EVERY_S. The appliance's table waits by itself (its MIN_SIZE)."""
+        t_wait = t_log = time.monotonic()
         while not self.stop.is_set():
             if isinstance(self.replay, LocalReplay):
                 self.replay.ingest()
@@ -210,27 +374,42 @@ class Learner:
             if size >= max(1, self.cfg.learning_starts):
                 return True
             if self.r.exists(self.keys.stop):
-                self.stop.set()
                 break
-            if time.monotonic() - t_log > 10 and self.progress:
-                print(f"learner: waiting for {self.cfg.learning_starts} transitions "
-                      f"(replay holds {size})", flush=True)
+            if time.monotonic() - t_log >= WAIT_LOG_EVERY_S:
+                self._say(f"learner: waiting for the replay to fill: {size} of "
+                          f"{self.cfg.learning_starts} transitions "
+                          f"({time.monotonic() - t_wait:.0f} s)")
                 t_log = time.monotonic()
-            time.sleep(0.05)
+            time.sleep(0.05)  # not stop.wait(): see main()
         return False
 
     def run(self) -> None:
         cfg = self.cfg
+        if self.stop.is_set():
+            return
         self.publish()
         if self.progress:
             print(f"learner: {self.spec.obs_shape} -> {self.spec.n_actions} actions, "
                   f"{sum(p.numel() for p in self.model.parameters()):,} parameters, "
                   f"device {self.device}, replay {cfg.replay}, published version "
                   f"{self.version}", flush=True)
-        if not self.wait_for_data():
+        if isinstance(self.replay, LocalReplay) and not self.wait_for_data():
             return
         prefetch = Prefetcher(self.replay.sampling_view(), cfg.batch_size, cfg.beta,
                               cfg.prefetch, lambda s: to_torch(s, self.device)).start()
+        t_wait = time.monotonic()
+
+        def waiting(reason: str | None) -> bool:
+            """A progress line while the rate limiter holds the learner; False on the
+            stop key (the demo's way to end a run that never filled its table)."""
+            if self.r.exists(self.keys.stop):
+                return False
+            if reason:  # "RATELIMITED table 't' has 3 items, MIN_SIZE is 5: sample ..."
+                reason = reason.replace("RATELIMITED ", "").rsplit(": sample", 1)[0]
+            self._say(f"learner: waiting for the replay ({time.monotonic() - t_wait:.0f} s): "
+                      f"{reason or 'no batch from the sampling thread yet'}")
+            return True
+
         metrics = Metrics(self.out, self.progress)
         t0 = time.monotonic()
         last = {"t": t0, "steps": 0, "frames": self._frames()}
@@ -240,8 +419,9 @@ class Learner:
             while not self.stop.is_set():
                 if cfg.max_learner_steps and self.steps >= cfg.max_learner_steps:
                     break
-                b = prefetch.get(stop=self.stop)
-                if b is None:  # SIGTERM while waiting for a batch
+                t_wait = time.monotonic()
+                b = prefetch.get(stop=self.stop, on_wait=waiting, wait_every=WAIT_LOG_EVERY_S)
+                if b is None:  # SIGTERM (or the stop key) while waiting for a batch
                     break
                 loss, td, qm = self.train_step(b)
                 self.replay.update(b.ids, td)
@@ -263,9 +443,11 @@ class Learner:
                     metrics.write(row)
                     losses, qs = [], []
                     if row["stop"]:
-                        self.stop.set()
+                        break
         finally:
             prefetch.close()
+            if self.stop.is_set():  # the last calls must not hold a SIGTERM up for long
+                self._short_timeouts()
             if self.steps > last["steps"]:  # a last row for the steps since the last one
                 try:
                     metrics.write(self._row(time.monotonic(), t0, last, losses, qs))
@@ -273,10 +455,22 @@ class Learner:
                     pass
             metrics.close()
             try:
-                self.publish()
+                if self.steps:  # no step, nothing new to publish
+                    self.publish()
             except redis.RedisError:
                 pass
             self.checkpoint()
+
+    def _short_timeouts(self) -> None:
+        """STOP_NET_TIMEOUT_S on the learner's own connection (new and pooled sockets)."""
+        pool = self.r.connection_pool
+        pool.connection_kwargs["socket_timeout"] = STOP_NET_TIMEOUT_S
+        for conn in [*getattr(pool, "_available_connections", []),
+                     *getattr(pool, "_in_use_connections", [])]:
+            conn.socket_timeout = STOP_NET_TIMEOUT_S
+            sock = getattr(conn, "_sock", None)
+            if sock is not None:
+                sock.settimeout(STOP_NET_TIMEOUT_S)
 
     def _frames(self) -> int:
         return int(self.r.get(self.keys.frames) or 0)
@@ -318,34 +512,102 @@ class Learner:
         self.r.close()
 
 
+def _watchdog(learner: list[Learner], grace: float) -> None:
+    """After a stop signal: if the process still runs `grace` s later, say where the main
+    thread is, print the stop line and exit (faulthandler dumps every thread and exits
+    5 s after that if even this thread cannot run)."""
+    STOP.wait()
+    faulthandler.dump_traceback_later(grace + 5.0, exit=True)
+    time.sleep(grace)
+    frame = sys._current_frames().get(threading.main_thread().ident or 0)
+    where = "unknown"
+    if frame is not None:
+        f = traceback.extract_stack(frame)[-1]
+        where = f"{f.name} ({f.filename}:{f.lineno})"
+    print(f"learner: still stopping {grace:.0f} s after the signal, in {where}: exiting",
+          file=sys.stderr, flush=True)
+    print(stop_line(learner[0] if learner else None, forced=True), flush=True)
+    os._exit(1)
+
+
+def stop_line(learner: Learner | None, forced: bool = False) -> str:
+    if learner is None:
+        return "learner: stopped before it started" + (" (forced)" if forced else "")
+    return (f"learner: stopped after {learner.steps} steps, parameters version "
+            f"{learner.version}, checkpoint {learner.out / 'checkpoint.pt'}"
+            + (" (forced)" if forced else ""))
+
+
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m learner.learner", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    """The learner process. Every failure is one line on stderr: 2 for a usage error,
+    1 for anything else (no server, an earlier run on it, an unwritable --out-dir)."""
+    if threading.current_thread() is threading.main_thread():
+        # `python -m learner` (learner/__main__.py) imports this module, so the handlers
+        # at its top were not installed; install them now. Not Event.set() from user
+        # code on the main thread either: a handler's STOP.set() while the main thread
+        # holds STOP's lock would deadlock, so only handlers set STOP.
+        signal.signal(signal.SIGTERM, _on_stop_signal)
+        signal.signal(signal.SIGINT, _on_stop_signal)
+    prog = "python -m learner.learner"
+    p = Parser(prog=prog, description=__doc__,
+               formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quiet", action="store_true", help="no progress line")
-    add_arguments(p)
+    run = p.add_mutually_exclusive_group()
+    run.add_argument("--resume", action="store_true",
+                     help="continue the table and parameters an earlier run left on the server")
+    run.add_argument("--fresh", action="store_true",
+                     help="drop the earlier run's table and shared keys, then start anew")
+    add_arguments(p, role="learner")
     args = p.parse_args(argv)
-    cfg = from_args(args)
+    try:
+        cfg = from_args(args)
+    except (ValueError, OSError) as e:
+        return fail(prog, str(e), 2)
+    if STOP.is_set():  # a signal during the imports
+        print(stop_line(None), flush=True)
+        return 0
     torch.set_num_threads(cfg.torch_threads)
-    stop = threading.Event()
-
-    def on_signal(signum: int, frame: Any) -> None:
-        stop.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-    learner = Learner(cfg, stop=stop, progress=not args.quiet)
+    holder: list[Learner] = []
+    threading.Thread(target=_watchdog, args=(holder, STOP_GRACE_S), name="stop-watchdog",
+                     daemon=True).start()
+    where = f"{cfg.host}:{cfg.port}"
+    try:
+        learner = Learner(cfg, stop=STOP, progress=not args.quiet,
+                          existing="resume" if args.resume else "fresh" if args.fresh
+                          else "new")
+    except RunExistsError as e:
+        return fail(prog, str(e))
+    except redis.ConnectionError as e:
+        return fail(prog, f"cannot reach the server at {where}: {net_reason(e)}")
+    except redis.RedisError as e:
+        return fail(prog, f"the server at {where} refused: {e}")
+    except OSError as e:
+        return fail(prog, f"--out-dir {cfg.out_dir}: {e.strerror or e}")
+    holder.append(learner)
     try:
         learner.run()
     except redis.ConnectionError as e:
-        if not stop.is_set():
-            print(f"learner: lost the server: {e}", file=sys.stderr)
-            return 1
+        if not STOP.is_set():
+            return fail(prog, f"lost the server at {where}: {net_reason(e)}")
+    except redis.RedisError as e:
+        return fail(prog, f"the server at {where} answered: {e}")
+    except RuntimeError as e:  # the sampling thread failed: say why, in one line
+        cause = e.__cause__ or e
+        return fail(prog, f"{e}: {type(cause).__name__}: {cause}".replace("\n", " "))
     finally:
         learner.close()
-    print(f"learner: stopped after {learner.steps} steps, parameters version "
-          f"{learner.version}, checkpoint {learner.out / 'checkpoint.pt'}", flush=True)
+    print(stop_line(learner), flush=True)
     return 0
 
 
+def exit_now(code: int) -> None:
+    """End the process once main() is done: flush, then skip the interpreter's
+    finalization (tearing down torch, gymnasium and their threads takes 1-2 s on a
+    loaded machine, after the stop line; every file is already closed)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_now(main())

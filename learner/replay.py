@@ -12,6 +12,11 @@
 Both give the same :class:`Sampled` batches, so the learner code is the same.
 :class:`Prefetcher` keeps the next batches in flight on a background thread with
 its own connection, so sampling and decoding overlap training.
+
+Vector records (CartPole) are one size and come back ``PACKED``, one array viewed
+in place. Stacked frames (Atari) may be zstd-compressed, so their items differ in
+size: they come back as a list and the codec decompresses them on the prefetch
+thread, spreading a batch over its decode threads (actors.codec).
 """
 
 from __future__ import annotations
@@ -26,10 +31,16 @@ import numpy as np
 import numpy.typing as npt
 import redis
 
-from actors.codec import Batch, TransitionCodec
+from actors.codec import HEADER_BYTES, Batch, TransitionCodec, stored_bytes
 from actors.config import Config, Keys
-from pyctl.client import ReplayClient
+from pyctl.client import RateLimited
+from pyctl.sharded import ShardedReplayClient
 from pyctl.sumtree import PrioritizedSampler
+
+SAMPLE_WAIT_S = 1.0
+"""How long one REPLAY.SAMPLE may wait in the appliance for the rate limiter (MIN_SIZE
+while the table fills, the ratio after): the prefetch thread asks again after each such
+wait, so a shutdown never waits longer."""
 
 
 @dataclass
@@ -43,7 +54,7 @@ class Sampled:
 
 class Replay(Protocol):
     def size(self) -> int: ...
-    def sample(self, n: int, beta: float) -> Sampled: ...
+    def sample(self, n: int, beta: float) -> Sampled | None: ...
     def update(self, ids: npt.NDArray[np.int64], priorities: npt.NDArray[np.float32]) -> int: ...
     def counters(self) -> dict[str, float]: ...
     def sampling_view(self) -> Replay: ...
@@ -51,22 +62,42 @@ class Replay(Protocol):
 
 
 class ApplianceReplay:
-    """A table of the inreplay appliance."""
+    """A table of the inreplay appliance, or of a replay group of them (every member
+    reached from the one address given; exact global sampling, see pyctl.sharded).
+
+    The table carries the run's rate limiter (Config.limiter): MIN_SIZE holds the
+    first sample until learning_starts transitions are in, and samples_per_insert keeps
+    the learner and the actors in step, each waiting in the appliance (TIMEOUT) rather
+    than polling."""
 
     def __init__(self, cfg: Config, codec: TransitionCodec, create: bool = False) -> None:
         self.cfg = cfg
         self.codec = codec
-        self.rc = ReplayClient(cfg.host, cfg.port, socket_timeout=60)
-        if create and cfg.table.encode() not in self.rc.redis.execute_command("REPLAY.LIST"):
+        self.rc = ShardedReplayClient.from_seed(f"{cfg.host}:{cfg.port}", socket_timeout=60)
+        self.limited: str | None = None
+        """The limiter's last word while a sample waited (None once one ran)."""
+        if create and cfg.table not in self.rc.tables():
             self.rc.create(cfg.table, cfg.capacity, alpha=cfg.alpha, beta=cfg.beta,
-                           epsilon=cfg.priority_eps, maxbytes=cfg.replay_maxbytes)
+                           epsilon=cfg.priority_eps, maxbytes=cfg.replay_maxbytes,
+                           **cfg.limiter())
 
     def size(self) -> int:
         return int(self.rc.info(self.cfg.table)["size"])
 
-    def sample(self, n: int, beta: float) -> Sampled:
-        s = self.rc.sample(self.cfg.table, n, beta=beta, item_shape=(self.codec.itemsize,))
-        return Sampled(s.ids, s.weights, self.codec.decode(s.items))
+    def sample(self, n: int, beta: float) -> Sampled | None:
+        """A batch, or None when the rate limiter held the call for SAMPLE_WAIT_S (the
+        reason is in self.limited)."""
+        try:
+            if self.codec.pixels:  # raw or compressed, of any size: a list of items
+                s = self.rc.sample(self.cfg.table, n, beta=beta, timeout=SAMPLE_WAIT_S)
+            else:
+                s = self.rc.sample(self.cfg.table, n, beta=beta,
+                                   item_shape=(self.codec.itemsize,), timeout=SAMPLE_WAIT_S)
+        except RateLimited as e:
+            self.limited = str(e)
+            return None
+        self.limited = None
+        return Sampled(s.ids, s.weights, self.codec.decode(s.items, s.ids))
 
     def update(self, ids: npt.NDArray[np.int64], priorities: npt.NDArray[np.float32]) -> int:
         return self.rc.update(self.cfg.table, ids, priorities)
@@ -83,7 +114,11 @@ class ApplianceReplay:
 
 
 class LocalReplay:
-    """The baseline: items and sum tree in the learner, experience popped from Redis."""
+    """The baseline: items and sum tree in the learner, experience popped from Redis.
+
+    Vector records live in one (capacity, itemsize) array. Stacked frames, raw or
+    compressed, are kept as the bytes objects popped, and the oldest go when their
+    bytes would exceed ``replay_maxbytes`` (as the appliance's arena does)."""
 
     POP_CHUNK = 2048
 
@@ -94,8 +129,17 @@ class LocalReplay:
         self.key = Keys(cfg.prefix).experience
         self.r = connection or redis.Redis(host=cfg.host, port=cfg.port, protocol=2,
                                            socket_timeout=60)
-        self.capacity = max(1, min(cfg.capacity, cfg.replay_maxbytes // codec.itemsize))
-        self.items = np.zeros((self.capacity, codec.itemsize), dtype=np.uint8)
+        self.variable = codec.pixels  # items of any size (compressed frames)
+        self.maxbytes = cfg.replay_maxbytes
+        if self.variable:
+            self.capacity = max(1, cfg.capacity)
+            self.items: np.ndarray = np.empty(self.capacity, dtype=object)
+            self.sizes = np.zeros(self.capacity, dtype=np.int64)
+        else:
+            self.capacity = max(1, min(cfg.capacity, cfg.replay_maxbytes // codec.itemsize))
+            self.items = np.zeros((self.capacity, codec.itemsize), dtype=np.uint8)
+        self.bytes_used = 0
+        self.oldest = 0  # live ids are [oldest, next_id)
         self.ids = np.full(self.capacity, -1, dtype=np.int64)
         self.tree = PrioritizedSampler(self.capacity, alpha=cfg.alpha, epsilon=cfg.priority_eps,
                                        seed=cfg.seed + 7)
@@ -113,9 +157,15 @@ class LocalReplay:
             chunk = self.r.lpop(self.key, min(self.POP_CHUNK, limit - got))
             if not chunk:
                 break
-            good = [c for c in chunk if len(c) == rec]
+            if self.variable:  # checked when sampled: the codec names a bad item
+                good = [c for c in chunk if len(c) >= 4 + HEADER_BYTES]
+            else:
+                good = [c for c in chunk if len(c) == rec]
             self.stats["bad_records"] += len(chunk) - len(good)
-            if good:
+            if good and self.variable:
+                prio = np.frombuffer(b"".join(c[:4] for c in good), dtype="<f4")
+                self.add(prio, [c[4:] for c in good])
+            elif good:
                 arr = np.frombuffer(b"".join(good), dtype=np.uint8).reshape(len(good), rec)
                 prio = arr[:, :4].copy().view("<f4").reshape(-1)
                 self.add(prio, arr[:, 4:])
@@ -124,7 +174,8 @@ class LocalReplay:
                 break
         return got
 
-    def add(self, priorities: npt.ArrayLike, records: np.ndarray) -> npt.NDArray[np.int64]:
+    def add(self, priorities: npt.ArrayLike, records: np.ndarray | list[bytes],
+            ) -> npt.NDArray[np.int64]:
         p = np.asarray(priorities, dtype=np.float64).reshape(-1)
         p = np.where(np.isfinite(p) & (p >= 0), p, 0.0)
         m = len(p)
@@ -132,30 +183,60 @@ class LocalReplay:
         if m > self.capacity:  # only the newest fit
             ids, p, records = ids[-self.capacity:], p[-self.capacity:], records[-self.capacity:]
         slots = ids % self.capacity
-        self.stats["evictions"] += int(np.count_nonzero(self.ids[slots] >= 0))
-        self.items[slots] = records
         with self.lock:
+            old = self.ids[slots] >= 0
+            evicted = int(np.count_nonzero(old))
+            if self.variable:
+                sizes = np.array([stored_bytes(len(r)) for r in records], dtype=np.int64)
+                self.bytes_used -= int(self.sizes[slots[old]].sum())
+                self.items[slots] = records if isinstance(records, np.ndarray) else \
+                    _objects(records)
+                self.sizes[slots] = sizes
+                self.bytes_used += int(sizes.sum())
+            else:
+                self.items[slots] = records
             self.ids[slots] = ids
             self.tree.update(slots.astype(np.uint64), p)
-        self.next_id += m
+            self.next_id += m
+            self.oldest = max(self.oldest, self.next_id - self.capacity)
+            if self.variable:
+                evicted += self._evict_bytes()
         self.stats["inserts"] += m
+        self.stats["evictions"] += evicted
         return ids
+
+    def _evict_bytes(self) -> int:
+        """Drop the oldest items while the live ones exceed maxbytes (one always stays)."""
+        slots = []
+        while self.bytes_used > self.maxbytes and self.next_id - self.oldest > 1:
+            slot = self.oldest % self.capacity
+            self.bytes_used -= int(self.sizes[slot])
+            self.sizes[slot] = 0
+            self.items[slot] = None
+            self.ids[slot] = -1
+            self.oldest += 1
+            slots.append(slot)
+        if slots:  # never drawn again
+            self.tree.update(np.array(slots, dtype=np.uint64), np.zeros(len(slots)))
+        return len(slots)
 
     # -- the Replay protocol ---------------------------------------------------------
     def size(self) -> int:
-        return min(self.next_id, self.capacity)
+        return self.next_id - self.oldest
 
     def sample(self, n: int, beta: float) -> Sampled:
         self.ingest()
-        size = self.size()
-        first = (self.next_id - size) % self.capacity
         with self.lock:
+            size = self.size()
+            first = self.oldest % self.capacity
             slots, weights = self.tree.sample(n, beta=beta, first=first, live=size)
-        assert weights is not None
-        idx = slots.astype(np.int64)
+            assert weights is not None
+            idx = slots.astype(np.int64)
+            ids = self.ids[idx].copy()
+            items = self.items[idx].tolist() if self.variable else self.items[idx]
         self.stats["samples"] += n
         self.stats["sample_calls"] += 1
-        return Sampled(self.ids[idx].copy(), weights, self.codec.decode(self.items[idx]))
+        return Sampled(ids, weights, self.codec.decode(items, ids))
 
     def update(self, ids: npt.NDArray[np.int64], priorities: npt.NDArray[np.float32]) -> int:
         ids = np.asarray(ids, dtype=np.int64)
@@ -171,7 +252,9 @@ class LocalReplay:
         return applied
 
     def counters(self) -> dict[str, float]:
-        return {"size": self.size(), "capacity": self.capacity, **self.stats}
+        used = self.bytes_used if self.variable else self.size() * self.codec.itemsize
+        return {"size": self.size(), "capacity": self.capacity, "bytes_used": used,
+                "maxbytes": self.maxbytes, **self.stats}
 
     def sampling_view(self) -> LocalReplay:
         return self  # ingestion and sampling happen on the prefetch thread
@@ -179,6 +262,13 @@ class LocalReplay:
     def close(self) -> None:
         self.tree.close()
         self.r.close()
+
+
+def _objects(records: list[bytes]) -> np.ndarray:
+    """A 1-D object array of the records (np.array would make a bytes-string array)."""
+    out = np.empty(len(records), dtype=object)
+    out[:] = records
+    return out
 
 
 def open_replay(cfg: Config, codec: TransitionCodec, create: bool = True) -> Replay:
@@ -192,6 +282,12 @@ class Prefetcher:
 
     ``convert`` runs on the thread too (e.g. NumPy -> torch tensors), so the
     training thread only trains. Errors on the thread are re-raised by ``get``.
+
+    Decoding spreads over more threads only where one cannot keep up: the
+    source's codec starts on this thread alone (``parallel`` 1), gains a decode
+    thread (up to its ``threads``) after each batch during which the consumer
+    found no batch waiting, and gives one back after each batch that had to wait
+    for room in the queue.
     """
 
     def __init__(self, source: Replay, n: int, beta: float, depth: int,
@@ -204,6 +300,15 @@ class Prefetcher:
         self.stop = threading.Event()
         self.error: BaseException | None = None
         self.thread = threading.Thread(target=self._run, name="prefetch", daemon=True)
+        codec = getattr(source, "codec", None)
+        self.codec: TransitionCodec | None = codec if isinstance(codec, TransitionCodec) \
+            else None
+        if self.codec is not None:
+            self.codec.parallel = 1
+        self.starved = 0
+        """Calls of get() that found no batch ready."""
+        self.most_parallel = 1
+        """The most decode threads used at once."""
 
     def start(self) -> Prefetcher:
         self.thread.start()
@@ -212,20 +317,54 @@ class Prefetcher:
     def _run(self) -> None:
         try:
             while not self.stop.is_set():
-                item = self.convert(self.source.sample(self.n, self.beta))
+                starved = self.starved
+                sampled = self.source.sample(self.n, self.beta)
+                if sampled is None:  # the rate limiter held it: ask again
+                    continue
+                item = self.convert(sampled)
+                waited = False
                 while not self.stop.is_set():
                     try:
-                        self.q.put(item, timeout=0.1)
+                        self.q.put(item, block=waited, timeout=0.1)
                         break
                     except queue.Full:
-                        continue
+                        waited = True
+                self._adapt(behind=self.starved > starved, ahead=waited)
         except BaseException as e:
             self.error = e
 
-    def get(self, timeout: float = 30.0, stop: threading.Event | None = None) -> Any:
+    def _adapt(self, behind: bool, ahead: bool) -> None:
+        c = self.codec
+        if c is None:
+            return
+        if behind and not ahead:
+            c.parallel = min(c.threads, c.parallel + 1)
+        elif ahead:
+            c.parallel = max(1, c.parallel - 1)
+        self.most_parallel = max(self.most_parallel, c.parallel)
+
+    def limited(self) -> str | None:
+        """Why the source's rate limiter holds the sampler now (None: it does not)."""
+        return getattr(self.source, "limited", None)
+
+    def get(self, timeout: float = 30.0, stop: threading.Event | None = None,
+            on_wait: Callable[[str | None], bool] | None = None,
+            wait_every: float = 5.0) -> Any:
         """The next batch; None at once when `stop` (the caller's shutdown flag) is set,
-        so a SIGTERM is not held up by a sampler stuck on the network."""
+        so a SIGTERM is not held up by a sampler stuck on the network.
+
+        Waiting that the table's rate limiter imposes (MIN_SIZE while the table fills,
+        the sample-to-insert ratio after) does not count towards ``timeout``; every
+        ``wait_every`` seconds of waiting ``on_wait`` gets the limiter's reason (None if
+        it is not the limiter) and returns False to give up (get returns None)."""
         deadline = timeout
+        if stop is not None and stop.is_set():
+            return None
+        try:
+            return self.q.get_nowait()
+        except queue.Empty:
+            self.starved += 1
+        waited = 0.0
         while True:
             if stop is not None and stop.is_set():
                 return None
@@ -233,8 +372,15 @@ class Prefetcher:
                 return self.q.get(timeout=min(0.1, deadline))
             except queue.Empty:
                 if self.error is not None:
-                    raise RuntimeError("the sampling thread failed") from self.error
-                deadline -= 0.1
+                    raise RuntimeError(f"the sampling thread failed: {self.error}") \
+                        from self.error
+                waited += 0.1
+                if on_wait is not None and waited >= wait_every:
+                    waited = 0.0
+                    if not on_wait(self.limited()):
+                        return None
+                if self.limited() is None:
+                    deadline -= 0.1
                 if deadline <= 0 or self.stop.is_set():
                     raise TimeoutError("no batch from the sampling thread") from None
 

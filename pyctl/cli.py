@@ -12,9 +12,12 @@ exit status 2 for usage errors, 1 for runtime failures.
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import ipaddress
 import json
 import os
 import re
+import socket
 import sys
 import time
 from pathlib import Path
@@ -22,7 +25,14 @@ from typing import Any, NoReturn
 
 from pyctl import __version__, _native, netns
 from pyctl import server as srv
-from pyctl.config import ConfigError, ServerConfig, build, split_listen
+from pyctl.config import (
+    ConfigError,
+    ServerConfig,
+    build,
+    normalize_listen,
+    parse_size,
+    split_listen,
+)
 
 
 class Parser(argparse.ArgumentParser):
@@ -60,16 +70,38 @@ def _nonneg_float(text: str) -> float:
 
 
 def _listen(text: str) -> str:
+    """--listen of status/stop/stats: HOST:PORT, :PORT or PORT (no host: any address)."""
     try:
-        split_listen(text)
+        split_listen(text, default_host="")
     except ConfigError as e:
         raise argparse.ArgumentTypeError(str(e).removeprefix("--listen: ")) from None
     return text
 
 
+def _listen_start(text: str) -> str:
+    """--listen of start: as above, a host name resolved, no host meaning 127.0.0.1."""
+    try:
+        return normalize_listen(text)
+    except ConfigError as e:
+        raise argparse.ArgumentTypeError(str(e).removeprefix("--listen: ")) from None
+
+
+def _size(text: str) -> int:
+    """Bytes with an optional unit, as Redis reads them: 4096, 64mb, 1GB, 500k."""
+    try:
+        v = parse_size(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
+    return v
+
+
 def _add_start(sub: Any) -> None:
     p = sub.add_parser("start", help="run the appliance (foreground unless --daemon)")
-    p.add_argument("--listen", type=_listen, help="HOST:PORT (default 127.0.0.1:6379)")
+    p.add_argument("--listen", type=_listen_start,
+                   help="HOST:PORT, :PORT or PORT; a host name is resolved, port 0 picks a "
+                        "free one (default 127.0.0.1:6379)")
     p.add_argument("--stack", choices=["kernel", "dpdk"], help="network stack (default kernel)")
     p.add_argument("--capacity", type=_positive_int,
                    help="create table --table with this many slots at start-up")
@@ -77,32 +109,54 @@ def _add_start(sub: Any) -> None:
     p.add_argument("--alpha", type=_nonneg_float, help="priority exponent (default 0.6)")
     p.add_argument("--beta", type=_nonneg_float, help="importance-sampling exponent (default 0.4)")
     p.add_argument("--epsilon", type=_nonneg_float, help="added to raw priorities (default 1e-6)")
-    p.add_argument("--maxbytes", type=_positive_int, help="arena bytes per table (default 1 GiB)")
+    p.add_argument("--maxbytes", type=_size,
+                   help="arena bytes per table, units as Redis: 512mb, 4gb (default 1gb)")
+    p.add_argument("--min-size", type=_positive_int,
+                   help="rate limiter: sampling the start-up table waits for N items")
+    p.add_argument("--samples-per-insert", type=_nonneg_float,
+                   help="rate limiter: sampled items per inserted item (Reverb's ratio)")
+    p.add_argument("--error-buffer", type=_nonneg_float,
+                   help="rate limiter: allowed distance from the ratio (default max(1, ratio))")
     p.add_argument("--fanout", type=_positive_int, help="sum-tree fanout K: 2, 4, 8, 16 or 32")
     p.add_argument("--seed", type=_positive_int, help="sampler seed (default: from the clock)")
     p.add_argument("--maxclients", type=_positive_int, help="connection limit (default 10000)")
-    p.add_argument("--proto-max-bulk-len", type=_positive_int,
-                   help="largest bulk string in bytes (default 512 MB)")
+    p.add_argument("--proto-max-bulk-len", type=_size,
+                   help="largest bulk string in bytes (default 512mb)")
     p.add_argument("--requirepass", help="password clients must AUTH with")
     p.add_argument("--client-subnet", help="A.B.C.D/NN allowed without a password")
-    p.add_argument("--maxmemory", type=_positive_int, help="bytes; writes beyond get -OOM")
-    p.add_argument("--client-output-buffer-limit", type=_positive_int,
+    p.add_argument("--maxmemory", type=_size, help="bytes (4gb, 500mb); writes beyond get -OOM")
+    p.add_argument("--client-output-buffer-limit", type=_size,
                    help="bytes of unread replies before a client is dropped "
-                        "(default 1 GiB, 0 = none)")
+                        "(default 1gb, 0 = none)")
     p.add_argument("--timeout", type=_positive_int, help="close idle clients after S seconds")
     p.add_argument("--request-timeout-ms", type=_positive_int,
                    help="a started request must complete within this (default 30000)")
     p.add_argument("--tcp-keepalive", type=_positive_int, help="seconds (default 300, 0 = off)")
-    p.add_argument("--dir", help="snapshot directory for SAVE/BGSAVE (default .)")
-    p.add_argument("--restore", metavar="DIR", help="load the newest complete snapshot in DIR")
+    p.add_argument("--dir", help="snapshot directory for SAVE/BGSAVE; must exist and be "
+                                 "writable (default <rundir>/data/<host>-<port>)")
+    p.add_argument("--restore", metavar="DIR",
+                   help="load the newest complete snapshot in DIR; refuse to start without one")
+    p.add_argument("--restore-if-present", metavar="DIR",
+                   help="as --restore, but start empty when DIR holds no snapshot (a corrupt "
+                        "one still refuses)")
     p.add_argument("--save-on-shutdown", action="store_true", default=None,
                    help="SAVE before exiting on SIGTERM/SIGINT/SHUTDOWN")
+    g = p.add_argument_group("replay groups (see 'Scaling out' in the README)")
+    g.add_argument("--shards", type=_positive_int,
+                   help="start a group of N servers on this box: ports P..P+N-1 of --listen, "
+                        "each pinned to its own core")
+    g.add_argument("--shard-group", metavar="HOST:PORT,...",
+                   help="every member of a group that spans boxes, in shard order")
+    g.add_argument("--shard-index", type=_positive_int,
+                   help="this server's place in --shard-group (0-based)")
     d = p.add_argument_group("DPDK stack (--stack dpdk)")
     d.add_argument("--cores", help="DPDK core list, e.g. 2-5; the first runs the stack (default 0)")
     d.add_argument("--port", type=int, help="DPDK port id (default: the first probed)")
     d.add_argument("--vdev", action="append", metavar="DEV",
                    help="EAL virtual device, e.g. net_af_packet0,iface=veth0 (repeatable)")
-    d.add_argument("--ip", metavar="A.B.C.D/NN", help="address of the userspace TCP/IP stack")
+    d.add_argument("--ip", metavar="A.B.C.D/NN",
+                   help="address of the userspace TCP/IP stack; with --shards N one per shard "
+                        "(comma-separated), or the first (shard i answers on it + i)")
     d.add_argument("--listen-port", type=_positive_int, help="TCP port (default 6379)")
     d.add_argument("--queues", type=_positive_int, help="RX/TX queue pairs (1)")
     d.add_argument("--mbufs", type=_positive_int, help="mbuf pool size (default from maxclients)")
@@ -137,11 +191,13 @@ def cmd_start(args: argparse.Namespace) -> int:
     elif given and args.stack == "kernel":
         die(prog, f"--{given[0].replace('_', '-')} is for the DPDK stack: drop --stack kernel", 2)
     keys = ("listen", "stack", "capacity", "table", "alpha", "beta", "epsilon", "maxbytes",
+            "min_size", "samples_per_insert", "error_buffer",
             "fanout", "seed", "maxclients", "proto_max_bulk_len", "daemon", "logfile", "verbose",
             "requirepass", "client_subnet", "maxmemory", "client_output_buffer_limit", "timeout",
-            "request_timeout_ms", "tcp_keepalive", "dir", "restore", "save_on_shutdown",
+            "request_timeout_ms", "tcp_keepalive", "dir", "restore", "restore_if_present",
+            "save_on_shutdown",
             "cores", "port", "vdev", "ip", "listen_port", "queues", "mbufs", "hugepages", "netns",
-            "file_prefix", "busy_poll", "mtu")
+            "file_prefix", "busy_poll", "mtu", "shards", "shard_group", "shard_index")
     overrides = {k: getattr(args, k) for k in keys}
     try:
         cfg = build(args.config, overrides)
@@ -154,6 +210,12 @@ def cmd_start(args: argparse.Namespace) -> int:
     if cfg.stack == "dpdk" and args.listen:
         die(prog, "--listen is for the kernel stack; with --stack dpdk use --ip and --listen-port",
             2)
+    if cfg.daemon and cfg.logfile:
+        try:
+            with open(cfg.logfile, "a"):
+                pass
+        except OSError as e:
+            die(prog, f"--logfile {cfg.logfile}: {e.strerror or e}", 2)
     if cfg.netns and os.environ.get("INREPLAY_IN_NETNS") != cfg.netns:
         _reexec_in_netns(prog, cfg.netns, args.raw_argv)
     if cfg.stack == "dpdk":
@@ -163,14 +225,19 @@ def cmd_start(args: argparse.Namespace) -> int:
             flag = "--listen-port" if cfg.stack == "dpdk" else "--listen"
             die(prog, f"an inreplay server (pid {inst.pid}) already runs on {inst.endpoint}: "
                       f"'pyctl stop' it or choose another {flag} port")
+    if cfg.shards > 1:
+        return _start_group(prog, cfg)
     try:
+        cfg = srv.with_data_dir(cfg)
         if cfg.daemon:
             port = srv.daemonize(cfg)
             print(f"inreplay: {cfg.stack} stack listening on {cfg.host}:{port} (daemon)")
+            print(f"inreplay: snapshot directory {Path(cfg.dir).resolve()}")
             return 0
 
         def ready(port: int) -> None:
-            print(f"inreplay: {cfg.stack} stack listening on {cfg.host}:{port}", flush=True)
+            print(f"inreplay: {cfg.stack} stack listening on {cfg.host}:{port}")
+            print(f"inreplay: snapshot directory {Path(cfg.dir).resolve()}", flush=True)
 
         return srv.run(cfg, ready)
     except _native.NativeLibraryMissingError as e:
@@ -179,6 +246,106 @@ def cmd_start(args: argparse.Namespace) -> int:
         die(prog, f"{e}{_hint(e)}")
     except ValueError as e:
         die(prog, str(e))
+
+
+def _start_group(prog: str, cfg: ServerConfig) -> int:
+    """--shards N: N members on ports P..P+N-1 (N free ports for :0), member i pinned
+    to core i mod the cores this process may use. With --daemon all run in the
+    background; otherwise members 1..N-1 do and member 0 runs in the foreground,
+    and stopping it stops the group."""
+    allowed = sorted(os.sched_getaffinity(0))
+    cores = allowed
+    if cfg.stack == "dpdk":  # one process per lcore, each its own lwIP on --ip + i
+        if "," in cfg.ip:
+            ips = cfg.ip.split(",")
+        else:
+            iface = ipaddress.ip_interface(cfg.ip)
+            ips = [f"{iface.ip + i}/{iface.network.prefixlen}" for i in range(cfg.shards)]
+        lcores = cfg.core_list()
+        group = ",".join(f"{ip.split('/')[0]}:{cfg.listen_port}" for ip in ips)
+        members = [dataclasses.replace(
+            cfg, shards=1, ip=ips[i], cores=str(lcores[i]), shard_group=group, shard_index=i,
+            file_prefix=f"{cfg.file_prefix}-s{i}",
+            logfile=f"{cfg.logfile}.{i}" if cfg.logfile else "") for i in range(cfg.shards)]
+        cores = lcores  # EAL pins each member's lcore itself
+    else:
+        host, base = split_listen(cfg.listen)
+        ports = (_free_ports(host, cfg.shards) if base == 0
+                 else list(range(base, base + cfg.shards)))
+        if ports[-1] > 65535:
+            die(prog, f"--shards {cfg.shards}: ports {base}-{ports[-1]} run past 65535", 2)
+        shost = f"[{host}]" if ":" in host else host
+        group = ",".join(f"{shost}:{p}" for p in ports)
+        members = [dataclasses.replace(cfg, shards=1, listen=f"{shost}:{p}", shard_group=group,
+                                       shard_index=i, logfile="" if not cfg.logfile
+                                       else f"{cfg.logfile}.{i}")
+                   for i, p in enumerate(ports)]
+    # each member its own snapshot directory (and restores from its own)
+    for i, m in enumerate(members):
+        sub = {}
+        for key in ("dir", "restore", "restore_if_present"):
+            if getattr(cfg, key):
+                sub[key] = str(Path(getattr(cfg, key)) / f"shard-{i}")
+        if sub.get("dir"):
+            Path(sub["dir"]).mkdir(parents=True, exist_ok=True)
+        members[i] = dataclasses.replace(m, **sub)
+    started: list[ServerConfig] = []
+    background = members if cfg.daemon else members[1:]
+    try:
+        for m in background:
+            os.sched_setaffinity(0, {cores[m.shard_index % len(cores)]})
+            try:
+                srv.daemonize(srv.with_data_dir(m))
+            finally:
+                os.sched_setaffinity(0, allowed)
+            started.append(m)
+    except (_native.InreplayError, ValueError) as e:
+        for m in started:
+            _stop_member(m)
+        hint = _hint(e) if isinstance(e, _native.InreplayError) else ""
+        die(prog, f"shard {len(started)} ({group.split(',')[len(started)]}): {e}{hint}")
+    for m in started:
+        print(f"inreplay: shard {m.shard_index}/{cfg.shards} {cfg.stack} stack listening on "
+              f"{m.host}:{m.tcp_port} (daemon, core {cores[m.shard_index % len(cores)]})")
+    if cfg.daemon:
+        print(f"inreplay: group {group}")
+        return 0
+    first = srv.with_data_dir(members[0])
+    os.sched_setaffinity(0, {cores[0]})
+
+    def ready(port: int) -> None:
+        print(f"inreplay: shard 0/{cfg.shards} {cfg.stack} stack listening on {first.host}:{port} "
+              f"(core {cores[0]})\ninreplay: group {group}", flush=True)
+
+    try:
+        return srv.run(first, ready)
+    except _native.InreplayError as e:
+        die(prog, f"shard 0 ({first.host}:{first.tcp_port}): {e}{_hint(e)}")
+    finally:
+        for m in started:
+            _stop_member(m)
+
+
+def _stop_member(m: ServerConfig) -> None:
+    for inst in srv.instances():
+        if inst.port == m.tcp_port and inst.host == m.host:
+            srv.stop(inst)
+
+
+def _free_ports(host: str, n: int) -> list[int]:
+    """n ports the kernel says are free on host now (for --listen HOST:0 with --shards)."""
+    socks, ports = [], []
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        for _ in range(n):
+            s = socket.socket(family, socket.SOCK_STREAM)
+            s.bind((host, 0))
+            socks.append(s)
+            ports.append(s.getsockname()[1])
+    finally:
+        for s in socks:
+            s.close()
+    return ports
 
 
 def _reexec_in_netns(prog: str, name: str, argv: list[str]) -> NoReturn:
@@ -271,7 +438,7 @@ def _hint(e: _native.InreplayError) -> str:
                 "free 2 MB hugepages are left: grep Huge /proc/meminfo)")
     if "rte_eal_init" in text and "err=12" in text:
         return f" (not enough hugepages: start with --hugepages {2 * DEFAULT_HUGEPAGES})"
-    if "Permission denied" in text:
+    if "Permission denied" in text and text.startswith("cannot listen on"):
         return " (ports below 1024 need root: choose another --listen port)"
     return ""
 
@@ -284,7 +451,7 @@ def _pick(prog: str, listen: str | None) -> list[srv.Instance]:
     server bound to every address matches any), so two stacks may share a port."""
     found = srv.instances()
     if listen:
-        host, port = split_listen(listen)
+        host, port = split_listen(listen, default_host="")
         found = [i for i in found if i.port == port
                  and (host in WILDCARD_HOSTS or i.host in WILDCARD_HOSTS or i.host == host)]
     return found
@@ -303,9 +470,19 @@ def _status_of(inst: srv.Instance) -> dict[str, Any]:
         out["uptime_s"] = info.get("uptime_in_seconds")
         out["stack_build"] = info.get("stack_build")
         out["event_loop"] = info.get("event_loop")
-        out["clients"] = info.get("connected_clients")
+        # not counting this connection
+        out["clients"] = max(0, int(info.get("connected_clients", 1)) - 1)
         out["used_memory"] = info.get("used_memory")
         out["keys"] = r.dbsize()
+        out["snapshots"] = {
+            "dir": info.get("snapshot_dir"),
+            "last_save_time": info.get("rdb_last_save_time"),
+            "saves": info.get("rdb_saves"),
+            "changes_since_last_save": info.get("rdb_changes_since_last_save"),
+            "last_bgsave_status": info.get("rdb_last_bgsave_status"),
+            "bgsave_in_progress": info.get("rdb_bgsave_in_progress"),
+            "last_error": info.get("snapshot_last_error") or None,
+        }
         tables = []
         for name in r.execute_command("REPLAY.LIST"):
             raw = r.execute_command("REPLAY.INFO", name)
@@ -313,6 +490,11 @@ def _status_of(inst: srv.Instance) -> dict[str, Any]:
             tables.append({"name": name.decode(errors="replace"),
                            "size": int(d[b"size"]), "capacity": int(d[b"capacity"])})
         out["tables"] = tables
+        raw = r.execute_command("REPLAY.SHARDS")
+        group = dict(zip(raw[::2], raw[1::2], strict=True))
+        members = [m.decode() for m in group[b"shards"]]
+        if members:
+            out["shard"] = {"index": int(group[b"index"]), "group": members}
         r.close()
     except redis.RedisError as e:
         out["error"] = f"not answering on {inst.endpoint}: {e}"
@@ -343,9 +525,29 @@ def cmd_status(args: argparse.Namespace) -> int:
               f"{r['used_memory'] / 2**20:.1f} MiB, tables: {tables}")
         if r.get("stack_build"):
             print(f"  stack: {r['stack_build']}; event loop: {r['event_loop']}")
+        if r.get("shard"):
+            sh = r["shard"]
+            print(f"  shard {sh['index']} of {len(sh['group'])}: group {','.join(sh['group'])}")
+        if r.get("snapshots"):
+            print(f"  snapshots: {_snapshot_line(r['snapshots'])}")
         for core, role in (r.get("cores") or {}).items():
             print(f"  core {core}: {role}")
     return 0
+
+
+def _snapshot_line(p: dict[str, Any]) -> str:
+    """Where snapshots go and whether the last save worked, for `pyctl status`."""
+    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(p["last_save_time"] or 0))
+    changes = p["changes_since_last_save"]
+    if p["last_bgsave_status"] != "ok":
+        line = (f"{p['dir']}; LAST SAVE FAILED: {p['last_error'] or 'see the log'} "
+                f"({changes} change(s) since the last good save"
+                f"{f' at {when}' if p['saves'] else ''} are not on disk)")
+    elif p["saves"]:
+        line = f"{p['dir']}; last saved {when}, {changes} change(s) since"
+    else:
+        line = f"{p['dir']}; nothing saved since start, {changes} change(s)"
+    return line + ("; a background save is running" if p["bgsave_in_progress"] else "")
 
 
 def cmd_stop(args: argparse.Namespace) -> int:
@@ -354,13 +556,25 @@ def cmd_stop(args: argparse.Namespace) -> int:
     if not found:
         where = f" on {args.listen}" if args.listen else ""
         die(prog, f"no inreplay server is running{where}", 3)
+    if args.all and not args.listen:  # a group on this box, or every server here
+        failed = [i for i in found if not srv.stop(i, args.timeout)]
+        for i in found:
+            if i not in failed:
+                print(f"inreplay: stopped pid {i.pid} on {i.endpoint}")
+        if failed:
+            die(prog, f"did not exit within {args.timeout} s: "
+                      + ", ".join(f"pid {i.pid} on {i.endpoint}" for i in failed))
+        return 0
     if len(found) > 1:
         ends = ", ".join(i.endpoint for i in found)
-        die(prog, f"several servers run ({ends}): choose one with --listen", 2)
+        die(prog, f"several servers run ({ends}): choose one with --listen, or --all", 2)
     inst = found[0]
     t0 = time.monotonic()
     if not srv.stop(inst, args.timeout):
         die(prog, f"pid {inst.pid} did not exit within {args.timeout} s")
+    failed = srv.exit_error(inst)
+    if failed:
+        die(prog, f"pid {inst.pid} on {inst.endpoint} stopped with an error: {failed}")
     print(f"inreplay: stopped pid {inst.pid} on {inst.endpoint} "
           f"in {time.monotonic() - t0:.2f} s")
     return 0
@@ -439,7 +653,8 @@ def cmd_drivers(args: argparse.Namespace) -> int:
     found = [d for d in list_drivers(dirs) if args.all or d.kind == "net"]
     if args.json:
         print(json.dumps([{"name": d.name, "kind": d.kind, "library": d.library,
-                           "params": d.params, "kmod": d.kmod, "pci_ids": len(d.pci_ids)}
+                           "params": split_params(d.params), "kmod": d.kmod,
+                           "pci_ids": len(d.pci_ids)}
                           for d in found], indent=1))
         return 0
     print(f"{len(found)} {'poll-mode' if args.all else 'network poll-mode'} drivers "
@@ -447,8 +662,35 @@ def cmd_drivers(args: argparse.Namespace) -> int:
     for d in found:
         where = f"{len(d.pci_ids)} PCI ids" if d.pci_ids else "virtual (--vdev)"
         extra = f" [{d.kmod}]" if d.kmod else ""
-        print(f"  {d.name:22} {d.kind:8} {where:18}{extra}  {d.params}".rstrip())
+        params = ", ".join(split_params(d.params))
+        print(f"  {d.name:22} {d.kind:8} {where:18}{extra}  {params}".rstrip())
     return 0
+
+
+_PARAM_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
+
+
+def split_params(text: str) -> list[str]:
+    """A PMD's parameter string as a list: DPDK concatenates each driver's
+    RTE_PMD_REGISTER_PARAM_STRING pieces, some without a space between them
+    ("selftest=1ipsec_in_min_spi=<1-U32_MAX>"): a new parameter starts at every
+    NAME= outside <...>."""
+    starts, depth = [], 0
+    for i, ch in enumerate(text):
+        if ch == "<":
+            depth += 1
+        elif ch == ">":
+            depth = max(0, depth - 1)
+        elif depth == 0 and (i == 0 or not (text[i - 1].isalpha() or text[i - 1] == "_")):
+            m = _PARAM_KEY.match(text, i)
+            if m:
+                starts.append(i)
+    if not starts:
+        return [text.strip()] if text.strip() else []
+    bounds = [*starts[1:], len(text)]
+    head = text[:starts[0]].strip()
+    return ([head] if head else []) + [text[a:b].strip() for a, b in zip(starts, bounds,
+                                                                          strict=True)]
 
 
 def _bridge_counters(stats: dict[str, object]) -> str:
@@ -512,6 +754,8 @@ def main(argv: list[str] | None = None) -> int:
     st = sub.add_parser("stop", help="stop a running server (SIGTERM)")
     st.add_argument("--listen", type=_listen, help="HOST:PORT of the server to stop")
     st.add_argument("--timeout", type=float, default=10.0, help="seconds to wait (default 10)")
+    st.add_argument("--all", action="store_true",
+                    help="stop every server on this box (a whole group started with --shards)")
     sa = sub.add_parser("stats", help="counters: clients, commands/s, tables, DPDK ports")
     sa.add_argument("--listen", type=_listen, help="HOST:PORT of the server")
     sa.add_argument("--interval", type=float, default=1.0, help="seconds for commands/s (1)")

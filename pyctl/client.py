@@ -3,22 +3,248 @@
 Batches travel as one request each way; ids, weights and priorities are packed
 little-endian arrays, converted with NumPy rather than per-item Python loops.
 
+    schema = Schema({"obs": ((84, 84, 4), np.uint8), "action": ((), np.int64),
+                     "reward": ((), np.float32), "done": ((), np.bool_)})
     rc = ReplayClient(port=6379)
     rc.create("replay", capacity=100_000, alpha=0.6, beta=0.4)
-    ids = rc.add("replay", priorities, items)            # items: list of bytes or 2-D uint8 array
-    batch = rc.sample("replay", 512, item_shape=(84, 84, 4))
-    rc.update("replay", batch.ids, new_priorities)
+    ids = rc.add("replay", td_errors, batch, schema=schema)  # batch: dict of arrays
+    s = rc.sample("replay", 512, schema=schema)              # s.items: dict of arrays
+    rc.update("replay", s.ids, new_td_errors)
+
+Items can also be given without a schema: a list of bytes, NumPy arrays or torch
+tensors (one per item), or one stacked array or tensor with one row per item; and
+sampled as bytes or, with ``item_shape``/``item_dtype``, as one array. Every array
+returned is writable and owns its memory. A batch with a bad item or priority is
+rejected whole, before anything is sent, by a :class:`BatchError` naming the index.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 import redis
+
+
+class BatchError(ValueError):
+    """A batch the client refused before sending it (the message names the index)."""
+
+
+class RateLimited(redis.ResponseError):
+    """The table's rate limiter held the call (-RATELIMITED): at once without a timeout,
+    or when the timeout ran out. The message names the limit (MIN_SIZE, or how far
+    samples are from SAMPLES_PER_INSERT x inserts)."""
+
+
+def _limited(e: redis.ResponseError) -> redis.ResponseError:
+    return RateLimited(str(e)) if str(e).startswith("RATELIMITED") else e
+
+
+@dataclass(frozen=True)
+class ItemSpec:
+    """How sampled items come back: a list of bytes (packed False), or one PACKED body
+    viewed as dtype with shape per item (or unpacked by a schema)."""
+
+    packed: bool
+    dtype: np.dtype = field(default_factory=lambda: np.dtype(np.uint8))
+    shape: tuple[int, ...] = ()
+    itemsize: int = 0
+    schema: Schema | None = None
+    torch: bool = False
+    device: Any = None
+
+    @classmethod
+    def of(cls, item_shape: tuple[int, ...] | int | None, item_dtype: npt.DTypeLike | None,
+           schema: Schema | None, torch: bool, device: Any) -> ItemSpec:
+        """Check sample()'s item arguments (ValueError naming the mistake)."""
+        if item_dtype is not None and item_shape is None and schema is None:
+            raise ValueError("item_dtype needs item_shape: pass both (e.g. item_shape=(84, "
+                             "84, 4), item_dtype=np.uint8), or neither for a list of bytes")
+        if schema is not None and item_shape is not None:
+            raise ValueError("pass schema or item_shape, not both")
+        if schema is None and item_shape is None:
+            if torch:
+                raise ValueError("torch=True needs schema or item_shape")
+            return cls(False)
+        if schema is not None:
+            return cls(True, np.dtype(np.uint8), (schema.itemsize,), schema.itemsize, schema,
+                       torch, device)
+        dtype = np.dtype(np.uint8 if item_dtype is None else item_dtype)
+        shape = ((int(item_shape),) if isinstance(item_shape, int | np.integer)
+                 else tuple(int(d) for d in item_shape))  # type: ignore[union-attr]
+        return cls(True, dtype, shape, dtype.itemsize * math.prod(shape), None, torch, device)
+
+    def decode(self, ids: npt.NDArray[np.int64], weights: npt.NDArray[np.float32],
+               body: bytes | memoryview, n: int) -> Sample:
+        """A Sample from the ids, weights and the n items back to back (packed)."""
+        if len(body) != n * self.itemsize:
+            what = repr(self.schema) if self.schema is not None else \
+                f"item_shape {self.shape} of {self.dtype}"
+            raise ValueError(f"{what} is {self.itemsize} bytes, but the table's items are "
+                             f"{len(body) // max(1, n)} bytes")
+        count = n * (self.itemsize // self.dtype.itemsize)
+        items: Any = np.frombuffer(body, dtype=self.dtype, count=count)
+        if self.schema is not None:
+            items = self.schema.unpack(items, torch=self.torch, device=self.device)
+        else:  # one copy into an aligned, writable array
+            items = items.reshape((n, *self.shape)).astype(self.dtype.newbyteorder("="))
+            if self.torch:
+                import torch as th
+
+                items = th.from_numpy(items) if self.device is None else \
+                    th.from_numpy(items).to(self.device)
+        w: Any = weights
+        if self.torch:
+            import torch as th
+
+            w = th.from_numpy(weights)
+            w = w if self.device is None else w.to(self.device)
+        return Sample(ids, w, items)
+
+
+def _is_torch(x: object) -> bool:
+    return type(x).__module__.split(".", 1)[0] == "torch" and hasattr(x, "detach")
+
+
+def _to_numpy(x: Any) -> np.ndarray:
+    """A NumPy view of an array-like; torch tensors (any device) are moved to the CPU."""
+    if _is_torch(x):
+        return np.asarray(x.detach().cpu().numpy())
+    return np.asarray(x)
+
+
+@dataclass(frozen=True)
+class Field:
+    """One field of a transition: its shape per transition and its dtype."""
+
+    shape: tuple[int, ...] = ()
+    dtype: Any = np.float32
+
+
+class Schema:
+    """Named fields with fixed shapes and dtypes, packed into one fixed-size item per
+    transition (like cpprb's env_dict)::
+
+        schema = Schema({"obs": ((84, 84, 4), np.uint8), "action": ((), np.int64),
+                         "next_obs": {"shape": (84, 84, 4), "dtype": np.uint8},
+                         "reward": Field((), np.float32)})
+        items = schema.pack(batch)       # (n, schema.itemsize) uint8, batch: dict of arrays
+        batch = schema.unpack(items)     # dict of writable arrays, shape (n, *field shape)
+
+    A field is ``(shape, dtype)``, cpprb's ``{"shape": ..., "dtype": ...}`` (dtype
+    defaults to float32) or a :class:`Field`; an int shape means ``(shape,)``.
+    Values are stored little-endian, without padding.
+    """
+
+    def __init__(self, fields: Mapping[str, Any]) -> None:
+        if not fields:
+            raise ValueError("a Schema needs at least one field")
+        self.fields: dict[str, Field] = {}
+        for name, spec in fields.items():
+            if isinstance(spec, Field):
+                f = spec
+            elif isinstance(spec, Mapping):
+                unknown = set(spec) - {"shape", "dtype"}
+                if unknown:
+                    raise ValueError(f"field {name!r}: unknown keys {sorted(unknown)}")
+                f = Field(spec.get("shape", ()), spec.get("dtype", np.float32))
+            elif isinstance(spec, tuple) and len(spec) == 2:
+                f = Field(*spec)
+            else:
+                raise ValueError(f"field {name!r}: expected (shape, dtype), "
+                                 f"{{'shape': ..., 'dtype': ...}} or Field, got {spec!r}")
+            shape = (f.shape,) if isinstance(f.shape, int) else tuple(f.shape)
+            if not all(isinstance(d, int | np.integer) and d >= 0 for d in shape):
+                raise ValueError(f"field {name!r}: shape {f.shape!r} is not a tuple of ints")
+            dt = np.dtype(f.dtype)
+            if dt.hasobject or dt.itemsize == 0:
+                raise ValueError(f"field {name!r}: dtype {dt} has no fixed size")
+            self.fields[name] = Field(tuple(int(d) for d in shape), dt)
+        self.dtype = np.dtype([(n, f.dtype.newbyteorder("<") if f.dtype.byteorder != "|"
+                                else f.dtype, f.shape) for n, f in self.fields.items()])
+        self.itemsize = self.dtype.itemsize
+        """Bytes per packed transition (the table's item size)."""
+
+    def __repr__(self) -> str:
+        inner = ", ".join(f"{n!r}: ({f.shape}, {np.dtype(f.dtype).name})"
+                          for n, f in self.fields.items())
+        return f"Schema({{{inner}}})"
+
+    def pack(self, batch: Mapping[str, Any] | None = None, **fields: Any) -> np.ndarray:
+        """A batch of transitions (a dict, or keywords, of arrays / tensors / lists with
+        one row per transition) -> uint8 array (n, itemsize), one item per row."""
+        data = dict(batch or {}, **fields)
+        missing = [n for n in self.fields if n not in data]
+        extra = [n for n in data if n not in self.fields]
+        if missing or extra:
+            raise BatchError("; ".join(
+                ([f"missing field(s) {missing}"] if missing else [])
+                + ([f"unknown field(s) {extra}"] if extra else []))
+                + f" (the schema has {list(self.fields)}); the batch was rejected whole")
+        arrays = {n: _field_array(n, data[n], f) for n, f in self.fields.items()}
+        first = next(iter(self.fields))
+        n_rows = arrays[first].shape[0]
+        for name in self.fields:
+            a = arrays[name]
+            if a.shape[0] != n_rows:
+                raise BatchError(f"field {name!r} has {a.shape[0]} rows but {first!r} has "
+                                 f"{n_rows}; the batch was rejected whole")
+        rec = np.empty(n_rows, dtype=self.dtype)
+        for name in self.fields:
+            rec[name] = arrays[name]
+        return rec.view(np.uint8).reshape(n_rows, self.itemsize)
+
+    def unpack(self, items: Any, *, torch: bool = False, device: Any = None,
+               ) -> dict[str, Any]:
+        """Packed items ((n, itemsize) array, concatenated bytes or a list of bytes) ->
+        dict of writable arrays of shape (n, *field shape), each owning its memory; torch
+        tensors (on ``device``) with ``torch=True``."""
+        if isinstance(items, list | tuple):
+            items = b"".join(bytes(x) for x in items)
+        buf = (np.frombuffer(items, dtype=np.uint8) if isinstance(items, bytes | bytearray
+                                                                   | memoryview)
+               else np.ascontiguousarray(_to_numpy(items)).reshape(-1).view(np.uint8))
+        if buf.size % self.itemsize:
+            raise ValueError(f"{buf.size} bytes is not a whole number of "
+                             f"{self.itemsize}-byte items of {self!r}")
+        rec = buf.view(self.dtype)
+        out: dict[str, Any] = {}
+        for name, f in self.fields.items():
+            a = np.array(rec[name], dtype=np.dtype(f.dtype).newbyteorder("="), order="C")
+            out[name] = a
+        if torch:
+            import torch as th
+
+            out = {n: th.from_numpy(a) if device is None else th.from_numpy(a).to(device)
+                   for n, a in out.items()}
+        return out
+
+
+def _field_array(name: str, x: Any, f: Field) -> np.ndarray:
+    """One field's rows as an array (n, *f.shape); BatchError names a bad row."""
+    if isinstance(x, list | tuple):
+        rows = [_to_numpy(r) for r in x]
+        for i, r in enumerate(rows):
+            if r.shape != f.shape:
+                raise BatchError(f"field {name!r}: the row at index {i} has shape {r.shape}, "
+                                 f"not {f.shape}; the batch was rejected whole")
+        a = np.stack(rows) if rows else np.empty((0, *f.shape), dtype=f.dtype)
+    else:
+        a = _to_numpy(x)
+        if a.ndim == 0:
+            raise BatchError(f"field {name!r} is a scalar, not one row per transition; "
+                             f"the batch was rejected whole")
+        if a.shape[1:] != f.shape:
+            raise BatchError(f"field {name!r}: rows of shape {a.shape[1:]}, not {f.shape}; "
+                             f"the batch was rejected whole")
+    if a.dtype.hasobject:
+        raise BatchError(f"field {name!r}: object arrays cannot be packed; "
+                         f"the batch was rejected whole")
+    return a
 
 
 @dataclass
@@ -30,30 +256,112 @@ class Sample:
     weights: npt.NDArray[np.float32]
     """Importance weights (N * P(i))^-beta / max_j w_j, so at most 1."""
     items: Any
-    """The items: a NumPy array of shape (n, *item_shape) when item_shape was given,
-    else a list of bytes."""
+    """The items: a dict of arrays (or tensors) with a schema, a NumPy array of shape
+    (n, *item_shape) with item_shape, else a list of bytes."""
 
 
-def _fmt_priorities(priorities: npt.ArrayLike | None, n: int) -> list[bytes]:
+def _fmt_priorities(priorities: Any, n: int) -> list[bytes]:
+    """Decimal strings for REPLAY.ADD; None: the table's max priority for every item."""
     if priorities is None:
         return [b"MAX"] * n
-    p = np.asarray(priorities, dtype=np.float64).reshape(-1)
+    try:
+        p = _to_numpy(priorities).astype(np.float64).reshape(-1)
+    except (TypeError, ValueError) as e:
+        raise BatchError(f"priorities: {e}; the batch was rejected whole") from None
+    if p.shape[0] == 1 and n > 1 and np.ndim(_to_numpy(priorities)) == 0:
+        p = np.repeat(p, n)
     if p.shape[0] != n:
-        raise ValueError(f"{p.shape[0]} priorities for {n} items")
+        raise BatchError(f"{p.shape[0]} priorities for {n} items; the batch was rejected whole")
+    _check_priorities(p, n)
     # repr-exact decimal strings, formatted in C by NumPy
     return np.char.encode(np.char.mod("%.17g", p), "ascii").tolist()
 
 
-def _as_items(items: Sequence[bytes] | npt.NDArray[Any]) -> list[Any]:
-    if isinstance(items, np.ndarray):
-        arr = np.ascontiguousarray(items)
+def _check_priorities(p: np.ndarray, n: int) -> None:
+    bad = np.flatnonzero(~(np.isfinite(p) & (p >= 0)))
+    if bad.size:
+        i = int(bad[0])
+        more = f" (and {bad.size - 1} more)" if bad.size > 1 else ""
+        raise BatchError(f"priority at index {i} is {float(p[i])!r}{more}: priorities must be "
+                         f"finite and >= 0; the batch of {n} was rejected whole")
+
+
+def _item_bytes(x: Any, i: int) -> bytes | memoryview:
+    if isinstance(x, bytes | memoryview):
+        return x
+    if isinstance(x, bytearray):
+        return bytes(x)
+    if isinstance(x, np.ndarray | np.generic) or _is_torch(x):
+        a = np.ascontiguousarray(_to_numpy(x))
+        if a.dtype.hasobject:
+            raise BatchError(f"item at index {i} is an object array; the batch was rejected "
+                             f"whole")
+        return memoryview(a.reshape(-1).view(np.uint8))
+    raise BatchError(f"item at index {i} is a {type(x).__name__}, not bytes, a NumPy array or "
+                     f"a torch tensor; the batch was rejected whole")
+
+
+def _as_items(items: Any) -> list[Any]:
+    """bytes (one item), one stacked array/tensor (one row per item), or a sequence of
+    bytes / arrays / tensors (one per item) -> a list of bytes-like objects."""
+    if isinstance(items, bytes | bytearray | memoryview):
+        return [_item_bytes(items, 0)]
+    if isinstance(items, np.ndarray) or _is_torch(items):
+        arr = np.ascontiguousarray(_to_numpy(items))
         if arr.ndim == 0:
-            raise ValueError("items must be a sequence or an array with one row per item")
+            raise BatchError("items must be a sequence or an array with one row per item")
+        if arr.dtype.hasobject:
+            return [_item_bytes(x, i) for i, x in enumerate(arr)]
         rows = arr.reshape(arr.shape[0], -1).view(np.uint8)
         buf = memoryview(rows.tobytes())
         size = rows.shape[1]
         return [buf[i * size:(i + 1) * size] for i in range(rows.shape[0])]
-    return list(items)
+    if isinstance(items, str | Mapping) or not isinstance(items, Sequence):
+        raise BatchError(f"items must be bytes, an array or tensor with one row per item, or "
+                         f"a list of them, not a {type(items).__name__}"
+                         + (" (pass schema= for a dict of fields)"
+                            if isinstance(items, Mapping) else ""))
+    return [_item_bytes(x, i) for i, x in enumerate(items)]
+
+
+def _locate_bad_priority(err: redis.ResponseError, formatted: list[bytes],
+                         n: int) -> redis.ResponseError:
+    """The server names the value it refused; add its index."""
+    msg = str(err)
+    if msg.startswith("invalid priority '"):
+        text = msg.split("'")[1].encode()
+        for i, f in enumerate(formatted):
+            if f[:64] == text:
+                return redis.ResponseError(f"{msg} (priority at index {i}); the batch of {n} "
+                                           f"was rejected whole")
+    return err
+
+
+def create_args(table: str, capacity: int, **opts: Any) -> list[Any]:
+    """REPLAY.CREATE's arguments; options that are None are left out."""
+    args: list[Any] = ["REPLAY.CREATE", table, "CAPACITY", int(capacity)]
+    for name in ("alpha", "beta", "epsilon", "samples_per_insert", "error_buffer"):
+        if opts.get(name) is not None:
+            args += [name.upper(), repr(float(opts[name]))]
+    for name in ("maxbytes", "min_size"):
+        if opts.get(name) is not None:
+            args += [name.upper(), int(opts[name])]
+    return args
+
+
+def sample_args(table: str, n: int, *, beta: float | None = None, packed: bool = False,
+                withstats: bool = False, timeout: float | None = None) -> list[Any]:
+    """REPLAY.SAMPLE's arguments."""
+    args: list[Any] = ["REPLAY.SAMPLE", table, int(n)]
+    if beta is not None:
+        args += ["BETA", repr(float(beta))]
+    if packed:
+        args.append("PACKED")
+    if withstats:
+        args.append("WITHSTATS")
+    if timeout is not None:
+        args += ["TIMEOUT", repr(float(timeout))]
+    return args
 
 
 class ReplayClient:
@@ -61,8 +369,8 @@ class ReplayClient:
 
     def __init__(self, host: str = "127.0.0.1", port: int = 6379, *,
                  connection: redis.Redis | None = None, **kwargs: Any) -> None:
-        self.redis: redis.Redis = connection or redis.Redis(host=host, port=port, protocol=2,
-                                                            **kwargs)
+        # redis-py's default protocol (RESP3 from redis-py 8); protocol=2 in kwargs works too
+        self.redis: redis.Redis = connection or redis.Redis(host=host, port=port, **kwargs)
 
     def close(self) -> None:
         self.redis.close()
@@ -75,71 +383,94 @@ class ReplayClient:
 
     def create(self, table: str, capacity: int, *, alpha: float | None = None,
                beta: float | None = None, epsilon: float | None = None,
-               maxbytes: int | None = None) -> None:
-        """REPLAY.CREATE; raises redis.ResponseError if the table exists."""
-        args: list[Any] = ["REPLAY.CREATE", table, "CAPACITY", int(capacity)]
-        for name, v in (("ALPHA", alpha), ("BETA", beta), ("EPSILON", epsilon)):
-            if v is not None:
-                args += [name, repr(float(v))]
-        if maxbytes is not None:
-            args += ["MAXBYTES", int(maxbytes)]
-        self.redis.execute_command(*args)
+               maxbytes: int | None = None, min_size: int | None = None,
+               samples_per_insert: float | None = None,
+               error_buffer: float | None = None) -> None:
+        """REPLAY.CREATE; raises redis.ResponseError if the table exists. min_size,
+        samples_per_insert and error_buffer set the table's rate limiter (Reverb's
+        MinSize and SampleToInsertRatio; see the README)."""
+        self.redis.execute_command(*create_args(
+            table, capacity, alpha=alpha, beta=beta, epsilon=epsilon, maxbytes=maxbytes,
+            min_size=min_size, samples_per_insert=samples_per_insert,
+            error_buffer=error_buffer))
 
-    def add(self, table: str, priorities: npt.ArrayLike | None,
-            items: Sequence[bytes] | npt.NDArray[Any]) -> npt.NDArray[np.int64]:
-        """Insert a batch in one request; priorities None means the table's max. Returns ids."""
-        rows = _as_items(items)
+    def add(self, table: str, priorities: Any, items: Any, *,
+            schema: Schema | None = None, timeout: float | None = None) -> npt.NDArray[np.int64]:
+        """Insert a batch in one request; returns the ids.
+
+        items: bytes (one item); a list or tuple of bytes, NumPy arrays or torch
+        tensors (one item each); one array or tensor with one row per item; or, with
+        ``schema``, a dict of fields (one row per transition). priorities: one
+        number per item (array, list, tensor; a scalar for all), or None for the
+        table's max priority. A bad item or priority raises BatchError naming its
+        index, and nothing of the batch is inserted. With a rate limiter, ``timeout``
+        seconds (0: forever) is how long the insert may wait for the sampler to catch
+        up; without it, or when it runs out, RateLimited is raised.
+        """
+        rows = _as_items(schema.pack(items) if schema is not None else items)
         if not rows:
             return np.empty(0, dtype=np.int64)
+        prio = _fmt_priorities(priorities, len(rows))
         args: list[Any] = [None] * (2 * len(rows))
-        args[0::2] = _fmt_priorities(priorities, len(rows))
+        args[0::2] = prio
         args[1::2] = rows
-        ids = self.redis.execute_command("REPLAY.ADD", table, *args)
-        return np.asarray(ids, dtype=np.int64)
+        if timeout is not None:
+            args += ["TIMEOUT", repr(float(timeout))]
+        try:
+            ids = self.redis.execute_command("REPLAY.ADD", table, *args)
+        except redis.ResponseError as e:
+            if str(e).startswith("RATELIMITED"):
+                raise RateLimited(str(e)) from None
+            raise _locate_bad_priority(e, prio, len(rows)) from None
+        return np.array(ids, dtype=np.int64)
 
     def sample(self, table: str, n: int, *, beta: float | None = None,
-               item_shape: tuple[int, ...] | None = None,
-               item_dtype: npt.DTypeLike = np.uint8) -> Sample:
+               item_shape: tuple[int, ...] | int | None = None,
+               item_dtype: npt.DTypeLike | None = None, schema: Schema | None = None,
+               torch: bool = False, device: Any = None, timeout: float | None = None) -> Sample:
         """Draw n items with importance weights in one round trip.
 
-        With item_shape the reply is REPLAY.SAMPLE ... PACKED (one bulk string)
-        and the items come back as one writable array of shape (n, *item_shape):
-        no Python object per item. Raises ValueError if item_shape and
-        item_dtype do not match the size of the table's items.
+        With ``schema`` (or ``item_shape``, with ``item_dtype``, default uint8) the
+        reply is REPLAY.SAMPLE ... PACKED (one bulk string) and the items come back as a
+        dict of arrays (or one array of shape (n, *item_shape)): no Python object per
+        item. ``torch=True`` turns them and the weights into torch tensors (on
+        ``device``). Raises ValueError if the shape and dtype do not match the size of
+        the table's items, or if item_dtype comes without item_shape. Every array
+        returned is writable and owns its memory. With a rate limiter, ``timeout``
+        seconds (0: forever) is how long the call may wait until sampling is allowed;
+        without it, or when it runs out, RateLimited is raised.
         """
         n = int(n)
-        args: list[Any] = ["REPLAY.SAMPLE", table, n]
-        if beta is not None:
-            args += ["BETA", repr(float(beta))]
-        if item_shape is None:
-            raw_ids, raw_w, raw_items = self.redis.execute_command(*args)
-            ids = np.frombuffer(raw_ids, dtype="<i8").astype(np.int64, copy=False)
-            weights = np.frombuffer(raw_w, dtype="<f4").astype(np.float32, copy=False)
-            return Sample(ids, weights, raw_items)
-        dtype = np.dtype(item_dtype)
-        shape = tuple(int(d) for d in item_shape)
-        want = dtype.itemsize * int(np.prod(shape, dtype=np.int64))
-        raw = self.redis.execute_command(*args, "PACKED")
-        body = len(raw) - 12 * n
-        if body < 0 or body % n:
+        spec = ItemSpec.of(item_shape, item_dtype, schema, torch, device)
+        args = sample_args(table, n, beta=beta, packed=spec.packed, timeout=timeout)
+        try:
+            raw = self.redis.execute_command(*args)
+        except redis.ResponseError as e:
+            raise _limited(e) from None
+        if not spec.packed:
+            raw_ids, raw_w, raw_items = raw
+            ids = np.frombuffer(raw_ids, dtype="<i8").astype(np.int64)
+            weights = np.frombuffer(raw_w, dtype="<f4").astype(np.float32)
+            return Sample(ids, weights, list(raw_items))
+        if len(raw) < 12 * n or (len(raw) - 12 * n) % n:
             raise ValueError(f"REPLAY.SAMPLE PACKED reply of {len(raw)} bytes for {n} items")
-        if body // n != want:
-            raise ValueError(f"item_shape {shape} of {dtype} is {want} bytes, "
-                             f"but the table's items are {body // n} bytes")
-        # One copy of every byte into aligned, writable arrays.
         ids = np.frombuffer(raw, dtype="<i8", count=n).astype(np.int64)
         weights = np.frombuffer(raw, dtype="<f4", count=n, offset=8 * n).astype(np.float32)
-        count = n * (want // dtype.itemsize)
-        items = np.frombuffer(raw, dtype=dtype, count=count, offset=12 * n).reshape((n, *shape))
-        items = items.copy()
-        return Sample(ids, weights, items)
+        return spec.decode(ids, weights, memoryview(raw)[12 * n:], n)
 
-    def update(self, table: str, ids: npt.ArrayLike, priorities: npt.ArrayLike) -> int:
-        """New raw priorities for sampled ids; returns how many applied (stale ids skipped)."""
-        i = np.ascontiguousarray(ids, dtype="<i8")
-        p = np.ascontiguousarray(priorities, dtype="<f4")
-        if i.shape != p.shape:
-            raise ValueError(f"{i.size} ids but {p.size} priorities")
+    def update(self, table: str, ids: Any, priorities: Any) -> int:
+        """New raw priorities for sampled ids (arrays, lists or tensors); returns how many
+        applied (stale ids skipped). A bad priority raises BatchError naming its index,
+        and none of the batch is applied."""
+        i = np.ascontiguousarray(_to_numpy(ids), dtype="<i8").reshape(-1)
+        p64 = _to_numpy(priorities).astype(np.float64).reshape(-1)
+        if i.shape != p64.shape:
+            raise BatchError(f"{i.size} ids but {p64.size} priorities; the batch was rejected "
+                             f"whole")
+        _check_priorities(p64, i.size)
+        with np.errstate(over="ignore"):
+            p = np.ascontiguousarray(p64, dtype="<f4")
+        _check_priorities(p.astype(np.float64), i.size)  # beyond float32's range
         return int(self.redis.execute_command("REPLAY.UPDATE", table, i.tobytes(), p.tobytes()))
 
     def info(self, table: str) -> dict[str, Any]:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 import ipaddress
 import os
+import re
+import socket
 import tomllib
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -33,6 +35,12 @@ class ServerConfig:
     """Default importance-sampling exponent of the start-up table."""
     epsilon: float = 1e-6
     """Added to every raw priority of the start-up table before the exponent."""
+    min_size: int = 0
+    """Rate limiter of the start-up table: sampling waits until it holds this many items."""
+    samples_per_insert: float = 0.0
+    """Rate limiter: sampled items per inserted item (0 = no ratio limit), as Reverb's."""
+    error_buffer: float = 0.0
+    """Rate limiter: how far samples may run ahead or behind the ratio (0 = max(1, rate))."""
     maxbytes: int = 1 << 30
     """Arena size in bytes for the start-up table and for REPLAY.CREATE without MAXBYTES."""
     fanout: int = 0
@@ -68,10 +76,16 @@ class ServerConfig:
     """A request that has started arriving must complete within this (trickling clients)."""
     tcp_keepalive: int = 300
     """TCP keepalive interval in seconds, so half-open connections are reclaimed; 0 = off."""
-    dir: str = "."
-    """Directory SAVE and BGSAVE write snapshots to."""
+    dir: str = ""
+    """Directory SAVE and BGSAVE write snapshots to; it must exist and be writable. Empty
+    means a data directory of this server's own under the run directory,
+    <rundir>/data/<host>-<port>, created at start."""
     restore: str = ""
-    """Directory to load the newest complete snapshot from at start (empty: start empty)."""
+    """Directory to load the newest complete snapshot from at start; with none there the
+    server refuses to start (empty: start empty)."""
+    restore_if_present: str = ""
+    """Like `restore`, but start empty when the directory holds no snapshot (or does not
+    exist); a corrupt snapshot still refuses. For automation that restarts a server."""
     save_on_shutdown: bool = False
     """SAVE a snapshot to `dir` before exiting on SIGTERM, SIGINT or SHUTDOWN."""
     # ---- the DPDK stack ------------------------------------------------------
@@ -100,12 +114,25 @@ class ServerConfig:
     stack: poll epoll without sleeping while traffic flows, back off when idle."""
     mtu: int = 0
     """DPDK: IP MTU of the port (1500 Ethernet, 9000 jumbo); 0 = the interface's MTU."""
+    # ---- replay groups (Scaling out) -----------------------------------------
+    shards: int = 1
+    """Start a replay group of this many servers on this box. Kernel stack: ports P..P+N-1
+    of --listen, each pinned to its own core. DPDK: one process per core of --cores, each
+    with its own lwIP stack on --ip + i (the port's frames reach every member)."""
+    shard_group: str = ""
+    """Every member's HOST:PORT, comma-separated in shard order, for a group that spans
+    boxes: each box starts its own member with --shard-index."""
+    shard_index: int = 0
+    """This server's place in --shard-group (0-based); its ids start at index << 48."""
 
     # ---- derived -------------------------------------------------------------
     @property
     def host(self) -> str:
-        """The address clients reach: the lwIP address on DPDK, else --listen's host."""
-        return self.ip.split("/")[0] if self.stack == "dpdk" else split_listen(self.listen)[0]
+        """The address clients reach: the lwIP address on DPDK (the first shard's), else
+        --listen's host."""
+        if self.stack == "dpdk":
+            return self.ip.split(",")[0].split("/")[0]
+        return split_listen(self.listen)[0]
 
     @property
     def tcp_port(self) -> int:
@@ -150,6 +177,7 @@ class ServerConfig:
             v = getattr(self, name)
             if not (v >= 0 and v != float("inf")):
                 raise ConfigError(f"{flag(name)}: must be a finite number >= 0")
+        self._validate_limiter()
         if not self.table or len(self.table.encode()) > 200:
             raise ConfigError("--table: must be 1 to 200 bytes")
         if self.seed < 0:
@@ -166,11 +194,62 @@ class ServerConfig:
                                   "an address/prefix like 10.0.0.0/24") from None
         if self.restore and not Path(self.restore).is_dir():
             raise ConfigError(f"--restore: {self.restore}: no such directory")
+        if self.restore and self.restore_if_present:
+            raise ConfigError("--restore-if-present: give it or --restore, not both")
         if self.mtu and not 576 <= self.mtu <= 9600:
             raise ConfigError(f"--mtu {self.mtu}: choose 576-9600 (1500 Ethernet, 9000 jumbo "
                               "frames), or 0 for the interface's MTU")
+        self._validate_group()
         if self.stack == "dpdk":
             self._validate_dpdk()
+
+    def group_members(self) -> list[str]:
+        """--shard-group's members, in shard order (empty for a standalone server)."""
+        return [m.strip() for m in self.shard_group.split(",") if m.strip()]
+
+    def _validate_group(self) -> None:
+        if not 1 <= self.shards <= 1024:
+            raise ConfigError(f"--shards {self.shards}: choose 1 to 1024")
+        if self.shards > 1 and self.shard_group:
+            raise ConfigError("--shards starts a whole group on this box; --shard-group names "
+                              "the members of a group across boxes: give one of them")
+        if self.shards > 1 and self.stack == "dpdk":
+            try:
+                ncores = len(self.core_list())
+            except ConfigError:
+                ncores = self.shards  # reported by the DPDK checks
+            if ncores < self.shards:
+                raise ConfigError(f"--shards {self.shards}: on DPDK every shard runs on its own "
+                                  f"core of --cores, which lists {ncores}: give {self.shards} "
+                                  "cores (e.g. --cores 0-1)")
+        members = self.group_members()
+        for m in members:
+            try:
+                split_listen(m)
+            except ConfigError:
+                raise ConfigError(f"--shard-group: {m!r} is not HOST:PORT") from None
+        n = max(1, len(members))
+        if not 0 <= self.shard_index < n:
+            raise ConfigError(f"--shard-index {self.shard_index}: the group has {n} member"
+                              f"{'s' if n != 1 else ''} (0-{n - 1})")
+
+    def _validate_limiter(self) -> None:
+        """The start-up table's rate limiter, with REPLAY.CREATE's rules."""
+        if self.min_size < 0:
+            raise ConfigError("--min-size: must be >= 0")
+        if self.capacity and self.min_size > self.capacity:
+            raise ConfigError(f"--min-size {self.min_size}: must be at most --capacity "
+                              f"{self.capacity}")
+        for name in ("samples_per_insert", "error_buffer"):
+            v = getattr(self, name)
+            if not (v >= 0 and v != float("inf")):
+                raise ConfigError(f"{flag(name)}: must be a finite number >= 0")
+        if self.error_buffer and not self.samples_per_insert:
+            raise ConfigError("--error-buffer: needs --samples-per-insert")
+        least = max(1.0, self.samples_per_insert)
+        if self.samples_per_insert and self.error_buffer and self.error_buffer < least:
+            raise ConfigError(f"--error-buffer {self.error_buffer:g}: must be at least "
+                              f"max(1, --samples-per-insert) = {least:g}")
 
     def _validate_dpdk(self) -> None:
         problems = self.dpdk_problems()
@@ -192,13 +271,18 @@ class ServerConfig:
             problems.append("--ip: required with the DPDK stack (the address lwIP answers on, "
                             "e.g. --ip 10.77.0.2/24)")
         else:
-            try:
-                iface = ipaddress.ip_interface(self.ip)
-                if iface.version != 4 or "/" not in self.ip:
-                    problems.append(f"--ip: {self.ip!r}: give an IPv4 address with its prefix, "
-                                    "e.g. 10.77.0.2/24")
-            except ValueError:
-                problems.append(f"--ip: {self.ip!r} is not an IPv4 address/prefix")
+            for ip in self.ip.split(","):
+                try:
+                    iface = ipaddress.ip_interface(ip)
+                    if iface.version != 4 or "/" not in ip:
+                        problems.append(f"--ip: {ip!r}: give an IPv4 address with its prefix, "
+                                        "e.g. 10.77.0.2/24")
+                except ValueError:
+                    problems.append(f"--ip: {ip!r} is not an IPv4 address/prefix")
+            n_ips = len(self.ip.split(","))
+            if n_ips > 1 and n_ips != self.shards:
+                problems.append(f"--ip lists {n_ips} addresses for --shards {self.shards}: give "
+                                "one per shard, or one address (shard i answers on it + i)")
         if not 0 <= self.listen_port <= 65535:
             problems.append(f"--listen-port: must be 0-65535, got {self.listen_port}")
         if self.queues != 1:
@@ -226,21 +310,69 @@ def flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
-def split_listen(listen: str) -> tuple[str, int]:
-    """Split HOST:PORT (IPv6 as [::1]:PORT); raise ConfigError naming --listen."""
-    host, sep, port_s = listen.rpartition(":")
-    if not sep or not host or not port_s.isdigit():
-        raise ConfigError(f"--listen: expected HOST:PORT, got {listen!r}")
+DEFAULT_HOST = "127.0.0.1"
+
+
+def split_listen(listen: str, default_host: str = DEFAULT_HOST) -> tuple[str, int]:
+    """HOST:PORT, [IPv6]:PORT, :PORT or PORT -> (address, port); a host name is resolved
+    (IPv4 first). A missing host is ``default_host`` ("" to match any address). Raises
+    ConfigError naming --listen."""
+    text = listen.strip()
+    if text.isdigit():
+        host, port_s = "", text
+    else:
+        host, sep, port_s = text.rpartition(":")
+        if not sep or not port_s.isdigit() or (host.count(":") and not host.startswith("[")):
+            raise ConfigError(f"--listen: expected HOST:PORT, :PORT or PORT, got {listen!r}")
     host = host.strip("[]")
-    try:
-        ipaddress.ip_address(host)
-    except ValueError:
-        if host != "localhost":
-            raise ConfigError(f"--listen: {host!r} is not an IP address") from None
     port = int(port_s)
     if not 0 <= port <= 65535:
         raise ConfigError(f"--listen: port must be 0-65535, got {port}")
+    if not host:
+        return default_host, port
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        host = _resolve(host)
     return host, port
+
+
+def _resolve(name: str) -> str:
+    """A host name's address (IPv4 preferred), or ConfigError naming --listen."""
+    try:
+        infos = socket.getaddrinfo(name, None, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError) as e:
+        reason = e.strerror if isinstance(e, socket.gaierror) else str(e)
+        raise ConfigError(f"--listen: cannot resolve host {name!r}: {reason}") from None
+    infos.sort(key=lambda i: i[0] != socket.AF_INET)
+    return str(infos[0][4][0])
+
+
+def normalize_listen(listen: str) -> str:
+    """--listen in the form the server takes: ADDRESS:PORT ([ADDRESS]:PORT for IPv6)."""
+    host, port = split_listen(listen)
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+SIZE_FIELDS = ("maxbytes", "maxmemory", "client_output_buffer_limit", "proto_max_bulk_len",
+               "client_query_buffer_limit")
+"""Settings in bytes: flags and TOML take a size with a unit (see parse_size)."""
+_UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1024, "m": 1000**2, "mb": 1024**2, "g": 1000**3,
+          "gb": 1024**3}
+_SIZE = re.compile(r"(-?\d+)([a-z]*)", re.I)
+
+
+def parse_size(text: str | int) -> int:
+    """Bytes, as Redis's memtoll reads them: an integer with an optional unit, any case:
+    b, k (1000), kb (1024), m (1000^2), mb (1024^2), g (1000^3), gb (1024^3). Unlike
+    Redis, a unit without a number ("gb") and "" are refused rather than read as 0."""
+    if isinstance(text, int) and not isinstance(text, bool):
+        return text
+    m = _SIZE.fullmatch(str(text))
+    if not m or m.group(2).lower() not in _UNITS:
+        raise ValueError(f"{text!r} is not a size like 4096, 64mb or 1gb (units b, k, kb, m, "
+                         f"mb, g, gb)")
+    return int(m.group(1)) * _UNITS[m.group(2).lower()]
 
 
 FIELD_TYPES = {f.name: f.type for f in fields(ServerConfig) if f.name != "extra"}
@@ -262,13 +394,20 @@ def load_toml(path: str | Path) -> dict[str, Any]:
         if name not in FIELD_TYPES:
             raise ConfigError(f"--config: {p}: unknown setting {key!r}")
         want = type(getattr(defaults, name))
+        if name in SIZE_FIELDS and isinstance(value, str):
+            try:
+                value = parse_size(value)
+            except ValueError as e:
+                raise ConfigError(f"--config: {p}: {key}: {e}") from None
         if want is float and isinstance(value, int) and not isinstance(value, bool):
             value = float(value)
         if want is list and not (isinstance(value, list) and all(isinstance(v, str)
                                                                   for v in value)):
             raise ConfigError(f"--config: {p}: {key} must be a list of strings")
         if not isinstance(value, want) or (want is int and isinstance(value, bool)):
-            raise ConfigError(f"--config: {p}: {key} must be {want.__name__}")
+            kind = ("an integer or a size string like \"1GB\"" if name in SIZE_FIELDS
+                    else want.__name__)
+            raise ConfigError(f"--config: {p}: {key} must be {kind}")
         out[name] = value
     return out
 

@@ -1,7 +1,8 @@
 """`pyctl demo`: train Ape-X DQN through the replay appliance and evaluate it.
 
     pyctl demo [--stack kernel|dpdk] [--env CartPole-v1] [--actors N] [--minutes M]
-               [--out DIR] [--replay appliance|local] [any learner/actor flag]
+               [--out DIR] [--replay appliance|local] [--stop-timeout S]
+               [any learner/actor flag]
 
 Starts the appliance (``pyctl start``; with ``--replay local`` a stock
 redis-server instead: the baseline), one learner and N actors as separate
@@ -16,7 +17,10 @@ DIR/evaluated.pt (the parameters the summary's evaluation played: check with
 ``python -m learner.evaluate DIR/evaluated.pt``) and one log per process, stops
 every process it started (also on Ctrl-C or a crash), and prints
 ``solved: true`` or ``solved: false`` last. Exit status 0 unless something
-crashed ("solved: false" is still 0).
+crashed ("solved: false" is still 0). A learner or actor that does not exit within
+``--stop-timeout`` seconds of SIGTERM (or exits with an error) at the end is killed
+and named, in the output and in summary.json's ``shutdown_problems``; the summary and
+the verdict are still written from what was measured, and the exit status is 1.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import ctypes
+import ipaddress
 import json
 import math
 import os
@@ -120,10 +125,12 @@ def dpdk_possible() -> str | None:
     return None
 
 
-def start_appliance(stack: str, port: int, out: Path) -> tuple[Child, str]:
-    """Start inreplay; returns the process and the address clients use.
+def start_appliance(stack: str, port: int, out: Path, shards: int = 1) -> tuple[Child, str, int]:
+    """Start inreplay (a replay group of `shards` members when more than one); returns the
+    process and the address clients use (shard 0's: the others are found from it).
 
-    The DPDK stack runs in its own namespace (pyctl netns up), reached over a veth."""
+    The DPDK stack runs in its own namespace (pyctl netns up), reached over a veth; a
+    group there is one process per core, each with its own lwIP address on the veth."""
     if stack == "dpdk":
         from pyctl import netns
 
@@ -131,17 +138,30 @@ def start_appliance(stack: str, port: int, out: Path) -> tuple[Child, str]:
             t = netns.up(DEMO_NETNS, DEMO_SUBNET)
         except netns.SetupError as e:
             raise DemoError(str(e)) from None
+        net = ipaddress.ip_network(f"{t.appliance_ip}/{t.prefix}", strict=False)
+        taken = {t.client_ip, t.kernel_ip}
+        spare = [str(h) for h in net.hosts() if str(h) not in taken | {t.appliance_ip}]
+        ips = [t.appliance_ip, *spare[:shards - 1]]
         argv = [sys.executable, "-m", "pyctl", "start", "--stack", "dpdk", "--netns", t.netns,
-                "--cores", "0", "--vdev", f"net_af_packet0,iface={t.iface}",
-                "--ip", f"{t.appliance_ip}/{t.prefix}", "--listen-port", str(port),
+                "--cores", f"0-{shards - 1}" if shards > 1 else "0",
+                "--vdev", f"net_af_packet0,iface={t.iface}",
+                "--ip", ",".join(f"{ip}/{t.prefix}" for ip in ips), "--listen-port", str(port),
                 "--mtu", str(t.mtu), "--hugepages", "256", "--file-prefix", DEMO_NETNS]
         host = t.appliance_ip
     else:
-        argv = [sys.executable, "-m", "pyctl", "start", "--listen", f"{HOST}:{port}"]
+        argv = [sys.executable, "-m", "pyctl", "start", "--listen",
+                f"{HOST}:{0 if shards > 1 else port}"]
         host = HOST
-    c = Child(f"inreplay ({stack})", argv, out / f"inreplay-{stack}.log")
+    if shards > 1:
+        argv += ["--shards", str(shards)]
+    c = Child(f"inreplay ({stack}{f', {shards} shards' if shards > 1 else ''})", argv,
+              out / f"inreplay-{stack}.log")
+    if shards > 1:  # member 0's address is on the group line
+        first = _wait_marker(c, b"inreplay: group ").split(b"inreplay: group ")[1]
+        host, _, p = first.split(b",")[0].decode().rpartition(":")
+        port = int(p)
     _wait_listening(c, port, b"listening", host)
-    return c, host
+    return c, host, port
 
 
 def start_redis(port: int, out: Path) -> Child:
@@ -153,6 +173,20 @@ def start_redis(port: int, out: Path) -> Child:
     c = Child("redis-server", argv, out / "redis-server.log")
     _wait_listening(c, port, b"Ready to accept")
     return c
+
+
+def _wait_marker(c: Child, marker: bytes) -> bytes:
+    """The log line of c that holds marker, once it is there."""
+    deadline = time.monotonic() + START_TIMEOUT
+    while time.monotonic() < deadline:
+        if c.proc.poll() is not None:
+            raise DemoError(f"{c.name} exited with status {c.proc.returncode} before "
+                            f"listening:\n{c.tail()}")
+        line = next((x for x in c.log.read_bytes().splitlines() if marker in x), None)
+        if line is not None:
+            return line
+        time.sleep(0.05)
+    raise DemoError(f"{c.name} did not start within {START_TIMEOUT} s:\n{c.tail()}")
 
 
 def _wait_listening(c: Child, port: int, marker: bytes, host: str = HOST) -> None:
@@ -198,10 +232,12 @@ class Line:
 
 
 def parse(argv: list[str] | None) -> tuple[argparse.Namespace, Any]:
+    """Flags and the configuration; a usage error is one line and exit status 2."""
     from actors.config import add_arguments, from_args
+    from pyctl.cli import Parser
 
-    p = argparse.ArgumentParser(prog="pyctl demo", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = Parser(prog="pyctl demo", description=__doc__,
+               formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--stack", choices=["auto", "kernel", "dpdk"], default="auto",
                    help="the appliance's network stack: auto (default) runs DPDK in a "
                         "namespace when the machine allows it, else the kernel stack; "
@@ -213,12 +249,31 @@ def parse(argv: list[str] | None) -> tuple[argparse.Namespace, Any]:
     p.add_argument("--out", dest="out_dir", default=argparse.SUPPRESS,
                    help="output directory (default out/demo-<env>)")
     p.add_argument("--port", type=int, default=0, help="server port (default: a free one)")
-    add_arguments(p, skip=("host", "port"))
+    p.add_argument("--shards", type=int, default=1,
+                   help="a replay group of N appliances (pyctl start --shards N); the learner "
+                        "samples across them exactly (default 1)")
+    p.add_argument("--backend", choices=["local", "ray"], default="local",
+                   help="actors as processes here (local, default) or as Ray actors on a "
+                        "local Ray instance, restarted if they die (python -m actors.launch)")
+    p.add_argument("--stop-timeout", type=float, default=30.0, metavar="S",
+                   help="seconds a process gets to exit after SIGTERM before it is killed "
+                        "(default 30)")
+    # one flag per concept: --actors and --out above stand for these Config fields
+    add_arguments(p, skip=("host", "port", "num_actors", "out_dir"))
     args = p.parse_args(argv)
     env_id = getattr(args, "env_id", "CartPole-v1")
     fallback = {"env_id": env_id,
                 "out_dir": f"out/demo-{env_id.replace('/', '-').replace(':', '-')}"}
-    cfg = from_args(args, **fallback)
+    try:
+        cfg = from_args(args, **fallback)
+    except ValueError as e:
+        p.error(str(e))
+    if args.stop_timeout < 0:
+        p.error("--stop-timeout: must be >= 0")
+    if not 1 <= args.shards <= 16:
+        p.error("--shards: choose 1 to 16")
+    if args.shards > 1 and cfg.replay == "local":
+        p.error("--shards: the --replay local baseline is one stock redis-server")
     return args, cfg
 
 
@@ -254,6 +309,7 @@ class Demo:
         self.evals: list[dict[str, Any]] = []
         self.returns: list[tuple[float, int, float]] = []  # (t since start, actor, return)
         self.returns_seen = 0
+        self.problems: list[str] = []  # children that misbehaved at shutdown
 
     def elapsed(self) -> float:
         return time.monotonic() - self.t0
@@ -275,8 +331,9 @@ class Demo:
                 if why_not:
                     self.line.say(f"DPDK stack not possible here ({why_not}): using the kernel "
                                   "stack")
+            shards = self.args.shards
             try:
-                self.server, host = start_appliance(stack, port, self.out)
+                self.server, host, port = start_appliance(stack, port, self.out, shards)
             except DemoError as e:
                 if stack == "kernel":
                     raise
@@ -287,9 +344,10 @@ class Demo:
                 self._netns_down()
                 stack = "kernel"
                 port = self.args.port or free_port()
-                self.server, host = start_appliance(stack, port, self.out)
+                self.server, host, port = start_appliance(stack, port, self.out, shards)
             self.stack = stack
-            self.line.say(f"inreplay appliance: {stack} stack on {host}:{port}, "
+            group = f" (shard 0 of a group of {shards})" if shards > 1 else ""
+            self.line.say(f"inreplay appliance: {stack} stack on {host}:{port}{group}, "
                           f"pid {self.server.proc.pid}")
         self.cfg = replace(self.cfg, host=host, port=port)
 
@@ -306,10 +364,16 @@ class Demo:
         learner = Child("learner", [py, "-m", "learner.learner", "--config", str(cfg_path)],
                         self.out / "learner.log")
         self.children.append(learner)
-        for i in range(self.cfg.num_actors):
+        if self.args.backend == "ray":  # one launcher; Ray runs and restarts the actors
             self.children.append(Child(
-                f"actor {i}", [py, "-m", "actors.actor", "--config", str(cfg_path),
-                               "--actor-id", str(i)], self.out / f"actor-{i}.log"))
+                "actors (Ray)", [py, "-m", "actors.launch", "--backend", "ray", "--config",
+                                 str(cfg_path), "--status-every", "10"],
+                self.out / "actors.log"))
+        else:
+            for i in range(self.cfg.num_actors):
+                self.children.append(Child(
+                    f"actor {i}", [py, "-m", "actors.actor", "--config", str(cfg_path),
+                                   "--actor-id", str(i)], self.out / f"actor-{i}.log"))
         from actors.actor import epsilon_ladder
 
         c = self.cfg
@@ -328,19 +392,28 @@ class Demo:
                             f"{self.server.proc.returncode}:\n{self.server.tail()}")
 
     def stop_children(self) -> list[str]:
-        """SIGTERM the learner and actors (the learner checkpoints); returns problems."""
+        """SIGTERM the learner and actors (the learner checkpoints) at once, give them
+        --stop-timeout seconds together, kill the rest; returns what went wrong, naming
+        each child that misbehaved (also kept in self.problems for the summary)."""
         problems = []
+        timeout = float(self.args.stop_timeout)
         for c in self.children:
             if c.alive():
                 with contextlib.suppress(ProcessLookupError):
                     c.proc.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + timeout
         for c in self.children:
-            rc = c.stop(timeout=30.0)
+            rc = c.stop(timeout=max(0.0, deadline - time.monotonic()))
             if rc is None:
-                problems.append(f"{c.name} ignored SIGTERM for 30 s and was killed")
+                last = next((x.strip() for x in reversed(c.tail(5).splitlines()) if x.strip()),
+                            "(empty log)")
+                problems.append(f"{c.name} (pid {c.proc.pid}) ignored SIGTERM for "
+                                f"{timeout:g} s and was killed; its log {c.log} ends: {last}")
             elif rc not in (0, -signal.SIGTERM):
-                problems.append(f"{c.name} exited with status {rc}:\n{c.tail()}")
+                problems.append(f"{c.name} (pid {c.proc.pid}) exited with status {rc}:\n"
+                                f"{c.tail()}")
         self.children = []
+        self.problems += problems
         return problems
 
     def stop_server(self) -> None:
@@ -366,15 +439,16 @@ class Demo:
             self.line.say(f"pyctl demo: {e}")
             code = 1
         finally:
-            problems = self.stop_children()
+            self.stop_children()
             self.stop_server()
-        if problems:
-            for p in problems:
-                self.line.say(f"pyctl demo: {p}")
+        for p in self.problems:
+            self.line.say(f"pyctl demo: {p}")
+        if self.problems:
             code = code or 1
         if summary is None:
             return code
         summary["wall_s"] = round(self.elapsed(), 1)
+        summary["shutdown_problems"] = [p.splitlines()[0] for p in self.problems]
         (self.out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
         self.plot(summary)
         print(f"\n{summary['env']} on the {summary['stack']} stack ({summary['replay']} replay): "
@@ -385,6 +459,9 @@ class Demo:
         print(f"actors {summary['actor_frames_per_s']:.0f} frames/s, learner "
               f"{summary['learner_steps_per_s']:.1f} steps/s ({summary['samples_per_s']:.0f} "
               f"samples/s); wrote {self.out}/summary.json and {self.out}/returns.png")
+        if self.problems:
+            print(f"(measured before the shutdown; at the shutdown: "
+                  f"{'; '.join(summary['shutdown_problems'])})")
         print(f"solved: {'true' if summary['solved'] else 'false'}")
         return code
 
@@ -479,9 +556,9 @@ class Demo:
         st = self.poll(r, keys, first, rates)
         self.line.say(self.status(st, threshold))
         rates = dict(rates)  # rates while everything ran, not counting the shutdown
-        problems = self.stop_children()  # the learner publishes and checkpoints on exit
-        if problems:
-            raise DemoError("; ".join(problems))
+        # the learner publishes and checkpoints on exit; a child that misbehaves here
+        # does not cost the result: it is named in the summary and the exit status
+        self.stop_children()
         st = self.poll(r, keys, first, {})
         if solved is None:
             v = pull()
@@ -507,6 +584,8 @@ class Demo:
             "stack": self.stack,
             "stack_requested": self.args.stack if cfg.replay == "appliance" else "kernel",
             "replay": cfg.replay if cfg.replay == "local" else "appliance",
+            "shards": self.args.shards,
+            "backend": self.args.backend,
             "solved": bool(threshold is not None and mean is not None
                            and len(rets) == cfg.eval_episodes and mean >= threshold),
             "solve_return": threshold,

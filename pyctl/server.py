@@ -1,17 +1,22 @@
 """Run the C server in this process (through cffi), as a daemon, and find running ones.
 
 Each running server leaves a state file ``<rundir>/<host>-<port>.json`` (pid, endpoint,
-stack, start time); ``pyctl status`` and ``pyctl stop`` read these. The run
-directory is ``$INREPLAY_RUN_DIR`` or ``/tmp/inreplay-<uid>``.
+stack, start time); ``pyctl status`` and ``pyctl stop`` read these. A server that
+fails as it stops (its final snapshot could not be written) leaves
+``<rundir>/<host>-<port>.exit`` saying why, for ``pyctl stop`` to report. The run
+directory is ``$INREPLAY_RUN_DIR`` or ``/tmp/inreplay-<uid>``; without ``--dir``
+a server keeps its snapshots in ``<rundir>/data/<host>-<port>``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import resource
 import signal
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass
@@ -128,8 +133,12 @@ def _to_c(cfg: ServerConfig, keep: list[Any]) -> Any:
     c.request_timeout_ms = cfg.request_timeout_ms
     c.tcp_keepalive = cfg.tcp_keepalive
     c.dir = s(cfg.dir)
-    if cfg.restore:
-        c.restore = s(cfg.restore)
+    if cfg.shard_group:
+        c.shard_group = s(",".join(cfg.group_members()))
+    c.shard_index = cfg.shard_index
+    if cfg.restore or cfg.restore_if_present:
+        c.restore = s(cfg.restore or cfg.restore_if_present)
+        c.restore_if_present = int(bool(cfg.restore_if_present))
     c.save_on_shutdown = int(cfg.save_on_shutdown)
     if cfg.capacity > 0:
         c.table = s(cfg.table)
@@ -138,6 +147,9 @@ def _to_c(cfg: ServerConfig, keep: list[Any]) -> Any:
         c.table_beta = cfg.beta
         c.table_epsilon = cfg.epsilon
         c.table_maxbytes = cfg.maxbytes
+        c.table_min_size = cfg.min_size
+        c.table_samples_per_insert = cfg.samples_per_insert
+        c.table_error_buffer = cfg.error_buffer
     keep.append(c)
     return c
 
@@ -162,11 +174,53 @@ def raise_fd_limit(maxclients: int) -> str | None:
     return None
 
 
+def _safe_host(host: str) -> str:
+    return host.replace(":", "_").replace("/", "_") or "any"
+
+
 def state_file(host: str, port: int) -> Path:
     """The record of the server at host:port: one per address, so two stacks on
     different addresses may share a port (a kernel and a DPDK appliance do)."""
-    safe = host.replace(":", "_").replace("/", "_") or "any"
-    return rundir() / f"{safe}-{port}.json"
+    return rundir() / f"{_safe_host(host)}-{port}.json"
+
+
+def data_root() -> Path:
+    """Where servers started without --dir keep their snapshots, one directory each."""
+    return rundir() / "data"
+
+
+def with_data_dir(cfg: ServerConfig) -> ServerConfig:
+    """cfg with `dir` filled in: without --dir, <rundir>/data/<host>-<port> (created), or
+    for port 0, whose number is not known yet, a new <host>-0-XXXX directory."""
+    if cfg.dir:
+        return cfg
+    root = data_root()
+    root.mkdir(parents=True, exist_ok=True, mode=0o700)
+    name = f"{_safe_host(cfg.host)}-{cfg.tcp_port}"
+    if cfg.tcp_port:
+        d = root / name
+        d.mkdir(exist_ok=True, mode=0o700)
+    else:
+        d = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=root))
+    return dataclasses.replace(cfg, dir=str(d))
+
+
+def _exit_file(state: Path) -> Path:
+    return state.with_suffix(".exit")
+
+
+def exit_error(inst: Instance) -> str | None:
+    """Why a server that has exited failed as it stopped (its snapshot on shutdown
+    could not be written, ...), as it recorded; None when it stopped cleanly."""
+    p = _exit_file(inst.path)
+    try:
+        d = json.loads(p.read_text())
+    except (OSError, ValueError):
+        return None
+    if d.get("pid") != inst.pid:
+        return None
+    p.unlink(missing_ok=True)
+    return str(d.get("error") or f"exited with error code {d.get('rc')}")
 
 
 def run(cfg: ServerConfig, ready: Any = None) -> int:
@@ -177,6 +231,7 @@ def run(cfg: ServerConfig, ready: Any = None) -> int:
     ``ready(port)``. Raises an _native exception if the server cannot start.
     """
     ffi, lib = _native.load()
+    cfg = with_data_dir(cfg)
     warning = raise_fd_limit(cfg.maxclients)
     if warning:
         print(f"inreplay: warning: {warning}", file=sys.stderr)
@@ -201,6 +256,7 @@ def run(cfg: ServerConfig, ready: Any = None) -> int:
         if t.is_alive():
             port = stats.port
             state = state_file(cfg.host, port)
+            _exit_file(state).unlink(missing_ok=True)
             state.write_text(json.dumps({
                 "pid": os.getpid(), "host": cfg.host, "port": port, "stack": cfg.stack,
                 "started": time.time(), "cores": core_roles(cfg), "netns": cfg.netns,
@@ -215,7 +271,16 @@ def run(cfg: ServerConfig, ready: Any = None) -> int:
         t.join()
     finally:
         if state:
+            rc = result.get("rc", 0)
+            if rc < 0:  # for `pyctl stop`, which cannot see this process's exit status
+                _exit_file(state).write_text(json.dumps({
+                    "pid": os.getpid(), "rc": rc, "error": result.get("err") or ""}))
             state.unlink(missing_ok=True)
+        if Path(cfg.dir).parent == data_root():
+            try:
+                os.rmdir(cfg.dir)  # a default data directory nothing was saved in
+            except OSError:
+                pass
     return _native.check(result.get("rc", 0), result.get("err"))
 
 

@@ -24,7 +24,6 @@ sent SIGTERM by the kernel (PR_SET_PDEATHSIG) should pytest itself be killed.
 from __future__ import annotations
 
 import atexit
-import ctypes
 import os
 import shlex
 import shutil
@@ -39,6 +38,8 @@ from typing import Any, Self
 
 import pytest
 import redis
+from helpers import die_with_parent as _die_with_parent
+from helpers import free_port, mbulk
 
 ROOT = Path(__file__).resolve().parent.parent
 HOST = "127.0.0.1"
@@ -195,11 +196,7 @@ class RawConn:
 
     def command(self, *args: bytes | str | int) -> bytes:
         """Encode a request as a multibulk."""
-        parts = [f"*{len(args)}\r\n".encode()]
-        for a in args:
-            b = a if isinstance(a, bytes) else str(a).encode()
-            parts.append(b"$%d\r\n%s\r\n" % (len(b), b))
-        return b"".join(parts)
+        return mbulk(*args)
 
     def call(self, *args: bytes | str | int) -> Any:
         self.send(self.command(*args))
@@ -309,22 +306,6 @@ class RawConn:
 # --------------------------------------------------------------------------
 # server processes
 # --------------------------------------------------------------------------
-
-
-def _die_with_parent() -> None:
-    """preexec_fn: SIGTERM this child when the process that started it dies,
-    so not even a SIGKILLed pytest leaves a server behind."""
-    PR_SET_PDEATHSIG = 1  # noqa: N806 - the C name
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-    except (OSError, AttributeError):
-        pass
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((HOST, 0))
-        return int(s.getsockname()[1])
 
 
 def _ping(port: int, host: str = HOST) -> bool:

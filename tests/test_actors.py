@@ -7,7 +7,10 @@ import argparse
 import dataclasses
 import itertools
 import json
+import subprocess
+import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -266,3 +269,76 @@ def test_config_flags_presets_and_files(tmp_path: Path) -> None:
         Config.from_dict({**json.loads(cp.to_json()), "nope": 1})
     with pytest.raises(ValueError, match="replay"):
         from_args(p.parse_args(["--replay", "nowhere"]))
+
+
+# ---- the actor process: manners and one-line errors ----------------------------------
+
+ROOT = Path(__file__).resolve().parent.parent
+ACTOR = [sys.executable, "-m", "actors.actor"]
+
+
+def test_repeated_warnings_are_collapsed_with_a_count(monkeypatch: pytest.MonkeyPatch) -> None:
+    from actors import actor as actor_mod
+
+    now = [100.0]
+    monkeypatch.setattr(actor_mod.time, "monotonic", lambda: now[0])
+    lines: list[str] = []
+    log = actor_mod.Log(lines.append, every=5.0)
+    for i in range(253):  # 253 bad blobs in 15 s
+        log.warn("ignoring parameter blobs", f"ignoring parameter blob version {i}: bad")
+        now[0] += 15.0 / 253
+    log.flush()
+    assert lines[0] == "ignoring parameter blob version 0: bad"
+    assert len(lines) <= 5, lines
+    counted = sum(int(x.split("repeated ")[1].split()[0]) for x in lines if "repeated" in x)
+    counted += sum(int(x.split(": ")[1].split()[0]) for x in lines if "more times" in x)
+    assert counted == 252, lines
+    log("other")  # ordinary lines are not collapsed
+    log("other")
+    assert lines[-2:] == ["other", "other"]
+
+
+@pytest.mark.parametrize("argv, code, message", [
+    (["--actor-id", "5", "--num-actors", "2"], 2, "--actor-id 5 must be in [0, 2)"),
+    (["--actor-id", "0", "--port", "1"], 1,
+     "actor 0: cannot reach the server at 127.0.0.1:1: connection refused"),
+    (["--actor-id", "0", "--config", "/nonexistent/c.json"], 2,
+     "--config /nonexistent/c.json: No such file or directory"),
+    (["--actor-id", "0", "--batch-size", "64"], 2, "unrecognized arguments: --batch-size"),
+    (["--actor-id", "x"], 2, "--actor-id: invalid int value: 'x'"),
+])
+def test_actor_errors_are_one_line(argv: list[str], code: int, message: str) -> None:
+    p = subprocess.run([*ACTOR, "--env", "CartPole-v1", *argv], cwd=ROOT, capture_output=True,
+                       text=True, timeout=120)
+    assert p.returncode == code, (p.stdout, p.stderr)
+    assert p.stderr.count("\n") == 1 and message in p.stderr, p.stderr
+
+
+def test_replay_maxbytes_takes_size_units() -> None:
+    p = argparse.ArgumentParser()
+    add_arguments(p)
+    assert from_args(p.parse_args(["--env", "CartPole-v1", "--replay-maxbytes", "64MB"])
+                     ).replay_maxbytes == 64 << 20
+    assert from_args(p.parse_args(["--replay-maxbytes", "2g"])).replay_maxbytes == 2 * 10**9
+
+
+def test_actor_help_shows_only_the_actors_flags() -> None:
+    p = subprocess.run([*ACTOR, "--help"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0
+    for flag in ("--actor-id", "--eps-base", "--actor-batch", "--params-wait-s", "--n-step"):
+        assert flag in p.stdout, flag
+    for flag in ("--batch-size", "--lr", "--target-update", "--capacity", "--eval-every-s",
+                 "--resume", "--out-dir"):
+        assert flag not in p.stdout, flag
+
+
+def test_actor_waiting_for_parameters_says_so_then_gives_up_in_one_line(
+        inreplay_server: Any) -> None:
+    p = subprocess.run([*ACTOR, "--env", "CartPole-v1", "--actor-id", "0", "--port",
+                        str(inreplay_server.port), "--params-wait-s", "7"], cwd=ROOT,
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 1, (p.stdout, p.stderr)
+    waits = [x for x in p.stdout.splitlines() if "waiting for the learner's parameters" in x]
+    assert len(waits) == 1 and "(5 of 7 s)" in waits[0], p.stdout
+    assert p.stderr == (f"actor 0: no parameters from the learner on 127.0.0.1:"
+                        f"{inreplay_server.port} within 7 s (--params-wait-s)\n")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -237,6 +238,26 @@ def test_pyctl_demo_runs_writes_summary_and_cleans_up(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+def test_pyctl_demo_on_ray_through_two_shards_solves_cartpole(tmp_path: Path) -> None:
+    """Issue 10: the actors as Ray actors on a local Ray instance, the replay a group of
+    two shards sampled exactly across both; CartPole-v1 solved (greedy evaluation >= 475
+    over 20 episodes) within the demo's 5 minutes."""
+    pytest.importorskip("ray")
+    out = tmp_path / "demo"
+    run = DemoRun("--backend", "ray", "--shards", "2", "--stack", "kernel", "--out", str(out))
+    rc = run.wait(timeout=420)
+    assert rc == 0, run.output[-4000:]
+    assert "shard 0 of a group of 2" in run.output
+    s = json.loads((out / "summary.json").read_text())
+    assert s["shards"] == 2 and s["backend"] == "ray"
+    assert s["solved"] and s["eval_return_mean"] >= 475 and s["eval_episodes"] == 20, s
+    assert run.output.strip().splitlines()[-1] == "solved: true"
+    log = (out / "actors.log").read_text()
+    assert "launch: 2 actors on ray" in log and "launch: stopped" in log
+    assert not run.leftovers()
+
+
+@pytest.mark.slow
 def test_pyctl_demo_stops_everything_on_interrupt(tmp_path: Path) -> None:
     run = DemoRun("--minutes", "5", "--out", str(tmp_path / "demo"))
     try:
@@ -251,3 +272,59 @@ def test_pyctl_demo_stops_everything_on_interrupt(tmp_path: Path) -> None:
     assert rc == 130, run.output
     assert "interrupted" in run.output
     assert not run.leftovers()
+
+
+@pytest.mark.slow
+def test_pyctl_demo_keeps_its_result_when_a_child_hangs_at_shutdown(tmp_path: Path) -> None:
+    """The learner is frozen (SIGSTOP: it cannot act on SIGTERM, as if stuck in a call)
+    once it trains; the demo kills it after --stop-timeout, names it, and still writes
+    summary.json and prints its verdict from what it measured."""
+    out = tmp_path / "demo"
+    run = DemoRun("--minutes", "0.6", "--out", str(out), "--eval-episodes", "2",
+                  "--screen-episodes", "0", "--learning-starts", "300", "--eval-max-s", "5",
+                  "--stop-timeout", "3")
+    try:
+        run.watch(lambda: "learner pid" in run.output, timeout=60)
+        pid = int(run.output.split("learner pid ")[1].split(";")[0])
+        metrics = out / "metrics.csv"
+        t0 = time.monotonic()
+        run.watch(lambda: (metrics.exists() and len(metrics.read_text().splitlines()) >= 2)
+                  or time.monotonic() - t0 > 20, timeout=30)
+        os.kill(pid, signal.SIGSTOP)
+        rc = run.wait(timeout=150)
+    finally:
+        if run.proc.poll() is None:
+            run.proc.kill()
+            run.proc.wait()
+    assert rc == 1, run.output[-4000:]
+    assert f"learner (pid {pid}) ignored SIGTERM for 3 s and was killed" in run.output
+    assert run.output.strip().splitlines()[-1] in ("solved: true", "solved: false")
+    s = json.loads((out / "summary.json").read_text())
+    assert len(s["shutdown_problems"]) == 1 and s["shutdown_problems"][0].startswith(
+        f"learner (pid {pid}) ignored SIGTERM"), s["shutdown_problems"]
+    assert s["env_frames"] > 0 and s["eval_episodes"] == 2
+    assert not run.leftovers()
+
+
+def test_pyctl_demo_has_one_flag_per_concept() -> None:
+    p = subprocess.run([sys.executable, "-m", "pyctl", "demo", "--help"], cwd=ROOT,
+                       env=_demo_env(), capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    flags = re.findall(r"(?<![\w-])(--[a-z][a-z0-9-]*)", p.stdout)
+    for flag in ("--actors", "--out", "--stop-timeout", "--minutes"):
+        assert flag in flags, flag
+    for flag in ("--num-actors", "--out-dir", "--host"):
+        assert flag not in flags, flag
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--bogus"], "pyctl demo: unrecognized arguments: --bogus"),
+    (["--batch-size", "0"], "pyctl demo: --batch-size must be >= 1"),
+    (["--config", "/nonexistent/c.json"], "--config /nonexistent/c.json: No such file"),
+    (["--stop-timeout", "-1"], "--stop-timeout: must be >= 0"),
+])
+def test_pyctl_demo_usage_errors_are_one_line(argv: list[str], message: str) -> None:
+    p = subprocess.run([sys.executable, "-m", "pyctl", "demo", *argv], cwd=ROOT,
+                       env=_demo_env(), capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2, (p.stdout, p.stderr)
+    assert p.stderr.count("\n") == 1 and message in p.stderr, p.stderr

@@ -7,7 +7,11 @@ import shutil
 import subprocess
 from typing import TYPE_CHECKING
 
+import numpy as np
 import pytest
+import redis
+
+from pyctl.client import ReplayClient
 
 if TYPE_CHECKING:
     from conftest import ServerProcess
@@ -86,6 +90,62 @@ def test_cli_info(server: ServerProcess) -> None:
 def test_cli_info_replay(inreplay_server: ServerProcess) -> None:
     out = clean(cli(inreplay_server, "INFO", "replay"))
     assert out.startswith("# Replay")
+
+
+def test_cli_resp3(server: ServerProcess) -> None:
+    """redis-cli -3 opens with HELLO 3 and prints RESP3 types."""
+    assert clean(cli(server, "-3", "--no-raw", "GET", "missing")) == "(nil)\n"
+    assert clean(cli(server, "-3", "--no-raw", "CONFIG", "GET", "maxmemory")) == (
+        '1# "maxmemory" => "0"\n'
+    )
+    assert clean(cli(server, "-3", "--no-raw", "RPUSH", "l3", "a")) == "(integer) 1\n"
+
+
+# --------------------------------------------------------------------------
+# redis-py with its defaults (RESP3 from redis-py 8)
+# --------------------------------------------------------------------------
+
+
+def test_redis_py_defaults(server: ServerProcess) -> None:
+    assert int(redis.__version__.split(".")[0]) >= 8, "the stock-client tests need redis-py 8"
+    r = redis.Redis(host=server.host, port=server.port, socket_timeout=10)
+    try:
+        assert r.execute_command("HELLO")[b"proto"] == 3  # what redis-py chose on connect
+        assert r.set("a", "1") is True
+        assert r.get("a") == b"1"
+        assert r.get("missing") is None
+        assert r.mget("a", "missing") == [b"1", None]
+        assert r.incr("a") == 2
+        assert r.rpush("l", "x", "y") == 2
+        assert r.lpop("l") == b"x"
+        assert r.lpop("none") is None
+        assert r.config_get("maxmemory") == {"maxmemory": "0"}
+        assert r.ttl("a") == -1
+        assert r.client_id() > 0
+    finally:
+        r.close()
+
+
+@pytest.mark.parametrize("protocol", [2, 3])
+def test_replay_client_on_both_protocols(inreplay_server: ServerProcess, protocol: int) -> None:
+    with ReplayClient(inreplay_server.host, inreplay_server.port, protocol=protocol) as rc:
+        proto = rc.redis.execute_command("HELLO")
+        if not isinstance(proto, dict):
+            proto = dict(zip(proto[::2], proto[1::2], strict=True))
+        fields = proto
+        assert fields[b"proto"] == protocol
+        rc.create("t", 8)
+        ids = rc.add("t", [1.0, 2.0, 3.0], [b"a", b"b", b"c"])
+        assert ids.tolist() == [0, 1, 2]
+        s = rc.sample("t", 4, beta=0.4)
+        assert set(s.ids.tolist()) <= {0, 1, 2} and len(s.ids) == 4
+        assert all(item in (b"a", b"b", b"c") for item in s.items)
+        assert np.all(s.weights > 0)
+        assert rc.update("t", [0, 1], [5.0, 5.0]) == 2
+        assert rc.info("t")["size"] == 3
+        assert rc.tables() == ["t"]
+        rc.drop("t")
+        assert rc.tables() == []
 
 
 # --------------------------------------------------------------------------

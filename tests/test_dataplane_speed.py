@@ -32,7 +32,8 @@ from typing import Any
 
 import pytest
 import redis
-from conftest import ROOT, ServerProcess, _dpdk_built, free_port
+from conftest import ROOT, ServerProcess, _dpdk_built
+from helpers import free_port
 
 HAVE_DPDK = os.geteuid() == 0 and _dpdk_built()
 needs_dpdk = pytest.mark.skipif(not HAVE_DPDK, reason="the DPDK stack needs root and a "

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import die_with_parent as _die_with_parent
 
 ROOT = Path(__file__).resolve().parent.parent
 SERVE = ROOT / "tests" / "dpdk_serve.py"
@@ -199,15 +200,6 @@ class DpdkServer:
         if self.alive():
             self.proc.kill()
             self.proc.wait()
-
-
-def _die_with_parent() -> None:
-    import ctypes
-
-    try:
-        ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
 
 
 def start_server(env: NetEnv, log_path: Path, eal_args: str | None = None,

@@ -4,6 +4,11 @@ the local (baseline) replay, the prefetch thread, checkpoints."""
 from __future__ import annotations
 
 import copy
+import os
+import random
+import signal
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -239,3 +244,197 @@ def test_to_torch_makes_contiguous_tensors() -> None:
     b = to_torch(s, torch.device("cpu"))
     assert b.obs.shape == (3, 4) and b.obs.dtype == torch.float32 and b.obs.is_contiguous()
     assert b.action.dtype == torch.int64 and b.action.tolist() == [1, 0, 1]
+
+
+# ---- the learner process against a real server --------------------------------------
+
+ROOT = Path(__file__).resolve().parent.parent
+LEARNER = [sys.executable, "-m", "learner.learner", "--env", "CartPole-v1", "--quiet"]
+
+
+def _fill(port: int, n: int = 2000, version: int | None = None,
+          obs_shape: tuple[int, ...] = (4,)) -> None:
+    """A CartPole table of n transitions (and a parameter version), as a run leaves them."""
+    from pyctl.client import ReplayClient
+
+    with ReplayClient(port=port) as rc:
+        rc.redis.flushall()
+        for t in rc.tables():
+            rc.drop(t)
+        codec = TransitionCodec(obs_shape, np.float32, 3)
+        rng = np.random.default_rng(0)
+        items = codec.encode(rng.normal(size=(n, *obs_shape)).astype(np.float32),
+                             rng.integers(0, 2, n), rng.normal(size=n), np.full(n, 0.97),
+                             rng.normal(size=(n, *obs_shape)).astype(np.float32), np.full(n, 3))
+        rc.create("replay", 100_000)
+        rc.add("replay", np.ones(n), items)
+        if version is not None:
+            rc.redis.set("apex:params:version", version)
+
+
+def _learner(port: int, out: Path, *flags: str) -> subprocess.Popen[str]:
+    return subprocess.Popen([*LEARNER, "--port", str(port), "--out-dir", str(out),
+                             "--learning-starts", "500", *flags], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_learner_refuses_an_earlier_run_unless_resume_or_fresh(inreplay_server: Any,
+                                                               tmp_path: Path) -> None:
+    from pyctl.client import ReplayClient
+
+    port = inreplay_server.port
+    _fill(port, 2000, version=7)
+    p = _learner(port, tmp_path, "--max-learner-steps", "3")
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == 1, (out, err)
+    assert err.count("\n") == 1 and "--resume" in err and "--fresh" in err, err
+    assert "2000 items" in err and "parameter version 7" in err, err
+    with ReplayClient(port=port) as rc:
+        assert rc.info("replay")["size"] == 2000  # untouched
+        assert rc.redis.get("apex:params:version") == b"7"
+
+    p = subprocess.Popen([*LEARNER, "--port", str(port), "--out-dir", str(tmp_path),
+                          "--learning-starts", "500", "--max-learner-steps", "3", "--resume"],
+                         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == 0 and err == "", (out, err)
+    assert (f"learner: resuming the run on 127.0.0.1:{port}: table 'replay' with 2000 items, "
+            "parameter version 7") in out  # said even with --quiet
+    assert "stopped after 3 steps" in out
+    with ReplayClient(port=port) as rc:
+        assert rc.info("replay")["updates"] > 0  # the same table, trained on
+        assert int(rc.redis.get("apex:params:version") or 0) > 7  # the sequence continues
+
+    # --fresh: the earlier table and keys go; a new empty table waits for actors, saying so
+    p = subprocess.Popen([*LEARNER[:-1], "--port", str(port), "--out-dir", str(tmp_path),
+                          "--learning-starts", "500", "--fresh"],
+                         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert p.stdout is not None
+    lines = []
+    t0 = time.monotonic()
+    for line in p.stdout:
+        lines.append(line)
+        if "waiting for the replay" in line:
+            break
+    waited = time.monotonic() - t0
+    p.send_signal(signal.SIGTERM)
+    rest, err = p.communicate(timeout=20)
+    text = "".join(lines) + rest
+    assert p.returncode == 0 and err == "", (text, err)
+    assert f"learner: --fresh: dropped the earlier run on 127.0.0.1:{port} (table 'replay' " \
+           "with 2000 items" in text
+    # the appliance's rate limiter holds the first sample (MIN_SIZE = learning_starts)
+    assert "waiting for the replay (5 s): table 'replay' has 0 items, MIN_SIZE is 500" in text, text
+    assert 4.0 < waited < 30, waited  # rate-limited progress line, not one per poll
+    assert "learner: stopped after 0 steps, parameters version 1" in text
+    with ReplayClient(port=port) as rc:
+        assert rc.info("replay")["size"] == 0 and rc.info("replay")["inserts"] == 0
+
+
+@pytest.mark.parametrize("argv, code, message", [
+    (["--port", "1"], 1, "cannot reach the server at 127.0.0.1:1: connection refused"),
+    (["--config", "/nonexistent/c.json"], 2, "--config /nonexistent/c.json: No such file"),
+    (["--out-dir", "/proc/no/such"], 1, "--out-dir /proc/no/such: No such file or directory"),
+    (["--batch-size", "0"], 2, "--batch-size must be >= 1"),
+    (["--eps-base", "0.3"], 2, "unrecognized arguments: --eps-base"),  # an actor's flag
+])
+def test_learner_errors_are_one_line(argv: list[str], code: int, message: str) -> None:
+    p = subprocess.run([*LEARNER, *argv], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert p.returncode == code, (p.stdout, p.stderr)
+    assert p.stderr.count("\n") == 1 and message in p.stderr, p.stderr
+
+
+def test_learner_help_shows_only_the_learners_flags() -> None:
+    p = subprocess.run([*LEARNER[:3], "--help"], cwd=ROOT, capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 0
+    for flag in ("--batch-size", "--lr", "--capacity", "--resume", "--fresh", "--n-step"):
+        assert flag in p.stdout, flag
+    for flag in ("--eps-base", "--actor-batch", "--params-wait-s", "--eval-every-s",
+                 "--screen-episodes"):
+        assert flag not in p.stdout, flag
+
+
+def test_sigterm_at_random_moments_stops_the_learner_cleanly(inreplay_server: Any,
+                                                            tmp_path: Path) -> None:
+    """20 runs, SIGTERM 0.5-6 s after the start (during the imports, the set-up, the wait
+    for data or training): each exits 0 within a few seconds with its stop line."""
+    port = inreplay_server.port
+    rng = random.Random(12)
+    slow = []
+    for i in range(20):
+        _fill(port, 1000)
+        p = _learner(port, tmp_path / str(i), "--resume")
+        delay = rng.uniform(0.5, 6.0)
+        time.sleep(delay)
+        t = time.monotonic()
+        p.send_signal(signal.SIGTERM)
+        try:
+            out, err = p.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            out, err = p.communicate()
+        took = time.monotonic() - t
+        assert p.returncode == 0, (i, delay, out, err)
+        assert "learner: stopped " in out.splitlines()[-1], (i, delay, out, err)
+        assert err == "", (i, delay, err)
+        slow.append((took, delay))
+    worst = max(slow)
+    assert worst[0] < 5.0, f"{worst[0]:.1f} s to stop after a SIGTERM at {worst[1]:.1f} s"
+
+
+def test_sigterm_while_the_server_hangs_ends_the_learner_within_the_grace(
+        server_factory: Any, tmp_path: Path) -> None:
+    """The server stops answering (SIGSTOP) while the learner trains: a SIGTERM cannot
+    interrupt the call its main thread is blocked in, so the watchdog ends the process
+    STOP_GRACE_S later, saying where it was stuck, with the stop line."""
+    from learner.learner import STOP_GRACE_S
+
+    srv = server_factory("inreplay")
+    _fill(srv.port, 1000)
+    p = _learner(srv.port, tmp_path, "--resume")
+    r = srv.client()
+    try:
+        deadline = time.monotonic() + 60
+        while int(r.get("apex:params:version") or 0) < 3 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert int(r.get("apex:params:version") or 0) >= 3, "the learner did not train"
+        os.kill(srv.proc.pid, signal.SIGSTOP)
+        time.sleep(0.5)
+        t = time.monotonic()
+        p.send_signal(signal.SIGTERM)
+        out, err = p.communicate(timeout=STOP_GRACE_S + 20)
+        took = time.monotonic() - t
+    finally:
+        os.kill(srv.proc.pid, signal.SIGCONT)
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        r.close()
+    assert STOP_GRACE_S - 0.5 < took < STOP_GRACE_S + 3, took
+    assert p.returncode == 1, (out, err)
+    assert err.count("\n") == 1 and err.startswith(
+        f"learner: still stopping {STOP_GRACE_S:.0f} s after the signal, in "), err
+    assert out.splitlines()[-1].startswith("learner: stopped after ") and \
+        out.splitlines()[-1].endswith("(forced)"), out
+
+
+def test_evaluate_errors_are_one_line(tmp_path: Path) -> None:
+    junk = tmp_path / "junk.pt"
+    junk.write_text("not a checkpoint\n")
+    for path, message in ((str(tmp_path / "none.pt"), "none.pt: No such file or directory"),
+                          (str(junk), "junk.pt: not a learner checkpoint")):
+        p = subprocess.run([sys.executable, "-m", "learner.evaluate", path], cwd=ROOT,
+                           capture_output=True, text=True, timeout=120)
+        assert p.returncode == 1, (p.stdout, p.stderr)
+        assert p.stderr.count("\n") == 1 and message in p.stderr, p.stderr
+
+
+def test_resume_refuses_a_table_of_another_item_size(inreplay_server: Any,
+                                                    tmp_path: Path) -> None:
+    _fill(inreplay_server.port, 500, obs_shape=(6,))  # e.g. Acrobot's transitions
+    p = _learner(inreplay_server.port, tmp_path, "--resume", "--max-learner-steps", "3")
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == 1, (out, err)
+    assert err.count("\n") == 1 and "holds items of 60 bytes, but this run's transitions " \
+        "(CartPole-v1) are 44 bytes: pass --fresh" in err, err

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import pytest
+from helpers import bulk, mbulk
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -31,18 +32,6 @@ PONG = b"+PONG\r\n"
 INVALID_MBULK = b"-ERR Protocol error: invalid multibulk length\r\n"
 INVALID_BULK = b"-ERR Protocol error: invalid bulk length\r\n"
 PROTO_MAX_BULK_LEN = 512 * 1024 * 1024  # Redis's default proto-max-bulk-len
-
-
-def mbulk(*args: bytes | str | int) -> bytes:
-    out = [b"*%d\r\n" % len(args)]
-    for a in args:
-        b = a if isinstance(a, bytes) else str(a).encode()
-        out.append(b"$%d\r\n%s\r\n" % (len(b), b))
-    return b"".join(out)
-
-
-def bulk(b: bytes | None) -> bytes:
-    return b"$-1\r\n" if b is None else b"$%d\r\n%s\r\n" % (len(b), b)
 
 
 def send_bytewise(c: RawConn, data: bytes) -> None:

@@ -78,6 +78,12 @@ def corrupt_lines(srv: ServerProcess) -> list[str]:
     return [ln for ln in srv.log_tail(1 << 20).splitlines() if "is corrupt" in ln]
 
 
+def made(d: Path) -> Path:
+    """d, created: a snapshot directory must exist before a server starts on it."""
+    d.mkdir(exist_ok=True)
+    return d
+
+
 def restart(srv: ServerProcess, start: Start, *flags: str) -> ServerProcess:
     assert srv.stop() == 0, srv.log_tail()
     return start(*flags)
@@ -136,7 +142,7 @@ def test_save_then_restore_keys_lists_and_tables(start: Start, tmp_path: Path) -
     r.close()
 
     time.sleep(max(0.0, 0.4 - (time.monotonic() - t_short)))  # "short" has expired
-    b = restart(a, start, "--restore", str(d), "--dir", str(tmp_path / "b"))
+    b = restart(a, start, "--restore", str(d), "--dir", str(made(tmp_path / "b")))
     r = b.client()
     assert r.get("plain") == b"value"
     assert r.get(b"bin\x00key") == b"\x00\xff\r\nbinary"
@@ -185,7 +191,7 @@ def test_sampling_after_restore_matches_before(start: Start, tmp_path: Path) -> 
     assert r.save() is True  # before any draw: both samplers start from the same RNG state
     before = rc.info("d")
     draws_a = sample_ids(r, "d", 4096, 8)
-    b = restart(a, start, "--restore", str(d), "--dir", str(tmp_path / "b"))
+    b = restart(a, start, "--restore", str(d), "--dir", str(made(tmp_path / "b")))
     r = b.client()
     rc = ReplayClient(connection=r)
     after = rc.info("d")
@@ -279,7 +285,7 @@ def test_bgsave_while_clients_write(start: Start, tmp_path: Path) -> None:
     assert abs(r.lastsave().timestamp() - time.time()) < 60
     assert len(snapshots(d)) == 1 and not [p for p in d.iterdir() if p.name.startswith(".")]
 
-    b = restart(a, start, "--restore", str(d), "--dir", str(tmp_path / "b"))
+    b = restart(a, start, "--restore", str(d), "--dir", str(made(tmp_path / "b")))
     r = b.client()
     assert corrupt_lines(b) == []
     keys = sorted(int(k[2:]) for k in r.keys("w:*"))
@@ -304,7 +310,7 @@ def test_save_on_shutdown(start: Start, tmp_path: Path) -> None:
     assert a.wait(5.0) == 0, a.log_tail()
     assert time.monotonic() - t0 < 5.0
     assert len(snapshots(d)) == 1
-    b = start("--restore", str(d), "--dir", str(tmp_path / "b"))
+    b = start("--restore", str(d), "--dir", str(made(tmp_path / "b")))
     r = b.client()
     assert r.get("kept") == b"yes"
     assert table_info(r, "t")["size"] == 2
@@ -352,20 +358,22 @@ def test_big_value_and_100k_items_round_trip(start: Start, tmp_path: Path) -> No
     assert all(item == items[i] for i, item in zip(s.ids.tolist(), s.items, strict=True))
 
 
-def test_restore_from_empty_dir_and_errors(start: Start, tmp_path: Path) -> None:
-    empty = tmp_path / "empty"
-    empty.mkdir()
-    a = start("--restore", str(empty), "--dir", str(tmp_path / "missing"))
+def test_restore_if_present_from_empty_dir_and_errors(start: Start, tmp_path: Path) -> None:
+    empty = made(tmp_path / "empty")
+    gone = made(tmp_path / "gone")
+    a = start("--restore-if-present", str(empty), "--dir", str(gone))
     assert "nothing to restore" in a.log_tail()
     r = a.client()
     assert r.dbsize() == 0
     p = persistence(r)
     assert p["rdb_bgsave_in_progress"] == 0 and p["rdb_saves"] == 0
-    assert p["rdb_last_bgsave_status"] == "ok"
+    assert p["rdb_last_bgsave_status"] == "ok" and p["snapshot_last_error"] == ""
     assert abs(r.lastsave().timestamp() - time.time()) < 120
-    with pytest.raises(redis.ResponseError, match="snapshot failed"):
+    gone.rmdir()  # the directory goes away under the running server
+    with pytest.raises(redis.ResponseError, match=r"snapshot failed: cannot create .*gone"):
         r.save()
-    assert persistence(r)["rdb_last_bgsave_status"] == "err"
+    p = persistence(r)
+    assert p["rdb_last_bgsave_status"] == "err" and str(gone) in p["snapshot_last_error"]
     with a.raw() as c:
         assert c.call("BGSAVE", "NOW").message.startswith(b"ERR syntax error")
         assert c.call("SAVE", "x").message.startswith(b"ERR wrong number of arguments")

@@ -51,7 +51,7 @@ static int allBytes(const char *p, size_t n, char ch) {
 }
 
 static ir_table *mkTable(ir_server *s, const char *name) {
-    ir_table_opts o = {4, 1.0, 0.4, 1e-6, 4 * ITEM, 0, 99};
+    ir_table_opts o = {.capacity = 4, .alpha = 1.0, .beta = 0.4, .epsilon = 1e-6, .maxbytes = 4 * ITEM, .seed = 99};
     ir_table *t = NULL;
     const char *err;
     CHECK(tableCreate(s->tables, name, strlen(name), &o, &t, &err) == 0);

@@ -65,7 +65,7 @@ static void pushList(ir_db *db, const char *k, int n, size_t big) {
 }
 
 static ir_table *mkTable(ir_server *s, const char *name, uint64_t cap, double alpha, uint64_t maxbytes) {
-    ir_table_opts o = {cap, alpha, 0.4, 1e-6, maxbytes, 0, 1234};
+    ir_table_opts o = {.capacity = cap, .alpha = alpha, .beta = 0.4, .epsilon = 1e-6, .maxbytes = maxbytes, .seed = 1234};
     ir_table *t = NULL;
     const char *err;
     CHECK(tableCreate(s->tables, name, strlen(name), &o, &t, &err) == 0);

@@ -1,0 +1,307 @@
+"""The swarm: many actors inserting while one learner samples, on 1 and 2 shards.
+
+Ape-X ran 360 actors (about 50,000 transitions/s together) against one replay
+while the learner drew about 19 batches of 512 per second. This benchmark
+opens --actors connections that each insert batches of 50 items (REPLAY.ADD,
+one request per batch, one batch in flight per actor, as an Ape-X actor sends)
+at Ape-X's per-actor rate (--rate apex: 50,000 / 360 transitions/s each) or as
+fast as the server takes them (--rate max), while a learner connection runs
+SAMPLE 512 + UPDATE 512 back to back, through ShardedReplayClient (one round
+trip per call to every shard).
+
+For each shard count it measures, in order:
+    learner alone        the learner's batches/s with no actor connected (baseline)
+    apex                 actors at Ape-X's rate and the learner
+    max                  actors as fast as possible and the learner
+and reports inserts_per_s, sample_batches_per_s, sample_p99_ms and
+insert_p99_ms, overall and per shard (inserts counted by each shard's
+REPLAY.INFO). Actors run in their own process (asyncio over raw sockets with
+the hiredis parser; requests pre-encoded), the learner in another, the shards
+pinned to their own cores by `pyctl start --shards`: on a 2-core machine
+everything shares the two cores, and the report says so.
+
+    python bench/swarm.py [--actors 360] [--item-bytes 128] [--seconds 20]
+                          [--shards 1,2] [--phases learner,apex,max] [--json FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import hiredis
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from pyctl.sharded import ShardedReplayClient  # noqa: E402
+
+APEX_ACTORS = 360
+APEX_TRANSITIONS_PER_S = 50_000
+BATCH = 50          # transitions per actor request (Ape-X batches its traffic)
+SAMPLE = 512        # the learner's batch
+TABLE = "swarm"
+
+
+def log(msg: str) -> None:
+    print(f"swarm: {msg}", file=sys.stderr, flush=True)
+
+
+def encode(*args: bytes | str | int) -> bytes:
+    """One RESP request."""
+    out = [b"*%d\r\n" % len(args)]
+    for a in args:
+        b = a if isinstance(a, bytes) else str(a).encode()
+        out.append(b"$%d\r\n%s\r\n" % (len(b), b))
+    return b"".join(out)
+
+
+# ---- actors -------------------------------------------------------------------------------
+
+async def _actor(k: int, addrs: list[tuple[str, int]], payload: bytes, per_s: float,
+                 stop_at: float, lat: list[float], counts: list[int]) -> None:
+    host, port = addrs[k % len(addrs)]  # actors spread over the shards, as add() does
+    reader, writer = await asyncio.open_connection(host, port)
+    parser = hiredis.Reader()
+    interval = BATCH / per_s if per_s > 0 else 0.0
+    loop = asyncio.get_running_loop()
+    # spread the first sends over one interval so the actors do not fire in step
+    next_at = loop.time() + interval * ((k * 0.618034) % 1.0)
+    try:
+        while loop.time() < stop_at:
+            if interval:
+                delay = next_at - loop.time()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                next_at += interval
+            t0 = time.perf_counter()
+            writer.write(payload)
+            while True:
+                reply = parser.gets()
+                if reply is not False:
+                    break
+                data = await reader.read(65536)
+                if not data:
+                    raise ConnectionError("server closed the connection")
+                parser.feed(data)
+            if isinstance(reply, hiredis.ReplyError):
+                raise RuntimeError(f"REPLAY.ADD: {reply}")
+            lat.append(time.perf_counter() - t0)
+            counts[0] += BATCH
+    finally:
+        writer.close()
+
+
+def run_actors(addrs: list[tuple[str, int]], n: int, item_bytes: int, per_s: float,
+               seconds: float, out_fd: int) -> None:
+    """The actors' process: n connections for `seconds`; writes a JSON line to out_fd."""
+    rng = np.random.default_rng(os.getpid())
+    args: list[Any] = ["REPLAY.ADD", TABLE]
+    for _ in range(BATCH):
+        args += [f"{rng.uniform(0.1, 10):.6g}", rng.integers(0, 256, item_bytes,
+                                                              np.uint8).tobytes()]
+    payload = encode(*args)
+    lat: list[float] = []
+    counts = [0]
+
+    async def main() -> None:
+        stop_at = asyncio.get_running_loop().time() + seconds
+        tasks = [asyncio.create_task(_actor(k, addrs, payload, per_s, stop_at, lat, counts))
+                 for k in range(n)]
+        done = await asyncio.gather(*tasks, return_exceptions=True)
+        errors = [repr(e) for e in done if isinstance(e, BaseException)]
+        if errors:
+            raise RuntimeError(f"{len(errors)} actors failed, first: {errors[0]}")
+
+    t0 = time.perf_counter()
+    asyncio.run(main())
+    wall = time.perf_counter() - t0
+    ms = np.array(lat) * 1e3 if lat else np.zeros(1)
+    os.write(out_fd, (json.dumps({
+        "transitions": counts[0], "wall_s": wall,
+        "insert_p50_ms": float(np.percentile(ms, 50)),
+        "insert_p99_ms": float(np.percentile(ms, 99)),
+    }) + "\n").encode())
+
+
+# ---- the learner --------------------------------------------------------------------------
+
+def run_learner(group: list[str], item_bytes: int, seconds: float, out_fd: int) -> None:
+    """SAMPLE 512 + UPDATE 512 back to back for `seconds`; a JSON line to out_fd."""
+    rc = ShardedReplayClient(group, seed=1)
+    rng = np.random.default_rng(2)
+    lat = []
+    batches = 0
+    t_end = time.perf_counter() + seconds
+    t0 = time.perf_counter()
+    while time.perf_counter() < t_end:
+        s0 = time.perf_counter()
+        s = rc.sample(TABLE, SAMPLE, item_shape=(item_bytes,))
+        lat.append(time.perf_counter() - s0)
+        rc.update(TABLE, s.ids, rng.uniform(0.1, 10, SAMPLE).astype(np.float32))
+        batches += 1
+    wall = time.perf_counter() - t0
+    ms = np.array(lat) * 1e3
+    rc.close()
+    os.write(out_fd, (json.dumps({
+        "batches": batches, "wall_s": wall, "sample_batches_per_s": batches / wall,
+        "sample_p50_ms": float(np.percentile(ms, 50)),
+        "sample_p99_ms": float(np.percentile(ms, 99)),
+    }) + "\n").encode())
+
+
+def _fork(fn: Any, *args: Any) -> tuple[int, int]:
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        code = 0
+        try:
+            fn(*args, w)
+        except BaseException as e:  # report, never return into the parent's code
+            os.write(w, (json.dumps({"error": f"{type(e).__name__}: {e}"}) + "\n").encode())
+            code = 1
+        os._exit(code)
+    os.close(w)
+    return pid, r
+
+
+def _collect(pid: int, fd: int) -> dict[str, Any]:
+    with os.fdopen(fd) as f:
+        line = f.readline()
+    os.waitpid(pid, 0)
+    out = json.loads(line) if line else {"error": "the process exited without a result"}
+    if "error" in out:
+        raise RuntimeError(out["error"])
+    return out
+
+
+# ---- one configuration --------------------------------------------------------------------
+
+def _inserts(rc: ShardedReplayClient) -> list[int]:
+    return [int(s.info(TABLE)["inserts"]) for s in rc.shards]
+
+
+def phase(group: list[str], name: str, actors: int, item_bytes: int, seconds: float,
+          per_s: float) -> dict[str, Any]:
+    addrs = [(h, int(p)) for h, p in (a.rsplit(":", 1) for a in group)]
+    probe = ShardedReplayClient(group)
+    before = _inserts(probe)
+    t0 = time.perf_counter()
+    procs = []
+    if actors:
+        procs.append(("actors", *_fork(run_actors, addrs, actors, item_bytes, per_s, seconds)))
+    procs.append(("learner", *_fork(run_learner, group, item_bytes, seconds)))
+    results = {name_: _collect(pid, fd) for name_, pid, fd in procs}
+    wall = time.perf_counter() - t0
+    after = _inserts(probe)
+    probe.close()
+    per_shard = [(a - b) / wall for a, b in zip(after, before, strict=True)]
+    learner = results["learner"]
+    row: dict[str, Any] = {
+        "shards": len(group), "phase": name, "actors": actors, "item_bytes": item_bytes,
+        "seconds": round(wall, 2),
+        "inserts_per_s": round(sum(per_shard)),
+        "inserts_per_s_per_shard": [round(x) for x in per_shard],
+        "sample_batches_per_s": round(learner["sample_batches_per_s"], 1),
+        "sample_p50_ms": round(learner["sample_p50_ms"], 3),
+        "sample_p99_ms": round(learner["sample_p99_ms"], 3),
+    }
+    if actors:
+        row["insert_p50_ms"] = round(results["actors"]["insert_p50_ms"], 3)
+        row["insert_p99_ms"] = round(results["actors"]["insert_p99_ms"], 3)
+        row["target_inserts_per_s"] = round(per_s * actors) if per_s else None
+    log(json.dumps(row))
+    return row
+
+
+def start_group(rundir: Path, shards: int) -> list[str]:
+    env = dict(os.environ, INREPLAY_RUN_DIR=str(rundir))
+    out = subprocess.run([sys.executable, "-m", "pyctl", "start", "--shards", str(shards),
+                          "--listen", "127.0.0.1:0", "--daemon", "--seed", "1"],
+                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    if out.returncode:
+        raise RuntimeError(f"pyctl start --shards {shards}: {out.stderr.strip()}")
+    for line in out.stdout.splitlines():
+        if line.startswith("inreplay: group "):
+            return line.removeprefix("inreplay: group ").split(",")
+    return [out.stdout.split(" on ")[1].split()[0]]  # one shard: "... listening on H:P"
+
+
+def stop_group(rundir: Path) -> None:
+    env = dict(os.environ, INREPLAY_RUN_DIR=str(rundir))
+    subprocess.run([sys.executable, "-m", "pyctl", "stop", "--all"], cwd=ROOT, env=env,
+                   capture_output=True, timeout=60)
+
+
+def configuration(shards: int, args: argparse.Namespace, item_bytes: int) -> list[dict[str, Any]]:
+    with tempfile.TemporaryDirectory(prefix="swarm-") as tmp:
+        rundir = Path(tmp)
+        group = start_group(rundir, shards)
+        try:
+            rc = ShardedReplayClient(group)
+            # the group holds Ape-X's 2M transitions; items beyond the arena evict the oldest
+            maxbytes = min(args.capacity * (item_bytes + 16) // shards + (64 << 20), 8 << 30)
+            rc.create(TABLE, capacity=args.capacity // shards, maxbytes=maxbytes)
+            fill = np.random.default_rng(0).integers(0, 256, (SAMPLE * 4, item_bytes), np.uint8)
+            for _ in range(shards * 4):
+                rc.add(TABLE, np.random.default_rng(1).uniform(0.1, 10, len(fill)), fill)
+            rc.close()
+            rows = []
+            apex_rate = APEX_TRANSITIONS_PER_S / APEX_ACTORS
+            for ph in args.phases:
+                if ph == "learner":
+                    rows.append(phase(group, ph, 0, item_bytes, args.seconds, 0))
+                elif ph == "apex":
+                    rows.append(phase(group, ph, args.actors, item_bytes, args.seconds,
+                                      apex_rate))
+                elif ph == "max":
+                    rows.append(phase(group, ph, args.actors, item_bytes, args.seconds, 0))
+            base = next((r for r in rows if r["phase"] == "learner"), None)
+            for r in rows:
+                if base and r is not base:
+                    r["learner_vs_alone"] = round(r["sample_batches_per_s"]
+                                                  / base["sample_batches_per_s"], 3)
+            return rows
+        finally:
+            stop_group(rundir)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--actors", type=int, default=APEX_ACTORS, help="actor connections (360)")
+    ap.add_argument("--item-bytes", default="128",
+                    help="item sizes, comma-separated (128; Atari: 49392 raw)")
+    ap.add_argument("--seconds", type=float, default=20.0, help="seconds per phase (20)")
+    ap.add_argument("--shards", default="1,2", help="shard counts to run (1,2)")
+    ap.add_argument("--phases", default="learner,apex,max",
+                    help="learner (alone), apex (Ape-X's rate), max (as fast as possible)")
+    ap.add_argument("--capacity", type=int, default=2_000_000,
+                    help="transitions the group holds (Ape-X: 2M)")
+    ap.add_argument("--json", help="write the rows here")
+    args = ap.parse_args(argv)
+    args.phases = args.phases.split(",")
+    rows = []
+    for item_bytes in (int(x) for x in args.item_bytes.split(",")):
+        for shards in (int(x) for x in args.shards.split(",")):
+            rows += configuration(shards, args, item_bytes)
+    report = {"machine_cpus": os.cpu_count(), "actors": args.actors, "rows": rows,
+              "note": "actors, learner and shards share this machine's cores"}
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=1))
+    else:
+        print(json.dumps(report, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

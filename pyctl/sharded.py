@@ -1,0 +1,320 @@
+"""ShardedReplayClient: one prioritized replay spread over a group of appliances.
+
+A replay group is N inreplay servers (shards), each holding its own tables
+(started together with `pyctl start --shards N`, or one per box with
+`--shard-group` and `--shard-index`). Any member answers REPLAY.SHARDS with
+the whole group, so a client needs one address:
+
+    rc = ShardedReplayClient.from_seed("10.0.0.5:6379")
+    rc.create("replay", capacity=1_000_000)          # on every shard
+    ids = rc.add("replay", priorities, items)        # one shard per batch, in turn
+    batch = rc.sample("replay", 512)                 # every shard at once, one round trip
+    rc.update("replay", batch.ids, new_priorities)   # each id back to its shard
+
+Exact global prioritized sampling. Other replay systems sample each shard
+about equally often (Reverb round-robins across servers; RLlib's Ape-X takes
+each batch from one shard), so item i is drawn with p_i / (S * P_s) instead of
+p_i / P. Here a batch of n is split across shards in proportion to their
+total priorities P_s, stratified (shard s gets floor or ceil of n * P_s / P,
+with the right expectation; or multinomial counts), every shard request goes
+out before any reply is read, and each shard answers with its draws plus its
+own total, minimum priority, live size and each draw's probability inside it
+(REPLAY.SAMPLE ... WITHSTATS). A draw from shard s then has the global
+probability P(i) = q_s * p_i / P_s, where q_s is the share of the batch the
+shard was given, and its importance weight is (N * P(i))^-beta divided by the
+largest weight any item of the group could get, N being the group's size.
+
+The shares come from the totals of the previous reply (or one REPLAY.INFO
+round when there is none). The weights use the shares actually used, so they
+correct exactly for the distribution the batch was drawn from; when
+priorities change between batches that distribution lags the newest totals by
+one batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import redis
+
+from pyctl.client import ItemSpec, RateLimited, ReplayClient, Sample, sample_args
+
+SHARD_ID_BITS = 48
+"""Ids of shard k start at k << 48 (IR_SHARD_ID_BITS in inreplay.h): an id names its shard."""
+
+
+def _split_address(addr: str) -> tuple[str, int]:
+    host, sep, port = addr.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise ValueError(f"shard address {addr!r}: expected HOST:PORT")
+    return host.strip("[]"), int(port)
+
+
+@dataclass
+class ShardStats:
+    """What one shard said about itself in its last reply."""
+
+    total: float
+    """Sum of the shard's stored priorities."""
+    min_priority: float
+    """Smallest positive stored priority (0: none, the shard samples uniformly)."""
+    size: int
+    """Live items."""
+
+
+class ShardedReplayClient:
+    """The methods of ReplayClient over a replay group, with exact global sampling."""
+
+    def __init__(self, addresses: Sequence[str], *, stratified: bool = True,
+                 seed: int | None = None, **kwargs: Any) -> None:
+        """addresses: every member's HOST:PORT in shard order (REPLAY.SHARDS's order).
+        stratified: split batches with stratified shares (False: multinomial counts).
+        kwargs go to each shard's redis.Redis (password, socket_timeout, ...)."""
+        if not addresses:
+            raise ValueError("a replay group needs at least one address")
+        self.addresses = list(addresses)
+        self.shards = [ReplayClient(*_split_address(a), **kwargs) for a in self.addresses]
+        self.stratified = stratified
+        self._rng = np.random.default_rng(seed)
+        self._stats: dict[str, list[ShardStats]] = {}
+        self._next_add = 0
+        self._beta: dict[str, float] = {}
+        for k, rc in enumerate(self.shards):
+            index, members = _shards_of(rc.redis)
+            if members and (index != k or len(members) != len(self.shards)):
+                raise ValueError(f"{self.addresses[k]} is shard {index} of a group of "
+                                 f"{len(members)} ({','.join(members)}), not shard {k} of "
+                                 f"{len(self.shards)}: give the addresses in REPLAY.SHARDS order")
+
+    @classmethod
+    def from_seed(cls, seed: str, **kwargs: Any) -> ShardedReplayClient:
+        """Connect to the group that the server at seed (HOST:PORT) belongs to."""
+        host, port = _split_address(seed)
+        opts = {k: v for k, v in kwargs.items() if k not in ("stratified", "seed")}
+        opts.setdefault("protocol", 2)
+        r = redis.Redis(host=host, port=port, **opts)
+        try:
+            _, members = _shards_of(r)
+        finally:
+            r.close()
+        return cls(members or [seed], **kwargs)
+
+    @property
+    def redis(self) -> redis.Redis:
+        """Shard 0's connection: the group's key/value store (parameters, run metadata)."""
+        return self.shards[0].redis
+
+    def close(self) -> None:
+        for rc in self.shards:
+            rc.close()
+
+    def __enter__(self) -> ShardedReplayClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ---- sending to several shards at once ------------------------------------------
+    def _fanout(self, requests: list[tuple[int, tuple[Any, ...]]]) -> list[Any]:
+        """Send every (shard, command) before reading any reply: one round trip for all.
+        Replies come back in request order; an error reply is raised after all are read."""
+        conns = []
+        try:
+            for k, args in requests:
+                pool = self.shards[k].redis.connection_pool
+                conn = pool.get_connection()
+                conns.append((pool, conn))
+                conn.send_command(*args)
+            out: list[Any] = []
+            first_error: BaseException | None = None
+            for (k, _), (_, conn) in zip(requests, conns, strict=True):
+                try:
+                    out.append(conn.read_response())
+                except redis.ResponseError as e:
+                    out.append(None)
+                    where = f"shard {k} ({self.addresses[k]}): " if len(self.shards) > 1 else ""
+                    first_error = first_error or redis.ResponseError(f"{where}{e}")
+            if first_error:
+                raise first_error
+            return out
+        except redis.ConnectionError:
+            for _, conn in conns:
+                conn.disconnect()
+            raise
+        finally:
+            for pool, conn in conns:
+                pool.release(conn)
+
+    def _all(self, *args: Any) -> list[Any]:
+        return self._fanout([(k, args) for k in range(len(self.shards))])
+
+    # ---- the ReplayClient methods ---------------------------------------------------------
+    def create(self, table: str, capacity: int, **opts: Any) -> None:
+        """REPLAY.CREATE on every shard, each with `capacity` slots (the group holds
+        N times capacity). Options as ReplayClient.create; a rate limiter's min_size is
+        the group's, split evenly (each shard enforces its share and the ratio on its
+        own traffic)."""
+        if opts.get("min_size"):
+            opts["min_size"] = -(-int(opts["min_size"]) // len(self.shards))
+        for rc in self.shards:
+            rc.create(table, capacity, **opts)
+
+    def add(self, table: str, priorities: Any, items: Any, **kwargs: Any) -> npt.NDArray[np.int64]:
+        """Insert a batch on one shard (the shards take batches in turn); returns the ids,
+        unique across the group. Arguments as ReplayClient.add (schema, timeout)."""
+        k = self._next_add
+        self._next_add = (k + 1) % len(self.shards)
+        return self.shards[k].add(table, priorities, items, **kwargs)
+
+    def update(self, table: str, ids: npt.ArrayLike, priorities: npt.ArrayLike) -> int:
+        """New raw priorities; each id goes back to the shard that issued it, all shards
+        in one round trip. Returns how many applied."""
+        i = np.ascontiguousarray(ids, dtype="<i8").reshape(-1)
+        p = np.ascontiguousarray(priorities, dtype="<f4").reshape(-1)
+        if i.shape != p.shape:
+            raise ValueError(f"{i.size} ids but {p.size} priorities")
+        owner = i >> SHARD_ID_BITS
+        bad = np.flatnonzero((owner < 0) | (owner >= len(self.shards)))
+        if bad.size:
+            raise ValueError(f"id {int(i[bad[0]])} at index {int(bad[0])} belongs to no shard of "
+                             f"this group of {len(self.shards)}; the batch was rejected whole")
+        reqs = []
+        for k in np.unique(owner):
+            sel = owner == k
+            reqs.append((int(k), ("REPLAY.UPDATE", table, i[sel].tobytes(), p[sel].tobytes())))
+        return sum(int(r) for r in self._fanout(reqs))
+
+    def refresh(self, table: str) -> list[ShardStats]:
+        """Every shard's total, minimum priority and size, in one REPLAY.INFO round."""
+        stats = []
+        for raw in self._all("REPLAY.INFO", table):
+            d = dict(zip(raw[::2], raw[1::2], strict=True))
+            mn = float(d[b"min_priority"])
+            stats.append(ShardStats(float(d[b"total_priority"]),
+                                    mn if np.isfinite(mn) else 0.0, int(d[b"size"])))
+        self._stats[table] = stats
+        return stats
+
+    def shares(self, table: str) -> npt.NDArray[np.float64]:
+        """The share of a batch each shard gets: P_s / P (by size when no shard has
+        priority mass)."""
+        stats = self._stats.get(table)
+        if not stats or not any(s.size for s in stats):  # nothing known yet: ask
+            stats = self.refresh(table)
+        mass = np.array([s.total if s.size else 0.0 for s in stats])
+        if not mass.sum() > 0:
+            mass = np.array([float(s.size) for s in stats])
+        if not mass.sum() > 0:  # every shard empty: each says so, or its limiter waits
+            mass = np.ones(len(stats))
+        return mass / mass.sum()
+
+    def _counts(self, q: npt.NDArray[np.float64], n: int) -> npt.NDArray[np.int64]:
+        if not self.stratified:
+            return self._rng.multinomial(n, q).astype(np.int64)
+        # systematic: n evenly spaced points with one random offset, binned by the
+        # cumulative shares (each shard gets floor or ceil of n * q_s, unbiased)
+        edges = np.cumsum(q)
+        edges[-1] = 1.0
+        pts = (np.arange(n) + self._rng.random()) / n
+        return np.bincount(np.searchsorted(edges, pts, side="right"),
+                           minlength=len(q)).astype(np.int64)
+
+    def sample(self, table: str, n: int, *, beta: float | None = None,
+               item_shape: tuple[int, ...] | int | None = None,
+               item_dtype: npt.DTypeLike | None = None, schema: Any = None,
+               torch: bool = False, device: Any = None, timeout: float | None = None) -> Sample:
+        """Draw n items from the whole group with exact global probabilities and
+        importance weights (see the module docstring), one round trip to every shard
+        that gets a share. Arguments and items as ReplayClient.sample."""
+        n = int(n)
+        if n <= 0:
+            raise ValueError(f"sample size must be positive, not {n}")
+        spec = ItemSpec.of(item_shape, item_dtype, schema, torch, device)
+        q = self.shares(table)
+        counts = self._counts(q, n)
+        if beta is None:  # the table's own default, asked once
+            if table not in self._beta:
+                self._beta[table] = float(self.shards[0].info(table)["beta"])
+            beta = self._beta[table]
+        reqs = [(int(k), tuple(sample_args(table, int(counts[k]), beta=beta, packed=spec.packed,
+                                           withstats=True, timeout=timeout)))
+                for k in np.flatnonzero(counts)]
+        try:
+            replies = self._fanout(reqs)
+        except redis.ResponseError as e:
+            raise RateLimited(str(e)) if "RATELIMITED" in str(e) else e from None
+        stats = list(self._stats.get(table) or self.refresh(table))
+        ids, probs, owners, items = [], [], [], []
+        for (k, _), rep in zip(reqs, replies, strict=True):
+            m = int(counts[k])
+            if spec.packed:
+                tail = len(rep) - 24 - 8 * m
+                st = memoryview(rep)[tail:]
+                ids.append(np.frombuffer(rep, dtype="<i8", count=m))
+                items.append(memoryview(rep)[12 * m:tail])
+            else:
+                raw_ids, _, raw_items, st = rep
+                ids.append(np.frombuffer(raw_ids, dtype="<i8"))
+                items.extend(raw_items)
+            total, mn = np.frombuffer(st, dtype="<f8", count=2)
+            size = int(np.frombuffer(st, dtype="<i8", count=1, offset=16)[0])
+            stats[k] = ShardStats(float(total), float(mn), size)
+            probs.append(np.frombuffer(st, dtype="<f8", count=m, offset=24))
+            owners.append(np.full(m, k))
+        self._stats[table] = stats
+        owner = np.concatenate(owners)
+        p_global = q[owner] * np.concatenate(probs)
+        # the least probable item of the group has the largest weight
+        p_min = min(q[k] * (s.min_priority / s.total if s.total > 0 else 1.0 / s.size)
+                    for k, s in enumerate(stats) if s.size and q[k] > 0)
+        weights = ((p_global / p_min) ** -beta).astype(np.float32)
+        all_ids = np.concatenate(ids).astype(np.int64)
+        if not spec.packed:
+            return Sample(all_ids, weights, items)
+        return spec.decode(all_ids, weights, b"".join(items), n)
+
+    def info(self, table: str) -> dict[str, Any]:
+        """REPLAY.INFO of every shard ("shards": a list of dicts) with the group's
+        size, capacity, inserts, samples and total_priority summed."""
+        per = [rc.info(table) for rc in self.shards]
+        out: dict[str, Any] = {"name": table, "shards": per}
+        for key in ("size", "capacity", "inserts", "samples", "updates", "evictions",
+                    "total_priority", "bytes_used", "maxbytes", "blocked_samplers",
+                    "blocked_inserters"):
+            out[key] = sum(d.get(key, 0) for d in per)
+        return out
+
+    def drop(self, table: str) -> None:
+        """REPLAY.DROP on every shard."""
+        self._all("REPLAY.DROP", table)
+        self._stats.pop(table, None)
+
+    def tables(self) -> list[str]:
+        return self.shards[0].tables()
+
+
+def home_address(host: str, port: int, **kwargs: Any) -> tuple[str, int]:
+    """Where a group keeps its keys (parameters, counters): shard 0, found from any
+    member; (host, port) itself for a standalone server."""
+    kwargs.setdefault("protocol", 2)
+    r = redis.Redis(host=host, port=port, **kwargs)
+    try:
+        _, members = _shards_of(r)
+    finally:
+        r.close()
+    return _split_address(members[0]) if members else (host, port)
+
+
+def _shards_of(r: redis.Redis) -> tuple[int, list[str]]:
+    """REPLAY.SHARDS: (this server's index, every member's HOST:PORT); [] if standalone."""
+    raw = r.execute_command("REPLAY.SHARDS")
+    if isinstance(raw, dict):  # RESP3
+        d = {k if isinstance(k, bytes) else str(k).encode(): v for k, v in raw.items()}
+    else:
+        d = dict(zip(raw[::2], raw[1::2], strict=True))
+    members = [m.decode() if isinstance(m, bytes) else str(m) for m in d[b"shards"]]
+    return int(d[b"index"]), members
