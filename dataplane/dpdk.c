@@ -510,6 +510,10 @@ static void dpdkPeername(ir_transport *t, ir_conn *c, char *buf, size_t len) {
     irl_peername(((dpdk_transport *)t)->stack, c, buf, len);
 }
 
+static void dpdkSockname(ir_transport *t, ir_conn *c, char *buf, size_t len) {
+    irl_sockname(((dpdk_transport *)t)->stack, c, buf, len);
+}
+
 /* ---- teardown ----------------------------------------------------------- */
 
 /* EAL leaves its runtime directory (config, memseg metadata, the telemetry
@@ -584,6 +588,7 @@ static const ir_transport_ops dpdk_ops = {
     .want_readable = dpdkWantReadable,
     .close = dpdkClose,
     .peername = dpdkPeername,
+    .sockname = dpdkSockname,
     .destroy = dpdkDestroy,
 };
 

@@ -196,13 +196,16 @@ static void kernelWantReadable(ir_transport *t, ir_conn *c, int on) {
 
 static void kernelClose(ir_transport *t, ir_conn *c) { connRelease((kernel_transport *)t, c); }
 
-static void kernelPeername(ir_transport *t, ir_conn *c, char *buf, size_t len) {
-    (void)t;
+/* "ip:port" of either end (peer != 0: the peer's). */
+static void kernelAddr(ir_conn *c, int peer, char *buf, size_t len) {
     struct sockaddr_storage ss;
     socklen_t sl = sizeof(ss);
     char host[INET6_ADDRSTRLEN] = "?";
     int port = 0;
-    if (getpeername(c->fd, (struct sockaddr *)&ss, &sl) == 0) {
+    ss.ss_family = AF_UNSPEC;
+    int r = peer ? getpeername(c->fd, (struct sockaddr *)&ss, &sl)
+                 : getsockname(c->fd, (struct sockaddr *)&ss, &sl);
+    if (r == 0) {
         if (ss.ss_family == AF_INET) {
             struct sockaddr_in *a = (struct sockaddr_in *)&ss;
             inet_ntop(AF_INET, &a->sin_addr, host, sizeof(host));
@@ -214,6 +217,16 @@ static void kernelPeername(ir_transport *t, ir_conn *c, char *buf, size_t len) {
         }
     }
     snprintf(buf, len, ss.ss_family == AF_INET6 ? "[%s]:%d" : "%s:%d", host, port);
+}
+
+static void kernelPeername(ir_transport *t, ir_conn *c, char *buf, size_t len) {
+    (void)t;
+    kernelAddr(c, 1, buf, len);
+}
+
+static void kernelSockname(ir_transport *t, ir_conn *c, char *buf, size_t len) {
+    (void)t;
+    kernelAddr(c, 0, buf, len);
 }
 
 static void kernelDestroy(ir_transport *t) {
@@ -233,6 +246,7 @@ static const ir_transport_ops kernel_ops = {
     .want_readable = kernelWantReadable,
     .close = kernelClose,
     .peername = kernelPeername,
+    .sockname = kernelSockname,
     .destroy = kernelDestroy,
 };
 

@@ -502,6 +502,17 @@ void irl_peername(irl_stack *st, ir_conn *c, char *buf, size_t len) {
     snprintf(buf, len, "%s", c->peer);
 }
 
+void irl_sockname(irl_stack *st, ir_conn *c, char *buf, size_t len) {
+    (void)st;
+    char ip[IP4ADDR_STRLEN_MAX] = "?";
+    unsigned port = 0;
+    if (c->pcb) {
+        if (!ip4addr_ntoa_r(ip_2_ip4(&c->pcb->local_ip), ip, sizeof(ip))) strcpy(ip, "?");
+        port = c->pcb->local_port;
+    }
+    snprintf(buf, len, "%s:%u", ip, port);
+}
+
 /* ---- netif ------------------------------------------------------------------- */
 
 /* Frames at least this long send their TCP payload from lwIP's buffers. */

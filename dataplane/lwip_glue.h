@@ -89,6 +89,7 @@ void irl_want_writable(irl_stack *st, ir_conn *c, int on);
 void irl_want_readable(irl_stack *st, ir_conn *c, int on);
 void irl_close(irl_stack *st, ir_conn *c);
 void irl_peername(irl_stack *st, ir_conn *c, char *buf, size_t len);
+void irl_sockname(irl_stack *st, ir_conn *c, char *buf, size_t len);
 
 /* ---- implemented by dpdk.c ---------------------------------------------- */
 

@@ -1,10 +1,14 @@
 /* commands.c - the command table (data), and connection/server commands. */
 #include <ctype.h>
-#include <fnmatch.h>
+#include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
@@ -13,6 +17,8 @@
 #include "commands.h"
 #include "db.h"
 #include "db_internal.h"
+#include "multi.h"
+#include "pubsub.h"
 #include "replay.h"
 #include "snapshot.h"
 
@@ -146,6 +152,20 @@ static ir_command commands[] = {
     {"replay.drop", replayDropCommand, 2, CMD_WRITE, 1, 1, 1, "write module", 0},
     {"replay.list", replayListCommand, 1, CMD_READONLY, 0, 0, 0, "readonly module", 0},
     {"replay.shards", replayShardsCommand, 1, CMD_READONLY | CMD_FAST, 0, 0, 0, "readonly fast module", 0},
+    {"multi", multiCommand, 1, CMD_FAST, 0, 0, 0, "noscript loading stale fast allow_busy", 0},
+    {"exec", execCommand, 1, 0, 0, 0, 0, "noscript loading stale skip_slowlog", 0},
+    {"discard", discardCommand, 1, CMD_FAST, 0, 0, 0, "noscript loading stale fast allow_busy", 0},
+    {"watch", watchCommand, -2, CMD_FAST, 1, -1, 1, "noscript loading stale fast allow_busy", 0},
+    {"unwatch", unwatchCommand, 1, CMD_FAST, 0, 0, 0, "noscript loading stale fast allow_busy", 0},
+    {"subscribe", subscribeCommand, -2, 0, 0, 0, 0, "pubsub noscript loading stale", 0},
+    {"unsubscribe", unsubscribeCommand, -1, 0, 0, 0, 0, "pubsub noscript loading stale", 0},
+    {"psubscribe", psubscribeCommand, -2, 0, 0, 0, 0, "pubsub noscript loading stale", 0},
+    {"punsubscribe", punsubscribeCommand, -1, 0, 0, 0, 0, "pubsub noscript loading stale", 0},
+    {"publish", publishCommand, 3, CMD_FAST, 0, 0, 0, "pubsub loading stale fast may_replicate", 0},
+    {"pubsub", pubsubCommand, -2, 0, 0, 0, 0, "", 0},
+    {"role", roleCommand, 1, CMD_FAST, 0, 0, 0, "noscript loading stale fast", 0},
+    {"reset", resetCommand, 1, CMD_FAST | CMD_NOAUTH, 0, 0, 0, "noscript loading stale fast no_auth allow_busy", 0},
+    {"monitor", monitorCommand, 1, CMD_ADMIN, 0, 0, 0, "admin noscript loading stale", 0},
 };
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
 
@@ -191,8 +211,16 @@ void pingCommand(client *c) {
         addReplyErrorArity(c);
         return;
     }
-    if (c->argc == 1) addReplyStr(c, shared.pong);
-    else addReplyBulk(c, c->argv[1].ptr, c->argv[1].len);
+    if ((c->flags & CLIENT_PUBSUB) && c->resp == 2) { /* subscribed: ["pong", message] */
+        addReplyArrayLen(c, 2);
+        addReplyBulkCString(c, "pong");
+        if (c->argc == 1) addReplyBulkCString(c, "");
+        else addReplyBulk(c, c->argv[1].ptr, c->argv[1].len);
+    } else if (c->argc == 1) {
+        addReplyStr(c, shared.pong);
+    } else {
+        addReplyBulk(c, c->argv[1].ptr, c->argv[1].len);
+    }
 }
 
 /* ECHO message */
@@ -226,10 +254,11 @@ static int secretEq(const char *a, size_t alen, const char *b, size_t blen) {
 
 /* The one user is "default"; its password is requirepass (none: any password). */
 static int checkCredentials(client *c, const ir_arg *user, const ir_arg *pass) {
-    const char *rp = c->srv->cfg.requirepass;
+    size_t rplen;
+    const char *rp = serverRequirePass(c->srv, &rplen);
     if (user && !(user->len == 7 && memcmp(user->ptr, "default", 7) == 0)) return 0;
-    if (!rp || !rp[0]) return 1;
-    return secretEq(pass->ptr, pass->len, rp, strlen(rp));
+    if (!rplen) return 1;
+    return secretEq(pass->ptr, pass->len, rp, rplen);
 }
 
 /* AUTH [username] password */
@@ -238,8 +267,9 @@ void authCommand(client *c) {
         addReplyStr(c, shared.syntaxerr);
         return;
     }
-    const char *rp = c->srv->cfg.requirepass;
-    if (c->argc == 2 && (!rp || !rp[0])) {
+    size_t rplen;
+    serverRequirePass(c->srv, &rplen);
+    if (c->argc == 2 && !rplen) {
         addReplyError(c, "AUTH <password> called without any password configured for the default "
                          "user. Are you sure your configuration is correct?");
         return;
@@ -251,12 +281,6 @@ void authCommand(client *c) {
     }
     c->authenticated = 1;
     addReplyStr(c, shared.ok);
-}
-
-static int validClientName(const ir_arg *a) {
-    for (size_t i = 0; i < a->len; i++)
-        if (a->ptr[i] < '!' || a->ptr[i] > '~') return 0;
-    return 1;
 }
 
 /* HELLO [protover [AUTH username password] [SETNAME clientname]]: protover 2
@@ -274,7 +298,7 @@ void helloCommand(client *c) {
         }
     }
     int authed_here = 0;
-    const ir_arg *name = NULL;
+    const ir_arg *setname = NULL;
     for (int j = 2; j < c->argc; j++) {
         int more = c->argc - j - 1;
         if (argEq(c, j, "auth") && more >= 2) {
@@ -285,28 +309,20 @@ void helloCommand(client *c) {
             authed_here = 1;
             j += 2;
         } else if (argEq(c, j, "setname") && more >= 1) {
-            name = &c->argv[++j];
+            setname = &c->argv[++j]; /* checked as CLIENT SETNAME does, once authenticated */
         } else {
             addReplyErrorFormat(c, "Syntax error in HELLO option '%.128s'", c->argv[j].ptr);
             return;
         }
     }
     if (authed_here) c->authenticated = 1;
+    if (setname && !authRequired(c) && clientSetName(c, setname) != 0) return;
     if (authRequired(c)) {
         addReplyError(c, "-NOAUTH HELLO must be called with the client already authenticated, "
                          "otherwise the HELLO <proto> AUTH <user> <pass> option can be used to "
                          "authenticate the client and select the RESP protocol version at the "
                          "same time");
         return;
-    }
-    if (name) { /* as CLIENT SETNAME, once authenticated */
-        if (!validClientName(name)) {
-            addReplyError(c, "Client names cannot contain spaces, newlines or special characters.");
-            return;
-        }
-        size_t n = name->len < sizeof(c->name) - 1 ? name->len : sizeof(c->name) - 1;
-        memcpy(c->name, name->ptr, n);
-        c->name[n] = '\0';
     }
     if (ver) c->resp = (int)ver; /* this reply already speaks the new protocol, as in Redis */
     addReplyMapLen(c, 7);
@@ -324,6 +340,33 @@ void helloCommand(client *c) {
     addReplyBulkCString(c, "master");
     addReplyBulkCString(c, "modules");
     addReplyArrayLen(c, 0);
+}
+
+/* Client names: printable ASCII without spaces, any length (Redis's rule,
+ * the same for CLIENT SETNAME and HELLO ... SETNAME). */
+static int validClientName(const ir_arg *a) {
+    for (size_t i = 0; i < a->len; i++)
+        if (a->ptr[i] < '!' || a->ptr[i] > '~') return 0;
+    return 1;
+}
+
+int clientSetName(client *c, const ir_arg *a) {
+    if (!validClientName(a)) {
+        addReplyError(c, "Client names cannot contain spaces, newlines or special characters.");
+        return -1;
+    }
+    free(c->clientname);
+    c->clientname = NULL;
+    if (a->len) {
+        c->clientname = malloc(a->len + 1);
+        if (!c->clientname) {
+            addReplyError(c, "out of memory");
+            return -1;
+        }
+        memcpy(c->clientname, a->ptr, a->len);
+        c->clientname[a->len] = '\0';
+    }
+    return 0;
 }
 
 typedef struct infobuf {
@@ -357,34 +400,345 @@ static void addReplyInfobuf(client *c, infobuf *b) {
     free(b->p);
 }
 
-static void clientInfoLine(client *c, const client *o, char *buf, size_t len) {
-    const ir_server *s = c->srv;
-    snprintf(buf, len,
-             "id=%llu addr=%s laddr=? fd=-1 name=%s age=%llu idle=%llu flags=N db=0 sub=0 psub=0 "
-             "ssub=0 multi=-1 qbuf=%zu qbuf-free=%zu argv-mem=%zu multi-mem=0 obl=0 oll=%d "
-             "omem=%zu tot-mem=0 events=r cmd=client|list user=default redir=-1 resp=2 "
-             "lib-name=%s lib-ver=%s\n",
-             (unsigned long long)o->id, o->addr, o->name,
-             (unsigned long long)((s->now_ms - o->ctime_ms) / 1000),
-             (unsigned long long)((s->now_ms - o->last_ms) / 1000), o->qlen - o->qpos,
-             o->qcap - o->qlen, o->arglen, o->nsegs, o->olen, o->lib_name, o->lib_ver);
+/* ---- subcommands, command and error statistics ----------------------------- */
+
+/* The subcommands of the container commands, for COMMAND and the
+ * statistics ("client|list"). */
+typedef struct subcmd {
+    ir_command_proc *container;
+    const char *cname, *name;
+    int arity;
+    const char *sflags;
+} subcmd;
+
+static const subcmd subcommands[] = {
+    {clientCommand, "client", "getname", 2, "noscript loading stale"},
+    {clientCommand, "client", "help", 2, "loading stale"},
+    {clientCommand, "client", "id", 2, "noscript loading stale"},
+    {clientCommand, "client", "info", 2, "noscript loading stale"},
+    {clientCommand, "client", "kill", -3, "admin noscript loading stale"},
+    {clientCommand, "client", "list", -2, "admin noscript loading stale"},
+    {clientCommand, "client", "no-evict", 3, "admin noscript loading stale"},
+    {clientCommand, "client", "reply", 3, "noscript loading stale"},
+    {clientCommand, "client", "setinfo", 4, "noscript loading stale"},
+    {clientCommand, "client", "setname", 3, "noscript loading stale"},
+    {commandCommand, "command", "count", 2, "loading stale"},
+    {commandCommand, "command", "docs", -2, "loading stale"},
+    {commandCommand, "command", "getkeys", -3, "loading stale"},
+    {commandCommand, "command", "help", 2, "loading stale"},
+    {commandCommand, "command", "info", -2, "loading stale"},
+    {commandCommand, "command", "list", -2, "loading stale"},
+    {configCommand, "config", "get", -3, "admin noscript loading stale"},
+    {configCommand, "config", "help", 2, "loading stale"},
+    {configCommand, "config", "resetstat", 2, "admin noscript loading stale"},
+    {configCommand, "config", "set", -4, "admin noscript loading stale"},
+    {pubsubCommand, "pubsub", "channels", -2, "pubsub loading stale"},
+    {pubsubCommand, "pubsub", "help", 2, "loading stale"},
+    {pubsubCommand, "pubsub", "numpat", 2, "pubsub loading stale"},
+    {pubsubCommand, "pubsub", "numsub", -2, "pubsub loading stale"},
+    {pubsubCommand, "pubsub", "shardchannels", -2, "pubsub loading stale"},
+    {pubsubCommand, "pubsub", "shardnumsub", -2, "pubsub loading stale"},
+};
+#define NSUBCOMMANDS (sizeof(subcommands) / sizeof(subcommands[0]))
+
+typedef struct cmdstat {
+    uint64_t calls, usec, rejected, failed;
+} cmdstat;
+
+static cmdstat cmdstats[NCOMMANDS], substats[NSUBCOMMANDS];
+
+#define ERRSTAT_MAX 128 /* distinct error codes tracked, as Redis */
+static struct {
+    char code[32];
+    uint64_t count;
+} errstats[ERRSTAT_MAX];
+static size_t nerrstats;
+
+static int isContainer(const ir_command *cmd) {
+    return cmd->proc == clientCommand || cmd->proc == commandCommand ||
+           cmd->proc == configCommand || cmd->proc == pubsubCommand;
 }
 
-/* CLIENT ID | GETNAME | SETNAME name | SETINFO attr value | LIST | INFO | HELP */
+static const subcmd *findSub(const ir_command *cmd, const char *name, size_t len) {
+    for (size_t i = 0; i < NSUBCOMMANDS; i++)
+        if (subcommands[i].container == cmd->proc && strlen(subcommands[i].name) == len &&
+            strncasecmp(subcommands[i].name, name, len) == 0)
+            return &subcommands[i];
+    return NULL;
+}
+
+const char *commandSubName(const ir_command *cmd, const client *c) {
+    if (!isContainer(cmd) || c->argc < 2) return NULL;
+    const subcmd *sc = findSub(cmd, c->argv[1].ptr, c->argv[1].len);
+    return sc ? sc->name : NULL;
+}
+
+static cmdstat *statFor(const client *c, const ir_command *cmd) {
+    if (c->lastsub && isContainer(cmd)) {
+        const subcmd *sc = findSub(cmd, c->lastsub, strlen(c->lastsub));
+        if (sc) return &substats[sc - subcommands];
+    }
+    return &cmdstats[cmd - commands];
+}
+
+/* instantaneous_ops_per_sec: the mean of the last 16 rates, each over at
+ * least 100 ms, sampled as commands run (INFO is one). */
+#define OPS_SAMPLES 16
+static uint64_t ops_samples[OPS_SAMPLES], ops_last_ms, ops_last_total;
+static unsigned ops_idx;
+
+static void opsSample(const ir_server *s) {
+    uint64_t dt = s->now_ms - ops_last_ms;
+    if (dt < 100) return;
+    uint64_t rate = (s->total_commands - ops_last_total) * 1000 / dt;
+    if (dt > 100 * OPS_SAMPLES || !ops_last_ms) /* idle since: the old rates are stale */
+        for (int i = 0; i < OPS_SAMPLES; i++) ops_samples[i] = rate;
+    ops_samples[ops_idx++ % OPS_SAMPLES] = rate;
+    ops_last_ms = s->now_ms;
+    ops_last_total = s->total_commands;
+}
+
+static uint64_t opsPerSec(void) {
+    uint64_t sum = 0;
+    for (int i = 0; i < OPS_SAMPLES; i++) sum += ops_samples[i];
+    return sum / OPS_SAMPLES;
+}
+
+void commandStatsCall(const client *c, const ir_command *cmd, uint64_t usec, int failed) {
+    cmdstat *st = statFor(c, cmd);
+    if (c->srv->now_ms - ops_last_ms >= 100) opsSample(c->srv);
+    st->calls++;
+    st->usec += usec;
+    st->failed += failed != 0;
+    commands[cmd - commands].calls++;
+}
+
+void commandStatsRejected(const client *c, const ir_command *cmd) { statFor(c, cmd)->rejected++; }
+
+void errorStatsCount(ir_server *s, const char *reply, size_t len) {
+    size_t n = 0;
+    while (n < len && n < sizeof(errstats[0].code) - 1 && reply[n] != ' ' && reply[n] != '\r') n++;
+    s->total_error_replies++;
+    for (size_t i = 0; i < nerrstats; i++) {
+        if (strlen(errstats[i].code) == n && memcmp(errstats[i].code, reply, n) == 0) {
+            errstats[i].count++;
+            return;
+        }
+    }
+    if (nerrstats == ERRSTAT_MAX) return; /* Redis stops tracking new codes too */
+    memcpy(errstats[nerrstats].code, reply, n);
+    errstats[nerrstats].code[n] = '\0';
+    errstats[nerrstats++].count = 1;
+}
+
+/* ---- CLIENT ---------------------------------------------------------------- */
+
+static uint64_t clientMemory(const client *o) {
+    uint64_t b = o->qcap + o->ocap + o->argcap + (uint64_t)o->segcap * sizeof(ir_seg) +
+                 (uint64_t)o->argv_cap * (sizeof(ir_arg) + sizeof(size_t)) + sizeof(*o) +
+                 multiQueueBytes(o);
+    for (int i = 0; i < o->argc; i++)
+        if (o->argv[i].owned) b += o->argv[i].len + 2;
+    return b;
+}
+
+static void clientInfoLine(client *c, const client *o, char *buf, size_t len) {
+    const ir_server *s = c->srv;
+    char flags[16], *f = flags;
+    int sub, psub;
+    pubsubClientCounts(o, &sub, &psub);
+    if (o->flags & CLIENT_PUBSUB) *f++ = 'P';
+    if (o->flags & CLIENT_MULTI) *f++ = 'x';
+    if (o->flags & CLIENT_BLOCKED) *f++ = 'b';
+    if (o->flags & CLIENT_DIRTY_CAS) *f++ = 'd';
+    if (o->flags & CLIENT_CLOSE_AFTER_REPLY) *f++ = 'c';
+    if (o->flags & CLIENT_CLOSE_ASAP) *f++ = 'A';
+    if (f == flags) *f++ = 'N';
+    *f = '\0';
+    size_t argvmem = 0;
+    for (int i = 0; i < o->argc; i++) argvmem += o->argv[i].len;
+    size_t obl = 0;
+    for (int i = 0; i < o->nsegs; i++)
+        if (!o->segs[i].ref) obl += o->segs[i].len;
+    char cmd[64];
+    if (o->lastcmd)
+        snprintf(cmd, sizeof(cmd), "%s%s%s", o->lastcmd->name, o->lastsub ? "|" : "",
+                 o->lastsub ? o->lastsub : "");
+    else
+        snprintf(cmd, sizeof(cmd), "NULL");
+    /* qbuf: the query buffer as read, the commands of this read being run
+     * included (Redis trims it after them too) */
+    snprintf(buf, len,
+             "id=%llu addr=%s laddr=%s fd=-1 name=%s age=%llu idle=%llu flags=%s db=0 sub=%d "
+             "psub=%d ssub=0 multi=%d qbuf=%zu qbuf-free=%zu argv-mem=%zu multi-mem=%zu rbs=%zu "
+             "rbp=%zu obl=%zu oll=%d omem=%zu tot-mem=%llu events=r%s cmd=%s user=default "
+             "redir=-1 resp=%d lib-name=%s lib-ver=%s\n",
+             (unsigned long long)o->id, o->addr, o->laddr, o->clientname ? o->clientname : "",
+             (unsigned long long)((s->now_ms - o->ctime_ms) / 1000),
+             (unsigned long long)((s->now_ms - o->last_ms) / 1000), flags, sub, psub,
+             (o->flags & CLIENT_MULTI) ? multiQueueCount(o) : -1, o->qlen,
+             o->qcap - o->qlen, argvmem, multiQueueBytes(o), o->ocap, o->ocap, obl,
+             o->nsegs, o->pending_bytes - obl, (unsigned long long)clientMemory(o),
+             o->pending_bytes ? "w" : "", cmd, o->resp, o->lib_name, o->lib_ver);
+}
+
+/* CLIENT LIST's and KILL's TYPE: normal, master, replica (slave), pubsub. */
+static int clientTypeByName(const ir_arg *a) {
+    static const char *names[] = {"normal", "slave", "replica", "pubsub", "master"};
+    for (int i = 0; i < 5; i++)
+        if (a->len == strlen(names[i]) && strncasecmp(a->ptr, names[i], a->len) == 0)
+            return i == 2 ? 1 : i;
+    return -1;
+}
+
+static int clientType(const client *o) { return (o->flags & CLIENT_PUBSUB) ? 3 : 0; }
+
+static void clientList(client *c, int all) {
+    /* CLIENT LIST [TYPE type] [ID id [id ...]] */
+    int type = -1;
+    int idstart = 0, idend = 0;
+    if (all) {
+        for (int i = 2; i < c->argc; i++) {
+            if (argEq(c, i, "type") && i + 1 < c->argc) {
+                type = clientTypeByName(&c->argv[i + 1]);
+                if (type < 0) {
+                    addReplyErrorFormat(c, "Unknown client type '%.128s'", c->argv[i + 1].ptr);
+                    return;
+                }
+                i++;
+            } else if (argEq(c, i, "id") && i + 1 < c->argc) {
+                idstart = i + 1;
+                for (i = idstart; i < c->argc; i++) {
+                    long long id;
+                    if (!string2ll(c->argv[i].ptr, c->argv[i].len, &id) || id <= 0) {
+                        addReplyError(c, "Invalid client ID");
+                        return;
+                    }
+                }
+                idend = c->argc;
+            } else {
+                addReplyStr(c, shared.syntaxerr);
+                return;
+            }
+        }
+    }
+    /* Each line is formatted once: the reply itself changes this
+     * client's omem, so a second pass would not match the first. */
+    char line[1024];
+    infobuf b = {malloc(1024), 0, 1024};
+    if (!b.p) {
+        addReplyError(c, "out of memory");
+        return;
+    }
+    for (client *o = c->srv->clients; o; o = o->next) {
+        if (!all && o != c) continue;
+        if (type >= 0 && clientType(o) != type) continue;
+        if (idstart) {
+            int hit = 0;
+            for (int i = idstart; i < idend && !hit; i++) {
+                long long id;
+                string2ll(c->argv[i].ptr, c->argv[i].len, &id);
+                hit = (uint64_t)id == o->id;
+            }
+            if (!hit) continue;
+        }
+        clientInfoLine(c, o, line, sizeof(line));
+        infoCat(&b, "%s", line);
+    }
+    if (c->resp >= 3 && !all) { /* CLIENT INFO is a verbatim string in RESP3 */
+        char hdr[32];
+        int n = snprintf(hdr, sizeof(hdr), "=%zu\r\ntxt:", b.len + 4);
+        addReplyProto(c, hdr, (size_t)n);
+        addReplyProto(c, b.p, b.len);
+        addReplyProto(c, "\r\n", 2);
+        free(b.p);
+        return;
+    }
+    addReplyInfobuf(c, &b);
+}
+
+/* CLIENT KILL addr | CLIENT KILL [ID id] [TYPE t] [USER u] [ADDR a] [LADDR a] [SKIPME yes|no] */
+static void clientKill(client *c) {
+    ir_server *s = c->srv;
+    if (c->argc == 3) { /* the old form */
+        for (client *o = s->clients; o; o = o->next) {
+            if (strlen(o->addr) == c->argv[2].len && memcmp(o->addr, c->argv[2].ptr, c->argv[2].len) == 0) {
+                addReplyStr(c, shared.ok);
+                if (o == c) c->flags |= CLIENT_CLOSE_AFTER_REPLY;
+                else freeClient(o);
+                return;
+            }
+        }
+        addReplyError(c, "No such client");
+        return;
+    }
+    if (c->argc % 2 != 0) {
+        addReplyStr(c, shared.syntaxerr);
+        return;
+    }
+    long long id = 0;
+    int type = -1, skipme = 1;
+    const ir_arg *addr = NULL, *laddr = NULL;
+    for (int i = 2; i < c->argc; i += 2) {
+        const ir_arg *v = &c->argv[i + 1];
+        if (argEq(c, i, "id")) {
+            if (!string2ll(v->ptr, v->len, &id) || id <= 0) {
+                addReplyError(c, "client-id should be greater than 0");
+                return;
+            }
+        } else if (argEq(c, i, "type")) {
+            type = clientTypeByName(v);
+            if (type < 0) {
+                addReplyErrorFormat(c, "Unknown client type '%.128s'", v->ptr);
+                return;
+            }
+        } else if (argEq(c, i, "addr")) {
+            addr = v;
+        } else if (argEq(c, i, "laddr")) {
+            laddr = v;
+        } else if (argEq(c, i, "user")) {
+            if (!(v->len == 7 && memcmp(v->ptr, "default", 7) == 0)) {
+                addReplyErrorFormat(c, "No such user '%.128s'", v->ptr);
+                return;
+            }
+        } else if (argEq(c, i, "skipme")) {
+            if (argEq(c, i + 1, "yes")) skipme = 1;
+            else if (argEq(c, i + 1, "no")) skipme = 0;
+            else {
+                addReplyStr(c, shared.syntaxerr);
+                return;
+            }
+        } else {
+            addReplyStr(c, shared.syntaxerr);
+            return;
+        }
+    }
+    long long killed = 0;
+    int self = 0;
+    for (client *o = s->clients, *next; o; o = next) {
+        next = o->next;
+        if (id && o->id != (uint64_t)id) continue;
+        if (type >= 0 && clientType(o) != type) continue;
+        if (addr && !(strlen(o->addr) == addr->len && memcmp(o->addr, addr->ptr, addr->len) == 0)) continue;
+        if (laddr && !(strlen(o->laddr) == laddr->len && memcmp(o->laddr, laddr->ptr, laddr->len) == 0)) continue;
+        if (o == c && skipme) continue;
+        killed++;
+        if (o == c) self = 1;
+        else freeClient(o);
+    }
+    addReplyLongLong(c, killed);
+    if (self) c->flags |= CLIENT_CLOSE_AFTER_REPLY;
+}
+
+/* CLIENT ID | GETNAME | SETNAME name | SETINFO attr value | LIST | INFO | KILL |
+ * REPLY ON|OFF|SKIP | NO-EVICT ON|OFF | HELP */
 void clientCommand(client *c) {
     if (argEq(c, 1, "id") && c->argc == 2) {
         addReplyLongLong(c, (long long)c->id);
     } else if (argEq(c, 1, "getname") && c->argc == 2) {
-        addReplyBulkCString(c, c->name[0] ? c->name : NULL);
+        addReplyBulkCString(c, c->clientname);
     } else if (argEq(c, 1, "setname") && c->argc == 3) {
-        if (!validClientName(&c->argv[2])) {
-            addReplyError(c, "Client names cannot contain spaces, newlines or special characters.");
-            return;
-        }
-        size_t n = c->argv[2].len < sizeof(c->name) - 1 ? c->argv[2].len : sizeof(c->name) - 1;
-        memcpy(c->name, c->argv[2].ptr, n);
-        c->name[n] = '\0';
-        addReplyStr(c, shared.ok);
+        if (clientSetName(c, &c->argv[2]) == 0) addReplyStr(c, shared.ok);
     } else if (argEq(c, 1, "setinfo") && c->argc == 4) {
         char *dst;
         size_t cap;
@@ -399,91 +753,327 @@ void clientCommand(client *c) {
                                 argEq(c, 2, "lib-name") ? "lib-name" : "lib-ver");
             return;
         }
-        size_t n = c->argv[3].len < cap - 1 ? c->argv[3].len : cap - 1;
-        memcpy(dst, c->argv[3].ptr, n);
-        dst[n] = '\0';
-        addReplyStr(c, shared.ok);
-    } else if ((argEq(c, 1, "list") && c->argc == 2) || (argEq(c, 1, "info") && c->argc == 2)) {
-        /* Each line is formatted once: the reply itself changes this
-         * client's omem, so a second pass would not match the first. */
-        char line[1024];
-        infobuf b = {malloc(1024), 0, 1024};
-        if (!b.p) {
-            addReplyError(c, "out of memory");
+        if (c->argv[3].len >= cap) {
+            addReplyErrorFormat(c, "%s is longer than %zu bytes",
+                                argEq(c, 2, "lib-name") ? "lib-name" : "lib-ver", cap - 1);
             return;
         }
-        int all = argEq(c, 1, "list");
-        for (client *o = c->srv->clients; o; o = o->next) {
-            if (!all && o != c) continue;
-            clientInfoLine(c, o, line, sizeof(line));
-            infoCat(&b, "%s", line);
+        memcpy(dst, c->argv[3].ptr, c->argv[3].len);
+        dst[c->argv[3].len] = '\0';
+        addReplyStr(c, shared.ok);
+    } else if (argEq(c, 1, "list")) {
+        clientList(c, 1);
+    } else if (argEq(c, 1, "info") && c->argc == 2) {
+        clientList(c, 0);
+    } else if (argEq(c, 1, "kill") && c->argc >= 3) {
+        clientKill(c);
+    } else if (argEq(c, 1, "reply") && c->argc == 3) {
+        if (argEq(c, 2, "on")) {
+            c->reply_mode = CLIENT_REPLY_ON;
+            addReplyStr(c, shared.ok);
+        } else if (argEq(c, 2, "off")) {
+            c->reply_mode = CLIENT_REPLY_OFF;
+        } else if (argEq(c, 2, "skip")) {
+            if (c->reply_mode == CLIENT_REPLY_ON) c->reply_mode = CLIENT_REPLY_SKIP;
+        } else {
+            addReplyStr(c, shared.syntaxerr);
         }
-        addReplyInfobuf(c, &b);
-    } else if (argEq(c, 1, "help")) {
+    } else if (argEq(c, 1, "no-evict") && c->argc == 3) {
+        if (argEq(c, 2, "on") || argEq(c, 2, "off")) addReplyStr(c, shared.ok);
+        else addReplyStr(c, shared.syntaxerr);
+    } else if (argEq(c, 1, "help") && c->argc == 2) {
         static const char *help[] = {
-            "CLIENT <subcommand> [<arg> ...]. Subcommands are:",
+            "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
             "GETNAME", "    Return the name of the current connection.",
             "ID", "    Return the ID of the current connection.",
             "INFO", "    Return information about the current client connection.",
-            "LIST", "    Return information about client connections.",
-            "SETINFO <option> <value>", "    Set client meta attr (lib-name, lib-ver).",
+            "KILL <ip:port>", "    Kill connection made from <ip:port>.",
+            "KILL <option> <value> [<option> <value> [...]]",
+            "    Kill connections. Options are:",
+            "    * ADDR (<ip:port>|<unixsocket>:0)", "      Kill connections made from the specified address",
+            "    * LADDR (<ip:port>|<unixsocket>:0)", "      Kill connections made to specified local address",
+            "    * TYPE (NORMAL|MASTER|REPLICA|PUBSUB)", "      Kill connections by type.",
+            "    * USER <username>", "      Kill connections authenticated by <username>.",
+            "    * SKIPME (YES|NO)", "      Skip killing current connection (default: yes).",
+            "    * ID <client-id>", "      Kill connections by client id.",
+            "LIST [options ...]", "    Return information about client connections. Options:",
+            "    * TYPE (NORMAL|MASTER|REPLICA|PUBSUB)", "      Return clients of specified type.",
+            "    * ID <client-id> [<client-id> ...]", "      Return clients of specified IDs only.",
+            "REPLY (ON|OFF|SKIP)", "    Control the replies sent to the current connection.",
             "SETNAME <name>", "    Assign the name <name> to the current connection.",
+            "SETINFO <option> <value>", "    Set client meta attr (lib-name, lib-ver).",
+            "NO-EVICT (ON|OFF)", "    Protect current client connection from eviction.",
+            "HELP", "    Print this help.",
         };
         addReplyArrayLen(c, (long)(sizeof(help) / sizeof(help[0])));
         for (size_t i = 0; i < sizeof(help) / sizeof(help[0]); i++) addReplyStatus(c, help[i]);
-    } else if (argEq(c, 1, "id") || argEq(c, 1, "getname") || argEq(c, 1, "setname") ||
-               argEq(c, 1, "setinfo") || argEq(c, 1, "list") || argEq(c, 1, "info")) {
+    } else if (findSub(c->cmd ? c->cmd : lookupCommand("client", 6), c->argv[1].ptr, c->argv[1].len)) {
         addReplySubcommandArity(c, "client");
     } else {
         addReplyErrorFormat(c, "unknown subcommand '%.128s'. Try CLIENT HELP.", c->argv[1].ptr);
     }
 }
 
-static void addReplyCommandInfo(client *c, const ir_command *cmd) {
-    addReplyArrayLen(c, 10);
-    addReplyBulkCString(c, cmd->name);
-    addReplyLongLong(c, cmd->arity);
+/* ---- COMMAND ----------------------------------------------------------------- */
+
+static void addReplyFlagWords(client *c, const char *sflags) {
     char flags[128];
-    snprintf(flags, sizeof(flags), "%s", cmd->sflags);
+    snprintf(flags, sizeof(flags), "%s", sflags);
     long nflags = 0;
-    for (char *tok = strtok(flags, " "); tok; tok = strtok(NULL, " ")) nflags++;
-    addReplyArrayLen(c, nflags);
-    snprintf(flags, sizeof(flags), "%s", cmd->sflags);
-    for (char *tok = strtok(flags, " "); tok; tok = strtok(NULL, " ")) addReplyStatus(c, tok);
-    addReplyLongLong(c, cmd->firstkey);
-    addReplyLongLong(c, cmd->lastkey);
-    addReplyLongLong(c, cmd->keystep);
-    addReplyArrayLen(c, 0); /* ACL categories */
+    char *save;
+    for (char *tok = strtok_r(flags, " ", &save); tok; tok = strtok_r(NULL, " ", &save)) nflags++;
+    addReplySetLen(c, nflags);
+    snprintf(flags, sizeof(flags), "%s", sflags);
+    for (char *tok = strtok_r(flags, " ", &save); tok; tok = strtok_r(NULL, " ", &save))
+        addReplyStatus(c, tok);
+}
+
+static void addReplySubcommandInfo(client *c, const subcmd *sc) {
+    char full[64];
+    snprintf(full, sizeof(full), "%s|%s", sc->cname, sc->name);
+    addReplyArrayLen(c, 10);
+    addReplyBulkCString(c, full);
+    addReplyLongLong(c, sc->arity);
+    addReplyFlagWords(c, sc->sflags);
+    addReplyLongLong(c, 0);
+    addReplyLongLong(c, 0);
+    addReplyLongLong(c, 0);
+    addReplySetLen(c, 0); /* ACL categories */
     addReplyArrayLen(c, 0); /* tips */
     addReplyArrayLen(c, 0); /* key specs */
     addReplyArrayLen(c, 0); /* subcommands */
 }
 
-/* COMMAND [COUNT | INFO name... | LIST | DOCS [name...]] */
+static void addReplyCommandInfo(client *c, const ir_command *cmd) {
+    addReplyArrayLen(c, 10);
+    addReplyBulkCString(c, cmd->name);
+    addReplyLongLong(c, cmd->arity);
+    addReplyFlagWords(c, cmd->sflags);
+    addReplyLongLong(c, cmd->firstkey);
+    addReplyLongLong(c, cmd->lastkey);
+    addReplyLongLong(c, cmd->keystep);
+    addReplySetLen(c, 0); /* ACL categories */
+    addReplyArrayLen(c, 0); /* tips */
+    addReplyArrayLen(c, 0); /* key specs */
+    long nsub = 0;
+    for (size_t i = 0; i < NSUBCOMMANDS; i++) nsub += subcommands[i].container == cmd->proc;
+    addReplyArrayLen(c, nsub);
+    for (size_t i = 0; i < NSUBCOMMANDS; i++)
+        if (subcommands[i].container == cmd->proc) addReplySubcommandInfo(c, &subcommands[i]);
+}
+
+/* "name" or "container|sub" -> the command (and *sub, NULL for a plain one). */
+static const ir_command *lookupFullName(const ir_arg *a, const subcmd **sub) {
+    *sub = NULL;
+    const char *bar = memchr(a->ptr, '|', a->len);
+    if (!bar) return lookupCommand(a->ptr, a->len);
+    const ir_command *cmd = lookupCommand(a->ptr, (size_t)(bar - a->ptr));
+    if (!cmd) return NULL;
+    *sub = findSub(cmd, bar + 1, a->len - (size_t)(bar - a->ptr) - 1);
+    return *sub ? cmd : NULL;
+}
+
+/* COMMAND GETKEYS command [arg ...] */
+static void commandGetKeys(client *c) {
+    const ir_command *cmd = lookupCommand(c->argv[2].ptr, c->argv[2].len);
+    int argc = c->argc - 2;
+    if (!cmd) {
+        addReplyError(c, "Invalid command specified");
+        return;
+    }
+    if ((cmd->arity > 0 && cmd->arity != argc) || argc < -cmd->arity) {
+        addReplyError(c, "Invalid number of arguments specified for command");
+        return;
+    }
+    if (cmd->firstkey <= 0) {
+        addReplyError(c, "The command has no key arguments");
+        return;
+    }
+    int last = cmd->lastkey < 0 ? argc + cmd->lastkey : cmd->lastkey;
+    int step = cmd->keystep > 0 ? cmd->keystep : 1;
+    long n = 0;
+    for (int i = cmd->firstkey; i <= last && i < argc; i += step) n++;
+    addReplyArrayLen(c, n);
+    for (int i = cmd->firstkey; i <= last && i < argc; i += step)
+        memcpy(addReplyBulkReserve(c, c->argv[2 + i].len), c->argv[2 + i].ptr, c->argv[2 + i].len);
+}
+
+/* COMMAND [COUNT | INFO [name ...] | LIST [FILTERBY PATTERN p] | DOCS [name ...] | GETKEYS ... | HELP] */
 void commandCommand(client *c) {
     if (c->argc == 1) {
         addReplyArrayLen(c, (long)NCOMMANDS);
         for (size_t i = 0; i < NCOMMANDS; i++) addReplyCommandInfo(c, &commands[i]);
     } else if (argEq(c, 1, "count") && c->argc == 2) {
         addReplyLongLong(c, (long long)NCOMMANDS);
-    } else if (argEq(c, 1, "list") && c->argc == 2) {
-        addReplyArrayLen(c, (long)NCOMMANDS);
-        for (size_t i = 0; i < NCOMMANDS; i++) addReplyBulkCString(c, commands[i].name);
+    } else if (argEq(c, 1, "list") && (c->argc == 2 || c->argc == 5)) {
+        const ir_arg *pat = NULL;
+        if (c->argc == 5) {
+            if (!argEq(c, 2, "filterby")) {
+                addReplyStr(c, shared.syntaxerr);
+                return;
+            }
+            if (argEq(c, 3, "pattern")) {
+                pat = &c->argv[4];
+            } else if (argEq(c, 3, "module") || argEq(c, 3, "aclcat")) {
+                addReplyArrayLen(c, 0); /* no modules, no ACL categories */
+                return;
+            } else {
+                addReplyStr(c, shared.syntaxerr);
+                return;
+            }
+        }
+        char full[64];
+        long n = 0;
+        for (int pass = 0; pass < 2; pass++) {
+            if (pass) addReplyArrayLen(c, n);
+            for (size_t i = 0; i < NCOMMANDS; i++) {
+                const char *name = commands[i].name;
+                if (!pat || stringmatchlen(pat->ptr, pat->len, name, strlen(name), 1)) {
+                    if (pass) addReplyBulkCString(c, name);
+                    else n++;
+                }
+                for (size_t k = 0; k < NSUBCOMMANDS; k++) {
+                    if (subcommands[k].container != commands[i].proc) continue;
+                    snprintf(full, sizeof(full), "%s|%s", subcommands[k].cname, subcommands[k].name);
+                    if (pat && !stringmatchlen(pat->ptr, pat->len, full, strlen(full), 1)) continue;
+                    if (pass) addReplyBulkCString(c, full);
+                    else n++;
+                }
+            }
+        }
     } else if (argEq(c, 1, "info")) {
+        if (c->argc == 2) {
+            addReplyArrayLen(c, (long)NCOMMANDS);
+            for (size_t i = 0; i < NCOMMANDS; i++) addReplyCommandInfo(c, &commands[i]);
+            return;
+        }
         addReplyArrayLen(c, c->argc - 2);
         for (int i = 2; i < c->argc; i++) {
-            const ir_command *cmd = lookupCommand(c->argv[i].ptr, c->argv[i].len);
-            if (cmd) addReplyCommandInfo(c, cmd);
-            else addReplyStr(c, shared.nullarray);
+            const subcmd *sc;
+            const ir_command *cmd = lookupFullName(&c->argv[i], &sc);
+            if (sc) addReplySubcommandInfo(c, sc);
+            else if (cmd) addReplyCommandInfo(c, cmd);
+            else addReplyNullArray(c);
         }
     } else if (argEq(c, 1, "docs")) {
-        addReplyArrayLen(c, 0); /* no docs: redis-cli falls back to its own hints */
+        /* Redis's docs (summary, since, group, arguments) are not kept here:
+         * each known command maps to an empty doc, unknown ones are left out. */
+        long n = 0;
+        if (c->argc == 2) n = (long)NCOMMANDS;
+        for (int i = 2; i < c->argc; i++) {
+            const subcmd *sc;
+            n += lookupFullName(&c->argv[i], &sc) != NULL;
+        }
+        addReplyMapLen(c, n);
+        for (size_t i = 0; c->argc == 2 && i < NCOMMANDS; i++) {
+            addReplyBulkCString(c, commands[i].name);
+            addReplyMapLen(c, 0);
+        }
+        for (int i = 2; i < c->argc; i++) {
+            const subcmd *sc;
+            const ir_command *cmd = lookupFullName(&c->argv[i], &sc);
+            if (!cmd) continue;
+            char full[64];
+            if (sc) snprintf(full, sizeof(full), "%s|%s", sc->cname, sc->name);
+            else snprintf(full, sizeof(full), "%s", cmd->name);
+            addReplyBulkCString(c, full);
+            addReplyMapLen(c, 0);
+        }
+    } else if (argEq(c, 1, "getkeys") && c->argc >= 3) {
+        commandGetKeys(c);
+    } else if (argEq(c, 1, "help") && c->argc == 2) {
+        static const char *help[] = {
+            "COMMAND <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+            "(no subcommand)", "    Return details about all Redis commands.",
+            "COUNT", "    Return the total number of commands in this Redis server.",
+            "LIST", "    Return a list of all commands in this Redis server.",
+            "INFO [<command-name> ...]",
+            "    Return details about multiple Redis commands.",
+            "    If no command names are given, documentation details for all",
+            "    commands are returned.",
+            "DOCS [<command-name> ...]",
+            "    Return documentation details about multiple Redis commands.",
+            "    If no command names are given, documentation details for all",
+            "    commands are returned.",
+            "GETKEYS <full-command>", "    Return the keys from a full Redis command.",
+            "HELP", "    Print this help.",
+        };
+        addReplyArrayLen(c, (long)(sizeof(help) / sizeof(help[0])));
+        for (size_t i = 0; i < sizeof(help) / sizeof(help[0]); i++) addReplyStatus(c, help[i]);
+    } else if (findSub(lookupCommand("command", 7), c->argv[1].ptr, c->argv[1].len)) {
+        addReplySubcommandArity(c, "command");
     } else {
         addReplyErrorFormat(c, "unknown subcommand '%.128s'. Try COMMAND HELP.", c->argv[1].ptr);
     }
 }
 
 /* ---- CONFIG ------------------------------------------------------------- */
+
+/* Redis's memtoull: digits and an optional unit b, k, kb, m, mb, g, gb
+ * (case-insensitive; k = 1000, kb = 1024). 1 if valid. */
+int ir_parse_memory(const char *p, size_t len, unsigned long long *out) {
+    static const struct {
+        const char *u;
+        unsigned long long mul;
+    } units[] = {{"b", 1}, {"k", 1000}, {"kb", 1024}, {"m", 1000000}, {"mb", 1024 * 1024},
+                 {"g", 1000000000ULL}, {"gb", 1024ULL * 1024 * 1024}};
+    size_t digits = 0;
+    while (digits < len && p[digits] >= '0' && p[digits] <= '9') digits++;
+    if (digits == 0 || digits > 20) return 0;
+    unsigned long long mul = 1;
+    if (digits < len) {
+        size_t ulen = len - digits;
+        int found = 0;
+        for (size_t i = 0; i < sizeof(units) / sizeof(units[0]) && !found; i++)
+            if (strlen(units[i].u) == ulen && strncasecmp(units[i].u, p + digits, ulen) == 0)
+                mul = units[i].mul, found = 1;
+        if (!found) return 0;
+    }
+    unsigned long long v = 0;
+    for (size_t i = 0; i < digits; i++) {
+        unsigned d = (unsigned)(p[i] - '0');
+        if (v > (ULLONG_MAX - d) / 10) return 0;
+        v = v * 10 + d;
+    }
+    if (mul > 1 && v > ULLONG_MAX / mul) return 0;
+    *out = v * mul;
+    return 1;
+}
+
+enum { CFG_INT, CFG_MEM, CFG_BOOL, CFG_STR, CFG_SPECIAL };
+#define CFG_IMMUTABLE 1
+#define CFG_SENSITIVE 2 /* never shown by CONFIG GET (requirepass is shown empty) */
+#define CFG_SAME_ONLY 4 /* mutable in Redis, fixed here: only the current value is accepted */
+
+typedef struct cfgparam {
+    const char *name;
+    int type, flags;
+    long long min, max;
+} cfgparam;
+
+static const cfgparam config_params[] = {
+    {"port", CFG_INT, CFG_SAME_ONLY, 0, 65535},
+    {"bind", CFG_STR, CFG_SAME_ONLY, 0, 0},
+    {"maxclients", CFG_INT, 0, 1, 4294967295LL},
+    {"proto-max-bulk-len", CFG_MEM, 0, 1024 * 1024, LLONG_MAX},
+    {"client-query-buffer-limit", CFG_MEM, 0, 1024 * 1024, LLONG_MAX},
+    {"tcp-backlog", CFG_INT, CFG_IMMUTABLE, 0, INT_MAX},
+    {"databases", CFG_INT, CFG_IMMUTABLE, 1, INT_MAX},
+    {"appendonly", CFG_BOOL, 0, 0, 0},
+    {"save", CFG_SPECIAL, 0, 0, 0},
+    {"maxmemory", CFG_MEM, 0, 0, LLONG_MAX},
+    {"timeout", CFG_INT, 0, 0, INT_MAX},
+    {"protected-mode", CFG_BOOL, CFG_SAME_ONLY, 0, 0},
+    {"tcp-keepalive", CFG_INT, 0, 0, INT_MAX},
+    {"dir", CFG_STR, 0, 0, 0},
+    {"requirepass", CFG_STR, CFG_SENSITIVE, 0, 0},
+    {"client-output-buffer-limit", CFG_SPECIAL, 0, 0, 0},
+    {"maxmemory-policy", CFG_SPECIAL, 0, 0, 0},
+};
+#define NCONFIG (sizeof(config_params) / sizeof(config_params[0]))
+
+/* client-output-buffer-limit of the classes we only report (no replicas). */
+static unsigned long long obl_slave[3] = {256ULL << 20, 64ULL << 20, 60};
 
 static void configValue(const ir_server *s, const char *name, char *buf, size_t len) {
     const ir_config *cfg = &s->cfg;
@@ -497,25 +1087,273 @@ static void configValue(const ir_server *s, const char *name, char *buf, size_t 
     else if (!strcmp(name, "tcp-backlog")) snprintf(buf, len, "%d", cfg->tcp_backlog);
     else if (!strcmp(name, "databases")) snprintf(buf, len, "%d", dbsCount(s));
     else if (!strcmp(name, "appendonly")) snprintf(buf, len, "no");
-    else if (!strcmp(name, "protected-mode"))
-        snprintf(buf, len, "%s", cfg->requirepass && cfg->requirepass[0] ? "no" : "yes");
-    else if (!strcmp(name, "maxmemory"))
+    else if (!strcmp(name, "protected-mode")) {
+        size_t n;
+        serverRequirePass(s, &n);
+        snprintf(buf, len, "%s", n ? "no" : "yes");
+    } else if (!strcmp(name, "maxmemory"))
         snprintf(buf, len, "%llu", (unsigned long long)cfg->maxmemory);
     else if (!strcmp(name, "timeout")) snprintf(buf, len, "%d", cfg->timeout);
     else if (!strcmp(name, "tcp-keepalive")) snprintf(buf, len, "%d", cfg->tcp_keepalive);
     else if (!strcmp(name, "dir")) snprintf(buf, len, "%s", cfg->dir ? cfg->dir : ".");
     else if (!strcmp(name, "requirepass")) snprintf(buf, len, "%s", ""); /* never disclosed */
+    else if (!strcmp(name, "maxmemory-policy")) snprintf(buf, len, "noeviction");
+    else if (!strcmp(name, "client-output-buffer-limit"))
+        snprintf(buf, len, "normal %llu 0 0 slave %llu %llu %llu pubsub %llu %llu %llu",
+                 (unsigned long long)cfg->client_output_buffer_limit, obl_slave[0], obl_slave[1],
+                 obl_slave[2], (unsigned long long)s->pubsub_obl_hard,
+                 (unsigned long long)s->pubsub_obl_soft, (unsigned long long)s->pubsub_obl_secs);
     else buf[0] = '\0'; /* save: no automatic snapshots */
 }
 
-static const char *config_names[] = {
-    "port", "bind", "maxclients", "proto-max-bulk-len", "client-query-buffer-limit",
-    "tcp-backlog", "databases", "appendonly", "save", "maxmemory", "timeout", "protected-mode",
-    "tcp-keepalive", "dir", "requirepass",
-};
-#define NCONFIG (sizeof(config_names) / sizeof(config_names[0]))
+/* A validated new value, applied only once every pair of the CONFIG SET is valid. */
+typedef struct cfgnew {
+    const cfgparam *p;
+    unsigned long long num;
+    const ir_arg *str;
+    unsigned long long obl[3][3]; /* client-output-buffer-limit: normal, slave, pubsub */
+    int obl_set[3];
+} cfgnew;
 
-/* CONFIG GET pattern [pattern ...] | SET parameter value | RESETSTAT */
+static const cfgparam *configFind(const ir_arg *a) {
+    for (size_t i = 0; i < NCONFIG; i++)
+        if (strlen(config_params[i].name) == a->len &&
+            strncasecmp(config_params[i].name, a->ptr, a->len) == 0)
+            return &config_params[i];
+    return NULL;
+}
+
+/* Check one value; on failure write the reason (Redis's text) to err. */
+static int configCheck(const ir_server *s, cfgnew *n, const ir_arg *v, char *err, size_t errlen) {
+    const cfgparam *p = n->p;
+    n->str = v;
+    if (p->flags & CFG_SAME_ONLY) {
+        char cur[256];
+        configValue(s, p->name, cur, sizeof(cur));
+        if (strlen(cur) == v->len && strncasecmp(cur, v->ptr, v->len) == 0) return 0;
+        snprintf(err, errlen, "changing %s at runtime is not supported (restart with the new value)",
+                 p->name);
+        return -1;
+    }
+    if (p->type == CFG_INT) {
+        long long x;
+        if (!string2ll(v->ptr, v->len, &x)) {
+            snprintf(err, errlen, "argument couldn't be parsed into an integer");
+            return -1;
+        }
+        if (x < p->min || x > p->max) {
+            snprintf(err, errlen, "argument must be between %lld and %lld inclusive", p->min, p->max);
+            return -1;
+        }
+        n->num = (unsigned long long)x;
+    } else if (p->type == CFG_MEM) {
+        if (!ir_parse_memory(v->ptr, v->len, &n->num)) {
+            snprintf(err, errlen, "argument must be a memory value");
+            return -1;
+        }
+        if (n->num < (unsigned long long)p->min || n->num > (unsigned long long)p->max) {
+            snprintf(err, errlen, "argument must be between %lld and %lld inclusive", p->min, p->max);
+            return -1;
+        }
+    } else if (p->type == CFG_BOOL) {
+        if (v->len == 3 && strncasecmp(v->ptr, "yes", 3) == 0) n->num = 1;
+        else if (v->len == 2 && strncasecmp(v->ptr, "no", 2) == 0) n->num = 0;
+        else {
+            snprintf(err, errlen, "argument must be 'yes' or 'no'");
+            return -1;
+        }
+        if (!strcmp(p->name, "appendonly") && n->num) {
+            snprintf(err, errlen, "appendonly is not supported (snapshots: SAVE, BGSAVE)");
+            return -1;
+        }
+    } else if (!strcmp(p->name, "save")) {
+        /* "" or pairs of "seconds changes", as Redis checks them */
+        char buf[256];
+        if (v->len >= sizeof(buf)) {
+            snprintf(err, errlen, "Invalid save parameters");
+            return -1;
+        }
+        memcpy(buf, v->ptr, v->len);
+        buf[v->len] = '\0';
+        int words = 0;
+        char *save;
+        for (char *t = strtok_r(buf, " ", &save); t; t = strtok_r(NULL, " ", &save)) {
+            long long x;
+            if (!string2ll(t, strlen(t), &x) || x < 0) {
+                snprintf(err, errlen, "Invalid save parameters");
+                return -1;
+            }
+            words++;
+        }
+        if (words % 2) {
+            snprintf(err, errlen, "Invalid save parameters");
+            return -1;
+        }
+        if (words) {
+            snprintf(err, errlen, "automatic snapshots are not supported (use BGSAVE)");
+            return -1;
+        }
+    } else if (!strcmp(p->name, "maxmemory-policy")) {
+        if (!(v->len == 10 && strncasecmp(v->ptr, "noeviction", 10) == 0)) {
+            snprintf(err, errlen, "only noeviction is supported");
+            return -1;
+        }
+    } else if (!strcmp(p->name, "client-output-buffer-limit")) {
+        char buf[512];
+        if (v->len >= sizeof(buf)) {
+            snprintf(err, errlen, "Wrong number of arguments in buffer limit configuration.");
+            return -1;
+        }
+        memcpy(buf, v->ptr, v->len);
+        buf[v->len] = '\0';
+        char *w[64], *save;
+        int nw = 0;
+        for (char *t = strtok_r(buf, " ", &save); t && nw < 64; t = strtok_r(NULL, " ", &save))
+            w[nw++] = t;
+        if (nw % 4 != 0) {
+            snprintf(err, errlen, "Wrong number of arguments in buffer limit configuration.");
+            return -1;
+        }
+        for (int i = 0; i < nw; i += 4) {
+            int cls;
+            if (!strcasecmp(w[i], "normal")) cls = 0;
+            else if (!strcasecmp(w[i], "slave") || !strcasecmp(w[i], "replica")) cls = 1;
+            else if (!strcasecmp(w[i], "pubsub")) cls = 2;
+            else {
+                snprintf(err, errlen, "Invalid client class specified in buffer limit configuration.");
+                return -1;
+            }
+            unsigned long long hard, soft;
+            long long secs;
+            if (!ir_parse_memory(w[i + 1], strlen(w[i + 1]), &hard) ||
+                !ir_parse_memory(w[i + 2], strlen(w[i + 2]), &soft) ||
+                !string2ll(w[i + 3], strlen(w[i + 3]), &secs) || secs < 0) {
+                snprintf(err, errlen, "Error in hard, soft or soft_seconds setting in buffer limit configuration.");
+                return -1;
+            }
+            if (cls == 0 && soft) {
+                snprintf(err, errlen, "a soft limit for the normal class is not supported");
+                return -1;
+            }
+            n->obl[cls][0] = hard;
+            n->obl[cls][1] = soft;
+            n->obl[cls][2] = (unsigned long long)secs;
+            n->obl_set[cls] = 1;
+        }
+    } else if (!strcmp(p->name, "dir")) {
+        char path[4096];
+        if (v->len >= sizeof(path) || memchr(v->ptr, '\0', v->len)) {
+            snprintf(err, errlen, "No such file or directory");
+            return -1;
+        }
+        memcpy(path, v->ptr, v->len);
+        path[v->len] = '\0';
+        char full[8192];
+        if (path[0] && path[0] != '/' && s->cfg.dir) { /* relative to the snapshot directory */
+            snprintf(full, sizeof(full), "%s/%s", s->cfg.dir, path);
+        } else {
+            snprintf(full, sizeof(full), "%s", path);
+        }
+        if (snapshotCheckDir(full, err, errlen) != 0) return -1;
+    }
+    return 0;
+}
+
+static void configApply(ir_server *s, const cfgnew *n) {
+    const char *name = n->p->name;
+    ir_config *cfg = &s->cfg;
+    if (!strcmp(name, "maxclients")) cfg->maxclients = n->num > INT_MAX ? INT_MAX : (int)n->num;
+    else if (!strcmp(name, "proto-max-bulk-len")) cfg->proto_max_bulk_len = n->num;
+    else if (!strcmp(name, "client-query-buffer-limit")) cfg->client_query_buffer_limit = n->num;
+    else if (!strcmp(name, "maxmemory")) cfg->maxmemory = n->num;
+    else if (!strcmp(name, "timeout")) cfg->timeout = (int)n->num;
+    else if (!strcmp(name, "tcp-keepalive")) cfg->tcp_keepalive = (int)n->num;
+    else if (!strcmp(name, "dir")) {
+        char why[256]; /* checked by configCheck: this fails only if it vanished since */
+        if (snapshotSetDir(s, n->str->ptr, why, sizeof(why)) == 0)
+            serverLog("Snapshot directory is now %s", s->cfg.dir);
+        else
+            serverLog("CONFIG SET dir %s: %s", n->str->ptr, why);
+    } else if (!strcmp(name, "requirepass")) {
+        char *p = malloc(n->str->len + 1);
+        if (!p) return;
+        memcpy(p, n->str->ptr, n->str->len);
+        p[n->str->len] = '\0';
+        free(s->requirepass);
+        s->requirepass = p;
+        s->requirepass_len = n->str->len;
+    } else if (!strcmp(name, "client-output-buffer-limit")) {
+        if (n->obl_set[0]) cfg->client_output_buffer_limit = n->obl[0][0];
+        if (n->obl_set[1]) memcpy(obl_slave, n->obl[1], sizeof(obl_slave));
+        if (n->obl_set[2]) {
+            s->pubsub_obl_hard = n->obl[2][0];
+            s->pubsub_obl_soft = n->obl[2][1];
+            s->pubsub_obl_secs = n->obl[2][2];
+        }
+    }
+    /* appendonly no, save "", maxmemory-policy noeviction: nothing changes */
+}
+
+/* CONFIG SET parameter value [parameter value ...]: all or nothing. */
+static void configSet(client *c) {
+    if (c->argc < 4) {
+        addReplySubcommandArity(c, "config");
+        return;
+    }
+    if (c->argc % 2) {
+        addReplyStr(c, shared.syntaxerr);
+        return;
+    }
+    int npairs = (c->argc - 2) / 2;
+    cfgnew news[NCONFIG];
+    memset(news, 0, sizeof(news));
+    for (int i = 0; i < npairs; i++) {
+        const ir_arg *name = &c->argv[2 + 2 * i];
+        const cfgparam *p = configFind(name);
+        if (!p) {
+            addReplyErrorFormat(c, "Unknown option or number of arguments for CONFIG SET - '%.128s'",
+                                name->ptr);
+            return;
+        }
+        if (p->flags & CFG_IMMUTABLE) {
+            addReplyErrorFormat(c, "CONFIG SET failed (possibly related to argument '%.128s') - "
+                                   "can't set immutable config", name->ptr);
+            return;
+        }
+        for (int k = 0; k < i; k++) {
+            if (news[k].p == p) {
+                addReplyErrorFormat(c, "CONFIG SET failed (possibly related to argument '%.128s') - "
+                                       "duplicate parameter", name->ptr);
+                return;
+            }
+        }
+        news[i].p = p;
+    }
+    for (int i = 0; i < npairs; i++) {
+        char err[160];
+        if (configCheck(c->srv, &news[i], &c->argv[3 + 2 * i], err, sizeof(err)) != 0) {
+            addReplyErrorFormat(c, "CONFIG SET failed (possibly related to argument '%.128s') - %s",
+                                c->argv[2 + 2 * i].ptr, err);
+            return;
+        }
+    }
+    for (int i = 0; i < npairs; i++) configApply(c->srv, &news[i]);
+    addReplyStr(c, shared.ok);
+}
+
+static void resetStats(ir_server *s) {
+    s->total_commands = s->total_connections = s->rejected_connections = 0;
+    s->net_input_bytes = s->net_output_bytes = 0;
+    s->total_error_replies = s->keyspace_hits = s->keyspace_misses = 0;
+    s->oom_rejections = s->output_limit_disconnects = s->timedout_clients = 0;
+    ((ir_db *)s->db)->expired_keys = 0;
+    memset(cmdstats, 0, sizeof(cmdstats));
+    memset(substats, 0, sizeof(substats));
+    for (size_t i = 0; i < NCOMMANDS; i++) commands[i].calls = 0;
+    nerrstats = 0;
+}
+
+/* CONFIG GET pattern [pattern ...] | SET parameter value [...] | RESETSTAT | HELP */
 void configCommand(client *c) {
     ir_server *s = c->srv;
     if (argEq(c, 1, "get") && c->argc >= 3) {
@@ -523,53 +1361,33 @@ void configCommand(client *c) {
         long n = 0;
         for (int i = 2; i < c->argc; i++)
             for (size_t k = 0; k < NCONFIG; k++)
-                if (!matched[k] && fnmatch(c->argv[i].ptr, config_names[k], FNM_CASEFOLD) == 0)
+                if (!matched[k] && stringmatchlen(c->argv[i].ptr, c->argv[i].len, config_params[k].name,
+                                                  strlen(config_params[k].name), 1))
                     matched[k] = 1, n++;
         addReplyMapLen(c, n);
         char val[4096]; /* dir is a path */
         for (size_t k = 0; k < NCONFIG; k++) {
             if (!matched[k]) continue;
-            configValue(s, config_names[k], val, sizeof(val));
-            addReplyBulkCString(c, config_names[k]);
+            configValue(s, config_params[k].name, val, sizeof(val));
+            addReplyBulkCString(c, config_params[k].name);
             addReplyBulkCString(c, val);
         }
-    } else if (argEq(c, 1, "set") && c->argc == 4) {
-        long long v;
-        if (argEq(c, 2, "maxclients") || argEq(c, 2, "proto-max-bulk-len")) {
-            if (!string2ll(c->argv[3].ptr, c->argv[3].len, &v) || v < 1) {
-                addReplyErrorFormat(c, "CONFIG SET failed (possibly related to argument '%s') - "
-                                       "argument must be a positive integer", c->argv[2].ptr);
-                return;
-            }
-            if (argEq(c, 2, "maxclients")) s->cfg.maxclients = (int)(v > 1000000 ? 1000000 : v);
-            else s->cfg.proto_max_bulk_len = (uint64_t)v;
-            addReplyStr(c, shared.ok);
-        } else if (argEq(c, 2, "dir")) {
-            char why[256];
-            if (snapshotSetDir(s, c->argv[3].ptr, why, sizeof(why)) != 0) {
-                addReplyErrorFormat(c, "CONFIG SET failed (possibly related to argument '%s') - %s",
-                                    c->argv[2].ptr, why);
-                return;
-            }
-            serverLog("Snapshot directory is now %s", s->cfg.dir);
-            addReplyStr(c, shared.ok);
-        } else if (argEq(c, 2, "maxmemory")) {
-            if (!string2ll(c->argv[3].ptr, c->argv[3].len, &v) || v < 0) {
-                addReplyErrorFormat(c, "CONFIG SET failed (possibly related to argument '%s') - "
-                                       "argument must be a memory value", c->argv[2].ptr);
-                return;
-            }
-            s->cfg.maxmemory = (uint64_t)v;
-            addReplyStr(c, shared.ok);
-        } else {
-            addReplyErrorFormat(c, "Unknown option or number of arguments for CONFIG SET - '%.128s'",
-                                c->argv[2].ptr);
-        }
+    } else if (argEq(c, 1, "set")) {
+        configSet(c);
     } else if (argEq(c, 1, "resetstat") && c->argc == 2) {
-        s->total_commands = s->total_connections = s->rejected_connections = 0;
-        s->net_input_bytes = s->net_output_bytes = 0;
+        resetStats(s);
         addReplyStr(c, shared.ok);
-    } else if (argEq(c, 1, "get") || argEq(c, 1, "set") || argEq(c, 1, "resetstat")) {
+    } else if (argEq(c, 1, "help") && c->argc == 2) {
+        static const char *help[] = {
+            "CONFIG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+            "GET <pattern>", "    Return parameters matching the glob-like <pattern> and their values.",
+            "SET <directive> <value>", "    Set the configuration <directive> to <value>.",
+            "RESETSTAT", "    Reset statistics reported by the INFO command.",
+            "HELP", "    Print this help.",
+        };
+        addReplyArrayLen(c, (long)(sizeof(help) / sizeof(help[0])));
+        for (size_t i = 0; i < sizeof(help) / sizeof(help[0]); i++) addReplyStatus(c, help[i]);
+    } else if (findSub(lookupCommand("config", 6), c->argv[1].ptr, c->argv[1].len)) {
         addReplySubcommandArity(c, "config");
     } else {
         addReplyErrorFormat(c, "unknown subcommand '%.128s'. Try CONFIG HELP.", c->argv[1].ptr);
@@ -579,7 +1397,7 @@ void configCommand(client *c) {
 /* ---- INFO --------------------------------------------------------------- */
 
 static void bytesHuman(char *buf, size_t len, uint64_t n) {
-    const char *u = "BKMGT";
+    const char *u = "BKMGTP";
     double d = (double)n;
     while (d >= 1024 && u[1]) d /= 1024, u++;
     if (*u == 'B') snprintf(buf, len, "%lluB", (unsigned long long)n);
@@ -589,11 +1407,16 @@ static void bytesHuman(char *buf, size_t len, uint64_t n) {
 static int wantSection(client *c, const char *name, int is_default) {
     if (c->argc == 1) return is_default;
     for (int i = 1; i < c->argc; i++) {
-        if (argEq(c, i, name) || argEq(c, i, "all") || argEq(c, i, "everything")) return 1;
+        if (argEq(c, i, name) || argEq(c, i, "everything")) return 1;
+        if (argEq(c, i, "all") && strcmp(name, "modules") != 0) return 1;
         if (argEq(c, i, "default") && is_default) return 1;
     }
     return 0;
 }
+
+static uint64_t used_memory_peak; /* the largest used_memory INFO has seen */
+
+static double tvSeconds(struct timeval tv) { return (double)tv.tv_sec + (double)tv.tv_usec / 1e6; }
 
 /* INFO [section ...] */
 void infoCommand(client *c) {
@@ -609,40 +1432,82 @@ void infoCommand(client *c) {
     if (wantSection(c, "server", 1)) {
         struct utsname un;
         uname(&un);
-        infoCat(&b, "%s# Server\r\nredis_version:%s\r\ninreplay_version:%s\r\nredis_mode:standalone\r\n"
-                    "os:%s %s %s\r\narch_bits:64\r\nprocess_id:%ld\r\nrun_id:%s\r\ntcp_port:%d\r\n"
-                    "stack:%s\r\nstack_build:%s\r\nevent_loop:%s\r\n"
-                    "uptime_in_seconds:%llu\r\nuptime_in_days:%llu\r\n",
+        char exe[512] = "";
+        ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+        exe[n > 0 ? n : 0] = '\0';
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        infoCat(&b, "%s# Server\r\nredis_version:%s\r\nredis_git_sha1:00000000\r\nredis_git_dirty:0\r\n"
+                    "redis_build_id:0\r\ninreplay_version:%s\r\nredis_mode:standalone\r\n"
+                    "os:%s %s %s\r\narch_bits:64\r\nmonotonic_clock:POSIX clock_gettime\r\n"
+                    "multiplexing_api:%s\r\natomicvar_api:c11-builtin\r\ngcc_version:%d.%d.%d\r\n"
+                    "process_id:%ld\r\nprocess_supervised:no\r\nrun_id:%s\r\ntcp_port:%d\r\n"
+                    "server_time_usec:%llu\r\nuptime_in_seconds:%llu\r\nuptime_in_days:%llu\r\n"
+                    "hz:10\r\nconfigured_hz:10\r\nlru_clock:%llu\r\nexecutable:%s\r\nconfig_file:\r\n"
+                    "io_threads_active:0\r\nstack:%s\r\nstack_build:%s\r\nevent_loop:%s\r\n",
                 sections++ ? "\r\n" : "", IR_REDIS_VERSION, IR_VERSION_STR, un.sysname, un.release,
-                un.machine, (long)getpid(), s->run_id, s->tp ? s->tp->bound_port : s->cfg.port,
+                un.machine, s->tp && !strcmp(s->tp->ops->name, "kernel") ? "epoll" : "poll-mode",
+#ifdef __GNUC__
+                __GNUC__, __GNUC_MINOR__, __GNUC_PATCHLEVEL__,
+#else
+                0, 0, 0,
+#endif
+                (long)getpid(), s->run_id, s->tp ? s->tp->bound_port : s->cfg.port,
+                (unsigned long long)ts.tv_sec * 1000000ULL + (unsigned long long)ts.tv_nsec / 1000,
+                (unsigned long long)up, (unsigned long long)(up / 86400),
+                (unsigned long long)((s->now_ms / 1000) & ((1 << 24) - 1)), exe,
                 s->tp ? s->tp->ops->name : "none", s->tp && s->tp->build ? s->tp->build : "",
-                s->loop_mode ? s->loop_mode : "", (unsigned long long)up,
-                (unsigned long long)(up / 86400));
+                s->loop_mode ? s->loop_mode : "");
     }
     if (wantSection(c, "clients", 1)) {
         ir_blocked_stats bst;
         blockedStats(s, &bst);
-        infoCat(&b, "%s# Clients\r\nconnected_clients:%llu\r\nmaxclients:%d\r\nblocked_clients:%llu\r\n"
+        size_t maxin = 0, maxout = 0;
+        for (const client *o = s->clients; o; o = o->next) {
+            if (o->qcap > maxin) maxin = o->qcap;
+            if (o->pending_bytes > maxout) maxout = o->pending_bytes;
+        }
+        infoCat(&b, "%s# Clients\r\nconnected_clients:%llu\r\ncluster_connections:0\r\nmaxclients:%d\r\n"
+                    "client_recent_max_input_buffer:%zu\r\nclient_recent_max_output_buffer:%zu\r\n"
+                    "blocked_clients:%llu\r\ntracking_clients:0\r\nclients_in_timeout_table:0\r\n"
                     "total_blocking_keys:%llu\r\n",
-                sections++ ? "\r\n" : "", (unsigned long long)s->nclients, s->cfg.maxclients,
-                (unsigned long long)bst.blocked_clients, (unsigned long long)bst.blocked_keys);
+                sections++ ? "\r\n" : "", (unsigned long long)s->nclients, s->cfg.maxclients, maxin,
+                maxout, (unsigned long long)bst.blocked_clients, (unsigned long long)bst.blocked_keys);
     }
     if (wantSection(c, "memory", 1)) {
-        char h[32];
+        char h[32], rh[32], ph[32], mh[32], th[32];
         uint64_t used = serverUsedMemory(s);
+        uint64_t rss = ir_rss_bytes();
+        if (used > used_memory_peak) used_memory_peak = used;
+        uint64_t total = (uint64_t)sysconf(_SC_PHYS_PAGES) * (uint64_t)sysconf(_SC_PAGESIZE);
+        uint64_t dataset = dbBytes(s->db) + tablesMemory(s->tables);
         bytesHuman(h, sizeof(h), used);
+        bytesHuman(rh, sizeof(rh), rss);
+        bytesHuman(ph, sizeof(ph), used_memory_peak);
+        bytesHuman(mh, sizeof(mh), s->cfg.maxmemory);
+        bytesHuman(th, sizeof(th), total);
         infoCat(&b, "%s# Memory\r\nused_memory:%llu\r\nused_memory_human:%s\r\n"
-                    "used_memory_rss:%llu\r\nused_memory_dataset:%llu\r\n"
+                    "used_memory_rss:%llu\r\nused_memory_rss_human:%s\r\n"
+                    "used_memory_peak:%llu\r\nused_memory_peak_human:%s\r\n"
+                    "used_memory_peak_perc:%.2f%%\r\nused_memory_overhead:%llu\r\n"
+                    "used_memory_dataset:%llu\r\nused_memory_dataset_perc:%.2f%%\r\n"
+                    "total_system_memory:%llu\r\ntotal_system_memory_human:%s\r\n"
                     "used_memory_replay:%llu\r\nused_memory_replay_items:%llu\r\n"
                     "used_memory_pinned_detached:%llu\r\npinned_buffers:%llu\r\n"
-                    "maxmemory:%llu\r\nmaxmemory_policy:noeviction\r\n"
+                    "maxmemory:%llu\r\nmaxmemory_human:%s\r\nmaxmemory_policy:noeviction\r\n"
+                    "mem_fragmentation_ratio:%.2f\r\nmem_allocator:libc\r\n"
                     "oom_rejections:%llu\r\n",
-                sections++ ? "\r\n" : "", (unsigned long long)used, h,
-                (unsigned long long)ir_rss_bytes(), (unsigned long long)dbsBytes(s),
+                sections++ ? "\r\n" : "", (unsigned long long)used, h, (unsigned long long)rss, rh,
+                (unsigned long long)used_memory_peak, ph,
+                used_memory_peak ? 100.0 * (double)used / (double)used_memory_peak : 0.0,
+                (unsigned long long)(used > dataset ? used - dataset : 0),
+                (unsigned long long)dbsBytes(s),
+                used ? 100.0 * (double)dataset / (double)used : 0.0, (unsigned long long)total, th,
                 (unsigned long long)tablesMemory(s->tables),
                 (unsigned long long)tablesBytes(s->tables),
                 (unsigned long long)s->pins.detached_bytes, (unsigned long long)s->pins.nused,
-                (unsigned long long)s->cfg.maxmemory, (unsigned long long)s->oom_rejections);
+                (unsigned long long)s->cfg.maxmemory, mh,
+                used ? (double)rss / (double)used : 0.0, (unsigned long long)s->oom_rejections);
     }
     if (wantSection(c, "persistence", 1)) {
         char pbuf[8192];
@@ -650,14 +1515,31 @@ void infoCommand(client *c) {
         infoCat(&b, "%s%s", sections++ ? "\r\n" : "", pbuf);
     }
     if (wantSection(c, "stats", 1)) {
+        uint64_t channels, patterns;
+        pubsubServerCounts(s, &channels, &patterns);
         infoCat(&b, "%s# Stats\r\ntotal_connections_received:%llu\r\ntotal_commands_processed:%llu\r\n"
+                    "instantaneous_ops_per_sec:%llu\r\n"
                     "total_net_input_bytes:%llu\r\ntotal_net_output_bytes:%llu\r\n"
-                    "rejected_connections:%llu\r\neventloop_cycles:%llu\r\n",
+                    "total_net_repl_input_bytes:0\r\ntotal_net_repl_output_bytes:0\r\n"
+                    "rejected_connections:%llu\r\nsync_full:0\r\nsync_partial_ok:0\r\n"
+                    "sync_partial_err:0\r\nexpired_keys:%llu\r\nevicted_keys:0\r\nevicted_clients:0\r\n"
+                    "keyspace_hits:%llu\r\nkeyspace_misses:%llu\r\npubsub_channels:%llu\r\n"
+                    "pubsub_patterns:%llu\r\npubsubshard_channels:0\r\nlatest_fork_usec:0\r\n"
+                    "total_forks:0\r\nmigrate_cached_sockets:0\r\nunexpected_error_replies:0\r\n"
+                    "total_error_replies:%llu\r\ntotal_reads_processed:0\r\n"
+                    "client_output_buffer_limit_disconnections:%llu\r\n"
+                    "client_query_buffer_limit_disconnections:0\r\n"
+                    "timedout_clients:%llu\r\neventloop_cycles:%llu\r\n",
                 sections++ ? "\r\n" : "", (unsigned long long)s->total_connections,
-                (unsigned long long)s->total_commands, (unsigned long long)s->net_input_bytes,
-                (unsigned long long)s->net_output_bytes,
+                (unsigned long long)s->total_commands, (unsigned long long)opsPerSec(),
+                (unsigned long long)s->net_input_bytes, (unsigned long long)s->net_output_bytes,
                 (unsigned long long)s->rejected_connections,
-                (unsigned long long)s->eventloop_cycles);
+                (unsigned long long)((const ir_db *)s->db)->expired_keys,
+                (unsigned long long)s->keyspace_hits, (unsigned long long)s->keyspace_misses,
+                (unsigned long long)channels, (unsigned long long)patterns,
+                (unsigned long long)s->total_error_replies,
+                (unsigned long long)s->output_limit_disconnects,
+                (unsigned long long)s->timedout_clients, (unsigned long long)s->eventloop_cycles);
         ir_blocked_stats bst; /* blocked.c: how waits ended */
         blockedStats(s, &bst);
         infoCat(&b, "total_blocked_clients:%llu\r\nblocked_timeouts:%llu\r\n"
@@ -665,6 +1547,62 @@ void infoCommand(client *c) {
                 (unsigned long long)bst.total_blocked, (unsigned long long)bst.timeouts,
                 (unsigned long long)bst.disconnects, (unsigned long long)bst.dropped);
     }
+    if (wantSection(c, "replication", 1)) {
+        char replid[41];
+        for (int i = 0; i < 40; i++) replid[i] = s->run_id[39 - i];
+        replid[40] = '\0';
+        infoCat(&b, "%s# Replication\r\nrole:master\r\nconnected_slaves:0\r\n"
+                    "master_failover_state:no-failover\r\nmaster_replid:%s\r\n"
+                    "master_replid2:0000000000000000000000000000000000000000\r\n"
+                    "master_repl_offset:0\r\nsecond_repl_offset:-1\r\nrepl_backlog_active:0\r\n"
+                    "repl_backlog_size:1048576\r\nrepl_backlog_first_byte_offset:0\r\n"
+                    "repl_backlog_histlen:0\r\n",
+                sections++ ? "\r\n" : "", replid);
+    }
+    if (wantSection(c, "cpu", 1)) {
+        struct rusage self, children, thread;
+        getrusage(RUSAGE_SELF, &self);
+        getrusage(RUSAGE_CHILDREN, &children);
+        getrusage(RUSAGE_THREAD, &thread);
+        infoCat(&b, "%s# CPU\r\nused_cpu_sys:%.6f\r\nused_cpu_user:%.6f\r\n"
+                    "used_cpu_sys_children:%.6f\r\nused_cpu_user_children:%.6f\r\n"
+                    "used_cpu_sys_main_thread:%.6f\r\nused_cpu_user_main_thread:%.6f\r\n",
+                sections++ ? "\r\n" : "", tvSeconds(self.ru_stime), tvSeconds(self.ru_utime),
+                tvSeconds(children.ru_stime), tvSeconds(children.ru_utime),
+                tvSeconds(thread.ru_stime), tvSeconds(thread.ru_utime));
+    }
+    if (wantSection(c, "modules", 1)) infoCat(&b, "%s# Modules\r\n", sections++ ? "\r\n" : "");
+    if (wantSection(c, "commandstats", 0)) {
+        infoCat(&b, "%s# Commandstats\r\n", sections++ ? "\r\n" : "");
+        for (size_t i = 0; i < NCOMMANDS; i++) {
+            const cmdstat *st = &cmdstats[i];
+            if (st->calls || st->rejected || st->failed)
+                infoCat(&b, "cmdstat_%s:calls=%llu,usec=%llu,usec_per_call=%.2f,rejected_calls=%llu,"
+                            "failed_calls=%llu\r\n",
+                        commands[i].name, (unsigned long long)st->calls, (unsigned long long)st->usec,
+                        st->calls ? (double)st->usec / (double)st->calls : 0.0,
+                        (unsigned long long)st->rejected, (unsigned long long)st->failed);
+            for (size_t k = 0; k < NSUBCOMMANDS; k++) {
+                const cmdstat *ss = &substats[k];
+                if (subcommands[k].container != commands[i].proc) continue;
+                if (!ss->calls && !ss->rejected && !ss->failed) continue;
+                infoCat(&b, "cmdstat_%s|%s:calls=%llu,usec=%llu,usec_per_call=%.2f,rejected_calls=%llu,"
+                            "failed_calls=%llu\r\n",
+                        subcommands[k].cname, subcommands[k].name, (unsigned long long)ss->calls,
+                        (unsigned long long)ss->usec,
+                        ss->calls ? (double)ss->usec / (double)ss->calls : 0.0,
+                        (unsigned long long)ss->rejected, (unsigned long long)ss->failed);
+            }
+        }
+    }
+    if (wantSection(c, "errorstats", 1)) {
+        infoCat(&b, "%s# Errorstats\r\n", sections++ ? "\r\n" : "");
+        for (size_t i = 0; i < nerrstats; i++)
+            infoCat(&b, "errorstat_%s:count=%llu\r\n", errstats[i].code,
+                    (unsigned long long)errstats[i].count);
+    }
+    if (wantSection(c, "cluster", 1))
+        infoCat(&b, "%s# Cluster\r\ncluster_enabled:0\r\n", sections++ ? "\r\n" : "");
     if (wantSection(c, "keyspace", 1)) {
         infoCat(&b, "%s# Keyspace\r\n", sections++ ? "\r\n" : "");
         for (int i = 0; i < dbsCount(s); i++)
@@ -685,14 +1623,122 @@ void infoCommand(client *c) {
                     (unsigned long long)t->bytes_used);
         }
     }
-    if (wantSection(c, "commandstats", 0)) {
-        infoCat(&b, "%s# Commandstats\r\n", sections++ ? "\r\n" : "");
-        for (size_t i = 0; i < NCOMMANDS; i++)
-            if (commands[i].calls)
-                infoCat(&b, "cmdstat_%s:calls=%llu\r\n", commands[i].name,
-                        (unsigned long long)commands[i].calls);
+    if (c->resp >= 3) { /* a verbatim string in RESP3 */
+        char hdr[32];
+        int n = snprintf(hdr, sizeof(hdr), "=%zu\r\ntxt:", b.len + 4);
+        addReplyProto(c, hdr, (size_t)n);
+        addReplyProto(c, b.p, b.len);
+        addReplyProto(c, "\r\n", 2);
+        free(b.p);
+        return;
     }
     addReplyInfobuf(c, &b);
+}
+
+/* ---- MONITOR ------------------------------------------------------------ */
+
+/* MONITOR */
+void monitorCommand(client *c) {
+    ir_server *s = c->srv;
+    if (c->flags & CLIENT_MONITOR) return; /* already: no reply, as Redis */
+    if (s->nmonitors == s->capmonitors) {
+        int cap = s->capmonitors ? s->capmonitors * 2 : 4;
+        client **m = realloc(s->monitors, (size_t)cap * sizeof(*m));
+        if (!m) {
+            addReplyError(c, "out of memory");
+            return;
+        }
+        s->monitors = m;
+        s->capmonitors = cap;
+    }
+    s->monitors[s->nmonitors++] = c;
+    c->flags |= CLIENT_MONITOR;
+    addReplyStr(c, shared.ok);
+}
+
+void monitorRemove(client *c) {
+    ir_server *s = c->srv;
+    for (int i = 0; i < s->nmonitors; i++) {
+        if (s->monitors[i] == c) {
+            memmove(s->monitors + i, s->monitors + i + 1, (size_t)(s->nmonitors - i - 1) * sizeof(client *));
+            s->nmonitors--;
+            break;
+        }
+    }
+    c->flags &= ~CLIENT_MONITOR;
+}
+
+/* Append a as Redis's sdscatrepr quotes it: "..." with \n \r \t \a \b
+ * \" \\ and \xNN for other non-printable bytes. */
+static void catRepr(infobuf *b, const char *p, size_t len) {
+    infoCat(b, "\"");
+    for (size_t i = 0; i < len; i++) {
+        unsigned char ch = (unsigned char)p[i];
+        switch (ch) {
+        case '\\': infoCat(b, "\\\\"); break;
+        case '"': infoCat(b, "\\\""); break;
+        case '\n': infoCat(b, "\\n"); break;
+        case '\r': infoCat(b, "\\r"); break;
+        case '\t': infoCat(b, "\\t"); break;
+        case '\a': infoCat(b, "\\a"); break;
+        case '\b': infoCat(b, "\\b"); break;
+        default:
+            if (ch >= 32 && ch < 127) infoCat(b, "%c", ch);
+            else infoCat(b, "\\x%02x", ch);
+        }
+    }
+    infoCat(b, "\"");
+}
+
+char *monitorFormat(const client *c, size_t *len) {
+    int argc = c->argc;
+    const ir_arg *argv = c->argv;
+    infobuf b = {malloc(256), 0, 256};
+    if (!b.p) return NULL;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    infoCat(&b, "+%lld.%06ld [0 %s]", (long long)ts.tv_sec, ts.tv_nsec / 1000, c->addr);
+    for (int i = 0; i < argc; i++) {
+        infoCat(&b, " ");
+        catRepr(&b, argv[i].ptr, argv[i].len);
+    }
+    infoCat(&b, "\r\n");
+    *len = b.len;
+    return b.p;
+}
+
+void monitorSend(client *c, char *line, size_t len) {
+    ir_server *s = c->srv;
+    for (int i = 0; i < s->nmonitors; i++) {
+        client *m = s->monitors[i];
+        if (m->flags & (CLIENT_CLOSE_ASAP | CLIENT_CLOSED)) continue;
+        addReplyProto(m, line, len);
+        if (m != c) clientFlush(m);
+    }
+    free(line);
+}
+
+/* ROLE */
+void roleCommand(client *c) {
+    addReplyArrayLen(c, 3);
+    addReplyBulkCString(c, "master");
+    addReplyLongLong(c, 0);
+    addReplyArrayLen(c, 0);
+}
+
+/* RESET: the connection as new (no transaction, no WATCH, no subscriptions,
+ * RESP2, no name, replies on, authenticated only without a password). */
+void resetCommand(client *c) {
+    multiReset(c);
+    pubsubReset(c);
+    c->resp = 2;
+    free(c->clientname);
+    c->clientname = NULL;
+    c->reply_mode = CLIENT_REPLY_ON;
+    size_t passlen;
+    serverRequirePass(c->srv, &passlen);
+    c->authenticated = passlen == 0;
+    addReplyStatus(c, "RESET");
 }
 
 /* SHUTDOWN [NOSAVE|SAVE] [NOW] [FORCE] [ABORT], as Redis 7.0 without

@@ -17,6 +17,14 @@ void configCommand(client *c);
 void infoCommand(client *c);
 void shutdownCommand(client *c);
 void timeCommand(client *c);
+void roleCommand(client *c);
+void monitorCommand(client *c);
+void resetCommand(client *c);
+/* CLIENT SETNAME and HELLO ... SETNAME: validate (Redis's rule and error) and
+ * set; -1 after replying the error. */
+int clientSetName(client *c, const ir_arg *a);
+/* Redis's memory values: "100mb", "1gb", "4096" (CONFIG SET). 1 if valid. */
+int ir_parse_memory(const char *p, size_t len, unsigned long long *out);
 
 /* keyspace (db.c) */
 void dbsizeCommand(client *c);
@@ -141,5 +149,20 @@ void replayInfoCommand(client *c);
 void replayDropCommand(client *c);
 void replayListCommand(client *c);
 void replayShardsCommand(client *c);
+
+/* transactions (multi.c) */
+void multiCommand(client *c);
+void execCommand(client *c);
+void discardCommand(client *c);
+void watchCommand(client *c);
+void unwatchCommand(client *c);
+
+/* pub/sub (pubsub.c) */
+void subscribeCommand(client *c);
+void unsubscribeCommand(client *c);
+void psubscribeCommand(client *c);
+void punsubscribeCommand(client *c);
+void publishCommand(client *c);
+void pubsubCommand(client *c);
 
 #endif

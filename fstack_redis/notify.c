@@ -10,20 +10,22 @@
  *                       SWAPDB): every watched key in it counts as modified.
  *
  * Each hook forwards to its subsystem; this file keeps the one list of them.
+ * While nobody WATCHes, signalModifiedKey and signalFlushedDb cost one test.
  */
 #include "notify.h"
 
 #include "blocked.h"
+#include "multi.h"
 
 void signalModifiedKey(client *c, struct ir_db *db, const char *key, size_t len) {
-    (void)c;
-    (void)db;
-    (void)key;
-    (void)len;
+    ir_server *s = c ? c->srv : g_server;
+    if (s && s->watched) multiTouchKey(s, db, key, len);
 }
 
 void signalKeyAsReady(struct ir_db *db, const char *key, size_t len) {
     if (g_server && g_server->blocked) blockedKeyReady(g_server, db, key, len);
 }
 
-void signalFlushedDb(struct ir_db *db) { (void)db; }
+void signalFlushedDb(struct ir_db *db) {
+    if (g_server && g_server->watched) multiTouchDb(g_server, db);
+}

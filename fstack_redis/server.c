@@ -9,6 +9,8 @@
 #include "blocked.h"
 #include "commands.h"
 #include "db.h"
+#include "multi.h"
+#include "pubsub.h"
 #include "replay.h"
 
 ir_server *g_server;
@@ -48,6 +50,9 @@ ir_server *server_new(const ir_config *cfg) {
     s->start_ms = s->now_ms = ir_mstime();
     s->next_client_id = 1;
     s->pins.srv = s;
+    s->pubsub_obl_hard = 32ULL << 20; /* client-output-buffer-limit pubsub 32mb 8mb 60 */
+    s->pubsub_obl_soft = 8ULL << 20;
+    s->pubsub_obl_secs = 60;
     if (cfg->client_subnet && cfg->client_subnet[0])
         s->has_subnet = ir_parse_subnet(cfg->client_subnet, &s->subnet_family, s->subnet_addr,
                                         &s->subnet_prefix) == 0;
@@ -70,6 +75,9 @@ void server_free(ir_server *s) {
     dbsFree(s);
     tablesFree(s->tables);
     pinsFree(&s->pins);
+    pubsubFree(s);
+    free(s->monitors);
+    free(s->requirepass);
     free(s);
 }
 
@@ -137,6 +145,15 @@ static int peerAllowed(const ir_server *s, const char *addr) {
 
 int authRequired(const client *c) { return !c->authenticated; }
 
+const char *serverRequirePass(const ir_server *s, size_t *len) {
+    if (s->requirepass) {
+        *len = s->requirepass_len;
+        return s->requirepass;
+    }
+    *len = s->cfg.requirepass ? strlen(s->cfg.requirepass) : 0;
+    return s->cfg.requirepass;
+}
+
 uint64_t serverUsedMemory(const ir_server *s) {
     /* detached pinned memory (an overwritten value, a dropped table's arena)
      * counts until the last reply that points into it is written */
@@ -190,7 +207,9 @@ static client *refuse(ir_server *s, ir_transport *t, ir_conn *conn, ir_str err) 
 client *irs_accept(ir_server *s, ir_transport *t, ir_conn *conn) {
     if (s->nclients >= (uint64_t)s->cfg.maxclients)
         return refuse(s, t, conn, IR_STR("-ERR max number of clients reached\r\n"));
-    if (!(s->cfg.requirepass && s->cfg.requirepass[0])) {
+    size_t passlen;
+    serverRequirePass(s, &passlen);
+    if (!passlen) {
         char addr[64];
         t->ops->peername(t, conn, addr, sizeof(addr));
         if (!peerAllowed(s, addr)) {
@@ -210,8 +229,10 @@ client *irs_accept(ir_server *s, ir_transport *t, ir_conn *conn) {
     c->conn = conn;
     c->bulklen = -1;
     c->ctime_ms = c->last_ms = s->now_ms;
-    c->authenticated = !(s->cfg.requirepass && s->cfg.requirepass[0]);
+    c->authenticated = !passlen;
     t->ops->peername(t, conn, c->addr, sizeof(c->addr));
+    if (t->ops->sockname) t->ops->sockname(t, conn, c->laddr, sizeof(c->laddr));
+    else snprintf(c->laddr, sizeof(c->laddr), "?");
     c->next = s->clients;
     if (s->clients) s->clients->prev = c;
     s->clients = c;
@@ -230,6 +251,9 @@ void freeClient(client *c) {
     if (s->cfg.verbose) serverLog("Client %s closed (id %llu)", c->addr, (unsigned long long)c->id);
     blockedClientFree(c);
     resetClientArgs(c);
+    multiFreeClient(c);
+    pubsubFreeClient(c);
+    if (c->flags & CLIENT_MONITOR) monitorRemove(c);
     clientDiscardReply(c); /* releases the pins of what was never written */
     if (c->prev) c->prev->next = c->next;
     else s->clients = c->next;
@@ -241,6 +265,7 @@ void freeClient(client *c) {
     free(c->argbuf);
     free(c->obuf);
     free(c->segs);
+    free(c->clientname);
     free(c);
 }
 
@@ -290,6 +315,69 @@ static void rejectUnknown(client *c) {
                         args);
 }
 
+/* An error reply the command (or its rejection) added since output offset
+ * `before`: counted in INFO errorstats. 1 if there was one. */
+static int countErrorReply(client *c, size_t before) {
+    if (c->olen <= before || c->obuf[before] != '-') return 0;
+    errorStatsCount(c->srv, c->obuf + before + 1, c->olen - before - 1);
+    return 1;
+}
+
+/* A refused command: its error, and inside MULTI the transaction fails. */
+static void rejected(client *c, const ir_command *cmd, size_t before) {
+    multiFlagTransaction(c);
+    countErrorReply(c, before);
+    if (cmd) commandStatsRejected(c, cmd);
+}
+
+void call(client *c, const ir_command *cmd) {
+    ir_server *s = c->srv;
+    size_t before = c->olen, pend0 = c->pending_bytes;
+    int nsegs0 = c->nsegs;
+    size_t last0 = nsegs0 ? c->segs[nsegs0 - 1].len : 0;
+    int mode0 = c->reply_mode;
+    /* EXEC runs other commands (and flushes between them): its own error
+     * replies come only without MULTI or after a refused queued command */
+    int plain = cmd->proc != execCommand || !(c->flags & CLIENT_MULTI) ||
+                (c->flags & CLIENT_DIRTY_EXEC);
+    size_t monlen = 0;
+    char *monline = s->nmonitors && !(cmd->flags & CMD_ADMIN) && cmd->proc != monitorCommand
+                        ? monitorFormat(c, &monlen) : NULL;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    uint64_t cyc = ir_cycles();
+    c->cmd = cmd;
+    c->lastsub = commandSubName(cmd, c);
+    cmd->proc(c);
+    s->cycles_execute += ir_cycles() - cyc;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    uint64_t usec = (uint64_t)(t1.tv_sec - t0.tv_sec) * 1000000u +
+                    (uint64_t)((t1.tv_nsec - t0.tv_nsec) / 1000);
+    commandStatsCall(c, cmd, usec, plain && countErrorReply(c, before));
+    s->total_commands++;
+    if (cmd->flags & CMD_WRITE) s->dirty++;
+    if (monline) monitorSend(c, monline, monlen);
+    /* CLIENT REPLY OFF / SKIP: drop what this command replied */
+    int drop = 0;
+    if (c->reply_mode == CLIENT_REPLY_SKIP) { /* CLIENT REPLY SKIP itself */
+        drop = 1;
+        c->reply_mode = CLIENT_REPLY_SKIP_NEXT;
+    } else if (mode0 == CLIENT_REPLY_SKIP_NEXT && c->reply_mode == CLIENT_REPLY_SKIP_NEXT) {
+        drop = 1; /* the command after SKIP (unless it was CLIENT REPLY ON/OFF) */
+        c->reply_mode = CLIENT_REPLY_ON;
+    } else if (c->reply_mode == CLIENT_REPLY_OFF) {
+        drop = 1;
+    }
+    if (drop && plain && c->nsegs >= nsegs0 && !pubsubRepliesArePushes(cmd)) {
+        for (int i = nsegs0; i < c->nsegs; i++)
+            if (c->segs[i].pin) pinRelease(c->segs[i].pin);
+        c->nsegs = nsegs0;
+        if (nsegs0) c->segs[nsegs0 - 1].len = last0;
+        c->olen = before;
+        c->pending_bytes = pend0;
+    }
+}
+
 /* processCommand calls in progress: blocked clients are served after the
  * outermost one (a transaction that dispatched its queued commands through
  * here would otherwise serve them between its commands). */
@@ -297,32 +385,41 @@ static int dispatch_depth;
 
 int processCommand(client *c) {
     ir_server *s = c->srv;
+    size_t before = c->olen;
     ir_command *cmd = lookupCommand(c->argv[0].ptr, c->argv[0].len);
     if (!cmd) {
         rejectUnknown(c);
+        rejected(c, NULL, before);
         return 0;
     }
     c->cmd = cmd;
+    c->lastcmd = cmd;
+    c->lastsub = commandSubName(cmd, c);
     if ((cmd->arity > 0 && cmd->arity != c->argc) || (c->argc < -cmd->arity)) {
         addReplyErrorArity(c);
+        rejected(c, cmd, before);
         c->cmd = NULL;
         return 0;
     }
     if (authRequired(c) && !(cmd->flags & CMD_NOAUTH)) {
         addReplyError(c, "-NOAUTH Authentication required.");
+        rejected(c, cmd, before);
     } else if (s->cfg.maxmemory && (cmd->flags & CMD_DENYOOM) &&
                serverUsedMemory(s) > s->cfg.maxmemory) {
         s->oom_rejections++;
         addReplyError(c, "-OOM command not allowed when used memory > 'maxmemory'.");
+        rejected(c, cmd, before);
+    } else if ((c->flags & CLIENT_PUBSUB) && c->resp == 2 && !pubsubAllowedInContext(cmd)) {
+        rejectCommandFormat(c, "Can't execute '%s%s%s': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / "
+                               "PING / QUIT / RESET are allowed in this context",
+                            cmd->name, c->lastsub ? "|" : "", c->lastsub ? c->lastsub : "");
+        rejected(c, cmd, before);
+    } else if ((c->flags & CLIENT_MULTI) && !multiIsTxCommand(cmd)) {
+        multiQueue(c, cmd);
     } else {
-        uint64_t t0 = ir_cycles();
         dispatch_depth++;
-        cmd->proc(c);
+        call(c, cmd);
         dispatch_depth--;
-        s->cycles_execute += ir_cycles() - t0;
-        cmd->calls++;
-        s->total_commands++;
-        if (cmd->flags & CMD_WRITE) s->dirty++;
     }
     c->cmd = NULL;
     /* Send what this command referenced now; clientFlush copies the unpinned

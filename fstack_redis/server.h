@@ -92,6 +92,14 @@ typedef struct ir_seg {
 #define CLIENT_DIRTY_EXEC (1 << 7)     /* a queued command was refused: EXECABORT */
 #define CLIENT_BLOCKED (1 << 8)        /* waiting (blocked.c): input is not processed */
 #define CLIENT_PUBSUB (1 << 9)         /* subscribed to a channel or pattern (pubsub.c) */
+#define CLIENT_MONITOR (1 << 10)       /* MONITOR: sees every command run (commands.c) */
+
+/* CLIENT REPLY: replies are sent (ON), dropped (OFF), dropped for this
+ * command (SKIP, set by CLIENT REPLY SKIP) and then for the next one. */
+#define CLIENT_REPLY_ON 0
+#define CLIENT_REPLY_OFF 1
+#define CLIENT_REPLY_SKIP 2
+#define CLIENT_REPLY_SKIP_NEXT 3
 
 #define PROTO_REQ_NONE 0
 #define PROTO_REQ_INLINE 1
@@ -109,7 +117,8 @@ typedef struct client {
     const struct ir_command *cmd; /* the command being executed */
     uint64_t req_start_ms;    /* when the unfinished request began arriving, 0 = none */
     uint64_t ctime_ms, last_ms;
-    char name[128];
+    char *clientname;         /* CLIENT SETNAME, NULL = none (any length; set it
+                                 with clientSetName, the one validation) */
     char lib_name[64], lib_ver[32];
     char addr[64];
 
@@ -140,6 +149,14 @@ typedef struct client {
 
     struct blockState *bstate; /* blocked.c: what it waits on; NULL until it first blocks */
     struct client *next, *prev;
+
+    /* transactions, pub/sub and admin state (multi.c, pubsub.c, commands.c) */
+    struct multiState *mstate;    /* MULTI queue and WATCHed keys, NULL = none */
+    struct pubsubState *pubsub;   /* channels and patterns, NULL = none */
+    const struct ir_command *lastcmd; /* CLIENT LIST cmd= */
+    const char *lastsub;          /* its subcommand ("list"), NULL = none */
+    int reply_mode;               /* CLIENT_REPLY_* */
+    char laddr[64];               /* "ip:port" of our end */
 } client;
 
 typedef struct ir_command ir_command;
@@ -193,6 +210,16 @@ typedef struct ir_server {
     const char *loop_mode;       /* "busy-poll", "adaptive" or "sleep" (run.c's idle rule) */
     uint64_t dirty;              /* write commands run (rdb_changes_since_last_save) */
     struct ir_blocked *blocked;  /* blocked clients (blocked.c); NULL until one blocks */
+
+    /* transactions, pub/sub and admin state (multi.c, pubsub.c, commands.c) */
+    struct ir_watchidx *watched; /* WATCHed keys of every database, NULL = nobody watches */
+    struct ir_pubsub *pubsub;    /* channel and pattern subscribers, NULL = none yet */
+    char *requirepass;           /* CONFIG SET requirepass: owned, binary-safe */
+    size_t requirepass_len;
+    uint64_t pubsub_obl_hard, pubsub_obl_soft, pubsub_obl_secs; /* client-output-buffer-limit pubsub */
+    uint64_t total_error_replies, keyspace_hits, keyspace_misses;
+    struct client **monitors;    /* MONITOR clients, in order */
+    int nmonitors, capmonitors;
 } ir_server;
 
 /* s->shutdown_asap: 0 = keep running; SHUTDOWN_SAVE_PER_CONFIG = stop and
@@ -286,6 +313,24 @@ void freeClient(client *c);
 void clientFlush(client *c);                  /* write what the transport takes */
 void processInputBuffer(client *c);           /* parse and run complete commands (resp.c) */
 int processCommand(client *c);                /* dispatch argv; 0 = keep going */
+/* Run c->cmd on c->argv now, with its statistics (processCommand and EXEC). */
+void call(client *c, const ir_command *cmd);
+/* Command statistics (commands.c): a call of cmd took usec; failed: it replied
+ * an error. Subcommands (c->lastsub) are counted apart, as "client|list". */
+void commandStatsCall(const client *c, const ir_command *cmd, uint64_t usec, int failed);
+void commandStatsRejected(const client *c, const ir_command *cmd);
+/* The subcommand name argv[1] selects in a container command (CONFIG GET:
+ * "get"), as a static string; NULL for other commands. */
+const char *commandSubName(const ir_command *cmd, const client *c);
+/* Count an error reply by its code ("ERR", "WRONGTYPE", ...) for INFO errorstats. */
+void errorStatsCount(ir_server *s, const char *reply, size_t len);
+/* MONITOR: the line for c's command, formatted before it runs (it may take
+ * its arguments over), sent to every monitor once it ran (and freed). */
+char *monitorFormat(const client *c, size_t *len);
+void monitorSend(client *c, char *line, size_t len);
+void monitorRemove(client *c);
+/* The password AUTH compares against (binary-safe); len 0 = none. */
+const char *serverRequirePass(const ir_server *s, size_t *len);
 void resetClientArgs(client *c);
 ir_command *lookupCommand(const char *name, size_t len);
 const ir_command *commandTable(size_t *n);

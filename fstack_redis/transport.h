@@ -47,6 +47,8 @@ typedef struct ir_transport_ops {
     void (*close)(ir_transport *t, ir_conn *c);
     /* "ip:port" of the peer, for CLIENT LIST and logs. */
     void (*peername)(ir_transport *t, ir_conn *c, char *buf, size_t len);
+    /* "ip:port" of our end of c (CLIENT LIST laddr=). */
+    void (*sockname)(ir_transport *t, ir_conn *c, char *buf, size_t len);
     /* Release everything (listening socket, connections). */
     void (*destroy)(ir_transport *t);
 } ir_transport_ops;

@@ -1,0 +1,27 @@
+/* multi.h - transactions and WATCH (multi.c). Server thread only. */
+#ifndef IR_MULTI_H
+#define IR_MULTI_H
+
+#include <stddef.h>
+
+#include "server.h"
+
+struct ir_db;
+
+/* processCommand's hook: inside MULTI every command but the transaction
+ * commands themselves is queued (multiIsTxCommand says which run at once). */
+int multiIsTxCommand(const ir_command *cmd);
+void multiQueue(client *c, const ir_command *cmd);
+/* A command refused while c is in MULTI: EXEC will answer EXECABORT. */
+void multiFlagTransaction(client *c);
+/* notify.c's hooks: mark the clients watching the key (every key of db) dirty. */
+void multiTouchKey(ir_server *s, struct ir_db *db, const char *key, size_t len);
+void multiTouchDb(ir_server *s, struct ir_db *db);
+/* CLIENT LIST: queued commands (-1 = not in MULTI's state), their bytes, watched keys. */
+int multiQueueCount(const client *c);
+size_t multiQueueBytes(const client *c);
+size_t multiWatchedKeys(const client *c);
+void multiReset(client *c);       /* RESET: no transaction, nothing watched */
+void multiFreeClient(client *c);  /* freeClient */
+
+#endif

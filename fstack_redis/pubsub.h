@@ -1,0 +1,20 @@
+/* pubsub.h - channels and patterns (pubsub.c). Server thread only. */
+#ifndef IR_PUBSUB_H
+#define IR_PUBSUB_H
+
+#include <stdint.h>
+
+#include "server.h"
+
+/* RESP2 subscribed mode: the commands a subscribed client may still send. */
+int pubsubAllowedInContext(const ir_command *cmd);
+/* (P)(UN)SUBSCRIBE: every reply is a push, sent even under CLIENT REPLY OFF. */
+int pubsubRepliesArePushes(const ir_command *cmd);
+/* CLIENT LIST sub= psub=, INFO stats pubsub_channels / pubsub_patterns. */
+void pubsubClientCounts(const client *c, int *channels, int *patterns);
+void pubsubServerCounts(const ir_server *s, uint64_t *channels, uint64_t *patterns);
+void pubsubReset(client *c);       /* RESET: unsubscribe from everything, no replies */
+void pubsubFreeClient(client *c);  /* freeClient */
+void pubsubFree(ir_server *s);     /* server_free, after every client */
+
+#endif
