@@ -87,9 +87,10 @@ bench: build
 	$(PY) bench/swarm.py --item-bytes 640,49404 --phases learner,apex --seconds 10 \
 	  --json $(BUILD)/bench-swarm-atari.json
 	$(PY) bench/compress.py --json $(BUILD)/bench-compress.json
+	$(PY) bench/limiter.py --seconds 600 --json $(BUILD)/bench-limiter.json
 	$(PY) bench/report.py --sumtree $(BUILD)/bench-sumtree.json \
 	  --swarm $(BUILD)/bench-swarm.json --swarm $(BUILD)/bench-swarm-atari.json \
-	  --compress $(BUILD)/bench-compress.json \
+	  --compress $(BUILD)/bench-compress.json --limiter $(BUILD)/bench-limiter.json \
 	  --latency $(BUILD)/bench-latency.json --throughput $(BUILD)/bench-throughput.json \
 	  --demo $(BUILD)/bench-cartpole/summary.json \
 	  --demo-kernel $(BUILD)/bench-cartpole-kernel/summary.json \

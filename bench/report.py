@@ -863,6 +863,30 @@ def compress_section(doc: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
+def limiter_section(doc: dict[str, Any]) -> str:
+    """bench/limiter.py: the rate limiter under a 10x imbalance each way."""
+    c = doc["config"]
+    minutes = c["seconds"] / 60
+    out = [f"{minutes:g} minutes against one table with SAMPLES_PER_INSERT "
+           f"{c['samples_per_insert']:g}, MIN_SIZE {c['min_size']:,}, "
+           f"ERROR_BUFFER {c['error_buffer']:g}: "
+           f"{c['imbalance']}; {len(doc['clients'])} clients, kernel stack.", "",
+           "| client | calls | items | timeouts | longest wait |", "|---|---|---|---|---|"]
+    for cl in doc["clients"]:
+        out.append(f"| {cl['name']} | {cl['calls']:,} | {cl['items']:,} | {cl['timeouts']} | "
+                   f"{cl['longest_gap_s']:.2f} s |")
+    ok = doc["within_10_percent"] and not doc["deadlocked_windows"] and not doc["starved"]
+    out += ["", f"Measured samples per insert over the run: "
+            f"{doc['measured_samples_per_insert']:.3f}; the largest deviation of a "
+            f"{c['window_s']:g} s window: "
+            f"{doc['max_window_deviation'] * 100:.1f}%; {doc['deadlocked_windows']} windows "
+            f"without progress, {len(doc['starved'])} starved clients, {doc['timeouts']} timeouts.",
+            "", f"- **{_verdict(ok)}** — under a 10× imbalance the measured samples per insert "
+            f"stays within ±10% of the configured rate ({doc['max_window_deviation'] * 100:.1f}% "
+            f"at worst) over {minutes:g} minutes, with no deadlock and no client starved"]
+    return "\n".join(out)
+
+
 def replace_section(text: str, name: str, body: str) -> str:
     n = re.escape(name)
     pat = re.compile(rf"(<!-- BEGIN {n}\b[^>]*-->\n)(.*?)(<!-- END {n} -->)", re.S)
@@ -890,6 +914,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--swarm", metavar="JSON", action="append",
                     help="output of bench/swarm.py --json (repeatable: the rows are joined)")
     ap.add_argument("--compress", metavar="JSON", help="output of bench/compress.py --json")
+    ap.add_argument("--limiter", metavar="JSON", help="output of bench/limiter.py --json")
     ap.add_argument("--readme", default=str(ROOT / "README.md"))
     ap.add_argument("--docs", default=str(ROOT / "docs"),
                     help="where the CartPole returns plot is copied (default docs/)")
@@ -941,6 +966,9 @@ def main(argv: list[str] | None = None) -> int:
         text = replace_section(text, "swarm", swarm_section(swarm))
     if comp:
         text = replace_section(text, "compress", compress_section(comp))
+    lim = load(args.limiter)
+    if lim:
+        text = replace_section(text, "limiter", limiter_section(lim))
     readme.write_text(text)
     print(f"updated {readme}")
     return 0

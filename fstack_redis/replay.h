@@ -74,6 +74,7 @@ typedef struct ir_table {
     uint32_t run_len;
     /* counters */
     uint64_t inserts, samples, sample_calls, updates, stale_updates, evictions;
+    int capacity_warned;    /* the log said once that MAXBYTES holds fewer than CAPACITY */
     /* the rate limiter's options and state: items inserted and sampled
      * while it was configured, clients waiting (blocked.c; 0: samplers,
      * 1: inserters) and the time they waited in total */
@@ -116,6 +117,15 @@ int tableDrop(ir_tables *ts, const char *name, size_t len);
 void tablesFlush(ir_tables *ts);
 
 static inline uint64_t tableSize(const ir_table *t) { return t->next_id - t->oldest_id; }
+
+/* How many items fit: the capacity, or fewer when MAXBYTES cannot hold capacity
+ * items of the current mean stored size (the arena evicts the oldest first). */
+static inline uint64_t tableCapacityFits(const ir_table *t) {
+    uint64_t n = tableSize(t);
+    if (!n || !t->bytes_used) return t->o.capacity;
+    uint64_t fits = (uint64_t)((double)t->o.maxbytes / ((double)t->bytes_used / (double)n));
+    return fits < t->o.capacity ? fits : t->o.capacity;
+}
 
 /* 1 if every live item has the same length (O(1)). Otherwise *a and *b get
  * two of the lengths the table holds. */

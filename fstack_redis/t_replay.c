@@ -241,6 +241,16 @@ void replayAddCommand(client *c) {
         t->limiter_inserts += n;
         blockedQueueReady(c->srv, &t->waiters[0]); /* samplers may run now */
     }
+    if (!t->capacity_warned && tableCapacityFits(t) < t->o.capacity) {
+        /* honest capacity: say once, in the log, what the arena really keeps */
+        t->capacity_warned = 1;
+        serverLog("table '%.128s': MAXBYTES %llu holds about %llu items of the mean size seen "
+                  "(%llu B), not its CAPACITY %llu: the oldest go first (REPLAY.INFO "
+                  "capacity_fits)", t->name, (unsigned long long)t->o.maxbytes,
+                  (unsigned long long)tableCapacityFits(t),
+                  (unsigned long long)(t->bytes_used / tableSize(t)),
+                  (unsigned long long)t->o.capacity);
+    }
     addReplyArrayLen(c, (long)n);
     for (size_t k = 0; k < n; k++) addReplyLongLong(c, (long long)ids[k]);
 }
@@ -406,7 +416,7 @@ void replayInfoCommand(client *c) {
     ir_table *t = lookupTableOrReply(c, 1);
     if (!t) return;
     double minp = ir_sampler_min(t->sampler);
-    addReplyArrayLen(c, 2 * 28);
+    addReplyArrayLen(c, 2 * 29);
     addField(c, "name");            addReplyBulk(c, t->name, t->namelen);
     addField(c, "size");            addReplyLongLong(c, (long long)tableSize(t));
     addField(c, "capacity");        addReplyLongLong(c, (long long)t->o.capacity);
@@ -435,6 +445,7 @@ void replayInfoCommand(client *c) {
     addField(c, "blocked_samplers"); addReplyLongLong(c, (long long)t->waiters[0].n);
     addField(c, "blocked_inserters"); addReplyLongLong(c, (long long)t->waiters[1].n);
     addField(c, "waited_seconds");  addReplyDouble(c, (double)t->waited_us / 1e6);
+    addField(c, "capacity_fits");   addReplyLongLong(c, (long long)tableCapacityFits(t));
 }
 
 /* REPLAY.DROP <table> */

@@ -90,7 +90,7 @@ def test_info_fields_appended_in_order(c: RawConn) -> None:
     assert c.call("REPLAY.CREATE", "t", "CAPACITY", 100, "MIN_SIZE", 10,
                   "SAMPLES_PER_INSERT", "2.5", "ERROR_BUFFER", 30) == "OK"
     flat = c.call("REPLAY.INFO", "t")
-    assert [k.decode() for k in flat[::2]] == OLD_FIELDS + LIMITER_FIELDS
+    assert [k.decode() for k in flat[::2]] == OLD_FIELDS + LIMITER_FIELDS + ["capacity_fits"]
     i = info(c)
     assert (i["min_size"], i["samples_per_insert"], i["error_buffer"]) == (10, 2.5, 30.0)
     assert (i["limiter_inserts"], i["limiter_samples"], i["blocked_samplers"]) == (0, 0, 0)

@@ -629,3 +629,20 @@ def test_replay_survives_flood_of_errors(rp: Replay, inreplay_server: ServerProc
     assert rp.info(t)["inserts"] == 250
     assert rp.info(t)["size"] == 4
     assert inreplay_server.alive()
+
+
+def test_capacity_fits_and_the_log_say_what_maxbytes_keeps(server_factory: Any) -> None:
+    """Honest capacity (issue 14): REPLAY.INFO capacity_fits is what MAXBYTES holds at the
+    mean item size seen, and the log says so once, in one line."""
+    srv = server_factory("inreplay")
+    r = redis.Redis(port=srv.port, protocol=2)
+    r.execute_command("REPLAY.CREATE", "cap", "CAPACITY", 1000, "MAXBYTES", 64 * 1024)
+    info = dict(zip(*[iter(r.execute_command("REPLAY.INFO", "cap"))] * 2, strict=True))
+    assert int(info[b"capacity_fits"]) == 1000  # nothing seen yet
+    for _ in range(3):
+        r.execute_command("REPLAY.ADD", "cap", *[x for _ in range(10) for x in (1, b"x" * 1024)])
+    info = dict(zip(*[iter(r.execute_command("REPLAY.INFO", "cap"))] * 2, strict=True))
+    assert 55 <= int(info[b"capacity_fits"]) <= 64  # 64 KiB of ~1 KiB items, not 1000
+    r.close()
+    lines = [ln for ln in srv.log_tail().splitlines() if "capacity_fits" in ln]
+    assert len(lines) == 1 and "not its CAPACITY 1000" in lines[0], lines
