@@ -34,12 +34,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import ctypes
 import json
 import os
 import platform
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -55,6 +53,7 @@ sys.path.insert(0, str(ROOT))
 from actors.codec import HEADER_BYTES, TransitionCodec, stored_bytes  # noqa: E402
 from actors.config import preset  # noqa: E402
 from actors.nstep import NStep, Transition  # noqa: E402
+from pyctl.proc import die_with_parent, free_port  # noqa: E402
 
 ENV_ID = "ALE/Breakout-v5"
 ACTOR_BATCH = 50
@@ -179,23 +178,12 @@ def codec_numbers(ts: list[Transition], repeats: int) -> tuple[dict[str, Any], l
 # --------------------------------------------------------------------------
 
 
-def _die_with_parent() -> None:
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @contextlib.contextmanager
 def appliance(workdir: Path) -> Any:
     """inreplay on the kernel stack (python -m pyctl start), stopped with SIGTERM."""
     import redis
 
-    port = _free_port()
+    port = free_port()
     env = dict(os.environ, INREPLAY_RUN_DIR=str(workdir / "run"),
                PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH"))
                                           if p))
@@ -203,7 +191,7 @@ def appliance(workdir: Path) -> Any:
     proc = subprocess.Popen([sys.executable, "-m", "pyctl", "start", "--listen",
                              f"127.0.0.1:{port}"], cwd=ROOT, env=env, stdin=subprocess.DEVNULL,
                             stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-                            preexec_fn=_die_with_parent)
+                            preexec_fn=die_with_parent)
     try:
         deadline = time.monotonic() + 30
         while True:

@@ -85,6 +85,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from pyctl import netns  # noqa: E402
+from pyctl.proc import die_with_parent as _die_with_parent  # noqa: E402
+from pyctl.proc import free_port, resp_command  # noqa: E402
 from pyctl.sumtree import PrioritizedSampler  # noqa: E402
 
 KB = 1024
@@ -149,9 +151,7 @@ def bulk(arg: bytes | str | int) -> bytes:
     return b"$%d\r\n%s\r\n" % (len(b), b)
 
 
-def encode(*args: bytes | str | int) -> bytes:
-    """One request as a RESP multibulk."""
-    return b"*%d\r\n" % len(args) + b"".join(bulk(a) for a in args)
+encode = resp_command  # one request as a RESP multibulk
 
 
 class ServerReplyError(RuntimeError):
@@ -271,12 +271,6 @@ def free_subnet() -> str:
     raise BenchError("no free /24 under 10.200.0.0/16 for the benchmark's veth")
 
 
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
-
-
 def add_netem(topo: netns.Topology, delay_us: int) -> None:
     """netem delay on both veth ends' egress, or a BenchError saying why not."""
     if shutil.which("modprobe"):
@@ -361,12 +355,6 @@ def network(loopback: bool, delay_us: int = 0, mtu: int = netns.DEFAULT_MTU,
 # --------------------------------------------------------------------------
 # servers
 # --------------------------------------------------------------------------
-
-
-def _die_with_parent() -> None:
-    """preexec_fn: the server gets SIGTERM if this process dies first."""
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
 def dpdk_built() -> bool:

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import socket
 import subprocess
 import sys
 import threading
@@ -37,6 +36,9 @@ from typing import Any
 import redis
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from pyctl.proc import free_port  # noqa: E402
 
 
 @dataclass
@@ -50,12 +52,6 @@ class Client:
     max_latency_s: float = 0.0
     longest_gap_s: float = 0.0
     last_done: float = 0.0
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _connect(host: str, port: int) -> redis.Redis:
@@ -212,7 +208,7 @@ def run(host: str, port: int, seconds: float, *, rate: float = 4.0, min_size: in
 
 
 def _start_server() -> tuple[subprocess.Popen[bytes], int]:
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "pyctl", "start", "--listen",
                              f"127.0.0.1:{port}"], cwd=ROOT, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)

@@ -18,7 +18,6 @@ import json
 import multiprocessing as mp
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -31,14 +30,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from pyctl.client import ReplayClient  # noqa: E402
+from pyctl.proc import free_port  # noqa: E402
 
 TABLE = "soak"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def actor(port: int, seed: int, stop: Any, counter: Any) -> None:

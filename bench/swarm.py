@@ -43,6 +43,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from pyctl.proc import resp_command  # noqa: E402
 from pyctl.sharded import ShardedReplayClient  # noqa: E402
 
 APEX_ACTORS = 360
@@ -54,15 +55,6 @@ TABLE = "swarm"
 
 def log(msg: str) -> None:
     print(f"swarm: {msg}", file=sys.stderr, flush=True)
-
-
-def encode(*args: bytes | str | int) -> bytes:
-    """One RESP request."""
-    out = [b"*%d\r\n" % len(args)]
-    for a in args:
-        b = a if isinstance(a, bytes) else str(a).encode()
-        out.append(b"$%d\r\n%s\r\n" % (len(b), b))
-    return b"".join(out)
 
 
 # ---- actors -------------------------------------------------------------------------------
@@ -109,7 +101,7 @@ def run_actors(addrs: list[tuple[str, int]], n: int, item_bytes: int, per_s: flo
     for _ in range(BATCH):
         args += [f"{rng.uniform(0.1, 10):.6g}", rng.integers(0, 256, item_bytes,
                                                               np.uint8).tobytes()]
-    payload = encode(*args)
+    payload = resp_command(*args)
     lat: list[float] = []
     counts = [0]
 

@@ -17,7 +17,6 @@ import ipaddress
 import json
 import os
 import re
-import socket
 import sys
 import time
 from pathlib import Path
@@ -33,6 +32,7 @@ from pyctl.config import (
     parse_size,
     split_listen,
 )
+from pyctl.proc import free_ports
 
 
 class Parser(argparse.ArgumentParser):
@@ -270,7 +270,7 @@ def _start_group(prog: str, cfg: ServerConfig) -> int:
         cores = lcores  # EAL pins each member's lcore itself
     else:
         host, base = split_listen(cfg.listen)
-        ports = (_free_ports(host, cfg.shards) if base == 0
+        ports = (free_ports(host, cfg.shards) if base == 0
                  else list(range(base, base + cfg.shards)))
         if ports[-1] > 65535:
             die(prog, f"--shards {cfg.shards}: ports {base}-{ports[-1]} run past 65535", 2)
@@ -330,22 +330,6 @@ def _stop_member(m: ServerConfig) -> None:
     for inst in srv.instances():
         if inst.port == m.tcp_port and inst.host == m.host:
             srv.stop(inst)
-
-
-def _free_ports(host: str, n: int) -> list[int]:
-    """n ports the kernel says are free on host now (for --listen HOST:0 with --shards)."""
-    socks, ports = [], []
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    try:
-        for _ in range(n):
-            s = socket.socket(family, socket.SOCK_STREAM)
-            s.bind((host, 0))
-            socks.append(s)
-            ports.append(s.getsockname()[1])
-    finally:
-        for s in socks:
-            s.close()
-    return ports
 
 
 def _reexec_in_netns(prog: str, name: str, argv: list[str]) -> NoReturn:

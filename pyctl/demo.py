@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import ctypes
 import ipaddress
 import json
 import math
@@ -45,6 +44,7 @@ from typing import Any
 
 import numpy as np
 
+from pyctl.proc import die_with_parent, free_port
 from pyctl.sysinfo import cpu_model
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -54,18 +54,6 @@ START_TIMEOUT = 30.0
 
 class DemoError(RuntimeError):
     """Something the demo cannot go on without (a process died, a server would not start)."""
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        return int(s.getsockname()[1])
-
-
-def _die_with_parent() -> None:
-    """preexec_fn: the kernel SIGTERMs the child if the demo dies (even by SIGKILL)."""
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
 def _child_env() -> dict[str, str]:
@@ -88,7 +76,7 @@ class Child:
         with open(log, "wb") as f:
             self.proc = subprocess.Popen(argv, cwd=ROOT, env=_child_env(), stdin=subprocess.DEVNULL,
                                          stdout=f, stderr=subprocess.STDOUT,
-                                         start_new_session=True, preexec_fn=_die_with_parent)
+                                         start_new_session=True, preexec_fn=die_with_parent)
 
     def alive(self) -> bool:
         return self.proc.poll() is None
@@ -316,7 +304,7 @@ class Demo:
 
     # ---- setup ------------------------------------------------------------------------
     def start_server(self) -> None:
-        port = self.args.port or free_port()
+        port = self.args.port or free_port(HOST)
         if self.cfg.replay == "local":
             self.server = start_redis(port, self.out)
             self.stack = "kernel"
@@ -343,7 +331,7 @@ class Demo:
                               f"falling back to the kernel stack")
                 self._netns_down()
                 stack = "kernel"
-                port = self.args.port or free_port()
+                port = self.args.port or free_port(HOST)
                 self.server, host, port = start_appliance(stack, port, self.out, shards)
             self.stack = stack
             group = f" (shard 0 of a group of {shards})" if shards > 1 else ""

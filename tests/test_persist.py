@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 import redis
+from helpers import free_port
 
 if TYPE_CHECKING:
     from conftest import ServerProcess
@@ -43,14 +44,6 @@ def rundir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def pyctl(*args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*PYCTL, *args], capture_output=True, text=True, timeout=timeout,
                           check=False, cwd=ROOT)
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def made(d: Path) -> Path:

@@ -1,0 +1,47 @@
+"""Small process and socket helpers shared by pyctl, the benchmarks and the tests (one
+definition each): free ports, children that die with their parent, RESP requests."""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import signal
+import socket
+
+PR_SET_PDEATHSIG = 1  # <sys/prctl.h>
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port nothing listens on right now (the kernel's pick for port 0)."""
+    return free_ports(host, 1)[0]
+
+
+def free_ports(host: str, n: int) -> list[int]:
+    """n distinct TCP ports that are free on host now (held together while picked)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    socks: list[socket.socket] = []
+    try:
+        for _ in range(n):
+            s = socket.socket(family, socket.SOCK_STREAM)
+            socks.append(s)
+            s.bind((host, 0))
+        return [int(s.getsockname()[1]) for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def die_with_parent() -> None:
+    """preexec_fn: the kernel SIGTERMs this child when the process that started it dies
+    (even by SIGKILL), so no server or actor outlives a killed parent."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def resp_command(*args: bytes | str | int) -> bytes:
+    """One request as RESP's multibulk: ``*N`` then one bulk string per argument."""
+    out = [b"*%d\r\n" % len(args)]
+    for a in args:
+        b = a if isinstance(a, bytes) else str(a).encode()
+        out.append(b"$%d\r\n%s\r\n" % (len(b), b))
+    return b"".join(out)
