@@ -1,5 +1,4 @@
 /* server.c - clients, dispatch and the server object. */
-#include <arpa/inet.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -89,11 +88,9 @@ int ir_parse_subnet(const char *text, int *family, unsigned char addr[16], int *
     if (n >= sizeof(buf)) return -1;
     memcpy(buf, text, n);
     buf[n] = '\0';
-    memset(addr, 0, 16);
-    if (inet_pton(AF_INET, buf, addr) == 1) *family = AF_INET;
-    else if (inet_pton(AF_INET6, buf, addr) == 1) *family = AF_INET6;
-    else return -1;
-    int max = *family == AF_INET ? 32 : 128;
+    *family = ir_parse_ip(buf, n, addr);
+    if (!*family) return -1;
+    int max = *family == 4 ? 32 : 128;
     long long p = max;
     if (slash && (!string2ll(slash + 1, strlen(slash + 1), &p) || p < 0 || p > max)) return -1;
     *prefix = (int)p;
@@ -123,23 +120,19 @@ static int peerAllowed(const ir_server *s, const char *addr) {
     memcpy(host, start, (size_t)(end - start));
     host[end - start] = '\0';
     unsigned char a[16] = {0};
-    int fam;
-    if (inet_pton(AF_INET, host, a) == 1) {
-        fam = AF_INET;
-    } else if (inet_pton(AF_INET6, host, a) == 1) {
+    int fam = ir_parse_ip(host, (size_t)(end - start), a);
+    if (fam == 6) {
         static const unsigned char v4mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
         static const unsigned char loop6[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
         if (memcmp(a, loop6, 16) == 0) return 1;
         if (memcmp(a, v4mapped, 12) == 0) {
             memmove(a, a + 12, 4);
-            fam = AF_INET;
-        } else {
-            fam = AF_INET6;
+            fam = 4;
         }
-    } else {
+    } else if (fam != 4) {
         return 0; /* an address we cannot read is not trusted */
     }
-    if (fam == AF_INET && a[0] == 127) return 1;
+    if (fam == 4 && a[0] == 127) return 1;
     return s->has_subnet && fam == s->subnet_family && prefixMatch(a, s->subnet_addr, s->subnet_prefix);
 }
 

@@ -341,6 +341,10 @@ uint64_t ir_rss_bytes(void);
 uint64_t serverUsedMemory(const ir_server *s);
 int authRequired(const client *c);
 int ir_parse_subnet(const char *text, int *family, unsigned char addr[16], int *prefix);
+/* An IP address in text (s[0..len)): 4 with the address in out[0..3], 6 with the 16
+ * bytes of an IPv6 address, 0 if it is neither (util.c: the server reads addresses
+ * itself, without the socket headers). */
+int ir_parse_ip(const char *s, size_t len, unsigned char out[16]);
 extern ir_server *g_server;
 
 /* Logging to stderr with a timestamp, like Redis's serverLog. */

@@ -11,6 +11,85 @@
 
 #include "server.h"
 
+/* ---- addresses ------------------------------------------------------------ */
+
+/* One IPv4 dotted quad in s[0..len) into out[0..3]: 1, or 0 if it is not one. */
+static int parseIPv4(const char *s, size_t len, unsigned char out[4]) {
+    int octets = 0;
+    size_t i = 0;
+    while (octets < 4) {
+        unsigned v = 0, digits = 0;
+        while (i < len && s[i] >= '0' && s[i] <= '9' && digits < 4) {
+            v = v * 10 + (unsigned)(s[i++] - '0');
+            digits++;
+        }
+        if (!digits || digits > 3 || v > 255 || (digits > 1 && s[i - digits] == '0')) return 0;
+        out[octets++] = (unsigned char)v;
+        if (octets < 4) {
+            if (i >= len || s[i] != '.') return 0;
+            i++;
+        }
+    }
+    return i == len;
+}
+
+static int hexval(char ch) {
+    if (ch >= '0' && ch <= '9') return ch - '0';
+    if (ch >= 'a' && ch <= 'f') return ch - 'a' + 10;
+    if (ch >= 'A' && ch <= 'F') return ch - 'A' + 10;
+    return -1;
+}
+
+int ir_parse_ip(const char *s, size_t len, unsigned char out[16]) {
+    memset(out, 0, 16);
+    if (parseIPv4(s, len, out)) return 4;
+    /* IPv6 (RFC 4291 text): up to 8 groups of 1-4 hex digits, one "::" for a run of
+     * zero groups, and an IPv4 dotted quad in place of the last two */
+    unsigned char w[16];
+    int n = 0, gap = -1;
+    size_t i = 0;
+    if (len >= 2 && s[0] == ':' && s[1] == ':') {
+        gap = 0;
+        i = 2;
+    } else if (len && s[0] == ':') {
+        return 0;
+    }
+    while (i < len) {
+        size_t j = i;
+        unsigned v = 0;
+        while (j < len && j - i < 5 && hexval(s[j]) >= 0) v = v * 16 + (unsigned)hexval(s[j++]);
+        if (j < len && s[j] == '.') { /* the IPv4 tail */
+            if (n > 12 || !parseIPv4(s + i, len - i, w + n)) return 0;
+            n += 4;
+            i = len;
+            break;
+        }
+        if (j == i || j - i > 4 || n > 14) return 0;
+        w[n++] = (unsigned char)(v >> 8);
+        w[n++] = (unsigned char)v;
+        i = j;
+        if (i == len) break;
+        if (s[i] != ':') return 0;
+        i++;
+        if (i < len && s[i] == ':') {
+            if (gap >= 0) return 0;
+            gap = n;
+            i++;
+        } else if (i == len) {
+            return 0; /* a single trailing ':' */
+        }
+    }
+    if (gap < 0) {
+        if (n != 16) return 0;
+        memcpy(out, w, 16);
+    } else {
+        if (n > 14) return 0;
+        memcpy(out, w, (size_t)gap);
+        memcpy(out + 16 - (n - gap), w + gap, (size_t)(n - gap));
+    }
+    return 6;
+}
+
 /* ---- errors ------------------------------------------------------------ */
 
 static _Thread_local char last_error[256];
