@@ -197,12 +197,33 @@ static int watchedKeyExpired(client *c) {
     return 0;
 }
 
+/* c's watch of k, which c watches. */
+static cwatch *watchOf(client *c, const wkey *k) {
+    struct multiState *m = c->mstate;
+    for (int i = 0; m && i < m->nw; i++)
+        if (m->w[i].wk == k) return &m->w[i];
+    return NULL;
+}
+
 void multiTouchKey(ir_server *s, struct ir_db *db, const char *key, size_t len) {
     struct ir_watchidx *w = s->watched;
     if (!w) return;
     wkey *k = widxFind(w, db, key, len, keyHash(db, key, len));
     if (!k) return;
-    for (int j = 0; j < k->ncl; j++) k->cl[j]->flags |= CLIENT_DIRTY_CAS;
+    ir_db *d = (ir_db *)db;
+    /* gone: absent, or still in the table but expired (the signal of its deletion) */
+    dbEntry *e = dictFind(&d->d, key, len, dictHashKey(&d->d, key, len));
+    int gone = !e || keyIsExpired(e, (int64_t)ir_mstime());
+    for (int j = 0; j < k->ncl; j++) {
+        cwatch *cw = watchOf(k->cl[j], k);
+        if (cw && cw->expired && gone) {
+            /* already expired when WATCHed, now deleted: logically no change (as
+             * Redis 7.0); from here on the key counts as absent */
+            cw->expired = 0;
+            continue;
+        }
+        k->cl[j]->flags |= CLIENT_DIRTY_CAS;
+    }
 }
 
 void multiTouchDb(ir_server *s, struct ir_db *db) {
