@@ -68,10 +68,10 @@ static void collDigest(uint8_t d[DIGEST_LEN], const dbEntry *e) {
     mixDigest(d, acc, DIGEST_LEN);
 }
 
-/* The digest of one key: its name, type, value and TTL. */
-static void keyDigest(uint8_t d[DIGEST_LEN], const dbEntry *e) {
-    memset(d, 0, DIGEST_LEN);
-    mixDigest(d, e->key, e->klen);
+/* The digest of a value: its type, contents and whether it has a TTL (as
+ * Redis's, which marks a TTL without its time). Keys of equal values have
+ * equal digests (DIGEST-VALUE after COPY). */
+static void valueDigest(uint8_t d[DIGEST_LEN], const dbEntry *e) {
     uint8_t type = e->type;
     mixDigest(d, &type, 1);
     switch (e->type) {
@@ -84,16 +84,14 @@ static void keyDigest(uint8_t d[DIGEST_LEN], const dbEntry *e) {
         break;
     default: collDigest(d, e); break;
     }
-    if (e->expire != -1) {
-        int64_t when = e->expire;
-        mixDigest(d, "!!expire!!", 10);
-        mixDigest(d, &when, sizeof(when));
-    }
+    if (e->expire != -1) mixDigest(d, "!!expire!!", 10);
 }
 
+/* A key of the dataset digest: its name, then its value. */
 static int digestEntry(const dbEntry *e, void *arg) {
-    uint8_t kd[DIGEST_LEN];
-    keyDigest(kd, e);
+    uint8_t kd[DIGEST_LEN] = {0};
+    mixDigest(kd, e->key, e->klen);
+    valueDigest(kd, e);
     xorDigest(arg, kd);
     return 0;
 }
@@ -133,7 +131,7 @@ static void debugDigestValue(client *c) {
     for (int j = 2; j < c->argc; j++) {
         uint8_t d[DIGEST_LEN] = {0};
         dbEntry *e = findRaw(c, j);
-        if (e) keyDigest(d, e);
+        if (e) valueDigest(d, e);
         addReplyDigest(c, d);
     }
 }

@@ -187,6 +187,13 @@ def test_debug_digest(conn: Callable[..., object]) -> None:
     assert conn("DEBUG", "DIGEST") == d1
     conn("EXPIRE", "d:s", "100")
     assert conn("DEBUG", "DIGEST") != d1
+    # a value's digest does not depend on its key's name
+    conn("COPY", "d:l", "d:l2")
+    conn("COPY", "d:h", "d:h2")
+    conn("COPY", "d:set", "d:set2")
+    for a, b in (("d:l", "d:l2"), ("d:h", "d:h2"), ("d:set", "d:set2")):
+        va, vb = conn("DEBUG", "DIGEST-VALUE", a, b)  # type: ignore[misc]
+        assert va == vb != zero
 
 
 def test_debug_reload_keeps_data_and_ttls(conn: Callable[..., object]) -> None:
