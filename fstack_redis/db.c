@@ -618,9 +618,12 @@ static void countRead(const dbEntry *e) {
 dbEntry *lookupKey(ir_db *db, const dbkey *k) {
     dbEntry *e = dictFind(&db->d, k->p, k->len, k->h);
     if (e && e->expire != -1 && keyIsExpired(e, dbNow(db))) {
-        signalModifiedKey(NULL, db, e->key, e->klen);
+        /* deleted first, then signalled (with the caller's copy of the
+         * name), as Redis's deleteExpiredKeyAndPropagate: a WATCH of a key
+         * that was already stale can tell that the key is gone */
         dbDeleteEntry(db, e);
         db->expired_keys++;
+        signalModifiedKey(NULL, db, k->p, k->len);
         e = NULL;
     }
     if (readStats) countRead(e);
