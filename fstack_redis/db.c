@@ -1365,8 +1365,12 @@ void scanGenericCommand(client *c, dbEntry *owner) {
     size_t kept = 0;
     for (size_t i = 0; i < sc.n; i++) {
         dbEntry *e = db->scratch[i];
-        if (!owner && keyIsExpired(e, now)) continue;
+        int expired = !owner && keyIsExpired(e, now);
         if (pat && !stringmatchlen(pat, plen, e->key, e->klen, 0)) continue;
+        /* Redis reads the type of each key the pattern let through with a
+         * lookup, which counts a keyspace hit (a miss when it expired) */
+        if (type && readStats) countRead(expired ? NULL : e);
+        if (expired) continue;
         if (type && strcasecmp(type, typeName(e->type)) != 0) continue;
         db->scratch[kept++] = e;
     }

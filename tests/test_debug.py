@@ -257,6 +257,20 @@ def test_keyspace_hits_and_misses(conn: Callable[..., object]) -> None:
     assert info_field(conn, "keyspace_hits") == 0
 
 
+def test_keyspace_hits_of_scan_with_type(conn: Callable[..., object]) -> None:
+    conn("SET", "s1", "v")
+    conn("SET", "s2", "v")
+    conn("RPUSH", "l1", "v")
+    conn("CONFIG", "RESETSTAT")
+    reply = conn("SCAN", "0", "MATCH", "s*", "COUNT", "1000", "TYPE", "list")
+    assert reply == [b"0", []]
+    # each key the pattern lets through is looked up for its type
+    assert info_field(conn, "keyspace_hits") == 2
+    conn("SCAN", "0", "COUNT", "1000")  # no TYPE: no lookups
+    assert info_field(conn, "keyspace_hits") == 2
+    assert info_field(conn, "keyspace_misses") == 0
+
+
 def test_expired_keys_counts_every_database(conn: Callable[..., object]) -> None:
     conn("CONFIG", "RESETSTAT")
     conn("SELECT", "5")
