@@ -1729,7 +1729,8 @@ void roleCommand(client *c) {
 }
 
 /* RESET: the connection as new (no transaction, no WATCH, no subscriptions,
- * RESP2, no name, replies on, authenticated only without a password). */
+ * RESP2, database 0, not a MONITOR, no name, replies on, authenticated only
+ * without a password). */
 void resetCommand(client *c) {
     multiReset(c);
     pubsubReset(c);
@@ -1737,7 +1738,8 @@ void resetCommand(client *c) {
     free(c->clientname);
     c->clientname = NULL;
     c->reply_mode = CLIENT_REPLY_ON;
-    c->db = 0; /* Redis's RESET selects database 0 */
+    c->db = 0; /* Redis's RESET selects database 0 and ends MONITOR */
+    if (c->flags & CLIENT_MONITOR) monitorRemove(c);
     size_t passlen;
     serverRequirePass(c->srv, &passlen);
     c->authenticated = passlen == 0;

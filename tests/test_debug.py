@@ -296,3 +296,13 @@ def test_client_list_db_and_reset(conn: Callable[..., object]) -> None:
     assert isinstance(line, bytes) and b" db=0 " in line
     conn("SELECT", "7")
     conn("DEL", "in7")
+
+
+def test_reset_ends_monitor(dsrv: ServerProcess) -> None:
+    with dsrv.raw() as m, dsrv.raw() as o:
+        assert m.call("MONITOR") == "OK"
+        assert m.call("RESET") == "RESET"
+        o.call("SET", "mon", "1")
+        m.expect_silence(0.3)  # neither its own RESET nor the SET is fed to it
+        assert m.call("PING") == "PONG"
+        o.call("DEL", "mon")
