@@ -253,6 +253,13 @@ def test_keyspace_hits_and_misses(conn: Callable[..., object]) -> None:
     conn("HGET", "h:hash", "f")        # miss
     assert info_field(conn, "keyspace_hits") == 8
     assert info_field(conn, "keyspace_misses") == 7
+    conn("MULTI")                      # queued commands count as they run
+    conn("GET", "h:a")
+    conn("SET", "h:a", "4")
+    conn("EXISTS", "h:none")
+    conn("EXEC")
+    assert info_field(conn, "keyspace_hits") == 9
+    assert info_field(conn, "keyspace_misses") == 8
     conn("CONFIG", "RESETSTAT")
     assert info_field(conn, "keyspace_hits") == 0
 
@@ -283,6 +290,8 @@ def test_expired_keys_counts_every_database(conn: Callable[..., object]) -> None
     conn("SELECT", "0")
     assert conn("GET", "e:y") is None
     assert info_field(conn, "expired_keys") == 2
+    conn("CONFIG", "RESETSTAT")  # every database's count
+    assert info_field(conn, "expired_keys") == 0
 
 
 def test_client_list_db_and_reset(conn: Callable[..., object]) -> None:
