@@ -17,6 +17,7 @@
 #include "commands.h"
 #include "db.h"
 #include "db_internal.h"
+#include "debug.h"
 #include "multi.h"
 #include "pubsub.h"
 #include "replay.h"
@@ -166,6 +167,7 @@ static ir_command commands[] = {
     {"role", roleCommand, 1, CMD_FAST, 0, 0, 0, "noscript loading stale fast", 0},
     {"reset", resetCommand, 1, CMD_FAST | CMD_NOAUTH, 0, 0, 0, "noscript loading stale fast no_auth allow_busy", 0},
     {"monitor", monitorCommand, 1, CMD_ADMIN, 0, 0, 0, "admin noscript loading stale", 0},
+    {"debug", debugCommand, -2, CMD_ADMIN, 0, 0, 0, "admin noscript loading stale protected", 0},
 };
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
 
@@ -569,13 +571,13 @@ static void clientInfoLine(client *c, const client *o, char *buf, size_t len) {
     /* qbuf: the query buffer as read, the commands of this read being run
      * included (Redis trims it after them too) */
     snprintf(buf, len,
-             "id=%llu addr=%s laddr=%s fd=-1 name=%s age=%llu idle=%llu flags=%s db=0 sub=%d "
+             "id=%llu addr=%s laddr=%s fd=-1 name=%s age=%llu idle=%llu flags=%s db=%d sub=%d "
              "psub=%d ssub=0 multi=%d qbuf=%zu qbuf-free=%zu argv-mem=%zu multi-mem=%zu rbs=%zu "
              "rbp=%zu obl=%zu oll=%d omem=%zu tot-mem=%llu events=r%s cmd=%s user=default "
              "redir=-1 resp=%d lib-name=%s lib-ver=%s\n",
              (unsigned long long)o->id, o->addr, o->laddr, o->clientname ? o->clientname : "",
              (unsigned long long)((s->now_ms - o->ctime_ms) / 1000),
-             (unsigned long long)((s->now_ms - o->last_ms) / 1000), flags, sub, psub,
+             (unsigned long long)((s->now_ms - o->last_ms) / 1000), flags, o->db, sub, psub,
              (o->flags & CLIENT_MULTI) ? multiQueueCount(o) : -1, o->qlen,
              o->qcap - o->qlen, argvmem, multiQueueBytes(o), o->ocap, o->ocap, obl,
              o->nsegs, o->pending_bytes - obl, (unsigned long long)clientMemory(o),
@@ -1346,7 +1348,7 @@ static void resetStats(ir_server *s) {
     s->net_input_bytes = s->net_output_bytes = 0;
     s->total_error_replies = s->keyspace_hits = s->keyspace_misses = 0;
     s->oom_rejections = s->output_limit_disconnects = s->timedout_clients = 0;
-    ((ir_db *)s->db)->expired_keys = 0;
+    for (int i = 0; i < dbsCount(s); i++) dbsAt(s, i)->expired_keys = 0;
     memset(cmdstats, 0, sizeof(cmdstats));
     memset(substats, 0, sizeof(substats));
     for (size_t i = 0; i < NCOMMANDS; i++) commands[i].calls = 0;
@@ -1534,7 +1536,7 @@ void infoCommand(client *c) {
                 (unsigned long long)s->total_commands, (unsigned long long)opsPerSec(),
                 (unsigned long long)s->net_input_bytes, (unsigned long long)s->net_output_bytes,
                 (unsigned long long)s->rejected_connections,
-                (unsigned long long)((const ir_db *)s->db)->expired_keys,
+                (unsigned long long)dbsExpiredKeys(s),
                 (unsigned long long)s->keyspace_hits, (unsigned long long)s->keyspace_misses,
                 (unsigned long long)channels, (unsigned long long)patterns,
                 (unsigned long long)s->total_error_replies,
@@ -1727,7 +1729,8 @@ void roleCommand(client *c) {
 }
 
 /* RESET: the connection as new (no transaction, no WATCH, no subscriptions,
- * RESP2, no name, replies on, authenticated only without a password). */
+ * RESP2, database 0, not a MONITOR, no name, replies on, authenticated only
+ * without a password). */
 void resetCommand(client *c) {
     multiReset(c);
     pubsubReset(c);
@@ -1735,6 +1738,8 @@ void resetCommand(client *c) {
     free(c->clientname);
     c->clientname = NULL;
     c->reply_mode = CLIENT_REPLY_ON;
+    c->db = 0; /* Redis's RESET selects database 0 and ends MONITOR */
+    if (c->flags & CLIENT_MONITOR) monitorRemove(c);
     size_t passlen;
     serverRequirePass(c->srv, &passlen);
     c->authenticated = passlen == 0;

@@ -440,10 +440,31 @@ struct ir_db *dbNew(void) {
 
 ir_db *dbByIndex(ir_server *s, int id) { return id == 0 ? s->db : s->dbs[id]; }
 
+/* The command being run counts keyspace hits and misses (one thread, one
+ * server: see dbFor and lookupKey). */
+static int readStats;
+
+/* Does c's command count keyspace hits and misses? Redis counts the lookups
+ * of lookupKeyRead: every command that is not a write, and the write
+ * commands that read their key first (GETEX, GETDEL, GETSET, SET ... GET).
+ * COPY counts its source itself (copyCommand). */
+static int readsKeys(const client *c) {
+    const ir_command *cmd = c->cmd;
+    if (!cmd) return 0;
+    if (!(cmd->flags & CMD_WRITE)) return 1;
+    if (cmd->proc == getexCommand || cmd->proc == getdelCommand || cmd->proc == getsetCommand)
+        return 1;
+    if (cmd->proc == setCommand)
+        for (int j = 3; j < c->argc; j++)
+            if (argEq(c, j, "get")) return 1;
+    return 0;
+}
+
 ir_db *dbFor(client *c) {
     ir_db *db = dbByIndex(c->srv, c->db);
     if (db->nlater) dbReleaseLater(db);
     db->now = 0; /* read the clock again if this command needs it */
+    readStats = readsKeys(c);
     return db;
 }
 
@@ -588,14 +609,24 @@ int dbDelete(ir_db *db, const dbkey *k) {
     return 1;
 }
 
+static void countRead(const dbEntry *e) {
+    if (!g_server) return;
+    if (e) g_server->keyspace_hits++;
+    else g_server->keyspace_misses++;
+}
+
 dbEntry *lookupKey(ir_db *db, const dbkey *k) {
     dbEntry *e = dictFind(&db->d, k->p, k->len, k->h);
     if (e && e->expire != -1 && keyIsExpired(e, dbNow(db))) {
-        signalModifiedKey(NULL, db, e->key, e->klen);
+        /* deleted first, then signalled (with the caller's copy of the
+         * name), as Redis's deleteExpiredKeyAndPropagate: a WATCH of a key
+         * that was already stale can tell that the key is gone */
         dbDeleteEntry(db, e);
         db->expired_keys++;
-        return NULL;
+        signalModifiedKey(NULL, db, k->p, k->len);
+        e = NULL;
     }
+    if (readStats) countRead(e);
     return e;
 }
 
@@ -734,7 +765,10 @@ uint64_t dbsExpiredKeys(const ir_server *s) {
     return n;
 }
 
+int dbActiveExpireEnabled = 1;
+
 void dbsActiveExpire(ir_server *s, uint64_t now_ms) {
+    if (!dbActiveExpireEnabled) return;
     for (int i = 0; i < dbsCount(s); i++) dbActiveExpire(dbsAt(s, i), now_ms);
 }
 
@@ -1331,8 +1365,12 @@ void scanGenericCommand(client *c, dbEntry *owner) {
     size_t kept = 0;
     for (size_t i = 0; i < sc.n; i++) {
         dbEntry *e = db->scratch[i];
-        if (!owner && keyIsExpired(e, now)) continue;
+        int expired = !owner && keyIsExpired(e, now);
         if (pat && !stringmatchlen(pat, plen, e->key, e->klen, 0)) continue;
+        /* Redis reads the type of each key the pattern let through with a
+         * lookup, which counts a keyspace hit (a miss when it expired) */
+        if (type && readStats) countRead(expired ? NULL : e);
+        if (expired) continue;
         if (type && strcasecmp(type, typeName(e->type)) != 0) continue;
         db->scratch[kept++] = e;
     }
@@ -1431,6 +1469,7 @@ void copyCommand(client *c) {
     }
     dbkey k = argKey(src, c, 1);
     dbEntry *e = lookupKey(src, &k);
+    countRead(e); /* Redis reads the source with lookupKeyRead */
     if (!e) {
         addReplyStr(c, shared.czero);
         return;
@@ -1534,7 +1573,7 @@ void randomkeyCommand(client *c) {
     }
 }
 
-static const char *encodingName(const dbEntry *e) {
+const char *dbEncodingName(const dbEntry *e) {
     switch (e->type) {
     case OBJ_STRING: {
         long long v;
@@ -1590,10 +1629,10 @@ void objectCommand(client *c) {
         return;
     }
     if (argEq(c, 1, "encoding")) {
-        addReplyBulkCString(c, encodingName(e));
+        addReplyBulkCString(c, dbEncodingName(e));
     } else if (argEq(c, 1, "refcount")) {
         long long v;
-        int shared_int = e->type == OBJ_STRING && !strcmp(encodingName(e), "int") &&
+        int shared_int = e->type == OBJ_STRING && !strcmp(dbEncodingName(e), "int") &&
                          string2ll(e->v.str.ptr, e->v.str.len, &v) && v >= 0 && v < 10000;
         addReplyLongLong(c, shared_int ? 2147483647LL : 1);
     } else {

@@ -30,6 +30,9 @@ int dbsCount(const struct ir_server *s);
 uint64_t dbsSize(const struct ir_server *s);   /* keys in all databases */
 uint64_t dbsBytes(const struct ir_server *s);
 uint64_t dbsExpiredKeys(const struct ir_server *s);
+/* Active expiry of every database, unless DEBUG SET-ACTIVE-EXPIRE 0 turned
+ * it off (dbActiveExpireEnabled; lazy expiry on access always runs). */
 void dbsActiveExpire(struct ir_server *s, uint64_t now_ms);
+extern int dbActiveExpireEnabled;
 
 #endif

@@ -207,7 +207,10 @@ dbkey argKey(ir_db *db, client *c, int i);
 /* Database `id` of c's server (0 <= id < databases), released like dbFor. */
 ir_db *dbByIndex(ir_server *s, int id);
 
-/* Lookup with lazy expiry: an expired key is deleted and NULL returned. */
+/* Lookup with lazy expiry: an expired key is deleted and NULL returned.
+ * Counts a keyspace hit or miss (INFO stats) when the command dbFor last
+ * started reads keys as Redis's lookupKeyRead does; write commands'
+ * lookups are not counted, as Redis's lookupKeyWrite. */
 dbEntry *lookupKey(ir_db *db, const dbkey *k);
 /* Redis's lookupKeyReadOrReply + checkType: the entry for argv[i] if it holds
  * `type`; otherwise reply `missing` (no key) or WRONGTYPE and return NULL. */
@@ -285,6 +288,9 @@ int getIntFromArg(client *c, int i, int *out, const char *msg);
 int stringmatchlen(const char *pattern, size_t plen, const char *string, size_t slen, int nocase);
 
 /* ---- snapshots (db.c, used by snapshot.c) ------------------------------- */
+
+/* OBJECT ENCODING's name for e's value ("int", "embstr", "quicklist", ...). */
+const char *dbEncodingName(const dbEntry *e);
 
 /* Call fn on every entry, expired ones included, until it returns non-zero;
  * returns that value (0 when every entry was visited). fn must not add or

@@ -53,7 +53,9 @@
  *     (the server accepts CAPACITY up to 2^32 and commits ~18 B/slot at once);
  *   - REPLAY.SAMPLE: at most FUZZ_SAMPLE_BUDGET items sampled per input
  *     (n up to 2^20 turns a 25-byte request into a ~19 MB reply);
- *   - CONFIG SET cannot raise proto-max-bulk-len above FUZZ_MAX_BULK.
+ *   - CONFIG SET cannot raise proto-max-bulk-len above FUZZ_MAX_BULK;
+ *   - DEBUG SLEEP sleeps at most FUZZ_MAX_SLEEP seconds (it blocks the server
+ *     on purpose), and DEBUG SET-ACTIVE-EXPIRE is turned back on between inputs.
  * Beyond them those commands answer "-ERR fuzz harness: ...".
  *
  * FUZZ_RESP_SKIP="name,..." skips the named invariant checks (the [name] in
@@ -82,6 +84,7 @@
 #define FUZZ_SLOT_BUDGET (1ULL << 20)     /* replay slots created per input */
 #define FUZZ_SAMPLE_BUDGET (1ULL << 18)   /* items sampled per input */
 #define FUZZ_MAX_SPLITS 7
+#define FUZZ_MAX_SLEEP 0.001              /* DEBUG SLEEP, seconds */
 #define FUZZ_EMPTY_ID UINT64_MAX          /* replay.c's EMPTY_ID */
 
 /* FUZZ_RESP_SKIP="name,name": invariant checks to skip (known, reported bugs), so a
@@ -113,7 +116,8 @@ static void die(const char *what, ...) {
 /* ---- a streaming RESP2/RESP3 reply checker ------------------------------- */
 
 /* RESP3 (after HELLO 3): maps count two elements per entry; '=' and '!' are
- * bulks; '_', '#', ',' and '(' are lines like '+'. */
+ * bulks; '_', '#', ',' and '(' are lines like '+'; an attribute ('|', a map)
+ * comes before a reply and is not an element itself (DEBUG PROTOCOL attrib). */
 static int rcTextLine(char t) { return t == '+' || t == '-' || t == '_' || t == '#' || t == ',' || t == '('; }
 
 enum { RC_TYPE, RC_LINE, RC_LINE_LF, RC_BULK, RC_BULK_CR, RC_BULK_LF };
@@ -126,6 +130,7 @@ typedef struct respcheck {
     long long bulk_left;
     int depth;
     long long left[64]; /* elements still due in each open array */
+    char attr[64];      /* that open aggregate is an attribute */
     uint64_t pos;       /* bytes checked */
 } respcheck;
 
@@ -137,13 +142,14 @@ static void rcElementDone(respcheck *r) {
     while (r->depth > 0) {
         if (--r->left[r->depth - 1] > 0) return;
         r->depth--; /* that array is complete: it counts as one element of its parent */
+        if (r->attr[r->depth]) return; /* unless it was an attribute: its reply follows */
     }
 }
 
 static void rcHeader(respcheck *r, unsigned char ch) {
     long long v;
     if (!string2ll(r->num, r->numlen, &v)) rcFail(r, "bad number in a length or ':' line", ch);
-    if (r->type == '%' && v > 0) v *= 2;
+    if ((r->type == '%' || r->type == '|') && v > 0) v *= 2;
     if (r->type == ':') {
         rcElementDone(r);
     } else if (r->type == '$' || r->type == '=' || r->type == '!') {
@@ -155,12 +161,13 @@ static void rcHeader(respcheck *r, unsigned char ch) {
             r->state = v ? RC_BULK : RC_BULK_CR;
             return;
         }
-    } else { /* '*', '~', '>', '%' */
+    } else { /* '*', '~', '>', '%', '|' */
         if (v < -1) rcFail(r, "array length below -1", ch);
         if (v <= 0) {
-            rcElementDone(r);
+            if (r->type != '|') rcElementDone(r);
         } else {
             if (r->depth == 64) rcFail(r, "arrays nested deeper than 64", ch);
+            r->attr[r->depth] = r->type == '|';
             r->left[r->depth++] = v;
         }
     }
@@ -172,7 +179,7 @@ static void rcFeed(respcheck *r, const unsigned char *p, size_t n) {
         unsigned char ch = p[i];
         switch (r->state) {
         case RC_TYPE:
-            if (!strchr("+-:$*_#,(=!~>%", ch) || ch == '\0') rcFail(r, "not a RESP type byte", ch);
+            if (!strchr("+-:$*_#,(=!~>%|", ch) || ch == '\0') rcFail(r, "not a RESP type byte", ch);
             r->type = (char)ch;
             r->numlen = 0;
             r->state = RC_LINE;
@@ -282,7 +289,7 @@ static ir_config base_cfg;
 /* ---- harness-only limits (wrappers around three command handlers) -------- */
 
 static ir_command_proc *orig_create, *orig_sample, *orig_config, *orig_add, *orig_update,
-    *orig_client;
+    *orig_client, *orig_debug;
 static uint64_t slots_left, samples_left;
 
 static void fuzzReplayCreate(client *c) {
@@ -386,6 +393,14 @@ static void fuzzClient(client *c) {
     orig_client(c);
 }
 
+static void fuzzDebug(client *c) {
+    if (c->argc == 3 && argEq(c, 1, "sleep") && strtod(c->argv[2].ptr, NULL) > FUZZ_MAX_SLEEP) {
+        addReplyError(c, "fuzz harness: DEBUG SLEEP over its limit");
+        return;
+    }
+    orig_debug(c);
+}
+
 /* Every command goes through here (after the wrappers above), to notice the
  * ones whose answers depend on the clock, client ids or flush timing: an input
  * that ran one of them is not checked for split-equivalence. */
@@ -399,7 +414,7 @@ static void fuzzAny(client *c) {
     static const char *const clocky[] = {"time", "info", "client", "hello", "shutdown", "expire",
                                          "pexpire", "ttl", "pttl", "persist", "save", "bgsave",
                                          "lastsave", "spop", "srandmember", "hrandfield",
-                                         "randomkey"};
+                                         "randomkey", "debug"};
     const char *name = c->cmd->name;
     if (!strcmp(name, "save")) saved = 1;
     for (size_t i = 0; i < sizeof(clocky) / sizeof(clocky[0]); i++)
@@ -467,6 +482,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     orig_add = wrap("replay.add", fuzzReplayAdd);
     orig_update = wrap("replay.update", fuzzReplayUpdate);
     orig_client = wrap("client", fuzzClient);
+    orig_debug = wrap("debug", fuzzDebug);
     size_t ncmd;
     cmd_base = commandTable(&ncmd);
     if (ncmd > FUZZ_MAX_COMMANDS) abort();
@@ -698,6 +714,7 @@ static void resetServer(uint8_t opt) {
     }
     emptySnapdir();
     srv->shutdown_asap = 0;
+    dbActiveExpireEnabled = 1; /* DEBUG SET-ACTIVE-EXPIRE 0 */
     for (int i = 0; i < dbsCount(srv); i++) { /* every database (SELECT, MOVE, SWAPDB) */
         dbEmpty(dbsAt(srv, i));
         dbReleaseLater(dbsAt(srv, i));
