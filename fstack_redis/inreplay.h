@@ -185,8 +185,16 @@ typedef struct ir_table_stats {
     uint64_t size, capacity, inserts, samples, updates, stale_updates, bytes_used;
 } ir_table_stats;
 
-/* Fill cfg with defaults. */
+/* Fill cfg with defaults: those of the parameter table (fstack_redis/config.c),
+ * the one place that lists the server's parameters. */
 void ir_config_init(ir_config *cfg);
+/* That table as a JSON array (static, built on first call), one object per
+ * parameter: name, alias, type (bool int memory enum string double special),
+ * default (as CONFIG SET takes it), min, max, values (enum), field (the
+ * ir_config member it sets, or null), mutable, hidden, sensitive, noop
+ * (stored only), fixed (only the current value accepted), doc. pyctl takes
+ * its defaults and bounds from here. */
+const char *ir_config_params_json(void);
 /* Run the server on the calling thread until SHUTDOWN, ir_stop() or
  * SIGINT/SIGTERM. Returns IR_OK after a clean stop, or an error code
  * (ir_last_error says why). Only one server per process. */
