@@ -638,7 +638,7 @@ static const cfgparam *configFind(const char *name, size_t len) {
 
 static int hasGlob(const ir_arg *a) {
     for (size_t i = 0; i < a->len; i++)
-        if (strchr("*?[\\", a->ptr[i]) && a->ptr[i]) return 1;
+        if (strchr("*?[", a->ptr[i]) && a->ptr[i]) return 1; /* as Redis decides */
     return 0;
 }
 

@@ -427,9 +427,11 @@ def normalize_listen(listen: str) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
-SIZE_FIELDS = ("maxbytes", "maxmemory", "client_output_buffer_limit", "proto_max_bulk_len",
-               "client_query_buffer_limit")
-"""Settings in bytes: flags and TOML take a size with a unit (see parse_size)."""
+SIZE_FIELDS = tuple(f.name for f in fields(ServerConfig)
+                    if ((p := c_param(f.name)) is not None and p["type"] == "memory")
+                    or f.name == "client_output_buffer_limit")
+"""Settings in bytes, the C table's memory parameters (and the normal class's
+client-output-buffer-limit): flags and TOML take a size with a unit (see parse_size)."""
 _UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1024, "m": 1000**2, "mb": 1024**2, "g": 1000**3,
           "gb": 1024**3}
 _SIZE = re.compile(r"(-?\d+)([a-z]*)", re.I)

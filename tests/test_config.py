@@ -327,3 +327,8 @@ def test_every_visible_parameter_is_in_config_get(inreplay_server: ServerProcess
             want |= {n.encode() for n in (p["name"], p["alias"]) if n}
     with inreplay_server.raw() as c:
         assert set(c.call("CONFIG", "GET", "*")[::2]) == want
+
+
+def test_size_settings_are_the_c_memory_parameters() -> None:
+    assert set(config.SIZE_FIELDS) == {"maxbytes", "maxmemory", "client_output_buffer_limit",
+                                       "proto_max_bulk_len", "client_query_buffer_limit"}
