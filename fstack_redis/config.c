@@ -250,6 +250,34 @@ static void requirepassApply(ir_server *s, const cfgval *v) {
 
 static void backlogApply(ir_server *s, const cfgval *v);
 
+/* maxmemory-clients: bytes or a percentage of maxmemory (stored negative), as Redis. */
+static int clientsMemCheck(const ir_server *s, const ir_arg *v, cfgval *n, char *err, size_t errlen) {
+    (void)s;
+    long long pct;
+    unsigned long long bytes = 0;
+    if (v->len && v->ptr[v->len - 1] == '%') {
+        if (!string2ll(v->ptr, v->len - 1, &pct) || pct < 0) {
+            snprintf(err, errlen, "argument must be a memory or percent value");
+            return -1;
+        }
+        if (pct > 100) {
+            snprintf(err, errlen, "percentage argument must be less or equal to 100");
+            return -1;
+        }
+        n->i = -pct;
+        return 0;
+    }
+    if (v->len && (!ir_parse_memory(v->ptr, v->len, &bytes) || bytes > (unsigned long long)LLONG_MAX)) {
+        snprintf(err, errlen, "argument must be a memory or percent value");
+        return -1;
+    }
+    n->i = (long long)bytes;
+    return 0;
+}
+
+static void clientsMemGet(const ir_server *s, char *buf, size_t len);
+static void clientsMemApply(ir_server *s, const cfgval *v);
+
 /* ---- the table ---------------------------------------------------------- */
 
 #define F(member, ft) #member, offsetof(ir_config, member), ft
@@ -366,6 +394,19 @@ static const cfgparam params[] = {
      NOOP_DOC("the log has one level (pyctl start --verbose adds connections)"), NOHOOK},
     {"sanitize-dump-payload", NULL, CT_ENUM, CF_NOOP, 0, 0, "no", "no,yes,clients", NOF, NULL,
      NOOP_DOC("there is no RESTORE"), NOHOOK},
+    {"maxmemory-clients", NULL, CT_SPECIAL, CF_NOOP, 0, 0, "0", NULL, NOF, NULL,
+     NOOP_DOC("clients are never evicted (bytes or a percentage of maxmemory)"), clientsMemGet,
+     clientsMemCheck, clientsMemApply},
+    {"maxmemory-samples", NULL, CT_INT, CF_NOOP, 1, IMAX, "5", NULL, NOF, NULL,
+     NOOP_DOC("nothing is evicted"), NOHOOK},
+    {"maxmemory-eviction-tenacity", NULL, CT_INT, CF_NOOP, 0, 100, "10", NULL, NOF, NULL,
+     NOOP_DOC("nothing is evicted"), NOHOOK},
+    {"replicaof", "slaveof", CT_SPECIAL, CF_IMMUTABLE | CF_NOOP, 0, 0, "", NULL, NOF, NULL,
+     "always empty: inreplay is a master without replication", emptyGet, NULL, NULL},
+    {"key-load-delay", NULL, CT_INT, CF_HIDDEN | CF_NOOP, INT_MIN, IMAX, "0", NULL, NOF, NULL,
+     NOOP_DOC("Redis's hidden test knob; loading is never delayed"), NOHOOK},
+    {"rdb-key-save-delay", NULL, CT_INT, CF_HIDDEN | CF_NOOP, INT_MIN, IMAX, "0", NULL, NOF, NULL,
+     NOOP_DOC("Redis's hidden test knob; snapshots are never delayed"), NOHOOK},
     {"daemonize", NULL, CT_BOOL, CF_IMMUTABLE | CF_NOOP, 0, 0, "no", NULL, NOF, NULL,
      "pyctl start --daemon detaches; the server itself never does", NOHOOK},
     /* inreplay's own start-up settings (pyctl's flags): shown only when named */
@@ -418,6 +459,22 @@ static void backlogApply(ir_server *s, const cfgval *v) {
     (void)s;
     for (size_t k = 0; k < NPARAMS; k++)
         if (params[k].apply == backlogApply) stored[k].i = v->i < 16384 ? 16384 : v->i;
+}
+
+static void clientsMemGet(const ir_server *s, char *buf, size_t len) {
+    (void)s;
+    for (size_t k = 0; k < NPARAMS; k++) {
+        if (params[k].get != clientsMemGet) continue;
+        long long v = stored[k].i;
+        if (v < 0) snprintf(buf, len, "%lld%%", -v);
+        else snprintf(buf, len, "%lld", v);
+    }
+}
+
+static void clientsMemApply(ir_server *s, const cfgval *v) {
+    (void)s;
+    for (size_t k = 0; k < NPARAMS; k++)
+        if (params[k].apply == clientsMemApply) stored[k].i = v->i;
 }
 
 /* ---- values ------------------------------------------------------------- */
@@ -615,7 +672,7 @@ void configServerInit(ir_server *s) {
         cfgval v;
         parseDefault(p, &v);
         if (p->var) *p->var = v.i;
-        else if (p->ft == FT_NONE && p->type != CT_SPECIAL) stored[k] = v;
+        else if (p->ft == FT_NONE) stored[k] = v; /* specials: 0 */
         if (p->check == oblCheck) { /* slave and pubsub; normal is cfg's */
             memcpy(obl_slave, v.obl[1], sizeof(obl_slave));
             s->pubsub_obl_hard = v.obl[2][0];

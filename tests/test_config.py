@@ -33,7 +33,8 @@ REDIS_PARAMS = (
     "slowlog-log-slower-than", "slowlog-max-len", "maxmemory-policy", "lua-time-limit",
     "busy-reply-threshold", "loglevel", "sanitize-dump-payload", "daemonize", "maxmemory",
     "maxclients", "timeout", "tcp-keepalive", "proto-max-bulk-len", "client-query-buffer-limit",
-    "tcp-backlog", "databases",
+    "tcp-backlog", "databases", "maxmemory-clients", "maxmemory-samples", "replicaof",
+    "slaveof", "key-load-delay", "rdb-key-save-delay", "maxmemory-eviction-tenacity",
 )  # fmt: skip
 
 # Redis's defaults, to put the pooled servers back after each test.
@@ -49,7 +50,9 @@ RESTORE = (
     "yes", "replica-read-only", "yes", "min-replicas-to-write", "0",
     "slowlog-log-slower-than", "10000", "slowlog-max-len", "128", "busy-reply-threshold",
     "5000", "loglevel", "notice", "sanitize-dump-payload", "no", "maxmemory", "0",
-    "maxclients", "10000", "timeout", "0", "tcp-keepalive", "300",
+    "maxclients", "10000", "timeout", "0", "tcp-keepalive", "300", "maxmemory-clients", "0",
+    "maxmemory-samples", "5", "key-load-delay", "0", "rdb-key-save-delay", "0",
+    "maxmemory-eviction-tenacity", "10",
 )  # fmt: skip
 
 
@@ -114,12 +117,20 @@ def test_get_shows_redis_defaults(pair: Pair) -> None:
 @pytest.mark.parametrize("pattern", [
     "hash-max-*", "*-max-*-entries", "*-max-*-value", "lazyfree*", "slowlog*", "stream-node*",
     "repl-ping-*", "*read-only", "list-max-*", "lua-time-limit", "LUA-TIME-LIMIT",
-    "Hash-Max-Ziplist-*", "zset-max-???????-value",
+    "Hash-Max-Ziplist-*", "zset-max-???????-value", "maxmemory*", "*of",
+    "key-load-delay",
 ])  # fmt: skip
 def test_get_globs_and_aliases_as_redis(pair: Pair, pattern: str) -> None:
     """A glob shows a parameter under its name and its alias when both match; an exact
     name is shown as it was asked."""
     assert pair.same_get(pattern)
+
+
+def test_hidden_parameters_are_shown_only_by_name_as_redis(pair: Pair) -> None:
+    assert pair.same_get("key-load-*", "rdb-key-*") == {}
+    for c in pair.conns:
+        assert b"key-load-delay" not in c.call("CONFIG", "GET", "*")[::2]
+    assert pair.same_get("key-load-delay") == {b"key-load-delay": b"0"}
 
 
 def test_get_several_patterns_without_duplicates(pair: Pair) -> None:
@@ -156,6 +167,12 @@ SET_CASES = [
     ("maxmemory-policy", "foo"), ("maxmemory-policy", "NOEVICTION"),
     ("notify-keyspace-events", "Q"), ("notify-keyspace-events", ""),
     ("save", "a b"), ("save", "1"), ("save", ""), ("appendonly", "maybe"), ("appendonly", "no"),
+    ("maxmemory-clients", "10%"), ("maxmemory-clients", "1mb"), ("maxmemory-clients", "x"),
+    ("maxmemory-clients", "-5%"), ("maxmemory-clients", "0%"), ("maxmemory-clients", "200%"),
+    ("maxmemory-clients", "1.5%"), ("maxmemory-samples", "0"), ("maxmemory-samples", "65"),
+    ("key-load-delay", "5"), ("rdb-key-save-delay", "-1"), ("replicaof", "no one"),
+    ("slaveof", "no one"), ("maxmemory-eviction-tenacity", "101"),
+    ("maxmemory-eviction-tenacity", "0"),
     # names: unknown, immutable
     ("no-such-param", "1"), ("daemonize", "yes"), ("databases", "3"), ("tcp-backlog", "5"),
 ]  # fmt: skip
@@ -299,7 +316,7 @@ def test_table_rows_are_complete() -> None:
             assert p["default"] in p["values"].split(","), p["name"]
         if p["type"] in ("int", "memory"):
             assert p["min"] <= p["max"], p["name"]
-        if p["hidden"]:
+        if p["hidden"] and p["field"]:  # inreplay's own start-up settings
             assert not p["mutable"], p["name"]
 
 
