@@ -73,6 +73,12 @@ def _c(name: str) -> Any:
     return bool(v) if p is not None and p["type"] == "bool" else v
 
 
+def _cd(name: str) -> Any:
+    """A dataclass field whose default is the C default, read when a ServerConfig is made
+    (so that importing this module does not need libinreplay)."""
+    return field(default_factory=lambda: _c(name))
+
+
 def c_bounds(name: str) -> tuple[int | float, int | float] | None:
     """(min, max) of a ServerConfig field from the C table (max inf when unbounded), or
     None when the table gives no bounds for it."""
@@ -86,60 +92,60 @@ def c_bounds(name: str) -> tuple[int | float, int | float] | None:
 class ServerConfig:
     """Everything `pyctl start` can set. TOML keys are the field names."""
 
-    stack: str = _c("stack")
+    stack: str = _cd("stack")
     """Network stack: "kernel" (epoll on kernel sockets) or "dpdk" (userspace TCP/IP)."""
-    listen: str = f"{_c('bind')}:{_c('listen_port')}"
+    listen: str = field(default_factory=lambda: f"{_c('bind')}:{_c('listen_port')}")
     """HOST:PORT to accept clients on; port 0 lets the kernel choose."""
     capacity: int = 0
     """If > 0, create the table `table` with this many slots at start-up."""
     table: str = "replay"
     """Name of the table created at start-up when `capacity` > 0."""
-    alpha: float = _c("alpha")
+    alpha: float = _cd("alpha")
     """Priority exponent of the start-up table: stored priority = (p + epsilon) ** alpha."""
-    beta: float = _c("beta")
+    beta: float = _cd("beta")
     """Default importance-sampling exponent of the start-up table."""
-    epsilon: float = _c("epsilon")
+    epsilon: float = _cd("epsilon")
     """Added to every raw priority of the start-up table before the exponent."""
-    min_size: int = _c("min_size")
+    min_size: int = _cd("min_size")
     """Rate limiter of the start-up table: sampling waits until it holds this many items."""
-    samples_per_insert: float = _c("samples_per_insert")
+    samples_per_insert: float = _cd("samples_per_insert")
     """Rate limiter: sampled items per inserted item (0 = no ratio limit), as Reverb's."""
-    error_buffer: float = _c("error_buffer")
+    error_buffer: float = _cd("error_buffer")
     """Rate limiter: how far samples may run ahead or behind the ratio (0 = max(1, rate))."""
-    maxbytes: int = _c("maxbytes")
+    maxbytes: int = _cd("maxbytes")
     """Arena size in bytes for the start-up table and for REPLAY.CREATE without MAXBYTES."""
-    fanout: int = _c("fanout")
+    fanout: int = _cd("fanout")
     """Sum-tree fanout K (2, 4, 8, 16 or 32); 0 means the measured default."""
-    seed: int = _c("seed")
+    seed: int = _cd("seed")
     """Seed for the samplers' random numbers; 0 seeds from the clock."""
-    maxclients: int = _c("maxclients")
+    maxclients: int = _cd("maxclients")
     """Connections beyond this get "-ERR max number of clients reached"."""
-    proto_max_bulk_len: int = _c("proto_max_bulk_len")
+    proto_max_bulk_len: int = _cd("proto_max_bulk_len")
     """Largest bulk string a client may send, in bytes (Redis's proto-max-bulk-len)."""
-    client_query_buffer_limit: int = _c("client_query_buffer_limit")
+    client_query_buffer_limit: int = _cd("client_query_buffer_limit")
     """Largest amount of unparsed input per client, in bytes."""
-    tcp_backlog: int = _c("tcp_backlog")
+    tcp_backlog: int = _cd("tcp_backlog")
     """listen() backlog."""
     daemon: bool = False
     """Detach and run in the background; `pyctl stop` ends it."""
     logfile: str = ""
     """Where a daemon writes its log; empty means <rundir>/<port>.log."""
-    verbose: bool = _c("verbose")
+    verbose: bool = _cd("verbose")
     """Log every connection and protocol error."""
-    requirepass: str = _c("requirepass")
+    requirepass: str = _cd("requirepass")
     """Password for AUTH; empty means protected mode: only loopback and client_subnet may talk."""
-    client_subnet: str = _c("client_subnet")
+    client_subnet: str = _cd("client_subnet")
     """A.B.C.D/NN of clients accepted without a password (protected mode), e.g. the actors'."""
-    maxmemory: int = _c("maxmemory")
+    maxmemory: int = _cd("maxmemory")
     """Bytes; beyond it writes get -OOM and reads keep working. 0 means no limit."""
-    client_output_buffer_limit: int = _c("client_output_buffer_limit")
+    client_output_buffer_limit: int = _cd("client_output_buffer_limit")
     """Bytes of replies pending for one client before it is disconnected (a client that
     pipelines huge REPLAY.SAMPLEs and never reads); 0 means no limit."""
-    timeout: int = _c("timeout")
+    timeout: int = _cd("timeout")
     """Close clients idle this many seconds (Redis's timeout); 0 means never."""
-    request_timeout_ms: int = _c("request_timeout_ms")
+    request_timeout_ms: int = _cd("request_timeout_ms")
     """A request that has started arriving must complete within this (trickling clients)."""
-    tcp_keepalive: int = _c("tcp_keepalive")
+    tcp_keepalive: int = _cd("tcp_keepalive")
     """TCP keepalive interval in seconds, so half-open connections are reclaimed; 0 = off."""
     dir: str = ""
     """Directory SAVE and BGSAVE write snapshots to; it must exist and be writable. Empty
@@ -156,17 +162,17 @@ class ServerConfig:
     # ---- the DPDK stack ------------------------------------------------------
     cores: str = ""
     """DPDK core list (e.g. "2-5" or "0,2"); the first is the network lcore. Default "0"."""
-    port: int = _c("port")
+    port: int = _cd("port")
     """DPDK ethdev port id to serve on; -1 means the first port probed."""
     vdev: list[str] = field(default_factory=list)
     """EAL virtual devices, e.g. "net_af_packet0,iface=veth0" (implies --no-pci)."""
     ip: str = ""
     """A.B.C.D/NN the userspace TCP/IP stack answers on (required with --stack dpdk)."""
-    listen_port: int = _c("listen_port")
+    listen_port: int = _cd("listen_port")
     """TCP port of the DPDK stack."""
     queues: int = 1
     """RX/TX queue pairs; one lwIP stack per process serves exactly one."""
-    mbufs: int = _c("mbufs")
+    mbufs: int = _cd("mbufs")
     """Size of the mbuf pool; 0 sizes it from maxclients."""
     hugepages: int = 0
     """Reserve this many free 2 MB hugepages (and mount hugetlbfs) before starting."""
@@ -174,10 +180,10 @@ class ServerConfig:
     """Run inside this network namespace (see `pyctl netns up`)."""
     file_prefix: str = "inreplay"
     """EAL --file-prefix: names hugepage files and the telemetry socket directory."""
-    busy_poll: bool = _c("busy_poll")
+    busy_poll: bool = _cd("busy_poll")
     """DPDK: poll without ever napping (lowest latency, 100% of the network core). Kernel
     stack: poll epoll without sleeping while traffic flows, back off when idle."""
-    mtu: int = _c("mtu")
+    mtu: int = _cd("mtu")
     """DPDK: IP MTU of the port (1500 Ethernet, 9000 jumbo); 0 = the interface's MTU."""
     # ---- replay groups (Scaling out) -----------------------------------------
     shards: int = 1
@@ -187,7 +193,7 @@ class ServerConfig:
     shard_group: str = ""
     """Every member's HOST:PORT, comma-separated in shard order, for a group that spans
     boxes: each box starts its own member with --shard-index."""
-    shard_index: int = _c("shard_index")
+    shard_index: int = _cd("shard_index")
     """This server's place in --shard-group (0-based); its ids start at index << 48."""
 
     # ---- derived -------------------------------------------------------------
@@ -427,11 +433,13 @@ def normalize_listen(listen: str) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
-SIZE_FIELDS = tuple(f.name for f in fields(ServerConfig)
-                    if ((p := c_param(f.name)) is not None and p["type"] == "memory")
-                    or f.name == "client_output_buffer_limit")
-"""Settings in bytes, the C table's memory parameters (and the normal class's
-client-output-buffer-limit): flags and TOML take a size with a unit (see parse_size)."""
+@lru_cache(maxsize=1)
+def size_fields() -> tuple[str, ...]:
+    """Settings in bytes, the C table's memory parameters (and the normal class's
+    client-output-buffer-limit): flags and TOML take a size with a unit (see parse_size)."""
+    return tuple(f.name for f in fields(ServerConfig)
+                 if ((p := c_param(f.name)) is not None and p["type"] == "memory")
+                 or f.name == "client_output_buffer_limit")
 _UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1024, "m": 1000**2, "mb": 1024**2, "g": 1000**3,
           "gb": 1024**3}
 _SIZE = re.compile(r"(-?\d+)([a-z]*)", re.I)
@@ -469,7 +477,7 @@ def load_toml(path: str | Path) -> dict[str, Any]:
         if name not in FIELD_TYPES:
             raise ConfigError(f"--config: {p}: unknown setting {key!r}")
         want = type(getattr(defaults, name))
-        if name in SIZE_FIELDS and isinstance(value, str):
+        if name in size_fields() and isinstance(value, str):
             try:
                 value = parse_size(value)
             except ValueError as e:
@@ -480,7 +488,7 @@ def load_toml(path: str | Path) -> dict[str, Any]:
                                                                   for v in value)):
             raise ConfigError(f"--config: {p}: {key} must be a list of strings")
         if not isinstance(value, want) or (want is int and isinstance(value, bool)):
-            kind = ("an integer or a size string like \"1GB\"" if name in SIZE_FIELDS
+            kind = ("an integer or a size string like \"1GB\"" if name in size_fields()
                     else want.__name__)
             raise ConfigError(f"--config: {p}: {key} must be {kind}")
         out[name] = value
@@ -494,7 +502,10 @@ def build(toml_path: str | None, overrides: dict[str, Any], validate: bool = Tru
     if toml_path:
         values.update(load_toml(toml_path))
     values.update({k: v for k, v in overrides.items() if v is not None})
-    cfg = dataclasses.replace(ServerConfig(), **values)
+    try:
+        cfg = dataclasses.replace(ServerConfig(), **values)
+    except _native.NativeLibraryMissingError as e:  # the defaults are the library's
+        raise ConfigError(str(e)) from None
     if validate:
         cfg.validate()
     return cfg

@@ -6,7 +6,11 @@ effect, and pyctl's defaults and bounds agreeing with the C table.
 from __future__ import annotations
 
 import dataclasses
+import os
+import subprocess
+import sys
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -14,6 +18,8 @@ from conftest import RespError
 
 from pyctl import config
 from pyctl.config import ConfigError, ServerConfig
+
+ROOT = Path(__file__).resolve().parent.parent
 
 if TYPE_CHECKING:
     from conftest import RawConn, ServerPool, ServerProcess
@@ -347,5 +353,19 @@ def test_every_visible_parameter_is_in_config_get(inreplay_server: ServerProcess
 
 
 def test_size_settings_are_the_c_memory_parameters() -> None:
-    assert set(config.SIZE_FIELDS) == {"maxbytes", "maxmemory", "client_output_buffer_limit",
+    assert set(config.size_fields()) == {"maxbytes", "maxmemory", "client_output_buffer_limit",
                                        "proto_max_bulk_len", "client_query_buffer_limit"}
+
+
+def test_pyctl_without_the_library_fails_in_one_line(tmp_path: Path) -> None:
+    """The defaults come from libinreplay, so without it `pyctl start` says so in one line
+    (and importing pyctl.config, as the actors do, still works)."""
+    env = dict(os.environ, INREPLAY_LIB=str(tmp_path / "missing.so"))
+    p = subprocess.run([sys.executable, "-m", "pyctl", "start", "--listen", "127.0.0.1:0"],
+                       env=env, capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert p.returncode != 0
+    assert p.stderr.strip().splitlines() == [
+        f"pyctl start: INREPLAY_LIB={tmp_path / 'missing.so'}: no such file"], p.stderr
+    p = subprocess.run([sys.executable, "-c", "import pyctl.config, actors.config"],
+                       env=env, capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert p.returncode == 0, p.stderr
