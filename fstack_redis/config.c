@@ -587,7 +587,10 @@ static void formatValue(const cfgparam *p, const cfgval *v, char *buf, size_t le
     case CT_INT: snprintf(buf, len, "%lld", v->i); break;
     case CT_MEM: snprintf(buf, len, "%llu", (unsigned long long)v->i); break;
     case CT_ENUM: enumName(p->values, v->i, buf, len); break;
-    case CT_DOUBLE: snprintf(buf, len, "%.17g", v->d); break;
+    case CT_DOUBLE: /* the shortest of %.15g and %.17g that reads back the same */
+        snprintf(buf, len, "%.15g", v->d);
+        if (strtod(buf, NULL) != v->d) snprintf(buf, len, "%.17g", v->d);
+        break;
     default: snprintf(buf, len, "%.*s", (int)v->slen, v->s ? v->s : ""); break;
     }
 }
