@@ -107,17 +107,21 @@ double ir_sampler_rebuild(ir_sampler *s);
 
 /* ---- the daemon -------------------------------------------------------- */
 
+/* The server's settings. Defaults, bounds and Redis names are those of the
+ * parameter table in fstack_redis/config.c (ir_config_init applies it; CONFIG
+ * GET/SET and pyctl read it): the comments here say what a field means, not
+ * its default. */
 typedef struct ir_config {
-    const char *stack;          /* "kernel" (default) or "dpdk" */
-    const char *bind;           /* listen address, default "127.0.0.1" */
-    int port;                   /* listen port, default 6379; 0 = any */
-    uint64_t proto_max_bulk_len;/* largest bulk string, default 512 MB */
-    uint64_t client_query_buffer_limit; /* per-client unparsed input, default 1 GB */
-    int maxclients;             /* default 10000 */
-    int tcp_backlog;            /* default 511 */
+    const char *stack;          /* "kernel" or "dpdk" */
+    const char *bind;           /* listen address (bind) */
+    int port;                   /* listen port (port); 0 = any */
+    uint64_t proto_max_bulk_len;/* largest bulk string (proto-max-bulk-len) */
+    uint64_t client_query_buffer_limit; /* per-client unparsed input */
+    int maxclients;             /* connections beyond get an error */
+    int tcp_backlog;            /* listen() backlog */
     unsigned fanout;            /* sum tree K, 0 = default */
     uint64_t seed;              /* sampler RNG seed, 0 = from the clock */
-    uint64_t default_maxbytes;  /* arena size for tables created without MAXBYTES */
+    uint64_t default_maxbytes;  /* arena size for tables created without MAXBYTES (maxbytes) */
     /* a table created at start-up, or NULL */
     const char *table;
     uint64_t table_capacity;
@@ -137,7 +141,7 @@ typedef struct ir_config {
     int request_timeout_ms;     /* a started request must complete within this, 0 = never */
     int tcp_keepalive;          /* seconds, 0 = off */
     /* snapshots */
-    const char *dir;            /* where SAVE/BGSAVE write snapshots, default "."; must exist and be
+    const char *dir;            /* where SAVE/BGSAVE write snapshots; must exist and be
                                    writable (else IR_ECONFIG at start) */
     const char *restore;        /* load the newest complete snapshot in this directory at start, or NULL;
                                    none there: refuse to start (IR_ECONFIG) */
@@ -156,7 +160,7 @@ typedef struct ir_config {
      * comma-separated in shard order, and this server's place in it */
     const char *shard_group;    /* NULL or "" = a standalone server (one shard) */
     int shard_index;            /* 0 .. shards - 1 */
-    int databases;              /* numbered databases (SELECT 0..N-1), default 16 */
+    int databases;              /* numbered databases (SELECT 0..N-1) */
 } ir_config;
 
 /* Ids of shard k's tables start at k << IR_SHARD_ID_BITS, so that an id names
@@ -185,8 +189,16 @@ typedef struct ir_table_stats {
     uint64_t size, capacity, inserts, samples, updates, stale_updates, bytes_used;
 } ir_table_stats;
 
-/* Fill cfg with defaults. */
+/* Fill cfg with defaults: those of the parameter table (fstack_redis/config.c),
+ * the one place that lists the server's parameters. */
 void ir_config_init(ir_config *cfg);
+/* That table as a JSON array (static, built on first call), one object per
+ * parameter: name, alias, type (bool int memory enum string double special),
+ * default (as CONFIG SET takes it), min, max, values (enum), field (the
+ * ir_config member it sets, or null), mutable, hidden, sensitive, noop
+ * (stored only), fixed (only the current value accepted), doc. pyctl takes
+ * its defaults and bounds from here. */
+const char *ir_config_params_json(void);
 /* Run the server on the calling thread until SHUTDOWN, ir_stop() or
  * SIGINT/SIGTERM. Returns IR_OK after a clean stop, or an error code
  * (ir_last_error says why). Only one server per process. */

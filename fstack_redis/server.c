@@ -7,6 +7,7 @@
 
 #include "blocked.h"
 #include "commands.h"
+#include "config.h"
 #include "db.h"
 #include "multi.h"
 #include "pubsub.h"
@@ -15,26 +16,7 @@
 ir_server *g_server;
 
 
-void ir_config_init(ir_config *cfg) {
-    memset(cfg, 0, sizeof(*cfg));
-    cfg->stack = "kernel";
-    cfg->bind = "127.0.0.1";
-    cfg->port = 6379;
-    cfg->proto_max_bulk_len = 512ULL * 1024 * 1024;
-    cfg->client_query_buffer_limit = 1024ULL * 1024 * 1024;
-    cfg->maxclients = 10000;
-    cfg->tcp_backlog = 511;
-    cfg->default_maxbytes = 1024ULL * 1024 * 1024;
-    cfg->table_alpha = 0.6;
-    cfg->table_beta = 0.4;
-    cfg->table_epsilon = 1e-6;
-    cfg->request_timeout_ms = 30000;
-    cfg->client_output_buffer_limit = 1ULL << 30; /* 0 = unlimited */
-    cfg->tcp_keepalive = 300;
-    cfg->dir = ".";
-    cfg->dpdk_port = -1;
-    cfg->databases = 16;
-}
+/* ir_config_init is config.c's: the parameter table holds the defaults. */
 
 ir_server *server_new(const ir_config *cfg) {
     ir_server *s = calloc(1, sizeof(*s));
@@ -49,9 +31,7 @@ ir_server *server_new(const ir_config *cfg) {
     s->start_ms = s->now_ms = ir_mstime();
     s->next_client_id = 1;
     s->pins.srv = s;
-    s->pubsub_obl_hard = 32ULL << 20; /* client-output-buffer-limit pubsub 32mb 8mb 60 */
-    s->pubsub_obl_soft = 8ULL << 20;
-    s->pubsub_obl_secs = 60;
+    configServerInit(s); /* the parameters kept outside ir_config, at their defaults */
     if (cfg->client_subnet && cfg->client_subnet[0])
         s->has_subnet = ir_parse_subnet(cfg->client_subnet, &s->subnet_family, s->subnet_addr,
                                         &s->subnet_prefix) == 0;

@@ -1,80 +1,151 @@
-"""Server configuration: one dataclass, filled from defaults, a TOML file and flags."""
+"""Server configuration: one dataclass, filled from defaults, a TOML file and flags.
+
+The defaults and bounds of every setting the C server also has come from the C
+parameter table (fstack_redis/config.c) through cffi: ``ir_config_init`` for the
+defaults, ``ir_config_params_json`` for types, bounds and docs. Nothing here
+repeats them.
+"""
 
 from __future__ import annotations
 
 import dataclasses
 import ipaddress
+import json
 import os
 import re
 import socket
 import tomllib
 from dataclasses import dataclass, field, fields
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
+
+from pyctl import _native
 
 
 class ConfigError(ValueError):
     """A configuration value that cannot be used; the message names the setting."""
 
 
+C_FIELDS = {"maxbytes": "default_maxbytes", "alpha": "table_alpha", "beta": "table_beta",
+            "epsilon": "table_epsilon", "min_size": "table_min_size",
+            "samples_per_insert": "table_samples_per_insert",
+            "error_buffer": "table_error_buffer", "port": "dpdk_port", "mbufs": "dpdk_mbufs",
+            "listen_port": "port"}
+"""ServerConfig fields whose ir_config member has another name (the rest: the same)."""
+OWN_DEFAULTS = ("dir",)
+"""ServerConfig fields with a C row whose default is pyctl's own: dir ("" = a data
+directory of the server's own under the run directory, where C's is ".")."""
+
+
+@lru_cache(maxsize=1)
+def c_params() -> tuple[dict[str, Any], ...]:
+    """The C parameter table (see ir_config_params_json in inreplay.h)."""
+    ffi, lib = _native.load()
+    return tuple(json.loads(ffi.string(lib.ir_config_params_json()).decode()))
+
+
+@lru_cache(maxsize=1)
+def c_defaults() -> dict[str, Any]:
+    """ir_config's members as ir_config_init fills them, by member name."""
+    ffi, lib = _native.load()
+    c = ffi.new("ir_config *")
+    lib.ir_config_init(c)
+    out: dict[str, Any] = {}
+    for name, f in ffi.typeof("ir_config").fields:
+        v = getattr(c, name)
+        if f.type.kind == "pointer":
+            v = ffi.string(v).decode() if v != ffi.NULL else None
+        out[name] = v
+    return out
+
+
+def c_param(name: str) -> dict[str, Any] | None:
+    """The table's row for a ServerConfig field (by its ir_config member), or None."""
+    member = C_FIELDS.get(name, name)
+    return next((p for p in c_params() if p["field"] == member), None)
+
+
+def _c(name: str) -> Any:
+    """The C default of a ServerConfig field (ir_config_init's), in the field's type."""
+    v = c_defaults()[C_FIELDS.get(name, name)]
+    p = c_param(name)
+    return bool(v) if p is not None and p["type"] == "bool" else v
+
+
+def _cd(name: str) -> Any:
+    """A dataclass field whose default is the C default, read when a ServerConfig is made
+    (so that importing this module does not need libinreplay)."""
+    return field(default_factory=lambda: _c(name))
+
+
+def c_bounds(name: str) -> tuple[int | float, int | float] | None:
+    """(min, max) of a ServerConfig field from the C table (max inf when unbounded), or
+    None when the table gives no bounds for it."""
+    p = c_param(name)
+    if p is None or p["min"] is None:
+        return None
+    return p["min"], float("inf") if p["max"] is None else p["max"]
+
+
 @dataclass
 class ServerConfig:
     """Everything `pyctl start` can set. TOML keys are the field names."""
 
-    stack: str = "kernel"
+    stack: str = _cd("stack")
     """Network stack: "kernel" (epoll on kernel sockets) or "dpdk" (userspace TCP/IP)."""
-    listen: str = "127.0.0.1:6379"
+    listen: str = field(default_factory=lambda: f"{_c('bind')}:{_c('listen_port')}")
     """HOST:PORT to accept clients on; port 0 lets the kernel choose."""
     capacity: int = 0
     """If > 0, create the table `table` with this many slots at start-up."""
     table: str = "replay"
     """Name of the table created at start-up when `capacity` > 0."""
-    alpha: float = 0.6
+    alpha: float = _cd("alpha")
     """Priority exponent of the start-up table: stored priority = (p + epsilon) ** alpha."""
-    beta: float = 0.4
+    beta: float = _cd("beta")
     """Default importance-sampling exponent of the start-up table."""
-    epsilon: float = 1e-6
+    epsilon: float = _cd("epsilon")
     """Added to every raw priority of the start-up table before the exponent."""
-    min_size: int = 0
+    min_size: int = _cd("min_size")
     """Rate limiter of the start-up table: sampling waits until it holds this many items."""
-    samples_per_insert: float = 0.0
+    samples_per_insert: float = _cd("samples_per_insert")
     """Rate limiter: sampled items per inserted item (0 = no ratio limit), as Reverb's."""
-    error_buffer: float = 0.0
+    error_buffer: float = _cd("error_buffer")
     """Rate limiter: how far samples may run ahead or behind the ratio (0 = max(1, rate))."""
-    maxbytes: int = 1 << 30
+    maxbytes: int = _cd("maxbytes")
     """Arena size in bytes for the start-up table and for REPLAY.CREATE without MAXBYTES."""
-    fanout: int = 0
+    fanout: int = _cd("fanout")
     """Sum-tree fanout K (2, 4, 8, 16 or 32); 0 means the measured default."""
-    seed: int = 0
+    seed: int = _cd("seed")
     """Seed for the samplers' random numbers; 0 seeds from the clock."""
-    maxclients: int = 10000
+    maxclients: int = _cd("maxclients")
     """Connections beyond this get "-ERR max number of clients reached"."""
-    proto_max_bulk_len: int = 512 * 1024 * 1024
+    proto_max_bulk_len: int = _cd("proto_max_bulk_len")
     """Largest bulk string a client may send, in bytes (Redis's proto-max-bulk-len)."""
-    client_query_buffer_limit: int = 1024 * 1024 * 1024
+    client_query_buffer_limit: int = _cd("client_query_buffer_limit")
     """Largest amount of unparsed input per client, in bytes."""
-    tcp_backlog: int = 511
+    tcp_backlog: int = _cd("tcp_backlog")
     """listen() backlog."""
     daemon: bool = False
     """Detach and run in the background; `pyctl stop` ends it."""
     logfile: str = ""
     """Where a daemon writes its log; empty means <rundir>/<port>.log."""
-    verbose: bool = False
+    verbose: bool = _cd("verbose")
     """Log every connection and protocol error."""
-    requirepass: str = ""
+    requirepass: str = _cd("requirepass")
     """Password for AUTH; empty means protected mode: only loopback and client_subnet may talk."""
-    client_subnet: str = ""
+    client_subnet: str = _cd("client_subnet")
     """A.B.C.D/NN of clients accepted without a password (protected mode), e.g. the actors'."""
-    maxmemory: int = 0
+    maxmemory: int = _cd("maxmemory")
     """Bytes; beyond it writes get -OOM and reads keep working. 0 means no limit."""
-    client_output_buffer_limit: int = 1 << 30
+    client_output_buffer_limit: int = _cd("client_output_buffer_limit")
     """Bytes of replies pending for one client before it is disconnected (a client that
     pipelines huge REPLAY.SAMPLEs and never reads); 0 means no limit."""
-    timeout: int = 0
+    timeout: int = _cd("timeout")
     """Close clients idle this many seconds (Redis's timeout); 0 means never."""
-    request_timeout_ms: int = 30000
+    request_timeout_ms: int = _cd("request_timeout_ms")
     """A request that has started arriving must complete within this (trickling clients)."""
-    tcp_keepalive: int = 300
+    tcp_keepalive: int = _cd("tcp_keepalive")
     """TCP keepalive interval in seconds, so half-open connections are reclaimed; 0 = off."""
     dir: str = ""
     """Directory SAVE and BGSAVE write snapshots to; it must exist and be writable. Empty
@@ -91,17 +162,17 @@ class ServerConfig:
     # ---- the DPDK stack ------------------------------------------------------
     cores: str = ""
     """DPDK core list (e.g. "2-5" or "0,2"); the first is the network lcore. Default "0"."""
-    port: int = -1
+    port: int = _cd("port")
     """DPDK ethdev port id to serve on; -1 means the first port probed."""
     vdev: list[str] = field(default_factory=list)
     """EAL virtual devices, e.g. "net_af_packet0,iface=veth0" (implies --no-pci)."""
     ip: str = ""
     """A.B.C.D/NN the userspace TCP/IP stack answers on (required with --stack dpdk)."""
-    listen_port: int = 6379
+    listen_port: int = _cd("listen_port")
     """TCP port of the DPDK stack."""
     queues: int = 1
     """RX/TX queue pairs; one lwIP stack per process serves exactly one."""
-    mbufs: int = 0
+    mbufs: int = _cd("mbufs")
     """Size of the mbuf pool; 0 sizes it from maxclients."""
     hugepages: int = 0
     """Reserve this many free 2 MB hugepages (and mount hugetlbfs) before starting."""
@@ -109,10 +180,10 @@ class ServerConfig:
     """Run inside this network namespace (see `pyctl netns up`)."""
     file_prefix: str = "inreplay"
     """EAL --file-prefix: names hugepage files and the telemetry socket directory."""
-    busy_poll: bool = False
+    busy_poll: bool = _cd("busy_poll")
     """DPDK: poll without ever napping (lowest latency, 100% of the network core). Kernel
     stack: poll epoll without sleeping while traffic flows, back off when idle."""
-    mtu: int = 0
+    mtu: int = _cd("mtu")
     """DPDK: IP MTU of the port (1500 Ethernet, 9000 jumbo); 0 = the interface's MTU."""
     # ---- replay groups (Scaling out) -----------------------------------------
     shards: int = 1
@@ -122,7 +193,7 @@ class ServerConfig:
     shard_group: str = ""
     """Every member's HOST:PORT, comma-separated in shard order, for a group that spans
     boxes: each box starts its own member with --shard-index."""
-    shard_index: int = 0
+    shard_index: int = _cd("shard_index")
     """This server's place in --shard-group (0-based); its ids start at index << 48."""
 
     # ---- derived -------------------------------------------------------------
@@ -164,28 +235,22 @@ class ServerConfig:
         split_listen(self.listen)
         if self.stack not in ("kernel", "dpdk"):
             raise ConfigError(f"stack: must be 'kernel' or 'dpdk', not {self.stack!r}")
-        positive = ("maxclients", "proto_max_bulk_len", "client_query_buffer_limit",
-                    "tcp_backlog", "maxbytes")
-        for name in positive:
-            if getattr(self, name) <= 0:
-                raise ConfigError(f"{flag(name)}: must be a positive integer")
         if self.capacity < 0:
             raise ConfigError("--capacity: must be >= 0")
         if self.fanout not in (0, 2, 4, 8, 16, 32):
             raise ConfigError("--fanout: must be one of 2, 4, 8, 16, 32 (or 0 for the default)")
         for name in ("alpha", "beta", "epsilon"):
             v = getattr(self, name)
-            if not (v >= 0 and v != float("inf")):
-                raise ConfigError(f"{flag(name)}: must be a finite number >= 0")
+            lo = c_bounds(name)[0]  # type: ignore[index]
+            if not (v >= lo and v != float("inf")):
+                raise ConfigError(f"{flag(name)}: must be a finite number >= {lo}")
         self._validate_limiter()
         if not self.table or len(self.table.encode()) > 200:
             raise ConfigError("--table: must be 1 to 200 bytes")
         if self.seed < 0:
             raise ConfigError("--seed: must be >= 0")
-        for name in ("maxmemory", "client_output_buffer_limit", "timeout", "request_timeout_ms",
-                     "tcp_keepalive"):
-            if getattr(self, name) < 0:
-                raise ConfigError(f"{flag(name)}: must be >= 0")
+        if self.client_output_buffer_limit < 0:
+            raise ConfigError("--client-output-buffer-limit: must be >= 0")
         if self.client_subnet:
             try:
                 ipaddress.ip_network(self.client_subnet, strict=False)
@@ -202,6 +267,19 @@ class ServerConfig:
         self._validate_group()
         if self.stack == "dpdk":
             self._validate_dpdk()
+        self._validate_bounds()
+
+    def _validate_bounds(self) -> None:
+        """Integer settings within the C table's bounds (after the checks with more
+        specific messages above)."""
+        for f in fields(self):
+            v = getattr(self, f.name)
+            bounds = c_bounds(f.name)
+            if bounds is None or isinstance(v, bool) or not isinstance(v, int):
+                continue
+            lo, hi = bounds
+            if not lo <= v <= hi:
+                raise ConfigError(f"{flag(f.name)}: must be between {lo} and {hi}, got {v}")
 
     def group_members(self) -> list[str]:
         """--shard-group's members, in shard order (empty for a standalone server)."""
@@ -242,8 +320,9 @@ class ServerConfig:
                               f"{self.capacity}")
         for name in ("samples_per_insert", "error_buffer"):
             v = getattr(self, name)
-            if not (v >= 0 and v != float("inf")):
-                raise ConfigError(f"{flag(name)}: must be a finite number >= 0")
+            lo = c_bounds(name)[0]  # type: ignore[index]
+            if not (v >= lo and v != float("inf")):
+                raise ConfigError(f"{flag(name)}: must be a finite number >= {lo}")
         if self.error_buffer and not self.samples_per_insert:
             raise ConfigError("--error-buffer: needs --samples-per-insert")
         least = max(1.0, self.samples_per_insert)
@@ -354,9 +433,13 @@ def normalize_listen(listen: str) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
-SIZE_FIELDS = ("maxbytes", "maxmemory", "client_output_buffer_limit", "proto_max_bulk_len",
-               "client_query_buffer_limit")
-"""Settings in bytes: flags and TOML take a size with a unit (see parse_size)."""
+@lru_cache(maxsize=1)
+def size_fields() -> tuple[str, ...]:
+    """Settings in bytes, the C table's memory parameters (and the normal class's
+    client-output-buffer-limit): flags and TOML take a size with a unit (see parse_size)."""
+    return tuple(f.name for f in fields(ServerConfig)
+                 if ((p := c_param(f.name)) is not None and p["type"] == "memory")
+                 or f.name == "client_output_buffer_limit")
 _UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1024, "m": 1000**2, "mb": 1024**2, "g": 1000**3,
           "gb": 1024**3}
 _SIZE = re.compile(r"(-?\d+)([a-z]*)", re.I)
@@ -394,7 +477,7 @@ def load_toml(path: str | Path) -> dict[str, Any]:
         if name not in FIELD_TYPES:
             raise ConfigError(f"--config: {p}: unknown setting {key!r}")
         want = type(getattr(defaults, name))
-        if name in SIZE_FIELDS and isinstance(value, str):
+        if name in size_fields() and isinstance(value, str):
             try:
                 value = parse_size(value)
             except ValueError as e:
@@ -405,7 +488,7 @@ def load_toml(path: str | Path) -> dict[str, Any]:
                                                                   for v in value)):
             raise ConfigError(f"--config: {p}: {key} must be a list of strings")
         if not isinstance(value, want) or (want is int and isinstance(value, bool)):
-            kind = ("an integer or a size string like \"1GB\"" if name in SIZE_FIELDS
+            kind = ("an integer or a size string like \"1GB\"" if name in size_fields()
                     else want.__name__)
             raise ConfigError(f"--config: {p}: {key} must be {kind}")
         out[name] = value
@@ -419,7 +502,10 @@ def build(toml_path: str | None, overrides: dict[str, Any], validate: bool = Tru
     if toml_path:
         values.update(load_toml(toml_path))
     values.update({k: v for k, v in overrides.items() if v is not None})
-    cfg = dataclasses.replace(ServerConfig(), **values)
+    try:
+        cfg = dataclasses.replace(ServerConfig(), **values)
+    except _native.NativeLibraryMissingError as e:  # the defaults are the library's
+        raise ConfigError(str(e)) from None
     if validate:
         cfg.validate()
     return cfg

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pyctl import _native
+from pyctl import _native, config
 from pyctl.config import ServerConfig
 
 
@@ -105,37 +105,24 @@ def _to_c(cfg: ServerConfig, keep: list[Any]) -> Any:
         keep.append(b)
         return b
 
+    # every number the C table also has, into its ir_config member (see config.C_FIELDS)
+    for f in dataclasses.fields(cfg):
+        p = config.c_param(f.name)
+        if p is not None and p["type"] not in ("string", "enum"):
+            setattr(c, p["field"], int(v) if isinstance(v := getattr(cfg, f.name), bool) else v)
     c.stack = s(cfg.stack)
     c.bind = s(cfg.host)
     c.port = cfg.tcp_port
     if cfg.stack == "dpdk":
         c.eal_args = s(" ".join(cfg.eal_args()))
         c.ip = s(cfg.ip)
-        c.dpdk_port = cfg.port
-        c.dpdk_mbufs = cfg.mbufs
-        c.mtu = cfg.mtu
-    c.busy_poll = int(cfg.busy_poll)
-    c.proto_max_bulk_len = cfg.proto_max_bulk_len
-    c.client_query_buffer_limit = cfg.client_query_buffer_limit
-    c.maxclients = cfg.maxclients
-    c.tcp_backlog = cfg.tcp_backlog
-    c.fanout = cfg.fanout
-    c.seed = cfg.seed
-    c.default_maxbytes = cfg.maxbytes
-    c.verbose = int(cfg.verbose)
     if cfg.requirepass:
         c.requirepass = s(cfg.requirepass)
     if cfg.allowed_subnet():
         c.client_subnet = s(cfg.allowed_subnet())
-    c.maxmemory = cfg.maxmemory
-    c.client_output_buffer_limit = cfg.client_output_buffer_limit
-    c.timeout = cfg.timeout
-    c.request_timeout_ms = cfg.request_timeout_ms
-    c.tcp_keepalive = cfg.tcp_keepalive
     c.dir = s(cfg.dir)
     if cfg.shard_group:
         c.shard_group = s(",".join(cfg.group_members()))
-    c.shard_index = cfg.shard_index
     if cfg.restore or cfg.restore_if_present:
         c.restore = s(cfg.restore or cfg.restore_if_present)
         c.restore_if_present = int(bool(cfg.restore_if_present))
@@ -143,13 +130,7 @@ def _to_c(cfg: ServerConfig, keep: list[Any]) -> Any:
     if cfg.capacity > 0:
         c.table = s(cfg.table)
         c.table_capacity = cfg.capacity
-        c.table_alpha = cfg.alpha
-        c.table_beta = cfg.beta
-        c.table_epsilon = cfg.epsilon
         c.table_maxbytes = cfg.maxbytes
-        c.table_min_size = cfg.min_size
-        c.table_samples_per_insert = cfg.samples_per_insert
-        c.table_error_buffer = cfg.error_buffer
     keep.append(c)
     return c
 

@@ -1,0 +1,23 @@
+/* config.h - the one table of configuration parameters.
+ *
+ * Every parameter the server knows is one row of config.c's table: its Redis
+ * name and alias, type, default, bounds, mutability, where its value lives
+ * (a field of ir_config, a server variable, or the table's own storage for
+ * parameters Redis's clients set but inreplay has no behaviour for) and a
+ * one-line doc. The table drives ir_config_init's defaults, CONFIG GET and
+ * CONFIG SET, and the Python side (ir_config_params_json, through cffi).
+ */
+#ifndef CONFIG_H
+#define CONFIG_H
+
+#include "server.h"
+
+/* The server starts: the table's stored values go back to their defaults
+ * (a process runs one server at a time, possibly several in a row). */
+void configServerInit(ir_server *s);
+/* CONFIG GET pattern [pattern ...] */
+void configGetCommand(client *c);
+/* CONFIG SET parameter value [parameter value ...]: all or nothing. */
+void configSetCommand(client *c);
+
+#endif /* CONFIG_H */
