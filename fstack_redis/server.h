@@ -162,6 +162,7 @@ typedef struct client {
 typedef struct ir_command ir_command;
 typedef void ir_command_proc(client *c);
 
+/* Bits of the flag words the server acts on (parsed from ir_command.sflags). */
 #define CMD_WRITE (1 << 0)
 #define CMD_READONLY (1 << 1)
 #define CMD_FAST (1 << 2)
@@ -173,9 +174,9 @@ struct ir_command {
     const char *name;         /* lower case, as Redis reports it */
     ir_command_proc *proc;
     int arity;                /* n = exactly n args (incl. name), -n = at least n */
-    int flags;
     int firstkey, lastkey, keystep;
-    const char *sflags;       /* Redis-style flag words for COMMAND */
+    const char *sflags;       /* Redis's flag words, as COMMAND shows them */
+    int flags;                /* CMD_* bits, parsed from sflags once (commands.c) */
     uint64_t calls;
 };
 
