@@ -106,6 +106,7 @@ bench: build
 .PHONY: redis-suite
 redis-suite: build
 	$(PY) tests/redis_suite/run.py --json $(BUILD)/redis-suite.json $(REDIS_SUITE_ARGS)
+	$(PY) bench/report.py --redis-suite $(BUILD)/redis-suite.json
 
 clean:
 	rm -rf $(BUILD) $(ASAN) build-fuzz build-deps $(STAMP)

@@ -887,6 +887,49 @@ def limiter_section(doc: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
+def redis_suite_section(doc: dict[str, Any]) -> str:
+    """tests/redis_suite/run.py: Redis 7.0.15's own unit tests against inreplay."""
+    servers = doc["servers"]
+    ours = [k for k in ("kernel", "dpdk") if "vs_stock" in servers.get(k, {})]
+    head = "| unit | stock redis-server passes | " + " | ".join(
+        f"inreplay ({k}) passes of those" for k in ours) + " |"
+    out = [f"Redis {doc.get('redis_version', '7.0.15')}'s unit tests in external-server mode "
+           f"(`make redis-suite`), one fresh server per unit; the figure is the share of the "
+           f"tests stock redis-server passes that inreplay passes too. The skip-list holds "
+           f"{doc.get('skiplist_entries', 0)} tests, each with its reason "
+           f"(`tests/redis_suite/skiplist.txt`).", "", head,
+           "|---|---|" + "---|" * len(ours)]
+    units = list(servers[ours[0]]["vs_stock"]["units"]) if ours else []
+    for unit in units:
+        first = servers[ours[0]]["vs_stock"]["units"][unit]
+        cells = []
+        for k in ours:
+            u = servers[k]["vs_stock"]["units"][unit]
+            cells.append(f"{u['passed']} ({100 * (u['ratio'] or 0):.0f}%)")
+        out.append(f"| {unit} | {first['stock_passed']} | " + " | ".join(cells) + " |")
+    totals = [servers[k]["vs_stock"] for k in ours]
+    if ours:
+        out.append(f"| **all** | **{totals[0]['stock_passed']}** | " + " | ".join(
+            f"**{t['passed']} ({100 * t['ratio']:.1f}%)**" for t in totals) + " |")
+    out.append("")
+    for k, t in zip(ours, totals, strict=True):
+        out.append(f"- **{_verdict(t['ratio'] >= 0.95)}** ({k}) — at least 95% of the tests stock "
+                   f"redis-server passes: {100 * t['ratio']:.1f}% ({t['passed']} of "
+                   f"{t['stock_passed']})")
+        causes = servers[k].get("failure_causes") or []
+        if isinstance(causes, dict):
+            causes = list(causes.items())
+        if causes:
+            top = sorted(causes, key=lambda kv: -int(kv[1]))[:6]
+            out.append("  - the most common failures of the rest: " + "; ".join(
+                f"`{str(name)[:70]}` ({n})" for name, n in top))
+        unknown = servers[k].get("unknown_commands") or {}
+        if unknown:
+            names = ", ".join(c.upper() for c in list(unknown)[:12])
+            out.append(f"  - commands the tests send that inreplay leaves out of scope: {names}")
+    return "\n".join(out)
+
+
 def replace_section(text: str, name: str, body: str) -> str:
     n = re.escape(name)
     pat = re.compile(rf"(<!-- BEGIN {n}\b[^>]*-->\n)(.*?)(<!-- END {n} -->)", re.S)
@@ -915,6 +958,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="output of bench/swarm.py --json (repeatable: the rows are joined)")
     ap.add_argument("--compress", metavar="JSON", help="output of bench/compress.py --json")
     ap.add_argument("--limiter", metavar="JSON", help="output of bench/limiter.py --json")
+    ap.add_argument("--redis-suite", metavar="JSON",
+                    help="output of tests/redis_suite/run.py --json (make redis-suite)")
     ap.add_argument("--readme", default=str(ROOT / "README.md"))
     ap.add_argument("--docs", default=str(ROOT / "docs"),
                     help="where the CartPole returns plot is copied (default docs/)")
@@ -966,6 +1011,9 @@ def main(argv: list[str] | None = None) -> int:
         text = replace_section(text, "swarm", swarm_section(swarm))
     if comp:
         text = replace_section(text, "compress", compress_section(comp))
+    suite = load(args.redis_suite)
+    if suite:
+        text = replace_section(text, "redis-suite", redis_suite_section(suite))
     lim = load(args.limiter)
     if lim:
         text = replace_section(text, "limiter", limiter_section(lim))

@@ -37,6 +37,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "db_internal.h"
 #include "replay.h"
 
 typedef struct bkey {
@@ -343,8 +344,18 @@ static int rerun(ir_server *s, client *c, int deny) {
     return 1;
 }
 
+/* A key made ready is served only if it still holds a list when its turn comes:
+ * LPUSH then DEL and SET in one transaction leaves a string, and the clients stay
+ * blocked (Redis's rule), rather than being answered WRONGTYPE. */
+static int stillAList(const bkey *k) {
+    ir_db *db = (ir_db *)k->db;
+    dbEntry *e = dictFind(&db->d, k->key, k->len, dictHashKey(&db->d, k->key, k->len));
+    return e && e->type == OBJ_LIST && !keyIsExpired(e, (int64_t)ir_mstime());
+}
+
 static void serveQueue(ir_server *s, bqueue *q) {
     bkey *k = q->kind == BLOCKED_LIST ? q->owner : NULL;
+    if (k && !stillAList(k)) return;
     if (k) k->serving = 1;
     while (q->head) {
         if (!rerun(s, q->head->c, 0)) break;

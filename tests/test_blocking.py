@@ -247,6 +247,22 @@ def test_timeout_is_null_even_if_the_key_became_a_string(server: ServerProcess,
     assert w.read_reply_bytes() == b"*-1\r\n"
 
 
+def test_push_then_set_in_one_transaction_does_not_wake(server: ServerProcess,
+                                                        raw: Raw) -> None:
+    """LPUSH, DEL and SET in one MULTI leave a string: the waiter stays blocked (found
+    by Redis's own unit/type/list; inreplay answered WRONGTYPE)."""
+    w = raw()
+    w.send(w.command("BLPOP", "ms", "0.3"))
+    wait_blocked(server, 1)
+    p = raw()
+    assert p.call("MULTI") == "OK"
+    for cmd in (("LPUSH", "ms", "a"), ("DEL", "ms"), ("SET", "ms", "s")):
+        assert p.call(*cmd) == "QUEUED"
+    assert p.call("EXEC") == [1, 1, "OK"]
+    assert blocked_clients(server) == 1
+    assert w.read_reply_bytes() == b"*-1\r\n"  # then it times out, as it would have
+
+
 def test_idle_timeout_is_not_late(server: ServerProcess, raw: Raw) -> None:
     c = raw()
     worst = 0.0
