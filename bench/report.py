@@ -812,20 +812,23 @@ def swarm_section(doc: dict[str, Any]) -> str:
                      and r["item_bytes"] == item), None)
 
     for shards in sorted({r["shards"] for r in rows}):
-        mx = find(shards, "max")
-        if mx:
+        for ph, how in (("apex10", "actors offering ten times Ape-X's rate"),
+                        ("max", "actors as fast as the server takes them")):
+            mx = find(shards, ph)
+            if not mx:
+                continue
             ok = (mx["inserts_per_s"] >= 500_000 and mx["sample_batches_per_s"] >= 19
                   and mx["sample_p99_ms"] <= 10)
-            out.append(f"- **{_verdict(ok)}** ({shards} shard{'s' if shards > 1 else ''}) — ten "
-                       f"times Ape-X's load: {mx['inserts_per_s']:,} inserts/s (goal ≥ 500,000) "
-                       f"while the learner runs {mx['sample_batches_per_s']:,.1f} batches/s "
-                       f"(≥ 19) with SAMPLE p99 {mx['sample_p99_ms']:.2f} ms (≤ 10 ms)")
+            out.append(f"- **{_verdict(ok)}** ({shards} shard{'s' if shards > 1 else ''}, {how}) "
+                       f"— ten times Ape-X's load: {mx['inserts_per_s']:,} inserts/s (goal ≥ "
+                       f"500,000) while the learner runs {mx['sample_batches_per_s']:,.1f} "
+                       f"batches/s (≥ 19) with SAMPLE p99 {mx['sample_p99_ms']:.2f} ms (≤ 10 ms)")
         ap = find(shards, "apex")
         if ap and "learner_vs_alone" in ap:
             out.append(f"- **{_verdict(ap['learner_vs_alone'] >= 0.9)}** ({shards} "
                        f"shard{'s' if shards > 1 else ''}) — at Ape-X's own load "
                        f"({ap['inserts_per_s']:,} inserts/s) the learner keeps "
-                       f"{ap['learner_vs_alone']:.2f}x of its batch rate alone (goal ≥ 0.90x)")
+                       f"{ap['learner_vs_alone']:.3f}x of its batch rate alone (goal ≥ 0.90x)")
     one, two = find(1, "learner"), find(2, "learner")
     if one and two:
         ratio_ = two["sample_p50_ms"] / one["sample_p50_ms"]

@@ -12,6 +12,7 @@ trip per call to every shard).
 For each shard count it measures, in order:
     learner alone        the learner's batches/s with no actor connected (baseline)
     apex                 actors at Ape-X's rate and the learner
+    apex10               actors at ten times Ape-X's rate (500,000 transitions/s) and the learner
     max                  actors as fast as possible and the learner
 and reports inserts_per_s, sample_batches_per_s, sample_p99_ms and
 insert_p99_ms, overall and per shard (inserts counted by each shard's
@@ -256,6 +257,9 @@ def configuration(shards: int, args: argparse.Namespace, item_bytes: int) -> lis
                 elif ph == "apex":
                     rows.append(phase(group, ph, args.actors, item_bytes, args.seconds,
                                       apex_rate))
+                elif ph == "apex10":  # ten times Ape-X's load: the goal
+                    rows.append(phase(group, ph, args.actors, item_bytes, args.seconds,
+                                      10 * apex_rate))
                 elif ph == "max":
                     rows.append(phase(group, ph, args.actors, item_bytes, args.seconds, 0))
             base = next((r for r in rows if r["phase"] == "learner"), None)
@@ -275,8 +279,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="item sizes, comma-separated (128; Atari: 49392 raw)")
     ap.add_argument("--seconds", type=float, default=20.0, help="seconds per phase (20)")
     ap.add_argument("--shards", default="1,2", help="shard counts to run (1,2)")
-    ap.add_argument("--phases", default="learner,apex,max",
-                    help="learner (alone), apex (Ape-X's rate), max (as fast as possible)")
+    ap.add_argument("--phases", default="learner,apex,apex10,max",
+                    help="learner (alone), apex (Ape-X's rate), apex10 (ten times it), max (as "
+                         "fast as possible)")
     ap.add_argument("--capacity", type=int, default=2_000_000,
                     help="transitions the group holds (Ape-X: 2M)")
     ap.add_argument("--json", help="write the rows here")
