@@ -36,29 +36,11 @@ from pathlib import Path
 from typing import Any
 
 from actors.config import Config, add_arguments, from_args
+from pyctl.proc import descendants
 
 ROOT = Path(__file__).resolve().parent.parent
 RAY_NAMESPACE = "inreplay"
 """Ray namespace of the actors, named inreplay-actor-<i> (ray.get_actor finds them)."""
-
-
-def _descendants(pid: int) -> list[int]:
-    """Every process below pid (from /proc), so none outlives the launcher."""
-    children: dict[int, list[int]] = {}
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
-        try:
-            ppid = int((d / "stat").read_text().rpartition(")")[2].split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
-        children.setdefault(ppid, []).append(int(d.name))
-    out, todo = [], [pid]
-    while todo:
-        for c in children.get(todo.pop(), []):
-            out.append(c)
-            todo.append(c)
-    return out
 
 
 class ActorHost:
@@ -208,7 +190,7 @@ class RayBackend:
             print(f"launch: stopping the Ray actors: {type(e).__name__}: {e}", flush=True)
         for h in self.handles:
             self.ray.kill(h, no_restart=True)
-        ours = _descendants(os.getpid())  # the local instance's raylet, GCS and workers
+        ours = descendants(os.getpid())  # the local instance's raylet, GCS and workers
         self.ray.shutdown()
         deadline = time.monotonic() + 15
         while time.monotonic() < deadline and any(Path(f"/proc/{p}").exists() for p in ours):

@@ -61,18 +61,9 @@ struct multiState {
     int nw, capw;
 };
 
-static void *xrealloc(void *p, size_t n) {
-    void *q = realloc(p, n);
-    if (!q) {
-        serverLog("out of memory in multi.c");
-        abort();
-    }
-    return q;
-}
-
 static struct multiState *mstateOf(client *c) {
     if (!c->mstate) {
-        c->mstate = xrealloc(NULL, sizeof(*c->mstate));
+        c->mstate = ir_xrealloc(NULL, sizeof(*c->mstate));
         memset(c->mstate, 0, sizeof(*c->mstate));
     }
     return c->mstate;
@@ -152,12 +143,12 @@ static void watchKey(client *c, struct ir_db *db, const char *key, size_t len) {
     }
     if (k->ncl == k->capcl) {
         k->capcl = k->capcl ? k->capcl * 2 : 2;
-        k->cl = xrealloc(k->cl, (size_t)k->capcl * sizeof(*k->cl));
+        k->cl = ir_xrealloc(k->cl, (size_t)k->capcl * sizeof(*k->cl));
     }
     k->cl[k->ncl++] = c;
     if (m->nw == m->capw) {
         m->capw = m->capw ? m->capw * 2 : 4;
-        m->w = xrealloc(m->w, (size_t)m->capw * sizeof(*m->w));
+        m->w = ir_xrealloc(m->w, (size_t)m->capw * sizeof(*m->w));
     }
     ir_db *d = (ir_db *)db;
     dbEntry *e = dictFind(&d->d, key, len, dictHashKey(&d->d, key, len));
@@ -270,12 +261,12 @@ void multiQueue(client *c, const ir_command *cmd) {
     struct multiState *m = mstateOf(c);
     if (m->n == m->cap) {
         m->cap = m->cap ? m->cap * 2 : 8;
-        m->q = xrealloc(m->q, (size_t)m->cap * sizeof(*m->q));
+        m->q = ir_xrealloc(m->q, (size_t)m->cap * sizeof(*m->q));
     }
     mcmd *q = &m->q[m->n++];
     q->cmd = cmd;
     q->argc = c->argc;
-    q->argv = xrealloc(NULL, (size_t)c->argc * sizeof(ir_arg));
+    q->argv = ir_xrealloc(NULL, (size_t)c->argc * sizeof(ir_arg));
     for (int i = 0; i < c->argc; i++) {
         ir_arg *a = &c->argv[i];
         char *p;
@@ -284,7 +275,7 @@ void multiQueue(client *c, const ir_command *cmd) {
             a->owned = 0;
             a->ptr = NULL;
         } else {
-            p = xrealloc(NULL, a->len + 1);
+            p = ir_xrealloc(NULL, a->len + 1);
             memcpy(p, a->ptr, a->len);
             p[a->len] = '\0';
         }

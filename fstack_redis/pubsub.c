@@ -44,21 +44,12 @@ struct pubsubState {
     uint64_t soft_since_ms;     /* over the soft output limit since, 0 = not */
 };
 
-static void *xrealloc(void *p, size_t n) {
-    void *q = realloc(p, n);
-    if (!q) {
-        serverLog("out of memory in pubsub.c");
-        abort();
-    }
-    return q;
-}
-
 static struct ir_pubsub *psOf(ir_server *s) {
     if (!s->pubsub) {
-        s->pubsub = xrealloc(NULL, sizeof(*s->pubsub));
+        s->pubsub = ir_xrealloc(NULL, sizeof(*s->pubsub));
         memset(s->pubsub, 0, sizeof(*s->pubsub));
         s->pubsub->size = 16;
-        s->pubsub->b = xrealloc(NULL, 16 * sizeof(subs *));
+        s->pubsub->b = ir_xrealloc(NULL, 16 * sizeof(subs *));
         memset(s->pubsub->b, 0, 16 * sizeof(subs *));
     }
     return s->pubsub;
@@ -66,7 +57,7 @@ static struct ir_pubsub *psOf(ir_server *s) {
 
 static struct pubsubState *cstateOf(client *c) {
     if (!c->pubsub) {
-        c->pubsub = xrealloc(NULL, sizeof(*c->pubsub));
+        c->pubsub = ir_xrealloc(NULL, sizeof(*c->pubsub));
         memset(c->pubsub, 0, sizeof(*c->pubsub));
     }
     return c->pubsub;
@@ -79,7 +70,7 @@ static uint64_t nameHash(const char *p, size_t len) {
 }
 
 static subs *subsNew(const char *name, size_t len, uint64_t h) {
-    subs *e = xrealloc(NULL, sizeof(*e) + len + 1);
+    subs *e = ir_xrealloc(NULL, sizeof(*e) + len + 1);
     memset(e, 0, sizeof(*e));
     e->h = h;
     e->len = len;
@@ -91,7 +82,7 @@ static subs *subsNew(const char *name, size_t len, uint64_t h) {
 static void subsAdd(subs *e, client *c) {
     if (e->ncl == e->capcl) {
         e->capcl = e->capcl ? e->capcl * 2 : 2;
-        e->cl = xrealloc(e->cl, (size_t)e->capcl * sizeof(*e->cl));
+        e->cl = ir_xrealloc(e->cl, (size_t)e->capcl * sizeof(*e->cl));
     }
     e->cl[e->ncl++] = c;
 }
@@ -184,7 +175,7 @@ static int subscribeChannel(client *c, const char *name, size_t len) {
     subsAdd(e, c);
     if (st->nch == st->capch) {
         st->capch = st->capch ? st->capch * 2 : 4;
-        st->ch = xrealloc(st->ch, (size_t)st->capch * sizeof(*st->ch));
+        st->ch = ir_xrealloc(st->ch, (size_t)st->capch * sizeof(*st->ch));
     }
     st->ch[st->nch++] = e;
     return 1;
@@ -212,7 +203,7 @@ static int psubscribePattern(client *c, const char *pat, size_t len) {
         e = subsNew(pat, len, 0);
         if (ps->npat == ps->cappat) {
             ps->cappat = ps->cappat ? ps->cappat * 2 : 4;
-            ps->pat = xrealloc(ps->pat, ps->cappat * sizeof(*ps->pat));
+            ps->pat = ir_xrealloc(ps->pat, ps->cappat * sizeof(*ps->pat));
         }
         ps->pat[ps->npat++] = e;
     }
@@ -220,7 +211,7 @@ static int psubscribePattern(client *c, const char *pat, size_t len) {
     ps->npatsubs++;
     if (st->npat == st->cappat) {
         st->cappat = st->cappat ? st->cappat * 2 : 4;
-        st->pat = xrealloc(st->pat, (size_t)st->cappat * sizeof(*st->pat));
+        st->pat = ir_xrealloc(st->pat, (size_t)st->cappat * sizeof(*st->pat));
     }
     st->pat[st->npat++] = e;
     return 1;
@@ -259,7 +250,7 @@ void unsubscribeCommand(client *c) {
             subs *e = st->ch[0];
             /* the name outlives the removal: reply first, then count down */
             size_t len = e->len;
-            char *name = xrealloc(NULL, len + 1);
+            char *name = ir_xrealloc(NULL, len + 1);
             memcpy(name, e->name, len);
             unsubscribeAt(c, 0);
             updateFlag(c);
@@ -301,7 +292,7 @@ void punsubscribeCommand(client *c) {
         while (st->npat) {
             subs *e = st->pat[0];
             size_t len = e->len;
-            char *name = xrealloc(NULL, len + 1);
+            char *name = ir_xrealloc(NULL, len + 1);
             memcpy(name, e->name, len);
             punsubscribeAt(c, 0);
             updateFlag(c);

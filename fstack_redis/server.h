@@ -348,6 +348,10 @@ int ir_parse_subnet(const char *text, int *family, unsigned char addr[16], int *
 int ir_parse_ip(const char *s, size_t len, unsigned char out[16]);
 extern ir_server *g_server;
 
+/* realloc that logs and aborts when memory runs out (for state whose loss would
+ * corrupt the server: transactions, subscriptions), like Redis's zrealloc. */
+void *ir_xrealloc(void *p, size_t n);
+
 /* Logging to stderr with a timestamp, like Redis's serverLog. */
 void serverLog(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void ir_set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

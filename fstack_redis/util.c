@@ -90,6 +90,15 @@ int ir_parse_ip(const char *s, size_t len, unsigned char out[16]) {
     return 6;
 }
 
+void *ir_xrealloc(void *p, size_t n) {
+    void *q = realloc(p, n);
+    if (!q) {
+        serverLog("out of memory (%zu bytes)", n);
+        abort();
+    }
+    return q;
+}
+
 /* ---- errors ------------------------------------------------------------ */
 
 static _Thread_local char last_error[256];

@@ -7,6 +7,7 @@ import contextlib
 import ctypes
 import signal
 import socket
+from pathlib import Path
 
 PR_SET_PDEATHSIG = 1  # <sys/prctl.h>
 
@@ -45,3 +46,22 @@ def resp_command(*args: bytes | str | int) -> bytes:
         b = a if isinstance(a, bytes) else str(a).encode()
         out.append(b"$%d\r\n%s\r\n" % (len(b), b))
     return b"".join(out)
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below pid, children first (read from /proc)."""
+    children: dict[int, list[int]] = {}
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            ppid = int((d / "stat").read_text().rpartition(")")[2].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(ppid, []).append(int(d.name))
+    out, todo = [], [pid]
+    while todo:
+        for c in children.get(todo.pop(), []):
+            out.append(c)
+            todo.append(c)
+    return out

@@ -25,6 +25,7 @@ from actors.actor import Actor  # noqa: E402
 from actors.config import Keys, preset  # noqa: E402
 from learner.learner import Learner  # noqa: E402
 from pyctl.client import ReplayClient  # noqa: E402
+from pyctl.proc import descendants  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -137,26 +138,6 @@ def test_actors_learner_and_appliance(server_kind: str, server_factory: Callable
     r.close()
 
 
-def _children(pid: int) -> set[int]:
-    """All descendants of pid (from /proc)."""
-    kids: dict[int, list[int]] = {}
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
-        try:
-            ppid = int((d / "stat").read_text().rpartition(")")[2].split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
-        kids.setdefault(ppid, []).append(int(d.name))
-    out: set[int] = set()
-    todo = [pid]
-    while todo:
-        for c in kids.get(todo.pop(), []):
-            out.add(c)
-            todo.append(c)
-    return out
-
-
 def _start_time(pid: int) -> int | None:
     """When a process started (clock ticks since boot), or None if it is gone."""
     try:
@@ -199,7 +180,7 @@ class DemoRun:
     def watch(self, until: Callable[[], bool], timeout: float) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline and self.proc.poll() is None and not until():
-            self.seen |= _children(self.proc.pid)
+            self.seen |= set(descendants(self.proc.pid))
             self.watch_starts()
             time.sleep(0.1)
 
