@@ -96,6 +96,11 @@ def _add_start(sub: Any) -> Parser:
     return p
 
 
+def start_parser() -> Parser:
+    """The `pyctl start` parser on its own (its options and help, for tests and docs)."""
+    return _add_start(Parser(prog="pyctl").add_subparsers(parser_class=Parser))
+
+
 DPDK_PCI_DRIVERS = ("vfio-pci", "igb_uio", "uio_pci_generic")
 
 
