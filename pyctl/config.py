@@ -164,8 +164,8 @@ class ServerConfig:
     timeout: int = _cd("timeout", metavar="SECONDS")
     request_timeout_ms: int = _cd("request_timeout_ms", metavar="MS")
     tcp_keepalive: int = _cd("tcp_keepalive", metavar="SECONDS")
-    dir: str = _cd("dir", default_text="<rundir>/data/<host>-<port>, created at start",
-                   metavar="DIR")  # "" here, "." in C: see OWN_DEFAULTS
+    dir: str = field(default="", metadata={  # "" here, "." in C: see OWN_DEFAULTS
+        "default_text": "<rundir>/data/<host>-<port>, created at start", "metavar": "DIR"})
     restore: str = _own("", help="directory to load the newest complete snapshot from at "
                                  "start; with none there the server refuses to start",
                         metavar="DIR")

@@ -64,6 +64,12 @@ def test_the_settings_are_split_as_documented() -> None:
         assert "help" not in config._field(name).metadata, f"{name}: its doc is the C row's"
     for name in OWN:
         assert config._field(name).metadata.get("help"), f"{name}: no description"
+    cfg = ServerConfig()
+    for name in OWN_DEFAULTS:  # a C row, but pyctl's own default, which the help says
+        p = config.c_param(name)
+        assert p is not None and getattr(cfg, name) != p["default"], name
+        shown = config._field(name).metadata["default_text"]
+        assert SPECS[name].help.endswith(f"(default {shown})"), name
 
 
 def test_every_toml_key_has_a_flag_and_every_flag_a_key() -> None:
