@@ -32,6 +32,7 @@ from pyctl.config import (
     ConfigError,
     ServerConfig,
     build,
+    field_default,
     flag_specs,
     split_listen,
 )
@@ -273,7 +274,7 @@ def _working_line(args: argparse.Namespace) -> str:
     """A complete start line that works on this machine: the test topology's."""
     n = os.cpu_count() or 1
     t = netns.topology("inreplay", "10.77.0.0/24")
-    port = args.listen_port or 6379
+    port = args.listen_port or field_default("listen_port")
     return (f"sudo pyctl netns up && sudo {t.start_line(port=port, cores='0' if n < 2 else '0-1')}"
             " (or bind a NIC: dpdk-devbind.py --bind=vfio-pci BUS:DEV.FN, then --port 0)")
 

@@ -3,7 +3,9 @@
 The defaults and bounds of every setting the C server also has come from the C
 parameter table (fstack_redis/config.c) through cffi: ``ir_config_init`` for the
 defaults, ``ir_config_params_json`` for types, bounds and docs. Nothing here
-repeats them.
+repeats them. `pyctl start`'s options are generated from the same (flag_specs): a
+C-backed setting's help is its row's doc and default, a pyctl-only setting's is the
+``help`` in its ServerConfig field's metadata, written once.
 """
 
 from __future__ import annotations
@@ -563,7 +565,7 @@ def _field(name: str) -> dataclasses.Field[Any]:
     return next(f for f in fields(ServerConfig) if f.name == name)
 
 
-def _default(name: str) -> Any:
+def field_default(name: str) -> Any:
     """A field's default: the C default for a setting the C server has, else its own."""
     f = _field(name)
     if c_param(name) is not None and name not in OWN_DEFAULTS:
@@ -593,7 +595,7 @@ def flag_help(name: str) -> str:
     meta = _field(name).metadata
     p = c_param(name)
     doc = p["doc"] + meta.get("note", "") if p is not None else meta["help"]
-    return f"{doc} (default {meta.get('default_text') or render(name, _default(name))})"
+    return f"{doc} (default {meta.get('default_text') or render(name, field_default(name))})"
 
 
 def _bounds_text(lo: float, hi: float | None, show: Callable[[Any], str]) -> str:

@@ -64,6 +64,8 @@ def test_the_settings_are_split_as_documented() -> None:
         assert "help" not in config._field(name).metadata, f"{name}: its doc is the C row's"
     for name in OWN:
         assert config._field(name).metadata.get("help"), f"{name}: no description"
+    for f in dataclasses.fields(ServerConfig):
+        assert set(f.metadata) <= set(config.FLAG_META), f.name
     cfg = ServerConfig()
     for name in OWN_DEFAULTS:  # a C row, but pyctl's own default, which the help says
         p = config.c_param(name)
@@ -115,7 +117,7 @@ def test_c_backed_help_is_the_c_doc_and_default(name: str, help_text: str) -> No
     assert p is not None
     spec = SPECS[name]
     assert spec.help.startswith(p["doc"]), spec.help
-    default = config.render(name, config._default(name))
+    default = config.render(name, config.field_default(name))
     if name not in OWN_DEFAULTS:
         assert spec.help.endswith(f" (default {default})"), spec.help
     assert _words(f"{config.flag(name)}") in help_text
