@@ -19,17 +19,21 @@ import os
 import re
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
 
 from pyctl import __version__, _native, netns
 from pyctl import server as srv
 from pyctl.config import (
+    DEFAULT_HUGEPAGES,
+    DPDK_ONLY,
+    FLAG_GROUPS,
     ConfigError,
     ServerConfig,
     build,
-    normalize_listen,
-    parse_size,
+    field_default,
+    flag_specs,
     split_listen,
 )
 from pyctl.proc import free_ports
@@ -49,26 +53,6 @@ def die(prog: str, msg: str, code: int = 1) -> NoReturn:
     sys.exit(code)
 
 
-def _positive_int(text: str) -> int:
-    try:
-        v = int(text, 0)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid integer: {text!r}") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {v}")
-    return v
-
-
-def _nonneg_float(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid number: {text!r}") from None
-    if not (v >= 0 and v != float("inf")):
-        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text}")
-    return v
-
-
 def _listen(text: str) -> str:
     """--listen of status/stop/stats: HOST:PORT, :PORT or PORT (no host: any address)."""
     try:
@@ -78,108 +62,46 @@ def _listen(text: str) -> str:
     return text
 
 
-def _listen_start(text: str) -> str:
-    """--listen of start: as above, a host name resolved, no host meaning 127.0.0.1."""
-    try:
-        return normalize_listen(text)
-    except ConfigError as e:
-        raise argparse.ArgumentTypeError(str(e).removeprefix("--listen: ")) from None
+def _argtype(parse: Callable[[str], Any]) -> Callable[[str], Any]:
+    """An argparse type from a flag's parser: its ValueError becomes the one-line error."""
+    def convert(text: str) -> Any:
+        try:
+            return parse(text)
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+    convert.__name__ = parse.__name__
+    return convert
 
 
-def _size(text: str) -> int:
-    """Bytes with an optional unit, as Redis reads them: 4096, 64mb, 1GB, 500k."""
-    try:
-        v = parse_size(text)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
-    return v
+START_HELP = "run the appliance (foreground unless --daemon)"
 
 
-def _add_start(sub: Any) -> None:
-    p = sub.add_parser("start", help="run the appliance (foreground unless --daemon)")
-    p.add_argument("--listen", type=_listen_start,
-                   help="HOST:PORT, :PORT or PORT; a host name is resolved, port 0 picks a "
-                        "free one (default 127.0.0.1:6379)")
-    p.add_argument("--stack", choices=["kernel", "dpdk"], help="network stack (default kernel)")
-    p.add_argument("--capacity", type=_positive_int,
-                   help="create table --table with this many slots at start-up")
-    p.add_argument("--table", help="name of the start-up table (default 'replay')")
-    p.add_argument("--alpha", type=_nonneg_float, help="priority exponent (default 0.6)")
-    p.add_argument("--beta", type=_nonneg_float, help="importance-sampling exponent (default 0.4)")
-    p.add_argument("--epsilon", type=_nonneg_float, help="added to raw priorities (default 1e-6)")
-    p.add_argument("--maxbytes", type=_size,
-                   help="arena bytes per table, units as Redis: 512mb, 4gb (default 1gb)")
-    p.add_argument("--min-size", type=_positive_int,
-                   help="rate limiter: sampling the start-up table waits for N items")
-    p.add_argument("--samples-per-insert", type=_nonneg_float,
-                   help="rate limiter: sampled items per inserted item (Reverb's ratio)")
-    p.add_argument("--error-buffer", type=_nonneg_float,
-                   help="rate limiter: allowed distance from the ratio (default max(1, ratio))")
-    p.add_argument("--fanout", type=_positive_int, help="sum-tree fanout K: 2, 4, 8, 16 or 32")
-    p.add_argument("--seed", type=_positive_int, help="sampler seed (default: from the clock)")
-    p.add_argument("--maxclients", type=_positive_int, help="connection limit (default 10000)")
-    p.add_argument("--proto-max-bulk-len", type=_size,
-                   help="largest bulk string in bytes (default 512mb)")
-    p.add_argument("--requirepass", help="password clients must AUTH with")
-    p.add_argument("--client-subnet", help="A.B.C.D/NN allowed without a password")
-    p.add_argument("--maxmemory", type=_size, help="bytes (4gb, 500mb); writes beyond get -OOM")
-    p.add_argument("--client-output-buffer-limit", type=_size,
-                   help="bytes of unread replies before a client is dropped "
-                        "(default 1gb, 0 = none)")
-    p.add_argument("--timeout", type=_positive_int, help="close idle clients after S seconds")
-    p.add_argument("--request-timeout-ms", type=_positive_int,
-                   help="a started request must complete within this (default 30000)")
-    p.add_argument("--tcp-keepalive", type=_positive_int, help="seconds (default 300, 0 = off)")
-    p.add_argument("--dir", help="snapshot directory for SAVE/BGSAVE; must exist and be "
-                                 "writable (default <rundir>/data/<host>-<port>)")
-    p.add_argument("--restore", metavar="DIR",
-                   help="load the newest complete snapshot in DIR; refuse to start without one")
-    p.add_argument("--restore-if-present", metavar="DIR",
-                   help="as --restore, but start empty when DIR holds no snapshot (a corrupt "
-                        "one still refuses)")
-    p.add_argument("--save-on-shutdown", action="store_true", default=None,
-                   help="SAVE before exiting on SIGTERM/SIGINT/SHUTDOWN")
-    g = p.add_argument_group("replay groups (see 'Scaling out' in the README)")
-    g.add_argument("--shards", type=_positive_int,
-                   help="start a group of N servers on this box: ports P..P+N-1 of --listen, "
-                        "each pinned to its own core")
-    g.add_argument("--shard-group", metavar="HOST:PORT,...",
-                   help="every member of a group that spans boxes, in shard order")
-    g.add_argument("--shard-index", type=_positive_int,
-                   help="this server's place in --shard-group (0-based)")
-    d = p.add_argument_group("DPDK stack (--stack dpdk)")
-    d.add_argument("--cores", help="DPDK core list, e.g. 2-5; the first runs the stack (default 0)")
-    d.add_argument("--port", type=int, help="DPDK port id (default: the first probed)")
-    d.add_argument("--vdev", action="append", metavar="DEV",
-                   help="EAL virtual device, e.g. net_af_packet0,iface=veth0 (repeatable)")
-    d.add_argument("--ip", metavar="A.B.C.D/NN",
-                   help="address of the userspace TCP/IP stack; with --shards N one per shard "
-                        "(comma-separated), or the first (shard i answers on it + i)")
-    d.add_argument("--listen-port", type=_positive_int, help="TCP port (default 6379)")
-    d.add_argument("--queues", type=_positive_int, help="RX/TX queue pairs (1)")
-    d.add_argument("--mbufs", type=_positive_int, help="mbuf pool size (default from maxclients)")
-    d.add_argument("--hugepages", type=_positive_int, help="reserve N free 2 MB hugepages first")
-    d.add_argument("--netns", help="run inside this network namespace (pyctl netns up)")
-    d.add_argument("--file-prefix", help="EAL --file-prefix (default inreplay)")
-    d.add_argument("--mtu", type=_positive_int,
-                   help="IP MTU of the port: 1500, or 9000 for jumbo frames (default: the "
-                        "interface's)")
-    p.add_argument("--busy-poll", action="store_true", default=None,
-                   help="DPDK: never nap when idle (lowest latency; 100%% of the network core); "
-                        "kernel stack: poll epoll without sleeping while traffic flows")
-    p.add_argument("--config", metavar="FILE.toml", help="read settings from a TOML file")
-    p.add_argument("--daemon", action="store_true", default=None, help="run in the background")
-    p.add_argument("--logfile", help="daemon log file (default <rundir>/<host>-<port>.log)")
-    p.add_argument("--verbose", action="store_true", default=None, help="log connections")
+def _add_start(sub: Any) -> Parser:
+    """`pyctl start`'s options, one per ServerConfig field, made by config.flag_specs from the
+    C parameter table (settings the C server has) and ServerConfig (pyctl's own): nothing
+    about a setting is written here."""
+    specs = flag_specs()  # before the subparser: without libinreplay there is none
+    p: Parser = sub.add_parser("start", help=START_HELP)
+    where = {None: p, **{k: p.add_argument_group(t) for k, t in FLAG_GROUPS.items()}}
+    for spec in specs:
+        kw: dict[str, Any] = {"default": None, "help": spec.help.replace("%", "%%")}
+        if spec.action == "store_true":
+            kw["action"] = "store_true"
+        else:
+            kw.update(action=spec.action, metavar=spec.metavar, choices=spec.choices,
+                      type=_argtype(spec.parse) if spec.parse else None)
+        where[spec.group].add_argument(spec.flag, **kw)
+    p.add_argument("--config", metavar="FILE.toml",
+                   help="read settings from a TOML file whose keys are the flags' names with _ "
+                        "(listen = \"0.0.0.0:6379\"); flags override it")
+    return p
 
 
-DPDK_ONLY = ("cores", "port", "vdev", "ip", "listen_port", "queues", "mbufs", "hugepages",
-             "file_prefix", "mtu")
-"""Flags that only the DPDK stack has: giving one implies --stack dpdk."""
-DEFAULT_HUGEPAGES = 256
-"""2 MB hugepages reserved for the DPDK stack when --hugepages does not say."""
+def start_parser() -> Parser:
+    """The `pyctl start` parser on its own (its options and help, for tests and docs)."""
+    return _add_start(Parser(prog="pyctl").add_subparsers(parser_class=Parser))
+
+
 DPDK_PCI_DRIVERS = ("vfio-pci", "igb_uio", "uio_pci_generic")
 
 
@@ -190,15 +112,7 @@ def cmd_start(args: argparse.Namespace) -> int:
         args.stack = "dpdk"  # the design's start line: pyctl start --cores 2-5 --port 0
     elif given and args.stack == "kernel":
         die(prog, f"--{given[0].replace('_', '-')} is for the DPDK stack: drop --stack kernel", 2)
-    keys = ("listen", "stack", "capacity", "table", "alpha", "beta", "epsilon", "maxbytes",
-            "min_size", "samples_per_insert", "error_buffer",
-            "fanout", "seed", "maxclients", "proto_max_bulk_len", "daemon", "logfile", "verbose",
-            "requirepass", "client_subnet", "maxmemory", "client_output_buffer_limit", "timeout",
-            "request_timeout_ms", "tcp_keepalive", "dir", "restore", "restore_if_present",
-            "save_on_shutdown",
-            "cores", "port", "vdev", "ip", "listen_port", "queues", "mbufs", "hugepages", "netns",
-            "file_prefix", "busy_poll", "mtu", "shards", "shard_group", "shard_index")
-    overrides = {k: getattr(args, k) for k in keys}
+    overrides = {f.name: getattr(args, f.name) for f in dataclasses.fields(ServerConfig)}
     try:
         cfg = build(args.config, overrides)
     except ConfigError as e:
@@ -360,7 +274,7 @@ def _working_line(args: argparse.Namespace) -> str:
     """A complete start line that works on this machine: the test topology's."""
     n = os.cpu_count() or 1
     t = netns.topology("inreplay", "10.77.0.0/24")
-    port = args.listen_port or 6379
+    port = args.listen_port or field_default("listen_port")
     return (f"sudo pyctl netns up && sudo {t.start_line(port=port, cores='0' if n < 2 else '0-1')}"
             " (or bind a NIC: dpdk-devbind.py --bind=vfio-pci BUS:DEV.FN, then --port 0)")
 
@@ -731,7 +645,13 @@ def main(argv: list[str] | None = None) -> int:
     p = Parser(prog="pyctl", description="Control plane of the inreplay replay appliance.")
     p.add_argument("--version", action="version", version=f"pyctl {__version__}")
     sub = p.add_subparsers(dest="cmd", required=True, parser_class=Parser)
-    _add_start(sub)
+    raw = list(sys.argv[1:] if argv is None else argv)
+    try:
+        _add_start(sub)
+    except _native.NativeLibraryMissingError as e:  # start's defaults are the library's
+        if raw[:1] == ["start"]:
+            die("pyctl start", str(e))
+        sub.add_parser("start", help=START_HELP)
     s = sub.add_parser("status", help="is a server running, and what does it hold")
     s.add_argument("--listen", type=_listen, help="HOST:PORT of the server to ask about")
     s.add_argument("--json", action="store_true", help="machine-readable output")
@@ -766,7 +686,6 @@ def main(argv: list[str] | None = None) -> int:
                     help="with 'impair': start a loss burst (the spec's burst=P%%/Ts)")
     sub.add_parser("demo", help="train an Ape-X agent through the appliance (see pyctl demo -h)",
                    add_help=False)
-    raw = list(sys.argv[1:] if argv is None else argv)
     if raw[:1] == ["demo"]:  # the demo has its own flags (every config field)
         from pyctl import demo
 

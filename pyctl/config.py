@@ -3,7 +3,9 @@
 The defaults and bounds of every setting the C server also has come from the C
 parameter table (fstack_redis/config.c) through cffi: ``ir_config_init`` for the
 defaults, ``ir_config_params_json`` for types, bounds and docs. Nothing here
-repeats them.
+repeats them. `pyctl start`'s options are generated from the same (flag_specs): a
+C-backed setting's help is its row's doc and default, a pyctl-only setting's is the
+``help`` in its ServerConfig field's metadata, written once.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import os
 import re
 import socket
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from functools import lru_cache
 from pathlib import Path
@@ -73,10 +76,36 @@ def _c(name: str) -> Any:
     return bool(v) if p is not None and p["type"] == "bool" else v
 
 
-def _cd(name: str) -> Any:
-    """A dataclass field whose default is the C default, read when a ServerConfig is made
-    (so that importing this module does not need libinreplay)."""
-    return field(default_factory=lambda: _c(name))
+def _cd(name: str, **meta: Any) -> Any:
+    """A setting the C server has: its default (read when a ServerConfig is made, so that
+    importing this module does not need libinreplay), type, bounds and doc are its C row's.
+    ``meta`` only adds what the flag needs beyond the row (see FLAG_META)."""
+    return field(default_factory=lambda: _c(name), metadata=meta)
+
+
+def _own(default: Any = dataclasses.MISSING, *, help: str, **meta: Any) -> Any:
+    """A pyctl-only setting, described here once: ``help`` is its documentation, the
+    flag's help text and the TOML key's meaning (see FLAG_META for the rest of ``meta``)."""
+    if "default_factory" in meta:
+        return field(default_factory=meta.pop("default_factory"), metadata={"help": help, **meta})
+    return field(default=default, metadata={"help": help, **meta})
+
+
+FLAG_META = {
+    "help": "a pyctl-only setting's description (C-backed ones have the C row's doc instead)",
+    "note": "appended to the C row's doc: what the flag sets when the row says more",
+    "default_text": "how the default reads when its value does not say it",
+    "bounds": "(min, max) of a pyctl-only number (max None: unbounded)",
+    "parse": "a function from the flag's text to the value, raising ValueError",
+    "metavar": "the flag's placeholder in --help",
+    "group": "the --help group: 'groups' or 'dpdk' (see FLAG_GROUPS)",
+    "dpdk_only": "giving the flag implies --stack dpdk",
+}
+"""The metadata a ServerConfig field may carry for its flag."""
+DEFAULT_HUGEPAGES = 256
+"""2 MB hugepages reserved for the DPDK stack when --hugepages does not say."""
+FLAG_GROUPS = {"groups": "replay groups (see 'Scaling out' in the README)",
+               "dpdk": "DPDK stack (--stack dpdk)"}
 
 
 def c_bounds(name: str) -> tuple[int | float, int | float] | None:
@@ -88,114 +117,104 @@ def c_bounds(name: str) -> tuple[int | float, int | float] | None:
     return p["min"], float("inf") if p["max"] is None else p["max"]
 
 
+def _listen_text(text: str) -> str:
+    """--listen of start: a host name resolved, no host meaning 127.0.0.1."""
+    try:
+        return normalize_listen(text)
+    except ConfigError as e:
+        raise ValueError(str(e).removeprefix("--listen: ")) from None
+
+
 @dataclass
 class ServerConfig:
-    """Everything `pyctl start` can set. TOML keys are the field names."""
+    """Everything `pyctl start` can set. TOML keys are the field names, flags the field
+    names with "-" (see flag_specs). A field made with _cd is described by its row in the
+    C parameter table; one made with _own by its ``help`` here."""
 
     stack: str = _cd("stack")
-    """Network stack: "kernel" (epoll on kernel sockets) or "dpdk" (userspace TCP/IP)."""
-    listen: str = field(default_factory=lambda: f"{_c('bind')}:{_c('listen_port')}")
-    """HOST:PORT to accept clients on; port 0 lets the kernel choose."""
-    capacity: int = 0
-    """If > 0, create the table `table` with this many slots at start-up."""
-    table: str = "replay"
-    """Name of the table created at start-up when `capacity` > 0."""
+    listen: str = _own(help="HOST:PORT, :PORT or PORT to accept clients on; a host name is "
+                            "resolved, port 0 picks a free one",
+                       default_factory=lambda: f"{_c('bind')}:{_c('listen_port')}",
+                       parse=_listen_text)
+    capacity: int = _own(0, help="if > 0, create the table --table with this many slots at "
+                                 "start-up", bounds=(0, None))
+    table: str = _own("replay", help="name of the table created at start-up when --capacity "
+                                     "> 0", metavar="NAME")
     alpha: float = _cd("alpha")
-    """Priority exponent of the start-up table: stored priority = (p + epsilon) ** alpha."""
     beta: float = _cd("beta")
-    """Default importance-sampling exponent of the start-up table."""
     epsilon: float = _cd("epsilon")
-    """Added to every raw priority of the start-up table before the exponent."""
     min_size: int = _cd("min_size")
-    """Rate limiter of the start-up table: sampling waits until it holds this many items."""
     samples_per_insert: float = _cd("samples_per_insert")
-    """Rate limiter: sampled items per inserted item (0 = no ratio limit), as Reverb's."""
     error_buffer: float = _cd("error_buffer")
-    """Rate limiter: how far samples may run ahead or behind the ratio (0 = max(1, rate))."""
     maxbytes: int = _cd("maxbytes")
-    """Arena size in bytes for the start-up table and for REPLAY.CREATE without MAXBYTES."""
     fanout: int = _cd("fanout")
-    """Sum-tree fanout K (2, 4, 8, 16 or 32); 0 means the measured default."""
     seed: int = _cd("seed")
-    """Seed for the samplers' random numbers; 0 seeds from the clock."""
     maxclients: int = _cd("maxclients")
-    """Connections beyond this get "-ERR max number of clients reached"."""
     proto_max_bulk_len: int = _cd("proto_max_bulk_len")
-    """Largest bulk string a client may send, in bytes (Redis's proto-max-bulk-len)."""
     client_query_buffer_limit: int = _cd("client_query_buffer_limit")
-    """Largest amount of unparsed input per client, in bytes."""
     tcp_backlog: int = _cd("tcp_backlog")
-    """listen() backlog."""
-    daemon: bool = False
-    """Detach and run in the background; `pyctl stop` ends it."""
-    logfile: str = ""
-    """Where a daemon writes its log; empty means <rundir>/<port>.log."""
+    daemon: bool = _own(False, help="detach and run in the background; `pyctl stop` ends it")
+    logfile: str = _own("", help="where a daemon writes its log",
+                        default_text="<rundir>/<host>-<port>.log", metavar="FILE")
     verbose: bool = _cd("verbose")
-    """Log every connection and protocol error."""
-    requirepass: str = _cd("requirepass")
-    """Password for AUTH; empty means protected mode: only loopback and client_subnet may talk."""
-    client_subnet: str = _cd("client_subnet")
-    """A.B.C.D/NN of clients accepted without a password (protected mode), e.g. the actors'."""
+    requirepass: str = _cd("requirepass", metavar="PASSWORD")
+    client_subnet: str = _cd("client_subnet", metavar="A.B.C.D/NN")
     maxmemory: int = _cd("maxmemory")
-    """Bytes; beyond it writes get -OOM and reads keep working. 0 means no limit."""
-    client_output_buffer_limit: int = _cd("client_output_buffer_limit")
-    """Bytes of replies pending for one client before it is disconnected (a client that
-    pipelines huge REPLAY.SAMPLEs and never reads); 0 means no limit."""
-    timeout: int = _cd("timeout")
-    """Close clients idle this many seconds (Redis's timeout); 0 means never."""
-    request_timeout_ms: int = _cd("request_timeout_ms")
-    """A request that has started arriving must complete within this (trickling clients)."""
-    tcp_keepalive: int = _cd("tcp_keepalive")
-    """TCP keepalive interval in seconds, so half-open connections are reclaimed; 0 = off."""
-    dir: str = ""
-    """Directory SAVE and BGSAVE write snapshots to; it must exist and be writable. Empty
-    means a data directory of this server's own under the run directory,
-    <rundir>/data/<host>-<port>, created at start."""
-    restore: str = ""
-    """Directory to load the newest complete snapshot from at start; with none there the
-    server refuses to start (empty: start empty)."""
-    restore_if_present: str = ""
-    """Like `restore`, but start empty when the directory holds no snapshot (or does not
-    exist); a corrupt snapshot still refuses. For automation that restarts a server."""
-    save_on_shutdown: bool = False
-    """SAVE a snapshot to `dir` before exiting on SIGTERM, SIGINT or SHUTDOWN."""
+    client_output_buffer_limit: int = _cd(
+        "client_output_buffer_limit",
+        note="; this flag sets the normal class's hard limit, 0 = none")
+    timeout: int = _cd("timeout", metavar="SECONDS")
+    request_timeout_ms: int = _cd("request_timeout_ms", metavar="MS")
+    tcp_keepalive: int = _cd("tcp_keepalive", metavar="SECONDS")
+    dir: str = field(default="", metadata={  # "" here, "." in C: see OWN_DEFAULTS
+        "default_text": "<rundir>/data/<host>-<port>, created at start", "metavar": "DIR"})
+    restore: str = _own("", help="directory to load the newest complete snapshot from at "
+                                 "start; with none there the server refuses to start",
+                        metavar="DIR")
+    restore_if_present: str = _own("", help="like --restore, but start empty when the "
+                                            "directory holds no snapshot (or does not exist); "
+                                            "a corrupt snapshot still refuses. For automation "
+                                            "that restarts a server", metavar="DIR")
+    save_on_shutdown: bool = _own(False, help="SAVE a snapshot to --dir before exiting on "
+                                              "SIGTERM, SIGINT or SHUTDOWN")
     # ---- the DPDK stack ------------------------------------------------------
-    cores: str = ""
-    """DPDK core list (e.g. "2-5" or "0,2"); the first is the network lcore. Default "0"."""
-    port: int = _cd("port")
-    """DPDK ethdev port id to serve on; -1 means the first port probed."""
-    vdev: list[str] = field(default_factory=list)
-    """EAL virtual devices, e.g. "net_af_packet0,iface=veth0" (implies --no-pci)."""
-    ip: str = ""
-    """A.B.C.D/NN the userspace TCP/IP stack answers on (required with --stack dpdk)."""
-    listen_port: int = _cd("listen_port")
-    """TCP port of the DPDK stack."""
-    queues: int = 1
-    """RX/TX queue pairs; one lwIP stack per process serves exactly one."""
-    mbufs: int = _cd("mbufs")
-    """Size of the mbuf pool; 0 sizes it from maxclients."""
-    hugepages: int = 0
-    """Reserve this many free 2 MB hugepages (and mount hugetlbfs) before starting."""
-    netns: str = ""
-    """Run inside this network namespace (see `pyctl netns up`)."""
-    file_prefix: str = "inreplay"
-    """EAL --file-prefix: names hugepage files and the telemetry socket directory."""
+    cores: str = _own("", help="DPDK core list, e.g. 2-5 or 0,2; the first runs the network "
+                               "stack", default_text="0", group="dpdk", dpdk_only=True,
+                      metavar="LIST")
+    port: int = _cd("port", group="dpdk", dpdk_only=True)
+    vdev: list[str] = field(default_factory=list, metadata={
+        "help": "EAL virtual device, e.g. net_af_packet0,iface=veth0 (repeatable; implies "
+                "--no-pci)", "group": "dpdk", "dpdk_only": True, "metavar": "DEV"})
+    ip: str = _own("", help="A.B.C.D/NN the userspace TCP/IP stack answers on (required with "
+                            "--stack dpdk); with --shards N one per shard (comma-separated), "
+                            "or the first (shard i answers on it + i)", group="dpdk",
+                   dpdk_only=True, metavar="A.B.C.D/NN")
+    listen_port: int = _cd("listen_port", group="dpdk", dpdk_only=True)
+    queues: int = _own(1, help="RX/TX queue pairs; one lwIP stack per process serves exactly "
+                               "one", bounds=(0, None), group="dpdk", dpdk_only=True)
+    mbufs: int = _cd("mbufs", group="dpdk", dpdk_only=True)
+    hugepages: int = _own(0, help="make sure this many 2 MB hugepages are free before "
+                                  "starting, reserving them (and mounting hugetlbfs) as "
+                                  "needed; 0 = the default",
+                          default_text=str(DEFAULT_HUGEPAGES), bounds=(0, None), group="dpdk",
+                          dpdk_only=True)
+    netns: str = _own("", help="run inside this network namespace (see `pyctl netns up`)",
+                      group="dpdk", metavar="NAME")
+    file_prefix: str = _own("inreplay", help="EAL --file-prefix: names hugepage files and the "
+                                             "telemetry socket directory", group="dpdk",
+                            dpdk_only=True, metavar="PREFIX")
     busy_poll: bool = _cd("busy_poll")
-    """DPDK: poll without ever napping (lowest latency, 100% of the network core). Kernel
-    stack: poll epoll without sleeping while traffic flows, back off when idle."""
-    mtu: int = _cd("mtu")
-    """DPDK: IP MTU of the port (1500 Ethernet, 9000 jumbo); 0 = the interface's MTU."""
+    mtu: int = _cd("mtu", group="dpdk", dpdk_only=True)
     # ---- replay groups (Scaling out) -----------------------------------------
-    shards: int = 1
-    """Start a replay group of this many servers on this box. Kernel stack: ports P..P+N-1
-    of --listen, each pinned to its own core. DPDK: one process per core of --cores, each
-    with its own lwIP stack on --ip + i (the port's frames reach every member)."""
-    shard_group: str = ""
-    """Every member's HOST:PORT, comma-separated in shard order, for a group that spans
-    boxes: each box starts its own member with --shard-index."""
-    shard_index: int = _cd("shard_index")
-    """This server's place in --shard-group (0-based); its ids start at index << 48."""
-
+    shards: int = _own(1, help="start a replay group of this many servers on this box. Kernel "
+                               "stack: ports P..P+N-1 of --listen, each pinned to its own core. "
+                               "DPDK: one process per core of --cores, each with its own lwIP "
+                               "stack on --ip + i", bounds=(0, None), group="groups")
+    shard_group: str = _own("", help="every member's HOST:PORT, comma-separated in shard "
+                                     "order, for a group that spans boxes: each box starts its "
+                                     "own member with --shard-index", group="groups",
+                            metavar="HOST:PORT,...")
+    shard_index: int = _cd("shard_index", group="groups")
     # ---- derived -------------------------------------------------------------
     @property
     def host(self) -> str:
@@ -509,3 +528,152 @@ def build(toml_path: str | None, overrides: dict[str, Any], validate: bool = Tru
     if validate:
         cfg.validate()
     return cfg
+
+
+# ---- the flags of `pyctl start`, generated from ServerConfig and the C table -----------
+
+@dataclass(frozen=True)
+class FlagSpec:
+    """One `pyctl start` option, made from one ServerConfig field (see flag_specs)."""
+
+    name: str
+    """The ServerConfig field (and TOML key)."""
+    flag: str
+    help: str
+    """Plain text: the C row's doc (or the field's own help) and "(default X)"."""
+    action: str
+    """"store", "store_true" (bool settings) or "append" (lists)."""
+    parse: Callable[[str], Any] | None
+    """The flag's text to the value; raises ValueError with a one-line reason."""
+    choices: tuple[str, ...] | None
+    metavar: str | None
+    group: str | None
+    """A key of FLAG_GROUPS, or None for the main options."""
+    dpdk_only: bool
+
+
+def format_size(n: int) -> str:
+    """Bytes as an operator writes them (parse_size reads them back): 1gb, 512mb, 64kb, or
+    plain bytes when no unit divides them."""
+    for unit, mult in (("gb", 1024**3), ("mb", 1024**2), ("kb", 1024)):
+        if n and n % mult == 0:
+            return f"{n // mult}{unit}"
+    return str(n)
+
+
+def _field(name: str) -> dataclasses.Field[Any]:
+    return next(f for f in fields(ServerConfig) if f.name == name)
+
+
+def field_default(name: str) -> Any:
+    """A field's default: the C default for a setting the C server has, else its own."""
+    f = _field(name)
+    if c_param(name) is not None and name not in OWN_DEFAULTS:
+        return _c(name)
+    if f.default_factory is not dataclasses.MISSING:
+        return f.default_factory()
+    return f.default
+
+
+def render(name: str, value: Any) -> str:
+    """A value of field ``name`` as an operator reads and writes it: sizes with units,
+    booleans as yes/no (as CONFIG GET shows them), numbers plainly, "" as none."""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if name in size_fields():
+        return format_size(value)
+    if isinstance(value, float):
+        return repr(value).removesuffix(".0")
+    if value in ("", [], None):
+        return "none"
+    return str(value)
+
+
+def flag_help(name: str) -> str:
+    """The help text of a field's flag: the C row's doc (for a setting the C server has)
+    or the field's own ``help``, then "(default X)" from the same source as the default."""
+    meta = _field(name).metadata
+    p = c_param(name)
+    doc = p["doc"] + meta.get("note", "") if p is not None else meta["help"]
+    return f"{doc} (default {meta.get('default_text') or render(name, field_default(name))})"
+
+
+def _bounds_text(lo: float, hi: float | None, show: Callable[[Any], str]) -> str:
+    if hi is None or hi == float("inf"):
+        return f">= {show(lo)}"
+    return f"between {show(lo)} and {show(hi)}"
+
+
+def _int_parser(lo: int | None, hi: int | None) -> Callable[[str], int]:
+    def parse_int(text: str) -> int:
+        try:
+            v = int(text, 0)
+        except ValueError:
+            try:
+                v = int(text)
+            except ValueError:
+                raise ValueError(f"invalid integer: {text!r}") from None
+        if lo is not None and not (lo <= v and (hi is None or v <= hi)):
+            raise ValueError(f"must be {_bounds_text(lo, hi, str)}, got {v}")
+        return v
+    return parse_int
+
+
+def _float_parser(lo: float, hi: float | None) -> Callable[[str], float]:
+    def parse_number(text: str) -> float:
+        try:
+            v = float(text)
+        except ValueError:
+            raise ValueError(f"invalid number: {text!r}") from None
+        if not (lo <= v != float("inf") and (hi is None or v <= hi)):
+            raise ValueError(f"must be a finite number {_bounds_text(lo, hi, '{:g}'.format)}, "
+                             f"got {text}")
+        return v
+    return parse_number
+
+
+def _size_parser(lo: int, hi: int | None) -> Callable[[str], int]:
+    def parse_bytes(text: str) -> int:
+        v = parse_size(text)
+        if not (lo <= v and (hi is None or v <= hi)):
+            raise ValueError(f"must be {_bounds_text(lo, hi, format_size)}, got {text}")
+        return v
+    return parse_bytes
+
+
+_ANNOTATION_KIND = {"bool": "bool", "int": "int", "float": "double", "str": "string",
+                    "list[str]": "list"}
+
+
+def _spec(f: dataclasses.Field[Any]) -> FlagSpec:
+    meta = f.metadata
+    p = c_param(f.name)
+    kind = p["type"] if p is not None else _ANNOTATION_KIND[str(f.type)]
+    lo, hi = c_bounds(f.name) or meta.get("bounds") or (None, None)
+    hi = None if hi == float("inf") else hi
+    parse: Callable[[str], Any] | None = meta.get("parse")
+    if f.name in size_fields():
+        parse = _size_parser(int(lo or 0), None if hi is None else int(hi))
+    elif kind == "int":
+        parse = _int_parser(None if lo is None else int(lo), None if hi is None else int(hi))
+    elif kind == "double":
+        parse = _float_parser(0 if lo is None else lo, hi)
+    return FlagSpec(
+        name=f.name, flag=flag(f.name), help=flag_help(f.name),
+        action={"bool": "store_true", "list": "append"}.get(kind, "store"), parse=parse,
+        choices=tuple(p["values"].split(",")) if p is not None and kind == "enum" else None,
+        metavar=meta.get("metavar") or ("SIZE" if f.name in size_fields() else None),
+        group=meta.get("group"),
+        dpdk_only=bool(meta.get("dpdk_only")))
+
+
+@lru_cache(maxsize=1)
+def flag_specs() -> tuple[FlagSpec, ...]:
+    """Every `pyctl start` option but --config, one per ServerConfig field, in field order.
+    A setting the C server has takes its help, type, bounds and choices from its C row
+    (through cffi): changing the row changes the flag. Needs libinreplay."""
+    return tuple(_spec(f) for f in fields(ServerConfig))
+
+
+DPDK_ONLY = tuple(f.name for f in fields(ServerConfig) if f.metadata.get("dpdk_only"))
+"""Settings only the DPDK stack has: giving one of their flags implies --stack dpdk."""
