@@ -565,6 +565,7 @@ dbEntry *dbAdd(ir_db *db, const dbkey *k, int type, size_t embed_cap) {
     }
     dictLink(&db->d, e);
     db->bytes += dbEntryBytes(k->len, embed_cap);
+    if (!notifyNoNewKey) notifyKeyspaceEvent(NOTIFY_NEW, "new", k->p, k->len, db->id);
     return e;
 }
 
@@ -623,10 +624,12 @@ dbEntry *lookupKey(ir_db *db, const dbkey *k) {
          * that was already stale can tell that the key is gone */
         dbDeleteEntry(db, e);
         db->expired_keys++;
+        notifyKeyspaceEvent(NOTIFY_EXPIRED, "expired", k->p, k->len, db->id);
         signalModifiedKey(NULL, db, k->p, k->len);
         e = NULL;
     }
     if (readStats) countRead(e);
+    if (!e && readStats) notifyKeyspaceEvent(NOTIFY_KEY_MISS, "keymiss", k->p, k->len, db->id);
     return e;
 }
 
@@ -709,6 +712,7 @@ void dbActiveExpire(struct ir_db *db, uint64_t now_ms) {
             dbEntry *e = db->vol[dbRandom(db) % db->nvol];
             sampled++;
             if (keyIsExpired(e, now)) {
+                notifyKeyspaceEvent(NOTIFY_EXPIRED, "expired", e->key, e->klen, db->id);
                 signalModifiedKey(NULL, db, e->key, e->klen);
                 dbDeleteEntry(db, e);
                 db->expired_keys++;
@@ -1088,6 +1092,7 @@ void delCommand(client *c) {
         if (e) {
             signalModifiedKey(c, db, k.p, k.len);
             dbDeleteEntry(db, e);
+            notifyKeyspaceEvent(NOTIFY_GENERIC, "del", k.p, k.len, db->id);
             deleted++;
         }
     }
@@ -1172,8 +1177,10 @@ static void expireGenericCommand(client *c, long long unit, int absolute, const 
     signalModifiedKey(c, db, k.p, k.len);
     if (when <= now) { /* already in the past */
         dbDeleteEntry(db, e);
+        notifyKeyspaceEvent(NOTIFY_GENERIC, "del", k.p, k.len, db->id);
     } else {
         setExpire(db, e, when);
+        notifyKeyspaceEvent(NOTIFY_GENERIC, "expire", k.p, k.len, db->id);
     }
     addReplyStr(c, shared.cone);
     return;
@@ -1229,6 +1236,7 @@ void persistCommand(client *c) {
     dbEntry *e = lookupKey(db, &k);
     int done = e && removeExpire(db, e);
     if (done) signalModifiedKey(c, db, k.p, k.len);
+    if (done) notifyKeyspaceEvent(NOTIFY_GENERIC, "persist", k.p, k.len, db->id);
     addReplyStr(c, done ? shared.cone : shared.czero);
 }
 
@@ -1432,6 +1440,9 @@ static void renameGenericCommand(client *c, int nx) {
     signalModifiedKey(c, db, src.p, src.len);
     dbRekey(db, e, db, &dst);
     signalModifiedKey(c, db, dst.p, dst.len);
+    notifyKeyspaceEvent(NOTIFY_NEW, "new", dst.p, dst.len, db->id);
+    notifyKeyspaceEvent(NOTIFY_GENERIC, "rename_from", src.p, src.len, db->id);
+    notifyKeyspaceEvent(NOTIFY_GENERIC, "rename_to", dst.p, dst.len, db->id);
     addReplyStr(c, nx ? shared.cone : shared.ok);
 }
 
@@ -1470,6 +1481,7 @@ void copyCommand(client *c) {
     dbkey k = argKey(src, c, 1);
     dbEntry *e = lookupKey(src, &k);
     countRead(e); /* Redis reads the source with lookupKeyRead */
+    if (!e && !readStats) notifyKeyspaceEvent(NOTIFY_KEY_MISS, "keymiss", k.p, k.len, src->id);
     if (!e) {
         addReplyStr(c, shared.czero);
         return;
@@ -1487,6 +1499,7 @@ void copyCommand(client *c) {
     }
     dbCopyEntry(dst, e, &nk);
     signalModifiedKey(c, dst, nk.p, nk.len);
+    notifyKeyspaceEvent(NOTIFY_GENERIC, "copy_to", nk.p, nk.len, dst->id);
     addReplyStr(c, shared.cone);
 }
 
@@ -1520,6 +1533,9 @@ void moveCommand(client *c) {
     signalModifiedKey(c, src, k.p, k.len);
     dbRekey(src, e, dst, &nk);
     signalModifiedKey(c, dst, nk.p, nk.len);
+    notifyKeyspaceEvent(NOTIFY_NEW, "new", nk.p, nk.len, dst->id);
+    notifyKeyspaceEvent(NOTIFY_GENERIC, "move_from", k.p, k.len, src->id);
+    notifyKeyspaceEvent(NOTIFY_GENERIC, "move_to", nk.p, nk.len, dst->id);
     addReplyStr(c, shared.cone);
 }
 
@@ -1563,6 +1579,7 @@ void randomkeyCommand(client *c) {
                 addReplyBulk(c, e->key, e->klen);
                 return;
             }
+            notifyKeyspaceEvent(NOTIFY_EXPIRED, "expired", e->key, e->klen, db->id);
             signalModifiedKey(NULL, db, e->key, e->klen);
             dbDeleteEntry(db, e);
             db->expired_keys++;
