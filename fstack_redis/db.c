@@ -441,7 +441,8 @@ struct ir_db *dbNew(void) {
 ir_db *dbByIndex(ir_server *s, int id) { return id == 0 ? s->db : s->dbs[id]; }
 
 /* The command being run counts keyspace hits and misses (one thread, one
- * server: see dbFor and lookupKey). */
+ * server: see dbFor and lookupKey); 1 also sends keymiss events, 2 (OBJECT)
+ * does not. */
 static int readStats;
 
 /* Does c's command count keyspace hits and misses? Redis counts the lookups
@@ -451,6 +452,7 @@ static int readStats;
 static int readsKeys(const client *c) {
     const ir_command *cmd = c->cmd;
     if (!cmd) return 0;
+    if (cmd->proc == objectCommand) return 2; /* read without a keymiss event (LOOKUP_NONOTIFY) */
     if (!(cmd->flags & CMD_WRITE)) return 1;
     if (cmd->proc == getexCommand || cmd->proc == getdelCommand || cmd->proc == getsetCommand)
         return 1;
@@ -629,7 +631,7 @@ dbEntry *lookupKey(ir_db *db, const dbkey *k) {
         e = NULL;
     }
     if (readStats) countRead(e);
-    if (!e && readStats) notifyKeyspaceEvent(NOTIFY_KEY_MISS, "keymiss", k->p, k->len, db->id);
+    if (!e && readStats == 1) notifyKeyspaceEvent(NOTIFY_KEY_MISS, "keymiss", k->p, k->len, db->id);
     return e;
 }
 
@@ -1378,7 +1380,14 @@ void scanGenericCommand(client *c, dbEntry *owner) {
         /* Redis reads the type of each key the pattern let through with a
          * lookup, which counts a keyspace hit (a miss when it expired) */
         if (type && readStats) countRead(expired ? NULL : e);
-        if (expired) continue;
+        if (expired) { /* and removes it, as Redis's SCAN does (not KEYS) */
+            notifyKeyspaceEvent(NOTIFY_EXPIRED, "expired", e->key, e->klen, db->id);
+            if (type) notifyKeyspaceEvent(NOTIFY_KEY_MISS, "keymiss", e->key, e->klen, db->id);
+            signalModifiedKey(NULL, db, e->key, e->klen);
+            dbDeleteEntry(db, e);
+            db->expired_keys++;
+            continue;
+        }
         if (type && strcasecmp(type, typeName(e->type)) != 0) continue;
         db->scratch[kept++] = e;
     }

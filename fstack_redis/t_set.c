@@ -248,6 +248,8 @@ static int lookupSets(client *c, ir_db *db, int first, int n, dbColl **sets) {
             addReplyStr(c, shared.wrongtypeerr);
             return -1;
         }
+        if (!e && c->cmd && (c->cmd->flags & CMD_WRITE)) /* the STOREs read as lookupKeyRead */
+            notifyKeyspaceEvent(NOTIFY_KEY_MISS, "keymiss", k.p, k.len, db->id);
         sets[j] = e ? e->v.coll : NULL;
     }
     return 0;
