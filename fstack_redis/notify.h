@@ -55,8 +55,9 @@ static inline void notifyKeyspaceEvent(int type, const char *event, const char *
     if (notifyKeyspaceFlags & type) notifyKeyspaceEventSend(type, event, key, klen, dbid);
 }
 
-/* dbAdd sends "new" unless this is set (a STORE that replaces its
- * destination: Redis overwrites it, which is not a new key). */
+/* dbAdd sends "new" unless this is set: a STORE that replaces its
+ * destination (Redis overwrites it, which is not a new key), or DEBUG RELOAD
+ * reading keys back (Redis's loader sends nothing). */
 extern int notifyNoNewKey;
 
 #endif
