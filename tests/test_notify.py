@@ -29,8 +29,9 @@ END = "notify.end"
 @pytest.fixture(scope="module")
 def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pair]:
     """Stock Redis (with DEBUG, for SET-ACTIVE-EXPIRE) and inreplay, for this module."""
-    ref = ServerProcess("redis", tmp_path_factory.mktemp("notify-redis"),
-                        ("--enable-debug-command", "yes"))
+    ref = ServerProcess(
+        "redis", tmp_path_factory.mktemp("notify-redis"), ("--enable-debug-command", "yes")
+    )
     try:
         work = tmp_path_factory.mktemp("notify-inreplay")
         ours = ServerProcess("inreplay", work, ("--dir", str(work)))
@@ -273,24 +274,42 @@ def test_keyspace_commands(both: Both) -> None:
 def test_expired_on_access(both: Both) -> None:
     """A key found stale by a command: expired (then the command's own events)."""
     both.run("DEBUG", "SET-ACTIVE-EXPIRE", "0")
-    both.script([("SET", "e1", "v", "PX", "20"), ("SET", "e2", "v", "PX", "20"),
-                 ("RPUSH", "e3", "a"), ("PEXPIRE", "e3", "20")])
+    both.script(
+        [
+            ("SET", "e1", "v", "PX", "20"),
+            ("SET", "e2", "v", "PX", "20"),
+            ("RPUSH", "e3", "a"),
+            ("PEXPIRE", "e3", "20"),
+        ]
+    )
     time.sleep(0.1)
     ev = compare(both, [("GET", "e1"), ("LPUSH", "e3", "b"), ("SET", "e2", "w")])
     assert (ks("e1"), b"expired") in ev
     # SCAN removes the stale keys it meets (with TYPE: a keymiss too); KEYS does not
-    both.script([("SET", "sc1", "v", "PX", "20"), ("SET", "sc2", "v", "PX", "20"),
-                 ("SET", "sc3", "v", "PX", "20")])
+    both.script(
+        [
+            ("SET", "sc1", "v", "PX", "20"),
+            ("SET", "sc2", "v", "PX", "20"),
+            ("SET", "sc3", "v", "PX", "20"),
+        ]
+    )
     time.sleep(0.1)
-    ev = compare(both, [("KEYS", "sc*"), ("SCAN", "0", "MATCH", "sc1", "COUNT", "100"),
-                        ("SCAN", "0", "MATCH", "sc2", "TYPE", "string", "COUNT", "100"),
-                        ("DBSIZE",)])
+    ev = compare(
+        both,
+        [
+            ("KEYS", "sc*"),
+            ("SCAN", "0", "MATCH", "sc1", "COUNT", "100"),
+            ("SCAN", "0", "MATCH", "sc2", "TYPE", "string", "COUNT", "100"),
+            ("DBSIZE",),
+        ],
+    )
     assert [e[0] for e in ev if e[1] == b"expired"] == [ks("sc1"), ks("sc2")]
 
 
 def test_expired_in_the_background(both: Both) -> None:
-    both.script([("SET", "bg1", "v", "PX", "30"), ("HSET", "bg2", "f", "v"),
-                 ("PEXPIRE", "bg2", "30")])
+    both.script(
+        [("SET", "bg1", "v", "PX", "30"), ("HSET", "bg2", "f", "v"), ("PEXPIRE", "bg2", "30")]
+    )
     deadline = time.monotonic() + 10
     for s in both.sides:  # the active expiry cycle removes them without any access
         while s.cmd.call("DBSIZE") != 0:
@@ -312,8 +331,10 @@ def test_multi_exec(both: Both) -> None:
 
 
 def test_other_databases_use_their_index(both: Both) -> None:
-    ev = compare(both, [("SELECT", "3"), ("SET", "d", "1"), ("LPUSH", "dl", "x"),
-                        ("DEL", "d"), ("SELECT", "0")])
+    ev = compare(
+        both,
+        [("SELECT", "3"), ("SET", "d", "1"), ("LPUSH", "dl", "x"), ("DEL", "d"), ("SELECT", "0")],
+    )
     assert (ks("d", 3), b"set") in ev and (ke("del", 3), b"d") in ev
 
 
@@ -343,14 +364,42 @@ def test_replay_tables_send_nothing(pair: Pair) -> None:
         side.close()
 
 
+def test_subscriber_over_pubsub_limit_is_disconnected(pair: Pair) -> None:
+    """A subscriber that stops reading is dropped at the pubsub output limit."""
+    key = "big" + "k" * 50000
+    for srv in pair:
+        with srv.raw() as cmd, srv.raw() as sub:
+            assert (
+                cmd.call("CONFIG", "SET", "client-output-buffer-limit", "pubsub 256kb 0 0") == "OK"
+            )
+            assert cmd.call("CONFIG", "SET", "notify-keyspace-events", "K$") == "OK"
+            assert sub.call("PSUBSCRIBE", "__keyspace@0__:*")[0] == b"psubscribe"
+            try:
+                for _ in range(400):  # 20 MB of channel names, more than the socket holds
+                    assert cmd.call("SET", key, "v") == "OK"
+                _, closed = sub.read_until_close(10)
+                assert closed, f"{srv}: the subscriber was kept"
+                assert cmd.call("PING") == "PONG"
+            finally:
+                cmd.call("CONFIG", "SET", "client-output-buffer-limit", "pubsub 32mb 8mb 60")
+
+
 # --------------------------------------------------------------------------
 # masking: K vs E, classes, A, n and m
 # --------------------------------------------------------------------------
 
 MIXED: list[Cmd] = [
-    ("SET", "x", "1"), ("INCR", "x"), ("EXPIRE", "x", "100"), ("LPUSH", "ml", "a"),
-    ("RPOP", "ml"), ("HSET", "mh", "f", "v"), ("SADD", "ms", "a"), ("RENAME", "x", "y"),
-    ("GET", "missing"), ("EXISTS", "missing2"), ("DEL", "y"),
+    ("SET", "x", "1"),
+    ("INCR", "x"),
+    ("EXPIRE", "x", "100"),
+    ("LPUSH", "ml", "a"),
+    ("RPOP", "ml"),
+    ("HSET", "mh", "f", "v"),
+    ("SADD", "ms", "a"),
+    ("RENAME", "x", "y"),
+    ("GET", "missing"),
+    ("EXISTS", "missing2"),
+    ("DEL", "y"),
 ]
 
 
@@ -362,6 +411,42 @@ def test_masking(pair: Pair, flags: str) -> None:
     b = Both(pair, flags)
     try:
         compare(b, MIXED)
+    finally:
+        b.close()
+
+
+def test_keymiss_on_every_read(pair: Pair) -> None:
+    """m: each read of a missing key, as Redis's lookupKeyRead sends it."""
+    b = Both(pair, "KEm")
+    try:
+        b.script(
+            [
+                ("SET", "str", "v"),
+                ("RPUSH", "lst", "a"),
+                ("HSET", "hh", "f", "v"),
+                ("SADD", "ss", "a"),
+            ]
+        )
+        compare(b, [
+            ("GET", "m1"), ("MGET", "m1", "str", "m2"), ("STRLEN", "m1"),
+            ("GETRANGE", "m1", "0", "1"), ("GETBIT", "m1", "0"), ("LCS", "m1", "m2"),
+            ("GETEX", "m1"), ("GETDEL", "m1"),
+            ("GETSET", "m1", "x"), ("SET", "m2", "x", "GET"), ("LLEN", "m3"),
+            ("LRANGE", "m3", "0", "-1"), ("LINDEX", "m3", "0"), ("LPOS", "m3", "a"),
+            ("HGET", "m4", "f"), ("HMGET", "m4", "f", "g"), ("HLEN", "m4"), ("HEXISTS", "m4", "f"),
+            ("HSTRLEN", "m4", "f"), ("HGETALL", "m4"), ("HKEYS", "m4"), ("HVALS", "m4"),
+            ("HRANDFIELD", "m4"), ("HSCAN", "m4", "0"), ("SCARD", "m5"), ("SMEMBERS", "m5"),
+            ("SISMEMBER", "m5", "a"), ("SMISMEMBER", "m5", "a"), ("SRANDMEMBER", "m5"),
+            ("SSCAN", "m5", "0"), ("SINTER", "ss", "m5"), ("SUNION", "m5", "ss"),
+            ("SDIFF", "m5", "ss"), ("SINTERCARD", "2", "ss", "m5"), ("EXISTS", "m6", "str"),
+            ("TOUCH", "m6"), ("TYPE", "m6"), ("TTL", "m6"), ("PTTL", "m6"),
+            ("EXPIRETIME", "m6"), ("PEXPIRETIME", "m6"), ("OBJECT", "ENCODING", "m6"),
+            ("COPY", "m6", "m7"), ("DEL", "m6"), ("EXPIRE", "m6", "5"), ("PERSIST", "m6"),
+            ("RENAME", "m6", "m7"), ("LPOP", "m6"), ("HDEL", "m6", "f"), ("SREM", "m6", "a"),
+            ("SMOVE", "m6", "ss", "a"), ("LMOVE", "m6", "lst", "LEFT", "LEFT"),
+            ("SINTERSTORE", "d", "m6", "ss"), ("SUNIONSTORE", "d", "m6", "m7"),
+            ("LMPOP", "1", "m6", "LEFT"), ("INCR", "m8"),
+        ])  # fmt: skip
     finally:
         b.close()
 
