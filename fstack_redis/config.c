@@ -19,6 +19,7 @@
 #include "config.h"
 #include "db.h"
 #include "db_internal.h"
+#include "notify.h"
 #include "snapshot.h"
 
 enum { CT_BOOL, CT_INT, CT_MEM, CT_ENUM, CT_STRING, CT_DOUBLE, CT_SPECIAL };
@@ -196,21 +197,20 @@ static int policyCheck(const ir_server *s, const ir_arg *v, cfgval *n, char *err
     return 0;
 }
 
-/* notify-keyspace-events: Redis's event classes are parsed (and its error
- * given for others), but no notifications are sent, so only "" is accepted. */
+/* notify-keyspace-events: Redis's event classes (notify.c), shown in its canonical order. */
 static int notifyCheck(const ir_server *s, const ir_arg *v, cfgval *n, char *err, size_t errlen) {
-    (void)s, (void)n;
-    for (size_t i = 0; i < v->len; i++) {
-        if (!strchr("Ag$lshzxeKEtmdn", v->ptr[i]) || v->ptr[i] == '\0') {
-            snprintf(err, errlen, "Invalid event class character. Use 'Ag$lshzxeKEtmdn'.");
-            return -1;
-        }
-    }
-    if (v->len) {
-        snprintf(err, errlen, "keyspace notifications are not supported (only \"\" is accepted)");
+    (void)s;
+    n->i = notifyFlagsFromString(v->ptr, v->len);
+    if (n->i < 0) {
+        snprintf(err, errlen, "Invalid event class character. Use 'Ag$lshzxeKEtmdn'.");
         return -1;
     }
     return 0;
+}
+
+static void notifyGet(const ir_server *s, char *buf, size_t len) {
+    (void)s;
+    notifyFlagsToString(notifyKeyspaceFlags, buf, len);
 }
 
 static int dirCheck(const ir_server *s, const ir_arg *v, cfgval *n, char *err, size_t errlen) {
@@ -337,6 +337,9 @@ static const cfgparam params[] = {
     {"hash-max-listpack-value", "hash-max-ziplist-value", CT_MEM, 0, 0, LMAX, "64", NULL, NOF,
      &encodingLimits.hash_max_listpack_value,
      "a hash reports listpack while fields and values are at most this long", NOHOOK},
+    {"notify-keyspace-events", NULL, CT_SPECIAL, 0, 0, 0, "", NULL, NOF, &notifyKeyspaceFlags,
+     "keyspace notifications: classes K E g $ l s h x m n A (z e t d accepted, never sent)",
+     notifyGet, notifyCheck, NULL},
     /* Redis's parameters that Redis's clients and test suite set: stored, no behaviour */
     {"save", NULL, CT_SPECIAL, 0, 0, 0, "", NULL, NOF, NULL,
      "automatic snapshots: only \"\" (none) is accepted; use SAVE or BGSAVE", emptyGet, saveCheck,
@@ -346,8 +349,6 @@ static const cfgparam params[] = {
      NULL},
     {"appendfsync", NULL, CT_ENUM, CF_NOOP, 0, 0, "everysec", "everysec,always,no", NOF, NULL,
      NOOP_DOC("there is no append-only file"), NOHOOK},
-    {"notify-keyspace-events", NULL, CT_SPECIAL, 0, 0, 0, "", NULL, NOF, NULL,
-     "keyspace notifications are not sent: only \"\" is accepted", emptyGet, notifyCheck, NULL},
     {"list-max-listpack-size", "list-max-ziplist-size", CT_INT, CF_NOOP, INT_MIN, IMAX, "-2", NULL,
      NOF, NULL, NOOP_DOC("lists report quicklist or listpack by inreplay's own rule"), NOHOOK},
     {"list-compress-depth", NULL, CT_INT, CF_NOOP, 0, IMAX, "0", NULL, NOF, NULL,

@@ -441,7 +441,8 @@ struct ir_db *dbNew(void) {
 ir_db *dbByIndex(ir_server *s, int id) { return id == 0 ? s->db : s->dbs[id]; }
 
 /* The command being run counts keyspace hits and misses (one thread, one
- * server: see dbFor and lookupKey). */
+ * server: see dbFor and lookupKey); 1 also sends keymiss events, 2 (OBJECT)
+ * does not. */
 static int readStats;
 
 /* Does c's command count keyspace hits and misses? Redis counts the lookups
@@ -451,6 +452,7 @@ static int readStats;
 static int readsKeys(const client *c) {
     const ir_command *cmd = c->cmd;
     if (!cmd) return 0;
+    if (cmd->proc == objectCommand) return 2; /* read without a keymiss event (LOOKUP_NONOTIFY) */
     if (!(cmd->flags & CMD_WRITE)) return 1;
     if (cmd->proc == getexCommand || cmd->proc == getdelCommand || cmd->proc == getsetCommand)
         return 1;
@@ -565,6 +567,7 @@ dbEntry *dbAdd(ir_db *db, const dbkey *k, int type, size_t embed_cap) {
     }
     dictLink(&db->d, e);
     db->bytes += dbEntryBytes(k->len, embed_cap);
+    if (!notifyNoNewKey) notifyKeyspaceEvent(NOTIFY_NEW, "new", k->p, k->len, db->id);
     return e;
 }
 
@@ -623,10 +626,12 @@ dbEntry *lookupKey(ir_db *db, const dbkey *k) {
          * that was already stale can tell that the key is gone */
         dbDeleteEntry(db, e);
         db->expired_keys++;
+        notifyKeyspaceEvent(NOTIFY_EXPIRED, "expired", k->p, k->len, db->id);
         signalModifiedKey(NULL, db, k->p, k->len);
         e = NULL;
     }
     if (readStats) countRead(e);
+    if (!e && readStats == 1) notifyKeyspaceEvent(NOTIFY_KEY_MISS, "keymiss", k->p, k->len, db->id);
     return e;
 }
 
@@ -709,6 +714,7 @@ void dbActiveExpire(struct ir_db *db, uint64_t now_ms) {
             dbEntry *e = db->vol[dbRandom(db) % db->nvol];
             sampled++;
             if (keyIsExpired(e, now)) {
+                notifyKeyspaceEvent(NOTIFY_EXPIRED, "expired", e->key, e->klen, db->id);
                 signalModifiedKey(NULL, db, e->key, e->klen);
                 dbDeleteEntry(db, e);
                 db->expired_keys++;
@@ -1088,6 +1094,7 @@ void delCommand(client *c) {
         if (e) {
             signalModifiedKey(c, db, k.p, k.len);
             dbDeleteEntry(db, e);
+            notifyKeyspaceEvent(NOTIFY_GENERIC, "del", k.p, k.len, db->id);
             deleted++;
         }
     }
@@ -1172,8 +1179,10 @@ static void expireGenericCommand(client *c, long long unit, int absolute, const 
     signalModifiedKey(c, db, k.p, k.len);
     if (when <= now) { /* already in the past */
         dbDeleteEntry(db, e);
+        notifyKeyspaceEvent(NOTIFY_GENERIC, "del", k.p, k.len, db->id);
     } else {
         setExpire(db, e, when);
+        notifyKeyspaceEvent(NOTIFY_GENERIC, "expire", k.p, k.len, db->id);
     }
     addReplyStr(c, shared.cone);
     return;
@@ -1229,6 +1238,7 @@ void persistCommand(client *c) {
     dbEntry *e = lookupKey(db, &k);
     int done = e && removeExpire(db, e);
     if (done) signalModifiedKey(c, db, k.p, k.len);
+    if (done) notifyKeyspaceEvent(NOTIFY_GENERIC, "persist", k.p, k.len, db->id);
     addReplyStr(c, done ? shared.cone : shared.czero);
 }
 
@@ -1370,7 +1380,14 @@ void scanGenericCommand(client *c, dbEntry *owner) {
         /* Redis reads the type of each key the pattern let through with a
          * lookup, which counts a keyspace hit (a miss when it expired) */
         if (type && readStats) countRead(expired ? NULL : e);
-        if (expired) continue;
+        if (expired) { /* and removes it, as Redis's SCAN does (not KEYS) */
+            notifyKeyspaceEvent(NOTIFY_EXPIRED, "expired", e->key, e->klen, db->id);
+            if (type) notifyKeyspaceEvent(NOTIFY_KEY_MISS, "keymiss", e->key, e->klen, db->id);
+            signalModifiedKey(NULL, db, e->key, e->klen);
+            dbDeleteEntry(db, e);
+            db->expired_keys++;
+            continue;
+        }
         if (type && strcasecmp(type, typeName(e->type)) != 0) continue;
         db->scratch[kept++] = e;
     }
@@ -1432,6 +1449,9 @@ static void renameGenericCommand(client *c, int nx) {
     signalModifiedKey(c, db, src.p, src.len);
     dbRekey(db, e, db, &dst);
     signalModifiedKey(c, db, dst.p, dst.len);
+    notifyKeyspaceEvent(NOTIFY_NEW, "new", dst.p, dst.len, db->id);
+    notifyKeyspaceEvent(NOTIFY_GENERIC, "rename_from", src.p, src.len, db->id);
+    notifyKeyspaceEvent(NOTIFY_GENERIC, "rename_to", dst.p, dst.len, db->id);
     addReplyStr(c, nx ? shared.cone : shared.ok);
 }
 
@@ -1470,6 +1490,7 @@ void copyCommand(client *c) {
     dbkey k = argKey(src, c, 1);
     dbEntry *e = lookupKey(src, &k);
     countRead(e); /* Redis reads the source with lookupKeyRead */
+    if (!e && !readStats) notifyKeyspaceEvent(NOTIFY_KEY_MISS, "keymiss", k.p, k.len, src->id);
     if (!e) {
         addReplyStr(c, shared.czero);
         return;
@@ -1487,6 +1508,7 @@ void copyCommand(client *c) {
     }
     dbCopyEntry(dst, e, &nk);
     signalModifiedKey(c, dst, nk.p, nk.len);
+    notifyKeyspaceEvent(NOTIFY_GENERIC, "copy_to", nk.p, nk.len, dst->id);
     addReplyStr(c, shared.cone);
 }
 
@@ -1520,6 +1542,9 @@ void moveCommand(client *c) {
     signalModifiedKey(c, src, k.p, k.len);
     dbRekey(src, e, dst, &nk);
     signalModifiedKey(c, dst, nk.p, nk.len);
+    notifyKeyspaceEvent(NOTIFY_NEW, "new", nk.p, nk.len, dst->id);
+    notifyKeyspaceEvent(NOTIFY_GENERIC, "move_from", k.p, k.len, src->id);
+    notifyKeyspaceEvent(NOTIFY_GENERIC, "move_to", nk.p, nk.len, dst->id);
     addReplyStr(c, shared.cone);
 }
 
@@ -1563,6 +1588,7 @@ void randomkeyCommand(client *c) {
                 addReplyBulk(c, e->key, e->klen);
                 return;
             }
+            notifyKeyspaceEvent(NOTIFY_EXPIRED, "expired", e->key, e->klen, db->id);
             signalModifiedKey(NULL, db, e->key, e->klen);
             dbDeleteEntry(db, e);
             db->expired_keys++;

@@ -288,7 +288,9 @@ static void debugReload(client *c) {
         if (i == 0) s->db = fresh;
         else s->dbs[i] = fresh;
     }
+    notifyNoNewKey = 1; /* loaded keys are not new (Redis's dbAddRDBLoad) */
     int rc = snapshotRestore(s, s->cfg.dir, msg, sizeof(msg));
+    notifyNoNewKey = 0;
     for (int i = 0; i < n; i++) {
         ir_db *loaded = dbsAt(s, i), *keep = old[i];
         ir_db t = *keep;

@@ -336,11 +336,17 @@ static int overLimit(client *r) {
     return 0;
 }
 
-/* PUBLISH channel message */
-void publishCommand(client *c) {
-    ir_server *s = c->srv;
+/* Deliver (channel, message) to the channel's and the matching patterns'
+ * subscribers; returns how many received it. Subscribers over the pubsub
+ * output limit are marked to close; they are freed here when free_now
+ * (PUBLISH), else by their next I/O (a keyspace notification may come from
+ * deep inside a command, where freeing a client is not safe). */
+long long pubsubPublishMessage(ir_server *s, client *publisher, const char *chp, size_t chlen,
+                               const char *msgp, size_t msglen, int free_now) {
     struct ir_pubsub *ps = s->pubsub;
-    const ir_arg *ch = &c->argv[1], *msg = &c->argv[2];
+    const ir_arg chv = {(char *)chp, chlen, 0}, msgv = {(char *)msgp, msglen, 0};
+    const ir_arg *ch = &chv, *msg = &msgv;
+    client *c = publisher;
     long long receivers = 0;
     client *victims[64];
     int nvictims = 0;
@@ -372,7 +378,6 @@ void publishCommand(client *c) {
             }
         }
     }
-    addReplyLongLong(c, receivers);
     for (int i = 0; i < nvictims; i++) {
         client *r = victims[i];
         if (r->flags & CLIENT_CLOSE_ASAP) continue; /* listed twice (channel and pattern) */
@@ -381,8 +386,15 @@ void publishCommand(client *c) {
         s->output_limit_disconnects++;
         r->flags |= CLIENT_CLOSE_ASAP;
     }
-    for (int i = 0; i < nvictims; i++) /* freed once: the flag check above ran first */
+    for (int i = 0; free_now && i < nvictims; i++) /* freed once: the flag check above ran first */
         if (!(victims[i]->flags & CLIENT_CLOSED)) freeClient(victims[i]);
+    return receivers;
+}
+
+/* PUBLISH channel message */
+void publishCommand(client *c) {
+    const ir_arg *ch = &c->argv[1], *msg = &c->argv[2];
+    addReplyLongLong(c, pubsubPublishMessage(c->srv, c, ch->ptr, ch->len, msg->ptr, msg->len, 1));
 }
 
 /* PUBSUB CHANNELS [pattern] | NUMSUB [channel ...] | NUMPAT | SHARDCHANNELS | SHARDNUMSUB | HELP */

@@ -13,6 +13,11 @@ int pubsubRepliesArePushes(const ir_command *cmd);
 /* CLIENT LIST sub= psub=, INFO stats pubsub_channels / pubsub_patterns. */
 void pubsubClientCounts(const client *c, int *channels, int *patterns);
 void pubsubServerCounts(const ir_server *s, uint64_t *channels, uint64_t *patterns);
+/* PUBLISH's delivery, also used by keyspace notifications (publisher NULL
+ * when no client caused it); free_now: free subscribers over their output
+ * limit at once, else only mark them. Returns the receivers. */
+long long pubsubPublishMessage(ir_server *s, client *publisher, const char *ch, size_t chlen,
+                               const char *msg, size_t msglen, int free_now);
 void pubsubReset(client *c);       /* RESET: unsubscribe from everything, no replies */
 void pubsubFreeClient(client *c);  /* freeClient */
 void pubsubFree(ir_server *s);     /* server_free, after every client */

@@ -64,6 +64,7 @@ static void hsetGeneric(client *c, int ok_reply) {
     long long created = 0;
     for (int j = 2; j < c->argc; j += 2) created += hashSet(db, e->v.coll, &c->argv[j], &c->argv[j + 1]);
     signalModifiedKey(c, db, k.p, k.len);
+    notifyKeyspaceEvent(NOTIFY_HASH, "hset", k.p, k.len, db->id);
     if (ok_reply) addReplyStr(c, shared.ok);
     else addReplyLongLong(c, created);
 }
@@ -86,6 +87,7 @@ void hsetnxCommand(client *c) {
     }
     hashSet(db, e->v.coll, &c->argv[2], &c->argv[3]);
     signalModifiedKey(c, db, k.p, k.len);
+    notifyKeyspaceEvent(NOTIFY_HASH, "hset", k.p, k.len, db->id);
     addReplyStr(c, shared.cone);
 }
 
@@ -126,6 +128,9 @@ void hdelCommand(client *c) {
     }
     if (deleted) {
         signalModifiedKey(c, db, c->argv[1].ptr, c->argv[1].len);
+        notifyKeyspaceEvent(NOTIFY_HASH, "hdel", c->argv[1].ptr, c->argv[1].len, db->id);
+        if (dictSize(&e->v.coll->d) == 0)
+            notifyKeyspaceEvent(NOTIFY_GENERIC, "del", c->argv[1].ptr, c->argv[1].len, db->id);
         if (dictSize(&e->v.coll->d) == 0) dbDeleteEntry(db, e);
     }
     addReplyLongLong(c, deleted);
@@ -224,6 +229,7 @@ void hincrbyCommand(client *c) {
         hashNoteSize(e->v.coll);
     }
     signalModifiedKey(c, db, k.p, k.len);
+    notifyKeyspaceEvent(NOTIFY_HASH, "hincrby", k.p, k.len, db->id);
     addReplyLongLong(c, value);
 }
 
@@ -267,6 +273,7 @@ void hincrbyfloatCommand(client *c) {
         hashNoteSize(e->v.coll);
     }
     signalModifiedKey(c, db, k.p, k.len);
+    notifyKeyspaceEvent(NOTIFY_HASH, "hincrbyfloat", k.p, k.len, db->id);
     addReplyBulk(c, buf, (size_t)n);
 }
 

@@ -131,6 +131,7 @@ static void keyChanged(client *c, ir_db *db, const dbEntry *e) {
 /* After elements were removed: an emptied list goes (signalled first). */
 static void listRemoved(client *c, ir_db *db, dbEntry *e) {
     signalModifiedKey(c, db, e->key, e->klen);
+    if (e->v.list.len == 0) notifyKeyspaceEvent(NOTIFY_GENERIC, "del", e->key, e->klen, db->id);
     if (e->v.list.len == 0) dbDeleteEntry(db, e);
 }
 
@@ -187,6 +188,8 @@ static void pushGenericCommand(client *c, int where, int xx) {
     addReplyLongLong(c, (long long)e->v.list.len);
     signalKeyAsReady(db, e->key, e->klen);
     keyChanged(c, db, e);
+    notifyKeyspaceEvent(NOTIFY_LIST, where == LIST_HEAD ? "lpush" : "rpush", e->key, e->klen,
+                        db->id);
 }
 
 /* LPUSH key element [element ...] */
@@ -211,6 +214,8 @@ static void popRange(client *c, ir_db *db, dbEntry *e, int where, long long coun
         addReplyBulk(c, x.p, x.len);
         dbFreeLater(db, x.p, x.len);
     }
+    notifyKeyspaceEvent(NOTIFY_LIST, where == LIST_HEAD ? "lpop" : "rpop", e->key, e->klen,
+                        db->id);
     listRemoved(c, db, e);
 }
 
@@ -247,6 +252,8 @@ static void popGenericCommand(client *c, int where) {
     lelem x = listPop(db, &e->v.list, where);
     addReplyBulk(c, x.p, x.len);
     dbFreeLater(db, x.p, x.len); /* the reply may point at it */
+    notifyKeyspaceEvent(NOTIFY_LIST, where == LIST_HEAD ? "lpop" : "rpop", e->key, e->klen,
+                        db->id);
     listRemoved(c, db, e);
 }
 
@@ -339,6 +346,7 @@ void lsetCommand(client *c) {
     db->bytes += dbBufBytes(len + 1);
     addReplyStr(c, shared.ok);
     keyChanged(c, db, e);
+    notifyKeyspaceEvent(NOTIFY_LIST, "lset", e->key, e->klen, db->id);
 }
 
 static int elemEq(const lelem *x, const ir_arg *a) {
@@ -393,6 +401,7 @@ void lremCommand(client *c) {
         listResize(db, l, cap);
     }
     addReplyLongLong(c, removed);
+    if (removed) notifyKeyspaceEvent(NOTIFY_LIST, "lrem", e->key, e->klen, db->id);
     if (removed) listRemoved(c, db, e);
 }
 
@@ -429,6 +438,7 @@ void ltrimCommand(client *c) {
         free(x.p);
     }
     addReplyStr(c, shared.ok);
+    notifyKeyspaceEvent(NOTIFY_LIST, "ltrim", e->key, e->klen, db->id);
     listRemoved(c, db, e);
 }
 
@@ -458,6 +468,7 @@ void linsertCommand(client *c) {
         addReplyLongLong(c, (long long)l->len);
         signalKeyAsReady(db, e->key, e->klen);
         keyChanged(c, db, e);
+        notifyKeyspaceEvent(NOTIFY_LIST, "linsert", e->key, e->klen, db->id);
         return;
     }
     addReplyLongLong(c, -1);
@@ -544,6 +555,10 @@ static void moveElement(client *c, ir_db *db, dbEntry *src, dbEntry *dst, int ds
     addReplyBulk(c, x.p, x.len);
     signalKeyAsReady(db, dst->key, dst->klen);
     keyChanged(c, db, dst);
+    notifyKeyspaceEvent(NOTIFY_LIST, whereto == LIST_HEAD ? "lpush" : "rpush", dst->key, dst->klen,
+                        db->id);
+    notifyKeyspaceEvent(NOTIFY_LIST, wherefrom == LIST_HEAD ? "lpop" : "rpop", src->key, src->klen,
+                        db->id);
     if (src != dst) listRemoved(c, db, src);
 }
 
@@ -604,6 +619,8 @@ static void popKeysGeneric(client *c, int first, int n, int where, long long cou
             lelem x = listPop(db, &e->v.list, where);
             addReplyBulk(c, x.p, x.len);
             dbFreeLater(db, x.p, x.len);
+            notifyKeyspaceEvent(NOTIFY_LIST, where == LIST_HEAD ? "lpop" : "rpop", e->key, e->klen,
+                                db->id);
             listRemoved(c, db, e);
         }
         return;

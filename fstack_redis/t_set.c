@@ -40,6 +40,7 @@ void saddCommand(client *c) {
     long long added = 0;
     for (int j = 2; j < c->argc; j++) added += setAdd(db, e->v.coll, c->argv[j].ptr, c->argv[j].len);
     if (added) signalModifiedKey(c, db, k.p, k.len);
+    if (added) notifyKeyspaceEvent(NOTIFY_SET, "sadd", k.p, k.len, db->id);
     addReplyLongLong(c, added);
 }
 
@@ -58,6 +59,9 @@ void sremCommand(client *c) {
     }
     if (removed) {
         signalModifiedKey(c, db, c->argv[1].ptr, c->argv[1].len);
+        notifyKeyspaceEvent(NOTIFY_SET, "srem", c->argv[1].ptr, c->argv[1].len, db->id);
+        if (dictSize(&e->v.coll->d) == 0)
+            notifyKeyspaceEvent(NOTIFY_GENERIC, "del", c->argv[1].ptr, c->argv[1].len, db->id);
         if (dictSize(&e->v.coll->d) == 0) dbDeleteEntry(db, e);
     }
     addReplyLongLong(c, removed);
@@ -144,6 +148,9 @@ void spopCommand(client *c) {
         }
     }
     signalModifiedKey(c, db, c->argv[1].ptr, c->argv[1].len);
+    notifyKeyspaceEvent(NOTIFY_SET, "spop", c->argv[1].ptr, c->argv[1].len, db->id);
+    if (dictSize(&co->d) == 0)
+        notifyKeyspaceEvent(NOTIFY_GENERIC, "del", c->argv[1].ptr, c->argv[1].len, db->id);
     if (dictSize(&co->d) == 0) dbDeleteEntry(db, e);
 }
 
@@ -212,11 +219,16 @@ void smoveCommand(client *c) {
         return;
     }
     collDelete(db, src->v.coll, me);
+    notifyKeyspaceEvent(NOTIFY_SET, "srem", sk.p, sk.len, db->id);
+    if (dictSize(&src->v.coll->d) == 0)
+        notifyKeyspaceEvent(NOTIFY_GENERIC, "del", sk.p, sk.len, db->id);
     if (dictSize(&src->v.coll->d) == 0) dbDeleteEntry(db, src);
     signalModifiedKey(c, db, sk.p, sk.len);
     if (!dst) dst = dbAdd(db, &dk, OBJ_SET, 0);
     /* the destination changed only if it did not hold the member already */
-    if (setAdd(db, dst->v.coll, m->ptr, m->len)) signalModifiedKey(c, db, dk.p, dk.len);
+    int added = setAdd(db, dst->v.coll, m->ptr, m->len);
+    if (added) signalModifiedKey(c, db, dk.p, dk.len);
+    if (added) notifyKeyspaceEvent(NOTIFY_SET, "sadd", dk.p, dk.len, db->id);
     addReplyStr(c, shared.cone);
 }
 
@@ -236,6 +248,8 @@ static int lookupSets(client *c, ir_db *db, int first, int n, dbColl **sets) {
             addReplyStr(c, shared.wrongtypeerr);
             return -1;
         }
+        if (!e && c->cmd && (c->cmd->flags & CMD_WRITE)) /* the STOREs read as lookupKeyRead */
+            notifyKeyspaceEvent(NOTIFY_KEY_MISS, "keymiss", k.p, k.len, db->id);
         sets[j] = e ? e->v.coll : NULL;
     }
     return 0;
@@ -321,7 +335,9 @@ static void setOpGeneric(client *c, int first, int dst, int op) {
     long long size = (long long)dictSize(&rc->d);
     if (old) dbDeleteEntry(db, old);
     if (size > 0) {
+        notifyNoNewKey = old != NULL; /* Redis overwrites the destination: no "new" */
         dbEntry *e = dbAdd(db, &dk, OBJ_SET, 0);
+        notifyNoNewKey = 0;
         dbFreeValue(db, e);
         e->v.coll = rc; /* the result becomes the value */
         free(res);
@@ -329,6 +345,9 @@ static void setOpGeneric(client *c, int first, int dst, int op) {
         tempSetFree(db, res);
     }
     if (old || size > 0) signalModifiedKey(c, db, dk.p, dk.len);
+    static const char *const storeEvents[] = {"sinterstore", "sunionstore", "sdiffstore"};
+    if (size > 0) notifyKeyspaceEvent(NOTIFY_SET, storeEvents[op], dk.p, dk.len, db->id);
+    else if (old) notifyKeyspaceEvent(NOTIFY_GENERIC, "del", dk.p, dk.len, db->id);
     addReplyLongLong(c, size);
 done:
     if (sets != stack) free(sets);

@@ -217,6 +217,8 @@ void setCommand(client *c) {
     strSetFromArg(db, e, c, 2, 0);
     if (expire_arg) setExpire(db, e, when);
     signalModifiedKey(c, db, k.p, k.len);
+    notifyKeyspaceEvent(NOTIFY_STRING, "set", k.p, k.len, db->id);
+    if (expire_arg) notifyKeyspaceEvent(NOTIFY_GENERIC, "expire", k.p, k.len, db->id);
 
     if (!(flags & OBJ_SET_GET)) addReplyStr(c, shared.ok);
 }
@@ -244,6 +246,7 @@ void msetCommand(client *c) {
         dbkey k = argKey(db, c, j);
         setKeyFromArgs(db, c, &k, lookupKey(db, &k), j + 1, 0);
         signalModifiedKey(c, db, k.p, k.len);
+        notifyKeyspaceEvent(NOTIFY_STRING, "set", k.p, k.len, db->id);
     }
     addReplyStr(c, shared.ok);
 }
@@ -276,6 +279,7 @@ static void incrDecrCommand(client *c, long long incr) {
     if (!e) e = dbAdd(db, &k, OBJ_STRING, DB_INT_CAP);
     strSetValue(db, e, buf, (size_t)n, 0); /* in place; the TTL stays */
     signalModifiedKey(c, db, k.p, k.len);
+    notifyKeyspaceEvent(NOTIFY_STRING, "incrby", k.p, k.len, db->id);
     addReplyLongLong(c, value);
 }
 
@@ -377,11 +381,14 @@ void getexCommand(client *c) {
     if (expire_arg && kind >= 3 && when <= dbNow(db)) {
         signalModifiedKey(c, db, k.p, k.len);
         dbDeleteEntry(db, e);
+        notifyKeyspaceEvent(NOTIFY_GENERIC, "del", k.p, k.len, db->id);
     } else if (expire_arg) {
         setExpire(db, e, when);
         signalModifiedKey(c, db, k.p, k.len);
+        notifyKeyspaceEvent(NOTIFY_GENERIC, "expire", k.p, k.len, db->id);
     } else if (kind == 5 && removeExpire(db, e)) {
         signalModifiedKey(c, db, k.p, k.len);
+        notifyKeyspaceEvent(NOTIFY_GENERIC, "persist", k.p, k.len, db->id);
     }
 }
 
@@ -394,6 +401,8 @@ static void setexGeneric(client *c, long long unit) {
     dbEntry *e = setKeyFromArgs(db, c, &k, lookupKey(db, &k), 3, 0);
     setExpire(db, e, when);
     signalModifiedKey(c, db, k.p, k.len);
+    notifyKeyspaceEvent(NOTIFY_STRING, "set", k.p, k.len, db->id);
+    notifyKeyspaceEvent(NOTIFY_GENERIC, "expire", k.p, k.len, db->id);
     addReplyStr(c, shared.ok);
 }
 
@@ -413,6 +422,7 @@ void setnxCommand(client *c) {
     }
     setKeyFromArgs(db, c, &k, NULL, 2, 0);
     signalModifiedKey(c, db, k.p, k.len);
+    notifyKeyspaceEvent(NOTIFY_STRING, "set", k.p, k.len, db->id);
     addReplyStr(c, shared.cone);
 }
 
@@ -429,6 +439,7 @@ void getsetCommand(client *c) {
     else addReplyNull(c);
     setKeyFromArgs(db, c, &k, e, 2, 0);
     signalModifiedKey(c, db, k.p, k.len);
+    notifyKeyspaceEvent(NOTIFY_STRING, "set", k.p, k.len, db->id);
 }
 
 /* GETDEL key */
@@ -447,6 +458,7 @@ void getdelCommand(client *c) {
     addReplyValue(c, e);
     signalModifiedKey(c, db, k.p, k.len);
     dbDeleteEntry(db, e);
+    notifyKeyspaceEvent(NOTIFY_GENERIC, "del", k.p, k.len, db->id);
 }
 
 /* Make e's value newlen bytes long (bytes past the old end are zeroes),
@@ -494,6 +506,7 @@ void appendCommand(client *c) {
         e->flags |= DBE_ENC_RAW;
     }
     signalModifiedKey(c, db, k.p, k.len);
+    notifyKeyspaceEvent(NOTIFY_STRING, "append", k.p, k.len, db->id);
     addReplyLongLong(c, (long long)e->v.str.len);
 }
 
@@ -557,6 +570,7 @@ void setrangeCommand(client *c) {
     memcpy(e->v.str.ptr + offset, v, vlen);
     e->flags |= DBE_ENC_RAW;
     signalModifiedKey(c, db, k.p, k.len);
+    notifyKeyspaceEvent(NOTIFY_STRING, "setrange", k.p, k.len, db->id);
     addReplyLongLong(c, (long long)e->v.str.len);
 }
 
@@ -578,6 +592,7 @@ void msetnxCommand(client *c) {
         dbkey k = argKey(db, c, j);
         setKeyFromArgs(db, c, &k, lookupKey(db, &k), j + 1, 0);
         signalModifiedKey(c, db, k.p, k.len);
+        notifyKeyspaceEvent(NOTIFY_STRING, "set", k.p, k.len, db->id);
     }
     addReplyStr(c, shared.cone);
 }
@@ -642,6 +657,7 @@ void incrbyfloatCommand(client *c) {
     strSetValue(db, e, buf, (size_t)n, 0); /* the TTL stays */
     e->flags |= DBE_ENC_STR;
     signalModifiedKey(c, db, k.p, k.len);
+    notifyKeyspaceEvent(NOTIFY_STRING, "incrbyfloat", k.p, k.len, db->id);
     addReplyBulk(c, buf, (size_t)n);
 }
 
@@ -691,6 +707,7 @@ void setbitCommand(client *c) {
         *p = (unsigned char)((*p & ~(1 << bit)) | ((int)on << bit));
         e->flags |= DBE_ENC_RAW;
         signalModifiedKey(c, db, k.p, k.len);
+        notifyKeyspaceEvent(NOTIFY_STRING, "setbit", k.p, k.len, db->id);
     }
     addReplyStr(c, bitval ? shared.cone : shared.czero);
 }

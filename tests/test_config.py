@@ -58,7 +58,7 @@ RESTORE = (
     "5000", "loglevel", "notice", "sanitize-dump-payload", "no", "maxmemory", "0",
     "maxclients", "10000", "timeout", "0", "tcp-keepalive", "300", "maxmemory-clients", "0",
     "maxmemory-samples", "5", "key-load-delay", "0", "rdb-key-save-delay", "0",
-    "maxmemory-eviction-tenacity", "10",
+    "maxmemory-eviction-tenacity", "10", "notify-keyspace-events", "",
 )  # fmt: skip
 
 
@@ -172,6 +172,7 @@ SET_CASES = [
     ("appendfsync", "always"), ("sanitize-dump-payload", "clients"),
     ("maxmemory-policy", "foo"), ("maxmemory-policy", "NOEVICTION"),
     ("notify-keyspace-events", "Q"), ("notify-keyspace-events", ""),
+    ("notify-keyspace-events", "KEA"), ("notify-keyspace-events", "gK$n"),
     ("save", "a b"), ("save", "1"), ("save", ""), ("appendonly", "maybe"), ("appendonly", "no"),
     ("maxmemory-clients", "10%"), ("maxmemory-clients", "1mb"), ("maxmemory-clients", "x"),
     ("maxmemory-clients", "-5%"), ("maxmemory-clients", "0%"), ("maxmemory-clients", "200%"),
@@ -221,8 +222,6 @@ def test_set_is_all_or_nothing(pair: Pair, bad: tuple[str, str]) -> None:
 
 
 @pytest.mark.parametrize(("name", "value", "why"), [
-    ("notify-keyspace-events", "KEA",
-     'keyspace notifications are not supported (only "" is accepted)'),
     ("appendonly", "yes", "appendonly is not supported (snapshots: SAVE, BGSAVE)"),
     ("save", "100 10", "automatic snapshots are not supported (use BGSAVE)"),
     ("maxmemory-policy", "allkeys-lru",
