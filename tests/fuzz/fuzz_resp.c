@@ -55,7 +55,8 @@
  *     (n up to 2^20 turns a 25-byte request into a ~19 MB reply);
  *   - CONFIG SET cannot raise proto-max-bulk-len above FUZZ_MAX_BULK;
  *   - DEBUG SLEEP sleeps at most FUZZ_MAX_SLEEP seconds (it blocks the server
- *     on purpose), and DEBUG SET-ACTIVE-EXPIRE is turned back on between inputs.
+ *     on purpose), and DEBUG SET-ACTIVE-EXPIRE is turned back on between inputs
+ *     (so are keyspace notifications turned off).
  * Beyond them those commands answer "-ERR fuzz harness: ...".
  *
  * FUZZ_RESP_SKIP="name,..." skips the named invariant checks (the [name] in
@@ -75,6 +76,7 @@
 #include "commands.h"
 #include "db.h"
 #include "db_internal.h"
+#include "notify.h"
 #include "replay.h"
 #include "server.h"
 #include "snapshot.h"
@@ -716,6 +718,7 @@ static void resetServer(uint8_t opt) {
     emptySnapdir();
     srv->shutdown_asap = 0;
     dbActiveExpireEnabled = 1; /* DEBUG SET-ACTIVE-EXPIRE 0 */
+    notifyKeyspaceFlags = 0;   /* CONFIG SET notify-keyspace-events */
     for (int i = 0; i < dbsCount(srv); i++) { /* every database (SELECT, MOVE, SWAPDB) */
         dbEmpty(dbsAt(srv, i));
         dbReleaseLater(dbsAt(srv, i));
