@@ -3,13 +3,17 @@ PUBLISHes the version in one MULTI/EXEC; actors subscribe instead of polling the
 version, and a dropped subscriber reconnects and re-reads the version.
 
 Every test runs against stock redis-server (the ``--replay local`` baseline) and
-against inreplay (``--replay appliance``), with a real Learner and real Actors.
+against inreplay (``--replay appliance``), with a real Learner and real Actors;
+the last one against a replay group of two inreplay shards.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -27,6 +31,7 @@ from actors.actor import Actor, ParamUpdates  # noqa: E402
 from actors.config import Config, Keys, preset  # noqa: E402
 from learner.learner import Learner  # noqa: E402
 
+ROOT = Path(__file__).resolve().parent.parent
 BLOB_HEADER = 24  # actors.model: the floats start here
 
 
@@ -355,3 +360,54 @@ def test_param_updates_on_resp2_and_resp3(store: Any, protocol: int) -> None:
     finally:
         pub.close()
         r.close()
+
+
+# ---- a replay group: parameters (and their channel) on shard 0 ------------------------
+
+
+@pytest.fixture
+def group(tmp_path: Path) -> Iterator[list[str]]:
+    """Two inreplay shards started as one group by pyctl; their addresses."""
+    env = dict(os.environ, INREPLAY_RUN_DIR=str(tmp_path / "run"),
+               PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", ""))
+                                          if p))
+
+    def pyctl(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "pyctl", *args], cwd=ROOT, env=env,
+                              capture_output=True, text=True, timeout=60)
+
+    out = pyctl("start", "--shards", "2", "--listen", "127.0.0.1:0", "--daemon")
+    assert out.returncode == 0, out.stderr
+    line = next(ln for ln in out.stdout.splitlines() if ln.startswith("inreplay: group "))
+    try:
+        yield line.removeprefix("inreplay: group ").split(",")
+    finally:
+        stop = pyctl("stop", "--all")
+        assert stop.returncode == 0, stop.stderr
+
+
+def test_actors_of_a_group_subscribe_on_shard_0(group: list[str], tmp_path: Path) -> None:
+    shards = [redis.Redis(host=a.rsplit(":", 1)[0], port=int(a.rsplit(":", 1)[1]), protocol=2)
+              for a in group]
+    host, port = group[1].rsplit(":", 1)  # given shard 1's address, as any member's
+    cfg = preset("CartPole-v1", host=host, port=int(port), out_dir=str(tmp_path), hidden=16,
+                 capacity=1000, learning_starts=10, checkpoint_every=0, params_wait_s=20.0)
+    keys = Keys(cfg.prefix)
+    learner = _learner(cfg)
+    actor = Actor(cfg, 0, log=lambda msg: None)
+    try:
+        assert [_numsub(s, keys.updates) for s in shards] == [1, 0]
+        _stamp(learner)
+        learner.publish()
+        assert actor.wait_for_params() and actor.version == 1
+        _stamp(learner)
+        learner.publish()
+        time.sleep(0.3)
+        actor.flush([], [], 1)
+        assert actor.version == 2 and _first_weight(actor) == 2.0
+        assert shards[0].get(keys.version) == b"2" and shards[1].get(keys.version) is None
+    finally:
+        actor.close()
+        learner.close()
+        for s in shards:
+            s.close()
