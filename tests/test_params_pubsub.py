@@ -364,6 +364,25 @@ def test_param_updates_on_resp2_and_resp3(store: Any, protocol: int) -> None:
         r.close()
 
 
+def test_the_subscriber_authenticates_as_the_main_connection(store: Any) -> None:
+    keys = Keys("pp")
+    admin = store.client()
+    assert admin.config_set("requirepass", "s3cret")
+    r = redis.Redis(host=store.host, port=store.port, protocol=2, password="s3cret",
+                    socket_timeout=10)
+    try:
+        r.set(keys.version, 3)
+        updates = ParamUpdates(r, keys)
+        assert updates.poll(timeout=2) == 3
+        r.publish(keys.updates, 4)
+        assert updates.poll(timeout=2) == 4
+        updates.close()
+    finally:
+        r.config_set("requirepass", "")
+        r.close()
+        admin.close()
+
+
 # ---- a replay group: parameters (and their channel) on shard 0 ------------------------
 
 
