@@ -1,5 +1,5 @@
 """An Ape-X actor: act epsilon-greedily, build n-step transitions, insert them with
-priorities, pull parameters when the learner publishes new ones.
+priorities, pull parameters when the learner announces new ones.
 
     python -m actors.actor --actor-id 0 --env CartPole-v1 --port 6379 [--config FILE.json]
 
@@ -8,10 +8,23 @@ Each flush of ``actor_batch`` transitions is
 1. one ``REPLAY.ADD table p1 item1 p2 item2 ...`` (or, with ``--replay local``, one
    ``RPUSH <prefix>:experience`` of priority-prefixed records to a stock Redis), and
 2. one pipelined round trip: ``INCRBY <prefix>:frames``, ``INCRBY <prefix>:transitions``,
-   ``RPUSH <prefix>:returns`` (finished episodes), ``MGET <prefix>:params:version
-   <prefix>:learner:samples <prefix>:stop``;
-3. ``MGET <prefix>:params <prefix>:params:version`` only when the version changed
-   (the learner MSETs both at once, so the pair is consistent).
+   ``RPUSH <prefix>:returns`` (finished episodes), ``MGET <prefix>:learner:samples
+   <prefix>:stop``;
+3. a look, without blocking, at the actor's subscription (below) and
+   ``MGET <prefix>:params <prefix>:params:version`` only when it announced a version
+   other than the one loaded (the learner sets both and publishes the version in one
+   MULTI/EXEC, so the pair is consistent and the announced blob is there).
+
+Parameters are announced, not polled: each actor holds a second connection (from
+its client's pool: same server, auth and protocol, RESP2 or RESP3) subscribed to
+``<prefix>:params:updates``, on which the learner PUBLISHes each new version. Every
+confirmation of that SUBSCRIBE (the first one, and the one redis-py gets when it
+reconnects a dropped subscriber) is followed by one ``GET <prefix>:params:version``:
+what was published before the subscription took effect, or while the connection was
+down, is read there rather than lost. Several versions announced between two looks
+cost one pull, of the newest. Before its first parameters the actor blocks on the
+subscription (in slices of :data:`WAIT_SLICE_S`, so a SIGTERM or the stop key ends
+the wait) instead of polling.
 
 Priorities are the actor's own |TD error| (see actors.nstep), computed from the
 Q-values it already has from acting: Q(s_t) when it acted at t and Q(s_{t+k})
@@ -50,6 +63,9 @@ to catch up) before the actor checks for a stop and new parameters and tries aga
 
 WAIT_LOG_EVERY_S = 5.0
 """Seconds between the progress lines while an actor waits for parameters."""
+WAIT_SLICE_S = 0.1
+"""Longest single block on the subscription while waiting for the first parameters:
+the stop event and the stop key are checked between slices."""
 PRIORITY = struct.Struct("<f")
 """--replay local: each list element is a float32 priority, then the record."""
 
@@ -96,6 +112,63 @@ class Log:
         self.seen.clear()
 
 
+class ParamUpdates:
+    """The versions the learner announces on ``Keys.updates``, on a subscriber connection
+    of its own taken from ``r``'s pool (same server, auth and protocol as ``r``).
+
+    :meth:`poll` drains what has arrived and returns the newest version announced, or
+    None if nothing was. After every SUBSCRIBE confirmation (the first subscription and
+    each one redis-py makes when it reconnects a dropped connection) it also reads the
+    version key once through ``r``: the confirmation means the subscription is in
+    effect, so a version published before it is in the key and one published after it
+    arrives as a message; none is missed.
+    """
+
+    def __init__(self, r: redis.Redis, keys: Keys) -> None:
+        self.r = r
+        self.keys = keys
+        self.subscriptions = 0
+        """SUBSCRIBE confirmations seen (1 + the reconnections)."""
+        self.ps = r.pubsub()
+        self.ps.subscribe(keys.updates)
+
+    def poll(self, timeout: float = 0.0) -> int | None:
+        """The newest version announced since the last call, or None; waits up to
+        ``timeout`` seconds for the first message (0: only what has already arrived)."""
+        newest: int | None = None
+        renewed = False
+        while True:
+            try:
+                msg = self.ps.get_message(timeout=timeout)
+            except redis.ConnectionError:
+                if renewed:
+                    raise
+                # redis-py's own reconnection gave up: start a new subscription once
+                # (subscribe raises if the server cannot be reached at all)
+                self.ps.reset()
+                self.ps.subscribe(self.keys.updates)
+                renewed = True
+                continue
+            if msg is None:
+                return newest
+            timeout = 0.0  # the rest only if already there
+            if msg["type"] == "subscribe":
+                self.subscriptions += 1
+                v = int(self.r.get(self.keys.version) or 0)
+            elif msg["type"] == "message":
+                try:
+                    v = int(msg["data"])
+                except ValueError:
+                    continue  # not a version: not the learner's
+            else:
+                continue
+            if v and (newest is None or v > newest):
+                newest = v
+
+    def close(self) -> None:
+        self.ps.close()
+
+
 class Actor:
     """One actor. ``run()`` loops until ``stop`` is set, the stop key appears,
     ``max_steps`` agent steps are done, or a SIGTERM (in ``main``)."""
@@ -113,6 +186,7 @@ class Actor:
         self.r = redis.Redis(host=host, port=port, protocol=2, socket_timeout=60,
                              socket_connect_timeout=5)
         self.r.ping()  # the server first: no environment for an actor that cannot run
+        self.updates = ParamUpdates(self.r, self.keys)  # subscribed before any read
         self.spec = spec or env_spec(cfg)
         self.eps = epsilon_ladder(actor_id, cfg.num_actors, cfg.eps_base, cfg.eps_alpha)
         self.seed = cfg.seed + 1000 * (actor_id + 1)
@@ -145,7 +219,7 @@ class Actor:
             return self.model(x)[0].numpy().astype(np.float64)
 
     def pull(self, version: int) -> bool:
-        """Load the published parameters (``version``: what the poll saw, for the log)."""
+        """Load the published parameters (``version``: what was announced, for the log)."""
         blob, v = self.r.mget(self.keys.params, self.keys.version)
         if blob is None:
             return False
@@ -160,28 +234,36 @@ class Actor:
         self.pulls += 1
         return True
 
-    def _poll(self) -> tuple[int, int, bool]:
-        v, samples, stop = self.r.mget(self.keys.version, self.keys.samples, self.keys.stop)
-        return int(v or 0), int(samples or 0), stop is not None
+    def _poll(self) -> tuple[int, bool]:
+        """The learner's sample counter and whether the stop key is set."""
+        samples, stop = self.r.mget(self.keys.samples, self.keys.stop)
+        return int(samples or 0), stop is not None
+
+    def check_params(self, timeout: float = 0.0) -> bool:
+        """Pull the parameters if the subscription announced a version other than the
+        loaded one (several announced: one pull, of the newest); True if pulled."""
+        v = self.updates.poll(timeout)
+        return v is not None and v != self.version and self.pull(v)
 
     def wait_for_params(self) -> bool:
-        """Wait up to params_wait_s for the learner's first parameters, with a progress
-        line every WAIT_LOG_EVERY_S."""
+        """Wait up to params_wait_s for the learner's first parameters, blocking on the
+        subscription, with a progress line every WAIT_LOG_EVERY_S."""
         t0 = t_log = time.monotonic()
         deadline = t0 + self.cfg.params_wait_s
-        while not self.stop.is_set() and time.monotonic() < deadline:
-            v, _, stop = self._poll()
-            if stop:
+        while not self.stop.is_set():
+            now = time.monotonic()
+            if now >= deadline:
+                return False
+            if self.check_params(min(WAIT_SLICE_S, deadline - now)):
+                return True
+            if self.r.exists(self.keys.stop):
                 self.stopped_by_key = True
                 return False
-            if v and self.pull(v):
-                return True
             now = time.monotonic()
             if now - t_log >= WAIT_LOG_EVERY_S:
                 self.log(f"waiting for the learner's parameters on {self.cfg.host}:"
                          f"{self.cfg.port} ({now - t0:.0f} of {self.cfg.params_wait_s:.0f} s)")
                 t_log = now
-            time.sleep(0.05)
         return False
 
     # ---- the loop --------------------------------------------------------------
@@ -284,17 +366,15 @@ class Actor:
         pipe.incrby(keys.transitions, len(out))
         if returns:
             pipe.rpush(keys.returns, *returns)
-        pipe.mget(keys.version, keys.samples, keys.stop)
+        pipe.mget(keys.samples, keys.stop)
         res = pipe.execute()
         self.transitions_total = int(res[1])
-        v, samples, stop = res[-1]
+        samples, stop = res[-1]
         self.learner_samples = int(samples or 0)
         if stop is not None:
             self.stopped_by_key = True
             return
-        v = int(v or 0)
-        if v != self.version:
-            self.pull(v)
+        self.check_params()
         if throttle and cfg.replay == "local" and cfg.samples_per_insert > 0:
             self._throttle()
 
@@ -309,12 +389,11 @@ class Actor:
                     self.rc.add(self.cfg.table, prio, items, timeout=ADD_WAIT_S)
                     return
                 except RateLimited:
-                    v, self.learner_samples, stop = self._poll()
+                    self.learner_samples, stop = self._poll()
                     if stop or self.stop.is_set():
                         self.stopped_by_key = self.stopped_by_key or stop
                         return
-                    if v != self.version:
-                        self.pull(v)
+                    self.check_params()
         finally:
             self.waited_s += time.monotonic() - t0
 
@@ -342,14 +421,15 @@ class Actor:
             if self.transitions_total <= allowed:
                 break
             time.sleep(0.005)
-            v, self.learner_samples, stop = self._poll()
+            self.learner_samples, stop = self._poll()
             if stop:
                 self.stopped_by_key = True
-            elif v != self.version:
-                self.pull(v)
+            else:
+                self.check_params()
         self.waited_s += time.monotonic() - t0
 
     def close(self) -> None:
+        self.updates.close()
         self.r.close()
         if self.rc is not None:
             self.rc.close()

@@ -76,7 +76,8 @@ class Config:
     prefix: str = "apex"
     """Prefix of the keys the processes share: <prefix>:params, <prefix>:params:version,
     <prefix>:frames, <prefix>:transitions, <prefix>:returns, <prefix>:learner:samples,
-    <prefix>:stop and, with --replay local, <prefix>:experience."""
+    <prefix>:stop and, with --replay local, <prefix>:experience; and of the pub/sub
+    channel <prefix>:params:updates on which the learner announces each new version."""
 
     # ---- actors --------------------------------------------------------------
     num_actors: int = 2
@@ -131,7 +132,8 @@ class Config:
     target_update: int = 2500
     """Learner steps between target-network syncs (Ape-X: 2500)."""
     publish_every: int = 50
-    """Learner steps between parameter publications (SET blob, INCR version)."""
+    """Learner steps between parameter publications (one MULTI: SET blob, SET version,
+    PUBLISH version; EXEC)."""
     learning_starts: int = 50_000
     """Transitions in replay before the learner starts (Ape-X: 50K): the table's MIN_SIZE,
     so the learner's first sample waits in the appliance until they are there."""
@@ -392,7 +394,7 @@ def net_reason(e: BaseException) -> str:
 
 
 class Keys:
-    """Names of the shared keys (see Config.prefix)."""
+    """Names of the shared keys (see Config.prefix) and of the parameter channel."""
 
     def __init__(self, prefix: str) -> None:
         self.params = f"{prefix}:params"
@@ -404,5 +406,12 @@ class Keys:
         self.stop = f"{prefix}:stop"
         self.experience = f"{prefix}:experience"
 
+    @property
+    def updates(self) -> str:
+        """The pub/sub channel (not a key) on which the learner PUBLISHes each new
+        parameter version, in the MULTI/EXEC that SETs the blob and the version."""
+        return self.params + ":updates"
+
     def all(self) -> list[str]:
+        """Every key (not the channel)."""
         return list(vars(self).values())

@@ -10,10 +10,20 @@ double-DQN n-step TD error
 
 clip the gradient norm, step Adam, and send |delta| back as the batch's new
 priorities (``REPLAY.UPDATE``). Every ``target_update`` steps the target network
-is synced; every ``publish_every`` steps the parameters are published:
-one ``MSET <prefix>:params <blob> <prefix>:params:version <v>`` (atomic, so a
-reader's ``MGET`` of both never pairs a blob with another version; v continues
-from the version already on the server; blob layout: actors.model).
+is synced; every ``publish_every`` steps the parameters are published in one
+transaction::
+
+    MULTI
+    SET <prefix>:params <blob>
+    SET <prefix>:params:version <v>
+    SET <prefix>:learner:samples <n>
+    PUBLISH <prefix>:params:updates <v>
+    EXEC
+
+so a reader's ``MGET`` of blob and version never pairs a blob with another
+version, and a subscriber that hears v finds v's blob (v continues from the
+version already on the server; blob layout: actors.model). Actors subscribe to
+the channel instead of polling the version (actors.actor).
 ``<prefix>:learner:samples`` (transitions sampled so far) is kept current for the
 actors' rate limiter.
 
@@ -328,10 +338,16 @@ class Learner:
 
     # ---- parameters and checkpoints -------------------------------------------------
     def publish(self) -> int:
+        """Publish the model as the next version: blob, version and sample counter set and
+        the version announced on the channel, all in one MULTI/EXEC."""
         blob = params_to_blob(self.model)
         version = self.version + 1
-        self.r.mset({self.keys.params: blob, self.keys.version: version,
-                     self.keys.samples: self.samples})
+        pipe = self.r.pipeline(transaction=True)
+        pipe.set(self.keys.params, blob)
+        pipe.set(self.keys.version, version)
+        pipe.set(self.keys.samples, self.samples)
+        pipe.publish(self.keys.updates, version)
+        pipe.execute()
         self.version = version
         return version
 
