@@ -495,7 +495,7 @@ class Demo:
         pulled = {"version": 0, "samples": 0}
 
         def pull() -> int:
-            # one MSET wrote all three: the blob, its version and the samples behind it
+            # one MULTI/EXEC wrote all three: the blob, its version and the samples behind it
             blob, v_raw, samples = r.mget(keys.params, keys.version, keys.samples)
             v = int(v_raw or 0)
             if blob is None:
