@@ -213,6 +213,14 @@ void blockedKeyReady(ir_server *s, struct ir_db *db, const char *key, size_t len
     if (k) blockedQueueReady(s, &k->q);
 }
 
+void blockedDbReady(ir_server *s, struct ir_db *db) {
+    ir_blocked *b = s ? s->blocked : NULL;
+    if (!b || !b->st.blocked_keys) return;
+    for (size_t i = 0; i < b->nbuckets; i++)
+        for (bkey *k = b->buckets[i]; k; k = k->hnext)
+            if (k->db == db) blockedQueueReady(s, &k->q);
+}
+
 /* ---- blocking and unblocking -------------------------------------------------- */
 
 static blockState *stateFor(client *c, int nw) {

@@ -19,6 +19,7 @@
 #include "db.h"
 #include "db_internal.h"
 #include "debug.h"
+#include "memory.h"
 #include "multi.h"
 #include "pubsub.h"
 #include "replay.h"
@@ -171,6 +172,7 @@ static ir_command commands[] = {
     {"reset", resetCommand, 1, 0, 0, 0, "noscript loading stale fast no_auth allow_busy", 0, 0},
     {"monitor", monitorCommand, 1, 0, 0, 0, "admin noscript loading stale", 0, 0},
     {"debug", debugCommand, -2, 0, 0, 0, "admin noscript loading stale protected", 0, 0},
+    {"memory", memoryCommand, -2, 0, 0, 0, "", 0, 0},
 };
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
 
@@ -456,6 +458,12 @@ static const subcmd subcommands[] = {
     {commandCommand, "command", "help", 2, "loading stale"},
     {commandCommand, "command", "info", -2, "loading stale"},
     {commandCommand, "command", "list", -2, "loading stale"},
+    {memoryCommand, "memory", "doctor", 2, ""},
+    {memoryCommand, "memory", "help", 2, "loading stale"},
+    {memoryCommand, "memory", "malloc-stats", 2, ""},
+    {memoryCommand, "memory", "purge", 2, ""},
+    {memoryCommand, "memory", "stats", 2, ""},
+    {memoryCommand, "memory", "usage", -3, "readonly"},
     {configCommand, "config", "get", -3, "admin noscript loading stale"},
     {configCommand, "config", "help", 2, "loading stale"},
     {configCommand, "config", "resetstat", 2, "admin noscript loading stale"},
@@ -484,7 +492,7 @@ static size_t nerrstats;
 
 static int isContainer(const ir_command *cmd) {
     return cmd->proc == clientCommand || cmd->proc == commandCommand ||
-           cmd->proc == configCommand || cmd->proc == pubsubCommand;
+           cmd->proc == configCommand || cmd->proc == pubsubCommand || cmd->proc == memoryCommand;
 }
 
 static const subcmd *findSub(const ir_command *cmd, const char *name, size_t len) {

@@ -25,6 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "blocked.h"
 #include "commands.h"
 #include "db_internal.h"
 #include "notify.h"
@@ -984,6 +985,35 @@ static uint64_t valueBytes(const dbEntry *e) {
     return b;
 }
 
+/* MEMORY USAGE's estimate of e: the entry and its value as this file
+ * allocates them. A list's or collection's elements are sampled (samples
+ * of them, every one when samples <= 0 or the value is smaller) and their
+ * average size scaled to the count, as Redis's objectComputeSize does. */
+uint64_t dbEntryMemoryUsage(const dbEntry *e, long long samples) {
+    uint64_t b = dbEntryBytes(e->klen, e->ecap);
+    if (e->type == OBJ_STRING) return b + valueBytes(e);
+    if (e->type == OBJ_LIST) {
+        const dbList *l = &e->v.list;
+        size_t n = samples <= 0 || (unsigned long long)samples > l->len ? l->len : (size_t)samples;
+        uint64_t eb = 0;
+        for (size_t i = 0; i < n; i++) eb += dbBufBytes(listAt(l, i)->len + 1);
+        b += l->cap * sizeof(lelem);
+        if (n) b += (uint64_t)((double)eb / (double)n * (double)l->len);
+        return b;
+    }
+    const dict *d = &e->v.coll->d;
+    b += sizeof(dbColl) + DB_MALLOC_OVERHEAD + dictBuckets(d) * sizeof(dbEntry *);
+    size_t total = dictSize(d), n = 0;
+    size_t want = samples <= 0 || (unsigned long long)samples > total ? total : (size_t)samples;
+    uint64_t eb = 0;
+    for (int t = 0; t <= 1 && n < want; t++)
+        for (size_t i = 0; i < d->ht[t].size && n < want; i++)
+            for (const dbEntry *fe = d->ht[t].table[i]; fe && n < want; fe = fe->next, n++)
+                eb += fieldBytes(fe);
+    if (n) b += (uint64_t)((double)eb / (double)n * (double)total);
+    return b;
+}
+
 /* Give e (in db `from`) the key nk in db `to` (nk absent there): a new
  * entry takes over the value, TTL included; returns it. */
 static dbEntry *dbRekey(ir_db *from, dbEntry *e, ir_db *to, const dbkey *nk) {
@@ -1430,8 +1460,9 @@ static void renameGenericCommand(client *c, int nx) {
         dbDeleteEntry(db, old);
     }
     signalModifiedKey(c, db, src.p, src.len);
-    dbRekey(db, e, db, &dst);
+    dbEntry *ne = dbRekey(db, e, db, &dst);
     signalModifiedKey(c, db, dst.p, dst.len);
+    if (ne->type == OBJ_LIST) signalKeyAsReady(db, dst.p, dst.len); /* a new list there */
     addReplyStr(c, nx ? shared.cone : shared.ok);
 }
 
@@ -1487,6 +1518,7 @@ void copyCommand(client *c) {
     }
     dbCopyEntry(dst, e, &nk);
     signalModifiedKey(c, dst, nk.p, nk.len);
+    if (e->type == OBJ_LIST) signalKeyAsReady(dst, nk.p, nk.len);
     addReplyStr(c, shared.cone);
 }
 
@@ -1518,8 +1550,9 @@ void moveCommand(client *c) {
         return;
     }
     signalModifiedKey(c, src, k.p, k.len);
-    dbRekey(src, e, dst, &nk);
+    dbEntry *ne = dbRekey(src, e, dst, &nk);
     signalModifiedKey(c, dst, nk.p, nk.len);
+    if (ne->type == OBJ_LIST) signalKeyAsReady(dst, nk.p, nk.len);
     addReplyStr(c, shared.cone);
 }
 
@@ -1544,6 +1577,8 @@ void swapdbCommand(client *c) {
         *y = t;
         x->id = a; /* the indexes stay where they were */
         y->id = b;
+        blockedDbReady(c->srv, x); /* clients blocked in either may now find a list */
+        blockedDbReady(c->srv, y);
     }
     addReplyStr(c, shared.ok);
 }

@@ -282,6 +282,10 @@ dbEntry *lookupTyped(client *c, int i, int type, int *missing);
 /* An int argument with getIntFromObjectOrReply's errors (msg NULL: the usual one). */
 int getIntFromArg(client *c, int i, int *out, const char *msg);
 
+/* MEMORY USAGE: bytes held by e (entry, key and value), sampling up to
+ * `samples` elements of a list, hash or set (<= 0: all of them). */
+uint64_t dbEntryMemoryUsage(const dbEntry *e, long long samples);
+
 /* ---- glob matching (db.c) ------------------------------------------------ */
 
 /* Redis's KEYS/SCAN glob: * ? [abc] [^a-z] and \ escapes; binary-safe. */
