@@ -452,6 +452,7 @@ static const subcmd subcommands[] = {
     {clientCommand, "client", "reply", 3, "noscript loading stale"},
     {clientCommand, "client", "setinfo", 4, "noscript loading stale"},
     {clientCommand, "client", "setname", 3, "noscript loading stale"},
+    {clientCommand, "client", "unblock", -3, "admin noscript loading stale"},
     {commandCommand, "command", "count", 2, "loading stale"},
     {commandCommand, "command", "docs", -2, "loading stale"},
     {commandCommand, "command", "getkeys", -3, "loading stale"},
@@ -767,7 +768,7 @@ static void clientKill(client *c) {
 }
 
 /* CLIENT ID | GETNAME | SETNAME name | SETINFO attr value | LIST | INFO | KILL |
- * REPLY ON|OFF|SKIP | NO-EVICT ON|OFF | HELP */
+ * REPLY ON|OFF|SKIP | UNBLOCK id [TIMEOUT|ERROR] | NO-EVICT ON|OFF | HELP */
 void clientCommand(client *c) {
     if (argEq(c, 1, "id") && c->argc == 2) {
         addReplyLongLong(c, (long long)c->id);
@@ -814,6 +815,20 @@ void clientCommand(client *c) {
         } else {
             addReplyStr(c, shared.syntaxerr);
         }
+    } else if (argEq(c, 1, "unblock") && (c->argc == 3 || c->argc == 4)) {
+        long long id;
+        int err = c->argc == 4 && argEq(c, 3, "error");
+        if (c->argc == 4 && !err && !argEq(c, 3, "timeout")) {
+            addReplyError(c, "CLIENT UNBLOCK reason should be TIMEOUT or ERROR");
+            return;
+        }
+        if (!string2ll(c->argv[2].ptr, c->argv[2].len, &id)) {
+            addReplyStr(c, shared.notinteger);
+            return;
+        }
+        client *o = c->srv->clients;
+        while (o && o->id != (uint64_t)id) o = o->next;
+        addReplyLongLong(c, o && o != c && blockedUnblock(c->srv, o, err));
     } else if (argEq(c, 1, "no-evict") && c->argc == 3) {
         if (argEq(c, 2, "on") || argEq(c, 2, "off")) addReplyStr(c, shared.ok);
         else addReplyStr(c, shared.syntaxerr);
@@ -838,6 +853,8 @@ void clientCommand(client *c) {
             "REPLY (ON|OFF|SKIP)", "    Control the replies sent to the current connection.",
             "SETNAME <name>", "    Assign the name <name> to the current connection.",
             "SETINFO <option> <value>", "    Set client meta attr (lib-name, lib-ver).",
+            "UNBLOCK <clientid> [TIMEOUT|ERROR]",
+            "    Unblock the specified blocked client.",
             "NO-EVICT (ON|OFF)", "    Protect current client connection from eviction.",
             "HELP", "    Print this help.",
         };

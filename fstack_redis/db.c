@@ -28,6 +28,7 @@
 #include "blocked.h"
 #include "commands.h"
 #include "db_internal.h"
+#include "multi.h"
 #include "notify.h"
 #include "replay.h"
 #include "server.h"
@@ -1570,8 +1571,7 @@ void swapdbCommand(client *c) {
     }
     if (a != b) {
         ir_db *x = dbByIndex(c->srv, a), *y = dbByIndex(c->srv, b);
-        signalFlushedDb(x);
-        signalFlushedDb(y);
+        if (c->srv->watched) multiTouchSwappedDbs(c->srv, x, y);
         ir_db t = *x;
         *x = *y;
         *y = t;
