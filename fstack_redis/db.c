@@ -531,9 +531,19 @@ int removeExpire(ir_db *db, dbEntry *e) {
 
 /* -- entries -- */
 
+/* dbEntry keeps a key's (or field's) length in 32 bits. */
+static void keyLenCheck(size_t len) {
+    if (len > UINT32_MAX) {
+        serverLog("a key of %zu bytes is longer than the keyspace can hold (4 GB)", len);
+        abort();
+    }
+}
+
 dbEntry *dbAdd(ir_db *db, const dbkey *k, int type, size_t embed_cap) {
     if (type != OBJ_STRING || embed_cap > DB_EMBED_MAX) embed_cap = 0;
+    keyLenCheck(k->len);
     dbEntry *e = dbMalloc(sizeof(dbEntry) + k->len + 1 + embed_cap);
+    e->lru = (uint32_t)(dbNow(db) / 1000);
     e->next = NULL;
     e->hash = k->h;
     e->expire = -1;
@@ -617,7 +627,7 @@ static void countRead(const dbEntry *e) {
     else g_server->keyspace_misses++;
 }
 
-dbEntry *lookupKey(ir_db *db, const dbkey *k) {
+static dbEntry *lookupKeyGeneric(ir_db *db, const dbkey *k, int touch) {
     dbEntry *e = dictFind(&db->d, k->p, k->len, k->h);
     if (e && e->expire != -1 && keyIsExpired(e, dbNow(db))) {
         /* deleted first, then signalled (with the caller's copy of the
@@ -629,8 +639,17 @@ dbEntry *lookupKey(ir_db *db, const dbkey *k) {
         e = NULL;
     }
     if (readStats) countRead(e);
+    if (e && touch) e->lru = (uint32_t)(dbNow(db) / 1000);
     return e;
 }
+
+uint64_t dbEntryIdleSeconds(ir_db *db, const dbEntry *e) {
+    uint32_t now = (uint32_t)(dbNow(db) / 1000);
+    return now >= e->lru ? now - e->lru : 0;
+}
+
+dbEntry *lookupKey(ir_db *db, const dbkey *k) { return lookupKeyGeneric(db, k, 1); }
+dbEntry *lookupKeyNoTouch(ir_db *db, const dbkey *k) { return lookupKeyGeneric(db, k, 0); }
 
 dbEntry *lookupKeyOrReply(client *c, int i, ir_str missing, int type) {
     ir_db *db = dbFor(c);
@@ -816,6 +835,7 @@ static void fieldPut(dbEntry *fe, const void *val, size_t vlen) {
 
 dbEntry *collAdd(ir_db *db, dbColl *co, const void *f, size_t len, const void *val, size_t vlen) {
     size_t ecap = val ? fieldEmbedCap(vlen) : 0;
+    keyLenCheck(len);
     dbEntry *fe = dbMalloc(sizeof(dbEntry) + len + 1 + ecap);
     memset(fe, 0, sizeof(*fe));
     fe->hash = dictHashKey(&co->d, f, len);
@@ -1019,6 +1039,7 @@ uint64_t dbEntryMemoryUsage(const dbEntry *e, long long samples) {
  * entry takes over the value, TTL included; returns it. */
 static dbEntry *dbRekey(ir_db *from, dbEntry *e, ir_db *to, const dbkey *nk) {
     size_t ecap = e->ecap;
+    keyLenCheck(nk->len);
     dbEntry *ne = dbMalloc(sizeof(dbEntry) + nk->len + 1 + ecap);
     *ne = *e;
     ne->next = NULL;
@@ -1128,19 +1149,21 @@ void delCommand(client *c) {
 /* UNLINK key [key ...] */
 void unlinkCommand(client *c) { delCommand(c); }
 
-/* EXISTS key [key ...] */
-void existsCommand(client *c) {
+static void existsGeneric(client *c, int touch) {
     ir_db *db = dbFor(c);
     long long count = 0;
     for (int j = 1; j < c->argc; j++) {
         dbkey k = argKey(db, c, j);
-        if (lookupKey(db, &k)) count++;
+        if (touch ? lookupKey(db, &k) : lookupKeyNoTouch(db, &k)) count++;
     }
     addReplyLongLong(c, count);
 }
 
-/* TOUCH key [key ...]: how many exist (no access times are kept). */
-void touchCommand(client *c) { existsCommand(c); }
+/* EXISTS key [key ...] (not an access: OBJECT IDLETIME goes on) */
+void existsCommand(client *c) { existsGeneric(c, 0); }
+
+/* TOUCH key [key ...]: how many exist; their access time is now. */
+void touchCommand(client *c) { existsGeneric(c, 1); }
 
 #define EXPIRE_NX (1 << 0)
 #define EXPIRE_XX (1 << 1)
@@ -1227,7 +1250,7 @@ void pexpireatCommand(client *c) { expireGenericCommand(c, 1, 1, "pexpireat"); }
 static void ttlGenericCommand(client *c, int output_ms, int absolute) {
     ir_db *db = dbFor(c);
     dbkey k = argKey(db, c, 1);
-    dbEntry *e = lookupKey(db, &k);
+    dbEntry *e = lookupKeyNoTouch(db, &k);
     if (!e) {
         addReplyLongLong(c, -2);
         return;
@@ -1277,7 +1300,7 @@ static const char *typeName(int type) {
 void typeCommand(client *c) {
     ir_db *db = dbFor(c);
     dbkey k = argKey(db, c, 1);
-    dbEntry *e = lookupKey(db, &k);
+    dbEntry *e = lookupKeyNoTouch(db, &k);
     addReplyStatus(c, e ? typeName(e->type) : "none");
 }
 
@@ -1637,6 +1660,9 @@ void objectCommand(client *c) {
             "FREQ <key>",
             "    Return the access frequency index of the <key>. The returned integer is",
             "    proportional to the logarithm of the recent access frequency of the key.",
+            "IDLETIME <key>",
+            "    Return the idle time of the <key>, that is the approximated number of",
+            "    seconds elapsed since the last access to the key.",
             "REFCOUNT <key>",
             "    Return the number of references of the value associated with the specified",
             "    <key>.",
@@ -1647,7 +1673,8 @@ void objectCommand(client *c) {
         for (size_t i = 0; i < sizeof(help) / sizeof(help[0]); i++) addReplyStatus(c, help[i]);
         return;
     }
-    int known = argEq(c, 1, "encoding") || argEq(c, 1, "refcount") || argEq(c, 1, "freq");
+    int known = argEq(c, 1, "encoding") || argEq(c, 1, "refcount") || argEq(c, 1, "freq") ||
+                argEq(c, 1, "idletime");
     if (!known && !argEq(c, 1, "help")) {
         addReplyErrorFormat(c, "unknown subcommand '%.128s'. Try OBJECT HELP.", c->argv[1].ptr);
         return;
@@ -1658,12 +1685,15 @@ void objectCommand(client *c) {
     }
     ir_db *db = dbFor(c);
     dbkey k = argKey(db, c, 2);
-    dbEntry *e = lookupKey(db, &k);
+    dbEntry *e = lookupKeyNoTouch(db, &k);
     if (!e) {
         addReplyNull(c);
         return;
     }
-    if (argEq(c, 1, "encoding")) {
+    if (argEq(c, 1, "idletime")) {
+        /* maxmemory-policy is always noeviction here: access times are kept */
+        addReplyLongLong(c, (long long)dbEntryIdleSeconds(db, e));
+    } else if (argEq(c, 1, "encoding")) {
         addReplyBulkCString(c, dbEncodingName(e));
     } else if (argEq(c, 1, "refcount")) {
         long long v;
