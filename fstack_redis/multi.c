@@ -380,6 +380,16 @@ void unwatchCommand(client *c) {
     addReplyStr(c, shared.ok);
 }
 
+/* A queued command is denyoom and used memory is over maxmemory. */
+static int execOverMaxmemory(client *c) {
+    ir_server *s = c->srv;
+    struct multiState *m = c->mstate;
+    if (!s->cfg.maxmemory || !m) return 0;
+    int denyoom = 0;
+    for (int i = 0; i < m->n; i++) denyoom |= (m->q[i].cmd->flags & CMD_DENYOOM) != 0;
+    return denyoom && serverUsedMemory(s) > s->cfg.maxmemory;
+}
+
 /* EXEC */
 void execCommand(client *c) {
     if (!(c->flags & CLIENT_MULTI)) {
@@ -388,6 +398,16 @@ void execCommand(client *c) {
     }
     if (c->flags & CLIENT_DIRTY_EXEC) {
         addReplyError(c, "-EXECABORT Transaction discarded because of previous errors.");
+        discardQueue(c);
+        unwatchAll(c);
+        return;
+    }
+    if (execOverMaxmemory(c)) {
+        /* as Redis: EXEC of a transaction with a command that may use
+         * memory is refused while used memory is over maxmemory */
+        c->srv->oom_rejections++;
+        addReplyError(c, "-EXECABORT Transaction discarded because of: OOM command not allowed "
+                         "when used memory > 'maxmemory'.");
         discardQueue(c);
         unwatchAll(c);
         return;
