@@ -39,7 +39,7 @@ static ir_command commands[] = {
     {"command", commandCommand, -1, 0, 0, 0, "loading stale", 0, 0},
     {"config", configCommand, -2, 0, 0, 0, "admin noscript loading stale", 0, 0},
     {"info", infoCommand, -1, 0, 0, 0, "loading stale", 0, 0},
-    {"shutdown", shutdownCommand, -1, 0, 0, 0, "admin noscript loading stale", 0, 0},
+    {"shutdown", shutdownCommand, -1, 0, 0, 0, "admin noscript loading stale no_multi allow_busy", 0, 0},
     {"time", timeCommand, 1, 0, 0, 0, "loading stale fast", 0, 0},
     {"save", saveCommand, 1, 0, 0, 0, "admin noscript no_async_loading no_multi", 0, 0},
     {"bgsave", bgsaveCommand, -1, 0, 0, 0, "admin noscript no_async_loading", 0, 0},
@@ -193,6 +193,7 @@ static const struct {
 } flag_bits[] = {
     {"write", CMD_WRITE}, {"readonly", CMD_READONLY}, {"fast", CMD_FAST},
     {"no_auth", CMD_NOAUTH}, {"admin", CMD_ADMIN}, {"denyoom", CMD_DENYOOM},
+    {"no_multi", CMD_NO_MULTI},
 };
 
 static int parseFlagWords(const char *words) {

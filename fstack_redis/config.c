@@ -721,7 +721,7 @@ void configServerInit(ir_server *s) {
 }
 
 /* CONFIG SET port on the kernel stack: would listening on the new port fail?
- * Redis answers "Unable to listen on this port" then, before anything else;
+ * Redis answers "Unable to listen on this port. Check server logs." then, before anything else;
  * so does inreplay (which cannot move its listener while running either). */
 static int portTaken(const ir_server *s, const cfgparam *p, const ir_arg *v) {
     long long port;
@@ -739,6 +739,7 @@ static int portTaken(const ir_server *s, const cfgparam *p, const ir_arg *v) {
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
     int taken = bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 && errno == EADDRINUSE;
     close(fd);
+    if (taken) serverLog("CONFIG SET port %lld: %s", port, strerror(EADDRINUSE));
     return taken;
 }
 
@@ -852,7 +853,7 @@ void configSetCommand(client *c) {
             configValue(c->srv, p, cur, sizeof(cur));
             rc = strlen(cur) == v->len && strncasecmp(cur, v->ptr, v->len) == 0 ? 0 : -1;
             if (rc && portTaken(c->srv, p, v))
-                snprintf(err, sizeof(err), "Unable to listen on this port");
+                snprintf(err, sizeof(err), "Unable to listen on this port. Check server logs.");
             else if (rc)
                 snprintf(err, sizeof(err),
                          "changing %s at runtime is not supported (restart with the new value)", p->name);

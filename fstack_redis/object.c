@@ -93,7 +93,7 @@ static void memoryStats(client *c) {
     if (overhead > used) overhead = used;
     uint64_t net = used - startup, dataset = used - overhead;
     uint64_t allocated = used, active = rss, resident = rss;
-    addReplyMapLen(c, 25 + ndb);
+    addReplyMapLen(c, 27 + ndb);
     addReplyBulkCString(c, "peak.allocated");
     addReplyLongLong(c, (long long)peak_used);
     addReplyBulkCString(c, "total.allocated");
