@@ -69,6 +69,8 @@ static ir_command commands[] = {
     {"swapdb", swapdbCommand, 3, 0, 0, 0, "write fast", 0, 0},
     {"randomkey", randomkeyCommand, 1, 0, 0, 0, "readonly", 0, 0},
     {"scan", scanCommand, -2, 0, 0, 0, "readonly", 0, 0},
+    {"sort", sortCommand, -2, 1, 1, 1, "write denyoom movablekeys", 0, 0},
+    {"sort_ro", sortroCommand, -2, 1, 1, 1, "readonly movablekeys", 0, 0},
     {"object", objectCommand, -2, 0, 0, 0, "", 0, 0},
     {"get", getCommand, 2, 1, 1, 1, "readonly fast", 0, 0},
     {"set", setCommand, -3, 1, 1, 1, "write denyoom", 0, 0},
@@ -947,7 +949,8 @@ static const ir_command *lookupFullName(const ir_arg *a, const subcmd **sub) {
  * One row per spec, a command's rows together; "container|sub" for a
  * subcommand. The replay commands are inreplay's own: one key at 1. */
 
-enum { KS_RANGE, KS_KEYNUM };
+enum { KS_RANGE, KS_KEYNUM, KS_UNKNOWN }; /* unknown: where the keys are depends on the
+                                           arguments (SORT's BY/GET/STORE) */
 
 typedef struct keyspec {
     const char *cmd, *flags;
@@ -1055,6 +1058,11 @@ static const keyspec keyspecs[] = {
     {"smismember", "RO access", 1, KS_RANGE, 0, 1, 0},
     {"smove", "RW access delete", 1, KS_RANGE, 0, 1, 0},
     {"smove", "RW insert", 2, KS_RANGE, 0, 1, 0},
+    {"sort", "RO access", 1, KS_RANGE, 0, 1, 0},
+    {"sort", "RO access", 0, KS_UNKNOWN, 0, 0, 0},
+    {"sort", "OW update", 0, KS_UNKNOWN, 0, 0, 0},
+    {"sort_ro", "RO access", 1, KS_RANGE, 0, 1, 0},
+    {"sort_ro", "RO access", 0, KS_UNKNOWN, 0, 0, 0},
     {"spop", "RW access delete", 1, KS_RANGE, 0, 1, 0},
     {"srandmember", "RO access", 1, KS_RANGE, 0, 1, 0},
     {"srem", "RW delete", 1, KS_RANGE, 0, 1, 0},
@@ -1094,6 +1102,17 @@ static void addReplyKeySpec(client *c, const keyspec *ks) {
     addReplyMapLen(c, 3);
     addReplyBulkCString(c, "flags");
     addReplyFlagWords(c, ks->flags);
+    if (ks->kind == KS_UNKNOWN) {
+        for (int i = 0; i < 2; i++) {
+            addReplyBulkCString(c, i ? "find_keys" : "begin_search");
+            addReplyMapLen(c, 2);
+            addReplyBulkCString(c, "type");
+            addReplyBulkCString(c, "unknown");
+            addReplyBulkCString(c, "spec");
+            addReplyMapLen(c, 0);
+        }
+        return;
+    }
     addReplyBulkCString(c, "begin_search");
     addReplyMapLen(c, 2);
     addReplyBulkCString(c, "type");
@@ -1143,7 +1162,7 @@ static long keysBySpecs(const keyspec *ks, int nspec, const ir_arg *argv, int ar
     long n = 0;
     for (int s = 0; s < nspec; s++) {
         int first = ks[s].begin, last, step;
-        if (first >= argc) continue;
+        if (ks[s].kind == KS_UNKNOWN || first >= argc) continue;
         if (ks[s].kind == KS_RANGE) {
             step = ks[s].b;
             if (ks[s].a >= 0) {
@@ -1210,6 +1229,19 @@ static void commandGetKeys(client *c, int with_flags) {
     int *pos = pos_small;
     const char **flags = flags_small;
     long n = keysBySpecs(ks, nspec, argv, argc, pos, flags, 64);
+    if (cmd->proc == sortCommand && n == 1) {
+        /* the last STORE's key, skipping LIMIT's, GET's and BY's arguments (Redis's sortGetKeys) */
+        for (int j = 2; j < argc; j++) {
+            if (argv[j].len == 5 && strncasecmp(argv[j].ptr, "limit", 5) == 0) j += 2;
+            else if ((argv[j].len == 3 && strncasecmp(argv[j].ptr, "get", 3) == 0) ||
+                     (argv[j].len == 2 && strncasecmp(argv[j].ptr, "by", 2) == 0)) j++;
+            else if (argv[j].len == 5 && strncasecmp(argv[j].ptr, "store", 5) == 0 && j + 1 < argc) {
+                pos[1] = j + 1;
+                flags[1] = "OW update";
+                n = 2;
+            }
+        }
+    }
     if (n > 64) { /* COMMAND GETKEYS only: no request path allocates here */
         pos = ir_xrealloc(NULL, (size_t)n * sizeof(*pos));
         flags = ir_xrealloc(NULL, (size_t)n * sizeof(*flags));
