@@ -78,6 +78,8 @@ void incrbyfloatCommand(client *c);
 void setbitCommand(client *c);
 void getbitCommand(client *c);
 void lcsCommand(client *c);
+void dumpCommand(client *c);   /* dump.c */
+void restoreCommand(client *c);
 void sortCommand(client *c);   /* sort.c */
 void sortroCommand(client *c);
 

@@ -1037,7 +1037,7 @@ uint64_t dbEntryMemoryUsage(const dbEntry *e, long long samples) {
 
 /* Give e (in db `from`) the key nk in db `to` (nk absent there): a new
  * entry takes over the value, TTL included; returns it. */
-static dbEntry *dbRekey(ir_db *from, dbEntry *e, ir_db *to, const dbkey *nk) {
+dbEntry *dbRekey(ir_db *from, dbEntry *e, ir_db *to, const dbkey *nk) {
     size_t ecap = e->ecap;
     keyLenCheck(nk->len);
     dbEntry *ne = dbMalloc(sizeof(dbEntry) + nk->len + 1 + ecap);

@@ -288,6 +288,9 @@ dbEntry *lookupTyped(client *c, int i, int type, int *missing);
 /* An int argument with getIntFromObjectOrReply's errors (msg NULL: the usual one). */
 int getIntFromArg(client *c, int i, int *out, const char *msg);
 
+/* Give e (in db `from`) the key nk in db `to` (nk absent there): a new entry
+ * takes over the value, TTL included; returns it (RENAME, MOVE, RESTORE). */
+dbEntry *dbRekey(ir_db *from, dbEntry *e, ir_db *to, const dbkey *nk);
 /* MEMORY USAGE: bytes held by e (entry, key and value), sampling up to
  * `samples` elements of a list, hash or set (<= 0: all of them). */
 uint64_t dbEntryMemoryUsage(const dbEntry *e, long long samples);

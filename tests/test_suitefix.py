@@ -1,4 +1,5 @@
 """What Redis's own test suite showed missing, against both servers: MEMORY, SORT,
+DUMP/RESTORE,
 OBJECT IDLETIME, COMMAND GETKEYS/GETKEYSANDFLAGS and key specs, COMMAND LIST's
 syntax errors, wake-ups of blocked clients by RENAME/MOVE/COPY/SWAPDB, the
 0.001 s blocking timeout, CLIENT UNBLOCK, WATCH of keys already expired when
@@ -515,3 +516,72 @@ def test_sort_store_wakes_and_touches(conns: Callable[[], RawConn]) -> None:
     c.call("LPUSH", "foo", "bar")
     assert watch_then(c, "foo", ("SORT", "emptylist", "STORE", "foo")) is None
     assert c.call("EXISTS", "foo") == 0
+
+
+# --------------------------------------------------------------------------
+# DUMP / RESTORE
+# --------------------------------------------------------------------------
+
+DUMP_SETUP = [
+    ("SET", "s", "hello"), ("SET", "i", "12345"), ("SET", "neg", "-7"), ("SET", "big", "x" * 1000),
+    ("RPUSH", "l", "a", "b", "9223372036854775808", "x" * 70000), ("HSET", "h", "f", "v", "g", "w"),
+    ("SADD", "st", "x", "y", "1"),
+]  # fmt: skip
+
+
+def test_dump_restore_round_trip(conns: Callable[[], RawConn]) -> None:
+    c = conns()
+    for cmd in DUMP_SETUP:
+        c.call(*cmd)
+    reads = {"s": "GET", "i": "GET", "neg": "GET", "big": "GET", "l": "LRANGE", "h": "HGETALL",
+             "st": "SMEMBERS"}
+    for key, read in reads.items():
+        payload = c.call("DUMP", key)
+        assert c.call("RESTORE", key + "2", "0", payload) == "OK"
+        args = (0, -1) if read == "LRANGE" else ()
+        a, b = c.call(read, key, *args), c.call(read, key + "2", *args)
+        assert (sorted(a) if read in ("HGETALL", "SMEMBERS") else a) == \
+            (sorted(b) if read in ("HGETALL", "SMEMBERS") else b), key
+        assert c.call("RESTORE", key + "2", "0", payload) == err(
+            "BUSYKEY Target key name already exists.")
+        assert c.call("RESTORE", key + "2", "0", payload, "REPLACE") == "OK"
+    payload = c.call("DUMP", "s")
+    assert c.call("RESTORE", "t", "100000", payload) == "OK"
+    assert 90000 < c.call("PTTL", "t") <= 100000
+    assert c.call("RESTORE", "gone", "1", payload, "ABSTTL") == "OK"
+    assert c.call("EXISTS", "gone") == 0
+    assert c.call("RESTORE", "idle", "0", payload, "IDLETIME", "1000") == "OK"
+    assert c.call("OBJECT", "IDLETIME", "idle") >= 1000
+    assert c.call("DUMP", "nokey") is None
+    broken = bytearray(payload)
+    broken[1] ^= 1
+    for args, reply in [
+        (("s", "0", payload), "BUSYKEY Target key name already exists."),
+        (("n", "0", "x"), "ERR DUMP payload version or checksum are wrong"),
+        (("n", "0", bytes(broken)), "ERR DUMP payload version or checksum are wrong"),
+        (("n", "-1", payload), "ERR Invalid TTL value, must be >= 0"),
+        (("n", "x", payload), "ERR value is not an integer or out of range"),
+        (("n", "0", payload, "foo"), "ERR syntax error"),
+        (("n", "0", payload, "IDLETIME", "-1"), "ERR Invalid IDLETIME value, must be >= 0"),
+        (("n", "0", payload, "FREQ", "300"), "ERR Invalid FREQ value, must be >= 0 and <= 255"),
+        (("n", "0", payload, "IDLETIME", "1", "FREQ", "3"), "ERR syntax error"),
+    ]:
+        assert c.call("RESTORE", *args) == err(reply), args
+
+
+def test_dump_payloads_cross_between_servers(both: tuple[RawConn, RawConn]) -> None:
+    """inreplay's payloads restore into stock Redis; Redis's string payloads
+    (integer and LZF encodings included) restore into inreplay."""
+    ref, ours = both
+    for c in (ref, ours):
+        c.call("FLUSHALL")
+        for cmd in DUMP_SETUP:
+            c.call(*cmd)
+    for key in ("s", "i", "neg", "big", "l", "h", "st"):
+        assert ref.call("RESTORE", key + "x", "0", ours.call("DUMP", key)) == "OK", key
+        assert ref.call("DUMP", key + "x") is not None
+    assert ref.call("LRANGE", "lx", "0", "-1") == ours.call("LRANGE", "l", "0", "-1")
+    assert sorted(ref.call("HGETALL", "hx")) == sorted(ours.call("HGETALL", "h"))
+    for key in ("s", "i", "neg", "big"):
+        assert ours.call("RESTORE", key + "y", "0", ref.call("DUMP", key)) == "OK", key
+        assert ours.call("GET", key + "y") == ref.call("GET", key)
