@@ -211,6 +211,7 @@ static int getStr(rbuf *r, char **p, size_t *len) {
         *p = dbMalloc(n + 1);
         if (lzfDecompress(r->p, clen, *p, n) != 0) {
             free(*p);
+            *p = NULL;
             return -1;
         }
         r->p += clen;
@@ -348,14 +349,17 @@ void restoreCommand(client *c) {
     e = dbRekey(scratch, e, db, &k);
     dbFree(scratch);
     if (ttl && !absttl) ttl += dbNow(db);
-    if (ttl && ttl < dbNow(db)) { /* already expired: only the deletion happens */
+    if (ttl && ttl <= dbNow(db)) { /* already expired: only the deletion happens */
         dbDeleteEntry(db, e);
         if (old) signalModifiedKey(c, db, k.p, k.len);
         addReplyStr(c, shared.ok);
         return;
     }
     if (ttl) setExpire(db, e, ttl);
-    if (idle > 0) e->lru = (uint32_t)((uint64_t)dbNow(db) / 1000 - (uint64_t)idle);
+    if (idle > 0) {
+        uint64_t now_s = (uint64_t)dbNow(db) / 1000;
+        e->lru = (uint32_t)(now_s > (uint64_t)idle ? now_s - (uint64_t)idle : 0);
+    }
     signalModifiedKey(c, db, k.p, k.len);
     if (e->type == OBJ_LIST) signalKeyAsReady(db, k.p, k.len);
     addReplyStr(c, shared.ok);

@@ -180,17 +180,15 @@ static void sortGeneric(client *c, int readonly) {
                 if (by) v[i].cmp = w, v[i].cmplen = wlen;
                 continue;
             }
-            char buf[128];
-            if (wlen >= sizeof(buf)) {
-                conversion_error = 1;
-                continue;
-            }
+            char small[128];
+            char *buf = wlen < sizeof(small) ? small : dbMalloc(wlen + 1);
             memcpy(buf, w, wlen);
             buf[wlen] = '\0';
             char *eptr;
             errno = 0;
             v[i].score = strtod(buf, &eptr);
             if (eptr != buf + wlen || errno == ERANGE || isnan(v[i].score)) conversion_error = 1;
+            if (buf != small) free(buf);
         }
         if (conversion_error) {
             free(v);

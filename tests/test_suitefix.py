@@ -585,3 +585,37 @@ def test_dump_payloads_cross_between_servers(both: tuple[RawConn, RawConn]) -> N
     for key in ("s", "i", "neg", "big"):
         assert ours.call("RESTORE", key + "y", "0", ref.call("DUMP", key)) == "OK", key
         assert ours.call("GET", key + "y") == ref.call("GET", key)
+
+
+def crc64(data: bytes) -> int:
+    """Redis's CRC-64 (Jones, reflected)."""
+    crc = 0
+    for byte in data:
+        crc ^= byte
+        for _ in range(8):
+            crc = (crc >> 1) ^ 0x95AC9329AC4BC9B5 if crc & 1 else crc >> 1
+    return crc
+
+
+def payload(body: bytes) -> bytes:
+    body += bytes([10, 0])  # RDB version 10
+    return body + crc64(body).to_bytes(8, "little")
+
+
+def test_restore_refuses_malformed_payloads_with_a_valid_checksum(
+        conns: Callable[[], RawConn]) -> None:
+    c = conns()
+    assert crc64(b"123456789") == 0xE9C6D914C4B8D9CA
+    c.call("SET", "k", "kept")
+    for body in (
+        b"\x00\xc3\x02\x05\x20\x00",  # an LZF back reference before any output
+        b"\x00\xc3\x09\x05\x00a",  # LZF: shorter than its length says
+        b"\x02\x02\x01a\x01a",  # a set with a duplicate member
+        b"\x04\x01\x01f",  # a hash field without its value
+        b"\x09\x00",  # a type neither server has
+    ):
+        assert c.call("RESTORE", "k", "0", payload(body), "REPLACE") == err(
+            "ERR Bad data format"), body
+        assert c.call("GET", "k") == b"kept"
+    assert c.call("RESTORE", "k", "0", payload(b"\x00\x02hi"), "REPLACE") == "OK"
+    assert c.call("GET", "k") == b"hi"
