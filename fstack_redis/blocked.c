@@ -213,6 +213,14 @@ void blockedKeyReady(ir_server *s, struct ir_db *db, const char *key, size_t len
     if (k) blockedQueueReady(s, &k->q);
 }
 
+void blockedDbReady(ir_server *s, struct ir_db *db) {
+    ir_blocked *b = s ? s->blocked : NULL;
+    if (!b || !b->st.blocked_keys) return;
+    for (size_t i = 0; i < b->nbuckets; i++)
+        for (bkey *k = b->buckets[i]; k; k = k->hnext)
+            if (k->db == db) blockedQueueReady(s, &k->q);
+}
+
 /* ---- blocking and unblocking -------------------------------------------------- */
 
 static blockState *stateFor(client *c, int nw) {
@@ -428,6 +436,22 @@ long blockedWaitBound(ir_server *s, long wait) {
     return until < (uint64_t)wait ? (long)until : wait;
 }
 
+int blockedUnblock(ir_server *s, client *c, int error) {
+    if (!(c->flags & CLIENT_BLOCKED) || !c->bstate) return 0;
+    if (error) {
+        addReplyError(c, "-UNBLOCKED client unblocked via CLIENT UNBLOCK");
+        unblock(s, c, 1);
+        resetClientArgs(c);
+    } else if (c->bstate->kind == BLOCKED_LIST) {
+        addReplyNullArray(c); /* as its timeout */
+        unblock(s, c, 1);
+        resetClientArgs(c);
+    } else {
+        rerun(s, c, 1); /* as its deadline: runs if it now may, else the limiter's error */
+    }
+    return 1;
+}
+
 void blockedTableGone(ir_server *s, struct ir_table *t) {
     ir_blocked *b = s->blocked;
     if (!b) return;
@@ -526,7 +550,9 @@ int getBlockingTimeoutFromArg(client *c, int i, uint64_t *deadline_ms) {
         addReplyError(c, "timeout is out of range");
         return -1;
     }
-    long long t = (long long)ms;
+    /* rounded up, as Redis 7.0.15: 0.001 s is a 1 ms wait, not 0 (forever)
+     * because 0.001 * 1000 falls just short of 1 */
+    long long t = (long long)ceill(ms);
     *deadline_ms = t > 0 ? now + (uint64_t)t : 0;
     return 0;
 }

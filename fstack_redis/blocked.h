@@ -63,8 +63,15 @@ size_t blockedAhead(const client *c, const bqueue *q);
 /* The key (db, key) gained elements: its waiters are served after the
  * current command (notify.c's signalKeyAsReady). */
 void blockedKeyReady(ir_server *s, struct ir_db *db, const char *key, size_t len);
+/* Every key some client waits on in db may now hold a list (SWAPDB brought
+ * another database's contents in): each is served after the current command
+ * if it does, as Redis's scanDatabaseForReadyKeys. */
+void blockedDbReady(ir_server *s, struct ir_db *db);
 /* A table queue may now serve its head. */
 void blockedQueueReady(ir_server *s, bqueue *q);
+/* CLIENT UNBLOCK: answer blocked client c as its timeout would (error 0) or
+ * with -UNBLOCKED (error 1); 0 if c is not blocked. */
+int blockedUnblock(ir_server *s, client *c, int error);
 /* A table goes (REPLAY.DROP, FLUSHALL): its waiters get an error. */
 void blockedTableGone(ir_server *s, struct ir_table *t);
 

@@ -19,6 +19,7 @@
 #include "db.h"
 #include "db_internal.h"
 #include "debug.h"
+#include "memory.h"
 #include "multi.h"
 #include "pubsub.h"
 #include "replay.h"
@@ -38,7 +39,7 @@ static ir_command commands[] = {
     {"command", commandCommand, -1, 0, 0, 0, "loading stale", 0, 0},
     {"config", configCommand, -2, 0, 0, 0, "admin noscript loading stale", 0, 0},
     {"info", infoCommand, -1, 0, 0, 0, "loading stale", 0, 0},
-    {"shutdown", shutdownCommand, -1, 0, 0, 0, "admin noscript loading stale", 0, 0},
+    {"shutdown", shutdownCommand, -1, 0, 0, 0, "admin noscript loading stale no_multi allow_busy", 0, 0},
     {"time", timeCommand, 1, 0, 0, 0, "loading stale fast", 0, 0},
     {"save", saveCommand, 1, 0, 0, 0, "admin noscript no_async_loading no_multi", 0, 0},
     {"bgsave", bgsaveCommand, -1, 0, 0, 0, "admin noscript no_async_loading", 0, 0},
@@ -68,7 +69,11 @@ static ir_command commands[] = {
     {"swapdb", swapdbCommand, 3, 0, 0, 0, "write fast", 0, 0},
     {"randomkey", randomkeyCommand, 1, 0, 0, 0, "readonly", 0, 0},
     {"scan", scanCommand, -2, 0, 0, 0, "readonly", 0, 0},
-    {"object", objectCommand, -2, 2, 2, 1, "readonly", 0, 0},
+    {"dump", dumpCommand, 2, 1, 1, 1, "readonly", 0, 0},
+    {"restore", restoreCommand, -4, 1, 1, 1, "write denyoom", 0, 0},
+    {"sort", sortCommand, -2, 1, 1, 1, "write denyoom movablekeys", 0, 0},
+    {"sort_ro", sortroCommand, -2, 1, 1, 1, "readonly movablekeys", 0, 0},
+    {"object", objectCommand, -2, 0, 0, 0, "", 0, 0},
     {"get", getCommand, 2, 1, 1, 1, "readonly fast", 0, 0},
     {"set", setCommand, -3, 1, 1, 1, "write denyoom", 0, 0},
     {"mget", mgetCommand, -2, 1, -1, 1, "readonly fast", 0, 0},
@@ -171,6 +176,7 @@ static ir_command commands[] = {
     {"reset", resetCommand, 1, 0, 0, 0, "noscript loading stale fast no_auth allow_busy", 0, 0},
     {"monitor", monitorCommand, 1, 0, 0, 0, "admin noscript loading stale", 0, 0},
     {"debug", debugCommand, -2, 0, 0, 0, "admin noscript loading stale protected", 0, 0},
+    {"memory", memoryCommand, -2, 0, 0, 0, "", 0, 0},
 };
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
 
@@ -191,6 +197,7 @@ static const struct {
 } flag_bits[] = {
     {"write", CMD_WRITE}, {"readonly", CMD_READONLY}, {"fast", CMD_FAST},
     {"no_auth", CMD_NOAUTH}, {"admin", CMD_ADMIN}, {"denyoom", CMD_DENYOOM},
+    {"no_multi", CMD_NO_MULTI},
 };
 
 static int parseFlagWords(const char *words) {
@@ -450,12 +457,25 @@ static const subcmd subcommands[] = {
     {clientCommand, "client", "reply", 3, "noscript loading stale"},
     {clientCommand, "client", "setinfo", 4, "noscript loading stale"},
     {clientCommand, "client", "setname", 3, "noscript loading stale"},
+    {clientCommand, "client", "unblock", -3, "admin noscript loading stale"},
     {commandCommand, "command", "count", 2, "loading stale"},
     {commandCommand, "command", "docs", -2, "loading stale"},
-    {commandCommand, "command", "getkeys", -3, "loading stale"},
+    {commandCommand, "command", "getkeys", -4, "loading stale"},
+    {commandCommand, "command", "getkeysandflags", -4, "loading stale"},
     {commandCommand, "command", "help", 2, "loading stale"},
     {commandCommand, "command", "info", -2, "loading stale"},
     {commandCommand, "command", "list", -2, "loading stale"},
+    {objectCommand, "object", "encoding", 3, "readonly"},
+    {objectCommand, "object", "freq", 3, "readonly"},
+    {objectCommand, "object", "help", 2, "loading stale"},
+    {objectCommand, "object", "idletime", 3, "readonly"},
+    {objectCommand, "object", "refcount", 3, "readonly"},
+    {memoryCommand, "memory", "doctor", 2, ""},
+    {memoryCommand, "memory", "help", 2, "loading stale"},
+    {memoryCommand, "memory", "malloc-stats", 2, ""},
+    {memoryCommand, "memory", "purge", 2, ""},
+    {memoryCommand, "memory", "stats", 2, ""},
+    {memoryCommand, "memory", "usage", -3, "readonly"},
     {configCommand, "config", "get", -3, "admin noscript loading stale"},
     {configCommand, "config", "help", 2, "loading stale"},
     {configCommand, "config", "resetstat", 2, "admin noscript loading stale"},
@@ -484,7 +504,8 @@ static size_t nerrstats;
 
 static int isContainer(const ir_command *cmd) {
     return cmd->proc == clientCommand || cmd->proc == commandCommand ||
-           cmd->proc == configCommand || cmd->proc == pubsubCommand;
+           cmd->proc == configCommand || cmd->proc == pubsubCommand || cmd->proc == memoryCommand ||
+           cmd->proc == objectCommand;
 }
 
 static const subcmd *findSub(const ir_command *cmd, const char *name, size_t len) {
@@ -759,7 +780,7 @@ static void clientKill(client *c) {
 }
 
 /* CLIENT ID | GETNAME | SETNAME name | SETINFO attr value | LIST | INFO | KILL |
- * REPLY ON|OFF|SKIP | NO-EVICT ON|OFF | HELP */
+ * REPLY ON|OFF|SKIP | UNBLOCK id [TIMEOUT|ERROR] | NO-EVICT ON|OFF | HELP */
 void clientCommand(client *c) {
     if (argEq(c, 1, "id") && c->argc == 2) {
         addReplyLongLong(c, (long long)c->id);
@@ -806,6 +827,20 @@ void clientCommand(client *c) {
         } else {
             addReplyStr(c, shared.syntaxerr);
         }
+    } else if (argEq(c, 1, "unblock") && (c->argc == 3 || c->argc == 4)) {
+        long long id;
+        int err = c->argc == 4 && argEq(c, 3, "error");
+        if (c->argc == 4 && !err && !argEq(c, 3, "timeout")) {
+            addReplyError(c, "CLIENT UNBLOCK reason should be TIMEOUT or ERROR");
+            return;
+        }
+        if (!string2ll(c->argv[2].ptr, c->argv[2].len, &id)) {
+            addReplyStr(c, shared.notinteger);
+            return;
+        }
+        client *o = c->srv->clients;
+        while (o && o->id != (uint64_t)id) o = o->next;
+        addReplyLongLong(c, o && o != c && blockedUnblock(c->srv, o, err));
     } else if (argEq(c, 1, "no-evict") && c->argc == 3) {
         if (argEq(c, 2, "on") || argEq(c, 2, "off")) addReplyStr(c, shared.ok);
         else addReplyStr(c, shared.syntaxerr);
@@ -830,6 +865,8 @@ void clientCommand(client *c) {
             "REPLY (ON|OFF|SKIP)", "    Control the replies sent to the current connection.",
             "SETNAME <name>", "    Assign the name <name> to the current connection.",
             "SETINFO <option> <value>", "    Set client meta attr (lib-name, lib-ver).",
+            "UNBLOCK <clientid> [TIMEOUT|ERROR]",
+            "    Unblock the specified blocked client.",
             "NO-EVICT (ON|OFF)", "    Protect current client connection from eviction.",
             "HELP", "    Print this help.",
         };
@@ -856,6 +893,10 @@ static void addReplyFlagWords(client *c, const char *sflags) {
         addReplyStatus(c, tok);
 }
 
+static const struct keyspec *specsFor(const char *name, int *n);
+static void addReplyKeySpecs(client *c, const char *name);
+static void legacyKeys(client *c, const struct keyspec *ks);
+
 static void addReplySubcommandInfo(client *c, const subcmd *sc) {
     char full[64];
     snprintf(full, sizeof(full), "%s|%s", sc->cname, sc->name);
@@ -863,12 +904,12 @@ static void addReplySubcommandInfo(client *c, const subcmd *sc) {
     addReplyBulkCString(c, full);
     addReplyLongLong(c, sc->arity);
     addReplyFlagWords(c, sc->sflags);
-    addReplyLongLong(c, 0);
-    addReplyLongLong(c, 0);
-    addReplyLongLong(c, 0);
+    int nspec;
+    const struct keyspec *ks = specsFor(full, &nspec);
+    legacyKeys(c, nspec == 1 ? ks : NULL); /* memory|usage's one key at 2 */
     addReplySetLen(c, 0); /* ACL categories */
     addReplyArrayLen(c, 0); /* tips */
-    addReplyArrayLen(c, 0); /* key specs */
+    addReplyKeySpecs(c, full);
     addReplyArrayLen(c, 0); /* subcommands */
 }
 
@@ -882,7 +923,7 @@ static void addReplyCommandInfo(client *c, const ir_command *cmd) {
     addReplyLongLong(c, cmd->keystep);
     addReplySetLen(c, 0); /* ACL categories */
     addReplyArrayLen(c, 0); /* tips */
-    addReplyArrayLen(c, 0); /* key specs */
+    addReplyKeySpecs(c, cmd->name);
     long nsub = 0;
     for (size_t i = 0; i < NSUBCOMMANDS; i++) nsub += subcommands[i].container == cmd->proc;
     addReplyArrayLen(c, nsub);
@@ -901,29 +942,341 @@ static const ir_command *lookupFullName(const ir_arg *a, const subcmd **sub) {
     return *sub ? cmd : NULL;
 }
 
-/* COMMAND GETKEYS command [arg ...] */
-static void commandGetKeys(client *c) {
-    const ir_command *cmd = lookupCommand(c->argv[2].ptr, c->argv[2].len);
+/* ---- key specs ------------------------------------------------------------
+ * Where a command's keys are and what it does with them, as Redis 7.0's key
+ * specs say for the commands inreplay has (COMMAND INFO, COMMAND GETKEYS and
+ * GETKEYSANDFLAGS read them): from argument `begin`, either a range (lastkey:
+ * >= 0 relative to begin, < 0 from the end; keystep; limit) or a key count
+ * (keynumidx relative to begin, then firstkey and keystep relative to it).
+ * One row per spec, a command's rows together; "container|sub" for a
+ * subcommand. The replay commands are inreplay's own: one key at 1. */
+
+enum { KS_RANGE, KS_KEYNUM, KS_UNKNOWN }; /* unknown: where the keys are depends on the
+                                           arguments (SORT's BY/GET/STORE) */
+
+typedef struct keyspec {
+    const char *cmd, *flags;
+    int begin, kind, a, b, c; /* range: lastkey, keystep, limit; keynum: keynumidx, firstkey, keystep */
+} keyspec;
+
+static const keyspec keyspecs[] = {
+    {"append", "RW insert", 1, KS_RANGE, 0, 1, 0},
+    {"blmove", "RW access delete", 1, KS_RANGE, 0, 1, 0},
+    {"blmove", "RW insert", 2, KS_RANGE, 0, 1, 0},
+    {"blmpop", "RW access delete", 2, KS_KEYNUM, 0, 1, 1},
+    {"blpop", "RW access delete", 1, KS_RANGE, -2, 1, 0},
+    {"brpop", "RW access delete", 1, KS_RANGE, -2, 1, 0},
+    {"brpoplpush", "RW access delete", 1, KS_RANGE, 0, 1, 0},
+    {"brpoplpush", "RW insert", 2, KS_RANGE, 0, 1, 0},
+    {"copy", "RO access", 1, KS_RANGE, 0, 1, 0},
+    {"copy", "OW update", 2, KS_RANGE, 0, 1, 0},
+    {"decr", "RW access update", 1, KS_RANGE, 0, 1, 0},
+    {"decrby", "RW access update", 1, KS_RANGE, 0, 1, 0},
+    {"del", "RM delete", 1, KS_RANGE, -1, 1, 0},
+    {"dump", "RO access", 1, KS_RANGE, 0, 1, 0},
+    {"exists", "RO", 1, KS_RANGE, -1, 1, 0},
+    {"expire", "RW update", 1, KS_RANGE, 0, 1, 0},
+    {"expireat", "RW update", 1, KS_RANGE, 0, 1, 0},
+    {"expiretime", "RO access", 1, KS_RANGE, 0, 1, 0},
+    {"get", "RO access", 1, KS_RANGE, 0, 1, 0},
+    {"getbit", "RO access", 1, KS_RANGE, 0, 1, 0},
+    {"getdel", "RW access delete", 1, KS_RANGE, 0, 1, 0},
+    {"getex", "RW access update", 1, KS_RANGE, 0, 1, 0},
+    {"getrange", "RO access", 1, KS_RANGE, 0, 1, 0},
+    {"getset", "RW access update", 1, KS_RANGE, 0, 1, 0},
+    {"hdel", "RW delete", 1, KS_RANGE, 0, 1, 0},
+    {"hexists", "RO", 1, KS_RANGE, 0, 1, 0},
+    {"hget", "RO access", 1, KS_RANGE, 0, 1, 0},
+    {"hgetall", "RO access", 1, KS_RANGE, 0, 1, 0},
+    {"hincrby", "RW access update", 1, KS_RANGE, 0, 1, 0},
+    {"hincrbyfloat", "RW access update", 1, KS_RANGE, 0, 1, 0},
+    {"hkeys", "RO access", 1, KS_RANGE, 0, 1, 0},
+    {"hlen", "RO", 1, KS_RANGE, 0, 1, 0},
+    {"hmget", "RO access", 1, KS_RANGE, 0, 1, 0},
+    {"hmset", "RW update", 1, KS_RANGE, 0, 1, 0},
+    {"hrandfield", "RO access", 1, KS_RANGE, 0, 1, 0},
+    {"hscan", "RO access", 1, KS_RANGE, 0, 1, 0},
+    {"hset", "RW update", 1, KS_RANGE, 0, 1, 0},
+    {"hsetnx", "RW insert", 1, KS_RANGE, 0, 1, 0},
+    {"hstrlen", "RO", 1, KS_RANGE, 0, 1, 0},
+    {"hvals", "RO access", 1, KS_RANGE, 0, 1, 0},
+    {"incr", "RW access update", 1, KS_RANGE, 0, 1, 0},
+    {"incrby", "RW access update", 1, KS_RANGE, 0, 1, 0},
+    {"incrbyfloat", "RW access update", 1, KS_RANGE, 0, 1, 0},
+    {"lcs", "RO access", 1, KS_RANGE, 1, 1, 0},
+    {"lindex", "RO access", 1, KS_RANGE, 0, 1, 0},
+    {"linsert", "RW insert", 1, KS_RANGE, 0, 1, 0},
+    {"llen", "RO", 1, KS_RANGE, 0, 1, 0},
+    {"lmove", "RW access delete", 1, KS_RANGE, 0, 1, 0},
+    {"lmove", "RW insert", 2, KS_RANGE, 0, 1, 0},
+    {"lmpop", "RW access delete", 1, KS_KEYNUM, 0, 1, 1},
+    {"lpop", "RW access delete", 1, KS_RANGE, 0, 1, 0},
+    {"lpos", "RO access", 1, KS_RANGE, 0, 1, 0},
+    {"lpush", "RW insert", 1, KS_RANGE, 0, 1, 0},
+    {"lpushx", "RW insert", 1, KS_RANGE, 0, 1, 0},
+    {"lrange", "RO access", 1, KS_RANGE, 0, 1, 0},
+    {"lrem", "RW delete", 1, KS_RANGE, 0, 1, 0},
+    {"lset", "RW update", 1, KS_RANGE, 0, 1, 0},
+    {"ltrim", "RW delete", 1, KS_RANGE, 0, 1, 0},
+    {"memory|usage", "RO", 2, KS_RANGE, 0, 1, 0},
+    {"mget", "RO access", 1, KS_RANGE, -1, 1, 0},
+    {"move", "RW access update", 1, KS_RANGE, 0, 1, 0},
+    {"mset", "OW update", 1, KS_RANGE, -1, 2, 0},
+    {"msetnx", "OW insert", 1, KS_RANGE, -1, 2, 0},
+    {"object|encoding", "RO", 2, KS_RANGE, 0, 1, 0},
+    {"object|freq", "RO", 2, KS_RANGE, 0, 1, 0},
+    {"object|refcount", "RO", 2, KS_RANGE, 0, 1, 0},
+    {"object|idletime", "RO", 2, KS_RANGE, 0, 1, 0},
+    {"persist", "RW update", 1, KS_RANGE, 0, 1, 0},
+    {"pexpire", "RW update", 1, KS_RANGE, 0, 1, 0},
+    {"pexpireat", "RW update", 1, KS_RANGE, 0, 1, 0},
+    {"pexpiretime", "RO access", 1, KS_RANGE, 0, 1, 0},
+    {"psetex", "OW update", 1, KS_RANGE, 0, 1, 0},
+    {"pttl", "RO access", 1, KS_RANGE, 0, 1, 0},
+    {"rename", "RW access delete", 1, KS_RANGE, 0, 1, 0},
+    {"rename", "OW update", 2, KS_RANGE, 0, 1, 0},
+    {"renamenx", "RW access delete", 1, KS_RANGE, 0, 1, 0},
+    {"renamenx", "OW insert", 2, KS_RANGE, 0, 1, 0},
+    {"restore", "OW update", 1, KS_RANGE, 0, 1, 0},
+    {"rpop", "RW access delete", 1, KS_RANGE, 0, 1, 0},
+    {"rpoplpush", "RW access delete", 1, KS_RANGE, 0, 1, 0},
+    {"rpoplpush", "RW insert", 2, KS_RANGE, 0, 1, 0},
+    {"rpush", "RW insert", 1, KS_RANGE, 0, 1, 0},
+    {"rpushx", "RW insert", 1, KS_RANGE, 0, 1, 0},
+    {"sadd", "RW insert", 1, KS_RANGE, 0, 1, 0},
+    {"scard", "RO", 1, KS_RANGE, 0, 1, 0},
+    {"sdiff", "RO access", 1, KS_RANGE, -1, 1, 0},
+    {"sdiffstore", "OW update", 1, KS_RANGE, 0, 1, 0},
+    {"sdiffstore", "RO access", 2, KS_RANGE, -1, 1, 0},
+    {"set", "RW access update variable_flags", 1, KS_RANGE, 0, 1, 0},
+    {"setbit", "RW access update", 1, KS_RANGE, 0, 1, 0},
+    {"setex", "OW update", 1, KS_RANGE, 0, 1, 0},
+    {"setnx", "OW insert", 1, KS_RANGE, 0, 1, 0},
+    {"setrange", "RW update", 1, KS_RANGE, 0, 1, 0},
+    {"sinter", "RO access", 1, KS_RANGE, -1, 1, 0},
+    {"sintercard", "RO access", 1, KS_KEYNUM, 0, 1, 1},
+    {"sinterstore", "RW update", 1, KS_RANGE, 0, 1, 0},
+    {"sinterstore", "RO access", 2, KS_RANGE, -1, 1, 0},
+    {"sismember", "RO", 1, KS_RANGE, 0, 1, 0},
+    {"smembers", "RO access", 1, KS_RANGE, 0, 1, 0},
+    {"smismember", "RO access", 1, KS_RANGE, 0, 1, 0},
+    {"smove", "RW access delete", 1, KS_RANGE, 0, 1, 0},
+    {"smove", "RW insert", 2, KS_RANGE, 0, 1, 0},
+    {"sort", "RO access", 1, KS_RANGE, 0, 1, 0},
+    {"sort", "RO access", 0, KS_UNKNOWN, 0, 0, 0},
+    {"sort", "OW update", 0, KS_UNKNOWN, 0, 0, 0},
+    {"sort_ro", "RO access", 1, KS_RANGE, 0, 1, 0},
+    {"sort_ro", "RO access", 0, KS_UNKNOWN, 0, 0, 0},
+    {"spop", "RW access delete", 1, KS_RANGE, 0, 1, 0},
+    {"srandmember", "RO access", 1, KS_RANGE, 0, 1, 0},
+    {"srem", "RW delete", 1, KS_RANGE, 0, 1, 0},
+    {"sscan", "RO access", 1, KS_RANGE, 0, 1, 0},
+    {"strlen", "RO", 1, KS_RANGE, 0, 1, 0},
+    {"substr", "RO access", 1, KS_RANGE, 0, 1, 0},
+    {"sunion", "RO access", 1, KS_RANGE, -1, 1, 0},
+    {"sunionstore", "OW update", 1, KS_RANGE, 0, 1, 0},
+    {"sunionstore", "RO access", 2, KS_RANGE, -1, 1, 0},
+    {"touch", "RO", 1, KS_RANGE, -1, 1, 0},
+    {"ttl", "RO access", 1, KS_RANGE, 0, 1, 0},
+    {"type", "RO", 1, KS_RANGE, 0, 1, 0},
+    {"unlink", "RM delete", 1, KS_RANGE, -1, 1, 0},
+    {"watch", "RO", 1, KS_RANGE, -1, 1, 0},
+    {"replay.add", "RW insert", 1, KS_RANGE, 0, 1, 0},
+    {"replay.create", "RW insert", 1, KS_RANGE, 0, 1, 0},
+    {"replay.drop", "RM delete", 1, KS_RANGE, 0, 1, 0},
+    {"replay.info", "RO", 1, KS_RANGE, 0, 1, 0},
+    {"replay.sample", "RO access", 1, KS_RANGE, 0, 1, 0},
+    {"replay.update", "RW update", 1, KS_RANGE, 0, 1, 0},
+};
+#define NKEYSPECS (sizeof(keyspecs) / sizeof(keyspecs[0]))
+
+/* The first of the specs of `name` ("get", "memory|usage") and their count. */
+static const keyspec *specsFor(const char *name, int *n) {
+    *n = 0;
+    const keyspec *first = NULL;
+    for (size_t i = 0; i < NKEYSPECS; i++) {
+        if (strcmp(keyspecs[i].cmd, name) != 0) continue;
+        if (!first) first = &keyspecs[i];
+        (*n)++;
+    }
+    return first;
+}
+
+static void addReplyKeySpec(client *c, const keyspec *ks) {
+    addReplyMapLen(c, 3);
+    addReplyBulkCString(c, "flags");
+    addReplyFlagWords(c, ks->flags);
+    if (ks->kind == KS_UNKNOWN) {
+        for (int i = 0; i < 2; i++) {
+            addReplyBulkCString(c, i ? "find_keys" : "begin_search");
+            addReplyMapLen(c, 2);
+            addReplyBulkCString(c, "type");
+            addReplyBulkCString(c, "unknown");
+            addReplyBulkCString(c, "spec");
+            addReplyMapLen(c, 0);
+        }
+        return;
+    }
+    addReplyBulkCString(c, "begin_search");
+    addReplyMapLen(c, 2);
+    addReplyBulkCString(c, "type");
+    addReplyBulkCString(c, "index");
+    addReplyBulkCString(c, "spec");
+    addReplyMapLen(c, 1);
+    addReplyBulkCString(c, "index");
+    addReplyLongLong(c, ks->begin);
+    addReplyBulkCString(c, "find_keys");
+    addReplyMapLen(c, 2);
+    addReplyBulkCString(c, "type");
+    addReplyBulkCString(c, ks->kind == KS_RANGE ? "range" : "keynum");
+    addReplyBulkCString(c, "spec");
+    addReplyMapLen(c, 3);
+    static const char *const names[2][3] = {{"lastkey", "keystep", "limit"},
+                                            {"keynumidx", "firstkey", "keystep"}};
+    const int v[3] = {ks->a, ks->b, ks->c};
+    for (int i = 0; i < 3; i++) {
+        addReplyBulkCString(c, names[ks->kind][i]);
+        addReplyLongLong(c, v[i]);
+    }
+}
+
+/* A subcommand's first/last/step from its one range spec of fixed length (0 0 0 if none). */
+static void legacyKeys(client *c, const keyspec *ks) {
+    int fixed = ks && ks->kind == KS_RANGE && ks->a >= 0;
+    addReplyLongLong(c, fixed ? ks->begin : 0);
+    addReplyLongLong(c, fixed ? ks->begin + ks->a : 0);
+    addReplyLongLong(c, fixed ? ks->b : 0);
+}
+
+static void addReplyKeySpecs(client *c, const char *name) {
+    int n;
+    const keyspec *ks = specsFor(name, &n);
+    addReplyArrayLen(c, n);
+    for (int i = 0; i < n; i++) addReplyKeySpec(c, &ks[i]);
+}
+
+#define GETKEYS_MAX 1024 /* positions found per spec walk before a bigger array is needed */
+
+/* The keys of argv[0..argc) (argv[0] the command name, or the subcommand's
+ * container) by the specs: positions into pos[], flags into flags[], up to
+ * max; returns the count (which may exceed max: call again with room), or -1
+ * when a key count is not a non-negative integer (Redis's invalid spec). */
+static long keysBySpecs(const keyspec *ks, int nspec, const ir_arg *argv, int argc, int *pos,
+                        const char **flags, long max) {
+    long n = 0;
+    for (int s = 0; s < nspec; s++) {
+        int first = ks[s].begin, last, step;
+        if (ks[s].kind == KS_UNKNOWN || first >= argc) continue;
+        if (ks[s].kind == KS_RANGE) {
+            step = ks[s].b;
+            if (ks[s].a >= 0) {
+                last = first + ks[s].a;
+            } else if (!ks[s].c) {
+                last = argc + ks[s].a;
+            } else {
+                last = first + ((argc - first) / ks[s].c + ks[s].a);
+            }
+        } else {
+            long long numkeys;
+            if (first + ks[s].a >= argc) return -1;
+            const ir_arg *a = &argv[first + ks[s].a];
+            if (!string2ll(a->ptr, a->len, &numkeys) || numkeys < 0 || numkeys > INT_MAX) return -1;
+            first += ks[s].a + ks[s].b;
+            last = first + (int)numkeys - 1;
+            step = ks[s].c;
+        }
+        for (int j = first; j <= last && step > 0; j += step) {
+            if (j >= argc) continue; /* too few arguments: the command reports it */
+            if (n < max) {
+                pos[n] = j;
+                flags[n] = ks[s].flags;
+            }
+            n++;
+        }
+    }
+    return n;
+}
+
+/* COMMAND GETKEYS command [arg ...], COMMAND GETKEYSANDFLAGS command [arg ...] */
+static void commandGetKeys(client *c, int with_flags) {
+    const ir_arg *argv = &c->argv[2];
     int argc = c->argc - 2;
+    const ir_command *cmd = lookupCommand(argv[0].ptr, argv[0].len);
     if (!cmd) {
         addReplyError(c, "Invalid command specified");
         return;
     }
-    if ((cmd->arity > 0 && cmd->arity != argc) || argc < -cmd->arity) {
-        addReplyError(c, "Invalid number of arguments specified for command");
-        return;
+    char name[80];
+    int arity = cmd->arity;
+    snprintf(name, sizeof(name), "%s", cmd->name);
+    if (isContainer(cmd) && argc >= 2) {
+        const subcmd *sc = findSub(cmd, argv[1].ptr, argv[1].len);
+        if (!sc) {
+            addReplyError(c, "Invalid command specified");
+            return;
+        }
+        snprintf(name, sizeof(name), "%s|%s", sc->cname, sc->name);
+        arity = sc->arity;
     }
-    if (cmd->firstkey <= 0) {
+    int nspec;
+    const keyspec *ks = specsFor(name, &nspec);
+    if (!nspec) {
         addReplyError(c, "The command has no key arguments");
         return;
     }
-    int last = cmd->lastkey < 0 ? argc + cmd->lastkey : cmd->lastkey;
-    int step = cmd->keystep > 0 ? cmd->keystep : 1;
-    long n = 0;
-    for (int i = cmd->firstkey; i <= last && i < argc; i += step) n++;
-    addReplyArrayLen(c, n);
-    for (int i = cmd->firstkey; i <= last && i < argc; i += step)
-        memcpy(addReplyBulkReserve(c, c->argv[2 + i].len), c->argv[2 + i].ptr, c->argv[2 + i].len);
+    if ((arity > 0 && arity != argc) || argc < -arity) {
+        addReplyError(c, "Invalid number of arguments specified for command");
+        return;
+    }
+    int pos_small[64];
+    const char *flags_small[64];
+    int *pos = pos_small;
+    const char **flags = flags_small;
+    long n = keysBySpecs(ks, nspec, argv, argc, pos, flags, 64);
+    if (cmd->proc == sortCommand && n == 1) {
+        /* the last STORE's key, skipping LIMIT's, GET's and BY's arguments (Redis's sortGetKeys) */
+        for (int j = 2; j < argc; j++) {
+            if (argv[j].len == 5 && strncasecmp(argv[j].ptr, "limit", 5) == 0) j += 2;
+            else if ((argv[j].len == 3 && strncasecmp(argv[j].ptr, "get", 3) == 0) ||
+                     (argv[j].len == 2 && strncasecmp(argv[j].ptr, "by", 2) == 0)) j++;
+            else if (argv[j].len == 5 && strncasecmp(argv[j].ptr, "store", 5) == 0 && j + 1 < argc) {
+                pos[1] = j + 1;
+                flags[1] = "OW update";
+                n = 2;
+            }
+        }
+    }
+    if (n > 64) { /* COMMAND GETKEYS only: no request path allocates here */
+        pos = ir_xrealloc(NULL, (size_t)n * sizeof(*pos));
+        flags = ir_xrealloc(NULL, (size_t)n * sizeof(*flags));
+        keysBySpecs(ks, nspec, argv, argc, pos, flags, n);
+    }
+    if (n <= 0) {
+        addReplyError(c, "Invalid arguments specified for command");
+    } else {
+        addReplyArrayLen(c, n);
+        for (long i = 0; i < n; i++) {
+            if (with_flags) addReplyArrayLen(c, 2);
+            addReplyBulk(c, argv[pos[i]].ptr, argv[pos[i]].len);
+            if (!with_flags) continue;
+            const char *f = flags[i];
+            if (cmd->proc == setCommand) { /* SET's flags depend on GET, as Redis's setGetKeys */
+                f = "OW update";
+                for (int j = 3; j < argc; j++)
+                    if (argv[j].len == 3 && strncasecmp(argv[j].ptr, "get", 3) == 0)
+                        f = "RW access update";
+            }
+            char words[64];
+            snprintf(words, sizeof(words), "%s", f);
+            char *end = strstr(words, " variable_flags");
+            if (end) *end = '\0';
+            addReplyFlagWords(c, words);
+        }
+    }
+    if (pos != pos_small) {
+        free(pos);
+        free(flags);
+    }
 }
 
 /* COMMAND [COUNT | INFO [name ...] | LIST [FILTERBY PATTERN p] | DOCS [name ...] | GETKEYS ... | HELP] */
@@ -933,22 +1286,30 @@ void commandCommand(client *c) {
         for (size_t i = 0; i < NCOMMANDS; i++) addReplyCommandInfo(c, &commands[i]);
     } else if (argEq(c, 1, "count") && c->argc == 2) {
         addReplyLongLong(c, (long long)NCOMMANDS);
-    } else if (argEq(c, 1, "list") && (c->argc == 2 || c->argc == 5)) {
+    } else if (argEq(c, 1, "list")) {
+        /* [FILTERBY MODULE m | ACLCAT c | PATTERN p], as Redis: anything else,
+         * or a FILTERBY without its two words, is a syntax error; the last
+         * filter given wins */
         const ir_arg *pat = NULL;
-        if (c->argc == 5) {
-            if (!argEq(c, 2, "filterby")) {
+        int none = 0;
+        for (int i = 2; i < c->argc; i += 3) {
+            if (!argEq(c, i, "filterby") || c->argc - 1 - i != 2) {
                 addReplyStr(c, shared.syntaxerr);
                 return;
             }
-            if (argEq(c, 3, "pattern")) {
-                pat = &c->argv[4];
-            } else if (argEq(c, 3, "module") || argEq(c, 3, "aclcat")) {
-                addReplyArrayLen(c, 0); /* no modules, no ACL categories */
-                return;
+            pat = NULL, none = 0;
+            if (argEq(c, i + 1, "pattern")) {
+                pat = &c->argv[i + 2];
+            } else if (argEq(c, i + 1, "module") || argEq(c, i + 1, "aclcat")) {
+                none = 1; /* no modules, no ACL categories */
             } else {
                 addReplyStr(c, shared.syntaxerr);
                 return;
             }
+        }
+        if (none) {
+            addReplyArrayLen(c, 0);
+            return;
         }
         char full[64];
         long n = 0;
@@ -1007,8 +1368,10 @@ void commandCommand(client *c) {
             addReplyBulkCString(c, full);
             addReplyMapLen(c, 0);
         }
-    } else if (argEq(c, 1, "getkeys") && c->argc >= 3) {
-        commandGetKeys(c);
+    } else if (argEq(c, 1, "getkeys") && c->argc >= 4) {
+        commandGetKeys(c, 0);
+    } else if (argEq(c, 1, "getkeysandflags") && c->argc >= 4) {
+        commandGetKeys(c, 1);
     } else if (argEq(c, 1, "help") && c->argc == 2) {
         static const char *help[] = {
             "COMMAND <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
@@ -1024,6 +1387,8 @@ void commandCommand(client *c) {
             "    If no command names are given, documentation details for all",
             "    commands are returned.",
             "GETKEYS <full-command>", "    Return the keys from a full Redis command.",
+            "GETKEYSANDFLAGS <full-command>",
+            "    Return the keys and the access flags from a full Redis command.",
             "HELP", "    Print this help.",
         };
         addReplyArrayLen(c, (long)(sizeof(help) / sizeof(help[0])));

@@ -78,6 +78,10 @@ void incrbyfloatCommand(client *c);
 void setbitCommand(client *c);
 void getbitCommand(client *c);
 void lcsCommand(client *c);
+void dumpCommand(client *c);   /* dump.c */
+void restoreCommand(client *c);
+void sortCommand(client *c);   /* sort.c */
+void sortroCommand(client *c);
 
 /* hashes (t_hash.c) */
 void hsetCommand(client *c);

@@ -5,6 +5,8 @@
  * a one-line doc. ir_config_init, CONFIG GET, CONFIG SET and pyctl (through
  * ir_config_params_json) all read it; nothing else lists parameters.
  */
+#include <arpa/inet.h>
+#include <errno.h>
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
@@ -14,6 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "commands.h"
 #include "config.h"
@@ -148,35 +152,65 @@ static void oblApply(ir_server *s, const cfgval *n) {
     }
 }
 
-/* save: "" or pairs of "seconds changes", checked as Redis checks them; only "" is accepted. */
-static int saveCheck(const ir_server *s, const ir_arg *v, cfgval *n, char *err, size_t errlen) {
-    (void)s, (void)n;
-    char buf[256];
-    if (v->len >= sizeof(buf)) {
-        snprintf(err, errlen, "Invalid save parameters");
-        return -1;
-    }
-    memcpy(buf, v->ptr, v->len);
-    buf[v->len] = '\0';
+/* save: "" or pairs of "seconds changes", checked as Redis checks them. Each
+ * pair is a rule of the automatic BGSAVE (snapshotTick runs it): a background
+ * save starts when at least `changes` write commands ran and `seconds` passed
+ * since the last successful save. */
+#define SAVE_PARAMS_MAX 32
+static ir_saveparam saveparams[SAVE_PARAMS_MAX];
+static int nsaveparams;
+
+const ir_saveparam *configSaveParams(int *n) {
+    *n = nsaveparams;
+    return saveparams;
+}
+
+/* Parse "" or "s c s c ..." into out (NULL: only check); the pair count, or -1. */
+static int parseSave(const char *p, size_t len, ir_saveparam *out) {
+    char buf[512];
+    if (len >= sizeof(buf)) return -1;
+    memcpy(buf, p, len);
+    buf[len] = '\0';
     int words = 0;
+    long long pair[2];
     char *save;
     for (char *t = strtok_r(buf, " ", &save); t; t = strtok_r(NULL, " ", &save)) {
         long long x;
-        if (!string2ll(t, strlen(t), &x) || x < 0) {
-            snprintf(err, errlen, "Invalid save parameters");
-            return -1;
+        if (!string2ll(t, strlen(t), &x) || x < 0 || x > INT_MAX) return -1;
+        pair[words % 2] = x;
+        if (words % 2 && words / 2 >= SAVE_PARAMS_MAX) return -1;
+        if (words % 2 && out) {
+            out[words / 2].seconds = pair[0];
+            out[words / 2].changes = pair[1];
         }
         words++;
     }
-    if (words % 2) {
+    return words % 2 ? -1 : words / 2;
+}
+
+static int saveCheck(const ir_server *s, const ir_arg *v, cfgval *n, char *err, size_t errlen) {
+    (void)s;
+    if (parseSave(v->ptr, v->len, NULL) < 0) {
         snprintf(err, errlen, "Invalid save parameters");
         return -1;
     }
-    if (words) {
-        snprintf(err, errlen, "automatic snapshots are not supported (use BGSAVE)");
-        return -1;
-    }
+    n->s = v->ptr;
+    n->slen = v->len;
     return 0;
+}
+
+static void saveApply(ir_server *s, const cfgval *n) {
+    (void)s;
+    nsaveparams = parseSave(n->s, n->slen, saveparams);
+}
+
+static void saveGet(const ir_server *s, char *buf, size_t len) {
+    (void)s;
+    size_t off = 0;
+    if (len) buf[0] = '\0';
+    for (int i = 0; i < nsaveparams && off < len; i++)
+        off += (size_t)snprintf(buf + off, len - off, "%s%lld %lld", i ? " " : "",
+                                saveparams[i].seconds, saveparams[i].changes);
 }
 
 static int appendonlyCheck(const ir_server *s, const ir_arg *v, cfgval *n, char *err, size_t errlen) {
@@ -342,8 +376,8 @@ static const cfgparam params[] = {
      notifyGet, notifyCheck, NULL},
     /* Redis's parameters that Redis's clients and test suite set: stored, no behaviour */
     {"save", NULL, CT_SPECIAL, 0, 0, 0, "", NULL, NOF, NULL,
-     "automatic snapshots: only \"\" (none) is accepted; use SAVE or BGSAVE", emptyGet, saveCheck,
-     NULL},
+     "automatic BGSAVE: pairs of \"seconds changes\" (that many write commands within that "
+     "many seconds of the last save); \"\" = none", saveGet, saveCheck, saveApply},
     {"appendonly", NULL, CT_BOOL, 0, 0, 0, "no", NULL, NOF, NULL,
      "no append-only file: only no is accepted (snapshots: SAVE, BGSAVE)", NULL, appendonlyCheck,
      NULL},
@@ -685,6 +719,7 @@ void configServerInit(ir_server *s) {
         parseDefault(p, &v);
         if (p->var) *p->var = v.i;
         else if (p->ft == FT_NONE) stored[k] = v; /* specials: 0 */
+        if (p->check == saveCheck) nsaveparams = parseSave(p->def, strlen(p->def), saveparams);
         if (p->check == oblCheck) { /* slave and pubsub; normal is cfg's */
             memcpy(obl_slave, v.obl[1], sizeof(obl_slave));
             s->pubsub_obl_hard = v.obl[2][0];
@@ -692,6 +727,29 @@ void configServerInit(ir_server *s) {
             s->pubsub_obl_secs = v.obl[2][2];
         }
     }
+}
+
+/* CONFIG SET port on the kernel stack: would listening on the new port fail?
+ * Redis answers "Unable to listen on this port. Check server logs." then, before anything else;
+ * so does inreplay (which cannot move its listener while running either). */
+static int portTaken(const ir_server *s, const cfgparam *p, const ir_arg *v) {
+    long long port;
+    if (strcmp(p->name, "port") != 0 || (s->tp && s->tp->polling)) return 0;
+    if (!string2ll(v->ptr, v->len, &port) || port <= 0 || port > 65535) return 0;
+    struct sockaddr_in sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons((uint16_t)port);
+    if (!s->cfg.bind || inet_pton(AF_INET, s->cfg.bind, &sa.sin_addr) != 1)
+        sa.sin_addr.s_addr = htonl(INADDR_ANY);
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return 0;
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    int taken = bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 && errno == EADDRINUSE;
+    close(fd);
+    if (taken) serverLog("CONFIG SET port %lld: %s", port, strerror(EADDRINUSE));
+    return taken;
 }
 
 /* ---- CONFIG GET / SET --------------------------------------------------- */
@@ -803,7 +861,9 @@ void configSetCommand(client *c) {
             char cur[256];
             configValue(c->srv, p, cur, sizeof(cur));
             rc = strlen(cur) == v->len && strncasecmp(cur, v->ptr, v->len) == 0 ? 0 : -1;
-            if (rc)
+            if (rc && portTaken(c->srv, p, v))
+                snprintf(err, sizeof(err), "Unable to listen on this port. Check server logs.");
+            else if (rc)
                 snprintf(err, sizeof(err),
                          "changing %s at runtime is not supported (restart with the new value)", p->name);
         } else {

@@ -15,6 +15,12 @@
 /* The server starts: the table's stored values go back to their defaults
  * (a process runs one server at a time, possibly several in a row). */
 void configServerInit(ir_server *s);
+
+/* The automatic BGSAVE rules of CONFIG SET save (snapshotTick applies them). */
+typedef struct ir_saveparam {
+    long long seconds, changes;
+} ir_saveparam;
+const ir_saveparam *configSaveParams(int *n);
 /* CONFIG GET pattern [pattern ...] */
 void configGetCommand(client *c);
 /* CONFIG SET parameter value [parameter value ...]: all or nothing. */

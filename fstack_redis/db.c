@@ -25,8 +25,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "blocked.h"
 #include "commands.h"
 #include "db_internal.h"
+#include "multi.h"
 #include "notify.h"
 #include "replay.h"
 #include "server.h"
@@ -531,9 +533,19 @@ int removeExpire(ir_db *db, dbEntry *e) {
 
 /* -- entries -- */
 
+/* dbEntry keeps a key's (or field's) length in 32 bits. */
+static void keyLenCheck(size_t len) {
+    if (len > UINT32_MAX) {
+        serverLog("a key of %zu bytes is longer than the keyspace can hold (4 GB)", len);
+        abort();
+    }
+}
+
 dbEntry *dbAdd(ir_db *db, const dbkey *k, int type, size_t embed_cap) {
     if (type != OBJ_STRING || embed_cap > DB_EMBED_MAX) embed_cap = 0;
+    keyLenCheck(k->len);
     dbEntry *e = dbMalloc(sizeof(dbEntry) + k->len + 1 + embed_cap);
+    e->lru = (uint32_t)(dbNow(db) / 1000);
     e->next = NULL;
     e->hash = k->h;
     e->expire = -1;
@@ -618,7 +630,7 @@ static void countRead(const dbEntry *e) {
     else g_server->keyspace_misses++;
 }
 
-dbEntry *lookupKey(ir_db *db, const dbkey *k) {
+static dbEntry *lookupKeyGeneric(ir_db *db, const dbkey *k, int touch) {
     dbEntry *e = dictFind(&db->d, k->p, k->len, k->h);
     if (e && e->expire != -1 && keyIsExpired(e, dbNow(db))) {
         /* deleted first, then signalled (with the caller's copy of the
@@ -632,8 +644,17 @@ dbEntry *lookupKey(ir_db *db, const dbkey *k) {
     }
     if (readStats) countRead(e);
     if (!e && readStats == 1) notifyKeyspaceEvent(NOTIFY_KEY_MISS, "keymiss", k->p, k->len, db->id);
+    if (e && touch) e->lru = (uint32_t)(dbNow(db) / 1000);
     return e;
 }
+
+uint64_t dbEntryIdleSeconds(ir_db *db, const dbEntry *e) {
+    uint32_t now = (uint32_t)(dbNow(db) / 1000);
+    return now >= e->lru ? now - e->lru : 0;
+}
+
+dbEntry *lookupKey(ir_db *db, const dbkey *k) { return lookupKeyGeneric(db, k, 1); }
+dbEntry *lookupKeyNoTouch(ir_db *db, const dbkey *k) { return lookupKeyGeneric(db, k, 0); }
 
 dbEntry *lookupKeyOrReply(client *c, int i, ir_str missing, int type) {
     ir_db *db = dbFor(c);
@@ -820,6 +841,7 @@ static void fieldPut(dbEntry *fe, const void *val, size_t vlen) {
 
 dbEntry *collAdd(ir_db *db, dbColl *co, const void *f, size_t len, const void *val, size_t vlen) {
     size_t ecap = val ? fieldEmbedCap(vlen) : 0;
+    keyLenCheck(len);
     dbEntry *fe = dbMalloc(sizeof(dbEntry) + len + 1 + ecap);
     memset(fe, 0, sizeof(*fe));
     fe->hash = dictHashKey(&co->d, f, len);
@@ -990,10 +1012,40 @@ static uint64_t valueBytes(const dbEntry *e) {
     return b;
 }
 
+/* MEMORY USAGE's estimate of e: the entry and its value as this file
+ * allocates them. A list's or collection's elements are sampled (samples
+ * of them, every one when samples <= 0 or the value is smaller) and their
+ * average size scaled to the count, as Redis's objectComputeSize does. */
+uint64_t dbEntryMemoryUsage(const dbEntry *e, long long samples) {
+    uint64_t b = dbEntryBytes(e->klen, e->ecap);
+    if (e->type == OBJ_STRING) return b + valueBytes(e);
+    if (e->type == OBJ_LIST) {
+        const dbList *l = &e->v.list;
+        size_t n = samples <= 0 || (unsigned long long)samples > l->len ? l->len : (size_t)samples;
+        uint64_t eb = 0;
+        for (size_t i = 0; i < n; i++) eb += dbBufBytes(listAt(l, i)->len + 1);
+        b += l->cap * sizeof(lelem);
+        if (n) b += (uint64_t)((double)eb / (double)n * (double)l->len);
+        return b;
+    }
+    const dict *d = &e->v.coll->d;
+    b += sizeof(dbColl) + DB_MALLOC_OVERHEAD + dictBuckets(d) * sizeof(dbEntry *);
+    size_t total = dictSize(d), n = 0;
+    size_t want = samples <= 0 || (unsigned long long)samples > total ? total : (size_t)samples;
+    uint64_t eb = 0;
+    for (int t = 0; t <= 1 && n < want; t++)
+        for (size_t i = 0; i < d->ht[t].size && n < want; i++)
+            for (const dbEntry *fe = d->ht[t].table[i]; fe && n < want; fe = fe->next, n++)
+                eb += fieldBytes(fe);
+    if (n) b += (uint64_t)((double)eb / (double)n * (double)total);
+    return b;
+}
+
 /* Give e (in db `from`) the key nk in db `to` (nk absent there): a new
  * entry takes over the value, TTL included; returns it. */
-static dbEntry *dbRekey(ir_db *from, dbEntry *e, ir_db *to, const dbkey *nk) {
+dbEntry *dbRekey(ir_db *from, dbEntry *e, ir_db *to, const dbkey *nk) {
     size_t ecap = e->ecap;
+    keyLenCheck(nk->len);
     dbEntry *ne = dbMalloc(sizeof(dbEntry) + nk->len + 1 + ecap);
     *ne = *e;
     ne->next = NULL;
@@ -1104,19 +1156,21 @@ void delCommand(client *c) {
 /* UNLINK key [key ...] */
 void unlinkCommand(client *c) { delCommand(c); }
 
-/* EXISTS key [key ...] */
-void existsCommand(client *c) {
+static void existsGeneric(client *c, int touch) {
     ir_db *db = dbFor(c);
     long long count = 0;
     for (int j = 1; j < c->argc; j++) {
         dbkey k = argKey(db, c, j);
-        if (lookupKey(db, &k)) count++;
+        if (touch ? lookupKey(db, &k) : lookupKeyNoTouch(db, &k)) count++;
     }
     addReplyLongLong(c, count);
 }
 
-/* TOUCH key [key ...]: how many exist (no access times are kept). */
-void touchCommand(client *c) { existsCommand(c); }
+/* EXISTS key [key ...] (not an access: OBJECT IDLETIME goes on) */
+void existsCommand(client *c) { existsGeneric(c, 0); }
+
+/* TOUCH key [key ...]: how many exist; their access time is now. */
+void touchCommand(client *c) { existsGeneric(c, 1); }
 
 #define EXPIRE_NX (1 << 0)
 #define EXPIRE_XX (1 << 1)
@@ -1205,7 +1259,7 @@ void pexpireatCommand(client *c) { expireGenericCommand(c, 1, 1, "pexpireat"); }
 static void ttlGenericCommand(client *c, int output_ms, int absolute) {
     ir_db *db = dbFor(c);
     dbkey k = argKey(db, c, 1);
-    dbEntry *e = lookupKey(db, &k);
+    dbEntry *e = lookupKeyNoTouch(db, &k);
     if (!e) {
         addReplyLongLong(c, -2);
         return;
@@ -1256,7 +1310,7 @@ static const char *typeName(int type) {
 void typeCommand(client *c) {
     ir_db *db = dbFor(c);
     dbkey k = argKey(db, c, 1);
-    dbEntry *e = lookupKey(db, &k);
+    dbEntry *e = lookupKeyNoTouch(db, &k);
     addReplyStatus(c, e ? typeName(e->type) : "none");
 }
 
@@ -1447,11 +1501,12 @@ static void renameGenericCommand(client *c, int nx) {
         dbDeleteEntry(db, old);
     }
     signalModifiedKey(c, db, src.p, src.len);
-    dbRekey(db, e, db, &dst);
+    dbEntry *ne = dbRekey(db, e, db, &dst);
     signalModifiedKey(c, db, dst.p, dst.len);
     notifyKeyspaceEvent(NOTIFY_NEW, "new", dst.p, dst.len, db->id);
     notifyKeyspaceEvent(NOTIFY_GENERIC, "rename_from", src.p, src.len, db->id);
     notifyKeyspaceEvent(NOTIFY_GENERIC, "rename_to", dst.p, dst.len, db->id);
+    if (ne->type == OBJ_LIST) signalKeyAsReady(db, dst.p, dst.len); /* a new list there */
     addReplyStr(c, nx ? shared.cone : shared.ok);
 }
 
@@ -1509,6 +1564,7 @@ void copyCommand(client *c) {
     dbCopyEntry(dst, e, &nk);
     signalModifiedKey(c, dst, nk.p, nk.len);
     notifyKeyspaceEvent(NOTIFY_GENERIC, "copy_to", nk.p, nk.len, dst->id);
+    if (e->type == OBJ_LIST) signalKeyAsReady(dst, nk.p, nk.len);
     addReplyStr(c, shared.cone);
 }
 
@@ -1540,11 +1596,12 @@ void moveCommand(client *c) {
         return;
     }
     signalModifiedKey(c, src, k.p, k.len);
-    dbRekey(src, e, dst, &nk);
+    dbEntry *ne = dbRekey(src, e, dst, &nk);
     signalModifiedKey(c, dst, nk.p, nk.len);
     notifyKeyspaceEvent(NOTIFY_NEW, "new", nk.p, nk.len, dst->id);
     notifyKeyspaceEvent(NOTIFY_GENERIC, "move_from", k.p, k.len, src->id);
     notifyKeyspaceEvent(NOTIFY_GENERIC, "move_to", nk.p, nk.len, dst->id);
+    if (ne->type == OBJ_LIST) signalKeyAsReady(dst, nk.p, nk.len);
     addReplyStr(c, shared.cone);
 }
 
@@ -1562,13 +1619,14 @@ void swapdbCommand(client *c) {
     }
     if (a != b) {
         ir_db *x = dbByIndex(c->srv, a), *y = dbByIndex(c->srv, b);
-        signalFlushedDb(x);
-        signalFlushedDb(y);
+        if (c->srv->watched) multiTouchSwappedDbs(c->srv, x, y);
         ir_db t = *x;
         *x = *y;
         *y = t;
         x->id = a; /* the indexes stay where they were */
         y->id = b;
+        blockedDbReady(c->srv, x); /* clients blocked in either may now find a list */
+        blockedDbReady(c->srv, y);
     }
     addReplyStr(c, shared.ok);
 }
@@ -1628,6 +1686,9 @@ void objectCommand(client *c) {
             "FREQ <key>",
             "    Return the access frequency index of the <key>. The returned integer is",
             "    proportional to the logarithm of the recent access frequency of the key.",
+            "IDLETIME <key>",
+            "    Return the idle time of the <key>, that is the approximated number of",
+            "    seconds elapsed since the last access to the key.",
             "REFCOUNT <key>",
             "    Return the number of references of the value associated with the specified",
             "    <key>.",
@@ -1638,7 +1699,8 @@ void objectCommand(client *c) {
         for (size_t i = 0; i < sizeof(help) / sizeof(help[0]); i++) addReplyStatus(c, help[i]);
         return;
     }
-    int known = argEq(c, 1, "encoding") || argEq(c, 1, "refcount") || argEq(c, 1, "freq");
+    int known = argEq(c, 1, "encoding") || argEq(c, 1, "refcount") || argEq(c, 1, "freq") ||
+                argEq(c, 1, "idletime");
     if (!known && !argEq(c, 1, "help")) {
         addReplyErrorFormat(c, "unknown subcommand '%.128s'. Try OBJECT HELP.", c->argv[1].ptr);
         return;
@@ -1649,12 +1711,15 @@ void objectCommand(client *c) {
     }
     ir_db *db = dbFor(c);
     dbkey k = argKey(db, c, 2);
-    dbEntry *e = lookupKey(db, &k);
+    dbEntry *e = lookupKeyNoTouch(db, &k);
     if (!e) {
         addReplyNull(c);
         return;
     }
-    if (argEq(c, 1, "encoding")) {
+    if (argEq(c, 1, "idletime")) {
+        /* maxmemory-policy is always noeviction here: access times are kept */
+        addReplyLongLong(c, (long long)dbEntryIdleSeconds(db, e));
+    } else if (argEq(c, 1, "encoding")) {
         addReplyBulkCString(c, dbEncodingName(e));
     } else if (argEq(c, 1, "refcount")) {
         long long v;

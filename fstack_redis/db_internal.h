@@ -62,8 +62,9 @@ typedef struct dbEntry {
     struct dbEntry *next;   /* bucket chain */
     uint64_t hash;          /* cached: rehashing never recomputes it */
     int64_t expire;         /* absolute unix time in ms, -1 = no TTL */
-    size_t klen;
+    uint32_t klen;          /* keys and fields are shorter than 4 GB (dbAdd checks) */
     uint32_t vidx;          /* slot in db->vol when expire != -1 */
+    uint32_t lru;           /* last access, unix seconds (OBJECT IDLETIME): lookups set it */
     uint8_t type;           /* OBJ_STRING, OBJ_LIST */
     uint8_t flags;          /* DBE_* */
     uint8_t ecap;           /* bytes reserved after the key for an embedded value */
@@ -212,6 +213,11 @@ ir_db *dbByIndex(ir_server *s, int id);
  * started reads keys as Redis's lookupKeyRead does; write commands'
  * lookups are not counted, as Redis's lookupKeyWrite. */
 dbEntry *lookupKey(ir_db *db, const dbkey *k);
+/* The same, leaving the key's access time alone (Redis's LOOKUP_NOTOUCH:
+ * TTL, TYPE, EXISTS and OBJECT do not count as accesses). */
+dbEntry *lookupKeyNoTouch(ir_db *db, const dbkey *k);
+/* Seconds since e was last looked up (OBJECT IDLETIME, DEBUG OBJECT). */
+uint64_t dbEntryIdleSeconds(ir_db *db, const dbEntry *e);
 /* Redis's lookupKeyReadOrReply + checkType: the entry for argv[i] if it holds
  * `type`; otherwise reply `missing` (no key) or WRONGTYPE and return NULL. */
 dbEntry *lookupKeyOrReply(client *c, int i, ir_str missing, int type);
@@ -281,6 +287,13 @@ int parseScanCursorOrReply(client *c, int i, unsigned long long *cursor);
 dbEntry *lookupTyped(client *c, int i, int type, int *missing);
 /* An int argument with getIntFromObjectOrReply's errors (msg NULL: the usual one). */
 int getIntFromArg(client *c, int i, int *out, const char *msg);
+
+/* Give e (in db `from`) the key nk in db `to` (nk absent there): a new entry
+ * takes over the value, TTL included; returns it (RENAME, MOVE, RESTORE). */
+dbEntry *dbRekey(ir_db *from, dbEntry *e, ir_db *to, const dbkey *nk);
+/* MEMORY USAGE: bytes held by e (entry, key and value), sampling up to
+ * `samples` elements of a list, hash or set (<= 0: all of them). */
+uint64_t dbEntryMemoryUsage(const dbEntry *e, long long samples);
 
 /* ---- glob matching (db.c) ------------------------------------------------ */
 

@@ -156,8 +156,8 @@ static size_t valueLength(const dbEntry *e) {
     }
 }
 
-/* DEBUG OBJECT key: Redis's line; inreplay keeps no LRU clock, so lru and
- * lru_seconds_idle are 0, and a list reports itself as one quicklist node. */
+/* DEBUG OBJECT key: Redis's line; lru is the key's access time in seconds cut
+ * to Redis's 24-bit clock, and a list reports itself as one quicklist node. */
 static void debugObject(client *c) {
     dbEntry *e = findRaw(c, 2);
     if (!e) {
@@ -174,9 +174,10 @@ static void debugObject(client *c) {
     }
     char line[320];
     snprintf(line, sizeof(line),
-             "Value at:%p refcount:1 encoding:%s serializedlength:%zu lru:0 "
-             "lru_seconds_idle:0%s",
-             (void *)e, dbEncodingName(e), valueLength(e) + 1, extra);
+             "Value at:%p refcount:1 encoding:%s serializedlength:%zu lru:%u "
+             "lru_seconds_idle:%llu%s",
+             (void *)e, dbEncodingName(e), valueLength(e) + 1, (unsigned)(e->lru & 0xFFFFFF),
+             (unsigned long long)dbEntryIdleSeconds(dbFor(c), e), extra);
     addReplyStatus(c, line);
 }
 

@@ -217,13 +217,47 @@ void multiTouchKey(ir_server *s, struct ir_db *db, const char *key, size_t len) 
     }
 }
 
-void multiTouchDb(ir_server *s, struct ir_db *db) {
+/* The watched keys of `emptied`, whose contents go (FLUSHDB, FLUSHALL) or are
+ * replaced by those of `with` (SWAPDB), as Redis 7.0's touchAllWatchedKeysInDb:
+ * a key that exists in neither is untouched; one that was already expired
+ * when watched and is now gone (or replaced by another expired key) is no
+ * logical change; an absent key replaced by an expired one counts from then
+ * on as watched-while-expired. Every other watched key that existed on
+ * either side marks its clients dirty. */
+static void touchDb(ir_server *s, struct ir_db *emptied, struct ir_db *with) {
     struct ir_watchidx *w = s->watched;
     if (!w) return;
-    for (size_t i = 0; i < w->size; i++)
-        for (wkey *k = w->b[i]; k; k = k->next)
-            if (k->db == db)
-                for (int j = 0; j < k->ncl; j++) k->cl[j]->flags |= CLIENT_DIRTY_CAS;
+    int64_t now = (int64_t)ir_mstime();
+    for (size_t i = 0; i < w->size; i++) {
+        for (wkey *k = w->b[i]; k; k = k->next) {
+            if (k->db != emptied) continue;
+            ir_db *d = (ir_db *)emptied, *r = (ir_db *)with;
+            int in_emptied = dictFind(&d->d, k->key, k->len, dictHashKey(&d->d, k->key, k->len)) != NULL;
+            dbEntry *re = r ? dictFind(&r->d, k->key, k->len, dictHashKey(&r->d, k->key, k->len)) : NULL;
+            if (!in_emptied && !re) continue;
+            for (int j = 0; j < k->ncl; j++) {
+                cwatch *cw = watchOf(k->cl[j], k);
+                if (cw && cw->expired) {
+                    if (!re) {
+                        cw->expired = 0; /* the expired key is gone: no change */
+                        continue;
+                    }
+                    if (keyIsExpired(re, now)) continue; /* expired stays expired */
+                } else if (cw && !in_emptied && keyIsExpired(re, now)) {
+                    cw->expired = 1; /* no key replaced by an expired one */
+                    continue;
+                }
+                k->cl[j]->flags |= CLIENT_DIRTY_CAS;
+            }
+        }
+    }
+}
+
+void multiTouchDb(ir_server *s, struct ir_db *db) { touchDb(s, db, NULL); }
+
+void multiTouchSwappedDbs(ir_server *s, struct ir_db *a, struct ir_db *b) {
+    touchDb(s, a, b);
+    touchDb(s, b, a);
 }
 
 size_t multiWatchedKeys(const client *c) { return c->mstate ? (size_t)c->mstate->nw : 0; }
@@ -346,6 +380,16 @@ void unwatchCommand(client *c) {
     addReplyStr(c, shared.ok);
 }
 
+/* A queued command is denyoom and used memory is over maxmemory. */
+static int execOverMaxmemory(client *c) {
+    ir_server *s = c->srv;
+    struct multiState *m = c->mstate;
+    if (!s->cfg.maxmemory || !m) return 0;
+    int denyoom = 0;
+    for (int i = 0; i < m->n; i++) denyoom |= (m->q[i].cmd->flags & CMD_DENYOOM) != 0;
+    return denyoom && serverUsedMemory(s) > s->cfg.maxmemory;
+}
+
 /* EXEC */
 void execCommand(client *c) {
     if (!(c->flags & CLIENT_MULTI)) {
@@ -354,6 +398,16 @@ void execCommand(client *c) {
     }
     if (c->flags & CLIENT_DIRTY_EXEC) {
         addReplyError(c, "-EXECABORT Transaction discarded because of previous errors.");
+        discardQueue(c);
+        unwatchAll(c);
+        return;
+    }
+    if (execOverMaxmemory(c)) {
+        /* as Redis: EXEC of a transaction with a command that may use
+         * memory is refused while used memory is over maxmemory */
+        c->srv->oom_rejections++;
+        addReplyError(c, "-EXECABORT Transaction discarded because of: OOM command not allowed "
+                         "when used memory > 'maxmemory'.");
         discardQueue(c);
         unwatchAll(c);
         return;

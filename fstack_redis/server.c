@@ -377,6 +377,9 @@ int processCommand(client *c) {
     if (authRequired(c) && !(cmd->flags & CMD_NOAUTH)) {
         addReplyError(c, "-NOAUTH Authentication required.");
         rejected(c, cmd, before);
+    } else if ((c->flags & CLIENT_MULTI) && (cmd->flags & CMD_NO_MULTI)) {
+        rejectCommandFormat(c, "Command not allowed inside a transaction");
+        rejected(c, cmd, before);
     } else if (s->cfg.maxmemory && (cmd->flags & CMD_DENYOOM) &&
                serverUsedMemory(s) > s->cfg.maxmemory) {
         s->oom_rejections++;

@@ -169,6 +169,7 @@ typedef void ir_command_proc(client *c);
 #define CMD_NOAUTH (1 << 3)   /* allowed before AUTH */
 #define CMD_ADMIN (1 << 4)
 #define CMD_DENYOOM (1 << 5)  /* refused when used memory > maxmemory */
+#define CMD_NO_MULTI (1 << 6) /* refused inside MULTI (SAVE, SHUTDOWN) */
 
 struct ir_command {
     const char *name;         /* lower case, as Redis reports it */

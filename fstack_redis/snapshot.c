@@ -84,6 +84,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "config.h"
 #include "db_internal.h"
 #include "replay.h"
 #include "server.h"
@@ -721,9 +722,36 @@ int snapshotBackground(ir_server *s, char *msg, size_t msglen) {
     return IR_OK;
 }
 
+/* CONFIG SET save's rules, as Redis's serverCron: a BGSAVE when some rule's
+ * changes and seconds have both passed since the last successful save; after
+ * a failed one, not again for 5 seconds. */
+static void autoSave(ir_server *s) {
+    static uint64_t last_try_ms;
+    static int try_failed; /* the last automatic BGSAVE could not start */
+    int n;
+    const ir_saveparam *sp = configSaveParams(&n);
+    if (!n) return;
+    uint64_t now = ir_mstime(), changes = s->dirty - snap.dirty_saved;
+    if ((!snap.last_ok || try_failed) && now - last_try_ms < 5000) return;
+    for (int i = 0; i < n; i++) {
+        if (changes < (uint64_t)sp[i].changes || now - snap.lastsave_ms <= (uint64_t)sp[i].seconds * 1000)
+            continue;
+        char msg[PATH_MAX + 160];
+        serverLog("%llu changes in %lld seconds. Saving...", (unsigned long long)changes,
+                  sp[i].seconds);
+        last_try_ms = now;
+        try_failed = snapshotBackground(s, msg, sizeof(msg)) != IR_OK;
+        if (try_failed) serverLog("Automatic BGSAVE: %s", msg);
+        return;
+    }
+}
+
 void snapshotTick(ir_server *s) {
     ensureInit(s);
-    if (snap.child <= 0) return;
+    if (snap.child <= 0) {
+        autoSave(s);
+        return;
+    }
     int status = 0;
     pid_t r = waitpid(snap.child, &status, WNOHANG);
     if (r == 0 || (r < 0 && errno == EINTR)) return;

@@ -58,7 +58,7 @@ RESTORE = (
     "5000", "loglevel", "notice", "sanitize-dump-payload", "no", "maxmemory", "0",
     "maxclients", "10000", "timeout", "0", "tcp-keepalive", "300", "maxmemory-clients", "0",
     "maxmemory-samples", "5", "key-load-delay", "0", "rdb-key-save-delay", "0",
-    "maxmemory-eviction-tenacity", "10", "notify-keyspace-events", "",
+    "maxmemory-eviction-tenacity", "10", "notify-keyspace-events", "", "save", "",
 )  # fmt: skip
 
 
@@ -173,7 +173,9 @@ SET_CASES = [
     ("maxmemory-policy", "foo"), ("maxmemory-policy", "NOEVICTION"),
     ("notify-keyspace-events", "Q"), ("notify-keyspace-events", ""),
     ("notify-keyspace-events", "KEA"), ("notify-keyspace-events", "gK$n"),
-    ("save", "a b"), ("save", "1"), ("save", ""), ("appendonly", "maybe"), ("appendonly", "no"),
+    ("save", "a b"), ("save", "1"), ("save", ""), ("save", "100 10"),
+    ("save", "3600 1 300 100 60 10000"), ("save", "1 -1"), ("appendonly", "maybe"),
+    ("appendonly", "no"),
     ("maxmemory-clients", "10%"), ("maxmemory-clients", "1mb"), ("maxmemory-clients", "x"),
     ("maxmemory-clients", "-5%"), ("maxmemory-clients", "0%"), ("maxmemory-clients", "200%"),
     ("maxmemory-clients", "1.5%"), ("maxmemory-samples", "0"), ("maxmemory-samples", "65"),
@@ -223,7 +225,6 @@ def test_set_is_all_or_nothing(pair: Pair, bad: tuple[str, str]) -> None:
 
 @pytest.mark.parametrize(("name", "value", "why"), [
     ("appendonly", "yes", "appendonly is not supported (snapshots: SAVE, BGSAVE)"),
-    ("save", "100 10", "automatic snapshots are not supported (use BGSAVE)"),
     ("maxmemory-policy", "allkeys-lru",
      "inreplay never evicts keys: only noeviction is supported"),
 ])  # fmt: skip

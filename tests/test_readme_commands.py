@@ -28,7 +28,7 @@ def documented() -> set[str]:
             cells = line.split("|")
             if len(cells) > 2:
                 body = re.sub(r"\([^)]*\)", "", cells[2])
-                names |= {m.lower() for m in re.findall(r"`([A-Z][A-Z0-9-]*)`", body)}
+                names |= {m.lower() for m in re.findall(r"`([A-Z][A-Z0-9_-]*)`", body)}
     for line in _section("Replay commands").splitlines():
         names |= {m.lower() for m in re.findall(r"`(REPLAY\.[A-Z]+)", line)}
     return names

@@ -1,0 +1,366 @@
+/* dump.c - DUMP and RESTORE with Redis's payload format: one value in RDB
+ * serialization, the RDB version (2 bytes, little-endian) and a CRC-64 (Jones,
+ * as Redis's crc64) of everything before it (8 bytes, little-endian).
+ *
+ * DUMP writes the plain RDB types every Redis loads: 0 string, 1 list, 2 set,
+ * 4 hash, with raw length-prefixed strings. RESTORE reads those, with the
+ * integer and LZF string encodings Redis writes for strings, so a string
+ * DUMPed by Redis restores here; Redis's compact encodings of lists, sets and
+ * hashes (quicklist, intset, listpack) are not read: "Bad data format".
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "commands.h"
+#include "db_internal.h"
+#include "notify.h"
+
+#define RDB_VERSION 10 /* Redis 7.0's */
+#define RDB_TYPE_STRING 0
+#define RDB_TYPE_LIST 1
+#define RDB_TYPE_SET 2
+#define RDB_TYPE_HASH 4
+#define RDB_ENC_INT8 0
+#define RDB_ENC_INT16 1
+#define RDB_ENC_INT32 2
+#define RDB_ENC_LZF 3
+
+/* CRC-64/Jones, reflected (Redis's crc64: crc64("123456789") = 0xe9c6d914c4b8d9ca). */
+static uint64_t crc64(const unsigned char *p, size_t n) {
+    static uint64_t table[256];
+    if (!table[1]) {
+        for (int i = 0; i < 256; i++) {
+            uint64_t c = (uint64_t)i;
+            for (int k = 0; k < 8; k++) c = c & 1 ? (c >> 1) ^ 0x95ac9329ac4bc9b5ULL : c >> 1;
+            table[i] = c;
+        }
+    }
+    uint64_t crc = 0;
+    for (size_t i = 0; i < n; i++) crc = table[(crc ^ p[i]) & 0xff] ^ (crc >> 8);
+    return crc;
+}
+
+/* ---- writing -------------------------------------------------------------- */
+
+typedef struct wbuf {
+    char *p;
+    size_t len, cap;
+} wbuf;
+
+static void put(wbuf *b, const void *p, size_t n) {
+    if (b->len + n > b->cap) {
+        while (b->len + n > b->cap) b->cap = b->cap ? b->cap * 2 : 256;
+        b->p = ir_xrealloc(b->p, b->cap);
+    }
+    memcpy(b->p + b->len, p, n);
+    b->len += n;
+}
+
+static void putLen(wbuf *b, uint64_t len) {
+    unsigned char h[9];
+    if (len < (1 << 6)) {
+        h[0] = (unsigned char)len;
+        put(b, h, 1);
+    } else if (len < (1 << 14)) {
+        h[0] = (unsigned char)(0x40 | (len >> 8));
+        h[1] = (unsigned char)len;
+        put(b, h, 2);
+    } else if (len <= UINT32_MAX) {
+        h[0] = 0x80;
+        for (int i = 0; i < 4; i++) h[1 + i] = (unsigned char)(len >> (24 - 8 * i));
+        put(b, h, 5);
+    } else {
+        h[0] = 0x81;
+        for (int i = 0; i < 8; i++) h[1 + i] = (unsigned char)(len >> (56 - 8 * i));
+        put(b, h, 9);
+    }
+}
+
+static void putStr(wbuf *b, const char *p, size_t len) {
+    putLen(b, len);
+    put(b, p, len);
+}
+
+static void collectPut(wbuf *b, const dict *d, int hash) {
+    for (int t = 0; t <= 1; t++)
+        for (size_t i = 0; i < d->ht[t].size; i++)
+            for (const dbEntry *fe = d->ht[t].table[i]; fe; fe = fe->next) {
+                putStr(b, fe->key, fe->klen);
+                if (hash) putStr(b, fe->v.str.ptr, fe->v.str.len);
+            }
+}
+
+/* DUMP key */
+void dumpCommand(client *c) {
+    ir_db *db = dbFor(c);
+    dbkey k = argKey(db, c, 1);
+    dbEntry *e = lookupKey(db, &k);
+    if (!e) {
+        addReplyNull(c);
+        return;
+    }
+    wbuf b = {NULL, 0, 0};
+    unsigned char type = e->type == OBJ_STRING ? RDB_TYPE_STRING
+                         : e->type == OBJ_LIST ? RDB_TYPE_LIST
+                         : e->type == OBJ_SET  ? RDB_TYPE_SET
+                                               : RDB_TYPE_HASH;
+    put(&b, &type, 1);
+    if (e->type == OBJ_STRING) {
+        putStr(&b, e->v.str.ptr, e->v.str.len);
+    } else if (e->type == OBJ_LIST) {
+        putLen(&b, e->v.list.len);
+        for (size_t i = 0; i < e->v.list.len; i++) {
+            const lelem *x = listAt(&e->v.list, i);
+            putStr(&b, x->p, x->len);
+        }
+    } else {
+        putLen(&b, dictSize(&e->v.coll->d));
+        collectPut(&b, &e->v.coll->d, e->type == OBJ_HASH);
+    }
+    unsigned char ver[2] = {RDB_VERSION & 0xff, RDB_VERSION >> 8};
+    put(&b, ver, 2);
+    uint64_t crc = crc64((const unsigned char *)b.p, b.len);
+    unsigned char cb[8];
+    for (int i = 0; i < 8; i++) cb[i] = (unsigned char)(crc >> (8 * i));
+    put(&b, cb, 8);
+    addReplyBulk(c, b.p, b.len);
+    if (c->has_refs) clientFlush(c); /* a big reply points into b */
+    free(b.p);
+}
+
+/* ---- reading -------------------------------------------------------------- */
+
+typedef struct rbuf {
+    const unsigned char *p, *end;
+} rbuf;
+
+/* A length, or with *enc set a special string encoding; -1 past the end. */
+static int getLen(rbuf *r, uint64_t *len, int *enc) {
+    if (r->p >= r->end) return -1;
+    unsigned char h = *r->p++;
+    *enc = -1;
+    switch (h >> 6) {
+    case 0: *len = h & 0x3f; return 0;
+    case 1:
+        if (r->p >= r->end) return -1;
+        *len = ((uint64_t)(h & 0x3f) << 8) | *r->p++;
+        return 0;
+    case 3: *enc = h & 0x3f; return 0;
+    default: break;
+    }
+    int n = h == 0x80 ? 4 : h == 0x81 ? 8 : 0;
+    if (!n || r->end - r->p < n) return -1;
+    *len = 0;
+    for (int i = 0; i < n; i++) *len = (*len << 8) | *r->p++;
+    return 0;
+}
+
+/* LZF (liblzf's format, as Redis compresses strings): 0 if in decodes to exactly outlen bytes. */
+static int lzfDecompress(const unsigned char *in, size_t inlen, char *out, size_t outlen) {
+    const unsigned char *ip = in, *iend = in + inlen;
+    size_t op = 0;
+    while (ip < iend) {
+        unsigned ctrl = *ip++;
+        if (ctrl < 32) { /* a literal run of ctrl + 1 bytes */
+            size_t n = ctrl + 1;
+            if (op + n > outlen || (size_t)(iend - ip) < n) return -1;
+            memcpy(out + op, ip, n);
+            op += n, ip += n;
+        } else { /* a back reference */
+            size_t n = ctrl >> 5;
+            if (n == 7) {
+                if (ip >= iend) return -1;
+                n += *ip++;
+            }
+            if (ip >= iend) return -1;
+            size_t back = ((size_t)(ctrl & 0x1f) << 8) + *ip++ + 1;
+            n += 2;
+            if (back > op || op + n > outlen) return -1;
+            for (size_t i = 0; i < n; i++, op++) out[op] = out[op - back];
+        }
+    }
+    return op == outlen ? 0 : -1;
+}
+
+/* A string into *p (malloc'd, NUL-terminated) and *len; -1 if malformed. */
+static int getStr(rbuf *r, char **p, size_t *len) {
+    uint64_t n;
+    int enc;
+    if (getLen(r, &n, &enc) != 0) return -1;
+    if (enc == -1) {
+        if ((uint64_t)(r->end - r->p) < n) return -1;
+        *p = dbMalloc(n + 1);
+        memcpy(*p, r->p, n);
+        r->p += n;
+    } else if (enc <= RDB_ENC_INT32) {
+        int bytes = 1 << enc;
+        if (r->end - r->p < bytes) return -1;
+        uint32_t u = 0;
+        for (int i = 0; i < bytes; i++) u |= (uint32_t)r->p[i] << (8 * i);
+        r->p += bytes;
+        long long v = enc == RDB_ENC_INT8 ? (int8_t)u : enc == RDB_ENC_INT16 ? (int16_t)u : (int32_t)u;
+        *p = dbMalloc(24);
+        n = (uint64_t)ll2string(*p, 24, v);
+    } else if (enc == RDB_ENC_LZF) {
+        uint64_t clen;
+        int e2;
+        if (getLen(r, &clen, &e2) != 0 || e2 != -1 || getLen(r, &n, &e2) != 0 || e2 != -1 ||
+            (uint64_t)(r->end - r->p) < clen || n > ((uint64_t)1 << 32))
+            return -1;
+        *p = dbMalloc(n + 1);
+        if (lzfDecompress(r->p, clen, *p, n) != 0) {
+            free(*p);
+            *p = NULL;
+            return -1;
+        }
+        r->p += clen;
+    } else {
+        return -1;
+    }
+    (*p)[n] = '\0';
+    *len = n;
+    return 0;
+}
+
+/* Build the value of the payload under key k (absent); NULL if malformed. */
+static dbEntry *loadValue(ir_db *db, const dbkey *k, rbuf *r) {
+    if (r->p >= r->end) return NULL;
+    unsigned char type = *r->p++;
+    char *a = NULL, *b = NULL;
+    size_t alen, blen;
+    if (type == RDB_TYPE_STRING) {
+        if (getStr(r, &a, &alen) != 0 || r->p != r->end) {
+            free(a);
+            return NULL;
+        }
+        dbEntry *e = dbAdd(db, k, OBJ_STRING, alen + 1 <= DB_EMBED_MAX ? alen + 1 : 0);
+        strSetValue(db, e, a, alen, 0);
+        free(a);
+        return e;
+    }
+    if (type != RDB_TYPE_LIST && type != RDB_TYPE_SET && type != RDB_TYPE_HASH) return NULL;
+    uint64_t n;
+    int enc;
+    if (getLen(r, &n, &enc) != 0 || enc != -1 || n == 0) return NULL; /* Redis refuses empty ones */
+    dbEntry *e = dbAdd(db, k, type == RDB_TYPE_LIST ? OBJ_LIST : type == RDB_TYPE_SET ? OBJ_SET
+                                                                                     : OBJ_HASH, 0);
+    for (uint64_t i = 0; i < n; i++) {
+        a = b = NULL;
+        if (getStr(r, &a, &alen) != 0 || (type == RDB_TYPE_HASH && getStr(r, &b, &blen) != 0))
+            goto bad;
+        if (type == RDB_TYPE_LIST) {
+            listPush(db, &e->v.list, a, alen, 0);
+            continue;
+        }
+        dbColl *co = e->v.coll;
+        if (collFind(co, a, alen)) goto bad; /* duplicate members or fields */
+        collAdd(db, co, a, alen, b, b ? blen : 0);
+        /* the encoding OBJECT ENCODING reports, as t_set.c and t_hash.c decide it */
+        long long iv;
+        if (type == RDB_TYPE_SET && !string2ll(a, alen, &iv)) co->big = 1;
+        if (type == RDB_TYPE_HASH && ((long long)alen > encodingLimits.hash_max_listpack_value ||
+                                      (long long)blen > encodingLimits.hash_max_listpack_value))
+            co->big = 1;
+        long long max = type == RDB_TYPE_SET ? encodingLimits.set_max_intset_entries
+                                             : encodingLimits.hash_max_listpack_entries;
+        if ((long long)dictSize(&co->d) > max) co->big = 1;
+        free(a);
+        free(b);
+    }
+    if (r->p == r->end) return e;
+    a = b = NULL;
+bad:
+    free(a);
+    free(b);
+    dbDeleteEntry(db, e);
+    return NULL;
+}
+
+/* RESTORE key ttl serialized-value [REPLACE] [ABSTTL] [IDLETIME seconds] [FREQ frequency] */
+void restoreCommand(client *c) {
+    ir_db *db = dbFor(c);
+    int replace = 0, absttl = 0;
+    long long idle = -1, freq = -1, ttl;
+    for (int j = 4; j < c->argc; j++) {
+        int more = c->argc - j - 1;
+        if (argEq(c, j, "replace")) {
+            replace = 1;
+        } else if (argEq(c, j, "absttl")) {
+            absttl = 1;
+        } else if (argEq(c, j, "idletime") && more >= 1 && freq == -1) {
+            if (!string2ll(c->argv[j + 1].ptr, c->argv[j + 1].len, &idle)) {
+                addReplyStr(c, shared.notinteger);
+                return;
+            }
+            if (idle < 0) {
+                addReplyError(c, "Invalid IDLETIME value, must be >= 0");
+                return;
+            }
+            j++;
+        } else if (argEq(c, j, "freq") && more >= 1 && idle == -1) {
+            if (!string2ll(c->argv[j + 1].ptr, c->argv[j + 1].len, &freq)) {
+                addReplyStr(c, shared.notinteger);
+                return;
+            }
+            if (freq < 0 || freq > 255) {
+                addReplyError(c, "Invalid FREQ value, must be >= 0 and <= 255");
+                return;
+            }
+            j++;
+        } else {
+            addReplyStr(c, shared.syntaxerr);
+            return;
+        }
+    }
+    dbkey k = argKey(db, c, 1);
+    dbEntry *old = lookupKey(db, &k);
+    if (!replace && old) {
+        addReplyError(c, "-BUSYKEY Target key name already exists.");
+        return;
+    }
+    if (!string2ll(c->argv[2].ptr, c->argv[2].len, &ttl)) {
+        addReplyStr(c, shared.notinteger);
+        return;
+    }
+    if (ttl < 0) {
+        addReplyError(c, "Invalid TTL value, must be >= 0");
+        return;
+    }
+    const unsigned char *p = (const unsigned char *)c->argv[3].ptr;
+    size_t len = c->argv[3].len;
+    uint64_t crc = 0;
+    for (int i = 0; len >= 10 && i < 8; i++) crc |= (uint64_t)p[len - 8 + i] << (8 * i);
+    if (len < 10 || (p[len - 10] | (p[len - 9] << 8)) > RDB_VERSION || crc64(p, len - 8) != crc) {
+        addReplyError(c, "DUMP payload version or checksum are wrong");
+        return;
+    }
+    /* built in a database of its own, so a malformed payload changes nothing */
+    ir_db *scratch = dbNew();
+    dbkey sk = dbKey(scratch, k.p, k.len);
+    rbuf r = {p, p + len - 10};
+    dbEntry *e = loadValue(scratch, &sk, &r);
+    if (!e) {
+        dbFree(scratch);
+        addReplyError(c, "Bad data format");
+        return;
+    }
+    if (old) dbDeleteEntry(db, old);
+    e = dbRekey(scratch, e, db, &k);
+    dbFree(scratch);
+    if (ttl && !absttl) ttl += dbNow(db);
+    if (ttl && ttl <= dbNow(db)) { /* already expired: only the deletion happens */
+        dbDeleteEntry(db, e);
+        if (old) signalModifiedKey(c, db, k.p, k.len);
+        addReplyStr(c, shared.ok);
+        return;
+    }
+    if (ttl) setExpire(db, e, ttl);
+    if (idle > 0) {
+        uint64_t now_s = (uint64_t)dbNow(db) / 1000;
+        e->lru = (uint32_t)(now_s > (uint64_t)idle ? now_s - (uint64_t)idle : 0);
+    }
+    signalModifiedKey(c, db, k.p, k.len);
+    if (e->type == OBJ_LIST) signalKeyAsReady(db, k.p, k.len);
+    addReplyStr(c, shared.ok);
+}
