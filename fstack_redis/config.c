@@ -19,6 +19,7 @@
 #include "config.h"
 #include "db.h"
 #include "db_internal.h"
+#include "replication.h"
 #include "snapshot.h"
 
 enum { CT_BOOL, CT_INT, CT_MEM, CT_ENUM, CT_STRING, CT_DOUBLE, CT_SPECIAL };
@@ -361,9 +362,9 @@ static const cfgparam params[] = {
      NOOP_DOC("there are no streams"), NOHOOK},
     {"lazyfree-lazy-eviction", NULL, CT_BOOL, CF_NOOP, 0, 0, "no", NULL, NOF, NULL,
      NOOP_DOC("nothing is evicted"), NOHOOK},
-    {"lazyfree-lazy-expire", NULL, CT_BOOL, CF_NOOP, 0, 0, "no", NULL, NOF, NULL,
-     NOOP_DOC("expired keys are freed at once"), NOHOOK},
-    {"lazyfree-lazy-server-del", NULL, CT_BOOL, CF_NOOP, 0, 0, "no", NULL, NOF, NULL,
+    {"lazyfree-lazy-expire", NULL, CT_BOOL, CF_NOOP, 0, 0, "no", NULL, NOF, &repl_lazy_expire,
+     NOOP_DOC("expired keys are freed at once; replicas get UNLINK instead of DEL"), NOHOOK},
+    {"lazyfree-lazy-server-del", NULL, CT_BOOL, CF_NOOP, 0, 0, "no", NULL, NOF, &repl_lazy_server_del,
      NOOP_DOC("overwritten values are freed at once"), NOHOOK},
     {"lazyfree-lazy-user-del", NULL, CT_BOOL, CF_NOOP, 0, 0, "no", NULL, NOF, NULL,
      NOOP_DOC("DEL and UNLINK free at once"), NOHOOK},
@@ -376,8 +377,8 @@ static const cfgparam params[] = {
     {"repl-backlog-size", NULL, CT_MEM, CF_NOOP, 1, LMAX, "1mb", NULL, NOF, NULL,
      NOOP_DOC("there is no replication; at least 16384 bytes, as in Redis"), NULL, NULL,
      backlogApply},
-    {"repl-ping-replica-period", "repl-ping-slave-period", CT_INT, CF_NOOP, 1, IMAX, "10", NULL, NOF,
-     NULL, NOOP_DOC("there is no replication"), NOHOOK},
+    {"repl-ping-replica-period", "repl-ping-slave-period", CT_INT, 0, 1, IMAX, "10", NULL, NOF,
+     &repl_ping_period, "seconds between the PINGs sent to replicas", NOHOOK},
     {"replica-serve-stale-data", "slave-serve-stale-data", CT_BOOL, CF_NOOP, 0, 0, "yes", NULL, NOF,
      NULL, NOOP_DOC("there is no replication"), NOHOOK},
     {"replica-read-only", "slave-read-only", CT_BOOL, CF_NOOP, 0, 0, "yes", NULL, NOF, NULL,
