@@ -28,6 +28,7 @@
 #include "commands.h"
 #include "db_internal.h"
 #include "notify.h"
+#include "replication.h"
 #include "replay.h"
 #include "server.h"
 
@@ -624,6 +625,7 @@ dbEntry *lookupKey(ir_db *db, const dbkey *k) {
         dbDeleteEntry(db, e);
         db->expired_keys++;
         signalModifiedKey(NULL, db, k->p, k->len);
+        replPropagateExpired(db, k->p, k->len);
         e = NULL;
     }
     if (readStats) countRead(e);
@@ -710,6 +712,7 @@ void dbActiveExpire(struct ir_db *db, uint64_t now_ms) {
             sampled++;
             if (keyIsExpired(e, now)) {
                 signalModifiedKey(NULL, db, e->key, e->klen);
+                replPropagateExpired(db, e->key, e->klen);
                 dbDeleteEntry(db, e);
                 db->expired_keys++;
                 expired++;
@@ -1172,8 +1175,10 @@ static void expireGenericCommand(client *c, long long unit, int absolute, const 
     signalModifiedKey(c, db, k.p, k.len);
     if (when <= now) { /* already in the past */
         dbDeleteEntry(db, e);
+        replRewriteDel(c, (int)repl_lazy_server_del);
     } else {
         setExpire(db, e, when);
+        replRewritePexpireat(c, when, 3); /* replicas: PEXPIREAT key ms [options] */
     }
     addReplyStr(c, shared.cone);
     return;
@@ -1370,7 +1375,13 @@ void scanGenericCommand(client *c, dbEntry *owner) {
         /* Redis reads the type of each key the pattern let through with a
          * lookup, which counts a keyspace hit (a miss when it expired) */
         if (type && readStats) countRead(expired ? NULL : e);
-        if (expired) continue;
+        if (expired) { /* deleted as Redis's expireIfNeeded does, and replicas told */
+            signalModifiedKey(NULL, db, e->key, e->klen);
+            replPropagateExpired(db, e->key, e->klen);
+            dbDeleteEntry(db, e);
+            db->expired_keys++;
+            continue;
+        }
         if (type && strcasecmp(type, typeName(e->type)) != 0) continue;
         db->scratch[kept++] = e;
     }
@@ -1564,6 +1575,7 @@ void randomkeyCommand(client *c) {
                 return;
             }
             signalModifiedKey(NULL, db, e->key, e->klen);
+            replPropagateExpired(db, e->key, e->klen);
             dbDeleteEntry(db, e);
             db->expired_keys++;
             continue;

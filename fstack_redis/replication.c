@@ -56,6 +56,8 @@ static struct {
     char *ebuf;              /* one command being encoded */
     size_t elen, ecap;
     uint64_t last_ping_ms;
+    ir_arg **own;            /* big arguments lent to running commands (replCallBegin) */
+    size_t nown, owncap;
 } R = {.seldb = -1};
 
 uint64_t replOffset(void) { return R.offset; }
@@ -180,6 +182,36 @@ void replRewrite(client *c, int argc, const ir_str *argv) {
     replAlso(c, argc, argv);
 }
 
+void replRewriteSetPxat(client *c, int vi, long long when) {
+    if (!repl_nslaves) return;
+    char num[24];
+    int n = ll2string(num, sizeof(num), when);
+    ir_str argv[5] = {IR_STR("SET"), replArg(c, 1), replArg(c, vi), IR_STR("PXAT"), {num, (size_t)n}};
+    replRewrite(c, 5, argv);
+}
+
+void replRewritePexpireat(client *c, long long when, int first) {
+    if (!repl_nslaves) return;
+    char num[24];
+    int n = ll2string(num, sizeof(num), when);
+    int argc = 3;
+    R.elen = 0;
+    if (first) argc += c->argc - first;
+    ebufHeader('*', (size_t)argc);
+    ebufBulk("PEXPIREAT", 9);
+    ebufBulk(c->argv[1].ptr, c->argv[1].len);
+    ebufBulk(num, (size_t)n);
+    for (int i = first; first && i < c->argc; i++) ebufBulk(c->argv[i].ptr, c->argv[i].len);
+    R.prevent = 1;
+    propagateEncoded(c->db);
+}
+
+void replRewriteDel(client *c, int lazy) {
+    if (!repl_nslaves) return;
+    ir_str argv[2] = {lazy ? IR_STR("UNLINK") : IR_STR("DEL"), replArg(c, 1)};
+    replRewrite(c, 2, argv);
+}
+
 void replPrevent(client *c) {
     (void)c;
     R.prevent = 1;
@@ -195,7 +227,17 @@ void replPropagateExpired(struct ir_db *db, const char *key, size_t len) {
 
 /* ---- call() ------------------------------------------------------------------ */
 
-void replCallBegin(replFrame *f) {
+void replCallBegin(client *c, replFrame *f) {
+    f->ownbase = R.nown;
+    for (int i = 0; i < c->argc; i++) {
+        if (!c->argv[i].owned) continue;
+        if (R.nown == R.owncap) {
+            R.owncap = R.owncap ? R.owncap * 2 : 16;
+            R.own = ir_xrealloc(R.own, R.owncap * sizeof(*R.own));
+        }
+        R.own[R.nown++] = &c->argv[i];
+        c->argv[i].owned = 0;
+    }
     f->dirty = repl_cmd_dirty;
     f->prevent = R.prevent;
     repl_cmd_dirty = 0;
@@ -218,6 +260,7 @@ void replCallEnd(client *c, const ir_command *cmd, replFrame *f) {
         for (int i = 0; i < c->argc; i++) ebufBulk(c->argv[i].ptr, c->argv[i].len);
         pendAdd(c->db);
     }
+    while (R.nown > f->ownbase) R.own[--R.nown]->owned = 1;
     repl_cmd_dirty |= f->dirty;
     R.prevent = f->prevent;
     if (--R.depth == 0) flushPending();

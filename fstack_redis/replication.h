@@ -42,13 +42,23 @@ static inline void replMarkDirty(void) { repl_cmd_dirty = 1; }
 /* What call() keeps across a (possibly nested) command. */
 typedef struct replFrame {
     int dirty, prevent;
+    size_t ownbase;
 } replFrame;
-void replCallBegin(replFrame *f);
+/* Big arguments stay the client's during the command (argSteal copies
+ * them), so that the command can still be propagated as it was called. */
+void replCallBegin(client *c, replFrame *f);
 void replCallEnd(client *c, const ir_command *cmd, replFrame *f);
 
 /* The running command propagates argv[0..argc) (in c's database) instead
  * of itself. Outside a command (a blocked client served) it goes at once. */
 void replRewrite(client *c, int argc, const ir_str *argv);
+static inline ir_str replArg(const client *c, int i) { return (ir_str){c->argv[i].ptr, c->argv[i].len}; }
+/* The common rewrites: SET key value PXAT when (key and value from argv[1], argv[vi]);
+ * PEXPIREAT key when [argv[first..] (the options of EXPIRE), first 0 = none];
+ * DEL key (UNLINK when lazy). */
+void replRewriteSetPxat(client *c, int vi, long long when);
+void replRewritePexpireat(client *c, long long when, int first);
+void replRewriteDel(client *c, int lazy);
 /* The running command propagates argv too (after what came before). */
 void replAlso(client *c, int argc, const ir_str *argv);
 /* The running command is not propagated itself. */

@@ -327,7 +327,7 @@ void call(client *c, const ir_command *cmd) {
     int slave = c->flags & CLIENT_SLAVE; /* a replica gets no replies */
     replFrame rf;
     int rp = replActive(); /* nothing else on this path while no replica is attached */
-    if (rp) replCallBegin(&rf);
+    if (rp) replCallBegin(c, &rf);
     cmd->proc(c);
     if (rp) replCallEnd(c, cmd, &rf);
     s->cycles_execute += ir_cycles() - cyc;

@@ -25,6 +25,7 @@
 #include "commands.h"
 #include "db_internal.h"
 #include "notify.h"
+#include "replication.h"
 #include "server.h"
 
 /* ---- values ----------------------------------------------------------------- */
@@ -217,6 +218,7 @@ void setCommand(client *c) {
     strSetFromArg(db, e, c, 2, 0);
     if (expire_arg) setExpire(db, e, when);
     signalModifiedKey(c, db, k.p, k.len);
+    if (expire_arg) replRewriteSetPxat(c, 2, when); /* replicas: SET key value PXAT ms */
 
     if (!(flags & OBJ_SET_GET)) addReplyStr(c, shared.ok);
 }
@@ -377,11 +379,14 @@ void getexCommand(client *c) {
     if (expire_arg && kind >= 3 && when <= dbNow(db)) {
         signalModifiedKey(c, db, k.p, k.len);
         dbDeleteEntry(db, e);
+        replRewriteDel(c, (int)repl_lazy_expire);
     } else if (expire_arg) {
         setExpire(db, e, when);
         signalModifiedKey(c, db, k.p, k.len);
+        replRewritePexpireat(c, when, 0);
     } else if (kind == 5 && removeExpire(db, e)) {
         signalModifiedKey(c, db, k.p, k.len);
+        replRewrite(c, 2, (ir_str[]){IR_STR("PERSIST"), replArg(c, 1)});
     }
 }
 
@@ -394,6 +399,7 @@ static void setexGeneric(client *c, long long unit) {
     dbEntry *e = setKeyFromArgs(db, c, &k, lookupKey(db, &k), 3, 0);
     setExpire(db, e, when);
     signalModifiedKey(c, db, k.p, k.len);
+    replRewriteSetPxat(c, 3, when);
     addReplyStr(c, shared.ok);
 }
 
@@ -447,6 +453,7 @@ void getdelCommand(client *c) {
     addReplyValue(c, e);
     signalModifiedKey(c, db, k.p, k.len);
     dbDeleteEntry(db, e);
+    replRewriteDel(c, 0);
 }
 
 /* Make e's value newlen bytes long (bytes past the old end are zeroes),
@@ -642,6 +649,7 @@ void incrbyfloatCommand(client *c) {
     strSetValue(db, e, buf, (size_t)n, 0); /* the TTL stays */
     e->flags |= DBE_ENC_STR;
     signalModifiedKey(c, db, k.p, k.len);
+    replRewrite(c, 4, (ir_str[]){IR_STR("SET"), replArg(c, 1), {buf, (size_t)n}, IR_STR("KEEPTTL")});
     addReplyBulk(c, buf, (size_t)n);
 }
 
