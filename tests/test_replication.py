@@ -191,7 +191,8 @@ def test_transactions_wrap_only_more_than_one_write(server: ServerProcess) -> No
     p.get("a").delete("nokey")
     p.execute()
     p = r.pipeline(transaction=True)
-    p.set("b", "2").get("b").execute_command("INCR", "c").execute_command("SELECT", "2").set("x", "1")
+    p.set("b", "2").get("b").execute_command("INCR", "c")
+    p.execute_command("SELECT", "2").set("x", "1")
     p.execute_command("SELECT", "0").execute_command("PUBLISH", "ch", "m")
     p.execute()
     r.execute_command("PUBLISH", "ch", "m")  # propagated as itself
@@ -307,7 +308,8 @@ def test_psync_answers_fullresync_and_replconf(server: ServerProcess) -> None:
     assert c.call("REPLCONF", "listening-port", "7777") == "OK"
     assert c.call("REPLCONF", "capa", "eof", "capa", "psync2") == "OK"
     assert c.call("REPLCONF", "ip-address", "10.1.2.3") == "OK"
-    assert c.call("REPLCONF", "nosuch", "1") == RespError(b"ERR Unrecognized REPLCONF option: nosuch")
+    unknown = RespError(b"ERR Unrecognized REPLCONF option: nosuch")
+    assert c.call("REPLCONF", "nosuch", "1") == unknown
     assert c.call("REPLCONF", "capa") == RespError(b"ERR syntax error")
     c.send(c.command("REPLCONF", "ACK", "0"))  # not a replica yet: no answer
     c.expect_open()
@@ -469,7 +471,7 @@ def test_stock_redis_replicates_inreplay(server_factory: Callable[..., ServerPro
     for db in dbs:
         s.execute_command("SELECT", db)
         want = {0: 16, 1: 12, 3: 11}[db]  # "soon" gone
-        _wait(f"db {db}'s expired key to go", lambda: s.execute_command("DBSIZE") == want)
+        _wait(f"db {db}'s expired key to go", lambda w=want: s.execute_command("DBSIZE") == w)
     for db in dbs:
         m.execute_command("SELECT", db)
         s.execute_command("SELECT", db)
