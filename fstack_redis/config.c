@@ -63,8 +63,9 @@ typedef struct cfgparam {
 
 /* ---- special parameters ------------------------------------------------- */
 
-/* client-output-buffer-limit of the class we only report (no replicas). */
-static unsigned long long obl_slave[3];
+/* client-output-buffer-limit's replica class: hard, soft, soft seconds
+ * (replication.c applies it to the stream). */
+unsigned long long obl_slave[3];
 
 static void portGet(const ir_server *s, char *buf, size_t len) {
     snprintf(buf, len, "%d", s->tp ? s->tp->bound_port : s->cfg.port);
@@ -327,7 +328,7 @@ static const cfgparam params[] = {
      "normal 1gb 0 0 slave 256mb 64mb 60 pubsub 32mb 8mb 60", NULL,
      F(client_output_buffer_limit, FT_U64), NULL,
      "reply bytes pending per class before a client is dropped (normal: hard limit only; slave: "
-     "stored)", oblGet, oblCheck, oblApply},
+     "the replication stream to a replica)", oblGet, oblCheck, oblApply},
     {"set-max-intset-entries", NULL, CT_INT, 0, 0, LMAX, "512", NULL, NOF,
      &encodingLimits.set_max_intset_entries,
      "a set of integers reports intset up to this many members (OBJECT ENCODING)", NOHOOK},

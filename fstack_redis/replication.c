@@ -34,6 +34,8 @@ typedef struct slave {
     char ip[64];             /* REPLCONF ip-address, else the peer's address */
     uint64_t ack_off;        /* REPLCONF ACK */
     uint64_t ack_ms;
+    uint64_t start_off;      /* the stream's offset when it synchronized */
+    uint64_t soft_since_ms;  /* over the soft output limit since, 0 = not over */
 } slave;
 
 typedef struct pendop {
@@ -104,10 +106,34 @@ static void sendAll(const char *p, size_t n) {
     }
 }
 
+/* client-output-buffer-limit's replica class, over the stream bytes still
+ * pending (not the RDB image queued before them). 1 if over it. */
+static int overLimit(slave *sl) {
+    client *c = sl->c;
+    uint64_t fed = R.offset - sl->start_off;
+    uint64_t pending = c->pending_bytes < fed ? c->pending_bytes : fed;
+    if (obl_slave[0] && pending > obl_slave[0]) return 1;
+    if (!obl_slave[1] || pending <= obl_slave[1]) {
+        sl->soft_since_ms = 0;
+        return 0;
+    }
+    uint64_t now = ir_mstime();
+    if (!sl->soft_since_ms) sl->soft_since_ms = now;
+    return now - sl->soft_since_ms >= obl_slave[2] * 1000;
+}
+
 static void flushAll(void) {
     for (int i = 0; i < repl_nslaves; i++) {
-        client *c = R.slaves[i].c;
-        if (c->pending_bytes && !(c->flags & (CLIENT_CLOSE_ASAP | CLIENT_CLOSED))) clientFlush(c);
+        slave *sl = &R.slaves[i];
+        client *c = sl->c;
+        if (c->flags & (CLIENT_CLOSE_ASAP | CLIENT_CLOSED)) continue;
+        if (c->pending_bytes) clientFlush(c);
+        if (!(c->flags & CLIENT_CLOSE_ASAP) && overLimit(sl)) {
+            serverLog("Client %s (id %llu) scheduled to be closed ASAP for overcoming of output "
+                      "buffer limits (replica).", c->addr, (unsigned long long)c->id);
+            c->srv->output_limit_disconnects++;
+            c->flags |= CLIENT_CLOSE_ASAP;
+        }
     }
 }
 
@@ -316,6 +342,7 @@ void syncCommand(client *c) {
     memset(sl, 0, sizeof(*sl));
     sl->c = c;
     sl->ack_ms = s->now_ms;
+    sl->start_off = R.offset;
     /* the peer's address without the port */
     const char *a = c->addr, *end = strrchr(a, ':');
     if (*a == '[') a++, end = strchr(a, ']');
@@ -396,6 +423,9 @@ void replFreeClient(client *c) {
 }
 
 void replCron(ir_server *s) {
+    /* replicas over their output limit go now, even if their socket never drains */
+    for (int i = repl_nslaves - 1; i >= 0; i--)
+        if (R.slaves[i].c->flags & CLIENT_CLOSE_ASAP) freeClient(R.slaves[i].c);
     if (!repl_nslaves) return;
     if (s->now_ms - R.last_ping_ms >= (uint64_t)repl_ping_period * 1000) {
         R.last_ping_ms = s->now_ms;

@@ -34,6 +34,8 @@ extern int repl_cmd_dirty;      /* the running command changed the dataset */
 extern long long repl_ping_period;  /* repl-ping-replica-period (config.c) */
 extern long long repl_lazy_expire;  /* lazyfree-lazy-expire (config.c) */
 extern long long repl_lazy_server_del; /* lazyfree-lazy-server-del (config.c) */
+/* client-output-buffer-limit's replica class: hard, soft bytes, soft seconds (config.c) */
+extern unsigned long long obl_slave[3];
 
 static inline int replActive(void) { return repl_nslaves != 0; }
 /* notify.c: a client's command changed a key or a database. */

@@ -329,6 +329,22 @@ def test_psync_answers_fullresync_and_replconf(server: ServerProcess) -> None:
     r.close()
 
 
+def test_replica_over_its_output_limit_is_dropped(server: ServerProcess) -> None:
+    r = server.client()
+    r.config_set("client-output-buffer-limit", "replica 1mb 0 0")
+    try:
+        _wait("earlier replicas to go", lambda: r.info("replication")["connected_slaves"] == 0)
+        c, _ = attach(server)  # and never reads the stream
+        assert r.info("replication")["connected_slaves"] == 1
+        for i in range(24):
+            r.set(f"big{i}", b"x" * (1 << 20))
+        _wait("the replica to be dropped", lambda: r.info("replication")["connected_slaves"] == 0)
+        c.close()
+    finally:
+        r.config_set("client-output-buffer-limit", "replica 256mb 64mb 60")
+        r.close()
+
+
 # --------------------------------------------------------------------------
 # inreplay only
 # --------------------------------------------------------------------------
