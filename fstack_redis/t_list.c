@@ -431,6 +431,7 @@ void ltrimCommand(client *c) {
     }
     addReplyStr(c, shared.ok);
     listRemoved(c, db, e);
+    if (!ltrim && !rtrim) replPrevent(c); /* signalled, but nothing to replicate (as Redis) */
 }
 
 /* LINSERT key BEFORE|AFTER pivot element */

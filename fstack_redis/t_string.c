@@ -435,6 +435,7 @@ void getsetCommand(client *c) {
     else addReplyNull(c);
     setKeyFromArgs(db, c, &k, e, 2, 0);
     signalModifiedKey(c, db, k.p, k.len);
+    replRewrite(c, 3, (ir_str[]){IR_STR("SET"), replArg(c, 1), replArg(c, 2)}); /* as Redis */
 }
 
 /* GETDEL key */

@@ -329,6 +329,125 @@ def test_psync_answers_fullresync_and_replconf(server: ServerProcess) -> None:
     r.close()
 
 
+def test_writes_of_every_family_propagate_as_redis_does(server: ServerProcess) -> None:
+    """Only what changed the dataset, as it was called (GETSET as SET)."""
+    commands = [
+        "mset a 1 b 2",
+        "msetnx a 1 c 3",
+        "msetnx d 4 e 5",
+        "setnx a 9",
+        "setnx z 9",
+        "getset a 7",
+        "append a x",
+        "setrange a 0 q",
+        "incr n",
+        "decr n",
+        "incrby n 5",
+        "decrby n 2",
+        "setbit bits 7 1",
+        "rpush l a b c d",
+        "lpushx l z",
+        "rpushx nolist z",
+        "lpushx nolist z",
+        "lset l 0 y",
+        "linsert l before b bb",
+        "linsert l before nothere x",
+        "lrem l 0 bb",
+        "lrem l 0 nothere",
+        "ltrim l 0 1",
+        "ltrim l 0 -1",
+        "lpop l 0",
+        "lmove l l2 left left",
+        "rpoplpush l l2",
+        "hset h a 1 b 2",
+        "hsetnx h a 3",
+        "hsetnx h c 3",
+        "hmset h d 4",
+        "hdel h a",
+        "hdel h zz",
+        "hincrby h b 5",
+        "sadd s a b c",
+        "sadd s2 b c d",
+        "srem s a",
+        "srem s zz",
+        "smove s s2 b",
+        "smove s s2 zz",
+        "sinterstore dst s s2",
+        "sunionstore dst2 s s2",
+        "sdiffstore dst3 s2 s",
+        "sinterstore empty s nokey",
+        "del a b nokey",
+        "unlink c",
+        "touch d",
+        "renamenx d e",
+        "rename d f",
+        "copy f g",
+        "copy f g",
+        "move g 2",
+        "swapdb 0 1",
+        "swapdb 0 1",
+        "expire f 100",
+        "persist f",
+        "persist f",
+        "object encoding f",
+        "randomkey",
+        "type f",
+        "exists f",
+    ]
+    c, _ = attach(server)
+    r = server.client()
+    for cmd in commands:
+        try:
+            r.execute_command(*cmd.split())
+        except redis.ResponseError:
+            pass
+    r.execute_command("SETRANGE", "nokey", "0", "")  # nothing written: nothing sent
+    r.close()
+    expect_stream(c, [
+        "SELECT 0",
+        "mset a 1 b 2",
+        "msetnx d 4 e 5",
+        "setnx z 9",
+        "SET a 7",
+        "append a x",
+        "setrange a 0 q",
+        "incr n",
+        "decr n",
+        "incrby n 5",
+        "decrby n 2",
+        "setbit bits 7 1",
+        "rpush l a b c d",
+        "lpushx l z",
+        "lset l 0 y",
+        "linsert l before b bb",
+        "lrem l 0 bb",
+        "ltrim l 0 1",
+        "lmove l l2 left left",
+        "rpoplpush l l2",
+        "hset h a 1 b 2",
+        "hsetnx h c 3",
+        "hmset h d 4",
+        "hdel h a",
+        "hincrby h b 5",
+        "sadd s a b c",
+        "sadd s2 b c d",
+        "srem s a",
+        "smove s s2 b",
+        "sinterstore dst s s2",
+        "sunionstore dst2 s s2",
+        "sdiffstore dst3 s2 s",
+        "del a b nokey",
+        "rename d f",
+        "copy f g",
+        "move g 2",
+        "swapdb 0 1",
+        "swapdb 0 1",
+        "PEXPIREAT f <ms>",
+        "persist f",
+    ])  # fmt: skip
+    c.close()
+
+
 def test_replica_over_its_output_limit_is_dropped(server: ServerProcess) -> None:
     r = server.client()
     r.config_set("client-output-buffer-limit", "replica 1mb 0 0")
