@@ -8,9 +8,11 @@
  * replica: every write command reaches it as a RESP array, through the normal
  * client output path, and it gets no replies to what it sends (REPLCONF ACK).
  *
- * The stream is encoded once per command into a buffer of this file and
- * copied to each replica's output. The replication offset counts the bytes
- * of the stream, as Redis's master_repl_offset does.
+ * The stream is encoded once per command into a buffer of this file; small
+ * commands are copied into each replica's output, big ones (>= IR_REF_MIN)
+ * are shared: one copy that every replica's output refers to (a pin, see
+ * server.h). The replication offset counts the bytes of the stream, as
+ * Redis's master_repl_offset does.
  */
 #include "replication.h"
 
@@ -97,8 +99,25 @@ static void ebufBulk(const char *p, size_t n) {
 
 /* ---- feeding the replicas -------------------------------------------------- */
 
+/* Bytes of stream to every replica. A big chunk (a parameter blob) is copied
+ * once into memory a pin owns, and every replica's output refers to it; the
+ * last replica to write it frees it. */
 static void sendAll(const char *p, size_t n) {
     R.offset += n;
+    if (n >= IR_REF_MIN && repl_nslaves) {
+        char *mem = ir_xrealloc(NULL, n);
+        memcpy(mem, p, n);
+        ir_pin *holder = NULL;
+        ir_pin *pin = pinAcquire(&R.slaves[0].c->srv->pins, &holder);
+        pin->refs++; /* ours, until the memory is the pin's */
+        for (int i = 0; i < repl_nslaves; i++) {
+            client *c = R.slaves[i].c;
+            if (!(c->flags & (CLIENT_CLOSE_ASAP | CLIENT_CLOSED))) addReplyRefPinned(c, mem, n, &holder);
+        }
+        pinDetach(pin, mem, 0, n);
+        pinRelease(pin); /* frees it now if no replica took it */
+        return;
+    }
     for (int i = 0; i < repl_nslaves; i++) {
         client *c = R.slaves[i].c;
         if (c->flags & (CLIENT_CLOSE_ASAP | CLIENT_CLOSED)) continue;

@@ -520,6 +520,21 @@ def test_no_replica_no_stream(inreplay_server: ServerProcess) -> None:
     r.close()
 
 
+def test_replicas_share_one_copy_of_a_big_command(inreplay_server: ServerProcess) -> None:
+    """Three replicas that read nothing: a 32 MB SET costs the value once in the
+    keyspace and once in the stream, not once per replica."""
+    conns = [attach(inreplay_server)[0] for _ in range(3)]
+    r = inreplay_server.client()
+    before = r.info("memory")["used_memory"]
+    r.set("blob", b"b" * (32 << 20))
+    grown = r.info("memory")["used_memory"] - before
+    assert 64 << 20 <= grown + (8 << 20) and grown < 80 << 20, grown  # 3 copies would be 128 MB
+    for c in conns:
+        c.close()
+    r.delete("blob")
+    r.close()
+
+
 def _snapshot(r: redis.Redis) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key in sorted(r.scan_iter(count=1000)):
