@@ -448,7 +448,7 @@ void replCron(ir_server *s) {
     if (!repl_nslaves) return;
     if (s->now_ms - R.last_ping_ms >= (uint64_t)repl_ping_period * 1000) {
         R.last_ping_ms = s->now_ms;
-        feed(-1, "*1\r\n$4\r\nPING\r\n", 14);
+        feed(-1, "*1\r\n$4\r\nping\r\n", 14); /* lower case, as Redis */
         flushAll();
     }
 }

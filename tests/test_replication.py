@@ -280,6 +280,35 @@ def test_expired_keys_propagate_as_del(server: ServerProcess) -> None:
     c.close()
 
 
+def test_expiry_propagates_unlink_with_lazyfree_lazy_expire(server: ServerProcess) -> None:
+    r = server.client()
+    r.config_set("lazyfree-lazy-expire", "yes")
+    try:
+        c, _ = attach(server)
+        r.set("gone", "v", px=50)
+        time.sleep(0.3)
+        assert r.get("gone") is None
+        r.set("marker", "1")
+        expect_stream(c, ["SELECT 0", "SET gone v PXAT <ms>", "UNLINK gone", "SET marker 1"])
+        c.close()
+    finally:
+        r.config_set("lazyfree-lazy-expire", "no")
+        r.close()
+
+
+def test_replicas_get_a_ping_every_period(server: ServerProcess) -> None:
+    c, _ = attach(server)  # sets the period to 3600 s
+    r = server.client()
+    r.config_set("repl-ping-replica-period", 1)
+    try:
+        c.sock.settimeout(5)
+        assert read_stream(c, 1) == ["ping"]
+        c.close()
+    finally:
+        r.config_set("repl-ping-replica-period", 10)
+        r.close()
+
+
 def test_flush_swap_move_copy_rename_propagate_as_themselves(server: ServerProcess) -> None:
     r = server.client()
     r.set("k", "v")
