@@ -313,6 +313,10 @@ void replCallEnd(client *c, const ir_command *cmd, replFrame *f) {
 
 /* ---- SYNC / PSYNC / REPLCONF --------------------------------------------------- */
 
+int replAcceptsFromReplica(const ir_command *cmd) {
+    return cmd->proc == replconfCommand || cmd->proc == syncCommand || !strcmp(cmd->name, "ping");
+}
+
 static slave *slaveOf(client *c) {
     for (int i = 0; i < repl_nslaves; i++)
         if (R.slaves[i].c == c) return &R.slaves[i];

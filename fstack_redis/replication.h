@@ -69,6 +69,8 @@ void replPrevent(client *c);
 void replPropagateExpired(struct ir_db *db, const char *key, size_t len);
 
 void syncCommand(client *c);     /* SYNC and PSYNC */
+/* What a replica may still run (without a reply): REPLCONF, PING, SYNC/PSYNC. */
+int replAcceptsFromReplica(const ir_command *cmd);
 void replconfCommand(client *c);
 void replFreeClient(client *c);  /* freeClient of a replica */
 void replCron(ir_server *s);     /* server_tick: PING every repl-ping-replica-period */

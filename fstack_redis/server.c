@@ -328,7 +328,9 @@ void call(client *c, const ir_command *cmd) {
     replFrame rf;
     int rp = replActive(); /* nothing else on this path while no replica is attached */
     if (rp) replCallBegin(c, &rf);
-    cmd->proc(c);
+    /* a replica's own commands: only its REPLCONF and PING run (a write would
+     * feed its own stream while its replies are being dropped) */
+    if (!slave || replAcceptsFromReplica(cmd)) cmd->proc(c);
     if (rp) replCallEnd(c, cmd, &rf);
     s->cycles_execute += ir_cycles() - cyc;
     clock_gettime(CLOCK_MONOTONIC, &t1);

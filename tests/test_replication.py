@@ -498,6 +498,24 @@ def test_replica_over_its_output_limit_is_dropped(server: ServerProcess) -> None
 # --------------------------------------------------------------------------
 
 
+def test_a_replica_s_own_commands_run_silently_or_not_at_all(
+    inreplay_server: ServerProcess,
+) -> None:
+    """After SYNC only REPLCONF and PING run for the replica, without a reply: a
+    write it sent would feed its own stream while its replies are dropped."""
+    c, _ = attach(inreplay_server)
+    c.send(c.command("PING") + c.command("SET", "fromreplica", "1"))
+    c.send(c.command("REPLCONF", "ACK", "5"))
+    c.expect_silence(0.3)
+    r = inreplay_server.client()
+    assert r.get("fromreplica") is None
+    assert r.info("replication")["slave0"]["offset"] == 5
+    r.set("k", "v")
+    assert read_stream(c, 2) == ["SELECT 0", "SET k v"]
+    c.close()
+    r.close()
+
+
 def crc64_jones(data: bytes) -> int:
     """Bit by bit, independent of the server's table: reflected 0xad93d23594c935a9."""
     poly = int(f"{0xAD93D23594C935A9:064b}"[::-1], 2)
