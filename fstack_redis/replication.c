@@ -323,13 +323,27 @@ static slave *slaveOf(client *c) {
     return NULL;
 }
 
-/* Before SYNC a replica's REPLCONF listening-port / ip-address are kept here
- * (one pending replica at a time is what a handshake needs). */
-static struct {
+/* Before SYNC a replica's REPLCONF listening-port / ip-address are kept here,
+ * by client id (the last HS_SLOTS clients that sent them). */
+#define HS_SLOTS 16
+typedef struct handshake {
     uint64_t id;
     long long port;
     char ip[64];
-} hs;
+} handshake;
+static handshake hss[HS_SLOTS];
+static unsigned hs_next;
+
+/* c's handshake record: found, or (create) a new one in the oldest slot. */
+static handshake *handshakeOf(const client *c, int create) {
+    for (int i = 0; i < HS_SLOTS; i++)
+        if (hss[i].id == c->id) return &hss[i];
+    if (!create) return NULL;
+    handshake *h = &hss[hs_next++ % HS_SLOTS];
+    memset(h, 0, sizeof(*h));
+    h->id = c->id;
+    return h;
+}
 
 /* SYNC, PSYNC <replid> <offset> */
 void syncCommand(client *c) {
@@ -373,10 +387,11 @@ void syncCommand(client *c) {
     if (alen >= sizeof(sl->ip)) alen = sizeof(sl->ip) - 1;
     memcpy(sl->ip, a, alen);
     sl->ip[alen] = '\0';
-    if (hs.id == c->id) { /* what its handshake's REPLCONF said */
-        sl->port = hs.port;
-        if (hs.ip[0]) memcpy(sl->ip, hs.ip, sizeof(sl->ip));
-        hs.id = 0;
+    handshake *h = handshakeOf(c, 0);
+    if (h) { /* what its handshake's REPLCONF said */
+        sl->port = h->port;
+        if (h->ip[0]) memcpy(sl->ip, h->ip, sizeof(sl->ip));
+        h->id = 0;
     }
     repl_nslaves++;
     c->flags |= CLIENT_SLAVE;
@@ -397,20 +412,16 @@ void replconfCommand(client *c) {
         if (argEq(c, j, "listening-port")) {
             long long port;
             if (getLongLongFromArg(c, j + 1, &port) != 0) return;
-            if (hs.id != c->id) hs.ip[0] = '\0';
-            hs.id = c->id;
-            hs.port = port;
+            handshakeOf(c, 1)->port = port;
             slave *sl = slaveOf(c);
             if (sl) sl->port = port;
         } else if (argEq(c, j, "ip-address")) {
-            if (v->len >= sizeof(hs.ip)) {
+            if (v->len >= sizeof(((handshake *)0)->ip)) {
                 addReplyErrorFormat(c, "REPLCONF ip-address provided by replica instance is too "
                                        "long: %zu bytes", v->len);
                 return;
             }
-            if (hs.id != c->id) hs.port = 0;
-            hs.id = c->id;
-            memcpy(hs.ip, v->ptr, v->len + 1);
+            memcpy(handshakeOf(c, 1)->ip, v->ptr, v->len + 1);
         } else if (argEq(c, j, "capa") || argEq(c, j, "rdb-only")) {
             /* eof, psync2: noted, the RDB is always sent with its length */
         } else if (argEq(c, j, "ack")) {

@@ -493,6 +493,30 @@ def test_replica_over_its_output_limit_is_dropped(server: ServerProcess) -> None
         r.close()
 
 
+def test_info_lists_the_replica_with_its_handshake(server: ServerProcess) -> None:
+    r = server.client()
+    _wait("earlier replicas to go", lambda: r.info("replication")["connected_slaves"] == 0)
+    other = server.raw()  # another connection's handshake is its own
+    assert other.call("REPLCONF", "listening-port", "1111") == "OK"
+    c = server.raw()
+    assert c.call("REPLCONF", "listening-port", "7777") == "OK"
+    assert c.call("REPLCONF", "ip-address", "10.1.2.3") == "OK"
+    c.send(c.command("PSYNC", "?", "-1"))
+    assert _line(c).startswith(b"+FULLRESYNC ")
+    line = _line(c)
+    while line == b"":
+        line = _line(c)
+    c.recv_exact(int(line[1:]))
+    c.send(c.command("REPLCONF", "ACK", "0"))
+    _wait("the replica online", lambda: r.info("replication")["slave0"]["state"] == "online")
+    slave0 = r.info("replication")["slave0"]
+    assert (slave0["ip"], slave0["port"]) == ("10.1.2.3", 7777)
+    assert r.execute_command("ROLE")[2] == [[b"10.1.2.3", b"7777", b"0"]]
+    c.close()
+    other.close()
+    r.close()
+
+
 # --------------------------------------------------------------------------
 # inreplay only
 # --------------------------------------------------------------------------
