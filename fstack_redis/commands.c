@@ -16,13 +16,13 @@
 #include "blocked.h"
 #include "commands.h"
 #include "config.h"
-#include "replication.h"
 #include "db.h"
 #include "db_internal.h"
 #include "debug.h"
 #include "multi.h"
 #include "pubsub.h"
 #include "replay.h"
+#include "replication.h"
 #include "snapshot.h"
 
 /* name, handler, arity, first key, last key, key step, Redis's flag words (the one

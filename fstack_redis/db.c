@@ -28,8 +28,8 @@
 #include "commands.h"
 #include "db_internal.h"
 #include "notify.h"
-#include "replication.h"
 #include "replay.h"
+#include "replication.h"
 #include "server.h"
 
 /* Active expiry: keys sampled per round, and the time budget of one call

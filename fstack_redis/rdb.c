@@ -112,8 +112,8 @@ static void putLE(rbuf *b, uint64_t v, int bytes) {
 static void putString(rbuf *b, const char *p, size_t len) {
     long long v;
     char tmp[24];
-    if (len && len <= 11 && string2ll(p, len, &v) && (size_t)ll2string(tmp, sizeof(tmp), v) == len &&
-        memcmp(tmp, p, len) == 0) {
+    if (len && len <= 11 && string2ll(p, len, &v) &&
+        (size_t)ll2string(tmp, sizeof(tmp), v) == len && memcmp(tmp, p, len) == 0) {
         if (v >= INT8_MIN && v <= INT8_MAX) {
             putByte(b, 0xC0);
             putLE(b, (uint64_t)v, 1);

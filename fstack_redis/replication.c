@@ -112,7 +112,8 @@ static void sendAll(const char *p, size_t n) {
         pin->refs++; /* ours, until the memory is the pin's */
         for (int i = 0; i < repl_nslaves; i++) {
             client *c = R.slaves[i].c;
-            if (!(c->flags & (CLIENT_CLOSE_ASAP | CLIENT_CLOSED))) addReplyRefPinned(c, mem, n, &holder);
+            if (!(c->flags & (CLIENT_CLOSE_ASAP | CLIENT_CLOSED)))
+                addReplyRefPinned(c, mem, n, &holder);
         }
         pinDetach(pin, mem, 0, n);
         pinRelease(pin); /* frees it now if no replica took it */
@@ -231,7 +232,8 @@ void replRewriteSetPxat(client *c, int vi, long long when) {
     if (!repl_nslaves) return;
     char num[24];
     int n = ll2string(num, sizeof(num), when);
-    ir_str argv[5] = {IR_STR("SET"), replArg(c, 1), replArg(c, vi), IR_STR("PXAT"), {num, (size_t)n}};
+    ir_str argv[5] = {IR_STR("SET"), replArg(c, 1), replArg(c, vi), IR_STR("PXAT"),
+                      {num, (size_t)n}};
     replRewrite(c, 5, argv);
 }
 

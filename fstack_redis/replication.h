@@ -54,7 +54,9 @@ void replCallEnd(client *c, const ir_command *cmd, replFrame *f);
 /* The running command propagates argv[0..argc) (in c's database) instead
  * of itself. Outside a command (a blocked client served) it goes at once. */
 void replRewrite(client *c, int argc, const ir_str *argv);
-static inline ir_str replArg(const client *c, int i) { return (ir_str){c->argv[i].ptr, c->argv[i].len}; }
+static inline ir_str replArg(const client *c, int i) {
+    return (ir_str){c->argv[i].ptr, c->argv[i].len};
+}
 /* The common rewrites: SET key value PXAT when (key and value from argv[1], argv[vi]);
  * PEXPIREAT key when [argv[first..] (the options of EXPIRE), first 0 = none];
  * DEL key (UNLINK when lazy). */

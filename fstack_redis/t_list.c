@@ -568,8 +568,9 @@ static void lmoveGeneric(client *c, int wherefrom, int whereto, int timeout_arg)
         replRewrite(c, 3, (ir_str[]){IR_STR("RPOPLPUSH"), replArg(c, 1), replArg(c, 2)});
     } else if (timeout_arg) { /* served after waiting: Redis's own lower-case words */
         int served = c->flags & CLIENT_BLOCKED;
-        ir_str from = served ? (wherefrom == LIST_HEAD ? IR_STR("left") : IR_STR("right")) : replArg(c, 3);
-        ir_str to = served ? (whereto == LIST_HEAD ? IR_STR("left") : IR_STR("right")) : replArg(c, 4);
+        ir_str left = IR_STR("left"), right = IR_STR("right");
+        ir_str from = served ? (wherefrom == LIST_HEAD ? left : right) : replArg(c, 3);
+        ir_str to = served ? (whereto == LIST_HEAD ? left : right) : replArg(c, 4);
         replRewrite(c, 5, (ir_str[]){IR_STR("LMOVE"), replArg(c, 1), replArg(c, 2), from, to});
     }
 }
@@ -611,7 +612,8 @@ static void popKeysGeneric(client *c, int first, int n, int where, long long cou
         ir_str pop = where == LIST_HEAD ? IR_STR("LPOP") : IR_STR("RPOP");
         if (count != -1) {
             char num[24]; /* replicas: [B]LMPOP as LPOP/RPOP key <popped> */
-            size_t popped = (unsigned long long)count < e->v.list.len ? (size_t)count : e->v.list.len;
+            size_t popped = (unsigned long long)count < e->v.list.len ? (size_t)count
+                                                                       : e->v.list.len;
             int nl = ll2string(num, sizeof(num), (long long)popped);
             replRewrite(c, 3, (ir_str[]){pop, replArg(c, j), {num, (size_t)nl}});
             popRange(c, db, e, where, count);

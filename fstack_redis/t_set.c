@@ -146,7 +146,9 @@ void spopCommand(client *c) {
         addReplySetLen(c, (long)n);
         for (size_t i = 0; i < n; i++) {
             addReplyBulk(c, picked[i]->key, picked[i]->klen);
-            if (!all) replAlso(c, 3, (ir_str[]){IR_STR("SREM"), replArg(c, 1), {picked[i]->key, picked[i]->klen}});
+            if (!all)
+                replAlso(c, 3, (ir_str[]){IR_STR("SREM"), replArg(c, 1),
+                                          {picked[i]->key, picked[i]->klen}});
             collDelete(db, co, picked[i]);
         }
     }

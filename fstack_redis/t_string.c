@@ -650,7 +650,8 @@ void incrbyfloatCommand(client *c) {
     strSetValue(db, e, buf, (size_t)n, 0); /* the TTL stays */
     e->flags |= DBE_ENC_STR;
     signalModifiedKey(c, db, k.p, k.len);
-    replRewrite(c, 4, (ir_str[]){IR_STR("SET"), replArg(c, 1), {buf, (size_t)n}, IR_STR("KEEPTTL")});
+    replRewrite(c, 4,
+                (ir_str[]){IR_STR("SET"), replArg(c, 1), {buf, (size_t)n}, IR_STR("KEEPTTL")});
     addReplyBulk(c, buf, (size_t)n);
 }
 
