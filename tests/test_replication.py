@@ -14,9 +14,12 @@ Two kinds of test:
 from __future__ import annotations
 
 import re
+import shutil
+import subprocess
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import redis
@@ -551,7 +554,9 @@ def crc64_jones(data: bytes) -> int:
     return crc
 
 
-def test_rdb_image_has_version_10_and_a_crc64_trailer(inreplay_server: ServerProcess) -> None:
+def test_rdb_image_has_version_10_and_a_crc64_trailer(
+    inreplay_server: ServerProcess, tmp_path: Path
+) -> None:
     assert crc64_jones(b"123456789") == 0xE9C6D914C4B8D9CA
     r = inreplay_server.client()
     r.set("s", "x" * 100)
@@ -572,6 +577,12 @@ def test_rdb_image_has_version_10_and_a_crc64_trailer(inreplay_server: ServerPro
     assert int.from_bytes(payload[-8:], "little") == crc64_jones(payload[:-8])
     assert b"\xfe\x05" in payload  # SELECTDB 5
     assert b"replaytable_xyz" not in payload.split(b"aof-base", 1)[1]  # replay tables are not in it
+    checker = shutil.which("redis-check-rdb")  # Redis's own reader, where installed
+    if checker:
+        (tmp_path / "dump.rdb").write_bytes(payload)
+        out = subprocess.run([checker, str(tmp_path / "dump.rdb")], capture_output=True, text=True)
+        assert out.returncode == 0 and "RDB looks OK" in out.stdout, out.stdout + out.stderr
+        assert "7 keys read" in out.stdout and "1 expires" in out.stdout, out.stdout
 
 
 def test_no_replica_no_stream(inreplay_server: ServerProcess) -> None:
