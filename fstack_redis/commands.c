@@ -23,6 +23,7 @@
 #include "multi.h"
 #include "pubsub.h"
 #include "replay.h"
+#include "replication.h"
 #include "snapshot.h"
 
 /* name, handler, arity, first key, last key, key step, Redis's flag words (the one
@@ -172,6 +173,9 @@ static ir_command commands[] = {
     {"punsubscribe", punsubscribeCommand, -1, 0, 0, 0, "pubsub noscript loading stale", 0, 0},
     {"publish", publishCommand, 3, 0, 0, 0, "pubsub loading stale fast may_replicate", 0, 0},
     {"pubsub", pubsubCommand, -2, 0, 0, 0, "", 0, 0},
+    {"sync", syncCommand, 1, 0, 0, 0, "admin noscript no_async_loading no_multi", 0, 0},
+    {"psync", syncCommand, -3, 0, 0, 0, "admin noscript no_async_loading no_multi", 0, 0},
+    {"replconf", replconfCommand, -1, 0, 0, 0, "admin noscript loading stale allow_busy", 0, 0},
     {"role", roleCommand, 1, 0, 0, 0, "noscript loading stale fast", 0, 0},
     {"reset", resetCommand, 1, 0, 0, 0, "noscript loading stale fast no_auth allow_busy", 0, 0},
     {"monitor", monitorCommand, 1, 0, 0, 0, "admin noscript loading stale", 0, 0},
@@ -1626,16 +1630,9 @@ void infoCommand(client *c) {
                 (unsigned long long)bst.disconnects, (unsigned long long)bst.dropped);
     }
     if (wantSection(c, "replication", 1)) {
-        char replid[41];
-        for (int i = 0; i < 40; i++) replid[i] = s->run_id[39 - i];
-        replid[40] = '\0';
-        infoCat(&b, "%s# Replication\r\nrole:master\r\nconnected_slaves:0\r\n"
-                    "master_failover_state:no-failover\r\nmaster_replid:%s\r\n"
-                    "master_replid2:0000000000000000000000000000000000000000\r\n"
-                    "master_repl_offset:0\r\nsecond_repl_offset:-1\r\nrepl_backlog_active:0\r\n"
-                    "repl_backlog_size:1048576\r\nrepl_backlog_first_byte_offset:0\r\n"
-                    "repl_backlog_histlen:0\r\n",
-                sections++ ? "\r\n" : "", replid);
+        char *repl = replInfo(s); /* replication.c */
+        infoCat(&b, "%s# Replication\r\n%s", sections++ ? "\r\n" : "", repl);
+        free(repl);
     }
     if (wantSection(c, "cpu", 1)) {
         struct rusage self, children, thread;
@@ -1797,12 +1794,7 @@ void monitorSend(client *c, char *line, size_t len) {
 }
 
 /* ROLE */
-void roleCommand(client *c) {
-    addReplyArrayLen(c, 3);
-    addReplyBulkCString(c, "master");
-    addReplyLongLong(c, 0);
-    addReplyArrayLen(c, 0);
-}
+void roleCommand(client *c) { replRoleReply(c); }
 
 /* RESET: the connection as new (no transaction, no WATCH, no subscriptions,
  * RESP2, database 0, not a MONITOR, no name, replies on, authenticated only

@@ -24,6 +24,7 @@
 #include "db.h"
 #include "db_internal.h"
 #include "notify.h"
+#include "replication.h"
 #include "snapshot.h"
 
 enum { CT_BOOL, CT_INT, CT_MEM, CT_ENUM, CT_STRING, CT_DOUBLE, CT_SPECIAL };
@@ -67,8 +68,9 @@ typedef struct cfgparam {
 
 /* ---- special parameters ------------------------------------------------- */
 
-/* client-output-buffer-limit of the class we only report (no replicas). */
-static unsigned long long obl_slave[3];
+/* client-output-buffer-limit's replica class: hard, soft, soft seconds
+ * (replication.c applies it to the stream). */
+unsigned long long obl_slave[3];
 
 static void portGet(const ir_server *s, char *buf, size_t len) {
     snprintf(buf, len, "%d", s->tp ? s->tp->bound_port : s->cfg.port);
@@ -361,7 +363,7 @@ static const cfgparam params[] = {
      "normal 1gb 0 0 slave 256mb 64mb 60 pubsub 32mb 8mb 60", NULL,
      F(client_output_buffer_limit, FT_U64), NULL,
      "reply bytes pending per class before a client is dropped (normal: hard limit only; slave: "
-     "stored)", oblGet, oblCheck, oblApply},
+     "the replication stream to a replica)", oblGet, oblCheck, oblApply},
     {"set-max-intset-entries", NULL, CT_INT, 0, 0, LMAX, "512", NULL, NOF,
      &encodingLimits.set_max_intset_entries,
      "a set of integers reports intset up to this many members (OBJECT ENCODING)", NOHOOK},
@@ -397,9 +399,10 @@ static const cfgparam params[] = {
      NOOP_DOC("there are no streams"), NOHOOK},
     {"lazyfree-lazy-eviction", NULL, CT_BOOL, CF_NOOP, 0, 0, "no", NULL, NOF, NULL,
      NOOP_DOC("nothing is evicted"), NOHOOK},
-    {"lazyfree-lazy-expire", NULL, CT_BOOL, CF_NOOP, 0, 0, "no", NULL, NOF, NULL,
-     NOOP_DOC("expired keys are freed at once"), NOHOOK},
-    {"lazyfree-lazy-server-del", NULL, CT_BOOL, CF_NOOP, 0, 0, "no", NULL, NOF, NULL,
+    {"lazyfree-lazy-expire", NULL, CT_BOOL, CF_NOOP, 0, 0, "no", NULL, NOF, &repl_lazy_expire,
+     NOOP_DOC("expired keys are freed at once; replicas get UNLINK instead of DEL"), NOHOOK},
+    {"lazyfree-lazy-server-del", NULL, CT_BOOL, CF_NOOP, 0, 0, "no", NULL, NOF,
+     &repl_lazy_server_del,
      NOOP_DOC("overwritten values are freed at once"), NOHOOK},
     {"lazyfree-lazy-user-del", NULL, CT_BOOL, CF_NOOP, 0, 0, "no", NULL, NOF, NULL,
      NOOP_DOC("DEL and UNLINK free at once"), NOHOOK},
@@ -412,8 +415,8 @@ static const cfgparam params[] = {
     {"repl-backlog-size", NULL, CT_MEM, CF_NOOP, 1, LMAX, "1mb", NULL, NOF, NULL,
      NOOP_DOC("there is no replication; at least 16384 bytes, as in Redis"), NULL, NULL,
      backlogApply},
-    {"repl-ping-replica-period", "repl-ping-slave-period", CT_INT, CF_NOOP, 1, IMAX, "10", NULL, NOF,
-     NULL, NOOP_DOC("there is no replication"), NOHOOK},
+    {"repl-ping-replica-period", "repl-ping-slave-period", CT_INT, 0, 1, IMAX, "10", NULL, NOF,
+     &repl_ping_period, "seconds between the PINGs sent to replicas", NOHOOK},
     {"replica-serve-stale-data", "slave-serve-stale-data", CT_BOOL, CF_NOOP, 0, 0, "yes", NULL, NOF,
      NULL, NOOP_DOC("there is no replication"), NOHOOK},
     {"replica-read-only", "slave-read-only", CT_BOOL, CF_NOOP, 0, 0, "yes", NULL, NOF, NULL,

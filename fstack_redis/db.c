@@ -31,6 +31,7 @@
 #include "multi.h"
 #include "notify.h"
 #include "replay.h"
+#include "replication.h"
 #include "server.h"
 
 /* Active expiry: keys sampled per round, and the time budget of one call
@@ -640,6 +641,7 @@ static dbEntry *lookupKeyGeneric(ir_db *db, const dbkey *k, int touch) {
         db->expired_keys++;
         notifyKeyspaceEvent(NOTIFY_EXPIRED, "expired", k->p, k->len, db->id);
         signalModifiedKey(NULL, db, k->p, k->len);
+        replPropagateExpired(db, k->p, k->len);
         e = NULL;
     }
     if (readStats) countRead(e);
@@ -737,6 +739,7 @@ void dbActiveExpire(struct ir_db *db, uint64_t now_ms) {
             if (keyIsExpired(e, now)) {
                 notifyKeyspaceEvent(NOTIFY_EXPIRED, "expired", e->key, e->klen, db->id);
                 signalModifiedKey(NULL, db, e->key, e->klen);
+                replPropagateExpired(db, e->key, e->klen);
                 dbDeleteEntry(db, e);
                 db->expired_keys++;
                 expired++;
@@ -1234,9 +1237,11 @@ static void expireGenericCommand(client *c, long long unit, int absolute, const 
     if (when <= now) { /* already in the past */
         dbDeleteEntry(db, e);
         notifyKeyspaceEvent(NOTIFY_GENERIC, "del", k.p, k.len, db->id);
+        replRewriteDel(c, (int)repl_lazy_server_del);
     } else {
         setExpire(db, e, when);
         notifyKeyspaceEvent(NOTIFY_GENERIC, "expire", k.p, k.len, db->id);
+        replRewritePexpireat(c, when, 3); /* replicas: PEXPIREAT key ms [options] */
     }
     addReplyStr(c, shared.cone);
     return;
@@ -1434,10 +1439,11 @@ void scanGenericCommand(client *c, dbEntry *owner) {
         /* Redis reads the type of each key the pattern let through with a
          * lookup, which counts a keyspace hit (a miss when it expired) */
         if (type && readStats) countRead(expired ? NULL : e);
-        if (expired) { /* and removes it, as Redis's SCAN does (not KEYS) */
+        if (expired) { /* and removes it, as Redis's SCAN does (not KEYS); replicas told */
             notifyKeyspaceEvent(NOTIFY_EXPIRED, "expired", e->key, e->klen, db->id);
             if (type) notifyKeyspaceEvent(NOTIFY_KEY_MISS, "keymiss", e->key, e->klen, db->id);
             signalModifiedKey(NULL, db, e->key, e->klen);
+            replPropagateExpired(db, e->key, e->klen);
             dbDeleteEntry(db, e);
             db->expired_keys++;
             continue;
@@ -1648,6 +1654,7 @@ void randomkeyCommand(client *c) {
             }
             notifyKeyspaceEvent(NOTIFY_EXPIRED, "expired", e->key, e->klen, db->id);
             signalModifiedKey(NULL, db, e->key, e->klen);
+            replPropagateExpired(db, e->key, e->klen);
             dbDeleteEntry(db, e);
             db->expired_keys++;
             continue;

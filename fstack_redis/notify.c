@@ -32,9 +32,11 @@
 
 long long notifyKeyspaceFlags;
 int notifyNoNewKey;
+#include "replication.h"
 
 void signalModifiedKey(client *c, struct ir_db *db, const char *key, size_t len) {
     ir_server *s = c ? c->srv : g_server;
+    if (c) replMarkDirty(); /* a command wrote: replicas get it (expiry propagates itself) */
     if (s && s->watched) multiTouchKey(s, db, key, len);
 }
 
@@ -43,6 +45,7 @@ void signalKeyAsReady(struct ir_db *db, const char *key, size_t len) {
 }
 
 void signalFlushedDb(struct ir_db *db) {
+    replMarkDirty();
     if (g_server && g_server->watched) multiTouchDb(g_server, db);
 }
 

@@ -12,6 +12,7 @@
 #include "multi.h"
 #include "pubsub.h"
 #include "replay.h"
+#include "replication.h"
 
 ir_server *g_server;
 
@@ -150,6 +151,7 @@ static void closeClientFor(client *c, const char *why) {
 void server_tick(ir_server *s) {
     s->now_ms = ir_mstime();
     dbsActiveExpire(s, s->now_ms);
+    replCron(s);
     const ir_config *cfg = &s->cfg;
     if (!cfg->timeout && !cfg->request_timeout_ms) return;
     for (client *c = s->clients, *next; c; c = next) {
@@ -227,6 +229,7 @@ void freeClient(client *c) {
     multiFreeClient(c);
     pubsubFreeClient(c);
     if (c->flags & CLIENT_MONITOR) monitorRemove(c);
+    if (c->flags & CLIENT_SLAVE) replFreeClient(c);
     clientDiscardReply(c); /* releases the pins of what was never written */
     if (c->prev) c->prev->next = c->next;
     else s->clients = c->next;
@@ -321,7 +324,14 @@ void call(client *c, const ir_command *cmd) {
     uint64_t cyc = ir_cycles();
     c->cmd = cmd;
     c->lastsub = commandSubName(cmd, c);
-    cmd->proc(c);
+    int slave = c->flags & CLIENT_SLAVE; /* a replica gets no replies */
+    replFrame rf;
+    int rp = replActive(); /* nothing else on this path while no replica is attached */
+    if (rp) replCallBegin(c, &rf);
+    /* a replica's own commands: only its REPLCONF and PING run (a write would
+     * feed its own stream while its replies are being dropped) */
+    if (!slave || replAcceptsFromReplica(cmd)) cmd->proc(c);
+    if (rp) replCallEnd(c, cmd, &rf);
     s->cycles_execute += ir_cycles() - cyc;
     clock_gettime(CLOCK_MONOTONIC, &t1);
     uint64_t usec = (uint64_t)(t1.tv_sec - t0.tv_sec) * 1000000u +
@@ -338,7 +348,7 @@ void call(client *c, const ir_command *cmd) {
     } else if (mode0 == CLIENT_REPLY_SKIP_NEXT && c->reply_mode == CLIENT_REPLY_SKIP_NEXT) {
         drop = 1; /* the command after SKIP (unless it was CLIENT REPLY ON/OFF) */
         c->reply_mode = CLIENT_REPLY_ON;
-    } else if (c->reply_mode == CLIENT_REPLY_OFF) {
+    } else if (c->reply_mode == CLIENT_REPLY_OFF || slave) {
         drop = 1;
     }
     if (drop && plain && c->nsegs >= nsegs0 && !pubsubRepliesArePushes(cmd)) {

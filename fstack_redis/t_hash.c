@@ -17,6 +17,7 @@
 #include "commands.h"
 #include "db_internal.h"
 #include "notify.h"
+#include "replication.h"
 #include "server.h"
 
 /* Redis's hashTypeTryConversion and the size check after an insert. */
@@ -274,6 +275,7 @@ void hincrbyfloatCommand(client *c) {
     }
     signalModifiedKey(c, db, k.p, k.len);
     notifyKeyspaceEvent(NOTIFY_HASH, "hincrbyfloat", k.p, k.len, db->id);
+    replRewrite(c, 4, (ir_str[]){IR_STR("HSET"), replArg(c, 1), replArg(c, 2), {buf, (size_t)n}});
     addReplyBulk(c, buf, (size_t)n);
 }
 

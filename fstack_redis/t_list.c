@@ -22,6 +22,7 @@
 #include "commands.h"
 #include "db_internal.h"
 #include "notify.h"
+#include "replication.h"
 #include "server.h"
 
 #define LIST_HEAD 1
@@ -440,6 +441,7 @@ void ltrimCommand(client *c) {
     addReplyStr(c, shared.ok);
     notifyKeyspaceEvent(NOTIFY_LIST, "ltrim", e->key, e->klen, db->id);
     listRemoved(c, db, e);
+    if (!ltrim && !rtrim) replPrevent(c); /* signalled, but nothing to replicate (as Redis) */
 }
 
 /* LINSERT key BEFORE|AFTER pivot element */
@@ -577,6 +579,15 @@ static void lmoveGeneric(client *c, int wherefrom, int whereto, int timeout_arg)
     }
     if (!lookupList(c, db, 2, &dst)) return;
     moveElement(c, db, src, dst, 2, wherefrom, whereto);
+    if (timeout_arg == 3) { /* replicas: the non-blocking form */
+        replRewrite(c, 3, (ir_str[]){IR_STR("RPOPLPUSH"), replArg(c, 1), replArg(c, 2)});
+    } else if (timeout_arg) { /* served after waiting: Redis's own lower-case words */
+        int served = c->flags & CLIENT_BLOCKED;
+        ir_str left = IR_STR("left"), right = IR_STR("right");
+        ir_str from = served ? (wherefrom == LIST_HEAD ? left : right) : replArg(c, 3);
+        ir_str to = served ? (whereto == LIST_HEAD ? left : right) : replArg(c, 4);
+        replRewrite(c, 5, (ir_str[]){IR_STR("LMOVE"), replArg(c, 1), replArg(c, 2), from, to});
+    }
 }
 
 /* LMOVE source destination LEFT|RIGHT LEFT|RIGHT */
@@ -613,9 +624,16 @@ static void popKeysGeneric(client *c, int first, int n, int where, long long cou
         if (!e || e->v.list.len == 0) continue;
         addReplyArrayLen(c, 2);
         addReplyBulk(c, c->argv[j].ptr, c->argv[j].len);
+        ir_str pop = where == LIST_HEAD ? IR_STR("LPOP") : IR_STR("RPOP");
         if (count != -1) {
+            char num[24]; /* replicas: [B]LMPOP as LPOP/RPOP key <popped> */
+            size_t popped = (unsigned long long)count < e->v.list.len ? (size_t)count
+                                                                       : e->v.list.len;
+            int nl = ll2string(num, sizeof(num), (long long)popped);
+            replRewrite(c, 3, (ir_str[]){pop, replArg(c, j), {num, (size_t)nl}});
             popRange(c, db, e, where, count);
         } else {
+            replRewrite(c, 2, (ir_str[]){pop, replArg(c, j)}); /* replicas: BLPOP as LPOP key */
             lelem x = listPop(db, &e->v.list, where);
             addReplyBulk(c, x.p, x.len);
             dbFreeLater(db, x.p, x.len);

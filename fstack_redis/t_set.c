@@ -15,6 +15,7 @@
 #include "commands.h"
 #include "db_internal.h"
 #include "notify.h"
+#include "replication.h"
 #include "server.h"
 
 /* Add a member if absent; 1 if added. */
@@ -137,13 +138,21 @@ void spopCommand(client *c) {
     if (count < 0) {
         dbEntry *m = collRandom(db, co);
         addReplyBulk(c, m->key, m->klen);
+        replRewrite(c, 3, (ir_str[]){IR_STR("SREM"), replArg(c, 1), {m->key, m->klen}});
         collDelete(db, co, m);
     } else {
+        /* replicas: all of it as DEL, else one SREM per member (in MULTI/EXEC) */
+        int all = (unsigned long long)count >= dictSize(&co->d);
+        if (all) replRewriteDel(c, (int)repl_lazy_server_del);
+        else replPrevent(c);
         size_t n = collSample(db, co, (size_t)count);
         dbEntry **picked = dbScratch(db, 0);
         addReplySetLen(c, (long)n);
         for (size_t i = 0; i < n; i++) {
             addReplyBulk(c, picked[i]->key, picked[i]->klen);
+            if (!all)
+                replAlso(c, 3, (ir_str[]){IR_STR("SREM"), replArg(c, 1),
+                                          {picked[i]->key, picked[i]->klen}});
             collDelete(db, co, picked[i]);
         }
     }

@@ -25,6 +25,7 @@
 #include "commands.h"
 #include "db_internal.h"
 #include "notify.h"
+#include "replication.h"
 #include "server.h"
 
 /* ---- values ----------------------------------------------------------------- */
@@ -219,6 +220,7 @@ void setCommand(client *c) {
     signalModifiedKey(c, db, k.p, k.len);
     notifyKeyspaceEvent(NOTIFY_STRING, "set", k.p, k.len, db->id);
     if (expire_arg) notifyKeyspaceEvent(NOTIFY_GENERIC, "expire", k.p, k.len, db->id);
+    if (expire_arg) replRewriteSetPxat(c, 2, when); /* replicas: SET key value PXAT ms */
 
     if (!(flags & OBJ_SET_GET)) addReplyStr(c, shared.ok);
 }
@@ -382,13 +384,16 @@ void getexCommand(client *c) {
         signalModifiedKey(c, db, k.p, k.len);
         dbDeleteEntry(db, e);
         notifyKeyspaceEvent(NOTIFY_GENERIC, "del", k.p, k.len, db->id);
+        replRewriteDel(c, (int)repl_lazy_expire);
     } else if (expire_arg) {
         setExpire(db, e, when);
         signalModifiedKey(c, db, k.p, k.len);
         notifyKeyspaceEvent(NOTIFY_GENERIC, "expire", k.p, k.len, db->id);
+        replRewritePexpireat(c, when, 0);
     } else if (kind == 5 && removeExpire(db, e)) {
         signalModifiedKey(c, db, k.p, k.len);
         notifyKeyspaceEvent(NOTIFY_GENERIC, "persist", k.p, k.len, db->id);
+        replRewrite(c, 2, (ir_str[]){IR_STR("PERSIST"), replArg(c, 1)});
     }
 }
 
@@ -403,6 +408,7 @@ static void setexGeneric(client *c, long long unit) {
     signalModifiedKey(c, db, k.p, k.len);
     notifyKeyspaceEvent(NOTIFY_STRING, "set", k.p, k.len, db->id);
     notifyKeyspaceEvent(NOTIFY_GENERIC, "expire", k.p, k.len, db->id);
+    replRewriteSetPxat(c, 3, when);
     addReplyStr(c, shared.ok);
 }
 
@@ -440,6 +446,7 @@ void getsetCommand(client *c) {
     setKeyFromArgs(db, c, &k, e, 2, 0);
     signalModifiedKey(c, db, k.p, k.len);
     notifyKeyspaceEvent(NOTIFY_STRING, "set", k.p, k.len, db->id);
+    replRewrite(c, 3, (ir_str[]){IR_STR("SET"), replArg(c, 1), replArg(c, 2)}); /* as Redis */
 }
 
 /* GETDEL key */
@@ -459,6 +466,7 @@ void getdelCommand(client *c) {
     signalModifiedKey(c, db, k.p, k.len);
     dbDeleteEntry(db, e);
     notifyKeyspaceEvent(NOTIFY_GENERIC, "del", k.p, k.len, db->id);
+    replRewriteDel(c, 0);
 }
 
 /* Make e's value newlen bytes long (bytes past the old end are zeroes),
@@ -658,6 +666,8 @@ void incrbyfloatCommand(client *c) {
     e->flags |= DBE_ENC_STR;
     signalModifiedKey(c, db, k.p, k.len);
     notifyKeyspaceEvent(NOTIFY_STRING, "incrbyfloat", k.p, k.len, db->id);
+    replRewrite(c, 4,
+                (ir_str[]){IR_STR("SET"), replArg(c, 1), {buf, (size_t)n}, IR_STR("KEEPTTL")});
     addReplyBulk(c, buf, (size_t)n);
 }
 

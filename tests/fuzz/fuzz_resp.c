@@ -134,6 +134,8 @@ typedef struct respcheck {
     long long left[64]; /* elements still due in each open array */
     char attr[64];      /* that open aggregate is an attribute */
     uint64_t pos;       /* bytes checked */
+    char head[5];       /* the first bytes of a top-level bulk */
+    size_t headlen;
 } respcheck;
 
 static void rcFail(const respcheck *r, const char *why, unsigned char ch) {
@@ -184,6 +186,7 @@ static void rcFeed(respcheck *r, const unsigned char *p, size_t n) {
             if (!strchr("+-:$*_#,(=!~>%|", ch) || ch == '\0') rcFail(r, "not a RESP type byte", ch);
             r->type = (char)ch;
             r->numlen = 0;
+            r->headlen = 0;
             r->state = RC_LINE;
             break;
         case RC_LINE:
@@ -208,6 +211,8 @@ static void rcFeed(respcheck *r, const unsigned char *p, size_t n) {
         case RC_BULK: {
             size_t take = n - i;
             if ((unsigned long long)r->bulk_left < take) take = (size_t)r->bulk_left;
+            for (size_t k = 0; r->depth == 0 && k < take && r->headlen < sizeof(r->head); k++)
+                r->head[r->headlen++] = (char)p[i + k];
             r->bulk_left -= (long long)take;
             i += take - 1;
             r->pos += take - 1;
@@ -215,6 +220,13 @@ static void rcFeed(respcheck *r, const unsigned char *p, size_t n) {
             break;
         }
         case RC_BULK_CR:
+            /* SYNC/PSYNC's RDB image: "$<len>\r\n<payload>" with no CRLF, and the
+             * replication stream (RESP arrays) right after it */
+            if (ch != '\r' && r->depth == 0 && r->headlen == 5 && !memcmp(r->head, "REDIS", 5)) {
+                r->state = RC_TYPE;
+                i--, r->pos--;
+                break;
+            }
             if (ch != '\r') rcFail(r, "bulk body longer than its length", ch);
             r->state = RC_BULK_LF;
             break;
@@ -416,8 +428,9 @@ static void fuzzAny(client *c) {
     static const char *const clocky[] = {"time", "info", "client", "hello", "shutdown", "expire",
                                          "pexpire", "ttl", "pttl", "persist", "save", "bgsave",
                                          "lastsave", "spop", "srandmember", "hrandfield",
-                                         "randomkey", "debug", "monitor"}; /* MONITOR: lines
-                                         carry the time of each command */
+                                         "randomkey", "debug", "monitor", "sync", "psync"};
+                                         /* MONITOR: lines carry the time of each command;
+                                            SYNC/PSYNC: the RDB image, the time and memory used */
     const char *name = c->cmd->name;
     if (!strcmp(name, "save")) saved = 1;
     for (size_t i = 0; i < sizeof(clocky) / sizeof(clocky[0]); i++)
@@ -777,7 +790,10 @@ static session runSession(const char *payload, const size_t *cuts, int ncuts, in
         if (conns[k].closed) continue;
         if (cls[k]->pending_bytes) die("client %d still has %zu bytes pending after draining", k,
                                        cls[k]->pending_bytes);
-        if (conns[k].rc.state != RC_TYPE || conns[k].rc.depth != 0)
+        const respcheck *rc = &conns[k].rc;
+        int rdb_end = rc->state == RC_BULK_CR && rc->depth == 0 && rc->headlen == 5 &&
+                      !memcmp(rc->head, "REDIS", 5); /* SYNC's image: no CRLF after it */
+        if ((rc->state != RC_TYPE && !rdb_end) || rc->depth != 0)
             die("client %d: the reply stream ends inside a reply (state %d, depth %d)", k,
                 conns[k].rc.state, conns[k].rc.depth);
     }
