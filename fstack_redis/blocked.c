@@ -357,8 +357,11 @@ static int rerun(ir_server *s, client *c, int deny) {
  * blocked (Redis's rule), rather than being answered WRONGTYPE. */
 static int stillAList(const bkey *k) {
     ir_db *db = (ir_db *)k->db;
-    dbEntry *e = dictFind(&db->d, k->key, k->len, dictHashKey(&db->d, k->key, k->len));
-    return e && e->type == OBJ_LIST && !keyIsExpired(e, (int64_t)ir_mstime());
+    /* an expired key is deleted here (DEL to replicas), as Redis's lookup when
+     * it serves blocked clients; its clients stay blocked */
+    dbkey dk = dbKey(db, k->key, k->len);
+    dbEntry *e = lookupKeyNoStats(db, &dk);
+    return e && e->type == OBJ_LIST;
 }
 
 static void serveQueue(ir_server *s, bqueue *q) {

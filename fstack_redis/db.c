@@ -631,8 +631,9 @@ static void countRead(const dbEntry *e) {
     else g_server->keyspace_misses++;
 }
 
-static dbEntry *lookupKeyGeneric(ir_db *db, const dbkey *k, int touch) {
-    dbEntry *e = dictFind(&db->d, k->p, k->len, k->h);
+/* Deletes e when it has expired (and tells WATCH, notifications and replicas);
+ * NULL then, else e. k is the caller's copy of the name. */
+static dbEntry *expireIfNeeded(ir_db *db, dbEntry *e, const dbkey *k) {
     if (e && e->expire != -1 && keyIsExpired(e, dbNow(db))) {
         /* deleted first, then signalled (with the caller's copy of the
          * name), as Redis's deleteExpiredKeyAndPropagate: a WATCH of a key
@@ -644,6 +645,11 @@ static dbEntry *lookupKeyGeneric(ir_db *db, const dbkey *k, int touch) {
         replPropagateExpired(db, k->p, k->len);
         e = NULL;
     }
+    return e;
+}
+
+static dbEntry *lookupKeyGeneric(ir_db *db, const dbkey *k, int touch) {
+    dbEntry *e = expireIfNeeded(db, dictFind(&db->d, k->p, k->len, k->h), k);
     if (readStats) countRead(e);
     if (!e && readStats == 1) notifyKeyspaceEvent(NOTIFY_KEY_MISS, "keymiss", k->p, k->len, db->id);
     if (e && touch) e->lru = (uint32_t)(dbNow(db) / 1000);
@@ -657,6 +663,9 @@ uint64_t dbEntryIdleSeconds(ir_db *db, const dbEntry *e) {
 
 dbEntry *lookupKey(ir_db *db, const dbkey *k) { return lookupKeyGeneric(db, k, 1); }
 dbEntry *lookupKeyNoTouch(ir_db *db, const dbkey *k) { return lookupKeyGeneric(db, k, 0); }
+dbEntry *lookupKeyNoStats(ir_db *db, const dbkey *k) {
+    return expireIfNeeded(db, dictFind(&db->d, k->p, k->len, k->h), k);
+}
 
 dbEntry *lookupKeyOrReply(client *c, int i, ir_str missing, int type) {
     ir_db *db = dbFor(c);

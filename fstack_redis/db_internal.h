@@ -216,6 +216,10 @@ dbEntry *lookupKey(ir_db *db, const dbkey *k);
 /* The same, leaving the key's access time alone (Redis's LOOKUP_NOTOUCH:
  * TTL, TYPE, EXISTS and OBJECT do not count as accesses). */
 dbEntry *lookupKeyNoTouch(ir_db *db, const dbkey *k);
+/* A lookup that deletes an expired key (as every lookup does) but counts no
+ * hit or miss, sends no keymiss and leaves the access time: for the server's
+ * own look, such as blocked clients checking a key made ready. */
+dbEntry *lookupKeyNoStats(ir_db *db, const dbkey *k);
 /* Seconds since e was last looked up (OBJECT IDLETIME, DEBUG OBJECT). */
 uint64_t dbEntryIdleSeconds(ir_db *db, const dbEntry *e);
 /* Redis's lookupKeyReadOrReply + checkType: the entry for argv[i] if it holds

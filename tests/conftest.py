@@ -366,6 +366,8 @@ class ServerProcess:
                 _require("redis-server"),
                 "--port", str(self.port), "--bind", HOST,
                 "--save", "", "--appendonly", "no",
+                # DEBUG as Redis's own test suite enables it (inreplay always has it)
+                "--enable-debug-command", "yes",
                 "--dir", str(workdir), "--daemonize", "no",
                 *extra_args,
             ]  # fmt: skip

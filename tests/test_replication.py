@@ -283,6 +283,36 @@ def test_expired_keys_propagate_as_del(server: ServerProcess) -> None:
     c.close()
 
 
+def test_blocked_client_meeting_an_expired_key_deletes_it(server: ServerProcess) -> None:
+    """A key pushed and expired inside one transaction (DEBUG SLEEP past its TTL):
+    when EXEC tries to serve the client blocked on it, the key has expired, so it
+    is deleted (DEL to replicas) and the client stays blocked, as Redis's
+    unit/type/list "MULTI + LPUSH + EXPIRE + DEBUG SLEEP on blocked client"."""
+    c, _ = attach(server)
+    r = server.client()
+    r.flushall()
+    r.execute_command("DEBUG", "SET-ACTIVE-EXPIRE", "0")
+    try:
+        b = server.raw()
+        b.send(b.command("BRPOP", "k", "0"))
+        wait_blocked(server)
+        p = r.pipeline(transaction=True)
+        p.rpush("k", "hello")
+        p.pexpire("k", 100)
+        p.execute_command("DEBUG", "SLEEP", "0.2")
+        p.execute()
+        # deleted by the serving attempt itself, before anything else looks at it
+        expect_stream(c, ["SELECT 0", "FLUSHALL", "MULTI", "RPUSH k hello", "PEXPIREAT k <ms>",
+                          "EXEC", "DEL k"])
+        assert r.dbsize() == 0  # DBSIZE counts a stale key that is still stored
+        assert r.info("clients")["blocked_clients"] == 1  # and the client stays blocked
+        b.close()
+    finally:
+        r.execute_command("DEBUG", "SET-ACTIVE-EXPIRE", "1")
+        r.close()
+        c.close()
+
+
 def test_expiry_propagates_unlink_with_lazyfree_lazy_expire(server: ServerProcess) -> None:
     r = server.client()
     r.config_set("lazyfree-lazy-expire", "yes")
