@@ -204,20 +204,14 @@ void restoreCommand(client *c) {
         } else if (argEq(c, j, "absttl")) {
             absttl = 1;
         } else if (argEq(c, j, "idletime") && more >= 1 && freq == -1) {
-            if (!string2ll(c->argv[j + 1].ptr, c->argv[j + 1].len, &idle)) {
-                addReplyStr(c, shared.notinteger);
-                return;
-            }
+            if (getLongLongFromArg(c, j + 1, &idle) != 0) return;
             if (idle < 0) {
                 addReplyError(c, "Invalid IDLETIME value, must be >= 0");
                 return;
             }
             j++;
         } else if (argEq(c, j, "freq") && more >= 1 && idle == -1) {
-            if (!string2ll(c->argv[j + 1].ptr, c->argv[j + 1].len, &freq)) {
-                addReplyStr(c, shared.notinteger);
-                return;
-            }
+            if (getLongLongFromArg(c, j + 1, &freq) != 0) return;
             if (freq < 0 || freq > 255) {
                 addReplyError(c, "Invalid FREQ value, must be >= 0 and <= 255");
                 return;
@@ -234,10 +228,7 @@ void restoreCommand(client *c) {
         addReplyError(c, "-BUSYKEY Target key name already exists.");
         return;
     }
-    if (!string2ll(c->argv[2].ptr, c->argv[2].len, &ttl)) {
-        addReplyStr(c, shared.notinteger);
-        return;
-    }
+    if (getLongLongFromArg(c, 2, &ttl) != 0) return;
     if (ttl < 0) {
         addReplyError(c, "Invalid TTL value, must be >= 0");
         return;
