@@ -35,7 +35,7 @@ void dumpCommand(client *c) {
     rdbPutValue(&b, e, RDB_RAW_STRINGS);
     rdbPutLE(&b, RDB_VERSION, 2);
     if (!b.oom) rdbPutLE(&b, crc64Jones(0, b.p, b.len), 8);
-    if (b.oom) { /* as every reply's allocation in the server fails */
+    if (b.oom) { /* as ir_xrealloc, which DUMP's own buffer used: Redis aborts too */
         serverLog("out of memory (DUMP of %zu bytes)", b.cap);
         abort();
     }
