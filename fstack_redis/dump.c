@@ -237,7 +237,8 @@ void restoreCommand(client *c) {
     size_t len = c->argv[3].len;
     uint64_t crc = 0;
     for (int i = 0; len >= 10 && i < 8; i++) crc |= (uint64_t)p[len - 8 + i] << (8 * i);
-    if (len < 10 || (p[len - 10] | (p[len - 9] << 8)) > RDB_VERSION || crc64Jones(0, p, len - 8) != crc) {
+    if (len < 10 || (p[len - 10] | (p[len - 9] << 8)) > RDB_VERSION ||
+        crc64Jones(0, p, len - 8) != crc) {
         addReplyError(c, "DUMP payload version or checksum are wrong");
         return;
     }
