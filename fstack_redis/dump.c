@@ -7,6 +7,9 @@
  * integer and LZF string encodings Redis writes for strings, so a string
  * DUMPed by Redis restores here; Redis's compact encodings of lists, sets and
  * hashes (quicklist, intset, listpack) are not read: "Bad data format".
+ *
+ * The writing is rdb.c's (the same value encoder as the replication image,
+ * one CRC-64 table); this file keeps only the reading.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -15,81 +18,7 @@
 #include "commands.h"
 #include "db_internal.h"
 #include "notify.h"
-
-#define RDB_VERSION 10 /* Redis 7.0's */
-#define RDB_TYPE_STRING 0
-#define RDB_TYPE_LIST 1
-#define RDB_TYPE_SET 2
-#define RDB_TYPE_HASH 4
-#define RDB_ENC_INT8 0
-#define RDB_ENC_INT16 1
-#define RDB_ENC_INT32 2
-#define RDB_ENC_LZF 3
-
-/* CRC-64/Jones, reflected (Redis's crc64: crc64("123456789") = 0xe9c6d914c4b8d9ca). */
-static uint64_t crc64(const unsigned char *p, size_t n) {
-    static uint64_t table[256];
-    if (!table[1]) {
-        for (int i = 0; i < 256; i++) {
-            uint64_t c = (uint64_t)i;
-            for (int k = 0; k < 8; k++) c = c & 1 ? (c >> 1) ^ 0x95ac9329ac4bc9b5ULL : c >> 1;
-            table[i] = c;
-        }
-    }
-    uint64_t crc = 0;
-    for (size_t i = 0; i < n; i++) crc = table[(crc ^ p[i]) & 0xff] ^ (crc >> 8);
-    return crc;
-}
-
-/* ---- writing -------------------------------------------------------------- */
-
-typedef struct wbuf {
-    char *p;
-    size_t len, cap;
-} wbuf;
-
-static void put(wbuf *b, const void *p, size_t n) {
-    if (b->len + n > b->cap) {
-        while (b->len + n > b->cap) b->cap = b->cap ? b->cap * 2 : 256;
-        b->p = ir_xrealloc(b->p, b->cap);
-    }
-    memcpy(b->p + b->len, p, n);
-    b->len += n;
-}
-
-static void putLen(wbuf *b, uint64_t len) {
-    unsigned char h[9];
-    if (len < (1 << 6)) {
-        h[0] = (unsigned char)len;
-        put(b, h, 1);
-    } else if (len < (1 << 14)) {
-        h[0] = (unsigned char)(0x40 | (len >> 8));
-        h[1] = (unsigned char)len;
-        put(b, h, 2);
-    } else if (len <= UINT32_MAX) {
-        h[0] = 0x80;
-        for (int i = 0; i < 4; i++) h[1 + i] = (unsigned char)(len >> (24 - 8 * i));
-        put(b, h, 5);
-    } else {
-        h[0] = 0x81;
-        for (int i = 0; i < 8; i++) h[1 + i] = (unsigned char)(len >> (56 - 8 * i));
-        put(b, h, 9);
-    }
-}
-
-static void putStr(wbuf *b, const char *p, size_t len) {
-    putLen(b, len);
-    put(b, p, len);
-}
-
-static void collectPut(wbuf *b, const dict *d, int hash) {
-    for (int t = 0; t <= 1; t++)
-        for (size_t i = 0; i < d->ht[t].size; i++)
-            for (const dbEntry *fe = d->ht[t].table[i]; fe; fe = fe->next) {
-                putStr(b, fe->key, fe->klen);
-                if (hash) putStr(b, fe->v.str.ptr, fe->v.str.len);
-            }
-}
+#include "rdb.h"
 
 /* DUMP key */
 void dumpCommand(client *c) {
@@ -100,30 +29,16 @@ void dumpCommand(client *c) {
         addReplyNull(c);
         return;
     }
-    wbuf b = {NULL, 0, 0};
-    unsigned char type = e->type == OBJ_STRING ? RDB_TYPE_STRING
-                         : e->type == OBJ_LIST ? RDB_TYPE_LIST
-                         : e->type == OBJ_SET  ? RDB_TYPE_SET
-                                               : RDB_TYPE_HASH;
-    put(&b, &type, 1);
-    if (e->type == OBJ_STRING) {
-        putStr(&b, e->v.str.ptr, e->v.str.len);
-    } else if (e->type == OBJ_LIST) {
-        putLen(&b, e->v.list.len);
-        for (size_t i = 0; i < e->v.list.len; i++) {
-            const lelem *x = listAt(&e->v.list, i);
-            putStr(&b, x->p, x->len);
-        }
-    } else {
-        putLen(&b, dictSize(&e->v.coll->d));
-        collectPut(&b, &e->v.coll->d, e->type == OBJ_HASH);
+    rdbBuf b = {0};
+    /* raw strings: the payloads DUMP has always written (RESTORE, here and
+     * in Redis, reads the integer encodings too) */
+    rdbPutValue(&b, e, RDB_RAW_STRINGS);
+    rdbPutLE(&b, RDB_VERSION, 2);
+    if (!b.oom) rdbPutLE(&b, crc64Jones(0, b.p, b.len), 8);
+    if (b.oom) { /* as ir_xrealloc, which DUMP's own buffer used: Redis aborts too */
+        serverLog("out of memory (DUMP of %zu bytes)", b.cap);
+        abort();
     }
-    unsigned char ver[2] = {RDB_VERSION & 0xff, RDB_VERSION >> 8};
-    put(&b, ver, 2);
-    uint64_t crc = crc64((const unsigned char *)b.p, b.len);
-    unsigned char cb[8];
-    for (int i = 0; i < 8; i++) cb[i] = (unsigned char)(crc >> (8 * i));
-    put(&b, cb, 8);
     addReplyBulk(c, b.p, b.len);
     if (c->has_refs) clientFlush(c); /* a big reply points into b */
     free(b.p);
@@ -289,20 +204,14 @@ void restoreCommand(client *c) {
         } else if (argEq(c, j, "absttl")) {
             absttl = 1;
         } else if (argEq(c, j, "idletime") && more >= 1 && freq == -1) {
-            if (!string2ll(c->argv[j + 1].ptr, c->argv[j + 1].len, &idle)) {
-                addReplyStr(c, shared.notinteger);
-                return;
-            }
+            if (getLongLongFromArg(c, j + 1, &idle) != 0) return;
             if (idle < 0) {
                 addReplyError(c, "Invalid IDLETIME value, must be >= 0");
                 return;
             }
             j++;
         } else if (argEq(c, j, "freq") && more >= 1 && idle == -1) {
-            if (!string2ll(c->argv[j + 1].ptr, c->argv[j + 1].len, &freq)) {
-                addReplyStr(c, shared.notinteger);
-                return;
-            }
+            if (getLongLongFromArg(c, j + 1, &freq) != 0) return;
             if (freq < 0 || freq > 255) {
                 addReplyError(c, "Invalid FREQ value, must be >= 0 and <= 255");
                 return;
@@ -319,10 +228,7 @@ void restoreCommand(client *c) {
         addReplyError(c, "-BUSYKEY Target key name already exists.");
         return;
     }
-    if (!string2ll(c->argv[2].ptr, c->argv[2].len, &ttl)) {
-        addReplyStr(c, shared.notinteger);
-        return;
-    }
+    if (getLongLongFromArg(c, 2, &ttl) != 0) return;
     if (ttl < 0) {
         addReplyError(c, "Invalid TTL value, must be >= 0");
         return;
@@ -331,7 +237,8 @@ void restoreCommand(client *c) {
     size_t len = c->argv[3].len;
     uint64_t crc = 0;
     for (int i = 0; len >= 10 && i < 8; i++) crc |= (uint64_t)p[len - 8 + i] << (8 * i);
-    if (len < 10 || (p[len - 10] | (p[len - 9] << 8)) > RDB_VERSION || crc64(p, len - 8) != crc) {
+    if (len < 10 || (p[len - 10] | (p[len - 9] << 8)) > RDB_VERSION ||
+        crc64Jones(0, p, len - 8) != crc) {
         addReplyError(c, "DUMP payload version or checksum are wrong");
         return;
     }

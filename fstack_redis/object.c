@@ -52,10 +52,7 @@ static void memoryUsage(client *c) {
     long long samples = MEMORY_USAGE_SAMPLES;
     for (int j = 3; j < c->argc; j++) {
         if (argEq(c, j, "samples") && j + 1 < c->argc) {
-            if (!string2ll(c->argv[j + 1].ptr, c->argv[j + 1].len, &samples)) {
-                addReplyStr(c, shared.notinteger);
-                return;
-            }
+            if (getLongLongFromArg(c, j + 1, &samples) != 0) return;
             if (samples < 0) {
                 addReplyStr(c, shared.syntaxerr);
                 return;

@@ -1,4 +1,5 @@
-/* rdb.c - the RDB image of the keyspace a replica loads (see rdb.h).
+/* rdb.c - the RDB image of the keyspace a replica loads, and the value
+ * encoder it shares with DUMP (see rdb.h).
  *
  * Layout (RDB version 10, as Redis 7.0 writes and loads it):
  *   "REDIS0010"
@@ -10,7 +11,8 @@
  * since 2.x loads). Lengths: 00xxxxxx (< 64), 01xxxxxx xxxxxxxx (< 16384),
  * 0x80 + u32 BE, 0x81 + u64 BE. Strings that are decimal integers with no
  * leading zeroes are written in the integer encodings 0xC0/0xC1/0xC2 (8, 16,
- * 32 bits little-endian), as Redis does.
+ * 32 bits little-endian), as Redis does. A DUMP payload is one <type> <value>
+ * of the same encoding (dump.c adds its version and CRC64 trailer).
  */
 #include "rdb.h"
 
@@ -26,10 +28,6 @@
 #define RDB_OP_EXPIRETIME_MS 0xFC
 #define RDB_OP_SELECTDB 0xFE
 #define RDB_OP_EOF 0xFF
-#define RDB_TYPE_STRING 0
-#define RDB_TYPE_LIST 1
-#define RDB_TYPE_SET 2
-#define RDB_TYPE_HASH 4
 
 /* ---- CRC64 (Jones) ------------------------------------------------------ */
 
@@ -55,13 +53,7 @@ uint64_t crc64Jones(uint64_t crc, const void *p, size_t len) {
 
 /* ---- the output buffer -------------------------------------------------- */
 
-typedef struct rbuf {
-    char *p;
-    size_t len, cap;
-    int oom;
-} rbuf;
-
-static void put(rbuf *b, const void *p, size_t n) {
+void rdbPut(rdbBuf *b, const void *p, size_t n) {
     if (b->oom) return;
     if (b->len + n > b->cap) {
         size_t cap = b->cap ? b->cap : 4096;
@@ -78,75 +70,109 @@ static void put(rbuf *b, const void *p, size_t n) {
     b->len += n;
 }
 
-static void putByte(rbuf *b, unsigned v) {
+void rdbPutByte(rdbBuf *b, unsigned v) {
     unsigned char c = (unsigned char)v;
-    put(b, &c, 1);
+    rdbPut(b, &c, 1);
 }
 
-static void putLen(rbuf *b, uint64_t n) {
+void rdbPutLen(rdbBuf *b, uint64_t n) {
     unsigned char t[9];
     if (n < 64) {
-        putByte(b, (unsigned)n);
+        rdbPutByte(b, (unsigned)n);
     } else if (n < 16384) {
         t[0] = (unsigned char)(0x40 | (n >> 8));
         t[1] = (unsigned char)(n & 0xff);
-        put(b, t, 2);
+        rdbPut(b, t, 2);
     } else if (n <= UINT32_MAX) {
         t[0] = 0x80;
         for (int i = 0; i < 4; i++) t[1 + i] = (unsigned char)(n >> (24 - 8 * i));
-        put(b, t, 5);
+        rdbPut(b, t, 5);
     } else {
         t[0] = 0x81;
         for (int i = 0; i < 8; i++) t[1 + i] = (unsigned char)(n >> (56 - 8 * i));
-        put(b, t, 9);
+        rdbPut(b, t, 9);
     }
 }
 
-static void putLE(rbuf *b, uint64_t v, int bytes) {
+void rdbPutLE(rdbBuf *b, uint64_t v, int bytes) {
     unsigned char t[8];
     for (int i = 0; i < bytes; i++) t[i] = (unsigned char)(v >> (8 * i));
-    put(b, t, (size_t)bytes);
+    rdbPut(b, t, (size_t)bytes);
 }
 
-/* A string; one that reads back as the same integer goes in 1, 2 or 4 bytes. */
-static void putString(rbuf *b, const char *p, size_t len) {
+void rdbPutString(rdbBuf *b, const char *p, size_t len, int flags) {
     long long v;
     char tmp[24];
-    if (len && len <= 11 && string2ll(p, len, &v) &&
+    /* only a canonical decimal ("12", not "012" or "+12") reads back the same */
+    if (!(flags & RDB_RAW_STRINGS) && len && len <= 11 && string2ll(p, len, &v) &&
         (size_t)ll2string(tmp, sizeof(tmp), v) == len && memcmp(tmp, p, len) == 0) {
         if (v >= INT8_MIN && v <= INT8_MAX) {
-            putByte(b, 0xC0);
-            putLE(b, (uint64_t)v, 1);
+            rdbPutByte(b, 0xC0 | RDB_ENC_INT8);
+            rdbPutLE(b, (uint64_t)v, 1);
             return;
         }
         if (v >= INT16_MIN && v <= INT16_MAX) {
-            putByte(b, 0xC1);
-            putLE(b, (uint64_t)v, 2);
+            rdbPutByte(b, 0xC0 | RDB_ENC_INT16);
+            rdbPutLE(b, (uint64_t)v, 2);
             return;
         }
         if (v >= INT32_MIN && v <= INT32_MAX) {
-            putByte(b, 0xC2);
-            putLE(b, (uint64_t)v, 4);
+            rdbPutByte(b, 0xC0 | RDB_ENC_INT32);
+            rdbPutLE(b, (uint64_t)v, 4);
             return;
         }
     }
-    putLen(b, len);
-    put(b, p, len);
+    rdbPutLen(b, len);
+    rdbPut(b, p, len);
 }
 
-static void putAux(rbuf *b, const char *name, const char *value) {
-    putByte(b, RDB_OP_AUX);
-    putString(b, name, strlen(name));
-    putString(b, value, strlen(value));
+/* A set's members or a hash's fields and values, in table order (the order
+ * collAll gives), walked in place: no array of the entries is needed. */
+static void putColl(rdbBuf *b, const dbColl *co, int hash, int flags) {
+    rdbPutLen(b, dictSize(&co->d));
+    for (int t = 0; t <= 1; t++)
+        for (size_t i = 0; i < co->d.ht[t].size; i++)
+            for (const dbEntry *fe = co->d.ht[t].table[i]; fe; fe = fe->next) {
+                rdbPutString(b, fe->key, fe->klen, flags);
+                if (hash) rdbPutString(b, fe->v.str.ptr, fe->v.str.len, flags);
+            }
+}
+
+void rdbPutValue(rdbBuf *b, const dbEntry *e, int flags) {
+    rdbPutByte(b, e->type == OBJ_STRING ? RDB_TYPE_STRING
+                  : e->type == OBJ_LIST ? RDB_TYPE_LIST
+                  : e->type == OBJ_SET  ? RDB_TYPE_SET
+                                        : RDB_TYPE_HASH);
+    if (flags & RDB_WITH_KEY) rdbPutString(b, e->key, e->klen, flags);
+    switch (e->type) {
+    case OBJ_STRING:
+        rdbPutString(b, e->v.str.ptr, e->v.str.len, flags);
+        break;
+    case OBJ_LIST:
+        rdbPutLen(b, e->v.list.len);
+        for (size_t i = 0; i < e->v.list.len; i++) {
+            const lelem *l = listAt(&e->v.list, i);
+            rdbPutString(b, l->p, l->len, flags);
+        }
+        break;
+    case OBJ_SET:
+    case OBJ_HASH:
+        putColl(b, e->v.coll, e->type == OBJ_HASH, flags);
+        break;
+    }
+}
+
+static void putAux(rdbBuf *b, const char *name, const char *value) {
+    rdbPutByte(b, RDB_OP_AUX);
+    rdbPutString(b, name, strlen(name), 0);
+    rdbPutString(b, value, strlen(value), 0);
 }
 
 /* ---- the keyspace ------------------------------------------------------- */
 
 typedef struct walk {
-    rbuf *b;
+    rdbBuf *b;
     int64_t now;
-    dbEntry **tmp; /* a collection's entries */
-    size_t tmpcap;
 } walk;
 
 static int countLive(const dbEntry *e, void *arg) {
@@ -158,65 +184,23 @@ static int countLive(const dbEntry *e, void *arg) {
     return 0;
 }
 
-static int writeColl(walk *w, const dbColl *co, int hash) {
-    size_t n = dictSize(&co->d);
-    if (n > w->tmpcap) {
-        dbEntry **t = realloc(w->tmp, n * sizeof(*t));
-        if (!t) return w->b->oom = 1;
-        w->tmp = t;
-        w->tmpcap = n;
-    }
-    n = collAll((dbColl *)co, w->tmp);
-    putLen(w->b, n);
-    for (size_t i = 0; i < n; i++) {
-        const dbEntry *fe = w->tmp[i];
-        putString(w->b, fe->key, fe->klen);
-        if (hash) putString(w->b, fe->v.str.ptr, fe->v.str.len);
-    }
-    return 0;
-}
-
+/* One record: [expiry time] type key value. */
 static int writeEntry(const dbEntry *e, void *arg) {
     walk *w = arg;
-    rbuf *b = w->b;
     if (keyIsExpired(e, w->now)) return 0;
     if (e->expire != -1) {
-        putByte(b, RDB_OP_EXPIRETIME_MS);
-        putLE(b, (uint64_t)e->expire, 8);
+        rdbPutByte(w->b, RDB_OP_EXPIRETIME_MS);
+        rdbPutLE(w->b, (uint64_t)e->expire, 8);
     }
-    switch (e->type) {
-    case OBJ_STRING:
-        putByte(b, RDB_TYPE_STRING);
-        putString(b, e->key, e->klen);
-        putString(b, e->v.str.ptr, e->v.str.len);
-        break;
-    case OBJ_LIST:
-        putByte(b, RDB_TYPE_LIST);
-        putString(b, e->key, e->klen);
-        putLen(b, e->v.list.len);
-        for (size_t i = 0; i < e->v.list.len; i++) {
-            const lelem *l = listAt(&e->v.list, i);
-            putString(b, l->p, l->len);
-        }
-        break;
-    case OBJ_SET:
-        putByte(b, RDB_TYPE_SET);
-        putString(b, e->key, e->klen);
-        writeColl(w, e->v.coll, 0);
-        break;
-    case OBJ_HASH:
-        putByte(b, RDB_TYPE_HASH);
-        putString(b, e->key, e->klen);
-        writeColl(w, e->v.coll, 1);
-        break;
-    }
-    return b->oom;
+    rdbPutValue(w->b, e, RDB_WITH_KEY);
+    return w->b->oom;
 }
 
 char *rdbBuild(const ir_server *s, const char *repl_id, uint64_t repl_offset, size_t *len) {
-    rbuf b = {0};
+    rdbBuf b = {0};
     char num[32];
-    put(&b, "REDIS0010", 9);
+    snprintf(num, sizeof(num), "REDIS%04d", RDB_VERSION);
+    rdbPut(&b, num, 9);
     putAux(&b, "redis-ver", IR_REDIS_VERSION);
     putAux(&b, "redis-bits", sizeof(void *) == 8 ? "64" : "32");
     snprintf(num, sizeof(num), "%lld", (long long)time(NULL));
@@ -228,22 +212,21 @@ char *rdbBuild(const ir_server *s, const char *repl_id, uint64_t repl_offset, si
     snprintf(num, sizeof(num), "%llu", (unsigned long long)repl_offset);
     putAux(&b, "repl-offset", num);
     putAux(&b, "aof-base", "0");
-    walk w = {&b, (int64_t)ir_mstime(), NULL, 0};
+    walk w = {&b, (int64_t)ir_mstime()};
     for (int i = 0; i < dbsCount(s) && !b.oom; i++) {
         const ir_db *db = dbsAt(s, i);
         uint64_t n[3] = {0, 0, (uint64_t)w.now};
         dbForEach(db, countLive, n);
         if (!n[0]) continue;
-        putByte(&b, RDB_OP_SELECTDB);
-        putLen(&b, (uint64_t)i);
-        putByte(&b, RDB_OP_RESIZEDB);
-        putLen(&b, n[0]);
-        putLen(&b, n[1]);
+        rdbPutByte(&b, RDB_OP_SELECTDB);
+        rdbPutLen(&b, (uint64_t)i);
+        rdbPutByte(&b, RDB_OP_RESIZEDB);
+        rdbPutLen(&b, n[0]);
+        rdbPutLen(&b, n[1]);
         dbForEach(db, writeEntry, &w);
     }
-    free(w.tmp);
-    putByte(&b, RDB_OP_EOF);
-    if (!b.oom) putLE(&b, crc64Jones(0, b.p, b.len), 8);
+    rdbPutByte(&b, RDB_OP_EOF);
+    if (!b.oom) rdbPutLE(&b, crc64Jones(0, b.p, b.len), 8);
     if (b.oom) {
         free(b.p);
         return NULL;

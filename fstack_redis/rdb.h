@@ -1,9 +1,11 @@
-/* rdb.h - an RDB writer (the format Redis 7.0 loads) for the full
- * synchronization of a replica (replication.c).
+/* rdb.h - Redis's RDB serialization (the format Redis 7.0 loads), written
+ * once for its two users: the full synchronization of a replica
+ * (replication.c, rdbBuild) and the DUMP payloads (dump.c, rdbPutValue).
  *
- * What it holds: every database's strings, lists, sets and hashes with their
- * expiry times, as RDB version 10 with a CRC64 (Jones) trailer. Replay tables
- * (REPLAY.*) are not part of it: a replica of inreplay gets the keyspace only.
+ * What the image holds: every database's strings, lists, sets and hashes
+ * with their expiry times, as RDB version 10 with a CRC64 (Jones) trailer.
+ * Replay tables (REPLAY.*) are not part of it: a replica of inreplay gets the
+ * keyspace only. The reader side (RESTORE) lives in dump.c: only it reads.
  *
  * Concurrency contract: server thread only; the keyspace is read, not changed.
  */
@@ -14,6 +16,50 @@
 #include <stdint.h>
 
 struct ir_server;
+struct dbEntry;
+
+#define RDB_VERSION 10 /* Redis 7.0's: the image's "REDIS0010", DUMP's trailer */
+/* value types: the plain encodings every Redis since 2.x loads */
+#define RDB_TYPE_STRING 0
+#define RDB_TYPE_LIST 1
+#define RDB_TYPE_SET 2
+#define RDB_TYPE_HASH 4
+/* special string encodings: a length byte 11xxxxxx, xxxxxx one of these */
+#define RDB_ENC_INT8 0
+#define RDB_ENC_INT16 1
+#define RDB_ENC_INT32 2
+#define RDB_ENC_LZF 3
+
+/* An output buffer that grows; a failed allocation sets oom and makes every
+ * later write a no-op, so a writer checks once, at the end (the image may be
+ * large, and replication gives up on it rather than abort the server). */
+typedef struct rdbBuf {
+    char *p;
+    size_t len, cap;
+    int oom;
+} rdbBuf;
+
+void rdbPut(rdbBuf *b, const void *p, size_t n);
+void rdbPutByte(rdbBuf *b, unsigned v);
+/* v as a little-endian integer of `bytes` bytes (1 to 8). */
+void rdbPutLE(rdbBuf *b, uint64_t v, int bytes);
+/* A length: 00xxxxxx (< 64), 01xxxxxx xxxxxxxx (< 16384), 0x80 + u32 BE,
+ * 0x81 + u64 BE. */
+void rdbPutLen(rdbBuf *b, uint64_t n);
+
+/* Flags of rdbPutString and rdbPutValue. */
+#define RDB_RAW_STRINGS 1 /* every string as length + bytes: no integer encoding */
+
+/* A string; without RDB_RAW_STRINGS one that reads back as the same integer
+ * of 32 bits goes in 1, 2 or 4 bytes, as Redis writes it. */
+void rdbPutString(rdbBuf *b, const char *p, size_t len, int flags);
+
+/* One value of e as Redis serializes an object: its type byte, then the
+ * value. With RDB_WITH_KEY e's key goes between the two, as an image's
+ * records lay it out; DUMP's payload has no key. The expiry time is the
+ * caller's (an image writes it before the type byte). */
+#define RDB_WITH_KEY 2
+void rdbPutValue(rdbBuf *b, const struct dbEntry *e, int flags);
 
 /* The whole keyspace as an RDB image in a malloc'd buffer (*len bytes), or
  * NULL when out of memory. Keys already expired are left out. repl_id and

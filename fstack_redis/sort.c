@@ -115,11 +115,9 @@ static void sortGeneric(client *c, int readonly) {
         } else if (argEq(c, j, "alpha")) {
             o.alpha = 1;
         } else if (argEq(c, j, "limit") && left >= 2) {
-            if (!string2ll(c->argv[j + 1].ptr, c->argv[j + 1].len, &limit_start) ||
-                !string2ll(c->argv[j + 2].ptr, c->argv[j + 2].len, &limit_count)) {
-                addReplyStr(c, shared.notinteger);
+            if (getLongLongFromArg(c, j + 1, &limit_start) != 0 ||
+                getLongLongFromArg(c, j + 2, &limit_count) != 0)
                 return;
-            }
             j += 2;
         } else if (argEq(c, j, "store") && left >= 1 && !readonly) {
             store = j + 1;
