@@ -19,6 +19,7 @@
 #include "db_internal.h"
 #include "notify.h"
 #include "rdb.h"
+#include "replication.h"
 
 /* DUMP key */
 void dumpCommand(client *c) {
@@ -246,28 +247,51 @@ void restoreCommand(client *c) {
     ir_db *scratch = dbNew();
     dbkey sk = dbKey(scratch, k.p, k.len);
     rbuf r = {p, p + len - 10};
+    notifyNoNewKey = 1; /* the scratch key is not the keyspace's: "new" comes below */
     dbEntry *e = loadValue(scratch, &sk, &r);
+    notifyNoNewKey = 0;
     if (!e) {
         dbFree(scratch);
         addReplyError(c, "Bad data format");
         return;
     }
-    if (old) dbDeleteEntry(db, old);
-    e = dbRekey(scratch, e, db, &k);
-    dbFree(scratch);
     if (ttl && !absttl) ttl += dbNow(db);
     if (ttl && ttl <= dbNow(db)) { /* already expired: only the deletion happens */
-        dbDeleteEntry(db, e);
-        if (old) signalModifiedKey(c, db, k.p, k.len);
+        dbFree(scratch); /* the value never enters the keyspace ("new" is not sent) */
+        if (old) { /* as Redis: the replaced key's deletion is what replicas see */
+            dbDeleteEntry(db, old);
+            signalModifiedKey(c, db, k.p, k.len);
+            notifyKeyspaceEvent(NOTIFY_GENERIC, "del", k.p, k.len, db->id);
+            replRewriteDel(c, (int)repl_lazy_server_del);
+        } else {
+            replPrevent(c);
+        }
         addReplyStr(c, shared.ok);
         return;
     }
+    if (old) dbDeleteEntry(db, old);
+    e = dbRekey(scratch, e, db, &k);
+    dbFree(scratch);
+    notifyKeyspaceEvent(NOTIFY_NEW, "new", k.p, k.len, db->id);
     if (ttl) setExpire(db, e, ttl);
+    if (ttl && !absttl && replActive()) {
+        /* replicas get the absolute time (RESTORE key <unix ms> payload ... ABSTTL),
+         * as Redis propagates it, so a late replica does not extend the TTL */
+        ir_str *argv = malloc(((size_t)c->argc + 1) * sizeof(*argv));
+        if (!argv) abort();
+        char num[24];
+        for (int i = 0; i < c->argc; i++) argv[i] = replArg(c, i);
+        argv[2] = (ir_str){num, (size_t)ll2string(num, sizeof(num), ttl)};
+        argv[c->argc] = IR_STR("ABSTTL");
+        replRewrite(c, c->argc + 1, argv);
+        free(argv);
+    }
     if (idle > 0) {
         uint64_t now_s = (uint64_t)dbNow(db) / 1000;
         e->lru = (uint32_t)(now_s > (uint64_t)idle ? now_s - (uint64_t)idle : 0);
     }
     signalModifiedKey(c, db, k.p, k.len);
+    notifyKeyspaceEvent(NOTIFY_GENERIC, "restore", k.p, k.len, db->id);
     if (e->type == OBJ_LIST) signalKeyAsReady(db, k.p, k.len);
     addReplyStr(c, shared.ok);
 }

@@ -271,6 +271,19 @@ def test_keyspace_commands(both: Both) -> None:
     assert ev[i + 2] == (ks("k3"), b"rename_to")  # keyspace, keyevent, then the target
 
 
+def test_restore(both: Both) -> None:
+    """RESTORE sends "restore"; one that replaces a key with an already-passed
+    absolute TTL sends "del"; one that creates nothing sends nothing."""
+    both.run("SET", "src", "bar")
+    payload = both.sides[0].cmd.call("DUMP", "src")
+    assert both.sides[1].cmd.call("DUMP", "src") == payload
+    compare(both, [
+        ("RESTORE", "r1", "0", payload), ("RESTORE", "r2", "100000", payload),
+        ("RESTORE", "r1", "0", payload, "REPLACE"), ("RESTORE", "r3", "1", payload, "ABSTTL"),
+        ("RESTORE", "r1", "1", payload, "ABSTTL", "REPLACE"),
+    ])  # fmt: skip
+
+
 def test_expired_on_access(both: Both) -> None:
     """A key found stale by a command: expired (then the command's own events)."""
     both.run("DEBUG", "SET-ACTIVE-EXPIRE", "0")

@@ -313,6 +313,34 @@ def test_blocked_client_meeting_an_expired_key_deletes_it(server: ServerProcess)
         c.close()
 
 
+def test_restore_propagates_absolute_ttl_and_expired_replacements(server: ServerProcess) -> None:
+    """RESTORE with a relative TTL reaches replicas as RESTORE key <unix ms> payload
+    ABSTTL; one whose TTL has passed creates nothing (nothing sent) or, replacing a
+    key, deletes it (DEL), as Redis 7.0's restoreCommand. Its keyspace event is
+    "restore"."""
+    r = server.client()
+    r.set("src", "bar")
+    payload = r.dump("src")
+    assert payload is not None
+    c, _ = attach(server)
+    now = int(time.time() * 1000)
+    r.execute_command("RESTORE", "foo6", "100000", payload)
+    r.execute_command("RESTORE", "foo7", str(now + 100000), payload, "ABSTTL")
+    r.execute_command("RESTORE", "foo8", str(now - 1000), payload, "ABSTTL")  # nothing
+    r.execute_command("RESTORE", "src", str(now - 1000), payload, "ABSTTL", "REPLACE")
+    r.set("marker", "1")
+    r.close()
+    got = [c.read_reply() for _ in range(5)]
+    assert got[0][0].upper() == b"SELECT"
+    assert got[1][:2] == [b"RESTORE", b"foo6"] and got[1][3:] == [payload, b"ABSTTL"]
+    assert abs(int(got[1][2]) - (now + 100000)) < 5000
+    assert got[2] == [b"RESTORE", b"foo7", str(now + 100000).encode(), payload, b"ABSTTL"]
+    assert got[3] == [b"DEL", b"src"]
+    assert got[4] == [b"SET", b"marker", b"1"]
+    c.expect_silence(0.3)
+    c.close()
+
+
 def test_expiry_propagates_unlink_with_lazyfree_lazy_expire(server: ServerProcess) -> None:
     r = server.client()
     r.config_set("lazyfree-lazy-expire", "yes")
