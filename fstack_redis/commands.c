@@ -181,6 +181,7 @@ static ir_command commands[] = {
     {"monitor", monitorCommand, 1, 0, 0, 0, "admin noscript loading stale", 0, 0},
     {"debug", debugCommand, -2, 0, 0, 0, "admin noscript loading stale protected", 0, 0},
     {"memory", memoryCommand, -2, 0, 0, 0, "", 0, 0},
+    {"cluster", clusterCommand, -2, 0, 0, 0, "", 0, 0},
 };
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
 
@@ -480,9 +481,37 @@ static const subcmd subcommands[] = {
     {memoryCommand, "memory", "purge", 2, ""},
     {memoryCommand, "memory", "stats", 2, ""},
     {memoryCommand, "memory", "usage", -3, "readonly"},
+    {clusterCommand, "cluster", "addslots", -3, "no_async_loading admin stale"},
+    {clusterCommand, "cluster", "addslotsrange", -4, "no_async_loading admin stale"},
+    {clusterCommand, "cluster", "bumpepoch", 2, "no_async_loading admin stale"},
+    {clusterCommand, "cluster", "count-failure-reports", 3, "admin stale"},
+    {clusterCommand, "cluster", "countkeysinslot", 3, "stale"},
+    {clusterCommand, "cluster", "delslots", -3, "no_async_loading admin stale"},
+    {clusterCommand, "cluster", "delslotsrange", -4, "no_async_loading admin stale"},
+    {clusterCommand, "cluster", "failover", -2, "no_async_loading admin stale"},
+    {clusterCommand, "cluster", "flushslots", 2, "no_async_loading admin stale"},
+    {clusterCommand, "cluster", "forget", 3, "no_async_loading admin stale"},
+    {clusterCommand, "cluster", "getkeysinslot", 4, "stale"},
+    {clusterCommand, "cluster", "help", 2, "loading stale"},
+    {clusterCommand, "cluster", "info", 2, "stale"},
+    {clusterCommand, "cluster", "keyslot", 3, "stale"},
+    {clusterCommand, "cluster", "links", 2, "stale"},
+    {clusterCommand, "cluster", "meet", -4, "no_async_loading admin stale"},
+    {clusterCommand, "cluster", "myid", 2, "stale"},
+    {clusterCommand, "cluster", "nodes", 2, "stale"},
+    {clusterCommand, "cluster", "replicas", 3, "admin stale"},
+    {clusterCommand, "cluster", "replicate", 3, "no_async_loading admin stale"},
+    {clusterCommand, "cluster", "reset", -2, "admin stale noscript"},
+    {clusterCommand, "cluster", "saveconfig", 2, "no_async_loading admin stale"},
+    {clusterCommand, "cluster", "set-config-epoch", 3, "no_async_loading admin stale"},
+    {clusterCommand, "cluster", "setslot", -4, "no_async_loading admin stale"},
+    {clusterCommand, "cluster", "shards", 2, "stale"},
+    {clusterCommand, "cluster", "slaves", 3, "admin stale"},
+    {clusterCommand, "cluster", "slots", 2, "stale"},
     {configCommand, "config", "get", -3, "admin noscript loading stale"},
     {configCommand, "config", "help", 2, "loading stale"},
     {configCommand, "config", "resetstat", 2, "admin noscript loading stale"},
+    {configCommand, "config", "rewrite", 2, "admin noscript loading stale"},
     {configCommand, "config", "set", -4, "admin noscript loading stale"},
     {pubsubCommand, "pubsub", "channels", -2, "pubsub loading stale"},
     {pubsubCommand, "pubsub", "help", 2, "loading stale"},
@@ -509,7 +538,7 @@ static size_t nerrstats;
 static int isContainer(const ir_command *cmd) {
     return cmd->proc == clientCommand || cmd->proc == commandCommand ||
            cmd->proc == configCommand || cmd->proc == pubsubCommand || cmd->proc == memoryCommand ||
-           cmd->proc == objectCommand;
+           cmd->proc == objectCommand || cmd->proc == clusterCommand;
 }
 
 static const subcmd *findSub(const ir_command *cmd, const char *name, size_t len) {
@@ -1459,13 +1488,18 @@ void configCommand(client *c) {
     } else if (argEq(c, 1, "resetstat") && c->argc == 2) {
         resetStats(s);
         addReplyStr(c, shared.ok);
+    } else if (argEq(c, 1, "rewrite") && c->argc == 2) {
+        /* the server reads no config file (pyctl passes its settings in), so
+         * there is none to rewrite: Redis's answer for that case */
+        addReplyError(c, "The server is running without a config file");
     } else if (argEq(c, 1, "help") && c->argc == 2) {
         static const char *help[] = {
             "CONFIG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
             "GET <pattern>", "    Return parameters matching the glob-like <pattern> and their values.",
             "SET <directive> <value>", "    Set the configuration <directive> to <value>.",
             "RESETSTAT", "    Reset statistics reported by the INFO command.",
-            "HELP", "    Print this help.",
+            "REWRITE", "    Rewrite the configuration file.",
+            "HELP", "    Prints this help.",
         };
         addReplyArrayLen(c, (long)(sizeof(help) / sizeof(help[0])));
         for (size_t i = 0; i < sizeof(help) / sizeof(help[0]); i++) addReplyStatus(c, help[i]);
@@ -1474,6 +1508,20 @@ void configCommand(client *c) {
     } else {
         addReplyErrorFormat(c, "unknown subcommand '%.128s'. Try CONFIG HELP.", c->argv[1].ptr);
     }
+}
+
+/* CLUSTER <subcommand>: inreplay never runs in cluster mode (see "Scaling out"
+ * for its own sharding), so every subcommand answers as a Redis started without
+ * cluster-enabled does. Clients that probe for a cluster (CLUSTER INFO, SLOTS,
+ * SHARDS) get the answer they know. */
+void clusterCommand(client *c) {
+    const subcmd *sc = findSub(lookupCommand("cluster", 7), c->argv[1].ptr, c->argv[1].len);
+    if (!sc)
+        addReplyErrorFormat(c, "unknown subcommand '%.128s'. Try CLUSTER HELP.", c->argv[1].ptr);
+    else if (sc->arity > 0 ? c->argc != sc->arity : c->argc < -sc->arity)
+        addReplySubcommandArity(c, "cluster");
+    else
+        addReplyError(c, "This instance has cluster support disabled");
 }
 
 /* ---- INFO --------------------------------------------------------------- */

@@ -14,6 +14,7 @@ void helloCommand(client *c);
 void clientCommand(client *c);
 void commandCommand(client *c);
 void configCommand(client *c);
+void clusterCommand(client *c);
 void infoCommand(client *c);
 void shutdownCommand(client *c);
 void timeCommand(client *c);

@@ -341,6 +341,29 @@ def test_command_introspection(raw: Raw) -> None:
     assert docs[0] == b"get"
 
 
+def test_cluster_answers_as_redis_without_cluster_mode(raw: Raw) -> None:
+    """Clients probe for a cluster with CLUSTER INFO/SLOTS/SHARDS: both servers answer
+    as a Redis started without cluster-enabled, with the container's own errors for
+    unknown subcommands and wrong arities; CONFIG REWRITE has no file to rewrite."""
+    c = raw()
+    disabled = err("ERR This instance has cluster support disabled")
+    for sub in (("INFO",), ("SLOTS",), ("SHARDS",), ("NODES",), ("MYID",), ("HELP",),
+                ("KEYSLOT", "k"), ("MEET", "h", "1"), ("RESET", "HARD")):
+        assert c.call("CLUSTER", *sub) == disabled, sub
+    assert c.call("CLUSTER", "FOO") == err("ERR unknown subcommand 'FOO'. Try CLUSTER HELP.")
+    assert c.call("CLUSTER", "INFO", "x") == err(
+        "ERR wrong number of arguments for 'cluster|info' command")
+    assert c.call("CLUSTER", "MEET", "h") == err(
+        "ERR wrong number of arguments for 'cluster|meet' command")
+    assert sorted(c.call("COMMAND", "LIST", "FILTERBY", "PATTERN", "cl*help")) == [
+        b"client|help", b"cluster|help"]
+    assert c.call("CONFIG", "REWRITE") == err("ERR The server is running without a config file")
+    assert b"config|rewrite" in c.call("COMMAND", "LIST", "FILTERBY", "PATTERN", "config|*re*")
+    help_lines = c.call("CONFIG", "HELP")
+    assert help_lines[-2:] == ["HELP", "    Prints this help."]
+    assert "REWRITE" in help_lines
+
+
 def test_role(raw: Raw) -> None:
     role = raw().call("ROLE")  # the offset is 0 until a replica has attached (test_replication)
     assert role[0] == b"master" and isinstance(role[1], int) and role[2] == []
