@@ -514,6 +514,10 @@ static void dpdkSockname(ir_transport *t, ir_conn *c, char *buf, size_t len) {
     irl_sockname(((dpdk_transport *)t)->stack, c, buf, len);
 }
 
+static int dpdkPortInUse(ir_transport *t, int port) {
+    return irl_port_in_use(((dpdk_transport *)t)->stack, port);
+}
+
 /* ---- teardown ----------------------------------------------------------- */
 
 /* EAL leaves its runtime directory (config, memseg metadata, the telemetry
@@ -589,6 +593,7 @@ static const ir_transport_ops dpdk_ops = {
     .close = dpdkClose,
     .peername = dpdkPeername,
     .sockname = dpdkSockname,
+    .port_in_use = dpdkPortInUse,
     .destroy = dpdkDestroy,
 };
 

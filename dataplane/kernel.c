@@ -229,6 +229,26 @@ static void kernelSockname(ir_transport *t, ir_conn *c, char *buf, size_t len) {
     kernelAddr(c, 0, buf, len);
 }
 
+static int kernelPortInUse(ir_transport *t, int port) {
+    kernel_transport *k = (kernel_transport *)t;
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof(ss);
+    if (k->lfd < 0 || getsockname(k->lfd, (struct sockaddr *)&ss, &sl) != 0) return 0;
+    if (ss.ss_family == AF_INET)
+        ((struct sockaddr_in *)&ss)->sin_port = htons((uint16_t)port);
+    else if (ss.ss_family == AF_INET6)
+        ((struct sockaddr_in6 *)&ss)->sin6_port = htons((uint16_t)port);
+    else
+        return 0;
+    int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return 0;
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    int taken = bind(fd, (struct sockaddr *)&ss, sl) != 0 && errno == EADDRINUSE;
+    close(fd);
+    return taken;
+}
+
 static void kernelDestroy(ir_transport *t) {
     kernel_transport *k = (kernel_transport *)t;
     if (k->lfd >= 0) close(k->lfd);
@@ -247,6 +267,7 @@ static const ir_transport_ops kernel_ops = {
     .close = kernelClose,
     .peername = kernelPeername,
     .sockname = kernelSockname,
+    .port_in_use = kernelPortInUse,
     .destroy = kernelDestroy,
 };
 

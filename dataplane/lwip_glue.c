@@ -513,6 +513,13 @@ void irl_sockname(irl_stack *st, ir_conn *c, char *buf, size_t len) {
     snprintf(buf, len, "%s:%u", ip, port);
 }
 
+int irl_port_in_use(irl_stack *st, int port) {
+    (void)st;
+    for (struct tcp_pcb_listen *l = tcp_listen_pcbs.listen_pcbs; l; l = l->next)
+        if (l->local_port == port) return 1;
+    return 0;
+}
+
 /* ---- netif ------------------------------------------------------------------- */
 
 /* Frames at least this long send their TCP payload from lwIP's buffers. */

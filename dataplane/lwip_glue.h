@@ -90,6 +90,8 @@ void irl_want_readable(irl_stack *st, ir_conn *c, int on);
 void irl_close(irl_stack *st, ir_conn *c);
 void irl_peername(irl_stack *st, ir_conn *c, char *buf, size_t len);
 void irl_sockname(irl_stack *st, ir_conn *c, char *buf, size_t len);
+/* Is a TCP listener of this stack on port? (CONFIG SET port) */
+int irl_port_in_use(irl_stack *st, int port);
 
 /* ---- implemented by dpdk.c ---------------------------------------------- */
 

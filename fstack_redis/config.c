@@ -5,7 +5,6 @@
  * a one-line doc. ir_config_init, CONFIG GET, CONFIG SET and pyctl (through
  * ir_config_params_json) all read it; nothing else lists parameters.
  */
-#include <arpa/inet.h>
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -16,7 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include "commands.h"
@@ -732,26 +730,16 @@ void configServerInit(ir_server *s) {
     }
 }
 
-/* CONFIG SET port on the kernel stack: would listening on the new port fail?
- * Redis answers "Unable to listen on this port. Check server logs." then, before anything else;
- * so does inreplay (which cannot move its listener while running either). */
+/* CONFIG SET port: would listening on the new port fail? Redis answers "Unable
+ * to listen on this port. Check server logs." then, before anything else; so
+ * does inreplay (which cannot move its listener while running either). The
+ * transport knows what holds a port on its stack. */
 static int portTaken(const ir_server *s, const cfgparam *p, const ir_arg *v) {
     long long port;
-    if (strcmp(p->name, "port") != 0 || (s->tp && s->tp->polling)) return 0;
+    if (strcmp(p->name, "port") != 0 || !s->tp || !s->tp->ops->port_in_use) return 0;
     if (!string2ll(v->ptr, v->len, &port) || port <= 0 || port > 65535) return 0;
-    struct sockaddr_in sa;
-    memset(&sa, 0, sizeof(sa));
-    sa.sin_family = AF_INET;
-    sa.sin_port = htons((uint16_t)port);
-    if (!s->cfg.bind || inet_pton(AF_INET, s->cfg.bind, &sa.sin_addr) != 1)
-        sa.sin_addr.s_addr = htonl(INADDR_ANY);
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) return 0;
-    int one = 1;
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    int taken = bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 && errno == EADDRINUSE;
-    close(fd);
-    if (taken) serverLog("CONFIG SET port %lld: %s", port, strerror(EADDRINUSE));
+    int taken = s->tp->ops->port_in_use(s->tp, (int)port);
+    if (taken) serverLog("CONFIG SET port %lld: the port is in use", port);
     return taken;
 }
 

@@ -49,6 +49,9 @@ typedef struct ir_transport_ops {
     void (*peername)(ir_transport *t, ir_conn *c, char *buf, size_t len);
     /* "ip:port" of our end of c (CLIENT LIST laddr=). */
     void (*sockname)(ir_transport *t, ir_conn *c, char *buf, size_t len);
+    /* Would listening on `port` (on the address we listen on) fail because
+     * something holds it? 1 yes, 0 no (CONFIG SET port answers as Redis). */
+    int (*port_in_use)(ir_transport *t, int port);
     /* Release everything (listening socket, connections). */
     void (*destroy)(ir_transport *t);
 } ir_transport_ops;

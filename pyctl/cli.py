@@ -686,10 +686,11 @@ def main(argv: list[str] | None = None) -> int:
                     help="with 'impair': start a loss burst (the spec's burst=P%%/Ts)")
     sub.add_parser("demo", help="train an Ape-X agent through the appliance (see pyctl demo -h)",
                    add_help=False)
-    if raw[:1] == ["demo"]:  # the demo has its own flags (every config field)
-        from pyctl import demo
-
-        return demo.main(raw[1:])
+    if raw[:1] == ["demo"]:
+        # The demo is RL code (actors.demo: actors, learner, evaluation) with flags of
+        # its own; the control plane imports none of it, it hands the process over.
+        argv_demo = [sys.executable, "-m", "actors.demo", *raw[1:]]
+        os.execv(sys.executable, argv_demo)
     args = p.parse_args(argv)
     args.raw_argv = list(sys.argv[1:] if argv is None else argv)
     handlers = {"start": cmd_start, "status": cmd_status, "stop": cmd_stop,

@@ -160,11 +160,12 @@ def _demo_env() -> dict[str, str]:
 
 
 class DemoRun:
-    """`python -m pyctl.demo ...` in a subprocess; remembers every descendant it had."""
+    """`pyctl demo ...` (which hands over to actors.demo) in a subprocess; remembers every
+    descendant it had."""
 
     def __init__(self, *args: str) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "pyctl.demo", *args], cwd=ROOT, env=_demo_env(),
+            [sys.executable, "-m", "pyctl", "demo", *args], cwd=ROOT, env=_demo_env(),
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         self.seen: set[int] = set()
         self.started: dict[int, int] = {}
@@ -233,7 +234,7 @@ def test_pyctl_demo_runs_writes_summary_and_cleans_up(tmp_path: Path) -> None:
     for k in ("env", "stack", "solved", "eval_return_mean", "eval_episodes", "wall_s",
               "env_frames", "learner_steps"):
         assert k in s, k
-    from pyctl.demo import DEMO_NETNS, dpdk_possible
+    from actors.demo import DEMO_NETNS, dpdk_possible
 
     # --stack auto: DPDK in a namespace when this machine allows it (CI: root, DPDK built)
     expected = "kernel" if dpdk_possible() else "dpdk"

@@ -1,4 +1,5 @@
-"""`pyctl demo`: train Ape-X DQN through the replay appliance and evaluate it.
+"""`pyctl demo` (this module: ``python -m actors.demo``): train Ape-X DQN through the
+replay appliance and evaluate it.
 
     pyctl demo [--stack kernel|dpdk] [--env CartPole-v1] [--actors N] [--minutes M]
                [--out DIR] [--replay appliance|local] [--stop-timeout S]
