@@ -65,16 +65,14 @@ def assert_order(r: redis.Redis, key: str, fields: list[str], values: dict[str, 
     assert hgetall_raw(r, key) == pairs(fields, values)
     assert hscan_all(r, key) == (0, pairs(fields, values))
     # a count at least the size gives the whole hash, in its order
-    assert raw(r, "HRANDFIELD", key, len(fields) + 5, "WITHVALUES") == pairs(
-        fields, values
-    )
+    assert raw(r, "HRANDFIELD", key, len(fields) + 5, "WITHVALUES") == pairs(fields, values)
 
 
 def test_insertion_order_after_writes(r: redis.Redis) -> None:
     order = ["zeta", "alpha", "mid", "7", "beta", "x", "a1", "0", "omega", "run_id"]
     vals = {f: f"v-{f}" for f in order}
     r.hset("h", mapping={f: vals[f] for f in order[:4]})
-    r.execute_command("HMSET", "h", *sum(([f, vals[f]] for f in order[4:7]), []))
+    r.execute_command("HMSET", "h", *[x for f in order[4:7] for x in (f, vals[f])])
     assert r.hsetnx("h", "0", vals["0"]) == 1
     assert r.hsetnx("h", "zeta", "ignored") == 0  # exists: neither value nor place changes
     r.hincrby("h", "omega", 5)
@@ -217,9 +215,7 @@ def test_intset_members_ascending(rc: redis.Redis) -> None:
     assert (int(cursor), list(got)) == (0, want)
     assert raw(rc, "SRANDMEMBER", "s", 100) == want
     rc.sadd("t", 3, 1, 2)
-    assert raw(rc, "SUNION", "s", "t") == b(
-        *sorted({int(x) for x in want} | {1, 2, 3})
-    )
+    assert raw(rc, "SUNION", "s", "t") == b(*sorted({int(x) for x in want} | {1, 2, 3}))
     rc.copy("s", "s2")
     assert raw(rc, "SMEMBERS", "s2") == want
     rc.restore("s3", 0, rc.dump("s"))
