@@ -4,7 +4,9 @@
  *
  * A set is a dict of member entries without values (see dbColl in
  * db_internal.h). OBJECT ENCODING reports intset while every member is an
- * integer and there are at most 512, then hashtable for good, as Redis 7.0.
+ * integer and there are at most 512, then hashtable for good, as Redis 7.0;
+ * while intset, SMEMBERS, SSCAN, DUMP and set operations' results list the
+ * members ascending, as an intset does (dbColl's ord array).
  * Members a command deletes and replies with (SPOP) are freed only after
  * the reply is out (dbFreeLater).
  */
