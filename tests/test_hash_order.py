@@ -11,10 +11,15 @@ both servers (the `r` fixture) and states the order Redis gives.
 
 from __future__ import annotations
 
+import random
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import pytest
 import redis
+
+if TYPE_CHECKING:
+    from conftest import ServerPool
 
 LIMITS = ("hash-max-listpack-entries", "hash-max-listpack-value", "set-max-intset-entries")
 
@@ -229,3 +234,57 @@ def test_intset_members_ascending(rc: redis.Redis) -> None:
     rc.sadd("mixed", 2, 1, "a")
     assert rc.object("encoding", "mixed") == b"hashtable"
     assert sorted(raw(rc, "SMEMBERS", "mixed")) == [b"1", b"2", b"a"]
+
+
+def test_random_writes_reply_like_redis_byte_for_byte(server_pool: ServerPool) -> None:
+    """Random writes to small hashes and integer sets, replies compared with stock's bytes."""
+    servers = [server_pool.get("redis"), server_pool.get("inreplay")]
+    for s in servers:
+        s.flushall()
+    conns = [s.raw() for s in servers]
+    try:
+        for c in conns:
+            c.send(c.command("CONFIG", "SET", "hash-max-listpack-entries", 16))
+            assert c.read_reply_bytes() == b"+OK\r\n"
+
+        def run(*cmd: str | int) -> None:
+            got = []
+            for c in conns:
+                c.send(c.command(*cmd))
+                got.append(c.read_reply_bytes())
+            assert got[1] == got[0], f"{cmd!r}: redis {got[0]!r}, inreplay {got[1]!r}"
+
+        rng = random.Random(11)
+        for _ in range(3000):
+            # at most 16 fields: a listpack throughout
+            h, f, n = f"h{rng.randrange(4)}", f"f{rng.randrange(11)}", rng.randrange(-50, 50)
+            st = f"s{rng.randrange(3)}"
+            op = rng.randrange(9)
+            if op == 0:
+                run("HSET", h, f, n, f"g{n % 5}", "x" * rng.randrange(3))
+            elif op == 1:
+                run("HDEL", h, f, f"g{rng.randrange(5)}")
+            elif op == 2:
+                run("HINCRBY", h, f, n)
+            elif op == 3:
+                run("HSETNX", h, f, n)
+            elif op == 4:
+                run("SADD", st, n, rng.randrange(-9, 9))
+            elif op == 5:
+                run("SREM", st, n)
+            elif op == 6:
+                run("HGETALL", h)
+                run("HSCAN", h, 0, "MATCH", "f1*")
+            elif op == 7:
+                run("SMEMBERS", st)
+                run("SUNION", "s0", "s1")
+                run("SDIFF", st, "s2")
+            else:
+                run("HKEYS", h)
+                run("HVALS", h)
+                run("OBJECT", "ENCODING", h)
+    finally:
+        for c in conns:
+            c.send(c.command("CONFIG", "SET", "hash-max-listpack-entries", 512))
+            c.read_reply_bytes()
+            c.close()
