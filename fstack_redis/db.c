@@ -573,8 +573,7 @@ dbEntry *dbAdd(ir_db *db, const dbkey *k, int type, size_t embed_cap) {
         listInit(&e->v.list);
     } else {
         dbColl *co = dbMalloc(sizeof(*co));
-        dictInit(&co->d, db->d.seed);
-        co->big = 0;
+        collInit(co, db->d.seed, type);
         e->v.coll = co;
         db->bytes += sizeof(*co) + DB_MALLOC_OVERHEAD;
     }
@@ -851,6 +850,96 @@ static void fieldPut(dbEntry *fe, const void *val, size_t vlen) {
     fe->v.str.len = vlen;
 }
 
+void collInit(dbColl *co, const uint8_t seed[16], int type) {
+    dictInit(&co->d, seed);
+    co->ord = NULL;
+    co->nord = co->ordcap = 0;
+    co->big = 0;
+    co->order = type == OBJ_HASH ? COLL_ORD_INSERT : COLL_ORD_INT;
+}
+
+static void collDropOrder(ir_db *db, dbColl *co) {
+    if (co->ord) db->bytes -= dbBufBytes(co->ordcap * sizeof(dbEntry *));
+    free(co->ord);
+    co->ord = NULL;
+    co->nord = co->ordcap = 0;
+    co->order = COLL_ORD_NONE;
+}
+
+void collSetBig(ir_db *db, dbColl *co) {
+    co->big = 1;
+    collDropOrder(db, co);
+}
+
+/* An intset member's value; 0 if it is not an integer. */
+static int memberInt(const dbEntry *m, long long *v) { return string2ll(m->key, m->klen, v); }
+
+/* Put fe into co's order: last for a hash, by value for an intset. */
+static void collOrderInsert(ir_db *db, dbColl *co, dbEntry *fe) {
+    uint32_t at = co->nord;
+    if (co->order == COLL_ORD_INT) {
+        long long v, w;
+        if (!memberInt(fe, &v)) { /* not an intset any more (the caller sees to big) */
+            collSetBig(db, co);
+            return;
+        }
+        uint32_t lo = 0, hi = co->nord;
+        while (lo < hi) {
+            uint32_t mid = lo + (hi - lo) / 2;
+            memberInt(co->ord[mid], &w);
+            if (w < v) lo = mid + 1;
+            else hi = mid;
+        }
+        at = lo;
+    }
+    if (co->nord == co->ordcap) {
+        if (co->ordcap == UINT32_MAX) abort(); /* far past any compact encoding's limit */
+        uint32_t cap = co->ordcap ? (co->ordcap > UINT32_MAX / 2 ? UINT32_MAX : co->ordcap * 2) : 4;
+        dbEntry **ord = realloc(co->ord, (size_t)cap * sizeof(*ord));
+        if (!ord) abort();
+        if (co->ord) db->bytes -= dbBufBytes(co->ordcap * sizeof(dbEntry *));
+        db->bytes += dbBufBytes((size_t)cap * sizeof(dbEntry *));
+        co->ord = ord;
+        co->ordcap = cap;
+    }
+    memmove(co->ord + at + 1, co->ord + at, (size_t)(co->nord - at) * sizeof(*co->ord));
+    co->ord[at] = fe;
+    co->nord++;
+    for (uint32_t i = at; i < co->nord; i++) co->ord[i]->vidx = i;
+}
+
+/* Take fe out of co's order, closing the gap (as a listpack delete). */
+static void collOrderRemove(dbColl *co, const dbEntry *fe) {
+    uint32_t at = fe->vidx;
+    co->nord--;
+    memmove(co->ord + at, co->ord + at + 1, (size_t)(co->nord - at) * sizeof(*co->ord));
+    for (uint32_t i = at; i < co->nord; i++) co->ord[i]->vidx = i;
+}
+
+void collIterInit(collIter *it, const dbColl *co) {
+    it->co = co;
+    it->pos = 0;
+    it->t = 0;
+    it->fe = NULL;
+}
+
+const dbEntry *collNext(collIter *it) {
+    const dbColl *co = it->co;
+    if (collOrdered(co)) return it->pos < co->nord ? co->ord[it->pos++] : NULL;
+    while (!it->fe) {
+        if (it->pos >= co->d.ht[it->t].size) {
+            if (it->t == 1) return NULL;
+            it->t = 1;
+            it->pos = 0;
+            continue;
+        }
+        it->fe = co->d.ht[it->t].table[it->pos++];
+    }
+    const dbEntry *fe = it->fe;
+    it->fe = fe->next;
+    return fe;
+}
+
 dbEntry *collAdd(ir_db *db, dbColl *co, const void *f, size_t len, const void *val, size_t vlen) {
     size_t ecap = val ? fieldEmbedCap(vlen) : 0;
     keyLenCheck(len);
@@ -866,6 +955,10 @@ dbEntry *collAdd(ir_db *db, dbColl *co, const void *f, size_t len, const void *v
     if (val) fieldPut(fe, val, vlen);
     dictLink(&co->d, fe);
     db->bytes += fieldBytes(fe);
+    if (co->order != COLL_ORD_NONE) {
+        if (co->big) collDropOrder(db, co);
+        else collOrderInsert(db, co, fe);
+    }
     return fe;
 }
 
@@ -881,6 +974,10 @@ void collSetValue(ir_db *db, dbEntry *fe, const void *val, size_t vlen) {
 }
 
 void collDelete(ir_db *db, dbColl *co, dbEntry *fe) {
+    if (co->order != COLL_ORD_NONE) {
+        if (co->big) collDropOrder(db, co);
+        else collOrderRemove(co, fe);
+    }
     dictUnlink(&co->d, fe);
     db->bytes -= fieldBytes(fe);
     /* SPOP and friends reply with what they delete: big ones go by reference */
@@ -901,6 +998,7 @@ static void collFree(ir_db *db, dbColl *co) {
         }
     }
     dictReleaseTables(&co->d);
+    collDropOrder(db, co);
     db->bytes -= sizeof(*co) + DB_MALLOC_OVERHEAD;
     free(co);
 }
@@ -936,19 +1034,31 @@ dbEntry **dbScratch(ir_db *db, size_t n) {
     return db->scratch;
 }
 
+static int byOrder(const void *a, const void *b) {
+    uint32_t x = (*(dbEntry *const *)a)->vidx, y = (*(dbEntry *const *)b)->vidx;
+    return x < y ? -1 : x > y;
+}
+
 size_t collSample(ir_db *db, dbColl *co, size_t count) {
     size_t n = collAll(co, dbScratch(db, dictSize(&co->d)));
-    if (count > n) count = n;
+    if (count >= n) return n;
     for (size_t i = 0; i < count; i++) { /* a partial Fisher-Yates shuffle */
         size_t j = i + dbRandom(db) % (n - i);
         dbEntry *t = db->scratch[i];
         db->scratch[i] = db->scratch[j];
         db->scratch[j] = t;
     }
+    /* Redis picks a few (count * 3 <= size) from a listpack in its order */
+    if (collOrdered(co) && co->order == COLL_ORD_INSERT)
+        qsort(db->scratch, count, sizeof(dbEntry *), byOrder);
     return count;
 }
 
 size_t collAll(dbColl *co, dbEntry **out) {
+    if (collOrdered(co)) {
+        if (co->nord) memcpy(out, co->ord, co->nord * sizeof(*out));
+        return co->nord;
+    }
     size_t n = 0;
     for (int t = 0; t <= 1; t++) {
         const dictht *ht = &co->d.ht[t];
@@ -1016,6 +1126,7 @@ static uint64_t valueBytes(const dbEntry *e) {
         for (size_t i = 0; i < e->v.list.len; i++) b += dbBufBytes(listAt(&e->v.list, i)->len + 1);
     } else {
         b = sizeof(dbColl) + DB_MALLOC_OVERHEAD;
+        if (e->v.coll->ord) b += dbBufBytes(e->v.coll->ordcap * sizeof(dbEntry *));
         const dict *d = &e->v.coll->d;
         for (int t = 0; t <= 1; t++)
             for (size_t i = 0; i < d->ht[t].size; i++)
@@ -1101,12 +1212,11 @@ static void dbCopyEntry(ir_db *to, const dbEntry *e, const dbkey *nk) {
         }
     } else {
         ne = dbAdd(to, nk, e->type, 0);
-        const dict *d = &e->v.coll->d;
-        for (int t = 0; t <= 1; t++)
-            for (size_t i = 0; i < d->ht[t].size; i++)
-                for (const dbEntry *fe = d->ht[t].table[i]; fe; fe = fe->next)
-                    collAdd(to, ne->v.coll, fe->key, fe->klen, fe->v.str.ptr, fe->v.str.len);
-        ne->v.coll->big = e->v.coll->big;
+        if (e->v.coll->big) collSetBig(to, ne->v.coll);
+        collIter it;
+        collIterInit(&it, e->v.coll);
+        for (const dbEntry *fe; (fe = collNext(&it));)
+            collAdd(to, ne->v.coll, fe->key, fe->klen, fe->v.str.ptr, fe->v.str.len);
     }
     if (e->expire != -1) setExpire(to, ne, e->expire);
 }

@@ -174,13 +174,13 @@ static dbEntry *loadValue(ir_db *db, const dbkey *k, rbuf *r) {
         collAdd(db, co, a, alen, b, b ? blen : 0);
         /* the encoding OBJECT ENCODING reports, as t_set.c and t_hash.c decide it */
         long long iv;
-        if (type == RDB_TYPE_SET && !string2ll(a, alen, &iv)) co->big = 1;
+        if (type == RDB_TYPE_SET && !string2ll(a, alen, &iv)) collSetBig(db, co);
         if (type == RDB_TYPE_HASH && ((long long)alen > encodingLimits.hash_max_listpack_value ||
                                       (long long)blen > encodingLimits.hash_max_listpack_value))
-            co->big = 1;
+            collSetBig(db, co);
         long long max = type == RDB_TYPE_SET ? encodingLimits.set_max_intset_entries
                                              : encodingLimits.hash_max_listpack_entries;
-        if ((long long)dictSize(&co->d) > max) co->big = 1;
+        if (!co->big && (long long)dictSize(&co->d) > max) collSetBig(db, co);
         free(a);
         free(b);
     }

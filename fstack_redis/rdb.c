@@ -126,16 +126,17 @@ void rdbPutString(rdbBuf *b, const char *p, size_t len, int flags) {
     rdbPut(b, p, len);
 }
 
-/* A set's members or a hash's fields and values, in table order (the order
- * collAll gives), walked in place: no array of the entries is needed. */
+/* A set's members or a hash's fields and values in the order replies give
+ * them (collIter: a listpack's insertion order, an intset's ascending one),
+ * walked in place: no array of the entries is needed. */
 static void putColl(rdbBuf *b, const dbColl *co, int hash, int flags) {
     rdbPutLen(b, dictSize(&co->d));
-    for (int t = 0; t <= 1; t++)
-        for (size_t i = 0; i < co->d.ht[t].size; i++)
-            for (const dbEntry *fe = co->d.ht[t].table[i]; fe; fe = fe->next) {
-                rdbPutString(b, fe->key, fe->klen, flags);
-                if (hash) rdbPutString(b, fe->v.str.ptr, fe->v.str.len, flags);
-            }
+    collIter it;
+    collIterInit(&it, co);
+    for (const dbEntry *fe; (fe = collNext(&it));) {
+        rdbPutString(b, fe->key, fe->klen, flags);
+        if (hash) rdbPutString(b, fe->v.str.ptr, fe->v.str.len, flags);
+    }
 }
 
 void rdbPutValue(rdbBuf *b, const dbEntry *e, int flags) {

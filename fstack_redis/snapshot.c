@@ -1493,16 +1493,16 @@ static void saveCollection(snapWriter *w, const dbEntry *e) {
     wU64(w, e->klen);
     wBytes(w, e->key, e->klen);
     wU64(w, dictSize(d));
-    for (int t = 0; t <= 1; t++)
-        for (size_t i = 0; i < d->ht[t].size; i++)
-            for (const dbEntry *f = d->ht[t].table[i]; f; f = f->next) {
-                wU64(w, f->klen);
-                wBytes(w, f->key, f->klen);
-                if (hash) {
-                    wU64(w, f->v.str.len);
-                    wBytes(w, f->v.str.ptr, f->v.str.len);
-                }
-            }
+    collIter it; /* reply order, which the load rebuilds */
+    collIterInit(&it, e->v.coll);
+    for (const dbEntry *f; (f = collNext(&it));) {
+        wU64(w, f->klen);
+        wBytes(w, f->key, f->klen);
+        if (hash) {
+            wU64(w, f->v.str.len);
+            wBytes(w, f->v.str.ptr, f->v.str.len);
+        }
+    }
 }
 
 /* One u64-length-prefixed string of the record into *buf (grown as needed). */
@@ -1554,14 +1554,16 @@ static int loadCollection(snapLoader *L, int type) {
         collAdd(L->db, co, f, (size_t)flen, type == OBJ_HASH ? v : NULL, (size_t)vlen);
         if (type == OBJ_HASH && ((long long)flen > lim->hash_max_listpack_value ||
                                  (long long)vlen > lim->hash_max_listpack_value))
-            co->big = 1;
-        if (type == OBJ_SET && !string2ll(f, (size_t)flen, &ll)) co->big = 1;
+            collSetBig(L->db, co);
+        if (type == OBJ_SET && !string2ll(f, (size_t)flen, &ll)) collSetBig(L->db, co);
+        /* per member: the compact order is not kept for a big one */
+        long long n = (long long)dictSize(&co->d);
+        if (!co->big &&
+            n > (type == OBJ_HASH ? lim->hash_max_listpack_entries : lim->set_max_intset_entries))
+            collSetBig(L->db, co);
     }
     free(f);
     free(v);
-    long long n = (long long)dictSize(&co->d);
-    if (n > (type == OBJ_HASH ? lim->hash_max_listpack_entries : lim->set_max_intset_entries))
-        co->big = 1;
     return rc;
 }
 

@@ -7,7 +7,10 @@
  * a value replaced or deleted by the same command is freed only after that
  * (dbFreeLater). OBJECT ENCODING reports listpack until the hash passes
  * Redis's listpack limits (512 fields, 64-byte fields and values), then
- * hashtable for good.
+ * hashtable for good. While listpack, HGETALL, HKEYS, HVALS, HSCAN,
+ * HRANDFIELD with a count, DUMP and snapshots follow insertion order, as
+ * Redis's listpack does (an overwritten field keeps its place, HDEL closes
+ * the gap: dbColl's ord array); once hashtable, the table's order.
  */
 #include <limits.h>
 #include <math.h>
@@ -21,13 +24,14 @@
 #include "server.h"
 
 /* Redis's hashTypeTryConversion and the size check after an insert. */
-static void hashNoteLen(dbColl *co, size_t flen, size_t vlen) {
+static void hashNoteLen(ir_db *db, dbColl *co, size_t flen, size_t vlen) {
     long long max = encodingLimits.hash_max_listpack_value;
-    if ((long long)flen > max || (long long)vlen > max) co->big = 1;
+    if (!co->big && ((long long)flen > max || (long long)vlen > max)) collSetBig(db, co);
 }
 
-static void hashNoteSize(dbColl *co) {
-    if ((long long)dictSize(&co->d) > encodingLimits.hash_max_listpack_entries) co->big = 1;
+static void hashNoteSize(ir_db *db, dbColl *co) {
+    if (!co->big && (long long)dictSize(&co->d) > encodingLimits.hash_max_listpack_entries)
+        collSetBig(db, co);
 }
 
 /* The hash at argv[1] for writing, created if absent; NULL after WRONGTYPE. */
@@ -42,14 +46,14 @@ static dbEntry *hashLookupWriteOrCreate(client *c, ir_db *db, const dbkey *k) {
 
 /* Set one field; 1 if it is new. */
 static int hashSet(ir_db *db, dbColl *co, const ir_arg *f, const ir_arg *v) {
-    hashNoteLen(co, f->len, v->len);
+    hashNoteLen(db, co, f->len, v->len);
     dbEntry *fe = collFind(co, f->ptr, f->len);
     if (fe) {
         collSetValue(db, fe, v->ptr, v->len);
         return 0;
     }
     collAdd(db, co, f->ptr, f->len, v->ptr, v->len);
-    hashNoteSize(co);
+    hashNoteSize(db, co);
     return 1;
 }
 
@@ -172,18 +176,14 @@ static void hgetallGeneric(client *c, int what) {
         else addReplyArrayLen(c, 0);
         return;
     }
-    dict *d = &e->v.coll->d;
-    long n = (long)dictSize(d);
+    long n = (long)dictSize(&e->v.coll->d);
     if (what == (HASH_KEYS | HASH_VALS)) addReplyMapLen(c, n);
     else addReplyArrayLen(c, n);
-    for (int t = 0; t <= 1; t++) {
-        const dictht *ht = &d->ht[t];
-        for (size_t i = 0; i < ht->size; i++) {
-            for (const dbEntry *fe = ht->table[i]; fe; fe = fe->next) {
-                if (what & HASH_KEYS) addReplyBulk(c, fe->key, fe->klen);
-                if (what & HASH_VALS) addReplyBulk(c, fe->v.str.ptr, fe->v.str.len);
-            }
-        }
+    collIter it; /* a listpack's insertion order, else the table's */
+    collIterInit(&it, e->v.coll);
+    for (const dbEntry *fe; (fe = collNext(&it));) {
+        if (what & HASH_KEYS) addReplyBulk(c, fe->key, fe->klen);
+        if (what & HASH_VALS) addReplyBulk(c, fe->v.str.ptr, fe->v.str.len);
     }
 }
 
@@ -222,12 +222,12 @@ void hincrbyCommand(client *c) {
     int n = ll2string(buf, sizeof(buf), value);
     if (!e) e = dbAdd(db, &k, OBJ_HASH, 0);
     if (fe) {
-        hashNoteLen(e->v.coll, c->argv[2].len, (size_t)n);
+        hashNoteLen(db, e->v.coll, c->argv[2].len, (size_t)n);
         collSetValue(db, fe, buf, (size_t)n);
     } else {
-        hashNoteLen(e->v.coll, c->argv[2].len, (size_t)n);
+        hashNoteLen(db, e->v.coll, c->argv[2].len, (size_t)n);
         collAdd(db, e->v.coll, c->argv[2].ptr, c->argv[2].len, buf, (size_t)n);
-        hashNoteSize(e->v.coll);
+        hashNoteSize(db, e->v.coll);
     }
     signalModifiedKey(c, db, k.p, k.len);
     notifyKeyspaceEvent(NOTIFY_HASH, "hincrby", k.p, k.len, db->id);
@@ -266,12 +266,12 @@ void hincrbyfloatCommand(client *c) {
     int n = ld2stringHuman(buf, sizeof(buf), value);
     if (!e) e = dbAdd(db, &k, OBJ_HASH, 0);
     if (fe) {
-        hashNoteLen(e->v.coll, c->argv[2].len, (size_t)n);
+        hashNoteLen(db, e->v.coll, c->argv[2].len, (size_t)n);
         collSetValue(db, fe, buf, (size_t)n);
     } else {
-        hashNoteLen(e->v.coll, c->argv[2].len, (size_t)n);
+        hashNoteLen(db, e->v.coll, c->argv[2].len, (size_t)n);
         collAdd(db, e->v.coll, c->argv[2].ptr, c->argv[2].len, buf, (size_t)n);
-        hashNoteSize(e->v.coll);
+        hashNoteSize(db, e->v.coll);
     }
     signalModifiedKey(c, db, k.p, k.len);
     notifyKeyspaceEvent(NOTIFY_HASH, "hincrbyfloat", k.p, k.len, db->id);

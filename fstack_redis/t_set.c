@@ -4,7 +4,9 @@
  *
  * A set is a dict of member entries without values (see dbColl in
  * db_internal.h). OBJECT ENCODING reports intset while every member is an
- * integer and there are at most 512, then hashtable for good, as Redis 7.0.
+ * integer and there are at most 512, then hashtable for good, as Redis 7.0;
+ * while intset, SMEMBERS, SSCAN, DUMP and set operations' results list the
+ * members ascending, as an intset does (dbColl's ord array).
  * Members a command deletes and replies with (SPOP) are freed only after
  * the reply is out (dbFreeLater).
  */
@@ -22,9 +24,10 @@
 static int setAdd(ir_db *db, dbColl *co, const char *p, size_t len) {
     if (collFind(co, p, len)) return 0;
     long long v;
-    if (!string2ll(p, len, &v)) co->big = 1;
+    if (!co->big && !string2ll(p, len, &v)) collSetBig(db, co);
     collAdd(db, co, p, len, NULL, 0);
-    if ((long long)dictSize(&co->d) > encodingLimits.set_max_intset_entries) co->big = 1;
+    if (!co->big && (long long)dictSize(&co->d) > encodingLimits.set_max_intset_entries)
+        collSetBig(db, co);
     return 1;
 }
 
@@ -69,12 +72,11 @@ void sremCommand(client *c) {
 }
 
 static void addReplyMembers(client *c, dbColl *co, int as_set) {
-    dict *d = &co->d;
-    if (as_set) addReplySetLen(c, (long)dictSize(d));
-    else addReplyArrayLen(c, (long)dictSize(d));
-    for (int t = 0; t <= 1; t++)
-        for (size_t i = 0; i < d->ht[t].size; i++)
-            for (const dbEntry *m = d->ht[t].table[i]; m; m = m->next) addReplyBulk(c, m->key, m->klen);
+    if (as_set) addReplySetLen(c, (long)dictSize(&co->d));
+    else addReplyArrayLen(c, (long)dictSize(&co->d));
+    collIter it; /* an intset ascending, as Redis's */
+    collIterInit(&it, co);
+    for (const dbEntry *m; (m = collNext(&it));) addReplyBulk(c, m->key, m->klen);
 }
 
 /* SMEMBERS key */
@@ -271,8 +273,7 @@ static dbEntry *tempSet(ir_db *db) {
     e->type = OBJ_SET;
     e->expire = -1;
     dbColl *co = dbMalloc(sizeof(*co));
-    dictInit(&co->d, db->d.seed);
-    co->big = 0;
+    collInit(co, db->d.seed, OBJ_SET);
     e->v.coll = co;
     db->bytes += sizeof(*co) + DB_MALLOC_OVERHEAD;
     return e;
