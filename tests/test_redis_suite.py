@@ -1,13 +1,15 @@
-"""Redis's own unit tests against inreplay: a representative part of
-``make redis-suite`` (tests/redis_suite/run.py) on the kernel stack.
+"""Redis's own unit tests against inreplay: ``make redis-suite``
+(tests/redis_suite/run.py) on the kernel stack, every unit.
 
 The runner runs Redis 7.0.15's Tcl test suite (Debian's source package) in
 external-server mode against stock redis-server and against inreplay, each unit
 against a fresh server, and counts which of the tests stock passes inreplay
-passes too. Here: five units that take about a minute together, in --singledb
-mode, each held to the floor measured when the figure was last raised (raise a
-floor when the server gets better; never lower one to make a change pass).
-The whole suite on every stack is ``make redis-suite``.
+passes too. Here: all of the issue's units (about three minutes for both
+servers), held to the issue's goal (95% of what stock passes, in total) and each
+unit to the floor measured when the figure was last raised (raise a floor when
+the server gets better; never lower one to make a change pass). ``make
+redis-suite`` runs the same on every stack this machine has and writes the
+README's table.
 """
 
 from __future__ import annotations
@@ -29,14 +31,25 @@ suite = importlib.util.module_from_spec(_spec)
 sys.modules[_spec.name] = suite  # dataclasses look their module up
 _spec.loader.exec_module(suite)
 
-# inreplay's passes over stock redis-server's passes, per unit (--singledb,
-# kernel stack), as measured on main with 49 commands: raise as the server grows
+GOAL = 0.95
+"""The issue's goal: inreplay passes this share of the tests stock passes, in total."""
+
+# tests inreplay passes of those stock passes, per unit (kernel stack, 16 databases),
+# as measured on main: raise as the server grows
 FLOORS = {
-    "unit/protocol": 0.60,        # 15 of 25
-    "unit/type/string": 0.35,     # 27 of 77
-    "unit/expire": 0.57,          # 38 of 66
-    "unit/keyspace": 0.43,        # 19 of 44
-    "unit/introspection-2": 0.30,  # 13 of 43
+    "unit/protocol": 25,
+    "unit/type/string": 76,
+    "unit/type/list": 240,
+    "unit/type/hash": 73,
+    "unit/type/set": 97,
+    "unit/expire": 64,
+    "unit/keyspace": 49,
+    "unit/multi": 48,
+    "unit/pubsub": 27,
+    "unit/auth": 0,
+    "unit/info-command": 3,
+    "unit/introspection": 25,
+    "unit/introspection-2": 29,
 }
 
 SAMPLE = """\
@@ -104,23 +117,26 @@ def test_skiplist_has_a_reason_on_every_line(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_inreplay_passes_at_least_the_floor_of_what_stock_passes(tmp_path: Path) -> None:
+def test_inreplay_passes_the_goal_and_each_unit_its_floor(tmp_path: Path) -> None:
     for tool in ("tclsh8.6", "redis-server"):
         assert shutil.which(tool), f"{tool} is missing (make deps installs it)"
     out = tmp_path / "suite.json"
     r = subprocess.run(
-        [sys.executable, str(RUNNER), "--servers", "redis,kernel", "--singledb",
+        [sys.executable, str(RUNNER), "--servers", "redis,kernel",
          "--units", ",".join(FLOORS), "--work", str(tmp_path / "work"), "--json", str(out),
          "--unit-timeout", "300"],
-        cwd=ROOT, capture_output=True, text=True, timeout=900, check=False)
+        cwd=ROOT, capture_output=True, text=True, timeout=1500, check=False)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     summary = json.loads(out.read_text())
     stock = summary["servers"]["redis"]["units"]
     for unit in FLOORS:
-        assert stock[unit]["passed"] > 0 and stock[unit]["exception"] is None, \
+        assert stock[unit]["exception"] is None and not stock[unit]["timeout"], \
             f"stock redis-server did not run {unit}: {stock[unit]}"
-    v = summary["servers"]["kernel"]["vs_stock"]["units"]
-    low = {u: f"{v[u]['passed']}/{v[u]['stock_passed']} < {floor:.0%}; first failures: "
+    vs = summary["servers"]["kernel"]["vs_stock"]
+    v = vs["units"]
+    low = {u: f"{v[u]['passed']} < {floor} of {v[u]['stock_passed']}; first failures: "
               f"{v[u]['not_passed'][:5]}"
-           for u, floor in FLOORS.items() if (v[u]["ratio"] or 0) < floor}
+           for u, floor in FLOORS.items() if v[u]["passed"] < floor}
     assert not low, f"inreplay fell below its floor: {low}\n{r.stdout}"
+    assert vs["passed"] >= GOAL * vs["stock_passed"], \
+        f"{vs['passed']} of {vs['stock_passed']} is below {GOAL:.0%}\n{r.stdout}"
