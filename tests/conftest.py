@@ -24,6 +24,7 @@ sent SIGTERM by the kernel (PR_SET_PDEATHSIG) should pytest itself be killed.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import shlex
 import shutil
@@ -610,6 +611,20 @@ def raw(server: ServerProcess) -> Iterator[Callable[[], RawConn]]:
     yield make
     for c in conns:
         c.close()
+
+
+@contextlib.contextmanager
+def own_server(kind: str, work: Path) -> Iterator[ServerProcess]:
+    """A server of its own (for a module that changes server-wide state such as
+    DEBUG SET-ACTIVE-EXPIRE or notify-keyspace-events): stock Redis as the pool
+    starts it (DEBUG enabled), inreplay with its snapshot directory in `work`.
+    It must exit cleanly at the end."""
+    srv = ServerProcess(kind, work, () if kind == "redis" else ("--dir", str(work)))
+    try:
+        yield srv
+    finally:
+        rc = srv.stop()
+        assert rc == 0, f"{srv} exited with {rc}:\n{srv.log_tail()}"
 
 
 @pytest.fixture

@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
 import pytest
-from conftest import RespError, ServerProcess
+from conftest import RespError, ServerProcess, own_server
 
 KINDS = ("redis", "inreplay")
 
@@ -22,15 +21,8 @@ KINDS = ("redis", "inreplay")
 def dsrv(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
          ) -> Iterator[ServerProcess]:
     kind = str(request.param)
-    work: Path = tmp_path_factory.mktemp(f"debug-{kind}")
-    extra: tuple[str, ...] = ("--enable-debug-command", "yes") if kind == "redis" else (
-        "--dir", str(work))
-    srv = ServerProcess(kind, work, extra)
-    try:
+    with own_server(kind, tmp_path_factory.mktemp(f"debug-{kind}")) as srv:
         yield srv
-    finally:
-        rc = srv.stop()
-        assert rc == 0, f"{srv} exited with {rc}:\n{srv.log_tail()}"
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from conftest import ServerProcess
+from conftest import ServerProcess, own_server
 
 if TYPE_CHECKING:
     from conftest import RawConn
@@ -29,21 +29,9 @@ END = "notify.end"
 @pytest.fixture(scope="module")
 def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pair]:
     """Stock Redis (with DEBUG, for SET-ACTIVE-EXPIRE) and inreplay, for this module."""
-    ref = ServerProcess(
-        "redis", tmp_path_factory.mktemp("notify-redis"), ("--enable-debug-command", "yes")
-    )
-    try:
-        work = tmp_path_factory.mktemp("notify-inreplay")
-        ours = ServerProcess("inreplay", work, ("--dir", str(work)))
-    except Exception:
-        ref.stop()
-        raise
-    try:
+    with (own_server("redis", tmp_path_factory.mktemp("notify-redis")) as ref,
+          own_server("inreplay", tmp_path_factory.mktemp("notify-inreplay")) as ours):
         yield ref, ours
-    finally:
-        rcs = [(srv, srv.stop()) for srv in (ref, ours)]
-        for srv, rc in rcs:
-            assert rc == 0, f"{srv} exited with {rc}:\n{srv.log_tail()}"
 
 
 @pytest.fixture

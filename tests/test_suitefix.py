@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import HOST, RawConn, RespError, ServerProcess
+from conftest import HOST, RawConn, RespError, ServerProcess, own_server
 
 KINDS = ("redis", "inreplay")
 Call = Callable[..., Any]
@@ -33,15 +33,8 @@ Call = Callable[..., Any]
 def ssrv(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
          ) -> Iterator[ServerProcess]:
     kind = str(request.param)
-    work: Path = tmp_path_factory.mktemp(f"suitefix-{kind}")
-    extra: tuple[str, ...] = ("--enable-debug-command", "yes") if kind == "redis" else (
-        "--dir", str(work))
-    srv = ServerProcess(kind, work, extra)
-    try:
+    with own_server(kind, tmp_path_factory.mktemp(f"suitefix-{kind}")) as srv:
         yield srv
-    finally:
-        rc = srv.stop()
-        assert rc == 0, f"{srv} exited with {rc}:\n{srv.log_tail()}"
 
 
 @pytest.fixture
