@@ -575,6 +575,7 @@ dbEntry *dbAdd(ir_db *db, const dbkey *k, int type, size_t embed_cap) {
         dbColl *co = dbMalloc(sizeof(*co));
         dictInit(&co->d, db->d.seed);
         co->big = 0;
+        co->zsl = NULL;
         e->v.coll = co;
         db->bytes += sizeof(*co) + DB_MALLOC_OVERHEAD;
     }
@@ -813,7 +814,7 @@ void dbsActiveExpire(ir_server *s, uint64_t now_ms) {
 
 /* ---- hashes and sets: a dict of entries ---------------------------------------- */
 
-ir_encoding_limits encodingLimits = {512, 64, 512};
+ir_encoding_limits encodingLimits = {512, 64, 512, 128, 64};
 
 dbEntry *collFind(dbColl *co, const void *f, size_t len) {
     return dictFind(&co->d, f, len, dictHashKey(&co->d, f, len));
@@ -889,6 +890,7 @@ void collDelete(ir_db *db, dbColl *co, dbEntry *fe) {
 }
 
 static void collFree(ir_db *db, dbColl *co) {
+    if (co->zsl) zsetFreeSkiplist(co);
     for (int t = 0; t <= 1; t++) {
         dictht *ht = &co->d.ht[t];
         for (size_t i = 0; i < ht->size; i++) {
@@ -1099,6 +1101,9 @@ static void dbCopyEntry(ir_db *to, const dbEntry *e, const dbkey *nk) {
             memcpy(p, x->p, x->len + 1);
             listPush(to, &ne->v.list, p, x->len, 0);
         }
+    } else if (e->type == OBJ_ZSET) {
+        ne = dbAdd(to, nk, OBJ_ZSET, 0);
+        zsetCopy(to, ne->v.coll, e->v.coll);
     } else {
         ne = dbAdd(to, nk, e->type, 0);
         const dict *d = &e->v.coll->d;
@@ -1315,6 +1320,7 @@ static const char *typeName(int type) {
     case OBJ_STRING: return "string";
     case OBJ_LIST: return "list";
     case OBJ_SET: return "set";
+    case OBJ_ZSET: return "zset";
     case OBJ_HASH: return "hash";
     default: return "none";
     }
@@ -1434,7 +1440,8 @@ void scanGenericCommand(client *c, dbEntry *owner) {
     if (owner && !owner->v.coll->big) {
         cursor = 0;
         scratchReserve(db, dictSize(d));
-        sc.n = collAll(owner->v.coll, db->scratch);
+        sc.n = owner->type == OBJ_ZSET ? zsetAll(owner->v.coll, db->scratch)
+                                       : collAll(owner->v.coll, db->scratch);
     } else {
         cursor = dictScan(d, cursor, (long)(count > LONG_MAX / 10 ? LONG_MAX / 10 : count),
                           scanCollect, &sc);
@@ -1460,7 +1467,7 @@ void scanGenericCommand(client *c, dbEntry *owner) {
         if (type && strcasecmp(type, typeName(e->type)) != 0) continue;
         db->scratch[kept++] = e;
     }
-    int pairs = owner && owner->type == OBJ_HASH;
+    int pairs = owner && (owner->type == OBJ_HASH || owner->type == OBJ_ZSET);
     char cbuf[32];
     int cn = snprintf(cbuf, sizeof(cbuf), "%llu", cursor);
     addReplyArrayLen(c, 2);
@@ -1469,7 +1476,12 @@ void scanGenericCommand(client *c, dbEntry *owner) {
     for (size_t i = 0; i < kept; i++) {
         dbEntry *e = db->scratch[i];
         addReplyBulk(c, e->key, e->klen);
-        if (pairs) addReplyBulk(c, e->v.str.ptr, e->v.str.len);
+        if (pairs && owner->type == OBJ_ZSET) {
+            char sb[64];
+            addReplyBulk(c, sb, (size_t)zsetScanScore(owner->v.coll, e, sb, sizeof(sb)));
+        } else if (pairs) {
+            addReplyBulk(c, e->v.str.ptr, e->v.str.len);
+        }
     }
     scratchTrim(db);
 }
@@ -1686,6 +1698,7 @@ const char *dbEncodingName(const dbEntry *e) {
     case OBJ_LIST: return "quicklist";
     case OBJ_SET: return e->v.coll->big ? "hashtable" : "intset";
     case OBJ_HASH: return e->v.coll->big ? "hashtable" : "listpack";
+    case OBJ_ZSET: return e->v.coll->big ? "skiplist" : "listpack";
     default: return "unknown";
     }
 }

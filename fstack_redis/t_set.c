@@ -273,6 +273,7 @@ static dbEntry *tempSet(ir_db *db) {
     dbColl *co = dbMalloc(sizeof(*co));
     dictInit(&co->d, db->d.seed);
     co->big = 0;
+    co->zsl = NULL;
     e->v.coll = co;
     db->bytes += sizeof(*co) + DB_MALLOC_OVERHEAD;
     return e;

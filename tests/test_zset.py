@@ -1,0 +1,270 @@
+"""Differential tests of the sorted sets: every case runs the same commands
+against stock redis-server and inreplay (RESP2 and RESP3) and compares the
+replies byte for byte, or as multisets where Redis leaves the order open.
+"""
+
+from __future__ import annotations
+
+from test_families import Both, both, pair  # noqa: F401 (fixtures)
+
+
+def seed(b: Both) -> None:
+    b.run_all([
+        ("ZADD", "z", "1", "a", "2", "b", "3", "c", "4", "d", "5", "e"),
+        ("ZADD", "lex", "0", "a", "0", "b", "0", "c", "0", "d", "0", "e", "0", "f", "0", "g"),
+        ("ZADD", "w", "1.5", "a", "-inf", "m", "+inf", "x", "0.1", "y", "-2", "n"),
+        ("SADD", "s", "a", "b", "q"),
+        ("SET", "str", "v"),
+    ])  # fmt: skip
+
+
+def test_zadd_options_and_errors(both: Both) -> None:
+    both.run_all([
+        ("ZADD", "z", "1", "a"),
+        ("ZADD", "z", "1", "a", "2", "b"),
+        ("ZADD", "z", "CH", "5", "a", "2", "b", "3", "c"),
+        ("ZADD", "z", "NX", "10", "a", "10", "n"),
+        ("ZADD", "z", "XX", "11", "a", "11", "x"),
+        ("ZADD", "z", "XX", "CH", "12", "a", "11", "x"),
+        ("ZADD", "z", "GT", "CH", "1", "a", "20", "b"),
+        ("ZADD", "z", "LT", "CH", "1", "a", "30", "c"),
+        ("ZADD", "z", "INCR", "2.5", "a"),
+        ("ZADD", "z", "INCR", "NX", "2.5", "a"),
+        ("ZADD", "z", "INCR", "XX", "2.5", "nope"),
+        ("ZADD", "z", "INCR", "GT", "-1", "a"),
+        ("ZADD", "z", "NX", "XX", "1", "a"),
+        ("ZADD", "z", "GT", "LT", "1", "a"),
+        ("ZADD", "z", "GT", "NX", "1", "a"),
+        ("ZADD", "z", "INCR", "1", "a", "2", "b"),
+        ("ZADD", "z", "1"),
+        ("ZADD", "z", "1", "a", "2"),
+        ("ZADD", "z", "nan", "a"),
+        ("ZADD", "z", "abc", "a"),
+        ("ZADD", "z", " 1", "a"),
+        ("ZADD", "z", "XX", "1", "a", "bad", "b"),
+        ("ZADD", "z", "inf", "i"),
+        ("ZADD", "z", "INCR", "-inf", "i"),
+        ("ZADD", "z", "1e400", "big"),
+        ("ZADD", "nokey", "XX", "1", "a"),
+        ("EXISTS", "nokey"),
+        ("ZADD", "nokey", "XX", "INCR", "1", "a"),
+        ("ZADD", "str", "1", "a"),
+        ("ZADD", "z"),
+        ("ZINCRBY", "z", "1.5", "a"),
+        ("ZINCRBY", "z", "1", "new"),
+        ("ZINCRBY", "z", "x", "a"),
+        ("ZINCRBY", "str", "1", "a"),
+        ("ZRANGE", "z", "0", "-1", "WITHSCORES"),
+        ("ZADD", "f", "1.1", "a", "0.1", "b", "-0", "c", "1e20", "d", "123456789012345678", "e"),
+        ("ZRANGE", "f", "0", "-1", "WITHSCORES"),
+        ("ZSCORE", "f", "a"),
+        ("ZINCRBY", "f", "0.2", "b"),
+        ("TYPE", "f"),
+    ])  # fmt: skip
+
+
+def test_zadd_incr_nan(both: Both) -> None:
+    both.run_all([
+        ("ZADD", "z", "inf", "a"),
+        ("ZADD", "z", "INCR", "-inf", "a"),
+        ("ZINCRBY", "z", "-inf", "a"),
+        ("ZRANGE", "z", "0", "-1", "WITHSCORES"),
+    ])  # fmt: skip
+
+
+def test_read_commands(both: Both) -> None:
+    seed(both)
+    both.run_all([
+        ("ZCARD", "z"), ("ZCARD", "nokey"), ("ZCARD", "str"),
+        ("ZSCORE", "z", "c"), ("ZSCORE", "z", "nope"), ("ZSCORE", "nokey", "a"),
+        ("ZSCORE", "str", "a"), ("ZSCORE", "w", "m"), ("ZSCORE", "w", "x"),
+        ("ZMSCORE", "z", "a", "nope", "e"), ("ZMSCORE", "nokey", "a", "b"),
+        ("ZMSCORE", "str", "a"), ("ZMSCORE", "z"),
+        ("ZRANK", "z", "a"), ("ZRANK", "z", "e"), ("ZRANK", "z", "nope"),
+        ("ZRANK", "nokey", "a"), ("ZREVRANK", "z", "a"), ("ZREVRANK", "z", "e"),
+        ("ZREVRANK", "w", "m"), ("ZRANK", "str", "a"), ("ZRANK", "z", "a", "WITHSCORE"),
+        ("ZCOUNT", "z", "2", "4"), ("ZCOUNT", "z", "(2", "(4"), ("ZCOUNT", "z", "-inf", "+inf"),
+        ("ZCOUNT", "z", "5", "1"), ("ZCOUNT", "z", "x", "1"), ("ZCOUNT", "z", "(", "1"),
+        ("ZCOUNT", "nokey", "0", "1"), ("ZCOUNT", "z", "nan", "1"), ("ZCOUNT", "w", "-inf", "(inf"),
+        ("ZCOUNT", "z", "", "3"),
+        ("ZLEXCOUNT", "lex", "-", "+"), ("ZLEXCOUNT", "lex", "[b", "(f"),
+        ("ZLEXCOUNT", "lex", "(b", "[f"), ("ZLEXCOUNT", "lex", "[f", "[b"),
+        ("ZLEXCOUNT", "lex", "b", "f"), ("ZLEXCOUNT", "lex", "+", "-"),
+        ("ZLEXCOUNT", "lex", "[", "+"), ("ZLEXCOUNT", "nokey", "-", "+"),
+        ("ZLEXCOUNT", "lex", "-x", "+"),
+    ])  # fmt: skip
+
+
+def test_zrange_family(both: Both) -> None:
+    seed(both)
+    both.run_all([
+        ("ZRANGE", "z", "0", "-1"), ("ZRANGE", "z", "0", "-1", "WITHSCORES"),
+        ("ZRANGE", "z", "1", "2"), ("ZRANGE", "z", "-2", "-1"), ("ZRANGE", "z", "3", "1"),
+        ("ZRANGE", "z", "10", "20"), ("ZRANGE", "z", "-100", "100"),
+        ("ZRANGE", "z", "0", "-1", "REV"), ("ZRANGE", "z", "0", "1", "REV", "WITHSCORES"),
+        ("ZRANGE", "z", "2", "4", "BYSCORE"), ("ZRANGE", "z", "(2", "+inf", "BYSCORE", "WITHSCORES"),
+        ("ZRANGE", "z", "4", "2", "BYSCORE", "REV"),
+        ("ZRANGE", "z", "-inf", "+inf", "BYSCORE", "LIMIT", "1", "2"),
+        ("ZRANGE", "z", "-inf", "+inf", "BYSCORE", "LIMIT", "1", "-1"),
+        ("ZRANGE", "z", "-inf", "+inf", "BYSCORE", "LIMIT", "-1", "2"),
+        ("ZRANGE", "z", "-inf", "+inf", "BYSCORE", "LIMIT", "0", "0"),
+        ("ZRANGE", "z", "+inf", "-inf", "BYSCORE", "REV", "LIMIT", "1", "2", "WITHSCORES"),
+        ("ZRANGE", "lex", "[b", "(f", "BYLEX"), ("ZRANGE", "lex", "-", "+", "BYLEX", "LIMIT", "2", "3"),
+        ("ZRANGE", "lex", "+", "-", "BYLEX", "REV"), ("ZRANGE", "lex", "(f", "[b", "BYLEX", "REV"),
+        ("ZRANGE", "lex", "-", "+", "BYLEX", "WITHSCORES"),
+        ("ZRANGE", "z", "0", "1", "LIMIT", "0", "1"),
+        ("ZRANGE", "z", "0", "1", "BYSCORE", "BYLEX"), ("ZRANGE", "z", "0", "1", "REV", "REV"),
+        ("ZRANGE", "z", "a", "1"), ("ZRANGE", "z", "x", "1", "BYSCORE"),
+        ("ZRANGE", "lex", "x", "+", "BYLEX"), ("ZRANGE", "z", "0", "1", "LIMIT", "0"),
+        ("ZRANGE", "z", "0", "1", "BYSCORE", "LIMIT", "a", "1"),
+        ("ZRANGE", "nokey", "0", "-1"), ("ZRANGE", "str", "0", "-1"), ("ZRANGE", "z", "0"),
+        ("ZREVRANGE", "z", "0", "-1"), ("ZREVRANGE", "z", "0", "2", "WITHSCORES"),
+        ("ZREVRANGE", "z", "0", "2", "BYSCORE"),
+        ("ZRANGEBYSCORE", "z", "2", "4"), ("ZRANGEBYSCORE", "z", "-inf", "inf", "WITHSCORES"),
+        ("ZRANGEBYSCORE", "z", "-inf", "inf", "LIMIT", "1", "2", "WITHSCORES"),
+        ("ZRANGEBYSCORE", "z", "(1", "(5"), ("ZRANGEBYSCORE", "z", "x", "(5"),
+        ("ZRANGEBYSCORE", "z", "0", "1", "REV"),
+        ("ZREVRANGEBYSCORE", "z", "4", "2"), ("ZREVRANGEBYSCORE", "z", "+inf", "-inf", "WITHSCORES"),
+        ("ZREVRANGEBYSCORE", "z", "+inf", "-inf", "LIMIT", "1", "1"),
+        ("ZRANGEBYSCORE", "w", "-inf", "+inf", "WITHSCORES"),
+        ("ZRANGEBYLEX", "lex", "-", "[c"), ("ZRANGEBYLEX", "lex", "(a", "+", "LIMIT", "1", "2"),
+        ("ZRANGEBYLEX", "lex", "a", "+"), ("ZRANGEBYLEX", "lex", "-", "+", "WITHSCORES"),
+        ("ZREVRANGEBYLEX", "lex", "+", "-"), ("ZREVRANGEBYLEX", "lex", "[e", "(b", "LIMIT", "0", "2"),
+    ])  # fmt: skip
+
+
+def test_zrangestore(both: Both) -> None:
+    seed(both)
+    both.run_all([
+        ("ZRANGESTORE", "d", "z", "0", "2"), ("ZRANGE", "d", "0", "-1", "WITHSCORES"),
+        ("ZRANGESTORE", "d", "z", "(2", "+inf", "BYSCORE", "LIMIT", "0", "2"),
+        ("ZRANGE", "d", "0", "-1", "WITHSCORES"),
+        ("ZRANGESTORE", "d", "lex", "[b", "[d", "BYLEX", "REV"), ("ZRANGE", "d", "0", "-1"),
+        ("ZRANGESTORE", "d", "z", "10", "20"), ("EXISTS", "d"),
+        ("ZRANGESTORE", "str", "z", "0", "0"), ("TYPE", "str"),
+        ("ZRANGESTORE", "d", "nokey", "0", "-1"),
+        ("ZRANGESTORE", "d", "str", "0", "-1"),
+        ("ZRANGESTORE", "d", "z", "0", "-1", "WITHSCORES"),
+        ("ZRANGESTORE", "z", "z", "1", "2"), ("ZRANGE", "z", "0", "-1", "WITHSCORES"),
+        ("OBJECT", "ENCODING", "z"),
+    ])  # fmt: skip
+
+
+def test_zrem_and_zremrange(both: Both) -> None:
+    seed(both)
+    both.run_all([
+        ("ZREM", "z", "a", "nope"), ("ZREM", "z", "nope"), ("ZREM", "nokey", "a"),
+        ("ZREM", "str", "a"),
+        ("ZREMRANGEBYRANK", "z", "0", "0"), ("ZRANGE", "z", "0", "-1"),
+        ("ZREMRANGEBYRANK", "z", "5", "10"), ("ZREMRANGEBYRANK", "z", "x", "1"),
+        ("ZREMRANGEBYSCORE", "z", "(3", "4"), ("ZRANGE", "z", "0", "-1"),
+        ("ZREMRANGEBYSCORE", "z", "x", "4"), ("ZREMRANGEBYSCORE", "nokey", "0", "1"),
+        ("ZREMRANGEBYLEX", "lex", "[b", "(e"), ("ZRANGE", "lex", "0", "-1"),
+        ("ZREMRANGEBYLEX", "lex", "b", "e"),
+        ("ZREMRANGEBYLEX", "lex", "-", "+"), ("EXISTS", "lex"),
+        ("ZREMRANGEBYRANK", "w", "0", "-1"), ("EXISTS", "w"),
+        ("ZREM", "z", "c", "e"), ("EXISTS", "z"),
+    ])  # fmt: skip
+
+
+def test_zpop_and_zmpop(both: Both) -> None:
+    seed(both)
+    both.run_all([
+        ("ZPOPMIN", "z"), ("ZPOPMAX", "z"), ("ZPOPMIN", "z", "0"), ("ZPOPMIN", "z", "2"),
+        ("ZPOPMAX", "nokey"), ("ZPOPMAX", "nokey", "2"), ("ZPOPMIN", "z", "-1"),
+        ("ZPOPMIN", "z", "x"), ("ZPOPMIN", "z", "1", "2"), ("ZPOPMIN", "str"),
+        ("ZPOPMAX", "z", "10"), ("EXISTS", "z"),
+        ("ZMPOP", "2", "nokey", "w", "MIN"), ("ZMPOP", "2", "nokey", "w", "MAX", "COUNT", "2"),
+        ("ZMPOP", "1", "nokey", "MIN"), ("ZMPOP", "0", "w", "MIN"), ("ZMPOP", "x", "w", "MIN"),
+        ("ZMPOP", "1", "w", "MID"), ("ZMPOP", "3", "w", "MIN"), ("ZMPOP", "1", "w", "MIN", "COUNT", "0"),
+        ("ZMPOP", "1", "w", "MIN", "COUNT", "1", "COUNT", "1"), ("ZMPOP", "1", "w", "MIN", "COUNT"),
+        ("ZMPOP", "2", "str", "w", "MIN"), ("ZMPOP", "1", "w", "MAX", "COUNT", "100"),
+        ("EXISTS", "w"),
+    ])  # fmt: skip
+
+
+def test_setops(both: Both) -> None:
+    seed(both)
+    both.run_all([
+        ("ZADD", "z2", "10", "a", "20", "c", "30", "q"),
+        ("ZUNION", "2", "z", "z2"), ("ZUNION", "2", "z", "z2", "WITHSCORES"),
+        ("ZUNION", "3", "z", "z2", "s", "WEIGHTS", "1", "2", "3", "WITHSCORES"),
+        ("ZUNION", "2", "z", "z2", "AGGREGATE", "MIN", "WITHSCORES"),
+        ("ZUNION", "2", "z", "z2", "AGGREGATE", "MAX", "WITHSCORES"),
+        ("ZUNION", "2", "z", "w", "WEIGHTS", "0", "0", "WITHSCORES"),
+        ("ZINTER", "2", "z", "z2", "WITHSCORES"), ("ZINTER", "3", "z", "z2", "s", "WITHSCORES"),
+        ("ZINTER", "2", "z", "nokey"), ("ZINTER", "2", "z", "z2", "AGGREGATE", "MAX"),
+        ("ZDIFF", "2", "z", "z2"), ("ZDIFF", "2", "z", "z2", "WITHSCORES"),
+        ("ZDIFF", "1", "nokey"), ("ZDIFF", "2", "z", "z2", "WEIGHTS", "1", "1"),
+        ("ZINTERCARD", "2", "z", "z2"), ("ZINTERCARD", "2", "z", "z2", "LIMIT", "1"),
+        ("ZINTERCARD", "2", "z", "z2", "LIMIT", "-1"), ("ZINTERCARD", "0", "z"),
+        ("ZINTERCARD", "2", "z", "z2", "WITHSCORES"),
+        ("ZUNION", "0", "z"), ("ZUNION", "-1", "z"), ("ZUNION", "x", "z"), ("ZUNION", "3", "z", "z2"),
+        ("ZUNION", "2", "z", "str"), ("ZUNION", "2", "z", "z2", "WEIGHTS", "1", "x"),
+        ("ZUNION", "2", "z", "z2", "WEIGHTS", "1"), ("ZUNION", "2", "z", "z2", "AGGREGATE", "AVG"),
+        ("ZUNIONSTORE", "d", "2", "z", "z2"), ("ZRANGE", "d", "0", "-1", "WITHSCORES"),
+        ("ZUNIONSTORE", "d", "2", "z", "z2", "WITHSCORES"),
+        ("ZINTERSTORE", "d", "2", "z", "z2", "WEIGHTS", "2", "3"),
+        ("ZRANGE", "d", "0", "-1", "WITHSCORES"),
+        ("ZDIFFSTORE", "d", "2", "z", "z2"), ("ZRANGE", "d", "0", "-1", "WITHSCORES"),
+        ("ZINTERSTORE", "d", "2", "z", "nokey"), ("EXISTS", "d"),
+        ("ZUNIONSTORE", "z", "2", "z", "z2"), ("ZRANGE", "z", "0", "-1", "WITHSCORES"),
+        ("ZUNIONSTORE", "d", "0", "z"), ("ZINTERSTORE", "d", "1", "str"),
+        ("ZDIFFSTORE", "d", "1", "z", "AGGREGATE", "SUM"),
+        ("ZUNIONSTORE", "str", "1", "s"), ("TYPE", "str"), ("OBJECT", "ENCODING", "str"),
+    ])  # fmt: skip
+
+
+def test_zrandmember_and_zscan(both: Both) -> None:
+    seed(both)
+    both.run_all([
+        ("ZRANDMEMBER", "nokey"), ("ZRANDMEMBER", "nokey", "3"), ("ZRANDMEMBER", "str"),
+        ("ZRANDMEMBER", "z", "0"), ("ZRANDMEMBER", "z", "x"), ("ZRANDMEMBER", "z", "1", "x"),
+        ("ZRANDMEMBER", "z", "-9223372036854775808"),
+        ("ZRANDMEMBER", "z", "-9223372036854775807", "WITHSCORES"),
+        ("ZSCAN", "z", "0"), ("ZSCAN", "w", "0"), ("ZSCAN", "z", "0", "MATCH", "[ab]"),
+        ("ZSCAN", "nokey", "0"), ("ZSCAN", "str", "0"), ("ZSCAN", "z", "x"),
+    ])  # fmt: skip
+    for cmd in [("ZRANDMEMBER", "z", "5"), ("ZRANDMEMBER", "z", "10", "WITHSCORES")]:
+        both.same_set(*cmd)
+    for cmd in [("ZRANDMEMBER", "z", "3"), ("ZRANDMEMBER", "z", "-8", "WITHSCORES")]:
+        a, b = both.replies(*cmd)
+        assert len(a) == len(b)
+    got = both.replies("ZRANDMEMBER", "z")
+    assert all(x in (b"a", b"b", b"c", b"d", b"e") for x in got)
+
+
+def test_encodings_copy_digest(both: Both) -> None:
+    both.run_all([
+        ("ZADD", "small", "1", "a", "2", "b"),
+        ("OBJECT", "ENCODING", "small"),
+        ("ZADD", "long", "1", "x" * 65),
+        ("OBJECT", "ENCODING", "long"),
+        ("CONFIG", "SET", "zset-max-listpack-entries", "2"),
+        ("ZADD", "small", "3", "c"),
+        ("OBJECT", "ENCODING", "small"),
+        ("ZREM", "small", "c"),
+        ("OBJECT", "ENCODING", "small"),
+        ("ZADD", "three", "1", "a", "2", "b", "3", "c"),
+        ("OBJECT", "ENCODING", "three"),
+        ("COPY", "small", "small2"),
+        ("OBJECT", "ENCODING", "small2"),
+        ("ZRANGE", "small2", "0", "-1", "WITHSCORES"),
+        ("ZUNIONSTORE", "u", "1", "small"),
+        ("OBJECT", "ENCODING", "u"),
+        ("CONFIG", "SET", "zset-max-listpack-entries", "128"),
+        ("TYPE", "small"),
+        ("MOVE", "small", "1"),
+        ("SELECT", "1"),
+        ("ZRANGE", "small", "0", "-1", "WITHSCORES"),
+        ("SELECT", "0"),
+        ("OBJECT", "REFCOUNT", "three"),
+    ])  # fmt: skip
+    a, b = both.replies("SCAN", "0", "TYPE", "zset")
+    assert sorted(a[1]) == sorted(b[1]) and len(a[1]) == 4
+    for c in both.conns:
+        d1 = c.call("DEBUG", "DIGEST-VALUE", "three")
+        c.call("COPY", "three", "three2")
+        assert c.call("DEBUG", "DIGEST-VALUE", "three2") == d1
+        c.call("ZINCRBY", "three2", "1", "a")
+        assert c.call("DEBUG", "DIGEST-VALUE", "three2") != d1
