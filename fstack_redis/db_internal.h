@@ -179,6 +179,8 @@ void zsetCopy(struct ir_db *to, dbColl *dst, dbColl *src);
 /* Each member in (score, member) order (RDB, DUMP, DEBUG DIGEST-VALUE). */
 void zsetForEach(const dbColl *co, void (*fn)(const char *m, size_t len, double score, void *arg),
                  void *arg);
+void zsetForEachRev(const dbColl *co,
+                    void (*fn)(const char *m, size_t len, double score, void *arg), void *arg);
 /* RESTORE: add a member; 0 if it was already there. */
 int zsetLoadAdd(struct ir_db *db, dbColl *co, const char *m, size_t len, double score);
 double zsetEntryScore(const dbEntry *fe);

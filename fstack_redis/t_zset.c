@@ -248,7 +248,13 @@ void zsetForEach(const dbColl *co, void (*fn)(const char *m, size_t len, double 
         fn(x->fe->key, x->fe->klen, x->score, arg);
 }
 
-/* RESTORE: add (or overwrite) a member; returns 0 if it was already there. */
+void zsetForEachRev(const dbColl *co,
+                    void (*fn)(const char *m, size_t len, double score, void *arg), void *arg) {
+    if (!co->zsl) return;
+    for (zskiplistNode *x = co->zsl->tail; x; x = x->backward) fn(x->fe->key, x->fe->klen, x->score, arg);
+}
+
+/* RESTORE: add a member; 0 if it was already there. */
 int zsetLoadAdd(ir_db *db, dbColl *co, const char *m, size_t len, double score) {
     dbEntry *fe = collFind(co, m, len);
     if (fe) return 0;
