@@ -861,6 +861,9 @@ static void zrangeGeneric(client *c, int first, int store, int rangetype, int re
     dbEntry *e = lookupTyped(c, first, OBJ_ZSET, &missing);
     if (!e) {
         if (!missing) return;
+        if (store) /* ZRANGESTORE reads its source as lookupKeyRead */
+            notifyKeyspaceEvent(NOTIFY_KEY_MISS, "keymiss", c->argv[first].ptr,
+                                c->argv[first].len, db->id);
         if (store) storeResult(c, db, 1, &o.tmp, "zrangestore");
         else addReplyStr(c, shared.emptyarray);
         return;
@@ -1325,6 +1328,8 @@ static void setopGeneric(client *c, int dst, int ki, int op, int cardonly) {
             addReplyStr(c, shared.wrongtypeerr);
             return;
         }
+        if (!e && dst) /* the STOREs read their sources as lookupKeyRead */
+            notifyKeyspaceEvent(NOTIFY_KEY_MISS, "keymiss", k.p, k.len, db->id);
         src[i].e = e;
         src[i].weight = 1.0;
         src[i].len = srcLen(e);

@@ -268,3 +268,48 @@ def test_encodings_copy_digest(both: Both) -> None:
         assert c.call("DEBUG", "DIGEST-VALUE", "three2") == d1
         c.call("ZINCRBY", "three2", "1", "a")
         assert c.call("DEBUG", "DIGEST-VALUE", "three2") != d1
+
+
+def test_dump_restore_across_servers(both: Both) -> None:
+    """A skiplist set dumps to Redis's exact bytes (ZSET_2, greatest first);
+    every set's DUMP restores on the other server and back."""
+    big = [x for i in range(200) for x in (str(i * 1.5 - 7), f"m{i}")]
+    both.run_all([
+        ("ZADD", "big", *big), ("ZADD", "small", "1.5", "a", "-inf", "b", "inf", "c", "2", "d"),
+    ])  # fmt: skip
+    both.run("DUMP", "big")
+    ref, ours = both.conns
+    payload = ours.call("DUMP", "small")
+    assert ref.call("RESTORE", "fromours", "0", payload) == "OK"
+    assert ref.call("ZRANGE", "fromours", "0", "-1", "WITHSCORES") == ref.call(
+        "ZRANGE", "small", "0", "-1", "WITHSCORES"
+    )
+    theirs = ref.call("DUMP", "big")
+    assert ours.call("RESTORE", "fromredis", "0", theirs) == "OK"
+    both.run_all([
+        ("RESTORE", "big2", "0", theirs), ("ZRANGE", "big2", "0", "-1", "WITHSCORES"),
+        ("OBJECT", "ENCODING", "big2"), ("ZRANK", "big2", "m150"),
+    ])  # fmt: skip
+    assert ours.call("RESTORE", "small2", "0", payload) == "OK"
+    assert ours.call("OBJECT", "ENCODING", "small2") == b"listpack"
+    assert ours.call("DEBUG", "DIGEST-VALUE", "small2") == ours.call(
+        "DEBUG", "DIGEST-VALUE", "small"
+    )
+
+
+def test_command_table_and_getkeys(both: Both) -> None:
+    keys = [f"k{i}" for i in range(260)]
+    names = ["zunionstore", "zadd", "zrangestore", "zmpop", "zintercard", "zrange", "zpopmin"]
+    a, b = both.replies("COMMAND", "INFO", *names)
+    for x, y in zip(a, b, strict=True):  # name, arity, flags, first, last, step; key specs
+        assert x[:2] + [sorted(x[2])] + x[3:6] == y[:2] + [sorted(y[2])] + y[3:6]
+        assert x[8] == y[8]
+    both.run_all([
+        ("COMMAND", "GETKEYS", "ZUNIONSTORE", "dst", "2", "a", "b", "WEIGHTS", "1", "2"),
+        ("COMMAND", "GETKEYS", "ZUNIONSTORE", "dst", str(len(keys)), *keys),
+        ("COMMAND", "GETKEYS", "ZMPOP", "2", "a", "b", "MIN"),
+        ("COMMAND", "GETKEYS", "ZRANGESTORE", "d", "s", "0", "1"),
+        ("COMMAND", "GETKEYS", "ZINTER", "2", "a", "b"),
+        ("ZADD", "z"), ("ZUNIONSTORE", "d", "1"), ("ZRANGESTORE", "d", "s", "0"),
+        ("ZMPOP", "1", "z"),
+    ])  # fmt: skip
