@@ -1016,7 +1016,7 @@ static void zpopGeneric(client *c, int k0, int nk, int max, int emitkey, long co
     notifyKeyspaceEvent(NOTIFY_ZSET, max ? "zpopmax" : "zpopmin", key->ptr, key->len, db->id);
     signalModifiedKey(c, db, key->ptr, key->len);
     char num[32];
-    int nl = snprintf(num, sizeof(num), "%ld", req);
+    int nl = snprintf(num, sizeof(num), "%ld", n); /* as many as were popped, as Redis */
     ir_str k = {key->ptr, key->len};
     ir_str pop = max ? IR_STR("ZPOPMAX") : IR_STR("ZPOPMIN");
     if (emitkey) replRewrite(c, 3, (ir_str[]){pop, k, {num, (size_t)nl}});

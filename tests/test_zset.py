@@ -5,7 +5,13 @@ replies byte for byte, or as multisets where Redis leaves the order open.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from test_families import Both, both, pair  # noqa: F401 (fixtures)
+from test_replication import attach, expect_stream
+
+if TYPE_CHECKING:
+    from conftest import ServerProcess
 
 
 def seed(b: Both) -> None:
@@ -313,3 +319,49 @@ def test_command_table_and_getkeys(both: Both) -> None:
         ("ZADD", "z"), ("ZUNIONSTORE", "d", "1"), ("ZRANGESTORE", "d", "s", "0"),
         ("ZMPOP", "1", "z"),
     ])  # fmt: skip
+
+
+def test_writes_propagate_as_redis_does(server: ServerProcess) -> None:
+    """Replicas get what changed the dataset, as called; ZMPOP as ZPOPMIN/ZPOPMAX."""
+    commands = [
+        "zadd z 1 a 2 b 3 c 4 d 5 e",
+        "zadd z xx 1 nope",
+        "zadd z 1 a",
+        "zadd z incr 2 a",
+        "zincrby z 1 b",
+        "zrem z nope",
+        "zrem z c",
+        "zremrangebyscore z 100 200",
+        "zremrangebyrank z 0 0",
+        "zpopmin nokey",
+        "zpopmax z",
+        "zmpop 2 nokey z min count 7",
+        "zadd y 1 a 2 b",
+        "zmpop 1 y max",
+        "zunionstore u 1 y",
+        "zinterstore none 2 y nokey",
+        "zrangestore r y 0 0",
+        "zdiffstore dd 1 y",
+        "zrange y 0 -1",
+    ]
+    c, _ = attach(server)
+    r = server.client()
+    for cmd in commands:
+        r.execute_command(*cmd.split())
+    r.close()
+    expect_stream(c, [
+        "SELECT 0",
+        "zadd z 1 a 2 b 3 c 4 d 5 e",
+        "zadd z incr 2 a",
+        "zincrby z 1 b",
+        "zrem z c",
+        "zremrangebyrank z 0 0",
+        "zpopmax z",
+        "ZPOPMIN z 2",
+        "zadd y 1 a 2 b",
+        "ZPOPMAX y 1",
+        "zunionstore u 1 y",
+        "zrangestore r y 0 0",
+        "zdiffstore dd 1 y",
+    ])  # fmt: skip
+    c.close()
