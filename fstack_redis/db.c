@@ -1533,7 +1533,7 @@ static void renameGenericCommand(client *c, int nx) {
     notifyKeyspaceEvent(NOTIFY_NEW, "new", dst.p, dst.len, db->id);
     notifyKeyspaceEvent(NOTIFY_GENERIC, "rename_from", src.p, src.len, db->id);
     notifyKeyspaceEvent(NOTIFY_GENERIC, "rename_to", dst.p, dst.len, db->id);
-    if (ne->type == OBJ_LIST) signalKeyAsReady(db, dst.p, dst.len); /* a new list there */
+    if (ne->type == OBJ_LIST || ne->type == OBJ_ZSET) signalKeyAsReady(db, dst.p, dst.len); /* a new list there */
     addReplyStr(c, nx ? shared.cone : shared.ok);
 }
 
@@ -1591,7 +1591,7 @@ void copyCommand(client *c) {
     dbCopyEntry(dst, e, &nk);
     signalModifiedKey(c, dst, nk.p, nk.len);
     notifyKeyspaceEvent(NOTIFY_GENERIC, "copy_to", nk.p, nk.len, dst->id);
-    if (e->type == OBJ_LIST) signalKeyAsReady(dst, nk.p, nk.len);
+    if (e->type == OBJ_LIST || e->type == OBJ_ZSET) signalKeyAsReady(dst, nk.p, nk.len);
     addReplyStr(c, shared.cone);
 }
 
@@ -1628,7 +1628,7 @@ void moveCommand(client *c) {
     notifyKeyspaceEvent(NOTIFY_NEW, "new", nk.p, nk.len, dst->id);
     notifyKeyspaceEvent(NOTIFY_GENERIC, "move_from", k.p, k.len, src->id);
     notifyKeyspaceEvent(NOTIFY_GENERIC, "move_to", nk.p, nk.len, dst->id);
-    if (ne->type == OBJ_LIST) signalKeyAsReady(dst, nk.p, nk.len);
+    if (ne->type == OBJ_LIST || ne->type == OBJ_ZSET) signalKeyAsReady(dst, nk.p, nk.len);
     addReplyStr(c, shared.cone);
 }
 

@@ -304,6 +304,6 @@ void restoreCommand(client *c) {
         e->lru = (uint32_t)(now_s > (uint64_t)idle ? now_s - (uint64_t)idle : 0);
     }
     signalModifiedKey(c, db, k.p, k.len);
-    if (e->type == OBJ_LIST) signalKeyAsReady(db, k.p, k.len);
+    if (e->type == OBJ_LIST || e->type == OBJ_ZSET) signalKeyAsReady(db, k.p, k.len);
     addReplyStr(c, shared.ok);
 }

@@ -1,7 +1,8 @@
 /* t_zset.c - sorted sets: ZADD, ZINCRBY, ZREM, ZCARD, ZSCORE, ZMSCORE,
  * ZRANK, ZREVRANK, ZCOUNT, ZLEXCOUNT, ZRANGE (BYSCORE|BYLEX REV LIMIT
  * WITHSCORES), ZRANGESTORE, ZREVRANGE, Z[REV]RANGEBYSCORE, Z[REV]RANGEBYLEX,
- * ZREMRANGEBYRANK/SCORE/LEX, ZPOPMIN, ZPOPMAX, ZMPOP, ZRANDMEMBER, ZSCAN,
+ * ZREMRANGEBYRANK/SCORE/LEX, ZPOPMIN, ZPOPMAX, ZMPOP, the blocking BZPOPMIN,
+ * BZPOPMAX and BZMPOP (blocked.c), ZRANDMEMBER, ZSCAN,
  * ZUNION[STORE], ZINTER[STORE], ZDIFF[STORE], ZINTERCARD.
  *
  * A sorted set is a dbColl (its dict maps member -> member entry, as a set's)
@@ -23,6 +24,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "blocked.h"
 #include "commands.h"
 #include "db_internal.h"
 #include "notify.h"
@@ -484,6 +486,7 @@ static void zaddGeneric(client *c, int flags) {
             if (c->argv[si + 2 * j + 1].len > maxlen) maxlen = c->argv[si + 2 * j + 1].len;
         e = dbAdd(db, &k, OBJ_ZSET, 0);
         e->v.coll->big = (uint8_t)overListpack((unsigned long)elements, maxlen);
+        signalKeyAsReady(db, k.p, k.len); /* BZPOPMIN & co waiting for it */
     }
     dbColl *co = e->v.coll;
     for (int j = 0; j < elements; j++) {
@@ -708,6 +711,7 @@ static void storeResult(client *c, ir_db *db, int i, dbColl *tmp, const char *ev
         notifyNoNewKey = 0;
         dictReleaseTables(&ne->v.coll->d);
         *ne->v.coll = *tmp; /* the result becomes the value */
+        signalKeyAsReady(db, k.p, k.len);
         signalModifiedKey(c, db, k.p, k.len);
         addReplyLongLong(c, (long long)n);
         notifyKeyspaceEvent(NOTIFY_ZSET, event, k.p, k.len, db->id);
@@ -963,8 +967,10 @@ void zremrangebylexCommand(client *c) { zremrangeGeneric(c, ZR_LEX); }
 /* ---- ZPOPMIN / ZPOPMAX / ZMPOP ------------------------------------------------ */
 
 /* Redis's genericZpopCommand for keys argv[k0 .. k0+nk). count -1: no count given. */
+enum { REPL_ASIS, REPL_POPPED, REPL_KEY, REPL_REQUESTED };
+
 static void zpopGeneric(client *c, int k0, int nk, int max, int emitkey, long count, int nested,
-                        int nil_when_empty) {
+                        int nil_when_empty, int repl) {
     ir_db *db = dbFor(c);
     dbEntry *e = NULL;
     int ki = 0;
@@ -1016,10 +1022,13 @@ static void zpopGeneric(client *c, int k0, int nk, int max, int emitkey, long co
     notifyKeyspaceEvent(NOTIFY_ZSET, max ? "zpopmax" : "zpopmin", key->ptr, key->len, db->id);
     signalModifiedKey(c, db, key->ptr, key->len);
     char num[32];
-    int nl = snprintf(num, sizeof(num), "%ld", n); /* as many as were popped, as Redis */
+    /* replicas: ZMPOP as ZPOPMIN/ZPOPMAX key <popped>, BZPOPMIN as ZPOPMIN key,
+     * BZMPOP as ZPOPMIN/ZPOPMAX key <count asked>, as Redis 7.0 */
+    int nl = snprintf(num, sizeof(num), "%ld", repl == REPL_POPPED ? n : req);
     ir_str k = {key->ptr, key->len};
     ir_str pop = max ? IR_STR("ZPOPMAX") : IR_STR("ZPOPMIN");
-    if (emitkey) replRewrite(c, 3, (ir_str[]){pop, k, {num, (size_t)nl}});
+    if (repl == REPL_KEY) replRewrite(c, 2, (ir_str[]){pop, k});
+    else if (repl != REPL_ASIS) replRewrite(c, 3, (ir_str[]){pop, k, {num, (size_t)nl}});
     deleteIfEmpty(db, e, key);
 }
 
@@ -1030,7 +1039,7 @@ static void zpopMinMax(client *c, int max) {
     }
     long long count = -1;
     if (c->argc == 3 && getPositiveLongFromArg(c, 2, &count) != 0) return;
-    zpopGeneric(c, 1, 1, max, 0, (long)count, c->resp > 2 && count != -1, 0);
+    zpopGeneric(c, 1, 1, max, 0, (long)count, c->resp > 2 && count != -1, 0, REPL_ASIS);
 }
 
 /* ZPOPMIN key [count] */
@@ -1058,12 +1067,40 @@ static int getRangeLongArg(client *c, int i, long long lo, long long hi, long lo
     return 0;
 }
 
-/* ZMPOP numkeys key [key ...] MIN|MAX [COUNT count] */
-void zmpopCommand(client *c) {
-    long long numkeys, count = -1;
-    if (getRangeLongArg(c, 1, 1, LONG_MAX, &numkeys, "numkeys should be greater than 0") != 0)
+/* The blocking forms: pop from the first non-empty key of argv[k0 ..
+ * k0+nk), or wait for one (null array at the deadline, inside MULTI, or
+ * when blocking is denied). */
+static void bzpopGeneric(client *c, int k0, int nk, int max, int ti, long count, int nested) {
+    uint64_t deadline = 0;
+    if (getBlockingTimeoutFromArg(c, ti, &deadline) != 0) return;
+    ir_db *db = dbFor(c);
+    for (int i = 0; i < nk; i++) {
+        dbkey k = argKey(db, c, k0 + i);
+        dbEntry *e = lookupKey(db, &k);
+        if (!e) continue;
+        if (e->type != OBJ_ZSET) {
+            addReplyStr(c, shared.wrongtypeerr);
+            return;
+        }
+        zpopGeneric(c, k0 + i, 1, max, 1, count, nested, nested,
+                    count == -1 ? REPL_KEY : REPL_REQUESTED);
         return;
-    long long wi = 1 + numkeys + 1;
+    }
+    if (!blockingAllowed(c)) addReplyNullArray(c);
+    else blockForKeys(c, db, k0, nk, 1, deadline);
+}
+
+/* BZPOPMIN key [key ...] timeout */
+void bzpopminCommand(client *c) { bzpopGeneric(c, 1, c->argc - 2, 0, c->argc - 1, -1, 0); }
+/* BZPOPMAX key [key ...] timeout */
+void bzpopmaxCommand(client *c) { bzpopGeneric(c, 1, c->argc - 2, 1, c->argc - 1, -1, 0); }
+
+/* [B]ZMPOP [timeout] numkeys key [key ...] MIN|MAX [COUNT count]; ni: numkeys' index */
+static void zmpopGeneric(client *c, int ni, int blocking) {
+    long long numkeys, count = -1;
+    if (getRangeLongArg(c, ni, 1, LONG_MAX, &numkeys, "numkeys should be greater than 0") != 0)
+        return;
+    long long wi = ni + numkeys + 1;
     if (wi >= c->argc) {
         addReplyStr(c, shared.syntaxerr);
         return;
@@ -1088,8 +1125,14 @@ void zmpopCommand(client *c) {
         }
     }
     if (count == -1) count = 1;
-    zpopGeneric(c, 2, (int)numkeys, max, 1, (long)count, 1, 1);
+    if (blocking) bzpopGeneric(c, ni + 1, (int)numkeys, max, 1, (long)count, 1);
+    else zpopGeneric(c, ni + 1, (int)numkeys, max, 1, (long)count, 1, 1, REPL_POPPED);
 }
+
+/* ZMPOP numkeys key [key ...] MIN|MAX [COUNT count] */
+void zmpopCommand(client *c) { zmpopGeneric(c, 1, 0); }
+/* BZMPOP timeout numkeys key [key ...] MIN|MAX [COUNT count] */
+void bzmpopCommand(client *c) { zmpopGeneric(c, 2, 1); }
 
 /* ---- ZRANDMEMBER ------------------------------------------------------------- */
 

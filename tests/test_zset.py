@@ -5,6 +5,7 @@ replies byte for byte, or as multisets where Redis leaves the order open.
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING
 
 from test_families import Both, both, pair  # noqa: F401 (fixtures)
@@ -12,6 +13,8 @@ from test_replication import attach, expect_stream
 
 if TYPE_CHECKING:
     from conftest import ServerProcess
+
+    Pair = tuple[ServerProcess, ServerProcess]
 
 
 def seed(b: Both) -> None:
@@ -365,3 +368,31 @@ def test_writes_propagate_as_redis_does(server: ServerProcess) -> None:
         "zdiffstore dd 1 y",
     ])  # fmt: skip
     c.close()
+
+
+def test_blocking_pops(both: Both, pair: Pair) -> None:
+    seed(both)
+    both.run_all([
+        ("BZPOPMIN", "nokey", "z", "0"), ("BZPOPMAX", "z", "0.01"), ("BZPOPMIN", "nokey", "0.01"),
+        ("BZPOPMIN", "z", "x"), ("BZPOPMIN", "z", "-1"), ("BZPOPMIN", "str", "0"),
+        ("BZMPOP", "0", "2", "nokey", "w", "MAX", "COUNT", "2"), ("BZMPOP", "0.01", "1", "no", "MIN"),
+        ("BZMPOP", "x", "1", "w", "MIN"), ("BZMPOP", "0", "0", "w", "MIN"),
+        ("BZMPOP", "0", "1", "w", "MID"), ("BZMPOP", "0", "1", "str", "MIN"),
+        ("MULTI",), ("BZPOPMIN", "nokey", "0"), ("BZMPOP", "0", "1", "nokey", "MAX"), ("EXEC",),
+    ])  # fmt: skip
+    # a waiter is served by the ZADD that creates the key, in one reply
+    for srv in pair:
+        with srv.raw() as waiter, srv.raw() as other:
+            waiter.send(waiter.command("BZPOPMAX", "q1", "q2", "5"))
+            deadline = time.monotonic() + 5
+            while other.call("INFO", "clients").find(b"blocked_clients:1") < 0:
+                assert time.monotonic() < deadline, f"{srv}: BZPOPMAX did not block"
+                time.sleep(0.01)
+            assert other.call("ZADD", "q2", "1", "a", "2", "b") == 2
+            assert waiter.read_reply() == [b"q2", b"b", b"2"]
+            waiter.send(waiter.command("BZMPOP", "5", "1", "q3", "MIN", "COUNT", "5"))
+            while other.call("INFO", "clients").find(b"blocked_clients:1") < 0:
+                time.sleep(0.01)
+            assert other.call("ZUNIONSTORE", "q3", "1", "q2") == 1
+            assert waiter.read_reply() == [b"q3", [[b"a", b"1"]]]
+            assert other.call("EXISTS", "q3") == 0
