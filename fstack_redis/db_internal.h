@@ -186,6 +186,8 @@ int zsetLoadAdd(struct ir_db *db, dbColl *co, const char *m, size_t len, double 
 double zsetEntryScore(const dbEntry *fe);
 /* The member entries in order into out[] (cap >= the size); returns the count. */
 size_t zsetAll(dbColl *co, dbEntry **out);
+/* NULL when the skiplist's invariants hold, else what is wrong (fuzz harness). */
+const char *zsetVerify(const dbColl *co);
 /* ZSCAN's text for a member's score. */
 int zsetScanScore(const dbColl *co, const dbEntry *fe, char *buf, size_t n);
 

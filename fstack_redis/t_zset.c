@@ -264,6 +264,33 @@ int zsetLoadAdd(ir_db *db, dbColl *co, const char *m, size_t len, double score) 
     return 1;
 }
 
+/* The skiplist's invariants (the fuzz harness checks them after every input):
+ * NULL when they hold, else what is wrong. */
+const char *zsetVerify(const dbColl *co) {
+    const zskiplist *zsl = co->zsl;
+    if (!zsl) return dictSize(&co->d) ? "members without a skiplist" : NULL;
+    if (zsl->length != dictSize(&co->d)) return "skiplist length differs from the dict's size";
+    const zskiplistNode *prev = NULL;
+    unsigned long n = 0;
+    for (const zskiplistNode *x = zsl->header.level[0].forward; x; x = x->level[0].forward) {
+        n++;
+        if (isnan(x->score)) return "a NaN score";
+        if (nodeOf(x->fe) != x) return "a member's node is not its own";
+        if (x->backward != prev) return "a backward link is wrong";
+        if (prev && nodeCmp(prev, x->score, x->fe->key, x->fe->klen) >= 0) return "out of order";
+        prev = x;
+    }
+    if (n != zsl->length || zsl->tail != prev) return "length or tail is wrong";
+    for (int i = 0; i < zsl->level; i++) { /* spans add up to the ranks */
+        unsigned long rank = 0;
+        for (const zskiplistNode *x = &zsl->header; x->level[i].forward; x = x->level[i].forward) {
+            rank += x->level[i].span;
+            if (rank != zslRank((zskiplist *)zsl, x->level[i].forward)) return "a span is wrong";
+        }
+    }
+    return NULL;
+}
+
 size_t zsetAll(dbColl *co, dbEntry **out) {
     size_t n = 0;
     if (co->zsl)
