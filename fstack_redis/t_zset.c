@@ -17,6 +17,7 @@
  * Redis 7.0 does (store commands pick the encoding from the result).
  */
 #include <ctype.h>
+#include <errno.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -460,6 +461,23 @@ static zskiplistNode *zslLastInLex(zskiplist *zsl, const zlexrangespec *r) {
 #define ZADD_CH (1 << 4)
 #define ZADD_INCR (1 << 5)
 
+/* Redis's getDoubleFromObject on argv[i] (NUL-terminated, any length: a
+ * score may be written out in full, as DBL_MAX's 309 digits). */
+static int argDouble(const client *c, int i, double *out) {
+    const char *p = c->argv[i].ptr;
+    size_t len = c->argv[i].len;
+    if (len == 0 || isspace((unsigned char)p[0])) return 0;
+    char *end;
+    errno = 0;
+    double d = strtod(p, &end);
+    if ((size_t)(end - p) != len ||
+        (errno == ERANGE && (d == HUGE_VAL || d == -HUGE_VAL || fpclassify(d) == FP_ZERO)) ||
+        isnan(d))
+        return 0;
+    *out = d;
+    return 1;
+}
+
 static const char nanerr[] = "resulting score is not a number (NaN)";
 
 static void zaddGeneric(client *c, int flags) {
@@ -495,7 +513,10 @@ static void zaddGeneric(client *c, int flags) {
     }
     for (int j = 0; j < elements; j++) {
         double d;
-        if (getDoubleFromArg(c, si + 2 * j, &d) != 0) return;
+        if (!argDouble(c, si + 2 * j, &d)) {
+            addReplyError(c, "value is not a valid float");
+            return;
+        }
     }
     ir_db *db = dbFor(c);
     dbkey k = argKey(db, c, 1);
@@ -518,7 +539,7 @@ static void zaddGeneric(client *c, int flags) {
     dbColl *co = e->v.coll;
     for (int j = 0; j < elements; j++) {
         double s;
-        string2d(c->argv[si + 2 * j].ptr, c->argv[si + 2 * j].len, &s);
+        argDouble(c, si + 2 * j, &s);
         const ir_arg *m = &c->argv[si + 2 * j + 1];
         dbEntry *fe = collFind(co, m->ptr, m->len);
         if (fe) {
@@ -994,7 +1015,7 @@ void zremrangebylexCommand(client *c) { zremrangeGeneric(c, ZR_LEX); }
 /* ---- ZPOPMIN / ZPOPMAX / ZMPOP ------------------------------------------------ */
 
 /* Redis's genericZpopCommand for keys argv[k0 .. k0+nk). count -1: no count given. */
-enum { REPL_ASIS, REPL_POPPED, REPL_KEY, REPL_REQUESTED };
+enum { REPL_ASIS, REPL_POPPED, REPL_KEY };
 
 static void zpopGeneric(client *c, int k0, int nk, int max, int emitkey, long count, int nested,
                         int nil_when_empty, int repl) {
@@ -1050,8 +1071,8 @@ static void zpopGeneric(client *c, int k0, int nk, int max, int emitkey, long co
     signalModifiedKey(c, db, key->ptr, key->len);
     char num[32];
     /* replicas: ZMPOP as ZPOPMIN/ZPOPMAX key <popped>, BZPOPMIN as ZPOPMIN key,
-     * BZMPOP as ZPOPMIN/ZPOPMAX key <count asked>, as Redis 7.0 */
-    int nl = snprintf(num, sizeof(num), "%ld", repl == REPL_POPPED ? n : req);
+     * BZMPOP the same, as Redis 7.0 */
+    int nl = snprintf(num, sizeof(num), "%ld", n);
     ir_str k = {key->ptr, key->len};
     ir_str pop = max ? IR_STR("ZPOPMAX") : IR_STR("ZPOPMIN");
     if (repl == REPL_KEY) replRewrite(c, 2, (ir_str[]){pop, k});
@@ -1110,7 +1131,7 @@ static void bzpopGeneric(client *c, int k0, int nk, int max, int ti, long count,
             return;
         }
         zpopGeneric(c, k0 + i, 1, max, 1, count, nested, nested,
-                    count == -1 ? REPL_KEY : REPL_REQUESTED);
+                    count == -1 ? REPL_KEY : REPL_POPPED);
         return;
     }
     if (!blockingAllowed(c)) addReplyNullArray(c);
@@ -1411,7 +1432,7 @@ static void setopGeneric(client *c, int dst, int ki, int op, int cardonly) {
         if (op != OP_DIFF && !cardonly && remaining >= setnum + 1 && argEq(c, j, "weights")) {
             j++;
             for (long long i = 0; i < setnum; i++, j++) {
-                if (!string2d(c->argv[j].ptr, c->argv[j].len, &src[i].weight)) {
+                if (!argDouble(c, j, &src[i].weight)) {
                     free(src);
                     addReplyError(c, "weight value is not a float");
                     return;
