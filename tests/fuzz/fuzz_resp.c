@@ -427,7 +427,7 @@ static int saved; /* this input ran SAVE */
 static void fuzzAny(client *c) {
     static const char *const clocky[] = {"time", "info", "client", "hello", "shutdown", "expire",
                                          "pexpire", "ttl", "pttl", "persist", "save", "bgsave",
-                                         "lastsave", "spop", "srandmember", "hrandfield",
+                                         "lastsave", "spop", "srandmember", "hrandfield", "zrandmember",
                                          "randomkey", "debug", "monitor", "sync", "psync"};
                                          /* MONITOR: lines carry the time of each command;
                                             SYNC/PSYNC: the RDB image, the time and memory used */
