@@ -406,3 +406,18 @@ def test_blocking_pops(both: Both, pair: Pair) -> None:
             assert other.call("ZUNIONSTORE", "q3", "1", "q2") == 1
             assert waiter.read_reply() == [b"q3", [[b"a", b"1"]]]
             assert other.call("EXISTS", "q3") == 0
+
+
+def test_debug_reload_keeps_sorted_sets(both: Both) -> None:
+    """A snapshot saves and loads sorted sets (scores exact, encodings as Redis loads them)."""
+    big = [x for i in range(150) for x in (str(i / 3), f"m{i}")]
+    both.run_all([
+        ("ZADD", "small", "1.1", "a", "-inf", "b", "inf", "c", "0.30000000000000004", "d"),
+        ("ZADD", "big", *big), ("ZADD", "long", "1", "x" * 100), ("PEXPIRE", "small", "100000"),
+        ("DEBUG", "RELOAD"),
+        ("ZRANGE", "small", "0", "-1", "WITHSCORES"), ("ZRANGE", "big", "0", "-1", "WITHSCORES"),
+        ("OBJECT", "ENCODING", "small"), ("OBJECT", "ENCODING", "big"),
+        ("OBJECT", "ENCODING", "long"), ("ZRANK", "big", "m77"), ("TYPE", "long"),
+    ])  # fmt: skip
+    a, b = both.replies("PTTL", "small")
+    assert 0 < a <= 100000 and 0 < b <= 100000
