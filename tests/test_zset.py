@@ -8,13 +8,19 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from test_families import Both, both, pair  # noqa: F401 (fixtures)
+import test_families
+from test_families import Both
 from test_replication import attach, expect_stream
 
 if TYPE_CHECKING:
     from conftest import ServerProcess
 
     Pair = tuple[ServerProcess, ServerProcess]
+
+# test_families' fixtures: stock Redis and inreplay flushed (pair), one raw
+# connection to each in RESP2 and RESP3 (both)
+pair = test_families.pair
+both = test_families.both
 
 
 def seed(b: Both) -> None:
@@ -113,14 +119,16 @@ def test_zrange_family(both: Both) -> None:
         ("ZRANGE", "z", "1", "2"), ("ZRANGE", "z", "-2", "-1"), ("ZRANGE", "z", "3", "1"),
         ("ZRANGE", "z", "10", "20"), ("ZRANGE", "z", "-100", "100"),
         ("ZRANGE", "z", "0", "-1", "REV"), ("ZRANGE", "z", "0", "1", "REV", "WITHSCORES"),
-        ("ZRANGE", "z", "2", "4", "BYSCORE"), ("ZRANGE", "z", "(2", "+inf", "BYSCORE", "WITHSCORES"),
+        ("ZRANGE", "z", "2", "4", "BYSCORE"),
+        ("ZRANGE", "z", "(2", "+inf", "BYSCORE", "WITHSCORES"),
         ("ZRANGE", "z", "4", "2", "BYSCORE", "REV"),
         ("ZRANGE", "z", "-inf", "+inf", "BYSCORE", "LIMIT", "1", "2"),
         ("ZRANGE", "z", "-inf", "+inf", "BYSCORE", "LIMIT", "1", "-1"),
         ("ZRANGE", "z", "-inf", "+inf", "BYSCORE", "LIMIT", "-1", "2"),
         ("ZRANGE", "z", "-inf", "+inf", "BYSCORE", "LIMIT", "0", "0"),
         ("ZRANGE", "z", "+inf", "-inf", "BYSCORE", "REV", "LIMIT", "1", "2", "WITHSCORES"),
-        ("ZRANGE", "lex", "[b", "(f", "BYLEX"), ("ZRANGE", "lex", "-", "+", "BYLEX", "LIMIT", "2", "3"),
+        ("ZRANGE", "lex", "[b", "(f", "BYLEX"),
+        ("ZRANGE", "lex", "-", "+", "BYLEX", "LIMIT", "2", "3"),
         ("ZRANGE", "lex", "+", "-", "BYLEX", "REV"), ("ZRANGE", "lex", "(f", "[b", "BYLEX", "REV"),
         ("ZRANGE", "lex", "-", "+", "BYLEX", "WITHSCORES"),
         ("ZRANGE", "z", "0", "1", "LIMIT", "0", "1"),
@@ -135,12 +143,14 @@ def test_zrange_family(both: Both) -> None:
         ("ZRANGEBYSCORE", "z", "-inf", "inf", "LIMIT", "1", "2", "WITHSCORES"),
         ("ZRANGEBYSCORE", "z", "(1", "(5"), ("ZRANGEBYSCORE", "z", "x", "(5"),
         ("ZRANGEBYSCORE", "z", "0", "1", "REV"),
-        ("ZREVRANGEBYSCORE", "z", "4", "2"), ("ZREVRANGEBYSCORE", "z", "+inf", "-inf", "WITHSCORES"),
+        ("ZREVRANGEBYSCORE", "z", "4", "2"),
+        ("ZREVRANGEBYSCORE", "z", "+inf", "-inf", "WITHSCORES"),
         ("ZREVRANGEBYSCORE", "z", "+inf", "-inf", "LIMIT", "1", "1"),
         ("ZRANGEBYSCORE", "w", "-inf", "+inf", "WITHSCORES"),
         ("ZRANGEBYLEX", "lex", "-", "[c"), ("ZRANGEBYLEX", "lex", "(a", "+", "LIMIT", "1", "2"),
         ("ZRANGEBYLEX", "lex", "a", "+"), ("ZRANGEBYLEX", "lex", "-", "+", "WITHSCORES"),
-        ("ZREVRANGEBYLEX", "lex", "+", "-"), ("ZREVRANGEBYLEX", "lex", "[e", "(b", "LIMIT", "0", "2"),
+        ("ZREVRANGEBYLEX", "lex", "+", "-"),
+        ("ZREVRANGEBYLEX", "lex", "[e", "(b", "LIMIT", "0", "2"),
     ])  # fmt: skip
 
 
@@ -187,7 +197,8 @@ def test_zpop_and_zmpop(both: Both) -> None:
         ("ZPOPMAX", "z", "10"), ("EXISTS", "z"),
         ("ZMPOP", "2", "nokey", "w", "MIN"), ("ZMPOP", "2", "nokey", "w", "MAX", "COUNT", "2"),
         ("ZMPOP", "1", "nokey", "MIN"), ("ZMPOP", "0", "w", "MIN"), ("ZMPOP", "x", "w", "MIN"),
-        ("ZMPOP", "1", "w", "MID"), ("ZMPOP", "3", "w", "MIN"), ("ZMPOP", "1", "w", "MIN", "COUNT", "0"),
+        ("ZMPOP", "1", "w", "MID"),
+        ("ZMPOP", "3", "w", "MIN"), ("ZMPOP", "1", "w", "MIN", "COUNT", "0"),
         ("ZMPOP", "1", "w", "MIN", "COUNT", "1", "COUNT", "1"), ("ZMPOP", "1", "w", "MIN", "COUNT"),
         ("ZMPOP", "2", "str", "w", "MIN"), ("ZMPOP", "1", "w", "MAX", "COUNT", "100"),
         ("EXISTS", "w"),
@@ -210,7 +221,8 @@ def test_setops(both: Both) -> None:
         ("ZINTERCARD", "2", "z", "z2"), ("ZINTERCARD", "2", "z", "z2", "LIMIT", "1"),
         ("ZINTERCARD", "2", "z", "z2", "LIMIT", "-1"), ("ZINTERCARD", "0", "z"),
         ("ZINTERCARD", "2", "z", "z2", "WITHSCORES"),
-        ("ZUNION", "0", "z"), ("ZUNION", "-1", "z"), ("ZUNION", "x", "z"), ("ZUNION", "3", "z", "z2"),
+        ("ZUNION", "0", "z"), ("ZUNION", "-1", "z"),
+        ("ZUNION", "x", "z"), ("ZUNION", "3", "z", "z2"),
         ("ZUNION", "2", "z", "str"), ("ZUNION", "2", "z", "z2", "WEIGHTS", "1", "x"),
         ("ZUNION", "2", "z", "z2", "WEIGHTS", "1"), ("ZUNION", "2", "z", "z2", "AGGREGATE", "AVG"),
         ("ZUNIONSTORE", "d", "2", "z", "z2"), ("ZRANGE", "d", "0", "-1", "WITHSCORES"),
@@ -313,7 +325,7 @@ def test_command_table_and_getkeys(both: Both) -> None:
     names = ["zunionstore", "zadd", "zrangestore", "zmpop", "zintercard", "zrange", "zpopmin"]
     a, b = both.replies("COMMAND", "INFO", *names)
     for x, y in zip(a, b, strict=True):  # name, arity, flags, first, last, step; key specs
-        assert x[:2] + [sorted(x[2])] + x[3:6] == y[:2] + [sorted(y[2])] + y[3:6]
+        assert [*x[:2], sorted(x[2]), *x[3:6]] == [*y[:2], sorted(y[2]), *y[3:6]]
         assert x[8] == y[8]
     both.run_all([
         ("COMMAND", "GETKEYS", "ZUNIONSTORE", "dst", "2", "a", "b", "WEIGHTS", "1", "2"),
@@ -385,7 +397,8 @@ def test_blocking_pops(both: Both, pair: Pair) -> None:
     both.run_all([
         ("BZPOPMIN", "nokey", "z", "0"), ("BZPOPMAX", "z", "0.01"), ("BZPOPMIN", "nokey", "0.01"),
         ("BZPOPMIN", "z", "x"), ("BZPOPMIN", "z", "-1"), ("BZPOPMIN", "str", "0"),
-        ("BZMPOP", "0", "2", "nokey", "w", "MAX", "COUNT", "2"), ("BZMPOP", "0.01", "1", "no", "MIN"),
+        ("BZMPOP", "0", "2", "nokey", "w", "MAX", "COUNT", "2"),
+        ("BZMPOP", "0.01", "1", "no", "MIN"),
         ("BZMPOP", "x", "1", "w", "MIN"), ("BZMPOP", "0", "0", "w", "MIN"),
         ("BZMPOP", "0", "1", "w", "MID"), ("BZMPOP", "0", "1", "str", "MIN"),
         ("MULTI",), ("BZPOPMIN", "nokey", "0"), ("BZMPOP", "0", "1", "nokey", "MAX"), ("EXEC",),
