@@ -434,3 +434,14 @@ def test_debug_reload_keeps_sorted_sets(both: Both) -> None:
     ])  # fmt: skip
     a, b = both.replies("PTTL", "small")
     assert 0 < a <= 100000 and 0 < b <= 100000
+
+
+def test_sort_reads_sorted_sets(both: Both) -> None:
+    both.run_all([
+        ("ZADD", "z", "3", "c", "1", "10", "2", "2", "0", "x"),
+        ("SORT", "z", "ALPHA"), ("SORT", "z", "BY", "nosort"),
+        ("SORT", "z", "BY", "nosort", "DESC"),
+        ("SORT", "z", "BY", "nosort", "LIMIT", "1", "2"), ("ZREM", "z", "c", "x"), ("SORT", "z"),
+        ("SORT", "z", "BY", "nosort", "STORE", "dst"), ("LRANGE", "dst", "0", "-1"),
+        ("SORT_RO", "z", "DESC"),
+    ])  # fmt: skip
