@@ -361,14 +361,23 @@ static int stillAList(const bkey *k) {
      * it serves blocked clients; its clients stay blocked */
     dbkey dk = dbKey(db, k->key, k->len);
     dbEntry *e = lookupKeyNoStats(db, &dk);
-    return e && e->type == OBJ_LIST;
+    return e && (e->type == OBJ_LIST || e->type == OBJ_ZSET) ? e->type : -1;
+}
+
+/* Does c wait for a sorted set (BZPOPMIN, BZPOPMAX, BZMPOP) rather than a list? */
+static int waitsForZset(const client *c) {
+    const char *n = c->bstate->cmd->name;
+    return (n[0] == 'b' || n[0] == 'B') && (n[1] == 'z' || n[1] == 'Z');
 }
 
 static void serveQueue(ir_server *s, bqueue *q) {
     bkey *k = q->kind == BLOCKED_LIST ? q->owner : NULL;
-    if (k && !stillAList(k)) return;
+    int type = k ? stillAList(k) : -1;
+    if (k && type < 0) return;
     if (k) k->serving = 1;
     while (q->head) {
+        /* the head waits for the other type: it stays blocked (in its place) */
+        if (k && waitsForZset(q->head->c) != (type == OBJ_ZSET)) break;
         if (!rerun(s, q->head->c, 0)) break;
     }
     if (k) {

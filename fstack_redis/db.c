@@ -812,7 +812,7 @@ void dbsActiveExpire(ir_server *s, uint64_t now_ms) {
 
 /* ---- hashes and sets: a dict of entries ---------------------------------------- */
 
-ir_encoding_limits encodingLimits = {512, 64, 512};
+ir_encoding_limits encodingLimits = {512, 64, 512, 128, 64};
 
 dbEntry *collFind(dbColl *co, const void *f, size_t len) {
     return dictFind(&co->d, f, len, dictHashKey(&co->d, f, len));
@@ -855,7 +855,8 @@ void collInit(dbColl *co, const uint8_t seed[16], int type) {
     co->ord = NULL;
     co->nord = co->ordcap = 0;
     co->big = 0;
-    co->order = type == OBJ_HASH ? COLL_ORD_INSERT : COLL_ORD_INT;
+    co->order = type == OBJ_HASH ? COLL_ORD_INSERT : type == OBJ_SET ? COLL_ORD_INT : COLL_ORD_NONE;
+    co->zsl = NULL; /* a sorted set's skiplist comes with its first member (t_zset.c) */
 }
 
 static void collDropOrder(ir_db *db, dbColl *co) {
@@ -986,6 +987,7 @@ void collDelete(ir_db *db, dbColl *co, dbEntry *fe) {
 }
 
 static void collFree(ir_db *db, dbColl *co) {
+    if (co->zsl) zsetFreeSkiplist(co);
     for (int t = 0; t <= 1; t++) {
         dictht *ht = &co->d.ht[t];
         for (size_t i = 0; i < ht->size; i++) {
@@ -1210,6 +1212,9 @@ static void dbCopyEntry(ir_db *to, const dbEntry *e, const dbkey *nk) {
             memcpy(p, x->p, x->len + 1);
             listPush(to, &ne->v.list, p, x->len, 0);
         }
+    } else if (e->type == OBJ_ZSET) {
+        ne = dbAdd(to, nk, OBJ_ZSET, 0);
+        zsetCopy(to, ne->v.coll, e->v.coll);
     } else {
         ne = dbAdd(to, nk, e->type, 0);
         if (e->v.coll->big) collSetBig(to, ne->v.coll);
@@ -1425,6 +1430,7 @@ static const char *typeName(int type) {
     case OBJ_STRING: return "string";
     case OBJ_LIST: return "list";
     case OBJ_SET: return "set";
+    case OBJ_ZSET: return "zset";
     case OBJ_HASH: return "hash";
     default: return "none";
     }
@@ -1544,7 +1550,8 @@ void scanGenericCommand(client *c, dbEntry *owner) {
     if (owner && !owner->v.coll->big) {
         cursor = 0;
         scratchReserve(db, dictSize(d));
-        sc.n = collAll(owner->v.coll, db->scratch);
+        sc.n = owner->type == OBJ_ZSET ? zsetAll(owner->v.coll, db->scratch)
+                                       : collAll(owner->v.coll, db->scratch);
     } else {
         cursor = dictScan(d, cursor, (long)(count > LONG_MAX / 10 ? LONG_MAX / 10 : count),
                           scanCollect, &sc);
@@ -1570,7 +1577,7 @@ void scanGenericCommand(client *c, dbEntry *owner) {
         if (type && strcasecmp(type, typeName(e->type)) != 0) continue;
         db->scratch[kept++] = e;
     }
-    int pairs = owner && owner->type == OBJ_HASH;
+    int pairs = owner && (owner->type == OBJ_HASH || owner->type == OBJ_ZSET);
     char cbuf[32];
     int cn = snprintf(cbuf, sizeof(cbuf), "%llu", cursor);
     addReplyArrayLen(c, 2);
@@ -1579,7 +1586,12 @@ void scanGenericCommand(client *c, dbEntry *owner) {
     for (size_t i = 0; i < kept; i++) {
         dbEntry *e = db->scratch[i];
         addReplyBulk(c, e->key, e->klen);
-        if (pairs) addReplyBulk(c, e->v.str.ptr, e->v.str.len);
+        if (pairs && owner->type == OBJ_ZSET) {
+            char sb[64];
+            addReplyBulk(c, sb, (size_t)zsetScanScore(owner->v.coll, e, sb, sizeof(sb)));
+        } else if (pairs) {
+            addReplyBulk(c, e->v.str.ptr, e->v.str.len);
+        }
     }
     scratchTrim(db);
 }
@@ -1631,7 +1643,7 @@ static void renameGenericCommand(client *c, int nx) {
     notifyKeyspaceEvent(NOTIFY_NEW, "new", dst.p, dst.len, db->id);
     notifyKeyspaceEvent(NOTIFY_GENERIC, "rename_from", src.p, src.len, db->id);
     notifyKeyspaceEvent(NOTIFY_GENERIC, "rename_to", dst.p, dst.len, db->id);
-    if (ne->type == OBJ_LIST) signalKeyAsReady(db, dst.p, dst.len); /* a new list there */
+    if (ne->type == OBJ_LIST || ne->type == OBJ_ZSET) signalKeyAsReady(db, dst.p, dst.len); /* a new list there */
     addReplyStr(c, nx ? shared.cone : shared.ok);
 }
 
@@ -1689,7 +1701,7 @@ void copyCommand(client *c) {
     dbCopyEntry(dst, e, &nk);
     signalModifiedKey(c, dst, nk.p, nk.len);
     notifyKeyspaceEvent(NOTIFY_GENERIC, "copy_to", nk.p, nk.len, dst->id);
-    if (e->type == OBJ_LIST) signalKeyAsReady(dst, nk.p, nk.len);
+    if (e->type == OBJ_LIST || e->type == OBJ_ZSET) signalKeyAsReady(dst, nk.p, nk.len);
     addReplyStr(c, shared.cone);
 }
 
@@ -1726,7 +1738,7 @@ void moveCommand(client *c) {
     notifyKeyspaceEvent(NOTIFY_NEW, "new", nk.p, nk.len, dst->id);
     notifyKeyspaceEvent(NOTIFY_GENERIC, "move_from", k.p, k.len, src->id);
     notifyKeyspaceEvent(NOTIFY_GENERIC, "move_to", nk.p, nk.len, dst->id);
-    if (ne->type == OBJ_LIST) signalKeyAsReady(dst, nk.p, nk.len);
+    if (ne->type == OBJ_LIST || ne->type == OBJ_ZSET) signalKeyAsReady(dst, nk.p, nk.len);
     addReplyStr(c, shared.cone);
 }
 
@@ -1796,6 +1808,7 @@ const char *dbEncodingName(const dbEntry *e) {
     case OBJ_LIST: return "quicklist";
     case OBJ_SET: return e->v.coll->big ? "hashtable" : "intset";
     case OBJ_HASH: return e->v.coll->big ? "hashtable" : "listpack";
+    case OBJ_ZSET: return e->v.coll->big ? "skiplist" : "listpack";
     default: return "unknown";
     }
 }

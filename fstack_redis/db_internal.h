@@ -30,6 +30,7 @@
 #define OBJ_STRING 0
 #define OBJ_LIST 1
 #define OBJ_SET 2               /* Redis's type numbers */
+#define OBJ_ZSET 3
 #define OBJ_HASH 4
 
 /* Entry flags. */
@@ -76,7 +77,7 @@ typedef struct dbEntry {
                                    rewritten or freed while set, but detached */
         } str;
         dbList list;
-        struct dbColl *coll; /* OBJ_HASH, OBJ_SET */
+        struct dbColl *coll; /* OBJ_HASH, OBJ_SET, OBJ_ZSET */
     } v;
     char key[];             /* klen bytes + NUL, then any embedded value */
 } dbEntry;
@@ -139,13 +140,14 @@ typedef struct dbColl {
     uint32_t nord, ordcap;
     uint8_t big;
     uint8_t order;          /* COLL_ORD_* */
+    struct zskiplist *zsl; /* a sorted set's order (t_zset.c), else NULL */
 } dbColl;
 
 #define COLL_ORD_NONE 0     /* table order */
 #define COLL_ORD_INSERT 1   /* a listpack hash */
 #define COLL_ORD_INT 2      /* an intset: ascending integers */
 
-/* An empty collection of type OBJ_HASH or OBJ_SET. */
+/* An empty collection of type OBJ_HASH, OBJ_SET or OBJ_ZSET. */
 void collInit(dbColl *co, const uint8_t seed[16], int type);
 /* Redis's conversion to hashtable: sets big and frees the order, for good. */
 void collSetBig(struct ir_db *db, dbColl *co);
@@ -169,6 +171,8 @@ typedef struct ir_encoding_limits {
     long long hash_max_listpack_entries;
     long long hash_max_listpack_value;
     long long set_max_intset_entries;
+    long long zset_max_listpack_entries;
+    long long zset_max_listpack_value;
 } ir_encoding_limits;
 extern ir_encoding_limits encodingLimits;
 
@@ -198,6 +202,29 @@ size_t collAll(dbColl *co, dbEntry **out);
  * entries were seen; returns the next cursor (0: done). fn must not change d. */
 uint64_t dictScan(dict *d, uint64_t cursor, long count, void (*fn)(dbEntry *e, void *arg),
                   void *arg);
+
+/* ---- sorted sets (t_zset.c) ----------------------------------------------
+ * A sorted set is a dbColl whose member entries each own a skiplist node
+ * (v.str.ptr, v.str.cap its size) holding the score. */
+
+/* Free the skiplist header (collFree, before the members). */
+void zsetFreeSkiplist(dbColl *co);
+/* Add src's members to the empty dst (COPY). */
+void zsetCopy(struct ir_db *to, dbColl *dst, dbColl *src);
+/* Each member in (score, member) order (RDB, DUMP, DEBUG DIGEST-VALUE). */
+void zsetForEach(const dbColl *co, void (*fn)(const char *m, size_t len, double score, void *arg),
+                 void *arg);
+void zsetForEachRev(const dbColl *co,
+                    void (*fn)(const char *m, size_t len, double score, void *arg), void *arg);
+/* RESTORE: add a member; 0 if it was already there. */
+int zsetLoadAdd(struct ir_db *db, dbColl *co, const char *m, size_t len, double score);
+double zsetEntryScore(const dbEntry *fe);
+/* The member entries in order into out[] (cap >= the size); returns the count. */
+size_t zsetAll(dbColl *co, dbEntry **out);
+/* NULL when the skiplist's invariants hold, else what is wrong (fuzz harness). */
+const char *zsetVerify(const dbColl *co);
+/* ZSCAN's text for a member's score. */
+int zsetScanScore(const dbColl *co, const dbEntry *fe, char *buf, size_t n);
 
 /* ---- the database -------------------------------------------------------- */
 

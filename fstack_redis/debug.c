@@ -51,7 +51,8 @@ static void xorDigest(uint8_t d[DIGEST_LEN], const uint8_t x[DIGEST_LEN]) {
     for (int i = 0; i < DIGEST_LEN; i++) d[i] ^= x[i];
 }
 
-/* An order-independent digest of a hash's or set's fields (and values). */
+/* An order-independent digest of a hash's, set's or sorted set's members (and
+ * values or scores). */
 static void collDigest(uint8_t d[DIGEST_LEN], const dbEntry *e) {
     uint8_t acc[DIGEST_LEN] = {0};
     const dict *dd = &e->v.coll->d;
@@ -61,6 +62,11 @@ static void collDigest(uint8_t d[DIGEST_LEN], const dbEntry *e) {
                 uint8_t fd[DIGEST_LEN] = {0};
                 mixDigest(fd, f->key, f->klen);
                 if (e->type == OBJ_HASH) mixDigest(fd, f->v.str.ptr, f->v.str.len);
+                if (e->type == OBJ_ZSET) { /* the score as Redis prints it, %.17g */
+                    char sb[64];
+                    int sn = snprintf(sb, sizeof(sb), "%.17g", zsetEntryScore(f));
+                    mixDigest(fd, sb, (size_t)sn);
+                }
                 xorDigest(acc, fd);
             }
         }

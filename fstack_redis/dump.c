@@ -11,6 +11,7 @@
  * The writing is rdb.c's (the same value encoder as the replication image,
  * one CRC-64 table); this file keeps only the reading.
  */
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -139,6 +140,38 @@ static int getStr(rbuf *r, char **p, size_t *len) {
     return 0;
 }
 
+/* A ZSET_2 body of n members (member, 8-byte little-endian double); its
+ * encoding as Redis picks it on load. NULL if malformed (NaN, duplicates). */
+static dbEntry *loadZset(ir_db *db, const dbkey *k, rbuf *r, uint64_t n) {
+    dbEntry *e = dbAdd(db, k, OBJ_ZSET, 0);
+    size_t maxlen = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        char *m = NULL;
+        size_t mlen;
+        if (getStr(r, &m, &mlen) != 0) goto bad;
+        uint64_t u = 0;
+        double score;
+        if (r->end - r->p < 8) {
+            free(m);
+            goto bad;
+        }
+        for (int j = 0; j < 8; j++) u |= (uint64_t)r->p[j] << (8 * j);
+        r->p += 8;
+        memcpy(&score, &u, 8);
+        int ok = !isnan(score) && zsetLoadAdd(db, e->v.coll, m, mlen, score);
+        free(m);
+        if (!ok) goto bad;
+        if (mlen > maxlen) maxlen = mlen;
+    }
+    if (r->p != r->end) goto bad;
+    e->v.coll->big = (long long)n > encodingLimits.zset_max_listpack_entries ||
+                     (long long)maxlen > encodingLimits.zset_max_listpack_value;
+    return e;
+bad:
+    dbDeleteEntry(db, e);
+    return NULL;
+}
+
 /* Build the value of the payload under key k (absent); NULL if malformed. */
 static dbEntry *loadValue(ir_db *db, const dbkey *k, rbuf *r) {
     if (r->p >= r->end) return NULL;
@@ -155,10 +188,13 @@ static dbEntry *loadValue(ir_db *db, const dbkey *k, rbuf *r) {
         free(a);
         return e;
     }
-    if (type != RDB_TYPE_LIST && type != RDB_TYPE_SET && type != RDB_TYPE_HASH) return NULL;
+    if (type != RDB_TYPE_LIST && type != RDB_TYPE_SET && type != RDB_TYPE_HASH &&
+        type != RDB_TYPE_ZSET_2)
+        return NULL;
     uint64_t n;
     int enc;
     if (getLen(r, &n, &enc) != 0 || enc != -1 || n == 0) return NULL; /* Redis refuses empty ones */
+    if (type == RDB_TYPE_ZSET_2) return loadZset(db, k, r, n);
     dbEntry *e = dbAdd(db, k, type == RDB_TYPE_LIST ? OBJ_LIST : type == RDB_TYPE_SET ? OBJ_SET
                                                                                      : OBJ_HASH, 0);
     for (uint64_t i = 0; i < n; i++) {
@@ -292,6 +328,6 @@ void restoreCommand(client *c) {
     }
     signalModifiedKey(c, db, k.p, k.len);
     notifyKeyspaceEvent(NOTIFY_GENERIC, "restore", k.p, k.len, db->id);
-    if (e->type == OBJ_LIST) signalKeyAsReady(db, k.p, k.len);
+    if (e->type == OBJ_LIST || e->type == OBJ_ZSET) signalKeyAsReady(db, k.p, k.len);
     addReplyStr(c, shared.ok);
 }

@@ -24,7 +24,7 @@ void signalFlushedDb(struct ir_db *db);
 #define NOTIFY_LIST (1 << 4)      /* l */
 #define NOTIFY_SET (1 << 5)       /* s */
 #define NOTIFY_HASH (1 << 6)      /* h */
-#define NOTIFY_ZSET (1 << 7)      /* z (no sorted sets here: never sent) */
+#define NOTIFY_ZSET (1 << 7)      /* z */
 #define NOTIFY_EXPIRED (1 << 8)   /* x */
 #define NOTIFY_EVICTED (1 << 9)   /* e (nothing is evicted: never sent) */
 #define NOTIFY_STREAM (1 << 10)   /* t (no streams: never sent) */

@@ -8,7 +8,8 @@
  *                   per key: [0xFC <u64 LE unix ms>] <type> <string key> <value>
  *   end             0xFF <u64 LE CRC64 of every byte before it>
  * Types: 0 string, 1 list, 2 set, 4 hash (the plain encodings every Redis
- * since 2.x loads). Lengths: 00xxxxxx (< 64), 01xxxxxx xxxxxxxx (< 16384),
+ * since 2.x loads), 5 sorted set (ZSET_2: member, then the score as a
+ * little-endian IEEE double; since Redis 4). Lengths: 00xxxxxx (< 64), 01xxxxxx xxxxxxxx (< 16384),
  * 0x80 + u32 BE, 0x81 + u64 BE. Strings that are decimal integers with no
  * leading zeroes are written in the integer encodings 0xC0/0xC1/0xC2 (8, 16,
  * 32 bits little-endian), as Redis does. A DUMP payload is one <type> <value>
@@ -139,10 +140,25 @@ static void putColl(rdbBuf *b, const dbColl *co, int hash, int flags) {
     }
 }
 
+typedef struct zputArg {
+    rdbBuf *b;
+    int flags;
+} zputArg;
+
+/* A sorted set member: its string, then its score as 8 bytes little-endian. */
+static void putZsetMember(const char *m, size_t len, double score, void *arg) {
+    zputArg *z = arg;
+    uint64_t u;
+    memcpy(&u, &score, 8);
+    rdbPutString(z->b, m, len, z->flags);
+    rdbPutLE(z->b, u, 8);
+}
+
 void rdbPutValue(rdbBuf *b, const dbEntry *e, int flags) {
     rdbPutByte(b, e->type == OBJ_STRING ? RDB_TYPE_STRING
                   : e->type == OBJ_LIST ? RDB_TYPE_LIST
                   : e->type == OBJ_SET  ? RDB_TYPE_SET
+                  : e->type == OBJ_ZSET ? RDB_TYPE_ZSET_2
                                         : RDB_TYPE_HASH);
     if (flags & RDB_WITH_KEY) rdbPutString(b, e->key, e->klen, flags);
     switch (e->type) {
@@ -160,6 +176,12 @@ void rdbPutValue(rdbBuf *b, const dbEntry *e, int flags) {
     case OBJ_HASH:
         putColl(b, e->v.coll, e->type == OBJ_HASH, flags);
         break;
+    case OBJ_ZSET: { /* greatest first, as Redis writes a skiplist */
+        zputArg z = {b, flags};
+        rdbPutLen(b, dictSize(&e->v.coll->d));
+        zsetForEachRev(e->v.coll, putZsetMember, &z);
+        break;
+    }
     }
 }
 

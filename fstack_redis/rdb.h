@@ -24,6 +24,7 @@ struct dbEntry;
 #define RDB_TYPE_LIST 1
 #define RDB_TYPE_SET 2
 #define RDB_TYPE_HASH 4
+#define RDB_TYPE_ZSET_2 5 /* members with binary double scores */
 /* special string encodings: a length byte 11xxxxxx, xxxxxx one of these */
 #define RDB_ENC_INT8 0
 #define RDB_ENC_INT16 1

@@ -106,6 +106,7 @@
 #define TAG_KLST "KLST"
 #define TAG_KHSH "KHSH" /* hashes and sets: see the end of this file */
 #define TAG_KSET "KSET"
+#define TAG_KZST "KZST" /* sorted sets: as KSET, each member followed by its score */
 #define TAG_KSEL "KSEL" /* the keys that follow are in another database */
 #define TAG_TABL "TABL"
 #define TAG_TLIM "TLIM"
@@ -297,7 +298,7 @@ static int saveEntry(const dbEntry *e, void *arg) {
     saveCtx *sc = arg;
     snapWriter *w = sc->w;
     if (keyIsExpired(e, sc->now)) return 0;
-    if (e->type == OBJ_HASH || e->type == OBJ_SET) {
+    if (e->type == OBJ_HASH || e->type == OBJ_SET || e->type == OBJ_ZSET) {
         saveCollection(w, e);
     } else if (e->type == OBJ_STRING) {
         wRecord(w, TAG_KSTR, 24 + (uint64_t)e->klen + e->v.str.len);
@@ -1183,6 +1184,7 @@ static int parseFile(snapLoader *L, uint64_t size, const snapDone *done) {
         else if (!memcmp(tag, TAG_KHSH, 4)) rc = loadCollection(L, OBJ_HASH);
         else if (!memcmp(tag, TAG_KSEL, 4)) rc = loadSelect(L);
         else if (!memcmp(tag, TAG_KSET, 4)) rc = loadCollection(L, OBJ_SET);
+        else if (!memcmp(tag, TAG_KZST, 4)) rc = loadCollection(L, OBJ_ZSET);
         else if (!memcmp(tag, TAG_KLST, 4)) rc = loadList(L);
         else if (!memcmp(tag, TAG_TABL, 4)) rc = loadTable(L);
         else if (!memcmp(tag, TAG_TLIM, 4)) rc = loadLimiter(L);
@@ -1477,18 +1479,20 @@ void lastsaveCommand(client *c) {
  *                            u64 length, field bytes, u64 length, value bytes
  *   "KSET" a set key         i64 expire, u64 key length, key bytes
  *                            u64 member count, then per member u64 length, bytes
+ *   "KZST" a sorted set key  as KSET, each member followed by its score (the
+ *                            u64 of the double's bits)
  * The encoding OBJECT ENCODING reports is worked out again from the loaded
  * contents. */
 
 static void saveCollection(snapWriter *w, const dbEntry *e) {
     const dict *d = &e->v.coll->d;
-    int hash = e->type == OBJ_HASH;
+    int hash = e->type == OBJ_HASH, zset = e->type == OBJ_ZSET;
     uint64_t body = 24 + (uint64_t)e->klen;
     for (int t = 0; t <= 1; t++)
         for (size_t i = 0; i < d->ht[t].size; i++)
             for (const dbEntry *f = d->ht[t].table[i]; f; f = f->next)
-                body += 8 + f->klen + (hash ? 8 + f->v.str.len : 0);
-    wRecord(w, hash ? TAG_KHSH : TAG_KSET, body);
+                body += 8 + f->klen + (hash ? 8 + f->v.str.len : 0) + (zset ? 8 : 0);
+    wRecord(w, hash ? TAG_KHSH : zset ? TAG_KZST : TAG_KSET, body);
     wU64(w, (uint64_t)e->expire);
     wU64(w, e->klen);
     wBytes(w, e->key, e->klen);
@@ -1501,6 +1505,12 @@ static void saveCollection(snapWriter *w, const dbEntry *e) {
         if (hash) {
             wU64(w, f->v.str.len);
             wBytes(w, f->v.str.ptr, f->v.str.len);
+        }
+        if (zset) {
+            double score = zsetEntryScore(f);
+            uint64_t u;
+            memcpy(&u, &score, 8);
+            wU64(w, u);
         }
     }
 }
@@ -1524,14 +1534,16 @@ static int loadCollection(snapLoader *L, int type) {
     int rc = loadKeyHead(L, &expire, &klen);
     if (rc) return rc;
     if (rU64(&L->r, &count)) return bad(L, "element count runs past the record");
-    if (count > rLeft(&L->r) / (type == OBJ_HASH ? 16 : 8))
+    if (count > rLeft(&L->r) / (type == OBJ_SET ? 8 : 16))
         return bad(L, "element count %llu larger than the record holds",
                    (unsigned long long)count);
     if (keyExpired(L, expire)) {
         L->expired++;
         return rSkip(&L->r, rLeft(&L->r)) ? bad(L, "value runs past the record") : LOAD_OK;
     }
-    if (count == 0) return bad(L, "an empty %s", type == OBJ_HASH ? "hash" : "set");
+    if (count == 0)
+        return bad(L, "an empty %s",
+                   type == OBJ_HASH ? "hash" : type == OBJ_ZSET ? "sorted set" : "set");
     dbkey k = dbKey(L->db, L->key, (size_t)klen);
     if (dictFind(&L->db->d, k.p, k.len, k.h)) return bad(L, "duplicate key");
     dbEntry *e = dbAdd(L->db, &k, type, 0);
@@ -1541,12 +1553,28 @@ static int loadCollection(snapLoader *L, int type) {
     char *f = NULL, *v = NULL;
     size_t fcap = 0, vcap = 0;
     const ir_encoding_limits *lim = &encodingLimits;
+    int zbig = 0;
     for (uint64_t i = 0; i < count && rc == LOAD_OK; i++) {
         uint64_t flen, vlen = 0;
         long long ll;
         rc = loadBlob(L, &f, &fcap, &flen, type == OBJ_HASH ? "a field" : "a member");
         if (rc == LOAD_OK && type == OBJ_HASH) rc = loadBlob(L, &v, &vcap, &vlen, "a value");
         if (rc != LOAD_OK) break;
+        if (type == OBJ_ZSET) {
+            uint64_t u;
+            double d;
+            if (rU64(&L->r, &u)) {
+                rc = bad(L, "a score runs past the record");
+                break;
+            }
+            memcpy(&d, &u, 8);
+            if (isnan(d) || !zsetLoadAdd(L->db, co, f, (size_t)flen, d)) {
+                rc = bad(L, "a NaN score or a duplicate member");
+                break;
+            }
+            if ((long long)flen > lim->zset_max_listpack_value) zbig = 1;
+            continue;
+        }
         if (collFind(co, f, flen)) {
             rc = bad(L, "duplicate %s", type == OBJ_HASH ? "field" : "member");
             break;
@@ -1564,6 +1592,8 @@ static int loadCollection(snapLoader *L, int type) {
     }
     free(f);
     free(v);
+    if (type == OBJ_ZSET) /* hashes and sets were judged member by member above */
+        co->big = (uint8_t)(zbig || (long long)dictSize(&co->d) > lim->zset_max_listpack_entries);
     return rc;
 }
 

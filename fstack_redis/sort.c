@@ -136,7 +136,7 @@ static void sortGeneric(client *c, int readonly) {
     }
     dbkey k = argKey(db, c, 1);
     dbEntry *src = lookupKey(db, &k);
-    if (src && src->type != OBJ_LIST && src->type != OBJ_SET) {
+    if (src && src->type != OBJ_LIST && src->type != OBJ_SET && src->type != OBJ_ZSET) {
         addReplyStr(c, shared.wrongtypeerr);
         return;
     }
@@ -156,8 +156,15 @@ static void sortGeneric(client *c, int readonly) {
         }
     } else if (src) {
         dbEntry **all = dbScratch(db, n);
-        collAll(src->v.coll, all);
+        if (src->type == OBJ_ZSET) zsetAll(src->v.coll, all); /* in score order */
+        else collAll(src->v.coll, all);
         for (size_t i = 0; i < n; i++) v[i] = (sortItem){all[i]->key, all[i]->klen, 0, NULL, 0};
+        if (src->type == OBJ_ZSET && dontsort && o.desc) /* BY nosort DESC: from the top */
+            for (size_t i = 0; i < n / 2; i++) {
+                sortItem t = v[i];
+                v[i] = v[n - 1 - i];
+                v[n - 1 - i] = t;
+            }
     }
 
     long long start = limit_start < 0 ? 0 : limit_start;

@@ -236,6 +236,24 @@ def test_sets(both: Both) -> None:
     ], same=False)  # fmt: skip
 
 
+def test_zsets(both: Both) -> None:
+    compare(both, [
+        ("ZADD", "z", "1", "a", "2", "b", "3", "c"), ("ZADD", "z", "1", "a"),
+        ("ZADD", "z", "5", "a"), ("ZADD", "z", "XX", "1", "nope"), ("ZINCRBY", "z", "1", "b"),
+        ("ZADD", "z", "INCR", "1", "c"), ("ZREM", "z", "nope"), ("ZREM", "z", "a"),
+        ("ZADD", "y", "1", "a", "2", "b", "3", "c", "4", "d"),
+        ("ZREMRANGEBYSCORE", "y", "10", "20"), ("ZREMRANGEBYSCORE", "y", "1", "1"),
+        ("ZREMRANGEBYRANK", "y", "0", "0"), ("ZREMRANGEBYLEX", "y", "[c", "[c"),
+        ("ZREMRANGEBYLEX", "y", "-", "+"), ("ZPOPMIN", "z"), ("ZPOPMAX", "z", "5"),
+        ("ZPOPMIN", "noz"), ("ZADD", "m", "1", "a", "2", "b"), ("ZMPOP", "1", "m", "MAX"),
+        ("ZMPOP", "1", "m", "MIN", "COUNT", "3"), ("ZADD", "u", "1", "a", "2", "b"),
+        ("ZUNIONSTORE", "d", "1", "u"), ("ZUNIONSTORE", "d", "1", "u"),
+        ("ZINTERSTORE", "d", "2", "u", "noz"), ("ZINTERSTORE", "d2", "2", "u", "noz"),
+        ("ZDIFFSTORE", "d", "1", "u"), ("ZRANGESTORE", "r", "u", "0", "0"),
+        ("ZRANGESTORE", "r", "u", "5", "6"), ("ZRANGE", "u", "0", "-1"), ("ZSCORE", "noz", "a"),
+    ])  # fmt: skip
+
+
 def test_keyspace_commands(both: Both) -> None:
     ev = compare(both, [
         ("SET", "k", "v"), ("DEL", "k", "nothere"), ("SET", "k", "v"), ("UNLINK", "k"),

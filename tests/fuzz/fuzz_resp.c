@@ -427,7 +427,7 @@ static int saved; /* this input ran SAVE */
 static void fuzzAny(client *c) {
     static const char *const clocky[] = {"time", "info", "client", "hello", "shutdown", "expire",
                                          "pexpire", "ttl", "pttl", "persist", "save", "bgsave",
-                                         "lastsave", "spop", "srandmember", "hrandfield",
+                                         "lastsave", "spop", "srandmember", "hrandfield", "zrandmember",
                                          "randomkey", "debug", "monitor", "sync", "psync"};
                                          /* MONITOR: lines carry the time of each command;
                                             SYNC/PSYNC: the RDB image, the time and memory used */
@@ -614,6 +614,12 @@ static uint64_t checkColl(const dbEntry *owner) {
                     if (f->v.str.ptr || f->ecap) die("set member with a value");
                     continue;
                 }
+                if (owner->type == OBJ_ZSET) { /* the member owns its skiplist node */
+                    if (!f->v.str.ptr || f->ecap || (f->flags & DBE_EMBEDDED))
+                        die("sorted set member without its node");
+                    bytes += dbBufBytes(f->v.str.cap);
+                    continue;
+                }
                 if (!f->v.str.ptr || f->v.str.len >= f->v.str.cap ||
                     f->v.str.ptr[f->v.str.len] != '\0')
                     die("hash value len %zu, cap %zu", f->v.str.len, f->v.str.cap);
@@ -629,6 +635,10 @@ static uint64_t checkColl(const dbEntry *owner) {
         n += used;
     }
     if (n == 0) die("empty %s kept in the keyspace", owner->type == OBJ_SET ? "set" : "hash");
+    if (owner->type == OBJ_ZSET) {
+        const char *err = zsetVerify(co);
+        if (err) die("sorted set: %s", err);
+    }
     return bytes;
 }
 
@@ -671,7 +681,7 @@ static void checkDb(ir_db *db) {
                         if (x->p[x->len] != '\0') die("list element not NUL-terminated");
                         bytes += dbBufBytes(x->len + 1);
                     }
-                } else if (e->type == OBJ_HASH || e->type == OBJ_SET) {
+                } else if (e->type == OBJ_HASH || e->type == OBJ_SET || e->type == OBJ_ZSET) {
                     bytes += checkColl(e);
                 } else {
                     die("unknown value type %d", e->type);
