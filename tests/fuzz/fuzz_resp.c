@@ -639,6 +639,24 @@ static uint64_t checkColl(const dbEntry *owner) {
         const char *err = zsetVerify(co);
         if (err) die("sorted set: %s", err);
     }
+    /* the compact order (a listpack hash's insertion order, an intset's values) */
+    if (co->ord) {
+        bytes += dbBufBytes(co->ordcap * sizeof(dbEntry *));
+        if (co->big || co->order == COLL_ORD_NONE) die("an order kept for an unordered collection");
+    }
+    if (collOrdered(co)) {
+        if (co->nord != n || co->nord > co->ordcap) die("order holds %u of %zu entries", co->nord, n);
+        for (uint32_t i = 0; i < co->nord; i++) {
+            const dbEntry *f = co->ord[i];
+            if (f->vidx != i || collFind((dbColl *)co, f->key, f->klen) != f)
+                die("order entry %u is not the dict's", i);
+            long long a, b;
+            if (co->order == COLL_ORD_INT && i > 0 &&
+                (!string2ll(co->ord[i - 1]->key, co->ord[i - 1]->klen, &a) ||
+                 !string2ll(f->key, f->klen, &b) || a >= b))
+                die("intset order not ascending at %u", i);
+        }
+    }
     return bytes;
 }
 
