@@ -16,6 +16,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -430,11 +431,20 @@ static void randomSeed(uint8_t seed[16]) {
     }
 }
 
+/* One hash seed for the process, as Redis's siphash seed: a set or a hash
+ * iterates in the same order whichever database holds it (SWAPDB, MOVE, COPY
+ * keep its replies; the fuzzer's split-equivalence check found per-database
+ * seeds reordering SMEMBERS after a SWAPDB). */
+static uint8_t hash_seed[16];
+static pthread_once_t hash_seed_once = PTHREAD_ONCE_INIT;
+static void hashSeedInit(void) { randomSeed(hash_seed); }
+
 struct ir_db *dbNew(void) {
     ir_db *db = dbCalloc(1, sizeof(*db));
-    uint8_t seed[16];
+    pthread_once(&hash_seed_once, hashSeedInit);
+    dictInit(&db->d, hash_seed);
+    uint8_t seed[16]; /* the database's own sampler (RANDOMKEY, SPOP ...) */
     randomSeed(seed);
-    dictInit(&db->d, seed);
     uint64_t x = load64le(seed) ^ rotl64(load64le(seed + 8), 17);
     db->rng = splitmix64(&x) | 1;
     return db;

@@ -63,8 +63,27 @@ static ir_seg *segPush(client *c) {
     return &c->segs[c->nsegs++];
 }
 
-/* Reserve len bytes at the end of the owned output and return them. */
+/* Where replies to a client that is closing go: nowhere. A caller that
+ * reserved space (addReplyBulkReserve ...) still writes into it, so it gets
+ * this scratch buffer, which nobody sends. One server thread per process. */
+static char *discardSpace(size_t len) {
+    static char *scratch;
+    static size_t cap;
+    if (len > cap || (cap > (1u << 20) && len <= (1u << 20))) { /* grows; a big one shrinks back */
+        size_t n = len > 4096 ? len : 4096;
+        char *p = realloc(scratch, n);
+        if (!p) oom();
+        scratch = p;
+        cap = n;
+    }
+    return scratch;
+}
+
+/* Reserve len bytes at the end of the owned output and return them. After a
+ * protocol error or an output limit (CLOSE_AFTER_REPLY, CLOSE_ASAP) nothing more
+ * is appended, whichever addReply* a command or a publisher uses. */
 static char *replyAppendSpace(client *c, size_t len) {
+    if (c->flags & (CLIENT_CLOSE_AFTER_REPLY | CLIENT_CLOSE_ASAP)) return discardSpace(len);
     obufReserve(c, len);
     ir_seg *last = c->nsegs ? &c->segs[c->nsegs - 1] : NULL;
     if (last && !last->ref && last->off + last->len == c->olen) {
