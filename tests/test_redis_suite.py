@@ -41,15 +41,15 @@ FLOORS = {
     "unit/type/string": 76,
     "unit/type/list": 240,
     "unit/type/hash": 73,
-    "unit/type/set": 97,
+    "unit/type/set": 98,
     "unit/expire": 64,
-    "unit/keyspace": 49,
+    "unit/keyspace": 51,
     "unit/multi": 48,
-    "unit/pubsub": 27,
+    "unit/pubsub": 28,
     "unit/auth": 0,
     "unit/info-command": 3,
     "unit/introspection": 25,
-    "unit/introspection-2": 29,
+    "unit/introspection-2": 31,
 }
 
 SAMPLE = """\
