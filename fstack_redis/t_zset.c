@@ -89,9 +89,21 @@ static int nodeCmp(const zskiplistNode *x, double score, const char *m, size_t m
     return memberCmp(x->fe->key, x->fe->klen, m, ml);
 }
 
-static int randomLevel(ir_db *db) {
+/* A node's level: geometric with p = ZSL_P (1/4), drawn from the member's keyed
+ * hash rather than a random stream, so the same commands build the same
+ * skiplist (a range over members of different scores BYLEX walks the levels:
+ * the fuzzer's split-equivalence check found replies that differed run to run).
+ * The hash is SipHash under the process's secret seed: no client can choose
+ * members that all land high or low. */
+static int memberLevel(const dbEntry *fe) {
+    uint64_t h = fe->hash;
+    h ^= h >> 31; /* the low bits pick the dict bucket: use all of them, mixed */
+    h *= 0x9E3779B97F4A7C15ULL;
     int level = 1;
-    while (level < ZSL_MAXLEVEL && (dbRand(db) & 0xFFFF) < (uint64_t)(ZSL_P * 0xFFFF)) level++;
+    while (level < ZSL_MAXLEVEL && (h & 3) == 0) { /* P(two zero bits) = 1/4 = ZSL_P */
+        level++;
+        h >>= 2;
+    }
     return level;
 }
 
@@ -196,7 +208,7 @@ static dbEntry *zsetInsert(ir_db *db, dbColl *co, const char *m, size_t len, dou
     if (!co->big && !overListpack(zsetLen(co) + 1, len) && score == 0)
         score = 0.0; /* a listpack keeps -0 as the integer 0 */
     dbEntry *fe = collAdd(db, co, m, len, NULL, 0);
-    int lvl = randomLevel(db);
+    int lvl = memberLevel(fe);
     size_t cap = sizeof(zskiplistNode) + (size_t)lvl * sizeof(struct zskiplistLevel);
     zskiplistNode *x = dbMalloc(cap);
     x->score = score;
