@@ -63,7 +63,7 @@ static ir_seg *segPush(client *c) {
     return &c->segs[c->nsegs++];
 }
 
-/* Where replies to a client that is closing go: nowhere. A caller that
+/* Where replies to a client that is closing (or muted) go: nowhere. A caller that
  * reserved space (addReplyBulkReserve ...) still writes into it, so it gets
  * this scratch buffer, which nobody sends. One server thread per process. */
 static char *discardSpace(size_t len) {
@@ -83,7 +83,7 @@ static char *discardSpace(size_t len) {
  * protocol error or an output limit (CLOSE_AFTER_REPLY, CLOSE_ASAP) nothing more
  * is appended, whichever addReply* a command or a publisher uses. */
 static char *replyAppendSpace(client *c, size_t len) {
-    if (c->flags & (CLIENT_CLOSE_AFTER_REPLY | CLIENT_CLOSE_ASAP)) return discardSpace(len);
+    if (c->flags & (CLIENT_CLOSE_AFTER_REPLY | CLIENT_CLOSE_ASAP | CLIENT_MUTED)) return discardSpace(len);
     obufReserve(c, len);
     ir_seg *last = c->nsegs ? &c->segs[c->nsegs - 1] : NULL;
     if (last && !last->ref && last->off + last->len == c->olen) {
@@ -102,7 +102,7 @@ static char *replyAppendSpace(client *c, size_t len) {
 }
 
 void addReplyProto(client *c, const char *s, size_t len) {
-    if (c->flags & (CLIENT_CLOSE_AFTER_REPLY | CLIENT_CLOSE_ASAP)) return;
+    if (c->flags & (CLIENT_CLOSE_AFTER_REPLY | CLIENT_CLOSE_ASAP | CLIENT_MUTED)) return;
     if (len) memcpy(replyAppendSpace(c, len), s, len);
 }
 
@@ -118,7 +118,7 @@ void addReplyStr(client *c, ir_str s) {
 
 /* A body sent by reference when it is big enough to be worth it. */
 void addReplyRef(client *c, const void *p, size_t len) {
-    if (c->flags & (CLIENT_CLOSE_AFTER_REPLY | CLIENT_CLOSE_ASAP)) return;
+    if (c->flags & (CLIENT_CLOSE_AFTER_REPLY | CLIENT_CLOSE_ASAP | CLIENT_MUTED)) return;
     if (len < IR_REF_MIN) {
         addReplyProto(c, p, len);
         return;
@@ -133,7 +133,7 @@ void addReplyRef(client *c, const void *p, size_t len) {
 }
 
 void addReplyRefPinned(client *c, const void *p, size_t len, ir_pin **holder) {
-    if (c->flags & (CLIENT_CLOSE_AFTER_REPLY | CLIENT_CLOSE_ASAP)) return;
+    if (c->flags & (CLIENT_CLOSE_AFTER_REPLY | CLIENT_CLOSE_ASAP | CLIENT_MUTED)) return;
     if (len < IR_REF_MIN) {
         addReplyProto(c, p, len);
         return;
@@ -159,7 +159,7 @@ void addReplyStatus(client *c, const char *status) {
 
 /* Errors may not contain newlines: replace them, as Redis does. */
 static void addReplyErrorLength(client *c, const char *s, size_t len) {
-    if (c->flags & (CLIENT_CLOSE_AFTER_REPLY | CLIENT_CLOSE_ASAP)) return;
+    if (c->flags & (CLIENT_CLOSE_AFTER_REPLY | CLIENT_CLOSE_ASAP | CLIENT_MUTED)) return;
     if (!len || s[0] != '-') addReplyProto(c, "-ERR ", 5);
     char *d = replyAppendSpace(c, len + 2);
     for (size_t i = 0; i < len; i++) d[i] = (s[i] == '\r' || s[i] == '\n') ? ' ' : s[i];
@@ -470,6 +470,7 @@ static void clientFlushNow(client *c) {
         }
         c->srv->net_output_bytes += (uint64_t)w;
         c->pending_bytes -= (size_t)w;
+        if (w) c->writes++;
         /* drop fully written segments */
         size_t left = (size_t)w;
         int drop = 0;

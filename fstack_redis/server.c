@@ -309,6 +309,7 @@ static void rejected(client *c, const ir_command *cmd, size_t before) {
 void call(client *c, const ir_command *cmd) {
     ir_server *s = c->srv;
     size_t before = c->olen, pend0 = c->pending_bytes;
+    uint64_t writes0 = c->writes;
     int nsegs0 = c->nsegs;
     size_t last0 = nsegs0 ? c->segs[nsegs0 - 1].len : 0;
     int mode0 = c->reply_mode;
@@ -330,7 +331,15 @@ void call(client *c, const ir_command *cmd) {
     if (rp) replCallBegin(c, &rf);
     /* a replica's own commands: only its REPLCONF and PING run (a write would
      * feed its own stream while its replies are being dropped) */
-    if (!slave || replAcceptsFromReplica(cmd)) cmd->proc(c);
+    if (!slave) {
+        cmd->proc(c);
+    } else if (replAcceptsFromReplica(cmd)) {
+        /* muted, not truncated afterwards: the stream it is fed (replCallEnd, a
+         * MONITOR line) shares its output and must not be cut */
+        c->flags |= CLIENT_MUTED;
+        cmd->proc(c);
+        c->flags &= ~CLIENT_MUTED;
+    }
     if (rp) replCallEnd(c, cmd, &rf);
     s->cycles_execute += ir_cycles() - cyc;
     clock_gettime(CLOCK_MONOTONIC, &t1);
@@ -348,10 +357,13 @@ void call(client *c, const ir_command *cmd) {
     } else if (mode0 == CLIENT_REPLY_SKIP_NEXT && c->reply_mode == CLIENT_REPLY_SKIP_NEXT) {
         drop = 1; /* the command after SKIP (unless it was CLIENT REPLY ON/OFF) */
         c->reply_mode = CLIENT_REPLY_ON;
-    } else if (c->reply_mode == CLIENT_REPLY_OFF || slave) {
+    } else if (c->reply_mode == CLIENT_REPLY_OFF) {
         drop = 1;
     }
-    if (drop && plain && c->nsegs >= nsegs0 && !pubsubRepliesArePushes(cmd)) {
+    /* cut what the command appended, unless some of the output went out meanwhile
+     * (a flush inside the command): then the snapshot no longer describes it */
+    if (drop && plain && !slave && c->writes == writes0 && c->nsegs >= nsegs0 &&
+        !pubsubRepliesArePushes(cmd)) {
         for (int i = nsegs0; i < c->nsegs; i++)
             if (c->segs[i].pin) pinRelease(c->segs[i].pin);
         c->nsegs = nsegs0;

@@ -93,6 +93,7 @@ typedef struct ir_seg {
 #define CLIENT_BLOCKED (1 << 8)        /* waiting (blocked.c): input is not processed */
 #define CLIENT_PUBSUB (1 << 9)         /* subscribed to a channel or pattern (pubsub.c) */
 #define CLIENT_MONITOR (1 << 10)       /* MONITOR: sees every command run (commands.c) */
+#define CLIENT_MUTED (1 << 11)         /* while its command runs, its replies go nowhere (a replica) */
 
 /* CLIENT REPLY: replies are sent (ON), dropped (OFF), dropped for this
  * command (SKIP, set by CLIENT REPLY SKIP) and then for the next one. */
@@ -145,6 +146,7 @@ typedef struct client {
     int nsegs, segcap;
     size_t sent;              /* bytes of segs[0] already written */
     size_t pending_bytes;     /* total not yet written */
+    uint64_t writes;          /* writev calls that took bytes: call() drops a reply only if none */
     int has_refs;
 
     struct blockState *bstate; /* blocked.c: what it waits on; NULL until it first blocks */
