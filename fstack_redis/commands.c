@@ -1158,7 +1158,7 @@ static const keyspec keyspecs[] = {
     {"zdiff", "RO access", 1, KS_KEYNUM, 0, 1, 1},
     {"zdiffstore", "OW update", 1, KS_RANGE, 0, 1, 0},
     {"zdiffstore", "RO access", 2, KS_KEYNUM, 0, 1, 1},
-    {"zincrby", "RW update", 1, KS_RANGE, 0, 1, 0},
+    {"zincrby", "RW access update", 1, KS_RANGE, 0, 1, 0},
     {"zinter", "RO access", 1, KS_KEYNUM, 0, 1, 1},
     {"zintercard", "RO access", 1, KS_KEYNUM, 0, 1, 1},
     {"zinterstore", "OW update", 1, KS_RANGE, 0, 1, 0},
