@@ -290,12 +290,16 @@ void addReplyDouble(client *c, double d) {
             if (strtod(buf, NULL) == d) break;
         }
     }
+    addReplyDoubleText(c, buf, (size_t)n);
+}
+
+void addReplyDoubleText(client *c, const char *text, size_t len) {
     if (c->resp >= 3) {
         addReplyProto(c, ",", 1);
-        addReplyProto(c, buf, (size_t)n);
+        addReplyProto(c, text, len);
         addReplyProto(c, "\r\n", 2);
     } else {
-        addReplyBulk(c, buf, (size_t)n);
+        addReplyBulk(c, text, len);
     }
 }
 

@@ -241,6 +241,8 @@ void addReplyError(client *c, const char *err);           /* adds "-ERR " unless
 void addReplyErrorFormat(client *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void addReplyLongLong(client *c, long long ll);
 void addReplyDouble(client *c, double d);                  /* RESP2: a bulk string; RESP3: ",d" */
+/* A double already formatted (a command with its own format, e.g. ZSCORE's %.17g) */
+void addReplyDoubleText(client *c, const char *text, size_t len);
 void addReplyBulk(client *c, const void *p, size_t len);   /* large bodies go by reference */
 void addReplyBulkCString(client *c, const char *s);        /* NULL -> null bulk */
 void addReplyNull(client *c);                              /* RESP2 $-1, RESP3 _ */

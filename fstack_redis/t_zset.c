@@ -325,13 +325,7 @@ static int fmtScore(char *buf, size_t n, double d) {
 static void addReplyScore(client *c, double d) {
     char buf[64];
     int n = fmtScore(buf, sizeof(buf), d);
-    if (c->resp >= 3) {
-        addReplyProto(c, ",", 1);
-        addReplyProto(c, buf, (size_t)n);
-        addReplyProto(c, "\r\n", 2);
-    } else {
-        addReplyBulk(c, buf, (size_t)n);
-    }
+    addReplyDoubleText(c, buf, (size_t)n);
 }
 
 /* A result of n members: WITHSCORES is a flat array in RESP2, pairs in RESP3. */
