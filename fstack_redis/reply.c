@@ -65,10 +65,11 @@ static ir_seg *segPush(client *c) {
 
 /* Where replies to a client that is closing (or muted) go: nowhere. A caller that
  * reserved space (addReplyBulkReserve ...) still writes into it, so it gets
- * this scratch buffer, which nobody sends. One server thread per process. */
+ * this scratch buffer, which nobody sends (one per thread: each server
+ * thread has its own). */
 static char *discardSpace(size_t len) {
-    static char *scratch;
-    static size_t cap;
+    static _Thread_local char *scratch;
+    static _Thread_local size_t cap;
     if (len > cap || (cap > (1u << 20) && len <= (1u << 20))) { /* grows; a big one shrinks back */
         size_t n = len > 4096 ? len : 4096;
         char *p = realloc(scratch, n);
