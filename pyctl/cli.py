@@ -29,6 +29,7 @@ from pyctl.config import (
     DEFAULT_HUGEPAGES,
     DPDK_ONLY,
     FLAG_GROUPS,
+    WILDCARD_HOSTS,
     ConfigError,
     ServerConfig,
     build,
@@ -339,9 +340,6 @@ def _hint(e: _native.InreplayError) -> str:
     if "Permission denied" in text and text.startswith("cannot listen on"):
         return " (ports below 1024 need root: choose another --listen port)"
     return ""
-
-
-WILDCARD_HOSTS = ("0.0.0.0", "::", "")
 
 
 def _pick(prog: str, listen: str | None) -> list[srv.Instance]:

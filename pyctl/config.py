@@ -409,6 +409,8 @@ def flag(name: str) -> str:
 
 
 DEFAULT_HOST = "127.0.0.1"
+WILDCARD_HOSTS = frozenset({"0.0.0.0", "::", ""})
+"""Listen addresses that name no one host (every address of the box)."""
 
 
 def split_listen(listen: str, default_host: str = DEFAULT_HOST) -> tuple[str, int]:

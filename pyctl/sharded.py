@@ -42,6 +42,7 @@ import numpy.typing as npt
 import redis
 
 from pyctl.client import ItemSpec, RateLimited, ReplayClient, Sample, sample_args
+from pyctl.config import WILDCARD_HOSTS
 
 SHARD_ID_BITS = 48
 """Ids of shard k start at k << 48 (IR_SHARD_ID_BITS in inreplay.h): an id names its shard."""
@@ -52,6 +53,16 @@ def _split_address(addr: str) -> tuple[str, int]:
     if not sep or not host or not port.isdigit():
         raise ValueError(f"shard address {addr!r}: expected HOST:PORT")
     return host.strip("[]"), int(port)
+
+
+def _reachable(member: str, seed_host: str) -> str:
+    """A member advertised on a wildcard address (`pyctl start --shards N --listen
+    0.0.0.0:P` advertises what it listens on) lives on the seed's box, as a --shards
+    group is one box: reach it at the address the seed was reached at."""
+    host, port = _split_address(member)
+    if host not in WILDCARD_HOSTS:
+        return member
+    return f"[{seed_host}]:{port}" if ":" in seed_host else f"{seed_host}:{port}"
 
 
 @dataclass
@@ -101,7 +112,7 @@ class ShardedReplayClient:
             _, members = _shards_of(r)
         finally:
             r.close()
-        return cls(members or [seed], **kwargs)
+        return cls([_reachable(m, host) for m in members] or [seed], **kwargs)
 
     @property
     def redis(self) -> redis.Redis:

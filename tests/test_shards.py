@@ -263,3 +263,53 @@ def test_dpdk_group_one_lwip_per_core(tmp_path: Path) -> None:
             assert stop.returncode == 0, stop.stderr
     finally:
         _pyctl(run, "netns", "down", "--name", name)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root (CI runs as root)")
+def test_group_on_every_address_is_usable_from_another_host(tmp_path: Path) -> None:
+    """Issue 25: a group started on 0.0.0.0 advertises 0.0.0.0:P in REPLAY.SHARDS; a client
+    in another network namespace reaches every member through from_seed(box address)."""
+    ns, here, there = f"irsh{os.getpid() % 100000}", "10.231.7.1", "10.231.7.2"
+    veth = f"irsh{os.getpid() % 100000}a"
+
+    def ip(*a: str) -> None:
+        subprocess.run(["ip", *a], check=True, capture_output=True)
+
+    ip("netns", "add", ns)
+    try:
+        ip("link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", ns)
+        ip("addr", "add", f"{here}/24", "dev", veth)
+        ip("link", "set", veth, "up")
+        ip("-n", ns, "addr", "add", f"{there}/24", "dev", "eth0")
+        ip("-n", ns, "link", "set", "eth0", "up")
+        ip("-n", ns, "link", "set", "lo", "up")
+        run = tmp_path / "run"
+        out = _pyctl(run, "start", "--shards", "2", "--listen", "0.0.0.0:0", "--daemon",
+                     "--client-subnet", "10.231.7.0/24")
+        assert out.returncode == 0, out.stderr
+        try:
+            line = next(ln for ln in out.stdout.splitlines() if ln.startswith("inreplay: group "))
+            members = line.removeprefix("inreplay: group ").split(",")
+            assert all(m.startswith("0.0.0.0:") for m in members), members
+            port = members[0].rsplit(":", 1)[1]
+            code = (
+                "import numpy as np\n"
+                "from pyctl.sharded import ShardedReplayClient\n"
+                f"rc = ShardedReplayClient.from_seed('{here}:{port}', socket_timeout=10)\n"
+                "print(','.join(rc.addresses))\n"
+                "rc.create('t', capacity=100)\n"
+                "for _ in range(2): rc.add('t', np.ones(4), [b'x'] * 4)\n"
+                "print(len(rc.sample('t', 8).ids))\n")
+            env = dict(os.environ, PYTHONPATH=str(ROOT))
+            res = subprocess.run(["ip", "netns", "exec", ns, sys.executable, "-c", code],
+                                 capture_output=True, text=True, timeout=60, env=env, cwd=ROOT)
+            assert res.returncode == 0, res.stderr
+            addrs, n = res.stdout.split()
+            assert addrs == ",".join(f"{here}:{m.rsplit(':', 1)[1]}" for m in members)
+            assert n == "8"
+        finally:
+            stop = _pyctl(run, "stop", "--all")
+            assert stop.returncode == 0, stop.stderr
+    finally:
+        subprocess.run(["ip", "link", "del", veth], capture_output=True)
+        subprocess.run(["ip", "netns", "del", ns], capture_output=True)
