@@ -353,7 +353,33 @@ def _pick(prog: str, listen: str | None) -> list[srv.Instance]:
     return found
 
 
-def _status_of(inst: srv.Instance) -> dict[str, Any]:
+PASSWORD_ENV = "REDISCLI_AUTH"
+"""The environment variable redis-cli reads its password from; status and stats read it too."""
+
+
+def _connect(inst: srv.Instance, password: str | None, timeout: float) -> Any:
+    import redis
+
+    return redis.Redis(host=inst.host, port=inst.port, socket_timeout=timeout, protocol=2,
+                       password=password or os.environ.get(PASSWORD_ENV) or None)
+
+
+def _not_answering(inst: srv.Instance, e: Exception) -> str:
+    """One line for a server that did not answer, with what to do where we can tell."""
+    import redis
+
+    text = str(e)
+    if isinstance(e, redis.AuthenticationError) or "NOAUTH" in text or "Authentication" in text:
+        hint = f" (give --password, or set {PASSWORD_ENV} as for redis-cli)"
+    elif isinstance(e, redis.ConnectionError) and ("reset" in text or "closed" in text):
+        hint = (" (protected mode closes connections from outside loopback and --client-subnet:"
+                " run on the server's box, or start it with --requirepass)")
+    else:
+        hint = ""
+    return f"not answering on {inst.endpoint}: {text}{hint}"
+
+
+def _status_of(inst: srv.Instance, password: str | None = None) -> dict[str, Any]:
     import redis
 
     out: dict[str, Any] = {
@@ -361,7 +387,7 @@ def _status_of(inst: srv.Instance) -> dict[str, Any]:
         "cores": inst.cores, "netns": inst.netns or None,
     }
     try:
-        r = redis.Redis(host=inst.host, port=inst.port, socket_timeout=2, protocol=2)
+        r = _connect(inst, password, 2)
         info = r.info("everything")
         out["uptime_s"] = info.get("uptime_in_seconds")
         out["stack_build"] = info.get("stack_build")
@@ -393,20 +419,21 @@ def _status_of(inst: srv.Instance) -> dict[str, Any]:
             out["shard"] = {"index": int(group[b"index"]), "group": members}
         r.close()
     except redis.RedisError as e:
-        out["error"] = f"not answering on {inst.endpoint}: {e}"
+        out["error"] = _not_answering(inst, e)
     return out
 
 
 def cmd_status(args: argparse.Namespace) -> int:
     found = _pick("pyctl status", args.listen)
-    rows = [_status_of(i) for i in found]
+    rows = [_status_of(i, args.password) for i in found]
+    failed = 1 if any("error" in r for r in rows) else 0
     if args.json:
         if args.listen or len(rows) <= 1:
             print(json.dumps(rows[0] if rows else {"running": False, "stack": None,
                                                    "endpoint": args.listen, "cores": None}))
         else:
             print(json.dumps(rows))
-        return 0 if rows else 3
+        return failed if rows else 3
     if not rows:
         print("inreplay: not running" + (f" on {args.listen}" if args.listen else ""))
         return 3
@@ -428,7 +455,7 @@ def cmd_status(args: argparse.Namespace) -> int:
             print(f"  snapshots: {_snapshot_line(r['snapshots'])}")
         for core, role in (r.get("cores") or {}).items():
             print(f"  core {core}: {role}")
-    return 0
+    return failed
 
 
 def _snapshot_line(p: dict[str, Any]) -> str:
@@ -490,7 +517,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
         die(prog, "several servers run: choose one with --listen", 2)
     inst = found[0]
     try:
-        r = redis.Redis(host=inst.host, port=inst.port, socket_timeout=5, protocol=2)
+        r = _connect(inst, args.password, 5)
         before = r.info("stats")["total_commands_processed"]
         time.sleep(args.interval)
         info = r.info("everything")
@@ -503,7 +530,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
                                                  "updates", "stale_updates", "bytes_used")}
         r.close()
     except redis.RedisError as e:
-        die(prog, f"{inst.endpoint} does not answer: {e}")
+        die(prog, _not_answering(inst, e))
     # the INFO call itself is one command: leave it out of the rate
     cps = (info["total_commands_processed"] - before - 1) / args.interval
     out: dict[str, Any] = {
@@ -653,6 +680,7 @@ def main(argv: list[str] | None = None) -> int:
     s = sub.add_parser("status", help="is a server running, and what does it hold")
     s.add_argument("--listen", type=_listen, help="HOST:PORT of the server to ask about")
     s.add_argument("--json", action="store_true", help="machine-readable output")
+    s.add_argument("--password", help=f"the server's requirepass (default: ${PASSWORD_ENV})")
     st = sub.add_parser("stop", help="stop a running server (SIGTERM)")
     st.add_argument("--listen", type=_listen, help="HOST:PORT of the server to stop")
     st.add_argument("--timeout", type=float, default=10.0, help="seconds to wait (default 10)")
@@ -662,6 +690,7 @@ def main(argv: list[str] | None = None) -> int:
     sa.add_argument("--listen", type=_listen, help="HOST:PORT of the server")
     sa.add_argument("--interval", type=float, default=1.0, help="seconds for commands/s (1)")
     sa.add_argument("--json", action="store_true", help="machine-readable output")
+    sa.add_argument("--password", help=f"the server's requirepass (default: ${PASSWORD_ENV})")
     dr = sub.add_parser("drivers", help="poll-mode drivers the DPDK stack can use")
     dr.add_argument("--all", action="store_true", help="every PMD kind, not only network ones")
     dr.add_argument("--json", action="store_true", help="machine-readable output")

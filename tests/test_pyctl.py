@@ -367,3 +367,30 @@ def test_drivers_separates_parameter_strings() -> None:
     assert "iface=<string>, qpairs=<int>," in line
     for row in human.stdout.splitlines()[1:]:
         assert not re.search(r"[>\w]=?<[^>]*>[a-z_]+=", row), row  # no params run together
+
+
+def test_status_and_stats_take_the_password(rundir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 25: against --requirepass, status and stats take --password or REDISCLI_AUTH (as
+    redis-cli does); without it they say what to do and exit non-zero."""
+    listen = f"127.0.0.1:{free_port()}"
+    r = pyctl("start", "--daemon", "--listen", listen, "--requirepass", "s3cret",
+              "--capacity", "10", "--table", "t")
+    assert r.returncode == 0, r.stderr
+    try:
+        monkeypatch.delenv("REDISCLI_AUTH", raising=False)
+        bare = pyctl("status", "--listen", listen)
+        assert bare.returncode == 1
+        assert "--password" in bare.stdout and "REDISCLI_AUTH" in bare.stdout
+        st = pyctl("status", "--json", "--listen", listen, "--password", "s3cret")
+        assert st.returncode == 0, st.stdout + st.stderr
+        assert json.loads(st.stdout)["tables"] == [{"name": "t", "size": 0, "capacity": 10}]
+        bad = pyctl("stats", "--listen", listen, "--interval", "0.1")
+        assert bad.returncode != 0 and "REDISCLI_AUTH" in bad.stderr
+        assert len(bad.stderr.strip().splitlines()) == 1
+        monkeypatch.setenv("REDISCLI_AUTH", "s3cret")
+        sa = pyctl("stats", "--json", "--listen", listen, "--interval", "0.1")
+        assert sa.returncode == 0, sa.stderr
+        assert json.loads(sa.stdout)["tables"]["t"]["capacity"] == 10
+    finally:
+        monkeypatch.setenv("REDISCLI_AUTH", "s3cret")
+        assert pyctl("stop", "--listen", listen).returncode == 0
