@@ -536,6 +536,7 @@ static void usage(void)
     fprintf(stderr,
             "usage: impair --a IF --b IF [--seed N] [--spec SPEC] [--spec-file FILE]\n"
             "              [--stats FILE] [--pidfile FILE] [--slots N] [--daemon]\n"
+            "       impair --check SPEC   (parse SPEC only: exit 0, or 2 with the reason)\n"
             "SPEC: [ab.|ba.]loss=P%%,delay=Dms±Jms,reorder=P%%[/Xms],duplicate=P%%,"
             "burst=P%%/Ts\n");
     exit(2);
@@ -546,6 +547,10 @@ int main(int argc, char **argv)
     const char *spec = "", *pidfile = NULL;
     bool daemonize = false;
     nslots = DEFAULT_SLOTS;
+    if (argc == 3 && strcmp(argv[1], "--check") == 0) {
+        struct params np[NDIR];
+        return parse_spec(argv[2], np) ? 2 : 0;
+    }
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;

@@ -722,7 +722,13 @@ def main(argv: list[str] | None = None) -> int:
     args.raw_argv = list(sys.argv[1:] if argv is None else argv)
     handlers = {"start": cmd_start, "status": cmd_status, "stop": cmd_stop,
                 "drivers": cmd_drivers, "netns": cmd_netns, "stats": cmd_stats}
-    return handlers[args.cmd](args)
+    try:
+        return handlers[args.cmd](args)
+    except BrokenPipeError:
+        # `pyctl drivers | head`: the reader left; end quietly, as cat does (exit 141
+        # = 128 + SIGPIPE), with stdout pointed at /dev/null so the flush at exit is quiet
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + 13
 
 
 if __name__ == "__main__":

@@ -165,6 +165,7 @@ def up(name: str = "inreplay", subnet: str = "10.77.0.0/24", mtu: int = DEFAULT_
         if offloads:
             raise SetupError("--impair needs offloads off (the bridge forwards real frames)")
         spec = impair_spec(impair)
+        check_values(spec)
     if name in namespaces():
         t.impair = _bridge_state(name)
         return t
@@ -251,6 +252,16 @@ def impair_spec(spec: str) -> str:
         way = {"in": "ab.", "out": "ba.", "ab": "ab.", "ba": "ba."}.get(m.group(1) or "", "")
         items.append(f"{way}{m.group(2)}={m.group(3)}")
     return ",".join(items)
+
+
+def check_values(spec: str) -> None:
+    """Have the bridge binary parse a translated spec (it alone knows the value grammar):
+    SetupError with its reason, before anything is changed."""
+    r = subprocess.run([impair_binary(), "--check", spec], capture_output=True, text=True,
+                       check=False)
+    if r.returncode != 0:
+        reason = r.stderr.strip().removeprefix("impair: ") or f"exit code {r.returncode}"
+        raise SetupError(f"--impair {spec}: {reason}; the bridge keeps its current spec")
 
 
 def bridge_names(name: str) -> tuple[str, str, str]:
@@ -381,6 +392,7 @@ def bridge_stats(name: str = "inreplay") -> dict[str, object]:
 def set_impair(name: str, spec: str) -> None:
     """Change the running bridge's impairments (the counters go on)."""
     f = _bridge_files(name)
+    check_values(impair_spec(spec))
     f["spec"].write_text(impair_spec(spec) + "\n")
     os.kill(_bridge_pid(name), signal.SIGHUP)
     state = _bridge_state(name)

@@ -214,3 +214,19 @@ def test_sigterm_reports_the_counters_and_down_removes_everything(
     assert not netns._alive(pid), "the bridge exited"
     have = netns.namespaces()
     assert b.name not in have and f"{b.name}-br" not in have
+
+
+def test_impair_with_a_bad_value_fails_and_keeps_the_spec(bridge: Callable[..., Bridge]) -> None:
+    """Issue 25: `pyctl netns impair --impair loss=abc` printed counters and exited 0 while the
+    bridge kept its old spec; now it fails in one line and nothing changes."""
+    b = bridge("loss=0%")
+    r = subprocess.run([*PYCTL, "netns", "impair", "--name", b.name, "--impair", "loss=abc"],
+                       capture_output=True, text=True)
+    assert r.returncode != 0
+    assert "loss=abc" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert netns._bridge_state(b.name)["spec"] == "loss=0%"  # type: ignore[index]
+    assert len(b.exchange(10, gap=0.001, wait=0.3)) == 10
+    ok = subprocess.run([*PYCTL, "netns", "impair", "--name", b.name, "--impair", "loss=100%"],
+                        capture_output=True, text=True)
+    assert ok.returncode == 0, ok.stderr
+    assert b.exchange(10, gap=0.001, wait=0.3) == []

@@ -394,3 +394,11 @@ def test_status_and_stats_take_the_password(rundir: Path, monkeypatch: pytest.Mo
     finally:
         monkeypatch.setenv("REDISCLI_AUTH", "s3cret")
         assert pyctl("stop", "--listen", listen).returncode == 0
+
+
+def test_output_into_a_closed_pipe_ends_quietly() -> None:
+    """Issue 25: `pyctl drivers | head -1` ended in a BrokenPipeError traceback."""
+    r = subprocess.run(f"{sys.executable} -m pyctl drivers --all | head -1", shell=True,
+                       capture_output=True, text=True, timeout=60)
+    assert r.stdout.count("\n") == 1
+    assert "Traceback" not in r.stderr and "BrokenPipe" not in r.stderr, r.stderr
