@@ -264,6 +264,7 @@ class ServerConfig:
             if not (v >= lo and v != float("inf")):
                 raise ConfigError(f"{flag(name)}: must be a finite number >= {lo}")
         self._validate_limiter()
+        self._validate_startup_table()
         if not self.table or len(self.table.encode()) > 200:
             raise ConfigError("--table: must be 1 to 200 bytes")
         if self.seed < 0:
@@ -329,6 +330,34 @@ class ServerConfig:
         if not 0 <= self.shard_index < n:
             raise ConfigError(f"--shard-index {self.shard_index}: the group has {n} member"
                               f"{'s' if n != 1 else ''} (0-{n - 1})")
+        if members:
+            me = members[self.shard_index]
+            mhost, mport = split_listen(me)
+            if self.tcp_port != mport or self.host not in (mhost, *WILDCARD_HOSTS):
+                where = (f"--ip {self.ip or '(none)'} --listen-port {self.listen_port}"
+                         if self.stack == "dpdk" else f"--listen {self.listen}")
+                raise ConfigError(f"--shard-index {self.shard_index}: --shard-group names this "
+                                  f"member {me}, but {where} is another address: listen on "
+                                  f"{me} (or on every address with its port {mport})")
+
+    STARTUP_TABLE_ONLY = ("table", "alpha", "beta", "epsilon", "min_size", "samples_per_insert",
+                          "error_buffer")
+    """Settings of the start-up table alone (REPLAY.CREATE has its own defaults)."""
+
+    def _validate_startup_table(self) -> None:
+        """Refuse start-up table settings that would be dropped without a word: with no
+        --capacity there is no start-up table; --restore brings back the saved tables."""
+        given = [flag(n) for n in self.STARTUP_TABLE_ONLY
+                 if getattr(self, n) != field_default(n)]
+        if self.capacity:
+            given.insert(0, "--capacity")
+        if self.restore and given:
+            raise ConfigError(f"{given[0]}: --restore brings the saved tables back as they were; "
+                              f"drop {', '.join(given)} (REPLAY.CREATE makes new tables), or use "
+                              "--restore-if-present to create the table when nothing is saved")
+        if not self.capacity and given:
+            raise ConfigError(f"{given[0]}: sets the table created at start-up, which only "
+                              "--capacity N creates: give --capacity (or use REPLAY.CREATE)")
 
     def _validate_limiter(self) -> None:
         """The start-up table's rate limiter, with REPLAY.CREATE's rules."""

@@ -402,3 +402,21 @@ def test_output_into_a_closed_pipe_ends_quietly() -> None:
                        capture_output=True, text=True, timeout=60)
     assert r.stdout.count("\n") == 1
     assert "Traceback" not in r.stderr and "BrokenPipe" not in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--min-size", "5"], "--min-size: sets the table created at start-up"),
+    (["--table", "x"], "--table: sets the table created at start-up"),
+    (["--alpha", "0.7"], "give --capacity"),
+    (["--capacity", "500"], "--capacity: --restore brings the saved tables back"),
+    (["--samples-per-insert", "2"], "--restore brings the saved tables back"),
+])
+def test_start_up_table_flags_are_never_dropped(rundir: Path, tmp_path: Path, args: list[str],
+                                                message: str) -> None:
+    """Issue 25: table flags without --capacity, or with --restore, were ignored silently."""
+    snaps = tmp_path / "snaps"
+    snaps.mkdir()
+    restore = ["--restore", str(snaps)] if "restore" in message else []
+    r = pyctl("start", "--listen", f"127.0.0.1:{free_port()}", *restore, *args)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and message in r.stderr, r.stderr

@@ -79,6 +79,9 @@ def test_standalone_server_is_a_group_of_one(inreplay_server: object) -> None:
     (["--shards", "2", "--shard-group", "127.0.0.1:1,127.0.0.1:2"], "--shards starts a whole"),
     (["--shard-group", "127.0.0.1:1,127.0.0.1:2", "--shard-index", "2"], "--shard-index 2"),
     (["--shard-group", "127.0.0.1:1,nonsense"], "--shard-group"),
+    # issue 25: it listened on its --listen while REPLAY.SHARDS advertised the group's address
+    (["--shard-group", "127.0.0.1:6380,127.0.0.1:6381", "--shard-index", "1"],
+     "names this member 127.0.0.1:6381"),
 ])
 def test_group_flags_one_line_errors(tmp_path: Path, args: list[str], message: str) -> None:
     out = _pyctl(tmp_path / "run", "start", "--listen", "127.0.0.1:0", *args)
