@@ -264,10 +264,7 @@ def _fmt_priorities(priorities: Any, n: int) -> list[bytes]:
     """Decimal strings for REPLAY.ADD; None: the table's max priority for every item."""
     if priorities is None:
         return [b"MAX"] * n
-    try:
-        p = _to_numpy(priorities).astype(np.float64).reshape(-1)
-    except (TypeError, ValueError) as e:
-        raise BatchError(f"priorities: {e}; the batch was rejected whole") from None
+    p = _priority_array(priorities, n)
     if p.shape[0] == 1 and n > 1 and np.ndim(_to_numpy(priorities)) == 0:
         p = np.repeat(p, n)
     if p.shape[0] != n:
@@ -275,6 +272,25 @@ def _fmt_priorities(priorities: Any, n: int) -> list[bytes]:
     _check_priorities(p, n)
     # repr-exact decimal strings, formatted in C by NumPy
     return np.char.encode(np.char.mod("%.17g", p), "ascii").tolist()
+
+
+def _priority_array(priorities: Any, n: int) -> npt.NDArray[np.float64]:
+    """Priorities as float64, flat. Only numbers are priorities: a str such as '1.0', which
+    NumPy would parse, or any other non-number raises BatchError naming its index."""
+    try:
+        a = _to_numpy(priorities)
+    except (TypeError, ValueError) as e:
+        raise BatchError(f"priorities: {e}; the batch was rejected whole") from None
+    if a.dtype.kind in "biuf":
+        return a.astype(np.float64).reshape(-1)
+    # the elements as given (NumPy would have turned [1.0, 'high'] into two strings)
+    given = priorities if isinstance(priorities, Sequence) and not isinstance(
+        priorities, str | bytes) else a.reshape(-1).tolist() if a.ndim else [a.item()]
+    for i, x in enumerate(given):
+        if not isinstance(x, int | float | np.number | np.bool_):
+            raise BatchError(f"priority at index {i} is {x!r} ({type(x).__name__}): priorities "
+                             f"must be numbers; the batch of {n} was rejected whole")
+    return a.astype(np.float64).reshape(-1)
 
 
 def _check_priorities(p: np.ndarray, n: int) -> None:
@@ -463,7 +479,7 @@ class ReplayClient:
         applied (stale ids skipped). A bad priority raises BatchError naming its index,
         and none of the batch is applied."""
         i = np.ascontiguousarray(_to_numpy(ids), dtype="<i8").reshape(-1)
-        p64 = _to_numpy(priorities).astype(np.float64).reshape(-1)
+        p64 = _priority_array(priorities, i.size)
         if i.shape != p64.shape:
             raise BatchError(f"{i.size} ids but {p64.size} priorities; the batch was rejected "
                              f"whole")
