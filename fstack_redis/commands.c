@@ -191,7 +191,7 @@ static ir_command commands[] = {
     {"zrandmember", zrandmemberCommand, -2, 1, 1, 1, "readonly", 0, 0},
     {"replay.create", replayCreateCommand, -4, 1, 1, 1, "write denyoom module", 0, 0},
     {"replay.add", replayAddCommand, -4, 1, 1, 1, "write denyoom module", 0, 0},
-    {"replay.sample", replaySampleCommand, -3, 1, 1, 1, "readonly module", 0, 0},
+    {"replay.sample", replaySampleCommand, -3, 1, 1, 1, "write module", 0, 0},
     {"replay.update", replayUpdateCommand, 4, 1, 1, 1, "write module", 0, 0},
     {"replay.info", replayInfoCommand, 2, 1, 1, 1, "readonly module", 0, 0},
     {"replay.drop", replayDropCommand, 2, 1, 1, 1, "write module", 0, 0},
@@ -1192,7 +1192,7 @@ static const keyspec keyspecs[] = {
     {"replay.create", "RW insert", 1, KS_RANGE, 0, 1, 0},
     {"replay.drop", "RM delete", 1, KS_RANGE, 0, 1, 0},
     {"replay.info", "RO", 1, KS_RANGE, 0, 1, 0},
-    {"replay.sample", "RO access", 1, KS_RANGE, 0, 1, 0},
+    {"replay.sample", "RW access update", 1, KS_RANGE, 0, 1, 0},
     {"replay.update", "RW update", 1, KS_RANGE, 0, 1, 0},
 };
 #define NKEYSPECS (sizeof(keyspecs) / sizeof(keyspecs[0]))

@@ -51,3 +51,21 @@ def test_denyoom_word_is_what_maxmemory_refuses(server_factory: Any) -> None:
             oom = False  # another error: the command ran
         assert oom == ("denyoom" in commands[name][1]), (name, commands[name])
     r.close()
+
+
+def test_replay_sample_is_a_write(server_factory: Any) -> None:
+    """Issue 25: REPLAY.SAMPLE was flagged readonly, yet it advances the table's generator and
+    the limiter's counters and wakes inserters. It is a write, and counts as a change."""
+    srv = server_factory("inreplay")
+    r = redis.Redis(port=srv.port, protocol=2)
+    info = r.execute_command("COMMAND", "INFO", "replay.sample")["replay.sample"]
+    assert "write" in info["flags"] and "readonly" not in info["flags"], info["flags"]
+    spec = info["key_specifications"][0]
+    flags = spec[spec.index(b"flags") + 1]
+    assert b"RW" in flags and b"RO" not in flags, spec
+    r.execute_command("REPLAY.CREATE", "w", "CAPACITY", 10)
+    r.execute_command("REPLAY.ADD", "w", 1, "x")
+    before = r.info("persistence")["rdb_changes_since_last_save"]
+    r.execute_command("REPLAY.SAMPLE", "w", 4)
+    assert r.info("persistence")["rdb_changes_since_last_save"] == before + 1
+    r.close()
