@@ -276,7 +276,9 @@ def _working_line(args: argparse.Namespace) -> str:
     n = os.cpu_count() or 1
     t = netns.topology("inreplay", "10.77.0.0/24")
     port = args.listen_port or field_default("listen_port")
-    return (f"sudo pyctl netns up && sudo {t.start_line(port=port, cores='0' if n < 2 else '0-1')}"
+    sudo = "" if os.geteuid() == 0 else "sudo "  # root has no need of it, nor always has it
+    return (f"{sudo}pyctl netns up && {sudo}"
+            f"{t.start_line(port=port, cores='0' if n < 2 else '0-1')}"
             " (or bind a NIC: dpdk-devbind.py --bind=vfio-pci BUS:DEV.FN, then --port 0)")
 
 

@@ -72,7 +72,8 @@ def test_bad_flags_get_one_line_naming_the_flag(args: list[str], names: str) -> 
     assert "Traceback" not in r.stderr
 
 
-WORKS_HERE = "a start line that works on this machine: sudo pyctl netns up && sudo pyctl start"
+SUDO = "" if os.geteuid() == 0 else "sudo "  # issue 25: no sudo for root, who may not have it
+WORKS_HERE = f"a start line that works on this machine: {SUDO}pyctl netns up && {SUDO}pyctl start"
 
 
 def test_dpdk_stack_flags_are_checked_before_anything_starts() -> None:
