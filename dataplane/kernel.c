@@ -175,8 +175,11 @@ static ssize_t kernelWritev(ir_transport *t, ir_conn *c, const struct iovec *iov
     (void)t;
     if (c->closed) return -1;
     if (iovcnt > IOV_MAX) iovcnt = IOV_MAX;
+    /* sendmsg with MSG_NOSIGNAL: a peer gone away is an error here, never a
+     * SIGPIPE for the host process (signals are the host's) */
+    struct msghdr mh = {.msg_iov = (struct iovec *)iov, .msg_iovlen = (size_t)iovcnt};
     for (;;) {
-        ssize_t n = writev(c->fd, iov, iovcnt);
+        ssize_t n = sendmsg(c->fd, &mh, MSG_NOSIGNAL);
         if (n >= 0) return n;
         if (errno == EINTR) continue;
         if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;

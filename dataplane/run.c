@@ -1,12 +1,11 @@
 /* run.c - configuration defaults and the server's main loop.
  *
- * Init order: check the configuration, signals, the server (keyspace and
- * tables), the transport, then the loop; teardown runs in reverse. The
- * signal handler only sets a flag (s->shutdown_asap, or force_quit before the
- * server exists), as in DPDK's examples.
+ * Init order: check the configuration, the server (keyspace and tables), the
+ * transport, then the loop; teardown runs in reverse. Signals belong to the
+ * host process: its handler calls ir_stop(), which only sets a flag that the
+ * loop takes (serverTakeStopRequest), as DPDK's examples' force_quit.
  */
 #include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -71,7 +70,6 @@ static void idleSawEvents(idle_state *st) {
     if (st->mode == IDLE_ADAPTIVE) st->last_event_us = monoUs();
 }
 
-static volatile sig_atomic_t force_quit;
 static volatile int running;
 static ir_stats published;
 
@@ -91,17 +89,6 @@ static uint64_t loopClockMs(void) {
     clock_gettime(CLOCK_REALTIME_COARSE, &ts);
     return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
-
-/* A signal asks the running server to shut down, as Redis's shutdown_asap:
- * pending until the loop next checks, so SHUTDOWN ABORT can still cancel it. */
-static void signalHandler(int signum) {
-    if (signum != SIGINT && signum != SIGTERM) return;
-    ir_server *s = g_server;
-    if (s) s->shutdown_asap = SHUTDOWN_SAVE_PER_CONFIG;
-    else force_quit = 1;
-}
-
-void ir_stop(void) { force_quit = 1; }
 
 static int checkConfig(const ir_config *cfg) {
     if (!cfg->stack || (strcmp(cfg->stack, "kernel") && strcmp(cfg->stack, "dpdk"))) {
@@ -242,21 +229,11 @@ int ir_run(const ir_config *cfg) {
     int rc = checkConfig(cfg);
     if (rc != IR_OK) goto out;
 
-    force_quit = 0;
-    struct sigaction sa, old_int, old_term, old_pipe;
-    memset(&sa, 0, sizeof(sa));
-    sa.sa_handler = signalHandler;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, &old_int);
-    sigaction(SIGTERM, &sa, &old_term);
-    sa.sa_handler = SIG_IGN;
-    sigaction(SIGPIPE, &sa, &old_pipe);
-
     ir_server *s = server_new(cfg);
     if (!s) {
         ir_set_error("out of memory creating the server");
         rc = IR_ENOMEM;
-        goto signals;
+        goto out;
     }
     g_server = s;
     if (cfg->table && cfg->table[0] && (rc = createStartupTable(s, cfg)) != IR_OK) goto server;
@@ -322,7 +299,7 @@ int ir_run(const ir_config *cfg) {
     publishStats(s);
 
     uint64_t last_tick = s->now_ms;
-    while (!force_quit && !s->shutdown_asap) {
+    while (!serverTakeStopRequest(s) && !s->shutdown_asap) {
         long wait = idleWait(&idle);
         if (s->blocked) wait = blockedWaitBound(s, wait); /* wake for the nearest timeout */
         int ev = s->tp->ops->poll(s->tp, wait);
@@ -343,7 +320,7 @@ int ir_run(const ir_config *cfg) {
         }
     }
     serverLog("%s, closing %llu client(s)",
-              s->shutdown_asap == SHUTDOWN_SAVE_PER_CONFIG ? "Received SIGINT/SIGTERM"
+              s->shutdown_asap == SHUTDOWN_SAVE_PER_CONFIG ? "Received SIGINT/SIGTERM (ir_stop)"
                                                            : "Shutdown",
               (unsigned long long)s->nclients);
     snapshotShutdown(s);
@@ -366,10 +343,6 @@ server:
         server_free(s); /* closes every client through the transport */
         if (tp) tp->ops->destroy(tp);
     }
-signals:
-    sigaction(SIGINT, &old_int, NULL);
-    sigaction(SIGTERM, &old_term, NULL);
-    sigaction(SIGPIPE, &old_pipe, NULL);
 out:
     memset(&published, 0, sizeof(published));
     pthread_mutex_lock(&tables_lock);

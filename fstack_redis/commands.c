@@ -1962,6 +1962,7 @@ void shutdownCommand(client *c) {
         addReplyStr(c, shared.syntaxerr);
         return;
     }
+    serverTakeStopRequest(s); /* a stop asked for meanwhile (ir_stop) is pending now */
     if (abort_) { /* a signal's shutdown not yet carried out; SHUTDOWN's is certain */
         if (s->shutdown_asap != SHUTDOWN_SAVE_PER_CONFIG) {
             addReplyError(c, "No shutdown in progress.");

@@ -199,11 +199,16 @@ void ir_config_init(ir_config *cfg);
  * (stored only), fixed (only the current value accepted), doc. pyctl takes
  * its defaults and bounds from here. */
 const char *ir_config_params_json(void);
-/* Run the server on the calling thread until SHUTDOWN, ir_stop() or
- * SIGINT/SIGTERM. Returns IR_OK after a clean stop, or an error code
- * (ir_last_error says why). Only one server per process. */
+/* Run the server on the calling thread until SHUTDOWN or ir_stop().
+ * Returns IR_OK after a clean stop, or an error code (ir_last_error says
+ * why). Only one server per process. The library installs no signal
+ * handlers: signals belong to the host, whose SIGINT/SIGTERM handler calls
+ * ir_stop() (pyctl's main thread does). */
 int ir_run(const ir_config *cfg);
-/* Ask a running server to stop (async-signal-safe: only sets a flag). */
+/* Ask the server to stop as a signal would (saving first with
+ * save_on_shutdown; SHUTDOWN ABORT may still cancel it). Async-signal-safe
+ * and callable from any thread; a request made before ir_run's loop starts
+ * stops it at once. Each request stops one run. */
 void ir_stop(void);
 /* Snapshot of counters; safe from any thread while ir_run runs. */
 void ir_get_stats(ir_stats *out);

@@ -1,4 +1,5 @@
 /* server.c - clients, dispatch and the server object. */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,18 @@
 #include "replication.h"
 
 ir_server *g_server;
+
+/* lock-free, so setting it is async-signal-safe */
+static atomic_int stop_requested;
+_Static_assert(ATOMIC_INT_LOCK_FREE == 2, "ir_stop must be async-signal-safe");
+
+void ir_stop(void) { atomic_store_explicit(&stop_requested, 1, memory_order_release); }
+
+int serverTakeStopRequest(ir_server *s) {
+    if (!atomic_exchange_explicit(&stop_requested, 0, memory_order_acq_rel)) return 0;
+    s->shutdown_asap = SHUTDOWN_SAVE_PER_CONFIG;
+    return 1;
+}
 
 
 /* ir_config_init is config.c's: the parameter table holds the defaults. */

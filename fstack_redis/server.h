@@ -233,6 +233,12 @@ typedef struct ir_server {
 #define SHUTDOWN_SAVE_PER_CONFIG 1
 #define SHUTDOWN_DONE 2
 
+/* ir_stop() (any thread, or the host's signal handler) only sets a flag; the
+ * loop, and SHUTDOWN before it decides anything, turn it into shutdown_asap =
+ * SHUTDOWN_SAVE_PER_CONFIG. A request made before the loop starts is kept for
+ * it, and each request is taken once. */
+int serverTakeStopRequest(ir_server *s);
+
 /* ---- replies ----------------------------------------------------------- */
 void addReplyProto(client *c, const char *s, size_t len);
 void addReplyStr(client *c, ir_str s);

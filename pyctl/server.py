@@ -10,6 +10,7 @@ a server keeps its snapshots in ``<rundir>/data/<host>-<port>``.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -19,6 +20,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -204,6 +206,23 @@ def exit_error(inst: Instance) -> str | None:
     return str(d.get("error") or f"exited with error code {d.get('rc')}")
 
 
+@contextlib.contextmanager
+def stop_on_signals(lib: Any) -> Iterator[None]:
+    """SIGINT and SIGTERM ask the server to stop (lib.ir_stop, which saves first with
+    --save-on-shutdown): the library installs no handlers, signals are this process's.
+    Python runs handlers on the main thread; elsewhere the caller must forward them."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = {sig: signal.signal(sig, lambda *_: lib.ir_stop())
+           for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+
+
 def run(cfg: ServerConfig, ready: Any = None) -> int:
     """Run the server until it stops; returns 0 after a clean stop.
 
@@ -225,29 +244,30 @@ def run(cfg: ServerConfig, ready: Any = None) -> int:
         result["err"] = _native.last_error()  # thread-local in C: read it here
 
     t = threading.Thread(target=target, name="inreplay-server", daemon=True)
-    t.start()
     stats = ffi.new("ir_stats *")
     state: Path | None = None
     try:
-        while t.is_alive():
-            lib.ir_get_stats(stats)
-            if stats.running and stats.port:
-                break
-            t.join(0.005)
-        if t.is_alive():
-            port = stats.port
-            state = state_file(cfg.host, port)
-            _exit_file(state).unlink(missing_ok=True)
-            state.write_text(json.dumps({
-                "pid": os.getpid(), "host": cfg.host, "port": port, "stack": cfg.stack,
-                "started": time.time(), "cores": core_roles(cfg), "netns": cfg.netns,
-                "file_prefix": cfg.file_prefix if cfg.stack == "dpdk" else "",
-            }))
-            if ready:
-                ready(port)
-        while t.is_alive():
-            t.join(0.2)
-    except KeyboardInterrupt:
+        with stop_on_signals(lib):  # before the thread starts: no signal goes unanswered
+            t.start()
+            while t.is_alive():
+                lib.ir_get_stats(stats)
+                if stats.running and stats.port:
+                    break
+                t.join(0.005)
+            if t.is_alive():
+                port = stats.port
+                state = state_file(cfg.host, port)
+                _exit_file(state).unlink(missing_ok=True)
+                state.write_text(json.dumps({
+                    "pid": os.getpid(), "host": cfg.host, "port": port, "stack": cfg.stack,
+                    "started": time.time(), "cores": core_roles(cfg), "netns": cfg.netns,
+                    "file_prefix": cfg.file_prefix if cfg.stack == "dpdk" else "",
+                }))
+                if ready:
+                    ready(port)
+            while t.is_alive():
+                t.join(0.2)
+    except KeyboardInterrupt:  # not on the main thread: Python's own SIGINT handling
         lib.ir_stop()
         t.join()
     finally:

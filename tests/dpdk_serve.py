@@ -22,6 +22,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from pyctl import _native
+from pyctl.server import stop_on_signals
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -71,7 +72,12 @@ def main(argv: list[str] | None = None) -> int:
         result["err"] = _native.last_error()  # thread-local in C
 
     t = threading.Thread(target=target, name="inreplay-dpdk", daemon=True)
-    t.start()
+    with stop_on_signals(lib):  # SIGTERM/SIGINT -> ir_stop: signals are the host's
+        t.start()
+        return _wait(t, ffi, lib, result)
+
+
+def _wait(t: threading.Thread, ffi: Any, lib: Any, result: dict[str, Any]) -> int:
     stats = ffi.new("ir_stats *")
     while t.is_alive():
         lib.ir_get_stats(stats)
