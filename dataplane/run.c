@@ -1,4 +1,5 @@
-/* run.c - configuration defaults and the server's main loop.
+/* run.c - ir_run: the start-up checks, the start-up table and the main loop
+ * (configuration defaults live in fstack_redis/config.c's parameter table).
  *
  * Init order: check the configuration, the server (keyspace and tables), the
  * transport, then the loop; teardown runs in reverse. Signals belong to the

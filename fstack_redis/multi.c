@@ -260,7 +260,6 @@ void multiTouchSwappedDbs(ir_server *s, struct ir_db *a, struct ir_db *b) {
     touchDb(s, b, a);
 }
 
-size_t multiWatchedKeys(const client *c) { return c->mstate ? (size_t)c->mstate->nw : 0; }
 
 /* ---- the queue ------------------------------------------------------------ */
 
@@ -406,8 +405,7 @@ void execCommand(client *c) {
         /* as Redis: EXEC of a transaction with a command that may use
          * memory is refused while used memory is over maxmemory */
         c->srv->oom_rejections++;
-        addReplyError(c, "-EXECABORT Transaction discarded because of: OOM command not allowed "
-                         "when used memory > 'maxmemory'.");
+        addReplyError(c, "-EXECABORT Transaction discarded because of: OOM " IR_OOM_MSG);
         discardQueue(c);
         unwatchAll(c);
         return;

@@ -16,8 +16,7 @@
 
 #include "blocked.h"
 #include "inreplay.h"
-
-struct ir_pin;
+#include "pin.h"
 
 #define IR_TABLE_NAME_MAX 200
 #define IR_MAX_SAMPLE (1 << 20)
@@ -213,9 +212,5 @@ void tablesMoveMissing(ir_tables *dst, ir_tables *src);
  * with *err (a static message) if a member is not host:port. */
 int shardGroupMembers(const char *group, const char **start, size_t *len, int max,
                       const char **err);
-
-/* Implemented in reply.c (see server.h). */
-void pinDetach(struct ir_pin *pin, void *mem, size_t maplen, uint64_t bytes);
-void pinOverwrite(struct ir_pin *pin, const char *lo, const char *hi);
 
 #endif

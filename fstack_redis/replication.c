@@ -64,7 +64,6 @@ static struct {
     size_t nown, owncap;
 } R = {.seldb = -1};
 
-uint64_t replOffset(void) { return R.offset; }
 
 static void replidInit(const ir_server *s) {
     if (R.replid[0]) return;

@@ -79,6 +79,5 @@ void replCron(ir_server *s);     /* server_tick: PING every repl-ping-replica-pe
 /* INFO replication's body (from role: on) and ROLE's reply. */
 char *replInfo(const ir_server *s); /* malloc'd */
 void replRoleReply(client *c);
-uint64_t replOffset(void);
 
 #endif /* IR_REPLICATION_H */

@@ -418,7 +418,7 @@ int processCommand(client *c) {
     } else if (s->cfg.maxmemory && (cmd->flags & CMD_DENYOOM) &&
                serverUsedMemory(s) > s->cfg.maxmemory) {
         s->oom_rejections++;
-        addReplyError(c, "-OOM command not allowed when used memory > 'maxmemory'.");
+        addReplyError(c, "-OOM " IR_OOM_MSG);
         rejected(c, cmd, before);
     } else if ((c->flags & CLIENT_PUBSUB) && c->resp == 2 && !pubsubAllowedInContext(cmd)) {
         rejectCommandFormat(c, "Can't execute '%s%s%s': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / "

@@ -1,4 +1,4 @@
-/* server.h - the RESP2 server: clients, command table, replies.
+/* server.h - the RESP2/RESP3 server: clients, command table, replies.
  *
  * Everything here runs on the one thread that polls the transport (see
  * transport.h for the contract). Command handlers are `void xxxCommand(client *c)`
@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "inreplay.h"
+#include "pin.h"
 #include "transport.h"
 
 #define IR_VERSION_STR "0.1.0"
@@ -282,15 +283,13 @@ void addReplyBulkPinned(client *c, const void *p, size_t len, ir_pin **holder);
 ir_pin *pinAcquire(ir_pins *pool, ir_pin **holder);
 /* Drop one reference taken with pin->refs++; the last one frees detached memory. */
 void pinRelease(ir_pin *pin);
-/* The owner lets go of pinned memory (see ir_pin). */
-void pinDetach(ir_pin *pin, void *mem, size_t maplen, uint64_t bytes);
-/* Memory in [lo, hi) is about to be rewritten: every reply segment of the
- * pin's clients that still has unsent bytes there is copied into its
- * client's buffer first (copy on overwrite). */
-void pinOverwrite(ir_pin *pin, const char *lo, const char *hi);
+/* pinDetach, pinOverwrite: pin.h */
 void pinsFree(ir_pins *pool);   /* the free list; every pin must be released */
 /* Drop a client's pending output, releasing its pins. */
 void clientDiscardReply(client *c);
+
+/* Redis's words for a write refused under maxmemory (after "-OOM " or EXECABORT's prefix). */
+#define IR_OOM_MSG "command not allowed when used memory > 'maxmemory'."
 
 /* Canned replies. */
 extern const struct ir_shared_replies {
@@ -307,7 +306,6 @@ void rejectCommandFormat(client *c, const char *fmt, ...) __attribute__((format(
 /* ---- argument helpers (reply with the Redis error and return -1 on failure) ---- */
 int getLongLongFromArg(client *c, int i, long long *out);     /* "value is not an integer or out of range" */
 int getPositiveLongFromArg(client *c, int i, long long *out); /* "value is out of range, must be positive" */
-int getDoubleFromArg(client *c, int i, double *out);          /* "value is not a valid float" */
 int argEq(const client *c, int i, const char *lit);           /* case-insensitive */
 /* Take ownership of argv[i] as a malloc'd, NUL-terminated buffer (steals big bulks). */
 char *argSteal(client *c, int i, size_t *len);

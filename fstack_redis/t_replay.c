@@ -167,7 +167,7 @@ void replayCreateCommand(client *c) {
     if (cfg->maxmemory && o.capacity <= (1ULL << 32) &&
         serverUsedMemory(c->srv) + o.capacity * tableSlotBytes() > cfg->maxmemory) {
         c->srv->oom_rejections++;
-        addReplyError(c, "-OOM command not allowed when used memory > 'maxmemory'.");
+        addReplyError(c, "-OOM " IR_OOM_MSG);
         return;
     }
     ir_table *t;

@@ -1,10 +1,10 @@
 /* transport.h - the narrow interface between the RESP server and a network stack.
  *
- * A transport owns the sockets (kernel epoll, lwIP PCBs on DPDK, or an F-stack
- * ff_* socket set); the server owns clients, parsing, commands and replies.
- * The shape follows F-stack's own loop (accept / read / writev / close plus an
- * event step), so a kernel, an lwIP or an F-stack backend plugs in without
- * touching command code.
+ * A transport owns the sockets (kernel epoll in dataplane/kernel.c, lwIP PCBs
+ * on DPDK in dataplane/lwip_glue.c); the server owns clients, parsing,
+ * commands and replies. The shape is an event loop's (accept / read / writev /
+ * close plus a poll step), so another stack plugs in without touching command
+ * code.
  *
  * Concurrency contract: a transport and the server it drives run on one thread
  * (one lcore). Every upcall (irs_*) happens from inside ops->poll() on that

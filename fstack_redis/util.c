@@ -250,14 +250,6 @@ int getPositiveLongFromArg(client *c, int i, long long *out) {
     return 0;
 }
 
-int getDoubleFromArg(client *c, int i, double *out) {
-    if (!string2d(c->argv[i].ptr, c->argv[i].len, out)) {
-        addReplyError(c, "value is not a valid float");
-        return -1;
-    }
-    return 0;
-}
-
 int argEq(const client *c, int i, const char *lit) {
     size_t n = strlen(lit);
     return i < c->argc && c->argv[i].len == n && strncasecmp(c->argv[i].ptr, lit, n) == 0;
