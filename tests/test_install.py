@@ -9,6 +9,7 @@ wheel holds the library and every module, its kernel stack runs the same cycle, 
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -24,7 +25,6 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("pyctl", "actors", "learner", "integrations")  # meson.build's list
 PIP_TIMEOUT = 1200  # compiles the C library once; dependencies come from pip's cache
 
-pytestmark = pytest.mark.slow
 
 
 def _clean_copy(dest: Path) -> Path:
@@ -106,6 +106,29 @@ def _cycle(venv: Path, work: Path, stacks: list[str]) -> None:
     assert gone.returncode == 3 and "not running" in gone.stdout
 
 
+def test_checkout_reports_the_stacks_meson_built(tmp_path: Path) -> None:
+    """In a checkout pyctl loads build/'s library, whose stacks are what meson built:
+    the DPDK side library exists exactly when the library says it has DPDK."""
+    from pyctl import _native
+
+    assert _native.library_path() == ROOT / "build" / "libinreplay.so"
+    built = any((ROOT / "build" / "dataplane").glob("libinreplay_dpdk.a"))
+    assert _native.stacks() == (("kernel", "dpdk") if built else ("kernel",))
+    env = {**os.environ, "INREPLAY_RUN_DIR": str(tmp_path / "run")}
+    line = (f"stacks in this install: {', '.join(_native.stacks())} "
+            f"({ROOT / 'build' / 'libinreplay.so'})")
+    for argv in (["status"], ["drivers"]):
+        r = subprocess.run([sys.executable, "-m", "pyctl", *argv], cwd=ROOT, env=env,
+                           capture_output=True, text=True, timeout=60, check=False)
+        assert line in r.stdout.splitlines(), r.stdout
+    r = subprocess.run([sys.executable, "-m", "pyctl", "status", "--json"], cwd=ROOT, env=env,
+                       capture_output=True, text=True, timeout=60, check=False)
+    assert r.returncode == 3 and json.loads(r.stdout)["stacks"] == list(_native.stacks())
+    if not built:
+        assert "meson setup --reconfigure" in _native.missing_stack_hint("dpdk")
+
+
+@pytest.mark.slow
 def test_pip_install_and_wheel_in_a_fresh_venv(tmp_path: Path) -> None:
     src = _clean_copy(tmp_path)
     assert not (src / "build").exists() and not (src / "build-deps").exists()
