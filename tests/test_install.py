@@ -128,6 +128,19 @@ def test_checkout_reports_the_stacks_meson_built(tmp_path: Path) -> None:
         assert "meson setup --reconfigure" in _native.missing_stack_hint("dpdk")
 
 
+def test_one_version() -> None:
+    """meson.build's project version is the package's (pyproject takes it: dynamic);
+    pyctl --version and the library's ir_version() must say the same."""
+    import pyctl
+    from pyctl import _native
+
+    m = re.search(r"project\('inreplay'.*?version : '([^']+)'", (ROOT / "meson.build").read_text(),
+                  re.S)
+    assert m
+    ffi, lib = _native.load()
+    assert pyctl.__version__ == m.group(1) == ffi.string(lib.ir_version()).decode()
+
+
 @pytest.mark.slow
 def test_pip_install_and_wheel_in_a_fresh_venv(tmp_path: Path) -> None:
     src = _clean_copy(tmp_path)
