@@ -1,7 +1,9 @@
 """cffi binding to libinreplay, declared from the real header.
 
-The declarations are read from ``fstack_redis/inreplay.h`` (the block between
-the CFFI markers) and the library is opened in ABI mode. C error codes become
+The declarations are read from the real header (the block between the CFFI
+markers) and the library is opened in ABI mode: both from this package's directory
+when it is installed (``pip install .`` puts them there), else from a source
+checkout (``fstack_redis/inreplay.h``, ``build/libinreplay.so``). C error codes become
 Python exceptions in :func:`check`.
 """
 
