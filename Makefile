@@ -9,13 +9,17 @@ APT_PKGS  := build-essential pkg-config redis-server redis-tools clang libclang-
 LWIP_SRC  := build-deps/lwip-src
 SUDO      := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 STAMP     := .deps-stamp
+EXTRAS    ?= dev,bench,rl,ray
 
 .PHONY: all deps build test test-c test-py test-fuzz lint demo bench soak fuzz clean
 FUZZ_SECONDS ?= 300
 
 all: build
 
-# System packages (only the missing ones), then the Python package and its tools.
+# System packages (only the missing ones), then the Python package's dependencies and
+# tools (read from pyproject.toml). The package itself is not installed: a checkout's
+# pyctl (python3 -m pyctl from here) uses the library in build/; `pip install .`
+# builds and installs the whole package (README: Installation).
 deps: $(STAMP) $(LWIP_SRC)/src/core/tcp.c
 $(LWIP_SRC)/src/core/tcp.c: | $(STAMP)
 	dataplane/lwip/fetch-source.sh $(dir $(LWIP_SRC))
@@ -26,7 +30,10 @@ $(STAMP): pyproject.toml Makefile
 	  $(SUDO) apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
 	fi
-	$(PY) -m pip install -q -e '.[dev,bench,rl,ray]'
+	$(PY) -c 'import tomllib; p = tomllib.load(open("pyproject.toml", "rb"))["project"]; \
+	  print("\n".join(p["dependencies"] + [r for x in "$(EXTRAS)".split(",") \
+	                                       for r in p["optional-dependencies"][x]]))' \
+	  | $(PY) -m pip install -q -r /dev/stdin
 	@touch $@
 
 build: deps

@@ -45,6 +45,7 @@ from typing import Any
 
 import numpy as np
 
+from pyctl import _native
 from pyctl.proc import die_with_parent, free_port
 from pyctl.sysinfo import cpu_model
 
@@ -109,7 +110,7 @@ def dpdk_possible() -> str | None:
     """Why the DPDK stack cannot run here, or None if it can."""
     if os.geteuid() != 0:
         return "not root"
-    if not any((ROOT / "build" / "dataplane").glob("libinreplay_dpdk.a")):
+    if not _native.has_stack("dpdk"):
         return "libinreplay was built without DPDK"
     return None
 

@@ -84,7 +84,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from pyctl import netns  # noqa: E402
+from pyctl import _native, netns  # noqa: E402
 from pyctl.proc import die_with_parent as _die_with_parent  # noqa: E402
 from pyctl.proc import free_port, resp_command  # noqa: E402
 from pyctl.sumtree import PrioritizedSampler  # noqa: E402
@@ -358,7 +358,7 @@ def network(loopback: bool, delay_us: int = 0, mtu: int = netns.DEFAULT_MTU,
 
 
 def dpdk_built() -> bool:
-    return any((ROOT / "build" / "dataplane").glob("libinreplay_dpdk.a"))
+    return _native.has_stack("dpdk")
 
 
 @dataclass

@@ -91,6 +91,15 @@ static uint64_t loopClockMs(void) {
     return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
+/* The stacks compiled into this library (pyctl status/drivers/start read it). */
+const char *ir_stacks(void) {
+#ifdef IR_HAVE_DPDK
+    return "kernel dpdk";
+#else
+    return "kernel";
+#endif
+}
+
 static int checkConfig(const ir_config *cfg) {
     if (!cfg->stack || (strcmp(cfg->stack, "kernel") && strcmp(cfg->stack, "dpdk"))) {
         ir_set_error("stack must be 'kernel' or 'dpdk', not '%s'", cfg->stack ? cfg->stack : "");
@@ -98,7 +107,8 @@ static int checkConfig(const ir_config *cfg) {
     }
 #ifndef IR_HAVE_DPDK
     if (!strcmp(cfg->stack, "dpdk")) {
-        ir_set_error("this build has no DPDK stack: use --stack kernel");
+        ir_set_error("this build has no DPDK stack (libdpdk-dev and lwIP were not found when it "
+                     "was compiled): use --stack kernel, or rebuild with them");
         return IR_ENOSTACK;
     }
 #endif

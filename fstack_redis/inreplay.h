@@ -216,6 +216,9 @@ void ir_get_stats(ir_stats *out);
 int ir_get_table_stats(ir_table_stats *out, int max);
 /* Library version string. */
 const char *ir_version(void);
+/* The network stacks compiled into this library, space-separated: "kernel" or
+ * "kernel dpdk" (DPDK + lwIP are built in when their development files are found). */
+const char *ir_stacks(void);
 
 /* CFFI-END */
 

@@ -1,7 +1,9 @@
 """cffi binding to libinreplay, declared from the real header.
 
-The declarations are read from ``fstack_redis/inreplay.h`` (the block between
-the CFFI markers) and the library is opened in ABI mode. C error codes become
+The declarations are read from the real header (the block between the CFFI
+markers) and the library is opened in ABI mode: both from this package's directory
+when it is installed (``pip install .`` puts them there), else from a source
+checkout (``fstack_redis/inreplay.h``, ``build/libinreplay.so``). C error codes become
 Python exceptions in :func:`check`.
 """
 
@@ -14,16 +16,17 @@ from pathlib import Path
 
 from cffi import FFI
 
-ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = Path(__file__).resolve().parent
+ROOT = PACKAGE.parent
+# First the library installed inside this package (pip install . / a wheel), then a
+# source checkout's build/ (make build; the tests).
 HEADER_CANDIDATES = (
+    PACKAGE / "inreplay.h",
     ROOT / "fstack_redis" / "inreplay.h",
-    Path("/usr/local/include/inreplay.h"),
-    Path("/usr/include/inreplay.h"),
 )
 LIB_CANDIDATES = (
+    PACKAGE / "libinreplay.so",
     ROOT / "build" / "libinreplay.so",
-    Path("/usr/local/lib/x86_64-linux-gnu/libinreplay.so"),
-    Path("/usr/local/lib/libinreplay.so"),
 )
 
 
@@ -76,13 +79,48 @@ def _find(candidates: tuple[Path, ...], env: str, what: str) -> Path:
     )
 
 
+def library_path() -> Path:
+    """The libinreplay.so this process loads (or would load)."""
+    return _find(LIB_CANDIDATES, "INREPLAY_LIB", "libinreplay.so")
+
+
 @lru_cache(maxsize=1)
 def load() -> tuple[FFI, object]:
     """Return (ffi, lib), loading the library on first use."""
     ffi = FFI()
     ffi.cdef(_declarations(_find(HEADER_CANDIDATES, "INREPLAY_HEADER", "inreplay.h")))
-    lib = ffi.dlopen(str(_find(LIB_CANDIDATES, "INREPLAY_LIB", "libinreplay.so")))
+    lib = ffi.dlopen(str(library_path()))
     return ffi, lib
+
+
+def stacks() -> tuple[str, ...]:
+    """The network stacks compiled into the library: ("kernel",) or ("kernel", "dpdk")."""
+    ffi, lib = load()
+    return tuple(ffi.string(lib.ir_stacks()).decode().split())
+
+
+def has_stack(stack: str) -> bool:
+    """The library has this stack compiled in (False when there is no library)."""
+    try:
+        return stack in stacks()
+    except NativeLibraryMissingError:
+        return False
+
+
+def missing_stack_hint(stack: str) -> str:
+    """One line for a stack this library was built without: why, and how to get it."""
+    if stack != "dpdk":
+        return f"there is no '{stack}' stack: use --stack kernel or --stack dpdk"
+    lib = library_path()
+    if lib.parent == PACKAGE:
+        how = ("install libdpdk-dev and liblwip-dev (apt-get install libdpdk-dev liblwip-dev), "
+               "then rebuild the package: pip install --force-reinstall --no-cache-dir "
+               "<this source tree or its sdist>")
+    else:
+        how = (f"install libdpdk-dev and liblwip-dev (make deps does), then "
+               f"'meson setup --reconfigure {lib.parent}' and 'make build'")
+    return (f"this install has no DPDK stack ({lib} was built without DPDK and lwIP; it has: "
+            f"{', '.join(stacks())}): {how}; or use --stack kernel")
 
 
 _EXC = {-4: ConfigError, -5: NetworkError, -3: EmptyTableError}

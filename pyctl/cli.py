@@ -113,6 +113,8 @@ def cmd_start(args: argparse.Namespace) -> int:
         args.stack = "dpdk"  # the design's start line: pyctl start --cores 2-5 --port 0
     elif given and args.stack == "kernel":
         die(prog, f"--{given[0].replace('_', '-')} is for the DPDK stack: drop --stack kernel", 2)
+    if args.stack is not None:
+        _require_stack(prog, args.stack)
     overrides = {f.name: getattr(args, f.name) for f in dataclasses.fields(ServerConfig)}
     try:
         cfg = build(args.config, overrides)
@@ -122,6 +124,7 @@ def cmd_start(args: argparse.Namespace) -> int:
                                  *_host_problems(build(args.config, overrides, validate=False))],
                           args)
         die(prog, str(e), 2)
+    _require_stack(prog, cfg.stack)  # a --config file's stack
     if cfg.stack == "dpdk" and args.listen:
         die(prog, "--listen is for the kernel stack; with --stack dpdk use --ip and --listen-port",
             2)
@@ -161,6 +164,29 @@ def cmd_start(args: argparse.Namespace) -> int:
         die(prog, f"{e}{_hint(e)}")
     except ValueError as e:
         die(prog, str(e))
+
+
+def _require_stack(prog: str, stack: str) -> None:
+    """One line and exit when the library was built without this stack."""
+    if stack not in _native.stacks():
+        die(prog, _native.missing_stack_hint(stack))
+
+
+def _installed_stacks() -> list[str]:
+    """The library's stacks, or none when there is no library to ask."""
+    try:
+        return list(_native.stacks())
+    except _native.NativeLibraryMissingError:
+        return []
+
+
+def _stacks_line() -> str:
+    """Which stacks this install has, from the library itself."""
+    try:
+        lib = _native.library_path()
+        return f"stacks in this install: {', '.join(_native.stacks())} ({lib})"
+    except _native.NativeLibraryMissingError as e:
+        return f"stacks in this install: none ({e})"
 
 
 def _start_group(prog: str, cfg: ServerConfig) -> int:
@@ -386,7 +412,7 @@ def _status_of(inst: srv.Instance, password: str | None = None) -> dict[str, Any
 
     out: dict[str, Any] = {
         "running": True, "pid": inst.pid, "endpoint": inst.endpoint, "stack": inst.stack,
-        "cores": inst.cores, "netns": inst.netns or None,
+        "cores": inst.cores, "netns": inst.netns or None, "stacks": _installed_stacks(),
     }
     try:
         r = _connect(inst, password, 2)
@@ -432,12 +458,14 @@ def cmd_status(args: argparse.Namespace) -> int:
     if args.json:
         if args.listen or len(rows) <= 1:
             print(json.dumps(rows[0] if rows else {"running": False, "stack": None,
-                                                   "endpoint": args.listen, "cores": None}))
+                                                   "endpoint": args.listen, "cores": None,
+                                                   "stacks": _installed_stacks()}))
         else:
             print(json.dumps(rows))
         return failed if rows else 3
     if not rows:
         print("inreplay: not running" + (f" on {args.listen}" if args.listen else ""))
+        print(_stacks_line())
         return 3
     for r in rows:
         if "error" in r:
@@ -457,6 +485,7 @@ def cmd_status(args: argparse.Namespace) -> int:
             print(f"  snapshots: {_snapshot_line(r['snapshots'])}")
         for core, role in (r.get("cores") or {}).items():
             print(f"  core {core}: {role}")
+    print(_stacks_line())
     return failed
 
 
@@ -572,6 +601,10 @@ def cmd_stats(args: argparse.Namespace) -> int:
 def cmd_drivers(args: argparse.Namespace) -> int:
     from pyctl.drivers import list_drivers, pmd_dirs
 
+    if not args.json:
+        print(_stacks_line())
+        if "dpdk" not in _installed_stacks():
+            print(f"  {_native.missing_stack_hint('dpdk')}")
     dirs = pmd_dirs()
     if not dirs:
         die("pyctl drivers", "no DPDK PMD directory found: install Debian's 'dpdk' package")

@@ -42,13 +42,15 @@ import redis
 from helpers import die_with_parent as _die_with_parent
 from helpers import free_port, mbulk
 
+from pyctl import _native
+
 ROOT = Path(__file__).resolve().parent.parent
 HOST = "127.0.0.1"
 
 
 def _dpdk_built() -> bool:
     """The library was built with the DPDK stack (meson found libdpdk and lwip)."""
-    return any((ROOT / "build" / "dataplane").glob("libinreplay_dpdk.a"))
+    return _native.has_stack("dpdk")
 
 
 # "dpdk" is inreplay on the DPDK + lwIP stack in a network namespace, reached

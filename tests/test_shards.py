@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import redis
 
+from pyctl import _native
 from pyctl.client import ReplayClient
 from pyctl.sharded import SHARD_ID_BITS, ShardedReplayClient
 
@@ -229,7 +230,7 @@ def test_withstats_reply_layout(inreplay_server: object) -> None:
     r.close()
 
 
-DPDK = os.geteuid() == 0 and any((ROOT / "build" / "dataplane").glob("libinreplay_dpdk.a"))
+DPDK = os.geteuid() == 0 and _native.has_stack("dpdk")
 
 
 @pytest.mark.skipif(not DPDK, reason="needs root and a DPDK build")

@@ -40,6 +40,8 @@ ROOT = HERE.parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]  # pyctl, and tests/helpers.py
 from helpers import HOST, die_with_parent, free_port  # noqa: E402
 
+from pyctl import _native  # noqa: E402
+
 UNITS = [
     "unit/protocol", "unit/type/string", "unit/type/list", "unit/type/hash",
     "unit/type/set", "unit/expire", "unit/keyspace", "unit/multi", "unit/pubsub",
@@ -280,7 +282,7 @@ class Topology:
 def dpdk_unavailable() -> str | None:
     if os.geteuid() != 0:
         return "not root"
-    if not any((ROOT / "build" / "dataplane").glob("libinreplay_dpdk.a")):
+    if not _native.has_stack("dpdk"):
         return "libinreplay was built without DPDK"
     return None
 

@@ -1,0 +1,182 @@
+"""`pip install .` without make: a plain virtual environment (no system site-packages),
+a clean copy of the tree (no build/, no build-deps/), the package built by meson-python
+from the registry's build tools, then in that environment with the working directory
+outside the tree: `pyctl start --daemon`, the README's client example, `pyctl status`,
+`pyctl stop`. Then `pip wheel .` with DPDK turned off, as on a machine without it: the
+wheel holds the library and every module, its kernel stack runs the same cycle, and
+`--stack dpdk` is refused in one line that says how to get it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+from test_readme_example import readme_client_example
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("pyctl", "actors", "learner", "integrations")  # meson.build's list
+PIP_TIMEOUT = 1200  # compiles the C library once; dependencies come from pip's cache
+
+
+
+def _clean_copy(dest: Path) -> Path:
+    """The tree as a checkout has it: tracked and new (not ignored) files, no build output."""
+    src = dest / "src"
+    try:
+        files = subprocess.run(
+            ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+            cwd=ROOT, capture_output=True, check=True).stdout.decode().split("\0")
+    except (OSError, subprocess.CalledProcessError):
+        shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns(
+            "build", "build-*", ".git", "__pycache__", ".mesonpy-*", ".deps-stamp"))
+        return src
+    for f in filter(None, files):
+        if (ROOT / f).is_file():  # a deleted but still tracked file is skipped
+            (src / f).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / f, src / f)
+    return src
+
+
+def _env(work: Path, venv: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYTHONPATH", "INREPLAY_LIB", "INREPLAY_HEADER", "VIRTUAL_ENV",
+                        "PYTHONHOME")}
+    env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+    env["INREPLAY_RUN_DIR"] = str(work / "run")
+    return env
+
+
+def _run(argv: list[str], work: Path, venv: Path, timeout: float = 60
+         ) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(argv, cwd=work, env=_env(work, venv), capture_output=True, text=True,
+                          timeout=timeout, check=False)
+
+
+def _pip(venv: Path, work: Path, *args: str) -> None:
+    r = _run([str(venv / "bin" / "python"), "-m", "pip", *args], work, venv, PIP_TIMEOUT)
+    assert r.returncode == 0, f"pip {' '.join(args)}:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
+
+
+def _expected_stacks() -> list[str]:
+    """What meson's `dpdk` feature (auto) must find: libdpdk and lwIP (the copy has no
+    lwIP source, so Debian's liblwip-dev)."""
+    have = all(subprocess.run(["pkg-config", "--exists", p], check=False).returncode == 0
+               for p in ("libdpdk", "lwip")) if shutil.which("pkg-config") else False
+    return ["kernel", "dpdk"] if have else ["kernel"]
+
+
+def _cycle(venv: Path, work: Path, stacks: list[str]) -> None:
+    """start --daemon, the README's client example, status, stop: all from the venv."""
+    py, pyctl = str(venv / "bin" / "python"), str(venv / "bin" / "pyctl")
+    where = _run([py, "-c", "import pyctl, pyctl._native as n; "
+                            "print(pyctl.__file__); print(n.library_path())"], work, venv)
+    assert where.returncode == 0, where.stderr
+    site = venv / "lib"
+    for line in where.stdout.split():
+        assert Path(line).is_relative_to(site), f"{line} is not from the venv ({site})"
+    start = _run([pyctl, "start", "--daemon", "--listen", "127.0.0.1:0"], work, venv)
+    assert start.returncode == 0, start.stderr
+    m = re.search(r"kernel stack listening on 127\.0\.0\.1:(\d+) \(daemon\)", start.stdout)
+    assert m, start.stdout
+    port = int(m.group(1))
+    try:
+        # the README's example as written, less its torch line (torch is an extra)
+        code = readme_client_example().replace("port=6379", f"port={port}")
+        code = "\n".join(x for x in code.splitlines() if "torch=True" not in x)
+        code += ("\nassert ids.tolist() == list(range(64)) and obs.shape == (32, 84, 84, 4)"
+                 "\nassert (loss_weights <= 1).all()\nprint('example ok')\n")
+        ex = _run([py, "-c", code], work, venv)
+        assert ex.returncode == 0 and "example ok" in ex.stdout, ex.stderr
+        st = _run([pyctl, "status"], work, venv)
+        assert st.returncode == 0, st.stderr
+        assert f"kernel stack on 127.0.0.1:{port}" in st.stdout, st.stdout
+        assert f"stacks in this install: {', '.join(stacks)} ({site}" in st.stdout, st.stdout
+    finally:
+        stop = _run([pyctl, "stop", "--all"], work, venv)
+    assert stop.returncode == 0 and f"on 127.0.0.1:{port}" in stop.stdout, stop.stderr
+    gone = _run([pyctl, "status"], work, venv)
+    assert gone.returncode == 3 and "not running" in gone.stdout
+
+
+def test_checkout_reports_the_stacks_meson_built(tmp_path: Path) -> None:
+    """In a checkout pyctl loads build/'s library, whose stacks are what meson built:
+    the DPDK side library exists exactly when the library says it has DPDK."""
+    from pyctl import _native
+
+    assert _native.library_path() == ROOT / "build" / "libinreplay.so"
+    built = any((ROOT / "build" / "dataplane").glob("libinreplay_dpdk.a"))
+    assert _native.stacks() == (("kernel", "dpdk") if built else ("kernel",))
+    env = {**os.environ, "INREPLAY_RUN_DIR": str(tmp_path / "run")}
+    line = (f"stacks in this install: {', '.join(_native.stacks())} "
+            f"({ROOT / 'build' / 'libinreplay.so'})")
+    for argv in (["status"], ["drivers"]):
+        r = subprocess.run([sys.executable, "-m", "pyctl", *argv], cwd=ROOT, env=env,
+                           capture_output=True, text=True, timeout=60, check=False)
+        assert line in r.stdout.splitlines(), r.stdout
+    r = subprocess.run([sys.executable, "-m", "pyctl", "status", "--json"], cwd=ROOT, env=env,
+                       capture_output=True, text=True, timeout=60, check=False)
+    assert r.returncode == 3 and json.loads(r.stdout)["stacks"] == list(_native.stacks())
+    if not built:
+        assert "meson setup --reconfigure" in _native.missing_stack_hint("dpdk")
+
+
+def test_one_version() -> None:
+    """meson.build's project version is the package's (pyproject takes it: dynamic);
+    pyctl --version and the library's ir_version() must say the same."""
+    import pyctl
+    from pyctl import _native
+
+    m = re.search(r"project\('inreplay'.*?version : '([^']+)'", (ROOT / "meson.build").read_text(),
+                  re.S)
+    assert m
+    ffi, lib = _native.load()
+    assert pyctl.__version__ == m.group(1) == ffi.string(lib.ir_version()).decode()
+
+
+@pytest.mark.slow
+def test_pip_install_and_wheel_in_a_fresh_venv(tmp_path: Path) -> None:
+    src = _clean_copy(tmp_path)
+    assert not (src / "build").exists() and not (src / "build-deps").exists()
+    work = tmp_path / "work"  # every command runs here, outside the tree
+    work.mkdir()
+    venv = tmp_path / "venv"
+    r = subprocess.run([sys.executable, "-m", "venv", str(venv)], capture_output=True,
+                       text=True, check=False)
+    assert r.returncode == 0, r.stderr
+    cfg = (venv / "pyvenv.cfg").read_text()
+    assert "include-system-site-packages = false" in cfg
+
+    _pip(venv, work, "install", "-q", str(src))
+    _cycle(venv, work, _expected_stacks())
+
+    # pip wheel . as on a machine without DPDK: the library inside, linked to no DPDK
+    wheels = tmp_path / "wheels"
+    _pip(venv, work, "wheel", "-q", "--no-deps", "-w", str(wheels),
+         "-Csetup-args=-Ddpdk=disabled", str(src))
+    (wheel,) = wheels.glob("inreplay-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    assert {"pyctl/libinreplay.so", "pyctl/inreplay.h"} <= names
+    modules = {p.relative_to(src).as_posix() for pkg in PACKAGES if (src / pkg).is_dir()
+               for p in (src / pkg).rglob("*.py")}
+    assert modules and modules <= names, sorted(modules - names)
+    _pip(venv, work, "install", "-q", "--no-deps", "--force-reinstall", str(wheel))
+    lib = next((venv / "lib").glob("python*/site-packages/pyctl/libinreplay.so"))
+    if shutil.which("readelf"):
+        needed = subprocess.run(["readelf", "-d", str(lib)], capture_output=True, text=True,
+                                check=True).stdout
+        assert "librte_" not in needed and "liblwip" not in needed, needed
+    _cycle(venv, work, ["kernel"])
+    pyctl = str(venv / "bin" / "pyctl")
+    no = _run([pyctl, "start", "--stack", "dpdk", "--ip", "10.0.0.1/24"], work, venv)
+    assert no.returncode == 1 and len(no.stderr.strip().splitlines()) == 1, no.stderr
+    assert "this install has no DPDK stack" in no.stderr and "pip install" in no.stderr
+    dr = _run([pyctl, "drivers"], work, venv)
+    assert dr.stdout.startswith("stacks in this install: kernel ("), dr.stdout
