@@ -78,6 +78,7 @@ demo: build
 # DPDK breakdowns of every workload a goal judges; CartPole on both stacks. ~35 min.
 bench: build
 	$(PY) bench/sumtree.py --json $(BUILD)/bench-sumtree.json
+	@[ ! -f $(BUILD)/bench-latency.json ] || cp $(BUILD)/bench-latency.json $(BUILD)/bench-latency.prev.json
 	$(PY) bench/latency.py --mtu 1500,9000 --paths shared,kernel-default \
 	  --json $(BUILD)/bench-latency.json --plots $(BUILD)/bench-plots
 	-$(PY) bench/latency.py --systems dpdk --dpdk-pmd af_xdp --mtu 1500 --paths shared \
@@ -99,6 +100,7 @@ bench: build
 	  --swarm $(BUILD)/bench-swarm.json --swarm $(BUILD)/bench-swarm-atari.json \
 	  --compress $(BUILD)/bench-compress.json --limiter $(BUILD)/bench-limiter.json \
 	  --latency $(BUILD)/bench-latency.json --throughput $(BUILD)/bench-throughput.json \
+	  --latency-prev $(BUILD)/bench-latency.prev.json \
 	  --demo $(BUILD)/bench-cartpole/summary.json \
 	  --demo-kernel $(BUILD)/bench-cartpole-kernel/summary.json \
 	  --breakout $(BUILD)/bench-breakout/summary.json \

@@ -765,6 +765,22 @@ def reply_size(conn: Conn, w: Workload) -> tuple[int, bytes]:
     return len(raw), raw
 
 
+SERVER_TIME_COMMANDS = {"ping": "ping", "get": "get", "set": "set", "sample": "replay.sample",
+                        "sample-packed": "replay.sample", "update": "replay.update"}
+"""The command behind each workload kind whose server time INFO commandstats gives."""
+
+
+def server_usec(conn: Conn, command: str) -> float | None:
+    """usec_per_call of one command in INFO commandstats (stock Redis and inreplay)."""
+    text = conn.call(encode("INFO", "commandstats"))
+    text = text.decode() if isinstance(text, bytes) else str(text)
+    for line in text.splitlines():
+        if line.startswith(f"cmdstat_{command}:"):
+            fields = dict(f.split("=", 1) for f in line.split(":", 1)[1].split(",") if "=" in f)
+            return float(fields["usec_per_call"]) if "usec_per_call" in fields else None
+    return None
+
+
 def one_connection(conn: Conn, w: Workload, size: int, budget: Budget) -> list[int]:
     def step() -> None:
         w.finish(conn.call_sized(w.request(), size))
@@ -935,9 +951,14 @@ def run_system(system: str, server: Server, net: Network, tables: list[Table], s
                 res.errors[f"{tag}: {w.name}"] = f"ServerReplyError: {e}"
                 log(f"[{tag}] {w.name}: refused ({e})")
                 continue
+            command = SERVER_TIME_COMMANDS.get(w.kind)
+            if command:  # the server's own time per call over exactly these requests
+                conn.call(encode("CONFIG", "RESETSTAT"))
             lat = summarize(one_connection(conn, w, size, s.budget), w.payload)
             row = {"system": system, **where, "workload": w.name, "kind": w.kind,
                    "size": w.size, "batch": w.batch, "payload": w.payload, **lat}
+            if command:
+                row["server_us"] = server_usec(conn, command)
             res.latency.append(row)
             if w.name not in res.client_us:
                 res.client_us[w.name] = client_cost(w, raw, s.budget.seconds / 4)

@@ -933,6 +933,43 @@ def redis_suite_section(doc: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
+SERVER_TIME_WORKLOADS = ("PING", "GET 64 B", "SAMPLE 512 × 128 B PACKED", "SAMPLE 512 × 128 B",
+                         "UPDATE 512")
+"""Workloads whose server time per call (INFO commandstats) the report keeps run to run."""
+
+
+def server_times(doc: dict[str, Any] | None) -> dict[tuple[str, str, int, str], float]:
+    """(system, path, mtu, workload) -> server µs per call, from latency.py's rows."""
+    out: dict[tuple[str, str, int, str], float] = {}
+    for r in (doc or {}).get("latency", []):
+        if r.get("server_us") is not None and r["workload"] in SERVER_TIME_WORKLOADS:
+            out[(r["system"], r["path"], r["mtu"], r["workload"])] = r["server_us"]
+    return out
+
+
+def server_time_section(doc: dict[str, Any], prev: dict[str, Any] | None) -> str:
+    """Per-command server time (µs per call, INFO commandstats over the timed requests of
+    one connection, shared path), this run beside the previous run's figure."""
+    now, before = server_times(doc), server_times(prev)
+    keys = sorted({(k[0], k[1], k[2]) for k in now}, key=lambda k: (k[2], k[1], k[0]))
+    if not keys:
+        return ("*No server times in this run (bench/latency.py records them from "
+                "INFO commandstats).*")
+    out = ["Server time per command (µs per call from INFO commandstats over the timed "
+           "requests, one connection): this run, and in brackets the previous run's "
+           + ("(from the JSON make bench kept)." if prev else "(none kept: first run here)."),
+           "", "| system | path | MTU | " + " | ".join(SERVER_TIME_WORKLOADS) + " |",
+           "|---|---|---|" + "---|" * len(SERVER_TIME_WORKLOADS)]
+    for sysname, path, mtu in keys:
+        cells = []
+        for w in SERVER_TIME_WORKLOADS:
+            v, p = now.get((sysname, path, mtu, w)), before.get((sysname, path, mtu, w))
+            prev_cell = f" ({p:.2f})" if p is not None else ""
+            cells.append("—" if v is None else f"{v:.2f}{prev_cell}")
+        out.append(f"| {sysname} | {path} | {mtu} | " + " | ".join(cells) + " |")
+    return "\n".join(out)
+
+
 def replace_section(text: str, name: str, body: str) -> str:
     n = re.escape(name)
     pat = re.compile(rf"(<!-- BEGIN {n}\b[^>]*-->\n)(.*?)(<!-- END {n} -->)", re.S)
@@ -946,6 +983,8 @@ def main(argv: list[str] | None = None) -> int:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sumtree", metavar="JSON", help="output of bench/sumtree.py --json")
     ap.add_argument("--latency", metavar="JSON", help="output of bench/latency.py --json")
+    ap.add_argument("--latency-prev", metavar="JSON",
+                    help="the previous run's --latency JSON: its server times go beside this run's")
     ap.add_argument("--throughput", metavar="JSON",
                     help="output of bench/throughput.py --json")
     ap.add_argument("--demo", metavar="JSON",
@@ -982,6 +1021,9 @@ def main(argv: list[str] | None = None) -> int:
     if lat:
         text = replace_section(text, "latency", latency_section(lat))
         text = replace_section(text, "sampling", sampling_section(lat))
+        kept = args.latency_prev and Path(args.latency_prev).exists()
+        prev = load(args.latency_prev) if kept else None
+        text = replace_section(text, "server-time", server_time_section(lat, prev))
     if thr:
         text = replace_section(text, "throughput", throughput_section(thr))
     if lat or thr:

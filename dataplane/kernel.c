@@ -149,6 +149,8 @@ static int kernelPoll(ir_transport *t, long timeout_us) {
     struct epoll_event evs[MAX_EVENTS];
     struct timespec ts = {.tv_sec = timeout_us / 1000000, .tv_nsec = timeout_us % 1000000 * 1000};
     int n = epoll_pwait2(k->epfd, evs, MAX_EVENTS, &ts, NULL);
+    if (n < 0 && errno == ENOSYS) /* kernels before 5.11, and valgrind: ms resolution */
+        n = epoll_wait(k->epfd, evs, MAX_EVENTS, (int)((timeout_us + 999) / 1000));
     if (n < 0) return errno == EINTR ? 0 : -1;
     for (int i = 0; i < n; i++) {
         ir_conn *c = evs[i].data.ptr;

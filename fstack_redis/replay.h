@@ -20,6 +20,7 @@
 
 #define IR_TABLE_NAME_MAX 200
 #define IR_MAX_SAMPLE (1 << 20)
+#define IR_TABLE_PF 16 /* prefetch distance of the loops over drawn slots (random: cache misses) */
 
 typedef struct ir_table_opts {
     uint64_t capacity;

@@ -311,6 +311,8 @@ char *addReplyBulkReserve(client *c, size_t len) {
     return body;
 }
 
+char *addReplyReserve(client *c, size_t len) { return replyAppendSpace(c, len); }
+
 char *addReplyBulkBegin(client *c, size_t total, size_t head) {
     addReplyPrefixed(c, '$', (long long)total);
     return replyAppendSpace(c, head);

@@ -265,6 +265,9 @@ void addReplyVerbatim(client *c, const char *txt, size_t len, const char *ext);
 /* A bulk whose body the caller writes: returns a pointer to len bytes of
  * reply buffer to fill (valid until the next addReply call). */
 char *addReplyBulkReserve(client *c, size_t len);
+/* len bytes of raw protocol at the end of the output, for the caller to fill
+ * (all of them); a closing or muted client's go nowhere. */
+char *addReplyReserve(client *c, size_t len);
 /* A bulk of total bytes built in parts: "$total\r\n" and head bytes of reply
  * buffer for the caller to fill (valid until the next addReply call); the
  * caller then adds the other total - head bytes (addReplyRef, addReplyProto)

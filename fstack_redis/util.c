@@ -225,9 +225,37 @@ int string2d(const char *s, size_t slen, double *value) {
     return 1;
 }
 
+/* Digits by hand, two at a time (as Redis's ull2string): every reply header
+ * ("$64\r\n", "*512\r\n") goes through here, and snprintf's "%lld" cost about
+ * 700 instructions of a GET's 2,700 on the server (callgrind). Returns the
+ * length without the NUL, 0 if dst is too small (as before). */
 int ll2string(char *dst, size_t dstlen, long long v) {
-    int n = snprintf(dst, dstlen, "%lld", v);
-    return (n < 0 || (size_t)n >= dstlen) ? 0 : n;
+    static const char pairs[201] = "0001020304050607080910111213141516171819"
+                                   "2021222324252627282930313233343536373839"
+                                   "4041424344454647484950515253545556575859"
+                                   "6061626364656667686970717273747576777879"
+                                   "8081828384858687888990919293949596979899";
+    unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
+    char tmp[24];
+    size_t i = sizeof(tmp);
+    while (u >= 100) {
+        unsigned d = (unsigned)(u % 100) * 2;
+        u /= 100;
+        tmp[--i] = pairs[d + 1];
+        tmp[--i] = pairs[d];
+    }
+    if (u >= 10) {
+        tmp[--i] = pairs[u * 2 + 1];
+        tmp[--i] = pairs[u * 2];
+    } else {
+        tmp[--i] = (char)('0' + u);
+    }
+    if (v < 0) tmp[--i] = '-';
+    size_t n = sizeof(tmp) - i;
+    if (n >= dstlen) return 0;
+    memcpy(dst, tmp + i, n);
+    dst[n] = '\0';
+    return (int)n;
 }
 
 /* ---- argument helpers -------------------------------------------------- */

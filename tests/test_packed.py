@@ -90,6 +90,20 @@ def test_packed_items_are_the_items_of_their_ids(r: redis.Redis) -> None:
                enumerate(np.frombuffer(plain_ids, "<i8").tolist()))
 
 
+def test_sampled_ids_and_items_after_the_ring_wraps(r: redis.Redis) -> None:
+    """The slots wrap several times (capacity 50, 237 items): every sampled id is
+    live and names its own item, PACKED and plain (SAMPLE derives ids from slots)."""
+    t, stored = make_table(r, [128] * 237, capacity=50)
+    live = set(range(237 - 50, 237))
+    ids, _, items = unpack(r.execute_command("REPLAY.SAMPLE", t, 2000, "PACKED"), 2000)
+    assert set(ids.tolist()) == live  # 2000 uniform draws over 50 items reach them all
+    assert all(items[k] == stored[int(i)] for k, i in enumerate(ids))
+    plain_ids, _, plain_items = r.execute_command("REPLAY.SAMPLE", t, 2000)
+    got = np.frombuffer(plain_ids, "<i8").tolist()
+    assert set(got) == live
+    assert all(plain_items[k] == stored[i] for k, i in enumerate(got))
+
+
 def test_packed_small_and_empty_items(r: redis.Redis) -> None:
     for size in (0, 1, 13, 4095, 4096, 4097):
         t, stored = make_table(r, [size] * 7)

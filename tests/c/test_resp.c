@@ -5,6 +5,7 @@
  * so every request can be fed whole, byte by byte and split at random points,
  * and the replies compared.
  */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -188,7 +189,36 @@ static void testBigValue(void) {
     free(val);
 }
 
+/* ll2string (every reply header) against snprintf's "%lld": edge values, every
+ * power of ten and its neighbours, and a too-small buffer (0, nothing past dstlen). */
+static void testLl2string(void) {
+    long long vals[128];
+    int n = 0;
+    vals[n++] = 0;
+    vals[n++] = LLONG_MAX;
+    vals[n++] = LLONG_MIN;
+    vals[n++] = LLONG_MIN + 1;
+    for (long long p = 1; p <= LLONG_MAX / 10; p *= 10) {
+        vals[n++] = p - 1;
+        vals[n++] = p;
+        vals[n++] = -p;
+        vals[n++] = -(p + 1);
+    }
+    for (int i = 0; i < n; i++) {
+        char want[32], got[32];
+        snprintf(want, sizeof(want), "%lld", vals[i]);
+        int len = ll2string(got, sizeof(got), vals[i]);
+        CHECKF(len == (int)strlen(want) && strcmp(got, want) == 0, "%lld: got %s (%d)", vals[i],
+               got, len);
+    }
+    char small[4] = {'x', 'x', 'x', 'x'};
+    CHECK(ll2string(small, 3, 123) == 0 && small[3] == 'x');
+    CHECK(ll2string(small, 4, 123) == 3 && strcmp(small, "123") == 0);
+    CHECK(ll2string(small, 4, -12) == 3 && strcmp(small, "-12") == 0);
+}
+
 int main(void) {
+    testLl2string();
     ir_config cfg;
     ir_config_init(&cfg);
     srv = server_new(&cfg);

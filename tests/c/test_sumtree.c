@@ -744,9 +744,39 @@ static void test_transform(void)
     }
 }
 
+/* ir_sampler_valid answers exactly what an update of that priority does
+ * (accepted or IR_EINVAL), for exponents below, at and above 1 and values
+ * around the stored limit (DBL_MAX / (2 * leaves)), where its shortcut for
+ * alpha < 1 skips pow. */
+static void test_valid_matches_update(void)
+{
+    const double alphas[] = {0.0, 0.3, 0.6, 0.999999, 1.0, 1.5, 3.0};
+    const uint64_t caps[] = {1, 8, 1000};
+    for (size_t a = 0; a < sizeof(alphas) / sizeof(alphas[0]); a++) {
+        for (size_t c = 0; c < sizeof(caps) / sizeof(caps[0]); c++) {
+            ir_sampler *s = ir_sampler_new(caps[c], 8, alphas[a], 1e-6, 1);
+            CHECK(s != NULL);
+            double limit = DBL_MAX / (2.0 * (double)caps[c] * 8.0);
+            const double raws[] = {0.0, 1e-300, 0.5, 1.0, 2.0, 1e10, 1e100, 1e300,
+                                   limit / 16, limit / 2, limit, limit * 2, limit * 16,
+                                   DBL_MAX / 4, DBL_MAX, INFINITY, -1.0, NAN};
+            for (size_t r = 0; r < sizeof(raws) / sizeof(raws[0]); r++) {
+                uint64_t slot = 0;
+                double raw = raws[r];
+                int valid = ir_sampler_valid(s, raw);
+                int rc = ir_sampler_update(s, &slot, &raw, 1);
+                CHECKF(valid == (rc == IR_OK), "alpha %g cap %llu raw %g: valid %d, update %d",
+                       alphas[a], (unsigned long long)caps[c], raw, valid, rc);
+            }
+            ir_sampler_free(s);
+        }
+    }
+}
+
 int main(void)
 {
     test_construction();
+    test_valid_matches_update();
     test_random_ops();
     test_validation();
     test_duplicates();

@@ -1,0 +1,172 @@
+"""Server time of REPLAY.SAMPLE 512 (PACKED and plain) and REPLAY.UPDATE 512 (issue 21, item 4).
+
+    python bench/server_time.py [--items 100000,2000000] [--calls 300] [--item-bytes 128]
+                                [--tree PATH ...] [--rounds 1] [--callgrind DIR]
+
+Starts the kernel-stack server of each source tree (default: this one) on
+loopback, fills a table with ITEMS items of --item-bytes bytes (random
+priorities), then runs --calls of each command on one connection and reads
+its usec_per_call from INFO commandstats (CONFIG RESETSTAT before each
+phase): the server's own time per call, without the network or the client.
+With several trees, rounds interleave them. --callgrind DIR runs the server
+under valgrind --tool=callgrind, instrumented only during the timed phases,
+and dumps one profile per phase into DIR (instruction counts are
+deterministic where the times on a shared machine are not).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from pyctl.proc import free_port, resp_command  # noqa: E402
+
+Arg = bytes | str | int
+BATCH = 512
+PHASES = ("packed", "plain", "update")
+
+
+class Conn:
+    def __init__(self, port: int) -> None:
+        self.sock = socket.create_connection(("127.0.0.1", port))
+        self.buf = b""
+
+    def call(self, *args: Arg) -> bytes:
+        self.sock.sendall(resp_command(*args))
+        while True:
+            end = _parse(self.buf, 0)
+            if end is not None:
+                reply, self.buf = self.buf[:end], self.buf[end:]
+                if reply.startswith(b"-"):
+                    raise SystemExit(f"server error: {reply[:200]!r}")
+                return reply
+            chunk = self.sock.recv(1 << 20)
+            if not chunk:
+                raise SystemExit("the server closed the connection")
+            self.buf += chunk
+
+
+def _parse(d: bytes, i: int) -> int | None:
+    """End offset of the RESP2 reply at d[i:], None if it is not all there."""
+    j = d.find(b"\r\n", i)
+    if j < 0:
+        return None
+    t = d[i:i + 1]
+    if t in (b"+", b"-", b":"):
+        return j + 2
+    n = int(d[i + 1:j])
+    if t == b"$":
+        end = j + 2 + max(n, 0) + (2 if n >= 0 else 0)
+        return end if len(d) >= end else None
+    k: int | None = j + 2
+    for _ in range(max(n, 0)):
+        k = _parse(d, k) if k is not None else None
+        if k is None:
+            return None
+    return k
+
+
+def usec_per_call(info: bytes, command: str) -> float:
+    for line in info.decode().splitlines():
+        if line.startswith(f"cmdstat_{command}:"):
+            return float(line.rsplit("usec_per_call=", 1)[1].split(",")[0])
+    raise SystemExit(f"no {command} in INFO commandstats")
+
+
+def run(tree: Path, items: int, calls: int, item_bytes: int, callgrind: Path | None,
+        tag: str) -> dict[str, float]:
+    port = free_port()
+    work = Path(tempfile.mkdtemp(prefix="irsrvtime-"))
+    env = dict(os.environ, PYTHONPATH=str(tree), INREPLAY_RUN_DIR=str(work))
+    pre: list[str] = []
+    if callgrind:
+        callgrind.mkdir(parents=True, exist_ok=True)
+        pre = ["valgrind", "--tool=callgrind", "--instr-atstart=no",
+               f"--callgrind-out-file={callgrind / f'callgrind.{tag}.out'}"]
+    with open(work / "server.log", "wb") as log:
+        proc = subprocess.Popen([*pre, sys.executable, "-m", "pyctl", "start",
+                                 "--listen", f"127.0.0.1:{port}", "--seed", "1"],
+                                cwd=tree, env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                c = Conn(port)
+                c.call("PING")
+                break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise SystemExit(f"the server did not start; see {work}/server.log") from None
+                time.sleep(0.2)
+        c.call("REPLAY.CREATE", "t", "CAPACITY", items, "MAXBYTES", items * (item_bytes + 64))
+        rnd = random.Random(1)
+        for _ in range(0, items, 500):
+            args: list[Arg] = ["REPLAY.ADD", "t"]
+            for _ in range(500):
+                args += [f"{rnd.uniform(0.1, 1.1):.4f}", os.urandom(item_bytes)]
+            c.call(*args)
+        body = c.call("REPLAY.SAMPLE", "t", BATCH, "PACKED")
+        ids = body[body.index(b"\r\n") + 2:][:8 * BATCH]
+        prios = struct.pack(f"<{BATCH}f", *[rnd.uniform(0.1, 1.1) for _ in range(BATCH)])
+        requests: dict[str, tuple[Arg, ...]] = {
+            "packed": ("REPLAY.SAMPLE", "t", BATCH, "PACKED"),
+            "plain": ("REPLAY.SAMPLE", "t", BATCH),
+            "update": ("REPLAY.UPDATE", "t", ids, prios)}
+        for _ in range(20):  # warm up
+            for req in requests.values():
+                c.call(*req)
+        if callgrind:
+            subprocess.run(["callgrind_control", "-i", "on", str(proc.pid)], capture_output=True)
+        out: dict[str, float] = {}
+        for phase in PHASES:
+            c.call("CONFIG", "RESETSTAT")
+            if callgrind:
+                subprocess.run(["callgrind_control", "-z", str(proc.pid)], capture_output=True)
+            for _ in range(calls):
+                c.call(*requests[phase])
+            if callgrind:
+                subprocess.run(["callgrind_control", f"--dump={phase}", str(proc.pid)],
+                               capture_output=True)
+            cmd = "replay.update" if phase == "update" else "replay.sample"
+            out[phase] = usec_per_call(c.call("INFO", "commandstats"), cmd)
+        return out
+    finally:
+        proc.terminate()
+        proc.wait(60)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--items", default="100000,2000000")
+    ap.add_argument("--calls", type=int, default=300)
+    ap.add_argument("--item-bytes", type=int, default=128)
+    ap.add_argument("--tree", action="append", help="source tree (repeatable; default: this one)")
+    ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--callgrind", type=Path, help="profile under callgrind into this directory")
+    a = ap.parse_args()
+    trees = [Path(t).resolve() for t in a.tree] if a.tree else [ROOT]
+    print(f"| round | tree | items | SAMPLE {BATCH} PACKED µs | SAMPLE {BATCH} µs | "
+          f"UPDATE {BATCH} µs |\n|---|---|---|---|---|---|", flush=True)
+    for r in range(a.rounds):
+        for tree in trees:
+            for items in (int(x) for x in a.items.split(",")):
+                t = run(tree, items, a.calls, a.item_bytes, a.callgrind,
+                        f"{tree.name}.{items}.{r}")
+                print(f"| {r} | {tree.name} | {items:,} | {t['packed']:.2f} | {t['plain']:.2f} "
+                      f"| {t['update']:.2f} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
