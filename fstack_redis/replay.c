@@ -1096,6 +1096,9 @@ int tableLoadEnd(ir_table_loader *ld, const char **err) {
     t->stale_updates = st->stale_updates;
     t->evictions = st->evictions;
     t->consumed = st->consumed;
+    if (!t->general && t->nheap) /* a ring-mode minheap/maxheap sampler */
+        for (uint64_t id = t->oldest_id; id < t->next_id; id++)
+            heapPush(t, &t->heap[0], (uint32_t)(id % t->o.capacity));
     return 0;
 }
 
