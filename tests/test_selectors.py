@@ -334,3 +334,37 @@ def test_snapshot_keeps_exact_order(c: RawConn, tmp_path: Path) -> None:
     assert got.tolist() == [ids[1], ids[2], ids[2], ids[0], ids[0]]
     assert unpack_info(r[3], 5)[3].tolist() == [2, 1, 2, 1, 2]
     assert add(c, "k", [1.0])[0] == ids[-1] + 1  # ids go on where they were
+
+
+# ---- the Python client ---------------------------------------------------------
+
+
+def test_client_create_and_sample_info(inreplay_server: ServerProcess) -> None:
+    from pyctl.client import ReplayClient
+
+    with ReplayClient(port=inreplay_server.port, protocol=2) as rc:
+        rc.create("cq", 4, queue=True)
+        assert rc.info("cq")["sampler"] == "fifo"
+        ids = rc.add("cq", [1.0, 2.0], [b"ab", b"cd"])
+        s = rc.sample("cq", 2, info=True)
+        assert s.ids.tolist() == ids.tolist() and s.items == [b"ab", b"cd"]
+        assert s.info is not None and s.info.table_size == 2
+        assert s.info.times_sampled.tolist() == [1, 1]
+        rc.create("cp", 8, sampler="maxheap", remover="uniform", max_times_sampled=2, alpha=1.0,
+                  epsilon=0.0)
+        ids = rc.add("cp", [1.0, 3.0, 2.0], np.arange(6, dtype=np.uint8).reshape(3, 2))
+        s = rc.sample("cp", 3, item_shape=2, info=True)  # PACKED with the info at its end
+        assert s.ids.tolist() == [ids[1], ids[1], ids[2]]
+        assert s.items.tolist() == [[2, 3], [2, 3], [4, 5]]
+        assert s.info is not None and s.info.priority.tolist() == [3.0, 3.0, 2.0]
+        assert s.info.times_sampled.tolist() == [1, 2, 1]
+
+
+def test_group_refuses_inexact_samplers(inreplay_server: ServerProcess) -> None:
+    from pyctl.sharded import ShardedReplayClient
+
+    group = ShardedReplayClient([f"127.0.0.1:{inreplay_server.port}"], protocol=2)
+    group.create("gq", 4, queue=True)
+    group.add("gq", [1.0], [b"x"])
+    with pytest.raises(ValueError, match="cannot be sampled exactly across a replay group"):
+        group.sample("gq", 1)
