@@ -1128,7 +1128,7 @@ char *tableLoadGeneral(ir_table_loader *ld, uint64_t id, double stored, uint32_t
     }
     uint64_t slot = genPlace(t, id, NULL, (uint32_t)len); /* the caller fills the bytes */
     t->times[slot] = times;
-    t->draws_left -= times;
+    if (t->o.max_times_sampled) t->draws_left -= times;
     if (ir_sampler_set_stored(t->sampler, &slot, &stored, 1) != IR_OK) {
         *err = "stored priority out of range";
         return NULL;
