@@ -503,6 +503,17 @@ uint64_t tablesBytes(const ir_tables *ts) {
 
 uint64_t tableSlotBytes(void) { return SLOT_OVERHEAD; }
 
+uint64_t tableSlotBytesFor(const ir_table_opts *o) {
+    int sampler = o->sampler ? o->sampler : IR_SEL_PRIORITIZED;
+    int remover = o->remover ? o->remover : IR_SEL_FIFO;
+    int general = remover != IR_SEL_FIFO || o->max_times_sampled > 0;
+    uint64_t b = SLOT_OVERHEAD;
+    if (selIsHeap(sampler) && (general || sampler >= IR_SEL_MINHEAP)) b += 8;
+    if (selIsHeap(remover) && general && remover != sampler) b += 8;
+    if (general) b += 12 + 48; /* dense list, free stack; the hash at worst 4 entries per slot */
+    return b;
+}
+
 /* Per slot besides: each heap's entry and position, and in general mode
  * the dense array and positions, the free stack and the hash. */
 static uint64_t tableSelectorBytes(const ir_table *t) {

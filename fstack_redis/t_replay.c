@@ -231,7 +231,7 @@ void replayCreateCommand(client *c) {
     /* The slots and trees are allocated now: charge them before allocating,
      * so one command cannot commit gigabytes past maxmemory. */
     if (cfg->maxmemory && o.capacity <= (1ULL << 32) &&
-        serverUsedMemory(c->srv) + o.capacity * tableSlotBytes() > cfg->maxmemory) {
+        serverUsedMemory(c->srv) + o.capacity * tableSlotBytesFor(&o) > cfg->maxmemory) {
         c->srv->oom_rejections++;
         addReplyError(c, "-OOM command not allowed when used memory > 'maxmemory'.");
         return;

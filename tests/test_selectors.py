@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import struct
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -293,8 +293,9 @@ def state(c: RawConn, t: str) -> dict[str, Any]:
     return i
 
 
-def test_snapshot_round_trip(c: RawConn, tmp_path: Path) -> None:
-    assert c.call("CONFIG", "SET", "dir", str(tmp_path)) == "OK"
+def test_snapshot_round_trip(server_factory: Callable[..., ServerProcess],
+                  tmp_path: Path) -> None:
+    c = server_factory("inreplay", "--dir", str(tmp_path)).raw()
     c.call("REPLAY.CREATE", "q", "QUEUE", 8)
     c.call("REPLAY.CREATE", "k", "CAPACITY", 6, "ALPHA", 1, "SAMPLER", "minheap",
            "REMOVER", "lifo", "MAX_TIMES_SAMPLED", 3)
@@ -321,8 +322,9 @@ def test_snapshot_round_trip(c: RawConn, tmp_path: Path) -> None:
     assert sum(int(x) for x in [before["p"]["samples"]]) == 5
 
 
-def test_snapshot_keeps_exact_order(c: RawConn, tmp_path: Path) -> None:
-    assert c.call("CONFIG", "SET", "dir", str(tmp_path)) == "OK"
+def test_snapshot_keeps_exact_order(server_factory: Callable[..., ServerProcess],
+                  tmp_path: Path) -> None:
+    c = server_factory("inreplay", "--dir", str(tmp_path)).raw()
     c.call("REPLAY.CREATE", "k", "CAPACITY", 6, "ALPHA", 1, "EPSILON", 0,
            "SAMPLER", "minheap", "MAX_TIMES_SAMPLED", 2)
     ids = add(c, "k", [3.0, 1.0, 2.0])
