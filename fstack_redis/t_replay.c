@@ -332,11 +332,14 @@ void replayAddCommand(client *c) {
  * and minimum positive stored priority (float64), its live size (int64), and
  * each drawn item's probability inside the shard (n float64): 24 + 8n bytes.
  * A client that knows every shard's total computes each draw's global
- * probability and importance weight from these (pyctl/sharded.py). */
+ * probability and importance weight from these (pyctl/sharded.py). A
+ * uniform sampler reports mass 1 per item (total = size, minimum 1). */
 static void addSampleStats(client *c, ir_table *t, size_t n) {
     double total = ir_sampler_total(t->sampler), mn = ir_sampler_min(t->sampler);
     uint64_t live = tableSize(t);
     if (!isfinite(mn)) mn = 0; /* no positive priority: sampling is uniform */
+    int uniform = t->o.sampler == IR_SEL_UNIFORM; /* every item has mass 1 */
+    if (uniform) total = (double)live, mn = 1;
     char head[24];
     memcpy(head, &total, 8);
     memcpy(head + 8, &mn, 8);
@@ -344,8 +347,8 @@ static void addSampleStats(client *c, ir_table *t, size_t n) {
     addReplyProto(c, head, sizeof(head));
     double *p = t->scratch_prio; /* unused by sampling; holds n entries */
     for (size_t i = 0; i < n; i++)
-        p[i] = total > 0 ? ir_sampler_get(t->sampler, t->scratch_slots[i]) / total
-                         : 1.0 / (double)live;
+        p[i] = total > 0 && !uniform ? ir_sampler_get(t->sampler, t->scratch_slots[i]) / total
+                                     : 1.0 / (double)live;
     addReplyProto(c, (const char *)p, 8 * n);
 }
 

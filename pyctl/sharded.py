@@ -195,6 +195,9 @@ class ShardedReplayClient:
         for raw in self._all("REPLAY.INFO", table):
             d = dict(zip(raw[::2], raw[1::2], strict=True))
             mn = float(d[b"min_priority"])
+            if d.get(b"sampler") == b"uniform":  # mass 1 per item, as WITHSTATS says
+                stats.append(ShardStats(float(d[b"size"]), 1.0, int(d[b"size"])))
+                continue
             stats.append(ShardStats(float(d[b"total_priority"]),
                                     mn if np.isfinite(mn) else 0.0, int(d[b"size"])))
         self._stats[table] = stats
@@ -225,14 +228,15 @@ class ShardedReplayClient:
                            minlength=len(q)).astype(np.int64)
 
     def _check_exact(self, table: str) -> None:
-        """Only the prioritized sampler without MAX_TIMES_SAMPLED is sampled exactly
-        across shards (fifo/lifo/heaps have no global order here, removal would race)."""
+        """Only the prioritized and uniform samplers without MAX_TIMES_SAMPLED are
+        sampled exactly across shards (WITHSTATS gives a uniform table mass 1 per item);
+        fifo/lifo/heaps have no global order here, and removal would race."""
         if table not in self._kind:
             i = self.shards[0].info(table)
             self._kind[table] = (str(i.get("sampler", "prioritized")),
                                  int(i.get("max_times_sampled", 0)))
         sampler, k = self._kind[table]
-        if (sampler, k) != ("prioritized", 0):
+        if sampler not in ("prioritized", "uniform") or k:
             raise ValueError(f"table {table!r} ({sampler} sampler, MAX_TIMES_SAMPLED {k}) cannot "
                              f"be sampled exactly across a replay group: sample its shards "
                              f"with ReplayClient")

@@ -370,3 +370,15 @@ def test_group_refuses_inexact_samplers(inreplay_server: ServerProcess) -> None:
     group.add("gq", [1.0], [b"x"])
     with pytest.raises(ValueError, match="cannot be sampled exactly across a replay group"):
         group.sample("gq", 1)
+
+
+def test_group_samples_uniform_exactly(inreplay_server: ServerProcess) -> None:
+    from pyctl.sharded import ShardedReplayClient
+
+    group = ShardedReplayClient([f"127.0.0.1:{inreplay_server.port}"], protocol=2)
+    group.create("gu", 100, sampler="uniform", remover="fifo")
+    ids = group.add("gu", np.arange(20) + 1.0, [b"%d" % i for i in range(20)])
+    s = group.sample("gu", 20000, beta=1.0)
+    assert (s.weights == 1).all()
+    _, cnt = np.unique(s.ids, return_counts=True)
+    assert cnt.size == ids.size and 0.5 * np.abs(cnt / 20000 - 1 / 20).sum() < 0.05
