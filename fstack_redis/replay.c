@@ -991,7 +991,7 @@ int tableLoadBegin(ir_table_loader *ld, ir_table *t, const ir_table_state *st, c
         *err = "bad id window (oldest_id, next_id)";
         return -1;
     }
-    if (st->tail > t->o.maxbytes || st->tail % ITEM_ALIGN) {
+    if (!t->general && (st->tail > t->o.maxbytes || st->tail % ITEM_ALIGN)) { /* general: packed anew */
         *err = "arena tail out of range";
         return -1;
     }
