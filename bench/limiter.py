@@ -61,7 +61,7 @@ def _connect(host: str, port: int) -> redis.Redis:
 def _info(r: redis.Redis, table: str) -> dict[str, float]:
     flat = r.execute_command("REPLAY.INFO", table)
     return {k.decode(): float(v) for k, v in zip(flat[::2], flat[1::2], strict=True)
-            if k != b"name"}
+            if k not in (b"name", b"sampler", b"remover", b"storage")}
 
 
 def _worker(c: Client, host: str, port: int, table: str, batch: int, rate_of: Any,

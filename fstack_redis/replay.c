@@ -1,14 +1,71 @@
-/* replay.c - prioritized replay tables (see replay.h). */
+/* replay.c - replay tables (see replay.h).
+ *
+ * ---- Design of the selectors and of removal (issue 19) --------------------
+ *
+ * Ring mode (REMOVER fifo, no MAX_TIMES_SAMPLED: every table made before,
+ * and the default) is unchanged: slot = id % capacity, the arena is a ring,
+ * the live ids are the window [oldest_id, next_id), an eviction is O(1) and
+ * clears the sum-tree leaves of a batch together. Its only additions are
+ * a uint32 times-sampled counter per slot (4 B/slot; one increment per drawn
+ * item) and, when the sampler is not prioritized, the draw itself: uniform
+ * is one random offset into the window, fifo/lifo are the window's ends in
+ * O(1), minheap/maxheap keep a heap (below).
+ *
+ * General mode (any other remover, or MAX_TIMES_SAMPLED, so any live item
+ * may go) trades a little memory for arbitrary removal:
+ *   - ids stay consecutive per table (next_id++; shard << 48 as before),
+ *     slots come from a free stack, and an open-addressing hash (linear
+ *     probing, backward-shift deletion, 2-4 slots per item: 24-48 B/slot)
+ *     maps id -> slot. REPLAY.UPDATE's stale test is exact: an id below
+ *     next_id that the hash does not hold was removed.
+ *   - uniform draws use a dense array of the live slots with each slot's
+ *     place in it (8 B/slot): insert and remove O(1) (swap with the last).
+ *   - fifo/lifo/minheap/maxheap are binary heaps of slots with positions
+ *     (8 B/slot each), keyed by id (fifo: smallest first, lifo: largest) or
+ *     by stored priority with ties to the smaller (older) id: push, pop,
+ *     remove and re-key after an update are O(log n).
+ *   - prioritized is the same sum tree as in ring mode (every table keeps
+ *     its priorities there; a prioritized remover draws one item from it).
+ *   - the arena is mapped at arena_len = maxbytes + maxbytes/4 and used as
+ *     a bump allocator: each item is a 16-byte header (id, length, slot)
+ *     then its bytes, 8-aligned. bytes_used counts headers and bytes and
+ *     never exceeds MAXBYTES (the remover removes items until the new one
+ *     fits, as it does for CAPACITY). When the tail reaches arena_len the
+ *     live records are slid down in address order (a walk over the headers)
+ *     and the pages above the new tail are returned to the kernel. After a
+ *     compaction the tail is at most maxbytes - need, so the next one comes
+ *     after at least maxbytes/4 more bytes: at most 4 bytes moved per byte
+ *     inserted, amortized; the resident arena stays below 1.25 x MAXBYTES.
+ *     Pending replies that point into moved bytes are copied first
+ *     (pinOverwrite), as for ring-mode overwrites.
+ * A batch ADD in general mode places items one at a time (a full LIFO table
+ * removes the item the batch just added, as Reverb's would); MAX means the
+ * table's max at that item (raw priorities earlier in the batch count).
+ * Nothing is allocated per request: all of the above is sized by CAPACITY
+ * at REPLAY.CREATE.
+ *
+ * Sampling is n successive draws. Without max_times_sampled the batch of
+ * the prioritized sampler is stratified as before and fifo/lifo/heaps
+ * return the same item n times (nothing removes it). With max_times_sampled
+ * k, items drawn a k-th time are removed at once, so the next draw of the
+ * batch sees the table without them (Reverb draws one at a time); a sample
+ * of n runs only when the table still allows n draws (draws_left >= n),
+ * else it is held by the limiter like an empty table.
+ */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "replay.h"
 #include "server.h"
 
 #define EMPTY_ID UINT64_MAX
 #define ITEM_ALIGN 8
+#define NOPOS UINT32_MAX
+#define GHDR 16 /* general mode: u64 id, u32 length, u32 slot before each item */
 
 /* Bytes an item takes in the arena: at least one aligned unit, so that a
  * zero-length item still has a distinct place in the ring. */
@@ -26,10 +83,337 @@ static inline void noteItemLen(ir_table *t, uint64_t id, uint32_t len) {
 }
 
 int tableItemsOneSize(const ir_table *t, uint32_t *a, uint32_t *b) {
+    if (t->general) {
+        if (t->run_count == t->gsize) return 1;
+        /* mixed once: look again (O(n), only here), and remember a run that
+         * covers every live item again */
+        uint32_t first = t->slot_len[t->dense[0]];
+        for (uint64_t i = 1; i < t->gsize; i++) {
+            uint32_t l = t->slot_len[t->dense[i]];
+            if (l != first) {
+                *a = first;
+                *b = l;
+                return 0;
+            }
+        }
+        ir_table *w = (ir_table *)t; /* a cache, not a change of state */
+        w->run_len = first;
+        w->run_count = t->gsize;
+        return 1;
+    }
     if (t->run_start <= t->oldest_id) return 1;
     *a = t->slot_len[(t->run_start - 1) % t->o.capacity]; /* live: >= oldest_id */
     *b = t->run_len;
     return 0;
+}
+
+
+/* ---- selectors ------------------------------------------------------------ */
+
+static const char *const sel_names[IR_SEL_COUNT] = {
+    NULL, "prioritized", "uniform", "fifo", "lifo", "minheap", "maxheap"};
+
+const char *tableSelectorName(int sel) {
+    return sel > 0 && sel < IR_SEL_COUNT ? sel_names[sel] : NULL;
+}
+
+int tableSelectorParse(const char *s, size_t len) {
+    for (int k = 1; k < IR_SEL_COUNT; k++)
+        if (strlen(sel_names[k]) == len && strncasecmp(s, sel_names[k], len) == 0) return k;
+    return 0;
+}
+
+static inline int selIsHeap(int sel) { return sel >= IR_SEL_FIFO; }
+
+/* xorshift128+, for uniform draws and removers */
+static inline uint64_t tableRand(ir_table *t) {
+    uint64_t s1 = t->rng[0];
+    const uint64_t s0 = t->rng[1];
+    t->rng[0] = s0;
+    s1 ^= s1 << 23;
+    t->rng[1] = s1 ^ s0 ^ (s1 >> 18) ^ (s0 >> 5);
+    return t->rng[1] + s0;
+}
+
+static inline uint64_t randBelow(ir_table *t, uint64_t n) {
+    uint64_t k = (uint64_t)((double)(tableRand(t) >> 11) * 0x1.0p-53 * (double)n);
+    return k < n ? k : n - 1;
+}
+
+/* 1 if slot a comes out of heap h before slot b */
+static inline int heapBefore(const ir_table *t, const ir_heap *h, uint32_t a, uint32_t b) {
+    uint64_t ia = t->slot_id[a], ib = t->slot_id[b];
+    if (h->kind == IR_SEL_FIFO) return ia < ib;
+    if (h->kind == IR_SEL_LIFO) return ia > ib;
+    double pa = ir_sampler_get(t->sampler, a), pb = ir_sampler_get(t->sampler, b);
+    if (pa != pb) return h->kind == IR_SEL_MINHEAP ? pa < pb : pa > pb;
+    return ia < ib;
+}
+
+static inline void heapSet(ir_heap *h, uint64_t i, uint32_t slot) {
+    h->h[i] = slot;
+    h->pos[slot] = (uint32_t)i;
+}
+
+static void heapUp(const ir_table *t, ir_heap *h, uint64_t i) {
+    uint32_t x = h->h[i];
+    while (i > 0) {
+        uint64_t p = (i - 1) / 2;
+        if (!heapBefore(t, h, x, h->h[p])) break;
+        heapSet(h, i, h->h[p]);
+        i = p;
+    }
+    heapSet(h, i, x);
+}
+
+static void heapDown(const ir_table *t, ir_heap *h, uint64_t i) {
+    uint32_t x = h->h[i];
+    for (;;) {
+        uint64_t c = 2 * i + 1;
+        if (c >= h->n) break;
+        if (c + 1 < h->n && heapBefore(t, h, h->h[c + 1], h->h[c])) c++;
+        if (!heapBefore(t, h, h->h[c], x)) break;
+        heapSet(h, i, h->h[c]);
+        i = c;
+    }
+    heapSet(h, i, x);
+}
+
+static void heapPush(const ir_table *t, ir_heap *h, uint32_t slot) {
+    if (h->pos[slot] != NOPOS) return;
+    heapSet(h, h->n++, slot);
+    heapUp(t, h, h->n - 1);
+}
+
+static void heapRemove(const ir_table *t, ir_heap *h, uint32_t slot) {
+    uint32_t i = h->pos[slot];
+    if (i == NOPOS) return;
+    h->pos[slot] = NOPOS;
+    uint64_t last = --h->n;
+    if (i == last) return;
+    uint32_t moved = h->h[last];
+    heapSet(h, i, moved);
+    heapUp(t, h, i);
+    heapDown(t, h, h->pos[moved]);
+}
+
+static void heapFix(const ir_table *t, ir_heap *h, uint32_t slot) {
+    uint32_t i = h->pos[slot];
+    if (i == NOPOS) return;
+    heapUp(t, h, i);
+    heapDown(t, h, h->pos[slot]);
+}
+
+/* After stored priorities of these slots changed: re-key the priority heaps. */
+static void heapsRekey(ir_table *t, const uint64_t *slots, size_t n) {
+    for (int k = 0; k < t->nheap; k++) {
+        ir_heap *h = &t->heap[k];
+        if (h->kind != IR_SEL_MINHEAP && h->kind != IR_SEL_MAXHEAP) continue;
+        for (size_t i = 0; i < n; i++) heapFix(t, h, (uint32_t)slots[i]);
+    }
+}
+
+/* ---- general mode: id -> slot hash, free slots, dense live slots --------- */
+
+static inline uint64_t hashHome(const ir_table *t, uint64_t id) {
+    return ((id + 1) * 0x9E3779B97F4A7C15ULL >> 20) & t->hmask;
+}
+
+static void hashPut(ir_table *t, uint64_t id, uint32_t slot) {
+    uint64_t i = hashHome(t, id);
+    while (t->hkey[i] != EMPTY_ID) i = (i + 1) & t->hmask;
+    t->hkey[i] = id;
+    t->hval[i] = slot;
+}
+
+static uint64_t hashFind(const ir_table *t, uint64_t id) {
+    for (uint64_t i = hashHome(t, id);; i = (i + 1) & t->hmask) {
+        if (t->hkey[i] == id) return i;
+        if (t->hkey[i] == EMPTY_ID) return EMPTY_ID;
+    }
+}
+
+/* Linear probing's deletion: shift later entries of the run back. */
+static void hashDel(ir_table *t, uint64_t id) {
+    uint64_t i = hashFind(t, id);
+    if (i == EMPTY_ID) return;
+    for (uint64_t j = i;;) {
+        j = (j + 1) & t->hmask;
+        if (t->hkey[j] == EMPTY_ID) break;
+        uint64_t k = hashHome(t, t->hkey[j]);
+        if (i <= j ? (k <= i || k > j) : (k <= i && k > j)) {
+            t->hkey[i] = t->hkey[j];
+            t->hval[i] = t->hval[j];
+            i = j;
+        }
+    }
+    t->hkey[i] = EMPTY_ID;
+}
+
+uint64_t tableSlotOf(const ir_table *t, uint64_t id) {
+    if (!t->general) {
+        if (id < t->oldest_id || id >= t->next_id) return UINT64_MAX;
+        return id % t->o.capacity;
+    }
+    uint64_t i = hashFind(t, id);
+    return i == EMPTY_ID ? UINT64_MAX : t->hval[i];
+}
+
+/* Remove a live item of a general-mode table. Its bytes stay in the arena
+ * (and slot_off/slot_len stay) until the next insert or compaction. */
+static void genRemove(ir_table *t, uint32_t slot) {
+    uint64_t id = t->slot_id[slot];
+    for (int k = 0; k < t->nheap; k++) heapRemove(t, &t->heap[k], slot);
+    uint32_t i = t->dense_pos[slot], last = t->dense[t->gsize - 1];
+    t->dense[i] = last;
+    t->dense_pos[last] = i;
+    t->dense_pos[slot] = NOPOS;
+    t->gsize--;
+    hashDel(t, id);
+    uint64_t s64 = slot;
+    ir_sampler_clear(t->sampler, &s64, 1);
+    t->bytes_used -= GHDR + reserveLen(t->slot_len[slot]);
+    if (t->slot_len[slot] == t->run_len && t->run_count) t->run_count--;
+    if (t->o.max_times_sampled) t->draws_left -= t->o.max_times_sampled - t->times[slot];
+    t->slot_id[slot] = EMPTY_ID;
+    t->free_slots[t->nfree++] = slot;
+}
+
+/* One draw of selector sel (its heap: hp) from a non-empty table: the slot,
+ * with *prob its probability and, when w is not NULL, its importance weight
+ * under beta (1 but for the prioritized selector). */
+static uint64_t selPick(ir_table *t, int sel, int hp, double *prob, double beta, float *w) {
+    uint64_t n = tableSize(t);
+    if (w) *w = 1.0f;
+    switch (sel) {
+    case IR_SEL_PRIORITIZED: {
+        double total = ir_sampler_total(t->sampler);
+        if (total > 0) {
+            uint64_t slot;
+            ir_sampler_sample(t->sampler, 1, beta, 0, n, &slot, w);
+            *prob = ir_sampler_get(t->sampler, slot) / total;
+            return slot;
+        }
+    } /* fall through: nothing has mass, uniform as the sum tree does */
+    /* FALLTHROUGH */
+    case IR_SEL_UNIFORM:
+        *prob = 1.0 / (double)n;
+        if (t->general) return t->dense[randBelow(t, n)];
+        return (t->oldest_id + randBelow(t, n)) % t->o.capacity;
+    case IR_SEL_FIFO:
+        *prob = 1.0;
+        if (!t->general) return t->oldest_id % t->o.capacity;
+        return t->heap[hp].h[0];
+    case IR_SEL_LIFO:
+        *prob = 1.0;
+        if (!t->general) return (t->next_id - 1) % t->o.capacity;
+        return t->heap[hp].h[0];
+    default:
+        *prob = 1.0;
+        return t->heap[hp].h[0];
+    }
+}
+
+/* Slide the live records of a general-mode arena down to offset 0. */
+static void compactArena(ir_table *t) {
+    if (t->pin) pinOverwrite(t->pin, t->arena, t->arena + t->tail);
+    uint64_t r = 0, w = 0;
+    while (r < t->tail) {
+        uint64_t id;
+        uint32_t len, slot;
+        memcpy(&id, t->arena + r, 8);
+        memcpy(&len, t->arena + r + 8, 4);
+        memcpy(&slot, t->arena + r + 12, 4);
+        uint64_t sz = GHDR + reserveLen(len);
+        if (t->slot_id[slot] == id && t->slot_off[slot] == r + GHDR) {
+            if (w != r) memmove(t->arena + w, t->arena + r, sz);
+            t->slot_off[slot] = w + GHDR;
+            w += sz;
+        }
+        r += sz;
+    }
+    t->tail = w;
+    t->compactions++;
+    uint64_t pg = (uint64_t)sysconf(_SC_PAGESIZE);
+    uint64_t from = (w + pg - 1) / pg * pg;
+    if (from < t->arena_len) madvise(t->arena + from, t->arena_len - from, MADV_DONTNEED);
+}
+
+/* Place one item in a general-mode table that has room for it (slots and
+ * bytes): returns its slot. */
+static uint32_t genPlace(ir_table *t, uint64_t id, const char *data, uint32_t len) {
+    uint64_t need = GHDR + reserveLen(len);
+    if (t->tail + need > t->arena_len) compactArena(t);
+    uint64_t off = t->tail;
+    if (t->pin) pinOverwrite(t->pin, t->arena + off, t->arena + off + need);
+    uint32_t slot = t->free_slots[--t->nfree];
+    memcpy(t->arena + off, &id, 8);
+    memcpy(t->arena + off + 8, &len, 4);
+    memcpy(t->arena + off + 12, &slot, 4);
+    if (len && data) memcpy(t->arena + off + GHDR, data, len);
+    t->slot_id[slot] = id;
+    t->slot_off[slot] = off + GHDR;
+    t->slot_len[slot] = len;
+    t->times[slot] = 0;
+    t->tail = off + need;
+    t->bytes_used += need;
+    hashPut(t, id, slot);
+    t->dense[t->gsize] = slot;
+    t->dense_pos[slot] = (uint32_t)t->gsize;
+    if (t->gsize == 0 || t->run_count == 0) {
+        t->run_len = len;
+        t->run_count = 1;
+    } else if (len == t->run_len) {
+        t->run_count++;
+    } else {
+        t->run_len = len;
+        t->run_count = 1;
+    }
+    t->gsize++;
+    t->draws_left += t->o.max_times_sampled;
+    return slot;
+}
+
+static int genAdd(ir_table *t, const ir_item_in *items, size_t n, uint64_t *ids_out,
+                  const char **err) {
+    for (size_t k = 0; k < n; k++) {
+        if (items[k].len > UINT32_MAX || GHDR + reserveLen(items[k].len) > t->o.maxbytes) {
+            *err = "item is larger than the table's MAXBYTES (with its 16-byte header)";
+            return -1;
+        }
+    }
+    for (size_t k = 0; k < n; k++) {
+        uint64_t need = GHDR + reserveLen(items[k].len);
+        while (t->gsize == t->o.capacity || t->bytes_used + need > t->o.maxbytes) {
+            double p;
+            uint64_t victim = selPick(t, t->o.remover, t->heap_of_remover, &p, 0, NULL);
+            genRemove(t, (uint32_t)victim);
+            t->evictions++;
+        }
+        uint64_t id = t->next_id++;
+        uint64_t slot = genPlace(t, id, items[k].data, (uint32_t)items[k].len);
+        if (items[k].use_max) {
+            double m = ir_sampler_max(t->sampler);
+            ir_sampler_set_stored(t->sampler, &slot, &m, 1);
+        } else {
+            ir_sampler_update(t->sampler, &slot, &items[k].raw, 1);
+        }
+        for (int h = 0; h < t->nheap; h++) heapPush(t, &t->heap[h], (uint32_t)slot);
+        ids_out[k] = id;
+    }
+    t->inserts += n;
+    return 0;
+}
+
+/* The live ids of a general-mode table, ascending, into out (tableSize). */
+static int cmpU64(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+void tableGeneralIds(const ir_table *t, uint64_t *out) {
+    for (uint64_t i = 0; i < t->gsize; i++) out[i] = t->slot_id[t->dense[i]];
+    qsort(out, t->gsize, sizeof(uint64_t), cmpU64);
 }
 
 /* The reads of a sample are random: at 2M items each drawn slot's slot_off
@@ -55,10 +439,23 @@ static void tableFree(ir_table *t) {
     free(t->slot_id);
     free(t->slot_off);
     free(t->slot_len);
+    free(t->times);
+    for (int k = 0; k < 2; k++) {
+        free(t->heap[k].h);
+        free(t->heap[k].pos);
+    }
+    free(t->dense);
+    free(t->dense_pos);
+    free(t->free_slots);
+    free(t->hkey);
+    free(t->hval);
+    free(t->scratch_prob);
+    free(t->scratch_stored);
+    free(t->scratch_times);
     if (t->arena && t->pin) /* replies still read it: unmapped after the last one */
-        pinDetach(t->pin, t->arena, t->o.maxbytes, t->bytes_used);
+        pinDetach(t->pin, t->arena, t->arena_len, t->bytes_used);
     else if (t->arena)
-        munmap(t->arena, t->o.maxbytes);
+        munmap(t->arena, t->arena_len);
     free(t->scratch_slots);
     free(t->scratch_ids);
     free(t->scratch_prio);
@@ -112,16 +509,47 @@ uint64_t tablesBytes(const ir_tables *ts) {
     return b;
 }
 
-/* Per slot: id, offset, length (20 B) and about two tree nodes of 8 B. */
-#define SLOT_OVERHEAD 36
+/* Per slot: id, offset, length, times sampled (24 B) and about two tree
+ * nodes of 8 B. */
+#define SLOT_OVERHEAD 40
 
 uint64_t tableSlotBytes(void) { return SLOT_OVERHEAD; }
+
+uint64_t tableSlotBytesFor(const ir_table_opts *o) {
+    int sampler = o->sampler ? o->sampler : IR_SEL_PRIORITIZED;
+    int remover = o->remover ? o->remover : IR_SEL_FIFO;
+    int general = remover != IR_SEL_FIFO || o->max_times_sampled > 0;
+    uint64_t b = SLOT_OVERHEAD;
+    if (selIsHeap(sampler) && (general || sampler >= IR_SEL_MINHEAP)) b += 8;
+    if (selIsHeap(remover) && general && remover != sampler) b += 8;
+    if (general) b += 12 + 48; /* dense list, free stack; the hash at worst 4 entries per slot */
+    return b;
+}
+
+/* Per slot besides: each heap's entry and position, and in general mode
+ * the dense array and positions, the free stack and the hash. */
+static uint64_t tableSelectorBytes(const ir_table *t) {
+    uint64_t b = (uint64_t)t->nheap * 8 * t->o.capacity;
+    if (t->general) b += 12 * t->o.capacity + 12 * (t->hmask + 1);
+    return b;
+}
 
 uint64_t tablesMemory(const ir_tables *ts) {
     uint64_t b = 0;
     for (const ir_table *t = ts->head; t; t = t->next)
-        b += t->bytes_used + t->o.capacity * SLOT_OVERHEAD + t->scratch_cap * 36;
+        b += t->bytes_used + t->o.capacity * SLOT_OVERHEAD + t->scratch_cap * 48 +
+             tableSelectorBytes(t);
     return b;
+}
+
+static int heapInit(ir_heap *h, int kind, uint64_t capacity) {
+    h->kind = kind;
+    h->n = 0;
+    h->h = malloc(capacity * sizeof(uint32_t));
+    h->pos = malloc(capacity * sizeof(uint32_t));
+    if (!h->h || !h->pos) return -1;
+    memset(h->pos, 0xff, capacity * sizeof(uint32_t));
+    return 0;
 }
 
 int tableCreate(ir_tables *ts, const char *name, size_t len, const ir_table_opts *o,
@@ -147,9 +575,64 @@ int tableCreate(ir_tables *ts, const char *name, size_t len, const ir_table_opts
         *err = "MAXBYTES must be at least 8";
         return -1;
     }
+    ir_table_opts oo = *o;
+    if (!oo.sampler) oo.sampler = IR_SEL_PRIORITIZED;
+    if (!oo.remover) oo.remover = IR_SEL_FIFO;
+    if (oo.sampler < 0 || oo.sampler >= IR_SEL_COUNT || oo.remover < 0 ||
+        oo.remover >= IR_SEL_COUNT) {
+        *err = "unknown selector";
+        return -1;
+    }
+    int general = oo.remover != IR_SEL_FIFO || oo.max_times_sampled > 0;
+    int sheap = selIsHeap(oo.sampler) && (general || oo.sampler >= IR_SEL_MINHEAP);
+    int rheap = selIsHeap(oo.remover) && general;
+    if ((general || sheap) && o->capacity >= (1ULL << 32)) {
+        *err = "CAPACITY must be below 4294967296 with this SAMPLER, REMOVER or MAX_TIMES_SAMPLED";
+        return -1;
+    }
+    if (general && o->maxbytes < GHDR + ITEM_ALIGN) {
+        *err = "MAXBYTES must be at least 24 with this REMOVER or MAX_TIMES_SAMPLED";
+        return -1;
+    }
     ir_table *t = calloc(1, sizeof(*t));
     if (!t) goto nomem;
-    t->o = *o;
+    t->o = oo;
+    o = &t->o;
+    t->general = general;
+    t->heap_of_sampler = t->heap_of_remover = -1;
+    if (sheap) {
+        t->heap_of_sampler = t->nheap;
+        if (heapInit(&t->heap[t->nheap++], oo.sampler, o->capacity) != 0) goto nomem_free;
+    }
+    if (rheap) {
+        if (sheap && oo.remover == oo.sampler) {
+            t->heap_of_remover = t->heap_of_sampler;
+        } else {
+            t->heap_of_remover = t->nheap;
+            if (heapInit(&t->heap[t->nheap++], oo.remover, o->capacity) != 0) goto nomem_free;
+        }
+    }
+    uint64_t seed = o->seed ^ 0x5851F42D4C957F2DULL;
+    t->rng[0] = seed * 0x9E3779B97F4A7C15ULL + 1;
+    t->rng[1] = (seed ^ (seed >> 31)) * 0xBF58476D1CE4E5B9ULL + 3;
+    t->arena_len = o->maxbytes;
+    if (general) {
+        t->arena_len = o->maxbytes + ((o->maxbytes / 4 + ITEM_ALIGN - 1) & ~(uint64_t)(ITEM_ALIGN - 1));
+        uint64_t hsize = 16;
+        while (hsize < 2 * o->capacity) hsize *= 2;
+        t->hmask = hsize - 1;
+        t->hkey = malloc(hsize * sizeof(uint64_t));
+        t->hval = malloc(hsize * sizeof(uint32_t));
+        t->dense = malloc(o->capacity * sizeof(uint32_t));
+        t->dense_pos = malloc(o->capacity * sizeof(uint32_t));
+        t->free_slots = malloc(o->capacity * sizeof(uint32_t));
+        if (!t->hkey || !t->hval || !t->dense || !t->dense_pos || !t->free_slots) goto nomem_free;
+        memset(t->hkey, 0xff, hsize * sizeof(uint64_t));
+        memset(t->dense_pos, 0xff, o->capacity * sizeof(uint32_t));
+        for (uint64_t i = 0; i < o->capacity; i++)
+            t->free_slots[i] = (uint32_t)(o->capacity - 1 - i); /* slot 0 first */
+        t->nfree = o->capacity;
+    }
     t->waiters[0].owner = t->waiters[1].owner = t;
     t->waiters[0].kind = t->waiters[1].kind = BLOCKED_REPLAY;
     t->name = malloc(len + 1);
@@ -157,15 +640,18 @@ int tableCreate(ir_tables *ts, const char *name, size_t len, const ir_table_opts
     t->slot_id = malloc(o->capacity * sizeof(uint64_t));
     t->slot_off = calloc(o->capacity, sizeof(uint64_t));
     t->slot_len = calloc(o->capacity, sizeof(uint32_t));
+    t->times = calloc(o->capacity, sizeof(uint32_t));
     /* The arena is reserved up front and committed by the kernel as it fills. */
-    t->arena = mmap(NULL, o->maxbytes, PROT_READ | PROT_WRITE,
+    t->arena = mmap(NULL, t->arena_len, PROT_READ | PROT_WRITE,
                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (t->arena == MAP_FAILED) t->arena = NULL;
-    adviseHugePages(t->arena, o->maxbytes);
+    adviseHugePages(t->arena, t->arena_len);
     adviseHugePages(t->slot_id, o->capacity * sizeof(uint64_t));
     adviseHugePages(t->slot_off, o->capacity * sizeof(uint64_t));
     adviseHugePages(t->slot_len, o->capacity * sizeof(uint32_t));
-    if (!t->name || !t->sampler || !t->slot_id || !t->slot_off || !t->slot_len || !t->arena) {
+    adviseHugePages(t->times, o->capacity * sizeof(uint32_t));
+    if (!t->name || !t->sampler || !t->slot_id || !t->slot_off || !t->slot_len || !t->times ||
+        !t->arena) {
         tableFree(t);
         goto nomem;
     }
@@ -179,12 +665,18 @@ int tableCreate(ir_tables *ts, const char *name, size_t len, const ir_table_opts
     ts->count++;
     if (out) *out = t;
     return 0;
+nomem_free:
+    tableFree(t);
 nomem:
     *err = "not enough memory for a table of this CAPACITY and MAXBYTES";
     return -1;
 }
 
 int tableLimiterCheck(const ir_limiter_opts *o, uint64_t capacity, const char **err) {
+    if (o->queue && (o->queue != capacity || o->min_size || o->samples_per_insert > 0)) {
+        *err = "QUEUE/STACK take no MIN_SIZE or SAMPLES_PER_INSERT and set CAPACITY themselves";
+        return -1;
+    }
     if (o->min_size > capacity) {
         *err = "MIN_SIZE must be at most CAPACITY";
         return -1;
@@ -231,7 +723,13 @@ int tableScratch(ir_table *t, size_t n) {
     if (p) t->scratch_prio = p;
     float *w = realloc(t->scratch_weights, cap * sizeof(float));
     if (w) t->scratch_weights = w;
-    if (!s || !i || !p || !w) return -1;
+    double *q = realloc(t->scratch_prob, cap * sizeof(double));
+    if (q) t->scratch_prob = q;
+    uint32_t *c = realloc(t->scratch_times, cap * sizeof(uint32_t));
+    if (c) t->scratch_times = c;
+    double *r = realloc(t->scratch_stored, cap * sizeof(double));
+    if (r) t->scratch_stored = r;
+    if (!s || !i || !p || !w || !q || !c || !r) return -1;
     t->scratch_cap = cap;
     return 0;
 }
@@ -250,6 +748,7 @@ static int evictOldest(ir_table *t, size_t *nevicted) {
         t->evicted_cap = cap;
     }
     t->scratch_evicted[(*nevicted)++] = slot;
+    if (t->nheap) heapRemove(t, &t->heap[0], (uint32_t)slot);
     t->bytes_used -= reserveLen(t->slot_len[slot]);
     t->slot_id[slot] = EMPTY_ID;
     t->oldest_id++;
@@ -283,6 +782,7 @@ static int arenaPlace(ir_table *t, uint64_t need, uint64_t *off, size_t *nevicte
 }
 
 int tableAdd(ir_table *t, const ir_item_in *items, size_t n, uint64_t *ids_out, const char **err) {
+    if (t->general) return genAdd(t, items, n, ids_out, err);
     for (size_t k = 0; k < n; k++) {
         if (reserveLen(items[k].len) > t->o.maxbytes || items[k].len > UINT32_MAX) {
             *err = "item is larger than the table's MAXBYTES";
@@ -308,6 +808,7 @@ int tableAdd(ir_table *t, const ir_item_in *items, size_t n, uint64_t *ids_out, 
         t->slot_id[slot] = id;
         t->slot_off[slot] = off;
         t->slot_len[slot] = (uint32_t)items[k].len;
+        t->times[slot] = 0;
         noteItemLen(t, id, (uint32_t)items[k].len);
         t->tail = off + need;
         t->bytes_used += need;
@@ -352,34 +853,94 @@ int tableAdd(ir_table *t, const ir_item_in *items, size_t n, uint64_t *ids_out, 
         t->scratch_prio[nmax++] = maxp;
     }
     if (nmax) ir_sampler_set_stored(t->sampler, t->scratch_ids, t->scratch_prio, nmax);
+    if (t->nheap) /* ring mode: only a minheap/maxheap sampler has one */
+        for (size_t k = 0; k < n; k++)
+            if (ids_out[k] >= t->oldest_id)
+                heapPush(t, &t->heap[0], (uint32_t)t->scratch_slots[k]);
     return 0;
 nomem:
     *err = "out of memory";
     return -1;
 }
 
+/* n successive draws, one at a time (see the top of this file). */
+static int sampleDraws(ir_table *t, size_t n, double beta) {
+    uint32_t k = t->o.max_times_sampled;
+    if (tableSize(t) == 0 || (k && t->draws_left < n)) return IR_EEMPTY;
+    for (size_t i = 0; i < n; i++) {
+        double p;
+        float w;
+        uint64_t slot = selPick(t, t->o.sampler, t->heap_of_sampler, &p, beta, &w);
+        t->scratch_slots[i] = slot;
+        t->scratch_ids[i] = t->slot_id[slot];
+        t->scratch_weights[i] = w;
+        t->scratch_prob[i] = p;
+        t->scratch_stored[i] = ir_sampler_get(t->sampler, slot);
+        uint32_t ts = ++t->times[slot];
+        t->scratch_times[i] = ts;
+        if (k) {
+            t->draws_left--;
+            if (ts >= k) {
+                genRemove(t, (uint32_t)slot);
+                t->consumed++;
+            }
+        }
+    }
+    t->prob_valid = 1;
+    return IR_OK;
+}
+
 int tableSample(ir_table *t, size_t n, double beta) {
     if (tableScratch(t, n) != 0) return IR_ENOMEM;
     uint64_t live = tableSize(t);
-    int rc = ir_sampler_sample(t->sampler, n, beta, t->oldest_id % t->o.capacity, live,
+    t->sample_size0 = live;
+    int rc;
+    if (t->o.sampler == IR_SEL_PRIORITIZED && !t->o.max_times_sampled &&
+        (!t->general || ir_sampler_total(t->sampler) > 0)) {
+        /* the stratified batch of the sum tree (every table before selectors) */
+        rc = ir_sampler_sample(t->sampler, n, beta, t->oldest_id % t->o.capacity, live,
                                t->scratch_slots, t->scratch_weights);
-    if (rc != IR_OK) return rc;
-    /* Only live slots are drawn, and the live ids [oldest_id, next_id) sit at
-     * slot id % capacity, at most capacity of them: a drawn slot's id follows
-     * from the slot, with no read of slot_id (a cache miss per item at 2M
-     * items, as costly as the descent). The slot_off / slot_len the reply
-     * reads next are prefetched IR_TABLE_PF ahead, so their misses overlap. */
-    const uint64_t *sl = t->scratch_slots, cap = t->o.capacity, first = t->oldest_id % cap;
-    for (size_t i = 0; i < n; i++) {
-        if (i + IR_TABLE_PF < n) {
-            __builtin_prefetch(&t->slot_off[sl[i + IR_TABLE_PF]]);
-            __builtin_prefetch(&t->slot_len[sl[i + IR_TABLE_PF]]);
+        if (rc != IR_OK) return rc;
+        /* On a ring table the live ids [oldest_id, next_id) sit at slot
+         * id % capacity: a drawn slot's id follows from the slot, with no read
+         * of slot_id (a cache miss per item at 2M items, as costly as the
+         * descent). What the reply reads next (slot_off, slot_len) and the
+         * times counter are prefetched IR_TABLE_PF ahead, so their misses
+         * overlap. */
+        const uint64_t *sl = t->scratch_slots, cap = t->o.capacity, first = t->oldest_id % cap;
+        for (size_t i = 0; i < n; i++) {
+            if (i + IR_TABLE_PF < n) {
+                __builtin_prefetch(&t->slot_off[sl[i + IR_TABLE_PF]]);
+                __builtin_prefetch(&t->slot_len[sl[i + IR_TABLE_PF]]);
+                __builtin_prefetch(&t->times[sl[i + IR_TABLE_PF]], 1);
+            }
+            uint64_t slot = sl[i];
+            t->scratch_ids[i] = t->general ? t->slot_id[slot]
+                                           : t->oldest_id + (slot >= first ? slot - first
+                                                                           : slot + cap - first);
+            t->scratch_times[i] = ++t->times[slot];
         }
-        t->scratch_ids[i] = t->oldest_id + (sl[i] >= first ? sl[i] - first : sl[i] + cap - first);
+        t->prob_valid = 0;
+    } else {
+        if (!(beta >= 0) || !isfinite(beta)) return IR_EINVAL;
+        rc = sampleDraws(t, n, beta);
+        if (rc != IR_OK) return rc;
     }
     t->samples += n;
     t->sample_calls++;
     return IR_OK;
+}
+
+void tableSampleProb(ir_table *t, size_t n) {
+    if (t->prob_valid) return;
+    double total = ir_sampler_total(t->sampler);
+    uint64_t live = tableSize(t);
+    for (size_t i = 0; i < n; i++) {
+        double v = ir_sampler_get(t->sampler, t->scratch_slots[i]);
+        t->scratch_stored[i] = v;
+        t->scratch_prob[i] = total > 0 ? v / total : 1.0 / (double)live;
+    }
+    t->prob_valid = 1;
 }
 
 long tableUpdate(ir_table *t, const uint64_t *ids, const float *raw, size_t n, const char **err) {
@@ -399,14 +960,22 @@ long tableUpdate(ir_table *t, const uint64_t *ids, const float *raw, size_t n, c
     }
     size_t m = 0;
     for (size_t k = 0; k < n; k++) {
-        if (ids[k] < t->oldest_id) {
+        uint64_t slot;
+        if (!t->general) {
+            if (ids[k] < t->oldest_id) {
+                t->stale_updates++;
+                continue;
+            }
+            slot = ids[k] % t->o.capacity;
+        } else if ((slot = tableSlotOf(t, ids[k])) == UINT64_MAX) {
             t->stale_updates++;
             continue;
         }
-        t->scratch_slots[m] = ids[k] % t->o.capacity;
+        t->scratch_slots[m] = slot;
         t->scratch_prio[m++] = raw[k];
     }
     if (m) ir_sampler_update(t->sampler, t->scratch_slots, t->scratch_prio, m);
+    if (m && t->nheap) heapsRekey(t, t->scratch_slots, m);
     t->updates += m;
     return (long)m;
 }
@@ -425,11 +994,13 @@ void tableGetState(const ir_table *t, ir_table_state *st) {
     st->updates = t->updates;
     st->stale_updates = t->stale_updates;
     st->evictions = t->evictions;
+    st->consumed = t->consumed;
     st->max_priority = ir_sampler_max(t->sampler);
 }
 
 void tableItem(const ir_table *t, uint64_t id, ir_item_view *v) {
-    uint64_t slot = id % t->o.capacity;
+    uint64_t slot = t->general ? tableSlotOf(t, id) : id % t->o.capacity;
+    v->times = t->times[slot];
     v->id = id;
     v->stored = ir_sampler_get(t->sampler, slot);
     v->off = t->slot_off[slot];
@@ -447,11 +1018,11 @@ int tableLoadBegin(ir_table_loader *ld, ir_table *t, const ir_table_state *st, c
     }
     /* ids go out as int64 (REPLAY.ADD replies, REPLAY.UPDATE arguments) */
     if (st->oldest_id > st->next_id || st->next_id > (uint64_t)INT64_MAX ||
-        st->next_id - st->oldest_id > t->o.capacity) {
+        (!t->general && st->next_id - st->oldest_id > t->o.capacity)) {
         *err = "bad id window (oldest_id, next_id)";
         return -1;
     }
-    if (st->tail > t->o.maxbytes || st->tail % ITEM_ALIGN) {
+    if (!t->general && (st->tail > t->o.maxbytes || st->tail % ITEM_ALIGN)) { /* general: packed anew */
         *err = "arena tail out of range";
         return -1;
     }
@@ -530,11 +1101,14 @@ int tableLoadEnd(ir_table_loader *ld, const char **err) {
         *err = "stored priority out of range";
         return -1;
     }
-    if (t->next_id != st->next_id) {
+    if (t->general) {
+        t->next_id = st->next_id; /* ids of removed items are never issued again */
+    } else if (t->next_id != st->next_id) {
         *err = "fewer items than the id window holds";
         return -1;
     }
-    if (tableSize(t) == 0) t->tail = st->tail; /* the next ADD starts at 0 anyway */
+    if (t->general) {
+    } else if (tableSize(t) == 0) t->tail = st->tail; /* the next ADD starts at 0 anyway */
     else if (t->tail != st->tail) {
         *err = "arena tail does not follow the newest item";
         return -1;
@@ -563,7 +1137,47 @@ int tableLoadEnd(ir_table_loader *ld, const char **err) {
     t->updates = st->updates;
     t->stale_updates = st->stale_updates;
     t->evictions = st->evictions;
+    t->consumed = st->consumed;
+    if (!t->general && t->nheap) /* a ring-mode minheap/maxheap sampler */
+        for (uint64_t id = t->oldest_id; id < t->next_id; id++)
+            heapPush(t, &t->heap[0], (uint32_t)(id % t->o.capacity));
     return 0;
+}
+
+char *tableLoadGeneral(ir_table_loader *ld, uint64_t id, double stored, uint32_t times,
+                       uint64_t len, const char **err) {
+    ir_table *t = ld->t;
+    if (!t->general) {
+        *err = "not a general-mode table";
+        return NULL;
+    }
+    if (id < t->next_id || id >= ld->st.next_id) {
+        *err = "item ids are not ascending below next_id";
+        return NULL;
+    }
+    if (!(stored >= 0) || !(stored <= ld->st.max_priority)) { /* NaN fails both */
+        *err = "stored priority out of range";
+        return NULL;
+    }
+    if (t->o.max_times_sampled && times >= t->o.max_times_sampled) {
+        *err = "an item sampled MAX_TIMES_SAMPLED times is still there";
+        return NULL;
+    }
+    if (len > UINT32_MAX || t->gsize == t->o.capacity ||
+        t->bytes_used + GHDR + reserveLen((size_t)len) > t->o.maxbytes) {
+        *err = "items beyond the table's CAPACITY or MAXBYTES";
+        return NULL;
+    }
+    uint64_t slot = genPlace(t, id, NULL, (uint32_t)len); /* the caller fills the bytes */
+    t->times[slot] = times;
+    if (t->o.max_times_sampled) t->draws_left -= times;
+    if (ir_sampler_set_stored(t->sampler, &slot, &stored, 1) != IR_OK) {
+        *err = "stored priority out of range";
+        return NULL;
+    }
+    for (int h = 0; h < t->nheap; h++) heapPush(t, &t->heap[h], (uint32_t)slot);
+    t->next_id = id + 1;
+    return t->arena + t->slot_off[slot];
 }
 
 void tablesMoveMissing(ir_tables *dst, ir_tables *src) {

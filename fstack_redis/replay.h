@@ -1,9 +1,21 @@
-/* replay.h - prioritized replay tables: fixed capacity, FIFO eviction.
+/* replay.h - replay tables: fixed capacity, a sampler and a remover.
  *
- * Every inserted item gets the next 64-bit id; its slot is id % capacity.
- * Items are opaque byte strings kept in one preallocated arena (a ring of
- * maxbytes bytes): when the arena or the slots are full, the oldest items go.
- * Live ids are always the window [oldest_id, next_id).
+ * Every inserted item gets the next 64-bit id. A table is in one of two
+ * storage modes (replay.c's head comment has the design and its numbers):
+ *
+ * ring mode (REMOVER fifo and no MAX_TIMES_SAMPLED; every table before
+ *   selectors existed): an item's slot is id % capacity, items are kept in
+ *   one preallocated arena (a ring of maxbytes bytes), and when the arena or
+ *   the slots are full the oldest items go. Live ids are always the window
+ *   [oldest_id, next_id).
+ * general mode (any other remover, or MAX_TIMES_SAMPLED): any live item may
+ *   be removed, so slots come from a free list, ids map to slots through an
+ *   open-addressing hash (exact stale-id detection), and the arena is a
+ *   bump allocator over 1.25 x maxbytes that compacts when it reaches the end.
+ *
+ * Selectors (Reverb's): prioritized (the K-ary sum tree), uniform, fifo,
+ * lifo, minheap and maxheap (by stored priority, ties to the older item),
+ * each usable as the sampler and as the remover.
  *
  * Concurrency contract: a table belongs to the thread that runs the server;
  * nothing here locks.
@@ -22,6 +34,23 @@
 #define IR_MAX_SAMPLE (1 << 20)
 #define IR_TABLE_PF 16 /* prefetch distance of the loops over drawn slots (random: cache misses) */
 
+/* Selectors. 0 in ir_table_opts means the default (prioritized sampler,
+ * fifo remover). */
+enum {
+    IR_SEL_DEFAULT = 0,
+    IR_SEL_PRIORITIZED,
+    IR_SEL_UNIFORM,
+    IR_SEL_FIFO,
+    IR_SEL_LIFO,
+    IR_SEL_MINHEAP,
+    IR_SEL_MAXHEAP,
+    IR_SEL_COUNT
+};
+/* "prioritized", ... for a selector; NULL for none. */
+const char *tableSelectorName(int sel);
+/* The selector named by s (case-insensitive), or 0 for none. */
+int tableSelectorParse(const char *s, size_t len);
+
 typedef struct ir_table_opts {
     uint64_t capacity;
     double alpha, beta, epsilon;
@@ -29,6 +58,8 @@ typedef struct ir_table_opts {
     unsigned fanout;
     uint64_t seed;
     uint64_t id_base;       /* the first id: shard index << IR_SHARD_ID_BITS */
+    int sampler, remover;   /* IR_SEL_*, 0 for the defaults */
+    uint32_t max_times_sampled; /* 0: no limit */
 } ir_table_opts;
 
 /* The rate limiter, Reverb's SampleToInsertRatio (see t_replay.c): sampling
@@ -40,6 +71,10 @@ typedef struct ir_limiter_opts {
     uint64_t min_size;
     double samples_per_insert;
     double error_buffer;
+    /* Reverb's Queue(n)/Stack(n): an insert waits while the table holds n
+     * items, a sample while it holds none (set by REPLAY.CREATE ... QUEUE n
+     * or STACK n, which also set the selectors and MAX_TIMES_SAMPLED 1). */
+    uint64_t queue;
 } ir_limiter_opts;
 
 /* ERROR_BUFFER when none is given: the smallest Reverb accepts, max(1, rate). */
@@ -48,6 +83,13 @@ static inline double tableDefaultErrorBuffer(double samples_per_insert) {
 }
 /* Check limiter options against a table's capacity: 0 or -1 with *err. */
 int tableLimiterCheck(const ir_limiter_opts *l, uint64_t capacity, const char **err);
+
+/* A binary heap of slots with each slot's position (UINT32_MAX: absent). */
+typedef struct ir_heap {
+    int kind;               /* IR_SEL_FIFO, _LIFO, _MINHEAP, _MAXHEAP */
+    uint64_t n;
+    uint32_t *h, *pos;
+} ir_heap;
 
 typedef struct ir_table {
     char *name;
@@ -72,8 +114,31 @@ typedef struct ir_table {
      * run_len bytes long, so every live item is iff run_start <= oldest_id. */
     uint64_t run_start;
     uint32_t run_len;
-    /* counters */
-    uint64_t inserts, samples, sample_calls, updates, stale_updates, evictions;
+    /* counters (consumed: items removed for reaching max_times_sampled) */
+    uint64_t inserts, samples, sample_calls, updates, stale_updates, evictions, consumed;
+    /* ---- selectors (see replay.c) ---- */
+    int general;            /* general storage mode (see the top of this file) */
+    uint32_t *times;        /* per slot: times sampled */
+    uint64_t draws_left;    /* with max_times_sampled k: sum over live items of k - times */
+    ir_heap heap[2];        /* heaps of the fifo/lifo/min/max selectors in use */
+    int nheap, heap_of_sampler, heap_of_remover; /* -1: none */
+    uint64_t rng[2];        /* the uniform selector's and the remover's draws */
+    /* general mode only */
+    uint64_t gsize;         /* live items */
+    uint32_t *dense, *dense_pos; /* the live slots, dense (uniform draws) */
+    uint32_t *free_slots;
+    uint64_t nfree;
+    uint64_t *hkey;         /* id -> slot, linear probing, UINT64_MAX empty */
+    uint32_t *hval;
+    uint64_t hmask;
+    uint64_t arena_len;     /* bytes mapped: maxbytes + maxbytes / 4 */
+    uint64_t compactions;
+    uint64_t run_count;     /* live items of run_len bytes */
+    /* per draw of the last tableSample on the non-default paths */
+    double *scratch_prob, *scratch_stored;
+    uint32_t *scratch_times;
+    int prob_valid;
+    uint64_t sample_size0;  /* the table's size when the last sample began */
     int capacity_warned;    /* the log said once that MAXBYTES holds fewer than CAPACITY */
     /* the rate limiter's options and state: items inserted and sampled
      * while it was configured, clients waiting (blocked.c; 0: samplers,
@@ -116,7 +181,14 @@ int tableCreate(ir_tables *ts, const char *name, size_t len, const ir_table_opts
 int tableDrop(ir_tables *ts, const char *name, size_t len);
 void tablesFlush(ir_tables *ts);
 
-static inline uint64_t tableSize(const ir_table *t) { return t->next_id - t->oldest_id; }
+static inline uint64_t tableSize(const ir_table *t) {
+    return t->general ? t->gsize : t->next_id - t->oldest_id;
+}
+/* The sampler and remover in force (never IR_SEL_DEFAULT). */
+static inline int tableSampler(const ir_table *t) { return t->o.sampler; }
+static inline int tableRemover(const ir_table *t) { return t->o.remover; }
+/* The slot of a live id, or UINT64_MAX if the id is not live. */
+uint64_t tableSlotOf(const ir_table *t, uint64_t id);
 
 /* How many items fit: the capacity, or fewer when MAXBYTES cannot hold capacity
  * items of the current mean stored size (the arena evicts the oldest first). */
@@ -137,8 +209,18 @@ int tablePriorityValid(const ir_table *t, double raw);
 /* Insert n items (already validated); ids are written to ids_out. Returns 0
  * or -1 with *err (an item larger than the arena). Nothing changes on error. */
 int tableAdd(ir_table *t, const ir_item_in *items, size_t n, uint64_t *ids_out, const char **err);
-/* Sample n items into the table's scratch (slots, ids, weights). */
+/* Sample n items into the table's scratch (slots, ids, weights). A sample
+ * of n is n successive draws of the sampler; with max_times_sampled k an
+ * item drawn for the k-th time is removed at once (it is not drawn again in
+ * the same batch; its bytes stay readable until the next insert), and the
+ * call needs draws_left >= n (else IR_EEMPTY, nothing drawn). The default
+ * path (prioritized sampler without k) draws the batch stratified, as
+ * before. scratch_times gets each draw's times sampled (this one included);
+ * scratch_prob each draw's probability when prob_valid (else see
+ * tableSampleProb). */
 int tableSample(ir_table *t, size_t n, double beta);
+/* Fill scratch_prob for the last sample if tableSample did not. */
+void tableSampleProb(ir_table *t, size_t n);
 /* Apply raw float32 priorities to ids; stale ids (evicted) are counted and
  * skipped. Returns the number applied, or -1 with *err. */
 long tableUpdate(ir_table *t, const uint64_t *ids, const float *raw, size_t n, const char **err);
@@ -149,6 +231,7 @@ int tablesAddScratch(ir_tables *ts, size_t n);
 uint64_t tablesBytes(const ir_tables *ts);   /* live item bytes */
 uint64_t tablesMemory(const ir_tables *ts);  /* items + per-slot metadata and trees */
 uint64_t tableSlotBytes(void);               /* memory per slot, metadata and trees */
+uint64_t tableSlotBytesFor(const ir_table_opts *o); /* the same with o's selectors */
 
 /* ---- snapshots (snapshot.c) ------------------------------------------------
  * Saving reads a table through tableGetState and tableItem; restoring creates
@@ -161,7 +244,7 @@ uint64_t tableSlotBytes(void);               /* memory per slot, metadata and tr
 /* Everything about a table besides its options and items. */
 typedef struct ir_table_state {
     uint64_t next_id, oldest_id, tail;
-    uint64_t inserts, samples, sample_calls, updates, stale_updates, evictions;
+    uint64_t inserts, samples, sample_calls, updates, stale_updates, evictions, consumed;
     double max_priority;            /* the sampler's max (what ADD ... MAX uses) */
 } ir_table_state;
 
@@ -172,11 +255,15 @@ typedef struct ir_item_view {
     uint64_t off;                   /* arena offset */
     const char *data;
     uint32_t len;
+    uint32_t times;                 /* times sampled */
 } ir_item_view;
 
 void tableGetState(const ir_table *t, ir_table_state *st);
 /* The live item with this id (oldest_id <= id < next_id). */
 void tableItem(const ir_table *t, uint64_t id, ir_item_view *v);
+/* General mode: the live items' ids, ascending, into out (tableSize
+ * entries; the caller allocates). */
+void tableGeneralIds(const ir_table *t, uint64_t *out);
 /* Arena bytes an item of len bytes takes (what bytes_used counts). */
 uint64_t tableItemReserve(size_t len);
 
@@ -204,6 +291,11 @@ char *tableLoadItem(ir_table_loader *ld, uint64_t id, double stored, uint64_t of
  * priorities and the max to the sampler, sets the counters. Returns 0, or -1
  * with *err (then drop the table). */
 int tableLoadEnd(ir_table_loader *ld, const char **err);
+/* General mode loading (snapshot.c): tableLoadBegin, then per item in id
+ * order tableLoadGeneral (returns where its len bytes go, or NULL with
+ * *err), then tableLoadEnd. */
+char *tableLoadGeneral(ir_table_loader *ld, uint64_t id, double stored, uint32_t times,
+                       uint64_t len, const char **err);
 /* Move every table of src whose name dst does not have to the end of dst. */
 void tablesMoveMissing(ir_tables *dst, ir_tables *src);
 

@@ -34,6 +34,18 @@
  *                            then the next_id - oldest_id live items, oldest
  *                            first (FIFO order), each: u64 id, f64 stored
  *                            priority, u64 arena offset, u32 length, bytes
+ *   "TABG" a table with selectors: as TABL up to the counters, then
+ *                            u64 consumed, u32 sampler, u32 remover (replay.h's
+ *                            IR_SEL_*), u32 MAX_TIMES_SAMPLED, u64 QUEUE/STACK
+ *                            size, u64 item count n, then n items in id
+ *                            order, each: u64 id, f64 stored priority, u64
+ *                            arena offset (ring mode; ignored in general
+ *                            mode, which packs the arena anew), u32 times
+ *                            sampled, u32 length, bytes. Written for every
+ *                            table whose sampler, remover, MAX_TIMES_SAMPLED
+ *                            or QUEUE is not the default; TABL for the rest.
+ *   "TTMS" times sampled of the TABL just before it (only when an item was
+ *                            sampled): u64 n, n x u32 in the TABL's order
  *   "TLIM" (L = 48)          the rate limiter of the TABL record just before
  *                            it (only for a table that has one): u64
  *                            MIN_SIZE, f64 SAMPLES_PER_INSERT, f64
@@ -110,6 +122,9 @@
 #define TAG_KSEL "KSEL" /* the keys that follow are in another database */
 #define TAG_TABL "TABL"
 #define TAG_TLIM "TLIM"
+#define TAG_TABG "TABG"
+#define TAG_TTMS "TTMS"
+#define SNAP_TABG_EXTRA 28 /* consumed, sampler, remover, k, queue (not n) */
 #define TAG_DONE "DONE"
 #define SNAP_TLIM_BODY 48
 
@@ -327,16 +342,42 @@ static int saveEntry(const dbEntry *e, void *arg) {
     return w->err ? -1 : 0;
 }
 
+/* The ids of a table's live items in id order: the window, or (general
+ * mode) an allocated sorted list. */
+static int tableIds(const ir_table *t, const ir_table_state *st, uint64_t **ids, uint64_t *n) {
+    *n = tableSize(t);
+    *ids = NULL;
+    if (!t->general) return 0;
+    *ids = malloc((*n ? *n : 1) * sizeof(uint64_t));
+    if (!*ids) return -1;
+    tableGeneralIds(t, *ids);
+    return 0;
+}
+
+static inline uint64_t idAt(const ir_table_state *st, const uint64_t *ids, uint64_t i) {
+    return ids ? ids[i] : st->oldest_id + i;
+}
+
 static void saveTable(snapWriter *w, const ir_table *t) {
     ir_table_state st;
     ir_item_view v;
     tableGetState(t, &st);
-    uint64_t body = SNAP_TABLE_FIXED + (uint64_t)t->namelen;
-    for (uint64_t id = st.oldest_id; id < st.next_id; id++) {
-        tableItem(t, id, &v);
-        body += SNAP_ITEM_FIXED + (uint64_t)v.len;
+    int tabg = t->o.sampler != IR_SEL_PRIORITIZED || t->o.remover != IR_SEL_FIFO ||
+               t->o.max_times_sampled || t->lim.queue;
+    uint64_t *ids, n, sampled = 0;
+    if (tableIds(t, &st, &ids, &n) != 0) {
+        if (!w->err) w->err = ENOMEM;
+        return;
     }
-    wRecord(w, TAG_TABL, body);
+    if (ids) st.oldest_id = n ? ids[0] : st.next_id;
+    uint64_t body = SNAP_TABLE_FIXED + (uint64_t)t->namelen;
+    if (tabg) body += SNAP_TABG_EXTRA + 8;
+    for (uint64_t i = 0; i < n; i++) {
+        tableItem(t, idAt(&st, ids, i), &v);
+        body += SNAP_ITEM_FIXED + (tabg ? 4 : 0) + (uint64_t)v.len;
+        sampled |= v.times;
+    }
+    wRecord(w, tabg ? TAG_TABG : TAG_TABL, body);
     wU64(w, t->namelen);
     wBytes(w, t->name, t->namelen);
     wU64(w, t->o.capacity);
@@ -356,15 +397,34 @@ static void saveTable(snapWriter *w, const ir_table *t) {
     wU64(w, st.updates);
     wU64(w, st.stale_updates);
     wU64(w, st.evictions);
-    for (uint64_t id = st.oldest_id; id < st.next_id && !w->err; id++) {
-        tableItem(t, id, &v);
+    if (tabg) {
+        wU64(w, st.consumed);
+        wU32(w, (uint32_t)t->o.sampler);
+        wU32(w, (uint32_t)t->o.remover);
+        wU32(w, t->o.max_times_sampled);
+        wU64(w, t->lim.queue);
+        wU64(w, n);
+    }
+    for (uint64_t i = 0; i < n && !w->err; i++) {
+        tableItem(t, idAt(&st, ids, i), &v);
         wU64(w, v.id);
         wF64(w, v.stored);
         wU64(w, v.off);
+        if (tabg) wU32(w, v.times);
         wU32(w, v.len);
         wBytes(w, v.data, v.len);
     }
-    if (t->lim.min_size || t->lim.samples_per_insert > 0) {
+    if (!tabg && sampled) {
+        wRecord(w, TAG_TTMS, 8 + 4 * n);
+        wU64(w, n);
+        for (uint64_t i = 0; i < n && !w->err; i++) {
+            tableItem(t, idAt(&st, ids, i), &v);
+            wU32(w, v.times);
+        }
+    }
+    free(ids);
+    if (t->lim.min_size || t->lim.samples_per_insert > 0 || t->lim.queue ||
+        t->o.max_times_sampled) {
         wRecord(w, TAG_TLIM, SNAP_TLIM_BODY);
         wU64(w, t->lim.min_size);
         wF64(w, t->lim.samples_per_insert);
@@ -1082,7 +1142,7 @@ static int loadList(snapLoader *L) {
     return LOAD_OK;
 }
 
-static int loadTable(snapLoader *L) {
+static int loadTable(snapLoader *L, int tabg) {
     snapReader *r = &L->r;
     uint64_t namelen;
     char name[IR_TABLE_NAME_MAX + 1];
@@ -1102,6 +1162,18 @@ static int loadTable(snapLoader *L) {
         rU64(r, &st.updates) || rU64(r, &st.stale_updates) || rU64(r, &st.evictions))
         return bad(L, "table header runs past the record");
     o.fanout = fanout;
+    st.consumed = 0;
+    uint32_t sel[3] = {IR_SEL_PRIORITIZED, IR_SEL_FIFO, 0};
+    uint64_t queue = 0, count = 0;
+    if (tabg && (rU64(r, &st.consumed) || rU32(r, &sel[0]) || rU32(r, &sel[1]) ||
+                 rU32(r, &sel[2]) || rU64(r, &queue) || rU64(r, &count)))
+        return bad(L, "table header runs past the record");
+    if (!tableSelectorName((int)sel[0]) || !tableSelectorName((int)sel[1]))
+        return bad(L, "table '%s': unknown selector", name);
+    if (queue && queue != o.capacity) return bad(L, "table '%s': queue size is not its capacity", name);
+    o.sampler = (int)sel[0];
+    o.remover = (int)sel[1];
+    o.max_times_sampled = sel[2];
     /* Checked here with REPLAY.CREATE's limits, so that tableCreate can only
      * fail for want of memory. */
     if (tableFind(L->tables, name, (size_t)namelen)) return bad(L, "duplicate table '%s'", name);
@@ -1113,7 +1185,9 @@ static int loadTable(snapLoader *L) {
         !(o.epsilon >= 0 && isfinite(o.epsilon)))
         return bad(L, "table alpha, beta or epsilon out of range");
     if (st.oldest_id > st.next_id) return bad(L, "table oldest_id > next_id");
-    uint64_t n = st.next_id - st.oldest_id;
+    int general = o.remover != IR_SEL_FIFO || o.max_times_sampled;
+    uint64_t n = general ? count : st.next_id - st.oldest_id;
+    if (tabg && n != count) return bad(L, "table '%s': item count is not the id window", name);
     if (n > o.capacity || n > rLeft(r) / SNAP_ITEM_FIXED)
         return bad(L, "table item count %llu larger than its capacity or the record",
                    (unsigned long long)n);
@@ -1121,16 +1195,20 @@ static int loadTable(snapLoader *L) {
     const char *err;
     if (tableCreate(L->tables, name, (size_t)namelen, &o, &t, &err) != 0)
         return nomem(L, "a table of this capacity and maxbytes");
+    t->lim.queue = queue;
     if (tableLoadBegin(&L->tl, t, &st, &err) != 0) return bad(L, "table '%s': %s", name, err);
     for (uint64_t i = 0; i < n; i++) {
         uint64_t id, off;
-        uint32_t len;
+        uint32_t len, times = 0;
         double stored;
-        if (rU64(r, &id) || rF64(r, &stored) || rU64(r, &off) || rU32(r, &len))
+        if (rU64(r, &id) || rF64(r, &stored) || rU64(r, &off) || (tabg && rU32(r, &times)) ||
+            rU32(r, &len))
             return bad(L, "table '%s': item %llu runs past the record", name, (unsigned long long)i);
         if (len > rLeft(r))
             return bad(L, "table '%s': item length %u runs past the record", name, len);
-        char *dst = tableLoadItem(&L->tl, id, stored, off, len, &err);
+        char *dst = general ? tableLoadGeneral(&L->tl, id, stored, times, len, &err)
+                            : tableLoadItem(&L->tl, id, stored, off, len, &err);
+        if (dst && !general) t->times[tableSlotOf(t, id)] = times; /* tableLoadItem made it live */
         if (!dst) return bad(L, "table '%s': item %llu: %s", name, (unsigned long long)id, err);
         if (rRead(r, dst, len))
             return bad(L, "table '%s': item %llu runs past the record", name, (unsigned long long)id);
@@ -1138,6 +1216,21 @@ static int loadTable(snapLoader *L) {
     if (tableLoadEnd(&L->tl, &err) != 0) return bad(L, "table '%s': %s", name, err);
     L->ntables++;
     L->last_table = t;
+    return LOAD_OK;
+}
+
+static int loadTimes(snapLoader *L) {
+    snapReader *r = &L->r;
+    ir_table *t = L->last_table;
+    uint64_t n;
+    if (!t || t->general) return bad(L, "TTMS record without a TABL before it");
+    if (rU64(r, &n) || n != tableSize(t) || n > rLeft(r) / 4)
+        return bad(L, "table '%s': times sampled do not match its items", t->name);
+    for (uint64_t i = 0; i < n; i++) {
+        uint32_t v;
+        if (rU32(r, &v)) return bad(L, "table '%s': times sampled run past the record", t->name);
+        t->times[(t->oldest_id + i) % t->o.capacity] = v;
+    }
     return LOAD_OK;
 }
 
@@ -1151,6 +1244,7 @@ static int loadLimiter(snapLoader *L) {
     if (rU64(r, &lim.min_size) || rF64(r, &lim.samples_per_insert) || rF64(r, &lim.error_buffer) ||
         rU64(r, &ins) || rU64(r, &smp) || rU64(r, &waited))
         return bad(L, "table '%s': limiter runs past the record", t->name);
+    lim.queue = t->lim.queue; /* from its TABG record */
     if (tableLimiterCheck(&lim, t->o.capacity, &err) != 0)
         return bad(L, "table '%s': limiter: %s", t->name, err);
     t->lim = lim;
@@ -1179,14 +1273,17 @@ static int parseFile(snapLoader *L, uint64_t size, const snapDone *done) {
             return bad(L, "length %llu runs past the end of the file", (unsigned long long)blen);
         r->end = r->off + blen;
         int rc;
-        if (memcmp(tag, TAG_TLIM, 4)) L->last_table = NULL; /* TLIM follows its TABL */
+        /* TTMS and TLIM follow their TABL/TABG */
+        if (memcmp(tag, TAG_TLIM, 4) && memcmp(tag, TAG_TTMS, 4)) L->last_table = NULL;
         if (!memcmp(tag, TAG_KSTR, 4)) rc = loadString(L);
         else if (!memcmp(tag, TAG_KHSH, 4)) rc = loadCollection(L, OBJ_HASH);
         else if (!memcmp(tag, TAG_KSEL, 4)) rc = loadSelect(L);
         else if (!memcmp(tag, TAG_KSET, 4)) rc = loadCollection(L, OBJ_SET);
         else if (!memcmp(tag, TAG_KZST, 4)) rc = loadCollection(L, OBJ_ZSET);
         else if (!memcmp(tag, TAG_KLST, 4)) rc = loadList(L);
-        else if (!memcmp(tag, TAG_TABL, 4)) rc = loadTable(L);
+        else if (!memcmp(tag, TAG_TABL, 4)) rc = loadTable(L, 0);
+        else if (!memcmp(tag, TAG_TABG, 4)) rc = loadTable(L, 1);
+        else if (!memcmp(tag, TAG_TTMS, 4)) rc = loadTimes(L);
         else if (!memcmp(tag, TAG_TLIM, 4)) rc = loadLimiter(L);
         else
             return bad(L, "unknown record type %02x%02x%02x%02x", (unsigned char)tag[0],

@@ -22,6 +22,13 @@
  * -RATELIMITED naming the limit; with TIMEOUT it waits as a blocked client
  * (blocked.c) behind the calls of its kind already waiting, and runs as soon
  * as it may. ERROR_BUFFER defaults to max(1, r), the smallest Reverb accepts.
+ *
+ * QUEUE n and STACK n are Reverb's Queue(n)/Stack(n) limiters (with fifo
+ * resp. lifo sampler and remover and MAX_TIMES_SAMPLED 1): an ADD of k items
+ * may run while the table holds at most n - k items, a SAMPLE of k when it
+ * holds at least k. On any table with MAX_TIMES_SAMPLED m, a SAMPLE of k
+ * also waits until the live items allow k more draws (sum of m - times
+ * sampled), since each draw may remove what it drew.
  */
 #include <math.h>
 #include <stdio.h>
@@ -48,9 +55,12 @@ static ir_table *lookupTableOrReply(client *c, int i) {
 #define LIMIT_NONE 0
 #define LIMIT_MIN_SIZE 1
 #define LIMIT_RATIO 2
+#define LIMIT_QUEUE 3
+#define LIMIT_DRAWS 4
 
 static int tableLimited(const ir_table *t) {
-    return t->lim.min_size || t->lim.samples_per_insert > 0;
+    return t->lim.min_size || t->lim.samples_per_insert > 0 || t->lim.queue ||
+           t->o.max_times_sampled;
 }
 
 static double limiterError(const ir_table *t) {
@@ -60,13 +70,16 @@ static double limiterError(const ir_table *t) {
 
 static uint64_t limiterMinSize(const ir_table *t) { return t->lim.min_size ? t->lim.min_size : 1; }
 
-static int limiterHoldsSample(const ir_table *t) {
+static int limiterHoldsSample(const ir_table *t, size_t n) {
+    if (t->lim.queue && t->draws_left < n) return LIMIT_QUEUE;
     if (tableSize(t) < limiterMinSize(t)) return LIMIT_MIN_SIZE;
     if (t->lim.samples_per_insert > 0 && limiterError(t) > t->lim.error_buffer) return LIMIT_RATIO;
+    if (t->o.max_times_sampled && t->draws_left < n) return LIMIT_DRAWS;
     return LIMIT_NONE;
 }
 
-static int limiterHoldsInsert(const ir_table *t) {
+static int limiterHoldsInsert(const ir_table *t, size_t n) {
+    if (t->lim.queue) return tableSize(t) + n > t->lim.queue ? LIMIT_QUEUE : LIMIT_NONE;
     if (t->lim.samples_per_insert <= 0 || tableSize(t) < t->lim.min_size) return LIMIT_NONE;
     return limiterError(t) < -t->lim.error_buffer ? LIMIT_RATIO : LIMIT_NONE;
 }
@@ -80,7 +93,14 @@ static void replyRateLimited(client *c, const ir_table *t, int why, int sample, 
                  c->argv[timeout_arg].ptr);
     else
         snprintf(tail, sizeof(tail), "%s waits (use TIMEOUT to wait)", what);
-    if (why == LIMIT_MIN_SIZE)
+    if (why == LIMIT_QUEUE)
+        snprintf(reason, sizeof(reason), "%s %llu %s (%llu items)",
+                 t->o.sampler == IR_SEL_LIFO ? "STACK" : "QUEUE", (unsigned long long)t->lim.queue,
+                 sample ? "has too few items" : "is full", (unsigned long long)tableSize(t));
+    else if (why == LIMIT_DRAWS)
+        snprintf(reason, sizeof(reason), "allows %llu more draws under MAX_TIMES_SAMPLED %u",
+                 (unsigned long long)t->draws_left, t->o.max_times_sampled);
+    else if (why == LIMIT_MIN_SIZE)
         snprintf(reason, sizeof(reason), "has %llu items, MIN_SIZE is %llu",
                  (unsigned long long)tableSize(t), (unsigned long long)limiterMinSize(t));
     else
@@ -92,7 +112,9 @@ static void replyRateLimited(client *c, const ir_table *t, int why, int sample, 
 }
 
 /* REPLAY.CREATE <table> CAPACITY <n> [ALPHA <a>] [BETA <b>] [EPSILON <e>] [MAXBYTES <bytes>]
- *               [MIN_SIZE <n>] [SAMPLES_PER_INSERT <r>] [ERROR_BUFFER <e>] */
+ *               [MIN_SIZE <n>] [SAMPLES_PER_INSERT <r>] [ERROR_BUFFER <e>]
+ *               [SAMPLER <selector>] [REMOVER <selector>] [MAX_TIMES_SAMPLED <k>]
+ * REPLAY.CREATE <table> QUEUE <n> | STACK <n> [ALPHA ...] [MAXBYTES ...] */
 void replayCreateCommand(client *c) {
     const ir_config *cfg = &c->srv->cfg;
     ir_table_opts o = {
@@ -105,8 +127,8 @@ void replayCreateCommand(client *c) {
         .seed = cfg->seed ? cfg->seed + c->srv->tables->count : ir_mstime() ^ c->id,
         .id_base = (uint64_t)cfg->shard_index << IR_SHARD_ID_BITS,
     };
-    ir_limiter_opts lim = {0, 0, 0};
-    int has_eb = 0;
+    ir_limiter_opts lim = {0, 0, 0, 0};
+    int has_eb = 0, preset = 0, has_sel = 0; /* preset: the QUEUE or STACK argument */
     if ((c->argc - 2) % 2 != 0) {
         addReplyStr(c, shared.syntaxerr);
         return;
@@ -122,6 +144,36 @@ void replayCreateCommand(client *c) {
             }
             if (argEq(c, i, "capacity")) o.capacity = (uint64_t)ll;
             else o.maxbytes = (uint64_t)ll;
+        } else if (argEq(c, i, "queue") || argEq(c, i, "stack")) {
+            if (!string2ll(c->argv[i + 1].ptr, c->argv[i + 1].len, &ll) || ll <= 0 ||
+                ll >= (1LL << 32) || preset) {
+                addReplyErrorFormat(c, "%s must be given once, a positive integer below 4294967296",
+                                    argEq(c, i, "queue") ? "QUEUE" : "STACK");
+                return;
+            }
+            preset = i;
+            lim.queue = o.capacity = (uint64_t)ll;
+            o.sampler = o.remover = argEq(c, i, "queue") ? IR_SEL_FIFO : IR_SEL_LIFO;
+            o.max_times_sampled = 1;
+        } else if (argEq(c, i, "sampler") || argEq(c, i, "remover")) {
+            int sel = tableSelectorParse(c->argv[i + 1].ptr, c->argv[i + 1].len);
+            if (!sel) {
+                addReplyErrorFormat(c, "unknown selector '%.64s' for %s: use prioritized, uniform, "
+                                       "fifo, lifo, minheap or maxheap",
+                                    c->argv[i + 1].ptr, argEq(c, i, "sampler") ? "SAMPLER" : "REMOVER");
+                return;
+            }
+            if (argEq(c, i, "sampler")) o.sampler = sel;
+            else o.remover = sel;
+            has_sel = i;
+        } else if (argEq(c, i, "max_times_sampled")) {
+            if (!string2ll(c->argv[i + 1].ptr, c->argv[i + 1].len, &ll) || ll <= 0 ||
+                ll > UINT32_MAX) {
+                addReplyError(c, "MAX_TIMES_SAMPLED must be an integer between 1 and 4294967295");
+                return;
+            }
+            o.max_times_sampled = (uint32_t)ll;
+            has_sel = i;
         } else if (argEq(c, i, "min_size")) {
             if (!string2ll(c->argv[i + 1].ptr, c->argv[i + 1].len, &ll) || ll < 0) {
                 addReplyError(c, "MIN_SIZE must be an integer >= 0");
@@ -151,6 +203,20 @@ void replayCreateCommand(client *c) {
             return;
         }
     }
+    if (preset) {
+        int other = has_sel;
+        for (int i = 2; i < c->argc && !other; i += 2)
+            if (argEq(c, i, "capacity") || argEq(c, i, "min_size") ||
+                argEq(c, i, "samples_per_insert") || argEq(c, i, "error_buffer"))
+                other = i;
+        if (other) {
+            addReplyErrorFormat(c, "%s <n> is Reverb's %s (its own sampler, remover, "
+                                   "MAX_TIMES_SAMPLED 1, CAPACITY n and limiter): drop %s",
+                                c->argv[preset].ptr, argEq(c, preset, "queue") ? "queue" : "stack",
+                                c->argv[other].ptr);
+            return;
+        }
+    }
     if (o.capacity == 0) {
         addReplyError(c, "CAPACITY is required: REPLAY.CREATE <table> CAPACITY <n>");
         return;
@@ -165,7 +231,7 @@ void replayCreateCommand(client *c) {
     /* The slots and trees are allocated now: charge them before allocating,
      * so one command cannot commit gigabytes past maxmemory. */
     if (cfg->maxmemory && o.capacity <= (1ULL << 32) &&
-        serverUsedMemory(c->srv) + o.capacity * tableSlotBytes() > cfg->maxmemory) {
+        serverUsedMemory(c->srv) + o.capacity * tableSlotBytesFor(&o) > cfg->maxmemory) {
         c->srv->oom_rejections++;
         addReplyError(c, "-OOM " IR_OOM_MSG);
         return;
@@ -216,9 +282,16 @@ void replayAddCommand(client *c) {
             return;
         }
     }
+    if (t->lim.queue && n > t->lim.queue) {
+        addReplyErrorFormat(c, "a batch of %zu items is larger than table '%.128s' (%s %llu): "
+                               "add fewer at a time", n, t->name,
+                            t->o.sampler == IR_SEL_LIFO ? "STACK" : "QUEUE",
+                            (unsigned long long)t->lim.queue);
+        return;
+    }
     int limited = tableLimited(t);
     if (limited) {
-        int why = limiterHoldsInsert(t);
+        int why = limiterHoldsInsert(t, n);
         if (why || (timeout_arg && blockedAhead(c, &t->waiters[1]))) {
             if (timeout_arg && blockingAllowed(c)) {
                 blockForTable(c, t, 1, deadline);
@@ -259,11 +332,14 @@ void replayAddCommand(client *c) {
  * and minimum positive stored priority (float64), its live size (int64), and
  * each drawn item's probability inside the shard (n float64): 24 + 8n bytes.
  * A client that knows every shard's total computes each draw's global
- * probability and importance weight from these (pyctl/sharded.py). */
+ * probability and importance weight from these (pyctl/sharded.py). A
+ * uniform sampler reports mass 1 per item (total = size, minimum 1). */
 static void addSampleStats(client *c, ir_table *t, size_t n) {
     double total = ir_sampler_total(t->sampler), mn = ir_sampler_min(t->sampler);
     uint64_t live = tableSize(t);
     if (!isfinite(mn)) mn = 0; /* no positive priority: sampling is uniform */
+    int uniform = t->o.sampler == IR_SEL_UNIFORM; /* every item has mass 1 */
+    if (uniform) total = (double)live, mn = 1;
     char head[24];
     memcpy(head, &total, 8);
     memcpy(head + 8, &mn, 8);
@@ -271,8 +347,8 @@ static void addSampleStats(client *c, ir_table *t, size_t n) {
     addReplyProto(c, head, sizeof(head));
     double *p = t->scratch_prio; /* unused by sampling; holds n entries */
     for (size_t i = 0; i < n; i++)
-        p[i] = total > 0 ? ir_sampler_get(t->sampler, t->scratch_slots[i]) / total
-                         : 1.0 / (double)live;
+        p[i] = total > 0 && !uniform ? ir_sampler_get(t->sampler, t->scratch_slots[i]) / total
+                                     : 1.0 / (double)live;
     addReplyProto(c, (const char *)p, 8 * n);
 }
 
@@ -330,13 +406,26 @@ static int addSampledSmallItems(client *c, const ir_table *t, size_t n) {
     return 1;
 }
 
-/* REPLAY.SAMPLE <table> <n> [BETA <b>] [PACKED] [WITHSTATS] [TIMEOUT <seconds>]
+/* WITHINFO: Reverb's sample info, 8 + 20n bytes: the table's size when the
+ * sample began (int64), then per item its probability (n float64: of that
+ * draw, as the sampler drew it), its stored priority (n float64) and its
+ * times sampled, this draw included (n uint32). */
+static void addSampleInfo(client *c, ir_table *t, size_t n) {
+    tableSampleProb(t, n);
+    addReplyProto(c, (const char *)&t->sample_size0, 8);
+    addReplyProto(c, (const char *)t->scratch_prob, 8 * n);
+    addReplyProto(c, (const char *)t->scratch_stored, 8 * n);
+    addReplyProto(c, (const char *)t->scratch_times, 4 * n);
+}
+
+/* REPLAY.SAMPLE <table> <n> [BETA <b>] [PACKED] [WITHSTATS] [WITHINFO] [TIMEOUT <seconds>]
  *
  * Without PACKED: [ids, weights, [item, ...]]. With PACKED, for tables whose
  * items all have one size: one bulk string of n int64 ids, n float32 weights
  * and the n items back to back (item i at offset 12n + i * itemsize).
  * WITHSTATS appends sampleStats's 24 + 8n bytes: as a fourth element, or
- * after the items in the PACKED bulk. */
+ * after the items in the PACKED bulk. WITHINFO appends addSampleInfo's
+ * 8 + 20n bytes the same way, after WITHSTATS's when both are asked. */
 void replaySampleCommand(client *c) {
     ir_table *t = lookupTableOrReply(c, 1);
     if (!t) return;
@@ -346,13 +435,15 @@ void replaySampleCommand(client *c) {
         return;
     }
     double beta = t->o.beta;
-    int packed = 0, has_beta = 0, withstats = 0, timeout_arg = 0;
+    int packed = 0, has_beta = 0, withstats = 0, timeout_arg = 0, withinfo = 0;
     uint64_t deadline = 0;
     for (int i = 3; i < c->argc; i++) {
         if (argEq(c, i, "packed") && !packed) {
             packed = 1;
         } else if (argEq(c, i, "withstats") && !withstats) {
             withstats = 1;
+        } else if (argEq(c, i, "withinfo") && !withinfo) {
+            withinfo = 1;
         } else if (argEq(c, i, "timeout") && !timeout_arg && i + 1 < c->argc) {
             timeout_arg = ++i;
             if (getBlockingTimeoutFromArg(c, i, &deadline) != 0) return;
@@ -375,9 +466,16 @@ void replaySampleCommand(client *c) {
                                "%u and %u bytes): sample without PACKED", t->name, la, lb);
         return;
     }
+    if (t->o.max_times_sampled &&
+        (uint64_t)n > (t->lim.queue ? t->lim.queue : t->o.capacity * t->o.max_times_sampled)) {
+        addReplyErrorFormat(c, "a sample of %lld is more than table '%.128s' can ever hold "
+                               "(%s): sample fewer", n, t->name, t->lim.queue ? "its QUEUE/STACK size"
+                               : "CAPACITY x MAX_TIMES_SAMPLED");
+        return;
+    }
     int limited = tableLimited(t);
     if (limited) {
-        int why = limiterHoldsSample(t);
+        int why = limiterHoldsSample(t, (size_t)n);
         if (why || (timeout_arg && blockedAhead(c, &t->waiters[0]))) {
             if (timeout_arg && blockingAllowed(c)) {
                 blockForTable(c, t, 0, deadline);
@@ -407,6 +505,7 @@ void replaySampleCommand(client *c) {
     }
     if (packed) {
         size_t itemsize = t->run_len, head = nn * 12, tail = withstats ? 24 + 8 * nn : 0;
+        if (withinfo) tail += 8 + 20 * nn;
         int small = itemsize < IR_REF_MIN; /* copied anyway: one reservation for them all */
         char *h = addReplyBulkBegin(c, head + nn * itemsize + tail, head + (small ? nn * itemsize : 0));
         memcpy(h, t->scratch_ids, nn * 8);
@@ -420,10 +519,11 @@ void replaySampleCommand(client *c) {
             }
         }
         if (withstats) addSampleStats(c, t, nn);
+        if (withinfo) addSampleInfo(c, t, nn);
         addReplyProto(c, "\r\n", 2);
         return;
     }
-    addReplyArrayLen(c, withstats ? 4 : 3);
+    addReplyArrayLen(c, 3 + withstats + withinfo);
     memcpy(addReplyBulkReserve(c, nn * 8), t->scratch_ids, nn * 8);
     memcpy(addReplyBulkReserve(c, nn * 4), t->scratch_weights, nn * 4);
     addReplyArrayLen(c, (long)n);
@@ -438,6 +538,11 @@ void replaySampleCommand(client *c) {
     if (withstats) {
         addReplyBulkBegin(c, 24 + 8 * nn, 0);
         addSampleStats(c, t, nn);
+        addReplyProto(c, "\r\n", 2);
+    }
+    if (withinfo) {
+        addReplyBulkBegin(c, 8 + 20 * nn, 0);
+        addSampleInfo(c, t, nn);
         addReplyProto(c, "\r\n", 2);
     }
 }
@@ -477,7 +582,7 @@ void replayInfoCommand(client *c) {
     ir_table *t = lookupTableOrReply(c, 1);
     if (!t) return;
     double minp = ir_sampler_min(t->sampler);
-    addReplyArrayLen(c, 2 * 29);
+    addReplyArrayLen(c, 2 * 36);
     addField(c, "name");            addReplyBulk(c, t->name, t->namelen);
     addField(c, "size");            addReplyLongLong(c, (long long)tableSize(t));
     addField(c, "capacity");        addReplyLongLong(c, (long long)t->o.capacity);
@@ -507,6 +612,13 @@ void replayInfoCommand(client *c) {
     addField(c, "blocked_inserters"); addReplyLongLong(c, (long long)t->waiters[1].n);
     addField(c, "waited_seconds");  addReplyDouble(c, (double)t->waited_us / 1e6);
     addField(c, "capacity_fits");   addReplyLongLong(c, (long long)tableCapacityFits(t));
+    addField(c, "sampler");         addReplyBulkCString(c, tableSelectorName(t->o.sampler));
+    addField(c, "remover");         addReplyBulkCString(c, tableSelectorName(t->o.remover));
+    addField(c, "max_times_sampled"); addReplyLongLong(c, (long long)t->o.max_times_sampled);
+    addField(c, "queue_size");      addReplyLongLong(c, (long long)t->lim.queue);
+    addField(c, "consumed");        addReplyLongLong(c, (long long)t->consumed);
+    addField(c, "storage");         addReplyBulkCString(c, t->general ? "general" : "ring");
+    addField(c, "compactions");     addReplyLongLong(c, (long long)t->compactions);
 }
 
 /* REPLAY.DROP <table> */

@@ -248,6 +248,29 @@ def _field_array(name: str, x: Any, f: Field) -> np.ndarray:
 
 
 @dataclass
+class SampleInfo:
+    """Reverb's sample info (REPLAY.SAMPLE ... WITHINFO), one entry per draw."""
+
+    table_size: int
+    """Items in the table when the sample began."""
+    probability: npt.NDArray[np.float64]
+    """The probability of each draw as the sampler made it (1 for fifo/lifo/heaps)."""
+    priority: npt.NDArray[np.float64]
+    """Each item's stored priority ((raw + epsilon)^alpha)."""
+    times_sampled: npt.NDArray[np.uint32]
+    """Times each item has been sampled, this draw included."""
+
+    @classmethod
+    def parse(cls, raw: bytes | memoryview, n: int) -> SampleInfo:
+        if len(raw) != 8 + 20 * n:
+            raise ValueError(f"WITHINFO field of {len(raw)} bytes for {n} items")
+        return cls(int(np.frombuffer(raw, "<i8", 1)[0]),
+                   np.frombuffer(raw, "<f8", n, 8).astype(np.float64),
+                   np.frombuffer(raw, "<f8", n, 8 + 8 * n).astype(np.float64),
+                   np.frombuffer(raw, "<u4", n, 8 + 16 * n).astype(np.uint32))
+
+
+@dataclass
 class Sample:
     """One REPLAY.SAMPLE reply."""
 
@@ -258,6 +281,8 @@ class Sample:
     items: Any
     """The items: a dict of arrays (or tensors) with a schema, a NumPy array of shape
     (n, *item_shape) with item_shape, else a list of bytes."""
+    info: SampleInfo | None = None
+    """With sample(..., info=True): probability, priority, times sampled, table size."""
 
 
 def _fmt_priorities(priorities: Any, n: int) -> list[bytes]:
@@ -353,9 +378,19 @@ def _locate_bad_priority(err: redis.ResponseError, formatted: list[bytes],
     return err
 
 
+SELECTORS = ("prioritized", "uniform", "fifo", "lifo", "minheap", "maxheap")
+
+
 def create_args(table: str, capacity: int, **opts: Any) -> list[Any]:
-    """REPLAY.CREATE's arguments; options that are None are left out."""
-    args: list[Any] = ["REPLAY.CREATE", table, "CAPACITY", int(capacity)]
+    """REPLAY.CREATE's arguments; options that are None are left out. queue=True or
+    stack=True make Reverb's queue/stack of ``capacity`` items (REPLAY.CREATE ... QUEUE n)."""
+    preset = "QUEUE" if opts.get("queue") else "STACK" if opts.get("stack") else "CAPACITY"
+    args: list[Any] = ["REPLAY.CREATE", table, preset, int(capacity)]
+    for name in ("sampler", "remover"):
+        if opts.get(name) is not None:
+            args += [name.upper(), str(opts[name])]
+    if opts.get("max_times_sampled") is not None:
+        args += ["MAX_TIMES_SAMPLED", int(opts["max_times_sampled"])]
     for name in ("alpha", "beta", "epsilon", "samples_per_insert", "error_buffer"):
         if opts.get(name) is not None:
             args += [name.upper(), repr(float(opts[name]))]
@@ -366,7 +401,8 @@ def create_args(table: str, capacity: int, **opts: Any) -> list[Any]:
 
 
 def sample_args(table: str, n: int, *, beta: float | None = None, packed: bool = False,
-                withstats: bool = False, timeout: float | None = None) -> list[Any]:
+                withstats: bool = False, timeout: float | None = None,
+                withinfo: bool = False) -> list[Any]:
     """REPLAY.SAMPLE's arguments."""
     args: list[Any] = ["REPLAY.SAMPLE", table, int(n)]
     if beta is not None:
@@ -375,6 +411,8 @@ def sample_args(table: str, n: int, *, beta: float | None = None, packed: bool =
         args.append("PACKED")
     if withstats:
         args.append("WITHSTATS")
+    if withinfo:
+        args.append("WITHINFO")
     if timeout is not None:
         args += ["TIMEOUT", repr(float(timeout))]
     return args
@@ -401,14 +439,19 @@ class ReplayClient:
                beta: float | None = None, epsilon: float | None = None,
                maxbytes: int | None = None, min_size: int | None = None,
                samples_per_insert: float | None = None,
-               error_buffer: float | None = None) -> None:
+               error_buffer: float | None = None, sampler: str | None = None,
+               remover: str | None = None, max_times_sampled: int | None = None,
+               queue: bool = False, stack: bool = False) -> None:
         """REPLAY.CREATE; raises redis.ResponseError if the table exists. min_size,
         samples_per_insert and error_buffer set the table's rate limiter (Reverb's
-        MinSize and SampleToInsertRatio; see the README)."""
+        MinSize and SampleToInsertRatio; see the README). sampler and remover are one
+        of SELECTORS; queue=True / stack=True make Reverb's Table.queue / Table.stack
+        of ``capacity`` items (fifo/lifo, each item sampled once, blocking)."""
         self.redis.execute_command(*create_args(
             table, capacity, alpha=alpha, beta=beta, epsilon=epsilon, maxbytes=maxbytes,
             min_size=min_size, samples_per_insert=samples_per_insert,
-            error_buffer=error_buffer))
+            error_buffer=error_buffer, sampler=sampler, remover=remover,
+            max_times_sampled=max_times_sampled, queue=queue, stack=stack))
 
     def add(self, table: str, priorities: Any, items: Any, *,
             schema: Schema | None = None, timeout: float | None = None) -> npt.NDArray[np.int64]:
@@ -443,7 +486,8 @@ class ReplayClient:
     def sample(self, table: str, n: int, *, beta: float | None = None,
                item_shape: tuple[int, ...] | int | None = None,
                item_dtype: npt.DTypeLike | None = None, schema: Schema | None = None,
-               torch: bool = False, device: Any = None, timeout: float | None = None) -> Sample:
+               torch: bool = False, device: Any = None, timeout: float | None = None,
+               info: bool = False) -> Sample:
         """Draw n items with importance weights in one round trip.
 
         With ``schema`` (or ``item_shape``, with ``item_dtype``, default uint8) the
@@ -454,15 +498,19 @@ class ReplayClient:
         the table's items, or if item_dtype comes without item_shape. Every array
         returned is writable and owns its memory. With a rate limiter, ``timeout``
         seconds (0: forever) is how long the call may wait until sampling is allowed;
-        without it, or when it runs out, RateLimited is raised.
+        without it, or when it runs out, RateLimited is raised. ``info=True`` adds
+        Reverb's sample info (Sample.info).
         """
         n = int(n)
         spec = ItemSpec.of(item_shape, item_dtype, schema, torch, device)
-        args = sample_args(table, n, beta=beta, packed=spec.packed, timeout=timeout)
+        args = sample_args(table, n, beta=beta, packed=spec.packed, timeout=timeout,
+                           withinfo=info)
         try:
             raw = self.redis.execute_command(*args)
         except redis.ResponseError as e:
             raise _limited(e) from None
+        if info:
+            return self._with_info(raw, n, spec)
         if not spec.packed:
             raw_ids, raw_w, raw_items = raw
             ids = np.frombuffer(raw_ids, dtype="<i8").astype(np.int64)
@@ -473,6 +521,23 @@ class ReplayClient:
         ids = np.frombuffer(raw, dtype="<i8", count=n).astype(np.int64)
         weights = np.frombuffer(raw, dtype="<f4", count=n, offset=8 * n).astype(np.float32)
         return spec.decode(ids, weights, memoryview(raw)[12 * n:], n)
+
+    def _with_info(self, raw: Any, n: int, spec: ItemSpec) -> Sample:
+        """A WITHINFO reply: the info is the last element, or the PACKED bulk's tail."""
+        if not spec.packed:
+            raw_ids, raw_w, raw_items, raw_info = raw
+            return Sample(np.frombuffer(raw_ids, dtype="<i8").astype(np.int64),
+                          np.frombuffer(raw_w, dtype="<f4").astype(np.float32),
+                          list(raw_items), SampleInfo.parse(raw_info, n))
+        tail = 8 + 20 * n
+        body = len(raw) - tail
+        if body < 12 * n or (body - 12 * n) % n:
+            raise ValueError(f"REPLAY.SAMPLE PACKED reply of {len(raw)} bytes for {n} items")
+        ids = np.frombuffer(raw, dtype="<i8", count=n).astype(np.int64)
+        weights = np.frombuffer(raw, dtype="<f4", count=n, offset=8 * n).astype(np.float32)
+        out = spec.decode(ids, weights, memoryview(raw)[12 * n:body], n)
+        out.info = SampleInfo.parse(memoryview(raw)[body:], n)
+        return out
 
     def update(self, table: str, ids: Any, priorities: Any) -> int:
         """New raw priorities for sampled ids (arrays, lists or tensors); returns how many

@@ -94,6 +94,7 @@ class ShardedReplayClient:
         self._stats: dict[str, list[ShardStats]] = {}
         self._next_add = 0
         self._beta: dict[str, float] = {}
+        self._kind: dict[str, tuple[str, int]] = {}  # sampler, max_times_sampled
         for k, rc in enumerate(self.shards):
             index, members = _shards_of(rc.redis)
             if members and (index != k or len(members) != len(self.shards)):
@@ -205,6 +206,9 @@ class ShardedReplayClient:
         for raw in self._all("REPLAY.INFO", table):
             d = dict(zip(raw[::2], raw[1::2], strict=True))
             mn = float(d[b"min_priority"])
+            if d.get(b"sampler") == b"uniform":  # mass 1 per item, as WITHSTATS says
+                stats.append(ShardStats(float(d[b"size"]), 1.0, int(d[b"size"])))
+                continue
             stats.append(ShardStats(float(d[b"total_priority"]),
                                     mn if np.isfinite(mn) else 0.0, int(d[b"size"])))
         self._stats[table] = stats
@@ -234,6 +238,20 @@ class ShardedReplayClient:
         return np.bincount(np.searchsorted(edges, pts, side="right"),
                            minlength=len(q)).astype(np.int64)
 
+    def _check_exact(self, table: str) -> None:
+        """Only the prioritized and uniform samplers without MAX_TIMES_SAMPLED are
+        sampled exactly across shards (WITHSTATS gives a uniform table mass 1 per item);
+        fifo/lifo/heaps have no global order here, and removal would race."""
+        if table not in self._kind:
+            i = self.shards[0].info(table)
+            self._kind[table] = (str(i.get("sampler", "prioritized")),
+                                 int(i.get("max_times_sampled", 0)))
+        sampler, k = self._kind[table]
+        if sampler not in ("prioritized", "uniform") or k:
+            raise ValueError(f"table {table!r} ({sampler} sampler, MAX_TIMES_SAMPLED {k}) cannot "
+                             f"be sampled exactly across a replay group: sample its shards "
+                             f"with ReplayClient")
+
     def sample(self, table: str, n: int, *, beta: float | None = None,
                item_shape: tuple[int, ...] | int | None = None,
                item_dtype: npt.DTypeLike | None = None, schema: Any = None,
@@ -245,6 +263,7 @@ class ShardedReplayClient:
         if n <= 0:
             raise ValueError(f"sample size must be positive, not {n}")
         spec = ItemSpec.of(item_shape, item_dtype, schema, torch, device)
+        self._check_exact(table)
         q = self.shares(table)
         counts = self._counts(q, n)
         if beta is None:  # the table's own default, asked once

@@ -33,12 +33,16 @@ LIMITER_FIELDS = ["min_size", "samples_per_insert", "error_buffer", "limiter_ins
                   "waited_seconds"]
 
 
+TEXT_FIELDS = ("name", "sampler", "remover", "storage")
+
+
 def info(c: RawConn, table: str = "t") -> dict[str, Any]:
     flat = c.call("REPLAY.INFO", table)
     out: dict[str, Any] = {}
     for k, v in zip(flat[::2], flat[1::2], strict=True):
         key = k.decode()
-        out[key] = v if isinstance(v, int) else v.decode() if key == "name" else float(v)
+        out[key] = (v if isinstance(v, int) else v.decode() if key in TEXT_FIELDS
+                    else float(v))
     return out
 
 
@@ -90,7 +94,9 @@ def test_info_fields_appended_in_order(c: RawConn) -> None:
     assert c.call("REPLAY.CREATE", "t", "CAPACITY", 100, "MIN_SIZE", 10,
                   "SAMPLES_PER_INSERT", "2.5", "ERROR_BUFFER", 30) == "OK"
     flat = c.call("REPLAY.INFO", "t")
-    assert [k.decode() for k in flat[::2]] == OLD_FIELDS + LIMITER_FIELDS + ["capacity_fits"]
+    assert [k.decode() for k in flat[::2]] == OLD_FIELDS + LIMITER_FIELDS + ["capacity_fits"] + [
+        "sampler", "remover", "max_times_sampled", "queue_size", "consumed", "storage",
+        "compactions"]
     i = info(c)
     assert (i["min_size"], i["samples_per_insert"], i["error_buffer"]) == (10, 2.5, 30.0)
     assert (i["limiter_inserts"], i["limiter_samples"], i["blocked_samplers"]) == (0, 0, 0)

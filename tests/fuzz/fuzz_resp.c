@@ -355,8 +355,8 @@ static void fuzzReplayAdd(client *c) {
     if (!t || t->inserts == inserts) return;
     size_t n = (size_t)(c->argc - 2) / 2;
     for (size_t k = 0; k < n; k++) {
-        uint64_t id = first_id + k, slot = id % t->o.capacity;
-        if (id < t->oldest_id || t->slot_id[slot] != id) continue; /* evicted within the batch */
+        uint64_t id = first_id + k, slot = tableSlotOf(t, id);
+        if (slot == UINT64_MAX) continue; /* evicted within the batch */
         const ir_arg *p = &c->argv[2 + 2 * k];
         double raw, got = ir_sampler_get(t->sampler, slot);
         if (p->len == 3 && strncasecmp(p->ptr, "max", 3) == 0) {
@@ -387,8 +387,9 @@ static void fuzzReplayUpdate(client *c) {
         memcpy(&raw, c->argv[3].ptr + 4 * k, 4);
         int later = 0; /* a later entry for the same id wins */
         for (size_t j = k + 1; j < n && !later; j++) later = memcmp(c->argv[2].ptr + 8 * j, &id, 8) == 0;
-        if (later || id < t->oldest_id || id >= t->next_id) continue;
-        double got = ir_sampler_get(t->sampler, id % t->o.capacity), want = storedFor(t, raw);
+        uint64_t slot = tableSlotOf(t, id);
+        if (later || slot == UINT64_MAX) continue;
+        double got = ir_sampler_get(t->sampler, slot), want = storedFor(t, raw);
         CHECK_INV("update-priority", got == want,
                   "[update-priority] REPLAY.UPDATE '%s' counted id %llu (priority %.9g) as "
                   "applied, but it stores %.17g instead of %.17g", t->name,
@@ -522,14 +523,115 @@ static int rangeCmp(const void *a, const void *b) {
     return x->off < y->off ? -1 : x->off > y->off;
 }
 
+/* replay.c's heap order: 1 if slot a comes out of h before slot b */
+static int heapBefore(const ir_table *t, const ir_heap *h, uint32_t a, uint32_t b) {
+    uint64_t ia = t->slot_id[a], ib = t->slot_id[b];
+    if (h->kind == IR_SEL_FIFO) return ia < ib;
+    if (h->kind == IR_SEL_LIFO) return ia > ib;
+    double pa = ir_sampler_get(t->sampler, a), pb = ir_sampler_get(t->sampler, b);
+    if (pa != pb) return h->kind == IR_SEL_MINHEAP ? pa < pb : pa > pb;
+    return ia < ib;
+}
+
+/* Selector structures: every heap holds exactly the live slots in heap
+ * order with true positions; general mode's dense list, free stack, hash
+ * and draws_left agree with the slots. */
+static void checkSelectors(ir_table *t, uint64_t live) {
+    const uint64_t cap = t->o.capacity;
+    for (int k = 0; k < t->nheap; k++) {
+        const ir_heap *h = &t->heap[k];
+        if (h->n != live)
+            die("table '%s': heap %d holds %llu slots, %llu items live", t->name, k,
+                (unsigned long long)h->n, (unsigned long long)live);
+        for (uint64_t i = 0; i < h->n; i++) {
+            uint32_t s = h->h[i];
+            if (s >= cap || h->pos[s] != i || tableSlotOf(t, t->slot_id[s]) != s)
+                die("table '%s': heap %d entry %llu (slot %u) is not a live slot at its position",
+                    t->name, k, (unsigned long long)i, s);
+            if (i && heapBefore(t, h, s, h->h[(i - 1) / 2]))
+                die("table '%s': heap %d out of order at %llu", t->name, k, (unsigned long long)i);
+        }
+    }
+    if (!t->general) return;
+    uint64_t draws = 0;
+    for (uint64_t i = 0; i < t->gsize; i++) {
+        uint32_t s = t->dense[i];
+        if (s >= cap || t->dense_pos[s] != i || t->slot_id[s] == FUZZ_EMPTY_ID)
+            die("table '%s': dense entry %llu is not a live slot", t->name, (unsigned long long)i);
+        if (t->o.max_times_sampled) {
+            if (t->times[s] >= t->o.max_times_sampled)
+                die("table '%s': slot %u sampled %u times, MAX_TIMES_SAMPLED %u, still live",
+                    t->name, s, t->times[s], t->o.max_times_sampled);
+            draws += t->o.max_times_sampled - t->times[s];
+        }
+    }
+    if (draws != t->draws_left)
+        die("table '%s': draws_left %llu, items allow %llu", t->name,
+            (unsigned long long)t->draws_left, (unsigned long long)draws);
+    if (t->nfree + t->gsize != cap)
+        die("table '%s': %llu free + %llu live slots != CAPACITY", t->name,
+            (unsigned long long)t->nfree, (unsigned long long)t->gsize);
+    for (uint64_t i = 0; i < t->nfree; i++)
+        if (t->slot_id[t->free_slots[i]] != FUZZ_EMPTY_ID)
+            die("table '%s': free slot %u holds an id", t->name, t->free_slots[i]);
+    uint64_t entries = 0;
+    for (uint64_t i = 0; i <= t->hmask; i++) entries += t->hkey[i] != FUZZ_EMPTY_ID;
+    if (entries != live)
+        die("table '%s': the id hash holds %llu ids, %llu items live", t->name,
+            (unsigned long long)entries, (unsigned long long)live);
+}
+
+/* General mode: live records inside [0, tail), counted, not overlapping. */
+static void checkGeneralTable(ir_table *t) {
+    const uint64_t cap = t->o.capacity;
+    range *r = malloc((t->gsize ? t->gsize : 1) * sizeof(*r));
+    if (!r) abort();
+    uint64_t live = 0, bytes = 0;
+    for (uint64_t slot = 0; slot < cap; slot++) {
+        uint64_t id = t->slot_id[slot];
+        if (id == FUZZ_EMPTY_ID) continue;
+        if (id >= t->next_id || tableSlotOf(t, id) != slot)
+            die("table '%s': slot %llu holds id %llu the hash does not map to it", t->name,
+                (unsigned long long)slot, (unsigned long long)id);
+        if (live == t->gsize) die("table '%s': more live slots than its size", t->name);
+        r[live].off = t->slot_off[slot] - 16;
+        r[live].len = 16 + reserveLen(t->slot_len[slot]);
+        r[live].id = id;
+        if (t->slot_off[slot] < 16 || r[live].off > t->tail || r[live].len > t->tail - r[live].off)
+            die("table '%s': item %llu outside the arena's [0, tail %llu)", t->name,
+                (unsigned long long)id, (unsigned long long)t->tail);
+        uint64_t hid;
+        memcpy(&hid, t->arena + r[live].off, 8);
+        if (hid != id) die("table '%s': item %llu's header says %llu", t->name,
+                           (unsigned long long)id, (unsigned long long)hid);
+        bytes += r[live].len;
+        live++;
+    }
+    if (live != t->gsize)
+        die("table '%s': %llu live slots, size %llu", t->name, (unsigned long long)live,
+            (unsigned long long)t->gsize);
+    if (bytes != t->bytes_used || bytes > t->o.maxbytes || t->tail > t->arena_len)
+        die("table '%s': bytes_used %llu, live records take %llu (MAXBYTES %llu)", t->name,
+            (unsigned long long)t->bytes_used, (unsigned long long)bytes,
+            (unsigned long long)t->o.maxbytes);
+    qsort(r, live, sizeof(*r), rangeCmp);
+    for (uint64_t k = 1; k < live; k++)
+        if (r[k - 1].off + r[k - 1].len > r[k].off)
+            die("table '%s': items %llu and %llu overlap in the arena", t->name,
+                (unsigned long long)r[k - 1].id, (unsigned long long)r[k].id);
+    free(r);
+    checkSelectors(t, live);
+}
+
 static void checkTable(ir_table *t) {
     const uint64_t cap = t->o.capacity;
-    if (t->next_id < t->oldest_id || t->next_id - t->oldest_id > cap)
+    if (t->general) checkGeneralTable(t);
+    if (!t->general && (t->next_id < t->oldest_id || t->next_id - t->oldest_id > cap))
         die("table '%s': live window [%llu, %llu) larger than CAPACITY %llu", t->name,
             (unsigned long long)t->oldest_id, (unsigned long long)t->next_id,
             (unsigned long long)cap);
     if (ir_sampler_capacity(t->sampler) != cap) die("table '%s': sampler capacity", t->name);
-    uint64_t live = t->next_id - t->oldest_id;
+    uint64_t live = t->general ? 0 : t->next_id - t->oldest_id; /* general: checked above */
     range *r = malloc((live ? live : 1) * sizeof(*r));
     if (!r) abort();
     uint64_t bytes = 0;
@@ -548,7 +650,7 @@ static void checkTable(ir_table *t) {
                 (unsigned long long)r[k].len, (unsigned long long)t->o.maxbytes);
         bytes += r[k].len;
     }
-    if (bytes != t->bytes_used)
+    if (!t->general && bytes != t->bytes_used)
         die("table '%s': bytes_used %llu, live items take %llu", t->name,
             (unsigned long long)t->bytes_used, (unsigned long long)bytes);
     qsort(r, live, sizeof(*r), rangeCmp);
@@ -557,6 +659,7 @@ static void checkTable(ir_table *t) {
             die("table '%s': items %llu and %llu overlap in the arena", t->name,
                 (unsigned long long)r[k - 1].id, (unsigned long long)r[k].id);
     free(r);
+    if (!t->general) checkSelectors(t, live);
 
     /* Priorities: a dead slot must never be drawn; a live one must be drawable
      * whenever the transform cannot produce 0 ((0 + eps)^alpha > 0). */
@@ -565,8 +668,7 @@ static void checkTable(ir_table *t) {
     for (uint64_t slot = 0; slot < cap; slot++) {
         double p = ir_sampler_get(t->sampler, slot);
         uint64_t id = t->slot_id[slot];
-        int is_live = id != FUZZ_EMPTY_ID && id >= t->oldest_id && id < t->next_id &&
-                      id % cap == slot;
+        int is_live = id != FUZZ_EMPTY_ID && tableSlotOf(t, id) == slot;
         if (!is_live && id != FUZZ_EMPTY_ID)
             die("table '%s': slot %llu holds id %llu outside the live window [%llu, %llu)",
                 t->name, (unsigned long long)slot, (unsigned long long)id,
