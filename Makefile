@@ -78,6 +78,7 @@ demo: build
 # DPDK breakdowns of every workload a goal judges; CartPole on both stacks. ~35 min.
 bench: build
 	$(PY) bench/sumtree.py --json $(BUILD)/bench-sumtree.json
+	$(PY) bench/server_time.py --items 100000,2000000 --rounds 3 --json $(BUILD)/bench-server-time.json
 	@[ ! -f $(BUILD)/bench-latency.json ] || cp $(BUILD)/bench-latency.json $(BUILD)/bench-latency.prev.json
 	$(PY) bench/latency.py --mtu 1500,9000 --paths shared,kernel-default \
 	  --json $(BUILD)/bench-latency.json --plots $(BUILD)/bench-plots
@@ -99,6 +100,7 @@ bench: build
 	$(PY) bench/report.py --sumtree $(BUILD)/bench-sumtree.json \
 	  --swarm $(BUILD)/bench-swarm.json --swarm $(BUILD)/bench-swarm-atari.json \
 	  --compress $(BUILD)/bench-compress.json --limiter $(BUILD)/bench-limiter.json \
+	  --server-time $(BUILD)/bench-server-time.json \
 	  --latency $(BUILD)/bench-latency.json --throughput $(BUILD)/bench-throughput.json \
 	  --latency-prev $(BUILD)/bench-latency.prev.json \
 	  --demo $(BUILD)/bench-cartpole/summary.json \

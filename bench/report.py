@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import statistics
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -866,6 +867,39 @@ def compress_section(doc: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
+SAMPLE_GOAL_US, UPDATE_GOAL_US = 25.0, 15.0  # issue 21, item 4 (512 items of 128 B, 2M items)
+
+
+def server_sample_section(doc: dict[str, Any]) -> str:
+    """Server time of REPLAY.SAMPLE/UPDATE 512 per call (bench/server_time.py), medians over
+    the rounds, and issue 21's goals judged at the largest table."""
+    by: dict[int, dict[str, list[float]]] = {}
+    for r in doc["rows"]:
+        d = by.setdefault(r["items"], {"packed": [], "plain": [], "update": []})
+        for k in d:
+            d[k].append(r[f"{k}_us"])
+    lines = ["Server time per call from INFO commandstats (usec_per_call) over "
+             f"{doc['calls']} calls on one connection, items of "
+             f"{doc['rows'][0]['item_bytes']} B, kernel stack; median of the rounds.", "",
+             "| items | SAMPLE 512 PACKED µs | SAMPLE 512 µs | UPDATE 512 µs |",
+             "|---|---|---|---|"]
+    med = {n: {k: statistics.median(v) for k, v in d.items()} for n, d in sorted(by.items())}
+    for n, m in med.items():
+        lines.append(f"| {n:,} | {m['packed']:.1f} | {m['plain']:.1f} | {m['update']:.1f} |")
+    top = max(med)
+    best = min(med[top]["packed"], med[top]["plain"])
+    lines += ["",
+              f"- {VERDICT[best <= SAMPLE_GOAL_US]} — server time of REPLAY.SAMPLE 512 at "
+              f"{top:,} items ≤ {SAMPLE_GOAL_US:g} µs (the better of PACKED and plain): "
+              f"{best:.1f} µs",
+              f"- {VERDICT[med[top]['update'] <= UPDATE_GOAL_US]} — server time of REPLAY.UPDATE "
+              f"512 ≤ {UPDATE_GOAL_US:g} µs: {med[top]['update']:.1f} µs",
+              "", f"Load average at the end: {doc['machine']['loadavg_end']:.1f} on "
+              f"{doc['machine']['cpus']} cores (commandstats times stretch when other work "
+              "shares the server's core).", "", machine_line(doc)]
+    return "\n".join(lines) + "\n"
+
+
 def limiter_section(doc: dict[str, Any]) -> str:
     """bench/limiter.py: the rate limiter under a 10x imbalance each way."""
     c = doc["config"]
@@ -1000,6 +1034,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="output of bench/swarm.py --json (repeatable: the rows are joined)")
     ap.add_argument("--compress", metavar="JSON", help="output of bench/compress.py --json")
     ap.add_argument("--limiter", metavar="JSON", help="output of bench/limiter.py --json")
+    ap.add_argument("--server-time", metavar="JSON", help="output of bench/server_time.py --json")
     ap.add_argument("--redis-suite", metavar="JSON",
                     help="output of tests/redis_suite/run.py --json (make redis-suite)")
     ap.add_argument("--readme", default=str(ROOT / "README.md"))
@@ -1059,6 +1094,9 @@ def main(argv: list[str] | None = None) -> int:
     suite = load(args.redis_suite)
     if suite:
         text = replace_section(text, "redis-suite", redis_suite_section(suite))
+    st = load(args.server_time)
+    if st:
+        text = replace_section(text, "server-sample", server_sample_section(st))
     lim = load(args.limiter)
     if lim:
         text = replace_section(text, "limiter", limiter_section(lim))
