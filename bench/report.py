@@ -933,6 +933,161 @@ def redis_suite_section(doc: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
+PEER_GOALS = ((128, 5.0), (640, 5.0), (28224, 3.0))
+"""(item bytes, inreplay's learner batches/s at least this many times Reverb's)."""
+PEER_INSERT_GOAL = 3.0
+PEER_MEMCPY_GOAL = 1.5
+PEER_CLIENT_ADD_GOAL_MBPS = 1000.0
+
+
+def _peer_row(rows: list[dict[str, Any]], system: str, size: int) -> dict[str, Any] | None:
+    return next((r for r in rows if r["system"] == system and r["item_bytes"] == size), None)
+
+
+def _best_inreplay(rows: list[dict[str, Any]], size: int, key: str) -> dict[str, Any] | None:
+    mine = [r for r in rows if r["system"].startswith("inreplay") and r["item_bytes"] == size
+            and r.get(key) is not None]
+    return max(mine, key=lambda r: r[key]) if mine else None
+
+
+def _split(r: dict[str, Any]) -> str:
+    """Where a learner batch's time goes, from the measured server CPU per item."""
+    per = r.get("server_cpu_us_per_item")
+    if per is None or not r.get("batches_per_s"):
+        return ""
+    batch_us = 1e6 / r["batches_per_s"]
+    moved = r["inserts_per_s"] + r["batches_per_s"] * 512
+    busy = per * moved / 1e6
+    return (f"; the server was busy {busy:.0%} of the time ({per:.2f} µs of CPU per item "
+            f"moved), so the {batch_us:,.0f} µs per learner batch went mostly to "
+            + ("the server" if busy > 0.8 else "the clients' side (Python actors and learner "
+               "sharing their core, the kernel's TCP transfer)"))
+
+
+def peers_section(doc: dict[str, Any]) -> str:
+    """bench/peers.py: inreplay against Reverb, TorchRL, cpprb and Redis + a learner-side
+    tree, the Ape-X loop at three item sizes, with issue 21's goals."""
+    rows = doc["rows"]
+    cfg = doc["config"]
+    mc = doc["memcpy_gbps"]
+    quick = " (a --quick run)" if doc.get("quick") else ""
+    out = [f"Run{quick} of commit {doc.get('commit', '?')} on {machine_line(doc)}; load "
+           f"average {doc['machine'].get('loadavg_end', 0):.1f} at the end (a shared machine: "
+           f"other work ran at the same time). {cfg['actors']} actor connections insert "
+           f"batches of {cfg['batch']} while one learner samples {cfg['sample']} and updates "
+           f"{cfg['sample']} priorities, {cfg['seconds']:.0f} s per cell after filling the "
+           f"table; servers on core {doc['pinning'].get('server')}, actors and learner on core "
+           f"{doc['pinning'].get('client')}. memcpy on this run: {mc:.1f} GB/s.", "",
+           "| system | item | learner batches/s | sample p50 / p99 | inserts/s | "
+           "server CPU per item | sample / memcpy | path |",
+           "|---|---|---|---|---|---|---|---|"]
+
+    def f(x: Any, fmt: str = "{:,.0f}") -> str:
+        return "—" if x is None else fmt.format(x)
+
+    for r in sorted(rows, key=lambda r: (r["item_bytes"], -r["batches_per_s"])):
+        lat = (f"{f(r['sample_p50_us'])} / {f(r['sample_p99_us'])} µs"
+               if r["sample_p50_us"] is not None else "—")
+        out.append(f"| {r['system']} | {human(r['item_bytes'])} | "
+                   f"{r['batches_per_s']:,.1f} | {lat} | {r['inserts_per_s']:,.0f} | "
+                   f"{f(r.get('server_cpu_us_per_item'), '{:.2f} µs')} | "
+                   f"{f(r.get('sample_vs_memcpy'), '{:.1f}x')} | {r['path']} |")
+    for k, v in sorted(doc.get("errors", {}).items()):
+        out.append(f"\nNot measured — {k}: {v.splitlines()[0][:300]}")
+    cl = doc.get("client") or {}
+    if cl:
+        out += ["", f"The client's own path (ReplayClient on {cl.get('system')}, "
+                    f"{cl.get('path')}): add of 50 × 28 KB "
+                    f"{cl.get('add_50x28KB_MBps', 0):,.0f} MB/s, sample(out=) of 512 × 28 KB "
+                    f"{cl.get('sample_512x28KB_out_MBps', 0):,.0f} MB/s."]
+    out += ["", "Goals (issue 21):"]
+    for size, want in PEER_GOALS:
+        me, rv = _best_inreplay(rows, size, "batches_per_s"), _peer_row(rows, "reverb", size)
+        if not me or not rv:
+            out.append(f"- **NOT MEASURED** — learner batches/s at {human(size)} ≥ {want:g}x "
+                       f"Reverb's ({'inreplay' if not me else 'Reverb'} has no row)")
+            continue
+        x = me["batches_per_s"] / max(rv["batches_per_s"], 1e-9)
+        out.append(f"- **{_verdict(x >= want)}** — learner batches/s at {human(size)}: "
+                   f"{me['system']} {me['batches_per_s']:,.1f} = {x:.1f}x Reverb's "
+                   f"{rv['batches_per_s']:,.1f} (goal ≥ {want:g}x)"
+                   + ("" if x >= want else _split(me)))
+    for size, _ in PEER_GOALS:
+        me, rv = _best_inreplay(rows, size, "inserts_per_s"), _peer_row(rows, "reverb", size)
+        if not me or not rv:
+            out.append(f"- **NOT MEASURED** — inserts/s at {human(size)} ≥ "
+                       f"{PEER_INSERT_GOAL:g}x Reverb's")
+            continue
+        x = me["inserts_per_s"] / max(rv["inserts_per_s"], 1e-9)
+        out.append(f"- **{_verdict(x >= PEER_INSERT_GOAL)}** — inserts/s at {human(size)}: "
+                   f"{me['system']} {me['inserts_per_s']:,.0f} = {x:.1f}x Reverb's "
+                   f"{rv['inserts_per_s']:,.0f} (goal ≥ {PEER_INSERT_GOAL:g}x)"
+                   + ("" if x >= PEER_INSERT_GOAL else _split(me)))
+    mine = [r for r in rows if r["system"].startswith("inreplay") and r["item_bytes"] == 28224
+            and r.get("sample_vs_memcpy") is not None]
+    if mine:
+        best = min(mine, key=lambda r: r["sample_vs_memcpy"])
+        x = best["sample_vs_memcpy"]
+        copy_us = 512 * 28224 / (mc * 1e9) * 1e6
+        why = ""
+        if x > PEER_MEMCPY_GOAL:
+            srv = (best.get("server_cpu_us_per_item") or 0) * 512
+            why = (f"; one copy of the 14.5 MB takes {copy_us:,.0f} µs here, and the sample's "
+                   f"bytes are copied at least three times on a TCP path (the server building "
+                   f"its reply, the kernel's send into socket buffers, recv_into the array) "
+                   f"while the learner shares its core with the actors; the server's CPU per "
+                   f"512 items moved was {srv:,.0f} µs")
+        out.append(f"- **{_verdict(x <= PEER_MEMCPY_GOAL)}** — the 28 KB sample of 512 "
+                   f"({best['system']}, p50 {best['sample_p50_us']:,.0f} µs) is {x:.1f}x the "
+                   f"time of one memcpy of its bytes at {mc:.1f} GB/s (goal ≤ "
+                   f"{PEER_MEMCPY_GOAL:g}x){why}")
+        others = [r for r in rows if r["item_bytes"] == 28224 and r.get("sample_vs_memcpy")
+                  and not r["system"].startswith("inreplay")]
+        if others:
+            out.append("  The peers at 28 KB: " + ", ".join(
+                f"{r['system']} {r['sample_vs_memcpy']:.1f}x" for r in others) + ".")
+    else:
+        out.append(f"- **NOT MEASURED** — the 28 KB sample within {PEER_MEMCPY_GOAL:g}x memcpy")
+    if cl.get("add_50x28KB_MBps") is not None:
+        v = cl["add_50x28KB_MBps"]
+        out.append(f"- **{_verdict(v >= PEER_CLIENT_ADD_GOAL_MBPS)}** — ReplayClient.add of "
+                   f"50 × 28 KB: {v:,.0f} MB/s (goal ≥ {PEER_CLIENT_ADD_GOAL_MBPS:,.0f} MB/s)")
+    return "\n".join(out)
+
+
+def peers_plot(doc: dict[str, Any], png: Path) -> Path | None:
+    """Learner batches/s and inserts/s per system and item size (log scale)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    rows = doc["rows"]
+    sizes = sorted({r["item_bytes"] for r in rows})
+    systems = list(dict.fromkeys(r["system"] for r in rows))
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+    width = 0.8 / max(1, len(systems))
+    for ax, key, title in ((axes[0], "batches_per_s", "learner batches of 512 per second"),
+                           (axes[1], "inserts_per_s", "inserts per second")):
+        for j, sys_ in enumerate(systems):
+            vals = [(_peer_row(rows, sys_, z) or {}).get(key) or 0 for z in sizes]
+            ax.bar([i + j * width for i in range(len(sizes))], vals, width, label=sys_)
+        ax.set_xticks([i + 0.4 - width / 2 for i in range(len(sizes))],
+                      [human(z) for z in sizes])
+        ax.set_yscale("log")
+        ax.set_title(title)
+    axes[0].legend(fontsize=7)
+    fig.suptitle(f"The Ape-X loop against the peers ({'quick run, ' if doc.get('quick') else ''}"
+                 f"commit {doc.get('commit', '?')})")
+    fig.tight_layout()
+    png.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(png, dpi=90)
+    plt.close(fig)
+    return png
+
+
 def replace_section(text: str, name: str, body: str) -> str:
     n = re.escape(name)
     pat = re.compile(rf"(<!-- BEGIN {n}\b[^>]*-->\n)(.*?)(<!-- END {n} -->)", re.S)
@@ -963,6 +1118,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--limiter", metavar="JSON", help="output of bench/limiter.py --json")
     ap.add_argument("--redis-suite", metavar="JSON",
                     help="output of tests/redis_suite/run.py --json (make redis-suite)")
+    ap.add_argument("--peers", metavar="JSON", help="output of bench/peers.py --json")
     ap.add_argument("--readme", default=str(ROOT / "README.md"))
     ap.add_argument("--docs", default=str(ROOT / "docs"),
                     help="where the CartPole returns plot is copied (default docs/)")
@@ -1020,6 +1176,10 @@ def main(argv: list[str] | None = None) -> int:
     lim = load(args.limiter)
     if lim:
         text = replace_section(text, "limiter", limiter_section(lim))
+    peers = load(args.peers)
+    if peers:
+        text = replace_section(text, "peers", peers_section(peers))
+        peers_plot(peers, Path(args.docs) / "peers.png")
     readme.write_text(text)
     print(f"updated {readme}")
     return 0
