@@ -167,6 +167,16 @@ def _pin(core: int | None) -> None:
             os.sched_setaffinity(0, {core})
 
 
+def wait_for_window(a: argparse.Namespace) -> None:
+    """--start-at -1: say ready (imports and set-up done), then read the measured window
+    from stdin (Children.go), so a slow start on a loaded machine never eats into it."""
+    if a.start_at >= 0:
+        return
+    print(json.dumps({"ready": True}), flush=True)
+    w = json.loads(sys.stdin.readline())
+    a.start_at, a.stop_at = w["start_at"], w["stop_at"]
+
+
 def role_actors(a: argparse.Namespace) -> dict[str, Any]:
     """--conns threads, one connection each, inserting batches of 50 (inreplay or redis)."""
     import redis
@@ -216,6 +226,8 @@ def role_actors(a: argparse.Namespace) -> dict[str, Any]:
         if a.start_at <= time.time() <= a.stop_at:
             window[k] += 1
 
+    if not a.fill:
+        wait_for_window(a)
     threads = [threading.Thread(target=run, args=(k,)) for k in range(a.conns)]
     for t in threads:
         t.start()
@@ -498,11 +510,38 @@ class Children:
         self.procs: list[subprocess.Popen[str]] = []
 
     def start(self, argv: list[str], env: dict[str, str] | None = None) -> subprocess.Popen[str]:
-        p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True,
                              env=env, cwd=ROOT, start_new_session=True,
                              preexec_fn=lat._die_with_parent)
         self.procs.append(p)
         return p
+
+    def go(self, procs: list[subprocess.Popen[str]], seconds: float,
+           timeout: float = 300.0) -> tuple[float, float]:
+        """Wait until every one of procs says it is ready, then give them all one window
+        (start, stop) starting now; returns it."""
+        deadline = time.monotonic() + timeout
+        for p in procs:
+            got: list[str] = []
+            assert p.stdout is not None
+            t = threading.Thread(target=lambda p=p, got=got: got.append(p.stdout.readline()),
+                                 daemon=True)
+            t.start()
+            t.join(max(0.0, deadline - time.monotonic()))
+            if not got or not got[0].startswith('{"ready"'):
+                err = ""
+                if p.poll() is not None and p.stderr is not None:
+                    err = (p.stderr.read().strip().splitlines() or [""])[-1]
+                raise lat.BenchError(f"a child was not ready within {timeout:.0f} s "
+                                     f"(exit {p.poll()}): {err or (got[0][:200] if got else '')}")
+        start_at = time.time() + 0.3
+        stop_at = start_at + seconds
+        for p in procs:
+            assert p.stdin is not None
+            p.stdin.write(json.dumps({"start_at": start_at, "stop_at": stop_at}) + "\n")
+            p.stdin.flush()
+        return start_at, stop_at
 
     def result(self, p: subprocess.Popen[str], timeout: float) -> dict[str, Any]:
         try:
@@ -564,11 +603,10 @@ def run_actors_and_learner(s: Settings, system: str, host: str, port: int, item_
                  for i, c in enumerate(per)]
         for p in fills:
             ch.result(p, 300)
-        start_at = time.time() + 1.5
-        stop_at = start_at + s.seconds
         procs = [ch.start(actor_argv(s, kind, host, port, item_bytes, c, sum(per[:i]),
-                                     s.actors, start_at, stop_at, 0, pin))
+                                     s.actors, -1, 0, 0, pin))
                  for i, c in enumerate(per)]
+        start_at, stop_at = ch.go(procs, s.seconds)
         cpu = cpu_window(server_pid, start_at, stop_at)
         res = learner(start_at, stop_at)
         acts = [ch.result(p, s.seconds + 60) for p in procs]
@@ -626,14 +664,13 @@ def run_reverb(s: Settings, net: lat.Network, pin: lat.Pinning, item_bytes: int
                            str(cap // procs_n), "--seed", str(i)]) for i in range(procs_n)]
         for p in fills:
             ch.result(p, 600)
-        start_at = time.time() + 8.0  # TensorFlow takes seconds to import
-        stop_at = start_at + s.seconds
-        window = ["--start-at", repr(start_at), "--stop-at", repr(stop_at)]
+        window = ["--start-at", "-1"]  # TensorFlow takes seconds to import: wait for ready
         acts = [ch.start([*client, "actors", "--address", addr, "--item-bytes",
                           str(item_bytes), "--conns", str(per), "--seed", str(i), *window])
                 for i in range(procs_n)]
         learner = ch.start([*client, "learner", "--address", addr, "--item-bytes",
                             str(item_bytes), "--sample", str(SAMPLE), *window])
+        start_at, stop_at = ch.go([*acts, learner], s.seconds)
         cpu = cpu_window(srv.pid, start_at, stop_at)
         res = ch.result(learner, s.seconds + 120)
         a = [ch.result(p, s.seconds + 120) for p in acts]
@@ -701,32 +738,49 @@ def row(system: str, item_bytes: int, res: dict[str, Any], seconds: float, path:
     return out
 
 
-def client_micro(host: str, port: int, seconds: float) -> dict[str, Any]:
-    """ReplayClient's own path, Atari-sized: add of 50 x 28 KB, sample(out=) of 512."""
+def client_micro(pin: lat.Pinning, tmp: Path, seconds: float) -> dict[str, Any]:
+    """ReplayClient's own large-item path against a kernel-stack server on loopback (the
+    client's cost, not the network's): add of 50 x 28 KB and sample(out=) of 512 x 28 KB,
+    and the same add through redis-py's execute_command (per-item bytes, hiredis packing:
+    the path add took before) for comparison, interleaved in one run."""
     from pyctl.client import ReplayClient
 
-    rc = ReplayClient(host, port)
+    port = free_port()
+    server = lat.make_server("kernel", lat.Network(True), pin, tmp, port).start()
+    rc = ReplayClient("127.0.0.1", port)
     try:
         rc.create("micro", 4000)
         rows = items_of(ATARI, 9)
         pr = np.ones(BATCH)
         out = np.empty((SAMPLE, ATARI), dtype=np.uint8)
-        res: dict[str, Any] = {}
-        for name, step, nbytes in (
-                ("add_50x28KB", lambda: rc.add("micro", pr, rows), rows.nbytes),
-                ("sample_512x28KB_out", lambda: rc.sample("micro", SAMPLE, item_shape=(ATARI,),
-                                                          out=out), out.nbytes)):
-            for _ in range(3):
+        flat: list[Any] = []
+        for r in rows:
+            flat += [b"1", r.tobytes()]
+        steps = {
+            "add_50x28KB_MBps": (lambda: rc.add("micro", pr, rows), rows.nbytes),
+            "add_50x28KB_redispy_MBps": (
+                lambda: rc.redis.execute_command("REPLAY.ADD", "micro", *flat), rows.nbytes),
+            "sample_512x28KB_out_MBps": (
+                lambda: rc.sample("micro", SAMPLE, item_shape=(ATARI,), out=out), out.nbytes),
+        }
+        times = {k: 0.0 for k in steps}
+        counts = {k: 0 for k in steps}
+        for _ in range(3):
+            for step, _n in steps.values():
                 step()
-            n, t0 = 0, time.perf_counter()
-            while time.perf_counter() - t0 < seconds:
+        deadline = time.perf_counter() + seconds * len(steps)
+        while time.perf_counter() < deadline:  # interleaved: the same load for each
+            for k, (step, _n) in steps.items():
+                t0 = time.perf_counter()
                 step()
-                n += 1
-            res[name + "_MBps"] = n * nbytes / (time.perf_counter() - t0) / 1e6
-        rc.drop("micro")
+                times[k] += time.perf_counter() - t0
+                counts[k] += 1
+        res: dict[str, Any] = {k: counts[k] * n / times[k] / 1e6 for k, (_s, n) in steps.items()}
+        res.update(path="loopback", system="inreplay-kernel")
         return res
     finally:
         rc.close()
+        server.stop()
 
 
 def run(s: Settings) -> dict[str, Any]:
@@ -747,6 +801,11 @@ def run(s: Settings) -> dict[str, Any]:
             net_cm as net:
         if net is not None:
             net_info = net.describe()
+        try:
+            micro.update(client_micro(pin, Path(tmp), 1.0 if s.quick else 3.0))
+            log(f"client: {micro}")
+        except Exception as e:
+            errors["client"] = f"{type(e).__name__}: {e}"
         # item size outside, systems inside: each size's systems run close together in time
         for size in s.item_sizes:
             for i, system in enumerate(s.systems):
@@ -809,9 +868,6 @@ def run_networked(s: Settings, system: str, net: lat.Network, pin: lat.Pinning, 
 
             with ReplayClient(host, port) as rc:
                 rc.create(TABLE, cap, alpha=ALPHA, beta=BETA)
-                if kind == "kernel" and "add_50x28KB_MBps" not in micro:
-                    micro.update(client_micro(host, port, 1.0 if s.quick else 3.0),
-                                 path=net.path, system=system)
 
             def learner(a: float, b: float) -> dict[str, Any]:
                 return learner_inreplay(host, port, size, a, b, s.seed)
@@ -897,7 +953,7 @@ def main(argv: list[str] | None = None) -> int:
         a.loopback = True
     if a.loopback or not lat.dpdk_built():
         systems = [x for x in systems if x != "inreplay-dpdk"] if a.loopback else systems
-    cap = {z: (20_000 if z < 4096 else 4_000) if a.quick else
+    cap = {z: (10_000 if z < 4096 else 2_000) if a.quick else
            (100_000 if z < 4096 else 20_000) for z in sizes}
     s = Settings(systems, sizes, a.seconds or (3.0 if a.quick else 15.0), a.actors,
                  a.actor_procs, cap, a.loopback, a.mtu, a.server_core, a.client_core, a.quick)

@@ -38,6 +38,15 @@ def emit(doc: dict) -> None:
     sys.stdout.flush()
 
 
+def wait_for_window(a: argparse.Namespace) -> None:
+    """--start-at -1: say ready (imports done), then read the window from stdin."""
+    if a.start_at >= 0:
+        return
+    emit({"ready": True})
+    w = json.loads(sys.stdin.readline())
+    a.start_at, a.stop_at = w["start_at"], w["stop_at"]
+
+
 def server(a: argparse.Namespace) -> None:
     table = reverb.Table(
         name=TABLE, sampler=reverb.selectors.Prioritized(0.6), remover=reverb.selectors.Fifo(),
@@ -81,6 +90,8 @@ def actors(a: argparse.Namespace) -> None:
         except Exception as e:  # reported in the JSON, not swallowed
             errors.append(f"{type(e).__name__}: {e}")
 
+    if not a.fill:
+        wait_for_window(a)
     threads = [threading.Thread(target=run, args=(k,)) for k in range(a.conns)]
     for t in threads:
         t.start()
@@ -96,6 +107,8 @@ def learner(a: argparse.Namespace) -> None:
         server_address=a.address, table=TABLE, max_in_flight_samples_per_worker=1024)
     ds = ds.batch(a.sample, drop_remainder=True)
     it = iter(ds)
+    next(it)  # the pipeline built and running before the window
+    wait_for_window(a)
     rng = np.random.default_rng(a.seed)
     lat: list[float] = []
     batches = 0

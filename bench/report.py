@@ -996,10 +996,12 @@ def peers_section(doc: dict[str, Any]) -> str:
         out.append(f"\nNot measured — {k}: {v.splitlines()[0][:300]}")
     cl = doc.get("client") or {}
     if cl:
-        out += ["", f"The client's own path (ReplayClient on {cl.get('system')}, "
-                    f"{cl.get('path')}): add of 50 × 28 KB "
-                    f"{cl.get('add_50x28KB_MBps', 0):,.0f} MB/s, sample(out=) of 512 × 28 KB "
-                    f"{cl.get('sample_512x28KB_out_MBps', 0):,.0f} MB/s."]
+        out += ["", f"The client's own path (ReplayClient against {cl.get('system')} on "
+                    f"{cl.get('path')}, interleaved in one run): add of 50 × 28 KB "
+                    f"{cl.get('add_50x28KB_MBps', 0):,.0f} MB/s (the same request through "
+                    f"redis-py's execute_command, the path add took before: "
+                    f"{cl.get('add_50x28KB_redispy_MBps', 0):,.0f} MB/s); sample(out=) of "
+                    f"512 × 28 KB {cl.get('sample_512x28KB_out_MBps', 0):,.0f} MB/s."]
     out += ["", "Goals (issue 21):"]
     for size, want in PEER_GOALS:
         me, rv = _best_inreplay(rows, size, "batches_per_s"), _peer_row(rows, "reverb", size)
