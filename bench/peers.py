@@ -764,6 +764,7 @@ def client_micro(pin: lat.Pinning, tmp: Path, seconds: float) -> dict[str, Any]:
                 lambda: rc.sample("micro", SAMPLE, item_shape=(ATARI,), out=out), out.nbytes),
         }
         times = {k: 0.0 for k in steps}
+        cpu = {k: 0.0 for k in steps}
         counts = {k: 0 for k in steps}
         for _ in range(3):
             for step, _n in steps.values():
@@ -771,11 +772,16 @@ def client_micro(pin: lat.Pinning, tmp: Path, seconds: float) -> dict[str, Any]:
         deadline = time.perf_counter() + seconds * len(steps)
         while time.perf_counter() < deadline:  # interleaved: the same load for each
             for k, (step, _n) in steps.items():
-                t0 = time.perf_counter()
+                t0, c0 = time.perf_counter(), time.thread_time()
                 step()
                 times[k] += time.perf_counter() - t0
+                cpu[k] += time.thread_time() - c0
                 counts[k] += 1
         res: dict[str, Any] = {k: counts[k] * n / times[k] / 1e6 for k, (_s, n) in steps.items()}
+        # MB per second of the client's own CPU (system calls included): what the client
+        # costs, less sensitive than the wall clock to other work on the machine
+        res["per_client_cpu_s"] = {k: counts[k] * n / max(cpu[k], 1e-9) / 1e6
+                                   for k, (_s, n) in steps.items()}
         res.update(path="loopback", system="inreplay-kernel")
         return res
     finally:

@@ -1002,6 +1002,12 @@ def peers_section(doc: dict[str, Any]) -> str:
                     f"redis-py's execute_command, the path add took before: "
                     f"{cl.get('add_50x28KB_redispy_MBps', 0):,.0f} MB/s); sample(out=) of "
                     f"512 × 28 KB {cl.get('sample_512x28KB_out_MBps', 0):,.0f} MB/s."]
+        per = cl.get("per_client_cpu_s") or {}
+        if per:
+            out[-1] += (f" Per second of the client's own CPU (system calls included): add "
+                        f"{per.get('add_50x28KB_MBps', 0):,.0f} MB (redis-py's path "
+                        f"{per.get('add_50x28KB_redispy_MBps', 0):,.0f} MB), sample(out=) "
+                        f"{per.get('sample_512x28KB_out_MBps', 0):,.0f} MB.")
     out += ["", "Goals (issue 21):"]
     for size, want in PEER_GOALS:
         me, rv = _best_inreplay(rows, size, "batches_per_s"), _peer_row(rows, "reverb", size)
