@@ -950,14 +950,26 @@ def _best_inreplay(rows: list[dict[str, Any]], size: int, key: str) -> dict[str,
     return max(mine, key=lambda r: r[key]) if mine else None
 
 
-def _split(r: dict[str, Any]) -> str:
-    """Where a learner batch's time goes, from the measured server CPU per item."""
+def _split(r: dict[str, Any], rows: list[dict[str, Any]] | None = None) -> str:
+    """Where a learner batch's time goes, from the measured server CPU per item (a
+    busy-polling server's CPU is all spinning: inreplay-kernel's row of the same size says
+    it instead)."""
+    if rows is not None and r["system"].endswith(("-poll", "-dpdk")):
+        plain = _peer_row(rows, "inreplay-kernel", r["item_bytes"])
+        if plain is not None:
+            return (f"; {r['system']} busy-polls (its CPU includes spinning), and on "
+                    f"inreplay-kernel at {human(r['item_bytes'])} ({plain['batches_per_s']:,.1f}"
+                    f" batches/s)" + _split(plain)[1:])
     per = r.get("server_cpu_us_per_item")
     if per is None or not r.get("batches_per_s"):
         return ""
     batch_us = 1e6 / r["batches_per_s"]
     moved = r["inserts_per_s"] + r["batches_per_s"] * 512
     busy = per * moved / 1e6
+    if r["system"].endswith(("-poll", "-dpdk")):  # it spins: its CPU is not its work
+        return (f"; {r['system']} busy-polls, so its CPU ({per:.2f} µs per item moved) "
+                f"includes spinning and says nothing of where the {batch_us:,.0f} µs per "
+                f"learner batch went")
     return (f"; the server was busy {busy:.0%} of the time ({per:.2f} µs of CPU per item "
             f"moved), so the {batch_us:,.0f} µs per learner batch went mostly to "
             + ("the server" if busy > 0.8 else "the clients' side (Python actors and learner "
@@ -971,13 +983,19 @@ def peers_section(doc: dict[str, Any]) -> str:
     cfg = doc["config"]
     mc = doc["memcpy_gbps"]
     quick = " (a --quick run)" if doc.get("quick") else ""
-    out = [f"Run{quick} of commit {doc.get('commit', '?')} on {machine_line(doc)}; load "
-           f"average {doc['machine'].get('loadavg_end', 0):.1f} at the end (a shared machine: "
-           f"other work ran at the same time). {cfg['actors']} actor connections insert "
-           f"batches of {cfg['batch']} while one learner samples {cfg['sample']} and updates "
+    m = doc.get("machine", {})
+    out = [f"Measured by `bench/peers.py`{quick} at commit {doc.get('commit', '?')} on "
+           f"{m.get('cpu', cpu_model())}, {m.get('cpus', '?')} cores, Python "
+           f"{m.get('python', '?')}; load average {m.get('loadavg_end', 0):.1f} at the end (a "
+           f"shared machine: other work ran at the same time). {cfg['actors']} actor "
+           f"connections insert batches of {cfg['batch']} while one learner samples "
+           f"{cfg['sample']} and updates "
            f"{cfg['sample']} priorities, {cfg['seconds']:.0f} s per cell after filling the "
            f"table; servers on core {doc['pinning'].get('server')}, actors and learner on core "
-           f"{doc['pinning'].get('client')}. memcpy on this run: {mc:.1f} GB/s.", "",
+           f"{doc['pinning'].get('client')}. memcpy on this run: {mc:.1f} GB/s. Server CPU per "
+           f"item: the server's CPU time over the items inserted and sampled (kernel-poll and "
+           f"DPDK spin, so theirs includes idle polling); sample / memcpy: the 28 KB sample's "
+           f"p50 over one memcpy of its 14.5 MB.", "",
            "| system | item | learner batches/s | sample p50 / p99 | inserts/s | "
            "server CPU per item | sample / memcpy | path |",
            "|---|---|---|---|---|---|---|---|"]
@@ -986,12 +1004,13 @@ def peers_section(doc: dict[str, Any]) -> str:
         return "—" if x is None else fmt.format(x)
 
     for r in sorted(rows, key=lambda r: (r["item_bytes"], -r["batches_per_s"])):
+        vs_copy = r.get("sample_vs_memcpy") if r["item_bytes"] == 28224 else None
         lat = (f"{f(r['sample_p50_us'])} / {f(r['sample_p99_us'])} µs"
                if r["sample_p50_us"] is not None else "—")
         out.append(f"| {r['system']} | {human(r['item_bytes'])} | "
                    f"{r['batches_per_s']:,.1f} | {lat} | {r['inserts_per_s']:,.0f} | "
                    f"{f(r.get('server_cpu_us_per_item'), '{:.2f} µs')} | "
-                   f"{f(r.get('sample_vs_memcpy'), '{:.1f}x')} | {r['path']} |")
+                   f"{f(vs_copy, '{:.1f}x')} | {r['path']} |")
     for k, v in sorted(doc.get("errors", {}).items()):
         out.append(f"\nNot measured — {k}: {v.splitlines()[0][:300]}")
     cl = doc.get("client") or {}
@@ -1019,7 +1038,7 @@ def peers_section(doc: dict[str, Any]) -> str:
         out.append(f"- **{_verdict(x >= want)}** — learner batches/s at {human(size)}: "
                    f"{me['system']} {me['batches_per_s']:,.1f} = {x:.1f}x Reverb's "
                    f"{rv['batches_per_s']:,.1f} (goal ≥ {want:g}x)"
-                   + ("" if x >= want else _split(me)))
+                   + ("" if x >= want else _split(me, rows)))
     for size, _ in PEER_GOALS:
         me, rv = _best_inreplay(rows, size, "inserts_per_s"), _peer_row(rows, "reverb", size)
         if not me or not rv:
@@ -1030,7 +1049,7 @@ def peers_section(doc: dict[str, Any]) -> str:
         out.append(f"- **{_verdict(x >= PEER_INSERT_GOAL)}** — inserts/s at {human(size)}: "
                    f"{me['system']} {me['inserts_per_s']:,.0f} = {x:.1f}x Reverb's "
                    f"{rv['inserts_per_s']:,.0f} (goal ≥ {PEER_INSERT_GOAL:g}x)"
-                   + ("" if x >= PEER_INSERT_GOAL else _split(me)))
+                   + ("" if x >= PEER_INSERT_GOAL else _split(me, rows)))
     mine = [r for r in rows if r["system"].startswith("inreplay") and r["item_bytes"] == 28224
             and r.get("sample_vs_memcpy") is not None]
     if mine:
@@ -1039,12 +1058,18 @@ def peers_section(doc: dict[str, Any]) -> str:
         copy_us = 512 * 28224 / (mc * 1e9) * 1e6
         why = ""
         if x > PEER_MEMCPY_GOAL:
-            srv = (best.get("server_cpu_us_per_item") or 0) * 512
-            why = (f"; one copy of the 14.5 MB takes {copy_us:,.0f} µs here, and the sample's "
-                   f"bytes are copied at least three times on a TCP path (the server building "
-                   f"its reply, the kernel's send into socket buffers, recv_into the array) "
-                   f"while the learner shares its core with the actors; the server's CPU per "
-                   f"512 items moved was {srv:,.0f} µs")
+            plain = _peer_row(rows, "inreplay-kernel", 28224) or best
+            srv = (plain.get("server_cpu_us_per_item") or 0) * 512
+            per_cpu = ((doc.get("client") or {}).get("per_client_cpu_s") or {}).get(
+                "sample_512x28KB_out_MBps")
+            mine = (f"; the client's own CPU for it is {512 * 28224 / per_cpu:,.0f} µs "
+                    f"({512 * 28224 / per_cpu / copy_us:.1f}x the copy: recv_into the array, "
+                    f"the client's loopback measure above)" if per_cpu else "")
+            why = (f"; one copy of the 14.5 MB takes {copy_us:,.0f} µs here{mine}, and the "
+                   f"server spends about {srv:,.0f} µs of CPU per 512 items moved "
+                   f"(inreplay-kernel); the rest of the p50 is the bytes' other copies on the "
+                   f"TCP path (the reply into socket buffers, across the veth) and the learner "
+                   f"waiting for its core, shared with the actors on a loaded machine")
         out.append(f"- **{_verdict(x <= PEER_MEMCPY_GOAL)}** — the 28 KB sample of 512 "
                    f"({best['system']}, p50 {best['sample_p50_us']:,.0f} µs) is {x:.1f}x the "
                    f"time of one memcpy of its bytes at {mc:.1f} GB/s (goal ≤ "
@@ -1058,8 +1083,15 @@ def peers_section(doc: dict[str, Any]) -> str:
         out.append(f"- **NOT MEASURED** — the 28 KB sample within {PEER_MEMCPY_GOAL:g}x memcpy")
     if cl.get("add_50x28KB_MBps") is not None:
         v = cl["add_50x28KB_MBps"]
+        per_add = (cl.get("per_client_cpu_s") or {}).get("add_50x28KB_MBps")
+        why = ""
+        if v < PEER_CLIENT_ADD_GOAL_MBPS and per_add:
+            why = (f"; the client's own CPU allows {per_add:,.0f} MB/s (MB per CPU second, "
+                   f"system calls included), so the rest of each call is waiting: the "
+                   f"single-threaded server taking 1.4 MB in and the machine's other work")
         out.append(f"- **{_verdict(v >= PEER_CLIENT_ADD_GOAL_MBPS)}** — ReplayClient.add of "
-                   f"50 × 28 KB: {v:,.0f} MB/s (goal ≥ {PEER_CLIENT_ADD_GOAL_MBPS:,.0f} MB/s)")
+                   f"50 × 28 KB: {v:,.0f} MB/s (goal ≥ {PEER_CLIENT_ADD_GOAL_MBPS:,.0f} MB/s)"
+                   + why)
     return "\n".join(out)
 
 
