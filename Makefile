@@ -103,7 +103,7 @@ bench: build
 # Issue 21: inreplay against Reverb 0.14, TorchRL 0.14, cpprb and Redis + a learner-side
 # tree (the Ape-X loop at 128 B, 640 B and 28 KB items). Makes build/peers-venv (Reverb +
 # TensorFlow) and build/peers-venv-torchrl (torch 2.14.1 for TorchRL's extension) on first
-# use. ~20 min; PEERS_ARGS=--quick for ~8 min.
+# use. PEERS_ARGS=--quick took 11 min on a loaded 2-core machine (the full run is longer).
 bench-peers: build
 	$(PY) bench/peers.py --json $(BUILD)/bench-peers.json $(PEERS_ARGS)
 	$(PY) bench/report.py --peers $(BUILD)/bench-peers.json
