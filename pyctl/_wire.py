@@ -145,12 +145,31 @@ def recv_bulk_into(conn: Any, dests: Sequence[memoryview]) -> int | None:
     return None if length == want else length
 
 
+def _once_more(call: Any) -> Any:
+    """call(fresh) and, when a pooled connection turns out dead (the server restarted, an
+    idle timeout), once more on a new one, as redis-py's execute_command retries."""
+    try:
+        return call(False)
+    except (redis.ConnectionError, ConnectionResetError, BrokenPipeError) as e:
+        if getattr(e, "fresh", False):
+            raise
+        return call(True)
+
+
 def call_gather(r: redis.Redis, chunks: list[bytes | memoryview]) -> Any:
     """Send a request laid out as buffers on one of r's connections and read its reply
     with redis-py's parser (a small reply: REPLAY.ADD's ids)."""
+    return _once_more(lambda retry: _call_gather(r, chunks, retry))
+
+
+def _call_gather(r: redis.Redis, chunks: list[bytes | memoryview], retry: bool) -> Any:
     pool = r.connection_pool
     conn = r.connection or pool.get_connection()
+    fresh = conn._sock is None
     try:
+        if retry and not fresh:
+            conn.disconnect()
+            fresh = True
         if conn._sock is None:
             conn.connect()
         try:
@@ -165,6 +184,7 @@ def call_gather(r: redis.Redis, chunks: list[bytes | memoryview]) -> Any:
     except BaseException as e:
         if not isinstance(e, redis.ResponseError):
             conn.disconnect()
+            e.fresh = fresh  # type: ignore[attr-defined]
         raise
     finally:
         if r.connection is None:
@@ -177,9 +197,18 @@ def call_bulk_into(r: redis.Redis, args: Sequence[Any],
 
     Returns False, having sent nothing, when the connection cannot be read raw (the
     caller takes redis-py's path); else what recv_bulk_into returns."""
+    return _once_more(lambda retry: _call_bulk_into(r, args, dests, retry))
+
+
+def _call_bulk_into(r: redis.Redis, args: Sequence[Any], dests: Sequence[memoryview],
+                    retry: bool) -> int | bool | None:
     pool = r.connection_pool
     conn = r.connection or pool.get_connection()
+    fresh = conn._sock is None
     try:
+        if retry and not fresh:
+            conn.disconnect()
+            fresh = True
         if conn._sock is None:
             conn.connect()
         if not idle(conn):
@@ -189,6 +218,7 @@ def call_bulk_into(r: redis.Redis, args: Sequence[Any],
     except BaseException as e:
         if not isinstance(e, redis.ResponseError):
             conn.disconnect()
+            e.fresh = fresh  # type: ignore[attr-defined]
         raise
     finally:
         if r.connection is None:

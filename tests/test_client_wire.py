@@ -137,3 +137,16 @@ def test_sharded_sample_into_out(port: int, rc: ReplayClient) -> None:
     plain = sc.sample("sh", 33, item_shape=(100,))
     np.testing.assert_array_equal(plain.items, items[plain.ids])
     sc.close()
+
+
+def test_a_dead_pooled_connection_is_replaced_once(rc: ReplayClient) -> None:
+    rc.create("t", capacity=100)
+    rc.add("t", [1.0], [b"a" * 8])
+    for call in (lambda: rc.add("t", [1.0] * 2, np.zeros((2, 8), np.uint8)),
+                 lambda: rc.sample("t", 1, item_shape=(8,))):
+        pool = rc.redis.connection_pool
+        conn = pool.get_connection()
+        conn._sock.shutdown(socket.SHUT_RDWR)  # as if the server had dropped it
+        pool.release(conn)
+        call()
+    assert rc.info("t")["size"] == 3
