@@ -328,46 +328,6 @@ def _as_items(items: Any) -> list[Any]:
     return [_item_bytes(x, i) for i, x in enumerate(items)]
 
 
-def _locate_bad_priority(err: redis.ResponseError, formatted: list[bytes],
-                         n: int) -> redis.ResponseError:
-    """The server names the value it refused; add its index."""
-    msg = str(err)
-    if msg.startswith("invalid priority '"):
-        text = msg.split("'")[1].encode()
-        for i, f in enumerate(formatted):
-            if f[:64] == text:
-                return redis.ResponseError(f"{msg} (priority at index {i}); the batch of {n} "
-                                           f"was rejected whole")
-    return err
-
-
-def create_args(table: str, capacity: int, **opts: Any) -> list[Any]:
-    """REPLAY.CREATE's arguments; options that are None are left out."""
-    args: list[Any] = ["REPLAY.CREATE", table, "CAPACITY", int(capacity)]
-    for name in ("alpha", "beta", "epsilon", "samples_per_insert", "error_buffer"):
-        if opts.get(name) is not None:
-            args += [name.upper(), repr(float(opts[name]))]
-    for name in ("maxbytes", "min_size"):
-        if opts.get(name) is not None:
-            args += [name.upper(), int(opts[name])]
-    return args
-
-
-def sample_args(table: str, n: int, *, beta: float | None = None, packed: bool = False,
-                withstats: bool = False, timeout: float | None = None) -> list[Any]:
-    """REPLAY.SAMPLE's arguments."""
-    args: list[Any] = ["REPLAY.SAMPLE", table, int(n)]
-    if beta is not None:
-        args += ["BETA", repr(float(beta))]
-    if packed:
-        args.append("PACKED")
-    if withstats:
-        args.append("WITHSTATS")
-    if timeout is not None:
-        args += ["TIMEOUT", repr(float(timeout))]
-    return args
-
-
 def _native_order(dt: np.dtype) -> bool:
     return dt.byteorder in ("=", "|") or dt.byteorder == ("<" if sys.byteorder == "little"
                                                            else ">")
@@ -431,6 +391,46 @@ def _sample_direct(r: redis.Redis, args: list[Any], n: int, spec: ItemSpec,
         if spec.device is not None:
             out, w = out.to(spec.device), w.to(spec.device)
     return Sample(ids, w, out)
+
+
+def _locate_bad_priority(err: redis.ResponseError, formatted: list[bytes],
+                         n: int) -> redis.ResponseError:
+    """The server names the value it refused; add its index."""
+    msg = str(err)
+    if msg.startswith("invalid priority '"):
+        text = msg.split("'")[1].encode()
+        for i, f in enumerate(formatted):
+            if f[:64] == text:
+                return redis.ResponseError(f"{msg} (priority at index {i}); the batch of {n} "
+                                           f"was rejected whole")
+    return err
+
+
+def create_args(table: str, capacity: int, **opts: Any) -> list[Any]:
+    """REPLAY.CREATE's arguments; options that are None are left out."""
+    args: list[Any] = ["REPLAY.CREATE", table, "CAPACITY", int(capacity)]
+    for name in ("alpha", "beta", "epsilon", "samples_per_insert", "error_buffer"):
+        if opts.get(name) is not None:
+            args += [name.upper(), repr(float(opts[name]))]
+    for name in ("maxbytes", "min_size"):
+        if opts.get(name) is not None:
+            args += [name.upper(), int(opts[name])]
+    return args
+
+
+def sample_args(table: str, n: int, *, beta: float | None = None, packed: bool = False,
+                withstats: bool = False, timeout: float | None = None) -> list[Any]:
+    """REPLAY.SAMPLE's arguments."""
+    args: list[Any] = ["REPLAY.SAMPLE", table, int(n)]
+    if beta is not None:
+        args += ["BETA", repr(float(beta))]
+    if packed:
+        args.append("PACKED")
+    if withstats:
+        args.append("WITHSTATS")
+    if timeout is not None:
+        args += ["TIMEOUT", repr(float(timeout))]
+    return args
 
 
 class ReplayClient:
