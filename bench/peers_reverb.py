@@ -66,6 +66,7 @@ def actors(a: argparse.Namespace) -> None:
     prios = rng.random(a.batch) + 0.1
     counts = [0] * a.conns
     in_window = [0] * a.conns
+    first, last = [0.0], [0.0]
     errors: list[str] = []
     per_conn_fill = -(-a.fill // a.conns) if a.fill else 0
 
@@ -85,6 +86,8 @@ def actors(a: argparse.Namespace) -> None:
                     w.flush()
                     counts[k] += 1
                     done = time.time()
+                    first[0] = first[0] or done
+                    last[0] = done
                     if a.start_at <= done <= a.stop_at:
                         in_window[k] += 1
         except Exception as e:  # reported in the JSON, not swallowed
@@ -98,7 +101,8 @@ def actors(a: argparse.Namespace) -> None:
     for t in threads:
         t.join()
     emit({"batches": sum(in_window), "batches_total": sum(counts),
-          "items": sum(in_window) * a.batch, "errors": errors})
+          "items": sum(in_window) * a.batch, "errors": errors,
+          "window": [a.start_at, a.stop_at], "first_last": [first[0], last[0]]})
 
 
 def learner(a: argparse.Namespace) -> None:
