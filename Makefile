@@ -11,7 +11,7 @@ SUDO      := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 STAMP     := .deps-stamp
 EXTRAS    ?= dev,bench,rl,ray
 
-.PHONY: all deps build test test-c test-py test-fuzz lint demo bench soak fuzz clean
+.PHONY: all deps build test test-c test-py test-fuzz lint demo bench bench-peers soak fuzz clean
 FUZZ_SECONDS ?= 300
 
 all: build
@@ -97,6 +97,7 @@ bench: build
 	  --json $(BUILD)/bench-swarm-atari.json
 	$(PY) bench/compress.py --json $(BUILD)/bench-compress.json
 	$(PY) bench/limiter.py --seconds 600 --json $(BUILD)/bench-limiter.json
+	-$(PY) bench/peers.py --json $(BUILD)/bench-peers.json
 	$(PY) bench/report.py --sumtree $(BUILD)/bench-sumtree.json \
 	  --swarm $(BUILD)/bench-swarm.json --swarm $(BUILD)/bench-swarm-atari.json \
 	  --compress $(BUILD)/bench-compress.json --limiter $(BUILD)/bench-limiter.json \
@@ -107,7 +108,16 @@ bench: build
 	  --demo-kernel $(BUILD)/bench-cartpole-kernel/summary.json \
 	  --breakout $(BUILD)/bench-breakout/summary.json \
 	  $$([ -f $(BUILD)/bench-breakdown.json ] && echo --breakdown $(BUILD)/bench-breakdown.json) \
-	  $$([ -f $(BUILD)/bench-latency-xdp.json ] && echo --nics $(BUILD)/bench-latency-xdp.json)
+	  $$([ -f $(BUILD)/bench-latency-xdp.json ] && echo --nics $(BUILD)/bench-latency-xdp.json) \
+	  $$([ -f $(BUILD)/bench-peers.json ] && echo --peers $(BUILD)/bench-peers.json)
+
+# Issue 21: inreplay against Reverb 0.14, TorchRL 0.14, cpprb and Redis + a learner-side
+# tree (the Ape-X loop at 128 B, 640 B and 28 KB items). Makes build/peers-venv (Reverb +
+# TensorFlow) and build/peers-venv-torchrl (torch 2.14.1 for TorchRL's extension) on first
+# use. PEERS_ARGS=--quick took 11 min on a loaded 2-core machine (the full run is longer).
+bench-peers: build
+	$(PY) bench/peers.py --json $(BUILD)/bench-peers.json $(PEERS_ARGS)
+	$(PY) bench/report.py --peers $(BUILD)/bench-peers.json
 
 # Issue 11's verification: Redis 7.0.15's own unit tests (Debian's source package,
 # fetched into build-deps/) in external-server mode against stock redis-server and
