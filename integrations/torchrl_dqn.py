@@ -12,8 +12,9 @@ TorchRL ``TensorDictReplayBuffer`` with the same alpha, beta and eps. The agent 
 Double DQN with prioritized replay (Schaul et al.): the Huber loss is weighted by the
 sample's ``priority_weight`` and ``rb.update_tensordict_priority`` writes |TD error|
 back. Every ``--train-every`` environment steps the new transitions go into the buffer
-as one ``extend`` (one REPLAY.ADD) and the learner takes one step (one sample, one
-gradient step, one priority update).
+as one ``extend`` (one REPLAY.ADD) and the learner takes ``--grad-steps`` steps (each
+one sample, one gradient step, one priority update). The hyperparameters are RL Baselines3
+Zoo's for DQN on CartPole-v1, with prioritized replay added.
 
 Solved: the greedy policy is evaluated every ``--eval-every`` steps over
 ``--eval-episodes`` episodes; CartPole-v1's criterion (its ``reward_threshold``) is a
@@ -63,29 +64,31 @@ class Args:
     on a free port for this run and stop it at the end."""
     table: str = "torchrl_dqn"
     """Replay table name on the server (dropped and created anew)."""
-    total_steps: int = 100_000
+    total_steps: int = 50_000
     """Environment steps at most (training stops earlier once solved)."""
     seed: int = 1
     """Seed of the environment, the network and the sampling."""
     capacity: int = 50_000
     """Replay capacity in transitions."""
-    batch_size: int = 128
+    batch_size: int = 64
     """Transitions per learner step."""
     learning_starts: int = 1_000
     """Environment steps before the first learner step."""
-    train_every: int = 4
-    """Environment steps per learner step; their transitions go in as one extend."""
-    lr: float = 1e-3
+    train_every: int = 256
+    """Environment steps between rounds of learning; their transitions go in as one
+    extend (one REPLAY.ADD)."""
+    grad_steps: int = 128
+    """Learner steps per round (each: one sample, one gradient step, one priority
+    update). The target network is the online one as of the round's start."""
+    lr: float = 2.3e-3
     """Adam learning rate."""
     gamma: float = 0.99
     """Discount."""
-    target_every: int = 250
-    """Learner steps between copies of the online network into the target network."""
     eps_start: float = 1.0
     """Initial exploration epsilon."""
-    eps_end: float = 0.02
+    eps_end: float = 0.04
     """Final exploration epsilon."""
-    eps_fraction: float = 0.25
+    eps_fraction: float = 0.16
     """Share of total_steps over which epsilon decays linearly."""
     alpha: float = 0.6
     """Priority exponent (TorchRL's PrioritizedSampler alpha)."""
@@ -93,9 +96,9 @@ class Args:
     """Initial importance-sampling exponent, annealed linearly to 1 over total_steps."""
     eps: float = 1e-6
     """Added to |TD error| before the exponent."""
-    hidden: int = 128
+    hidden: int = 256
     """Width of the two hidden layers."""
-    eval_every: int = 10_000
+    eval_every: int = 5_120
     """Environment steps between greedy evaluations."""
     eval_episodes: int = 10
     """Episodes per evaluation."""
@@ -124,8 +127,10 @@ def parse_args(argv: list[str] | None = None) -> Args:
     args = Args(**vars(p.parse_args(argv)))
     if args.buffer not in ("inreplay", "local"):
         p.error(f"--buffer must be inreplay or local, not {args.buffer!r}")
-    if min(args.total_steps, args.capacity, args.batch_size, args.train_every) <= 0:
-        p.error("--total-steps, --capacity, --batch-size and --train-every must be positive")
+    if min(args.total_steps, args.capacity, args.batch_size, args.train_every,
+           args.grad_steps, args.eval_every) <= 0:
+        p.error("--total-steps, --capacity, --batch-size, --train-every, --grad-steps and "
+                "--eval-every must be positive")
     return args
 
 
@@ -248,31 +253,31 @@ def train(args: Args) -> int:
             "terminated": torch.as_tensor(d, dtype=torch.bool),
         }, batch_size=[len(a)]))
 
-        # ---- learn: one sample, one gradient step, one priority update ------------
+        # ---- learn: grad_steps x (one sample, one gradient step, one priority update)
         if step >= args.learning_starts:
-            t = time.perf_counter()
+            target.load_state_dict(q.state_dict())
             rb.sampler.beta = args.beta + (1.0 - args.beta) * step / args.total_steps
-            batch = rb.sample()
-            with torch.no_grad():
-                best = q(batch["next_observation"]).argmax(1, keepdim=True)
-                next_q = target(batch["next_observation"]).gather(1, best).squeeze(1)
-                y = batch["reward"] + args.gamma * next_q * (~batch["terminated"]).float()
-            pred = q(batch["observation"]).gather(1, batch["action"][:, None]).squeeze(1)
-            td = y - pred
-            loss = (batch["priority_weight"] * F.smooth_l1_loss(pred, y, reduction="none")).mean()
-            opt.zero_grad()
-            loss.backward()
-            nn.utils.clip_grad_norm_(q.parameters(), 10.0)
-            opt.step()
-            batch["td_error"] = td.detach().abs()
-            rb.update_tensordict_priority(batch)
-            learner_steps += 1
+            t = time.perf_counter()
+            for _ in range(args.grad_steps):
+                batch = rb.sample()
+                with torch.no_grad():
+                    best = q(batch["next_observation"]).argmax(1, keepdim=True)
+                    next_q = target(batch["next_observation"]).gather(1, best).squeeze(1)
+                    y = batch["reward"] + args.gamma * next_q * (~batch["terminated"]).float()
+                pred = q(batch["observation"]).gather(1, batch["action"][:, None]).squeeze(1)
+                loss = (batch["priority_weight"]
+                        * F.smooth_l1_loss(pred, y, reduction="none")).mean()
+                opt.zero_grad()
+                loss.backward()
+                nn.utils.clip_grad_norm_(q.parameters(), 10.0)
+                opt.step()
+                batch["td_error"] = (y - pred).detach().abs()
+                rb.update_tensordict_priority(batch)
+            learner_steps += args.grad_steps
             learner_s += time.perf_counter() - t
-            if learner_steps % args.target_every == 0:
-                target.load_state_dict(q.state_dict())
 
         # ---- evaluate ------------------------------------------------------------
-        if step % args.eval_every == 0 or step == args.total_steps:
+        if step % args.eval_every < args.train_every or step == args.total_steps:
             mean = evaluate(q, args.eval_episodes, seed=10_000 + step)
             evals.append((step, mean))
             recent = float(np.mean(returns[-20:])) if returns else 0.0
