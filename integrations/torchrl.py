@@ -41,7 +41,10 @@ What each TorchRL part does here
   with ``"index"``); new items at the max raw priority seen so far, which starts at 1
   (the server's MAX starts at stored 1.0 and never decreases, as TorchRL's default
   ``max_priority_within_buffer=False`` does); ``beta`` may change between draws
-  (sent with every REPLAY.SAMPLE); ``alpha`` and ``eps`` are fixed when the table is
+  (sent with every REPLAY.SAMPLE); in a replay group each shard's MAX is its own, so
+  a writer whose sampler has sent priority updates (a learner's) adds new items at the
+  largest raw priority it has sent, TorchRL's definition, and one that has not (an
+  actor's) at the shard's MAX; ``alpha`` and ``eps`` are fixed when the table is
   created. ``max_priority_within_buffer=True`` is not offered (the server keeps the
   max since creation).
 
@@ -201,8 +204,10 @@ class _Layout:
         return cls(d["kind"], d["item_batch"], [tuple(f) for f in d["fields"]],
                    d.get("skip", ("index",)))
 
-    def columns(self, data: Any) -> dict[str, Any]:
-        """The batch as {field name: tensor (n, *shape)} for Schema.pack."""
+    def columns(self, data: Any, priority_key: str | None = None) -> dict[str, Any]:
+        """The batch as {field name: tensor (n, *shape)} for Schema.pack. The buffer's
+        priority key may come in a batch although the table has no field for it (its
+        values go with the REPLAY.ADD as priorities)."""
         if self.kind == "tensor":
             if not isinstance(data, torch.Tensor):
                 raise TypeError(f"this table holds tensors, not {type(data).__name__}")
@@ -215,6 +220,8 @@ class _Layout:
         have = {(k,) if isinstance(k, str) else tuple(k)
                 for k in data.keys(include_nested=True, leaves_only=True)
                 if not (isinstance(k, str) and k in self.skip)}
+        if priority_key is not None and (priority_key,) not in {k for _, k, _, _ in self.fields}:
+            have.discard((priority_key,))
         want = {k for _, k, _, _ in self.fields}
         if have != want:
             missing = sorted("/".join(k) for k in want - have)
@@ -240,7 +247,8 @@ class InreplayStorage(StoreStorage):
     """A TorchRL Storage whose items live in an inreplay table (see the module docstring).
 
     Args:
-        max_size: the table's capacity in items (a group: split evenly over its shards).
+        max_size: the table's capacity in items (a group: split evenly over its shards);
+            the sampler's max_capacity when that is smaller.
 
     Keyword Args:
         client: a ReplayClient or ShardedReplayClient (see :func:`connect`); or
@@ -350,10 +358,12 @@ class InreplayStorage(StoreStorage):
         """First write: create the table (or check the one there) and its layout."""
         layout = _Layout.of(data, skip)
         sampler = self._buffer_sampler()
-        if sampler.max_size not in (self._requested, self.max_size):
-            raise ValueError(f"the sampler's max_capacity ({sampler.max_size}) and the "
-                             f"storage's max_size ({self._requested}) differ: give both the "
-                             f"same capacity")
+        if sampler.max_size < self._requested:
+            # TorchRL lets a sampler's trees be smaller than its storage; items beyond
+            # the sampler's capacity could never be drawn, so the table is that size
+            shards = _shard_count(self._client)
+            self._per_shard = -(-int(sampler.max_size) // shards)
+            self.max_size = self._per_shard * shards
         if self._open():
             info = self._table_info()
             want = {"capacity": self._per_shard, "alpha": sampler.alpha,
@@ -368,15 +378,16 @@ class InreplayStorage(StoreStorage):
         self._client.redis.set(self._schema_key, layout.to_json())
         self._layout = layout
 
-    def write(self, data: Any, priorities: Any = None,
-              skip: Sequence[str] = ("index",)) -> torch.Tensor:
+    def write(self, data: Any, priorities: Any = None, skip: Sequence[str] = ("index",),
+              priority_key: str | None = None) -> torch.Tensor:
         """One REPLAY.ADD of a batch (dim 0 = items); priorities None: the table's max.
-        Top-level keys in skip are not stored. Returns the ids (int64)."""
+        Top-level keys in skip are not stored, nor priority_key when the table has no
+        field for it. Returns the ids (int64)."""
         self._init_fill_pending = False
         if self._layout is None:
             self._create(data, skip)
         assert self._layout is not None
-        cols = self._layout.columns(data)
+        cols = self._layout.columns(data, priority_key)
         ids = self._client.add(self.table, priorities, cols, schema=self._layout.schema,
                                timeout=self.timeout)
         self._bump_mutation_revision()
@@ -483,13 +494,6 @@ class InreplayWriter(Writer):
                             f"{type(self._storage).__name__}")
         return self._storage
 
-    def _priority_key(self) -> str | None:
-        for ent in self._inreplay_storage()._attached_entities:
-            key = getattr(ent, "priority_key", None)
-            if isinstance(key, str):
-                return key
-        return None
-
     def _priorities(self, data: Any) -> torch.Tensor | None:
         """The batch's own priorities when the buffer is a TensorDictReplayBuffer and the
         batch carries its priority_key (reduced per item as TorchRL does); else None."""
@@ -511,13 +515,21 @@ class InreplayWriter(Writer):
 
     def extend(self, data: Any) -> torch.Tensor:
         storage = self._inreplay_storage()
+        if isinstance(data, list) and data and all(isinstance(x, torch.Tensor) for x in data):
+            data = torch.stack(data)  # TorchRL: a list is a stack of values to add one by one
         n = len(data)
         if n == 0:
             raise RuntimeError(f"Expected at least one element in extend. Got {data=}")
         prio = self._priorities(data)
-        key = self._priority_key()
+        sampler = storage._buffer_sampler()
+        if prio is None and sampler._updated and isinstance(storage.client, ShardedReplayClient):
+            # A shard's MAX is its own max; in a group the max over the group is the
+            # largest raw priority this sampler has sent (TorchRL's own definition)
+            prio = torch.full((n,), sampler.default_priority, dtype=torch.float64)
+        key = next((k for e in storage._attached_entities
+                    if isinstance(k := getattr(e, "priority_key", None), str)), None)
         ids = storage.write(data, None if prio is None else prio.cpu().numpy(),
-                            ("index",) if key is None else ("index", key))
+                            priority_key=key)
         self._write_count += n
         self._pending = (ids, prio)
         return ids
@@ -581,6 +593,7 @@ class InreplaySampler(PrioritizedSampler):
         self._max_priority_within_buffer = False
         self._device = torch.device("cpu")
         self._max_raw = 1.0  # the raw max sent from here; the server's MAX is authoritative
+        self._updated = False  # has this sampler sent priorities (it is a learner's)?
 
     def _init(self) -> None:  # PrioritizedSampler builds its trees here: none
         return
@@ -703,6 +716,7 @@ class InreplaySampler(PrioritizedSampler):
             return
         storage.client.update(storage.table, index.cpu().numpy(), priority.cpu().numpy())
         self._max_raw = max(self._max_raw, float(priority.max()))
+        self._updated = True
 
     def state_dict(self) -> dict[str, Any]:
         return {"_alpha": self._alpha, "_beta": self._beta, "_eps": self._eps,
@@ -717,6 +731,7 @@ class InreplaySampler(PrioritizedSampler):
 
     def _empty(self) -> None:
         self._max_raw = 1.0
+        self._updated = False
 
     def dumps(self, path: Any) -> None:
         raise RuntimeError("the priorities are on the inreplay server: use its snapshots")

@@ -49,6 +49,7 @@ from tensordict import TensorDict
 from torch import nn
 from torchrl.data import LazyTensorStorage, PrioritizedSampler, TensorDictReplayBuffer
 
+from integrations import torchrl_trees
 from integrations.torchrl import InreplaySampler, InreplayStorage, connect
 
 
@@ -165,6 +166,7 @@ def make_buffer(args: Args) -> TensorDictReplayBuffer:
         storage.drop()  # a fresh table for this run
         sampler = InreplaySampler(args.capacity, alpha=args.alpha, beta=args.beta, eps=args.eps)
     else:
+        torchrl_trees.ensure()  # TorchRL's segment trees for this torch (see torchrl_trees)
         storage = LazyTensorStorage(args.capacity)
         sampler = PrioritizedSampler(args.capacity, alpha=args.alpha, beta=args.beta,
                                      eps=args.eps)
