@@ -342,3 +342,19 @@ def test_torchrl_own_replay_buffer_tests(server_factory: Any, tmp_path: Path) ->
     assert not unexpected, f"failed and not in {SKIPLIST.name}: {unexpected[:20]}"
     assert not stale, f"pass but are listed in {SKIPLIST.name} (remove them): {stale[:20]}"
     assert not unused, f"patterns in {SKIPLIST.name} that match no test: {unused}"
+
+
+def test_readme_torchrl_example_runs(inreplay_server: Any) -> None:
+    """The README's TorchRL example, run as written (only the address replaced)."""
+    section = (ROOT / "README.md").read_text().split("\n## TorchRL\n", 1)[1]
+    m = re.search(r"```python\n(.*?)```", section, re.S)
+    assert m, "the TorchRL section has no python block"
+    code = m.group(1)
+    assert '"127.0.0.1:6379"' in code
+    code = code.replace('"127.0.0.1:6379"', f'"{inreplay_server.host}:{inreplay_server.port}"')
+    scope: dict[str, Any] = {}
+    exec(compile(code, "README.md:torchrl", "exec"), scope)
+    batch = scope["batch"]
+    assert batch.batch_size == (256,) and (batch["priority_weight"] <= 1).all()
+    assert set(batch.keys()) >= {"obs", "action", "reward", "next", "done", "index"}
+    assert "torchrl" not in scope["client"].tables()  # rb.empty() dropped it
