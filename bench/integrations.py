@@ -60,8 +60,8 @@ def bench_torchrl(steps: int, rounds: int) -> list[Row]:
            for b in ("local", "inreplay")}
     rows += _torchrl_buffer_only(rounds)
     rows.append({"integration": "torchrl", "summary": True, "rounds": rounds,
-                 "env_steps": steps, "local_learner_steps_per_s": med["local"],
-                 "inreplay_learner_steps_per_s": med["inreplay"],
+                 "env_steps": steps, "local_learner_steps_per_s": round(med["local"], 1),
+                 "inreplay_learner_steps_per_s": round(med["inreplay"], 1),
                  "inreplay_over_local": round(med["inreplay"] / med["local"], 3)})
     return rows
 
