@@ -9,7 +9,7 @@ APT_PKGS  := build-essential pkg-config redis-server redis-tools clang libclang-
 LWIP_SRC  := build-deps/lwip-src
 SUDO      := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 STAMP     := .deps-stamp
-EXTRAS    ?= dev,bench,rl,ray
+EXTRAS    ?= dev,bench,rl,ray,torchrl
 
 .PHONY: all deps build test test-c test-py test-fuzz lint demo bench bench-peers soak fuzz clean
 FUZZ_SECONDS ?= 300
@@ -50,7 +50,7 @@ test-c: build $(ASAN)/build.ninja
 	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 meson test -C $(ASAN) --print-errorlogs
 
 lint: deps
-	$(PY) -m ruff check pyctl tests bench actors learner
+	$(PY) -m ruff check pyctl tests bench actors learner integrations
 
 test-py: build
 	$(PY) -m pytest -q tests
