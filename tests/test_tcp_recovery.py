@@ -11,11 +11,14 @@ patched stack takes) and still below what lwIP 2.1 takes without the patch:
           a lost SYN-ACK is resent after 1 s (RFC 6298), not 3 s
     0002  a second hole in one window is resent on the partial ACK (NewReno),
           not after a retransmission timeout
+    0003  with the peer's SACK blocks, every hole of a window is resent within one
+          round trip of the first duplicate ACKs (RFC 6675), not one hole per
+          round trip
 
 To see a test fail without its patch, build lwIP without it and point pyctl at that
 library:
 
-    meson setup build-nopatch -Dlwip_skip_patches=0001,0002 -Dtests=false
+    meson setup build-nopatch -Dlwip_skip_patches=0001,0002,0003 -Dtests=false
     meson compile -C build-nopatch
     INREPLAY_LIB=build-nopatch/libinreplay.so python3 -m pytest tests/test_tcp_recovery.py
 """
@@ -176,3 +179,28 @@ def test_partial_ack_resends_the_next_hole_at_once(app: Appliance) -> None:
     extra_ms = (min(lossy) - clean) * 1000
     assert extra_ms < 25, (f"two holes cost {extra_ms:.1f} ms over a loss-free GET "
                            f"({[round(x * 1000, 1) for x in lossy]} ms; an RTO is 40 ms or more)")
+
+
+def test_sack_blocks_resend_every_hole_in_one_round_trip(app: Appliance) -> None:
+    """0003: four segments of one window lost on a 40 ms round trip. The client's SACK
+    blocks show all four holes at once and the appliance resends them together:
+    about one round trip more than a loss-free GET. NewReno alone (0002) learns of
+    one hole per partial ACK: four round trips more."""
+    value_len = NSEG * SEG
+    rtt_ms = 40
+    app.impair(f"delay={rtt_ms // 2}ms")
+    try:
+        with app.connect() as s:
+            for _ in range(3):  # the RTT estimate and the congestion window settle
+                timed_get(s, b"big", value_len)
+            clean = min(timed_get(s, b"big", value_len) for _ in range(3))
+            lossy = []
+            for _ in range(3):
+                before = app.impair(f"delay={rtt_ms // 2}ms,out.drop=8+14+20+26")
+                lossy.append(timed_get(s, b"big", value_len))
+                assert app.dropped(before) == (0, 4)
+    finally:
+        app.impair("")
+    extra_rtts = (min(lossy) - clean) * 1000 / rtt_ms
+    assert extra_rtts < 2.5, (f"four holes cost {extra_rtts:.1f} round trips over a loss-free GET "
+                              f"of {clean * 1000:.0f} ms ({[round(x * 1000) for x in lossy]} ms)")
