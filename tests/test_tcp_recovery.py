@@ -204,3 +204,15 @@ def test_sack_blocks_resend_every_hole_in_one_round_trip(app: Appliance) -> None
     extra_rtts = (min(lossy) - clean) * 1000 / rtt_ms
     assert extra_rtts < 2.5, (f"four holes cost {extra_rtts:.1f} round trips over a loss-free GET "
                               f"of {clean * 1000:.0f} ms ({[round(x * 1000) for x in lossy]} ms)")
+
+
+@pytest.mark.skipif("INREPLAY_LIB" in os.environ, reason="an A/B library: its own patch set")
+def test_stack_build_names_the_patches_applied(app: Appliance) -> None:
+    """INFO's stack_build says which of dataplane/lwip/patches the build applied: all."""
+    series = sorted(p.name[:4] for p in (ROOT / "dataplane/lwip/patches").glob("*.patch"))
+    with app.connect() as s:
+        s.sendall(command(b"INFO", b"server"))
+        time.sleep(0.2)
+        info = s.recv(1 << 16).decode()
+    build = next(line for line in info.splitlines() if line.startswith("stack_build:"))
+    assert f"patches {'+'.join(series)};" in build, build
