@@ -14,11 +14,13 @@ patched stack takes) and still below what lwIP 2.1 takes without the patch:
     0003  with the peer's SACK blocks, every hole of a window is resent within one
           round trip of the first duplicate ACKs (RFC 6675), not one hole per
           round trip
+    0004  a lost last segment of a reply is resent by a tail-loss probe after
+          2 SRTT (at least 10 ms), not after the RTO (40-60 ms at its floor)
 
 To see a test fail without its patch, build lwIP without it and point pyctl at that
 library:
 
-    meson setup build-nopatch -Dlwip_skip_patches=0001,0002,0003 -Dtests=false
+    meson setup build-nopatch -Dlwip_skip_patches=0001,0002,0003,0004 -Dtests=false
     meson compile -C build-nopatch
     INREPLAY_LIB=build-nopatch/libinreplay.so python3 -m pytest tests/test_tcp_recovery.py
 """
@@ -204,6 +206,27 @@ def test_sack_blocks_resend_every_hole_in_one_round_trip(app: Appliance) -> None
     extra_rtts = (min(lossy) - clean) * 1000 / rtt_ms
     assert extra_rtts < 2.5, (f"four holes cost {extra_rtts:.1f} round trips over a loss-free GET "
                               f"of {clean * 1000:.0f} ms ({[round(x * 1000) for x in lossy]} ms)")
+
+
+def test_lost_tail_segment_is_probed_before_the_rto(app: Appliance) -> None:
+    """0004: the reply's last segment lost: no later segment brings duplicate ACKs,
+    so lwIP waited for its RTO (3 ticks of 20 ms: 40-60 ms). The tail-loss probe
+    resends it 2 SRTT (here its 10 ms minimum) after the last ACK. Best of five."""
+    value_len = NSEG * SEG
+    reply_segs = -(-(len(b"$%d\r\n" % value_len) + value_len + 2) // SEG)
+    with app.connect() as s:
+        for _ in range(3):
+            timed_get(s, b"big", value_len)
+        clean = min(timed_get(s, b"big", value_len) for _ in range(5))
+        lossy = []
+        for _ in range(5):
+            before = app.impair(f"out.drop={reply_segs}")
+            lossy.append(timed_get(s, b"big", value_len))
+            assert app.dropped(before) == (0, 1)
+        app.impair("")
+    extra_ms = (min(lossy) - clean) * 1000
+    assert extra_ms < 30, (f"a lost last segment cost {extra_ms:.1f} ms over a loss-free GET "
+                           f"({[round(x * 1000, 1) for x in lossy]} ms; the RTO is 40 ms or more)")
 
 
 @pytest.mark.skipif("INREPLAY_LIB" in os.environ, reason="an A/B library: its own patch set")
