@@ -333,6 +333,8 @@ def parse(argv: list[str] | None) -> tuple[argparse.Namespace, ImpalaConfig]:
     p.add_argument("--minutes", type=float, default=5.0,
                    help="wall-time budget of the whole run, evaluation included (default 5)")
     p.add_argument("--out", default="out/demo-impala", help="output directory")
+    p.add_argument("--algo", choices=["impala"], default="impala",
+                   help="accepted for pyctl demo --algo impala (this module is that demo)")
     p.add_argument("--role", choices=["main", "actor", "learner"], default="main",
                    help=argparse.SUPPRESS)
     p.add_argument("--actor-id", type=int, default=0, help=argparse.SUPPRESS)
