@@ -448,11 +448,11 @@ def train_and_evaluate(args: argparse.Namespace, cfg: ImpalaConfig, out: Path,
             solved_at, result = time.monotonic() - t0, full
             break
     end = time.monotonic()
-    st = poll()
-    info = rc.info(cfg.table)
     for c in children:  # the actors and the learner stop before the last evaluation
         c.stop(timeout=10.0)
     children.clear()
+    st = poll()  # final counts; the learner may have taken one batch it did not count
+    info = rc.info(cfg.table)
     v = evaluated
     if solved_at is None:
         v = pull()

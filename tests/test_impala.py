@@ -226,4 +226,7 @@ def test_impala_demo_solves_cartpole_within_5_minutes(tmp_path: Path) -> None:
     assert s["solved_at_s"] is not None and s["solved_at_s"] <= 5 * 60
     q = s["queue"]
     assert q["sampler"] == "fifo" and q["max_times_sampled"] == 1 and q["evictions"] == 0
-    assert q["consumed"] == s["unrolls_consumed"] and s["learner_steps"] > 0
+    # the queue counted every unroll the learner took; it counts them after each step,
+    # so at most the one batch it was training on when it was stopped is missing
+    assert 0 <= q["consumed"] - s["unrolls_consumed"] <= 16 and s["learner_steps"] > 0
+    assert q["inserts"] - q["consumed"] == q["size"] <= q["queue_size"] == 64
