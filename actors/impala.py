@@ -491,6 +491,23 @@ def train_and_evaluate(args: argparse.Namespace, cfg: ImpalaConfig, out: Path,
     }
 
 
+def netns_in_use() -> bool:
+    """The Ape-X demo's namespace exists already (another demo is running)."""
+    from actors.demo import DEMO_NETNS
+    from pyctl import netns
+
+    return DEMO_NETNS in netns.namespaces()
+
+
+def netns_down() -> None:
+    """Remove the namespace the DPDK appliance ran in (the Ape-X demo's)."""
+    from actors.demo import DEMO_NETNS
+    from pyctl import netns
+
+    if DEMO_NETNS in netns.namespaces():
+        netns.down(DEMO_NETNS)
+
+
 def main(argv: list[str] | None = None) -> int:
     args, cfg = parse(argv)
     if args.role == "actor":
@@ -510,7 +527,16 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.monotonic()
     stack = args.stack
     if stack == "auto":
-        stack = "kernel" if dpdk_possible() else "dpdk"
+        why_not = dpdk_possible()
+        stack = "kernel" if why_not else "dpdk"
+        if why_not:
+            line.say(f"DPDK stack not possible here ({why_not}): using the kernel stack")
+    if stack == "dpdk" and netns_in_use():
+        # the Ape-X demo's helpers use one namespace name: never take over (or remove)
+        # the namespace of another demo running on this machine
+        line.say("another demo's DPDK appliance is using the namespace it runs in: using the "
+                 "kernel stack")
+        stack = "kernel"
     children: list[Any] = []
     server = None
     summary: dict[str, Any] | None = None
@@ -528,11 +554,7 @@ def main(argv: list[str] | None = None) -> int:
                 raise
             line.say(f"the dpdk stack did not start ({str(e).splitlines()[0]}); using the "
                      f"kernel stack")
-            from actors.demo import DEMO_NETNS
-            from pyctl import netns
-
-            if DEMO_NETNS in netns.namespaces():
-                netns.down(DEMO_NETNS)
+            netns_down()
             stack = "kernel"
             server, host, port = start_appliance(stack, free_port(), out)
         args.stack_used = stack
@@ -554,11 +576,7 @@ def main(argv: list[str] | None = None) -> int:
         if server is not None:
             server.stop(timeout=15.0)
         if stack == "dpdk":
-            from actors.demo import DEMO_NETNS
-            from pyctl import netns
-
-            if DEMO_NETNS in netns.namespaces():
-                netns.down(DEMO_NETNS)
+            netns_down()
     if summary is None:
         return code
     summary["wall_s"] = round(time.monotonic() - t0, 1)
