@@ -569,6 +569,9 @@ def main(argv: list[str] | None = None) -> int:
     except DemoError as e:
         line.say(f"impala: {e}")
         code = 1
+    except redis.RedisError as e:
+        line.say(f"impala: the appliance stopped answering ({e}); see {out}/inreplay-{stack}.log")
+        code = 1
     finally:
         signal.signal(signal.SIGTERM, old)
         for c in children:
