@@ -351,6 +351,8 @@ def parse(argv: list[str] | None) -> tuple[argparse.Namespace, ImpalaConfig]:
             p.error(f"--{name.replace('_', '-')}: must be >= 1")
     if cfg.batch_size > cfg.queue_size or cfg.envs_per_actor > cfg.queue_size:
         p.error("--queue-size: must hold at least --batch-size and --envs-per-actor unrolls")
+    if not (cfg.lr > 0 and 0 <= cfg.gamma <= 1 and cfg.rho_bar > 0 and cfg.c_bar > 0):
+        p.error("--lr, --rho-bar and --c-bar must be > 0 and --gamma within [0, 1]")
     if args.minutes <= 0:
         p.error("--minutes: must be > 0")
     return args, cfg
