@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib
 import ipaddress
 import json
 import math
@@ -228,6 +229,10 @@ def parse(argv: list[str] | None) -> tuple[argparse.Namespace, Any]:
 
     p = Parser(prog="pyctl demo", description=__doc__,
                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--algo", choices=list(ALGOS), default="apex",
+                   help="apex (default): Ape-X DQN; impala: V-trace actor-critic through a "
+                        "QUEUE table (actors.impala); r2d2: recurrent DQN with sequence "
+                        "replay (actors.r2d2). Each has its own flags: pyctl demo --algo X -h")
     p.add_argument("--stack", choices=["auto", "kernel", "dpdk"], default="auto",
                    help="the appliance's network stack: auto (default) runs DPDK in a "
                         "namespace when the machine allows it, else the kernel stack; "
@@ -267,8 +272,29 @@ def parse(argv: list[str] | None) -> tuple[argparse.Namespace, Any]:
     return args, cfg
 
 
+ALGOS = {"apex": "actors.demo", "impala": "actors.impala", "r2d2": "actors.r2d2"}
+"""pyctl demo --algo NAME: the module whose main(argv) runs that pattern's demo."""
+
+
+def _split_algo(argv: list[str]) -> tuple[str, list[str]]:
+    """--algo NAME (or --algo=NAME) and the other flags, for the chosen demo."""
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--algo", default="apex")
+    known, _ = pre.parse_known_args(argv)
+    rest = [a for i, a in enumerate(argv)
+            if not (a == "--algo" or a.startswith("--algo=") or (i and argv[i - 1] == "--algo"))]
+    return known.algo, rest
+
+
 def main(argv: list[str] | None = None) -> int:
-    args, cfg = parse(argv)
+    raw = list(sys.argv[1:] if argv is None else argv)
+    algo, rest = _split_algo(raw)
+    if algo not in ALGOS:
+        print(f"pyctl demo: --algo {algo}: choose one of {', '.join(ALGOS)}", file=sys.stderr)
+        return 2
+    if algo != "apex":
+        return int(importlib.import_module(ALGOS[algo]).main(rest))
+    args, cfg = parse(rest)
     out = Path(cfg.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     for stale in ("summary.json", "returns.png", "metrics.csv", "checkpoint.pt", "evaluated.pt"):

@@ -230,3 +230,14 @@ def test_impala_demo_solves_cartpole_within_5_minutes(tmp_path: Path) -> None:
     # so at most the one batch it was training on when it was stopped is missing
     assert 0 <= q["consumed"] - s["unrolls_consumed"] <= 16 and s["learner_steps"] > 0
     assert q["inserts"] - q["consumed"] == q["size"] <= q["queue_size"] == 64
+
+
+def test_pyctl_demo_algo_dispatches() -> None:
+    """`pyctl demo --algo impala` is this module's demo; an unknown --algo is one line."""
+    ok = subprocess.run([sys.executable, "-m", "pyctl", "demo", "--algo", "impala", "-h"],
+                        capture_output=True, text=True, timeout=120)
+    assert ok.returncode == 0 and "--role" not in ok.stdout and "unroll" in ok.stdout.lower()
+    bad = subprocess.run([sys.executable, "-m", "pyctl", "demo", "--algo", "a3c"],
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and bad.stderr.strip().count("\n") == 0
+    assert "--algo a3c" in bad.stderr and "impala" in bad.stderr
