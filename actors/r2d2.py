@@ -102,10 +102,10 @@ class R2D2Config:
     """Sequence priority eta max|delta| + (1 - eta) mean|delta| (R2D2: 0.9)."""
     # ---- replay -----------------------------------------------------------------
     capacity: int = 100_000
-    """Sequences the table holds (FIFO eviction; R2D2: 1M transitions = 25k sequences of
-    40 new steps... Acme keeps 100k sequences)."""
-    min_replay: int = 6_250
-    """Sequences in the table before the learner may sample (MIN_SIZE)."""
+    """Sequences the table holds, the oldest evicted first (Acme's R2D2: 100,000)."""
+    min_replay: int = 50_000
+    """Sequences in the table before the learner may sample: the rate limiter's MIN_SIZE
+    (Acme's R2D2: 50,000)."""
     samples_per_insert: float = 4.0
     """Rate limiter: sequences sampled per sequence inserted (Acme's R2D2: 4)."""
     # ---- actors -----------------------------------------------------------------
@@ -177,9 +177,10 @@ def config_flags(p: argparse.ArgumentParser) -> None:
         if f.name in ("out_dir", "num_actors", "host", "port"):
             continue  # --out, --actors: the demo's common flags; host/port: the demo's
         default = getattr(R2D2Config(), f.name)
+        demo = f"; the demo's: {CARTPOLE[f.name]!r}" if f.name in CARTPOLE else ""
         g.add_argument("--" + f.name.replace("_", "-"), dest=f.name, type=type(default),
                        default=argparse.SUPPRESS, metavar=type(default).__name__.upper(),
-                       help=f"{docs.get(f.name, '')} (default {default!r})")
+                       help=f"{docs.get(f.name, '')} (default {default!r}{demo})")
 
 
 # ---------------------------------------------------------------------------------------
@@ -759,6 +760,7 @@ class R2D2Demo:
         self.start_processes()
         self.say(f"learner and {cfg.num_actors} actors started; logs in {self.out}/")
         net = build_net(cfg).eval()
+        item_bytes = sequence_schema(cfg, net.torso[0].in_features - net.n_actions).itemsize
         budget = self.minutes * 60.0
         deadline = self.t0 + budget - 20.0  # the last evaluation and the shutdown
         solved: dict[str, Any] | None = None
@@ -768,6 +770,9 @@ class R2D2Demo:
         def counters() -> tuple[int, int, int, int]:
             frames, samples, version = r.mget(keys.frames, keys.samples, keys.version)
             return int(frames or 0), int(samples or 0), int(version or 0), r.llen(keys.returns)
+
+        def inserted() -> int:
+            return int(r.get(keys.transitions) or 0)
 
         def pull() -> int:
             blob, v = r.mget(keys.params, keys.version)
@@ -827,6 +832,7 @@ class R2D2Demo:
                             "params_version": v}, self.out / "evaluated.pt")
                 break
         frames, samples, version, episodes = counters()
+        sequences = inserted()
         r.set(keys.stop, 1)
         self.stop()
         if solved is None:  # the learner published its last parameters on the way out
@@ -850,6 +856,10 @@ class R2D2Demo:
             "learner_steps": samples // cfg.batch_size, "learner_samples": samples,
             "learner_steps_per_s": round(steps_rate, 2), "params_version": version,
             "sequence": {"seq_len": cfg.seq_len, "period": cfg.period, "burn_in": cfg.burn_in},
+            "sequences_inserted": sequences,
+            "samples_per_insert": round(samples / sequences, 2) if sequences else None,
+            "item_bytes": item_bytes,
+            "stored_bytes_per_step": round(item_bytes / cfg.period, 1),
             "evaluations": self.evals,
             "machine": {"cpus": os.cpu_count(), "load_avg_1m": os.getloadavg()[0],
                         "python": platform.python_version(), "torch": torch.__version__},
