@@ -444,6 +444,12 @@ def mixed_priority(td: torch.Tensor, mask: torch.Tensor, eta: float = 0.9) -> to
 # 7. the processes
 # ---------------------------------------------------------------------------------------
 
+NETNS = "irr2d2"
+"""The DPDK stack's namespace (and DPDK file prefix) for this demo: not the Ape-X demo's
+"irdemo", so the two can run on one machine at the same time."""
+SUBNET = "10.79.0.0/24"
+"""The namespace's subnet (the Ape-X demo's is 10.78.0.0/24)."""
+
 SAMPLE_WAIT_S = 1.0
 """How long one REPLAY.SAMPLE / REPLAY.ADD may wait in the rate limiter before the caller
 checks for a stop and tries again."""
@@ -696,7 +702,8 @@ class R2D2Demo:
             why = dpdk_possible()
             stack = "kernel" if why else "dpdk"
         try:
-            self.server, host, port = start_appliance(stack, free_port(HOST), self.out)
+            self.server, host, port = start_appliance(stack, free_port(HOST), self.out,
+                                                      netns_name=NETNS, subnet=SUBNET)
         except DemoError as e:
             if stack == "kernel":
                 raise
@@ -710,11 +717,10 @@ class R2D2Demo:
         self.say(f"inreplay appliance: {stack} stack on {host}:{port}")
 
     def _netns_down(self) -> None:
-        from actors.demo import DEMO_NETNS
         from pyctl import netns
 
-        if DEMO_NETNS in netns.namespaces():
-            netns.down(DEMO_NETNS)
+        if NETNS in netns.namespaces():
+            netns.down(NETNS)
 
     def start_processes(self) -> None:
         from actors.demo import Child
@@ -924,6 +930,8 @@ def main(argv: list[str] | None = None) -> int:
         else:
             run_actor(cfg, args.actor_id, stop)
         return 0
+    import redis
+
     from actors.demo import DemoError
 
     out = Path(cfg.out_dir)
@@ -946,6 +954,11 @@ def main(argv: list[str] | None = None) -> int:
         code = 130
     except DemoError as e:
         demo.say(f"r2d2 demo: {e}")
+        code = 1
+    except redis.RedisError as e:  # the appliance went away (or refused) mid-run
+        demo.say(f"r2d2 demo: lost the appliance on {demo.cfg.host}:{demo.cfg.port}: {e}"
+                 + (f"\n{demo.server.name} log ends:\n{demo.server.tail(5)}"
+                    if demo.server is not None else ""))
         code = 1
     finally:
         demo.stop()
