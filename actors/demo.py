@@ -116,17 +116,21 @@ def dpdk_possible() -> str | None:
     return None
 
 
-def start_appliance(stack: str, port: int, out: Path, shards: int = 1) -> tuple[Child, str, int]:
+def start_appliance(stack: str, port: int, out: Path, shards: int = 1, *,
+                    netns_name: str = DEMO_NETNS, subnet: str = DEMO_SUBNET,
+                    ) -> tuple[Child, str, int]:
     """Start inreplay (a replay group of `shards` members when more than one); returns the
     process and the address clients use (shard 0's: the others are found from it).
 
-    The DPDK stack runs in its own namespace (pyctl netns up), reached over a veth; a
-    group there is one process per core, each with its own lwIP address on the veth."""
+    The DPDK stack runs in its own namespace (pyctl netns up; ``netns_name`` on
+    ``subnet``, also its DPDK file prefix), reached over a veth; a group there is one
+    process per core, each with its own lwIP address on the veth. Demos that may run at
+    the same time as another need a namespace and subnet of their own."""
     if stack == "dpdk":
         from pyctl import netns
 
         try:
-            t = netns.up(DEMO_NETNS, DEMO_SUBNET)
+            t = netns.up(netns_name, subnet)
         except netns.SetupError as e:
             raise DemoError(str(e)) from None
         net = ipaddress.ip_network(f"{t.appliance_ip}/{t.prefix}", strict=False)
@@ -137,7 +141,7 @@ def start_appliance(stack: str, port: int, out: Path, shards: int = 1) -> tuple[
                 "--cores", f"0-{shards - 1}" if shards > 1 else "0",
                 "--vdev", f"net_af_packet0,iface={t.iface}",
                 "--ip", ",".join(f"{ip}/{t.prefix}" for ip in ips), "--listen-port", str(port),
-                "--mtu", str(t.mtu), "--hugepages", "256", "--file-prefix", DEMO_NETNS]
+                "--mtu", str(t.mtu), "--hugepages", "256", "--file-prefix", netns_name]
         host = t.appliance_ip
     else:
         argv = [sys.executable, "-m", "pyctl", "start", "--listen",

@@ -1,0 +1,981 @@
+"""R2D2 through the replay appliance: a recurrent DQN on CartPole-v1 with the velocities
+hidden (``pyctl demo --algo r2d2``; this module: ``python -m actors.r2d2``).
+
+    python -m actors.r2d2 --out DIR [--minutes M] [--stack auto|kernel|dpdk] [--actors N]
+                          [--seq-len L --period P --burn-in B ...any R2D2Config field]
+
+Recurrent Replay Distributed DQN (Kapturowski et al. 2019), read top to bottom:
+
+1. :class:`R2D2Config`: every setting, with R2D2's published values as defaults
+   (sequences of 80 steps overlapping by 40, burn-in 40, n = 5, priority exponent 0.9,
+   IS exponent 0.6, 64 sequences per batch, priority 0.9 max|delta| + 0.1 mean|delta|);
+   :data:`CARTPOLE` scales them down for the demo (see there for what and why).
+2. :class:`MaskVelocity`: CartPole's observation without the two velocities (cart
+   position and pole angle only): a feed-forward Q-network sees no motion, so the
+   agent must remember (the usual memory check).
+3. :class:`RecurrentQNet`: an LSTM Q-network fed the observation and the previous action.
+4. :class:`SequenceWriter`: steps in, fixed-length sequence items out, each with the
+   recurrent state the actor had at its first step (stored state).
+5. :func:`value_rescale` / :func:`inverse_value_rescale`: R2D2's h(x).
+6. :func:`sequence_td`: burn-in, n-step double-Q targets under h, TD errors; and
+   :func:`mixed_priority`.
+7. :func:`run_actor`, :func:`run_learner`: the processes; :class:`R2D2Demo` and
+   :func:`main`: start the appliance, the learner and N actors, evaluate, write
+   ``DIR/summary.json``, print ``solved: true|false`` last.
+
+Replay goes through the appliance: one prioritized table (``REPLAY.CREATE ... ALPHA
+0.9 BETA 0.6`` plus a MIN_SIZE / SAMPLES_PER_INSERT rate limiter), one item per sequence
+packed by a :class:`pyctl.client.Schema`; parameters go through it as in the Ape-X demo
+(the learner SETs the blob and PUBLISHes its version in one MULTI/EXEC, actors listen
+with :class:`actors.actor.ParamUpdates`; blob format: :mod:`actors.model`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import json
+import math
+import os
+import platform
+import signal
+import sys
+import threading
+import time
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+from torch import nn
+
+# ---------------------------------------------------------------------------------------
+# 1. configuration
+# ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class R2D2Config:
+    """R2D2 on the replay appliance (defaults: the paper's and Acme's R2D2Config)."""
+
+    env_id: str = "CartPole-v1"
+    """Gymnasium id (a classic-control task; its velocities are hidden by MaskVelocity)."""
+    seed: int = 0
+    """Base seed: actor i seeds its environment with seed + 1000 * (i + 1)."""
+    # ---- sequences --------------------------------------------------------------
+    seq_len: int = 80
+    """Steps per sequence item (R2D2: 80)."""
+    period: int = 40
+    """A new sequence starts every `period` steps, so consecutive ones overlap by
+    seq_len - period (R2D2: 40)."""
+    burn_in: int = 40
+    """Leading steps of each sequence that only warm the LSTM up from the stored state:
+    no loss and no gradient there (R2D2: 40)."""
+    # ---- network ----------------------------------------------------------------
+    hidden: int = 512
+    """LSTM width (R2D2: 512 after the Atari torso)."""
+    # ---- learning ---------------------------------------------------------------
+    n_step: int = 5
+    """n of the n-step double-Q targets (R2D2: 5)."""
+    gamma: float = 0.997
+    """Discount (R2D2: 0.997)."""
+    rescale_eps: float = 1e-3
+    """epsilon of the value rescaling h(x) = sign(x)(sqrt(|x| + 1) - 1) + eps x."""
+    batch_size: int = 64
+    """Sequences per learner batch (R2D2: 64)."""
+    lr: float = 1e-4
+    """Adam learning rate (R2D2: 1e-4)."""
+    adam_eps: float = 1e-3
+    """Adam epsilon (R2D2: 1e-3)."""
+    grad_clip: float = 40.0
+    """Gradient norm clip."""
+    target_update: int = 2500
+    """Learner steps between target-network syncs (R2D2: 2500)."""
+    priority_exponent: float = 0.9
+    """alpha: the table stores (priority + eps)^alpha (R2D2: 0.9)."""
+    importance_exponent: float = 0.6
+    """beta of the importance weights (R2D2: 0.6)."""
+    priority_eta: float = 0.9
+    """Sequence priority eta max|delta| + (1 - eta) mean|delta| (R2D2: 0.9)."""
+    # ---- replay -----------------------------------------------------------------
+    capacity: int = 100_000
+    """Sequences the table holds, the oldest evicted first (Acme's R2D2: 100,000)."""
+    min_replay: int = 50_000
+    """Sequences in the table before the learner may sample: the rate limiter's MIN_SIZE
+    (Acme's R2D2: 50,000)."""
+    samples_per_insert: float = 4.0
+    """Rate limiter: sequences sampled per sequence inserted (Acme's R2D2: 4)."""
+    # ---- actors -----------------------------------------------------------------
+    num_actors: int = 2
+    """Actor processes."""
+    eps_base: float = 0.4
+    """Actor i of N explores with eps_base ** (1 + eps_alpha * i / (N - 1)) (Ape-X, R2D2)."""
+    eps_alpha: float = 7.0
+    """See eps_base."""
+    actor_flush: int = 4
+    """Sequences an actor collects before one REPLAY.ADD (and at each episode's end)."""
+    publish_every: int = 20
+    """Learner steps between parameter publications (actors pull on the announcement)."""
+    # ---- the run / evaluation ----------------------------------------------------
+    eval_every_s: float = 15.0
+    """Seconds between screenings of the newest parameters."""
+    screen_episodes: int = 3
+    """Greedy episodes of a screening; all must reach the solve return for a full one."""
+    eval_episodes: int = 20
+    """Fresh-seed greedy episodes of the final evaluation (mean >= 475: solved)."""
+    solve_return: float = 475.0
+    """Mean return that counts as solved (CartPole-v1's reward threshold)."""
+    prefix: str = "r2d2"
+    """Prefix of the shared keys (<prefix>:params, :params:version, :frames, ...)."""
+    table: str = "r2d2"
+    """The sequence table's name."""
+    host: str = "127.0.0.1"
+    """The appliance (set by the demo)."""
+    port: int = 6379
+    """The appliance's port (set by the demo)."""
+    out_dir: str = "out/r2d2"
+    """Where logs, config.json, summary.json and the learner's metrics go."""
+
+    def validate(self) -> None:
+        """ValueError naming the first bad setting."""
+        if not 0 <= self.burn_in < self.seq_len:
+            raise ValueError("--burn-in must be in [0, --seq-len)")
+        if not 1 <= self.period <= self.seq_len:
+            raise ValueError("--period must be in [1, --seq-len]")
+        if self.n_step < 1 or self.batch_size < 1 or self.num_actors < 1:
+            raise ValueError("--n-step, --batch-size and --num-actors must be >= 1")
+        if self.min_replay < 1 or self.capacity < self.min_replay:
+            raise ValueError("--min-replay must be in [1, --capacity]")
+
+
+CARTPOLE: dict[str, Any] = {
+    "seq_len": 20, "period": 10, "burn_in": 10, "hidden": 64, "n_step": 3, "gamma": 0.99,
+    "lr": 1e-3, "adam_eps": 1e-8, "target_update": 100, "min_replay": 200,
+    "samples_per_insert": 8.0, "capacity": 20_000, "publish_every": 10,
+}
+"""What the demo uses on CartPole instead of R2D2's Atari values, and why: masked
+CartPole needs a few steps of memory (velocity is a difference of two positions), not
+80; sequences of 20 (period 10, burn-in 10: again half and half, so the trained halves
+tile the episode as 40/40 does in 80) make a learner step four times cheaper on this
+2-core machine, a 64-wide LSTM is plenty, and gamma 0.99 / n = 3 / lr 1e-3 / target sync
+every 100 steps are the usual CartPole DQN values (0.997 and 2500 steps are for Atari's
+long horizons and would take far longer than 10 minutes). Priority exponent 0.9, IS
+exponent 0.6, 64 sequences per batch and the 0.9/0.1 mixed priority stay R2D2's."""
+
+
+def config_flags(p: argparse.ArgumentParser) -> None:
+    """One --kebab-case flag per R2D2Config field, its docstring as help (unset: SUPPRESS)."""
+    from actors.config import field_docs
+
+    docs = field_docs(R2D2Config)
+    g = p.add_argument_group("R2D2 settings (defaults: R2D2's; the demo applies CARTPOLE "
+                             "first)")
+    for f in fields(R2D2Config):
+        if f.name in ("out_dir", "num_actors", "host", "port"):
+            continue  # --out, --actors: the demo's common flags; host/port: the demo's
+        default = getattr(R2D2Config(), f.name)
+        demo = f"; the demo's: {CARTPOLE[f.name]!r}" if f.name in CARTPOLE else ""
+        g.add_argument("--" + f.name.replace("_", "-"), dest=f.name, type=type(default),
+                       default=argparse.SUPPRESS, metavar=type(default).__name__.upper(),
+                       help=f"{docs.get(f.name, '')} (default {default!r}{demo})")
+
+
+# ---------------------------------------------------------------------------------------
+# 2. the environment: CartPole without velocities
+# ---------------------------------------------------------------------------------------
+
+MASKED_DIMS = (0, 2)
+"""CartPole's observation is (cart position, cart velocity, pole angle, pole angular
+velocity); the agent sees positions only."""
+
+
+class MaskVelocity(gym.ObservationWrapper[Any, Any, Any]):
+    """Keep cart position and pole angle; drop both velocities."""
+
+    def __init__(self, env: gym.Env[Any, Any]) -> None:
+        super().__init__(env)
+        box = env.observation_space
+        assert isinstance(box, gym.spaces.Box)
+        idx = list(MASKED_DIMS)
+        self.observation_space = gym.spaces.Box(box.low[idx], box.high[idx], dtype=np.float32)
+
+    def observation(self, observation: Any) -> np.ndarray:
+        return np.asarray(observation, dtype=np.float32)[list(MASKED_DIMS)]
+
+
+def make_env(cfg: R2D2Config) -> gym.Env[Any, Any]:
+    return MaskVelocity(gym.make(cfg.env_id))
+
+
+# ---------------------------------------------------------------------------------------
+# 3. the network
+# ---------------------------------------------------------------------------------------
+
+State = tuple[torch.Tensor, torch.Tensor]
+"""The LSTM's (h, c), each (batch, hidden)."""
+
+
+class RecurrentQNet(nn.Module):
+    """Q(history, a): a linear+ReLU torso on [observation, one-hot previous action], an
+    LSTM, and a dueling head (R2D2's architecture without the Atari convolutions)."""
+
+    def __init__(self, obs_dim: int, n_actions: int, hidden: int) -> None:
+        super().__init__()
+        self.n_actions = n_actions
+        self.hidden = hidden
+        self.torso = nn.Sequential(nn.Linear(obs_dim + n_actions, hidden), nn.ReLU())
+        self.lstm = nn.LSTM(hidden, hidden, batch_first=True)
+        self.value = nn.Sequential(nn.Linear(hidden, hidden), nn.ReLU(), nn.Linear(hidden, 1))
+        self.advantage = nn.Sequential(nn.Linear(hidden, hidden), nn.ReLU(),
+                                       nn.Linear(hidden, n_actions))
+
+    def initial_state(self, batch: int) -> State:
+        z = torch.zeros(batch, self.hidden)
+        return z, z.clone()
+
+    def forward(self, obs: torch.Tensor, prev_action: torch.Tensor, state: State,
+                ) -> tuple[torch.Tensor, State]:
+        """obs (B, T, obs_dim), prev_action (B, T) int64, state ((B, H), (B, H)) ->
+        Q (B, T, n_actions) and the state after the T steps."""
+        x = torch.cat([obs, nn.functional.one_hot(prev_action, self.n_actions).float()], -1)
+        y, (h, c) = self.lstm(self.torso(x), (state[0][None], state[1][None]))
+        a = self.advantage(y)
+        return self.value(y) + a - a.mean(-1, keepdim=True), (h[0], c[0])
+
+
+# ---------------------------------------------------------------------------------------
+# 4. the sequence writer
+# ---------------------------------------------------------------------------------------
+
+
+def sequence_schema(cfg: R2D2Config, obs_dim: int) -> Any:
+    """One sequence item: seq_len steps of each field plus the stored recurrent state.
+
+    mask[t] = 1 where the actor acted at step t (a step to learn from); valid[t] = 1
+    where obs[t] is real (the acting steps and, after the last one, the episode's final
+    observation, which n-step targets bootstrap from after a time-limit truncation);
+    done[t] = 1 where the action at t ended the episode by termination (no bootstrap).
+    Padding after the episode's end is zeros with mask = valid = 0."""
+    from pyctl.client import Schema
+
+    n, h = cfg.seq_len, cfg.hidden
+    return Schema({"obs": ((n, obs_dim), np.float32), "prev_action": ((n,), np.int64),
+                   "action": ((n,), np.int64), "reward": ((n,), np.float32),
+                   "done": ((n,), np.float32), "mask": ((n,), np.float32),
+                   "valid": ((n,), np.float32), "h0": ((h,), np.float32),
+                   "c0": ((h,), np.float32)})
+
+
+class SequenceWriter:
+    """An actor's steps in, R2D2 sequence items out.
+
+    Call :meth:`append` once per environment step with the observation the actor saw,
+    its previous action, the recurrent state it had *before* that step, and what it did
+    and got; call :meth:`end_episode` with the final observation. Sequences start at
+    steps 0, period, 2 period, ... of each episode and hold ``seq_len`` steps; one is
+    returned (as a dict of arrays, one row, ready for ``Schema.pack``) as soon as its
+    last step is appended, and at the episode's end every sequence begun is returned,
+    with the final observation after the last step and zero padding (mask / valid
+    0) to ``seq_len``. Each carries the (h, c) of its first step: R2D2's stored state.
+
+    This session stores each sequence as one item, so the seq_len - period steps two
+    sequences share are stored twice. Once the appliance stores trajectories (issue 19
+    item 2: steps appended once to an episode stream, items referencing ranges of
+    them), this class is the one piece to switch: append() becomes the writer's step
+    append and each emitted sequence becomes a create_item over the last seq_len steps
+    (its state fields a per-item extra), with the same fields coming back from a sample.
+    """
+
+    def __init__(self, seq_len: int, period: int, obs_dim: int, hidden: int) -> None:
+        if not 1 <= period <= seq_len:
+            raise ValueError("period must be in [1, seq_len]")
+        self.seq_len, self.period, self.obs_dim, self.hidden = seq_len, period, obs_dim, hidden
+        self._reset()
+
+    def _reset(self) -> None:
+        self.steps: list[tuple[np.ndarray, int, np.ndarray, np.ndarray, int, float, bool]] = []
+        self.first = 0  # episode step index of self.steps[0]
+        self.next_start = 0  # episode step at which the next sequence starts
+
+    def append(self, obs: np.ndarray, prev_action: int, h: np.ndarray, c: np.ndarray,
+               action: int, reward: float, terminated: bool) -> list[dict[str, np.ndarray]]:
+        """Add one step; returns the sequences it completes (none or one)."""
+        self.steps.append((np.asarray(obs, np.float32), int(prev_action),
+                           np.asarray(h, np.float32), np.asarray(c, np.float32), int(action),
+                           float(reward), bool(terminated)))
+        end = self.first + len(self.steps)
+        if end - self.next_start < self.seq_len:
+            return []
+        out = [self._sequence(self.next_start, None)]
+        self.next_start += self.period
+        drop = self.next_start - self.first
+        if drop > 0:
+            del self.steps[:drop]
+            self.first = self.next_start
+        return out
+
+    def end_episode(self, final_obs: np.ndarray) -> list[dict[str, np.ndarray]]:
+        """The episode ended (terminated or truncated) with ``final_obs``: every sequence
+        begun and not yet returned, padded; then start a new episode."""
+        out = []
+        end = self.first + len(self.steps)
+        while self.next_start < end:
+            out.append(self._sequence(self.next_start, np.asarray(final_obs, np.float32)))
+            self.next_start += self.period
+        self._reset()
+        return out
+
+    def _sequence(self, start: int, final_obs: np.ndarray | None) -> dict[str, np.ndarray]:
+        L = self.seq_len  # noqa: N806 - the paper's name
+        rows = self.steps[start - self.first:start - self.first + L]
+        n = len(rows)
+        seq = {"obs": np.zeros((1, L, self.obs_dim), np.float32),
+               "prev_action": np.zeros((1, L), np.int64), "action": np.zeros((1, L), np.int64),
+               "reward": np.zeros((1, L), np.float32), "done": np.zeros((1, L), np.float32),
+               "mask": np.zeros((1, L), np.float32), "valid": np.zeros((1, L), np.float32),
+               "h0": rows[0][2][None].copy(), "c0": rows[0][3][None].copy()}
+        seq["obs"][0, :n] = np.stack([r[0] for r in rows])
+        seq["prev_action"][0, :n] = [r[1] for r in rows]
+        seq["action"][0, :n] = [r[4] for r in rows]
+        seq["reward"][0, :n] = [r[5] for r in rows]
+        seq["done"][0, :n] = [r[6] for r in rows]
+        seq["mask"][0, :n] = 1.0
+        seq["valid"][0, :n] = 1.0
+        if final_obs is not None and n < L:
+            seq["obs"][0, n] = final_obs
+            seq["valid"][0, n] = 1.0
+        return seq
+
+
+# ---------------------------------------------------------------------------------------
+# 5. value rescaling
+# ---------------------------------------------------------------------------------------
+
+
+def value_rescale(x: torch.Tensor, eps: float = 1e-3) -> torch.Tensor:
+    """h(x) = sign(x) (sqrt(|x| + 1) - 1) + eps x (Pohlen et al. 2018, used by R2D2)."""
+    return torch.sign(x) * (torch.sqrt(x.abs() + 1.0) - 1.0) + eps * x
+
+
+def inverse_value_rescale(x: torch.Tensor, eps: float = 1e-3) -> torch.Tensor:
+    """h^-1(x) = sign(x) (((sqrt(1 + 4 eps (|x| + 1 + eps)) - 1) / (2 eps))^2 - 1)."""
+    z = (torch.sqrt(1.0 + 4.0 * eps * (x.abs() + 1.0 + eps)) - 1.0) / (2.0 * eps)
+    return torch.sign(x) * (z * z - 1.0)
+
+
+# ---------------------------------------------------------------------------------------
+# 6. the loss: burn-in, n-step double-Q targets under h, mixed priorities
+# ---------------------------------------------------------------------------------------
+
+
+def nstep_targets(reward: torch.Tensor, done: torch.Tensor, mask: torch.Tensor,
+                  valid: torch.Tensor, n: int, gamma: float,
+                  ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """For every step t of (B, T) sequences: the discounted reward sum over up to n
+    steps t..t+k-1 (stopping at a termination, at padding, or where the next observation
+    is not in the sequence), the bootstrap index t + k, its discount gamma^k (0 after a
+    termination), and whether t has a target at all (an acting step with k >= 1)."""
+    B, T = reward.shape  # noqa: N806 - batch and time, as in the paper
+    pad = n + 1
+
+    def shifted(x: torch.Tensor, i: int) -> torch.Tensor:
+        return nn.functional.pad(x, (0, pad))[:, i:i + T]
+
+    ret = torch.zeros(B, T)
+    disc = torch.ones(B, T)
+    k = torch.zeros(B, T, dtype=torch.int64)
+    terminated = torch.zeros(B, T)
+    active = torch.ones(B, T)
+    for i in range(n):
+        d = shifted(done, i)
+        take = active * shifted(mask, i) * torch.maximum(d, shifted(valid, i + 1))
+        ret = ret + take * disc * shifted(reward, i)
+        disc = torch.where(take > 0, disc * gamma, disc)
+        k = k + take.long()
+        terminated = torch.maximum(terminated, take * d)
+        active = take * (1.0 - d)
+    has_target = mask * (k > 0).float()
+    boot_idx = (torch.arange(T)[None] + k).clamp(max=T - 1)
+    return ret, boot_idx, disc * (1.0 - terminated), has_target
+
+
+def sequence_td(net: RecurrentQNet, target_net: RecurrentQNet, batch: dict[str, torch.Tensor],
+                cfg: R2D2Config) -> tuple[torch.Tensor, torch.Tensor]:
+    """TD errors (B, T - burn_in) of the steps after the burn-in (gradient only into
+    those), and their loss mask. Both networks start from the stored state (h0, c0) and
+    run the burn-in steps without gradient; targets are n-step double-Q,
+    h(R + gamma^k h^-1(Q_target(s_{t+k}, argmax_a Q(s_{t+k}, a)))), and the TD error is
+    taken against Q on the h-scale."""
+    b = cfg.burn_in
+    obs, prev = batch["obs"], batch["prev_action"]
+    state = (batch["h0"], batch["c0"])
+    with torch.no_grad():
+        if b:
+            _, state = net(obs[:, :b], prev[:, :b], state)
+        q_target, _ = target_net(obs, prev, (batch["h0"], batch["c0"]))
+    q, _ = net(obs[:, b:], prev[:, b:], (state[0].detach(), state[1].detach()))
+    ret, boot_idx, boot_disc, has_target = nstep_targets(
+        batch["reward"][:, b:], batch["done"][:, b:], batch["mask"][:, b:],
+        batch["valid"][:, b:], cfg.n_step, cfg.gamma)
+    with torch.no_grad():
+        q_boot_online = q.detach().gather(1, boot_idx[..., None].expand(-1, -1, q.shape[-1]))
+        a_star = q_boot_online.argmax(-1, keepdim=True)
+        q_boot_target = q_target[:, b:].gather(
+            1, boot_idx[..., None].expand(-1, -1, q.shape[-1])).gather(2, a_star).squeeze(-1)
+        y = value_rescale(ret + boot_disc * inverse_value_rescale(q_boot_target, cfg.rescale_eps),
+                          cfg.rescale_eps)
+    q_taken = q.gather(2, batch["action"][:, b:, None]).squeeze(-1)
+    return (y - q_taken) * has_target, has_target
+
+
+def mixed_priority(td: torch.Tensor, mask: torch.Tensor, eta: float = 0.9) -> torch.Tensor:
+    """R2D2's sequence priority eta max_t |delta_t| + (1 - eta) mean_t |delta_t| over the
+    steps with a target (mask 1); 0 for a sequence without any."""
+    a = td.abs() * mask
+    n = mask.sum(1)
+    mean = a.sum(1) / n.clamp(min=1.0)
+    return torch.where(n > 0, eta * a.max(1).values + (1.0 - eta) * mean, torch.zeros_like(n))
+
+
+# ---------------------------------------------------------------------------------------
+# 7. the processes
+# ---------------------------------------------------------------------------------------
+
+NETNS = "irr2d2"
+"""The DPDK stack's namespace (and DPDK file prefix) for this demo: not the Ape-X demo's
+"irdemo", so the two can run on one machine at the same time."""
+SUBNET = "10.79.0.0/24"
+"""The namespace's subnet (the Ape-X demo's is 10.78.0.0/24)."""
+
+SAMPLE_WAIT_S = 1.0
+"""How long one REPLAY.SAMPLE / REPLAY.ADD may wait in the rate limiter before the caller
+checks for a stop and tries again."""
+
+
+def build_net(cfg: R2D2Config) -> RecurrentQNet:
+    env = make_env(cfg)
+    try:
+        obs_dim = int(np.prod(env.observation_space.shape or (1,)))
+        n_actions = int(env.action_space.n)  # type: ignore[attr-defined]
+    finally:
+        env.close()
+    return RecurrentQNet(obs_dim, n_actions, cfg.hidden)
+
+
+def keys_of(cfg: R2D2Config) -> Any:
+    from actors.config import Keys
+
+    return Keys(cfg.prefix)
+
+
+def run_actor(cfg: R2D2Config, actor_id: int, stop: threading.Event) -> None:
+    """Act epsilon-greedily with the newest published parameters, write sequences, insert
+    them (table's max priority for new items) and report frames and episode returns."""
+    import redis
+
+    from actors.actor import ParamUpdates, epsilon_ladder
+    from actors.model import BlobError, load_blob
+    from pyctl.client import RateLimited, ReplayClient
+
+    keys = keys_of(cfg)
+    r = redis.Redis(host=cfg.host, port=cfg.port, protocol=2, socket_timeout=60)
+    rc = ReplayClient(cfg.host, cfg.port, protocol=2, socket_timeout=60)
+    updates = ParamUpdates(r, keys)
+    net = build_net(cfg).eval()
+    schema = sequence_schema(cfg, net.torso[0].in_features - net.n_actions)
+    eps = epsilon_ladder(actor_id, cfg.num_actors, cfg.eps_base, cfg.eps_alpha)
+    seed = cfg.seed + 1000 * (actor_id + 1)
+    rng = np.random.default_rng(seed)
+    env = make_env(cfg)
+    writer = SequenceWriter(cfg.seq_len, cfg.period, schema.fields["obs"].shape[1], cfg.hidden)
+    version = 0
+
+    def pull(timeout: float) -> None:
+        nonlocal version
+        v = updates.poll(timeout)
+        if v is None or v == version:
+            return
+        blob, v_raw = r.mget(keys.params, keys.version)
+        if blob is None:
+            return
+        try:
+            load_blob(net, blob)
+            version = int(v_raw or v)
+        except BlobError as e:
+            print(f"actor {actor_id}: ignoring parameters: {e}", flush=True)
+
+    while not version and not stop.is_set() and not r.exists(keys.stop):
+        pull(0.1)
+    print(f"actor {actor_id}: epsilon {eps:.4f}, parameters v{version}", flush=True)
+    pending: list[dict[str, np.ndarray]] = []
+    returns: list[str] = []
+    frames_unsent = 0
+    obs, _ = env.reset(seed=seed)
+    state = net.initial_state(1)
+    prev_action, ep_return = 0, 0.0
+    while not stop.is_set():
+        with torch.inference_mode():
+            q, new_state = net(torch.from_numpy(obs)[None, None],
+                               torch.tensor([[prev_action]]), state)
+        action = int(rng.integers(net.n_actions)) if rng.random() < eps else int(q[0, 0].argmax())
+        next_obs, reward, terminated, truncated, _ = env.step(action)
+        pending += writer.append(obs, prev_action, state[0][0].numpy(), state[1][0].numpy(),
+                                 action, float(reward), bool(terminated))
+        frames_unsent += 1
+        ep_return += float(reward)
+        state, prev_action, obs = new_state, action, next_obs
+        if terminated or truncated:
+            pending += writer.end_episode(next_obs)
+            returns.append(f"{time.time():.3f} {actor_id} {ep_return:g}")
+            obs, _ = env.reset()
+            state, prev_action, ep_return = net.initial_state(1), 0, 0.0
+        if len(pending) >= cfg.actor_flush or (returns and pending):
+            batch = {k: np.concatenate([p[k] for p in pending]) for k in pending[0]}
+            while not stop.is_set():
+                try:
+                    rc.add(cfg.table, None, batch, schema=schema, timeout=SAMPLE_WAIT_S)
+                    break
+                except RateLimited:
+                    if r.exists(keys.stop):
+                        stop.set()
+                    pull(0.0)
+            pipe = r.pipeline(transaction=False)
+            pipe.incrby(keys.frames, frames_unsent)
+            pipe.incrby(keys.transitions, len(pending))
+            if returns:
+                pipe.rpush(keys.returns, *returns)
+            pipe.exists(keys.stop)
+            if pipe.execute()[-1]:
+                break
+            pending, returns, frames_unsent = [], [], 0
+            pull(0.0)
+    env.close()
+    updates.close()
+    rc.close()
+    r.close()
+
+
+def publish(r: Any, keys: Any, net: nn.Module, version: int, samples: int) -> int:
+    """The parameters as the next version, in one MULTI/EXEC as the Ape-X learner does:
+    blob, version and sample counter SET and the version PUBLISHed (actors.actor reads it)."""
+    from actors.model import params_to_blob
+
+    pipe = r.pipeline(transaction=True)
+    pipe.set(keys.params, params_to_blob(net))
+    pipe.set(keys.version, version + 1)
+    pipe.set(keys.samples, samples)
+    pipe.publish(keys.updates, version + 1)
+    pipe.execute()
+    return version + 1
+
+
+def run_learner(cfg: R2D2Config, stop: threading.Event) -> None:
+    """Create the table, then: sample 64 sequences, burn in, n-step double-Q loss under h
+    weighted by importance, Adam, mixed priorities back (REPLAY.UPDATE), target sync every
+    target_update steps, publish every publish_every steps."""
+    import copy
+
+    import redis
+
+    from pyctl.client import RateLimited, ReplayClient
+
+    keys = keys_of(cfg)
+    r = redis.Redis(host=cfg.host, port=cfg.port, protocol=2, socket_timeout=60)
+    rc = ReplayClient(cfg.host, cfg.port, protocol=2, socket_timeout=60)
+    torch.manual_seed(cfg.seed)
+    net = build_net(cfg)
+    target_net = copy.deepcopy(net).eval()
+    opt = torch.optim.Adam(net.parameters(), lr=cfg.lr, eps=cfg.adam_eps)
+    schema = sequence_schema(cfg, net.torso[0].in_features - net.n_actions)
+    spi = cfg.samples_per_insert
+    rc.create(cfg.table, cfg.capacity, alpha=cfg.priority_exponent,
+              beta=cfg.importance_exponent, min_size=cfg.min_replay,
+              **({"samples_per_insert": spi,
+                  "error_buffer": max(2.0 * max(1.0, spi), 0.1 * cfg.min_replay * spi,
+                                      2.0 * cfg.batch_size)} if spi > 0 else {}))
+    version = publish(r, keys, net, 0, 0)
+    steps, samples, t_log = 0, 0, time.monotonic()
+    losses: list[float] = []
+    out = Path(cfg.out_dir)
+    metrics = open(out / "r2d2-metrics.csv", "w")  # closed below
+    metrics.write("wall_s,learner_steps,loss,q_mean,replay_size\n")
+    t0 = time.monotonic()
+    while not stop.is_set():
+        try:
+            s = rc.sample(cfg.table, cfg.batch_size, schema=schema, torch=True,
+                          timeout=SAMPLE_WAIT_S)
+        except RateLimited:
+            if r.exists(keys.stop):
+                break
+            continue
+        td, mask = sequence_td(net, target_net, s.items, cfg)
+        w = s.weights[:, None]
+        loss = (w * 0.5 * td.pow(2)).sum() / mask.sum().clamp(min=1.0)
+        opt.zero_grad()
+        loss.backward()
+        nn.utils.clip_grad_norm_(net.parameters(), cfg.grad_clip)
+        opt.step()
+        rc.update(cfg.table, s.ids, mixed_priority(td.detach(), mask, cfg.priority_eta).numpy())
+        steps += 1
+        samples += cfg.batch_size
+        losses.append(float(loss))
+        if steps % cfg.target_update == 0:
+            target_net.load_state_dict(net.state_dict())
+        if steps % cfg.publish_every == 0:
+            version = publish(r, keys, net, version, samples)
+        now = time.monotonic()
+        if now - t_log >= 5.0:
+            size = int(rc.info(cfg.table)["size"])
+            print(f"learner: {steps} steps, loss {np.mean(losses):.4f}, replay {size} "
+                  f"sequences, params v{version}", flush=True)
+            metrics.write(f"{now - t0:.1f},{steps},{np.mean(losses):.5f},,{size}\n")
+            metrics.flush()
+            losses.clear()
+            t_log = now
+    publish(r, keys, net, version, samples)
+    torch.save({"model": net.state_dict(), "config": asdict(cfg), "learner_steps": steps},
+               out / "checkpoint.pt")
+    metrics.close()
+    print(f"learner: stopped after {steps} steps", flush=True)
+    rc.close()
+    r.close()
+
+
+# ---------------------------------------------------------------------------------------
+# 8. evaluation and the demo
+# ---------------------------------------------------------------------------------------
+
+
+def evaluate(net: RecurrentQNet, cfg: R2D2Config, episodes: int, seed: int,
+             stop_below: float | None = None, deadline: float = math.inf) -> list[float]:
+    """Greedy episodes (the recurrent state carried through each) on fresh seeds seed,
+    seed + 1, ...; stops after the first return below ``stop_below`` or at ``deadline``."""
+    env = make_env(cfg)
+    out: list[float] = []
+    try:
+        for ep in range(episodes):
+            obs, _ = env.reset(seed=seed + ep)
+            state, prev, total = net.initial_state(1), 0, 0.0
+            while True:
+                with torch.inference_mode():
+                    q, state = net(torch.from_numpy(obs)[None, None], torch.tensor([[prev]]),
+                                   state)
+                prev = int(q[0, 0].argmax())
+                obs, reward, terminated, truncated, _ = env.step(prev)
+                total += float(reward)
+                if terminated or truncated or time.monotonic() > deadline:
+                    break
+            if time.monotonic() > deadline:
+                break
+            out.append(total)
+            if stop_below is not None and total < stop_below:
+                break
+    finally:
+        env.close()
+    return out
+
+
+class R2D2Demo:
+    """The appliance, the learner and the actors as processes (actors.demo's helpers),
+    screened every eval_every_s, stopped when solved or at the end of the budget."""
+
+    def __init__(self, cfg: R2D2Config, stack: str, minutes: float, out: Path) -> None:
+        self.cfg, self.stack_requested, self.minutes, self.out = cfg, stack, minutes, out
+        self.stack = "kernel"
+        self.server: Any = None
+        self.children: list[Any] = []
+        self.t0 = time.monotonic()
+        self.evals: list[dict[str, Any]] = []
+
+    def say(self, msg: str) -> None:
+        print(f"[{time.monotonic() - self.t0:6.1f}s] {msg}", flush=True)
+
+    def start_server(self) -> None:
+        from actors.demo import HOST, DemoError, dpdk_possible, start_appliance
+        from pyctl.proc import free_port
+
+        stack = self.stack_requested
+        if stack == "auto":
+            why = dpdk_possible()
+            stack = "kernel" if why else "dpdk"
+        try:
+            self.server, host, port = start_appliance(stack, free_port(HOST), self.out,
+                                                      netns_name=NETNS, subnet=SUBNET)
+        except DemoError as e:
+            if stack == "kernel":
+                raise
+            self.say(f"the dpdk stack did not start ({str(e).splitlines()[0]}); "
+                     f"using the kernel stack")
+            self._netns_down()
+            stack = "kernel"
+            self.server, host, port = start_appliance(stack, free_port(HOST), self.out)
+        self.stack = stack
+        self.cfg = dataclasses.replace(self.cfg, host=host, port=port)
+        self.say(f"inreplay appliance: {stack} stack on {host}:{port}")
+
+    def _netns_down(self) -> None:
+        from pyctl import netns
+
+        if NETNS in netns.namespaces():
+            netns.down(NETNS)
+
+    def start_processes(self) -> None:
+        from actors.demo import Child
+
+        path = self.out / "config.json"
+        path.write_text(json.dumps(asdict(self.cfg), indent=1))
+        py = [sys.executable, "-m", "actors.r2d2", "--config", str(path)]
+        self.children.append(Child("learner", [*py, "--role", "learner"],
+                                   self.out / "learner.log"))
+        for i in range(self.cfg.num_actors):
+            self.children.append(Child(f"actor {i}", [*py, "--role", "actor", "--actor-id",
+                                                      str(i)], self.out / f"actor-{i}.log"))
+
+    def check(self) -> None:
+        from actors.demo import DemoError
+
+        for c in [*self.children, self.server]:
+            if c is not None and c.proc.poll() is not None:
+                raise DemoError(f"{c.name} exited with status {c.proc.returncode}:\n{c.tail()}")
+
+    def stop(self) -> None:
+        for c in self.children:
+            if c.alive():
+                with contextlib.suppress(ProcessLookupError):
+                    c.proc.send_signal(signal.SIGTERM)
+        for c in self.children:
+            c.stop(timeout=20.0)
+        self.children = []
+        if self.server is not None:
+            self.server.stop(timeout=15.0)
+            self.server = None
+        if self.stack == "dpdk":
+            self._netns_down()
+
+    def run(self) -> dict[str, Any]:
+        import redis
+
+        from actors.model import BlobError, load_blob
+
+        cfg = self.cfg
+        keys = keys_of(cfg)
+        r = redis.Redis(host=cfg.host, port=cfg.port, protocol=2, socket_timeout=60)
+        self.start_processes()
+        self.say(f"learner and {cfg.num_actors} actors started; logs in {self.out}/")
+        net = build_net(cfg).eval()
+        item_bytes = sequence_schema(cfg, net.torso[0].in_features - net.n_actions).itemsize
+        budget = self.minutes * 60.0
+        deadline = self.t0 + budget - 20.0  # the last evaluation and the shutdown
+        solved: dict[str, Any] | None = None
+        seen_version, last_eval, first = 0, 0.0, None
+        steps_rate = 0.0
+
+        def counters() -> tuple[int, int, int, int]:
+            frames, samples, version = r.mget(keys.frames, keys.samples, keys.version)
+            return int(frames or 0), int(samples or 0), int(version or 0), r.llen(keys.returns)
+
+        def inserted() -> int:
+            return int(r.get(keys.transitions) or 0)
+
+        def pull() -> int:
+            blob, v = r.mget(keys.params, keys.version)
+            if blob is None:
+                return 0
+            try:
+                load_blob(net, blob)
+            except BlobError as e:
+                self.say(f"cannot load parameters: {e}")
+                return 0
+            return int(v or 0)
+
+        def run_eval(v: int, episodes: int, seed: int, stop_below: float | None,
+                     kind: str, until: float = math.inf) -> list[float]:
+            t = time.monotonic()
+            rets = evaluate(net, cfg, episodes, seed, stop_below, until)
+            self.evals.append({"t": round(time.monotonic() - self.t0, 1), "kind": kind,
+                               "params_version": v, "returns": rets,
+                               "mean": float(np.mean(rets)) if rets else None,
+                               "seconds": round(time.monotonic() - t, 1)})
+            return rets
+
+        t_status = 0.0
+        while time.monotonic() < deadline:
+            time.sleep(0.5)
+            self.check()
+            frames, samples, version, episodes = counters()
+            now = time.monotonic()
+            if samples and first is None:
+                first = (now, samples)
+            if first and now - first[0] > 1.0:
+                steps_rate = (samples - first[1]) / cfg.batch_size / (now - first[0])
+            if now - t_status >= 10.0:
+                recent = [float(x.split()[2]) for x in r.lrange(keys.returns, -20, -1)]
+                self.say(f"actors {frames} steps, {episodes} episodes (last 20: mean "
+                         f"{np.mean(recent) if recent else 0:.0f}) | learner "
+                         f"{samples // cfg.batch_size} steps ({steps_rate:.1f}/s) | "
+                         f"params v{version}")
+                t_status = now
+            if now - last_eval < cfg.eval_every_s or version == seen_version or not samples:
+                continue
+            last_eval = now
+            v = pull()
+            if not v:
+                continue
+            seen_version = v
+            screen = run_eval(v, cfg.screen_episodes, 20_000 + 100 * len(self.evals),
+                              cfg.solve_return, "screen")
+            self.say(f"screening v{v}: {screen}")
+            if len(screen) < cfg.screen_episodes or min(screen) < cfg.solve_return:
+                continue
+            full = run_eval(v, cfg.eval_episodes, 1_000_000, None, "final")
+            self.say(f"parameters v{v}: {len(full)} greedy episodes, mean {np.mean(full):.1f}")
+            if len(full) == cfg.eval_episodes and np.mean(full) >= cfg.solve_return:
+                solved = {"version": v, "returns": full, "t": time.monotonic() - self.t0}
+                torch.save({"model": net.state_dict(), "config": asdict(cfg),
+                            "params_version": v}, self.out / "evaluated.pt")
+                break
+        frames, samples, version, episodes = counters()
+        sequences = inserted()
+        r.set(keys.stop, 1)
+        self.stop()
+        if solved is None:  # the learner published its last parameters on the way out
+            rets = run_eval(version, cfg.eval_episodes, 1_000_000, None, "final",
+                            time.monotonic() + 15.0) if self._pull_last(net) else []
+            result = {"version": version, "returns": rets, "t": None}
+        else:
+            result = solved
+        rets = result["returns"]
+        mean = float(np.mean(rets)) if rets else None
+        return {
+            "algo": "r2d2", "env": f"{cfg.env_id} (velocities hidden)",
+            "solved": bool(mean is not None and len(rets) == cfg.eval_episodes
+                           and mean >= cfg.solve_return),
+            "solve_return": cfg.solve_return,
+            "solved_at_s": None if result["t"] is None else round(result["t"], 1),
+            "eval_return_mean": mean, "eval_episodes": len(rets), "eval_returns": rets,
+            "eval_params_version": result["version"],
+            "stack": self.stack, "stack_requested": self.stack_requested,
+            "wall_s": None, "env_steps": frames, "episodes": episodes,
+            "learner_steps": samples // cfg.batch_size, "learner_samples": samples,
+            "learner_steps_per_s": round(steps_rate, 2), "params_version": version,
+            "sequence": {"seq_len": cfg.seq_len, "period": cfg.period, "burn_in": cfg.burn_in},
+            "sequences_inserted": sequences,
+            "samples_per_insert": round(samples / sequences, 2) if sequences else None,
+            "item_bytes": item_bytes,
+            "stored_bytes_per_step": round(item_bytes / cfg.period, 1),
+            "evaluations": self.evals,
+            "machine": {"cpus": os.cpu_count(), "load_avg_1m": os.getloadavg()[0],
+                        "python": platform.python_version(), "torch": torch.__version__},
+            "config": asdict(cfg),
+        }
+
+    def _pull_last(self, net: RecurrentQNet) -> bool:
+        """The learner's checkpoint (written on SIGTERM) after the appliance is gone."""
+        path = self.out / "checkpoint.pt"
+        if not path.exists():
+            return False
+        net.load_state_dict(torch.load(path, weights_only=True)["model"])
+        return True
+
+
+def parse(argv: list[str] | None) -> tuple[argparse.Namespace, R2D2Config]:
+    from actors.config import Parser
+
+    p = Parser(prog="python -m actors.r2d2", description=__doc__,
+               formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--stack", choices=["auto", "kernel", "dpdk"], default="auto",
+                   help="the appliance's network stack (auto: dpdk when possible)")
+    p.add_argument("--minutes", type=float, default=10.0,
+                   help="wall-time budget of the whole run, evaluation included (default 10)")
+    p.add_argument("--out", default="out/demo-r2d2", help="output directory")
+    p.add_argument("--actors", type=int, default=argparse.SUPPRESS,
+                   help="actor processes (default 2)")
+    p.add_argument("--config", default=None, help=argparse.SUPPRESS)
+    p.add_argument("--role", choices=["demo", "learner", "actor"], default="demo",
+                   help=argparse.SUPPRESS)
+    p.add_argument("--actor-id", type=int, default=0, help=argparse.SUPPRESS)
+    config_flags(p)
+    args = p.parse_args(argv)
+    if args.config:
+        cfg = R2D2Config(**json.loads(Path(args.config).read_text()))
+    else:
+        given = {f.name: getattr(args, f.name) for f in fields(R2D2Config)
+                 if hasattr(args, f.name)}
+        cfg = R2D2Config(**{**CARTPOLE, **given, "out_dir": args.out,
+                            "num_actors": getattr(args, "actors", 2)})
+    try:
+        cfg.validate()
+    except ValueError as e:
+        p.error(str(e))
+    if args.minutes <= 0:
+        p.error("--minutes must be > 0")
+    return args, cfg
+
+
+def main(argv: list[str] | None = None) -> int:
+    args, cfg = parse(argv)
+    torch.set_num_threads(1)
+    stop = threading.Event()
+    if args.role != "demo":
+        def on_signal(signum: int, frame: Any) -> None:
+            stop.set()
+
+        signal.signal(signal.SIGTERM, on_signal)
+        signal.signal(signal.SIGINT, on_signal)
+        if args.role == "learner":
+            run_learner(cfg, stop)
+        else:
+            run_actor(cfg, args.actor_id, stop)
+        return 0
+    import redis
+
+    from actors.demo import DemoError
+
+    out = Path(cfg.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    for stale in ("summary.json", "checkpoint.pt", "evaluated.pt"):
+        (out / stale).unlink(missing_ok=True)
+    demo = R2D2Demo(cfg, args.stack, args.minutes, out)
+
+    def on_term(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    old = signal.signal(signal.SIGTERM, on_term)
+    summary: dict[str, Any] | None = None
+    code = 0
+    try:
+        demo.start_server()
+        summary = demo.run()
+    except KeyboardInterrupt:
+        demo.say("interrupted: stopping every process")
+        code = 130
+    except DemoError as e:
+        demo.say(f"r2d2 demo: {e}")
+        code = 1
+    except redis.RedisError as e:  # the appliance went away (or refused) mid-run
+        demo.say(f"r2d2 demo: lost the appliance on {demo.cfg.host}:{demo.cfg.port}: {e}"
+                 + (f"\n{demo.server.name} log ends:\n{demo.server.tail(5)}"
+                    if demo.server is not None else ""))
+        code = 1
+    finally:
+        demo.stop()
+        signal.signal(signal.SIGTERM, old)
+    if summary is None:
+        print("solved: false")
+        return code
+    summary["wall_s"] = round(time.monotonic() - demo.t0, 1)
+    (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+    print(f"\nR2D2 on {summary['env']}, {summary['stack']} stack: evaluation "
+          f"{summary['eval_return_mean'] or float('nan'):.1f} over {summary['eval_episodes']} "
+          f"episodes after {summary['learner_steps']} learner steps "
+          f"({summary['learner_steps_per_s']:.1f}/s) and {summary['env_steps']} env steps in "
+          f"{summary['wall_s']:.0f} s; wrote {out}/summary.json")
+    print(f"solved: {'true' if summary['solved'] else 'false'}")
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,296 @@
+"""R2D2 (actors/r2d2.py): value rescaling, mixed priorities, n-step targets, burn-in with
+stored state, the sequence writer, and the whole demo solving masked CartPole."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from actors.r2d2 import (
+    CARTPOLE,
+    MaskVelocity,
+    R2D2Config,
+    RecurrentQNet,
+    SequenceWriter,
+    inverse_value_rescale,
+    make_env,
+    mixed_priority,
+    nstep_targets,
+    sequence_schema,
+    sequence_td,
+    value_rescale,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+# ---- value rescaling -----------------------------------------------------------------
+
+
+def test_value_rescale_values_and_inverse() -> None:
+    eps = 1e-3
+    x = torch.tensor([-1e4, -500.0, -3.0, -1.0, -1e-3, 0.0, 1e-3, 1.0, 3.0, 99.0, 500.0, 1e4],
+                     dtype=torch.float64)
+    h = value_rescale(x, eps)
+    # the definition, by hand: h(3) = sqrt(4) - 1 + 0.003, h is odd and increasing
+    assert h[8].item() == pytest.approx(1.003)
+    assert h[5].item() == 0.0
+    assert torch.allclose(h, -value_rescale(-x, eps))
+    assert bool((h[1:] > h[:-1]).all())
+    assert torch.allclose(inverse_value_rescale(h, eps), x, rtol=1e-9, atol=1e-9)
+    y = torch.linspace(-50, 50, 1001, dtype=torch.float64)
+    assert torch.allclose(value_rescale(inverse_value_rescale(y, eps), eps), y, atol=1e-9)
+    # h compresses: a return of 100 becomes about 9.1
+    assert value_rescale(torch.tensor(100.0), eps).item() == pytest.approx(
+        np.sqrt(101) - 1 + 0.1, rel=1e-6)
+
+
+# ---- mixed priorities ----------------------------------------------------------------
+
+
+def test_mixed_priority_is_09_max_plus_01_mean_over_masked_steps() -> None:
+    td = torch.tensor([[1.0, -4.0, 2.0, 100.0],
+                       [0.5, 0.5, -0.5, 0.5],
+                       [3.0, 3.0, 3.0, 3.0]])
+    mask = torch.tensor([[1.0, 1.0, 1.0, 0.0],   # the 100 is padding: ignored
+                         [1.0, 1.0, 1.0, 1.0],
+                         [0.0, 0.0, 0.0, 0.0]])  # no step with a target: priority 0
+    p = mixed_priority(td, mask, 0.9)
+    assert p[0].item() == pytest.approx(0.9 * 4.0 + 0.1 * (1 + 4 + 2) / 3)
+    assert p[1].item() == pytest.approx(0.5)
+    assert p[2].item() == 0.0
+    assert mixed_priority(td, mask, 1.0)[0].item() == pytest.approx(4.0)
+    assert mixed_priority(td, mask, 0.0)[0].item() == pytest.approx(7 / 3)
+
+
+# ---- n-step targets --------------------------------------------------------------------
+
+
+def _nstep_reference(reward: list[float], done: list[float], mask: list[float],
+                     valid: list[float], n: int, gamma: float) -> list[tuple[float, int, float,
+                                                                             float]]:
+    """The targets' pieces by plain loops: (return, bootstrap index, discount, has target)."""
+    out = []
+    T = len(reward)  # noqa: N806
+    for t in range(T):
+        ret, g, k, term = 0.0, 1.0, 0, False
+        for i in range(n):
+            s = t + i
+            if s >= T or not mask[s] or not (done[s] or (s + 1 < T and valid[s + 1])):
+                break
+            ret += g * reward[s]
+            g *= gamma
+            k += 1
+            if done[s]:
+                term = True
+                break
+        out.append((ret, min(t + k, T - 1), 0.0 if term else g,
+                    1.0 if mask[t] and k > 0 else 0.0))
+    return out
+
+
+def test_nstep_targets_match_plain_loops() -> None:
+    rng = np.random.default_rng(3)
+    cases = [  # (reward, done, mask, valid): terminated, truncated, mid-sequence windows
+        ([1, 1, 1, 1, 0, 0], [0, 0, 0, 1, 0, 0], [1, 1, 1, 1, 0, 0], [1, 1, 1, 1, 1, 0]),
+        ([1, 2, 3, 4, 0, 0], [0, 0, 0, 0, 0, 0], [1, 1, 1, 1, 0, 0], [1, 1, 1, 1, 1, 0]),
+        ([1, 1, 1, 1, 1, 1], [0, 0, 0, 0, 0, 0], [1, 1, 1, 1, 1, 1], [1, 1, 1, 1, 1, 1]),
+        ([5, 0, 0, 0, 0, 0], [1, 0, 0, 0, 0, 0], [1, 0, 0, 0, 0, 0], [1, 1, 0, 0, 0, 0]),
+    ]
+    for _ in range(20):
+        T = 7  # noqa: N806
+        n_real = int(rng.integers(1, T + 1))
+        term = bool(rng.integers(2))
+        mask = [1.0] * n_real + [0.0] * (T - n_real)
+        valid = [1.0] * min(T, n_real + 1) + [0.0] * (T - min(T, n_real + 1))
+        done = [0.0] * T
+        if term:
+            done[n_real - 1] = 1.0
+        cases.append((list(rng.normal(size=T)), done, mask, valid))
+    for n in (1, 3, 5):
+        for reward, done, mask, valid in cases:
+            ret, idx, disc, has = nstep_targets(*(torch.tensor([x], dtype=torch.float32)
+                                                  for x in (reward, done, mask, valid)),
+                                                n=n, gamma=0.9)
+            want = _nstep_reference(reward, done, mask, valid, n, 0.9)
+            for t, (r, i, d, h) in enumerate(want):
+                assert has[0, t].item() == h, (n, reward, done, t)
+                if h:
+                    assert ret[0, t].item() == pytest.approx(r, abs=1e-5), (n, t)
+                    assert idx[0, t].item() == i and disc[0, t].item() == pytest.approx(d)
+
+
+# ---- burn-in and stored state -----------------------------------------------------------
+
+
+def _batch(cfg: R2D2Config, b: int, seed: int = 0) -> dict[str, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    L, H = cfg.seq_len, cfg.hidden  # noqa: N806
+    done = torch.zeros(b, L)
+    done[0, L - 3] = 1.0
+    mask = torch.ones(b, L)
+    mask[0, L - 2:] = 0.0
+    valid = torch.ones(b, L)
+    valid[0, L - 1:] = 0.0
+    return {"obs": torch.randn(b, L, 2, generator=g),
+            "prev_action": torch.randint(0, 2, (b, L), generator=g),
+            "action": torch.randint(0, 2, (b, L), generator=g),
+            "reward": torch.ones(b, L), "done": done, "mask": mask, "valid": valid,
+            "h0": torch.randn(b, H, generator=g), "c0": torch.randn(b, H, generator=g)}
+
+
+def test_burn_in_gets_no_gradient_and_uses_the_stored_state() -> None:
+    cfg = R2D2Config(seq_len=12, period=6, burn_in=5, hidden=16, n_step=3, gamma=0.99)
+    torch.manual_seed(0)
+    net = RecurrentQNet(2, 2, cfg.hidden)
+    target = RecurrentQNet(2, 2, cfg.hidden)
+    batch = _batch(cfg, 4)
+    batch["obs"].requires_grad_(True)
+    batch["h0"].requires_grad_(True)
+    td, mask = sequence_td(net, target, batch, cfg)
+    assert td.shape == (4, cfg.seq_len - cfg.burn_in)
+    (td.pow(2) * mask).sum().backward()
+    g = batch["obs"].grad
+    assert g is not None
+    assert float(g[:, :cfg.burn_in].abs().sum()) == 0.0, "gradient reached the burn-in steps"
+    assert float(g[:, cfg.burn_in:].abs().sum()) > 0.0
+    assert batch["h0"].grad is None  # the stored state is an input, not trained through
+    assert any(float(p.grad.abs().sum()) > 0 for p in net.parameters() if p.grad is not None)
+    assert all(p.grad is None for p in target.parameters())
+
+    # burning in from (h0, c0) and then training is the same as running the online
+    # net from (h0, c0) over the whole sequence: the TD errors of the trained steps agree
+    batch = {k: v.detach() for k, v in batch.items()}
+    with torch.no_grad():
+        td0, mask0 = sequence_td(net, target, batch, cfg)
+        td_burn0, mask_burn0 = sequence_td(net, target, batch,
+                                           dataclasses.replace(cfg, burn_in=0))
+        # another stored state changes the Q-values: zero state is not the same
+        td_zero, _ = sequence_td(net, target, {**batch, "h0": torch.zeros_like(batch["h0"]),
+                                               "c0": torch.zeros_like(batch["c0"])}, cfg)
+    assert torch.allclose(td0, td_burn0[:, cfg.burn_in:], atol=1e-5)
+    assert torch.equal(mask0, mask_burn0[:, cfg.burn_in:])
+    assert not torch.allclose(td0, td_zero, atol=1e-3)
+    # the padded steps of sequence 0 have no target; the terminated one has
+    assert mask0[0, -2:].tolist() == [0.0, 0.0] and mask0[0, -3].item() == 1.0
+
+
+# ---- the sequence writer ------------------------------------------------------------------
+
+
+def _play(writer: SequenceWriter, rewards: list[float], terminated: bool,
+          ) -> tuple[list[dict[str, np.ndarray]], list[int]]:
+    """A toy episode: obs t is [t, -t], state before step t is t * ones; returns the
+    sequences and the step after which each was emitted (-1: at the episode's end)."""
+    out, when = [], []
+    H = writer.hidden  # noqa: N806
+    for t, r in enumerate(rewards):
+        last = t == len(rewards) - 1
+        got = writer.append(np.array([t, -t], np.float32), max(t - 1, 0), np.full(H, t),
+                            np.full(H, -t), t % 2, r, terminated and last)
+        out += got
+        when += [t] * len(got)
+    got = writer.end_episode(np.array([len(rewards), -len(rewards)], np.float32))
+    return out + got, when + [-1] * len(got)
+
+
+def test_sequence_writer_overlap_period_padding_and_mask() -> None:
+    w = SequenceWriter(seq_len=4, period=2, obs_dim=2, hidden=3)
+    seqs, when = _play(w, [1.0] * 7, terminated=True)
+    # starts 0, 2, 4, 6: two full ones as soon as their 4th step is in, two at the end
+    assert when == [3, 5, -1, -1]
+    starts = [int(s["obs"][0, 0, 0]) for s in seqs]
+    assert starts == [0, 2, 4, 6]
+    for s, start in zip(seqs, starts, strict=True):
+        assert s["h0"][0].tolist() == [start] * 3 and s["c0"][0].tolist() == [-start] * 3
+    # overlap: the last seq_len - period steps of one are the first of the next
+    for a, b in itertools.pairwise(seqs):
+        np.testing.assert_array_equal(a["obs"][0, 2:], b["obs"][0, :2])
+        np.testing.assert_array_equal(a["action"][0, 2:], b["action"][0, :2])
+    assert seqs[0]["mask"][0].tolist() == [1, 1, 1, 1] and seqs[0]["done"][0].sum() == 0
+    # start 4: steps 4, 5, 6 (6 terminated), then the final observation (valid, no mask)
+    s = seqs[2]
+    assert s["mask"][0].tolist() == [1, 1, 1, 0] and s["valid"][0].tolist() == [1, 1, 1, 1]
+    assert s["done"][0].tolist() == [0, 0, 1, 0] and s["obs"][0, 3].tolist() == [7, -7]
+    # start 6: step 6, the final observation, then zero padding
+    s = seqs[3]
+    assert s["mask"][0].tolist() == [1, 0, 0, 0] and s["valid"][0].tolist() == [1, 1, 0, 0]
+    assert s["obs"][0, 2:].sum() == 0 and s["reward"][0].tolist() == [1, 0, 0, 0]
+    assert s["prev_action"][0, 0] == 5
+
+    # the writer starts over after end_episode; a truncated episode ending on a sequence
+    # boundary gets the final observation in a sequence of its own (for the bootstrap)
+    seqs, when = _play(w, [2.0] * 4, terminated=False)
+    assert when == [3, -1] and [int(s["obs"][0, 0, 0]) for s in seqs] == [0, 2]
+    assert seqs[1]["valid"][0].tolist() == [1, 1, 1, 0] and seqs[1]["done"][0].sum() == 0
+
+    # items pack into the table's schema (one row each) and come back unchanged
+    cfg = R2D2Config(seq_len=4, period=2, burn_in=2, hidden=3)
+    schema = sequence_schema(cfg, 2)
+    batch = {k: np.concatenate([s[k] for s in seqs]) for k in seqs[0]}
+    back = schema.unpack(schema.pack(batch))
+    for k in batch:
+        np.testing.assert_array_equal(back[k], batch[k])
+
+    with pytest.raises(ValueError, match="period"):
+        SequenceWriter(seq_len=4, period=5, obs_dim=2, hidden=3)
+
+
+def test_sequence_writer_period_equal_to_length_does_not_overlap() -> None:
+    w = SequenceWriter(seq_len=3, period=3, obs_dim=2, hidden=1)
+    seqs, when = _play(w, [1.0] * 9, terminated=False)
+    assert [int(s["obs"][0, 0, 0]) for s in seqs] == [0, 3, 6] and when == [2, 5, 8]
+    assert len(w.steps) == 0  # nothing kept once emitted
+
+
+def test_masked_cartpole_hides_the_velocities() -> None:
+    env = make_env(R2D2Config())
+    try:
+        assert isinstance(env, MaskVelocity) and env.observation_space.shape == (2,)
+        obs, _ = env.reset(seed=1)
+        full = env.unwrapped.state  # type: ignore[attr-defined]
+        assert obs.tolist() == pytest.approx([full[0], full[2]])
+    finally:
+        env.close()
+
+
+# ---- the demo ---------------------------------------------------------------------------
+
+
+def test_demo_flags_apply_the_cartpole_preset_then_the_flags() -> None:
+    from actors.r2d2 import parse
+
+    args, cfg = parse(["--out", "/tmp/x", "--minutes", "3", "--stack", "kernel",
+                       "--burn-in", "5"])
+    assert cfg.seq_len == CARTPOLE["seq_len"] and cfg.burn_in == 5 and cfg.out_dir == "/tmp/x"
+    assert args.minutes == 3 and args.stack == "kernel"
+    assert R2D2Config().seq_len == 80 and R2D2Config().period == 40  # R2D2's defaults
+    with pytest.raises(SystemExit):
+        parse(["--burn-in", "40"])  # not below seq_len 20
+
+
+@pytest.mark.slow
+def test_r2d2_demo_solves_masked_cartpole_within_ten_minutes(tmp_path: Path) -> None:
+    """Issue 19 item 4: `python -m actors.r2d2` solves CartPole-v1 with the velocities
+    hidden (20 fresh-seed greedy episodes, mean >= 475) within its 10-minute budget."""
+    out = tmp_path / "r2d2"
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
+    proc = subprocess.run([sys.executable, "-m", "actors.r2d2", "--out", str(out),
+                           "--minutes", "10", "--stack", "kernel"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=10 * 60 + 120)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    s = json.loads((out / "summary.json").read_text())
+    assert s["solved"] and s["eval_episodes"] == 20 and s["eval_return_mean"] >= 475, s
+    assert s["learner_steps"] > 0 and s["learner_steps_per_s"] > 0 and s["env_steps"] > 0
+    assert s["wall_s"] <= 10 * 60 + 30
+    assert proc.stdout.strip().splitlines()[-1] == "solved: true"
