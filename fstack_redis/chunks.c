@@ -33,7 +33,7 @@ static uint32_t chunkAlloc(ir_chunk_store *s, uint32_t bytes) {
     if (!h) {
         if (s->used == UINT32_MAX) return 0;
         if (s->used == 0) s->used = 1; /* handle 0 is "none" */
-        if (s->used == s->cap) {
+        if (s->used >= s->cap) {
             uint32_t cap = s->cap ? (s->cap > UINT32_MAX / 2 ? UINT32_MAX : s->cap * 2) : 1024;
             ir_chunk *c = realloc(s->c, (size_t)cap * sizeof(*c));
             if (!c) return 0;
