@@ -29,8 +29,14 @@ import redis
 
 from pyctl.client import ReplayClient, SampleInfo, create_args, sample_args
 
-__all__ = ["StepRef", "TrajectoryWriter", "TrajectorySample", "create_trajectory_table",
-           "sample_trajectories", "chunk_stats"]
+__all__ = [
+    "StepRef",
+    "TrajectorySample",
+    "TrajectoryWriter",
+    "chunk_stats",
+    "create_trajectory_table",
+    "sample_trajectories",
+]
 
 
 def _conn(client: ReplayClient | redis.Redis) -> redis.Redis:
