@@ -95,6 +95,7 @@ bench: build
 	$(PY) bench/swarm.py --item-bytes 640,49404 --phases learner,apex --seconds 10 \
 	  --json $(BUILD)/bench-swarm-atari.json
 	$(PY) bench/compress.py --json $(BUILD)/bench-compress.json
+	$(PY) bench/trajectory_bytes.py --json $(BUILD)/bench-trajectory.json --readme README.md
 	$(PY) bench/limiter.py --seconds 600 --json $(BUILD)/bench-limiter.json
 	$(PY) bench/report.py --sumtree $(BUILD)/bench-sumtree.json \
 	  --swarm $(BUILD)/bench-swarm.json --swarm $(BUILD)/bench-swarm-atari.json \

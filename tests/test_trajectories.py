@@ -217,6 +217,9 @@ def test_save_refuses_while_trajectories_exist(r: redis.Redis) -> None:
     msg = err(r, "SAVE")
     assert "snapshots cannot hold trajectories yet" in msg and "REPLAY.DROP" in msg
     assert "cannot hold trajectories" in err(r, "BGSAVE")
+    assert "cannot hold trajectories" in err(r, "DEBUG", "RELOAD")
+    assert "SHUTDOWN" in err(r, "SHUTDOWN", "SAVE")  # Redis's words; the server keeps running
+    assert r.ping()
     r.execute_command("REPLAY.DROP", "keep")
     r.execute_command("REPLAY.STREAM", "s2", "FIELDS", 1, "a", "uint8", "")
     assert "streams" in err(r, "SAVE")
