@@ -247,7 +247,7 @@ int streamAppend(ir_chunk_store *s, ir_stream *st, uint64_t n, const char *const
         uint32_t sb = st->fields[f].step_bytes;
         for (uint64_t i = 0; i < n; i++) {
             uint64_t step = st->nsteps + i, k = step / S;
-            if (k < end - fresh) continue; /* in a chunk already dropped (a huge batch) */
+            if (k + st->ring < end) continue; /* a chunk already dropped (a huge batch) */
             uint32_t h = st->held[(size_t)f * st->ring + k % st->ring];
             /* contiguous run to the end of this chunk */
             uint64_t run = S - step % S;
