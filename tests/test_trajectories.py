@@ -225,3 +225,27 @@ def test_save_refuses_while_trajectories_exist(r: redis.Redis) -> None:
     assert "streams" in err(r, "SAVE")
     r.execute_command("REPLAY.STREAM", "s2", "DROP")
     assert r.execute_command("SAVE") in (b"OK", "OK", True)
+
+
+def test_blocked_sample_wakes_on_items(inreplay_server: ServerProcess, r: redis.Redis) -> None:
+    """MIN_SIZE holds a TRAJECTORY table's SAMPLE ... TIMEOUT until REPLAY.ITEM fills it."""
+    import threading
+    create_trajectory_table(r, "wait", 10, min_size=2)
+    w = TrajectoryWriter(r, "wz", SIG)
+    got: list[Any] = []
+    other = inreplay_server.client()
+    th = threading.Thread(target=lambda: got.append(
+        sample_trajectories(other, "wait", 2, timeout=10)))
+    th.start()
+    rng = np.random.default_rng(4)
+    ep = episode(rng, 3)
+    for i in range(3):
+        w.append(steps(ep, i))
+    w.create_item("wait", 1.0, {"obs": w.history["obs"][0:2]})
+    w.flush()
+    assert not got  # one item: still below MIN_SIZE
+    w.create_item("wait", 1.0, {"obs": w.history["obs"][1:3]})
+    w.flush()
+    th.join(10)
+    other.close()
+    assert got and got[0].columns["obs"].shape == (2, 2, 4, 3)
