@@ -4,14 +4,14 @@ PY        ?= python3
 BUILD     ?= build
 ASAN      ?= build-asan
 APT_PKGS  := build-essential pkg-config redis-server redis-tools clang libclang-rt-14-dev \
-             iproute2 ethtool dpdk dpdk-dev libdpdk-dev liblwip-dev zlib1g-dev dpkg-dev tcl
+             iproute2 ethtool dpdk dpdk-dev libdpdk-dev liblwip-dev zlib1g-dev dpkg-dev tcl patch
 # lwIP for the DPDK stack is built from Debian's source package (apt-get source)
 LWIP_SRC  := build-deps/lwip-src
 SUDO      := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 STAMP     := .deps-stamp
-EXTRAS    ?= dev,bench,rl,ray
+EXTRAS    ?= dev,bench,rl,ray,torchrl
 
-.PHONY: all deps build test test-c test-py test-fuzz lint demo bench soak fuzz clean
+.PHONY: all deps build test test-c test-py test-fuzz lint demo bench bench-peers soak fuzz clean
 FUZZ_SECONDS ?= 300
 
 all: build
@@ -50,7 +50,7 @@ test-c: build $(ASAN)/build.ninja
 	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 meson test -C $(ASAN) --print-errorlogs
 
 lint: deps
-	$(PY) -m ruff check pyctl tests bench actors learner
+	$(PY) -m ruff check pyctl tests bench actors learner integrations
 
 test-py: build
 	$(PY) -m pytest -q tests
@@ -78,6 +78,7 @@ demo: build
 # DPDK breakdowns of every workload a goal judges; CartPole on both stacks. ~35 min.
 bench: build
 	$(PY) bench/sumtree.py --json $(BUILD)/bench-sumtree.json
+	$(PY) bench/server_time.py --items 100000,2000000 --rounds 3 --json $(BUILD)/bench-server-time.json
 	@[ ! -f $(BUILD)/bench-latency.json ] || cp $(BUILD)/bench-latency.json $(BUILD)/bench-latency.prev.json
 	$(PY) bench/latency.py --mtu 1500,9000 --paths shared,kernel-default \
 	  --json $(BUILD)/bench-latency.json --plots $(BUILD)/bench-plots
@@ -97,16 +98,27 @@ bench: build
 	$(PY) bench/compress.py --json $(BUILD)/bench-compress.json
 	$(PY) bench/trajectory_bytes.py --json $(BUILD)/bench-trajectory.json --readme README.md
 	$(PY) bench/limiter.py --seconds 600 --json $(BUILD)/bench-limiter.json
+	-$(PY) bench/peers.py --json $(BUILD)/bench-peers.json
 	$(PY) bench/report.py --sumtree $(BUILD)/bench-sumtree.json \
 	  --swarm $(BUILD)/bench-swarm.json --swarm $(BUILD)/bench-swarm-atari.json \
 	  --compress $(BUILD)/bench-compress.json --limiter $(BUILD)/bench-limiter.json \
+	  --server-time $(BUILD)/bench-server-time.json \
 	  --latency $(BUILD)/bench-latency.json --throughput $(BUILD)/bench-throughput.json \
 	  --latency-prev $(BUILD)/bench-latency.prev.json \
 	  --demo $(BUILD)/bench-cartpole/summary.json \
 	  --demo-kernel $(BUILD)/bench-cartpole-kernel/summary.json \
 	  --breakout $(BUILD)/bench-breakout/summary.json \
 	  $$([ -f $(BUILD)/bench-breakdown.json ] && echo --breakdown $(BUILD)/bench-breakdown.json) \
-	  $$([ -f $(BUILD)/bench-latency-xdp.json ] && echo --nics $(BUILD)/bench-latency-xdp.json)
+	  $$([ -f $(BUILD)/bench-latency-xdp.json ] && echo --nics $(BUILD)/bench-latency-xdp.json) \
+	  $$([ -f $(BUILD)/bench-peers.json ] && echo --peers $(BUILD)/bench-peers.json)
+
+# Issue 21: inreplay against Reverb 0.14, TorchRL 0.14, cpprb and Redis + a learner-side
+# tree (the Ape-X loop at 128 B, 640 B and 28 KB items). Makes build/peers-venv (Reverb +
+# TensorFlow) and build/peers-venv-torchrl (torch 2.14.1 for TorchRL's extension) on first
+# use. PEERS_ARGS=--quick took 11 min on a loaded 2-core machine (the full run is longer).
+bench-peers: build
+	$(PY) bench/peers.py --json $(BUILD)/bench-peers.json $(PEERS_ARGS)
+	$(PY) bench/report.py --peers $(BUILD)/bench-peers.json
 
 # Issue 11's verification: Redis 7.0.15's own unit tests (Debian's source package,
 # fetched into build-deps/) in external-server mode against stock redis-server and
@@ -126,4 +138,13 @@ clean:
 # both stacks. `make test` runs each fault once in both directions with 2 MB values.
 .PHONY: faults
 faults: build
-	INREPLAY_FAULTS=full $(PY) -m pytest -q tests/test_impair.py tests/test_faults.py
+	INREPLAY_FAULTS=full $(PY) -m pytest -q tests/test_impair.py tests/test_faults.py \
+	  tests/test_tcp_recovery.py
+
+# Issue 23's fault benchmark (root): both stacks under 0.1/1/5% loss, reordering and
+# duplication, GET 64 B-13 MB, SAMPLE 512 x 28 KB, first replies on fresh connections;
+# the README's fault block and goals. FAULTS_ARGS=--quick: about 8 minutes.
+.PHONY: bench-faults
+bench-faults: build
+	$(PY) bench/faults.py $(FAULTS_ARGS) --json $(BUILD)/bench-faults.json
+	$(PY) bench/report.py --faults $(BUILD)/bench-faults.json

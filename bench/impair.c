@@ -16,6 +16,10 @@
  *                       delay, out of the FIFO, so later frames overtake it
  *   duplicate=1%        send the frame twice
  *   burst=30%/2s        loss rate and length of a burst (SIGUSR1 starts one)
+ *   drop=3+7            drop exactly the 3rd and the 7th TCP segment that takes
+ *                       sequence space (data, SYN or FIN; IPv4), counted from when
+ *                       the spec was loaded (up to 16 numbers): a deterministic
+ *                       loss, e.g. the SYN-ACK, a reply segment or a retransmission
  *
  * Direction "ab" is frames received on --a and sent on --b; "ba" the reverse.
  * Signals: SIGUSR1 starts a loss burst (in each direction with a burst set);
@@ -66,6 +70,8 @@ struct params {
     int64_t delay_ns, jitter_ns, reorder_ns;
     double burst_loss;
     int64_t burst_ns;
+    uint32_t drop[16]; /* drop=N+M...: the sequence-space segments to drop, 1-based, ascending */
+    unsigned ndrop;
 };
 
 struct counters {
@@ -80,6 +86,7 @@ struct dir {
     int64_t fifo_due;   /* due time of the last in-order frame (keeps jitter from reordering) */
     int64_t burst_until; /* monotonic ns; 0: no burst */
     bool burst_on;       /* burst with no end (burst=P%/0s toggles) */
+    uint64_t data_segs;  /* TCP data/SYN/FIN segments seen since the spec was loaded (drop=) */
 };
 
 struct slot {
@@ -226,6 +233,19 @@ static int parse_item(struct params *p, const char *key, const char *v)
         else
             return *end ? -1 : 0;
         return parse_time(end, &p->jitter_ns, &end) || *end ? -1 : 0;
+    }
+    if (strcmp(key, "drop") == 0) {
+        p->ndrop = 0;
+        for (const char *c = v; *c;) {
+            char *e;
+            unsigned long n = strtoul(c, &e, 10);
+            if (e == c || n == 0 || n > UINT32_MAX || p->ndrop == 16 ||
+                (p->ndrop && n <= p->drop[p->ndrop - 1]) || (*e && (*e != '+' || !e[1])))
+                return -1;
+            p->drop[p->ndrop++] = (uint32_t)n;
+            c = *e ? e + 1 : e;
+        }
+        return p->ndrop ? 0 : -1;
     }
     if (strcmp(key, "burst") == 0) {
         if (parse_percent(v, &p->burst_loss))
@@ -424,6 +444,33 @@ static double loss_now(struct dir *d, int64_t now, bool *in_burst)
     return *in_burst && d->p.burst_loss > d->p.loss ? d->p.burst_loss : d->p.loss;
 }
 
+/* True if the frame is an IPv4 TCP segment (unfragmented) that takes sequence space:
+ * data, SYN or FIN. */
+static bool tcp_data(const uint8_t *f, uint32_t len)
+{
+    if (len < 14 + 20 || f[12] != 0x08 || f[13] != 0x00)
+        return false;
+    const uint8_t *ip = f + 14;
+    unsigned ihl = (unsigned)(ip[0] & 0x0f) * 4, tot = (unsigned)ip[2] << 8 | ip[3];
+    if ((ip[0] >> 4) != 4 || ip[9] != 6 || ihl < 20 || (ip[6] & 0x1f) || ip[7] ||
+        len < 14 + ihl + 20 || tot < ihl + 20)
+        return false;
+    unsigned doff = (unsigned)(ip[ihl + 12] >> 4) * 4, tflags = ip[ihl + 13];
+    return tot > ihl + doff || (tflags & 0x03); /* payload, or SYN/FIN */
+}
+
+/* drop=: is this the direction's next listed data segment? */
+static bool drop_listed(struct dir *d, uint32_t s)
+{
+    if (!d->p.ndrop || !tcp_data(slot_data(s), slots[s].len))
+        return false;
+    uint64_t k = ++d->data_segs;
+    for (unsigned i = 0; i < d->p.ndrop; i++)
+        if (d->p.drop[i] == k)
+            return true;
+    return false;
+}
+
 /* A frame of direction `di` is in slot s: decide its fate. */
 static void handle(int di, uint32_t s, int64_t now)
 {
@@ -434,6 +481,11 @@ static void handle(int di, uint32_t s, int64_t now)
     bool in_burst;
     double loss = loss_now(d, now, &in_burst);
     d->c.received++;
+    if (drop_listed(d, s)) {
+        d->c.dropped++;
+        free_list[nfree++] = s;
+        return;
+    }
     if (u_loss < loss) {
         d->c.dropped++;
         if (in_burst && u_loss >= d->p.loss)
@@ -669,8 +721,10 @@ int main(int argc, char **argv)
         if (sig_hup) {
             sig_hup = 0;
             if (spec_file && load_spec_file(np) == 0)
-                for (int d = 0; d < NDIR; d++)
+                for (int d = 0; d < NDIR; d++) {
                     dirs[d].p = np[d];
+                    dirs[d].data_segs = 0;
+                }
         }
         if (sig_usr2) {
             sig_usr2 = 0;

@@ -5,7 +5,8 @@
                            [--breakdown build/bench-breakdown.json]
                            [--demo build/bench-cartpole/summary.json]
                            [--demo-kernel build/bench-cartpole-kernel/summary.json]
-                           [--breakout build/bench-breakout/summary.json] [--readme README.md]
+                           [--breakout build/bench-breakout/summary.json]
+                           [--faults build/bench-faults.json] [--readme README.md]
 
 Each section sits between `<!-- BEGIN name ... -->` and `<!-- END name -->`
 markers; everything between them is replaced, nothing else is touched.
@@ -20,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import statistics
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -866,6 +868,39 @@ def compress_section(doc: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
+SAMPLE_GOAL_US, UPDATE_GOAL_US = 25.0, 15.0  # issue 21, item 4 (512 items of 128 B, 2M items)
+
+
+def server_sample_section(doc: dict[str, Any]) -> str:
+    """Server time of REPLAY.SAMPLE/UPDATE 512 per call (bench/server_time.py), medians over
+    the rounds, and issue 21's goals judged at the largest table."""
+    by: dict[int, dict[str, list[float]]] = {}
+    for r in doc["rows"]:
+        d = by.setdefault(r["items"], {"packed": [], "plain": [], "update": []})
+        for k in d:
+            d[k].append(r[f"{k}_us"])
+    lines = ["Server time per call from INFO commandstats (usec_per_call) over "
+             f"{doc['calls']} calls on one connection, items of "
+             f"{doc['rows'][0]['item_bytes']} B, kernel stack; median of the rounds.", "",
+             "| items | SAMPLE 512 PACKED µs | SAMPLE 512 µs | UPDATE 512 µs |",
+             "|---|---|---|---|"]
+    med = {n: {k: statistics.median(v) for k, v in d.items()} for n, d in sorted(by.items())}
+    for n, m in med.items():
+        lines.append(f"| {n:,} | {m['packed']:.1f} | {m['plain']:.1f} | {m['update']:.1f} |")
+    top = max(med)
+    best = min(med[top]["packed"], med[top]["plain"])
+    lines += ["",
+              f"- {VERDICT[best <= SAMPLE_GOAL_US]} — server time of REPLAY.SAMPLE 512 at "
+              f"{top:,} items ≤ {SAMPLE_GOAL_US:g} µs (the better of PACKED and plain): "
+              f"{best:.1f} µs",
+              f"- {VERDICT[med[top]['update'] <= UPDATE_GOAL_US]} — server time of REPLAY.UPDATE "
+              f"512 ≤ {UPDATE_GOAL_US:g} µs: {med[top]['update']:.1f} µs",
+              "", f"Load average at the end: {doc['machine']['loadavg_end']:.1f} on "
+              f"{doc['machine']['cpus']} cores (commandstats times stretch when other work "
+              "shares the server's core).", "", machine_line(doc)]
+    return "\n".join(lines) + "\n"
+
+
 def limiter_section(doc: dict[str, Any]) -> str:
     """bench/limiter.py: the rate limiter under a 10x imbalance each way."""
     c = doc["config"]
@@ -970,6 +1005,304 @@ def server_time_section(doc: dict[str, Any], prev: dict[str, Any] | None) -> str
     return "\n".join(out)
 
 
+PEER_GOALS = ((128, 5.0), (640, 5.0), (28224, 3.0))
+"""(item bytes, inreplay's learner batches/s at least this many times Reverb's)."""
+PEER_INSERT_GOAL = 3.0
+PEER_MEMCPY_GOAL = 1.5
+PEER_CLIENT_ADD_GOAL_MBPS = 1000.0
+
+
+def _peer_row(rows: list[dict[str, Any]], system: str, size: int) -> dict[str, Any] | None:
+    return next((r for r in rows if r["system"] == system and r["item_bytes"] == size), None)
+
+
+def _best_inreplay(rows: list[dict[str, Any]], size: int, key: str) -> dict[str, Any] | None:
+    mine = [r for r in rows if r["system"].startswith("inreplay") and r["item_bytes"] == size
+            and r.get(key) is not None]
+    return max(mine, key=lambda r: r[key]) if mine else None
+
+
+def _split(r: dict[str, Any], rows: list[dict[str, Any]] | None = None) -> str:
+    """Where a learner batch's time goes, from the measured server CPU per item (a
+    busy-polling server's CPU is all spinning: inreplay-kernel's row of the same size says
+    it instead)."""
+    if rows is not None and r["system"].endswith(("-poll", "-dpdk")):
+        plain = _peer_row(rows, "inreplay-kernel", r["item_bytes"])
+        if plain is not None:
+            return (f"; {r['system']} busy-polls (its CPU includes spinning), and on "
+                    f"inreplay-kernel at {human(r['item_bytes'])} ({plain['batches_per_s']:,.1f}"
+                    f" batches/s)" + _split(plain)[1:])
+    per = r.get("server_cpu_us_per_item")
+    if per is None or not r.get("batches_per_s"):
+        return ""
+    batch_us = 1e6 / r["batches_per_s"]
+    moved = r["inserts_per_s"] + r["batches_per_s"] * 512
+    busy = per * moved / 1e6
+    if r["system"].endswith(("-poll", "-dpdk")):  # it spins: its CPU is not its work
+        return (f"; {r['system']} busy-polls, so its CPU ({per:.2f} µs per item moved) "
+                f"includes spinning and says nothing of where the {batch_us:,.0f} µs per "
+                f"learner batch went")
+    return (f"; the server was busy {busy:.0%} of the time ({per:.2f} µs of CPU per item "
+            f"moved), so the {batch_us:,.0f} µs per learner batch went mostly to "
+            + ("the server" if busy > 0.8 else "the clients' side (Python actors and learner "
+               "sharing their core, the kernel's TCP transfer)"))
+
+
+def peers_section(doc: dict[str, Any]) -> str:
+    """bench/peers.py: inreplay against Reverb, TorchRL, cpprb and Redis + a learner-side
+    tree, the Ape-X loop at three item sizes, with issue 21's goals."""
+    rows = doc["rows"]
+    cfg = doc["config"]
+    mc = doc["memcpy_gbps"]
+    quick = " (a --quick run)" if doc.get("quick") else ""
+    m = doc.get("machine", {})
+    out = [f"Measured by `bench/peers.py`{quick} at commit {doc.get('commit', '?')} on "
+           f"{m.get('cpu', cpu_model())}, {m.get('cpus', '?')} cores, Python "
+           f"{m.get('python', '?')}; load average {m.get('loadavg_end', 0):.1f} at the end (a "
+           f"shared machine: other work ran at the same time). {cfg['actors']} actor "
+           f"connections insert batches of {cfg['batch']} while one learner samples "
+           f"{cfg['sample']} and updates "
+           f"{cfg['sample']} priorities, {cfg['seconds']:.0f} s per cell after filling the "
+           f"table; servers on core {doc['pinning'].get('server')}, actors and learner on core "
+           f"{doc['pinning'].get('client')}. memcpy on this run: {mc:.1f} GB/s. Server CPU per "
+           f"item: the server's CPU time over the items inserted and sampled (kernel-poll and "
+           f"DPDK spin, so theirs includes idle polling); sample / memcpy: the 28 KB sample's "
+           f"p50 over one memcpy of its 14.5 MB.", "",
+           "| system | item | learner batches/s | sample p50 / p99 | inserts/s | "
+           "server CPU per item | sample / memcpy | path |",
+           "|---|---|---|---|---|---|---|---|"]
+
+    def f(x: Any, fmt: str = "{:,.0f}") -> str:
+        return "—" if x is None else fmt.format(x)
+
+    for r in sorted(rows, key=lambda r: (r["item_bytes"], -r["batches_per_s"])):
+        vs_copy = r.get("sample_vs_memcpy") if r["item_bytes"] == 28224 else None
+        lat = (f"{f(r['sample_p50_us'])} / {f(r['sample_p99_us'])} µs"
+               if r["sample_p50_us"] is not None else "—")
+        out.append(f"| {r['system']} | {human(r['item_bytes'])} | "
+                   f"{r['batches_per_s']:,.1f} | {lat} | {r['inserts_per_s']:,.0f} | "
+                   f"{f(r.get('server_cpu_us_per_item'), '{:.2f} µs')} | "
+                   f"{f(vs_copy, '{:.1f}x')} | {r['path']} |")
+    for k, v in sorted(doc.get("errors", {}).items()):
+        out.append(f"\nNot measured — {k}: {v.splitlines()[0][:300]}")
+    cl = doc.get("client") or {}
+    if cl:
+        out += ["", f"The client's own path (ReplayClient against {cl.get('system')} on "
+                    f"{cl.get('path')}, interleaved in one run): add of 50 × 28 KB "
+                    f"{cl.get('add_50x28KB_MBps', 0):,.0f} MB/s (the same request through "
+                    f"redis-py's execute_command, the path add took before: "
+                    f"{cl.get('add_50x28KB_redispy_MBps', 0):,.0f} MB/s); sample(out=) of "
+                    f"512 × 28 KB {cl.get('sample_512x28KB_out_MBps', 0):,.0f} MB/s."]
+        per = cl.get("per_client_cpu_s") or {}
+        if per:
+            out[-1] += (f" Per second of the client's own CPU (system calls included): add "
+                        f"{per.get('add_50x28KB_MBps', 0):,.0f} MB (redis-py's path "
+                        f"{per.get('add_50x28KB_redispy_MBps', 0):,.0f} MB), sample(out=) "
+                        f"{per.get('sample_512x28KB_out_MBps', 0):,.0f} MB.")
+    out += ["", "Goals (issue 21):"]
+    for size, want in PEER_GOALS:
+        me, rv = _best_inreplay(rows, size, "batches_per_s"), _peer_row(rows, "reverb", size)
+        if not me or not rv:
+            out.append(f"- **NOT MEASURED** — learner batches/s at {human(size)} ≥ {want:g}x "
+                       f"Reverb's ({'inreplay' if not me else 'Reverb'} has no row)")
+            continue
+        x = me["batches_per_s"] / max(rv["batches_per_s"], 1e-9)
+        out.append(f"- **{_verdict(x >= want)}** — learner batches/s at {human(size)}: "
+                   f"{me['system']} {me['batches_per_s']:,.1f} = {x:.1f}x Reverb's "
+                   f"{rv['batches_per_s']:,.1f} (goal ≥ {want:g}x)"
+                   + ("" if x >= want else _split(me, rows)))
+    for size, _ in PEER_GOALS:
+        me, rv = _best_inreplay(rows, size, "inserts_per_s"), _peer_row(rows, "reverb", size)
+        if not me or not rv:
+            out.append(f"- **NOT MEASURED** — inserts/s at {human(size)} ≥ "
+                       f"{PEER_INSERT_GOAL:g}x Reverb's")
+            continue
+        x = me["inserts_per_s"] / max(rv["inserts_per_s"], 1e-9)
+        out.append(f"- **{_verdict(x >= PEER_INSERT_GOAL)}** — inserts/s at {human(size)}: "
+                   f"{me['system']} {me['inserts_per_s']:,.0f} = {x:.1f}x Reverb's "
+                   f"{rv['inserts_per_s']:,.0f} (goal ≥ {PEER_INSERT_GOAL:g}x)"
+                   + ("" if x >= PEER_INSERT_GOAL else _split(me, rows)))
+    mine = [r for r in rows if r["system"].startswith("inreplay") and r["item_bytes"] == 28224
+            and r.get("sample_vs_memcpy") is not None]
+    if mine:
+        best = min(mine, key=lambda r: r["sample_vs_memcpy"])
+        x = best["sample_vs_memcpy"]
+        copy_us = 512 * 28224 / (mc * 1e9) * 1e6
+        why = ""
+        if x > PEER_MEMCPY_GOAL:
+            plain = _peer_row(rows, "inreplay-kernel", 28224) or best
+            srv = (plain.get("server_cpu_us_per_item") or 0) * 512
+            per_cpu = ((doc.get("client") or {}).get("per_client_cpu_s") or {}).get(
+                "sample_512x28KB_out_MBps")
+            mine = (f"; the client's own CPU for it is {512 * 28224 / per_cpu:,.0f} µs "
+                    f"({512 * 28224 / per_cpu / copy_us:.1f}x the copy: recv_into the array, "
+                    f"the client's loopback measure above)" if per_cpu else "")
+            why = (f"; one copy of the 14.5 MB takes {copy_us:,.0f} µs here{mine}, and the "
+                   f"server spends about {srv:,.0f} µs of CPU per 512 items moved "
+                   f"(inreplay-kernel); the rest of the p50 is the bytes' other copies on the "
+                   f"TCP path (the reply into socket buffers, across the veth) and the learner "
+                   f"waiting for its core, shared with the actors on a loaded machine")
+        out.append(f"- **{_verdict(x <= PEER_MEMCPY_GOAL)}** — the 28 KB sample of 512 "
+                   f"({best['system']}, p50 {best['sample_p50_us']:,.0f} µs) is {x:.1f}x the "
+                   f"time of one memcpy of its bytes at {mc:.1f} GB/s (goal ≤ "
+                   f"{PEER_MEMCPY_GOAL:g}x){why}")
+        others = [r for r in rows if r["item_bytes"] == 28224 and r.get("sample_vs_memcpy")
+                  and not r["system"].startswith("inreplay")]
+        if others:
+            out.append("  The peers at 28 KB: " + ", ".join(
+                f"{r['system']} {r['sample_vs_memcpy']:.1f}x" for r in others) + ".")
+    else:
+        out.append(f"- **NOT MEASURED** — the 28 KB sample within {PEER_MEMCPY_GOAL:g}x memcpy")
+    if cl.get("add_50x28KB_MBps") is not None:
+        v = cl["add_50x28KB_MBps"]
+        per_add = (cl.get("per_client_cpu_s") or {}).get("add_50x28KB_MBps")
+        why = ""
+        if v < PEER_CLIENT_ADD_GOAL_MBPS and per_add:
+            why = (f"; the client's own CPU allows {per_add:,.0f} MB/s (MB per CPU second, "
+                   f"system calls included), so the rest of each call is waiting: the "
+                   f"single-threaded server taking 1.4 MB in and the machine's other work")
+        out.append(f"- **{_verdict(v >= PEER_CLIENT_ADD_GOAL_MBPS)}** — ReplayClient.add of "
+                   f"50 × 28 KB: {v:,.0f} MB/s (goal ≥ {PEER_CLIENT_ADD_GOAL_MBPS:,.0f} MB/s)"
+                   + why)
+    return "\n".join(out)
+
+
+def peers_plot(doc: dict[str, Any], png: Path) -> Path | None:
+    """Learner batches/s and inserts/s per system and item size (log scale)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    rows = doc["rows"]
+    sizes = sorted({r["item_bytes"] for r in rows})
+    systems = list(dict.fromkeys(r["system"] for r in rows))
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+    width = 0.8 / max(1, len(systems))
+    for ax, key, title in ((axes[0], "batches_per_s", "learner batches of 512 per second"),
+                           (axes[1], "inserts_per_s", "inserts per second")):
+        for j, sys_ in enumerate(systems):
+            vals = [(_peer_row(rows, sys_, z) or {}).get(key) or 0 for z in sizes]
+            ax.bar([i + j * width for i in range(len(sizes))], vals, width, label=sys_)
+        ax.set_xticks([i + 0.4 - width / 2 for i in range(len(sizes))],
+                      [human(z) for z in sizes])
+        ax.set_yscale("log")
+        ax.set_title(title)
+    axes[0].legend(fontsize=7)
+    fig.suptitle(f"The Ape-X loop against the peers ({'quick run, ' if doc.get('quick') else ''}"
+                 f"commit {doc.get('commit', '?')})")
+    fig.tight_layout()
+    png.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(png, dpi=90)
+    plt.close(fig)
+    return png
+
+
+FAULT_GOAL_RATIO = 1.5
+FAULT_FRESH_MS = 300.0
+FAULT_THROUGHPUT = 0.7
+
+
+def _fault_row(doc: dict[str, Any], system: str, workload: str, cond: str) -> Row | None:
+    return next((r for r in doc["results"] if r["system"] == system
+                 and r["workload"] == workload and r["condition"] == cond), None)
+
+
+def fault_goals(doc: dict[str, Any]) -> list[tuple[bool | None, str]]:
+    """Issue 23's goals from a bench/faults.py run: (passed, or None if not measured; text)."""
+    conds = list(doc["conditions"])
+    workloads = [w for w in dict.fromkeys(r["workload"] for r in doc["results"])
+                 if w != "first reply"]
+    goals: list[tuple[bool | None, str]] = []
+    misses, pairs = [], 0
+    for w in workloads:
+        for c in conds:
+            k, d = _fault_row(doc, "kernel", w, c), _fault_row(doc, "dpdk", w, c)
+            if not (k and d):
+                continue
+            pairs += 1
+            x = d["p99_ms"] / max(k["p99_ms"], 1e-9)
+            if x > FAULT_GOAL_RATIO:
+                misses.append(f"{w} under {c}: {d['p99_ms']:,.1f} vs {k['p99_ms']:,.1f} ms "
+                              f"({x:.1f}×)")
+    text = (f"DPDK p99 ≤ {FAULT_GOAL_RATIO}× the kernel stack's at every workload and "
+            f"condition: {pairs - len(misses)} of {pairs} cells")
+    goals.append((None if not pairs else not misses,
+                  text + (f"; over: {'; '.join(misses)}" if misses else "")))
+    f = _fault_row(doc, "dpdk", "first reply", "loss-5")
+    kf = _fault_row(doc, "kernel", "first reply", "loss-5")
+    goals.append((None if not f else f["p99_ms"] <= FAULT_FRESH_MS,
+                  f"first reply on a fresh connection under 5% loss ≤ {FAULT_FRESH_MS:.0f} ms "
+                  "p99 (DPDK): " + (f"{f['p99_ms']:,.1f} ms (n={f['n']}; kernel stack "
+                                   f"{kf['p99_ms']:,.1f} ms)" if f and kf else
+                                   f"{f['p99_ms']:,.1f} ms (n={f['n']})" if f else "not measured")))
+    lossy, clean = (_fault_row(doc, "dpdk", "GET 13 MB", c) for c in ("loss-1", "none"))
+    if lossy and clean:
+        x = clean["mean_ms"] / lossy["mean_ms"]
+        mbps = [(13 << 20) / (r["mean_ms"] / 1e3) / 1e6 for r in (lossy, clean)]
+        goals.append((x >= FAULT_THROUGHPUT,
+                      f"GET 13 MB throughput at 1% loss ≥ {FAULT_THROUGHPUT}× loss-free (DPDK): "
+                      f"{mbps[0]:,.0f} vs {mbps[1]:,.0f} MB/s = {x:.2f}×"))
+    else:
+        goals.append((None, "GET 13 MB throughput at 1% loss: not measured"))
+    return goals
+
+
+def _build_patches(doc: dict[str, Any]) -> str:
+    """'no lwIP patches' or 'lwIP patches 0001+0002' from a run's stack_build."""
+    m = re.search(r"patches ([0-9+]+|none)", _build(doc.get("dpdk_build")))
+    return "no lwIP patches" if not m or m.group(1) == "none" else f"lwIP patches {m.group(1)}"
+
+
+def _build(b: object) -> str:
+    """INFO's stack_build as redis-py parsed it (a value with commas comes as a list)."""
+    return ", ".join(map(str, b)) if isinstance(b, list) else str(b or "?")
+
+
+def faults_section(doc: dict[str, Any], before: dict[str, Any] | None = None) -> str:
+    """The fault table; with `before` (a run of the same code built with
+    -Dlwip_skip_patches=...) a column of its DPDK numbers for comparison."""
+    systems = [s for s in doc["systems"] if any(r["system"] == s for r in doc["results"])]
+    run = "a quick run (`bench/faults.py --quick`)" if doc.get("quick") else "`bench/faults.py`"
+    out = [f"Generated by `bench/report.py --faults` from {run} of the committed code on a "
+           f"shared {doc.get('cpus', '?')}-core machine ({doc.get('when', '?')}; other engineers' "
+           f"builds and tests ran at the same time, so single cells are noisy). MTU "
+           f"{doc.get('mtu', '?')}, one request in flight, the bridge's spec in both "
+           f"directions. DPDK build: {_build(doc.get('dpdk_build'))}.", "",
+           "p50 / p99 / max in ms (n requests per cell):", "",
+           "| workload | condition | " + " | ".join(systems) +
+           (" | dpdk p99 ÷ kernel p99 |" if {"kernel", "dpdk"} <= set(systems) else " |") +
+           (f" dpdk, {_build_patches(before)} |" if before else ""),
+           "|---|---|" + "---|" * len(systems) +
+           ("---|" if {"kernel", "dpdk"} <= set(systems) else "") + ("---|" if before else "")]
+    workloads = list(dict.fromkeys(r["workload"] for r in doc["results"]))
+    for w in workloads:
+        for c, spec in doc["conditions"].items():
+            cells = []
+            for s in systems:
+                r = _fault_row(doc, s, w, c)
+                cells.append(f"{r['p50_ms']:,.2f} / {r['p99_ms']:,.1f} / {r['max_ms']:,.1f} "
+                             f"({r['n']})" if r else "—")
+            row = f"| {w} | {c}{f' (`{spec}`)' if spec else ''} | " + " | ".join(cells) + " |"
+            if {"kernel", "dpdk"} <= set(systems):
+                k, d = _fault_row(doc, "kernel", w, c), _fault_row(doc, "dpdk", w, c)
+                row += (f" {d['p99_ms'] / max(k['p99_ms'], 1e-9):.2f}× |" if k and d else " — |")
+            if before:
+                b = _fault_row(before, "dpdk", w, c)
+                row += (f" {b['p50_ms']:,.2f} / {b['p99_ms']:,.1f} / {b['max_ms']:,.1f} "
+                        f"({b['n']}) |" if b else " — |")
+            out.append(row)
+    out += ["", "Goals (issue 23):", ""]
+    for ok, text in fault_goals(doc):
+        verdict = "NOT MEASURED" if ok is None else "PASS" if ok else "NOT MET"
+        out.append(f"- **{verdict}** — {text}")
+    if doc.get("errors"):
+        out += ["", "Errors: " + "; ".join(doc["errors"])]
+    return "\n".join(out)
+
+
 def replace_section(text: str, name: str, body: str) -> str:
     n = re.escape(name)
     pat = re.compile(rf"(<!-- BEGIN {n}\b[^>]*-->\n)(.*?)(<!-- END {n} -->)", re.S)
@@ -1000,8 +1333,14 @@ def main(argv: list[str] | None = None) -> int:
                     help="output of bench/swarm.py --json (repeatable: the rows are joined)")
     ap.add_argument("--compress", metavar="JSON", help="output of bench/compress.py --json")
     ap.add_argument("--limiter", metavar="JSON", help="output of bench/limiter.py --json")
+    ap.add_argument("--server-time", metavar="JSON", help="output of bench/server_time.py --json")
     ap.add_argument("--redis-suite", metavar="JSON",
                     help="output of tests/redis_suite/run.py --json (make redis-suite)")
+    ap.add_argument("--peers", metavar="JSON", help="output of bench/peers.py --json")
+    ap.add_argument("--faults", metavar="JSON", help="output of bench/faults.py --json")
+    ap.add_argument("--faults-before", metavar="JSON",
+                    help="bench/faults.py --json of the DPDK stack without some lwIP patches "
+                         "(-Dlwip_skip_patches): a column of its DPDK numbers")
     ap.add_argument("--readme", default=str(ROOT / "README.md"))
     ap.add_argument("--docs", default=str(ROOT / "docs"),
                     help="where the CartPole returns plot is copied (default docs/)")
@@ -1059,9 +1398,20 @@ def main(argv: list[str] | None = None) -> int:
     suite = load(args.redis_suite)
     if suite:
         text = replace_section(text, "redis-suite", redis_suite_section(suite))
+    st = load(args.server_time)
+    if st:
+        text = replace_section(text, "server-sample", server_sample_section(st))
     lim = load(args.limiter)
     if lim:
         text = replace_section(text, "limiter", limiter_section(lim))
+    peers = load(args.peers)
+    if peers:
+        text = replace_section(text, "peers", peers_section(peers))
+        peers_plot(peers, Path(args.docs) / "peers.png")
+    faults = load(args.faults)
+    if faults:
+        text = replace_section(text, "faults",
+                               faults_section(faults, load(args.faults_before)))
     readme.write_text(text)
     print(f"updated {readme}")
     return 0

@@ -17,7 +17,9 @@ deterministic where the times on a shared machine are not).
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import platform
 import random
 import socket
 import struct
@@ -155,10 +157,12 @@ def main() -> None:
     ap.add_argument("--tree", action="append", help="source tree (repeatable; default: this one)")
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--callgrind", type=Path, help="profile under callgrind into this directory")
+    ap.add_argument("--json", type=Path, help="write the rows here (bench/report.py --server-time)")
     a = ap.parse_args()
     trees = [Path(t).resolve() for t in a.tree] if a.tree else [ROOT]
     print(f"| round | tree | items | SAMPLE {BATCH} PACKED µs | SAMPLE {BATCH} µs | "
           f"UPDATE {BATCH} µs |\n|---|---|---|---|---|---|", flush=True)
+    rows = []
     for r in range(a.rounds):
         for tree in trees:
             for items in (int(x) for x in a.items.split(",")):
@@ -166,6 +170,14 @@ def main() -> None:
                         f"{tree.name}.{items}.{r}")
                 print(f"| {r} | {tree.name} | {items:,} | {t['packed']:.2f} | {t['plain']:.2f} "
                       f"| {t['update']:.2f} |", flush=True)
+                rows.append({"round": r, "tree": tree.name, "items": items,
+                             "item_bytes": a.item_bytes, "batch": BATCH,
+                             **{f"{k}_us": v for k, v in t.items()}})
+    if a.json:
+        machine = {"cpus": os.cpu_count(), "python": platform.python_version(),
+                   "loadavg_end": os.getloadavg()[0]}
+        a.json.write_text(json.dumps({"calls": a.calls, "machine": machine, "rows": rows},
+                                     indent=1))
 
 
 if __name__ == "__main__":

@@ -140,7 +140,7 @@ typedef struct dpdk_transport {
     char carrier_path[128];   /* af_packet: the kernel interface's carrier, else "" */
     int rx_fd;                /* af_packet: the PMD's socket, to sleep on when idle */
     uint64_t waits;           /* idle sleeps on rx_fd */
-    char build[320];          /* INFO stack_build */
+    char build[448];          /* INFO stack_build */
 } dpdk_transport;
 
 /* EAL can be initialized once per process. */

@@ -153,15 +153,20 @@ int irl_window_scale(void) { return LWIP_WND_SCALE ? TCP_RCV_SCALE : 0; }
 #define LWIP_BUILD_KIND "Debian's liblwip"
 #endif
 
+#ifndef IR_LWIP_PATCHES /* dataplane/meson.build: the patch series applied */
+#define IR_LWIP_PATCHES ""
+#endif
+
 const char *irl_build(void) {
-    static char buf[192];
+    static char buf[320];
     if (!buf[0])
         snprintf(buf, sizeof(buf),
                  "lwIP %s (%s): NO_SYS %d; window %lu B; send buffer %lu B; wscale %d; "
-                 "SACK %s; MSS up to %d",
+                 "SACK %s; MSS up to %d; patches %s",
                  LWIP_VERSION_STRING, LWIP_BUILD_KIND, NO_SYS, (unsigned long)TCP_WND,
                  (unsigned long)TCP_SND_BUF, irl_window_scale(),
-                 LWIP_TCP_SACK_OUT ? "on" : "off", TCP_MSS);
+                 LWIP_TCP_SACK_OUT ? "on" : "off", TCP_MSS,
+                 IR_LWIP_PATCHES[0] ? IR_LWIP_PATCHES : "none");
     return buf;
 }
 

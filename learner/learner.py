@@ -412,7 +412,8 @@ class Learner:
         if isinstance(self.replay, LocalReplay) and not self.wait_for_data():
             return
         prefetch = Prefetcher(self.replay.sampling_view(), cfg.batch_size, cfg.beta,
-                              cfg.prefetch, lambda s: to_torch(s, self.device)).start()
+                              cfg.prefetch, lambda s: to_torch(s, self.device),
+                              max_inflight=cfg.prefetch).start()
         t_wait = time.monotonic()
 
         def waiting(reason: str | None) -> bool:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import queue
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -76,6 +77,9 @@ class ApplianceReplay:
         self.rc = ShardedReplayClient.from_seed(f"{cfg.host}:{cfg.port}", socket_timeout=60)
         self.limited: str | None = None
         """The limiter's last word while a sample waited (None once one ran)."""
+        self.decode_lock = threading.Lock()
+        """Shared by every sampling_view: a codec decodes on one thread at a time, while
+        the views' requests are in flight together (Prefetcher's max_inflight)."""
         if create and cfg.table not in self.rc.tables():
             self.rc.create(cfg.table, cfg.capacity, alpha=cfg.alpha, beta=cfg.beta,
                            epsilon=cfg.priority_eps, maxbytes=cfg.replay_maxbytes,
@@ -97,7 +101,8 @@ class ApplianceReplay:
             self.limited = str(e)
             return None
         self.limited = None
-        return Sampled(s.ids, s.weights, self.codec.decode(s.items, s.ids))
+        with self.decode_lock:
+            return Sampled(s.ids, s.weights, self.codec.decode(s.items, s.ids))
 
     def update(self, ids: npt.NDArray[np.int64], priorities: npt.NDArray[np.float32]) -> int:
         return self.rc.update(self.cfg.table, ids, priorities)
@@ -107,7 +112,9 @@ class ApplianceReplay:
 
     def sampling_view(self) -> ApplianceReplay:
         """A second connection to the same table, for the prefetch thread."""
-        return ApplianceReplay(self.cfg, self.codec)
+        view = ApplianceReplay(self.cfg, self.codec)
+        view.decode_lock = self.decode_lock
+        return view
 
     def close(self) -> None:
         self.rc.close()
@@ -291,8 +298,15 @@ class Prefetcher:
     """
 
     def __init__(self, source: Replay, n: int, beta: float, depth: int,
-                 convert: Callable[[Sampled], Any] = lambda s: s) -> None:
+                 convert: Callable[[Sampled], Any] = lambda s: s,
+                 max_inflight: int = 1) -> None:
         self.source = source
+        self.max_inflight = max(1, max_inflight) if isinstance(source, ApplianceReplay) else 1
+        """Sampling requests in flight at most: a batch during which the consumer found
+        nothing ready starts another sampler (its own connection, sampling_view()), so
+        the round trip hides behind training; 1 for a source that is not networked."""
+        self.samplers: list[threading.Thread] = []
+        self.views: list[Replay] = []
         self.n = n
         self.beta = beta
         self.convert = convert
@@ -314,11 +328,21 @@ class Prefetcher:
         self.thread.start()
         return self
 
-    def _run(self) -> None:
+    def _more(self) -> None:
+        """One more sampler on its own connection (no codec adaptation on it)."""
+        view = self.source.sampling_view()
+        self.views.append(view)
+        t = threading.Thread(target=self._run, args=(view, False), daemon=True,
+                             name=f"prefetch-{len(self.samplers) + 1}")
+        self.samplers.append(t)
+        t.start()
+
+    def _run(self, source: Replay | None = None, lead: bool = True) -> None:
+        src = source or self.source
         try:
             while not self.stop.is_set():
                 starved = self.starved
-                sampled = self.source.sample(self.n, self.beta)
+                sampled = src.sample(self.n, self.beta)
                 if sampled is None:  # the rate limiter held it: ask again
                     continue
                 item = self.convert(sampled)
@@ -329,7 +353,12 @@ class Prefetcher:
                         break
                     except queue.Full:
                         waited = True
-                self._adapt(behind=self.starved > starved, ahead=waited)
+                if not lead:
+                    continue
+                behind = self.starved > starved
+                self._adapt(behind=behind, ahead=waited)
+                if behind and not waited and 1 + len(self.samplers) < self.max_inflight:
+                    self._more()
         except BaseException as e:
             self.error = e
 
@@ -388,4 +417,9 @@ class Prefetcher:
         """Stop sampling; a thread still blocked in the source is left to die with the
         process (it is a daemon), so shutdown never waits on the network."""
         self.stop.set()
+        deadline = time.monotonic() + 1.0  # one second for every sampler together
         self.thread.join(timeout=1)
+        for t, v in zip(self.samplers, self.views, strict=False):
+            t.join(timeout=max(0.0, deadline - time.monotonic()))
+            if not t.is_alive():  # one still blocked is left to die with the process
+                v.close()

@@ -21,6 +21,7 @@ rejected whole, before anything is sent, by a :class:`BatchError` naming the ind
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,6 +29,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import redis
+
+from pyctl import _wire
 
 
 class BatchError(ValueError):
@@ -354,7 +357,8 @@ def _as_items(items: Any) -> list[Any]:
         if arr.dtype.hasobject:
             return [_item_bytes(x, i) for i, x in enumerate(arr)]
         rows = arr.reshape(arr.shape[0], -1).view(np.uint8)
-        buf = memoryview(rows.tobytes())
+        # views of the caller's (contiguous) array: no copy until the socket's
+        buf = memoryview(rows.reshape(-1))
         size = rows.shape[1]
         return [buf[i * size:(i + 1) * size] for i in range(rows.shape[0])]
     if isinstance(items, str | Mapping) or not isinstance(items, Sequence):
@@ -363,6 +367,71 @@ def _as_items(items: Any) -> list[Any]:
                          + (" (pass schema= for a dict of fields)"
                             if isinstance(items, Mapping) else ""))
     return [_item_bytes(x, i) for i, x in enumerate(items)]
+
+
+def _native_order(dt: np.dtype) -> bool:
+    return dt.byteorder in ("=", "|") or dt.byteorder == ("<" if sys.byteorder == "little"
+                                                           else ">")
+
+
+def _out_array(out: Any, spec: ItemSpec, n: int) -> np.ndarray | None:
+    """sample()'s out= as a NumPy array, checked (ValueError saying what to pass)."""
+    if out is None:
+        return None
+    if not spec.packed or spec.schema is not None:
+        raise ValueError("out= needs item_shape (and item_dtype): the items are read into "
+                         "one array of shape (n, *item_shape)")
+    a = out.numpy() if _is_torch(out) and out.device.type == "cpu" else out
+    if not isinstance(a, np.ndarray):
+        raise ValueError(f"out= must be a NumPy array or a CPU tensor, not "
+                         f"{type(out).__name__}")
+    want = (n, *spec.shape)
+    if a.shape != want or a.dtype != spec.dtype.newbyteorder("=") \
+            or not a.flags.c_contiguous or not a.flags.writeable:
+        raise ValueError(f"out= must be a writable C-contiguous array of shape {want} and "
+                         f"dtype {spec.dtype}, not {a.shape} {a.dtype}"
+                         f"{'' if a.flags.c_contiguous else ' (not contiguous)'}")
+    return a
+
+
+def _sample_direct(r: redis.Redis, args: list[Any], n: int, spec: ItemSpec,
+                   dest: np.ndarray | None) -> Sample | None:
+    """REPLAY.SAMPLE ... PACKED read from the socket into its final arrays (ids, weights,
+    items): one copy, kernel to array. None: the connection cannot be read raw."""
+    ids = np.empty(n, dtype=np.int64)
+    weights = np.empty(n, dtype=np.float32)
+    if dest is not None:
+        items = dest
+    elif spec.schema is not None:
+        items = np.empty(n * spec.itemsize, dtype=np.uint8)
+    else:
+        items = np.empty((n, *spec.shape), dtype=spec.dtype.newbyteorder("="))
+    views = [memoryview(ids).cast("B"), memoryview(weights).cast("B"),
+             memoryview(items.reshape(-1).view(np.uint8))]
+    try:
+        got = _wire.call_bulk_into(r, args, views)
+    except redis.ResponseError as e:
+        raise _limited(e) from None
+    if got is False:
+        return None
+    if got is not None:
+        if got < 12 * n or (got - 12 * n) % n:
+            raise ValueError(f"REPLAY.SAMPLE PACKED reply of {got} bytes for {n} items")
+        what = repr(spec.schema) if spec.schema is not None else \
+            f"item_shape {spec.shape} of {spec.dtype}"
+        raise ValueError(f"{what} is {spec.itemsize} bytes, but the table's items are "
+                         f"{(got - 12 * n) // n} bytes")
+    if spec.schema is not None:
+        return spec.decode(ids, weights, memoryview(items), n)
+    out: Any = items
+    w: Any = weights
+    if spec.torch:
+        import torch as th
+
+        out, w = th.from_numpy(items), th.from_numpy(weights)
+        if spec.device is not None:
+            out, w = out.to(spec.device), w.to(spec.device)
+    return Sample(ids, w, out)
 
 
 def _locate_bad_priority(err: redis.ResponseError, formatted: list[bytes],
@@ -470,13 +539,9 @@ class ReplayClient:
         if not rows:
             return np.empty(0, dtype=np.int64)
         prio = _fmt_priorities(priorities, len(rows))
-        args: list[Any] = [None] * (2 * len(rows))
-        args[0::2] = prio
-        args[1::2] = rows
-        if timeout is not None:
-            args += ["TIMEOUT", repr(float(timeout))]
-        try:
-            ids = self.redis.execute_command("REPLAY.ADD", table, *args)
+        tail = ["TIMEOUT", repr(float(timeout))] if timeout is not None else []
+        try:  # the items go from their buffers to the socket (pyctl/_wire.py)
+            ids = _wire.call_gather(self.redis, _wire.add_request(table, prio, rows, tail))
         except redis.ResponseError as e:
             if str(e).startswith("RATELIMITED"):
                 raise RateLimited(str(e)) from None
@@ -487,7 +552,7 @@ class ReplayClient:
                item_shape: tuple[int, ...] | int | None = None,
                item_dtype: npt.DTypeLike | None = None, schema: Schema | None = None,
                torch: bool = False, device: Any = None, timeout: float | None = None,
-               info: bool = False) -> Sample:
+               out: Any = None, info: bool = False) -> Sample:
         """Draw n items with importance weights in one round trip.
 
         With ``schema`` (or ``item_shape``, with ``item_dtype``, default uint8) the
@@ -500,11 +565,27 @@ class ReplayClient:
         seconds (0: forever) is how long the call may wait until sampling is allowed;
         without it, or when it runs out, RateLimited is raised. ``info=True`` adds
         Reverb's sample info (Sample.info).
+
+        ``out`` (with item_shape): a preallocated C-contiguous, writable array (or CPU
+        tensor) of shape (n, *item_shape) and item_dtype that receives the items, read
+        from the socket straight into it; the Sample's items are then ``out`` itself.
+        Without ``out`` a packed sample is read into a new array the same way.
         """
         n = int(n)
         spec = ItemSpec.of(item_shape, item_dtype, schema, torch, device)
         args = sample_args(table, n, beta=beta, packed=spec.packed, timeout=timeout,
                            withinfo=info)
+        dest = _out_array(out, spec, n)
+        if info and dest is not None:
+            raise ValueError("out= reads items only; sample with info=True without out=")
+        if spec.packed and not info and _native_order(spec.dtype):
+            got = _sample_direct(self.redis, args, n, spec, dest)
+            if got is not None:
+                return got
+        if dest is not None:
+            raise ValueError("out= needs a plain TCP or Unix-socket connection with no reply "
+                             "pending (this one is TLS or has buffered bytes); sample without "
+                             "out=")
         try:
             raw = self.redis.execute_command(*args)
         except redis.ResponseError as e:

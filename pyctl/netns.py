@@ -29,7 +29,10 @@ reproducibly from a seed; the addresses are the same as without it. Spec items
 are `[in.|out.]key=value`, `in.` for frames towards the appliance, `out.` for
 its replies, no prefix for both: loss=P%, delay=Dms±Jms, reorder=P%[/Xms],
 duplicate=P%, burst=P%/Ts (a loss burst that `pyctl netns impair --burst`
-starts). This kernel has no sch_netem, so the bridge stands in for netem.
+starts), drop=N[+M...] (exactly the Nth, Mth... TCP segment that takes sequence
+space, data, SYN or FIN, counted from when the spec was set: `out.drop=1` after
+a connection is up drops the server's first reply segment). This kernel has no
+sch_netem, so the bridge stands in for netem.
 """
 
 from __future__ import annotations
@@ -234,7 +237,7 @@ def down_with_stats(name: str = "inreplay") -> tuple[bool, dict[str, object] | N
 
 # ---- the impairment bridge ----------------------------------------------------
 
-_SPEC_KEYS = ("loss", "delay", "reorder", "duplicate", "burst")
+_SPEC_KEYS = ("loss", "delay", "reorder", "duplicate", "burst", "drop")
 _ITEM = re.compile(r"^(?:(in|out|ab|ba)\.)?([a-z]+)=(\S+)$")
 
 

@@ -41,7 +41,16 @@ import numpy as np
 import numpy.typing as npt
 import redis
 
-from pyctl.client import ItemSpec, RateLimited, ReplayClient, Sample, sample_args
+from pyctl import _wire
+from pyctl.client import (
+    ItemSpec,
+    RateLimited,
+    ReplayClient,
+    Sample,
+    _native_order,
+    _out_array,
+    sample_args,
+)
 from pyctl.config import WILDCARD_HOSTS
 
 SHARD_ID_BITS = 48
@@ -161,6 +170,44 @@ class ShardedReplayClient:
             for pool, conn in conns:
                 pool.release(conn)
 
+    def _fanout_into(self, requests: list[tuple[int, tuple[Any, ...]]],
+                     dests: list[list[memoryview]]) -> list[int | None] | None:
+        """_fanout for bulk replies read straight into dests (one list per request);
+        None, having sent nothing, when a connection cannot be read raw."""
+        conns = []
+        try:
+            for k, _ in requests:
+                pool = self.shards[k].redis.connection_pool
+                conn = pool.get_connection()
+                conns.append((pool, conn))
+                if conn._sock is None:
+                    conn.connect()
+            if not all(_wire.idle(c) for _, c in conns):
+                return None
+            for (_, args), (_, conn) in zip(requests, conns, strict=True):
+                conn.send_packed_command(conn.pack_command(*args))
+            out: list[int | None] = []
+            first_error: BaseException | None = None
+            for (k, _), (_, conn), d in zip(requests, conns, dests, strict=True):
+                try:
+                    out.append(_wire.recv_bulk_into(conn, d))
+                except redis.ResponseError as e:
+                    out.append(None)
+                    where = f"shard {k} ({self.addresses[k]}): " if len(self.shards) > 1 else ""
+                    first_error = first_error or redis.ResponseError(f"{where}{e}")
+            if first_error:
+                raise first_error
+            return out
+        except redis.ResponseError:
+            raise
+        except BaseException:
+            for _, conn in conns:
+                conn.disconnect()
+            raise
+        finally:
+            for pool, conn in conns:
+                pool.release(conn)
+
     def _all(self, *args: Any) -> list[Any]:
         return self._fanout([(k, args) for k in range(len(self.shards))])
 
@@ -255,10 +302,13 @@ class ShardedReplayClient:
     def sample(self, table: str, n: int, *, beta: float | None = None,
                item_shape: tuple[int, ...] | int | None = None,
                item_dtype: npt.DTypeLike | None = None, schema: Any = None,
-               torch: bool = False, device: Any = None, timeout: float | None = None) -> Sample:
+               torch: bool = False, device: Any = None, timeout: float | None = None,
+               out: Any = None) -> Sample:
         """Draw n items from the whole group with exact global probabilities and
         importance weights (see the module docstring), one round trip to every shard
-        that gets a share. Arguments and items as ReplayClient.sample."""
+        that gets a share. Arguments and items as ReplayClient.sample (packed items
+        are read from each shard's socket straight into their place in one array,
+        ``out`` when given)."""
         n = int(n)
         if n <= 0:
             raise ValueError(f"sample size must be positive, not {n}")
@@ -273,6 +323,14 @@ class ShardedReplayClient:
         reqs = [(int(k), tuple(sample_args(table, int(counts[k]), beta=beta, packed=spec.packed,
                                            withstats=True, timeout=timeout)))
                 for k in np.flatnonzero(counts)]
+        dest = _out_array(out, spec, n)
+        if spec.packed and _native_order(spec.dtype):
+            got = self._sample_direct(table, reqs, counts, q, beta, n, spec, dest)
+            if got is not None:
+                return got
+        if dest is not None:
+            raise ValueError("out= needs plain TCP or Unix-socket connections with no reply "
+                             "pending; sample without out=")
         try:
             replies = self._fanout(reqs)
         except redis.ResponseError as e:
@@ -306,6 +364,71 @@ class ShardedReplayClient:
         if not spec.packed:
             return Sample(all_ids, weights, items)
         return spec.decode(all_ids, weights, b"".join(items), n)
+
+    def _weights(self, table: str, q: npt.NDArray[np.float64], owner: npt.NDArray[np.int64],
+                 probs: npt.NDArray[np.float64], beta: float,
+                 stats: list[ShardStats]) -> npt.NDArray[np.float32]:
+        self._stats[table] = stats
+        p_global = q[owner] * probs
+        p_min = min(q[k] * (s.min_priority / s.total if s.total > 0 else 1.0 / s.size)
+                    for k, s in enumerate(stats) if s.size and q[k] > 0)
+        return ((p_global / p_min) ** -beta).astype(np.float32)
+
+    def _sample_direct(self, table: str, reqs: list[tuple[int, tuple[Any, ...]]],
+                       counts: npt.NDArray[np.int64], q: npt.NDArray[np.float64], beta: float,
+                       n: int, spec: ItemSpec, dest: np.ndarray | None) -> Sample | None:
+        """sample() with every shard's PACKED WITHSTATS reply received in place: its ids,
+        its items into their rows of one array, its stats and probabilities."""
+        ids = np.empty(n, dtype=np.int64)
+        scratch_w = np.empty(n, dtype=np.float32)  # each shard's local weights: unused
+        if dest is not None:
+            items = dest
+        elif spec.schema is not None:
+            items = np.empty(n * spec.itemsize, dtype=np.uint8)
+        else:
+            items = np.empty((n, *spec.shape), dtype=spec.dtype.newbyteorder("="))
+        flat = memoryview(items.reshape(-1).view(np.uint8))
+        heads = np.empty((len(reqs), 3), dtype=np.float64)  # total, min, size (int64 bits)
+        probs = np.empty(n, dtype=np.float64)
+        owner = np.empty(n, dtype=np.int64)
+        dests, at = [], 0
+        for j, (k, _) in enumerate(reqs):
+            m = int(counts[k])
+            dests.append([memoryview(ids[at:at + m]).cast("B"),
+                          memoryview(scratch_w[at:at + m]).cast("B"),
+                          flat[at * spec.itemsize:(at + m) * spec.itemsize],
+                          memoryview(heads[j]).cast("B"),
+                          memoryview(probs[at:at + m]).cast("B")])
+            owner[at:at + m] = k
+            at += m
+        try:
+            got = self._fanout_into(reqs, dests)
+        except redis.ResponseError as e:
+            raise RateLimited(str(e)) if "RATELIMITED" in str(e) else e from None
+        if got is None:
+            return None
+        for (k, _), length in zip(reqs, got, strict=True):
+            if length is not None:
+                m = int(counts[k])
+                raise ValueError(f"item_shape {spec.shape} of {spec.dtype} is {spec.itemsize} "
+                                 f"bytes, but shard {k}'s reply of {length} bytes for {m} items "
+                                 f"does not hold items of that size")
+        stats = list(self._stats.get(table) or self.refresh(table))
+        for j, (k, _) in enumerate(reqs):
+            size = int(heads[j, 2:3].view(np.int64)[0])
+            stats[k] = ShardStats(float(heads[j, 0]), float(heads[j, 1]), size)
+        weights = self._weights(table, q, owner, probs, beta, stats)
+        if spec.schema is not None:
+            return spec.decode(ids, weights, memoryview(items), n)
+        out_items: Any = items
+        w: Any = weights
+        if spec.torch:
+            import torch as th
+
+            out_items, w = th.from_numpy(items), th.from_numpy(weights)
+            if spec.device is not None:
+                out_items, w = out_items.to(spec.device), w.to(spec.device)
+        return Sample(ids, w, out_items)
 
     def info(self, table: str) -> dict[str, Any]:
         """REPLAY.INFO of every shard ("shards": a list of dicts) with the group's

@@ -243,6 +243,26 @@ def test_prefetcher_adds_decode_threads_only_when_behind(inreplay_server: Any,
         slow.close()
 
 
+def test_prefetcher_keeps_more_requests_in_flight_when_starved(
+        inreplay_server: Any, breakout: list[Transition]) -> None:
+    items = _encode(TransitionCodec(ATARI.obs_shape, np.uint8, 3), breakout)
+    src = _fill(inreplay_server, "inflight", items)
+    p = Prefetcher(src, 64, 0.4, 3, max_inflight=3).start()
+    try:
+        for _ in range(20):  # a consumer that never finds a batch waiting at first
+            b = p.get(timeout=30)
+            assert len(b.ids) == 64
+        assert len(p.samplers) >= 1  # a second connection sampling alongside the first
+        assert all(isinstance(v, ApplianceReplay) and v.decode_lock is src.decode_lock
+                   for v in p.views)
+    finally:
+        p.close()
+        src.close()
+    other = _fill(inreplay_server, "default", items)
+    assert Prefetcher(other, 64, 0.4, 3).max_inflight == 1  # the default: one, as before
+    other.close()
+
+
 def test_prefetcher_error_is_one_line() -> None:
     class Broken:
         def sample(self, n: int, beta: float) -> Any:

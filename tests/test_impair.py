@@ -230,3 +230,19 @@ def test_impair_with_a_bad_value_fails_and_keeps_the_spec(bridge: Callable[..., 
                         capture_output=True, text=True)
     assert ok.returncode == 0, ok.stderr
     assert b.exchange(10, gap=0.001, wait=0.3) == []
+
+
+def test_drop_takes_only_the_listed_tcp_segments(bridge: Callable[..., Bridge]) -> None:
+    """drop=N+M counts TCP segments that take sequence space (tests/test_tcp_recovery.py
+    drops single reply segments with it): UDP passes, bad lists are refused."""
+    b = bridge("drop=1+2")
+    assert sorted(b.exchange(20, gap=0.001, wait=0.3)) == list(range(20))
+    assert b.stats()["ab"]["dropped"] == 0
+    too_many = "drop=" + "+".join(map(str, range(1, 18)))
+    for bad in ("drop=0", "drop=3+2", "drop=1+", "drop=x", too_many):
+        r = subprocess.run([netns.impair_binary(), "--check", netns.impair_spec(bad)],
+                           capture_output=True, text=True)
+        assert r.returncode != 0, bad
+    ok = subprocess.run([netns.impair_binary(), "--check", netns.impair_spec("out.drop=1+5+9")],
+                        capture_output=True, text=True)
+    assert ok.returncode == 0, ok.stderr

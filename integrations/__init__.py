@@ -1,0 +1,1 @@
+"""inreplay where RL code already lives: backends for TorchRL (and, later, RLlib)."""

@@ -1,0 +1,225 @@
+"""The large-item data path of ReplayClient: requests gathered from the caller's buffers
+and PACKED replies received straight into preallocated arrays.
+
+redis-py builds a request by packing every argument (hiredis.pack_command copies them all
+into one bytes object) and parses a bulk reply into a bytes object that the client copies
+again into arrays. For batches of Atari-sized items those copies are the cost, so:
+
+- :func:`add_request` lays a REPLAY.ADD request out as a list of buffers: the small RESP
+  framing (and items under :data:`GATHER_MIN` bytes) joined, every larger item a
+  memoryview of the caller's array; :func:`send_gather` hands the list to the kernel with
+  ``sendmsg`` (one system call per ``IOV_MAX`` buffers), no Python copy of an item.
+- :func:`recv_bulk_into` reads one bulk-string reply (``$<len>\\r\\n<bytes>\\r\\n``) from the
+  connection's socket into a list of writable buffers (ids, weights, the caller's item
+  array ...): the payload crosses from the kernel into its final place once.
+
+Both work on a redis-py Connection that is connected and idle (its parser holds no
+unread bytes); :func:`idle` says whether that holds and the callers fall back to
+redis-py's own path when it does not (a TLS socket, a parser with buffered bytes).
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Sequence
+from typing import Any
+
+import redis
+
+GATHER_MIN = 4096
+"""Items of at least this many bytes are sent from the caller's buffer (a memoryview);
+smaller ones are copied into the framing around them (fewer, larger iovecs)."""
+IOV_MAX = 1024
+HEADER_READ = 64
+
+
+def idle(conn: Any) -> bool:
+    """Whether conn is a plain, connected TCP/Unix socket whose parser has nothing
+    buffered: the next bytes on the socket are the reply to the next request."""
+    sock = getattr(conn, "_sock", None)
+    if type(sock) is not socket.socket:  # TLS (SSLSocket has no sendmsg) or not connected
+        return False
+    parser = getattr(conn, "_parser", None)
+    reader = getattr(parser, "_reader", None)
+    if reader is not None and hasattr(reader, "has_data"):
+        return not reader.has_data()
+    buf = getattr(parser, "_buffer", None)
+    if buf is not None and hasattr(buf, "unread_bytes"):
+        return buf.unread_bytes() == 0
+    return False
+
+
+def _b(x: bytes | str | int) -> bytes:
+    return x if isinstance(x, bytes) else str(x).encode()
+
+
+def add_request(table: bytes | str, prio: Sequence[bytes], rows: Sequence[Any],
+                tail: Sequence[bytes | str | int] = ()) -> list[bytes | memoryview]:
+    """REPLAY.ADD table prio0 item0 prio1 item1 ... [tail] as a list of buffers."""
+    t = _b(table)
+    out: list[bytes | memoryview] = []
+    acc = bytearray(b"*%d\r\n$10\r\nREPLAY.ADD\r\n$%d\r\n%s\r\n"
+                    % (2 + 2 * len(rows) + len(tail), len(t), t))
+    for p, row in zip(prio, rows, strict=True):
+        size = row.nbytes if isinstance(row, memoryview) else len(row)
+        acc += b"$%d\r\n%s\r\n$%d\r\n" % (len(p), p, size)
+        if size >= GATHER_MIN:
+            out.append(bytes(acc))
+            acc = bytearray(b"\r\n")
+            out.append(row)
+        else:
+            acc += row
+            acc += b"\r\n"
+    for a in tail:
+        s = _b(a)
+        acc += b"$%d\r\n%s\r\n" % (len(s), s)
+    out.append(bytes(acc))
+    return out
+
+
+def send_gather(sock: socket.socket, chunks: list[bytes | memoryview]) -> None:
+    """sendmsg every chunk, in order, until all are sent (partial sends resumed)."""
+    views = [memoryview(c).cast("B") for c in chunks]
+    i = 0
+    while i < len(views):
+        sent = sock.sendmsg(views[i:i + IOV_MAX])
+        while sent and i < len(views):
+            size = len(views[i])
+            if sent >= size:
+                sent -= size
+                i += 1
+            else:
+                views[i] = views[i][sent:]
+                sent = 0
+        while i < len(views) and not len(views[i]):
+            i += 1
+
+
+def _recv_into(sock: socket.socket, view: memoryview) -> None:
+    got = 0
+    while got < len(view):
+        n = sock.recv_into(view[got:])
+        if n == 0:
+            raise redis.ConnectionError("the server closed the connection mid-reply")
+        got += n
+
+
+def recv_bulk_into(conn: Any, dests: Sequence[memoryview]) -> int | None:
+    """Read one bulk-string reply from an idle conn into dests, in order.
+
+    Returns None when the reply filled dests exactly. When its length differs from
+    theirs, the reply is read and dropped (the connection stays usable) and its length
+    is returned. An error reply raises redis-py's exception for it (the connection stays
+    usable); anything else disconnects and raises redis.ConnectionError."""
+    sock: socket.socket = conn._sock
+    head = bytearray()
+    buf = bytearray(HEADER_READ)
+    while b"\r\n" not in head:
+        n = sock.recv_into(buf)
+        if n == 0:
+            raise redis.ConnectionError("the server closed the connection")
+        head += buf[:n]
+        if len(head) > 1 << 20:
+            raise redis.ConnectionError("no end of line in the first MB of a reply")
+    end = head.index(b"\r\n")
+    line, rest = bytes(head[:end]), memoryview(bytes(head[end + 2:]))
+    if line[:1] == b"-":
+        if rest:
+            raise redis.ConnectionError(f"bytes after an error reply: {line[:80]!r}")
+        raise conn._parser.parse_error(line[1:].decode(errors="replace"))
+    if line[:1] != b"$" or not line[1:].isdigit():
+        raise redis.ConnectionError(f"expected a bulk string, got {line[:80]!r}")
+    length = int(line[1:])
+    want = sum(len(d) for d in dests)
+    targets = list(dests) if length == want else [memoryview(bytearray(length))]
+    targets.append(memoryview(bytearray(2)))  # the closing CRLF
+    for d in targets:
+        take = min(len(d), len(rest))
+        if take:
+            d[:take] = rest[:take]
+            rest = rest[take:]
+        if take < len(d):
+            _recv_into(sock, d[take:])
+    if rest or bytes(targets[-1]) != b"\r\n":
+        raise redis.ConnectionError("a bulk reply did not end where its length said")
+    return None if length == want else length
+
+
+def _once_more(call: Any) -> Any:
+    """call(fresh) and, when a pooled connection turns out dead (the server restarted, an
+    idle timeout), once more on a new one, as redis-py's execute_command retries."""
+    try:
+        return call(False)
+    except (redis.ConnectionError, ConnectionResetError, BrokenPipeError) as e:
+        if getattr(e, "fresh", False):
+            raise
+        return call(True)
+
+
+def call_gather(r: redis.Redis, chunks: list[bytes | memoryview]) -> Any:
+    """Send a request laid out as buffers on one of r's connections and read its reply
+    with redis-py's parser (a small reply: REPLAY.ADD's ids)."""
+    return _once_more(lambda retry: _call_gather(r, chunks, retry))
+
+
+def _call_gather(r: redis.Redis, chunks: list[bytes | memoryview], retry: bool) -> Any:
+    pool = r.connection_pool
+    conn = r.connection or pool.get_connection()
+    fresh = conn._sock is None
+    try:
+        if retry and not fresh:
+            conn.disconnect()
+            fresh = True
+        if conn._sock is None:
+            conn.connect()
+        try:
+            if idle(conn):
+                send_gather(conn._sock, chunks)
+            else:
+                conn.send_packed_command(chunks)
+        except OSError as e:
+            conn.disconnect()
+            raise redis.ConnectionError(f"Error while writing to socket: {e}") from None
+        return conn.read_response()
+    except BaseException as e:
+        if not isinstance(e, redis.ResponseError):
+            conn.disconnect()
+            e.fresh = fresh  # type: ignore[attr-defined]
+        raise
+    finally:
+        if r.connection is None:
+            pool.release(conn)
+
+
+def call_bulk_into(r: redis.Redis, args: Sequence[Any],
+                   dests: Sequence[memoryview]) -> int | bool | None:
+    """Send one command and read its bulk reply into dests (recv_bulk_into).
+
+    Returns False, having sent nothing, when the connection cannot be read raw (the
+    caller takes redis-py's path); else what recv_bulk_into returns."""
+    return _once_more(lambda retry: _call_bulk_into(r, args, dests, retry))
+
+
+def _call_bulk_into(r: redis.Redis, args: Sequence[Any], dests: Sequence[memoryview],
+                    retry: bool) -> int | bool | None:
+    pool = r.connection_pool
+    conn = r.connection or pool.get_connection()
+    fresh = conn._sock is None
+    try:
+        if retry and not fresh:
+            conn.disconnect()
+            fresh = True
+        if conn._sock is None:
+            conn.connect()
+        if not idle(conn):
+            return False
+        conn.send_packed_command(conn.pack_command(*args))
+        return recv_bulk_into(conn, dests)
+    except BaseException as e:
+        if not isinstance(e, redis.ResponseError):
+            conn.disconnect()
+            e.fresh = fresh  # type: ignore[attr-defined]
+        raise
+    finally:
+        if r.connection is None:
+            pool.release(conn)
