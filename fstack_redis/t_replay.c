@@ -609,7 +609,7 @@ void replayInfoCommand(client *c) {
     ir_table *t = lookupTableOrReply(c, 1);
     if (!t) return;
     double minp = ir_sampler_min(t->sampler);
-    addReplyArrayLen(c, 2 * 36);
+    addReplyArrayLen(c, 2 * (36 + (t->traj ? 4 : 0)));
     addField(c, "name");            addReplyBulk(c, t->name, t->namelen);
     addField(c, "size");            addReplyLongLong(c, (long long)tableSize(t));
     addField(c, "capacity");        addReplyLongLong(c, (long long)t->o.capacity);
@@ -646,6 +646,7 @@ void replayInfoCommand(client *c) {
     addField(c, "consumed");        addReplyLongLong(c, (long long)t->consumed);
     addField(c, "storage");         addReplyBulkCString(c, t->general ? "general" : "ring");
     addField(c, "compactions");     addReplyLongLong(c, (long long)t->compactions);
+    if (t->traj) trajInfoFields(c, t); /* the chunk store's chunks, bytes, references */
 }
 
 /* REPLAY.DROP <table> */

@@ -472,6 +472,14 @@ void replayColumnsCommand(client *c) {
     }
 }
 
+void trajInfoFields(client *c, ir_table *t) {
+    const ir_chunk_store *s = t->traj;
+    addReplyBulkCString(c, "columns");          addReplyLongLong(c, (long long)t->layout->ncols);
+    addReplyBulkCString(c, "store_chunks");     addReplyLongLong(c, (long long)s->chunks);
+    addReplyBulkCString(c, "store_chunk_bytes"); addReplyLongLong(c, (long long)s->chunk_bytes);
+    addReplyBulkCString(c, "store_references"); addReplyLongLong(c, (long long)s->references);
+}
+
 void replayChunksCommand(client *c) {
     const ir_chunk_store *s = c->srv->chunks;
     addReplyMapLen(c, 8);

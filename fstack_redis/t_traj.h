@@ -16,6 +16,9 @@ void trajSample(client *c, ir_table *t, size_t n, double beta, int withstats, in
 void addSampleStats(client *c, ir_table *t, size_t n);
 void addSampleInfo(client *c, ir_table *t, size_t n);
 
+/* REPLAY.INFO's 4 extra fields of a TRAJECTORY table (name/value pairs). */
+void trajInfoFields(client *c, ir_table *t);
+
 void replayStreamCommand(client *c);
 void replayAppendCommand(client *c);
 void replayItemCommand(client *c);

@@ -146,6 +146,10 @@ def test_reference_counting_with_random_eviction_returns_to_baseline(r: redis.Re
             sample_trajectories(r, "rand", 4)  # may consume items (MAX_TIMES_SAMPLED 2)
     st = chunk_stats(r)
     assert st["items_made"] >= made and st["chunks"] > 0 and st["references"] > 0
+    flat = r.execute_command("REPLAY.INFO", "fifo")
+    info = dict(zip(flat[::2], flat[1::2], strict=True))
+    assert (info[b"columns"], info[b"store_chunks"], info[b"store_chunk_bytes"],
+            info[b"store_references"]) == (2, st["chunks"], st["chunk_bytes"], st["references"])
     peak = used()
     assert peak - base_mem >= st["chunk_bytes"] > 0
     for t in ("fifo", "rand"):
