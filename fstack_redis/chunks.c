@@ -89,7 +89,7 @@ void chunkCollect(ir_chunk_store *s) {
 }
 
 uint64_t chunkStoreMemory(const ir_chunk_store *s) {
-    return s->chunk_bytes + (uint64_t)s->cap * sizeof(ir_chunk);
+    return s->chunk_bytes + (uint64_t)s->cap * sizeof(ir_chunk) + s->stream_bytes;
 }
 
 /* ---- streams -------------------------------------------------------------- */
@@ -150,6 +150,7 @@ int streamDeclare(ir_chunk_store *s, const char *name, size_t len, const ir_fiel
     st->chunk_steps = chunk_steps;
     st->history = history;
     st->ring = ring;
+    s->stream_bytes += sizeof(*st) + len + 1 + (uint64_t)nfields * ring * sizeof(uint32_t);
     st->next = s->streams;
     s->streams = st;
     s->nstreams++;
@@ -169,6 +170,7 @@ void streamEndEpisode(ir_chunk_store *s, ir_stream *st) {
 
 static void streamFree(ir_chunk_store *s, ir_stream *st) {
     streamEndEpisode(s, st);
+    s->stream_bytes -= sizeof(*st) + st->namelen + 1 + (uint64_t)st->nfields * st->ring * sizeof(uint32_t);
     free(st->held);
     free(st->name);
     free(st);

@@ -37,6 +37,7 @@
 #define IR_TRAJ_DEFAULT_HISTORY 1024
 #define IR_TRAJ_MAX_STEP_BYTES (64u << 20)
 #define IR_TRAJ_MAX_LEN 65536 /* steps per column */
+#define IR_TRAJ_MAX_HELD (1u << 20) /* chunks a stream may hold: fields x (HISTORY / CHUNK + 1) */
 
 enum { IR_DT_BOOL, IR_DT_U8, IR_DT_I8, IR_DT_U16, IR_DT_I16, IR_DT_U32, IR_DT_I32, IR_DT_U64,
        IR_DT_I64, IR_DT_F16, IR_DT_F32, IR_DT_F64, IR_DT_COUNT };
@@ -81,6 +82,7 @@ typedef struct ir_chunk_store {
     uint64_t nstreams;
     uint64_t chunks, chunk_bytes, references; /* live chunks, their data bytes, item refs */
     uint64_t steps_appended, items_made, chunks_made;
+    uint64_t stream_bytes;  /* the streams' own memory (names, held-chunk rings) */
     /* while set, chunks that reach 0 wait on `pending` until chunkCollect
      * (a sample reads the items it just removed) */
     int defer;
@@ -107,7 +109,7 @@ void chunkStoreFree(ir_chunk_store *s);
 /* Drop every stream (their holds); chunks items still reference stay. */
 void chunkStoreFlushStreams(ir_chunk_store *s);
 void chunkCollect(ir_chunk_store *s);
-/* Header array + data bytes. */
+/* Header array + data bytes + the streams' own memory. */
 uint64_t chunkStoreMemory(const ir_chunk_store *s);
 
 ir_stream *streamFind(ir_chunk_store *s, const char *name, size_t len);

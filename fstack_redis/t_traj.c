@@ -172,6 +172,13 @@ void replayStreamCommand(client *c) {
         seen_c |= isc;
         seen_h |= ish;
     }
+    if (((history + chunk - 1) / chunk + 1) * nf > IR_TRAJ_MAX_HELD) {
+        addReplyErrorFormat(c, "HISTORY %llu with CHUNK %llu holds more than %u chunks over %llu "
+                               "fields: use a larger CHUNK or a smaller HISTORY",
+                            (unsigned long long)history, (unsigned long long)chunk,
+                            IR_TRAJ_MAX_HELD, (unsigned long long)nf);
+        return;
+    }
     for (uint64_t k = 0; k < nf; k++)
         if ((uint64_t)f[k].step_bytes * chunk > UINT32_MAX) {
             addReplyErrorFormat(c, "CHUNK %llu steps of field '%s' exceed 4 GiB: use a smaller CHUNK",

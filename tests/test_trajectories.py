@@ -186,6 +186,8 @@ def test_bad_input_is_refused_whole(r: redis.Redis) -> None:
     assert "has 2 fields" in err(r, "REPLAY.APPEND", "s", 1, b"x" * 12)
     assert "unknown dtype 'uint7'" in err(r, "REPLAY.STREAM", "z", "FIELDS", 1, "a", "uint7", "")
     assert "invalid shape" in err(r, "REPLAY.STREAM", "z", "FIELDS", 1, "a", "uint8", "3,x")
+    assert "holds more than 1048576 chunks" in err(
+        r, "REPLAY.STREAM", "z", "FIELDS", 1, "a", "uint8", "", "CHUNK", 1, "HISTORY", 16777216)
     assert "another signature" in err(r, "REPLAY.STREAM", "s", "FIELDS", 1, "obs", "uint8", "4,3")
     before = chunk_stats(r)
     good = ["1.0", 2, "o", "s", "obs", 15, 3, "rw", "s", "r", 17, 1]
