@@ -9,8 +9,10 @@ of 4, n = 3, so obs and next_obs span 7 distinct frames), stored two ways in one
 
 Counts are what the server reports at steady state (tables full, streams running):
 opaque = REPLAY.INFO bytes_used / size; trajectories = (REPLAY.CHUNKS chunk_bytes +
-the chunk header array + REPLAY.INFO bytes_used of the reference records) / size. Frames
-are uncompressed both ways (chunks are not compressed yet), so content does not matter.
+the chunk header array + REPLAY.INFO bytes_used of the reference records) / size.
+Frames are real Breakout play (bench/compress.py's) or, with --frames random,
+incompressible noise; the trajectory side runs twice, chunks raw and zstd level 3
+(REPLAY.STREAM ... COMPRESS 3).
 
     python3 bench/trajectory_bytes.py --json out.json [--readme README.md]
 """
@@ -50,7 +52,15 @@ def _info(r: redis.Redis, t: str) -> dict[str, Any]:
     return {flat[i].decode(): flat[i + 1] for i in range(0, len(flat), 2)}
 
 
-def run(port: int, *, capacity: int, writers: int, episode_len: int, batch: int) -> dict[str, Any]:
+def breakout_frames(n: int) -> np.ndarray:
+    """n consecutive 84x84 frames of real Breakout play (the newest frame of each step)."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    from compress import breakout_transitions  # type: ignore[import-not-found]
+    return np.stack([t.obs[-1] for t in breakout_transitions(n)])
+
+
+def run(port: int, *, capacity: int, writers: int, episode_len: int, batch: int,
+        frames_kind: str = "real") -> dict[str, Any]:
     r = redis.Redis(port=port)
     rng = np.random.default_rng(0)
     # opaque: 7 distinct frames + action (int64) + 3 rewards (float32) per item
@@ -65,18 +75,31 @@ def run(port: int, *, capacity: int, writers: int, episode_len: int, batch: int)
     op = _info(r, "opaque")
     opaque_bpt = int(op["bytes_used"]) / int(op["size"])
     r.execute_command("REPLAY.DROP", "opaque")
+    frames = (breakout_frames(4000) if frames_kind == "real"
+              else rng.integers(0, 256, (episode_len + STACK, *FRAME), dtype=np.uint8))
 
+    out: dict[str, Any] = {"capacity": capacity, "writers": writers,
+                           "episode_len": episode_len, "opaque_item_bytes": item_len,
+                           "opaque_bytes_per_transition": opaque_bpt,
+                           "frame_bytes": FRAME[0] * FRAME[1], "frames": frames_kind}
+    for level in (0, 3):
+        out[f"traj_z{level}"] = _traj(r, frames, capacity=capacity, writers=writers,
+                                      episode_len=episode_len, batch=batch, level=level)
+    return out
+
+
+def _traj(r: redis.Redis, frames: np.ndarray, *, capacity: int, writers: int, episode_len: int,
+          batch: int, level: int) -> dict[str, Any]:
     create_trajectory_table(r, "traj", capacity, maxbytes=1 << 34)
     sig = {"frame": (FRAME, np.uint8), "action": ((), np.int64), "reward": ((), np.float32)}
-    ws = [TrajectoryWriter(r, f"actor{i}", sig, chunk_steps=16, history=64)
+    ws = [TrajectoryWriter(r, f"actor{i}", sig, chunk_steps=16, history=64, compress=level)
           for i in range(writers)]
     made, steps, t0 = 0, 0, time.perf_counter()
-    frames = rng.integers(0, 256, (episode_len + STACK, *FRAME), dtype=np.uint8)
     while made < 2 * capacity:
-        for w in ws:
+        for k, w in enumerate(ws):
             for _ in range(batch):
                 i = w.episode_steps
-                w.append({"frame": frames[i % len(frames)], "action": i % 4,
+                w.append({"frame": frames[(k * 997 + i) % len(frames)], "action": i % 4,
                           "reward": np.float32(0.0)})
                 steps += 1
                 t = w.episode_steps - 1 - N  # transition from t, complete at t + n
@@ -93,44 +116,51 @@ def run(port: int, *, capacity: int, writers: int, episode_len: int, batch: int)
     secs = time.perf_counter() - t0
     ti, cs = _info(r, "traj"), chunk_stats(r)
     size = int(ti["size"])
-    traj_bpt = (cs["memory"] + int(ti["bytes_used"])) / size
-    s = sample_trajectories(r, "traj", 32)
+    t1 = time.perf_counter()
+    for _ in range(20):
+        s = sample_trajectories(r, "traj", 32)
+    sample_ms = (time.perf_counter() - t1) / 20 * 1e3
     assert s.columns["obs"].shape == (32, STACK, *FRAME)
     r.execute_command("REPLAY.DROP", "traj")
     for w in ws:
         w.close()
     left = chunk_stats(r)
-    return {"capacity": capacity, "writers": writers, "episode_len": episode_len,
-            "opaque_item_bytes": item_len, "opaque_bytes_per_transition": opaque_bpt,
-            "traj_bytes_per_transition": traj_bpt, "traj_items": size,
-            "traj_chunk_bytes": cs["chunk_bytes"], "traj_chunks": cs["chunks"],
-            "traj_chunk_memory": cs["memory"], "traj_record_bytes": int(ti["bytes_used"]),
-            "traj_references": cs["references"], "traj_steps": steps,
-            "traj_write_seconds": secs, "chunks_left_after_drop": left["chunks"],
-            "frame_bytes": FRAME[0] * FRAME[1]}
+    return {"bytes_per_transition": (cs["memory"] + int(ti["bytes_used"])) / size,
+            "items": size, "chunk_bytes": cs["chunk_bytes"], "chunks": cs["chunks"],
+            "chunk_memory": cs["memory"], "record_bytes": int(ti["bytes_used"]),
+            "references": cs["references"], "chunks_compressed": cs["chunks_compressed"],
+            "steps": steps, "write_seconds": secs, "sample32_ms": sample_ms,
+            "chunks_left_after_drop": left["chunks"]}
 
 
 def markdown(res: dict[str, Any]) -> str:
     fb = res["frame_bytes"]
+    op = res["opaque_bytes_per_transition"]
+    rows = [f"| opaque item (REPLAY.ADD, 7 raw frames) | {op:,.0f} | {op / fb:.2f} | |"]
+    for level, name in ((0, "raw chunks"), (3, "zstd 3 chunks")):
+        t = res[f"traj_z{level}"]
+        rows.append(f"| trajectory, {name} (frames stored once, REPLAY.ITEM references) | "
+                    f"{t['bytes_per_transition']:,.0f} | {t['bytes_per_transition'] / fb:.2f} | "
+                    f"{t['sample32_ms']:.1f} |")
+    z = res["traj_z3"]
+    src = ("real ALE/Breakout-v5 frames (bench/compress.py's play)" if res["frames"] == "real"
+           else "random frames (incompressible)")
     return "\n".join([
         f"{res['capacity']:,} Breakout-shaped 3-step transitions (84×84 uint8 frames, stacks of "
         f"4: obs and next_obs span 7 distinct frames) from {res['writers']} writers, episodes of "
-        f"{res['episode_len']} steps; uncompressed both ways; counted by the server at steady "
-        "state (bench/trajectory_bytes.py):",
+        f"{res['episode_len']} steps, {src}; chunks of 16 steps; counted by the server at "
+        "steady state: chunk bytes, chunk headers and streams (REPLAY.CHUNKS memory) plus the "
+        "table's reference records, over its items (bench/trajectory_bytes.py):",
         "",
-        "| storage | bytes per transition | frames per transition |",
-        "|---|---|---|",
-        f"| opaque item (REPLAY.ADD, 7 frames) | {res['opaque_bytes_per_transition']:,.0f} | "
-        f"{res['opaque_bytes_per_transition'] / fb:.2f} |",
-        f"| trajectory (frames stored once, REPLAY.ITEM references) | "
-        f"{res['traj_bytes_per_transition']:,.0f} | {res['traj_bytes_per_transition'] / fb:.2f} |",
+        "| storage | bytes per transition | frames per transition | SAMPLE 32 (ms, loopback) |",
+        "|---|---|---|---|",
+        *rows,
         "",
-        f"Trajectory side: {res['traj_chunks']:,} chunks holding {res['traj_chunk_bytes']:,} B "
-        f"(the streams keep their last 64 steps too), {res['traj_references']:,} references in "
-        f"{res['traj_record_bytes']:,} B of records; "
-        f"{res['opaque_bytes_per_transition'] / res['traj_bytes_per_transition']:.1f}× less "
-        f"than opaque items. After the table and streams are dropped: "
-        f"{res['chunks_left_after_drop']} chunks.",
+        f"Of the zstd run's {z['bytes_per_transition']:,.0f} B, "
+        f"{z['record_bytes'] / z['items']:,.0f} B "
+        f"are the reference record (4 columns) and the rest chunks ({z['chunks']:,} live, "
+        f"{z['chunks_compressed']:,} compressed; the streams keep their last 64 steps too). "
+        f"After the table and streams are dropped: {z['chunks_left_after_drop']} chunks.",
     ])
 
 
@@ -140,6 +170,8 @@ def main() -> None:
     ap.add_argument("--writers", type=int, default=4)
     ap.add_argument("--episode-len", type=int, default=1000)
     ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--frames", choices=("real", "random"), default="real",
+                    help="real: ALE Breakout play (needs the rl extra); random: incompressible")
     ap.add_argument("--json", type=Path)
     ap.add_argument("--readme", type=Path, help="rewrite the trajectory-bytes block of this file")
     a = ap.parse_args()
@@ -158,7 +190,7 @@ def main() -> None:
                     raise
                 time.sleep(0.1)
         res = run(port, capacity=a.capacity, writers=a.writers, episode_len=a.episode_len,
-                  batch=a.batch)
+                  batch=a.batch, frames_kind=a.frames)
     finally:
         proc.terminate()
         proc.wait(timeout=30)

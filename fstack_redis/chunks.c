@@ -11,6 +11,18 @@
 
 #include "chunks.h"
 
+#ifdef IR_HAVE_ZSTD
+#include <zstd.h>
+#endif
+
+int chunkCanCompress(void) {
+#ifdef IR_HAVE_ZSTD
+    return 1;
+#else
+    return 0;
+#endif
+}
+
 static const char *const dt_names[IR_DT_COUNT] = {"bool",  "uint8",  "int8",    "uint16",
                                                   "int16", "uint32", "int32",   "uint64",
                                                   "int64", "float16", "float32", "float64"};
@@ -56,6 +68,11 @@ static uint32_t chunkAlloc(ir_chunk_store *s, uint32_t bytes) {
 }
 
 static void chunkFree(ir_chunk_store *s, uint32_t h) {
+    if (s->raw_h == h) s->raw_h = 0;
+    if (s->c[h].raw) {
+        s->chunks_compressed--;
+        s->raw_bytes_compressed -= s->c[h].raw;
+    }
     free(s->c[h].data);
     s->chunk_bytes -= s->c[h].bytes;
     s->chunks--;
@@ -92,6 +109,58 @@ uint64_t chunkStoreMemory(const ir_chunk_store *s) {
     return s->chunk_bytes + (uint64_t)s->cap * sizeof(ir_chunk) + s->stream_bytes;
 }
 
+/* Compress a full chunk in place when that saves bytes (kept raw otherwise,
+ * or when anything fails: compression is an optimisation, never an error). */
+static void chunkCompress(ir_chunk_store *s, uint32_t h, int level) {
+#ifdef IR_HAVE_ZSTD
+    ir_chunk *c = &s->c[h];
+    if (c->raw) return;
+    size_t bound = ZSTD_compressBound(c->bytes);
+    if (!s->cctx && !(s->cctx = ZSTD_createCCtx())) return;
+    if (bound > s->zbuf_cap) {
+        char *p = realloc(s->zbuf, bound);
+        if (!p) return;
+        s->zbuf = p;
+        s->zbuf_cap = bound;
+    }
+    size_t z = ZSTD_compressCCtx(s->cctx, s->zbuf, bound, c->data, c->bytes, level);
+    if (ZSTD_isError(z) || z + 64 >= c->bytes) return;
+    char *d = malloc(z);
+    if (!d) return;
+    memcpy(d, s->zbuf, z);
+    free(c->data);
+    s->chunk_bytes -= c->bytes - z;
+    s->chunks_compressed++;
+    s->raw_bytes_compressed += c->bytes;
+    c->raw = c->bytes;
+    c->bytes = (uint32_t)z;
+    c->data = d;
+#else
+    (void)s, (void)h, (void)level;
+#endif
+}
+
+/* A chunk's raw bytes: in place, or decompressed into rawbuf (kept for the
+ * next read of the same chunk). */
+static const char *chunkRaw(ir_chunk_store *s, uint32_t h) {
+    const ir_chunk *c = &s->c[h];
+    if (!c->raw) return c->data;
+#ifdef IR_HAVE_ZSTD
+    if (s->raw_h != h) {
+        size_t n = ZSTD_decompressDCtx(s->dctx, s->rawbuf, s->rawbuf_cap, c->data, c->bytes);
+        if (ZSTD_isError(n) || n != c->raw) { /* cannot happen to our own frames */
+            memset(s->rawbuf, 0, c->raw);
+            s->raw_h = 0;
+            return s->rawbuf;
+        }
+        s->raw_h = h;
+    }
+    return s->rawbuf;
+#else
+    return c->data; /* never compressed without zstd */
+#endif
+}
+
 /* ---- streams -------------------------------------------------------------- */
 
 ir_stream *streamFind(ir_chunk_store *s, const char *name, size_t len) {
@@ -112,11 +181,12 @@ static int sameFields(const ir_stream *st, const ir_field *f, uint32_t n) {
 }
 
 int streamDeclare(ir_chunk_store *s, const char *name, size_t len, const ir_field *f,
-                  uint32_t nfields, uint32_t chunk_steps, uint32_t history, ir_stream **out,
-                  const char **err) {
+                  uint32_t nfields, uint32_t chunk_steps, uint32_t history, int zlevel,
+                  ir_stream **out, const char **err) {
     ir_stream *st = streamFind(s, name, len);
     if (st) {
-        if (!sameFields(st, f, nfields) || st->chunk_steps != chunk_steps || st->history != history) {
+        if (!sameFields(st, f, nfields) || st->chunk_steps != chunk_steps ||
+            st->history != history || st->zlevel != zlevel) {
             *err = "stream exists with another signature: REPLAY.STREAM <stream> DROP first";
             return -1;
         }
@@ -126,6 +196,31 @@ int streamDeclare(ir_chunk_store *s, const char *name, size_t len, const ir_fiel
     if (s->nstreams >= IR_TRAJ_MAX_STREAMS) {
         *err = "too many streams (65536): drop the ones no writer uses";
         return -1;
+    }
+    if (zlevel) { /* a sample decompresses into rawbuf: size it now */
+#ifdef IR_HAVE_ZSTD
+        size_t big = 0;
+        for (uint32_t i = 0; i < nfields; i++)
+            if ((size_t)f[i].step_bytes * chunk_steps > big) big = (size_t)f[i].step_bytes * chunk_steps;
+        if (!s->dctx && !(s->dctx = ZSTD_createDCtx())) {
+            *err = "out of memory";
+            return -1;
+        }
+        if (big > s->rawbuf_cap) {
+            char *p = realloc(s->rawbuf, big);
+            if (!p) {
+                *err = "out of memory";
+                return -1;
+            }
+            s->rawbuf = p;
+            s->rawbuf_cap = big;
+            s->raw_h = 0;
+        }
+#else
+        *err = "this server was built without libzstd: install libzstd-dev and rebuild, or "
+               "leave COMPRESS out";
+        return -1;
+#endif
     }
     st = calloc(1, sizeof(*st));
     uint32_t ring = (history + chunk_steps - 1) / chunk_steps + 1;
@@ -150,6 +245,7 @@ int streamDeclare(ir_chunk_store *s, const char *name, size_t len, const ir_fiel
     st->chunk_steps = chunk_steps;
     st->history = history;
     st->ring = ring;
+    st->zlevel = zlevel;
     s->stream_bytes += sizeof(*st) + len + 1 + (uint64_t)nfields * ring * sizeof(uint32_t);
     st->next = s->streams;
     s->streams = st;
@@ -206,6 +302,12 @@ void chunkStoreFree(ir_chunk_store *s) {
     free(s->c);
     free(s->pending);
     free(s->scratch);
+#ifdef IR_HAVE_ZSTD
+    ZSTD_freeCCtx(s->cctx);
+    ZSTD_freeDCtx(s->dctx);
+#endif
+    free(s->zbuf);
+    free(s->rawbuf);
     free(s);
 }
 
@@ -258,6 +360,12 @@ int streamAppend(ir_chunk_store *s, ir_stream *st, uint64_t n, const char *const
             i += run - 1;
         }
     }
+    if (st->zlevel) /* the chunks this append filled: nothing writes to them again */
+        for (uint64_t k = st->nsteps / S; k < (st->nsteps + n) / S; k++) {
+            if (k + st->ring < end) continue;
+            for (uint32_t f = 0; f < st->nfields; f++)
+                chunkCompress(s, st->held[(size_t)f * st->ring + k % st->ring], st->zlevel);
+        }
     st->nsteps += n;
     s->steps_appended += n;
     return 0;
@@ -355,13 +463,13 @@ void chunkItemCol(const char *rec, uint32_t k, uint32_t *step_bytes, uint32_t *l
     *len = rd(rec, w + 1);
 }
 
-void chunkItemCopy(const ir_chunk_store *s, const char *rec, uint32_t k, char *dst) {
+void chunkItemCopy(ir_chunk_store *s, const char *rec, uint32_t k, char *dst) {
     size_t w = rd(rec, 1 + k);
     uint32_t sb = rd(rec, w), len = rd(rec, w + 1), off = rd(rec, w + 2), S = rd(rec, w + 3);
     size_t j = 0;
     while (len) {
         uint32_t run = S - off < len ? S - off : len;
-        memcpy(dst, s->c[rd(rec, w + 5 + j)].data + (size_t)off * sb, (size_t)run * sb);
+        memcpy(dst, chunkRaw(s, rd(rec, w + 5 + j)) + (size_t)off * sb, (size_t)run * sb);
         dst += (size_t)run * sb;
         len -= run;
         off = 0;

@@ -49,7 +49,8 @@ size_t chunkDtypeSize(int dt);
 typedef struct ir_chunk {
     uint32_t refs;          /* 0: on the free list */
     uint32_t next_free;
-    uint32_t bytes;         /* data bytes allocated (chunk_steps x step size) */
+    uint32_t bytes;         /* data bytes allocated (chunk_steps x step size, or compressed) */
+    uint32_t raw;           /* compressed: the raw size; 0: data is raw */
     char *data;
 } ir_chunk;
 
@@ -67,6 +68,7 @@ typedef struct ir_stream {
     uint32_t nfields;
     ir_field fields[IR_TRAJ_MAX_FIELDS];
     uint32_t chunk_steps, history;
+    int zlevel;             /* COMPRESS: zstd level full chunks are compressed at; 0 none */
     uint32_t ring;          /* chunks held per field: ceil(history / chunk_steps) + 1 */
     uint32_t *held;         /* [field * ring + chunk number % ring]: handle, 0 none */
     uint64_t nsteps;        /* steps of the current episode */
@@ -90,6 +92,14 @@ typedef struct ir_chunk_store {
     size_t npending, pending_cap;
     uint32_t *scratch;      /* an append's new chunks, grown on demand and kept */
     size_t scratch_cap;
+    /* zstd (IR_HAVE_ZSTD): contexts and buffers kept across requests; rawbuf
+     * holds the last chunk decompressed (raw_h), sized at REPLAY.STREAM for
+     * the largest chunk of a compressing stream, so a sample never allocates */
+    void *cctx, *dctx;
+    char *zbuf, *rawbuf;
+    size_t zbuf_cap, rawbuf_cap;
+    uint32_t raw_h;
+    uint64_t chunks_compressed, raw_bytes_compressed; /* live compressed chunks, their raw size */
 } ir_chunk_store;
 
 /* A trajectory table's columns, fixed by its first item. */
@@ -116,8 +126,10 @@ ir_stream *streamFind(ir_chunk_store *s, const char *name, size_t len);
 /* Declare a stream: fields already parsed. An existing stream with the same
  * signature: 0 and *out it, unchanged; a different one: -1 with *err. */
 int streamDeclare(ir_chunk_store *s, const char *name, size_t len, const ir_field *f,
-                  uint32_t nfields, uint32_t chunk_steps, uint32_t history, ir_stream **out,
-                  const char **err);
+                  uint32_t nfields, uint32_t chunk_steps, uint32_t history, int zlevel,
+                  ir_stream **out, const char **err);
+/* 1 if this build compresses (libzstd), else 0. */
+int chunkCanCompress(void);
 int streamDrop(ir_chunk_store *s, const char *name, size_t len);
 /* End the episode: the stream lets go of its chunks; steps restart at 0. */
 void streamEndEpisode(ir_chunk_store *s, ir_stream *st);
@@ -148,6 +160,6 @@ uint32_t chunkItemCols(const char *rec);
 /* Column k of rec: its step size and length. */
 void chunkItemCol(const char *rec, uint32_t k, uint32_t *step_bytes, uint32_t *len);
 /* Copy column k's bytes (len x step_bytes) to dst. */
-void chunkItemCopy(const ir_chunk_store *s, const char *rec, uint32_t k, char *dst);
+void chunkItemCopy(ir_chunk_store *s, const char *rec, uint32_t k, char *dst);
 
 #endif

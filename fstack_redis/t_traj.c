@@ -2,6 +2,7 @@
  * chunks.c's streams and chunks and TRAJECTORY tables.
  *
  *   REPLAY.STREAM <s> FIELDS <n> <name> <dtype> <shape> ... [CHUNK <steps>] [HISTORY <steps>]
+ *                 [COMPRESS <zstd level>]
  *   REPLAY.STREAM <s> END | DROP
  *   REPLAY.APPEND <s> <nsteps> <field bulk> ...       (one bulk per field: nsteps x step bytes)
  *   REPLAY.ITEM <t> <priority> <ncols> <column> <stream> <field> <first> <len> ... [<priority> ...]
@@ -155,10 +156,18 @@ void replayStreamCommand(client *c) {
         }
         f[k].step_bytes = (uint32_t)b;
     }
-    uint64_t chunk = IR_TRAJ_DEFAULT_CHUNK, history = IR_TRAJ_DEFAULT_HISTORY;
-    int seen_c = 0, seen_h = 0;
+    uint64_t chunk = IR_TRAJ_DEFAULT_CHUNK, history = IR_TRAJ_DEFAULT_HISTORY, zlevel = 0;
+    int seen_c = 0, seen_h = 0, seen_z = 0;
     for (int i = 4 + 3 * (int)nf; i < c->argc; i += 2) {
         int isc = argEq(c, i, "chunk"), ish = argEq(c, i, "history");
+        if (argEq(c, i, "compress") && i + 1 < c->argc && !seen_z) {
+            seen_z = 1;
+            if (parseU64(&c->argv[i + 1], 19, &zlevel) != 0 || zlevel == 0) {
+                addReplyError(c, "COMPRESS must be a zstd level between 1 and 19");
+                return;
+            }
+            continue;
+        }
         if ((!isc && !ish) || i + 1 >= c->argc || (isc && seen_c) || (ish && seen_h)) {
             addReplyStr(c, shared.syntaxerr);
             return;
@@ -188,6 +197,7 @@ void replayStreamCommand(client *c) {
     ir_stream *st;
     const char *err;
     if (streamDeclare(s, name->ptr, name->len, f, (uint32_t)nf, (uint32_t)chunk, (uint32_t)history,
+                      (int)zlevel,
                       &st, &err) != 0) {
         addReplyErrorFormat(c, "%s", err);
         return;
@@ -489,7 +499,7 @@ void trajInfoFields(client *c, ir_table *t) {
 
 void replayChunksCommand(client *c) {
     const ir_chunk_store *s = c->srv->chunks;
-    addReplyMapLen(c, 8);
+    addReplyMapLen(c, 10);
     addReplyBulkCString(c, "streams");        addReplyLongLong(c, (long long)s->nstreams);
     addReplyBulkCString(c, "chunks");         addReplyLongLong(c, (long long)s->chunks);
     addReplyBulkCString(c, "chunk_bytes");    addReplyLongLong(c, (long long)s->chunk_bytes);
@@ -498,4 +508,7 @@ void replayChunksCommand(client *c) {
     addReplyBulkCString(c, "steps_appended"); addReplyLongLong(c, (long long)s->steps_appended);
     addReplyBulkCString(c, "chunks_made");    addReplyLongLong(c, (long long)s->chunks_made);
     addReplyBulkCString(c, "items_made");     addReplyLongLong(c, (long long)s->items_made);
+    addReplyBulkCString(c, "chunks_compressed"); addReplyLongLong(c, (long long)s->chunks_compressed);
+    addReplyBulkCString(c, "raw_bytes_compressed");
+    addReplyLongLong(c, (long long)s->raw_bytes_compressed);
 }

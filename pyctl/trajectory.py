@@ -86,7 +86,7 @@ class TrajectoryWriter:
 
     def __init__(self, client: ReplayClient | redis.Redis, stream: str,
                  signature: Mapping[str, tuple[tuple[int, ...] | int, npt.DTypeLike]], *,
-                 chunk_steps: int = 16, history: int = 1024) -> None:
+                 chunk_steps: int = 16, history: int = 1024, compress: int = 0) -> None:
         self.redis = _conn(client)
         self.stream = stream
         self.signature: dict[str, tuple[tuple[int, ...], np.dtype[Any]]] = {}
@@ -97,6 +97,8 @@ class TrajectoryWriter:
             self.signature[name] = (shp, dt)
             args += [name, dt.name, ",".join(str(d) for d in shp)]
         args += ["CHUNK", int(chunk_steps), "HISTORY", int(history)]
+        if compress:  # zstd level for full chunks (a server built with libzstd)
+            args += ["COMPRESS", int(compress)]
         self.redis.execute_command(*args)
         self.history = _History(self)
         self.episode_steps = 0  # steps of this episode, buffered ones included

@@ -255,3 +255,31 @@ def test_blocked_sample_wakes_on_items(inreplay_server: ServerProcess, r: redis.
     th.join(10)
     other.close()
     assert got and got[0].columns["obs"].shape == (2, 2, 4, 3)
+
+
+def test_compressed_chunks_assemble_the_same_steps(r: redis.Redis) -> None:
+    """COMPRESS 3: full chunks are kept zstd-compressed; samples decompress them."""
+    rng = np.random.default_rng(5)
+    create_trajectory_table(r, "z", 1000, sampler="uniform")
+    sig = {"obs": ((16, 16), np.uint8), "reward": ((), np.float32)}
+    w = TrajectoryWriter(r, "wz", sig, chunk_steps=8, history=64, compress=3)
+    n = 200
+    ep = {"obs": np.repeat(rng.integers(0, 4, (n, 1, 16), dtype=np.uint8), 16, axis=1),
+          "reward": rng.normal(size=n).astype(np.float32)}
+    for i in range(n):
+        w.append({k: v[i] for k, v in ep.items()})
+        if i >= 9:
+            w.create_item("z", 1.0, {"obs": w.history["obs"][-10:],
+                                     "reward": w.history["reward"][-10:]})
+        if i % 16 == 15:
+            w.flush()
+    w.flush()
+    st = chunk_stats(r)
+    assert st["chunks_compressed"] > 0 and st["chunk_bytes"] < st["raw_bytes_compressed"]
+    s = sample_trajectories(r, "z", 128)
+    for j, item in enumerate(s.ids):
+        t = int(item) + 10  # item k covers steps k..k+9
+        np.testing.assert_array_equal(s.columns["obs"][j], ep["obs"][t - 10:t])
+        np.testing.assert_array_equal(s.columns["reward"][j], ep["reward"][t - 10:t])
+    assert "COMPRESS must be a zstd level" in err(
+        r, "REPLAY.STREAM", "q", "FIELDS", 1, "a", "uint8", "", "COMPRESS", 0)

@@ -17,6 +17,7 @@
 #define NSTREAMS 4
 #define S 8
 #define HIST 64
+#define OB 120 /* obs bytes per step: chunks of 960 B, worth compressing */
 
 static uint64_t rs = 88172645463325252ULL;
 static uint64_t rnd(void) {
@@ -93,21 +94,23 @@ int main(void) {
     for (int i = 0; i < 2; i++) tabs[i]->traj = s;
     CHECK(tabs[1]->general && !tabs[0]->general);
 
-    ir_field f[2] = {{.name = "obs", .dtype = IR_DT_U8, .ndim = 1, .shape = {12}, .step_bytes = 12},
+    ir_field f[2] = {{.name = "obs", .dtype = IR_DT_U8, .ndim = 1, .shape = {OB}, .step_bytes = OB},
                      {.name = "rew", .dtype = IR_DT_F32, .ndim = 0, .step_bytes = 4}};
     ir_stream *st[NSTREAMS];
     char name[16];
     for (int i = 0; i < NSTREAMS; i++) {
         snprintf(name, sizeof(name), "s%d", i);
-        CHECK(streamDeclare(s, name, strlen(name), f, 2, S, HIST, &st[i], &err) == 0);
+        /* streams 0 and 1 compress their full chunks when this build can */
+        int z = i < 2 && chunkCanCompress() ? 1 : 0;
+        CHECK(streamDeclare(s, name, strlen(name), f, 2, S, HIST, z, &st[i], &err) == 0);
     }
     /* a second declaration with the same signature is the same stream; another is refused */
     ir_stream *again;
-    CHECK(streamDeclare(s, "s0", 2, f, 2, S, HIST, &again, &err) == 0 && again == st[0]);
-    CHECK(streamDeclare(s, "s0", 2, f, 1, S, HIST, &again, &err) == -1);
+    CHECK(streamDeclare(s, "s0", 2, f, 2, S, HIST, st[0]->zlevel, &again, &err) == 0 && again == st[0]);
+    CHECK(streamDeclare(s, "s0", 2, f, 1, S, HIST, st[0]->zlevel, &again, &err) == -1);
 
-    static char obs[64 * 12], rew[64 * 4];
-    static char rec[4096], got[4096];
+    static char obs[64 * OB], rew[64 * 4];
+    static char rec[4096], got[32 * OB];
     const uint64_t total = 1000000;
     uint64_t inserted = 0, batches = 0, copies_bad = 0;
     char errbuf[256];
@@ -117,7 +120,7 @@ int main(void) {
         /* append 1..16 steps */
         uint64_t n = 1 + rnd() % 16;
         for (uint64_t i = 0; i < n; i++) {
-            memset(obs + i * 12, stepByte(k, episodes[k], x->nsteps + i, 0), 12);
+            memset(obs + i * OB, stepByte(k, episodes[k], x->nsteps + i, 0), OB);
             float r = (float)stepByte(k, episodes[k], x->nsteps + i, 1);
             memcpy(rew + i * 4, &r, 4);
         }
@@ -176,8 +179,8 @@ int main(void) {
     }
     /* a batch longer than the stream keeps: only its last HISTORY-odd steps stay */
     {
-        static char bo[1000 * 12], br[1000 * 4];
-        for (int i = 0; i < 1000; i++) memset(bo + i * 12, (uint8_t)i, 12);
+        static char bo[1000 * OB], br[1000 * 4];
+        for (int i = 0; i < 1000; i++) memset(bo + i * OB, (uint8_t)i, OB);
         const char *data[2] = {bo, br};
         streamEndEpisode(s, st[0]);
         CHECK(streamAppend(s, st[0], 1000, data) == 0 && st[0]->nsteps == 1000);
@@ -186,16 +189,19 @@ int main(void) {
         ir_colref c = {st[0], 0, oldest, (uint32_t)(1000 - oldest)};
         CHECK(chunkColCheck(&c, errbuf, sizeof(errbuf)) == 0);
         chunkItemMake(s, &c, 1, rec);
-        static char all[1000 * 12];
+        static char all[1000 * OB];
         chunkItemCopy(s, rec, 0, all);
         int ok = 1;
-        for (uint64_t i = 0; i < 1000 - oldest; i++) ok &= (uint8_t)all[i * 12] == (uint8_t)(oldest + i);
+        for (uint64_t i = 0; i < 1000 - oldest; i++) ok &= (uint8_t)all[i * OB] == (uint8_t)(oldest + i);
         CHECK(ok);
         chunkItemRelease(s, rec, (uint32_t)chunkItemSize(&c, 1));
     }
     CHECKF(copies_bad == 0, "%llu sampled columns not consecutive steps", (unsigned long long)copies_bad);
     checkConsistent(s, tabs, 2, "after the inserts");
     CHECK(tabs[0]->evictions > 0 && tabs[1]->evictions > 0 && tabs[1]->consumed > 0);
+    CHECK(!chunkCanCompress() || s->chunks_compressed > 0);
+    printf("%llu compressed chunks (%llu B raw in %llu B)\n", (unsigned long long)s->chunks_compressed,
+           (unsigned long long)s->raw_bytes_compressed, (unsigned long long)s->chunk_bytes);
     printf("%llu items, %llu evictions + %llu consumed; %llu chunks made, %llu live\n",
            (unsigned long long)inserted,
            (unsigned long long)(tabs[0]->evictions + tabs[1]->evictions),
