@@ -4,7 +4,7 @@ PY        ?= python3
 BUILD     ?= build
 ASAN      ?= build-asan
 APT_PKGS  := build-essential pkg-config redis-server redis-tools clang libclang-rt-14-dev \
-             iproute2 ethtool dpdk dpdk-dev libdpdk-dev liblwip-dev zlib1g-dev dpkg-dev tcl patch
+             iproute2 ethtool dpdk dpdk-dev libdpdk-dev liblwip-dev zlib1g-dev libzstd-dev dpkg-dev tcl patch
 # lwIP for the DPDK stack is built from Debian's source package (apt-get source)
 LWIP_SRC  := build-deps/lwip-src
 SUDO      := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
@@ -96,6 +96,7 @@ bench: build
 	$(PY) bench/swarm.py --item-bytes 640,49404 --phases learner,apex --seconds 10 \
 	  --json $(BUILD)/bench-swarm-atari.json
 	$(PY) bench/compress.py --json $(BUILD)/bench-compress.json
+	$(PY) bench/trajectory_bytes.py --json $(BUILD)/bench-trajectory.json --readme README.md
 	$(PY) bench/limiter.py --seconds 600 --json $(BUILD)/bench-limiter.json
 	-$(PY) bench/peers.py --json $(BUILD)/bench-peers.json
 	$(PY) bench/report.py --sumtree $(BUILD)/bench-sumtree.json \

@@ -25,6 +25,7 @@
 #include "replay.h"
 #include "replication.h"
 #include "snapshot.h"
+#include "t_traj.h"
 
 /* name, handler, arity, first key, last key, key step, Redis's flag words (the one
  * definition of a command's flags: parsed into CMD_* bits once, when the index is
@@ -197,6 +198,11 @@ static ir_command commands[] = {
     {"replay.drop", replayDropCommand, 2, 1, 1, 1, "write module", 0, 0},
     {"replay.list", replayListCommand, 1, 0, 0, 0, "readonly module", 0, 0},
     {"replay.shards", replayShardsCommand, 1, 0, 0, 0, "readonly fast module", 0, 0},
+    {"replay.stream", replayStreamCommand, -3, 0, 0, 0, "write denyoom module", 0, 0},
+    {"replay.append", replayAppendCommand, -4, 0, 0, 0, "write denyoom module", 0, 0},
+    {"replay.item", replayItemCommand, -8, 1, 1, 1, "write denyoom module", 0, 0},
+    {"replay.columns", replayColumnsCommand, 2, 1, 1, 1, "readonly module", 0, 0},
+    {"replay.chunks", replayChunksCommand, 1, 0, 0, 0, "readonly module", 0, 0},
     {"multi", multiCommand, 1, 0, 0, 0, "noscript loading stale fast allow_busy", 0, 0},
     {"exec", execCommand, 1, 0, 0, 0, "noscript loading stale skip_slowlog", 0, 0},
     {"discard", discardCommand, 1, 0, 0, 0, "noscript loading stale fast allow_busy", 0, 0},
@@ -1189,9 +1195,11 @@ static const keyspec keyspecs[] = {
     {"zunionstore", "OW update", 1, KS_RANGE, 0, 1, 0},
     {"zunionstore", "RO access", 2, KS_KEYNUM, 0, 1, 1},
     {"replay.add", "RW insert", 1, KS_RANGE, 0, 1, 0},
+    {"replay.columns", "RO", 1, KS_RANGE, 0, 1, 0},
     {"replay.create", "RW insert", 1, KS_RANGE, 0, 1, 0},
     {"replay.drop", "RM delete", 1, KS_RANGE, 0, 1, 0},
     {"replay.info", "RO", 1, KS_RANGE, 0, 1, 0},
+    {"replay.item", "RW insert", 1, KS_RANGE, 0, 1, 0},
     {"replay.sample", "RW access update", 1, KS_RANGE, 0, 1, 0},
     {"replay.update", "RW update", 1, KS_RANGE, 0, 1, 0},
 };

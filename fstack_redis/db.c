@@ -26,6 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "chunks.h"
 #include "blocked.h"
 #include "commands.h"
 #include "db_internal.h"
@@ -1270,6 +1271,7 @@ void flushallCommand(client *c) {
         dbEmpty(db);
     }
     tablesFlush(c->srv->tables);
+    chunkStoreFlushStreams(c->srv->chunks);
     addReplyStr(c, shared.ok);
 }
 

@@ -59,6 +59,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "chunks.h"
 #include "replay.h"
 #include "server.h"
 
@@ -263,6 +264,7 @@ uint64_t tableSlotOf(const ir_table *t, uint64_t id) {
  * (and slot_off/slot_len stay) until the next insert or compaction. */
 static void genRemove(ir_table *t, uint32_t slot) {
     uint64_t id = t->slot_id[slot];
+    if (t->traj) chunkItemRelease(t->traj, t->arena + t->slot_off[slot], t->slot_len[slot]);
     for (int k = 0; k < t->nheap; k++) heapRemove(t, &t->heap[k], slot);
     uint32_t i = t->dense_pos[slot], last = t->dense[t->gsize - 1];
     t->dense[i] = last;
@@ -435,6 +437,17 @@ static void tableFree(ir_table *t) {
     if ((t->waiters[0].n || t->waiters[1].n || t->waiters[0].ready || t->waiters[1].ready) &&
         g_server)
         blockedTableGone(g_server, t); /* REPLAY.DROP, FLUSHALL: waiters get an error */
+    if (t->traj) { /* the live items' chunk references */
+        if (t->general)
+            for (uint64_t i = 0; i < t->gsize; i++)
+                chunkItemRelease(t->traj, t->arena + t->slot_off[t->dense[i]], t->slot_len[t->dense[i]]);
+        else
+            for (uint64_t id = t->oldest_id; id < t->next_id; id++) {
+                uint64_t sl = id % t->o.capacity;
+                chunkItemRelease(t->traj, t->arena + t->slot_off[sl], t->slot_len[sl]);
+            }
+    }
+    free(t->layout);
     ir_sampler_free(t->sampler);
     free(t->slot_id);
     free(t->slot_off);
@@ -748,6 +761,7 @@ static int evictOldest(ir_table *t, size_t *nevicted) {
         t->evicted_cap = cap;
     }
     t->scratch_evicted[(*nevicted)++] = slot;
+    if (t->traj) chunkItemRelease(t->traj, t->arena + t->slot_off[slot], t->slot_len[slot]);
     if (t->nheap) heapRemove(t, &t->heap[0], (uint32_t)slot);
     t->bytes_used -= reserveLen(t->slot_len[slot]);
     t->slot_id[slot] = EMPTY_ID;

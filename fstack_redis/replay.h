@@ -152,6 +152,10 @@ typedef struct ir_table {
     double *scratch_prio;
     float *scratch_weights;
     size_t scratch_cap, evicted_cap;
+    /* TRAJECTORY tables (chunks.h): items are reference records into this
+     * store, released when they leave the table; columns fixed by the first */
+    struct ir_chunk_store *traj;
+    struct ir_traj_layout *layout;
     struct ir_table *next;
 } ir_table;
 

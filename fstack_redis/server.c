@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "blocked.h"
+#include "chunks.h"
 #include "commands.h"
 #include "config.h"
 #include "db.h"
@@ -38,7 +39,8 @@ ir_server *server_new(const ir_config *cfg) {
     s->cfg = *cfg;
     s->db = dbNew();
     s->tables = tablesNew();
-    if (!s->db || !s->tables || dbsCreate(s) != 0) {
+    s->chunks = chunkStoreNew();
+    if (!s->db || !s->tables || !s->chunks || dbsCreate(s) != 0) {
         server_free(s);
         return NULL;
     }
@@ -66,7 +68,8 @@ void server_free(ir_server *s) {
     blockedFree(s);
     if (s->db) dbFree(s->db);
     dbsFree(s);
-    tablesFree(s->tables);
+    tablesFree(s->tables); /* before the chunks its items reference */
+    chunkStoreFree(s->chunks);
     pinsFree(&s->pins);
     pubsubFree(s);
     free(s->monitors);
@@ -144,7 +147,8 @@ const char *serverRequirePass(const ir_server *s, size_t *len) {
 uint64_t serverUsedMemory(const ir_server *s) {
     /* detached pinned memory (an overwritten value, a dropped table's arena)
      * counts until the last reply that points into it is written */
-    uint64_t b = dbsBytes(s) + tablesMemory(s->tables) + s->pins.detached_bytes;
+    uint64_t b = dbsBytes(s) + tablesMemory(s->tables) + s->pins.detached_bytes +
+                 (s->chunks ? chunkStoreMemory(s->chunks) : 0);
     for (const client *c = s->clients; c; c = c->next) {
         b += c->qcap + c->ocap + c->argcap + (uint64_t)c->segcap * sizeof(ir_seg) +
              (uint64_t)c->argv_cap * (sizeof(ir_arg) + sizeof(size_t)) + sizeof(*c);

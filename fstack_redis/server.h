@@ -186,6 +186,7 @@ struct ir_command {
 
 struct ir_db;
 struct ir_tables;
+struct ir_chunk_store;
 
 typedef struct ir_server {
     ir_config cfg;
@@ -201,6 +202,7 @@ typedef struct ir_server {
     struct ir_db **dbs;       /* dbs[1..ndbs-1]: the others (SELECT); dbs[0] unused */
     int ndbs;
     struct ir_tables *tables;
+    struct ir_chunk_store *chunks; /* trajectory streams and chunks (chunks.h) */
     uint64_t rng[4];
     char run_id[41];
     /* protected mode: who may talk without a password */

@@ -96,6 +96,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "chunks.h"
 #include "config.h"
 #include "db_internal.h"
 #include "replay.h"
@@ -597,13 +598,27 @@ static void pruneSnapshots(const char *dir, uint64_t saved) {
     closedir(d);
 }
 
+/* Snapshots do not hold trajectory streams, chunks and their tables yet
+ * (issue 19 item 5): a save refuses rather than dropping them silently. */
+static int trajectoriesBlockSave(const ir_server *s, char *msg, size_t msglen) {
+    const ir_table *t = s->tables->head;
+    while (t && !t->traj) t = t->next;
+    if (!t && !s->chunks->nstreams && !s->chunks->chunks) return 0;
+    msgf(msg, msglen, "snapshots cannot hold trajectories yet (%s): drop TRAJECTORY tables "
+                      "(REPLAY.DROP) and streams (REPLAY.STREAM <stream> DROP) before saving",
+         t ? t->name : "streams");
+    return EINVAL;
+}
+
 /* Write dir/inreplay-<ms>.snap atomically. Returns 0, or an errno with msg. */
 static int saveToDir(const ir_server *s, const char *dir, uint64_t ms, uint64_t *bytes, char *msg,
                      size_t msglen) {
     char tmp[PATH_MAX], final[PATH_MAX];
     uint64_t keys = 0, tables = 0;
     *bytes = 0;
-    int err = snapPath(tmp, sizeof(tmp), dir, 1, ms);
+    int err = trajectoriesBlockSave(s, msg, msglen);
+    if (err) return err;
+    err = snapPath(tmp, sizeof(tmp), dir, 1, ms);
     if (!err) err = snapPath(final, sizeof(final), dir, 0, ms);
     if (err) {
         msgf(msg, msglen, "snapshot directory path too long: %s", dir);
@@ -748,6 +763,7 @@ int snapshotBackground(ir_server *s, char *msg, size_t msglen) {
         msgf(msg, msglen, "snapshot directory path too long");
         return IR_ECONFIG;
     }
+    if (trajectoriesBlockSave(s, msg, msglen) != 0) return IR_ECONFIG;
     uint64_t ms = nextSnapshotMs(dir);
     int p[2];
     if (pipe2(p, O_CLOEXEC) != 0) {

@@ -39,6 +39,7 @@
 #include "blocked.h"
 #include "commands.h"
 #include "replay.h"
+#include "t_traj.h"
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "the REPLAY.* wire format is little-endian; add byte swapping for this host"
@@ -129,11 +130,13 @@ void replayCreateCommand(client *c) {
     };
     ir_limiter_opts lim = {0, 0, 0, 0};
     int has_eb = 0, preset = 0, has_sel = 0; /* preset: the QUEUE or STACK argument */
-    if ((c->argc - 2) % 2 != 0) {
+    int argc = c->argc, traj = 0; /* a last TRAJECTORY: items reference chunks (t_traj.c) */
+    if (argc > 2 && (argc - 2) % 2 == 1 && argEq(c, argc - 1, "trajectory")) traj = 1, argc--;
+    if ((argc - 2) % 2 != 0) {
         addReplyStr(c, shared.syntaxerr);
         return;
     }
-    for (int i = 2; i < c->argc; i += 2) {
+    for (int i = 2; i < argc; i += 2) {
         long long ll;
         double d;
         if (argEq(c, i, "capacity") || argEq(c, i, "maxbytes")) {
@@ -205,7 +208,7 @@ void replayCreateCommand(client *c) {
     }
     if (preset) {
         int other = has_sel;
-        for (int i = 2; i < c->argc && !other; i += 2)
+        for (int i = 2; i < argc && !other; i += 2)
             if (argEq(c, i, "capacity") || argEq(c, i, "min_size") ||
                 argEq(c, i, "samples_per_insert") || argEq(c, i, "error_buffer"))
                 other = i;
@@ -224,6 +227,11 @@ void replayCreateCommand(client *c) {
     if (!has_eb && lim.samples_per_insert > 0)
         lim.error_buffer = tableDefaultErrorBuffer(lim.samples_per_insert);
     const char *err;
+    if (traj && (lim.queue || lim.samples_per_insert > 0)) {
+        addReplyError(c, "a TRAJECTORY table cannot hold inserts yet (QUEUE, STACK, "
+                         "SAMPLES_PER_INSERT): use MIN_SIZE and MAX_TIMES_SAMPLED");
+        return;
+    }
     if (tableLimiterCheck(&lim, o.capacity, &err) != 0) {
         addReplyErrorFormat(c, "%s", err);
         return;
@@ -242,6 +250,11 @@ void replayCreateCommand(client *c) {
         return;
     }
     t->lim = lim;
+    if (traj && trajTableInit(c->srv, t) != 0) {
+        tableDrop(c->srv->tables, c->argv[1].ptr, c->argv[1].len);
+        addReplyError(c, "out of memory");
+        return;
+    }
     addReplyStr(c, shared.ok);
 }
 
@@ -259,6 +272,11 @@ void replayAddCommand(client *c) {
     }
     ir_table *t = lookupTableOrReply(c, 1);
     if (!t) return;
+    if (t->traj) {
+        addReplyErrorFormat(c, "table '%.128s' holds trajectories: append steps with REPLAY.APPEND "
+                               "and create items with REPLAY.ITEM", t->name);
+        return;
+    }
     uint64_t deadline = 0;
     if (timeout_arg && getBlockingTimeoutFromArg(c, timeout_arg, &deadline) != 0) return;
     size_t n = (size_t)(nargs - 2) / 2;
@@ -334,7 +352,7 @@ void replayAddCommand(client *c) {
  * A client that knows every shard's total computes each draw's global
  * probability and importance weight from these (pyctl/sharded.py). A
  * uniform sampler reports mass 1 per item (total = size, minimum 1). */
-static void addSampleStats(client *c, ir_table *t, size_t n) {
+void addSampleStats(client *c, ir_table *t, size_t n) {
     double total = ir_sampler_total(t->sampler), mn = ir_sampler_min(t->sampler);
     uint64_t live = tableSize(t);
     if (!isfinite(mn)) mn = 0; /* no positive priority: sampling is uniform */
@@ -410,7 +428,7 @@ static int addSampledSmallItems(client *c, const ir_table *t, size_t n) {
  * sample began (int64), then per item its probability (n float64: of that
  * draw, as the sampler drew it), its stored priority (n float64) and its
  * times sampled, this draw included (n uint32). */
-static void addSampleInfo(client *c, ir_table *t, size_t n) {
+void addSampleInfo(client *c, ir_table *t, size_t n) {
     tableSampleProb(t, n);
     addReplyProto(c, (const char *)&t->sample_size0, 8);
     addReplyProto(c, (const char *)t->scratch_prob, 8 * n);
@@ -461,6 +479,11 @@ void replaySampleCommand(client *c) {
         }
     }
     uint32_t la, lb;
+    if (packed && t->traj) {
+        addReplyErrorFormat(c, "table '%.128s' holds trajectories: its samples are packed per "
+                               "column already, sample without PACKED", t->name);
+        return;
+    }
     if (packed && !tableItemsOneSize(t, &la, &lb)) {
         addReplyErrorFormat(c, "PACKED needs items of one size (table '%.128s' holds items of "
                                "%u and %u bytes): sample without PACKED", t->name, la, lb);
@@ -488,6 +511,10 @@ void replaySampleCommand(client *c) {
                 return;
             }
         }
+    }
+    if (t->traj) {
+        trajSample(c, t, (size_t)n, beta, withstats, withinfo, limited);
+        return;
     }
     int rc = tableSample(t, (size_t)n, beta);
     if (rc == IR_EEMPTY) {
@@ -582,7 +609,7 @@ void replayInfoCommand(client *c) {
     ir_table *t = lookupTableOrReply(c, 1);
     if (!t) return;
     double minp = ir_sampler_min(t->sampler);
-    addReplyArrayLen(c, 2 * 36);
+    addReplyArrayLen(c, 2 * (36 + (t->traj ? 4 : 0)));
     addField(c, "name");            addReplyBulk(c, t->name, t->namelen);
     addField(c, "size");            addReplyLongLong(c, (long long)tableSize(t));
     addField(c, "capacity");        addReplyLongLong(c, (long long)t->o.capacity);
@@ -619,6 +646,7 @@ void replayInfoCommand(client *c) {
     addField(c, "consumed");        addReplyLongLong(c, (long long)t->consumed);
     addField(c, "storage");         addReplyBulkCString(c, t->general ? "general" : "ring");
     addField(c, "compactions");     addReplyLongLong(c, (long long)t->compactions);
+    if (t->traj) trajInfoFields(c, t); /* the chunk store's chunks, bytes, references */
 }
 
 /* REPLAY.DROP <table> */

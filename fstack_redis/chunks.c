@@ -1,0 +1,478 @@
+/* chunks.c - episode streams and reference-counted chunks (see chunks.h).
+ *
+ * Record layout (little-endian uint32 words, in the table's arena):
+ *   ncols, col_off[ncols] (word index of each column), then per column
+ *   step_bytes, len, offset (in the first chunk), chunk_steps, nchunks,
+ *   handle[nchunks].
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "chunks.h"
+
+#ifdef IR_HAVE_ZSTD
+#include <zstd.h>
+#endif
+
+int chunkCanCompress(void) {
+#ifdef IR_HAVE_ZSTD
+    return 1;
+#else
+    return 0;
+#endif
+}
+
+static const char *const dt_names[IR_DT_COUNT] = {"bool",  "uint8",  "int8",    "uint16",
+                                                  "int16", "uint32", "int32",   "uint64",
+                                                  "int64", "float16", "float32", "float64"};
+static const uint8_t dt_sizes[IR_DT_COUNT] = {1, 1, 1, 2, 2, 4, 4, 8, 8, 2, 4, 8};
+
+int chunkDtypeParse(const char *s, size_t len) {
+    for (int i = 0; i < IR_DT_COUNT; i++)
+        if (strlen(dt_names[i]) == len && memcmp(dt_names[i], s, len) == 0) return i;
+    return -1;
+}
+const char *chunkDtypeName(int dt) { return dt >= 0 && dt < IR_DT_COUNT ? dt_names[dt] : NULL; }
+size_t chunkDtypeSize(int dt) { return dt >= 0 && dt < IR_DT_COUNT ? dt_sizes[dt] : 0; }
+
+ir_chunk_store *chunkStoreNew(void) { return calloc(1, sizeof(ir_chunk_store)); }
+
+/* ---- chunks --------------------------------------------------------------- */
+
+static uint32_t chunkAlloc(ir_chunk_store *s, uint32_t bytes) {
+    uint32_t h = s->free_head;
+    if (!h) {
+        if (s->used == UINT32_MAX) return 0;
+        if (s->used == 0) s->used = 1; /* handle 0 is "none" */
+        if (s->used >= s->cap) {
+            uint32_t cap = s->cap ? (s->cap > UINT32_MAX / 2 ? UINT32_MAX : s->cap * 2) : 1024;
+            ir_chunk *c = realloc(s->c, (size_t)cap * sizeof(*c));
+            if (!c) return 0;
+            s->c = c;
+            s->cap = cap;
+        }
+        h = s->used;
+    }
+    char *d = malloc(bytes ? bytes : 1);
+    if (!d) return 0;
+    if (h == s->free_head)
+        s->free_head = s->c[h].next_free;
+    else
+        s->used++;
+    s->c[h] = (ir_chunk){.refs = 1, .bytes = bytes, .data = d};
+    s->chunks++;
+    s->chunks_made++;
+    s->chunk_bytes += bytes;
+    return h;
+}
+
+static void chunkFree(ir_chunk_store *s, uint32_t h) {
+    if (s->raw_h == h) s->raw_h = 0;
+    if (s->c[h].raw) {
+        s->chunks_compressed--;
+        s->raw_bytes_compressed -= s->c[h].raw;
+    }
+    free(s->c[h].data);
+    s->chunk_bytes -= s->c[h].bytes;
+    s->chunks--;
+    s->c[h] = (ir_chunk){.next_free = s->free_head};
+    s->free_head = h;
+}
+
+static void chunkUnref(ir_chunk_store *s, uint32_t h) {
+    if (--s->c[h].refs) return;
+    if (!s->defer) {
+        chunkFree(s, h);
+        return;
+    }
+    if (s->npending == s->pending_cap) {
+        size_t cap = s->pending_cap ? s->pending_cap * 2 : 256;
+        uint32_t *p = realloc(s->pending, cap * sizeof(*p));
+        if (!p) { /* cannot defer: freed now (the caller reads no freed chunk then) */
+            chunkFree(s, h);
+            return;
+        }
+        s->pending = p;
+        s->pending_cap = cap;
+    }
+    s->pending[s->npending++] = h;
+}
+
+void chunkCollect(ir_chunk_store *s) {
+    for (size_t i = 0; i < s->npending; i++) chunkFree(s, s->pending[i]);
+    s->npending = 0;
+    s->defer = 0;
+}
+
+uint64_t chunkStoreMemory(const ir_chunk_store *s) {
+    return s->chunk_bytes + (uint64_t)s->cap * sizeof(ir_chunk) + s->stream_bytes;
+}
+
+/* Compress a full chunk in place when that saves bytes (kept raw otherwise,
+ * or when anything fails: compression is an optimisation, never an error). */
+static void chunkCompress(ir_chunk_store *s, uint32_t h, int level) {
+#ifdef IR_HAVE_ZSTD
+    ir_chunk *c = &s->c[h];
+    if (c->raw) return;
+    size_t bound = ZSTD_compressBound(c->bytes);
+    if (!s->cctx && !(s->cctx = ZSTD_createCCtx())) return;
+    if (bound > s->zbuf_cap) {
+        char *p = realloc(s->zbuf, bound);
+        if (!p) return;
+        s->zbuf = p;
+        s->zbuf_cap = bound;
+    }
+    size_t z = ZSTD_compressCCtx(s->cctx, s->zbuf, bound, c->data, c->bytes, level);
+    if (ZSTD_isError(z) || z + 64 >= c->bytes) return;
+    char *d = malloc(z);
+    if (!d) return;
+    memcpy(d, s->zbuf, z);
+    free(c->data);
+    s->chunk_bytes -= c->bytes - z;
+    s->chunks_compressed++;
+    s->raw_bytes_compressed += c->bytes;
+    c->raw = c->bytes;
+    c->bytes = (uint32_t)z;
+    c->data = d;
+#else
+    (void)s, (void)h, (void)level;
+#endif
+}
+
+/* A chunk's raw bytes: in place, or decompressed into rawbuf (kept for the
+ * next read of the same chunk). */
+static const char *chunkRaw(ir_chunk_store *s, uint32_t h) {
+    const ir_chunk *c = &s->c[h];
+    if (!c->raw) return c->data;
+#ifdef IR_HAVE_ZSTD
+    if (s->raw_h != h) {
+        size_t n = ZSTD_decompressDCtx(s->dctx, s->rawbuf, s->rawbuf_cap, c->data, c->bytes);
+        if (ZSTD_isError(n) || n != c->raw) { /* cannot happen to our own frames */
+            memset(s->rawbuf, 0, c->raw);
+            s->raw_h = 0;
+            return s->rawbuf;
+        }
+        s->raw_h = h;
+    }
+    return s->rawbuf;
+#else
+    return c->data; /* never compressed without zstd */
+#endif
+}
+
+/* ---- streams -------------------------------------------------------------- */
+
+ir_stream *streamFind(ir_chunk_store *s, const char *name, size_t len) {
+    for (ir_stream *st = s->streams; st; st = st->next)
+        if (st->namelen == len && memcmp(st->name, name, len) == 0) return st;
+    return NULL;
+}
+
+static int sameFields(const ir_stream *st, const ir_field *f, uint32_t n) {
+    if (st->nfields != n) return 0;
+    for (uint32_t i = 0; i < n; i++) {
+        const ir_field *a = &st->fields[i], *b = &f[i];
+        if (strcmp(a->name, b->name) != 0 || a->dtype != b->dtype || a->ndim != b->ndim ||
+            memcmp(a->shape, b->shape, sizeof(a->shape[0]) * (size_t)a->ndim) != 0)
+            return 0;
+    }
+    return 1;
+}
+
+int streamDeclare(ir_chunk_store *s, const char *name, size_t len, const ir_field *f,
+                  uint32_t nfields, uint32_t chunk_steps, uint32_t history, int zlevel,
+                  ir_stream **out, const char **err) {
+    ir_stream *st = streamFind(s, name, len);
+    if (st) {
+        if (!sameFields(st, f, nfields) || st->chunk_steps != chunk_steps ||
+            st->history != history || st->zlevel != zlevel) {
+            *err = "stream exists with another signature: REPLAY.STREAM <stream> DROP first";
+            return -1;
+        }
+        *out = st;
+        return 0;
+    }
+    if (s->nstreams >= IR_TRAJ_MAX_STREAMS) {
+        *err = "too many streams (65536): drop the ones no writer uses";
+        return -1;
+    }
+    if (zlevel) { /* a sample decompresses into rawbuf: size it now */
+#ifdef IR_HAVE_ZSTD
+        size_t big = 0;
+        for (uint32_t i = 0; i < nfields; i++)
+            if ((size_t)f[i].step_bytes * chunk_steps > big) big = (size_t)f[i].step_bytes * chunk_steps;
+        if (!s->dctx && !(s->dctx = ZSTD_createDCtx())) {
+            *err = "out of memory";
+            return -1;
+        }
+        if (big > s->rawbuf_cap) {
+            char *p = realloc(s->rawbuf, big);
+            if (!p) {
+                *err = "out of memory";
+                return -1;
+            }
+            s->rawbuf = p;
+            s->rawbuf_cap = big;
+            s->raw_h = 0;
+        }
+#else
+        *err = "this server was built without libzstd: install libzstd-dev and rebuild, or "
+               "leave COMPRESS out";
+        return -1;
+#endif
+    }
+    st = calloc(1, sizeof(*st));
+    uint32_t ring = (history + chunk_steps - 1) / chunk_steps + 1;
+    if (st) {
+        st->name = malloc(len + 1);
+        st->held = calloc((size_t)nfields * ring, sizeof(uint32_t));
+    }
+    if (!st || !st->name || !st->held) {
+        if (st) {
+            free(st->name);
+            free(st->held);
+        }
+        free(st);
+        *err = "out of memory";
+        return -1;
+    }
+    memcpy(st->name, name, len);
+    st->name[len] = '\0';
+    st->namelen = len;
+    st->nfields = nfields;
+    memcpy(st->fields, f, nfields * sizeof(*f));
+    st->chunk_steps = chunk_steps;
+    st->history = history;
+    st->ring = ring;
+    st->zlevel = zlevel;
+    s->stream_bytes += sizeof(*st) + len + 1 + (uint64_t)nfields * ring * sizeof(uint32_t);
+    st->next = s->streams;
+    s->streams = st;
+    s->nstreams++;
+    *out = st;
+    return 0;
+}
+
+void streamEndEpisode(ir_chunk_store *s, ir_stream *st) {
+    size_t n = (size_t)st->nfields * st->ring;
+    for (size_t i = 0; i < n; i++) {
+        if (st->held[i]) chunkUnref(s, st->held[i]);
+        st->held[i] = 0;
+    }
+    if (st->nsteps) st->episodes++;
+    st->nsteps = 0;
+}
+
+static void streamFree(ir_chunk_store *s, ir_stream *st) {
+    streamEndEpisode(s, st);
+    s->stream_bytes -= sizeof(*st) + st->namelen + 1 + (uint64_t)st->nfields * st->ring * sizeof(uint32_t);
+    free(st->held);
+    free(st->name);
+    free(st);
+}
+
+int streamDrop(ir_chunk_store *s, const char *name, size_t len) {
+    for (ir_stream **pp = &s->streams; *pp; pp = &(*pp)->next) {
+        if ((*pp)->namelen == len && memcmp((*pp)->name, name, len) == 0) {
+            ir_stream *st = *pp;
+            *pp = st->next;
+            streamFree(s, st);
+            s->nstreams--;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+void chunkStoreFlushStreams(ir_chunk_store *s) {
+    while (s->streams) {
+        ir_stream *st = s->streams;
+        s->streams = st->next;
+        streamFree(s, st);
+    }
+    s->nstreams = 0;
+}
+
+void chunkStoreFree(ir_chunk_store *s) {
+    if (!s) return;
+    chunkStoreFlushStreams(s);
+    chunkCollect(s);
+    for (uint32_t h = 1; h < s->used; h++) free(s->c[h].data); /* items' chunks of a dying server */
+    free(s->c);
+    free(s->pending);
+    free(s->scratch);
+#ifdef IR_HAVE_ZSTD
+    ZSTD_freeCCtx(s->cctx);
+    ZSTD_freeDCtx(s->dctx);
+#endif
+    free(s->zbuf);
+    free(s->rawbuf);
+    free(s);
+}
+
+uint64_t streamOldestStep(const ir_stream *st) {
+    if (!st->nsteps) return 0;
+    uint64_t last = (st->nsteps - 1) / st->chunk_steps;
+    return last + 1 >= st->ring ? (last + 1 - st->ring) * st->chunk_steps : 0;
+}
+
+int streamAppend(ir_chunk_store *s, ir_stream *st, uint64_t n, const char *const *data) {
+    uint32_t S = st->chunk_steps;
+    /* new chunks first, so that running out of memory changes nothing */
+    uint64_t first_new = (st->nsteps + S - 1) / S, end = (st->nsteps + n + S - 1) / S;
+    uint64_t fresh = end - first_new;
+    if (fresh > st->ring) { /* more steps than the stream keeps: only the last ring chunks */
+        fresh = st->ring;
+    }
+    size_t need = (size_t)fresh * st->nfields;
+    if (need > s->scratch_cap) {
+        uint32_t *p = realloc(s->scratch, need * sizeof(*p));
+        if (!p) return -1;
+        s->scratch = p;
+        s->scratch_cap = need;
+    }
+    for (size_t i = 0; i < need; i++) {
+        uint32_t sb = st->fields[i % st->nfields].step_bytes;
+        s->scratch[i] = chunkAlloc(s, S * sb);
+        if (!s->scratch[i]) {
+            for (size_t j = 0; j < i; j++) chunkFree(s, s->scratch[j]);
+            return -1;
+        }
+    }
+    for (uint64_t k = end - fresh, i = 0; k < end; k++) {
+        for (uint32_t f = 0; f < st->nfields; f++, i++) {
+            uint32_t *slot = &st->held[(size_t)f * st->ring + k % st->ring];
+            if (*slot) chunkUnref(s, *slot);
+            *slot = s->scratch[i];
+        }
+    }
+    for (uint32_t f = 0; f < st->nfields; f++) {
+        uint32_t sb = st->fields[f].step_bytes;
+        for (uint64_t i = 0; i < n; i++) {
+            uint64_t step = st->nsteps + i, k = step / S;
+            if (k + st->ring < end) continue; /* a chunk already dropped (a huge batch) */
+            uint32_t h = st->held[(size_t)f * st->ring + k % st->ring];
+            /* contiguous run to the end of this chunk */
+            uint64_t run = S - step % S;
+            if (run > n - i) run = n - i;
+            memcpy(s->c[h].data + (step % S) * sb, data[f] + i * sb, run * sb);
+            i += run - 1;
+        }
+    }
+    if (st->zlevel) /* the chunks this append filled: nothing writes to them again */
+        for (uint64_t k = st->nsteps / S; k < (st->nsteps + n) / S; k++) {
+            if (k + st->ring < end) continue;
+            for (uint32_t f = 0; f < st->nfields; f++)
+                chunkCompress(s, st->held[(size_t)f * st->ring + k % st->ring], st->zlevel);
+        }
+    st->nsteps += n;
+    s->steps_appended += n;
+    return 0;
+}
+
+/* ---- item records --------------------------------------------------------- */
+
+int chunkColCheck(const ir_colref *c, char *err, size_t errlen) {
+    const ir_stream *st = c->st;
+    if (c->len == 0 || c->len > IR_TRAJ_MAX_LEN) {
+        snprintf(err, errlen, "length %u of stream '%.64s' field '%s': use 1 to %u steps", c->len,
+                 st->name, st->fields[c->field].name, IR_TRAJ_MAX_LEN);
+        return -1;
+    }
+    if (c->first + c->len > st->nsteps) {
+        snprintf(err, errlen,
+                 "steps %llu..%llu of stream '%.64s' are past the episode's end (%llu steps): "
+                 "append them first",
+                 (unsigned long long)c->first, (unsigned long long)(c->first + c->len - 1), st->name,
+                 (unsigned long long)st->nsteps);
+        return -1;
+    }
+    uint64_t oldest = streamOldestStep(st);
+    if (c->first < oldest) {
+        snprintf(err, errlen,
+                 "step %llu of stream '%.64s' was freed (the stream keeps steps from %llu, "
+                 "HISTORY %u): reference newer steps or declare a larger HISTORY",
+                 (unsigned long long)c->first, st->name, (unsigned long long)oldest, st->history);
+        return -1;
+    }
+    return 0;
+}
+
+static uint32_t colChunks(const ir_colref *c) {
+    uint32_t S = c->st->chunk_steps;
+    return (uint32_t)((c->first + c->len - 1) / S - c->first / S + 1);
+}
+
+size_t chunkItemSize(const ir_colref *cols, uint32_t ncols) {
+    size_t words = 1 + ncols;
+    for (uint32_t k = 0; k < ncols; k++) words += 5 + colChunks(&cols[k]);
+    return words * 4;
+}
+
+static inline uint32_t rd(const char *rec, size_t w) {
+    uint32_t v;
+    memcpy(&v, rec + 4 * w, 4);
+    return v;
+}
+static inline void wr(char *rec, size_t w, uint32_t v) { memcpy(rec + 4 * w, &v, 4); }
+
+void chunkItemMake(ir_chunk_store *s, const ir_colref *cols, uint32_t ncols, char *rec) {
+    size_t w = 1 + ncols;
+    wr(rec, 0, ncols);
+    for (uint32_t k = 0; k < ncols; k++) {
+        const ir_colref *c = &cols[k];
+        const ir_stream *st = c->st;
+        uint32_t S = st->chunk_steps, nch = colChunks(c);
+        wr(rec, 1 + k, (uint32_t)w);
+        wr(rec, w, st->fields[c->field].step_bytes);
+        wr(rec, w + 1, c->len);
+        wr(rec, w + 2, (uint32_t)(c->first % S));
+        wr(rec, w + 3, S);
+        wr(rec, w + 4, nch);
+        uint64_t k0 = c->first / S;
+        for (uint32_t j = 0; j < nch; j++) {
+            uint32_t h = st->held[(size_t)c->field * st->ring + (k0 + j) % st->ring];
+            s->c[h].refs++;
+            s->references++;
+            wr(rec, w + 5 + j, h);
+        }
+        w += 5 + nch;
+    }
+    s->items_made++;
+}
+
+void chunkItemRelease(ir_chunk_store *s, const char *rec, uint32_t len) {
+    (void)len;
+    uint32_t ncols = rd(rec, 0);
+    for (uint32_t k = 0; k < ncols; k++) {
+        size_t w = rd(rec, 1 + k);
+        uint32_t nch = rd(rec, w + 4);
+        for (uint32_t j = 0; j < nch; j++) {
+            chunkUnref(s, rd(rec, w + 5 + j));
+            s->references--;
+        }
+    }
+}
+
+uint32_t chunkItemCols(const char *rec) { return rd(rec, 0); }
+
+void chunkItemCol(const char *rec, uint32_t k, uint32_t *step_bytes, uint32_t *len) {
+    size_t w = rd(rec, 1 + k);
+    *step_bytes = rd(rec, w);
+    *len = rd(rec, w + 1);
+}
+
+void chunkItemCopy(ir_chunk_store *s, const char *rec, uint32_t k, char *dst) {
+    size_t w = rd(rec, 1 + k);
+    uint32_t sb = rd(rec, w), len = rd(rec, w + 1), off = rd(rec, w + 2), S = rd(rec, w + 3);
+    size_t j = 0;
+    while (len) {
+        uint32_t run = S - off < len ? S - off : len;
+        memcpy(dst, chunkRaw(s, rd(rec, w + 5 + j)) + (size_t)off * sb, (size_t)run * sb);
+        dst += (size_t)run * sb;
+        len -= run;
+        off = 0;
+        j++;
+    }
+}

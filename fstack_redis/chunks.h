@@ -1,0 +1,165 @@
+/* chunks.h - trajectories stored once (issue 19 item 2): episode streams of
+ * steps, kept in reference-counted chunks, and the reference records that
+ * trajectory tables store as their items.
+ *
+ * A stream (one per writer key) has a signature declared once: named fields
+ * of fixed dtype and shape. Steps are appended in batches and numbered from 0
+ * in each episode. Each field's steps live in chunks of chunk_steps steps of
+ * that field alone (column-major: a range of one field is contiguous inside a
+ * chunk). A chunk carries a reference count: one for the stream while it may
+ * still be referenced by new items (the last `history` steps), one per item
+ * reference. It is freed when the count reaches 0.
+ *
+ * An item is a reference record (ir_chunk_item_*): per column, the field's
+ * step size, the range length, its offset in the first chunk, the chunk size
+ * and the handles of the chunks the range spans. A trajectory table stores
+ * these records as its items; replay.c calls chunkItemRelease for every item
+ * that leaves the table (eviction, removal, drop, flush).
+ *
+ * Chunk headers live in one array indexed by handle (grown by doubling, with
+ * a free list), so records hold 32-bit handles, never pointers. Nothing is
+ * allocated per request besides a new chunk's data.
+ *
+ * No server headers here: the commands are in t_traj.c.
+ */
+#ifndef IR_CHUNKS_H
+#define IR_CHUNKS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define IR_TRAJ_MAX_FIELDS 32
+#define IR_TRAJ_MAX_COLS 32
+#define IR_TRAJ_MAX_DIMS 6
+#define IR_TRAJ_NAME_MAX 64
+#define IR_TRAJ_MAX_STREAMS 65536
+#define IR_TRAJ_DEFAULT_CHUNK 16
+#define IR_TRAJ_DEFAULT_HISTORY 1024
+#define IR_TRAJ_MAX_STEP_BYTES (64u << 20)
+#define IR_TRAJ_MAX_LEN 65536 /* steps per column */
+#define IR_TRAJ_MAX_HELD (1u << 20) /* chunks a stream may hold: fields x (HISTORY / CHUNK + 1) */
+
+enum { IR_DT_BOOL, IR_DT_U8, IR_DT_I8, IR_DT_U16, IR_DT_I16, IR_DT_U32, IR_DT_I32, IR_DT_U64,
+       IR_DT_I64, IR_DT_F16, IR_DT_F32, IR_DT_F64, IR_DT_COUNT };
+/* NumPy's names: "uint8", "float32", ... (-1: unknown) */
+int chunkDtypeParse(const char *s, size_t len);
+const char *chunkDtypeName(int dt);
+size_t chunkDtypeSize(int dt);
+
+typedef struct ir_chunk {
+    uint32_t refs;          /* 0: on the free list */
+    uint32_t next_free;
+    uint32_t bytes;         /* data bytes allocated (chunk_steps x step size, or compressed) */
+    uint32_t raw;           /* compressed: the raw size; 0: data is raw */
+    char *data;
+} ir_chunk;
+
+typedef struct ir_field {
+    char name[IR_TRAJ_NAME_MAX];
+    int dtype;
+    int ndim;
+    uint32_t shape[IR_TRAJ_MAX_DIMS];
+    uint32_t step_bytes;
+} ir_field;
+
+typedef struct ir_stream {
+    char *name;
+    size_t namelen;
+    uint32_t nfields;
+    ir_field fields[IR_TRAJ_MAX_FIELDS];
+    uint32_t chunk_steps, history;
+    int zlevel;             /* COMPRESS: zstd level full chunks are compressed at; 0 none */
+    uint32_t ring;          /* chunks held per field: ceil(history / chunk_steps) + 1 */
+    uint32_t *held;         /* [field * ring + chunk number % ring]: handle, 0 none */
+    uint64_t nsteps;        /* steps of the current episode */
+    uint64_t episodes;      /* episodes ended */
+    struct ir_stream *next;
+} ir_stream;
+
+typedef struct ir_chunk_store {
+    ir_chunk *c;            /* c[0] unused: handle 0 means none */
+    uint32_t cap, used;     /* headers allocated, highest handle used + 1 */
+    uint32_t free_head;
+    ir_stream *streams;
+    uint64_t nstreams;
+    uint64_t chunks, chunk_bytes, references; /* live chunks, their data bytes, item refs */
+    uint64_t steps_appended, items_made, chunks_made;
+    uint64_t stream_bytes;  /* the streams' own memory (names, held-chunk rings) */
+    /* while set, chunks that reach 0 wait on `pending` until chunkCollect
+     * (a sample reads the items it just removed) */
+    int defer;
+    uint32_t *pending;
+    size_t npending, pending_cap;
+    uint32_t *scratch;      /* an append's new chunks, grown on demand and kept */
+    size_t scratch_cap;
+    /* zstd (IR_HAVE_ZSTD): contexts and buffers kept across requests; rawbuf
+     * holds the last chunk decompressed (raw_h), sized at REPLAY.STREAM for
+     * the largest chunk of a compressing stream, so a sample never allocates */
+    void *cctx, *dctx;
+    char *zbuf, *rawbuf;
+    size_t zbuf_cap, rawbuf_cap;
+    uint32_t raw_h;
+    uint64_t chunks_compressed, raw_bytes_compressed; /* live compressed chunks, their raw size */
+} ir_chunk_store;
+
+/* A trajectory table's columns, fixed by its first item. */
+typedef struct ir_traj_col {
+    char name[IR_TRAJ_NAME_MAX];
+    int dtype, ndim;
+    uint32_t shape[IR_TRAJ_MAX_DIMS];
+    uint32_t step_bytes, len;
+} ir_traj_col;
+typedef struct ir_traj_layout {
+    uint32_t ncols;         /* 0: no item yet */
+    ir_traj_col col[IR_TRAJ_MAX_COLS];
+} ir_traj_layout;
+
+ir_chunk_store *chunkStoreNew(void);
+void chunkStoreFree(ir_chunk_store *s);
+/* Drop every stream (their holds); chunks items still reference stay. */
+void chunkStoreFlushStreams(ir_chunk_store *s);
+void chunkCollect(ir_chunk_store *s);
+/* Header array + data bytes + the streams' own memory. */
+uint64_t chunkStoreMemory(const ir_chunk_store *s);
+
+ir_stream *streamFind(ir_chunk_store *s, const char *name, size_t len);
+/* Declare a stream: fields already parsed. An existing stream with the same
+ * signature: 0 and *out it, unchanged; a different one: -1 with *err. */
+int streamDeclare(ir_chunk_store *s, const char *name, size_t len, const ir_field *f,
+                  uint32_t nfields, uint32_t chunk_steps, uint32_t history, int zlevel,
+                  ir_stream **out, const char **err);
+/* 1 if this build compresses (libzstd), else 0. */
+int chunkCanCompress(void);
+int streamDrop(ir_chunk_store *s, const char *name, size_t len);
+/* End the episode: the stream lets go of its chunks; steps restart at 0. */
+void streamEndEpisode(ir_chunk_store *s, ir_stream *st);
+/* Append n steps: data[f] holds n x step_bytes of field f (lengths checked
+ * by the caller). Returns 0, or -1 (out of memory: nothing appended). */
+int streamAppend(ir_chunk_store *s, ir_stream *st, uint64_t n, const char *const *data);
+/* The oldest step of the current episode new items may reference. */
+uint64_t streamOldestStep(const ir_stream *st);
+
+/* One column of an item: steps [first, first + len) of a stream's field. */
+typedef struct ir_colref {
+    ir_stream *st;
+    uint32_t field;
+    uint64_t first;
+    uint32_t len;
+} ir_colref;
+
+/* Check a column against its stream: 0, or -1 with a message in err. */
+int chunkColCheck(const ir_colref *c, char *err, size_t errlen);
+/* Bytes of the record of these columns. */
+size_t chunkItemSize(const ir_colref *cols, uint32_t ncols);
+/* Write the record and take its references (columns checked). */
+void chunkItemMake(ir_chunk_store *s, const ir_colref *cols, uint32_t ncols, char *rec);
+/* Drop the references of a record (from replay.c when an item leaves). */
+void chunkItemRelease(ir_chunk_store *s, const char *rec, uint32_t len);
+/* Record layout readers. */
+uint32_t chunkItemCols(const char *rec);
+/* Column k of rec: its step size and length. */
+void chunkItemCol(const char *rec, uint32_t k, uint32_t *step_bytes, uint32_t *len);
+/* Copy column k's bytes (len x step_bytes) to dst. */
+void chunkItemCopy(ir_chunk_store *s, const char *rec, uint32_t k, char *dst);
+
+#endif

@@ -1,0 +1,514 @@
+/* t_traj.c - trajectories stored once (issue 19 item 2): the commands over
+ * chunks.c's streams and chunks and TRAJECTORY tables.
+ *
+ *   REPLAY.STREAM <s> FIELDS <n> <name> <dtype> <shape> ... [CHUNK <steps>] [HISTORY <steps>]
+ *                 [COMPRESS <zstd level>]
+ *   REPLAY.STREAM <s> END | DROP
+ *   REPLAY.APPEND <s> <nsteps> <field bulk> ...       (one bulk per field: nsteps x step bytes)
+ *   REPLAY.ITEM <t> <priority> <ncols> <column> <stream> <field> <first> <len> ... [<priority> ...]
+ *   REPLAY.COLUMNS <t>, REPLAY.CHUNKS
+ *
+ * Every command checks all of its input before it changes anything. A
+ * TRAJECTORY table's columns (name, dtype, shape, length) are fixed by its
+ * first item, so a sample packs each column of n items into one bulk.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "blocked.h"
+#include "chunks.h"
+#include "t_traj.h"
+
+/* scratch of one REPLAY.ITEM, grown on demand and kept */
+static ir_colref *g_cols;
+static size_t g_cols_cap;
+static char *g_recs;
+static size_t g_recs_cap;
+
+static int growCols(size_t n) {
+    if (n <= g_cols_cap) return 0;
+    size_t cap = g_cols_cap ? g_cols_cap : 256;
+    while (cap < n) cap *= 2;
+    ir_colref *p = realloc(g_cols, cap * sizeof(*p));
+    if (!p) return -1;
+    g_cols = p;
+    g_cols_cap = cap;
+    return 0;
+}
+
+static int growRecs(size_t n) {
+    if (n <= g_recs_cap) return 0;
+    size_t cap = g_recs_cap ? g_recs_cap : 16384;
+    while (cap < n) cap *= 2;
+    char *p = realloc(g_recs, cap);
+    if (!p) return -1;
+    g_recs = p;
+    g_recs_cap = cap;
+    return 0;
+}
+
+int trajTableInit(ir_server *s, ir_table *t) {
+    t->layout = calloc(1, sizeof(ir_traj_layout));
+    if (!t->layout) return -1;
+    t->traj = s->chunks;
+    return 0;
+}
+
+static int parseU64(const ir_arg *a, uint64_t max, uint64_t *out) {
+    long long v;
+    if (!string2ll(a->ptr, a->len, &v) || v < 0 || (uint64_t)v > max) return -1;
+    *out = (uint64_t)v;
+    return 0;
+}
+
+/* "84,84" (or "" for a scalar) */
+static int parseShape(const ir_arg *a, ir_field *f) {
+    f->ndim = 0;
+    size_t i = 0;
+    if (a->len == 0 || (a->len == 2 && memcmp(a->ptr, "()", 2) == 0)) return 0;
+    while (i <= a->len) {
+        size_t j = i;
+        while (j < a->len && a->ptr[j] != ',') j++;
+        long long v;
+        if (f->ndim == IR_TRAJ_MAX_DIMS || !string2ll(a->ptr + i, j - i, &v) || v <= 0 ||
+            v > (1 << 30))
+            return -1;
+        f->shape[f->ndim++] = (uint32_t)v;
+        i = j + 1;
+    }
+    return 0;
+}
+
+static void fmtShape(char *buf, size_t len, const uint32_t *shape, int ndim) {
+    size_t o = 0;
+    buf[0] = '\0';
+    for (int d = 0; d < ndim && o < len; d++)
+        o += (size_t)snprintf(buf + o, len - o, d ? ",%u" : "%u", shape[d]);
+}
+
+/* ---- REPLAY.STREAM -------------------------------------------------------- */
+
+void replayStreamCommand(client *c) {
+    ir_chunk_store *s = c->srv->chunks;
+    const ir_arg *name = &c->argv[1];
+    if (c->argc == 3 && (argEq(c, 2, "end") || argEq(c, 2, "drop"))) {
+        ir_stream *st = streamFind(s, name->ptr, name->len);
+        if (!st) {
+            addReplyErrorFormat(c, "no such stream '%.128s': declare it with REPLAY.STREAM <stream> "
+                                   "FIELDS ...", name->ptr);
+            return;
+        }
+        if (argEq(c, 2, "end")) streamEndEpisode(s, st);
+        else streamDrop(s, name->ptr, name->len);
+        addReplyStr(c, shared.ok);
+        return;
+    }
+    if (c->argc < 4 || !argEq(c, 2, "fields")) {
+        addReplyError(c, "syntax error: REPLAY.STREAM <stream> FIELDS <n> <name> <dtype> <shape> ... "
+                         "[CHUNK <steps>] [HISTORY <steps>], or REPLAY.STREAM <stream> END|DROP");
+        return;
+    }
+    uint64_t nf;
+    if (parseU64(&c->argv[3], IR_TRAJ_MAX_FIELDS, &nf) != 0 || nf == 0) {
+        addReplyErrorFormat(c, "FIELDS needs a count between 1 and %d", IR_TRAJ_MAX_FIELDS);
+        return;
+    }
+    if ((uint64_t)c->argc < 4 + 3 * nf) {
+        addReplyErrorFormat(c, "FIELDS %llu needs %llu arguments (name dtype shape each)",
+                            (unsigned long long)nf, (unsigned long long)(3 * nf));
+        return;
+    }
+    ir_field f[IR_TRAJ_MAX_FIELDS];
+    memset(f, 0, sizeof(f));
+    for (uint64_t k = 0; k < nf; k++) {
+        const ir_arg *fn = &c->argv[4 + 3 * k], *dt = &c->argv[5 + 3 * k], *sh = &c->argv[6 + 3 * k];
+        if (fn->len == 0 || fn->len >= IR_TRAJ_NAME_MAX) {
+            addReplyErrorFormat(c, "field name must be 1 to %d bytes", IR_TRAJ_NAME_MAX - 1);
+            return;
+        }
+        memcpy(f[k].name, fn->ptr, fn->len);
+        for (uint64_t j = 0; j < k; j++)
+            if (strcmp(f[j].name, f[k].name) == 0) {
+                addReplyErrorFormat(c, "field '%s' is given twice", f[k].name);
+                return;
+            }
+        f[k].dtype = chunkDtypeParse(dt->ptr, dt->len);
+        if (f[k].dtype < 0) {
+            addReplyErrorFormat(c, "unknown dtype '%.32s' for field '%s': use bool, uint8, int8, "
+                                   "uint16, int16, uint32, int32, uint64, int64, float16, float32 "
+                                   "or float64", dt->ptr, f[k].name);
+            return;
+        }
+        uint64_t b = chunkDtypeSize(f[k].dtype);
+        if (parseShape(sh, &f[k]) != 0) {
+            addReplyErrorFormat(c, "invalid shape '%.64s' for field '%s': use dimensions like "
+                                   "84,84 (at most %d), or \"\" for a scalar",
+                                sh->ptr, f[k].name, IR_TRAJ_MAX_DIMS);
+            return;
+        }
+        for (int d = 0; d < f[k].ndim && b <= IR_TRAJ_MAX_STEP_BYTES; d++) b *= f[k].shape[d];
+        if (b > IR_TRAJ_MAX_STEP_BYTES) {
+            addReplyErrorFormat(c, "field '%s' is larger than %u bytes per step", f[k].name,
+                                IR_TRAJ_MAX_STEP_BYTES);
+            return;
+        }
+        f[k].step_bytes = (uint32_t)b;
+    }
+    uint64_t chunk = IR_TRAJ_DEFAULT_CHUNK, history = IR_TRAJ_DEFAULT_HISTORY, zlevel = 0;
+    int seen_c = 0, seen_h = 0, seen_z = 0;
+    for (int i = 4 + 3 * (int)nf; i < c->argc; i += 2) {
+        int isc = argEq(c, i, "chunk"), ish = argEq(c, i, "history");
+        if (argEq(c, i, "compress") && i + 1 < c->argc && !seen_z) {
+            seen_z = 1;
+            if (parseU64(&c->argv[i + 1], 19, &zlevel) != 0 || zlevel == 0) {
+                addReplyError(c, "COMPRESS must be a zstd level between 1 and 19");
+                return;
+            }
+            continue;
+        }
+        if ((!isc && !ish) || i + 1 >= c->argc || (isc && seen_c) || (ish && seen_h)) {
+            addReplyStr(c, shared.syntaxerr);
+            return;
+        }
+        uint64_t *dst = isc ? &chunk : &history;
+        if (parseU64(&c->argv[i + 1], isc ? 65536 : (1u << 24), dst) != 0 || *dst == 0) {
+            addReplyErrorFormat(c, "%s must be an integer between 1 and %u", isc ? "CHUNK" : "HISTORY",
+                                isc ? 65536u : (1u << 24));
+            return;
+        }
+        seen_c |= isc;
+        seen_h |= ish;
+    }
+    if (((history + chunk - 1) / chunk + 1) * nf > IR_TRAJ_MAX_HELD) {
+        addReplyErrorFormat(c, "HISTORY %llu with CHUNK %llu holds more than %u chunks over %llu "
+                               "fields: use a larger CHUNK or a smaller HISTORY",
+                            (unsigned long long)history, (unsigned long long)chunk,
+                            IR_TRAJ_MAX_HELD, (unsigned long long)nf);
+        return;
+    }
+    for (uint64_t k = 0; k < nf; k++)
+        if ((uint64_t)f[k].step_bytes * chunk > UINT32_MAX) {
+            addReplyErrorFormat(c, "CHUNK %llu steps of field '%s' exceed 4 GiB: use a smaller CHUNK",
+                                (unsigned long long)chunk, f[k].name);
+            return;
+        }
+    ir_stream *st;
+    const char *err;
+    if (streamDeclare(s, name->ptr, name->len, f, (uint32_t)nf, (uint32_t)chunk, (uint32_t)history,
+                      (int)zlevel,
+                      &st, &err) != 0) {
+        addReplyErrorFormat(c, "%s", err);
+        return;
+    }
+    addReplyStr(c, shared.ok);
+}
+
+/* ---- REPLAY.APPEND -------------------------------------------------------- */
+
+void replayAppendCommand(client *c) {
+    ir_chunk_store *s = c->srv->chunks;
+    ir_stream *st = streamFind(s, c->argv[1].ptr, c->argv[1].len);
+    if (!st) {
+        addReplyErrorFormat(c, "no such stream '%.128s': declare it with REPLAY.STREAM <stream> "
+                               "FIELDS ...", c->argv[1].ptr);
+        return;
+    }
+    uint64_t n;
+    if (parseU64(&c->argv[2], 1u << 24, &n) != 0 || n == 0) {
+        addReplyError(c, "nsteps must be an integer between 1 and 16777216");
+        return;
+    }
+    if ((uint32_t)c->argc != 3 + st->nfields) {
+        addReplyErrorFormat(c, "stream '%.128s' has %u fields: give one bulk per field, in the "
+                               "declared order", st->name, st->nfields);
+        return;
+    }
+    const char *data[IR_TRAJ_MAX_FIELDS];
+    for (uint32_t f = 0; f < st->nfields; f++) {
+        const ir_arg *a = &c->argv[3 + f];
+        if ((uint64_t)a->len != n * st->fields[f].step_bytes) {
+            char sh[96];
+            fmtShape(sh, sizeof(sh), st->fields[f].shape, st->fields[f].ndim);
+            addReplyErrorFormat(c, "field '%s' of stream '%.128s' must be %llu steps of %s [%s] "
+                                   "(%llu bytes), got %zu bytes",
+                                st->fields[f].name, st->name, (unsigned long long)n,
+                                chunkDtypeName(st->fields[f].dtype), sh,
+                                (unsigned long long)(n * st->fields[f].step_bytes), a->len);
+            return;
+        }
+        data[f] = a->ptr;
+    }
+    if (streamAppend(s, st, n, data) != 0) {
+        addReplyError(c, "out of memory");
+        return;
+    }
+    addReplyLongLong(c, (long long)st->nsteps);
+}
+
+/* ---- REPLAY.ITEM ---------------------------------------------------------- */
+
+static int colMatches(const ir_traj_col *a, const ir_traj_col *b) {
+    return strcmp(a->name, b->name) == 0 && a->dtype == b->dtype && a->ndim == b->ndim &&
+           a->len == b->len && memcmp(a->shape, b->shape, sizeof(a->shape[0]) * (size_t)a->ndim) == 0;
+}
+
+static void colDescribe(char *buf, size_t len, const ir_traj_col *col) {
+    char sh[96];
+    fmtShape(sh, sizeof(sh), col->shape, col->ndim);
+    snprintf(buf, len, "'%s' %u steps of %s [%s]", col->name, col->len, chunkDtypeName(col->dtype), sh);
+}
+
+void replayItemCommand(client *c) {
+    ir_table *t = tableFind(c->srv->tables, c->argv[1].ptr, c->argv[1].len);
+    if (!t) {
+        addReplyErrorFormat(c, "no such table '%.128s'", c->argv[1].ptr);
+        return;
+    }
+    if (!t->traj) {
+        addReplyErrorFormat(c, "table '%.128s' holds opaque items: create it with TRAJECTORY for "
+                               "REPLAY.ITEM, or use REPLAY.ADD", t->name);
+        return;
+    }
+    ir_chunk_store *s = t->traj;
+    /* pass 1: count and check everything */
+    size_t nitems = 0, ncols_total = 0;
+    for (int i = 2; i < c->argc;) {
+        uint64_t nc;
+        if (i + 1 >= c->argc || parseU64(&c->argv[i + 1], IR_TRAJ_MAX_COLS, &nc) != 0 || nc == 0) {
+            addReplyErrorFormat(c, "item %zu: <priority> <ncols> with ncols between 1 and %d, then "
+                                   "<column> <stream> <field> <first> <len> per column",
+                                nitems, IR_TRAJ_MAX_COLS);
+            return;
+        }
+        if ((uint64_t)(c->argc - i - 2) < 5 * nc) {
+            addReplyErrorFormat(c, "item %zu: %llu columns need %llu arguments (column stream "
+                                   "field first len each)", nitems, (unsigned long long)nc,
+                                (unsigned long long)(5 * nc));
+            return;
+        }
+        i += 2 + 5 * (int)nc;
+        nitems++;
+        ncols_total += nc;
+    }
+    if (tablesAddScratch(c->srv->tables, nitems) != 0 || growCols(ncols_total) != 0) {
+        addReplyError(c, "out of memory");
+        return;
+    }
+    ir_item_in *items = c->srv->tables->add_items;
+    uint64_t *ids = c->srv->tables->add_ids;
+    ir_traj_layout cand = *t->layout; /* the columns every item must have */
+    ir_stream *last = NULL;
+    size_t recbytes = 0, ci = 0;
+    char err[512];
+    int i = 2;
+    for (size_t k = 0; k < nitems; k++) {
+        const ir_arg *p = &c->argv[i];
+        items[k].use_max = p->len == 3 && strncasecmp(p->ptr, "max", 3) == 0;
+        items[k].raw = 0;
+        if (!items[k].use_max &&
+            (!string2d(p->ptr, p->len, &items[k].raw) || !tablePriorityValid(t, items[k].raw))) {
+            addReplyErrorFormat(c, "invalid priority '%.64s': use a finite number >= 0 or MAX", p->ptr);
+            return;
+        }
+        uint64_t nc = 0;
+        parseU64(&c->argv[i + 1], IR_TRAJ_MAX_COLS, &nc);
+        if (cand.ncols && nc != cand.ncols) {
+            addReplyErrorFormat(c, "item %zu has %llu columns, table '%.128s' has %u: every item of "
+                                   "a table has the same columns", k, (unsigned long long)nc,
+                                t->name, cand.ncols);
+            return;
+        }
+        i += 2;
+        ir_colref *cols = &g_cols[ci];
+        for (uint64_t j = 0; j < nc; j++, i += 5) {
+            const ir_arg *cn = &c->argv[i], *sn = &c->argv[i + 1], *fn = &c->argv[i + 2];
+            ir_stream *st = last && last->namelen == sn->len && memcmp(last->name, sn->ptr, sn->len) == 0
+                                ? last : streamFind(s, sn->ptr, sn->len);
+            if (!st) {
+                addReplyErrorFormat(c, "no such stream '%.128s': declare it with REPLAY.STREAM and "
+                                       "append steps first", sn->ptr);
+                return;
+            }
+            last = st;
+            uint32_t f = 0;
+            while (f < st->nfields && !(strlen(st->fields[f].name) == fn->len &&
+                                        memcmp(st->fields[f].name, fn->ptr, fn->len) == 0))
+                f++;
+            if (f == st->nfields) {
+                addReplyErrorFormat(c, "stream '%.128s' has no field '%.64s'", st->name, fn->ptr);
+                return;
+            }
+            uint64_t first, len;
+            if (parseU64(&c->argv[i + 3], UINT64_MAX >> 2, &first) != 0 ||
+                parseU64(&c->argv[i + 4], IR_TRAJ_MAX_LEN, &len) != 0) {
+                addReplyErrorFormat(c, "item %zu column %llu: first and len must be integers >= 0 "
+                                       "(len at most %d)", k, (unsigned long long)j, IR_TRAJ_MAX_LEN);
+                return;
+            }
+            if (cn->len == 0 || cn->len >= IR_TRAJ_NAME_MAX) {
+                addReplyErrorFormat(c, "column name must be 1 to %d bytes", IR_TRAJ_NAME_MAX - 1);
+                return;
+            }
+            cols[j] = (ir_colref){st, f, first, (uint32_t)len};
+            if (chunkColCheck(&cols[j], err, sizeof(err)) != 0) {
+                addReplyErrorFormat(c, "%s", err);
+                return;
+            }
+            ir_traj_col col = {.dtype = st->fields[f].dtype, .ndim = st->fields[f].ndim,
+                               .step_bytes = st->fields[f].step_bytes, .len = (uint32_t)len};
+            memcpy(col.name, cn->ptr, cn->len);
+            memcpy(col.shape, st->fields[f].shape, sizeof(col.shape));
+            if (!cand.ncols || (k == 0 && !t->layout->ncols)) {
+                for (uint64_t q = 0; q < j; q++)
+                    if (strcmp(cand.col[q].name, col.name) == 0) {
+                        addReplyErrorFormat(c, "column '%s' is given twice", col.name);
+                        return;
+                    }
+                cand.col[j] = col;
+                if (j + 1 == nc) cand.ncols = (uint32_t)nc;
+            } else if (!colMatches(&cand.col[j], &col)) {
+                char want[256], got[256];
+                colDescribe(want, sizeof(want), &cand.col[j]);
+                colDescribe(got, sizeof(got), &col);
+                addReplyErrorFormat(c, "item %zu column %llu is %s, table '%.128s' has %s there: "
+                                       "every item of a table has the same columns",
+                                    k, (unsigned long long)j, got, t->name, want);
+                return;
+            }
+        }
+        size_t rb = chunkItemSize(cols, (uint32_t)nc);
+        if (16 + rb > t->o.maxbytes) {
+            addReplyErrorFormat(c, "item %zu's reference record (%zu bytes) is larger than table "
+                                   "'%.128s''s MAXBYTES", k, rb, t->name);
+            return;
+        }
+        items[k].len = rb;
+        recbytes += rb;
+        ci += nc;
+    }
+    if (growRecs(recbytes) != 0) {
+        addReplyError(c, "out of memory");
+        return;
+    }
+    /* pass 2: apply. References are taken before the table may evict. */
+    *t->layout = cand;
+    size_t off = 0;
+    ci = 0;
+    for (size_t k = 0; k < nitems; k++) {
+        items[k].data = g_recs + off;
+        chunkItemMake(s, &g_cols[ci], t->layout->ncols, g_recs + off);
+        ci += t->layout->ncols;
+        off += items[k].len;
+    }
+    const char *e;
+    for (size_t k = 0; k < nitems; k++) {
+        /* one at a time: an item the batch evicts again must be in the arena
+         * when it leaves (its references are read there) */
+        if (tableAdd(t, &items[k], 1, &ids[k], &e) != 0) {
+            for (size_t j = k; j < nitems; j++)
+                chunkItemRelease(s, items[j].data, (uint32_t)items[j].len);
+            addReplyErrorFormat(c, "%s", e);
+            return;
+        }
+    }
+    if (t->lim.min_size || t->o.max_times_sampled) {
+        t->limiter_inserts += nitems;
+        blockedQueueReady(c->srv, &t->waiters[0]); /* samplers may run now */
+    }
+    addReplyArrayLen(c, (long)nitems);
+    for (size_t k = 0; k < nitems; k++) addReplyLongLong(c, (long long)ids[k]);
+}
+
+/* ---- REPLAY.SAMPLE on a TRAJECTORY table ----------------------------------- */
+
+void trajSample(client *c, ir_table *t, size_t n, double beta, int withstats, int withinfo,
+                int limited) {
+    ir_chunk_store *s = t->traj;
+    s->defer = 1; /* items a draw removes are read below */
+    int rc = tableSample(t, n, beta);
+    if (rc != IR_OK) {
+        chunkCollect(s);
+        if (rc == IR_EEMPTY) addReplyErrorFormat(c, "table '%.128s' is empty", t->name);
+        else addReplyError(c, "out of memory");
+        return;
+    }
+    if (limited) {
+        t->limiter_samples += n;
+        blockedQueueReady(c->srv, &t->waiters[1]);
+    }
+    addReplyArrayLen(c, 3 + withstats + withinfo);
+    memcpy(addReplyBulkReserve(c, n * 8), t->scratch_ids, n * 8);
+    memcpy(addReplyBulkReserve(c, n * 4), t->scratch_weights, n * 4);
+    const ir_traj_layout *L = t->layout;
+    addReplyArrayLen(c, (long)L->ncols);
+    for (uint32_t k = 0; k < L->ncols; k++) {
+        size_t per = (size_t)L->col[k].len * L->col[k].step_bytes;
+        char *d = addReplyBulkReserve(c, n * per);
+        for (size_t i = 0; i < n; i++) {
+            uint64_t slot = t->scratch_slots[i];
+            chunkItemCopy(s, t->arena + t->slot_off[slot], k, d + i * per);
+        }
+    }
+    chunkCollect(s);
+    if (withstats) {
+        addReplyBulkBegin(c, 24 + 8 * n, 0);
+        addSampleStats(c, t, n);
+        addReplyProto(c, "\r\n", 2);
+    }
+    if (withinfo) {
+        addReplyBulkBegin(c, 8 + 20 * n, 0);
+        addSampleInfo(c, t, n);
+        addReplyProto(c, "\r\n", 2);
+    }
+}
+
+/* ---- REPLAY.COLUMNS, REPLAY.CHUNKS ---------------------------------------- */
+
+void replayColumnsCommand(client *c) {
+    ir_table *t = tableFind(c->srv->tables, c->argv[1].ptr, c->argv[1].len);
+    if (!t) {
+        addReplyErrorFormat(c, "no such table '%.128s'", c->argv[1].ptr);
+        return;
+    }
+    if (!t->traj) {
+        addReplyErrorFormat(c, "table '%.128s' holds opaque items: it has no columns", t->name);
+        return;
+    }
+    const ir_traj_layout *L = t->layout;
+    addReplyArrayLen(c, (long)L->ncols);
+    for (uint32_t k = 0; k < L->ncols; k++) {
+        char sh[96];
+        fmtShape(sh, sizeof(sh), L->col[k].shape, L->col[k].ndim);
+        addReplyArrayLen(c, 4);
+        addReplyBulkCString(c, L->col[k].name);
+        addReplyBulkCString(c, chunkDtypeName(L->col[k].dtype));
+        addReplyBulkCString(c, sh);
+        addReplyLongLong(c, L->col[k].len);
+    }
+}
+
+void trajInfoFields(client *c, ir_table *t) {
+    const ir_chunk_store *s = t->traj;
+    addReplyBulkCString(c, "columns");          addReplyLongLong(c, (long long)t->layout->ncols);
+    addReplyBulkCString(c, "store_chunks");     addReplyLongLong(c, (long long)s->chunks);
+    addReplyBulkCString(c, "store_chunk_bytes"); addReplyLongLong(c, (long long)s->chunk_bytes);
+    addReplyBulkCString(c, "store_references"); addReplyLongLong(c, (long long)s->references);
+}
+
+void replayChunksCommand(client *c) {
+    const ir_chunk_store *s = c->srv->chunks;
+    addReplyMapLen(c, 10);
+    addReplyBulkCString(c, "streams");        addReplyLongLong(c, (long long)s->nstreams);
+    addReplyBulkCString(c, "chunks");         addReplyLongLong(c, (long long)s->chunks);
+    addReplyBulkCString(c, "chunk_bytes");    addReplyLongLong(c, (long long)s->chunk_bytes);
+    addReplyBulkCString(c, "references");     addReplyLongLong(c, (long long)s->references);
+    addReplyBulkCString(c, "memory");         addReplyLongLong(c, (long long)chunkStoreMemory(s));
+    addReplyBulkCString(c, "steps_appended"); addReplyLongLong(c, (long long)s->steps_appended);
+    addReplyBulkCString(c, "chunks_made");    addReplyLongLong(c, (long long)s->chunks_made);
+    addReplyBulkCString(c, "items_made");     addReplyLongLong(c, (long long)s->items_made);
+    addReplyBulkCString(c, "chunks_compressed"); addReplyLongLong(c, (long long)s->chunks_compressed);
+    addReplyBulkCString(c, "raw_bytes_compressed");
+    addReplyLongLong(c, (long long)s->raw_bytes_compressed);
+}

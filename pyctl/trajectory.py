@@ -1,0 +1,237 @@
+"""Trajectories stored once (issue 19): a writer shaped like Reverb's TrajectoryWriter
+and a sampler that returns each column of a TRAJECTORY table as one array.
+
+    w = TrajectoryWriter(rc, "actor-0", {"obs": ((84, 84), np.uint8), "action": ((), np.int64),
+                                         "reward": ((), np.float32)})
+    w.append({"obs": frame, "action": a, "reward": r})
+    ...
+    w.create_item("replay", priority=1.0, trajectory={
+        "obs": w.history["obs"][-4:],             # the last 4 frames
+        "rewards": w.history["reward"][-3:]})
+    w.flush()                                     # one round trip: REPLAY.APPEND + REPLAY.ITEM
+    s = sample_trajectories(rc, "replay", 32)     # s.columns["obs"]: (32, 4, 84, 84) uint8
+
+Each step is stored once on the server, in chunks shared by every item (and table) that
+references it; a chunk is freed when no item references it and the stream has moved past
+it (HISTORY steps). flush() pipelines its APPEND and ITEM commands in one round trip;
+each command is all-or-nothing (an ITEM error leaves the appended steps, which nothing
+references and which are freed as the stream moves on).
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import redis
+
+from pyctl.client import ReplayClient, SampleInfo, create_args, sample_args
+
+__all__ = [
+    "StepRef",
+    "TrajectorySample",
+    "TrajectoryWriter",
+    "chunk_stats",
+    "create_trajectory_table",
+    "sample_trajectories",
+]
+
+
+def _conn(client: ReplayClient | redis.Redis) -> redis.Redis:
+    return client.redis if isinstance(client, ReplayClient) else client
+
+
+@dataclass(frozen=True)
+class StepRef:
+    """Steps [first, first + length) of one field of the current episode."""
+
+    field: str
+    first: int
+    length: int
+
+
+class _Column:
+    def __init__(self, writer: TrajectoryWriter, name: str) -> None:
+        self._w, self._name = writer, name
+
+    def __getitem__(self, key: int | slice) -> StepRef:
+        n = self._w.episode_steps
+        if isinstance(key, int):
+            i = key + n if key < 0 else key
+            if not 0 <= i < n:
+                raise IndexError(f"step {key} of field {self._name!r}: the episode has {n} steps")
+            return StepRef(self._name, i, 1)
+        start, stop, step = key.indices(n)
+        if step != 1 or stop <= start:
+            raise IndexError(f"{key} of field {self._name!r}: use a non-empty slice of "
+                             f"consecutive steps (the episode has {n} steps)")
+        return StepRef(self._name, start, stop - start)
+
+
+class _History:
+    def __init__(self, writer: TrajectoryWriter) -> None:
+        self._w = writer
+
+    def __getitem__(self, name: str) -> _Column:
+        if name not in self._w.signature:
+            raise KeyError(f"no field {name!r}: the stream has {list(self._w.signature)}")
+        return _Column(self._w, name)
+
+
+class TrajectoryWriter:
+    """Appends steps to one episode stream and creates items over them (Reverb's
+    TrajectoryWriter). signature: field -> (shape, dtype), declared once per stream."""
+
+    def __init__(self, client: ReplayClient | redis.Redis, stream: str,
+                 signature: Mapping[str, tuple[tuple[int, ...] | int, npt.DTypeLike]], *,
+                 chunk_steps: int = 16, history: int = 1024, compress: int = 0) -> None:
+        self.redis = _conn(client)
+        self.stream = stream
+        self.signature: dict[str, tuple[tuple[int, ...], np.dtype[Any]]] = {}
+        args: list[Any] = ["REPLAY.STREAM", stream, "FIELDS", len(signature)]
+        for name, (shape, dtype) in signature.items():
+            shp = (shape,) if isinstance(shape, int) else tuple(int(d) for d in shape)
+            dt = np.dtype(dtype)
+            self.signature[name] = (shp, dt)
+            args += [name, dt.name, ",".join(str(d) for d in shp)]
+        args += ["CHUNK", int(chunk_steps), "HISTORY", int(history)]
+        if compress:  # zstd level for full chunks (a server built with libzstd)
+            args += ["COMPRESS", int(compress)]
+        self.redis.execute_command(*args)
+        self.history = _History(self)
+        self.episode_steps = 0  # steps of this episode, buffered ones included
+        self._steps: list[Mapping[str, Any]] = []
+        self._items: list[Any] = []  # REPLAY.ITEM argument lists, one per item
+        self._item_tables: list[str] = []
+
+    def append(self, step: Mapping[str, Any]) -> None:
+        """Buffer one step (every field of the signature, of its shape)."""
+        missing = set(self.signature) - set(step)
+        if missing:
+            raise ValueError(f"step lacks fields {sorted(missing)}")
+        for name, (shape, dtype) in self.signature.items():
+            a = np.asarray(step[name])
+            if a.shape != shape:
+                raise ValueError(f"field {name!r} has shape {a.shape}, the stream has {shape}")
+            if not np.can_cast(a.dtype, dtype, "same_kind"):
+                raise ValueError(f"field {name!r} has dtype {a.dtype}, the stream has {dtype}")
+        self._steps.append(step)
+        self.episode_steps += 1
+
+    def create_item(self, table: str, priority: float | None,
+                    trajectory: Mapping[str, StepRef]) -> None:
+        """Buffer an item of table whose columns reference steps (from self.history);
+        priority None means the table's max. Sent by flush()."""
+        args: list[Any] = ["MAX" if priority is None else repr(float(priority)), len(trajectory)]
+        for col, ref in trajectory.items():
+            args += [col, self.stream, ref.field, ref.first, ref.length]
+        self._items.append(args)
+        self._item_tables.append(table)
+
+    def flush(self) -> list[int]:
+        """Send the buffered steps and items in one round trip; returns the new ids."""
+        pipe = self.redis.pipeline(transaction=False)
+        if self._steps:
+            bulks = [np.ascontiguousarray(
+                np.stack([np.asarray(s[name], dtype) for s in self._steps])).tobytes()
+                for name, (_, dtype) in self.signature.items()]
+            pipe.execute_command("REPLAY.APPEND", self.stream, len(self._steps), *bulks)
+        # consecutive items of one table go in one REPLAY.ITEM
+        groups: list[tuple[str, list[Any]]] = []
+        for table, args in zip(self._item_tables, self._items, strict=True):
+            if groups and groups[-1][0] == table:
+                groups[-1][1].extend(args)
+            else:
+                groups.append((table, list(args)))
+        for table, args in groups:
+            pipe.execute_command("REPLAY.ITEM", table, *args)
+        self._steps, self._items, self._item_tables = [], [], []
+        if not groups and not len(pipe):
+            return []
+        replies = pipe.execute()
+        ids: list[int] = []
+        for r in replies[len(replies) - len(groups):]:
+            ids.extend(int(x) for x in r)
+        return ids
+
+    def end_episode(self) -> list[int]:
+        """Flush, then end the episode: steps restart at 0 and the stream lets go of
+        its chunks (items keep what they reference)."""
+        ids = self.flush()
+        self.redis.execute_command("REPLAY.STREAM", self.stream, "END")
+        self.episode_steps = 0
+        return ids
+
+    def close(self) -> None:
+        """Flush and drop the stream (its chunks stay while items reference them)."""
+        self.flush()
+        self.redis.execute_command("REPLAY.STREAM", self.stream, "DROP")
+
+
+def create_trajectory_table(client: ReplayClient | redis.Redis, table: str, capacity: int,
+                            **opts: Any) -> None:
+    """REPLAY.CREATE ... TRAJECTORY (options as ReplayClient.create's, but no queue,
+    stack or samples_per_insert yet)."""
+    _conn(client).execute_command(*create_args(table, capacity, **opts), "TRAJECTORY")
+
+
+@dataclass
+class TrajectorySample:
+    ids: npt.NDArray[np.int64]
+    weights: npt.NDArray[np.float32]
+    columns: dict[str, Any] = field(default_factory=dict)
+    """column -> array (n, length, *shape) (a torch tensor with torch=True)."""
+    info: SampleInfo | None = None
+
+
+_columns_cache: dict[tuple[int, str], list[tuple[str, np.dtype[Any], tuple[int, ...], int]]] = {}
+
+
+def _columns(r: redis.Redis, table: str) -> list[tuple[str, np.dtype[Any], tuple[int, ...], int]]:
+    key = (id(r), table)
+    if key not in _columns_cache:
+        out = []
+        for name, dt, shape, length in r.execute_command("REPLAY.COLUMNS", table):
+            s = shape.decode() if isinstance(shape, bytes) else str(shape)
+            out.append(((name.decode() if isinstance(name, bytes) else str(name)),
+                        np.dtype(dt.decode() if isinstance(dt, bytes) else str(dt)),
+                        tuple(int(d) for d in s.split(",") if d), int(length)))
+        if not out:
+            return out  # no item yet: ask again next time
+        _columns_cache[key] = out
+    return _columns_cache[key]
+
+
+def sample_trajectories(client: ReplayClient | redis.Redis, table: str, n: int, *,
+                        beta: float | None = None, info: bool = False, torch: bool = False,
+                        timeout: float | None = None) -> TrajectorySample:
+    """One REPLAY.SAMPLE of a TRAJECTORY table: the server assembles each item's columns
+    and returns each column of the n items as one bulk."""
+    r = _conn(client)
+    raw = r.execute_command(*sample_args(table, n, beta=beta, timeout=timeout, withinfo=info))
+    cols = _columns(r, table)
+    if len(cols) != len(raw[2]) or any(
+            len(b) != n * length * dt.itemsize * int(np.prod(shape))
+            for (_, dt, shape, length), b in zip(cols, raw[2], strict=False)):
+        _columns_cache.pop((id(r), table), None)  # the table was made again: ask once more
+        cols = _columns(r, table)
+    ids = np.frombuffer(raw[0], "<i8").copy()
+    weights = np.frombuffer(raw[1], "<f4").copy()
+    out: dict[str, Any] = {}
+    for (name, dt, shape, length), b in zip(cols, raw[2], strict=True):
+        a = np.frombuffer(b, dt).reshape((n, length, *shape)).copy()
+        if torch:
+            import torch as th
+            a = th.from_numpy(a)
+        out[name] = a
+    return TrajectorySample(ids, weights, out, SampleInfo.parse(raw[-1], n) if info else None)
+
+
+def chunk_stats(client: ReplayClient | redis.Redis) -> dict[str, int]:
+    """REPLAY.CHUNKS: streams, chunks, chunk_bytes, references, memory, ..."""
+    raw = _conn(client).execute_command("REPLAY.CHUNKS")
+    if isinstance(raw, dict):
+        return {(k.decode() if isinstance(k, bytes) else k): int(v) for k, v in raw.items()}
+    return {raw[i].decode(): int(raw[i + 1]) for i in range(0, len(raw), 2)}
