@@ -1,0 +1,1 @@
+"""Backends that let other RL libraries keep their replay on inreplay."""
