@@ -10,12 +10,12 @@ learner and sends back its TD errors as priorities (see integrations/rllib.py fo
 what that means for data movement). Both buffers get the same DQN settings (n-step 3,
 double and dueling Q, alpha 0.6, beta 0.4).
 
-Every ``--eval-every`` iterations whose exploring return passed 400, the greedy policy
-plays ``--eval-episodes`` games here; a mean of 475 or more (CartPole-v1's threshold)
-is solved and ends the run. Otherwise it runs until ``--max-env-steps`` or
-``--minutes``. Prints progress lines, then learner steps/s (learner updates per second
-of training time) and ``solved: true|false`` last; ``--json`` adds one JSON line
-with the numbers before it.
+Every ``--eval-every`` iterations (of 1000 env steps) whose exploring return passed 300,
+the greedy policy plays ``--eval-episodes`` games here (stopping at the first below 475);
+a mean of 475 or more (CartPole-v1's threshold) is solved and ends the run. Otherwise it
+runs until ``--max-env-steps`` or ``--minutes``. Prints progress lines, then learner
+steps/s (learner updates per second of training time) and ``solved: true|false`` last;
+``--json`` adds one JSON line with the numbers before them.
 """
 
 from __future__ import annotations
@@ -37,6 +37,8 @@ ROOT = Path(__file__).resolve().parent.parent
 SOLVED_RETURN = 475.0
 """CartPole-v1's reward threshold (gymnasium's spec)."""
 BUFFER_TYPE = "integrations.rllib.InreplayEpisodeReplayBuffer"
+EVAL_FROM = 300.0
+"""Exploring mean return from which the greedy policy is evaluated."""
 
 
 @contextlib.contextmanager
@@ -105,17 +107,19 @@ def build_config(buffer: str, address: str | None, env_runners: int, seed: int,
 
 
 def greedy_return(algo: Any, episodes: int, seed: int) -> float:
-    """Mean return of the greedy policy over full CartPole-v1 games, played here."""
+    """Mean return of the greedy policy over full CartPole-v1 games, played here; stops
+    after the first game below the solved return (then that mean cannot reach it)."""
     import gymnasium as gym
     import numpy as np
     import torch
 
     module = algo.get_module()
     env = gym.make("CartPole-v1")
-    total = 0.0
+    returns: list[float] = []
     for ep in range(episodes):
         obs, _ = env.reset(seed=seed + ep)
         done = False
+        total = 0.0
         while not done:
             with torch.no_grad():
                 out = module.forward_inference(
@@ -123,8 +127,11 @@ def greedy_return(algo: Any, episodes: int, seed: int) -> float:
             obs, r, term, trunc, _ = env.step(int(out["actions"][0]))
             total += float(r)
             done = term or trunc
+        returns.append(total)
+        if total < SOLVED_RETURN:
+            break
     env.close()
-    return total / episodes
+    return sum(returns) / len(returns)
 
 
 def _get(d: dict[str, Any], *keys: str) -> Any:
@@ -136,7 +143,7 @@ def _get(d: dict[str, Any], *keys: str) -> Any:
 
 
 def run(buffer: str, *, address: str | None = None, env_runners: int = 2, seed: int = 0,
-        max_env_steps: int = 100_000, minutes: float = 30.0, eval_every: int = 5,
+        max_env_steps: int = 100_000, minutes: float = 30.0, eval_every: int = 2,
         eval_episodes: int = 10, capacity: int = 50_000, table: str = "rllib-dqn",
         quiet: bool = False, init_ray: bool = True) -> Result:
     """One training run; Ray is started (locally) and stopped here unless init_ray is
@@ -172,7 +179,7 @@ def run(buffer: str, *, address: str | None = None, env_runners: int = 2, seed: 
                 print(f"iter {it}: env steps {env_steps}, learner steps {learner_steps}, "
                       f"return {ret_mean if ret_mean is None else round(ret_mean, 1)}, "
                       f"{learner_steps / max(t_train, 1e-9):.0f} learner steps/s", flush=True)
-            if ret_mean is not None and ret_mean >= 400 and it % eval_every == 0:
+            if ret_mean is not None and ret_mean >= EVAL_FROM and it % eval_every == 0:
                 greedy = greedy_return(algo, eval_episodes, seed=10_000 + it)
                 if not quiet:
                     print(f"iter {it}: greedy return {greedy:.1f}", flush=True)
@@ -199,7 +206,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--env-runners", type=int, default=2, help="Ray env runners (default 2)")
     p.add_argument("--max-env-steps", type=int, default=100_000)
     p.add_argument("--minutes", type=float, default=30.0, help="wall-clock limit")
-    p.add_argument("--eval-every", type=int, default=5)
+    p.add_argument("--eval-every", type=int, default=2, help="iterations between greedy "
+                   "evaluations, once the exploring return reaches 300 (default 2)")
     p.add_argument("--eval-episodes", type=int, default=10)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", action="store_true", help="print the result as one JSON line")
