@@ -145,9 +145,10 @@ def _get(d: dict[str, Any], *keys: str) -> Any:
 def run(buffer: str, *, address: str | None = None, env_runners: int = 2, seed: int = 0,
         max_env_steps: int = 100_000, minutes: float = 30.0, eval_every: int = 2,
         eval_episodes: int = 10, capacity: int = 50_000, table: str = "rllib-dqn",
-        quiet: bool = False, init_ray: bool = True) -> Result:
+        quiet: bool = False, init_ray: bool = True, evaluate: bool = True) -> Result:
     """One training run; Ray is started (locally) and stopped here unless init_ray is
-    False (then the caller's Ray instance is used)."""
+    False (then the caller's Ray instance is used). evaluate False: no greedy games (a
+    fixed amount of work, for benchmarks)."""
     import ray
 
     if init_ray:
@@ -179,7 +180,8 @@ def run(buffer: str, *, address: str | None = None, env_runners: int = 2, seed: 
                 print(f"iter {it}: env steps {env_steps}, learner steps {learner_steps}, "
                       f"return {ret_mean if ret_mean is None else round(ret_mean, 1)}, "
                       f"{learner_steps / max(t_train, 1e-9):.0f} learner steps/s", flush=True)
-            if ret_mean is not None and ret_mean >= EVAL_FROM and it % eval_every == 0:
+            if evaluate and ret_mean is not None and ret_mean >= EVAL_FROM \
+                    and it % eval_every == 0:
                 greedy = greedy_return(algo, eval_episodes, seed=10_000 + it)
                 if not quiet:
                     print(f"iter {it}: greedy return {greedy:.1f}", flush=True)
