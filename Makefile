@@ -26,7 +26,7 @@ $(STAMP): pyproject.toml Makefile
 	  $(SUDO) apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
 	fi
-	$(PY) -m pip install -q -e '.[dev,bench,rl,ray]'
+	$(PY) -m pip install -q -e '.[dev,bench,rl,ray,rllib]'
 	@touch $@
 
 build: deps
@@ -43,7 +43,7 @@ test-c: build $(ASAN)/build.ninja
 	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 meson test -C $(ASAN) --print-errorlogs
 
 lint: deps
-	$(PY) -m ruff check pyctl tests bench actors learner
+	$(PY) -m ruff check pyctl tests bench actors learner integrations
 
 test-py: build
 	$(PY) -m pytest -q tests
