@@ -224,6 +224,9 @@ class Job:
         self.nodes: list[str] = []
         self.addresses: list[str] = []
         self.restarts = 0
+        self.steps_before = 0
+        """Steps of the learners that were replaced (each resumed one counts from 0)."""
+        self.last_steps = 0
         self.failed: str | None = None
         self._start_shards()
         host, port = self.addresses[0].rsplit(":", 1)
@@ -299,18 +302,30 @@ class Job:
 
     # ---- learner --------------------------------------------------------------------
     def _start_learner(self, existing: str) -> Any:
-        return self.remote_learner.remote(dataclasses.asdict(self.cfg), existing)
+        """A learner; one that resumes gets the steps left of --max-learner-steps."""
+        cfg = self.cfg
+        if existing == "resume":
+            self.steps_before += self.last_steps
+            self.last_steps = 0
+            if cfg.max_learner_steps:
+                cfg = dataclasses.replace(cfg, max_learner_steps=max(
+                    1, cfg.max_learner_steps - self.steps_before))
+        return self.remote_learner.remote(dataclasses.asdict(cfg), existing)
 
     def learner_stats(self) -> dict[str, Any]:
+        """The learner's counters; "total" counts the steps of learners it replaced."""
         from ray.exceptions import GetTimeoutError
 
         try:
-            return dict(self.ray.get(self.learner.stats.remote(), timeout=30))
+            st = dict(self.ray.get(self.learner.stats.remote(), timeout=30))
+            self.last_steps = int(st["steps"])
         except GetTimeoutError:  # still constructing (imports, claiming the run)
-            return {"running": None, "steps": 0}
+            st = {"running": None, "steps": self.last_steps}
         except Exception as e:  # its worker died, or its constructor raised
-            return {"running": False, "error": f"{type(e).__name__}: {e}".splitlines()[0],
-                    "steps": 0}
+            st = {"running": False, "error": f"{type(e).__name__}: {e}".splitlines()[0],
+                  "steps": self.last_steps}
+        st["total"] = self.steps_before + self.last_steps
+        return st
 
     # ---- supervision ----------------------------------------------------------------
     def poll(self) -> str:
@@ -346,12 +361,12 @@ class Job:
                 self.actors.respawn(i)
         if shard_down:
             return "restarted"
-        return (f"learner {ls.get('steps', 0)} steps (version {ls.get('version', 0)}); "
+        return (f"learner {ls['total']} steps (version {ls.get('version', 0)}); "
                 f"actors: {line}; {self.restarts} shard restarts")
 
     def learner_done(self, ls: dict[str, Any]) -> bool:
         m = self.cfg.max_learner_steps
-        return bool(m and ls.get("steps", 0) >= m and not ls.get("error"))
+        return bool(m and ls["total"] >= m and not ls.get("error"))
 
     def stop(self) -> None:
         self.actors.stop_actors()

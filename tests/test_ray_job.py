@@ -150,6 +150,8 @@ def test_killed_shard_restarts_from_its_snapshot(tmp_path: Path) -> None:
         time.sleep(3)
         assert list((snap / "shard-1").glob("*.snap")), "no snapshot of shard 1"
         pid = _server_pids(group)[1]
+        before = job.learner_steps()
+        n_lines = len(job.lines)
         os.kill(pid, signal.SIGKILL)
         job.wait_for(rf"ray_job: shard 1 \({re.escape(addr1)}\) server exited with signal 9")
         job.wait_for(rf"ray_job: shard 1 restarted from .*shard-1 on {re.escape(addr1)}")
@@ -163,6 +165,11 @@ def test_killed_shard_restarts_from_its_snapshot(tmp_path: Path) -> None:
             job.proc.kill()
     assert job.lines[-1] == "ray_job: stopped"
     assert re.search(r"1 shard restarts", "\n".join(job.lines))
+    # the replaced learner's steps count on from the first one's (--max-learner-steps is
+    # the run's total)
+    after = [int(m.group(1)) for ln in job.lines[n_lines:]
+             if (m := re.search(r"ray_job: learner (\d+) steps", ln))]
+    assert after and min(after) >= before
 
 
 def test_killed_shard_without_snapshots_ends_the_run(tmp_path: Path) -> None:

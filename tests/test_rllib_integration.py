@@ -137,6 +137,39 @@ def test_metrics_state_and_errors(inreplay_server: Any) -> None:
     assert len(small) == 8 and small.client.info("rl-small")["evictions"] == 3
 
 
+def _pyctl(run: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, INREPLAY_RUN_DIR=str(run), PYTHONPATH=os.pathsep.join(
+        p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p))
+    return subprocess.run([sys.executable, "-m", "pyctl", *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_over_a_replay_group(tmp_path: Path) -> None:
+    """One member's address is enough: capacity is split, batches go to the shards in
+    turn, samples and priority updates reach every shard."""
+    run = tmp_path / "run"
+    out = _pyctl(run, "start", "--shards", "2", "--listen", "127.0.0.1:0", "--daemon")
+    assert out.returncode == 0, out.stderr
+    members = next(ln for ln in out.stdout.splitlines()
+                   if ln.startswith("inreplay: group ")).removeprefix("inreplay: group ")
+    try:
+        second = members.split(",")[1]
+        buf = InreplayEpisodeReplayBuffer(address=second, table="rl-group", capacity=100,
+                                          n_step=1)
+        assert len(buf.client.shards) == 2
+        buf.add(_episode(0, 30))
+        buf.add(_episode(1, 30))
+        sizes = [rc.info("rl-group")["size"] for rc in buf.client.shards]
+        caps = [rc.info("rl-group")["capacity"] for rc in buf.client.shards]
+        assert sizes == [30, 30] and caps == [50, 50] and len(buf) == 60
+        seen = _all_transitions(buf, gamma=0.9, draws=1000)
+        assert {ep for ep, _ in seen} == {0, 1}
+        assert sum(rc.info("rl-group")["updates"] for rc in buf.client.shards) == 1000
+    finally:
+        stop = _pyctl(run, "stop", "--all")
+        assert stop.returncode == 0, stop.stderr
+
+
 @pytest.mark.slow
 def test_rllib_dqn_smoke() -> None:
     """A short DQN run through a private appliance: trains, prints its numbers, exits 0."""
