@@ -85,19 +85,21 @@ class Job:
 
 
 def _server_pids(group: str) -> dict[int, int]:
-    """shard index -> pid of the `pyctl start` process serving it in this group."""
-    out: dict[int, int] = {}
+    """shard index -> pid of the `pyctl start` process serving it in this group (not a
+    BGSAVE child forked from it, which has the same command line)."""
+    found: dict[int, tuple[int, int]] = {}  # pid -> (shard, parent pid)
     for d in Path("/proc").iterdir():
         if not d.name.isdigit():
             continue
         try:
             argv = (d / "cmdline").read_bytes().split(b"\0")
-        except OSError:
+            ppid = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
             continue
         if b"--shard-group" in argv and group.encode() in argv:
             idx = argv.index(b"--shard-index")
-            out[int(argv[idx + 1])] = int(d.name)
-    return out
+            found[int(d.name)] = (int(argv[idx + 1]), ppid)
+    return {shard: pid for pid, (shard, ppid) in found.items() if ppid not in found}
 
 
 def _group(job: Job) -> str:
