@@ -42,7 +42,8 @@ def rllib(env_steps: int = 20_000, repeats: int = 2, env_runners: int = 2,
                 row = {"bench": "rllib", "repeat": rep, **asdict(r)}
                 rows.append(row)
                 print(json.dumps(row), flush=True)
-    med = {b: statistics.median(r["learner_steps_per_s"] for r in rows if r["buffer"] == b)
+    med = {b: round(statistics.median(r["learner_steps_per_s"] for r in rows
+                                      if r["buffer"] == b), 2)
            for b in ("local", "inreplay")}
     summary = {"bench": "rllib", "summary": True, "env_steps": env_steps, "repeats": repeats,
                "env_runners": env_runners,
