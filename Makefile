@@ -9,7 +9,7 @@ APT_PKGS  := build-essential pkg-config redis-server redis-tools clang libclang-
 LWIP_SRC  := build-deps/lwip-src
 SUDO      := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 STAMP     := .deps-stamp
-EXTRAS    ?= dev,bench,rl,ray,torchrl
+EXTRAS    ?= dev,bench,rl,ray,torchrl,rllib
 
 .PHONY: all deps build test test-c test-py test-fuzz lint demo bench bench-peers soak fuzz clean
 FUZZ_SECONDS ?= 300

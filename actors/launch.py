@@ -130,26 +130,44 @@ class RayBackend:
     """Each actor a Ray actor with unlimited restarts."""
 
     def __init__(self, cfg: Config, n: int, address: str | None, cpus: float,
-                 max_steps: int) -> None:
+                 max_steps: int, *, init: bool = True) -> None:
+        """init False: Ray is already initialised by the caller (actors.ray_job)."""
         try:
             import ray
         except ImportError:
             raise SystemExit("launch: --backend ray needs Ray: pip install 'inreplay[ray]'") \
                 from None
         self.ray = ray
-        env = {"env_vars": {"PYTHONPATH": str(ROOT)}}
-        if address:
-            ray.init(address=address, namespace=RAY_NAMESPACE, runtime_env=env)
-        else:  # a local instance on this machine
-            ray.init(include_dashboard=False, log_to_driver=False, namespace=RAY_NAMESPACE,
-                     runtime_env=env)
-        remote = ray.remote(num_cpus=cpus, max_restarts=-1, max_task_retries=-1)(ActorHost)
-        d = dataclasses.asdict(cfg)
-        self.handles = [remote.options(name=f"inreplay-actor-{i}").remote(d, i, max_steps)
-                        for i in range(n)]
+        if init:
+            init_ray(address)
+        self.remote = ray.remote(num_cpus=cpus, max_restarts=-1,
+                                 max_task_retries=-1)(ActorHost)
+        self.cfg_dict = dataclasses.asdict(cfg)
+        self.max_steps = max_steps
+        self.handles = [self._spawn(i) for i in range(n)]
         self.pids: dict[int, int] = {}
         self.restarts = 0
         self.last: list[dict[str, Any]] = []
+
+    def _spawn(self, i: int) -> Any:
+        return self.remote.options(name=f"inreplay-actor-{i}").remote(
+            self.cfg_dict, i, self.max_steps)
+
+    def respawn(self, i: int) -> None:
+        """Replace actor i (one whose loop ended with an error, e.g. its replay shard
+        went away and came back): a new Ray actor, fresh environment, newest parameters."""
+        self.ray.kill(self.handles[i], no_restart=True)
+        self.pids.pop(i, None)
+        deadline = time.monotonic() + 30
+        while True:  # the name is free once Ray has removed the old actor
+            try:
+                self.handles[i] = self._spawn(i)
+                break
+            except ValueError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+        self.restarts += 1
 
     def stats(self) -> list[dict[str, Any]]:
         """Every actor's counters; {"running": None} for one that is restarting."""
@@ -183,21 +201,41 @@ class RayBackend:
     def done(self) -> bool:
         return all(s.get("running") is False for s in self.last)
 
-    def stop(self) -> None:
+    def stop_actors(self) -> None:
         try:
             self.ray.get([h.stop.remote() for h in self.handles], timeout=30)
         except Exception as e:
             print(f"launch: stopping the Ray actors: {type(e).__name__}: {e}", flush=True)
         for h in self.handles:
             self.ray.kill(h, no_restart=True)
-        ours = descendants(os.getpid())  # the local instance's raylet, GCS and workers
-        self.ray.shutdown()
-        deadline = time.monotonic() + 15
-        while time.monotonic() < deadline and any(Path(f"/proc/{p}").exists() for p in ours):
-            time.sleep(0.1)
-        for p in ours:  # one still there after Ray's own shutdown: end it
-            with contextlib.suppress(OSError):
-                os.kill(p, signal.SIGKILL)
+
+    def stop(self) -> None:
+        self.stop_actors()
+        shutdown_ray(self.ray)
+
+
+def init_ray(address: str | None) -> None:
+    """Join the cluster at address ("auto", ray://HOST:PORT), or start a local instance."""
+    import ray
+
+    env = {"env_vars": {"PYTHONPATH": str(ROOT)}}
+    if address:
+        ray.init(address=address, namespace=RAY_NAMESPACE, runtime_env=env)
+    else:  # a local instance on this machine
+        ray.init(include_dashboard=False, log_to_driver=False, namespace=RAY_NAMESPACE,
+                 runtime_env=env)
+
+
+def shutdown_ray(ray: Any) -> None:
+    """ray.shutdown(), then end whatever of a local instance outlived it."""
+    ours = descendants(os.getpid())  # the local instance's raylet, GCS and workers
+    ray.shutdown()
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and any(Path(f"/proc/{p}").exists() for p in ours):
+        time.sleep(0.1)
+    for p in ours:  # one still there after Ray's own shutdown: end it
+        with contextlib.suppress(OSError):
+            os.kill(p, signal.SIGKILL)
 
 
 def parse(argv: list[str] | None) -> tuple[argparse.Namespace, Config, list[str]]:

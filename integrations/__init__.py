@@ -1,1 +1,1 @@
-"""inreplay where RL code already lives: backends for TorchRL (and, later, RLlib)."""
+"""Backends that let other RL libraries keep their replay on inreplay: TorchRL and RLlib."""
