@@ -98,6 +98,8 @@ bench: build
 	$(PY) bench/compress.py --json $(BUILD)/bench-compress.json
 	$(PY) bench/trajectory_bytes.py --json $(BUILD)/bench-trajectory.json --readme README.md
 	$(PY) bench/limiter.py --seconds 600 --json $(BUILD)/bench-limiter.json
+	-$(PY) bench/integrations.py --torchrl --rllib --rounds 2 --steps 12800 \
+	  --json $(BUILD)/bench-integrations.json
 	-$(PY) bench/peers.py --json $(BUILD)/bench-peers.json
 	$(PY) bench/report.py --sumtree $(BUILD)/bench-sumtree.json \
 	  --swarm $(BUILD)/bench-swarm.json --swarm $(BUILD)/bench-swarm-atari.json \

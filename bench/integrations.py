@@ -122,7 +122,16 @@ def _torchrl_buffer_only(rounds: int, steps: int = 200) -> list[Row]:
             for name, v in times.items()]
 
 
-INTEGRATIONS: dict[str, Callable[[int, int], list[Row]]] = {"torchrl": bench_torchrl}
+def bench_rllib(steps: int, rounds: int) -> list[Row]:
+    """RLlib DQN on CartPole-v1: learner steps/s with RLlib's local prioritized episode
+    buffer and with inreplay's (bench/integrations_rllib.py), interleaved in one run."""
+    from bench.integrations_rllib import rllib
+
+    return rllib(env_steps=steps, repeats=rounds)
+
+
+INTEGRATIONS: dict[str, Callable[[int, int], list[Row]]] = {"torchrl": bench_torchrl,
+                                                            "rllib": bench_rllib}
 
 
 def main(argv: list[str] | None = None) -> int:
