@@ -349,6 +349,7 @@ int ir_run(const ir_config *cfg) {
     }
 server:
     g_server = NULL;
+    serverDropStopRequest();
     {
         ir_transport *tp = s->tp;
         server_free(s); /* closes every client through the transport */

@@ -208,7 +208,8 @@ int ir_run(const ir_config *cfg);
 /* Ask the server to stop as a signal would (saving first with
  * save_on_shutdown; SHUTDOWN ABORT may still cancel it). Async-signal-safe
  * and callable from any thread; a request made before ir_run's loop starts
- * stops it at once. Each request stops one run. */
+ * stops it at once. Each request stops one run; one made while a run
+ * shuts down is dropped with it. */
 void ir_stop(void);
 /* Snapshot of counters; safe from any thread while ir_run runs. */
 void ir_get_stats(ir_stats *out);

@@ -24,6 +24,10 @@ _Static_assert(ATOMIC_INT_LOCK_FREE == 2, "ir_stop must be async-signal-safe");
 
 void ir_stop(void) { atomic_store_explicit(&stop_requested, 1, memory_order_release); }
 
+void serverDropStopRequest(void) {
+    atomic_store_explicit(&stop_requested, 0, memory_order_release);
+}
+
 int serverTakeStopRequest(ir_server *s) {
     if (!atomic_exchange_explicit(&stop_requested, 0, memory_order_acq_rel)) return 0;
     s->shutdown_asap = SHUTDOWN_SAVE_PER_CONFIG;

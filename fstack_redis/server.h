@@ -241,6 +241,9 @@ typedef struct ir_server {
  * SHUTDOWN_SAVE_PER_CONFIG. A request made before the loop starts is kept for
  * it, and each request is taken once. */
 int serverTakeStopRequest(ir_server *s);
+/* At the end of ir_run: a request made during the teardown (a second Ctrl-C) is
+ * for the run that ends, not for the next one in this process. */
+void serverDropStopRequest(void);
 
 /* ---- replies ----------------------------------------------------------- */
 void addReplyProto(client *c, const char *s, size_t len);

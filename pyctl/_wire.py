@@ -145,6 +145,19 @@ def recv_bulk_into(conn: Any, dests: Sequence[memoryview]) -> int | None:
     return None if length == want else length
 
 
+def _redis_error(e: BaseException, fresh: bool) -> BaseException:
+    """What redis-py's own path raises for e: a socket timeout is redis.TimeoutError and
+    another socket error redis.ConnectionError, so callers catch one family either way."""
+    if isinstance(e, TimeoutError):
+        err: BaseException = redis.TimeoutError(f"Timeout reading from socket: {e}")
+    elif isinstance(e, OSError) and not isinstance(e, redis.RedisError):
+        err = redis.ConnectionError(f"Error while reading from socket: {e}")
+    else:
+        err = e
+    err.fresh = fresh  # type: ignore[attr-defined]
+    return err
+
+
 def _once_more(call: Any) -> Any:
     """call(fresh) and, when a pooled connection turns out dead (the server restarted, an
     idle timeout), once more on a new one, as redis-py's execute_command retries."""
@@ -182,10 +195,13 @@ def _call_gather(r: redis.Redis, chunks: list[bytes | memoryview], retry: bool) 
             raise redis.ConnectionError(f"Error while writing to socket: {e}") from None
         return conn.read_response()
     except BaseException as e:
-        if not isinstance(e, redis.ResponseError):
-            conn.disconnect()
-            e.fresh = fresh  # type: ignore[attr-defined]
-        raise
+        if isinstance(e, redis.ResponseError):
+            raise
+        conn.disconnect()
+        err = _redis_error(e, fresh)
+        if err is e:
+            raise
+        raise err from None
     finally:
         if r.connection is None:
             pool.release(conn)
@@ -216,10 +232,13 @@ def _call_bulk_into(r: redis.Redis, args: Sequence[Any], dests: Sequence[memoryv
         conn.send_packed_command(conn.pack_command(*args))
         return recv_bulk_into(conn, dests)
     except BaseException as e:
-        if not isinstance(e, redis.ResponseError):
-            conn.disconnect()
-            e.fresh = fresh  # type: ignore[attr-defined]
-        raise
+        if isinstance(e, redis.ResponseError):
+            raise
+        conn.disconnect()
+        err = _redis_error(e, fresh)
+        if err is e:
+            raise
+        raise err from None
     finally:
         if r.connection is None:
             pool.release(conn)

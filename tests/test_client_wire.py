@@ -150,3 +150,15 @@ def test_a_dead_pooled_connection_is_replaced_once(rc: ReplayClient) -> None:
         pool.release(conn)
         call()
     assert rc.info("t")["size"] == 3
+
+
+def test_a_socket_timeout_on_the_raw_path_is_redis_timeout_error(port: int) -> None:
+    """Review finding: recv_into's socket timeout surfaced as the builtin TimeoutError, which
+    `except redis.RedisError` (redis-py's own path's family) does not catch."""
+    rc = ReplayClient(port=port, socket_timeout=0.5)
+    rc.create("slowpoke", capacity=16, min_size=8)
+    rc.add("slowpoke", [1.0], [np.zeros(8, np.uint8)])
+    with pytest.raises(redis.TimeoutError):
+        rc.sample("slowpoke", 2, item_shape=8, timeout=2)  # waits for MIN_SIZE past 0.5 s
+    rc.drop("slowpoke")  # the connection was replaced: the next call works
+    rc.close()
