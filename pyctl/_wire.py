@@ -20,8 +20,9 @@ redis-py's own path when it does not (a TLS socket, a parser with buffered bytes
 
 from __future__ import annotations
 
+import contextlib
 import socket
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import redis
@@ -175,7 +176,11 @@ def call_gather(r: redis.Redis, chunks: list[bytes | memoryview]) -> Any:
     return _once_more(lambda retry: _call_gather(r, chunks, retry))
 
 
-def _call_gather(r: redis.Redis, chunks: list[bytes | memoryview], retry: bool) -> Any:
+@contextlib.contextmanager
+def _connection(r: redis.Redis, retry: bool) -> Iterator[Any]:
+    """One of r's connections, connected (a new one when retrying). An error other than
+    the server's reply disconnects it and is raised as redis-py's path would raise it,
+    marked with whether the connection was new (then _once_more does not retry)."""
     pool = r.connection_pool
     conn = r.connection or pool.get_connection()
     fresh = conn._sock is None
@@ -185,15 +190,7 @@ def _call_gather(r: redis.Redis, chunks: list[bytes | memoryview], retry: bool) 
             fresh = True
         if conn._sock is None:
             conn.connect()
-        try:
-            if idle(conn):
-                send_gather(conn._sock, chunks)
-            else:
-                conn.send_packed_command(chunks)
-        except OSError as e:
-            conn.disconnect()
-            raise redis.ConnectionError(f"Error while writing to socket: {e}") from None
-        return conn.read_response()
+        yield conn
     except BaseException as e:
         if isinstance(e, redis.ResponseError):
             raise
@@ -205,6 +202,19 @@ def _call_gather(r: redis.Redis, chunks: list[bytes | memoryview], retry: bool) 
     finally:
         if r.connection is None:
             pool.release(conn)
+
+
+def _call_gather(r: redis.Redis, chunks: list[bytes | memoryview], retry: bool) -> Any:
+    with _connection(r, retry) as conn:
+        try:
+            if idle(conn):
+                send_gather(conn._sock, chunks)
+            else:
+                conn.send_packed_command(chunks)
+        except OSError as e:
+            conn.disconnect()
+            raise redis.ConnectionError(f"Error while writing to socket: {e}") from None
+        return conn.read_response()
 
 
 def call_bulk_into(r: redis.Redis, args: Sequence[Any],
@@ -218,27 +228,8 @@ def call_bulk_into(r: redis.Redis, args: Sequence[Any],
 
 def _call_bulk_into(r: redis.Redis, args: Sequence[Any], dests: Sequence[memoryview],
                     retry: bool) -> int | bool | None:
-    pool = r.connection_pool
-    conn = r.connection or pool.get_connection()
-    fresh = conn._sock is None
-    try:
-        if retry and not fresh:
-            conn.disconnect()
-            fresh = True
-        if conn._sock is None:
-            conn.connect()
+    with _connection(r, retry) as conn:
         if not idle(conn):
             return False
         conn.send_packed_command(conn.pack_command(*args))
         return recv_bulk_into(conn, dests)
-    except BaseException as e:
-        if isinstance(e, redis.ResponseError):
-            raise
-        conn.disconnect()
-        err = _redis_error(e, fresh)
-        if err is e:
-            raise
-        raise err from None
-    finally:
-        if r.connection is None:
-            pool.release(conn)
