@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 import redis
 
+from pyctl.errors import decode_info
+
 if TYPE_CHECKING:
     from conftest import RawConn, ServerProcess
 
@@ -33,17 +35,10 @@ LIMITER_FIELDS = ["min_size", "samples_per_insert", "error_buffer", "limiter_ins
                   "waited_seconds"]
 
 
-TEXT_FIELDS = ("name", "sampler", "remover", "storage")
 
 
 def info(c: RawConn, table: str = "t") -> dict[str, Any]:
-    flat = c.call("REPLAY.INFO", table)
-    out: dict[str, Any] = {}
-    for k, v in zip(flat[::2], flat[1::2], strict=True):
-        key = k.decode()
-        out[key] = (v if isinstance(v, int) else v.decode() if key in TEXT_FIELDS
-                    else float(v))
-    return out
+    return decode_info(c.call("REPLAY.INFO", table))
 
 
 def add(c: RawConn, n: int, table: str = "t", *extra: str) -> Any:
