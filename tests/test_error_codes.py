@@ -100,6 +100,10 @@ def test_every_path_replies_with_its_code(r: redis.Redis) -> None:
             assert type(decoded) is errors.CLASSES[code], (args[:2], str(e))
             assert isinstance(decoded, redis.ResponseError)
             assert str(decoded) == str(e) and errors.message(e), str(e)
+    # INFO errorstats counts them by code, as Redis counts WRONGTYPE
+    stats = r.info("errorstats")
+    for code in paths(good):
+        assert stats.get(f"errorstat_{code}", {}).get("count", 0) >= 1, (code, stats)
     # the batches were refused whole
     assert errors.decode_info(r.execute_command("REPLAY.INFO", "plain"))["size"] == 0
     assert errors.decode_info(r.execute_command("REPLAY.INFO", "tt"))["size"] == 0
