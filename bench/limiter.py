@@ -38,6 +38,7 @@ import redis
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from pyctl.errors import RateLimited, code_of, decode_info  # noqa: E402
 from pyctl.proc import free_port  # noqa: E402
 
 
@@ -59,9 +60,8 @@ def _connect(host: str, port: int) -> redis.Redis:
 
 
 def _info(r: redis.Redis, table: str) -> dict[str, float]:
-    flat = r.execute_command("REPLAY.INFO", table)
-    return {k.decode(): float(v) for k, v in zip(flat[::2], flat[1::2], strict=True)
-            if k not in (b"name", b"sampler", b"remover", b"storage")}
+    d = decode_info(r.execute_command("REPLAY.INFO", table))
+    return {k: float(v) for k, v in d.items() if not isinstance(v, str)}
 
 
 def _worker(c: Client, host: str, port: int, table: str, batch: int, rate_of: Any,
@@ -95,13 +95,11 @@ def _worker(c: Client, host: str, port: int, table: str, batch: int, rate_of: An
             c.items += batch
             c.max_latency_s = max(c.max_latency_s, done - t0)
         except redis.ResponseError as e:
-            if str(e).startswith("RATELIMITED") and time.monotonic() >= t_end:
-                continue  # the other side stopped first
-            if str(e).startswith("RATELIMITED"):
-                c.timeouts += 1
-            else:
+            if code_of(e) != RateLimited.code:
                 c.errors.append(str(e))
                 return
+            if time.monotonic() < t_end:  # else the other side stopped first
+                c.timeouts += 1
         except redis.ConnectionError as e:
             if not stop.is_set():
                 c.errors.append(str(e))

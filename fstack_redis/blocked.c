@@ -39,6 +39,7 @@
 
 #include "db_internal.h"
 #include "replay.h"
+#include "replay_err.h"
 
 typedef struct bkey {
     struct bkey *hnext;
@@ -472,7 +473,7 @@ void blockedTableGone(ir_server *s, struct ir_table *t) {
         readyRemove(b, q);
         while (q->head) {
             client *c = q->head->c;
-            addReplyErrorFormat(c, "table '%.128s' was dropped while the client waited", t->name);
+            replyReplayError(c, IR_ERR_NOTABLE, "table '%.128s' was dropped while the client waited", t->name);
             b->st.dropped++;
             unblock(s, c, 1);
             resetClientArgs(c);

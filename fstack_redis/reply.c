@@ -19,6 +19,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "replay_err.h"
 #include "server.h"
 
 const struct ir_shared_replies shared = {
@@ -182,6 +183,24 @@ void addReplyErrorFormat(client *c, const char *fmt, ...) {
     va_start(ap, fmt);
     addReplyErrorVa(c, fmt, ap);
     va_end(ap);
+}
+
+static const char *const replayErrorCodes[IR_ERR__COUNT] = {
+#define IR_ERR_NAME(code, when) [IR_ERR_##code] = #code,
+    IR_REPLAY_ERRORS(IR_ERR_NAME)
+#undef IR_ERR_NAME
+};
+
+void replyReplayError(client *c, ir_errcode code, const char *fmt, ...) {
+    char buf[1024];
+    int h = snprintf(buf, sizeof(buf), "-%s ", replayErrorCodes[code]);
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf + h, sizeof(buf) - (size_t)h, fmt, ap);
+    va_end(ap);
+    if (n < 0) n = 0;
+    if ((size_t)(h + n) >= sizeof(buf)) n = (int)sizeof(buf) - 1 - h;
+    addReplyErrorLength(c, buf, (size_t)(h + n));
 }
 
 void rejectCommandFormat(client *c, const char *fmt, ...) {

@@ -39,6 +39,7 @@
 #include "blocked.h"
 #include "commands.h"
 #include "replay.h"
+#include "replay_err.h"
 #include "t_traj.h"
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -47,7 +48,7 @@
 
 static ir_table *lookupTableOrReply(client *c, int i) {
     ir_table *t = tableFind(c->srv->tables, c->argv[i].ptr, c->argv[i].len);
-    if (!t) addReplyErrorFormat(c, "no such table '%.128s'", c->argv[i].ptr);
+    if (!t) replyReplayError(c, IR_ERR_NOTABLE, "no such table '%.128s'", c->argv[i].ptr);
     return t;
 }
 
@@ -109,7 +110,7 @@ static void replyRateLimited(client *c, const ir_table *t, int why, int sample, 
                  "is %.1f samples %s SAMPLES_PER_INSERT %g x inserts, ERROR_BUFFER is %g",
                  fabs(limiterError(t)), sample ? "ahead of" : "behind", t->lim.samples_per_insert,
                  t->lim.error_buffer);
-    addReplyErrorFormat(c, "-RATELIMITED table '%.128s' %s: %s", t->name, reason, tail);
+    replyReplayError(c, IR_ERR_RATELIMITED, "table '%.128s' %s: %s", t->name, reason, tail);
 }
 
 /* REPLAY.CREATE <table> CAPACITY <n> [ALPHA <a>] [BETA <b>] [EPSILON <e>] [MAXBYTES <bytes>]
@@ -245,6 +246,11 @@ void replayCreateCommand(client *c) {
         return;
     }
     ir_table *t;
+    if (tableFind(c->srv->tables, c->argv[1].ptr, c->argv[1].len)) {
+        replyReplayError(c, IR_ERR_BUSYTABLE, "table '%.128s' already exists: drop it with "
+                         "REPLAY.DROP or use another name", c->argv[1].ptr);
+        return;
+    }
     if (tableCreate(c->srv->tables, c->argv[1].ptr, c->argv[1].len, &o, &t, &err) != 0) {
         addReplyErrorFormat(c, "%s", err);
         return;
@@ -273,7 +279,7 @@ void replayAddCommand(client *c) {
     ir_table *t = lookupTableOrReply(c, 1);
     if (!t) return;
     if (t->traj) {
-        addReplyErrorFormat(c, "table '%.128s' holds trajectories: append steps with REPLAY.APPEND "
+        replyReplayError(c, IR_ERR_WRONGKIND, "table '%.128s' holds trajectories: append steps with REPLAY.APPEND "
                                "and create items with REPLAY.ITEM", t->name);
         return;
     }
@@ -295,8 +301,8 @@ void replayAddCommand(client *c) {
         items[k].raw = 0;
         if (!items[k].use_max &&
             (!string2d(p->ptr, p->len, &items[k].raw) || !tablePriorityValid(t, items[k].raw))) {
-            addReplyErrorFormat(c, "invalid priority '%.64s': use a finite number >= 0 or MAX",
-                                p->ptr);
+            replyReplayError(c, IR_ERR_BADPRIO, "%zu invalid priority '%.64s': use a finite "
+                             "number >= 0 or MAX", k, p->ptr);
             return;
         }
     }
@@ -480,12 +486,12 @@ void replaySampleCommand(client *c) {
     }
     uint32_t la, lb;
     if (packed && t->traj) {
-        addReplyErrorFormat(c, "table '%.128s' holds trajectories: its samples are packed per "
+        replyReplayError(c, IR_ERR_WRONGKIND, "table '%.128s' holds trajectories: its samples are packed per "
                                "column already, sample without PACKED", t->name);
         return;
     }
     if (packed && !tableItemsOneSize(t, &la, &lb)) {
-        addReplyErrorFormat(c, "PACKED needs items of one size (table '%.128s' holds items of "
+        replyReplayError(c, IR_ERR_MIXEDSIZE, "PACKED needs items of one size (table '%.128s' holds items of "
                                "%u and %u bytes): sample without PACKED", t->name, la, lb);
         return;
     }
@@ -518,7 +524,7 @@ void replaySampleCommand(client *c) {
     }
     int rc = tableSample(t, (size_t)n, beta);
     if (rc == IR_EEMPTY) {
-        addReplyErrorFormat(c, "table '%.128s' is empty", t->name);
+        replyReplayError(c, IR_ERR_EMPTY, "table '%.128s' is empty", t->name);
         return;
     }
     if (rc != IR_OK) {
@@ -652,7 +658,7 @@ void replayInfoCommand(client *c) {
 /* REPLAY.DROP <table> */
 void replayDropCommand(client *c) {
     if (tableDrop(c->srv->tables, c->argv[1].ptr, c->argv[1].len) != 0) {
-        addReplyErrorFormat(c, "no such table '%.128s'", c->argv[1].ptr);
+        replyReplayError(c, IR_ERR_NOTABLE, "no such table '%.128s'", c->argv[1].ptr);
         return;
     }
     addReplyStr(c, shared.ok);

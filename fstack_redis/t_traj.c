@@ -19,6 +19,7 @@
 
 #include "blocked.h"
 #include "chunks.h"
+#include "replay_err.h"
 #include "t_traj.h"
 
 /* scratch of one REPLAY.ITEM, grown on demand and kept */
@@ -96,7 +97,7 @@ void replayStreamCommand(client *c) {
     if (c->argc == 3 && (argEq(c, 2, "end") || argEq(c, 2, "drop"))) {
         ir_stream *st = streamFind(s, name->ptr, name->len);
         if (!st) {
-            addReplyErrorFormat(c, "no such stream '%.128s': declare it with REPLAY.STREAM <stream> "
+            replyReplayError(c, IR_ERR_NOSTREAM, "no such stream '%.128s': declare it with REPLAY.STREAM <stream> "
                                    "FIELDS ...", name->ptr);
             return;
         }
@@ -211,7 +212,7 @@ void replayAppendCommand(client *c) {
     ir_chunk_store *s = c->srv->chunks;
     ir_stream *st = streamFind(s, c->argv[1].ptr, c->argv[1].len);
     if (!st) {
-        addReplyErrorFormat(c, "no such stream '%.128s': declare it with REPLAY.STREAM <stream> "
+        replyReplayError(c, IR_ERR_NOSTREAM, "no such stream '%.128s': declare it with REPLAY.STREAM <stream> "
                                "FIELDS ...", c->argv[1].ptr);
         return;
     }
@@ -263,11 +264,11 @@ static void colDescribe(char *buf, size_t len, const ir_traj_col *col) {
 void replayItemCommand(client *c) {
     ir_table *t = tableFind(c->srv->tables, c->argv[1].ptr, c->argv[1].len);
     if (!t) {
-        addReplyErrorFormat(c, "no such table '%.128s'", c->argv[1].ptr);
+        replyReplayError(c, IR_ERR_NOTABLE, "no such table '%.128s'", c->argv[1].ptr);
         return;
     }
     if (!t->traj) {
-        addReplyErrorFormat(c, "table '%.128s' holds opaque items: create it with TRAJECTORY for "
+        replyReplayError(c, IR_ERR_WRONGKIND, "table '%.128s' holds opaque items: create it with TRAJECTORY for "
                                "REPLAY.ITEM, or use REPLAY.ADD", t->name);
         return;
     }
@@ -309,7 +310,8 @@ void replayItemCommand(client *c) {
         items[k].raw = 0;
         if (!items[k].use_max &&
             (!string2d(p->ptr, p->len, &items[k].raw) || !tablePriorityValid(t, items[k].raw))) {
-            addReplyErrorFormat(c, "invalid priority '%.64s': use a finite number >= 0 or MAX", p->ptr);
+            replyReplayError(c, IR_ERR_BADPRIO, "%zu invalid priority '%.64s': use a finite number "
+                             ">= 0 or MAX", k, p->ptr);
             return;
         }
         uint64_t nc = 0;
@@ -327,7 +329,7 @@ void replayItemCommand(client *c) {
             ir_stream *st = last && last->namelen == sn->len && memcmp(last->name, sn->ptr, sn->len) == 0
                                 ? last : streamFind(s, sn->ptr, sn->len);
             if (!st) {
-                addReplyErrorFormat(c, "no such stream '%.128s': declare it with REPLAY.STREAM and "
+                replyReplayError(c, IR_ERR_NOSTREAM, "no such stream '%.128s': declare it with REPLAY.STREAM and "
                                        "append steps first", sn->ptr);
                 return;
             }
@@ -430,7 +432,7 @@ void trajSample(client *c, ir_table *t, size_t n, double beta, int withstats, in
     int rc = tableSample(t, n, beta);
     if (rc != IR_OK) {
         chunkCollect(s);
-        if (rc == IR_EEMPTY) addReplyErrorFormat(c, "table '%.128s' is empty", t->name);
+        if (rc == IR_EEMPTY) replyReplayError(c, IR_ERR_EMPTY, "table '%.128s' is empty", t->name);
         else addReplyError(c, "out of memory");
         return;
     }
@@ -469,11 +471,11 @@ void trajSample(client *c, ir_table *t, size_t n, double beta, int withstats, in
 void replayColumnsCommand(client *c) {
     ir_table *t = tableFind(c->srv->tables, c->argv[1].ptr, c->argv[1].len);
     if (!t) {
-        addReplyErrorFormat(c, "no such table '%.128s'", c->argv[1].ptr);
+        replyReplayError(c, IR_ERR_NOTABLE, "no such table '%.128s'", c->argv[1].ptr);
         return;
     }
     if (!t->traj) {
-        addReplyErrorFormat(c, "table '%.128s' holds opaque items: it has no columns", t->name);
+        replyReplayError(c, IR_ERR_WRONGKIND, "table '%.128s' holds opaque items: it has no columns", t->name);
         return;
     }
     const ir_traj_layout *L = t->layout;

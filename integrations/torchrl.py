@@ -104,6 +104,7 @@ from torchrl.data.replay_buffers.writers import (
 )
 
 from pyctl.client import ReplayClient, Schema
+from pyctl.errors import EmptyTableError, NoSuchTableError
 from pyctl.sharded import ShardedReplayClient, _shards_of, _split_address
 
 __all__ = ["InreplaySampler", "InreplayStorage", "InreplayWriter", "connect",
@@ -404,10 +405,8 @@ class InreplayStorage(StoreStorage):
             s = self._client.sample(self.table, int(batch_size), beta=beta,
                                     schema=self._layout.schema, torch=True,
                                     timeout=self.timeout)
-        except redis.ResponseError as e:
-            if "is empty" in str(e):
-                raise RuntimeError(EMPTY_STORAGE_ERROR) from None
-            raise
+        except EmptyTableError:
+            raise RuntimeError(EMPTY_STORAGE_ERROR) from None
         ids = torch.from_numpy(s.ids)
         data = self._layout.build(s.items, len(s.ids), self.device)
         if self.device.type != "cpu" and self._layout.kind == "tensor":
@@ -436,10 +435,8 @@ class InreplayStorage(StoreStorage):
             return 0
         try:
             return int(self._client.info(self.table)["size"])
-        except redis.ResponseError as e:
-            if "no such table" in str(e):
-                return 0
-            raise
+        except NoSuchTableError:
+            return 0
 
     def _empty(self) -> None:
         """rb.empty(): drop the table and its layout (the next write creates them)."""

@@ -104,6 +104,7 @@ from actors.env import EnvSpec, env_spec  # noqa: E402
 from actors.model import build_model, params_to_blob  # noqa: E402
 from learner.replay import LocalReplay, Prefetcher, Replay, Sampled, open_replay  # noqa: E402
 from pyctl.client import ReplayClient  # noqa: E402
+from pyctl.errors import RateLimited, replay_error  # noqa: E402
 from pyctl.sharded import ShardedReplayClient, home_address  # noqa: E402
 
 WAIT_LOG_EVERY_S = 5.0
@@ -287,9 +288,9 @@ def check_item_size(cfg: Config, r: redis.Redis, itemsize: int, pixels: bool = F
         raw = r.execute_command("REPLAY.SAMPLE", cfg.table, 1, "PACKED")
         have = len(raw) - 12
     except redis.ResponseError as e:
-        if str(e).startswith("RATELIMITED"):  # below its MIN_SIZE: nothing to tell by
+        if isinstance(replay_error(e), RateLimited):  # below its MIN_SIZE: nothing to tell by
             return
-        have = -1  # items of mixed sizes: not this learner's table either
+        have = -1  # items of mixed sizes (MIXEDSIZE) or trajectories: not this learner's table
     if have != itemsize:
         held = f"items of {have} bytes" if have >= 0 else "items of mixed sizes"
         raise RunExistsError(
@@ -421,8 +422,6 @@ class Learner:
             stop key (the demo's way to end a run that never filled its table)."""
             if self.r.exists(self.keys.stop):
                 return False
-            if reason:  # "RATELIMITED table 't' has 3 items, MIN_SIZE is 5: sample ..."
-                reason = reason.replace("RATELIMITED ", "").rsplit(": sample", 1)[0]
             self._say(f"learner: waiting for the replay ({time.monotonic() - t_wait:.0f} s): "
                       f"{reason or 'no batch from the sampling thread yet'}")
             return True

@@ -98,7 +98,7 @@ class ApplianceReplay:
                 s = self.rc.sample(self.cfg.table, n, beta=beta,
                                    item_shape=(self.codec.itemsize,), timeout=SAMPLE_WAIT_S)
         except RateLimited as e:
-            self.limited = str(e)
+            self.limited = e.reason  # "table 't' has 3 items, MIN_SIZE is 5: sample ..."
             return None
         self.limited = None
         with self.decode_lock:

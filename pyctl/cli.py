@@ -410,6 +410,8 @@ def _not_answering(inst: srv.Instance, e: Exception) -> str:
 def _status_of(inst: srv.Instance, password: str | None = None) -> dict[str, Any]:
     import redis
 
+    from pyctl.errors import decode_info
+
     out: dict[str, Any] = {
         "running": True, "pid": inst.pid, "endpoint": inst.endpoint, "stack": inst.stack,
         "cores": inst.cores, "netns": inst.netns or None, "stacks": _installed_stacks(),
@@ -435,10 +437,8 @@ def _status_of(inst: srv.Instance, password: str | None = None) -> dict[str, Any
         }
         tables = []
         for name in r.execute_command("REPLAY.LIST"):
-            raw = r.execute_command("REPLAY.INFO", name)
-            d = dict(zip(raw[::2], raw[1::2], strict=True))
-            tables.append({"name": name.decode(errors="replace"),
-                           "size": int(d[b"size"]), "capacity": int(d[b"capacity"])})
+            d = decode_info(r.execute_command("REPLAY.INFO", name))
+            tables.append({"name": d["name"], "size": d["size"], "capacity": d["capacity"]})
         out["tables"] = tables
         raw = r.execute_command("REPLAY.SHARDS")
         group = dict(zip(raw[::2], raw[1::2], strict=True))
@@ -539,6 +539,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
     import redis
 
     from pyctl import telemetry
+    from pyctl.errors import decode_info
 
     prog = "pyctl stats"
     found = _pick(prog, args.listen)
@@ -554,11 +555,9 @@ def cmd_stats(args: argparse.Namespace) -> int:
         info = r.info("everything")
         tables = {}
         for name in r.execute_command("REPLAY.LIST"):
-            raw = r.execute_command("REPLAY.INFO", name)
-            d = dict(zip(raw[::2], raw[1::2], strict=True))
-            tables[name.decode(errors="replace")] = {
-                k: int(d[k.encode()]) for k in ("size", "capacity", "inserts", "samples",
-                                                 "updates", "stale_updates", "bytes_used")}
+            d = decode_info(r.execute_command("REPLAY.INFO", name))
+            tables[d["name"]] = {k: d[k] for k in ("size", "capacity", "inserts", "samples",
+                                                   "updates", "stale_updates", "bytes_used")}
         r.close()
     except redis.RedisError as e:
         die(prog, _not_answering(inst, e))

@@ -31,20 +31,20 @@ import numpy.typing as npt
 import redis
 
 from pyctl import _wire
+from pyctl.errors import (  # noqa: F401
+    BadPriorityError,
+    EmptyTableError,
+    NoSuchTableError,
+    RateLimited,
+    ReplayError,
+    TableExistsError,
+    decode_info,
+    replay_error,
+)
 
 
 class BatchError(ValueError):
     """A batch the client refused before sending it (the message names the index)."""
-
-
-class RateLimited(redis.ResponseError):
-    """The table's rate limiter held the call (-RATELIMITED): at once without a timeout,
-    or when the timeout ran out. The message names the limit (MIN_SIZE, or how far
-    samples are from SAMPLES_PER_INSERT x inserts)."""
-
-
-def _limited(e: redis.ResponseError) -> redis.ResponseError:
-    return RateLimited(str(e)) if str(e).startswith("RATELIMITED") else e
 
 
 @dataclass(frozen=True)
@@ -411,7 +411,7 @@ def _sample_direct(r: redis.Redis, args: list[Any], n: int, spec: ItemSpec,
     try:
         got = _wire.call_bulk_into(r, args, views)
     except redis.ResponseError as e:
-        raise _limited(e) from None
+        raise replay_error(e) from None
     if got is False:
         return None
     if got is not None:
@@ -432,19 +432,6 @@ def _sample_direct(r: redis.Redis, args: list[Any], n: int, spec: ItemSpec,
         if spec.device is not None:
             out, w = out.to(spec.device), w.to(spec.device)
     return Sample(ids, w, out)
-
-
-def _locate_bad_priority(err: redis.ResponseError, formatted: list[bytes],
-                         n: int) -> redis.ResponseError:
-    """The server names the value it refused; add its index."""
-    msg = str(err)
-    if msg.startswith("invalid priority '"):
-        text = msg.split("'")[1].encode()
-        for i, f in enumerate(formatted):
-            if f[:64] == text:
-                return redis.ResponseError(f"{msg} (priority at index {i}); the batch of {n} "
-                                           f"was rejected whole")
-    return err
 
 
 SELECTORS = ("prioritized", "uniform", "fifo", "lifo", "minheap", "maxheap")
@@ -516,7 +503,7 @@ class ReplayClient:
         MinSize and SampleToInsertRatio; see the README). sampler and remover are one
         of SELECTORS; queue=True / stack=True make Reverb's Table.queue / Table.stack
         of ``capacity`` items (fifo/lifo, each item sampled once, blocking)."""
-        self.redis.execute_command(*create_args(
+        self._cmd(*create_args(
             table, capacity, alpha=alpha, beta=beta, epsilon=epsilon, maxbytes=maxbytes,
             min_size=min_size, samples_per_insert=samples_per_insert,
             error_buffer=error_buffer, sampler=sampler, remover=remover,
@@ -543,9 +530,11 @@ class ReplayClient:
         try:  # the items go from their buffers to the socket (pyctl/_wire.py)
             ids = _wire.call_gather(self.redis, _wire.add_request(table, prio, rows, tail))
         except redis.ResponseError as e:
-            if str(e).startswith("RATELIMITED"):
-                raise RateLimited(str(e)) from None
-            raise _locate_bad_priority(e, prio, len(rows)) from None
+            err = replay_error(e)
+            if isinstance(err, BadPriorityError):
+                raise BadPriorityError(f"{err} (priority at index {err.index}); the batch of "
+                                  f"{len(rows)} was rejected whole") from None
+            raise err from None
         return np.array(ids, dtype=np.int64)
 
     def sample(self, table: str, n: int, *, beta: float | None = None,
@@ -589,7 +578,7 @@ class ReplayClient:
         try:
             raw = self.redis.execute_command(*args)
         except redis.ResponseError as e:
-            raise _limited(e) from None
+            raise replay_error(e) from None
         if info:
             return self._with_info(raw, n, spec)
         if not spec.packed:
@@ -633,26 +622,21 @@ class ReplayClient:
         with np.errstate(over="ignore"):
             p = np.ascontiguousarray(p64, dtype="<f4")
         _check_priorities(p.astype(np.float64), i.size)  # beyond float32's range
-        return int(self.redis.execute_command("REPLAY.UPDATE", table, i.tobytes(), p.tobytes()))
+        return int(self._cmd("REPLAY.UPDATE", table, i.tobytes(), p.tobytes()))
+
+    def _cmd(self, *args: Any) -> Any:
+        """One command; a REPLAY error comes back as its class (pyctl.errors)."""
+        try:
+            return self.redis.execute_command(*args)
+        except redis.ResponseError as e:
+            raise replay_error(e) from None
 
     def info(self, table: str) -> dict[str, Any]:
         """REPLAY.INFO as a dict of ints, floats and strings."""
-        raw = self.redis.execute_command("REPLAY.INFO", table)
-        out: dict[str, Any] = {}
-        for k, v in zip(raw[::2], raw[1::2], strict=True):
-            key = k.decode()
-            if isinstance(v, bytes):
-                s = v.decode(errors="replace")
-                try:
-                    out[key] = float(s) if key != "name" else s
-                except ValueError:
-                    out[key] = s
-            else:
-                out[key] = v
-        return out
+        return decode_info(self._cmd("REPLAY.INFO", table))
 
     def drop(self, table: str) -> None:
-        self.redis.execute_command("REPLAY.DROP", table)
+        self._cmd("REPLAY.DROP", table)
 
     def tables(self) -> list[str]:
         return [t.decode(errors="replace") for t in self.redis.execute_command("REPLAY.LIST")]

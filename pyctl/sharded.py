@@ -41,10 +41,9 @@ import numpy as np
 import numpy.typing as npt
 import redis
 
-from pyctl import _wire
+from pyctl import _wire, errors
 from pyctl.client import (
     ItemSpec,
-    RateLimited,
     ReplayClient,
     Sample,
     _native_order,
@@ -157,8 +156,9 @@ class ShardedReplayClient:
                     out.append(conn.read_response())
                 except redis.ResponseError as e:
                     out.append(None)
-                    where = f"shard {k} ({self.addresses[k]}): " if len(self.shards) > 1 else ""
-                    first_error = first_error or redis.ResponseError(f"{where}{e}")
+                    first_error = first_error or (
+                        errors.where(e, k, self.addresses[k]) if len(self.shards) > 1
+                        else errors.replay_error(e))
             if first_error:
                 raise first_error
             return out
@@ -193,8 +193,9 @@ class ShardedReplayClient:
                     out.append(_wire.recv_bulk_into(conn, d))
                 except redis.ResponseError as e:
                     out.append(None)
-                    where = f"shard {k} ({self.addresses[k]}): " if len(self.shards) > 1 else ""
-                    first_error = first_error or redis.ResponseError(f"{where}{e}")
+                    first_error = first_error or (
+                        errors.where(e, k, self.addresses[k]) if len(self.shards) > 1
+                        else errors.replay_error(e))
             if first_error:
                 raise first_error
             return out
@@ -251,13 +252,13 @@ class ShardedReplayClient:
         """Every shard's total, minimum priority and size, in one REPLAY.INFO round."""
         stats = []
         for raw in self._all("REPLAY.INFO", table):
-            d = dict(zip(raw[::2], raw[1::2], strict=True))
-            mn = float(d[b"min_priority"])
-            if d.get(b"sampler") == b"uniform":  # mass 1 per item, as WITHSTATS says
-                stats.append(ShardStats(float(d[b"size"]), 1.0, int(d[b"size"])))
+            d = errors.decode_info(raw)
+            mn = d["min_priority"]
+            if d.get("sampler") == "uniform":  # mass 1 per item, as WITHSTATS says
+                stats.append(ShardStats(float(d["size"]), 1.0, d["size"]))
                 continue
-            stats.append(ShardStats(float(d[b"total_priority"]),
-                                    mn if np.isfinite(mn) else 0.0, int(d[b"size"])))
+            stats.append(ShardStats(d["total_priority"], mn if np.isfinite(mn) else 0.0,
+                                    d["size"]))
         self._stats[table] = stats
         return stats
 
@@ -331,10 +332,7 @@ class ShardedReplayClient:
         if dest is not None:
             raise ValueError("out= needs plain TCP or Unix-socket connections with no reply "
                              "pending; sample without out=")
-        try:
-            replies = self._fanout(reqs)
-        except redis.ResponseError as e:
-            raise RateLimited(str(e)) if "RATELIMITED" in str(e) else e from None
+        replies = self._fanout(reqs)
         stats = list(self._stats.get(table) or self.refresh(table))
         ids, probs, owners, items = [], [], [], []
         for (k, _), rep in zip(reqs, replies, strict=True):
@@ -401,10 +399,7 @@ class ShardedReplayClient:
                           memoryview(probs[at:at + m]).cast("B")])
             owner[at:at + m] = k
             at += m
-        try:
-            got = self._fanout_into(reqs, dests)
-        except redis.ResponseError as e:
-            raise RateLimited(str(e)) if "RATELIMITED" in str(e) else e from None
+        got = self._fanout_into(reqs, dests)
         if got is None:
             return None
         for (k, _), length in zip(reqs, got, strict=True):

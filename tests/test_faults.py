@@ -31,6 +31,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from pyctl import netns, telemetry
+from pyctl.errors import decode_info
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs network namespaces (root)")
 
@@ -307,9 +308,8 @@ def workload(app: Appliance, big: int, seed: int) -> None:
         for i, p in zip(sid, new, strict=True):
             prio[by_id[i]] = struct.unpack("<f", struct.pack("<f", p))[0]
         check_sample(64)
-        info = r.execute_command("REPLAY.INFO", "faults:t")
-        info = dict(zip(info[::2], info[1::2], strict=True))
-        assert int(info[b"size"]) == n and int(info[b"updates"]) == len(sid)
+        info = decode_info(r.execute_command("REPLAY.INFO", "faults:t"))
+        assert info["size"] == n and info["updates"] == len(sid)
 
         # a pipeline of 600 requests: the replies come back in order
         pipe = r.pipeline(transaction=False)

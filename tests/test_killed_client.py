@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from pyctl.errors import decode_info
 from tests.conftest import ServerProcess
 
 BIG = 13 << 20
@@ -68,8 +69,7 @@ def test_killed_during_replay_add_batch(server: ServerProcess) -> None:
     s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
     s.close()
     wait_clients(other, 1)
-    info = other.execute_command("REPLAY.INFO", "kill")
-    d = dict(zip(info[::2], info[1::2], strict=True))
-    assert d[b"size"] == 0 and d[b"inserts"] == 0, "no item of the unfinished batch is visible"
+    d = decode_info(other.execute_command("REPLAY.INFO", "kill"))
+    assert d["size"] == 0 and d["inserts"] == 0, "no item of the unfinished batch is visible"
     assert other.execute_command("REPLAY.ADD", "kill", "1", b"ok") == [0]
     other.close()

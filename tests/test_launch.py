@@ -16,6 +16,7 @@ import redis
 from actors.config import Keys, preset
 from actors.env import env_spec
 from actors.model import build_model, params_to_blob
+from pyctl.errors import decode_info
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -44,8 +45,7 @@ def _launch(port: int, table: str, prefix: str, *extra: str) -> subprocess.Popen
 
 
 def _size(r: redis.Redis, table: str) -> int:
-    raw = r.execute_command("REPLAY.INFO", table)
-    return int(dict(zip(raw[::2], raw[1::2], strict=True))[b"size"])
+    return int(decode_info(r.execute_command("REPLAY.INFO", table))["size"])
 
 
 def test_local_backend_runs_actors_to_their_step_budget(inreplay_server: object) -> None:

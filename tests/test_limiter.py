@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 import redis
 
+from pyctl.errors import decode_info
+
 if TYPE_CHECKING:
     from conftest import RawConn, ServerProcess
 
@@ -33,17 +35,10 @@ LIMITER_FIELDS = ["min_size", "samples_per_insert", "error_buffer", "limiter_ins
                   "waited_seconds"]
 
 
-TEXT_FIELDS = ("name", "sampler", "remover", "storage")
 
 
 def info(c: RawConn, table: str = "t") -> dict[str, Any]:
-    flat = c.call("REPLAY.INFO", table)
-    out: dict[str, Any] = {}
-    for k, v in zip(flat[::2], flat[1::2], strict=True):
-        key = k.decode()
-        out[key] = (v if isinstance(v, int) else v.decode() if key in TEXT_FIELDS
-                    else float(v))
-    return out
+    return decode_info(c.call("REPLAY.INFO", table))
 
 
 def add(c: RawConn, n: int, table: str = "t", *extra: str) -> Any:
@@ -110,7 +105,7 @@ def test_defaults(c: RawConn) -> None:
     assert info(c, "r4")["error_buffer"] == 4.0  # Reverb's minimum, max(1, rate)
     assert info(c, "r05")["error_buffer"] == 1.0
     # no limiter: TIMEOUT is accepted and changes nothing
-    assert err(c.call("REPLAY.SAMPLE", "none", 1, "TIMEOUT", 1)) == "ERR table 'none' is empty"
+    assert err(c.call("REPLAY.SAMPLE", "none", 1, "TIMEOUT", 1)) == "EMPTY table 'none' is empty"
 
 
 @pytest.mark.parametrize("args,message", [
@@ -298,7 +293,7 @@ def test_table_going_answers_waiters(c: RawConn, conns: Callable[[], RawConn], h
     s.send(s.command("REPLAY.SAMPLE", "t", 1, "TIMEOUT", 0) + s.command("PING"))
     wait_info(c, "blocked_samplers", 1)
     assert c.call(*(("REPLAY.DROP", "t") if how == "drop" else ("FLUSHALL",))) == "OK"
-    assert err(s.read_reply()) == "ERR table 't' was dropped while the client waited"
+    assert err(s.read_reply()) == "NOTABLE table 't' was dropped while the client waited"
     assert s.read_reply() == "PONG"
     assert c.call("REPLAY.LIST") == []
 

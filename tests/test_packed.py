@@ -123,7 +123,7 @@ def test_packed_mixed_sizes_is_an_error_and_the_connection_survives(r: redis.Red
     with pytest.raises(ResponseError) as exc:
         r.execute_command("REPLAY.SAMPLE", t, 8, "PACKED")
     msg = str(exc.value)
-    assert msg.startswith("PACKED needs items of one size")
+    assert msg.startswith("MIXEDSIZE PACKED needs items of one size")
     assert "128 and 256 bytes" in msg and "sample without PACKED" in msg
     assert "\n" not in msg
     assert r.client_id() == before

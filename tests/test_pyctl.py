@@ -18,6 +18,8 @@ import pytest
 import redis
 from helpers import free_port
 
+from pyctl.errors import decode_info
+
 PYCTL = [sys.executable, "-m", "pyctl"]
 
 
@@ -169,9 +171,8 @@ def test_config_file(rundir: Path, tmp_path: Path) -> None:
         assert proc.stdout is not None
         assert "listening" in proc.stdout.readline()
         r = redis.Redis(port=port, protocol=2)
-        info = r.execute_command("REPLAY.INFO", "fromtoml")
-        d = dict(zip(info[::2], info[1::2], strict=True))
-        assert d[b"capacity"] == 64 and float(d[b"alpha"]) == 1.0
+        d = decode_info(r.execute_command("REPLAY.INFO", "fromtoml"))
+        assert d["capacity"] == 64 and d["alpha"] == 1.0
         assert r.config_get("maxclients") == {"maxclients": "7"}
         r.close()
     finally:
@@ -330,9 +331,7 @@ def test_size_units_in_flags_and_toml(rundir: Path, tmp_path: Path) -> None:
     try:
         with redis.Redis(port=port, protocol=2) as c:
             assert c.config_get("maxmemory")["maxmemory"] == str(1 << 30)
-            raw = c.execute_command("REPLAY.INFO", "replay")
-            info = dict(zip(raw[::2], raw[1::2], strict=True))
-            assert int(info[b"maxbytes"]) == 64 << 20
+            assert decode_info(c.execute_command("REPLAY.INFO", "replay"))["maxbytes"] == 64 << 20
     finally:
         assert pyctl("stop", "--listen", f"127.0.0.1:{port}").returncode == 0
     port = free_port()
@@ -344,8 +343,7 @@ def test_size_units_in_flags_and_toml(rundir: Path, tmp_path: Path) -> None:
     try:
         with redis.Redis(port=port, protocol=2) as c:
             assert c.config_get("maxmemory")["maxmemory"] == "500000"
-            raw = c.execute_command("REPLAY.INFO", "replay")
-            assert int(dict(zip(raw[::2], raw[1::2], strict=True))[b"maxbytes"]) == 1 << 30
+            assert decode_info(c.execute_command("REPLAY.INFO", "replay"))["maxbytes"] == 1 << 30
     finally:
         assert pyctl("stop", "--listen", f"127.0.0.1:{port}").returncode == 0
     toml.write_text('maxbytes = "1 XB"\n')

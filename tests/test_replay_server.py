@@ -31,6 +31,8 @@ import pytest
 import redis
 from redis.exceptions import ResponseError
 
+from pyctl.errors import decode_info
+
 if TYPE_CHECKING:
     from conftest import ServerProcess
 
@@ -637,12 +639,12 @@ def test_capacity_fits_and_the_log_say_what_maxbytes_keeps(server_factory: Any) 
     srv = server_factory("inreplay")
     r = redis.Redis(port=srv.port, protocol=2)
     r.execute_command("REPLAY.CREATE", "cap", "CAPACITY", 1000, "MAXBYTES", 64 * 1024)
-    info = dict(zip(*[iter(r.execute_command("REPLAY.INFO", "cap"))] * 2, strict=True))
-    assert int(info[b"capacity_fits"]) == 1000  # nothing seen yet
+    fits = decode_info(r.execute_command("REPLAY.INFO", "cap"))["capacity_fits"]
+    assert fits == 1000  # nothing seen yet
     for _ in range(3):
         r.execute_command("REPLAY.ADD", "cap", *[x for _ in range(10) for x in (1, b"x" * 1024)])
-    info = dict(zip(*[iter(r.execute_command("REPLAY.INFO", "cap"))] * 2, strict=True))
-    assert 55 <= int(info[b"capacity_fits"]) <= 64  # 64 KiB of ~1 KiB items, not 1000
+    fits = decode_info(r.execute_command("REPLAY.INFO", "cap"))["capacity_fits"]
+    assert 55 <= fits <= 64  # 64 KiB of ~1 KiB items, not 1000
     r.close()
     lines = [ln for ln in srv.log_tail().splitlines() if "capacity_fits" in ln]
     assert len(lines) == 1 and "not its CAPACITY 1000" in lines[0], lines

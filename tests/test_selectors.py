@@ -12,10 +12,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pytest
 
+from pyctl.errors import decode_info
+
 if TYPE_CHECKING:
     from conftest import RawConn, ServerProcess
 
-TEXT = ("name", "sampler", "remover", "storage")
 
 
 @pytest.fixture
@@ -26,9 +27,7 @@ def c(inreplay_server: ServerProcess) -> Iterator[RawConn]:
 
 
 def info(c: RawConn, t: str) -> dict[str, Any]:
-    flat = c.call("REPLAY.INFO", t)
-    return {k.decode(): (v.decode() if k.decode() in TEXT else v if isinstance(v, int)
-                         else float(v)) for k, v in zip(flat[::2], flat[1::2], strict=True)}
+    return decode_info(c.call("REPLAY.INFO", t))
 
 
 def err(reply: Any) -> str:

@@ -16,6 +16,8 @@ import numpy as np
 import pytest
 import redis
 
+from pyctl.errors import decode_info
+
 torch = pytest.importorskip("torch")
 pytest.importorskip("torchrl")
 
@@ -280,7 +282,7 @@ def test_torchrl_dqn_smoke(buffer: str, inreplay_server: Any) -> None:
     assert re.search(r"learner steps: 32\b", out.stdout), out.stdout  # 4 rounds of 8
     if buffer == "inreplay":
         r = redis.Redis(host=inreplay_server.host, port=inreplay_server.port, protocol=2)
-        assert int(r.execute_command("REPLAY.INFO", "torchrl_dqn")[3]) == 1024
+        assert decode_info(r.execute_command("REPLAY.INFO", "torchrl_dqn"))["size"] == 1024
         r.close()
 
 

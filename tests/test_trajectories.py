@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import redis
 
+from pyctl.errors import decode_info
 from pyctl.trajectory import (
     TrajectoryWriter,
     chunk_stats,
@@ -41,9 +42,7 @@ def steps(ep: dict[str, np.ndarray], i: int) -> dict[str, Any]:
 
 
 def table_size(r: redis.Redis, t: str) -> int:
-    flat = r.execute_command("REPLAY.INFO", t)
-    d = dict(zip(flat[::2], flat[1::2], strict=True)) if isinstance(flat, list) else flat
-    return int(d[b"size"])
+    return int(decode_info(r.execute_command("REPLAY.INFO", t))["size"])
 
 
 def test_nstep_transitions_match_numpy(r: redis.Redis) -> None:

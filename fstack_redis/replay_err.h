@@ -1,0 +1,36 @@
+/* The REPLAY.* error codes: the first word of an error reply is its code (Redis's
+ * convention, like WRONGTYPE, NOAUTH, BUSYGROUP), the human text follows. This list is
+ * the one definition: replyReplayError() writes "-<CODE> <text>", pyctl/errors.py maps
+ * each code to an exception class, and tests/test_error_codes.py reads this list to
+ * check both and the README's table. Errors not listed here keep Redis's "ERR ..." form.
+ *
+ * X(code, when): BADPRIO's text starts with the index of the refused priority
+ * ("-BADPRIO 3 invalid priority 'x': ..."), its one value in a fixed position, as
+ * MOVED puts its slot. */
+#ifndef IR_REPLAY_ERR_H
+#define IR_REPLAY_ERR_H
+
+#include "server.h"
+
+#define IR_REPLAY_ERRORS(X)                                                              \
+    X(RATELIMITED, "the table's rate limiter held the call")                             \
+    X(NOTABLE, "no such table (or it was dropped while the client waited)")              \
+    X(BUSYTABLE, "REPLAY.CREATE of a table that exists")                                 \
+    X(EMPTY, "a sample from a table with no items")                                      \
+    X(BADPRIO, "a priority that is not a finite number >= 0 or MAX (index first)")       \
+    X(MIXEDSIZE, "REPLAY.SAMPLE ... PACKED from a table whose items differ in size")      \
+    X(WRONGKIND, "an opaque-item command on a trajectory table, or the reverse")         \
+    X(NOSTREAM, "no such trajectory stream")
+
+typedef enum {
+#define IR_ERR_ENUM(code, when) IR_ERR_##code,
+    IR_REPLAY_ERRORS(IR_ERR_ENUM)
+#undef IR_ERR_ENUM
+    IR_ERR__COUNT
+} ir_errcode;
+
+/* "-<CODE> " then fmt: one error reply, formatted on the stack (no allocation). */
+void replyReplayError(client *c, ir_errcode code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+#endif
