@@ -198,19 +198,40 @@ static void heapRemove(const ir_table *t, ir_heap *h, uint32_t slot) {
     heapDown(t, h, h->pos[moved]);
 }
 
-static void heapFix(const ir_table *t, ir_heap *h, uint32_t slot) {
-    uint32_t i = h->pos[slot];
-    if (i == NOPOS) return;
-    heapUp(t, h, i);
-    heapDown(t, h, h->pos[slot]);
+/* Re-keying several slots of a heap: take them all out before their
+ * priorities change and push them back after. Fixing one slot at a time after
+ * the change (sift up/down) is wrong once two or more keys moved, since each
+ * sift assumes the rest of the heap is in order. A detached slot's pos holds
+ * DETACHED until it is pushed back (slots out of the heap stay out). */
+#define DETACHED (UINT32_MAX - 1)
+
+static inline int heapKeyed(const ir_heap *h) {
+    return h->kind == IR_SEL_MINHEAP || h->kind == IR_SEL_MAXHEAP;
 }
 
-/* After stored priorities of these slots changed: re-key the priority heaps. */
-static void heapsRekey(ir_table *t, const uint64_t *slots, size_t n) {
+static void heapsDetach(ir_table *t, const uint64_t *slots, size_t n) {
     for (int k = 0; k < t->nheap; k++) {
         ir_heap *h = &t->heap[k];
-        if (h->kind != IR_SEL_MINHEAP && h->kind != IR_SEL_MAXHEAP) continue;
-        for (size_t i = 0; i < n; i++) heapFix(t, h, (uint32_t)slots[i]);
+        if (!heapKeyed(h)) continue;
+        for (size_t i = 0; i < n; i++) {
+            uint32_t slot = (uint32_t)slots[i];
+            if (h->pos[slot] == NOPOS || h->pos[slot] == DETACHED) continue;
+            heapRemove(t, h, slot);
+            h->pos[slot] = DETACHED;
+        }
+    }
+}
+
+static void heapsAttach(ir_table *t, const uint64_t *slots, size_t n) {
+    for (int k = 0; k < t->nheap; k++) {
+        ir_heap *h = &t->heap[k];
+        if (!heapKeyed(h)) continue;
+        for (size_t i = 0; i < n; i++) {
+            uint32_t slot = (uint32_t)slots[i];
+            if (h->pos[slot] != DETACHED) continue;
+            h->pos[slot] = NOPOS;
+            heapPush(t, h, slot);
+        }
     }
 }
 
@@ -599,8 +620,8 @@ int tableCreate(ir_tables *ts, const char *name, size_t len, const ir_table_opts
     int general = oo.remover != IR_SEL_FIFO || oo.max_times_sampled > 0;
     int sheap = selIsHeap(oo.sampler) && (general || oo.sampler >= IR_SEL_MINHEAP);
     int rheap = selIsHeap(oo.remover) && general;
-    if ((general || sheap) && o->capacity >= (1ULL << 32)) {
-        *err = "CAPACITY must be below 4294967296 with this SAMPLER, REMOVER or MAX_TIMES_SAMPLED";
+    if ((general || sheap) && o->capacity >= (1ULL << 32) - 1) {
+        *err = "CAPACITY must be below 4294967295 with this SAMPLER, REMOVER or MAX_TIMES_SAMPLED";
         return -1;
     }
     if (general && o->maxbytes < GHDR + ITEM_ALIGN) {
@@ -988,8 +1009,9 @@ long tableUpdate(ir_table *t, const uint64_t *ids, const float *raw, size_t n, c
         t->scratch_slots[m] = slot;
         t->scratch_prio[m++] = raw[k];
     }
+    if (m && t->nheap) heapsDetach(t, t->scratch_slots, m);
     if (m) ir_sampler_update(t->sampler, t->scratch_slots, t->scratch_prio, m);
-    if (m && t->nheap) heapsRekey(t, t->scratch_slots, m);
+    if (m && t->nheap) heapsAttach(t, t->scratch_slots, m);
     t->updates += m;
     return (long)m;
 }
