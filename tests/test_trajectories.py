@@ -218,6 +218,29 @@ def test_bad_input_is_refused_whole(r: redis.Redis) -> None:
         [b"o", b"uint8", b"4,3", 3], [b"rw", b"float32", b"", 1]]
 
 
+def test_sample_too_big_for_a_reply_is_refused(r: redis.Redis) -> None:
+    """A sample whose column would exceed proto-max-bulk-len is refused before
+    it draws (it used to abort the server reserving 16 TiB of reply)."""
+    r.execute_command("REPLAY.STREAM", "big", "FIELDS", 1, "obs", "uint8", "1048576",
+                      "CHUNK", 16, "HISTORY", 16)
+    r.execute_command("REPLAY.APPEND", "big", 16, b"\x01" * (16 << 20))
+    r.execute_command("REPLAY.CREATE", "bt", "CAPACITY", 10, "TRAJECTORY")
+    r.execute_command("REPLAY.ITEM", "bt", 1, 1, "obs", "big", "obs", 0, 16)
+    msg = err(r, "REPLAY.SAMPLE", "bt", 1048576)
+    assert "above proto-max-bulk-len" in msg and "sample fewer items" in msg
+    flat = r.execute_command("REPLAY.INFO", "bt")
+    d = dict(zip(flat[::2], flat[1::2], strict=True))
+    assert int(d[b"samples"]) == 0  # nothing was drawn
+    r.config_set("client-output-buffer-limit", "normal 64mb 0 0")
+    try:
+        assert "client-output-buffer-limit" in err(r, "REPLAY.SAMPLE", "bt", 8)
+    finally:
+        r.config_set("client-output-buffer-limit", "normal 1gb 0 0")
+    got = r.execute_command("REPLAY.SAMPLE", "bt", 2)  # the server is still up
+    assert len(got[2][0]) == 2 * (16 << 20)
+    r.execute_command("REPLAY.STREAM", "big", "DROP")
+
+
 def test_save_refuses_while_trajectories_exist(r: redis.Redis) -> None:
     create_trajectory_table(r, "keep", 10)
     msg = err(r, "SAVE")
