@@ -400,7 +400,7 @@ static uint32_t genPlace(ir_table *t, uint64_t id, const char *data, uint32_t le
 static int genAdd(ir_table *t, const ir_item_in *items, size_t n, uint64_t *ids_out,
                   const char **err) {
     for (size_t k = 0; k < n; k++) {
-        if (items[k].len > UINT32_MAX || GHDR + reserveLen(items[k].len) > t->o.maxbytes) {
+        if (!tableItemFits(t, items[k].len)) {
             *err = "item is larger than the table's MAXBYTES (with its 16-byte header)";
             return -1;
         }
@@ -819,7 +819,7 @@ static int arenaPlace(ir_table *t, uint64_t need, uint64_t *off, size_t *nevicte
 int tableAdd(ir_table *t, const ir_item_in *items, size_t n, uint64_t *ids_out, const char **err) {
     if (t->general) return genAdd(t, items, n, ids_out, err);
     for (size_t k = 0; k < n; k++) {
-        if (reserveLen(items[k].len) > t->o.maxbytes || items[k].len > UINT32_MAX) {
+        if (!tableItemFits(t, items[k].len)) {
             *err = "item is larger than the table's MAXBYTES";
             return -1;
         }
@@ -1019,6 +1019,10 @@ long tableUpdate(ir_table *t, const uint64_t *ids, const float *raw, size_t n, c
 /* ---- snapshots (see replay.h) -------------------------------------------- */
 
 uint64_t tableItemReserve(size_t len) { return reserveLen(len); }
+
+int tableItemFits(const ir_table *t, size_t len) {
+    return len <= UINT32_MAX && (t->general ? GHDR : 0) + reserveLen(len) <= t->o.maxbytes;
+}
 
 void tableGetState(const ir_table *t, ir_table_state *st) {
     st->next_id = t->next_id;

@@ -379,7 +379,7 @@ void replayItemCommand(client *c) {
             }
         }
         size_t rb = chunkItemSize(cols, (uint32_t)nc);
-        if (16 + rb > t->o.maxbytes) {
+        if (!tableItemFits(t, rb)) { /* what tableAdd checks: nothing half-added */
             addReplyErrorFormat(c, "item %zu's reference record (%zu bytes) is larger than table "
                                    "'%.128s''s MAXBYTES", k, rb, t->name);
             return;

@@ -241,6 +241,21 @@ def test_sample_too_big_for_a_reply_is_refused(r: redis.Redis) -> None:
     r.execute_command("REPLAY.STREAM", "big", "DROP")
 
 
+def test_item_batch_over_maxbytes_adds_nothing(r: redis.Redis) -> None:
+    """REPLAY.ITEM checks each reference record as the table will store it
+    (general mode: 16-byte header, 8-byte rounding): a batch whose second
+    record does not fit is refused whole."""
+    r.execute_command("REPLAY.STREAM", "fs", "FIELDS", 1, "x", "uint8", "", "CHUNK", 4)
+    r.execute_command("REPLAY.APPEND", "fs", 8, bytes(range(8)))
+    r.execute_command("REPLAY.CREATE", "ft", "CAPACITY", 10, "MAXBYTES", 52, "REMOVER",
+                      "uniform", "TRAJECTORY")
+    msg = err(r, "REPLAY.ITEM", "ft", 1, 1, "c", "fs", "x", 0, 2, 1, 1, "c", "fs", "x", 3, 2)
+    assert "item 1's reference record" in msg and "MAXBYTES" in msg
+    assert table_size(r, "ft") == 0
+    assert len(r.execute_command("REPLAY.ITEM", "ft", 1, 1, "c", "fs", "x", 0, 2)) == 1
+    r.execute_command("REPLAY.STREAM", "fs", "DROP")
+
+
 def test_save_refuses_while_trajectories_exist(r: redis.Redis) -> None:
     create_trajectory_table(r, "keep", 10)
     msg = err(r, "SAVE")
