@@ -517,6 +517,17 @@ void replaySampleCommand(client *c) {
                                "%u and %u bytes): sample without PACKED", t->name, la, lb);
         return;
     }
+    if (withstats && ((t->o.sampler != IR_SEL_PRIORITIZED && t->o.sampler != IR_SEL_UNIFORM) ||
+                      t->o.max_times_sampled)) {
+        /* the stats describe the table after the draws: with removal by
+         * MAX_TIMES_SAMPLED or a deterministic sampler they are not the draws' */
+        addReplyErrorFormat(c, "WITHSTATS needs a prioritized or uniform sampler without "
+                               "MAX_TIMES_SAMPLED (table '%.128s' has the %s sampler%s): use "
+                               "WITHINFO for each draw's probability", t->name,
+                            tableSelectorName(t->o.sampler),
+                            t->o.max_times_sampled ? " and MAX_TIMES_SAMPLED" : "");
+        return;
+    }
     if (t->o.max_times_sampled &&
         (uint64_t)n > (t->lim.queue ? t->lim.queue : t->o.capacity * t->o.max_times_sampled)) {
         addReplyErrorFormat(c, "a sample of %lld is more than table '%.128s' can ever hold "

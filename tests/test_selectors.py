@@ -166,6 +166,22 @@ def test_heap_follows_batched_updates(c: RawConn) -> None:
     assert sample(c, "m", 1)[0].tolist() == [ids[0]]
 
 
+@pytest.mark.parametrize(("sel", "k"), [("fifo", 0), ("minheap", 0), ("prioritized", 2),
+                                      ("uniform", 1)])
+def test_withstats_refused_where_it_cannot_be_right(c: RawConn, sel: str, k: int) -> None:
+    """WITHSTATS describes the table after the draws: refused for deterministic
+    samplers and MAX_TIMES_SAMPLED (removal), before anything is drawn."""
+    extra = ["MAX_TIMES_SAMPLED", k] if k else []
+    c.call("REPLAY.CREATE", "ws", "CAPACITY", 8, "SAMPLER", sel, *extra)
+    add(c, "ws", [1.0, 2.0])
+    for packed in ([], ["PACKED"]):
+        msg = err(c.call("REPLAY.SAMPLE", "ws", 1, *packed, "WITHSTATS"))
+        assert "WITHSTATS needs a prioritized or uniform sampler" in msg and "WITHINFO" in msg
+    assert info(c, "ws")["samples"] == 0 and info(c, "ws")["size"] == 2
+    _, _, r = sample(c, "ws", 1, "WITHINFO")  # what to use instead
+    assert len(r) == 4
+
+
 def test_max_times_sampled_removes(c: RawConn) -> None:
     c.call("REPLAY.CREATE", "k", "CAPACITY", 10, "SAMPLER", "fifo", "MAX_TIMES_SAMPLED", 3)
     ids = add(c, "k", [1.0, 1.0])
