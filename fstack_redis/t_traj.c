@@ -435,7 +435,11 @@ void trajSample(client *c, ir_table *t, size_t n, double beta, int withstats, in
         total = satAdd(total, col);
     }
     if (sampleReplyFits(c, n, bulk, total, 1) != 0) return;
-    s->defer = 1; /* items a draw removes are read below */
+    /* items a draw removes are read below: their chunks wait until then */
+    if (chunkDeferBegin(s) != 0) {
+        addReplyError(c, "out of memory");
+        return;
+    }
     int rc = tableSample(t, n, beta);
     if (rc != IR_OK) {
         chunkCollect(s);
