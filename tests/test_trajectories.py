@@ -236,6 +236,12 @@ def test_sample_too_big_for_a_reply_is_refused(r: redis.Redis) -> None:
         assert "client-output-buffer-limit" in err(r, "REPLAY.SAMPLE", "bt", 8)
     finally:
         r.config_set("client-output-buffer-limit", "normal 1gb 0 0")
+    used = int(r.info("memory")["used_memory"])
+    r.config_set("maxmemory", used + (64 << 20))
+    try:
+        assert "maxmemory's headroom" in err(r, "REPLAY.SAMPLE", "bt", 8)
+    finally:
+        r.config_set("maxmemory", 0)
     got = r.execute_command("REPLAY.SAMPLE", "bt", 2)  # the server is still up
     assert len(got[2][0]) == 2 * (16 << 20)
     r.execute_command("REPLAY.STREAM", "big", "DROP")
