@@ -86,17 +86,23 @@ static void chunkUnref(ir_chunk_store *s, uint32_t h) {
         chunkFree(s, h);
         return;
     }
-    if (s->npending == s->pending_cap) {
-        size_t cap = s->pending_cap ? s->pending_cap * 2 : 256;
+    /* chunkDeferBegin reserved a place for every chunk live then, and none
+     * is made while deferring: each reaches 0 once */
+    s->pending[s->npending++] = h;
+}
+
+int chunkDeferBegin(ir_chunk_store *s) {
+    if (s->chunks > s->pending_cap) {
+        size_t cap = s->pending_cap ? s->pending_cap : 256;
+        while (cap < s->chunks) cap *= 2;
         uint32_t *p = realloc(s->pending, cap * sizeof(*p));
-        if (!p) { /* cannot defer: freed now (the caller reads no freed chunk then) */
-            chunkFree(s, h);
-            return;
-        }
+        if (!p) return -1;
         s->pending = p;
         s->pending_cap = cap;
     }
-    s->pending[s->npending++] = h;
+    s->npending = 0;
+    s->defer = 1;
+    return 0;
 }
 
 void chunkCollect(ir_chunk_store *s) {

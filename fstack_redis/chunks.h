@@ -85,8 +85,9 @@ typedef struct ir_chunk_store {
     uint64_t chunks, chunk_bytes, references; /* live chunks, their data bytes, item refs */
     uint64_t steps_appended, items_made, chunks_made;
     uint64_t stream_bytes;  /* the streams' own memory (names, held-chunk rings) */
-    /* while set, chunks that reach 0 wait on `pending` until chunkCollect
-     * (a sample reads the items it just removed) */
+    /* while set (chunkDeferBegin), chunks that reach 0 wait on `pending`
+     * until chunkCollect (a sample reads the items it just removed); room for
+     * every live chunk is reserved first, so deferring never allocates */
     int defer;
     uint32_t *pending;
     size_t npending, pending_cap;
@@ -118,6 +119,10 @@ ir_chunk_store *chunkStoreNew(void);
 void chunkStoreFree(ir_chunk_store *s);
 /* Drop every stream (their holds); chunks items still reference stay. */
 void chunkStoreFlushStreams(ir_chunk_store *s);
+/* Start deferring frees (before a sample's draws): 0, or -1 (out of memory
+ * reserving `pending`; nothing deferred, nothing may be drawn). */
+int chunkDeferBegin(ir_chunk_store *s);
+/* Free the deferred chunks and stop deferring. */
 void chunkCollect(ir_chunk_store *s);
 /* Header array + data bytes + the streams' own memory. */
 uint64_t chunkStoreMemory(const ir_chunk_store *s);

@@ -198,19 +198,40 @@ static void heapRemove(const ir_table *t, ir_heap *h, uint32_t slot) {
     heapDown(t, h, h->pos[moved]);
 }
 
-static void heapFix(const ir_table *t, ir_heap *h, uint32_t slot) {
-    uint32_t i = h->pos[slot];
-    if (i == NOPOS) return;
-    heapUp(t, h, i);
-    heapDown(t, h, h->pos[slot]);
+/* Re-keying several slots of a heap: take them all out before their
+ * priorities change and push them back after. Fixing one slot at a time after
+ * the change (sift up/down) is wrong once two or more keys moved, since each
+ * sift assumes the rest of the heap is in order. A detached slot's pos holds
+ * DETACHED until it is pushed back (slots out of the heap stay out). */
+#define DETACHED (UINT32_MAX - 1)
+
+static inline int heapKeyed(const ir_heap *h) {
+    return h->kind == IR_SEL_MINHEAP || h->kind == IR_SEL_MAXHEAP;
 }
 
-/* After stored priorities of these slots changed: re-key the priority heaps. */
-static void heapsRekey(ir_table *t, const uint64_t *slots, size_t n) {
+static void heapsDetach(ir_table *t, const uint64_t *slots, size_t n) {
     for (int k = 0; k < t->nheap; k++) {
         ir_heap *h = &t->heap[k];
-        if (h->kind != IR_SEL_MINHEAP && h->kind != IR_SEL_MAXHEAP) continue;
-        for (size_t i = 0; i < n; i++) heapFix(t, h, (uint32_t)slots[i]);
+        if (!heapKeyed(h)) continue;
+        for (size_t i = 0; i < n; i++) {
+            uint32_t slot = (uint32_t)slots[i];
+            if (h->pos[slot] == NOPOS || h->pos[slot] == DETACHED) continue;
+            heapRemove(t, h, slot);
+            h->pos[slot] = DETACHED;
+        }
+    }
+}
+
+static void heapsAttach(ir_table *t, const uint64_t *slots, size_t n) {
+    for (int k = 0; k < t->nheap; k++) {
+        ir_heap *h = &t->heap[k];
+        if (!heapKeyed(h)) continue;
+        for (size_t i = 0; i < n; i++) {
+            uint32_t slot = (uint32_t)slots[i];
+            if (h->pos[slot] != DETACHED) continue;
+            h->pos[slot] = NOPOS;
+            heapPush(t, h, slot);
+        }
     }
 }
 
@@ -379,7 +400,7 @@ static uint32_t genPlace(ir_table *t, uint64_t id, const char *data, uint32_t le
 static int genAdd(ir_table *t, const ir_item_in *items, size_t n, uint64_t *ids_out,
                   const char **err) {
     for (size_t k = 0; k < n; k++) {
-        if (items[k].len > UINT32_MAX || GHDR + reserveLen(items[k].len) > t->o.maxbytes) {
+        if (!tableItemFits(t, items[k].len)) {
             *err = "item is larger than the table's MAXBYTES (with its 16-byte header)";
             return -1;
         }
@@ -599,8 +620,8 @@ int tableCreate(ir_tables *ts, const char *name, size_t len, const ir_table_opts
     int general = oo.remover != IR_SEL_FIFO || oo.max_times_sampled > 0;
     int sheap = selIsHeap(oo.sampler) && (general || oo.sampler >= IR_SEL_MINHEAP);
     int rheap = selIsHeap(oo.remover) && general;
-    if ((general || sheap) && o->capacity >= (1ULL << 32)) {
-        *err = "CAPACITY must be below 4294967296 with this SAMPLER, REMOVER or MAX_TIMES_SAMPLED";
+    if ((general || sheap) && o->capacity >= (1ULL << 32) - 1) {
+        *err = "CAPACITY must be below 4294967295 with this SAMPLER, REMOVER or MAX_TIMES_SAMPLED";
         return -1;
     }
     if (general && o->maxbytes < GHDR + ITEM_ALIGN) {
@@ -798,7 +819,7 @@ static int arenaPlace(ir_table *t, uint64_t need, uint64_t *off, size_t *nevicte
 int tableAdd(ir_table *t, const ir_item_in *items, size_t n, uint64_t *ids_out, const char **err) {
     if (t->general) return genAdd(t, items, n, ids_out, err);
     for (size_t k = 0; k < n; k++) {
-        if (reserveLen(items[k].len) > t->o.maxbytes || items[k].len > UINT32_MAX) {
+        if (!tableItemFits(t, items[k].len)) {
             *err = "item is larger than the table's MAXBYTES";
             return -1;
         }
@@ -988,8 +1009,9 @@ long tableUpdate(ir_table *t, const uint64_t *ids, const float *raw, size_t n, c
         t->scratch_slots[m] = slot;
         t->scratch_prio[m++] = raw[k];
     }
+    if (m && t->nheap) heapsDetach(t, t->scratch_slots, m);
     if (m) ir_sampler_update(t->sampler, t->scratch_slots, t->scratch_prio, m);
-    if (m && t->nheap) heapsRekey(t, t->scratch_slots, m);
+    if (m && t->nheap) heapsAttach(t, t->scratch_slots, m);
     t->updates += m;
     return (long)m;
 }
@@ -997,6 +1019,10 @@ long tableUpdate(ir_table *t, const uint64_t *ids, const float *raw, size_t n, c
 /* ---- snapshots (see replay.h) -------------------------------------------- */
 
 uint64_t tableItemReserve(size_t len) { return reserveLen(len); }
+
+int tableItemFits(const ir_table *t, size_t len) {
+    return len <= UINT32_MAX && (t->general ? GHDR : 0) + reserveLen(len) <= t->o.maxbytes;
+}
 
 void tableGetState(const ir_table *t, ir_table_state *st) {
     st->next_id = t->next_id;

@@ -270,6 +270,9 @@ void tableItem(const ir_table *t, uint64_t id, ir_item_view *v);
 void tableGeneralIds(const ir_table *t, uint64_t *out);
 /* Arena bytes an item of len bytes takes (what bytes_used counts). */
 uint64_t tableItemReserve(size_t len);
+/* 1 if an item of len bytes fits t's MAXBYTES (in general mode with its
+ * 16-byte header): what tableAdd checks, for callers that check first. */
+int tableItemFits(const ir_table *t, size_t len);
 
 #define IR_TABLE_LOAD_BATCH 512
 

@@ -376,6 +376,34 @@ void addSampleStats(client *c, ir_table *t, size_t n) {
     addReplyProto(c, (const char *)p, 8 * n);
 }
 
+int sampleReplyFits(client *c, size_t n, uint64_t bulk, uint64_t total, int exact) {
+    const ir_config *cfg = &c->srv->cfg;
+    if (bulk > cfg->proto_max_bulk_len) {
+        addReplyErrorFormat(c, "a sample of %zu items would put %llu bytes in one reply string, "
+                               "above proto-max-bulk-len (%llu): sample fewer items", n,
+                            (unsigned long long)bulk, (unsigned long long)cfg->proto_max_bulk_len);
+        return -1;
+    }
+    uint64_t obl = cfg->client_output_buffer_limit;
+    if (exact && obl && total > obl) {
+        addReplyErrorFormat(c, "a sample of %zu items would be a reply of %llu bytes, above the "
+                               "client-output-buffer-limit (%llu): sample fewer items", n,
+                            (unsigned long long)total, (unsigned long long)obl);
+        return -1;
+    }
+    if (cfg->maxmemory) {
+        uint64_t used = serverUsedMemory(c->srv);
+        uint64_t room = used < cfg->maxmemory ? cfg->maxmemory - used : 0;
+        if (total > room) {
+            addReplyErrorFormat(c, "a sample of %zu items would be a reply of %llu bytes, above "
+                                   "maxmemory's headroom (%llu bytes): sample fewer items", n,
+                                (unsigned long long)total, (unsigned long long)room);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 /* The sampled items' reply without per-item bookkeeping. Items below
  * IR_REF_MIN are copied into the reply in any case (addReplyRefPinned), so
  * for them the reply is reserved once and filled here: no reply segment, pin
@@ -495,6 +523,17 @@ void replaySampleCommand(client *c) {
                                "%u and %u bytes): sample without PACKED", t->name, la, lb);
         return;
     }
+    if (withstats && ((t->o.sampler != IR_SEL_PRIORITIZED && t->o.sampler != IR_SEL_UNIFORM) ||
+                      t->o.max_times_sampled)) {
+        /* the stats describe the table after the draws: with removal by
+         * MAX_TIMES_SAMPLED or a deterministic sampler they are not the draws' */
+        addReplyErrorFormat(c, "WITHSTATS needs a prioritized or uniform sampler without "
+                               "MAX_TIMES_SAMPLED (table '%.128s' has the %s sampler%s): use "
+                               "WITHINFO for each draw's probability", t->name,
+                            tableSelectorName(t->o.sampler),
+                            t->o.max_times_sampled ? " and MAX_TIMES_SAMPLED" : "");
+        return;
+    }
     if (t->o.max_times_sampled &&
         (uint64_t)n > (t->lim.queue ? t->lim.queue : t->o.capacity * t->o.max_times_sampled)) {
         addReplyErrorFormat(c, "a sample of %lld is more than table '%.128s' can ever hold "
@@ -521,6 +560,22 @@ void replaySampleCommand(client *c) {
     if (t->traj) {
         trajSample(c, t, (size_t)n, beta, withstats, withinfo, limited);
         return;
+    }
+    {
+        /* the reply's size, refused before anything is drawn: PACKED copies
+         * every item; plain copies items below IR_REF_MIN (the rest go by
+         * reference) */
+        uint64_t nn = (uint64_t)n, trail = (withstats ? 24 + 8 * nn : 0) + (withinfo ? 8 + 20 * nn : 0);
+        uint64_t bulk, total;
+        /* one size known without a scan (tableItemsOneSize may look at every item) */
+        int one = packed || (t->general ? t->run_count == t->gsize : t->run_start <= t->oldest_id);
+        if (packed) {
+            bulk = total = satAdd(satMul(nn, 12 + (uint64_t)t->run_len), trail);
+        } else {
+            bulk = 12 * nn > trail ? 12 * nn : trail;
+            total = satAdd(satMul(nn, 12 + 15 + (one ? (uint64_t)t->run_len : IR_REF_MIN)), trail);
+        }
+        if (sampleReplyFits(c, (size_t)n, bulk, total, one) != 0) return;
     }
     int rc = tableSample(t, (size_t)n, beta);
     if (rc == IR_EEMPTY) {

@@ -381,7 +381,7 @@ void replayItemCommand(client *c) {
             }
         }
         size_t rb = chunkItemSize(cols, (uint32_t)nc);
-        if (16 + rb > t->o.maxbytes) {
+        if (!tableItemFits(t, rb)) { /* what tableAdd checks: nothing half-added */
             addReplyErrorFormat(c, "item %zu's reference record (%zu bytes) is larger than table "
                                    "'%.128s''s MAXBYTES", k, rb, t->name);
             return;
@@ -428,7 +428,20 @@ void replayItemCommand(client *c) {
 void trajSample(client *c, ir_table *t, size_t n, double beta, int withstats, int withinfo,
                 int limited) {
     ir_chunk_store *s = t->traj;
-    s->defer = 1; /* items a draw removes are read below */
+    const ir_traj_layout *L = t->layout;
+    uint64_t bulk = 12 * (uint64_t)n, total = 12 * (uint64_t)n;
+    total += (withstats ? 24 + 8 * (uint64_t)n : 0) + (withinfo ? 8 + 20 * (uint64_t)n : 0);
+    for (uint32_t k = 0; k < L->ncols; k++) {
+        uint64_t col = satMul(satMul(L->col[k].len, L->col[k].step_bytes), n);
+        if (col > bulk) bulk = col;
+        total = satAdd(total, col);
+    }
+    if (sampleReplyFits(c, n, bulk, total, 1) != 0) return;
+    /* items a draw removes are read below: their chunks wait until then */
+    if (chunkDeferBegin(s) != 0) {
+        addReplyError(c, "out of memory");
+        return;
+    }
     int rc = tableSample(t, n, beta);
     if (rc != IR_OK) {
         chunkCollect(s);
@@ -443,7 +456,6 @@ void trajSample(client *c, ir_table *t, size_t n, double beta, int withstats, in
     addReplyArrayLen(c, 3 + withstats + withinfo);
     memcpy(addReplyBulkReserve(c, n * 8), t->scratch_ids, n * 8);
     memcpy(addReplyBulkReserve(c, n * 4), t->scratch_weights, n * 4);
-    const ir_traj_layout *L = t->layout;
     addReplyArrayLen(c, (long)L->ncols);
     for (uint32_t k = 0; k < L->ncols; k++) {
         size_t per = (size_t)L->col[k].len * L->col[k].step_bytes;

@@ -237,3 +237,22 @@ def test_client_sample_item_shape(srv: ServerProcess) -> None:
             rc.sample(t, 4, item_shape=(4, 5, 3), item_dtype=np.float32)
         assert len(rc.sample(t, 4).items) == 4
         rc.drop(t)
+
+
+def test_sample_too_big_for_a_reply_is_refused(r: redis.Redis) -> None:
+    """A PACKED sample above proto-max-bulk-len, or a plain one above the
+    client-output-buffer-limit, is refused before it draws: nothing sampled."""
+    t, _ = make_table(r, [1 << 20] * 4, capacity=8)
+    with pytest.raises(redis.ResponseError) as e:
+        r.execute_command("REPLAY.SAMPLE", t, 1 << 20, "PACKED")
+    msg = str(e.value)
+    assert "above proto-max-bulk-len" in msg and "sample fewer items" in msg
+    r.config_set("client-output-buffer-limit", "normal 64mb 0 0")
+    try:
+        with pytest.raises(redis.ResponseError) as e:
+            r.execute_command("REPLAY.SAMPLE", t, 100)
+        assert "client-output-buffer-limit" in str(e.value)
+    finally:
+        r.config_set("client-output-buffer-limit", "normal 1gb 0 0")
+    assert info(r, t)["samples"] == 0
+    assert len(r.execute_command("REPLAY.SAMPLE", t, 3, "PACKED")) == 3 * (12 + (1 << 20))

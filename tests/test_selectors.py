@@ -147,6 +147,40 @@ def test_heap_follows_updates(c: RawConn) -> None:
     assert sample(c, "h", 1)[0].tolist() == [ids[0]]
 
 
+def update(c: RawConn, t: str, ids: list[int], prios: list[float]) -> None:
+    c.call("REPLAY.UPDATE", t, struct.pack(f"<{len(ids)}q", *ids),
+           struct.pack(f"<{len(prios)}f", *prios))
+
+
+def test_heap_follows_batched_updates(c: RawConn) -> None:
+    """An UPDATE of several ids re-keys them all: the min-heap sampler draws
+    the least priority after batches that moved two keys at once."""
+    c.call("REPLAY.CREATE", "m", "CAPACITY", 5, "ALPHA", 1, "EPSILON", 0, "SAMPLER", "minheap")
+    ids = add(c, "m", [0.5, 2.0])
+    update(c, "m", ids, [0.135, 0.379])
+    ids += add(c, "m", [0.5, 1.0, 1.0])
+    update(c, "m", [ids[3], ids[0]], [0.212, 0.398])
+    update(c, "m", [ids[3], ids[1]], [0.496, 0.827])
+    # priorities now: 0.398 0.827 0.5 0.496 1.0
+    assert sample(c, "m", 1)[0].tolist() == [ids[0]]
+
+
+@pytest.mark.parametrize(("sel", "k"), [("fifo", 0), ("minheap", 0), ("prioritized", 2),
+                                      ("uniform", 1)])
+def test_withstats_refused_where_it_cannot_be_right(c: RawConn, sel: str, k: int) -> None:
+    """WITHSTATS describes the table after the draws: refused for deterministic
+    samplers and MAX_TIMES_SAMPLED (removal), before anything is drawn."""
+    extra = ["MAX_TIMES_SAMPLED", k] if k else []
+    c.call("REPLAY.CREATE", "ws", "CAPACITY", 8, "SAMPLER", sel, *extra)
+    add(c, "ws", [1.0, 2.0])
+    for packed in ([], ["PACKED"]):
+        msg = err(c.call("REPLAY.SAMPLE", "ws", 1, *packed, "WITHSTATS"))
+        assert "WITHSTATS needs a prioritized or uniform sampler" in msg and "WITHINFO" in msg
+    assert info(c, "ws")["samples"] == 0 and info(c, "ws")["size"] == 2
+    _, _, r = sample(c, "ws", 1, "WITHINFO")  # what to use instead
+    assert len(r) == 4
+
+
 def test_max_times_sampled_removes(c: RawConn) -> None:
     c.call("REPLAY.CREATE", "k", "CAPACITY", 10, "SAMPLER", "fifo", "MAX_TIMES_SAMPLED", 3)
     ids = add(c, "k", [1.0, 1.0])

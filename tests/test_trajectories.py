@@ -217,6 +217,50 @@ def test_bad_input_is_refused_whole(r: redis.Redis) -> None:
         [b"o", b"uint8", b"4,3", 3], [b"rw", b"float32", b"", 1]]
 
 
+def test_sample_too_big_for_a_reply_is_refused(r: redis.Redis) -> None:
+    """A sample whose column would exceed proto-max-bulk-len is refused before
+    it draws (it used to abort the server reserving 16 TiB of reply)."""
+    r.execute_command("REPLAY.STREAM", "big", "FIELDS", 1, "obs", "uint8", "1048576",
+                      "CHUNK", 16, "HISTORY", 16)
+    r.execute_command("REPLAY.APPEND", "big", 16, b"\x01" * (16 << 20))
+    r.execute_command("REPLAY.CREATE", "bt", "CAPACITY", 10, "TRAJECTORY")
+    r.execute_command("REPLAY.ITEM", "bt", 1, 1, "obs", "big", "obs", 0, 16)
+    msg = err(r, "REPLAY.SAMPLE", "bt", 1048576)
+    assert "above proto-max-bulk-len" in msg and "sample fewer items" in msg
+    flat = r.execute_command("REPLAY.INFO", "bt")
+    d = dict(zip(flat[::2], flat[1::2], strict=True))
+    assert int(d[b"samples"]) == 0  # nothing was drawn
+    r.config_set("client-output-buffer-limit", "normal 64mb 0 0")
+    try:
+        assert "client-output-buffer-limit" in err(r, "REPLAY.SAMPLE", "bt", 8)
+    finally:
+        r.config_set("client-output-buffer-limit", "normal 1gb 0 0")
+    used = int(r.info("memory")["used_memory"])
+    r.config_set("maxmemory", used + (64 << 20))
+    try:
+        assert "maxmemory's headroom" in err(r, "REPLAY.SAMPLE", "bt", 8)
+    finally:
+        r.config_set("maxmemory", 0)
+    got = r.execute_command("REPLAY.SAMPLE", "bt", 2)  # the server is still up
+    assert len(got[2][0]) == 2 * (16 << 20)
+    r.execute_command("REPLAY.STREAM", "big", "DROP")
+
+
+def test_item_batch_over_maxbytes_adds_nothing(r: redis.Redis) -> None:
+    """REPLAY.ITEM checks each reference record as the table will store it
+    (general mode: 16-byte header, 8-byte rounding): a batch whose second
+    record does not fit is refused whole."""
+    r.execute_command("REPLAY.STREAM", "fs", "FIELDS", 1, "x", "uint8", "", "CHUNK", 4)
+    r.execute_command("REPLAY.APPEND", "fs", 8, bytes(range(8)))
+    r.execute_command("REPLAY.CREATE", "ft", "CAPACITY", 10, "MAXBYTES", 52, "REMOVER",
+                      "uniform", "TRAJECTORY")
+    msg = err(r, "REPLAY.ITEM", "ft", 1, 1, "c", "fs", "x", 0, 2, 1, 1, "c", "fs", "x", 3, 2)
+    assert "item 1's reference record" in msg and "MAXBYTES" in msg
+    assert table_size(r, "ft") == 0
+    assert len(r.execute_command("REPLAY.ITEM", "ft", 1, 1, "c", "fs", "x", 0, 2)) == 1
+    r.execute_command("REPLAY.STREAM", "fs", "DROP")
+
+
 def test_save_refuses_while_trajectories_exist(r: redis.Redis) -> None:
     create_trajectory_table(r, "keep", 10)
     msg = err(r, "SAVE")

@@ -112,7 +112,7 @@ int main(void) {
     static char obs[64 * OB], rew[64 * 4];
     static char rec[4096], got[32 * OB];
     const uint64_t total = 1000000;
-    uint64_t inserted = 0, batches = 0, copies_bad = 0;
+    uint64_t inserted = 0, batches = 0, copies_bad = 0, deferred_frees = 0;
     char errbuf[256];
     while (inserted < total) {
         int k = (int)(rnd() % NSTREAMS);
@@ -156,8 +156,16 @@ int main(void) {
         }
         /* sample from the general table: draws may remove items (k = 3) */
         if (rnd() % 4 == 0 && tableSize(tabs[1]) > 0 && tabs[1]->draws_left >= 8) {
-            s->defer = 1;
+            /* the draws free nothing and allocate nothing: the removed
+             * items' chunks wait in `pending`, reserved before the draws */
+            CHECK(chunkDeferBegin(s) == 0 && s->pending_cap >= s->chunks);
+            const uint32_t *p0 = s->pending;
+            size_t cap0 = s->pending_cap;
+            uint64_t live0 = s->chunks;
+            uint64_t consumed0 = tabs[1]->consumed;
             CHECK(tableSample(tabs[1], 8, 0.4) == IR_OK);
+            CHECK(s->pending == p0 && s->pending_cap == cap0 && s->chunks == live0);
+            if (tabs[1]->consumed > consumed0 && s->npending) deferred_frees++;
             for (int i = 0; i < 8; i++) {
                 const char *r = tabs[1]->arena + tabs[1]->slot_off[tabs[1]->scratch_slots[i]];
                 uint32_t sb, l;
@@ -169,7 +177,9 @@ int main(void) {
                         fprintf(stderr, "col len %u sb %u q %u: %u %u\n", l, sb, q,
                                 (uint8_t)got[(q - 1) * sb], (uint8_t)got[q * sb]);
             }
+            size_t np = s->npending;
             chunkCollect(s);
+            CHECK(s->chunks + np == live0 && !s->defer);
         }
         if (rnd() % 64 == 0) {
             streamEndEpisode(s, x);
@@ -199,6 +209,7 @@ int main(void) {
     CHECKF(copies_bad == 0, "%llu sampled columns not consecutive steps", (unsigned long long)copies_bad);
     checkConsistent(s, tabs, 2, "after the inserts");
     CHECK(tabs[0]->evictions > 0 && tabs[1]->evictions > 0 && tabs[1]->consumed > 0);
+    CHECKF(deferred_frees > 0, "no sample deferred a chunk's free"); /* the case above happened */
     CHECK(!chunkCanCompress() || s->chunks_compressed > 0);
     printf("%llu compressed chunks (%llu B raw in %llu B)\n", (unsigned long long)s->chunks_compressed,
            (unsigned long long)s->raw_bytes_compressed, (unsigned long long)s->chunk_bytes);

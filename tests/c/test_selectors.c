@@ -3,7 +3,7 @@
  * every operation: which items live, their bytes, priorities and times
  * sampled, the exact item a fifo/lifo/minheap/maxheap draws or removes, the
  * arena's byte count under MAXBYTES (general mode compacts), and exact stale
- * ids in REPLAY.UPDATE. Also 10^6 draws of the uniform and prioritized
+ * ids in REPLAY.UPDATE (batches of several ids: the heaps re-key them all). Also 10^6 draws of the uniform and prioritized
  * selectors in general mode against their exact distributions (total
  * variation below 0.01). Run under ASan/UBSan by `make test-c`.
  */
@@ -181,15 +181,28 @@ static void runCombo(int sampler, int remover, uint32_t k, int steps) {
                        t->scratch_times[d], model[got].times);
                 if (k && model[got].times >= k) model[got].live = 0;
             }
-        } else { /* update: a live id and a removed one */
+        } else { /* update a batch of distinct ids, live and removed ones */
             if (!nmodel) continue;
-            long i = (long)(rnd() % nmodel);
-            uint64_t ids[1] = {model[i].id};
-            float raw[1] = {(float)(rnd() % 6)};
-            long applied = tableUpdate(t, ids, raw, 1, &err);
-            CHECKF(applied == (model[i].live ? 1 : 0), "%s: update of %s id applied %ld", what,
-                   model[i].live ? "a live" : "a removed", applied);
-            if (model[i].live) model[i].prio = raw[0];
+            size_t nb = 1 + rnd() % 4, m = 0;
+            long idx[4];
+            uint64_t ids[4];
+            float raw[4];
+            size_t want = 0;
+            for (size_t b = 0; b < nb; b++) {
+                long i = (long)(rnd() % nmodel), dup = 0;
+                for (size_t q = 0; q < m; q++) dup |= idx[q] == i;
+                if (dup) continue;
+                idx[m] = i;
+                ids[m] = model[i].id;
+                raw[m] = (float)(rnd() % 6);
+                want += model[i].live ? 1 : 0;
+                m++;
+            }
+            long applied = tableUpdate(t, ids, raw, m, &err);
+            CHECKF(applied == (long)want, "%s: update of %zu ids (%zu live) applied %ld", what, m,
+                   want, applied);
+            for (size_t q = 0; q < m; q++)
+                if (model[idx[q]].live) model[idx[q]].prio = raw[q];
         }
         checkAgainstModel(t, what);
         if (failed > 20) break;
