@@ -53,6 +53,9 @@ void ir_sampler_free(ir_sampler *s);
 
 uint64_t ir_sampler_capacity(const ir_sampler *s);
 unsigned ir_sampler_fanout(const ir_sampler *s);
+/* 1 if this sampler runs the AVX2 kernels (chosen at construction by CPU and
+ * IR_SUMTREE_NO_AVX2), 0 for the portable ones. */
+int ir_sampler_uses_avx2(const ir_sampler *s);
 double ir_sampler_alpha(const ir_sampler *s);
 double ir_sampler_epsilon(const ir_sampler *s);
 void ir_sampler_seed(ir_sampler *s, uint64_t seed);

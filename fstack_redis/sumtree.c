@@ -669,6 +669,8 @@ void ir_sampler_free(ir_sampler *s)
 
 uint64_t ir_sampler_capacity(const ir_sampler *s) { return s ? s->capacity : 0; }
 unsigned ir_sampler_fanout(const ir_sampler *s) { return s ? s->K : 0; }
+
+int ir_sampler_uses_avx2(const ir_sampler *s) { return s ? s->avx2 : 0; }
 double ir_sampler_alpha(const ir_sampler *s) { return s ? s->alpha : NAN; }
 double ir_sampler_epsilon(const ir_sampler *s) { return s ? s->epsilon : NAN; }
 
