@@ -139,17 +139,20 @@ def test_cartpole_on_two_shards_until_sigterm(tmp_path: Path) -> None:
 
 def test_killed_shard_restarts_from_its_snapshot(tmp_path: Path) -> None:
     snap = tmp_path / "snap"
+    # enough steps that the run outlasts the kill: on a quiet machine this learner makes
+    # ~400 steps/s, and a limit of 400 ended the run before the test could kill a shard
     job = Job(tmp_path, "--snapshot-dir", str(snap), "--snapshot-every", "1",
-              "--max-learner-steps", "400")
+              "--max-learner-steps", "8000")
     try:
         group = _group(job)
         addr1 = group.split(",")[1]
         # wait for training and for a snapshot of shard 1 holding the table
         deadline = time.monotonic() + 180
         while job.learner_steps() < 20:
-            assert time.monotonic() < deadline
+            assert time.monotonic() < deadline, "\n".join(job.lines[-30:])
+            assert job.proc.poll() is None, "\n".join(job.lines[-30:])
             time.sleep(1)
-        time.sleep(3)
+        time.sleep(1.5)
         assert list((snap / "shard-1").glob("*.snap")), "no snapshot of shard 1"
         pid = _server_pids(group)[1]
         before = job.learner_steps()
@@ -160,7 +163,7 @@ def test_killed_shard_restarts_from_its_snapshot(tmp_path: Path) -> None:
         new_pid = _server_pids(group)[1]
         assert new_pid != pid
         # the learner and actors that lost the shard are replaced, and the run finishes
-        job.wait_for(r"ray_job: the learner reached --max-learner-steps", timeout=300)
+        job.wait_for(r"ray_job: the learner reached --max-learner-steps", timeout=600)
         assert job.finish() == 0, "\n".join(job.lines[-30:])
     finally:
         if job.proc.poll() is None:
