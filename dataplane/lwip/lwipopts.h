@@ -108,4 +108,11 @@
 /* Compiled in, so the appliance can report and tests can check what it runs. */
 #define IR_LWIP_SOURCE_BUILD        1
 
+/* TIME_WAIT lasts 2 x TCP_MSL. lwIP's 60 s MSL kept a closed connection's PCB for
+ * 2 minutes, and in TIME_WAIT lwIP answers a new SYN from the same address and port
+ * with an ACK and ignores the client's RST (RFC 1337): a Linux client that reuses the
+ * port could not connect until it expired (a connect timed out in a fresh clone's make
+ * test). On the appliance's LAN, 2 s of TIME_WAIT keeps late duplicates out. */
+#define TCP_MSL 1000UL
+
 #endif /* IR_LWIPOPTS_H */
