@@ -130,7 +130,8 @@ def start_appliance(stack: str, port: int, out: Path, shards: int = 1, *,
         from pyctl import netns
 
         try:
-            t = netns.up(netns_name, subnet)
+            # a namespace left by a killed run is replaced; one in use is an error
+            t = netns.up(netns_name, subnet, fresh=True)
         except netns.SetupError as e:
             raise DemoError(str(e)) from None
         net = ipaddress.ip_network(f"{t.appliance_ip}/{t.prefix}", strict=False)

@@ -114,8 +114,27 @@ def topology(name: str, subnet: str, mtu: int = DEFAULT_MTU, offloads: bool = Fa
                     str(hosts[2]), net.prefixlen, mtu, offloads)
 
 
-RESERVED_SUBNETS = frozenset({77, 83, 84, 88, 89, 91, 200})
+RESERVED_SUBNETS = frozenset({77, 78, 79, 200})
 """10.N.0.0/24 networks that other tools and suites use with fixed addresses."""
+
+
+def _used_networks() -> list[tuple[ipaddress.IPv4Network, str]]:
+    """Every IPv4 network an address or route of this namespace covers, with its device."""
+    used: list[tuple[ipaddress.IPv4Network, str]] = []
+    for what in (("-4", "-j", "addr"), ("-4", "-j", "route")):
+        try:
+            rows = json.loads(_run("ip", *what, check=False).stdout or "[]")
+        except ValueError:
+            rows = []
+        for row in rows:
+            dev = str(row.get("ifname") or row.get("dev") or "?")
+            for a in row.get("addr_info", []):
+                used.append((ipaddress.ip_network(f"{a['local']}/{a['prefixlen']}",
+                                                  strict=False), dev))
+            dst = row.get("dst")
+            if dst and dst != "default":
+                used.append((ipaddress.ip_network(dst, strict=False), dev))
+    return used
 
 
 def free_subnet(first: int = 92, last: int = 199) -> str:
@@ -123,23 +142,30 @@ def free_subnet(first: int = 92, last: int = 199) -> str:
 
     Two test runs that make topologies with the same subnet in the root namespace
     reach each other's servers (the first route wins); suites pick with this."""
-    used: list[ipaddress.IPv4Network] = []
-    for what in (("-4", "-j", "addr"), ("-4", "-j", "route")):
-        try:
-            rows = json.loads(_run("ip", *what, check=False).stdout or "[]")
-        except ValueError:
-            rows = []
-        for row in rows:
-            for a in row.get("addr_info", []):
-                used.append(ipaddress.ip_network(f"{a['local']}/{a['prefixlen']}", strict=False))
-            dst = row.get("dst")
-            if dst and dst != "default":
-                used.append(ipaddress.ip_network(dst, strict=False))
+    used = [net for net, _ in _used_networks()]
     for n in range(first, last + 1):
         net = ipaddress.ip_network(f"10.{n}.0.0/24")
         if n not in RESERVED_SUBNETS and not any(net.overlaps(u) for u in used):
             return str(net)
     raise SetupError(f"no free 10.N.0.0/24 for N in {first}-{last}")
+
+
+def check_subnet_free(subnet: str) -> None:
+    """SetupError if an interface or route of this namespace already covers `subnet`:
+    the clients' packets would follow the first route, to the other interface."""
+    net = ipaddress.ip_network(subnet, strict=False)
+    for u, dev in _used_networks():
+        if net.overlaps(u):
+            raise SetupError(f"--subnet {subnet} overlaps {u} on {dev}: clients would reach "
+                             f"{dev} instead; choose another --subnet (for example "
+                             f"{free_subnet()}) or remove {dev}'s namespace "
+                             "(pyctl netns down --name NAME)")
+
+
+def pids(name: str) -> list[int]:
+    """The processes running in namespace `name`."""
+    r = _run("ip", "netns", "pids", name, check=False)
+    return [int(x) for x in r.stdout.split() if x.isdigit()]
 
 
 def offloads_off(iface: str, netns: str | None = None) -> None:
@@ -155,8 +181,14 @@ def check_mtu(mtu: int) -> int:
 
 
 def up(name: str = "inreplay", subnet: str = "10.77.0.0/24", mtu: int = DEFAULT_MTU,
-       offloads: bool = False, impair: str | None = None, impair_seed: int = 1) -> Topology:
+       offloads: bool = False, impair: str | None = None, impair_seed: int = 1,
+       fresh: bool = False) -> Topology:
     """Create the namespace and veth pair (idempotent for the same name).
+
+    fresh: a namespace of that name with nothing running in it is left over from a
+    run that was killed: remove it and make a new one; one with processes running in
+    it is another run's, a SetupError. A new pair's subnet must be free (a left-over
+    pair on it would take the clients' packets).
 
     mtu: both veth ends' MTU. offloads: keep the kernel's default offloads
     (kernel-stack servers only; af_packet needs them off). impair: a spec
@@ -170,8 +202,16 @@ def up(name: str = "inreplay", subnet: str = "10.77.0.0/24", mtu: int = DEFAULT_
         spec = impair_spec(impair)
         check_values(spec)
     if name in namespaces():
-        t.impair = _bridge_state(name)
-        return t
+        if not fresh:
+            t.impair = _bridge_state(name)
+            return t
+        busy = pids(name)
+        if busy:
+            raise SetupError(f"namespace {name} is in use by pid {', '.join(map(str, busy))} "
+                             "(another run): stop that run, or remove the namespace with "
+                             f"pyctl netns down --name {name}")
+        down(name)
+    check_subnet_free(subnet)
     _run("ip", "netns", "add", name)
     try:
         if impair is None:

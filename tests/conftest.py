@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import json
 import os
 import shlex
 import shutil
@@ -56,9 +57,8 @@ def _dpdk_built() -> bool:
 # "dpdk" is inreplay on the DPDK + lwIP stack in a network namespace, reached
 # across a veth: the same suites run on both stacks. It needs root (CI is root).
 SERVER_KINDS = ("redis", "inreplay") + (("dpdk",) if os.geteuid() == 0 and _dpdk_built() else ())
-DPDK_NETNS = f"irsuite{os.getpid() % 100000}"
-DPDK_SUBNET = "10.83.0.0/24"
-DPDK_IP = "10.83.0.2"
+DPDK_NETNS_PREFIX = "irsuite"
+DPDK_NETNS = f"{DPDK_NETNS_PREFIX}{os.getpid() % 100000}"
 START_TIMEOUT = float(os.environ.get("INREPLAY_TEST_START_TIMEOUT", "30"))
 STOP_TIMEOUT = 15.0
 
@@ -333,19 +333,42 @@ def _require(binary: str) -> str:
     return path
 
 
-_netns_state = {"up": False}
+_netns_state: dict[str, Any] = {"up": False, "ip": ""}
 
 
-def _dpdk_netns_up() -> None:
-    """The session's namespace + veth for the DPDK server (torn down at exit)."""
+def _remove_stale_suite_namespaces() -> list[str]:
+    """Namespaces an earlier, killed run of this suite left (irsuite<pid> with that pid
+    gone and nothing running in them): removed, so that their veths do not linger."""
+    from pyctl import netns
+
+    removed = []
+    for name in netns.namespaces():
+        tail = name[len(DPDK_NETNS_PREFIX):]
+        if not name.startswith(DPDK_NETNS_PREFIX) or not tail.isdigit() or name == DPDK_NETNS:
+            continue
+        if Path(f"/proc/{int(tail)}").exists() or netns.pids(name):
+            continue  # a run that is still going
+        netns.down(name)
+        removed.append(name)
+    return removed
+
+
+def _dpdk_netns_up() -> str:
+    """The session's namespace + veth for the DPDK server (torn down at exit), on a
+    subnet no other interface uses; returns the server's address."""
     if _netns_state["up"]:
-        return
+        return str(_netns_state["ip"])
+    from pyctl import netns
+
+    _remove_stale_suite_namespaces()
     r = subprocess.run([sys.executable, "-m", "pyctl", "netns", "up", "--name", DPDK_NETNS,
-                        "--subnet", DPDK_SUBNET], capture_output=True, text=True, cwd=ROOT)
+                        "--subnet", netns.free_subnet(), "--json"],
+                       capture_output=True, text=True, cwd=ROOT)
     if r.returncode != 0:
         raise RuntimeError(f"pyctl netns up failed: {r.stderr}")
-    _netns_state["up"] = True
+    _netns_state.update(up=True, ip=json.loads(r.stdout)["appliance_ip"])
     atexit.register(_dpdk_netns_down)
+    return str(_netns_state["ip"])
 
 
 def _dpdk_netns_down() -> None:
@@ -384,11 +407,10 @@ class ServerProcess:
             cwd = ROOT
             env = None
         elif kind == "dpdk":
-            _dpdk_netns_up()
-            self.host = DPDK_IP
+            self.host = _dpdk_netns_up()
             argv = [
                 sys.executable, "-m", "pyctl", "start", "--stack", "dpdk",
-                "--netns", DPDK_NETNS, "--cores", "0", "--ip", f"{DPDK_IP}/24",
+                "--netns", DPDK_NETNS, "--cores", "0", "--ip", f"{self.host}/24",
                 "--vdev", f"net_af_packet0,iface={DPDK_NETNS[:12]}-a",
                 "--listen-port", str(self.port), "--hugepages", "128",
                 "--file-prefix", f"{DPDK_NETNS}-{self.port}",

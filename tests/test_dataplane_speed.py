@@ -35,6 +35,8 @@ import redis
 from conftest import ROOT, ServerProcess, _dpdk_built
 from helpers import free_port
 
+from pyctl import netns
+
 HAVE_DPDK = os.geteuid() == 0 and _dpdk_built()
 needs_dpdk = pytest.mark.skipif(not HAVE_DPDK, reason="the DPDK stack needs root and a "
                                 "DPDK build (CI has both)")
@@ -139,8 +141,9 @@ class Appliance:
 @pytest.fixture(scope="module")
 def topo() -> Iterator[dict[str, Any]]:
     name = f"irsp{os.getpid() % 100000}"
+    subnet = netns.free_subnet()
     r = subprocess.run([sys.executable, "-m", "pyctl", "netns", "up", "--name", name,
-                        "--subnet", "10.91.0.0/24", "--json"], capture_output=True, text=True,
+                        "--subnet", subnet, "--json"], capture_output=True, text=True,
                        cwd=ROOT)
     assert r.returncode == 0, r.stderr
     try:
@@ -284,8 +287,9 @@ def test_idle_appliance_does_not_spin_when_its_interface_vanishes(tmp_path: Path
     operator's mistake) makes the af_packet socket report errors at once; the idle
     wait must not turn into a spin, and SIGTERM still stops the appliance."""
     name = f"irsv{os.getpid() % 100000}"
+    subnet = netns.free_subnet()
     r = subprocess.run([sys.executable, "-m", "pyctl", "netns", "up", "--name", name,
-                        "--subnet", "10.98.0.0/24", "--json"], capture_output=True, text=True,
+                        "--subnet", subnet, "--json"], capture_output=True, text=True,
                        cwd=ROOT)
     assert r.returncode == 0, r.stderr
     a = Appliance(json.loads(r.stdout), tmp_path)

@@ -18,6 +18,7 @@ import pytest
 import redis
 from helpers import free_port
 
+from pyctl import netns
 from pyctl.errors import decode_info
 
 PYCTL = [sys.executable, "-m", "pyctl"]
@@ -230,18 +231,20 @@ def test_drivers_lists_the_af_packet_pmd() -> None:
 @pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root (CI runs as root)")
 def test_netns_up_prints_topology_and_start_line_then_down() -> None:
     name = f"irt{os.getpid() % 100000}"
+    subnet = netns.free_subnet()
+    client_ip = subnet.replace(".0/24", ".1")
     try:
-        r = pyctl("netns", "up", "--name", name, "--subnet", "10.78.0.0/24", "--json")
+        r = pyctl("netns", "up", "--name", name, "--subnet", subnet, "--json")
         assert r.returncode == 0, r.stderr
         t = json.loads(r.stdout)
         assert {"netns", "iface", "appliance_ip", "client_ip", "prefix"} <= t.keys()
-        assert t["netns"] == name and t["prefix"] == 24 and t["client_ip"] == "10.78.0.1"
+        assert t["netns"] == name and t["prefix"] == 24 and t["client_ip"] == client_ip
         ns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
         assert name in ns
         feats = subprocess.run(["ip", "netns", "exec", name, "ethtool", "-k", t["iface"]],
                                capture_output=True, text=True).stdout
         assert "generic-segmentation-offload: off" in feats
-        again = pyctl("netns", "up", "--name", name, "--subnet", "10.78.0.0/24")
+        again = pyctl("netns", "up", "--name", name, "--subnet", subnet)
         assert again.returncode == 0 and "pyctl start --stack dpdk" in again.stdout
     finally:
         down = pyctl("netns", "down", "--name", name)
@@ -249,6 +252,43 @@ def test_netns_up_prints_topology_and_start_line_then_down() -> None:
     ns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     assert name not in ns
 
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root (CI runs as root)")
+def test_netns_up_refuses_a_taken_subnet_and_replaces_a_stale_namespace() -> None:
+    """A pair left by a killed run kept its route: a new pair on the same subnet lost the
+    clients' packets to it (CI's DPDK servers never answered PING). Now the subnet is
+    refused with the interface named; a demo's fresh=True replaces a namespace with
+    nothing running in it and refuses one another run is using."""
+    pid = os.getpid() % 100000
+    a, b = f"irta{pid}", f"irtb{pid}"
+    subnet = netns.free_subnet()
+    try:
+        assert pyctl("netns", "up", "--name", a, "--subnet", subnet).returncode == 0
+        r = pyctl("netns", "up", "--name", b, "--subnet", subnet)
+        assert r.returncode != 0 and b not in netns.namespaces()
+        assert f"--subnet {subnet} overlaps" in r.stderr and f"{a}-c" in r.stderr, r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+        # left over, nothing running in it: replaced by a new pair (a new veth)
+        before = netns.topology(a, subnet).peer
+        idx = Path(f"/sys/class/net/{before}/ifindex").read_text()
+        t = netns.up(a, subnet, fresh=True)
+        assert Path(f"/sys/class/net/{t.peer}/ifindex").read_text() != idx
+        # another run's: refused, and left alone
+        sleeper = subprocess.Popen(["ip", "netns", "exec", a, "sleep", "60"])
+        try:
+            deadline = time.monotonic() + 5
+            while not netns.pids(a) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            with pytest.raises(netns.SetupError, match=f"namespace {a} is in use by pid"):
+                netns.up(a, subnet, fresh=True)
+            assert a in netns.namespaces()
+        finally:
+            sleeper.kill()
+            sleeper.wait()
+    finally:
+        for n in (a, b):
+            pyctl("netns", "down", "--name", n)
 
 def test_stop_and_status_pick_by_address_when_two_servers_share_a_port(rundir: Path) -> None:
     """A kernel and a DPDK appliance often share a port on different addresses; --listen

@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 import redis
 
+from pyctl import netns
+
 pytestmark = pytest.mark.skipif(os.geteuid() != 0,
                                 reason="the DPDK stack needs root (hugepages, af_packet)")
 
@@ -32,10 +34,11 @@ def pyctl(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
 def topo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, object]]:
     monkeypatch.setenv("INREPLAY_RUN_DIR", str(tmp_path / "run"))
     name = f"irp{os.getpid() % 100000}"
-    up = pyctl("netns", "up", "--name", name, "--subnet", "10.81.0.0/24", "--json")
+    subnet = netns.free_subnet()
+    up = pyctl("netns", "up", "--name", name, "--subnet", subnet, "--json")
     assert up.returncode == 0, up.stderr
     t = json.loads(up.stdout)
-    human = pyctl("netns", "up", "--name", name, "--subnet", "10.81.0.0/24")
+    human = pyctl("netns", "up", "--name", name, "--subnet", subnet)
     t["start_line"] = human.stdout.strip().splitlines()[-1].strip()
     try:
         yield t
