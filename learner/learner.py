@@ -41,9 +41,12 @@ the seconds of ``import torch``) sets a flag the loops check at least every 0.1 
 every call to the server has a timeout, and after the signal the last ones (final
 metrics row, parameters) get :data:`STOP_NET_TIMEOUT_S` each. A signal may be
 delivered to any thread (torch's, the prefetch thread), and then it does not
-interrupt a call the main thread is blocked in: if the process has still not
-exited :data:`STOP_GRACE_S` after the signal (a server that stopped answering), a
-watchdog prints where the main thread was, the stop line, and exits 1. After the
+interrupt a call the main thread is blocked in, nor can Python's handler run
+(only the main thread runs it, between bytecodes): the C-level handler also writes
+the signal's number to a socket (``signal.set_wakeup_fd``) that a watchdog thread
+reads, so the watchdog sets the flag itself; if the process has still not exited
+:data:`STOP_GRACE_S` after the signal (a server that stopped answering), it prints
+where the main thread was, the stop line, and exits 1. After the
 stop line the process ends without the interpreter's slow finalization.
 """
 
@@ -77,6 +80,8 @@ import dataclasses  # noqa: E402
 import faulthandler  # noqa: E402
 import math  # noqa: E402
 import os  # noqa: E402
+import select  # noqa: E402
+import socket  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 import traceback  # noqa: E402
@@ -528,11 +533,37 @@ class Learner:
         self.r.close()
 
 
-def _watchdog(learner: list[Learner], grace: float) -> None:
+def _signal_socket() -> tuple[socket.socket, socket.socket]:
+    """A socket pair whose write end the C-level signal handler writes each handled
+    signal's number to, in whichever thread the kernel delivered the signal to
+    (signal.set_wakeup_fd; main thread only). Returns (read end, write end)."""
+    rd, wr = socket.socketpair()
+    wr.setblocking(False)
+    signal.set_wakeup_fd(wr.fileno(), warn_on_full_buffer=False)
+    return rd, wr
+
+
+def _wait_for_stop(wake: socket.socket | None) -> None:
+    """Until a stop signal: STOP set by the handler, or SIGTERM/SIGINT read from `wake`
+    when the handler could not run (the main thread blocked in a call, the signal
+    delivered to another thread); then STOP is set here (not from a handler, so no
+    deadlock on its lock)."""
+    stops = {int(signal.SIGTERM), int(signal.SIGINT)}
+    while not STOP.is_set():
+        if wake is None:
+            STOP.wait(0.5)
+            continue
+        ready, _, _ = select.select([wake], [], [], 0.5)
+        if ready and stops & set(wake.recv(64)):
+            STOP.set()
+
+
+def _watchdog(learner: list[Learner], grace: float,
+              wake: tuple[socket.socket, socket.socket] | None = None) -> None:
     """After a stop signal: if the process still runs `grace` s later, say where the main
     thread is, print the stop line and exit (faulthandler dumps every thread and exits
     5 s after that if even this thread cannot run)."""
-    STOP.wait()
+    _wait_for_stop(wake[0] if wake else None)
     faulthandler.dump_traceback_later(grace + 5.0, exit=True)
     time.sleep(grace)
     frame = sys._current_frames().get(threading.main_thread().ident or 0)
@@ -584,8 +615,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     torch.set_num_threads(cfg.torch_threads)
     holder: list[Learner] = []
-    threading.Thread(target=_watchdog, args=(holder, STOP_GRACE_S), name="stop-watchdog",
-                     daemon=True).start()
+    # the pair goes to the thread: its write end must stay open as long as it runs
+    wake = _signal_socket() if threading.current_thread() is threading.main_thread() else None
+    threading.Thread(target=_watchdog, args=(holder, STOP_GRACE_S, wake),
+                     name="stop-watchdog", daemon=True).start()
     where = f"{cfg.host}:{cfg.port}"
     try:
         learner = Learner(cfg, stop=STOP, progress=not args.quiet,
