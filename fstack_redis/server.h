@@ -17,7 +17,7 @@
 #include "pin.h"
 #include "transport.h"
 
-#define IR_VERSION_STR "0.1.0"
+/* IR_VERSION_STR: meson.build's project version (a -D of the build) */
 #define IR_REDIS_VERSION "7.0.15" /* the Redis version we answer like */
 
 #define PROTO_INLINE_MAX_SIZE (1024 * 64) /* max inline request / count line */

@@ -139,6 +139,12 @@ def test_one_version() -> None:
     assert m
     ffi, lib = _native.load()
     assert pyctl.__version__ == m.group(1) == ffi.string(lib.ir_version()).decode()
+    # and it is written nowhere else (it was in server.h and pyctl/__init__.py too)
+    literal = re.compile(rf"[\"']{re.escape(m.group(1))}[\"']")
+    again = [str(f.relative_to(ROOT)) for d in ("fstack_redis", "dataplane", "pyctl")
+             for f in (ROOT / d).rglob("*") if f.suffix in (".c", ".h", ".py", ".build")
+             and literal.search(f.read_text(errors="replace"))]
+    assert not again, f"the version is also written in {again}"
 
 
 @pytest.mark.slow
