@@ -665,48 +665,63 @@ void replayUpdateCommand(client *c) {
 
 static void addField(client *c, const char *name) { addReplyBulkCString(c, name); }
 
+/* REPLAY.INFO's fields after "name", in order: (name, reply kind, value of table t).
+ * The reply's length is counted from this list, never by hand. */
+#define REPLAY_INFO_FIELDS(F) \
+    F("size",                LL,  tableSize(t)) \
+    F("capacity",            LL,  t->o.capacity) \
+    F("inserts",             LL,  t->inserts) \
+    F("samples",             LL,  t->samples) \
+    F("sample_calls",        LL,  t->sample_calls) \
+    F("updates",             LL,  t->updates) \
+    F("stale_updates",       LL,  t->stale_updates) \
+    F("evictions",           LL,  t->evictions) \
+    F("total_priority",      DBL, ir_sampler_total(t->sampler)) \
+    F("max_priority",        DBL, ir_sampler_max(t->sampler)) \
+    F("min_priority",        DBL, isinf(minp) ? 0.0 : minp) \
+    F("alpha",               DBL, t->o.alpha) \
+    F("beta",                DBL, t->o.beta) \
+    F("epsilon",             DBL, t->o.epsilon) \
+    F("bytes_used",          LL,  t->bytes_used) \
+    F("maxbytes",            LL,  t->o.maxbytes) \
+    F("next_id",             LL,  t->next_id) \
+    F("fanout",              LL,  ir_sampler_fanout(t->sampler)) \
+    F("min_size",            LL,  t->lim.min_size) \
+    F("samples_per_insert",  DBL, t->lim.samples_per_insert) \
+    F("error_buffer",        DBL, t->lim.error_buffer) \
+    F("limiter_inserts",     LL,  t->limiter_inserts) \
+    F("limiter_samples",     LL,  t->limiter_samples) \
+    F("limiter_error",       DBL, tableLimited(t) ? limiterError(t) : 0.0) \
+    F("blocked_samplers",    LL,  t->waiters[0].n) \
+    F("blocked_inserters",   LL,  t->waiters[1].n) \
+    F("waited_seconds",      DBL, (double)t->waited_us / 1e6) \
+    F("capacity_fits",       LL,  tableCapacityFits(t)) \
+    F("sampler",             STR, tableSelectorName(t->o.sampler)) \
+    F("remover",             STR, tableSelectorName(t->o.remover)) \
+    F("max_times_sampled",   LL,  t->o.max_times_sampled) \
+    F("queue_size",          LL,  t->lim.queue) \
+    F("consumed",            LL,  t->consumed) \
+    F("storage",             STR, t->general ? "general" : "ring") \
+    F("compactions",         LL,  t->compactions)
+
+#define INFO_COUNT(name, kind, value) +1
+#define INFO_LL(c, v) addReplyLongLong(c, (long long)(v))
+#define INFO_DBL(c, v) addReplyDouble(c, (double)(v))
+#define INFO_STR(c, v) addReplyBulkCString(c, (v))
+#define INFO_EMIT(name, kind, value) \
+    addField(c, name);               \
+    INFO_##kind(c, value);
+static const long replay_info_fields = 1 REPLAY_INFO_FIELDS(INFO_COUNT); /* + "name" */
+
 /* REPLAY.INFO <table> */
 void replayInfoCommand(client *c) {
     ir_table *t = lookupTableOrReply(c, 1);
     if (!t) return;
     double minp = ir_sampler_min(t->sampler);
-    addReplyArrayLen(c, 2 * (36 + (t->traj ? 4 : 0)));
-    addField(c, "name");            addReplyBulk(c, t->name, t->namelen);
-    addField(c, "size");            addReplyLongLong(c, (long long)tableSize(t));
-    addField(c, "capacity");        addReplyLongLong(c, (long long)t->o.capacity);
-    addField(c, "inserts");         addReplyLongLong(c, (long long)t->inserts);
-    addField(c, "samples");         addReplyLongLong(c, (long long)t->samples);
-    addField(c, "sample_calls");    addReplyLongLong(c, (long long)t->sample_calls);
-    addField(c, "updates");         addReplyLongLong(c, (long long)t->updates);
-    addField(c, "stale_updates");   addReplyLongLong(c, (long long)t->stale_updates);
-    addField(c, "evictions");       addReplyLongLong(c, (long long)t->evictions);
-    addField(c, "total_priority");  addReplyDouble(c, ir_sampler_total(t->sampler));
-    addField(c, "max_priority");    addReplyDouble(c, ir_sampler_max(t->sampler));
-    addField(c, "min_priority");    addReplyDouble(c, isinf(minp) ? 0.0 : minp);
-    addField(c, "alpha");           addReplyDouble(c, t->o.alpha);
-    addField(c, "beta");            addReplyDouble(c, t->o.beta);
-    addField(c, "epsilon");         addReplyDouble(c, t->o.epsilon);
-    addField(c, "bytes_used");      addReplyLongLong(c, (long long)t->bytes_used);
-    addField(c, "maxbytes");        addReplyLongLong(c, (long long)t->o.maxbytes);
-    addField(c, "next_id");         addReplyLongLong(c, (long long)t->next_id);
-    addField(c, "fanout");          addReplyLongLong(c, (long long)ir_sampler_fanout(t->sampler));
-    addField(c, "min_size");        addReplyLongLong(c, (long long)t->lim.min_size);
-    addField(c, "samples_per_insert"); addReplyDouble(c, t->lim.samples_per_insert);
-    addField(c, "error_buffer");    addReplyDouble(c, t->lim.error_buffer);
-    addField(c, "limiter_inserts"); addReplyLongLong(c, (long long)t->limiter_inserts);
-    addField(c, "limiter_samples"); addReplyLongLong(c, (long long)t->limiter_samples);
-    addField(c, "limiter_error");   addReplyDouble(c, tableLimited(t) ? limiterError(t) : 0.0);
-    addField(c, "blocked_samplers"); addReplyLongLong(c, (long long)t->waiters[0].n);
-    addField(c, "blocked_inserters"); addReplyLongLong(c, (long long)t->waiters[1].n);
-    addField(c, "waited_seconds");  addReplyDouble(c, (double)t->waited_us / 1e6);
-    addField(c, "capacity_fits");   addReplyLongLong(c, (long long)tableCapacityFits(t));
-    addField(c, "sampler");         addReplyBulkCString(c, tableSelectorName(t->o.sampler));
-    addField(c, "remover");         addReplyBulkCString(c, tableSelectorName(t->o.remover));
-    addField(c, "max_times_sampled"); addReplyLongLong(c, (long long)t->o.max_times_sampled);
-    addField(c, "queue_size");      addReplyLongLong(c, (long long)t->lim.queue);
-    addField(c, "consumed");        addReplyLongLong(c, (long long)t->consumed);
-    addField(c, "storage");         addReplyBulkCString(c, t->general ? "general" : "ring");
-    addField(c, "compactions");     addReplyLongLong(c, (long long)t->compactions);
+    addReplyArrayLen(c, 2 * (replay_info_fields + (t->traj ? trajInfoFieldCount() : 0)));
+    addField(c, "name");
+    addReplyBulk(c, t->name, t->namelen);
+    REPLAY_INFO_FIELDS(INFO_EMIT)
     if (t->traj) trajInfoFields(c, t); /* the chunk store's chunks, bytes, references */
 }
 

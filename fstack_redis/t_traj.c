@@ -503,13 +503,20 @@ void replayColumnsCommand(client *c) {
     }
 }
 
-void trajInfoFields(client *c, ir_table *t) {
-    const ir_chunk_store *s = t->traj;
-    addReplyBulkCString(c, "columns");          addReplyLongLong(c, (long long)t->layout->ncols);
-    addReplyBulkCString(c, "store_chunks");     addReplyLongLong(c, (long long)s->chunks);
-    addReplyBulkCString(c, "store_chunk_bytes"); addReplyLongLong(c, (long long)s->chunk_bytes);
-    addReplyBulkCString(c, "store_references"); addReplyLongLong(c, (long long)s->references);
-}
+/* The fields REPLAY.INFO adds for a trajectory table: (name, value). */
+#define TRAJ_INFO_FIELDS(F)                      \
+    F("columns", t->layout->ncols)               \
+    F("store_chunks", t->traj->chunks)           \
+    F("store_chunk_bytes", t->traj->chunk_bytes) \
+    F("store_references", t->traj->references)
+#define TRAJ_INFO_COUNT(name, value) +1
+#define TRAJ_INFO_EMIT(name, value) \
+    addReplyBulkCString(c, name);   \
+    addReplyLongLong(c, (long long)(value));
+
+long trajInfoFieldCount(void) { return 0 TRAJ_INFO_FIELDS(TRAJ_INFO_COUNT); }
+
+void trajInfoFields(client *c, ir_table *t) { TRAJ_INFO_FIELDS(TRAJ_INFO_EMIT) }
 
 void replayChunksCommand(client *c) {
     const ir_chunk_store *s = c->srv->chunks;

@@ -33,6 +33,7 @@ static inline uint64_t satAdd(uint64_t a, uint64_t b) {
 
 /* REPLAY.INFO's 4 extra fields of a TRAJECTORY table (name/value pairs). */
 void trajInfoFields(client *c, ir_table *t);
+long trajInfoFieldCount(void); /* how many fields trajInfoFields adds */
 
 void replayStreamCommand(client *c);
 void replayAppendCommand(client *c);
