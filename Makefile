@@ -98,6 +98,7 @@ bench: build
 	$(PY) bench/compress.py --json $(BUILD)/bench-compress.json
 	$(PY) bench/trajectory_bytes.py --json $(BUILD)/bench-trajectory.json --readme README.md
 	$(PY) bench/limiter.py --seconds 600 --json $(BUILD)/bench-limiter.json
+	rm -f $(BUILD)/bench-integrations.json
 	-$(PY) bench/integrations.py --torchrl --rllib --rounds 2 --steps 12800 \
 	  --json $(BUILD)/bench-integrations.json
 	-$(PY) bench/peers.py --json $(BUILD)/bench-peers.json
@@ -112,7 +113,8 @@ bench: build
 	  --breakout $(BUILD)/bench-breakout/summary.json \
 	  $$([ -f $(BUILD)/bench-breakdown.json ] && echo --breakdown $(BUILD)/bench-breakdown.json) \
 	  $$([ -f $(BUILD)/bench-latency-xdp.json ] && echo --nics $(BUILD)/bench-latency-xdp.json) \
-	  $$([ -f $(BUILD)/bench-peers.json ] && echo --peers $(BUILD)/bench-peers.json)
+	  $$([ -f $(BUILD)/bench-peers.json ] && echo --peers $(BUILD)/bench-peers.json) \
+	  $$([ -f $(BUILD)/bench-integrations.json ] && echo --integrations $(BUILD)/bench-integrations.json)
 
 # Issue 21: inreplay against Reverb 0.14, TorchRL 0.14, cpprb and Redis + a learner-side
 # tree (the Ape-X loop at 128 B, 640 B and 28 KB items). Makes build/peers-venv (Reverb +

@@ -182,6 +182,20 @@ def vtrace(behaviour_logp: torch.Tensor, target_logp: torch.Tensor, rewards: tor
 # ---- the actor ------------------------------------------------------------------------
 
 
+def step_reward(model: ActorCritic, gamma: float, reward: float, next_obs: Any,
+                terminated: bool, truncated: bool) -> float:
+    """The reward an unroll records for a step. A step cut off by the time limit (not
+    ended) bootstraps from V(its last observation), folded into its reward, since the
+    unroll goes on with the next episode and marks the step done: as a plain terminal,
+    every 500-step CartPole episode looked like a failure to the value function, and the
+    policy collapsed to one action once it began to reach the limit."""
+    if not truncated or terminated:
+        return reward
+    with torch.inference_mode():
+        v = model.value(torch.from_numpy(np.asarray(next_obs, np.float32)[None]))[0]
+    return reward + gamma * float(v)
+
+
 def redis_for(cfg: ImpalaConfig) -> redis.Redis:
     return redis.Redis(host=cfg.host, port=cfg.port, protocol=2, socket_timeout=60,
                        socket_connect_timeout=5)
@@ -239,7 +253,8 @@ def run_actor(cfg: ImpalaConfig, actor_id: int) -> None:
             for i, env in enumerate(envs):
                 o, rew, term, trunc, _ = env.step(int(actions[i]))
                 ep_ret[i] += rew
-                b_rew[i, t], b_done[i, t] = rew, term or trunc
+                b_rew[i, t] = step_reward(model, cfg.gamma, float(rew), o, term, trunc)
+                b_done[i, t] = term or trunc
                 if term or trunc:
                     returns.append(f"{time.time():.3f} {actor_id} {ep_ret[i]:g}")
                     ep_ret[i] = 0.0

@@ -8,6 +8,8 @@ selected ones in one run and prints one JSON row per line (and writes them all t
 ``--json``). Within an integration the local and inreplay runs alternate (A/B rounds,
 same seed, same step count, no early stop), so a busy machine slows both alike; the
 last row of each integration is a summary with the medians and their ratio.
+``--json`` writes ``{commit, when, machine, steps, rounds, seconds, rows}``, which
+``bench/report.py --integrations`` turns into the README's block.
 """
 
 from __future__ import annotations
@@ -149,13 +151,24 @@ def main(argv: list[str] | None = None) -> int:
         p.error("choose at least one of " + ", ".join(f"--{n}" for n in INTEGRATIONS))
     if a.steps <= 0 or a.rounds <= 0:
         p.error("--steps and --rounds must be positive")
-    rows: list[Row] = []
+    import os
+    import time
+
+    from bench.latency import machine
+    from bench.peers import _commit
+
+    doc: dict[str, Any] = {"bench": "integrations", "commit": _commit(),
+                           "when": time.strftime("%Y-%m-%d %H:%M:%S"), "steps": a.steps,
+                           "rounds": a.rounds, "machine": machine(), "rows": []}
+    t0 = time.monotonic()
     for name in chosen:
         for row in INTEGRATIONS[name](a.steps, a.rounds):
             print(json.dumps(row), flush=True)
-            rows.append(row)
-    if a.json:
-        Path(a.json).write_text(json.dumps(rows, indent=1))
+            doc["rows"].append(row)
+    doc["machine"]["loadavg_end"] = os.getloadavg()[0]
+    doc["seconds"] = round(time.monotonic() - t0, 1)
+    if a.json:  # bench/report.py --integrations FILE writes the README's block from it
+        Path(a.json).write_text(json.dumps(doc, indent=1))
     return 0
 
 

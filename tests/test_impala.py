@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 
-from actors.impala import ImpalaConfig, schema_for, vtrace
+from actors.impala import ActorCritic, ImpalaConfig, schema_for, step_reward, vtrace
 from pyctl.client import RateLimited, ReplayClient
 
 if TYPE_CHECKING:
@@ -51,6 +51,25 @@ def vtrace_direct(mu_logp: np.ndarray, pi_logp: np.ndarray, r: np.ndarray, disc:
             nxt = vs[s + 1, j] if s + 1 < t_len else boot[j]
             adv[s, j] = rho[s, j] * (r[s, j] + disc[s, j] * nxt - values[s])
     return vs, adv
+
+
+def test_a_step_cut_off_by_the_time_limit_bootstraps_from_its_value() -> None:
+    """Truncation is not termination: the recorded reward of a truncated step is
+    r + gamma V(last observation) (the unroll marks it done and goes on with the next
+    episode); a terminal step, or an ordinary one, keeps its reward. As a terminal, the
+    500-step limit made the demo's policy collapse to one action in a fresh clone's run."""
+    torch.manual_seed(0)
+    model = ActorCritic(4, 2, 16)
+    with torch.no_grad():
+        model.value_net[-1].bias.fill_(3.0)
+    last = np.array([0.1, -0.2, 0.03, 0.4], np.float32)
+    v = float(model.value(torch.from_numpy(last[None]))[0])
+    assert abs(v) > 1.0
+    assert step_reward(model, 0.99, 1.0, last, terminated=False, truncated=True) == \
+        pytest.approx(1.0 + 0.99 * v)
+    assert step_reward(model, 0.99, 1.0, last, terminated=True, truncated=True) == 1.0
+    assert step_reward(model, 0.99, 1.0, last, terminated=True, truncated=False) == 1.0
+    assert step_reward(model, 0.99, 1.0, last, terminated=False, truncated=False) == 1.0
 
 
 def random_case(rng: np.random.Generator, t_len: int = 13, b: int = 7,
