@@ -351,6 +351,14 @@ int streamAppend(ir_chunk_store *s, ir_stream *st, uint64_t n, const char *const
             uint32_t *slot = &st->held[(size_t)f * st->ring + k % st->ring];
             if (*slot) chunkUnref(s, *slot);
             *slot = s->scratch[i];
+            /* a new last chunk this append fills only in part: its tail is
+             * zeroed once, so no chunk holds (and no snapshot saves) bytes
+             * of freed memory */
+            uint64_t tail = (st->nsteps + n) % S;
+            if (k == end - 1 && tail) {
+                uint32_t sb = st->fields[f].step_bytes;
+                memset(s->c[*slot].data + tail * sb, 0, (size_t)(S - tail) * sb);
+            }
         }
     }
     for (uint32_t f = 0; f < st->nfields; f++) {
