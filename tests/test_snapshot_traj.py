@@ -162,11 +162,11 @@ def test_round_trip_restores_the_same_trajectories(start: Start, tmp_path: Path,
 
 
 def test_appended_steps_after_restore_read_back(start: Start, tmp_path: Path) -> None:
-    """An open episode continues: an item over steps from before and after the
-    restore assembles exactly those steps."""
+    """Saved on stop (--save-on-shutdown), an open episode continues: an item
+    over steps from before and after the restore assembles exactly those steps."""
     d = tmp_path / "snap"
     d.mkdir()
-    a = start("--dir", str(d))
+    a = start("--dir", str(d), "--save-on-shutdown")
     r = a.client()
     create_trajectory_table(r, "t", 100, sampler="uniform")
     w = TrajectoryWriter(r, "s", SIG, chunk_steps=8, history=64)
@@ -175,8 +175,9 @@ def test_appended_steps_after_restore_read_back(start: Start, tmp_path: Path) ->
         w.append({f: v[i] for f, v in ep.items()})
     w.create_item("t", 1.0, {"obs": w.history["obs"][0:13]})
     w.flush()
-    assert r.save() is True
+    r.close()
     assert a.stop() == 0
+    assert len(snapshots(d)) == 1
     (tmp_path / "b").mkdir()
     b = start("--restore", str(d), "--dir", str(tmp_path / "b"))
     r = b.client()
@@ -184,7 +185,7 @@ def test_appended_steps_after_restore_read_back(start: Start, tmp_path: Path) ->
     r.execute_command("REPLAY.DROP", "t")
     create_trajectory_table(r, "t", 100, sampler="uniform")
     r.execute_command("REPLAY.ITEM", "t", 1, 1, "obs", "s", "obs", 5, 20)
-    ids, _, (obs,) = r.execute_command("REPLAY.SAMPLE", "t", 1)
+    _, _, (obs,) = r.execute_command("REPLAY.SAMPLE", "t", 1)
     got = np.frombuffer(obs, np.uint8).reshape(20, 6, 5)
     np.testing.assert_array_equal(got, ep["obs"][5:25])
 
@@ -244,6 +245,7 @@ def test_corrupt_trajectory_records_are_refused_in_one_line(start: Start, tmp_pa
         r = b.client()
         lines = [ln for ln in b.log_tail(1 << 20).splitlines() if "is corrupt" in ln]
         assert len(lines) == 1 and why in lines[0] and str(newer) in lines[0], lines
+        assert f"from {older}" in b.log_tail(1 << 20)
         assert state(r) == good  # the older snapshot, whole
         r.close()
         assert b.stop() == 0
