@@ -953,6 +953,7 @@ static uint64_t rLeft(const snapReader *r) { return r->end - r->off; }
 #define LOAD_OK 0
 #define LOAD_CORRUPT -1 /* try the next older snapshot */
 #define LOAD_NOMEM -2   /* stop: nothing older is loaded either */
+#define LOAD_REFUSED -3 /* stop: the server holds what the snapshot cannot replace */
 
 typedef struct snapDone {
     uint64_t keys, tables;
@@ -1390,7 +1391,7 @@ static int loadFile(ir_server *s, const char *path, unsigned char *buf, uint64_t
         if (t->traj && tableSize(t) && !tableFind(L->tables, t->name, t->namelen)) {
             msgf(L->why, sizeof(L->why), "TRAJECTORY table '%s' holds items and is not in the "
                  "snapshot: drop it (REPLAY.DROP) before loading", t->name);
-            rc = LOAD_CORRUPT;
+            rc = LOAD_REFUSED;
         }
     swapInOthers(s, L, rc == LOAD_OK); /* L->db is database 0 again */
     if (rc == LOAD_OK) {
@@ -1468,6 +1469,13 @@ int snapshotRestore(ir_server *s, const char *dir, char *msg, size_t msglen) {
             msgf(msg, msglen, "snapshot %s could not be loaded (%s): nothing restored", path, why);
             ret = IR_ENOMEM;
             break;
+        }
+        if (rc == LOAD_REFUSED) {
+            msgf(msg, msglen, "snapshot %s not loaded: %s; nothing restored", path, why);
+            serverLog("%s", msg);
+            free(buf);
+            free(list);
+            return IR_EINVAL;
         }
         serverLog("snapshot %s is corrupt (%s), not loaded", path, why);
         skipped++;
