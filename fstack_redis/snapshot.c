@@ -51,14 +51,17 @@
  *                            MIN_SIZE, f64 SAMPLES_PER_INSERT, f64
  *                            ERROR_BUFFER, u64 limiter inserts, u64 limiter
  *                            samples, u64 microseconds waited in total
+ *   "CSTO", "TSTR", "TTRJ"   trajectory chunks, streams and a TRAJECTORY
+ *                            table's columns (after its TABL/TABG, before its
+ *                            TTMS/TLIM): see the end of this file
  *   "DONE" (L = 28)          u64 keys, u64 tables (records written above)
  *                            u64 length of the whole file
  *                            u32 CRC-32 (zlib's crc32) of every byte of the
  *                              file before this field
  *
  * Keys whose TTL has passed when the save starts are left out. Records come
- * in no particular order (keys in hash-table order, then the tables in
- * REPLAY.LIST order). Items keep their arena offsets, so a restored table is
+ * in no particular order (keys in hash-table order, then the chunk store and
+ * its streams, then the tables in REPLAY.LIST order). Items keep their arena offsets, so a restored table is
  * the same ring: later ADDs evict exactly what they would have evicted.
  *
  * Writing streams through one 1 MB buffer; bodies of 256 KB or more (a
