@@ -701,6 +701,7 @@ static void trajPopulate(ir_server *s, int small) {
     trajItem(s, tr, "old", 1, 3, 5.0);
     streamEndEpisode(s->chunks, streamFind(s->chunks, "old", 3));
     CHECK(streamDrop(s->chunks, "old", 3) == 0);
+    CHECK(tableSample(tr, 3, 0.4) == IR_OK); /* a ring table's TTMS after its TTRJ */
     CHECK(tableSample(tg, 2, 0.4) == IR_OK); /* times sampled; a second draw removes */
     CHECK(tableSample(tg, 2, 0.4) == IR_OK);
 }
@@ -744,6 +745,15 @@ static void checkSameTraj(ir_server *a, ir_server *b) {
     ir_table *ga = tableFind(a->tables, "tgen", 4), *gb = tableFind(b->tables, "tgen", 4);
     CHECK(ra && rb && ga && gb);
     CHECK(tablesEqual(ra, rb) && layoutsEqual(ra, rb));
+    uint64_t sampled = 0;
+    for (uint64_t id = ra->oldest_id; id < ra->next_id; id++) {
+        ir_item_view x, y;
+        tableItem(ra, id, &x);
+        tableItem(rb, id, &y);
+        CHECK(x.times == y.times);
+        sampled += x.times;
+    }
+    CHECK(sampled > 0);
     CHECK(selTablesEqual(ga, gb) && layoutsEqual(ga, gb));
 }
 
