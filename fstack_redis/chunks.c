@@ -351,6 +351,14 @@ int streamAppend(ir_chunk_store *s, ir_stream *st, uint64_t n, const char *const
             uint32_t *slot = &st->held[(size_t)f * st->ring + k % st->ring];
             if (*slot) chunkUnref(s, *slot);
             *slot = s->scratch[i];
+            /* a new last chunk this append fills only in part: its tail is
+             * zeroed once, so no chunk holds (and no snapshot saves) bytes
+             * of freed memory */
+            uint64_t tail = (st->nsteps + n) % S;
+            if (k == end - 1 && tail) {
+                uint32_t sb = st->fields[f].step_bytes;
+                memset(s->c[*slot].data + tail * sb, 0, (size_t)(S - tail) * sb);
+            }
         }
     }
     for (uint32_t f = 0; f < st->nfields; f++) {
@@ -481,4 +489,208 @@ void chunkItemCopy(ir_chunk_store *s, const char *rec, uint32_t k, char *dst) {
         off = 0;
         j++;
     }
+}
+
+/* ---- snapshots ------------------------------------------------------------ */
+
+static uint64_t chunkRawSize(const ir_chunk *c) { return c->raw ? c->raw : c->bytes; }
+
+int chunkLoadBegin(ir_chunk_store *s, uint32_t used, uint32_t cap, const char **err) {
+    if (s->cap || s->used) {
+        *err = "a second chunk store";
+        return -1;
+    }
+    if ((used == 0) != (cap == 0) || used > cap || cap > (used <= 1024 ? 1024u : 2 * (uint64_t)used)) {
+        *err = "chunk handle counts out of range";
+        return -1;
+    }
+    if (!cap) return 0;
+    s->c = calloc(cap, sizeof(ir_chunk));
+    if (!s->c) {
+        *err = "out of memory";
+        return -1;
+    }
+    s->cap = cap;
+    s->used = used;
+    return 0;
+}
+
+char *chunkLoadChunk(ir_chunk_store *s, uint32_t h, uint32_t bytes, uint32_t raw, const char **err) {
+    if (h == 0 || h >= s->used || s->c[h].data) {
+        *err = "chunk handle out of range or given twice";
+        return NULL;
+    }
+    if (bytes == 0 || (raw && raw <= bytes)) {
+        *err = "chunk sizes out of range";
+        return NULL;
+    }
+    if (raw) {
+#ifdef IR_HAVE_ZSTD
+        if (!s->dctx && !(s->dctx = ZSTD_createDCtx())) {
+            *err = "out of memory";
+            return NULL;
+        }
+        if (raw > s->rawbuf_cap) {
+            char *p = realloc(s->rawbuf, raw);
+            if (!p) {
+                *err = "out of memory";
+                return NULL;
+            }
+            s->rawbuf = p;
+            s->rawbuf_cap = raw;
+        }
+#else
+        *err = "it holds zstd-compressed chunks and this server was built without libzstd: "
+               "install libzstd-dev and rebuild";
+        return NULL;
+#endif
+    }
+    char *d = malloc(bytes);
+    if (!d) {
+        *err = "out of memory";
+        return NULL;
+    }
+    s->c[h] = (ir_chunk){.refs = 0, .bytes = bytes, .raw = raw, .data = d};
+    s->chunks++;
+    s->chunk_bytes += bytes;
+    if (raw) {
+        s->chunks_compressed++;
+        s->raw_bytes_compressed += raw;
+    }
+    return d;
+}
+
+int chunkLoadCheckFrame(const ir_chunk_store *s, uint32_t h) {
+    const ir_chunk *c = &s->c[h];
+    if (!c->raw) return 0;
+#ifdef IR_HAVE_ZSTD
+    unsigned long long n = ZSTD_getFrameContentSize(c->data, c->bytes);
+    return n == c->raw ? 0 : -1;
+#else
+    return -1;
+#endif
+}
+
+int chunkLoadEnd(ir_chunk_store *s, const uint32_t *free_list, uint32_t nfree, const char **err) {
+    if (s->used && s->chunks + nfree != (uint64_t)s->used - 1) {
+        *err = "live and free chunk handles do not add up";
+        return -1;
+    }
+    uint32_t prev = 0;
+    for (uint32_t i = 0; i < nfree; i++) {
+        uint32_t h = free_list[i];
+        /* a free handle has no data and is not on the list yet (next_free
+         * of a listed one is marked with the UINT32_MAX sentinel first) */
+        if (h == 0 || h >= s->used || s->c[h].data || s->c[h].next_free) {
+            *err = "free chunk handle out of range, live or listed twice";
+            return -1;
+        }
+        s->c[h].next_free = UINT32_MAX;
+        if (prev) s->c[prev].next_free = h;
+        else s->free_head = h;
+        prev = h;
+    }
+    if (prev) s->c[prev].next_free = 0;
+    return 0;
+}
+
+int streamLoadState(ir_chunk_store *s, ir_stream *st, uint64_t nsteps, uint64_t episodes,
+                    const uint32_t *held, const char **err) {
+    uint32_t S = st->chunk_steps;
+    size_t n = (size_t)st->nfields * st->ring;
+    uint64_t last = nsteps ? (nsteps - 1) / S : 0;
+    uint64_t lo = nsteps && last + 1 >= st->ring ? last + 1 - st->ring : 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t f = (uint32_t)(i / st->ring), slot = (uint32_t)(i % st->ring), h = held[i];
+        /* the chunk number this slot holds when the stream holds one there */
+        int want = 0;
+        if (nsteps) {
+            uint64_t k = last - ((last % st->ring) + st->ring - slot) % st->ring;
+            want = k >= lo && k <= last;
+        }
+        if (!want) {
+            if (h) {
+                *err = "a stream holds a chunk outside its history";
+                return -1;
+            }
+            continue;
+        }
+        if (!h || h >= s->used || !s->c[h].data || s->c[h].refs ||
+            chunkRawSize(&s->c[h]) != (uint64_t)S * st->fields[f].step_bytes) {
+            *err = "a stream's chunk is missing, held twice or of the wrong size";
+            return -1;
+        }
+        uint64_t k = last - ((last % st->ring) + st->ring - slot) % st->ring;
+        if (k == last && nsteps % S && s->c[h].raw) {
+            *err = "a stream's partly filled chunk is compressed";
+            return -1;
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        st->held[i] = held[i];
+        if (held[i]) s->c[held[i]].refs++;
+    }
+    st->nsteps = nsteps;
+    st->episodes = episodes;
+    return 0;
+}
+
+int chunkItemCheck(const ir_chunk_store *s, const char *rec, uint32_t len, const ir_traj_layout *L,
+                   const char **err) {
+    if (len < 4 || len % 4 || rd(rec, 0) != L->ncols || L->ncols == 0 ||
+        (uint64_t)len < 4 * (1 + (uint64_t)L->ncols)) {
+        *err = "an item's reference record does not match the table's columns";
+        return -1;
+    }
+    size_t words = len / 4, w = 1 + L->ncols;
+    for (uint32_t k = 0; k < L->ncols; k++) {
+        if (rd(rec, 1 + k) != w || w + 5 > words) {
+            *err = "an item's reference record is malformed";
+            return -1;
+        }
+        uint32_t sb = rd(rec, w), clen = rd(rec, w + 1), off = rd(rec, w + 2), S = rd(rec, w + 3),
+                 nch = rd(rec, w + 4);
+        if (sb != L->col[k].step_bytes || clen != L->col[k].len || S == 0 || S > 65536 ||
+            off >= S || nch != ((uint64_t)off + clen - 1) / S + 1 || nch > words - w - 5) {
+            *err = "an item's column does not match the table's columns or its chunks";
+            return -1;
+        }
+        for (uint32_t j = 0; j < nch; j++) {
+            uint32_t h = rd(rec, w + 5 + j);
+            if (h == 0 || h >= s->used || !s->c[h].data ||
+                chunkRawSize(&s->c[h]) != (uint64_t)S * sb) {
+                *err = "an item references a chunk the snapshot does not hold, or of another size";
+                return -1;
+            }
+        }
+        w += 5 + nch;
+    }
+    if (w != words) {
+        *err = "an item's reference record has bytes past its columns";
+        return -1;
+    }
+    return 0;
+}
+
+void chunkItemRetain(ir_chunk_store *s, const char *rec) {
+    uint32_t ncols = rd(rec, 0);
+    for (uint32_t k = 0; k < ncols; k++) {
+        size_t w = rd(rec, 1 + k);
+        uint32_t nch = rd(rec, w + 4);
+        for (uint32_t j = 0; j < nch; j++) {
+            s->c[rd(rec, w + 5 + j)].refs++;
+            s->references++;
+        }
+    }
+}
+
+void chunkStoreReverseStreams(ir_chunk_store *s) {
+    ir_stream *prev = NULL, *st = s->streams;
+    while (st) {
+        ir_stream *next = st->next;
+        st->next = prev;
+        prev = st;
+        st = next;
+    }
+    s->streams = prev;
 }

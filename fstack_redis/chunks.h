@@ -167,4 +167,31 @@ void chunkItemCol(const char *rec, uint32_t k, uint32_t *step_bytes, uint32_t *l
 /* Copy column k's bytes (len x step_bytes) to dst. */
 void chunkItemCopy(ir_chunk_store *s, const char *rec, uint32_t k, char *dst);
 
+/* ---- snapshots (snapshot.c) ----------------------------------------------
+ * Saving reads the store's header array, its free list and the streams
+ * directly. Loading rebuilds an empty store (chunkStoreNew) with the same
+ * handles, so the items' reference records load as they were saved:
+ * chunkLoadBegin sizes the header array (cap headers, handles 1..used-1),
+ * chunkLoadChunk makes handle h live with 0 references and returns where its
+ * `bytes` go (raw: its size before zstd, 0: stored raw), chunkLoadEnd threads
+ * the free list through the other handles in the order given. Streams are
+ * made with streamDeclare and given their episode with streamLoadState;
+ * items are checked with chunkItemCheck, then chunkItemRetain takes their
+ * references. The references a load takes are then compared with the saved
+ * counts by the caller. Every function checks what it is given and returns
+ * -1 (NULL) with a static *err, changing nothing. */
+int chunkLoadBegin(ir_chunk_store *s, uint32_t used, uint32_t cap, const char **err);
+char *chunkLoadChunk(ir_chunk_store *s, uint32_t h, uint32_t bytes, uint32_t raw, const char **err);
+/* 0 if live chunk h, when compressed, is a zstd frame of its raw size. */
+int chunkLoadCheckFrame(const ir_chunk_store *s, uint32_t h);
+int chunkLoadEnd(ir_chunk_store *s, const uint32_t *free_list, uint32_t nfree, const char **err);
+/* held: nfields x ring handles, as st->held (ring from the signature) */
+int streamLoadState(ir_chunk_store *s, ir_stream *st, uint64_t nsteps, uint64_t episodes,
+                    const uint32_t *held, const char **err);
+int chunkItemCheck(const ir_chunk_store *s, const char *rec, uint32_t len, const ir_traj_layout *L,
+                   const char **err);
+void chunkItemRetain(ir_chunk_store *s, const char *rec);
+/* streamDeclare prepends: a load declares in saved order and reverses once */
+void chunkStoreReverseStreams(ir_chunk_store *s);
+
 #endif

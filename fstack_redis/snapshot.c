@@ -51,14 +51,17 @@
  *                            MIN_SIZE, f64 SAMPLES_PER_INSERT, f64
  *                            ERROR_BUFFER, u64 limiter inserts, u64 limiter
  *                            samples, u64 microseconds waited in total
+ *   "CSTO", "TSTR", "TTRJ"   trajectory chunks, streams and a TRAJECTORY
+ *                            table's columns (after its TABL/TABG, before its
+ *                            TTMS/TLIM): see the end of this file
  *   "DONE" (L = 28)          u64 keys, u64 tables (records written above)
  *                            u64 length of the whole file
  *                            u32 CRC-32 (zlib's crc32) of every byte of the
  *                              file before this field
  *
  * Keys whose TTL has passed when the save starts are left out. Records come
- * in no particular order (keys in hash-table order, then the tables in
- * REPLAY.LIST order). Items keep their arena offsets, so a restored table is
+ * in no particular order (keys in hash-table order, then the chunk store and
+ * its streams, then the tables in REPLAY.LIST order). Items keep their arena offsets, so a restored table is
  * the same ring: later ADDs evict exactly what they would have evicted.
  *
  * Writing streams through one 1 MB buffer; bodies of 256 KB or more (a
@@ -128,6 +131,10 @@
 #define SNAP_TABG_EXTRA 28 /* consumed, sampler, remover, k, queue (not n) */
 #define TAG_DONE "DONE"
 #define SNAP_TLIM_BODY 48
+#define TAG_CSTO "CSTO" /* trajectories: see the end of this file */
+#define TAG_TSTR "TSTR"
+#define TAG_TTRJ "TTRJ"
+#define SNAP_TRAJ_VERSION 1u /* of the CSTO, TSTR and TTRJ bodies */
 
 /* ---- process-wide state ------------------------------------------------- */
 
@@ -301,6 +308,8 @@ static void wRecord(snapWriter *w, const char *tag, uint64_t len) {
 
 struct snapWriter;
 static void saveCollection(struct snapWriter *w, const dbEntry *e);
+static void saveChunkStore(struct snapWriter *w, const ir_chunk_store *cs);
+static void saveTrajLayout(struct snapWriter *w, const ir_table *t);
 struct saveCtx;
 static void saveOtherDbs(const ir_server *s, struct saveCtx *sc);
 
@@ -415,6 +424,7 @@ static void saveTable(snapWriter *w, const ir_table *t) {
         wU32(w, v.len);
         wBytes(w, v.data, v.len);
     }
+    if (t->traj) saveTrajLayout(w, t); /* before TTMS and TLIM, which end the table */
     if (!tabg && sampled) {
         wRecord(w, TAG_TTMS, 8 + 4 * n);
         wU64(w, n);
@@ -453,6 +463,7 @@ static int writeSnapshot(const ir_server *s, int fd, uint64_t *bytes, uint64_t *
     saveCtx sc = {&w, (int64_t)now, 0};
     dbForEach(s->db, saveEntry, &sc);
     saveOtherDbs(s, &sc); /* databases 1..N-1 (see the end of this file) */
+    saveChunkStore(&w, s->chunks); /* before the tables whose items reference its chunks */
     uint64_t tables = 0;
     for (const ir_table *t = s->tables->head; t && !w.err; t = t->next, tables++) saveTable(&w, t);
 
@@ -598,27 +609,13 @@ static void pruneSnapshots(const char *dir, uint64_t saved) {
     closedir(d);
 }
 
-/* Snapshots do not hold trajectory streams, chunks and their tables yet
- * (issue 19 item 5): a save refuses rather than dropping them silently. */
-static int trajectoriesBlockSave(const ir_server *s, char *msg, size_t msglen) {
-    const ir_table *t = s->tables->head;
-    while (t && !t->traj) t = t->next;
-    if (!t && !s->chunks->nstreams && !s->chunks->chunks) return 0;
-    msgf(msg, msglen, "snapshots cannot hold trajectories yet (%s): drop TRAJECTORY tables "
-                      "(REPLAY.DROP) and streams (REPLAY.STREAM <stream> DROP) before saving",
-         t ? t->name : "streams");
-    return EINVAL;
-}
-
 /* Write dir/inreplay-<ms>.snap atomically. Returns 0, or an errno with msg. */
 static int saveToDir(const ir_server *s, const char *dir, uint64_t ms, uint64_t *bytes, char *msg,
                      size_t msglen) {
     char tmp[PATH_MAX], final[PATH_MAX];
     uint64_t keys = 0, tables = 0;
     *bytes = 0;
-    int err = trajectoriesBlockSave(s, msg, msglen);
-    if (err) return err;
-    err = snapPath(tmp, sizeof(tmp), dir, 1, ms);
+    int err = snapPath(tmp, sizeof(tmp), dir, 1, ms);
     if (!err) err = snapPath(final, sizeof(final), dir, 0, ms);
     if (err) {
         msgf(msg, msglen, "snapshot directory path too long: %s", dir);
@@ -763,7 +760,6 @@ int snapshotBackground(ir_server *s, char *msg, size_t msglen) {
         msgf(msg, msglen, "snapshot directory path too long");
         return IR_ECONFIG;
     }
-    if (trajectoriesBlockSave(s, msg, msglen) != 0) return IR_ECONFIG;
     uint64_t ms = nextSnapshotMs(dir);
     int p[2];
     if (pipe2(p, O_CLOEXEC) != 0) {
@@ -960,6 +956,7 @@ static uint64_t rLeft(const snapReader *r) { return r->end - r->off; }
 #define LOAD_OK 0
 #define LOAD_CORRUPT -1 /* try the next older snapshot */
 #define LOAD_NOMEM -2   /* stop: nothing older is loaded either */
+#define LOAD_REFUSED -3 /* stop: the server holds what the snapshot cannot replace */
 
 typedef struct snapDone {
     uint64_t keys, tables;
@@ -1037,12 +1034,19 @@ typedef struct snapLoader {
     int ndbs;                  /* databases of the server loading (KSEL) */
     ir_db *db0, **others;      /* after a KSEL: database 0 and the others loaded */
     uint64_t rec;              /* offset of the record being parsed */
+    ir_chunk_store *chunks;    /* the streams and chunks loaded (CSTO, TSTR) */
+    uint32_t *saved_refs;      /* each chunk's reference count as saved */
+    int store_seen, traj_seen; /* a CSTO record; a TTRJ record */
     char why[256];
 } snapLoader;
 
 static int bad(snapLoader *L, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static int loadCollection(snapLoader *L, int type);
 static int loadSelect(snapLoader *L);
+static int loadChunkStore(snapLoader *L);
+static int loadStream(snapLoader *L);
+static int loadTraj(snapLoader *L);
+static int checkChunkRefs(snapLoader *L);
 static void swapInOthers(ir_server *s, snapLoader *L, int ok);
 static int bad(snapLoader *L, const char *fmt, ...) {
     char text[200];
@@ -1289,8 +1293,9 @@ static int parseFile(snapLoader *L, uint64_t size, const snapDone *done) {
             return bad(L, "length %llu runs past the end of the file", (unsigned long long)blen);
         r->end = r->off + blen;
         int rc;
-        /* TTMS and TLIM follow their TABL/TABG */
-        if (memcmp(tag, TAG_TLIM, 4) && memcmp(tag, TAG_TTMS, 4)) L->last_table = NULL;
+        /* TTRJ, TTMS and TLIM follow their TABL/TABG */
+        if (memcmp(tag, TAG_TLIM, 4) && memcmp(tag, TAG_TTMS, 4) && memcmp(tag, TAG_TTRJ, 4))
+            L->last_table = NULL;
         if (!memcmp(tag, TAG_KSTR, 4)) rc = loadString(L);
         else if (!memcmp(tag, TAG_KHSH, 4)) rc = loadCollection(L, OBJ_HASH);
         else if (!memcmp(tag, TAG_KSEL, 4)) rc = loadSelect(L);
@@ -1301,6 +1306,9 @@ static int parseFile(snapLoader *L, uint64_t size, const snapDone *done) {
         else if (!memcmp(tag, TAG_TABG, 4)) rc = loadTable(L, 1);
         else if (!memcmp(tag, TAG_TTMS, 4)) rc = loadTimes(L);
         else if (!memcmp(tag, TAG_TLIM, 4)) rc = loadLimiter(L);
+        else if (!memcmp(tag, TAG_CSTO, 4)) rc = loadChunkStore(L);
+        else if (!memcmp(tag, TAG_TSTR, 4)) rc = loadStream(L);
+        else if (!memcmp(tag, TAG_TTRJ, 4)) rc = loadTraj(L);
         else
             return bad(L, "unknown record type %02x%02x%02x%02x", (unsigned char)tag[0],
                        (unsigned char)tag[1], (unsigned char)tag[2], (unsigned char)tag[3]);
@@ -1310,6 +1318,8 @@ static int parseFile(snapLoader *L, uint64_t size, const snapDone *done) {
                        (unsigned long long)(r->end - r->off));
     }
     L->rec = data_end;
+    int rc = checkChunkRefs(L);
+    if (rc) return rc;
     if (L->keys + L->expired != done->keys || L->ntables != done->tables)
         return bad(L, "DONE counts %llu keys and %llu tables, the file holds %llu and %llu",
                    (unsigned long long)done->keys, (unsigned long long)done->tables,
@@ -1318,7 +1328,7 @@ static int parseFile(snapLoader *L, uint64_t size, const snapDone *done) {
 }
 
 /* Put the loaded keyspace and tables in place of s's. */
-static void swapIn(ir_server *s, ir_db *db, ir_tables *tables) {
+static void swapIn(ir_server *s, ir_db *db, ir_tables *tables, ir_chunk_store *chunks) {
     /* tableCreate prepends: reverse to the saved (REPLAY.LIST) order */
     ir_table *prev = NULL, *t = tables->head;
     while (t) {
@@ -1329,8 +1339,12 @@ static void swapIn(ir_server *s, ir_db *db, ir_tables *tables) {
     }
     tables->head = prev;
     tablesMoveMissing(tables, s->tables); /* e.g. a start-up table the snapshot lacks */
-    tablesFree(s->tables);
+    for (t = tables->head; t; t = t->next) /* (loadFile made sure those hold no items) */
+        if (t->traj) t->traj = chunks;
+    tablesFree(s->tables); /* releases their references into the old store */
     s->tables = tables;
+    chunkStoreFree(s->chunks);
+    s->chunks = chunks;
     dbFree(s->db);
     s->db = db;
 }
@@ -1371,19 +1385,30 @@ static int loadFile(ir_server *s, const char *path, unsigned char *buf, uint64_t
     L->tables = tablesNew();
     L->now = (int64_t)ir_mstime();
     L->ndbs = dbsCount(s);
-    if (!L->tables) rc = nomem(L, "the table set");
+    L->chunks = chunkStoreNew();
+    if (!L->tables || !L->chunks) rc = nomem(L, "the table set");
     else rc = parseFile(L, size, &done);
+    /* the loaded chunk store replaces the server's: a TRAJECTORY table the
+     * snapshot does not replace must hold no references into the old one */
+    for (const ir_table *t = s->tables->head; rc == LOAD_OK && t; t = t->next)
+        if (t->traj && tableSize(t) && !tableFind(L->tables, t->name, t->namelen)) {
+            msgf(L->why, sizeof(L->why), "TRAJECTORY table '%s' holds items and is not in the "
+                 "snapshot: drop it (REPLAY.DROP) before loading", t->name);
+            rc = LOAD_REFUSED;
+        }
     swapInOthers(s, L, rc == LOAD_OK); /* L->db is database 0 again */
     if (rc == LOAD_OK) {
-        swapIn(s, L->db, L->tables);
+        swapIn(s, L->db, L->tables, L->chunks);
         *nkeys = L->keys;
         *ntables = L->ntables;
         *nexpired = L->expired;
     } else {
         msgf(why, whylen, "%s", L->why);
         dbFree(L->db);
-        tablesFree(L->tables);
+        tablesFree(L->tables); /* releases the references its items took */
+        chunkStoreFree(L->chunks);
     }
+    free(L->saved_refs);
     free(L->key);
     free(L);
     close(fd);
@@ -1447,6 +1472,13 @@ int snapshotRestore(ir_server *s, const char *dir, char *msg, size_t msglen) {
             msgf(msg, msglen, "snapshot %s could not be loaded (%s): nothing restored", path, why);
             ret = IR_ENOMEM;
             break;
+        }
+        if (rc == LOAD_REFUSED) {
+            msgf(msg, msglen, "snapshot %s not loaded: %s; nothing restored", path, why);
+            serverLog("%s", msg);
+            free(buf);
+            free(list);
+            return IR_EINVAL;
         }
         serverLog("snapshot %s is corrupt (%s), not loaded", path, why);
         skipped++;
@@ -1767,4 +1799,310 @@ static void swapInOthers(ir_server *s, snapLoader *L, int ok) {
     }
     free(L->others);
     L->others = NULL;
+}
+
+/* ---- trajectories (issue 19 item 5) --------------------------------------------
+ * Written when the server has streams or chunks (or made some): one CSTO
+ * record, then a TSTR per stream, before the first table; a TTRJ follows the
+ * TABL/TABG of every TRAJECTORY table (before its TTMS and TLIM). Each body
+ * starts with u32 version (1); a reader refuses another. Chunks keep their
+ * handles, so the items' reference records (chunks.h) are the table items'
+ * bytes as saved; the load checks every record against its table's columns
+ * and the chunks, takes the references anew and compares every chunk's
+ * count with the one saved.
+ *   "CSTO" the chunk store   u32 version, u64 steps appended, u64 items made,
+ *                            u64 chunks made, u32 handles used, u32 header
+ *                            capacity, u32 nfree, nfree x u32 the free list
+ *                            from its head, u64 chunk count n, then n chunks
+ *                            by handle: u32 handle, u32 references, u32 data
+ *                            bytes, u32 raw size (0: stored raw; else the
+ *                            bytes are one zstd frame of that many), bytes
+ *   "TSTR" an episode stream u32 version, u32 name length, name, u32 CHUNK,
+ *                            u32 HISTORY, u32 COMPRESS level (0 none), u64
+ *                            steps of the open episode (0: none open), u64
+ *                            episodes ended, u32 field count f, per field
+ *                            u32 name length, name, u32 dtype (chunks.h's
+ *                            IR_DT_*), u32 ndim, ndim x u32 shape; then f x
+ *                            ring u32 the chunks it holds (0 none), ring =
+ *                            ceil(HISTORY / CHUNK) + 1 per field
+ *   "TTRJ" a TRAJECTORY table's columns: u32 version, u32 column count c
+ *                            (0 before its first item), per column u32 name
+ *                            length, name, u32 dtype, u32 ndim, ndim x u32
+ *                            shape, u32 steps */
+
+static uint64_t fieldBody(const char *name, int ndim) { return 12 + strlen(name) + 4 * (uint64_t)ndim; }
+
+static void wField(snapWriter *w, const char *name, int dtype, int ndim, const uint32_t *shape) {
+    wU32(w, (uint32_t)strlen(name));
+    wBytes(w, name, strlen(name));
+    wU32(w, (uint32_t)dtype);
+    wU32(w, (uint32_t)ndim);
+    for (int d = 0; d < ndim; d++) wU32(w, shape[d]);
+}
+
+static void saveChunkStore(snapWriter *w, const ir_chunk_store *cs) {
+    if (!cs->used && !cs->nstreams && !cs->steps_appended && !cs->items_made && !cs->chunks_made)
+        return; /* a server that never used trajectories writes what it always wrote */
+    uint32_t nfree = 0;
+    for (uint32_t h = cs->free_head; h; h = cs->c[h].next_free) nfree++;
+    uint64_t body = 4 + 24 + 12 + 4 * (uint64_t)nfree + 8;
+    for (uint32_t h = 1; h < cs->used; h++)
+        if (cs->c[h].data) body += 16 + (uint64_t)cs->c[h].bytes;
+    wRecord(w, TAG_CSTO, body);
+    wU32(w, SNAP_TRAJ_VERSION);
+    wU64(w, cs->steps_appended);
+    wU64(w, cs->items_made);
+    wU64(w, cs->chunks_made);
+    wU32(w, cs->used);
+    wU32(w, cs->cap);
+    wU32(w, nfree);
+    for (uint32_t h = cs->free_head; h; h = cs->c[h].next_free) wU32(w, h);
+    wU64(w, cs->chunks);
+    for (uint32_t h = 1; h < cs->used && !w->err; h++) {
+        const ir_chunk *c = &cs->c[h];
+        if (!c->data) continue;
+        wU32(w, h);
+        wU32(w, c->refs);
+        wU32(w, c->bytes);
+        wU32(w, c->raw);
+        wBytes(w, c->data, c->bytes);
+    }
+    for (const ir_stream *st = cs->streams; st && !w->err; st = st->next) {
+        uint64_t nheld = (uint64_t)st->nfields * st->ring;
+        body = 4 + 4 + st->namelen + 12 + 16 + 4 + 4 * nheld;
+        for (uint32_t f = 0; f < st->nfields; f++)
+            body += fieldBody(st->fields[f].name, st->fields[f].ndim);
+        wRecord(w, TAG_TSTR, body);
+        wU32(w, SNAP_TRAJ_VERSION);
+        wU32(w, (uint32_t)st->namelen);
+        wBytes(w, st->name, st->namelen);
+        wU32(w, st->chunk_steps);
+        wU32(w, st->history);
+        wU32(w, (uint32_t)st->zlevel);
+        wU64(w, st->nsteps);
+        wU64(w, st->episodes);
+        wU32(w, st->nfields);
+        for (uint32_t f = 0; f < st->nfields; f++)
+            wField(w, st->fields[f].name, st->fields[f].dtype, st->fields[f].ndim,
+                   st->fields[f].shape);
+        for (uint64_t i = 0; i < nheld; i++) wU32(w, st->held[i]);
+    }
+}
+
+static void saveTrajLayout(snapWriter *w, const ir_table *t) {
+    const ir_traj_layout *lay = t->layout;
+    uint64_t body = 8;
+    for (uint32_t k = 0; k < lay->ncols; k++) body += fieldBody(lay->col[k].name, lay->col[k].ndim) + 4;
+    wRecord(w, TAG_TTRJ, body);
+    wU32(w, SNAP_TRAJ_VERSION);
+    wU32(w, lay->ncols);
+    for (uint32_t k = 0; k < lay->ncols; k++) {
+        const ir_traj_col *c = &lay->col[k];
+        wField(w, c->name, c->dtype, c->ndim, c->shape);
+        wU32(w, c->len);
+    }
+}
+
+static int loadVersion(snapLoader *L, const char *what) {
+    uint32_t v;
+    if (rU32(&L->r, &v)) return bad(L, "%s record runs past its end", what);
+    if (v != SNAP_TRAJ_VERSION)
+        return bad(L, "%s record of version %u: this server reads version %u (a newer server "
+                      "wrote it)", what, v, SNAP_TRAJ_VERSION);
+    return LOAD_OK;
+}
+
+/* A field or column: name (1..63 bytes, no NUL, not among the first n of
+ * names), dtype and shape as REPLAY.STREAM takes them; its step bytes. */
+static int loadField(snapLoader *L, char *name, int *dtype, int *ndim, uint32_t *shape,
+                     uint32_t *step_bytes) {
+    snapReader *r = &L->r;
+    uint32_t nl, dt, nd;
+    if (rU32(r, &nl) || nl == 0 || nl >= IR_TRAJ_NAME_MAX || rRead(r, name, nl))
+        return bad(L, "a field name is empty, too long or runs past the record");
+    name[nl] = '\0';
+    if (memchr(name, '\0', nl)) return bad(L, "a field name holds a NUL byte");
+    if (rU32(r, &dt) || rU32(r, &nd) || dt >= IR_DT_COUNT || nd > IR_TRAJ_MAX_DIMS)
+        return bad(L, "field '%s': unknown dtype or too many dimensions", name);
+    uint64_t b = chunkDtypeSize((int)dt);
+    for (uint32_t d = 0; d < nd; d++) {
+        if (rU32(r, &shape[d]) || shape[d] == 0 || shape[d] > (1u << 30))
+            return bad(L, "field '%s': a dimension out of range", name);
+        if (b <= IR_TRAJ_MAX_STEP_BYTES) b *= shape[d];
+    }
+    if (b > IR_TRAJ_MAX_STEP_BYTES) return bad(L, "field '%s': too many bytes per step", name);
+    *dtype = (int)dt;
+    *ndim = (int)nd;
+    *step_bytes = (uint32_t)b;
+    return LOAD_OK;
+}
+
+static int isNomem(const char *err) { return strcmp(err, "out of memory") == 0; }
+
+static int loadChunkStore(snapLoader *L) {
+    snapReader *r = &L->r;
+    if (L->store_seen || L->chunks->nstreams || L->traj_seen)
+        return bad(L, "CSTO record twice, or after streams or trajectory tables");
+    int rc = loadVersion(L, "chunk store (CSTO)");
+    if (rc) return rc;
+    ir_chunk_store *cs = L->chunks;
+    uint64_t steps, items, made, n;
+    uint32_t used, cap, nfree;
+    if (rU64(r, &steps) || rU64(r, &items) || rU64(r, &made) || rU32(r, &used) || rU32(r, &cap) ||
+        rU32(r, &nfree) || nfree > rLeft(r) / 4)
+        return bad(L, "chunk store header runs past the record");
+    uint32_t *fl = malloc(((size_t)nfree + 1) * sizeof(uint32_t));
+    if (!fl) return nomem(L, "the chunk free list");
+    for (uint32_t i = 0; i < nfree && rc == LOAD_OK; i++)
+        if (rU32(r, &fl[i])) rc = bad(L, "chunk free list runs past the record");
+    if (rc == LOAD_OK && (rU64(r, &n) || n > rLeft(r) / 16))
+        rc = bad(L, "chunk count runs past the record");
+    if (rc == LOAD_OK && (used ? n + nfree != (uint64_t)used - 1 : n + nfree != 0))
+        rc = bad(L, "%llu live and %u free chunk handles, %u used", (unsigned long long)n, nfree, used);
+    const char *err;
+    if (rc == LOAD_OK && chunkLoadBegin(cs, used, cap, &err) != 0)
+        rc = isNomem(err) ? nomem(L, "the chunk headers") : bad(L, "%s", err);
+    if (rc == LOAD_OK && !(L->saved_refs = calloc((size_t)used + 1, sizeof(uint32_t))))
+        rc = nomem(L, "the chunk headers");
+    for (uint64_t i = 0; i < n && rc == LOAD_OK; i++) {
+        uint32_t h, refs, bytes, raw;
+        if (rU32(r, &h) || rU32(r, &refs) || rU32(r, &bytes) || rU32(r, &raw) || bytes > rLeft(r)) {
+            rc = bad(L, "chunk %llu runs past the record", (unsigned long long)i);
+            break;
+        }
+        char *d = chunkLoadChunk(cs, h, bytes, raw, &err);
+        if (!d) rc = isNomem(err) ? nomem(L, "a chunk") : bad(L, "chunk %u: %s", h, err);
+        else if (rRead(r, d, bytes)) rc = bad(L, "chunk %u runs past the record", h);
+        else if (chunkLoadCheckFrame(cs, h) != 0)
+            rc = bad(L, "chunk %u is not a zstd frame of %u bytes", h, raw);
+        else if (refs == 0) rc = bad(L, "chunk %u has no references", h);
+        else L->saved_refs[h] = refs;
+    }
+    if (rc == LOAD_OK && chunkLoadEnd(cs, fl, nfree, &err) != 0) rc = bad(L, "%s", err);
+    free(fl);
+    if (rc) return rc;
+    cs->steps_appended = steps;
+    cs->items_made = items;
+    cs->chunks_made = made;
+    L->store_seen = 1;
+    return LOAD_OK;
+}
+
+static int loadStream(snapLoader *L) {
+    snapReader *r = &L->r;
+    if (L->traj_seen) return bad(L, "TSTR record after a trajectory table");
+    int rc = loadVersion(L, "stream (TSTR)");
+    if (rc) return rc;
+    uint32_t nl, chunk, history, zlevel, nf;
+    uint64_t nsteps, episodes;
+    if (rU32(r, &nl) || nl == 0 || nl > rLeft(r)) return bad(L, "stream name runs past the record");
+    char *name = malloc((size_t)nl + 1);
+    if (!name) return nomem(L, "a stream name");
+    ir_field f[IR_TRAJ_MAX_FIELDS];
+    uint32_t *held = NULL;
+    memset(f, 0, sizeof(f));
+    if (rRead(r, name, nl) || rU32(r, &chunk) || rU32(r, &history) || rU32(r, &zlevel) ||
+        rU64(r, &nsteps) || rU64(r, &episodes) || rU32(r, &nf)) {
+        rc = bad(L, "stream header runs past the record");
+        goto out;
+    }
+    name[nl] = '\0';
+    if (chunk == 0 || chunk > 65536 || history == 0 || history > (1u << 24) || zlevel > 19 ||
+        nf == 0 || nf > IR_TRAJ_MAX_FIELDS || nsteps > (UINT64_MAX >> 2)) {
+        rc = bad(L, "stream '%.64s': CHUNK, HISTORY, COMPRESS, fields or steps out of range", name);
+        goto out;
+    }
+    for (uint32_t k = 0; k < nf && rc == LOAD_OK; k++) {
+        rc = loadField(L, f[k].name, &f[k].dtype, &f[k].ndim, f[k].shape, &f[k].step_bytes);
+        for (uint32_t j = 0; j < k && rc == LOAD_OK; j++)
+            if (strcmp(f[j].name, f[k].name) == 0) rc = bad(L, "field '%s' twice", f[k].name);
+        if (rc == LOAD_OK && (uint64_t)f[k].step_bytes * chunk > UINT32_MAX)
+            rc = bad(L, "field '%s': a chunk over 4 GiB", f[k].name);
+    }
+    if (rc) goto out;
+    uint64_t ring = (history + chunk - 1) / chunk + 1, nheld = ring * nf;
+    if (nheld > IR_TRAJ_MAX_HELD || nheld > rLeft(r) / 4) {
+        rc = bad(L, "stream '%.64s': held chunks out of range or past the record", name);
+        goto out;
+    }
+    if (!(held = malloc(nheld * sizeof(uint32_t)))) {
+        rc = nomem(L, "a stream");
+        goto out;
+    }
+    for (uint64_t i = 0; i < nheld; i++)
+        if (rU32(r, &held[i])) {
+            rc = bad(L, "stream '%.64s': held chunks run past the record", name);
+            goto out;
+        }
+    if (streamFind(L->chunks, name, nl)) {
+        rc = bad(L, "stream '%.64s' twice", name);
+        goto out;
+    }
+    if (zlevel && !chunkCanCompress()) {
+        rc = bad(L, "stream '%.64s' compresses its chunks and this server was built without "
+                    "libzstd: install libzstd-dev and rebuild", name);
+        goto out;
+    }
+    ir_stream *st;
+    const char *err;
+    if (streamDeclare(L->chunks, name, nl, f, nf, chunk, history, (int)zlevel, &st, &err) != 0)
+        rc = isNomem(err) ? nomem(L, "a stream") : bad(L, "stream '%.64s': %s", name, err);
+    else if (streamLoadState(L->chunks, st, nsteps, episodes, held, &err) != 0)
+        rc = bad(L, "stream '%.64s': %s", name, err);
+out:
+    free(held);
+    free(name);
+    return rc;
+}
+
+static int loadTraj(snapLoader *L) {
+    snapReader *r = &L->r;
+    ir_table *t = L->last_table;
+    if (!t || t->traj) return bad(L, "TTRJ record without a table before it");
+    L->traj_seen = 1;
+    int rc = loadVersion(L, "trajectory table (TTRJ)");
+    if (rc) return rc;
+    uint32_t ncols;
+    if (rU32(r, &ncols) || ncols > IR_TRAJ_MAX_COLS)
+        return bad(L, "table '%s': column count out of range", t->name);
+    ir_traj_layout *lay = calloc(1, sizeof(*lay));
+    if (!lay) return nomem(L, "a table's columns");
+    for (uint32_t k = 0; k < ncols && rc == LOAD_OK; k++) {
+        ir_traj_col *c = &lay->col[k];
+        rc = loadField(L, c->name, &c->dtype, &c->ndim, c->shape, &c->step_bytes);
+        for (uint32_t j = 0; j < k && rc == LOAD_OK; j++)
+            if (strcmp(lay->col[j].name, c->name) == 0) rc = bad(L, "column '%s' twice", c->name);
+        if (rc == LOAD_OK && (rU32(r, &c->len) || c->len == 0 || c->len > IR_TRAJ_MAX_LEN))
+            rc = bad(L, "table '%s': column '%s' length out of range", t->name, c->name);
+    }
+    lay->ncols = ncols;
+    uint64_t n = tableSize(t);
+    const char *err;
+    for (uint64_t i = 0; i < n && rc == LOAD_OK; i++) { /* check all, then take the references */
+        uint64_t slot = t->general ? t->dense[i] : (t->oldest_id + i) % t->o.capacity;
+        if (chunkItemCheck(L->chunks, t->arena + t->slot_off[slot], t->slot_len[slot], lay, &err))
+            rc = bad(L, "table '%s': %s", t->name, err);
+    }
+    if (rc) {
+        free(lay);
+        return rc;
+    }
+    for (uint64_t i = 0; i < n; i++) {
+        uint64_t slot = t->general ? t->dense[i] : (t->oldest_id + i) % t->o.capacity;
+        chunkItemRetain(L->chunks, t->arena + t->slot_off[slot]);
+    }
+    t->layout = lay;
+    t->traj = L->chunks;
+    return LOAD_OK;
+}
+
+/* After the last record: every chunk is held as often as it was saved. */
+static int checkChunkRefs(snapLoader *L) {
+    const ir_chunk_store *cs = L->chunks;
+    for (uint32_t h = 1; h < cs->used; h++)
+        if (cs->c[h].data && cs->c[h].refs != L->saved_refs[h])
+            return bad(L, "chunk %u: saved with %u references, its streams and items hold %u", h,
+                       L->saved_refs[h], cs->c[h].refs);
+    chunkStoreReverseStreams(L->chunks); /* declared in saved order, each prepended */
+    return LOAD_OK;
 }

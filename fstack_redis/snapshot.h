@@ -48,11 +48,13 @@ int snapshotSetDir(ir_server *s, const char *dir, char *msg, size_t msglen);
  * Each candidate, newest first, is checked whole (header, DONE record,
  * length, CRC-32) before it is parsed into a fresh keyspace and table set,
  * and only a snapshot that parsed completely replaces s's keyspace (tables
- * of the same name are replaced; other existing tables stay). A corrupt or
+ * of the same name are replaced; other existing tables stay) and its
+ * trajectory streams and chunks (all of them: an old snapshot has none). A corrupt or
  * truncated snapshot is logged in one line ("snapshot P is corrupt (why), not
  * loaded") and the next older one is tried. Returns the number of keys plus
  * tables loaded (0 when dir has no snapshot or does not exist), or IR_EINVAL (snapshots exist
- * but none is complete), IR_ENOMEM (one did not fit in memory; nothing older
+ * but none is complete, or s has a TRAJECTORY table with items that the
+ * newest complete snapshot lacks: its chunks would not survive the load), IR_ENOMEM (one did not fit in memory; nothing older
  * is tried), IR_ECONFIG (dir cannot be read). msg gets one line saying what
  * happened, for the caller to log. */
 int snapshotRestore(ir_server *s, const char *dir, char *msg, size_t msglen);

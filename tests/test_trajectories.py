@@ -264,21 +264,6 @@ def test_item_batch_over_maxbytes_adds_nothing(r: redis.Redis) -> None:
     r.execute_command("REPLAY.STREAM", "fs", "DROP")
 
 
-def test_save_refuses_while_trajectories_exist(r: redis.Redis) -> None:
-    create_trajectory_table(r, "keep", 10)
-    msg = err(r, "SAVE")
-    assert "snapshots cannot hold trajectories yet" in msg and "REPLAY.DROP" in msg
-    assert "cannot hold trajectories" in err(r, "BGSAVE")
-    assert "cannot hold trajectories" in err(r, "DEBUG", "RELOAD")
-    assert "SHUTDOWN" in err(r, "SHUTDOWN", "SAVE")  # Redis's words; the server keeps running
-    assert r.ping()
-    r.execute_command("REPLAY.DROP", "keep")
-    r.execute_command("REPLAY.STREAM", "s2", "FIELDS", 1, "a", "uint8", "")
-    assert "streams" in err(r, "SAVE")
-    r.execute_command("REPLAY.STREAM", "s2", "DROP")
-    assert r.execute_command("SAVE") in (b"OK", "OK", True)
-
-
 def test_blocked_sample_wakes_on_items(inreplay_server: ServerProcess, r: redis.Redis) -> None:
     """MIN_SIZE holds a TRAJECTORY table's SAMPLE ... TIMEOUT until REPLAY.ITEM fills it."""
     import threading
