@@ -203,16 +203,12 @@ void ir_get_stats(ir_stats *out) {
 }
 
 static int createStartupTable(ir_server *s, const ir_config *cfg) {
-    ir_table_opts o = {
-        .capacity = cfg->table_capacity,
-        .alpha = cfg->table_alpha,
-        .beta = cfg->table_beta,
-        .epsilon = cfg->table_epsilon,
-        .maxbytes = cfg->table_maxbytes ? cfg->table_maxbytes : cfg->default_maxbytes,
-        .fanout = cfg->fanout,
-        .seed = cfg->seed ? cfg->seed : ir_mstime(),
-        .id_base = (uint64_t)cfg->shard_index << IR_SHARD_ID_BITS,
-    };
+    ir_table_opts o = replayTableOpts(s, 0); /* REPLAY.CREATE's, then the flags */
+    o.capacity = cfg->table_capacity;
+    o.alpha = cfg->table_alpha;
+    o.beta = cfg->table_beta;
+    o.epsilon = cfg->table_epsilon;
+    if (cfg->table_maxbytes) o.maxbytes = cfg->table_maxbytes;
     ir_limiter_opts lim = {
         .min_size = cfg->table_min_size,
         .samples_per_insert = cfg->table_samples_per_insert,

@@ -22,6 +22,7 @@
 #include "db.h"
 #include "db_internal.h"
 #include "notify.h"
+#include "replay.h"
 #include "replication.h"
 #include "snapshot.h"
 
@@ -460,11 +461,11 @@ static const cfgparam params[] = {
     {"maxbytes", NULL, CT_MEM, CF_IMMUTABLE | CF_HIDDEN, 1, LMAX, "1gb", NULL,
      F(default_maxbytes, FT_U64), NULL,
      "arena bytes of the start-up table and of tables created without MAXBYTES", NOHOOK},
-    {"alpha", NULL, CT_DOUBLE, CF_IMMUTABLE | CF_HIDDEN, 0, 0, "0.6", NULL, F(table_alpha, FT_DOUBLE),
+    {"alpha", NULL, CT_DOUBLE, CF_IMMUTABLE | CF_HIDDEN, 0, 0, IR_TABLE_XSTR(IR_TABLE_ALPHA), NULL, F(table_alpha, FT_DOUBLE),
      NULL, "priority exponent of the start-up table: stored priority = (p + epsilon) ** alpha", NOHOOK},
-    {"beta", NULL, CT_DOUBLE, CF_IMMUTABLE | CF_HIDDEN, 0, 0, "0.4", NULL, F(table_beta, FT_DOUBLE),
+    {"beta", NULL, CT_DOUBLE, CF_IMMUTABLE | CF_HIDDEN, 0, 0, IR_TABLE_XSTR(IR_TABLE_BETA), NULL, F(table_beta, FT_DOUBLE),
      NULL, "importance-sampling exponent of the start-up table", NOHOOK},
-    {"epsilon", NULL, CT_DOUBLE, CF_IMMUTABLE | CF_HIDDEN, 0, 0, "1e-06", NULL,
+    {"epsilon", NULL, CT_DOUBLE, CF_IMMUTABLE | CF_HIDDEN, 0, 0, IR_TABLE_XSTR(IR_TABLE_EPSILON), NULL,
      F(table_epsilon, FT_DOUBLE), NULL,
      "added to every raw priority of the start-up table before the exponent", NOHOOK},
     {"min-size", NULL, CT_INT, CF_IMMUTABLE | CF_HIDDEN, 0, LMAX, "0", NULL, F(table_min_size, FT_U64),

@@ -586,6 +586,11 @@ static int heapInit(ir_heap *h, int kind, uint64_t capacity) {
     return 0;
 }
 
+ir_table_opts tableOptsDefault(void) {
+    return (ir_table_opts){.alpha = IR_TABLE_ALPHA, .beta = IR_TABLE_BETA,
+                           .epsilon = IR_TABLE_EPSILON};
+}
+
 int tableCreate(ir_tables *ts, const char *name, size_t len, const ir_table_opts *o,
                 ir_table **out, const char **err) {
     if (len == 0 || len > IR_TABLE_NAME_MAX) {

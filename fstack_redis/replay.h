@@ -51,6 +51,14 @@ const char *tableSelectorName(int sel);
 /* The selector named by s (case-insensitive), or 0 for none. */
 int tableSelectorParse(const char *s, size_t len);
 
+/* Every table's defaults: REPLAY.CREATE without the argument, and the start-up
+ * table's flags (config.c's table takes its default texts from these). */
+#define IR_TABLE_ALPHA 0.6
+#define IR_TABLE_BETA 0.4
+#define IR_TABLE_EPSILON 1e-6
+#define IR_TABLE_XSTR_(x) #x
+#define IR_TABLE_XSTR(x) IR_TABLE_XSTR_(x) /* a default as config.c's text */
+
 typedef struct ir_table_opts {
     uint64_t capacity;
     double alpha, beta, epsilon;
@@ -180,6 +188,8 @@ ir_tables *tablesNew(void);
 void tablesFree(ir_tables *ts);
 ir_table *tableFind(ir_tables *ts, const char *name, size_t len);
 /* Returns 0, or -1 with *err set to a static message. */
+/* The options of a table nobody said anything about (capacity 0: the caller's). */
+ir_table_opts tableOptsDefault(void);
 int tableCreate(ir_tables *ts, const char *name, size_t len, const ir_table_opts *o,
                 ir_table **out, const char **err);
 int tableDrop(ir_tables *ts, const char *name, size_t len);
@@ -310,6 +320,11 @@ void tablesMoveMissing(ir_tables *dst, ir_tables *src);
 /* The members of a shard_group string ("host:port,host:port,..."): stores up
  * to max (start, length) pairs and returns how many members there are, or -1
  * with *err (a static message) if a member is not host:port. */
+/* The options each new table of server s starts from (t_replay.c): REPLAY.CREATE's
+ * and the start-up table's; salt varies the clock seed when --seed is 0. */
+struct ir_server;
+ir_table_opts replayTableOpts(const struct ir_server *s, uint64_t salt);
+
 int shardGroupMembers(const char *group, const char **start, size_t *len, int max,
                       const char **err);
 

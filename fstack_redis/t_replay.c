@@ -117,18 +117,23 @@ static void replyRateLimited(client *c, const ir_table *t, int why, int sample, 
  *               [MIN_SIZE <n>] [SAMPLES_PER_INSERT <r>] [ERROR_BUFFER <e>]
  *               [SAMPLER <selector>] [REMOVER <selector>] [MAX_TIMES_SAMPLED <k>]
  * REPLAY.CREATE <table> QUEUE <n> | STACK <n> [ALPHA ...] [MAXBYTES ...] */
+/* The options every table of this server starts from (REPLAY.CREATE and the
+ * start-up table): the engine's defaults, then the server's MAXBYTES, fanout,
+ * seed (--seed plus the number of tables, so each table draws its own stream; the
+ * clock mixed with `salt` without --seed) and this shard's id range. */
+ir_table_opts replayTableOpts(const ir_server *s, uint64_t salt) {
+    const ir_config *cfg = &s->cfg;
+    ir_table_opts o = tableOptsDefault();
+    o.maxbytes = cfg->default_maxbytes;
+    o.fanout = cfg->fanout;
+    o.seed = cfg->seed ? cfg->seed + s->tables->count : ir_mstime() ^ salt;
+    o.id_base = (uint64_t)cfg->shard_index << IR_SHARD_ID_BITS;
+    return o;
+}
+
 void replayCreateCommand(client *c) {
     const ir_config *cfg = &c->srv->cfg;
-    ir_table_opts o = {
-        .capacity = 0,
-        .alpha = 0.6,
-        .beta = 0.4,
-        .epsilon = 1e-6,
-        .maxbytes = cfg->default_maxbytes,
-        .fanout = cfg->fanout,
-        .seed = cfg->seed ? cfg->seed + c->srv->tables->count : ir_mstime() ^ c->id,
-        .id_base = (uint64_t)cfg->shard_index << IR_SHARD_ID_BITS,
-    };
+    ir_table_opts o = replayTableOpts(c->srv, c->id);
     ir_limiter_opts lim = {0, 0, 0, 0};
     int has_eb = 0, preset = 0, has_sel = 0; /* preset: the QUEUE or STACK argument */
     int argc = c->argc, traj = 0; /* a last TRAJECTORY: items reference chunks (t_traj.c) */

@@ -174,6 +174,8 @@ def _rows() -> dict[str, tuple[str, str]]:
     """config.c's parameter rows that initialise an ir_config member: member -> (default
     text, doc), read from the source."""
     src = (ROOT / "fstack_redis" / "config.c").read_text()
+    table_defaults = dict(re.findall(r"#define (IR_TABLE_\w+) ([0-9.e-]+)\n",
+                                     (ROOT / "fstack_redis" / "replay.h").read_text()))
     table = src[src.index("static const cfgparam params[] = {"):]
     table = table[:table.index("\n};")] + "\n"
     out = {}
@@ -197,6 +199,9 @@ def _rows() -> dict[str, tuple[str, str]]:
             continue
 
         def literal(item: str) -> str:
+            m = re.fullmatch(r"IR_TABLE_XSTR\((\w+)\)", item)
+            if m:  # a table default, defined once in replay.h
+                return table_defaults[m.group(1)]
             return "".join(ast.literal_eval(f'"{s}"') for s in re.findall(r'"((?:[^"\\]|\\.)*)"',
                                                                           item))
         out[f.group(1)] = (literal(items[6]), literal(items[10]))

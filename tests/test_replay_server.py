@@ -648,3 +648,18 @@ def test_capacity_fits_and_the_log_say_what_maxbytes_keeps(server_factory: Any) 
     r.close()
     lines = [ln for ln in srv.log_tail().splitlines() if "capacity_fits" in ln]
     assert len(lines) == 1 and "not its CAPACITY 1000" in lines[0], lines
+
+
+def test_start_up_table_and_replay_create_share_their_defaults(server_factory: Any) -> None:
+    """Tables are built from one set of defaults (replay.h, taken by config.c's rows and
+    by REPLAY.CREATE): a start-up table given only its capacity and a REPLAY.CREATE'd
+    one agree on every option (they were written in three places, issue 25)."""
+    srv = server_factory("inreplay", "--capacity", "100", "--seed", "7")
+    r = srv.client()
+    r.execute_command("REPLAY.CREATE", "made", "CAPACITY", "100")
+    a, b = (decode_info(r.execute_command("REPLAY.INFO", t)) for t in ("replay", "made"))
+    for key in ("capacity", "alpha", "beta", "epsilon", "maxbytes", "fanout", "sampler",
+                "remover", "max_times_sampled", "storage"):
+        assert a[key] == b[key], key
+    assert (a["alpha"], a["beta"], a["epsilon"]) == (0.6, 0.4, 1e-6)
+    r.close()
