@@ -21,6 +21,7 @@ redis-py's own path when it does not (a TLS socket, a parser with buffered bytes
 from __future__ import annotations
 
 import contextlib
+import select
 import socket
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -160,20 +161,36 @@ def _redis_error(e: BaseException, fresh: bool) -> BaseException:
 
 
 def _once_more(call: Any) -> Any:
-    """call(fresh) and, when a pooled connection turns out dead (the server restarted, an
-    idle timeout), once more on a new one, as redis-py's execute_command retries."""
+    """call(fresh, state) and, when a pooled connection turns out dead (the server
+    restarted, an idle timeout) before the request was all sent, once more on a new one.
+    Once the whole request is out (call sets state["sent"]), a lost connection is raised,
+    never retried: the server may have applied it, and a REPLAY.ADD sent twice would
+    insert its items twice."""
+    state = {"sent": False}
     try:
-        return call(False)
+        return call(False, state)
     except (redis.ConnectionError, ConnectionResetError, BrokenPipeError) as e:
-        if getattr(e, "fresh", False):
+        if getattr(e, "fresh", False) or state["sent"]:
             raise
-        return call(True)
+        return call(True, state)
 
 
 def call_gather(r: redis.Redis, chunks: list[bytes | memoryview]) -> Any:
     """Send a request laid out as buffers on one of r's connections and read its reply
     with redis-py's parser (a small reply: REPLAY.ADD's ids)."""
-    return _once_more(lambda retry: _call_gather(r, chunks, retry))
+    return _once_more(lambda retry, state: _call_gather(r, chunks, retry, state))
+
+
+def _closed_by_peer(sock: Any) -> bool:
+    """An idle connection's socket is readable only if the server closed it (or sent
+    what nobody asked for): either way it cannot carry the next request."""
+    if sock is None:
+        return False
+    try:
+        readable, _, _ = select.select([sock], [], [], 0)
+    except (OSError, ValueError):
+        return True
+    return bool(readable)
 
 
 @contextlib.contextmanager
@@ -185,6 +202,8 @@ def _connection(r: redis.Redis, retry: bool) -> Iterator[Any]:
     conn = r.connection or pool.get_connection()
     fresh = conn._sock is None
     try:
+        if not fresh and not retry and _closed_by_peer(conn._sock):
+            retry = True  # the server closed it while it idled (as redis-py's pool checks)
         if retry and not fresh:
             conn.disconnect()
             fresh = True
@@ -204,7 +223,8 @@ def _connection(r: redis.Redis, retry: bool) -> Iterator[Any]:
             pool.release(conn)
 
 
-def _call_gather(r: redis.Redis, chunks: list[bytes | memoryview], retry: bool) -> Any:
+def _call_gather(r: redis.Redis, chunks: list[bytes | memoryview], retry: bool,
+                 state: dict[str, bool]) -> Any:
     with _connection(r, retry) as conn:
         try:
             if idle(conn):
@@ -214,6 +234,7 @@ def _call_gather(r: redis.Redis, chunks: list[bytes | memoryview], retry: bool) 
         except OSError as e:
             conn.disconnect()
             raise redis.ConnectionError(f"Error while writing to socket: {e}") from None
+        state["sent"] = True
         return conn.read_response()
 
 
@@ -223,13 +244,14 @@ def call_bulk_into(r: redis.Redis, args: Sequence[Any],
 
     Returns False, having sent nothing, when the connection cannot be read raw (the
     caller takes redis-py's path); else what recv_bulk_into returns."""
-    return _once_more(lambda retry: _call_bulk_into(r, args, dests, retry))
+    return _once_more(lambda retry, state: _call_bulk_into(r, args, dests, retry, state))
 
 
 def _call_bulk_into(r: redis.Redis, args: Sequence[Any], dests: Sequence[memoryview],
-                    retry: bool) -> int | bool | None:
+                    retry: bool, state: dict[str, bool]) -> int | bool | None:
     with _connection(r, retry) as conn:
         if not idle(conn):
             return False
         conn.send_packed_command(conn.pack_command(*args))
+        state["sent"] = True
         return recv_bulk_into(conn, dests)

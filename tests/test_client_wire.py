@@ -162,3 +162,55 @@ def test_a_socket_timeout_on_the_raw_path_is_redis_timeout_error(port: int) -> N
         rc.sample("slowpoke", 2, item_shape=8, timeout=2)  # waits for MIN_SIZE past 0.5 s
     rc.drop("slowpoke")  # the connection was replaced: the next call works
     rc.close()
+
+
+def test_a_request_the_server_got_is_not_sent_again(port: int, rc: ReplayClient) -> None:
+    """Review finding: the raw path retried any request whose connection failed, so a
+    REPLAY.ADD the server had applied before its connection was lost went in twice. A
+    proxy forwards the request, then closes the client's side instead of passing the
+    reply on: the client raises, and the items are in the table once."""
+    import select
+    import threading
+
+    rc.create("once", capacity=100)
+    lsock = socket.create_server(("127.0.0.1", 0))
+    pport = lsock.getsockname()[1]
+
+    def proxy() -> None:
+        for _ in range(8):  # every connection the client makes (a retry would be one)
+            try:
+                cl, _ = lsock.accept()
+            except OSError:
+                return
+            up = socket.create_connection(("127.0.0.1", port))
+            add_sent = False
+            try:  # both ways, until the server answers the REPLAY.ADD: applied, not passed on
+                while True:
+                    ready = select.select([cl, up], [], [], 5)[0]
+                    if not ready:
+                        break
+                    if up in ready:
+                        data = up.recv(1 << 20)
+                        if add_sent or not data:
+                            break
+                        cl.sendall(data)
+                    if cl in ready:
+                        data = cl.recv(1 << 20)
+                        if not data:
+                            break
+                        add_sent = add_sent or b"REPLAY.ADD" in data
+                        up.sendall(data)
+            except OSError:
+                pass
+            cl.close()
+            up.close()
+
+    t = threading.Thread(target=proxy, daemon=True)
+    t.start()
+    client = ReplayClient(port=pport, socket_timeout=5)
+    with pytest.raises(redis.ConnectionError):
+        client.add("once", [1.0] * 2, np.zeros((2, 8), np.uint8))
+    lsock.close()
+    t.join(5)
+    client.close()
+    assert rc.info("once")["size"] == 2, "the request was applied twice"
