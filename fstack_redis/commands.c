@@ -24,6 +24,7 @@
 #include "pubsub.h"
 #include "replay.h"
 #include "replication.h"
+#include "script.h"
 #include "snapshot.h"
 #include "t_traj.h"
 
@@ -223,6 +224,11 @@ static ir_command commands[] = {
     {"debug", debugCommand, -2, 0, 0, 0, "admin noscript loading stale protected", 0, 0},
     {"memory", memoryCommand, -2, 0, 0, 0, "", 0, 0},
     {"cluster", clusterCommand, -2, 0, 0, 0, "", 0, 0},
+    {"eval", evalCommand, -3, 0, 0, 0, "noscript stale skip_monitor may_replicate no_mandatory_keys movablekeys", 0, 0},
+    {"evalsha", evalShaCommand, -3, 0, 0, 0, "noscript stale skip_monitor may_replicate no_mandatory_keys movablekeys", 0, 0},
+    {"eval_ro", evalRoCommand, -3, 0, 0, 0, "readonly noscript stale skip_monitor no_mandatory_keys movablekeys", 0, 0},
+    {"evalsha_ro", evalShaRoCommand, -3, 0, 0, 0, "readonly noscript stale skip_monitor no_mandatory_keys movablekeys", 0, 0},
+    {"script", scriptCommand, -2, 0, 0, 0, "", 0, 0},
 };
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
 
@@ -517,6 +523,11 @@ static const subcmd subcommands[] = {
     {objectCommand, "object", "idletime", 3, "readonly"},
     {objectCommand, "object", "refcount", 3, "readonly"},
     {memoryCommand, "memory", "doctor", 2, ""},
+    {scriptCommand, "script", "exists", -3, "noscript"},
+    {scriptCommand, "script", "flush", -2, "noscript"},
+    {scriptCommand, "script", "help", 2, "loading stale"},
+    {scriptCommand, "script", "kill", 2, "noscript allow_busy"},
+    {scriptCommand, "script", "load", 3, "noscript stale"},
     {memoryCommand, "memory", "help", 2, "loading stale"},
     {memoryCommand, "memory", "malloc-stats", 2, ""},
     {memoryCommand, "memory", "purge", 2, ""},
@@ -579,7 +590,7 @@ static size_t nerrstats;
 static int isContainer(const ir_command *cmd) {
     return cmd->proc == clientCommand || cmd->proc == commandCommand ||
            cmd->proc == configCommand || cmd->proc == pubsubCommand || cmd->proc == memoryCommand ||
-           cmd->proc == objectCommand || cmd->proc == clusterCommand;
+           cmd->proc == objectCommand || cmd->proc == clusterCommand || cmd->proc == scriptCommand;
 }
 
 static const subcmd *findSub(const ir_command *cmd, const char *name, size_t len) {
@@ -594,6 +605,12 @@ const char *commandSubName(const ir_command *cmd, const client *c) {
     if (!isContainer(cmd) || c->argc < 2) return NULL;
     const subcmd *sc = findSub(cmd, c->argv[1].ptr, c->argv[1].len);
     return sc ? sc->name : NULL;
+}
+
+const char *commandSubFlags(const ir_command *cmd, const client *c) {
+    if (!isContainer(cmd) || c->argc < 2) return NULL;
+    const subcmd *sc = findSub(cmd, c->argv[1].ptr, c->argv[1].len);
+    return sc ? sc->sflags : NULL;
 }
 
 static cmdstat *statFor(const client *c, const ir_command *cmd) {
@@ -1051,6 +1068,10 @@ static const keyspec keyspecs[] = {
     {"decrby", "RW access update", 1, KS_RANGE, 0, 1, 0},
     {"del", "RM delete", 1, KS_RANGE, -1, 1, 0},
     {"dump", "RO access", 1, KS_RANGE, 0, 1, 0},
+    {"eval", "RW access update", 2, KS_KEYNUM, 0, 1, 1},
+    {"eval_ro", "RO access", 2, KS_KEYNUM, 0, 1, 1},
+    {"evalsha", "RW access update", 2, KS_KEYNUM, 0, 1, 1},
+    {"evalsha_ro", "RO access", 2, KS_KEYNUM, 0, 1, 1},
     {"exists", "RO", 1, KS_RANGE, -1, 1, 0},
     {"expire", "RW update", 1, KS_RANGE, 0, 1, 0},
     {"expireat", "RW update", 1, KS_RANGE, 0, 1, 0},

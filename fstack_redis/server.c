@@ -15,6 +15,7 @@
 #include "pubsub.h"
 #include "replay.h"
 #include "replication.h"
+#include "script.h"
 
 ir_server *g_server;
 
@@ -76,6 +77,7 @@ void server_free(ir_server *s) {
     chunkStoreFree(s->chunks);
     pinsFree(&s->pins);
     pubsubFree(s);
+    scriptingFree(s);
     free(s->monitors);
     free(s->requirepass);
     free(s);

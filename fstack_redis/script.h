@@ -1,0 +1,21 @@
+/* script.h - Lua scripting (EVAL, EVALSHA, EVAL_RO, EVALSHA_RO, SCRIPT). */
+#ifndef IR_SCRIPT_H
+#define IR_SCRIPT_H
+
+#include <stdint.h>
+
+#include "server.h"
+
+void evalCommand(client *c);
+void evalShaCommand(client *c);
+void evalRoCommand(client *c);
+void evalShaRoCommand(client *c);
+void scriptCommand(client *c);
+
+/* The server's Lua engine and script cache (server_free). */
+void scriptingFree(ir_server *s);
+/* INFO memory: the Lua engine's bytes, the scripts cached and their bodies' bytes. */
+void scriptingInfo(const ir_server *s, uint64_t *lua_bytes, uint64_t *nscripts,
+                   uint64_t *script_bytes);
+
+#endif /* IR_SCRIPT_H */
