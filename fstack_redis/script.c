@@ -820,10 +820,19 @@ static int luaRawset(lua_State *L) {
     return 1;
 }
 
+/* Open a library; a module that only returns its table (Debian's cjson) is
+ * made the global `name` too, as Redis's bundled one sets it. */
 static void loadLib(lua_State *L, const char *name, lua_CFunction open) {
     lua_pushcfunction(L, open);
     lua_pushstring(L, name);
-    lua_call(L, 1, 0);
+    lua_call(L, 1, 1);
+    if (name[0] && lua_istable(L, -1)) {
+        lua_getglobal(L, name);
+        int missing = lua_isnil(L, -1);
+        lua_pop(L, 1);
+        if (missing) lua_setglobal(L, name);
+    }
+    lua_settop(L, 0);
 }
 
 static void setFn(lua_State *L, const char *name, lua_CFunction f) {
