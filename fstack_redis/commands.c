@@ -224,8 +224,8 @@ static ir_command commands[] = {
     {"debug", debugCommand, -2, 0, 0, 0, "admin noscript loading stale protected", 0, 0},
     {"memory", memoryCommand, -2, 0, 0, 0, "", 0, 0},
     {"cluster", clusterCommand, -2, 0, 0, 0, "", 0, 0},
-    {"eval", evalCommand, -3, 0, 0, 0, "noscript stale skip_monitor may_replicate no_mandatory_keys movablekeys", 0, 0},
-    {"evalsha", evalShaCommand, -3, 0, 0, 0, "noscript stale skip_monitor may_replicate no_mandatory_keys movablekeys", 0, 0},
+    {"eval", evalCommand, -3, 0, 0, 0, "noscript stale skip_monitor no_mandatory_keys movablekeys", 0, 0},
+    {"evalsha", evalShaCommand, -3, 0, 0, 0, "noscript stale skip_monitor no_mandatory_keys movablekeys", 0, 0},
     {"eval_ro", evalRoCommand, -3, 0, 0, 0, "readonly noscript stale skip_monitor no_mandatory_keys movablekeys", 0, 0},
     {"evalsha_ro", evalShaRoCommand, -3, 0, 0, 0, "readonly noscript stale skip_monitor no_mandatory_keys movablekeys", 0, 0},
     {"script", scriptCommand, -2, 0, 0, 0, "", 0, 0},
@@ -1719,12 +1719,16 @@ void infoCommand(client *c) {
         bytesHuman(ph, sizeof(ph), used_memory_peak);
         bytesHuman(mh, sizeof(mh), s->cfg.maxmemory);
         bytesHuman(th, sizeof(th), total);
+        uint64_t lua_bytes, nscripts, script_bytes;
+        scriptingInfo(s, &lua_bytes, &nscripts, &script_bytes);
         infoCat(&b, "%s# Memory\r\nused_memory:%llu\r\nused_memory_human:%s\r\n"
                     "used_memory_rss:%llu\r\nused_memory_rss_human:%s\r\n"
                     "used_memory_peak:%llu\r\nused_memory_peak_human:%s\r\n"
                     "used_memory_peak_perc:%.2f%%\r\nused_memory_overhead:%llu\r\n"
                     "used_memory_dataset:%llu\r\nused_memory_dataset_perc:%.2f%%\r\n"
                     "total_system_memory:%llu\r\ntotal_system_memory_human:%s\r\n"
+                    "used_memory_lua:%llu\r\nused_memory_vm_eval:%llu\r\n"
+                    "used_memory_scripts_eval:%llu\r\nnumber_of_cached_scripts:%llu\r\n"
                     "used_memory_replay:%llu\r\nused_memory_replay_items:%llu\r\n"
                     "used_memory_pinned_detached:%llu\r\npinned_buffers:%llu\r\n"
                     "maxmemory:%llu\r\nmaxmemory_human:%s\r\nmaxmemory_policy:noeviction\r\n"
@@ -1736,6 +1740,8 @@ void infoCommand(client *c) {
                 (unsigned long long)(used > dataset ? used - dataset : 0),
                 (unsigned long long)dbsBytes(s),
                 used ? 100.0 * (double)dataset / (double)used : 0.0, (unsigned long long)total, th,
+                (unsigned long long)lua_bytes, (unsigned long long)lua_bytes,
+                (unsigned long long)script_bytes, (unsigned long long)nscripts,
                 (unsigned long long)tablesMemory(s->tables),
                 (unsigned long long)tablesBytes(s->tables),
                 (unsigned long long)s->pins.detached_bytes, (unsigned long long)s->pins.nused,

@@ -982,53 +982,67 @@ void scriptingInfo(const ir_server *s, uint64_t *lua_bytes, uint64_t *nscripts,
     *script_bytes = sc ? sc->body_bytes : 0;
 }
 
-/* Parse a shebang line: its flags and length (the newline stays, so line
- * numbers do not move). -1 after replying the error. */
+static int shebangFlag(const char *f, size_t n) {
+    static const struct {
+        const char *name;
+        int bit;
+    } known[] = {{"no-writes", SF_NO_WRITES}, {"allow-oom", SF_ALLOW_OOM},
+                 {"allow-stale", SF_ALLOW_STALE}, {"no-cluster", SF_NO_CLUSTER},
+                 {"allow-cross-slot-keys", SF_ALLOW_CROSS_SLOT}};
+    for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
+        if (strlen(known[i].name) == n && !memcmp(known[i].name, f, n)) return known[i].bit;
+    return 0;
+}
+
+/* Parse a shebang line ("#!lua flags=no-writes,allow-oom"): its flags and
+ * length (the newline stays, so line numbers do not move). -1 after replying
+ * the error, in Redis's words. */
 static int shebang(client *c, const char *body, size_t len, int *flags, size_t *skip) {
     *flags = SF_EVAL_COMPAT;
     *skip = 0;
     if (len < 2 || body[0] != '#' || body[1] != '!') return 0;
     const char *nl = memchr(body, '\n', len);
-    size_t llen = nl ? (size_t)(nl - body) : len;
-    char *line = malloc(llen + 1);
-    if (!line) oom();
-    memcpy(line, body + 2, llen - 2);
-    line[llen - 2] = '\0';
-    *flags = 0;
-    int rc = 0, part = 0;
-    char *save = NULL;
-    for (char *tok = strtok_r(line, " ", &save); tok; tok = strtok_r(NULL, " ", &save), part++) {
-        if (part == 0) {
-            if (strcmp(tok, "lua")) {
-                addReplyErrorFormat(c, "Unexpected engine in script shebang: %s", tok);
-                rc = -1;
-                break;
-            }
-            continue;
-        }
-        if (strncmp(tok, "flags=", 6)) {
-            addReplyErrorFormat(c, "Unknown lua shebang option: %s", tok);
-            rc = -1;
-            break;
-        }
-        char *fsave = NULL;
-        for (char *fl = strtok_r(tok + 6, ",", &fsave); fl; fl = strtok_r(NULL, ",", &fsave)) {
-            if (!strcmp(fl, "no-writes")) *flags |= SF_NO_WRITES;
-            else if (!strcmp(fl, "allow-oom")) *flags |= SF_ALLOW_OOM;
-            else if (!strcmp(fl, "allow-stale")) *flags |= SF_ALLOW_STALE;
-            else if (!strcmp(fl, "no-cluster")) *flags |= SF_NO_CLUSTER;
-            else if (!strcmp(fl, "allow-cross-slot-keys")) *flags |= SF_ALLOW_CROSS_SLOT;
-            else {
-                addReplyErrorFormat(c, "Unexpected flag in script shebang: %s", fl);
-                rc = -1;
-                break;
-            }
-        }
-        if (rc) break;
+    if (!nl) {
+        addReplyError(c, "Invalid script shebang");
+        return -1;
     }
-    free(line);
-    *skip = llen;
-    return rc;
+    *skip = (size_t)(nl - body);
+    *flags = 0;
+    const char *p = body, *end = nl;
+    for (int part = 0;; part++) {
+        while (p < end && isspace((unsigned char)*p)) p++;
+        if (p == end) break;
+        const char *w = p;
+        while (p < end && !isspace((unsigned char)*p)) p++;
+        int wl = (int)(p - w);
+        if (part == 0) {
+            if (wl != 5 || memcmp(w, "#!lua", 5)) {
+                addReplyErrorFormat(c, "Unexpected engine in script shebang: %.*s", wl, w);
+                return -1;
+            }
+        } else if (wl >= 6 && !memcmp(w, "flags=", 6)) {
+            const char *f = w + 6;
+            while (f < p) { /* comma-separated; an empty one is unknown */
+                const char *e = memchr(f, ',', (size_t)(p - f));
+                if (!e) e = p;
+                int bit = shebangFlag(f, (size_t)(e - f));
+                if (!bit) {
+                    addReplyErrorFormat(c, "Unexpected flag in script shebang: %.*s", (int)(e - f), f);
+                    return -1;
+                }
+                *flags |= bit;
+                f = e < p ? e + 1 : p;
+                if (e < p && f == p) { /* a trailing comma: an empty flag */
+                    addReplyError(c, "Unexpected flag in script shebang: ");
+                    return -1;
+                }
+            }
+        } else {
+            addReplyErrorFormat(c, "Unknown lua shebang option: %.*s", wl, w);
+            return -1;
+        }
+    }
+    return 0;
 }
 
 /* Compile body into the cache (if not there yet) and write its SHA1 to sha.
