@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 import redis
-from conftest import RespError
 
 if TYPE_CHECKING:
     from conftest import RawConn, ServerPool, ServerProcess
@@ -26,6 +25,7 @@ if TYPE_CHECKING:
 Raw = Callable[[], "RawConn"]
 Cmd = tuple[str | int | bytes, ...]
 
+SHA_RETURN_1 = "e0e1f9fabfc9d4800c877a703b823ac0578ff8db"  # SHA1 of "return 1"
 BIG = "v" * 100_000  # a value replies send by reference (>= IR_REF_MIN)
 
 # (setup commands, the command whose reply is compared). Every case starts on an
@@ -54,7 +54,8 @@ CASES: list[tuple[list[Cmd], Cmd]] = [
     ([], ("EVAL", "return redis.sha1hex('Pizza & Mandolino')", 0)),
     ([], ("EVAL", "return redis.sha1hex('')", 0)),
     ([], ("EVAL", "return redis.sha1hex()", 0)),
-    ([], ("EVAL", "return {KEYS[1], KEYS[2], ARGV[1], ARGV[2], #KEYS, #ARGV}", 2, "a", "b", "c", "d")),
+    ([], ("EVAL", "return {KEYS[1], KEYS[2], ARGV[1], ARGV[2], #KEYS, #ARGV}",
+          2, "a", "b", "c", "d")),
     ([], ("EVAL", "return #ARGV", 0, "x", "y", "z")),
     # RESP -> Lua: integers, bulks, nil bulk -> false, status -> {ok=}, error -> {err=}
     ([("SET", "k", "v")], ("EVAL", "return redis.call('get', KEYS[1])", 1, "k")),
@@ -135,16 +136,20 @@ CASES: list[tuple[list[Cmd], Cmd]] = [
     ([], ("EVAL", "redis.log('x', 'y')", 0)),
     ([], ("EVAL", "redis.log(redis.LOG_WARNING)", 0)),
     ([], ("EVAL", "redis.log(9, 'x')", 0)),
-    ([], ("EVAL", "return {redis.LOG_DEBUG, redis.LOG_VERBOSE, redis.LOG_NOTICE, redis.LOG_WARNING}", 0)),
+    ([], ("EVAL", "return {redis.LOG_DEBUG, redis.LOG_VERBOSE, redis.LOG_NOTICE, "
+                  "redis.LOG_WARNING}", 0)),
     ([], ("EVAL", "redis.setresp(4)", 0)),
     ([], ("EVAL", "redis.setresp()", 0)),
     ([("HSET", "h", "f", "v")], ("EVAL", "redis.setresp(3); return redis.call('hgetall', 'h')", 0)),
-    ([("HSET", "h", "f", "v")], ("EVAL", "redis.setresp(3); return redis.call('hgetall', 'h')['map']['f']", 0)),
+    ([("HSET", "h", "f", "v")],
+     ("EVAL", "redis.setresp(3); return redis.call('hgetall', 'h')['map']['f']", 0)),
     ([], ("EVAL", "redis.setresp(3); return redis.call('get', 'nokey')", 0)),
     ([], ("EVAL", "redis.setresp(3); return type(redis.call('get', 'nokey'))", 0)),
     ([("SADD", "s", "a")], ("EVAL", "redis.setresp(3); return redis.call('smembers', 's')", 0)),
-    ([("ZADD", "z", "1.5", "m")], ("EVAL", "redis.setresp(3); return redis.call('zscore', 'z', 'm')", 0)),
-    ([("ZADD", "z", "1.5", "m")], ("EVAL", "redis.setresp(3); return redis.call('zscore', 'z', 'm')['double']", 0)),
+    ([("ZADD", "z", "1.5", "m")],
+     ("EVAL", "redis.setresp(3); return redis.call('zscore', 'z', 'm')", 0)),
+    ([("ZADD", "z", "1.5", "m")],
+     ("EVAL", "redis.setresp(3); return redis.call('zscore', 'z', 'm')['double']", 0)),
     ([], ("EVAL", "redis.setresp(3); return true", 0)),
     ([], ("EVAL", "redis.setresp(3); return false", 0)),
     ([], ("EVAL", "return {double=3.5}", 0)),
@@ -162,10 +167,10 @@ CASES: list[tuple[list[Cmd], Cmd]] = [
     ([], ("EVAL", "return 1")),
     ([], ("EVALSHA", "ffffffffffffffffffffffffffffffffffffffff", 0)),
     ([], ("EVALSHA", "short", 0)),
-    ([], ("EVALSHA", "e0e1f9fabfc9d4800c877a703b823ac0578ff8db", 0)),
-    ([("SCRIPT", "LOAD", "return 1")], ("EVALSHA", "e0e1f9fabfc9d4800c877a703b823ac0578ff8db", 0)),
-    ([("SCRIPT", "LOAD", "return 1")], ("EVALSHA", "E0E1F9FABFC9D4800C877A703B823AC0578FF8DB", 0)),
-    ([("SCRIPT", "LOAD", "return 1")], ("EVALSHA_RO", "e0e1f9fabfc9d4800c877a703b823ac0578ff8db", 0)),
+    ([], ("EVALSHA", SHA_RETURN_1, 0)),
+    ([("SCRIPT", "LOAD", "return 1")], ("EVALSHA", SHA_RETURN_1, 0)),
+    ([("SCRIPT", "LOAD", "return 1")], ("EVALSHA", SHA_RETURN_1.upper(), 0)),
+    ([("SCRIPT", "LOAD", "return 1")], ("EVALSHA_RO", SHA_RETURN_1, 0)),
     # read-only scripts and shebang flags
     ([], ("EVAL_RO", "return redis.call('set', 'k', 'v')", 1, "k")),
     ([], ("EVAL_RO", "return redis.call('publish', 'ch', 'm')", 0)),
@@ -188,10 +193,10 @@ CASES: list[tuple[list[Cmd], Cmd]] = [
     # SCRIPT
     ([], ("SCRIPT", "LOAD", "return 'loaded'")),
     ([], ("SCRIPT", "LOAD", "return +")),
-    ([("SCRIPT", "LOAD", "return 1")], ("SCRIPT", "EXISTS", "e0e1f9fabfc9d4800c877a703b823ac0578ff8db",
-                                         "E0E1F9FABFC9D4800C877A703B823AC0578FF8DB", "nope")),
+    ([("SCRIPT", "LOAD", "return 1")],
+     ("SCRIPT", "EXISTS", SHA_RETURN_1, SHA_RETURN_1.upper(), "nope")),
     ([("SCRIPT", "LOAD", "return 1"), ("SCRIPT", "FLUSH")],
-     ("SCRIPT", "EXISTS", "e0e1f9fabfc9d4800c877a703b823ac0578ff8db")),
+     ("SCRIPT", "EXISTS", SHA_RETURN_1)),
     ([], ("SCRIPT", "FLUSH", "ASYNC")),
     ([], ("SCRIPT", "FLUSH", "SYNC")),
     ([], ("SCRIPT", "FLUSH", "NOW")),
@@ -352,7 +357,9 @@ def test_noscript_and_cache(r: redis.Redis) -> None:
     assert r.evalsha(sha, 0, "x") == b"x"
     assert r.evalsha_ro(sha, 0, "y") == b"y"
     assert r.script_flush() is True
-    with pytest.raises(redis.exceptions.NoScriptError, match="No matching script. Please use EVAL."):
+    with pytest.raises(
+        redis.exceptions.NoScriptError, match=r"No matching script\. Please use EVAL\."
+    ):
         r.evalsha(sha, 0, "x")
     assert r.eval("return ARGV[1]", 0, "z") == b"z"  # EVAL caches it
     assert r.evalsha(sha, 0, "x") == b"x"
@@ -360,7 +367,7 @@ def test_noscript_and_cache(r: redis.Redis) -> None:
 
 def test_errors_inside_scripts(r: redis.Redis) -> None:
     r.set("s", "text")
-    with pytest.raises(redis.exceptions.ResponseError, match="^WRONGTYPE Operation against a key"):
+    with pytest.raises(redis.exceptions.ResponseError, match=r"^WRONGTYPE Operation against a key"):
         r.eval("return redis.call('lpush', KEYS[1], 'x')", 1, "s")
     # the writes before the error stay (Redis scripts have no rollback)
     with pytest.raises(redis.exceptions.ResponseError, match="not an integer"):
@@ -368,7 +375,9 @@ def test_errors_inside_scripts(r: redis.Redis) -> None:
     assert r.get("before") == b"1"
     # pcall catches it and the script goes on
     assert r.eval(
-        "local e = redis.pcall('incr', KEYS[1]); return {e['err'], redis.call('get', KEYS[1])}", 1, "s"
+        "local e = redis.pcall('incr', KEYS[1]); return {e['err'], redis.call('get', KEYS[1])}",
+        1,
+        "s",
     ) == [b"ERR value is not an integer or out of range", b"text"]
 
 
@@ -415,7 +424,9 @@ def test_script_stats_and_info(server: ServerProcess) -> None:
         assert "cmdstat_set:calls=1" in info and "cmdstat_get:calls=1" in info
         mem = c.call("INFO", "memory").decode()
         fields = dict(
-            line.split(":", 1) for line in mem.splitlines() if ":" in line and not line.startswith("#")
+            line.split(":", 1)
+            for line in mem.splitlines()
+            if ":" in line and not line.startswith("#")
         )
         assert int(fields["number_of_cached_scripts"]) == 1
         assert int(fields["used_memory_lua"]) > 0
@@ -429,26 +440,30 @@ def test_replay_commands_from_a_script(inreplay_server: ServerProcess) -> None:
     try:
         r.execute_command("REPLAY.CREATE", "lt", "CAPACITY", 100)
         ids = r.eval(
-            "return redis.call('REPLAY.ADD', KEYS[1], 1.0, ARGV[1], 2.0, ARGV[2])", 1, "lt", "a", "b"
+            "return redis.call('REPLAY.ADD', KEYS[1], 1.0, ARGV[1], 2.0, ARGV[2])",
+            1,
+            "lt",
+            "a",
+            "b",
         )
         assert len(ids) == 2 and all(isinstance(i, int) for i in ids)
         # sample 4 and return the items: [ids, weights, items] arrives as a Lua table
-        items = r.eval(
-            "local s = redis.call('REPLAY.SAMPLE', KEYS[1], 4); return s[3]", 1, "lt"
-        )
+        items = r.eval("local s = redis.call('REPLAY.SAMPLE', KEYS[1], 4); return s[3]", 1, "lt")
         assert len(items) == 4 and set(items) <= {b"a", b"b"}
         info = r.eval(
             "local i = redis.call('REPLAY.INFO', KEYS[1]);"
-            "for k = 1, #i, 2 do if i[k] == 'size' then return i[k + 1] end end", 1, "lt"
+            "for k = 1, #i, 2 do if i[k] == 'size' then return i[k + 1] end end",
+            1,
+            "lt",
         )
         assert info == 2
-        with pytest.raises(redis.exceptions.ResponseError, match="^NOTABLE"):
+        with pytest.raises(redis.exceptions.ResponseError, match=r"^NOTABLE"):
             r.eval("return redis.call('REPLAY.SAMPLE', 'nosuchtable', 1)", 0)
         with pytest.raises(redis.exceptions.ResponseError, match="Write commands are not allowed"):
             r.eval_ro("return redis.call('REPLAY.ADD', KEYS[1], 1.0, 'x')", 1, "lt")
         # a sample that would wait answers at once inside a script
         r.execute_command("REPLAY.CREATE", "lq", "QUEUE", 2)
-        with pytest.raises(redis.exceptions.ResponseError, match="^RATELIMITED"):
+        with pytest.raises(redis.exceptions.ResponseError, match=r"^RATELIMITED"):
             r.eval("return redis.call('REPLAY.SAMPLE', KEYS[1], 1, 'TIMEOUT', 0)", 1, "lq")
     finally:
         r.close()
@@ -469,4 +484,3 @@ def test_big_replies_through_the_script_client(inreplay_server: ServerProcess) -
         assert r.get("big") == big
     finally:
         r.close()
-
