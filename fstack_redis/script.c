@@ -342,7 +342,11 @@ static void replyFromLua(client *c, ir_scripting *sc, lua_State *L) {
         if (lua_type(L, -1) == LUA_TSTRING) {
             size_t n;
             const char *m = lua_tolstring(L, -1, &n);
+            lua_getfield(L, -2, "ignore_error_stats_update");
+            int counted = lua_toboolean(L, -1);
+            lua_pop(L, 1);
             replyErrorMessage(c, m, n);
+            if (counted) c->srv->error_stats_skip = 1;
             lua_pop(L, 2);
             return;
         }
@@ -585,6 +589,20 @@ static int redisGenericCommand(lua_State *L, int raise) {
     else if (s->cfg.maxmemory && !sc->wrote && sc->oom_at_start && (cmd->flags & CMD_DENYOOM))
         err = "-OOM " IR_OOM_MSG;
     if (err) {
+        /* counted here, as Redis counts a command a script could not run; the
+         * script's own error reply is then not counted again */
+        const char *e = err[0] == '-' ? err + 1 : err;
+        if (err[0] == '-') {
+            errorStatsCount(s, e, strlen(e));
+        } else {
+            char buf[128];
+            int n = snprintf(buf, sizeof(buf), "ERR %s", e);
+            errorStatsCount(s, buf, (size_t)n);
+        }
+        if (cmd) {
+            f->lastsub = commandSubName(cmd, f);
+            commandStatsRejected(f, cmd);
+        }
         f->argc = 0;
         f->argv = NULL;
         pushError(L, err);
@@ -1153,6 +1171,9 @@ static void evalGeneric(client *c, int evalsha, int ro) {
             addReplyErrorFormat(c, "Error running script %s, %.100s\n", name + 2,
                                 m ? m : "execution failure");
         } else {
+            lua_getfield(L, -1, "ignore_error_stats_update");
+            int counted = lua_toboolean(L, -1);
+            lua_pop(L, 1);
             lua_getfield(L, -1, "err");
             lua_getfield(L, -2, "source");
             lua_getfield(L, -3, "line");
@@ -1166,6 +1187,7 @@ static void evalGeneric(client *c, int evalsha, int ro) {
             size_t n;
             const char *full = lua_tolstring(L, -1, &n);
             addReplyError(c, full);
+            if (counted) s->error_stats_skip = 1;
             lua_pop(L, 4);
         }
         lua_pop(L, 1);

@@ -318,6 +318,10 @@ static void rejectUnknown(client *c) {
  * `before`: counted in INFO errorstats. 1 if there was one. */
 static int countErrorReply(client *c, size_t before) {
     if (c->olen <= before || c->obuf[before] != '-') return 0;
+    if (c->srv->error_stats_skip) { /* a failed call all the same */
+        c->srv->error_stats_skip = 0;
+        return 1;
+    }
     errorStatsCount(c->srv, c->obuf + before + 1, c->olen - before - 1);
     return 1;
 }
@@ -369,6 +373,7 @@ void call(client *c, const ir_command *cmd) {
     uint64_t usec = (uint64_t)(t1.tv_sec - t0.tv_sec) * 1000000u +
                     (uint64_t)((t1.tv_nsec - t0.tv_nsec) / 1000);
     commandStatsCall(c, cmd, usec, plain && countErrorReply(c, before));
+    s->error_stats_skip = 0;
     s->total_commands++;
     if (cmd->flags & CMD_WRITE) s->dirty++;
     if (monline) monitorSend(c, monline, monlen);

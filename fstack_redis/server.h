@@ -229,6 +229,8 @@ typedef struct ir_server {
     struct client **monitors;    /* MONITOR clients, in order */
     int nmonitors, capmonitors;
     struct ir_scripting *scripting; /* Lua engine and script cache (script.c), NULL until first used */
+    int error_stats_skip;        /* the running command's error reply was counted already (a
+                                    script's error from redis.call): not in errorstats again */
 } ir_server;
 
 /* s->shutdown_asap: 0 = keep running; SHUTDOWN_SAVE_PER_CONFIG = stop and

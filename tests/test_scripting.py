@@ -414,6 +414,47 @@ def test_script_is_atomic(server: ServerProcess) -> None:
     assert all(a == b for a, b in seen), [x for x in seen if x[0] != x[1]][:3]
 
 
+def _stats(srv: ServerProcess) -> tuple[list[str], list[str]]:
+    with srv.raw() as c:
+        errors = [ln for ln in c.call("INFO", "errorstats").decode().splitlines() if ln[:1] == "e"]
+        stats = c.call("INFO", "stats").decode().splitlines()
+        cmds = c.call("INFO", "commandstats").decode().splitlines()
+    keep = [ln for ln in stats if ln.startswith("total_error_replies")]
+    for ln in cmds:  # calls, rejected_calls and failed_calls; not the times
+        if ln.startswith("cmdstat_"):
+            name, rest = ln.split(":", 1)
+            kv = dict(x.split("=") for x in rest.split(","))
+            keep.append(f"{name} {kv['calls']} {kv['rejected_calls']} {kv['failed_calls']}")
+    return errors, sorted(keep)
+
+
+def test_error_stats_as_redis(stock: ServerProcess, srv: ServerProcess) -> None:
+    """A script's error that a command already counted is not counted twice
+    (INFO errorstats, total_error_replies), and calls/failed_calls/rejected_calls
+    are Redis's."""
+    scripts = [
+        "return redis.call('incr', 's')",
+        "return redis.pcall('incr', 's')",
+        "return redis.error_reply('MY err')",
+        "error('x')",
+        "return redis.call('nosuch')",
+        "return redis.call('get')",
+        "return redis.call('blpop', 'l', 0)",
+        "return {err='OWN code'}",
+        "return redis.call('set', 'k', 'v')",
+    ]
+    got = []
+    for s in (stock, srv):
+        _flush(s)
+        with s.raw() as c:
+            c.call("SET", "s", "text")
+            c.call("CONFIG", "RESETSTAT")
+            for script in scripts:
+                c.call("EVAL", script, 0)
+        got.append(_stats(s))
+    assert got[1] == got[0]
+
+
 def test_script_stats_and_info(server: ServerProcess) -> None:
     with server.raw() as c:
         c.call("SCRIPT", "FLUSH")
