@@ -6,6 +6,10 @@
 
 #include "server.h"
 
+/* lua-time-limit (busy-reply-threshold), ms: a script that runs longer and has
+ * not written is stopped with an error (see script.c); 0 = never. */
+extern long long scriptTimeLimitMs;
+
 void evalCommand(client *c);
 void evalShaCommand(client *c);
 void evalRoCommand(client *c);

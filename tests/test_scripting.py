@@ -510,6 +510,35 @@ def test_replay_commands_from_a_script(inreplay_server: ServerProcess) -> None:
         r.close()
 
 
+def test_lua_time_limit_stops_a_script_that_has_not_written(
+    inreplay_server: ServerProcess,
+) -> None:
+    """No other client is served while a script runs (no BUSY state), so a script
+    over lua-time-limit that has not written is stopped with an error, even one
+    that catches errors with pcall; one that wrote runs to its end."""
+    r = inreplay_server.client()
+    try:
+        assert r.config_get("lua-time-limit") == {"lua-time-limit": "5000"}
+        r.config_set("lua-time-limit", 100)
+        t0 = time.monotonic()
+        with pytest.raises(redis.exceptions.ResponseError, match="ran longer than lua-time-limit"):
+            r.eval("while true do end", 0)
+        with pytest.raises(redis.exceptions.ResponseError, match="ran longer than lua-time-limit"):
+            r.eval("while true do pcall(function() while true do end end) end", 0)
+        with pytest.raises(redis.exceptions.ResponseError, match="ran longer than lua-time-limit"):
+            r.eval("while true do redis.call('get', 'k') end", 0)
+        assert time.monotonic() - t0 < 10
+        spin = (
+            "local t = redis.call('time'); local n; "
+            "repeat n = redis.call('time') until (n[1] - t[1]) * 1000000 + n[2] - t[2] > 300000; "
+        )
+        assert r.eval("redis.call('set', 'k', 1); " + spin + "return 1", 0) == 1
+        assert r.ping()
+    finally:
+        r.config_set("lua-time-limit", 5000)
+        r.close()
+
+
 def test_big_replies_through_the_script_client(inreplay_server: ServerProcess) -> None:
     """Large values reach the script client by reference (pinned): the script
     sees them whole, and other clients' replies are unaffected."""
