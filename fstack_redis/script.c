@@ -24,6 +24,7 @@
  * would not kill it either. Not done: SCRIPT DEBUG (the Lua debugger).
  */
 #include <ctype.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -855,6 +856,44 @@ static void makeReadonly(lua_State *L) {
     lua_remove(L, -2);
 }
 
+/* unpack without stock Lua 5.1's overflow: e - i + 1 wraps for ranges like
+ * (-2, 2^31-1) and the loop then writes past the stack (Redis patches its
+ * bundled Lua the same way: "too many results to unpack"). */
+static int luaUnpack(lua_State *L) {
+    luaL_checktype(L, 1, LUA_TTABLE);
+    int i = luaL_optint(L, 2, 1);
+    int e = luaL_opt(L, luaL_checkint, 3, luaL_getn(L, 1));
+    if (i > e) return 0;
+    long long n = (long long)e - (long long)i + 1;
+    if (n >= INT_MAX || !lua_checkstack(L, (int)n)) return luaL_error(L, "too many results to unpack");
+    for (long long k = 0; k < n; k++) lua_rawgeti(L, 1, (int)(i + k));
+    return (int)n;
+}
+
+#ifdef IR_HAVE_LUA_BITOP
+/* bit.tohex with Debian's lua-bitop 1.0.2 negates its digit count, so
+ * tohex(x, -2^31) overflows a stack buffer (CVE-2024-31449, which Redis fixed in
+ * its copy): the count is normalized as bitop reads it and INT32_MIN is taken
+ * as INT32_MIN + 1 (uppercase, clamped to 8 digits), as Redis's fix does. */
+static int luaBitTohex(lua_State *L) {
+    if (lua_gettop(L) >= 2 && lua_isnumber(L, 2)) {
+        union {
+            lua_Number n;
+            uint64_t b;
+        } u;
+        u.n = lua_tonumber(L, 2) + 6755399441055744.0; /* bitop's 2^52 + 2^51 trick */
+        int32_t n = (int32_t)(uint32_t)u.b;
+        if (n == INT32_MIN) n = INT32_MIN + 1;
+        lua_pushnumber(L, n);
+        lua_replace(L, 2);
+    }
+    lua_pushvalue(L, lua_upvalueindex(1));
+    lua_insert(L, 1);
+    lua_call(L, lua_gettop(L) - 1, LUA_MULTRET);
+    return lua_gettop(L);
+}
+#endif
+
 /* rawset that refuses the read-only proxies. */
 static int luaRawset(lua_State *L) {
     luaL_checktype(L, 1, LUA_TTABLE);
@@ -930,6 +969,8 @@ static lua_State *newState(ir_scripting *sc) {
     lua_setglobal(L, "pcall");
     lua_pushcfunction(L, luaRawset);
     lua_setglobal(L, "rawset");
+    lua_pushcfunction(L, luaUnpack);
+    lua_setglobal(L, "unpack");
 
     lua_newtable(L); /* redis */
     setFn(L, "call", luaRedisCall);
@@ -958,6 +999,15 @@ static lua_State *newState(ir_scripting *sc) {
     lua_setfield(L, -2, "REDIS_VERSION_NUM");
     lua_setglobal(L, "redis");
 
+#ifdef IR_HAVE_LUA_BITOP
+    lua_getglobal(L, "bit");
+    if (lua_istable(L, -1)) {
+        lua_getfield(L, -1, "tohex");
+        lua_pushcclosure(L, luaBitTohex, 1);
+        lua_setfield(L, -2, "tohex");
+    }
+    lua_pop(L, 1);
+#endif
     /* the library tables become read-only proxies */
     static const char *const libs[] = {"redis", "string", "math", "table", "coroutine", "cjson", "bit"};
     for (size_t i = 0; i < sizeof(libs) / sizeof(libs[0]); i++) {
