@@ -837,15 +837,22 @@ static int nonexistentGlobal(lua_State *L) {
 /* Proxies: the read-only tables, by identity (weak keys). */
 static const char *const REG_RO = "__ir_readonly";
 
-/* Replace the table at the top of the stack by a read-only proxy of it. */
-static void makeReadonly(lua_State *L) {
+/* Replace the table at the top of the stack by a read-only proxy of it. Its
+ * metatable is hidden behind a read-only proxy too (getmetatable answers that,
+ * so `getmetatable(_G).__index = ...` is refused) when depth > 0. */
+static void makeReadonlyDepth(lua_State *L, int depth) {
     lua_newtable(L);          /* proxy */
     lua_newtable(L);          /* its metatable */
     lua_pushvalue(L, -3);
     lua_setfield(L, -2, "__index");
     lua_pushcfunction(L, readonlyError);
     lua_setfield(L, -2, "__newindex");
-    lua_pushboolean(L, 0);
+    if (depth > 0) {
+        lua_pushvalue(L, -1);
+        makeReadonlyDepth(L, depth - 1);
+    } else {
+        lua_pushboolean(L, 0);
+    }
     lua_setfield(L, -2, "__metatable");
     lua_setmetatable(L, -2);
     lua_getfield(L, LUA_REGISTRYINDEX, REG_RO);
@@ -854,6 +861,83 @@ static void makeReadonly(lua_State *L) {
     lua_rawset(L, -3);
     lua_pop(L, 1);
     lua_remove(L, -2);
+}
+
+static void makeReadonly(lua_State *L) { makeReadonlyDepth(L, 1); }
+
+static int isReadonly(lua_State *L, int idx) {
+    lua_getfield(L, LUA_REGISTRYINDEX, REG_RO);
+    lua_pushvalue(L, idx);
+    lua_rawget(L, -2);
+    int ro = lua_toboolean(L, -1);
+    lua_pop(L, 2);
+    return ro;
+}
+
+/* setmetatable that refuses the read-only proxies (as Redis's read-only tables). */
+static int luaSetmetatable(lua_State *L) {
+    luaL_checktype(L, 1, LUA_TTABLE);
+    if (isReadonly(L, 1)) return readonlyErrorAt(L, 0);
+    int t = lua_type(L, 2);
+    luaL_argcheck(L, t == LUA_TNIL || t == LUA_TTABLE, 2, "nil or table expected");
+    if (luaL_getmetafield(L, 1, "__metatable")) return luaL_error(L, "cannot change a protected metatable");
+    lua_settop(L, 2);
+    lua_setmetatable(L, 1);
+    return 1;
+}
+
+/* loadstring and load refuse precompiled chunks: Lua 5.1 does not verify
+ * bytecode, so a crafted one reads and writes any memory (Redis's Lua never
+ * loads them either). */
+static int refuseBinary(lua_State *L, const char *s, size_t len) {
+    if (len && s[0] == LUA_SIGNATURE[0]) {
+        lua_pushnil(L);
+        lua_pushliteral(L, "binary chunks (string.dump) are not loaded");
+        return 2;
+    }
+    return 0;
+}
+
+static int loadResult(lua_State *L, int status) {
+    if (status == 0) return 1;
+    lua_pushnil(L);
+    lua_insert(L, -2);
+    return 2;
+}
+
+static int luaLoadstring(lua_State *L) {
+    size_t len;
+    const char *s = luaL_checklstring(L, 1, &len);
+    const char *name = luaL_optstring(L, 2, s);
+    int r = refuseBinary(L, s, len);
+    if (r) return r;
+    return loadResult(L, luaL_loadbuffer(L, s, len, name));
+}
+
+static int luaLoad(lua_State *L) {
+    luaL_checktype(L, 1, LUA_TFUNCTION);
+    const char *name = luaL_optstring(L, 2, "=(load)");
+    lua_settop(L, 2);
+    lua_pushliteral(L, ""); /* 3: the chunk so far */
+    for (;;) {
+        lua_pushvalue(L, 1);
+        lua_call(L, 0, 1);
+        if (lua_isnil(L, -1)) {
+            lua_pop(L, 1);
+            break;
+        }
+        if (!lua_isstring(L, -1)) return luaL_error(L, "reader function must return a string");
+        if (lua_objlen(L, -1) == 0) {
+            lua_pop(L, 1);
+            break;
+        }
+        lua_concat(L, 2);
+    }
+    size_t len;
+    const char *s = lua_tolstring(L, 3, &len);
+    int r = refuseBinary(L, s, len);
+    if (r) return r;
+    return loadResult(L, luaL_loadbuffer(L, s, len, name));
 }
 
 /* unpack without stock Lua 5.1's overflow: e - i + 1 wraps for ranges like
@@ -899,12 +983,7 @@ static int luaRawset(lua_State *L) {
     luaL_checktype(L, 1, LUA_TTABLE);
     luaL_checkany(L, 2);
     luaL_checkany(L, 3);
-    lua_getfield(L, LUA_REGISTRYINDEX, REG_RO);
-    lua_pushvalue(L, 1);
-    lua_rawget(L, -2);
-    int ro = lua_toboolean(L, -1);
-    lua_pop(L, 2);
-    if (ro) return readonlyErrorAt(L, 0);
+    if (isReadonly(L, 1)) return readonlyErrorAt(L, 0);
     lua_settop(L, 3);
     lua_rawset(L, 1);
     return 1;
@@ -971,6 +1050,21 @@ static lua_State *newState(ir_scripting *sc) {
     lua_setglobal(L, "rawset");
     lua_pushcfunction(L, luaUnpack);
     lua_setglobal(L, "unpack");
+    lua_pushcfunction(L, luaSetmetatable);
+    lua_setglobal(L, "setmetatable");
+    lua_pushcfunction(L, luaLoadstring);
+    lua_setglobal(L, "loadstring");
+    lua_pushcfunction(L, luaLoad);
+    lua_setglobal(L, "load");
+    /* the string metatable (the only basic type with one) is read-only too */
+    lua_pushliteral(L, "");
+    if (lua_getmetatable(L, -1)) {
+        lua_pushvalue(L, -1);
+        makeReadonlyDepth(L, 0);
+        lua_setfield(L, -2, "__metatable");
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
 
     lua_newtable(L); /* redis */
     setFn(L, "call", luaRedisCall);

@@ -130,6 +130,18 @@ CASES: list[tuple[list[Cmd], Cmd]] = [
     ([], ("EVAL", "return cjson.decode('{\"a\":[1,2]}').a[2]", 0)),
     ([], ("EVAL", "return bit.bxor(5, 3)", 0)),
     ([], ("EVAL", "return _VERSION", 0)),
+    ([], ("EVAL", "return loadstring(string.dump(function() return 1 end))()", 0)),
+    ([], ("EVAL", "return load(function() return nil end)", 0)),
+    ([], ("EVAL", "local i = 0; return load(function() i = i + 1; "
+                  "if i == 1 then return 'return 42' end end)()", 0)),
+    ([], ("EVAL", "setmetatable(_G, {})", 0)),
+    ([], ("EVAL", "local g = getmetatable(_G); g.__index = {}", 0)),
+    ([], ("EVAL", "_G = {}", 0)),
+    ([], ("EVAL", "getmetatable('').__index = function() return 1 end", 0)),
+    ([], ("EVAL", "return ('abc'):len()", 0)),
+    ([], ("EVAL", "return setmetatable({}, {__index = function() return 5 end}).x", 0)),
+    ([], ("EVAL", "bit.lshift = function() return 1 end", 0)),
+    ([], ("EVAL", "cjson.encode = function() return 1 end", 0)),
     # stock Lua 5.1's and lua-bitop's overflows, fixed as Redis fixed its copies
     ([], ("EVAL", "return {unpack({1, 2, 3}, -2, 2147483647)}", 0)),
     ([], ("EVAL", "return {unpack({1, 2, 3}, 0, 2147483647)}", 0)),
