@@ -225,6 +225,9 @@ CASES: list[tuple[list[Cmd], Cmd]] = [
     ([], ("SCRIPT", "NOSUCH")),
     ([], ("SCRIPT", "LOAD")),
     ([], ("SCRIPT", "EXISTS")),
+    # SORT BY a constant of a set is ordered inside scripts, as Redis orders it
+    ([("SADD", "s", "c", "a", "b", "aa", "z")],
+     ("EVAL", "return redis.call('sort', 's', 'by', 'nosort')", 0)),
     # the script's SELECT does not move the caller
     ([("SET", "k", "db0")], ("EVAL", "redis.call('select', 1); redis.call('set', 'k', 'db1'); "
                                       "return redis.call('get', 'k')", 0)),
