@@ -36,6 +36,7 @@
 #include <lualib.h>
 
 #include "commands.h"
+#include "debug.h"
 #include "script.h"
 #include "sha1.h"
 
@@ -78,6 +79,7 @@ typedef struct ir_scripting {
 static const char *const REG_CTX = "__ir_scripting";
 
 long long scriptTimeLimitMs = 5000;
+int scriptDisableDenyScript;
 
 static void oom(void) {
     serverLog("out of memory in the Lua scripting engine");
@@ -591,7 +593,8 @@ static int redisGenericCommand(lua_State *L, int raise) {
     if (!cmd) err = "Unknown Redis command called from script";
     else if ((cmd->arity > 0 && cmd->arity != argc) || argc < -cmd->arity)
         err = "Wrong number of args calling Redis command from script";
-    else if (hasFlagWord(cmd->sflags, "noscript") || (subflags && hasFlagWord(subflags, "noscript")))
+    else if (!(scriptDisableDenyScript && cmd->proc == debugCommand) &&
+             (hasFlagWord(cmd->sflags, "noscript") || (subflags && hasFlagWord(subflags, "noscript"))))
         err = "This Redis command is not allowed from script";
     else if (sc->ro && ((cmd->flags & CMD_WRITE) || hasFlagWord(cmd->sflags, "may_replicate")))
         err = "Write commands are not allowed from read-only scripts.";

@@ -10,6 +10,11 @@
  * not written is stopped with an error (see script.c); 0 = never. */
 extern long long scriptTimeLimitMs;
 
+/* DEBUG SET-DISABLE-DENY-SCRIPTS: 1 lets scripts call DEBUG (Redis's test suite
+ * calls DEBUG PROTOCOL from scripts); the other noscript commands stay refused
+ * (a nested EVAL or SCRIPT FLUSH would pull the running Lua state away). */
+extern int scriptDisableDenyScript;
+
 void evalCommand(client *c);
 void evalShaCommand(client *c);
 void evalRoCommand(client *c);
