@@ -65,6 +65,7 @@ typedef struct ir_scripting {
     int oom_at_start;      /* used memory was over maxmemory when it started */
     int stopping;          /* the running script is over lua-time-limit: every line raises */
     struct timespec start; /* when the running script started */
+    int64_t start_ms;      /* the same, wall clock: the script's commands' time */
     uint64_t nscripts;     /* in the cache */
     uint64_t body_bytes;   /* their bodies */
     uint64_t runs;         /* for the periodic GC step */
@@ -1154,6 +1155,10 @@ static ir_scripting *scripting(ir_server *s) {
     return sc;
 }
 
+int64_t scriptStartMs(const ir_server *s) {
+    return s->scripting && s->scripting->caller ? s->scripting->start_ms : 0;
+}
+
 void scriptingFree(ir_server *s) {
     ir_scripting *sc = s->scripting;
     if (!sc) return;
@@ -1345,6 +1350,7 @@ static void evalGeneric(client *c, int evalsha, int ro) {
     setArray(L, "ARGV", c->argv + 3 + numkeys, c->argc - 3 - (int)numkeys);
     sc->stopping = 0;
     clock_gettime(CLOCK_MONOTONIC, &sc->start);
+    sc->start_ms = (int64_t)ir_mstime();
     lua_sethook(L, timeHook, LUA_MASKCOUNT, 100000);
     int err = lua_pcall(L, 0, 1, -2);
     lua_sethook(L, NULL, 0, 0);

@@ -21,6 +21,10 @@ void evalRoCommand(client *c);
 void evalShaRoCommand(client *c);
 void scriptCommand(client *c);
 
+/* When the running script started (ms, wall clock): its commands' clock for
+ * expiry. 0 when no script runs. */
+int64_t scriptStartMs(const ir_server *s);
+
 /* The server's Lua engine and script cache (server_free). */
 void scriptingFree(ir_server *s);
 /* INFO memory: the Lua engine's bytes, the scripts cached and their bodies' bytes. */

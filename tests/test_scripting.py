@@ -225,6 +225,11 @@ CASES: list[tuple[list[Cmd], Cmd]] = [
     ([], ("SCRIPT", "NOSUCH")),
     ([], ("SCRIPT", "LOAD")),
     ([], ("SCRIPT", "EXISTS")),
+    # a script's commands all see the time it started: a key does not expire during it
+    ([], ("EVAL", "redis.call('set', 'key', 'v', 'PX', 1); local t = redis.call('time'); local n; "
+                  "repeat n = redis.call('time') "
+                  "until (n[1] - t[1]) * 1000000 + n[2] - t[2] > 5000; "
+                  "return redis.call('exists', 'key')", 0)),
     # SORT BY a constant of a set is ordered inside scripts, as Redis orders it
     ([("SADD", "s", "c", "a", "b", "aa", "z")],
      ("EVAL", "return redis.call('sort', 's', 'by', 'nosort')", 0)),
