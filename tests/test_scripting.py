@@ -583,3 +583,35 @@ def test_big_replies_through_the_script_client(inreplay_server: ServerProcess) -
         assert r.get("big") == big
     finally:
         r.close()
+
+
+def test_script_writes_replicate_as_redis_does(server: ServerProcess) -> None:
+    """A script's writes reach a replica as Redis 7.0 sends them: the commands
+    themselves (effects), more than one wrapped in MULTI/EXEC; reads and
+    refused commands not at all."""
+    from test_replication import attach, expect_stream
+
+    c, _ = attach(server)
+    r = server.client()
+    try:
+        r.eval("return redis.call('set', KEYS[1], ARGV[1])", 1, "a", "1")
+        r.eval(
+            "redis.call('set', 'b', 2); redis.call('incr', 'b'); return redis.call('get', 'b')", 0
+        )
+        r.eval("return redis.call('get', 'a')", 0)
+        r.eval("redis.pcall('set', 'a'); return 1", 0)
+        r.eval("redis.call('select', 3); return redis.call('set', 'c', 3)", 0)
+    finally:
+        r.close()
+    # the commands as the script wrote them (lower case)
+    expect_stream(c, [
+        "SELECT 0",
+        "set a 1",
+        "MULTI",
+        "set b 2",
+        "incr b",
+        "EXEC",
+        "SELECT 3",
+        "set c 3",
+    ])  # fmt: skip
+    c.close()
