@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 import redis
+from test_replication import attach, expect_stream
 
 if TYPE_CHECKING:
     from conftest import RawConn, ServerPool, ServerProcess
@@ -589,8 +590,6 @@ def test_script_writes_replicate_as_redis_does(server: ServerProcess) -> None:
     """A script's writes reach a replica as Redis 7.0 sends them: the commands
     themselves (effects), more than one wrapped in MULTI/EXEC; reads and
     refused commands not at all."""
-    from test_replication import attach, expect_stream
-
     c, _ = attach(server)
     r = server.client()
     try:
