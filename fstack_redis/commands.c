@@ -249,7 +249,7 @@ static const struct {
 } flag_bits[] = {
     {"write", CMD_WRITE}, {"readonly", CMD_READONLY}, {"fast", CMD_FAST},
     {"no_auth", CMD_NOAUTH}, {"admin", CMD_ADMIN}, {"denyoom", CMD_DENYOOM},
-    {"no_multi", CMD_NO_MULTI},
+    {"no_multi", CMD_NO_MULTI}, {"skip_monitor", CMD_SKIP_MONITOR},
 };
 
 static int parseFlagWords(const char *words) {

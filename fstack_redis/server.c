@@ -347,6 +347,10 @@ void call(client *c, const ir_command *cmd) {
     size_t monlen = 0;
     char *monline = s->nmonitors && !(cmd->flags & CMD_ADMIN) && cmd->proc != monitorCommand
                         ? monitorFormat(c, &monlen) : NULL;
+    if (monline && (cmd->flags & CMD_SKIP_MONITOR)) { /* as Redis: EVAL before its commands */
+        monitorSend(c, monline, monlen);
+        monline = NULL;
+    }
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     uint64_t cyc = ir_cycles();
@@ -376,7 +380,7 @@ void call(client *c, const ir_command *cmd) {
     s->error_stats_skip = 0;
     s->total_commands++;
     if (cmd->flags & CMD_WRITE) s->dirty++;
-    if (monline) monitorSend(c, monline, monlen);
+    if (monline) monitorSend(c, monline, monlen); /* after it ran, unless sent before */
     /* CLIENT REPLY OFF / SKIP: drop what this command replied */
     int drop = 0;
     if (c->reply_mode == CLIENT_REPLY_SKIP) { /* CLIENT REPLY SKIP itself */

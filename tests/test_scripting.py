@@ -11,6 +11,7 @@ called from scripts.
 from __future__ import annotations
 
 import hashlib
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -611,3 +612,18 @@ def test_script_writes_replicate_as_redis_does(server: ServerProcess) -> None:
         "set c 3",
     ])  # fmt: skip
     c.close()
+
+
+def test_monitor_sees_eval_then_its_commands(server: ServerProcess) -> None:
+    with server.raw() as mon, server.raw() as c:
+        assert mon.call("MONITOR") == "OK"
+        script = "redis.call('set', KEYS[1], 'v'); return redis.call('get', 'k')"
+        assert c.call("EVAL", script, 1, "k") == b"v"
+        lines = [mon.read_reply() for _ in range(3)]
+    shown = [re.sub(r"^\d+\.\d+ \[0 [0-9.]+:\d+\]", "[0 client]", ln) for ln in lines]
+    shown = [re.sub(r"^\d+\.\d+ ", "", ln) for ln in shown]
+    assert shown == [
+        f'[0 client] "EVAL" "{script}" "1" "k"',
+        '[0 lua] "set" "k" "v"',
+        '[0 lua] "get" "k"',
+    ], lines
