@@ -332,9 +332,12 @@ static void replyFromLua(client *c, ir_scripting *sc, lua_State *L) {
     int t = lua_type(L, -1);
     switch (t) {
     case LUA_TSTRING: {
+        /* copied: a reference into a Lua string would outlive the script's
+         * hold on it (the collector may free it before the reply is written) */
         size_t n;
         const char *s = lua_tolstring(L, -1, &n);
-        addReplyBulk(c, s, n);
+        char *d = addReplyBulkReserve(c, n);
+        if (n) memcpy(d, s, n);
         break;
     }
     case LUA_TBOOLEAN:
@@ -1177,10 +1180,10 @@ void scriptingFree(ir_server *s) {
 void scriptingInfo(const ir_server *s, uint64_t *lua_bytes, uint64_t *nscripts,
                    uint64_t *script_bytes) {
     const ir_scripting *sc = s->scripting;
-    /* an engine not created yet counts as Redis's fresh one would */
+    /* no engine until the first script: nothing */
     *lua_bytes = sc ? (uint64_t)lua_gc(sc->L, LUA_GCCOUNT, 0) * 1024u +
                           (uint64_t)lua_gc(sc->L, LUA_GCCOUNTB, 0)
-                    : 31744;
+                    : 0;
     *nscripts = sc ? sc->nscripts : 0;
     *script_bytes = sc ? sc->body_bytes : 0;
 }
