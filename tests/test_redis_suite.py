@@ -48,7 +48,7 @@ FLOORS = {
     "unit/pubsub": 28,
     "unit/auth": 0,
     "unit/info-command": 3,
-    "unit/introspection": 25,
+    "unit/introspection": 26,
     "unit/introspection-2": 33,
     "unit/scripting": 142,
 }
