@@ -4,7 +4,8 @@ PY        ?= python3
 BUILD     ?= build
 ASAN      ?= build-asan
 APT_PKGS  := build-essential pkg-config redis-server redis-tools clang libclang-rt-14-dev \
-             iproute2 ethtool dpdk dpdk-dev libdpdk-dev liblwip-dev zlib1g-dev libzstd-dev dpkg-dev tcl patch
+             iproute2 ethtool dpdk dpdk-dev libdpdk-dev liblwip-dev zlib1g-dev libzstd-dev dpkg-dev tcl patch \
+             liblua5.1-0-dev lua-cjson-dev lua-bitop-dev
 # lwIP for the DPDK stack is built from Debian's source package (apt-get source)
 LWIP_SRC  := build-deps/lwip-src
 SUDO      := $(shell [ "$$(id -u)" = 0 ] || echo sudo)

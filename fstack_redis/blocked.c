@@ -295,7 +295,7 @@ void blockForTable(client *c, struct ir_table *t, int which, uint64_t timeout_ms
 }
 
 int blockingAllowed(const client *c) {
-    if (c->flags & CLIENT_MULTI) return 0;
+    if (c->flags & (CLIENT_MULTI | CLIENT_SCRIPT)) return 0; /* as Redis's CLIENT_DENY_BLOCKING */
     return !(c->bstate && (c->flags & CLIENT_BLOCKED) && c->bstate->deny);
 }
 

@@ -24,6 +24,7 @@
 #include "pubsub.h"
 #include "replay.h"
 #include "replication.h"
+#include "script.h"
 #include "snapshot.h"
 #include "t_traj.h"
 
@@ -223,6 +224,11 @@ static ir_command commands[] = {
     {"debug", debugCommand, -2, 0, 0, 0, "admin noscript loading stale protected", 0, 0},
     {"memory", memoryCommand, -2, 0, 0, 0, "", 0, 0},
     {"cluster", clusterCommand, -2, 0, 0, 0, "", 0, 0},
+    {"eval", evalCommand, -3, 0, 0, 0, "noscript stale skip_monitor no_mandatory_keys movablekeys", 0, 0},
+    {"evalsha", evalShaCommand, -3, 0, 0, 0, "noscript stale skip_monitor no_mandatory_keys movablekeys", 0, 0},
+    {"eval_ro", evalRoCommand, -3, 0, 0, 0, "readonly noscript stale skip_monitor no_mandatory_keys movablekeys", 0, 0},
+    {"evalsha_ro", evalShaRoCommand, -3, 0, 0, 0, "readonly noscript stale skip_monitor no_mandatory_keys movablekeys", 0, 0},
+    {"script", scriptCommand, -2, 0, 0, 0, "", 0, 0},
 };
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
 
@@ -243,7 +249,7 @@ static const struct {
 } flag_bits[] = {
     {"write", CMD_WRITE}, {"readonly", CMD_READONLY}, {"fast", CMD_FAST},
     {"no_auth", CMD_NOAUTH}, {"admin", CMD_ADMIN}, {"denyoom", CMD_DENYOOM},
-    {"no_multi", CMD_NO_MULTI},
+    {"no_multi", CMD_NO_MULTI}, {"skip_monitor", CMD_SKIP_MONITOR},
 };
 
 static int parseFlagWords(const char *words) {
@@ -517,6 +523,11 @@ static const subcmd subcommands[] = {
     {objectCommand, "object", "idletime", 3, "readonly"},
     {objectCommand, "object", "refcount", 3, "readonly"},
     {memoryCommand, "memory", "doctor", 2, ""},
+    {scriptCommand, "script", "exists", -3, "noscript"},
+    {scriptCommand, "script", "flush", -2, "noscript"},
+    {scriptCommand, "script", "help", 2, "loading stale"},
+    {scriptCommand, "script", "kill", 2, "noscript allow_busy"},
+    {scriptCommand, "script", "load", 3, "noscript stale"},
     {memoryCommand, "memory", "help", 2, "loading stale"},
     {memoryCommand, "memory", "malloc-stats", 2, ""},
     {memoryCommand, "memory", "purge", 2, ""},
@@ -579,7 +590,7 @@ static size_t nerrstats;
 static int isContainer(const ir_command *cmd) {
     return cmd->proc == clientCommand || cmd->proc == commandCommand ||
            cmd->proc == configCommand || cmd->proc == pubsubCommand || cmd->proc == memoryCommand ||
-           cmd->proc == objectCommand || cmd->proc == clusterCommand;
+           cmd->proc == objectCommand || cmd->proc == clusterCommand || cmd->proc == scriptCommand;
 }
 
 static const subcmd *findSub(const ir_command *cmd, const char *name, size_t len) {
@@ -594,6 +605,12 @@ const char *commandSubName(const ir_command *cmd, const client *c) {
     if (!isContainer(cmd) || c->argc < 2) return NULL;
     const subcmd *sc = findSub(cmd, c->argv[1].ptr, c->argv[1].len);
     return sc ? sc->name : NULL;
+}
+
+const char *commandSubFlags(const ir_command *cmd, const client *c) {
+    if (!isContainer(cmd) || c->argc < 2) return NULL;
+    const subcmd *sc = findSub(cmd, c->argv[1].ptr, c->argv[1].len);
+    return sc ? sc->sflags : NULL;
 }
 
 static cmdstat *statFor(const client *c, const ir_command *cmd) {
@@ -1051,6 +1068,10 @@ static const keyspec keyspecs[] = {
     {"decrby", "RW access update", 1, KS_RANGE, 0, 1, 0},
     {"del", "RM delete", 1, KS_RANGE, -1, 1, 0},
     {"dump", "RO access", 1, KS_RANGE, 0, 1, 0},
+    {"eval", "RW access update", 2, KS_KEYNUM, 0, 1, 1},
+    {"eval_ro", "RO access", 2, KS_KEYNUM, 0, 1, 1},
+    {"evalsha", "RW access update", 2, KS_KEYNUM, 0, 1, 1},
+    {"evalsha_ro", "RO access", 2, KS_KEYNUM, 0, 1, 1},
     {"exists", "RO", 1, KS_RANGE, -1, 1, 0},
     {"expire", "RW update", 1, KS_RANGE, 0, 1, 0},
     {"expireat", "RW update", 1, KS_RANGE, 0, 1, 0},
@@ -1698,12 +1719,16 @@ void infoCommand(client *c) {
         bytesHuman(ph, sizeof(ph), used_memory_peak);
         bytesHuman(mh, sizeof(mh), s->cfg.maxmemory);
         bytesHuman(th, sizeof(th), total);
+        uint64_t lua_bytes, nscripts, script_bytes;
+        scriptingInfo(s, &lua_bytes, &nscripts, &script_bytes);
         infoCat(&b, "%s# Memory\r\nused_memory:%llu\r\nused_memory_human:%s\r\n"
                     "used_memory_rss:%llu\r\nused_memory_rss_human:%s\r\n"
                     "used_memory_peak:%llu\r\nused_memory_peak_human:%s\r\n"
                     "used_memory_peak_perc:%.2f%%\r\nused_memory_overhead:%llu\r\n"
                     "used_memory_dataset:%llu\r\nused_memory_dataset_perc:%.2f%%\r\n"
                     "total_system_memory:%llu\r\ntotal_system_memory_human:%s\r\n"
+                    "used_memory_lua:%llu\r\nused_memory_vm_eval:%llu\r\n"
+                    "used_memory_scripts_eval:%llu\r\nnumber_of_cached_scripts:%llu\r\n"
                     "used_memory_replay:%llu\r\nused_memory_replay_items:%llu\r\n"
                     "used_memory_pinned_detached:%llu\r\npinned_buffers:%llu\r\n"
                     "maxmemory:%llu\r\nmaxmemory_human:%s\r\nmaxmemory_policy:noeviction\r\n"
@@ -1715,6 +1740,8 @@ void infoCommand(client *c) {
                 (unsigned long long)(used > dataset ? used - dataset : 0),
                 (unsigned long long)dbsBytes(s),
                 used ? 100.0 * (double)dataset / (double)used : 0.0, (unsigned long long)total, th,
+                (unsigned long long)lua_bytes, (unsigned long long)lua_bytes,
+                (unsigned long long)script_bytes, (unsigned long long)nscripts,
                 (unsigned long long)tablesMemory(s->tables),
                 (unsigned long long)tablesBytes(s->tables),
                 (unsigned long long)s->pins.detached_bytes, (unsigned long long)s->pins.nused,

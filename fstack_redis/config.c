@@ -24,6 +24,7 @@
 #include "notify.h"
 #include "replay.h"
 #include "replication.h"
+#include "script.h"
 #include "snapshot.h"
 
 enum { CT_BOOL, CT_INT, CT_MEM, CT_ENUM, CT_STRING, CT_DOUBLE, CT_SPECIAL };
@@ -378,6 +379,10 @@ static const cfgparam params[] = {
     {"zset-max-listpack-value", "zset-max-ziplist-value", CT_MEM, 0, 0, LMAX, "64", NULL, NOF,
      &encodingLimits.zset_max_listpack_value,
      "a sorted set reports listpack while members are at most this long", NOHOOK},
+    {"busy-reply-threshold", "lua-time-limit", CT_INT, 0, 0, LMAX, "5000", NULL, NOF,
+     &scriptTimeLimitMs,
+     "ms a Lua script may run before it is stopped with an error, unless it has written (no other "
+     "client is served meanwhile, so there is no BUSY state); 0 = never", NOHOOK},
     {"notify-keyspace-events", NULL, CT_SPECIAL, 0, 0, 0, "", NULL, NOF, &notifyKeyspaceFlags,
      "keyspace notifications: classes K E g $ l s h z x m n A (e t d accepted, never sent)",
      notifyGet, notifyCheck, NULL},
@@ -428,8 +433,6 @@ static const cfgparam params[] = {
      NOOP_DOC("there is no slow log"), NOHOOK},
     {"slowlog-max-len", NULL, CT_INT, CF_NOOP, 0, LMAX, "128", NULL, NOF, NULL,
      NOOP_DOC("there is no slow log"), NOHOOK},
-    {"busy-reply-threshold", "lua-time-limit", CT_INT, CF_NOOP, 0, LMAX, "5000", NULL, NOF, NULL,
-     NOOP_DOC("there are no scripts"), NOHOOK},
     {"loglevel", NULL, CT_ENUM, CF_NOOP, 0, 0, "notice", "debug,verbose,notice,warning", NOF, NULL,
      NOOP_DOC("the log has one level (pyctl start --verbose adds connections)"), NOHOOK},
     {"sanitize-dump-payload", NULL, CT_ENUM, CF_NOOP, 0, 0, "no", "no,yes,clients", NOF, NULL,

@@ -34,6 +34,7 @@
 #include "notify.h"
 #include "replay.h"
 #include "replication.h"
+#include "script.h"
 #include "server.h"
 
 /* Active expiry: keys sampled per round, and the time budget of one call
@@ -479,7 +480,9 @@ static int readsKeys(const client *c) {
 ir_db *dbFor(client *c) {
     ir_db *db = dbByIndex(c->srv, c->db);
     if (db->nlater) dbReleaseLater(db);
-    db->now = 0; /* read the clock again if this command needs it */
+    /* read the clock again if this command needs it; a script's commands all
+     * see the time the script started, as in Redis */
+    db->now = (c->flags & CLIENT_SCRIPT) ? scriptStartMs(c->srv) : 0;
     readStats = readsKeys(c);
     return db;
 }

@@ -3,6 +3,7 @@
  *
  *   SLEEP <seconds>                 blocks the whole server, then +OK
  *   SET-ACTIVE-EXPIRE 0|1           active expiry off/on (lazy expiry stays)
+ *   SET-DISABLE-DENY-SCRIPTS 0|1    1: scripts may call DEBUG (PROTOCOL ...)
  *   RELOAD [MERGE|NOSAVE]           save a snapshot into `dir` and load it back
  *   LOG <message>                   "DEBUG LOG: <message>" in the server log
  *   QUICKLIST-PACKED-THRESHOLD <n>  checked and accepted (no quicklists here)
@@ -26,6 +27,7 @@
 #include "db.h"
 #include "db_internal.h"
 #include "debug.h"
+#include "script.h"
 #include "notify.h"
 #include "snapshot.h"
 
@@ -346,6 +348,9 @@ static void debugHelp(client *c) {
         "    Setting it to 0 disables expiring keys in background when they are not",
         "    accessed (otherwise the Redis behavior). Setting it to 1 reenables back the",
         "    default.",
+        "SET-DISABLE-DENY-SCRIPTS <0|1>",
+        "    Setting it to 1 lets scripts call DEBUG, which is normally denied in",
+        "    scripts (for tests). Setting it to 0 reenables the default.",
         "SLEEP <seconds>",
         "    Stop the server for <seconds>. Decimals allowed.",
         "HELP",
@@ -377,6 +382,9 @@ void debugCommand(client *c) {
         long long us = secs * 1000000 > 0 ? (long long)(secs * 1000000) : 0;
         struct timespec ts = {(time_t)(us / 1000000), (long)(us % 1000000) * 1000};
         nanosleep(&ts, NULL);
+        addReplyStr(c, shared.ok);
+    } else if (argEq(c, 1, "set-disable-deny-scripts") && c->argc == 3) {
+        scriptDisableDenyScript = atoi(c->argv[2].ptr);
         addReplyStr(c, shared.ok);
     } else if (argEq(c, 1, "set-active-expire") && c->argc == 3) {
         dbActiveExpireEnabled = atoi(c->argv[2].ptr);

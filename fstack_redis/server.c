@@ -15,6 +15,7 @@
 #include "pubsub.h"
 #include "replay.h"
 #include "replication.h"
+#include "script.h"
 
 ir_server *g_server;
 
@@ -76,6 +77,7 @@ void server_free(ir_server *s) {
     chunkStoreFree(s->chunks);
     pinsFree(&s->pins);
     pubsubFree(s);
+    scriptingFree(s);
     free(s->monitors);
     free(s->requirepass);
     free(s);
@@ -316,6 +318,10 @@ static void rejectUnknown(client *c) {
  * `before`: counted in INFO errorstats. 1 if there was one. */
 static int countErrorReply(client *c, size_t before) {
     if (c->olen <= before || c->obuf[before] != '-') return 0;
+    if (c->srv->error_stats_skip) { /* a failed call all the same */
+        c->srv->error_stats_skip = 0;
+        return 1;
+    }
     errorStatsCount(c->srv, c->obuf + before + 1, c->olen - before - 1);
     return 1;
 }
@@ -341,6 +347,10 @@ void call(client *c, const ir_command *cmd) {
     size_t monlen = 0;
     char *monline = s->nmonitors && !(cmd->flags & CMD_ADMIN) && cmd->proc != monitorCommand
                         ? monitorFormat(c, &monlen) : NULL;
+    if (monline && (cmd->flags & CMD_SKIP_MONITOR)) { /* as Redis: EVAL before its commands */
+        monitorSend(c, monline, monlen);
+        monline = NULL;
+    }
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     uint64_t cyc = ir_cycles();
@@ -367,9 +377,10 @@ void call(client *c, const ir_command *cmd) {
     uint64_t usec = (uint64_t)(t1.tv_sec - t0.tv_sec) * 1000000u +
                     (uint64_t)((t1.tv_nsec - t0.tv_nsec) / 1000);
     commandStatsCall(c, cmd, usec, plain && countErrorReply(c, before));
+    s->error_stats_skip = 0;
     s->total_commands++;
     if (cmd->flags & CMD_WRITE) s->dirty++;
-    if (monline) monitorSend(c, monline, monlen);
+    if (monline) monitorSend(c, monline, monlen); /* after it ran, unless sent before */
     /* CLIENT REPLY OFF / SKIP: drop what this command replied */
     int drop = 0;
     if (c->reply_mode == CLIENT_REPLY_SKIP) { /* CLIENT REPLY SKIP itself */

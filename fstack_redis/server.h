@@ -95,6 +95,7 @@ typedef struct ir_seg {
 #define CLIENT_PUBSUB (1 << 9)         /* subscribed to a channel or pattern (pubsub.c) */
 #define CLIENT_MONITOR (1 << 10)       /* MONITOR: sees every command run (commands.c) */
 #define CLIENT_MUTED (1 << 11)         /* while its command runs, its replies go nowhere (a replica) */
+#define CLIENT_SCRIPT (1 << 12)        /* the client Lua scripts run commands through (script.c): never blocks */
 
 /* CLIENT REPLY: replies are sent (ON), dropped (OFF), dropped for this
  * command (SKIP, set by CLIENT REPLY SKIP) and then for the next one. */
@@ -173,6 +174,7 @@ typedef void ir_command_proc(client *c);
 #define CMD_ADMIN (1 << 4)
 #define CMD_DENYOOM (1 << 5)  /* refused when used memory > maxmemory */
 #define CMD_NO_MULTI (1 << 6) /* refused inside MULTI (SAVE, SHUTDOWN) */
+#define CMD_SKIP_MONITOR (1 << 7) /* MONITOR sees it before it runs (EVAL: then its commands) */
 
 struct ir_command {
     const char *name;         /* lower case, as Redis reports it */
@@ -227,6 +229,9 @@ typedef struct ir_server {
     uint64_t total_error_replies, keyspace_hits, keyspace_misses;
     struct client **monitors;    /* MONITOR clients, in order */
     int nmonitors, capmonitors;
+    struct ir_scripting *scripting; /* Lua engine and script cache (script.c), NULL until first used */
+    int error_stats_skip;        /* the running command's error reply was counted already (a
+                                    script's error from redis.call): not in errorstats again */
 } ir_server;
 
 /* s->shutdown_asap: 0 = keep running; SHUTDOWN_SAVE_PER_CONFIG = stop and
@@ -340,6 +345,9 @@ void commandStatsRejected(const client *c, const ir_command *cmd);
 /* The subcommand name argv[1] selects in a container command (CONFIG GET:
  * "get"), as a static string; NULL for other commands. */
 const char *commandSubName(const ir_command *cmd, const client *c);
+/* The flag words of that subcommand (SCRIPT LOAD: "noscript stale"), NULL for
+ * other commands or an unknown subcommand. */
+const char *commandSubFlags(const ir_command *cmd, const client *c);
 /* Count an error reply by its code ("ERR", "WRONGTYPE", ...) for INFO errorstats. */
 void errorStatsCount(ir_server *s, const char *reply, size_t len);
 /* MONITOR: the line for c's command, formatted before it runs (it may take

@@ -140,8 +140,8 @@ static void sortGeneric(client *c, int readonly) {
         addReplyStr(c, shared.wrongtypeerr);
         return;
     }
-    if (dontsort && src && src->type == OBJ_SET && store) {
-        dontsort = 0; /* a stored sort of a set must not depend on its order */
+    if (dontsort && src && src->type == OBJ_SET && (store || (c->flags & CLIENT_SCRIPT))) {
+        dontsort = 0; /* a stored sort of a set, or one in a script, must not depend on its order */
         o.alpha = 1;
         by = NULL;
     }

@@ -44,12 +44,13 @@ FLOORS = {
     "unit/type/set": 98,
     "unit/expire": 64,
     "unit/keyspace": 51,
-    "unit/multi": 48,
+    "unit/multi": 51,
     "unit/pubsub": 28,
     "unit/auth": 0,
     "unit/info-command": 3,
-    "unit/introspection": 25,
-    "unit/introspection-2": 31,
+    "unit/introspection": 26,
+    "unit/introspection-2": 33,
+    "unit/scripting": 142,
 }
 
 SAMPLE = """\

@@ -1,0 +1,1480 @@
+/* script.c - Lua scripting: EVAL, EVALSHA, EVAL_RO, EVALSHA_RO and SCRIPT, as
+ * Redis 7.0 runs them, on Debian's Lua 5.1 (the version Redis embeds).
+ *
+ * Each server has one Lua state (created at its first script) and one script
+ * client: redis.call() hands its arguments to that client and runs the command
+ * through call(), the server's normal dispatch, then turns the RESP reply the
+ * command wrote into Lua values (Redis's conversion rules). A script runs to
+ * its end before the server reads anything else, so it is atomic.
+ *
+ * The sandbox is Redis's: only the base, table, string and math libraries (and
+ * cjson and bit when Debian's packages were found at build time); no os, io,
+ * loadfile, dofile, print, setfenv, getfenv or newproxy. The globals table is
+ * a read-only proxy: creating or changing a global is refused ("Attempt to
+ * modify a readonly table"), reading one that does not exist is an error, and
+ * the library tables (redis, string, math, ...) are read-only proxies too.
+ * Stock Lua 5.1 has no read-only tables, so this is done with metatables;
+ * pairs() over a library table therefore sees nothing.
+ *
+ * No other client is served while a script runs, so there is no BUSY state and
+ * SCRIPT KILL always answers NOTBUSY. Instead, a script that has run for
+ * lua-time-limit ms without writing is stopped with an error (a count hook
+ * checks the clock every 100,000 instructions, then every line, so pcall
+ * cannot catch it for good); a script that wrote runs to its end, as Redis
+ * would not kill it either. Not done: SCRIPT DEBUG (the Lua debugger).
+ */
+#include <ctype.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include <lauxlib.h>
+#include <lua.h>
+#include <lualib.h>
+
+#include "commands.h"
+#include "debug.h"
+#include "script.h"
+#include "sha1.h"
+
+#ifdef IR_HAVE_LUA_CJSON
+int luaopen_cjson(lua_State *L);
+#endif
+#ifdef IR_HAVE_LUA_BITOP
+int luaopen_bit(lua_State *L);
+#endif
+
+/* Shebang flags (#!lua flags=...), as Redis 7.0 names them. */
+#define SF_NO_WRITES (1 << 0)
+#define SF_ALLOW_OOM (1 << 1)
+#define SF_ALLOW_STALE (1 << 2)
+#define SF_NO_CLUSTER (1 << 3)
+#define SF_ALLOW_CROSS_SLOT (1 << 4)
+#define SF_EVAL_COMPAT (1 << 5) /* no shebang: Redis's pre-7.0 rules */
+
+typedef struct ir_scripting {
+    lua_State *L;
+    client *fake;          /* runs the commands scripts call */
+    client *caller;        /* the client whose script runs, NULL between scripts */
+    int ro;                /* the running script may not write (EVAL_RO, no-writes) */
+    int compat;            /* the running script has no shebang */
+    int wrote;             /* the running script has run a write command */
+    int oom_at_start;      /* used memory was over maxmemory when it started */
+    int stopping;          /* the running script is over lua-time-limit: every line raises */
+    struct timespec start; /* when the running script started */
+    int64_t start_ms;      /* the same, wall clock: the script's commands' time */
+    uint64_t nscripts;     /* in the cache */
+    uint64_t body_bytes;   /* their bodies */
+    uint64_t runs;         /* for the periodic GC step */
+    ir_arg *argv;          /* redis.call's arguments (reused) */
+    int argcap;
+    char *abuf;            /* their bytes, NUL after each */
+    size_t acap;
+    char *rbuf;            /* a reply spread over several segments, joined */
+    size_t rcap;
+} ir_scripting;
+
+static const char *const REG_CTX = "__ir_scripting";
+
+long long scriptTimeLimitMs = 5000;
+int scriptDisableDenyScript;
+
+static void oom(void) {
+    serverLog("out of memory in the Lua scripting engine");
+    abort();
+}
+
+static ir_scripting *ctxOf(lua_State *L) {
+    lua_getfield(L, LUA_REGISTRYINDEX, REG_CTX);
+    ir_scripting *sc = lua_touserdata(L, -1);
+    lua_pop(L, 1);
+    return sc;
+}
+
+/* ---- errors as Redis's scripts see them ------------------------------------
+ * An error is a table {err = "CODE message"}: from "-CODE message" (a reply),
+ * or from a plain message, which gets the code ERR. */
+static void pushErrorTable(lua_State *L, const char *s, size_t len) {
+    luaL_Buffer b;
+    luaL_buffinit(L, &b);
+    if (len && s[0] == '-') {
+        const char *sp = memchr(s, ' ', len);
+        if (!sp) {
+            luaL_addstring(&b, "ERR ");
+            luaL_addlstring(&b, s + 1, len - 1);
+        } else {
+            luaL_addlstring(&b, s + 1, len - 1);
+        }
+    } else {
+        luaL_addstring(&b, "ERR ");
+        luaL_addlstring(&b, s, len);
+    }
+    luaL_pushresult(&b);
+    /* no trailing newline in the table's message */
+    size_t n;
+    const char *m = lua_tolstring(L, -1, &n);
+    size_t keep = n;
+    while (keep && (m[keep - 1] == '\r' || m[keep - 1] == '\n')) keep--;
+    if (keep != n) {
+        lua_pushlstring(L, m, keep);
+        lua_remove(L, -2);
+    }
+    lua_newtable(L);
+    lua_insert(L, -2);
+    lua_setfield(L, -2, "err");
+}
+
+static void pushError(lua_State *L, const char *msg) { pushErrorTable(L, msg, strlen(msg)); }
+
+/* The pcall error handler: every error becomes a table {err=, source=, line=}
+ * naming the script's line that raised it (the caller's line when a C
+ * function such as redis.call or error raised it). */
+static int errorHandler(lua_State *L) {
+    if (!lua_istable(L, 1)) {
+        const char *s = lua_tostring(L, 1);
+        lua_pushfstring(L, "ERR %s", s ? s : "(error object is not a string)");
+        lua_newtable(L);
+        lua_insert(L, -2);
+        lua_setfield(L, -2, "err");
+        lua_replace(L, 1);
+    }
+    lua_Debug ar;
+    int level = 1;
+    if (lua_getstack(L, level, &ar) && lua_getinfo(L, "Sl", &ar) && ar.what && !strcmp(ar.what, "C"))
+        level = 2;
+    if (lua_getstack(L, level, &ar) && lua_getinfo(L, "Sl", &ar)) {
+        lua_pushstring(L, ar.source);
+        lua_setfield(L, 1, "source");
+        lua_pushinteger(L, ar.currentline);
+        lua_setfield(L, 1, "line");
+    }
+    lua_settop(L, 1);
+    return 1;
+}
+
+/* ---- RESP -> Lua ------------------------------------------------------------ */
+
+typedef struct {
+    const char *p, *end;
+} rparse;
+
+static const char *lineEnd(rparse *r) {
+    const char *e = r->p;
+    while (e + 1 < r->end && !(e[0] == '\r' && e[1] == '\n')) e++;
+    return e;
+}
+
+static long long lineNumber(rparse *r, const char *e) {
+    long long v = 0;
+    string2ll(r->p + 1, (size_t)(e - r->p - 1), &v);
+    return v;
+}
+
+static void pushReply(lua_State *L, rparse *r);
+
+static void pushAggregate(lua_State *L, rparse *r, long long n, const char *kind) {
+    lua_newtable(L);
+    if (kind) { /* {map = {...}} or {set = {...}} */
+        lua_newtable(L);
+        for (long long i = 0; i < n; i++) {
+            pushReply(L, r);
+            if (!strcmp(kind, "map")) pushReply(L, r);
+            else lua_pushboolean(L, 1);
+            lua_settable(L, -3);
+        }
+        lua_setfield(L, -2, kind);
+        return;
+    }
+    for (long long i = 0; i < n; i++) {
+        lua_pushnumber(L, (lua_Number)(i + 1));
+        pushReply(L, r);
+        lua_settable(L, -3);
+    }
+}
+
+static void pushReply(lua_State *L, rparse *r) {
+    if (!lua_checkstack(L, 5)) {
+        serverLog("lua stack limit reached converting a reply");
+        abort();
+    }
+    if (r->p >= r->end) {
+        lua_pushboolean(L, 0);
+        return;
+    }
+    const char *e = lineEnd(r);
+    char t = r->p[0];
+    switch (t) {
+    case '+':
+        lua_newtable(L);
+        lua_pushlstring(L, r->p + 1, (size_t)(e - r->p - 1));
+        lua_setfield(L, -2, "ok");
+        r->p = e + 2;
+        return;
+    case '-':
+        pushErrorTable(L, r->p, (size_t)(e - r->p));
+        lua_pushboolean(L, 1);
+        lua_setfield(L, -2, "ignore_error_stats_update");
+        r->p = e + 2;
+        return;
+    case ':':
+        lua_pushnumber(L, (lua_Number)lineNumber(r, e));
+        r->p = e + 2;
+        return;
+    case '$':
+    case '=': {
+        long long n = lineNumber(r, e);
+        r->p = e + 2;
+        if (n < 0) {
+            lua_pushboolean(L, 0);
+            return;
+        }
+        if (t == '=' && n >= 4) { /* {verbatim_string = {format = "txt", string = ...}} */
+            lua_newtable(L);
+            lua_newtable(L);
+            lua_pushlstring(L, r->p, 3);
+            lua_setfield(L, -2, "format");
+            lua_pushlstring(L, r->p + 4, (size_t)n - 4);
+            lua_setfield(L, -2, "string");
+            lua_setfield(L, -2, "verbatim_string");
+        } else {
+            lua_pushlstring(L, r->p, (size_t)n);
+        }
+        r->p += n + 2;
+        return;
+    }
+    case '*':
+    case '>':
+    case '~':
+    case '%': {
+        long long n = lineNumber(r, e);
+        r->p = e + 2;
+        if (n < 0) {
+            lua_pushboolean(L, 0);
+            return;
+        }
+        pushAggregate(L, r, n, t == '%' ? "map" : t == '~' ? "set" : NULL);
+        return;
+    }
+    case '_':
+        lua_pushnil(L);
+        r->p = e + 2;
+        return;
+    case '#':
+        lua_pushboolean(L, r->p[1] == 't');
+        r->p = e + 2;
+        return;
+    case ',': {
+        double d = 0;
+        char buf[128];
+        size_t n = (size_t)(e - r->p - 1);
+        if (n >= sizeof(buf)) n = sizeof(buf) - 1;
+        memcpy(buf, r->p + 1, n);
+        buf[n] = '\0';
+        d = strtod(buf, NULL);
+        lua_newtable(L);
+        lua_pushnumber(L, d);
+        lua_setfield(L, -2, "double");
+        r->p = e + 2;
+        return;
+    }
+    case '(':
+        lua_newtable(L);
+        lua_pushlstring(L, r->p + 1, (size_t)(e - r->p - 1));
+        lua_setfield(L, -2, "big_number");
+        r->p = e + 2;
+        return;
+    case '|': { /* attributes: skipped, the value follows */
+        long long n = lineNumber(r, e);
+        r->p = e + 2;
+        for (long long i = 0; i < 2 * n; i++) {
+            pushReply(L, r);
+            lua_pop(L, 1);
+        }
+        pushReply(L, r);
+        return;
+    }
+    default:
+        lua_pushboolean(L, 0);
+        r->p = r->end;
+        return;
+    }
+}
+
+/* ---- Lua -> RESP (the script's result, to the caller) ----------------------- */
+
+static void replyStatusSafe(client *c, const char *s, size_t len) {
+    char *d = addReplyReserve(c, len + 3);
+    d[0] = '+';
+    for (size_t i = 0; i < len; i++) d[1 + i] = (s[i] == '\r' || s[i] == '\n') ? ' ' : s[i];
+    memcpy(d + 1 + len, "\r\n", 2);
+}
+
+/* The table's err message with a leading '-', as addReplyError takes it. */
+static void replyErrorMessage(client *c, const char *msg, size_t len) {
+    char *buf = malloc(len + 2);
+    if (!buf) oom();
+    buf[0] = '-';
+    memcpy(buf + 1, msg, len);
+    buf[len + 1] = '\0';
+    addReplyError(c, buf);
+    free(buf);
+}
+
+static void replyFromLua(client *c, ir_scripting *sc, lua_State *L) {
+    if (!lua_checkstack(L, 4)) {
+        addReplyError(c, "reached lua stack limit");
+        lua_pop(L, 1);
+        return;
+    }
+    int t = lua_type(L, -1);
+    switch (t) {
+    case LUA_TSTRING: {
+        /* copied: a reference into a Lua string would outlive the script's
+         * hold on it (the collector may free it before the reply is written) */
+        size_t n;
+        const char *s = lua_tolstring(L, -1, &n);
+        char *d = addReplyBulkReserve(c, n);
+        if (n) memcpy(d, s, n);
+        break;
+    }
+    case LUA_TBOOLEAN:
+        if (sc->fake->resp == 2) {
+            if (lua_toboolean(L, -1)) addReplyLongLong(c, 1);
+            else addReplyNull(c);
+        } else {
+            addReplyBool(c, lua_toboolean(L, -1));
+        }
+        break;
+    case LUA_TNUMBER:
+        addReplyLongLong(c, (long long)lua_tonumber(L, -1));
+        break;
+    case LUA_TTABLE: {
+        lua_pushstring(L, "err");
+        lua_rawget(L, -2);
+        if (lua_type(L, -1) == LUA_TSTRING) {
+            size_t n;
+            const char *m = lua_tolstring(L, -1, &n);
+            lua_getfield(L, -2, "ignore_error_stats_update");
+            int counted = lua_toboolean(L, -1);
+            lua_pop(L, 1);
+            replyErrorMessage(c, m, n);
+            if (counted) c->srv->error_stats_skip = 1;
+            lua_pop(L, 2);
+            return;
+        }
+        lua_pop(L, 1);
+        lua_pushstring(L, "ok");
+        lua_rawget(L, -2);
+        if (lua_type(L, -1) == LUA_TSTRING) {
+            size_t n;
+            const char *s = lua_tolstring(L, -1, &n);
+            replyStatusSafe(c, s, n);
+            lua_pop(L, 2);
+            return;
+        }
+        lua_pop(L, 1);
+        lua_pushstring(L, "double");
+        lua_rawget(L, -2);
+        if (lua_type(L, -1) == LUA_TNUMBER) {
+            addReplyDouble(c, lua_tonumber(L, -1));
+            lua_pop(L, 2);
+            return;
+        }
+        lua_pop(L, 1);
+        lua_pushstring(L, "big_number");
+        lua_rawget(L, -2);
+        if (lua_type(L, -1) == LUA_TSTRING) {
+            size_t n;
+            const char *s = lua_tolstring(L, -1, &n);
+            char *d;
+            if (c->resp >= 3) {
+                char hdr[32];
+                int hl = snprintf(hdr, sizeof(hdr), "(");
+                addReplyProto(c, hdr, (size_t)hl);
+                d = addReplyReserve(c, n + 2);
+            } else {
+                d = addReplyBulkReserve(c, n);
+            }
+            for (size_t i = 0; i < n; i++) d[i] = (s[i] == '\r' || s[i] == '\n') ? ' ' : s[i];
+            if (c->resp >= 3) memcpy(d + n, "\r\n", 2);
+            lua_pop(L, 2);
+            return;
+        }
+        lua_pop(L, 1);
+        lua_pushstring(L, "verbatim_string");
+        lua_rawget(L, -2);
+        if (lua_type(L, -1) == LUA_TTABLE) {
+            lua_pushstring(L, "format");
+            lua_rawget(L, -2);
+            lua_pushstring(L, "string");
+            lua_rawget(L, -3);
+            if (lua_type(L, -2) == LUA_TSTRING && lua_type(L, -1) == LUA_TSTRING) {
+                size_t n;
+                const char *s = lua_tolstring(L, -1, &n);
+                char fmt[4] = {0};
+                size_t fl;
+                const char *f = lua_tolstring(L, -2, &fl);
+                memcpy(fmt, f, fl < 3 ? fl : 3);
+                addReplyVerbatim(c, s, n, fmt);
+                lua_pop(L, 4);
+                return;
+            }
+            lua_pop(L, 2);
+        }
+        lua_pop(L, 1);
+        lua_pushstring(L, "map");
+        lua_rawget(L, -2);
+        if (lua_type(L, -1) == LUA_TTABLE) {
+            long n = 0;
+            lua_pushnil(L);
+            while (lua_next(L, -2)) {
+                lua_pop(L, 1);
+                n++;
+            }
+            addReplyMapLen(c, n);
+            lua_pushnil(L);
+            while (lua_next(L, -2)) {
+                lua_pushvalue(L, -2);
+                replyFromLua(c, sc, L); /* the key */
+                replyFromLua(c, sc, L); /* the value */
+            }
+            lua_pop(L, 2);
+            return;
+        }
+        lua_pop(L, 1);
+        lua_pushstring(L, "set");
+        lua_rawget(L, -2);
+        if (lua_type(L, -1) == LUA_TTABLE) {
+            long n = 0;
+            lua_pushnil(L);
+            while (lua_next(L, -2)) {
+                lua_pop(L, 1);
+                n++;
+            }
+            addReplySetLen(c, n);
+            lua_pushnil(L);
+            while (lua_next(L, -2)) {
+                lua_pop(L, 1);
+                lua_pushvalue(L, -1);
+                replyFromLua(c, sc, L);
+            }
+            lua_pop(L, 2);
+            return;
+        }
+        lua_pop(L, 1);
+        /* an array: up to the first nil */
+        long n = 0;
+        for (;;) {
+            lua_pushnumber(L, (lua_Number)(n + 1));
+            lua_rawget(L, -2);
+            int nil = lua_isnil(L, -1);
+            lua_pop(L, 1);
+            if (nil) break;
+            n++;
+        }
+        addReplyArrayLen(c, n);
+        for (long i = 1; i <= n; i++) {
+            lua_pushnumber(L, (lua_Number)i);
+            lua_rawget(L, -2);
+            replyFromLua(c, sc, L);
+        }
+        break;
+    }
+    default:
+        addReplyNull(c);
+    }
+    lua_pop(L, 1);
+}
+
+/* ---- redis.* --------------------------------------------------------------- */
+
+static int hasFlagWord(const char *words, const char *w) {
+    size_t wl = strlen(w);
+    for (const char *p = words; p && *p;) {
+        size_t n = strcspn(p, " ");
+        if (n == wl && !strncmp(p, w, n)) return 1;
+        p += n;
+        p += strspn(p, " ");
+    }
+    return 0;
+}
+
+/* The reply the script client got, as one buffer. */
+static const char *fakeReply(ir_scripting *sc, size_t *len) {
+    client *f = sc->fake;
+    if (f->nsegs == 1 && !f->segs[0].ref) {
+        *len = f->segs[0].len;
+        return f->obuf + f->segs[0].off;
+    }
+    size_t total = 0;
+    for (int i = 0; i < f->nsegs; i++) total += f->segs[i].len;
+    if (total + 1 > sc->rcap) {
+        char *p = realloc(sc->rbuf, total + 1);
+        if (!p) oom();
+        sc->rbuf = p;
+        sc->rcap = total + 1;
+    }
+    size_t off = 0;
+    for (int i = 0; i < f->nsegs; i++) {
+        const ir_seg *s = &f->segs[i];
+        memcpy(sc->rbuf + off, s->ref ? s->ref : f->obuf + s->off, s->len);
+        off += s->len;
+    }
+    *len = total;
+    return sc->rbuf;
+}
+
+/* redis.call / redis.pcall: raise = 1 raises the error, 0 returns it. */
+static int redisGenericCommand(lua_State *L, int raise) {
+    ir_scripting *sc = ctxOf(L);
+    if (!sc || !sc->caller) {
+        pushError(L, "redis.call/pcall can only be called inside a script invocation");
+        return lua_error(L);
+    }
+    int argc = lua_gettop(L);
+    if (argc == 0) {
+        pushError(L, "Please specify at least one argument for this redis lib call");
+        return raise ? lua_error(L) : 1;
+    }
+    /* the arguments: strings, or numbers written as %.17g */
+    if (argc > sc->argcap) {
+        ir_arg *a = realloc(sc->argv, (size_t)argc * sizeof(*a));
+        if (!a) oom();
+        sc->argv = a;
+        sc->argcap = argc;
+    }
+    size_t need = 0;
+    int bad = 0;
+    for (int j = 1; j <= argc; j++) {
+        int t = lua_type(L, j);
+        if (t == LUA_TNUMBER) need += 64;
+        else if (t == LUA_TSTRING) need += lua_objlen(L, j) + 1;
+        else {
+            bad = 1;
+            break;
+        }
+    }
+    if (bad) {
+        lua_settop(L, 0);
+        pushError(L, "Lua redis lib command arguments must be strings or integers");
+        return raise ? lua_error(L) : 1;
+    }
+    if (need > sc->acap) {
+        char *p = realloc(sc->abuf, need);
+        if (!p) oom();
+        sc->abuf = p;
+        sc->acap = need;
+    }
+    size_t off = 0;
+    for (int j = 1; j <= argc; j++) {
+        ir_arg *a = &sc->argv[j - 1];
+        a->ptr = sc->abuf + off;
+        a->owned = 0;
+        if (lua_type(L, j) == LUA_TNUMBER) {
+            int n = snprintf(a->ptr, 64, "%.17g", (double)lua_tonumber(L, j));
+            a->len = (size_t)n;
+        } else {
+            size_t n;
+            const char *s = lua_tolstring(L, j, &n);
+            memcpy(a->ptr, s, n);
+            a->ptr[n] = '\0';
+            a->len = n;
+        }
+        off += a->len + 1;
+    }
+    lua_settop(L, 0);
+
+    client *f = sc->fake;
+    ir_server *s = f->srv;
+    f->argc = argc;
+    f->argv = sc->argv;
+    const ir_command *cmd = lookupCommand(f->argv[0].ptr, f->argv[0].len);
+    const char *err = NULL;
+    const char *subflags = cmd ? commandSubFlags(cmd, f) : NULL;
+    if (!cmd) err = "Unknown Redis command called from script";
+    else if ((cmd->arity > 0 && cmd->arity != argc) || argc < -cmd->arity)
+        err = "Wrong number of args calling Redis command from script";
+    else if (!(scriptDisableDenyScript && cmd->proc == debugCommand) &&
+             (hasFlagWord(cmd->sflags, "noscript") || (subflags && hasFlagWord(subflags, "noscript"))))
+        err = "This Redis command is not allowed from script";
+    else if (sc->ro && ((cmd->flags & CMD_WRITE) || hasFlagWord(cmd->sflags, "may_replicate")))
+        err = "Write commands are not allowed from read-only scripts.";
+    else if (s->cfg.maxmemory && !sc->wrote && sc->oom_at_start && (cmd->flags & CMD_DENYOOM))
+        err = "-OOM " IR_OOM_MSG;
+    if (err) {
+        /* counted here, as Redis counts a command a script could not run; the
+         * script's own error reply is then not counted again */
+        const char *e = err[0] == '-' ? err + 1 : err;
+        if (err[0] == '-') {
+            errorStatsCount(s, e, strlen(e));
+        } else {
+            char buf[128];
+            int n = snprintf(buf, sizeof(buf), "ERR %s", e);
+            errorStatsCount(s, buf, (size_t)n);
+        }
+        if (cmd) {
+            f->lastsub = commandSubName(cmd, f);
+            commandStatsRejected(f, cmd);
+        }
+        f->argc = 0;
+        f->argv = NULL;
+        pushError(L, err);
+        lua_pushboolean(L, 1);
+        lua_setfield(L, -2, "ignore_error_stats_update");
+        return raise ? lua_error(L) : 1;
+    }
+    if (cmd->flags & CMD_WRITE) sc->wrote = 1;
+    f->lastcmd = cmd;
+    call(f, cmd);
+    f->cmd = NULL;
+    f->argc = 0;
+    f->argv = NULL;
+    size_t len;
+    const char *reply = fakeReply(sc, &len);
+    rparse r = {reply, reply + len};
+    int is_err = len && reply[0] == '-';
+    pushReply(L, &r);
+    clientDiscardReply(f);
+    if (raise && is_err) return lua_error(L);
+    return 1;
+}
+
+static int luaRedisCall(lua_State *L) { return redisGenericCommand(L, 1); }
+static int luaRedisPCall(lua_State *L) { return redisGenericCommand(L, 0); }
+
+/* pcall as Redis replaces it: an error table caught comes back as its message. */
+static int luaPcall(lua_State *L) {
+    int argc = lua_gettop(L);
+    luaL_checkany(L, 1);
+    lua_pushboolean(L, 1);
+    lua_insert(L, 1);
+    if (lua_pcall(L, argc - 1, LUA_MULTRET, 0)) {
+        lua_remove(L, 1);
+        if (lua_istable(L, -1)) {
+            lua_getfield(L, -1, "err");
+            if (lua_isstring(L, -1)) lua_replace(L, -2);
+            else lua_pop(L, 1);
+        }
+        lua_pushboolean(L, 0);
+        lua_insert(L, 1);
+    }
+    return lua_gettop(L);
+}
+
+static int luaSha1hex(lua_State *L) {
+    if (lua_gettop(L) != 1) {
+        pushError(L, "wrong number of arguments");
+        return lua_error(L);
+    }
+    size_t len = 0;
+    const char *s = lua_tolstring(L, 1, &len);
+    char hex[41];
+    ir_sha1hex(hex, s ? s : "", s ? len : 0);
+    lua_pushstring(L, hex);
+    return 1;
+}
+
+static int luaErrorReply(lua_State *L) {
+    if (lua_gettop(L) != 1 || lua_type(L, -1) != LUA_TSTRING) {
+        pushError(L, "wrong number or type of arguments");
+        return 1;
+    }
+    size_t n;
+    const char *e = lua_tolstring(L, -1, &n);
+    if (n && e[0] == '-') {
+        pushErrorTable(L, e, n);
+    } else {
+        lua_pushfstring(L, "-%s", e);
+        size_t m;
+        const char *d = lua_tolstring(L, -1, &m);
+        pushErrorTable(L, d, m);
+        lua_remove(L, -2);
+    }
+    return 1;
+}
+
+static int luaStatusReply(lua_State *L) {
+    if (lua_gettop(L) != 1 || lua_type(L, -1) != LUA_TSTRING) {
+        pushError(L, "wrong number or type of arguments");
+        return 1;
+    }
+    lua_newtable(L);
+    lua_pushvalue(L, -2);
+    lua_setfield(L, -2, "ok");
+    return 1;
+}
+
+#define LL_DEBUG 0
+#define LL_VERBOSE 1
+#define LL_NOTICE 2
+#define LL_WARNING 3
+
+static int luaLog(lua_State *L) {
+    int argc = lua_gettop(L);
+    if (argc < 2) {
+        pushError(L, "redis.log() requires two arguments or more.");
+        return lua_error(L);
+    }
+    if (!lua_isnumber(L, 1)) {
+        pushError(L, "First argument must be a number (log level).");
+        return lua_error(L);
+    }
+    int level = (int)lua_tonumber(L, 1);
+    if (level < LL_DEBUG || level > LL_WARNING) {
+        pushError(L, "Invalid debug level.");
+        return lua_error(L);
+    }
+    ir_scripting *sc = ctxOf(L);
+    int verbose = sc && sc->fake && sc->fake->srv->cfg.verbose;
+    if (level < (verbose ? LL_VERBOSE : LL_NOTICE)) return 0;
+    luaL_Buffer b;
+    luaL_buffinit(L, &b);
+    int first = 1;
+    for (int j = 2; j <= argc; j++) {
+        size_t n;
+        const char *s = lua_tolstring(L, j, &n);
+        if (!s) continue;
+        if (!first) luaL_addchar(&b, ' ');
+        luaL_addlstring(&b, s, n);
+        first = 0;
+    }
+    luaL_pushresult(&b);
+    serverLog("%s", lua_tostring(L, -1));
+    return 0;
+}
+
+static int luaSetResp(lua_State *L) {
+    ir_scripting *sc = ctxOf(L);
+    if (!sc || !sc->caller) {
+        pushError(L, "redis.setresp can only be called inside a script invocation");
+        return lua_error(L);
+    }
+    if (lua_gettop(L) != 1) {
+        pushError(L, "redis.setresp() requires one argument.");
+        return lua_error(L);
+    }
+    int resp = (int)lua_tonumber(L, 1);
+    if (resp != 2 && resp != 3) {
+        pushError(L, "RESP version must be 2 or 3.");
+        return lua_error(L);
+    }
+    sc->fake->resp = resp;
+    return 0;
+}
+
+/* redis.set_repl: scripts' writes are always replicated one by one (as
+ * Redis 7 does by default); the call is checked, as Redis checks it. */
+static int luaSetRepl(lua_State *L) {
+    ir_scripting *sc = ctxOf(L);
+    if (!sc || !sc->caller) {
+        pushError(L, "redis.set_repl can only be called inside a script invocation");
+        return lua_error(L);
+    }
+    if (lua_gettop(L) != 1) {
+        pushError(L, "redis.set_repl() requires two arguments.");
+        return lua_error(L);
+    }
+    int flags = (int)lua_tonumber(L, 1);
+    if (flags & ~3) {
+        pushError(L, "Invalid replication flags. Use REPL_AOF, REPL_REPLICA, REPL_ALL or REPL_NONE.");
+        return lua_error(L);
+    }
+    return 0;
+}
+
+static int luaReplicateCommands(lua_State *L) {
+    lua_pushboolean(L, 1);
+    return 1;
+}
+
+static int luaBreakpoint(lua_State *L) {
+    lua_pushboolean(L, 0); /* no debugging session */
+    return 1;
+}
+
+static int luaDebugNoop(lua_State *L) { return 0; }
+
+/* ---- lua-time-limit ---------------------------------------------------------- */
+
+static void timeHook(lua_State *L, lua_Debug *ar) {
+    (void)ar;
+    ir_scripting *sc = ctxOf(L);
+    if (!sc || !sc->caller || sc->wrote) return;
+    if (!sc->stopping) {
+        struct timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        long long ms = (long long)(now.tv_sec - sc->start.tv_sec) * 1000 +
+                       (now.tv_nsec - sc->start.tv_nsec) / 1000000;
+        if (scriptTimeLimitMs <= 0 || ms < scriptTimeLimitMs) return;
+        sc->stopping = 1;
+        serverLog("Lua script stopped after %lld ms (lua-time-limit %lld ms)", ms, scriptTimeLimitMs);
+        lua_sethook(L, timeHook, LUA_MASKLINE, 0); /* raise again at every line */
+    }
+    char msg[256];
+    snprintf(msg, sizeof(msg),
+             "Script stopped: it ran longer than lua-time-limit (%lld ms) without writing, and no "
+             "other client is served while a script runs; raise lua-time-limit or shorten the "
+             "script", scriptTimeLimitMs);
+    pushError(L, msg);
+    lua_error(L);
+}
+
+/* ---- the sandbox ------------------------------------------------------------ */
+
+/* level 1: the script's line (an assignment, through __newindex); 0: none
+ * (rawset, a C function, as Redis's Lua reports it). */
+static int readonlyErrorAt(lua_State *L, int level) {
+    luaL_where(L, level);
+    lua_pushstring(L, "Attempt to modify a readonly table");
+    lua_concat(L, 2);
+    return lua_error(L);
+}
+
+static int readonlyError(lua_State *L) { return readonlyErrorAt(L, 1); }
+
+static int nonexistentGlobal(lua_State *L) {
+    const char *name = lua_tostring(L, 2);
+    return luaL_error(L, "Script attempted to access nonexistent global variable '%s'",
+                      name ? name : "?");
+}
+
+/* Proxies: the read-only tables, by identity (weak keys). */
+static const char *const REG_RO = "__ir_readonly";
+
+/* Replace the table at the top of the stack by a read-only proxy of it. Its
+ * metatable is hidden behind a read-only proxy too (getmetatable answers that,
+ * so `getmetatable(_G).__index = ...` is refused) when depth > 0. */
+static void makeReadonlyDepth(lua_State *L, int depth) {
+    lua_newtable(L);          /* proxy */
+    lua_newtable(L);          /* its metatable */
+    lua_pushvalue(L, -3);
+    lua_setfield(L, -2, "__index");
+    lua_pushcfunction(L, readonlyError);
+    lua_setfield(L, -2, "__newindex");
+    if (depth > 0) {
+        lua_pushvalue(L, -1);
+        makeReadonlyDepth(L, depth - 1);
+    } else {
+        lua_pushboolean(L, 0);
+    }
+    lua_setfield(L, -2, "__metatable");
+    lua_setmetatable(L, -2);
+    lua_getfield(L, LUA_REGISTRYINDEX, REG_RO);
+    lua_pushvalue(L, -2);
+    lua_pushboolean(L, 1);
+    lua_rawset(L, -3);
+    lua_pop(L, 1);
+    lua_remove(L, -2);
+}
+
+static void makeReadonly(lua_State *L) { makeReadonlyDepth(L, 1); }
+
+static int isReadonly(lua_State *L, int idx) {
+    lua_getfield(L, LUA_REGISTRYINDEX, REG_RO);
+    lua_pushvalue(L, idx);
+    lua_rawget(L, -2);
+    int ro = lua_toboolean(L, -1);
+    lua_pop(L, 2);
+    return ro;
+}
+
+/* setmetatable that refuses the read-only proxies (as Redis's read-only tables). */
+static int luaSetmetatable(lua_State *L) {
+    luaL_checktype(L, 1, LUA_TTABLE);
+    if (isReadonly(L, 1)) return readonlyErrorAt(L, 0);
+    int t = lua_type(L, 2);
+    luaL_argcheck(L, t == LUA_TNIL || t == LUA_TTABLE, 2, "nil or table expected");
+    if (luaL_getmetafield(L, 1, "__metatable")) return luaL_error(L, "cannot change a protected metatable");
+    lua_settop(L, 2);
+    lua_setmetatable(L, 1);
+    return 1;
+}
+
+/* loadstring and load refuse precompiled chunks: Lua 5.1 does not verify
+ * bytecode, so a crafted one reads and writes any memory (Redis's Lua never
+ * loads them either). */
+static int refuseBinary(lua_State *L, const char *s, size_t len) {
+    if (len && s[0] == LUA_SIGNATURE[0]) {
+        lua_pushnil(L);
+        lua_pushliteral(L, "binary chunks (string.dump) are not loaded");
+        return 2;
+    }
+    return 0;
+}
+
+static int loadResult(lua_State *L, int status) {
+    if (status == 0) return 1;
+    lua_pushnil(L);
+    lua_insert(L, -2);
+    return 2;
+}
+
+static int luaLoadstring(lua_State *L) {
+    size_t len;
+    const char *s = luaL_checklstring(L, 1, &len);
+    const char *name = luaL_optstring(L, 2, s);
+    int r = refuseBinary(L, s, len);
+    if (r) return r;
+    return loadResult(L, luaL_loadbuffer(L, s, len, name));
+}
+
+static int luaLoad(lua_State *L) {
+    luaL_checktype(L, 1, LUA_TFUNCTION);
+    const char *name = luaL_optstring(L, 2, "=(load)");
+    lua_settop(L, 2);
+    lua_pushliteral(L, ""); /* 3: the chunk so far */
+    for (;;) {
+        lua_pushvalue(L, 1);
+        lua_call(L, 0, 1);
+        if (lua_isnil(L, -1)) {
+            lua_pop(L, 1);
+            break;
+        }
+        if (!lua_isstring(L, -1)) return luaL_error(L, "reader function must return a string");
+        if (lua_objlen(L, -1) == 0) {
+            lua_pop(L, 1);
+            break;
+        }
+        lua_concat(L, 2);
+    }
+    size_t len;
+    const char *s = lua_tolstring(L, 3, &len);
+    int r = refuseBinary(L, s, len);
+    if (r) return r;
+    return loadResult(L, luaL_loadbuffer(L, s, len, name));
+}
+
+/* unpack without stock Lua 5.1's overflow: e - i + 1 wraps for ranges like
+ * (-2, 2^31-1) and the loop then writes past the stack (Redis patches its
+ * bundled Lua the same way: "too many results to unpack"). */
+static int luaUnpack(lua_State *L) {
+    luaL_checktype(L, 1, LUA_TTABLE);
+    int i = luaL_optint(L, 2, 1);
+    int e = luaL_opt(L, luaL_checkint, 3, luaL_getn(L, 1));
+    if (i > e) return 0;
+    long long n = (long long)e - (long long)i + 1;
+    if (n >= INT_MAX || !lua_checkstack(L, (int)n)) return luaL_error(L, "too many results to unpack");
+    for (long long k = 0; k < n; k++) lua_rawgeti(L, 1, (int)(i + k));
+    return (int)n;
+}
+
+#ifdef IR_HAVE_LUA_BITOP
+/* bit.tohex with Debian's lua-bitop 1.0.2 negates its digit count, so
+ * tohex(x, -2^31) overflows a stack buffer (CVE-2024-31449, which Redis fixed in
+ * its copy): the count is normalized as bitop reads it and INT32_MIN is taken
+ * as INT32_MIN + 1 (uppercase, clamped to 8 digits), as Redis's fix does. */
+static int luaBitTohex(lua_State *L) {
+    if (lua_gettop(L) >= 2 && lua_isnumber(L, 2)) {
+        union {
+            lua_Number n;
+            uint64_t b;
+        } u;
+        u.n = lua_tonumber(L, 2) + 6755399441055744.0; /* bitop's 2^52 + 2^51 trick */
+        int32_t n = (int32_t)(uint32_t)u.b;
+        if (n == INT32_MIN) n = INT32_MIN + 1;
+        lua_pushnumber(L, n);
+        lua_replace(L, 2);
+    }
+    lua_pushvalue(L, lua_upvalueindex(1));
+    lua_insert(L, 1);
+    lua_call(L, lua_gettop(L) - 1, LUA_MULTRET);
+    return lua_gettop(L);
+}
+#endif
+
+/* rawset that refuses the read-only proxies. */
+static int luaRawset(lua_State *L) {
+    luaL_checktype(L, 1, LUA_TTABLE);
+    luaL_checkany(L, 2);
+    luaL_checkany(L, 3);
+    if (isReadonly(L, 1)) return readonlyErrorAt(L, 0);
+    lua_settop(L, 3);
+    lua_rawset(L, 1);
+    return 1;
+}
+
+/* Open a library; a module that only returns its table (Debian's cjson) is
+ * made the global `name` too, as Redis's bundled one sets it. */
+static void loadLib(lua_State *L, const char *name, lua_CFunction open) {
+    lua_pushcfunction(L, open);
+    lua_pushstring(L, name);
+    lua_call(L, 1, 1);
+    if (name[0] && lua_istable(L, -1)) {
+        lua_getglobal(L, name);
+        int missing = lua_isnil(L, -1);
+        lua_pop(L, 1);
+        if (missing) lua_setglobal(L, name);
+    }
+    lua_settop(L, 0);
+}
+
+static void setFn(lua_State *L, const char *name, lua_CFunction f) {
+    lua_pushcfunction(L, f);
+    lua_setfield(L, -2, name);
+}
+
+static void setNum(lua_State *L, const char *name, int v) {
+    lua_pushnumber(L, v);
+    lua_setfield(L, -2, name);
+}
+
+static lua_State *newState(ir_scripting *sc) {
+    lua_State *L = luaL_newstate();
+    if (!L) oom();
+    loadLib(L, "", luaopen_base);
+    loadLib(L, LUA_TABLIBNAME, luaopen_table);
+    loadLib(L, LUA_STRLIBNAME, luaopen_string);
+    loadLib(L, LUA_MATHLIBNAME, luaopen_math);
+#ifdef IR_HAVE_LUA_CJSON
+    loadLib(L, "cjson", luaopen_cjson);
+#endif
+#ifdef IR_HAVE_LUA_BITOP
+    loadLib(L, "bit", luaopen_bit);
+#endif
+    lua_settop(L, 0);
+    lua_pushlightuserdata(L, sc);
+    lua_setfield(L, LUA_REGISTRYINDEX, REG_CTX);
+    lua_newtable(L);
+    lua_newtable(L);
+    lua_pushstring(L, "k");
+    lua_setfield(L, -2, "__mode");
+    lua_setmetatable(L, -2);
+    lua_setfield(L, LUA_REGISTRYINDEX, REG_RO);
+
+    /* what Redis removes from the globals */
+    static const char *const removed[] = {"dofile", "loadfile", "print", "setfenv", "getfenv",
+                                          "newproxy", "module", "require"};
+    for (size_t i = 0; i < sizeof(removed) / sizeof(removed[0]); i++) {
+        lua_pushnil(L);
+        lua_setglobal(L, removed[i]);
+    }
+    lua_pushcfunction(L, luaPcall);
+    lua_setglobal(L, "pcall");
+    lua_pushcfunction(L, luaRawset);
+    lua_setglobal(L, "rawset");
+    lua_pushcfunction(L, luaUnpack);
+    lua_setglobal(L, "unpack");
+    lua_pushcfunction(L, luaSetmetatable);
+    lua_setglobal(L, "setmetatable");
+    lua_pushcfunction(L, luaLoadstring);
+    lua_setglobal(L, "loadstring");
+    lua_pushcfunction(L, luaLoad);
+    lua_setglobal(L, "load");
+    /* the string metatable (the only basic type with one) is read-only too */
+    lua_pushliteral(L, "");
+    if (lua_getmetatable(L, -1)) {
+        lua_pushvalue(L, -1);
+        makeReadonlyDepth(L, 0);
+        lua_setfield(L, -2, "__metatable");
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+
+    lua_newtable(L); /* redis */
+    setFn(L, "call", luaRedisCall);
+    setFn(L, "pcall", luaRedisPCall);
+    setFn(L, "log", luaLog);
+    setNum(L, "LOG_DEBUG", LL_DEBUG);
+    setNum(L, "LOG_VERBOSE", LL_VERBOSE);
+    setNum(L, "LOG_NOTICE", LL_NOTICE);
+    setNum(L, "LOG_WARNING", LL_WARNING);
+    setFn(L, "setresp", luaSetResp);
+    setFn(L, "sha1hex", luaSha1hex);
+    setFn(L, "error_reply", luaErrorReply);
+    setFn(L, "status_reply", luaStatusReply);
+    setFn(L, "set_repl", luaSetRepl);
+    setNum(L, "REPL_NONE", 0);
+    setNum(L, "REPL_AOF", 1);
+    setNum(L, "REPL_SLAVE", 2);
+    setNum(L, "REPL_REPLICA", 2);
+    setNum(L, "REPL_ALL", 3);
+    setFn(L, "replicate_commands", luaReplicateCommands);
+    setFn(L, "breakpoint", luaBreakpoint);
+    setFn(L, "debug", luaDebugNoop);
+    lua_pushstring(L, IR_REDIS_VERSION);
+    lua_setfield(L, -2, "REDIS_VERSION");
+    lua_pushnumber(L, 0x07000f); /* 7.0.15 */
+    lua_setfield(L, -2, "REDIS_VERSION_NUM");
+    lua_setglobal(L, "redis");
+
+#ifdef IR_HAVE_LUA_BITOP
+    lua_getglobal(L, "bit");
+    if (lua_istable(L, -1)) {
+        lua_getfield(L, -1, "tohex");
+        lua_pushcclosure(L, luaBitTohex, 1);
+        lua_setfield(L, -2, "tohex");
+    }
+    lua_pop(L, 1);
+#endif
+    /* the library tables become read-only proxies */
+    static const char *const libs[] = {"redis", "string", "math", "table", "coroutine", "cjson", "bit"};
+    for (size_t i = 0; i < sizeof(libs) / sizeof(libs[0]); i++) {
+        lua_getglobal(L, libs[i]);
+        if (lua_istable(L, -1)) {
+            makeReadonly(L);
+            lua_setglobal(L, libs[i]);
+        } else {
+            lua_pop(L, 1);
+        }
+    }
+    /* reading a global that does not exist is an error */
+    lua_pushvalue(L, LUA_GLOBALSINDEX);
+    lua_newtable(L);
+    lua_pushcfunction(L, nonexistentGlobal);
+    lua_setfield(L, -2, "__index");
+    lua_setmetatable(L, -2);
+    /* and the globals scripts see are a read-only proxy of them */
+    makeReadonly(L);
+    lua_pushvalue(L, -1);
+    lua_setfield(L, LUA_GLOBALSINDEX, "_G"); /* raw: the real table has no __newindex */
+    lua_pushvalue(L, LUA_GLOBALSINDEX);
+    lua_setfield(L, LUA_REGISTRYINDEX, "__ir_globals");
+    lua_replace(L, LUA_GLOBALSINDEX);
+    lua_settop(L, 0);
+    return L;
+}
+
+/* ---- the cache and the engine ---------------------------------------------- */
+
+static ir_scripting *scripting(ir_server *s) {
+    if (s->scripting) return s->scripting;
+    ir_scripting *sc = calloc(1, sizeof(*sc));
+    client *f = calloc(1, sizeof(*f));
+    if (!sc || !f) oom();
+    f->srv = s;
+    f->resp = 2;
+    f->authenticated = 1;
+    f->bulklen = -1;
+    f->flags = CLIENT_SCRIPT;
+    f->id = UINT64_MAX; /* never a connection's id */
+    snprintf(f->addr, sizeof(f->addr), "lua");
+    snprintf(f->laddr, sizeof(f->laddr), "lua");
+    sc->fake = f;
+    sc->L = newState(sc);
+    s->scripting = sc;
+    return sc;
+}
+
+int64_t scriptStartMs(const ir_server *s) {
+    return s->scripting && s->scripting->caller ? s->scripting->start_ms : 0;
+}
+
+void scriptingFree(ir_server *s) {
+    ir_scripting *sc = s->scripting;
+    if (!sc) return;
+    lua_close(sc->L);
+    clientDiscardReply(sc->fake);
+    free(sc->fake->obuf);
+    free(sc->fake->segs);
+    free(sc->fake);
+    free(sc->argv);
+    free(sc->abuf);
+    free(sc->rbuf);
+    free(sc);
+    s->scripting = NULL;
+}
+
+void scriptingInfo(const ir_server *s, uint64_t *lua_bytes, uint64_t *nscripts,
+                   uint64_t *script_bytes) {
+    const ir_scripting *sc = s->scripting;
+    /* no engine until the first script: nothing */
+    *lua_bytes = sc ? (uint64_t)lua_gc(sc->L, LUA_GCCOUNT, 0) * 1024u +
+                          (uint64_t)lua_gc(sc->L, LUA_GCCOUNTB, 0)
+                    : 0;
+    *nscripts = sc ? sc->nscripts : 0;
+    *script_bytes = sc ? sc->body_bytes : 0;
+}
+
+static int shebangFlag(const char *f, size_t n) {
+    static const struct {
+        const char *name;
+        int bit;
+    } known[] = {{"no-writes", SF_NO_WRITES}, {"allow-oom", SF_ALLOW_OOM},
+                 {"allow-stale", SF_ALLOW_STALE}, {"no-cluster", SF_NO_CLUSTER},
+                 {"allow-cross-slot-keys", SF_ALLOW_CROSS_SLOT}};
+    for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
+        if (strlen(known[i].name) == n && !memcmp(known[i].name, f, n)) return known[i].bit;
+    return 0;
+}
+
+/* Parse a shebang line ("#!lua flags=no-writes,allow-oom"): its flags and
+ * length (the newline stays, so line numbers do not move). -1 after replying
+ * the error, in Redis's words. */
+static int shebang(client *c, const char *body, size_t len, int *flags, size_t *skip) {
+    *flags = SF_EVAL_COMPAT;
+    *skip = 0;
+    if (len < 2 || body[0] != '#' || body[1] != '!') return 0;
+    const char *nl = memchr(body, '\n', len);
+    if (!nl) {
+        addReplyError(c, "Invalid script shebang");
+        return -1;
+    }
+    *skip = (size_t)(nl - body);
+    *flags = 0;
+    const char *p = body, *end = nl;
+    for (int part = 0;; part++) {
+        while (p < end && isspace((unsigned char)*p)) p++;
+        if (p == end) break;
+        const char *w = p;
+        while (p < end && !isspace((unsigned char)*p)) p++;
+        int wl = (int)(p - w);
+        if (part == 0) {
+            if (wl != 5 || memcmp(w, "#!lua", 5)) {
+                addReplyErrorFormat(c, "Unexpected engine in script shebang: %.*s", wl, w);
+                return -1;
+            }
+        } else if (wl >= 6 && !memcmp(w, "flags=", 6)) {
+            const char *f = w + 6;
+            while (f < p) { /* comma-separated; an empty one is unknown */
+                const char *e = memchr(f, ',', (size_t)(p - f));
+                if (!e) e = p;
+                int bit = shebangFlag(f, (size_t)(e - f));
+                if (!bit) {
+                    addReplyErrorFormat(c, "Unexpected flag in script shebang: %.*s", (int)(e - f), f);
+                    return -1;
+                }
+                *flags |= bit;
+                f = e < p ? e + 1 : p;
+                if (e < p && f == p) { /* a trailing comma: an empty flag */
+                    addReplyError(c, "Unexpected flag in script shebang: ");
+                    return -1;
+                }
+            }
+        } else {
+            addReplyErrorFormat(c, "Unknown lua shebang option: %.*s", wl, w);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Compile body into the cache (if not there yet) and write its SHA1 to sha.
+ * -1 after replying the error. */
+static int createFunction(client *c, ir_scripting *sc, const char *body, size_t len, char sha[41]) {
+    lua_State *L = sc->L;
+    char name[43] = "f_";
+    ir_sha1hex(name + 2, body, len);
+    memcpy(sha, name + 2, 41);
+    lua_getfield(L, LUA_REGISTRYINDEX, name);
+    int have = !lua_isnil(L, -1);
+    lua_pop(L, 1);
+    if (have) return 0;
+    int flags;
+    size_t skip;
+    if (shebang(c, body, len, &flags, &skip) != 0) return -1;
+    if (luaL_loadbuffer(L, body + skip, len - skip, "@user_script")) {
+        const char *m = lua_tostring(L, -1);
+        addReplyErrorFormat(c, "Error compiling script (new function): %s", m ? m : "?");
+        lua_pop(L, 1);
+        return -1;
+    }
+    lua_setfield(L, LUA_REGISTRYINDEX, name);
+    name[0] = 's'; /* s_<sha>: its shebang flags */
+    lua_pushnumber(L, flags);
+    lua_setfield(L, LUA_REGISTRYINDEX, name);
+    sc->nscripts++;
+    sc->body_bytes += len;
+    return 0;
+}
+
+static void setArray(lua_State *L, const char *name, const ir_arg *a, int n) {
+    lua_getfield(L, LUA_REGISTRYINDEX, "__ir_globals");
+    lua_createtable(L, n, 0);
+    for (int i = 0; i < n; i++) {
+        lua_pushlstring(L, a[i].ptr, a[i].len);
+        lua_rawseti(L, -2, i + 1);
+    }
+    lua_setfield(L, -2, name); /* the real globals: no metamethod for existing or new keys */
+    lua_pop(L, 1);
+}
+
+static void evalGeneric(client *c, int evalsha, int ro) {
+    long long numkeys;
+    if (getLongLongFromArg(c, 2, &numkeys) != 0) return;
+    if (numkeys > c->argc - 3) {
+        addReplyError(c, "Number of keys can't be greater than number of args");
+        return;
+    }
+    if (numkeys < 0) {
+        addReplyError(c, "Number of keys can't be negative");
+        return;
+    }
+    ir_server *s = c->srv;
+    ir_scripting *sc = scripting(s);
+    lua_State *L = sc->L;
+    char name[43] = "f_";
+    if (evalsha) { /* Redis takes the first 40 characters, case-insensitively */
+        size_t n = c->argv[1].len < 40 ? c->argv[1].len : 40;
+        for (size_t i = 0; i < n; i++) name[2 + i] = (char)tolower((unsigned char)c->argv[1].ptr[i]);
+        name[2 + n] = '\0';
+    } else {
+        char sha[41];
+        if (createFunction(c, sc, c->argv[1].ptr, c->argv[1].len, sha) != 0) return;
+        memcpy(name + 2, sha, 41);
+    }
+    lua_pushcfunction(L, errorHandler);
+    lua_getfield(L, LUA_REGISTRYINDEX, name);
+    if (lua_isnil(L, -1)) {
+        lua_pop(L, 2);
+        addReplyError(c, "-NOSCRIPT No matching script. Please use EVAL.");
+        return;
+    }
+    name[0] = 's';
+    lua_getfield(L, LUA_REGISTRYINDEX, name);
+    int flags = (int)lua_tonumber(L, -1);
+    lua_pop(L, 1);
+    int oom_now = s->cfg.maxmemory && serverUsedMemory(s) > s->cfg.maxmemory;
+    if (!(flags & SF_EVAL_COMPAT)) {
+        if (!(flags & SF_NO_WRITES) && ro) {
+            lua_pop(L, 2);
+            addReplyError(c, "Can not execute a script with write flag using *_ro command.");
+            return;
+        }
+        if (oom_now && !(flags & (SF_ALLOW_OOM | SF_NO_WRITES))) {
+            lua_pop(L, 2);
+            addReplyError(c, "-OOM allow-oom flag is not set on the script, "
+                             "can not run it when used memory > 'maxmemory'");
+            return;
+        }
+    }
+    client *f = sc->fake;
+    sc->caller = c;
+    sc->ro = ro || (!(flags & SF_EVAL_COMPAT) && (flags & SF_NO_WRITES));
+    sc->compat = !!(flags & SF_EVAL_COMPAT);
+    sc->wrote = 0;
+    sc->oom_at_start = oom_now && !(!(flags & SF_EVAL_COMPAT) && (flags & SF_ALLOW_OOM));
+    f->db = c->db;
+    f->resp = 2;
+    f->flags = CLIENT_SCRIPT | (c->flags & CLIENT_MULTI);
+    setArray(L, "KEYS", c->argv + 3, (int)numkeys);
+    setArray(L, "ARGV", c->argv + 3 + numkeys, c->argc - 3 - (int)numkeys);
+    sc->stopping = 0;
+    clock_gettime(CLOCK_MONOTONIC, &sc->start);
+    sc->start_ms = (int64_t)ir_mstime();
+    lua_sethook(L, timeHook, LUA_MASKCOUNT, 100000);
+    int err = lua_pcall(L, 0, 1, -2);
+    lua_sethook(L, NULL, 0, 0);
+    if (++sc->runs % 50 == 0) lua_gc(L, LUA_GCSTEP, 50);
+    if (err) {
+        if (!lua_istable(L, -1)) {
+            const char *m = lua_tostring(L, -1);
+            addReplyErrorFormat(c, "Error running script %s, %.100s\n", name + 2,
+                                m ? m : "execution failure");
+        } else {
+            lua_getfield(L, -1, "ignore_error_stats_update");
+            int counted = lua_toboolean(L, -1);
+            lua_pop(L, 1);
+            lua_getfield(L, -1, "err");
+            lua_getfield(L, -2, "source");
+            lua_getfield(L, -3, "line");
+            const char *msg = lua_tostring(L, -3);
+            const char *src = lua_tostring(L, -2);
+            const char *line = lua_tostring(L, -1);
+            lua_pushfstring(L, "-%s", msg ? msg : "");
+            if (src && line) lua_pushfstring(L, " script: %s, on %s:%s.", name + 2, src, line);
+            else lua_pushliteral(L, "");
+            lua_concat(L, 2);
+            size_t n;
+            const char *full = lua_tolstring(L, -1, &n);
+            addReplyError(c, full);
+            if (counted) s->error_stats_skip = 1;
+            lua_pop(L, 4);
+        }
+        lua_pop(L, 1);
+    } else {
+        replyFromLua(c, sc, L);
+    }
+    lua_pop(L, 1); /* the error handler */
+    sc->caller = NULL;
+    f->flags = CLIENT_SCRIPT;
+    f->db = 0;
+}
+
+void evalCommand(client *c) { evalGeneric(c, 0, 0); }
+void evalShaCommand(client *c) { evalGeneric(c, 1, 0); }
+void evalRoCommand(client *c) { evalGeneric(c, 0, 1); }
+void evalShaRoCommand(client *c) { evalGeneric(c, 1, 1); }
+
+/* SCRIPT LOAD | EXISTS | FLUSH | KILL | HELP */
+void scriptCommand(client *c) {
+    static const struct {
+        const char *name;
+        int arity;
+    } subs[] = {{"load", 3}, {"exists", -3}, {"flush", -2}, {"kill", 2}, {"help", 2}};
+    int known = -1;
+    for (size_t i = 0; i < sizeof(subs) / sizeof(subs[0]); i++)
+        if (argEq(c, 1, subs[i].name)) known = (int)i;
+    if (known < 0) {
+        addReplyErrorFormat(c, "unknown subcommand '%.128s'. Try SCRIPT HELP.", c->argv[1].ptr);
+        return;
+    }
+    int ar = subs[known].arity;
+    if ((ar > 0 && c->argc != ar) || (ar < 0 && c->argc < -ar)) {
+        addReplySubcommandArity(c, "script");
+        return;
+    }
+    ir_server *s = c->srv;
+    if (argEq(c, 1, "help")) {
+        static const char *const help[] = {
+            "SCRIPT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+            "EXISTS <sha1> [<sha1> ...]",
+            "    Return information about the existence of the scripts in the script cache.",
+            "FLUSH [ASYNC|SYNC]",
+            "    Flush the Lua scripts cache. Very dangerous on replicas.",
+            "    When called without the optional mode argument, the behavior is determined by the",
+            "    lazyfree-lazy-user-flush configuration directive. Valid modes are:",
+            "    * ASYNC: Asynchronously flush the scripts cache.",
+            "    * SYNC: Synchronously flush the scripts cache.",
+            "KILL",
+            "    Kill the currently executing Lua script.",
+            "LOAD <script>",
+            "    Load a script into the scripts cache without executing it.",
+            "HELP",
+            "    Prints this help.",
+        };
+        addReplyArrayLen(c, (long)(sizeof(help) / sizeof(help[0])));
+        for (size_t i = 0; i < sizeof(help) / sizeof(help[0]); i++) addReplyStatus(c, help[i]);
+    } else if (argEq(c, 1, "flush")) {
+        if (c->argc == 3 && !argEq(c, 2, "sync") && !argEq(c, 2, "async")) {
+            addReplyError(c, "SCRIPT FLUSH only support SYNC|ASYNC option");
+            return;
+        }
+        if (c->argc > 3) {
+            addReplyError(c, "SCRIPT FLUSH only support SYNC|ASYNC option");
+            return;
+        }
+        if (s->scripting) {
+            ir_scripting *sc = s->scripting;
+            lua_close(sc->L);
+            sc->nscripts = sc->body_bytes = 0;
+            sc->L = newState(sc);
+        }
+        addReplyStr(c, shared.ok);
+    } else if (argEq(c, 1, "exists")) {
+        ir_scripting *sc = scripting(s);
+        addReplyArrayLen(c, c->argc - 2);
+        for (int j = 2; j < c->argc; j++) {
+            int found = 0;
+            if (c->argv[j].len == 40) {
+                char name[43] = "f_";
+                for (int i = 0; i < 40; i++)
+                    name[2 + i] = (char)tolower((unsigned char)c->argv[j].ptr[i]);
+                name[42] = '\0';
+                lua_getfield(sc->L, LUA_REGISTRYINDEX, name);
+                found = !lua_isnil(sc->L, -1);
+                lua_pop(sc->L, 1);
+            }
+            addReplyLongLong(c, found);
+        }
+    } else if (argEq(c, 1, "load")) {
+        ir_scripting *sc = scripting(s);
+        char sha[41];
+        if (createFunction(c, sc, c->argv[2].ptr, c->argv[2].len, sha) != 0) return;
+        addReplyBulk(c, sha, 40);
+    } else { /* kill: no other client is served while a script runs */
+        addReplyError(c, "-NOTBUSY No scripts in execution right now.");
+    }
+}
