@@ -19,7 +19,7 @@ import dataclasses
 import inspect
 import itertools
 import json
-import re
+import os
 import sys
 import textwrap
 from dataclasses import dataclass, fields
@@ -383,14 +383,18 @@ def fail(prog: str, msg: str, code: int = 1) -> int:
 
 
 def net_reason(e: BaseException) -> str:
-    """The cause in a redis-py connection error, without its restatement of the address:
-    'Error 111 connecting to 127.0.0.1:7. Connection refused.' -> 'connection refused'."""
-    text = str(e).strip()
-    m = re.match(r"Error -?\d+ connecting to \S+?\.? (.*)", text)
-    if m:
-        text = m.group(1)
-    text = text.rstrip(".")
-    return text[:1].lower() + text[1:] if text else type(e).__name__
+    """The cause of a redis-py connection error, from the socket error it wraps (its
+    errno's text: 'connection refused'), not from its message's wording."""
+    cause = e.__cause__ or e.__context__
+    while cause is not None and not isinstance(cause, OSError):
+        cause = cause.__cause__ or cause.__context__
+    if isinstance(cause, OSError) and cause.errno:
+        text = os.strerror(cause.errno)
+    elif isinstance(cause, OSError) and str(cause):
+        text = str(cause)
+    else:
+        return type(e).__name__ if not str(e) else str(e).splitlines()[0]
+    return text[:1].lower() + text[1:]
 
 
 class Keys:

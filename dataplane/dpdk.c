@@ -741,7 +741,8 @@ static int ealInit(const char *args, int mtu) {
     int ret = rte_eal_init(argc, eal_argv);
     if (ret < 0) {
         int err = rte_errno;
-        ir_set_error("rte_eal_init: err=%d (%s), eal_args='%s'", err, rte_strerror(err), args);
+        ir_set_error_errno(err, "rte_eal_init: err=%d (%s), eal_args='%s'", err, rte_strerror(err),
+                           args);
         return err == EALREADY ? IR_ERUNNING
                : err == EINVAL ? IR_ECONFIG
                : err == ENOMEM ? IR_ENOMEM

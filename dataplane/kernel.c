@@ -303,7 +303,7 @@ static int listenOn(const char *bind_addr, int port, int backlog, int *bound_por
     }
     freeaddrinfo(res);
     if (fd < 0) {
-        ir_set_error("cannot listen on %s:%d: %s", bind_addr, port, strerror(err));
+        ir_set_error_errno(err, "cannot listen on %s:%d: %s", bind_addr, port, strerror(err));
         return -1;
     }
     struct sockaddr_storage ss;

@@ -36,6 +36,9 @@ extern "C" {
 const char *ir_strerror(int code);
 /* Details of the last error in this thread (e.g. "bind 127.0.0.1:6379: Address in use"). */
 const char *ir_last_error(void);
+/* The system error number (errno, or DPDK's rte_errno) behind the last error in this
+ * thread, 0 if it had none: what a caller tests, never the text above. */
+int ir_last_errno(void);
 
 /* ---- the prioritized sampler ------------------------------------------- */
 

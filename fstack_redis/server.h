@@ -380,6 +380,8 @@ void *ir_xrealloc(void *p, size_t n);
 /* Logging to stderr with a timestamp, like Redis's serverLog. */
 void serverLog(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void ir_set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The same, with the system error number behind it (ir_last_errno). */
+void ir_set_error_errno(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void clientFeed(client *c, const char *buf, size_t len);
 
 #endif /* IR_SERVER_H */

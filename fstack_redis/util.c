@@ -102,6 +102,7 @@ void *ir_xrealloc(void *p, size_t n) {
 /* ---- errors ------------------------------------------------------------ */
 
 static _Thread_local char last_error[256];
+static _Thread_local int last_errno;
 
 const char *ir_strerror(int code) {
     switch (code) {
@@ -119,11 +120,22 @@ const char *ir_strerror(int code) {
 
 const char *ir_last_error(void) { return last_error; }
 
+int ir_last_errno(void) { return last_errno; }
+
 void ir_set_error(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(last_error, sizeof(last_error), fmt, ap);
     va_end(ap);
+    last_errno = 0;
+}
+
+void ir_set_error_errno(int err, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(last_error, sizeof(last_error), fmt, ap);
+    va_end(ap);
+    last_errno = err;
 }
 
 const char *ir_version(void) { return IR_VERSION_STR; }

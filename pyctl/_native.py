@@ -31,11 +31,13 @@ LIB_CANDIDATES = (
 
 
 class InreplayError(Exception):
-    """An error reported by libinreplay."""
+    """An error reported by libinreplay: its code (IR_E*), message, and the system error
+    number behind it (errno, 0 if none: ir_last_errno) for callers to test."""
 
-    def __init__(self, code: int, message: str) -> None:
+    def __init__(self, code: int, message: str, errno: int = 0) -> None:
         super().__init__(message)
         self.code = code
+        self.errno = errno
 
 
 class ConfigError(InreplayError):
@@ -132,17 +134,25 @@ def last_error() -> str:
     return ffi.string(lib.ir_last_error()).decode(errors="replace")
 
 
-def check(code: int, detail: str | None = None) -> int:
+def last_errno() -> int:
+    """ir_last_errno() of the calling thread."""
+    _, lib = load()
+    return int(lib.ir_last_errno())
+
+
+def check(code: int, detail: str | None = None, errno: int | None = None) -> int:
     """Raise the matching exception for a negative libinreplay return code.
 
-    ``detail`` is the ir_last_error() text when the call ran on another thread.
+    ``detail`` and ``errno`` are ir_last_error() and ir_last_errno() when the call ran
+    on another thread.
     """
     if code >= 0:
         return code
     ffi, lib = load()
     if detail is None:
         detail = last_error()
+        errno = last_errno()
     reason = ffi.string(lib.ir_strerror(code)).decode(errors="replace")
     if code == -1:
         raise ValueError(detail or reason)
-    raise _EXC.get(code, InreplayError)(code, detail or reason)
+    raise _EXC.get(code, InreplayError)(code, detail or reason, errno or 0)

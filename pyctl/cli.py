@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import errno
 import ipaddress
 import json
 import os
@@ -161,7 +162,7 @@ def cmd_start(args: argparse.Namespace) -> int:
     except _native.NativeLibraryMissingError as e:
         die(prog, str(e))
     except _native.InreplayError as e:
-        die(prog, f"{e}{_hint(e)}")
+        die(prog, f"{e}{_hint(e, cfg.stack)}")
     except ValueError as e:
         die(prog, str(e))
 
@@ -243,7 +244,7 @@ def _start_group(prog: str, cfg: ServerConfig) -> int:
     except (_native.InreplayError, ValueError) as e:
         for m in started:
             _stop_member(m)
-        hint = _hint(e) if isinstance(e, _native.InreplayError) else ""
+        hint = _hint(e, cfg.stack) if isinstance(e, _native.InreplayError) else ""
         die(prog, f"shard {len(started)} ({group.split(',')[len(started)]}): {e}{hint}")
     for m in started:
         print(f"inreplay: shard {m.shard_index}/{cfg.shards} {cfg.stack} stack listening on "
@@ -261,7 +262,7 @@ def _start_group(prog: str, cfg: ServerConfig) -> int:
     try:
         return srv.run(first, ready)
     except _native.InreplayError as e:
-        die(prog, f"shard 0 ({first.host}:{first.tcp_port}): {e}{_hint(e)}")
+        die(prog, f"shard 0 ({first.host}:{first.tcp_port}): {e}{_hint(e, cfg.stack)}")
     finally:
         for m in started:
             _stop_member(m)
@@ -356,16 +357,18 @@ def _host_problems(cfg: ServerConfig) -> list[str]:
     return problems
 
 
-def _hint(e: _native.InreplayError) -> str:
-    text = str(e)
-    if "Address already in use" in text:
+def _hint(e: _native.InreplayError, stack: str) -> str:
+    """What to do about a start-up error, from its code and system error number (never
+    from its text)."""
+    _, lib = _native.load()
+    if e.errno == errno.EADDRINUSE:
         return " (another server holds this port: stop it or choose another --listen port)"
-    if "rte_eal_init" in text and ("Permission denied" in text or "err=13" in text):
+    if stack == "dpdk" and e.errno == errno.EACCES:
         return (" (EAL could not map its hugepages: check that hugetlbfs is mounted and that "
                 "free 2 MB hugepages are left: grep Huge /proc/meminfo)")
-    if "rte_eal_init" in text and "err=12" in text:
+    if stack == "dpdk" and e.errno == errno.ENOMEM:
         return f" (not enough hugepages: start with --hugepages {2 * DEFAULT_HUGEPAGES})"
-    if "Permission denied" in text and text.startswith("cannot listen on"):
+    if e.errno == errno.EACCES and e.code == lib.IR_ENET:
         return " (ports below 1024 need root: choose another --listen port)"
     return ""
 

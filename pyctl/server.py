@@ -242,6 +242,7 @@ def run(cfg: ServerConfig, ready: Any = None) -> int:
     def target() -> None:
         result["rc"] = lib.ir_run(ccfg)
         result["err"] = _native.last_error()  # thread-local in C: read it here
+        result["errno"] = _native.last_errno()
 
     t = threading.Thread(target=target, name="inreplay-server", daemon=True)
     stats = ffi.new("ir_stats *")
@@ -275,14 +276,15 @@ def run(cfg: ServerConfig, ready: Any = None) -> int:
             rc = result.get("rc", 0)
             if rc < 0:  # for `pyctl stop`, which cannot see this process's exit status
                 _exit_file(state).write_text(json.dumps({
-                    "pid": os.getpid(), "rc": rc, "error": result.get("err") or ""}))
+                    "pid": os.getpid(), "rc": rc, "error": result.get("err") or "",
+                    "errno": result.get("errno") or 0}))
             state.unlink(missing_ok=True)
         if Path(cfg.dir).parent == data_root():
             try:
                 os.rmdir(cfg.dir)  # a default data directory nothing was saved in
             except OSError:
                 pass
-    return _native.check(result.get("rc", 0), result.get("err"))
+    return _native.check(result.get("rc", 0), result.get("err"), result.get("errno"))
 
 
 def daemonize(cfg: ServerConfig) -> int:
@@ -300,9 +302,17 @@ def daemonize(cfg: ServerConfig) -> int:
         if line.startswith("ok "):
             return int(line.split()[1])
         os.waitpid(pid, 0)
-        code, _, msg = line.partition(" ")
-        raise _native.InreplayError(int(code) if code.lstrip("-").isdigit() else -1,
-                                    msg or "the daemon exited before it was ready")
+        try:
+            err = json.loads(line)  # {"code", "errno", "message"} from the child below
+        except ValueError:
+            err = {}
+        if not isinstance(err, dict):
+            err = {}
+        _, lib = _native.load()
+        _native.check(int(err.get("code") or lib.IR_ECONFIG),  # raises (code < 0)
+                      str(err.get("message") or "the daemon exited before it was ready"),
+                      int(err.get("errno") or 0))
+        raise _native.InreplayError(lib.IR_ECONFIG, "the daemon exited before it was ready")
     # child
     os.close(r)
     os.setsid()
@@ -323,12 +333,12 @@ def daemonize(cfg: ServerConfig) -> int:
         run(cfg, ready)
     except _native.InreplayError as e:
         if not wpipe.closed:
-            wpipe.write(f"{e.code} {e}\n")
+            wpipe.write(json.dumps({"code": e.code, "errno": e.errno, "message": str(e)}) + "\n")
         print(f"inreplay: {e}", file=sys.stderr)
         code = 1
     except ValueError as e:
         if not wpipe.closed:
-            wpipe.write(f"-1 {e}\n")
+            wpipe.write(json.dumps({"code": -1, "errno": 0, "message": str(e)}) + "\n")
         code = 1
     finally:
         if not wpipe.closed:

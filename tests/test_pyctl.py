@@ -144,14 +144,18 @@ def test_daemon_status_stop(rundir: Path) -> None:
         redis.Redis(port=port, socket_timeout=1, protocol=2).ping()
 
 
-def test_port_in_use_is_reported(rundir: Path) -> None:
+@pytest.mark.parametrize("daemon", [False, True])
+def test_port_in_use_is_reported(rundir: Path, daemon: bool) -> None:
+    """The hint comes from the error's errno (ir_last_errno, through the daemon's pipe
+    too), not from its text."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         s.listen()
         port = s.getsockname()[1]
-        r = pyctl("start", "--listen", f"127.0.0.1:{port}")
+        r = pyctl("start", "--listen", f"127.0.0.1:{port}", *(["--daemon"] if daemon else []))
     assert r.returncode == 1
     assert "Address already in use" in r.stderr and "--listen" in r.stderr
+    assert "another server holds this port" in r.stderr, r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
 
 
