@@ -418,73 +418,145 @@ static uint32_t colChunks(const ir_colref *c) {
     return (uint32_t)((c->first + c->len - 1) / S - c->first / S + 1);
 }
 
-size_t chunkItemSize(const ir_colref *cols, uint32_t ncols) {
-    size_t words = 1 + ncols;
-    for (uint32_t k = 0; k < ncols; k++) words += 5 + colChunks(&cols[k]);
-    return words * 4;
+/* The record (an item of a TRAJECTORY table): a byte with the column count,
+ * then per column four LEB128 varints (step bytes, length, chunk steps S,
+ * offset of the first step in its chunk) and the handles of the chunks the
+ * range spans, 4 bytes each (their count follows from the varints). About 5
+ * bytes a column besides the handles: 47 B for an n-step Atari transition's 4
+ * columns, where fixed 32-bit words took 121. */
+static size_t vlen(uint32_t v) {
+    size_t n = 1;
+    while (v >= 0x80) v >>= 7, n++;
+    return n;
 }
 
-static inline uint32_t rd(const char *rec, size_t w) {
-    uint32_t v;
-    memcpy(&v, rec + 4 * w, 4);
-    return v;
+static size_t vput(char *p, uint32_t v) {
+    size_t n = 0;
+    while (v >= 0x80) {
+        p[n++] = (char)(v | 0x80);
+        v >>= 7;
+    }
+    p[n++] = (char)v;
+    return n;
 }
-static inline void wr(char *rec, size_t w, uint32_t v) { memcpy(rec + 4 * w, &v, 4); }
+
+/* Decodes a varint at rec[*pos] not past end; -1 if malformed. */
+static int vget(const char *rec, size_t *pos, size_t end, uint32_t *v) {
+    uint32_t x = 0;
+    for (int shift = 0; shift < 35; shift += 7) {
+        if (*pos >= end) return -1;
+        uint8_t b = (uint8_t)rec[(*pos)++];
+        if (shift == 28 && b > 0x0f) return -1;
+        x |= (uint32_t)(b & 0x7f) << shift;
+        if (!(b & 0x80)) {
+            *v = x;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+typedef struct {
+    uint32_t sb, len, S, off, nch;
+    size_t handles; /* offset of the first handle in the record */
+} colhdr;
+
+/* Column header at rec[*pos] (bounded by end); advances *pos past its handles.
+ * -1 if malformed (only records from a snapshot can be). */
+static int colRead(const char *rec, size_t *pos, size_t end, colhdr *c) {
+    if (vget(rec, pos, end, &c->sb) || vget(rec, pos, end, &c->len) ||
+        vget(rec, pos, end, &c->S) || vget(rec, pos, end, &c->off) || c->S == 0 ||
+        c->len == 0 || c->off >= c->S)
+        return -1;
+    c->nch = (uint32_t)(((uint64_t)c->off + c->len - 1) / c->S + 1);
+    c->handles = *pos;
+    if ((uint64_t)c->nch * 4 > end - *pos) return -1;
+    *pos += (size_t)c->nch * 4;
+    return 0;
+}
+
+static uint32_t handleAt(const char *rec, const colhdr *c, uint32_t j) {
+    uint32_t h;
+    memcpy(&h, rec + c->handles + 4 * (size_t)j, 4);
+    return h;
+}
+
+/* Column k of a record this store made (trusted: no bounds). */
+static colhdr colAt(const char *rec, uint32_t k) {
+    size_t pos = 1;
+    colhdr c = {0};
+    for (uint32_t i = 0; i <= k; i++) colRead(rec, &pos, SIZE_MAX, &c);
+    return c;
+}
+
+size_t chunkItemSize(const ir_colref *cols, uint32_t ncols) {
+    size_t n = 1;
+    for (uint32_t k = 0; k < ncols; k++) {
+        const ir_colref *c = &cols[k];
+        uint32_t S = c->st->chunk_steps;
+        n += vlen(c->st->fields[c->field].step_bytes) + vlen(c->len) + vlen(S) +
+             vlen((uint32_t)(c->first % S)) + 4 * (size_t)colChunks(c);
+    }
+    return n;
+}
 
 void chunkItemMake(ir_chunk_store *s, const ir_colref *cols, uint32_t ncols, char *rec) {
-    size_t w = 1 + ncols;
-    wr(rec, 0, ncols);
+    size_t pos = 0;
+    rec[pos++] = (char)ncols;
     for (uint32_t k = 0; k < ncols; k++) {
         const ir_colref *c = &cols[k];
         const ir_stream *st = c->st;
         uint32_t S = st->chunk_steps, nch = colChunks(c);
-        wr(rec, 1 + k, (uint32_t)w);
-        wr(rec, w, st->fields[c->field].step_bytes);
-        wr(rec, w + 1, c->len);
-        wr(rec, w + 2, (uint32_t)(c->first % S));
-        wr(rec, w + 3, S);
-        wr(rec, w + 4, nch);
+        pos += vput(rec + pos, st->fields[c->field].step_bytes);
+        pos += vput(rec + pos, c->len);
+        pos += vput(rec + pos, S);
+        pos += vput(rec + pos, (uint32_t)(c->first % S));
         uint64_t k0 = c->first / S;
         for (uint32_t j = 0; j < nch; j++) {
             uint32_t h = st->held[(size_t)c->field * st->ring + (k0 + j) % st->ring];
             s->c[h].refs++;
             s->references++;
-            wr(rec, w + 5 + j, h);
+            memcpy(rec + pos, &h, 4);
+            pos += 4;
         }
-        w += 5 + nch;
     }
     s->items_made++;
 }
 
 void chunkItemRelease(ir_chunk_store *s, const char *rec, uint32_t len) {
-    (void)len;
-    uint32_t ncols = rd(rec, 0);
+    uint32_t ncols = (uint8_t)rec[0];
+    size_t pos = 1;
     for (uint32_t k = 0; k < ncols; k++) {
-        size_t w = rd(rec, 1 + k);
-        uint32_t nch = rd(rec, w + 4);
-        for (uint32_t j = 0; j < nch; j++) {
-            chunkUnref(s, rd(rec, w + 5 + j));
+        colhdr c;
+        colRead(rec, &pos, len, &c);
+        for (uint32_t j = 0; j < c.nch; j++) {
+            chunkUnref(s, handleAt(rec, &c, j));
             s->references--;
         }
     }
 }
 
-uint32_t chunkItemCols(const char *rec) { return rd(rec, 0); }
+uint32_t chunkItemCols(const char *rec) { return (uint8_t)rec[0]; }
 
 void chunkItemCol(const char *rec, uint32_t k, uint32_t *step_bytes, uint32_t *len) {
-    size_t w = rd(rec, 1 + k);
-    *step_bytes = rd(rec, w);
-    *len = rd(rec, w + 1);
+    colhdr c = colAt(rec, k);
+    *step_bytes = c.sb;
+    *len = c.len;
+}
+
+uint32_t chunkItemColChunks(const char *rec, uint32_t k, uint32_t *handles, uint32_t max) {
+    colhdr c = colAt(rec, k);
+    for (uint32_t j = 0; j < c.nch && j < max; j++) handles[j] = handleAt(rec, &c, j);
+    return c.nch;
 }
 
 void chunkItemCopy(ir_chunk_store *s, const char *rec, uint32_t k, char *dst) {
-    size_t w = rd(rec, 1 + k);
-    uint32_t sb = rd(rec, w), len = rd(rec, w + 1), off = rd(rec, w + 2), S = rd(rec, w + 3);
-    size_t j = 0;
+    colhdr c = colAt(rec, k);
+    uint32_t len = c.len, off = c.off, j = 0;
     while (len) {
-        uint32_t run = S - off < len ? S - off : len;
-        memcpy(dst, chunkRaw(s, rd(rec, w + 5 + j)) + (size_t)off * sb, (size_t)run * sb);
-        dst += (size_t)run * sb;
+        uint32_t run = c.S - off < len ? c.S - off : len;
+        memcpy(dst, chunkRaw(s, handleAt(rec, &c, j)) + (size_t)off * c.sb, (size_t)run * c.sb);
+        dst += (size_t)run * c.sb;
         len -= run;
         off = 0;
         j++;
@@ -637,35 +709,31 @@ int streamLoadState(ir_chunk_store *s, ir_stream *st, uint64_t nsteps, uint64_t 
 
 int chunkItemCheck(const ir_chunk_store *s, const char *rec, uint32_t len, const ir_traj_layout *L,
                    const char **err) {
-    if (len < 4 || len % 4 || rd(rec, 0) != L->ncols || L->ncols == 0 ||
-        (uint64_t)len < 4 * (1 + (uint64_t)L->ncols)) {
+    if (len < 1 || (uint8_t)rec[0] != L->ncols || L->ncols == 0) {
         *err = "an item's reference record does not match the table's columns";
         return -1;
     }
-    size_t words = len / 4, w = 1 + L->ncols;
+    size_t pos = 1;
     for (uint32_t k = 0; k < L->ncols; k++) {
-        if (rd(rec, 1 + k) != w || w + 5 > words) {
+        colhdr c;
+        if (colRead(rec, &pos, len, &c) || c.S > 65536) {
             *err = "an item's reference record is malformed";
             return -1;
         }
-        uint32_t sb = rd(rec, w), clen = rd(rec, w + 1), off = rd(rec, w + 2), S = rd(rec, w + 3),
-                 nch = rd(rec, w + 4);
-        if (sb != L->col[k].step_bytes || clen != L->col[k].len || S == 0 || S > 65536 ||
-            off >= S || nch != ((uint64_t)off + clen - 1) / S + 1 || nch > words - w - 5) {
+        if (c.sb != L->col[k].step_bytes || c.len != L->col[k].len) {
             *err = "an item's column does not match the table's columns or its chunks";
             return -1;
         }
-        for (uint32_t j = 0; j < nch; j++) {
-            uint32_t h = rd(rec, w + 5 + j);
+        for (uint32_t j = 0; j < c.nch; j++) {
+            uint32_t h = handleAt(rec, &c, j);
             if (h == 0 || h >= s->used || !s->c[h].data ||
-                chunkRawSize(&s->c[h]) != (uint64_t)S * sb) {
+                chunkRawSize(&s->c[h]) != (uint64_t)c.S * c.sb) {
                 *err = "an item references a chunk the snapshot does not hold, or of another size";
                 return -1;
             }
         }
-        w += 5 + nch;
     }
-    if (w != words) {
+    if (pos != len) {
         *err = "an item's reference record has bytes past its columns";
         return -1;
     }
@@ -673,12 +741,13 @@ int chunkItemCheck(const ir_chunk_store *s, const char *rec, uint32_t len, const
 }
 
 void chunkItemRetain(ir_chunk_store *s, const char *rec) {
-    uint32_t ncols = rd(rec, 0);
+    uint32_t ncols = (uint8_t)rec[0];
+    size_t pos = 1;
     for (uint32_t k = 0; k < ncols; k++) {
-        size_t w = rd(rec, 1 + k);
-        uint32_t nch = rd(rec, w + 4);
-        for (uint32_t j = 0; j < nch; j++) {
-            s->c[rd(rec, w + 5 + j)].refs++;
+        colhdr c;
+        colRead(rec, &pos, SIZE_MAX, &c);
+        for (uint32_t j = 0; j < c.nch; j++) {
+            s->c[handleAt(rec, &c, j)].refs++;
             s->references++;
         }
     }

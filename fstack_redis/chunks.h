@@ -164,6 +164,8 @@ void chunkItemRelease(ir_chunk_store *s, const char *rec, uint32_t len);
 uint32_t chunkItemCols(const char *rec);
 /* Column k of rec: its step size and length. */
 void chunkItemCol(const char *rec, uint32_t k, uint32_t *step_bytes, uint32_t *len);
+/* Column k's chunk handles (up to max into handles); returns how many it has. */
+uint32_t chunkItemColChunks(const char *rec, uint32_t k, uint32_t *handles, uint32_t max);
 /* Copy column k's bytes (len x step_bytes) to dst. */
 void chunkItemCopy(ir_chunk_store *s, const char *rec, uint32_t k, char *dst);
 

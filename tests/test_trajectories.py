@@ -251,16 +251,18 @@ def test_sample_too_big_for_a_reply_is_refused(r: redis.Redis) -> None:
 
 def test_item_batch_over_maxbytes_adds_nothing(r: redis.Redis) -> None:
     """REPLAY.ITEM checks each reference record as the table will store it
-    (general mode: 16-byte header, 8-byte rounding): a batch whose second
-    record does not fit is refused whole."""
-    r.execute_command("REPLAY.STREAM", "fs", "FIELDS", 1, "x", "uint8", "", "CHUNK", 4)
+    (general mode: 16-byte header, 8-byte rounding; a one-column record is 5 bytes and
+    4 per chunk it spans: 4 steps from step 0 span 2 chunks of 2, 13 bytes, 32 stored;
+    from step 1, 3 chunks, 17 bytes, 40 stored): a batch whose second record is larger
+    than the table is refused whole."""
+    r.execute_command("REPLAY.STREAM", "fs", "FIELDS", 1, "x", "uint8", "", "CHUNK", 2)
     r.execute_command("REPLAY.APPEND", "fs", 8, bytes(range(8)))
-    r.execute_command("REPLAY.CREATE", "ft", "CAPACITY", 10, "MAXBYTES", 52, "REMOVER",
+    r.execute_command("REPLAY.CREATE", "ft", "CAPACITY", 10, "MAXBYTES", 36, "REMOVER",
                       "uniform", "TRAJECTORY")
-    msg = err(r, "REPLAY.ITEM", "ft", 1, 1, "c", "fs", "x", 0, 2, 1, 1, "c", "fs", "x", 3, 2)
-    assert "item 1's reference record" in msg and "MAXBYTES" in msg
+    msg = err(r, "REPLAY.ITEM", "ft", 1, 1, "c", "fs", "x", 0, 4, 1, 1, "c", "fs", "x", 1, 4)
+    assert "item 1's reference record (17 bytes)" in msg and "MAXBYTES" in msg, msg
     assert table_size(r, "ft") == 0
-    assert len(r.execute_command("REPLAY.ITEM", "ft", 1, 1, "c", "fs", "x", 0, 2)) == 1
+    assert len(r.execute_command("REPLAY.ITEM", "ft", 1, 1, "c", "fs", "x", 0, 4)) == 1
     r.execute_command("REPLAY.STREAM", "fs", "DROP")
 
 

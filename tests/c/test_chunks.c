@@ -41,15 +41,13 @@ static uint64_t countRefs(const ir_table *t, uint32_t *counts) {
     for (uint64_t i = 0; i < n; i++) {
         uint64_t slot = t->general ? t->dense[i] : (t->oldest_id + i) % t->o.capacity;
         const char *rec = t->arena + t->slot_off[slot];
-        uint32_t ncols = chunkItemCols(rec), w;
+        uint32_t ncols = chunkItemCols(rec);
         for (uint32_t k = 0; k < ncols; k++) {
-            memcpy(&w, rec + 4 * (1 + k), 4);
-            uint32_t nch;
-            memcpy(&nch, rec + 4 * (w + 4), 4);
+            uint32_t hs[64];
+            uint32_t nch = chunkItemColChunks(rec, k, hs, 64);
+            CHECK(nch <= 64);
             for (uint32_t j = 0; j < nch; j++) {
-                uint32_t h;
-                memcpy(&h, rec + 4 * (w + 5 + j), 4);
-                counts[h]++;
+                counts[hs[j]]++;
                 refs++;
             }
         }
