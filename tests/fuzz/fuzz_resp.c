@@ -73,6 +73,7 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "chunks.h"
 #include "commands.h"
 #include "db.h"
 #include "db_internal.h"
@@ -867,6 +868,9 @@ static void resetServer(uint8_t opt) {
         dbReleaseLater(dbsAt(srv, i));
     }
     tablesFlush(srv->tables);
+    /* streams too: a snapshot SAVE wrote holds them now, and its restore above
+     * brought them back, into the next run of the same input */
+    chunkStoreFlushStreams(srv->chunks);
     configureFor(opt);
 }
 

@@ -20,6 +20,19 @@ CC=${FUZZ_CC:-clang}
 CFLAGS=(-std=c11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer
         -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
         -Ifstack_redis -Wno-constant-logical-operand)
+# what meson.build gives the library: the project version (written there only) and
+# Lua 5.1 with the cjson and bit modules when pkg-config finds them
+VERSION=$(sed -n "s/^ *version *: *'\([^']*\)'.*/\1/p" meson.build | head -1)
+CFLAGS+=("-DIR_VERSION_STR=\"$VERSION\"")
+LIBS=(-lm -lz)
+for mod in lua5.1:"" lua5.1-cjson:IR_HAVE_LUA_CJSON lua5.1-bitop:IR_HAVE_LUA_BITOP; do
+    pc=${mod%%:*} def=${mod#*:}
+    if pkg-config --exists "$pc"; then
+        read -r -a f <<<"$(pkg-config --cflags "$pc")"; CFLAGS+=("${f[@]}")
+        read -r -a l <<<"$(pkg-config --libs "$pc")"; LIBS+=("${l[@]}")
+        [[ -n $def ]] && CFLAGS+=("-D$def=1")
+    fi
+done
 
 build() {
     command -v "$CC" >/dev/null || { echo "fuzz: $CC not found (apt-get install clang libclang-rt-14-dev)" >&2; exit 2; }
@@ -27,13 +40,13 @@ build() {
     local srcs=(fstack_redis/*.c tests/fuzz/fuzz_resp.c)
     local stale=0
     if [[ ! -x $BIN ]]; then stale=1; else
-        for f in "${srcs[@]}" fstack_redis/*.h tests/fuzz/run.sh; do
+        for f in "${srcs[@]}" fstack_redis/*.h tests/fuzz/run.sh meson.build; do
             [[ $f -nt $BIN ]] && { stale=1; break; }
         done
     fi
     if (( stale )); then
         echo "fuzz: building $BIN"
-        "$CC" "${CFLAGS[@]}" "${srcs[@]}" -lm -lz -o "$BIN.tmp"
+        "$CC" "${CFLAGS[@]}" "${srcs[@]}" "${LIBS[@]}" -o "$BIN.tmp"
         mv "$BIN.tmp" "$BIN"
     fi
 }
