@@ -362,13 +362,15 @@ static int stillAList(const bkey *k) {
      * it serves blocked clients; its clients stay blocked */
     dbkey dk = dbKey(db, k->key, k->len);
     dbEntry *e = lookupKeyNoStats(db, &dk);
-    return e && (e->type == OBJ_LIST || e->type == OBJ_ZSET) ? e->type : -1;
+    return e && (e->type == OBJ_LIST || e->type == OBJ_ZSET || e->type == OBJ_STREAM) ? e->type : -1;
 }
 
-/* Does c wait for a sorted set (BZPOPMIN, BZPOPMAX, BZMPOP) rather than a list? */
-static int waitsForZset(const client *c) {
+/* The type c waits for: a sorted set (BZPOPMIN, BZPOPMAX, BZMPOP), a stream
+ * (XREAD, XREADGROUP) or a list. */
+static int waitsForType(const client *c) {
     const char *n = c->bstate->cmd->name;
-    return (n[0] == 'b' || n[0] == 'B') && (n[1] == 'z' || n[1] == 'Z');
+    if (n[0] == 'x' || n[0] == 'X') return OBJ_STREAM;
+    return (n[0] == 'b' || n[0] == 'B') && (n[1] == 'z' || n[1] == 'Z') ? OBJ_ZSET : OBJ_LIST;
 }
 
 static void serveQueue(ir_server *s, bqueue *q) {
@@ -378,7 +380,7 @@ static void serveQueue(ir_server *s, bqueue *q) {
     if (k) k->serving = 1;
     while (q->head) {
         /* the head waits for the other type: it stays blocked (in its place) */
-        if (k && waitsForZset(q->head->c) != (type == OBJ_ZSET)) break;
+        if (k && waitsForType(q->head->c) != type) break;
         if (!rerun(s, q->head->c, 0)) break;
     }
     if (k) {

@@ -582,6 +582,8 @@ dbEntry *dbAdd(ir_db *db, const dbkey *k, int type, size_t embed_cap) {
         }
     } else if (type == OBJ_LIST) {
         listInit(&e->v.list);
+    } else if (type == OBJ_STREAM) {
+        e->v.stream = NULL; /* the caller gives it one (streamNew) */
     } else {
         dbColl *co = dbMalloc(sizeof(*co));
         collInit(co, db->d.seed, type);
@@ -599,6 +601,7 @@ static void collFree(ir_db *db, dbColl *co);
 void dbFreeValue(ir_db *db, dbEntry *e) {
     if (e->type == OBJ_STRING) strFreeValue(db, e);
     else if (e->type == OBJ_LIST) listFreeAll(db, &e->v.list);
+    else if (e->type == OBJ_STREAM) streamFree(db, e->v.stream);
     else collFree(db, e->v.coll);
 }
 
@@ -1137,6 +1140,8 @@ static uint64_t valueBytes(const dbEntry *e) {
     } else if (e->type == OBJ_LIST) {
         b = e->v.list.cap * sizeof(lelem);
         for (size_t i = 0; i < e->v.list.len; i++) b += dbBufBytes(listAt(&e->v.list, i)->len + 1);
+    } else if (e->type == OBJ_STREAM) {
+        b = streamBytes(e->v.stream);
     } else {
         b = sizeof(dbColl) + DB_MALLOC_OVERHEAD;
         if (e->v.coll->ord) b += dbBufBytes(e->v.coll->ordcap * sizeof(dbEntry *));
@@ -1154,7 +1159,7 @@ static uint64_t valueBytes(const dbEntry *e) {
  * average size scaled to the count, as Redis's objectComputeSize does. */
 uint64_t dbEntryMemoryUsage(const dbEntry *e, long long samples) {
     uint64_t b = dbEntryBytes(e->klen, e->ecap);
-    if (e->type == OBJ_STRING) return b + valueBytes(e);
+    if (e->type == OBJ_STRING || e->type == OBJ_STREAM) return b + valueBytes(e);
     if (e->type == OBJ_LIST) {
         const dbList *l = &e->v.list;
         size_t n = samples <= 0 || (unsigned long long)samples > l->len ? l->len : (size_t)samples;
@@ -1226,6 +1231,9 @@ static void dbCopyEntry(ir_db *to, const dbEntry *e, const dbkey *nk) {
     } else if (e->type == OBJ_ZSET) {
         ne = dbAdd(to, nk, OBJ_ZSET, 0);
         zsetCopy(to, ne->v.coll, e->v.coll);
+    } else if (e->type == OBJ_STREAM) {
+        ne = dbAdd(to, nk, OBJ_STREAM, 0);
+        ne->v.stream = streamDup(to, e->v.stream);
     } else {
         ne = dbAdd(to, nk, e->type, 0);
         if (e->v.coll->big) collSetBig(to, ne->v.coll);
@@ -1444,6 +1452,7 @@ static const char *typeName(int type) {
     case OBJ_SET: return "set";
     case OBJ_ZSET: return "zset";
     case OBJ_HASH: return "hash";
+    case OBJ_STREAM: return "stream";
     default: return "none";
     }
 }
@@ -1655,7 +1664,7 @@ static void renameGenericCommand(client *c, int nx) {
     notifyKeyspaceEvent(NOTIFY_NEW, "new", dst.p, dst.len, db->id);
     notifyKeyspaceEvent(NOTIFY_GENERIC, "rename_from", src.p, src.len, db->id);
     notifyKeyspaceEvent(NOTIFY_GENERIC, "rename_to", dst.p, dst.len, db->id);
-    if (ne->type == OBJ_LIST || ne->type == OBJ_ZSET) signalKeyAsReady(db, dst.p, dst.len); /* a new list there */
+    if (ne->type == OBJ_LIST || ne->type == OBJ_ZSET || ne->type == OBJ_STREAM) signalKeyAsReady(db, dst.p, dst.len); /* a new list there */
     addReplyStr(c, nx ? shared.cone : shared.ok);
 }
 
@@ -1713,7 +1722,7 @@ void copyCommand(client *c) {
     dbCopyEntry(dst, e, &nk);
     signalModifiedKey(c, dst, nk.p, nk.len);
     notifyKeyspaceEvent(NOTIFY_GENERIC, "copy_to", nk.p, nk.len, dst->id);
-    if (e->type == OBJ_LIST || e->type == OBJ_ZSET) signalKeyAsReady(dst, nk.p, nk.len);
+    if (e->type == OBJ_LIST || e->type == OBJ_ZSET || e->type == OBJ_STREAM) signalKeyAsReady(dst, nk.p, nk.len);
     addReplyStr(c, shared.cone);
 }
 
@@ -1750,7 +1759,7 @@ void moveCommand(client *c) {
     notifyKeyspaceEvent(NOTIFY_NEW, "new", nk.p, nk.len, dst->id);
     notifyKeyspaceEvent(NOTIFY_GENERIC, "move_from", k.p, k.len, src->id);
     notifyKeyspaceEvent(NOTIFY_GENERIC, "move_to", nk.p, nk.len, dst->id);
-    if (ne->type == OBJ_LIST || ne->type == OBJ_ZSET) signalKeyAsReady(dst, nk.p, nk.len);
+    if (ne->type == OBJ_LIST || ne->type == OBJ_ZSET || ne->type == OBJ_STREAM) signalKeyAsReady(dst, nk.p, nk.len);
     addReplyStr(c, shared.cone);
 }
 
@@ -1821,6 +1830,7 @@ const char *dbEncodingName(const dbEntry *e) {
     case OBJ_SET: return e->v.coll->big ? "hashtable" : "intset";
     case OBJ_HASH: return e->v.coll->big ? "hashtable" : "listpack";
     case OBJ_ZSET: return e->v.coll->big ? "skiplist" : "listpack";
+    case OBJ_STREAM: return "stream";
     default: return "unknown";
     }
 }

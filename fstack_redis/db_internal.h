@@ -32,6 +32,7 @@
 #define OBJ_SET 2               /* Redis's type numbers */
 #define OBJ_ZSET 3
 #define OBJ_HASH 4
+#define OBJ_STREAM 6
 
 /* Entry flags. */
 #define DBE_EMBEDDED (1 << 0) /* v.str.ptr points into the entry itself */
@@ -58,6 +59,7 @@ typedef struct dbList {
 } dbList;
 
 struct dbColl;
+struct stream;
 
 typedef struct dbEntry {
     struct dbEntry *next;   /* bucket chain */
@@ -78,6 +80,7 @@ typedef struct dbEntry {
         } str;
         dbList list;
         struct dbColl *coll; /* OBJ_HASH, OBJ_SET, OBJ_ZSET */
+        struct stream *stream; /* OBJ_STREAM (t_stream.c) */
     } v;
     char key[];             /* klen bytes + NUL, then any embedded value */
 } dbEntry;
@@ -225,6 +228,81 @@ size_t zsetAll(dbColl *co, dbEntry **out);
 const char *zsetVerify(const dbColl *co);
 /* ZSCAN's text for a member's score. */
 int zsetScanScore(const dbColl *co, const dbEntry *fe, char *buf, size_t n);
+
+/* ---- streams (t_stream.c) --------------------------------------------------
+ * A stream: its live entries in ID order (a deque), the counters of the
+ * radix-tree nodes Redis would hold them in, and its consumer groups. */
+
+typedef struct streamID {
+    uint64_t ms, seq;
+} streamID;
+
+typedef struct sentry {
+    streamID id;
+    uint64_t node;          /* the seq of its node */
+    uint32_t nf;            /* field/value pairs */
+    uint32_t size;          /* bytes of buf */
+    char *buf;              /* per string: u32 length (host order), bytes */
+} sentry;
+
+typedef struct snode {
+    uint64_t seq;
+    uint32_t live, total;   /* entries; total counts deleted ones too */
+    uint32_t bytes;         /* the listpack's estimated size */
+    streamID last;          /* the last ID added to it (deleted or not) */
+} snode;
+
+typedef struct sconsumer {
+    char *name;
+    size_t nlen;
+    int64_t seen_time;
+    size_t npending;
+} sconsumer;
+
+typedef struct spending {
+    streamID id;
+    int64_t delivery_time;
+    uint64_t delivery_count;
+    sconsumer *consumer;    /* NULL only for XCLAIM FORCE's before it is given one */
+} spending;
+
+typedef struct sgroup {
+    char *name;
+    size_t nlen;
+    streamID last_id;
+    long long entries_read; /* -1: unknown */
+    spending *pel;          /* sorted by ID */
+    size_t npel, pelcap;
+    sconsumer **cons;       /* sorted by name */
+    size_t ncons, conscap;
+} sgroup;
+
+typedef struct stream {
+    sentry *e;              /* live entries e[eh .. eh+en) */
+    size_t eh, en, ecap;
+    snode *nodes;           /* nodes[nh .. nh+nn) */
+    size_t nh, nn, ncap;
+    uint64_t next_node_seq;
+    streamID last_id, max_deleted;
+    uint64_t entries_added;
+    sgroup **groups;        /* sorted by name */
+    size_t ngroups, gcap;
+    uint64_t bytes;         /* counted in db->bytes */
+} stream;
+
+struct rdbBuf;
+stream *streamNew(struct ir_db *db);
+void streamFree(struct ir_db *db, stream *s);
+stream *streamDup(struct ir_db *db, const stream *src);
+uint64_t streamBytes(const stream *s);
+uint64_t streamLength(const stream *s);
+streamID streamFirstID(const stream *s);
+int streamFormatID(char *buf, size_t n, const streamID *id);
+/* The project's own record of a stream (snapshots, DUMP): see t_stream.c. */
+void streamSerialize(struct rdbBuf *b, const stream *s);
+/* NULL with *err set when the record is bad; *used: the bytes it took. */
+stream *streamDeserialize(struct ir_db *db, const void *buf, size_t len, size_t *used, const char **err);
+void streamDigest(const stream *s, void (*mix)(void *arg, const void *p, size_t len), void *arg);
 
 /* ---- the database -------------------------------------------------------- */
 

@@ -188,6 +188,20 @@ static dbEntry *loadValue(ir_db *db, const dbkey *k, rbuf *r) {
         free(a);
         return e;
     }
+    if (type == RDB_TYPE_STREAM_IR) {
+        size_t used;
+        const char *err;
+        stream *s = streamDeserialize(db, r->p, (size_t)(r->end - r->p), &used, &err);
+        if (!s) return NULL;
+        if (used != (size_t)(r->end - r->p)) {
+            streamFree(db, s);
+            return NULL;
+        }
+        r->p += used;
+        dbEntry *e = dbAdd(db, k, OBJ_STREAM, 0);
+        e->v.stream = s;
+        return e;
+    }
     if (type != RDB_TYPE_LIST && type != RDB_TYPE_SET && type != RDB_TYPE_HASH &&
         type != RDB_TYPE_ZSET_2)
         return NULL;
@@ -328,6 +342,6 @@ void restoreCommand(client *c) {
     }
     signalModifiedKey(c, db, k.p, k.len);
     notifyKeyspaceEvent(NOTIFY_GENERIC, "restore", k.p, k.len, db->id);
-    if (e->type == OBJ_LIST || e->type == OBJ_ZSET) signalKeyAsReady(db, k.p, k.len);
+    if (e->type == OBJ_LIST || e->type == OBJ_ZSET || e->type == OBJ_STREAM) signalKeyAsReady(db, k.p, k.len);
     addReplyStr(c, shared.ok);
 }

@@ -25,6 +25,10 @@ struct dbEntry;
 #define RDB_TYPE_SET 2
 #define RDB_TYPE_HASH 4
 #define RDB_TYPE_ZSET_2 5 /* members with binary double scores */
+/* A stream in inreplay's own record (t_stream.c's streamSerialize), not
+ * Redis's listpack encoding (RDB_TYPE_STREAM_LISTPACKS_2 = 19): only
+ * inreplay's RESTORE reads it; Redis answers "Bad data format". */
+#define RDB_TYPE_STREAM_IR 200
 /* special string encodings: a length byte 11xxxxxx, xxxxxx one of these */
 #define RDB_ENC_INT8 0
 #define RDB_ENC_INT16 1
