@@ -35,6 +35,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include "db_internal.h"
@@ -373,10 +374,27 @@ static int waitsForType(const client *c) {
     return (n[0] == 'b' || n[0] == 'B') && (n[1] == 'z' || n[1] == 'Z') ? OBJ_ZSET : OBJ_LIST;
 }
 
+static int waitsForGroup(const client *c) {
+    return strcasecmp(c->bstate->cmd->name, "xreadgroup") == 0;
+}
+
 static void serveQueue(ir_server *s, bqueue *q) {
     bkey *k = q->kind == BLOCKED_LIST ? q->owner : NULL;
     int type = k ? stillAList(k) : -1;
-    if (k && type < 0) return;
+    if (k && type != OBJ_STREAM) {
+        /* the stream was deleted or overwritten: its XREADGROUP waiters get
+         * Redis's -UNBLOCKED error (their command, re-run, answers it) */
+        k->serving = 1;
+        for (bwait *w = q->head, *nw; w; w = nw) {
+            nw = w->next;
+            if (waitsForGroup(w->c)) rerun(s, w->c, 0);
+        }
+        k->serving = 0;
+        if (type < 0) {
+            keyMaybeFree(s->blocked, k);
+            return;
+        }
+    }
     if (k) k->serving = 1;
     while (q->head) {
         /* the head waits for the other type: it stays blocked (in its place) */

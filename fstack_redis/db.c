@@ -607,6 +607,7 @@ void dbFreeValue(ir_db *db, dbEntry *e) {
 
 void dbMakeString(ir_db *db, dbEntry *e) {
     if (e->type == OBJ_STRING) return;
+    if (e->type == OBJ_STREAM) signalKeyAsReady(db, e->key, e->klen);
     dbFreeValue(db, e);
     e->type = OBJ_STRING;
     e->v.str.len = 0;
@@ -624,6 +625,8 @@ void dbMakeString(ir_db *db, dbEntry *e) {
 }
 
 void dbDeleteEntry(ir_db *db, dbEntry *e) {
+    /* XREADGROUP waiters on a stream that goes are answered (blocked.c) */
+    if (e->type == OBJ_STREAM) signalKeyAsReady(db, e->key, e->klen);
     dictUnlink(&db->d, e);
     if (e->expire != -1) volRemove(db, e);
     dbFreeValue(db, e);
@@ -826,7 +829,7 @@ void dbsActiveExpire(ir_server *s, uint64_t now_ms) {
 
 /* ---- hashes and sets: a dict of entries ---------------------------------------- */
 
-ir_encoding_limits encodingLimits = {512, 64, 512, 128, 64};
+ir_encoding_limits encodingLimits = {512, 64, 512, 128, 64, 4096, 100};
 
 dbEntry *collFind(dbColl *co, const void *f, size_t len) {
     return dictFind(&co->d, f, len, dictHashKey(&co->d, f, len));

@@ -176,6 +176,8 @@ typedef struct ir_encoding_limits {
     long long set_max_intset_entries;
     long long zset_max_listpack_entries;
     long long zset_max_listpack_value;
+    long long stream_node_max_bytes;   /* a stream node's listpack size (t_stream.c) */
+    long long stream_node_max_entries; /* and entries, deleted ones included */
 } ir_encoding_limits;
 extern ir_encoding_limits encodingLimits;
 
@@ -302,6 +304,8 @@ int streamFormatID(char *buf, size_t n, const streamID *id);
 void streamSerialize(struct rdbBuf *b, const stream *s);
 /* NULL with *err set when the record is bad; *used: the bytes it took. */
 stream *streamDeserialize(struct ir_db *db, const void *buf, size_t len, size_t *used, const char **err);
+/* Redis 7.0's RDB_TYPE_STREAM_LISTPACKS_2 value (a replica's image). */
+void streamPutRedisRDB(struct rdbBuf *b, const stream *s);
 void streamDigest(const stream *s, void (*mix)(void *arg, const void *p, size_t len), void *arg);
 
 /* ---- the database -------------------------------------------------------- */

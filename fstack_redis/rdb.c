@@ -159,7 +159,8 @@ void rdbPutValue(rdbBuf *b, const dbEntry *e, int flags) {
                   : e->type == OBJ_LIST ? RDB_TYPE_LIST
                   : e->type == OBJ_SET  ? RDB_TYPE_SET
                   : e->type == OBJ_ZSET ? RDB_TYPE_ZSET_2
-                  : e->type == OBJ_STREAM ? RDB_TYPE_STREAM_IR
+                  : e->type == OBJ_STREAM ? ((flags & RDB_REDIS_STREAMS) ? RDB_TYPE_STREAM_LISTPACKS_2
+                                                                         : RDB_TYPE_STREAM_IR)
                                         : RDB_TYPE_HASH);
     if (flags & RDB_WITH_KEY) rdbPutString(b, e->key, e->klen, flags);
     switch (e->type) {
@@ -184,7 +185,8 @@ void rdbPutValue(rdbBuf *b, const dbEntry *e, int flags) {
         break;
     }
     case OBJ_STREAM:
-        streamSerialize(b, e->v.stream);
+        if (flags & RDB_REDIS_STREAMS) streamPutRedisRDB(b, e->v.stream);
+        else streamSerialize(b, e->v.stream);
         break;
     }
 }
@@ -204,7 +206,6 @@ typedef struct walk {
 
 static int countLive(const dbEntry *e, void *arg) {
     uint64_t *n = arg;
-    if (e->type == OBJ_STREAM) return 0; /* not in a replica's image: see writeEntry */
     if (!keyIsExpired(e, *(const int64_t *)(n + 2))) {
         n[0]++;
         if (e->expire != -1) n[1]++;
@@ -216,14 +217,11 @@ static int countLive(const dbEntry *e, void *arg) {
 static int writeEntry(const dbEntry *e, void *arg) {
     walk *w = arg;
     if (keyIsExpired(e, w->now)) return 0;
-    /* streams are left out: a Redis replica loads only Redis's stream
-     * encoding (RDB_TYPE_STREAM_LISTPACKS_2), which rdb.c does not write */
-    if (e->type == OBJ_STREAM) return 0;
     if (e->expire != -1) {
         rdbPutByte(w->b, RDB_OP_EXPIRETIME_MS);
         rdbPutLE(w->b, (uint64_t)e->expire, 8);
     }
-    rdbPutValue(w->b, e, RDB_WITH_KEY);
+    rdbPutValue(w->b, e, RDB_WITH_KEY | RDB_REDIS_STREAMS);
     return w->b->oom;
 }
 

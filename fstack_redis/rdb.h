@@ -29,6 +29,8 @@ struct dbEntry;
  * Redis's listpack encoding (RDB_TYPE_STREAM_LISTPACKS_2 = 19): only
  * inreplay's RESTORE reads it; Redis answers "Bad data format". */
 #define RDB_TYPE_STREAM_IR 200
+/* Redis 7.0's stream encoding: what a replica's image holds (rdbBuild). */
+#define RDB_TYPE_STREAM_LISTPACKS_2 19
 /* special string encodings: a length byte 11xxxxxx, xxxxxx one of these */
 #define RDB_ENC_INT8 0
 #define RDB_ENC_INT16 1
@@ -64,6 +66,9 @@ void rdbPutString(rdbBuf *b, const char *p, size_t len, int flags);
  * records lay it out; DUMP's payload has no key. The expiry time is the
  * caller's (an image writes it before the type byte). */
 #define RDB_WITH_KEY 2
+/* streams as Redis 7.0 encodes them (RDB_TYPE_STREAM_LISTPACKS_2) instead
+ * of inreplay's own record: the replica's image */
+#define RDB_REDIS_STREAMS 4
 void rdbPutValue(rdbBuf *b, const struct dbEntry *e, int flags);
 
 /* The whole keyspace as an RDB image in a malloc'd buffer (*len bytes), or

@@ -40,8 +40,6 @@
 #include "replication.h"
 #include "server.h"
 
-#define STREAM_NODE_MAX_ENTRIES 100 /* Redis's stream-node-max-entries default */
-#define STREAM_NODE_MAX_BYTES 4096  /* stream-node-max-bytes */
 #define ENTRIES_READ_INVALID (-1LL)
 #define XREAD_BLOCKED_DEFAULT_COUNT 1000
 
@@ -298,8 +296,11 @@ static int64_t appendEntry(ir_db *db, stream *s, const streamID *id, client *c, 
     }
     lpbytes += 6 + 2 * 2; /* flags, ms and seq deltas, lp-count (+ num-fields) */
     snode *tail = s->nn ? nodeAt(s, s->nn - 1) : NULL;
-    if (!tail || tail->total >= STREAM_NODE_MAX_ENTRIES ||
-        tail->bytes + totelelen >= STREAM_NODE_MAX_BYTES) {
+    long long max_bytes = encodingLimits.stream_node_max_bytes;
+    if (max_bytes <= 0 || max_bytes > (1LL << 30)) max_bytes = 1LL << 30;
+    long long max_entries = encodingLimits.stream_node_max_entries;
+    if (!tail || (long long)(tail->bytes + totelelen) >= max_bytes ||
+        (max_entries && tail->total >= (unsigned long long)max_entries)) {
         if (s->nh + s->nn == s->ncap) {
             if (s->nh) {
                 memmove(s->nodes, nodeAt(s, 0), s->nn * sizeof(snode));
@@ -510,7 +511,12 @@ static int parseAddTrimArgs(client *c, trimArgs *a, int xadd) {
             return -1;
         }
     } else {
-        a->limit = a->approx ? 100 * STREAM_NODE_MAX_ENTRIES : 0;
+        a->limit = 0;
+        if (a->approx) { /* at most 100 nodes' worth, as Redis */
+            a->limit = 100 * encodingLimits.stream_node_max_entries;
+            if (a->limit <= 0) a->limit = 10000;
+            if (a->limit > 1000000) a->limit = 1000000;
+        }
     }
     return i;
 }
@@ -1143,6 +1149,16 @@ static void xreadGeneric(client *c, int group_mode) {
         int ka = streams_arg + j, ia = streams_arg + nstreams + j;
         dbkey k = argKey(db, c, ka);
         dbEntry *e = lookupKey(db, &k);
+        if (group_mode && (c->flags & CLIENT_BLOCKED)) { /* woken: what it waited on may be gone */
+            if (!e || e->type != OBJ_STREAM) {
+                addReplyError(c, "-UNBLOCKED the stream key no longer exists");
+                return;
+            }
+            if (!lookupGroup(e->v.stream, c->argv[gname].ptr, c->argv[gname].len)) {
+                addReplyError(c, "-NOGROUP the consumer group this client was blocked on no longer exists");
+                return;
+            }
+        }
         if (e && e->type != OBJ_STREAM) {
             addReplyStr(c, shared.wrongtypeerr);
             return;
@@ -1273,6 +1289,15 @@ static int subArity(client *c, const char *container, int arity) {
     return 0;
 }
 
+/* XGROUP is a container without the write flag (its subcommands have it):
+ * a change goes to replicas as the command itself. */
+static void propagateVerbatim(client *c) {
+    if (!replActive()) return;
+    ir_str *v = propArgs((size_t)c->argc);
+    for (int i = 0; i < c->argc; i++) v[i] = replArg(c, i);
+    replRewrite(c, c->argc, v);
+}
+
 /* XGROUP CREATE|SETID|DESTROY|CREATECONSUMER|DELCONSUMER|HELP ... */
 void xgroupCommand(client *c) {
     ir_db *db = dbFor(c);
@@ -1366,6 +1391,7 @@ void xgroupCommand(client *c) {
         if (groupCreate(db, s, gn, gl, &id, entries_read)) {
             addReplyStr(c, shared.ok);
             replMarkDirty();
+            propagateVerbatim(c);
             notifyKeyspaceEvent(NOTIFY_STREAM, "xgroup-create", k.p, k.len, db->id);
         } else {
             addReplyError(c, "-BUSYGROUP Consumer Group name already exists");
@@ -1382,6 +1408,7 @@ void xgroupCommand(client *c) {
         g->entries_read = entries_read;
         addReplyStr(c, shared.ok);
         replMarkDirty();
+        propagateVerbatim(c);
         notifyKeyspaceEvent(NOTIFY_STREAM, "xgroup-setid", k.p, k.len, db->id);
     } else if (sub == 2) { /* DESTROY */
         if (g) {
@@ -1396,6 +1423,7 @@ void xgroupCommand(client *c) {
             groupFree(g);
             addReplyStr(c, shared.cone);
             replMarkDirty();
+            propagateVerbatim(c);
             notifyKeyspaceEvent(NOTIFY_STREAM, "xgroup-destroy", k.p, k.len, db->id);
             signalKeyAsReady(db, k.p, k.len);
         } else {
@@ -1403,6 +1431,7 @@ void xgroupCommand(client *c) {
         }
     } else if (sub == 3) { /* CREATECONSUMER */
         sconsumer *cn = consumerCreateNotify(c, db, s, g, 2, c->argv[4].ptr, c->argv[4].len);
+        if (cn) propagateVerbatim(c);
         addReplyLongLong(c, cn ? 1 : 0);
     } else { /* DELCONSUMER */
         long long pending = 0;
@@ -1411,6 +1440,7 @@ void xgroupCommand(client *c) {
             pending = (long long)cn->npending;
             consumerDelete(db, s, g, cn);
             replMarkDirty();
+            propagateVerbatim(c);
             notifyKeyspaceEvent(NOTIFY_STREAM, "xgroup-delconsumer", k.p, k.len, db->id);
         }
         addReplyLongLong(c, pending);
@@ -2265,3 +2295,194 @@ void streamDigest(const stream *s, void (*mix)(void *arg, const void *p, size_t 
 }
 
 uint64_t streamLength(const stream *s) { return s->en; }
+
+/* ---- Redis's RDB encoding (RDB_TYPE_STREAM_LISTPACKS_2, Redis 7.0) -----------------------
+ * For a replica's image: one listpack per node that has live entries (the
+ * node's first live entry is its master ID), every entry written with its
+ * own fields (flags 0, no SAMEFIELDS compression; Redis reads either), then
+ * the stream's counters and the groups with their PELs and consumers. */
+
+typedef struct lpw {
+    rdbBuf *b;
+    size_t start; /* offset of the listpack's header in b */
+    uint32_t n;   /* elements */
+} lpw;
+
+/* One element: its encoding and data (enc, elen bytes), then its back length. */
+static void lpElem(lpw *w, const unsigned char *enc, size_t elen, const void *data, size_t dlen) {
+    rdbPut(w->b, enc, elen);
+    if (dlen) rdbPut(w->b, data, dlen);
+    size_t l = elen + dlen;
+    unsigned char bl[5];
+    int n;
+    if (l <= 127) {
+        bl[0] = (unsigned char)l;
+        n = 1;
+    } else if (l < 16383) {
+        bl[0] = (unsigned char)(l >> 7);
+        bl[1] = (unsigned char)((l & 127) | 128);
+        n = 2;
+    } else if (l < 2097151) {
+        bl[0] = (unsigned char)(l >> 14);
+        bl[1] = (unsigned char)(((l >> 7) & 127) | 128);
+        bl[2] = (unsigned char)((l & 127) | 128);
+        n = 3;
+    } else if (l < 268435455) {
+        bl[0] = (unsigned char)(l >> 21);
+        bl[1] = (unsigned char)(((l >> 14) & 127) | 128);
+        bl[2] = (unsigned char)(((l >> 7) & 127) | 128);
+        bl[3] = (unsigned char)((l & 127) | 128);
+        n = 4;
+    } else {
+        bl[0] = (unsigned char)(l >> 28);
+        bl[1] = (unsigned char)(((l >> 21) & 127) | 128);
+        bl[2] = (unsigned char)(((l >> 14) & 127) | 128);
+        bl[3] = (unsigned char)(((l >> 7) & 127) | 128);
+        bl[4] = (unsigned char)((l & 127) | 128);
+        n = 5;
+    }
+    rdbPut(w->b, bl, (size_t)n);
+    w->n++;
+}
+
+static void lpInt(lpw *w, int64_t v) {
+    unsigned char e[9];
+    if (v >= 0 && v <= 127) {
+        e[0] = (unsigned char)v;
+        lpElem(w, e, 1, NULL, 0);
+    } else if (v >= -4096 && v <= 4095) {
+        uint64_t u = (uint64_t)v & 0x1FFF;
+        e[0] = (unsigned char)(0xC0 | (u >> 8));
+        e[1] = (unsigned char)(u & 0xFF);
+        lpElem(w, e, 2, NULL, 0);
+    } else {
+        int bytes = v >= INT16_MIN && v <= INT16_MAX ? 2 : v >= -8388608 && v <= 8388607 ? 3
+                  : v >= INT32_MIN && v <= INT32_MAX ? 4 : 8;
+        e[0] = bytes == 2 ? 0xF1 : bytes == 3 ? 0xF2 : bytes == 4 ? 0xF3 : 0xF4;
+        for (int i = 0; i < bytes; i++) e[1 + i] = (unsigned char)((uint64_t)v >> (8 * i));
+        lpElem(w, e, (size_t)bytes + 1, NULL, 0);
+    }
+}
+
+static void lpStr(lpw *w, const char *p, size_t len) {
+    unsigned char e[5];
+    if (len < 64) {
+        e[0] = (unsigned char)(0x80 | len);
+        lpElem(w, e, 1, p, len);
+    } else if (len < 4096) {
+        e[0] = (unsigned char)(0xE0 | (len >> 8));
+        e[1] = (unsigned char)(len & 0xFF);
+        lpElem(w, e, 2, p, len);
+    } else {
+        e[0] = 0xF0;
+        for (int i = 0; i < 4; i++) e[1 + i] = (unsigned char)(len >> (8 * i));
+        lpElem(w, e, 5, p, len);
+    }
+}
+
+static void encodeRawID(unsigned char k[16], const streamID *id) { /* big-endian, as rax keys */
+    for (int i = 0; i < 8; i++) {
+        k[i] = (unsigned char)(id->ms >> (56 - 8 * i));
+        k[8 + i] = (unsigned char)(id->seq >> (56 - 8 * i));
+    }
+}
+
+static void putRawID(rdbBuf *b, const streamID *id) {
+    unsigned char k[16];
+    encodeRawID(k, id);
+    rdbPut(b, k, 16);
+}
+
+void streamPutRedisRDB(rdbBuf *b, const stream *s) {
+    uint64_t nodes = 0;
+    for (size_t i = 0; i < s->nn; i++) nodes += nodeAt(s, i)->live != 0;
+    rdbPutLen(b, nodes);
+    size_t ei = 0;
+    rdbBuf lp = {0};
+    for (size_t i = 0; i < s->nn; i++) {
+        const snode *n = nodeAt(s, i);
+        if (!n->live) continue;
+        const sentry *first = entryAt(s, ei);
+        streamID master = first->id;
+        lp.len = 0;
+        rdbPut(&lp, "\0\0\0\0\0\0", 6); /* total bytes and element count, set below */
+        lpw w = {&lp, 0, 0};
+        lpInt(&w, n->live); /* master entry: count, deleted, fields, 0 */
+        lpInt(&w, 0);
+        lpInt(&w, first->nf);
+        fieldIter it = {first->buf};
+        for (uint32_t f = 0; f < first->nf; f++) {
+            const char *p;
+            uint32_t l;
+            fieldNext(&it, &p, &l);
+            lpStr(&w, p, l);
+            fieldNext(&it, &p, &l); /* its value */
+        }
+        lpInt(&w, 0);
+        for (uint32_t k = 0; k < n->live; k++, ei++) {
+            const sentry *e = entryAt(s, ei);
+            lpInt(&w, 0); /* flags */
+            lpInt(&w, (int64_t)(e->id.ms - master.ms));
+            lpInt(&w, (int64_t)(e->id.seq - master.seq));
+            lpInt(&w, e->nf);
+            fieldIter fi = {e->buf};
+            for (uint32_t f = 0; f < e->nf * 2; f++) {
+                const char *p;
+                uint32_t l;
+                fieldNext(&fi, &p, &l);
+                lpStr(&w, p, l);
+            }
+            lpInt(&w, (int64_t)e->nf * 2 + 4); /* lp-count */
+        }
+        rdbPutByte(&lp, 0xFF);
+        if (lp.oom) {
+            b->oom = 1;
+            break;
+        }
+        for (int x = 0; x < 4; x++) lp.p[x] = (char)(unsigned char)(lp.len >> (8 * x));
+        uint32_t ne = w.n < 65535 ? w.n : 65535;
+        lp.p[4] = (char)(unsigned char)(ne & 0xFF);
+        lp.p[5] = (char)(unsigned char)(ne >> 8);
+        unsigned char key[16];
+        encodeRawID(key, &master);
+        rdbPutLen(b, 16);
+        rdbPut(b, key, 16);
+        rdbPutLen(b, lp.len);
+        rdbPut(b, lp.p, lp.len);
+    }
+    free(lp.p);
+    streamID firstid = streamFirstID(s);
+    rdbPutLen(b, s->en);
+    rdbPutLen(b, s->last_id.ms);
+    rdbPutLen(b, s->last_id.seq);
+    rdbPutLen(b, firstid.ms);
+    rdbPutLen(b, firstid.seq);
+    rdbPutLen(b, s->max_deleted.ms);
+    rdbPutLen(b, s->max_deleted.seq);
+    rdbPutLen(b, s->entries_added);
+    rdbPutLen(b, s->ngroups);
+    for (size_t gi = 0; gi < s->ngroups; gi++) {
+        const sgroup *g = s->groups[gi];
+        rdbPutLen(b, g->nlen);
+        rdbPut(b, g->name, g->nlen);
+        rdbPutLen(b, g->last_id.ms);
+        rdbPutLen(b, g->last_id.seq);
+        rdbPutLen(b, (uint64_t)g->entries_read);
+        rdbPutLen(b, g->npel);
+        for (size_t pi = 0; pi < g->npel; pi++) {
+            putRawID(b, &g->pel[pi].id);
+            rdbPutLE(b, (uint64_t)g->pel[pi].delivery_time, 8);
+            rdbPutLen(b, g->pel[pi].delivery_count);
+        }
+        rdbPutLen(b, g->ncons);
+        for (size_t ci = 0; ci < g->ncons; ci++) {
+            const sconsumer *cn = g->cons[ci];
+            rdbPutLen(b, cn->nlen);
+            rdbPut(b, cn->name, cn->nlen);
+            rdbPutLE(b, (uint64_t)cn->seen_time, 8);
+            rdbPutLen(b, cn->npending);
+            for (size_t pi = 0; pi < g->npel; pi++)
+                if (g->pel[pi].consumer == cn) putRawID(b, &g->pel[pi].id);
+        }
+    }
+}

@@ -605,3 +605,87 @@ def test_persistence_round_trip(inreplay_server: ServerProcess) -> None:
         assert c.call("TYPE", "e") == "stream"
         assert 0 < c.call("PTTL", "s") <= 1000000
         assert c.call("XTRIM", "s", "MAXLEN", "~", "10") == 99  # node boundaries kept
+
+
+@pytest.mark.parametrize("kind", ["redis", "inreplay"])
+def test_blocked_xreadgroup_key_deleted_or_group_destroyed(pair: Pair, kind: str) -> None:
+    srv = pair[0] if kind == "redis" else pair[1]
+    with srv.raw() as c, srv.raw() as w:
+        for how in (("DEL", "ks"), ("SET", "ks", "x")):
+            w.call("DEL", "ks")
+            w.call("XADD", "ks", "666", "f", "v")
+            w.call("XGROUP", "CREATE", "ks", "g", "$")
+            c.send(c.command("XREADGROUP", "GROUP", "g", "a", "BLOCK", "0", "STREAMS", "ks", ">"))
+            time.sleep(0.1)
+            w.call(*how)
+            assert c.read_reply_bytes() == b"-UNBLOCKED the stream key no longer exists\r\n"
+        w.call("DEL", "ks")
+        w.call("XADD", "ks", "666", "f", "v")
+        w.call("XGROUP", "CREATE", "ks", "g", "$")
+        c.send(c.command("XREADGROUP", "GROUP", "g", "a", "BLOCK", "0", "STREAMS", "ks", ">"))
+        time.sleep(0.1)
+        w.call("XGROUP", "DESTROY", "ks", "g")
+        assert c.read_reply_bytes().startswith(b"-NOGROUP ")
+        # a plain XREAD stays blocked when the key goes, and is served when it comes back
+        c.send(c.command("XREAD", "BLOCK", "3000", "STREAMS", "ks", "$"))
+        time.sleep(0.1)
+        w.call("DEL", "ks")
+        w.call("XADD", "ks", "1000-0", "f", "back")
+        assert c.read_reply() == [[b"ks", [[b"1000-0", [b"f", b"back"]]]]]
+
+
+def test_stock_replica_of_streams(server_factory: Any) -> None:
+    """A stock redis-server replica loads the streams of the RDB image
+    (Redis's stream encoding) and follows the propagated rewrites."""
+    master = server_factory("inreplay")
+    m = master.raw()
+    for i in range(1, 260):
+        m.call("XADD", "s", f"{i}-{i % 2}", "f", str(i), "n", "x" * (i % 9))
+    m.call("XDEL", "s", "7-1", "150-0")
+    m.call("XGROUP", "CREATE", "s", "g", "0")
+    m.call("XGROUP", "CREATE", "s", "h", "$", "ENTRIESREAD", "5")
+    m.call("XREADGROUP", "GROUP", "g", "alice", "COUNT", "3", "STREAMS", "s", ">")
+    m.call("XREADGROUP", "GROUP", "g", "bob", "COUNT", "2", "STREAMS", "s", ">")
+    m.call("XGROUP", "CREATECONSUMER", "s", "g", "carol")
+    m.call("XADD", "empty", "1-0", "a", "b")
+    m.call("XDEL", "empty", "1-0")
+    m.call("XADD", "big", "1-0", "blob", "y" * 5000, "k", "-12345678901")
+    replica = server_factory("redis", "--replicaof", "127.0.0.1", str(master.port))
+    r = replica.raw()
+    deadline = time.monotonic() + 10
+    while b"master_link_status:up" not in r.call("INFO", "replication"):
+        assert time.monotonic() < deadline, replica.log_tail()
+        time.sleep(0.05)
+    # writes after the sync, as replicas get them
+    m.call("XADD", "s", "*", "f", "auto")
+    m.call("XREADGROUP", "GROUP", "g", "alice", "COUNT", "2", "STREAMS", "s", ">")
+    m.call("XREADGROUP", "GROUP", "h", "dave", "NOACK", "COUNT", "2", "STREAMS", "s", ">")
+    m.call("XCLAIM", "s", "g", "erin", "0", "1-1", "2-0")
+    m.call("XAUTOCLAIM", "s", "g", "frank", "0", "0", "COUNT", "1")
+    m.call("XACK", "s", "g", "3-1")
+    m.call("XADD", "s", "MAXLEN", "~", "150", "*", "f", "trim")
+    m.call("XTRIM", "s", "MINID", "~", "120")
+    m.call("XCLAIM", "s", "g", "erin", "0", "4-0", "5-1")  # trimmed: dropped from the PEL
+    m.call("XGROUP", "SETID", "s", "h", "200-0")
+    m.call("XSETID", "empty", "5-0", "ENTRIESADDED", "9", "MAXDELETEDID", "2-0")
+    m.call("XGROUP", "DELCONSUMER", "s", "g", "carol")
+    m.call("SET", "last", "1")
+    while r.call("GET", "last") != b"1":
+        assert time.monotonic() < deadline, replica.log_tail()
+        time.sleep(0.05)
+    for cmd in (
+        ("XRANGE", "s", "-", "+"),
+        ("XRANGE", "big", "-", "+"),
+        ("XINFO", "STREAM", "empty"),
+        ("XINFO", "GROUPS", "s"),
+        ("XPENDING", "s", "g"),
+        ("XPENDING", "s", "h"),
+        ("XLEN", "s"),
+    ):
+        assert r.call(*cmd) == m.call(*cmd), cmd
+    full_m = m.call("XINFO", "STREAM", "s", "FULL", "COUNT", "0")
+    full_r = r.call("XINFO", "STREAM", "s", "FULL", "COUNT", "0")
+    keys = {b"seen-time", b"radix-tree-nodes", b"radix-tree-keys"}
+    assert _mask_times(full_r, keys) == _mask_times(full_m, keys)
+    m.close()
+    r.close()
