@@ -342,8 +342,13 @@ static int rerun(ir_server *s, client *c, int deny) {
     bs->again = 0;
     bs->deny = deny;
     c->cmd = bs->cmd;
+    size_t before = c->olen;
     bs->cmd->proc(c);
     c->cmd = NULL;
+    if (c->olen > before && c->obuf[before] == '-') { /* INFO errorstats, as call() counts */
+        errorStatsCount(s, c->obuf + before + 1, c->olen - before - 1);
+        commandStatsUnblocked(c, bs->cmd, 1);
+    }
     if (c->has_refs) clientFlush(c); /* as processCommand: references go now */
     if (bs->again && !deny) {
         bs->again = 0;

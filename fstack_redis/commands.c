@@ -664,6 +664,10 @@ void commandStatsCall(const client *c, const ir_command *cmd, uint64_t usec, int
 
 void commandStatsRejected(const client *c, const ir_command *cmd) { statFor(c, cmd)->rejected++; }
 
+void commandStatsUnblocked(const client *c, const ir_command *cmd, int failed) {
+    statFor(c, cmd)->failed += failed != 0;
+}
+
 void errorStatsCount(ir_server *s, const char *reply, size_t len) {
     size_t n = 0;
     while (n < len && n < sizeof(errstats[0].code) - 1 && reply[n] != ' ' && reply[n] != '\r') n++;

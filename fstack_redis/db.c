@@ -1269,6 +1269,7 @@ void flushdbCommand(client *c) {
     if (getFlushCommandFlags(c) != 0) return;
     signalFlushedDb(db);
     dbEmpty(db);
+    blockedDbReady(c->srv, db); /* XREADGROUP waiters learn their stream went */
     addReplyStr(c, shared.ok);
 }
 
@@ -1280,6 +1281,7 @@ void flushallCommand(client *c) {
         ir_db *db = dbsAt(c->srv, i);
         signalFlushedDb(db);
         dbEmpty(db);
+        blockedDbReady(c->srv, db); /* XREADGROUP waiters learn their stream went */
     }
     tablesFlush(c->srv->tables);
     chunkStoreFlushStreams(c->srv->chunks);

@@ -306,6 +306,19 @@ void streamSerialize(struct rdbBuf *b, const stream *s);
 stream *streamDeserialize(struct ir_db *db, const void *buf, size_t len, size_t *used, const char **err);
 /* Redis 7.0's RDB_TYPE_STREAM_LISTPACKS_2 value (a replica's image). */
 void streamPutRedisRDB(struct rdbBuf *b, const stream *s);
+/* RESTORE of Redis's stream encodings (dump.c builds the stream with these). */
+int streamLoadEntry(struct ir_db *db, stream *s, const streamID *id, uint32_t nf, const char *buf,
+                    uint32_t size, int new_node, uint32_t node_total);
+void streamLoadNodeLast(stream *s, const streamID *last);
+void streamLoadMeta(stream *s, const streamID *last, const streamID *maxdel, uint64_t added);
+sgroup *streamLoadGroup(struct ir_db *db, stream *s, const char *name, size_t len,
+                        const streamID *last, long long entries_read, int estimate);
+int streamLoadPending(struct ir_db *db, stream *s, sgroup *g, const streamID *id, int64_t time,
+                      uint64_t count);
+sconsumer *streamLoadConsumer(struct ir_db *db, stream *s, sgroup *g, const char *name, size_t len,
+                              int64_t seen);
+int streamLoadOwn(sgroup *g, sconsumer *cn, const streamID *id);
+int streamLoadCheck(const stream *s);
 void streamDigest(const stream *s, void (*mix)(void *arg, const void *p, size_t len), void *arg);
 
 /* ---- the database -------------------------------------------------------- */

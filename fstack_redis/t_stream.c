@@ -2486,3 +2486,95 @@ void streamPutRedisRDB(rdbBuf *b, const stream *s) {
         }
     }
 }
+
+/* ---- building a stream from Redis's encoding (RESTORE, dump.c) ------------------------- */
+
+/* Append an entry whose pairs are already in t_stream's layout (buf, size
+ * bytes); new_node starts a node. -1 if its ID is not above the last one. */
+int streamLoadEntry(ir_db *db, stream *s, const streamID *id, uint32_t nf, const char *buf,
+                    uint32_t size, int new_node, uint32_t node_total) {
+    if (s->en && idCmp(id, &entryAt(s, s->en - 1)->id) <= 0) return -1;
+    if (new_node || !s->nn) {
+        if (s->nh + s->nn == s->ncap) {
+            size_t nc = s->ncap ? s->ncap * 2 : 4;
+            s->nodes = ir_xrealloc(s->nodes, nc * sizeof(snode));
+            account(db, s, (int64_t)((nc - s->ncap) * sizeof(snode)));
+            s->ncap = nc;
+        }
+        snode *n = &s->nodes[s->nh + s->nn++];
+        n->seq = s->next_node_seq++;
+        n->live = 0;
+        n->total = node_total;
+        n->bytes = 11;
+        n->last = *id;
+    }
+    if (s->eh + s->en == s->ecap) {
+        size_t nc = s->ecap ? s->ecap * 2 : 8;
+        s->e = ir_xrealloc(s->e, nc * sizeof(sentry));
+        account(db, s, (int64_t)((nc - s->ecap) * sizeof(sentry)));
+        s->ecap = nc;
+    }
+    snode *n = nodeAt(s, s->nn - 1);
+    sentry *e = &s->e[s->eh + s->en++];
+    e->id = *id;
+    e->node = n->seq;
+    e->nf = nf;
+    e->size = size;
+    e->buf = dbMalloc(size ? size : 1);
+    memcpy(e->buf, buf, size);
+    account(db, s, (int64_t)dbBufBytes(size));
+    n->live++;
+    if (n->total < n->live) n->total = n->live;
+    n->bytes += size;
+    if (idCmp(id, &n->last) > 0) n->last = *id;
+    return 0;
+}
+
+/* Set a node's last ID (a deleted entry may be its last). */
+void streamLoadNodeLast(stream *s, const streamID *last) {
+    if (s->nn && idCmp(last, &nodeAt(s, s->nn - 1)->last) > 0) nodeAt(s, s->nn - 1)->last = *last;
+}
+
+void streamLoadMeta(stream *s, const streamID *last, const streamID *maxdel, uint64_t added) {
+    s->last_id = *last;
+    s->max_deleted = *maxdel;
+    s->entries_added = added;
+}
+
+sgroup *streamLoadGroup(ir_db *db, stream *s, const char *name, size_t len, const streamID *last,
+                        long long entries_read, int estimate) {
+    if (estimate) entries_read = estimateDistance(s, last);
+    return groupCreate(db, s, name, len, last, entries_read);
+}
+
+/* A PEL entry of g; -1 if it is there already. */
+int streamLoadPending(ir_db *db, stream *s, sgroup *g, const streamID *id, int64_t time,
+                      uint64_t count) {
+    if (pelFind(g, id)) return -1;
+    spending *p = pelInsert(db, s, g, id);
+    p->delivery_time = time;
+    p->delivery_count = count;
+    return 0;
+}
+
+sconsumer *streamLoadConsumer(ir_db *db, stream *s, sgroup *g, const char *name, size_t len,
+                              int64_t seen) {
+    return consumerCreate(db, s, g, name, len, seen);
+}
+
+/* Give a group's pending entry to consumer cn; -1 if the group has no such
+ * entry or it has an owner already. */
+int streamLoadOwn(sgroup *g, sconsumer *cn, const streamID *id) {
+    spending *p = pelFind(g, id);
+    if (!p || p->consumer) return -1;
+    pelSetConsumer(p, cn);
+    return 0;
+}
+
+/* Every pending entry has an owner (Redis refuses a PEL entry without one). */
+int streamLoadCheck(const stream *s) {
+    for (size_t gi = 0; gi < s->ngroups; gi++)
+        for (size_t pi = 0; pi < s->groups[gi]->npel; pi++)
+            if (!s->groups[gi]->pel[pi].consumer) return -1;
+    return 0;
+}
