@@ -319,6 +319,9 @@ sconsumer *streamLoadConsumer(struct ir_db *db, stream *s, sgroup *g, const char
                               int64_t seen);
 int streamLoadOwn(sgroup *g, sconsumer *cn, const streamID *id);
 int streamLoadCheck(const stream *s);
+/* NULL when the stream's invariants hold (and *bytes its recomputed size),
+ * else what is wrong (the fuzz harness). */
+const char *streamVerify(const stream *s, uint64_t *bytes);
 void streamDigest(const stream *s, void (*mix)(void *arg, const void *p, size_t len), void *arg);
 
 /* ---- the database -------------------------------------------------------- */

@@ -2578,3 +2578,66 @@ int streamLoadCheck(const stream *s) {
             if (!s->groups[gi]->pel[pi].consumer) return -1;
     return 0;
 }
+
+/* ---- invariants (the fuzz harness) -------------------------------------------------------- */
+
+const char *streamVerify(const stream *s, uint64_t *bytes) {
+    uint64_t b = sizeof(*s) + DB_MALLOC_OVERHEAD + s->ecap * sizeof(sentry) + s->ncap * sizeof(snode);
+    if (s->eh + s->en > s->ecap || s->nh + s->nn > s->ncap) return "deque out of its array";
+    uint64_t live = 0;
+    for (size_t i = 0; i < s->nn; i++) {
+        const snode *n = nodeAt(s, i);
+        if (i && n->seq <= nodeAt(s, i - 1)->seq) return "nodes out of order";
+        if (n->live > n->total) return "a node with more live entries than entries";
+        if (n->seq >= s->next_node_seq) return "a node from the future";
+        live += n->live;
+    }
+    if (live != s->en) return "node counts do not add up to the length";
+    size_t ni = 0;
+    for (size_t i = 0; i < s->en; i++) {
+        const sentry *e = entryAt(s, i);
+        if (i && idCmp(&entryAt(s, i - 1)->id, &e->id) >= 0) return "entries out of order";
+        if (idCmp(&e->id, &s->last_id) > 0) return "an entry above the last ID";
+        while (ni < s->nn && nodeAt(s, ni)->seq < e->node) ni++;
+        if (ni == s->nn || nodeAt(s, ni)->seq != e->node) return "an entry of no node";
+        if (idCmp(&e->id, &nodeAt(s, ni)->last) > 0) return "an entry above its node's last ID";
+        if (e->nf == 0) return "an entry without fields";
+        fieldIter it = {e->buf};
+        for (uint32_t f = 0; f < e->nf * 2; f++) {
+            const char *p;
+            uint32_t l;
+            if ((size_t)(it.p - e->buf) + 4 > e->size) return "an entry's fields overrun it";
+            fieldNext(&it, &p, &l);
+            if ((size_t)(it.p - e->buf) > e->size) return "an entry's fields overrun it";
+        }
+        if ((size_t)(it.p - e->buf) != e->size) return "an entry's size is not its fields'";
+        b += dbBufBytes(e->size);
+    }
+    if (s->en > s->entries_added) return "fewer entries added than there are";
+    for (size_t gi = 0; gi < s->ngroups; gi++) {
+        const sgroup *g = s->groups[gi];
+        if (gi && nameCmp(s->groups[gi - 1]->name, s->groups[gi - 1]->nlen, g->name, g->nlen) >= 0)
+            return "groups out of order";
+        b += sizeof(*g) + g->nlen + 2 * DB_MALLOC_OVERHEAD + g->pelcap * sizeof(spending);
+        for (size_t ci = 0; ci < g->ncons; ci++) {
+            const sconsumer *cn = g->cons[ci];
+            if (ci && nameCmp(g->cons[ci - 1]->name, g->cons[ci - 1]->nlen, cn->name, cn->nlen) >= 0)
+                return "consumers out of order";
+            size_t own = 0;
+            for (size_t pi = 0; pi < g->npel; pi++) own += g->pel[pi].consumer == cn;
+            if (own != cn->npending) return "a consumer's pending count is wrong";
+            b += sizeof(*cn) + cn->nlen + 2 * DB_MALLOC_OVERHEAD;
+        }
+        for (size_t pi = 0; pi < g->npel; pi++) {
+            const spending *p = &g->pel[pi];
+            if (pi && idCmp(&g->pel[pi - 1].id, &p->id) >= 0) return "a PEL out of order";
+            if (!p->consumer) return "a pending entry without a consumer";
+            int found;
+            consumerIndex(g, p->consumer->name, p->consumer->nlen, &found);
+            if (!found) return "a pending entry of a consumer not in its group";
+        }
+    }
+    if (b != s->bytes) return "the stream's byte count is not its parts'";
+    *bytes = b;
+    return NULL;
+}

@@ -803,6 +803,11 @@ static void checkDb(ir_db *db) {
                     }
                 } else if (e->type == OBJ_HASH || e->type == OBJ_SET || e->type == OBJ_ZSET) {
                     bytes += checkColl(e);
+                } else if (e->type == OBJ_STREAM) {
+                    uint64_t sb = 0;
+                    const char *err = streamVerify(e->v.stream, &sb);
+                    if (err) die("stream: %s", err);
+                    bytes += sb;
                 } else {
                     die("unknown value type %d", e->type);
                 }
