@@ -461,7 +461,8 @@ static int readStats;
 
 /* Does c's command count keyspace hits and misses? Redis counts the lookups
  * of lookupKeyRead: every command that is not a write, and the write
- * commands that read their key first (GETEX, GETDEL, GETSET, SET ... GET).
+ * commands that read their key first (GETEX, GETDEL, GETSET, SET ... GET,
+ * XREADGROUP, XACK, XCLAIM, XAUTOCLAIM).
  * COPY counts its source itself (copyCommand). */
 static int readsKeys(const client *c) {
     const ir_command *cmd = c->cmd;
@@ -469,6 +470,10 @@ static int readsKeys(const client *c) {
     if (cmd->proc == objectCommand) return 2; /* read without a keymiss event (LOOKUP_NONOTIFY) */
     if (!(cmd->flags & CMD_WRITE)) return 1;
     if (cmd->proc == getexCommand || cmd->proc == getdelCommand || cmd->proc == getsetCommand)
+        return 1;
+    /* the stream writes that look their key up with lookupKeyRead */
+    if (cmd->proc == xreadgroupCommand || cmd->proc == xackCommand || cmd->proc == xclaimCommand ||
+        cmd->proc == xautoclaimCommand)
         return 1;
     if (cmd->proc == setCommand)
         for (int j = 3; j < c->argc; j++)

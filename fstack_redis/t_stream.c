@@ -1200,7 +1200,8 @@ static void xreadGeneric(client *c, int group_mode) {
         for (int j = 0; j < nstreams; j++) {
             int ka = streams_arg + j;
             dbkey k = argKey(db, c, ka);
-            dbEntry *e = lookupKeyNoStats(db, &k);
+            /* Redis looks each key up twice (hits, misses and keymiss events count both) */
+            dbEntry *e = pass == 0 ? lookupKey(db, &k) : lookupKeyNoStats(db, &k);
             if (!e) continue;
             stream *s = e->v.stream;
             sgroup *g = group_mode ? lookupGroup(s, c->argv[gname].ptr, c->argv[gname].len) : NULL;
@@ -1353,9 +1354,13 @@ void xgroupCommand(client *c) {
         }
     }
     dbkey k = argKey(db, c, 2);
-    int wrong;
-    dbEntry *e = lookupStreamWrite(c, db, &k, &wrong);
-    if (wrong) return;
+    /* a write's lookup (no hit, miss or keymiss), as Redis's lookupKeyWrite: the
+     * container itself carries no write flag for lookupKey to see */
+    dbEntry *e = lookupKeyNoStats(db, &k);
+    if (e && e->type != OBJ_STREAM) {
+        addReplyStr(c, shared.wrongtypeerr);
+        return;
+    }
     stream *s = e ? e->v.stream : NULL;
     const char *gn = c->argv[3].ptr;
     size_t gl = c->argv[3].len;
