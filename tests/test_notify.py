@@ -257,7 +257,8 @@ def test_zsets(both: Both) -> None:
 def test_streams(both: Both) -> None:
     compare(both, [
         ("XADD", "x", "1-0", "f", "v"), ("XADD", "x", "MAXLEN", "1", "2-0", "f", "v"),
-        ("XADD", "x", "NOMKSTREAM", "3-0", "f", "v"), ("XADD", "nox", "NOMKSTREAM", "1-0", "f", "v"),
+        ("XADD", "x", "NOMKSTREAM", "3-0", "f", "v"),
+        ("XADD", "nox", "NOMKSTREAM", "1-0", "f", "v"),
         ("XADD", "x", "0-1", "f", "v"), ("XDEL", "x", "9-0"), ("XDEL", "x", "2-0"),
         ("XADD", "x", "4-0", "f", "v"), ("XTRIM", "x", "MAXLEN", "5"), ("XTRIM", "x", "MINID", "4"),
         ("XGROUP", "CREATE", "x", "g", "0"), ("XGROUP", "CREATE", "x", "g", "0"),
