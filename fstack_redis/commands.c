@@ -1412,6 +1412,21 @@ static void commandGetKeys(client *c, int with_flags) {
             }
         }
     }
+    if (cmd->proc == xreadCommand || cmd->proc == xreadgroupCommand) {
+        /* the keys are the first half of what follows STREAMS (Redis's keyword search) */
+        n = 0;
+        for (int j = 1; j < argc; j++) {
+            if (argv[j].len != 7 || strncasecmp(argv[j].ptr, "streams", 7) != 0) continue;
+            long nk = (argc - j - 1) % 2 ? 0 : (argc - j - 1) / 2;
+            for (long i = 0; i < nk && i < 64; i++) {
+                pos[i] = j + 1 + (int)i;
+                flags[i] = cmd->proc == xreadCommand ? "RO access" : "RW access";
+            }
+            n = nk;
+            break;
+        }
+        if (n > 64) n = 0; /* as a malformed call: not served here */
+    }
     if (n > 64) { /* COMMAND GETKEYS only: no request path allocates here */
         pos = ir_xrealloc(NULL, (size_t)n * sizeof(*pos));
         flags = ir_xrealloc(NULL, (size_t)n * sizeof(*flags));

@@ -758,3 +758,29 @@ def test_restore_of_a_redis_5_stream(both: Both) -> None:
     both.run("XINFO", "GROUPS", "x")
     both.run("XINFO", "STREAM", "x")
     both.run("XPENDING", "x", "g1")
+
+
+STREAM_COMMANDS = ("xadd", "xrange", "xrevrange", "xlen", "xdel", "xtrim", "xread", "xreadgroup",
+                   "xgroup", "xsetid", "xack", "xpending", "xclaim", "xautoclaim", "xinfo")  # fmt: skip
+
+
+def test_command_info_as_redis(pair: Pair) -> None:
+    """Arity, flags and the legacy key range of every stream command (and of
+    XGROUP's and XINFO's subcommands) as stock Redis 7.0 reports them."""
+    ref, ours = pair[0].raw(), pair[1].raw()
+    try:
+        for name in STREAM_COMMANDS:
+            a = ref.call("COMMAND", "INFO", name)[0]
+            b = ours.call("COMMAND", "INFO", name)[0]
+            assert a[:6] == b[:6], name
+            subs_a = sorted(s[:6] for s in a[9]) if len(a) > 9 else []
+            subs_b = sorted(s[:6] for s in b[9]) if len(b) > 9 else []
+            assert subs_a == subs_b, name
+        for cmd in (("xadd", "s", "*", "f", "v"), ("xgroup", "create", "s", "g", "$"),
+                    ("xinfo", "stream", "s"), ("xclaim", "s", "g", "c", "0", "1-0"),
+                    ("xread", "COUNT", "2", "STREAMS", "a", "b", "0", "$"),
+                    ("xreadgroup", "GROUP", "g", "c", "streams", "a", ">")):  # fmt: skip
+            assert ref.call("COMMAND", "GETKEYS", *cmd) == ours.call("COMMAND", "GETKEYS", *cmd)
+    finally:
+        ref.close()
+        ours.close()

@@ -429,9 +429,12 @@ static void fuzzAny(client *c) {
     static const char *const clocky[] = {"time", "info", "client", "hello", "shutdown", "expire",
                                          "pexpire", "ttl", "pttl", "persist", "save", "bgsave",
                                          "lastsave", "spop", "srandmember", "hrandfield", "zrandmember",
-                                         "randomkey", "debug", "monitor", "sync", "psync"};
+                                         "randomkey", "debug", "monitor", "sync", "psync",
+                                         "xadd", "xread", "xreadgroup", "xpending", "xclaim",
+                                         "xautoclaim", "xinfo"};
                                          /* MONITOR: lines carry the time of each command;
-                                            SYNC/PSYNC: the RDB image, the time and memory used */
+                                            SYNC/PSYNC: the RDB image, the time and memory used;
+                                            streams: `*` IDs, BLOCK, idle and delivery times */
     const char *name = c->cmd->name;
     if (!strcmp(name, "save")) saved = 1;
     for (size_t i = 0; i < sizeof(clocky) / sizeof(clocky[0]); i++)
