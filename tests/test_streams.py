@@ -760,8 +760,10 @@ def test_restore_of_a_redis_5_stream(both: Both) -> None:
     both.run("XPENDING", "x", "g1")
 
 
-STREAM_COMMANDS = ("xadd", "xrange", "xrevrange", "xlen", "xdel", "xtrim", "xread", "xreadgroup",
-                   "xgroup", "xsetid", "xack", "xpending", "xclaim", "xautoclaim", "xinfo")  # fmt: skip
+STREAM_COMMANDS = (
+    "xadd", "xrange", "xrevrange", "xlen", "xdel", "xtrim", "xread", "xreadgroup",
+    "xgroup", "xsetid", "xack", "xpending", "xclaim", "xautoclaim", "xinfo",
+)  # fmt: skip
 
 
 def test_command_info_as_redis(pair: Pair) -> None:
