@@ -273,7 +273,9 @@ typedef struct sgroup {
     size_t nlen;
     streamID last_id;
     long long entries_read; /* -1: unknown */
-    spending *pel;          /* sorted by ID */
+    spending *pel;          /* pel[0 .. npel) sorted by ID, inside pelbuf */
+    spending *pelbuf;       /* the allocation (pelcap entries): removals near
+                               the front move the front up instead of the rest down */
     size_t npel, pelcap;
     sconsumer **cons;       /* sorted by name */
     size_t ncons, conscap;

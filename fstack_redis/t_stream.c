@@ -183,7 +183,7 @@ static void consumerFree(sconsumer *cn) {
 static void groupFree(sgroup *g) {
     for (size_t i = 0; i < g->ncons; i++) consumerFree(g->cons[i]);
     free(g->cons);
-    free(g->pel);
+    free(g->pelbuf);
     free(g->name);
     free(g);
 }
@@ -888,11 +888,19 @@ static spending *pelFind(const sgroup *g, const streamID *id) {
 
 static spending *pelInsert(ir_db *db, stream *s, sgroup *g, const streamID *id) {
     size_t i = pelLower(g, id);
-    if (g->npel == g->pelcap) {
-        size_t nc = g->pelcap ? g->pelcap * 2 : 8;
-        g->pel = ir_xrealloc(g->pel, nc * sizeof(*g->pel));
-        account(db, s, (int64_t)((nc - g->pelcap) * sizeof(*g->pel)));
-        g->pelcap = nc;
+    size_t off = g->npel ? (size_t)(g->pel - g->pelbuf) : 0;
+    if (off + g->npel == g->pelcap) {
+        if (off) { /* acknowledged entries left room at the front */
+            memmove(g->pelbuf, g->pel, g->npel * sizeof(*g->pel));
+        } else {
+            size_t nc = g->pelcap ? g->pelcap * 2 : 8;
+            g->pelbuf = ir_xrealloc(g->pelbuf, nc * sizeof(*g->pel));
+            account(db, s, (int64_t)((nc - g->pelcap) * sizeof(*g->pel)));
+            g->pelcap = nc;
+        }
+        g->pel = g->pelbuf;
+    } else if (!g->npel) {
+        g->pel = g->pelbuf;
     }
     memmove(&g->pel[i + 1], &g->pel[i], (g->npel - i) * sizeof(*g->pel));
     g->npel++;
@@ -906,7 +914,12 @@ static spending *pelInsert(ir_db *db, stream *s, sgroup *g, const streamID *id) 
 
 static void pelRemoveAt(sgroup *g, size_t i) {
     if (g->pel[i].consumer) g->pel[i].consumer->npending--;
-    memmove(&g->pel[i], &g->pel[i + 1], (g->npel - i - 1) * sizeof(*g->pel));
+    if (i < g->npel / 2) { /* the shorter side moves: acks in order cost O(1) */
+        memmove(&g->pel[1], &g->pel[0], i * sizeof(*g->pel));
+        g->pel++;
+    } else {
+        memmove(&g->pel[i], &g->pel[i + 1], (g->npel - i - 1) * sizeof(*g->pel));
+    }
     g->npel--;
 }
 

@@ -799,3 +799,28 @@ def test_command_info_as_redis(pair: Pair) -> None:
     finally:
         ref.close()
         ours.close()
+
+
+def test_large_pel_acked_in_order_and_out_of_order(both: Both) -> None:
+    for c in both.conns:
+        p = [c.command("XADD", "s", f"{i}-0", "f", str(i)) for i in range(1, 401)]
+        c.send(b"".join(p))
+        for _ in p:
+            c.read_reply()
+    both.run("XGROUP", "CREATE", "s", "g", "0")
+    both.run("XREADGROUP", "GROUP", "g", "a", "COUNT", "150", "STREAMS", "s", ">")
+    both.run("XACK", "s", "g", *[f"{i}-0" for i in range(1, 60)])  # the front
+    both.run("XREADGROUP", "GROUP", "g", "b", "COUNT", "100", "STREAMS", "s", ">")
+    both.run("XACK", "s", "g", *[f"{i}-0" for i in range(240, 200, -3)])  # the back
+    both.run("XACK", "s", "g", *[f"{i}-0" for i in range(100, 120)])  # the middle
+    both.run("XCLAIM", "s", "g", "c", "0", *[f"{i}-0" for i in (1, 60, 61, 399)], "FORCE", "JUSTID")
+    both.run("XREADGROUP", "GROUP", "g", "a", "STREAMS", "s", ">")
+    both.run("XACK", "s", "g", *[f"{i}-0" for i in range(1, 401, 2)])
+    both.run("XPENDING", "s", "g")
+    both.run("XREADGROUP", "GROUP", "g", "b", "COUNT", "1000", "STREAMS", "s", "0")
+    pending_same(both, "XPENDING", "s", "g", "-", "+", "1000")
+    both.run("XGROUP", "DELCONSUMER", "s", "g", "a")
+    both.run("XPENDING", "s", "g")
+    both.run("XACK", "s", "g", *[f"{i}-0" for i in range(1, 401)])
+    both.run("XPENDING", "s", "g")
+    both.run("XREADGROUP", "GROUP", "g", "z", "STREAMS", "s", "0")
