@@ -20,10 +20,20 @@
  *
  * Blocking XREAD/XREADGROUP use blocked.c's re-run model: `$` is rewritten
  * to the stream's last ID when the client blocks, so a re-run reads what was
- * added after it. Propagation as Redis 7.0: XADD's generated ID and `~`
- * trimming are rewritten to exact arguments; XREADGROUP, XCLAIM and
+ * added after it; a re-run XREADGROUP whose key or group went answers
+ * -UNBLOCKED / -NOGROUP as Redis 7.0. Served after blocking, a read with
+ * several streams answers every stream that has new entries by then (Redis
+ * 7.0 answers the one whose write woke it).
+ *
+ * Propagation as Redis 7.0: XADD's generated ID and `~` trimming are
+ * rewritten to exact arguments (LIMIT dropped); XREADGROUP, XCLAIM and
  * XAUTOCLAIM propagate XCLAIM ... FORCE JUSTID LASTID and XGROUP SETID /
- * CREATECONSUMER instead of themselves.
+ * CREATECONSUMER instead of themselves; XGROUP's changes go as they came.
+ *
+ * Persistence: DUMP and a replica's RDB image write Redis's own encoding
+ * (streamPutRedisRDB: RDB_TYPE_STREAM_LISTPACKS_2, one listpack per node);
+ * RESTORE reads types 15 and 19 (dump.c, with the streamLoad* helpers).
+ * Snapshots use the project's own record (streamSerialize).
  */
 #include <errno.h>
 #include <limits.h>
