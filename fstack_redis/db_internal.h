@@ -250,7 +250,10 @@ typedef struct sentry {
 typedef struct snode {
     uint64_t seq;
     uint32_t live, total;   /* entries; total counts deleted ones too */
-    uint32_t bytes;         /* the listpack's estimated size */
+    uint32_t mnf;           /* the master entry's field count */
+    uint64_t rest;          /* Redis's listpack bytes but the two counters */
+    uint64_t mhash;         /* a hash of the master entry's field names */
+    streamID master;        /* the master entry's ID (the node's key in Redis) */
     streamID last;          /* the last ID added to it (deleted or not) */
 } snode;
 
@@ -310,8 +313,9 @@ stream *streamDeserialize(struct ir_db *db, const void *buf, size_t len, size_t 
 void streamPutRedisRDB(struct rdbBuf *b, const stream *s);
 /* RESTORE of Redis's stream encodings (dump.c builds the stream with these). */
 int streamLoadEntry(struct ir_db *db, stream *s, const streamID *id, uint32_t nf, const char *buf,
-                    uint32_t size, int new_node, uint32_t node_total);
-void streamLoadNodeLast(stream *s, const streamID *last);
+                    uint32_t size, int new_node);
+void streamLoadNodeEnd(stream *s, const streamID *last, const streamID *master, uint64_t lpbytes,
+                       uint32_t count, uint32_t deleted);
 void streamLoadMeta(stream *s, const streamID *last, const streamID *maxdel, uint64_t added);
 sgroup *streamLoadGroup(struct ir_db *db, stream *s, const char *name, size_t len,
                         const streamID *last, long long entries_read, int estimate);

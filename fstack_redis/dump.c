@@ -319,14 +319,14 @@ static int loadStreamListpack(ir_db *db, stream *s, const streamID *master, cons
         last = id;
         if (flags & 1) continue; /* deleted: it still counts in the node */
         if (nf == 0) return -1;
-        if (streamLoadEntry(db, s, &id, (uint32_t)nf, *buf, (uint32_t)size, first,
-                            (uint32_t)(count + deleted)) != 0)
+        if (streamLoadEntry(db, s, &id, (uint32_t)nf, *buf, (uint32_t)size, first) != 0)
             return -1;
         first = 0;
         live++;
     }
     if (q != end || live != count || live == 0) return -1;
-    streamLoadNodeLast(s, &last); /* the node's last ID, deleted or not */
+    /* the node's last ID (deleted or not), its master ID and its exact size */
+    streamLoadNodeEnd(s, &last, master, lplen, (uint32_t)count, (uint32_t)deleted);
     return 0;
 }
 

@@ -277,39 +277,128 @@ static void nodeRemoveAt(stream *s, size_t i) {
     if (!s->nn) s->nh = 0;
 }
 
-/* The bytes a listpack element of this string takes (Redis stores a string
- * that reads as an integer as one). */
-static uint32_t lpElemBytes(const char *p, size_t len) {
+/* ---- the listpack sizes Redis's nodes would have --------------------------------------
+ * Redis opens a new node when the tail's listpack plus the new entry's field
+ * and value bytes reach stream-node-max-bytes, so the exact listpack size is
+ * kept per node: `rest` (every element but the live and deleted counters,
+ * which change size as they grow), the master entry's ID and a hash of its
+ * field names (an entry with the master's fields is written without them:
+ * Redis's SAMEFIELDS). */
+
+static uint32_t backlenBytes(size_t l) {
+    return l <= 127 ? 1 : l < 16383 ? 2 : l < 2097151 ? 3 : l < 268435455 ? 4 : 5;
+}
+
+static uint32_t lpIntBytes(int64_t v) {
+    uint32_t enc = v >= 0 && v <= 127                     ? 1
+                   : v >= -4096 && v <= 4095              ? 2
+                   : v >= INT16_MIN && v <= INT16_MAX     ? 3
+                   : v >= -8388608 && v <= 8388607        ? 4
+                   : v >= INT32_MIN && v <= INT32_MAX     ? 5
+                                                          : 9;
+    return enc + 1;
+}
+
+/* A string element (one that reads as an integer is stored as one). */
+static uint32_t lpStrBytes(const char *p, size_t len) {
     long long v;
-    size_t enc;
-    if (len <= 20 && string2ll(p, len, &v)) {
-        if (v >= 0 && v <= 127) enc = 1;
-        else if (v >= -4096 && v <= 4095) enc = 2;
-        else if (v >= INT16_MIN && v <= INT16_MAX) enc = 3;
-        else if (v >= -8388608 && v <= 8388607) enc = 4;
-        else if (v >= INT32_MIN && v <= INT32_MAX) enc = 5;
-        else enc = 9;
-    } else {
-        enc = len < 64 ? 1 + len : len < 4096 ? 2 + len : 5 + len;
+    if (len && len <= 20 && string2ll(p, len, &v)) return lpIntBytes(v);
+    size_t enc = len < 64 ? 1 + len : len < 4096 ? 2 + len : 5 + len;
+    return (uint32_t)(enc + backlenBytes(enc));
+}
+
+static uint64_t fieldsHash(const char *buf, uint32_t nf) {
+    uint64_t h = 1469598103934665603ULL; /* FNV-1a over each field's length and bytes */
+    const char *q = buf;
+    for (uint32_t f = 0; f < nf; f++) {
+        uint32_t l;
+        memcpy(&l, q, 4);
+        for (int i = 0; i < 4 + (int)l; i++) h = (h ^ (unsigned char)q[i]) * 1099511628211ULL;
+        q += 4 + l;
+        memcpy(&l, q, 4); /* skip the value */
+        q += 4 + l;
     }
-    return (uint32_t)(enc + (enc < 128 ? 1 : enc < 16384 ? 2 : 3));
+    return h;
+}
+
+static uint64_t nodeLpBytes(const snode *n) {
+    return n->rest + lpIntBytes(n->live) + lpIntBytes((int64_t)(n->total - n->live));
+}
+
+/* A new node whose master entry is e. */
+static void nodeInit(snode *n, const sentry *e) {
+    n->live = n->total = 0;
+    n->master = e->id;
+    n->last = e->id;
+    n->mnf = e->nf;
+    n->mhash = fieldsHash(e->buf, e->nf);
+    n->rest = 7 + lpIntBytes(e->nf) + lpIntBytes(0); /* header, end; master: fields, 0 */
+    const char *q = e->buf;
+    for (uint32_t f = 0; f < e->nf; f++) {
+        uint32_t l;
+        memcpy(&l, q, 4);
+        n->rest += lpStrBytes(q + 4, l);
+        q += 4 + l;
+        memcpy(&l, q, 4);
+        q += 4 + l;
+    }
+}
+
+/* Entry e appended to node n, as Redis lays it out. */
+static void nodeAppend(snode *n, const sentry *e) {
+    int same = e->nf == n->mnf && fieldsHash(e->buf, e->nf) == n->mhash;
+    uint64_t b = lpIntBytes(same ? 2 : 0) + lpIntBytes((int64_t)(e->id.ms - n->master.ms)) +
+                 lpIntBytes((int64_t)(e->id.seq - n->master.seq));
+    if (!same) b += lpIntBytes(e->nf);
+    const char *q = e->buf;
+    for (uint32_t f = 0; f < e->nf * 2; f++) {
+        uint32_t l;
+        memcpy(&l, q, 4);
+        if (!same || (f & 1)) b += lpStrBytes(q + 4, l);
+        q += 4 + l;
+    }
+    b += lpIntBytes(same ? (int64_t)e->nf + 3 : (int64_t)e->nf * 2 + 4);
+    n->rest += b;
+    n->live++;
+    n->total++;
+    if (idCmp(&e->id, &n->last) > 0) n->last = e->id;
 }
 
 static int64_t appendEntry(ir_db *db, stream *s, const streamID *id, client *c, int first,
                            int nf) {
     size_t size = 0, totelelen = 0;
-    uint32_t lpbytes = 0;
     for (int j = 0; j < nf * 2; j++) {
         size += 4 + c->argv[first + j].len;
         totelelen += c->argv[first + j].len;
-        lpbytes += lpElemBytes(c->argv[first + j].ptr, c->argv[first + j].len);
     }
-    lpbytes += 6 + 2 * 2; /* flags, ms and seq deltas, lp-count (+ num-fields) */
+    if (s->eh + s->en == s->ecap) {
+        if (s->eh && s->eh >= s->en) {
+            memmove(s->e, entryAt(s, 0), s->en * sizeof(sentry));
+            s->eh = 0;
+        } else {
+            size_t nc = s->ecap ? s->ecap * 2 : 8;
+            s->e = ir_xrealloc(s->e, nc * sizeof(sentry));
+            account(db, s, (int64_t)((nc - s->ecap) * sizeof(sentry)));
+            s->ecap = nc;
+        }
+    }
+    sentry *e = &s->e[s->eh + s->en];
+    e->id = *id;
+    e->nf = (uint32_t)nf;
+    e->size = (uint32_t)size;
+    e->buf = dbMalloc(size ? size : 1);
+    char *w = e->buf;
+    for (int j = 0; j < nf * 2; j++) {
+        uint32_t l = (uint32_t)c->argv[first + j].len;
+        memcpy(w, &l, 4);
+        memcpy(w + 4, c->argv[first + j].ptr, l);
+        w += 4 + l;
+    }
     snode *tail = s->nn ? nodeAt(s, s->nn - 1) : NULL;
     long long max_bytes = encodingLimits.stream_node_max_bytes;
     if (max_bytes <= 0 || max_bytes > (1LL << 30)) max_bytes = 1LL << 30;
     long long max_entries = encodingLimits.stream_node_max_entries;
-    if (!tail || (long long)(tail->bytes + totelelen) >= max_bytes ||
+    if (!tail || (long long)(nodeLpBytes(tail) + totelelen) >= max_bytes ||
         (max_entries && tail->total >= (unsigned long long)max_entries)) {
         if (s->nh + s->nn == s->ncap) {
             if (s->nh) {
@@ -324,39 +413,11 @@ static int64_t appendEntry(ir_db *db, stream *s, const streamID *id, client *c, 
         }
         tail = &s->nodes[s->nh + s->nn++];
         tail->seq = s->next_node_seq++;
-        tail->live = tail->total = 0;
-        tail->bytes = 7 + 4; /* header, terminator, master entry counters */
-        for (int j = 0; j < nf; j++) /* master fields */
-            tail->bytes += lpElemBytes(c->argv[first + 2 * j].ptr, c->argv[first + 2 * j].len);
+        nodeInit(tail, e);
     }
-    tail->live++;
-    tail->total++;
-    tail->bytes += lpbytes;
-    tail->last = *id;
-    if (s->eh + s->en == s->ecap) {
-        if (s->eh && s->eh >= s->en) {
-            memmove(s->e, entryAt(s, 0), s->en * sizeof(sentry));
-            s->eh = 0;
-        } else {
-            size_t nc = s->ecap ? s->ecap * 2 : 8;
-            s->e = ir_xrealloc(s->e, nc * sizeof(sentry));
-            account(db, s, (int64_t)((nc - s->ecap) * sizeof(sentry)));
-            s->ecap = nc;
-        }
-    }
-    sentry *e = &s->e[s->eh + s->en++];
-    e->id = *id;
+    nodeAppend(tail, e);
     e->node = tail->seq;
-    e->nf = (uint32_t)nf;
-    e->size = (uint32_t)size;
-    e->buf = dbMalloc(size ? size : 1);
-    char *w = e->buf;
-    for (int j = 0; j < nf * 2; j++) {
-        uint32_t l = (uint32_t)c->argv[first + j].len;
-        memcpy(w, &l, 4);
-        memcpy(w + 4, c->argv[first + j].ptr, l);
-        w += 4 + l;
-    }
+    s->en++;
     account(db, s, (int64_t)dbBufBytes(size));
     s->last_id = *id;
     s->entries_added++;
@@ -2231,10 +2292,7 @@ stream *streamDeserialize(ir_db *db, const void *buf, size_t len, size_t *used, 
                     account(db, s, (int64_t)((nc - s->ncap) * sizeof(snode)));
                     s->ncap = nc;
                 }
-                snode *n = &s->nodes[s->nn++];
-                n->seq = s->next_node_seq++;
-                n->live = n->total = 0;
-                n->bytes = 11;
+                s->nodes[s->nn++].seq = s->next_node_seq++;
             }
             snode *n = &s->nodes[s->nn - 1];
             sentry *e = &s->e[s->en++];
@@ -2245,10 +2303,8 @@ stream *streamDeserialize(ir_db *db, const void *buf, size_t len, size_t *used, 
             e->buf = dbMalloc(e->size ? e->size : 1);
             memcpy(e->buf, (const char *)buf + start, e->size);
             account(db, s, (int64_t)dbBufBytes(e->size));
-            n->live++;
-            n->total++;
-            n->last = id;
-            n->bytes += e->size;
+            if (k == 0) nodeInit(n, e); /* sizes as if appended anew (deleted entries are not kept) */
+            nodeAppend(n, e);
         }
     }
     if (!r.bad && !*err && any && idCmp(&prev, &last) > 0) *err = "a stream entry after its last ID";
@@ -2520,7 +2576,7 @@ void streamPutRedisRDB(rdbBuf *b, const stream *s) {
 /* Append an entry whose pairs are already in t_stream's layout (buf, size
  * bytes); new_node starts a node. -1 if its ID is not above the last one. */
 int streamLoadEntry(ir_db *db, stream *s, const streamID *id, uint32_t nf, const char *buf,
-                    uint32_t size, int new_node, uint32_t node_total) {
+                    uint32_t size, int new_node) {
     if (s->en && idCmp(id, &entryAt(s, s->en - 1)->id) <= 0) return -1;
     if (new_node || !s->nn) {
         if (s->nh + s->nn == s->ncap) {
@@ -2529,12 +2585,7 @@ int streamLoadEntry(ir_db *db, stream *s, const streamID *id, uint32_t nf, const
             account(db, s, (int64_t)((nc - s->ncap) * sizeof(snode)));
             s->ncap = nc;
         }
-        snode *n = &s->nodes[s->nh + s->nn++];
-        n->seq = s->next_node_seq++;
-        n->live = 0;
-        n->total = node_total;
-        n->bytes = 11;
-        n->last = *id;
+        s->nodes[s->nh + s->nn++].seq = s->next_node_seq++;
     }
     if (s->eh + s->en == s->ecap) {
         size_t nc = s->ecap ? s->ecap * 2 : 8;
@@ -2551,16 +2602,22 @@ int streamLoadEntry(ir_db *db, stream *s, const streamID *id, uint32_t nf, const
     e->buf = dbMalloc(size ? size : 1);
     memcpy(e->buf, buf, size);
     account(db, s, (int64_t)dbBufBytes(size));
-    n->live++;
-    if (n->total < n->live) n->total = n->live;
-    n->bytes += size;
-    if (idCmp(id, &n->last) > 0) n->last = *id;
+    if (new_node || !n->live) nodeInit(n, e);
+    nodeAppend(n, e);
     return 0;
 }
 
-/* Set a node's last ID (a deleted entry may be its last). */
-void streamLoadNodeLast(stream *s, const streamID *last) {
-    if (s->nn && idCmp(last, &nodeAt(s, s->nn - 1)->last) > 0) nodeAt(s, s->nn - 1)->last = *last;
+/* The node just loaded is Redis's listpack of lpbytes bytes keyed by master,
+ * with count live and deleted deleted entries, the last of them `last`. */
+void streamLoadNodeEnd(stream *s, const streamID *last, const streamID *master, uint64_t lpbytes,
+                       uint32_t count, uint32_t deleted) {
+    if (!s->nn) return;
+    snode *n = nodeAt(s, s->nn - 1);
+    if (idCmp(last, &n->last) > 0) n->last = *last;
+    n->master = *master;
+    n->total = count + deleted;
+    uint64_t counters = lpIntBytes(count) + lpIntBytes(deleted);
+    if (lpbytes > counters) n->rest = lpbytes - counters;
 }
 
 void streamLoadMeta(stream *s, const streamID *last, const streamID *maxdel, uint64_t added) {
