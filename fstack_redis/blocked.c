@@ -35,6 +35,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include "db_internal.h"
@@ -341,8 +342,13 @@ static int rerun(ir_server *s, client *c, int deny) {
     bs->again = 0;
     bs->deny = deny;
     c->cmd = bs->cmd;
+    size_t before = c->olen;
     bs->cmd->proc(c);
     c->cmd = NULL;
+    if (c->olen > before && c->obuf[before] == '-') { /* INFO errorstats, as call() counts */
+        errorStatsCount(s, c->obuf + before + 1, c->olen - before - 1);
+        commandStatsUnblocked(c, bs->cmd, 1);
+    }
     if (c->has_refs) clientFlush(c); /* as processCommand: references go now */
     if (bs->again && !deny) {
         bs->again = 0;
@@ -362,23 +368,42 @@ static int stillAList(const bkey *k) {
      * it serves blocked clients; its clients stay blocked */
     dbkey dk = dbKey(db, k->key, k->len);
     dbEntry *e = lookupKeyNoStats(db, &dk);
-    return e && (e->type == OBJ_LIST || e->type == OBJ_ZSET) ? e->type : -1;
+    return e && (e->type == OBJ_LIST || e->type == OBJ_ZSET || e->type == OBJ_STREAM) ? e->type : -1;
 }
 
-/* Does c wait for a sorted set (BZPOPMIN, BZPOPMAX, BZMPOP) rather than a list? */
-static int waitsForZset(const client *c) {
+/* The type c waits for: a sorted set (BZPOPMIN, BZPOPMAX, BZMPOP), a stream
+ * (XREAD, XREADGROUP) or a list. */
+static int waitsForType(const client *c) {
     const char *n = c->bstate->cmd->name;
-    return (n[0] == 'b' || n[0] == 'B') && (n[1] == 'z' || n[1] == 'Z');
+    if (n[0] == 'x' || n[0] == 'X') return OBJ_STREAM;
+    return (n[0] == 'b' || n[0] == 'B') && (n[1] == 'z' || n[1] == 'Z') ? OBJ_ZSET : OBJ_LIST;
+}
+
+static int waitsForGroup(const client *c) {
+    return strcasecmp(c->bstate->cmd->name, "xreadgroup") == 0;
 }
 
 static void serveQueue(ir_server *s, bqueue *q) {
     bkey *k = q->kind == BLOCKED_LIST ? q->owner : NULL;
     int type = k ? stillAList(k) : -1;
-    if (k && type < 0) return;
+    if (k && type != OBJ_STREAM) {
+        /* the stream was deleted or overwritten: its XREADGROUP waiters get
+         * Redis's -UNBLOCKED error (their command, re-run, answers it) */
+        k->serving = 1;
+        for (bwait *w = q->head, *nw; w; w = nw) {
+            nw = w->next;
+            if (waitsForGroup(w->c)) rerun(s, w->c, 0);
+        }
+        k->serving = 0;
+        if (type < 0) {
+            keyMaybeFree(s->blocked, k);
+            return;
+        }
+    }
     if (k) k->serving = 1;
     while (q->head) {
         /* the head waits for the other type: it stays blocked (in its place) */
-        if (k && waitsForZset(q->head->c) != (type == OBJ_ZSET)) break;
+        if (k && waitsForType(q->head->c) != type) break;
         if (!rerun(s, q->head->c, 0)) break;
     }
     if (k) {

@@ -191,6 +191,21 @@ static ir_command commands[] = {
     {"bzpopmax", bzpopmaxCommand, -3, 1, -2, 1, "write noscript blocking fast", 0, 0},
     {"bzmpop", bzmpopCommand, -5, 0, 0, 0, "write blocking movablekeys", 0, 0},
     {"zrandmember", zrandmemberCommand, -2, 1, 1, 1, "readonly", 0, 0},
+    {"xadd", xaddCommand, -5, 1, 1, 1, "write denyoom fast", 0, 0},
+    {"xrange", xrangeCommand, -4, 1, 1, 1, "readonly", 0, 0},
+    {"xrevrange", xrevrangeCommand, -4, 1, 1, 1, "readonly", 0, 0},
+    {"xlen", xlenCommand, 2, 1, 1, 1, "readonly fast", 0, 0},
+    {"xdel", xdelCommand, -3, 1, 1, 1, "write fast", 0, 0},
+    {"xtrim", xtrimCommand, -4, 1, 1, 1, "write", 0, 0},
+    {"xread", xreadCommand, -4, 0, 0, 0, "readonly blocking movablekeys", 0, 0},
+    {"xreadgroup", xreadgroupCommand, -7, 0, 0, 0, "write blocking movablekeys", 0, 0},
+    {"xgroup", xgroupCommand, -2, 0, 0, 0, "", 0, 0},
+    {"xsetid", xsetidCommand, -3, 1, 1, 1, "write denyoom fast", 0, 0},
+    {"xack", xackCommand, -4, 1, 1, 1, "write fast", 0, 0},
+    {"xpending", xpendingCommand, -3, 1, 1, 1, "readonly", 0, 0},
+    {"xclaim", xclaimCommand, -6, 1, 1, 1, "write fast", 0, 0},
+    {"xautoclaim", xautoclaimCommand, -6, 1, 1, 1, "write fast", 0, 0},
+    {"xinfo", xinfoCommand, -2, 0, 0, 0, "", 0, 0},
     {"replay.create", replayCreateCommand, -4, 1, 1, 1, "write denyoom module", 0, 0},
     {"replay.add", replayAddCommand, -4, 1, 1, 1, "write denyoom module", 0, 0},
     {"replay.sample", replaySampleCommand, -3, 1, 1, 1, "write module", 0, 0},
@@ -571,6 +586,16 @@ static const subcmd subcommands[] = {
     {pubsubCommand, "pubsub", "numsub", -2, "pubsub loading stale"},
     {pubsubCommand, "pubsub", "shardchannels", -2, "pubsub loading stale"},
     {pubsubCommand, "pubsub", "shardnumsub", -2, "pubsub loading stale"},
+    {xgroupCommand, "xgroup", "create", -5, "write denyoom"},
+    {xgroupCommand, "xgroup", "createconsumer", 5, "write denyoom"},
+    {xgroupCommand, "xgroup", "delconsumer", 5, "write"},
+    {xgroupCommand, "xgroup", "destroy", 4, "write"},
+    {xgroupCommand, "xgroup", "help", 2, "loading stale"},
+    {xgroupCommand, "xgroup", "setid", -5, "write"},
+    {xinfoCommand, "xinfo", "consumers", 4, "readonly"},
+    {xinfoCommand, "xinfo", "groups", 3, "readonly"},
+    {xinfoCommand, "xinfo", "help", 2, "loading stale"},
+    {xinfoCommand, "xinfo", "stream", -3, "readonly"},
 };
 #define NSUBCOMMANDS (sizeof(subcommands) / sizeof(subcommands[0]))
 
@@ -590,7 +615,8 @@ static size_t nerrstats;
 static int isContainer(const ir_command *cmd) {
     return cmd->proc == clientCommand || cmd->proc == commandCommand ||
            cmd->proc == configCommand || cmd->proc == pubsubCommand || cmd->proc == memoryCommand ||
-           cmd->proc == objectCommand || cmd->proc == clusterCommand || cmd->proc == scriptCommand;
+           cmd->proc == objectCommand || cmd->proc == clusterCommand || cmd->proc == scriptCommand ||
+           cmd->proc == xgroupCommand || cmd->proc == xinfoCommand;
 }
 
 static const subcmd *findSub(const ir_command *cmd, const char *name, size_t len) {
@@ -654,6 +680,10 @@ void commandStatsCall(const client *c, const ir_command *cmd, uint64_t usec, int
 }
 
 void commandStatsRejected(const client *c, const ir_command *cmd) { statFor(c, cmd)->rejected++; }
+
+void commandStatsUnblocked(const client *c, const ir_command *cmd, int failed) {
+    statFor(c, cmd)->failed += failed != 0;
+}
 
 void errorStatsCount(ir_server *s, const char *reply, size_t len) {
     size_t n = 0;
@@ -1215,6 +1245,27 @@ static const keyspec keyspecs[] = {
     {"zunion", "RO access", 1, KS_KEYNUM, 0, 1, 1},
     {"zunionstore", "OW update", 1, KS_RANGE, 0, 1, 0},
     {"zunionstore", "RO access", 2, KS_KEYNUM, 0, 1, 1},
+    {"xack", "RW update", 1, KS_RANGE, 0, 1, 0},
+    {"xadd", "RW insert", 1, KS_RANGE, 0, 1, 0},
+    {"xautoclaim", "RW update", 1, KS_RANGE, 0, 1, 0},
+    {"xclaim", "RW update", 1, KS_RANGE, 0, 1, 0},
+    {"xdel", "RW delete", 1, KS_RANGE, 0, 1, 0},
+    {"xgroup|create", "RW insert", 2, KS_RANGE, 0, 1, 0},
+    {"xgroup|createconsumer", "RW insert", 2, KS_RANGE, 0, 1, 0},
+    {"xgroup|delconsumer", "RW delete", 2, KS_RANGE, 0, 1, 0},
+    {"xgroup|destroy", "RW delete", 2, KS_RANGE, 0, 1, 0},
+    {"xgroup|setid", "RW update", 2, KS_RANGE, 0, 1, 0},
+    {"xinfo|consumers", "RO access", 2, KS_RANGE, 0, 1, 0},
+    {"xinfo|groups", "RO access", 2, KS_RANGE, 0, 1, 0},
+    {"xinfo|stream", "RO access", 2, KS_RANGE, 0, 1, 0},
+    {"xlen", "RO", 1, KS_RANGE, 0, 1, 0},
+    {"xpending", "RO access", 1, KS_RANGE, 0, 1, 0},
+    {"xrange", "RO access", 1, KS_RANGE, 0, 1, 0},
+    {"xread", "RO access", 0, KS_UNKNOWN, 0, 0, 0},
+    {"xreadgroup", "RW access", 0, KS_UNKNOWN, 0, 0, 0},
+    {"xrevrange", "RO access", 1, KS_RANGE, 0, 1, 0},
+    {"xsetid", "RW update", 1, KS_RANGE, 0, 1, 0},
+    {"xtrim", "RW delete", 1, KS_RANGE, 0, 1, 0},
     {"replay.add", "RW insert", 1, KS_RANGE, 0, 1, 0},
     {"replay.columns", "RO", 1, KS_RANGE, 0, 1, 0},
     {"replay.create", "RW insert", 1, KS_RANGE, 0, 1, 0},
@@ -1381,6 +1432,21 @@ static void commandGetKeys(client *c, int with_flags) {
                 n = 2;
             }
         }
+    }
+    if (cmd->proc == xreadCommand || cmd->proc == xreadgroupCommand) {
+        /* the keys are the first half of what follows STREAMS (Redis's keyword search) */
+        n = 0;
+        for (int j = 1; j < argc; j++) {
+            if (argv[j].len != 7 || strncasecmp(argv[j].ptr, "streams", 7) != 0) continue;
+            long nk = (argc - j - 1) % 2 ? 0 : (argc - j - 1) / 2;
+            for (long i = 0; i < nk && i < 64; i++) {
+                pos[i] = j + 1 + (int)i;
+                flags[i] = cmd->proc == xreadCommand ? "RO access" : "RW access";
+            }
+            n = nk;
+            break;
+        }
+        if (n > 64) n = 0; /* as a malformed call: not served here */
     }
     if (n > 64) { /* COMMAND GETKEYS only: no request path allocates here */
         pos = ir_xrealloc(NULL, (size_t)n * sizeof(*pos));

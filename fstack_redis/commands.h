@@ -204,5 +204,21 @@ void psubscribeCommand(client *c);
 void punsubscribeCommand(client *c);
 void publishCommand(client *c);
 void pubsubCommand(client *c);
+/* t_stream.c */
+void xaddCommand(client *c);
+void xrangeCommand(client *c);
+void xrevrangeCommand(client *c);
+void xlenCommand(client *c);
+void xdelCommand(client *c);
+void xtrimCommand(client *c);
+void xreadCommand(client *c);
+void xreadgroupCommand(client *c);
+void xgroupCommand(client *c);
+void xsetidCommand(client *c);
+void xackCommand(client *c);
+void xpendingCommand(client *c);
+void xclaimCommand(client *c);
+void xautoclaimCommand(client *c);
+void xinfoCommand(client *c);
 
 #endif

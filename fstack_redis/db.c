@@ -462,7 +462,8 @@ static int readStats;
 
 /* Does c's command count keyspace hits and misses? Redis counts the lookups
  * of lookupKeyRead: every command that is not a write, and the write
- * commands that read their key first (GETEX, GETDEL, GETSET, SET ... GET).
+ * commands that read their key first (GETEX, GETDEL, GETSET, SET ... GET,
+ * XREADGROUP, XACK, XCLAIM, XAUTOCLAIM).
  * COPY counts its source itself (copyCommand). */
 static int readsKeys(const client *c) {
     const ir_command *cmd = c->cmd;
@@ -470,6 +471,10 @@ static int readsKeys(const client *c) {
     if (cmd->proc == objectCommand) return 2; /* read without a keymiss event (LOOKUP_NONOTIFY) */
     if (!(cmd->flags & CMD_WRITE)) return 1;
     if (cmd->proc == getexCommand || cmd->proc == getdelCommand || cmd->proc == getsetCommand)
+        return 1;
+    /* the stream writes that look their key up with lookupKeyRead */
+    if (cmd->proc == xreadgroupCommand || cmd->proc == xackCommand || cmd->proc == xclaimCommand ||
+        cmd->proc == xautoclaimCommand)
         return 1;
     if (cmd->proc == setCommand)
         for (int j = 3; j < c->argc; j++)
@@ -585,6 +590,8 @@ dbEntry *dbAdd(ir_db *db, const dbkey *k, int type, size_t embed_cap) {
         }
     } else if (type == OBJ_LIST) {
         listInit(&e->v.list);
+    } else if (type == OBJ_STREAM) {
+        e->v.stream = NULL; /* the caller gives it one (streamNew) */
     } else {
         dbColl *co = dbMalloc(sizeof(*co));
         collInit(co, db->d.seed, type);
@@ -602,11 +609,13 @@ static void collFree(ir_db *db, dbColl *co);
 void dbFreeValue(ir_db *db, dbEntry *e) {
     if (e->type == OBJ_STRING) strFreeValue(db, e);
     else if (e->type == OBJ_LIST) listFreeAll(db, &e->v.list);
+    else if (e->type == OBJ_STREAM) streamFree(db, e->v.stream);
     else collFree(db, e->v.coll);
 }
 
 void dbMakeString(ir_db *db, dbEntry *e) {
     if (e->type == OBJ_STRING) return;
+    if (e->type == OBJ_STREAM) signalKeyAsReady(db, e->key, e->klen);
     dbFreeValue(db, e);
     e->type = OBJ_STRING;
     e->v.str.len = 0;
@@ -624,6 +633,8 @@ void dbMakeString(ir_db *db, dbEntry *e) {
 }
 
 void dbDeleteEntry(ir_db *db, dbEntry *e) {
+    /* XREADGROUP waiters on a stream that goes are answered (blocked.c) */
+    if (e->type == OBJ_STREAM) signalKeyAsReady(db, e->key, e->klen);
     dictUnlink(&db->d, e);
     if (e->expire != -1) volRemove(db, e);
     dbFreeValue(db, e);
@@ -826,7 +837,7 @@ void dbsActiveExpire(ir_server *s, uint64_t now_ms) {
 
 /* ---- hashes and sets: a dict of entries ---------------------------------------- */
 
-ir_encoding_limits encodingLimits = {512, 64, 512, 128, 64};
+ir_encoding_limits encodingLimits = {512, 64, 512, 128, 64, 4096, 100};
 
 dbEntry *collFind(dbColl *co, const void *f, size_t len) {
     return dictFind(&co->d, f, len, dictHashKey(&co->d, f, len));
@@ -1140,6 +1151,8 @@ static uint64_t valueBytes(const dbEntry *e) {
     } else if (e->type == OBJ_LIST) {
         b = e->v.list.cap * sizeof(lelem);
         for (size_t i = 0; i < e->v.list.len; i++) b += dbBufBytes(listAt(&e->v.list, i)->len + 1);
+    } else if (e->type == OBJ_STREAM) {
+        b = streamBytes(e->v.stream);
     } else {
         b = sizeof(dbColl) + DB_MALLOC_OVERHEAD;
         if (e->v.coll->ord) b += dbBufBytes(e->v.coll->ordcap * sizeof(dbEntry *));
@@ -1157,7 +1170,7 @@ static uint64_t valueBytes(const dbEntry *e) {
  * average size scaled to the count, as Redis's objectComputeSize does. */
 uint64_t dbEntryMemoryUsage(const dbEntry *e, long long samples) {
     uint64_t b = dbEntryBytes(e->klen, e->ecap);
-    if (e->type == OBJ_STRING) return b + valueBytes(e);
+    if (e->type == OBJ_STRING || e->type == OBJ_STREAM) return b + valueBytes(e);
     if (e->type == OBJ_LIST) {
         const dbList *l = &e->v.list;
         size_t n = samples <= 0 || (unsigned long long)samples > l->len ? l->len : (size_t)samples;
@@ -1229,6 +1242,9 @@ static void dbCopyEntry(ir_db *to, const dbEntry *e, const dbkey *nk) {
     } else if (e->type == OBJ_ZSET) {
         ne = dbAdd(to, nk, OBJ_ZSET, 0);
         zsetCopy(to, ne->v.coll, e->v.coll);
+    } else if (e->type == OBJ_STREAM) {
+        ne = dbAdd(to, nk, OBJ_STREAM, 0);
+        ne->v.stream = streamDup(to, e->v.stream);
     } else {
         ne = dbAdd(to, nk, e->type, 0);
         if (e->v.coll->big) collSetBig(to, ne->v.coll);
@@ -1261,6 +1277,7 @@ void flushdbCommand(client *c) {
     if (getFlushCommandFlags(c) != 0) return;
     signalFlushedDb(db);
     dbEmpty(db);
+    blockedDbReady(c->srv, db); /* XREADGROUP waiters learn their stream went */
     addReplyStr(c, shared.ok);
 }
 
@@ -1272,6 +1289,7 @@ void flushallCommand(client *c) {
         ir_db *db = dbsAt(c->srv, i);
         signalFlushedDb(db);
         dbEmpty(db);
+        blockedDbReady(c->srv, db); /* XREADGROUP waiters learn their stream went */
     }
     tablesFlush(c->srv->tables);
     chunkStoreFlushStreams(c->srv->chunks);
@@ -1447,6 +1465,7 @@ static const char *typeName(int type) {
     case OBJ_SET: return "set";
     case OBJ_ZSET: return "zset";
     case OBJ_HASH: return "hash";
+    case OBJ_STREAM: return "stream";
     default: return "none";
     }
 }
@@ -1658,7 +1677,7 @@ static void renameGenericCommand(client *c, int nx) {
     notifyKeyspaceEvent(NOTIFY_NEW, "new", dst.p, dst.len, db->id);
     notifyKeyspaceEvent(NOTIFY_GENERIC, "rename_from", src.p, src.len, db->id);
     notifyKeyspaceEvent(NOTIFY_GENERIC, "rename_to", dst.p, dst.len, db->id);
-    if (ne->type == OBJ_LIST || ne->type == OBJ_ZSET) signalKeyAsReady(db, dst.p, dst.len); /* a new list there */
+    if (ne->type == OBJ_LIST || ne->type == OBJ_ZSET || ne->type == OBJ_STREAM) signalKeyAsReady(db, dst.p, dst.len); /* a new list there */
     addReplyStr(c, nx ? shared.cone : shared.ok);
 }
 
@@ -1716,7 +1735,7 @@ void copyCommand(client *c) {
     dbCopyEntry(dst, e, &nk);
     signalModifiedKey(c, dst, nk.p, nk.len);
     notifyKeyspaceEvent(NOTIFY_GENERIC, "copy_to", nk.p, nk.len, dst->id);
-    if (e->type == OBJ_LIST || e->type == OBJ_ZSET) signalKeyAsReady(dst, nk.p, nk.len);
+    if (e->type == OBJ_LIST || e->type == OBJ_ZSET || e->type == OBJ_STREAM) signalKeyAsReady(dst, nk.p, nk.len);
     addReplyStr(c, shared.cone);
 }
 
@@ -1753,7 +1772,7 @@ void moveCommand(client *c) {
     notifyKeyspaceEvent(NOTIFY_NEW, "new", nk.p, nk.len, dst->id);
     notifyKeyspaceEvent(NOTIFY_GENERIC, "move_from", k.p, k.len, src->id);
     notifyKeyspaceEvent(NOTIFY_GENERIC, "move_to", nk.p, nk.len, dst->id);
-    if (ne->type == OBJ_LIST || ne->type == OBJ_ZSET) signalKeyAsReady(dst, nk.p, nk.len);
+    if (ne->type == OBJ_LIST || ne->type == OBJ_ZSET || ne->type == OBJ_STREAM) signalKeyAsReady(dst, nk.p, nk.len);
     addReplyStr(c, shared.cone);
 }
 
@@ -1824,6 +1843,7 @@ const char *dbEncodingName(const dbEntry *e) {
     case OBJ_SET: return e->v.coll->big ? "hashtable" : "intset";
     case OBJ_HASH: return e->v.coll->big ? "hashtable" : "listpack";
     case OBJ_ZSET: return e->v.coll->big ? "skiplist" : "listpack";
+    case OBJ_STREAM: return "stream";
     default: return "unknown";
     }
 }

@@ -32,6 +32,7 @@
 #define OBJ_SET 2               /* Redis's type numbers */
 #define OBJ_ZSET 3
 #define OBJ_HASH 4
+#define OBJ_STREAM 6
 
 /* Entry flags. */
 #define DBE_EMBEDDED (1 << 0) /* v.str.ptr points into the entry itself */
@@ -58,6 +59,7 @@ typedef struct dbList {
 } dbList;
 
 struct dbColl;
+struct stream;
 
 typedef struct dbEntry {
     struct dbEntry *next;   /* bucket chain */
@@ -78,6 +80,7 @@ typedef struct dbEntry {
         } str;
         dbList list;
         struct dbColl *coll; /* OBJ_HASH, OBJ_SET, OBJ_ZSET */
+        struct stream *stream; /* OBJ_STREAM (t_stream.c) */
     } v;
     char key[];             /* klen bytes + NUL, then any embedded value */
 } dbEntry;
@@ -173,6 +176,8 @@ typedef struct ir_encoding_limits {
     long long set_max_intset_entries;
     long long zset_max_listpack_entries;
     long long zset_max_listpack_value;
+    long long stream_node_max_bytes;   /* a stream node's listpack size (t_stream.c) */
+    long long stream_node_max_entries; /* and entries, deleted ones included */
 } ir_encoding_limits;
 extern ir_encoding_limits encodingLimits;
 
@@ -225,6 +230,105 @@ size_t zsetAll(dbColl *co, dbEntry **out);
 const char *zsetVerify(const dbColl *co);
 /* ZSCAN's text for a member's score. */
 int zsetScanScore(const dbColl *co, const dbEntry *fe, char *buf, size_t n);
+
+/* ---- streams (t_stream.c) --------------------------------------------------
+ * A stream: its live entries in ID order (a deque), the counters of the
+ * radix-tree nodes Redis would hold them in, and its consumer groups. */
+
+typedef struct streamID {
+    uint64_t ms, seq;
+} streamID;
+
+typedef struct sentry {
+    streamID id;
+    uint64_t node;          /* the seq of its node */
+    uint32_t nf;            /* field/value pairs */
+    uint32_t size;          /* bytes of buf */
+    char *buf;              /* per string: u32 length (host order), bytes */
+} sentry;
+
+typedef struct snode {
+    uint64_t seq;
+    uint32_t live, total;   /* entries; total counts deleted ones too */
+    uint32_t mnf;           /* the master entry's field count */
+    uint64_t rest;          /* Redis's listpack bytes but the two counters */
+    uint64_t mhash;         /* a hash of the master entry's field names */
+    streamID master;        /* the master entry's ID (the node's key in Redis) */
+    streamID last;          /* the last ID added to it (deleted or not) */
+} snode;
+
+typedef struct sconsumer {
+    char *name;
+    size_t nlen;
+    int64_t seen_time;
+    size_t npending;
+} sconsumer;
+
+typedef struct spending {
+    streamID id;
+    int64_t delivery_time;
+    uint64_t delivery_count;
+    sconsumer *consumer;    /* NULL only for XCLAIM FORCE's before it is given one */
+} spending;
+
+typedef struct sgroup {
+    char *name;
+    size_t nlen;
+    streamID last_id;
+    long long entries_read; /* -1: unknown */
+    spending *pel;          /* pel[0 .. npel) sorted by ID, inside pelbuf */
+    spending *pelbuf;       /* the allocation (pelcap entries): removals near
+                               the front move the front up instead of the rest down */
+    size_t npel, pelcap;
+    sconsumer **cons;       /* sorted by name */
+    size_t ncons, conscap;
+} sgroup;
+
+typedef struct stream {
+    sentry *e;              /* live entries e[eh .. eh+en) */
+    size_t eh, en, ecap;
+    snode *nodes;           /* nodes[nh .. nh+nn) */
+    size_t nh, nn, ncap;
+    uint64_t next_node_seq;
+    streamID last_id, max_deleted;
+    uint64_t entries_added;
+    sgroup **groups;        /* sorted by name */
+    size_t ngroups, gcap;
+    uint64_t bytes;         /* counted in db->bytes */
+} stream;
+
+struct rdbBuf;
+stream *streamNew(struct ir_db *db);
+void streamFree(struct ir_db *db, stream *s);
+stream *streamDup(struct ir_db *db, const stream *src);
+uint64_t streamBytes(const stream *s);
+uint64_t streamLength(const stream *s);
+streamID streamFirstID(const stream *s);
+int streamFormatID(char *buf, size_t n, const streamID *id);
+/* The project's own record of a stream (snapshots, DUMP): see t_stream.c. */
+void streamSerialize(struct rdbBuf *b, const stream *s);
+/* NULL with *err set when the record is bad; *used: the bytes it took. */
+stream *streamDeserialize(struct ir_db *db, const void *buf, size_t len, size_t *used, const char **err);
+/* Redis 7.0's RDB_TYPE_STREAM_LISTPACKS_2 value (a replica's image). */
+void streamPutRedisRDB(struct rdbBuf *b, const stream *s);
+/* RESTORE of Redis's stream encodings (dump.c builds the stream with these). */
+int streamLoadEntry(struct ir_db *db, stream *s, const streamID *id, uint32_t nf, const char *buf,
+                    uint32_t size, int new_node);
+void streamLoadNodeEnd(stream *s, const streamID *last, const streamID *master, uint64_t lpbytes,
+                       uint32_t count, uint32_t deleted);
+void streamLoadMeta(stream *s, const streamID *last, const streamID *maxdel, uint64_t added);
+sgroup *streamLoadGroup(struct ir_db *db, stream *s, const char *name, size_t len,
+                        const streamID *last, long long entries_read, int estimate);
+int streamLoadPending(struct ir_db *db, stream *s, sgroup *g, const streamID *id, int64_t time,
+                      uint64_t count);
+sconsumer *streamLoadConsumer(struct ir_db *db, stream *s, sgroup *g, const char *name, size_t len,
+                              int64_t seen);
+int streamLoadOwn(sgroup *g, sconsumer *cn, const streamID *id);
+int streamLoadCheck(const stream *s);
+/* NULL when the stream's invariants hold (and *bytes its recomputed size),
+ * else what is wrong (the fuzz harness). */
+const char *streamVerify(const stream *s, uint64_t *bytes);
+void streamDigest(const stream *s, void (*mix)(void *arg, const void *p, size_t len), void *arg);
 
 /* ---- the database -------------------------------------------------------- */
 

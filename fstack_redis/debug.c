@@ -76,6 +76,8 @@ static void collDigest(uint8_t d[DIGEST_LEN], const dbEntry *e) {
     mixDigest(d, acc, DIGEST_LEN);
 }
 
+static void streamMix(void *arg, const void *p, size_t len) { mixDigest(arg, p, len); }
+
 /* The digest of a value: its type, contents and whether it has a TTL (as
  * Redis's, which marks a TTL without its time). Keys of equal values have
  * equal digests (DIGEST-VALUE after COPY). */
@@ -90,6 +92,7 @@ static void valueDigest(uint8_t d[DIGEST_LEN], const dbEntry *e) {
             mixDigest(d, el->p, el->len);
         }
         break;
+    case OBJ_STREAM: streamDigest(e->v.stream, streamMix, d); break;
     default: collDigest(d, e); break;
     }
     if (e->expire != -1) mixDigest(d, "!!expire!!", 10);
@@ -150,6 +153,7 @@ static size_t valueLength(const dbEntry *e) {
     size_t n = 0;
     switch (e->type) {
     case OBJ_STRING: return e->v.str.len;
+    case OBJ_STREAM: return (size_t)streamLength(e->v.stream);
     case OBJ_LIST:
         for (size_t i = 0; i < e->v.list.len; i++) n += listAt(&e->v.list, i)->len;
         return n;

@@ -7,6 +7,9 @@
  * integer and LZF string encodings Redis writes for strings, so a string
  * DUMPed by Redis restores here; Redis's compact encodings of lists, sets and
  * hashes (quicklist, intset, listpack) are not read: "Bad data format".
+ * Streams are the exception: DUMP writes and RESTORE reads Redis's own
+ * listpack stream encoding (types 15 and 19), so a stream payload moves
+ * between inreplay and Redis both ways.
  *
  * The writing is rdb.c's (the same value encoder as the replication image,
  * one CRC-64 table); this file keeps only the reading.
@@ -172,6 +175,255 @@ bad:
     return NULL;
 }
 
+/* ---- streams: Redis's listpack encoding (RDB_TYPE_STREAM_LISTPACKS 15 and _2 19) ---- */
+
+/* One listpack element: an integer (*isint) or a string (*p, *len). 0, or -1 if malformed. */
+static int lpNextElem(const unsigned char **pp, const unsigned char *end, int *isint, int64_t *v,
+                      const char **p, size_t *len) {
+    const unsigned char *q = *pp;
+    if (q >= end) return -1;
+    unsigned b = *q;
+    size_t enc, dlen = 0;
+    *isint = 1;
+    if ((b & 0x80) == 0) {
+        *v = b & 0x7F;
+        enc = 1;
+    } else if ((b & 0xC0) == 0x80) {
+        dlen = b & 0x3F;
+        enc = 1;
+        *isint = 0;
+    } else if ((b & 0xE0) == 0xC0) {
+        if (end - q < 2) return -1;
+        uint64_t u = ((uint64_t)(b & 0x1F) << 8) | q[1];
+        *v = u >= 4096 ? (int64_t)u - 8192 : (int64_t)u;
+        enc = 2;
+    } else if ((b & 0xF0) == 0xE0) {
+        if (end - q < 2) return -1;
+        dlen = ((size_t)(b & 0x0F) << 8) | q[1];
+        enc = 2;
+        *isint = 0;
+    } else if (b == 0xF0) {
+        if (end - q < 5) return -1;
+        dlen = (size_t)q[1] | (size_t)q[2] << 8 | (size_t)q[3] << 16 | (size_t)q[4] << 24;
+        enc = 5;
+        *isint = 0;
+    } else if (b >= 0xF1 && b <= 0xF4) {
+        int n = b == 0xF1 ? 2 : b == 0xF2 ? 3 : b == 0xF3 ? 4 : 8;
+        if (end - q < 1 + n) return -1;
+        uint64_t u = 0;
+        for (int i = 0; i < n; i++) u |= (uint64_t)q[1 + i] << (8 * i);
+        if (n < 8 && (u >> (8 * n - 1))) u |= ~(uint64_t)0 << (8 * n); /* sign */
+        *v = (int64_t)u;
+        enc = (size_t)n + 1;
+    } else {
+        return -1;
+    }
+    size_t l = enc + dlen;
+    size_t bl = l <= 127 ? 1 : l < 16383 ? 2 : l < 2097151 ? 3 : l < 268435455 ? 4 : 5;
+    if ((size_t)(end - q) < l + bl) return -1;
+    *p = (const char *)q + enc;
+    *len = dlen;
+    *pp = q + l + bl;
+    return 0;
+}
+
+static int lpInt64(const unsigned char **pp, const unsigned char *end, int64_t *v) {
+    int isint;
+    const char *p;
+    size_t len;
+    if (lpNextElem(pp, end, &isint, v, &p, &len) != 0) return -1;
+    if (isint) return 0;
+    long long ll;
+    if (!string2ll(p, len, &ll)) return -1;
+    *v = ll;
+    return 0;
+}
+
+/* A listpack string (an integer element as its decimal text) appended to the
+ * entry buffer as t_stream.c lays it out: u32 length, bytes. */
+static int lpAppendField(const unsigned char **pp, const unsigned char *end, char **buf,
+                         size_t *cap, size_t *size) {
+    int isint;
+    int64_t v;
+    const char *p;
+    size_t len;
+    char num[24];
+    if (lpNextElem(pp, end, &isint, &v, &p, &len) != 0) return -1;
+    if (isint) {
+        len = (size_t)ll2string(num, sizeof(num), v);
+        p = num;
+    }
+    if (*size + 4 + len > *cap) {
+        size_t nc = *cap ? *cap : 256;
+        while (nc < *size + 4 + len) nc *= 2;
+        *buf = ir_xrealloc(*buf, nc);
+        *cap = nc;
+    }
+    uint32_t l = (uint32_t)len;
+    memcpy(*buf + *size, &l, 4);
+    memcpy(*buf + *size + 4, p, len);
+    *size += 4 + len;
+    return 0;
+}
+
+static void decodeRawID(const unsigned char *k, streamID *id) {
+    id->ms = id->seq = 0;
+    for (int i = 0; i < 8; i++) {
+        id->ms = (id->ms << 8) | k[i];
+        id->seq = (id->seq << 8) | k[8 + i];
+    }
+}
+
+/* One node's listpack into s. -1 if malformed. */
+static int loadStreamListpack(ir_db *db, stream *s, const streamID *master, const char *lp,
+                              size_t lplen, char **buf, size_t *cap) {
+    const unsigned char *q = (const unsigned char *)lp, *end = q + lplen;
+    if (lplen < 7 || end[-1] != 0xFF) return -1;
+    uint32_t total = (uint32_t)q[0] | (uint32_t)q[1] << 8 | (uint32_t)q[2] << 16 | (uint32_t)q[3] << 24;
+    if (total != lplen) return -1;
+    q += 6;
+    end -= 1; /* the terminator */
+    int64_t count, deleted, nmf, zero;
+    if (lpInt64(&q, end, &count) || lpInt64(&q, end, &deleted) || lpInt64(&q, end, &nmf) ||
+        count < 0 || deleted < 0 || nmf < 0 || count + deleted == 0 || nmf > (int64_t)lplen)
+        return -1;
+    const unsigned char *mf = q; /* the master fields */
+    for (int64_t i = 0; i < nmf; i++) {
+        int isint;
+        int64_t v;
+        const char *p;
+        size_t len;
+        if (lpNextElem(&q, end, &isint, &v, &p, &len) != 0) return -1;
+    }
+    if (lpInt64(&q, end, &zero) || zero != 0) return -1;
+    int first = 1;
+    int64_t live = 0;
+    streamID last = *master;
+    for (int64_t n = 0; n < count + deleted; n++) {
+        int64_t flags, msd, seqd, nf, lpcount;
+        if (lpInt64(&q, end, &flags) || lpInt64(&q, end, &msd) || lpInt64(&q, end, &seqd)) return -1;
+        streamID id = {master->ms + (uint64_t)msd, master->seq + (uint64_t)seqd};
+        size_t size = 0;
+        if (flags & 2) { /* SAMEFIELDS: the master's fields, then the values */
+            nf = nmf;
+            const unsigned char *f = mf;
+            for (int64_t i = 0; i < nf; i++)
+                if (lpAppendField(&f, end, buf, cap, &size) || lpAppendField(&q, end, buf, cap, &size))
+                    return -1;
+        } else {
+            if (lpInt64(&q, end, &nf) || nf < 0 || nf > (int64_t)lplen) return -1;
+            for (int64_t i = 0; i < nf * 2; i++)
+                if (lpAppendField(&q, end, buf, cap, &size)) return -1;
+        }
+        if (lpInt64(&q, end, &lpcount)) return -1;
+        last = id;
+        if (flags & 1) continue; /* deleted: it still counts in the node */
+        if (nf == 0) return -1;
+        if (streamLoadEntry(db, s, &id, (uint32_t)nf, *buf, (uint32_t)size, first) != 0)
+            return -1;
+        first = 0;
+        live++;
+    }
+    if (q != end || live != count || live == 0) return -1;
+    /* the node's last ID (deleted or not), its master ID and its exact size */
+    streamLoadNodeEnd(s, &last, master, lplen, (uint32_t)count, (uint32_t)deleted);
+    return 0;
+}
+
+static int getID2(rbuf *r, streamID *id) {
+    int e1, e2;
+    if (getLen(r, &id->ms, &e1) || e1 != -1 || getLen(r, &id->seq, &e2) || e2 != -1) return -1;
+    return 0;
+}
+
+static int getRawID(rbuf *r, streamID *id) {
+    if (r->end - r->p < 16) return -1;
+    decodeRawID(r->p, id);
+    r->p += 16;
+    return 0;
+}
+
+static int getMs(rbuf *r, int64_t *ms) {
+    if (r->end - r->p < 8) return -1;
+    uint64_t u = 0;
+    for (int i = 0; i < 8; i++) u |= (uint64_t)r->p[i] << (8 * i);
+    r->p += 8;
+    *ms = (int64_t)u;
+    return 0;
+}
+
+static dbEntry *loadStream(ir_db *db, const dbkey *k, rbuf *r, int v2) {
+    stream *s = streamNew(db);
+    char *buf = NULL, *key = NULL, *lp = NULL, *name = NULL;
+    size_t cap = 0, klen, lplen, nlen;
+    uint64_t nodes, length, ngroups;
+    int enc;
+    if (getLen(r, &nodes, &enc) || enc != -1) goto bad;
+    for (uint64_t i = 0; i < nodes; i++) {
+        if (getStr(r, &key, &klen) || klen != 16 || getStr(r, &lp, &lplen)) goto bad;
+        streamID master;
+        decodeRawID((const unsigned char *)key, &master);
+        if (loadStreamListpack(db, s, &master, lp, lplen, &buf, &cap)) goto bad;
+        free(key);
+        free(lp);
+        key = lp = NULL;
+    }
+    streamID last, first, maxdel = {0, 0};
+    uint64_t added;
+    if (getLen(r, &length, &enc) || enc != -1 || length != streamLength(s) || getID2(r, &last)) goto bad;
+    if (v2) {
+        if (getID2(r, &first) || getID2(r, &maxdel) || getLen(r, &added, &enc) || enc != -1) goto bad;
+    } else {
+        added = length; /* as Redis 7.0 loads a 6.x stream */
+    }
+    streamLoadMeta(s, &last, &maxdel, added);
+    if (getLen(r, &ngroups, &enc) || enc != -1) goto bad;
+    for (uint64_t gi = 0; gi < ngroups; gi++) {
+        streamID glast;
+        uint64_t er = 0, npel, ncons;
+        if (getStr(r, &name, &nlen) || getID2(r, &glast)) goto bad;
+        if (v2 && (getLen(r, &er, &enc) || enc != -1)) goto bad;
+        sgroup *g = streamLoadGroup(db, s, name, nlen, &glast, (long long)er, !v2);
+        free(name);
+        name = NULL;
+        if (!g || getLen(r, &npel, &enc) || enc != -1) goto bad;
+        for (uint64_t pi = 0; pi < npel; pi++) {
+            streamID id;
+            int64_t t;
+            uint64_t cnt;
+            if (getRawID(r, &id) || getMs(r, &t) || getLen(r, &cnt, &enc) || enc != -1 ||
+                streamLoadPending(db, s, g, &id, t, cnt))
+                goto bad;
+        }
+        if (getLen(r, &ncons, &enc) || enc != -1) goto bad;
+        for (uint64_t ci = 0; ci < ncons; ci++) {
+            int64_t seen;
+            uint64_t cpel;
+            if (getStr(r, &name, &nlen) || getMs(r, &seen)) goto bad;
+            sconsumer *cn = streamLoadConsumer(db, s, g, name, nlen, seen);
+            free(name);
+            name = NULL;
+            if (!cn || getLen(r, &cpel, &enc) || enc != -1) goto bad;
+            for (uint64_t pi = 0; pi < cpel; pi++) {
+                streamID id;
+                if (getRawID(r, &id) || streamLoadOwn(g, cn, &id)) goto bad;
+            }
+        }
+    }
+    if (r->p != r->end || streamLoadCheck(s)) goto bad;
+    free(buf);
+    dbEntry *e = dbAdd(db, k, OBJ_STREAM, 0);
+    e->v.stream = s;
+    return e;
+bad:
+    free(buf);
+    free(key);
+    free(lp);
+    free(name);
+    streamFree(db, s);
+    return NULL;
+}
+
 /* Build the value of the payload under key k (absent); NULL if malformed. */
 static dbEntry *loadValue(ir_db *db, const dbkey *k, rbuf *r) {
     if (r->p >= r->end) return NULL;
@@ -188,6 +440,8 @@ static dbEntry *loadValue(ir_db *db, const dbkey *k, rbuf *r) {
         free(a);
         return e;
     }
+    if (type == RDB_TYPE_STREAM_LISTPACKS || type == RDB_TYPE_STREAM_LISTPACKS_2)
+        return loadStream(db, k, r, type == RDB_TYPE_STREAM_LISTPACKS_2);
     if (type != RDB_TYPE_LIST && type != RDB_TYPE_SET && type != RDB_TYPE_HASH &&
         type != RDB_TYPE_ZSET_2)
         return NULL;
@@ -328,6 +582,6 @@ void restoreCommand(client *c) {
     }
     signalModifiedKey(c, db, k.p, k.len);
     notifyKeyspaceEvent(NOTIFY_GENERIC, "restore", k.p, k.len, db->id);
-    if (e->type == OBJ_LIST || e->type == OBJ_ZSET) signalKeyAsReady(db, k.p, k.len);
+    if (e->type == OBJ_LIST || e->type == OBJ_ZSET || e->type == OBJ_STREAM) signalKeyAsReady(db, k.p, k.len);
     addReplyStr(c, shared.ok);
 }

@@ -27,7 +27,7 @@ void signalFlushedDb(struct ir_db *db);
 #define NOTIFY_ZSET (1 << 7)      /* z */
 #define NOTIFY_EXPIRED (1 << 8)   /* x */
 #define NOTIFY_EVICTED (1 << 9)   /* e (nothing is evicted: never sent) */
-#define NOTIFY_STREAM (1 << 10)   /* t (no streams: never sent) */
+#define NOTIFY_STREAM (1 << 10)   /* t: xadd, xtrim, xdel, xgroup-*, xsetid */
 #define NOTIFY_KEY_MISS (1 << 11) /* m: keymiss, not part of A */
 #define NOTIFY_MODULE (1 << 13)   /* d (no modules: never sent) */
 #define NOTIFY_NEW (1 << 14)      /* n: new, not part of A */

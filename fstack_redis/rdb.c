@@ -9,7 +9,8 @@
  *   end             0xFF <u64 LE CRC64 of every byte before it>
  * Types: 0 string, 1 list, 2 set, 4 hash (the plain encodings every Redis
  * since 2.x loads), 5 sorted set (ZSET_2: member, then the score as a
- * little-endian IEEE double; since Redis 4). Lengths: 00xxxxxx (< 64), 01xxxxxx xxxxxxxx (< 16384),
+ * little-endian IEEE double; since Redis 4), 19 stream (STREAM_LISTPACKS_2,
+ * Redis 7.0's: t_stream.c's streamPutRedisRDB). Lengths: 00xxxxxx (< 64), 01xxxxxx xxxxxxxx (< 16384),
  * 0x80 + u32 BE, 0x81 + u64 BE. Strings that are decimal integers with no
  * leading zeroes are written in the integer encodings 0xC0/0xC1/0xC2 (8, 16,
  * 32 bits little-endian), as Redis does. A DUMP payload is one <type> <value>
@@ -159,6 +160,7 @@ void rdbPutValue(rdbBuf *b, const dbEntry *e, int flags) {
                   : e->type == OBJ_LIST ? RDB_TYPE_LIST
                   : e->type == OBJ_SET  ? RDB_TYPE_SET
                   : e->type == OBJ_ZSET ? RDB_TYPE_ZSET_2
+                  : e->type == OBJ_STREAM ? RDB_TYPE_STREAM_LISTPACKS_2
                                         : RDB_TYPE_HASH);
     if (flags & RDB_WITH_KEY) rdbPutString(b, e->key, e->klen, flags);
     switch (e->type) {
@@ -182,6 +184,9 @@ void rdbPutValue(rdbBuf *b, const dbEntry *e, int flags) {
         zsetForEachRev(e->v.coll, putZsetMember, &z);
         break;
     }
+    case OBJ_STREAM:
+        streamPutRedisRDB(b, e->v.stream);
+        break;
     }
 }
 

@@ -2,8 +2,8 @@
  * once for its two users: the full synchronization of a replica
  * (replication.c, rdbBuild) and the DUMP payloads (dump.c, rdbPutValue).
  *
- * What the image holds: every database's strings, lists, sets and hashes
- * with their expiry times, as RDB version 10 with a CRC64 (Jones) trailer.
+ * What the image holds: every database's strings, lists, sets, hashes,
+ * sorted sets and streams with their expiry times, as RDB version 10 with a CRC64 (Jones) trailer.
  * Replay tables (REPLAY.*) are not part of it: a replica of inreplay gets the
  * keyspace only. The reader side (RESTORE) lives in dump.c: only it reads.
  *
@@ -25,6 +25,11 @@ struct dbEntry;
 #define RDB_TYPE_SET 2
 #define RDB_TYPE_HASH 4
 #define RDB_TYPE_ZSET_2 5 /* members with binary double scores */
+/* Streams in Redis's listpack encoding (t_stream.c writes, dump.c reads):
+ * 15 is Redis 5/6's, 19 Redis 7.0's (first ID, max deleted ID, entries
+ * added, each group's entries read). */
+#define RDB_TYPE_STREAM_LISTPACKS 15
+#define RDB_TYPE_STREAM_LISTPACKS_2 19
 /* special string encodings: a length byte 11xxxxxx, xxxxxx one of these */
 #define RDB_ENC_INT8 0
 #define RDB_ENC_INT16 1
@@ -60,6 +65,7 @@ void rdbPutString(rdbBuf *b, const char *p, size_t len, int flags);
  * records lay it out; DUMP's payload has no key. The expiry time is the
  * caller's (an image writes it before the type byte). */
 #define RDB_WITH_KEY 2
+
 void rdbPutValue(rdbBuf *b, const struct dbEntry *e, int flags);
 
 /* The whole keyspace as an RDB image in a malloc'd buffer (*len bytes), or

@@ -342,6 +342,9 @@ void call(client *c, const ir_command *cmd);
  * an error. Subcommands (c->lastsub) are counted apart, as "client|list". */
 void commandStatsCall(const client *c, const ir_command *cmd, uint64_t usec, int failed);
 void commandStatsRejected(const client *c, const ir_command *cmd);
+/* A blocked command answered when served (its call was counted when it blocked):
+ * a failure counts in failed_calls, as Redis's updateStatsOnUnblock. */
+void commandStatsUnblocked(const client *c, const ir_command *cmd, int failed);
 /* The subcommand name argv[1] selects in a container command (CONFIG GET:
  * "get"), as a static string; NULL for other commands. */
 const char *commandSubName(const ir_command *cmd, const client *c);

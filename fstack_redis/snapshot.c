@@ -102,6 +102,7 @@
 #include "chunks.h"
 #include "config.h"
 #include "db_internal.h"
+#include "rdb.h"
 #include "replay.h"
 #include "server.h"
 #include "snapshot.h"
@@ -123,6 +124,7 @@
 #define TAG_KHSH "KHSH" /* hashes and sets: see the end of this file */
 #define TAG_KSET "KSET"
 #define TAG_KZST "KZST" /* sorted sets: as KSET, each member followed by its score */
+#define TAG_KSTM "KSTM" /* a stream key: i64 expire, u64 key length, key, u64 length, t_stream.c's record */
 #define TAG_KSEL "KSEL" /* the keys that follow are in another database */
 #define TAG_TABL "TABL"
 #define TAG_TLIM "TLIM"
@@ -325,6 +327,17 @@ static int saveEntry(const dbEntry *e, void *arg) {
     if (keyIsExpired(e, sc->now)) return 0;
     if (e->type == OBJ_HASH || e->type == OBJ_SET || e->type == OBJ_ZSET) {
         saveCollection(w, e);
+    } else if (e->type == OBJ_STREAM) {
+        rdbBuf b = {0};
+        streamSerialize(&b, e->v.stream);
+        if (b.oom) abort(); /* as ir_xrealloc */
+        wRecord(w, TAG_KSTM, 24 + (uint64_t)e->klen + b.len);
+        wU64(w, (uint64_t)e->expire);
+        wU64(w, e->klen);
+        wBytes(w, e->key, e->klen);
+        wU64(w, b.len);
+        wBytes(w, b.p, b.len);
+        free(b.p);
     } else if (e->type == OBJ_STRING) {
         wRecord(w, TAG_KSTR, 24 + (uint64_t)e->klen + e->v.str.len);
         wU64(w, (uint64_t)e->expire);
@@ -1090,6 +1103,41 @@ static int keyExpired(const snapLoader *L, int64_t expire) {
     return expire != -1 && L->now > expire;
 }
 
+static int loadStreamKey(snapLoader *L) {
+    int64_t expire;
+    uint64_t klen, vlen;
+    int rc = loadKeyHead(L, &expire, &klen);
+    if (rc) return rc;
+    if (rU64(&L->r, &vlen) || vlen != rLeft(&L->r))
+        return bad(L, "stream length runs past the record");
+    if (keyExpired(L, expire)) {
+        L->expired++;
+        return rSkip(&L->r, vlen) ? bad(L, "value runs past the record") : LOAD_OK;
+    }
+    dbkey k = dbKey(L->db, L->key, (size_t)klen);
+    if (dictFind(&L->db->d, k.p, k.len, k.h)) return bad(L, "duplicate key");
+    char *p = malloc(vlen ? (size_t)vlen : 1);
+    if (!p) return nomem(L, "a stream");
+    if (rRead(&L->r, p, vlen)) {
+        free(p);
+        return bad(L, "value runs past the record");
+    }
+    size_t used;
+    const char *err;
+    stream *st = streamDeserialize(L->db, p, (size_t)vlen, &used, &err);
+    free(p);
+    if (!st) return bad(L, "a bad stream: %s", err);
+    if (used != vlen) {
+        streamFree(L->db, st);
+        return bad(L, "a stream record with trailing bytes");
+    }
+    dbEntry *e = dbAdd(L->db, &k, OBJ_STREAM, 0);
+    e->v.stream = st;
+    if (expire != -1) setExpire(L->db, e, expire);
+    L->keys++;
+    return LOAD_OK;
+}
+
 static int loadString(snapLoader *L) {
     int64_t expire;
     uint64_t klen, vlen;
@@ -1302,6 +1350,7 @@ static int parseFile(snapLoader *L, uint64_t size, const snapDone *done) {
         else if (!memcmp(tag, TAG_KSET, 4)) rc = loadCollection(L, OBJ_SET);
         else if (!memcmp(tag, TAG_KZST, 4)) rc = loadCollection(L, OBJ_ZSET);
         else if (!memcmp(tag, TAG_KLST, 4)) rc = loadList(L);
+        else if (!memcmp(tag, TAG_KSTM, 4)) rc = loadStreamKey(L);
         else if (!memcmp(tag, TAG_TABL, 4)) rc = loadTable(L, 0);
         else if (!memcmp(tag, TAG_TABG, 4)) rc = loadTable(L, 1);
         else if (!memcmp(tag, TAG_TTMS, 4)) rc = loadTimes(L);

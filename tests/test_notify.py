@@ -254,6 +254,30 @@ def test_zsets(both: Both) -> None:
     ])  # fmt: skip
 
 
+def test_streams(both: Both) -> None:
+    compare(both, [
+        ("XADD", "x", "1-0", "f", "v"), ("XADD", "x", "MAXLEN", "1", "2-0", "f", "v"),
+        ("XADD", "x", "NOMKSTREAM", "3-0", "f", "v"),
+        ("XADD", "nox", "NOMKSTREAM", "1-0", "f", "v"),
+        ("XADD", "x", "0-1", "f", "v"), ("XDEL", "x", "9-0"), ("XDEL", "x", "2-0"),
+        ("XADD", "x", "4-0", "f", "v"), ("XTRIM", "x", "MAXLEN", "5"), ("XTRIM", "x", "MINID", "4"),
+        ("XGROUP", "CREATE", "x", "g", "0"), ("XGROUP", "CREATE", "x", "g", "0"),
+        ("XGROUP", "CREATE", "mk", "g", "$", "MKSTREAM"),
+        ("XGROUP", "CREATECONSUMER", "x", "g", "c"), ("XGROUP", "CREATECONSUMER", "x", "g", "c"),
+        ("XREADGROUP", "GROUP", "g", "d", "STREAMS", "x", ">"),
+        ("XCLAIM", "x", "g", "e", "0", "4-0"), ("XAUTOCLAIM", "x", "g", "f", "0", "0"),
+        ("XACK", "x", "g", "4-0"), ("XGROUP", "SETID", "x", "g", "0"),
+        ("XGROUP", "DELCONSUMER", "x", "g", "c"), ("XGROUP", "DELCONSUMER", "x", "g", "zz"),
+        ("XGROUP", "DESTROY", "x", "g"), ("XGROUP", "DESTROY", "x", "g"),
+        ("XSETID", "x", "10-0"), ("XRANGE", "x", "-", "+"), ("XRANGE", "nox", "-", "+"),
+        ("XREAD", "STREAMS", "nox", "0"), ("XLEN", "nox"), ("XACK", "nox", "g", "1-0"),
+        ("XCLAIM", "nox", "g", "c", "0", "1-0"), ("XAUTOCLAIM", "nox", "g", "c", "0", "0"),
+        ("XREADGROUP", "GROUP", "g", "c", "STREAMS", "nox", ">"), ("XPENDING", "nox", "g"),
+        ("XINFO", "STREAM", "nox"), ("XTRIM", "nox", "MAXLEN", "1"), ("XDEL", "nox", "1-0"),
+        ("XSETID", "nox", "1-0"), ("XGROUP", "CREATE", "nox", "g", "$"), ("DEL", "x"),
+    ])  # fmt: skip
+
+
 def test_keyspace_commands(both: Both) -> None:
     ev = compare(both, [
         ("SET", "k", "v"), ("DEL", "k", "nothere"), ("SET", "k", "v"), ("UNLINK", "k"),
