@@ -247,9 +247,13 @@ static ir_command commands[] = {
 };
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
 
-/* Open-addressing index over the table, built on first lookup. */
-#define CMD_INDEX_SIZE 256
-static unsigned char cmd_index[CMD_INDEX_SIZE]; /* 1-based positions, 0 = empty */
+/* Open-addressing index over the table, built on first lookup: at most half
+ * full, so a probe always reaches an empty slot (a full index looped forever on
+ * an unknown name; positions were bytes, 255 commands at the most). */
+#define CMD_INDEX_SIZE 1024
+static uint16_t cmd_index[CMD_INDEX_SIZE]; /* 1-based positions, 0 = empty */
+_Static_assert(sizeof(commands) / sizeof(commands[0]) <= CMD_INDEX_SIZE / 2,
+               "the command index must stay at most half full: raise CMD_INDEX_SIZE");
 
 static uint32_t nameHash(const char *s, size_t len) {
     uint32_t h = 2166136261u;
@@ -285,7 +289,7 @@ static void buildIndex(void) {
         commands[i].flags = parseFlagWords(commands[i].sflags);
         uint32_t h = nameHash(commands[i].name, strlen(commands[i].name)) % CMD_INDEX_SIZE;
         while (cmd_index[h]) h = (h + 1) % CMD_INDEX_SIZE;
-        cmd_index[h] = (unsigned char)(i + 1);
+        cmd_index[h] = (uint16_t)(i + 1);
     }
 }
 
