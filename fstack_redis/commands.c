@@ -25,6 +25,7 @@
 #include "replay.h"
 #include "replication.h"
 #include "script.h"
+#include "slowlog.h"
 #include "snapshot.h"
 #include "t_traj.h"
 
@@ -229,6 +230,8 @@ static ir_command commands[] = {
     {"eval_ro", evalRoCommand, -3, 0, 0, 0, "readonly noscript stale skip_monitor no_mandatory_keys movablekeys", 0, 0},
     {"evalsha_ro", evalShaRoCommand, -3, 0, 0, 0, "readonly noscript stale skip_monitor no_mandatory_keys movablekeys", 0, 0},
     {"script", scriptCommand, -2, 0, 0, 0, "", 0, 0},
+    {"slowlog", slowlogCommand, -2, 0, 0, 0, "", 0, 0},
+    {"latency", latencyCommand, -2, 0, 0, 0, "", 0, 0},
 };
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
 
@@ -250,6 +253,7 @@ static const struct {
     {"write", CMD_WRITE}, {"readonly", CMD_READONLY}, {"fast", CMD_FAST},
     {"no_auth", CMD_NOAUTH}, {"admin", CMD_ADMIN}, {"denyoom", CMD_DENYOOM},
     {"no_multi", CMD_NO_MULTI}, {"skip_monitor", CMD_SKIP_MONITOR},
+    {"skip_slowlog", CMD_SKIP_SLOWLOG},
 };
 
 static int parseFlagWords(const char *words) {
@@ -571,6 +575,16 @@ static const subcmd subcommands[] = {
     {pubsubCommand, "pubsub", "numsub", -2, "pubsub loading stale"},
     {pubsubCommand, "pubsub", "shardchannels", -2, "pubsub loading stale"},
     {pubsubCommand, "pubsub", "shardnumsub", -2, "pubsub loading stale"},
+    {slowlogCommand, "slowlog", "get", -2, "admin loading stale"},
+    {slowlogCommand, "slowlog", "help", 2, "loading stale"},
+    {slowlogCommand, "slowlog", "len", 2, "admin loading stale"},
+    {slowlogCommand, "slowlog", "reset", 2, "admin loading stale"},
+    {latencyCommand, "latency", "doctor", 2, "admin noscript loading stale"},
+    {latencyCommand, "latency", "graph", 3, "admin noscript loading stale"},
+    {latencyCommand, "latency", "help", 2, "loading stale"},
+    {latencyCommand, "latency", "history", 3, "admin noscript loading stale"},
+    {latencyCommand, "latency", "latest", 2, "admin noscript loading stale"},
+    {latencyCommand, "latency", "reset", -2, "admin noscript loading stale"},
 };
 #define NSUBCOMMANDS (sizeof(subcommands) / sizeof(subcommands[0]))
 
@@ -590,7 +604,8 @@ static size_t nerrstats;
 static int isContainer(const ir_command *cmd) {
     return cmd->proc == clientCommand || cmd->proc == commandCommand ||
            cmd->proc == configCommand || cmd->proc == pubsubCommand || cmd->proc == memoryCommand ||
-           cmd->proc == objectCommand || cmd->proc == clusterCommand || cmd->proc == scriptCommand;
+           cmd->proc == objectCommand || cmd->proc == clusterCommand || cmd->proc == scriptCommand ||
+           cmd->proc == slowlogCommand || cmd->proc == latencyCommand;
 }
 
 static const subcmd *findSub(const ir_command *cmd, const char *name, size_t len) {

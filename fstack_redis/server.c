@@ -16,6 +16,7 @@
 #include "replay.h"
 #include "replication.h"
 #include "script.h"
+#include "slowlog.h"
 
 ir_server *g_server;
 
@@ -77,6 +78,7 @@ void server_free(ir_server *s) {
     chunkStoreFree(s->chunks);
     pinsFree(&s->pins);
     pubsubFree(s);
+    slowlogFreeAll();
     scriptingFree(s);
     free(s->monitors);
     free(s->requirepass);
@@ -377,6 +379,9 @@ void call(client *c, const ir_command *cmd) {
     uint64_t usec = (uint64_t)(t1.tv_sec - t0.tv_sec) * 1000000u +
                     (uint64_t)((t1.tv_nsec - t0.tv_nsec) / 1000);
     commandStatsCall(c, cmd, usec, plain && countErrorReply(c, before));
+    /* as Redis: a command that blocked is not logged (a blocked client is
+     * served later, outside call()) */
+    if (!(c->flags & CLIENT_BLOCKED)) slowlogAfterCall(c, cmd, usec);
     s->error_stats_skip = 0;
     s->total_commands++;
     if (cmd->flags & CMD_WRITE) s->dirty++;

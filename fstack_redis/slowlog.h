@@ -1,0 +1,40 @@
+/* slowlog.h - SLOWLOG and LATENCY: the slow log and the latency monitor, as
+ * Redis 7.0 has them (see slowlog.c). */
+#ifndef IR_SLOWLOG_H
+#define IR_SLOWLOG_H
+
+#include "server.h"
+
+/* The configuration (config.c's table points at these):
+ * slowlog-log-slower-than (µs; < 0 disables, 0 logs everything),
+ * slowlog-max-len, latency-monitor-threshold (ms; 0 = off). */
+extern long long slowlogSlowerThan, slowlogMaxLen, latencyMonitorThreshold;
+
+void slowlogCommand(client *c);
+void latencyCommand(client *c);
+
+/* The slow part of slowlogAfterCall: log the command (and trim). */
+void slowlogPush(client *c, const ir_command *cmd, uint64_t usec);
+/* Drop the oldest entries beyond slowlog-max-len. */
+void slowlogTrim(void);
+extern size_t slowlogLen;
+/* Add a sample of `ms` milliseconds to the named event (a static string). */
+void latencyAddSample(const char *event, uint64_t ms);
+
+/* call(): after each command, with its duration. Nothing is allocated unless
+ * the command is logged. As Redis: commands flagged skip_slowlog are not
+ * logged; the trim runs whenever the slow log is on. */
+static inline void slowlogAfterCall(client *c, const ir_command *cmd, uint64_t usec) {
+    if (slowlogSlowerThan >= 0 && !(cmd->flags & CMD_SKIP_SLOWLOG)) {
+        if ((long long)usec >= slowlogSlowerThan) slowlogPush(c, cmd, usec);
+        else if ((long long)slowlogLen > slowlogMaxLen) slowlogTrim();
+    }
+    if (latencyMonitorThreshold > 0 && (long long)(usec / 1000) >= latencyMonitorThreshold)
+        latencyAddSample(cmd->flags & CMD_FAST ? "fast-command" : "command", usec / 1000);
+}
+
+/* Free the entries, forget the samples, ids from 0 again (server_free: a
+ * process may run several servers in a row). */
+void slowlogFreeAll(void);
+
+#endif
