@@ -30,9 +30,6 @@ long long slowlogSlowerThan = 10000, slowlogMaxLen = 128, latencyMonitorThreshol
 
 /* ---- the slow log ------------------------------------------------------- */
 
-#define SLOWLOG_ENTRY_MAX_ARGC 32
-#define SLOWLOG_ENTRY_MAX_STRING 128
-
 typedef struct slowEntry {
     struct slowEntry *next, *prev; /* next = older */
     long long id, time, duration;
@@ -92,7 +89,19 @@ static int redacted(const client *c, const ir_command *cmd, int j) {
 
 #define REDACTED "(redacted)"
 
-void slowlogPush(client *c, const ir_command *cmd, uint64_t usec) {
+/* Argument j as it was called: the saved copy when the command took it over
+ * (its ptr is then NULL); *full is its whole length. */
+static const char *argAsCalled(const client *c, const slowlogSaved *sv, int j, size_t *full) {
+    for (unsigned k = 0; k < sv->n; k++)
+        if (sv->idx[k] == j && !c->argv[j].ptr) {
+            *full = sv->len[k];
+            return sv->head[k];
+        }
+    *full = c->argv[j].len;
+    return c->argv[j].ptr;
+}
+
+void slowlogPush(client *c, const ir_command *cmd, uint64_t usec, const slowlogSaved *sv) {
     int argc = c->argc, slargc = argc > SLOWLOG_ENTRY_MAX_ARGC ? SLOWLOG_ENTRY_MAX_ARGC : argc;
     char more[64];
     /* sizes first: one allocation for the entry, its argv and its bytes */
@@ -103,12 +112,14 @@ void slowlogPush(client *c, const ir_command *cmd, uint64_t usec) {
                                       argc - slargc + 1);
         } else if (redacted(c, cmd, j)) {
             bytes += sizeof(REDACTED) - 1;
-        } else if (c->argv[j].len > SLOWLOG_ENTRY_MAX_STRING) {
-            bytes += SLOWLOG_ENTRY_MAX_STRING +
-                     (size_t)snprintf(more, sizeof(more), "... (%zu more bytes)",
-                                      c->argv[j].len - SLOWLOG_ENTRY_MAX_STRING);
         } else {
-            bytes += c->argv[j].len;
+            size_t full;
+            argAsCalled(c, sv, j, &full);
+            bytes += full <= SLOWLOG_ENTRY_MAX_STRING
+                         ? full
+                         : SLOWLOG_ENTRY_MAX_STRING +
+                               (size_t)snprintf(more, sizeof(more), "... (%zu more bytes)",
+                                                full - SLOWLOG_ENTRY_MAX_STRING);
         }
     }
     size_t peerlen = strlen(c->addr), namelen = c->clientname ? strlen(c->clientname) : 0;
@@ -118,8 +129,8 @@ void slowlogPush(client *c, const ir_command *cmd, uint64_t usec) {
     char *p = (char *)e + head;
     e->argc = slargc;
     for (int j = 0; j < slargc; j++) {
-        const ir_arg *a = &c->argv[j];
-        size_t n;
+        size_t n, full;
+        const char *a = slargc != argc && j == slargc - 1 ? NULL : argAsCalled(c, sv, j, &full);
         e->argv[j].p = p;
         if (slargc != argc && j == slargc - 1) {
             n = (size_t)snprintf(more, sizeof(more), "... (%d more arguments)", argc - slargc + 1);
@@ -127,15 +138,15 @@ void slowlogPush(client *c, const ir_command *cmd, uint64_t usec) {
         } else if (redacted(c, cmd, j)) {
             n = sizeof(REDACTED) - 1;
             memcpy(p, REDACTED, n);
-        } else if (a->len > SLOWLOG_ENTRY_MAX_STRING) {
-            memcpy(p, a->ptr, SLOWLOG_ENTRY_MAX_STRING);
+        } else if (full > SLOWLOG_ENTRY_MAX_STRING) {
+            memcpy(p, a, SLOWLOG_ENTRY_MAX_STRING);
             n = SLOWLOG_ENTRY_MAX_STRING +
                 (size_t)snprintf(more, sizeof(more), "... (%zu more bytes)",
-                                 a->len - SLOWLOG_ENTRY_MAX_STRING);
+                                 full - SLOWLOG_ENTRY_MAX_STRING);
             memcpy(p + SLOWLOG_ENTRY_MAX_STRING, more, n - SLOWLOG_ENTRY_MAX_STRING);
         } else {
-            n = a->len;
-            if (n) memcpy(p, a->ptr, n);
+            n = full;
+            if (n) memcpy(p, a, n);
         }
         e->argv[j].len = n;
         p += n;

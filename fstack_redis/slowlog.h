@@ -3,6 +3,8 @@
 #ifndef IR_SLOWLOG_H
 #define IR_SLOWLOG_H
 
+#include <string.h>
+
 #include "server.h"
 
 /* The configuration (config.c's table points at these):
@@ -13,8 +15,34 @@ extern long long slowlogSlowerThan, slowlogMaxLen, latencyMonitorThreshold;
 void slowlogCommand(client *c);
 void latencyCommand(client *c);
 
+/* Arguments a command may take over (argSteal: big bulks, a transaction's
+ * queued copies): their first bytes and length, kept by call() on its stack
+ * before the command runs so that the entry still shows them. */
+#define SLOWLOG_ENTRY_MAX_ARGC 32
+#define SLOWLOG_ENTRY_MAX_STRING 128
+typedef struct slowlogSaved {
+    unsigned n;                  /* 0: no owned argument */
+    unsigned char idx[SLOWLOG_ENTRY_MAX_ARGC];
+    size_t len[SLOWLOG_ENTRY_MAX_ARGC];
+    char head[SLOWLOG_ENTRY_MAX_ARGC][SLOWLOG_ENTRY_MAX_STRING];
+} slowlogSaved;
+
+static inline void slowlogBeforeCall(const client *c, slowlogSaved *sv) {
+    sv->n = 0;
+    if (slowlogSlowerThan < 0) return;
+    for (int j = 0; j < c->argc && j < SLOWLOG_ENTRY_MAX_ARGC; j++) {
+        if (!c->argv[j].owned) continue;
+        size_t n = c->argv[j].len;
+        sv->idx[sv->n] = (unsigned char)j;
+        sv->len[sv->n] = n;
+        memcpy(sv->head[sv->n], c->argv[j].ptr,
+               n < SLOWLOG_ENTRY_MAX_STRING ? n : SLOWLOG_ENTRY_MAX_STRING);
+        sv->n++;
+    }
+}
+
 /* The slow part of slowlogAfterCall: log the command (and trim). */
-void slowlogPush(client *c, const ir_command *cmd, uint64_t usec);
+void slowlogPush(client *c, const ir_command *cmd, uint64_t usec, const slowlogSaved *sv);
 /* Drop the oldest entries beyond slowlog-max-len. */
 void slowlogTrim(void);
 extern size_t slowlogLen;
@@ -24,9 +52,10 @@ void latencyAddSample(const char *event, uint64_t ms);
 /* call(): after each command, with its duration. Nothing is allocated unless
  * the command is logged. As Redis: commands flagged skip_slowlog are not
  * logged; the trim runs whenever the slow log is on. */
-static inline void slowlogAfterCall(client *c, const ir_command *cmd, uint64_t usec) {
+static inline void slowlogAfterCall(client *c, const ir_command *cmd, uint64_t usec,
+                                    const slowlogSaved *sv) {
     if (slowlogSlowerThan >= 0 && !(cmd->flags & CMD_SKIP_SLOWLOG)) {
-        if ((long long)usec >= slowlogSlowerThan) slowlogPush(c, cmd, usec);
+        if ((long long)usec >= slowlogSlowerThan) slowlogPush(c, cmd, usec, sv);
         else if ((long long)slowlogLen > slowlogMaxLen) slowlogTrim();
     }
     if (latencyMonitorThreshold > 0 && (long long)(usec / 1000) >= latencyMonitorThreshold)
