@@ -27,6 +27,7 @@
 #include "slowlog.h"
 
 long long slowlogSlowerThan = 10000, slowlogMaxLen = 128, latencyMonitorThreshold = 0;
+long long latencyTracking = 1;
 
 /* ---- the slow log ------------------------------------------------------- */
 
@@ -499,8 +500,8 @@ static void latencyGraph(client *c, const latencySeries *ts) {
 
 /* LATENCY DOCTOR | GRAPH event | HISTORY event | LATEST | RESET [event ...] | HELP */
 void latencyCommand(client *c) {
-    static const subdef subs[] = {{"doctor", 2}, {"graph", 3}, {"history", 3},
-                                  {"latest", 2}, {"reset", -2}, {"help", 2}};
+    static const subdef subs[] = {{"doctor", 2}, {"graph", 3},  {"history", 3},    {"latest", 2},
+                                  {"reset", -2}, {"help", 2}, {"histogram", -2}};
     int k = findSubOrReply(c, "latency", "LATENCY", subs, sizeof(subs) / sizeof(subs[0]));
     if (k < 0) return;
     if (k == 0) {
@@ -542,9 +543,9 @@ void latencyCommand(client *c) {
         if (c->argc == 2) n = latencyReset(NULL, 0);
         for (int j = 2; j < c->argc; j++) n += latencyReset(c->argv[j].ptr, c->argv[j].len);
         addReplyLongLong(c, n);
+    } else if (k == 6) {
+        latencyHistogramCommand(c);
     } else {
-        /* Redis's lines, less HISTOGRAM (there are no per-command histograms:
-         * latency-tracking is accepted and stored only) */
         static const char *const help[] = {
             "DOCTOR",
             "    Return a human readable latency analysis report.",
@@ -557,6 +558,9 @@ void latencyCommand(client *c) {
             "RESET [<event> ...]",
             "    Reset latency data of one or more <event> classes.",
             "    (default: reset all data for all event classes)",
+            "HISTOGRAM [COMMAND ...]",
+            "    Return a cumulative distribution of latencies in the format of a histogram for the specified command names.",
+            "    If no commands are specified then all histograms are replied.",
         };
         addReplyHelpLines(c, "LATENCY", help, sizeof(help) / sizeof(help[0]));
     }
