@@ -51,6 +51,8 @@ FLOORS = {
     "unit/introspection": 26,
     "unit/introspection-2": 33,
     "unit/scripting": 142,
+    "unit/slowlog": 13,
+    "unit/latency-monitor": 14,
 }
 
 SAMPLE = """\
