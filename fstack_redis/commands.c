@@ -670,8 +670,12 @@ static uint64_t opsPerSec(void) {
     return sum / OPS_SAMPLES;
 }
 
+static void latencyRecord(cmdstat *st, uint64_t usec);
+
 void commandStatsCall(const client *c, const ir_command *cmd, uint64_t usec, int failed) {
     cmdstat *st = statFor(c, cmd);
+    /* LATENCY HISTOGRAM, as Redis: not for a command that blocked */
+    if (latencyTracking && !(c->flags & CLIENT_BLOCKED)) latencyRecord(st, usec);
     if (c->srv->now_ms - ops_last_ms >= 100) opsSample(c->srv);
     st->calls++;
     st->usec += usec;
@@ -689,13 +693,14 @@ static uint64_t hdrLevelTop(int m) {
     return (1ull << m) + (1ull << (m - 7)) - 1;
 }
 
-void commandLatencyRecord(const client *c, const ir_command *cmd, uint64_t usec) {
-    cmdstat *st = statFor(c, cmd);
+static void latencyRecord(cmdstat *st, uint64_t usec) {
     uint64_t ns = usec < 1 ? 1000 : usec > 1000000 ? 1000000000ull : usec * 1000;
-    int k = 0;
-    while (k < LAT_LEVELS - 1 && ns > hdrLevelTop(10 + k)) k++;
+    int m = 64 - __builtin_clzll(ns - 1); /* the smallest m with 2^m >= ns */
+    if (m > 10 && ns <= hdrLevelTop(m - 1)) m--; /* within 2^(m-1)'s equivalent range */
+    if (m < 10) m = 10;
+    if (m > 30) m = 30;
     st->hcalls++;
-    st->hist[k]++;
+    st->hist[m - 10]++;
 }
 
 static void addReplyLatencyCDF(client *c, const char *fullname, const cmdstat *st) {

@@ -13,12 +13,10 @@
 extern long long slowlogSlowerThan, slowlogMaxLen, latencyMonitorThreshold;
 
 void slowlogCommand(client *c);
-/* LATENCY HISTOGRAM (commands.c, where the per-command statistics are) and
- * what feeds it: call() records each command's duration while
- * latency-tracking is on. */
+/* LATENCY HISTOGRAM (commands.c, where the per-command statistics are: call()'s
+ * commandStatsCall records each duration while latency-tracking is on). */
 extern long long latencyTracking;
 void latencyHistogramCommand(client *c);
-void commandLatencyRecord(const client *c, const ir_command *cmd, uint64_t usec);
 void latencyCommand(client *c);
 
 /* Arguments a command may take over (argSteal: big bulks, a transaction's
@@ -60,7 +58,6 @@ void latencyAddSample(const char *event, uint64_t ms);
  * logged; the trim runs whenever the slow log is on. */
 static inline void slowlogAfterCall(client *c, const ir_command *cmd, uint64_t usec,
                                     const slowlogSaved *sv) {
-    if (latencyTracking) commandLatencyRecord(c, cmd, usec);
     if (slowlogSlowerThan >= 0 && !(cmd->flags & CMD_SKIP_SLOWLOG)) {
         if ((long long)usec >= slowlogSlowerThan) slowlogPush(c, cmd, usec, sv);
         else if ((long long)slowlogLen > slowlogMaxLen) slowlogTrim();
