@@ -40,6 +40,7 @@
 #include "db_internal.h"
 #include "replay.h"
 #include "replay_err.h"
+#include "slowlog.h"
 
 typedef struct bkey {
     struct bkey *hnext;
@@ -341,13 +342,16 @@ static int rerun(ir_server *s, client *c, int deny) {
     bs->again = 0;
     bs->deny = deny;
     c->cmd = bs->cmd;
+    uint64_t t0 = monoUs();
     bs->cmd->proc(c);
+    uint64_t usec = monoUs() - t0;
     c->cmd = NULL;
     if (c->has_refs) clientFlush(c); /* as processCommand: references go now */
     if (bs->again && !deny) {
         bs->again = 0;
         return 0;
     }
+    slowlogUnblocked(c, bs->cmd, usec); /* as Redis: logged when served, with its arguments */
     unblock(s, c, 1);
     resetClientArgs(c);
     return 1;

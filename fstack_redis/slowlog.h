@@ -66,6 +66,22 @@ static inline void slowlogAfterCall(client *c, const ir_command *cmd, uint64_t u
         latencyAddSample(cmd->flags & CMD_FAST ? "fast-command" : "command", usec / 1000);
 }
 
+/* A blocked command was served (or timed out): the slow log entry Redis
+ * makes then (the time of the serving run; the wait is not counted) and a
+ * sample of the command-unblocking event. */
+static inline void slowlogUnblocked(client *c, const ir_command *cmd, uint64_t usec) {
+    if (slowlogSlowerThan >= 0 && !(cmd->flags & CMD_SKIP_SLOWLOG)) {
+        if ((long long)usec >= slowlogSlowerThan) {
+            slowlogSaved none = {0};
+            slowlogPush(c, cmd, usec, &none);
+        } else if ((long long)slowlogLen > slowlogMaxLen) {
+            slowlogTrim();
+        }
+    }
+    if (latencyMonitorThreshold > 0 && (long long)(usec / 1000) >= latencyMonitorThreshold)
+        latencyAddSample("command-unblocking", usec / 1000);
+}
+
 /* Free the entries, forget the samples, ids from 0 again (server_free: a
  * process may run several servers in a row). */
 void slowlogFreeAll(void);

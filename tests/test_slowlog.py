@@ -280,3 +280,20 @@ def test_latency_histogram(sl: Both) -> None:
     sl.run("GET", "a")
     sl.run("LATENCY", "HISTOGRAM", "get")  # not recorded while off
     sl.run("CONFIG", "SET", "latency-tracking", "yes")
+
+
+def test_blocked_command_logged_when_served(sl: Both, pair: Pair) -> None:
+    """As Redis: a BLPOP that blocked is logged once it is served, after the
+    LPUSH that served it, with its own arguments."""
+    sl.run("CONFIG", "SET", "slowlog-log-slower-than", "0")
+    sl.run("SLOWLOG", "RESET")
+    for srv in pair:
+        with srv.raw() as blocker:
+            blocker.send(blocker.command("BLPOP", "slowlog-l", "0"))
+            blocker.expect_silence(0.2)
+            sl.conns[pair.index(srv)].send(sl.conns[0].command("LPUSH", "slowlog-l", "foo"))
+            assert sl.conns[pair.index(srv)].read_reply() == 1
+            assert blocker.read_reply() == [b"slowlog-l", b"foo"]
+    ref, ours = entries(sl, "2")
+    assert [e[3] for e in ours] == [e[3] for e in ref] == [
+        [b"BLPOP", b"slowlog-l", b"0"], [b"LPUSH", b"slowlog-l", b"foo"]]
