@@ -123,7 +123,9 @@ void slowlogPush(client *c, const ir_command *cmd, uint64_t usec, const slowlogS
                                                 full - SLOWLOG_ENTRY_MAX_STRING);
         }
     }
-    size_t peerlen = strlen(c->addr), namelen = c->clientname ? strlen(c->clientname) : 0;
+    /* Redis's script client has no connection: its peer id is "?:0" */
+    const char *peer = c->flags & CLIENT_SCRIPT ? "?:0" : c->addr;
+    size_t peerlen = strlen(peer), namelen = c->clientname ? strlen(c->clientname) : 0;
     size_t head = sizeof(slowEntry) + (size_t)slargc * sizeof(((slowEntry *)0)->argv[0]);
     slowEntry *e = malloc(head + bytes + peerlen + namelen + 1);
     if (!e) return; /* out of memory: the command is not logged */
@@ -154,7 +156,7 @@ void slowlogPush(client *c, const ir_command *cmd, uint64_t usec, const slowlogS
     }
     e->peer = p;
     e->peerlen = peerlen;
-    memcpy(p, c->addr, peerlen);
+    memcpy(p, peer, peerlen);
     p += peerlen;
     e->name = p;
     e->namelen = namelen;

@@ -60,7 +60,7 @@ def same_entries(b: Both, *count: str) -> list[Any]:
             assert isinstance(e[0], int) and isinstance(e[2], int) and e[2] >= 0
             assert abs(e[1] - now) < 60
             host, _, port = e[4].rpartition(b":")
-            assert host == b"127.0.0.1" and port.isdigit()
+            assert (host == b"127.0.0.1" and port.isdigit()) or e[4] == b"?:0"
         ids = [e[0] for e in got]
         assert ids == list(range(ids[0], ids[0] - len(ids), -1)) if ids else True
     return ref
@@ -297,3 +297,14 @@ def test_blocked_command_logged_when_served(sl: Both, pair: Pair) -> None:
     ref, ours = entries(sl, "2")
     assert [e[3] for e in ours] == [e[3] for e in ref] == [
         [b"BLPOP", b"slowlog-l", b"0"], [b"LPUSH", b"slowlog-l", b"foo"]]
+
+
+def test_script_commands_logged(sl: Both) -> None:
+    """The commands a script runs are logged after the script, with the script
+    client's peer id "?:0"."""
+    sl.run("CONFIG", "SET", "slowlog-log-slower-than", "0")
+    sl.run("SLOWLOG", "RESET")
+    sl.run("EVAL", "redis.call('set', KEYS[1], '1') return 1", "1", "slowlog-x")
+    ref, ours = entries(sl, "3")
+    assert [e[3] for e in ours] == [e[3] for e in ref]
+    assert [e[4] for e in ours][1] == [e[4] for e in ref][1] == b"?:0"
