@@ -8,7 +8,8 @@ valgrind --tool=callgrind (instrumented only during the timed part), sends
 --requests GETs and as many SETs of 64 B on one connection, and prints the
 inclusive instruction count of irs_data per request: with the defaults, and
 with slowlog-log-slower-than -1 and latency-tracking no (a tree from before
-the slow log accepts both settings and ignores them). Build each tree first (meson compile -C build).
+the slow log accepts both settings and ignores them). Build each tree first
+(meson compile -C build).
 """
 
 from __future__ import annotations
