@@ -41,6 +41,7 @@
 #include "db_internal.h"
 #include "replay.h"
 #include "replay_err.h"
+#include "slowlog.h"
 
 typedef struct bkey {
     struct bkey *hnext;
@@ -343,7 +344,9 @@ static int rerun(ir_server *s, client *c, int deny) {
     bs->deny = deny;
     c->cmd = bs->cmd;
     size_t before = c->olen;
+    uint64_t t0 = monoUs();
     bs->cmd->proc(c);
+    uint64_t usec = monoUs() - t0;
     c->cmd = NULL;
     if (c->olen > before && c->obuf[before] == '-') { /* INFO errorstats, as call() counts */
         errorStatsCount(s, c->obuf + before + 1, c->olen - before - 1);
@@ -354,6 +357,7 @@ static int rerun(ir_server *s, client *c, int deny) {
         bs->again = 0;
         return 0;
     }
+    slowlogUnblocked(c, bs->cmd, usec); /* as Redis: logged when served, with its arguments */
     unblock(s, c, 1);
     resetClientArgs(c);
     return 1;

@@ -25,6 +25,7 @@
 #include "replay.h"
 #include "replication.h"
 #include "script.h"
+#include "slowlog.h"
 #include "snapshot.h"
 #include "t_traj.h"
 
@@ -244,6 +245,8 @@ static ir_command commands[] = {
     {"eval_ro", evalRoCommand, -3, 0, 0, 0, "readonly noscript stale skip_monitor no_mandatory_keys movablekeys", 0, 0},
     {"evalsha_ro", evalShaRoCommand, -3, 0, 0, 0, "readonly noscript stale skip_monitor no_mandatory_keys movablekeys", 0, 0},
     {"script", scriptCommand, -2, 0, 0, 0, "", 0, 0},
+    {"slowlog", slowlogCommand, -2, 0, 0, 0, "", 0, 0},
+    {"latency", latencyCommand, -2, 0, 0, 0, "", 0, 0},
 };
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
 
@@ -269,6 +272,7 @@ static const struct {
     {"write", CMD_WRITE}, {"readonly", CMD_READONLY}, {"fast", CMD_FAST},
     {"no_auth", CMD_NOAUTH}, {"admin", CMD_ADMIN}, {"denyoom", CMD_DENYOOM},
     {"no_multi", CMD_NO_MULTI}, {"skip_monitor", CMD_SKIP_MONITOR},
+    {"skip_slowlog", CMD_SKIP_SLOWLOG},
 };
 
 static int parseFlagWords(const char *words) {
@@ -600,11 +604,32 @@ static const subcmd subcommands[] = {
     {xinfoCommand, "xinfo", "groups", 3, "readonly"},
     {xinfoCommand, "xinfo", "help", 2, "loading stale"},
     {xinfoCommand, "xinfo", "stream", -3, "readonly"},
+    {slowlogCommand, "slowlog", "get", -2, "admin loading stale"},
+    {slowlogCommand, "slowlog", "help", 2, "loading stale"},
+    {slowlogCommand, "slowlog", "len", 2, "admin loading stale"},
+    {slowlogCommand, "slowlog", "reset", 2, "admin loading stale"},
+    {latencyCommand, "latency", "doctor", 2, "admin noscript loading stale"},
+    {latencyCommand, "latency", "graph", 3, "admin noscript loading stale"},
+    {latencyCommand, "latency", "help", 2, "loading stale"},
+    {latencyCommand, "latency", "histogram", -2, "admin noscript loading stale"},
+    {latencyCommand, "latency", "history", 3, "admin noscript loading stale"},
+    {latencyCommand, "latency", "latest", 2, "admin noscript loading stale"},
+    {latencyCommand, "latency", "reset", -2, "admin noscript loading stale"},
 };
 #define NSUBCOMMANDS (sizeof(subcommands) / sizeof(subcommands[0]))
 
+/* LATENCY HISTOGRAM: Redis records each call's duration in ns (at least 1 µs,
+ * at most 1 s) in an HdrHistogram of 2 significant digits and reports it by
+ * powers of two from 1024 ns; the counts per power of two are all it shows, so
+ * they are all that is kept: bucket k holds the calls whose duration is at
+ * most hdrLevelTop(10 + k) ns. */
+#define LAT_LEVELS 21 /* 2^10 .. 2^30 ns */
+
+static const ir_command *lookupFullName(const ir_arg *a, const subcmd **sub);
+
 typedef struct cmdstat {
     uint64_t calls, usec, rejected, failed;
+    uint64_t hcalls, hist[LAT_LEVELS];
 } cmdstat;
 
 static cmdstat cmdstats[NCOMMANDS], substats[NSUBCOMMANDS];
@@ -620,7 +645,8 @@ static int isContainer(const ir_command *cmd) {
     return cmd->proc == clientCommand || cmd->proc == commandCommand ||
            cmd->proc == configCommand || cmd->proc == pubsubCommand || cmd->proc == memoryCommand ||
            cmd->proc == objectCommand || cmd->proc == clusterCommand || cmd->proc == scriptCommand ||
-           cmd->proc == xgroupCommand || cmd->proc == xinfoCommand;
+           cmd->proc == xgroupCommand || cmd->proc == xinfoCommand ||
+           cmd->proc == slowlogCommand || cmd->proc == latencyCommand;
 }
 
 static const subcmd *findSub(const ir_command *cmd, const char *name, size_t len) {
@@ -674,8 +700,12 @@ static uint64_t opsPerSec(void) {
     return sum / OPS_SAMPLES;
 }
 
+static void latencyRecord(cmdstat *st, uint64_t usec);
+
 void commandStatsCall(const client *c, const ir_command *cmd, uint64_t usec, int failed) {
     cmdstat *st = statFor(c, cmd);
+    /* LATENCY HISTOGRAM, as Redis: not for a command that blocked */
+    if (latencyTracking && !(c->flags & CLIENT_BLOCKED)) latencyRecord(st, usec);
     if (c->srv->now_ms - ops_last_ms >= 100) opsSample(c->srv);
     st->calls++;
     st->usec += usec;
@@ -687,6 +717,88 @@ void commandStatsRejected(const client *c, const ir_command *cmd) { statFor(c, c
 
 void commandStatsUnblocked(const client *c, const ir_command *cmd, int failed) {
     statFor(c, cmd)->failed += failed != 0;
+}
+
+/* The highest value HdrHistogram (2 significant digits: 128 sub-buckets per
+ * half) counts at the reporting level 2^m; the top level is cut at the
+ * histogram's end (1 s is trackable, 2^30 - 1 its last value). */
+static uint64_t hdrLevelTop(int m) {
+    if (m >= 30) return (1ull << 30) - 1;
+    return (1ull << m) + (1ull << (m - 7)) - 1;
+}
+
+static void latencyRecord(cmdstat *st, uint64_t usec) {
+    uint64_t ns = usec < 1 ? 1000 : usec > 1000000 ? 1000000000ull : usec * 1000;
+    int m = 64 - __builtin_clzll(ns - 1); /* the smallest m with 2^m >= ns */
+    if (m > 10 && ns <= hdrLevelTop(m - 1)) m--; /* within 2^(m-1)'s equivalent range */
+    if (m < 10) m = 10;
+    if (m > 30) m = 30;
+    st->hcalls++;
+    st->hist[m - 10]++;
+}
+
+static void addReplyLatencyCDF(client *c, const char *fullname, const cmdstat *st) {
+    addReplyBulkCString(c, fullname);
+    addReplyMapLen(c, 2);
+    addReplyBulkCString(c, "calls");
+    addReplyLongLong(c, (long long)st->hcalls);
+    addReplyBulkCString(c, "histogram_usec");
+    long n = 0;
+    for (int k = 0; k < LAT_LEVELS; k++) n += st->hist[k] != 0;
+    addReplyMapLen(c, n);
+    uint64_t cum = 0;
+    for (int k = 0; k < LAT_LEVELS; k++) {
+        if (!st->hist[k]) continue;
+        cum += st->hist[k];
+        addReplyLongLong(c, (long long)(hdrLevelTop(10 + k) / 1000));
+        addReplyLongLong(c, (long long)cum);
+    }
+}
+
+/* The command's (or subcommand's) histogram and those of its subcommands, as
+ * Redis lists them for LATENCY HISTOGRAM name; the count of replies added
+ * (when reply is 0, only counted). */
+static long latencyCDFOf(client *c, const ir_command *cmd, const subcmd *only, int reply) {
+    long n = 0;
+    char full[64];
+    if (only) {
+        const cmdstat *st = &substats[only - subcommands];
+        if (st->hcalls) {
+            n++;
+            snprintf(full, sizeof(full), "%s|%s", only->cname, only->name);
+            if (reply) addReplyLatencyCDF(c, full, st);
+        }
+        return n;
+    }
+    const cmdstat *st = &cmdstats[cmd - commands];
+    if (st->hcalls) {
+        n++;
+        if (reply) addReplyLatencyCDF(c, cmd->name, st);
+    }
+    for (size_t k = 0; k < NSUBCOMMANDS; k++) {
+        if (subcommands[k].container != cmd->proc || !substats[k].hcalls) continue;
+        n++;
+        snprintf(full, sizeof(full), "%s|%s", subcommands[k].cname, subcommands[k].name);
+        if (reply) addReplyLatencyCDF(c, full, &substats[k]);
+    }
+    return n;
+}
+
+/* LATENCY HISTOGRAM [command ...] */
+void latencyHistogramCommand(client *c) {
+    long n = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass) addReplyMapLen(c, n);
+        if (c->argc == 2) {
+            for (size_t i = 0; i < NCOMMANDS; i++) n += latencyCDFOf(c, &commands[i], NULL, pass) * !pass;
+            continue;
+        }
+        for (int j = 2; j < c->argc; j++) {
+            const subcmd *sc;
+            const ir_command *cmd = lookupFullName(&c->argv[j], &sc);
+            if (cmd) n += latencyCDFOf(c, cmd, sc, pass) * !pass;
+        }
+    }
 }
 
 void errorStatsCount(ir_server *s, const char *reply, size_t len) {

@@ -25,6 +25,7 @@
 #include "replay.h"
 #include "replication.h"
 #include "script.h"
+#include "slowlog.h"
 #include "snapshot.h"
 
 enum { CT_BOOL, CT_INT, CT_MEM, CT_ENUM, CT_STRING, CT_DOUBLE, CT_SPECIAL };
@@ -418,8 +419,8 @@ static const cfgparam params[] = {
      NOOP_DOC("FLUSHDB and FLUSHALL free at once"), NOHOOK},
     {"activerehashing", NULL, CT_BOOL, CF_NOOP, 0, 0, "yes", NULL, NOF, NULL,
      NOOP_DOC("dicts rehash incrementally regardless"), NOHOOK},
-    {"latency-tracking", NULL, CT_BOOL, CF_NOOP, 0, 0, "yes", NULL, NOF, NULL,
-     NOOP_DOC("no per-command latency histograms"), NOHOOK},
+    {"latency-tracking", NULL, CT_BOOL, 0, 0, 0, "yes", NULL, NOF, &latencyTracking,
+     "LATENCY HISTOGRAM: record each command's duration by power of two", NOHOOK},
     {"repl-backlog-size", NULL, CT_MEM, CF_NOOP, 1, LMAX, "1mb", NULL, NOF, NULL,
      NOOP_DOC("there is no replication; at least 16384 bytes, as in Redis"), NULL, NULL,
      backlogApply},
@@ -431,10 +432,15 @@ static const cfgparam params[] = {
      NOOP_DOC("there is no replication"), NOHOOK},
     {"min-replicas-to-write", "min-slaves-to-write", CT_INT, CF_NOOP, 0, IMAX, "0", NULL, NOF, NULL,
      NOOP_DOC("there is no replication"), NOHOOK},
-    {"slowlog-log-slower-than", NULL, CT_INT, CF_NOOP, -1, LMAX, "10000", NULL, NOF, NULL,
-     NOOP_DOC("there is no slow log"), NOHOOK},
-    {"slowlog-max-len", NULL, CT_INT, CF_NOOP, 0, LMAX, "128", NULL, NOF, NULL,
-     NOOP_DOC("there is no slow log"), NOHOOK},
+    {"slowlog-log-slower-than", NULL, CT_INT, 0, -1, LMAX, "10000", NULL, NOF, &slowlogSlowerThan,
+     "SLOWLOG: log commands that take at least this many microseconds; 0 = every command, "
+     "-1 = none", NOHOOK},
+    {"slowlog-max-len", NULL, CT_INT, 0, 0, LMAX, "128", NULL, NOF, &slowlogMaxLen,
+     "SLOWLOG: entries kept (the oldest go first)", NOHOOK},
+    {"latency-monitor-threshold", NULL, CT_INT, 0, 0, LMAX, "0", NULL, NOF,
+     &latencyMonitorThreshold,
+     "LATENCY: a command taking at least this many milliseconds is a sample of the command "
+     "(fast-command) event; 0 = off", NOHOOK},
     {"loglevel", NULL, CT_ENUM, CF_NOOP, 0, 0, "notice", "debug,verbose,notice,warning", NOF, NULL,
      NOOP_DOC("the log has one level (pyctl start --verbose adds connections)"), NOHOOK},
     {"sanitize-dump-payload", NULL, CT_ENUM, CF_NOOP, 0, 0, "no", "no,yes,clients", NOF, NULL,
@@ -963,4 +969,9 @@ static void buildJson(void) {
 const char *ir_config_params_json(void) {
     pthread_once(&json_once, buildJson);
     return json ? json : "[]";
+}
+
+int configIsSensitive(const char *name, size_t len) {
+    const cfgparam *p = configFind(name, len);
+    return p && (p->flags & CF_SENSITIVE);
 }

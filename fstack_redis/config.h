@@ -26,4 +26,8 @@ void configGetCommand(client *c);
 /* CONFIG SET parameter value [parameter value ...]: all or nothing. */
 void configSetCommand(client *c);
 
+/* Is this parameter (name or alias) one whose value is never shown
+ * (requirepass, masterauth)? The slow log redacts it. */
+int configIsSensitive(const char *name, size_t len);
+
 #endif /* CONFIG_H */

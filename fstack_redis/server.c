@@ -16,6 +16,7 @@
 #include "replay.h"
 #include "replication.h"
 #include "script.h"
+#include "slowlog.h"
 
 ir_server *g_server;
 
@@ -77,6 +78,7 @@ void server_free(ir_server *s) {
     chunkStoreFree(s->chunks);
     pinsFree(&s->pins);
     pubsubFree(s);
+    slowlogFreeAll();
     scriptingFree(s);
     free(s->monitors);
     free(s->requirepass);
@@ -173,7 +175,17 @@ static void closeClientFor(client *c, const char *why) {
 
 void server_tick(ir_server *s) {
     s->now_ms = ir_mstime();
-    dbsActiveExpire(s, s->now_ms);
+    if (latencyMonitorThreshold > 0) { /* as Redis: the active expire cycle is an event */
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        dbsActiveExpire(s, s->now_ms);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        uint64_t ms = (uint64_t)(t1.tv_sec - t0.tv_sec) * 1000u +
+                      (uint64_t)((t1.tv_nsec - t0.tv_nsec) / 1000000);
+        if ((long long)ms >= latencyMonitorThreshold) latencyAddSample("expire-cycle", ms);
+    } else {
+        dbsActiveExpire(s, s->now_ms);
+    }
     replCron(s);
     const ir_config *cfg = &s->cfg;
     if (!cfg->timeout && !cfg->request_timeout_ms) return;
@@ -351,6 +363,8 @@ void call(client *c, const ir_command *cmd) {
         monitorSend(c, monline, monlen);
         monline = NULL;
     }
+    slowlogSaved sv; /* what the command may take over (only owned arguments are copied) */
+    slowlogBeforeCall(c, &sv);
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     uint64_t cyc = ir_cycles();
@@ -377,6 +391,9 @@ void call(client *c, const ir_command *cmd) {
     uint64_t usec = (uint64_t)(t1.tv_sec - t0.tv_sec) * 1000000u +
                     (uint64_t)((t1.tv_nsec - t0.tv_nsec) / 1000);
     commandStatsCall(c, cmd, usec, plain && countErrorReply(c, before));
+    /* as Redis: a command that blocked is not logged (a blocked client is
+     * served later, outside call()) */
+    if (!(c->flags & CLIENT_BLOCKED)) slowlogAfterCall(c, cmd, usec, &sv);
     s->error_stats_skip = 0;
     s->total_commands++;
     if (cmd->flags & CMD_WRITE) s->dirty++;

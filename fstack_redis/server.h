@@ -175,6 +175,7 @@ typedef void ir_command_proc(client *c);
 #define CMD_DENYOOM (1 << 5)  /* refused when used memory > maxmemory */
 #define CMD_NO_MULTI (1 << 6) /* refused inside MULTI (SAVE, SHUTDOWN) */
 #define CMD_SKIP_MONITOR (1 << 7) /* MONITOR sees it before it runs (EVAL: then its commands) */
+#define CMD_SKIP_SLOWLOG (1 << 8) /* not in the slow log (EXEC: its commands are) */
 
 struct ir_command {
     const char *name;         /* lower case, as Redis reports it */

@@ -54,6 +54,8 @@ FLOORS = {
     # the rest need an AOF (DEBUG LOADAOF, BGREWRITEAOF), which inreplay has not
     "unit/type/stream": 63,
     "unit/type/stream-cgroups": 48,
+    "unit/slowlog": 13,
+    "unit/latency-monitor": 14,
 }
 
 SAMPLE = """\
