@@ -844,30 +844,59 @@ static int nonexistentGlobal(lua_State *L) {
 /* Proxies: the read-only tables, by identity (weak keys). */
 static const char *const REG_RO = "__ir_readonly";
 
-/* Replace the table at the top of the stack by a read-only proxy of it. Its
- * metatable is hidden behind a read-only proxy too (getmetatable answers that,
- * so `getmetatable(_G).__index = ...` is refused) when depth > 0. */
-static void makeReadonlyDepth(lua_State *L, int depth) {
-    lua_newtable(L);          /* proxy */
-    lua_newtable(L);          /* its metatable */
-    lua_pushvalue(L, -3);
-    lua_setfield(L, -2, "__index");
-    lua_pushcfunction(L, readonlyError);
-    lua_setfield(L, -2, "__newindex");
-    if (depth > 0) {
-        lua_pushvalue(L, -1);
-        makeReadonlyDepth(L, depth - 1);
-    } else {
-        lua_pushboolean(L, 0);
-    }
-    lua_setfield(L, -2, "__metatable");
-    lua_setmetatable(L, -2);
+static void markReadonly(lua_State *L, int idx) {
     lua_getfield(L, LUA_REGISTRYINDEX, REG_RO);
-    lua_pushvalue(L, -2);
+    lua_pushvalue(L, idx);
     lua_pushboolean(L, 1);
     lua_rawset(L, -3);
     lua_pop(L, 1);
-    lua_remove(L, -2);
+}
+
+/* What getmetatable() shows of a proxy: its __index is the proxy itself (the
+ * upvalue), never the real table behind it, and it cannot be written. */
+static int roMetaIndex(lua_State *L) {
+    const char *k = lua_tostring(L, 2);
+    if (k && !strcmp(k, "__index"))
+        lua_pushvalue(L, lua_upvalueindex(1));
+    else if (k && !strcmp(k, "__newindex"))
+        lua_pushcfunction(L, readonlyError);
+    else
+        lua_pushnil(L);
+    return 1;
+}
+
+/* Replace the table at the top of the stack by a read-only proxy of it. With
+ * shown_meta, getmetatable(proxy) answers a read-only stand-in for the proxy's
+ * metatable (so `getmetatable(_G).__index = ...` is refused, and reading its
+ * __index gives the proxy, not the real table: the real one was reachable that
+ * way); without, getmetatable answers false. */
+static void makeReadonlyDepth(lua_State *L, int shown_meta) {
+    int t = lua_gettop(L);
+    lua_newtable(L); /* t+1: the proxy */
+    lua_newtable(L); /* t+2: its metatable */
+    lua_pushvalue(L, t);
+    lua_setfield(L, t + 2, "__index");
+    lua_pushcfunction(L, readonlyError);
+    lua_setfield(L, t + 2, "__newindex");
+    if (shown_meta) {
+        lua_newtable(L); /* t+3: the stand-in */
+        lua_newtable(L); /* t+4: the stand-in's metatable */
+        lua_pushvalue(L, t + 1);
+        lua_pushcclosure(L, roMetaIndex, 1);
+        lua_setfield(L, t + 4, "__index");
+        lua_pushcfunction(L, readonlyError);
+        lua_setfield(L, t + 4, "__newindex");
+        lua_pushboolean(L, 0);
+        lua_setfield(L, t + 4, "__metatable");
+        lua_setmetatable(L, t + 3);
+        markReadonly(L, t + 3);
+    } else {
+        lua_pushboolean(L, 0);
+    }
+    lua_setfield(L, t + 2, "__metatable");
+    lua_setmetatable(L, t + 1);
+    markReadonly(L, t + 1);
+    lua_remove(L, t);
 }
 
 static void makeReadonly(lua_State *L) { makeReadonlyDepth(L, 1); }
@@ -1063,15 +1092,6 @@ static lua_State *newState(ir_scripting *sc) {
     lua_setglobal(L, "loadstring");
     lua_pushcfunction(L, luaLoad);
     lua_setglobal(L, "load");
-    /* the string metatable (the only basic type with one) is read-only too */
-    lua_pushliteral(L, "");
-    if (lua_getmetatable(L, -1)) {
-        lua_pushvalue(L, -1);
-        makeReadonlyDepth(L, 0);
-        lua_setfield(L, -2, "__metatable");
-        lua_pop(L, 1);
-    }
-    lua_pop(L, 1);
 
     lua_newtable(L); /* redis */
     setFn(L, "call", luaRedisCall);
@@ -1120,6 +1140,18 @@ static lua_State *newState(ir_scripting *sc) {
             lua_pop(L, 1);
         }
     }
+    /* the string metatable (the only basic type with one) is read-only too, and
+     * its __index is the read-only string library, not the real one */
+    lua_pushliteral(L, "");
+    if (lua_getmetatable(L, -1)) {
+        lua_getglobal(L, "string");
+        lua_setfield(L, -2, "__index");
+        lua_pushvalue(L, -1);
+        makeReadonlyDepth(L, 0);
+        lua_setfield(L, -2, "__metatable");
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
     /* reading a global that does not exist is an error */
     lua_pushvalue(L, LUA_GLOBALSINDEX);
     lua_newtable(L);

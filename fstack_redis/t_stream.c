@@ -2157,7 +2157,7 @@ stream *streamDup(ir_db *db, const stream *src) {
     return s;
 }
 
-/* The project's record of a stream (snapshots and DUMP), little-endian:
+/* The project's record of a stream (snapshots; DUMP writes Redis's encoding), little-endian:
  *   u64 last ms, seq; u64 max-deleted ms, seq; u64 entries-added;
  *   u64 node count; per node: u64 entries (live) then that many entries:
  *     u64 ms, seq; u32 pairs; per string: u32 length, bytes
@@ -2268,9 +2268,15 @@ stream *streamDeserialize(ir_db *db, const void *buf, size_t len, size_t *used, 
         }
         for (uint64_t k = 0; k < live && !r.bad && !*err; k++) {
             streamID id = {get(&r, 8), get(&r, 8)};
-            uint32_t nf = (uint32_t)get(&r, 4);
+            uint64_t nf = get(&r, 4);
             size_t start = r.off;
-            for (uint32_t f = 0; f < nf * 2 && !r.bad; f++) getBytes(&r, get(&r, 4));
+            /* each field and value takes at least its 4-byte length: a count the
+             * record cannot hold is refused before the loop (its bound wrapped) */
+            if (nf > (len - r.off) / 8) {
+                *err = "a stream entry with more fields than its record holds";
+                break;
+            }
+            for (uint64_t f = 0; f < nf * 2 && !r.bad; f++) getBytes(&r, get(&r, 4));
             if (r.bad) break;
             if (nf == 0 || (any && idCmp(&id, &prev) <= 0)) {
                 *err = "stream entries out of order or empty";
@@ -2298,7 +2304,7 @@ stream *streamDeserialize(ir_db *db, const void *buf, size_t len, size_t *used, 
             sentry *e = &s->e[s->en++];
             e->id = id;
             e->node = n->seq;
-            e->nf = nf;
+            e->nf = (uint32_t)nf;
             e->size = (uint32_t)(r.off - start);
             e->buf = dbMalloc(e->size ? e->size : 1);
             memcpy(e->buf, (const char *)buf + start, e->size);
@@ -2347,6 +2353,8 @@ stream *streamDeserialize(ir_db *db, const void *buf, size_t len, size_t *used, 
         }
     }
     if (r.bad && !*err) *err = "a truncated stream";
+    /* as RESTORE checks (dump.c): a pending entry belongs to a consumer */
+    if (!*err && streamLoadCheck(s)) *err = "a pending entry without a consumer";
     if (*err) {
         streamFree(db, s);
         return NULL;

@@ -627,3 +627,25 @@ def test_monitor_sees_eval_then_its_commands(server: ServerProcess) -> None:
         '[0 lua] "set" "k" "v"',
         '[0 lua] "get" "k"',
     ], lines
+
+
+@pytest.mark.parametrize("script", [
+    "getmetatable(_G).__index.x = 1; return 1",
+    "getmetatable(redis).__index.call = function() return 7 end; return 1",
+    "getmetatable('').__index.upper = nil; return 1",
+    "local mt = getmetatable(getmetatable(_G)); return 1",
+])
+def test_metatables_do_not_reach_the_real_tables(r: redis.Redis, script: str) -> None:
+    """Review finding: getmetatable(proxy) answered a read-only stand-in whose __index
+    was the real table, so a script could create globals, replace redis.call for every
+    later script, or edit the string library. Each is refused (stock refuses them too),
+    and nothing changed behind it."""
+    try:
+        r.eval(script, 0)
+    except redis.ResponseError:
+        pass
+    assert r.eval("return rawget(getmetatable(_G) or {}, 'x') == nil and 1 or 0", 0) == 1
+    assert r.eval("return redis.call('PING')", 0) == b"PONG"
+    assert r.eval("return ('ab'):upper()", 0) == b"AB"
+    with pytest.raises(redis.ResponseError, match="nonexistent global"):
+        r.eval("return x", 0)
