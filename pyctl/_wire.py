@@ -183,14 +183,16 @@ def call_gather(r: redis.Redis, chunks: list[bytes | memoryview]) -> Any:
 
 def _closed_by_peer(sock: Any) -> bool:
     """An idle connection's socket is readable only if the server closed it (or sent
-    what nobody asked for): either way it cannot carry the next request."""
+    what nobody asked for): either way it cannot carry the next request. poll(), not
+    select(), which refuses descriptors past 1023 (a learner with many files open)."""
     if sock is None:
         return False
     try:
-        readable, _, _ = select.select([sock], [], [], 0)
+        p = select.poll()
+        p.register(sock, select.POLLIN)
+        return bool(p.poll(0))
     except (OSError, ValueError):
         return True
-    return bool(readable)
 
 
 @contextlib.contextmanager

@@ -145,9 +145,16 @@ def free_subnet(first: int = 92, last: int = 199) -> str:
     used = [net for net, _ in _used_networks()]
     for n in range(first, last + 1):
         net = ipaddress.ip_network(f"10.{n}.0.0/24")
-        if n not in RESERVED_SUBNETS and not any(net.overlaps(u) for u in used):
+        if n not in RESERVED_SUBNETS and not any(_shadows(u, net) for u in used):
             return str(net)
     raise SetupError(f"no free 10.N.0.0/24 for N in {first}-{last}")
+
+
+def _shadows(used: ipaddress.IPv4Network, net: ipaddress.IPv4Network) -> bool:
+    """Whether an existing route or address `used` would take packets meant for a new
+    pair on `net`: it overlaps and is at least as specific. A wider one (a VPN's
+    10.0.0.0/8) loses to the new, more specific route and is no obstacle."""
+    return used.overlaps(net) and used.prefixlen >= net.prefixlen
 
 
 def check_subnet_free(subnet: str) -> None:
@@ -155,11 +162,14 @@ def check_subnet_free(subnet: str) -> None:
     the clients' packets would follow the first route, to the other interface."""
     net = ipaddress.ip_network(subnet, strict=False)
     for u, dev in _used_networks():
-        if net.overlaps(u):
+        if _shadows(u, net):
+            try:
+                other = f"for example {free_subnet()}"
+            except SetupError:
+                other = "none of 10.92-199.0.0/24 is free either"
             raise SetupError(f"--subnet {subnet} overlaps {u} on {dev}: clients would reach "
-                             f"{dev} instead; choose another --subnet (for example "
-                             f"{free_subnet()}) or remove {dev}'s namespace "
-                             "(pyctl netns down --name NAME)")
+                             f"{dev} instead; choose another --subnet ({other}) or remove "
+                             f"{dev}'s namespace (pyctl netns down --name NAME)")
 
 
 def pids(name: str) -> list[int]:

@@ -309,9 +309,10 @@ def daemonize(cfg: ServerConfig) -> int:
         if not isinstance(err, dict):
             err = {}
         _, lib = _native.load()
-        _native.check(int(err.get("code") or lib.IR_ECONFIG),  # raises (code < 0)
+        code, num = err.get("code"), err.get("errno")
+        _native.check(code if isinstance(code, int) and code < 0 else lib.IR_ECONFIG,  # raises
                       str(err.get("message") or "the daemon exited before it was ready"),
-                      int(err.get("errno") or 0))
+                      num if isinstance(num, int) else 0)
         raise _native.InreplayError(lib.IR_ECONFIG, "the daemon exited before it was ready")
     # child
     os.close(r)

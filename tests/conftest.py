@@ -57,8 +57,9 @@ def _dpdk_built() -> bool:
 # "dpdk" is inreplay on the DPDK + lwIP stack in a network namespace, reached
 # across a veth: the same suites run on both stacks. It needs root (CI is root).
 SERVER_KINDS = ("redis", "inreplay") + (("dpdk",) if os.geteuid() == 0 and _dpdk_built() else ())
-DPDK_NETNS_PREFIX = "irsuite"
-DPDK_NETNS = f"{DPDK_NETNS_PREFIX}{os.getpid() % 100000}"
+DPDK_NETNS_PREFIX = "irsu"
+# the whole pid (a live run is told by it), short enough for the veth names (12 + "-a")
+DPDK_NETNS = f"{DPDK_NETNS_PREFIX}{os.getpid()}"
 START_TIMEOUT = float(os.environ.get("INREPLAY_TEST_START_TIMEOUT", "30"))
 STOP_TIMEOUT = 15.0
 
@@ -337,7 +338,7 @@ _netns_state: dict[str, Any] = {"up": False, "ip": ""}
 
 
 def _remove_stale_suite_namespaces() -> list[str]:
-    """Namespaces an earlier, killed run of this suite left (irsuite<pid> with that pid
+    """Namespaces an earlier, killed run of this suite left (irsu<pid> with that pid
     gone and nothing running in them): removed, so that their veths do not linger."""
     from pyctl import netns
 
@@ -366,8 +367,9 @@ def _dpdk_netns_up() -> str:
                        capture_output=True, text=True, cwd=ROOT)
     if r.returncode != 0:
         raise RuntimeError(f"pyctl netns up failed: {r.stderr}")
-    _netns_state.update(up=True, ip=json.loads(r.stdout)["appliance_ip"])
+    _netns_state["up"] = True  # from here on it is removed at exit, whatever follows
     atexit.register(_dpdk_netns_down)
+    _netns_state["ip"] = json.loads(r.stdout)["appliance_ip"]
     return str(_netns_state["ip"])
 
 

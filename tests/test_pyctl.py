@@ -463,3 +463,16 @@ def test_start_up_table_flags_are_never_dropped(rundir: Path, tmp_path: Path, ar
     r = pyctl("start", "--listen", f"127.0.0.1:{free_port()}", *restore, *args)
     assert r.returncode == 2, r.stdout + r.stderr
     assert len(r.stderr.strip().splitlines()) == 1 and message in r.stderr, r.stderr
+
+
+def test_a_wider_route_does_not_block_a_test_subnet() -> None:
+    """Review finding: a host with a VPN's 10.0.0.0/8 route refused every test subnet.
+    A new /24 wins over a wider route (longest prefix), so only an equal or narrower
+    route or address on it is in the way."""
+    import ipaddress
+
+    net = ipaddress.ip_network
+    assert not netns._shadows(net("10.0.0.0/8"), net("10.93.0.0/24"))
+    assert netns._shadows(net("10.93.0.0/24"), net("10.93.0.0/24"))
+    assert netns._shadows(net("10.93.0.128/25"), net("10.93.0.0/24"))
+    assert not netns._shadows(net("10.94.0.0/24"), net("10.93.0.0/24"))
