@@ -1188,13 +1188,25 @@ static const ir_command *lookupFullName(const ir_arg *a, const subcmd **sub) {
  * One row per spec, a command's rows together; "container|sub" for a
  * subcommand. The replay commands are inreplay's own: one key at 1. */
 
-enum { KS_RANGE, KS_KEYNUM, KS_UNKNOWN }; /* unknown: where the keys are depends on the
-                                           arguments (SORT's BY/GET/STORE) */
+enum { KS_RANGE, KS_KEYNUM, KS_UNKNOWN, KS_KEYWORD_RANGE }; /* unknown: where the keys are
+    depends on the arguments (SORT's BY/GET/STORE); keyword range: see searchKeyword */
 
 typedef struct keyspec {
     const char *cmd, *flags;
     int begin, kind, a, b, c; /* range: lastkey, keystep, limit; keynum: keynumidx, firstkey, keystep */
 } keyspec;
+
+/* KS_KEYWORD_RANGE: a range found after a keyword searched for from index `begin`
+ * (XREAD's STREAMS): the command's keyword. */
+static const struct {
+    const char *cmd, *keyword;
+} keyword_search[] = {{"xread", "STREAMS"}, {"xreadgroup", "STREAMS"}};
+
+static const char *searchKeyword(const char *cmd) {
+    for (size_t i = 0; i < sizeof(keyword_search) / sizeof(keyword_search[0]); i++)
+        if (!strcmp(keyword_search[i].cmd, cmd)) return keyword_search[i].keyword;
+    return NULL;
+}
 
 static const keyspec keyspecs[] = {
     {"append", "RW insert", 1, KS_RANGE, 0, 1, 0},
@@ -1362,8 +1374,8 @@ static const keyspec keyspecs[] = {
     {"zunionstore", "OW update", 1, KS_RANGE, 0, 1, 0},
     {"zunionstore", "RO access", 2, KS_KEYNUM, 0, 1, 1},
     {"xack", "RW update", 1, KS_RANGE, 0, 1, 0},
-    {"xadd", "RW insert", 1, KS_RANGE, 0, 1, 0},
-    {"xautoclaim", "RW update", 1, KS_RANGE, 0, 1, 0},
+    {"xadd", "RW update", 1, KS_RANGE, 0, 1, 0},
+    {"xautoclaim", "RW delete", 1, KS_RANGE, 0, 1, 0},
     {"xclaim", "RW update", 1, KS_RANGE, 0, 1, 0},
     {"xdel", "RW delete", 1, KS_RANGE, 0, 1, 0},
     {"xgroup|create", "RW insert", 2, KS_RANGE, 0, 1, 0},
@@ -1377,8 +1389,8 @@ static const keyspec keyspecs[] = {
     {"xlen", "RO", 1, KS_RANGE, 0, 1, 0},
     {"xpending", "RO access", 1, KS_RANGE, 0, 1, 0},
     {"xrange", "RO access", 1, KS_RANGE, 0, 1, 0},
-    {"xread", "RO access", 0, KS_UNKNOWN, 0, 0, 0},
-    {"xreadgroup", "RW access", 0, KS_UNKNOWN, 0, 0, 0},
+    {"xread", "RO access", 1, KS_KEYWORD_RANGE, -1, 1, 2},
+    {"xreadgroup", "RO access", 4, KS_KEYWORD_RANGE, -1, 1, 2},
     {"xrevrange", "RO access", 1, KS_RANGE, 0, 1, 0},
     {"xsetid", "RW update", 1, KS_RANGE, 0, 1, 0},
     {"xtrim", "RW delete", 1, KS_RANGE, 0, 1, 0},
@@ -1423,22 +1435,31 @@ static void addReplyKeySpec(client *c, const keyspec *ks) {
     addReplyBulkCString(c, "begin_search");
     addReplyMapLen(c, 2);
     addReplyBulkCString(c, "type");
-    addReplyBulkCString(c, "index");
+    const char *keyword = ks->kind == KS_KEYWORD_RANGE ? searchKeyword(ks->cmd) : NULL;
+    addReplyBulkCString(c, keyword ? "keyword" : "index");
     addReplyBulkCString(c, "spec");
-    addReplyMapLen(c, 1);
-    addReplyBulkCString(c, "index");
+    if (keyword) {
+        addReplyMapLen(c, 2);
+        addReplyBulkCString(c, "keyword");
+        addReplyBulkCString(c, keyword);
+        addReplyBulkCString(c, "startfrom");
+    } else {
+        addReplyMapLen(c, 1);
+        addReplyBulkCString(c, "index");
+    }
     addReplyLongLong(c, ks->begin);
     addReplyBulkCString(c, "find_keys");
     addReplyMapLen(c, 2);
     addReplyBulkCString(c, "type");
-    addReplyBulkCString(c, ks->kind == KS_RANGE ? "range" : "keynum");
+    int keynum = ks->kind == KS_KEYNUM;
+    addReplyBulkCString(c, keynum ? "keynum" : "range");
     addReplyBulkCString(c, "spec");
     addReplyMapLen(c, 3);
     static const char *const names[2][3] = {{"lastkey", "keystep", "limit"},
                                             {"keynumidx", "firstkey", "keystep"}};
     const int v[3] = {ks->a, ks->b, ks->c};
     for (int i = 0; i < 3; i++) {
-        addReplyBulkCString(c, names[ks->kind][i]);
+        addReplyBulkCString(c, names[keynum][i]);
         addReplyLongLong(c, v[i]);
     }
 }
@@ -1469,7 +1490,8 @@ static long keysBySpecs(const keyspec *ks, int nspec, const ir_arg *argv, int ar
     long n = 0;
     for (int s = 0; s < nspec; s++) {
         int first = ks[s].begin, last, step;
-        if (ks[s].kind == KS_UNKNOWN || first >= argc) continue;
+        /* a keyword's keys (XREAD's STREAMS) are found by keysOf's own search */
+        if (ks[s].kind == KS_UNKNOWN || ks[s].kind == KS_KEYWORD_RANGE || first >= argc) continue;
         if (ks[s].kind == KS_RANGE) {
             step = ks[s].b;
             if (ks[s].a >= 0) {
@@ -1557,7 +1579,7 @@ static void commandGetKeys(client *c, int with_flags) {
             long nk = (argc - j - 1) % 2 ? 0 : (argc - j - 1) / 2;
             for (long i = 0; i < nk && i < 64; i++) {
                 pos[i] = j + 1 + (int)i;
-                flags[i] = cmd->proc == xreadCommand ? "RO access" : "RW access";
+                flags[i] = "RO access"; /* both, as Redis's key specs say */
             }
             n = nk;
             break;
