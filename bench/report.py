@@ -1105,6 +1105,7 @@ def peers_section(doc: dict[str, Any]) -> str:
     cfg = doc["config"]
     mc = doc["memcpy_gbps"]
     quick = " (a --quick run)" if doc.get("quick") else ""
+    inflight = next((r["prefetch"] for r in rows if r.get("prefetch")), 1)
     m = doc.get("machine", {})
     out = [f"Measured by `bench/peers.py`{quick} at commit {doc.get('commit', '?')} on "
            f"{m.get('cpu', cpu_model())}, {m.get('cpus', '?')} cores, Python "
@@ -1116,8 +1117,11 @@ def peers_section(doc: dict[str, Any]) -> str:
            f"table; servers on core {doc['pinning'].get('server')}, actors and learner on core "
            f"{doc['pinning'].get('client')}. memcpy on this run: {mc:.1f} GB/s. Server CPU per "
            f"item: the server's CPU time over the items inserted and sampled (kernel-poll and "
-           f"DPDK spin, so theirs includes idle polling); sample / memcpy: the 28 KB sample's "
-           f"p50 over one memcpy of its 14.5 MB.", "",
+           f"DPDK spin, so theirs includes idle polling); sample p50 / p99: what the learner "
+           f"waits for a batch (Reverb's TrajectoryDataset keeps 1,024 samples in flight, "
+           f"inreplay's learner {inflight} requests, as the Ape-X learner's prefetcher "
+           f"does; their round trips in parentheses); sample / memcpy: the 28 KB sample's "
+           f"round trip p50 over one memcpy of its 14.5 MB.", "",
            "| system | item | learner batches/s | sample p50 / p99 | inserts/s | "
            "server CPU per item | sample / memcpy | path |",
            "|---|---|---|---|---|---|---|---|"]
@@ -1129,6 +1133,8 @@ def peers_section(doc: dict[str, Any]) -> str:
         vs_copy = r.get("sample_vs_memcpy") if r["item_bytes"] == 28224 else None
         lat = (f"{f(r['sample_p50_us'])} / {f(r['sample_p99_us'])} µs"
                if r["sample_p50_us"] is not None else "—")
+        if r.get("sample_rtt_p50_us") is not None:  # a prefetching learner's round trips
+            lat += f" (round trip {f(r['sample_rtt_p50_us'])} µs, {r.get('prefetch')} in flight)"
         out.append(f"| {r['system']} | {human(r['item_bytes'])} | "
                    f"{r['batches_per_s']:,.1f} | {lat} | {r['inserts_per_s']:,.0f} | "
                    f"{f(r.get('server_cpu_us_per_item'), '{:.2f} µs')} | "
@@ -1193,7 +1199,9 @@ def peers_section(doc: dict[str, Any]) -> str:
                    f"TCP path (the reply into socket buffers, across the veth) and the learner "
                    f"waiting for its core, shared with the actors on a loaded machine")
         out.append(f"- **{_verdict(x <= PEER_MEMCPY_GOAL)}** — the 28 KB sample of 512 "
-                   f"({best['system']}, p50 {best['sample_p50_us']:,.0f} µs) is {x:.1f}x the "
+                   f"({best['system']}, round trip p50 "
+                   f"{best.get('sample_rtt_p50_us') or best['sample_p50_us']:,.0f} µs) is "
+                   f"{x:.1f}x the "
                    f"time of one memcpy of its bytes at {mc:.1f} GB/s (goal ≤ "
                    f"{PEER_MEMCPY_GOAL:g}x){why}")
         others = [r for r in rows if r["item_bytes"] == 28224 and r.get("sample_vs_memcpy")
