@@ -100,6 +100,7 @@ class TrajectoryWriter:
         if compress:  # zstd level for full chunks (a server built with libzstd)
             args += ["COMPRESS", int(compress)]
         self.redis.execute_command(*args)
+        self.declaration: list[Any] = args  # REPLAY.STREAM's arguments, to declare it elsewhere
         self.history = _History(self)
         self.episode_steps = 0  # steps of this episode, buffered ones included
         self._steps: list[Mapping[str, Any]] = []
