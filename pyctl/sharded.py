@@ -33,7 +33,7 @@ one batch.
 
 from __future__ import annotations
 
-import zlib
+import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -466,9 +466,11 @@ class ShardedReplayClient:
             create_trajectory_table(rc, table, capacity, **opts)
 
     def stream_shard(self, stream: str) -> int:
-        """The shard a stream lives on by default: CRC-32 of its name modulo the group's
-        size, the same in every process (an actor that reconnects finds its stream)."""
-        return zlib.crc32(stream.encode()) % len(self.shards)
+        """The shard a stream lives on by default: a hash of its name (BLAKE2b, 64 bits)
+        modulo the group's size, the same in every process (an actor that reconnects
+        finds its stream)."""
+        digest = hashlib.blake2b(stream.encode(), digest_size=8).digest()
+        return int.from_bytes(digest, "little") % len(self.shards)
 
     def trajectory_writer(self, stream: str,
                           signature: Mapping[str, tuple[tuple[int, ...] | int, npt.DTypeLike]],
