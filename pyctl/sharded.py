@@ -11,6 +11,10 @@ the whole group, so a client needs one address:
     batch = rc.sample("replay", 512)                 # every shard at once, one round trip
     rc.update("replay", batch.ids, new_priorities)   # each id back to its shard
 
+    rc.create_trajectory_table("seq", capacity=100_000)        # TRAJECTORY, every shard
+    w = rc.trajectory_writer("actor-3", signature)     # its stream on one shard
+    s = rc.sample_trajectories("seq", 64, info=True)   # columns from every shard at once
+
 Exact global prioritized sampling. Other replay systems sample each shard
 about equally often (Reverb round-robins across servers; RLlib's Ape-X takes
 each batch from one shard), so item i is drawn with p_i / (S * P_s) instead of
@@ -28,7 +32,13 @@ The shares come from the totals of the previous reply (or one REPLAY.INFO
 round when there is none). The weights use the shares actually used, so they
 correct exactly for the distribution the batch was drawn from; when
 priorities change between batches that distribution lags the newest totals by
-one batch.
+one batch (refresh() re-reads them).
+
+Trajectory tables (issue 19) are sampled the same way. Their items reference
+chunks of one shard's episode streams, so a writer's stream, its steps and its
+items stay on one shard: by default the shard of a hash of the stream's name
+(stream_shard: BLAKE2b mod N, the same in every process), or the writer's
+shard=, or with rotate=True each new episode on the next shard.
 """
 
 from __future__ import annotations
@@ -315,12 +325,13 @@ class ShardedReplayClient:
                item_shape: tuple[int, ...] | int | None = None,
                item_dtype: npt.DTypeLike | None = None, schema: Any = None,
                torch: bool = False, device: Any = None, timeout: float | None = None,
-               out: Any = None) -> Sample:
+               out: Any = None, info: bool = False) -> Sample:
         """Draw n items from the whole group with exact global probabilities and
         importance weights (see the module docstring), one round trip to every shard
         that gets a share. Arguments and items as ReplayClient.sample (packed items
         are read from each shard's socket straight into their place in one array,
-        ``out`` when given)."""
+        ``out`` when given). info=True: a ShardedSampleInfo (global probabilities,
+        each draw's shard, the group's size)."""
         n = int(n)
         if n <= 0:
             raise ValueError(f"sample size must be positive, not {n}")
@@ -333,10 +344,12 @@ class ShardedReplayClient:
         counts = self._counts(q, n)
         beta = self._default_beta(table, beta)
         reqs = [(int(k), tuple(sample_args(table, int(counts[k]), beta=beta, packed=spec.packed,
-                                           withstats=True, timeout=timeout)))
+                                           withstats=True, withinfo=info, timeout=timeout)))
                 for k in np.flatnonzero(counts)]
         dest = _out_array(out, spec, n)
-        if spec.packed and _native_order(spec.dtype):
+        if info and dest is not None:
+            raise ValueError("out= reads items only; sample with info=True without out=")
+        if spec.packed and not info and _native_order(spec.dtype):
             got = self._sample_direct(table, reqs, counts, q, beta, n, spec, dest)
             if got is not None:
                 return got
@@ -345,40 +358,45 @@ class ShardedReplayClient:
                              "pending; sample without out=")
         replies = self._fanout(reqs)
         stats = list(self._stats.get(table) or self.refresh(table))
-        ids, probs, owners, items = [], [], [], []
+        ids, probs, owners, items, infos = [], [], [], [], []
         for (k, _), rep in zip(reqs, replies, strict=True):
             m = int(counts[k])
-            if spec.packed:
-                tail = len(rep) - 24 - 8 * m
-                st = memoryview(rep)[tail:]
+            if spec.packed:  # ids, weights, items, WITHSTATS's tail, then WITHINFO's
+                end = len(rep) - (8 + 20 * m if info else 0)
+                tail = end - 24 - 8 * m
+                st = memoryview(rep)[tail:end]
                 ids.append(np.frombuffer(rep, dtype="<i8", count=m))
                 items.append(memoryview(rep)[12 * m:tail])
+                if info:
+                    infos.append(SampleInfo.parse(memoryview(rep)[end:], m))
             else:
-                raw_ids, _, raw_items, st = rep
+                raw_ids, _, raw_items, st = rep[:4]
                 ids.append(np.frombuffer(raw_ids, dtype="<i8"))
                 items.extend(raw_items)
+                if info:
+                    infos.append(SampleInfo.parse(rep[4], m))
             total, mn = np.frombuffer(st, dtype="<f8", count=2)
             size = int(np.frombuffer(st, dtype="<i8", count=1, offset=16)[0])
             stats[k] = ShardStats(float(total), float(mn), size)
             probs.append(np.frombuffer(st, dtype="<f8", count=m, offset=24))
             owners.append(np.full(m, k))
-        self._stats[table] = stats
         owner = np.concatenate(owners)
-        p_global = q[owner] * np.concatenate(probs)
-        # the least probable item of the group has the largest weight
-        p_min = min(q[k] * (s.min_priority / s.total if s.total > 0 else 1.0 / s.size)
-                    for k, s in enumerate(stats) if s.size and q[k] > 0)
-        weights = ((p_global / p_min) ** -beta).astype(np.float32)
+        prob = np.concatenate(probs)
+        weights = self._weights(table, q, owner, prob, beta, stats)
         all_ids = np.concatenate(ids).astype(np.int64)
+        sinfo = _group_info(stats, reqs, infos, q, owner, prob) if info else None
         if not spec.packed:
-            return Sample(all_ids, weights, items)
-        return spec.decode(all_ids, weights, b"".join(items), n)
+            return Sample(all_ids, weights, items, sinfo)
+        got = spec.decode(all_ids, weights, b"".join(items), n)
+        got.info = sinfo
+        return got
 
     def _weights(self, table: str, q: npt.NDArray[np.float64], owner: npt.NDArray[np.int64],
                  probs: npt.NDArray[np.float64], beta: float,
                  stats: list[ShardStats]) -> npt.NDArray[np.float32]:
         self._stats[table] = stats
         p_global = q[owner] * probs
+        # the least probable item of the group has the largest weight
         p_min = min(q[k] * (s.min_priority / s.total if s.total > 0 else 1.0 / s.size)
                     for k, s in enumerate(stats) if s.size and q[k] > 0)
         return ((p_global / p_min) ** -beta).astype(np.float32)
@@ -549,14 +567,7 @@ class ShardedReplayClient:
                 import torch as th
                 a = th.from_numpy(a)
             out[name] = a
-        sinfo = None
-        if info:
-            sizes = [s.size for s in stats]
-            for (k, _), i in zip(reqs, infos, strict=True):
-                sizes[k] = i.table_size  # as the sample began, like one server's info
-            sinfo = ShardedSampleInfo(
-                sum(sizes), q[owner] * prob, np.concatenate([i.priority for i in infos]),
-                np.concatenate([i.times_sampled for i in infos]), owner, sizes)
+        sinfo = _group_info(stats, reqs, infos, q, owner, prob) if info else None
         return TrajectorySample(np.concatenate(ids).astype(np.int64), weights, out, sinfo)
 
     def chunk_stats(self) -> dict[str, Any]:
@@ -583,6 +594,19 @@ class ShardedSampleInfo(SampleInfo):
     """The shard each draw came from (also ids >> SHARD_ID_BITS)."""
     shard_sizes: list[int] = field(default_factory=list)
     """Each shard's live items (as its sample began, for the shards that drew)."""
+
+
+def _group_info(stats: list[ShardStats], reqs: list[tuple[int, tuple[Any, ...]]],
+                infos: list[SampleInfo], q: npt.NDArray[np.float64],
+                owner: npt.NDArray[np.int64], prob: npt.NDArray[np.float64]
+                ) -> ShardedSampleInfo:
+    """The shards' WITHINFO parts as one info: global probabilities, the group's size."""
+    sizes = [s.size for s in stats]
+    for (k, _), i in zip(reqs, infos, strict=True):
+        sizes[k] = i.table_size  # as the sample began, like one server's info
+    return ShardedSampleInfo(sum(sizes), q[owner] * prob,
+                             np.concatenate([i.priority for i in infos]),
+                             np.concatenate([i.times_sampled for i in infos]), owner, sizes)
 
 
 def _fmt_cols(cols: list[tuple[str, np.dtype[Any], tuple[int, ...], int]]) -> str:
