@@ -11,6 +11,10 @@ the whole group, so a client needs one address:
     batch = rc.sample("replay", 512)                 # every shard at once, one round trip
     rc.update("replay", batch.ids, new_priorities)   # each id back to its shard
 
+    rc.create_trajectory_table("seq", capacity=100_000)        # TRAJECTORY, every shard
+    w = rc.trajectory_writer("actor-3", signature)     # its stream on one shard
+    s = rc.sample_trajectories("seq", 64, info=True)   # columns from every shard at once
+
 Exact global prioritized sampling. Other replay systems sample each shard
 about equally often (Reverb round-robins across servers; RLlib's Ape-X takes
 each batch from one shard), so item i is drawn with p_i / (S * P_s) instead of
@@ -28,13 +32,20 @@ The shares come from the totals of the previous reply (or one REPLAY.INFO
 round when there is none). The weights use the shares actually used, so they
 correct exactly for the distribution the batch was drawn from; when
 priorities change between batches that distribution lags the newest totals by
-one batch.
+one batch (refresh() re-reads them).
+
+Trajectory tables (issue 19) are sampled the same way. Their items reference
+chunks of one shard's episode streams, so a writer's stream, its steps and its
+items stay on one shard: by default the shard of a hash of the stream's name
+(stream_shard: BLAKE2b mod N, the same in every process), or the writer's
+shard=, or with rotate=True each new episode on the next shard.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+import hashlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -46,11 +57,20 @@ from pyctl.client import (
     ItemSpec,
     ReplayClient,
     Sample,
+    SampleInfo,
     _native_order,
     _out_array,
     sample_args,
 )
 from pyctl.config import WILDCARD_HOSTS
+from pyctl.trajectory import (
+    TrajectorySample,
+    TrajectoryWriter,
+    _columns,
+    _columns_cache,
+    chunk_stats,
+    create_trajectory_table,
+)
 
 SHARD_ID_BITS = 48
 """Ids of shard k start at k << 48 (IR_SHARD_ID_BITS in inreplay.h): an id names its shard."""
@@ -102,7 +122,7 @@ class ShardedReplayClient:
         self._stats: dict[str, list[ShardStats]] = {}
         self._next_add = 0
         self._beta: dict[str, float] = {}
-        self._kind: dict[str, tuple[str, int]] = {}  # sampler, max_times_sampled
+        self._kind: dict[str, tuple[str, int, bool]] = {}  # sampler, max_times_sampled, traj
         for k, rc in enumerate(self.shards):
             index, members = _shards_of(rc.redis)
             if members and (index != k or len(members) != len(self.shards)):
@@ -111,9 +131,10 @@ class ShardedReplayClient:
                                  f"{len(self.shards)}: give the addresses in REPLAY.SHARDS order")
 
     @classmethod
-    def from_seed(cls, seed: str, **kwargs: Any) -> ShardedReplayClient:
-        """Connect to the group that the server at seed (HOST:PORT) belongs to."""
-        host, port = _split_address(seed)
+    def from_seed(cls, address: str, /, **kwargs: Any) -> ShardedReplayClient:
+        """Connect to the group that the server at address (HOST:PORT) belongs to
+        (kwargs as __init__'s: seed= is the sampling RNG's seed)."""
+        host, port = _split_address(address)
         opts = {k: v for k, v in kwargs.items() if k not in ("stratified", "seed")}
         opts.setdefault("protocol", 2)
         r = redis.Redis(host=host, port=port, **opts)
@@ -121,7 +142,7 @@ class ShardedReplayClient:
             _, members = _shards_of(r)
         finally:
             r.close()
-        return cls([_reachable(m, host) for m in members] or [seed], **kwargs)
+        return cls([_reachable(m, host) for m in members] or [address], **kwargs)
 
     @property
     def redis(self) -> redis.Redis:
@@ -293,8 +314,8 @@ class ShardedReplayClient:
         if table not in self._kind:
             i = self.shards[0].info(table)
             self._kind[table] = (str(i.get("sampler", "prioritized")),
-                                 int(i.get("max_times_sampled", 0)))
-        sampler, k = self._kind[table]
+                                 int(i.get("max_times_sampled", 0)), "columns" in i)
+        sampler, k, _ = self._kind[table]
         if sampler not in ("prioritized", "uniform") or k:
             raise ValueError(f"table {table!r} ({sampler} sampler, MAX_TIMES_SAMPLED {k}) cannot "
                              f"be sampled exactly across a replay group: sample its shards "
@@ -304,28 +325,31 @@ class ShardedReplayClient:
                item_shape: tuple[int, ...] | int | None = None,
                item_dtype: npt.DTypeLike | None = None, schema: Any = None,
                torch: bool = False, device: Any = None, timeout: float | None = None,
-               out: Any = None) -> Sample:
+               out: Any = None, info: bool = False) -> Sample:
         """Draw n items from the whole group with exact global probabilities and
         importance weights (see the module docstring), one round trip to every shard
         that gets a share. Arguments and items as ReplayClient.sample (packed items
         are read from each shard's socket straight into their place in one array,
-        ``out`` when given)."""
+        ``out`` when given). info=True: a ShardedSampleInfo (global probabilities,
+        each draw's shard, the group's size)."""
         n = int(n)
         if n <= 0:
             raise ValueError(f"sample size must be positive, not {n}")
         spec = ItemSpec.of(item_shape, item_dtype, schema, torch, device)
         self._check_exact(table)
+        if self._kind[table][2]:
+            raise ValueError(f"table {table!r} holds trajectories: sample it with "
+                             f"sample_trajectories")
         q = self.shares(table)
         counts = self._counts(q, n)
-        if beta is None:  # the table's own default, asked once
-            if table not in self._beta:
-                self._beta[table] = float(self.shards[0].info(table)["beta"])
-            beta = self._beta[table]
+        beta = self._default_beta(table, beta)
         reqs = [(int(k), tuple(sample_args(table, int(counts[k]), beta=beta, packed=spec.packed,
-                                           withstats=True, timeout=timeout)))
+                                           withstats=True, withinfo=info, timeout=timeout)))
                 for k in np.flatnonzero(counts)]
         dest = _out_array(out, spec, n)
-        if spec.packed and _native_order(spec.dtype):
+        if info and dest is not None:
+            raise ValueError("out= reads items only; sample with info=True without out=")
+        if spec.packed and not info and _native_order(spec.dtype):
             got = self._sample_direct(table, reqs, counts, q, beta, n, spec, dest)
             if got is not None:
                 return got
@@ -334,40 +358,45 @@ class ShardedReplayClient:
                              "pending; sample without out=")
         replies = self._fanout(reqs)
         stats = list(self._stats.get(table) or self.refresh(table))
-        ids, probs, owners, items = [], [], [], []
+        ids, probs, owners, items, infos = [], [], [], [], []
         for (k, _), rep in zip(reqs, replies, strict=True):
             m = int(counts[k])
-            if spec.packed:
-                tail = len(rep) - 24 - 8 * m
-                st = memoryview(rep)[tail:]
+            if spec.packed:  # ids, weights, items, WITHSTATS's tail, then WITHINFO's
+                end = len(rep) - (8 + 20 * m if info else 0)
+                tail = end - 24 - 8 * m
+                st = memoryview(rep)[tail:end]
                 ids.append(np.frombuffer(rep, dtype="<i8", count=m))
                 items.append(memoryview(rep)[12 * m:tail])
+                if info:
+                    infos.append(SampleInfo.parse(memoryview(rep)[end:], m))
             else:
-                raw_ids, _, raw_items, st = rep
+                raw_ids, _, raw_items, st = rep[:4]
                 ids.append(np.frombuffer(raw_ids, dtype="<i8"))
                 items.extend(raw_items)
+                if info:
+                    infos.append(SampleInfo.parse(rep[4], m))
             total, mn = np.frombuffer(st, dtype="<f8", count=2)
             size = int(np.frombuffer(st, dtype="<i8", count=1, offset=16)[0])
             stats[k] = ShardStats(float(total), float(mn), size)
             probs.append(np.frombuffer(st, dtype="<f8", count=m, offset=24))
             owners.append(np.full(m, k))
-        self._stats[table] = stats
         owner = np.concatenate(owners)
-        p_global = q[owner] * np.concatenate(probs)
-        # the least probable item of the group has the largest weight
-        p_min = min(q[k] * (s.min_priority / s.total if s.total > 0 else 1.0 / s.size)
-                    for k, s in enumerate(stats) if s.size and q[k] > 0)
-        weights = ((p_global / p_min) ** -beta).astype(np.float32)
+        prob = np.concatenate(probs)
+        weights = self._weights(table, q, owner, prob, beta, stats)
         all_ids = np.concatenate(ids).astype(np.int64)
+        sinfo = _group_info(stats, reqs, infos, q, owner, prob) if info else None
         if not spec.packed:
-            return Sample(all_ids, weights, items)
-        return spec.decode(all_ids, weights, b"".join(items), n)
+            return Sample(all_ids, weights, items, sinfo)
+        got = spec.decode(all_ids, weights, b"".join(items), n)
+        got.info = sinfo
+        return got
 
     def _weights(self, table: str, q: npt.NDArray[np.float64], owner: npt.NDArray[np.int64],
                  probs: npt.NDArray[np.float64], beta: float,
                  stats: list[ShardStats]) -> npt.NDArray[np.float32]:
         self._stats[table] = stats
         p_global = q[owner] * probs
+        # the least probable item of the group has the largest weight
         p_min = min(q[k] * (s.min_priority / s.total if s.total > 0 else 1.0 / s.size)
                     for k, s in enumerate(stats) if s.size and q[k] > 0)
         return ((p_global / p_min) ** -beta).astype(np.float32)
@@ -439,10 +468,198 @@ class ShardedReplayClient:
     def drop(self, table: str) -> None:
         """REPLAY.DROP on every shard."""
         self._all("REPLAY.DROP", table)
-        self._stats.pop(table, None)
+        for cache in (self._stats, self._kind, self._beta):
+            cache.pop(table, None)
 
     def tables(self) -> list[str]:
         return self.shards[0].tables()
+
+    # ---- trajectory tables (issue 19) ------------------------------------------------
+    def create_trajectory_table(self, table: str, capacity: int, **opts: Any) -> None:
+        """REPLAY.CREATE ... TRAJECTORY on every shard, `capacity` items each (options as
+        create's; min_size is the group's, split evenly)."""
+        if opts.get("min_size"):
+            opts["min_size"] = -(-int(opts["min_size"]) // len(self.shards))
+        for rc in self.shards:
+            create_trajectory_table(rc, table, capacity, **opts)
+
+    def stream_shard(self, stream: str) -> int:
+        """The shard a stream lives on by default: a hash of its name (BLAKE2b, 64 bits)
+        modulo the group's size, the same in every process (an actor that reconnects
+        finds its stream)."""
+        digest = hashlib.blake2b(stream.encode(), digest_size=8).digest()
+        return int.from_bytes(digest, "little") % len(self.shards)
+
+    def trajectory_writer(self, stream: str,
+                          signature: Mapping[str, tuple[tuple[int, ...] | int, npt.DTypeLike]],
+                          *, shard: int | None = None, rotate: bool = False,
+                          **opts: Any) -> ShardedTrajectoryWriter:
+        """A TrajectoryWriter whose episode stream lives on one shard: `shard`, else
+        stream_shard(stream). An episode's steps and the items over them stay on that
+        shard (items reference its chunks). rotate=True moves each new episode to the next
+        shard (one actor then fills every shard in turn). opts: chunk_steps, history,
+        compress, as TrajectoryWriter's."""
+        return ShardedTrajectoryWriter(self, stream, signature, shard=shard, rotate=rotate,
+                                       **opts)
+
+    def sample_trajectories(self, table: str, n: int, *, beta: float | None = None,
+                            info: bool = False, torch: bool = False,
+                            timeout: float | None = None) -> TrajectorySample:
+        """Draw n items of a TRAJECTORY table from the whole group, as sample() does for
+        plain tables: the batch split by the shards' total priorities, one round trip to
+        every shard with a share, global importance weights. Each column is one array
+        (n, length, *shape), the shards' draws in the order of ids. info=True: a
+        ShardedSampleInfo (global probability, the shard of each draw, the group's size)."""
+        n = int(n)
+        if n <= 0:
+            raise ValueError(f"sample size must be positive, not {n}")
+        self._check_exact(table)
+        if not self._kind[table][2]:
+            raise ValueError(f"table {table!r} holds opaque items, not trajectories: "
+                             f"sample it with sample")
+        q = self.shares(table)
+        counts = self._counts(q, n)
+        beta = self._default_beta(table, beta)
+        reqs = [(int(k), tuple(sample_args(table, int(counts[k]), beta=beta, withstats=True,
+                                           withinfo=info, timeout=timeout)))
+                for k in np.flatnonzero(counts)]
+        replies = self._fanout(reqs)
+        stats = list(self._stats.get(table) or self.refresh(table))
+        ids, probs, owners, infos = [], [], [], []
+        cols: list[tuple[str, np.dtype[Any], tuple[int, ...], int]] | None = None
+        parts: list[list[bytes]] = []
+        for (k, _), rep in zip(reqs, replies, strict=True):
+            m = int(counts[k])
+            got = _traj_columns(self.shards[k].redis, table, rep[2], m)
+            if got is None:
+                raise ValueError(f"table {table!r} on shard {k} ({self.addresses[k]}) has "
+                                 f"columns that do not match its reply of {m} items")
+            if cols is None:
+                cols, parts = got, [[] for _ in got]
+            elif got != cols:
+                raise ValueError(f"table {table!r} has columns {_fmt_cols(got)} on shard {k} "
+                                 f"({self.addresses[k]}) but {_fmt_cols(cols)} on shard "
+                                 f"{reqs[0][0]}: its items must have the same columns "
+                                 f"on every shard")
+            for j, b in enumerate(rep[2]):
+                parts[j].append(b)
+            ids.append(np.frombuffer(rep[0], "<i8"))
+            st = rep[3]
+            total, mn = np.frombuffer(st, "<f8", 2)
+            size = int(np.frombuffer(st, "<i8", 1, 16)[0])
+            stats[k] = ShardStats(float(total), float(mn), size)
+            probs.append(np.frombuffer(st, "<f8", m, 24))
+            owners.append(np.full(m, k, np.int64))
+            if info:
+                infos.append(SampleInfo.parse(rep[4], m))
+        assert cols is not None  # n > 0: some shard had a share
+        owner = np.concatenate(owners)
+        prob = np.concatenate(probs)
+        weights = self._weights(table, q, owner, prob, beta, stats)
+        out: dict[str, Any] = {}
+        for (name, dt, shape, length), chunks in zip(cols, parts, strict=True):
+            a = np.empty((n, length, *shape), dt)
+            flat, at = a.reshape(-1).view(np.uint8), 0
+            for b in chunks:  # each shard's rows, in the order of ids
+                flat[at:at + len(b)] = np.frombuffer(b, np.uint8)
+                at += len(b)
+            if torch:
+                import torch as th
+                a = th.from_numpy(a)
+            out[name] = a
+        sinfo = _group_info(stats, reqs, infos, q, owner, prob) if info else None
+        return TrajectorySample(np.concatenate(ids).astype(np.int64), weights, out, sinfo)
+
+    def chunk_stats(self) -> dict[str, Any]:
+        """REPLAY.CHUNKS of every shard summed, with "shards": each shard's own."""
+        per = [chunk_stats(rc) for rc in self.shards]
+        out: dict[str, Any] = {k: sum(d[k] for d in per) for k in per[0]}
+        out["shards"] = per
+        return out
+
+    def _default_beta(self, table: str, beta: float | None) -> float:
+        if beta is None:  # the table's own default, asked once
+            if table not in self._beta:
+                self._beta[table] = float(self.shards[0].info(table)["beta"])
+            beta = self._beta[table]
+        return beta
+
+
+@dataclass
+class ShardedSampleInfo(SampleInfo):
+    """SampleInfo of a draw from a replay group: table_size is the group's and
+    probability each draw's global probability (what its weight corrects for)."""
+
+    shard: npt.NDArray[np.int64] = field(default_factory=lambda: np.empty(0, np.int64))
+    """The shard each draw came from (also ids >> SHARD_ID_BITS)."""
+    shard_sizes: list[int] = field(default_factory=list)
+    """Each shard's live items (as its sample began, for the shards that drew)."""
+
+
+def _group_info(stats: list[ShardStats], reqs: list[tuple[int, tuple[Any, ...]]],
+                infos: list[SampleInfo], q: npt.NDArray[np.float64],
+                owner: npt.NDArray[np.int64], prob: npt.NDArray[np.float64]
+                ) -> ShardedSampleInfo:
+    """The shards' WITHINFO parts as one info: global probabilities, the group's size."""
+    sizes = [s.size for s in stats]
+    for (k, _), i in zip(reqs, infos, strict=True):
+        sizes[k] = i.table_size  # as the sample began, like one server's info
+    return ShardedSampleInfo(sum(sizes), q[owner] * prob,
+                             np.concatenate([i.priority for i in infos]),
+                             np.concatenate([i.times_sampled for i in infos]), owner, sizes)
+
+
+def _fmt_cols(cols: list[tuple[str, np.dtype[Any], tuple[int, ...], int]]) -> str:
+    return ",".join(f"{name}:{dt.name}{list(shape)}x{length}"
+                    for name, dt, shape, length in cols)
+
+
+def _traj_columns(r: redis.Redis, table: str, bulks: list[bytes], m: int
+                  ) -> list[tuple[str, np.dtype[Any], tuple[int, ...], int]] | None:
+    """The shard's columns (REPLAY.COLUMNS, cached) checked against its reply of m items;
+    asked again once when they do not fit (the table was made again). None: no fit."""
+    for again in (False, True):
+        if again:
+            _columns_cache.pop((id(r), table), None)
+        cols = _columns(r, table)
+        if len(cols) == len(bulks) and all(
+                len(b) == m * length * dt.itemsize * int(np.prod(shape))
+                for (_, dt, shape, length), b in zip(cols, bulks, strict=True)):
+            return cols
+    return None
+
+
+class ShardedTrajectoryWriter(TrajectoryWriter):
+    """A TrajectoryWriter on one shard of a replay group (see
+    ShardedReplayClient.trajectory_writer); `shard` is where the current episode goes."""
+
+    def __init__(self, group: ShardedReplayClient, stream: str,
+                 signature: Mapping[str, tuple[tuple[int, ...] | int, npt.DTypeLike]], *,
+                 shard: int | None = None, rotate: bool = False, **opts: Any) -> None:
+        k = group.stream_shard(stream) if shard is None else int(shard)
+        if not 0 <= k < len(group.shards):
+            raise ValueError(f"shard {shard} is not in this group of {len(group.shards)}")
+        self.group, self.shard, self.rotate = group, k, rotate
+        super().__init__(group.shards[k], stream, signature, **opts)
+        self._declared = {k}
+
+    def end_episode(self) -> list[int]:
+        """Flush and end the episode; with rotate, the next one goes to the next shard."""
+        ids = super().end_episode()
+        if self.rotate and len(self.group.shards) > 1:
+            k = (self.shard + 1) % len(self.group.shards)
+            r = self.group.shards[k].redis
+            if k not in self._declared:
+                r.execute_command(*self.declaration)
+                self._declared.add(k)
+            self.shard, self.redis = k, r
+        return ids
+
+    def close(self) -> None:
+        """Flush and drop the stream on every shard it was declared on."""
+        self.flush()
+        for k in sorted(self._declared):
+            self.group.shards[k].redis.execute_command("REPLAY.STREAM", self.stream, "DROP")
 
 
 def home_address(host: str, port: int, **kwargs: Any) -> tuple[str, int]:

@@ -21,13 +21,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
 import redis
 
 from pyctl.client import ReplayClient, SampleInfo, create_args, sample_args
+
+if TYPE_CHECKING:
+    from pyctl.sharded import ShardedReplayClient
 
 __all__ = [
     "StepRef",
@@ -39,8 +42,20 @@ __all__ = [
 ]
 
 
-def _conn(client: ReplayClient | redis.Redis) -> redis.Redis:
-    return client.redis if isinstance(client, ReplayClient) else client
+def _conn(client: ReplayClient | redis.Redis | ShardedReplayClient,
+          stream: str | None = None) -> redis.Redis:
+    if isinstance(client, ReplayClient):
+        return client.redis
+    if _group(client):  # a replay group: the stream's shard (ShardedReplayClient.stream_shard)
+        if stream is None:
+            raise TypeError("a replay group has no single connection: use its own method")
+        return client.shards[client.stream_shard(stream)].redis
+    return client  # type: ignore[return-value]
+
+
+def _group(client: object) -> bool:
+    from pyctl.sharded import ShardedReplayClient
+    return isinstance(client, ShardedReplayClient)
 
 
 @dataclass(frozen=True)
@@ -84,10 +99,10 @@ class TrajectoryWriter:
     """Appends steps to one episode stream and creates items over them (Reverb's
     TrajectoryWriter). signature: field -> (shape, dtype), declared once per stream."""
 
-    def __init__(self, client: ReplayClient | redis.Redis, stream: str,
+    def __init__(self, client: ReplayClient | redis.Redis | ShardedReplayClient, stream: str,
                  signature: Mapping[str, tuple[tuple[int, ...] | int, npt.DTypeLike]], *,
                  chunk_steps: int = 16, history: int = 1024, compress: int = 0) -> None:
-        self.redis = _conn(client)
+        self.redis = _conn(client, stream)  # a group: the shard of the stream's name
         self.stream = stream
         self.signature: dict[str, tuple[tuple[int, ...], np.dtype[Any]]] = {}
         args: list[Any] = ["REPLAY.STREAM", stream, "FIELDS", len(signature)]
@@ -100,6 +115,7 @@ class TrajectoryWriter:
         if compress:  # zstd level for full chunks (a server built with libzstd)
             args += ["COMPRESS", int(compress)]
         self.redis.execute_command(*args)
+        self.declaration: list[Any] = args  # REPLAY.STREAM's arguments, to declare it elsewhere
         self.history = _History(self)
         self.episode_steps = 0  # steps of this episode, buffered ones included
         self._steps: list[Mapping[str, Any]] = []
@@ -170,10 +186,12 @@ class TrajectoryWriter:
         self.redis.execute_command("REPLAY.STREAM", self.stream, "DROP")
 
 
-def create_trajectory_table(client: ReplayClient | redis.Redis, table: str, capacity: int,
-                            **opts: Any) -> None:
+def create_trajectory_table(client: ReplayClient | redis.Redis | ShardedReplayClient,
+                            table: str, capacity: int, **opts: Any) -> None:
     """REPLAY.CREATE ... TRAJECTORY (options as ReplayClient.create's, but no queue,
-    stack or samples_per_insert yet)."""
+    stack or samples_per_insert yet); on every shard of a replay group."""
+    if _group(client):
+        return client.create_trajectory_table(table, capacity, **opts)  # type: ignore[union-attr]
     _conn(client).execute_command(*create_args(table, capacity, **opts), "TRAJECTORY")
 
 
@@ -204,11 +222,15 @@ def _columns(r: redis.Redis, table: str) -> list[tuple[str, np.dtype[Any], tuple
     return _columns_cache[key]
 
 
-def sample_trajectories(client: ReplayClient | redis.Redis, table: str, n: int, *,
-                        beta: float | None = None, info: bool = False, torch: bool = False,
-                        timeout: float | None = None) -> TrajectorySample:
+def sample_trajectories(client: ReplayClient | redis.Redis | ShardedReplayClient, table: str,
+                        n: int, *, beta: float | None = None, info: bool = False,
+                        torch: bool = False, timeout: float | None = None) -> TrajectorySample:
     """One REPLAY.SAMPLE of a TRAJECTORY table: the server assembles each item's columns
-    and returns each column of the n items as one bulk."""
+    and returns each column of the n items as one bulk. A replay group samples with
+    exact global probabilities (ShardedReplayClient.sample_trajectories)."""
+    if _group(client):
+        return client.sample_trajectories(  # type: ignore[union-attr]
+            table, n, beta=beta, info=info, torch=torch, timeout=timeout)
     r = _conn(client)
     raw = r.execute_command(*sample_args(table, n, beta=beta, timeout=timeout, withinfo=info))
     cols = _columns(r, table)
@@ -229,8 +251,11 @@ def sample_trajectories(client: ReplayClient | redis.Redis, table: str, n: int, 
     return TrajectorySample(ids, weights, out, SampleInfo.parse(raw[-1], n) if info else None)
 
 
-def chunk_stats(client: ReplayClient | redis.Redis) -> dict[str, int]:
-    """REPLAY.CHUNKS: streams, chunks, chunk_bytes, references, memory, ..."""
+def chunk_stats(client: ReplayClient | redis.Redis | ShardedReplayClient) -> dict[str, Any]:
+    """REPLAY.CHUNKS: streams, chunks, chunk_bytes, references, memory, ... (a replay
+    group's summed, with "shards": each shard's)."""
+    if _group(client):
+        return client.chunk_stats()  # type: ignore[union-attr]
     raw = _conn(client).execute_command("REPLAY.CHUNKS")
     if isinstance(raw, dict):
         return {(k.decode() if isinstance(k, bytes) else k): int(v) for k, v in raw.items()}

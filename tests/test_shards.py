@@ -16,7 +16,7 @@ import redis
 
 from pyctl import _native
 from pyctl.client import ReplayClient
-from pyctl.sharded import SHARD_ID_BITS, ShardedReplayClient
+from pyctl.sharded import SHARD_ID_BITS, ShardedReplayClient, ShardedSampleInfo
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -194,6 +194,33 @@ def test_weights_are_global_and_exact(group: list[str]) -> None:
         want = (n_items * p) ** -beta / (n_items * exact.min()) ** -beta
         np.testing.assert_allclose(s.weights, want, rtol=2e-6)
     assert rc.sample("t", 512).weights.max() <= 1.0
+    rc.close()
+
+
+@pytest.mark.parametrize("packed", [False, True])
+def test_sample_info_across_shards(group: list[str], packed: bool) -> None:
+    """info=True: each draw's global probability and shard, the group's size, the
+    stored priority and times sampled, as one server's WITHINFO."""
+    rc = ShardedReplayClient(group, seed=4)
+    exact = _fill(rc)
+    if packed:  # the same priorities, items of 2 bytes: the item's position
+        rc.create("tp", capacity=1000, alpha=1.0, epsilon=0.0)
+        for k in range(2):
+            pos = np.arange(k * ITEMS, (k + 1) * ITEMS, dtype=">u2")
+            rc.shards[k].add("tp", exact[pos] * 1000, pos.view(np.uint8).reshape(-1, 2))
+    table = "tp" if packed else "t"
+    s = rc.sample(table, 256, info=True, **({"item_shape": 2} if packed else {}))
+    info = s.info
+    assert isinstance(info, ShardedSampleInfo)
+    assert info.table_size == 2 * ITEMS and info.shard_sizes == [ITEMS, ITEMS]
+    np.testing.assert_array_equal(info.shard, s.ids >> SHARD_ID_BITS)
+    np.testing.assert_allclose(info.probability, exact[_index(s.ids)], rtol=1e-6)
+    assert info.times_sampled.min() >= 1 and info.priority.shape == (256,)
+    if packed:
+        np.testing.assert_array_equal(s.items.view(">u2")[:, 0], _index(s.ids))
+        np.testing.assert_allclose(info.priority, exact[_index(s.ids)] * 1000, rtol=1e-6)
+    else:
+        assert [int(it) for it in s.items] == list(_index(s.ids))
     rc.close()
 
 
