@@ -857,6 +857,17 @@ def swarm_section(doc: dict[str, Any]) -> str:
         out.append(f"| {human(r['item_bytes'])} | {r['shards']} | {r['phase']} | {ins} | "
                    f"{r['sample_batches_per_s']:,.1f} | {vs} | {r['sample_p50_ms']:.2f} / "
                    f"{r['sample_p99_ms']:.2f} ms | {ins_lat} |")
+    trajs = [r for r in rows if r["phase"] == "traj"]
+    if trajs:
+        out += ["", "The traj phase (issue 19): each actor connection appends 50 steps (an "
+                    "item-sized frame, an action, a reward) to its episode stream and creates 47 "
+                    "3-step transitions over them (obs, next_obs, action, 3 rewards) in one round "
+                    "trip, as fast as the server takes them; the learner samples 512 transitions "
+                    "assembled by the server (sample_trajectories across the group). inserts/s "
+                    "counts transitions. Chunk memory per transition held: "
+                + "; ".join(f"{r['shards']} shard{'s' if r['shards'] > 1 else ''}, "
+                            f"{human(r['item_bytes'])} frames: {r['bytes_per_transition']:,.1f} B"
+                            for r in trajs if "bytes_per_transition" in r) + "."]
     out += ["", "Goals (issue 10):"]
 
     def find(shards: int, phase: str, item: int = 128) -> dict[str, Any] | None:

@@ -14,6 +14,13 @@ For each shard count it measures, in order:
     apex                 actors at Ape-X's rate and the learner
     apex10               actors at ten times Ape-X's rate (500,000 transitions/s) and the learner
     max                  actors as fast as possible and the learner
+    traj                 trajectories stored once (issue 19): each actor connection declares
+                         an episode stream (obs: one item_bytes frame, action, reward) and per
+                         batch sends REPLAY.APPEND of 50 steps, REPLAY.ITEM of 47 3-step
+                         transitions referencing them (obs, next_obs, action, 3 rewards) and
+                         REPLAY.STREAM END in one round trip, as fast as the server takes
+                         them; the learner samples 512 assembled transitions
+                         (sample_trajectories across the group) + UPDATE 512
 and reports inserts_per_s, sample_batches_per_s, sample_p99_ms and
 insert_p99_ms, overall and per shard (inserts counted by each shard's
 REPLAY.INFO). Actors run in their own process (asyncio over raw sockets with
@@ -46,12 +53,19 @@ sys.path.insert(0, str(ROOT))
 
 from pyctl.proc import resp_command  # noqa: E402
 from pyctl.sharded import ShardedReplayClient  # noqa: E402
+from pyctl.trajectory import (  # noqa: E402
+    TrajectoryWriter,
+    chunk_stats,
+    create_trajectory_table,
+)
 
 APEX_ACTORS = 360
 APEX_TRANSITIONS_PER_S = 50_000
 BATCH = 50          # transitions per actor request (Ape-X batches its traffic)
 SAMPLE = 512        # the learner's batch
 TABLE = "swarm"
+TRAJ_TABLE = "swarm_traj"
+NSTEP = 3           # the traj phase's transitions: obs t, next_obs t+3, rewards t..t+2
 
 
 def log(msg: str) -> None:
@@ -60,11 +74,35 @@ def log(msg: str) -> None:
 
 # ---- actors -------------------------------------------------------------------------------
 
-async def _actor(k: int, addrs: list[tuple[str, int]], payload: bytes, per_s: float,
-                 stop_at: float, lat: list[float], counts: list[int]) -> None:
+async def _replies(reader: asyncio.StreamReader, parser: hiredis.Reader, n: int) -> None:
+    """Read n replies; an error reply raises."""
+    for _ in range(n):
+        while True:
+            reply = parser.gets()
+            if reply is not False:
+                break
+            data = await reader.read(65536)
+            if not data:
+                raise ConnectionError("server closed the connection")
+            parser.feed(data)
+        if isinstance(reply, hiredis.ReplyError):
+            raise RuntimeError(f"actor request: {reply}")
+
+
+async def _actor(k: int, addrs: list[tuple[str, int]], payload: bytes | list[bytes],
+                 per_s: float, stop_at: float, lat: list[float], counts: list[int],
+                 replies: int = 1, per_batch: int = BATCH, setup: list[bytes] | None = None
+                 ) -> None:
+    """One actor connection: payload (or payload[k]) per batch, `replies` replies each,
+    per_batch transitions counted; setup[k] first (the traj phase's stream)."""
     host, port = addrs[k % len(addrs)]  # actors spread over the shards, as add() does
     reader, writer = await asyncio.open_connection(host, port)
     parser = hiredis.Reader()
+    if isinstance(payload, list):
+        payload = payload[k]
+    if setup is not None:
+        writer.write(setup[k])
+        await _replies(reader, parser, 1)
     interval = BATCH / per_s if per_s > 0 else 0.0
     loop = asyncio.get_running_loop()
     # spread the first sends over one interval so the actors do not fire in step
@@ -78,37 +116,60 @@ async def _actor(k: int, addrs: list[tuple[str, int]], payload: bytes, per_s: fl
                 next_at += interval
             t0 = time.perf_counter()
             writer.write(payload)
-            while True:
-                reply = parser.gets()
-                if reply is not False:
-                    break
-                data = await reader.read(65536)
-                if not data:
-                    raise ConnectionError("server closed the connection")
-                parser.feed(data)
-            if isinstance(reply, hiredis.ReplyError):
-                raise RuntimeError(f"REPLAY.ADD: {reply}")
+            await _replies(reader, parser, replies)
             lat.append(time.perf_counter() - t0)
-            counts[0] += BATCH
+            counts[0] += per_batch
     finally:
         writer.close()
 
 
+def traj_requests(stream: str, item_bytes: int, rng: np.random.Generator
+                  ) -> tuple[bytes, bytes, int]:
+    """The traj phase's requests of one actor connection: (its stream's declaration,
+    one batch: APPEND 50 steps + ITEM over them + END, pipelined; transitions per batch)."""
+    declare = resp_command("REPLAY.STREAM", stream, "FIELDS", 3, "obs", "uint8", str(item_bytes),
+                           "action", "int64", "", "reward", "float32", "")
+    obs = rng.integers(0, 256, (BATCH, item_bytes), np.uint8).tobytes()
+    action = rng.integers(0, 4, BATCH).astype(np.int64).tobytes()
+    reward = rng.random(BATCH, dtype=np.float32).tobytes()
+    items: list[Any] = []
+    n = BATCH - NSTEP
+    for t in range(n):
+        items += [f"{rng.uniform(0.1, 10):.6g}", 4,
+                  "obs", stream, "obs", t, 1, "next_obs", stream, "obs", t + NSTEP, 1,
+                  "action", stream, "action", t, 1, "reward", stream, "reward", t, NSTEP]
+    batch = (resp_command("REPLAY.APPEND", stream, BATCH, obs, action, reward)
+             + resp_command("REPLAY.ITEM", TRAJ_TABLE, *items)
+             + resp_command("REPLAY.STREAM", stream, "END"))
+    return declare, batch, n
+
+
 def run_actors(addrs: list[tuple[str, int]], n: int, item_bytes: int, per_s: float,
-               seconds: float, out_fd: int) -> None:
-    """The actors' process: n connections for `seconds`; writes a JSON line to out_fd."""
+               seconds: float, traj: bool, out_fd: int) -> None:
+    """The actors' process: n connections for `seconds`; writes a JSON line to out_fd.
+    traj: the traj phase's requests (each connection its own stream) instead of ADD."""
     rng = np.random.default_rng(os.getpid())
-    args: list[Any] = ["REPLAY.ADD", TABLE]
-    for _ in range(BATCH):
-        args += [f"{rng.uniform(0.1, 10):.6g}", rng.integers(0, 256, item_bytes,
-                                                              np.uint8).tobytes()]
-    payload = resp_command(*args)
+    payload: bytes | list[bytes]
+    setup: list[bytes] | None = None
+    replies, per_batch = 1, BATCH
+    if traj:
+        reqs = [traj_requests(f"swarm-{os.getpid()}-{k}", item_bytes, rng) for k in range(n)]
+        setup = [r[0] for r in reqs]
+        payload = [r[1] for r in reqs]
+        replies, per_batch = 3, reqs[0][2]
+    else:
+        args: list[Any] = ["REPLAY.ADD", TABLE]
+        for _ in range(BATCH):
+            args += [f"{rng.uniform(0.1, 10):.6g}", rng.integers(0, 256, item_bytes,
+                                                                  np.uint8).tobytes()]
+        payload = resp_command(*args)
     lat: list[float] = []
     counts = [0]
 
     async def main() -> None:
         stop_at = asyncio.get_running_loop().time() + seconds
-        tasks = [asyncio.create_task(_actor(k, addrs, payload, per_s, stop_at, lat, counts))
+        tasks = [asyncio.create_task(_actor(k, addrs, payload, per_s, stop_at, lat, counts,
+                                            replies, per_batch, setup))
                  for k in range(n)]
         done = await asyncio.gather(*tasks, return_exceptions=True)
         errors = [repr(e) for e in done if isinstance(e, BaseException)]
@@ -128,19 +189,23 @@ def run_actors(addrs: list[tuple[str, int]], n: int, item_bytes: int, per_s: flo
 
 # ---- the learner --------------------------------------------------------------------------
 
-def run_learner(group: list[str], item_bytes: int, seconds: float, out_fd: int) -> None:
-    """SAMPLE 512 + UPDATE 512 back to back for `seconds`; a JSON line to out_fd."""
+def run_learner(group: list[str], item_bytes: int, seconds: float, traj: bool,
+                out_fd: int) -> None:
+    """SAMPLE 512 + UPDATE 512 back to back for `seconds`; a JSON line to out_fd.
+    traj: 512 transitions assembled from the trajectory table instead."""
     rc = ShardedReplayClient(group, seed=1)
     rng = np.random.default_rng(2)
     lat = []
     batches = 0
+    table = TRAJ_TABLE if traj else TABLE
     t_end = time.perf_counter() + seconds
     t0 = time.perf_counter()
     while time.perf_counter() < t_end:
         s0 = time.perf_counter()
-        s = rc.sample(TABLE, SAMPLE, item_shape=(item_bytes,))
+        s = (rc.sample_trajectories(table, SAMPLE) if traj
+             else rc.sample(table, SAMPLE, item_shape=(item_bytes,)))
         lat.append(time.perf_counter() - s0)
-        rc.update(TABLE, s.ids, rng.uniform(0.1, 10, SAMPLE).astype(np.float32))
+        rc.update(table, s.ids, rng.uniform(0.1, 10, SAMPLE).astype(np.float32))
         batches += 1
     wall = time.perf_counter() - t0
     ms = np.array(lat) * 1e3
@@ -180,23 +245,28 @@ def _collect(pid: int, fd: int) -> dict[str, Any]:
 
 # ---- one configuration --------------------------------------------------------------------
 
-def _inserts(rc: ShardedReplayClient) -> list[int]:
-    return [int(s.info(TABLE)["inserts"]) for s in rc.shards]
+def _inserts(rc: ShardedReplayClient, table: str) -> list[int]:
+    return [int(s.info(table)["inserts"]) for s in rc.shards]
 
 
 def phase(group: list[str], name: str, actors: int, item_bytes: int, seconds: float,
-          per_s: float) -> dict[str, Any]:
+          per_s: float, traj: bool = False) -> dict[str, Any]:
     addrs = [(h, int(p)) for h, p in (a.rsplit(":", 1) for a in group)]
+    table = TRAJ_TABLE if traj else TABLE
     probe = ShardedReplayClient(group)
-    before = _inserts(probe)
+    before = _inserts(probe, table)
     t0 = time.perf_counter()
     procs = []
     if actors:
-        procs.append(("actors", *_fork(run_actors, addrs, actors, item_bytes, per_s, seconds)))
-    procs.append(("learner", *_fork(run_learner, group, item_bytes, seconds)))
+        procs.append(("actors", *_fork(run_actors, addrs, actors, item_bytes, per_s, seconds,
+                                       traj)))
+    procs.append(("learner", *_fork(run_learner, group, item_bytes, seconds, traj)))
     results = {name_: _collect(pid, fd) for name_, pid, fd in procs}
     wall = time.perf_counter() - t0
-    after = _inserts(probe)
+    after = _inserts(probe, table)
+    if traj:  # what storing each step once costs: chunk bytes over transitions held
+        chunks = chunk_stats(probe)
+        held = sum(int(s.info(table)["size"]) for s in probe.shards)
     probe.close()
     per_shard = [(a - b) / wall for a, b in zip(after, before, strict=True)]
     learner = results["learner"]
@@ -209,12 +279,38 @@ def phase(group: list[str], name: str, actors: int, item_bytes: int, seconds: fl
         "sample_p50_ms": round(learner["sample_p50_ms"], 3),
         "sample_p99_ms": round(learner["sample_p99_ms"], 3),
     }
+    if traj:
+        row["transitions_held"] = held
+        row["chunk_memory_bytes"] = chunks["memory"]
+        row["bytes_per_transition"] = round(chunks["memory"] / max(held, 1), 1)
     if actors:
         row["insert_p50_ms"] = round(results["actors"]["insert_p50_ms"], 3)
         row["insert_p99_ms"] = round(results["actors"]["insert_p99_ms"], 3)
         row["target_inserts_per_s"] = round(per_s * actors) if per_s else None
     log(json.dumps(row))
     return row
+
+
+def fill_trajectories(rc: ShardedReplayClient, capacity: int, item_bytes: int,
+                      episodes: int) -> None:
+    """The traj phase's table on every shard, filled through TrajectoryWriter with the
+    items the actors' raw requests make (obs, next_obs, action, NSTEP rewards)."""
+    create_trajectory_table(rc, TRAJ_TABLE, capacity=capacity)
+    rng = np.random.default_rng(3)
+    sig = {"obs": ((item_bytes,), np.uint8), "action": ((), np.int64),
+           "reward": ((), np.float32)}
+    for k in range(episodes):
+        w = TrajectoryWriter(rc, f"swarm-fill-{k}", sig)
+        for _ in range(BATCH):
+            w.append({"obs": rng.integers(0, 256, item_bytes, np.uint8),
+                      "action": np.int64(rng.integers(0, 4)), "reward": np.float32(rng.random())})
+        h = w.history
+        for t in range(BATCH - NSTEP):
+            w.create_item(TRAJ_TABLE, float(rng.uniform(0.1, 10)), {
+                "obs": h["obs"][t], "next_obs": h["obs"][t + NSTEP],
+                "action": h["action"][t], "reward": h["reward"][t:t + NSTEP]})
+        w.end_episode()
+        w.close()
 
 
 def start_group(rundir: Path, shards: int) -> list[str]:
@@ -248,6 +344,8 @@ def configuration(shards: int, args: argparse.Namespace, item_bytes: int) -> lis
             fill = np.random.default_rng(0).integers(0, 256, (SAMPLE * 4, item_bytes), np.uint8)
             for _ in range(shards * 4):
                 rc.add(TABLE, np.random.default_rng(1).uniform(0.1, 10, len(fill)), fill)
+            if "traj" in args.phases:
+                fill_trajectories(rc, args.capacity // shards, item_bytes, shards * 4)
             rc.close()
             rows = []
             apex_rate = APEX_TRANSITIONS_PER_S / APEX_ACTORS
@@ -262,9 +360,15 @@ def configuration(shards: int, args: argparse.Namespace, item_bytes: int) -> lis
                                       10 * apex_rate))
                 elif ph == "max":
                     rows.append(phase(group, ph, args.actors, item_bytes, args.seconds, 0))
+                elif ph == "traj":
+                    rows.append(phase(group, ph, args.actors, item_bytes, args.seconds, 0,
+                                      traj=True))
+                else:
+                    raise SystemExit(f"unknown phase {ph!r}: use learner, apex, apex10, max "
+                                     "or traj")
             base = next((r for r in rows if r["phase"] == "learner"), None)
             for r in rows:
-                if base and r is not base:
+                if base and r is not base and r["phase"] != "traj":  # traj: another sample
                     r["learner_vs_alone"] = round(r["sample_batches_per_s"]
                                                   / base["sample_batches_per_s"], 3)
             return rows
@@ -279,9 +383,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="item sizes, comma-separated (128; Atari: 49392 raw)")
     ap.add_argument("--seconds", type=float, default=20.0, help="seconds per phase (20)")
     ap.add_argument("--shards", default="1,2", help="shard counts to run (1,2)")
-    ap.add_argument("--phases", default="learner,apex,apex10,max",
+    ap.add_argument("--phases", default="learner,apex,apex10,max,traj",
                     help="learner (alone), apex (Ape-X's rate), apex10 (ten times it), max (as "
-                         "fast as possible)")
+                         "fast as possible), traj (trajectories stored once, as fast as "
+                         "possible)")
     ap.add_argument("--capacity", type=int, default=2_000_000,
                     help="transitions the group holds (Ape-X: 2M)")
     ap.add_argument("--json", help="write the rows here")
