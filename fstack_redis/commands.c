@@ -24,6 +24,7 @@
 #include "pubsub.h"
 #include "replay.h"
 #include "replication.h"
+#include "functions.h"
 #include "script.h"
 #include "slowlog.h"
 #include "snapshot.h"
@@ -245,6 +246,9 @@ static ir_command commands[] = {
     {"eval_ro", evalRoCommand, -3, 0, 0, 0, "readonly noscript stale skip_monitor no_mandatory_keys movablekeys", 0, 0},
     {"evalsha_ro", evalShaRoCommand, -3, 0, 0, 0, "readonly noscript stale skip_monitor no_mandatory_keys movablekeys", 0, 0},
     {"script", scriptCommand, -2, 0, 0, 0, "", 0, 0},
+    {"fcall", fcallCommand, -3, 0, 0, 0, "noscript stale skip_monitor no_mandatory_keys movablekeys", 0, 0},
+    {"fcall_ro", fcallRoCommand, -3, 0, 0, 0, "readonly noscript stale skip_monitor no_mandatory_keys movablekeys", 0, 0},
+    {"function", functionCommand, -2, 0, 0, 0, "", 0, 0},
     {"slowlog", slowlogCommand, -2, 0, 0, 0, "", 0, 0},
     {"latency", latencyCommand, -2, 0, 0, 0, "", 0, 0},
 };
@@ -546,6 +550,15 @@ static const subcmd subcommands[] = {
     {objectCommand, "object", "idletime", 3, "readonly"},
     {objectCommand, "object", "refcount", 3, "readonly"},
     {memoryCommand, "memory", "doctor", 2, ""},
+    {functionCommand, "function", "delete", 3, "write noscript"},
+    {functionCommand, "function", "dump", 2, "noscript"},
+    {functionCommand, "function", "flush", -2, "write noscript"},
+    {functionCommand, "function", "help", 2, "loading stale"},
+    {functionCommand, "function", "kill", 2, "noscript allow_busy"},
+    {functionCommand, "function", "list", -2, "noscript"},
+    {functionCommand, "function", "load", -3, "write denyoom noscript"},
+    {functionCommand, "function", "restore", -3, "write denyoom noscript"},
+    {functionCommand, "function", "stats", 2, "noscript allow_busy"},
     {scriptCommand, "script", "exists", -3, "noscript"},
     {scriptCommand, "script", "flush", -2, "noscript"},
     {scriptCommand, "script", "help", 2, "loading stale"},
@@ -1234,6 +1247,8 @@ static const keyspec keyspecs[] = {
     {"expire", "RW update", 1, KS_RANGE, 0, 1, 0},
     {"expireat", "RW update", 1, KS_RANGE, 0, 1, 0},
     {"expiretime", "RO access", 1, KS_RANGE, 0, 1, 0},
+    {"fcall", "RW access update", 2, KS_KEYNUM, 0, 1, 1},
+    {"fcall_ro", "RO access", 2, KS_KEYNUM, 0, 1, 1},
     {"get", "RO access", 1, KS_RANGE, 0, 1, 0},
     {"getbit", "RO access", 1, KS_RANGE, 0, 1, 0},
     {"getdel", "RW access delete", 1, KS_RANGE, 0, 1, 0},

@@ -15,6 +15,7 @@
 #include "pubsub.h"
 #include "replay.h"
 #include "replication.h"
+#include "functions.h"
 #include "script.h"
 #include "slowlog.h"
 
@@ -79,6 +80,7 @@ void server_free(ir_server *s) {
     pinsFree(&s->pins);
     pubsubFree(s);
     slowlogFreeAll();
+    functionsFree(s);
     scriptingFree(s);
     free(s->monitors);
     free(s->requirepass);

@@ -231,6 +231,7 @@ typedef struct ir_server {
     struct client **monitors;    /* MONITOR clients, in order */
     int nmonitors, capmonitors;
     struct ir_scripting *scripting; /* Lua engine and script cache (script.c), NULL until first used */
+    struct ir_functions *functions; /* FUNCTION LOAD's libraries (functions.c), NULL until first used */
     int error_stats_skip;        /* the running command's error reply was counted already (a
                                     script's error from redis.call): not in errorstats again */
 } ir_server;

@@ -1,0 +1,299 @@
+"""Redis 7.0 functions (FUNCTION LOAD/LIST/DELETE/FLUSH/DUMP/RESTORE/STATS/KILL,
+FCALL, FCALL_RO) against stock redis-server 7.0.15.
+
+``test_same_reply_as_redis`` runs each case on stock Redis and on inreplay and
+compares the exact reply bytes: the library shebang, redis.register_function
+(both forms, flags), the load-time sandbox, Redis's error texts, FUNCTION
+LIST's maps. The redis-py tests take the ``server`` fixture (both servers, the
+same expectations): load, call, list, dump/restore across servers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+import pytest
+import redis
+
+if TYPE_CHECKING:
+    from conftest import ServerPool, ServerProcess
+
+Cmd = tuple[str | int | bytes, ...]
+
+
+def lib(name: str, body: str) -> str:
+    return f"#!lua name={name}\n{body}"
+
+
+def fn(libname: str, fname: str, body: str) -> str:
+    return lib(libname, f"redis.register_function('{fname}', function(KEYS, ARGV)\n {body} \nend)")
+
+
+def ro_fn(libname: str, fname: str, body: str) -> str:
+    return lib(libname, f"redis.register_function{{function_name='{fname}', callback=function(KEYS, ARGV)\n"
+                        f" {body} \nend, flags={{'no-writes'}}}}")
+
+
+HELLO = fn("test", "test", "return 'hello'")
+LOAD: Cmd = ("FUNCTION", "LOAD", HELLO)
+
+# (setup commands, the command whose reply is compared); every case starts with
+# no keys and no libraries.
+CASES: list[tuple[list[Cmd], Cmd]] = [
+    ([], LOAD),
+    ([LOAD], ("FCALL", "test", 0)),
+    ([LOAD], ("FCALL", "TEST", 0)),
+    ([LOAD], LOAD),
+    ([LOAD], ("FUNCTION", "LOAD", "REPLACE", fn("test", "test", "return 'hello1'"))),
+    ([], ("FUNCTION", "LOAD", "foo", "bar", HELLO)),
+    ([], ("FUNCTION", "LOAD", "REPLACE")),
+    ([], ("FUNCTION", "LOAD")),
+    ([], ("FUNCTION", "LOAD", fn("bad\\0format", "test", "return 1"))),
+    ([], ("FUNCTION", "LOAD", fn("bad-name", "test", "return 1"))),
+    ([], ("FUNCTION", "LOAD", "#!bad_engine name=test\nreturn 1")),
+    ([], ("FUNCTION", "LOAD", "#! name=test\nreturn 1")),
+    ([], ("FUNCTION", "LOAD", "#!LUA name=test\nredis.register_function('f', function() return 1 end)")),
+    ([], ("FUNCTION", "LOAD", "#!lua name=test foo=bar\nreturn 1")),
+    ([], ("FUNCTION", "LOAD", "#!lua\nreturn 1")),
+    ([], ("FUNCTION", "LOAD", "#!lua name=a name=b\nreturn 1")),
+    ([], ("FUNCTION", "LOAD", "#!lua name=\"foo\"\nredis.register_function('foo', function() return 1 end)")),
+    ([], ("FUNCTION", "LOAD", "#!lua name=\"foo\nreturn 1")),
+    ([], ("FUNCTION", "LOAD", "return 1")),
+    ([], ("FUNCTION", "LOAD", "#!lua name=x")),
+    ([], ("FUNCTION", "LOAD", fn("test", "test", "bad script"))),
+    ([], ("FUNCTION", "LOAD", lib("lib", "return 1"))),
+    ([], ("FUNCTION", "LOAD", lib("lib", "a = 1"))),
+    ([], ("FUNCTION", "LOAD", lib("lib", "return math.random()"))),
+    ([], ("FUNCTION", "LOAD", lib("lib", "return redis.call('ping')"))),
+    ([], ("FUNCTION", "LOAD", lib("lib", "return redis.setresp(3)"))),
+    ([], ("FUNCTION", "LOAD", lib("lib", "mt = getmetatable(_G)"))),
+    ([], ("FUNCTION", "LOAD", lib("lib", "local x = string.len('a')"))),
+    ([], ("FUNCTION", "LOAD", lib("lib", "error('boom')"))),
+    ([], ("FUNCTION", "LOAD", lib("lib", "error({err='MYERR custom'})"))),
+    ([], ("FUNCTION", "LOAD", lib("lib", "redis.log(redis.LOG_NOTICE, 'hi')\n"
+                                         "redis.register_function('f', function() return 1 end)"))),
+    ([], ("FUNCTION", "LOAD", lib("lib", "redis.register_function()"))),
+    ([], ("FUNCTION", "LOAD", lib("lib", "redis.register_function('f1')"))),
+    ([], ("FUNCTION", "LOAD", lib("lib", "redis.register_function('f1', function() end, {}, 'd', 'x')"))),
+    ([], ("FUNCTION", "LOAD", lib("lib", "redis.register_function(nil, function() return 1 end)"))),
+    ([], ("FUNCTION", "LOAD", lib("lib", "redis.register_function('a\\0b', function() return 1 end)"))),
+    ([], ("FUNCTION", "LOAD", lib("lib", "redis.register_function('', function() return 1 end)"))),
+    ([], ("FUNCTION", "LOAD", lib("lib", "redis.register_function('f1', 'not a function')"))),
+    ([], ("FUNCTION", "LOAD", lib("lib", "redis.register_function('f1', function() return 1 end)\n"
+                                         "redis.register_function('f1', function() return 2 end)"))),
+    ([], ("FUNCTION", "LOAD", lib("lib", "redis.register_function{function_name=function() end, "
+                                         "callback=function() end}"))),
+    ([], ("FUNCTION", "LOAD", lib("lib", "redis.register_function{function_name='f', callback='bad'}"))),
+    ([], ("FUNCTION", "LOAD", lib("lib", "redis.register_function{function_name='f', "
+                                         "callback=function() end, description=function() end}"))),
+    ([], ("FUNCTION", "LOAD", lib("lib", "redis.register_function{function_name='f', "
+                                         "callback=function() end, some_unknown='x'}"))),
+    ([], ("FUNCTION", "LOAD", lib("lib", "redis.register_function{callback=function() end}"))),
+    ([], ("FUNCTION", "LOAD", lib("lib", "redis.register_function{function_name='f'}"))),
+    ([], ("FUNCTION", "LOAD", lib("lib", "redis.register_function{function_name='f', "
+                                         "callback=function() end, flags='bad'}"))),
+    ([], ("FUNCTION", "LOAD", lib("lib", "redis.register_function{function_name='f', "
+                                         "callback=function() end, flags={'unknown'}}"))),
+    ([], ("FUNCTION", "LOAD", lib("lib", "redis.register_function{function_name='f', "
+                                         "callback=function() end, flags={function() end}}"))),
+    ([], ("FUNCTION", "LOAD", lib("lib", "redis.register_function{function_name='f', "
+                                         "callback=function() end, [1]='x'}"))),
+    ([], ("FUNCTION", "LOAD", lib("lib", "local a = 1 while true do a = a + 1 end"))),
+    # FUNCTION LIST
+    ([("FUNCTION", "LOAD", lib("lib", "redis.register_function{function_name='f1', "
+                                      "callback=function() return 1 end, description='some desc', "
+                                      "flags={'no-writes', 'allow-oom', 'allow-stale', 'no-cluster', "
+                                      "'allow-cross-slot-keys'}}"))],
+     ("FUNCTION", "LIST")),
+    ([LOAD], ("FUNCTION", "LIST", "WITHCODE")),
+    ([LOAD], ("FUNCTION", "LIST", "LIBRARYNAME", "te*")),
+    ([LOAD], ("FUNCTION", "LIST", "LIBRARYNAME", "x*")),
+    ([LOAD], ("FUNCTION", "LIST", "LIBRARYNAME")),
+    ([LOAD], ("FUNCTION", "LIST", "bad_argument")),
+    ([LOAD], ("FUNCTION", "LIST", "WITHCODE", "WITHCODE")),
+    ([LOAD], ("FUNCTION", "LIST", "WITHCODE", "LIBRARYNAME", "a", "LIBRARYNAME", "b")),
+    ([LOAD], ("FUNCTION", "LIST", "X\r\n+INJECTED")),
+    ([], ("FUNCTION", "LIST")),
+    # DELETE, FLUSH, STATS, KILL, errors
+    ([LOAD], ("FUNCTION", "DELETE", "test")),
+    ([], ("FUNCTION", "DELETE", "test")),
+    ([LOAD, ("FUNCTION", "DELETE", "test")], ("FCALL", "test", 0)),
+    ([LOAD], ("FUNCTION", "FLUSH")),
+    ([LOAD], ("FUNCTION", "FLUSH", "ASYNC")),
+    ([LOAD], ("FUNCTION", "FLUSH", "bad_arg")),
+    ([LOAD], ("FUNCTION", "FLUSH", "sync", "extra")),
+    ([LOAD], ("FUNCTION", "STATS")),
+    ([], ("FUNCTION", "KILL")),
+    ([], ("FUNCTION", "bad_subcommand")),
+    ([], ("FUNCTION", "DELETE")),
+    ([], ("FUNCTION", "RESTORE", "a", "b", "c")),
+    ([], ("FUNCTION", "RESTORE", "bad_payload")),
+    ([], ("FUNCTION", "RESTORE", "x", "bad_policy")),
+    # FCALL
+    ([LOAD], ("FCALL", "test", "bad_arg")),
+    ([LOAD], ("FCALL", "test", 10, "key1")),
+    ([LOAD], ("FCALL", "test", -1, "key1")),
+    ([], ("FCALL", "nope", 0)),
+    ([("FUNCTION", "LOAD", fn("t", "f", "return {KEYS[1], ARGV[1], #KEYS, #ARGV}"))],
+     ("FCALL", "f", 1, "k", "a", "b")),
+    ([("FUNCTION", "LOAD", fn("t", "f", "return redis.call('set', KEYS[1], ARGV[1])"))],
+     ("FCALL", "f", 1, "x", "foo")),
+    ([("FUNCTION", "LOAD", fn("t", "f", "return redis.call('set', 'x', '1')"))], ("FCALL_RO", "f", 0)),
+    ([("FUNCTION", "LOAD", ro_fn("t", "f", "return redis.call('set', 'x', '1')"))], ("FCALL_RO", "f", 0)),
+    ([("FUNCTION", "LOAD", ro_fn("t", "f", "return redis.call('set', 'x', '1')"))], ("FCALL", "f", 0)),
+    ([("SET", "x", "1"), ("FUNCTION", "LOAD", ro_fn("t", "f", "return redis.call('get', 'x')"))],
+     ("FCALL_RO", "f", 0)),
+    ([("FUNCTION", "LOAD", fn("t", "f", "return redis.call('nosuchcommand')"))], ("FCALL", "f", 0)),
+    ([("FUNCTION", "LOAD", fn("t", "f", "error('boom')"))], ("FCALL", "f", 0)),
+    ([("FUNCTION", "LOAD", fn("t", "f", "return redis.register_function('g', function() end)"))],
+     ("FCALL", "f", 0)),
+    ([("FUNCTION", "LOAD", fn("t", "f", "mt = getmetatable(_G)"))], ("FCALL", "f", 0)),
+    ([("FUNCTION", "LOAD", fn("t", "f", "return string.format('%s.%s', 1, redis.REDIS_VERSION)"))],
+     ("FCALL", "f", 0)),
+    ([("FUNCTION", "LOAD", lib("lib1", "local lib = redis\n"
+                                       "lib.register_function('f1', function() lib.redis = redis end)\n"
+                                       "lib.register_function('f2', function() "
+                                       "lib.register_function('f3', function() end) end)"))],
+     ("FCALL", "f1", 0)),
+    ([("FUNCTION", "LOAD", lib("lib1", "local lib = redis\n"
+                                       "lib.register_function('f2', function() "
+                                       "lib.register_function('f3', function() end) end)"))],
+     ("FCALL", "f2", 0)),
+    ([("FUNCTION", "LOAD", lib("lib1", "local function ping() return redis.call('ping') end\n"
+                                       "redis.register_function('f1', function() return ping() end)"))],
+     ("FCALL", "f1", 0)),
+    # collisions
+    ([("FUNCTION", "LOAD", fn("lib1", "f1", "return 1"))],
+     ("FUNCTION", "LOAD", fn("lib2", "F1", "return 2"))),
+    ([("FUNCTION", "LOAD", fn("lib1", "f1", "return 1"))],
+     ("FUNCTION", "LOAD", "REPLACE", fn("lib1", "f1", "return 2"))),
+    # COMMAND's view
+    ([], ("COMMAND", "GETKEYS", "FCALL", "test", 1, "x", "foo")),
+    ([], ("COMMAND", "GETKEYS", "FCALL_RO", "test", 2, "x", "y", "foo")),
+]  # fmt: skip
+
+
+def _flush(srv: ServerProcess) -> None:
+    with srv.raw() as c:
+        assert c.call("FLUSHALL") == "OK"
+        assert c.call("FUNCTION", "FLUSH") == "OK"
+
+
+def _reply(srv: ServerProcess, setup: list[Cmd], cmd: Cmd) -> bytes:
+    _flush(srv)
+    with srv.raw() as c:
+        for s in setup:
+            c.call(*s)
+        c.send(c.command(*cmd))
+        return c.read_reply_bytes()
+
+
+@pytest.fixture
+def stock(server_pool: ServerPool) -> Iterator[ServerProcess]:
+    """The session's stock redis-server, the reference."""
+    yield server_pool.get("redis")
+
+
+@pytest.mark.parametrize(("setup", "cmd"), CASES, ids=[repr(c)[:70] for _, c in CASES])
+def test_same_reply_as_redis(
+    setup: list[Cmd], cmd: Cmd, stock: ServerProcess, srv: ServerProcess
+) -> None:
+    want = _reply(stock, setup, cmd)
+    got = _reply(srv, setup, cmd)
+    assert got == want, f"{cmd!r}: redis {want[:300]!r}, inreplay {got[:300]!r}"
+
+
+def test_resp3_list_and_stats(stock: ServerProcess, srv: ServerProcess) -> None:
+    """FUNCTION LIST's maps and flag sets, FUNCTION STATS in RESP3."""
+    code = lib("lib", "redis.register_function{function_name='f1', callback=function() return 1 end, "
+                      "flags={'no-writes', 'allow-oom'}}")
+    replies = []
+    for s in (stock, srv):
+        _flush(s)
+        with s.raw() as c:
+            c.call("HELLO", 3)
+            c.call("FUNCTION", "LOAD", code)
+            out = b""
+            for cmd in (("FUNCTION", "LIST"), ("FUNCTION", "STATS"), ("FCALL", "f1", 0)):
+                c.send(c.command(*cmd))
+                out += c.read_reply_bytes()
+            replies.append(out)
+    assert replies[1] == replies[0]
+
+
+def test_dump_restore_between_servers(stock: ServerProcess, srv: ServerProcess) -> None:
+    """A FUNCTION DUMP payload restores on the other server, both ways, with
+    each policy; a long library (Redis compresses it with LZF) too."""
+    long_body = "\n".join(f"local v{i} = 'padding padding padding {i}'" for i in range(50))
+    libs = [fn("lib1", "f1", "return 1"), lib("lib2", long_body + "\nredis.register_function('f2', "
+                                                                  "function() return v49 end)")]
+    for a, b in ((stock, srv), (srv, stock)):
+        _flush(a)
+        _flush(b)
+        ra, rb = a.client(), b.client()
+        try:
+            for code in libs:
+                ra.function_load(code)
+            payload = ra.function_dump()
+            assert rb.function_restore(payload)
+            assert rb.fcall("f1", 0) == 1
+            assert rb.fcall("f2", 0) == b"padding padding padding 49"
+            with pytest.raises(redis.ResponseError, match="Library lib[12] already exists"):
+                rb.function_restore(payload)
+            assert rb.function_restore(payload, "REPLACE")
+            rb.function_delete("lib1")
+            rb.function_load(fn("other", "f1", "return 2"))
+            with pytest.raises(redis.ResponseError, match="Function f1 already exists"):
+                rb.function_restore(payload, "REPLACE")
+            assert rb.function_restore(payload, "FLUSH")
+            assert sorted(x[b"library_name"] for x in _list(rb)) == [b"lib1", b"lib2"]
+        finally:
+            ra.close()
+            rb.close()
+
+
+def _list(r: redis.Redis) -> list[dict[bytes, object]]:
+    return [dict(zip(x[::2], x[1::2], strict=True)) for x in r.function_list()]
+
+
+@pytest.fixture
+def r(server: ServerProcess) -> Iterator[redis.Redis]:
+    server.client().function_flush()
+    client = server.client()
+    try:
+        yield client
+    finally:
+        client.close()
+
+
+def test_redis_py_load_call_list(r: redis.Redis) -> None:
+    code = lib("mylib", "local function add1(a) return a + 1 end\n"
+                        "redis.register_function('f1', function(keys, args) return add1(tonumber(args[1])) end)\n"
+                        "redis.register_function{function_name='getk', description='reads a key', "
+                        "callback=function(keys) return redis.call('get', keys[1]) end, flags={'no-writes'}}")
+    assert r.function_load(code) == b"mylib"
+    assert r.fcall("f1", 0, 41) == 42
+    r.set("k", "v")
+    assert r.fcall_ro("getk", 1, "k") == b"v"
+    [entry] = _list(r)
+    assert entry[b"library_name"] == b"mylib" and entry[b"engine"] == b"LUA"
+    funcs = {dict(zip(f[::2], f[1::2], strict=True))[b"name"]: dict(zip(f[::2], f[1::2], strict=True))
+             for f in entry[b"functions"]}  # type: ignore[attr-defined]
+    assert funcs[b"getk"][b"description"] == b"reads a key"
+    assert funcs[b"getk"][b"flags"] == [b"no-writes"]
+    assert funcs[b"f1"][b"description"] is None
+    with pytest.raises(redis.ResponseError, match="Can not execute a script with write flag"):
+        r.fcall_ro("f1", 0, 1)
+    stats = r.function_stats()
+    assert stats[stats.index(b"engines") + 1] == [b"LUA", [b"libraries_count", 1, b"functions_count", 2]]
+    assert r.function_delete("mylib")
+    assert r.function_list() == []
+
+
+def test_functions_survive_flushall_and_script_flush(r: redis.Redis) -> None:
+    r.function_load(fn("test", "test", "return redis.call('set', 'x', '1')"))
+    r.flushall()
+    r.script_flush()
+    assert r.fcall("test", 0) == b"OK"
+    assert r.get("x") == b"1"
