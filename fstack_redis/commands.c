@@ -659,7 +659,7 @@ static int isContainer(const ir_command *cmd) {
            cmd->proc == configCommand || cmd->proc == pubsubCommand || cmd->proc == memoryCommand ||
            cmd->proc == objectCommand || cmd->proc == clusterCommand || cmd->proc == scriptCommand ||
            cmd->proc == xgroupCommand || cmd->proc == xinfoCommand ||
-           cmd->proc == slowlogCommand || cmd->proc == latencyCommand;
+           cmd->proc == slowlogCommand || cmd->proc == latencyCommand || cmd->proc == functionCommand;
 }
 
 static const subcmd *findSub(const ir_command *cmd, const char *name, size_t len) {

@@ -555,8 +555,32 @@ static int loadPayload(ir_server *s, ir_functions *tmp, const unsigned char *p, 
     return 0;
 }
 
-int functionsLoadRecord(ir_server *s, const char *code, size_t len, char *err, size_t errlen) {
-    return libCreate(s, fset(s), code, len, 1, 0, err, errlen) ? 0 : -1;
+ir_functions *functionsPrepare(ir_server *s, char *const *codes, const size_t *lens, size_t n,
+                               char *err, size_t errlen) {
+    ir_functions *set = calloc(1, sizeof(*set));
+    if (!set) xmalloc((size_t)-1);
+    for (size_t i = 0; i < n; i++) {
+        if (!libCreate(s, set, codes[i], lens[i], 0, 0, err, errlen)) {
+            functionsDiscard(s, set);
+            return NULL;
+        }
+    }
+    return set;
+}
+
+void functionsDiscard(ir_server *s, ir_functions *set) {
+    if (!set) return;
+    setClear(s, set);
+    free(set->libs);
+    free(set);
+}
+
+void functionsInstall(ir_server *s, ir_functions *set) {
+    ir_functions *cur = fset(s);
+    setClear(s, cur);
+    free(cur->libs);
+    free(cur);
+    s->functions = set;
 }
 
 static void functionRestore(client *c) {

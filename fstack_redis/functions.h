@@ -17,9 +17,14 @@ void fcallRoCommand(client *c);
 void functionsRdbPut(const ir_server *s, struct rdbBuf *b);
 /* Library i's code (shebang included): 1, or 0 past the last (snapshots). */
 int functionsLibraryCode(const ir_server *s, size_t i, const char **code, size_t *len);
-/* Load one library's code, replacing one of its name (snapshot loading): 0,
- * or -1 with the error in err. */
-int functionsLoadRecord(ir_server *s, const char *code, size_t len, char *err, size_t errlen);
+/* Snapshot loading: the libraries of a snapshot are compiled (functionsPrepare:
+ * NULL with err when one does not load) before the snapshot replaces the
+ * server's state, then take the place of the server's (functionsInstall) or
+ * are dropped (functionsDiscard). */
+struct ir_functions *functionsPrepare(ir_server *s, char *const *codes, const size_t *lens, size_t n,
+                                      char *err, size_t errlen);
+void functionsInstall(ir_server *s, struct ir_functions *set);
+void functionsDiscard(ir_server *s, struct ir_functions *set);
 /* server_free: the libraries (before scriptingFree, which takes the Lua state). */
 void functionsFree(ir_server *s);
 
