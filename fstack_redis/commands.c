@@ -276,7 +276,7 @@ static const struct {
     {"write", CMD_WRITE}, {"readonly", CMD_READONLY}, {"fast", CMD_FAST},
     {"no_auth", CMD_NOAUTH}, {"admin", CMD_ADMIN}, {"denyoom", CMD_DENYOOM},
     {"no_multi", CMD_NO_MULTI}, {"skip_monitor", CMD_SKIP_MONITOR},
-    {"skip_slowlog", CMD_SKIP_SLOWLOG},
+    {"skip_slowlog", CMD_SKIP_SLOWLOG}, {"allow_busy", CMD_ALLOW_BUSY},
 };
 
 static int parseFlagWords(const char *words) {
@@ -680,6 +680,12 @@ const char *commandSubFlags(const ir_command *cmd, const client *c) {
     if (!isContainer(cmd) || c->argc < 2) return NULL;
     const subcmd *sc = findSub(cmd, c->argv[1].ptr, c->argv[1].len);
     return sc ? sc->sflags : NULL;
+}
+
+int commandAllowedBusy(const ir_command *cmd, const client *c) {
+    if (cmd->flags & CMD_ALLOW_BUSY) return 1;
+    const char *f = commandSubFlags(cmd, c);
+    return f && strstr(f, "allow_busy") != NULL;
 }
 
 static cmdstat *statFor(const client *c, const ir_command *cmd) {
@@ -2214,6 +2220,10 @@ void shutdownCommand(client *c) {
     }
     if ((abort_ && flags) || (nosave && save)) {
         addReplyStr(c, shared.syntaxerr);
+        return;
+    }
+    if (scriptBusy(s) && !nosave) { /* only SHUTDOWN NOSAVE ends a busy script */
+        addReplyBusyScript(c, scriptBusyIsEval(s));
         return;
     }
     serverTakeStopRequest(s); /* a stop asked for meanwhile (ir_stop) is pending now */

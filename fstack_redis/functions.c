@@ -16,8 +16,8 @@
  * LOAD, DELETE, FLUSH and RESTORE are replicated as called, FCALL as the
  * commands its function ran (as EVAL).
  *
- * No other client is served while a function runs (see script.c), so FUNCTION
- * STATS never shows a running script and FUNCTION KILL answers NOTBUSY.
+ * A function past busy-reply-threshold is busy as an EVAL is (script.c):
+ * FUNCTION STATS shows it, FUNCTION KILL stops it if it has not written.
  */
 #include <ctype.h>
 #include <stdio.h>
@@ -627,12 +627,30 @@ static void functionRestore(client *c) {
 }
 
 static void functionStats(client *c) {
+    if (scriptBusy(c->srv) && scriptBusyIsEval(c->srv)) {
+        addReplyBusyScript(c, 1);
+        return;
+    }
     ir_functions *fs = fset(c->srv);
     long nf = 0;
     for (int i = 0; i < fs->n; i++) nf += fs->libs[i]->nf;
     addReplyMapLen(c, 2);
     addReplyBulkCString(c, "running_script");
-    addReplyNull(c); /* nothing else runs while a script runs */
+    const char *name;
+    const client *caller;
+    long long ms;
+    if (!scriptRunningFunction(c->srv, &name, &caller, &ms)) {
+        addReplyNull(c);
+    } else {
+        addReplyMapLen(c, 3);
+        addReplyBulkCString(c, "name");
+        addReplyBulkCString(c, name);
+        addReplyBulkCString(c, "command");
+        addReplyArrayLen(c, caller->argc);
+        for (int i = 0; i < caller->argc; i++) addReplyBulk(c, caller->argv[i].ptr, caller->argv[i].len);
+        addReplyBulkCString(c, "duration_ms");
+        addReplyLongLong(c, ms);
+    }
     addReplyBulkCString(c, "engines");
     addReplyMapLen(c, 1);
     addReplyBulkCString(c, "LUA");
@@ -703,7 +721,7 @@ void functionCommand(client *c) {
     } subs[] = {{"load", -3, functionLoad},       {"list", -2, functionList},
                 {"delete", 3, functionDelete},    {"flush", -2, functionFlush},
                 {"dump", 2, functionDump},        {"restore", -3, functionRestore},
-                {"stats", 2, functionStats},      {"kill", 2, NULL},
+                {"stats", 2, functionStats},      {"kill", 2, functionKill},
                 {"help", 2, functionHelp}};
     for (size_t i = 0; i < sizeof(subs) / sizeof(subs[0]); i++) {
         if (!argEq(c, 1, subs[i].name)) continue;
@@ -712,8 +730,7 @@ void functionCommand(client *c) {
             addReplySubcommandArity(c, "function");
             return;
         }
-        if (subs[i].proc) subs[i].proc(c);
-        else addReplyError(c, "-NOTBUSY No scripts in execution right now."); /* kill */
+        subs[i].proc(c);
         return;
     }
     addReplyErrorFormat(c, "unknown subcommand '%.128s'. Try FUNCTION HELP.", c->argv[1].ptr);

@@ -16,12 +16,16 @@
  * Stock Lua 5.1 has no read-only tables, so this is done with metatables;
  * pairs() over a library table therefore sees nothing.
  *
- * No other client is served while a script runs, so there is no BUSY state and
- * SCRIPT KILL always answers NOTBUSY. Instead, a script that has run for
- * lua-time-limit ms without writing is stopped with an error (a count hook
- * checks the clock every 100,000 instructions, then every line, so pcall
- * cannot catch it for good); a script that wrote runs to its end, as Redis
- * would not kill it either. Not done: SCRIPT DEBUG (the Lua debugger).
+ * Busy scripts, as Redis: a count hook checks the clock every 100,000
+ * instructions; past lua-time-limit (busy-reply-threshold) it polls the
+ * transport from inside the script's command (transport.h, poll_reentrant)
+ * so the other clients are served: BUSY to all but the allow_busy commands
+ * (SCRIPT KILL, FUNCTION KILL, FUNCTION STATS, SHUTDOWN NOSAVE, MULTI ...).
+ * The script's own client is protected meanwhile (no input read; freed only
+ * after the script if it disconnects). A killed script raises at every line,
+ * so pcall cannot keep it alive. On a transport that cannot poll re-entrantly
+ * (lwIP on DPDK) a script that has not written is stopped at the limit
+ * instead. Not done: SCRIPT DEBUG (the Lua debugger).
  */
 #include <ctype.h>
 #include <limits.h>
@@ -57,6 +61,10 @@ typedef struct ir_scripting {
     int wrote;             /* the running script has run a write command */
     int oom_at_start;      /* used memory was over maxmemory when it started */
     int stopping;          /* the running script is over lua-time-limit: every line raises */
+    int busy;              /* the running script is past lua-time-limit: others get BUSY */
+    int kill;              /* SCRIPT KILL / FUNCTION KILL / SHUTDOWN NOSAVE asked to stop it */
+    int is_eval;           /* the running script is EVAL's (not a function) */
+    const char *name;      /* the running function's name (FUNCTION STATS) */
     struct timespec start; /* when the running script started */
     int64_t start_ms;      /* the same, wall clock: the script's commands' time */
     uint64_t nscripts;     /* in the cache */
@@ -792,27 +800,93 @@ static int luaDebugNoop(lua_State *L) { return 0; }
 
 /* ---- lua-time-limit ---------------------------------------------------------- */
 
+static long long runningMs(const ir_scripting *sc) {
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (long long)(now.tv_sec - sc->start.tv_sec) * 1000 + (now.tv_nsec - sc->start.tv_nsec) / 1000000;
+}
+
+/* Every 100,000 instructions: past lua-time-limit, serve the other clients
+ * (a nested poll, when the transport allows it) until the script ends or is
+ * killed; where it does not, stop a script that has not written (no other
+ * client could ever stop it). */
 static void timeHook(lua_State *L, lua_Debug *ar) {
     (void)ar;
     ir_scripting *sc = ctxOf(L);
-    if (!sc || !sc->caller || sc->wrote) return;
-    if (!sc->stopping) {
-        struct timespec now;
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        long long ms = (long long)(now.tv_sec - sc->start.tv_sec) * 1000 +
-                       (now.tv_nsec - sc->start.tv_nsec) / 1000000;
+    if (!sc || !sc->caller) return;
+    client *c = sc->caller;
+    ir_transport *t = c->tp;
+    if (!sc->kill && !sc->busy) {
+        long long ms = runningMs(sc);
         if (scriptTimeLimitMs <= 0 || ms < scriptTimeLimitMs) return;
-        sc->stopping = 1;
-        serverLog("Lua script stopped after %lld ms (lua-time-limit %lld ms)", ms, scriptTimeLimitMs);
-        lua_sethook(L, timeHook, LUA_MASKLINE, 0); /* raise again at every line */
+        if (!t || !t->poll_reentrant) {
+            if (sc->wrote) return;
+            if (!sc->stopping) {
+                sc->stopping = 1;
+                serverLog("Lua script stopped after %lld ms (lua-time-limit %lld ms)", ms, scriptTimeLimitMs);
+                lua_sethook(L, timeHook, LUA_MASKLINE, 0); /* raise again at every line */
+            }
+            char msg[256];
+            snprintf(msg, sizeof(msg),
+                     "Script stopped: it ran longer than lua-time-limit (%lld ms) without writing, and "
+                     "this network stack cannot serve other clients while a script runs; raise "
+                     "lua-time-limit or shorten the script", scriptTimeLimitMs);
+            pushError(L, msg);
+            lua_error(L);
+            return;
+        }
+        serverLog("Slow script detected: still in execution after %lld milliseconds. You can try "
+                  "killing the script using the %s command. Script name is: %s.",
+                  ms, sc->is_eval ? "SCRIPT KILL" : "FUNCTION KILL", sc->name);
+        sc->busy = 1;
+        c->flags |= CLIENT_PROTECTED; /* no input from it; not freed if it goes */
+        if (!(c->flags & CLIENT_CLOSED)) t->ops->want_readable(t, c->conn, 0);
     }
-    char msg[256];
-    snprintf(msg, sizeof(msg),
-             "Script stopped: it ran longer than lua-time-limit (%lld ms) without writing, and no "
-             "other client is served while a script runs; raise lua-time-limit or shorten the "
-             "script", scriptTimeLimitMs);
-    pushError(L, msg);
+    if (!sc->kill) {
+        t->ops->poll(t, 0);
+        if (c->srv->shutdown_asap) sc->kill = 1; /* SHUTDOWN NOSAVE: it ends now, written or not */
+        if (!sc->kill) return;
+    }
+    serverLog("Lua script killed by user with SCRIPT KILL.");
+    lua_sethook(L, timeHook, LUA_MASKLINE, 0); /* every line: pcall cannot keep it running */
+    pushError(L, "Script killed by user with SCRIPT KILL...");
     lua_error(L);
+}
+
+int scriptBusy(const ir_server *s) { return s->scripting && s->scripting->busy; }
+int scriptBusyIsEval(const ir_server *s) { return s->scripting && s->scripting->is_eval; }
+
+void addReplyBusyScript(client *c, int is_eval) {
+    addReplyErrorFormat(c, "-BUSY Redis is busy running a script. You can only call %s KILL or "
+                           "SHUTDOWN NOSAVE.", is_eval ? "SCRIPT" : "FUNCTION");
+}
+
+/* SCRIPT KILL (is_eval) and FUNCTION KILL */
+static void scriptKill(client *c, int is_eval) {
+    ir_scripting *sc = c->srv->scripting;
+    if (!sc || !sc->busy) {
+        addReplyError(c, "-NOTBUSY No scripts in execution right now.");
+    } else if (sc->wrote) {
+        addReplyError(c, "-UNKILLABLE Sorry the script already executed write commands against the "
+                         "dataset. You can either wait the script termination or kill the server in a "
+                         "hard way using the SHUTDOWN NOSAVE command.");
+    } else if (is_eval != sc->is_eval) { /* SCRIPT KILL of a function, FUNCTION KILL of an EVAL */
+        addReplyBusyScript(c, sc->is_eval);
+    } else {
+        sc->kill = 1;
+        addReplyStatus(c, "OK");
+    }
+}
+
+void functionKill(client *c) { scriptKill(c, 0); }
+
+int scriptRunningFunction(const ir_server *s, const char **name, const client **caller, long long *ms) {
+    const ir_scripting *sc = s->scripting;
+    if (!sc || !sc->busy) return 0;
+    *name = sc->name;
+    *caller = sc->caller;
+    *ms = runningMs(sc);
+    return 1;
 }
 
 /* ---- the sandbox ------------------------------------------------------------ */
@@ -1339,6 +1413,9 @@ static void runScript(client *c, ir_scripting *sc, lua_State *L, int flags, int 
     }
     client *f = sc->fake;
     sc->caller = c;
+    sc->is_eval = L == sc->L;
+    sc->name = errname;
+    sc->busy = sc->kill = 0;
     sc->ro = ro || (!(flags & SF_EVAL_COMPAT) && (flags & SF_NO_WRITES));
     sc->compat = !!(flags & SF_EVAL_COMPAT);
     sc->wrote = 0;
@@ -1352,6 +1429,12 @@ static void runScript(client *c, ir_scripting *sc, lua_State *L, int flags, int 
     lua_sethook(L, timeHook, LUA_MASKCOUNT, 100000);
     int err = lua_pcall(L, nargs, 1, -2 - nargs);
     lua_sethook(L, NULL, 0, 0);
+    if (sc->busy) { /* the others get their replies again; its own input resumes */
+        sc->busy = 0;
+        c->flags &= ~CLIENT_PROTECTED;
+        if (!(c->flags & CLIENT_CLOSED)) c->tp->ops->want_readable(c->tp, c->conn, 1);
+    }
+    sc->kill = 0;
     if (++sc->runs % 50 == 0) lua_gc(L, LUA_GCSTEP, 50);
     if (err) {
         if (!lua_istable(L, -1)) {
@@ -1509,8 +1592,8 @@ void scriptCommand(client *c) {
         char sha[41];
         if (createFunction(c, sc, c->argv[2].ptr, c->argv[2].len, sha) != 0) return;
         addReplyBulk(c, sha, 40);
-    } else { /* kill: no other client is served while a script runs */
-        addReplyError(c, "-NOTBUSY No scripts in execution right now.");
+    } else {
+        scriptKill(c, 1);
     }
 }
 

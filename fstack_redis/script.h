@@ -34,6 +34,21 @@ void evalRoCommand(client *c);
 void evalShaRoCommand(client *c);
 void scriptCommand(client *c);
 
+/* Busy scripts: a script that runs past lua-time-limit (busy-reply-threshold)
+ * lets the transport serve the other clients (a poll nested in its command,
+ * when the transport allows it: poll_reentrant), which get BUSY for all but
+ * the allow_busy commands (SCRIPT KILL, FUNCTION KILL, FUNCTION STATS,
+ * SHUTDOWN NOSAVE ...). Its own client sends nothing meanwhile. */
+int scriptBusy(const ir_server *s);
+int scriptBusyIsEval(const ir_server *s); /* the busy script is an EVAL (not an FCALL) */
+/* -BUSY, in the words for an EVAL (SCRIPT KILL) or a function (FUNCTION KILL). */
+void addReplyBusyScript(client *c, int is_eval);
+/* FUNCTION KILL. */
+void functionKill(client *c);
+/* The busy script's name, caller and run time so far (FUNCTION STATS): 1, or 0
+ * when no script is busy. */
+int scriptRunningFunction(const ir_server *s, const char **name, const client **caller, long long *ms);
+
 /* When the running script started (ms, wall clock): its commands' clock for
  * expiry. 0 when no script runs. */
 int64_t scriptStartMs(const ir_server *s);

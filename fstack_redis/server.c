@@ -309,6 +309,10 @@ void clientUnblocked(client *c) {
 
 void irs_closed(client *c) {
     c->flags |= CLIENT_CLOSED;
+    if (c->flags & CLIENT_PROTECTED) { /* its script runs: freed when it is done */
+        c->flags |= CLIENT_CLOSE_ASAP;
+        return;
+    }
     freeClient(c);
 }
 
@@ -457,6 +461,10 @@ int processCommand(client *c) {
                serverUsedMemory(s) > s->cfg.maxmemory) {
         s->oom_rejections++;
         addReplyError(c, "-OOM " IR_OOM_MSG);
+        rejected(c, cmd, before);
+    } else if (scriptBusy(s) && !commandAllowedBusy(cmd, c)) {
+        /* a script past busy-reply-threshold serves the others this way */
+        addReplyBusyScript(c, scriptBusyIsEval(s));
         rejected(c, cmd, before);
     } else if ((c->flags & CLIENT_PUBSUB) && c->resp == 2 && !pubsubAllowedInContext(cmd)) {
         rejectCommandFormat(c, "Can't execute '%s%s%s': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / "

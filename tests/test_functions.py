@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 import redis
+from test_scripting import BUSY_FCALL, run_busy, wait_done
 
 if TYPE_CHECKING:
     from conftest import ServerPool, ServerProcess
@@ -423,3 +424,41 @@ def test_help_and_command_info(stock: ServerProcess, srv: ServerProcess) -> None
 def _without_notes(spec: list[object]) -> list[object]:
     i = spec.index(b"notes") if b"notes" in spec else -1
     return spec if i < 0 else spec[:i] + spec[i + 2 :]
+
+
+def test_busy_function_stats_and_kill(server: ServerProcess) -> None:
+    """A function past busy-reply-threshold is busy as in Redis: BUSY (FUNCTION
+    KILL's text) to others, FUNCTION STATS names it and its command, SCRIPT
+    KILL refuses it, FUNCTION KILL stops it."""
+    r, other = server.client(), server.client()
+    try:
+        other.function_flush()
+        other.function_load(fn("busy", "spin", "local a = 1 while true do a = a + 1 end"))
+        other.config_set("busy-reply-threshold", 50)
+        if server.kind == "dpdk":  # stopped at the limit instead (see test_scripting)
+            with pytest.raises(redis.ResponseError, match="ran longer than lua-time-limit"):
+                r.fcall("spin", 0)
+            return
+        out = run_busy(r, other, "FCALL", "spin", 0)
+        with pytest.raises(redis.ResponseError) as e:
+            other.get("k")
+        assert str(e.value) == BUSY_FCALL
+        with pytest.raises(redis.ResponseError) as e:
+            other.script_kill()
+        assert str(e.value) == BUSY_FCALL
+        stats = other.function_stats()
+        running = stats[stats.index(b"running_script") + 1]
+        assert running[:4] == [b"name", b"spin", b"command", [b"FCALL", b"spin", b"0"]]
+        assert running[4] == b"duration_ms" and running[5] >= 50
+        assert other.function_kill()
+        err = wait_done(out)
+        assert isinstance(err, redis.ResponseError)
+        assert str(err).startswith("Script killed by user with SCRIPT KILL...")
+        assert other.ping()
+        with pytest.raises(redis.ResponseError, match=r"^NOTBUSY No scripts in execution"):
+            other.function_kill()
+    finally:
+        other.config_set("busy-reply-threshold", 5000)
+        other.function_flush()
+        r.close()
+        other.close()

@@ -46,7 +46,7 @@ UNITS = [
     "unit/protocol", "unit/type/string", "unit/type/list", "unit/type/hash",
     "unit/type/set", "unit/expire", "unit/keyspace", "unit/multi", "unit/pubsub",
     "unit/auth", "unit/info-command", "unit/introspection", "unit/introspection-2",
-    "unit/scripting", "unit/type/stream", "unit/type/stream-cgroups", "unit/slowlog",
+    "unit/scripting", "unit/functions", "unit/type/stream", "unit/type/stream-cgroups", "unit/slowlog",
     "unit/latency-monitor",
 ]
 SERVERS = ["redis", "kernel", "dpdk"]
