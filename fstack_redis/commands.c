@@ -36,10 +36,10 @@
 static ir_command commands[] = {
     {"ping", pingCommand, -1, 0, 0, 0, "fast", 0, 0},
     {"echo", echoCommand, 2, 0, 0, 0, "fast", 0, 0},
-    {"quit", quitCommand, -1, 0, 0, 0, "noscript loading stale fast no_auth", 0, 0},
+    {"quit", quitCommand, -1, 0, 0, 0, "noscript loading stale fast no_auth allow_busy", 0, 0},
     {"select", selectCommand, 2, 0, 0, 0, "loading stale fast", 0, 0},
-    {"auth", authCommand, -2, 0, 0, 0, "noscript loading stale fast no_auth", 0, 0},
-    {"hello", helloCommand, -1, 0, 0, 0, "noscript loading stale fast no_auth", 0, 0},
+    {"auth", authCommand, -2, 0, 0, 0, "noscript loading stale fast no_auth allow_busy", 0, 0},
+    {"hello", helloCommand, -1, 0, 0, 0, "noscript loading stale fast no_auth allow_busy", 0, 0},
     {"client", clientCommand, -2, 0, 0, 0, "noscript loading stale", 0, 0},
     {"command", commandCommand, -1, 0, 0, 0, "loading stale", 0, 0},
     {"config", configCommand, -2, 0, 0, 0, "admin noscript loading stale", 0, 0},

@@ -847,7 +847,8 @@ static void timeHook(lua_State *L, lua_Debug *ar) {
         if (c->srv->shutdown_asap) sc->kill = 1; /* SHUTDOWN NOSAVE: it ends now, written or not */
         if (!sc->kill) return;
     }
-    serverLog("Lua script killed by user with SCRIPT KILL.");
+    if (c->srv->shutdown_asap) serverLog("Lua script stopped: the server shuts down.");
+    else serverLog("Lua script killed by user with SCRIPT KILL.");
     lua_sethook(L, timeHook, LUA_MASKLINE, 0); /* every line: pcall cannot keep it running */
     pushError(L, "Script killed by user with SCRIPT KILL...");
     lua_error(L);

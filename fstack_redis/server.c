@@ -285,6 +285,7 @@ void freeClient(client *c) {
 /* After input or output progress: close the client if it is done. */
 static void clientAfterIO(client *c) {
     if (c->pending_bytes && !(c->flags & CLIENT_CLOSE_ASAP)) clientFlush(c);
+    if (c->flags & CLIENT_PROTECTED) return; /* its busy script still runs: freed after it */
     if ((c->flags & CLIENT_CLOSE_ASAP) ||
         ((c->flags & CLIENT_CLOSE_AFTER_REPLY) && c->pending_bytes == 0))
         freeClient(c);

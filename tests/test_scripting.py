@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import hashlib
 import re
+import socket
+import struct
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -710,3 +712,72 @@ def test_metatables_do_not_reach_the_real_tables(r: redis.Redis, script: str) ->
     assert r.eval("return ('ab'):upper()", 0) == b"AB"
     with pytest.raises(redis.ResponseError, match="nonexistent global"):
         r.eval("return x", 0)
+
+
+def test_busy_script_caller_pipelines_or_goes_away(server: ServerProcess) -> None:
+    """The busy script's own client is not read meanwhile: what it pipelined
+    behind the script runs after it, in order; if it disconnects (RST) while
+    the script runs, the script is still killed cleanly and the server lives."""
+    if server.kind == "dpdk":
+        pytest.skip("lwIP stops a script at the limit instead (see above)")
+    other = server.client()
+    spin = ("EVAL", "while true do end", 0)
+    try:
+        other.config_set("busy-reply-threshold", 50)
+        with server.raw() as c:
+            c.send(c.command(*spin) + c.command("PING"))
+            _until_busy(other)
+            c.send(c.command("ECHO", "after"))
+            assert other.script_kill()
+            killed = c.read_reply_bytes()
+            assert killed.startswith(b"-ERR Script killed by user with SCRIPT KILL...")
+            assert c.read_reply_bytes() == b"+PONG\r\n"
+            assert c.read_reply_bytes() == b"$5\r\nafter\r\n"
+        c = server.raw()
+        c.send(c.command(*spin))
+        _until_busy(other)
+        c.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        c.close()  # RST
+        time.sleep(0.1)
+        assert other.script_kill()
+        assert other.ping()
+    finally:
+        other.config_set("busy-reply-threshold", 5000)
+        other.close()
+
+
+def _until_busy(other: redis.Redis) -> None:
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            other.ping()
+        except redis.ResponseError:
+            return
+        assert time.monotonic() < deadline, "the script never became busy"
+        time.sleep(0.02)
+
+
+def test_busy_script_and_shutdown_nosave(
+    server_kind: str, server_factory: Callable[..., ServerProcess]
+) -> None:
+    """SHUTDOWN NOSAVE ends a busy script, even one that wrote, and the server
+    exits cleanly (SHUTDOWN without NOSAVE gets BUSY)."""
+    if server_kind == "dpdk":
+        pytest.skip("lwIP stops a script at the limit instead")
+    srv = server_factory(server_kind)
+    other = srv.client()
+    other.config_set("busy-reply-threshold", 50)
+    c = srv.raw()
+    c.send(c.command("EVAL", "redis.call('set', 'k', 1) while true do end", 0))
+    _until_busy(other)
+    with pytest.raises(redis.ResponseError, match=r"^UNKILLABLE"):
+        other.script_kill()
+    with pytest.raises(redis.ResponseError, match=r"^BUSY"):
+        other.shutdown()
+    other.shutdown(nosave=True)  # redis-py takes the closed connection as done
+    deadline = time.monotonic() + 10
+    while srv.alive():
+        assert time.monotonic() < deadline, "the server did not exit"
+        time.sleep(0.05)
+    assert srv.stop() == 0, srv.log_tail()
+    c.close()
