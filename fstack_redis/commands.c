@@ -1946,6 +1946,8 @@ void infoCommand(client *c) {
         bytesHuman(th, sizeof(th), total);
         uint64_t lua_bytes, nscripts, script_bytes;
         scriptingInfo(s, &lua_bytes, &nscripts, &script_bytes);
+        uint64_t nfuncs, nlibs;
+        functionsInfo(s, &nfuncs, &nlibs);
         infoCat(&b, "%s# Memory\r\nused_memory:%llu\r\nused_memory_human:%s\r\n"
                     "used_memory_rss:%llu\r\nused_memory_rss_human:%s\r\n"
                     "used_memory_peak:%llu\r\nused_memory_peak_human:%s\r\n"
@@ -1954,6 +1956,8 @@ void infoCommand(client *c) {
                     "total_system_memory:%llu\r\ntotal_system_memory_human:%s\r\n"
                     "used_memory_lua:%llu\r\nused_memory_vm_eval:%llu\r\n"
                     "used_memory_scripts_eval:%llu\r\nnumber_of_cached_scripts:%llu\r\n"
+                    "number_of_functions:%llu\r\nnumber_of_libraries:%llu\r\n"
+                    "used_memory_vm_functions:%llu\r\n"
                     "used_memory_replay:%llu\r\nused_memory_replay_items:%llu\r\n"
                     "used_memory_pinned_detached:%llu\r\npinned_buffers:%llu\r\n"
                     "maxmemory:%llu\r\nmaxmemory_human:%s\r\nmaxmemory_policy:noeviction\r\n"
@@ -1967,6 +1971,8 @@ void infoCommand(client *c) {
                 used ? 100.0 * (double)dataset / (double)used : 0.0, (unsigned long long)total, th,
                 (unsigned long long)lua_bytes, (unsigned long long)lua_bytes,
                 (unsigned long long)script_bytes, (unsigned long long)nscripts,
+                (unsigned long long)nfuncs, (unsigned long long)nlibs,
+                (unsigned long long)scriptFnMemory(s),
                 (unsigned long long)tablesMemory(s->tables),
                 (unsigned long long)tablesBytes(s->tables),
                 (unsigned long long)s->pins.detached_bytes, (unsigned long long)s->pins.nused,

@@ -789,3 +789,12 @@ int functionsLibraryCode(const ir_server *s, size_t i, const char **code, size_t
     *len = fs->libs[i]->codelen;
     return 1;
 }
+
+void functionsInfo(const ir_server *s, uint64_t *nfuncs, uint64_t *nlibs) {
+    const ir_functions *fs = s->functions;
+    *nfuncs = *nlibs = 0;
+    for (int i = 0; fs && i < fs->n; i++) {
+        (*nlibs)++;
+        *nfuncs += (uint64_t)fs->libs[i]->nf;
+    }
+}

@@ -4,6 +4,7 @@
 #define IR_FUNCTIONS_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "server.h"
 
@@ -25,6 +26,8 @@ struct ir_functions *functionsPrepare(ir_server *s, char *const *codes, const si
                                       char *err, size_t errlen);
 void functionsInstall(ir_server *s, struct ir_functions *set);
 void functionsDiscard(ir_server *s, struct ir_functions *set);
+/* INFO memory: functions and libraries loaded. */
+void functionsInfo(const ir_server *s, uint64_t *nfuncs, uint64_t *nlibs);
 /* server_free: the libraries (before scriptingFree, which takes the Lua state). */
 void functionsFree(ir_server *s);
 

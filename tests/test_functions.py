@@ -305,6 +305,9 @@ def test_redis_py_load_call_list(r: redis.Redis) -> None:
     stats = r.function_stats()
     engines = stats[stats.index(b"engines") + 1]
     assert engines == [b"LUA", [b"libraries_count", 1, b"functions_count", 2]]
+    mem = r.info("memory")
+    assert (mem["number_of_functions"], mem["number_of_libraries"]) == (2, 1)
+    assert mem["used_memory_vm_functions"] > 0
     assert r.function_delete("mylib")
     assert r.function_list() == []
 
