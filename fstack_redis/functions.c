@@ -548,7 +548,9 @@ static int loadPayload(ir_server *s, ir_functions *tmp, const unsigned char *p, 
             snprintf(err, errlen, "Failed loading library payload");
             return -1;
         }
-        fnLib *l = libCreate(s, tmp, code, len, 0, 0, err, errlen);
+        /* with LOAD's time limit (Redis has none here): a crafted payload
+         * cannot hang the server, and a dumped library loaded within it once */
+        fnLib *l = libCreate(s, tmp, code, len, 0, FN_LOAD_TIMEOUT_MS, err, errlen);
         free(code);
         if (!l) return -1;
     }

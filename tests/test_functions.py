@@ -465,3 +465,37 @@ def test_busy_function_stats_and_kill(server: ServerProcess) -> None:
         other.function_flush()
         r.close()
         other.close()
+
+
+def test_restore_of_a_library_that_never_returns(srv: ServerProcess) -> None:
+    """A payload whose library loops at load time (crafted: LOAD would have
+    refused it) is refused after LOAD's 500 ms instead of hanging the server."""
+    code = lib("evil", "while true do end")
+    body = bytes([245]) + _rdb_len(len(code)) + code.encode()
+    body += (10).to_bytes(2, "little")
+    payload = body + _crc64(body).to_bytes(8, "little")
+    r = srv.client()
+    try:
+        t0 = time.monotonic()
+        with pytest.raises(redis.ResponseError, match="FUNCTION LOAD timeout"):
+            r.function_restore(payload)
+        assert time.monotonic() - t0 < 5
+        assert r.ping()
+    finally:
+        r.close()
+
+
+def _rdb_len(n: int) -> bytes:
+    assert n < 16384
+    return bytes([n]) if n < 64 else bytes([0x40 | (n >> 8), n & 0xFF])
+
+
+def _crc64(data: bytes) -> int:
+    """Redis's CRC-64 (Jones polynomial, reflected)."""
+    poly = 0x95AC9329AC4BC9B5
+    crc = 0
+    for byte in data:
+        crc ^= byte
+        for _ in range(8):
+            crc = (crc >> 1) ^ poly if crc & 1 else crc >> 1
+    return crc
