@@ -56,12 +56,14 @@ typedef struct ir_functions {
     int n, cap;
 } ir_functions;
 
+static void oom(void) {
+    serverLog("out of memory (functions)");
+    abort();
+}
+
 static void *xmalloc(size_t n) {
     void *p = malloc(n ? n : 1);
-    if (!p) {
-        serverLog("out of memory (functions)");
-        abort();
-    }
+    if (!p) oom();
     return p;
 }
 
@@ -75,7 +77,7 @@ static char *xstrndup(const char *s, size_t n) {
 static ir_functions *fset(ir_server *s) {
     if (!s->functions) {
         s->functions = calloc(1, sizeof(ir_functions));
-        if (!s->functions) xmalloc((size_t)-1);
+        if (!s->functions) oom();
     }
     return s->functions;
 }
@@ -113,7 +115,7 @@ static void setAppend(ir_functions *fs, fnLib *l) {
     if (fs->n == fs->cap) {
         int cap = fs->cap ? fs->cap * 2 : 8;
         fnLib **p = realloc(fs->libs, (size_t)cap * sizeof(*p));
-        if (!p) xmalloc((size_t)-1);
+        if (!p) oom();
         fs->libs = p;
         fs->cap = cap;
     }
@@ -152,7 +154,7 @@ static const char *registerCb(void *arg, const char *name, size_t len, const cha
     if (l->nf == l->cap) {
         int cap = l->cap ? l->cap * 2 : 4;
         fnFunc *p = realloc(l->f, (size_t)cap * sizeof(*p));
-        if (!p) xmalloc((size_t)-1);
+        if (!p) oom();
         l->f = p;
         l->cap = cap;
     }
@@ -230,7 +232,7 @@ bad:
 }
 
 /* Load code as a library into fs (replace: an existing one of its name goes,
- * if the new one loads). The library's name, or NULL with err set. */
+ * if the new one loads). The library, or NULL with err set. */
 static fnLib *libCreate(ir_server *s, ir_functions *fs, const char *code, size_t len, int replace,
                         long long timeout_ms, char *err, size_t errlen) {
     if (len < 2 || code[0] != '#' || code[1] != '!') {
@@ -293,7 +295,7 @@ static fnLib *libCreate(ir_server *s, ir_functions *fs, const char *code, size_t
     }
     if (ok) {
         l = calloc(1, sizeof(*l));
-        if (!l) xmalloc((size_t)-1);
+        if (!l) oom();
         l->name = name;
         name = NULL;
         l->code = xstrndup(code, len);
@@ -560,7 +562,7 @@ static int loadPayload(ir_server *s, ir_functions *tmp, const unsigned char *p, 
 ir_functions *functionsPrepare(ir_server *s, char *const *codes, const size_t *lens, size_t n,
                                char *err, size_t errlen) {
     ir_functions *set = calloc(1, sizeof(*set));
-    if (!set) xmalloc((size_t)-1);
+    if (!set) oom();
     for (size_t i = 0; i < n; i++) {
         if (!libCreate(s, set, codes[i], lens[i], 0, 0, err, errlen)) {
             functionsDiscard(s, set);
