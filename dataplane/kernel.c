@@ -50,6 +50,8 @@ typedef struct kernel_transport {
     ir_transport base;
     int epfd, lfd;
     char *rbuf;
+    char *nested_rbuf;       /* reads of a nested poll (see kernelPoll), made at its first */
+    int depth;               /* kernelPoll calls in progress */
     ir_conn *dead;
     ir_conn listener;        /* marker for the listening socket's events */
     int busy_poll;
@@ -126,11 +128,14 @@ static void acceptAll(kernel_transport *k) {
     }
 }
 
+static int kernelPollOnce(kernel_transport *k, long timeout_us);
+
 static void connReadable(kernel_transport *k, ir_conn *c) {
+    char *buf = k->depth > 1 ? k->nested_rbuf : k->rbuf;
     for (int i = 0; i < READS_PER_EVENT && !c->closed; i++) {
-        ssize_t n = read(c->fd, k->rbuf, READ_BUF);
+        ssize_t n = read(c->fd, buf, READ_BUF);
         if (n > 0) {
-            irs_data(c->cl, k->rbuf, (size_t)n);
+            irs_data(c->cl, buf, (size_t)n);
             if ((size_t)n < READ_BUF) return;
             continue;
         }
@@ -144,8 +149,23 @@ static void connReadable(kernel_transport *k, ir_conn *c) {
     }
 }
 
+/* Re-entrant (poll_reentrant): a busy script polls from inside a command,
+ * that is from inside an outer poll's upcall. The nested poll reads into its
+ * own buffer (the outer one's bytes may still be in use) and connections
+ * released meanwhile are freed only when the outermost poll ends (the outer
+ * one still holds them in its event list). Deeper nesting does not happen:
+ * the server answers BUSY to every command that could start a script. */
 static int kernelPoll(ir_transport *t, long timeout_us) {
     kernel_transport *k = (kernel_transport *)t;
+    if (k->depth && !k->nested_rbuf && !(k->nested_rbuf = malloc(READ_BUF))) return 0;
+    if (k->depth > 1) return 0;
+    k->depth++;
+    int n = kernelPollOnce(k, timeout_us);
+    if (--k->depth == 0) freeDead(k);
+    return n;
+}
+
+static int kernelPollOnce(kernel_transport *k, long timeout_us) {
     struct epoll_event evs[MAX_EVENTS];
     struct timespec ts = {.tv_sec = timeout_us / 1000000, .tv_nsec = timeout_us % 1000000 * 1000};
     int n = epoll_pwait2(k->epfd, evs, MAX_EVENTS, &ts, NULL);
@@ -169,7 +189,6 @@ static int kernelPoll(ir_transport *t, long timeout_us) {
         }
         if (!c->closed && (evs[i].events & EPOLLOUT)) irs_writable(c->cl);
     }
-    freeDead(k);
     return n;
 }
 
@@ -260,6 +279,7 @@ static void kernelDestroy(ir_transport *t) {
     if (k->epfd >= 0) close(k->epfd);
     freeDead(k);
     free(k->rbuf);
+    free(k->nested_rbuf);
     free(k);
 }
 
@@ -321,6 +341,7 @@ ir_transport *ir_kernel_transport_new(struct ir_server *s, const char *bind_addr
     k->base.ops = &kernel_ops;
     k->base.srv = s;
     k->base.can_wait = 1;
+    k->base.poll_reentrant = 1;
     k->base.build = busy_poll ? "Linux TCP/IP; epoll; busy polling (SO_BUSY_POLL)"
                               : "Linux TCP/IP; epoll";
     k->busy_poll = busy_poll;

@@ -24,6 +24,7 @@
 #include "pubsub.h"
 #include "replay.h"
 #include "replication.h"
+#include "functions.h"
 #include "script.h"
 #include "slowlog.h"
 #include "snapshot.h"
@@ -35,10 +36,10 @@
 static ir_command commands[] = {
     {"ping", pingCommand, -1, 0, 0, 0, "fast", 0, 0},
     {"echo", echoCommand, 2, 0, 0, 0, "fast", 0, 0},
-    {"quit", quitCommand, -1, 0, 0, 0, "noscript loading stale fast no_auth", 0, 0},
+    {"quit", quitCommand, -1, 0, 0, 0, "noscript loading stale fast no_auth allow_busy", 0, 0},
     {"select", selectCommand, 2, 0, 0, 0, "loading stale fast", 0, 0},
-    {"auth", authCommand, -2, 0, 0, 0, "noscript loading stale fast no_auth", 0, 0},
-    {"hello", helloCommand, -1, 0, 0, 0, "noscript loading stale fast no_auth", 0, 0},
+    {"auth", authCommand, -2, 0, 0, 0, "noscript loading stale fast no_auth allow_busy", 0, 0},
+    {"hello", helloCommand, -1, 0, 0, 0, "noscript loading stale fast no_auth allow_busy", 0, 0},
     {"client", clientCommand, -2, 0, 0, 0, "noscript loading stale", 0, 0},
     {"command", commandCommand, -1, 0, 0, 0, "loading stale", 0, 0},
     {"config", configCommand, -2, 0, 0, 0, "admin noscript loading stale", 0, 0},
@@ -245,6 +246,9 @@ static ir_command commands[] = {
     {"eval_ro", evalRoCommand, -3, 0, 0, 0, "readonly noscript stale skip_monitor no_mandatory_keys movablekeys", 0, 0},
     {"evalsha_ro", evalShaRoCommand, -3, 0, 0, 0, "readonly noscript stale skip_monitor no_mandatory_keys movablekeys", 0, 0},
     {"script", scriptCommand, -2, 0, 0, 0, "", 0, 0},
+    {"fcall", fcallCommand, -3, 0, 0, 0, "noscript stale skip_monitor no_mandatory_keys movablekeys", 0, 0},
+    {"fcall_ro", fcallRoCommand, -3, 0, 0, 0, "readonly noscript stale skip_monitor no_mandatory_keys movablekeys", 0, 0},
+    {"function", functionCommand, -2, 0, 0, 0, "", 0, 0},
     {"slowlog", slowlogCommand, -2, 0, 0, 0, "", 0, 0},
     {"latency", latencyCommand, -2, 0, 0, 0, "", 0, 0},
 };
@@ -272,7 +276,7 @@ static const struct {
     {"write", CMD_WRITE}, {"readonly", CMD_READONLY}, {"fast", CMD_FAST},
     {"no_auth", CMD_NOAUTH}, {"admin", CMD_ADMIN}, {"denyoom", CMD_DENYOOM},
     {"no_multi", CMD_NO_MULTI}, {"skip_monitor", CMD_SKIP_MONITOR},
-    {"skip_slowlog", CMD_SKIP_SLOWLOG},
+    {"skip_slowlog", CMD_SKIP_SLOWLOG}, {"allow_busy", CMD_ALLOW_BUSY},
 };
 
 static int parseFlagWords(const char *words) {
@@ -546,6 +550,15 @@ static const subcmd subcommands[] = {
     {objectCommand, "object", "idletime", 3, "readonly"},
     {objectCommand, "object", "refcount", 3, "readonly"},
     {memoryCommand, "memory", "doctor", 2, ""},
+    {functionCommand, "function", "delete", 3, "write noscript"},
+    {functionCommand, "function", "dump", 2, "noscript"},
+    {functionCommand, "function", "flush", -2, "write noscript"},
+    {functionCommand, "function", "help", 2, "loading stale"},
+    {functionCommand, "function", "kill", 2, "noscript allow_busy"},
+    {functionCommand, "function", "list", -2, "noscript"},
+    {functionCommand, "function", "load", -3, "write denyoom noscript"},
+    {functionCommand, "function", "restore", -3, "write denyoom noscript"},
+    {functionCommand, "function", "stats", 2, "noscript allow_busy"},
     {scriptCommand, "script", "exists", -3, "noscript"},
     {scriptCommand, "script", "flush", -2, "noscript"},
     {scriptCommand, "script", "help", 2, "loading stale"},
@@ -646,7 +659,7 @@ static int isContainer(const ir_command *cmd) {
            cmd->proc == configCommand || cmd->proc == pubsubCommand || cmd->proc == memoryCommand ||
            cmd->proc == objectCommand || cmd->proc == clusterCommand || cmd->proc == scriptCommand ||
            cmd->proc == xgroupCommand || cmd->proc == xinfoCommand ||
-           cmd->proc == slowlogCommand || cmd->proc == latencyCommand;
+           cmd->proc == slowlogCommand || cmd->proc == latencyCommand || cmd->proc == functionCommand;
 }
 
 static const subcmd *findSub(const ir_command *cmd, const char *name, size_t len) {
@@ -667,6 +680,12 @@ const char *commandSubFlags(const ir_command *cmd, const client *c) {
     if (!isContainer(cmd) || c->argc < 2) return NULL;
     const subcmd *sc = findSub(cmd, c->argv[1].ptr, c->argv[1].len);
     return sc ? sc->sflags : NULL;
+}
+
+int commandAllowedBusy(const ir_command *cmd, const client *c) {
+    if (cmd->flags & CMD_ALLOW_BUSY) return 1;
+    const char *f = commandSubFlags(cmd, c);
+    return f && strstr(f, "allow_busy") != NULL;
 }
 
 static cmdstat *statFor(const client *c, const ir_command *cmd) {
@@ -1234,6 +1253,8 @@ static const keyspec keyspecs[] = {
     {"expire", "RW update", 1, KS_RANGE, 0, 1, 0},
     {"expireat", "RW update", 1, KS_RANGE, 0, 1, 0},
     {"expiretime", "RO access", 1, KS_RANGE, 0, 1, 0},
+    {"fcall", "RW access update", 2, KS_KEYNUM, 0, 1, 1},
+    {"fcall_ro", "RO access", 2, KS_KEYNUM, 0, 1, 1},
     {"get", "RO access", 1, KS_RANGE, 0, 1, 0},
     {"getbit", "RO access", 1, KS_RANGE, 0, 1, 0},
     {"getdel", "RW access delete", 1, KS_RANGE, 0, 1, 0},
@@ -1925,6 +1946,8 @@ void infoCommand(client *c) {
         bytesHuman(th, sizeof(th), total);
         uint64_t lua_bytes, nscripts, script_bytes;
         scriptingInfo(s, &lua_bytes, &nscripts, &script_bytes);
+        uint64_t nfuncs, nlibs;
+        functionsInfo(s, &nfuncs, &nlibs);
         infoCat(&b, "%s# Memory\r\nused_memory:%llu\r\nused_memory_human:%s\r\n"
                     "used_memory_rss:%llu\r\nused_memory_rss_human:%s\r\n"
                     "used_memory_peak:%llu\r\nused_memory_peak_human:%s\r\n"
@@ -1933,6 +1956,8 @@ void infoCommand(client *c) {
                     "total_system_memory:%llu\r\ntotal_system_memory_human:%s\r\n"
                     "used_memory_lua:%llu\r\nused_memory_vm_eval:%llu\r\n"
                     "used_memory_scripts_eval:%llu\r\nnumber_of_cached_scripts:%llu\r\n"
+                    "number_of_functions:%llu\r\nnumber_of_libraries:%llu\r\n"
+                    "used_memory_vm_functions:%llu\r\n"
                     "used_memory_replay:%llu\r\nused_memory_replay_items:%llu\r\n"
                     "used_memory_pinned_detached:%llu\r\npinned_buffers:%llu\r\n"
                     "maxmemory:%llu\r\nmaxmemory_human:%s\r\nmaxmemory_policy:noeviction\r\n"
@@ -1946,6 +1971,8 @@ void infoCommand(client *c) {
                 used ? 100.0 * (double)dataset / (double)used : 0.0, (unsigned long long)total, th,
                 (unsigned long long)lua_bytes, (unsigned long long)lua_bytes,
                 (unsigned long long)script_bytes, (unsigned long long)nscripts,
+                (unsigned long long)nfuncs, (unsigned long long)nlibs,
+                (unsigned long long)scriptFnMemory(s),
                 (unsigned long long)tablesMemory(s->tables),
                 (unsigned long long)tablesBytes(s->tables),
                 (unsigned long long)s->pins.detached_bytes, (unsigned long long)s->pins.nused,
@@ -2199,6 +2226,10 @@ void shutdownCommand(client *c) {
     }
     if ((abort_ && flags) || (nosave && save)) {
         addReplyStr(c, shared.syntaxerr);
+        return;
+    }
+    if (scriptBusy(s) && !nosave) { /* only SHUTDOWN NOSAVE ends a busy script */
+        addReplyBusyScript(c, scriptBusyIsEval(s));
         return;
     }
     serverTakeStopRequest(s); /* a stop asked for meanwhile (ir_stop) is pending now */

@@ -143,6 +143,13 @@ static int getStr(rbuf *r, char **p, size_t *len) {
     return 0;
 }
 
+int rdbReadString(const unsigned char **p, const unsigned char *end, char **out, size_t *len) {
+    rbuf r = {*p, end};
+    if (getStr(&r, out, len) != 0) return -1;
+    *p = r.p;
+    return 0;
+}
+
 /* A ZSET_2 body of n members (member, 8-byte little-endian double); its
  * encoding as Redis picks it on load. NULL if malformed (NaN, duplicates). */
 static dbEntry *loadZset(ir_db *db, const dbkey *k, rbuf *r, uint64_t n) {

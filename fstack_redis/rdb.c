@@ -16,6 +16,7 @@
  * 32 bits little-endian), as Redis does. A DUMP payload is one <type> <value>
  * of the same encoding (dump.c adds its version and CRC64 trailer).
  */
+#include "functions.h"
 #include "rdb.h"
 
 #include <stdio.h>
@@ -240,6 +241,7 @@ char *rdbBuild(const ir_server *s, const char *repl_id, uint64_t repl_offset, si
     snprintf(num, sizeof(num), "%llu", (unsigned long long)repl_offset);
     putAux(&b, "repl-offset", num);
     putAux(&b, "aof-base", "0");
+    functionsRdbPut(s, &b); /* the libraries, before the keys, as Redis writes them */
     walk w = {&b, (int64_t)ir_mstime()};
     for (int i = 0; i < dbsCount(s) && !b.oom; i++) {
         const ir_db *db = dbsAt(s, i);

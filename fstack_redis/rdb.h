@@ -73,6 +73,11 @@ void rdbPutValue(rdbBuf *b, const struct dbEntry *e, int flags);
  * repl_offset go into the image's aux fields as Redis writes them. */
 char *rdbBuild(const struct ir_server *s, const char *repl_id, uint64_t repl_offset, size_t *len);
 
+/* One RDB string at *p (raw, integer or LZF encoded, as Redis writes them),
+ * not past end: a malloc'd copy with a NUL after it in *out, *p moved past
+ * it. -1 when malformed (dump.c). */
+int rdbReadString(const unsigned char **p, const unsigned char *end, char **out, size_t *len);
+
 /* Redis's CRC64 (Jones polynomial, reflected, no final xor) over p[0..len),
  * continuing from crc (0 to start). */
 uint64_t crc64Jones(uint64_t crc, const void *p, size_t len);

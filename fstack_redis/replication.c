@@ -298,9 +298,22 @@ static int alwaysPropagated(const ir_command *cmd) {
            !strcmp(n, "swapdb");
 }
 
+/* A write command, or a container's write subcommand (FUNCTION LOAD). */
+static int isWrite(const ir_command *cmd, const client *c) {
+    if (cmd->flags & CMD_WRITE) return 1;
+    const char *f = commandSubFlags(cmd, c);
+    for (const char *p = f; p && *p;) {
+        size_t n = strcspn(p, " ");
+        if (n == 5 && !strncmp(p, "write", 5)) return 1;
+        p += n;
+        p += strspn(p, " ");
+    }
+    return 0;
+}
+
 void replCallEnd(client *c, const ir_command *cmd, replFrame *f) {
     if (repl_nslaves && !R.prevent && strncmp(cmd->name, "replay.", 7) != 0 &&
-        (((cmd->flags & CMD_WRITE) && repl_cmd_dirty) || alwaysPropagated(cmd))) {
+        ((repl_cmd_dirty && isWrite(cmd, c)) || alwaysPropagated(cmd))) {
         R.elen = 0;
         ebufHeader('*', (size_t)c->argc);
         for (int i = 0; i < c->argc; i++) ebufBulk(c->argv[i].ptr, c->argv[i].len);

@@ -16,12 +16,16 @@
  * Stock Lua 5.1 has no read-only tables, so this is done with metatables;
  * pairs() over a library table therefore sees nothing.
  *
- * No other client is served while a script runs, so there is no BUSY state and
- * SCRIPT KILL always answers NOTBUSY. Instead, a script that has run for
- * lua-time-limit ms without writing is stopped with an error (a count hook
- * checks the clock every 100,000 instructions, then every line, so pcall
- * cannot catch it for good); a script that wrote runs to its end, as Redis
- * would not kill it either. Not done: SCRIPT DEBUG (the Lua debugger).
+ * Busy scripts, as Redis: a count hook checks the clock every 100,000
+ * instructions; past lua-time-limit (busy-reply-threshold) it polls the
+ * transport from inside the script's command (transport.h, poll_reentrant)
+ * so the other clients are served: BUSY to all but the allow_busy commands
+ * (SCRIPT KILL, FUNCTION KILL, FUNCTION STATS, SHUTDOWN NOSAVE, MULTI ...).
+ * The script's own client is protected meanwhile (no input read; freed only
+ * after the script if it disconnects). A killed script raises at every line,
+ * so pcall cannot keep it alive. On a transport that cannot poll re-entrantly
+ * (lwIP on DPDK) a script that has not written is stopped at the limit
+ * instead. Not done: SCRIPT DEBUG (the Lua debugger).
  */
 #include <ctype.h>
 #include <limits.h>
@@ -47,16 +51,9 @@ int luaopen_cjson(lua_State *L);
 int luaopen_bit(lua_State *L);
 #endif
 
-/* Shebang flags (#!lua flags=...), as Redis 7.0 names them. */
-#define SF_NO_WRITES (1 << 0)
-#define SF_ALLOW_OOM (1 << 1)
-#define SF_ALLOW_STALE (1 << 2)
-#define SF_NO_CLUSTER (1 << 3)
-#define SF_ALLOW_CROSS_SLOT (1 << 4)
-#define SF_EVAL_COMPAT (1 << 5) /* no shebang: Redis's pre-7.0 rules */
-
 typedef struct ir_scripting {
     lua_State *L;
+    lua_State *fL;         /* the functions' (FUNCTION LOAD), created at the first */
     client *fake;          /* runs the commands scripts call */
     client *caller;        /* the client whose script runs, NULL between scripts */
     int ro;                /* the running script may not write (EVAL_RO, no-writes) */
@@ -64,6 +61,10 @@ typedef struct ir_scripting {
     int wrote;             /* the running script has run a write command */
     int oom_at_start;      /* used memory was over maxmemory when it started */
     int stopping;          /* the running script is over lua-time-limit: every line raises */
+    int busy;              /* the running script is past lua-time-limit: others get BUSY */
+    int kill;              /* SCRIPT KILL / FUNCTION KILL / SHUTDOWN NOSAVE asked to stop it */
+    int is_eval;           /* the running script is EVAL's (not a function) */
+    const char *name;      /* the running function's name (FUNCTION STATS) */
     struct timespec start; /* when the running script started */
     int64_t start_ms;      /* the same, wall clock: the script's commands' time */
     uint64_t nscripts;     /* in the cache */
@@ -799,27 +800,94 @@ static int luaDebugNoop(lua_State *L) { return 0; }
 
 /* ---- lua-time-limit ---------------------------------------------------------- */
 
+static long long runningMs(const ir_scripting *sc) {
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (long long)(now.tv_sec - sc->start.tv_sec) * 1000 + (now.tv_nsec - sc->start.tv_nsec) / 1000000;
+}
+
+/* Every 100,000 instructions: past lua-time-limit, serve the other clients
+ * (a nested poll, when the transport allows it) until the script ends or is
+ * killed; where it does not, stop a script that has not written (no other
+ * client could ever stop it). */
 static void timeHook(lua_State *L, lua_Debug *ar) {
     (void)ar;
     ir_scripting *sc = ctxOf(L);
-    if (!sc || !sc->caller || sc->wrote) return;
-    if (!sc->stopping) {
-        struct timespec now;
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        long long ms = (long long)(now.tv_sec - sc->start.tv_sec) * 1000 +
-                       (now.tv_nsec - sc->start.tv_nsec) / 1000000;
+    if (!sc || !sc->caller) return;
+    client *c = sc->caller;
+    ir_transport *t = c->tp;
+    if (!sc->kill && !sc->busy) {
+        long long ms = runningMs(sc);
         if (scriptTimeLimitMs <= 0 || ms < scriptTimeLimitMs) return;
-        sc->stopping = 1;
-        serverLog("Lua script stopped after %lld ms (lua-time-limit %lld ms)", ms, scriptTimeLimitMs);
-        lua_sethook(L, timeHook, LUA_MASKLINE, 0); /* raise again at every line */
+        if (!t || !t->poll_reentrant) {
+            if (sc->wrote) return;
+            if (!sc->stopping) {
+                sc->stopping = 1;
+                serverLog("Lua script stopped after %lld ms (lua-time-limit %lld ms)", ms, scriptTimeLimitMs);
+                lua_sethook(L, timeHook, LUA_MASKLINE, 0); /* raise again at every line */
+            }
+            char msg[256];
+            snprintf(msg, sizeof(msg),
+                     "Script stopped: it ran longer than lua-time-limit (%lld ms) without writing, and "
+                     "this network stack cannot serve other clients while a script runs; raise "
+                     "lua-time-limit or shorten the script", scriptTimeLimitMs);
+            pushError(L, msg);
+            lua_error(L);
+            return;
+        }
+        serverLog("Slow script detected: still in execution after %lld milliseconds. You can try "
+                  "killing the script using the %s command. Script name is: %s.",
+                  ms, sc->is_eval ? "SCRIPT KILL" : "FUNCTION KILL", sc->name);
+        sc->busy = 1;
+        c->flags |= CLIENT_PROTECTED; /* no input from it; not freed if it goes */
+        if (!(c->flags & CLIENT_CLOSED)) t->ops->want_readable(t, c->conn, 0);
     }
-    char msg[256];
-    snprintf(msg, sizeof(msg),
-             "Script stopped: it ran longer than lua-time-limit (%lld ms) without writing, and no "
-             "other client is served while a script runs; raise lua-time-limit or shorten the "
-             "script", scriptTimeLimitMs);
-    pushError(L, msg);
+    if (!sc->kill) {
+        t->ops->poll(t, 0);
+        if (c->srv->shutdown_asap) sc->kill = 1; /* SHUTDOWN NOSAVE: it ends now, written or not */
+        if (!sc->kill) return;
+    }
+    if (c->srv->shutdown_asap) serverLog("Lua script stopped: the server shuts down.");
+    else serverLog("Lua script killed by user with SCRIPT KILL.");
+    lua_sethook(L, timeHook, LUA_MASKLINE, 0); /* every line: pcall cannot keep it running */
+    pushError(L, "Script killed by user with SCRIPT KILL...");
     lua_error(L);
+}
+
+int scriptBusy(const ir_server *s) { return s->scripting && s->scripting->busy; }
+int scriptBusyIsEval(const ir_server *s) { return s->scripting && s->scripting->is_eval; }
+
+void addReplyBusyScript(client *c, int is_eval) {
+    addReplyErrorFormat(c, "-BUSY Redis is busy running a script. You can only call %s KILL or "
+                           "SHUTDOWN NOSAVE.", is_eval ? "SCRIPT" : "FUNCTION");
+}
+
+/* SCRIPT KILL (is_eval) and FUNCTION KILL */
+static void scriptKill(client *c, int is_eval) {
+    ir_scripting *sc = c->srv->scripting;
+    if (!sc || !sc->busy) {
+        addReplyError(c, "-NOTBUSY No scripts in execution right now.");
+    } else if (sc->wrote) {
+        addReplyError(c, "-UNKILLABLE Sorry the script already executed write commands against the "
+                         "dataset. You can either wait the script termination or kill the server in a "
+                         "hard way using the SHUTDOWN NOSAVE command.");
+    } else if (is_eval != sc->is_eval) { /* SCRIPT KILL of a function, FUNCTION KILL of an EVAL */
+        addReplyBusyScript(c, sc->is_eval);
+    } else {
+        sc->kill = 1;
+        addReplyStatus(c, "OK");
+    }
+}
+
+void functionKill(client *c) { scriptKill(c, 0); }
+
+int scriptRunningFunction(const ir_server *s, const char **name, const client **caller, long long *ms) {
+    const ir_scripting *sc = s->scripting;
+    if (!sc || !sc->busy) return 0;
+    *name = sc->name;
+    *caller = sc->caller;
+    *ms = runningMs(sc);
+    return 1;
 }
 
 /* ---- the sandbox ------------------------------------------------------------ */
@@ -1198,6 +1266,7 @@ void scriptingFree(ir_server *s) {
     ir_scripting *sc = s->scripting;
     if (!sc) return;
     lua_close(sc->L);
+    if (sc->fL) lua_close(sc->fL);
     clientDiscardReply(sc->fake);
     free(sc->fake->obuf);
     free(sc->fake->segs);
@@ -1323,6 +1392,86 @@ static void setArray(lua_State *L, const char *name, const ir_arg *a, int n) {
     lua_pop(L, 1);
 }
 
+/* Run the function on L's stack for c: below it the error handler, above it
+ * nargs arguments; its reply (or error, naming the script `errname`) goes to
+ * c. Pops all of them. The script's flags (SF_*) decide what it may do. */
+static void runScript(client *c, ir_scripting *sc, lua_State *L, int flags, int ro,
+                      const char *errname, int nargs) {
+    ir_server *s = c->srv;
+    int oom_now = s->cfg.maxmemory && serverUsedMemory(s) > s->cfg.maxmemory;
+    if (!(flags & SF_EVAL_COMPAT)) {
+        if (!(flags & SF_NO_WRITES) && ro) {
+            lua_pop(L, 2 + nargs);
+            addReplyError(c, "Can not execute a script with write flag using *_ro command.");
+            return;
+        }
+        if (oom_now && !(flags & (SF_ALLOW_OOM | SF_NO_WRITES))) {
+            lua_pop(L, 2 + nargs);
+            addReplyError(c, "-OOM allow-oom flag is not set on the script, "
+                             "can not run it when used memory > 'maxmemory'");
+            return;
+        }
+    }
+    client *f = sc->fake;
+    sc->caller = c;
+    sc->is_eval = L == sc->L;
+    sc->name = errname;
+    sc->busy = sc->kill = 0;
+    sc->ro = ro || (!(flags & SF_EVAL_COMPAT) && (flags & SF_NO_WRITES));
+    sc->compat = !!(flags & SF_EVAL_COMPAT);
+    sc->wrote = 0;
+    sc->oom_at_start = oom_now && !(!(flags & SF_EVAL_COMPAT) && (flags & SF_ALLOW_OOM));
+    f->db = c->db;
+    f->resp = 2;
+    f->flags = CLIENT_SCRIPT | (c->flags & CLIENT_MULTI);
+    sc->stopping = 0;
+    clock_gettime(CLOCK_MONOTONIC, &sc->start);
+    sc->start_ms = (int64_t)ir_mstime();
+    lua_sethook(L, timeHook, LUA_MASKCOUNT, 100000);
+    int err = lua_pcall(L, nargs, 1, -2 - nargs);
+    lua_sethook(L, NULL, 0, 0);
+    if (sc->busy) { /* the others get their replies again; its own input resumes */
+        sc->busy = 0;
+        c->flags &= ~CLIENT_PROTECTED;
+        if (!(c->flags & CLIENT_CLOSED)) c->tp->ops->want_readable(c->tp, c->conn, 1);
+    }
+    sc->kill = 0;
+    if (++sc->runs % 50 == 0) lua_gc(L, LUA_GCSTEP, 50);
+    if (err) {
+        if (!lua_istable(L, -1)) {
+            const char *m = lua_tostring(L, -1);
+            addReplyErrorFormat(c, "Error running script %s, %.100s\n", errname,
+                                m ? m : "execution failure");
+        } else {
+            lua_getfield(L, -1, "ignore_error_stats_update");
+            int counted = lua_toboolean(L, -1);
+            lua_pop(L, 1);
+            lua_getfield(L, -1, "err");
+            lua_getfield(L, -2, "source");
+            lua_getfield(L, -3, "line");
+            const char *msg = lua_tostring(L, -3);
+            const char *src = lua_tostring(L, -2);
+            const char *line = lua_tostring(L, -1);
+            lua_pushfstring(L, "-%s", msg ? msg : "");
+            if (src && line) lua_pushfstring(L, " script: %s, on %s:%s.", errname, src, line);
+            else lua_pushliteral(L, "");
+            lua_concat(L, 2);
+            size_t n;
+            const char *full = lua_tolstring(L, -1, &n);
+            addReplyError(c, full);
+            if (counted) s->error_stats_skip = 1;
+            lua_pop(L, 4);
+        }
+        lua_pop(L, 1);
+    } else {
+        replyFromLua(c, sc, L);
+    }
+    lua_pop(L, 1); /* the error handler */
+    sc->caller = NULL;
+    f->flags = CLIENT_SCRIPT;
+    f->db = 0;
+}
+
 static void evalGeneric(client *c, int evalsha, int ro) {
     long long numkeys;
     if (getLongLongFromArg(c, 2, &numkeys) != 0) return;
@@ -1358,71 +1507,9 @@ static void evalGeneric(client *c, int evalsha, int ro) {
     lua_getfield(L, LUA_REGISTRYINDEX, name);
     int flags = (int)lua_tonumber(L, -1);
     lua_pop(L, 1);
-    int oom_now = s->cfg.maxmemory && serverUsedMemory(s) > s->cfg.maxmemory;
-    if (!(flags & SF_EVAL_COMPAT)) {
-        if (!(flags & SF_NO_WRITES) && ro) {
-            lua_pop(L, 2);
-            addReplyError(c, "Can not execute a script with write flag using *_ro command.");
-            return;
-        }
-        if (oom_now && !(flags & (SF_ALLOW_OOM | SF_NO_WRITES))) {
-            lua_pop(L, 2);
-            addReplyError(c, "-OOM allow-oom flag is not set on the script, "
-                             "can not run it when used memory > 'maxmemory'");
-            return;
-        }
-    }
-    client *f = sc->fake;
-    sc->caller = c;
-    sc->ro = ro || (!(flags & SF_EVAL_COMPAT) && (flags & SF_NO_WRITES));
-    sc->compat = !!(flags & SF_EVAL_COMPAT);
-    sc->wrote = 0;
-    sc->oom_at_start = oom_now && !(!(flags & SF_EVAL_COMPAT) && (flags & SF_ALLOW_OOM));
-    f->db = c->db;
-    f->resp = 2;
-    f->flags = CLIENT_SCRIPT | (c->flags & CLIENT_MULTI);
     setArray(L, "KEYS", c->argv + 3, (int)numkeys);
     setArray(L, "ARGV", c->argv + 3 + numkeys, c->argc - 3 - (int)numkeys);
-    sc->stopping = 0;
-    clock_gettime(CLOCK_MONOTONIC, &sc->start);
-    sc->start_ms = (int64_t)ir_mstime();
-    lua_sethook(L, timeHook, LUA_MASKCOUNT, 100000);
-    int err = lua_pcall(L, 0, 1, -2);
-    lua_sethook(L, NULL, 0, 0);
-    if (++sc->runs % 50 == 0) lua_gc(L, LUA_GCSTEP, 50);
-    if (err) {
-        if (!lua_istable(L, -1)) {
-            const char *m = lua_tostring(L, -1);
-            addReplyErrorFormat(c, "Error running script %s, %.100s\n", name + 2,
-                                m ? m : "execution failure");
-        } else {
-            lua_getfield(L, -1, "ignore_error_stats_update");
-            int counted = lua_toboolean(L, -1);
-            lua_pop(L, 1);
-            lua_getfield(L, -1, "err");
-            lua_getfield(L, -2, "source");
-            lua_getfield(L, -3, "line");
-            const char *msg = lua_tostring(L, -3);
-            const char *src = lua_tostring(L, -2);
-            const char *line = lua_tostring(L, -1);
-            lua_pushfstring(L, "-%s", msg ? msg : "");
-            if (src && line) lua_pushfstring(L, " script: %s, on %s:%s.", name + 2, src, line);
-            else lua_pushliteral(L, "");
-            lua_concat(L, 2);
-            size_t n;
-            const char *full = lua_tolstring(L, -1, &n);
-            addReplyError(c, full);
-            if (counted) s->error_stats_skip = 1;
-            lua_pop(L, 4);
-        }
-        lua_pop(L, 1);
-    } else {
-        replyFromLua(c, sc, L);
-    }
-    lua_pop(L, 1); /* the error handler */
-    sc->caller = NULL;
-    f->flags = CLIENT_SCRIPT;
-    f->db = 0;
+    runScript(c, sc, L, flags, ro, name + 2, 0);
 }
 
 void evalCommand(client *c) { evalGeneric(c, 0, 0); }
@@ -1506,7 +1593,289 @@ void scriptCommand(client *c) {
         char sha[41];
         if (createFunction(c, sc, c->argv[2].ptr, c->argv[2].len, sha) != 0) return;
         addReplyBulk(c, sha, 40);
-    } else { /* kill: no other client is served while a script runs */
-        addReplyError(c, "-NOTBUSY No scripts in execution right now.");
+    } else {
+        scriptKill(c, 1);
     }
+}
+
+/* ---- functions: the Lua side -------------------------------------------------
+ *
+ * The functions' state has EVAL's sandbox, and one more level of globals: the
+ * table the libraries' code runs with (LUA_GLOBALSINDEX) is an empty read-only
+ * table whose metatable's __index is switched, by C only, between the globals
+ * EVAL's scripts see (while a function runs) and the load API (while a
+ * library's code runs at FUNCTION LOAD): a table holding only `redis`, itself
+ * holding only register_function, log, the LOG_* levels and the version
+ * fields. Reading anything else there is "Script attempted to access
+ * nonexistent global variable". Closures a library creates keep that table
+ * as their environment, so at run time they see the full globals. */
+
+static const char *const REG_FN_META = "__ir_fn_meta";   /* the switched metatable */
+static const char *const REG_FN_RUN = "__ir_fn_run";     /* EVAL's globals (a proxy) */
+static const char *const REG_FN_API = "__ir_fn_api";     /* the load API (a proxy) */
+static const char *const REG_FN_LOAD = "__ir_fn_load";   /* the load in progress, or nil */
+
+typedef struct fnLoadCtx {
+    scriptFnRegister cb;
+    void *arg;
+    struct timespec start;
+    long long timeout_ms;
+} fnLoadCtx;
+
+static const struct {
+    const char *name;
+    int bit;
+} scriptFlags[] = {{"no-writes", SF_NO_WRITES}, {"allow-oom", SF_ALLOW_OOM},
+                   {"allow-stale", SF_ALLOW_STALE}, {"no-cluster", SF_NO_CLUSTER},
+                   {"allow-cross-slot-keys", SF_ALLOW_CROSS_SLOT}};
+
+int scriptFlagByName(const char *name, size_t len) {
+    for (size_t i = 0; i < sizeof(scriptFlags) / sizeof(scriptFlags[0]); i++)
+        if (strlen(scriptFlags[i].name) == len && !strncasecmp(scriptFlags[i].name, name, len))
+            return scriptFlags[i].bit;
+    return 0;
+}
+
+const char *scriptFlagName(int bit) {
+    for (size_t i = 0; i < sizeof(scriptFlags) / sizeof(scriptFlags[0]); i++)
+        if (scriptFlags[i].bit == bit) return scriptFlags[i].name;
+    return NULL;
+}
+
+static fnLoadCtx *loadCtxOf(lua_State *L) {
+    lua_getfield(L, LUA_REGISTRYINDEX, REG_FN_LOAD);
+    fnLoadCtx *lc = lua_touserdata(L, -1);
+    lua_pop(L, 1);
+    return lc;
+}
+
+/* A string argument (a number converts, as Lua's tostring), or NULL. */
+static const char *fnString(lua_State *L, int idx, size_t *len) {
+    return lua_isstring(L, idx) ? lua_tolstring(L, idx, len) : NULL;
+}
+
+/* Raise err (as a Redis error table) after dropping ref. */
+static int fnRegisterFail(lua_State *L, int ref, const char *err) {
+    if (ref != LUA_NOREF) luaL_unref(L, LUA_REGISTRYINDEX, ref);
+    pushError(L, err);
+    return lua_error(L);
+}
+
+/* redis.register_function(name, callback) or
+ * redis.register_function{function_name=, callback=, description=, flags={...}} */
+static int luaRegisterFunction(lua_State *L) {
+    fnLoadCtx *lc = loadCtxOf(L);
+    if (!lc) return fnRegisterFail(L, LUA_NOREF,
+                                   "redis.register_function can only be called on FUNCTION LOAD command");
+    int argc = lua_gettop(L);
+    if (argc < 1 || argc > 2)
+        return fnRegisterFail(L, LUA_NOREF, "wrong number of arguments to redis.register_function");
+    const char *name = NULL, *desc = NULL;
+    size_t nlen = 0, dlen = 0;
+    int flags = 0, ref = LUA_NOREF;
+    if (argc == 2) {
+        if (!(name = fnString(L, 1, &nlen)))
+            return fnRegisterFail(L, ref, "first argument to redis.register_function must be a string");
+        if (!lua_isfunction(L, 2))
+            return fnRegisterFail(L, ref, "second argument to redis.register_function must be a function");
+        ref = luaL_ref(L, LUA_REGISTRYINDEX); /* pops the function; name stays at 1 */
+    } else {
+        if (!lua_istable(L, 1))
+            return fnRegisterFail(L, ref, "calling redis.register_function with a single argument is "
+                                          "only applicable to Lua table (representing named arguments).");
+        lua_settop(L, 3); /* 2: the name's value, 3: the description's (kept alive here) */
+        lua_pushnil(L);
+        while (lua_next(L, 1)) {
+            if (lua_type(L, -2) != LUA_TSTRING) {
+                if (lua_type(L, -2) == LUA_TNUMBER) /* a string to Lua, but no argument's name */
+                    return fnRegisterFail(L, ref, "unknown argument given to redis.register_function");
+                return fnRegisterFail(L, ref, "named argument key given to redis.register_function is not a string");
+            }
+            const char *key = lua_tostring(L, -2);
+            if (!strcasecmp(key, "function_name")) {
+                lua_pushvalue(L, -1);
+                lua_replace(L, 2);
+                if (!(name = fnString(L, 2, &nlen)))
+                    return fnRegisterFail(L, ref, "function_name argument given to redis.register_function must be a string");
+            } else if (!strcasecmp(key, "description")) {
+                lua_pushvalue(L, -1);
+                lua_replace(L, 3);
+                if (!(desc = fnString(L, 3, &dlen)))
+                    return fnRegisterFail(L, ref, "description argument given to redis.register_function must be a string");
+            } else if (!strcasecmp(key, "callback")) {
+                if (!lua_isfunction(L, -1))
+                    return fnRegisterFail(L, ref, "callback argument given to redis.register_function must be a function");
+                if (ref != LUA_NOREF) luaL_unref(L, LUA_REGISTRYINDEX, ref);
+                ref = luaL_ref(L, LUA_REGISTRYINDEX);
+                continue;
+            } else if (!strcasecmp(key, "flags")) {
+                if (!lua_istable(L, -1))
+                    return fnRegisterFail(L, ref, "flags argument to redis.register_function must be a table "
+                                                  "representing function flags");
+                flags = 0;
+                for (int j = 1;; j++) {
+                    lua_rawgeti(L, -1, j);
+                    if (lua_isnil(L, -1)) {
+                        lua_pop(L, 1);
+                        break;
+                    }
+                    size_t fl;
+                    const char *f = lua_type(L, -1) == LUA_TSTRING ? lua_tolstring(L, -1, &fl) : NULL;
+                    int bit = f ? scriptFlagByName(f, fl) : 0;
+                    lua_pop(L, 1);
+                    if (!bit) return fnRegisterFail(L, ref, "unknown flag given");
+                    flags |= bit;
+                }
+            } else {
+                return fnRegisterFail(L, ref, "unknown argument given to redis.register_function");
+            }
+            lua_pop(L, 1);
+        }
+        if (!name) return fnRegisterFail(L, ref, "redis.register_function must get a function name argument");
+        if (ref == LUA_NOREF) return fnRegisterFail(L, ref, "redis.register_function must get a callback argument");
+    }
+    const char *err = lc->cb(lc->arg, name, nlen, desc, dlen, flags, ref);
+    if (err) return fnRegisterFail(L, ref, err);
+    return 0;
+}
+
+static void fnLoadHook(lua_State *L, lua_Debug *ar) {
+    (void)ar;
+    fnLoadCtx *lc = loadCtxOf(L);
+    if (!lc || lc->timeout_ms <= 0) return;
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    long long ms = (long long)(now.tv_sec - lc->start.tv_sec) * 1000 +
+                   (now.tv_nsec - lc->start.tv_nsec) / 1000000;
+    if (ms <= lc->timeout_ms) return;
+    lua_sethook(L, fnLoadHook, LUA_MASKLINE, 0); /* raise again at every line: pcall cannot keep it */
+    pushError(L, "FUNCTION LOAD timeout");
+    lua_error(L);
+}
+
+/* A table with a metatable whose __index raises "nonexistent global". */
+static void newStrictTable(lua_State *L) {
+    lua_newtable(L);
+    lua_newtable(L);
+    lua_pushcfunction(L, nonexistentGlobal);
+    lua_setfield(L, -2, "__index");
+    lua_setmetatable(L, -2);
+}
+
+static lua_State *newFunctionsState(ir_scripting *sc) {
+    lua_State *L = newState(sc);
+    /* the load API: { redis = { register_function, log, LOG_*, REDIS_VERSION* } } */
+    newStrictTable(L);
+    newStrictTable(L);
+    setFn(L, "register_function", luaRegisterFunction);
+    setFn(L, "log", luaLog);
+    setNum(L, "LOG_DEBUG", LL_DEBUG);
+    setNum(L, "LOG_VERBOSE", LL_VERBOSE);
+    setNum(L, "LOG_NOTICE", LL_NOTICE);
+    setNum(L, "LOG_WARNING", LL_WARNING);
+    lua_pushstring(L, IR_REDIS_VERSION);
+    lua_setfield(L, -2, "REDIS_VERSION");
+    lua_pushnumber(L, 0x07000f);
+    lua_setfield(L, -2, "REDIS_VERSION_NUM");
+    makeReadonly(L);
+    lua_setfield(L, -2, "redis");
+    makeReadonly(L);
+    lua_setfield(L, LUA_REGISTRYINDEX, REG_FN_API);
+    /* EVAL's globals (newState made them a read-only proxy) */
+    lua_pushvalue(L, LUA_GLOBALSINDEX);
+    lua_setfield(L, LUA_REGISTRYINDEX, REG_FN_RUN);
+    /* the libraries' globals: empty, read-only, __index switched */
+    lua_newtable(L);
+    lua_newtable(L);
+    lua_pushvalue(L, LUA_GLOBALSINDEX);
+    lua_setfield(L, -2, "__index");
+    lua_pushcfunction(L, readonlyError);
+    lua_setfield(L, -2, "__newindex");
+    lua_pushboolean(L, 0);
+    lua_setfield(L, -2, "__metatable");
+    lua_pushvalue(L, -1);
+    lua_setfield(L, LUA_REGISTRYINDEX, REG_FN_META);
+    lua_setmetatable(L, -2);
+    markReadonly(L, -1);
+    lua_replace(L, LUA_GLOBALSINDEX);
+    lua_settop(L, 0);
+    return L;
+}
+
+static lua_State *functionsState(ir_server *s) {
+    ir_scripting *sc = scripting(s);
+    if (!sc->fL) sc->fL = newFunctionsState(sc);
+    return sc->fL;
+}
+
+static void fnSetGlobals(lua_State *L, const char *which) {
+    lua_getfield(L, LUA_REGISTRYINDEX, REG_FN_META);
+    lua_getfield(L, LUA_REGISTRYINDEX, which);
+    lua_setfield(L, -2, "__index");
+    lua_pop(L, 1);
+}
+
+int scriptFnLoad(ir_server *s, const char *code, size_t len, long long timeout_ms,
+                 scriptFnRegister cb, void *arg, char *err, size_t errlen) {
+    lua_State *L = functionsState(s);
+    if (luaL_loadbuffer(L, code, len, "@user_function")) {
+        const char *m = lua_tostring(L, -1);
+        snprintf(err, errlen, "Error compiling function: %s", m ? m : "?");
+        lua_pop(L, 1);
+        return -1;
+    }
+    fnLoadCtx lc = {cb, arg, {0, 0}, timeout_ms};
+    clock_gettime(CLOCK_MONOTONIC, &lc.start);
+    lua_pushlightuserdata(L, &lc);
+    lua_setfield(L, LUA_REGISTRYINDEX, REG_FN_LOAD);
+    fnSetGlobals(L, REG_FN_API);
+    lua_sethook(L, fnLoadHook, LUA_MASKCOUNT, 100000);
+    int rc = 0;
+    if (lua_pcall(L, 0, 0, 0)) {
+        const char *m = NULL;
+        if (lua_istable(L, -1)) {
+            lua_getfield(L, -1, "err");
+            m = lua_tostring(L, -1);
+            snprintf(err, errlen, "Error registering functions: %s", m ? m : "?");
+            lua_pop(L, 1);
+        } else {
+            m = lua_tostring(L, -1);
+            snprintf(err, errlen, "Error registering functions: ERR %s", m ? m : "?");
+        }
+        lua_pop(L, 1);
+        rc = -1;
+    }
+    lua_sethook(L, NULL, 0, 0);
+    fnSetGlobals(L, REG_FN_RUN);
+    lua_pushnil(L);
+    lua_setfield(L, LUA_REGISTRYINDEX, REG_FN_LOAD);
+    return rc;
+}
+
+void scriptFnUnref(ir_server *s, int ref) {
+    if (s->scripting && s->scripting->fL) luaL_unref(s->scripting->fL, LUA_REGISTRYINDEX, ref);
+}
+
+static void pushArgTable(lua_State *L, const ir_arg *a, int n) {
+    lua_createtable(L, n, 0);
+    for (int i = 0; i < n; i++) {
+        lua_pushlstring(L, a[i].ptr, a[i].len);
+        lua_rawseti(L, -2, i + 1);
+    }
+}
+
+void scriptFnCall(client *c, int ref, const char *name, int flags, int ro, int numkeys) {
+    ir_scripting *sc = scripting(c->srv);
+    lua_State *L = functionsState(c->srv);
+    lua_pushcfunction(L, errorHandler);
+    lua_rawgeti(L, LUA_REGISTRYINDEX, ref);
+    pushArgTable(L, c->argv + 3, numkeys);
+    pushArgTable(L, c->argv + 3 + numkeys, c->argc - 3 - numkeys);
+    runScript(c, sc, L, flags & ~SF_EVAL_COMPAT, ro, name, 2);
+}
+
+uint64_t scriptFnMemory(const ir_server *s) {
+    const ir_scripting *sc = s->scripting;
+    if (!sc || !sc->fL) return 0;
+    return (uint64_t)lua_gc(sc->fL, LUA_GCCOUNT, 0) * 1024u + (uint64_t)lua_gc(sc->fL, LUA_GCCOUNTB, 0);
 }

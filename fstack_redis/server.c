@@ -15,6 +15,7 @@
 #include "pubsub.h"
 #include "replay.h"
 #include "replication.h"
+#include "functions.h"
 #include "script.h"
 #include "slowlog.h"
 
@@ -79,6 +80,7 @@ void server_free(ir_server *s) {
     pinsFree(&s->pins);
     pubsubFree(s);
     slowlogFreeAll();
+    functionsFree(s);
     scriptingFree(s);
     free(s->monitors);
     free(s->requirepass);
@@ -283,6 +285,7 @@ void freeClient(client *c) {
 /* After input or output progress: close the client if it is done. */
 static void clientAfterIO(client *c) {
     if (c->pending_bytes && !(c->flags & CLIENT_CLOSE_ASAP)) clientFlush(c);
+    if (c->flags & CLIENT_PROTECTED) return; /* its busy script still runs: freed after it */
     if ((c->flags & CLIENT_CLOSE_ASAP) ||
         ((c->flags & CLIENT_CLOSE_AFTER_REPLY) && c->pending_bytes == 0))
         freeClient(c);
@@ -307,6 +310,10 @@ void clientUnblocked(client *c) {
 
 void irs_closed(client *c) {
     c->flags |= CLIENT_CLOSED;
+    if (c->flags & CLIENT_PROTECTED) { /* its script runs: freed when it is done */
+        c->flags |= CLIENT_CLOSE_ASAP;
+        return;
+    }
     freeClient(c);
 }
 
@@ -455,6 +462,10 @@ int processCommand(client *c) {
                serverUsedMemory(s) > s->cfg.maxmemory) {
         s->oom_rejections++;
         addReplyError(c, "-OOM " IR_OOM_MSG);
+        rejected(c, cmd, before);
+    } else if (scriptBusy(s) && !commandAllowedBusy(cmd, c)) {
+        /* a script past busy-reply-threshold serves the others this way */
+        addReplyBusyScript(c, scriptBusyIsEval(s));
         rejected(c, cmd, before);
     } else if ((c->flags & CLIENT_PUBSUB) && c->resp == 2 && !pubsubAllowedInContext(cmd)) {
         rejectCommandFormat(c, "Can't execute '%s%s%s': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / "

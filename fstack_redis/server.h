@@ -96,6 +96,7 @@ typedef struct ir_seg {
 #define CLIENT_MONITOR (1 << 10)       /* MONITOR: sees every command run (commands.c) */
 #define CLIENT_MUTED (1 << 11)         /* while its command runs, its replies go nowhere (a replica) */
 #define CLIENT_SCRIPT (1 << 12)        /* the client Lua scripts run commands through (script.c): never blocks */
+#define CLIENT_PROTECTED (1 << 13)     /* its busy script runs (script.c): no input; freed after it */
 
 /* CLIENT REPLY: replies are sent (ON), dropped (OFF), dropped for this
  * command (SKIP, set by CLIENT REPLY SKIP) and then for the next one. */
@@ -176,6 +177,7 @@ typedef void ir_command_proc(client *c);
 #define CMD_NO_MULTI (1 << 6) /* refused inside MULTI (SAVE, SHUTDOWN) */
 #define CMD_SKIP_MONITOR (1 << 7) /* MONITOR sees it before it runs (EVAL: then its commands) */
 #define CMD_SKIP_SLOWLOG (1 << 8) /* not in the slow log (EXEC: its commands are) */
+#define CMD_ALLOW_BUSY (1 << 9)   /* served while a script is busy (see script.h) */
 
 struct ir_command {
     const char *name;         /* lower case, as Redis reports it */
@@ -231,6 +233,7 @@ typedef struct ir_server {
     struct client **monitors;    /* MONITOR clients, in order */
     int nmonitors, capmonitors;
     struct ir_scripting *scripting; /* Lua engine and script cache (script.c), NULL until first used */
+    struct ir_functions *functions; /* FUNCTION LOAD's libraries (functions.c), NULL until first used */
     int error_stats_skip;        /* the running command's error reply was counted already (a
                                     script's error from redis.call): not in errorstats again */
 } ir_server;
@@ -352,6 +355,8 @@ const char *commandSubName(const ir_command *cmd, const client *c);
 /* The flag words of that subcommand (SCRIPT LOAD: "noscript stale"), NULL for
  * other commands or an unknown subcommand. */
 const char *commandSubFlags(const ir_command *cmd, const client *c);
+/* Is c's command (cmd, or its subcommand) served while a script is busy? */
+int commandAllowedBusy(const ir_command *cmd, const client *c);
 /* Count an error reply by its code ("ERR", "WRONGTYPE", ...) for INFO errorstats. */
 void errorStatsCount(ir_server *s, const char *reply, size_t len);
 /* MONITOR: the line for c's command, formatted before it runs (it may take

@@ -54,6 +54,9 @@
  *   "CSTO", "TSTR", "TTRJ"   trajectory chunks, streams and a TRAJECTORY
  *                            table's columns (after its TABL/TABG, before its
  *                            TTMS/TLIM): see the end of this file
+ *   "FUNC" a library          u64 code length, the code as FUNCTION LOAD got it
+ *                            (FUNCTION DUMP's content); the libraries of a
+ *                            snapshot replace the server's when it loads
  *   "DONE" (L = 28)          u64 keys, u64 tables (records written above)
  *                            u64 length of the whole file
  *                            u32 CRC-32 (zlib's crc32) of every byte of the
@@ -105,6 +108,7 @@
 #include "rdb.h"
 #include "replay.h"
 #include "server.h"
+#include "functions.h"
 #include "snapshot.h"
 
 #define SNAP_MAGIC "INREPLAY"
@@ -132,6 +136,7 @@
 #define TAG_TTMS "TTMS"
 #define SNAP_TABG_EXTRA 28 /* consumed, sampler, remover, k, queue (not n) */
 #define TAG_DONE "DONE"
+#define TAG_FUNC "FUNC" /* a FUNCTION LOAD library: u64 code length, the code (shebang included) */
 #define SNAP_TLIM_BODY 48
 #define TAG_CSTO "CSTO" /* trajectories: see the end of this file */
 #define TAG_TSTR "TSTR"
@@ -479,6 +484,14 @@ static int writeSnapshot(const ir_server *s, int fd, uint64_t *bytes, uint64_t *
     saveChunkStore(&w, s->chunks); /* before the tables whose items reference its chunks */
     uint64_t tables = 0;
     for (const ir_table *t = s->tables->head; t && !w.err; t = t->next, tables++) saveTable(&w, t);
+
+    const char *code;
+    size_t clen;
+    for (size_t i = 0; !w.err && functionsLibraryCode(s, i, &code, &clen); i++) {
+        wRecord(&w, TAG_FUNC, 8 + (uint64_t)clen);
+        wU64(&w, clen);
+        wBytes(&w, code, clen);
+    }
 
     wRecord(&w, TAG_DONE, SNAP_DONE_BODY);
     wU64(&w, sc.keys);
@@ -1050,6 +1063,8 @@ typedef struct snapLoader {
     ir_chunk_store *chunks;    /* the streams and chunks loaded (CSTO, TSTR) */
     uint32_t *saved_refs;      /* each chunk's reference count as saved */
     int store_seen, traj_seen; /* a CSTO record; a TTRJ record */
+    char **funcs;              /* the FUNC records' code (compiled once all is read) */
+    size_t *funclens, nfuncs, funccap;
     char why[256];
 } snapLoader;
 
@@ -1323,6 +1338,30 @@ static int loadLimiter(snapLoader *L) {
     return LOAD_OK;
 }
 
+static int loadFunc(snapLoader *L) {
+    uint64_t len;
+    if (rU64(&L->r, &len) || len > rLeft(&L->r)) return bad(L, "library code runs past its record");
+    if (L->nfuncs == L->funccap) {
+        size_t cap = L->funccap ? L->funccap * 2 : 8;
+        char **f = realloc(L->funcs, cap * sizeof(*f));
+        if (!f) return nomem(L, "a library");
+        L->funcs = f;
+        size_t *l = realloc(L->funclens, cap * sizeof(*l));
+        if (!l) return nomem(L, "a library");
+        L->funclens = l;
+        L->funccap = cap;
+    }
+    char *code = malloc(len ? len : 1);
+    if (!code) return nomem(L, "a library");
+    if (rRead(&L->r, code, len)) {
+        free(code);
+        return bad(L, "library code runs past its record");
+    }
+    L->funcs[L->nfuncs] = code;
+    L->funclens[L->nfuncs++] = len;
+    return LOAD_OK;
+}
+
 static int parseFile(snapLoader *L, uint64_t size, const snapDone *done) {
     snapReader *r = &L->r;
     const uint64_t data_end = size - SNAP_DONE_LEN;
@@ -1358,6 +1397,7 @@ static int parseFile(snapLoader *L, uint64_t size, const snapDone *done) {
         else if (!memcmp(tag, TAG_CSTO, 4)) rc = loadChunkStore(L);
         else if (!memcmp(tag, TAG_TSTR, 4)) rc = loadStream(L);
         else if (!memcmp(tag, TAG_TTRJ, 4)) rc = loadTraj(L);
+        else if (!memcmp(tag, TAG_FUNC, 4)) rc = loadFunc(L);
         else
             return bad(L, "unknown record type %02x%02x%02x%02x", (unsigned char)tag[0],
                        (unsigned char)tag[1], (unsigned char)tag[2], (unsigned char)tag[3]);
@@ -1445,9 +1485,22 @@ static int loadFile(ir_server *s, const char *path, unsigned char *buf, uint64_t
                  "snapshot: drop it (REPLAY.DROP) before loading", t->name);
             rc = LOAD_REFUSED;
         }
+    struct ir_functions *fns = NULL;
+    if (rc == LOAD_OK) {
+        char ferr[512];
+        fns = functionsPrepare(s, L->funcs, L->funclens, L->nfuncs, ferr, sizeof(ferr));
+        if (!fns) {
+            msgf(L->why, sizeof(L->why), "a library does not load: %s", ferr);
+            rc = LOAD_CORRUPT;
+        }
+    }
+    for (size_t i = 0; i < L->nfuncs; i++) free(L->funcs[i]);
+    free(L->funcs);
+    free(L->funclens);
     swapInOthers(s, L, rc == LOAD_OK); /* L->db is database 0 again */
     if (rc == LOAD_OK) {
         swapIn(s, L->db, L->tables, L->chunks);
+        functionsInstall(s, fns);
         *nkeys = L->keys;
         *ntables = L->ntables;
         *nexpired = L->expired;

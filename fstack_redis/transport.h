@@ -8,7 +8,7 @@
  *
  * Concurrency contract: a transport and the server it drives run on one thread
  * (one lcore). Every upcall (irs_*) happens from inside ops->poll() on that
- * thread. The server calls ops->writev / want_writable / close only from inside
+ * thread (which, with poll_reentrant, may be a poll nested in an upcall). The server calls ops->writev / want_writable / close only from inside
  * an upcall or between polls on the same thread. After ops->close(c) the
  * transport makes no further upcall for c; after irs_closed(cl) the server
  * makes no further call with cl's connection.
@@ -62,6 +62,11 @@ struct ir_transport {
     int bound_port;                      /* the port actually listened on */
     int polling;                         /* a poll-mode stack: polls by default (DPDK) */
     int can_wait;                        /* poll() can sleep until an event arrives */
+    /* poll(t, 0) may be called from inside an upcall (one level deep): a
+     * script running past busy-reply-threshold serves the other clients that
+     * way, with BUSY replies (script.c). A stack that cannot (lwIP) leaves 0:
+     * such a script is stopped at the threshold instead. */
+    int poll_reentrant;
     const char *build;                   /* one line for INFO/pyctl: what this stack is */
 };
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import hashlib
 import re
+import socket
+import struct
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -538,33 +540,94 @@ def test_replay_commands_from_a_script(inreplay_server: ServerProcess) -> None:
         r.close()
 
 
-def test_lua_time_limit_stops_a_script_that_has_not_written(
-    inreplay_server: ServerProcess,
-) -> None:
-    """No other client is served while a script runs (no BUSY state), so a script
-    over lua-time-limit that has not written is stopped with an error, even one
-    that catches errors with pcall; one that wrote runs to its end."""
-    r = inreplay_server.client()
+BUSY = "BUSY Redis is busy running a script. You can only call {} KILL or SHUTDOWN NOSAVE."
+BUSY_EVAL = BUSY.format("SCRIPT")
+BUSY_FCALL = BUSY.format("FUNCTION")
+
+
+def run_busy(r: redis.Redis, other: redis.Redis, *cmd: object) -> list[object]:
+    """Send cmd on r in a thread; return once `other` gets BUSY. The list gets
+    cmd's reply (or exception) when it ends."""
+    out: list[object] = []
+
+    def go() -> None:
+        try:
+            out.append(r.execute_command(*cmd))
+        except redis.RedisError as e:
+            out.append(e)
+
+    threading.Thread(target=go, daemon=True).start()
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            other.ping()
+        except redis.ResponseError as e:
+            assert str(e).startswith("BUSY"), e
+            return out
+        assert time.monotonic() < deadline, "the script never became busy"
+        time.sleep(0.02)
+
+
+def wait_done(out: list[object]) -> object:
+    deadline = time.monotonic() + 10
+    while not out:
+        assert time.monotonic() < deadline, "the script did not end"
+        time.sleep(0.02)
+    return out[0]
+
+
+def test_busy_script_serves_others_and_script_kill(server: ServerProcess) -> None:
+    """Past lua-time-limit a script is busy, as in Redis: other clients get BUSY
+    (but SCRIPT KILL, FUNCTION STATS, MULTI ...), SCRIPT KILL stops a script
+    that has not written (even one that catches errors with pcall),
+    UNKILLABLE one that has, which runs to its end; FUNCTION KILL refuses an
+    EVAL; SHUTDOWN without NOSAVE is refused."""
+    r, other = server.client(), server.client()
     try:
-        assert r.config_get("lua-time-limit") == {"lua-time-limit": "5000"}
-        r.config_set("lua-time-limit", 100)
-        t0 = time.monotonic()
-        with pytest.raises(redis.exceptions.ResponseError, match="ran longer than lua-time-limit"):
-            r.eval("while true do end", 0)
-        with pytest.raises(redis.exceptions.ResponseError, match="ran longer than lua-time-limit"):
-            r.eval("while true do pcall(function() while true do end end) end", 0)
-        with pytest.raises(redis.exceptions.ResponseError, match="ran longer than lua-time-limit"):
-            r.eval("while true do redis.call('get', 'k') end", 0)
-        assert time.monotonic() - t0 < 10
+        assert other.config_get("lua-time-limit") == {"lua-time-limit": "5000"}
+        other.config_set("busy-reply-threshold", 50)
+        if server.kind == "dpdk":
+            # lwIP cannot be polled from inside a command: a script that has
+            # not written is stopped at the limit instead
+            with pytest.raises(redis.ResponseError, match="ran longer than lua-time-limit"):
+                r.eval("while true do pcall(function() while true do end end) end", 0)
+            assert r.eval("redis.call('set', 'k', 1); return 1", 0) == 1
+            return
+        spinners = ("while true do end", "while 1 do pcall(function() while true do end end) end")
+        for script in spinners:
+            out = run_busy(r, other, "EVAL", script, 0)
+            with pytest.raises(redis.ResponseError) as e:
+                other.get("k")
+            assert str(e.value) == BUSY_EVAL
+            with pytest.raises(redis.ResponseError) as e:
+                other.execute_command("FUNCTION", "KILL")
+            assert str(e.value) == BUSY_EVAL
+            with pytest.raises(redis.ResponseError) as e:
+                other.execute_command("FUNCTION", "STATS")
+            assert str(e.value) == BUSY_EVAL
+            with pytest.raises(redis.ResponseError) as e:
+                other.execute_command("SHUTDOWN")
+            assert str(e.value) == BUSY_EVAL
+            assert other.script_kill()
+            err = wait_done(out)
+            assert isinstance(err, redis.ResponseError)
+            assert str(err).startswith("Script killed by user with SCRIPT KILL...")
+            assert other.ping()
         spin = (
             "local t = redis.call('time'); local n; "
-            "repeat n = redis.call('time') until (n[1] - t[1]) * 1000000 + n[2] - t[2] > 300000; "
+            "repeat n = redis.call('time') until (n[1] - t[1]) * 1000000 + n[2] - t[2] > 600000; "
         )
-        assert r.eval("redis.call('set', 'k', 1); " + spin + "return 1", 0) == 1
-        assert r.ping()
+        out = run_busy(r, other, "EVAL", "redis.call('set', 'k', 1); " + spin + "return 1", 0)
+        with pytest.raises(redis.ResponseError, match=r"^UNKILLABLE Sorry the script already"):
+            other.script_kill()
+        assert wait_done(out) == 1
+        assert other.get("k") == b"1"
+        with pytest.raises(redis.ResponseError, match=r"^NOTBUSY No scripts in execution"):
+            other.script_kill()
     finally:
-        r.config_set("lua-time-limit", 5000)
+        other.config_set("lua-time-limit", 5000)
         r.close()
+        other.close()
 
 
 def test_big_replies_through_the_script_client(inreplay_server: ServerProcess) -> None:
@@ -649,3 +712,72 @@ def test_metatables_do_not_reach_the_real_tables(r: redis.Redis, script: str) ->
     assert r.eval("return ('ab'):upper()", 0) == b"AB"
     with pytest.raises(redis.ResponseError, match="nonexistent global"):
         r.eval("return x", 0)
+
+
+def test_busy_script_caller_pipelines_or_goes_away(server: ServerProcess) -> None:
+    """The busy script's own client is not read meanwhile: what it pipelined
+    behind the script runs after it, in order; if it disconnects (RST) while
+    the script runs, the script is still killed cleanly and the server lives."""
+    if server.kind == "dpdk":
+        pytest.skip("lwIP stops a script at the limit instead (see above)")
+    other = server.client()
+    spin = ("EVAL", "while true do end", 0)
+    try:
+        other.config_set("busy-reply-threshold", 50)
+        with server.raw() as c:
+            c.send(c.command(*spin) + c.command("PING"))
+            _until_busy(other)
+            c.send(c.command("ECHO", "after"))
+            assert other.script_kill()
+            killed = c.read_reply_bytes()
+            assert killed.startswith(b"-ERR Script killed by user with SCRIPT KILL...")
+            assert c.read_reply_bytes() == b"+PONG\r\n"
+            assert c.read_reply_bytes() == b"$5\r\nafter\r\n"
+        c = server.raw()
+        c.send(c.command(*spin))
+        _until_busy(other)
+        c.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        c.close()  # RST
+        time.sleep(0.1)
+        assert other.script_kill()
+        assert other.ping()
+    finally:
+        other.config_set("busy-reply-threshold", 5000)
+        other.close()
+
+
+def _until_busy(other: redis.Redis) -> None:
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            other.ping()
+        except redis.ResponseError:
+            return
+        assert time.monotonic() < deadline, "the script never became busy"
+        time.sleep(0.02)
+
+
+def test_busy_script_and_shutdown_nosave(
+    server_kind: str, server_factory: Callable[..., ServerProcess]
+) -> None:
+    """SHUTDOWN NOSAVE ends a busy script, even one that wrote, and the server
+    exits cleanly (SHUTDOWN without NOSAVE gets BUSY)."""
+    if server_kind == "dpdk":
+        pytest.skip("lwIP stops a script at the limit instead")
+    srv = server_factory(server_kind)
+    other = srv.client()
+    other.config_set("busy-reply-threshold", 50)
+    c = srv.raw()
+    c.send(c.command("EVAL", "redis.call('set', 'k', 1) while true do end", 0))
+    _until_busy(other)
+    with pytest.raises(redis.ResponseError, match=r"^UNKILLABLE"):
+        other.script_kill()
+    with pytest.raises(redis.ResponseError, match=r"^BUSY"):
+        other.shutdown()
+    other.shutdown(nosave=True)  # redis-py takes the closed connection as done
+    deadline = time.monotonic() + 10
+    while srv.alive():
+        assert time.monotonic() < deadline, "the server did not exit"
+        time.sleep(0.05)
+    assert srv.stop() == 0, srv.log_tail()
+    c.close()

@@ -46,8 +46,8 @@ UNITS = [
     "unit/protocol", "unit/type/string", "unit/type/list", "unit/type/hash",
     "unit/type/set", "unit/expire", "unit/keyspace", "unit/multi", "unit/pubsub",
     "unit/auth", "unit/info-command", "unit/introspection", "unit/introspection-2",
-    "unit/scripting", "unit/type/stream", "unit/type/stream-cgroups", "unit/slowlog",
-    "unit/latency-monitor",
+    "unit/scripting", "unit/functions", "unit/type/stream", "unit/type/stream-cgroups",
+    "unit/slowlog", "unit/latency-monitor",
 ]
 SERVERS = ["redis", "kernel", "dpdk"]
 # The same options for every server: --durable turns a test's runtime error
