@@ -8,8 +8,9 @@
  *
  * Concurrency contract: a transport and the server it drives run on one thread
  * (one lcore). Every upcall (irs_*) happens from inside ops->poll() on that
- * thread (which, with poll_reentrant, may be a poll nested in an upcall). The server calls ops->writev / want_writable / close only from inside
- * an upcall or between polls on the same thread. After ops->close(c) the
+ * thread (with poll_reentrant, possibly a poll nested in an upcall). The
+ * server calls ops->writev / want_writable / close only from inside an upcall
+ * or between polls on the same thread. After ops->close(c) the
  * transport makes no further upcall for c; after irs_closed(cl) the server
  * makes no further call with cl's connection.
  */
