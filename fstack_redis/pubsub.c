@@ -504,3 +504,12 @@ void pubsubFree(ir_server *s) {
     free(ps);
     s->pubsub = NULL;
 }
+
+int pubsubClientSub(const client *c, int pattern, int i, const char **name, size_t *len) {
+    const struct pubsubState *st = c->pubsub;
+    if (!st || i < 0 || i >= (pattern ? st->npat : st->nch)) return 0;
+    const subs *x = pattern ? st->pat[i] : st->ch[i];
+    *name = x->name;
+    *len = x->len;
+    return 1;
+}
