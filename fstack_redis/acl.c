@@ -482,7 +482,7 @@ static int userApply(aclUser *u, const char *op, size_t len) {
         }
         /* +select|0: the command with that first argument only */
         if (op[0] == '-' || !sl || memchr(sub, '|', sl)) {
-            errno = op[0] == '-' ? EINVAL : ENOENT;
+            errno = ENOENT;
             return -1;
         }
         if (bitGet(u, id)) return 0;
@@ -834,8 +834,10 @@ int aclAuthenticate(client *c, const ir_arg *user, const ir_arg *pass) {
 
 /* ---- the check ---------------------------------------------------------- */
 
+/* -1: not a key (a shard channel in SPUBLISH's key spec) */
 static int keyFlagsOf(const char *words) {
     int f = 0;
+    if (hasWord(words, "not_key")) return -1;
     if (hasWord(words, "access")) f |= K_READ;
     if (hasWord(words, "insert") || hasWord(words, "delete") || hasWord(words, "update")) f |= K_WRITE;
     return f;
@@ -862,6 +864,12 @@ static int channelAllowed(const aclUser *u, const ir_arg *ch, int is_pattern) {
     return 0;
 }
 
+/* Key positions of a call with more than 64 keys: grown to the largest call
+ * seen, so the check allocates nothing in the steady state. */
+static int *big_pos;
+static const char **big_flags;
+static long big_cap;
+
 static int userCheck(const aclUser *u, const ir_command *cmd, const ir_arg *argv, int argc, int *errpos) {
     if (!u) return ACL_DENIED_CMD;
     int id = commandIdOfCall(cmd, argv, argc);
@@ -874,26 +882,33 @@ static int userCheck(const aclUser *u, const ir_command *cmd, const ir_arg *argv
         if (!ok) return ACL_DENIED_CMD;
     }
     if (!(u->flags & U_ALLKEYS)) {
-        int pos[64];
-        const char *flags[64];
+        int small_pos[64];
+        const char *small_flags[64];
+        int *pos = small_pos;
+        const char **flags = small_flags;
         long n = commandKeysOf(cmd, argv, argc, pos, flags, 64);
-        for (long i = 0; i < n && i < 64; i++) {
-            if (!keyAllowed(u, &argv[pos[i]], keyFlagsOf(flags[i]))) {
+        if (n > 64) {
+            if (n > big_cap) {
+                big_pos = ir_xrealloc(big_pos, (size_t)n * sizeof(*big_pos));
+                big_flags = ir_xrealloc(big_flags, (size_t)n * sizeof(*big_flags));
+                big_cap = n;
+            }
+            pos = big_pos;
+            flags = big_flags;
+            n = commandKeysOf(cmd, argv, argc, pos, flags, n);
+        }
+        for (long i = 0; i < n; i++) {
+            int need = keyFlagsOf(flags[i]);
+            if (need >= 0 && !keyAllowed(u, &argv[pos[i]], need)) {
                 *errpos = pos[i];
                 return ACL_DENIED_KEY;
             }
         }
-        /* more keys than fit: each checked with the command's first spec flags */
-        for (long i = 64; i < n; i++) {
-            (void)i;
-            *errpos = 0;
-            return ACL_DENIED_KEY;
-        }
     }
     if (!(u->flags & U_ALLCHANNELS)) {
         int from = 0, to = 0, pattern = 0;
-        if (cmd->proc == publishCommand) from = to = 1;
-        else if (cmd->proc == subscribeCommand) from = 1, to = argc - 1;
+        if (cmd->proc == publishCommand || cmd->proc == spublishCommand) from = to = 1;
+        else if (cmd->proc == subscribeCommand || cmd->proc == ssubscribeCommand) from = 1, to = argc - 1;
         else if (cmd->proc == psubscribeCommand) from = 1, to = argc - 1, pattern = 1;
         for (int j = from; j && j <= to && j < argc; j++)
             if (!channelAllowed(u, &argv[j], pattern)) {
@@ -962,33 +977,39 @@ const char *aclScriptDeniedMessage(int result) {
 
 /* ---- changes that touch clients ---------------------------------------- */
 
+/* The client running the ACL command lost its user or a subscription's
+ * permission: it closes once the reply is out. */
+static int killSelf;
+
 /* After u's channels changed: its subscribers to what it may no longer use go. */
 static void killRevokedSubscribers(client *self, aclUser *u) {
     if (u->flags & U_ALLCHANNELS) return;
-    for (client *o = self->srv->clients; o; o = o->next) {
+    for (client *o = self->srv->clients, *next; o; o = next) {
+        next = o->next;
         if (o->user != u || !(o->flags & CLIENT_PUBSUB)) continue;
         int bad = 0;
-        for (int pat = 0; pat < 2 && !bad; pat++) {
+        for (int kind = 0; kind < 3 && !bad; kind++) { /* channels, patterns, shard channels */
             const char *n;
             size_t l;
-            for (int i = 0; !bad && pubsubClientSub(o, pat, i, &n, &l); i++) {
+            for (int i = 0; !bad && pubsubClientSub(o, kind, i, &n, &l); i++) {
                 ir_arg a = {(char *)n, l, 0};
-                bad = !channelAllowed(u, &a, pat);
+                bad = !channelAllowed(u, &a, kind == 1);
             }
         }
         if (!bad) continue;
-        if (o == self) o->flags |= CLIENT_CLOSE_AFTER_REPLY;
-        else o->flags |= CLIENT_CLOSE_ASAP;
+        if (o == self) killSelf = 1;
+        else freeClient(o);
     }
 }
 
 static void killUsersOf(client *self, aclUser *u) {
-    for (client *o = self->srv->clients; o; o = o->next) {
+    for (client *o = self->srv->clients, *next; o; o = next) {
+        next = o->next;
         if (o->user != u) continue;
         o->user = NULL;
         o->authenticated = 0;
-        if (o == self) o->flags |= CLIENT_CLOSE_AFTER_REPLY;
-        else o->flags |= CLIENT_CLOSE_ASAP;
+        if (o == self) killSelf = 1;
+        else freeClient(o);
     }
 }
 
@@ -1107,7 +1128,8 @@ static int loadFile(client *self, ir_server *s, const char *path, char *err, siz
         if (ou && !nu) {
             o->user = NULL;
             o->authenticated = 0;
-            o->flags |= o == self ? CLIENT_CLOSE_AFTER_REPLY : CLIENT_CLOSE_ASAP;
+            if (o == self) killSelf = 1;
+            else o->flags |= CLIENT_CLOSE_ASAP;
         } else {
             o->user = nu;
         }
@@ -1270,7 +1292,16 @@ static void aclDryRun(client *c) {
     addReplyBulkCString(c, msg);
 }
 
+static void aclCommandRun(client *c);
+
 void aclCommand(client *c) {
+    killSelf = 0;
+    aclCommandRun(c);
+    if (killSelf) c->flags |= CLIENT_CLOSE_AFTER_REPLY;
+    killSelf = 0;
+}
+
+static void aclCommandRun(client *c) {
     ir_server *s = c->srv;
     ir_acl *a = aclOf(s);
     const char *sub = c->argv[1].ptr;
@@ -1320,9 +1351,15 @@ void aclCommand(client *c) {
     } else if (!strcasecmp(sub, "whoami") && c->argc == 2) {
         addReplyBulkCString(c, aclClientUserName(c));
     } else if (!strcasecmp(sub, "cat") && c->argc <= 3) {
-        if (c->argc == 2) {
-            addReplyArrayLen(c, NCATS);
-            for (int i = 0; i < NCATS; i++) addReplyBulkCString(c, cat_names[i]);
+        if (c->argc == 2) { /* the categories with commands here (no @geo without GEO commands) */
+            uint64_t used = 0;
+            int n = commandIdCount();
+            for (int j = 0; j < n; j++) used |= commandIdCats(j);
+            long cnt = 0;
+            for (int i = 0; i < NCATS; i++) cnt += (used >> i) & 1;
+            addReplyArrayLen(c, cnt);
+            for (int i = 0; i < NCATS; i++)
+                if ((used >> i) & 1) addReplyBulkCString(c, cat_names[i]);
             return;
         }
         int cat = aclCategoryIndex(c->argv[2].ptr, c->argv[2].len);

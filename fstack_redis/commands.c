@@ -235,6 +235,9 @@ static ir_command commands[] = {
     {"punsubscribe", punsubscribeCommand, -1, 0, 0, 0, "pubsub noscript loading stale", "", 0, 0, 0, 0},
     {"publish", publishCommand, 3, 0, 0, 0, "pubsub loading stale fast may_replicate", "", 0, 0, 0, 0},
     {"pubsub", pubsubCommand, -2, 0, 0, 0, "", "", 0, 0, 0, 0},
+    {"ssubscribe", ssubscribeCommand, -2, 1, -1, 1, "pubsub noscript loading stale", "", 0, 0, 0, 0},
+    {"sunsubscribe", sunsubscribeCommand, -1, 1, -1, 1, "pubsub noscript loading stale", "", 0, 0, 0, 0},
+    {"spublish", spublishCommand, 3, 1, 1, 1, "pubsub loading stale fast", "", 0, 0, 0, 0},
     {"sync", syncCommand, 1, 0, 0, 0, "admin noscript no_async_loading no_multi", "", 0, 0, 0, 0},
     {"psync", syncCommand, -3, 0, 0, 0, "admin noscript no_async_loading no_multi", "", 0, 0, 0, 0},
     {"replconf", replconfCommand, -1, 0, 0, 0, "admin noscript loading stale allow_busy", "", 0, 0, 0, 0},
@@ -885,12 +888,12 @@ static void clientInfoLine(client *c, const client *o, char *buf, size_t len) {
      * included (Redis trims it after them too) */
     snprintf(buf, len,
              "id=%llu addr=%s laddr=%s fd=-1 name=%s age=%llu idle=%llu flags=%s db=%d sub=%d "
-             "psub=%d ssub=0 multi=%d qbuf=%zu qbuf-free=%zu argv-mem=%zu multi-mem=%zu rbs=%zu "
+             "psub=%d ssub=%d multi=%d qbuf=%zu qbuf-free=%zu argv-mem=%zu multi-mem=%zu rbs=%zu "
              "rbp=%zu obl=%zu oll=%d omem=%zu tot-mem=%llu events=r%s cmd=%s user=%s "
              "redir=-1 resp=%d lib-name=%s lib-ver=%s\n",
              (unsigned long long)o->id, o->addr, o->laddr, o->clientname ? o->clientname : "",
              (unsigned long long)((s->now_ms - o->ctime_ms) / 1000),
-             (unsigned long long)((s->now_ms - o->last_ms) / 1000), flags, o->db, sub, psub,
+             (unsigned long long)((s->now_ms - o->last_ms) / 1000), flags, o->db, sub, psub, pubsubClientShards(o),
              (o->flags & CLIENT_MULTI) ? multiQueueCount(o) : -1, o->qlen,
              o->qcap - o->qlen, argvmem, multiQueueBytes(o), o->ocap, o->ocap, obl,
              o->nsegs, o->pending_bytes - obl, (unsigned long long)clientMemory(o),
@@ -1438,6 +1441,9 @@ static const keyspec keyspecs[] = {
     {"xrevrange", "RO access", 1, KS_RANGE, 0, 1, 0},
     {"xsetid", "RW update", 1, KS_RANGE, 0, 1, 0},
     {"xtrim", "RW delete", 1, KS_RANGE, 0, 1, 0},
+    {"spublish", "not_key", 1, KS_RANGE, 0, 1, 0},
+    {"ssubscribe", "not_key", 1, KS_RANGE, -1, 1, 0},
+    {"sunsubscribe", "not_key", 1, KS_RANGE, -1, 1, 0},
     {"replay.add", "RW insert", 1, KS_RANGE, 0, 1, 0},
     {"replay.columns", "RO", 1, KS_RANGE, 0, 1, 0},
     {"replay.create", "RW insert", 1, KS_RANGE, 0, 1, 0},
