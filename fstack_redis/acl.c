@@ -133,6 +133,8 @@ static void sha256Hex(const char *msg, size_t len, char hex[65]) {
 #define U_ALLKEYS 4
 #define U_ALLCHANNELS 8
 #define U_ALLCOMMANDS 16 /* +@all: commands added later are allowed too */
+#define U_SANITIZE 32    /* sanitize-payload (RESTORE's check; shown, as Redis 7.0) */
+#define U_SKIP_SANITIZE 64
 #define K_READ 1
 #define K_WRITE 2
 
@@ -386,11 +388,13 @@ static int userApply(aclUser *u, const char *op, size_t len) {
     } else if (len == 5 && !strncasecmp(op, "reset", 5)) {
         userClear(u);
         memset(u->allowed, 0, sizeof(u->allowed));
-        u->flags = 0;
+        u->flags = U_SANITIZE;
     } else if (len == 15 && !strncasecmp(op, "clearselectors", 15)) {
         /* no selectors here */
     } else if (len == 21 && !strncasecmp(op, "skip-sanitize-payload", 21)) {
+        u->flags = (u->flags & ~U_SANITIZE) | U_SKIP_SANITIZE;
     } else if (len == 16 && !strncasecmp(op, "sanitize-payload", 16)) {
+        u->flags = (u->flags & ~U_SKIP_SANITIZE) | U_SANITIZE;
     } else if (op[0] == '>' || op[0] == '#' || op[0] == '<' || op[0] == '!') {
         char hex[65];
         if (op[0] == '>' || op[0] == '<') {
@@ -650,6 +654,8 @@ static void describeUser(const aclUser *u, sbuf *b) {
     sbStr(b, u->name);
     sbStr(b, u->flags & U_ON ? " on" : " off");
     if (u->flags & U_NOPASS) sbStr(b, " nopass");
+    if (u->flags & U_SKIP_SANITIZE) sbStr(b, " skip-sanitize-payload");
+    if (u->flags & U_SANITIZE) sbStr(b, " sanitize-payload");
     for (int i = 0; i < u->npass; i++) {
         sbStr(b, " #");
         sbStr(b, u->pass[i]);
@@ -971,7 +977,8 @@ void aclReplyDeniedInExec(client *c, const ir_command *cmd, int result) {
 const char *aclScriptDeniedMessage(int result) {
     if (result == ACL_DENIED_CMD) return "The user executing the script can't run this command or subcommand";
     if (result == ACL_DENIED_KEY)
-        return "The user executing the script can't access at least one of the keys mentioned in the command";
+        return "The user executing the script can't access at least one of the keys mentioned in the command "
+               "arguments";
     return "The user executing the script can't publish to the channel mentioned in the command";
 }
 
@@ -1188,9 +1195,11 @@ static int saveFile(ir_server *s, const char *path, char *err, size_t errlen) {
 static void replyUser(client *c, const aclUser *u) {
     addReplyMapLen(c, 6);
     addReplyBulkCString(c, "flags");
-    addReplySetLen(c, 1 + !!(u->flags & U_NOPASS));
+    addReplySetLen(c, 1 + !!(u->flags & U_NOPASS) + !!(u->flags & (U_SANITIZE | U_SKIP_SANITIZE)));
     addReplyBulkCString(c, u->flags & U_ON ? "on" : "off");
     if (u->flags & U_NOPASS) addReplyBulkCString(c, "nopass");
+    if (u->flags & U_SKIP_SANITIZE) addReplyBulkCString(c, "skip-sanitize-payload");
+    if (u->flags & U_SANITIZE) addReplyBulkCString(c, "sanitize-payload");
     addReplyBulkCString(c, "passwords");
     addReplyArrayLen(c, u->npass);
     for (int i = 0; i < u->npass; i++) addReplyBulkCString(c, u->pass[i]);

@@ -219,8 +219,8 @@ static ir_command commands[] = {
     {"replay.drop", replayDropCommand, 2, 1, 1, 1, "write module", "replay", 0, 0, 0, 0},
     {"replay.list", replayListCommand, 1, 0, 0, 0, "readonly module", "replay", 0, 0, 0, 0},
     {"replay.shards", replayShardsCommand, 1, 0, 0, 0, "readonly fast module", "replay", 0, 0, 0, 0},
-    {"replay.stream", replayStreamCommand, -3, 0, 0, 0, "write denyoom module", "replay", 0, 0, 0, 0},
-    {"replay.append", replayAppendCommand, -4, 0, 0, 0, "write denyoom module", "replay", 0, 0, 0, 0},
+    {"replay.stream", replayStreamCommand, -3, 1, 1, 1, "write denyoom module", "replay", 0, 0, 0, 0},
+    {"replay.append", replayAppendCommand, -4, 1, 1, 1, "write denyoom module", "replay", 0, 0, 0, 0},
     {"replay.item", replayItemCommand, -8, 1, 1, 1, "write denyoom module", "replay", 0, 0, 0, 0},
     {"replay.columns", replayColumnsCommand, 2, 1, 1, 1, "readonly module", "replay", 0, 0, 0, 0},
     {"replay.chunks", replayChunksCommand, 1, 0, 0, 0, "readonly module", "replay", 0, 0, 0, 0},
@@ -1233,7 +1233,9 @@ static const ir_command *lookupFullName(const ir_arg *a, const subcmd **sub) {
  * >= 0 relative to begin, < 0 from the end; keystep; limit) or a key count
  * (keynumidx relative to begin, then firstkey and keystep relative to it).
  * One row per spec, a command's rows together; "container|sub" for a
- * subcommand. The replay commands are inreplay's own: one key at 1. */
+ * subcommand. The replay commands are inreplay's own: one key at 1 (a table, or
+ * REPLAY.STREAM's and REPLAY.APPEND's trajectory stream, so that ACL key
+ * patterns confine a user to its experiment's names). */
 
 enum { KS_RANGE, KS_KEYNUM, KS_UNKNOWN, KS_KEYWORD_RANGE }; /* unknown: where the keys are
     depends on the arguments (SORT's BY/GET/STORE); keyword range: see searchKeyword */
@@ -1451,6 +1453,8 @@ static const keyspec keyspecs[] = {
     {"replay.info", "RO", 1, KS_RANGE, 0, 1, 0},
     {"replay.item", "RW insert", 1, KS_RANGE, 0, 1, 0},
     {"replay.sample", "RW access update", 1, KS_RANGE, 0, 1, 0},
+    {"replay.append", "RW insert", 1, KS_RANGE, 0, 1, 0},
+    {"replay.stream", "RW update", 1, KS_RANGE, 0, 1, 0},
     {"replay.update", "RW update", 1, KS_RANGE, 0, 1, 0},
 };
 #define NKEYSPECS (sizeof(keyspecs) / sizeof(keyspecs[0]))
