@@ -879,7 +879,7 @@ static long big_cap;
 static int userCheck(const aclUser *u, const ir_command *cmd, const ir_arg *argv, int argc, int *errpos) {
     if (!u) return ACL_DENIED_CMD;
     int id = commandIdOfCall(cmd, argv, argc);
-    if (!((u->flags & U_ALLCOMMANDS) && (u->allowed[id / 64] >> (id % 64) & 1)) && !bitGet(u, id)) {
+    if (!bitGet(u, id)) {
         int ok = 0;
         for (int i = 0; i < u->nfa && argc > 1; i++)
             if (u->fa[i].id == id && strlen(u->fa[i].arg) == argv[1].len &&
