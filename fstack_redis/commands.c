@@ -408,16 +408,12 @@ void helloCommand(client *c) {
             return;
         }
     }
-    int authed_here = 0;
-    const ir_arg *setname = NULL;
+    const ir_arg *setname = NULL, *auth_user = NULL, *auth_pass = NULL;
     for (int j = 2; j < c->argc; j++) {
         int more = c->argc - j - 1;
         if (argEq(c, j, "auth") && more >= 2) {
-            if (!aclAuthenticate(c, &c->argv[j + 1], &c->argv[j + 2])) {
-                addReplyError(c, "-WRONGPASS invalid username-password pair or user is disabled.");
-                return;
-            }
-            authed_here = 1;
+            auth_user = &c->argv[j + 1]; /* checked once every option parsed, as Redis */
+            auth_pass = &c->argv[j + 2];
             j += 2;
         } else if (argEq(c, j, "setname") && more >= 1) {
             setname = &c->argv[++j]; /* checked as CLIENT SETNAME does, once authenticated */
@@ -426,7 +422,10 @@ void helloCommand(client *c) {
             return;
         }
     }
-    (void)authed_here;
+    if (auth_user && !aclAuthenticate(c, auth_user, auth_pass)) {
+        addReplyError(c, "-WRONGPASS invalid username-password pair or user is disabled.");
+        return;
+    }
     if (setname && !authRequired(c) && clientSetName(c, setname) != 0) return;
     if (authRequired(c)) {
         addReplyError(c, "-NOAUTH HELLO must be called with the client already authenticated, "
