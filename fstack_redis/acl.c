@@ -720,6 +720,19 @@ void aclFree(ir_server *s) {
     s->acl = NULL;
 }
 
+void aclReset(ir_server *s) {
+    ir_acl *a = aclOf(s);
+    for (int i = 0; i < a->nusers; i++) userFree(a->users[i]);
+    a->nusers = 0;
+    logClear(a);
+    a->def = newDefaultUser();
+    userInsert(a, a->def, 0);
+    size_t len;
+    const char *rp = serverRequirePass(s, &len);
+    if (len) aclSetDefaultPassword(s, rp, len);
+    for (client *o = s->clients; o; o = o->next) o->user = a->def;
+}
+
 void aclInitClient(client *c) {
     ir_acl *a = aclOf(c->srv);
     c->user = a->def;

@@ -29,6 +29,9 @@ extern long long aclLogMaxLen; /* acllog-max-len */
 
 void aclInit(ir_server *s);
 void aclFree(ir_server *s);
+/* Back to the start: only the default user (requirepass its password), an empty
+ * log; connected clients run as the default user (test harnesses, between runs). */
+void aclReset(ir_server *s);
 /* A new or RESET connection: the default user; authenticated if it is on and nopass. */
 void aclInitClient(client *c);
 /* requirepass: the default user's password ("" = nopass), as Redis 7.0. */
