@@ -45,7 +45,7 @@ static ir_command commands[] = {
     {"hello", helloCommand, -1, 0, 0, 0, "noscript loading stale fast no_auth", "connection", 0, 0, 0, 0},
     {"client", clientCommand, -2, 0, 0, 0, "noscript loading stale", "", 0, 0, 0, 0},
     {"command", commandCommand, -1, 0, 0, 0, "loading stale", "connection", 0, 0, 0, 0},
-    {"config", configCommand, -2, 0, 0, 0, "admin noscript loading stale", "", 0, 0, 0, 0},
+    {"config", configCommand, -2, 0, 0, 0, "", "", 0, 0, 0, 0},
     {"info", infoCommand, -1, 0, 0, 0, "loading stale", "dangerous", 0, 0, 0, 0},
     {"shutdown", shutdownCommand, -1, 0, 0, 0, "admin noscript loading stale no_multi allow_busy", "", 0, 0, 0, 0},
     {"time", timeCommand, 1, 0, 0, 0, "loading stale fast", "", 0, 0, 0, 0},

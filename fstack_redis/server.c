@@ -364,7 +364,10 @@ void call(client *c, const ir_command *cmd) {
     int plain = cmd->proc != execCommand || !(c->flags & CLIENT_MULTI) ||
                 (c->flags & CLIENT_DIRTY_EXEC);
     size_t monlen = 0;
-    char *monline = s->nmonitors && !(cmd->flags & CMD_ADMIN) && cmd->proc != monitorCommand
+    /* admin commands are not shown, a container's by its subcommand (CONFIG SET) */
+    char *monline = s->nmonitors && !(cmd->flags & CMD_ADMIN) && cmd->proc != monitorCommand &&
+                            !(commandIdCats(commandIdOfCall(cmd, c->argv, c->argc)) &
+                              (1ull << aclCategoryIndex("admin", 5)))
                         ? monitorFormat(c, &monlen) : NULL;
     if (monline && (cmd->flags & CMD_SKIP_MONITOR)) { /* as Redis: EVAL before its commands */
         monitorSend(c, monline, monlen);

@@ -150,10 +150,8 @@ def _command_categories(r: redis.Redis) -> dict[str, list[str]]:
 def test_command_categories_match_redis(acl_servers: dict[str, ServerProcess]) -> None:
     stock, ours = both(acl_servers)
     a, b = _command_categories(stock), _command_categories(ours)
-    # the CONFIG container carries its subcommands' admin flag here (MONITOR
-    # leaves CONFIG SET out by it), so it is in @admin and @dangerous; CLIENT
-    # SETINFO is Redis 7.2's
-    known = {"config", "client|setinfo"}
+    # CLIENT SETINFO is Redis 7.2's
+    known = {"client|setinfo"}
     differ = {k: (a[k], b[k]) for k in b if k in a and k not in known and a[k] != b[k]}
     assert differ == {}
     assert len([k for k in b if k in a]) > 250
@@ -168,8 +166,6 @@ def test_acl_cat_matches_redis(acl_servers: dict[str, ServerProcess]) -> None:
     have = set(_command_categories(ours))
     for cat in stock_cats:
         want = {c for c in stock.execute_command("ACL", "CAT", cat) if c in have}
-        if cat in ("admin", "dangerous"):
-            want.add("config")
         if cat in ("slow", "connection"):
             want.add("client|setinfo")
         got = set(ours.execute_command("ACL", "CAT", cat))
