@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "acl.h"
 #include "blocked.h"
 #include "commands.h"
 #include "config.h"
@@ -32,225 +33,232 @@
 
 /* name, handler, arity, first key, last key, key step, Redis's flag words (the one
  * definition of a command's flags: parsed into CMD_* bits once, when the index is
- * built), then the parsed bits and the call counter */
+ * built), its ACL categories beyond those its flags imply (acl.c derives @write,
+ * @read, @admin, @dangerous, @pubsub, @fast, @slow and @blocking from the flag
+ * words, as Redis does), then the parsed bits, the call counter, the category
+ * bits and the ACL id (both set when the index is built) */
 static ir_command commands[] = {
-    {"ping", pingCommand, -1, 0, 0, 0, "fast", 0, 0},
-    {"echo", echoCommand, 2, 0, 0, 0, "fast", 0, 0},
-    {"quit", quitCommand, -1, 0, 0, 0, "noscript loading stale fast no_auth allow_busy", 0, 0},
-    {"select", selectCommand, 2, 0, 0, 0, "loading stale fast", 0, 0},
-    {"auth", authCommand, -2, 0, 0, 0, "noscript loading stale fast no_auth allow_busy", 0, 0},
-    {"hello", helloCommand, -1, 0, 0, 0, "noscript loading stale fast no_auth allow_busy", 0, 0},
-    {"client", clientCommand, -2, 0, 0, 0, "noscript loading stale", 0, 0},
-    {"command", commandCommand, -1, 0, 0, 0, "loading stale", 0, 0},
-    {"config", configCommand, -2, 0, 0, 0, "admin noscript loading stale", 0, 0},
-    {"info", infoCommand, -1, 0, 0, 0, "loading stale", 0, 0},
-    {"shutdown", shutdownCommand, -1, 0, 0, 0, "admin noscript loading stale no_multi allow_busy", 0, 0},
-    {"time", timeCommand, 1, 0, 0, 0, "loading stale fast", 0, 0},
-    {"save", saveCommand, 1, 0, 0, 0, "admin noscript no_async_loading no_multi", 0, 0},
-    {"bgsave", bgsaveCommand, -1, 0, 0, 0, "admin noscript no_async_loading", 0, 0},
-    {"lastsave", lastsaveCommand, 1, 0, 0, 0, "loading stale fast", 0, 0},
-    {"dbsize", dbsizeCommand, 1, 0, 0, 0, "readonly fast", 0, 0},
-    {"flushdb", flushdbCommand, -1, 0, 0, 0, "write", 0, 0},
-    {"flushall", flushallCommand, -1, 0, 0, 0, "write", 0, 0},
-    {"del", delCommand, -2, 1, -1, 1, "write", 0, 0},
-    {"exists", existsCommand, -2, 1, -1, 1, "readonly fast", 0, 0},
-    {"expire", expireCommand, -3, 1, 1, 1, "write fast", 0, 0},
-    {"pexpire", pexpireCommand, -3, 1, 1, 1, "write fast", 0, 0},
-    {"ttl", ttlCommand, 2, 1, 1, 1, "readonly fast", 0, 0},
-    {"pttl", pttlCommand, 2, 1, 1, 1, "readonly fast", 0, 0},
-    {"persist", persistCommand, 2, 1, 1, 1, "write fast", 0, 0},
-    {"type", typeCommand, 2, 1, 1, 1, "readonly fast", 0, 0},
-    {"keys", keysCommand, 2, 0, 0, 0, "readonly", 0, 0},
-    {"unlink", unlinkCommand, -2, 1, -1, 1, "write fast", 0, 0},
-    {"touch", touchCommand, -2, 1, -1, 1, "readonly fast", 0, 0},
-    {"expireat", expireatCommand, -3, 1, 1, 1, "write fast", 0, 0},
-    {"pexpireat", pexpireatCommand, -3, 1, 1, 1, "write fast", 0, 0},
-    {"expiretime", expiretimeCommand, 2, 1, 1, 1, "readonly fast", 0, 0},
-    {"pexpiretime", pexpiretimeCommand, 2, 1, 1, 1, "readonly fast", 0, 0},
-    {"rename", renameCommand, 3, 1, 2, 1, "write", 0, 0},
-    {"renamenx", renamenxCommand, 3, 1, 2, 1, "write fast", 0, 0},
-    {"copy", copyCommand, -3, 1, 2, 1, "write denyoom", 0, 0},
-    {"move", moveCommand, 3, 1, 1, 1, "write fast", 0, 0},
-    {"swapdb", swapdbCommand, 3, 0, 0, 0, "write fast", 0, 0},
-    {"randomkey", randomkeyCommand, 1, 0, 0, 0, "readonly", 0, 0},
-    {"scan", scanCommand, -2, 0, 0, 0, "readonly", 0, 0},
-    {"dump", dumpCommand, 2, 1, 1, 1, "readonly", 0, 0},
-    {"restore", restoreCommand, -4, 1, 1, 1, "write denyoom", 0, 0},
-    {"sort", sortCommand, -2, 1, 1, 1, "write denyoom movablekeys", 0, 0},
-    {"sort_ro", sortroCommand, -2, 1, 1, 1, "readonly movablekeys", 0, 0},
-    {"object", objectCommand, -2, 0, 0, 0, "", 0, 0},
-    {"get", getCommand, 2, 1, 1, 1, "readonly fast", 0, 0},
-    {"set", setCommand, -3, 1, 1, 1, "write denyoom", 0, 0},
-    {"mget", mgetCommand, -2, 1, -1, 1, "readonly fast", 0, 0},
-    {"mset", msetCommand, -3, 1, -1, 2, "write denyoom", 0, 0},
-    {"incr", incrCommand, 2, 1, 1, 1, "write denyoom fast", 0, 0},
-    {"decr", decrCommand, 2, 1, 1, 1, "write denyoom fast", 0, 0},
-    {"incrby", incrbyCommand, 3, 1, 1, 1, "write denyoom fast", 0, 0},
-    {"decrby", decrbyCommand, 3, 1, 1, 1, "write denyoom fast", 0, 0},
-    {"strlen", strlenCommand, 2, 1, 1, 1, "readonly fast", 0, 0},
-    {"getex", getexCommand, -2, 1, 1, 1, "write fast", 0, 0},
-    {"setex", setexCommand, 4, 1, 1, 1, "write denyoom", 0, 0},
-    {"psetex", psetexCommand, 4, 1, 1, 1, "write denyoom", 0, 0},
-    {"setnx", setnxCommand, 3, 1, 1, 1, "write denyoom fast", 0, 0},
-    {"getset", getsetCommand, 3, 1, 1, 1, "write denyoom fast", 0, 0},
-    {"getdel", getdelCommand, 2, 1, 1, 1, "write fast", 0, 0},
-    {"append", appendCommand, 3, 1, 1, 1, "write denyoom fast", 0, 0},
-    {"getrange", getrangeCommand, 4, 1, 1, 1, "readonly", 0, 0},
-    {"substr", getrangeCommand, 4, 1, 1, 1, "readonly", 0, 0},
-    {"setrange", setrangeCommand, 4, 1, 1, 1, "write denyoom", 0, 0},
-    {"msetnx", msetnxCommand, -3, 1, -1, 2, "write denyoom", 0, 0},
-    {"setbit", setbitCommand, 4, 1, 1, 1, "write denyoom", 0, 0},
-    {"getbit", getbitCommand, 3, 1, 1, 1, "readonly fast", 0, 0},
-    {"lcs", lcsCommand, -3, 1, 2, 1, "readonly", 0, 0},
-    {"incrbyfloat", incrbyfloatCommand, 3, 1, 1, 1, "write denyoom fast", 0, 0},
-    {"lpush", lpushCommand, -3, 1, 1, 1, "write denyoom fast", 0, 0},
-    {"rpush", rpushCommand, -3, 1, 1, 1, "write denyoom fast", 0, 0},
-    {"lpop", lpopCommand, -2, 1, 1, 1, "write fast", 0, 0},
-    {"rpop", rpopCommand, -2, 1, 1, 1, "write fast", 0, 0},
-    {"llen", llenCommand, 2, 1, 1, 1, "readonly fast", 0, 0},
-    {"lrange", lrangeCommand, 4, 1, 1, 1, "readonly", 0, 0},
-    {"lpushx", lpushxCommand, -3, 1, 1, 1, "write denyoom fast", 0, 0},
-    {"rpushx", rpushxCommand, -3, 1, 1, 1, "write denyoom fast", 0, 0},
-    {"lindex", lindexCommand, 3, 1, 1, 1, "readonly", 0, 0},
-    {"lset", lsetCommand, 4, 1, 1, 1, "write denyoom", 0, 0},
-    {"lrem", lremCommand, 4, 1, 1, 1, "write", 0, 0},
-    {"ltrim", ltrimCommand, 4, 1, 1, 1, "write", 0, 0},
-    {"linsert", linsertCommand, 5, 1, 1, 1, "write denyoom", 0, 0},
-    {"lpos", lposCommand, -3, 1, 1, 1, "readonly", 0, 0},
-    {"lmove", lmoveCommand, 5, 1, 2, 1, "write denyoom", 0, 0},
-    {"rpoplpush", rpoplpushCommand, 3, 1, 2, 1, "write denyoom", 0, 0},
-    {"lmpop", lmpopCommand, -4, 0, 0, 0, "write movablekeys", 0, 0},
-    {"blpop", blpopCommand, -3, 1, -2, 1, "write noscript blocking", 0, 0},
-    {"brpop", brpopCommand, -3, 1, -2, 1, "write noscript blocking", 0, 0},
-    {"blmove", blmoveCommand, 6, 1, 2, 1, "write denyoom noscript blocking", 0, 0},
-    {"brpoplpush", brpoplpushCommand, 4, 1, 2, 1, "write denyoom noscript blocking", 0, 0},
-    {"blmpop", blmpopCommand, -5, 0, 0, 0, "write blocking movablekeys", 0, 0},
-    {"hset", hsetCommand, -4, 1, 1, 1, "write denyoom fast", 0, 0},
-    {"hmset", hmsetCommand, -4, 1, 1, 1, "write denyoom fast", 0, 0},
-    {"hsetnx", hsetnxCommand, 4, 1, 1, 1, "write denyoom fast", 0, 0},
-    {"hget", hgetCommand, 3, 1, 1, 1, "readonly fast", 0, 0},
-    {"hmget", hmgetCommand, -3, 1, 1, 1, "readonly fast", 0, 0},
-    {"hdel", hdelCommand, -3, 1, 1, 1, "write fast", 0, 0},
-    {"hlen", hlenCommand, 2, 1, 1, 1, "readonly fast", 0, 0},
-    {"hexists", hexistsCommand, 3, 1, 1, 1, "readonly fast", 0, 0},
-    {"hstrlen", hstrlenCommand, 3, 1, 1, 1, "readonly fast", 0, 0},
-    {"hgetall", hgetallCommand, 2, 1, 1, 1, "readonly", 0, 0},
-    {"hkeys", hkeysCommand, 2, 1, 1, 1, "readonly", 0, 0},
-    {"hvals", hvalsCommand, 2, 1, 1, 1, "readonly", 0, 0},
-    {"hincrby", hincrbyCommand, 4, 1, 1, 1, "write denyoom fast", 0, 0},
-    {"hincrbyfloat", hincrbyfloatCommand, 4, 1, 1, 1, "write denyoom fast", 0, 0},
-    {"hrandfield", hrandfieldCommand, -2, 1, 1, 1, "readonly", 0, 0},
-    {"hscan", hscanCommand, -3, 1, 1, 1, "readonly", 0, 0},
-    {"sadd", saddCommand, -3, 1, 1, 1, "write denyoom fast", 0, 0},
-    {"srem", sremCommand, -3, 1, 1, 1, "write fast", 0, 0},
-    {"smembers", smembersCommand, 2, 1, 1, 1, "readonly", 0, 0},
-    {"sismember", sismemberCommand, 3, 1, 1, 1, "readonly fast", 0, 0},
-    {"smismember", smismemberCommand, -3, 1, 1, 1, "readonly fast", 0, 0},
-    {"scard", scardCommand, 2, 1, 1, 1, "readonly fast", 0, 0},
-    {"spop", spopCommand, -2, 1, 1, 1, "write fast", 0, 0},
-    {"srandmember", srandmemberCommand, -2, 1, 1, 1, "readonly", 0, 0},
-    {"smove", smoveCommand, 4, 1, 2, 1, "write fast", 0, 0},
-    {"sinter", sinterCommand, -2, 1, -1, 1, "readonly", 0, 0},
-    {"sintercard", sintercardCommand, -3, 0, 0, 0, "readonly", 0, 0},
-    {"sinterstore", sinterstoreCommand, -3, 1, -1, 1, "write denyoom", 0, 0},
-    {"sunion", sunionCommand, -2, 1, -1, 1, "readonly", 0, 0},
-    {"sunionstore", sunionstoreCommand, -3, 1, -1, 1, "write denyoom", 0, 0},
-    {"sdiff", sdiffCommand, -2, 1, -1, 1, "readonly", 0, 0},
-    {"sdiffstore", sdiffstoreCommand, -3, 1, -1, 1, "write denyoom", 0, 0},
-    {"sscan", sscanCommand, -3, 1, 1, 1, "readonly", 0, 0},
-    {"zadd", zaddCommand, -4, 1, 1, 1, "write denyoom fast", 0, 0},
-    {"zincrby", zincrbyCommand, 4, 1, 1, 1, "write denyoom fast", 0, 0},
-    {"zrem", zremCommand, -3, 1, 1, 1, "write fast", 0, 0},
-    {"zremrangebyscore", zremrangebyscoreCommand, 4, 1, 1, 1, "write", 0, 0},
-    {"zremrangebyrank", zremrangebyrankCommand, 4, 1, 1, 1, "write", 0, 0},
-    {"zremrangebylex", zremrangebylexCommand, 4, 1, 1, 1, "write", 0, 0},
-    {"zunionstore", zunionstoreCommand, -4, 1, 1, 1, "write denyoom movablekeys", 0, 0},
-    {"zinterstore", zinterstoreCommand, -4, 1, 1, 1, "write denyoom movablekeys", 0, 0},
-    {"zdiffstore", zdiffstoreCommand, -4, 1, 1, 1, "write denyoom movablekeys", 0, 0},
-    {"zunion", zunionCommand, -3, 0, 0, 0, "readonly movablekeys", 0, 0},
-    {"zinter", zinterCommand, -3, 0, 0, 0, "readonly movablekeys", 0, 0},
-    {"zintercard", zintercardCommand, -3, 0, 0, 0, "readonly movablekeys", 0, 0},
-    {"zdiff", zdiffCommand, -3, 0, 0, 0, "readonly movablekeys", 0, 0},
-    {"zrange", zrangeCommand, -4, 1, 1, 1, "readonly", 0, 0},
-    {"zrangestore", zrangestoreCommand, -5, 1, 2, 1, "write denyoom", 0, 0},
-    {"zrangebyscore", zrangebyscoreCommand, -4, 1, 1, 1, "readonly", 0, 0},
-    {"zrevrangebyscore", zrevrangebyscoreCommand, -4, 1, 1, 1, "readonly", 0, 0},
-    {"zrangebylex", zrangebylexCommand, -4, 1, 1, 1, "readonly", 0, 0},
-    {"zrevrangebylex", zrevrangebylexCommand, -4, 1, 1, 1, "readonly", 0, 0},
-    {"zcount", zcountCommand, 4, 1, 1, 1, "readonly fast", 0, 0},
-    {"zlexcount", zlexcountCommand, 4, 1, 1, 1, "readonly fast", 0, 0},
-    {"zrevrange", zrevrangeCommand, -4, 1, 1, 1, "readonly", 0, 0},
-    {"zcard", zcardCommand, 2, 1, 1, 1, "readonly fast", 0, 0},
-    {"zscore", zscoreCommand, 3, 1, 1, 1, "readonly fast", 0, 0},
-    {"zmscore", zmscoreCommand, -3, 1, 1, 1, "readonly fast", 0, 0},
-    {"zrank", zrankCommand, 3, 1, 1, 1, "readonly fast", 0, 0},
-    {"zrevrank", zrevrankCommand, 3, 1, 1, 1, "readonly fast", 0, 0},
-    {"zscan", zscanCommand, -3, 1, 1, 1, "readonly", 0, 0},
-    {"zpopmin", zpopminCommand, -2, 1, 1, 1, "write fast", 0, 0},
-    {"zpopmax", zpopmaxCommand, -2, 1, 1, 1, "write fast", 0, 0},
-    {"zmpop", zmpopCommand, -4, 0, 0, 0, "write movablekeys", 0, 0},
-    {"bzpopmin", bzpopminCommand, -3, 1, -2, 1, "write noscript blocking fast", 0, 0},
-    {"bzpopmax", bzpopmaxCommand, -3, 1, -2, 1, "write noscript blocking fast", 0, 0},
-    {"bzmpop", bzmpopCommand, -5, 0, 0, 0, "write blocking movablekeys", 0, 0},
-    {"zrandmember", zrandmemberCommand, -2, 1, 1, 1, "readonly", 0, 0},
-    {"xadd", xaddCommand, -5, 1, 1, 1, "write denyoom fast", 0, 0},
-    {"xrange", xrangeCommand, -4, 1, 1, 1, "readonly", 0, 0},
-    {"xrevrange", xrevrangeCommand, -4, 1, 1, 1, "readonly", 0, 0},
-    {"xlen", xlenCommand, 2, 1, 1, 1, "readonly fast", 0, 0},
-    {"xdel", xdelCommand, -3, 1, 1, 1, "write fast", 0, 0},
-    {"xtrim", xtrimCommand, -4, 1, 1, 1, "write", 0, 0},
-    {"xread", xreadCommand, -4, 0, 0, 0, "readonly blocking movablekeys", 0, 0},
-    {"xreadgroup", xreadgroupCommand, -7, 0, 0, 0, "write blocking movablekeys", 0, 0},
-    {"xgroup", xgroupCommand, -2, 0, 0, 0, "", 0, 0},
-    {"xsetid", xsetidCommand, -3, 1, 1, 1, "write denyoom fast", 0, 0},
-    {"xack", xackCommand, -4, 1, 1, 1, "write fast", 0, 0},
-    {"xpending", xpendingCommand, -3, 1, 1, 1, "readonly", 0, 0},
-    {"xclaim", xclaimCommand, -6, 1, 1, 1, "write fast", 0, 0},
-    {"xautoclaim", xautoclaimCommand, -6, 1, 1, 1, "write fast", 0, 0},
-    {"xinfo", xinfoCommand, -2, 0, 0, 0, "", 0, 0},
-    {"replay.create", replayCreateCommand, -4, 1, 1, 1, "write denyoom module", 0, 0},
-    {"replay.add", replayAddCommand, -4, 1, 1, 1, "write denyoom module", 0, 0},
-    {"replay.sample", replaySampleCommand, -3, 1, 1, 1, "write module", 0, 0},
-    {"replay.update", replayUpdateCommand, 4, 1, 1, 1, "write module", 0, 0},
-    {"replay.info", replayInfoCommand, 2, 1, 1, 1, "readonly module", 0, 0},
-    {"replay.drop", replayDropCommand, 2, 1, 1, 1, "write module", 0, 0},
-    {"replay.list", replayListCommand, 1, 0, 0, 0, "readonly module", 0, 0},
-    {"replay.shards", replayShardsCommand, 1, 0, 0, 0, "readonly fast module", 0, 0},
-    {"replay.stream", replayStreamCommand, -3, 0, 0, 0, "write denyoom module", 0, 0},
-    {"replay.append", replayAppendCommand, -4, 0, 0, 0, "write denyoom module", 0, 0},
-    {"replay.item", replayItemCommand, -8, 1, 1, 1, "write denyoom module", 0, 0},
-    {"replay.columns", replayColumnsCommand, 2, 1, 1, 1, "readonly module", 0, 0},
-    {"replay.chunks", replayChunksCommand, 1, 0, 0, 0, "readonly module", 0, 0},
-    {"multi", multiCommand, 1, 0, 0, 0, "noscript loading stale fast allow_busy", 0, 0},
-    {"exec", execCommand, 1, 0, 0, 0, "noscript loading stale skip_slowlog", 0, 0},
-    {"discard", discardCommand, 1, 0, 0, 0, "noscript loading stale fast allow_busy", 0, 0},
-    {"watch", watchCommand, -2, 1, -1, 1, "noscript loading stale fast allow_busy", 0, 0},
-    {"unwatch", unwatchCommand, 1, 0, 0, 0, "noscript loading stale fast allow_busy", 0, 0},
-    {"subscribe", subscribeCommand, -2, 0, 0, 0, "pubsub noscript loading stale", 0, 0},
-    {"unsubscribe", unsubscribeCommand, -1, 0, 0, 0, "pubsub noscript loading stale", 0, 0},
-    {"psubscribe", psubscribeCommand, -2, 0, 0, 0, "pubsub noscript loading stale", 0, 0},
-    {"punsubscribe", punsubscribeCommand, -1, 0, 0, 0, "pubsub noscript loading stale", 0, 0},
-    {"publish", publishCommand, 3, 0, 0, 0, "pubsub loading stale fast may_replicate", 0, 0},
-    {"pubsub", pubsubCommand, -2, 0, 0, 0, "", 0, 0},
-    {"sync", syncCommand, 1, 0, 0, 0, "admin noscript no_async_loading no_multi", 0, 0},
-    {"psync", syncCommand, -3, 0, 0, 0, "admin noscript no_async_loading no_multi", 0, 0},
-    {"replconf", replconfCommand, -1, 0, 0, 0, "admin noscript loading stale allow_busy", 0, 0},
-    {"role", roleCommand, 1, 0, 0, 0, "noscript loading stale fast", 0, 0},
-    {"reset", resetCommand, 1, 0, 0, 0, "noscript loading stale fast no_auth allow_busy", 0, 0},
-    {"monitor", monitorCommand, 1, 0, 0, 0, "admin noscript loading stale", 0, 0},
-    {"debug", debugCommand, -2, 0, 0, 0, "admin noscript loading stale protected", 0, 0},
-    {"memory", memoryCommand, -2, 0, 0, 0, "", 0, 0},
-    {"cluster", clusterCommand, -2, 0, 0, 0, "", 0, 0},
-    {"eval", evalCommand, -3, 0, 0, 0, "noscript stale skip_monitor no_mandatory_keys movablekeys", 0, 0},
-    {"evalsha", evalShaCommand, -3, 0, 0, 0, "noscript stale skip_monitor no_mandatory_keys movablekeys", 0, 0},
-    {"eval_ro", evalRoCommand, -3, 0, 0, 0, "readonly noscript stale skip_monitor no_mandatory_keys movablekeys", 0, 0},
-    {"evalsha_ro", evalShaRoCommand, -3, 0, 0, 0, "readonly noscript stale skip_monitor no_mandatory_keys movablekeys", 0, 0},
-    {"script", scriptCommand, -2, 0, 0, 0, "", 0, 0},
-    {"fcall", fcallCommand, -3, 0, 0, 0, "noscript stale skip_monitor no_mandatory_keys movablekeys", 0, 0},
-    {"fcall_ro", fcallRoCommand, -3, 0, 0, 0, "readonly noscript stale skip_monitor no_mandatory_keys movablekeys", 0, 0},
-    {"function", functionCommand, -2, 0, 0, 0, "", 0, 0},
-    {"slowlog", slowlogCommand, -2, 0, 0, 0, "", 0, 0},
-    {"latency", latencyCommand, -2, 0, 0, 0, "", 0, 0},
+    {"ping", pingCommand, -1, 0, 0, 0, "fast", "connection", 0, 0, 0, 0},
+    {"echo", echoCommand, 2, 0, 0, 0, "fast", "connection", 0, 0, 0, 0},
+    {"quit", quitCommand, -1, 0, 0, 0, "noscript loading stale fast no_auth allow_busy", "connection", 0, 0, 0, 0},
+    {"select", selectCommand, 2, 0, 0, 0, "loading stale fast", "connection", 0, 0, 0, 0},
+    {"auth", authCommand, -2, 0, 0, 0, "noscript loading stale fast no_auth allow_busy", "connection", 0, 0, 0, 0},
+    {"hello", helloCommand, -1, 0, 0, 0, "noscript loading stale fast no_auth allow_busy", "connection", 0, 0, 0, 0},
+    {"client", clientCommand, -2, 0, 0, 0, "noscript loading stale", "", 0, 0, 0, 0},
+    {"command", commandCommand, -1, 0, 0, 0, "loading stale", "connection", 0, 0, 0, 0},
+    {"config", configCommand, -2, 0, 0, 0, "", "", 0, 0, 0, 0},
+    {"info", infoCommand, -1, 0, 0, 0, "loading stale", "dangerous", 0, 0, 0, 0},
+    {"shutdown", shutdownCommand, -1, 0, 0, 0, "admin noscript loading stale no_multi allow_busy", "", 0, 0, 0, 0},
+    {"time", timeCommand, 1, 0, 0, 0, "loading stale fast", "", 0, 0, 0, 0},
+    {"save", saveCommand, 1, 0, 0, 0, "admin noscript no_async_loading no_multi", "", 0, 0, 0, 0},
+    {"bgsave", bgsaveCommand, -1, 0, 0, 0, "admin noscript no_async_loading", "", 0, 0, 0, 0},
+    {"lastsave", lastsaveCommand, 1, 0, 0, 0, "loading stale fast", "admin dangerous", 0, 0, 0, 0},
+    {"dbsize", dbsizeCommand, 1, 0, 0, 0, "readonly fast", "keyspace", 0, 0, 0, 0},
+    {"flushdb", flushdbCommand, -1, 0, 0, 0, "write", "keyspace dangerous", 0, 0, 0, 0},
+    {"flushall", flushallCommand, -1, 0, 0, 0, "write", "keyspace dangerous", 0, 0, 0, 0},
+    {"del", delCommand, -2, 1, -1, 1, "write", "keyspace", 0, 0, 0, 0},
+    {"exists", existsCommand, -2, 1, -1, 1, "readonly fast", "keyspace", 0, 0, 0, 0},
+    {"expire", expireCommand, -3, 1, 1, 1, "write fast", "keyspace", 0, 0, 0, 0},
+    {"pexpire", pexpireCommand, -3, 1, 1, 1, "write fast", "keyspace", 0, 0, 0, 0},
+    {"ttl", ttlCommand, 2, 1, 1, 1, "readonly fast", "keyspace", 0, 0, 0, 0},
+    {"pttl", pttlCommand, 2, 1, 1, 1, "readonly fast", "keyspace", 0, 0, 0, 0},
+    {"persist", persistCommand, 2, 1, 1, 1, "write fast", "keyspace", 0, 0, 0, 0},
+    {"type", typeCommand, 2, 1, 1, 1, "readonly fast", "keyspace", 0, 0, 0, 0},
+    {"keys", keysCommand, 2, 0, 0, 0, "readonly", "keyspace dangerous", 0, 0, 0, 0},
+    {"unlink", unlinkCommand, -2, 1, -1, 1, "write fast", "keyspace", 0, 0, 0, 0},
+    {"touch", touchCommand, -2, 1, -1, 1, "readonly fast", "keyspace", 0, 0, 0, 0},
+    {"expireat", expireatCommand, -3, 1, 1, 1, "write fast", "keyspace", 0, 0, 0, 0},
+    {"pexpireat", pexpireatCommand, -3, 1, 1, 1, "write fast", "keyspace", 0, 0, 0, 0},
+    {"expiretime", expiretimeCommand, 2, 1, 1, 1, "readonly fast", "keyspace", 0, 0, 0, 0},
+    {"pexpiretime", pexpiretimeCommand, 2, 1, 1, 1, "readonly fast", "keyspace", 0, 0, 0, 0},
+    {"rename", renameCommand, 3, 1, 2, 1, "write", "keyspace", 0, 0, 0, 0},
+    {"renamenx", renamenxCommand, 3, 1, 2, 1, "write fast", "keyspace", 0, 0, 0, 0},
+    {"copy", copyCommand, -3, 1, 2, 1, "write denyoom", "keyspace", 0, 0, 0, 0},
+    {"move", moveCommand, 3, 1, 1, 1, "write fast", "keyspace", 0, 0, 0, 0},
+    {"swapdb", swapdbCommand, 3, 0, 0, 0, "write fast", "keyspace dangerous", 0, 0, 0, 0},
+    {"randomkey", randomkeyCommand, 1, 0, 0, 0, "readonly", "keyspace", 0, 0, 0, 0},
+    {"scan", scanCommand, -2, 0, 0, 0, "readonly", "keyspace", 0, 0, 0, 0},
+    {"dump", dumpCommand, 2, 1, 1, 1, "readonly", "keyspace", 0, 0, 0, 0},
+    {"restore", restoreCommand, -4, 1, 1, 1, "write denyoom", "keyspace dangerous", 0, 0, 0, 0},
+    {"sort", sortCommand, -2, 1, 1, 1, "write denyoom movablekeys", "set sortedset list dangerous", 0, 0, 0, 0},
+    {"sort_ro", sortroCommand, -2, 1, 1, 1, "readonly movablekeys", "set sortedset list dangerous", 0, 0, 0, 0},
+    {"object", objectCommand, -2, 0, 0, 0, "", "", 0, 0, 0, 0},
+    {"get", getCommand, 2, 1, 1, 1, "readonly fast", "string", 0, 0, 0, 0},
+    {"set", setCommand, -3, 1, 1, 1, "write denyoom", "string", 0, 0, 0, 0},
+    {"mget", mgetCommand, -2, 1, -1, 1, "readonly fast", "string", 0, 0, 0, 0},
+    {"mset", msetCommand, -3, 1, -1, 2, "write denyoom", "string", 0, 0, 0, 0},
+    {"incr", incrCommand, 2, 1, 1, 1, "write denyoom fast", "string", 0, 0, 0, 0},
+    {"decr", decrCommand, 2, 1, 1, 1, "write denyoom fast", "string", 0, 0, 0, 0},
+    {"incrby", incrbyCommand, 3, 1, 1, 1, "write denyoom fast", "string", 0, 0, 0, 0},
+    {"decrby", decrbyCommand, 3, 1, 1, 1, "write denyoom fast", "string", 0, 0, 0, 0},
+    {"strlen", strlenCommand, 2, 1, 1, 1, "readonly fast", "string", 0, 0, 0, 0},
+    {"getex", getexCommand, -2, 1, 1, 1, "write fast", "string", 0, 0, 0, 0},
+    {"setex", setexCommand, 4, 1, 1, 1, "write denyoom", "string", 0, 0, 0, 0},
+    {"psetex", psetexCommand, 4, 1, 1, 1, "write denyoom", "string", 0, 0, 0, 0},
+    {"setnx", setnxCommand, 3, 1, 1, 1, "write denyoom fast", "string", 0, 0, 0, 0},
+    {"getset", getsetCommand, 3, 1, 1, 1, "write denyoom fast", "string", 0, 0, 0, 0},
+    {"getdel", getdelCommand, 2, 1, 1, 1, "write fast", "string", 0, 0, 0, 0},
+    {"append", appendCommand, 3, 1, 1, 1, "write denyoom fast", "string", 0, 0, 0, 0},
+    {"getrange", getrangeCommand, 4, 1, 1, 1, "readonly", "string", 0, 0, 0, 0},
+    {"substr", getrangeCommand, 4, 1, 1, 1, "readonly", "string", 0, 0, 0, 0},
+    {"setrange", setrangeCommand, 4, 1, 1, 1, "write denyoom", "string", 0, 0, 0, 0},
+    {"msetnx", msetnxCommand, -3, 1, -1, 2, "write denyoom", "string", 0, 0, 0, 0},
+    {"setbit", setbitCommand, 4, 1, 1, 1, "write denyoom", "bitmap", 0, 0, 0, 0},
+    {"getbit", getbitCommand, 3, 1, 1, 1, "readonly fast", "bitmap", 0, 0, 0, 0},
+    {"lcs", lcsCommand, -3, 1, 2, 1, "readonly", "string", 0, 0, 0, 0},
+    {"incrbyfloat", incrbyfloatCommand, 3, 1, 1, 1, "write denyoom fast", "string", 0, 0, 0, 0},
+    {"lpush", lpushCommand, -3, 1, 1, 1, "write denyoom fast", "list", 0, 0, 0, 0},
+    {"rpush", rpushCommand, -3, 1, 1, 1, "write denyoom fast", "list", 0, 0, 0, 0},
+    {"lpop", lpopCommand, -2, 1, 1, 1, "write fast", "list", 0, 0, 0, 0},
+    {"rpop", rpopCommand, -2, 1, 1, 1, "write fast", "list", 0, 0, 0, 0},
+    {"llen", llenCommand, 2, 1, 1, 1, "readonly fast", "list", 0, 0, 0, 0},
+    {"lrange", lrangeCommand, 4, 1, 1, 1, "readonly", "list", 0, 0, 0, 0},
+    {"lpushx", lpushxCommand, -3, 1, 1, 1, "write denyoom fast", "list", 0, 0, 0, 0},
+    {"rpushx", rpushxCommand, -3, 1, 1, 1, "write denyoom fast", "list", 0, 0, 0, 0},
+    {"lindex", lindexCommand, 3, 1, 1, 1, "readonly", "list", 0, 0, 0, 0},
+    {"lset", lsetCommand, 4, 1, 1, 1, "write denyoom", "list", 0, 0, 0, 0},
+    {"lrem", lremCommand, 4, 1, 1, 1, "write", "list", 0, 0, 0, 0},
+    {"ltrim", ltrimCommand, 4, 1, 1, 1, "write", "list", 0, 0, 0, 0},
+    {"linsert", linsertCommand, 5, 1, 1, 1, "write denyoom", "list", 0, 0, 0, 0},
+    {"lpos", lposCommand, -3, 1, 1, 1, "readonly", "list", 0, 0, 0, 0},
+    {"lmove", lmoveCommand, 5, 1, 2, 1, "write denyoom", "list", 0, 0, 0, 0},
+    {"rpoplpush", rpoplpushCommand, 3, 1, 2, 1, "write denyoom", "list", 0, 0, 0, 0},
+    {"lmpop", lmpopCommand, -4, 0, 0, 0, "write movablekeys", "list", 0, 0, 0, 0},
+    {"blpop", blpopCommand, -3, 1, -2, 1, "write noscript blocking", "list", 0, 0, 0, 0},
+    {"brpop", brpopCommand, -3, 1, -2, 1, "write noscript blocking", "list", 0, 0, 0, 0},
+    {"blmove", blmoveCommand, 6, 1, 2, 1, "write denyoom noscript blocking", "list", 0, 0, 0, 0},
+    {"brpoplpush", brpoplpushCommand, 4, 1, 2, 1, "write denyoom noscript blocking", "list", 0, 0, 0, 0},
+    {"blmpop", blmpopCommand, -5, 0, 0, 0, "write blocking movablekeys", "list", 0, 0, 0, 0},
+    {"hset", hsetCommand, -4, 1, 1, 1, "write denyoom fast", "hash", 0, 0, 0, 0},
+    {"hmset", hmsetCommand, -4, 1, 1, 1, "write denyoom fast", "hash", 0, 0, 0, 0},
+    {"hsetnx", hsetnxCommand, 4, 1, 1, 1, "write denyoom fast", "hash", 0, 0, 0, 0},
+    {"hget", hgetCommand, 3, 1, 1, 1, "readonly fast", "hash", 0, 0, 0, 0},
+    {"hmget", hmgetCommand, -3, 1, 1, 1, "readonly fast", "hash", 0, 0, 0, 0},
+    {"hdel", hdelCommand, -3, 1, 1, 1, "write fast", "hash", 0, 0, 0, 0},
+    {"hlen", hlenCommand, 2, 1, 1, 1, "readonly fast", "hash", 0, 0, 0, 0},
+    {"hexists", hexistsCommand, 3, 1, 1, 1, "readonly fast", "hash", 0, 0, 0, 0},
+    {"hstrlen", hstrlenCommand, 3, 1, 1, 1, "readonly fast", "hash", 0, 0, 0, 0},
+    {"hgetall", hgetallCommand, 2, 1, 1, 1, "readonly", "hash", 0, 0, 0, 0},
+    {"hkeys", hkeysCommand, 2, 1, 1, 1, "readonly", "hash", 0, 0, 0, 0},
+    {"hvals", hvalsCommand, 2, 1, 1, 1, "readonly", "hash", 0, 0, 0, 0},
+    {"hincrby", hincrbyCommand, 4, 1, 1, 1, "write denyoom fast", "hash", 0, 0, 0, 0},
+    {"hincrbyfloat", hincrbyfloatCommand, 4, 1, 1, 1, "write denyoom fast", "hash", 0, 0, 0, 0},
+    {"hrandfield", hrandfieldCommand, -2, 1, 1, 1, "readonly", "hash", 0, 0, 0, 0},
+    {"hscan", hscanCommand, -3, 1, 1, 1, "readonly", "hash", 0, 0, 0, 0},
+    {"sadd", saddCommand, -3, 1, 1, 1, "write denyoom fast", "set", 0, 0, 0, 0},
+    {"srem", sremCommand, -3, 1, 1, 1, "write fast", "set", 0, 0, 0, 0},
+    {"smembers", smembersCommand, 2, 1, 1, 1, "readonly", "set", 0, 0, 0, 0},
+    {"sismember", sismemberCommand, 3, 1, 1, 1, "readonly fast", "set", 0, 0, 0, 0},
+    {"smismember", smismemberCommand, -3, 1, 1, 1, "readonly fast", "set", 0, 0, 0, 0},
+    {"scard", scardCommand, 2, 1, 1, 1, "readonly fast", "set", 0, 0, 0, 0},
+    {"spop", spopCommand, -2, 1, 1, 1, "write fast", "set", 0, 0, 0, 0},
+    {"srandmember", srandmemberCommand, -2, 1, 1, 1, "readonly", "set", 0, 0, 0, 0},
+    {"smove", smoveCommand, 4, 1, 2, 1, "write fast", "set", 0, 0, 0, 0},
+    {"sinter", sinterCommand, -2, 1, -1, 1, "readonly", "set", 0, 0, 0, 0},
+    {"sintercard", sintercardCommand, -3, 0, 0, 0, "readonly", "set", 0, 0, 0, 0},
+    {"sinterstore", sinterstoreCommand, -3, 1, -1, 1, "write denyoom", "set", 0, 0, 0, 0},
+    {"sunion", sunionCommand, -2, 1, -1, 1, "readonly", "set", 0, 0, 0, 0},
+    {"sunionstore", sunionstoreCommand, -3, 1, -1, 1, "write denyoom", "set", 0, 0, 0, 0},
+    {"sdiff", sdiffCommand, -2, 1, -1, 1, "readonly", "set", 0, 0, 0, 0},
+    {"sdiffstore", sdiffstoreCommand, -3, 1, -1, 1, "write denyoom", "set", 0, 0, 0, 0},
+    {"sscan", sscanCommand, -3, 1, 1, 1, "readonly", "set", 0, 0, 0, 0},
+    {"zadd", zaddCommand, -4, 1, 1, 1, "write denyoom fast", "sortedset", 0, 0, 0, 0},
+    {"zincrby", zincrbyCommand, 4, 1, 1, 1, "write denyoom fast", "sortedset", 0, 0, 0, 0},
+    {"zrem", zremCommand, -3, 1, 1, 1, "write fast", "sortedset", 0, 0, 0, 0},
+    {"zremrangebyscore", zremrangebyscoreCommand, 4, 1, 1, 1, "write", "sortedset", 0, 0, 0, 0},
+    {"zremrangebyrank", zremrangebyrankCommand, 4, 1, 1, 1, "write", "sortedset", 0, 0, 0, 0},
+    {"zremrangebylex", zremrangebylexCommand, 4, 1, 1, 1, "write", "sortedset", 0, 0, 0, 0},
+    {"zunionstore", zunionstoreCommand, -4, 1, 1, 1, "write denyoom movablekeys", "sortedset", 0, 0, 0, 0},
+    {"zinterstore", zinterstoreCommand, -4, 1, 1, 1, "write denyoom movablekeys", "sortedset", 0, 0, 0, 0},
+    {"zdiffstore", zdiffstoreCommand, -4, 1, 1, 1, "write denyoom movablekeys", "sortedset", 0, 0, 0, 0},
+    {"zunion", zunionCommand, -3, 0, 0, 0, "readonly movablekeys", "sortedset", 0, 0, 0, 0},
+    {"zinter", zinterCommand, -3, 0, 0, 0, "readonly movablekeys", "sortedset", 0, 0, 0, 0},
+    {"zintercard", zintercardCommand, -3, 0, 0, 0, "readonly movablekeys", "sortedset", 0, 0, 0, 0},
+    {"zdiff", zdiffCommand, -3, 0, 0, 0, "readonly movablekeys", "sortedset", 0, 0, 0, 0},
+    {"zrange", zrangeCommand, -4, 1, 1, 1, "readonly", "sortedset", 0, 0, 0, 0},
+    {"zrangestore", zrangestoreCommand, -5, 1, 2, 1, "write denyoom", "sortedset", 0, 0, 0, 0},
+    {"zrangebyscore", zrangebyscoreCommand, -4, 1, 1, 1, "readonly", "sortedset", 0, 0, 0, 0},
+    {"zrevrangebyscore", zrevrangebyscoreCommand, -4, 1, 1, 1, "readonly", "sortedset", 0, 0, 0, 0},
+    {"zrangebylex", zrangebylexCommand, -4, 1, 1, 1, "readonly", "sortedset", 0, 0, 0, 0},
+    {"zrevrangebylex", zrevrangebylexCommand, -4, 1, 1, 1, "readonly", "sortedset", 0, 0, 0, 0},
+    {"zcount", zcountCommand, 4, 1, 1, 1, "readonly fast", "sortedset", 0, 0, 0, 0},
+    {"zlexcount", zlexcountCommand, 4, 1, 1, 1, "readonly fast", "sortedset", 0, 0, 0, 0},
+    {"zrevrange", zrevrangeCommand, -4, 1, 1, 1, "readonly", "sortedset", 0, 0, 0, 0},
+    {"zcard", zcardCommand, 2, 1, 1, 1, "readonly fast", "sortedset", 0, 0, 0, 0},
+    {"zscore", zscoreCommand, 3, 1, 1, 1, "readonly fast", "sortedset", 0, 0, 0, 0},
+    {"zmscore", zmscoreCommand, -3, 1, 1, 1, "readonly fast", "sortedset", 0, 0, 0, 0},
+    {"zrank", zrankCommand, 3, 1, 1, 1, "readonly fast", "sortedset", 0, 0, 0, 0},
+    {"zrevrank", zrevrankCommand, 3, 1, 1, 1, "readonly fast", "sortedset", 0, 0, 0, 0},
+    {"zscan", zscanCommand, -3, 1, 1, 1, "readonly", "sortedset", 0, 0, 0, 0},
+    {"zpopmin", zpopminCommand, -2, 1, 1, 1, "write fast", "sortedset", 0, 0, 0, 0},
+    {"zpopmax", zpopmaxCommand, -2, 1, 1, 1, "write fast", "sortedset", 0, 0, 0, 0},
+    {"zmpop", zmpopCommand, -4, 0, 0, 0, "write movablekeys", "sortedset", 0, 0, 0, 0},
+    {"bzpopmin", bzpopminCommand, -3, 1, -2, 1, "write noscript blocking fast", "sortedset", 0, 0, 0, 0},
+    {"bzpopmax", bzpopmaxCommand, -3, 1, -2, 1, "write noscript blocking fast", "sortedset", 0, 0, 0, 0},
+    {"bzmpop", bzmpopCommand, -5, 0, 0, 0, "write blocking movablekeys", "sortedset", 0, 0, 0, 0},
+    {"zrandmember", zrandmemberCommand, -2, 1, 1, 1, "readonly", "sortedset", 0, 0, 0, 0},
+    {"xadd", xaddCommand, -5, 1, 1, 1, "write denyoom fast", "stream", 0, 0, 0, 0},
+    {"xrange", xrangeCommand, -4, 1, 1, 1, "readonly", "stream", 0, 0, 0, 0},
+    {"xrevrange", xrevrangeCommand, -4, 1, 1, 1, "readonly", "stream", 0, 0, 0, 0},
+    {"xlen", xlenCommand, 2, 1, 1, 1, "readonly fast", "stream", 0, 0, 0, 0},
+    {"xdel", xdelCommand, -3, 1, 1, 1, "write fast", "stream", 0, 0, 0, 0},
+    {"xtrim", xtrimCommand, -4, 1, 1, 1, "write", "stream", 0, 0, 0, 0},
+    {"xread", xreadCommand, -4, 0, 0, 0, "readonly blocking movablekeys", "stream", 0, 0, 0, 0},
+    {"xreadgroup", xreadgroupCommand, -7, 0, 0, 0, "write blocking movablekeys", "stream", 0, 0, 0, 0},
+    {"xgroup", xgroupCommand, -2, 0, 0, 0, "", "", 0, 0, 0, 0},
+    {"xsetid", xsetidCommand, -3, 1, 1, 1, "write denyoom fast", "stream", 0, 0, 0, 0},
+    {"xack", xackCommand, -4, 1, 1, 1, "write fast", "stream", 0, 0, 0, 0},
+    {"xpending", xpendingCommand, -3, 1, 1, 1, "readonly", "stream", 0, 0, 0, 0},
+    {"xclaim", xclaimCommand, -6, 1, 1, 1, "write fast", "stream", 0, 0, 0, 0},
+    {"xautoclaim", xautoclaimCommand, -6, 1, 1, 1, "write fast", "stream", 0, 0, 0, 0},
+    {"xinfo", xinfoCommand, -2, 0, 0, 0, "", "", 0, 0, 0, 0},
+    {"replay.create", replayCreateCommand, -4, 1, 1, 1, "write denyoom module", "replay", 0, 0, 0, 0},
+    {"replay.add", replayAddCommand, -4, 1, 1, 1, "write denyoom module", "replay", 0, 0, 0, 0},
+    {"replay.sample", replaySampleCommand, -3, 1, 1, 1, "write module", "replay", 0, 0, 0, 0},
+    {"replay.update", replayUpdateCommand, 4, 1, 1, 1, "write module", "replay", 0, 0, 0, 0},
+    {"replay.info", replayInfoCommand, 2, 1, 1, 1, "readonly module", "replay", 0, 0, 0, 0},
+    {"replay.drop", replayDropCommand, 2, 1, 1, 1, "write module", "replay", 0, 0, 0, 0},
+    {"replay.list", replayListCommand, 1, 0, 0, 0, "readonly module", "replay", 0, 0, 0, 0},
+    {"replay.shards", replayShardsCommand, 1, 0, 0, 0, "readonly fast module", "replay", 0, 0, 0, 0},
+    {"replay.stream", replayStreamCommand, -3, 1, 1, 1, "write denyoom module", "replay", 0, 0, 0, 0},
+    {"replay.append", replayAppendCommand, -4, 1, 1, 1, "write denyoom module", "replay", 0, 0, 0, 0},
+    {"replay.item", replayItemCommand, -8, 1, 1, 1, "write denyoom module", "replay", 0, 0, 0, 0},
+    {"replay.columns", replayColumnsCommand, 2, 1, 1, 1, "readonly module", "replay", 0, 0, 0, 0},
+    {"replay.chunks", replayChunksCommand, 1, 0, 0, 0, "readonly module", "replay", 0, 0, 0, 0},
+    {"multi", multiCommand, 1, 0, 0, 0, "noscript loading stale fast allow_busy", "transaction", 0, 0, 0, 0},
+    {"exec", execCommand, 1, 0, 0, 0, "noscript loading stale skip_slowlog", "transaction", 0, 0, 0, 0},
+    {"discard", discardCommand, 1, 0, 0, 0, "noscript loading stale fast allow_busy", "transaction", 0, 0, 0, 0},
+    {"watch", watchCommand, -2, 1, -1, 1, "noscript loading stale fast allow_busy", "transaction", 0, 0, 0, 0},
+    {"unwatch", unwatchCommand, 1, 0, 0, 0, "noscript loading stale fast allow_busy", "transaction", 0, 0, 0, 0},
+    {"subscribe", subscribeCommand, -2, 0, 0, 0, "pubsub noscript loading stale", "", 0, 0, 0, 0},
+    {"unsubscribe", unsubscribeCommand, -1, 0, 0, 0, "pubsub noscript loading stale", "", 0, 0, 0, 0},
+    {"psubscribe", psubscribeCommand, -2, 0, 0, 0, "pubsub noscript loading stale", "", 0, 0, 0, 0},
+    {"punsubscribe", punsubscribeCommand, -1, 0, 0, 0, "pubsub noscript loading stale", "", 0, 0, 0, 0},
+    {"publish", publishCommand, 3, 0, 0, 0, "pubsub loading stale fast may_replicate", "", 0, 0, 0, 0},
+    {"pubsub", pubsubCommand, -2, 0, 0, 0, "", "", 0, 0, 0, 0},
+    {"ssubscribe", ssubscribeCommand, -2, 1, -1, 1, "pubsub noscript loading stale", "", 0, 0, 0, 0},
+    {"sunsubscribe", sunsubscribeCommand, -1, 1, -1, 1, "pubsub noscript loading stale", "", 0, 0, 0, 0},
+    {"spublish", spublishCommand, 3, 1, 1, 1, "pubsub loading stale fast", "", 0, 0, 0, 0},
+    {"sync", syncCommand, 1, 0, 0, 0, "admin noscript no_async_loading no_multi", "", 0, 0, 0, 0},
+    {"psync", syncCommand, -3, 0, 0, 0, "admin noscript no_async_loading no_multi", "", 0, 0, 0, 0},
+    {"replconf", replconfCommand, -1, 0, 0, 0, "admin noscript loading stale allow_busy", "", 0, 0, 0, 0},
+    {"role", roleCommand, 1, 0, 0, 0, "noscript loading stale fast", "admin dangerous", 0, 0, 0, 0},
+    {"reset", resetCommand, 1, 0, 0, 0, "noscript loading stale fast no_auth allow_busy", "connection", 0, 0, 0, 0},
+    {"monitor", monitorCommand, 1, 0, 0, 0, "admin noscript loading stale", "", 0, 0, 0, 0},
+    {"debug", debugCommand, -2, 0, 0, 0, "admin noscript loading stale protected", "", 0, 0, 0, 0},
+    {"memory", memoryCommand, -2, 0, 0, 0, "", "", 0, 0, 0, 0},
+    {"cluster", clusterCommand, -2, 0, 0, 0, "", "", 0, 0, 0, 0},
+    {"eval", evalCommand, -3, 0, 0, 0, "noscript stale skip_monitor no_mandatory_keys movablekeys", "scripting", 0, 0, 0, 0},
+    {"evalsha", evalShaCommand, -3, 0, 0, 0, "noscript stale skip_monitor no_mandatory_keys movablekeys", "scripting", 0, 0, 0, 0},
+    {"eval_ro", evalRoCommand, -3, 0, 0, 0, "readonly noscript stale skip_monitor no_mandatory_keys movablekeys", "scripting", 0, 0, 0, 0},
+    {"evalsha_ro", evalShaRoCommand, -3, 0, 0, 0, "readonly noscript stale skip_monitor no_mandatory_keys movablekeys", "scripting", 0, 0, 0, 0},
+    {"script", scriptCommand, -2, 0, 0, 0, "", "", 0, 0, 0, 0},
+    {"fcall", fcallCommand, -3, 0, 0, 0, "noscript stale skip_monitor no_mandatory_keys movablekeys", "scripting", 0, 0, 0, 0},
+    {"fcall_ro", fcallRoCommand, -3, 0, 0, 0, "readonly noscript stale skip_monitor no_mandatory_keys movablekeys", "scripting", 0, 0, 0, 0},
+    {"function", functionCommand, -2, 0, 0, 0, "", "", 0, 0, 0, 0},
+    {"slowlog", slowlogCommand, -2, 0, 0, 0, "", "", 0, 0, 0, 0},
+    {"latency", latencyCommand, -2, 0, 0, 0, "", "", 0, 0, 0, 0},
+    {"acl", aclCommand, -2, 0, 0, 0, "", "", 0, 0, 0, 0},
 };
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
 
@@ -292,17 +300,29 @@ static int parseFlagWords(const char *words) {
     return bits;
 }
 
+static void buildSubIndex(void);
+
 static void buildIndex(void) {
     for (size_t i = 0; i < NCOMMANDS; i++) {
         commands[i].flags = parseFlagWords(commands[i].sflags);
+        uint64_t explicit = aclCategoryWords(commands[i].acl);
+        commands[i].cats = explicit | aclCategoriesOfFlags(commands[i].sflags,
+                                                           !!(explicit & (1ull << aclCategoryIndex("scripting", 9))));
+        commands[i].id = (int)i;
         uint32_t h = nameHash(commands[i].name, strlen(commands[i].name)) % CMD_INDEX_SIZE;
         while (cmd_index[h]) h = (h + 1) % CMD_INDEX_SIZE;
         cmd_index[h] = (uint16_t)(i + 1);
     }
+    buildSubIndex();
 }
 
-ir_command *lookupCommand(const char *name, size_t len) {
+static void ensureIndex(void) {
     if (!cmd_index[nameHash("ping", 4) % CMD_INDEX_SIZE] && NCOMMANDS) buildIndex();
+}
+
+
+ir_command *lookupCommand(const char *name, size_t len) {
+    ensureIndex();
     uint32_t h = nameHash(name, len) % CMD_INDEX_SIZE;
     while (cmd_index[h]) {
         ir_command *c = &commands[cmd_index[h] - 1];
@@ -358,22 +378,6 @@ void selectCommand(client *c) {
     addReplyStr(c, shared.ok);
 }
 
-/* Compare in time that depends only on the lengths, not on where bytes differ. */
-static int secretEq(const char *a, size_t alen, const char *b, size_t blen) {
-    unsigned char diff = alen != blen;
-    size_t n = alen < blen ? alen : blen;
-    for (size_t i = 0; i < n; i++) diff |= (unsigned char)(a[i] ^ b[i]);
-    return diff == 0;
-}
-
-/* The one user is "default"; its password is requirepass (none: any password). */
-static int checkCredentials(client *c, const ir_arg *user, const ir_arg *pass) {
-    size_t rplen;
-    const char *rp = serverRequirePass(c->srv, &rplen);
-    if (user && !(user->len == 7 && memcmp(user->ptr, "default", 7) == 0)) return 0;
-    if (!rplen) return 1;
-    return secretEq(pass->ptr, pass->len, rp, rplen);
-}
 
 /* AUTH [username] password */
 void authCommand(client *c) {
@@ -381,19 +385,16 @@ void authCommand(client *c) {
         addReplyStr(c, shared.syntaxerr);
         return;
     }
-    size_t rplen;
-    serverRequirePass(c->srv, &rplen);
-    if (c->argc == 2 && !rplen) {
+    if (c->argc == 2 && aclDefaultIsNopass(c->srv)) {
         addReplyError(c, "AUTH <password> called without any password configured for the default "
                          "user. Are you sure your configuration is correct?");
         return;
     }
     const ir_arg *user = c->argc == 3 ? &c->argv[1] : NULL;
-    if (!checkCredentials(c, user, &c->argv[c->argc - 1])) {
+    if (!aclAuthenticate(c, user, &c->argv[c->argc - 1])) {
         addReplyError(c, "-WRONGPASS invalid username-password pair or user is disabled.");
         return;
     }
-    c->authenticated = 1;
     addReplyStr(c, shared.ok);
 }
 
@@ -411,16 +412,12 @@ void helloCommand(client *c) {
             return;
         }
     }
-    int authed_here = 0;
-    const ir_arg *setname = NULL;
+    const ir_arg *setname = NULL, *auth_user = NULL, *auth_pass = NULL;
     for (int j = 2; j < c->argc; j++) {
         int more = c->argc - j - 1;
         if (argEq(c, j, "auth") && more >= 2) {
-            if (!checkCredentials(c, &c->argv[j + 1], &c->argv[j + 2])) {
-                addReplyError(c, "-WRONGPASS invalid username-password pair or user is disabled.");
-                return;
-            }
-            authed_here = 1;
+            auth_user = &c->argv[j + 1]; /* checked once every option parsed, as Redis */
+            auth_pass = &c->argv[j + 2];
             j += 2;
         } else if (argEq(c, j, "setname") && more >= 1) {
             setname = &c->argv[++j]; /* checked as CLIENT SETNAME does, once authenticated */
@@ -429,7 +426,10 @@ void helloCommand(client *c) {
             return;
         }
     }
-    if (authed_here) c->authenticated = 1;
+    if (auth_user && !aclAuthenticate(c, auth_user, auth_pass)) {
+        addReplyError(c, "-WRONGPASS invalid username-password pair or user is disabled.");
+        return;
+    }
     if (setname && !authRequired(c) && clientSetName(c, setname) != 0) return;
     if (authRequired(c)) {
         addReplyError(c, "-NOAUTH HELLO must be called with the client already authenticated, "
@@ -523,113 +523,144 @@ typedef struct subcmd {
     const char *cname, *name;
     int arity;
     const char *sflags;
+    const char *acl; /* ACL categories beyond the derived ones, as ir_command.acl */
 } subcmd;
 
 static const subcmd subcommands[] = {
-    {clientCommand, "client", "getname", 2, "noscript loading stale"},
-    {clientCommand, "client", "help", 2, "loading stale"},
-    {clientCommand, "client", "id", 2, "noscript loading stale"},
-    {clientCommand, "client", "info", 2, "noscript loading stale"},
-    {clientCommand, "client", "kill", -3, "admin noscript loading stale"},
-    {clientCommand, "client", "list", -2, "admin noscript loading stale"},
-    {clientCommand, "client", "no-evict", 3, "admin noscript loading stale"},
-    {clientCommand, "client", "reply", 3, "noscript loading stale"},
-    {clientCommand, "client", "setinfo", 4, "noscript loading stale"},
-    {clientCommand, "client", "setname", 3, "noscript loading stale"},
-    {clientCommand, "client", "unblock", -3, "admin noscript loading stale"},
-    {commandCommand, "command", "count", 2, "loading stale"},
-    {commandCommand, "command", "docs", -2, "loading stale"},
-    {commandCommand, "command", "getkeys", -4, "loading stale"},
-    {commandCommand, "command", "getkeysandflags", -4, "loading stale"},
-    {commandCommand, "command", "help", 2, "loading stale"},
-    {commandCommand, "command", "info", -2, "loading stale"},
-    {commandCommand, "command", "list", -2, "loading stale"},
-    {objectCommand, "object", "encoding", 3, "readonly"},
-    {objectCommand, "object", "freq", 3, "readonly"},
-    {objectCommand, "object", "help", 2, "loading stale"},
-    {objectCommand, "object", "idletime", 3, "readonly"},
-    {objectCommand, "object", "refcount", 3, "readonly"},
-    {memoryCommand, "memory", "doctor", 2, ""},
-    {functionCommand, "function", "delete", 3, "write noscript"},
-    {functionCommand, "function", "dump", 2, "noscript"},
-    {functionCommand, "function", "flush", -2, "write noscript"},
-    {functionCommand, "function", "help", 2, "loading stale"},
-    {functionCommand, "function", "kill", 2, "noscript allow_busy"},
-    {functionCommand, "function", "list", -2, "noscript"},
-    {functionCommand, "function", "load", -3, "write denyoom noscript"},
-    {functionCommand, "function", "restore", -3, "write denyoom noscript"},
-    {functionCommand, "function", "stats", 2, "noscript allow_busy"},
-    {scriptCommand, "script", "exists", -3, "noscript"},
-    {scriptCommand, "script", "flush", -2, "noscript"},
-    {scriptCommand, "script", "help", 2, "loading stale"},
-    {scriptCommand, "script", "kill", 2, "noscript allow_busy"},
-    {scriptCommand, "script", "load", 3, "noscript stale"},
-    {memoryCommand, "memory", "help", 2, "loading stale"},
-    {memoryCommand, "memory", "malloc-stats", 2, ""},
-    {memoryCommand, "memory", "purge", 2, ""},
-    {memoryCommand, "memory", "stats", 2, ""},
-    {memoryCommand, "memory", "usage", -3, "readonly"},
-    {clusterCommand, "cluster", "addslots", -3, "no_async_loading admin stale"},
-    {clusterCommand, "cluster", "addslotsrange", -4, "no_async_loading admin stale"},
-    {clusterCommand, "cluster", "bumpepoch", 2, "no_async_loading admin stale"},
-    {clusterCommand, "cluster", "count-failure-reports", 3, "admin stale"},
-    {clusterCommand, "cluster", "countkeysinslot", 3, "stale"},
-    {clusterCommand, "cluster", "delslots", -3, "no_async_loading admin stale"},
-    {clusterCommand, "cluster", "delslotsrange", -4, "no_async_loading admin stale"},
-    {clusterCommand, "cluster", "failover", -2, "no_async_loading admin stale"},
-    {clusterCommand, "cluster", "flushslots", 2, "no_async_loading admin stale"},
-    {clusterCommand, "cluster", "forget", 3, "no_async_loading admin stale"},
-    {clusterCommand, "cluster", "getkeysinslot", 4, "stale"},
-    {clusterCommand, "cluster", "help", 2, "loading stale"},
-    {clusterCommand, "cluster", "info", 2, "stale"},
-    {clusterCommand, "cluster", "keyslot", 3, "stale"},
-    {clusterCommand, "cluster", "links", 2, "stale"},
-    {clusterCommand, "cluster", "meet", -4, "no_async_loading admin stale"},
-    {clusterCommand, "cluster", "myid", 2, "stale"},
-    {clusterCommand, "cluster", "nodes", 2, "stale"},
-    {clusterCommand, "cluster", "replicas", 3, "admin stale"},
-    {clusterCommand, "cluster", "replicate", 3, "no_async_loading admin stale"},
-    {clusterCommand, "cluster", "reset", -2, "admin stale noscript"},
-    {clusterCommand, "cluster", "saveconfig", 2, "no_async_loading admin stale"},
-    {clusterCommand, "cluster", "set-config-epoch", 3, "no_async_loading admin stale"},
-    {clusterCommand, "cluster", "setslot", -4, "no_async_loading admin stale"},
-    {clusterCommand, "cluster", "shards", 2, "stale"},
-    {clusterCommand, "cluster", "slaves", 3, "admin stale"},
-    {clusterCommand, "cluster", "slots", 2, "stale"},
-    {configCommand, "config", "get", -3, "admin noscript loading stale"},
-    {configCommand, "config", "help", 2, "loading stale"},
-    {configCommand, "config", "resetstat", 2, "admin noscript loading stale"},
-    {configCommand, "config", "rewrite", 2, "admin noscript loading stale"},
-    {configCommand, "config", "set", -4, "admin noscript loading stale"},
-    {pubsubCommand, "pubsub", "channels", -2, "pubsub loading stale"},
-    {pubsubCommand, "pubsub", "help", 2, "loading stale"},
-    {pubsubCommand, "pubsub", "numpat", 2, "pubsub loading stale"},
-    {pubsubCommand, "pubsub", "numsub", -2, "pubsub loading stale"},
-    {pubsubCommand, "pubsub", "shardchannels", -2, "pubsub loading stale"},
-    {pubsubCommand, "pubsub", "shardnumsub", -2, "pubsub loading stale"},
-    {xgroupCommand, "xgroup", "create", -5, "write denyoom"},
-    {xgroupCommand, "xgroup", "createconsumer", 5, "write denyoom"},
-    {xgroupCommand, "xgroup", "delconsumer", 5, "write"},
-    {xgroupCommand, "xgroup", "destroy", 4, "write"},
-    {xgroupCommand, "xgroup", "help", 2, "loading stale"},
-    {xgroupCommand, "xgroup", "setid", -5, "write"},
-    {xinfoCommand, "xinfo", "consumers", 4, "readonly"},
-    {xinfoCommand, "xinfo", "groups", 3, "readonly"},
-    {xinfoCommand, "xinfo", "help", 2, "loading stale"},
-    {xinfoCommand, "xinfo", "stream", -3, "readonly"},
-    {slowlogCommand, "slowlog", "get", -2, "admin loading stale"},
-    {slowlogCommand, "slowlog", "help", 2, "loading stale"},
-    {slowlogCommand, "slowlog", "len", 2, "admin loading stale"},
-    {slowlogCommand, "slowlog", "reset", 2, "admin loading stale"},
-    {latencyCommand, "latency", "doctor", 2, "admin noscript loading stale"},
-    {latencyCommand, "latency", "graph", 3, "admin noscript loading stale"},
-    {latencyCommand, "latency", "help", 2, "loading stale"},
-    {latencyCommand, "latency", "histogram", -2, "admin noscript loading stale"},
-    {latencyCommand, "latency", "history", 3, "admin noscript loading stale"},
-    {latencyCommand, "latency", "latest", 2, "admin noscript loading stale"},
-    {latencyCommand, "latency", "reset", -2, "admin noscript loading stale"},
+    {clientCommand, "client", "getname", 2, "noscript loading stale", "connection"},
+    {clientCommand, "client", "help", 2, "loading stale", "connection"},
+    {clientCommand, "client", "id", 2, "noscript loading stale", "connection"},
+    {clientCommand, "client", "info", 2, "noscript loading stale", "connection"},
+    {clientCommand, "client", "kill", -3, "admin noscript loading stale", "connection"},
+    {clientCommand, "client", "list", -2, "admin noscript loading stale", "connection"},
+    {clientCommand, "client", "no-evict", 3, "admin noscript loading stale", "connection"},
+    {clientCommand, "client", "reply", 3, "noscript loading stale", "connection"},
+    {clientCommand, "client", "setinfo", 4, "noscript loading stale", "connection"},
+    {clientCommand, "client", "setname", 3, "noscript loading stale", "connection"},
+    {clientCommand, "client", "unblock", -3, "admin noscript loading stale", "connection"},
+    {commandCommand, "command", "count", 2, "loading stale", "connection"},
+    {commandCommand, "command", "docs", -2, "loading stale", "connection"},
+    {commandCommand, "command", "getkeys", -4, "loading stale", "connection"},
+    {commandCommand, "command", "getkeysandflags", -4, "loading stale", "connection"},
+    {commandCommand, "command", "help", 2, "loading stale", "connection"},
+    {commandCommand, "command", "info", -2, "loading stale", "connection"},
+    {commandCommand, "command", "list", -2, "loading stale", "connection"},
+    {objectCommand, "object", "encoding", 3, "readonly", "keyspace"},
+    {objectCommand, "object", "freq", 3, "readonly", "keyspace"},
+    {objectCommand, "object", "help", 2, "loading stale", "keyspace"},
+    {objectCommand, "object", "idletime", 3, "readonly", "keyspace"},
+    {objectCommand, "object", "refcount", 3, "readonly", "keyspace"},
+    {memoryCommand, "memory", "doctor", 2, "", ""},
+    {functionCommand, "function", "delete", 3, "write noscript", "scripting"},
+    {functionCommand, "function", "dump", 2, "noscript", "scripting"},
+    {functionCommand, "function", "flush", -2, "write noscript", "scripting"},
+    {functionCommand, "function", "help", 2, "loading stale", "scripting"},
+    {functionCommand, "function", "kill", 2, "noscript allow_busy", "scripting"},
+    {functionCommand, "function", "list", -2, "noscript", "scripting"},
+    {functionCommand, "function", "load", -3, "write denyoom noscript", "scripting"},
+    {functionCommand, "function", "restore", -3, "write denyoom noscript", "scripting"},
+    {functionCommand, "function", "stats", 2, "noscript allow_busy", "scripting"},
+    {scriptCommand, "script", "exists", -3, "noscript", "scripting"},
+    {scriptCommand, "script", "flush", -2, "noscript", "scripting"},
+    {scriptCommand, "script", "help", 2, "loading stale", "scripting"},
+    {scriptCommand, "script", "kill", 2, "noscript allow_busy", "scripting"},
+    {scriptCommand, "script", "load", 3, "noscript stale", "scripting"},
+    {memoryCommand, "memory", "help", 2, "loading stale", ""},
+    {memoryCommand, "memory", "malloc-stats", 2, "", ""},
+    {memoryCommand, "memory", "purge", 2, "", ""},
+    {memoryCommand, "memory", "stats", 2, "", ""},
+    {memoryCommand, "memory", "usage", -3, "readonly", ""},
+    {clusterCommand, "cluster", "addslots", -3, "no_async_loading admin stale", ""},
+    {clusterCommand, "cluster", "addslotsrange", -4, "no_async_loading admin stale", ""},
+    {clusterCommand, "cluster", "bumpepoch", 2, "no_async_loading admin stale", ""},
+    {clusterCommand, "cluster", "count-failure-reports", 3, "admin stale", ""},
+    {clusterCommand, "cluster", "countkeysinslot", 3, "stale", ""},
+    {clusterCommand, "cluster", "delslots", -3, "no_async_loading admin stale", ""},
+    {clusterCommand, "cluster", "delslotsrange", -4, "no_async_loading admin stale", ""},
+    {clusterCommand, "cluster", "failover", -2, "no_async_loading admin stale", ""},
+    {clusterCommand, "cluster", "flushslots", 2, "no_async_loading admin stale", ""},
+    {clusterCommand, "cluster", "forget", 3, "no_async_loading admin stale", ""},
+    {clusterCommand, "cluster", "getkeysinslot", 4, "stale", ""},
+    {clusterCommand, "cluster", "help", 2, "loading stale", ""},
+    {clusterCommand, "cluster", "info", 2, "stale", ""},
+    {clusterCommand, "cluster", "keyslot", 3, "stale", ""},
+    {clusterCommand, "cluster", "links", 2, "stale", ""},
+    {clusterCommand, "cluster", "meet", -4, "no_async_loading admin stale", ""},
+    {clusterCommand, "cluster", "myid", 2, "stale", ""},
+    {clusterCommand, "cluster", "nodes", 2, "stale", ""},
+    {clusterCommand, "cluster", "replicas", 3, "admin stale", ""},
+    {clusterCommand, "cluster", "replicate", 3, "no_async_loading admin stale", ""},
+    {clusterCommand, "cluster", "reset", -2, "admin stale noscript", ""},
+    {clusterCommand, "cluster", "saveconfig", 2, "no_async_loading admin stale", ""},
+    {clusterCommand, "cluster", "set-config-epoch", 3, "no_async_loading admin stale", ""},
+    {clusterCommand, "cluster", "setslot", -4, "no_async_loading admin stale", ""},
+    {clusterCommand, "cluster", "shards", 2, "stale", ""},
+    {clusterCommand, "cluster", "slaves", 3, "admin stale", ""},
+    {clusterCommand, "cluster", "slots", 2, "stale", ""},
+    {configCommand, "config", "get", -3, "admin noscript loading stale", ""},
+    {configCommand, "config", "help", 2, "loading stale", ""},
+    {configCommand, "config", "resetstat", 2, "admin noscript loading stale", ""},
+    {configCommand, "config", "rewrite", 2, "admin noscript loading stale", ""},
+    {configCommand, "config", "set", -4, "admin noscript loading stale", ""},
+    {pubsubCommand, "pubsub", "channels", -2, "pubsub loading stale", ""},
+    {pubsubCommand, "pubsub", "help", 2, "loading stale", ""},
+    {pubsubCommand, "pubsub", "numpat", 2, "pubsub loading stale", ""},
+    {pubsubCommand, "pubsub", "numsub", -2, "pubsub loading stale", ""},
+    {pubsubCommand, "pubsub", "shardchannels", -2, "pubsub loading stale", ""},
+    {pubsubCommand, "pubsub", "shardnumsub", -2, "pubsub loading stale", ""},
+    {xgroupCommand, "xgroup", "create", -5, "write denyoom", "stream"},
+    {xgroupCommand, "xgroup", "createconsumer", 5, "write denyoom", "stream"},
+    {xgroupCommand, "xgroup", "delconsumer", 5, "write", "stream"},
+    {xgroupCommand, "xgroup", "destroy", 4, "write", "stream"},
+    {xgroupCommand, "xgroup", "help", 2, "loading stale", "stream"},
+    {xgroupCommand, "xgroup", "setid", -5, "write", "stream"},
+    {xinfoCommand, "xinfo", "consumers", 4, "readonly", "stream"},
+    {xinfoCommand, "xinfo", "groups", 3, "readonly", "stream"},
+    {xinfoCommand, "xinfo", "help", 2, "loading stale", "stream"},
+    {xinfoCommand, "xinfo", "stream", -3, "readonly", "stream"},
+    {slowlogCommand, "slowlog", "get", -2, "admin loading stale", ""},
+    {slowlogCommand, "slowlog", "help", 2, "loading stale", ""},
+    {slowlogCommand, "slowlog", "len", 2, "admin loading stale", ""},
+    {slowlogCommand, "slowlog", "reset", 2, "admin loading stale", ""},
+    {latencyCommand, "latency", "doctor", 2, "admin noscript loading stale", ""},
+    {latencyCommand, "latency", "graph", 3, "admin noscript loading stale", ""},
+    {latencyCommand, "latency", "help", 2, "loading stale", ""},
+    {latencyCommand, "latency", "histogram", -2, "admin noscript loading stale", ""},
+    {latencyCommand, "latency", "history", 3, "admin noscript loading stale", ""},
+    {latencyCommand, "latency", "latest", 2, "admin noscript loading stale", ""},
+    {latencyCommand, "latency", "reset", -2, "admin noscript loading stale", ""},
+    {aclCommand, "acl", "cat", -2, "noscript loading stale", ""},
+    {aclCommand, "acl", "deluser", -3, "admin noscript loading stale", ""},
+    {aclCommand, "acl", "dryrun", -4, "admin noscript loading stale", ""},
+    {aclCommand, "acl", "genpass", -2, "noscript loading stale", ""},
+    {aclCommand, "acl", "getuser", 3, "admin noscript loading stale", ""},
+    {aclCommand, "acl", "help", 2, "loading stale", ""},
+    {aclCommand, "acl", "list", 2, "admin noscript loading stale", ""},
+    {aclCommand, "acl", "load", 2, "admin noscript loading stale", ""},
+    {aclCommand, "acl", "log", -2, "admin noscript loading stale", ""},
+    {aclCommand, "acl", "save", 2, "admin noscript loading stale", ""},
+    {aclCommand, "acl", "setuser", -3, "admin noscript loading stale", ""},
+    {aclCommand, "acl", "users", 2, "admin noscript loading stale", ""},
+    {aclCommand, "acl", "whoami", 2, "noscript loading stale", ""},
 };
 #define NSUBCOMMANDS (sizeof(subcommands) / sizeof(subcommands[0]))
+
+static uint64_t sub_cats[NSUBCOMMANDS];
+static int sub_parent[NSUBCOMMANDS];
+static void buildSpecIndex(void);
+
+static void buildSubIndex(void) {
+    uint64_t scripting = 1ull << aclCategoryIndex("scripting", 9);
+    for (size_t k = 0; k < NSUBCOMMANDS; k++) {
+        uint64_t explicit = aclCategoryWords(subcommands[k].acl);
+        sub_cats[k] = explicit | aclCategoriesOfFlags(subcommands[k].sflags, !!(explicit & scripting));
+        sub_parent[k] = -1;
+        for (size_t i = 0; i < NCOMMANDS; i++)
+            if (commands[i].proc == subcommands[k].container && !strcmp(commands[i].name, subcommands[k].cname))
+                sub_parent[k] = (int)i;
+    }
+    buildSpecIndex();
+}
 
 /* LATENCY HISTOGRAM: Redis records each call's duration in ns (at least 1 µs,
  * at most 1 s) in an HdrHistogram of 2 significant digits and reports it by
@@ -659,7 +690,8 @@ static int isContainer(const ir_command *cmd) {
            cmd->proc == configCommand || cmd->proc == pubsubCommand || cmd->proc == memoryCommand ||
            cmd->proc == objectCommand || cmd->proc == clusterCommand || cmd->proc == scriptCommand ||
            cmd->proc == xgroupCommand || cmd->proc == xinfoCommand ||
-           cmd->proc == slowlogCommand || cmd->proc == latencyCommand || cmd->proc == functionCommand;
+           cmd->proc == slowlogCommand || cmd->proc == latencyCommand ||
+           cmd->proc == functionCommand || cmd->proc == aclCommand;
 }
 
 static const subcmd *findSub(const ir_command *cmd, const char *name, size_t len) {
@@ -875,16 +907,16 @@ static void clientInfoLine(client *c, const client *o, char *buf, size_t len) {
      * included (Redis trims it after them too) */
     snprintf(buf, len,
              "id=%llu addr=%s laddr=%s fd=-1 name=%s age=%llu idle=%llu flags=%s db=%d sub=%d "
-             "psub=%d ssub=0 multi=%d qbuf=%zu qbuf-free=%zu argv-mem=%zu multi-mem=%zu rbs=%zu "
-             "rbp=%zu obl=%zu oll=%d omem=%zu tot-mem=%llu events=r%s cmd=%s user=default "
+             "psub=%d ssub=%d multi=%d qbuf=%zu qbuf-free=%zu argv-mem=%zu multi-mem=%zu rbs=%zu "
+             "rbp=%zu obl=%zu oll=%d omem=%zu tot-mem=%llu events=r%s cmd=%s user=%s "
              "redir=-1 resp=%d lib-name=%s lib-ver=%s\n",
              (unsigned long long)o->id, o->addr, o->laddr, o->clientname ? o->clientname : "",
              (unsigned long long)((s->now_ms - o->ctime_ms) / 1000),
-             (unsigned long long)((s->now_ms - o->last_ms) / 1000), flags, o->db, sub, psub,
+             (unsigned long long)((s->now_ms - o->last_ms) / 1000), flags, o->db, sub, psub, pubsubClientShards(o),
              (o->flags & CLIENT_MULTI) ? multiQueueCount(o) : -1, o->qlen,
              o->qcap - o->qlen, argvmem, multiQueueBytes(o), o->ocap, o->ocap, obl,
              o->nsegs, o->pending_bytes - obl, (unsigned long long)clientMemory(o),
-             o->pending_bytes ? "w" : "", cmd, o->resp, o->lib_name, o->lib_ver);
+             o->pending_bytes ? "w" : "", cmd, aclClientUserName(o), o->resp, o->lib_name, o->lib_ver);
 }
 
 /* CLIENT LIST's and KILL's TYPE: normal, master, replica (slave), pubsub. */
@@ -983,7 +1015,7 @@ static void clientKill(client *c) {
     }
     long long id = 0;
     int type = -1, skipme = 1;
-    const ir_arg *addr = NULL, *laddr = NULL;
+    const ir_arg *addr = NULL, *laddr = NULL, *user = NULL;
     for (int i = 2; i < c->argc; i += 2) {
         const ir_arg *v = &c->argv[i + 1];
         if (argEq(c, i, "id")) {
@@ -1002,10 +1034,11 @@ static void clientKill(client *c) {
         } else if (argEq(c, i, "laddr")) {
             laddr = v;
         } else if (argEq(c, i, "user")) {
-            if (!(v->len == 7 && memcmp(v->ptr, "default", 7) == 0)) {
+            if (!aclUserExists(s, v->ptr, v->len)) {
                 addReplyErrorFormat(c, "No such user '%.128s'", v->ptr);
                 return;
             }
+            user = v;
         } else if (argEq(c, i, "skipme")) {
             if (argEq(c, i + 1, "yes")) skipme = 1;
             else if (argEq(c, i + 1, "no")) skipme = 0;
@@ -1024,6 +1057,7 @@ static void clientKill(client *c) {
         next = o->next;
         if (id && o->id != (uint64_t)id) continue;
         if (type >= 0 && clientType(o) != type) continue;
+        if (user && !aclClientIsUser(o, user->ptr, user->len)) continue;
         if (addr && !(strlen(o->addr) == addr->len && memcmp(o->addr, addr->ptr, addr->len) == 0)) continue;
         if (laddr && !(strlen(o->laddr) == laddr->len && memcmp(o->laddr, laddr->ptr, laddr->len) == 0)) continue;
         if (o == c && skipme) continue;
@@ -1149,6 +1183,19 @@ static void addReplyFlagWords(client *c, const char *sflags) {
         addReplyStatus(c, tok);
 }
 
+/* A command's ACL categories as COMMAND INFO shows them: "@read", ... */
+static void addReplyCategories(client *c, uint64_t cats) {
+    long n = 0;
+    for (int i = 0; i < 64; i++) n += (cats >> i) & 1;
+    addReplySetLen(c, n);
+    char buf[40];
+    for (int i = 0; i < 64; i++) {
+        if (!((cats >> i) & 1)) continue;
+        snprintf(buf, sizeof(buf), "@%s", aclCategoryName(i));
+        addReplyStatus(c, buf);
+    }
+}
+
 static const struct keyspec *specsFor(const char *name, int *n);
 static void addReplyKeySpecs(client *c, const char *name);
 static void legacyKeys(client *c, const struct keyspec *ks);
@@ -1163,7 +1210,7 @@ static void addReplySubcommandInfo(client *c, const subcmd *sc) {
     int nspec;
     const struct keyspec *ks = specsFor(full, &nspec);
     legacyKeys(c, nspec == 1 ? ks : NULL); /* memory|usage's one key at 2 */
-    addReplySetLen(c, 0); /* ACL categories */
+    addReplyCategories(c, sub_cats[sc - subcommands]);
     addReplyArrayLen(c, 0); /* tips */
     addReplyKeySpecs(c, full);
     addReplyArrayLen(c, 0); /* subcommands */
@@ -1177,7 +1224,7 @@ static void addReplyCommandInfo(client *c, const ir_command *cmd) {
     addReplyLongLong(c, cmd->firstkey);
     addReplyLongLong(c, cmd->lastkey);
     addReplyLongLong(c, cmd->keystep);
-    addReplySetLen(c, 0); /* ACL categories */
+    addReplyCategories(c, cmd->cats);
     addReplyArrayLen(c, 0); /* tips */
     addReplyKeySpecs(c, cmd->name);
     long nsub = 0;
@@ -1205,7 +1252,9 @@ static const ir_command *lookupFullName(const ir_arg *a, const subcmd **sub) {
  * >= 0 relative to begin, < 0 from the end; keystep; limit) or a key count
  * (keynumidx relative to begin, then firstkey and keystep relative to it).
  * One row per spec, a command's rows together; "container|sub" for a
- * subcommand. The replay commands are inreplay's own: one key at 1. */
+ * subcommand. The replay commands are inreplay's own: one key at 1 (a table, or
+ * REPLAY.STREAM's and REPLAY.APPEND's trajectory stream, so that ACL key
+ * patterns confine a user to its experiment's names). */
 
 enum { KS_RANGE, KS_KEYNUM, KS_UNKNOWN, KS_KEYWORD_RANGE }; /* unknown: where the keys are
     depends on the arguments (SORT's BY/GET/STORE); keyword range: see searchKeyword */
@@ -1415,6 +1464,9 @@ static const keyspec keyspecs[] = {
     {"xrevrange", "RO access", 1, KS_RANGE, 0, 1, 0},
     {"xsetid", "RW update", 1, KS_RANGE, 0, 1, 0},
     {"xtrim", "RW delete", 1, KS_RANGE, 0, 1, 0},
+    {"spublish", "not_key", 1, KS_RANGE, 0, 1, 0},
+    {"ssubscribe", "not_key", 1, KS_RANGE, -1, 1, 0},
+    {"sunsubscribe", "not_key", 1, KS_RANGE, -1, 1, 0},
     {"replay.add", "RW insert", 1, KS_RANGE, 0, 1, 0},
     {"replay.columns", "RO", 1, KS_RANGE, 0, 1, 0},
     {"replay.create", "RW insert", 1, KS_RANGE, 0, 1, 0},
@@ -1422,6 +1474,8 @@ static const keyspec keyspecs[] = {
     {"replay.info", "RO", 1, KS_RANGE, 0, 1, 0},
     {"replay.item", "RW insert", 1, KS_RANGE, 0, 1, 0},
     {"replay.sample", "RW access update", 1, KS_RANGE, 0, 1, 0},
+    {"replay.append", "RW insert", 1, KS_RANGE, 0, 1, 0},
+    {"replay.stream", "RW update", 1, KS_RANGE, 0, 1, 0},
     {"replay.update", "RW update", 1, KS_RANGE, 0, 1, 0},
 };
 #define NKEYSPECS (sizeof(keyspecs) / sizeof(keyspecs[0]))
@@ -1539,6 +1593,101 @@ static long keysBySpecs(const keyspec *ks, int nspec, const ir_arg *argv, int ar
             }
             n++;
         }
+    }
+    return n;
+}
+
+/* ---- ACL's view of the table ---------------------------------------------
+ * ids: commands[i] is i, subcommands[k] is NCOMMANDS + k. */
+
+#define NIDS (NCOMMANDS + NSUBCOMMANDS)
+static const keyspec *id_specs[NIDS];
+static int id_nspec[NIDS];
+
+static void buildSpecIndex(void) {
+    char full[96];
+    for (size_t i = 0; i < NIDS; i++) {
+        id_specs[i] = specsFor(commandIdName((int)i, full, sizeof(full)), &id_nspec[i]);
+    }
+}
+
+int commandIdCount(void) {
+    ensureIndex();
+    return (int)NIDS;
+}
+
+int commandIdParent(int id) {
+    if (id < (int)NCOMMANDS) return -1;
+    return sub_parent[id - (int)NCOMMANDS];
+}
+
+int commandIdIsContainer(int id) { return id < (int)NCOMMANDS && isContainer(&commands[id]); }
+
+uint64_t commandIdCats(int id) {
+    return id < (int)NCOMMANDS ? commands[id].cats : sub_cats[id - (int)NCOMMANDS];
+}
+
+const char *commandIdName(int id, char *buf, size_t len) {
+    if (id < (int)NCOMMANDS) snprintf(buf, len, "%s", commands[id].name);
+    else snprintf(buf, len, "%s|%s", subcommands[id - NCOMMANDS].cname, subcommands[id - NCOMMANDS].name);
+    return buf;
+}
+
+int commandIdByName(const char *name, size_t len) {
+    const char *bar = memchr(name, '|', len);
+    const ir_command *cmd = lookupCommand(name, bar ? (size_t)(bar - name) : len);
+    if (!cmd) return -1;
+    if (!bar) return cmd->id;
+    if (!isContainer(cmd)) return -1;
+    const subcmd *sc = findSub(cmd, bar + 1, len - (size_t)(bar - name) - 1);
+    return sc ? (int)NCOMMANDS + (int)(sc - subcommands) : -1;
+}
+
+int commandIdOfCall(const ir_command *cmd, const ir_arg *argv, int argc) {
+    if (argc >= 2 && isContainer(cmd)) {
+        const subcmd *sc = findSub(cmd, argv[1].ptr, argv[1].len);
+        if (sc) return (int)NCOMMANDS + (int)(sc - subcommands);
+    }
+    return cmd->id;
+}
+
+long commandKeysOf(const ir_command *cmd, const ir_arg *argv, int argc, int *pos, const char **flags,
+                   long max) {
+    int id = commandIdOfCall(cmd, argv, argc);
+    if (!id_nspec[id]) return 0;
+    long n = keysBySpecs(id_specs[id], id_nspec[id], argv, argc, pos, flags, max);
+    if (n < 0) return 0;
+    if (cmd->proc == sortCommand) {
+        /* BY and GET patterns are not keys for ACL (Redis checks them as it
+         * reads them); STORE's key is */
+        for (int j = 2; j < argc; j++) {
+            if (argv[j].len == 5 && strncasecmp(argv[j].ptr, "limit", 5) == 0) j += 2;
+            else if ((argv[j].len == 3 && strncasecmp(argv[j].ptr, "get", 3) == 0) ||
+                     (argv[j].len == 2 && strncasecmp(argv[j].ptr, "by", 2) == 0)) j++;
+            else if (argv[j].len == 5 && strncasecmp(argv[j].ptr, "store", 5) == 0 && j + 1 < argc && max > 1) {
+                pos[1] = j + 1;
+                flags[1] = "OW update";
+                n = 2;
+            }
+        }
+    }
+    if (cmd->proc == xreadCommand || cmd->proc == xreadgroupCommand) {
+        n = 0;
+        for (int j = 1; j < argc; j++) {
+            if (argv[j].len != 7 || strncasecmp(argv[j].ptr, "streams", 7) != 0) continue;
+            long nk = (argc - j - 1) % 2 ? 0 : (argc - j - 1) / 2;
+            for (long i = 0; i < nk && i < max; i++) {
+                pos[i] = j + 1 + (int)i;
+                flags[i] = cmd->proc == xreadgroupCommand ? "RW access update" : "RO access";
+            }
+            n = nk;
+            break;
+        }
+    }
+    if (cmd->proc == setCommand && n == 1) {
+        flags[0] = "OW update";
+        for (int j = 3; j < argc; j++)
+            if (argv[j].len == 3 && strncasecmp(argv[j].ptr, "get", 3) == 0) flags[0] = "RW access update";
     }
     return n;
 }
@@ -2196,9 +2345,7 @@ void resetCommand(client *c) {
     c->reply_mode = CLIENT_REPLY_ON;
     c->db = 0; /* Redis's RESET selects database 0 and ends MONITOR */
     if (c->flags & CLIENT_MONITOR) monitorRemove(c);
-    size_t passlen;
-    serverRequirePass(c->srv, &passlen);
-    c->authenticated = passlen == 0;
+    aclInitClient(c);
     addReplyStatus(c, "RESET");
 }
 

@@ -204,6 +204,11 @@ void psubscribeCommand(client *c);
 void punsubscribeCommand(client *c);
 void publishCommand(client *c);
 void pubsubCommand(client *c);
+void ssubscribeCommand(client *c);
+void sunsubscribeCommand(client *c);
+void spublishCommand(client *c);
+/* acl.c */
+void aclCommand(client *c);
 /* t_stream.c */
 void xaddCommand(client *c);
 void xrangeCommand(client *c);

@@ -17,6 +17,7 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "acl.h"
 #include "commands.h"
 #include "config.h"
 #include "db.h"
@@ -283,6 +284,7 @@ static void requirepassApply(ir_server *s, const cfgval *v) {
     free(s->requirepass);
     s->requirepass = p;
     s->requirepass_len = v->slen;
+    aclSetDefaultPassword(s, p, v->slen); /* as Redis 7.0: the default user's password */
 }
 
 static void backlogApply(ir_server *s, const cfgval *v);
@@ -358,6 +360,10 @@ static const cfgparam params[] = {
     {"requirepass", NULL, CT_STRING, CF_SENSITIVE, 0, 0, "", NULL, F(requirepass, FT_STR), NULL,
      "password of the default user (binary-safe; never shown); none: protected mode", emptyGet,
      NULL, requirepassApply},
+    {"aclfile", NULL, CT_STRING, CF_IMMUTABLE, 0, 0, "", NULL, F(aclfile, FT_STR), NULL,
+     "ACL users loaded at start; ACL SAVE writes them there, ACL LOAD reads them back", NOHOOK},
+    {"acllog-max-len", NULL, CT_INT, 0, 0, LMAX, "128", NULL, NOF, &aclLogMaxLen,
+     "ACL LOG: entries kept (the oldest go first)", NOHOOK},
     {"dir", NULL, CT_STRING, 0, 0, 0, ".", NULL, F(dir, FT_STR), NULL,
      "where SAVE and BGSAVE write snapshots; must exist and be writable", NULL, dirCheck, dirApply},
     {"client-output-buffer-limit", NULL, CT_SPECIAL, 0, 0, 0,

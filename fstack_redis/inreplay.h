@@ -141,6 +141,7 @@ typedef struct ir_config {
     /* security and limits (Redis's names) */
     const char *requirepass;    /* NULL/"" = no password: protected mode applies */
     const char *client_subnet;  /* "A.B.C.D/NN" also allowed without a password, or NULL */
+    const char *aclfile;        /* ACL users loaded at start, ACL SAVE/LOAD's file, or NULL */
     uint64_t maxmemory;         /* bytes, 0 = no limit; writes beyond get -OOM */
     uint64_t client_output_buffer_limit; /* bytes pending for one client, 0 = no limit */
     int timeout;                /* close clients idle this many seconds, 0 = never */

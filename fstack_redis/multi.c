@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "acl.h"
 #include "commands.h"
 #include "db_internal.h"
 #include "multi.h"
@@ -428,6 +429,12 @@ void execCommand(client *c) {
         mcmd *q = &m->q[i];
         c->argc = q->argc;
         c->argv = q->argv;
+        /* the user's permissions may have changed since it was queued */
+        int acl_pos, acl_r = aclCheck(c, q->cmd, ACL_CTX_MULTI, &acl_pos);
+        if (acl_r != ACL_OK) {
+            aclReplyDeniedInExec(c, q->cmd, acl_r);
+            continue;
+        }
         call(c, q->cmd);
         /* references into the queued arguments go before they are freed */
         if (c->has_refs) clientFlush(c);

@@ -36,11 +36,13 @@ struct ir_pubsub {
     subs **pat;                 /* patterns, in order of first subscription */
     size_t npat, cappat;
     uint64_t npatsubs;          /* (client, pattern) pairs: PUBSUB NUMPAT */
+    subs **sh;                  /* shard channels (SSUBSCRIBE), in order of first subscription */
+    size_t nsh, capsh;
 };
 
 struct pubsubState {
-    subs **ch, **pat;
-    int nch, capch, npat, cappat;
+    subs **ch, **pat, **sch;
+    int nch, capch, npat, cappat, nsch, capsch;
     uint64_t soft_since_ms;     /* over the soft output limit since, 0 = not */
 };
 
@@ -144,8 +146,10 @@ static int clientSubCount(const client *c) {
     return c->pubsub ? c->pubsub->nch + c->pubsub->npat : 0;
 }
 
+static int clientShardCount(const client *c) { return c->pubsub ? c->pubsub->nsch : 0; }
+
 static void updateFlag(client *c) {
-    if (clientSubCount(c)) c->flags |= CLIENT_PUBSUB;
+    if (clientSubCount(c) || clientShardCount(c)) c->flags |= CLIENT_PUBSUB;
     else c->flags &= ~CLIENT_PUBSUB;
 }
 
@@ -155,7 +159,8 @@ static void replySubscription(client *c, const char *kind, const char *name, siz
     addReplyBulkCString(c, kind);
     if (name) memcpy(addReplyBulkReserve(c, len), name, len);
     else addReplyNull(c);
-    addReplyLongLong(c, clientSubCount(c));
+    int shard = !strcmp(kind, "ssubscribe") || !strcmp(kind, "sunsubscribe");
+    addReplyLongLong(c, shard ? clientShardCount(c) : clientSubCount(c));
 }
 
 static int subscribeChannel(client *c, const char *name, size_t len) {
@@ -227,7 +232,97 @@ static void punsubscribeAt(client *c, int i) {
     if (e->ncl == 0) patternRemove(c->srv->pubsub, e);
 }
 
+/* Shard channels: a namespace of their own (SSUBSCRIBE, SPUBLISH); without a
+ * cluster there are few, so they are a list. */
+static subs *shardFind(const struct ir_pubsub *ps, const char *name, size_t len) {
+    for (size_t i = 0; ps && i < ps->nsh; i++)
+        if (ps->sh[i]->len == len && memcmp(ps->sh[i]->name, name, len) == 0) return ps->sh[i];
+    return NULL;
+}
+
+static void ssubscribeChannel(client *c, const char *name, size_t len) {
+    struct ir_pubsub *ps = psOf(c->srv);
+    struct pubsubState *st = cstateOf(c);
+    for (int i = 0; i < st->nsch; i++)
+        if (st->sch[i]->len == len && memcmp(st->sch[i]->name, name, len) == 0) return;
+    subs *e = shardFind(ps, name, len);
+    if (!e) {
+        e = subsNew(name, len, 0);
+        if (ps->nsh == ps->capsh) {
+            ps->capsh = ps->capsh ? ps->capsh * 2 : 4;
+            ps->sh = ir_xrealloc(ps->sh, ps->capsh * sizeof(*ps->sh));
+        }
+        ps->sh[ps->nsh++] = e;
+    }
+    subsAdd(e, c);
+    if (st->nsch == st->capsch) {
+        st->capsch = st->capsch ? st->capsch * 2 : 4;
+        st->sch = ir_xrealloc(st->sch, (size_t)st->capsch * sizeof(*st->sch));
+    }
+    st->sch[st->nsch++] = e;
+}
+
+static void sunsubscribeAt(client *c, int i) {
+    struct pubsubState *st = c->pubsub;
+    struct ir_pubsub *ps = c->srv->pubsub;
+    subs *e = st->sch[i];
+    subsDel(e, c);
+    memmove(st->sch + i, st->sch + i + 1, (size_t)(st->nsch - i - 1) * sizeof(*st->sch));
+    st->nsch--;
+    if (e->ncl) return;
+    for (size_t k = 0; k < ps->nsh; k++)
+        if (ps->sh[k] == e) {
+            memmove(ps->sh + k, ps->sh + k + 1, (ps->nsh - k - 1) * sizeof(*ps->sh));
+            ps->nsh--;
+            break;
+        }
+    free(e->cl);
+    free(e);
+}
+
 /* ---- commands ------------------------------------------------------------- */
+
+/* SSUBSCRIBE shardchannel [shardchannel ...] */
+void ssubscribeCommand(client *c) {
+    for (int i = 1; i < c->argc; i++) {
+        ssubscribeChannel(c, c->argv[i].ptr, c->argv[i].len);
+        updateFlag(c);
+        replySubscription(c, "ssubscribe", c->argv[i].ptr, c->argv[i].len);
+    }
+}
+
+/* SUNSUBSCRIBE [shardchannel ...] */
+void sunsubscribeCommand(client *c) {
+    struct pubsubState *st = c->pubsub;
+    if (c->argc == 1) {
+        if (!st || st->nsch == 0) {
+            replySubscription(c, "sunsubscribe", NULL, 0);
+            return;
+        }
+        while (st->nsch) {
+            subs *e = st->sch[0];
+            size_t len = e->len;
+            char *name = ir_xrealloc(NULL, len + 1);
+            memcpy(name, e->name, len);
+            sunsubscribeAt(c, 0);
+            updateFlag(c);
+            replySubscription(c, "sunsubscribe", name, len);
+            free(name);
+        }
+        return;
+    }
+    for (int i = 1; i < c->argc; i++) {
+        const ir_arg *a = &c->argv[i];
+        for (int j = 0; st && j < st->nsch; j++) {
+            if (st->sch[j]->len == a->len && memcmp(st->sch[j]->name, a->ptr, a->len) == 0) {
+                sunsubscribeAt(c, j);
+                break;
+            }
+        }
+        updateFlag(c);
+        replySubscription(c, "sunsubscribe", a->ptr, a->len);
+    }
+}
 
 /* SUBSCRIBE channel [channel ...] */
 void subscribeCommand(client *c) {
@@ -391,6 +486,30 @@ long long pubsubPublishMessage(ir_server *s, client *publisher, const char *chp,
     return receivers;
 }
 
+/* SPUBLISH shardchannel message: to the shard channel's subscribers, as "smessage" */
+void spublishCommand(client *c) {
+    const ir_arg *ch = &c->argv[1], *msg = &c->argv[2];
+    subs *e = shardFind(c->srv->pubsub, ch->ptr, ch->len);
+    long long receivers = 0;
+    client *victims[64];
+    int nvictims = 0;
+    for (int i = 0; e && i < e->ncl; i++) {
+        client *r = e->cl[i];
+        if (r->flags & (CLIENT_CLOSE_ASAP | CLIENT_CLOSED)) continue;
+        addReplyPushLen(r, 3);
+        addReplyBulkCString(r, "smessage");
+        addReplyCopy(r, ch->ptr, ch->len);
+        addReplyCopy(r, msg->ptr, msg->len);
+        receivers++;
+        if (r != c && overLimit(r) && nvictims < 64) victims[nvictims++] = r;
+    }
+    for (int i = 0; i < nvictims; i++) {
+        c->srv->output_limit_disconnects++;
+        freeClient(victims[i]);
+    }
+    addReplyLongLong(c, receivers);
+}
+
 /* PUBLISH channel message */
 void publishCommand(client *c) {
     const ir_arg *ch = &c->argv[1], *msg = &c->argv[2];
@@ -422,12 +541,20 @@ void pubsubCommand(client *c) {
     } else if (argEq(c, 1, "numpat") && c->argc == 2) {
         addReplyLongLong(c, ps ? (long long)ps->npat : 0);
     } else if (argEq(c, 1, "shardchannels") && c->argc <= 3) {
-        addReplyArrayLen(c, 0); /* no shard channels: there is no cluster */
+        const ir_arg *pat = c->argc == 3 ? &c->argv[2] : NULL;
+        long n = 0;
+        for (size_t i = 0; ps && i < ps->nsh; i++)
+            n += !pat || stringmatchlen(pat->ptr, pat->len, ps->sh[i]->name, ps->sh[i]->len, 0);
+        addReplyArrayLen(c, n);
+        for (size_t i = 0; ps && i < ps->nsh; i++)
+            if (!pat || stringmatchlen(pat->ptr, pat->len, ps->sh[i]->name, ps->sh[i]->len, 0))
+                addReplyCopy(c, ps->sh[i]->name, ps->sh[i]->len);
     } else if (argEq(c, 1, "shardnumsub")) {
         addReplyArrayLen(c, 2L * (c->argc - 2)); /* an array in RESP3 too, as Redis 7.0 */
         for (int i = 2; i < c->argc; i++) {
+            subs *e = shardFind(ps, c->argv[i].ptr, c->argv[i].len);
             addReplyCopy(c, c->argv[i].ptr, c->argv[i].len);
-            addReplyLongLong(c, 0);
+            addReplyLongLong(c, e ? e->ncl : 0);
         }
     } else if (argEq(c, 1, "help") && c->argc == 2) {
         static const char *help[] = {
@@ -461,12 +588,14 @@ void pubsubCommand(client *c) {
 int pubsubAllowedInContext(const ir_command *cmd) {
     return cmd->proc == subscribeCommand || cmd->proc == unsubscribeCommand ||
            cmd->proc == psubscribeCommand || cmd->proc == punsubscribeCommand ||
+           cmd->proc == ssubscribeCommand || cmd->proc == sunsubscribeCommand ||
            cmd->proc == pingCommand || cmd->proc == quitCommand || cmd->proc == resetCommand;
 }
 
 int pubsubRepliesArePushes(const ir_command *cmd) {
     return cmd->proc == subscribeCommand || cmd->proc == unsubscribeCommand ||
-           cmd->proc == psubscribeCommand || cmd->proc == punsubscribeCommand;
+           cmd->proc == psubscribeCommand || cmd->proc == punsubscribeCommand ||
+           cmd->proc == ssubscribeCommand || cmd->proc == sunsubscribeCommand;
 }
 
 void pubsubClientCounts(const client *c, int *channels, int *patterns) {
@@ -484,6 +613,7 @@ void pubsubReset(client *c) {
     if (!st) return;
     while (st->nch) unsubscribeAt(c, st->nch - 1);
     while (st->npat) punsubscribeAt(c, st->npat - 1);
+    while (st->nsch) sunsubscribeAt(c, st->nsch - 1);
     updateFlag(c);
 }
 
@@ -492,6 +622,7 @@ void pubsubFreeClient(client *c) {
     pubsubReset(c);
     free(c->pubsub->ch);
     free(c->pubsub->pat);
+    free(c->pubsub->sch);
     free(c->pubsub);
     c->pubsub = NULL;
 }
@@ -501,6 +632,18 @@ void pubsubFree(ir_server *s) {
     if (!ps) return;
     free(ps->b); /* every client was freed first, so every channel and pattern is gone */
     free(ps->pat);
+    free(ps->sh);
     free(ps);
     s->pubsub = NULL;
+}
+
+int pubsubClientShards(const client *c) { return clientShardCount(c); }
+
+int pubsubClientSub(const client *c, int pattern, int i, const char **name, size_t *len) {
+    const struct pubsubState *st = c->pubsub;
+    if (!st || i < 0 || i >= (pattern == 1 ? st->npat : pattern == 2 ? st->nsch : st->nch)) return 0;
+    const subs *x = pattern == 1 ? st->pat[i] : pattern == 2 ? st->sch[i] : st->ch[i];
+    *name = x->name;
+    *len = x->len;
+    return 1;
 }

@@ -18,6 +18,9 @@ void pubsubServerCounts(const ir_server *s, uint64_t *channels, uint64_t *patter
  * limit at once, else only mark them. Returns the receivers. */
 long long pubsubPublishMessage(ir_server *s, client *publisher, const char *ch, size_t chlen,
                                const char *msg, size_t msglen, int free_now);
+/* ACL: the i-th channel c is subscribed to (kind 0), pattern (1) or shard channel (2); 0 past the last. */
+int pubsubClientSub(const client *c, int pattern, int i, const char **name, size_t *len);
+int pubsubClientShards(const client *c); /* CLIENT LIST ssub= */
 void pubsubReset(client *c);       /* RESET: unsubscribe from everything, no replies */
 void pubsubFreeClient(client *c);  /* freeClient */
 void pubsubFree(ir_server *s);     /* server_free, after every client */

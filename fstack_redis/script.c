@@ -39,6 +39,7 @@
 #include <lua.h>
 #include <lualib.h>
 
+#include "acl.h"
 #include "commands.h"
 #include "debug.h"
 #include "script.h"
@@ -605,6 +606,9 @@ static int redisGenericCommand(lua_State *L, int raise) {
         err = "Write commands are not allowed from read-only scripts.";
     else if (s->cfg.maxmemory && !sc->wrote && sc->oom_at_start && (cmd->flags & CMD_DENYOOM))
         err = "-OOM " IR_OOM_MSG;
+    int acl_pos, acl_r;
+    if (!err && cmd && (acl_r = aclCheck(f, cmd, ACL_CTX_LUA, &acl_pos)) != ACL_OK)
+        err = aclScriptDeniedMessage(acl_r);
     if (err) {
         /* counted here, as Redis counts a command a script could not run; the
          * script's own error reply is then not counted again */
@@ -1246,6 +1250,7 @@ static ir_scripting *scripting(ir_server *s) {
     if (!sc || !f) oom();
     f->srv = s;
     f->resp = 2;
+    aclInitClient(f);
     f->authenticated = 1;
     f->bulklen = -1;
     f->flags = CLIENT_SCRIPT;
@@ -1422,6 +1427,7 @@ static void runScript(client *c, ir_scripting *sc, lua_State *L, int flags, int 
     sc->wrote = 0;
     sc->oom_at_start = oom_now && !(!(flags & SF_EVAL_COMPAT) && (flags & SF_ALLOW_OOM));
     f->db = c->db;
+    f->user = c->user; /* redis.call runs with the caller's permissions */
     f->resp = 2;
     f->flags = CLIENT_SCRIPT | (c->flags & CLIENT_MULTI);
     sc->stopping = 0;

@@ -6,6 +6,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "acl.h"
 #include "blocked.h"
 #include "chunks.h"
 #include "commands.h"
@@ -54,6 +55,11 @@ ir_server *server_new(const ir_config *cfg) {
     s->start_ms = s->now_ms = ir_mstime();
     s->next_client_id = 1;
     s->pins.srv = s;
+    aclInit(s); /* the default user; requirepass is its password */
+    if (aclLoadConfiguredFile(s) != 0) {
+        server_free(s);
+        return NULL;
+    }
     configServerInit(s); /* the parameters kept outside ir_config, at their defaults */
     if (cfg->client_subnet && cfg->client_subnet[0])
         s->has_subnet = ir_parse_subnet(cfg->client_subnet, &s->subnet_family, s->subnet_addr,
@@ -84,6 +90,7 @@ void server_free(ir_server *s) {
     scriptingFree(s);
     free(s->monitors);
     free(s->requirepass);
+    aclFree(s);
     free(s);
 }
 
@@ -241,7 +248,7 @@ client *irs_accept(ir_server *s, ir_transport *t, ir_conn *conn) {
     c->conn = conn;
     c->bulklen = -1;
     c->ctime_ms = c->last_ms = s->now_ms;
-    c->authenticated = !passlen;
+    aclInitClient(c);
     t->ops->peername(t, conn, c->addr, sizeof(c->addr));
     if (t->ops->sockname) t->ops->sockname(t, conn, c->laddr, sizeof(c->laddr));
     else snprintf(c->laddr, sizeof(c->laddr), "?");
@@ -364,7 +371,10 @@ void call(client *c, const ir_command *cmd) {
     int plain = cmd->proc != execCommand || !(c->flags & CLIENT_MULTI) ||
                 (c->flags & CLIENT_DIRTY_EXEC);
     size_t monlen = 0;
-    char *monline = s->nmonitors && !(cmd->flags & CMD_ADMIN) && cmd->proc != monitorCommand
+    /* admin commands are not shown, a container's by its subcommand (CONFIG SET) */
+    char *monline = s->nmonitors && !(cmd->flags & CMD_ADMIN) && cmd->proc != monitorCommand &&
+                            !(commandIdCats(commandIdOfCall(cmd, c->argv, c->argc)) &
+                              (1ull << aclCategoryIndex("admin", 5)))
                         ? monitorFormat(c, &monlen) : NULL;
     if (monline && (cmd->flags & CMD_SKIP_MONITOR)) { /* as Redis: EVAL before its commands */
         monitorSend(c, monline, monlen);
@@ -452,8 +462,13 @@ int processCommand(client *c) {
         c->cmd = NULL;
         return 0;
     }
+    int acl_pos = 0, acl_r = ACL_OK;
     if (authRequired(c) && !(cmd->flags & CMD_NOAUTH)) {
         addReplyError(c, "-NOAUTH Authentication required.");
+        rejected(c, cmd, before);
+    } else if ((acl_r = aclCheck(c, cmd, (c->flags & CLIENT_MULTI) ? ACL_CTX_MULTI : ACL_CTX_TOPLEVEL,
+                                 &acl_pos)) != ACL_OK) {
+        aclReplyDenied(c, cmd, acl_r);
         rejected(c, cmd, before);
     } else if ((c->flags & CLIENT_MULTI) && (cmd->flags & CMD_NO_MULTI)) {
         rejectCommandFormat(c, "Command not allowed inside a transaction");

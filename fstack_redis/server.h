@@ -115,7 +115,8 @@ typedef struct client {
     ir_transport *tp;
     ir_conn *conn;
     int flags;
-    int authenticated;        /* AUTH passed, or no requirepass */
+    int authenticated;        /* AUTH passed, or the default user is nopass */
+    void *user;               /* its ACL user (acl.c); NULL once the user was deleted */
     int resp;                 /* protocol version: 2, or 3 after HELLO 3 */
     int db;                   /* the SELECTed database */
     const struct ir_command *cmd; /* the command being executed */
@@ -185,8 +186,12 @@ struct ir_command {
     int arity;                /* n = exactly n args (incl. name), -n = at least n */
     int firstkey, lastkey, keystep;
     const char *sflags;       /* Redis's flag words, as COMMAND shows them */
+    const char *acl;          /* its ACL categories beyond those the flags imply
+                                 (acl.c derives @write, @read, @fast, ... from sflags) */
     int flags;                /* CMD_* bits, parsed from sflags once (commands.c) */
     uint64_t calls;
+    uint64_t cats;            /* ACL category bits: acl's words and the derived ones */
+    int id;                   /* its ACL command id (its index in the table) */
 };
 
 struct ir_db;
@@ -228,6 +233,7 @@ typedef struct ir_server {
     struct ir_pubsub *pubsub;    /* channel and pattern subscribers, NULL = none yet */
     char *requirepass;           /* CONFIG SET requirepass: owned, binary-safe */
     size_t requirepass_len;
+    struct ir_acl *acl;          /* ACL users and the ACL LOG (acl.c) */
     uint64_t pubsub_obl_hard, pubsub_obl_soft, pubsub_obl_secs; /* client-output-buffer-limit pubsub */
     uint64_t total_error_replies, keyspace_hits, keyspace_misses;
     struct client **monitors;    /* MONITOR clients, in order */
@@ -369,6 +375,19 @@ const char *serverRequirePass(const ir_server *s, size_t *len);
 void resetClientArgs(client *c);
 ir_command *lookupCommand(const char *name, size_t len);
 const ir_command *commandTable(size_t *n);
+/* ACL's view of the table: ids 0..count-1 are the commands, then the subcommands. */
+int commandIdCount(void);
+int commandIdParent(int id);           /* the container's id for a subcommand, else -1 */
+int commandIdIsContainer(int id);
+uint64_t commandIdCats(int id);
+const char *commandIdName(int id, char *buf, size_t len); /* "get", "client|kill" */
+int commandIdByName(const char *name, size_t len);     /* "get" or "client|kill"; -1 unknown */
+/* The id a call checks: the subcommand's if argv[1] names one of cmd's, else cmd's. */
+int commandIdOfCall(const ir_command *cmd, const ir_arg *argv, int argc);
+/* A call's keys by the command's key specs (as COMMAND GETKEYSANDFLAGS): positions
+ * and spec flag words, up to max; returns the count (0 when there are none). */
+long commandKeysOf(const ir_command *cmd, const ir_arg *argv, int argc, int *pos, const char **flags,
+                   long max);
 uint64_t ir_mstime(void);
 uint64_t ir_rss_bytes(void);
 /* What the server holds, counted like Redis's used_memory: the keyspace, replay

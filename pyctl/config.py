@@ -159,6 +159,7 @@ class ServerConfig:
     verbose: bool = _cd("verbose")
     requirepass: str = _cd("requirepass", metavar="PASSWORD")
     client_subnet: str = _cd("client_subnet", metavar="A.B.C.D/NN")
+    aclfile: str = _cd("aclfile", metavar="FILE")
     maxmemory: int = _cd("maxmemory")
     client_output_buffer_limit: int = _cd(
         "client_output_buffer_limit",

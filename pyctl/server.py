@@ -123,6 +123,8 @@ def _to_c(cfg: ServerConfig, keep: list[Any]) -> Any:
     if cfg.allowed_subnet():
         c.client_subnet = s(cfg.allowed_subnet())
     c.dir = s(cfg.dir)
+    if cfg.aclfile:
+        c.aclfile = s(cfg.aclfile)
     if cfg.shard_group:
         c.shard_group = s(",".join(cfg.group_members()))
     if cfg.restore or cfg.restore_if_present:

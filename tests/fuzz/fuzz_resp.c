@@ -73,6 +73,7 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "acl.h"
 #include "chunks.h"
 #include "commands.h"
 #include "db.h"
@@ -432,8 +433,9 @@ static void fuzzAny(client *c) {
                                          "lastsave", "spop", "srandmember", "hrandfield", "zrandmember",
                                          "randomkey", "debug", "monitor", "sync", "psync",
                                          "xadd", "xread", "xreadgroup", "xpending", "xclaim",
-                                         "xautoclaim", "xinfo"};
+                                         "xautoclaim", "xinfo", "acl"};
                                          /* MONITOR: lines carry the time of each command;
+                                            ACL: GENPASS is random, LOG shows ages and client ids;
                                             SYNC/PSYNC: the RDB image, the time and memory used;
                                             streams: `*` IDs, BLOCK, idle and delivery times */
     const char *name = c->cmd->name;
@@ -845,6 +847,7 @@ static void configureFor(uint8_t opt) {
     if (opt & 0x20) srv->cfg.maxmemory = 1;
     if (opt & 0x40) srv->cfg.client_output_buffer_limit = 16 * 1024;
     srv->cfg.seed = (opt & 0x80) ? 2 : 1;
+    aclReset(srv); /* ACL SETUSER/DELUSER of the last input gone; requirepass as set here */
     slots_left = FUZZ_SLOT_BUDGET;
     samples_left = FUZZ_SAMPLE_BUDGET;
 }
