@@ -7,7 +7,7 @@
  * the two.
  */
 #include "check.h"
-#include "inreplay.h"
+#include "../../fstack_redis/inreplay.h"
 
 #include <float.h>
 #include <math.h>
