@@ -99,8 +99,6 @@ void blockedShutdown(ir_server *s);
 /* server.c: an unblocked client resumes its pipelined input, then flushes
  * or closes as after any input (may free c). */
 void clientUnblocked(client *c);
-/* resp.c: parse and run what waited in c's query buffer. */
-void clientResumeInput(client *c);
 void blockedStats(const ir_server *s, ir_blocked_stats *out);
 void blockedFree(ir_server *s);
 

@@ -336,6 +336,7 @@ void server_tick(ir_server *s);               /* ~10 Hz: expiry, stats */
 void freeClient(client *c);
 void clientFlush(client *c);                  /* write what the transport takes */
 void processInputBuffer(client *c);           /* parse and run complete commands (resp.c) */
+void clientResumeInput(client *c);            /* an unblocked client's waiting input (resp.c) */
 int processCommand(client *c);                /* dispatch argv; 0 = keep going */
 /* Run c->cmd on c->argv now, with its statistics (processCommand and EXEC). */
 void call(client *c, const ir_command *cmd);
