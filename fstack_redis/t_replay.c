@@ -1,4 +1,6 @@
-/* t_replay.c - REPLAY.* commands: prioritized replay tables over RESP.
+/* t_replay.c - REPLAY.* commands: prioritized replay tables over RESP, the
+ * server's host over the replay engine (replay/replay.h: the tables, sum tree
+ * and limiter state; the clients waiting on a limiter are blocked.c's).
  *
  * Wire formats (all little-endian):
  *   ids        one bulk string of n int64
