@@ -19,6 +19,7 @@
 #include "replay.h"
 #include "server.h"
 #include "snapshot.h"
+#include "t_replay.h"
 
 #define TICK_MS 100
 

@@ -25,7 +25,8 @@
  * then resumes its pipelined input.
  *
  * Nothing allocates per request once a client has blocked once: a client's
- * queue places are kept with it; only a key's first waiter allocates the key.
+ * queue places are kept with it; only a key's first waiter allocates the key,
+ * and a table's first waiter the table's two queues (tableQueues below).
  */
 #include "blocked.h"
 
@@ -82,6 +83,47 @@ typedef struct ir_blocked {
 static void oom(void) {
     serverLog("out of memory blocking a client");
     abort();
+}
+
+/* ---- tables: the server's host state in the replay engine ------------------
+ * The engine (replay/) knows nothing of clients: a table's two queues live in
+ * its opaque host state (ir_table.host), made by the first client that waits
+ * on the table. When the table goes the engine calls the hook below, which
+ * answers the waiters (blockedTableGone) and frees the queues. */
+typedef struct tableQueues {
+    bqueue q[2];            /* 0: samplers, 1: inserters */
+} tableQueues;
+
+static void tableGoneHook(struct ir_table *t) {
+    tableQueues *tq = t->host;
+    if ((tq->q[0].n || tq->q[1].n || tq->q[0].ready || tq->q[1].ready) && g_server)
+        blockedTableGone(g_server, t);
+    free(tq);
+    t->host = NULL;
+}
+
+static const ir_engine_host engineHost = {.table_gone = tableGoneHook};
+
+/* t's queue `which`, made (with the hook set) when create and not there yet;
+ * NULL when nobody ever waited on t and !create. */
+static bqueue *tableQueue(struct ir_table *t, int which, int create) {
+    if (!t->host) {
+        if (!create) return NULL;
+        tableQueues *tq = calloc(1, sizeof(*tq));
+        if (!tq) oom();
+        for (int i = 0; i < 2; i++) {
+            tq->q[i].owner = t;
+            tq->q[i].kind = BLOCKED_REPLAY;
+        }
+        engineSetHost(&engineHost);
+        t->host = tq;
+    }
+    return &((tableQueues *)t->host)->q[which];
+}
+
+size_t blockedTableWaiting(const struct ir_table *t, int which) {
+    const tableQueues *tq = t->host;
+    return tq ? tq->q[which].n : 0;
 }
 
 static uint64_t monoUs(void) {
@@ -185,6 +227,11 @@ static void queueUnlink(bwait *w) {
     q->n--;
     w->q = NULL;
     w->prev = w->next = NULL;
+}
+
+void blockedTableReady(ir_server *s, struct ir_table *t, int which) {
+    bqueue *q = tableQueue(t, which, 0);
+    if (q) blockedQueueReady(s, q);
 }
 
 void blockedQueueReady(ir_server *s, bqueue *q) {
@@ -292,7 +339,7 @@ void blockForTable(client *c, struct ir_table *t, int which, uint64_t timeout_ms
     bs->nw = 1;
     bs->table = t;
     bs->w[0].c = c;
-    queueLink(&t->waiters[which], &bs->w[0]);
+    queueLink(tableQueue(t, which, 1), &bs->w[0]);
     blockCommon(c, bs, BLOCKED_REPLAY, timeout_ms);
 }
 
@@ -301,9 +348,9 @@ int blockingAllowed(const client *c) {
     return !(c->bstate && (c->flags & CLIENT_BLOCKED) && c->bstate->deny);
 }
 
-size_t blockedAhead(const client *c, const bqueue *q) {
+size_t blockedTableAhead(const client *c, const struct ir_table *t, int which) {
     if (c->flags & CLIENT_BLOCKED) return 0; /* re-run: it is the head */
-    return q->n;
+    return blockedTableWaiting(t, which);
 }
 
 /* Take c out of every queue; it may run its further input (resume). */
@@ -498,7 +545,8 @@ void blockedTableGone(ir_server *s, struct ir_table *t) {
     ir_blocked *b = s->blocked;
     if (!b) return;
     for (int which = 0; which < 2; which++) {
-        bqueue *q = &t->waiters[which];
+        bqueue *q = tableQueue(t, which, 0);
+        if (!q) return;
         readyRemove(b, q);
         while (q->head) {
             client *c = q->head->c;

@@ -24,7 +24,10 @@ typedef struct bwait {
 } bwait;
 
 /* A queue of waiters: the clients blocked on one key, or one table's
- * samplers or inserters. A queue that may now serve its head is "ready". */
+ * samplers or inserters (kept in the table's host state, ir_table.host, which
+ * blocked.c makes when a client first waits there and frees when the table
+ * goes: the replay engine never sees a client). A queue that may now serve
+ * its head is "ready". */
 typedef struct bqueue {
     bwait *head, *tail;
     size_t n;
@@ -57,8 +60,11 @@ void blockForTable(client *c, struct ir_table *t, int which, uint64_t timeout_ms
  * deadline (then it answers as its non-blocking form or with its timeout
  * error). */
 int blockingAllowed(const client *c);
-/* The waiters on a table queue ahead of c (0 when c is the one re-run). */
-size_t blockedAhead(const client *c, const bqueue *q);
+/* The waiters on one of a table's queues (0: samplers, 1: inserters) ahead of
+ * c (0 when c is the one re-run). */
+size_t blockedTableAhead(const client *c, const struct ir_table *t, int which);
+/* How many clients wait on one of a table's queues. */
+size_t blockedTableWaiting(const struct ir_table *t, int which);
 
 /* The key (db, key) gained elements: its waiters are served after the
  * current command (notify.c's signalKeyAsReady). */
@@ -67,12 +73,16 @@ void blockedKeyReady(ir_server *s, struct ir_db *db, const char *key, size_t len
  * another database's contents in): each is served after the current command
  * if it does, as Redis's scanDatabaseForReadyKeys. */
 void blockedDbReady(ir_server *s, struct ir_db *db);
-/* A table queue may now serve its head. */
+/* A key's queue may now serve its head. */
 void blockedQueueReady(ir_server *s, bqueue *q);
+/* One of a table's queues (0: samplers, 1: inserters) may now serve its head. */
+void blockedTableReady(ir_server *s, struct ir_table *t, int which);
 /* CLIENT UNBLOCK: answer blocked client c as its timeout would (error 0) or
  * with -UNBLOCKED (error 1); 0 if c is not blocked. */
 int blockedUnblock(ir_server *s, client *c, int error);
-/* A table goes (REPLAY.DROP, FLUSHALL): its waiters get an error. */
+/* A table goes (REPLAY.DROP, FLUSHALL): its waiters get an error. Reached
+ * through the engine's host hook (replay.h's ir_engine_host), which blocked.c
+ * sets when a client first waits on a table; it frees the table's host state. */
 void blockedTableGone(ir_server *s, struct ir_table *t);
 
 /* Serve ready queues and resume the input of unblocked clients (after a
@@ -89,8 +99,6 @@ void blockedShutdown(ir_server *s);
 /* server.c: an unblocked client resumes its pipelined input, then flushes
  * or closes as after any input (may free c). */
 void clientUnblocked(client *c);
-/* resp.c: parse and run what waited in c's query buffer. */
-void clientResumeInput(client *c);
 void blockedStats(const ir_server *s, ir_blocked_stats *out);
 void blockedFree(ir_server *s);
 

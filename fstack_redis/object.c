@@ -14,7 +14,6 @@
 #include "db.h"
 #include "db_internal.h"
 #include "memory.h"
-#include "multi.h"
 #include "replay.h"
 
 /* MEMORY USAGE's default number of sampled elements, as Redis. */

@@ -17,7 +17,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "blocked.h"
 #include "server.h"
 
 #define C_OK 0

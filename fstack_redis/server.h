@@ -1,5 +1,9 @@
 /* server.h - the RESP2/RESP3 server: clients, command table, replies.
  *
+ * The bottom of the server's layers (tests/test_layers.py): protocol and
+ * replies. It includes only the shared leaf headers and the engine's pin.h;
+ * the replay engine (replay/) never includes it.
+ *
  * Everything here runs on the one thread that polls the transport (see
  * transport.h for the contract). Command handlers are `void xxxCommand(client *c)`
  * as in Redis; they read c->argv[0..argc-1] and reply with the addReply* calls.
@@ -345,6 +349,7 @@ void server_tick(ir_server *s);               /* ~10 Hz: expiry, stats */
 void freeClient(client *c);
 void clientFlush(client *c);                  /* write what the transport takes */
 void processInputBuffer(client *c);           /* parse and run complete commands (resp.c) */
+void clientResumeInput(client *c);            /* an unblocked client's waiting input (resp.c) */
 int processCommand(client *c);                /* dispatch argv; 0 = keep going */
 /* Run c->cmd on c->argv now, with its statistics (processCommand and EXEC). */
 void call(client *c, const ir_command *cmd);

@@ -1,4 +1,6 @@
-/* t_replay.c - REPLAY.* commands: prioritized replay tables over RESP.
+/* t_replay.c - REPLAY.* commands: prioritized replay tables over RESP, the
+ * server's host over the replay engine (replay/replay.h: the tables, sum tree
+ * and limiter state; the clients waiting on a limiter are blocked.c's).
  *
  * Wire formats (all little-endian):
  *   ids        one bulk string of n int64
@@ -40,6 +42,7 @@
 #include "commands.h"
 #include "replay.h"
 #include "replay_err.h"
+#include "t_replay.h"
 #include "t_traj.h"
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -321,7 +324,7 @@ void replayAddCommand(client *c) {
     int limited = tableLimited(t);
     if (limited) {
         int why = limiterHoldsInsert(t, n);
-        if (why || (timeout_arg && blockedAhead(c, &t->waiters[1]))) {
+        if (why || (timeout_arg && blockedTableAhead(c, t, 1))) {
             if (timeout_arg && blockingAllowed(c)) {
                 blockForTable(c, t, 1, deadline);
                 return;
@@ -341,7 +344,7 @@ void replayAddCommand(client *c) {
     }
     if (limited) {
         t->limiter_inserts += n;
-        blockedQueueReady(c->srv, &t->waiters[0]); /* samplers may run now */
+        blockedTableReady(c->srv, t, 0); /* samplers may run now */
     }
     if (!t->capacity_warned && tableCapacityFits(t) < t->o.capacity) {
         /* honest capacity: say once, in the log, what the arena really keeps */
@@ -549,7 +552,7 @@ void replaySampleCommand(client *c) {
     int limited = tableLimited(t);
     if (limited) {
         int why = limiterHoldsSample(t, (size_t)n);
-        if (why || (timeout_arg && blockedAhead(c, &t->waiters[0]))) {
+        if (why || (timeout_arg && blockedTableAhead(c, t, 0))) {
             if (timeout_arg && blockingAllowed(c)) {
                 blockForTable(c, t, 0, deadline);
                 return;
@@ -594,7 +597,7 @@ void replaySampleCommand(client *c) {
     size_t nn = (size_t)n;
     if (limited) {
         t->limiter_samples += nn;
-        blockedQueueReady(c->srv, &t->waiters[1]); /* inserters may run now */
+        blockedTableReady(c->srv, t, 1); /* inserters may run now */
     }
     if (packed) {
         size_t itemsize = t->run_len, head = nn * 12, tail = withstats ? 24 + 8 * nn : 0;
@@ -697,8 +700,8 @@ static void addField(client *c, const char *name) { addReplyBulkCString(c, name)
     F("limiter_inserts",     LL,  t->limiter_inserts) \
     F("limiter_samples",     LL,  t->limiter_samples) \
     F("limiter_error",       DBL, tableLimited(t) ? limiterError(t) : 0.0) \
-    F("blocked_samplers",    LL,  t->waiters[0].n) \
-    F("blocked_inserters",   LL,  t->waiters[1].n) \
+    F("blocked_samplers",    LL,  blockedTableWaiting(t, 0)) \
+    F("blocked_inserters",   LL,  blockedTableWaiting(t, 1)) \
     F("waited_seconds",      DBL, (double)t->waited_us / 1e6) \
     F("capacity_fits",       LL,  tableCapacityFits(t)) \
     F("sampler",             STR, tableSelectorName(t->o.sampler)) \

@@ -417,7 +417,7 @@ void replayItemCommand(client *c) {
     }
     if (t->lim.min_size || t->o.max_times_sampled) {
         t->limiter_inserts += nitems;
-        blockedQueueReady(c->srv, &t->waiters[0]); /* samplers may run now */
+        blockedTableReady(c->srv, t, 0); /* samplers may run now */
     }
     addReplyArrayLen(c, (long)nitems);
     for (size_t k = 0; k < nitems; k++) addReplyLongLong(c, (long long)ids[k]);
@@ -451,7 +451,7 @@ void trajSample(client *c, ir_table *t, size_t n, double beta, int withstats, in
     }
     if (limited) {
         t->limiter_samples += n;
-        blockedQueueReady(c->srv, &t->waiters[1]);
+        blockedTableReady(c->srv, t, 1);
     }
     addReplyArrayLen(c, 3 + withstats + withinfo);
     memcpy(addReplyBulkReserve(c, n * 8), t->scratch_ids, n * 8);

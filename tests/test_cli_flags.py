@@ -175,7 +175,7 @@ def _rows() -> dict[str, tuple[str, str]]:
     text, doc), read from the source."""
     src = (ROOT / "fstack_redis" / "config.c").read_text()
     table_defaults = dict(re.findall(r"#define (IR_TABLE_\w+) ([0-9.e-]+)\n",
-                                     (ROOT / "fstack_redis" / "replay.h").read_text()))
+                                     (ROOT / "fstack_redis" / "replay" / "replay.h").read_text()))
     table = src[src.index("static const cfgparam params[] = {"):]
     table = table[:table.index("\n};")] + "\n"
     out = {}

@@ -1,8 +1,9 @@
 """The layering rules of the README, checked on the source tree.
 
-- The server (fstack_redis/) sees the network only through transport.h: it never
-  includes socket, DPDK or lwIP headers. (A CONFIG SET port check that bound a
-  socket from config.c once broke this; the check now asks the transport.)
+- The server (fstack_redis/, its engine in replay/ too) sees the network only
+  through transport.h: it never includes socket, DPDK or lwIP headers. (A
+  CONFIG SET port check that bound a socket from config.c once broke this; the
+  check now asks the transport.)
 - Dependencies point one way, RL code -> client -> appliance: the control plane
   (pyctl/) imports no RL code (actors/, learner/).
 """
@@ -26,7 +27,7 @@ NETWORK_HEADERS = re.compile(
 
 def test_server_includes_no_socket_dpdk_or_lwip_header() -> None:
     offenders = []
-    for path in sorted((ROOT / "fstack_redis").glob("*.[ch]")):
+    for path in sorted((ROOT / "fstack_redis").rglob("*.[ch]")):
         for m in NETWORK_HEADERS.finditer(path.read_text()):
             offenders.append(f"{path.relative_to(ROOT)}: #include {m.group(1)}")
     assert not offenders, "the server must see the network only through transport.h:\n" + \

@@ -1,4 +1,4 @@
-/* test_sumtree.c - unit tests of the prioritized sampler (fstack_redis/sumtree.c).
+/* test_sumtree.c - unit tests of the prioritized sampler (fstack_redis/replay/sumtree.c).
  *
  * Plain C, no framework: every CHECK counts as one test; the program prints
  * "N passed, M failed" and exits non-zero if anything failed. The kernels are
@@ -7,7 +7,7 @@
  * the two.
  */
 #include "check.h"
-#include "inreplay.h"
+#include "../../fstack_redis/inreplay.h"
 
 #include <float.h>
 #include <math.h>

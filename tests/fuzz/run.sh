@@ -19,7 +19,7 @@ BIN=$OUT/fuzz_resp
 CC=${FUZZ_CC:-clang}
 CFLAGS=(-std=c11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer
         -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
-        -Ifstack_redis -Wno-constant-logical-operand)
+        -Ifstack_redis -Ifstack_redis/replay -Wno-constant-logical-operand)
 # what meson.build gives the library: the project version (written there only) and
 # Lua 5.1 with the cjson and bit modules when pkg-config finds them
 VERSION=$(sed -n "s/^ *version *: *'\([^']*\)'.*/\1/p" meson.build | head -1)
@@ -37,10 +37,10 @@ done
 build() {
     command -v "$CC" >/dev/null || { echo "fuzz: $CC not found (apt-get install clang libclang-rt-14-dev)" >&2; exit 2; }
     mkdir -p "$OUT"
-    local srcs=(fstack_redis/*.c tests/fuzz/fuzz_resp.c)
+    local srcs=(fstack_redis/*.c fstack_redis/replay/*.c tests/fuzz/fuzz_resp.c)
     local stale=0
     if [[ ! -x $BIN ]]; then stale=1; else
-        for f in "${srcs[@]}" fstack_redis/*.h tests/fuzz/run.sh meson.build; do
+        for f in "${srcs[@]}" fstack_redis/*.h fstack_redis/replay/*.h tests/fuzz/run.sh meson.build; do
             [[ $f -nt $BIN ]] && { stale=1; break; }
         done
     fi

@@ -17,8 +17,13 @@
  * lifo, minheap and maxheap (by stored priority, ties to the older item),
  * each usable as the sampler and as the remover.
  *
- * Concurrency contract: a table belongs to the thread that runs the server;
- * nothing here locks.
+ * Concurrency contract: a table belongs to the thread that runs its host (the
+ * server); nothing here locks.
+ *
+ * This is the replay engine's public header (with chunks.h and pin.h, beside
+ * it in fstack_redis/replay/, and ../inreplay.h, the sampler's public API). The
+ * engine includes no server, reply or transport header: what it needs from
+ * the host that embeds it is the host hook below and pin.h's two calls.
  */
 #ifndef IR_REPLAY_H
 #define IR_REPLAY_H
@@ -26,8 +31,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "blocked.h"
-#include "inreplay.h"
+#include "../inreplay.h"
 #include "pin.h"
 
 #define IR_TABLE_NAME_MAX 200
@@ -110,7 +114,7 @@ typedef struct ir_table {
     uint32_t *slot_len;
     /* the arena ring */
     char *arena;
-    /* Pending replies point into the arena (see server.h's ir_pin): an ADD
+    /* Pending replies point into the arena (pin.h; the server's ir_pin): an ADD
      * that rewrites bytes they still have to send first has those reply
      * segments copied (pinOverwrite), and dropping the table leaves the
      * arena mapped until the last of them is written (pinDetach). */
@@ -149,12 +153,15 @@ typedef struct ir_table {
     uint64_t sample_size0;  /* the table's size when the last sample began */
     int capacity_warned;    /* the log said once that MAXBYTES holds fewer than CAPACITY */
     /* the rate limiter's options and state: items inserted and sampled
-     * while it was configured, clients waiting (blocked.c; 0: samplers,
-     * 1: inserters) and the time they waited in total */
+     * while it was configured, and the time clients waited in total (the
+     * host keeps the waiting clients, in its own state below) */
     ir_limiter_opts lim;
     uint64_t limiter_inserts, limiter_samples;
-    bqueue waiters[2];
     uint64_t waited_us;
+    /* The host's per-table state (the server's clients waiting on the
+     * limiter, blocked.c), NULL until the host sets it. The engine never
+     * reads it: when the table goes, the host's table_gone releases it. */
+    void *host;
     /* scratch for one request, grown on demand and kept */
     uint64_t *scratch_slots, *scratch_ids, *scratch_evicted;
     double *scratch_prio;
@@ -183,6 +190,17 @@ typedef struct ir_tables {
     uint64_t *add_ids;
     size_t add_cap;
 } ir_tables;
+
+/* ---- the host -------------------------------------------------------------
+ * What the engine calls in the program that embeds it. Set once, before the
+ * first table with host state goes; NULL (the default) for none. */
+typedef struct ir_engine_host {
+    /* A table whose host state is set (t->host != NULL) goes (tableDrop,
+     * tablesFlush, tablesFree): called first, while the table is intact
+     * (its name and counters readable); it must release t->host. */
+    void (*table_gone)(struct ir_table *t);
+} ir_engine_host;
+void engineSetHost(const ir_engine_host *h);
 
 ir_tables *tablesNew(void);
 void tablesFree(ir_tables *ts);
@@ -315,17 +333,5 @@ char *tableLoadGeneral(ir_table_loader *ld, uint64_t id, double stored, uint32_t
                        uint64_t len, const char **err);
 /* Move every table of src whose name dst does not have to the end of dst. */
 void tablesMoveMissing(ir_tables *dst, ir_tables *src);
-
-/* ---- replay groups (t_replay.c) ------------------------------------------ */
-/* The members of a shard_group string ("host:port,host:port,..."): stores up
- * to max (start, length) pairs and returns how many members there are, or -1
- * with *err (a static message) if a member is not host:port. */
-/* The options each new table of server s starts from (t_replay.c): REPLAY.CREATE's
- * and the start-up table's; salt varies the clock seed when --seed is 0. */
-struct ir_server;
-ir_table_opts replayTableOpts(const struct ir_server *s, uint64_t salt);
-
-int shardGroupMembers(const char *group, const char **start, size_t *len, int max,
-                      const char **err);
 
 #endif

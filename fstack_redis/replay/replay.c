@@ -1,4 +1,4 @@
-/* replay.c - replay tables (see replay.h).
+/* replay.c - replay tables (see replay.h): the engine, with no server in it.
  *
  * ---- Design of the selectors and of removal (issue 19) --------------------
  *
@@ -63,7 +63,6 @@
 
 #include "chunks.h"
 #include "replay.h"
-#include "server.h"
 
 #define EMPTY_ID UINT64_MAX
 #define ITEM_ALIGN 8
@@ -473,13 +472,16 @@ static void adviseHugePages(void *p, size_t len) {
     if (e > a) (void)madvise((void *)a, e - a, MADV_HUGEPAGE);
 }
 
+static const ir_engine_host *g_host;
+
+void engineSetHost(const ir_engine_host *h) { g_host = h; }
+
 ir_tables *tablesNew(void) { return calloc(1, sizeof(ir_tables)); }
 
 static void tableFree(ir_table *t) {
     if (!t) return;
-    if ((t->waiters[0].n || t->waiters[1].n || t->waiters[0].ready || t->waiters[1].ready) &&
-        g_server)
-        blockedTableGone(g_server, t); /* REPLAY.DROP, FLUSHALL: waiters get an error */
+    if (t->host && g_host && g_host->table_gone)
+        g_host->table_gone(t); /* REPLAY.DROP, FLUSHALL: the server's waiters get an error */
     if (t->traj) { /* the live items' chunk references */
         if (t->general)
             for (uint64_t i = 0; i < t->gsize; i++)
@@ -694,8 +696,6 @@ int tableCreate(ir_tables *ts, const char *name, size_t len, const ir_table_opts
             t->free_slots[i] = (uint32_t)(o->capacity - 1 - i); /* slot 0 first */
         t->nfree = o->capacity;
     }
-    t->waiters[0].owner = t->waiters[1].owner = t;
-    t->waiters[0].kind = t->waiters[1].kind = BLOCKED_REPLAY;
     t->name = malloc(len + 1);
     t->sampler = ir_sampler_new(o->capacity, o->fanout, o->alpha, o->epsilon, o->seed);
     t->slot_id = malloc(o->capacity * sizeof(uint64_t));

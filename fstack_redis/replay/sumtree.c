@@ -39,7 +39,7 @@
  * whose running sum exceeds the point, which has positive mass when the sum
  * runs left to right, and pick_positive() handles whatever rounding leaves.
  */
-#include "inreplay.h"
+#include "../inreplay.h"
 
 #include <float.h>
 #include <math.h>

@@ -1,9 +1,12 @@
-/* pin.h - what the owners of pinned memory call (implemented in reply.c).
+/* pin.h - what the owners of pinned memory call: declared by the replay
+ * engine, implemented by its host (the server's reply.c; a host without
+ * zero-copy replies never pins, and its two calls are never reached).
  *
  * Replies may point into memory their owner keeps (a replay table's arena, a
  * string's value, a replication image) instead of copying it; the owner's
- * side of that contract is these two calls. Kept apart from server.h so the
- * replay engine can honour it without including the server.
+ * side of that contract is these two calls. Part of the engine's public
+ * headers (fstack_redis/replay/), so the engine honours it without including
+ * the server; the server's own owners (strings, replication) use it too.
  */
 #ifndef IR_PIN_H
 #define IR_PIN_H
