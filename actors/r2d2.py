@@ -391,7 +391,7 @@ class SequenceStreamWriter:
     """
 
     def __init__(self, client: Any, table: str, stream: str, seq_len: int, period: int,
-                 obs_dim: int, n_actions: int, hidden: int, *, chunk_steps: int = 64) -> None:
+                 obs_dim: int, n_actions: int, hidden: int, *, chunk_steps: int = 32) -> None:
         from pyctl.trajectory import TrajectoryWriter
 
         if not 1 <= period <= seq_len:
@@ -907,8 +907,9 @@ def storage_stats(r: Any, cfg: R2D2Config, env_steps: int, item_bytes: int) -> d
     a TRAJECTORY item's references) plus, for trajectories, the chunk store (REPLAY.CHUNKS
     memory: chunk bytes, chunk headers, the streams). Live steps are env_steps x size /
     inserts (all of them until the table evicts). ``packed_bytes_per_step`` is what the
-    packed form takes for the same sequences (its measured size in a packed run; its
-    item's bytes over period otherwise)."""
+    packed form takes for the same live sequences: measured in a packed run, otherwise
+    their count x the packed item's bytes (what a packed table's bytes_used counts for
+    them) over the same steps."""
     from pyctl.errors import decode_info
     from pyctl.trajectory import chunk_stats
 
@@ -925,8 +926,8 @@ def storage_stats(r: Any, cfg: R2D2Config, env_steps: int, item_bytes: int) -> d
         "chunk_references": int(chunks.get("references", 0)),
         "bytes_per_step": per_step,
         "packed_item_bytes": item_bytes,
-        "packed_bytes_per_step": per_step if cfg.storage == "packed"
-        else round(item_bytes / cfg.period, 1),
+        "packed_bytes_per_step": per_step if cfg.storage == "packed" or not live
+        else round(size * item_bytes / live, 1),
     }
     if cfg.storage == "trajectory" and per_step:
         out["vs_packed"] = round(per_step / out["packed_bytes_per_step"], 3)
