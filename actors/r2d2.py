@@ -14,8 +14,12 @@ Recurrent Replay Distributed DQN (Kapturowski et al. 2019), read top to bottom:
    position and pole angle only): a feed-forward Q-network sees no motion, so the
    agent must remember (the usual memory check).
 3. :class:`RecurrentQNet`: an LSTM Q-network fed the observation and the previous action.
-4. :class:`SequenceWriter`: steps in, fixed-length sequence items out, each with the
-   recurrent state the actor had at its first step (stored state).
+4. :class:`SequenceStreamWriter`: steps in, each appended once to the actor's episode
+   stream on the appliance, and an item per fixed-length sequence referencing its
+   steps (overlapping sequences share them) and the recurrent state the actor had at
+   its first step (stored state); :class:`SequenceWriter` makes the same sequences as
+   packed items (``--storage packed``), and :func:`sequences_from_columns` turns a
+   sample of the stored-once items into the tensors a packed sample gives.
 5. :func:`value_rescale` / :func:`inverse_value_rescale`: R2D2's h(x).
 6. :func:`sequence_td`: burn-in, n-step double-Q targets under h, TD errors; and
    :func:`mixed_priority`.
@@ -23,11 +27,18 @@ Recurrent Replay Distributed DQN (Kapturowski et al. 2019), read top to bottom:
    :func:`main`: start the appliance, the learner and N actors, evaluate, write
    ``DIR/summary.json``, print ``solved: true|false`` last.
 
-Replay goes through the appliance: one prioritized table (``REPLAY.CREATE ... ALPHA
-0.9 BETA 0.6`` plus a MIN_SIZE / SAMPLES_PER_INSERT rate limiter), one item per sequence
-packed by a :class:`pyctl.client.Schema`; parameters go through it as in the Ape-X demo
-(the learner SETs the blob and PUBLISHes its version in one MULTI/EXEC, actors listen
-with :class:`actors.actor.ParamUpdates`; blob format: :mod:`actors.model`).
+Replay goes through the appliance: one prioritized TRAJECTORY table (``REPLAY.CREATE ...
+ALPHA 0.9 BETA 0.6 MIN_SIZE ... TRAJECTORY``; samples per insert kept by the clients, see
+:func:`limiter_holds`) whose items reference steps stored once (issue 19: an actor
+appends each step once, with :class:`pyctl.trajectory.TrajectoryWriter`, and the learner
+gets each column of 64 sequences in one REPLAY.SAMPLE,
+:func:`pyctl.trajectory.sample_trajectories`); ``--storage packed`` stores each sequence
+as one item packed by a :class:`pyctl.client.Schema` instead, with the server's own
+SAMPLES_PER_INSERT limiter. ``summary.json``'s ``storage`` compares the bytes the
+appliance holds per step with the packed form's. Parameters go through the appliance as
+in the Ape-X demo (the learner SETs the blob and PUBLISHes its version in one
+MULTI/EXEC, actors listen with :class:`actors.actor.ParamUpdates`; blob format:
+:mod:`actors.model`).
 """
 
 from __future__ import annotations
