@@ -14,8 +14,12 @@ Recurrent Replay Distributed DQN (Kapturowski et al. 2019), read top to bottom:
    position and pole angle only): a feed-forward Q-network sees no motion, so the
    agent must remember (the usual memory check).
 3. :class:`RecurrentQNet`: an LSTM Q-network fed the observation and the previous action.
-4. :class:`SequenceWriter`: steps in, fixed-length sequence items out, each with the
-   recurrent state the actor had at its first step (stored state).
+4. :class:`SequenceStreamWriter`: steps in, each appended once to the actor's episode
+   stream on the appliance, and an item per fixed-length sequence referencing its
+   steps (overlapping sequences share them) and the recurrent state the actor had at
+   its first step (stored state); :class:`SequenceWriter` makes the same sequences as
+   packed items (``--storage packed``), and :func:`sequences_from_columns` turns a
+   sample of the stored-once items into the tensors a packed sample gives.
 5. :func:`value_rescale` / :func:`inverse_value_rescale`: R2D2's h(x).
 6. :func:`sequence_td`: burn-in, n-step double-Q targets under h, TD errors; and
    :func:`mixed_priority`.
@@ -23,11 +27,18 @@ Recurrent Replay Distributed DQN (Kapturowski et al. 2019), read top to bottom:
    :func:`main`: start the appliance, the learner and N actors, evaluate, write
    ``DIR/summary.json``, print ``solved: true|false`` last.
 
-Replay goes through the appliance: one prioritized table (``REPLAY.CREATE ... ALPHA
-0.9 BETA 0.6`` plus a MIN_SIZE / SAMPLES_PER_INSERT rate limiter), one item per sequence
-packed by a :class:`pyctl.client.Schema`; parameters go through it as in the Ape-X demo
-(the learner SETs the blob and PUBLISHes its version in one MULTI/EXEC, actors listen
-with :class:`actors.actor.ParamUpdates`; blob format: :mod:`actors.model`).
+Replay goes through the appliance: one prioritized TRAJECTORY table (``REPLAY.CREATE ...
+ALPHA 0.9 BETA 0.6 MIN_SIZE ... TRAJECTORY``; samples per insert kept by the clients, see
+:func:`limiter_holds`) whose items reference steps stored once (issue 19: an actor
+appends each step once, with :class:`pyctl.trajectory.TrajectoryWriter`, and the learner
+gets each column of 64 sequences in one REPLAY.SAMPLE,
+:func:`pyctl.trajectory.sample_trajectories`); ``--storage packed`` stores each sequence
+as one item packed by a :class:`pyctl.client.Schema` instead, with the server's own
+SAMPLES_PER_INSERT limiter. ``summary.json``'s ``storage`` compares the bytes the
+appliance holds per step with the packed form's. Parameters go through the appliance as
+in the Ape-X demo (the learner SETs the blob and PUBLISHes its version in one
+MULTI/EXEC, actors listen with :class:`actors.actor.ParamUpdates`; blob format:
+:mod:`actors.model`).
 """
 
 from __future__ import annotations
@@ -101,6 +112,11 @@ class R2D2Config:
     priority_eta: float = 0.9
     """Sequence priority eta max|delta| + (1 - eta) mean|delta| (R2D2: 0.9)."""
     # ---- replay -----------------------------------------------------------------
+    storage: str = "trajectory"
+    """How sequences are stored: "trajectory" (each step appended once to the actor's
+    episode stream, each sequence an item referencing seq_len of its steps, so the
+    overlap is stored once: SequenceStreamWriter) or "packed" (each sequence one opaque
+    item holding all its steps: SequenceWriter; kept to compare bytes per step)."""
     capacity: int = 100_000
     """Sequences the table holds, the oldest evicted first (Acme's R2D2: 100,000)."""
     min_replay: int = 50_000
@@ -149,6 +165,8 @@ class R2D2Config:
             raise ValueError("--n-step, --batch-size and --num-actors must be >= 1")
         if self.min_replay < 1 or self.capacity < self.min_replay:
             raise ValueError("--min-replay must be in [1, --capacity]")
+        if self.storage not in ("trajectory", "packed"):
+            raise ValueError("--storage must be trajectory or packed")
 
 
 CARTPOLE: dict[str, Any] = {
@@ -281,12 +299,9 @@ class SequenceWriter:
     with the final observation after the last step and zero padding (mask / valid
     0) to ``seq_len``. Each carries the (h, c) of its first step: R2D2's stored state.
 
-    This session stores each sequence as one item, so the seq_len - period steps two
-    sequences share are stored twice. Once the appliance stores trajectories (issue 19
-    item 2: steps appended once to an episode stream, items referencing ranges of
-    them), this class is the one piece to switch: append() becomes the writer's step
-    append and each emitted sequence becomes a create_item over the last seq_len steps
-    (its state fields a per-item extra), with the same fields coming back from a sample.
+    Each sequence is one item of its own (``--storage packed``), so the seq_len - period
+    steps two sequences share are stored twice; :class:`SequenceStreamWriter` (the
+    default) stores them once, and its samples equal these sequences field for field.
     """
 
     def __init__(self, seq_len: int, period: int, obs_dim: int, hidden: int) -> None:
@@ -348,6 +363,144 @@ class SequenceWriter:
             seq["obs"][0, n] = final_obs
             seq["valid"][0, n] = 1.0
         return seq
+
+
+FLAG_MASK, FLAG_VALID, FLAG_DONE = 1, 2, 4
+"""Bits of a stored step's ``flags`` byte: mask, valid and done of the sequence fields
+(see :func:`sequence_schema`), one byte instead of three float32 per step."""
+
+
+def step_signature(obs_dim: int, n_actions: int) -> dict[str, tuple[tuple[int, ...], Any]]:
+    """One step of an actor's episode stream. Actions are stored in the smallest dtype
+    that holds them and the three 0/1 fields as bits: :func:`sequences_from_columns`
+    turns them back into the int64 / float32 tensors the loss takes."""
+    act = np.uint8 if n_actions <= 256 else np.int64
+    return {"obs": ((obs_dim,), np.float32), "prev_action": ((), act), "action": ((), act),
+            "reward": ((), np.float32), "flags": ((), np.uint8)}
+
+
+class SequenceStreamWriter:
+    """The sequences of :class:`SequenceWriter`, stored once on the appliance (issue 19).
+
+    Same calls (:meth:`append` per environment step, :meth:`end_episode` with the final
+    observation), but nothing is returned: each step is appended once to the actor's
+    episode stream (:class:`pyctl.trajectory.TrajectoryWriter`, fields
+    :func:`step_signature`), and each sequence becomes an item of the TRAJECTORY table
+    ``table`` (priority: the table's max) whose columns reference its seq_len steps, so
+    two overlapping sequences share the chunks of their common steps. At an episode's
+    end the stream gets the final observation (valid, not mask) and zero steps until
+    every sequence begun has seq_len steps: the padding SequenceWriter puts in each item,
+    here stored once per episode (at most seq_len - 1 steps).
+
+    The stored state is not a step field: (h, c) would be 2 x hidden float32 on every
+    step (512 B with hidden 64, 4 KB with R2D2's 512) where a sequence needs it only at
+    its first step. It goes to a second stream, ``<stream>:state``, one step (h and c
+    stacked) per sequence start, chunks of one step, and each item references its one
+    step as the column ``state``: 2 x hidden x 4 / period bytes per environment step.
+    Items and steps go out on :meth:`flush` (the state stream's append first, then the
+    steps and the items in one pipeline) and at the episode's end.
+    """
+
+    def __init__(self, client: Any, table: str, stream: str, seq_len: int, period: int,
+                 obs_dim: int, n_actions: int, hidden: int, *, chunk_steps: int = 32) -> None:
+        from pyctl.trajectory import TrajectoryWriter
+
+        if not 1 <= period <= seq_len:
+            raise ValueError("period must be in [1, seq_len]")
+        self.table, self.seq_len, self.period = table, seq_len, period
+        self.obs_dim, self.hidden = obs_dim, hidden
+        # the steps a flush may still reference: a sequence and what came after it
+        self.max_unflushed = 2 * (seq_len + period) + 64
+        self.steps = TrajectoryWriter(client, stream, step_signature(obs_dim, n_actions),
+                                      chunk_steps=chunk_steps,
+                                      history=2 * self.max_unflushed)
+        self.states = TrajectoryWriter(client, stream + ":state",
+                                       {"state": ((2, hidden), np.float32)}, chunk_steps=1,
+                                       history=2 * self.max_unflushed // period + 4)
+        self._act = self.steps.signature["action"][1]
+        self._zero = {"obs": np.zeros(obs_dim, np.float32), "prev_action": self._act.type(0),
+                      "action": self._act.type(0), "reward": np.float32(0),
+                      "flags": np.uint8(FLAG_VALID)}
+        self.pending = 0  # items not yet flushed
+        self.t = 0  # acting steps of this episode
+        self.next_start = 0
+        self._unflushed = 0
+
+    def append(self, obs: np.ndarray, prev_action: int, h: np.ndarray, c: np.ndarray,
+               action: int, reward: float, terminated: bool) -> int:
+        """Add one step; returns the sequences it completes (0 or 1)."""
+        if self.t % self.period == 0:
+            self.states.append({"state": np.stack([np.asarray(h, np.float32),
+                                                   np.asarray(c, np.float32)])})
+        self.steps.append({"obs": np.asarray(obs, np.float32),
+                           "prev_action": self._act.type(prev_action),
+                           "action": self._act.type(action), "reward": np.float32(reward),
+                           "flags": np.uint8(FLAG_MASK | FLAG_VALID
+                                             | (FLAG_DONE if terminated else 0))})
+        self.t += 1
+        self._unflushed += 1
+        made = 0
+        if self.t - self.next_start >= self.seq_len:
+            self._item(self.next_start)
+            self.next_start += self.period
+            made = 1
+        if self._unflushed >= self.max_unflushed:
+            self.flush()
+        return made
+
+    def end_episode(self, final_obs: np.ndarray) -> int:
+        """The episode ended with ``final_obs``: an item for every sequence begun, sent
+        with the rest; the streams start a new episode. Returns the items made."""
+        starts = range(self.next_start, self.t, self.period)
+        if starts:
+            extra = starts[-1] + self.seq_len - self.t  # steps past the last acting one
+            if extra > 0:
+                self.steps.append({**self._zero, "obs": np.asarray(final_obs, np.float32)})
+                for _ in range(extra - 1):
+                    self.steps.append({**self._zero, "flags": np.uint8(0)})
+            for s in starts:
+                self._item(s)
+        self.states.flush()
+        self.steps.end_episode()
+        self.states.end_episode()
+        self.t = self.next_start = self._unflushed = 0
+        self.pending = 0
+        return len(starts)
+
+    def flush(self) -> None:
+        """Send the buffered steps and items (the state stream's first)."""
+        self.states.flush()
+        self.steps.flush()
+        self.pending = self._unflushed = 0
+
+    def close(self) -> None:
+        """Flush and drop both streams (items keep the chunks they reference)."""
+        self.states.flush()
+        self.steps.close()
+        self.states.close()
+
+    def _item(self, start: int) -> None:
+        L, h = self.seq_len, self.steps.history  # noqa: N806 - the paper's name
+        traj = {name: h[name][start:start + L] for name in self.steps.signature}
+        k = start // self.period
+        traj["state"] = self.states.history["state"][k:k + 1]
+        self.steps.create_item(self.table, None, traj)
+        self.pending += 1
+
+
+def sequences_from_columns(cols: dict[str, np.ndarray]) -> dict[str, torch.Tensor]:
+    """A TRAJECTORY sample's columns (:class:`SequenceStreamWriter`'s items) as the
+    tensors of :func:`sequence_schema` (what a packed sample gives): int64 actions,
+    float32 done / mask / valid from the flag bits, h0 and c0 of shape (n, hidden)."""
+    f = cols["flags"]
+    state = cols["state"]  # (n, 1, 2, hidden)
+    out = {"obs": cols["obs"], "prev_action": cols["prev_action"].astype(np.int64),
+           "action": cols["action"].astype(np.int64), "reward": cols["reward"],
+           "done": ((f & FLAG_DONE) != 0).astype(np.float32),
+           "mask": ((f & FLAG_MASK) != 0).astype(np.float32),
+           "valid": ((f & FLAG_VALID) != 0).astype(np.float32),
+           "h0": np.ascontiguousarray(state[:, 0, 0]), "c0": np.ascontiguousarray(state[:, 0, 1])}
+    return {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in out.items()}
 
 
 # ---------------------------------------------------------------------------------------
@@ -471,9 +624,34 @@ def keys_of(cfg: R2D2Config) -> Any:
     return Keys(cfg.prefix)
 
 
+def limiter_error_buffer(cfg: R2D2Config) -> float:
+    """The rate limiter's error buffer (sequences x samples_per_insert of slack)."""
+    spi = cfg.samples_per_insert
+    return max(2.0 * max(1.0, spi), 0.1 * cfg.min_replay * spi, 2.0 * cfg.batch_size)
+
+
+def limiter_holds(info: dict[str, Any], cfg: R2D2Config, insert: bool) -> bool:
+    """Whether the MIN_SIZE / SAMPLES_PER_INSERT limiter holds an insert (or a sample),
+    from the table's REPLAY.INFO: the server's own rule (t_replay.c limiterHolds*).
+    A TRAJECTORY table refuses SAMPLES_PER_INSERT ("cannot hold inserts yet"), so with
+    ``--storage trajectory`` the actors and the learner keep the ratio themselves: each
+    waits (polling REPLAY.INFO) while the server would have held it; MIN_SIZE stays the
+    server's."""
+    spi = cfg.samples_per_insert
+    if spi <= 0:
+        return False
+    err = float(info["limiter_samples"]) - spi * (float(info["limiter_inserts"])
+                                                  - cfg.min_replay)
+    if insert:
+        return int(info["size"]) >= cfg.min_replay and err < -limiter_error_buffer(cfg)
+    return err > limiter_error_buffer(cfg)
+
+
 def run_actor(cfg: R2D2Config, actor_id: int, stop: threading.Event) -> None:
-    """Act epsilon-greedily with the newest published parameters, write sequences, insert
-    them (table's max priority for new items) and report frames and episode returns."""
+    """Act epsilon-greedily with the newest published parameters, write sequences (each
+    step once to the actor's episode stream, an item per sequence; or packed items with
+    ``--storage packed``), insert them (table's max priority for new items) and report
+    frames and episode returns."""
     import redis
 
     from actors.actor import ParamUpdates, epsilon_ladder
@@ -485,12 +663,19 @@ def run_actor(cfg: R2D2Config, actor_id: int, stop: threading.Event) -> None:
     rc = ReplayClient(cfg.host, cfg.port, protocol=2, socket_timeout=60)
     updates = ParamUpdates(r, keys)
     net = build_net(cfg).eval()
-    schema = sequence_schema(cfg, net.torso[0].in_features - net.n_actions)
+    obs_dim = net.torso[0].in_features - net.n_actions
+    schema = sequence_schema(cfg, obs_dim)
     eps = epsilon_ladder(actor_id, cfg.num_actors, cfg.eps_base, cfg.eps_alpha)
     seed = cfg.seed + 1000 * (actor_id + 1)
     rng = np.random.default_rng(seed)
     env = make_env(cfg)
-    writer = SequenceWriter(cfg.seq_len, cfg.period, schema.fields["obs"].shape[1], cfg.hidden)
+    packed = cfg.storage == "packed"
+    writer = SequenceWriter(cfg.seq_len, cfg.period, obs_dim, cfg.hidden)
+    stream: SequenceStreamWriter | None = None
+    if not packed:
+        stream = SequenceStreamWriter(rc, cfg.table, f"{cfg.prefix}:steps:{actor_id}",
+                                      cfg.seq_len, cfg.period, obs_dim, net.n_actions,
+                                      cfg.hidden)
     version = 0
 
     def pull(timeout: float) -> None:
@@ -507,10 +692,20 @@ def run_actor(cfg: R2D2Config, actor_id: int, stop: threading.Event) -> None:
         except BlobError as e:
             print(f"actor {actor_id}: ignoring parameters: {e}", flush=True)
 
+    def wait_for_limiter() -> None:
+        """--storage trajectory: hold the insert while the learner is behind."""
+        while not stop.is_set() and limiter_holds(rc.info(cfg.table), cfg, insert=True):
+            if r.exists(keys.stop):
+                stop.set()
+            pull(0.0)
+            time.sleep(0.02)
+
     while not version and not stop.is_set() and not r.exists(keys.stop):
         pull(0.1)
-    print(f"actor {actor_id}: epsilon {eps:.4f}, parameters v{version}", flush=True)
+    print(f"actor {actor_id}: epsilon {eps:.4f}, parameters v{version}, "
+          f"storage {cfg.storage}", flush=True)
     pending: list[dict[str, np.ndarray]] = []
+    n_pending = 0  # sequences made and not yet counted
     returns: list[str] = []
     frames_unsent = 0
     obs, _ = env.reset(seed=seed)
@@ -522,36 +717,54 @@ def run_actor(cfg: R2D2Config, actor_id: int, stop: threading.Event) -> None:
                                torch.tensor([[prev_action]]), state)
         action = int(rng.integers(net.n_actions)) if rng.random() < eps else int(q[0, 0].argmax())
         next_obs, reward, terminated, truncated, _ = env.step(action)
-        pending += writer.append(obs, prev_action, state[0][0].numpy(), state[1][0].numpy(),
-                                 action, float(reward), bool(terminated))
+        step = (obs, prev_action, state[0][0].numpy(), state[1][0].numpy(), action,
+                float(reward), bool(terminated))
+        if stream is None:
+            pending += writer.append(*step)
+        else:
+            n_pending += stream.append(*step)
         frames_unsent += 1
         ep_return += float(reward)
         state, prev_action, obs = new_state, action, next_obs
-        if terminated or truncated:
-            pending += writer.end_episode(next_obs)
+        ended = terminated or truncated
+        if ended:
+            if stream is None:
+                pending += writer.end_episode(next_obs)
+            else:
+                wait_for_limiter()
+                n_pending += stream.end_episode(next_obs)  # sent now
             returns.append(f"{time.time():.3f} {actor_id} {ep_return:g}")
             obs, _ = env.reset()
             state, prev_action, ep_return = net.initial_state(1), 0, 0.0
-        if len(pending) >= cfg.actor_flush or (returns and pending):
-            batch = {k: np.concatenate([p[k] for p in pending]) for k in pending[0]}
-            while not stop.is_set():
-                try:
-                    rc.add(cfg.table, None, batch, schema=schema, timeout=SAMPLE_WAIT_S)
-                    break
-                except RateLimited:
-                    if r.exists(keys.stop):
-                        stop.set()
-                    pull(0.0)
+        n_pending = n_pending if stream is not None else len(pending)
+        if n_pending >= cfg.actor_flush or (returns and n_pending):
+            if stream is not None:
+                if stream.pending:
+                    wait_for_limiter()
+                    stream.flush()
+            else:
+                batch = {k: np.concatenate([p[k] for p in pending]) for k in pending[0]}
+                while not stop.is_set():
+                    try:
+                        rc.add(cfg.table, None, batch, schema=schema, timeout=SAMPLE_WAIT_S)
+                        break
+                    except RateLimited:
+                        if r.exists(keys.stop):
+                            stop.set()
+                        pull(0.0)
             pipe = r.pipeline(transaction=False)
             pipe.incrby(keys.frames, frames_unsent)
-            pipe.incrby(keys.transitions, len(pending))
+            pipe.incrby(keys.transitions, n_pending)
             if returns:
                 pipe.rpush(keys.returns, *returns)
             pipe.exists(keys.stop)
             if pipe.execute()[-1]:
                 break
-            pending, returns, frames_unsent = [], [], 0
+            pending, returns, frames_unsent, n_pending = [], [], 0, 0
             pull(0.0)
+    if stream is not None:
+        with contextlib.suppress(redis.RedisError):
+            stream.close()
     env.close()
     updates.close()
     rc.close()
@@ -581,6 +794,8 @@ def run_learner(cfg: R2D2Config, stop: threading.Event) -> None:
     import redis
 
     from pyctl.client import RateLimited, ReplayClient
+    from pyctl.errors import replay_error
+    from pyctl.trajectory import create_trajectory_table, sample_trajectories
 
     keys = keys_of(cfg)
     r = redis.Redis(host=cfg.host, port=cfg.port, protocol=2, socket_timeout=60)
@@ -591,11 +806,15 @@ def run_learner(cfg: R2D2Config, stop: threading.Event) -> None:
     opt = torch.optim.Adam(net.parameters(), lr=cfg.lr, eps=cfg.adam_eps)
     schema = sequence_schema(cfg, net.torso[0].in_features - net.n_actions)
     spi = cfg.samples_per_insert
-    rc.create(cfg.table, cfg.capacity, alpha=cfg.priority_exponent,
-              beta=cfg.importance_exponent, min_size=cfg.min_replay,
-              **({"samples_per_insert": spi,
-                  "error_buffer": max(2.0 * max(1.0, spi), 0.1 * cfg.min_replay * spi,
-                                      2.0 * cfg.batch_size)} if spi > 0 else {}))
+    packed = cfg.storage == "packed"
+    if packed:
+        rc.create(cfg.table, cfg.capacity, alpha=cfg.priority_exponent,
+                  beta=cfg.importance_exponent, min_size=cfg.min_replay,
+                  **({"samples_per_insert": spi, "error_buffer": limiter_error_buffer(cfg)}
+                     if spi > 0 else {}))
+    else:  # the ratio is kept by the clients: see limiter_holds
+        create_trajectory_table(rc, cfg.table, cfg.capacity, alpha=cfg.priority_exponent,
+                                beta=cfg.importance_exponent, min_size=cfg.min_replay)
     version = publish(r, keys, net, 0, 0)
     steps, samples, t_log = 0, 0, time.monotonic()
     losses: list[float] = []
@@ -605,20 +824,35 @@ def run_learner(cfg: R2D2Config, stop: threading.Event) -> None:
     t0 = time.monotonic()
     while not stop.is_set():
         try:
-            s = rc.sample(cfg.table, cfg.batch_size, schema=schema, torch=True,
-                          timeout=SAMPLE_WAIT_S)
+            if packed:
+                s = rc.sample(cfg.table, cfg.batch_size, schema=schema, torch=True,
+                              timeout=SAMPLE_WAIT_S)
+                ids, weights, batch = s.ids, s.weights, s.items
+            else:
+                if limiter_holds(rc.info(cfg.table), cfg, insert=False):
+                    if r.exists(keys.stop):
+                        break
+                    time.sleep(0.01)
+                    continue
+                try:
+                    ts = sample_trajectories(rc, cfg.table, cfg.batch_size,
+                                             timeout=SAMPLE_WAIT_S)
+                except redis.ResponseError as e:
+                    raise replay_error(e) from None
+                ids, weights = ts.ids, torch.from_numpy(ts.weights)
+                batch = sequences_from_columns(ts.columns)
         except RateLimited:
             if r.exists(keys.stop):
                 break
             continue
-        td, mask = sequence_td(net, target_net, s.items, cfg)
-        w = s.weights[:, None]
+        td, mask = sequence_td(net, target_net, batch, cfg)
+        w = weights[:, None]
         loss = (w * 0.5 * td.pow(2)).sum() / mask.sum().clamp(min=1.0)
         opt.zero_grad()
         loss.backward()
         nn.utils.clip_grad_norm_(net.parameters(), cfg.grad_clip)
         opt.step()
-        rc.update(cfg.table, s.ids, mixed_priority(td.detach(), mask, cfg.priority_eta).numpy())
+        rc.update(cfg.table, ids, mixed_priority(td.detach(), mask, cfg.priority_eta).numpy())
         steps += 1
         samples += cfg.batch_size
         losses.append(float(loss))
@@ -675,6 +909,39 @@ def evaluate(net: RecurrentQNet, cfg: R2D2Config, episodes: int, seed: int,
                 break
     finally:
         env.close()
+    return out
+
+
+def storage_stats(r: Any, cfg: R2D2Config, env_steps: int, item_bytes: int) -> dict[str, Any]:
+    """Bytes the appliance holds per environment step of the live sequences, as the server
+    counts them: the table's records (REPLAY.INFO bytes_used: whole packed sequences, or
+    a TRAJECTORY item's references) plus, for trajectories, the chunk store (REPLAY.CHUNKS
+    memory: chunk bytes, chunk headers, the streams). Live steps are env_steps x size /
+    inserts (all of them until the table evicts). ``packed_bytes_per_step`` is what the
+    packed form takes for the same live sequences: measured in a packed run, otherwise
+    their count x the packed item's bytes (what a packed table's bytes_used counts for
+    them) over the same steps."""
+    from pyctl.errors import decode_info
+    from pyctl.trajectory import chunk_stats
+
+    info = decode_info(r.execute_command("REPLAY.INFO", cfg.table))
+    size, inserts = int(info["size"]), int(info["inserts"])
+    chunks = chunk_stats(r) if cfg.storage == "trajectory" else {}
+    stored = int(info["bytes_used"]) + int(chunks.get("memory", 0))
+    live = env_steps * size / inserts if inserts else 0.0
+    per_step = round(stored / live, 1) if live else None
+    out: dict[str, Any] = {
+        "mode": cfg.storage, "items": size, "items_inserted": inserts,
+        "live_env_steps": round(live), "table_bytes": int(info["bytes_used"]),
+        "chunk_memory": int(chunks.get("memory", 0)), "chunks": int(chunks.get("chunks", 0)),
+        "chunk_references": int(chunks.get("references", 0)),
+        "bytes_per_step": per_step,
+        "packed_item_bytes": item_bytes,
+        "packed_bytes_per_step": per_step if cfg.storage == "packed" or not live
+        else round(size * item_bytes / live, 1),
+    }
+    if cfg.storage == "trajectory" and per_step:
+        out["vs_packed"] = round(per_step / out["packed_bytes_per_step"], 3)
     return out
 
 
@@ -839,6 +1106,7 @@ class R2D2Demo:
                 break
         frames, samples, version, episodes = counters()
         sequences = inserted()
+        storage = storage_stats(r, cfg, frames, item_bytes)
         r.set(keys.stop, 1)
         self.stop()
         if solved is None:  # the learner published its last parameters on the way out
@@ -864,8 +1132,8 @@ class R2D2Demo:
             "sequence": {"seq_len": cfg.seq_len, "period": cfg.period, "burn_in": cfg.burn_in},
             "sequences_inserted": sequences,
             "samples_per_insert": round(samples / sequences, 2) if sequences else None,
-            "item_bytes": item_bytes,
-            "stored_bytes_per_step": round(item_bytes / cfg.period, 1),
+            "storage": storage,
+            "stored_bytes_per_step": storage["bytes_per_step"],
             "evaluations": self.evals,
             "machine": {"cpus": os.cpu_count(), "load_avg_1m": os.getloadavg()[0],
                         "python": platform.python_version(), "torch": torch.__version__},

@@ -60,11 +60,14 @@ def _group(client: object) -> bool:
 
 @dataclass(frozen=True)
 class StepRef:
-    """Steps [first, first + length) of one field of the current episode."""
+    """Steps [first, first + length) of one field of the current episode of ``stream``
+    ("": the writer's own; another writer's history names its stream, so one item can
+    reference steps of two streams, e.g. a sequence and a state stored once per item)."""
 
     field: str
     first: int
     length: int
+    stream: str = ""
 
 
 class _Column:
@@ -77,12 +80,12 @@ class _Column:
             i = key + n if key < 0 else key
             if not 0 <= i < n:
                 raise IndexError(f"step {key} of field {self._name!r}: the episode has {n} steps")
-            return StepRef(self._name, i, 1)
+            return StepRef(self._name, i, 1, self._w.stream)
         start, stop, step = key.indices(n)
         if step != 1 or stop <= start:
             raise IndexError(f"{key} of field {self._name!r}: use a non-empty slice of "
                              f"consecutive steps (the episode has {n} steps)")
-        return StepRef(self._name, start, stop - start)
+        return StepRef(self._name, start, stop - start, self._w.stream)
 
 
 class _History:
@@ -139,10 +142,11 @@ class TrajectoryWriter:
     def create_item(self, table: str, priority: float | None,
                     trajectory: Mapping[str, StepRef]) -> None:
         """Buffer an item of table whose columns reference steps (from self.history);
-        priority None means the table's max. Sent by flush()."""
+        priority None means the table's max. Sent by flush(): a reference to another
+        writer's stream needs that writer's steps flushed first."""
         args: list[Any] = ["MAX" if priority is None else repr(float(priority)), len(trajectory)]
         for col, ref in trajectory.items():
-            args += [col, self.stream, ref.field, ref.first, ref.length]
+            args += [col, ref.stream or self.stream, ref.field, ref.first, ref.length]
         self._items.append(args)
         self._item_tables.append(table)
 

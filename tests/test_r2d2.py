@@ -1,8 +1,10 @@
 """R2D2 (actors/r2d2.py): value rescaling, mixed priorities, n-step targets, burn-in with
-stored state, the sequence writer, and the whole demo solving masked CartPole."""
+stored state, the sequence writers (packed and stored once on the appliance), and the
+whole demo solving masked CartPole."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import itertools
 import json
@@ -10,6 +12,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pytest
@@ -20,6 +23,7 @@ from actors.r2d2 import (
     MaskVelocity,
     R2D2Config,
     RecurrentQNet,
+    SequenceStreamWriter,
     SequenceWriter,
     inverse_value_rescale,
     make_env,
@@ -27,8 +31,12 @@ from actors.r2d2 import (
     nstep_targets,
     sequence_schema,
     sequence_td,
+    sequences_from_columns,
     value_rescale,
 )
+
+if TYPE_CHECKING:
+    from conftest import ServerProcess
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -250,6 +258,155 @@ def test_sequence_writer_period_equal_to_length_does_not_overlap() -> None:
     seqs, when = _play(w, [1.0] * 9, terminated=False)
     assert [int(s["obs"][0, 0, 0]) for s in seqs] == [0, 3, 6] and when == [2, 5, 8]
     assert len(w.steps) == 0  # nothing kept once emitted
+
+
+def _actor_episodes(cfg: R2D2Config, episodes: int, seed: int,
+                    ) -> list[dict[str, Any]]:
+    """What an R2D2 actor sees and does on masked CartPole: the LSTM (untrained) carries
+    its state, actions balance the pole from the hidden state (long episodes, some
+    truncated at 500) or are random (short ones, terminated). Per episode: the steps
+    (obs, prev_action, h, c, action, reward, terminated) and the final observation."""
+    torch.manual_seed(seed)
+    net = RecurrentQNet(2, 2, cfg.hidden).eval()
+    env = make_env(cfg)
+    rng = np.random.default_rng(seed)
+    out = []
+    try:
+        for ep in range(episodes):
+            obs, _ = env.reset(seed=seed + ep)
+            state, prev, steps = net.initial_state(1), 0, []
+            balance = ep % 3 != 2
+            while True:
+                with torch.inference_mode():
+                    _, new_state = net(torch.from_numpy(obs)[None, None],
+                                       torch.tensor([[prev]]), state)
+                full = env.unwrapped.state  # type: ignore[attr-defined]
+                if balance and rng.random() > 0.05:
+                    action = int(full[2] + 0.5 * full[3] > 0)
+                else:
+                    action = int(rng.integers(2))
+                nxt, reward, terminated, truncated, _ = env.step(action)
+                steps.append((obs.copy(), prev, state[0][0].numpy().copy(),
+                              state[1][0].numpy().copy(), action, float(reward),
+                              bool(terminated)))
+                obs, prev, state = nxt, action, new_state
+                if terminated or truncated:
+                    break
+            out.append({"steps": steps, "final": obs.copy()})
+    finally:
+        env.close()
+    return out
+
+
+def test_stream_writer_stores_steps_once_and_samples_back_the_packed_sequences(
+        inreplay_server: ServerProcess) -> None:
+    """Issue 19: an actor's sequences through the trajectory writer, sampled back (in
+    insertion order: a FIFO sampler with MAX_TIMES_SAMPLED 1), are byte-identical to the
+    packed SequenceWriter's items and to the environment's steps (obs, actions, rewards,
+    the stored state at each first step), and overlapping sequences share chunks: the
+    appliance holds well under the packed form's bytes per step."""
+    from pyctl.client import ReplayClient
+    from pyctl.errors import decode_info
+    from pyctl.trajectory import chunk_stats, create_trajectory_table, sample_trajectories
+
+    cfg = R2D2Config(**CARTPOLE)
+    L, P, H = cfg.seq_len, cfg.period, cfg.hidden  # noqa: N806
+    eps = _actor_episodes(cfg, 9, seed=11)
+    lengths = [len(e["steps"]) for e in eps]
+    assert max(lengths) == 500 and min(lengths) < 100, lengths  # truncated and terminated
+    r = inreplay_server.client()
+    rc = ReplayClient(connection=r)
+    base = chunk_stats(r)
+    for t in ("r2d2t-packed", "r2d2t-traj"):
+        if t.encode() in r.execute_command("REPLAY.LIST"):
+            r.execute_command("REPLAY.DROP", t)
+    schema = sequence_schema(cfg, 2)
+    rc.create("r2d2t-packed", 100_000)
+    create_trajectory_table(r, "r2d2t-traj", 100_000, sampler="fifo", max_times_sampled=1)
+    packed_w = SequenceWriter(L, P, 2, H)
+    stream_w = SequenceStreamWriter(rc, "r2d2t-traj", "r2d2t:steps:0", L, P, 2, 2, H)
+    packed: list[dict[str, np.ndarray]] = []
+    starts: list[tuple[int, int]] = []  # (episode, first step) of each sequence, in order
+    made = 0
+    try:
+        for e, ep in enumerate(eps):
+            got: list[dict[str, np.ndarray]] = []
+            for i, step in enumerate(ep["steps"]):
+                got += packed_w.append(*step)
+                made += stream_w.append(*step)
+                if i % 37 == 36:
+                    stream_w.flush()
+            got += packed_w.end_episode(ep["final"])
+            made += stream_w.end_episode(ep["final"])
+            starts += [(e, int(s)) for s in range(0, len(ep["steps"]), P)]
+            rc.add("r2d2t-packed", None, {k: np.concatenate([g[k] for g in got])
+                                          for k in got[0]}, schema=schema)
+            packed += got
+        stream_w.close()
+        n = len(packed)
+        assert made == n == len(starts)
+        env_steps = sum(lengths)
+
+        # bytes per environment step, as the server counts them
+        info_p = decode_info(r.execute_command("REPLAY.INFO", "r2d2t-packed"))
+        info_t = decode_info(r.execute_command("REPLAY.INFO", "r2d2t-traj"))
+        ch = chunk_stats(r)
+        assert info_p["size"] == info_t["size"] == n
+        packed_bps = info_p["bytes_used"] / env_steps
+        traj_bps = (info_t["bytes_used"] + ch["memory"] - base["memory"]) / env_steps
+        state_bps = n * 2 * H * 4 / env_steps  # one stored state per sequence, either way
+        print(f"bytes per env step: packed {packed_bps:.1f}, stored once {traj_bps:.1f} "
+              f"({traj_bps / packed_bps:.2f}x; of which the stored state {state_bps:.1f}); "
+              f"steps without the state: {packed_bps - state_bps:.1f} -> "
+              f"{traj_bps - state_bps:.1f}")
+        # a step is held once: the chunks span the env steps (plus per-episode padding and
+        # the last chunk's tail), not the items' seq_len / period = 2x of them
+        step_bytes = 8 + 1 + 1 + 4 + 1
+        referenced = n * L * step_bytes
+        chunk_bytes = ch["chunk_bytes"] - base["chunk_bytes"] - n * 2 * H * 4
+        assert chunk_bytes < 0.65 * referenced, (chunk_bytes, referenced)
+        assert ch["references"] - base["references"] > ch["chunks"] - base["chunks"]
+        assert traj_bps - state_bps < 0.5 * (packed_bps - state_bps)
+        assert traj_bps < 0.7 * packed_bps
+
+        # every item back, in order, equal to the packed items and to the env's steps
+        s = sample_trajectories(r, "r2d2t-traj", n)
+        back = sequences_from_columns(s.columns)
+        want = {k: np.concatenate([p[k] for p in packed]) for k in packed[0]}
+        assert set(back) == set(want)
+        for k in want:
+            b = back[k].numpy()
+            assert b.dtype == want[k].dtype and b.shape == want[k].shape, k
+            assert b.tobytes() == want[k].tobytes(), k
+        for j, (e, first) in enumerate(starts):
+            steps = eps[e]["steps"][first:first + L]
+            m = len(steps)
+            assert back["obs"][j, :m].numpy().tobytes() == np.stack(
+                [x[0] for x in steps]).tobytes()
+            assert back["action"][j, :m].tolist() == [x[4] for x in steps]
+            assert back["prev_action"][j, :m].tolist() == [x[1] for x in steps]
+            assert back["reward"][j, :m].tolist() == [x[5] for x in steps]
+            assert back["h0"][j].numpy().tobytes() == steps[0][2].tobytes()
+            assert back["c0"][j].numpy().tobytes() == steps[0][3].tobytes()
+            if m < L:  # the final observation after the last step, then padding
+                assert back["obs"][j, m].numpy().tobytes() == eps[e]["final"].tobytes()
+                assert back["valid"][j].tolist() == [1.0] * (m + 1) + [0.0] * (L - m - 1)
+        # the batch trains as a packed one does
+        net, tgt = RecurrentQNet(2, 2, H), RecurrentQNet(2, 2, H)
+        with torch.no_grad():
+            td_a, _ = sequence_td(net, tgt, {k: v[:64] for k, v in back.items()}, cfg)
+            td_b, _ = sequence_td(net, tgt, {k: torch.from_numpy(v[:64])
+                                             for k, v in want.items()}, cfg)
+        assert torch.equal(td_a, td_b)
+    finally:
+        for t in ("r2d2t-packed", "r2d2t-traj"):
+            r.execute_command("REPLAY.DROP", t)
+        for st in ("r2d2t:steps:0", "r2d2t:steps:0:state"):
+            with contextlib.suppress(Exception):
+                r.execute_command("REPLAY.STREAM", st, "DROP")
+        r.close()
+    after = chunk_stats(r)
+    assert after["chunks"] == base["chunks"]
 
 
 def test_masked_cartpole_hides_the_velocities() -> None:
