@@ -1,0 +1,108 @@
+"""Atari frames stored once (issue 19 item 4, apex): an Ape-X actor on ALE Breakout writes
+its transitions through actors.frames' FrameWriter into a TRAJECTORY table on a real
+server, and the learner's replay samples them back, assembled server-side, with
+observations byte-identical to what the environment produced."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("gymnasium")
+pytest.importorskip("ale_py")
+
+import actors.actor as actor_mod  # noqa: E402
+from actors.codec import TransitionCodec  # noqa: E402
+from actors.config import Keys, preset  # noqa: E402
+from actors.env import env_spec  # noqa: E402
+from actors.frames import FrameWriter, bytes_per_transition  # noqa: E402
+from actors.model import build_model, params_to_blob  # noqa: E402
+from actors.nstep import Transition  # noqa: E402
+from learner.replay import ApplianceReplay  # noqa: E402
+from pyctl.client import ReplayClient  # noqa: E402
+
+
+def _run_actor(port: int, tmp_path: Path, steps: int, **over: Any) -> tuple[
+        Any, ApplianceReplay, dict[int, Transition]]:
+    cfg = preset("ALE/Breakout-v5", port=port, out_dir=str(tmp_path), num_actors=1,
+                 learning_starts=1, capacity=100_000, replay_maxbytes=1 << 30,
+                 eps_base=1.0, actor_batch=16, **over)
+    spec = env_spec(cfg)
+    codec = TransitionCodec(spec.obs_shape, spec.obs_dtype, cfg.n_step, spec.pixels)
+    replay = ApplianceReplay(cfg, codec, create=True)
+    assert replay.frames, "Breakout on one appliance stores frames once"
+    keys = Keys(cfg.prefix)
+    rc = ReplayClient(port=port)
+    rc.redis.set(keys.params, params_to_blob(build_model(spec, cfg.hidden)))
+    rc.redis.set(keys.version, 1)
+    actor = actor_mod.Actor(cfg, 0, spec=spec, log=lambda m: None)
+    assert actor.fw is not None
+    made: dict[int, Transition] = {}
+    batches: list[list[Transition]] = []
+    fw_flush = actor.fw.flush
+    orig_flush = actor.flush
+
+    def flush(out: list[tuple[Transition, float]], *a: Any, **k: Any) -> None:
+        batches.append([t for t, _ in out])
+        orig_flush(out, *a, **k)
+
+    def fw_flush_ids() -> list[int]:
+        ids = fw_flush()
+        if ids:
+            ts = batches.pop(0)
+            assert len(ts) == len(ids)
+            made.update(zip(ids, ts, strict=True))
+        return ids
+
+    actor.flush = flush  # type: ignore[method-assign]
+    actor.fw.flush = fw_flush_ids  # type: ignore[method-assign]
+    actor.run(max_steps=steps)
+    actor.close()
+    rc.close()
+    return cfg, replay, made
+
+
+def test_actor_writes_frames_once_and_learner_samples_them_identical(
+        inreplay_server: Any, tmp_path: Path) -> None:
+    # episodes cut at 100 steps: truncations, life losses (terminal) and ends are all in
+    cfg, replay, made = _run_actor(inreplay_server.port, tmp_path, 400, max_episode_steps=100)
+    try:
+        assert len(made) >= 380
+        assert replay.size() == len(made)
+        assert {t.steps for t in made.values()} >= {1, 3}  # short ones at episode ends
+        seen: set[int] = set()
+        for _ in range(8):
+            s = replay.sample(128, cfg.beta)
+            assert s is not None
+            for i, id_ in enumerate(s.ids.tolist()):
+                t = made[id_]
+                assert s.batch.obs[i].tobytes() == np.asarray(t.obs).tobytes()
+                assert s.batch.next_obs[i].tobytes() == np.asarray(t.next_obs).tobytes()
+                assert s.batch.action[i] == t.action
+                assert s.batch.ret[i] == np.float32(t.ret)
+                assert s.batch.discount[i] == np.float32(t.discount)
+                seen.add(id_)
+        assert len(seen) > 200
+        bpt = bytes_per_transition(replay.rc.shards[0], cfg.table)
+        assert bpt["items"] == len(made) and bpt["bytes_per_transition"] > 0
+    finally:
+        replay.close()
+
+
+def test_frame_writer_refuses_frames_that_do_not_stack(inreplay_server: Any) -> None:
+    rc = ReplayClient(port=inreplay_server.port)
+    try:
+        fw = FrameWriter(rc, "bad", "nope", (4, 8, 8))
+        obs = np.arange(4 * 64, dtype=np.uint8).reshape(4, 8, 8)
+        fw.begin(obs)
+        nxt = np.concatenate([obs[1:], obs[:1]])
+        assert fw.step(nxt) == 1
+        with pytest.raises(ValueError, match="not the previous one shifted"):
+            fw.step(obs)
+        fw.close()
+    finally:
+        rc.close()
