@@ -8,11 +8,12 @@ Two streams per actor, on the server of the table:
   with the S frames of the first observation (S = 4: its stack), then each env step
   appends the newest frame of the next observation, so the observation at step t of the
   episode is frames [t, t + S) and the one k steps later frames [t + k, t + k + S).
-- ``<name>:h``, one step per transition: ``action`` int64, ``ret`` float32 (the n-step
-  return) and ``discount`` float32 (gamma^k, or 0 at a terminal), whatever k is.
+- ``<name>:h``, one step per transition: ``head`` float32 (3,) = (action, the n-step
+  return, gamma^k or 0 at a terminal), whatever k is (one column, not three: each
+  column costs its item a reference of about 8 bytes).
 
-An item (one transition) has the columns ``obs`` (S frames), ``next_obs`` (S frames),
-``action``, ``ret``, ``discount`` (1 step each of the head stream). A sample assembles
+An item (one transition) has the columns ``obs`` (S frames), ``next_obs`` (S frames)
+and ``head`` (1 step of the head stream). A sample assembles
 them server-side, one bulk per column (pyctl.trajectory.sample_trajectories), and
 :func:`batch_of` turns it into the learner's Batch. Frames chunks are zstd-compressed
 (``COMPRESS``), so a Breakout transition costs about 0.1 KB instead of 0.6 KB.
@@ -58,9 +59,9 @@ class FrameWriter:
                                                                         np.uint8)},
                                        chunk_steps=chunk_steps, history=history,
                                        compress=compress)
-        self.heads = TrajectoryWriter(client, f"{name}:h", {
-            "action": ((), np.int64), "ret": ((), np.float32), "discount": ((), np.float32)},
-            chunk_steps=chunk_steps, history=history, compress=compress)
+        self.heads = TrajectoryWriter(client, f"{name}:h", {"head": ((3,), np.float32)},
+                                      chunk_steps=chunk_steps, history=history,
+                                      compress=compress)
         self._last: np.ndarray | None = None
         self.items = 0
 
@@ -91,13 +92,11 @@ class FrameWriter:
             priority: float) -> None:
         """The transition from the observation at step t to the one at step t + k."""
         s = self.stack
-        self.heads.append({"action": action, "ret": np.float32(ret),
-                           "discount": np.float32(discount)})
-        h = self.heads.episode_steps - 1
-        fr, hd = self.frames.history["frame"], self.heads.history
+        self.heads.append({"head": np.array([action, ret, discount], np.float32)})
+        fr = self.frames.history["frame"]
         self.heads.create_item(self.table, priority, {
             "obs": fr[t:t + s], "next_obs": fr[t + k:t + k + s],
-            "action": hd["action"][h], "ret": hd["ret"][h], "discount": hd["discount"][h]})
+            "head": self.heads.history["head"][-1]})
         self.items += 1
 
     def flush(self) -> list[int]:
@@ -124,9 +123,9 @@ class FrameWriter:
 def batch_of(s: TrajectorySample) -> Batch:
     """A sample of a FrameWriter table -> the learner's Batch."""
     c = s.columns
-    return Batch(obs=c["obs"], action=c["action"].reshape(-1).astype(np.int64),
-                 ret=c["ret"].reshape(-1), discount=c["discount"].reshape(-1),
-                 next_obs=c["next_obs"])
+    head = c["head"].reshape(-1, 3)
+    return Batch(obs=c["obs"], action=head[:, 0].astype(np.int64), ret=head[:, 1].copy(),
+                 discount=head[:, 2].copy(), next_obs=c["next_obs"])
 
 
 def bytes_per_transition(client: ReplayClient | redis.Redis, table: str) -> dict[str, Any]:
@@ -145,3 +144,23 @@ def bytes_per_transition(client: ReplayClient | redis.Redis, table: str) -> dict
     return {"items": size, "chunk_memory": cs["memory"], "chunks": cs["chunks"],
             "record_bytes": int(info["bytes_used"]),
             "bytes_per_transition": total / size if size else None}
+
+
+def replay_footprint(client: ReplayClient | redis.Redis, table: str, frames: bool,
+                     ) -> dict[str, Any]:
+    """The demo's summary of what its replay costs on the server: per transition
+    (bytes_per_transition for frames stored once, REPLAY.INFO bytes_used / size for
+    records) and the server's INFO memory used_memory."""
+    from pyctl.errors import decode_info
+
+    r = client.redis if isinstance(client, ReplayClient) else client
+    if frames:
+        out = bytes_per_transition(r, table)
+    else:
+        info = decode_info(r.execute_command("REPLAY.INFO", table))
+        size = int(info["size"])
+        out = {"items": size, "record_bytes": int(info["bytes_used"]),
+               "bytes_per_transition": int(info["bytes_used"]) / size if size else None}
+    out["storage"] = "frames once (TRAJECTORY table)" if frames else "records (REPLAY.ADD)"
+    out["server_used_memory"] = int(r.info("memory")["used_memory"])
+    return out
