@@ -152,3 +152,42 @@ def test_episode_end_compresses_the_partly_filled_last_chunk(inreplay_server: An
         assert chunk_stats(r)["chunks"] == 0
     finally:
         rc.close()
+
+
+@pytest.mark.slow
+def test_breakout_bytes_per_transition_from_real_play(server_factory: Any) -> None:
+    """Real Breakout play (recorded, replayed through the actors' n-step logic and
+    FrameWriters, as bench/trajectory_bytes.py --apex does at 2M) costs the server at most
+    160 B per transition (the issue's goal; zstd records of 7 frames took 638 B), and
+    everything is freed when the table and streams go."""
+    import sys
+
+    import redis
+
+    from pyctl.trajectory import chunk_stats, create_trajectory_table, sample_trajectories
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+    from trajectory_bytes import record_play, write_play  # type: ignore[import-not-found]
+
+    srv = server_factory("inreplay")
+    play = record_play(3000)
+    r = redis.Redis(port=srv.port)
+    try:
+        create_trajectory_table(r, "apexb", 30_000, maxbytes=1 << 32)
+        w = write_play(r, play, 30_000, table="apexb")
+        bpt = bytes_per_transition(r, "apexb")
+        assert bpt["items"] == 30_000
+        assert bpt["bytes_per_transition"] <= 160, bpt
+        s = sample_trajectories(r, "apexb", 64)
+        obs, nxt = s.columns["obs"], s.columns["next_obs"]
+        head = s.columns["head"].reshape(-1, 3)
+        k = np.rint(np.log(np.maximum(head[:, 2], 1e-9)) / np.log(0.99)).astype(int)
+        for i in range(64):  # a full-length transition's stacks overlap by S - k frames
+            if head[i, 2] > 0 and k[i] == 3:
+                assert obs[i, 3:].tobytes() == nxt[i, :1].tobytes()
+        for fw in w["writers"]:
+            fw.close()
+        r.execute_command("REPLAY.DROP", "apexb")
+        assert chunk_stats(r)["chunks"] == 0
+    finally:
+        r.close()
