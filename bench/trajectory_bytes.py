@@ -183,7 +183,8 @@ def markdown(res: dict[str, Any]) -> str:
 @dataclass
 class Play:
     """Recorded Breakout play through the actors' preprocessing: per episode, its first
-    observation and then per step (next_obs, action, clipped reward, terminal, truncated)."""
+    observation and then per step (the newest frame of next_obs, action, clipped reward,
+    terminal, truncated)."""
 
     episodes: list[tuple[np.ndarray, list[tuple[np.ndarray, int, float, bool, bool]]]]
 
@@ -213,6 +214,7 @@ def record_play(steps: int, seed: int = 1, explore: float = 0.1) -> Play:
         while total < steps:
             obs, info = env.reset(seed=seed + len(play.episodes))
             ep_lives = lives(info)
+            prev = obs
             rows: list[tuple[np.ndarray, int, float, bool, bool]] = []
             play.episodes.append((obs, rows))
             while True:
@@ -227,8 +229,11 @@ def record_play(steps: int, seed: int = 1, explore: float = 0.1) -> Play:
                 lost, ep_lives = now < ep_lives, now
                 total += 1
                 cut = total >= steps and not terminated
-                rows.append((nxt, action, float(np.sign(reward)), bool(terminated or lost),
-                             bool(truncated or cut) and not terminated))
+                if not np.array_equal(nxt[:-1], prev[1:]):
+                    raise ValueError("Breakout's observations do not stack")
+                prev = nxt
+                rows.append((nxt[-1].copy(), action, float(np.sign(reward)),
+                             bool(terminated or lost), bool(truncated or cut) and not terminated))
                 if terminated or truncated or cut:
                     break
     finally:
@@ -252,6 +257,7 @@ def write_play(r: redis.Redis, play: Play, transitions: int, *, table: str = "ap
     episode = list(range(writers))  # writer i plays episodes i, i + writers, ...
     pos = [0] * writers  # next step of the writer's episode; 0: begin it
     row = [0] * writers
+    stack: list[np.ndarray] = [play.episodes[0][0]] * writers  # the writer's observation
     made, steps, t0 = 0, 0, time.perf_counter()
     while made < transitions:
         for i, fw in enumerate(ws):
@@ -259,9 +265,11 @@ def write_play(r: redis.Redis, play: Play, transitions: int, *, table: str = "ap
             for _ in range(actor_batch):
                 if pos[i] == 0:
                     row[i] = fw.begin(obs0)
+                    stack[i] = obs0
                     nsteps[i].reset()
-                nxt, action, reward, terminal, truncated = rows[pos[i]]
-                nxt_row = fw.step(nxt)
+                frame, action, reward, terminal, truncated = rows[pos[i]]
+                stack[i] = np.concatenate([stack[i][1:], frame[None]])
+                nxt_row = fw.step(stack[i])
                 steps += 1
                 for t in nsteps[i].step(None, action, reward, None, terminal, truncated,
                                         extra=row[i]):
