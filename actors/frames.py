@@ -64,6 +64,12 @@ class FrameWriter:
                                       compress=compress)
         self._last: np.ndarray | None = None
         self.items = 0
+        # a restarted actor finds its streams as it left them: their episodes end here,
+        # so steps count from 0 as this writer's do
+        pipe = self.frames.redis.pipeline(transaction=False)
+        for w in (self.frames, self.heads):
+            pipe.execute_command("REPLAY.STREAM", w.stream, "END")
+        pipe.execute()
 
     def begin(self, obs: np.ndarray) -> int:
         """A new episode's first observation (S frames); returns its step (0)."""
@@ -92,6 +98,9 @@ class FrameWriter:
             priority: float) -> None:
         """The transition from the observation at step t to the one at step t + k."""
         s = self.stack
+        if not (0 <= t and 1 <= k and t + k + s <= self.frames.episode_steps):
+            raise ValueError(f"transition from step {t} over {k} steps: the episode has "
+                             f"observations at steps 0..{self.frames.episode_steps - s}")
         self.heads.append({"head": np.array([action, ret, discount], np.float32)})
         fr = self.frames.history["frame"]
         self.heads.create_item(self.table, priority, {

@@ -191,3 +191,31 @@ def test_breakout_bytes_per_transition_from_real_play(server_factory: Any) -> No
         assert chunk_stats(r)["chunks"] == 0
     finally:
         r.close()
+
+
+def test_a_restarted_frame_writer_starts_its_streams_afresh(inreplay_server: Any) -> None:
+    """An actor that restarts finds its streams holding the old episode's steps: the new
+    writer ends that episode first, so its step numbers (0, 1, ...) are the stream's."""
+    rc = ReplayClient(port=inreplay_server.port)
+    try:
+        from pyctl.trajectory import create_trajectory_table, sample_trajectories
+
+        create_trajectory_table(rc, "rs", 100)
+        old = FrameWriter(rc, "rs-actor", "rs", (4, 8, 8))
+        old.begin(np.zeros((4, 8, 8), np.uint8))
+        old.step(np.zeros((4, 8, 8), np.uint8))
+        old.flush()  # 5 frames appended, then the process "dies"
+        fw = FrameWriter(rc, "rs-actor", "rs", (4, 8, 8))
+        obs = np.arange(4 * 64, dtype=np.uint8).reshape(4, 8, 8)
+        t = fw.begin(obs)
+        nxt = np.concatenate([obs[1:], np.full((1, 8, 8), 7, np.uint8)])
+        assert fw.step(nxt) == 1
+        fw.add(t, 1, 2, 1.5, 0.99, 1.0)
+        fw.flush()
+        s = sample_trajectories(rc, "rs", 1)
+        assert s.columns["obs"][0].tobytes() == obs.tobytes()
+        assert s.columns["next_obs"][0].tobytes() == nxt.tobytes()
+        fw.close()
+        rc.redis.execute_command("REPLAY.DROP", "rs")
+    finally:
+        rc.close()
