@@ -141,6 +141,11 @@ def test_episode_end_compresses_the_partly_filled_last_chunk(inreplay_server: An
         s = sample_trajectories(r, "pz", 4)
         for i in range(4):
             assert s.columns["x"][i].tobytes() == np.stack(frames).tobytes()
+        r.execute_command("DEBUG", "RELOAD")  # a snapshot keeps the compressed last chunk
+        assert chunk_stats(r)["chunks_compressed"] == 1
+        s = sample_trajectories(r, "pz", 4)
+        for i in range(4):
+            assert s.columns["x"][i].tobytes() == np.stack(frames).tobytes()
         # a chunk nothing but the stream holds is freed, not compressed
         for f in frames:
             w.append({"f": f})
