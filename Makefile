@@ -98,6 +98,8 @@ bench: build
 	  --json $(BUILD)/bench-swarm-atari.json
 	$(PY) bench/compress.py --json $(BUILD)/bench-compress.json
 	$(PY) bench/trajectory_bytes.py --json $(BUILD)/bench-trajectory.json --readme README.md
+	$(PY) bench/trajectory_bytes.py --apex --transitions 2000000 --demo $(BUILD)/bench-breakout/summary.json \
+	  --json $(BUILD)/bench-apex-frames.json --readme README.md
 	$(PY) bench/limiter.py --seconds 600 --json $(BUILD)/bench-limiter.json
 	rm -f $(BUILD)/bench-integrations.json
 	-$(PY) bench/integrations.py --torchrl --rllib --rounds 2 --steps 12800 \

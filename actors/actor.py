@@ -52,6 +52,7 @@ import torch
 from actors.codec import TransitionCodec, capacity_warning, stored_bytes
 from actors.config import Config, Keys, Parser, add_arguments, fail, from_args, net_reason
 from actors.env import EnvSpec, env_spec, lives, make_env
+from actors.frames import FrameWriter, frames_once_on
 from actors.model import BlobError, build_model, load_blob
 from actors.nstep import NStep, Transition, td_priorities
 from pyctl.client import RateLimited
@@ -197,6 +198,11 @@ class Actor:
                                      self.spec.pixels)
         self.rc = ShardedReplayClient.from_seed(f"{cfg.host}:{cfg.port}", socket_timeout=60) \
             if cfg.replay == "appliance" else None
+        self.fw: FrameWriter | None = None
+        """Frames stored once (actors.frames), when frames_once_on(cfg, pixels, rc)."""
+        if frames_once_on(cfg, self.spec.pixels, self.rc):
+            self.fw = FrameWriter(self.r, f"{cfg.prefix}:actor{actor_id}", cfg.table,
+                                  self.spec.obs_shape)
         self.version = 0
         self.pulls = 0
         self.learner_samples = 0
@@ -278,6 +284,8 @@ class Actor:
         returns: list[str] = []
         obs, info = env.reset(seed=self.seed)
         ep_return, ep_frames, ep_lives = 0.0, 0, lives(info)
+        fw = self.fw
+        row = fw.begin(obs) if fw else 0  # the stream step of obs (frames stored once)
         frames_unsent = 0
         t_log = time.monotonic()
         frames_log = 0
@@ -294,6 +302,7 @@ class Actor:
             else:
                 action = int(q.argmax())
             next_obs, reward, terminated, truncated, info = env.step(action)
+            next_row = fw.step(next_obs) if fw else 0
             self.steps += 1
             self.frames += self.spec.frame_skip
             frames_unsent += self.spec.frame_skip
@@ -307,7 +316,7 @@ class Actor:
             r = float(np.sign(reward)) if self.cfg.clip_rewards else float(reward)
             done = terminated or truncated
             for t in nstep.step(obs, action, r, next_obs, terminated or life_lost,
-                                truncated and not terminated, extra=float(q[action])):
+                                truncated and not terminated, extra=(float(q[action]), row)):
                 if t.discount == 0.0:
                     out.append((t, 0.0))
                 elif done:
@@ -317,10 +326,16 @@ class Actor:
             if done:
                 self.episodes += 1
                 returns.append(f"{time.time():.3f} {self.id} {ep_return:g} {ep_frames}")
+                if fw:  # the episode's items reference its steps: in before it ends
+                    self.flush(out, returns, frames_unsent)
+                    out, returns, frames_unsent = [], [], 0
+                    fw.end_episode()
                 obs, info = env.reset()
                 ep_return, ep_frames, ep_lives = 0.0, 0, lives(info)
+                row = fw.begin(obs) if fw else 0
             else:
                 obs = next_obs
+                row = next_row
             if len(out) >= self.cfg.actor_batch:
                 self.flush(out, returns, frames_unsent)
                 out, returns, frames_unsent = [], [], 0
@@ -344,8 +359,14 @@ class Actor:
         cfg, keys = self.cfg, self.keys
         if out:
             ts = [t for t, _ in out]
-            prio = td_priorities([t.extra for t in ts], [t.ret for t in ts],
+            prio = td_priorities([t.extra[0] for t in ts], [t.ret for t in ts],
                                  [t.discount for t in ts], [q for _, q in out])
+        if out and self.fw is not None:
+            for t, p in zip(ts, prio, strict=True):
+                self.fw.add(t.extra[1], t.steps, t.action, t.ret, t.discount, float(p))
+            self.fw.flush()
+            self.inserted += len(out)
+        elif out:
             items = self.codec.encode(
                 np.stack([t.obs for t in ts]), [t.action for t in ts], [t.ret for t in ts],
                 [t.discount for t in ts], np.stack([t.next_obs for t in ts]),
@@ -429,6 +450,11 @@ class Actor:
         self.waited_s += time.monotonic() - t0
 
     def close(self) -> None:
+        if self.fw is not None:
+            try:
+                self.fw.close()
+            except redis.RedisError:
+                pass
         self.updates.close()
         self.r.close()
         if self.rc is not None:

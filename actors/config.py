@@ -109,6 +109,12 @@ class Config:
     takes units as Redis reads them: 64mb, 6gb. Atari: capacity x 3 KB, zstd-compressed
     transitions of ten games measured 0.4-2.5 KB (bench/compress.py; raw they are 49 KB);
     the Breakout preset needs less."""
+    frames_once: bool = True
+    """Stacked frames (Atari) on the appliance with one replay server: each frame is stored
+    once in an episode stream and each transition is an item referencing its frames
+    (a TRAJECTORY table, actors.frames: about 0.1 KB per Breakout transition); false (or
+    a replay group of several shards) stores zstd-compressed records of 7 frames each
+    (actors.codec: about 0.6 KB)."""
     alpha: float = 0.6
     """Priority exponent: P(i) ~ (|delta_i| + priority_eps) ** alpha."""
     beta: float = 0.4

@@ -483,6 +483,10 @@ class Demo:
         if self.problems:
             print(f"(measured before the shutdown; at the shutdown: "
                   f"{'; '.join(summary['shutdown_problems'])})")
+        if summary.get("replay_bytes_per_transition"):
+            fp = summary["replay_footprint"]
+            print(f"replay: {fp['bytes_per_transition']:,.0f} B per transition "
+                  f"({fp['storage']}, {fp['items']:,} transitions on the server)")
         print(f"solved: {'true' if summary['solved'] else 'false'}")
         return code
 
@@ -581,6 +585,7 @@ class Demo:
         # does not cost the result: it is named in the summary and the exit status
         self.stop_children()
         st = self.poll(r, keys, first, {})
+        footprint = self.replay_footprint(r, spec.pixels)
         if solved is None:
             v = pull()
             # the final evaluation gets what is left of --minutes (at least 5 s)
@@ -629,6 +634,8 @@ class Demo:
             "samples_per_s": rates.get("steps_per_s", 0.0) * cfg.batch_size,
             "num_actors": cfg.num_actors,
             "batch_size": cfg.batch_size,
+            "replay_bytes_per_transition": footprint.get("bytes_per_transition"),
+            "replay_footprint": footprint,
             "evaluations": self.evals,
             "machine": {"cpus": os.cpu_count(), "cpu": cpu_model(), "python":
                         platform.python_version(), "torch": torch.__version__,
@@ -636,6 +643,28 @@ class Demo:
                         else "cpu"},
             "config": asdict(cfg),
         }
+
+    def replay_footprint(self, r: Any, pixels: bool) -> dict[str, Any]:
+        """Bytes per transition the replay holds on the (home) server, measured after the
+        actors stopped (their streams dropped: what is left is what the items reference);
+        {} with --replay local or when the server does not answer."""
+        import redis
+
+        from actors.frames import frames_once_on, replay_footprint
+
+        cfg = self.cfg
+        if cfg.replay != "appliance":
+            return {}
+
+        class _Group:  # frames_once_on asks how many shards the group has
+            shards = range(self.args.shards or 1)
+
+        try:
+            out = replay_footprint(r, cfg.table, frames_once_on(cfg, pixels, _Group()))
+        except redis.RedisError as e:
+            return {"error": str(e)}
+        out["shards_measured"] = f"1 of {self.args.shards or 1}"
+        return out
 
     def poll(self, r: Any, keys: Any, first: dict[str, Any], rates: dict[str, float],
              ) -> dict[str, Any]:

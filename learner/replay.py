@@ -34,9 +34,12 @@ import redis
 
 from actors.codec import HEADER_BYTES, Batch, TransitionCodec, stored_bytes
 from actors.config import Config, Keys
+from actors.frames import batch_of, frames_once_on
 from pyctl.client import RateLimited
+from pyctl.errors import replay_error
 from pyctl.sharded import ShardedReplayClient
 from pyctl.sumtree import PrioritizedSampler
+from pyctl.trajectory import create_trajectory_table, sample_trajectories
 
 SAMPLE_WAIT_S = 1.0
 """How long one REPLAY.SAMPLE may wait in the appliance for the rate limiter (MIN_SIZE
@@ -80,10 +83,18 @@ class ApplianceReplay:
         self.decode_lock = threading.Lock()
         """Shared by every sampling_view: a codec decodes on one thread at a time, while
         the views' requests are in flight together (Prefetcher's max_inflight)."""
+        self.frames = frames_once_on(cfg, codec.pixels, self.rc)
+        """Frames stored once (actors.frames): a TRAJECTORY table, sampled assembled."""
         if create and cfg.table not in self.rc.tables():
-            self.rc.create(cfg.table, cfg.capacity, alpha=cfg.alpha, beta=cfg.beta,
-                           epsilon=cfg.priority_eps, maxbytes=cfg.replay_maxbytes,
-                           **cfg.limiter())
+            if self.frames:  # no samples_per_insert on TRAJECTORY tables yet: MIN_SIZE only
+                create_trajectory_table(
+                    self.rc.shards[0], cfg.table, cfg.capacity, alpha=cfg.alpha, beta=cfg.beta,
+                    epsilon=cfg.priority_eps, maxbytes=cfg.replay_maxbytes,
+                    min_size=cfg.limiter()["min_size"])
+            else:
+                self.rc.create(cfg.table, cfg.capacity, alpha=cfg.alpha, beta=cfg.beta,
+                               epsilon=cfg.priority_eps, maxbytes=cfg.replay_maxbytes,
+                               **cfg.limiter())
 
     def size(self) -> int:
         return int(self.rc.info(self.cfg.table)["size"])
@@ -91,6 +102,18 @@ class ApplianceReplay:
     def sample(self, n: int, beta: float) -> Sampled | None:
         """A batch, or None when the rate limiter held the call for SAMPLE_WAIT_S (the
         reason is in self.limited)."""
+        if self.frames:
+            try:
+                ts = sample_trajectories(self.rc.shards[0], self.cfg.table, n, beta=beta,
+                                         timeout=SAMPLE_WAIT_S)
+            except redis.ResponseError as e:
+                err = e if isinstance(e, RateLimited) else replay_error(e)
+                if not isinstance(err, RateLimited):
+                    raise
+                self.limited = err.reason
+                return None
+            self.limited = None
+            return Sampled(ts.ids, ts.weights, batch_of(ts))
         try:
             if self.codec.pixels:  # raw or compressed, of any size: a list of items
                 s = self.rc.sample(self.cfg.table, n, beta=beta, timeout=SAMPLE_WAIT_S)

@@ -38,6 +38,7 @@ __all__ = [
     "TrajectoryWriter",
     "chunk_stats",
     "create_trajectory_table",
+    "flush_writers",
     "sample_trajectories",
 ]
 
@@ -68,6 +69,7 @@ class StepRef:
     first: int
     length: int
     stream: str = ""
+    """The stream the steps are in ("": the writer's own stream)."""
 
 
 class _Column:
@@ -141,9 +143,9 @@ class TrajectoryWriter:
 
     def create_item(self, table: str, priority: float | None,
                     trajectory: Mapping[str, StepRef]) -> None:
-        """Buffer an item of table whose columns reference steps (from self.history);
-        priority None means the table's max. Sent by flush(): a reference to another
-        writer's stream needs that writer's steps flushed first."""
+        """Buffer an item of table whose columns reference steps (from self.history, or
+        another writer's history: flush them together with flush_writers); priority None
+        means the table's max. Sent by flush()."""
         args: list[Any] = ["MAX" if priority is None else repr(float(priority)), len(trajectory)]
         for col, ref in trajectory.items():
             args += [col, ref.stream or self.stream, ref.field, ref.first, ref.length]
@@ -152,12 +154,17 @@ class TrajectoryWriter:
 
     def flush(self) -> list[int]:
         """Send the buffered steps and items in one round trip; returns the new ids."""
-        pipe = self.redis.pipeline(transaction=False)
+        return flush_writers(self)
+
+    def _queue_appends(self, pipe: Any) -> None:
         if self._steps:
             bulks = [np.ascontiguousarray(
                 np.stack([np.asarray(s[name], dtype) for s in self._steps])).tobytes()
                 for name, (_, dtype) in self.signature.items()]
             pipe.execute_command("REPLAY.APPEND", self.stream, len(self._steps), *bulks)
+            self._steps = []
+
+    def _queue_items(self, pipe: Any) -> int:
         # consecutive items of one table go in one REPLAY.ITEM
         groups: list[tuple[str, list[Any]]] = []
         for table, args in zip(self._item_tables, self._items, strict=True):
@@ -167,14 +174,8 @@ class TrajectoryWriter:
                 groups.append((table, list(args)))
         for table, args in groups:
             pipe.execute_command("REPLAY.ITEM", table, *args)
-        self._steps, self._items, self._item_tables = [], [], []
-        if not groups and not len(pipe):
-            return []
-        replies = pipe.execute()
-        ids: list[int] = []
-        for r in replies[len(replies) - len(groups):]:
-            ids.extend(int(x) for x in r)
-        return ids
+        self._items, self._item_tables = [], []
+        return len(groups)
 
     def end_episode(self) -> list[int]:
         """Flush, then end the episode: steps restart at 0 and the stream lets go of
@@ -188,6 +189,25 @@ class TrajectoryWriter:
         """Flush and drop the stream (its chunks stay while items reference them)."""
         self.flush()
         self.redis.execute_command("REPLAY.STREAM", self.stream, "DROP")
+
+
+def flush_writers(*writers: TrajectoryWriter) -> list[int]:
+    """Send the buffered steps of every writer, then their items (which may reference
+    steps of any of them), in one round trip on the first writer's connection; returns
+    the new ids. The writers' streams must be on that server."""
+    if not writers:
+        return []
+    pipe = writers[0].redis.pipeline(transaction=False)
+    for w in writers:
+        w._queue_appends(pipe)
+    groups = sum(w._queue_items(pipe) for w in writers)
+    if not len(pipe):
+        return []
+    replies = pipe.execute()
+    ids: list[int] = []
+    for r in replies[len(replies) - groups:] if groups else []:
+        ids.extend(int(x) for x in r)
+    return ids
 
 
 def create_trajectory_table(client: ReplayClient | redis.Redis | ShardedReplayClient,

@@ -246,6 +246,9 @@ def test_pyctl_demo_runs_writes_summary_and_cleans_up(tmp_path: Path) -> None:
         assert DEMO_NETNS not in netns.namespaces(), "the demo removed its namespace"
     assert s["env_frames"] > 0 and s["learner_steps"] > 0 and s["eval_episodes"] == 2
     assert s["actor_frames_per_s"] > 0 and s["learner_steps_per_s"] > 0
+    fp = s["replay_footprint"]  # CartPole keeps its records
+    assert fp["storage"] == "records (REPLAY.ADD)" and fp["items"] > 0
+    assert 0 < s["replay_bytes_per_transition"] < 100
     assert (out / "returns.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert (out / "checkpoint.pt").exists() and (out / "metrics.csv").exists()
     from learner.evaluate import load_checkpoint
@@ -323,6 +326,26 @@ def test_pyctl_demo_keeps_its_result_when_a_child_hangs_at_shutdown(tmp_path: Pa
     assert len(s["shutdown_problems"]) == 1 and s["shutdown_problems"][0].startswith(
         f"learner (pid {pid}) ignored SIGTERM"), s["shutdown_problems"]
     assert s["env_frames"] > 0 and s["eval_episodes"] == 2
+    assert not run.leftovers()
+
+
+@pytest.mark.slow
+def test_pyctl_demo_breakout_writes_frames_once(tmp_path: Path) -> None:
+    """The Atari demo (make bench runs it for 2 minutes): its actors store each frame
+    once (a TRAJECTORY table) and summary.json says what a transition cost the server."""
+    pytest.importorskip("ale_py")
+    out = tmp_path / "breakout"
+    run = DemoRun("--env-id", "ALE/Breakout-v5", "--stack", "kernel", "--minutes", "0.75",
+                  "--out", str(out), "--eval-episodes", "1", "--screen-episodes", "0",
+                  "--learning-starts", "500", "--eval-max-s", "5", "--batch-size", "32")
+    rc = run.wait(timeout=240)
+    assert rc == 0, run.output[-4000:]
+    s = json.loads((out / "summary.json").read_text())
+    fp = s["replay_footprint"]
+    assert fp["storage"] == "frames once (TRAJECTORY table)", fp
+    assert fp["items"] > 500 and s["learner_steps"] > 0
+    assert s["replay_bytes_per_transition"] <= 160, fp
+    assert "B per transition (frames once" in run.output
     assert not run.leftovers()
 
 

@@ -262,6 +262,16 @@ int streamDeclare(ir_chunk_store *s, const char *name, size_t len, const ir_fiel
 
 void streamEndEpisode(ir_chunk_store *s, ir_stream *st) {
     size_t n = (size_t)st->nfields * st->ring;
+    uint64_t S = st->chunk_steps;
+    if (st->zlevel && st->nsteps % S) {
+        /* the episode's partly filled last chunk is written no more: compress it
+         * like a full one if items still reference it (its tail is zeroed) */
+        uint64_t k = (st->nsteps - 1) / S;
+        for (uint32_t f = 0; f < st->nfields; f++) {
+            uint32_t h = st->held[(size_t)f * st->ring + k % st->ring];
+            if (h && s->c[h].refs > 1) chunkCompress(s, h, st->zlevel);
+        }
+    }
     for (size_t i = 0; i < n; i++) {
         if (st->held[i]) chunkUnref(s, st->held[i]);
         st->held[i] = 0;
