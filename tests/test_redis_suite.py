@@ -56,6 +56,7 @@ FLOORS = {
     "unit/type/stream-cgroups": 48,
     "unit/slowlog": 13,
     "unit/latency-monitor": 14,
+    "unit/geo": 59,
 }
 
 SAMPLE = """\
