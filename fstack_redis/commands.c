@@ -243,6 +243,7 @@ static ir_command commands[] = {
     {"pubsub", pubsubCommand, -2, 0, 0, 0, "", 0, 0},
     {"sync", syncCommand, 1, 0, 0, 0, "admin noscript no_async_loading no_multi", 0, 0},
     {"psync", syncCommand, -3, 0, 0, 0, "admin noscript no_async_loading no_multi", 0, 0},
+    {"wait", waitCommand, 3, 0, 0, 0, "noscript", 0, 0},
     {"replconf", replconfCommand, -1, 0, 0, 0, "admin noscript loading stale allow_busy", 0, 0},
     {"role", roleCommand, 1, 0, 0, 0, "noscript loading stale fast", 0, 0},
     {"reset", resetCommand, 1, 0, 0, 0, "noscript loading stale fast no_auth allow_busy", 0, 0},

@@ -49,7 +49,7 @@ FLOORS = {
     "unit/auth": 0,
     "unit/info-command": 3,
     "unit/introspection": 26,
-    "unit/introspection-2": 33,
+    "unit/introspection-2": 40,
     "unit/scripting": 142,
     # the rest need an AOF (DEBUG LOADAOF, BGREWRITEAOF), which inreplay has not
     "unit/type/stream": 63,
