@@ -343,6 +343,19 @@ void blockForTable(client *c, struct ir_table *t, int which, uint64_t timeout_ms
     blockCommon(c, bs, BLOCKED_REPLAY, timeout_ms);
 }
 
+void blockForWait(client *c, bqueue *q, uint64_t timeout_ms) {
+    if (c->flags & CLIENT_BLOCKED) {
+        c->bstate->again = 1;
+        return;
+    }
+    blockState *bs = stateFor(c, 1);
+    bs->nw = 1;
+    bs->table = NULL;
+    bs->w[0].c = c;
+    queueLink(q, &bs->w[0]);
+    blockCommon(c, bs, BLOCKED_WAIT, timeout_ms);
+}
+
 int blockingAllowed(const client *c) {
     if (c->flags & (CLIENT_MULTI | CLIENT_SCRIPT)) return 0; /* as Redis's CLIENT_DENY_BLOCKING */
     return !(c->bstate && (c->flags & CLIENT_BLOCKED) && c->bstate->deny);
@@ -450,6 +463,13 @@ static void serveQueue(ir_server *s, bqueue *q) {
             keyMaybeFree(s->blocked, k);
             return;
         }
+    }
+    if (q->kind == BLOCKED_WAIT) { /* WAIT: each waiter wants its own offset and count */
+        for (bwait *w = q->head, *nw; w; w = nw) {
+            nw = w->next;
+            rerun(s, w->c, 0);
+        }
+        return;
     }
     if (k) k->serving = 1;
     while (q->head) {

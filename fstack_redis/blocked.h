@@ -15,6 +15,7 @@ struct ir_table;
 #define BLOCKED_NONE 0
 #define BLOCKED_LIST 1      /* BLPOP & co: waits for a key to get elements */
 #define BLOCKED_REPLAY 2    /* REPLAY.SAMPLE / REPLAY.ADD: waits for the rate limiter */
+#define BLOCKED_WAIT 3      /* WAIT: waits for replicas' acknowledgements (replication.c) */
 
 /* One place in a queue of waiting clients (arrival order). */
 typedef struct bwait {
@@ -53,6 +54,9 @@ typedef struct ir_blocked_stats {
  * is being re-run because its queue is ready) keeps its place: nothing
  * changes. Keys: n keys argv[first], argv[first + step], ... in db. */
 void blockForKeys(client *c, struct ir_db *db, int first, int n, int step, uint64_t timeout_ms);
+/* WAIT: wait in q (kind BLOCKED_WAIT); every waiter re-runs when q is ready;
+ * at the deadline the command re-runs with blocking denied. */
+void blockForWait(client *c, bqueue *q, uint64_t timeout_ms);
 /* Wait on one of a table's queues (0: samplers, 1: inserters). */
 void blockForTable(client *c, struct ir_table *t, int which, uint64_t timeout_ms);
 

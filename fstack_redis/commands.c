@@ -177,6 +177,16 @@ static ir_command commands[] = {
     {"zdiff", zdiffCommand, -3, 0, 0, 0, "readonly movablekeys", "sortedset", 0, 0, 0, 0},
     {"zrange", zrangeCommand, -4, 1, 1, 1, "readonly", "sortedset", 0, 0, 0, 0},
     {"zrangestore", zrangestoreCommand, -5, 1, 2, 1, "write denyoom", "sortedset", 0, 0, 0, 0},
+    {"geoadd", geoaddCommand, -5, 1, 1, 1, "write denyoom", "geo", 0, 0, 0, 0},
+    {"geodist", geodistCommand, -4, 1, 1, 1, "readonly", "geo", 0, 0, 0, 0},
+    {"geohash", geohashCommand, -2, 1, 1, 1, "readonly", "geo", 0, 0, 0, 0},
+    {"geopos", geoposCommand, -2, 1, 1, 1, "readonly", "geo", 0, 0, 0, 0},
+    {"georadius", georadiusCommand, -6, 1, 1, 1, "write denyoom movablekeys", "geo", 0, 0, 0, 0},
+    {"georadiusbymember", georadiusbymemberCommand, -5, 1, 1, 1, "write denyoom movablekeys", "geo", 0, 0, 0, 0},
+    {"georadius_ro", georadiusroCommand, -6, 1, 1, 1, "readonly", "geo", 0, 0, 0, 0},
+    {"georadiusbymember_ro", georadiusbymemberroCommand, -5, 1, 1, 1, "readonly", "geo", 0, 0, 0, 0},
+    {"geosearch", geosearchCommand, -7, 1, 1, 1, "readonly", "geo", 0, 0, 0, 0},
+    {"geosearchstore", geosearchstoreCommand, -8, 1, 2, 1, "write denyoom", "geo", 0, 0, 0, 0},
     {"zrangebyscore", zrangebyscoreCommand, -4, 1, 1, 1, "readonly", "sortedset", 0, 0, 0, 0},
     {"zrevrangebyscore", zrevrangebyscoreCommand, -4, 1, 1, 1, "readonly", "sortedset", 0, 0, 0, 0},
     {"zrangebylex", zrangebylexCommand, -4, 1, 1, 1, "readonly", "sortedset", 0, 0, 0, 0},
@@ -241,6 +251,7 @@ static ir_command commands[] = {
     {"spublish", spublishCommand, 3, 1, 1, 1, "pubsub loading stale fast", "", 0, 0, 0, 0},
     {"sync", syncCommand, 1, 0, 0, 0, "admin noscript no_async_loading no_multi", "", 0, 0, 0, 0},
     {"psync", syncCommand, -3, 0, 0, 0, "admin noscript no_async_loading no_multi", "", 0, 0, 0, 0},
+    {"wait", waitCommand, 3, 0, 0, 0, "noscript", "connection", 0, 0, 0, 0},
     {"replconf", replconfCommand, -1, 0, 0, 0, "admin noscript loading stale allow_busy", "", 0, 0, 0, 0},
     {"role", roleCommand, 1, 0, 0, 0, "noscript loading stale fast", "admin dangerous", 0, 0, 0, 0},
     {"reset", resetCommand, 1, 0, 0, 0, "noscript loading stale fast no_auth allow_busy", "connection", 0, 0, 0, 0},
@@ -1268,11 +1279,14 @@ typedef struct keyspec {
  * (XREAD's STREAMS): the command's keyword. */
 static const struct {
     const char *cmd, *keyword;
-} keyword_search[] = {{"xread", "STREAMS"}, {"xreadgroup", "STREAMS"}};
+} keyword_search[] = {{"xread", "STREAMS"},        {"xreadgroup", "STREAMS"},
+                      {"georadius", "STORE"},      {"georadius", "STOREDIST"},
+                      {"georadiusbymember", "STORE"}, {"georadiusbymember", "STOREDIST"}};
 
-static const char *searchKeyword(const char *cmd) {
+/* The keyword of the nth (from 0) keyword spec of cmd (GEORADIUS has two: STORE, STOREDIST). */
+static const char *searchKeyword(const char *cmd, int nth) {
     for (size_t i = 0; i < sizeof(keyword_search) / sizeof(keyword_search[0]); i++)
-        if (!strcmp(keyword_search[i].cmd, cmd)) return keyword_search[i].keyword;
+        if (!strcmp(keyword_search[i].cmd, cmd) && nth-- == 0) return keyword_search[i].keyword;
     return NULL;
 }
 
@@ -1305,6 +1319,21 @@ static const keyspec keyspecs[] = {
     {"fcall", "RW access update", 2, KS_KEYNUM, 0, 1, 1},
     {"fcall_ro", "RO access", 2, KS_KEYNUM, 0, 1, 1},
     {"get", "RO access", 1, KS_RANGE, 0, 1, 0},
+    {"geoadd", "RW update", 1, KS_RANGE, 0, 1, 0},
+    {"geodist", "RO access", 1, KS_RANGE, 0, 1, 0},
+    {"geohash", "RO access", 1, KS_RANGE, 0, 1, 0},
+    {"geopos", "RO access", 1, KS_RANGE, 0, 1, 0},
+    {"georadius", "RO access", 1, KS_RANGE, 0, 1, 0},
+    {"georadius", "OW update", 6, KS_KEYWORD_RANGE, 0, 1, 0},
+    {"georadius", "OW update", 6, KS_KEYWORD_RANGE, 0, 1, 0},
+    {"georadius_ro", "RO access", 1, KS_RANGE, 0, 1, 0},
+    {"georadiusbymember", "RO access", 1, KS_RANGE, 0, 1, 0},
+    {"georadiusbymember", "OW update", 5, KS_KEYWORD_RANGE, 0, 1, 0},
+    {"georadiusbymember", "OW update", 5, KS_KEYWORD_RANGE, 0, 1, 0},
+    {"georadiusbymember_ro", "RO access", 1, KS_RANGE, 0, 1, 0},
+    {"geosearch", "RO access", 1, KS_RANGE, 0, 1, 0},
+    {"geosearchstore", "OW update", 1, KS_RANGE, 0, 1, 0},
+    {"geosearchstore", "RO access", 2, KS_RANGE, 0, 1, 0},
     {"getbit", "RO access", 1, KS_RANGE, 0, 1, 0},
     {"getdel", "RW access delete", 1, KS_RANGE, 0, 1, 0},
     {"getex", "RW access update", 1, KS_RANGE, 0, 1, 0},
@@ -1492,7 +1521,7 @@ static const keyspec *specsFor(const char *name, int *n) {
     return first;
 }
 
-static void addReplyKeySpec(client *c, const keyspec *ks) {
+static void addReplyKeySpec(client *c, const keyspec *ks, int nth_keyword) {
     addReplyMapLen(c, 3);
     addReplyBulkCString(c, "flags");
     addReplyFlagWords(c, ks->flags);
@@ -1510,7 +1539,7 @@ static void addReplyKeySpec(client *c, const keyspec *ks) {
     addReplyBulkCString(c, "begin_search");
     addReplyMapLen(c, 2);
     addReplyBulkCString(c, "type");
-    const char *keyword = ks->kind == KS_KEYWORD_RANGE ? searchKeyword(ks->cmd) : NULL;
+    const char *keyword = ks->kind == KS_KEYWORD_RANGE ? searchKeyword(ks->cmd, nth_keyword) : NULL;
     addReplyBulkCString(c, keyword ? "keyword" : "index");
     addReplyBulkCString(c, "spec");
     if (keyword) {
@@ -1551,7 +1580,10 @@ static void addReplyKeySpecs(client *c, const char *name) {
     int n;
     const keyspec *ks = specsFor(name, &n);
     addReplyArrayLen(c, n);
-    for (int i = 0; i < n; i++) addReplyKeySpec(c, &ks[i]);
+    for (int i = 0, kw = 0; i < n; i++) {
+        addReplyKeySpec(c, &ks[i], kw);
+        if (ks[i].kind == KS_KEYWORD_RANGE) kw++;
+    }
 }
 
 #define GETKEYS_MAX 1024 /* positions found per spec walk before a bigger array is needed */
@@ -1736,6 +1768,18 @@ static void commandGetKeys(client *c, int with_flags) {
                      (argv[j].len == 2 && strncasecmp(argv[j].ptr, "by", 2) == 0)) j++;
             else if (argv[j].len == 5 && strncasecmp(argv[j].ptr, "store", 5) == 0 && j + 1 < argc) {
                 pos[1] = j + 1;
+                flags[1] = "OW update";
+                n = 2;
+            }
+        }
+    }
+    if ((cmd->proc == georadiusCommand || cmd->proc == georadiusbymemberCommand) && n == 1) {
+        /* the last STORE/STOREDIST's key (Redis's georadiusGetKeys) */
+        for (int j = 5; j < argc; j++) {
+            if (((argv[j].len == 5 && strncasecmp(argv[j].ptr, "store", 5) == 0) ||
+                 (argv[j].len == 9 && strncasecmp(argv[j].ptr, "storedist", 9) == 0)) &&
+                j + 1 < argc) {
+                pos[1] = ++j;
                 flags[1] = "OW update";
                 n = 2;
             }

@@ -231,6 +231,15 @@ const char *zsetVerify(const dbColl *co);
 /* ZSCAN's text for a member's score. */
 int zsetScanScore(const dbColl *co, const dbEntry *fe, char *buf, size_t n);
 
+/* GEO (geo.c): ZADD as called with c's (rewritten) arguments; each member with
+ * min <= score < max in order until fn returns nonzero; make key argv[keyarg]
+ * a sorted set of the n members (or delete it when n is 0), replying the count. */
+void zaddGeo(client *c);
+void zsetScoreRange(dbColl *co, double min, double max,
+                    int (*fn)(const dbEntry *fe, double score, void *arg), void *arg);
+void zsetStoreMembers(client *c, int keyarg, size_t n, const char *const *m, const size_t *len,
+                      const double *scores, const char *event);
+
 /* ---- streams (t_stream.c) --------------------------------------------------
  * A stream: its live entries in ID order (a deque), the counters of the
  * radix-tree nodes Redis would hold them in, and its consumer groups. */

@@ -16,11 +16,13 @@
  */
 #include "replication.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
+#include "blocked.h"
 #include "db_internal.h"
 #include "rdb.h"
 
@@ -63,6 +65,8 @@ static struct {
     ir_arg **own;            /* big arguments lent to running commands (replCallBegin) */
     size_t nown, owncap;
 } R = {.seldb = -1};
+
+static bqueue waitq = {.kind = BLOCKED_WAIT}; /* the clients in WAIT */
 
 
 static void replidInit(const ir_server *s) {
@@ -322,7 +326,11 @@ void replCallEnd(client *c, const ir_command *cmd, replFrame *f) {
     while (R.nown > f->ownbase) R.own[--R.nown]->owned = 1;
     repl_cmd_dirty |= f->dirty;
     R.prevent = f->prevent;
-    if (--R.depth == 0) flushPending();
+    if (--R.depth == 0) {
+        uint64_t before = R.offset;
+        flushPending();
+        if (R.offset != before) c->woff = R.offset; /* what WAIT waits for, as Redis's c->woff */
+    }
 }
 
 /* ---- SYNC / PSYNC / REPLCONF --------------------------------------------------- */
@@ -445,6 +453,7 @@ void replconfCommand(client *c) {
             if (string2ll(v->ptr, v->len, &off) && off >= 0 && (uint64_t)off > sl->ack_off)
                 sl->ack_off = (uint64_t)off;
             sl->ack_ms = c->srv->now_ms;
+            if (waitq.n) blockedQueueReady(c->srv, &waitq); /* WAIT's clients count again */
             return; /* never answered */
         } else if (argEq(c, j, "getack")) {
             return; /* only a replica answers GETACK */
@@ -454,6 +463,48 @@ void replconfCommand(client *c) {
         }
     }
     addReplyStr(c, shared.ok);
+}
+
+/* The replicas that acknowledged offset off or more. */
+static long long acksFor(uint64_t off) {
+    long long n = 0;
+    for (int i = 0; i < repl_nslaves; i++)
+        if (R.slaves[i].ack_off >= off) n++;
+    return n;
+}
+
+/* WAIT numreplicas timeout: the number of replicas that acknowledged the
+ * client's last write, once numreplicas did or after timeout ms (0: no
+ * limit); the replicas are asked for their offset (REPLCONF GETACK *) when
+ * the client starts waiting, as Redis does before it sleeps. */
+void waitCommand(client *c) {
+    long long want, ms;
+    if (getLongLongFromArg(c, 1, &want) != 0) return;
+    if (!string2ll(c->argv[2].ptr, c->argv[2].len, &ms)) {
+        addReplyError(c, "timeout is not an integer or out of range");
+        return;
+    }
+    if (ms < 0) {
+        addReplyError(c, "timeout is negative");
+        return;
+    }
+    uint64_t now = ir_mstime();
+    if (ms > 0 && ms > LLONG_MAX - (long long)now) {
+        addReplyError(c, "timeout is out of range");
+        return;
+    }
+    long long acks = acksFor(c->woff);
+    if (acks >= want || !blockingAllowed(c)) {
+        addReplyLongLong(c, acks);
+        return;
+    }
+    int first = !(c->flags & CLIENT_BLOCKED);
+    blockForWait(c, &waitq, ms > 0 ? now + (uint64_t)ms : 0);
+    if (first && repl_nslaves) {
+        static const char getack[] = "*3\r\n$8\r\nREPLCONF\r\n$6\r\nGETACK\r\n$1\r\n*\r\n";
+        feed(-1, getack, sizeof(getack) - 1);
+        flushAll();
+    }
 }
 
 void replFreeClient(client *c) {

@@ -74,6 +74,7 @@ void syncCommand(client *c);     /* SYNC and PSYNC */
 /* What a replica may still run (without a reply): REPLCONF, PING, SYNC/PSYNC. */
 int replAcceptsFromReplica(const ir_command *cmd);
 void replconfCommand(client *c);
+void waitCommand(client *c);      /* WAIT numreplicas timeout */
 void replFreeClient(client *c);  /* freeClient of a replica */
 void replCron(ir_server *s);     /* server_tick: PING every repl-ping-replica-period */
 /* INFO replication's body (from role: on) and ROLE's reply. */

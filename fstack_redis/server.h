@@ -157,6 +157,7 @@ typedef struct client {
     uint64_t writes;          /* writev calls that took bytes: call() drops a reply only if none */
     int has_refs;
 
+    uint64_t woff;            /* the replication offset after its last propagated write (WAIT) */
     struct blockState *bstate; /* blocked.c: what it waits on; NULL until it first blocks */
     struct client *next, *prev;
 

@@ -713,6 +713,18 @@ void zlexcountCommand(client *c) {
     addReplyLongLong(c, count);
 }
 
+/* ---- for the GEO commands (geo.c) ---------------------------------------- */
+
+void zaddGeo(client *c) { zaddGeneric(c, 0); }
+
+void zsetScoreRange(dbColl *co, double min, double max,
+                    int (*fn)(const dbEntry *fe, double score, void *arg), void *arg) {
+    zrangespec r = {.min = min, .max = max, .minex = 0, .maxex = 1};
+    for (zskiplistNode *x = zslFirstInRange(zslOf(co), &r); x && valueLteMax(x->score, &r);
+         x = x->level[0].forward)
+        if (fn(x->fe, x->score, arg)) break;
+}
+
 /* ---- ZRANGE and friends ---------------------------------------------------- */
 
 enum { ZR_AUTO, ZR_RANK, ZR_SCORE, ZR_LEX };
@@ -780,6 +792,20 @@ static void storeResult(client *c, ir_db *db, int i, dbColl *tmp, const char *ev
 }
 
 static void tmpInit(ir_db *db, dbColl *t) { collInit(t, db->d.seed, OBJ_ZSET); }
+
+void zsetStoreMembers(client *c, int keyarg, size_t n, const char *const *m, const size_t *len,
+                      const double *scores, const char *event) {
+    ir_db *db = dbFor(c);
+    dbColl tmp;
+    tmpInit(db, &tmp);
+    size_t maxlen = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (len[i] > maxlen) maxlen = len[i];
+        if (!collFind(&tmp, m[i], len[i])) zsetInsert(db, &tmp, m[i], len[i], scores[i]);
+    }
+    tmp.big = (uint8_t)overListpack((unsigned long)n, maxlen);
+    storeResult(c, db, keyarg, &tmp, event);
+}
 
 static void rangeByRank(zrangeOut *o, dbColl *co, long start, long end, int reverse) {
     long llen = (long)zsetLen(co);
