@@ -390,6 +390,12 @@ static int execOverMaxmemory(client *c) {
     return denyoom && serverUsedMemory(s) > s->cfg.maxmemory;
 }
 
+void execAbort(client *c, const char *reason) {
+    addReplyErrorFormat(c, "-EXECABORT Transaction discarded because of: %s", reason);
+    discardQueue(c);
+    unwatchAll(c);
+}
+
 /* EXEC */
 void execCommand(client *c) {
     if (!(c->flags & CLIENT_MULTI)) {
@@ -406,9 +412,7 @@ void execCommand(client *c) {
         /* as Redis: EXEC of a transaction with a command that may use
          * memory is refused while used memory is over maxmemory */
         c->srv->oom_rejections++;
-        addReplyError(c, "-EXECABORT Transaction discarded because of: OOM " IR_OOM_MSG);
-        discardQueue(c);
-        unwatchAll(c);
+        execAbort(c, "OOM " IR_OOM_MSG);
         return;
     }
     if ((c->flags & CLIENT_DIRTY_CAS) || watchedKeyExpired(c)) {

@@ -14,6 +14,9 @@ int multiIsTxCommand(const ir_command *cmd);
 void multiQueue(client *c, const ir_command *cmd);
 /* A command refused while c is in MULTI: EXEC will answer EXECABORT. */
 void multiFlagTransaction(client *c);
+/* EXEC refused: -EXECABORT with the reason (an error's text without its '-'),
+ * the queue discarded and the keys unwatched; the client leaves MULTI. */
+void execAbort(client *c, const char *reason);
 /* notify.c's hooks: mark the clients watching the key (the watched keys of db
  * that a flush touches, as Redis 7.0) dirty. */
 void multiTouchKey(ir_server *s, struct ir_db *db, const char *key, size_t len);

@@ -861,9 +861,15 @@ static void timeHook(lua_State *L, lua_Debug *ar) {
 int scriptBusy(const ir_server *s) { return s->scripting && s->scripting->busy; }
 int scriptBusyIsEval(const ir_server *s) { return s->scripting && s->scripting->is_eval; }
 
+const char *scriptBusyText(int is_eval) {
+    return is_eval ? "BUSY Redis is busy running a script. You can only call SCRIPT KILL or "
+                     "SHUTDOWN NOSAVE."
+                   : "BUSY Redis is busy running a script. You can only call FUNCTION KILL or "
+                     "SHUTDOWN NOSAVE.";
+}
+
 void addReplyBusyScript(client *c, int is_eval) {
-    addReplyErrorFormat(c, "-BUSY Redis is busy running a script. You can only call %s KILL or "
-                           "SHUTDOWN NOSAVE.", is_eval ? "SCRIPT" : "FUNCTION");
+    addReplyErrorFormat(c, "-%s", scriptBusyText(is_eval));
 }
 
 /* SCRIPT KILL (is_eval) and FUNCTION KILL */

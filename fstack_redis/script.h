@@ -43,6 +43,8 @@ int scriptBusy(const ir_server *s);
 int scriptBusyIsEval(const ir_server *s); /* the busy script is an EVAL (not an FCALL) */
 /* -BUSY, in the words for an EVAL (SCRIPT KILL) or a function (FUNCTION KILL). */
 void addReplyBusyScript(client *c, int is_eval);
+/* The BUSY error's text, without the leading '-' (EXECABORT quotes it). */
+const char *scriptBusyText(int is_eval);
 /* FUNCTION KILL. */
 void functionKill(client *c);
 /* The busy script's name, caller and run time so far (FUNCTION STATS): 1, or 0

@@ -479,8 +479,11 @@ int processCommand(client *c) {
         addReplyError(c, "-OOM " IR_OOM_MSG);
         rejected(c, cmd, before);
     } else if (scriptBusy(s) && !commandAllowedBusy(cmd, c)) {
-        /* a script past busy-reply-threshold serves the others this way */
-        addReplyBusyScript(c, scriptBusyIsEval(s));
+        /* a script past busy-reply-threshold serves the others this way;
+         * an EXEC gives up its transaction (none of it runs), as Redis's */
+        if (cmd->proc == execCommand && (c->flags & CLIENT_MULTI))
+            execAbort(c, scriptBusyText(scriptBusyIsEval(s)));
+        else addReplyBusyScript(c, scriptBusyIsEval(s));
         rejected(c, cmd, before);
     } else if ((c->flags & CLIENT_PUBSUB) && c->resp == 2 && !pubsubAllowedInContext(cmd)) {
         rejectCommandFormat(c, "Can't execute '%s%s%s': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / "

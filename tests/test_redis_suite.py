@@ -44,7 +44,7 @@ FLOORS = {
     "unit/type/set": 98,
     "unit/expire": 64,
     "unit/keyspace": 54,
-    "unit/multi": 51,
+    "unit/multi": 56,
     "unit/pubsub": 29,
     "unit/auth": 0,
     "unit/info-command": 3,
