@@ -106,7 +106,7 @@ static ir_command commands[] = {
     {"bitfield", bitfieldCommand, -2, 1, 1, 1, "write denyoom", 0, 0},
     {"bitfield_ro", bitfieldroCommand, -2, 1, 1, 1, "readonly fast", 0, 0},
     {"pfadd", pfaddCommand, -2, 1, 1, 1, "write denyoom fast", 0, 0},
-    {"pfcount", pfcountCommand, -2, 1, -1, 1, "readonly may_replicate", 0, 0},
+    {"pfcount", pfcountCommand, -2, 1, -1, 1, "readonly", 0, 0},
     {"pfmerge", pfmergeCommand, -2, 1, -1, 1, "write denyoom", 0, 0},
     {"pfdebug", pfdebugCommand, 3, 2, 2, 1, "write denyoom admin", 0, 0},
     {"pfselftest", pfselftestCommand, 1, 0, 0, 0, "admin", 0, 0},

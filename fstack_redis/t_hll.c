@@ -201,7 +201,7 @@ static int sparseRaise(uint8_t *s, size_t *len, long index, int count, size_t ma
         p += oplen;
         first += run;
     }
-    if (run == 0 || p >= end || p + oplen > end) return -1; /* past the end, or truncated */
+    if (run == 0 || p >= end) return -1; /* the register is past the opcodes */
     int is_val = OP_IS_VAL(*p) != 0;
     if (is_val && val >= count) return 0;
     uint8_t *stop = end; /* end of the opcodes after the edit */
@@ -218,8 +218,9 @@ static int sparseRaise(uint8_t *s, size_t *len, long index, int count, size_t ma
         long seqlen = n - seq, delta = seqlen - oplen;
         if (delta > 0 && *len + HLL_HDR + (size_t)delta > maxbytes) return 2;
         uint8_t *next = p + oplen;
-        memmove(next + delta, next, (size_t)(end - next));
-        memcpy(p, seq, (size_t)seqlen);
+        if (next < end) memmove(next + delta, next, (size_t)(end - next));
+        memcpy(p, seq, (size_t)seqlen); /* (an XZERO cut short by the end loses its last byte, as
+                                           in Redis: at most p + 4 <= end + 3, inside the room) */
         stop = end + delta;
     }
     /* merge equal neighbouring VALs, scanning five opcodes from the one before */
@@ -311,6 +312,7 @@ static int hllRaise(ir_db *db, dbEntry *e, long index, int count) {
         if (r != 2) {
             e->v.str.len = len + HLL_HDR;
             e->v.str.ptr[e->v.str.len] = '\0';
+            if (r == 1) hllInvalidate(p); /* at once, as Redis: a later corrupt step keeps it */
             return r;
         }
         if (hllMakeDense(db, e) != 0) return -1;
@@ -536,7 +538,8 @@ void pfdebugCommand(client *c) {
             p += oplen;
         }
         if (n) n--; /* the last space */
-        addReplyBulk(c, out, n);
+        if (n) memcpy(addReplyBulkReserve(c, n), out, n); /* copied: out is freed below */
+        else addReplyProto(c, "$0\r\n\r\n", 6);
         free(out);
     } else if (argEq(c, 1, "encoding")) {
         addReplyStatus(c, sparse ? "sparse" : "dense");
