@@ -147,11 +147,13 @@ void setbitCommand(client *c) {
     if (!e) return;
     uint8_t *p = (uint8_t *)e->v.str.ptr + (offset >> 3);
     int shift = 7 - (int)(offset & 7), old = (*p >> shift) & 1;
-    if (grown || old != (int)on) {
+    int changed = grown || old != (int)on;
+    if (changed) {
         *p = (uint8_t)((*p & ~(1 << shift)) | ((int)on << shift));
         signalModifiedKey(c, db, k.p, k.len);
         notifyKeyspaceEvent(NOTIFY_STRING, "setbit", k.p, k.len, db->id);
     }
+    c->srv->cmd_changes = changed; /* rdb_changes_since_last_save counts changes only */
     addReplyStr(c, old ? shared.cone : shared.czero);
 }
 
@@ -484,6 +486,7 @@ static void bitfieldGeneric(client *c, int ro) {
         signalModifiedKey(c, db, k.p, k.len);
         notifyKeyspaceEvent(NOTIFY_STRING, "setbit", k.p, k.len, db->id);
     }
+    c->srv->cmd_changes = changes;
 }
 
 void bitfieldCommand(client *c) { bitfieldGeneric(c, 0); }

@@ -403,13 +403,14 @@ void pfaddCommand(client *c) {
             addReplyError(c, hll_invalid_err);
             return;
         }
-        updated |= r;
+        updated += r;
     }
     if (updated) {
         hllInvalidate((uint8_t *)strWritable(db, e, e->v.str.len, 0));
         signalModifiedKey(c, db, k.p, k.len);
         notifyKeyspaceEvent(NOTIFY_STRING, "pfadd", k.p, k.len, db->id);
     }
+    c->srv->cmd_changes = updated; /* each changed register, as Redis counts them */
     addReplyStr(c, updated ? shared.cone : shared.czero);
 }
 

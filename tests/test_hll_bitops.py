@@ -297,3 +297,34 @@ def test_bitfield_overflow_fuzz(both: Both) -> None:
         both.run("BITFIELD", "bf", "OVERFLOW", ow, "SET", t, off, value, "GET", t, off)
         both.run("BITFIELD", "bf", "OVERFLOW", ow, "INCRBY", t, off, incr, "GET", t, off)
         both.run("GET", "bf")
+
+
+def changes(info: bytes) -> int:
+    return int(info.split(b"rdb_changes_since_last_save:")[1].split(b"\r\n")[0])
+
+
+def test_changes_counted_as_redis(pair: Pair) -> None:
+    """rdb_changes_since_last_save grows by what SETBIT, BITFIELD and PFADD changed
+    (nothing for a call that changed nothing), as Redis counts them."""
+    steps: list[tuple[str | int, ...]] = [
+        ("SETBIT", "foo", 0, 0), ("SETBIT", "foo", 0, 0), ("SETBIT", "foo", 0, 1),
+        ("SETBIT", "foo", 0, 1), ("SETBIT", "foo", 90, 0),
+        ("BITFIELD", "bf", "SET", "i5", 0, 0), ("BITFIELD", "bf", "SET", "i5", 0, 0),
+        ("BITFIELD", "bf", "SET", "i5", 0, 1, "SET", "u3", 9, 5),
+        ("BITFIELD", "bf", "GET", "i5", 0),
+        ("BITFIELD", "bf", "INCRBY", "i5", 0, 1), ("BITFIELD", "bf", "SET", "i5", 90, 0),
+        ("BITFIELD", "bf", "OVERFLOW", "FAIL", "INCRBY", "u2", 0, 9),
+        ("PFADD", "h"), ("PFADD", "h", "a", "b", "c"), ("PFADD", "h", "a", "b", "c"),
+        ("PFADD", "h", *map(str, range(50))),
+    ]  # fmt: skip
+    deltas = []
+    for s in pair:
+        with s.raw() as c:
+            c.call("DEL", "foo", "bf", "h")
+            seen = []
+            for step in steps:
+                before = changes(c.call("INFO", "persistence"))
+                c.call(*step)
+                seen.append(changes(c.call("INFO", "persistence")) - before)
+            deltas.append(seen)
+    assert deltas[1] == deltas[0]
