@@ -105,6 +105,16 @@ static ir_command commands[] = {
     {"msetnx", msetnxCommand, -3, 1, -1, 2, "write denyoom", "string", 0, 0, 0, 0},
     {"setbit", setbitCommand, 4, 1, 1, 1, "write denyoom", "bitmap", 0, 0, 0, 0},
     {"getbit", getbitCommand, 3, 1, 1, 1, "readonly fast", "bitmap", 0, 0, 0, 0},
+    {"bitcount", bitcountCommand, -2, 1, 1, 1, "readonly", "bitmap", 0, 0, 0, 0},
+    {"bitpos", bitposCommand, -3, 1, 1, 1, "readonly", "bitmap", 0, 0, 0, 0},
+    {"bitop", bitopCommand, -4, 2, -1, 1, "write denyoom", "bitmap", 0, 0, 0, 0},
+    {"bitfield", bitfieldCommand, -2, 1, 1, 1, "write denyoom", "bitmap", 0, 0, 0, 0},
+    {"bitfield_ro", bitfieldroCommand, -2, 1, 1, 1, "readonly fast", "bitmap", 0, 0, 0, 0},
+    {"pfadd", pfaddCommand, -2, 1, 1, 1, "write denyoom fast", "hyperloglog", 0, 0, 0, 0},
+    {"pfcount", pfcountCommand, -2, 1, -1, 1, "readonly", "hyperloglog", 0, 0, 0, 0},
+    {"pfmerge", pfmergeCommand, -2, 1, -1, 1, "write denyoom", "hyperloglog", 0, 0, 0, 0},
+    {"pfdebug", pfdebugCommand, 3, 2, 2, 1, "write denyoom admin", "hyperloglog", 0, 0, 0, 0},
+    {"pfselftest", pfselftestCommand, 1, 0, 0, 0, "admin", "hyperloglog", 0, 0, 0, 0},
     {"lcs", lcsCommand, -3, 1, 2, 1, "readonly", "string", 0, 0, 0, 0},
     {"incrbyfloat", incrbyfloatCommand, 3, 1, 1, 1, "write denyoom fast", "string", 0, 0, 0, 0},
     {"lpush", lpushCommand, -3, 1, 1, 1, "write denyoom fast", "list", 0, 0, 0, 0},
@@ -1292,6 +1302,12 @@ static const char *searchKeyword(const char *cmd, int nth) {
 
 static const keyspec keyspecs[] = {
     {"append", "RW insert", 1, KS_RANGE, 0, 1, 0},
+    {"bitcount", "RO access", 1, KS_RANGE, 0, 1, 0},
+    {"bitfield", "RW access update variable_flags", 1, KS_RANGE, 0, 1, 0},
+    {"bitfield_ro", "RO access", 1, KS_RANGE, 0, 1, 0},
+    {"bitop", "OW update", 2, KS_RANGE, 0, 1, 0},
+    {"bitop", "RO access", 3, KS_RANGE, -1, 1, 0},
+    {"bitpos", "RO access", 1, KS_RANGE, 0, 1, 0},
     {"blmove", "RW access delete", 1, KS_RANGE, 0, 1, 0},
     {"blmove", "RW insert", 2, KS_RANGE, 0, 1, 0},
     {"blmpop", "RW access delete", 2, KS_KEYNUM, 0, 1, 1},
@@ -1383,6 +1399,11 @@ static const keyspec keyspecs[] = {
     {"object|refcount", "RO", 2, KS_RANGE, 0, 1, 0},
     {"object|idletime", "RO", 2, KS_RANGE, 0, 1, 0},
     {"persist", "RW update", 1, KS_RANGE, 0, 1, 0},
+    {"pfadd", "RW insert", 1, KS_RANGE, 0, 1, 0},
+    {"pfcount", "RW access", 1, KS_RANGE, -1, 1, 0},
+    {"pfdebug", "RW access", 2, KS_RANGE, 0, 1, 0},
+    {"pfmerge", "RW access insert", 1, KS_RANGE, 0, 1, 0},
+    {"pfmerge", "RO access", 2, KS_RANGE, -1, 1, 0},
     {"pexpire", "RW update", 1, KS_RANGE, 0, 1, 0},
     {"pexpireat", "RW update", 1, KS_RANGE, 0, 1, 0},
     {"pexpiretime", "RO access", 1, KS_RANGE, 0, 1, 0},
@@ -1819,6 +1840,21 @@ static void commandGetKeys(client *c, int with_flags) {
                 for (int j = 3; j < argc; j++)
                     if (argv[j].len == 3 && strncasecmp(argv[j].ptr, "get", 3) == 0)
                         f = "RW access update";
+            }
+            if (cmd->proc == bitfieldCommand) { /* read-only unless it writes (bitfieldGetKeys) */
+                f = "RO access"; /* GETs and OVERFLOWs only; SET, INCRBY or a syntax error: RW */
+                for (int j = 2; j < argc; j++) {
+                    const ir_arg *a = &argv[j];
+                    int rem = argc - j - 1;
+                    if (a->len == 3 && strncasecmp(a->ptr, "get", 3) == 0 && rem >= 2) {
+                        j += 2;
+                    } else if (a->len == 8 && strncasecmp(a->ptr, "overflow", 8) == 0 && rem >= 1) {
+                        j += 1;
+                    } else {
+                        f = "RW access update";
+                        break;
+                    }
+                }
             }
             char words[64];
             snprintf(words, sizeof(words), "%s", f);

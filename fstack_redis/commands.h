@@ -27,6 +27,22 @@ int clientSetName(client *c, const ir_arg *a);
 /* Redis's memory values: "100mb", "1gb", "4096" (CONFIG SET). 1 if valid. */
 int ir_parse_memory(const char *p, size_t len, unsigned long long *out);
 
+/* bitmaps (t_bitops.c) */
+void setbitCommand(client *c);
+void getbitCommand(client *c);
+void bitcountCommand(client *c);
+void bitposCommand(client *c);
+void bitopCommand(client *c);
+void bitfieldCommand(client *c);
+void bitfieldroCommand(client *c);
+
+/* HyperLogLog (t_hll.c) */
+void pfaddCommand(client *c);
+void pfcountCommand(client *c);
+void pfmergeCommand(client *c);
+void pfdebugCommand(client *c);
+void pfselftestCommand(client *c);
+
 /* keyspace (db.c) */
 void dbsizeCommand(client *c);
 void flushdbCommand(client *c);
@@ -76,8 +92,6 @@ void getrangeCommand(client *c);
 void setrangeCommand(client *c);
 void msetnxCommand(client *c);
 void incrbyfloatCommand(client *c);
-void setbitCommand(client *c);
-void getbitCommand(client *c);
 void lcsCommand(client *c);
 void dumpCommand(client *c);   /* dump.c */
 void restoreCommand(client *c);

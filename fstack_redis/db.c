@@ -837,7 +837,7 @@ void dbsActiveExpire(ir_server *s, uint64_t now_ms) {
 
 /* ---- hashes and sets: a dict of entries ---------------------------------------- */
 
-ir_encoding_limits encodingLimits = {512, 64, 512, 128, 64, 4096, 100};
+ir_encoding_limits encodingLimits = {512, 64, 512, 128, 64, 4096, 100, 3000};
 
 dbEntry *collFind(dbColl *co, const void *f, size_t len) {
     return dictFind(&co->d, f, len, dictHashKey(&co->d, f, len));

@@ -178,6 +178,7 @@ typedef struct ir_encoding_limits {
     long long zset_max_listpack_value;
     long long stream_node_max_bytes;   /* a stream node's listpack size (t_stream.c) */
     long long stream_node_max_entries; /* and entries, deleted ones included */
+    long long hll_sparse_max_bytes;    /* a sparse HyperLogLog goes dense beyond (t_hll.c) */
 } ir_encoding_limits;
 extern ir_encoding_limits encodingLimits;
 
@@ -441,6 +442,15 @@ void strSetValue(ir_db *db, dbEntry *e, const void *p, size_t len, int keep_old_
  * buffer is freed, or detached if pinned). */
 void strSetFromArg(ir_db *db, dbEntry *e, client *c, int i, int keep_old_big);
 void strFreeValue(ir_db *db, dbEntry *e);
+/* Make e's value newlen bytes long (zeroes past the old end) in a buffer of
+ * its own that no reply reads (a pinned one is copied first). */
+void strResize(ir_db *db, dbEntry *e, size_t newlen);
+/* The same for in-place edits (bit and HyperLogLog commands): e's value is
+ * len bytes long, writable, with room for len + room bytes and the NUL;
+ * OBJECT ENCODING says raw from then on. Returns the buffer. */
+char *strWritable(ir_db *db, dbEntry *e, size_t len, size_t room);
+/* Make buf (from dbMalloc, cap >= len + 1 bytes) e's value, taken over. */
+void strTakeBuffer(ir_db *db, dbEntry *e, char *buf, size_t len, size_t cap);
 /* Redis's string2ld (strict: no spaces, no nan) and LD_STR_HUMAN formatting
  * ("%.17Lf" without trailing zeroes), as INCRBYFLOAT/HINCRBYFLOAT use them. */
 int string2ld(const char *s, size_t slen, long double *dp);

@@ -393,6 +393,8 @@ void call(client *c, const ir_command *cmd) {
     if (rp) replCallBegin(c, &rf);
     /* a replica's own commands: only its REPLCONF and PING run (a write would
      * feed its own stream while its replies are being dropped) */
+    long long changes0 = s->cmd_changes; /* call() nests (EXEC, scripts) */
+    s->cmd_changes = -1;
     if (!slave) {
         cmd->proc(c);
     } else if (replAcceptsFromReplica(cmd)) {
@@ -413,7 +415,8 @@ void call(client *c, const ir_command *cmd) {
     if (!(c->flags & CLIENT_BLOCKED)) slowlogAfterCall(c, cmd, usec, &sv);
     s->error_stats_skip = 0;
     s->total_commands++;
-    if (cmd->flags & CMD_WRITE) s->dirty++;
+    if (cmd->flags & CMD_WRITE) s->dirty += s->cmd_changes < 0 ? 1 : (uint64_t)s->cmd_changes;
+    s->cmd_changes = changes0;
     if (monline) monitorSend(c, monline, monlen); /* after it ran, unless sent before */
     /* CLIENT REPLY OFF / SKIP: drop what this command replied */
     int drop = 0;

@@ -231,6 +231,10 @@ typedef struct ir_server {
     uint64_t eventloop_cycles;   /* loop iterations (INFO stats), as Redis 7.2 counts them */
     const char *loop_mode;       /* "busy-poll", "adaptive" or "sleep" (run.c's idle rule) */
     uint64_t dirty;              /* write commands run (rdb_changes_since_last_save) */
+    /* What the running write command adds to `dirty`: -1 (the default, set by
+     * call()) counts 1; a command that knows how many changes it made (SETBIT,
+     * BITFIELD, PFADD: 0 when nothing changed, as Redis) sets it. */
+    long long cmd_changes;
     struct ir_blocked *blocked;  /* blocked clients (blocked.c); NULL until one blocks */
 
     /* transactions, pub/sub and admin state (multi.c, pubsub.c, commands.c) */

@@ -1,6 +1,7 @@
 /* t_string.c - string values and the string commands (GET, SET, MGET, MSET,
  * INCR/DECR/INCRBY/DECRBY, STRLEN, GETEX, SETEX, PSETEX, SETNX, GETSET,
- * GETDEL, APPEND, GETRANGE, SETRANGE, MSETNX, INCRBYFLOAT).
+ * GETDEL, APPEND, GETRANGE, SETRANGE, MSETNX, INCRBYFLOAT, LCS); the bit
+ * commands over string values are in t_bitops.c, HyperLogLogs in t_hll.c.
  *
  * A string value is a NUL-terminated buffer: embedded in the entry when it
  * was short at creation, otherwise malloc'd. Overwrites reuse the buffer
@@ -473,7 +474,7 @@ void getdelCommand(client *c) {
  * in a buffer of its own that no reply is reading; a new buffer grows like
  * an sds (double up to 1 MB, then +1 MB), so a run of APPENDs copies each
  * byte O(1) times. */
-static void strResize(ir_db *db, dbEntry *e, size_t newlen) {
+void strResize(ir_db *db, dbEntry *e, size_t newlen) {
     size_t old = e->v.str.len, need = newlen + 1;
     if (!e->v.str.ptr || e->v.str.pin || need > e->v.str.cap) {
         size_t cap = need < (1u << 20) ? need * 2 : need + (1u << 20);
@@ -489,6 +490,25 @@ static void strResize(ir_db *db, dbEntry *e, size_t newlen) {
     if (newlen > old) memset(e->v.str.ptr + old, 0, newlen - old);
     e->v.str.len = newlen;
     e->v.str.ptr[newlen] = '\0';
+}
+
+char *strWritable(ir_db *db, dbEntry *e, size_t len, size_t room) {
+    strResize(db, e, len + room); /* unpinned, zero-filled past the old end */
+    e->v.str.len = len;
+    e->v.str.ptr[len] = '\0';
+    e->flags |= DBE_ENC_RAW;
+    return e->v.str.ptr;
+}
+
+void strTakeBuffer(ir_db *db, dbEntry *e, char *buf, size_t len, size_t cap) {
+    strDropHeapBuf(db, e); /* freed, or detached if a reply still reads it */
+    e->v.str.ptr = buf;
+    e->v.str.len = len;
+    e->v.str.cap = cap;
+    buf[len] = '\0';
+    e->flags &= (uint8_t)~(DBE_EMBEDDED | DBE_ENC_STR);
+    e->flags |= DBE_ENC_RAW;
+    db->bytes += dbBufBytes(cap);
 }
 
 static void strAppend(ir_db *db, dbEntry *e, const char *p, size_t len) {
@@ -669,69 +689,6 @@ void incrbyfloatCommand(client *c) {
     replRewrite(c, 4,
                 (ir_str[]){IR_STR("SET"), replArg(c, 1), {buf, (size_t)n}, IR_STR("KEEPTTL")});
     addReplyBulk(c, buf, (size_t)n);
-}
-
-/* Redis's getBitOffsetFromArgument (no '#' form): 0 <= offset, and the
- * byte it falls in below proto-max-bulk-len. */
-static int bitOffsetOrReply(client *c, int i, uint64_t *offset) {
-    long long v;
-    if (!string2ll(c->argv[i].ptr, c->argv[i].len, &v) || v < 0 ||
-        (uint64_t)(v >> 3) >= c->srv->cfg.proto_max_bulk_len) {
-        addReplyError(c, "bit offset is not an integer or out of range");
-        return -1;
-    }
-    *offset = (uint64_t)v;
-    return 0;
-}
-
-/* SETBIT key offset value: the old bit. */
-void setbitCommand(client *c) {
-    ir_db *db = dbFor(c);
-    uint64_t offset;
-    long long on;
-    if (bitOffsetOrReply(c, 2, &offset) != 0) return;
-    if (!string2ll(c->argv[3].ptr, c->argv[3].len, &on) || (on & ~1)) {
-        addReplyError(c, "bit is not an integer or out of range");
-        return;
-    }
-    dbkey k = argKey(db, c, 1);
-    dbEntry *e = lookupKey(db, &k);
-    if (e && e->type != OBJ_STRING) {
-        addReplyStr(c, shared.wrongtypeerr);
-        return;
-    }
-    size_t byte = (size_t)(offset >> 3);
-    int dirty = 0;
-    if (!e) {
-        e = dbAdd(db, &k, OBJ_STRING, 0);
-        strSetValue(db, e, "", 0, 0);
-        dirty = 1;
-    }
-    size_t old = e->v.str.len;
-    int bit = 7 - (int)(offset & 7);
-    int bitval = byte < old && ((unsigned char)e->v.str.ptr[byte] & (1 << bit));
-    if (byte >= old) dirty = 1;
-    if (dirty || bitval != (int)on) {
-        strResize(db, e, byte >= old ? byte + 1 : old); /* zero-filled; unshared if pinned */
-        unsigned char *p = (unsigned char *)e->v.str.ptr + byte;
-        *p = (unsigned char)((*p & ~(1 << bit)) | ((int)on << bit));
-        e->flags |= DBE_ENC_RAW;
-        signalModifiedKey(c, db, k.p, k.len);
-        notifyKeyspaceEvent(NOTIFY_STRING, "setbit", k.p, k.len, db->id);
-    }
-    addReplyStr(c, bitval ? shared.cone : shared.czero);
-}
-
-/* GETBIT key offset */
-void getbitCommand(client *c) {
-    uint64_t offset;
-    if (bitOffsetOrReply(c, 2, &offset) != 0) return;
-    dbEntry *e = lookupKeyOrReply(c, 1, shared.czero, OBJ_STRING);
-    if (!e) return;
-    size_t byte = (size_t)(offset >> 3);
-    int bit = 7 - (int)(offset & 7);
-    int bitval = byte < e->v.str.len && ((unsigned char)e->v.str.ptr[byte] & (1 << bit));
-    addReplyStr(c, bitval ? shared.cone : shared.czero);
 }
 
 /* LCS key1 key2 [LEN] [IDX] [MINMATCHLEN len] [WITHMATCHLEN]: the longest

@@ -32,7 +32,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("server core", ("server.c", "commands.h", "blocked.[ch]", "multi.[ch]", "pubsub.[ch]",
                      "replication.[ch]", "config.[ch]", "script.[ch]", "snapshot.[ch]",
                      "slowlog.[ch]", "debug.[ch]", "acl.[ch]", "functions.[ch]")),
-    ("commands", ("commands.c", "t_*.[ch]", "sort.c", "dump.c", "object.c", "memory.h")),
+    ("commands", ("commands.c", "t_*.[ch]", "geo.c", "sort.c", "dump.c", "object.c", "memory.h")),
 ]
 
 # Includes that still point up a layer: db.c and notify.c signal the server

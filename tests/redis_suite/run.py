@@ -47,7 +47,8 @@ UNITS = [
     "unit/type/set", "unit/expire", "unit/keyspace", "unit/multi", "unit/pubsub",
     "unit/auth", "unit/info-command", "unit/introspection", "unit/introspection-2",
     "unit/scripting", "unit/functions", "unit/type/stream", "unit/type/stream-cgroups",
-    "unit/slowlog", "unit/latency-monitor", "unit/acl", "unit/geo",
+    "unit/slowlog", "unit/latency-monitor", "unit/acl", "unit/geo", "unit/hyperloglog",
+    "unit/bitops", "unit/bitfield",
 ]
 SERVERS = ["redis", "kernel", "dpdk"]
 # The same options for every server: --durable turns a test's runtime error
