@@ -963,28 +963,27 @@ int aclCheck(client *c, const ir_command *cmd, int ctx, int *errpos) {
     return r;
 }
 
+/* The NOPERM error of a denied call, with its leading '-'. */
+static const char *deniedText(client *c, const ir_command *cmd, int result, char *buf, size_t n) {
+    if (result == ACL_DENIED_KEY)
+        return "-NOPERM this user has no permissions to access one of the keys used as arguments";
+    if (result != ACL_DENIED_CMD)
+        return "-NOPERM this user has no permissions to access one of the channels used as "
+               "arguments";
+    char name[96];
+    commandIdName(commandIdOfCall(cmd, c->argv, c->argc), name, sizeof(name));
+    snprintf(buf, n, "-NOPERM this user has no permissions to run the '%s' command", name);
+    return buf;
+}
+
 void aclReplyDenied(client *c, const ir_command *cmd, int result) {
-    if (result == ACL_DENIED_CMD) {
-        char name[96];
-        commandIdName(commandIdOfCall(cmd, c->argv, c->argc), name, sizeof(name));
-        rejectCommandFormat(c, "-NOPERM this user has no permissions to run the '%s' command", name);
-    } else if (result == ACL_DENIED_KEY) {
-        rejectCommandFormat(c, "-NOPERM this user has no permissions to access one of the keys used as arguments");
-    } else {
-        rejectCommandFormat(c, "-NOPERM this user has no permissions to access one of the channels used as arguments");
-    }
+    char buf[160];
+    rejectCommandFormat(c, "%s", deniedText(c, cmd, result, buf, sizeof(buf)));
 }
 
 void aclReplyDeniedInExec(client *c, const ir_command *cmd, int result) {
-    if (result == ACL_DENIED_CMD) {
-        char name[96];
-        commandIdName(commandIdOfCall(cmd, c->argv, c->argc), name, sizeof(name));
-        addReplyErrorFormat(c, "-NOPERM this user has no permissions to run the '%s' command", name);
-    } else if (result == ACL_DENIED_KEY) {
-        addReplyError(c, "-NOPERM this user has no permissions to access one of the keys used as arguments");
-    } else {
-        addReplyError(c, "-NOPERM this user has no permissions to access one of the channels used as arguments");
-    }
+    char buf[160];
+    addReplyError(c, deniedText(c, cmd, result, buf, sizeof(buf)));
 }
 
 const char *aclScriptDeniedMessage(int result) {
@@ -1475,8 +1474,7 @@ static void aclCommandRun(client *c) {
             "HELP",
             "    Print this help.",
         };
-        addReplyArrayLen(c, (long)(sizeof(help) / sizeof(help[0])));
-        for (size_t i = 0; i < sizeof(help) / sizeof(help[0]); i++) addReplyStatus(c, help[i]);
+        addReplyHelpOf(c, help);
     } else if (!strcasecmp(sub, "cat") || !strcasecmp(sub, "help") || !strcasecmp(sub, "whoami") ||
                !strcasecmp(sub, "list") || !strcasecmp(sub, "users") || !strcasecmp(sub, "getuser") ||
                !strcasecmp(sub, "setuser") || !strcasecmp(sub, "deluser") || !strcasecmp(sub, "genpass") ||

@@ -1181,8 +1181,7 @@ void clientCommand(client *c) {
             "NO-EVICT (ON|OFF)", "    Protect current client connection from eviction.",
             "HELP", "    Print this help.",
         };
-        addReplyArrayLen(c, (long)(sizeof(help) / sizeof(help[0])));
-        for (size_t i = 0; i < sizeof(help) / sizeof(help[0]); i++) addReplyStatus(c, help[i]);
+        addReplyHelpOf(c, help);
     } else if (findSub(c->cmd ? c->cmd : lookupCommand("client", 6), c->argv[1].ptr, c->argv[1].len)) {
         addReplySubcommandArity(c, "client");
     } else {
@@ -1981,8 +1980,7 @@ void commandCommand(client *c) {
             "    Return the keys and the access flags from a full Redis command.",
             "HELP", "    Print this help.",
         };
-        addReplyArrayLen(c, (long)(sizeof(help) / sizeof(help[0])));
-        for (size_t i = 0; i < sizeof(help) / sizeof(help[0]); i++) addReplyStatus(c, help[i]);
+        addReplyHelpOf(c, help);
     } else if (findSub(lookupCommand("command", 7), c->argv[1].ptr, c->argv[1].len)) {
         addReplySubcommandArity(c, "command");
     } else {
@@ -2058,8 +2056,7 @@ void configCommand(client *c) {
             "REWRITE", "    Rewrite the configuration file.",
             "HELP", "    Prints this help.",
         };
-        addReplyArrayLen(c, (long)(sizeof(help) / sizeof(help[0])));
-        for (size_t i = 0; i < sizeof(help) / sizeof(help[0]); i++) addReplyStatus(c, help[i]);
+        addReplyHelpOf(c, help);
     } else if (findSub(lookupCommand("config", 6), c->argv[1].ptr, c->argv[1].len)) {
         addReplySubcommandArity(c, "config");
     } else {

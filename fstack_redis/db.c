@@ -1869,8 +1869,7 @@ void objectCommand(client *c) {
             "HELP",
             "    Prints this help.",
         };
-        addReplyArrayLen(c, (long)(sizeof(help) / sizeof(help[0])));
-        for (size_t i = 0; i < sizeof(help) / sizeof(help[0]); i++) addReplyStatus(c, help[i]);
+        addReplyHelpOf(c, help);
         return;
     }
     int known = argEq(c, 1, "encoding") || argEq(c, 1, "refcount") || argEq(c, 1, "freq") ||

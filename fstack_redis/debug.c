@@ -360,8 +360,7 @@ static void debugHelp(client *c) {
         "HELP",
         "    Prints this help.",
     };
-    addReplyArrayLen(c, (long)(sizeof(help) / sizeof(help[0])));
-    for (size_t i = 0; i < sizeof(help) / sizeof(help[0]); i++) addReplyStatus(c, help[i]);
+    addReplyHelpOf(c, help);
 }
 
 void debugCommand(client *c) {

@@ -712,8 +712,7 @@ static void functionHelp(client *c) {
         "HELP",
         "    Prints this help.",
     };
-    addReplyArrayLen(c, (long)(sizeof(help) / sizeof(help[0])));
-    for (size_t i = 0; i < sizeof(help) / sizeof(help[0]); i++) addReplyStatus(c, help[i]);
+    addReplyHelpOf(c, help);
 }
 
 /* FUNCTION <subcommand>: arity and flags are commands.c's subcommand table's. */

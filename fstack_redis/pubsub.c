@@ -573,8 +573,7 @@ void pubsubCommand(client *c) {
             "HELP",
             "    Prints this help.",
         };
-        addReplyArrayLen(c, (long)(sizeof(help) / sizeof(help[0])));
-        for (size_t i = 0; i < sizeof(help) / sizeof(help[0]); i++) addReplyStatus(c, help[i]);
+        addReplyHelpOf(c, help);
     } else if (argEq(c, 1, "channels") || argEq(c, 1, "numpat") || argEq(c, 1, "shardchannels") ||
                argEq(c, 1, "help")) {
         addReplySubcommandArity(c, "pubsub");

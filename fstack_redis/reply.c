@@ -159,6 +159,11 @@ void addReplyStatus(client *c, const char *status) {
     memcpy(d + 1 + n, "\r\n", 2);
 }
 
+void addReplyHelp(client *c, const char *const *lines, size_t n) {
+    addReplyArrayLen(c, (long)n);
+    for (size_t i = 0; i < n; i++) addReplyStatus(c, lines[i]);
+}
+
 /* Errors may not contain newlines: replace them, as Redis does. */
 static void addReplyErrorLength(client *c, const char *s, size_t len) {
     if (c->flags & (CLIENT_CLOSE_AFTER_REPLY | CLIENT_CLOSE_ASAP | CLIENT_MUTED)) return;

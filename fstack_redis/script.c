@@ -1566,8 +1566,7 @@ void scriptCommand(client *c) {
             "HELP",
             "    Prints this help.",
         };
-        addReplyArrayLen(c, (long)(sizeof(help) / sizeof(help[0])));
-        for (size_t i = 0; i < sizeof(help) / sizeof(help[0]); i++) addReplyStatus(c, help[i]);
+        addReplyHelpOf(c, help);
     } else if (argEq(c, 1, "flush")) {
         if (c->argc == 3 && !argEq(c, 2, "sync") && !argEq(c, 2, "async")) {
             addReplyError(c, "SCRIPT FLUSH only support SYNC|ASYNC option");

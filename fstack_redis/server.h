@@ -273,6 +273,10 @@ void serverDropStopRequest(void);
 void addReplyProto(client *c, const char *s, size_t len);
 void addReplyStr(client *c, ir_str s);
 void addReplyStatus(client *c, const char *status);
+/* A HELP reply: an array of the n lines as status replies (addReplyHelpOf: of
+ * a static array of lines). */
+void addReplyHelp(client *c, const char *const *lines, size_t n);
+#define addReplyHelpOf(c, lines) addReplyHelp((c), (lines), sizeof(lines) / sizeof((lines)[0]))
 void addReplyError(client *c, const char *err);           /* adds "-ERR " unless err starts with '-' */
 void addReplyErrorFormat(client *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void addReplyLongLong(client *c, long long ll);
