@@ -50,7 +50,6 @@ const char *aclScriptDeniedMessage(int result);
 const char *aclClientUserName(const client *c);
 /* aclfile at startup: 0, or -1 with the reason in ir_set_error. */
 int aclLoadConfiguredFile(ir_server *s);
-void aclCommand(client *c);
 /* CLIENT KILL USER name: does c run as that user? */
 int aclClientIsUser(const client *c, const char *name, size_t len);
 int aclDefaultIsNopass(const ir_server *s);

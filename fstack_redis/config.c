@@ -982,5 +982,9 @@ const char *ir_config_params_json(void) {
 
 int configIsSensitive(const char *name, size_t len) {
     const cfgparam *p = configFind(name, len);
-    return p && (p->flags & CF_SENSITIVE);
+    if (p) return (p->flags & CF_SENSITIVE) != 0;
+    /* Redis's sensitive parameters this server has not (it is never a replica):
+     * a value sent for them is a credential all the same */
+    return (len == 10 && !strncasecmp(name, "masterauth", 10)) ||
+           (len == 10 && !strncasecmp(name, "masteruser", 10));
 }

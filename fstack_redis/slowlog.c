@@ -72,10 +72,13 @@ static void slowlogReset(void) {
 
 
 /* Arguments Redis 7.0 replaces with "(redacted)" in the slow log: AUTH's
- * password (and user), HELLO's AUTH user and password, and the value of a
- * sensitive parameter in CONFIG SET (requirepass, masterauth). */
+ * password (and user), HELLO's AUTH user and password, everything after ACL
+ * SETUSER (the user's name included), and the value of a sensitive parameter
+ * in CONFIG SET (requirepass, masterauth). */
 static int redacted(const client *c, const ir_command *cmd, int j) {
     if (cmd->proc == authCommand) return j >= 1 && c->argc <= 3;
+    if (cmd->proc == aclCommand)
+        return j >= 2 && c->argv[1].len == 7 && !strncasecmp(c->argv[1].ptr, "setuser", 7);
     if (cmd->proc == helloCommand) {
         for (int k = 2; k + 2 < c->argc; k++)
             if (c->argv[k].len == 4 && !strncasecmp(c->argv[k].ptr, "auth", 4))

@@ -167,6 +167,9 @@ def test_sensitive_arguments_redacted(sl: Both) -> None:
     sl.run("AUTH", "user", "secret")
     sl.replies("HELLO", "2", "AUTH", "default", "secret")
     sl.run("CONFIG", "SET", "requirepass", "")
+    sl.replies("ACL", "SETUSER", "sl-user", ">secret", "+get")
+    sl.replies("ACL", "DELUSER", "sl-user")
+    sl.replies("CONFIG", "SET", "masterauth", "secret")  # inreplay has no such parameter
     sl.run("MULTI")
     sl.run("SET", "a", "1")
     sl.run("EXEC")  # not logged itself (skip_slowlog); its SET is
@@ -175,6 +178,8 @@ def test_sensitive_arguments_redacted(sl: Both) -> None:
     assert [b"AUTH", b"(redacted)", b"(redacted)"] in args
     assert [b"HELLO", b"2", b"AUTH", b"(redacted)", b"(redacted)"] in args
     assert [b"CONFIG", b"SET", b"requirepass", b"(redacted)"] in args
+    assert [b"ACL", b"SETUSER", b"(redacted)", b"(redacted)", b"(redacted)"] in args
+    assert [b"CONFIG", b"SET", b"masterauth", b"(redacted)"] in args
     assert not any(a[0].lower() == b"exec" for a in args)
     assert [b"SET", b"a", b"1"] in args
     assert not any(b"secret" in x for a in args for x in a)
