@@ -116,6 +116,46 @@ static void replyRateLimited(client *c, const ir_table *t, int why, int sample, 
     replyReplayError(c, IR_ERR_RATELIMITED, "table '%.128s' %s: %s", t->name, reason, tail);
 }
 
+/* The limiter's gate before a call of n items runs: an insert (sample = 0:
+ * REPLAY.ADD, REPLAY.ITEM) or a SAMPLE (sample = 1), with its TIMEOUT argument
+ * (0: none) and deadline. 0: it may run now. 1: the client waits (a blocked
+ * client in the queue of its kind, re-run as soon as it may) or has its
+ * -RATELIMITED error (no TIMEOUT, blocking denied, or its deadline came). An
+ * insert batch larger than a QUEUE/STACK is refused here too (it never fits). */
+int replayLimiterGate(client *c, ir_table *t, size_t n, int sample, int timeout_arg,
+                      uint64_t deadline) {
+    if (!sample && t->lim.queue && n > t->lim.queue) {
+        addReplyErrorFormat(c, "a batch of %zu items is larger than table '%.128s' (%s %llu): "
+                               "add fewer at a time", n, t->name,
+                            t->o.sampler == IR_SEL_LIFO ? "STACK" : "QUEUE",
+                            (unsigned long long)t->lim.queue);
+        return 1;
+    }
+    if (!tableLimited(t)) return 0;
+    int why = sample ? limiterHoldsSample(t, n) : limiterHoldsInsert(t, n);
+    if (why || (timeout_arg && blockedTableAhead(c, t, !sample))) {
+        if (timeout_arg && blockingAllowed(c)) {
+            blockForTable(c, t, !sample, deadline);
+            return 1;
+        }
+        if (why) {
+            /* a waiter re-run at its deadline says how long it waited */
+            int waited = (c->flags & CLIENT_BLOCKED) ? timeout_arg : 0;
+            replyRateLimited(c, t, why, sample, waited);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* After a call the gate let run: count its n items and wake the other side. */
+void replayLimiterRan(client *c, ir_table *t, size_t n, int sample) {
+    if (!tableLimited(t)) return;
+    if (sample) t->limiter_samples += n;
+    else t->limiter_inserts += n;
+    blockedTableReady(c->srv, t, sample); /* inserters (1) or samplers (0) may run now */
+}
+
 /* REPLAY.CREATE <table> CAPACITY <n> [ALPHA <a>] [BETA <b>] [EPSILON <e>] [MAXBYTES <bytes>]
  *               [MIN_SIZE <n>] [SAMPLES_PER_INSERT <r>] [ERROR_BUFFER <e>]
  *               [SAMPLER <selector>] [REMOVER <selector>] [MAX_TIMES_SAMPLED <k>]
@@ -236,11 +276,6 @@ void replayCreateCommand(client *c) {
     if (!has_eb && lim.samples_per_insert > 0)
         lim.error_buffer = tableDefaultErrorBuffer(lim.samples_per_insert);
     const char *err;
-    if (traj && (lim.queue || lim.samples_per_insert > 0)) {
-        addReplyError(c, "a TRAJECTORY table cannot hold inserts yet (QUEUE, STACK, "
-                         "SAMPLES_PER_INSERT): use MIN_SIZE and MAX_TIMES_SAMPLED");
-        return;
-    }
     if (tableLimiterCheck(&lim, o.capacity, &err) != 0) {
         addReplyErrorFormat(c, "%s", err);
         return;
@@ -314,38 +349,13 @@ void replayAddCommand(client *c) {
             return;
         }
     }
-    if (t->lim.queue && n > t->lim.queue) {
-        addReplyErrorFormat(c, "a batch of %zu items is larger than table '%.128s' (%s %llu): "
-                               "add fewer at a time", n, t->name,
-                            t->o.sampler == IR_SEL_LIFO ? "STACK" : "QUEUE",
-                            (unsigned long long)t->lim.queue);
-        return;
-    }
-    int limited = tableLimited(t);
-    if (limited) {
-        int why = limiterHoldsInsert(t, n);
-        if (why || (timeout_arg && blockedTableAhead(c, t, 1))) {
-            if (timeout_arg && blockingAllowed(c)) {
-                blockForTable(c, t, 1, deadline);
-                return;
-            }
-            if (why) {
-                /* a waiter re-run at its deadline says how long it waited */
-                int waited = (c->flags & CLIENT_BLOCKED) ? timeout_arg : 0;
-                replyRateLimited(c, t, why, 0, waited);
-                return;
-            }
-        }
-    }
+    if (replayLimiterGate(c, t, n, 0, timeout_arg, deadline)) return;
     const char *err;
     if (tableAdd(t, items, n, ids, &err) != 0) {
         addReplyErrorFormat(c, "%s", err);
         return;
     }
-    if (limited) {
-        t->limiter_inserts += n;
-        blockedTableReady(c->srv, t, 0); /* samplers may run now */
-    }
+    replayLimiterRan(c, t, n, 0);
     if (!t->capacity_warned && tableCapacityFits(t) < t->o.capacity) {
         /* honest capacity: say once, in the log, what the arena really keeps */
         t->capacity_warned = 1;
@@ -549,24 +559,9 @@ void replaySampleCommand(client *c) {
                                : "CAPACITY x MAX_TIMES_SAMPLED");
         return;
     }
-    int limited = tableLimited(t);
-    if (limited) {
-        int why = limiterHoldsSample(t, (size_t)n);
-        if (why || (timeout_arg && blockedTableAhead(c, t, 0))) {
-            if (timeout_arg && blockingAllowed(c)) {
-                blockForTable(c, t, 0, deadline);
-                return;
-            }
-            if (why) {
-                /* a waiter re-run at its deadline says how long it waited */
-                int waited = (c->flags & CLIENT_BLOCKED) ? timeout_arg : 0;
-                replyRateLimited(c, t, why, 1, waited);
-                return;
-            }
-        }
-    }
+    if (replayLimiterGate(c, t, (size_t)n, 1, timeout_arg, deadline)) return;
     if (t->traj) {
-        trajSample(c, t, (size_t)n, beta, withstats, withinfo, limited);
+        trajSample(c, t, (size_t)n, beta, withstats, withinfo);
         return;
     }
     {
@@ -595,10 +590,7 @@ void replaySampleCommand(client *c) {
         return;
     }
     size_t nn = (size_t)n;
-    if (limited) {
-        t->limiter_samples += nn;
-        blockedTableReady(c->srv, t, 1); /* inserters may run now */
-    }
+    replayLimiterRan(c, t, nn, 1);
     if (packed) {
         size_t itemsize = t->run_len, head = nn * 12, tail = withstats ? 24 + 8 * nn : 0;
         if (withinfo) tail += 8 + 20 * nn;

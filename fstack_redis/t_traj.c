@@ -6,6 +6,7 @@
  *   REPLAY.STREAM <s> END | DROP
  *   REPLAY.APPEND <s> <nsteps> <field bulk> ...       (one bulk per field: nsteps x step bytes)
  *   REPLAY.ITEM <t> <priority> <ncols> <column> <stream> <field> <first> <len> ... [<priority> ...]
+ *               [TIMEOUT <seconds>]   (the table's rate limiter, as REPLAY.ADD's)
  *   REPLAY.COLUMNS <t>, REPLAY.CHUNKS
  *
  * Every command checks all of its input before it changes anything. A
@@ -20,6 +21,7 @@
 #include "blocked.h"
 #include "chunks.h"
 #include "replay_err.h"
+#include "t_replay.h"
 #include "t_traj.h"
 
 /* scratch of one REPLAY.ITEM, grown on demand and kept */
@@ -273,17 +275,26 @@ void replayItemCommand(client *c) {
         return;
     }
     ir_chunk_store *s = t->traj;
-    /* pass 1: count and check everything */
+    /* pass 1: count and check everything. A last TIMEOUT <s> (never a
+     * priority) waits while the rate limiter holds the items, as REPLAY.ADD. */
     size_t nitems = 0, ncols_total = 0;
-    for (int i = 2; i < c->argc;) {
+    int argc = c->argc, timeout_arg = 0;
+    uint64_t deadline = 0;
+    for (int i = 2; i < argc;) {
         uint64_t nc;
-        if (i + 1 >= c->argc || parseU64(&c->argv[i + 1], IR_TRAJ_MAX_COLS, &nc) != 0 || nc == 0) {
+        if (nitems && i + 2 == argc && argEq(c, i, "timeout")) {
+            timeout_arg = i + 1;
+            argc = i;
+            if (getBlockingTimeoutFromArg(c, timeout_arg, &deadline) != 0) return;
+            break;
+        }
+        if (i + 1 >= argc || parseU64(&c->argv[i + 1], IR_TRAJ_MAX_COLS, &nc) != 0 || nc == 0) {
             addReplyErrorFormat(c, "item %zu: <priority> <ncols> with ncols between 1 and %d, then "
                                    "<column> <stream> <field> <first> <len> per column",
                                 nitems, IR_TRAJ_MAX_COLS);
             return;
         }
-        if ((uint64_t)(c->argc - i - 2) < 5 * nc) {
+        if ((uint64_t)(argc - i - 2) < 5 * nc) {
             addReplyErrorFormat(c, "item %zu: %llu columns need %llu arguments (column stream "
                                    "field first len each)", nitems, (unsigned long long)nc,
                                 (unsigned long long)(5 * nc));
@@ -390,6 +401,8 @@ void replayItemCommand(client *c) {
         recbytes += rb;
         ci += nc;
     }
+    /* the limiter, as for REPLAY.ADD: a held ITEM applies nothing until it runs */
+    if (replayLimiterGate(c, t, nitems, 0, timeout_arg, deadline)) return;
     if (growRecs(recbytes) != 0) {
         addReplyError(c, "out of memory");
         return;
@@ -415,18 +428,14 @@ void replayItemCommand(client *c) {
             return;
         }
     }
-    if (t->lim.min_size || t->o.max_times_sampled) {
-        t->limiter_inserts += nitems;
-        blockedTableReady(c->srv, t, 0); /* samplers may run now */
-    }
+    replayLimiterRan(c, t, nitems, 0);
     addReplyArrayLen(c, (long)nitems);
     for (size_t k = 0; k < nitems; k++) addReplyLongLong(c, (long long)ids[k]);
 }
 
 /* ---- REPLAY.SAMPLE on a TRAJECTORY table ----------------------------------- */
 
-void trajSample(client *c, ir_table *t, size_t n, double beta, int withstats, int withinfo,
-                int limited) {
+void trajSample(client *c, ir_table *t, size_t n, double beta, int withstats, int withinfo) {
     ir_chunk_store *s = t->traj;
     const ir_traj_layout *L = t->layout;
     uint64_t bulk = 12 * (uint64_t)n, total = 12 * (uint64_t)n;
@@ -449,10 +458,7 @@ void trajSample(client *c, ir_table *t, size_t n, double beta, int withstats, in
         else addReplyError(c, "out of memory");
         return;
     }
-    if (limited) {
-        t->limiter_samples += n;
-        blockedTableReady(c->srv, t, 1);
-    }
+    replayLimiterRan(c, t, n, 1);
     addReplyArrayLen(c, 3 + withstats + withinfo);
     memcpy(addReplyBulkReserve(c, n * 8), t->scratch_ids, n * 8);
     memcpy(addReplyBulkReserve(c, n * 4), t->scratch_weights, n * 4);

@@ -10,8 +10,7 @@
 /* Make t (just created) a TRAJECTORY table. 0, or -1 (out of memory). */
 int trajTableInit(ir_server *s, ir_table *t);
 /* REPLAY.SAMPLE on a TRAJECTORY table, after the limiter let it run. */
-void trajSample(client *c, ir_table *t, size_t n, double beta, int withstats, int withinfo,
-                int limited);
+void trajSample(client *c, ir_table *t, size_t n, double beta, int withstats, int withinfo);
 /* t_replay.c's sample trailers, shared with trajSample */
 void addSampleStats(client *c, ir_table *t, size_t n);
 void addSampleInfo(client *c, ir_table *t, size_t n);
