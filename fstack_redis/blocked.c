@@ -1,6 +1,6 @@
 /* blocked.c - clients that wait, as Redis's blocked.c: BLPOP and the other
- * blocking list commands, and REPLAY.SAMPLE/ADD held by a table's rate
- * limiter.
+ * blocking list commands, and REPLAY.SAMPLE/ADD/ITEM held by a table's rate
+ * limiter (t_replay.c's replayLimiterGate).
  *
  * A command that cannot run yet calls blockForKeys or blockForTable: the
  * client gets CLIENT_BLOCKED, keeps its argv, and its reply is deferred; its

@@ -10,7 +10,8 @@
  * The rate limiter (REPLAY.CREATE ... MIN_SIZE n SAMPLES_PER_INSERT r
  * ERROR_BUFFER e) is Reverb's SampleToInsertRatio. It counts items: a SAMPLE
  * of n items counts n samples, an ADD of k items k inserts (Reverb counts one
- * per sampled or inserted item too). With
+ * per sampled or inserted item too); on a TRAJECTORY table REPLAY.ITEM is the
+ * insert (t_traj.c), through the same gate (replayLimiterGate). With
  *     error = samples - r x (inserts - MIN_SIZE)
  * (Reverb's diff centred on r x MIN_SIZE, so the first MIN_SIZE inserts do
  * not license a burst of r x MIN_SIZE samples):

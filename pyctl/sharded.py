@@ -498,7 +498,7 @@ class ShardedReplayClient:
         stream_shard(stream). An episode's steps and the items over them stay on that
         shard (items reference its chunks). rotate=True moves each new episode to the next
         shard (one actor then fills every shard in turn). opts: chunk_steps, history,
-        compress, as TrajectoryWriter's."""
+        compress, item_timeout, as TrajectoryWriter's."""
         return ShardedTrajectoryWriter(self, stream, signature, shard=shard, rotate=rotate,
                                        **opts)
 

@@ -106,7 +106,12 @@ class TrajectoryWriter:
 
     def __init__(self, client: ReplayClient | redis.Redis | ShardedReplayClient, stream: str,
                  signature: Mapping[str, tuple[tuple[int, ...] | int, npt.DTypeLike]], *,
-                 chunk_steps: int = 16, history: int = 1024, compress: int = 0) -> None:
+                 chunk_steps: int = 16, history: int = 1024, compress: int = 0,
+                 item_timeout: float | None = None) -> None:
+        """item_timeout: each REPLAY.ITEM waits up to that many seconds (0: forever) while
+        the table's rate limiter holds it (None: a held ITEM fails at once with
+        RateLimited)."""
+        self.item_timeout = item_timeout
         self.redis = _conn(client, stream)  # a group: the shard of the stream's name
         self.stream = stream
         self.signature: dict[str, tuple[tuple[int, ...], np.dtype[Any]]] = {}
@@ -172,8 +177,9 @@ class TrajectoryWriter:
                 groups[-1][1].extend(args)
             else:
                 groups.append((table, list(args)))
+        wait = [] if self.item_timeout is None else ["TIMEOUT", repr(float(self.item_timeout))]
         for table, args in groups:
-            pipe.execute_command("REPLAY.ITEM", table, *args)
+            pipe.execute_command("REPLAY.ITEM", table, *args, *wait)
         self._items, self._item_tables = [], []
         return len(groups)
 
@@ -212,8 +218,8 @@ def flush_writers(*writers: TrajectoryWriter) -> list[int]:
 
 def create_trajectory_table(client: ReplayClient | redis.Redis | ShardedReplayClient,
                             table: str, capacity: int, **opts: Any) -> None:
-    """REPLAY.CREATE ... TRAJECTORY (options as ReplayClient.create's, but no queue,
-    stack or samples_per_insert yet); on every shard of a replay group."""
+    """REPLAY.CREATE ... TRAJECTORY (options as ReplayClient.create's: queue, stack and
+    the rate limiter hold REPLAY.ITEM as they hold adds); on every shard of a replay group."""
     if _group(client):
         return client.create_trajectory_table(table, capacity, **opts)  # type: ignore[union-attr]
     _conn(client).execute_command(*create_args(table, capacity, **opts), "TRAJECTORY")

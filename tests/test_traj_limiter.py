@@ -11,13 +11,17 @@ TRAJECTORY table's limiter options and counters.
 from __future__ import annotations
 
 import struct
+import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pytest
 
 from pyctl.errors import decode_info
+from pyctl.trajectory import TrajectoryWriter, create_trajectory_table, sample_trajectories
 
 if TYPE_CHECKING:
     from conftest import RawConn, ServerProcess
@@ -34,8 +38,6 @@ def chunks(c: RawConn) -> dict[str, Any]:
 
 
 def wait_info(c: RawConn, field: str, value: float, table: str = "t") -> None:
-    import time
-
     deadline = time.monotonic() + 5
     while info(c, table)[field] != value:
         assert time.monotonic() < deadline, f"{field} never became {value}: {info(c, table)}"
@@ -292,3 +294,31 @@ def test_snapshot_keeps_a_trajectory_tables_limiter(
         ids = struct.unpack("<2q", c2.call("REPLAY.SAMPLE", "t", 2)[0])  # 2.5 -> 4.5
         assert all(0 <= i < 6 for i in ids)
         assert "4.5 samples ahead of" in err(c2.call("REPLAY.SAMPLE", "t", 1))
+
+
+def test_writer_item_timeout_waits_for_the_queue(inreplay_server: ServerProcess) -> None:
+    """pyctl's TrajectoryWriter(item_timeout=s) sends REPLAY.ITEM ... TIMEOUT s: its
+    flush waits while the QUEUE is full and returns once a sample makes room."""
+    r = inreplay_server.client()
+    create_trajectory_table(r, "wq", 2, queue=True)
+    w = TrajectoryWriter(inreplay_server.client(), "ws", {"x": ((), np.int64)}, item_timeout=5)
+    for i in range(3):
+        w.append({"x": 100 + i})
+        w.create_item("wq", 1.0, {"x": w.history["x"][-1]})
+        if i == 1:
+            assert w.flush() == [0, 1]
+    got: list[list[int]] = []
+    t = threading.Thread(target=lambda: got.append(w.flush()))
+    t.start()
+    deadline = time.monotonic() + 5
+    while int(decode_info(r.execute_command("REPLAY.INFO", "wq"))["blocked_inserters"]) != 1:
+        assert time.monotonic() < deadline
+    assert not got
+    s = sample_trajectories(r, "wq", 1)
+    assert int(s.columns["x"][0, 0]) == 100
+    t.join(5)
+    assert got == [[2]]
+    s = sample_trajectories(r, "wq", 2)
+    assert [int(v) for v in s.columns["x"][:, 0]] == [101, 102]
+    r.close()
+    w.redis.close()
