@@ -322,3 +322,23 @@ def test_writer_item_timeout_waits_for_the_queue(inreplay_server: ServerProcess)
     assert [int(v) for v in s.columns["x"][:, 0]] == [101, 102]
     r.close()
     w.redis.close()
+
+
+def test_held_item_is_checked_again_when_it_runs(c: RawConn,
+                                                 conns: Callable[[], RawConn]) -> None:
+    """A held ITEM whose steps left the stream's HISTORY while it waited answers
+    the reference error when it runs, applies nothing, and the client goes on."""
+    c.call("REPLAY.STREAM", "h", "FIELDS", 1, "x", "uint8", "", "CHUNK", 4, "HISTORY", 4)
+    c.call("REPLAY.APPEND", "h", 4, bytes(range(4)))
+    c.call("REPLAY.CREATE", "q", "QUEUE", 1, "TRAJECTORY")
+    item(c, "q", 0)
+    w = conns()
+    w.send(w.command("REPLAY.ITEM", "q", "1", 1, "x", "h", "x", 1, 1, "TIMEOUT", 5)
+           + w.command("PING"))
+    wait_info(c, "blocked_inserters", 1, "q")
+    c.call("REPLAY.APPEND", "h", 12, bytes(12))  # steps 0..7 leave HISTORY
+    assert sampled_steps(c.call("REPLAY.SAMPLE", "q", 1)) == [0]
+    assert "was freed" in err(w.read_reply())
+    assert w.read_reply() == "PONG"
+    i = info(c, "q")
+    assert (i["size"], i["blocked_inserters"], i["limiter_inserts"]) == (0, 0, 1)
