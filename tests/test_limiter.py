@@ -187,12 +187,14 @@ def test_timeout_names_the_limit(c: RawConn) -> None:
 
 def test_idle_timeout_is_not_late(c: RawConn) -> None:
     c.call("REPLAY.CREATE", "t", "CAPACITY", 100, "MIN_SIZE", 5)
-    worst = 0.0
-    for _ in range(5):
+    late = []
+    for _ in range(7):
         t0 = time.monotonic()
         c.call("REPLAY.SAMPLE", "t", 1, "TIMEOUT", "0.03")
-        worst = max(worst, time.monotonic() - t0 - 0.03)
-    assert worst < 0.015, worst
+        late.append(time.monotonic() - t0 - 0.03)
+    # the median: a timeout checked only on a coarse tick is late every time, while
+    # another process taking the core now and then delays single calls (0.06 s seen)
+    assert sorted(late)[len(late) // 2] < 0.015, late
 
 
 def test_ratio_limits_both_sides(c: RawConn) -> None:
