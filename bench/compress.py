@@ -225,7 +225,8 @@ def learner_rate(port: int, table: str, items: list[Any], fill: int, threads: in
     from pyctl.client import ReplayClient
 
     cfg = preset(ENV_ID, port=port, table=table, capacity=fill,
-                 replay_maxbytes=max(1 << 20, 2 * fill * stored_bytes(max(map(len, items)))))
+                 replay_maxbytes=max(1 << 20, 2 * fill * stored_bytes(max(map(len, items)))),
+                 frames_once=False)  # this bench measures the zstd records path
     codec = TransitionCodec(obs_shape, np.uint8, cfg.n_step, threads=threads)
     with ReplayClient(port=port) as rc:
         if table not in rc.tables():

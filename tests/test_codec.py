@@ -190,7 +190,7 @@ def test_parallel_decode_matches_and_uses_the_pool(breakout: list[Transition]) -
 
 def _fill(srv: Any, table: str, items: list[bytes], capacity: int = 4096) -> ApplianceReplay:
     cfg = preset("ALE/Breakout-v5", port=srv.port, table=table, capacity=capacity,
-                 replay_maxbytes=64 << 20)
+                 replay_maxbytes=64 << 20, frames_once=False)  # the records path
     with ReplayClient(port=srv.port) as rc:
         rc.create(table, capacity, maxbytes=cfg.replay_maxbytes)
         rc.add(table, np.ones(len(items)), items)
@@ -313,14 +313,14 @@ def test_actor_warns_once_when_the_table_cannot_hold_its_capacity(
         inreplay_server: Any, breakout: list[Transition], maxbytes: int, warns: bool) -> None:
     table = f"cap{maxbytes}"
     cfg = preset("ALE/Breakout-v5", port=inreplay_server.port, table=table, capacity=10_000,
-                 prefix="captest")
+                 prefix="captest", frames_once=False)  # the records path's warning
     with ReplayClient(port=inreplay_server.port) as rc:
         rc.create(table, 10_000, maxbytes=maxbytes)
     lines: list[str] = []
     actor = Actor(cfg, 0, spec=ATARI, log=lines.append)
     try:
         for lo in (0, 50, 100):
-            out = [(dataclasses.replace(t, extra=0.0), 0.0) for t in breakout[lo:lo + 50]]
+            out = [(dataclasses.replace(t, extra=(0.0, None)), 0.0) for t in breakout[lo:lo + 50]]
             actor.flush(out, [], 0, throttle=False)
     finally:
         actor.close()
