@@ -91,7 +91,11 @@ def test_default_dir_is_a_data_dir_under_the_run_dir(server_factory: Factory, ru
     before = set(ROOT.glob("inreplay-*.snap"))
     a = server_factory("inreplay")
     want = rundir / "data" / f"127.0.0.1-{a.port}"
-    assert f"inreplay: snapshot directory {want}" in a.log_tail()
+    line = f"inreplay: snapshot directory {want}"
+    deadline = time.monotonic() + 10  # pyctl prints it from its ready callback, which may
+    while line not in a.log_tail() and time.monotonic() < deadline:  # follow the first PONG
+        time.sleep(0.05)
+    assert line in a.log_tail()
     r = a.client()
     assert r.config_get("dir") == {"dir": str(want)}
     assert info(r)["snapshot_dir"] == str(want)
