@@ -31,256 +31,55 @@
 #include "snapshot.h"
 #include "t_traj.h"
 
-/* name, handler, arity, first key, last key, key step, Redis's flag words (the one
- * definition of a command's flags: parsed into CMD_* bits once, when the index is
- * built), its ACL categories beyond those its flags imply (acl.c derives @write,
- * @read, @admin, @dangerous, @pubsub, @fast, @slow and @blocking from the flag
- * words, as Redis does), then the parsed bits, the call counter, the category
- * bits and the ACL id (both set when the index is built) */
-static ir_command commands[] = {
-    {"ping", pingCommand, -1, 0, 0, 0, "fast", "connection", 0, 0, 0, 0},
-    {"echo", echoCommand, 2, 0, 0, 0, "fast", "connection", 0, 0, 0, 0},
-    {"quit", quitCommand, -1, 0, 0, 0, "noscript loading stale fast no_auth allow_busy", "connection", 0, 0, 0, 0},
-    {"select", selectCommand, 2, 0, 0, 0, "loading stale fast", "connection", 0, 0, 0, 0},
-    {"auth", authCommand, -2, 0, 0, 0, "noscript loading stale fast no_auth allow_busy", "connection", 0, 0, 0, 0},
-    {"hello", helloCommand, -1, 0, 0, 0, "noscript loading stale fast no_auth allow_busy", "connection", 0, 0, 0, 0},
-    {"client", clientCommand, -2, 0, 0, 0, "noscript loading stale", "", 0, 0, 0, 0},
-    {"command", commandCommand, -1, 0, 0, 0, "loading stale", "connection", 0, 0, 0, 0},
-    {"config", configCommand, -2, 0, 0, 0, "", "", 0, 0, 0, 0},
-    {"info", infoCommand, -1, 0, 0, 0, "loading stale", "dangerous", 0, 0, 0, 0},
-    {"shutdown", shutdownCommand, -1, 0, 0, 0, "admin noscript loading stale no_multi allow_busy", "", 0, 0, 0, 0},
-    {"time", timeCommand, 1, 0, 0, 0, "loading stale fast", "", 0, 0, 0, 0},
-    {"save", saveCommand, 1, 0, 0, 0, "admin noscript no_async_loading no_multi", "", 0, 0, 0, 0},
-    {"bgsave", bgsaveCommand, -1, 0, 0, 0, "admin noscript no_async_loading", "", 0, 0, 0, 0},
-    {"lastsave", lastsaveCommand, 1, 0, 0, 0, "loading stale fast", "admin dangerous", 0, 0, 0, 0},
-    {"dbsize", dbsizeCommand, 1, 0, 0, 0, "readonly fast", "keyspace", 0, 0, 0, 0},
-    {"flushdb", flushdbCommand, -1, 0, 0, 0, "write", "keyspace dangerous", 0, 0, 0, 0},
-    {"flushall", flushallCommand, -1, 0, 0, 0, "write", "keyspace dangerous", 0, 0, 0, 0},
-    {"del", delCommand, -2, 1, -1, 1, "write", "keyspace", 0, 0, 0, 0},
-    {"exists", existsCommand, -2, 1, -1, 1, "readonly fast", "keyspace", 0, 0, 0, 0},
-    {"expire", expireCommand, -3, 1, 1, 1, "write fast", "keyspace", 0, 0, 0, 0},
-    {"pexpire", pexpireCommand, -3, 1, 1, 1, "write fast", "keyspace", 0, 0, 0, 0},
-    {"ttl", ttlCommand, 2, 1, 1, 1, "readonly fast", "keyspace", 0, 0, 0, 0},
-    {"pttl", pttlCommand, 2, 1, 1, 1, "readonly fast", "keyspace", 0, 0, 0, 0},
-    {"persist", persistCommand, 2, 1, 1, 1, "write fast", "keyspace", 0, 0, 0, 0},
-    {"type", typeCommand, 2, 1, 1, 1, "readonly fast", "keyspace", 0, 0, 0, 0},
-    {"keys", keysCommand, 2, 0, 0, 0, "readonly", "keyspace dangerous", 0, 0, 0, 0},
-    {"unlink", unlinkCommand, -2, 1, -1, 1, "write fast", "keyspace", 0, 0, 0, 0},
-    {"touch", touchCommand, -2, 1, -1, 1, "readonly fast", "keyspace", 0, 0, 0, 0},
-    {"expireat", expireatCommand, -3, 1, 1, 1, "write fast", "keyspace", 0, 0, 0, 0},
-    {"pexpireat", pexpireatCommand, -3, 1, 1, 1, "write fast", "keyspace", 0, 0, 0, 0},
-    {"expiretime", expiretimeCommand, 2, 1, 1, 1, "readonly fast", "keyspace", 0, 0, 0, 0},
-    {"pexpiretime", pexpiretimeCommand, 2, 1, 1, 1, "readonly fast", "keyspace", 0, 0, 0, 0},
-    {"rename", renameCommand, 3, 1, 2, 1, "write", "keyspace", 0, 0, 0, 0},
-    {"renamenx", renamenxCommand, 3, 1, 2, 1, "write fast", "keyspace", 0, 0, 0, 0},
-    {"copy", copyCommand, -3, 1, 2, 1, "write denyoom", "keyspace", 0, 0, 0, 0},
-    {"move", moveCommand, 3, 1, 1, 1, "write fast", "keyspace", 0, 0, 0, 0},
-    {"swapdb", swapdbCommand, 3, 0, 0, 0, "write fast", "keyspace dangerous", 0, 0, 0, 0},
-    {"randomkey", randomkeyCommand, 1, 0, 0, 0, "readonly", "keyspace", 0, 0, 0, 0},
-    {"scan", scanCommand, -2, 0, 0, 0, "readonly", "keyspace", 0, 0, 0, 0},
-    {"dump", dumpCommand, 2, 1, 1, 1, "readonly", "keyspace", 0, 0, 0, 0},
-    {"restore", restoreCommand, -4, 1, 1, 1, "write denyoom", "keyspace dangerous", 0, 0, 0, 0},
-    {"sort", sortCommand, -2, 1, 1, 1, "write denyoom movablekeys", "set sortedset list dangerous", 0, 0, 0, 0},
-    {"sort_ro", sortroCommand, -2, 1, 1, 1, "readonly movablekeys", "set sortedset list dangerous", 0, 0, 0, 0},
-    {"object", objectCommand, -2, 0, 0, 0, "", "", 0, 0, 0, 0},
-    {"get", getCommand, 2, 1, 1, 1, "readonly fast", "string", 0, 0, 0, 0},
-    {"set", setCommand, -3, 1, 1, 1, "write denyoom", "string", 0, 0, 0, 0},
-    {"mget", mgetCommand, -2, 1, -1, 1, "readonly fast", "string", 0, 0, 0, 0},
-    {"mset", msetCommand, -3, 1, -1, 2, "write denyoom", "string", 0, 0, 0, 0},
-    {"incr", incrCommand, 2, 1, 1, 1, "write denyoom fast", "string", 0, 0, 0, 0},
-    {"decr", decrCommand, 2, 1, 1, 1, "write denyoom fast", "string", 0, 0, 0, 0},
-    {"incrby", incrbyCommand, 3, 1, 1, 1, "write denyoom fast", "string", 0, 0, 0, 0},
-    {"decrby", decrbyCommand, 3, 1, 1, 1, "write denyoom fast", "string", 0, 0, 0, 0},
-    {"strlen", strlenCommand, 2, 1, 1, 1, "readonly fast", "string", 0, 0, 0, 0},
-    {"getex", getexCommand, -2, 1, 1, 1, "write fast", "string", 0, 0, 0, 0},
-    {"setex", setexCommand, 4, 1, 1, 1, "write denyoom", "string", 0, 0, 0, 0},
-    {"psetex", psetexCommand, 4, 1, 1, 1, "write denyoom", "string", 0, 0, 0, 0},
-    {"setnx", setnxCommand, 3, 1, 1, 1, "write denyoom fast", "string", 0, 0, 0, 0},
-    {"getset", getsetCommand, 3, 1, 1, 1, "write denyoom fast", "string", 0, 0, 0, 0},
-    {"getdel", getdelCommand, 2, 1, 1, 1, "write fast", "string", 0, 0, 0, 0},
-    {"append", appendCommand, 3, 1, 1, 1, "write denyoom fast", "string", 0, 0, 0, 0},
-    {"getrange", getrangeCommand, 4, 1, 1, 1, "readonly", "string", 0, 0, 0, 0},
-    {"substr", getrangeCommand, 4, 1, 1, 1, "readonly", "string", 0, 0, 0, 0},
-    {"setrange", setrangeCommand, 4, 1, 1, 1, "write denyoom", "string", 0, 0, 0, 0},
-    {"msetnx", msetnxCommand, -3, 1, -1, 2, "write denyoom", "string", 0, 0, 0, 0},
-    {"setbit", setbitCommand, 4, 1, 1, 1, "write denyoom", "bitmap", 0, 0, 0, 0},
-    {"getbit", getbitCommand, 3, 1, 1, 1, "readonly fast", "bitmap", 0, 0, 0, 0},
-    {"bitcount", bitcountCommand, -2, 1, 1, 1, "readonly", "bitmap", 0, 0, 0, 0},
-    {"bitpos", bitposCommand, -3, 1, 1, 1, "readonly", "bitmap", 0, 0, 0, 0},
-    {"bitop", bitopCommand, -4, 2, -1, 1, "write denyoom", "bitmap", 0, 0, 0, 0},
-    {"bitfield", bitfieldCommand, -2, 1, 1, 1, "write denyoom", "bitmap", 0, 0, 0, 0},
-    {"bitfield_ro", bitfieldroCommand, -2, 1, 1, 1, "readonly fast", "bitmap", 0, 0, 0, 0},
-    {"pfadd", pfaddCommand, -2, 1, 1, 1, "write denyoom fast", "hyperloglog", 0, 0, 0, 0},
-    {"pfcount", pfcountCommand, -2, 1, -1, 1, "readonly", "hyperloglog", 0, 0, 0, 0},
-    {"pfmerge", pfmergeCommand, -2, 1, -1, 1, "write denyoom", "hyperloglog", 0, 0, 0, 0},
-    {"pfdebug", pfdebugCommand, 3, 2, 2, 1, "write denyoom admin", "hyperloglog", 0, 0, 0, 0},
-    {"pfselftest", pfselftestCommand, 1, 0, 0, 0, "admin", "hyperloglog", 0, 0, 0, 0},
-    {"lcs", lcsCommand, -3, 1, 2, 1, "readonly", "string", 0, 0, 0, 0},
-    {"incrbyfloat", incrbyfloatCommand, 3, 1, 1, 1, "write denyoom fast", "string", 0, 0, 0, 0},
-    {"lpush", lpushCommand, -3, 1, 1, 1, "write denyoom fast", "list", 0, 0, 0, 0},
-    {"rpush", rpushCommand, -3, 1, 1, 1, "write denyoom fast", "list", 0, 0, 0, 0},
-    {"lpop", lpopCommand, -2, 1, 1, 1, "write fast", "list", 0, 0, 0, 0},
-    {"rpop", rpopCommand, -2, 1, 1, 1, "write fast", "list", 0, 0, 0, 0},
-    {"llen", llenCommand, 2, 1, 1, 1, "readonly fast", "list", 0, 0, 0, 0},
-    {"lrange", lrangeCommand, 4, 1, 1, 1, "readonly", "list", 0, 0, 0, 0},
-    {"lpushx", lpushxCommand, -3, 1, 1, 1, "write denyoom fast", "list", 0, 0, 0, 0},
-    {"rpushx", rpushxCommand, -3, 1, 1, 1, "write denyoom fast", "list", 0, 0, 0, 0},
-    {"lindex", lindexCommand, 3, 1, 1, 1, "readonly", "list", 0, 0, 0, 0},
-    {"lset", lsetCommand, 4, 1, 1, 1, "write denyoom", "list", 0, 0, 0, 0},
-    {"lrem", lremCommand, 4, 1, 1, 1, "write", "list", 0, 0, 0, 0},
-    {"ltrim", ltrimCommand, 4, 1, 1, 1, "write", "list", 0, 0, 0, 0},
-    {"linsert", linsertCommand, 5, 1, 1, 1, "write denyoom", "list", 0, 0, 0, 0},
-    {"lpos", lposCommand, -3, 1, 1, 1, "readonly", "list", 0, 0, 0, 0},
-    {"lmove", lmoveCommand, 5, 1, 2, 1, "write denyoom", "list", 0, 0, 0, 0},
-    {"rpoplpush", rpoplpushCommand, 3, 1, 2, 1, "write denyoom", "list", 0, 0, 0, 0},
-    {"lmpop", lmpopCommand, -4, 0, 0, 0, "write movablekeys", "list", 0, 0, 0, 0},
-    {"blpop", blpopCommand, -3, 1, -2, 1, "write noscript blocking", "list", 0, 0, 0, 0},
-    {"brpop", brpopCommand, -3, 1, -2, 1, "write noscript blocking", "list", 0, 0, 0, 0},
-    {"blmove", blmoveCommand, 6, 1, 2, 1, "write denyoom noscript blocking", "list", 0, 0, 0, 0},
-    {"brpoplpush", brpoplpushCommand, 4, 1, 2, 1, "write denyoom noscript blocking", "list", 0, 0, 0, 0},
-    {"blmpop", blmpopCommand, -5, 0, 0, 0, "write blocking movablekeys", "list", 0, 0, 0, 0},
-    {"hset", hsetCommand, -4, 1, 1, 1, "write denyoom fast", "hash", 0, 0, 0, 0},
-    {"hmset", hmsetCommand, -4, 1, 1, 1, "write denyoom fast", "hash", 0, 0, 0, 0},
-    {"hsetnx", hsetnxCommand, 4, 1, 1, 1, "write denyoom fast", "hash", 0, 0, 0, 0},
-    {"hget", hgetCommand, 3, 1, 1, 1, "readonly fast", "hash", 0, 0, 0, 0},
-    {"hmget", hmgetCommand, -3, 1, 1, 1, "readonly fast", "hash", 0, 0, 0, 0},
-    {"hdel", hdelCommand, -3, 1, 1, 1, "write fast", "hash", 0, 0, 0, 0},
-    {"hlen", hlenCommand, 2, 1, 1, 1, "readonly fast", "hash", 0, 0, 0, 0},
-    {"hexists", hexistsCommand, 3, 1, 1, 1, "readonly fast", "hash", 0, 0, 0, 0},
-    {"hstrlen", hstrlenCommand, 3, 1, 1, 1, "readonly fast", "hash", 0, 0, 0, 0},
-    {"hgetall", hgetallCommand, 2, 1, 1, 1, "readonly", "hash", 0, 0, 0, 0},
-    {"hkeys", hkeysCommand, 2, 1, 1, 1, "readonly", "hash", 0, 0, 0, 0},
-    {"hvals", hvalsCommand, 2, 1, 1, 1, "readonly", "hash", 0, 0, 0, 0},
-    {"hincrby", hincrbyCommand, 4, 1, 1, 1, "write denyoom fast", "hash", 0, 0, 0, 0},
-    {"hincrbyfloat", hincrbyfloatCommand, 4, 1, 1, 1, "write denyoom fast", "hash", 0, 0, 0, 0},
-    {"hrandfield", hrandfieldCommand, -2, 1, 1, 1, "readonly", "hash", 0, 0, 0, 0},
-    {"hscan", hscanCommand, -3, 1, 1, 1, "readonly", "hash", 0, 0, 0, 0},
-    {"sadd", saddCommand, -3, 1, 1, 1, "write denyoom fast", "set", 0, 0, 0, 0},
-    {"srem", sremCommand, -3, 1, 1, 1, "write fast", "set", 0, 0, 0, 0},
-    {"smembers", smembersCommand, 2, 1, 1, 1, "readonly", "set", 0, 0, 0, 0},
-    {"sismember", sismemberCommand, 3, 1, 1, 1, "readonly fast", "set", 0, 0, 0, 0},
-    {"smismember", smismemberCommand, -3, 1, 1, 1, "readonly fast", "set", 0, 0, 0, 0},
-    {"scard", scardCommand, 2, 1, 1, 1, "readonly fast", "set", 0, 0, 0, 0},
-    {"spop", spopCommand, -2, 1, 1, 1, "write fast", "set", 0, 0, 0, 0},
-    {"srandmember", srandmemberCommand, -2, 1, 1, 1, "readonly", "set", 0, 0, 0, 0},
-    {"smove", smoveCommand, 4, 1, 2, 1, "write fast", "set", 0, 0, 0, 0},
-    {"sinter", sinterCommand, -2, 1, -1, 1, "readonly", "set", 0, 0, 0, 0},
-    {"sintercard", sintercardCommand, -3, 0, 0, 0, "readonly", "set", 0, 0, 0, 0},
-    {"sinterstore", sinterstoreCommand, -3, 1, -1, 1, "write denyoom", "set", 0, 0, 0, 0},
-    {"sunion", sunionCommand, -2, 1, -1, 1, "readonly", "set", 0, 0, 0, 0},
-    {"sunionstore", sunionstoreCommand, -3, 1, -1, 1, "write denyoom", "set", 0, 0, 0, 0},
-    {"sdiff", sdiffCommand, -2, 1, -1, 1, "readonly", "set", 0, 0, 0, 0},
-    {"sdiffstore", sdiffstoreCommand, -3, 1, -1, 1, "write denyoom", "set", 0, 0, 0, 0},
-    {"sscan", sscanCommand, -3, 1, 1, 1, "readonly", "set", 0, 0, 0, 0},
-    {"zadd", zaddCommand, -4, 1, 1, 1, "write denyoom fast", "sortedset", 0, 0, 0, 0},
-    {"zincrby", zincrbyCommand, 4, 1, 1, 1, "write denyoom fast", "sortedset", 0, 0, 0, 0},
-    {"zrem", zremCommand, -3, 1, 1, 1, "write fast", "sortedset", 0, 0, 0, 0},
-    {"zremrangebyscore", zremrangebyscoreCommand, 4, 1, 1, 1, "write", "sortedset", 0, 0, 0, 0},
-    {"zremrangebyrank", zremrangebyrankCommand, 4, 1, 1, 1, "write", "sortedset", 0, 0, 0, 0},
-    {"zremrangebylex", zremrangebylexCommand, 4, 1, 1, 1, "write", "sortedset", 0, 0, 0, 0},
-    {"zunionstore", zunionstoreCommand, -4, 1, 1, 1, "write denyoom movablekeys", "sortedset", 0, 0, 0, 0},
-    {"zinterstore", zinterstoreCommand, -4, 1, 1, 1, "write denyoom movablekeys", "sortedset", 0, 0, 0, 0},
-    {"zdiffstore", zdiffstoreCommand, -4, 1, 1, 1, "write denyoom movablekeys", "sortedset", 0, 0, 0, 0},
-    {"zunion", zunionCommand, -3, 0, 0, 0, "readonly movablekeys", "sortedset", 0, 0, 0, 0},
-    {"zinter", zinterCommand, -3, 0, 0, 0, "readonly movablekeys", "sortedset", 0, 0, 0, 0},
-    {"zintercard", zintercardCommand, -3, 0, 0, 0, "readonly movablekeys", "sortedset", 0, 0, 0, 0},
-    {"zdiff", zdiffCommand, -3, 0, 0, 0, "readonly movablekeys", "sortedset", 0, 0, 0, 0},
-    {"zrange", zrangeCommand, -4, 1, 1, 1, "readonly", "sortedset", 0, 0, 0, 0},
-    {"zrangestore", zrangestoreCommand, -5, 1, 2, 1, "write denyoom", "sortedset", 0, 0, 0, 0},
-    {"geoadd", geoaddCommand, -5, 1, 1, 1, "write denyoom", "geo", 0, 0, 0, 0},
-    {"geodist", geodistCommand, -4, 1, 1, 1, "readonly", "geo", 0, 0, 0, 0},
-    {"geohash", geohashCommand, -2, 1, 1, 1, "readonly", "geo", 0, 0, 0, 0},
-    {"geopos", geoposCommand, -2, 1, 1, 1, "readonly", "geo", 0, 0, 0, 0},
-    {"georadius", georadiusCommand, -6, 1, 1, 1, "write denyoom movablekeys", "geo", 0, 0, 0, 0},
-    {"georadiusbymember", georadiusbymemberCommand, -5, 1, 1, 1, "write denyoom movablekeys", "geo", 0, 0, 0, 0},
-    {"georadius_ro", georadiusroCommand, -6, 1, 1, 1, "readonly", "geo", 0, 0, 0, 0},
-    {"georadiusbymember_ro", georadiusbymemberroCommand, -5, 1, 1, 1, "readonly", "geo", 0, 0, 0, 0},
-    {"geosearch", geosearchCommand, -7, 1, 1, 1, "readonly", "geo", 0, 0, 0, 0},
-    {"geosearchstore", geosearchstoreCommand, -8, 1, 2, 1, "write denyoom", "geo", 0, 0, 0, 0},
-    {"zrangebyscore", zrangebyscoreCommand, -4, 1, 1, 1, "readonly", "sortedset", 0, 0, 0, 0},
-    {"zrevrangebyscore", zrevrangebyscoreCommand, -4, 1, 1, 1, "readonly", "sortedset", 0, 0, 0, 0},
-    {"zrangebylex", zrangebylexCommand, -4, 1, 1, 1, "readonly", "sortedset", 0, 0, 0, 0},
-    {"zrevrangebylex", zrevrangebylexCommand, -4, 1, 1, 1, "readonly", "sortedset", 0, 0, 0, 0},
-    {"zcount", zcountCommand, 4, 1, 1, 1, "readonly fast", "sortedset", 0, 0, 0, 0},
-    {"zlexcount", zlexcountCommand, 4, 1, 1, 1, "readonly fast", "sortedset", 0, 0, 0, 0},
-    {"zrevrange", zrevrangeCommand, -4, 1, 1, 1, "readonly", "sortedset", 0, 0, 0, 0},
-    {"zcard", zcardCommand, 2, 1, 1, 1, "readonly fast", "sortedset", 0, 0, 0, 0},
-    {"zscore", zscoreCommand, 3, 1, 1, 1, "readonly fast", "sortedset", 0, 0, 0, 0},
-    {"zmscore", zmscoreCommand, -3, 1, 1, 1, "readonly fast", "sortedset", 0, 0, 0, 0},
-    {"zrank", zrankCommand, 3, 1, 1, 1, "readonly fast", "sortedset", 0, 0, 0, 0},
-    {"zrevrank", zrevrankCommand, 3, 1, 1, 1, "readonly fast", "sortedset", 0, 0, 0, 0},
-    {"zscan", zscanCommand, -3, 1, 1, 1, "readonly", "sortedset", 0, 0, 0, 0},
-    {"zpopmin", zpopminCommand, -2, 1, 1, 1, "write fast", "sortedset", 0, 0, 0, 0},
-    {"zpopmax", zpopmaxCommand, -2, 1, 1, 1, "write fast", "sortedset", 0, 0, 0, 0},
-    {"zmpop", zmpopCommand, -4, 0, 0, 0, "write movablekeys", "sortedset", 0, 0, 0, 0},
-    {"bzpopmin", bzpopminCommand, -3, 1, -2, 1, "write noscript blocking fast", "sortedset", 0, 0, 0, 0},
-    {"bzpopmax", bzpopmaxCommand, -3, 1, -2, 1, "write noscript blocking fast", "sortedset", 0, 0, 0, 0},
-    {"bzmpop", bzmpopCommand, -5, 0, 0, 0, "write blocking movablekeys", "sortedset", 0, 0, 0, 0},
-    {"zrandmember", zrandmemberCommand, -2, 1, 1, 1, "readonly", "sortedset", 0, 0, 0, 0},
-    {"xadd", xaddCommand, -5, 1, 1, 1, "write denyoom fast", "stream", 0, 0, 0, 0},
-    {"xrange", xrangeCommand, -4, 1, 1, 1, "readonly", "stream", 0, 0, 0, 0},
-    {"xrevrange", xrevrangeCommand, -4, 1, 1, 1, "readonly", "stream", 0, 0, 0, 0},
-    {"xlen", xlenCommand, 2, 1, 1, 1, "readonly fast", "stream", 0, 0, 0, 0},
-    {"xdel", xdelCommand, -3, 1, 1, 1, "write fast", "stream", 0, 0, 0, 0},
-    {"xtrim", xtrimCommand, -4, 1, 1, 1, "write", "stream", 0, 0, 0, 0},
-    {"xread", xreadCommand, -4, 0, 0, 0, "readonly blocking movablekeys", "stream", 0, 0, 0, 0},
-    {"xreadgroup", xreadgroupCommand, -7, 0, 0, 0, "write blocking movablekeys", "stream", 0, 0, 0, 0},
-    {"xgroup", xgroupCommand, -2, 0, 0, 0, "", "", 0, 0, 0, 0},
-    {"xsetid", xsetidCommand, -3, 1, 1, 1, "write denyoom fast", "stream", 0, 0, 0, 0},
-    {"xack", xackCommand, -4, 1, 1, 1, "write fast", "stream", 0, 0, 0, 0},
-    {"xpending", xpendingCommand, -3, 1, 1, 1, "readonly", "stream", 0, 0, 0, 0},
-    {"xclaim", xclaimCommand, -6, 1, 1, 1, "write fast", "stream", 0, 0, 0, 0},
-    {"xautoclaim", xautoclaimCommand, -6, 1, 1, 1, "write fast", "stream", 0, 0, 0, 0},
-    {"xinfo", xinfoCommand, -2, 0, 0, 0, "", "", 0, 0, 0, 0},
-    {"replay.create", replayCreateCommand, -4, 1, 1, 1, "write denyoom module", "replay", 0, 0, 0, 0},
-    {"replay.add", replayAddCommand, -4, 1, 1, 1, "write denyoom module", "replay", 0, 0, 0, 0},
-    {"replay.sample", replaySampleCommand, -3, 1, 1, 1, "write module", "replay", 0, 0, 0, 0},
-    {"replay.update", replayUpdateCommand, 4, 1, 1, 1, "write module", "replay", 0, 0, 0, 0},
-    {"replay.info", replayInfoCommand, 2, 1, 1, 1, "readonly module", "replay", 0, 0, 0, 0},
-    {"replay.drop", replayDropCommand, 2, 1, 1, 1, "write module", "replay", 0, 0, 0, 0},
-    {"replay.list", replayListCommand, 1, 0, 0, 0, "readonly module", "replay", 0, 0, 0, 0},
-    {"replay.shards", replayShardsCommand, 1, 0, 0, 0, "readonly fast module", "replay", 0, 0, 0, 0},
-    {"replay.stream", replayStreamCommand, -3, 1, 1, 1, "write denyoom module", "replay", 0, 0, 0, 0},
-    {"replay.append", replayAppendCommand, -4, 1, 1, 1, "write denyoom module", "replay", 0, 0, 0, 0},
-    {"replay.item", replayItemCommand, -8, 1, 1, 1, "write denyoom module", "replay", 0, 0, 0, 0},
-    {"replay.columns", replayColumnsCommand, 2, 1, 1, 1, "readonly module", "replay", 0, 0, 0, 0},
-    {"replay.chunks", replayChunksCommand, 1, 0, 0, 0, "readonly module", "replay", 0, 0, 0, 0},
-    {"multi", multiCommand, 1, 0, 0, 0, "noscript loading stale fast allow_busy", "transaction", 0, 0, 0, 0},
-    {"exec", execCommand, 1, 0, 0, 0, "noscript loading stale skip_slowlog", "transaction", 0, 0, 0, 0},
-    {"discard", discardCommand, 1, 0, 0, 0, "noscript loading stale fast allow_busy", "transaction", 0, 0, 0, 0},
-    {"watch", watchCommand, -2, 1, -1, 1, "noscript loading stale fast allow_busy", "transaction", 0, 0, 0, 0},
-    {"unwatch", unwatchCommand, 1, 0, 0, 0, "noscript loading stale fast allow_busy", "transaction", 0, 0, 0, 0},
-    {"subscribe", subscribeCommand, -2, 0, 0, 0, "pubsub noscript loading stale", "", 0, 0, 0, 0},
-    {"unsubscribe", unsubscribeCommand, -1, 0, 0, 0, "pubsub noscript loading stale", "", 0, 0, 0, 0},
-    {"psubscribe", psubscribeCommand, -2, 0, 0, 0, "pubsub noscript loading stale", "", 0, 0, 0, 0},
-    {"punsubscribe", punsubscribeCommand, -1, 0, 0, 0, "pubsub noscript loading stale", "", 0, 0, 0, 0},
-    {"publish", publishCommand, 3, 0, 0, 0, "pubsub loading stale fast may_replicate", "", 0, 0, 0, 0},
-    {"pubsub", pubsubCommand, -2, 0, 0, 0, "", "", 0, 0, 0, 0},
-    {"ssubscribe", ssubscribeCommand, -2, 1, -1, 1, "pubsub noscript loading stale", "", 0, 0, 0, 0},
-    {"sunsubscribe", sunsubscribeCommand, -1, 1, -1, 1, "pubsub noscript loading stale", "", 0, 0, 0, 0},
-    {"spublish", spublishCommand, 3, 1, 1, 1, "pubsub loading stale fast", "", 0, 0, 0, 0},
-    {"sync", syncCommand, 1, 0, 0, 0, "admin noscript no_async_loading no_multi", "", 0, 0, 0, 0},
-    {"psync", syncCommand, -3, 0, 0, 0, "admin noscript no_async_loading no_multi", "", 0, 0, 0, 0},
-    {"wait", waitCommand, 3, 0, 0, 0, "noscript", "connection", 0, 0, 0, 0},
-    {"replconf", replconfCommand, -1, 0, 0, 0, "admin noscript loading stale allow_busy", "", 0, 0, 0, 0},
-    {"role", roleCommand, 1, 0, 0, 0, "noscript loading stale fast", "admin dangerous", 0, 0, 0, 0},
-    {"reset", resetCommand, 1, 0, 0, 0, "noscript loading stale fast no_auth allow_busy", "connection", 0, 0, 0, 0},
-    {"monitor", monitorCommand, 1, 0, 0, 0, "admin noscript loading stale", "", 0, 0, 0, 0},
-    {"debug", debugCommand, -2, 0, 0, 0, "admin noscript loading stale protected", "", 0, 0, 0, 0},
-    {"memory", memoryCommand, -2, 0, 0, 0, "", "", 0, 0, 0, 0},
-    {"cluster", clusterCommand, -2, 0, 0, 0, "", "", 0, 0, 0, 0},
-    {"eval", evalCommand, -3, 0, 0, 0, "noscript stale skip_monitor no_mandatory_keys movablekeys", "scripting", 0, 0, 0, 0},
-    {"evalsha", evalShaCommand, -3, 0, 0, 0, "noscript stale skip_monitor no_mandatory_keys movablekeys", "scripting", 0, 0, 0, 0},
-    {"eval_ro", evalRoCommand, -3, 0, 0, 0, "readonly noscript stale skip_monitor no_mandatory_keys movablekeys", "scripting", 0, 0, 0, 0},
-    {"evalsha_ro", evalShaRoCommand, -3, 0, 0, 0, "readonly noscript stale skip_monitor no_mandatory_keys movablekeys", "scripting", 0, 0, 0, 0},
-    {"script", scriptCommand, -2, 0, 0, 0, "", "", 0, 0, 0, 0},
-    {"fcall", fcallCommand, -3, 0, 0, 0, "noscript stale skip_monitor no_mandatory_keys movablekeys", "scripting", 0, 0, 0, 0},
-    {"fcall_ro", fcallRoCommand, -3, 0, 0, 0, "readonly noscript stale skip_monitor no_mandatory_keys movablekeys", "scripting", 0, 0, 0, 0},
-    {"function", functionCommand, -2, 0, 0, 0, "", "", 0, 0, 0, 0},
-    {"slowlog", slowlogCommand, -2, 0, 0, 0, "", "", 0, 0, 0, 0},
-    {"latency", latencyCommand, -2, 0, 0, 0, "", "", 0, 0, 0, 0},
-    {"acl", aclCommand, -2, 0, 0, 0, "", "", 0, 0, 0, 0},
-};
+/* ---- the command table -------------------------------------------------------
+ * One description, fstack_redis/commands.json (as Redis 7.0's src/commands/ JSON
+ * files), generated into the arrays below by gen_commands.py at build time;
+ * nothing else lists commands. Per command: name, handler, arity, first key,
+ * last key, key step, Redis's flag words (parsed into CMD_* bits once, when the
+ * index is built), its ACL categories beyond those its flags imply (acl.c derives
+ * @write, @read, @admin, @dangerous, @pubsub, @fast, @slow and @blocking from the
+ * flag words, as Redis does), then the parsed bits, the call counter, the
+ * category bits and the ACL id (set when the index is built); its docs (COMMAND
+ * DOCS) at the same index of command_docs[]. */
+
+/* The subcommands of the container commands, for COMMAND and the statistics
+ * ("client|list"); their docs at the same index of subcommand_docs[]. */
+typedef struct subcmd {
+    ir_command_proc *container;
+    const char *cname, *name;
+    int arity;
+    const char *sflags;
+    const char *acl; /* ACL categories beyond the derived ones, as ir_command.acl */
+} subcmd;
+
+typedef struct cmddoc {
+    const char *summary, *since, *group, *complexity; /* complexity: "" when not given */
+} cmddoc;
+
+/* Key specs: where a command's keys are and what it does with them, as Redis
+ * 7.0's key specs say (COMMAND INFO, COMMAND GETKEYS and GETKEYSANDFLAGS read
+ * them): from argument `begin`, either a range (lastkey: >= 0 relative to begin,
+ * < 0 from the end; keystep; limit) or a key count (keynumidx relative to begin,
+ * then firstkey and keystep relative to it). One row per spec, a command's rows
+ * together; "container|sub" for a subcommand. The replay commands are
+ * inreplay's own: one key at 1 (a table, or REPLAY.STREAM's and REPLAY.APPEND's
+ * trajectory stream, so that ACL key patterns confine a user to its
+ * experiment's names). */
+enum { KS_RANGE, KS_KEYNUM, KS_UNKNOWN, KS_KEYWORD_RANGE }; /* unknown: where the keys are
+    depends on the arguments (SORT's BY/GET/STORE); keyword range: see searchKeyword */
+
+typedef struct keyspec {
+    const char *cmd, *flags;
+    int begin, kind, a, b, c; /* range: lastkey, keystep, limit; keynum: keynumidx, firstkey, keystep */
+} keyspec;
+
+/* KS_KEYWORD_RANGE: a range found after a keyword searched for from index `begin`
+ * (XREAD's STREAMS): the command's keyword, in the order of its keyword specs. */
+typedef struct keyword {
+    const char *cmd, *keyword;
+} keyword;
+
+#include "commands_table.inc"
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
 
 /* Open-addressing index over the table, built on first lookup: at most half
@@ -537,133 +336,6 @@ static void addReplyInfobuf(client *c, infobuf *b) {
 
 /* ---- subcommands, command and error statistics ----------------------------- */
 
-/* The subcommands of the container commands, for COMMAND and the
- * statistics ("client|list"). */
-typedef struct subcmd {
-    ir_command_proc *container;
-    const char *cname, *name;
-    int arity;
-    const char *sflags;
-    const char *acl; /* ACL categories beyond the derived ones, as ir_command.acl */
-} subcmd;
-
-static const subcmd subcommands[] = {
-    {clientCommand, "client", "getname", 2, "noscript loading stale", "connection"},
-    {clientCommand, "client", "help", 2, "loading stale", "connection"},
-    {clientCommand, "client", "id", 2, "noscript loading stale", "connection"},
-    {clientCommand, "client", "info", 2, "noscript loading stale", "connection"},
-    {clientCommand, "client", "kill", -3, "admin noscript loading stale", "connection"},
-    {clientCommand, "client", "list", -2, "admin noscript loading stale", "connection"},
-    {clientCommand, "client", "no-evict", 3, "admin noscript loading stale", "connection"},
-    {clientCommand, "client", "reply", 3, "noscript loading stale", "connection"},
-    {clientCommand, "client", "setinfo", 4, "noscript loading stale", "connection"},
-    {clientCommand, "client", "setname", 3, "noscript loading stale", "connection"},
-    {clientCommand, "client", "unblock", -3, "admin noscript loading stale", "connection"},
-    {commandCommand, "command", "count", 2, "loading stale", "connection"},
-    {commandCommand, "command", "docs", -2, "loading stale", "connection"},
-    {commandCommand, "command", "getkeys", -4, "loading stale", "connection"},
-    {commandCommand, "command", "getkeysandflags", -4, "loading stale", "connection"},
-    {commandCommand, "command", "help", 2, "loading stale", "connection"},
-    {commandCommand, "command", "info", -2, "loading stale", "connection"},
-    {commandCommand, "command", "list", -2, "loading stale", "connection"},
-    {objectCommand, "object", "encoding", 3, "readonly", "keyspace"},
-    {objectCommand, "object", "freq", 3, "readonly", "keyspace"},
-    {objectCommand, "object", "help", 2, "loading stale", "keyspace"},
-    {objectCommand, "object", "idletime", 3, "readonly", "keyspace"},
-    {objectCommand, "object", "refcount", 3, "readonly", "keyspace"},
-    {memoryCommand, "memory", "doctor", 2, "", ""},
-    {functionCommand, "function", "delete", 3, "write noscript", "scripting"},
-    {functionCommand, "function", "dump", 2, "noscript", "scripting"},
-    {functionCommand, "function", "flush", -2, "write noscript", "scripting"},
-    {functionCommand, "function", "help", 2, "loading stale", "scripting"},
-    {functionCommand, "function", "kill", 2, "noscript allow_busy", "scripting"},
-    {functionCommand, "function", "list", -2, "noscript", "scripting"},
-    {functionCommand, "function", "load", -3, "write denyoom noscript", "scripting"},
-    {functionCommand, "function", "restore", -3, "write denyoom noscript", "scripting"},
-    {functionCommand, "function", "stats", 2, "noscript allow_busy", "scripting"},
-    {scriptCommand, "script", "exists", -3, "noscript", "scripting"},
-    {scriptCommand, "script", "flush", -2, "noscript", "scripting"},
-    {scriptCommand, "script", "help", 2, "loading stale", "scripting"},
-    {scriptCommand, "script", "kill", 2, "noscript allow_busy", "scripting"},
-    {scriptCommand, "script", "load", 3, "noscript stale", "scripting"},
-    {memoryCommand, "memory", "help", 2, "loading stale", ""},
-    {memoryCommand, "memory", "malloc-stats", 2, "", ""},
-    {memoryCommand, "memory", "purge", 2, "", ""},
-    {memoryCommand, "memory", "stats", 2, "", ""},
-    {memoryCommand, "memory", "usage", -3, "readonly", ""},
-    {clusterCommand, "cluster", "addslots", -3, "no_async_loading admin stale", ""},
-    {clusterCommand, "cluster", "addslotsrange", -4, "no_async_loading admin stale", ""},
-    {clusterCommand, "cluster", "bumpepoch", 2, "no_async_loading admin stale", ""},
-    {clusterCommand, "cluster", "count-failure-reports", 3, "admin stale", ""},
-    {clusterCommand, "cluster", "countkeysinslot", 3, "stale", ""},
-    {clusterCommand, "cluster", "delslots", -3, "no_async_loading admin stale", ""},
-    {clusterCommand, "cluster", "delslotsrange", -4, "no_async_loading admin stale", ""},
-    {clusterCommand, "cluster", "failover", -2, "no_async_loading admin stale", ""},
-    {clusterCommand, "cluster", "flushslots", 2, "no_async_loading admin stale", ""},
-    {clusterCommand, "cluster", "forget", 3, "no_async_loading admin stale", ""},
-    {clusterCommand, "cluster", "getkeysinslot", 4, "stale", ""},
-    {clusterCommand, "cluster", "help", 2, "loading stale", ""},
-    {clusterCommand, "cluster", "info", 2, "stale", ""},
-    {clusterCommand, "cluster", "keyslot", 3, "stale", ""},
-    {clusterCommand, "cluster", "links", 2, "stale", ""},
-    {clusterCommand, "cluster", "meet", -4, "no_async_loading admin stale", ""},
-    {clusterCommand, "cluster", "myid", 2, "stale", ""},
-    {clusterCommand, "cluster", "nodes", 2, "stale", ""},
-    {clusterCommand, "cluster", "replicas", 3, "admin stale", ""},
-    {clusterCommand, "cluster", "replicate", 3, "no_async_loading admin stale", ""},
-    {clusterCommand, "cluster", "reset", -2, "admin stale noscript", ""},
-    {clusterCommand, "cluster", "saveconfig", 2, "no_async_loading admin stale", ""},
-    {clusterCommand, "cluster", "set-config-epoch", 3, "no_async_loading admin stale", ""},
-    {clusterCommand, "cluster", "setslot", -4, "no_async_loading admin stale", ""},
-    {clusterCommand, "cluster", "shards", 2, "stale", ""},
-    {clusterCommand, "cluster", "slaves", 3, "admin stale", ""},
-    {clusterCommand, "cluster", "slots", 2, "stale", ""},
-    {configCommand, "config", "get", -3, "admin noscript loading stale", ""},
-    {configCommand, "config", "help", 2, "loading stale", ""},
-    {configCommand, "config", "resetstat", 2, "admin noscript loading stale", ""},
-    {configCommand, "config", "rewrite", 2, "admin noscript loading stale", ""},
-    {configCommand, "config", "set", -4, "admin noscript loading stale", ""},
-    {pubsubCommand, "pubsub", "channels", -2, "pubsub loading stale", ""},
-    {pubsubCommand, "pubsub", "help", 2, "loading stale", ""},
-    {pubsubCommand, "pubsub", "numpat", 2, "pubsub loading stale", ""},
-    {pubsubCommand, "pubsub", "numsub", -2, "pubsub loading stale", ""},
-    {pubsubCommand, "pubsub", "shardchannels", -2, "pubsub loading stale", ""},
-    {pubsubCommand, "pubsub", "shardnumsub", -2, "pubsub loading stale", ""},
-    {xgroupCommand, "xgroup", "create", -5, "write denyoom", "stream"},
-    {xgroupCommand, "xgroup", "createconsumer", 5, "write denyoom", "stream"},
-    {xgroupCommand, "xgroup", "delconsumer", 5, "write", "stream"},
-    {xgroupCommand, "xgroup", "destroy", 4, "write", "stream"},
-    {xgroupCommand, "xgroup", "help", 2, "loading stale", "stream"},
-    {xgroupCommand, "xgroup", "setid", -5, "write", "stream"},
-    {xinfoCommand, "xinfo", "consumers", 4, "readonly", "stream"},
-    {xinfoCommand, "xinfo", "groups", 3, "readonly", "stream"},
-    {xinfoCommand, "xinfo", "help", 2, "loading stale", "stream"},
-    {xinfoCommand, "xinfo", "stream", -3, "readonly", "stream"},
-    {slowlogCommand, "slowlog", "get", -2, "admin loading stale", ""},
-    {slowlogCommand, "slowlog", "help", 2, "loading stale", ""},
-    {slowlogCommand, "slowlog", "len", 2, "admin loading stale", ""},
-    {slowlogCommand, "slowlog", "reset", 2, "admin loading stale", ""},
-    {latencyCommand, "latency", "doctor", 2, "admin noscript loading stale", ""},
-    {latencyCommand, "latency", "graph", 3, "admin noscript loading stale", ""},
-    {latencyCommand, "latency", "help", 2, "loading stale", ""},
-    {latencyCommand, "latency", "histogram", -2, "admin noscript loading stale", ""},
-    {latencyCommand, "latency", "history", 3, "admin noscript loading stale", ""},
-    {latencyCommand, "latency", "latest", 2, "admin noscript loading stale", ""},
-    {latencyCommand, "latency", "reset", -2, "admin noscript loading stale", ""},
-    {aclCommand, "acl", "cat", -2, "noscript loading stale", ""},
-    {aclCommand, "acl", "deluser", -3, "admin noscript loading stale", ""},
-    {aclCommand, "acl", "dryrun", -4, "admin noscript loading stale", ""},
-    {aclCommand, "acl", "genpass", -2, "noscript loading stale", ""},
-    {aclCommand, "acl", "getuser", 3, "admin noscript loading stale", ""},
-    {aclCommand, "acl", "help", 2, "loading stale", ""},
-    {aclCommand, "acl", "list", 2, "admin noscript loading stale", ""},
-    {aclCommand, "acl", "load", 2, "admin noscript loading stale", ""},
-    {aclCommand, "acl", "log", -2, "admin noscript loading stale", ""},
-    {aclCommand, "acl", "save", 2, "admin noscript loading stale", ""},
-    {aclCommand, "acl", "setuser", -3, "admin noscript loading stale", ""},
-    {aclCommand, "acl", "users", 2, "admin noscript loading stale", ""},
-    {aclCommand, "acl", "whoami", 2, "noscript loading stale", ""},
-};
 #define NSUBCOMMANDS (sizeof(subcommands) / sizeof(subcommands[0]))
 
 static uint64_t sub_cats[NSUBCOMMANDS];
@@ -1265,268 +937,16 @@ static const ir_command *lookupFullName(const ir_arg *a, const subcmd **sub) {
     return *sub ? cmd : NULL;
 }
 
-/* ---- key specs ------------------------------------------------------------
- * Where a command's keys are and what it does with them, as Redis 7.0's key
- * specs say for the commands inreplay has (COMMAND INFO, COMMAND GETKEYS and
- * GETKEYSANDFLAGS read them): from argument `begin`, either a range (lastkey:
- * >= 0 relative to begin, < 0 from the end; keystep; limit) or a key count
- * (keynumidx relative to begin, then firstkey and keystep relative to it).
- * One row per spec, a command's rows together; "container|sub" for a
- * subcommand. The replay commands are inreplay's own: one key at 1 (a table, or
- * REPLAY.STREAM's and REPLAY.APPEND's trajectory stream, so that ACL key
- * patterns confine a user to its experiment's names). */
-
-enum { KS_RANGE, KS_KEYNUM, KS_UNKNOWN, KS_KEYWORD_RANGE }; /* unknown: where the keys are
-    depends on the arguments (SORT's BY/GET/STORE); keyword range: see searchKeyword */
-
-typedef struct keyspec {
-    const char *cmd, *flags;
-    int begin, kind, a, b, c; /* range: lastkey, keystep, limit; keynum: keynumidx, firstkey, keystep */
-} keyspec;
-
-/* KS_KEYWORD_RANGE: a range found after a keyword searched for from index `begin`
- * (XREAD's STREAMS): the command's keyword. */
-static const struct {
-    const char *cmd, *keyword;
-} keyword_search[] = {{"xread", "STREAMS"},        {"xreadgroup", "STREAMS"},
-                      {"georadius", "STORE"},      {"georadius", "STOREDIST"},
-                      {"georadiusbymember", "STORE"}, {"georadiusbymember", "STOREDIST"}};
+/* ---- key specs ------------------------------------------------------------ */
 
 /* The keyword of the nth (from 0) keyword spec of cmd (GEORADIUS has two: STORE, STOREDIST). */
 static const char *searchKeyword(const char *cmd, int nth) {
     for (size_t i = 0; i < sizeof(keyword_search) / sizeof(keyword_search[0]); i++)
-        if (!strcmp(keyword_search[i].cmd, cmd) && nth-- == 0) return keyword_search[i].keyword;
+        if (keyword_search[i].cmd && !strcmp(keyword_search[i].cmd, cmd) && nth-- == 0)
+            return keyword_search[i].keyword;
     return NULL;
 }
 
-static const keyspec keyspecs[] = {
-    {"append", "RW insert", 1, KS_RANGE, 0, 1, 0},
-    {"bitcount", "RO access", 1, KS_RANGE, 0, 1, 0},
-    {"bitfield", "RW access update variable_flags", 1, KS_RANGE, 0, 1, 0},
-    {"bitfield_ro", "RO access", 1, KS_RANGE, 0, 1, 0},
-    {"bitop", "OW update", 2, KS_RANGE, 0, 1, 0},
-    {"bitop", "RO access", 3, KS_RANGE, -1, 1, 0},
-    {"bitpos", "RO access", 1, KS_RANGE, 0, 1, 0},
-    {"blmove", "RW access delete", 1, KS_RANGE, 0, 1, 0},
-    {"blmove", "RW insert", 2, KS_RANGE, 0, 1, 0},
-    {"blmpop", "RW access delete", 2, KS_KEYNUM, 0, 1, 1},
-    {"blpop", "RW access delete", 1, KS_RANGE, -2, 1, 0},
-    {"brpop", "RW access delete", 1, KS_RANGE, -2, 1, 0},
-    {"brpoplpush", "RW access delete", 1, KS_RANGE, 0, 1, 0},
-    {"brpoplpush", "RW insert", 2, KS_RANGE, 0, 1, 0},
-    {"bzmpop", "RW access delete", 2, KS_KEYNUM, 0, 1, 1},
-    {"bzpopmax", "RW access delete", 1, KS_RANGE, -2, 1, 0},
-    {"bzpopmin", "RW access delete", 1, KS_RANGE, -2, 1, 0},
-    {"copy", "RO access", 1, KS_RANGE, 0, 1, 0},
-    {"copy", "OW update", 2, KS_RANGE, 0, 1, 0},
-    {"decr", "RW access update", 1, KS_RANGE, 0, 1, 0},
-    {"decrby", "RW access update", 1, KS_RANGE, 0, 1, 0},
-    {"del", "RM delete", 1, KS_RANGE, -1, 1, 0},
-    {"dump", "RO access", 1, KS_RANGE, 0, 1, 0},
-    {"eval", "RW access update", 2, KS_KEYNUM, 0, 1, 1},
-    {"eval_ro", "RO access", 2, KS_KEYNUM, 0, 1, 1},
-    {"evalsha", "RW access update", 2, KS_KEYNUM, 0, 1, 1},
-    {"evalsha_ro", "RO access", 2, KS_KEYNUM, 0, 1, 1},
-    {"exists", "RO", 1, KS_RANGE, -1, 1, 0},
-    {"expire", "RW update", 1, KS_RANGE, 0, 1, 0},
-    {"expireat", "RW update", 1, KS_RANGE, 0, 1, 0},
-    {"expiretime", "RO access", 1, KS_RANGE, 0, 1, 0},
-    {"fcall", "RW access update", 2, KS_KEYNUM, 0, 1, 1},
-    {"fcall_ro", "RO access", 2, KS_KEYNUM, 0, 1, 1},
-    {"get", "RO access", 1, KS_RANGE, 0, 1, 0},
-    {"geoadd", "RW update", 1, KS_RANGE, 0, 1, 0},
-    {"geodist", "RO access", 1, KS_RANGE, 0, 1, 0},
-    {"geohash", "RO access", 1, KS_RANGE, 0, 1, 0},
-    {"geopos", "RO access", 1, KS_RANGE, 0, 1, 0},
-    {"georadius", "RO access", 1, KS_RANGE, 0, 1, 0},
-    {"georadius", "OW update", 6, KS_KEYWORD_RANGE, 0, 1, 0},
-    {"georadius", "OW update", 6, KS_KEYWORD_RANGE, 0, 1, 0},
-    {"georadius_ro", "RO access", 1, KS_RANGE, 0, 1, 0},
-    {"georadiusbymember", "RO access", 1, KS_RANGE, 0, 1, 0},
-    {"georadiusbymember", "OW update", 5, KS_KEYWORD_RANGE, 0, 1, 0},
-    {"georadiusbymember", "OW update", 5, KS_KEYWORD_RANGE, 0, 1, 0},
-    {"georadiusbymember_ro", "RO access", 1, KS_RANGE, 0, 1, 0},
-    {"geosearch", "RO access", 1, KS_RANGE, 0, 1, 0},
-    {"geosearchstore", "OW update", 1, KS_RANGE, 0, 1, 0},
-    {"geosearchstore", "RO access", 2, KS_RANGE, 0, 1, 0},
-    {"getbit", "RO access", 1, KS_RANGE, 0, 1, 0},
-    {"getdel", "RW access delete", 1, KS_RANGE, 0, 1, 0},
-    {"getex", "RW access update", 1, KS_RANGE, 0, 1, 0},
-    {"getrange", "RO access", 1, KS_RANGE, 0, 1, 0},
-    {"getset", "RW access update", 1, KS_RANGE, 0, 1, 0},
-    {"hdel", "RW delete", 1, KS_RANGE, 0, 1, 0},
-    {"hexists", "RO", 1, KS_RANGE, 0, 1, 0},
-    {"hget", "RO access", 1, KS_RANGE, 0, 1, 0},
-    {"hgetall", "RO access", 1, KS_RANGE, 0, 1, 0},
-    {"hincrby", "RW access update", 1, KS_RANGE, 0, 1, 0},
-    {"hincrbyfloat", "RW access update", 1, KS_RANGE, 0, 1, 0},
-    {"hkeys", "RO access", 1, KS_RANGE, 0, 1, 0},
-    {"hlen", "RO", 1, KS_RANGE, 0, 1, 0},
-    {"hmget", "RO access", 1, KS_RANGE, 0, 1, 0},
-    {"hmset", "RW update", 1, KS_RANGE, 0, 1, 0},
-    {"hrandfield", "RO access", 1, KS_RANGE, 0, 1, 0},
-    {"hscan", "RO access", 1, KS_RANGE, 0, 1, 0},
-    {"hset", "RW update", 1, KS_RANGE, 0, 1, 0},
-    {"hsetnx", "RW insert", 1, KS_RANGE, 0, 1, 0},
-    {"hstrlen", "RO", 1, KS_RANGE, 0, 1, 0},
-    {"hvals", "RO access", 1, KS_RANGE, 0, 1, 0},
-    {"incr", "RW access update", 1, KS_RANGE, 0, 1, 0},
-    {"incrby", "RW access update", 1, KS_RANGE, 0, 1, 0},
-    {"incrbyfloat", "RW access update", 1, KS_RANGE, 0, 1, 0},
-    {"lcs", "RO access", 1, KS_RANGE, 1, 1, 0},
-    {"lindex", "RO access", 1, KS_RANGE, 0, 1, 0},
-    {"linsert", "RW insert", 1, KS_RANGE, 0, 1, 0},
-    {"llen", "RO", 1, KS_RANGE, 0, 1, 0},
-    {"lmove", "RW access delete", 1, KS_RANGE, 0, 1, 0},
-    {"lmove", "RW insert", 2, KS_RANGE, 0, 1, 0},
-    {"lmpop", "RW access delete", 1, KS_KEYNUM, 0, 1, 1},
-    {"lpop", "RW access delete", 1, KS_RANGE, 0, 1, 0},
-    {"lpos", "RO access", 1, KS_RANGE, 0, 1, 0},
-    {"lpush", "RW insert", 1, KS_RANGE, 0, 1, 0},
-    {"lpushx", "RW insert", 1, KS_RANGE, 0, 1, 0},
-    {"lrange", "RO access", 1, KS_RANGE, 0, 1, 0},
-    {"lrem", "RW delete", 1, KS_RANGE, 0, 1, 0},
-    {"lset", "RW update", 1, KS_RANGE, 0, 1, 0},
-    {"ltrim", "RW delete", 1, KS_RANGE, 0, 1, 0},
-    {"memory|usage", "RO", 2, KS_RANGE, 0, 1, 0},
-    {"mget", "RO access", 1, KS_RANGE, -1, 1, 0},
-    {"move", "RW access update", 1, KS_RANGE, 0, 1, 0},
-    {"mset", "OW update", 1, KS_RANGE, -1, 2, 0},
-    {"msetnx", "OW insert", 1, KS_RANGE, -1, 2, 0},
-    {"object|encoding", "RO", 2, KS_RANGE, 0, 1, 0},
-    {"object|freq", "RO", 2, KS_RANGE, 0, 1, 0},
-    {"object|refcount", "RO", 2, KS_RANGE, 0, 1, 0},
-    {"object|idletime", "RO", 2, KS_RANGE, 0, 1, 0},
-    {"persist", "RW update", 1, KS_RANGE, 0, 1, 0},
-    {"pfadd", "RW insert", 1, KS_RANGE, 0, 1, 0},
-    {"pfcount", "RW access", 1, KS_RANGE, -1, 1, 0},
-    {"pfdebug", "RW access", 2, KS_RANGE, 0, 1, 0},
-    {"pfmerge", "RW access insert", 1, KS_RANGE, 0, 1, 0},
-    {"pfmerge", "RO access", 2, KS_RANGE, -1, 1, 0},
-    {"pexpire", "RW update", 1, KS_RANGE, 0, 1, 0},
-    {"pexpireat", "RW update", 1, KS_RANGE, 0, 1, 0},
-    {"pexpiretime", "RO access", 1, KS_RANGE, 0, 1, 0},
-    {"psetex", "OW update", 1, KS_RANGE, 0, 1, 0},
-    {"pttl", "RO access", 1, KS_RANGE, 0, 1, 0},
-    {"rename", "RW access delete", 1, KS_RANGE, 0, 1, 0},
-    {"rename", "OW update", 2, KS_RANGE, 0, 1, 0},
-    {"renamenx", "RW access delete", 1, KS_RANGE, 0, 1, 0},
-    {"renamenx", "OW insert", 2, KS_RANGE, 0, 1, 0},
-    {"restore", "OW update", 1, KS_RANGE, 0, 1, 0},
-    {"rpop", "RW access delete", 1, KS_RANGE, 0, 1, 0},
-    {"rpoplpush", "RW access delete", 1, KS_RANGE, 0, 1, 0},
-    {"rpoplpush", "RW insert", 2, KS_RANGE, 0, 1, 0},
-    {"rpush", "RW insert", 1, KS_RANGE, 0, 1, 0},
-    {"rpushx", "RW insert", 1, KS_RANGE, 0, 1, 0},
-    {"sadd", "RW insert", 1, KS_RANGE, 0, 1, 0},
-    {"scard", "RO", 1, KS_RANGE, 0, 1, 0},
-    {"sdiff", "RO access", 1, KS_RANGE, -1, 1, 0},
-    {"sdiffstore", "OW update", 1, KS_RANGE, 0, 1, 0},
-    {"sdiffstore", "RO access", 2, KS_RANGE, -1, 1, 0},
-    {"set", "RW access update variable_flags", 1, KS_RANGE, 0, 1, 0},
-    {"setbit", "RW access update", 1, KS_RANGE, 0, 1, 0},
-    {"setex", "OW update", 1, KS_RANGE, 0, 1, 0},
-    {"setnx", "OW insert", 1, KS_RANGE, 0, 1, 0},
-    {"setrange", "RW update", 1, KS_RANGE, 0, 1, 0},
-    {"sinter", "RO access", 1, KS_RANGE, -1, 1, 0},
-    {"sintercard", "RO access", 1, KS_KEYNUM, 0, 1, 1},
-    {"sinterstore", "RW update", 1, KS_RANGE, 0, 1, 0},
-    {"sinterstore", "RO access", 2, KS_RANGE, -1, 1, 0},
-    {"sismember", "RO", 1, KS_RANGE, 0, 1, 0},
-    {"smembers", "RO access", 1, KS_RANGE, 0, 1, 0},
-    {"smismember", "RO access", 1, KS_RANGE, 0, 1, 0},
-    {"smove", "RW access delete", 1, KS_RANGE, 0, 1, 0},
-    {"smove", "RW insert", 2, KS_RANGE, 0, 1, 0},
-    {"sort", "RO access", 1, KS_RANGE, 0, 1, 0},
-    {"sort", "RO access", 0, KS_UNKNOWN, 0, 0, 0},
-    {"sort", "OW update", 0, KS_UNKNOWN, 0, 0, 0},
-    {"sort_ro", "RO access", 1, KS_RANGE, 0, 1, 0},
-    {"sort_ro", "RO access", 0, KS_UNKNOWN, 0, 0, 0},
-    {"spop", "RW access delete", 1, KS_RANGE, 0, 1, 0},
-    {"srandmember", "RO access", 1, KS_RANGE, 0, 1, 0},
-    {"srem", "RW delete", 1, KS_RANGE, 0, 1, 0},
-    {"sscan", "RO access", 1, KS_RANGE, 0, 1, 0},
-    {"strlen", "RO", 1, KS_RANGE, 0, 1, 0},
-    {"substr", "RO access", 1, KS_RANGE, 0, 1, 0},
-    {"sunion", "RO access", 1, KS_RANGE, -1, 1, 0},
-    {"sunionstore", "OW update", 1, KS_RANGE, 0, 1, 0},
-    {"sunionstore", "RO access", 2, KS_RANGE, -1, 1, 0},
-    {"touch", "RO", 1, KS_RANGE, -1, 1, 0},
-    {"ttl", "RO access", 1, KS_RANGE, 0, 1, 0},
-    {"type", "RO", 1, KS_RANGE, 0, 1, 0},
-    {"unlink", "RM delete", 1, KS_RANGE, -1, 1, 0},
-    {"watch", "RO", 1, KS_RANGE, -1, 1, 0},
-    {"zadd", "RW update", 1, KS_RANGE, 0, 1, 0},
-    {"zcard", "RO", 1, KS_RANGE, 0, 1, 0},
-    {"zcount", "RO access", 1, KS_RANGE, 0, 1, 0},
-    {"zdiff", "RO access", 1, KS_KEYNUM, 0, 1, 1},
-    {"zdiffstore", "OW update", 1, KS_RANGE, 0, 1, 0},
-    {"zdiffstore", "RO access", 2, KS_KEYNUM, 0, 1, 1},
-    {"zincrby", "RW access update", 1, KS_RANGE, 0, 1, 0},
-    {"zinter", "RO access", 1, KS_KEYNUM, 0, 1, 1},
-    {"zintercard", "RO access", 1, KS_KEYNUM, 0, 1, 1},
-    {"zinterstore", "OW update", 1, KS_RANGE, 0, 1, 0},
-    {"zinterstore", "RO access", 2, KS_KEYNUM, 0, 1, 1},
-    {"zlexcount", "RO access", 1, KS_RANGE, 0, 1, 0},
-    {"zmpop", "RW access delete", 1, KS_KEYNUM, 0, 1, 1},
-    {"zmscore", "RO access", 1, KS_RANGE, 0, 1, 0},
-    {"zpopmax", "RW access delete", 1, KS_RANGE, 0, 1, 0},
-    {"zpopmin", "RW access delete", 1, KS_RANGE, 0, 1, 0},
-    {"zrandmember", "RO access", 1, KS_RANGE, 0, 1, 0},
-    {"zrange", "RO access", 1, KS_RANGE, 0, 1, 0},
-    {"zrangebylex", "RO access", 1, KS_RANGE, 0, 1, 0},
-    {"zrangebyscore", "RO access", 1, KS_RANGE, 0, 1, 0},
-    {"zrangestore", "OW update", 1, KS_RANGE, 0, 1, 0},
-    {"zrangestore", "RO access", 2, KS_RANGE, 0, 1, 0},
-    {"zrank", "RO access", 1, KS_RANGE, 0, 1, 0},
-    {"zrem", "RW delete", 1, KS_RANGE, 0, 1, 0},
-    {"zremrangebylex", "RW delete", 1, KS_RANGE, 0, 1, 0},
-    {"zremrangebyrank", "RW delete", 1, KS_RANGE, 0, 1, 0},
-    {"zremrangebyscore", "RW delete", 1, KS_RANGE, 0, 1, 0},
-    {"zrevrange", "RO access", 1, KS_RANGE, 0, 1, 0},
-    {"zrevrangebylex", "RO access", 1, KS_RANGE, 0, 1, 0},
-    {"zrevrangebyscore", "RO access", 1, KS_RANGE, 0, 1, 0},
-    {"zrevrank", "RO access", 1, KS_RANGE, 0, 1, 0},
-    {"zscan", "RO access", 1, KS_RANGE, 0, 1, 0},
-    {"zscore", "RO access", 1, KS_RANGE, 0, 1, 0},
-    {"zunion", "RO access", 1, KS_KEYNUM, 0, 1, 1},
-    {"zunionstore", "OW update", 1, KS_RANGE, 0, 1, 0},
-    {"zunionstore", "RO access", 2, KS_KEYNUM, 0, 1, 1},
-    {"xack", "RW update", 1, KS_RANGE, 0, 1, 0},
-    {"xadd", "RW update", 1, KS_RANGE, 0, 1, 0},
-    {"xautoclaim", "RW delete", 1, KS_RANGE, 0, 1, 0},
-    {"xclaim", "RW update", 1, KS_RANGE, 0, 1, 0},
-    {"xdel", "RW delete", 1, KS_RANGE, 0, 1, 0},
-    {"xgroup|create", "RW insert", 2, KS_RANGE, 0, 1, 0},
-    {"xgroup|createconsumer", "RW insert", 2, KS_RANGE, 0, 1, 0},
-    {"xgroup|delconsumer", "RW delete", 2, KS_RANGE, 0, 1, 0},
-    {"xgroup|destroy", "RW delete", 2, KS_RANGE, 0, 1, 0},
-    {"xgroup|setid", "RW update", 2, KS_RANGE, 0, 1, 0},
-    {"xinfo|consumers", "RO access", 2, KS_RANGE, 0, 1, 0},
-    {"xinfo|groups", "RO access", 2, KS_RANGE, 0, 1, 0},
-    {"xinfo|stream", "RO access", 2, KS_RANGE, 0, 1, 0},
-    {"xlen", "RO", 1, KS_RANGE, 0, 1, 0},
-    {"xpending", "RO access", 1, KS_RANGE, 0, 1, 0},
-    {"xrange", "RO access", 1, KS_RANGE, 0, 1, 0},
-    {"xread", "RO access", 1, KS_KEYWORD_RANGE, -1, 1, 2},
-    {"xreadgroup", "RO access", 4, KS_KEYWORD_RANGE, -1, 1, 2},
-    {"xrevrange", "RO access", 1, KS_RANGE, 0, 1, 0},
-    {"xsetid", "RW update", 1, KS_RANGE, 0, 1, 0},
-    {"xtrim", "RW delete", 1, KS_RANGE, 0, 1, 0},
-    {"spublish", "not_key", 1, KS_RANGE, 0, 1, 0},
-    {"ssubscribe", "not_key", 1, KS_RANGE, -1, 1, 0},
-    {"sunsubscribe", "not_key", 1, KS_RANGE, -1, 1, 0},
-    {"replay.add", "RW insert", 1, KS_RANGE, 0, 1, 0},
-    {"replay.columns", "RO", 1, KS_RANGE, 0, 1, 0},
-    {"replay.create", "RW insert", 1, KS_RANGE, 0, 1, 0},
-    {"replay.drop", "RM delete", 1, KS_RANGE, 0, 1, 0},
-    {"replay.info", "RO", 1, KS_RANGE, 0, 1, 0},
-    {"replay.item", "RW insert", 1, KS_RANGE, 0, 1, 0},
-    {"replay.sample", "RW access update", 1, KS_RANGE, 0, 1, 0},
-    {"replay.append", "RW insert", 1, KS_RANGE, 0, 1, 0},
-    {"replay.stream", "RW update", 1, KS_RANGE, 0, 1, 0},
-    {"replay.update", "RW update", 1, KS_RANGE, 0, 1, 0},
-};
 #define NKEYSPECS (sizeof(keyspecs) / sizeof(keyspecs[0]))
 
 /* The first of the specs of `name` ("get", "memory|usage") and their count. */
@@ -1869,6 +1289,45 @@ static void commandGetKeys(client *c, int with_flags) {
 }
 
 /* COMMAND [COUNT | INFO [name ...] | LIST [FILTERBY PATTERN p] | DOCS [name ...] | GETKEYS ... | HELP] */
+/* COMMAND DOCS' map of a command or a subcommand, from commands.json: summary,
+ * since, group, complexity when given, the module for inreplay's own (group
+ * "module", as a module's commands are in Redis) and, for a container (parent
+ * set), its subcommands' docs under their full names. */
+static void addReplyDoc(client *c, const cmddoc *d, const ir_command *parent) {
+    int module = !strcmp(d->group, "module"), subs = 0;
+    for (size_t k = 0; parent && k < NSUBCOMMANDS; k++) subs += subcommands[k].container == parent->proc;
+    addReplyMapLen(c, 3 + (d->complexity[0] != 0) + module + (subs > 0));
+    addReplyBulkCString(c, "summary");
+    addReplyBulkCString(c, d->summary);
+    addReplyBulkCString(c, "since");
+    addReplyBulkCString(c, d->since);
+    addReplyBulkCString(c, "group");
+    addReplyBulkCString(c, d->group);
+    if (d->complexity[0]) {
+        addReplyBulkCString(c, "complexity");
+        addReplyBulkCString(c, d->complexity);
+    }
+    if (module) {
+        addReplyBulkCString(c, "module");
+        addReplyBulkCString(c, "inreplay");
+    }
+    if (!subs) return;
+    addReplyBulkCString(c, "subcommands");
+    addReplyMapLen(c, subs);
+    char full[64];
+    for (size_t k = 0; k < NSUBCOMMANDS; k++) {
+        if (subcommands[k].container != parent->proc) continue;
+        snprintf(full, sizeof(full), "%s|%s", subcommands[k].cname, subcommands[k].name);
+        addReplyBulkCString(c, full);
+        addReplyDoc(c, &subcommand_docs[k], NULL);
+    }
+}
+
+static void addReplyCommandDocs(client *c, const ir_command *cmd, const subcmd *sc) {
+    if (sc) addReplyDoc(c, &subcommand_docs[sc - subcommands], NULL);
+    else addReplyDoc(c, &command_docs[cmd - commands], cmd);
+}
+
 void commandCommand(client *c) {
     if (c->argc == 1) {
         addReplyArrayLen(c, (long)NCOMMANDS);
@@ -1878,27 +1337,28 @@ void commandCommand(client *c) {
     } else if (argEq(c, 1, "list")) {
         /* [FILTERBY MODULE m | ACLCAT c | PATTERN p], as Redis: anything else,
          * or a FILTERBY without its two words, is a syntax error; the last
-         * filter given wins */
+         * filter given wins. inreplay's own commands are module "inreplay"'s
+         * (their group is "module", as COMMAND DOCS says). */
         const ir_arg *pat = NULL;
-        int none = 0;
+        int cat = -1, module = -1; /* -1: no such filter; cat -2: an unknown category */
         for (int i = 2; i < c->argc; i += 3) {
             if (!argEq(c, i, "filterby") || c->argc - 1 - i != 2) {
                 addReplyStr(c, shared.syntaxerr);
                 return;
             }
-            pat = NULL, none = 0;
+            pat = NULL, cat = -1, module = -1;
+            const ir_arg *v = &c->argv[i + 2];
             if (argEq(c, i + 1, "pattern")) {
-                pat = &c->argv[i + 2];
-            } else if (argEq(c, i + 1, "module") || argEq(c, i + 1, "aclcat")) {
-                none = 1; /* no modules, no ACL categories */
+                pat = v;
+            } else if (argEq(c, i + 1, "aclcat")) {
+                cat = aclCategoryIndex(v->ptr, v->len);
+                if (cat < 0) cat = -2;
+            } else if (argEq(c, i + 1, "module")) {
+                module = v->len == 8 && !strncasecmp(v->ptr, "inreplay", 8);
             } else {
                 addReplyStr(c, shared.syntaxerr);
                 return;
             }
-        }
-        if (none) {
-            addReplyArrayLen(c, 0);
-            return;
         }
         char full[64];
         long n = 0;
@@ -1906,12 +1366,16 @@ void commandCommand(client *c) {
             if (pass) addReplyArrayLen(c, n);
             for (size_t i = 0; i < NCOMMANDS; i++) {
                 const char *name = commands[i].name;
-                if (!pat || stringmatchlen(pat->ptr, pat->len, name, strlen(name), 1)) {
+                int mod = !strcmp(command_docs[i].group, "module");
+                if (module == 0 || (module == 1 && !mod)) continue; /* another module's: none */
+                int keep = cat == -1 || (cat >= 0 && (commands[i].cats >> cat & 1));
+                if (keep && (!pat || stringmatchlen(pat->ptr, pat->len, name, strlen(name), 1))) {
                     if (pass) addReplyBulkCString(c, name);
                     else n++;
                 }
                 for (size_t k = 0; k < NSUBCOMMANDS; k++) {
                     if (subcommands[k].container != commands[i].proc) continue;
+                    if (cat == -2 || (cat >= 0 && !(sub_cats[k] >> cat & 1))) continue;
                     snprintf(full, sizeof(full), "%s|%s", subcommands[k].cname, subcommands[k].name);
                     if (pat && !stringmatchlen(pat->ptr, pat->len, full, strlen(full), 1)) continue;
                     if (pass) addReplyBulkCString(c, full);
@@ -1934,8 +1398,7 @@ void commandCommand(client *c) {
             else addReplyNullArray(c);
         }
     } else if (argEq(c, 1, "docs")) {
-        /* Redis's docs (summary, since, group, arguments) are not kept here:
-         * each known command maps to an empty doc, unknown ones are left out. */
+        /* as Redis 7.0: every command, or the known ones of those named */
         long n = 0;
         if (c->argc == 2) n = (long)NCOMMANDS;
         for (int i = 2; i < c->argc; i++) {
@@ -1945,7 +1408,7 @@ void commandCommand(client *c) {
         addReplyMapLen(c, n);
         for (size_t i = 0; c->argc == 2 && i < NCOMMANDS; i++) {
             addReplyBulkCString(c, commands[i].name);
-            addReplyMapLen(c, 0);
+            addReplyCommandDocs(c, &commands[i], NULL);
         }
         for (int i = 2; i < c->argc; i++) {
             const subcmd *sc;
@@ -1955,7 +1418,7 @@ void commandCommand(client *c) {
             if (sc) snprintf(full, sizeof(full), "%s|%s", sc->cname, sc->name);
             else snprintf(full, sizeof(full), "%s", cmd->name);
             addReplyBulkCString(c, full);
-            addReplyMapLen(c, 0);
+            addReplyCommandDocs(c, cmd, sc);
         }
     } else if (argEq(c, 1, "getkeys") && c->argc >= 4) {
         commandGetKeys(c, 0);
