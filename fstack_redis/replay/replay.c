@@ -571,8 +571,6 @@ uint64_t tablesBytes(const ir_tables *ts) {
  * nodes of 8 B. */
 #define SLOT_OVERHEAD 40
 
-uint64_t tableSlotBytes(void) { return SLOT_OVERHEAD; }
-
 uint64_t tableSlotBytesFor(const ir_table_opts *o) {
     int sampler = o->sampler ? o->sampler : IR_SEL_PRIORITIZED;
     int remover = o->remover ? o->remover : IR_SEL_FIFO;

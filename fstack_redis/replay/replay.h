@@ -262,8 +262,7 @@ int tableScratch(ir_table *t, size_t n);
 int tablesAddScratch(ir_tables *ts, size_t n);
 uint64_t tablesBytes(const ir_tables *ts);   /* live item bytes */
 uint64_t tablesMemory(const ir_tables *ts);  /* items + per-slot metadata and trees */
-uint64_t tableSlotBytes(void);               /* memory per slot, metadata and trees */
-uint64_t tableSlotBytesFor(const ir_table_opts *o); /* the same with o's selectors */
+uint64_t tableSlotBytesFor(const ir_table_opts *o); /* memory per slot with o's selectors */
 
 /* ---- snapshots (snapshot.c) ------------------------------------------------
  * Saving reads a table through tableGetState and tableItem; restoring creates
