@@ -65,12 +65,18 @@ typedef struct cmddoc {
  * inreplay's own: one key at 1 (a table, or REPLAY.STREAM's and REPLAY.APPEND's
  * trajectory stream, so that ACL key patterns confine a user to its
  * experiment's names). */
-enum { KS_RANGE, KS_KEYNUM, KS_UNKNOWN, KS_KEYWORD_RANGE }; /* unknown: where the keys are
+enum {
+    KS_RANGE,
+    KS_KEYNUM,
+    KS_UNKNOWN,
+    KS_KEYWORD_RANGE
+}; /* unknown: where the keys are
     depends on the arguments (SORT's BY/GET/STORE); keyword range: see searchKeyword */
 
 typedef struct keyspec {
     const char *cmd, *flags;
-    int begin, kind, a, b, c; /* range: lastkey, keystep, limit; keynum: keynumidx, firstkey, keystep */
+    int begin, kind, a, b,
+        c; /* range: lastkey, keystep, limit; keynum: keynumidx, firstkey, keystep */
 } keyspec;
 
 /* KS_KEYWORD_RANGE: a range found after a keyword searched for from index `begin`
@@ -101,10 +107,16 @@ static const struct {
     const char *word;
     int bit;
 } flag_bits[] = {
-    {"write", CMD_WRITE}, {"readonly", CMD_READONLY}, {"fast", CMD_FAST},
-    {"no_auth", CMD_NOAUTH}, {"admin", CMD_ADMIN}, {"denyoom", CMD_DENYOOM},
-    {"no_multi", CMD_NO_MULTI}, {"skip_monitor", CMD_SKIP_MONITOR},
-    {"skip_slowlog", CMD_SKIP_SLOWLOG}, {"allow_busy", CMD_ALLOW_BUSY},
+    {"write", CMD_WRITE},
+    {"readonly", CMD_READONLY},
+    {"fast", CMD_FAST},
+    {"no_auth", CMD_NOAUTH},
+    {"admin", CMD_ADMIN},
+    {"denyoom", CMD_DENYOOM},
+    {"no_multi", CMD_NO_MULTI},
+    {"skip_monitor", CMD_SKIP_MONITOR},
+    {"skip_slowlog", CMD_SKIP_SLOWLOG},
+    {"allow_busy", CMD_ALLOW_BUSY},
 };
 
 static int parseFlagWords(const char *words) {
@@ -126,8 +138,10 @@ static void buildIndex(void) {
     for (size_t i = 0; i < NCOMMANDS; i++) {
         commands[i].flags = parseFlagWords(commands[i].sflags);
         uint64_t explicit = aclCategoryWords(commands[i].acl);
-        commands[i].cats = explicit | aclCategoriesOfFlags(commands[i].sflags,
-                                                           !!(explicit & (1ull << aclCategoryIndex("scripting", 9))));
+        commands[i].cats =
+            explicit |
+            aclCategoriesOfFlags(commands[i].sflags,
+                                 !!(explicit & (1ull << aclCategoryIndex("scripting", 9))));
         commands[i].id = (int)i;
         uint32_t h = nameHash(commands[i].name, strlen(commands[i].name)) % CMD_INDEX_SIZE;
         while (cmd_index[h]) h = (h + 1) % CMD_INDEX_SIZE;
@@ -139,7 +153,6 @@ static void buildIndex(void) {
 static void ensureIndex(void) {
     if (!cmd_index[nameHash("ping", 4) % CMD_INDEX_SIZE] && NCOMMANDS) buildIndex();
 }
-
 
 ir_command *lookupCommand(const char *name, size_t len) {
     ensureIndex();
@@ -197,7 +210,6 @@ void selectCommand(client *c) {
     c->db = id;
     addReplyStr(c, shared.ok);
 }
-
 
 /* AUTH [username] password */
 void authCommand(client *c) {
@@ -346,10 +358,12 @@ static void buildSubIndex(void) {
     uint64_t scripting = 1ull << aclCategoryIndex("scripting", 9);
     for (size_t k = 0; k < NSUBCOMMANDS; k++) {
         uint64_t explicit = aclCategoryWords(subcommands[k].acl);
-        sub_cats[k] = explicit | aclCategoriesOfFlags(subcommands[k].sflags, !!(explicit & scripting));
+        sub_cats[k] =
+            explicit | aclCategoriesOfFlags(subcommands[k].sflags, !!(explicit & scripting));
         sub_parent[k] = -1;
         for (size_t i = 0; i < NCOMMANDS; i++)
-            if (commands[i].proc == subcommands[k].container && !strcmp(commands[i].name, subcommands[k].cname))
+            if (commands[i].proc == subcommands[k].container &&
+                !strcmp(commands[i].name, subcommands[k].cname))
                 sub_parent[k] = (int)i;
     }
     buildSpecIndex();
@@ -381,8 +395,8 @@ static size_t nerrstats;
 static int isContainer(const ir_command *cmd) {
     return cmd->proc == clientCommand || cmd->proc == commandCommand ||
            cmd->proc == configCommand || cmd->proc == pubsubCommand || cmd->proc == memoryCommand ||
-           cmd->proc == objectCommand || cmd->proc == clusterCommand || cmd->proc == scriptCommand ||
-           cmd->proc == xgroupCommand || cmd->proc == xinfoCommand ||
+           cmd->proc == objectCommand || cmd->proc == clusterCommand ||
+           cmd->proc == scriptCommand || cmd->proc == xgroupCommand || cmd->proc == xinfoCommand ||
            cmd->proc == slowlogCommand || cmd->proc == latencyCommand ||
            cmd->proc == functionCommand || cmd->proc == aclCommand;
 }
@@ -473,7 +487,7 @@ static uint64_t hdrLevelTop(int m) {
 
 static void latencyRecord(cmdstat *st, uint64_t usec) {
     uint64_t ns = usec < 1 ? 1000 : usec > 1000000 ? 1000000000ull : usec * 1000;
-    int m = 64 - __builtin_clzll(ns - 1); /* the smallest m with 2^m >= ns */
+    int m = 64 - __builtin_clzll(ns - 1);        /* the smallest m with 2^m >= ns */
     if (m > 10 && ns <= hdrLevelTop(m - 1)) m--; /* within 2^(m-1)'s equivalent range */
     if (m < 10) m = 10;
     if (m > 30) m = 30;
@@ -534,7 +548,8 @@ void latencyHistogramCommand(client *c) {
     for (int pass = 0; pass < 2; pass++) {
         if (pass) addReplyMapLen(c, n);
         if (c->argc == 2) {
-            for (size_t i = 0; i < NCOMMANDS; i++) n += latencyCDFOf(c, &commands[i], NULL, pass) * !pass;
+            for (size_t i = 0; i < NCOMMANDS; i++)
+                n += latencyCDFOf(c, &commands[i], NULL, pass) * !pass;
             continue;
         }
         for (int j = 2; j < c->argc; j++) {
@@ -594,8 +609,7 @@ static void clientInfoLine(client *c, const client *o, char *buf, size_t len) {
     if (o->lastcmd)
         snprintf(cmd, sizeof(cmd), "%s%s%s", o->lastcmd->name, o->lastsub ? "|" : "",
                  o->lastsub ? o->lastsub : "");
-    else
-        snprintf(cmd, sizeof(cmd), "NULL");
+    else snprintf(cmd, sizeof(cmd), "NULL");
     /* qbuf: the query buffer as read, the commands of this read being run
      * included (Redis trims it after them too) */
     snprintf(buf, len,
@@ -605,11 +619,12 @@ static void clientInfoLine(client *c, const client *o, char *buf, size_t len) {
              "redir=-1 resp=%d lib-name=%s lib-ver=%s\n",
              (unsigned long long)o->id, o->addr, o->laddr, o->clientname ? o->clientname : "",
              (unsigned long long)((s->now_ms - o->ctime_ms) / 1000),
-             (unsigned long long)((s->now_ms - o->last_ms) / 1000), flags, o->db, sub, psub, pubsubClientShards(o),
-             (o->flags & CLIENT_MULTI) ? multiQueueCount(o) : -1, o->qlen,
-             o->qcap - o->qlen, argvmem, multiQueueBytes(o), o->ocap, o->ocap, obl,
-             o->nsegs, o->pending_bytes - obl, (unsigned long long)clientMemory(o),
-             o->pending_bytes ? "w" : "", cmd, aclClientUserName(o), o->resp, o->lib_name, o->lib_ver);
+             (unsigned long long)((s->now_ms - o->last_ms) / 1000), flags, o->db, sub, psub,
+             pubsubClientShards(o), (o->flags & CLIENT_MULTI) ? multiQueueCount(o) : -1, o->qlen,
+             o->qcap - o->qlen, argvmem, multiQueueBytes(o), o->ocap, o->ocap, obl, o->nsegs,
+             o->pending_bytes - obl, (unsigned long long)clientMemory(o),
+             o->pending_bytes ? "w" : "", cmd, aclClientUserName(o), o->resp, o->lib_name,
+             o->lib_ver);
 }
 
 /* CLIENT LIST's and KILL's TYPE: normal, master, replica (slave), pubsub. */
@@ -692,7 +707,8 @@ static void clientKill(client *c) {
     ir_server *s = c->srv;
     if (c->argc == 3) { /* the old form */
         for (client *o = s->clients; o; o = o->next) {
-            if (strlen(o->addr) == c->argv[2].len && memcmp(o->addr, c->argv[2].ptr, c->argv[2].len) == 0) {
+            if (strlen(o->addr) == c->argv[2].len &&
+                memcmp(o->addr, c->argv[2].ptr, c->argv[2].len) == 0) {
                 addReplyStr(c, shared.ok);
                 if (o == c) c->flags |= CLIENT_CLOSE_AFTER_REPLY;
                 else freeClient(o);
@@ -751,8 +767,11 @@ static void clientKill(client *c) {
         if (id && o->id != (uint64_t)id) continue;
         if (type >= 0 && clientType(o) != type) continue;
         if (user && !aclClientIsUser(o, user->ptr, user->len)) continue;
-        if (addr && !(strlen(o->addr) == addr->len && memcmp(o->addr, addr->ptr, addr->len) == 0)) continue;
-        if (laddr && !(strlen(o->laddr) == laddr->len && memcmp(o->laddr, laddr->ptr, laddr->len) == 0)) continue;
+        if (addr && !(strlen(o->addr) == addr->len && memcmp(o->addr, addr->ptr, addr->len) == 0))
+            continue;
+        if (laddr &&
+            !(strlen(o->laddr) == laddr->len && memcmp(o->laddr, laddr->ptr, laddr->len) == 0))
+            continue;
         if (o == c && skipme) continue;
         killed++;
         if (o == c) self = 1;
@@ -830,31 +849,50 @@ void clientCommand(client *c) {
     } else if (argEq(c, 1, "help") && c->argc == 2) {
         static const char *help[] = {
             "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
-            "GETNAME", "    Return the name of the current connection.",
-            "ID", "    Return the ID of the current connection.",
-            "INFO", "    Return information about the current client connection.",
-            "KILL <ip:port>", "    Kill connection made from <ip:port>.",
+            "GETNAME",
+            "    Return the name of the current connection.",
+            "ID",
+            "    Return the ID of the current connection.",
+            "INFO",
+            "    Return information about the current client connection.",
+            "KILL <ip:port>",
+            "    Kill connection made from <ip:port>.",
             "KILL <option> <value> [<option> <value> [...]]",
             "    Kill connections. Options are:",
-            "    * ADDR (<ip:port>|<unixsocket>:0)", "      Kill connections made from the specified address",
-            "    * LADDR (<ip:port>|<unixsocket>:0)", "      Kill connections made to specified local address",
-            "    * TYPE (NORMAL|MASTER|REPLICA|PUBSUB)", "      Kill connections by type.",
-            "    * USER <username>", "      Kill connections authenticated by <username>.",
-            "    * SKIPME (YES|NO)", "      Skip killing current connection (default: yes).",
-            "    * ID <client-id>", "      Kill connections by client id.",
-            "LIST [options ...]", "    Return information about client connections. Options:",
-            "    * TYPE (NORMAL|MASTER|REPLICA|PUBSUB)", "      Return clients of specified type.",
-            "    * ID <client-id> [<client-id> ...]", "      Return clients of specified IDs only.",
-            "REPLY (ON|OFF|SKIP)", "    Control the replies sent to the current connection.",
-            "SETNAME <name>", "    Assign the name <name> to the current connection.",
-            "SETINFO <option> <value>", "    Set client meta attr (lib-name, lib-ver).",
+            "    * ADDR (<ip:port>|<unixsocket>:0)",
+            "      Kill connections made from the specified address",
+            "    * LADDR (<ip:port>|<unixsocket>:0)",
+            "      Kill connections made to specified local address",
+            "    * TYPE (NORMAL|MASTER|REPLICA|PUBSUB)",
+            "      Kill connections by type.",
+            "    * USER <username>",
+            "      Kill connections authenticated by <username>.",
+            "    * SKIPME (YES|NO)",
+            "      Skip killing current connection (default: yes).",
+            "    * ID <client-id>",
+            "      Kill connections by client id.",
+            "LIST [options ...]",
+            "    Return information about client connections. Options:",
+            "    * TYPE (NORMAL|MASTER|REPLICA|PUBSUB)",
+            "      Return clients of specified type.",
+            "    * ID <client-id> [<client-id> ...]",
+            "      Return clients of specified IDs only.",
+            "REPLY (ON|OFF|SKIP)",
+            "    Control the replies sent to the current connection.",
+            "SETNAME <name>",
+            "    Assign the name <name> to the current connection.",
+            "SETINFO <option> <value>",
+            "    Set client meta attr (lib-name, lib-ver).",
             "UNBLOCK <clientid> [TIMEOUT|ERROR]",
             "    Unblock the specified blocked client.",
-            "NO-EVICT (ON|OFF)", "    Protect current client connection from eviction.",
-            "HELP", "    Print this help.",
+            "NO-EVICT (ON|OFF)",
+            "    Protect current client connection from eviction.",
+            "HELP",
+            "    Print this help.",
         };
         addReplyHelpOf(c, help);
-    } else if (findSub(c->cmd ? c->cmd : lookupCommand("client", 6), c->argv[1].ptr, c->argv[1].len)) {
+    } else if (findSub(c->cmd ? c->cmd : lookupCommand("client", 6), c->argv[1].ptr,
+                       c->argv[1].len)) {
         addReplySubcommandArity(c, "client");
     } else {
         addReplyErrorFormat(c, "unknown subcommand '%.128s'. Try CLIENT HELP.", c->argv[1].ptr);
@@ -1101,7 +1139,9 @@ uint64_t commandIdCats(int id) {
 
 const char *commandIdName(int id, char *buf, size_t len) {
     if (id < (int)NCOMMANDS) snprintf(buf, len, "%s", commands[id].name);
-    else snprintf(buf, len, "%s|%s", subcommands[id - NCOMMANDS].cname, subcommands[id - NCOMMANDS].name);
+    else
+        snprintf(buf, len, "%s|%s", subcommands[id - NCOMMANDS].cname,
+                 subcommands[id - NCOMMANDS].name);
     return buf;
 }
 
@@ -1123,8 +1163,8 @@ int commandIdOfCall(const ir_command *cmd, const ir_arg *argv, int argc) {
     return cmd->id;
 }
 
-long commandKeysOf(const ir_command *cmd, const ir_arg *argv, int argc, int *pos, const char **flags,
-                   long max) {
+long commandKeysOf(const ir_command *cmd, const ir_arg *argv, int argc, int *pos,
+                   const char **flags, long max) {
     int id = commandIdOfCall(cmd, argv, argc);
     if (!id_nspec[id]) return 0;
     long n = keysBySpecs(id_specs[id], id_nspec[id], argv, argc, pos, flags, max);
@@ -1135,8 +1175,10 @@ long commandKeysOf(const ir_command *cmd, const ir_arg *argv, int argc, int *pos
         for (int j = 2; j < argc; j++) {
             if (argv[j].len == 5 && strncasecmp(argv[j].ptr, "limit", 5) == 0) j += 2;
             else if ((argv[j].len == 3 && strncasecmp(argv[j].ptr, "get", 3) == 0) ||
-                     (argv[j].len == 2 && strncasecmp(argv[j].ptr, "by", 2) == 0)) j++;
-            else if (argv[j].len == 5 && strncasecmp(argv[j].ptr, "store", 5) == 0 && j + 1 < argc && max > 1) {
+                     (argv[j].len == 2 && strncasecmp(argv[j].ptr, "by", 2) == 0))
+                j++;
+            else if (argv[j].len == 5 && strncasecmp(argv[j].ptr, "store", 5) == 0 &&
+                     j + 1 < argc && max > 1) {
                 pos[1] = j + 1;
                 flags[1] = "OW update";
                 n = 2;
@@ -1159,7 +1201,8 @@ long commandKeysOf(const ir_command *cmd, const ir_arg *argv, int argc, int *pos
     if (cmd->proc == setCommand && n == 1) {
         flags[0] = "OW update";
         for (int j = 3; j < argc; j++)
-            if (argv[j].len == 3 && strncasecmp(argv[j].ptr, "get", 3) == 0) flags[0] = "RW access update";
+            if (argv[j].len == 3 && strncasecmp(argv[j].ptr, "get", 3) == 0)
+                flags[0] = "RW access update";
     }
     return n;
 }
@@ -1205,8 +1248,10 @@ static void commandGetKeys(client *c, int with_flags) {
         for (int j = 2; j < argc; j++) {
             if (argv[j].len == 5 && strncasecmp(argv[j].ptr, "limit", 5) == 0) j += 2;
             else if ((argv[j].len == 3 && strncasecmp(argv[j].ptr, "get", 3) == 0) ||
-                     (argv[j].len == 2 && strncasecmp(argv[j].ptr, "by", 2) == 0)) j++;
-            else if (argv[j].len == 5 && strncasecmp(argv[j].ptr, "store", 5) == 0 && j + 1 < argc) {
+                     (argv[j].len == 2 && strncasecmp(argv[j].ptr, "by", 2) == 0))
+                j++;
+            else if (argv[j].len == 5 && strncasecmp(argv[j].ptr, "store", 5) == 0 &&
+                     j + 1 < argc) {
                 pos[1] = j + 1;
                 flags[1] = "OW update";
                 n = 2;
@@ -1295,7 +1340,8 @@ static void commandGetKeys(client *c, int with_flags) {
  * set), its subcommands' docs under their full names. */
 static void addReplyDoc(client *c, const cmddoc *d, const ir_command *parent) {
     int module = !strcmp(d->group, "module"), subs = 0;
-    for (size_t k = 0; parent && k < NSUBCOMMANDS; k++) subs += subcommands[k].container == parent->proc;
+    for (size_t k = 0; parent && k < NSUBCOMMANDS; k++)
+        subs += subcommands[k].container == parent->proc;
     addReplyMapLen(c, 3 + (d->complexity[0] != 0) + module + (subs > 0));
     addReplyBulkCString(c, "summary");
     addReplyBulkCString(c, d->summary);
@@ -1376,7 +1422,8 @@ void commandCommand(client *c) {
                 for (size_t k = 0; k < NSUBCOMMANDS; k++) {
                     if (subcommands[k].container != commands[i].proc) continue;
                     if (cat == -2 || (cat >= 0 && !(sub_cats[k] >> cat & 1))) continue;
-                    snprintf(full, sizeof(full), "%s|%s", subcommands[k].cname, subcommands[k].name);
+                    snprintf(full, sizeof(full), "%s|%s", subcommands[k].cname,
+                             subcommands[k].name);
                     if (pat && !stringmatchlen(pat->ptr, pat->len, full, strlen(full), 1)) continue;
                     if (pass) addReplyBulkCString(c, full);
                     else n++;
@@ -1427,9 +1474,12 @@ void commandCommand(client *c) {
     } else if (argEq(c, 1, "help") && c->argc == 2) {
         static const char *help[] = {
             "COMMAND <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
-            "(no subcommand)", "    Return details about all Redis commands.",
-            "COUNT", "    Return the total number of commands in this Redis server.",
-            "LIST", "    Return a list of all commands in this Redis server.",
+            "(no subcommand)",
+            "    Return details about all Redis commands.",
+            "COUNT",
+            "    Return the total number of commands in this Redis server.",
+            "LIST",
+            "    Return a list of all commands in this Redis server.",
             "INFO [<command-name> ...]",
             "    Return details about multiple Redis commands.",
             "    If no command names are given, documentation details for all",
@@ -1438,10 +1488,12 @@ void commandCommand(client *c) {
             "    Return documentation details about multiple Redis commands.",
             "    If no command names are given, documentation details for all",
             "    commands are returned.",
-            "GETKEYS <full-command>", "    Return the keys from a full Redis command.",
+            "GETKEYS <full-command>",
+            "    Return the keys from a full Redis command.",
             "GETKEYSANDFLAGS <full-command>",
             "    Return the keys and the access flags from a full Redis command.",
-            "HELP", "    Print this help.",
+            "HELP",
+            "    Print this help.",
         };
         addReplyHelpOf(c, help);
     } else if (findSub(lookupCommand("command", 7), c->argv[1].ptr, c->argv[1].len)) {
@@ -1459,8 +1511,13 @@ int ir_parse_memory(const char *p, size_t len, unsigned long long *out) {
     static const struct {
         const char *u;
         unsigned long long mul;
-    } units[] = {{"b", 1}, {"k", 1000}, {"kb", 1024}, {"m", 1000000}, {"mb", 1024 * 1024},
-                 {"g", 1000000000ULL}, {"gb", 1024ULL * 1024 * 1024}};
+    } units[] = {{"b", 1},
+                 {"k", 1000},
+                 {"kb", 1024},
+                 {"m", 1000000},
+                 {"mb", 1024 * 1024},
+                 {"g", 1000000000ULL},
+                 {"gb", 1024ULL * 1024 * 1024}};
     size_t digits = 0;
     while (digits < len && p[digits] >= '0' && p[digits] <= '9') digits++;
     if (digits == 0 || digits > 20) return 0;
@@ -1513,11 +1570,16 @@ void configCommand(client *c) {
     } else if (argEq(c, 1, "help") && c->argc == 2) {
         static const char *help[] = {
             "CONFIG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
-            "GET <pattern>", "    Return parameters matching the glob-like <pattern> and their values.",
-            "SET <directive> <value>", "    Set the configuration <directive> to <value>.",
-            "RESETSTAT", "    Reset statistics reported by the INFO command.",
-            "REWRITE", "    Rewrite the configuration file.",
-            "HELP", "    Prints this help.",
+            "GET <pattern>",
+            "    Return parameters matching the glob-like <pattern> and their values.",
+            "SET <directive> <value>",
+            "    Set the configuration <directive> to <value>.",
+            "RESETSTAT",
+            "    Reset statistics reported by the INFO command.",
+            "REWRITE",
+            "    Rewrite the configuration file.",
+            "HELP",
+            "    Prints this help.",
         };
         addReplyHelpOf(c, help);
     } else if (findSub(lookupCommand("config", 6), c->argv[1].ptr, c->argv[1].len)) {
@@ -1537,8 +1599,7 @@ void clusterCommand(client *c) {
         addReplyErrorFormat(c, "unknown subcommand '%.128s'. Try CLUSTER HELP.", c->argv[1].ptr);
     else if (sc->arity > 0 ? c->argc != sc->arity : c->argc < -sc->arity)
         addReplySubcommandArity(c, "cluster");
-    else
-        addReplyError(c, "This instance has cluster support disabled");
+    else addReplyError(c, "This instance has cluster support disabled");
 }
 
 /* ---- INFO --------------------------------------------------------------- */
@@ -1584,14 +1645,15 @@ void infoCommand(client *c) {
         exe[n > 0 ? n : 0] = '\0';
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
-        infoCat(&b, "%s# Server\r\nredis_version:%s\r\nredis_git_sha1:00000000\r\nredis_git_dirty:0\r\n"
-                    "redis_build_id:0\r\ninreplay_version:%s\r\nredis_mode:standalone\r\n"
-                    "os:%s %s %s\r\narch_bits:64\r\nmonotonic_clock:POSIX clock_gettime\r\n"
-                    "multiplexing_api:%s\r\natomicvar_api:c11-builtin\r\ngcc_version:%d.%d.%d\r\n"
-                    "process_id:%ld\r\nprocess_supervised:no\r\nrun_id:%s\r\ntcp_port:%d\r\n"
-                    "server_time_usec:%llu\r\nuptime_in_seconds:%llu\r\nuptime_in_days:%llu\r\n"
-                    "hz:10\r\nconfigured_hz:10\r\nlru_clock:%llu\r\nexecutable:%s\r\nconfig_file:\r\n"
-                    "io_threads_active:0\r\nstack:%s\r\nstack_build:%s\r\nevent_loop:%s\r\n",
+        infoCat(&b,
+                "%s# Server\r\nredis_version:%s\r\nredis_git_sha1:00000000\r\nredis_git_dirty:0\r\n"
+                "redis_build_id:0\r\ninreplay_version:%s\r\nredis_mode:standalone\r\n"
+                "os:%s %s %s\r\narch_bits:64\r\nmonotonic_clock:POSIX clock_gettime\r\n"
+                "multiplexing_api:%s\r\natomicvar_api:c11-builtin\r\ngcc_version:%d.%d.%d\r\n"
+                "process_id:%ld\r\nprocess_supervised:no\r\nrun_id:%s\r\ntcp_port:%d\r\n"
+                "server_time_usec:%llu\r\nuptime_in_seconds:%llu\r\nuptime_in_days:%llu\r\n"
+                "hz:10\r\nconfigured_hz:10\r\nlru_clock:%llu\r\nexecutable:%s\r\nconfig_file:\r\n"
+                "io_threads_active:0\r\nstack:%s\r\nstack_build:%s\r\nevent_loop:%s\r\n",
                 sections++ ? "\r\n" : "", IR_REDIS_VERSION, IR_VERSION_STR, un.sysname, un.release,
                 un.machine, s->tp && !strcmp(s->tp->ops->name, "kernel") ? "epoll" : "poll-mode",
 #ifdef __GNUC__
@@ -1614,12 +1676,14 @@ void infoCommand(client *c) {
             if (o->qcap > maxin) maxin = o->qcap;
             if (o->pending_bytes > maxout) maxout = o->pending_bytes;
         }
-        infoCat(&b, "%s# Clients\r\nconnected_clients:%llu\r\ncluster_connections:0\r\nmaxclients:%d\r\n"
-                    "client_recent_max_input_buffer:%zu\r\nclient_recent_max_output_buffer:%zu\r\n"
-                    "blocked_clients:%llu\r\ntracking_clients:0\r\nclients_in_timeout_table:0\r\n"
-                    "total_blocking_keys:%llu\r\n",
-                sections++ ? "\r\n" : "", (unsigned long long)s->nclients, s->cfg.maxclients, maxin,
-                maxout, (unsigned long long)bst.blocked_clients, (unsigned long long)bst.blocked_keys);
+        infoCat(
+            &b,
+            "%s# Clients\r\nconnected_clients:%llu\r\ncluster_connections:0\r\nmaxclients:%d\r\n"
+            "client_recent_max_input_buffer:%zu\r\nclient_recent_max_output_buffer:%zu\r\n"
+            "blocked_clients:%llu\r\ntracking_clients:0\r\nclients_in_timeout_table:0\r\n"
+            "total_blocking_keys:%llu\r\n",
+            sections++ ? "\r\n" : "", (unsigned long long)s->nclients, s->cfg.maxclients, maxin,
+            maxout, (unsigned long long)bst.blocked_clients, (unsigned long long)bst.blocked_keys);
     }
     if (wantSection(c, "memory", 1)) {
         char h[32], rh[32], ph[32], mh[32], th[32];
@@ -1637,36 +1701,35 @@ void infoCommand(client *c) {
         scriptingInfo(s, &lua_bytes, &nscripts, &script_bytes);
         uint64_t nfuncs, nlibs;
         functionsInfo(s, &nfuncs, &nlibs);
-        infoCat(&b, "%s# Memory\r\nused_memory:%llu\r\nused_memory_human:%s\r\n"
-                    "used_memory_rss:%llu\r\nused_memory_rss_human:%s\r\n"
-                    "used_memory_peak:%llu\r\nused_memory_peak_human:%s\r\n"
-                    "used_memory_peak_perc:%.2f%%\r\nused_memory_overhead:%llu\r\n"
-                    "used_memory_dataset:%llu\r\nused_memory_dataset_perc:%.2f%%\r\n"
-                    "total_system_memory:%llu\r\ntotal_system_memory_human:%s\r\n"
-                    "used_memory_lua:%llu\r\nused_memory_vm_eval:%llu\r\n"
-                    "used_memory_scripts_eval:%llu\r\nnumber_of_cached_scripts:%llu\r\n"
-                    "number_of_functions:%llu\r\nnumber_of_libraries:%llu\r\n"
-                    "used_memory_vm_functions:%llu\r\n"
-                    "used_memory_replay:%llu\r\nused_memory_replay_items:%llu\r\n"
-                    "used_memory_pinned_detached:%llu\r\npinned_buffers:%llu\r\n"
-                    "maxmemory:%llu\r\nmaxmemory_human:%s\r\nmaxmemory_policy:noeviction\r\n"
-                    "mem_fragmentation_ratio:%.2f\r\nmem_allocator:libc\r\n"
-                    "oom_rejections:%llu\r\n",
-                sections++ ? "\r\n" : "", (unsigned long long)used, h, (unsigned long long)rss, rh,
-                (unsigned long long)used_memory_peak, ph,
-                used_memory_peak ? 100.0 * (double)used / (double)used_memory_peak : 0.0,
-                (unsigned long long)(used > dataset ? used - dataset : 0),
-                (unsigned long long)dbsBytes(s),
-                used ? 100.0 * (double)dataset / (double)used : 0.0, (unsigned long long)total, th,
-                (unsigned long long)lua_bytes, (unsigned long long)lua_bytes,
-                (unsigned long long)script_bytes, (unsigned long long)nscripts,
-                (unsigned long long)nfuncs, (unsigned long long)nlibs,
-                (unsigned long long)scriptFnMemory(s),
-                (unsigned long long)tablesMemory(s->tables),
-                (unsigned long long)tablesBytes(s->tables),
-                (unsigned long long)s->pins.detached_bytes, (unsigned long long)s->pins.nused,
-                (unsigned long long)s->cfg.maxmemory, mh,
-                used ? (double)rss / (double)used : 0.0, (unsigned long long)s->oom_rejections);
+        infoCat(
+            &b,
+            "%s# Memory\r\nused_memory:%llu\r\nused_memory_human:%s\r\n"
+            "used_memory_rss:%llu\r\nused_memory_rss_human:%s\r\n"
+            "used_memory_peak:%llu\r\nused_memory_peak_human:%s\r\n"
+            "used_memory_peak_perc:%.2f%%\r\nused_memory_overhead:%llu\r\n"
+            "used_memory_dataset:%llu\r\nused_memory_dataset_perc:%.2f%%\r\n"
+            "total_system_memory:%llu\r\ntotal_system_memory_human:%s\r\n"
+            "used_memory_lua:%llu\r\nused_memory_vm_eval:%llu\r\n"
+            "used_memory_scripts_eval:%llu\r\nnumber_of_cached_scripts:%llu\r\n"
+            "number_of_functions:%llu\r\nnumber_of_libraries:%llu\r\n"
+            "used_memory_vm_functions:%llu\r\n"
+            "used_memory_replay:%llu\r\nused_memory_replay_items:%llu\r\n"
+            "used_memory_pinned_detached:%llu\r\npinned_buffers:%llu\r\n"
+            "maxmemory:%llu\r\nmaxmemory_human:%s\r\nmaxmemory_policy:noeviction\r\n"
+            "mem_fragmentation_ratio:%.2f\r\nmem_allocator:libc\r\n"
+            "oom_rejections:%llu\r\n",
+            sections++ ? "\r\n" : "", (unsigned long long)used, h, (unsigned long long)rss, rh,
+            (unsigned long long)used_memory_peak, ph,
+            used_memory_peak ? 100.0 * (double)used / (double)used_memory_peak : 0.0,
+            (unsigned long long)(used > dataset ? used - dataset : 0),
+            (unsigned long long)dbsBytes(s), used ? 100.0 * (double)dataset / (double)used : 0.0,
+            (unsigned long long)total, th, (unsigned long long)lua_bytes,
+            (unsigned long long)lua_bytes, (unsigned long long)script_bytes,
+            (unsigned long long)nscripts, (unsigned long long)nfuncs, (unsigned long long)nlibs,
+            (unsigned long long)scriptFnMemory(s), (unsigned long long)tablesMemory(s->tables),
+            (unsigned long long)tablesBytes(s->tables), (unsigned long long)s->pins.detached_bytes,
+            (unsigned long long)s->pins.nused, (unsigned long long)s->cfg.maxmemory, mh,
+            used ? (double)rss / (double)used : 0.0, (unsigned long long)s->oom_rejections);
     }
     if (wantSection(c, "persistence", 1)) {
         char pbuf[8192];
@@ -1676,24 +1739,24 @@ void infoCommand(client *c) {
     if (wantSection(c, "stats", 1)) {
         uint64_t channels, patterns;
         pubsubServerCounts(s, &channels, &patterns);
-        infoCat(&b, "%s# Stats\r\ntotal_connections_received:%llu\r\ntotal_commands_processed:%llu\r\n"
-                    "instantaneous_ops_per_sec:%llu\r\n"
-                    "total_net_input_bytes:%llu\r\ntotal_net_output_bytes:%llu\r\n"
-                    "total_net_repl_input_bytes:0\r\ntotal_net_repl_output_bytes:0\r\n"
-                    "rejected_connections:%llu\r\nsync_full:0\r\nsync_partial_ok:0\r\n"
-                    "sync_partial_err:0\r\nexpired_keys:%llu\r\nevicted_keys:0\r\nevicted_clients:0\r\n"
-                    "keyspace_hits:%llu\r\nkeyspace_misses:%llu\r\npubsub_channels:%llu\r\n"
-                    "pubsub_patterns:%llu\r\npubsubshard_channels:0\r\nlatest_fork_usec:0\r\n"
-                    "total_forks:0\r\nmigrate_cached_sockets:0\r\nunexpected_error_replies:0\r\n"
-                    "total_error_replies:%llu\r\ntotal_reads_processed:0\r\n"
-                    "client_output_buffer_limit_disconnections:%llu\r\n"
-                    "client_query_buffer_limit_disconnections:0\r\n"
-                    "timedout_clients:%llu\r\neventloop_cycles:%llu\r\n",
+        infoCat(&b,
+                "%s# Stats\r\ntotal_connections_received:%llu\r\ntotal_commands_processed:%llu\r\n"
+                "instantaneous_ops_per_sec:%llu\r\n"
+                "total_net_input_bytes:%llu\r\ntotal_net_output_bytes:%llu\r\n"
+                "total_net_repl_input_bytes:0\r\ntotal_net_repl_output_bytes:0\r\n"
+                "rejected_connections:%llu\r\nsync_full:0\r\nsync_partial_ok:0\r\n"
+                "sync_partial_err:0\r\nexpired_keys:%llu\r\nevicted_keys:0\r\nevicted_clients:0\r\n"
+                "keyspace_hits:%llu\r\nkeyspace_misses:%llu\r\npubsub_channels:%llu\r\n"
+                "pubsub_patterns:%llu\r\npubsubshard_channels:0\r\nlatest_fork_usec:0\r\n"
+                "total_forks:0\r\nmigrate_cached_sockets:0\r\nunexpected_error_replies:0\r\n"
+                "total_error_replies:%llu\r\ntotal_reads_processed:0\r\n"
+                "client_output_buffer_limit_disconnections:%llu\r\n"
+                "client_query_buffer_limit_disconnections:0\r\n"
+                "timedout_clients:%llu\r\neventloop_cycles:%llu\r\n",
                 sections++ ? "\r\n" : "", (unsigned long long)s->total_connections,
                 (unsigned long long)s->total_commands, (unsigned long long)opsPerSec(),
                 (unsigned long long)s->net_input_bytes, (unsigned long long)s->net_output_bytes,
-                (unsigned long long)s->rejected_connections,
-                (unsigned long long)dbsExpiredKeys(s),
+                (unsigned long long)s->rejected_connections, (unsigned long long)dbsExpiredKeys(s),
                 (unsigned long long)s->keyspace_hits, (unsigned long long)s->keyspace_misses,
                 (unsigned long long)channels, (unsigned long long)patterns,
                 (unsigned long long)s->total_error_replies,
@@ -1701,8 +1764,9 @@ void infoCommand(client *c) {
                 (unsigned long long)s->timedout_clients, (unsigned long long)s->eventloop_cycles);
         ir_blocked_stats bst; /* blocked.c: how waits ended */
         blockedStats(s, &bst);
-        infoCat(&b, "total_blocked_clients:%llu\r\nblocked_timeouts:%llu\r\n"
-                    "blocked_disconnects:%llu\r\nblocked_dropped:%llu\r\n",
+        infoCat(&b,
+                "total_blocked_clients:%llu\r\nblocked_timeouts:%llu\r\n"
+                "blocked_disconnects:%llu\r\nblocked_dropped:%llu\r\n",
                 (unsigned long long)bst.total_blocked, (unsigned long long)bst.timeouts,
                 (unsigned long long)bst.disconnects, (unsigned long long)bst.dropped);
     }
@@ -1716,9 +1780,10 @@ void infoCommand(client *c) {
         getrusage(RUSAGE_SELF, &self);
         getrusage(RUSAGE_CHILDREN, &children);
         getrusage(RUSAGE_THREAD, &thread);
-        infoCat(&b, "%s# CPU\r\nused_cpu_sys:%.6f\r\nused_cpu_user:%.6f\r\n"
-                    "used_cpu_sys_children:%.6f\r\nused_cpu_user_children:%.6f\r\n"
-                    "used_cpu_sys_main_thread:%.6f\r\nused_cpu_user_main_thread:%.6f\r\n",
+        infoCat(&b,
+                "%s# CPU\r\nused_cpu_sys:%.6f\r\nused_cpu_user:%.6f\r\n"
+                "used_cpu_sys_children:%.6f\r\nused_cpu_user_children:%.6f\r\n"
+                "used_cpu_sys_main_thread:%.6f\r\nused_cpu_user_main_thread:%.6f\r\n",
                 sections++ ? "\r\n" : "", tvSeconds(self.ru_stime), tvSeconds(self.ru_utime),
                 tvSeconds(children.ru_stime), tvSeconds(children.ru_utime),
                 tvSeconds(thread.ru_stime), tvSeconds(thread.ru_utime));
@@ -1729,17 +1794,20 @@ void infoCommand(client *c) {
         for (size_t i = 0; i < NCOMMANDS; i++) {
             const cmdstat *st = &cmdstats[i];
             if (st->calls || st->rejected || st->failed)
-                infoCat(&b, "cmdstat_%s:calls=%llu,usec=%llu,usec_per_call=%.2f,rejected_calls=%llu,"
-                            "failed_calls=%llu\r\n",
-                        commands[i].name, (unsigned long long)st->calls, (unsigned long long)st->usec,
+                infoCat(&b,
+                        "cmdstat_%s:calls=%llu,usec=%llu,usec_per_call=%.2f,rejected_calls=%llu,"
+                        "failed_calls=%llu\r\n",
+                        commands[i].name, (unsigned long long)st->calls,
+                        (unsigned long long)st->usec,
                         st->calls ? (double)st->usec / (double)st->calls : 0.0,
                         (unsigned long long)st->rejected, (unsigned long long)st->failed);
             for (size_t k = 0; k < NSUBCOMMANDS; k++) {
                 const cmdstat *ss = &substats[k];
                 if (subcommands[k].container != commands[i].proc) continue;
                 if (!ss->calls && !ss->rejected && !ss->failed) continue;
-                infoCat(&b, "cmdstat_%s|%s:calls=%llu,usec=%llu,usec_per_call=%.2f,rejected_calls=%llu,"
-                            "failed_calls=%llu\r\n",
+                infoCat(&b,
+                        "cmdstat_%s|%s:calls=%llu,usec=%llu,usec_per_call=%.2f,rejected_calls=%llu,"
+                        "failed_calls=%llu\r\n",
                         subcommands[k].cname, subcommands[k].name, (unsigned long long)ss->calls,
                         (unsigned long long)ss->usec,
                         ss->calls ? (double)ss->usec / (double)ss->calls : 0.0,
@@ -1767,8 +1835,9 @@ void infoCommand(client *c) {
         infoCat(&b, "%s# Replay\r\nreplay_tables:%zu\r\n", sections++ ? "\r\n" : "",
                 s->tables->count);
         for (ir_table *t = s->tables->head; t; t = t->next) {
-            infoCat(&b, "table:name=%s,size=%llu,capacity=%llu,inserts=%llu,samples=%llu,"
-                        "updates=%llu,stale_updates=%llu,bytes_used=%llu\r\n",
+            infoCat(&b,
+                    "table:name=%s,size=%llu,capacity=%llu,inserts=%llu,samples=%llu,"
+                    "updates=%llu,stale_updates=%llu,bytes_used=%llu\r\n",
                     t->name, (unsigned long long)tableSize(t), (unsigned long long)t->o.capacity,
                     (unsigned long long)t->inserts, (unsigned long long)t->samples,
                     (unsigned long long)t->updates, (unsigned long long)t->stale_updates,
@@ -1812,7 +1881,8 @@ void monitorRemove(client *c) {
     ir_server *s = c->srv;
     for (int i = 0; i < s->nmonitors; i++) {
         if (s->monitors[i] == c) {
-            memmove(s->monitors + i, s->monitors + i + 1, (size_t)(s->nmonitors - i - 1) * sizeof(client *));
+            memmove(s->monitors + i, s->monitors + i + 1,
+                    (size_t)(s->nmonitors - i - 1) * sizeof(client *));
             s->nmonitors--;
             break;
         }
@@ -1920,7 +1990,7 @@ void shutdownCommand(client *c) {
         return;
     }
     serverTakeStopRequest(s); /* a stop asked for meanwhile (ir_stop) is pending now */
-    if (abort_) { /* a signal's shutdown not yet carried out; SHUTDOWN's is certain */
+    if (abort_) {             /* a signal's shutdown not yet carried out; SHUTDOWN's is certain */
         if (s->shutdown_asap != SHUTDOWN_SAVE_PER_CONFIG) {
             addReplyError(c, "No shutdown in progress.");
             return;

@@ -117,11 +117,10 @@ int tableItemsOneSize(const ir_table *t, uint32_t *a, uint32_t *b) {
     return 0;
 }
 
-
 /* ---- selectors ------------------------------------------------------------ */
 
-static const char *const sel_names[IR_SEL_COUNT] = {
-    NULL, "prioritized", "uniform", "fifo", "lifo", "minheap", "maxheap"};
+static const char *const sel_names[IR_SEL_COUNT] = {NULL,   "prioritized", "uniform", "fifo",
+                                                    "lifo", "minheap",     "maxheap"};
 
 const char *tableSelectorName(int sel) {
     return sel > 0 && sel < IR_SEL_COUNT ? sel_names[sel] : NULL;
@@ -340,9 +339,7 @@ static uint64_t selPick(ir_table *t, int sel, int hp, double *prob, double beta,
         *prob = 1.0;
         if (!t->general) return (t->next_id - 1) % t->o.capacity;
         return t->heap[hp].h[0];
-    default:
-        *prob = 1.0;
-        return t->heap[hp].h[0];
+    default: *prob = 1.0; return t->heap[hp].h[0];
     }
 }
 
@@ -482,10 +479,11 @@ static void tableFree(ir_table *t) {
     if (!t) return;
     if (t->host && g_host && g_host->table_gone)
         g_host->table_gone(t); /* REPLAY.DROP, FLUSHALL: the server's waiters get an error */
-    if (t->traj) { /* the live items' chunk references */
+    if (t->traj) {             /* the live items' chunk references */
         if (t->general)
             for (uint64_t i = 0; i < t->gsize; i++)
-                chunkItemRelease(t->traj, t->arena + t->slot_off[t->dense[i]], t->slot_len[t->dense[i]]);
+                chunkItemRelease(t->traj, t->arena + t->slot_off[t->dense[i]],
+                                 t->slot_len[t->dense[i]]);
         else
             for (uint64_t id = t->oldest_id; id < t->next_id; id++) {
                 uint64_t sl = id % t->o.capacity;
@@ -512,8 +510,7 @@ static void tableFree(ir_table *t) {
     free(t->scratch_times);
     if (t->arena && t->pin) /* replies still read it: unmapped after the last one */
         pinDetach(t->pin, t->arena, t->arena_len, t->bytes_used);
-    else if (t->arena)
-        munmap(t->arena, t->arena_len);
+    else if (t->arena) munmap(t->arena, t->arena_len);
     free(t->scratch_slots);
     free(t->scratch_ids);
     free(t->scratch_prio);
@@ -609,12 +606,12 @@ static int heapInit(ir_heap *h, int kind, uint64_t capacity) {
 }
 
 ir_table_opts tableOptsDefault(void) {
-    return (ir_table_opts){.alpha = IR_TABLE_ALPHA, .beta = IR_TABLE_BETA,
-                           .epsilon = IR_TABLE_EPSILON};
+    return (ir_table_opts){
+        .alpha = IR_TABLE_ALPHA, .beta = IR_TABLE_BETA, .epsilon = IR_TABLE_EPSILON};
 }
 
-int tableCreate(ir_tables *ts, const char *name, size_t len, const ir_table_opts *o,
-                ir_table **out, const char **err) {
+int tableCreate(ir_tables *ts, const char *name, size_t len, const ir_table_opts *o, ir_table **out,
+                const char **err) {
     if (len == 0 || len > IR_TABLE_NAME_MAX) {
         *err = "table name must be 1 to 200 bytes";
         return -1;
@@ -678,7 +675,8 @@ int tableCreate(ir_tables *ts, const char *name, size_t len, const ir_table_opts
     t->rng[1] = (seed ^ (seed >> 31)) * 0xBF58476D1CE4E5B9ULL + 3;
     t->arena_len = o->maxbytes;
     if (general) {
-        t->arena_len = o->maxbytes + ((o->maxbytes / 4 + ITEM_ALIGN - 1) & ~(uint64_t)(ITEM_ALIGN - 1));
+        t->arena_len =
+            o->maxbytes + ((o->maxbytes / 4 + ITEM_ALIGN - 1) & ~(uint64_t)(ITEM_ALIGN - 1));
         uint64_t hsize = 16;
         while (hsize < 2 * o->capacity) hsize *= 2;
         t->hmask = hsize - 1;
@@ -920,8 +918,7 @@ int tableAdd(ir_table *t, const ir_item_in *items, size_t n, uint64_t *ids_out, 
     if (nmax) ir_sampler_set_stored(t->sampler, t->scratch_ids, t->scratch_prio, nmax);
     if (t->nheap) /* ring mode: only a minheap/maxheap sampler has one */
         for (size_t k = 0; k < n; k++)
-            if (ids_out[k] >= t->oldest_id)
-                heapPush(t, &t->heap[0], (uint32_t)t->scratch_slots[k]);
+            if (ids_out[k] >= t->oldest_id) heapPush(t, &t->heap[0], (uint32_t)t->scratch_slots[k]);
     return 0;
 nomem:
     *err = "out of memory";
@@ -980,9 +977,9 @@ int tableSample(ir_table *t, size_t n, double beta) {
                 __builtin_prefetch(&t->times[sl[i + IR_TABLE_PF]], 1);
             }
             uint64_t slot = sl[i];
-            t->scratch_ids[i] = t->general ? t->slot_id[slot]
-                                           : t->oldest_id + (slot >= first ? slot - first
-                                                                           : slot + cap - first);
+            t->scratch_ids[i] =
+                t->general ? t->slot_id[slot]
+                           : t->oldest_id + (slot >= first ? slot - first : slot + cap - first);
             t->scratch_times[i] = ++t->times[slot];
         }
         t->prob_valid = 0;
@@ -1092,7 +1089,8 @@ int tableLoadBegin(ir_table_loader *ld, ir_table *t, const ir_table_state *st, c
         *err = "bad id window (oldest_id, next_id)";
         return -1;
     }
-    if (!t->general && (st->tail > t->o.maxbytes || st->tail % ITEM_ALIGN)) { /* general: packed anew */
+    if (!t->general &&
+        (st->tail > t->o.maxbytes || st->tail % ITEM_ALIGN)) { /* general: packed anew */
         *err = "arena tail out of range";
         return -1;
     }
