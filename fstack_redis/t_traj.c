@@ -558,27 +558,22 @@ long trajInfoFieldCount(void) { return 0 TRAJ_INFO_FIELDS(TRAJ_INFO_COUNT); }
 
 void trajInfoFields(client *c, ir_table *t) { TRAJ_INFO_FIELDS(TRAJ_INFO_EMIT) }
 
+/* REPLAY.CHUNKS: the chunk store's counters, one list that writes the reply
+ * and counts it. */
+#define CHUNKS_FIELDS(F) \
+    F("streams", s->nstreams) \
+    F("chunks", s->chunks) \
+    F("chunk_bytes", s->chunk_bytes) \
+    F("references", s->references) \
+    F("memory", chunkStoreMemory(s)) \
+    F("steps_appended", s->steps_appended) \
+    F("chunks_made", s->chunks_made) \
+    F("items_made", s->items_made) \
+    F("chunks_compressed", s->chunks_compressed) \
+    F("raw_bytes_compressed", s->raw_bytes_compressed)
+
 void replayChunksCommand(client *c) {
     const ir_chunk_store *s = c->srv->chunks;
-    addReplyMapLen(c, 10);
-    addReplyBulkCString(c, "streams");
-    addReplyLongLong(c, (long long)s->nstreams);
-    addReplyBulkCString(c, "chunks");
-    addReplyLongLong(c, (long long)s->chunks);
-    addReplyBulkCString(c, "chunk_bytes");
-    addReplyLongLong(c, (long long)s->chunk_bytes);
-    addReplyBulkCString(c, "references");
-    addReplyLongLong(c, (long long)s->references);
-    addReplyBulkCString(c, "memory");
-    addReplyLongLong(c, (long long)chunkStoreMemory(s));
-    addReplyBulkCString(c, "steps_appended");
-    addReplyLongLong(c, (long long)s->steps_appended);
-    addReplyBulkCString(c, "chunks_made");
-    addReplyLongLong(c, (long long)s->chunks_made);
-    addReplyBulkCString(c, "items_made");
-    addReplyLongLong(c, (long long)s->items_made);
-    addReplyBulkCString(c, "chunks_compressed");
-    addReplyLongLong(c, (long long)s->chunks_compressed);
-    addReplyBulkCString(c, "raw_bytes_compressed");
-    addReplyLongLong(c, (long long)s->raw_bytes_compressed);
+    addReplyMapLen(c, 0 CHUNKS_FIELDS(TRAJ_INFO_COUNT));
+    CHUNKS_FIELDS(TRAJ_INFO_EMIT)
 }
