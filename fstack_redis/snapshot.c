@@ -1300,7 +1300,8 @@ static int loadTable(snapLoader *L, int tabg) {
             return bad(L, "table '%s': item length %u runs past the record", name, len);
         char *dst = general ? tableLoadGeneral(&L->tl, id, stored, times, len, &err)
                             : tableLoadItem(&L->tl, id, stored, off, len, &err);
-        if (dst && !general) t->times[tableSlotOf(t, id)] = times; /* tableLoadItem made it live */
+        if (dst && !general)
+            t->slots[tableSlotOf(t, id)].times = times; /* tableLoadItem made it live */
         if (!dst) return bad(L, "table '%s': item %llu: %s", name, (unsigned long long)id, err);
         if (rRead(r, dst, len))
             return bad(L, "table '%s': item %llu runs past the record", name,
@@ -1322,7 +1323,7 @@ static int loadTimes(snapLoader *L) {
     for (uint64_t i = 0; i < n; i++) {
         uint32_t v;
         if (rU32(r, &v)) return bad(L, "table '%s': times sampled run past the record", t->name);
-        t->times[(t->oldest_id + i) % t->o.capacity] = v;
+        t->slots[(t->oldest_id + i) % t->o.capacity].times = v;
     }
     return LOAD_OK;
 }
@@ -2206,7 +2207,7 @@ static int loadTraj(snapLoader *L) {
     const char *err;
     for (uint64_t i = 0; i < n && rc == LOAD_OK; i++) { /* check all, then take the references */
         uint64_t slot = t->general ? t->dense[i] : (t->oldest_id + i) % t->o.capacity;
-        if (chunkItemCheck(L->chunks, t->arena + t->slot_off[slot], t->slot_len[slot], lay, &err))
+        if (chunkItemCheck(L->chunks, t->arena + t->slots[slot].off, t->slots[slot].len, lay, &err))
             rc = bad(L, "table '%s': %s", t->name, err);
     }
     if (rc) {
@@ -2215,7 +2216,7 @@ static int loadTraj(snapLoader *L) {
     }
     for (uint64_t i = 0; i < n; i++) {
         uint64_t slot = t->general ? t->dense[i] : (t->oldest_id + i) % t->o.capacity;
-        chunkItemRetain(L->chunks, t->arena + t->slot_off[slot]);
+        chunkItemRetain(L->chunks, t->arena + t->slots[slot].off);
     }
     t->layout = lay;
     t->traj = L->chunks;

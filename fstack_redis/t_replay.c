@@ -455,8 +455,8 @@ static void copySampledItems(const ir_table *t, char *dst, size_t n, size_t item
     const uint64_t *sl = t->scratch_slots;
     for (size_t i = 0; i < n; i++) {
         if (i + IR_TABLE_PF < n)
-            prefetchItem(t->arena + t->slot_off[sl[i + IR_TABLE_PF]], itemsize);
-        memcpy(dst + i * itemsize, t->arena + t->slot_off[sl[i]], itemsize);
+            prefetchItem(t->arena + t->slots[sl[i + IR_TABLE_PF]].off, itemsize);
+        memcpy(dst + i * itemsize, t->arena + t->slots[sl[i]].off, itemsize);
     }
 }
 
@@ -468,7 +468,7 @@ static int addSampledSmallItems(client *c, const ir_table *t, size_t n) {
     const uint64_t *sl = t->scratch_slots;
     size_t total = 0;
     for (size_t i = 0; i < n; i++) {
-        uint32_t len = t->slot_len[sl[i]];
+        uint32_t len = t->slots[sl[i]].len;
         if (len >= IR_REF_MIN) return 0;
         total += 5 + decimalDigits(len) + len; /* "$" len "\r\n" item "\r\n" */
     }
@@ -476,16 +476,16 @@ static int addSampledSmallItems(client *c, const ir_table *t, size_t n) {
     for (size_t i = 0; i < n; i++) {
         if (i + IR_TABLE_PF < n) {
             uint64_t ahead = sl[i + IR_TABLE_PF];
-            prefetchItem(t->arena + t->slot_off[ahead], t->slot_len[ahead]);
+            prefetchItem(t->arena + t->slots[ahead].off, t->slots[ahead].len);
         }
-        uint32_t len = t->slot_len[sl[i]];
+        uint32_t len = t->slots[sl[i]].len;
         char num[8];
         size_t k = (size_t)ll2string(num, sizeof(num), len);
         *d++ = '$';
         memcpy(d, num, k);
         memcpy(d + k, "\r\n", 2);
         d += k + 2;
-        memcpy(d, t->arena + t->slot_off[sl[i]], len);
+        memcpy(d, t->arena + t->slots[sl[i]].off, len);
         memcpy(d + len, "\r\n", 2);
         d += len + 2;
     }
@@ -628,7 +628,7 @@ void replaySampleCommand(client *c) {
         } else {
             for (size_t i = 0; i < nn; i++) {
                 uint64_t slot = t->scratch_slots[i];
-                addReplyRefPinned(c, t->arena + t->slot_off[slot], itemsize, &t->pin);
+                addReplyRefPinned(c, t->arena + t->slots[slot].off, itemsize, &t->pin);
             }
         }
         if (withstats) addSampleStats(c, t, nn);
@@ -645,7 +645,7 @@ void replaySampleCommand(client *c) {
     if (!addSampledSmallItems(c, t, nn)) {
         for (size_t i = 0; i < nn; i++) {
             uint64_t slot = t->scratch_slots[i];
-            addReplyBulkPinned(c, t->arena + t->slot_off[slot], t->slot_len[slot], &t->pin);
+            addReplyBulkPinned(c, t->arena + t->slots[slot].off, t->slots[slot].len, &t->pin);
         }
     }
     if (withstats) {

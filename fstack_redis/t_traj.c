@@ -501,7 +501,7 @@ void trajSample(client *c, ir_table *t, size_t n, double beta, int withstats, in
         char *d = addReplyBulkReserve(c, n * per);
         for (size_t i = 0; i < n; i++) {
             uint64_t slot = t->scratch_slots[i];
-            chunkItemCopy(s, t->arena + t->slot_off[slot], k, d + i * per);
+            chunkItemCopy(s, t->arena + t->slots[slot].off, k, d + i * per);
         }
     }
     chunkCollect(s);

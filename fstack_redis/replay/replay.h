@@ -103,15 +103,24 @@ typedef struct ir_heap {
     uint32_t *h, *pos;
 } ir_heap;
 
+/* A slot's record: 16 bytes, so that a sample's one random read per drawn
+ * slot (a cache miss at 2M items) gets the item's place, its length and its
+ * times-sampled counter together (three arrays were three misses). */
+typedef struct ir_slot {
+    uint64_t off;   /* the item's bytes: arena + off */
+    uint32_t len;   /* its length */
+    uint32_t times; /* times sampled */
+} ir_slot;
+
 typedef struct ir_table {
     char *name;
     size_t namelen;
     ir_table_opts o;
     ir_sampler *sampler;
-    /* per slot: which id lives there, and where its bytes are */
+    /* per slot: which id lives there, and its record (where its bytes are,
+     * times sampled) */
     uint64_t *slot_id;
-    uint64_t *slot_off;
-    uint32_t *slot_len;
+    ir_slot *slots;
     /* the arena ring */
     char *arena;
     /* Pending replies point into the arena (pin.h; the server's ir_pin): an ADD
@@ -130,7 +139,6 @@ typedef struct ir_table {
     uint64_t inserts, samples, sample_calls, updates, stale_updates, evictions, consumed;
     /* ---- selectors (see replay.c) ---- */
     int general;         /* general storage mode (see the top of this file) */
-    uint32_t *times;     /* per slot: times sampled */
     uint64_t draws_left; /* with max_times_sampled k: sum over live items of k - times */
     ir_heap heap[2];     /* heaps of the fifo/lifo/min/max selectors in use */
     int nheap, heap_of_sampler, heap_of_remover; /* -1: none */

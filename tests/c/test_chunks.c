@@ -40,7 +40,7 @@ static uint64_t countRefs(const ir_table *t, uint32_t *counts) {
     uint64_t n = tableSize(t);
     for (uint64_t i = 0; i < n; i++) {
         uint64_t slot = t->general ? t->dense[i] : (t->oldest_id + i) % t->o.capacity;
-        const char *rec = t->arena + t->slot_off[slot];
+        const char *rec = t->arena + t->slots[slot].off;
         uint32_t ncols = chunkItemCols(rec);
         for (uint32_t k = 0; k < ncols; k++) {
             uint32_t hs[64];
@@ -174,7 +174,7 @@ int main(void) {
             CHECK(s->pending == p0 && s->pending_cap == cap0 && s->chunks == live0);
             if (tabs[1]->consumed > consumed0 && s->npending) deferred_frees++;
             for (int i = 0; i < 8; i++) {
-                const char *r = tabs[1]->arena + tabs[1]->slot_off[tabs[1]->scratch_slots[i]];
+                const char *r = tabs[1]->arena + tabs[1]->slots[tabs[1]->scratch_slots[i]].off;
                 uint32_t sb, l;
                 chunkItemCol(r, 0, &sb, &l);
                 chunkItemCopy(s, r, 0, got);

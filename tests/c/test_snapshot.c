@@ -854,7 +854,7 @@ static void testTrajCrafted(const char *dir, const char *fuzzdir) {
                                 if ((uint64_t)t->layout->col[k].len *
                                         t->layout->col[k].step_bytes <=
                                     sizeof(dst))
-                                    chunkItemCopy(b->chunks, t->arena + t->slot_off[slot], k, dst);
+                                    chunkItemCopy(b->chunks, t->arena + t->slots[slot].off, k, dst);
                         }
                         chunkCollect(b->chunks);
                     }
