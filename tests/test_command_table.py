@@ -44,8 +44,8 @@ def pair(server_pool: ServerPool) -> Iterator[tuple[redis.Redis, redis.Redis]]:
     """A plain redis-py connection (no response callbacks) to inreplay and to stock Redis."""
     ours = server_pool.get("inreplay")
     stock = server_pool.get("redis")
-    a = redis.Redis(host=ours.host, port=ours.port)
-    b = redis.Redis(host=stock.host, port=stock.port)
+    a = redis.Redis(host=ours.host, port=ours.port, protocol=2)
+    b = redis.Redis(host=stock.host, port=stock.port, protocol=2)
     yield a, b
     a.close()
     b.close()
