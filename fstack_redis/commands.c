@@ -81,9 +81,9 @@ typedef struct keyspec {
 
 /* KS_KEYWORD_RANGE: a range found after a keyword searched for from index `begin`
  * (XREAD's STREAMS): the command's keyword, in the order of its keyword specs. */
-typedef struct keyword {
+typedef struct keyword_spec {
     const char *cmd, *keyword;
-} keyword;
+} keyword_spec;
 
 #include "commands_table.inc"
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))

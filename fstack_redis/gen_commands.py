@@ -172,7 +172,7 @@ def generate(table: dict[str, Any]) -> tuple[str, list[str]]:
            "static const subcmd subcommands[] = {", *subs, "};",
            "static const cmddoc subcommand_docs[] = {", *sdocs, "};",
            "static const keyspec keyspecs[] = {", *specs, "};",
-           "static const keyword keyword_search[] = {", *(kws or ["    {NULL, NULL},"]), "};",
+           "static const keyword_spec keyword_search[] = {", *(kws or ["    {NULL, NULL},"]), "};",
            ""]
     return "\n".join(out), []
 
