@@ -51,7 +51,7 @@ test-c: build $(ASAN)/build.ninja
 	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 meson test -C $(ASAN) --print-errorlogs
 
 lint: deps
-	$(PY) -m ruff check pyctl tests bench actors learner integrations
+	$(PY) -m ruff check pyctl tests bench actors learner integrations fstack_redis/gen_commands.py
 
 # The C code's format (.clang-format; tests/test_format.py checks it).
 format: deps

@@ -69,7 +69,7 @@ def check_entry(bad: Problems, where: str, e: dict[str, Any], allowed: set[str],
                                                                            "keys")):
         if k not in e:
             bad(where, f"'{k}' is required")
-    if not isinstance(e.get("summary", ""), str) or not e.get("summary"):
+    if "summary" in e and (not isinstance(e["summary"], str) or not e["summary"]):
         bad(where, "'summary' must be a non-empty string")
     if "since" in e and not VERSION.match(str(e["since"])):
         bad(where, f"'since' must be a version like 7.0.0, not {e['since']!r}")
