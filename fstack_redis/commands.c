@@ -379,7 +379,7 @@ static void buildSubIndex(void) {
 static const ir_command *lookupFullName(const ir_arg *a, const subcmd **sub);
 
 typedef struct cmdstat {
-    uint64_t calls, usec, rejected, failed;
+    uint64_t calls, ns, rejected, failed; /* ns: the calls' time (INFO shows usec) */
     uint64_t hcalls, hist[LAT_LEVELS];
 } cmdstat;
 
@@ -458,15 +458,15 @@ static uint64_t opsPerSec(void) {
     return sum / OPS_SAMPLES;
 }
 
-static void latencyRecord(cmdstat *st, uint64_t usec);
+static void latencyRecord(cmdstat *st, uint64_t ns);
 
-void commandStatsCall(const client *c, const ir_command *cmd, uint64_t usec, int failed) {
+void commandStatsCall(const client *c, const ir_command *cmd, uint64_t ns, int failed) {
     cmdstat *st = statFor(c, cmd);
     /* LATENCY HISTOGRAM, as Redis: not for a command that blocked */
-    if (latencyTracking && !(c->flags & CLIENT_BLOCKED)) latencyRecord(st, usec);
+    if (latencyTracking && !(c->flags & CLIENT_BLOCKED)) latencyRecord(st, ns);
     if (c->srv->now_ms - ops_last_ms >= 100) opsSample(c->srv);
     st->calls++;
-    st->usec += usec;
+    st->ns += ns;
     st->failed += failed != 0;
     commands[cmd - commands].calls++;
 }
@@ -485,8 +485,8 @@ static uint64_t hdrLevelTop(int m) {
     return (1ull << m) + (1ull << (m - 7)) - 1;
 }
 
-static void latencyRecord(cmdstat *st, uint64_t usec) {
-    uint64_t ns = usec < 1 ? 1000 : usec > 1000000 ? 1000000000ull : usec * 1000;
+static void latencyRecord(cmdstat *st, uint64_t ns) {
+    ns = ns < 1000 ? 1000 : ns > 1000000000ull ? 1000000000ull : ns;
     int m = 64 - __builtin_clzll(ns - 1);        /* the smallest m with 2^m >= ns */
     if (m > 10 && ns <= hdrLevelTop(m - 1)) m--; /* within 2^(m-1)'s equivalent range */
     if (m < 10) m = 10;
@@ -1798,8 +1798,8 @@ void infoCommand(client *c) {
                         "cmdstat_%s:calls=%llu,usec=%llu,usec_per_call=%.2f,rejected_calls=%llu,"
                         "failed_calls=%llu\r\n",
                         commands[i].name, (unsigned long long)st->calls,
-                        (unsigned long long)st->usec,
-                        st->calls ? (double)st->usec / (double)st->calls : 0.0,
+                        (unsigned long long)(st->ns / 1000),
+                        st->calls ? (double)st->ns / 1000.0 / (double)st->calls : 0.0,
                         (unsigned long long)st->rejected, (unsigned long long)st->failed);
             for (size_t k = 0; k < NSUBCOMMANDS; k++) {
                 const cmdstat *ss = &substats[k];
@@ -1809,8 +1809,8 @@ void infoCommand(client *c) {
                         "cmdstat_%s|%s:calls=%llu,usec=%llu,usec_per_call=%.2f,rejected_calls=%llu,"
                         "failed_calls=%llu\r\n",
                         subcommands[k].cname, subcommands[k].name, (unsigned long long)ss->calls,
-                        (unsigned long long)ss->usec,
-                        ss->calls ? (double)ss->usec / (double)ss->calls : 0.0,
+                        (unsigned long long)(ss->ns / 1000),
+                        ss->calls ? (double)ss->ns / 1000.0 / (double)ss->calls : 0.0,
                         (unsigned long long)ss->rejected, (unsigned long long)ss->failed);
             }
         }

@@ -370,7 +370,7 @@ int processCommand(client *c);      /* dispatch argv; 0 = keep going */
 void call(client *c, const ir_command *cmd);
 /* Command statistics (commands.c): a call of cmd took usec; failed: it replied
  * an error. Subcommands (c->lastsub) are counted apart, as "client|list". */
-void commandStatsCall(const client *c, const ir_command *cmd, uint64_t usec, int failed);
+void commandStatsCall(const client *c, const ir_command *cmd, uint64_t ns, int failed);
 void commandStatsRejected(const client *c, const ir_command *cmd);
 /* A blocked command answered when served (its call was counted when it blocked):
  * a failure counts in failed_calls, as Redis's updateStatsOnUnblock. */
