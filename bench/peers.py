@@ -873,6 +873,7 @@ def run(s: Settings) -> dict[str, Any]:
     net_cm = (lat.network(s.loopback, 0, s.mtu, False) if networked
               else contextlib.nullcontext(None))
     skip: set[str] = set()
+    load_start = os.getloadavg()[0]
     with lat.sigterm_as_exit(), tempfile.TemporaryDirectory(prefix="peers-") as tmp, \
             net_cm as net:
         if net is not None:
@@ -909,7 +910,8 @@ def run(s: Settings) -> dict[str, Any]:
                     if isinstance(e, lat.StartError):
                         skip.add(system)  # the same reason at every size
     return {"bench": "peers", "quick": s.quick, "commit": _commit(),
-            "machine": {**lat.machine(), "loadavg_end": os.getloadavg()[0]},
+            "machine": {**lat.machine(), "loadavg_start": load_start,
+                        "loadavg_end": os.getloadavg()[0]},
             "network": net_info, "pinning": {"server": pin.server, "client": pin.client},
             "config": {"actors": s.actors, "actor_procs": s.actor_procs, "batch": BATCH,
                        "sample": SAMPLE, "alpha": ALPHA, "beta": BETA,
