@@ -5,14 +5,14 @@ BUILD     ?= build
 ASAN      ?= build-asan
 APT_PKGS  := build-essential pkg-config redis-server redis-tools clang libclang-rt-14-dev \
              iproute2 ethtool dpdk dpdk-dev libdpdk-dev liblwip-dev zlib1g-dev libzstd-dev dpkg-dev tcl patch \
-             liblua5.1-0-dev lua-cjson-dev lua-bitop-dev
+             liblua5.1-0-dev lua-cjson-dev lua-bitop-dev clang-format
 # lwIP for the DPDK stack is built from Debian's source package (apt-get source)
 LWIP_SRC  := build-deps/lwip-src
 SUDO      := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 STAMP     := .deps-stamp
 EXTRAS    ?= dev,bench,rl,ray,torchrl,rllib
 
-.PHONY: all deps build test test-c test-py test-fuzz lint demo bench bench-peers soak fuzz clean
+.PHONY: all deps build test test-c test-py test-fuzz lint format demo bench bench-peers soak fuzz clean
 FUZZ_SECONDS ?= 300
 
 all: build
@@ -51,7 +51,11 @@ test-c: build $(ASAN)/build.ninja
 	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 meson test -C $(ASAN) --print-errorlogs
 
 lint: deps
-	$(PY) -m ruff check pyctl tests bench actors learner integrations
+	$(PY) -m ruff check pyctl tests bench actors learner integrations fstack_redis/gen_commands.py
+
+# The C code's format (.clang-format; tests/test_format.py checks it).
+format: deps
+	git ls-files '*.c' '*.h' | xargs clang-format -i
 
 test-py: build
 	$(PY) -m pytest -q tests

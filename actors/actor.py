@@ -5,8 +5,12 @@ priorities, pull parameters when the learner announces new ones.
 
 Each flush of ``actor_batch`` transitions is
 
-1. one ``REPLAY.ADD table p1 item1 p2 item2 ...`` (or, with ``--replay local``, one
-   ``RPUSH <prefix>:experience`` of priority-prefixed records to a stock Redis), and
+1. one write through the actor's :class:`Writer` (the learner's side is
+   ``learner.replay.Replay``): ``REPLAY.ADD table p1 item1 p2 item2 ...``
+   (:class:`ItemWriter`), the frames-once items of a TRAJECTORY table
+   (:class:`FrameItemWriter`, Atari on one appliance) or, with ``--replay local``, one
+   ``RPUSH <prefix>:experience`` of priority-prefixed records to a stock Redis
+   (:class:`ListWriter`), and
 2. one pipelined round trip: ``INCRBY <prefix>:frames``, ``INCRBY <prefix>:transitions``,
    ``RPUSH <prefix>:returns`` (finished episodes), ``MGET <prefix>:learner:samples
    <prefix>:stop``;
@@ -43,7 +47,8 @@ import struct
 import sys
 import threading
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Protocol
 
 import numpy as np
 import redis
@@ -170,6 +175,155 @@ class ParamUpdates:
         self.ps.close()
 
 
+class Writer(Protocol):
+    """Where an actor's transitions go. ``begin``/``step`` see every observation (a
+    frames-once writer stores each frame there and returns its step number, carried
+    in the transition; the others return 0); ``write`` inserts a batch with its
+    priorities; ``paced``: the server's rate limiter paces the writes (else the actor
+    throttles itself against the learner's sample counter); ``waited_s``: the time
+    writes spent held by that limiter."""
+
+    paced: bool
+    waited_s: float
+
+    def begin(self, obs: np.ndarray) -> int: ...
+    def step(self, obs: np.ndarray) -> int: ...
+    def end_episode(self) -> None: ...
+    def write(self, ts: list[Transition], prio: np.ndarray) -> None: ...
+    def close(self) -> None: ...
+
+
+Waiting = Callable[[], bool]
+"""Called between waits for the rate limiter: True to give up (stop, or stop key)."""
+
+
+class PlainSteps:
+    """A writer that stores whole items: observations are not its business."""
+
+    waited_s = 0.0
+
+    def begin(self, obs: np.ndarray) -> int:
+        return 0
+
+    def step(self, obs: np.ndarray) -> int:
+        return 0
+
+    def end_episode(self) -> None:
+        pass
+
+
+class ItemWriter(PlainSteps):
+    """Each transition one item of the appliance's table (``REPLAY.ADD`` through the
+    replay group's client), encoded by ``actors.codec``; an add the table's rate
+    limiter holds waits in the appliance ``ADD_WAIT_S`` at a time. Warns once if the
+    table's MAXBYTES cannot hold its capacity at the mean item size."""
+
+    paced = True
+
+    def __init__(self, rc: ShardedReplayClient, table: str, codec: TransitionCodec,
+                 waiting: Waiting, log: Log) -> None:
+        self.rc, self.table, self.codec = rc, table, codec
+        self.waiting, self.log = waiting, log
+        self.items = 0
+        self.item_bytes = 0  # arena bytes of the items inserted (for capacity_check)
+        self.capacity_checked = 0.0  # the mean item size last checked; -1 once warned
+        self.waited_s = 0.0
+
+    def write(self, ts: list[Transition], prio: np.ndarray) -> None:
+        items = encode(self.codec, ts)
+        t0, held = time.monotonic(), False
+        try:
+            while True:
+                try:
+                    self.rc.add(self.table, prio, items, timeout=ADD_WAIT_S)
+                    break
+                except RateLimited:
+                    held = True
+                    if self.waiting():
+                        return
+        finally:
+            if held:
+                self.waited_s += time.monotonic() - t0
+        self.items += len(items)
+        self.item_bytes += sum(stored_bytes(len(row)) for row in items)
+        self.capacity_check()
+
+    def capacity_check(self) -> None:
+        """Warn once, in one line, if the table's capacity x the mean size of the items
+        inserted here exceeds its MAXBYTES (REPLAY.INFO); checked on the first insert
+        and again whenever the mean has grown by more than 10%."""
+        mean = self.item_bytes / max(1, self.items)
+        if self.capacity_checked < 0 or mean <= 1.1 * self.capacity_checked:
+            return
+        self.capacity_checked = mean
+        msg = capacity_warning(self.table, self.rc.info(self.table), mean)
+        if msg:
+            self.log(f"warning: {msg}")
+            self.capacity_checked = -1.0
+
+    def close(self) -> None:
+        self.rc.close()
+
+
+class FrameItemWriter(ItemWriter):
+    """Frames stored once (actors.frames): each new frame appended to the actor's
+    stream as it is seen, each transition an item referencing its obs and next_obs
+    stacks there (a TRAJECTORY table on one appliance)."""
+
+    def __init__(self, rc: ShardedReplayClient, r: redis.Redis, name: str, table: str,
+                 obs_shape: tuple[int, ...], codec: TransitionCodec, waiting: Waiting,
+                 log: Log) -> None:
+        super().__init__(rc, table, codec, waiting, log)
+        self.fw = FrameWriter(r, name, table, obs_shape)
+
+    def begin(self, obs: np.ndarray) -> int:
+        return self.fw.begin(obs)
+
+    def step(self, obs: np.ndarray) -> int:
+        return self.fw.step(obs)
+
+    def end_episode(self) -> None:
+        self.fw.end_episode()
+
+    def write(self, ts: list[Transition], prio: np.ndarray) -> None:
+        for t, p in zip(ts, prio, strict=True):
+            self.fw.add(t.extra[1], t.steps, t.action, t.ret, t.discount, float(p))
+        self.fw.flush()
+
+    def close(self) -> None:
+        try:
+            self.fw.close()
+        except redis.RedisError:
+            pass
+        super().close()
+
+
+class ListWriter(PlainSteps):
+    """The stock-Redis baseline (``--replay local``): one ``RPUSH <prefix>:experience``
+    of float32-priority-prefixed records per batch, which the learner drains into its
+    own tree; Redis has no rate limiter, so the actor paces itself (``paced`` False)."""
+
+    paced = False
+
+    def __init__(self, r: redis.Redis, key: str, codec: TransitionCodec) -> None:
+        self.r, self.key, self.codec = r, key, codec
+
+    def write(self, ts: list[Transition], prio: np.ndarray) -> None:
+        p32 = prio.astype("<f4")
+        self.r.rpush(self.key, *[PRIORITY.pack(p) + bytes(row)
+                                 for p, row in zip(p32, encode(self.codec, ts), strict=True)])
+
+    def close(self) -> None:
+        pass
+
+
+def encode(codec: TransitionCodec, ts: list[Transition]) -> Any:
+    """A batch of transitions as the codec's records (one per transition)."""
+    return codec.encode(np.stack([t.obs for t in ts]), [t.action for t in ts],
+                        [t.ret for t in ts], [t.discount for t in ts],
+                        np.stack([t.next_obs for t in ts]), [t.steps for t in ts])
+
+
 class Actor:
     """One actor. ``run()`` loops until ``stop`` is set, the stop key appears,
     ``max_steps`` agent steps are done, or a SIGTERM (in ``main``)."""
@@ -194,15 +348,19 @@ class Actor:
         self.rng = np.random.default_rng(self.seed)
         self.model = build_model(self.spec, cfg.hidden)
         self.model.eval()
-        self.codec = TransitionCodec(self.spec.obs_shape, self.spec.obs_dtype, cfg.n_step,
-                                     self.spec.pixels)
-        self.rc = ShardedReplayClient.from_seed(f"{cfg.host}:{cfg.port}", socket_timeout=60) \
-            if cfg.replay == "appliance" else None
-        self.fw: FrameWriter | None = None
-        """Frames stored once (actors.frames), when frames_once_on(cfg, pixels, rc)."""
-        if frames_once_on(cfg, self.spec.pixels, self.rc):
-            self.fw = FrameWriter(self.r, f"{cfg.prefix}:actor{actor_id}", cfg.table,
-                                  self.spec.obs_shape)
+        codec = TransitionCodec(self.spec.obs_shape, self.spec.obs_dtype, cfg.n_step,
+                                self.spec.pixels)
+        self.writer: Writer
+        if cfg.replay != "appliance":
+            self.writer = ListWriter(self.r, self.keys.experience, codec)
+        else:
+            rc = ShardedReplayClient.from_seed(f"{cfg.host}:{cfg.port}", socket_timeout=60)
+            if frames_once_on(cfg, self.spec.pixels, rc):
+                self.writer = FrameItemWriter(rc, self.r, f"{cfg.prefix}:actor{actor_id}",
+                                              cfg.table, self.spec.obs_shape, codec,
+                                              self._waiting, self.log)
+            else:
+                self.writer = ItemWriter(rc, cfg.table, codec, self._waiting, self.log)
         self.version = 0
         self.pulls = 0
         self.learner_samples = 0
@@ -211,9 +369,7 @@ class Actor:
         self.frames = 0
         self.episodes = 0
         self.inserted = 0
-        self.inserted_bytes = 0  # arena bytes of the items inserted (for capacity_check)
-        self.capacity_checked = 0.0  # the mean item size last checked; -1 once warned
-        self.waited_s = 0.0
+        self.waited_s = 0.0  # throttled by itself (--replay local); the writer's own too
         self.stopped_by_key = False
         """The stop key was seen. Only signal handlers (and the caller) set ``stop``: a
         handler's stop.set() while this thread held the Event's lock would deadlock."""
@@ -284,8 +440,8 @@ class Actor:
         returns: list[str] = []
         obs, info = env.reset(seed=self.seed)
         ep_return, ep_frames, ep_lives = 0.0, 0, lives(info)
-        fw = self.fw
-        row = fw.begin(obs) if fw else 0  # the stream step of obs (frames stored once)
+        w = self.writer
+        row = w.begin(obs)  # the stream step of obs (frames stored once; else 0)
         frames_unsent = 0
         t_log = time.monotonic()
         frames_log = 0
@@ -302,7 +458,7 @@ class Actor:
             else:
                 action = int(q.argmax())
             next_obs, reward, terminated, truncated, info = env.step(action)
-            next_row = fw.step(next_obs) if fw else 0
+            next_row = w.step(next_obs)
             self.steps += 1
             self.frames += self.spec.frame_skip
             frames_unsent += self.spec.frame_skip
@@ -326,13 +482,13 @@ class Actor:
             if done:
                 self.episodes += 1
                 returns.append(f"{time.time():.3f} {self.id} {ep_return:g} {ep_frames}")
-                if fw:  # the episode's items reference its steps: in before it ends
-                    self.flush(out, returns, frames_unsent)
+                if isinstance(w, FrameItemWriter):  # its items reference the episode's
+                    self.flush(out, returns, frames_unsent)  # steps: in before it ends
                     out, returns, frames_unsent = [], [], 0
-                    fw.end_episode()
+                    w.end_episode()
                 obs, info = env.reset()
                 ep_return, ep_frames, ep_lives = 0.0, 0, lives(info)
-                row = fw.begin(obs) if fw else 0
+                row = w.begin(obs)
             else:
                 obs = next_obs
                 row = next_row
@@ -344,7 +500,8 @@ class Actor:
                 fps = (self.frames - frames_log) / (now_t - t_log)
                 self.log(f"{self.frames} frames ({fps:.0f}/s), {self.episodes} episodes, "
                          f"params v{self.version} ({self.pulls} pulls), "
-                         f"waited {self.waited_s:.1f} s for the learner")
+                         f"waited {self.waited_s + self.writer.waited_s:.1f} s for the "
+                         "learner")
                 t_log, frames_log = now_t, self.frames
         if out or returns or frames_unsent:
             try:
@@ -361,27 +518,8 @@ class Actor:
             ts = [t for t, _ in out]
             prio = td_priorities([t.extra[0] for t in ts], [t.ret for t in ts],
                                  [t.discount for t in ts], [q for _, q in out])
-        if out and self.fw is not None:
-            for t, p in zip(ts, prio, strict=True):
-                self.fw.add(t.extra[1], t.steps, t.action, t.ret, t.discount, float(p))
-            self.fw.flush()
+            self.writer.write(ts, prio)
             self.inserted += len(out)
-        elif out:
-            items = self.codec.encode(
-                np.stack([t.obs for t in ts]), [t.action for t in ts], [t.ret for t in ts],
-                [t.discount for t in ts], np.stack([t.next_obs for t in ts]),
-                [t.steps for t in ts])
-            if cfg.replay == "appliance":
-                self._add(prio, items)
-            else:
-                p32 = prio.astype("<f4")
-                self.r.rpush(keys.experience,
-                             *[PRIORITY.pack(p) + bytes(row) for p, row in zip(p32, items,
-                                                                               strict=True)])
-            self.inserted += len(out)
-            self.inserted_bytes += sum(stored_bytes(len(row)) for row in items)
-            if cfg.replay == "appliance":
-                self.capacity_check()
         pipe = self.r.pipeline(transaction=False)
         pipe.incrby(keys.frames, frames)
         pipe.incrby(keys.transitions, len(out))
@@ -396,40 +534,17 @@ class Actor:
             self.stopped_by_key = True
             return
         self.check_params()
-        if throttle and cfg.replay == "local" and cfg.samples_per_insert > 0:
+        if throttle and not self.writer.paced and cfg.samples_per_insert > 0:
             self._throttle()
 
-    def _add(self, prio: np.ndarray, items: Any) -> None:
-        """REPLAY.ADD, waiting in the appliance while the table's rate limiter holds
-        inserts (the learner is behind); between waits, a stop or new parameters are
-        picked up. The wait counts in waited_s."""
-        t0 = time.monotonic()
-        try:
-            while True:
-                try:
-                    self.rc.add(self.cfg.table, prio, items, timeout=ADD_WAIT_S)
-                    return
-                except RateLimited:
-                    self.learner_samples, stop = self._poll()
-                    if stop or self.stop.is_set():
-                        self.stopped_by_key = self.stopped_by_key or stop
-                        return
-                    self.check_params()
-        finally:
-            self.waited_s += time.monotonic() - t0
-
-    def capacity_check(self) -> None:
-        """Warn once, in one line, if the table's capacity x the mean size of the items
-        inserted here exceeds its MAXBYTES (REPLAY.INFO); checked on the first insert
-        and again whenever the mean has grown by more than 10%."""
-        mean = self.inserted_bytes / max(1, self.inserted)
-        if self.capacity_checked < 0 or mean <= 1.1 * self.capacity_checked:
-            return
-        self.capacity_checked = mean
-        msg = capacity_warning(self.cfg.table, self.rc.info(self.cfg.table), mean)
-        if msg:
-            self.log(f"warning: {msg}")
-            self.capacity_checked = -1.0
+    def _waiting(self) -> bool:
+        """Between waits for the appliance's rate limiter (the learner is behind): pick
+        up a stop or new parameters; True to stop."""
+        self.learner_samples, stop = self._poll()
+        self.stopped_by_key = self.stopped_by_key or stop
+        if not (stop or self.stop.is_set()):
+            self.check_params()
+        return stop or self.stop.is_set()
 
     def _throttle(self) -> None:
         """The baseline only (--replay local: stock Redis has no rate limiter): wait
@@ -450,15 +565,9 @@ class Actor:
         self.waited_s += time.monotonic() - t0
 
     def close(self) -> None:
-        if self.fw is not None:
-            try:
-                self.fw.close()
-            except redis.RedisError:
-                pass
+        self.writer.close()
         self.updates.close()
         self.r.close()
-        if self.rc is not None:
-            self.rc.close()
 
 
 def main(argv: list[str] | None = None) -> int:

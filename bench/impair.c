@@ -83,7 +83,7 @@ struct dir {
     struct params p;
     struct counters c;
     uint64_t rng[4];
-    int64_t fifo_due;   /* due time of the last in-order frame (keeps jitter from reordering) */
+    int64_t fifo_due;    /* due time of the last in-order frame (keeps jitter from reordering) */
     int64_t burst_until; /* monotonic ns; 0: no burst */
     bool burst_on;       /* burst with no end (burst=P%/0s toggles) */
     uint64_t data_segs;  /* TCP data/SYN/FIN segments seen since the spec was loaded (drop=) */
@@ -117,8 +117,7 @@ static uint64_t seed;
 
 static volatile sig_atomic_t sig_term, sig_usr1, sig_usr2, sig_hup;
 
-static void on_signal(int sig)
-{
+static void on_signal(int sig) {
     switch (sig) {
     case SIGTERM:
     case SIGINT: sig_term = 1; break;
@@ -129,14 +128,12 @@ static void on_signal(int sig)
     }
 }
 
-static void die(const char *what)
-{
+static void die(const char *what) {
     fprintf(stderr, "impair: %s: %s\n", what, strerror(errno));
     exit(1);
 }
 
-static int64_t now_ns(void)
-{
+static int64_t now_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
@@ -144,8 +141,7 @@ static int64_t now_ns(void)
 
 /* ---- PRNG: splitmix64 seeds xoshiro256** ------------------------------------ */
 
-static uint64_t splitmix64(uint64_t *x)
-{
+static uint64_t splitmix64(uint64_t *x) {
     uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
@@ -154,8 +150,7 @@ static uint64_t splitmix64(uint64_t *x)
 
 static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
 
-static uint64_t xoshiro(uint64_t s[4])
-{
+static uint64_t xoshiro(uint64_t s[4]) {
     uint64_t r = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
     s[2] ^= s[0];
     s[3] ^= s[1];
@@ -170,23 +165,19 @@ static double uniform(uint64_t s[4]) { return (double)(xoshiro(s) >> 11) * 0x1.0
 
 /* ---- the spec ---------------------------------------------------------------- */
 
-static int parse_percent(const char *v, double *out)
-{
+static int parse_percent(const char *v, double *out) {
     char *end;
     double x = strtod(v, &end);
-    if (end == v || (*end != '%' && *end != '\0' && *end != '/') || x < 0 || x > 100)
-        return -1;
+    if (end == v || (*end != '%' && *end != '\0' && *end != '/') || x < 0 || x > 100) return -1;
     *out = x / 100.0;
     return 0;
 }
 
 /* "20ms", "1.5s", "500us", "0": nanoseconds; *end after the unit */
-static int parse_time(const char *v, int64_t *out, const char **endp)
-{
+static int parse_time(const char *v, int64_t *out, const char **endp) {
     char *end;
     double x = strtod(v, &end);
-    if (end == v || x < 0)
-        return -1;
+    if (end == v || x < 0) return -1;
     double mult = 1e6; /* default ms */
     if (strncmp(end, "ms", 2) == 0) {
         end += 2;
@@ -201,37 +192,29 @@ static int parse_time(const char *v, int64_t *out, const char **endp)
         end += 1;
     }
     *out = (int64_t)(x * mult + 0.5);
-    if (endp)
-        *endp = end;
+    if (endp) *endp = end;
     return 0;
 }
 
-static int parse_item(struct params *p, const char *key, const char *v)
-{
+static int parse_item(struct params *p, const char *key, const char *v) {
     const char *end;
-    if (strcmp(key, "loss") == 0)
-        return parse_percent(v, &p->loss);
+    if (strcmp(key, "loss") == 0) return parse_percent(v, &p->loss);
     if (strcmp(key, "duplicate") == 0 || strcmp(key, "dup") == 0)
         return parse_percent(v, &p->duplicate);
     if (strcmp(key, "reorder") == 0) {
-        if (parse_percent(v, &p->reorder))
-            return -1;
+        if (parse_percent(v, &p->reorder)) return -1;
         const char *slash = strchr(v, '/');
         p->reorder_ns = 1000000;
         return slash ? parse_time(slash + 1, &p->reorder_ns, NULL) : 0;
     }
     if (strcmp(key, "delay") == 0) {
-        if (parse_time(v, &p->delay_ns, &end))
-            return -1;
+        if (parse_time(v, &p->delay_ns, &end)) return -1;
         p->jitter_ns = 0;
         if (strncmp(end, "\xc2\xb1", 2) == 0) /* ± in UTF-8 */
             end += 2;
-        else if (strncmp(end, "+-", 2) == 0)
-            end += 2;
-        else if (*end == '~')
-            end += 1;
-        else
-            return *end ? -1 : 0;
+        else if (strncmp(end, "+-", 2) == 0) end += 2;
+        else if (*end == '~') end += 1;
+        else return *end ? -1 : 0;
         return parse_time(end, &p->jitter_ns, &end) || *end ? -1 : 0;
     }
     if (strcmp(key, "drop") == 0) {
@@ -248,8 +231,7 @@ static int parse_item(struct params *p, const char *key, const char *v)
         return p->ndrop ? 0 : -1;
     }
     if (strcmp(key, "burst") == 0) {
-        if (parse_percent(v, &p->burst_loss))
-            return -1;
+        if (parse_percent(v, &p->burst_loss)) return -1;
         const char *slash = strchr(v, '/');
         p->burst_ns = 2000000000;
         return slash ? parse_time(slash + 1, &p->burst_ns, NULL) : 0;
@@ -258,8 +240,7 @@ static int parse_item(struct params *p, const char *key, const char *v)
 }
 
 /* Parses SPEC into np[] (starting from all zeros); -1 and a message on error. */
-static int parse_spec(const char *spec, struct params np[NDIR])
-{
+static int parse_spec(const char *spec, struct params np[NDIR]) {
     memset(np, 0, sizeof(struct params) * NDIR);
     for (int d = 0; d < NDIR; d++) {
         np[d].reorder_ns = 1000000;
@@ -297,8 +278,7 @@ static int parse_spec(const char *spec, struct params np[NDIR])
     return 0;
 }
 
-static int load_spec_file(struct params np[NDIR])
-{
+static int load_spec_file(struct params np[NDIR]) {
     char buf[1024];
     FILE *f = fopen(spec_file, "r");
     if (!f) {
@@ -313,9 +293,9 @@ static int load_spec_file(struct params np[NDIR])
 
 /* ---- counters as JSON ---------------------------------------------------------- */
 
-static void write_json(FILE *f)
-{
-    fprintf(f, "{\"seed\": %" PRIu64 ", \"a\": \"%s\", \"b\": \"%s\"", seed, ifname[AB], ifname[BA]);
+static void write_json(FILE *f) {
+    fprintf(f, "{\"seed\": %" PRIu64 ", \"a\": \"%s\", \"b\": \"%s\"", seed, ifname[AB],
+            ifname[BA]);
     for (int d = 0; d < NDIR; d++) {
         const struct counters *c = &dirs[d].c;
         const struct params *p = &dirs[d].p;
@@ -335,10 +315,8 @@ static void write_json(FILE *f)
     fprintf(f, ", \"in_flight\": %" PRIu32 "}\n", heap_len);
 }
 
-static void write_stats(void)
-{
-    if (!stats_path)
-        return;
+static void write_stats(void) {
+    if (!stats_path) return;
     char tmp[4096];
     snprintf(tmp, sizeof tmp, "%s.tmp", stats_path);
     FILE *f = fopen(tmp, "w");
@@ -347,49 +325,40 @@ static void write_stats(void)
         return;
     }
     write_json(f);
-    if (fclose(f) == 0)
-        rename(tmp, stats_path);
+    if (fclose(f) == 0) rename(tmp, stats_path);
 }
 
 /* ---- the timer heap --------------------------------------------------------------- */
 
-static bool heap_less(const struct heap_ent *x, const struct heap_ent *y)
-{
+static bool heap_less(const struct heap_ent *x, const struct heap_ent *y) {
     return x->due < y->due || (x->due == y->due && x->seq < y->seq);
 }
 
-static void heap_push(int64_t due, uint32_t s)
-{
+static void heap_push(int64_t due, uint32_t s) {
     uint32_t i = heap_len++;
     struct heap_ent e = {due, heap_seq++, s};
     while (i > 0) {
         uint32_t parent = (i - 1) / 2;
-        if (!heap_less(&e, &heap[parent]))
-            break;
+        if (!heap_less(&e, &heap[parent])) break;
         heap[i] = heap[parent];
         i = parent;
     }
     heap[i] = e;
 }
 
-static struct heap_ent heap_pop(void)
-{
+static struct heap_ent heap_pop(void) {
     struct heap_ent top = heap[0], last = heap[--heap_len];
     uint32_t i = 0;
     for (;;) {
         uint32_t l = 2 * i + 1, r = l + 1, m = i;
         const struct heap_ent *best = &last;
-        if (l < heap_len && heap_less(&heap[l], best))
-            m = l, best = &heap[l];
-        if (r < heap_len && heap_less(&heap[r], best))
-            m = r;
-        if (m == i)
-            break;
+        if (l < heap_len && heap_less(&heap[l], best)) m = l, best = &heap[l];
+        if (r < heap_len && heap_less(&heap[r], best)) m = r;
+        if (m == i) break;
         heap[i] = heap[m];
         i = m;
     }
-    if (heap_len)
-        heap[i] = last;
+    if (heap_len) heap[i] = last;
     return top;
 }
 
@@ -397,8 +366,7 @@ static struct heap_ent heap_pop(void)
 
 static uint8_t *slot_data(uint32_t s) { return slot_mem + (size_t)s * SLOT_BYTES; }
 
-static void transmit(uint32_t s)
-{
+static void transmit(uint32_t s) {
     struct slot *sl = &slots[s];
     struct dir *d = &dirs[sl->dir];
     int out = sock[sl->dir == AB ? BA : AB];
@@ -418,17 +386,14 @@ static void transmit(uint32_t s)
                 continue;
             }
         }
-        if (k == 0)
-            d->c.forwarded++;
-        else
-            d->c.duplicated++;
+        if (k == 0) d->c.forwarded++;
+        else d->c.duplicated++;
         d->c.bytes += sl->len;
     }
     free_list[nfree++] = s;
 }
 
-static void run_due(void)
-{
+static void run_due(void) {
     int64_t now = now_ns();
     while (heap_len && heap[0].due <= now) {
         struct heap_ent e = heap_pop();
@@ -436,20 +401,16 @@ static void run_due(void)
     }
 }
 
-static double loss_now(struct dir *d, int64_t now, bool *in_burst)
-{
+static double loss_now(struct dir *d, int64_t now, bool *in_burst) {
     *in_burst = d->burst_on || (d->burst_until && now < d->burst_until);
-    if (d->burst_until && now >= d->burst_until)
-        d->burst_until = 0;
+    if (d->burst_until && now >= d->burst_until) d->burst_until = 0;
     return *in_burst && d->p.burst_loss > d->p.loss ? d->p.burst_loss : d->p.loss;
 }
 
 /* True if the frame is an IPv4 TCP segment (unfragmented) that takes sequence space:
  * data, SYN or FIN. */
-static bool tcp_data(const uint8_t *f, uint32_t len)
-{
-    if (len < 14 + 20 || f[12] != 0x08 || f[13] != 0x00)
-        return false;
+static bool tcp_data(const uint8_t *f, uint32_t len) {
+    if (len < 14 + 20 || f[12] != 0x08 || f[13] != 0x00) return false;
     const uint8_t *ip = f + 14;
     unsigned ihl = (unsigned)(ip[0] & 0x0f) * 4, tot = (unsigned)ip[2] << 8 | ip[3];
     if ((ip[0] >> 4) != 4 || ip[9] != 6 || ihl < 20 || (ip[6] & 0x1f) || ip[7] ||
@@ -460,20 +421,16 @@ static bool tcp_data(const uint8_t *f, uint32_t len)
 }
 
 /* drop=: is this the direction's next listed data segment? */
-static bool drop_listed(struct dir *d, uint32_t s)
-{
-    if (!d->p.ndrop || !tcp_data(slot_data(s), slots[s].len))
-        return false;
+static bool drop_listed(struct dir *d, uint32_t s) {
+    if (!d->p.ndrop || !tcp_data(slot_data(s), slots[s].len)) return false;
     uint64_t k = ++d->data_segs;
     for (unsigned i = 0; i < d->p.ndrop; i++)
-        if (d->p.drop[i] == k)
-            return true;
+        if (d->p.drop[i] == k) return true;
     return false;
 }
 
 /* A frame of direction `di` is in slot s: decide its fate. */
-static void handle(int di, uint32_t s, int64_t now)
-{
+static void handle(int di, uint32_t s, int64_t now) {
     struct dir *d = &dirs[di];
     /* always four draws per frame, whatever happens: reproducible decisions */
     double u_loss = uniform(d->rng), u_dup = uniform(d->rng), u_reo = uniform(d->rng);
@@ -488,25 +445,21 @@ static void handle(int di, uint32_t s, int64_t now)
     }
     if (u_loss < loss) {
         d->c.dropped++;
-        if (in_burst && u_loss >= d->p.loss)
-            d->c.burst_dropped++;
+        if (in_burst && u_loss >= d->p.loss) d->c.burst_dropped++;
         free_list[nfree++] = s;
         return;
     }
     slots[s].dir = (uint8_t)di;
     slots[s].copies = u_dup < d->p.duplicate ? 2 : 1;
     int64_t delay = d->p.delay_ns;
-    if (d->p.jitter_ns)
-        delay += (int64_t)((2 * u_jit - 1) * (double)d->p.jitter_ns);
-    if (delay < 0)
-        delay = 0;
+    if (d->p.jitter_ns) delay += (int64_t)((2 * u_jit - 1) * (double)d->p.jitter_ns);
+    if (delay < 0) delay = 0;
     int64_t due = now + delay;
     if (u_reo < d->p.reorder) {
         d->c.reordered++;
         due += d->p.reorder_ns; /* out of the FIFO: later frames overtake it */
     } else {
-        if (due < d->fifo_due)
-            due = d->fifo_due;
+        if (due < d->fifo_due) due = d->fifo_due;
         d->fifo_due = due;
     }
     if (due <= now) {
@@ -514,20 +467,17 @@ static void handle(int di, uint32_t s, int64_t now)
         transmit(s);
         return;
     }
-    if (due > now)
-        d->c.delayed++;
+    if (due > now) d->c.delayed++;
     heap_push(due, s);
 }
 
-static void receive(int di)
-{
+static void receive(int di) {
     struct dir *d = &dirs[di];
     for (int i = 0; i < RX_BATCH; i++) {
         if (nfree == 0) { /* pool full: read and drop (a full queue's tail drop) */
             static uint8_t scratch[SLOT_BYTES];
             ssize_t n = recv(sock[di], scratch, sizeof scratch, MSG_DONTWAIT);
-            if (n < 0)
-                return;
+            if (n < 0) return;
             d->c.received++;
             d->c.overflow++;
             continue;
@@ -552,11 +502,9 @@ static void receive(int di)
     }
 }
 
-static int open_sock(const char *ifn)
-{
+static int open_sock(const char *ifn) {
     int fd = socket(AF_PACKET, SOCK_RAW | SOCK_NONBLOCK | SOCK_CLOEXEC, htons(ETH_P_ALL));
-    if (fd < 0)
-        die("socket(AF_PACKET) (needs root or CAP_NET_RAW)");
+    if (fd < 0) die("socket(AF_PACKET) (needs root or CAP_NET_RAW)");
     unsigned idx = if_nametoindex(ifn);
     if (!idx) {
         fprintf(stderr, "impair: %s: no such interface\n", ifn);
@@ -569,33 +517,28 @@ static int open_sock(const char *ifn)
         setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &big, sizeof big);
     if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &big, sizeof big) != 0)
         setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &big, sizeof big);
-    struct sockaddr_ll sll = {.sll_family = AF_PACKET, .sll_protocol = htons(ETH_P_ALL),
-                              .sll_ifindex = (int)idx};
-    if (bind(fd, (struct sockaddr *)&sll, sizeof sll) != 0)
-        die("bind");
+    struct sockaddr_ll sll = {
+        .sll_family = AF_PACKET, .sll_protocol = htons(ETH_P_ALL), .sll_ifindex = (int)idx};
+    if (bind(fd, (struct sockaddr *)&sll, sizeof sll) != 0) die("bind");
     struct packet_mreq mr = {.mr_ifindex = (int)idx, .mr_type = PACKET_MR_PROMISC};
     if (setsockopt(fd, SOL_PACKET, PACKET_ADD_MEMBERSHIP, &mr, sizeof mr) != 0)
         die("PACKET_MR_PROMISC");
     /* frames queued before the bind may belong to no interface filter: drain them */
     uint8_t junk[64];
-    while (recv(fd, junk, sizeof junk, MSG_DONTWAIT | MSG_TRUNC) >= 0) {
-    }
+    while (recv(fd, junk, sizeof junk, MSG_DONTWAIT | MSG_TRUNC) >= 0) {}
     return fd;
 }
 
-static void usage(void)
-{
-    fprintf(stderr,
-            "usage: impair --a IF --b IF [--seed N] [--spec SPEC] [--spec-file FILE]\n"
-            "              [--stats FILE] [--pidfile FILE] [--slots N] [--daemon]\n"
-            "       impair --check SPEC   (parse SPEC only: exit 0, or 2 with the reason)\n"
-            "SPEC: [ab.|ba.]loss=P%%,delay=Dms±Jms,reorder=P%%[/Xms],duplicate=P%%,"
-            "burst=P%%/Ts\n");
+static void usage(void) {
+    fprintf(stderr, "usage: impair --a IF --b IF [--seed N] [--spec SPEC] [--spec-file FILE]\n"
+                    "              [--stats FILE] [--pidfile FILE] [--slots N] [--daemon]\n"
+                    "       impair --check SPEC   (parse SPEC only: exit 0, or 2 with the reason)\n"
+                    "SPEC: [ab.|ba.]loss=P%%,delay=Dms±Jms,reorder=P%%[/Xms],duplicate=P%%,"
+                    "burst=P%%/Ts\n");
     exit(2);
 }
 
-int main(int argc, char **argv)
-{
+int main(int argc, char **argv) {
     const char *spec = "", *pidfile = NULL;
     bool daemonize = false;
     nslots = DEFAULT_SLOTS;
@@ -610,75 +553,55 @@ int main(int argc, char **argv)
             daemonize = true;
             continue;
         }
-        if (!v)
-            usage();
+        if (!v) usage();
         i++;
-        if (strcmp(a, "--a") == 0)
-            ifname[AB] = v;
-        else if (strcmp(a, "--b") == 0)
-            ifname[BA] = v;
-        else if (strcmp(a, "--seed") == 0)
-            seed = strtoull(v, NULL, 0);
-        else if (strcmp(a, "--spec") == 0)
-            spec = v;
-        else if (strcmp(a, "--spec-file") == 0)
-            spec_file = v;
-        else if (strcmp(a, "--stats") == 0)
-            stats_path = v;
-        else if (strcmp(a, "--pidfile") == 0)
-            pidfile = v;
-        else if (strcmp(a, "--slots") == 0)
-            nslots = (uint32_t)strtoul(v, NULL, 0);
-        else
-            usage();
+        if (strcmp(a, "--a") == 0) ifname[AB] = v;
+        else if (strcmp(a, "--b") == 0) ifname[BA] = v;
+        else if (strcmp(a, "--seed") == 0) seed = strtoull(v, NULL, 0);
+        else if (strcmp(a, "--spec") == 0) spec = v;
+        else if (strcmp(a, "--spec-file") == 0) spec_file = v;
+        else if (strcmp(a, "--stats") == 0) stats_path = v;
+        else if (strcmp(a, "--pidfile") == 0) pidfile = v;
+        else if (strcmp(a, "--slots") == 0) nslots = (uint32_t)strtoul(v, NULL, 0);
+        else usage();
     }
-    if (!ifname[AB] || !ifname[BA] || nslots < 16 || nslots > (1u << 20))
-        usage();
+    if (!ifname[AB] || !ifname[BA] || nslots < 16 || nslots > (1u << 20)) usage();
     struct params np[NDIR];
-    if (spec_file ? load_spec_file(np) : parse_spec(spec, np))
-        return 2;
+    if (spec_file ? load_spec_file(np) : parse_spec(spec, np)) return 2;
     for (int d = 0; d < NDIR; d++) {
         dirs[d].p = np[d];
         uint64_t x = seed ^ (0x5851f42d4c957f2dull * (uint64_t)(d + 1));
-        for (int k = 0; k < 4; k++)
-            dirs[d].rng[k] = splitmix64(&x);
+        for (int k = 0; k < 4; k++) dirs[d].rng[k] = splitmix64(&x);
     }
 
     slot_mem = mmap(NULL, (size_t)nslots * SLOT_BYTES, PROT_READ | PROT_WRITE,
                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (slot_mem == MAP_FAILED)
-        die("mmap slots");
+    if (slot_mem == MAP_FAILED) die("mmap slots");
     slots = calloc(nslots, sizeof *slots);
     free_list = calloc(nslots, sizeof *free_list);
     heap = calloc(nslots, sizeof *heap);
-    if (!slots || !free_list || !heap)
-        die("calloc");
-    for (uint32_t s = 0; s < nslots; s++)
-        free_list[nfree++] = nslots - 1 - s;
+    if (!slots || !free_list || !heap) die("calloc");
+    for (uint32_t s = 0; s < nslots; s++) free_list[nfree++] = nslots - 1 - s;
 
     sock[AB] = open_sock(ifname[AB]);
     sock[BA] = open_sock(ifname[BA]);
     int tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
-    if (tfd < 0)
-        die("timerfd_create");
+    if (tfd < 0) die("timerfd_create");
 
     struct sigaction sa = {.sa_handler = on_signal};
     sigemptyset(&sa.sa_mask);
     int sigs[] = {SIGTERM, SIGINT, SIGUSR1, SIGUSR2, SIGHUP};
-    for (size_t k = 0; k < sizeof sigs / sizeof sigs[0]; k++)
-        sigaction(sigs[k], &sa, NULL);
+    for (size_t k = 0; k < sizeof sigs / sizeof sigs[0]; k++) sigaction(sigs[k], &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
 
     if (daemonize) {
         fflush(NULL);
         pid_t pid = fork();
-        if (pid < 0)
-            die("fork");
+        if (pid < 0) die("fork");
         if (pid > 0) { /* the parent records the child and returns to the caller */
             if (pidfile) {
                 FILE *f = fopen(pidfile, "w");
-                if (!f)
-                    die(pidfile);
+                if (!f) die(pidfile);
                 fprintf(f, "%d\n", (int)pid);
                 fclose(f);
             }
@@ -689,13 +612,11 @@ int main(int argc, char **argv)
         if (nul >= 0) {
             dup2(nul, 0);
             dup2(nul, 1);
-            if (nul > 2)
-                close(nul);
+            if (nul > 2) close(nul);
         }
     } else if (pidfile) {
         FILE *f = fopen(pidfile, "w");
-        if (!f)
-            die(pidfile);
+        if (!f) die(pidfile);
         fprintf(f, "%d\n", (int)getpid());
         fclose(f);
     }
@@ -710,12 +631,9 @@ int main(int argc, char **argv)
             sig_usr1 = 0;
             int64_t now = now_ns();
             for (int d = 0; d < NDIR; d++) {
-                if (dirs[d].p.burst_loss <= 0)
-                    continue;
-                if (dirs[d].p.burst_ns == 0)
-                    dirs[d].burst_on = !dirs[d].burst_on;
-                else
-                    dirs[d].burst_until = now + dirs[d].p.burst_ns;
+                if (dirs[d].p.burst_loss <= 0) continue;
+                if (dirs[d].p.burst_ns == 0) dirs[d].burst_on = !dirs[d].burst_on;
+                else dirs[d].burst_until = now + dirs[d].p.burst_ns;
             }
         }
         if (sig_hup) {
@@ -733,27 +651,23 @@ int main(int argc, char **argv)
         run_due();
         if (heap_len && heap[0].due != armed) {
             armed = heap[0].due;
-            struct itimerspec its = {.it_value = {.tv_sec = armed / 1000000000,
-                                                  .tv_nsec = armed % 1000000000}};
-            if (its.it_value.tv_sec == 0 && its.it_value.tv_nsec == 0)
-                its.it_value.tv_nsec = 1;
+            struct itimerspec its = {
+                .it_value = {.tv_sec = armed / 1000000000, .tv_nsec = armed % 1000000000}};
+            if (its.it_value.tv_sec == 0 && its.it_value.tv_nsec == 0) its.it_value.tv_nsec = 1;
             timerfd_settime(tfd, TFD_TIMER_ABSTIME, &its, NULL);
         }
         int n = poll(pfd, 3, heap_len ? 1000 : 200);
         if (n < 0) {
-            if (errno == EINTR)
-                continue;
+            if (errno == EINTR) continue;
             die("poll");
         }
         if (pfd[2].revents & POLLIN) {
             uint64_t exp;
-            if (read(tfd, &exp, sizeof exp) < 0 && errno != EAGAIN)
-                die("read timerfd");
+            if (read(tfd, &exp, sizeof exp) < 0 && errno != EAGAIN) die("read timerfd");
             armed = -1;
         }
         for (int d = 0; d < NDIR; d++)
-            if (pfd[d].revents & (POLLIN | POLLERR))
-                receive(d);
+            if (pfd[d].revents & (POLLIN | POLLERR)) receive(d);
         if ((pfd[0].revents | pfd[1].revents) & POLLNVAL) {
             fprintf(stderr, "impair: interface gone\n");
             break;

@@ -118,6 +118,10 @@ class BenchError(RuntimeError):
     """A set-up step failed; the message says what and why."""
 
 
+class StartError(BenchError):
+    """A system under test did not start (the same reason holds at every size)."""
+
+
 # --------------------------------------------------------------------------
 # sizes and statistics
 # --------------------------------------------------------------------------
@@ -387,7 +391,7 @@ class Server:
                 tail = self.log_tail()
                 last = next((x.strip() for x in reversed(tail.splitlines()) if x.strip()),
                             "no output")
-                raise BenchError(f"{self.system} did not start: {last} "
+                raise StartError(f"{self.system} did not start: {last} "
                                  f"({shlex.join(self.argv)}):\n{tail}")
             time.sleep(0.05)
         return self

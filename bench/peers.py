@@ -719,7 +719,7 @@ def run_reverb(s: Settings, net: lat.Network, pin: lat.Pinning, item_bytes: int
         t.start()
         t.join(120)
         if not ready or not ready[0].startswith("{"):
-            raise lat.BenchError("the Reverb server did not start within 120 s")
+            raise lat.StartError("the Reverb server did not start within 120 s")
         info = json.loads(ready[0])
         addr = f"{net.kernel_host}:{info['port']}"
         client = [*_taskset(pin.client), py, driver]
@@ -873,6 +873,7 @@ def run(s: Settings) -> dict[str, Any]:
     net_cm = (lat.network(s.loopback, 0, s.mtu, False) if networked
               else contextlib.nullcontext(None))
     skip: set[str] = set()
+    load_start = os.getloadavg()[0]
     with lat.sigterm_as_exit(), tempfile.TemporaryDirectory(prefix="peers-") as tmp, \
             net_cm as net:
         if net is not None:
@@ -906,11 +907,11 @@ def run(s: Settings) -> dict[str, Any]:
                 except Exception as e:
                     errors[tag] = f"{type(e).__name__}: {e}"
                     log(f"[{tag}] failed: {e}")
-                    if system in ("torchrl-ray", "reverb", "inreplay-dpdk") and \
-                            isinstance(e, lat.BenchError) and "did not start" in str(e):
+                    if isinstance(e, lat.StartError):
                         skip.add(system)  # the same reason at every size
     return {"bench": "peers", "quick": s.quick, "commit": _commit(),
-            "machine": {**lat.machine(), "loadavg_end": os.getloadavg()[0]},
+            "machine": {**lat.machine(), "loadavg_start": load_start,
+                        "loadavg_end": os.getloadavg()[0]},
             "network": net_info, "pinning": {"server": pin.server, "client": pin.client},
             "config": {"actors": s.actors, "actor_procs": s.actor_procs, "batch": BATCH,
                        "sample": SAMPLE, "alpha": ALPHA, "beta": BETA,

@@ -1109,6 +1109,16 @@ def _split(r: dict[str, Any], rows: list[dict[str, Any]] | None = None) -> str:
                "sharing their core, the kernel's TCP transfer)"))
 
 
+def _peers_load(m: dict[str, Any]) -> str:
+    """The run's load averages, which include its own servers, actors and learner (a
+    start above 1 on this 2-core machine means other work was running)."""
+    end = f"{m.get('loadavg_end', 0):.1f} at the end, the run's own processes included"
+    if m.get("loadavg_start") is None:
+        return f"load average {end}"
+    busy = " (other work was running)" if m["loadavg_start"] > 1.0 else ""
+    return f"load average {m['loadavg_start']:.1f} at the start{busy} and {end}"
+
+
 def peers_section(doc: dict[str, Any]) -> str:
     """bench/peers.py: inreplay against Reverb, TorchRL, cpprb and Redis + a learner-side
     tree, the Ape-X loop at three item sizes, with issue 21's goals."""
@@ -1120,8 +1130,7 @@ def peers_section(doc: dict[str, Any]) -> str:
     m = doc.get("machine", {})
     out = [f"Measured by `bench/peers.py`{quick} at commit {doc.get('commit', '?')} on "
            f"{m.get('cpu', cpu_model())}, {m.get('cpus', '?')} cores, Python "
-           f"{m.get('python', '?')}; load average {m.get('loadavg_end', 0):.1f} at the end (a "
-           f"shared machine: other work ran at the same time). {cfg['actors']} actor "
+           f"{m.get('python', '?')}; {_peers_load(m)}. {cfg['actors']} actor "
            f"connections insert batches of {cfg['batch']} while one learner samples "
            f"{cfg['sample']} and updates "
            f"{cfg['sample']} priorities, {cfg['seconds']:.0f} s per cell after filling the "

@@ -10,7 +10,9 @@ uniform in [0.1, 1.1), alpha 0.6, beta 0.4), three batched operations of 512:
 for
     ours    pyctl.sumtree.PrioritizedSampler (libinreplay's K-ary sum tree via cffi)
     cpprb   cpprb.PrioritizedReplayBuffer (C++ segment tree, Cython)
-    torchrl torchrl's PrioritizedSampler, when importable
+    torchrl torchrl's PrioritizedSampler (its C++ extension needs torch 2.14: when
+            it does not load here, the whole comparison runs again, in one process,
+            under build/peers-venv-torchrl's Python, which bench/peers.py makes)
     numpy   a plain NumPy reference: priorities array, cumsum + searchsorted per sample
 
 and prints a markdown table of medians (µs per call) and ratios (theirs / ours,
@@ -225,6 +227,15 @@ def bench_one(impl: Any, budget_s: float, max_reps: int, min_reps: int) -> dict[
     return {op: statistics.median(v) for op, v in times.items()} | {"reps": reps}
 
 
+def _torchrl_loads() -> bool:
+    """Whether TorchRL's PrioritizedSampler (its C++ sum tree) works in this Python."""
+    try:
+        from torchrl._torchrl import SumSegmentTreeFp32  # noqa: F401
+    except Exception:  # ImportError, or the extension's undefined symbols
+        return False
+    return True
+
+
 def run_sumtree_k(path: Path, quick: bool) -> list[dict[str, Any]]:
     cmd = [str(path), "--json"] + (["--quick"] if quick else [])
     out = subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=600).stdout
@@ -255,6 +266,17 @@ def main(argv: list[str] | None = None) -> int:
     caps = [10_000, 1_000_000] if args.quick else [10_000, 100_000, 1_000_000, 2_000_000]
     budget, max_reps, min_reps = (0.25, 200, 5) if args.quick else (1.5, 3000, 10)
     impls = [i.strip() for i in args.impls.split(",") if i.strip()]
+    if "torchrl" in impls and not os.environ.get("INREPLAY_SUMTREE_TORCHRL") and \
+            not _torchrl_loads():
+        sys.path.insert(0, str(ROOT / "bench"))
+        from peers import torchrl_python  # the venv TorchRL's extension loads in
+
+        py = torchrl_python()
+        if py != sys.executable:
+            print(f"note: TorchRL's extension does not load here: running under {py}",
+                  file=sys.stderr)
+            os.execve(py, [py, str(Path(__file__).resolve()), *(argv or sys.argv[1:])],
+                      dict(os.environ, INREPLAY_SUMTREE_TORCHRL="1"))
     notes: list[str] = [
         "insert = priorities of the next 512 ring slots; sample = 512 slots with importance "
         "weights (beta 0.4); update = new priorities of the 512 slots just sampled",

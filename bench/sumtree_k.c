@@ -18,16 +18,14 @@
 #include <string.h>
 #include <time.h>
 
-static uint64_t now_ns(void)
-{
+static uint64_t now_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
 static uint64_t bench_rng = 0x243f6a8885a308d3ULL;
-static uint64_t rnd(void)
-{
+static uint64_t rnd(void) {
     /* splitmix64 */
     uint64_t z = (bench_rng += 0x9e3779b97f4a7c15ULL);
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
@@ -36,40 +34,31 @@ static uint64_t rnd(void)
 }
 static double rnd_unit(void) { return (double)(rnd() >> 11) * 0x1.0p-53; }
 
-static int cmp_u64(const void *a, const void *b)
-{
+static int cmp_u64(const void *a, const void *b) {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
     return x < y ? -1 : x > y;
 }
 
-static uint64_t median(uint64_t *t, size_t n)
-{
+static uint64_t median(uint64_t *t, size_t n) {
     qsort(t, n, sizeof(*t), cmp_u64);
     return t[n / 2];
 }
 
-int main(int argc, char **argv)
-{
+int main(int argc, char **argv) {
     int quick = 0, json = 0;
     size_t reps = 0, batch = 512;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--quick"))
-            quick = 1;
-        else if (!strcmp(argv[i], "--json"))
-            json = 1;
-        else if (!strcmp(argv[i], "--reps") && i + 1 < argc)
-            reps = strtoul(argv[++i], NULL, 10);
-        else if (!strcmp(argv[i], "--batch") && i + 1 < argc)
-            batch = strtoul(argv[++i], NULL, 10);
+        if (!strcmp(argv[i], "--quick")) quick = 1;
+        else if (!strcmp(argv[i], "--json")) json = 1;
+        else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = strtoul(argv[++i], NULL, 10);
+        else if (!strcmp(argv[i], "--batch") && i + 1 < argc) batch = strtoul(argv[++i], NULL, 10);
         else {
             fprintf(stderr, "usage: %s [--quick] [--json] [--reps N] [--batch B]\n", argv[0]);
             return 2;
         }
     }
-    if (!reps)
-        reps = quick ? 200 : 2000;
-    if (!batch)
-        batch = 512;
+    if (!reps) reps = quick ? 200 : 2000;
+    if (!batch) batch = 512;
 
     static const unsigned ks[] = {2, 4, 8, 16, 32};
     static const uint64_t caps_full[] = {10000, 100000, 1000000, 2000000};
@@ -83,12 +72,10 @@ int main(int argc, char **argv)
     float *w = malloc(sizeof(float) * batch);
     uint64_t *ts = malloc(sizeof(uint64_t) * reps), *tu = malloc(sizeof(uint64_t) * reps),
              *ti = malloc(sizeof(uint64_t) * reps);
-    if (!slots || !raw || !w || !ts || !tu || !ti)
-        return 1;
+    if (!slots || !raw || !w || !ts || !tu || !ti) return 1;
 
     /* spin ~0.3 s first so that the CPU's clock has ramped up */
-    for (uint64_t t0 = now_ns(); now_ns() - t0 < 300000000ULL;)
-        (void)rnd();
+    for (uint64_t t0 = now_ns(); now_ns() - t0 < 300000000ULL;) (void)rnd();
 
     if (!json) {
         printf("# sum tree fanout: median ns per call of %zu items (%zu reps)\n", batch, reps);
@@ -110,18 +97,15 @@ int main(int argc, char **argv)
                     slots[i] = b + i;
                     raw[i] = 0.1 + rnd_unit();
                 }
-                if (ir_sampler_update(s, slots, raw, m) != IR_OK)
-                    return 1;
+                if (ir_sampler_update(s, slots, raw, m) != IR_OK) return 1;
             }
             unsigned depth = 0;
-            for (uint64_t x = 1; x < cap; x *= ks[k])
-                depth++;
+            for (uint64_t x = 1; x < cap; x *= ks[k]) depth++;
             uint64_t head = 0;
             for (size_t r = 0; r < reps + reps / 10; r++) {
                 const size_t at = r < reps / 10 ? 0 : r - reps / 10; /* warm-up first */
                 uint64_t t0 = now_ns();
-                if (ir_sampler_sample(s, batch, 0.4, 0, cap, slots, w) != IR_OK)
-                    return 1;
+                if (ir_sampler_sample(s, batch, 0.4, 0, cap, slots, w) != IR_OK) return 1;
                 uint64_t t1 = now_ns();
                 ts[at] = t1 - t0;
                 for (size_t i = 0; i < batch; i++) {
@@ -129,8 +113,7 @@ int main(int argc, char **argv)
                     raw[i] = 0.1 + rnd_unit();
                 }
                 t0 = now_ns();
-                if (ir_sampler_update(s, slots, raw, batch) != IR_OK)
-                    return 1;
+                if (ir_sampler_update(s, slots, raw, batch) != IR_OK) return 1;
                 t1 = now_ns();
                 tu[at] = t1 - t0;
                 for (size_t i = 0; i < batch; i++) {
@@ -138,8 +121,7 @@ int main(int argc, char **argv)
                     head = head + 1 == cap ? 0 : head + 1;
                 }
                 t0 = now_ns();
-                if (ir_sampler_update(s, slots, raw, batch) != IR_OK)
-                    return 1;
+                if (ir_sampler_update(s, slots, raw, batch) != IR_OK) return 1;
                 t1 = now_ns();
                 ti[at] = t1 - t0;
             }

@@ -83,18 +83,18 @@
 #include "server.h"
 
 #define MAX_PKT_BURST 32
-#define BURST_TX_DRAIN_US 100   /* TX drain timer, as in l2fwd */
-#define LWIP_TIMER_US 1000      /* how often lwIP's timer list is checked */
-#define STATS_PERIOD_MS 100     /* snapshot for telemetry */
+#define BURST_TX_DRAIN_US 100 /* TX drain timer, as in l2fwd */
+#define LWIP_TIMER_US 1000    /* how often lwIP's timer list is checked */
+#define STATS_PERIOD_MS 100   /* snapshot for telemetry */
 #define RX_DESC_DEFAULT 1024
 #define TX_DESC_DEFAULT 1024
 #define MEMPOOL_CACHE_SIZE 256
-#define MBUFS_PER_CONN 48       /* a full 64 KB receive window of 1460 B frames */
-#define CONN_ALLOWANCE 256      /* connections the pool is sized for */
+#define MBUFS_PER_CONN 48  /* a full 64 KB receive window of 1460 B frames */
+#define CONN_ALLOWANCE 256 /* connections the pool is sized for */
 #define TX_RETRIES 8
 #define LINK_CHECK_INTERVAL_MS 100
-#define LINK_CHECK_MAX 30       /* 3 s */
-#define LINGER_MS 300           /* at teardown: time to deliver FINs / data */
+#define LINK_CHECK_MAX 30 /* 3 s */
+#define LINGER_MS 300     /* at teardown: time to deliver FINs / data */
 #define MAX_EAL_ARGS 64
 /* net_af_packet's default ring is 512 frames: concurrent uploads overflow it,
  * and lost segments cost lwIP 2.1 (no SACK, 500 ms RTO ticks) whole seconds
@@ -106,7 +106,7 @@
  * same bytes; mbufs grow to the ring frame (the PMD copies a ring frame
  * into one mbuf), so a frame stays one segment. */
 #define AF_PACKET_RING_BYTES (AF_PACKET_FRAMECNT * 2048)
-#define AF_PACKET_FRAME_OVERHEAD 64   /* tpacket2 header + sockaddr_ll, aligned */
+#define AF_PACKET_FRAME_OVERHEAD 64 /* tpacket2 header + sockaddr_ll, aligned */
 #define AF_PACKET_FRAMES_PER_BLOCK 4
 #define ETH_FRAME_OVERHEAD (RTE_ETHER_HDR_LEN + RTE_ETHER_CRC_LEN + 2 * RTE_VLAN_HLEN)
 #define MTU_MIN 576
@@ -119,12 +119,12 @@ struct lcore_queue_conf {
     struct rte_mempool *pool;
     struct rte_eth_dev_tx_buffer *tx_buffer;
     uint64_t prev_drain_tsc, prev_timer_tsc, prev_stats_tsc;
-    uint64_t tx_dropped;       /* refused by the TX ring after retries */
-    uint64_t rx_multiseg;      /* multi-segment frames (never expected) */
+    uint64_t tx_dropped;  /* refused by the TX ring after retries */
+    uint64_t rx_multiseg; /* multi-segment frames (never expected) */
     uint64_t work_iters, cyc_rx, cyc_stack, cyc_dispatch, cyc_tx; /* per-stage breakdown */
-    uint64_t cyc_tx_inner;     /* TX bursts made from inside lwIP's output (full buffer) */
-    int tx_zerocopy;           /* see ird_tx_zerocopy */
-    uint64_t tx_zc_segs;       /* TX segments sent from lwIP's buffers without a copy */
+    uint64_t cyc_tx_inner; /* TX bursts made from inside lwIP's output (full buffer) */
+    int tx_zerocopy;       /* see ird_tx_zerocopy */
+    uint64_t tx_zc_segs;   /* TX segments sent from lwIP's buffers without a copy */
 } __rte_cache_aligned;
 
 static struct lcore_queue_conf lcore_queue_conf[RTE_MAX_LCORE];
@@ -137,10 +137,10 @@ typedef struct dpdk_transport {
     uint16_t port;
     int port_configured, port_started;
     uint64_t drain_tsc, timer_tsc, stats_tsc;
-    char carrier_path[128];   /* af_packet: the kernel interface's carrier, else "" */
-    int rx_fd;                /* af_packet: the PMD's socket, to sleep on when idle */
-    uint64_t waits;           /* idle sleeps on rx_fd */
-    char build[448];          /* INFO stack_build */
+    char carrier_path[128]; /* af_packet: the kernel interface's carrier, else "" */
+    int rx_fd;              /* af_packet: the PMD's socket, to sleep on when idle */
+    uint64_t waits;         /* idle sleeps on rx_fd */
+    char build[448];        /* INFO stack_build */
 } dpdk_transport;
 
 /* EAL can be initialized once per process. */
@@ -148,7 +148,7 @@ enum { EAL_NONE, EAL_UP, EAL_DONE };
 static int eal_state = EAL_NONE;
 static char *eal_argbuf;
 static char *eal_argv[MAX_EAL_ARGS + 3];
-static char *eal_fixed[MAX_EAL_ARGS];   /* tokens we rewrote */
+static char *eal_fixed[MAX_EAL_ARGS]; /* tokens we rewrote */
 
 static _Thread_local int last_code;
 
@@ -445,8 +445,7 @@ static int dpdkPoll(ir_transport *t, long timeout_us) {
         /* the interface went away (its namespace was deleted, the device
          * removed): the socket reports an error at once, every time, so nap
          * instead of spinning on it */
-        if (r > 0 && (pfd.revents & (POLLERR | POLLHUP | POLLNVAL)))
-            rte_delay_us_sleep(MAX_NAP_US);
+        if (r > 0 && (pfd.revents & (POLLERR | POLLHUP | POLLNVAL))) rte_delay_us_sleep(MAX_NAP_US);
     } else {
         rte_delay_us_sleep((unsigned)RTE_MIN(timeout_us, (long)MAX_NAP_US));
     }
@@ -468,8 +467,7 @@ static int afPacketSocket(const char *iface) {
         unsigned long inode;
         unsigned idx;
         /* sk RefCnt Type Proto Iface R Rmem User Inode */
-        if (sscanf(line, "%*s %*s %*s %*s %u %*s %*s %*s %lu", &idx, &inode) == 2 &&
-            idx == ifindex)
+        if (sscanf(line, "%*s %*s %*s %*s %u %*s %*s %*s %lu", &idx, &inode) == 2 && idx == ifindex)
             inodes[ninodes++] = inode;
     }
     fclose(f);
@@ -631,8 +629,7 @@ static int parseIp(const char *s, uint32_t *ip_be, int *prefix) {
 static int hasArg(int argc, char **argv, const char *opt) {
     size_t n = strlen(opt);
     for (int i = 1; i < argc; i++)
-        if (!strncmp(argv[i], opt, n) && (argv[i][n] == '\0' || argv[i][n] == '='))
-            return 1;
+        if (!strncmp(argv[i], opt, n) && (argv[i][n] == '\0' || argv[i][n] == '=')) return 1;
     return 0;
 }
 
@@ -787,8 +784,8 @@ static int portInit(dpdk_transport *d, const ir_config *cfg, uint16_t port, int 
      * windows lwIP may hold (each RX mbuf carries lwIP's pbuf in its
      * private area) */
     unsigned conns = (unsigned)RTE_MIN(cfg->maxclients > 0 ? cfg->maxclients : 1, CONN_ALLOWANCE);
-    unsigned nb_mbufs = RTE_MAX(nb_rxd + nb_txd + MAX_PKT_BURST + MEMPOOL_CACHE_SIZE +
-                                    MBUFS_PER_CONN * conns, 8192U);
+    unsigned nb_mbufs = RTE_MAX(
+        nb_rxd + nb_txd + MAX_PKT_BURST + MEMPOOL_CACHE_SIZE + MBUFS_PER_CONN * conns, 8192U);
     if (cfg->dpdk_mbufs) nb_mbufs = cfg->dpdk_mbufs;
     uint16_t priv = (uint16_t)RTE_ALIGN(irl_rx_priv_size(), RTE_MBUF_PRIV_ALIGN);
     unsigned frame = RTE_ALIGN(afPacketFrameSize(mtu), 1024U);
@@ -851,8 +848,8 @@ static int portInit(dpdk_transport *d, const ir_config *cfg, uint16_t port, int 
         return IR_ENET;
     }
 
-    q->tx_buffer = rte_zmalloc_socket("ir_tx_buffer", RTE_ETH_TX_BUFFER_SIZE(MAX_PKT_BURST), 0,
-                                      socket);
+    q->tx_buffer =
+        rte_zmalloc_socket("ir_tx_buffer", RTE_ETH_TX_BUFFER_SIZE(MAX_PKT_BURST), 0, socket);
     if (!q->tx_buffer) {
         ir_set_error("rte_zmalloc_socket: cannot allocate the TX buffer, port=%u", (unsigned)port);
         return IR_ENOMEM;
@@ -876,13 +873,14 @@ static int portInit(dpdk_transport *d, const ir_config *cfg, uint16_t port, int 
         } else if (ret < 0 && iface_mtu > 0) {
             ir_set_error("rte_eth_dev_set_mtu: err=%d (%s), port=%u, mtu=%d: the af_packet "
                          "interface's MTU is %d; raise it (ip link set IFACE mtu %d) or "
-                         "choose --mtu %d", ret, rte_strerror(-ret), (unsigned)port, mtu,
-                         iface_mtu, mtu, iface_mtu);
+                         "choose --mtu %d",
+                         ret, rte_strerror(-ret), (unsigned)port, mtu, iface_mtu, mtu, iface_mtu);
             return IR_ECONFIG;
         } else if (ret < 0) {
             ir_set_error("rte_eth_dev_set_mtu: err=%d (%s), port=%u, mtu=%d: the port's "
-                         "maximum frame is %u bytes; choose a smaller --mtu", ret,
-                         rte_strerror(-ret), (unsigned)port, mtu, (unsigned)dev_info.max_rx_pktlen);
+                         "maximum frame is %u bytes; choose a smaller --mtu",
+                         ret, rte_strerror(-ret), (unsigned)port, mtu,
+                         (unsigned)dev_info.max_rx_pktlen);
             return IR_ECONFIG;
         }
     }
@@ -903,7 +901,8 @@ ir_transport *ir_dpdk_transport_new(struct ir_server *s, const ir_config *cfg) {
     int prefix, ret;
     if (parseIp(cfg->ip, &ip_be, &prefix) != 0) {
         ir_set_error("ip: the dpdk stack needs its IPv4 address as a.b.c.d/prefix "
-                     "(e.g. 10.77.0.2/24), got '%s'", cfg->ip ? cfg->ip : "");
+                     "(e.g. 10.77.0.2/24), got '%s'",
+                     cfg->ip ? cfg->ip : "");
         return fail(NULL, IR_ECONFIG);
     }
     if (!cfg->eal_args || !cfg->eal_args[strspn(cfg->eal_args, " \t\n")]) {
@@ -946,13 +945,14 @@ ir_transport *ir_dpdk_transport_new(struct ir_server *s, const ir_config *cfg) {
     }
     if (port == RTE_MAX_ETHPORTS && cfg->dpdk_port >= 0) {
         ir_set_error("rte_eth_dev_is_valid_port: no port %d (%u probed): bind a NIC to a DPDK "
-                     "driver or choose another --port", cfg->dpdk_port,
-                     (unsigned)rte_eth_dev_count_avail());
+                     "driver or choose another --port",
+                     cfg->dpdk_port, (unsigned)rte_eth_dev_count_avail());
         return fail(d, IR_ECONFIG);
     }
     if (port == RTE_MAX_ETHPORTS) {
         ir_set_error("rte_eth_dev_count_avail: no Ethernet ports, check eal_args (e.g. "
-                     "--vdev=net_af_packet0,iface=IFACE): '%s'", cfg->eal_args);
+                     "--vdev=net_af_packet0,iface=IFACE): '%s'",
+                     cfg->eal_args);
         return fail(d, IR_ENET);
     }
     d->port = port;

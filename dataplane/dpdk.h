@@ -41,19 +41,19 @@ int ir_dpdk_last_code(void);
 
 /* Port and stack counters, refreshed by the polling thread every ~100 ms. */
 typedef struct ir_dpdk_stats {
-    int active;                 /* a dpdk transport is running */
+    int active; /* a dpdk transport is running */
     uint16_t port_id;
     int link_up;
     uint32_t link_speed_mbps;
     uint64_t rx_packets, tx_packets, rx_bytes, tx_bytes;
     uint64_t imissed, ierrors, oerrors, rx_nombuf;
-    uint64_t tx_dropped;        /* frames the TX ring refused after retries */
-    uint64_t tx_nomem;          /* frames lwIP could not send: mbuf pool empty */
-    uint64_t tx_zerocopy_segs;  /* payload segments sent from lwIP's buffers, no copy */
-    uint64_t idle_waits;        /* idle sleeps on the af_packet socket (woken by frames) */
-    uint64_t rx_dropped;        /* frames dropped before lwIP (not IPv4/ARP) */
-    uint64_t connections;       /* open TCP connections */
-    uint64_t accepted;          /* TCP connections accepted since start */
+    uint64_t tx_dropped;       /* frames the TX ring refused after retries */
+    uint64_t tx_nomem;         /* frames lwIP could not send: mbuf pool empty */
+    uint64_t tx_zerocopy_segs; /* payload segments sent from lwIP's buffers, no copy */
+    uint64_t idle_waits;       /* idle sleeps on the af_packet socket (woken by frames) */
+    uint64_t rx_dropped;       /* frames dropped before lwIP (not IPv4/ARP) */
+    uint64_t connections;      /* open TCP connections */
+    uint64_t accepted;         /* TCP connections accepted since start */
     /* TSC cycles of loop iterations that did work, by stage */
     uint64_t tsc_hz, work_iterations;
     uint64_t cycles_rx, cycles_stack, cycles_dispatch, cycles_tx;

@@ -33,14 +33,14 @@
 #define READ_BUF (256 * 1024)
 #define READS_PER_EVENT 16
 #define MAX_EVENTS 128
-#define BUSY_POLL_US 50          /* SO_BUSY_POLL: spin this long in the driver */
+#define BUSY_POLL_US 50 /* SO_BUSY_POLL: spin this long in the driver */
 #ifndef SO_PREFER_BUSY_POLL
-#define SO_PREFER_BUSY_POLL 69   /* Linux 5.11 */
+#define SO_PREFER_BUSY_POLL 69 /* Linux 5.11 */
 #endif
 
 struct ir_conn {
     int fd;
-    unsigned events;         /* current epoll interest */
+    unsigned events; /* current epoll interest */
     int closed;
     client *cl;
     struct ir_conn *next_dead;
@@ -50,10 +50,10 @@ typedef struct kernel_transport {
     ir_transport base;
     int epfd, lfd;
     char *rbuf;
-    char *nested_rbuf;       /* reads of a nested poll (see kernelPoll), made at its first */
-    int depth;               /* kernelPoll calls in progress */
+    char *nested_rbuf; /* reads of a nested poll (see kernelPoll), made at its first */
+    int depth;         /* kernelPoll calls in progress */
     ir_conn *dead;
-    ir_conn listener;        /* marker for the listening socket's events */
+    ir_conn listener; /* marker for the listening socket's events */
     int busy_poll;
 } kernel_transport;
 
@@ -98,8 +98,7 @@ static void acceptAll(kernel_transport *k) {
         int fd = accept4(k->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno == EINTR) continue;
-            if (errno != EAGAIN && errno != EWOULDBLOCK)
-                serverLog("accept: %s", strerror(errno));
+            if (errno != EAGAIN && errno != EWOULDBLOCK) serverLog("accept: %s", strerror(errno));
             return;
         }
         int one = 1;
@@ -258,12 +257,10 @@ static int kernelPortInUse(ir_transport *t, int port) {
     struct sockaddr_storage ss;
     socklen_t sl = sizeof(ss);
     if (k->lfd < 0 || getsockname(k->lfd, (struct sockaddr *)&ss, &sl) != 0) return 0;
-    if (ss.ss_family == AF_INET)
-        ((struct sockaddr_in *)&ss)->sin_port = htons((uint16_t)port);
+    if (ss.ss_family == AF_INET) ((struct sockaddr_in *)&ss)->sin_port = htons((uint16_t)port);
     else if (ss.ss_family == AF_INET6)
         ((struct sockaddr_in6 *)&ss)->sin6_port = htons((uint16_t)port);
-    else
-        return 0;
+    else return 0;
     int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) return 0;
     int one = 1;
@@ -299,7 +296,8 @@ static const ir_transport_ops kernel_ops = {
 static int listenOn(const char *bind_addr, int port, int backlog, int *bound_port) {
     char portstr[16];
     snprintf(portstr, sizeof(portstr), "%d", port);
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+    struct addrinfo hints = {.ai_family = AF_UNSPEC,
+                             .ai_socktype = SOCK_STREAM,
                              .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
     struct addrinfo *res;
     int rc = getaddrinfo(bind_addr, portstr, &hints, &res);
@@ -330,7 +328,7 @@ static int listenOn(const char *bind_addr, int port, int backlog, int *bound_por
     socklen_t sl = sizeof(ss);
     getsockname(fd, (struct sockaddr *)&ss, &sl);
     *bound_port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
-                                                  : ((struct sockaddr_in *)&ss)->sin_port);
+                                                 : ((struct sockaddr_in *)&ss)->sin_port);
     return fd;
 }
 
@@ -342,8 +340,8 @@ ir_transport *ir_kernel_transport_new(struct ir_server *s, const char *bind_addr
     k->base.srv = s;
     k->base.can_wait = 1;
     k->base.poll_reentrant = 1;
-    k->base.build = busy_poll ? "Linux TCP/IP; epoll; busy polling (SO_BUSY_POLL)"
-                              : "Linux TCP/IP; epoll";
+    k->base.build =
+        busy_poll ? "Linux TCP/IP; epoll; busy polling (SO_BUSY_POLL)" : "Linux TCP/IP; epoll";
     k->busy_poll = busy_poll;
     k->epfd = k->lfd = -1;
     k->rbuf = malloc(READ_BUF);

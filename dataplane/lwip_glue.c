@@ -80,14 +80,14 @@
 #include "lwip_glue.h"
 #include "server.h"
 
-#define CONN_CACHE_MAX 256          /* closed ir_conns kept for reuse */
+#define CONN_CACHE_MAX 256 /* closed ir_conns kept for reuse */
 /* Like the kernel's sk_stream_wspace test: report writable only once a good
  * part of the send buffer is free, so a large reply moves in big writes
  * rather than one small write per ACK. */
 #define WRITABLE_MIN_ROOM (TCP_SND_BUF / 4)
 /* The send buffer's free bytes: tcp_sndbuf() saturates at 0xFFFF. */
 #define SNDBUF_FREE(pcb) ((size_t)(pcb)->snd_buf)
-#define ETHTYPE_IPV4_BE 0x0008      /* 0x0800 as it sits in the frame, read as LE u16 */
+#define ETHTYPE_IPV4_BE 0x0008 /* 0x0800 as it sits in the frame, read as LE u16 */
 #define ETHTYPE_ARP_BE 0x0608
 
 /* The per-mbuf private area: lwIP's pbuf_custom plus the mbuf it wraps. */
@@ -98,20 +98,20 @@ typedef struct rx_pbuf {
 
 struct ir_conn {
     irl_stack *st;
-    struct tcp_pcb *pcb;        /* NULL once closed or once lwIP freed it */
+    struct tcp_pcb *pcb; /* NULL once closed or once lwIP freed it */
     client *cl;
     struct pbuf *rx_head, *rx_tail; /* received, not yet delivered */
-    uint32_t rx_unacked;        /* delivered, not yet tcp_recved */
+    uint32_t rx_unacked;            /* delivered, not yet tcp_recved */
     ir_conn *next_pend, *next_out, *next_dead;
     ir_conn *live_prev, *live_next; /* every unreleased connection */
-    uint8_t on_pend, on_out;    /* linked on the pending / output list */
-    uint8_t accepted;           /* irs_accept was called */
-    uint8_t closed;             /* released: no more upcalls, no more lwIP */
-    uint8_t dead;               /* lwIP reported an error; pcb is gone */
-    uint8_t eof;                /* the peer sent FIN */
-    uint8_t readable;           /* server wants input */
-    uint8_t want_wr;            /* server wants irs_writable */
-    uint8_t ev_writable;        /* send buffer space was freed */
+    uint8_t on_pend, on_out;        /* linked on the pending / output list */
+    uint8_t accepted;               /* irs_accept was called */
+    uint8_t closed;                 /* released: no more upcalls, no more lwIP */
+    uint8_t dead;                   /* lwIP reported an error; pcb is gone */
+    uint8_t eof;                    /* the peer sent FIN */
+    uint8_t readable;               /* server wants input */
+    uint8_t want_wr;                /* server wants irs_writable */
+    uint8_t ev_writable;            /* send buffer space was freed */
     char peer[48];
 };
 
@@ -128,7 +128,7 @@ struct irl_stack {
     int ncache;
     int netif_added;
     int keepalive_s;
-    int zerocopy;                   /* ird_tx_zerocopy(dev) */
+    int zerocopy; /* ird_tx_zerocopy(dev) */
     uint8_t mac[6];
     uint16_t mtu;
     irl_counters cnt;
@@ -164,9 +164,8 @@ const char *irl_build(void) {
                  "lwIP %s (%s): NO_SYS %d; window %lu B; send buffer %lu B; wscale %d; "
                  "SACK %s; MSS up to %d; patches %s",
                  LWIP_VERSION_STRING, LWIP_BUILD_KIND, NO_SYS, (unsigned long)TCP_WND,
-                 (unsigned long)TCP_SND_BUF, irl_window_scale(),
-                 LWIP_TCP_SACK_OUT ? "on" : "off", TCP_MSS,
-                 IR_LWIP_PATCHES[0] ? IR_LWIP_PATCHES : "none");
+                 (unsigned long)TCP_SND_BUF, irl_window_scale(), LWIP_TCP_SACK_OUT ? "on" : "off",
+                 TCP_MSS, IR_LWIP_PATCHES[0] ? IR_LWIP_PATCHES : "none");
     return buf;
 }
 
@@ -668,8 +667,8 @@ irl_stack *irl_create(const irl_params *p, int *bound_port, int *code) {
 
     ip4_addr_t ip, mask, gw;
     ip4_addr_set_u32(&ip, p->ip_be);
-    ip4_addr_set_u32(&mask, lwip_htonl(p->prefix >= 32 ? 0xFFFFFFFFu
-                                                        : ~(0xFFFFFFFFu >> p->prefix)));
+    ip4_addr_set_u32(&mask,
+                     lwip_htonl(p->prefix >= 32 ? 0xFFFFFFFFu : ~(0xFFFFFFFFu >> p->prefix)));
     ip4_addr_set_zero(&gw);
     if (!netif_add(&st->netif, &ip, &mask, &gw, st, netifInit, ethernet_input)) {
         ir_set_error("lwIP netif_add failed");

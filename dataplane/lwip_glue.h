@@ -26,23 +26,23 @@
 typedef struct irl_stack irl_stack;
 
 typedef struct irl_params {
-    ir_transport *tp;       /* upcalls go to tp->srv with this transport */
-    void *dev;              /* DPDK-side context, passed back to ird_tx_* */
-    uint8_t mac[6];         /* the port's MAC address */
-    uint16_t mtu;           /* IP MTU of the link */
-    uint32_t ip_be;         /* IPv4 address, network byte order */
-    int prefix;             /* prefix length, 1..32 */
-    int port;               /* TCP port to listen on, 0 = any */
+    ir_transport *tp; /* upcalls go to tp->srv with this transport */
+    void *dev;        /* DPDK-side context, passed back to ird_tx_* */
+    uint8_t mac[6];   /* the port's MAC address */
+    uint16_t mtu;     /* IP MTU of the link */
+    uint32_t ip_be;   /* IPv4 address, network byte order */
+    int prefix;       /* prefix length, 1..32 */
+    int port;         /* TCP port to listen on, 0 = any */
     int backlog;
-    int keepalive_s;        /* TCP keepalive interval in seconds, 0 = off */
+    int keepalive_s; /* TCP keepalive interval in seconds, 0 = off */
 } irl_params;
 
 /* Counters for telemetry (read on the polling thread). */
 typedef struct irl_counters {
-    uint64_t connections;       /* open connections the server knows of */
-    uint64_t accepted;          /* connections accepted since start */
-    uint64_t tx_nomem;          /* frames lwIP could not send: no mbuf */
-    uint64_t rx_dropped;        /* frames not for IPv4/ARP, or lwIP refused */
+    uint64_t connections; /* open connections the server knows of */
+    uint64_t accepted;    /* connections accepted since start */
+    uint64_t tx_nomem;    /* frames lwIP could not send: no mbuf */
+    uint64_t rx_dropped;  /* frames not for IPv4/ARP, or lwIP refused */
 } irl_counters;
 
 /* ---- implemented by lwip_glue.c ----------------------------------------- */

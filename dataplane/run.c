@@ -45,9 +45,9 @@ enum idle_mode { IDLE_SPIN, IDLE_ADAPTIVE, IDLE_SLEEP };
 
 typedef struct idle_state {
     enum idle_mode mode;
-    int can_wait;                /* the transport sleeps until an event */
+    int can_wait; /* the transport sleeps until an event */
     uint64_t last_event_us;
-    unsigned empty;              /* empty polls since the spin window ended */
+    unsigned empty; /* empty polls since the spin window ended */
 } idle_state;
 
 static uint64_t monoUs(void) {
@@ -264,7 +264,8 @@ int ir_run(const ir_config *cfg) {
         int n = snapshotRestore(s, cfg->restore, msg, sizeof(msg));
         if (n >= 0 && !snapshotLoaded() && !cfg->restore_if_present) {
             ir_set_error("--restore %s: no snapshot to restore, refusing to start empty "
-                         "(--restore-if-present starts empty when there is none)", cfg->restore);
+                         "(--restore-if-present starts empty when there is none)",
+                         cfg->restore);
             rc = IR_ECONFIG;
             goto server;
         }
@@ -285,7 +286,7 @@ int ir_run(const ir_config *cfg) {
         }
     } else
 #endif
-    s->tp = ir_kernel_transport_new(s, cfg->bind, cfg->port, cfg->tcp_backlog, cfg->busy_poll);
+        s->tp = ir_kernel_transport_new(s, cfg->bind, cfg->port, cfg->tcp_backlog, cfg->busy_poll);
     if (!s->tp) {
         rc = IR_ENET;
         goto server;
@@ -298,12 +299,14 @@ int ir_run(const ir_config *cfg) {
     };
     serverLog("Ready to accept connections on %s:%d (%s stack: %s; %s)", cfg->bind,
               s->tp->bound_port, s->tp->ops->name, s->tp->build ? s->tp->build : "",
-              idle.mode == IDLE_SPIN ? "polls without pause"
+              idle.mode == IDLE_SPIN    ? "polls without pause"
               : idle.mode == IDLE_SLEEP ? "sleeps until events"
-              : idle.can_wait ? "polls under load, sleeps until events when idle"
-                              : "polls under load, backs off when idle");
+              : idle.can_wait           ? "polls under load, sleeps until events when idle"
+                                        : "polls under load, backs off when idle");
     serverLog("Snapshot directory %s", s->cfg.dir);
-    s->loop_mode = idle.mode == IDLE_SPIN ? "busy-poll" : idle.mode == IDLE_SLEEP ? "sleep" : "adaptive";
+    s->loop_mode = idle.mode == IDLE_SPIN    ? "busy-poll"
+                   : idle.mode == IDLE_SLEEP ? "sleep"
+                                             : "adaptive";
     publishStats(s);
 
     uint64_t last_tick = s->now_ms;

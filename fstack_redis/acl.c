@@ -22,13 +22,21 @@
 /* ---- categories --------------------------------------------------------- */
 
 static const char *const cat_names[] = {
-    "keyspace", "read", "write", "set", "sortedset", "list", "hash", "string", "bitmap",
-    "hyperloglog", "geo", "stream", "pubsub", "admin", "fast", "slow", "blocking", "dangerous",
-    "connection", "transaction", "scripting", "replay",
+    "keyspace", "read",        "write",      "set",         "sortedset", "list",   "hash", "string",
+    "bitmap",   "hyperloglog", "geo",        "stream",      "pubsub",    "admin",  "fast", "slow",
+    "blocking", "dangerous",   "connection", "transaction", "scripting", "replay",
 };
 #define NCATS ((int)(sizeof(cat_names) / sizeof(cat_names[0])))
-enum { C_READ = 1, C_WRITE = 2, C_PUBSUB = 12, C_ADMIN = 13, C_FAST = 14, C_SLOW = 15,
-       C_BLOCKING = 16, C_DANGEROUS = 17 };
+enum {
+    C_READ = 1,
+    C_WRITE = 2,
+    C_PUBSUB = 12,
+    C_ADMIN = 13,
+    C_FAST = 14,
+    C_SLOW = 15,
+    C_BLOCKING = 16,
+    C_DANGEROUS = 17
+};
 
 int aclCategoryIndex(const char *name, size_t len) {
     for (int i = 0; i < NCATS; i++)
@@ -91,8 +99,8 @@ static const uint32_t sha_k[64] = {
 static void shaBlock(uint32_t h[8], const unsigned char *p) {
     uint32_t w[64];
     for (int i = 0; i < 16; i++)
-        w[i] = (uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 | (uint32_t)p[4 * i + 2] << 8 |
-               p[4 * i + 3];
+        w[i] = (uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 |
+               (uint32_t)p[4 * i + 2] << 8 | p[4 * i + 3];
     for (int i = 16; i < 64; i++) {
         uint32_t s0 = ROR(w[i - 15], 7) ^ ROR(w[i - 15], 18) ^ (w[i - 15] >> 3);
         uint32_t s1 = ROR(w[i - 2], 17) ^ ROR(w[i - 2], 19) ^ (w[i - 2] >> 10);
@@ -100,7 +108,8 @@ static void shaBlock(uint32_t h[8], const unsigned char *p) {
     }
     uint32_t a = h[0], b = h[1], c = h[2], d = h[3], e = h[4], f = h[5], g = h[6], k = h[7];
     for (int i = 0; i < 64; i++) {
-        uint32_t t1 = k + (ROR(e, 6) ^ ROR(e, 11) ^ ROR(e, 25)) + ((e & f) ^ (~e & g)) + sha_k[i] + w[i];
+        uint32_t t1 =
+            k + (ROR(e, 6) ^ ROR(e, 11) ^ ROR(e, 25)) + ((e & f) ^ (~e & g)) + sha_k[i] + w[i];
         uint32_t t2 = (ROR(a, 2) ^ ROR(a, 13) ^ ROR(a, 22)) + ((a & b) ^ (a & c) ^ (b & c));
         k = g, g = f, f = e, e = d + t1, d = c, c = b, b = a, a = t1 + t2;
     }
@@ -370,17 +379,20 @@ static int userApply(aclUser *u, const char *op, size_t len) {
     } else if (len == 9 && !strncasecmp(op, "resetkeys", 9)) {
         patsClear(&u->keys, &u->nkeys);
         u->flags &= ~U_ALLKEYS;
-    } else if ((len == 11 && !strncasecmp(op, "allchannels", 11)) || (len == 2 && !memcmp(op, "&*", 2))) {
+    } else if ((len == 11 && !strncasecmp(op, "allchannels", 11)) ||
+               (len == 2 && !memcmp(op, "&*", 2))) {
         patsClear(&u->chans, &u->nchans);
         u->flags |= U_ALLCHANNELS;
     } else if (len == 13 && !strncasecmp(op, "resetchannels", 13)) {
         userResetChannels(u);
-    } else if ((len == 11 && !strncasecmp(op, "allcommands", 11)) || (len == 5 && !strncasecmp(op, "+@all", 5))) {
+    } else if ((len == 11 && !strncasecmp(op, "allcommands", 11)) ||
+               (len == 5 && !strncasecmp(op, "+@all", 5))) {
         memset(u->allowed, 0xff, sizeof(u->allowed));
         u->flags |= U_ALLCOMMANDS;
         for (int i = 0; i < u->nfa; i++) free(u->fa[i].arg);
         u->nfa = 0;
-    } else if ((len == 10 && !strncasecmp(op, "nocommands", 10)) || (len == 5 && !strncasecmp(op, "-@all", 5))) {
+    } else if ((len == 10 && !strncasecmp(op, "nocommands", 10)) ||
+               (len == 5 && !strncasecmp(op, "-@all", 5))) {
         memset(u->allowed, 0, sizeof(u->allowed));
         u->flags &= ~U_ALLCOMMANDS;
         for (int i = 0; i < u->nfa; i++) free(u->fa[i].arg);
@@ -491,7 +503,9 @@ static int userApply(aclUser *u, const char *op, size_t len) {
         }
         if (bitGet(u, id)) return 0;
         for (int i = 0; i < u->nfa; i++)
-            if (u->fa[i].id == id && strlen(u->fa[i].arg) == sl && !strncasecmp(u->fa[i].arg, sub, sl)) return 0;
+            if (u->fa[i].id == id && strlen(u->fa[i].arg) == sl &&
+                !strncasecmp(u->fa[i].arg, sub, sl))
+                return 0;
         u->fa = ir_xrealloc(u->fa, (size_t)(u->nfa + 1) * sizeof(aclFirstArg));
         u->fa[u->nfa].id = id;
         u->fa[u->nfa].arg = dupLen(sub, sl);
@@ -513,13 +527,13 @@ static const char *ruleError(int err) {
                "does not have any effect. Try 'resetkeys' to start with an empty list of patterns";
     case EISDIR:
         return "Adding a pattern after the * pattern (or the 'allchannels' flag) is not valid and "
-               "does not have any effect. Try 'resetchannels' to start with an empty list of channels";
+               "does not have any effect. Try 'resetchannels' to start with an empty list of "
+               "channels";
     case ENODEV: return "The password you are trying to remove from the user does not exist";
     case EBADMSG:
         return "The password hash must be exactly 64 characters and contain only lowercase "
                "hexadecimal characters";
-    case EALREADY:
-        return "Duplicate user found. A user can only be defined once in config files";
+    case EALREADY: return "Duplicate user found. A user can only be defined once in config files";
     case ECHILD: return "Allowing first-arg of a subcommand is not supported";
     default: return "Wrong format";
     }
@@ -858,7 +872,8 @@ static int keyFlagsOf(const char *words) {
     int f = 0;
     if (hasWord(words, "not_key")) return -1;
     if (hasWord(words, "access")) f |= K_READ;
-    if (hasWord(words, "insert") || hasWord(words, "delete") || hasWord(words, "update")) f |= K_WRITE;
+    if (hasWord(words, "insert") || hasWord(words, "delete") || hasWord(words, "update"))
+        f |= K_WRITE;
     return f;
 }
 
@@ -889,7 +904,8 @@ static int *big_pos;
 static const char **big_flags;
 static long big_cap;
 
-static int userCheck(const aclUser *u, const ir_command *cmd, const ir_arg *argv, int argc, int *errpos) {
+static int userCheck(const aclUser *u, const ir_command *cmd, const ir_arg *argv, int argc,
+                     int *errpos) {
     if (!u) return ACL_DENIED_CMD;
     int id = commandIdOfCall(cmd, argv, argc);
     if (!bitGet(u, id)) {
@@ -927,7 +943,8 @@ static int userCheck(const aclUser *u, const ir_command *cmd, const ir_arg *argv
     if (!(u->flags & U_ALLCHANNELS)) {
         int from = 0, to = 0, pattern = 0;
         if (cmd->proc == publishCommand || cmd->proc == spublishCommand) from = to = 1;
-        else if (cmd->proc == subscribeCommand || cmd->proc == ssubscribeCommand) from = 1, to = argc - 1;
+        else if (cmd->proc == subscribeCommand || cmd->proc == ssubscribeCommand)
+            from = 1, to = argc - 1;
         else if (cmd->proc == psubscribeCommand) from = 1, to = argc - 1, pattern = 1;
         for (int j = from; j && j <= to && j < argc; j++)
             if (!channelAllowed(u, &argv[j], pattern)) {
@@ -940,8 +957,9 @@ static int userCheck(const aclUser *u, const ir_command *cmd, const ir_arg *argv
 
 int aclCheck(client *c, const ir_command *cmd, int ctx, int *errpos) {
     const aclUser *u = c->user;
-    if (u && (u->flags & (U_ALLCOMMANDS | U_ALLKEYS | U_ALLCHANNELS)) ==
-                 (U_ALLCOMMANDS | U_ALLKEYS | U_ALLCHANNELS) &&
+    if (u &&
+        (u->flags & (U_ALLCOMMANDS | U_ALLKEYS | U_ALLCHANNELS)) ==
+            (U_ALLCOMMANDS | U_ALLKEYS | U_ALLCHANNELS) &&
         !u->nfa) {
         int id = commandIdOfCall(cmd, c->argv, c->argc);
         if (bitGet(u, id)) return ACL_OK;
@@ -987,9 +1005,11 @@ void aclReplyDeniedInExec(client *c, const ir_command *cmd, int result) {
 }
 
 const char *aclScriptDeniedMessage(int result) {
-    if (result == ACL_DENIED_CMD) return "The user executing the script can't run this command or subcommand";
+    if (result == ACL_DENIED_CMD)
+        return "The user executing the script can't run this command or subcommand";
     if (result == ACL_DENIED_KEY)
-        return "The user executing the script can't access at least one of the keys mentioned in the command "
+        return "The user executing the script can't access at least one of the keys mentioned in "
+               "the command "
                "arguments";
     return "The user executing the script can't publish to the channel mentioned in the command";
 }
@@ -1034,8 +1054,8 @@ static void killUsersOf(client *self, aclUser *u) {
 
 /* SETUSER's work: rules[0..n) onto the user `name` (created if absent), all or
  * nothing. NULL, or the error text in err. */
-static int setUser(client *self, ir_server *s, const char *name, size_t nl, const ir_arg *rules, int n,
-                   char *err, size_t errlen) {
+static int setUser(client *self, ir_server *s, const char *name, size_t nl, const ir_arg *rules,
+                   int n, char *err, size_t errlen) {
     ir_acl *a = aclOf(s);
     if (memchr(name, ' ', nl) || memchr(name, '\0', nl)) {
         snprintf(err, errlen, "Usernames can't contain spaces or null characters");
@@ -1047,7 +1067,8 @@ static int setUser(client *self, ir_server *s, const char *name, size_t nl, cons
     if (old) userCopy(u, old);
     for (int i = 0; i < n; i++) {
         if (userApply(u, rules[i].ptr, rules[i].len) != 0) {
-            snprintf(err, errlen, "Error in ACL SETUSER modifier '%.128s': %s", rules[i].ptr, ruleError(errno));
+            snprintf(err, errlen, "Error in ACL SETUSER modifier '%.128s': %s", rules[i].ptr,
+                     ruleError(errno));
             userFree(u);
             return -1;
         }
@@ -1194,7 +1215,9 @@ static int saveFile(ir_server *s, const char *path, char *err, size_t errlen) {
     if (ok && rename(tmp, path) != 0) ok = 0;
     free(b.p);
     if (!ok) {
-        snprintf(err, errlen, "There was an error trying to save the ACLs. Please check the server logs for more information");
+        snprintf(err, errlen,
+                 "There was an error trying to save the ACLs. Please check the server logs for "
+                 "more information");
         serverLog("ACL SAVE to %s: %s", path, strerror(errno));
         unlink(tmp);
         return -1;
@@ -1308,8 +1331,8 @@ static void aclDryRun(client *c) {
     if (r == ACL_DENIED_CMD)
         snprintf(msg, sizeof(msg), "This user has no permissions to run the '%s' command", name);
     else
-        snprintf(msg, sizeof(msg), "This user has no permissions to access the '%.300s' %s", argv[pos].ptr,
-                 r == ACL_DENIED_KEY ? "key" : "channel");
+        snprintf(msg, sizeof(msg), "This user has no permissions to access the '%.300s' %s",
+                 argv[pos].ptr, r == ACL_DENIED_KEY ? "key" : "channel");
     addReplyBulkCString(c, msg);
 }
 
@@ -1328,7 +1351,8 @@ static void aclCommandRun(client *c) {
     const char *sub = c->argv[1].ptr;
     char err[1024];
     if (!strcasecmp(sub, "setuser") && c->argc >= 3) {
-        if (setUser(c, s, c->argv[2].ptr, c->argv[2].len, c->argv + 3, c->argc - 3, err, sizeof(err)) != 0) {
+        if (setUser(c, s, c->argv[2].ptr, c->argv[2].len, c->argv + 3, c->argc - 3, err,
+                    sizeof(err)) != 0) {
             addReplyError(c, err);
             return;
         }
@@ -1346,7 +1370,8 @@ static void aclCommandRun(client *c) {
             aclUser *u = userFind(a, c->argv[j].ptr, c->argv[j].len, &at);
             if (!u) continue;
             killUsersOf(c, u);
-            memmove(a->users + at, a->users + at + 1, (size_t)(a->nusers - at - 1) * sizeof(*a->users));
+            memmove(a->users + at, a->users + at + 1,
+                    (size_t)(a->nusers - at - 1) * sizeof(*a->users));
             a->nusers--;
             userFree(u);
             deleted++;
@@ -1394,12 +1419,15 @@ static void aclCommandRun(client *c) {
         addReplyArrayLen(c, cnt);
         char name[96];
         for (int j = 0; j < n; j++)
-            if (commandIdCats(j) & (1ull << cat)) addReplyBulkCString(c, commandIdName(j, name, sizeof(name)));
+            if (commandIdCats(j) & (1ull << cat))
+                addReplyBulkCString(c, commandIdName(j, name, sizeof(name)));
     } else if (!strcasecmp(sub, "genpass") && c->argc <= 3) {
         long long bits = 256;
-        if (c->argc == 3 && (!string2ll(c->argv[2].ptr, c->argv[2].len, &bits) || bits <= 0 || bits > 4096)) {
-            addReplyError(c, "ACL GENPASS argument must be the number of bits for the output password, a "
-                             "positive number up to 4096");
+        if (c->argc == 3 &&
+            (!string2ll(c->argv[2].ptr, c->argv[2].len, &bits) || bits <= 0 || bits > 4096)) {
+            addReplyError(
+                c, "ACL GENPASS argument must be the number of bits for the output password, a "
+                   "positive number up to 4096");
             return;
         }
         size_t chars = (size_t)(bits + 3) / 4;
@@ -1424,20 +1452,22 @@ static void aclCommandRun(client *c) {
         aclDryRun(c);
     } else if (!strcasecmp(sub, "save") && c->argc == 2) {
         if (!s->cfg.aclfile || !s->cfg.aclfile[0]) {
-            addReplyError(c, "This Redis instance is not configured to use an ACL file. You may want to "
-                             "specify users via the ACL SETUSER command and then issue a CONFIG REWRITE "
-                             "(assuming you have a Redis configuration file set) in order to store users "
-                             "in the Redis configuration.");
+            addReplyError(
+                c, "This Redis instance is not configured to use an ACL file. You may want to "
+                   "specify users via the ACL SETUSER command and then issue a CONFIG REWRITE "
+                   "(assuming you have a Redis configuration file set) in order to store users "
+                   "in the Redis configuration.");
             return;
         }
         if (saveFile(s, s->cfg.aclfile, err, sizeof(err)) != 0) addReplyError(c, err);
         else addReplyStr(c, shared.ok);
     } else if (!strcasecmp(sub, "load") && c->argc == 2) {
         if (!s->cfg.aclfile || !s->cfg.aclfile[0]) {
-            addReplyError(c, "This Redis instance is not configured to use an ACL file. You may want to "
-                             "specify users via the ACL SETUSER command and then issue a CONFIG REWRITE "
-                             "(assuming you have a Redis configuration file set) in order to store users "
-                             "in the Redis configuration.");
+            addReplyError(
+                c, "This Redis instance is not configured to use an ACL file. You may want to "
+                   "specify users via the ACL SETUSER command and then issue a CONFIG REWRITE "
+                   "(assuming you have a Redis configuration file set) in order to store users "
+                   "in the Redis configuration.");
             return;
         }
         if (loadFile(c, s, s->cfg.aclfile, err, sizeof(err)) != 0) addReplyError(c, err);
@@ -1451,7 +1481,8 @@ static void aclCommandRun(client *c) {
             "DELUSER <username> [<username> ...]",
             "    Delete a list of users.",
             "DRYRUN <username> <command> [<arg> ...]",
-            "    Returns whether the user can execute the given command without executing the command.",
+            "    Returns whether the user can execute the given command without executing the "
+            "command.",
             "GETUSER <username>",
             "    Get the user's details.",
             "GENPASS [<bits>]",
@@ -1476,14 +1507,15 @@ static void aclCommandRun(client *c) {
         };
         addReplyHelpOf(c, help);
     } else if (!strcasecmp(sub, "cat") || !strcasecmp(sub, "help") || !strcasecmp(sub, "whoami") ||
-               !strcasecmp(sub, "list") || !strcasecmp(sub, "users") || !strcasecmp(sub, "getuser") ||
-               !strcasecmp(sub, "setuser") || !strcasecmp(sub, "deluser") || !strcasecmp(sub, "genpass") ||
+               !strcasecmp(sub, "list") || !strcasecmp(sub, "users") ||
+               !strcasecmp(sub, "getuser") || !strcasecmp(sub, "setuser") ||
+               !strcasecmp(sub, "deluser") || !strcasecmp(sub, "genpass") ||
                !strcasecmp(sub, "log") || !strcasecmp(sub, "dryrun") || !strcasecmp(sub, "save") ||
                !strcasecmp(sub, "load")) {
         if (!strcasecmp(sub, "cat"))
-            addReplyErrorFormat(c, "unknown subcommand or wrong number of arguments for 'CAT'. Try ACL HELP.");
-        else
-            addReplySubcommandArity(c, "acl");
+            addReplyErrorFormat(
+                c, "unknown subcommand or wrong number of arguments for 'CAT'. Try ACL HELP.");
+        else addReplySubcommandArity(c, "acl");
     } else {
         addReplyErrorFormat(c, "unknown subcommand '%.128s'. Try ACL HELP.", sub);
     }

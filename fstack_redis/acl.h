@@ -20,7 +20,7 @@
 int aclCategoryIndex(const char *name, size_t len);
 /* The bits of space-separated category words ("string keyspace"). */
 uint64_t aclCategoryWords(const char *words);
-const char *aclCategoryName(int i);        /* "" past the last */
+const char *aclCategoryName(int i); /* "" past the last */
 /* The categories Redis derives from a command's flag words (write, readonly,
  * admin, pubsub, fast, blocking); scripting: the explicit ones have @scripting. */
 uint64_t aclCategoriesOfFlags(const char *sflags, int scripting);

@@ -48,24 +48,24 @@ typedef struct bkey {
     struct bkey *hnext;
     struct ir_db *db;
     uint64_t h;
-    int serving;            /* its queue is being served: not freed under us */
+    int serving; /* its queue is being served: not freed under us */
     bqueue q;
     size_t len;
     char key[];
 } bkey;
 
 typedef struct blockState {
-    int kind;               /* BLOCKED_* */
-    const ir_command *cmd;  /* re-run when served */
-    uint64_t deadline;      /* absolute ms, 0 = forever */
+    int kind;              /* BLOCKED_* */
+    const ir_command *cmd; /* re-run when served */
+    uint64_t deadline;     /* absolute ms, 0 = forever */
     uint64_t since_us;
-    int deny;               /* being re-run with blocking denied (deadline) */
-    int again;              /* the re-run asked to block again */
-    bwait *w;               /* its places in queues */
+    int deny;  /* being re-run with blocking denied (deadline) */
+    int again; /* the re-run asked to block again */
+    bwait *w;  /* its places in queues */
     int nw, wcap;
     struct ir_table *table;
-    client *prev, *next;    /* every blocked client */
-    client *unext;          /* unblocked, input to resume */
+    client *prev, *next; /* every blocked client */
+    client *unext;       /* unblocked, input to resume */
     int resume;
 } blockState;
 
@@ -91,7 +91,7 @@ static void oom(void) {
  * on the table. When the table goes the engine calls the hook below, which
  * answers the waiters (blockedTableGone) and frees the queues. */
 typedef struct tableQueues {
-    bqueue q[2];            /* 0: samplers, 1: inserters */
+    bqueue q[2]; /* 0: samplers, 1: inserters */
 } tableQueues;
 
 static void tableGoneHook(struct ir_table *t) {
@@ -149,7 +149,7 @@ static uint64_t keyHash(const struct ir_db *db, const char *p, size_t len) {
 }
 
 static bkey **keySlot(ir_blocked *b, const struct ir_db *db, const char *p, size_t len,
-                     uint64_t h) {
+                      uint64_t h) {
     bkey **pp = &b->buckets[h & (b->nbuckets - 1)];
     while (*pp && !((*pp)->h == h && (*pp)->db == db && (*pp)->len == len &&
                     memcmp((*pp)->key, p, len) == 0))
@@ -432,7 +432,8 @@ static int stillAList(const bkey *k) {
      * it serves blocked clients; its clients stay blocked */
     dbkey dk = dbKey(db, k->key, k->len);
     dbEntry *e = lookupKeyNoStats(db, &dk);
-    return e && (e->type == OBJ_LIST || e->type == OBJ_ZSET || e->type == OBJ_STREAM) ? e->type : -1;
+    return e && (e->type == OBJ_LIST || e->type == OBJ_ZSET || e->type == OBJ_STREAM) ? e->type
+                                                                                      : -1;
 }
 
 /* The type c waits for: a sorted set (BZPOPMIN, BZPOPMAX, BZMPOP), a stream
@@ -570,7 +571,8 @@ void blockedTableGone(ir_server *s, struct ir_table *t) {
         readyRemove(b, q);
         while (q->head) {
             client *c = q->head->c;
-            replyReplayError(c, IR_ERR_NOTABLE, "table '%.128s' was dropped while the client waited", t->name);
+            replyReplayError(c, IR_ERR_NOTABLE,
+                             "table '%.128s' was dropped while the client waited", t->name);
             b->st.dropped++;
             unblock(s, c, 1);
             resetClientArgs(c);
@@ -641,8 +643,9 @@ int getBlockingTimeoutFromArg(client *c, int i, uint64_t *deadline_ms) {
     char *end;
     errno = 0;
     long double v = a->len ? strtold(a->ptr, &end) : 0;
-    if (!a->len || a->len > 5000 || (a->ptr[0] == ' ' || a->ptr[0] == '\t' || a->ptr[0] == '\n' ||
-                                     a->ptr[0] == '\r' || a->ptr[0] == '\v' || a->ptr[0] == '\f') ||
+    if (!a->len || a->len > 5000 ||
+        (a->ptr[0] == ' ' || a->ptr[0] == '\t' || a->ptr[0] == '\n' || a->ptr[0] == '\r' ||
+         a->ptr[0] == '\v' || a->ptr[0] == '\f') ||
         (size_t)(end - a->ptr) != a->len || errno == ERANGE || isnan(v)) {
         addReplyError(c, "timeout is not a float or out of range");
         return -1;

@@ -13,9 +13,9 @@ struct ir_db;
 struct ir_table;
 
 #define BLOCKED_NONE 0
-#define BLOCKED_LIST 1      /* BLPOP & co: waits for a key to get elements */
-#define BLOCKED_REPLAY 2    /* REPLAY.SAMPLE / REPLAY.ADD: waits for the rate limiter */
-#define BLOCKED_WAIT 3      /* WAIT: waits for replicas' acknowledgements (replication.c) */
+#define BLOCKED_LIST 1   /* BLPOP & co: waits for a key to get elements */
+#define BLOCKED_REPLAY 2 /* REPLAY.SAMPLE / REPLAY.ADD: waits for the rate limiter */
+#define BLOCKED_WAIT 3   /* WAIT: waits for replicas' acknowledgements (replication.c) */
 
 /* One place in a queue of waiting clients (arrival order). */
 typedef struct bwait {
@@ -34,19 +34,19 @@ typedef struct bqueue {
     size_t n;
     int ready;
     struct bqueue *next_ready;
-    void *owner;            /* the bkey or the ir_table (blocked.c) */
-    int kind;               /* BLOCKED_LIST or BLOCKED_REPLAY */
+    void *owner; /* the bkey or the ir_table (blocked.c) */
+    int kind;    /* BLOCKED_LIST or BLOCKED_REPLAY */
 } bqueue;
 
 /* Counters for INFO (see blocked.c). */
 typedef struct ir_blocked_stats {
-    uint64_t blocked_clients;     /* now */
-    uint64_t blocked_keys;        /* keys with waiters now */
-    uint64_t total_blocked;       /* clients that ever waited */
-    uint64_t timeouts;            /* answered at their timeout */
-    uint64_t disconnects;         /* freed while waiting */
-    uint64_t dropped;             /* answered because their table went */
-    uint64_t shutdown;            /* answered because the server stopped */
+    uint64_t blocked_clients; /* now */
+    uint64_t blocked_keys;    /* keys with waiters now */
+    uint64_t total_blocked;   /* clients that ever waited */
+    uint64_t timeouts;        /* answered at their timeout */
+    uint64_t disconnects;     /* freed while waiting */
+    uint64_t dropped;         /* answered because their table went */
+    uint64_t shutdown;        /* answered because the server stopped */
 } ir_blocked_stats;
 
 /* Block c (its command's reply is deferred; its argv stays). timeout_ms is

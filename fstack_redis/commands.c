@@ -31,256 +31,61 @@
 #include "snapshot.h"
 #include "t_traj.h"
 
-/* name, handler, arity, first key, last key, key step, Redis's flag words (the one
- * definition of a command's flags: parsed into CMD_* bits once, when the index is
- * built), its ACL categories beyond those its flags imply (acl.c derives @write,
- * @read, @admin, @dangerous, @pubsub, @fast, @slow and @blocking from the flag
- * words, as Redis does), then the parsed bits, the call counter, the category
- * bits and the ACL id (both set when the index is built) */
-static ir_command commands[] = {
-    {"ping", pingCommand, -1, 0, 0, 0, "fast", "connection", 0, 0, 0, 0},
-    {"echo", echoCommand, 2, 0, 0, 0, "fast", "connection", 0, 0, 0, 0},
-    {"quit", quitCommand, -1, 0, 0, 0, "noscript loading stale fast no_auth allow_busy", "connection", 0, 0, 0, 0},
-    {"select", selectCommand, 2, 0, 0, 0, "loading stale fast", "connection", 0, 0, 0, 0},
-    {"auth", authCommand, -2, 0, 0, 0, "noscript loading stale fast no_auth allow_busy", "connection", 0, 0, 0, 0},
-    {"hello", helloCommand, -1, 0, 0, 0, "noscript loading stale fast no_auth allow_busy", "connection", 0, 0, 0, 0},
-    {"client", clientCommand, -2, 0, 0, 0, "noscript loading stale", "", 0, 0, 0, 0},
-    {"command", commandCommand, -1, 0, 0, 0, "loading stale", "connection", 0, 0, 0, 0},
-    {"config", configCommand, -2, 0, 0, 0, "", "", 0, 0, 0, 0},
-    {"info", infoCommand, -1, 0, 0, 0, "loading stale", "dangerous", 0, 0, 0, 0},
-    {"shutdown", shutdownCommand, -1, 0, 0, 0, "admin noscript loading stale no_multi allow_busy", "", 0, 0, 0, 0},
-    {"time", timeCommand, 1, 0, 0, 0, "loading stale fast", "", 0, 0, 0, 0},
-    {"save", saveCommand, 1, 0, 0, 0, "admin noscript no_async_loading no_multi", "", 0, 0, 0, 0},
-    {"bgsave", bgsaveCommand, -1, 0, 0, 0, "admin noscript no_async_loading", "", 0, 0, 0, 0},
-    {"lastsave", lastsaveCommand, 1, 0, 0, 0, "loading stale fast", "admin dangerous", 0, 0, 0, 0},
-    {"dbsize", dbsizeCommand, 1, 0, 0, 0, "readonly fast", "keyspace", 0, 0, 0, 0},
-    {"flushdb", flushdbCommand, -1, 0, 0, 0, "write", "keyspace dangerous", 0, 0, 0, 0},
-    {"flushall", flushallCommand, -1, 0, 0, 0, "write", "keyspace dangerous", 0, 0, 0, 0},
-    {"del", delCommand, -2, 1, -1, 1, "write", "keyspace", 0, 0, 0, 0},
-    {"exists", existsCommand, -2, 1, -1, 1, "readonly fast", "keyspace", 0, 0, 0, 0},
-    {"expire", expireCommand, -3, 1, 1, 1, "write fast", "keyspace", 0, 0, 0, 0},
-    {"pexpire", pexpireCommand, -3, 1, 1, 1, "write fast", "keyspace", 0, 0, 0, 0},
-    {"ttl", ttlCommand, 2, 1, 1, 1, "readonly fast", "keyspace", 0, 0, 0, 0},
-    {"pttl", pttlCommand, 2, 1, 1, 1, "readonly fast", "keyspace", 0, 0, 0, 0},
-    {"persist", persistCommand, 2, 1, 1, 1, "write fast", "keyspace", 0, 0, 0, 0},
-    {"type", typeCommand, 2, 1, 1, 1, "readonly fast", "keyspace", 0, 0, 0, 0},
-    {"keys", keysCommand, 2, 0, 0, 0, "readonly", "keyspace dangerous", 0, 0, 0, 0},
-    {"unlink", unlinkCommand, -2, 1, -1, 1, "write fast", "keyspace", 0, 0, 0, 0},
-    {"touch", touchCommand, -2, 1, -1, 1, "readonly fast", "keyspace", 0, 0, 0, 0},
-    {"expireat", expireatCommand, -3, 1, 1, 1, "write fast", "keyspace", 0, 0, 0, 0},
-    {"pexpireat", pexpireatCommand, -3, 1, 1, 1, "write fast", "keyspace", 0, 0, 0, 0},
-    {"expiretime", expiretimeCommand, 2, 1, 1, 1, "readonly fast", "keyspace", 0, 0, 0, 0},
-    {"pexpiretime", pexpiretimeCommand, 2, 1, 1, 1, "readonly fast", "keyspace", 0, 0, 0, 0},
-    {"rename", renameCommand, 3, 1, 2, 1, "write", "keyspace", 0, 0, 0, 0},
-    {"renamenx", renamenxCommand, 3, 1, 2, 1, "write fast", "keyspace", 0, 0, 0, 0},
-    {"copy", copyCommand, -3, 1, 2, 1, "write denyoom", "keyspace", 0, 0, 0, 0},
-    {"move", moveCommand, 3, 1, 1, 1, "write fast", "keyspace", 0, 0, 0, 0},
-    {"swapdb", swapdbCommand, 3, 0, 0, 0, "write fast", "keyspace dangerous", 0, 0, 0, 0},
-    {"randomkey", randomkeyCommand, 1, 0, 0, 0, "readonly", "keyspace", 0, 0, 0, 0},
-    {"scan", scanCommand, -2, 0, 0, 0, "readonly", "keyspace", 0, 0, 0, 0},
-    {"dump", dumpCommand, 2, 1, 1, 1, "readonly", "keyspace", 0, 0, 0, 0},
-    {"restore", restoreCommand, -4, 1, 1, 1, "write denyoom", "keyspace dangerous", 0, 0, 0, 0},
-    {"sort", sortCommand, -2, 1, 1, 1, "write denyoom movablekeys", "set sortedset list dangerous", 0, 0, 0, 0},
-    {"sort_ro", sortroCommand, -2, 1, 1, 1, "readonly movablekeys", "set sortedset list dangerous", 0, 0, 0, 0},
-    {"object", objectCommand, -2, 0, 0, 0, "", "", 0, 0, 0, 0},
-    {"get", getCommand, 2, 1, 1, 1, "readonly fast", "string", 0, 0, 0, 0},
-    {"set", setCommand, -3, 1, 1, 1, "write denyoom", "string", 0, 0, 0, 0},
-    {"mget", mgetCommand, -2, 1, -1, 1, "readonly fast", "string", 0, 0, 0, 0},
-    {"mset", msetCommand, -3, 1, -1, 2, "write denyoom", "string", 0, 0, 0, 0},
-    {"incr", incrCommand, 2, 1, 1, 1, "write denyoom fast", "string", 0, 0, 0, 0},
-    {"decr", decrCommand, 2, 1, 1, 1, "write denyoom fast", "string", 0, 0, 0, 0},
-    {"incrby", incrbyCommand, 3, 1, 1, 1, "write denyoom fast", "string", 0, 0, 0, 0},
-    {"decrby", decrbyCommand, 3, 1, 1, 1, "write denyoom fast", "string", 0, 0, 0, 0},
-    {"strlen", strlenCommand, 2, 1, 1, 1, "readonly fast", "string", 0, 0, 0, 0},
-    {"getex", getexCommand, -2, 1, 1, 1, "write fast", "string", 0, 0, 0, 0},
-    {"setex", setexCommand, 4, 1, 1, 1, "write denyoom", "string", 0, 0, 0, 0},
-    {"psetex", psetexCommand, 4, 1, 1, 1, "write denyoom", "string", 0, 0, 0, 0},
-    {"setnx", setnxCommand, 3, 1, 1, 1, "write denyoom fast", "string", 0, 0, 0, 0},
-    {"getset", getsetCommand, 3, 1, 1, 1, "write denyoom fast", "string", 0, 0, 0, 0},
-    {"getdel", getdelCommand, 2, 1, 1, 1, "write fast", "string", 0, 0, 0, 0},
-    {"append", appendCommand, 3, 1, 1, 1, "write denyoom fast", "string", 0, 0, 0, 0},
-    {"getrange", getrangeCommand, 4, 1, 1, 1, "readonly", "string", 0, 0, 0, 0},
-    {"substr", getrangeCommand, 4, 1, 1, 1, "readonly", "string", 0, 0, 0, 0},
-    {"setrange", setrangeCommand, 4, 1, 1, 1, "write denyoom", "string", 0, 0, 0, 0},
-    {"msetnx", msetnxCommand, -3, 1, -1, 2, "write denyoom", "string", 0, 0, 0, 0},
-    {"setbit", setbitCommand, 4, 1, 1, 1, "write denyoom", "bitmap", 0, 0, 0, 0},
-    {"getbit", getbitCommand, 3, 1, 1, 1, "readonly fast", "bitmap", 0, 0, 0, 0},
-    {"bitcount", bitcountCommand, -2, 1, 1, 1, "readonly", "bitmap", 0, 0, 0, 0},
-    {"bitpos", bitposCommand, -3, 1, 1, 1, "readonly", "bitmap", 0, 0, 0, 0},
-    {"bitop", bitopCommand, -4, 2, -1, 1, "write denyoom", "bitmap", 0, 0, 0, 0},
-    {"bitfield", bitfieldCommand, -2, 1, 1, 1, "write denyoom", "bitmap", 0, 0, 0, 0},
-    {"bitfield_ro", bitfieldroCommand, -2, 1, 1, 1, "readonly fast", "bitmap", 0, 0, 0, 0},
-    {"pfadd", pfaddCommand, -2, 1, 1, 1, "write denyoom fast", "hyperloglog", 0, 0, 0, 0},
-    {"pfcount", pfcountCommand, -2, 1, -1, 1, "readonly", "hyperloglog", 0, 0, 0, 0},
-    {"pfmerge", pfmergeCommand, -2, 1, -1, 1, "write denyoom", "hyperloglog", 0, 0, 0, 0},
-    {"pfdebug", pfdebugCommand, 3, 2, 2, 1, "write denyoom admin", "hyperloglog", 0, 0, 0, 0},
-    {"pfselftest", pfselftestCommand, 1, 0, 0, 0, "admin", "hyperloglog", 0, 0, 0, 0},
-    {"lcs", lcsCommand, -3, 1, 2, 1, "readonly", "string", 0, 0, 0, 0},
-    {"incrbyfloat", incrbyfloatCommand, 3, 1, 1, 1, "write denyoom fast", "string", 0, 0, 0, 0},
-    {"lpush", lpushCommand, -3, 1, 1, 1, "write denyoom fast", "list", 0, 0, 0, 0},
-    {"rpush", rpushCommand, -3, 1, 1, 1, "write denyoom fast", "list", 0, 0, 0, 0},
-    {"lpop", lpopCommand, -2, 1, 1, 1, "write fast", "list", 0, 0, 0, 0},
-    {"rpop", rpopCommand, -2, 1, 1, 1, "write fast", "list", 0, 0, 0, 0},
-    {"llen", llenCommand, 2, 1, 1, 1, "readonly fast", "list", 0, 0, 0, 0},
-    {"lrange", lrangeCommand, 4, 1, 1, 1, "readonly", "list", 0, 0, 0, 0},
-    {"lpushx", lpushxCommand, -3, 1, 1, 1, "write denyoom fast", "list", 0, 0, 0, 0},
-    {"rpushx", rpushxCommand, -3, 1, 1, 1, "write denyoom fast", "list", 0, 0, 0, 0},
-    {"lindex", lindexCommand, 3, 1, 1, 1, "readonly", "list", 0, 0, 0, 0},
-    {"lset", lsetCommand, 4, 1, 1, 1, "write denyoom", "list", 0, 0, 0, 0},
-    {"lrem", lremCommand, 4, 1, 1, 1, "write", "list", 0, 0, 0, 0},
-    {"ltrim", ltrimCommand, 4, 1, 1, 1, "write", "list", 0, 0, 0, 0},
-    {"linsert", linsertCommand, 5, 1, 1, 1, "write denyoom", "list", 0, 0, 0, 0},
-    {"lpos", lposCommand, -3, 1, 1, 1, "readonly", "list", 0, 0, 0, 0},
-    {"lmove", lmoveCommand, 5, 1, 2, 1, "write denyoom", "list", 0, 0, 0, 0},
-    {"rpoplpush", rpoplpushCommand, 3, 1, 2, 1, "write denyoom", "list", 0, 0, 0, 0},
-    {"lmpop", lmpopCommand, -4, 0, 0, 0, "write movablekeys", "list", 0, 0, 0, 0},
-    {"blpop", blpopCommand, -3, 1, -2, 1, "write noscript blocking", "list", 0, 0, 0, 0},
-    {"brpop", brpopCommand, -3, 1, -2, 1, "write noscript blocking", "list", 0, 0, 0, 0},
-    {"blmove", blmoveCommand, 6, 1, 2, 1, "write denyoom noscript blocking", "list", 0, 0, 0, 0},
-    {"brpoplpush", brpoplpushCommand, 4, 1, 2, 1, "write denyoom noscript blocking", "list", 0, 0, 0, 0},
-    {"blmpop", blmpopCommand, -5, 0, 0, 0, "write blocking movablekeys", "list", 0, 0, 0, 0},
-    {"hset", hsetCommand, -4, 1, 1, 1, "write denyoom fast", "hash", 0, 0, 0, 0},
-    {"hmset", hmsetCommand, -4, 1, 1, 1, "write denyoom fast", "hash", 0, 0, 0, 0},
-    {"hsetnx", hsetnxCommand, 4, 1, 1, 1, "write denyoom fast", "hash", 0, 0, 0, 0},
-    {"hget", hgetCommand, 3, 1, 1, 1, "readonly fast", "hash", 0, 0, 0, 0},
-    {"hmget", hmgetCommand, -3, 1, 1, 1, "readonly fast", "hash", 0, 0, 0, 0},
-    {"hdel", hdelCommand, -3, 1, 1, 1, "write fast", "hash", 0, 0, 0, 0},
-    {"hlen", hlenCommand, 2, 1, 1, 1, "readonly fast", "hash", 0, 0, 0, 0},
-    {"hexists", hexistsCommand, 3, 1, 1, 1, "readonly fast", "hash", 0, 0, 0, 0},
-    {"hstrlen", hstrlenCommand, 3, 1, 1, 1, "readonly fast", "hash", 0, 0, 0, 0},
-    {"hgetall", hgetallCommand, 2, 1, 1, 1, "readonly", "hash", 0, 0, 0, 0},
-    {"hkeys", hkeysCommand, 2, 1, 1, 1, "readonly", "hash", 0, 0, 0, 0},
-    {"hvals", hvalsCommand, 2, 1, 1, 1, "readonly", "hash", 0, 0, 0, 0},
-    {"hincrby", hincrbyCommand, 4, 1, 1, 1, "write denyoom fast", "hash", 0, 0, 0, 0},
-    {"hincrbyfloat", hincrbyfloatCommand, 4, 1, 1, 1, "write denyoom fast", "hash", 0, 0, 0, 0},
-    {"hrandfield", hrandfieldCommand, -2, 1, 1, 1, "readonly", "hash", 0, 0, 0, 0},
-    {"hscan", hscanCommand, -3, 1, 1, 1, "readonly", "hash", 0, 0, 0, 0},
-    {"sadd", saddCommand, -3, 1, 1, 1, "write denyoom fast", "set", 0, 0, 0, 0},
-    {"srem", sremCommand, -3, 1, 1, 1, "write fast", "set", 0, 0, 0, 0},
-    {"smembers", smembersCommand, 2, 1, 1, 1, "readonly", "set", 0, 0, 0, 0},
-    {"sismember", sismemberCommand, 3, 1, 1, 1, "readonly fast", "set", 0, 0, 0, 0},
-    {"smismember", smismemberCommand, -3, 1, 1, 1, "readonly fast", "set", 0, 0, 0, 0},
-    {"scard", scardCommand, 2, 1, 1, 1, "readonly fast", "set", 0, 0, 0, 0},
-    {"spop", spopCommand, -2, 1, 1, 1, "write fast", "set", 0, 0, 0, 0},
-    {"srandmember", srandmemberCommand, -2, 1, 1, 1, "readonly", "set", 0, 0, 0, 0},
-    {"smove", smoveCommand, 4, 1, 2, 1, "write fast", "set", 0, 0, 0, 0},
-    {"sinter", sinterCommand, -2, 1, -1, 1, "readonly", "set", 0, 0, 0, 0},
-    {"sintercard", sintercardCommand, -3, 0, 0, 0, "readonly", "set", 0, 0, 0, 0},
-    {"sinterstore", sinterstoreCommand, -3, 1, -1, 1, "write denyoom", "set", 0, 0, 0, 0},
-    {"sunion", sunionCommand, -2, 1, -1, 1, "readonly", "set", 0, 0, 0, 0},
-    {"sunionstore", sunionstoreCommand, -3, 1, -1, 1, "write denyoom", "set", 0, 0, 0, 0},
-    {"sdiff", sdiffCommand, -2, 1, -1, 1, "readonly", "set", 0, 0, 0, 0},
-    {"sdiffstore", sdiffstoreCommand, -3, 1, -1, 1, "write denyoom", "set", 0, 0, 0, 0},
-    {"sscan", sscanCommand, -3, 1, 1, 1, "readonly", "set", 0, 0, 0, 0},
-    {"zadd", zaddCommand, -4, 1, 1, 1, "write denyoom fast", "sortedset", 0, 0, 0, 0},
-    {"zincrby", zincrbyCommand, 4, 1, 1, 1, "write denyoom fast", "sortedset", 0, 0, 0, 0},
-    {"zrem", zremCommand, -3, 1, 1, 1, "write fast", "sortedset", 0, 0, 0, 0},
-    {"zremrangebyscore", zremrangebyscoreCommand, 4, 1, 1, 1, "write", "sortedset", 0, 0, 0, 0},
-    {"zremrangebyrank", zremrangebyrankCommand, 4, 1, 1, 1, "write", "sortedset", 0, 0, 0, 0},
-    {"zremrangebylex", zremrangebylexCommand, 4, 1, 1, 1, "write", "sortedset", 0, 0, 0, 0},
-    {"zunionstore", zunionstoreCommand, -4, 1, 1, 1, "write denyoom movablekeys", "sortedset", 0, 0, 0, 0},
-    {"zinterstore", zinterstoreCommand, -4, 1, 1, 1, "write denyoom movablekeys", "sortedset", 0, 0, 0, 0},
-    {"zdiffstore", zdiffstoreCommand, -4, 1, 1, 1, "write denyoom movablekeys", "sortedset", 0, 0, 0, 0},
-    {"zunion", zunionCommand, -3, 0, 0, 0, "readonly movablekeys", "sortedset", 0, 0, 0, 0},
-    {"zinter", zinterCommand, -3, 0, 0, 0, "readonly movablekeys", "sortedset", 0, 0, 0, 0},
-    {"zintercard", zintercardCommand, -3, 0, 0, 0, "readonly movablekeys", "sortedset", 0, 0, 0, 0},
-    {"zdiff", zdiffCommand, -3, 0, 0, 0, "readonly movablekeys", "sortedset", 0, 0, 0, 0},
-    {"zrange", zrangeCommand, -4, 1, 1, 1, "readonly", "sortedset", 0, 0, 0, 0},
-    {"zrangestore", zrangestoreCommand, -5, 1, 2, 1, "write denyoom", "sortedset", 0, 0, 0, 0},
-    {"geoadd", geoaddCommand, -5, 1, 1, 1, "write denyoom", "geo", 0, 0, 0, 0},
-    {"geodist", geodistCommand, -4, 1, 1, 1, "readonly", "geo", 0, 0, 0, 0},
-    {"geohash", geohashCommand, -2, 1, 1, 1, "readonly", "geo", 0, 0, 0, 0},
-    {"geopos", geoposCommand, -2, 1, 1, 1, "readonly", "geo", 0, 0, 0, 0},
-    {"georadius", georadiusCommand, -6, 1, 1, 1, "write denyoom movablekeys", "geo", 0, 0, 0, 0},
-    {"georadiusbymember", georadiusbymemberCommand, -5, 1, 1, 1, "write denyoom movablekeys", "geo", 0, 0, 0, 0},
-    {"georadius_ro", georadiusroCommand, -6, 1, 1, 1, "readonly", "geo", 0, 0, 0, 0},
-    {"georadiusbymember_ro", georadiusbymemberroCommand, -5, 1, 1, 1, "readonly", "geo", 0, 0, 0, 0},
-    {"geosearch", geosearchCommand, -7, 1, 1, 1, "readonly", "geo", 0, 0, 0, 0},
-    {"geosearchstore", geosearchstoreCommand, -8, 1, 2, 1, "write denyoom", "geo", 0, 0, 0, 0},
-    {"zrangebyscore", zrangebyscoreCommand, -4, 1, 1, 1, "readonly", "sortedset", 0, 0, 0, 0},
-    {"zrevrangebyscore", zrevrangebyscoreCommand, -4, 1, 1, 1, "readonly", "sortedset", 0, 0, 0, 0},
-    {"zrangebylex", zrangebylexCommand, -4, 1, 1, 1, "readonly", "sortedset", 0, 0, 0, 0},
-    {"zrevrangebylex", zrevrangebylexCommand, -4, 1, 1, 1, "readonly", "sortedset", 0, 0, 0, 0},
-    {"zcount", zcountCommand, 4, 1, 1, 1, "readonly fast", "sortedset", 0, 0, 0, 0},
-    {"zlexcount", zlexcountCommand, 4, 1, 1, 1, "readonly fast", "sortedset", 0, 0, 0, 0},
-    {"zrevrange", zrevrangeCommand, -4, 1, 1, 1, "readonly", "sortedset", 0, 0, 0, 0},
-    {"zcard", zcardCommand, 2, 1, 1, 1, "readonly fast", "sortedset", 0, 0, 0, 0},
-    {"zscore", zscoreCommand, 3, 1, 1, 1, "readonly fast", "sortedset", 0, 0, 0, 0},
-    {"zmscore", zmscoreCommand, -3, 1, 1, 1, "readonly fast", "sortedset", 0, 0, 0, 0},
-    {"zrank", zrankCommand, 3, 1, 1, 1, "readonly fast", "sortedset", 0, 0, 0, 0},
-    {"zrevrank", zrevrankCommand, 3, 1, 1, 1, "readonly fast", "sortedset", 0, 0, 0, 0},
-    {"zscan", zscanCommand, -3, 1, 1, 1, "readonly", "sortedset", 0, 0, 0, 0},
-    {"zpopmin", zpopminCommand, -2, 1, 1, 1, "write fast", "sortedset", 0, 0, 0, 0},
-    {"zpopmax", zpopmaxCommand, -2, 1, 1, 1, "write fast", "sortedset", 0, 0, 0, 0},
-    {"zmpop", zmpopCommand, -4, 0, 0, 0, "write movablekeys", "sortedset", 0, 0, 0, 0},
-    {"bzpopmin", bzpopminCommand, -3, 1, -2, 1, "write noscript blocking fast", "sortedset", 0, 0, 0, 0},
-    {"bzpopmax", bzpopmaxCommand, -3, 1, -2, 1, "write noscript blocking fast", "sortedset", 0, 0, 0, 0},
-    {"bzmpop", bzmpopCommand, -5, 0, 0, 0, "write blocking movablekeys", "sortedset", 0, 0, 0, 0},
-    {"zrandmember", zrandmemberCommand, -2, 1, 1, 1, "readonly", "sortedset", 0, 0, 0, 0},
-    {"xadd", xaddCommand, -5, 1, 1, 1, "write denyoom fast", "stream", 0, 0, 0, 0},
-    {"xrange", xrangeCommand, -4, 1, 1, 1, "readonly", "stream", 0, 0, 0, 0},
-    {"xrevrange", xrevrangeCommand, -4, 1, 1, 1, "readonly", "stream", 0, 0, 0, 0},
-    {"xlen", xlenCommand, 2, 1, 1, 1, "readonly fast", "stream", 0, 0, 0, 0},
-    {"xdel", xdelCommand, -3, 1, 1, 1, "write fast", "stream", 0, 0, 0, 0},
-    {"xtrim", xtrimCommand, -4, 1, 1, 1, "write", "stream", 0, 0, 0, 0},
-    {"xread", xreadCommand, -4, 0, 0, 0, "readonly blocking movablekeys", "stream", 0, 0, 0, 0},
-    {"xreadgroup", xreadgroupCommand, -7, 0, 0, 0, "write blocking movablekeys", "stream", 0, 0, 0, 0},
-    {"xgroup", xgroupCommand, -2, 0, 0, 0, "", "", 0, 0, 0, 0},
-    {"xsetid", xsetidCommand, -3, 1, 1, 1, "write denyoom fast", "stream", 0, 0, 0, 0},
-    {"xack", xackCommand, -4, 1, 1, 1, "write fast", "stream", 0, 0, 0, 0},
-    {"xpending", xpendingCommand, -3, 1, 1, 1, "readonly", "stream", 0, 0, 0, 0},
-    {"xclaim", xclaimCommand, -6, 1, 1, 1, "write fast", "stream", 0, 0, 0, 0},
-    {"xautoclaim", xautoclaimCommand, -6, 1, 1, 1, "write fast", "stream", 0, 0, 0, 0},
-    {"xinfo", xinfoCommand, -2, 0, 0, 0, "", "", 0, 0, 0, 0},
-    {"replay.create", replayCreateCommand, -4, 1, 1, 1, "write denyoom module", "replay", 0, 0, 0, 0},
-    {"replay.add", replayAddCommand, -4, 1, 1, 1, "write denyoom module", "replay", 0, 0, 0, 0},
-    {"replay.sample", replaySampleCommand, -3, 1, 1, 1, "write module", "replay", 0, 0, 0, 0},
-    {"replay.update", replayUpdateCommand, 4, 1, 1, 1, "write module", "replay", 0, 0, 0, 0},
-    {"replay.info", replayInfoCommand, 2, 1, 1, 1, "readonly module", "replay", 0, 0, 0, 0},
-    {"replay.drop", replayDropCommand, 2, 1, 1, 1, "write module", "replay", 0, 0, 0, 0},
-    {"replay.list", replayListCommand, 1, 0, 0, 0, "readonly module", "replay", 0, 0, 0, 0},
-    {"replay.shards", replayShardsCommand, 1, 0, 0, 0, "readonly fast module", "replay", 0, 0, 0, 0},
-    {"replay.stream", replayStreamCommand, -3, 1, 1, 1, "write denyoom module", "replay", 0, 0, 0, 0},
-    {"replay.append", replayAppendCommand, -4, 1, 1, 1, "write denyoom module", "replay", 0, 0, 0, 0},
-    {"replay.item", replayItemCommand, -8, 1, 1, 1, "write denyoom module", "replay", 0, 0, 0, 0},
-    {"replay.columns", replayColumnsCommand, 2, 1, 1, 1, "readonly module", "replay", 0, 0, 0, 0},
-    {"replay.chunks", replayChunksCommand, 1, 0, 0, 0, "readonly module", "replay", 0, 0, 0, 0},
-    {"multi", multiCommand, 1, 0, 0, 0, "noscript loading stale fast allow_busy", "transaction", 0, 0, 0, 0},
-    {"exec", execCommand, 1, 0, 0, 0, "noscript loading stale skip_slowlog", "transaction", 0, 0, 0, 0},
-    {"discard", discardCommand, 1, 0, 0, 0, "noscript loading stale fast allow_busy", "transaction", 0, 0, 0, 0},
-    {"watch", watchCommand, -2, 1, -1, 1, "noscript loading stale fast allow_busy", "transaction", 0, 0, 0, 0},
-    {"unwatch", unwatchCommand, 1, 0, 0, 0, "noscript loading stale fast allow_busy", "transaction", 0, 0, 0, 0},
-    {"subscribe", subscribeCommand, -2, 0, 0, 0, "pubsub noscript loading stale", "", 0, 0, 0, 0},
-    {"unsubscribe", unsubscribeCommand, -1, 0, 0, 0, "pubsub noscript loading stale", "", 0, 0, 0, 0},
-    {"psubscribe", psubscribeCommand, -2, 0, 0, 0, "pubsub noscript loading stale", "", 0, 0, 0, 0},
-    {"punsubscribe", punsubscribeCommand, -1, 0, 0, 0, "pubsub noscript loading stale", "", 0, 0, 0, 0},
-    {"publish", publishCommand, 3, 0, 0, 0, "pubsub loading stale fast may_replicate", "", 0, 0, 0, 0},
-    {"pubsub", pubsubCommand, -2, 0, 0, 0, "", "", 0, 0, 0, 0},
-    {"ssubscribe", ssubscribeCommand, -2, 1, -1, 1, "pubsub noscript loading stale", "", 0, 0, 0, 0},
-    {"sunsubscribe", sunsubscribeCommand, -1, 1, -1, 1, "pubsub noscript loading stale", "", 0, 0, 0, 0},
-    {"spublish", spublishCommand, 3, 1, 1, 1, "pubsub loading stale fast", "", 0, 0, 0, 0},
-    {"sync", syncCommand, 1, 0, 0, 0, "admin noscript no_async_loading no_multi", "", 0, 0, 0, 0},
-    {"psync", syncCommand, -3, 0, 0, 0, "admin noscript no_async_loading no_multi", "", 0, 0, 0, 0},
-    {"wait", waitCommand, 3, 0, 0, 0, "noscript", "connection", 0, 0, 0, 0},
-    {"replconf", replconfCommand, -1, 0, 0, 0, "admin noscript loading stale allow_busy", "", 0, 0, 0, 0},
-    {"role", roleCommand, 1, 0, 0, 0, "noscript loading stale fast", "admin dangerous", 0, 0, 0, 0},
-    {"reset", resetCommand, 1, 0, 0, 0, "noscript loading stale fast no_auth allow_busy", "connection", 0, 0, 0, 0},
-    {"monitor", monitorCommand, 1, 0, 0, 0, "admin noscript loading stale", "", 0, 0, 0, 0},
-    {"debug", debugCommand, -2, 0, 0, 0, "admin noscript loading stale protected", "", 0, 0, 0, 0},
-    {"memory", memoryCommand, -2, 0, 0, 0, "", "", 0, 0, 0, 0},
-    {"cluster", clusterCommand, -2, 0, 0, 0, "", "", 0, 0, 0, 0},
-    {"eval", evalCommand, -3, 0, 0, 0, "noscript stale skip_monitor no_mandatory_keys movablekeys", "scripting", 0, 0, 0, 0},
-    {"evalsha", evalShaCommand, -3, 0, 0, 0, "noscript stale skip_monitor no_mandatory_keys movablekeys", "scripting", 0, 0, 0, 0},
-    {"eval_ro", evalRoCommand, -3, 0, 0, 0, "readonly noscript stale skip_monitor no_mandatory_keys movablekeys", "scripting", 0, 0, 0, 0},
-    {"evalsha_ro", evalShaRoCommand, -3, 0, 0, 0, "readonly noscript stale skip_monitor no_mandatory_keys movablekeys", "scripting", 0, 0, 0, 0},
-    {"script", scriptCommand, -2, 0, 0, 0, "", "", 0, 0, 0, 0},
-    {"fcall", fcallCommand, -3, 0, 0, 0, "noscript stale skip_monitor no_mandatory_keys movablekeys", "scripting", 0, 0, 0, 0},
-    {"fcall_ro", fcallRoCommand, -3, 0, 0, 0, "readonly noscript stale skip_monitor no_mandatory_keys movablekeys", "scripting", 0, 0, 0, 0},
-    {"function", functionCommand, -2, 0, 0, 0, "", "", 0, 0, 0, 0},
-    {"slowlog", slowlogCommand, -2, 0, 0, 0, "", "", 0, 0, 0, 0},
-    {"latency", latencyCommand, -2, 0, 0, 0, "", "", 0, 0, 0, 0},
-    {"acl", aclCommand, -2, 0, 0, 0, "", "", 0, 0, 0, 0},
-};
+/* ---- the command table -------------------------------------------------------
+ * One description, fstack_redis/commands.json (as Redis 7.0's src/commands/ JSON
+ * files), generated into the arrays below by gen_commands.py at build time;
+ * nothing else lists commands. Per command: name, handler, arity, first key,
+ * last key, key step, Redis's flag words (parsed into CMD_* bits once, when the
+ * index is built), its ACL categories beyond those its flags imply (acl.c derives
+ * @write, @read, @admin, @dangerous, @pubsub, @fast, @slow and @blocking from the
+ * flag words, as Redis does), then the parsed bits, the call counter, the
+ * category bits and the ACL id (set when the index is built); its docs (COMMAND
+ * DOCS) at the same index of command_docs[]. */
+
+/* The subcommands of the container commands, for COMMAND and the statistics
+ * ("client|list"); their docs at the same index of subcommand_docs[]. */
+typedef struct subcmd {
+    ir_command_proc *container;
+    const char *cname, *name;
+    int arity;
+    const char *sflags;
+    const char *acl; /* ACL categories beyond the derived ones, as ir_command.acl */
+} subcmd;
+
+typedef struct cmddoc {
+    const char *summary, *since, *group, *complexity; /* complexity: "" when not given */
+} cmddoc;
+
+/* Key specs: where a command's keys are and what it does with them, as Redis
+ * 7.0's key specs say (COMMAND INFO, COMMAND GETKEYS and GETKEYSANDFLAGS read
+ * them): from argument `begin`, either a range (lastkey: >= 0 relative to begin,
+ * < 0 from the end; keystep; limit) or a key count (keynumidx relative to begin,
+ * then firstkey and keystep relative to it). One row per spec, a command's rows
+ * together; "container|sub" for a subcommand. The replay commands are
+ * inreplay's own: one key at 1 (a table, or REPLAY.STREAM's and REPLAY.APPEND's
+ * trajectory stream, so that ACL key patterns confine a user to its
+ * experiment's names). */
+enum {
+    KS_RANGE,
+    KS_KEYNUM,
+    KS_UNKNOWN,
+    KS_KEYWORD_RANGE
+}; /* unknown: where the keys are
+    depends on the arguments (SORT's BY/GET/STORE); keyword range: see searchKeyword */
+
+typedef struct keyspec {
+    const char *cmd, *flags;
+    int begin, kind, a, b,
+        c; /* range: lastkey, keystep, limit; keynum: keynumidx, firstkey, keystep */
+} keyspec;
+
+/* KS_KEYWORD_RANGE: a range found after a keyword searched for from index `begin`
+ * (XREAD's STREAMS): the command's keyword, in the order of its keyword specs. */
+typedef struct keyword_spec {
+    const char *cmd, *keyword;
+} keyword_spec;
+
+#include "commands_table.inc"
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
 
 /* Open-addressing index over the table, built on first lookup: at most half
@@ -302,10 +107,16 @@ static const struct {
     const char *word;
     int bit;
 } flag_bits[] = {
-    {"write", CMD_WRITE}, {"readonly", CMD_READONLY}, {"fast", CMD_FAST},
-    {"no_auth", CMD_NOAUTH}, {"admin", CMD_ADMIN}, {"denyoom", CMD_DENYOOM},
-    {"no_multi", CMD_NO_MULTI}, {"skip_monitor", CMD_SKIP_MONITOR},
-    {"skip_slowlog", CMD_SKIP_SLOWLOG}, {"allow_busy", CMD_ALLOW_BUSY},
+    {"write", CMD_WRITE},
+    {"readonly", CMD_READONLY},
+    {"fast", CMD_FAST},
+    {"no_auth", CMD_NOAUTH},
+    {"admin", CMD_ADMIN},
+    {"denyoom", CMD_DENYOOM},
+    {"no_multi", CMD_NO_MULTI},
+    {"skip_monitor", CMD_SKIP_MONITOR},
+    {"skip_slowlog", CMD_SKIP_SLOWLOG},
+    {"allow_busy", CMD_ALLOW_BUSY},
 };
 
 static int parseFlagWords(const char *words) {
@@ -327,8 +138,10 @@ static void buildIndex(void) {
     for (size_t i = 0; i < NCOMMANDS; i++) {
         commands[i].flags = parseFlagWords(commands[i].sflags);
         uint64_t explicit = aclCategoryWords(commands[i].acl);
-        commands[i].cats = explicit | aclCategoriesOfFlags(commands[i].sflags,
-                                                           !!(explicit & (1ull << aclCategoryIndex("scripting", 9))));
+        commands[i].cats =
+            explicit |
+            aclCategoriesOfFlags(commands[i].sflags,
+                                 !!(explicit & (1ull << aclCategoryIndex("scripting", 9))));
         commands[i].id = (int)i;
         uint32_t h = nameHash(commands[i].name, strlen(commands[i].name)) % CMD_INDEX_SIZE;
         while (cmd_index[h]) h = (h + 1) % CMD_INDEX_SIZE;
@@ -340,7 +153,6 @@ static void buildIndex(void) {
 static void ensureIndex(void) {
     if (!cmd_index[nameHash("ping", 4) % CMD_INDEX_SIZE] && NCOMMANDS) buildIndex();
 }
-
 
 ir_command *lookupCommand(const char *name, size_t len) {
     ensureIndex();
@@ -398,7 +210,6 @@ void selectCommand(client *c) {
     c->db = id;
     addReplyStr(c, shared.ok);
 }
-
 
 /* AUTH [username] password */
 void authCommand(client *c) {
@@ -537,133 +348,6 @@ static void addReplyInfobuf(client *c, infobuf *b) {
 
 /* ---- subcommands, command and error statistics ----------------------------- */
 
-/* The subcommands of the container commands, for COMMAND and the
- * statistics ("client|list"). */
-typedef struct subcmd {
-    ir_command_proc *container;
-    const char *cname, *name;
-    int arity;
-    const char *sflags;
-    const char *acl; /* ACL categories beyond the derived ones, as ir_command.acl */
-} subcmd;
-
-static const subcmd subcommands[] = {
-    {clientCommand, "client", "getname", 2, "noscript loading stale", "connection"},
-    {clientCommand, "client", "help", 2, "loading stale", "connection"},
-    {clientCommand, "client", "id", 2, "noscript loading stale", "connection"},
-    {clientCommand, "client", "info", 2, "noscript loading stale", "connection"},
-    {clientCommand, "client", "kill", -3, "admin noscript loading stale", "connection"},
-    {clientCommand, "client", "list", -2, "admin noscript loading stale", "connection"},
-    {clientCommand, "client", "no-evict", 3, "admin noscript loading stale", "connection"},
-    {clientCommand, "client", "reply", 3, "noscript loading stale", "connection"},
-    {clientCommand, "client", "setinfo", 4, "noscript loading stale", "connection"},
-    {clientCommand, "client", "setname", 3, "noscript loading stale", "connection"},
-    {clientCommand, "client", "unblock", -3, "admin noscript loading stale", "connection"},
-    {commandCommand, "command", "count", 2, "loading stale", "connection"},
-    {commandCommand, "command", "docs", -2, "loading stale", "connection"},
-    {commandCommand, "command", "getkeys", -4, "loading stale", "connection"},
-    {commandCommand, "command", "getkeysandflags", -4, "loading stale", "connection"},
-    {commandCommand, "command", "help", 2, "loading stale", "connection"},
-    {commandCommand, "command", "info", -2, "loading stale", "connection"},
-    {commandCommand, "command", "list", -2, "loading stale", "connection"},
-    {objectCommand, "object", "encoding", 3, "readonly", "keyspace"},
-    {objectCommand, "object", "freq", 3, "readonly", "keyspace"},
-    {objectCommand, "object", "help", 2, "loading stale", "keyspace"},
-    {objectCommand, "object", "idletime", 3, "readonly", "keyspace"},
-    {objectCommand, "object", "refcount", 3, "readonly", "keyspace"},
-    {memoryCommand, "memory", "doctor", 2, "", ""},
-    {functionCommand, "function", "delete", 3, "write noscript", "scripting"},
-    {functionCommand, "function", "dump", 2, "noscript", "scripting"},
-    {functionCommand, "function", "flush", -2, "write noscript", "scripting"},
-    {functionCommand, "function", "help", 2, "loading stale", "scripting"},
-    {functionCommand, "function", "kill", 2, "noscript allow_busy", "scripting"},
-    {functionCommand, "function", "list", -2, "noscript", "scripting"},
-    {functionCommand, "function", "load", -3, "write denyoom noscript", "scripting"},
-    {functionCommand, "function", "restore", -3, "write denyoom noscript", "scripting"},
-    {functionCommand, "function", "stats", 2, "noscript allow_busy", "scripting"},
-    {scriptCommand, "script", "exists", -3, "noscript", "scripting"},
-    {scriptCommand, "script", "flush", -2, "noscript", "scripting"},
-    {scriptCommand, "script", "help", 2, "loading stale", "scripting"},
-    {scriptCommand, "script", "kill", 2, "noscript allow_busy", "scripting"},
-    {scriptCommand, "script", "load", 3, "noscript stale", "scripting"},
-    {memoryCommand, "memory", "help", 2, "loading stale", ""},
-    {memoryCommand, "memory", "malloc-stats", 2, "", ""},
-    {memoryCommand, "memory", "purge", 2, "", ""},
-    {memoryCommand, "memory", "stats", 2, "", ""},
-    {memoryCommand, "memory", "usage", -3, "readonly", ""},
-    {clusterCommand, "cluster", "addslots", -3, "no_async_loading admin stale", ""},
-    {clusterCommand, "cluster", "addslotsrange", -4, "no_async_loading admin stale", ""},
-    {clusterCommand, "cluster", "bumpepoch", 2, "no_async_loading admin stale", ""},
-    {clusterCommand, "cluster", "count-failure-reports", 3, "admin stale", ""},
-    {clusterCommand, "cluster", "countkeysinslot", 3, "stale", ""},
-    {clusterCommand, "cluster", "delslots", -3, "no_async_loading admin stale", ""},
-    {clusterCommand, "cluster", "delslotsrange", -4, "no_async_loading admin stale", ""},
-    {clusterCommand, "cluster", "failover", -2, "no_async_loading admin stale", ""},
-    {clusterCommand, "cluster", "flushslots", 2, "no_async_loading admin stale", ""},
-    {clusterCommand, "cluster", "forget", 3, "no_async_loading admin stale", ""},
-    {clusterCommand, "cluster", "getkeysinslot", 4, "stale", ""},
-    {clusterCommand, "cluster", "help", 2, "loading stale", ""},
-    {clusterCommand, "cluster", "info", 2, "stale", ""},
-    {clusterCommand, "cluster", "keyslot", 3, "stale", ""},
-    {clusterCommand, "cluster", "links", 2, "stale", ""},
-    {clusterCommand, "cluster", "meet", -4, "no_async_loading admin stale", ""},
-    {clusterCommand, "cluster", "myid", 2, "stale", ""},
-    {clusterCommand, "cluster", "nodes", 2, "stale", ""},
-    {clusterCommand, "cluster", "replicas", 3, "admin stale", ""},
-    {clusterCommand, "cluster", "replicate", 3, "no_async_loading admin stale", ""},
-    {clusterCommand, "cluster", "reset", -2, "admin stale noscript", ""},
-    {clusterCommand, "cluster", "saveconfig", 2, "no_async_loading admin stale", ""},
-    {clusterCommand, "cluster", "set-config-epoch", 3, "no_async_loading admin stale", ""},
-    {clusterCommand, "cluster", "setslot", -4, "no_async_loading admin stale", ""},
-    {clusterCommand, "cluster", "shards", 2, "stale", ""},
-    {clusterCommand, "cluster", "slaves", 3, "admin stale", ""},
-    {clusterCommand, "cluster", "slots", 2, "stale", ""},
-    {configCommand, "config", "get", -3, "admin noscript loading stale", ""},
-    {configCommand, "config", "help", 2, "loading stale", ""},
-    {configCommand, "config", "resetstat", 2, "admin noscript loading stale", ""},
-    {configCommand, "config", "rewrite", 2, "admin noscript loading stale", ""},
-    {configCommand, "config", "set", -4, "admin noscript loading stale", ""},
-    {pubsubCommand, "pubsub", "channels", -2, "pubsub loading stale", ""},
-    {pubsubCommand, "pubsub", "help", 2, "loading stale", ""},
-    {pubsubCommand, "pubsub", "numpat", 2, "pubsub loading stale", ""},
-    {pubsubCommand, "pubsub", "numsub", -2, "pubsub loading stale", ""},
-    {pubsubCommand, "pubsub", "shardchannels", -2, "pubsub loading stale", ""},
-    {pubsubCommand, "pubsub", "shardnumsub", -2, "pubsub loading stale", ""},
-    {xgroupCommand, "xgroup", "create", -5, "write denyoom", "stream"},
-    {xgroupCommand, "xgroup", "createconsumer", 5, "write denyoom", "stream"},
-    {xgroupCommand, "xgroup", "delconsumer", 5, "write", "stream"},
-    {xgroupCommand, "xgroup", "destroy", 4, "write", "stream"},
-    {xgroupCommand, "xgroup", "help", 2, "loading stale", "stream"},
-    {xgroupCommand, "xgroup", "setid", -5, "write", "stream"},
-    {xinfoCommand, "xinfo", "consumers", 4, "readonly", "stream"},
-    {xinfoCommand, "xinfo", "groups", 3, "readonly", "stream"},
-    {xinfoCommand, "xinfo", "help", 2, "loading stale", "stream"},
-    {xinfoCommand, "xinfo", "stream", -3, "readonly", "stream"},
-    {slowlogCommand, "slowlog", "get", -2, "admin loading stale", ""},
-    {slowlogCommand, "slowlog", "help", 2, "loading stale", ""},
-    {slowlogCommand, "slowlog", "len", 2, "admin loading stale", ""},
-    {slowlogCommand, "slowlog", "reset", 2, "admin loading stale", ""},
-    {latencyCommand, "latency", "doctor", 2, "admin noscript loading stale", ""},
-    {latencyCommand, "latency", "graph", 3, "admin noscript loading stale", ""},
-    {latencyCommand, "latency", "help", 2, "loading stale", ""},
-    {latencyCommand, "latency", "histogram", -2, "admin noscript loading stale", ""},
-    {latencyCommand, "latency", "history", 3, "admin noscript loading stale", ""},
-    {latencyCommand, "latency", "latest", 2, "admin noscript loading stale", ""},
-    {latencyCommand, "latency", "reset", -2, "admin noscript loading stale", ""},
-    {aclCommand, "acl", "cat", -2, "noscript loading stale", ""},
-    {aclCommand, "acl", "deluser", -3, "admin noscript loading stale", ""},
-    {aclCommand, "acl", "dryrun", -4, "admin noscript loading stale", ""},
-    {aclCommand, "acl", "genpass", -2, "noscript loading stale", ""},
-    {aclCommand, "acl", "getuser", 3, "admin noscript loading stale", ""},
-    {aclCommand, "acl", "help", 2, "loading stale", ""},
-    {aclCommand, "acl", "list", 2, "admin noscript loading stale", ""},
-    {aclCommand, "acl", "load", 2, "admin noscript loading stale", ""},
-    {aclCommand, "acl", "log", -2, "admin noscript loading stale", ""},
-    {aclCommand, "acl", "save", 2, "admin noscript loading stale", ""},
-    {aclCommand, "acl", "setuser", -3, "admin noscript loading stale", ""},
-    {aclCommand, "acl", "users", 2, "admin noscript loading stale", ""},
-    {aclCommand, "acl", "whoami", 2, "noscript loading stale", ""},
-};
 #define NSUBCOMMANDS (sizeof(subcommands) / sizeof(subcommands[0]))
 
 static uint64_t sub_cats[NSUBCOMMANDS];
@@ -674,10 +358,12 @@ static void buildSubIndex(void) {
     uint64_t scripting = 1ull << aclCategoryIndex("scripting", 9);
     for (size_t k = 0; k < NSUBCOMMANDS; k++) {
         uint64_t explicit = aclCategoryWords(subcommands[k].acl);
-        sub_cats[k] = explicit | aclCategoriesOfFlags(subcommands[k].sflags, !!(explicit & scripting));
+        sub_cats[k] =
+            explicit | aclCategoriesOfFlags(subcommands[k].sflags, !!(explicit & scripting));
         sub_parent[k] = -1;
         for (size_t i = 0; i < NCOMMANDS; i++)
-            if (commands[i].proc == subcommands[k].container && !strcmp(commands[i].name, subcommands[k].cname))
+            if (commands[i].proc == subcommands[k].container &&
+                !strcmp(commands[i].name, subcommands[k].cname))
                 sub_parent[k] = (int)i;
     }
     buildSpecIndex();
@@ -693,7 +379,7 @@ static void buildSubIndex(void) {
 static const ir_command *lookupFullName(const ir_arg *a, const subcmd **sub);
 
 typedef struct cmdstat {
-    uint64_t calls, usec, rejected, failed;
+    uint64_t calls, ns, rejected, failed; /* ns: the calls' time (INFO shows usec) */
     uint64_t hcalls, hist[LAT_LEVELS];
 } cmdstat;
 
@@ -709,8 +395,8 @@ static size_t nerrstats;
 static int isContainer(const ir_command *cmd) {
     return cmd->proc == clientCommand || cmd->proc == commandCommand ||
            cmd->proc == configCommand || cmd->proc == pubsubCommand || cmd->proc == memoryCommand ||
-           cmd->proc == objectCommand || cmd->proc == clusterCommand || cmd->proc == scriptCommand ||
-           cmd->proc == xgroupCommand || cmd->proc == xinfoCommand ||
+           cmd->proc == objectCommand || cmd->proc == clusterCommand ||
+           cmd->proc == scriptCommand || cmd->proc == xgroupCommand || cmd->proc == xinfoCommand ||
            cmd->proc == slowlogCommand || cmd->proc == latencyCommand ||
            cmd->proc == functionCommand || cmd->proc == aclCommand;
 }
@@ -772,15 +458,15 @@ static uint64_t opsPerSec(void) {
     return sum / OPS_SAMPLES;
 }
 
-static void latencyRecord(cmdstat *st, uint64_t usec);
+static void latencyRecord(cmdstat *st, uint64_t ns);
 
-void commandStatsCall(const client *c, const ir_command *cmd, uint64_t usec, int failed) {
+void commandStatsCall(const client *c, const ir_command *cmd, uint64_t ns, int failed) {
     cmdstat *st = statFor(c, cmd);
     /* LATENCY HISTOGRAM, as Redis: not for a command that blocked */
-    if (latencyTracking && !(c->flags & CLIENT_BLOCKED)) latencyRecord(st, usec);
+    if (latencyTracking && !(c->flags & CLIENT_BLOCKED)) latencyRecord(st, ns);
     if (c->srv->now_ms - ops_last_ms >= 100) opsSample(c->srv);
     st->calls++;
-    st->usec += usec;
+    st->ns += ns;
     st->failed += failed != 0;
     commands[cmd - commands].calls++;
 }
@@ -799,9 +485,9 @@ static uint64_t hdrLevelTop(int m) {
     return (1ull << m) + (1ull << (m - 7)) - 1;
 }
 
-static void latencyRecord(cmdstat *st, uint64_t usec) {
-    uint64_t ns = usec < 1 ? 1000 : usec > 1000000 ? 1000000000ull : usec * 1000;
-    int m = 64 - __builtin_clzll(ns - 1); /* the smallest m with 2^m >= ns */
+static void latencyRecord(cmdstat *st, uint64_t ns) {
+    ns = ns < 1000 ? 1000 : ns > 1000000000ull ? 1000000000ull : ns;
+    int m = 64 - __builtin_clzll(ns - 1);        /* the smallest m with 2^m >= ns */
     if (m > 10 && ns <= hdrLevelTop(m - 1)) m--; /* within 2^(m-1)'s equivalent range */
     if (m < 10) m = 10;
     if (m > 30) m = 30;
@@ -862,7 +548,8 @@ void latencyHistogramCommand(client *c) {
     for (int pass = 0; pass < 2; pass++) {
         if (pass) addReplyMapLen(c, n);
         if (c->argc == 2) {
-            for (size_t i = 0; i < NCOMMANDS; i++) n += latencyCDFOf(c, &commands[i], NULL, pass) * !pass;
+            for (size_t i = 0; i < NCOMMANDS; i++)
+                n += latencyCDFOf(c, &commands[i], NULL, pass) * !pass;
             continue;
         }
         for (int j = 2; j < c->argc; j++) {
@@ -922,8 +609,7 @@ static void clientInfoLine(client *c, const client *o, char *buf, size_t len) {
     if (o->lastcmd)
         snprintf(cmd, sizeof(cmd), "%s%s%s", o->lastcmd->name, o->lastsub ? "|" : "",
                  o->lastsub ? o->lastsub : "");
-    else
-        snprintf(cmd, sizeof(cmd), "NULL");
+    else snprintf(cmd, sizeof(cmd), "NULL");
     /* qbuf: the query buffer as read, the commands of this read being run
      * included (Redis trims it after them too) */
     snprintf(buf, len,
@@ -933,11 +619,12 @@ static void clientInfoLine(client *c, const client *o, char *buf, size_t len) {
              "redir=-1 resp=%d lib-name=%s lib-ver=%s\n",
              (unsigned long long)o->id, o->addr, o->laddr, o->clientname ? o->clientname : "",
              (unsigned long long)((s->now_ms - o->ctime_ms) / 1000),
-             (unsigned long long)((s->now_ms - o->last_ms) / 1000), flags, o->db, sub, psub, pubsubClientShards(o),
-             (o->flags & CLIENT_MULTI) ? multiQueueCount(o) : -1, o->qlen,
-             o->qcap - o->qlen, argvmem, multiQueueBytes(o), o->ocap, o->ocap, obl,
-             o->nsegs, o->pending_bytes - obl, (unsigned long long)clientMemory(o),
-             o->pending_bytes ? "w" : "", cmd, aclClientUserName(o), o->resp, o->lib_name, o->lib_ver);
+             (unsigned long long)((s->now_ms - o->last_ms) / 1000), flags, o->db, sub, psub,
+             pubsubClientShards(o), (o->flags & CLIENT_MULTI) ? multiQueueCount(o) : -1, o->qlen,
+             o->qcap - o->qlen, argvmem, multiQueueBytes(o), o->ocap, o->ocap, obl, o->nsegs,
+             o->pending_bytes - obl, (unsigned long long)clientMemory(o),
+             o->pending_bytes ? "w" : "", cmd, aclClientUserName(o), o->resp, o->lib_name,
+             o->lib_ver);
 }
 
 /* CLIENT LIST's and KILL's TYPE: normal, master, replica (slave), pubsub. */
@@ -1020,7 +707,8 @@ static void clientKill(client *c) {
     ir_server *s = c->srv;
     if (c->argc == 3) { /* the old form */
         for (client *o = s->clients; o; o = o->next) {
-            if (strlen(o->addr) == c->argv[2].len && memcmp(o->addr, c->argv[2].ptr, c->argv[2].len) == 0) {
+            if (strlen(o->addr) == c->argv[2].len &&
+                memcmp(o->addr, c->argv[2].ptr, c->argv[2].len) == 0) {
                 addReplyStr(c, shared.ok);
                 if (o == c) c->flags |= CLIENT_CLOSE_AFTER_REPLY;
                 else freeClient(o);
@@ -1079,8 +767,11 @@ static void clientKill(client *c) {
         if (id && o->id != (uint64_t)id) continue;
         if (type >= 0 && clientType(o) != type) continue;
         if (user && !aclClientIsUser(o, user->ptr, user->len)) continue;
-        if (addr && !(strlen(o->addr) == addr->len && memcmp(o->addr, addr->ptr, addr->len) == 0)) continue;
-        if (laddr && !(strlen(o->laddr) == laddr->len && memcmp(o->laddr, laddr->ptr, laddr->len) == 0)) continue;
+        if (addr && !(strlen(o->addr) == addr->len && memcmp(o->addr, addr->ptr, addr->len) == 0))
+            continue;
+        if (laddr &&
+            !(strlen(o->laddr) == laddr->len && memcmp(o->laddr, laddr->ptr, laddr->len) == 0))
+            continue;
         if (o == c && skipme) continue;
         killed++;
         if (o == c) self = 1;
@@ -1158,31 +849,50 @@ void clientCommand(client *c) {
     } else if (argEq(c, 1, "help") && c->argc == 2) {
         static const char *help[] = {
             "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
-            "GETNAME", "    Return the name of the current connection.",
-            "ID", "    Return the ID of the current connection.",
-            "INFO", "    Return information about the current client connection.",
-            "KILL <ip:port>", "    Kill connection made from <ip:port>.",
+            "GETNAME",
+            "    Return the name of the current connection.",
+            "ID",
+            "    Return the ID of the current connection.",
+            "INFO",
+            "    Return information about the current client connection.",
+            "KILL <ip:port>",
+            "    Kill connection made from <ip:port>.",
             "KILL <option> <value> [<option> <value> [...]]",
             "    Kill connections. Options are:",
-            "    * ADDR (<ip:port>|<unixsocket>:0)", "      Kill connections made from the specified address",
-            "    * LADDR (<ip:port>|<unixsocket>:0)", "      Kill connections made to specified local address",
-            "    * TYPE (NORMAL|MASTER|REPLICA|PUBSUB)", "      Kill connections by type.",
-            "    * USER <username>", "      Kill connections authenticated by <username>.",
-            "    * SKIPME (YES|NO)", "      Skip killing current connection (default: yes).",
-            "    * ID <client-id>", "      Kill connections by client id.",
-            "LIST [options ...]", "    Return information about client connections. Options:",
-            "    * TYPE (NORMAL|MASTER|REPLICA|PUBSUB)", "      Return clients of specified type.",
-            "    * ID <client-id> [<client-id> ...]", "      Return clients of specified IDs only.",
-            "REPLY (ON|OFF|SKIP)", "    Control the replies sent to the current connection.",
-            "SETNAME <name>", "    Assign the name <name> to the current connection.",
-            "SETINFO <option> <value>", "    Set client meta attr (lib-name, lib-ver).",
+            "    * ADDR (<ip:port>|<unixsocket>:0)",
+            "      Kill connections made from the specified address",
+            "    * LADDR (<ip:port>|<unixsocket>:0)",
+            "      Kill connections made to specified local address",
+            "    * TYPE (NORMAL|MASTER|REPLICA|PUBSUB)",
+            "      Kill connections by type.",
+            "    * USER <username>",
+            "      Kill connections authenticated by <username>.",
+            "    * SKIPME (YES|NO)",
+            "      Skip killing current connection (default: yes).",
+            "    * ID <client-id>",
+            "      Kill connections by client id.",
+            "LIST [options ...]",
+            "    Return information about client connections. Options:",
+            "    * TYPE (NORMAL|MASTER|REPLICA|PUBSUB)",
+            "      Return clients of specified type.",
+            "    * ID <client-id> [<client-id> ...]",
+            "      Return clients of specified IDs only.",
+            "REPLY (ON|OFF|SKIP)",
+            "    Control the replies sent to the current connection.",
+            "SETNAME <name>",
+            "    Assign the name <name> to the current connection.",
+            "SETINFO <option> <value>",
+            "    Set client meta attr (lib-name, lib-ver).",
             "UNBLOCK <clientid> [TIMEOUT|ERROR]",
             "    Unblock the specified blocked client.",
-            "NO-EVICT (ON|OFF)", "    Protect current client connection from eviction.",
-            "HELP", "    Print this help.",
+            "NO-EVICT (ON|OFF)",
+            "    Protect current client connection from eviction.",
+            "HELP",
+            "    Print this help.",
         };
         addReplyHelpOf(c, help);
-    } else if (findSub(c->cmd ? c->cmd : lookupCommand("client", 6), c->argv[1].ptr, c->argv[1].len)) {
+    } else if (findSub(c->cmd ? c->cmd : lookupCommand("client", 6), c->argv[1].ptr,
+                       c->argv[1].len)) {
         addReplySubcommandArity(c, "client");
     } else {
         addReplyErrorFormat(c, "unknown subcommand '%.128s'. Try CLIENT HELP.", c->argv[1].ptr);
@@ -1265,268 +975,16 @@ static const ir_command *lookupFullName(const ir_arg *a, const subcmd **sub) {
     return *sub ? cmd : NULL;
 }
 
-/* ---- key specs ------------------------------------------------------------
- * Where a command's keys are and what it does with them, as Redis 7.0's key
- * specs say for the commands inreplay has (COMMAND INFO, COMMAND GETKEYS and
- * GETKEYSANDFLAGS read them): from argument `begin`, either a range (lastkey:
- * >= 0 relative to begin, < 0 from the end; keystep; limit) or a key count
- * (keynumidx relative to begin, then firstkey and keystep relative to it).
- * One row per spec, a command's rows together; "container|sub" for a
- * subcommand. The replay commands are inreplay's own: one key at 1 (a table, or
- * REPLAY.STREAM's and REPLAY.APPEND's trajectory stream, so that ACL key
- * patterns confine a user to its experiment's names). */
-
-enum { KS_RANGE, KS_KEYNUM, KS_UNKNOWN, KS_KEYWORD_RANGE }; /* unknown: where the keys are
-    depends on the arguments (SORT's BY/GET/STORE); keyword range: see searchKeyword */
-
-typedef struct keyspec {
-    const char *cmd, *flags;
-    int begin, kind, a, b, c; /* range: lastkey, keystep, limit; keynum: keynumidx, firstkey, keystep */
-} keyspec;
-
-/* KS_KEYWORD_RANGE: a range found after a keyword searched for from index `begin`
- * (XREAD's STREAMS): the command's keyword. */
-static const struct {
-    const char *cmd, *keyword;
-} keyword_search[] = {{"xread", "STREAMS"},        {"xreadgroup", "STREAMS"},
-                      {"georadius", "STORE"},      {"georadius", "STOREDIST"},
-                      {"georadiusbymember", "STORE"}, {"georadiusbymember", "STOREDIST"}};
+/* ---- key specs ------------------------------------------------------------ */
 
 /* The keyword of the nth (from 0) keyword spec of cmd (GEORADIUS has two: STORE, STOREDIST). */
 static const char *searchKeyword(const char *cmd, int nth) {
     for (size_t i = 0; i < sizeof(keyword_search) / sizeof(keyword_search[0]); i++)
-        if (!strcmp(keyword_search[i].cmd, cmd) && nth-- == 0) return keyword_search[i].keyword;
+        if (keyword_search[i].cmd && !strcmp(keyword_search[i].cmd, cmd) && nth-- == 0)
+            return keyword_search[i].keyword;
     return NULL;
 }
 
-static const keyspec keyspecs[] = {
-    {"append", "RW insert", 1, KS_RANGE, 0, 1, 0},
-    {"bitcount", "RO access", 1, KS_RANGE, 0, 1, 0},
-    {"bitfield", "RW access update variable_flags", 1, KS_RANGE, 0, 1, 0},
-    {"bitfield_ro", "RO access", 1, KS_RANGE, 0, 1, 0},
-    {"bitop", "OW update", 2, KS_RANGE, 0, 1, 0},
-    {"bitop", "RO access", 3, KS_RANGE, -1, 1, 0},
-    {"bitpos", "RO access", 1, KS_RANGE, 0, 1, 0},
-    {"blmove", "RW access delete", 1, KS_RANGE, 0, 1, 0},
-    {"blmove", "RW insert", 2, KS_RANGE, 0, 1, 0},
-    {"blmpop", "RW access delete", 2, KS_KEYNUM, 0, 1, 1},
-    {"blpop", "RW access delete", 1, KS_RANGE, -2, 1, 0},
-    {"brpop", "RW access delete", 1, KS_RANGE, -2, 1, 0},
-    {"brpoplpush", "RW access delete", 1, KS_RANGE, 0, 1, 0},
-    {"brpoplpush", "RW insert", 2, KS_RANGE, 0, 1, 0},
-    {"bzmpop", "RW access delete", 2, KS_KEYNUM, 0, 1, 1},
-    {"bzpopmax", "RW access delete", 1, KS_RANGE, -2, 1, 0},
-    {"bzpopmin", "RW access delete", 1, KS_RANGE, -2, 1, 0},
-    {"copy", "RO access", 1, KS_RANGE, 0, 1, 0},
-    {"copy", "OW update", 2, KS_RANGE, 0, 1, 0},
-    {"decr", "RW access update", 1, KS_RANGE, 0, 1, 0},
-    {"decrby", "RW access update", 1, KS_RANGE, 0, 1, 0},
-    {"del", "RM delete", 1, KS_RANGE, -1, 1, 0},
-    {"dump", "RO access", 1, KS_RANGE, 0, 1, 0},
-    {"eval", "RW access update", 2, KS_KEYNUM, 0, 1, 1},
-    {"eval_ro", "RO access", 2, KS_KEYNUM, 0, 1, 1},
-    {"evalsha", "RW access update", 2, KS_KEYNUM, 0, 1, 1},
-    {"evalsha_ro", "RO access", 2, KS_KEYNUM, 0, 1, 1},
-    {"exists", "RO", 1, KS_RANGE, -1, 1, 0},
-    {"expire", "RW update", 1, KS_RANGE, 0, 1, 0},
-    {"expireat", "RW update", 1, KS_RANGE, 0, 1, 0},
-    {"expiretime", "RO access", 1, KS_RANGE, 0, 1, 0},
-    {"fcall", "RW access update", 2, KS_KEYNUM, 0, 1, 1},
-    {"fcall_ro", "RO access", 2, KS_KEYNUM, 0, 1, 1},
-    {"get", "RO access", 1, KS_RANGE, 0, 1, 0},
-    {"geoadd", "RW update", 1, KS_RANGE, 0, 1, 0},
-    {"geodist", "RO access", 1, KS_RANGE, 0, 1, 0},
-    {"geohash", "RO access", 1, KS_RANGE, 0, 1, 0},
-    {"geopos", "RO access", 1, KS_RANGE, 0, 1, 0},
-    {"georadius", "RO access", 1, KS_RANGE, 0, 1, 0},
-    {"georadius", "OW update", 6, KS_KEYWORD_RANGE, 0, 1, 0},
-    {"georadius", "OW update", 6, KS_KEYWORD_RANGE, 0, 1, 0},
-    {"georadius_ro", "RO access", 1, KS_RANGE, 0, 1, 0},
-    {"georadiusbymember", "RO access", 1, KS_RANGE, 0, 1, 0},
-    {"georadiusbymember", "OW update", 5, KS_KEYWORD_RANGE, 0, 1, 0},
-    {"georadiusbymember", "OW update", 5, KS_KEYWORD_RANGE, 0, 1, 0},
-    {"georadiusbymember_ro", "RO access", 1, KS_RANGE, 0, 1, 0},
-    {"geosearch", "RO access", 1, KS_RANGE, 0, 1, 0},
-    {"geosearchstore", "OW update", 1, KS_RANGE, 0, 1, 0},
-    {"geosearchstore", "RO access", 2, KS_RANGE, 0, 1, 0},
-    {"getbit", "RO access", 1, KS_RANGE, 0, 1, 0},
-    {"getdel", "RW access delete", 1, KS_RANGE, 0, 1, 0},
-    {"getex", "RW access update", 1, KS_RANGE, 0, 1, 0},
-    {"getrange", "RO access", 1, KS_RANGE, 0, 1, 0},
-    {"getset", "RW access update", 1, KS_RANGE, 0, 1, 0},
-    {"hdel", "RW delete", 1, KS_RANGE, 0, 1, 0},
-    {"hexists", "RO", 1, KS_RANGE, 0, 1, 0},
-    {"hget", "RO access", 1, KS_RANGE, 0, 1, 0},
-    {"hgetall", "RO access", 1, KS_RANGE, 0, 1, 0},
-    {"hincrby", "RW access update", 1, KS_RANGE, 0, 1, 0},
-    {"hincrbyfloat", "RW access update", 1, KS_RANGE, 0, 1, 0},
-    {"hkeys", "RO access", 1, KS_RANGE, 0, 1, 0},
-    {"hlen", "RO", 1, KS_RANGE, 0, 1, 0},
-    {"hmget", "RO access", 1, KS_RANGE, 0, 1, 0},
-    {"hmset", "RW update", 1, KS_RANGE, 0, 1, 0},
-    {"hrandfield", "RO access", 1, KS_RANGE, 0, 1, 0},
-    {"hscan", "RO access", 1, KS_RANGE, 0, 1, 0},
-    {"hset", "RW update", 1, KS_RANGE, 0, 1, 0},
-    {"hsetnx", "RW insert", 1, KS_RANGE, 0, 1, 0},
-    {"hstrlen", "RO", 1, KS_RANGE, 0, 1, 0},
-    {"hvals", "RO access", 1, KS_RANGE, 0, 1, 0},
-    {"incr", "RW access update", 1, KS_RANGE, 0, 1, 0},
-    {"incrby", "RW access update", 1, KS_RANGE, 0, 1, 0},
-    {"incrbyfloat", "RW access update", 1, KS_RANGE, 0, 1, 0},
-    {"lcs", "RO access", 1, KS_RANGE, 1, 1, 0},
-    {"lindex", "RO access", 1, KS_RANGE, 0, 1, 0},
-    {"linsert", "RW insert", 1, KS_RANGE, 0, 1, 0},
-    {"llen", "RO", 1, KS_RANGE, 0, 1, 0},
-    {"lmove", "RW access delete", 1, KS_RANGE, 0, 1, 0},
-    {"lmove", "RW insert", 2, KS_RANGE, 0, 1, 0},
-    {"lmpop", "RW access delete", 1, KS_KEYNUM, 0, 1, 1},
-    {"lpop", "RW access delete", 1, KS_RANGE, 0, 1, 0},
-    {"lpos", "RO access", 1, KS_RANGE, 0, 1, 0},
-    {"lpush", "RW insert", 1, KS_RANGE, 0, 1, 0},
-    {"lpushx", "RW insert", 1, KS_RANGE, 0, 1, 0},
-    {"lrange", "RO access", 1, KS_RANGE, 0, 1, 0},
-    {"lrem", "RW delete", 1, KS_RANGE, 0, 1, 0},
-    {"lset", "RW update", 1, KS_RANGE, 0, 1, 0},
-    {"ltrim", "RW delete", 1, KS_RANGE, 0, 1, 0},
-    {"memory|usage", "RO", 2, KS_RANGE, 0, 1, 0},
-    {"mget", "RO access", 1, KS_RANGE, -1, 1, 0},
-    {"move", "RW access update", 1, KS_RANGE, 0, 1, 0},
-    {"mset", "OW update", 1, KS_RANGE, -1, 2, 0},
-    {"msetnx", "OW insert", 1, KS_RANGE, -1, 2, 0},
-    {"object|encoding", "RO", 2, KS_RANGE, 0, 1, 0},
-    {"object|freq", "RO", 2, KS_RANGE, 0, 1, 0},
-    {"object|refcount", "RO", 2, KS_RANGE, 0, 1, 0},
-    {"object|idletime", "RO", 2, KS_RANGE, 0, 1, 0},
-    {"persist", "RW update", 1, KS_RANGE, 0, 1, 0},
-    {"pfadd", "RW insert", 1, KS_RANGE, 0, 1, 0},
-    {"pfcount", "RW access", 1, KS_RANGE, -1, 1, 0},
-    {"pfdebug", "RW access", 2, KS_RANGE, 0, 1, 0},
-    {"pfmerge", "RW access insert", 1, KS_RANGE, 0, 1, 0},
-    {"pfmerge", "RO access", 2, KS_RANGE, -1, 1, 0},
-    {"pexpire", "RW update", 1, KS_RANGE, 0, 1, 0},
-    {"pexpireat", "RW update", 1, KS_RANGE, 0, 1, 0},
-    {"pexpiretime", "RO access", 1, KS_RANGE, 0, 1, 0},
-    {"psetex", "OW update", 1, KS_RANGE, 0, 1, 0},
-    {"pttl", "RO access", 1, KS_RANGE, 0, 1, 0},
-    {"rename", "RW access delete", 1, KS_RANGE, 0, 1, 0},
-    {"rename", "OW update", 2, KS_RANGE, 0, 1, 0},
-    {"renamenx", "RW access delete", 1, KS_RANGE, 0, 1, 0},
-    {"renamenx", "OW insert", 2, KS_RANGE, 0, 1, 0},
-    {"restore", "OW update", 1, KS_RANGE, 0, 1, 0},
-    {"rpop", "RW access delete", 1, KS_RANGE, 0, 1, 0},
-    {"rpoplpush", "RW access delete", 1, KS_RANGE, 0, 1, 0},
-    {"rpoplpush", "RW insert", 2, KS_RANGE, 0, 1, 0},
-    {"rpush", "RW insert", 1, KS_RANGE, 0, 1, 0},
-    {"rpushx", "RW insert", 1, KS_RANGE, 0, 1, 0},
-    {"sadd", "RW insert", 1, KS_RANGE, 0, 1, 0},
-    {"scard", "RO", 1, KS_RANGE, 0, 1, 0},
-    {"sdiff", "RO access", 1, KS_RANGE, -1, 1, 0},
-    {"sdiffstore", "OW update", 1, KS_RANGE, 0, 1, 0},
-    {"sdiffstore", "RO access", 2, KS_RANGE, -1, 1, 0},
-    {"set", "RW access update variable_flags", 1, KS_RANGE, 0, 1, 0},
-    {"setbit", "RW access update", 1, KS_RANGE, 0, 1, 0},
-    {"setex", "OW update", 1, KS_RANGE, 0, 1, 0},
-    {"setnx", "OW insert", 1, KS_RANGE, 0, 1, 0},
-    {"setrange", "RW update", 1, KS_RANGE, 0, 1, 0},
-    {"sinter", "RO access", 1, KS_RANGE, -1, 1, 0},
-    {"sintercard", "RO access", 1, KS_KEYNUM, 0, 1, 1},
-    {"sinterstore", "RW update", 1, KS_RANGE, 0, 1, 0},
-    {"sinterstore", "RO access", 2, KS_RANGE, -1, 1, 0},
-    {"sismember", "RO", 1, KS_RANGE, 0, 1, 0},
-    {"smembers", "RO access", 1, KS_RANGE, 0, 1, 0},
-    {"smismember", "RO access", 1, KS_RANGE, 0, 1, 0},
-    {"smove", "RW access delete", 1, KS_RANGE, 0, 1, 0},
-    {"smove", "RW insert", 2, KS_RANGE, 0, 1, 0},
-    {"sort", "RO access", 1, KS_RANGE, 0, 1, 0},
-    {"sort", "RO access", 0, KS_UNKNOWN, 0, 0, 0},
-    {"sort", "OW update", 0, KS_UNKNOWN, 0, 0, 0},
-    {"sort_ro", "RO access", 1, KS_RANGE, 0, 1, 0},
-    {"sort_ro", "RO access", 0, KS_UNKNOWN, 0, 0, 0},
-    {"spop", "RW access delete", 1, KS_RANGE, 0, 1, 0},
-    {"srandmember", "RO access", 1, KS_RANGE, 0, 1, 0},
-    {"srem", "RW delete", 1, KS_RANGE, 0, 1, 0},
-    {"sscan", "RO access", 1, KS_RANGE, 0, 1, 0},
-    {"strlen", "RO", 1, KS_RANGE, 0, 1, 0},
-    {"substr", "RO access", 1, KS_RANGE, 0, 1, 0},
-    {"sunion", "RO access", 1, KS_RANGE, -1, 1, 0},
-    {"sunionstore", "OW update", 1, KS_RANGE, 0, 1, 0},
-    {"sunionstore", "RO access", 2, KS_RANGE, -1, 1, 0},
-    {"touch", "RO", 1, KS_RANGE, -1, 1, 0},
-    {"ttl", "RO access", 1, KS_RANGE, 0, 1, 0},
-    {"type", "RO", 1, KS_RANGE, 0, 1, 0},
-    {"unlink", "RM delete", 1, KS_RANGE, -1, 1, 0},
-    {"watch", "RO", 1, KS_RANGE, -1, 1, 0},
-    {"zadd", "RW update", 1, KS_RANGE, 0, 1, 0},
-    {"zcard", "RO", 1, KS_RANGE, 0, 1, 0},
-    {"zcount", "RO access", 1, KS_RANGE, 0, 1, 0},
-    {"zdiff", "RO access", 1, KS_KEYNUM, 0, 1, 1},
-    {"zdiffstore", "OW update", 1, KS_RANGE, 0, 1, 0},
-    {"zdiffstore", "RO access", 2, KS_KEYNUM, 0, 1, 1},
-    {"zincrby", "RW access update", 1, KS_RANGE, 0, 1, 0},
-    {"zinter", "RO access", 1, KS_KEYNUM, 0, 1, 1},
-    {"zintercard", "RO access", 1, KS_KEYNUM, 0, 1, 1},
-    {"zinterstore", "OW update", 1, KS_RANGE, 0, 1, 0},
-    {"zinterstore", "RO access", 2, KS_KEYNUM, 0, 1, 1},
-    {"zlexcount", "RO access", 1, KS_RANGE, 0, 1, 0},
-    {"zmpop", "RW access delete", 1, KS_KEYNUM, 0, 1, 1},
-    {"zmscore", "RO access", 1, KS_RANGE, 0, 1, 0},
-    {"zpopmax", "RW access delete", 1, KS_RANGE, 0, 1, 0},
-    {"zpopmin", "RW access delete", 1, KS_RANGE, 0, 1, 0},
-    {"zrandmember", "RO access", 1, KS_RANGE, 0, 1, 0},
-    {"zrange", "RO access", 1, KS_RANGE, 0, 1, 0},
-    {"zrangebylex", "RO access", 1, KS_RANGE, 0, 1, 0},
-    {"zrangebyscore", "RO access", 1, KS_RANGE, 0, 1, 0},
-    {"zrangestore", "OW update", 1, KS_RANGE, 0, 1, 0},
-    {"zrangestore", "RO access", 2, KS_RANGE, 0, 1, 0},
-    {"zrank", "RO access", 1, KS_RANGE, 0, 1, 0},
-    {"zrem", "RW delete", 1, KS_RANGE, 0, 1, 0},
-    {"zremrangebylex", "RW delete", 1, KS_RANGE, 0, 1, 0},
-    {"zremrangebyrank", "RW delete", 1, KS_RANGE, 0, 1, 0},
-    {"zremrangebyscore", "RW delete", 1, KS_RANGE, 0, 1, 0},
-    {"zrevrange", "RO access", 1, KS_RANGE, 0, 1, 0},
-    {"zrevrangebylex", "RO access", 1, KS_RANGE, 0, 1, 0},
-    {"zrevrangebyscore", "RO access", 1, KS_RANGE, 0, 1, 0},
-    {"zrevrank", "RO access", 1, KS_RANGE, 0, 1, 0},
-    {"zscan", "RO access", 1, KS_RANGE, 0, 1, 0},
-    {"zscore", "RO access", 1, KS_RANGE, 0, 1, 0},
-    {"zunion", "RO access", 1, KS_KEYNUM, 0, 1, 1},
-    {"zunionstore", "OW update", 1, KS_RANGE, 0, 1, 0},
-    {"zunionstore", "RO access", 2, KS_KEYNUM, 0, 1, 1},
-    {"xack", "RW update", 1, KS_RANGE, 0, 1, 0},
-    {"xadd", "RW update", 1, KS_RANGE, 0, 1, 0},
-    {"xautoclaim", "RW delete", 1, KS_RANGE, 0, 1, 0},
-    {"xclaim", "RW update", 1, KS_RANGE, 0, 1, 0},
-    {"xdel", "RW delete", 1, KS_RANGE, 0, 1, 0},
-    {"xgroup|create", "RW insert", 2, KS_RANGE, 0, 1, 0},
-    {"xgroup|createconsumer", "RW insert", 2, KS_RANGE, 0, 1, 0},
-    {"xgroup|delconsumer", "RW delete", 2, KS_RANGE, 0, 1, 0},
-    {"xgroup|destroy", "RW delete", 2, KS_RANGE, 0, 1, 0},
-    {"xgroup|setid", "RW update", 2, KS_RANGE, 0, 1, 0},
-    {"xinfo|consumers", "RO access", 2, KS_RANGE, 0, 1, 0},
-    {"xinfo|groups", "RO access", 2, KS_RANGE, 0, 1, 0},
-    {"xinfo|stream", "RO access", 2, KS_RANGE, 0, 1, 0},
-    {"xlen", "RO", 1, KS_RANGE, 0, 1, 0},
-    {"xpending", "RO access", 1, KS_RANGE, 0, 1, 0},
-    {"xrange", "RO access", 1, KS_RANGE, 0, 1, 0},
-    {"xread", "RO access", 1, KS_KEYWORD_RANGE, -1, 1, 2},
-    {"xreadgroup", "RO access", 4, KS_KEYWORD_RANGE, -1, 1, 2},
-    {"xrevrange", "RO access", 1, KS_RANGE, 0, 1, 0},
-    {"xsetid", "RW update", 1, KS_RANGE, 0, 1, 0},
-    {"xtrim", "RW delete", 1, KS_RANGE, 0, 1, 0},
-    {"spublish", "not_key", 1, KS_RANGE, 0, 1, 0},
-    {"ssubscribe", "not_key", 1, KS_RANGE, -1, 1, 0},
-    {"sunsubscribe", "not_key", 1, KS_RANGE, -1, 1, 0},
-    {"replay.add", "RW insert", 1, KS_RANGE, 0, 1, 0},
-    {"replay.columns", "RO", 1, KS_RANGE, 0, 1, 0},
-    {"replay.create", "RW insert", 1, KS_RANGE, 0, 1, 0},
-    {"replay.drop", "RM delete", 1, KS_RANGE, 0, 1, 0},
-    {"replay.info", "RO", 1, KS_RANGE, 0, 1, 0},
-    {"replay.item", "RW insert", 1, KS_RANGE, 0, 1, 0},
-    {"replay.sample", "RW access update", 1, KS_RANGE, 0, 1, 0},
-    {"replay.append", "RW insert", 1, KS_RANGE, 0, 1, 0},
-    {"replay.stream", "RW update", 1, KS_RANGE, 0, 1, 0},
-    {"replay.update", "RW update", 1, KS_RANGE, 0, 1, 0},
-};
 #define NKEYSPECS (sizeof(keyspecs) / sizeof(keyspecs[0]))
 
 /* The first of the specs of `name` ("get", "memory|usage") and their count. */
@@ -1681,7 +1139,9 @@ uint64_t commandIdCats(int id) {
 
 const char *commandIdName(int id, char *buf, size_t len) {
     if (id < (int)NCOMMANDS) snprintf(buf, len, "%s", commands[id].name);
-    else snprintf(buf, len, "%s|%s", subcommands[id - NCOMMANDS].cname, subcommands[id - NCOMMANDS].name);
+    else
+        snprintf(buf, len, "%s|%s", subcommands[id - NCOMMANDS].cname,
+                 subcommands[id - NCOMMANDS].name);
     return buf;
 }
 
@@ -1703,8 +1163,8 @@ int commandIdOfCall(const ir_command *cmd, const ir_arg *argv, int argc) {
     return cmd->id;
 }
 
-long commandKeysOf(const ir_command *cmd, const ir_arg *argv, int argc, int *pos, const char **flags,
-                   long max) {
+long commandKeysOf(const ir_command *cmd, const ir_arg *argv, int argc, int *pos,
+                   const char **flags, long max) {
     int id = commandIdOfCall(cmd, argv, argc);
     if (!id_nspec[id]) return 0;
     long n = keysBySpecs(id_specs[id], id_nspec[id], argv, argc, pos, flags, max);
@@ -1715,8 +1175,10 @@ long commandKeysOf(const ir_command *cmd, const ir_arg *argv, int argc, int *pos
         for (int j = 2; j < argc; j++) {
             if (argv[j].len == 5 && strncasecmp(argv[j].ptr, "limit", 5) == 0) j += 2;
             else if ((argv[j].len == 3 && strncasecmp(argv[j].ptr, "get", 3) == 0) ||
-                     (argv[j].len == 2 && strncasecmp(argv[j].ptr, "by", 2) == 0)) j++;
-            else if (argv[j].len == 5 && strncasecmp(argv[j].ptr, "store", 5) == 0 && j + 1 < argc && max > 1) {
+                     (argv[j].len == 2 && strncasecmp(argv[j].ptr, "by", 2) == 0))
+                j++;
+            else if (argv[j].len == 5 && strncasecmp(argv[j].ptr, "store", 5) == 0 &&
+                     j + 1 < argc && max > 1) {
                 pos[1] = j + 1;
                 flags[1] = "OW update";
                 n = 2;
@@ -1739,7 +1201,8 @@ long commandKeysOf(const ir_command *cmd, const ir_arg *argv, int argc, int *pos
     if (cmd->proc == setCommand && n == 1) {
         flags[0] = "OW update";
         for (int j = 3; j < argc; j++)
-            if (argv[j].len == 3 && strncasecmp(argv[j].ptr, "get", 3) == 0) flags[0] = "RW access update";
+            if (argv[j].len == 3 && strncasecmp(argv[j].ptr, "get", 3) == 0)
+                flags[0] = "RW access update";
     }
     return n;
 }
@@ -1785,8 +1248,10 @@ static void commandGetKeys(client *c, int with_flags) {
         for (int j = 2; j < argc; j++) {
             if (argv[j].len == 5 && strncasecmp(argv[j].ptr, "limit", 5) == 0) j += 2;
             else if ((argv[j].len == 3 && strncasecmp(argv[j].ptr, "get", 3) == 0) ||
-                     (argv[j].len == 2 && strncasecmp(argv[j].ptr, "by", 2) == 0)) j++;
-            else if (argv[j].len == 5 && strncasecmp(argv[j].ptr, "store", 5) == 0 && j + 1 < argc) {
+                     (argv[j].len == 2 && strncasecmp(argv[j].ptr, "by", 2) == 0))
+                j++;
+            else if (argv[j].len == 5 && strncasecmp(argv[j].ptr, "store", 5) == 0 &&
+                     j + 1 < argc) {
                 pos[1] = j + 1;
                 flags[1] = "OW update";
                 n = 2;
@@ -1869,6 +1334,46 @@ static void commandGetKeys(client *c, int with_flags) {
 }
 
 /* COMMAND [COUNT | INFO [name ...] | LIST [FILTERBY PATTERN p] | DOCS [name ...] | GETKEYS ... | HELP] */
+/* COMMAND DOCS' map of a command or a subcommand, from commands.json: summary,
+ * since, group, complexity when given, the module for inreplay's own (group
+ * "module", as a module's commands are in Redis) and, for a container (parent
+ * set), its subcommands' docs under their full names. */
+static void addReplyDoc(client *c, const cmddoc *d, const ir_command *parent) {
+    int module = !strcmp(d->group, "module"), subs = 0;
+    for (size_t k = 0; parent && k < NSUBCOMMANDS; k++)
+        subs += subcommands[k].container == parent->proc;
+    addReplyMapLen(c, 3 + (d->complexity[0] != 0) + module + (subs > 0));
+    addReplyBulkCString(c, "summary");
+    addReplyBulkCString(c, d->summary);
+    addReplyBulkCString(c, "since");
+    addReplyBulkCString(c, d->since);
+    addReplyBulkCString(c, "group");
+    addReplyBulkCString(c, d->group);
+    if (d->complexity[0]) {
+        addReplyBulkCString(c, "complexity");
+        addReplyBulkCString(c, d->complexity);
+    }
+    if (module) {
+        addReplyBulkCString(c, "module");
+        addReplyBulkCString(c, "inreplay");
+    }
+    if (!subs) return;
+    addReplyBulkCString(c, "subcommands");
+    addReplyMapLen(c, subs);
+    char full[64];
+    for (size_t k = 0; k < NSUBCOMMANDS; k++) {
+        if (subcommands[k].container != parent->proc) continue;
+        snprintf(full, sizeof(full), "%s|%s", subcommands[k].cname, subcommands[k].name);
+        addReplyBulkCString(c, full);
+        addReplyDoc(c, &subcommand_docs[k], NULL);
+    }
+}
+
+static void addReplyCommandDocs(client *c, const ir_command *cmd, const subcmd *sc) {
+    if (sc) addReplyDoc(c, &subcommand_docs[sc - subcommands], NULL);
+    else addReplyDoc(c, &command_docs[cmd - commands], cmd);
+}
+
 void commandCommand(client *c) {
     if (c->argc == 1) {
         addReplyArrayLen(c, (long)NCOMMANDS);
@@ -1878,27 +1383,28 @@ void commandCommand(client *c) {
     } else if (argEq(c, 1, "list")) {
         /* [FILTERBY MODULE m | ACLCAT c | PATTERN p], as Redis: anything else,
          * or a FILTERBY without its two words, is a syntax error; the last
-         * filter given wins */
+         * filter given wins. inreplay's own commands are module "inreplay"'s
+         * (their group is "module", as COMMAND DOCS says). */
         const ir_arg *pat = NULL;
-        int none = 0;
+        int cat = -1, module = -1; /* -1: no such filter; cat -2: an unknown category */
         for (int i = 2; i < c->argc; i += 3) {
             if (!argEq(c, i, "filterby") || c->argc - 1 - i != 2) {
                 addReplyStr(c, shared.syntaxerr);
                 return;
             }
-            pat = NULL, none = 0;
+            pat = NULL, cat = -1, module = -1;
+            const ir_arg *v = &c->argv[i + 2];
             if (argEq(c, i + 1, "pattern")) {
-                pat = &c->argv[i + 2];
-            } else if (argEq(c, i + 1, "module") || argEq(c, i + 1, "aclcat")) {
-                none = 1; /* no modules, no ACL categories */
+                pat = v;
+            } else if (argEq(c, i + 1, "aclcat")) {
+                cat = aclCategoryIndex(v->ptr, v->len);
+                if (cat < 0) cat = -2;
+            } else if (argEq(c, i + 1, "module")) {
+                module = v->len == 8 && !strncasecmp(v->ptr, "inreplay", 8);
             } else {
                 addReplyStr(c, shared.syntaxerr);
                 return;
             }
-        }
-        if (none) {
-            addReplyArrayLen(c, 0);
-            return;
         }
         char full[64];
         long n = 0;
@@ -1906,13 +1412,18 @@ void commandCommand(client *c) {
             if (pass) addReplyArrayLen(c, n);
             for (size_t i = 0; i < NCOMMANDS; i++) {
                 const char *name = commands[i].name;
-                if (!pat || stringmatchlen(pat->ptr, pat->len, name, strlen(name), 1)) {
+                int mod = !strcmp(command_docs[i].group, "module");
+                if (module == 0 || (module == 1 && !mod)) continue; /* another module's: none */
+                int keep = cat == -1 || (cat >= 0 && (commands[i].cats >> cat & 1));
+                if (keep && (!pat || stringmatchlen(pat->ptr, pat->len, name, strlen(name), 1))) {
                     if (pass) addReplyBulkCString(c, name);
                     else n++;
                 }
                 for (size_t k = 0; k < NSUBCOMMANDS; k++) {
                     if (subcommands[k].container != commands[i].proc) continue;
-                    snprintf(full, sizeof(full), "%s|%s", subcommands[k].cname, subcommands[k].name);
+                    if (cat == -2 || (cat >= 0 && !(sub_cats[k] >> cat & 1))) continue;
+                    snprintf(full, sizeof(full), "%s|%s", subcommands[k].cname,
+                             subcommands[k].name);
                     if (pat && !stringmatchlen(pat->ptr, pat->len, full, strlen(full), 1)) continue;
                     if (pass) addReplyBulkCString(c, full);
                     else n++;
@@ -1934,8 +1445,7 @@ void commandCommand(client *c) {
             else addReplyNullArray(c);
         }
     } else if (argEq(c, 1, "docs")) {
-        /* Redis's docs (summary, since, group, arguments) are not kept here:
-         * each known command maps to an empty doc, unknown ones are left out. */
+        /* as Redis 7.0: every command, or the known ones of those named */
         long n = 0;
         if (c->argc == 2) n = (long)NCOMMANDS;
         for (int i = 2; i < c->argc; i++) {
@@ -1945,7 +1455,7 @@ void commandCommand(client *c) {
         addReplyMapLen(c, n);
         for (size_t i = 0; c->argc == 2 && i < NCOMMANDS; i++) {
             addReplyBulkCString(c, commands[i].name);
-            addReplyMapLen(c, 0);
+            addReplyCommandDocs(c, &commands[i], NULL);
         }
         for (int i = 2; i < c->argc; i++) {
             const subcmd *sc;
@@ -1955,7 +1465,7 @@ void commandCommand(client *c) {
             if (sc) snprintf(full, sizeof(full), "%s|%s", sc->cname, sc->name);
             else snprintf(full, sizeof(full), "%s", cmd->name);
             addReplyBulkCString(c, full);
-            addReplyMapLen(c, 0);
+            addReplyCommandDocs(c, cmd, sc);
         }
     } else if (argEq(c, 1, "getkeys") && c->argc >= 4) {
         commandGetKeys(c, 0);
@@ -1964,9 +1474,12 @@ void commandCommand(client *c) {
     } else if (argEq(c, 1, "help") && c->argc == 2) {
         static const char *help[] = {
             "COMMAND <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
-            "(no subcommand)", "    Return details about all Redis commands.",
-            "COUNT", "    Return the total number of commands in this Redis server.",
-            "LIST", "    Return a list of all commands in this Redis server.",
+            "(no subcommand)",
+            "    Return details about all Redis commands.",
+            "COUNT",
+            "    Return the total number of commands in this Redis server.",
+            "LIST",
+            "    Return a list of all commands in this Redis server.",
             "INFO [<command-name> ...]",
             "    Return details about multiple Redis commands.",
             "    If no command names are given, documentation details for all",
@@ -1975,10 +1488,12 @@ void commandCommand(client *c) {
             "    Return documentation details about multiple Redis commands.",
             "    If no command names are given, documentation details for all",
             "    commands are returned.",
-            "GETKEYS <full-command>", "    Return the keys from a full Redis command.",
+            "GETKEYS <full-command>",
+            "    Return the keys from a full Redis command.",
             "GETKEYSANDFLAGS <full-command>",
             "    Return the keys and the access flags from a full Redis command.",
-            "HELP", "    Print this help.",
+            "HELP",
+            "    Print this help.",
         };
         addReplyHelpOf(c, help);
     } else if (findSub(lookupCommand("command", 7), c->argv[1].ptr, c->argv[1].len)) {
@@ -1996,8 +1511,13 @@ int ir_parse_memory(const char *p, size_t len, unsigned long long *out) {
     static const struct {
         const char *u;
         unsigned long long mul;
-    } units[] = {{"b", 1}, {"k", 1000}, {"kb", 1024}, {"m", 1000000}, {"mb", 1024 * 1024},
-                 {"g", 1000000000ULL}, {"gb", 1024ULL * 1024 * 1024}};
+    } units[] = {{"b", 1},
+                 {"k", 1000},
+                 {"kb", 1024},
+                 {"m", 1000000},
+                 {"mb", 1024 * 1024},
+                 {"g", 1000000000ULL},
+                 {"gb", 1024ULL * 1024 * 1024}};
     size_t digits = 0;
     while (digits < len && p[digits] >= '0' && p[digits] <= '9') digits++;
     if (digits == 0 || digits > 20) return 0;
@@ -2050,11 +1570,16 @@ void configCommand(client *c) {
     } else if (argEq(c, 1, "help") && c->argc == 2) {
         static const char *help[] = {
             "CONFIG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
-            "GET <pattern>", "    Return parameters matching the glob-like <pattern> and their values.",
-            "SET <directive> <value>", "    Set the configuration <directive> to <value>.",
-            "RESETSTAT", "    Reset statistics reported by the INFO command.",
-            "REWRITE", "    Rewrite the configuration file.",
-            "HELP", "    Prints this help.",
+            "GET <pattern>",
+            "    Return parameters matching the glob-like <pattern> and their values.",
+            "SET <directive> <value>",
+            "    Set the configuration <directive> to <value>.",
+            "RESETSTAT",
+            "    Reset statistics reported by the INFO command.",
+            "REWRITE",
+            "    Rewrite the configuration file.",
+            "HELP",
+            "    Prints this help.",
         };
         addReplyHelpOf(c, help);
     } else if (findSub(lookupCommand("config", 6), c->argv[1].ptr, c->argv[1].len)) {
@@ -2074,8 +1599,7 @@ void clusterCommand(client *c) {
         addReplyErrorFormat(c, "unknown subcommand '%.128s'. Try CLUSTER HELP.", c->argv[1].ptr);
     else if (sc->arity > 0 ? c->argc != sc->arity : c->argc < -sc->arity)
         addReplySubcommandArity(c, "cluster");
-    else
-        addReplyError(c, "This instance has cluster support disabled");
+    else addReplyError(c, "This instance has cluster support disabled");
 }
 
 /* ---- INFO --------------------------------------------------------------- */
@@ -2121,14 +1645,15 @@ void infoCommand(client *c) {
         exe[n > 0 ? n : 0] = '\0';
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
-        infoCat(&b, "%s# Server\r\nredis_version:%s\r\nredis_git_sha1:00000000\r\nredis_git_dirty:0\r\n"
-                    "redis_build_id:0\r\ninreplay_version:%s\r\nredis_mode:standalone\r\n"
-                    "os:%s %s %s\r\narch_bits:64\r\nmonotonic_clock:POSIX clock_gettime\r\n"
-                    "multiplexing_api:%s\r\natomicvar_api:c11-builtin\r\ngcc_version:%d.%d.%d\r\n"
-                    "process_id:%ld\r\nprocess_supervised:no\r\nrun_id:%s\r\ntcp_port:%d\r\n"
-                    "server_time_usec:%llu\r\nuptime_in_seconds:%llu\r\nuptime_in_days:%llu\r\n"
-                    "hz:10\r\nconfigured_hz:10\r\nlru_clock:%llu\r\nexecutable:%s\r\nconfig_file:\r\n"
-                    "io_threads_active:0\r\nstack:%s\r\nstack_build:%s\r\nevent_loop:%s\r\n",
+        infoCat(&b,
+                "%s# Server\r\nredis_version:%s\r\nredis_git_sha1:00000000\r\nredis_git_dirty:0\r\n"
+                "redis_build_id:0\r\ninreplay_version:%s\r\nredis_mode:standalone\r\n"
+                "os:%s %s %s\r\narch_bits:64\r\nmonotonic_clock:POSIX clock_gettime\r\n"
+                "multiplexing_api:%s\r\natomicvar_api:c11-builtin\r\ngcc_version:%d.%d.%d\r\n"
+                "process_id:%ld\r\nprocess_supervised:no\r\nrun_id:%s\r\ntcp_port:%d\r\n"
+                "server_time_usec:%llu\r\nuptime_in_seconds:%llu\r\nuptime_in_days:%llu\r\n"
+                "hz:10\r\nconfigured_hz:10\r\nlru_clock:%llu\r\nexecutable:%s\r\nconfig_file:\r\n"
+                "io_threads_active:0\r\nstack:%s\r\nstack_build:%s\r\nevent_loop:%s\r\n",
                 sections++ ? "\r\n" : "", IR_REDIS_VERSION, IR_VERSION_STR, un.sysname, un.release,
                 un.machine, s->tp && !strcmp(s->tp->ops->name, "kernel") ? "epoll" : "poll-mode",
 #ifdef __GNUC__
@@ -2151,12 +1676,14 @@ void infoCommand(client *c) {
             if (o->qcap > maxin) maxin = o->qcap;
             if (o->pending_bytes > maxout) maxout = o->pending_bytes;
         }
-        infoCat(&b, "%s# Clients\r\nconnected_clients:%llu\r\ncluster_connections:0\r\nmaxclients:%d\r\n"
-                    "client_recent_max_input_buffer:%zu\r\nclient_recent_max_output_buffer:%zu\r\n"
-                    "blocked_clients:%llu\r\ntracking_clients:0\r\nclients_in_timeout_table:0\r\n"
-                    "total_blocking_keys:%llu\r\n",
-                sections++ ? "\r\n" : "", (unsigned long long)s->nclients, s->cfg.maxclients, maxin,
-                maxout, (unsigned long long)bst.blocked_clients, (unsigned long long)bst.blocked_keys);
+        infoCat(
+            &b,
+            "%s# Clients\r\nconnected_clients:%llu\r\ncluster_connections:0\r\nmaxclients:%d\r\n"
+            "client_recent_max_input_buffer:%zu\r\nclient_recent_max_output_buffer:%zu\r\n"
+            "blocked_clients:%llu\r\ntracking_clients:0\r\nclients_in_timeout_table:0\r\n"
+            "total_blocking_keys:%llu\r\n",
+            sections++ ? "\r\n" : "", (unsigned long long)s->nclients, s->cfg.maxclients, maxin,
+            maxout, (unsigned long long)bst.blocked_clients, (unsigned long long)bst.blocked_keys);
     }
     if (wantSection(c, "memory", 1)) {
         char h[32], rh[32], ph[32], mh[32], th[32];
@@ -2174,36 +1701,35 @@ void infoCommand(client *c) {
         scriptingInfo(s, &lua_bytes, &nscripts, &script_bytes);
         uint64_t nfuncs, nlibs;
         functionsInfo(s, &nfuncs, &nlibs);
-        infoCat(&b, "%s# Memory\r\nused_memory:%llu\r\nused_memory_human:%s\r\n"
-                    "used_memory_rss:%llu\r\nused_memory_rss_human:%s\r\n"
-                    "used_memory_peak:%llu\r\nused_memory_peak_human:%s\r\n"
-                    "used_memory_peak_perc:%.2f%%\r\nused_memory_overhead:%llu\r\n"
-                    "used_memory_dataset:%llu\r\nused_memory_dataset_perc:%.2f%%\r\n"
-                    "total_system_memory:%llu\r\ntotal_system_memory_human:%s\r\n"
-                    "used_memory_lua:%llu\r\nused_memory_vm_eval:%llu\r\n"
-                    "used_memory_scripts_eval:%llu\r\nnumber_of_cached_scripts:%llu\r\n"
-                    "number_of_functions:%llu\r\nnumber_of_libraries:%llu\r\n"
-                    "used_memory_vm_functions:%llu\r\n"
-                    "used_memory_replay:%llu\r\nused_memory_replay_items:%llu\r\n"
-                    "used_memory_pinned_detached:%llu\r\npinned_buffers:%llu\r\n"
-                    "maxmemory:%llu\r\nmaxmemory_human:%s\r\nmaxmemory_policy:noeviction\r\n"
-                    "mem_fragmentation_ratio:%.2f\r\nmem_allocator:libc\r\n"
-                    "oom_rejections:%llu\r\n",
-                sections++ ? "\r\n" : "", (unsigned long long)used, h, (unsigned long long)rss, rh,
-                (unsigned long long)used_memory_peak, ph,
-                used_memory_peak ? 100.0 * (double)used / (double)used_memory_peak : 0.0,
-                (unsigned long long)(used > dataset ? used - dataset : 0),
-                (unsigned long long)dbsBytes(s),
-                used ? 100.0 * (double)dataset / (double)used : 0.0, (unsigned long long)total, th,
-                (unsigned long long)lua_bytes, (unsigned long long)lua_bytes,
-                (unsigned long long)script_bytes, (unsigned long long)nscripts,
-                (unsigned long long)nfuncs, (unsigned long long)nlibs,
-                (unsigned long long)scriptFnMemory(s),
-                (unsigned long long)tablesMemory(s->tables),
-                (unsigned long long)tablesBytes(s->tables),
-                (unsigned long long)s->pins.detached_bytes, (unsigned long long)s->pins.nused,
-                (unsigned long long)s->cfg.maxmemory, mh,
-                used ? (double)rss / (double)used : 0.0, (unsigned long long)s->oom_rejections);
+        infoCat(
+            &b,
+            "%s# Memory\r\nused_memory:%llu\r\nused_memory_human:%s\r\n"
+            "used_memory_rss:%llu\r\nused_memory_rss_human:%s\r\n"
+            "used_memory_peak:%llu\r\nused_memory_peak_human:%s\r\n"
+            "used_memory_peak_perc:%.2f%%\r\nused_memory_overhead:%llu\r\n"
+            "used_memory_dataset:%llu\r\nused_memory_dataset_perc:%.2f%%\r\n"
+            "total_system_memory:%llu\r\ntotal_system_memory_human:%s\r\n"
+            "used_memory_lua:%llu\r\nused_memory_vm_eval:%llu\r\n"
+            "used_memory_scripts_eval:%llu\r\nnumber_of_cached_scripts:%llu\r\n"
+            "number_of_functions:%llu\r\nnumber_of_libraries:%llu\r\n"
+            "used_memory_vm_functions:%llu\r\n"
+            "used_memory_replay:%llu\r\nused_memory_replay_items:%llu\r\n"
+            "used_memory_pinned_detached:%llu\r\npinned_buffers:%llu\r\n"
+            "maxmemory:%llu\r\nmaxmemory_human:%s\r\nmaxmemory_policy:noeviction\r\n"
+            "mem_fragmentation_ratio:%.2f\r\nmem_allocator:libc\r\n"
+            "oom_rejections:%llu\r\n",
+            sections++ ? "\r\n" : "", (unsigned long long)used, h, (unsigned long long)rss, rh,
+            (unsigned long long)used_memory_peak, ph,
+            used_memory_peak ? 100.0 * (double)used / (double)used_memory_peak : 0.0,
+            (unsigned long long)(used > dataset ? used - dataset : 0),
+            (unsigned long long)dbsBytes(s), used ? 100.0 * (double)dataset / (double)used : 0.0,
+            (unsigned long long)total, th, (unsigned long long)lua_bytes,
+            (unsigned long long)lua_bytes, (unsigned long long)script_bytes,
+            (unsigned long long)nscripts, (unsigned long long)nfuncs, (unsigned long long)nlibs,
+            (unsigned long long)scriptFnMemory(s), (unsigned long long)tablesMemory(s->tables),
+            (unsigned long long)tablesBytes(s->tables), (unsigned long long)s->pins.detached_bytes,
+            (unsigned long long)s->pins.nused, (unsigned long long)s->cfg.maxmemory, mh,
+            used ? (double)rss / (double)used : 0.0, (unsigned long long)s->oom_rejections);
     }
     if (wantSection(c, "persistence", 1)) {
         char pbuf[8192];
@@ -2213,24 +1739,24 @@ void infoCommand(client *c) {
     if (wantSection(c, "stats", 1)) {
         uint64_t channels, patterns;
         pubsubServerCounts(s, &channels, &patterns);
-        infoCat(&b, "%s# Stats\r\ntotal_connections_received:%llu\r\ntotal_commands_processed:%llu\r\n"
-                    "instantaneous_ops_per_sec:%llu\r\n"
-                    "total_net_input_bytes:%llu\r\ntotal_net_output_bytes:%llu\r\n"
-                    "total_net_repl_input_bytes:0\r\ntotal_net_repl_output_bytes:0\r\n"
-                    "rejected_connections:%llu\r\nsync_full:0\r\nsync_partial_ok:0\r\n"
-                    "sync_partial_err:0\r\nexpired_keys:%llu\r\nevicted_keys:0\r\nevicted_clients:0\r\n"
-                    "keyspace_hits:%llu\r\nkeyspace_misses:%llu\r\npubsub_channels:%llu\r\n"
-                    "pubsub_patterns:%llu\r\npubsubshard_channels:0\r\nlatest_fork_usec:0\r\n"
-                    "total_forks:0\r\nmigrate_cached_sockets:0\r\nunexpected_error_replies:0\r\n"
-                    "total_error_replies:%llu\r\ntotal_reads_processed:0\r\n"
-                    "client_output_buffer_limit_disconnections:%llu\r\n"
-                    "client_query_buffer_limit_disconnections:0\r\n"
-                    "timedout_clients:%llu\r\neventloop_cycles:%llu\r\n",
+        infoCat(&b,
+                "%s# Stats\r\ntotal_connections_received:%llu\r\ntotal_commands_processed:%llu\r\n"
+                "instantaneous_ops_per_sec:%llu\r\n"
+                "total_net_input_bytes:%llu\r\ntotal_net_output_bytes:%llu\r\n"
+                "total_net_repl_input_bytes:0\r\ntotal_net_repl_output_bytes:0\r\n"
+                "rejected_connections:%llu\r\nsync_full:0\r\nsync_partial_ok:0\r\n"
+                "sync_partial_err:0\r\nexpired_keys:%llu\r\nevicted_keys:0\r\nevicted_clients:0\r\n"
+                "keyspace_hits:%llu\r\nkeyspace_misses:%llu\r\npubsub_channels:%llu\r\n"
+                "pubsub_patterns:%llu\r\npubsubshard_channels:0\r\nlatest_fork_usec:0\r\n"
+                "total_forks:0\r\nmigrate_cached_sockets:0\r\nunexpected_error_replies:0\r\n"
+                "total_error_replies:%llu\r\ntotal_reads_processed:0\r\n"
+                "client_output_buffer_limit_disconnections:%llu\r\n"
+                "client_query_buffer_limit_disconnections:0\r\n"
+                "timedout_clients:%llu\r\neventloop_cycles:%llu\r\n",
                 sections++ ? "\r\n" : "", (unsigned long long)s->total_connections,
                 (unsigned long long)s->total_commands, (unsigned long long)opsPerSec(),
                 (unsigned long long)s->net_input_bytes, (unsigned long long)s->net_output_bytes,
-                (unsigned long long)s->rejected_connections,
-                (unsigned long long)dbsExpiredKeys(s),
+                (unsigned long long)s->rejected_connections, (unsigned long long)dbsExpiredKeys(s),
                 (unsigned long long)s->keyspace_hits, (unsigned long long)s->keyspace_misses,
                 (unsigned long long)channels, (unsigned long long)patterns,
                 (unsigned long long)s->total_error_replies,
@@ -2238,8 +1764,9 @@ void infoCommand(client *c) {
                 (unsigned long long)s->timedout_clients, (unsigned long long)s->eventloop_cycles);
         ir_blocked_stats bst; /* blocked.c: how waits ended */
         blockedStats(s, &bst);
-        infoCat(&b, "total_blocked_clients:%llu\r\nblocked_timeouts:%llu\r\n"
-                    "blocked_disconnects:%llu\r\nblocked_dropped:%llu\r\n",
+        infoCat(&b,
+                "total_blocked_clients:%llu\r\nblocked_timeouts:%llu\r\n"
+                "blocked_disconnects:%llu\r\nblocked_dropped:%llu\r\n",
                 (unsigned long long)bst.total_blocked, (unsigned long long)bst.timeouts,
                 (unsigned long long)bst.disconnects, (unsigned long long)bst.dropped);
     }
@@ -2253,9 +1780,10 @@ void infoCommand(client *c) {
         getrusage(RUSAGE_SELF, &self);
         getrusage(RUSAGE_CHILDREN, &children);
         getrusage(RUSAGE_THREAD, &thread);
-        infoCat(&b, "%s# CPU\r\nused_cpu_sys:%.6f\r\nused_cpu_user:%.6f\r\n"
-                    "used_cpu_sys_children:%.6f\r\nused_cpu_user_children:%.6f\r\n"
-                    "used_cpu_sys_main_thread:%.6f\r\nused_cpu_user_main_thread:%.6f\r\n",
+        infoCat(&b,
+                "%s# CPU\r\nused_cpu_sys:%.6f\r\nused_cpu_user:%.6f\r\n"
+                "used_cpu_sys_children:%.6f\r\nused_cpu_user_children:%.6f\r\n"
+                "used_cpu_sys_main_thread:%.6f\r\nused_cpu_user_main_thread:%.6f\r\n",
                 sections++ ? "\r\n" : "", tvSeconds(self.ru_stime), tvSeconds(self.ru_utime),
                 tvSeconds(children.ru_stime), tvSeconds(children.ru_utime),
                 tvSeconds(thread.ru_stime), tvSeconds(thread.ru_utime));
@@ -2266,20 +1794,23 @@ void infoCommand(client *c) {
         for (size_t i = 0; i < NCOMMANDS; i++) {
             const cmdstat *st = &cmdstats[i];
             if (st->calls || st->rejected || st->failed)
-                infoCat(&b, "cmdstat_%s:calls=%llu,usec=%llu,usec_per_call=%.2f,rejected_calls=%llu,"
-                            "failed_calls=%llu\r\n",
-                        commands[i].name, (unsigned long long)st->calls, (unsigned long long)st->usec,
-                        st->calls ? (double)st->usec / (double)st->calls : 0.0,
+                infoCat(&b,
+                        "cmdstat_%s:calls=%llu,usec=%llu,usec_per_call=%.2f,rejected_calls=%llu,"
+                        "failed_calls=%llu\r\n",
+                        commands[i].name, (unsigned long long)st->calls,
+                        (unsigned long long)(st->ns / 1000),
+                        st->calls ? (double)st->ns / 1000.0 / (double)st->calls : 0.0,
                         (unsigned long long)st->rejected, (unsigned long long)st->failed);
             for (size_t k = 0; k < NSUBCOMMANDS; k++) {
                 const cmdstat *ss = &substats[k];
                 if (subcommands[k].container != commands[i].proc) continue;
                 if (!ss->calls && !ss->rejected && !ss->failed) continue;
-                infoCat(&b, "cmdstat_%s|%s:calls=%llu,usec=%llu,usec_per_call=%.2f,rejected_calls=%llu,"
-                            "failed_calls=%llu\r\n",
+                infoCat(&b,
+                        "cmdstat_%s|%s:calls=%llu,usec=%llu,usec_per_call=%.2f,rejected_calls=%llu,"
+                        "failed_calls=%llu\r\n",
                         subcommands[k].cname, subcommands[k].name, (unsigned long long)ss->calls,
-                        (unsigned long long)ss->usec,
-                        ss->calls ? (double)ss->usec / (double)ss->calls : 0.0,
+                        (unsigned long long)(ss->ns / 1000),
+                        ss->calls ? (double)ss->ns / 1000.0 / (double)ss->calls : 0.0,
                         (unsigned long long)ss->rejected, (unsigned long long)ss->failed);
             }
         }
@@ -2304,8 +1835,9 @@ void infoCommand(client *c) {
         infoCat(&b, "%s# Replay\r\nreplay_tables:%zu\r\n", sections++ ? "\r\n" : "",
                 s->tables->count);
         for (ir_table *t = s->tables->head; t; t = t->next) {
-            infoCat(&b, "table:name=%s,size=%llu,capacity=%llu,inserts=%llu,samples=%llu,"
-                        "updates=%llu,stale_updates=%llu,bytes_used=%llu\r\n",
+            infoCat(&b,
+                    "table:name=%s,size=%llu,capacity=%llu,inserts=%llu,samples=%llu,"
+                    "updates=%llu,stale_updates=%llu,bytes_used=%llu\r\n",
                     t->name, (unsigned long long)tableSize(t), (unsigned long long)t->o.capacity,
                     (unsigned long long)t->inserts, (unsigned long long)t->samples,
                     (unsigned long long)t->updates, (unsigned long long)t->stale_updates,
@@ -2349,7 +1881,8 @@ void monitorRemove(client *c) {
     ir_server *s = c->srv;
     for (int i = 0; i < s->nmonitors; i++) {
         if (s->monitors[i] == c) {
-            memmove(s->monitors + i, s->monitors + i + 1, (size_t)(s->nmonitors - i - 1) * sizeof(client *));
+            memmove(s->monitors + i, s->monitors + i + 1,
+                    (size_t)(s->nmonitors - i - 1) * sizeof(client *));
             s->nmonitors--;
             break;
         }
@@ -2457,7 +1990,7 @@ void shutdownCommand(client *c) {
         return;
     }
     serverTakeStopRequest(s); /* a stop asked for meanwhile (ir_stop) is pending now */
-    if (abort_) { /* a signal's shutdown not yet carried out; SHUTDOWN's is certain */
+    if (abort_) {             /* a signal's shutdown not yet carried out; SHUTDOWN's is certain */
         if (s->shutdown_asap != SHUTDOWN_SAVE_PER_CONFIG) {
             addReplyError(c, "No shutdown in progress.");
             return;

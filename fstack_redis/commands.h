@@ -93,9 +93,9 @@ void setrangeCommand(client *c);
 void msetnxCommand(client *c);
 void incrbyfloatCommand(client *c);
 void lcsCommand(client *c);
-void dumpCommand(client *c);   /* dump.c */
+void dumpCommand(client *c); /* dump.c */
 void restoreCommand(client *c);
-void sortCommand(client *c);   /* sort.c */
+void sortCommand(client *c); /* sort.c */
 void sortroCommand(client *c);
 
 /* hashes (t_hash.c) */

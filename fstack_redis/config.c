@@ -30,7 +30,8 @@
 #include "snapshot.h"
 
 enum { CT_BOOL, CT_INT, CT_MEM, CT_ENUM, CT_STRING, CT_DOUBLE, CT_SPECIAL };
-static const char *const typeNames[] = {"bool", "int", "memory", "enum", "string", "double", "special"};
+static const char *const typeNames[] = {"bool",   "int",    "memory", "enum",
+                                        "string", "double", "special"};
 
 #define CF_IMMUTABLE 1 /* set at start only: CONFIG SET answers "can't set immutable config" */
 #define CF_SENSITIVE 2 /* CONFIG GET shows "" */
@@ -131,7 +132,8 @@ static int oblCheck(const ir_server *s, const ir_arg *v, cfgval *n, char *err, s
         if (!ir_parse_memory(w[i + 1], strlen(w[i + 1]), &hard) ||
             !ir_parse_memory(w[i + 2], strlen(w[i + 2]), &soft) ||
             !string2ll(w[i + 3], strlen(w[i + 3]), &secs) || secs < 0) {
-            snprintf(err, errlen, "Error in hard, soft or soft_seconds setting in buffer limit configuration.");
+            snprintf(err, errlen,
+                     "Error in hard, soft or soft_seconds setting in buffer limit configuration.");
             return -1;
         }
         if (cls == 0 && soft) {
@@ -217,7 +219,8 @@ static void saveGet(const ir_server *s, char *buf, size_t len) {
                                 saveparams[i].seconds, saveparams[i].changes);
 }
 
-static int appendonlyCheck(const ir_server *s, const ir_arg *v, cfgval *n, char *err, size_t errlen) {
+static int appendonlyCheck(const ir_server *s, const ir_arg *v, cfgval *n, char *err,
+                           size_t errlen) {
     (void)s, (void)v;
     if (n->i) {
         snprintf(err, errlen, "appendonly is not supported (snapshots: SAVE, BGSAVE)");
@@ -263,8 +266,7 @@ static int dirCheck(const ir_server *s, const ir_arg *v, cfgval *n, char *err, s
     char full[8192];
     if (path[0] && path[0] != '/' && s->cfg.dir) /* relative to the snapshot directory */
         snprintf(full, sizeof(full), "%s/%s", s->cfg.dir, path);
-    else
-        snprintf(full, sizeof(full), "%s", path);
+    else snprintf(full, sizeof(full), "%s", path);
     return snapshotCheckDir(full, err, errlen);
 }
 
@@ -272,8 +274,7 @@ static void dirApply(ir_server *s, const cfgval *v) {
     char why[256]; /* checked by dirCheck: this fails only if it vanished since */
     if (snapshotSetDir(s, v->s, why, sizeof(why)) == 0)
         serverLog("Snapshot directory is now %s", s->cfg.dir);
-    else
-        serverLog("CONFIG SET dir %s: %s", v->s, why);
+    else serverLog("CONFIG SET dir %s: %s", v->s, why);
 }
 
 static void requirepassApply(ir_server *s, const cfgval *v) {
@@ -290,7 +291,8 @@ static void requirepassApply(ir_server *s, const cfgval *v) {
 static void backlogApply(ir_server *s, const cfgval *v);
 
 /* maxmemory-clients: bytes or a percentage of maxmemory (stored negative), as Redis. */
-static int clientsMemCheck(const ir_server *s, const ir_arg *v, cfgval *n, char *err, size_t errlen) {
+static int clientsMemCheck(const ir_server *s, const ir_arg *v, cfgval *n, char *err,
+                           size_t errlen) {
     (void)s;
     long long pct;
     unsigned long long bytes = 0;
@@ -306,7 +308,8 @@ static int clientsMemCheck(const ir_server *s, const ir_arg *v, cfgval *n, char 
         n->i = -pct;
         return 0;
     }
-    if (v->len && (!ir_parse_memory(v->ptr, v->len, &bytes) || bytes > (unsigned long long)LLONG_MAX)) {
+    if (v->len &&
+        (!ir_parse_memory(v->ptr, v->len, &bytes) || bytes > (unsigned long long)LLONG_MAX)) {
         snprintf(err, errlen, "argument must be a memory or percent value");
         return -1;
     }
@@ -335,7 +338,8 @@ static const cfgparam params[] = {
     {"maxclients", NULL, CT_INT, 0, 1, 4294967295ULL, "10000", NULL, F(maxclients, FT_INT), NULL,
      "connections beyond this get -ERR max number of clients reached", NULL, NULL, NULL},
     {"proto-max-bulk-len", NULL, CT_MEM, 0, 1024 * 1024, LMAX, "512mb", NULL,
-     F(proto_max_bulk_len, FT_U64), NULL, "largest bulk string a client may send, in bytes", NOHOOK},
+     F(proto_max_bulk_len, FT_U64), NULL, "largest bulk string a client may send, in bytes",
+     NOHOOK},
     {"client-query-buffer-limit", NULL, CT_MEM, 0, 1024 * 1024, LMAX, "1gb", NULL,
      F(client_query_buffer_limit, FT_U64), NULL, "largest unparsed input of one client, in bytes",
      NOHOOK},
@@ -347,9 +351,9 @@ static const cfgparam params[] = {
      "bytes; beyond it writes get -OOM and reads keep working (0 = no limit)", NOHOOK},
     {"maxmemory-policy", NULL, CT_ENUM, 0, 0, 0, "noeviction",
      "volatile-lru,volatile-lfu,volatile-random,volatile-ttl,allkeys-lru,allkeys-lfu,"
-     "allkeys-random,noeviction", NOF, NULL,
-     "what happens at maxmemory: inreplay never evicts, so only noeviction is accepted", NULL,
-     policyCheck, NULL},
+     "allkeys-random,noeviction",
+     NOF, NULL, "what happens at maxmemory: inreplay never evicts, so only noeviction is accepted",
+     NULL, policyCheck, NULL},
     {"timeout", NULL, CT_INT, 0, 0, IMAX, "0", NULL, F(timeout, FT_INT), NULL,
      "close clients idle this many seconds (0 = never)", NOHOOK},
     {"tcp-keepalive", NULL, CT_INT, 0, 0, IMAX, "300", NULL, F(tcp_keepalive, FT_INT), NULL,
@@ -370,7 +374,8 @@ static const cfgparam params[] = {
      "normal 1gb 0 0 slave 256mb 64mb 60 pubsub 32mb 8mb 60", NULL,
      F(client_output_buffer_limit, FT_U64), NULL,
      "reply bytes pending per class before a client is dropped (normal: hard limit only; slave: "
-     "the replication stream to a replica)", oblGet, oblCheck, oblApply},
+     "the replication stream to a replica)",
+     oblGet, oblCheck, oblApply},
     {"set-max-intset-entries", NULL, CT_INT, 0, 0, LMAX, "512", NULL, NOF,
      &encodingLimits.set_max_intset_entries,
      "a set of integers reports intset up to this many members (OBJECT ENCODING)", NOHOOK},
@@ -389,14 +394,16 @@ static const cfgparam params[] = {
     {"busy-reply-threshold", "lua-time-limit", CT_INT, 0, 0, LMAX, "5000", NULL, NOF,
      &scriptTimeLimitMs,
      "ms a Lua script may run before it is stopped with an error, unless it has written (no other "
-     "client is served meanwhile, so there is no BUSY state); 0 = never", NOHOOK},
+     "client is served meanwhile, so there is no BUSY state); 0 = never",
+     NOHOOK},
     {"notify-keyspace-events", NULL, CT_SPECIAL, 0, 0, 0, "", NULL, NOF, &notifyKeyspaceFlags,
      "keyspace notifications: classes K E g $ l s h z x m n A (e t d accepted, never sent)",
      notifyGet, notifyCheck, NULL},
     /* Redis's parameters that Redis's clients and test suite set: stored, no behaviour */
     {"save", NULL, CT_SPECIAL, 0, 0, 0, "", NULL, NOF, NULL,
      "automatic BGSAVE: pairs of \"seconds changes\" (that many write commands within that "
-     "many seconds of the last save); \"\" = none", saveGet, saveCheck, saveApply},
+     "many seconds of the last save); \"\" = none",
+     saveGet, saveCheck, saveApply},
     {"appendonly", NULL, CT_BOOL, 0, 0, 0, "no", NULL, NOF, NULL,
      "no append-only file: only no is accepted (snapshots: SAVE, BGSAVE)", NULL, appendonlyCheck,
      NULL},
@@ -408,10 +415,13 @@ static const cfgparam params[] = {
      NOOP_DOC("lists are never compressed"), NOHOOK},
     {"stream-node-max-bytes", NULL, CT_MEM, 0, 0, LMAX, "4096", NULL, NOF,
      &encodingLimits.stream_node_max_bytes,
-     "a stream node (a listpack in Redis) takes entries up to about this many bytes; `~` trims whole nodes", NOHOOK},
+     "a stream node (a listpack in Redis) takes entries up to about this many bytes; `~` trims "
+     "whole nodes",
+     NOHOOK},
     {"stream-node-max-entries", NULL, CT_INT, 0, 0, LMAX, "100", NULL, NOF,
      &encodingLimits.stream_node_max_entries,
-     "a stream node takes up to this many entries (deleted ones included); `~` trims whole nodes", NOHOOK},
+     "a stream node takes up to this many entries (deleted ones included); `~` trims whole nodes",
+     NOHOOK},
     {"hll-sparse-max-bytes", NULL, CT_MEM, 0, 0, LMAX, "3000", NULL, NOF,
      &encodingLimits.hll_sparse_max_bytes,
      "a HyperLogLog's sparse form (header included) goes dense beyond this many bytes", NOHOOK},
@@ -420,8 +430,7 @@ static const cfgparam params[] = {
     {"lazyfree-lazy-expire", NULL, CT_BOOL, CF_NOOP, 0, 0, "no", NULL, NOF, &repl_lazy_expire,
      NOOP_DOC("expired keys are freed at once; replicas get UNLINK instead of DEL"), NOHOOK},
     {"lazyfree-lazy-server-del", NULL, CT_BOOL, CF_NOOP, 0, 0, "no", NULL, NOF,
-     &repl_lazy_server_del,
-     NOOP_DOC("overwritten values are freed at once"), NOHOOK},
+     &repl_lazy_server_del, NOOP_DOC("overwritten values are freed at once"), NOHOOK},
     {"lazyfree-lazy-user-del", NULL, CT_BOOL, CF_NOOP, 0, 0, "no", NULL, NOF, NULL,
      NOOP_DOC("DEL and UNLINK free at once"), NOHOOK},
     {"lazyfree-lazy-user-flush", NULL, CT_BOOL, CF_NOOP, 0, 0, "no", NULL, NOF, NULL,
@@ -443,13 +452,15 @@ static const cfgparam params[] = {
      NOOP_DOC("there is no replication"), NOHOOK},
     {"slowlog-log-slower-than", NULL, CT_INT, 0, -1, LMAX, "10000", NULL, NOF, &slowlogSlowerThan,
      "SLOWLOG: log commands that take at least this many microseconds; 0 = every command, "
-     "-1 = none", NOHOOK},
+     "-1 = none",
+     NOHOOK},
     {"slowlog-max-len", NULL, CT_INT, 0, 0, LMAX, "128", NULL, NOF, &slowlogMaxLen,
      "SLOWLOG: entries kept (the oldest go first)", NOHOOK},
     {"latency-monitor-threshold", NULL, CT_INT, 0, 0, LMAX, "0", NULL, NOF,
      &latencyMonitorThreshold,
      "LATENCY: a command taking at least this many milliseconds is a sample of the command "
-     "(fast-command) event; 0 = off", NOHOOK},
+     "(fast-command) event; 0 = off",
+     NOHOOK},
     {"loglevel", NULL, CT_ENUM, CF_NOOP, 0, 0, "notice", "debug,verbose,notice,warning", NOF, NULL,
      NOOP_DOC("the log has one level (pyctl start --verbose adds connections)"), NOHOOK},
     {"sanitize-dump-payload", NULL, CT_ENUM, CF_NOOP, 0, 0, "no", "no,yes,clients", NOF, NULL,
@@ -481,15 +492,17 @@ static const cfgparam params[] = {
     {"maxbytes", NULL, CT_MEM, CF_IMMUTABLE | CF_HIDDEN, 1, LMAX, "1gb", NULL,
      F(default_maxbytes, FT_U64), NULL,
      "arena bytes of the start-up table and of tables created without MAXBYTES", NOHOOK},
-    {"alpha", NULL, CT_DOUBLE, CF_IMMUTABLE | CF_HIDDEN, 0, 0, IR_TABLE_XSTR(IR_TABLE_ALPHA), NULL, F(table_alpha, FT_DOUBLE),
-     NULL, "priority exponent of the start-up table: stored priority = (p + epsilon) ** alpha", NOHOOK},
-    {"beta", NULL, CT_DOUBLE, CF_IMMUTABLE | CF_HIDDEN, 0, 0, IR_TABLE_XSTR(IR_TABLE_BETA), NULL, F(table_beta, FT_DOUBLE),
-     NULL, "importance-sampling exponent of the start-up table", NOHOOK},
-    {"epsilon", NULL, CT_DOUBLE, CF_IMMUTABLE | CF_HIDDEN, 0, 0, IR_TABLE_XSTR(IR_TABLE_EPSILON), NULL,
-     F(table_epsilon, FT_DOUBLE), NULL,
+    {"alpha", NULL, CT_DOUBLE, CF_IMMUTABLE | CF_HIDDEN, 0, 0, IR_TABLE_XSTR(IR_TABLE_ALPHA), NULL,
+     F(table_alpha, FT_DOUBLE), NULL,
+     "priority exponent of the start-up table: stored priority = (p + epsilon) ** alpha", NOHOOK},
+    {"beta", NULL, CT_DOUBLE, CF_IMMUTABLE | CF_HIDDEN, 0, 0, IR_TABLE_XSTR(IR_TABLE_BETA), NULL,
+     F(table_beta, FT_DOUBLE), NULL, "importance-sampling exponent of the start-up table", NOHOOK},
+    {"epsilon", NULL, CT_DOUBLE, CF_IMMUTABLE | CF_HIDDEN, 0, 0, IR_TABLE_XSTR(IR_TABLE_EPSILON),
+     NULL, F(table_epsilon, FT_DOUBLE), NULL,
      "added to every raw priority of the start-up table before the exponent", NOHOOK},
-    {"min-size", NULL, CT_INT, CF_IMMUTABLE | CF_HIDDEN, 0, LMAX, "0", NULL, F(table_min_size, FT_U64),
-     NULL, "rate limiter: sampling waits until the start-up table holds this many items", NOHOOK},
+    {"min-size", NULL, CT_INT, CF_IMMUTABLE | CF_HIDDEN, 0, LMAX, "0", NULL,
+     F(table_min_size, FT_U64), NULL,
+     "rate limiter: sampling waits until the start-up table holds this many items", NOHOOK},
     {"samples-per-insert", NULL, CT_DOUBLE, CF_IMMUTABLE | CF_HIDDEN, 0, 0, "0", NULL,
      F(table_samples_per_insert, FT_DOUBLE), NULL,
      "rate limiter: sampled items per inserted item, as Reverb's (0 = no ratio limit)", NOHOOK},
@@ -499,23 +512,25 @@ static const cfgparam params[] = {
      NOHOOK},
     {"request-timeout-ms", NULL, CT_INT, CF_IMMUTABLE | CF_HIDDEN, 0, IMAX, "30000", NULL,
      F(request_timeout_ms, FT_INT), NULL,
-     "a request that has started arriving must complete within this many ms (0 = never)",
-     NOHOOK},
+     "a request that has started arriving must complete within this many ms (0 = never)", NOHOOK},
     {"client-subnet", NULL, CT_STRING, CF_IMMUTABLE | CF_HIDDEN, 0, 0, "", NULL,
      F(client_subnet, FT_STR), NULL,
-     "A.B.C.D/NN of clients allowed without a password (protected mode), e.g. the actors'",
-     NOHOOK},
-    {"dpdk-port", NULL, CT_INT, CF_IMMUTABLE | CF_HIDDEN, -1, IMAX, "-1", NULL, F(dpdk_port, FT_INT),
-     NULL, "DPDK ethdev port id; -1 = the first probed", NOHOOK},
+     "A.B.C.D/NN of clients allowed without a password (protected mode), e.g. the actors'", NOHOOK},
+    {"dpdk-port", NULL, CT_INT, CF_IMMUTABLE | CF_HIDDEN, -1, IMAX, "-1", NULL,
+     F(dpdk_port, FT_INT), NULL, "DPDK ethdev port id; -1 = the first probed", NOHOOK},
     {"dpdk-mbufs", NULL, CT_INT, CF_IMMUTABLE | CF_HIDDEN, 0, 4294967295ULL, "0", NULL,
      F(dpdk_mbufs, FT_UINT), NULL, "DPDK mbuf pool size; 0 = sized from maxclients", NOHOOK},
     {"mtu", NULL, CT_INT, CF_IMMUTABLE | CF_HIDDEN, 0, 9600, "0", NULL, F(mtu, FT_INT), NULL,
-     "DPDK: IP MTU of the port, 576-9600 (1500 Ethernet, 9000 jumbo frames); 0 = the interface's", NOHOOK},
-    {"busy-poll", NULL, CT_BOOL, CF_IMMUTABLE | CF_HIDDEN, 0, 0, "no", NULL, F(busy_poll, FT_INT), NULL,
+     "DPDK: IP MTU of the port, 576-9600 (1500 Ethernet, 9000 jumbo frames); 0 = the interface's",
+     NOHOOK},
+    {"busy-poll", NULL, CT_BOOL, CF_IMMUTABLE | CF_HIDDEN, 0, 0, "no", NULL, F(busy_poll, FT_INT),
+     NULL,
      "DPDK: never nap when idle (lowest latency, 100% of the network core); kernel stack: poll "
-     "epoll without sleeping while traffic flows", NOHOOK},
-    {"shard-index", NULL, CT_INT, CF_IMMUTABLE | CF_HIDDEN, 0, 1023, "0", NULL, F(shard_index, FT_INT),
-     NULL, "this server's place in its replay group (0-based); its ids start at index << 48", NOHOOK},
+     "epoll without sleeping while traffic flows",
+     NOHOOK},
+    {"shard-index", NULL, CT_INT, CF_IMMUTABLE | CF_HIDDEN, 0, 1023, "0", NULL,
+     F(shard_index, FT_INT), NULL,
+     "this server's place in its replay group (0-based); its ids start at index << 48", NOHOOK},
 };
 #define NPARAMS (sizeof(params) / sizeof(params[0]))
 
@@ -585,7 +600,8 @@ static int parseValue(const cfgparam *p, const char *ptr, size_t len, cfgval *ou
             return -1;
         }
         if (x < p->min || (x > 0 && (unsigned long long)x > p->max)) {
-            snprintf(err, errlen, "argument must be between %lld and %llu inclusive", p->min, p->max);
+            snprintf(err, errlen, "argument must be between %lld and %llu inclusive", p->min,
+                     p->max);
             return -1;
         }
         out->i = x;
@@ -598,11 +614,13 @@ static int parseValue(const cfgparam *p, const char *ptr, size_t len, cfgval *ou
             return -1;
         }
         if ((long long)x < p->min && p->min > 0) {
-            snprintf(err, errlen, "argument must be between %lld and %llu inclusive", p->min, p->max);
+            snprintf(err, errlen, "argument must be between %lld and %llu inclusive", p->min,
+                     p->max);
             return -1;
         }
         if (x > p->max) {
-            snprintf(err, errlen, "argument must be between %lld and %llu inclusive", p->min, p->max);
+            snprintf(err, errlen, "argument must be between %lld and %llu inclusive", p->min,
+                     p->max);
             return -1;
         }
         out->i = (long long)x;
@@ -615,7 +633,8 @@ static int parseValue(const cfgparam *p, const char *ptr, size_t len, cfgval *ou
             size_t o = 0;
             for (const char *w = p->values; *w && o < sizeof(list) - 1;) {
                 size_t n = strcspn(w, ",");
-                o += (size_t)snprintf(list + o, sizeof(list) - o, "%s%.*s", o ? ", " : "", (int)n, w);
+                o += (size_t)snprintf(list + o, sizeof(list) - o, "%s%.*s", o ? ", " : "", (int)n,
+                                      w);
                 w += n;
                 if (*w == ',') w++;
             }
@@ -798,7 +817,8 @@ void configGetCommand(client *c) {
         if (!hasGlob(a)) { /* an exact name: hidden parameters too, shown as asked */
             const cfgparam *p = configFind(a->ptr, a->len);
             if (!p) continue;
-            int which = strlen(p->name) == a->len && strncasecmp(p->name, a->ptr, a->len) == 0 ? 0 : 1;
+            int which =
+                strlen(p->name) == a->len && strncasecmp(p->name, a->ptr, a->len) == 0 ? 0 : 1;
             if (seen[p - params][which]) continue;
             seen[p - params][which] = 1;
             out[n].p = p, out[n].name = a->ptr, out[n].len = a->len, n++;
@@ -846,20 +866,25 @@ void configSetCommand(client *c) {
         const ir_arg *name = &c->argv[2 + 2 * i];
         const cfgparam *p = configFind(name->ptr, name->len);
         if (!p) {
-            addReplyErrorFormat(c, "Unknown option or number of arguments for CONFIG SET - '%.128s'",
-                                name->ptr);
+            addReplyErrorFormat(
+                c, "Unknown option or number of arguments for CONFIG SET - '%.128s'", name->ptr);
             return;
         }
         if (p->flags & CF_IMMUTABLE) {
-            addReplyErrorFormat(c, "CONFIG SET failed (possibly related to argument '%.128s') - "
-                                   "can't set immutable config", name->ptr);
+            addReplyErrorFormat(c,
+                                "CONFIG SET failed (possibly related to argument '%.128s') - "
+                                "can't set immutable config",
+                                name->ptr);
             return;
         }
-        for (int k = 0; k < i; k++) { /* the same name twice (a name and its alias may both be given) */
+        for (int k = 0; k < i;
+             k++) { /* the same name twice (a name and its alias may both be given) */
             const ir_arg *prev = &c->argv[2 + 2 * k];
             if (prev->len == name->len && strncasecmp(prev->ptr, name->ptr, name->len) == 0) {
-                addReplyErrorFormat(c, "CONFIG SET failed (possibly related to argument '%.128s') - "
-                                       "duplicate parameter", name->ptr);
+                addReplyErrorFormat(c,
+                                    "CONFIG SET failed (possibly related to argument '%.128s') - "
+                                    "duplicate parameter",
+                                    name->ptr);
                 return;
             }
         }
@@ -879,7 +904,8 @@ void configSetCommand(client *c) {
                 snprintf(err, sizeof(err), "Unable to listen on this port. Check server logs.");
             else if (rc)
                 snprintf(err, sizeof(err),
-                         "changing %s at runtime is not supported (restart with the new value)", p->name);
+                         "changing %s at runtime is not supported (restart with the new value)",
+                         p->name);
         } else {
             rc = parseValue(p, v->ptr, v->len, &vals[i], err, sizeof(err));
             if (rc == 0 && p->check) rc = p->check(c->srv, v, &vals[i], err, sizeof(err));
@@ -957,17 +983,17 @@ static void buildJson(void) {
             jsonAppend(&b, &len, &cap, ",\"min\":%lld,\"max\":%llu", p->min, p->max);
         else if (p->type == CT_DOUBLE)
             jsonAppend(&b, &len, &cap, ",\"min\":%lld,\"max\":null", p->min);
-        else
-            jsonAppend(&b, &len, &cap, ",\"min\":null,\"max\":null");
+        else jsonAppend(&b, &len, &cap, ",\"min\":null,\"max\":null");
         jsonAppend(&b, &len, &cap, ",\"values\":");
         jsonString(&b, &len, &cap, p->values);
         jsonAppend(&b, &len, &cap, ",\"field\":");
         jsonString(&b, &len, &cap, p->field);
-        jsonAppend(&b, &len, &cap,
-                   ",\"mutable\":%s,\"hidden\":%s,\"sensitive\":%s,\"noop\":%s,\"fixed\":%s,\"doc\":",
-                   p->flags & CF_IMMUTABLE ? "false" : "true", p->flags & CF_HIDDEN ? "true" : "false",
-                   p->flags & CF_SENSITIVE ? "true" : "false", p->flags & CF_NOOP ? "true" : "false",
-                   p->flags & CF_SAME_ONLY ? "true" : "false");
+        jsonAppend(
+            &b, &len, &cap,
+            ",\"mutable\":%s,\"hidden\":%s,\"sensitive\":%s,\"noop\":%s,\"fixed\":%s,\"doc\":",
+            p->flags & CF_IMMUTABLE ? "false" : "true", p->flags & CF_HIDDEN ? "true" : "false",
+            p->flags & CF_SENSITIVE ? "true" : "false", p->flags & CF_NOOP ? "true" : "false",
+            p->flags & CF_SAME_ONLY ? "true" : "false");
         jsonString(&b, &len, &cap, p->doc);
         jsonAppend(&b, &len, &cap, "}");
     }

@@ -93,12 +93,22 @@ static inline uint64_t load64le(const uint8_t *p) {
            (uint64_t)p[7] << 56;
 }
 
-#define SIPROUND                                                                                  \
-    do {                                                                                          \
-        v0 += v1; v1 = rotl64(v1, 13); v1 ^= v0; v0 = rotl64(v0, 32);                             \
-        v2 += v3; v3 = rotl64(v3, 16); v3 ^= v2;                                                  \
-        v0 += v3; v3 = rotl64(v3, 21); v3 ^= v0;                                                  \
-        v2 += v1; v1 = rotl64(v1, 17); v1 ^= v2; v2 = rotl64(v2, 32);                             \
+#define SIPROUND \
+    do { \
+        v0 += v1; \
+        v1 = rotl64(v1, 13); \
+        v1 ^= v0; \
+        v0 = rotl64(v0, 32); \
+        v2 += v3; \
+        v3 = rotl64(v3, 16); \
+        v3 ^= v2; \
+        v0 += v3; \
+        v3 = rotl64(v3, 21); \
+        v3 ^= v0; \
+        v2 += v1; \
+        v1 = rotl64(v1, 17); \
+        v1 ^= v2; \
+        v2 = rotl64(v2, 32); \
     } while (0)
 
 static inline uint64_t siphash(const void *in, size_t inlen, const uint8_t k[16], int crounds,
@@ -302,8 +312,7 @@ static int globMatch(const char *p, size_t plen, const char *s, size_t slen, int
             }
             if (plen == 1) return 1; /* trailing '*' matches the rest */
             while (slen) {
-                if (globMatch(p + 1, plen - 1, s, slen, nocase, skip_longer, nesting + 1))
-                    return 1;
+                if (globMatch(p + 1, plen - 1, s, slen, nocase, skip_longer, nesting + 1)) return 1;
                 if (*skip_longer) return 0;
                 s++;
                 slen--;
@@ -451,7 +460,6 @@ struct ir_db *dbNew(void) {
     db->rng = splitmix64(&x) | 1;
     return db;
 }
-
 
 ir_db *dbByIndex(ir_server *s, int id) { return id == 0 ? s->db : s->dbs[id]; }
 
@@ -808,7 +816,9 @@ void dbsFree(ir_server *s) {
 
 int dbsCount(const ir_server *s) { return s->ndbs ? s->ndbs : 1; }
 
-struct ir_db *dbsAt(const ir_server *s, int id) { return id == 0 ? s->db : s->dbs[id]; }
+struct ir_db *dbsAt(const ir_server *s, int id) {
+    return id == 0 ? s->db : s->dbs[id];
+}
 
 uint64_t dbsSize(const ir_server *s) {
     uint64_t n = 0;
@@ -1641,8 +1651,9 @@ int getIntFromArg(client *c, int i, int *out, const char *msg) {
     if (!isint || v < INT_MIN || v > INT_MAX) {
         if (msg) addReplyError(c, msg);
         else if (!isint) addReplyStr(c, shared.notinteger);
-        else addReplyErrorFormat(c, "value is out of range, value must between %d and %d", INT_MIN,
-                                 INT_MAX);
+        else
+            addReplyErrorFormat(c, "value is out of range, value must between %d and %d", INT_MIN,
+                                INT_MAX);
         return -1;
     }
     *out = (int)v;
@@ -1677,7 +1688,8 @@ static void renameGenericCommand(client *c, int nx) {
     notifyKeyspaceEvent(NOTIFY_NEW, "new", dst.p, dst.len, db->id);
     notifyKeyspaceEvent(NOTIFY_GENERIC, "rename_from", src.p, src.len, db->id);
     notifyKeyspaceEvent(NOTIFY_GENERIC, "rename_to", dst.p, dst.len, db->id);
-    if (ne->type == OBJ_LIST || ne->type == OBJ_ZSET || ne->type == OBJ_STREAM) signalKeyAsReady(db, dst.p, dst.len); /* a new list there */
+    if (ne->type == OBJ_LIST || ne->type == OBJ_ZSET || ne->type == OBJ_STREAM)
+        signalKeyAsReady(db, dst.p, dst.len); /* a new list there */
     addReplyStr(c, nx ? shared.cone : shared.ok);
 }
 
@@ -1735,7 +1747,8 @@ void copyCommand(client *c) {
     dbCopyEntry(dst, e, &nk);
     signalModifiedKey(c, dst, nk.p, nk.len);
     notifyKeyspaceEvent(NOTIFY_GENERIC, "copy_to", nk.p, nk.len, dst->id);
-    if (e->type == OBJ_LIST || e->type == OBJ_ZSET || e->type == OBJ_STREAM) signalKeyAsReady(dst, nk.p, nk.len);
+    if (e->type == OBJ_LIST || e->type == OBJ_ZSET || e->type == OBJ_STREAM)
+        signalKeyAsReady(dst, nk.p, nk.len);
     addReplyStr(c, shared.cone);
 }
 
@@ -1772,7 +1785,8 @@ void moveCommand(client *c) {
     notifyKeyspaceEvent(NOTIFY_NEW, "new", nk.p, nk.len, dst->id);
     notifyKeyspaceEvent(NOTIFY_GENERIC, "move_from", k.p, k.len, src->id);
     notifyKeyspaceEvent(NOTIFY_GENERIC, "move_to", nk.p, nk.len, dst->id);
-    if (ne->type == OBJ_LIST || ne->type == OBJ_ZSET || ne->type == OBJ_STREAM) signalKeyAsReady(dst, nk.p, nk.len);
+    if (ne->type == OBJ_LIST || ne->type == OBJ_ZSET || ne->type == OBJ_STREAM)
+        signalKeyAsReady(dst, nk.p, nk.len);
     addReplyStr(c, shared.cone);
 }
 

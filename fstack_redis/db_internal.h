@@ -29,7 +29,7 @@
 
 #define OBJ_STRING 0
 #define OBJ_LIST 1
-#define OBJ_SET 2               /* Redis's type numbers */
+#define OBJ_SET 2 /* Redis's type numbers */
 #define OBJ_ZSET 3
 #define OBJ_HASH 4
 #define OBJ_STREAM 6
@@ -62,27 +62,27 @@ struct dbColl;
 struct stream;
 
 typedef struct dbEntry {
-    struct dbEntry *next;   /* bucket chain */
-    uint64_t hash;          /* cached: rehashing never recomputes it */
-    int64_t expire;         /* absolute unix time in ms, -1 = no TTL */
-    uint32_t klen;          /* keys and fields are shorter than 4 GB (dbAdd checks) */
-    uint32_t vidx;          /* slot in db->vol when expire != -1 */
-    uint32_t lru;           /* last access, unix seconds (OBJECT IDLETIME): lookups set it */
-    uint8_t type;           /* OBJ_STRING, OBJ_LIST */
-    uint8_t flags;          /* DBE_* */
-    uint8_t ecap;           /* bytes reserved after the key for an embedded value */
+    struct dbEntry *next; /* bucket chain */
+    uint64_t hash;        /* cached: rehashing never recomputes it */
+    int64_t expire;       /* absolute unix time in ms, -1 = no TTL */
+    uint32_t klen;        /* keys and fields are shorter than 4 GB (dbAdd checks) */
+    uint32_t vidx;        /* slot in db->vol when expire != -1 */
+    uint32_t lru;         /* last access, unix seconds (OBJECT IDLETIME): lookups set it */
+    uint8_t type;         /* OBJ_STRING, OBJ_LIST */
+    uint8_t flags;        /* DBE_* */
+    uint8_t ecap;         /* bytes reserved after the key for an embedded value */
     union {
         struct {
-            char *ptr;      /* NUL-terminated; NULL only while being built */
+            char *ptr; /* NUL-terminated; NULL only while being built */
             size_t len, cap;
             struct ir_pin *pin; /* replies point into ptr (see server.h): never
                                    rewritten or freed while set, but detached */
         } str;
         dbList list;
-        struct dbColl *coll; /* OBJ_HASH, OBJ_SET, OBJ_ZSET */
+        struct dbColl *coll;   /* OBJ_HASH, OBJ_SET, OBJ_ZSET */
         struct stream *stream; /* OBJ_STREAM (t_stream.c) */
     } v;
-    char key[];             /* klen bytes + NUL, then any embedded value */
+    char key[]; /* klen bytes + NUL, then any embedded value */
 } dbEntry;
 
 /* ---- the hash table ------------------------------------------------------ */
@@ -92,14 +92,14 @@ typedef struct dbEntry {
 
 typedef struct dictht {
     dbEntry **table;
-    size_t size;            /* 0 or a power of two */
+    size_t size; /* 0 or a power of two */
     size_t used;
 } dictht;
 
 typedef struct dict {
     dictht ht[2];
-    long rehashidx;         /* -1: not rehashing; else next ht[0] bucket to move */
-    uint8_t seed[16];       /* SipHash key */
+    long rehashidx;   /* -1: not rehashing; else next ht[0] bucket to move */
+    uint8_t seed[16]; /* SipHash key */
 } dict;
 
 void dictInit(dict *d, const uint8_t seed[16]);
@@ -142,13 +142,13 @@ typedef struct dbColl {
     dbEntry **ord;
     uint32_t nord, ordcap;
     uint8_t big;
-    uint8_t order;          /* COLL_ORD_* */
+    uint8_t order;         /* COLL_ORD_* */
     struct zskiplist *zsl; /* a sorted set's order (t_zset.c), else NULL */
 } dbColl;
 
-#define COLL_ORD_NONE 0     /* table order */
-#define COLL_ORD_INSERT 1   /* a listpack hash */
-#define COLL_ORD_INT 2      /* an intset: ascending integers */
+#define COLL_ORD_NONE 0   /* table order */
+#define COLL_ORD_INSERT 1 /* a listpack hash */
+#define COLL_ORD_INT 2    /* an intset: ascending integers */
 
 /* An empty collection of type OBJ_HASH, OBJ_SET or OBJ_ZSET. */
 void collInit(dbColl *co, const uint8_t seed[16], int type);
@@ -161,9 +161,9 @@ static inline int collOrdered(const dbColl *co) { return co->order != COLL_ORD_N
  * encoding's order, else the table's. co must not change meanwhile. */
 typedef struct collIter {
     const dbColl *co;
-    size_t pos;             /* ordered: next index; else bucket index */
-    int t;                  /* table */
-    const dbEntry *fe;      /* next in the current chain */
+    size_t pos;        /* ordered: next index; else bucket index */
+    int t;             /* table */
+    const dbEntry *fe; /* next in the current chain */
 } collIter;
 void collIterInit(collIter *it, const dbColl *co);
 const dbEntry *collNext(collIter *it); /* NULL at the end */
@@ -251,20 +251,20 @@ typedef struct streamID {
 
 typedef struct sentry {
     streamID id;
-    uint64_t node;          /* the seq of its node */
-    uint32_t nf;            /* field/value pairs */
-    uint32_t size;          /* bytes of buf */
-    char *buf;              /* per string: u32 length (host order), bytes */
+    uint64_t node; /* the seq of its node */
+    uint32_t nf;   /* field/value pairs */
+    uint32_t size; /* bytes of buf */
+    char *buf;     /* per string: u32 length (host order), bytes */
 } sentry;
 
 typedef struct snode {
     uint64_t seq;
-    uint32_t live, total;   /* entries; total counts deleted ones too */
-    uint32_t mnf;           /* the master entry's field count */
-    uint64_t rest;          /* Redis's listpack bytes but the two counters */
-    uint64_t mhash;         /* a hash of the master entry's field names */
-    streamID master;        /* the master entry's ID (the node's key in Redis) */
-    streamID last;          /* the last ID added to it (deleted or not) */
+    uint32_t live, total; /* entries; total counts deleted ones too */
+    uint32_t mnf;         /* the master entry's field count */
+    uint64_t rest;        /* Redis's listpack bytes but the two counters */
+    uint64_t mhash;       /* a hash of the master entry's field names */
+    streamID master;      /* the master entry's ID (the node's key in Redis) */
+    streamID last;        /* the last ID added to it (deleted or not) */
 } snode;
 
 typedef struct sconsumer {
@@ -278,7 +278,7 @@ typedef struct spending {
     streamID id;
     int64_t delivery_time;
     uint64_t delivery_count;
-    sconsumer *consumer;    /* NULL only for XCLAIM FORCE's before it is given one */
+    sconsumer *consumer; /* NULL only for XCLAIM FORCE's before it is given one */
 } spending;
 
 typedef struct sgroup {
@@ -290,21 +290,21 @@ typedef struct sgroup {
     spending *pelbuf;       /* the allocation (pelcap entries): removals near
                                the front move the front up instead of the rest down */
     size_t npel, pelcap;
-    sconsumer **cons;       /* sorted by name */
+    sconsumer **cons; /* sorted by name */
     size_t ncons, conscap;
 } sgroup;
 
 typedef struct stream {
-    sentry *e;              /* live entries e[eh .. eh+en) */
+    sentry *e; /* live entries e[eh .. eh+en) */
     size_t eh, en, ecap;
-    snode *nodes;           /* nodes[nh .. nh+nn) */
+    snode *nodes; /* nodes[nh .. nh+nn) */
     size_t nh, nn, ncap;
     uint64_t next_node_seq;
     streamID last_id, max_deleted;
     uint64_t entries_added;
-    sgroup **groups;        /* sorted by name */
+    sgroup **groups; /* sorted by name */
     size_t ngroups, gcap;
-    uint64_t bytes;         /* counted in db->bytes */
+    uint64_t bytes; /* counted in db->bytes */
 } stream;
 
 struct rdbBuf;
@@ -318,7 +318,8 @@ int streamFormatID(char *buf, size_t n, const streamID *id);
 /* The project's own record of a stream (snapshots, DUMP): see t_stream.c. */
 void streamSerialize(struct rdbBuf *b, const stream *s);
 /* NULL with *err set when the record is bad; *used: the bytes it took. */
-stream *streamDeserialize(struct ir_db *db, const void *buf, size_t len, size_t *used, const char **err);
+stream *streamDeserialize(struct ir_db *db, const void *buf, size_t len, size_t *used,
+                          const char **err);
 /* Redis 7.0's RDB_TYPE_STREAM_LISTPACKS_2 value (a replica's image). */
 void streamPutRedisRDB(struct rdbBuf *b, const stream *s);
 /* RESTORE of Redis's stream encodings (dump.c builds the stream with these). */
@@ -344,17 +345,17 @@ void streamDigest(const stream *s, void (*mix)(void *arg, const void *p, size_t 
 
 typedef struct ir_db {
     dict d;
-    dbEntry **vol;          /* entries with a TTL; vol[e->vidx] == e */
+    dbEntry **vol; /* entries with a TTL; vol[e->vidx] == e */
     size_t nvol, volcap;
     uint64_t bytes;
-    void **later;           /* buffers to free once the reply has been flushed */
+    void **later; /* buffers to free once the reply has been flushed */
     size_t nlater, latercap;
-    dbEntry **scratch;      /* KEYS collects matches here (reused) */
+    dbEntry **scratch; /* KEYS collects matches here (reused) */
     size_t scratchcap;
-    uint64_t rng;           /* xorshift state for sampling */
-    uint64_t expired_keys;  /* stats: keys removed because their TTL passed */
-    int64_t now;            /* this command's clock (ms), 0 = not read yet */
-    int id;                 /* SELECT index */
+    uint64_t rng;          /* xorshift state for sampling */
+    uint64_t expired_keys; /* stats: keys removed because their TTL passed */
+    int64_t now;           /* this command's clock (ms), 0 = not read yet */
+    int id;                /* SELECT index */
 } ir_db;
 
 /* A key of the current command with its hash computed once. */
@@ -405,7 +406,7 @@ dbEntry *lookupKeyOrReply(client *c, int i, ir_str missing, int type);
  * For strings, embed_cap > 0 (at most DB_EMBED_MAX) reserves that many bytes
  * inside the entry. Like Redis, running out of memory aborts. */
 dbEntry *dbAdd(ir_db *db, const dbkey *k, int type, size_t embed_cap);
-int dbDelete(ir_db *db, const dbkey *k);      /* 1 if a key was removed */
+int dbDelete(ir_db *db, const dbkey *k); /* 1 if a key was removed */
 void dbDeleteEntry(ir_db *db, dbEntry *e);
 /* Turn e into an empty string (frees a list, hash or set, keeps a string's buffer). */
 void dbMakeString(ir_db *db, dbEntry *e);
@@ -416,7 +417,7 @@ static inline int keyIsExpired(const dbEntry *e, int64_t now) {
     return e->expire != -1 && now > e->expire;
 }
 void setExpire(ir_db *db, dbEntry *e, int64_t when);
-int removeExpire(ir_db *db, dbEntry *e);     /* 1 if there was a TTL */
+int removeExpire(ir_db *db, dbEntry *e); /* 1 if there was a TTL */
 
 /* Free a buffer that the current command may have replied with by reference:
  * small ones now, big ones (>= IR_REF_MIN) when the next command starts. */

@@ -119,7 +119,9 @@ static int getStr(rbuf *r, char **p, size_t *len) {
         uint32_t u = 0;
         for (int i = 0; i < bytes; i++) u |= (uint32_t)r->p[i] << (8 * i);
         r->p += bytes;
-        long long v = enc == RDB_ENC_INT8 ? (int8_t)u : enc == RDB_ENC_INT16 ? (int16_t)u : (int32_t)u;
+        long long v = enc == RDB_ENC_INT8    ? (int8_t)u
+                      : enc == RDB_ENC_INT16 ? (int16_t)u
+                                             : (int32_t)u;
         *p = dbMalloc(24);
         n = (uint64_t)ll2string(*p, 24, v);
     } else if (enc == RDB_ENC_LZF) {
@@ -286,7 +288,8 @@ static int loadStreamListpack(ir_db *db, stream *s, const streamID *master, cons
                               size_t lplen, char **buf, size_t *cap) {
     const unsigned char *q = (const unsigned char *)lp, *end = q + lplen;
     if (lplen < 7 || end[-1] != 0xFF) return -1;
-    uint32_t total = (uint32_t)q[0] | (uint32_t)q[1] << 8 | (uint32_t)q[2] << 16 | (uint32_t)q[3] << 24;
+    uint32_t total =
+        (uint32_t)q[0] | (uint32_t)q[1] << 8 | (uint32_t)q[2] << 16 | (uint32_t)q[3] << 24;
     if (total != lplen) return -1;
     q += 6;
     end -= 1; /* the terminator */
@@ -308,14 +311,16 @@ static int loadStreamListpack(ir_db *db, stream *s, const streamID *master, cons
     streamID last = *master;
     for (int64_t n = 0; n < count + deleted; n++) {
         int64_t flags, msd, seqd, nf, lpcount;
-        if (lpInt64(&q, end, &flags) || lpInt64(&q, end, &msd) || lpInt64(&q, end, &seqd)) return -1;
+        if (lpInt64(&q, end, &flags) || lpInt64(&q, end, &msd) || lpInt64(&q, end, &seqd))
+            return -1;
         streamID id = {master->ms + (uint64_t)msd, master->seq + (uint64_t)seqd};
         size_t size = 0;
         if (flags & 2) { /* SAMEFIELDS: the master's fields, then the values */
             nf = nmf;
             const unsigned char *f = mf;
             for (int64_t i = 0; i < nf; i++)
-                if (lpAppendField(&f, end, buf, cap, &size) || lpAppendField(&q, end, buf, cap, &size))
+                if (lpAppendField(&f, end, buf, cap, &size) ||
+                    lpAppendField(&q, end, buf, cap, &size))
                     return -1;
         } else {
             if (lpInt64(&q, end, &nf) || nf < 0 || nf > (int64_t)lplen) return -1;
@@ -326,8 +331,7 @@ static int loadStreamListpack(ir_db *db, stream *s, const streamID *master, cons
         last = id;
         if (flags & 1) continue; /* deleted: it still counts in the node */
         if (nf == 0) return -1;
-        if (streamLoadEntry(db, s, &id, (uint32_t)nf, *buf, (uint32_t)size, first) != 0)
-            return -1;
+        if (streamLoadEntry(db, s, &id, (uint32_t)nf, *buf, (uint32_t)size, first) != 0) return -1;
         first = 0;
         live++;
     }
@@ -377,9 +381,11 @@ static dbEntry *loadStream(ir_db *db, const dbkey *k, rbuf *r, int v2) {
     }
     streamID last, first, maxdel = {0, 0};
     uint64_t added;
-    if (getLen(r, &length, &enc) || enc != -1 || length != streamLength(s) || getID2(r, &last)) goto bad;
+    if (getLen(r, &length, &enc) || enc != -1 || length != streamLength(s) || getID2(r, &last))
+        goto bad;
     if (v2) {
-        if (getID2(r, &first) || getID2(r, &maxdel) || getLen(r, &added, &enc) || enc != -1) goto bad;
+        if (getID2(r, &first) || getID2(r, &maxdel) || getLen(r, &added, &enc) || enc != -1)
+            goto bad;
     } else {
         added = length; /* as Redis 7.0 loads a 6.x stream */
     }
@@ -456,8 +462,11 @@ static dbEntry *loadValue(ir_db *db, const dbkey *k, rbuf *r) {
     int enc;
     if (getLen(r, &n, &enc) != 0 || enc != -1 || n == 0) return NULL; /* Redis refuses empty ones */
     if (type == RDB_TYPE_ZSET_2) return loadZset(db, k, r, n);
-    dbEntry *e = dbAdd(db, k, type == RDB_TYPE_LIST ? OBJ_LIST : type == RDB_TYPE_SET ? OBJ_SET
-                                                                                     : OBJ_HASH, 0);
+    dbEntry *e = dbAdd(db, k,
+                       type == RDB_TYPE_LIST  ? OBJ_LIST
+                       : type == RDB_TYPE_SET ? OBJ_SET
+                                              : OBJ_HASH,
+                       0);
     for (uint64_t i = 0; i < n; i++) {
         a = b = NULL;
         if (getStr(r, &a, &alen) != 0 || (type == RDB_TYPE_HASH && getStr(r, &b, &blen) != 0))
@@ -554,8 +563,8 @@ void restoreCommand(client *c) {
     }
     if (ttl && !absttl) ttl += dbNow(db);
     if (ttl && ttl <= dbNow(db)) { /* already expired: only the deletion happens */
-        dbFree(scratch); /* the value never enters the keyspace ("new" is not sent) */
-        if (old) { /* as Redis: the replaced key's deletion is what replicas see */
+        dbFree(scratch);           /* the value never enters the keyspace ("new" is not sent) */
+        if (old) {                 /* as Redis: the replaced key's deletion is what replicas see */
             dbDeleteEntry(db, old);
             signalModifiedKey(c, db, k.p, k.len);
             notifyKeyspaceEvent(NOTIFY_GENERIC, "del", k.p, k.len, db->id);
@@ -589,6 +598,7 @@ void restoreCommand(client *c) {
     }
     signalModifiedKey(c, db, k.p, k.len);
     notifyKeyspaceEvent(NOTIFY_GENERIC, "restore", k.p, k.len, db->id);
-    if (e->type == OBJ_LIST || e->type == OBJ_ZSET || e->type == OBJ_STREAM) signalKeyAsReady(db, k.p, k.len);
+    if (e->type == OBJ_LIST || e->type == OBJ_ZSET || e->type == OBJ_STREAM)
+        signalKeyAsReady(db, k.p, k.len);
     addReplyStr(c, shared.ok);
 }

@@ -106,7 +106,8 @@ static fnFunc *findFunc(const ir_functions *fs, const char *name, size_t len, co
         fnLib *l = fs->libs[i];
         if (l == skip) continue;
         for (int j = 0; j < l->nf; j++)
-            if (strlen(l->f[j].name) == len && !strncasecmp(l->f[j].name, name, len)) return &l->f[j];
+            if (strlen(l->f[j].name) == len && !strncasecmp(l->f[j].name, name, len))
+                return &l->f[j];
     }
     return NULL;
 }
@@ -144,8 +145,8 @@ static const char *const BAD_NAME =
     "character long";
 
 /* redis.register_function's callback: add the function to the library being loaded. */
-static const char *registerCb(void *arg, const char *name, size_t len, const char *desc, size_t dlen,
-                              int flags, int ref) {
+static const char *registerCb(void *arg, const char *name, size_t len, const char *desc,
+                              size_t dlen, int flags, int ref) {
     fnLib *l = arg;
     if (!validName(name, len)) return BAD_NAME;
     for (int j = 0; j < l->nf; j++)
@@ -190,13 +191,19 @@ static int nextWord(const char **pp, const char *end, char **out, size_t *olen) 
             }
             if (*p == '\\' && p + 1 < end) {
                 char e = p[1];
-                w[n++] = e == 'n' ? '\n' : e == 'r' ? '\r' : e == 't' ? '\t' : e == 'b' ? '\b' : e == 'a' ? '\a' : e;
+                w[n++] = e == 'n'   ? '\n'
+                         : e == 'r' ? '\r'
+                         : e == 't' ? '\t'
+                         : e == 'b' ? '\b'
+                         : e == 'a' ? '\a'
+                                    : e;
                 p += 2;
                 continue;
             }
             if (*p == '"') {
                 p++;
-                if (p < end && !isspace((unsigned char)*p)) goto bad; /* closing quote must be followed by a space */
+                if (p < end && !isspace((unsigned char)*p))
+                    goto bad; /* closing quote must be followed by a space */
                 break;
             }
             w[n++] = *p++;
@@ -256,7 +263,8 @@ static fnLib *libCreate(ir_server *s, ir_functions *fs, const char *code, size_t
         }
         if (wl >= 5 && !strncasecmp(w, "name=", 5)) {
             if (name) {
-                snprintf(err, errlen, "Invalid metadata value, name argument was given multiple times");
+                snprintf(err, errlen,
+                         "Invalid metadata value, name argument was given multiple times");
                 free(w);
                 ok = 0;
                 break;
@@ -308,7 +316,8 @@ static fnLib *libCreate(ir_server *s, ir_functions *fs, const char *code, size_t
             ok = 0;
         } else {
             for (int j = 0; j < l->nf; j++) {
-                if (findFunc(fs, l->f[j].name, strlen(l->f[j].name), old >= 0 ? fs->libs[old] : NULL)) {
+                if (findFunc(fs, l->f[j].name, strlen(l->f[j].name),
+                             old >= 0 ? fs->libs[old] : NULL)) {
                     snprintf(err, errlen, "Function %s already exists", l->f[j].name);
                     ok = 0;
                     break;
@@ -347,8 +356,9 @@ static int oomRefused(client *c) {
 }
 
 static void subSyntaxError(client *c) {
-    addReplyErrorFormat(c, "unknown subcommand or wrong number of arguments for '%.128s'. Try FUNCTION HELP.",
-                        c->argv[1].ptr);
+    addReplyErrorFormat(
+        c, "unknown subcommand or wrong number of arguments for '%.128s'. Try FUNCTION HELP.",
+        c->argv[1].ptr);
 }
 
 static void functionLoad(client *c) {
@@ -409,7 +419,9 @@ static void functionList(client *c) {
     ir_functions *fs = fset(c->srv);
     long n = 0;
     for (int i = 0; i < fs->n; i++)
-        if (!pat || stringmatchlen(pat->ptr, pat->len, fs->libs[i]->name, strlen(fs->libs[i]->name), 1)) n++;
+        if (!pat ||
+            stringmatchlen(pat->ptr, pat->len, fs->libs[i]->name, strlen(fs->libs[i]->name), 1))
+            n++;
     addReplyArrayLen(c, n);
     for (int i = 0; i < fs->n; i++) {
         fnLib *l = fs->libs[i];
@@ -532,8 +544,8 @@ static int setJoin(ir_server *s, ir_functions *dst, ir_functions *src, int repla
 
 /* Load a FUNCTION DUMP payload's records (p..end, without version and CRC)
  * into tmp. 0, or -1 with err. */
-static int loadPayload(ir_server *s, ir_functions *tmp, const unsigned char *p, const unsigned char *end,
-                       char *err, size_t errlen) {
+static int loadPayload(ir_server *s, ir_functions *tmp, const unsigned char *p,
+                       const unsigned char *end, char *err, size_t errlen) {
     while (p < end) {
         unsigned type = *p++;
         if (type == RDB_OPCODE_FUNCTION_PRE_GA) {
@@ -598,7 +610,8 @@ static void functionRestore(client *c) {
         else if (argEq(c, 3, "replace")) policy = 'R';
         else if (argEq(c, 3, "flush")) policy = 'F';
         else {
-            addReplyError(c, "Wrong restore policy given, value should be either FLUSH, APPEND or REPLACE.");
+            addReplyError(
+                c, "Wrong restore policy given, value should be either FLUSH, APPEND or REPLACE.");
             return;
         }
     }
@@ -607,7 +620,8 @@ static void functionRestore(client *c) {
     size_t len = c->argv[2].len;
     uint64_t crc = 0;
     for (int i = 0; len >= 10 && i < 8; i++) crc |= (uint64_t)p[len - 8 + i] << (8 * i);
-    if (len < 10 || (p[len - 10] | (p[len - 9] << 8)) > RDB_VERSION || crc64Jones(0, p, len - 8) != crc) {
+    if (len < 10 || (p[len - 10] | (p[len - 9] << 8)) > RDB_VERSION ||
+        crc64Jones(0, p, len - 8) != crc) {
         addReplyError(c, "DUMP payload version or checksum are wrong");
         return;
     }
@@ -651,7 +665,8 @@ static void functionStats(client *c) {
         addReplyBulkCString(c, name);
         addReplyBulkCString(c, "command");
         addReplyArrayLen(c, caller->argc);
-        for (int i = 0; i < caller->argc; i++) addReplyBulk(c, caller->argv[i].ptr, caller->argv[i].len);
+        for (int i = 0; i < caller->argc; i++)
+            addReplyBulk(c, caller->argv[i].ptr, caller->argv[i].len);
         addReplyBulkCString(c, "duration_ms");
         addReplyLongLong(c, ms);
     }
@@ -679,7 +694,8 @@ static void functionHelp(client *c) {
         "    * Library description",
         "    * Functions list",
         "    * Library code (if WITHCODE is given)",
-        "    It also possible to get only function that matches a pattern using LIBRARYNAME argument.",
+        "    It also possible to get only function that matches a pattern using LIBRARYNAME "
+        "argument.",
         "STATS",
         "    Return information about the current function running:",
         "    * Function name",
@@ -699,14 +715,18 @@ static void functionHelp(client *c) {
         "    Return a serialized payload representing the current libraries, can be restored using "
         "FUNCTION RESTORE command",
         "RESTORE <PAYLOAD> [FLUSH|APPEND|REPLACE]",
-        "    Restore the libraries represented by the given payload, it is possible to give a restore "
+        "    Restore the libraries represented by the given payload, it is possible to give a "
+        "restore "
         "policy to",
         "    control how to handle existing libraries (default APPEND):",
         "    * FLUSH: delete all existing libraries.",
-        "    * APPEND: appends the restored libraries to the existing libraries. On collision, abort.",
-        "    * REPLACE: appends the restored libraries to the existing libraries, On collision, replace "
+        "    * APPEND: appends the restored libraries to the existing libraries. On collision, "
+        "abort.",
+        "    * REPLACE: appends the restored libraries to the existing libraries, On collision, "
+        "replace "
         "the old",
-        "      libraries with the new libraries (notice that even on this option there is a chance of "
+        "      libraries with the new libraries (notice that even on this option there is a chance "
+        "of "
         "failure",
         "      in case of functions name collision with another library).",
         "HELP",
@@ -721,11 +741,10 @@ void functionCommand(client *c) {
         const char *name;
         int arity;
         void (*proc)(client *c);
-    } subs[] = {{"load", -3, functionLoad},       {"list", -2, functionList},
-                {"delete", 3, functionDelete},    {"flush", -2, functionFlush},
-                {"dump", 2, functionDump},        {"restore", -3, functionRestore},
-                {"stats", 2, functionStats},      {"kill", 2, functionKill},
-                {"help", 2, functionHelp}};
+    } subs[] = {
+        {"load", -3, functionLoad},   {"list", -2, functionList}, {"delete", 3, functionDelete},
+        {"flush", -2, functionFlush}, {"dump", 2, functionDump},  {"restore", -3, functionRestore},
+        {"stats", 2, functionStats},  {"kill", 2, functionKill},  {"help", 2, functionHelp}};
     for (size_t i = 0; i < sizeof(subs) / sizeof(subs[0]); i++) {
         if (!argEq(c, 1, subs[i].name)) continue;
         int ar = subs[i].arity;

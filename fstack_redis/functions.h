@@ -22,8 +22,8 @@ int functionsLibraryCode(const ir_server *s, size_t i, const char **code, size_t
  * NULL with err when one does not load) before the snapshot replaces the
  * server's state, then take the place of the server's (functionsInstall) or
  * are dropped (functionsDiscard). */
-struct ir_functions *functionsPrepare(ir_server *s, char *const *codes, const size_t *lens, size_t n,
-                                      char *err, size_t errlen);
+struct ir_functions *functionsPrepare(ir_server *s, char *const *codes, const size_t *lens,
+                                      size_t n, char *err, size_t errlen);
 void functionsInstall(ir_server *s, struct ir_functions *set);
 void functionsDiscard(ir_server *s, struct ir_functions *set);
 /* INFO memory: functions and libraries loaded. */

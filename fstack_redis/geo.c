@@ -130,7 +130,9 @@ static ghash moved(ghash h, int dx, int dy) {
     return h;
 }
 
-static double latDistance(double lat1, double lat2) { return EARTH_R * fabs(RAD(lat2) - RAD(lat1)); }
+static double latDistance(double lat1, double lat2) {
+    return EARTH_R * fabs(RAD(lat2) - RAD(lat1));
+}
 
 /* Haversine on a sphere of radius EARTH_R. */
 static double distance(double lon1, double lat1, double lon2, double lat2) {
@@ -145,14 +147,14 @@ static double distance(double lon1, double lat1, double lon2, double lat2) {
 /* ---- the searched shape --------------------------------------------------- */
 
 typedef struct {
-    int box;            /* 0: circle of radius, 1: box width x height */
-    double lon, lat;    /* center */
+    int box;                      /* 0: circle of radius, 1: box width x height */
+    double lon, lat;              /* center */
     double radius, width, height; /* in the unit */
-    double unit;        /* meters per unit */
+    double unit;                  /* meters per unit */
 } gshape;
 
 typedef struct {
-    ghash cells[9];     /* center, N, S, E, W, NE, NW, SE, SW; bits 0 step 0 = skipped */
+    ghash cells[9]; /* center, N, S, E, W, NE, NW, SE, SW; bits 0 step 0 = skipped */
 } gcells;
 
 static int stepsFor(double meters, double lat) {
@@ -180,8 +182,9 @@ static void searchCells(const gshape *s, gcells *out) {
     double minlon = south ? s->lon - dlon_bot : s->lon - dlon_top;
     double maxlon = south ? s->lon + dlon_bot : s->lon + dlon_top;
     double minlat = s->lat - dlat, maxlat = s->lat + dlat;
-    double reach = s->box ? sqrt((s->width / 2) * (s->width / 2) + (s->height / 2) * (s->height / 2))
-                          : s->radius;
+    double reach = s->box
+                       ? sqrt((s->width / 2) * (s->width / 2) + (s->height / 2) * (s->height / 2))
+                       : s->radius;
     reach *= s->unit;
     int step = stepsFor(reach, s->lat);
     ghash c;
@@ -194,13 +197,13 @@ static void searchCells(const gshape *s, gcells *out) {
         cellOf(moved(c, 0, -1), &so);
         cellOf(moved(c, 1, 0), &e);
         cellOf(moved(c, -1, 0), &w);
-        int coarser = n.latmax < maxlat || so.latmin > minlat || e.lonmax < maxlon ||
-                      w.lonmin > minlon;
+        int coarser =
+            n.latmax < maxlat || so.latmin > minlat || e.lonmax < maxlon || w.lonmin > minlon;
         if (!(step > 1 && coarser)) break;
         step--;
     }
-    static const int dirs[9][2] = {{0, 0},  {0, 1}, {0, -1}, {1, 0},  {-1, 0},
-                                   {1, 1},  {-1, 1}, {1, -1}, {-1, -1}};
+    static const int dirs[9][2] = {{0, 0}, {0, 1},  {0, -1}, {1, 0},  {-1, 0},
+                                   {1, 1}, {-1, 1}, {1, -1}, {-1, -1}};
     for (int i = 0; i < 9; i++) out->cells[i] = moved(c, dirs[i][0], dirs[i][1]);
     if (step >= 2) {
         const ghash zero = {0, 0};
@@ -420,8 +423,8 @@ void geoaddCommand(client *c) {
         c->argv = saved;
         c->argc = saved_argc;
         if (replActive() && repl_cmd_dirty) { /* replicated as the ZADD, as Redis */
-            ir_str rv_small[32], *rv = argc <= 32 ? rv_small
-                                                  : ir_xrealloc(NULL, (size_t)argc * sizeof(ir_str));
+            ir_str rv_small[32],
+                *rv = argc <= 32 ? rv_small : ir_xrealloc(NULL, (size_t)argc * sizeof(ir_str));
             for (int i = 0; i < argc; i++) rv[i] = (ir_str){argv[i].ptr, argv[i].len};
             replRewrite(c, argc, rv);
             if (rv != rv_small) free(rv);
@@ -431,10 +434,10 @@ void geoaddCommand(client *c) {
     if (num != nbuf) free(num);
 }
 
-#define G_COORDS (1 << 0)   /* GEORADIUS: the center is longitude latitude */
-#define G_MEMBER (1 << 1)   /* GEORADIUSBYMEMBER: the center is a member */
-#define G_NOSTORE (1 << 2)  /* the _RO forms */
-#define G_SEARCH (1 << 3)   /* GEOSEARCH's arguments */
+#define G_COORDS (1 << 0)  /* GEORADIUS: the center is longitude latitude */
+#define G_MEMBER (1 << 1)  /* GEORADIUSBYMEMBER: the center is a member */
+#define G_NOSTORE (1 << 2) /* the _RO forms */
+#define G_SEARCH (1 << 3)  /* GEOSEARCH's arguments */
 #define G_SEARCHSTORE (1 << 4)
 
 static void georadiusGeneric(client *c, int srcarg, int flags) {

@@ -23,14 +23,14 @@ extern "C" {
 /* CFFI-BEGIN */
 
 /* Error codes: every int-returning call returns 0 or one of these. */
-#define IR_OK            0
-#define IR_EINVAL       -1   /* bad argument: negative/NaN/inf priority, bad index ... */
-#define IR_ENOMEM       -2   /* allocation failed */
-#define IR_EEMPTY       -3   /* sampling an empty table */
-#define IR_ECONFIG      -4   /* invalid configuration value */
-#define IR_ENET         -5   /* socket/bind/listen failure (see ir_last_error) */
-#define IR_ENOSTACK     -6   /* requested network stack is not built in */
-#define IR_ERUNNING     -7   /* a server is already running in this process */
+#define IR_OK 0
+#define IR_EINVAL -1   /* bad argument: negative/NaN/inf priority, bad index ... */
+#define IR_ENOMEM -2   /* allocation failed */
+#define IR_EEMPTY -3   /* sampling an empty table */
+#define IR_ECONFIG -4  /* invalid configuration value */
+#define IR_ENET -5     /* socket/bind/listen failure (see ir_last_error) */
+#define IR_ENOSTACK -6 /* requested network stack is not built in */
+#define IR_ERUNNING -7 /* a server is already running in this process */
 
 /* Human-readable text for an error code (static string). */
 const char *ir_strerror(int code);
@@ -50,8 +50,8 @@ typedef struct ir_sampler ir_sampler;
 /* capacity: number of slots (leaves); fanout: K in {2,4,8,16,32}, 0 = the
  * built-in default (IR_DEFAULT_FANOUT); alpha >= 0, epsilon >= 0; seed for
  * the sampler's own RNG. Returns NULL on bad arguments or no memory. */
-ir_sampler *ir_sampler_new(uint64_t capacity, unsigned fanout, double alpha,
-                           double epsilon, uint64_t seed);
+ir_sampler *ir_sampler_new(uint64_t capacity, unsigned fanout, double alpha, double epsilon,
+                           uint64_t seed);
 void ir_sampler_free(ir_sampler *s);
 
 uint64_t ir_sampler_capacity(const ir_sampler *s);
@@ -67,17 +67,14 @@ void ir_sampler_seed(ir_sampler *s, uint64_t seed);
  * (p + epsilon)^alpha. All n values are checked first: if any is negative,
  * NaN or infinite, or any slot >= capacity, nothing changes and IR_EINVAL
  * is returned. A slot may appear more than once; the last value wins. */
-int ir_sampler_update(ir_sampler *s, const uint64_t *slots, const double *raw,
-                      size_t n);
+int ir_sampler_update(ir_sampler *s, const uint64_t *slots, const double *raw, size_t n);
 /* 1 if ir_sampler_update would accept this raw priority: finite, >= 0, and
  * (raw + epsilon)^alpha small enough that no sum in the tree can overflow. */
 int ir_sampler_valid(const ir_sampler *s, double raw);
 /* Same, with float32 raw priorities (the REPLAY.UPDATE wire format). */
-int ir_sampler_update_f32(ir_sampler *s, const uint64_t *slots,
-                          const float *raw, size_t n);
+int ir_sampler_update_f32(ir_sampler *s, const uint64_t *slots, const float *raw, size_t n);
 /* Set already-transformed (stored) priorities, e.g. the current maximum. */
-int ir_sampler_set_stored(ir_sampler *s, const uint64_t *slots,
-                          const double *stored, size_t n);
+int ir_sampler_set_stored(ir_sampler *s, const uint64_t *slots, const double *stored, size_t n);
 /* Mark n slots empty (stored priority 0, excluded from the minimum). */
 int ir_sampler_clear(ir_sampler *s, const uint64_t *slots, size_t n);
 
@@ -99,13 +96,12 @@ double ir_sampler_max(const ir_sampler *s);
  * i.e. (min_p / p_i)^beta, so the largest possible weight is 1. Output
  * order follows the strata (ascending cumulative mass).
  * Returns IR_EEMPTY if live == 0, IR_EINVAL for bad arguments. */
-int ir_sampler_sample(ir_sampler *s, size_t n, double beta, uint64_t first,
-                      uint64_t live, uint64_t *slots, float *weights);
+int ir_sampler_sample(ir_sampler *s, size_t n, double beta, uint64_t first, uint64_t live,
+                      uint64_t *slots, float *weights);
 
 /* Lower-level: the same descent with caller-supplied points u[i] in [0,1)
  * (stratum i gets (i + u[i]) * total / n). For tests and benchmarks. */
-int ir_sampler_sample_at(const ir_sampler *s, size_t n, const double *u,
-                         uint64_t *slots);
+int ir_sampler_sample_at(const ir_sampler *s, size_t n, const double *u, uint64_t *slots);
 
 /* Recompute every inner node from the leaves; returns the largest absolute
  * difference found at the root (0 when the tree was exact). */
@@ -118,16 +114,16 @@ double ir_sampler_rebuild(ir_sampler *s);
  * GET/SET and pyctl read it): the comments here say what a field means, not
  * its default. */
 typedef struct ir_config {
-    const char *stack;          /* "kernel" or "dpdk" */
-    const char *bind;           /* listen address (bind) */
-    int port;                   /* listen port (port); 0 = any */
-    uint64_t proto_max_bulk_len;/* largest bulk string (proto-max-bulk-len) */
+    const char *stack;                  /* "kernel" or "dpdk" */
+    const char *bind;                   /* listen address (bind) */
+    int port;                           /* listen port (port); 0 = any */
+    uint64_t proto_max_bulk_len;        /* largest bulk string (proto-max-bulk-len) */
     uint64_t client_query_buffer_limit; /* per-client unparsed input */
-    int maxclients;             /* connections beyond get an error */
-    int tcp_backlog;            /* listen() backlog */
-    unsigned fanout;            /* sum tree K, 0 = default */
-    uint64_t seed;              /* sampler RNG seed, 0 = from the clock */
-    uint64_t default_maxbytes;  /* arena size for tables created without MAXBYTES (maxbytes) */
+    int maxclients;                     /* connections beyond get an error */
+    int tcp_backlog;                    /* listen() backlog */
+    unsigned fanout;                    /* sum tree K, 0 = default */
+    uint64_t seed;                      /* sampler RNG seed, 0 = from the clock */
+    uint64_t default_maxbytes; /* arena size for tables created without MAXBYTES (maxbytes) */
     /* a table created at start-up, or NULL */
     const char *table;
     uint64_t table_capacity;
@@ -137,37 +133,37 @@ typedef struct ir_config {
      * ERROR_BUFFER; 0 = none, error buffer 0 = max(1, rate)) */
     uint64_t table_min_size;
     double table_samples_per_insert, table_error_buffer;
-    int verbose;                /* log connections to stderr */
+    int verbose; /* log connections to stderr */
     /* security and limits (Redis's names) */
-    const char *requirepass;    /* NULL/"" = no password: protected mode applies */
-    const char *client_subnet;  /* "A.B.C.D/NN" also allowed without a password, or NULL */
-    const char *aclfile;        /* ACL users loaded at start, ACL SAVE/LOAD's file, or NULL */
-    uint64_t maxmemory;         /* bytes, 0 = no limit; writes beyond get -OOM */
+    const char *requirepass;   /* NULL/"" = no password: protected mode applies */
+    const char *client_subnet; /* "A.B.C.D/NN" also allowed without a password, or NULL */
+    const char *aclfile;       /* ACL users loaded at start, ACL SAVE/LOAD's file, or NULL */
+    uint64_t maxmemory;        /* bytes, 0 = no limit; writes beyond get -OOM */
     uint64_t client_output_buffer_limit; /* bytes pending for one client, 0 = no limit */
-    int timeout;                /* close clients idle this many seconds, 0 = never */
-    int request_timeout_ms;     /* a started request must complete within this, 0 = never */
-    int tcp_keepalive;          /* seconds, 0 = off */
+    int timeout;                         /* close clients idle this many seconds, 0 = never */
+    int request_timeout_ms; /* a started request must complete within this, 0 = never */
+    int tcp_keepalive;      /* seconds, 0 = off */
     /* snapshots */
-    const char *dir;            /* where SAVE/BGSAVE write snapshots; must exist and be
+    const char *dir;     /* where SAVE/BGSAVE write snapshots; must exist and be
                                    writable (else IR_ECONFIG at start) */
-    const char *restore;        /* load the newest complete snapshot in this directory at start, or NULL;
+    const char *restore; /* load the newest complete snapshot in this directory at start, or NULL;
                                    none there: refuse to start (IR_ECONFIG) */
-    int restore_if_present;     /* with restore: start empty when it holds no snapshot (a corrupt one
+    int restore_if_present; /* with restore: start empty when it holds no snapshot (a corrupt one
                                    still refuses) */
-    int save_on_shutdown;       /* SAVE before exiting on SIGTERM/SIGINT/SHUTDOWN; failing, ir_run
+    int save_on_shutdown;   /* SAVE before exiting on SIGTERM/SIGINT/SHUTDOWN; failing, ir_run
                                    returns an error after a signal, SHUTDOWN answers one */
     /* DPDK stack (issue 3): EAL arguments as one string, ip/prefix */
     const char *eal_args;
     const char *ip;
-    int dpdk_port;              /* ethdev port id, -1 = the first available */
-    unsigned dpdk_mbufs;        /* mbuf pool size, 0 = sized from maxclients */
-    int busy_poll;              /* dpdk: never nap; kernel: poll under load (see run.c) */
-    int mtu;                    /* dpdk: IP MTU of the port, 0 = the interface's */
+    int dpdk_port;       /* ethdev port id, -1 = the first available */
+    unsigned dpdk_mbufs; /* mbuf pool size, 0 = sized from maxclients */
+    int busy_poll;       /* dpdk: never nap; kernel: poll under load (see run.c) */
+    int mtu;             /* dpdk: IP MTU of the port, 0 = the interface's */
     /* a replay group of shards (REPLAY.SHARDS): every member's "host:port",
      * comma-separated in shard order, and this server's place in it */
-    const char *shard_group;    /* NULL or "" = a standalone server (one shard) */
-    int shard_index;            /* 0 .. shards - 1 */
-    int databases;              /* numbered databases (SELECT 0..N-1) */
+    const char *shard_group; /* NULL or "" = a standalone server (one shard) */
+    int shard_index;         /* 0 .. shards - 1 */
+    int databases;           /* numbered databases (SELECT 0..N-1) */
 } ir_config;
 
 /* Ids of shard k's tables start at k << IR_SHARD_ID_BITS, so that an id names
@@ -177,7 +173,7 @@ typedef struct ir_config {
 
 typedef struct ir_stats {
     int running;
-    int port;                   /* the port actually bound */
+    int port; /* the port actually bound */
     uint64_t uptime_ms;
     uint64_t connected_clients;
     uint64_t total_connections;
@@ -185,7 +181,7 @@ typedef struct ir_stats {
     uint64_t keys;
     uint64_t tables;
     uint64_t used_memory;
-    uint64_t commands_per_sec;  /* over the last second */
+    uint64_t commands_per_sec; /* over the last second */
     /* time spent, in CPU cycles (see ir_cycles in server.h): handling input
      * (irs_data: parse, execute, reply), executing commands, flushing replies */
     uint64_t cycles_input, cycles_execute, cycles_reply;

@@ -26,7 +26,7 @@
 
 /* One watched key of one database and the clients watching it. */
 typedef struct wkey {
-    struct wkey *next;          /* bucket chain */
+    struct wkey *next; /* bucket chain */
     struct ir_db *db;
     uint64_t h;
     client **cl;
@@ -37,7 +37,7 @@ typedef struct wkey {
 
 struct ir_watchidx {
     wkey **b;
-    size_t size, used;          /* size: a power of two */
+    size_t size, used; /* size: a power of two */
 };
 
 /* A queued command: its arguments are owned copies (owned = 1, so a
@@ -51,13 +51,13 @@ typedef struct mcmd {
 /* A watched key as the client sees it. */
 typedef struct cwatch {
     wkey *wk;
-    int expired;                /* already expired when WATCHed */
+    int expired; /* already expired when WATCHed */
 } cwatch;
 
 struct multiState {
     mcmd *q;
     int n, cap;
-    size_t bytes;               /* memory of queued arguments (CLIENT LIST multi-mem) */
+    size_t bytes; /* memory of queued arguments (CLIENT LIST multi-mem) */
     cwatch *w;
     int nw, capw;
 };
@@ -233,8 +233,10 @@ static void touchDb(ir_server *s, struct ir_db *emptied, struct ir_db *with) {
         for (wkey *k = w->b[i]; k; k = k->next) {
             if (k->db != emptied) continue;
             ir_db *d = (ir_db *)emptied, *r = (ir_db *)with;
-            int in_emptied = dictFind(&d->d, k->key, k->len, dictHashKey(&d->d, k->key, k->len)) != NULL;
-            dbEntry *re = r ? dictFind(&r->d, k->key, k->len, dictHashKey(&r->d, k->key, k->len)) : NULL;
+            int in_emptied =
+                dictFind(&d->d, k->key, k->len, dictHashKey(&d->d, k->key, k->len)) != NULL;
+            dbEntry *re =
+                r ? dictFind(&r->d, k->key, k->len, dictHashKey(&r->d, k->key, k->len)) : NULL;
             if (!in_emptied && !re) continue;
             for (int j = 0; j < k->ncl; j++) {
                 cwatch *cw = watchOf(k->cl[j], k);
@@ -261,7 +263,6 @@ void multiTouchSwappedDbs(ir_server *s, struct ir_db *a, struct ir_db *b) {
     touchDb(s, b, a);
 }
 
-
 /* ---- the queue ------------------------------------------------------------ */
 
 static void discardQueue(client *c) {
@@ -286,9 +287,8 @@ void multiFlagTransaction(client *c) {
 }
 
 int multiIsTxCommand(const ir_command *cmd) {
-    return cmd->proc == execCommand || cmd->proc == discardCommand ||
-           cmd->proc == multiCommand || cmd->proc == watchCommand || cmd->proc == quitCommand ||
-           cmd->proc == resetCommand;
+    return cmd->proc == execCommand || cmd->proc == discardCommand || cmd->proc == multiCommand ||
+           cmd->proc == watchCommand || cmd->proc == quitCommand || cmd->proc == resetCommand;
 }
 
 void multiQueue(client *c, const ir_command *cmd) {

@@ -27,7 +27,7 @@ void multiTouchSwappedDbs(ir_server *s, struct ir_db *a, struct ir_db *b);
 /* CLIENT LIST: queued commands (-1 = not in MULTI's state), their bytes, watched keys. */
 int multiQueueCount(const client *c);
 size_t multiQueueBytes(const client *c);
-void multiReset(client *c);       /* RESET: no transaction, nothing watched */
-void multiFreeClient(client *c);  /* freeClient */
+void multiReset(client *c);      /* RESET: no transaction, nothing watched */
+void multiFreeClient(client *c); /* freeClient */
 
 #endif

@@ -80,8 +80,8 @@ void notifyFlagsToString(long long flags, char *buf, size_t len) {
     static const struct {
         long long bit;
         char ch;
-    } classes[] = {{NOTIFY_GENERIC, 'g'}, {NOTIFY_STRING, '$'}, {NOTIFY_LIST, 'l'},
-                   {NOTIFY_SET, 's'},     {NOTIFY_HASH, 'h'},   {NOTIFY_ZSET, 'z'},
+    } classes[] = {{NOTIFY_GENERIC, 'g'}, {NOTIFY_STRING, '$'},  {NOTIFY_LIST, 'l'},
+                   {NOTIFY_SET, 's'},     {NOTIFY_HASH, 'h'},    {NOTIFY_ZSET, 'z'},
                    {NOTIFY_EXPIRED, 'x'}, {NOTIFY_EVICTED, 'e'}, {NOTIFY_STREAM, 't'},
                    {NOTIFY_MODULE, 'd'},  {NOTIFY_NEW, 'n'}};
     char out[32];
@@ -101,8 +101,7 @@ void notifyFlagsToString(long long flags, char *buf, size_t len) {
     buf[n] = '\0';
 }
 
-void notifyKeyspaceEventSend(int type, const char *event, const char *key, size_t klen,
-                             int dbid) {
+void notifyKeyspaceEventSend(int type, const char *event, const char *key, size_t klen, int dbid) {
     (void)type;
     ir_server *s = g_server;
     if (!s || !s->pubsub) return; /* nobody has ever subscribed */

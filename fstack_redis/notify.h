@@ -31,8 +31,8 @@ void signalFlushedDb(struct ir_db *db);
 #define NOTIFY_KEY_MISS (1 << 11) /* m: keymiss, not part of A */
 #define NOTIFY_MODULE (1 << 13)   /* d (no modules: never sent) */
 #define NOTIFY_NEW (1 << 14)      /* n: new, not part of A */
-#define NOTIFY_ALL                                                                              \
-    (NOTIFY_GENERIC | NOTIFY_STRING | NOTIFY_LIST | NOTIFY_SET | NOTIFY_HASH | NOTIFY_ZSET |    \
+#define NOTIFY_ALL \
+    (NOTIFY_GENERIC | NOTIFY_STRING | NOTIFY_LIST | NOTIFY_SET | NOTIFY_HASH | NOTIFY_ZSET | \
      NOTIFY_EXPIRED | NOTIFY_EVICTED | NOTIFY_STREAM | NOTIFY_MODULE) /* A */
 
 /* The current notify-keyspace-events as bits (config.c sets it). */
@@ -43,8 +43,7 @@ long long notifyFlagsFromString(const char *s, size_t len);
 /* Bits into Redis's canonical string (CONFIG GET): buf of at least 16 bytes. */
 void notifyFlagsToString(long long flags, char *buf, size_t len);
 
-void notifyKeyspaceEventSend(int type, const char *event, const char *key, size_t klen,
-                             int dbid);
+void notifyKeyspaceEventSend(int type, const char *event, const char *key, size_t klen, int dbid);
 
 /* Publish `event` for key in database dbid, if its class is enabled: on
  * __keyspace@<dbid>__:<key> (message: the event) with K, and on

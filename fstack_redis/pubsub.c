@@ -22,7 +22,7 @@
 
 /* A channel or a pattern and the clients subscribed to it, in order. */
 typedef struct subs {
-    struct subs *next;          /* channels: bucket chain */
+    struct subs *next; /* channels: bucket chain */
     uint64_t h;
     client **cl;
     int ncl, capcl;
@@ -33,17 +33,17 @@ typedef struct subs {
 struct ir_pubsub {
     subs **b;
     size_t size, nchannels;
-    subs **pat;                 /* patterns, in order of first subscription */
+    subs **pat; /* patterns, in order of first subscription */
     size_t npat, cappat;
-    uint64_t npatsubs;          /* (client, pattern) pairs: PUBSUB NUMPAT */
-    subs **sh;                  /* shard channels (SSUBSCRIBE), in order of first subscription */
+    uint64_t npatsubs; /* (client, pattern) pairs: PUBSUB NUMPAT */
+    subs **sh;         /* shard channels (SSUBSCRIBE), in order of first subscription */
     size_t nsh, capsh;
 };
 
 struct pubsubState {
     subs **ch, **pat, **sch;
     int nch, capch, npat, cappat, nsch, capsch;
-    uint64_t soft_since_ms;     /* over the soft output limit since, 0 = not */
+    uint64_t soft_since_ms; /* over the soft output limit since, 0 = not */
 };
 
 static struct ir_pubsub *psOf(ir_server *s) {
@@ -477,7 +477,8 @@ long long pubsubPublishMessage(ir_server *s, client *publisher, const char *chp,
         client *r = victims[i];
         if (r->flags & CLIENT_CLOSE_ASAP) continue; /* listed twice (channel and pattern) */
         serverLog("Client %s (id %llu) scheduled to be closed ASAP for overcoming of output "
-                  "buffer limits (pubsub).", r->addr, (unsigned long long)r->id);
+                  "buffer limits (pubsub).",
+                  r->addr, (unsigned long long)r->id);
         s->output_limit_disconnects++;
         r->flags |= CLIENT_CLOSE_ASAP;
     }
@@ -567,7 +568,8 @@ void pubsubCommand(client *c) {
             "    Return the number of subscribers for the specified channels, excluding",
             "    pattern subscriptions(default: no channels).",
             "SHARDCHANNELS [<pattern>]",
-            "    Return the currently active shard level channels matching a <pattern> (default: '*').",
+            "    Return the currently active shard level channels matching a <pattern> (default: "
+            "'*').",
             "SHARDNUMSUB [<shardchannel> ...]",
             "    Return the number of subscribers for the specified shard level channel(s)",
             "HELP",
@@ -640,7 +642,8 @@ int pubsubClientShards(const client *c) { return clientShardCount(c); }
 
 int pubsubClientSub(const client *c, int pattern, int i, const char **name, size_t *len) {
     const struct pubsubState *st = c->pubsub;
-    if (!st || i < 0 || i >= (pattern == 1 ? st->npat : pattern == 2 ? st->nsch : st->nch)) return 0;
+    if (!st || i < 0 || i >= (pattern == 1 ? st->npat : pattern == 2 ? st->nsch : st->nch))
+        return 0;
     const subs *x = pattern == 1 ? st->pat[i] : pattern == 2 ? st->sch[i] : st->ch[i];
     *name = x->name;
     *len = x->len;

@@ -21,8 +21,8 @@ long long pubsubPublishMessage(ir_server *s, client *publisher, const char *ch, 
 /* ACL: the i-th channel c is subscribed to (kind 0), pattern (1) or shard channel (2); 0 past the last. */
 int pubsubClientSub(const client *c, int pattern, int i, const char **name, size_t *len);
 int pubsubClientShards(const client *c); /* CLIENT LIST ssub= */
-void pubsubReset(client *c);       /* RESET: unsubscribe from everything, no replies */
-void pubsubFreeClient(client *c);  /* freeClient */
-void pubsubFree(ir_server *s);     /* server_free, after every client */
+void pubsubReset(client *c);             /* RESET: unsubscribe from everything, no replies */
+void pubsubFreeClient(client *c);        /* freeClient */
+void pubsubFree(ir_server *s);           /* server_free, after every client */
 
 #endif

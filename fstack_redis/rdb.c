@@ -157,17 +157,15 @@ static void putZsetMember(const char *m, size_t len, double score, void *arg) {
 }
 
 void rdbPutValue(rdbBuf *b, const dbEntry *e, int flags) {
-    rdbPutByte(b, e->type == OBJ_STRING ? RDB_TYPE_STRING
-                  : e->type == OBJ_LIST ? RDB_TYPE_LIST
-                  : e->type == OBJ_SET  ? RDB_TYPE_SET
-                  : e->type == OBJ_ZSET ? RDB_TYPE_ZSET_2
+    rdbPutByte(b, e->type == OBJ_STRING   ? RDB_TYPE_STRING
+                  : e->type == OBJ_LIST   ? RDB_TYPE_LIST
+                  : e->type == OBJ_SET    ? RDB_TYPE_SET
+                  : e->type == OBJ_ZSET   ? RDB_TYPE_ZSET_2
                   : e->type == OBJ_STREAM ? RDB_TYPE_STREAM_LISTPACKS_2
-                                        : RDB_TYPE_HASH);
+                                          : RDB_TYPE_HASH);
     if (flags & RDB_WITH_KEY) rdbPutString(b, e->key, e->klen, flags);
     switch (e->type) {
-    case OBJ_STRING:
-        rdbPutString(b, e->v.str.ptr, e->v.str.len, flags);
-        break;
+    case OBJ_STRING: rdbPutString(b, e->v.str.ptr, e->v.str.len, flags); break;
     case OBJ_LIST:
         rdbPutLen(b, e->v.list.len);
         for (size_t i = 0; i < e->v.list.len; i++) {
@@ -176,18 +174,14 @@ void rdbPutValue(rdbBuf *b, const dbEntry *e, int flags) {
         }
         break;
     case OBJ_SET:
-    case OBJ_HASH:
-        putColl(b, e->v.coll, e->type == OBJ_HASH, flags);
-        break;
+    case OBJ_HASH: putColl(b, e->v.coll, e->type == OBJ_HASH, flags); break;
     case OBJ_ZSET: { /* greatest first, as Redis writes a skiplist */
         zputArg z = {b, flags};
         rdbPutLen(b, dictSize(&e->v.coll->d));
         zsetForEachRev(e->v.coll, putZsetMember, &z);
         break;
     }
-    case OBJ_STREAM:
-        streamPutRedisRDB(b, e->v.stream);
-        break;
+    case OBJ_STREAM: streamPutRedisRDB(b, e->v.stream); break;
     }
 }
 

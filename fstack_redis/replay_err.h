@@ -12,21 +12,21 @@
 
 #include "server.h"
 
-#define IR_REPLAY_ERRORS(X)                                                              \
-    X(RATELIMITED, "the table's rate limiter held the call")                             \
-    X(NOTABLE, "no such table (or it was dropped while the client waited)")              \
-    X(BUSYTABLE, "REPLAY.CREATE of a table that exists")                                 \
-    X(EMPTY, "a sample from a table with no items")                                      \
-    X(BADPRIO, "a priority that is not a finite number >= 0 or MAX (index first)")       \
-    X(MIXEDSIZE, "REPLAY.SAMPLE ... PACKED from a table whose items differ in size")      \
-    X(WRONGKIND, "an opaque-item command on a trajectory table, or the reverse")         \
+#define IR_REPLAY_ERRORS(X) \
+    X(RATELIMITED, "the table's rate limiter held the call") \
+    X(NOTABLE, "no such table (or it was dropped while the client waited)") \
+    X(BUSYTABLE, "REPLAY.CREATE of a table that exists") \
+    X(EMPTY, "a sample from a table with no items") \
+    X(BADPRIO, "a priority that is not a finite number >= 0 or MAX (index first)") \
+    X(MIXEDSIZE, "REPLAY.SAMPLE ... PACKED from a table whose items differ in size") \
+    X(WRONGKIND, "an opaque-item command on a trajectory table, or the reverse") \
     X(NOSTREAM, "no such trajectory stream")
 
 typedef enum {
 #define IR_ERR_ENUM(code, when) IR_ERR_##code,
     IR_REPLAY_ERRORS(IR_ERR_ENUM)
 #undef IR_ERR_ENUM
-    IR_ERR__COUNT
+        IR_ERR__COUNT
 } ir_errcode;
 
 /* "-<CODE> " then fmt: one error reply, formatted on the stack (no allocation). */

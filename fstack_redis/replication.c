@@ -34,12 +34,12 @@ long long repl_lazy_server_del;
 
 typedef struct slave {
     client *c;
-    long long port;          /* REPLCONF listening-port */
-    char ip[64];             /* REPLCONF ip-address, else the peer's address */
-    uint64_t ack_off;        /* REPLCONF ACK */
+    long long port;   /* REPLCONF listening-port */
+    char ip[64];      /* REPLCONF ip-address, else the peer's address */
+    uint64_t ack_off; /* REPLCONF ACK */
     uint64_t ack_ms;
-    uint64_t start_off;      /* the stream's offset when it synchronized */
-    uint64_t soft_since_ms;  /* over the soft output limit since, 0 = not over */
+    uint64_t start_off;     /* the stream's offset when it synchronized */
+    uint64_t soft_since_ms; /* over the soft output limit since, 0 = not over */
 } slave;
 
 typedef struct pendop {
@@ -51,23 +51,22 @@ static struct {
     slave *slaves;
     int cap;
     char replid[41];
-    uint64_t offset;         /* bytes of stream so far */
-    int seldb;               /* the database the stream is in, -1 = none yet */
-    int depth;               /* call() nesting while replicas are attached */
-    int prevent;             /* the running command is not propagated itself */
-    char *pbuf;              /* the pending commands of the top-level command, encoded */
+    uint64_t offset; /* bytes of stream so far */
+    int seldb;       /* the database the stream is in, -1 = none yet */
+    int depth;       /* call() nesting while replicas are attached */
+    int prevent;     /* the running command is not propagated itself */
+    char *pbuf;      /* the pending commands of the top-level command, encoded */
     size_t plen, pcap;
     pendop *ops;
     int nops, opcap;
-    char *ebuf;              /* one command being encoded */
+    char *ebuf; /* one command being encoded */
     size_t elen, ecap;
     uint64_t last_ping_ms;
-    ir_arg **own;            /* big arguments lent to running commands (replCallBegin) */
+    ir_arg **own; /* big arguments lent to running commands (replCallBegin) */
     size_t nown, owncap;
 } R = {.seldb = -1};
 
 static bqueue waitq = {.kind = BLOCKED_WAIT}; /* the clients in WAIT */
-
 
 static void replidInit(const ir_server *s) {
     if (R.replid[0]) return;
@@ -153,7 +152,8 @@ static void flushAll(void) {
         if (c->pending_bytes) clientFlush(c);
         if (!(c->flags & CLIENT_CLOSE_ASAP) && overLimit(sl)) {
             serverLog("Client %s (id %llu) scheduled to be closed ASAP for overcoming of output "
-                      "buffer limits (replica).", c->addr, (unsigned long long)c->id);
+                      "buffer limits (replica).",
+                      c->addr, (unsigned long long)c->id);
             c->srv->output_limit_disconnects++;
             c->flags |= CLIENT_CLOSE_ASAP;
         }
@@ -235,8 +235,8 @@ void replRewriteSetPxat(client *c, int vi, long long when) {
     if (!repl_nslaves) return;
     char num[24];
     int n = ll2string(num, sizeof(num), when);
-    ir_str argv[5] = {IR_STR("SET"), replArg(c, 1), replArg(c, vi), IR_STR("PXAT"),
-                      {num, (size_t)n}};
+    ir_str argv[5] = {
+        IR_STR("SET"), replArg(c, 1), replArg(c, vi), IR_STR("PXAT"), {num, (size_t)n}};
     replRewrite(c, 5, argv);
 }
 
@@ -420,7 +420,8 @@ void syncCommand(client *c) {
     R.seldb = -1; /* the new replica learns the database from the next SELECT */
     R.last_ping_ms = s->now_ms;
     serverLog("Replica %s asks for synchronization: full resync with an RDB image of %zu bytes "
-              "(the keyspace only: replay tables are not replicated)", c->addr, len);
+              "(the keyspace only: replay tables are not replicated)",
+              c->addr, len);
 }
 
 /* REPLCONF <option> <value> [<option> <value> ...] */
@@ -439,8 +440,10 @@ void replconfCommand(client *c) {
             if (sl) sl->port = port;
         } else if (argEq(c, j, "ip-address")) {
             if (v->len >= sizeof(((handshake *)0)->ip)) {
-                addReplyErrorFormat(c, "REPLCONF ip-address provided by replica instance is too "
-                                       "long: %zu bytes", v->len);
+                addReplyErrorFormat(c,
+                                    "REPLCONF ip-address provided by replica instance is too "
+                                    "long: %zu bytes",
+                                    v->len);
                 return;
             }
             memcpy(handshakeOf(c, 1)->ip, v->ptr, v->len + 1);
@@ -454,7 +457,7 @@ void replconfCommand(client *c) {
                 sl->ack_off = (uint64_t)off;
             sl->ack_ms = c->srv->now_ms;
             if (waitq.n) blockedQueueReady(c->srv, &waitq); /* WAIT's clients count again */
-            return; /* never answered */
+            return;                                         /* never answered */
         } else if (argEq(c, j, "getack")) {
             return; /* only a replica answers GETACK */
         } else {
@@ -543,10 +546,9 @@ char *replInfo(const ir_server *s) {
     for (int i = 0; i < repl_nslaves; i++) {
         const slave *sl = &R.slaves[i];
         uint64_t lag = (s->now_ms - sl->ack_ms) / 1000;
-        len += (size_t)snprintf(b + len, cap - len,
-                                "slave%d:ip=%s,port=%lld,state=online,offset=%llu,lag=%llu\r\n", i,
-                                sl->ip, sl->port, (unsigned long long)sl->ack_off,
-                                (unsigned long long)lag);
+        len += (size_t)snprintf(
+            b + len, cap - len, "slave%d:ip=%s,port=%lld,state=online,offset=%llu,lag=%llu\r\n", i,
+            sl->ip, sl->port, (unsigned long long)sl->ack_off, (unsigned long long)lag);
     }
     snprintf(b + len, cap - len,
              "master_failover_state:no-failover\r\nmaster_replid:%s\r\n"

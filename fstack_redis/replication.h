@@ -29,10 +29,10 @@ struct ir_db;
 /* A client that sent SYNC/PSYNC: it receives the stream and no replies. */
 #define CLIENT_SLAVE (1 << 20)
 
-extern int repl_nslaves;        /* replicas attached */
-extern int repl_cmd_dirty;      /* the running command changed the dataset */
-extern long long repl_ping_period;  /* repl-ping-replica-period (config.c) */
-extern long long repl_lazy_expire;  /* lazyfree-lazy-expire (config.c) */
+extern int repl_nslaves;               /* replicas attached */
+extern int repl_cmd_dirty;             /* the running command changed the dataset */
+extern long long repl_ping_period;     /* repl-ping-replica-period (config.c) */
+extern long long repl_lazy_expire;     /* lazyfree-lazy-expire (config.c) */
 extern long long repl_lazy_server_del; /* lazyfree-lazy-server-del (config.c) */
 /* client-output-buffer-limit's replica class: hard, soft bytes, soft seconds (config.c) */
 extern unsigned long long obl_slave[3];
@@ -70,13 +70,13 @@ void replPrevent(client *c);
 /* A key of db expired and was deleted (lazily or by the cron). */
 void replPropagateExpired(struct ir_db *db, const char *key, size_t len);
 
-void syncCommand(client *c);     /* SYNC and PSYNC */
+void syncCommand(client *c); /* SYNC and PSYNC */
 /* What a replica may still run (without a reply): REPLCONF, PING, SYNC/PSYNC. */
 int replAcceptsFromReplica(const ir_command *cmd);
 void replconfCommand(client *c);
-void waitCommand(client *c);      /* WAIT numreplicas timeout */
-void replFreeClient(client *c);  /* freeClient of a replica */
-void replCron(ir_server *s);     /* server_tick: PING every repl-ping-replica-period */
+void waitCommand(client *c);    /* WAIT numreplicas timeout */
+void replFreeClient(client *c); /* freeClient of a replica */
+void replCron(ir_server *s);    /* server_tick: PING every repl-ping-replica-period */
 /* INFO replication's body (from role: on) and ROLE's reply. */
 char *replInfo(const ir_server *s); /* malloc'd */
 void replRoleReply(client *c);

@@ -31,7 +31,8 @@ const struct ir_shared_replies shared = {
     .nullbulk = IR_STR("$-1\r\n"),
     .nullarray = IR_STR("*-1\r\n"),
     .emptyarray = IR_STR("*0\r\n"),
-    .wrongtypeerr = IR_STR("-WRONGTYPE Operation against a key holding the wrong kind of value\r\n"),
+    .wrongtypeerr =
+        IR_STR("-WRONGTYPE Operation against a key holding the wrong kind of value\r\n"),
     .syntaxerr = IR_STR("-ERR syntax error\r\n"),
     .notinteger = IR_STR("-ERR value is not an integer or out of range\r\n"),
     .outofrange = IR_STR("-ERR index out of range\r\n"),
@@ -85,7 +86,8 @@ static char *discardSpace(size_t len) {
  * protocol error or an output limit (CLOSE_AFTER_REPLY, CLOSE_ASAP) nothing more
  * is appended, whichever addReply* a command or a publisher uses. */
 static char *replyAppendSpace(client *c, size_t len) {
-    if (c->flags & (CLIENT_CLOSE_AFTER_REPLY | CLIENT_CLOSE_ASAP | CLIENT_MUTED)) return discardSpace(len);
+    if (c->flags & (CLIENT_CLOSE_AFTER_REPLY | CLIENT_CLOSE_ASAP | CLIENT_MUTED))
+        return discardSpace(len);
     obufReserve(c, len);
     ir_seg *last = c->nsegs ? &c->segs[c->nsegs - 1] : NULL;
     if (last && !last->ref && last->off + last->len == c->olen) {

@@ -122,11 +122,14 @@ static int splitInlineArgs(client *c, const char *p, const char *end) {
                 tmp = t;
             }
             if (inq) {
-                if (p >= end) { rc = -1; goto out; }
-                if (*p == '\\' && p + 3 < end && p[1] == 'x' && hexDigit((unsigned char)p[2]) >= 0 &&
-                    hexDigit((unsigned char)p[3]) >= 0) {
-                    tmp[tlen++] = (char)(hexDigit((unsigned char)p[2]) * 16 +
-                                         hexDigit((unsigned char)p[3]));
+                if (p >= end) {
+                    rc = -1;
+                    goto out;
+                }
+                if (*p == '\\' && p + 3 < end && p[1] == 'x' &&
+                    hexDigit((unsigned char)p[2]) >= 0 && hexDigit((unsigned char)p[3]) >= 0) {
+                    tmp[tlen++] =
+                        (char)(hexDigit((unsigned char)p[2]) * 16 + hexDigit((unsigned char)p[3]));
                     p += 3;
                 } else if (*p == '\\' && p + 1 < end) {
                     char ch;
@@ -142,18 +145,27 @@ static int splitInlineArgs(client *c, const char *p, const char *end) {
                     tmp[tlen++] = ch;
                 } else if (*p == '"') {
                     /* closing quote must be followed by a space or nothing */
-                    if (p + 1 < end && !isspace((unsigned char)p[1])) { rc = -1; goto out; }
+                    if (p + 1 < end && !isspace((unsigned char)p[1])) {
+                        rc = -1;
+                        goto out;
+                    }
                     done = 1;
                 } else {
                     tmp[tlen++] = *p;
                 }
             } else if (insq) {
-                if (p >= end) { rc = -1; goto out; }
+                if (p >= end) {
+                    rc = -1;
+                    goto out;
+                }
                 if (*p == '\\' && p + 1 < end && p[1] == '\'') {
                     p++;
                     tmp[tlen++] = '\'';
                 } else if (*p == '\'') {
-                    if (p + 1 < end && !isspace((unsigned char)p[1])) { rc = -1; goto out; }
+                    if (p + 1 < end && !isspace((unsigned char)p[1])) {
+                        rc = -1;
+                        goto out;
+                    }
                     done = 1;
                 } else {
                     tmp[tlen++] = *p;
@@ -164,9 +176,11 @@ static int splitInlineArgs(client *c, const char *p, const char *end) {
                     break;
                 }
                 switch (*p) {
-                case ' ': case '\n': case '\r': case '\t': case '\0':
-                    done = 1;
-                    break;
+                case ' ':
+                case '\n':
+                case '\r':
+                case '\t':
+                case '\0': done = 1; break;
                 case '"': inq = 1; break;
                 case '\'': insq = 1; break;
                 default: tmp[tlen++] = *p; break;

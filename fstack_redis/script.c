@@ -73,9 +73,9 @@ typedef struct ir_scripting {
     uint64_t runs;         /* for the periodic GC step */
     ir_arg *argv;          /* redis.call's arguments (reused) */
     int argcap;
-    char *abuf;            /* their bytes, NUL after each */
+    char *abuf; /* their bytes, NUL after each */
     size_t acap;
-    char *rbuf;            /* a reply spread over several segments, joined */
+    char *rbuf; /* a reply spread over several segments, joined */
     size_t rcap;
 } ir_scripting;
 
@@ -145,7 +145,8 @@ static int errorHandler(lua_State *L) {
     }
     lua_Debug ar;
     int level = 1;
-    if (lua_getstack(L, level, &ar) && lua_getinfo(L, "Sl", &ar) && ar.what && !strcmp(ar.what, "C"))
+    if (lua_getstack(L, level, &ar) && lua_getinfo(L, "Sl", &ar) && ar.what &&
+        !strcmp(ar.what, "C"))
         level = 2;
     if (lua_getstack(L, level, &ar) && lua_getinfo(L, "Sl", &ar)) {
         lua_pushstring(L, ar.source);
@@ -350,9 +351,7 @@ static void replyFromLua(client *c, ir_scripting *sc, lua_State *L) {
             addReplyBool(c, lua_toboolean(L, -1));
         }
         break;
-    case LUA_TNUMBER:
-        addReplyLongLong(c, (long long)lua_tonumber(L, -1));
-        break;
+    case LUA_TNUMBER: addReplyLongLong(c, (long long)lua_tonumber(L, -1)); break;
     case LUA_TTABLE: {
         lua_pushstring(L, "err");
         lua_rawget(L, -2);
@@ -485,8 +484,7 @@ static void replyFromLua(client *c, ir_scripting *sc, lua_State *L) {
         }
         break;
     }
-    default:
-        addReplyNull(c);
+    default: addReplyNull(c);
     }
     lua_pop(L, 1);
 }
@@ -600,7 +598,8 @@ static int redisGenericCommand(lua_State *L, int raise) {
     else if ((cmd->arity > 0 && cmd->arity != argc) || argc < -cmd->arity)
         err = "Wrong number of args calling Redis command from script";
     else if (!(scriptDisableDenyScript && cmd->proc == debugCommand) &&
-             (hasFlagWord(cmd->sflags, "noscript") || (subflags && hasFlagWord(subflags, "noscript"))))
+             (hasFlagWord(cmd->sflags, "noscript") ||
+              (subflags && hasFlagWord(subflags, "noscript"))))
         err = "This Redis command is not allowed from script";
     else if (sc->ro && ((cmd->flags & CMD_WRITE) || hasFlagWord(cmd->sflags, "may_replicate")))
         err = "Write commands are not allowed from read-only scripts.";
@@ -784,7 +783,8 @@ static int luaSetRepl(lua_State *L) {
     }
     int flags = (int)lua_tonumber(L, 1);
     if (flags & ~3) {
-        pushError(L, "Invalid replication flags. Use REPL_AOF, REPL_REPLICA, REPL_ALL or REPL_NONE.");
+        pushError(L,
+                  "Invalid replication flags. Use REPL_AOF, REPL_REPLICA, REPL_ALL or REPL_NONE.");
         return lua_error(L);
     }
     return 0;
@@ -807,7 +807,8 @@ static int luaDebugNoop(lua_State *L) { return 0; }
 static long long runningMs(const ir_scripting *sc) {
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC, &now);
-    return (long long)(now.tv_sec - sc->start.tv_sec) * 1000 + (now.tv_nsec - sc->start.tv_nsec) / 1000000;
+    return (long long)(now.tv_sec - sc->start.tv_sec) * 1000 +
+           (now.tv_nsec - sc->start.tv_nsec) / 1000000;
 }
 
 /* Every 100,000 instructions: past lua-time-limit, serve the other clients
@@ -827,14 +828,17 @@ static void timeHook(lua_State *L, lua_Debug *ar) {
             if (sc->wrote) return;
             if (!sc->stopping) {
                 sc->stopping = 1;
-                serverLog("Lua script stopped after %lld ms (lua-time-limit %lld ms)", ms, scriptTimeLimitMs);
+                serverLog("Lua script stopped after %lld ms (lua-time-limit %lld ms)", ms,
+                          scriptTimeLimitMs);
                 lua_sethook(L, timeHook, LUA_MASKLINE, 0); /* raise again at every line */
             }
             char msg[256];
-            snprintf(msg, sizeof(msg),
-                     "Script stopped: it ran longer than lua-time-limit (%lld ms) without writing, and "
-                     "this network stack cannot serve other clients while a script runs; raise "
-                     "lua-time-limit or shorten the script", scriptTimeLimitMs);
+            snprintf(
+                msg, sizeof(msg),
+                "Script stopped: it ran longer than lua-time-limit (%lld ms) without writing, and "
+                "this network stack cannot serve other clients while a script runs; raise "
+                "lua-time-limit or shorten the script",
+                scriptTimeLimitMs);
             pushError(L, msg);
             lua_error(L);
             return;
@@ -878,9 +882,10 @@ static void scriptKill(client *c, int is_eval) {
     if (!sc || !sc->busy) {
         addReplyError(c, "-NOTBUSY No scripts in execution right now.");
     } else if (sc->wrote) {
-        addReplyError(c, "-UNKILLABLE Sorry the script already executed write commands against the "
-                         "dataset. You can either wait the script termination or kill the server in a "
-                         "hard way using the SHUTDOWN NOSAVE command.");
+        addReplyError(c,
+                      "-UNKILLABLE Sorry the script already executed write commands against the "
+                      "dataset. You can either wait the script termination or kill the server in a "
+                      "hard way using the SHUTDOWN NOSAVE command.");
     } else if (is_eval != sc->is_eval) { /* SCRIPT KILL of a function, FUNCTION KILL of an EVAL */
         addReplyBusyScript(c, sc->is_eval);
     } else {
@@ -891,7 +896,8 @@ static void scriptKill(client *c, int is_eval) {
 
 void functionKill(client *c) { scriptKill(c, 0); }
 
-int scriptRunningFunction(const ir_server *s, const char **name, const client **caller, long long *ms) {
+int scriptRunningFunction(const ir_server *s, const char **name, const client **caller,
+                          long long *ms) {
     const ir_scripting *sc = s->scripting;
     if (!sc || !sc->busy) return 0;
     *name = sc->name;
@@ -934,12 +940,9 @@ static void markReadonly(lua_State *L, int idx) {
  * upvalue), never the real table behind it, and it cannot be written. */
 static int roMetaIndex(lua_State *L) {
     const char *k = lua_tostring(L, 2);
-    if (k && !strcmp(k, "__index"))
-        lua_pushvalue(L, lua_upvalueindex(1));
-    else if (k && !strcmp(k, "__newindex"))
-        lua_pushcfunction(L, readonlyError);
-    else
-        lua_pushnil(L);
+    if (k && !strcmp(k, "__index")) lua_pushvalue(L, lua_upvalueindex(1));
+    else if (k && !strcmp(k, "__newindex")) lua_pushcfunction(L, readonlyError);
+    else lua_pushnil(L);
     return 1;
 }
 
@@ -994,7 +997,8 @@ static int luaSetmetatable(lua_State *L) {
     if (isReadonly(L, 1)) return readonlyErrorAt(L, 0);
     int t = lua_type(L, 2);
     luaL_argcheck(L, t == LUA_TNIL || t == LUA_TTABLE, 2, "nil or table expected");
-    if (luaL_getmetafield(L, 1, "__metatable")) return luaL_error(L, "cannot change a protected metatable");
+    if (luaL_getmetafield(L, 1, "__metatable"))
+        return luaL_error(L, "cannot change a protected metatable");
     lua_settop(L, 2);
     lua_setmetatable(L, 1);
     return 1;
@@ -1063,7 +1067,8 @@ static int luaUnpack(lua_State *L) {
     int e = luaL_opt(L, luaL_checkint, 3, luaL_getn(L, 1));
     if (i > e) return 0;
     long long n = (long long)e - (long long)i + 1;
-    if (n >= INT_MAX || !lua_checkstack(L, (int)n)) return luaL_error(L, "too many results to unpack");
+    if (n >= INT_MAX || !lua_checkstack(L, (int)n))
+        return luaL_error(L, "too many results to unpack");
     for (long long k = 0; k < n; k++) lua_rawgeti(L, 1, (int)(i + k));
     return (int)n;
 }
@@ -1152,8 +1157,8 @@ static lua_State *newState(ir_scripting *sc) {
     lua_setfield(L, LUA_REGISTRYINDEX, REG_RO);
 
     /* what Redis removes from the globals */
-    static const char *const removed[] = {"dofile", "loadfile", "print", "setfenv", "getfenv",
-                                          "newproxy", "module", "require"};
+    static const char *const removed[] = {"dofile",  "loadfile", "print",  "setfenv",
+                                          "getfenv", "newproxy", "module", "require"};
     for (size_t i = 0; i < sizeof(removed) / sizeof(removed[0]); i++) {
         lua_pushnil(L);
         lua_setglobal(L, removed[i]);
@@ -1208,7 +1213,8 @@ static lua_State *newState(ir_scripting *sc) {
     lua_pop(L, 1);
 #endif
     /* the library tables become read-only proxies */
-    static const char *const libs[] = {"redis", "string", "math", "table", "coroutine", "cjson", "bit"};
+    static const char *const libs[] = {"redis",     "string", "math", "table",
+                                       "coroutine", "cjson",  "bit"};
     for (size_t i = 0; i < sizeof(libs) / sizeof(libs[0]); i++) {
         lua_getglobal(L, libs[i]);
         if (lua_istable(L, -1)) {
@@ -1304,8 +1310,10 @@ static int shebangFlag(const char *f, size_t n) {
     static const struct {
         const char *name;
         int bit;
-    } known[] = {{"no-writes", SF_NO_WRITES}, {"allow-oom", SF_ALLOW_OOM},
-                 {"allow-stale", SF_ALLOW_STALE}, {"no-cluster", SF_NO_CLUSTER},
+    } known[] = {{"no-writes", SF_NO_WRITES},
+                 {"allow-oom", SF_ALLOW_OOM},
+                 {"allow-stale", SF_ALLOW_STALE},
+                 {"no-cluster", SF_NO_CLUSTER},
                  {"allow-cross-slot-keys", SF_ALLOW_CROSS_SLOT}};
     for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
         if (strlen(known[i].name) == n && !memcmp(known[i].name, f, n)) return known[i].bit;
@@ -1345,7 +1353,8 @@ static int shebang(client *c, const char *body, size_t len, int *flags, size_t *
                 if (!e) e = p;
                 int bit = shebangFlag(f, (size_t)(e - f));
                 if (!bit) {
-                    addReplyErrorFormat(c, "Unexpected flag in script shebang: %.*s", (int)(e - f), f);
+                    addReplyErrorFormat(c, "Unexpected flag in script shebang: %.*s", (int)(e - f),
+                                        f);
                     return -1;
                 }
                 *flags |= bit;
@@ -1501,7 +1510,8 @@ static void evalGeneric(client *c, int evalsha, int ro) {
     char name[43] = "f_";
     if (evalsha) { /* Redis takes the first 40 characters, case-insensitively */
         size_t n = c->argv[1].len < 40 ? c->argv[1].len : 40;
-        for (size_t i = 0; i < n; i++) name[2 + i] = (char)tolower((unsigned char)c->argv[1].ptr[i]);
+        for (size_t i = 0; i < n; i++)
+            name[2 + i] = (char)tolower((unsigned char)c->argv[1].ptr[i]);
         name[2 + n] = '\0';
     } else {
         char sha[41];
@@ -1621,10 +1631,10 @@ void scriptCommand(client *c) {
  * nonexistent global variable". Closures a library creates keep that table
  * as their environment, so at run time they see the full globals. */
 
-static const char *const REG_FN_META = "__ir_fn_meta";   /* the switched metatable */
-static const char *const REG_FN_RUN = "__ir_fn_run";     /* EVAL's globals (a proxy) */
-static const char *const REG_FN_API = "__ir_fn_api";     /* the load API (a proxy) */
-static const char *const REG_FN_LOAD = "__ir_fn_load";   /* the load in progress, or nil */
+static const char *const REG_FN_META = "__ir_fn_meta"; /* the switched metatable */
+static const char *const REG_FN_RUN = "__ir_fn_run";   /* EVAL's globals (a proxy) */
+static const char *const REG_FN_API = "__ir_fn_api";   /* the load API (a proxy) */
+static const char *const REG_FN_LOAD = "__ir_fn_load"; /* the load in progress, or nil */
 
 typedef struct fnLoadCtx {
     scriptFnRegister cb;
@@ -1636,8 +1646,10 @@ typedef struct fnLoadCtx {
 static const struct {
     const char *name;
     int bit;
-} scriptFlags[] = {{"no-writes", SF_NO_WRITES}, {"allow-oom", SF_ALLOW_OOM},
-                   {"allow-stale", SF_ALLOW_STALE}, {"no-cluster", SF_NO_CLUSTER},
+} scriptFlags[] = {{"no-writes", SF_NO_WRITES},
+                   {"allow-oom", SF_ALLOW_OOM},
+                   {"allow-stale", SF_ALLOW_STALE},
+                   {"no-cluster", SF_NO_CLUSTER},
                    {"allow-cross-slot-keys", SF_ALLOW_CROSS_SLOT}};
 
 int scriptFlagByName(const char *name, size_t len) {
@@ -1676,8 +1688,9 @@ static int fnRegisterFail(lua_State *L, int ref, const char *err) {
  * redis.register_function{function_name=, callback=, description=, flags={...}} */
 static int luaRegisterFunction(lua_State *L) {
     fnLoadCtx *lc = loadCtxOf(L);
-    if (!lc) return fnRegisterFail(L, LUA_NOREF,
-                                   "redis.register_function can only be called on FUNCTION LOAD command");
+    if (!lc)
+        return fnRegisterFail(
+            L, LUA_NOREF, "redis.register_function can only be called on FUNCTION LOAD command");
     int argc = lua_gettop(L);
     if (argc < 1 || argc > 2)
         return fnRegisterFail(L, LUA_NOREF, "wrong number of arguments to redis.register_function");
@@ -1686,43 +1699,56 @@ static int luaRegisterFunction(lua_State *L) {
     int flags = 0, ref = LUA_NOREF;
     if (argc == 2) {
         if (!(name = fnString(L, 1, &nlen)))
-            return fnRegisterFail(L, ref, "first argument to redis.register_function must be a string");
+            return fnRegisterFail(L, ref,
+                                  "first argument to redis.register_function must be a string");
         if (!lua_isfunction(L, 2))
-            return fnRegisterFail(L, ref, "second argument to redis.register_function must be a function");
+            return fnRegisterFail(L, ref,
+                                  "second argument to redis.register_function must be a function");
         ref = luaL_ref(L, LUA_REGISTRYINDEX); /* pops the function; name stays at 1 */
     } else {
         if (!lua_istable(L, 1))
-            return fnRegisterFail(L, ref, "calling redis.register_function with a single argument is "
-                                          "only applicable to Lua table (representing named arguments).");
+            return fnRegisterFail(L, ref,
+                                  "calling redis.register_function with a single argument is "
+                                  "only applicable to Lua table (representing named arguments).");
         lua_settop(L, 3); /* 2: the name's value, 3: the description's (kept alive here) */
         lua_pushnil(L);
         while (lua_next(L, 1)) {
             if (lua_type(L, -2) != LUA_TSTRING) {
                 if (lua_type(L, -2) == LUA_TNUMBER) /* a string to Lua, but no argument's name */
-                    return fnRegisterFail(L, ref, "unknown argument given to redis.register_function");
-                return fnRegisterFail(L, ref, "named argument key given to redis.register_function is not a string");
+                    return fnRegisterFail(L, ref,
+                                          "unknown argument given to redis.register_function");
+                return fnRegisterFail(
+                    L, ref, "named argument key given to redis.register_function is not a string");
             }
             const char *key = lua_tostring(L, -2);
             if (!strcasecmp(key, "function_name")) {
                 lua_pushvalue(L, -1);
                 lua_replace(L, 2);
                 if (!(name = fnString(L, 2, &nlen)))
-                    return fnRegisterFail(L, ref, "function_name argument given to redis.register_function must be a string");
+                    return fnRegisterFail(
+                        L, ref,
+                        "function_name argument given to redis.register_function must be a string");
             } else if (!strcasecmp(key, "description")) {
                 lua_pushvalue(L, -1);
                 lua_replace(L, 3);
                 if (!(desc = fnString(L, 3, &dlen)))
-                    return fnRegisterFail(L, ref, "description argument given to redis.register_function must be a string");
+                    return fnRegisterFail(
+                        L, ref,
+                        "description argument given to redis.register_function must be a string");
             } else if (!strcasecmp(key, "callback")) {
                 if (!lua_isfunction(L, -1))
-                    return fnRegisterFail(L, ref, "callback argument given to redis.register_function must be a function");
+                    return fnRegisterFail(
+                        L, ref,
+                        "callback argument given to redis.register_function must be a function");
                 if (ref != LUA_NOREF) luaL_unref(L, LUA_REGISTRYINDEX, ref);
                 ref = luaL_ref(L, LUA_REGISTRYINDEX);
                 continue;
             } else if (!strcasecmp(key, "flags")) {
                 if (!lua_istable(L, -1))
-                    return fnRegisterFail(L, ref, "flags argument to redis.register_function must be a table "
-                                                  "representing function flags");
+                    return fnRegisterFail(
+                        L, ref,
+                        "flags argument to redis.register_function must be a table "
+                        "representing function flags");
                 flags = 0;
                 for (int j = 1;; j++) {
                     lua_rawgeti(L, -1, j);
@@ -1731,7 +1757,8 @@ static int luaRegisterFunction(lua_State *L) {
                         break;
                     }
                     size_t fl;
-                    const char *f = lua_type(L, -1) == LUA_TSTRING ? lua_tolstring(L, -1, &fl) : NULL;
+                    const char *f =
+                        lua_type(L, -1) == LUA_TSTRING ? lua_tolstring(L, -1, &fl) : NULL;
                     int bit = f ? scriptFlagByName(f, fl) : 0;
                     lua_pop(L, 1);
                     if (!bit) return fnRegisterFail(L, ref, "unknown flag given");
@@ -1742,8 +1769,11 @@ static int luaRegisterFunction(lua_State *L) {
             }
             lua_pop(L, 1);
         }
-        if (!name) return fnRegisterFail(L, ref, "redis.register_function must get a function name argument");
-        if (ref == LUA_NOREF) return fnRegisterFail(L, ref, "redis.register_function must get a callback argument");
+        if (!name)
+            return fnRegisterFail(L, ref,
+                                  "redis.register_function must get a function name argument");
+        if (ref == LUA_NOREF)
+            return fnRegisterFail(L, ref, "redis.register_function must get a callback argument");
     }
     const char *err = lc->cb(lc->arg, name, nlen, desc, dlen, flags, ref);
     if (err) return fnRegisterFail(L, ref, err);
@@ -1759,7 +1789,8 @@ static void fnLoadHook(lua_State *L, lua_Debug *ar) {
     long long ms = (long long)(now.tv_sec - lc->start.tv_sec) * 1000 +
                    (now.tv_nsec - lc->start.tv_nsec) / 1000000;
     if (ms <= lc->timeout_ms) return;
-    lua_sethook(L, fnLoadHook, LUA_MASKLINE, 0); /* raise again at every line: pcall cannot keep it */
+    lua_sethook(L, fnLoadHook, LUA_MASKLINE,
+                0); /* raise again at every line: pcall cannot keep it */
     pushError(L, "FUNCTION LOAD timeout");
     lua_error(L);
 }
@@ -1888,5 +1919,6 @@ void scriptFnCall(client *c, int ref, const char *name, int flags, int ro, int n
 uint64_t scriptFnMemory(const ir_server *s) {
     const ir_scripting *sc = s->scripting;
     if (!sc || !sc->fL) return 0;
-    return (uint64_t)lua_gc(sc->fL, LUA_GCCOUNT, 0) * 1024u + (uint64_t)lua_gc(sc->fL, LUA_GCCOUNTB, 0);
+    return (uint64_t)lua_gc(sc->fL, LUA_GCCOUNT, 0) * 1024u +
+           (uint64_t)lua_gc(sc->fL, LUA_GCCOUNTB, 0);
 }

@@ -49,7 +49,8 @@ const char *scriptBusyText(int is_eval);
 void functionKill(client *c);
 /* The busy script's name, caller and run time so far (FUNCTION STATS): 1, or 0
  * when no script is busy. */
-int scriptRunningFunction(const ir_server *s, const char **name, const client **caller, long long *ms);
+int scriptRunningFunction(const ir_server *s, const char **name, const client **caller,
+                          long long *ms);
 
 /* When the running script started (ms, wall clock): its commands' clock for
  * expiry. 0 when no script runs. */

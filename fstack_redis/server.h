@@ -27,7 +27,7 @@
 #define PROTO_INLINE_MAX_SIZE (1024 * 64) /* max inline request / count line */
 #define PROTO_MBULK_BIG_ARG (1024 * 32)   /* bulks this big get their own buffer */
 #define PROTO_REPLY_CHUNK_BYTES (16 * 1024)
-#define IR_REF_MIN 4096                   /* reply chunks >= this go by reference */
+#define IR_REF_MIN 4096 /* reply chunks >= this go by reference */
 #define IR_MAX_IOV 1024
 
 /* A cheap cycle counter for the per-stage breakdown (TSC on x86). */
@@ -52,7 +52,7 @@ typedef struct ir_str {
 typedef struct ir_arg {
     char *ptr;
     size_t len;
-    int owned;     /* ptr is a malloc'd buffer of its own (big bulk) */
+    int owned; /* ptr is a malloc'd buffer of its own (big bulk) */
 } ir_arg;
 
 /* A reference count on memory that pending replies point into: a stored
@@ -63,27 +63,27 @@ typedef struct ir_arg {
  * referencing it has been written or dropped. Pins come from a per-server
  * free list, so pinning allocates nothing in the steady state. */
 typedef struct ir_pin {
-    uint32_t refs;              /* reply segments pointing into the memory */
-    struct ir_pin **holder;     /* the owner's pointer to this pin; NULL once detached */
-    void *mem;                  /* detached: the memory, freed at the last release */
-    size_t maplen;              /* detached: munmap length, 0 = free() */
-    uint64_t bytes;             /* detached: what it still counts in used memory */
+    uint32_t refs;          /* reply segments pointing into the memory */
+    struct ir_pin **holder; /* the owner's pointer to this pin; NULL once detached */
+    void *mem;              /* detached: the memory, freed at the last release */
+    size_t maplen;          /* detached: munmap length, 0 = free() */
+    uint64_t bytes;         /* detached: what it still counts in used memory */
     struct ir_pins *pool;
-    struct ir_pin *next;        /* free list */
+    struct ir_pin *next; /* free list */
 } ir_pin;
 
 typedef struct ir_pins {
-    struct ir_server *srv;      /* whose clients' replies may hold pins */
+    struct ir_server *srv; /* whose clients' replies may hold pins */
     ir_pin *free;
     uint64_t nalloc, nused, ndetached;
-    uint64_t detached_bytes;    /* memory of detached pins (counted in used memory) */
+    uint64_t detached_bytes; /* memory of detached pins (counted in used memory) */
 } ir_pins;
 
 /* One segment of pending output. */
 typedef struct ir_seg {
-    const char *ref;   /* NULL: bytes live in c->obuf at [off, off+len) */
+    const char *ref; /* NULL: bytes live in c->obuf at [off, off+len) */
     size_t off, len;
-    ir_pin *pin;       /* with ref: keeps the memory alive; NULL: copied before the
+    ir_pin *pin; /* with ref: keeps the memory alive; NULL: copied before the
                           command returns if not yet written */
 } ir_seg;
 
@@ -92,15 +92,16 @@ typedef struct ir_seg {
 #define CLIENT_PROTOCOL_ERROR (1 << 2)
 #define CLIENT_IN_HANDLER (1 << 3)
 #define CLIENT_CLOSED (1 << 4)
-#define CLIENT_MULTI (1 << 5)          /* inside MULTI: commands are queued (multi.c) */
-#define CLIENT_DIRTY_CAS (1 << 6)      /* a WATCHed key changed: EXEC fails */
-#define CLIENT_DIRTY_EXEC (1 << 7)     /* a queued command was refused: EXECABORT */
-#define CLIENT_BLOCKED (1 << 8)        /* waiting (blocked.c): input is not processed */
-#define CLIENT_PUBSUB (1 << 9)         /* subscribed to a channel or pattern (pubsub.c) */
-#define CLIENT_MONITOR (1 << 10)       /* MONITOR: sees every command run (commands.c) */
-#define CLIENT_MUTED (1 << 11)         /* while its command runs, its replies go nowhere (a replica) */
-#define CLIENT_SCRIPT (1 << 12)        /* the client Lua scripts run commands through (script.c): never blocks */
-#define CLIENT_PROTECTED (1 << 13)     /* its busy script runs (script.c): no input; freed after it */
+#define CLIENT_MULTI (1 << 5)      /* inside MULTI: commands are queued (multi.c) */
+#define CLIENT_DIRTY_CAS (1 << 6)  /* a WATCHed key changed: EXEC fails */
+#define CLIENT_DIRTY_EXEC (1 << 7) /* a queued command was refused: EXECABORT */
+#define CLIENT_BLOCKED (1 << 8)    /* waiting (blocked.c): input is not processed */
+#define CLIENT_PUBSUB (1 << 9)     /* subscribed to a channel or pattern (pubsub.c) */
+#define CLIENT_MONITOR (1 << 10)   /* MONITOR: sees every command run (commands.c) */
+#define CLIENT_MUTED (1 << 11)     /* while its command runs, its replies go nowhere (a replica) */
+#define CLIENT_SCRIPT \
+    (1 << 12) /* the client Lua scripts run commands through (script.c): never blocks */
+#define CLIENT_PROTECTED (1 << 13) /* its busy script runs (script.c): no input; freed after it */
 
 /* CLIENT REPLY: replies are sent (ON), dropped (OFF), dropped for this
  * command (SKIP, set by CLIENT REPLY SKIP) and then for the next one. */
@@ -119,14 +120,14 @@ typedef struct client {
     ir_transport *tp;
     ir_conn *conn;
     int flags;
-    int authenticated;        /* AUTH passed, or the default user is nopass */
-    void *user;               /* its ACL user (acl.c); NULL once the user was deleted */
-    int resp;                 /* protocol version: 2, or 3 after HELLO 3 */
-    int db;                   /* the SELECTed database */
+    int authenticated;            /* AUTH passed, or the default user is nopass */
+    void *user;                   /* its ACL user (acl.c); NULL once the user was deleted */
+    int resp;                     /* protocol version: 2, or 3 after HELLO 3 */
+    int db;                       /* the SELECTed database */
     const struct ir_command *cmd; /* the command being executed */
-    uint64_t req_start_ms;    /* when the unfinished request began arriving, 0 = none */
+    uint64_t req_start_ms;        /* when the unfinished request began arriving, 0 = none */
     uint64_t ctime_ms, last_ms;
-    char *clientname;         /* CLIENT SETNAME, NULL = none (any length; set it
+    char *clientname; /* CLIENT SETNAME, NULL = none (any length; set it
                                  with clientSetName, the one validation) */
     char lib_name[64], lib_ver[32];
     char addr[64];
@@ -136,15 +137,15 @@ typedef struct client {
     size_t qlen, qcap, qpos;
     /* parser state (see resp.c) */
     int reqtype;
-    long multibulklen;        /* args still to read in this multibulk */
-    long long bulklen;        /* length of the bulk being read, -1 = header next */
+    long multibulklen; /* args still to read in this multibulk */
+    long long bulklen; /* length of the bulk being read, -1 = header next */
     /* the command being assembled / executed */
     int argc, argv_cap;
     ir_arg *argv;
-    char *argbuf;             /* storage for small args */
+    char *argbuf; /* storage for small args */
     size_t arglen, argcap;
-    size_t *argoff;           /* offsets of small args in argbuf */
-    int big_arg;              /* argv[argc] is being filled in place */
+    size_t *argoff; /* offsets of small args in argbuf */
+    int big_arg;    /* argv[argc] is being filled in place */
     size_t big_have;
 
     /* output */
@@ -152,22 +153,22 @@ typedef struct client {
     size_t olen, ocap;
     ir_seg *segs;
     int nsegs, segcap;
-    size_t sent;              /* bytes of segs[0] already written */
-    size_t pending_bytes;     /* total not yet written */
-    uint64_t writes;          /* writev calls that took bytes: call() drops a reply only if none */
+    size_t sent;          /* bytes of segs[0] already written */
+    size_t pending_bytes; /* total not yet written */
+    uint64_t writes;      /* writev calls that took bytes: call() drops a reply only if none */
     int has_refs;
 
-    uint64_t woff;            /* the replication offset after its last propagated write (WAIT) */
+    uint64_t woff;             /* the replication offset after its last propagated write (WAIT) */
     struct blockState *bstate; /* blocked.c: what it waits on; NULL until it first blocks */
     struct client *next, *prev;
 
     /* transactions, pub/sub and admin state (multi.c, pubsub.c, commands.c) */
-    struct multiState *mstate;    /* MULTI queue and WATCHed keys, NULL = none */
-    struct pubsubState *pubsub;   /* channels and patterns, NULL = none */
+    struct multiState *mstate;        /* MULTI queue and WATCHed keys, NULL = none */
+    struct pubsubState *pubsub;       /* channels and patterns, NULL = none */
     const struct ir_command *lastcmd; /* CLIENT LIST cmd= */
-    const char *lastsub;          /* its subcommand ("list"), NULL = none */
-    int reply_mode;               /* CLIENT_REPLY_* */
-    char laddr[64];               /* "ip:port" of our end */
+    const char *lastsub;              /* its subcommand ("list"), NULL = none */
+    int reply_mode;                   /* CLIENT_REPLY_* */
+    char laddr[64];                   /* "ip:port" of our end */
 } client;
 
 typedef struct ir_command ir_command;
@@ -177,26 +178,26 @@ typedef void ir_command_proc(client *c);
 #define CMD_WRITE (1 << 0)
 #define CMD_READONLY (1 << 1)
 #define CMD_FAST (1 << 2)
-#define CMD_NOAUTH (1 << 3)   /* allowed before AUTH */
+#define CMD_NOAUTH (1 << 3) /* allowed before AUTH */
 #define CMD_ADMIN (1 << 4)
-#define CMD_DENYOOM (1 << 5)  /* refused when used memory > maxmemory */
-#define CMD_NO_MULTI (1 << 6) /* refused inside MULTI (SAVE, SHUTDOWN) */
+#define CMD_DENYOOM (1 << 5)      /* refused when used memory > maxmemory */
+#define CMD_NO_MULTI (1 << 6)     /* refused inside MULTI (SAVE, SHUTDOWN) */
 #define CMD_SKIP_MONITOR (1 << 7) /* MONITOR sees it before it runs (EVAL: then its commands) */
 #define CMD_SKIP_SLOWLOG (1 << 8) /* not in the slow log (EXEC: its commands are) */
 #define CMD_ALLOW_BUSY (1 << 9)   /* served while a script is busy (see script.h) */
 
 struct ir_command {
-    const char *name;         /* lower case, as Redis reports it */
+    const char *name; /* lower case, as Redis reports it */
     ir_command_proc *proc;
-    int arity;                /* n = exactly n args (incl. name), -n = at least n */
+    int arity; /* n = exactly n args (incl. name), -n = at least n */
     int firstkey, lastkey, keystep;
-    const char *sflags;       /* Redis's flag words, as COMMAND shows them */
-    const char *acl;          /* its ACL categories beyond those the flags imply
+    const char *sflags; /* Redis's flag words, as COMMAND shows them */
+    const char *acl;    /* its ACL categories beyond those the flags imply
                                  (acl.c derives @write, @read, @fast, ... from sflags) */
-    int flags;                /* CMD_* bits, parsed from sflags once (commands.c) */
+    int flags;          /* CMD_* bits, parsed from sflags once (commands.c) */
     uint64_t calls;
-    uint64_t cats;            /* ACL category bits: acl's words and the derived ones */
-    int id;                   /* its ACL command id (its index in the table) */
+    uint64_t cats; /* ACL category bits: acl's words and the derived ones */
+    int id;        /* its ACL command id (its index in the table) */
 };
 
 struct ir_db;
@@ -206,15 +207,15 @@ struct ir_chunk_store;
 typedef struct ir_server {
     ir_config cfg;
     ir_transport *tp;
-    client *clients;          /* doubly linked */
+    client *clients; /* doubly linked */
     uint64_t next_client_id;
     uint64_t nclients;
     uint64_t now_ms, start_ms;
     uint64_t total_connections, total_commands, rejected_connections;
     uint64_t net_input_bytes, net_output_bytes;
-    volatile int shutdown_asap;  /* SHUTDOWN_*: the loop ends; see run.c */
-    struct ir_db *db;         /* database 0 */
-    struct ir_db **dbs;       /* dbs[1..ndbs-1]: the others (SELECT); dbs[0] unused */
+    volatile int shutdown_asap; /* SHUTDOWN_*: the loop ends; see run.c */
+    struct ir_db *db;           /* database 0 */
+    struct ir_db **dbs;         /* dbs[1..ndbs-1]: the others (SELECT); dbs[0] unused */
     int ndbs;
     struct ir_tables *tables;
     struct ir_chunk_store *chunks; /* trajectory streams and chunks (chunks.h) */
@@ -227,29 +228,32 @@ typedef struct ir_server {
     int subnet_prefix;
     uint64_t timedout_clients, oom_rejections, output_limit_disconnects;
     uint64_t cycles_input, cycles_execute, cycles_reply; /* see ir_stats */
-    ir_pins pins;             /* reference counts of memory that replies point into */
-    uint64_t eventloop_cycles;   /* loop iterations (INFO stats), as Redis 7.2 counts them */
-    const char *loop_mode;       /* "busy-poll", "adaptive" or "sleep" (run.c's idle rule) */
-    uint64_t dirty;              /* write commands run (rdb_changes_since_last_save) */
+    ir_pins pins;              /* reference counts of memory that replies point into */
+    uint64_t eventloop_cycles; /* loop iterations (INFO stats), as Redis 7.2 counts them */
+    const char *loop_mode;     /* "busy-poll", "adaptive" or "sleep" (run.c's idle rule) */
+    uint64_t dirty;            /* write commands run (rdb_changes_since_last_save) */
     /* What the running write command adds to `dirty`: -1 (the default, set by
      * call()) counts 1; a command that knows how many changes it made (SETBIT,
      * BITFIELD, PFADD: 0 when nothing changed, as Redis) sets it. */
     long long cmd_changes;
-    struct ir_blocked *blocked;  /* blocked clients (blocked.c); NULL until one blocks */
+    struct ir_blocked *blocked; /* blocked clients (blocked.c); NULL until one blocks */
 
     /* transactions, pub/sub and admin state (multi.c, pubsub.c, commands.c) */
     struct ir_watchidx *watched; /* WATCHed keys of every database, NULL = nobody watches */
     struct ir_pubsub *pubsub;    /* channel and pattern subscribers, NULL = none yet */
     char *requirepass;           /* CONFIG SET requirepass: owned, binary-safe */
     size_t requirepass_len;
-    struct ir_acl *acl;          /* ACL users and the ACL LOG (acl.c) */
-    uint64_t pubsub_obl_hard, pubsub_obl_soft, pubsub_obl_secs; /* client-output-buffer-limit pubsub */
+    struct ir_acl *acl; /* ACL users and the ACL LOG (acl.c) */
+    uint64_t pubsub_obl_hard, pubsub_obl_soft,
+        pubsub_obl_secs; /* client-output-buffer-limit pubsub */
     uint64_t total_error_replies, keyspace_hits, keyspace_misses;
-    struct client **monitors;    /* MONITOR clients, in order */
+    struct client **monitors; /* MONITOR clients, in order */
     int nmonitors, capmonitors;
-    struct ir_scripting *scripting; /* Lua engine and script cache (script.c), NULL until first used */
-    struct ir_functions *functions; /* FUNCTION LOAD's libraries (functions.c), NULL until first used */
-    int error_stats_skip;        /* the running command's error reply was counted already (a
+    struct ir_scripting
+        *scripting; /* Lua engine and script cache (script.c), NULL until first used */
+    struct ir_functions
+        *functions;       /* FUNCTION LOAD's libraries (functions.c), NULL until first used */
+    int error_stats_skip; /* the running command's error reply was counted already (a
                                     script's error from redis.call): not in errorstats again */
 } ir_server;
 
@@ -277,21 +281,21 @@ void addReplyStatus(client *c, const char *status);
  * a static array of lines). */
 void addReplyHelp(client *c, const char *const *lines, size_t n);
 #define addReplyHelpOf(c, lines) addReplyHelp((c), (lines), sizeof(lines) / sizeof((lines)[0]))
-void addReplyError(client *c, const char *err);           /* adds "-ERR " unless err starts with '-' */
+void addReplyError(client *c, const char *err); /* adds "-ERR " unless err starts with '-' */
 void addReplyErrorFormat(client *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void addReplyLongLong(client *c, long long ll);
-void addReplyDouble(client *c, double d);                  /* RESP2: a bulk string; RESP3: ",d" */
+void addReplyDouble(client *c, double d); /* RESP2: a bulk string; RESP3: ",d" */
 /* A double already formatted (a command with its own format, e.g. ZSCORE's %.17g) */
 void addReplyDoubleText(client *c, const char *text, size_t len);
-void addReplyBulk(client *c, const void *p, size_t len);   /* large bodies go by reference */
-void addReplyBulkCString(client *c, const char *s);        /* NULL -> null bulk */
-void addReplyNull(client *c);                              /* RESP2 $-1, RESP3 _ */
-void addReplyNullArray(client *c);                         /* RESP2 *-1, RESP3 _ */
+void addReplyBulk(client *c, const void *p, size_t len); /* large bodies go by reference */
+void addReplyBulkCString(client *c, const char *s);      /* NULL -> null bulk */
+void addReplyNull(client *c);                            /* RESP2 $-1, RESP3 _ */
+void addReplyNullArray(client *c);                       /* RESP2 *-1, RESP3 _ */
 void addReplyArrayLen(client *c, long len);
-void addReplyMapLen(client *c, long pairs);                /* RESP2: array of 2*pairs */
-void addReplySetLen(client *c, long len);                  /* RESP2: array */
-void addReplyPushLen(client *c, long len);                 /* RESP2: array (pub/sub messages) */
-void addReplyBool(client *c, int b);                       /* RESP2: :1 / :0 */
+void addReplyMapLen(client *c, long pairs); /* RESP2: array of 2*pairs */
+void addReplySetLen(client *c, long len);   /* RESP2: array */
+void addReplyPushLen(client *c, long len);  /* RESP2: array (pub/sub messages) */
+void addReplyBool(client *c, int b);        /* RESP2: :1 / :0 */
 void addReplyBulkLongLong(client *c, long long ll);
 /* RESP3: a verbatim string "=len\r\next:txt" (ext is 3 bytes, "txt"); RESP2: a bulk. */
 void addReplyVerbatim(client *c, const char *txt, size_t len, const char *ext);
@@ -320,7 +324,7 @@ ir_pin *pinAcquire(ir_pins *pool, ir_pin **holder);
 /* Drop one reference taken with pin->refs++; the last one frees detached memory. */
 void pinRelease(ir_pin *pin);
 /* pinDetach, pinOverwrite: pin.h */
-void pinsFree(ir_pins *pool);   /* the free list; every pin must be released */
+void pinsFree(ir_pins *pool); /* the free list; every pin must be released */
 /* Drop a client's pending output, releasing its pins. */
 void clientDiscardReply(client *c);
 
@@ -329,8 +333,8 @@ void clientDiscardReply(client *c);
 
 /* Canned replies. */
 extern const struct ir_shared_replies {
-    ir_str ok, pong, czero, cone, cnegone, nullbulk, nullarray, emptyarray,
-        wrongtypeerr, syntaxerr, notinteger, outofrange, nokeyerr;
+    ir_str ok, pong, czero, cone, cnegone, nullbulk, nullarray, emptyarray, wrongtypeerr, syntaxerr,
+        notinteger, outofrange, nokeyerr;
 } shared;
 
 /* Errors with Redis's texts. */
@@ -340,9 +344,11 @@ void addReplySubcommandArity(client *c, const char *container);
 void rejectCommandFormat(client *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* ---- argument helpers (reply with the Redis error and return -1 on failure) ---- */
-int getLongLongFromArg(client *c, int i, long long *out);     /* "value is not an integer or out of range" */
-int getPositiveLongFromArg(client *c, int i, long long *out); /* "value is out of range, must be positive" */
-int argEq(const client *c, int i, const char *lit);           /* case-insensitive */
+int getLongLongFromArg(client *c, int i,
+                       long long *out); /* "value is not an integer or out of range" */
+int getPositiveLongFromArg(client *c, int i,
+                           long long *out);         /* "value is out of range, must be positive" */
+int argEq(const client *c, int i, const char *lit); /* case-insensitive */
 /* Take ownership of argv[i] as a malloc'd, NUL-terminated buffer (steals big bulks). */
 char *argSteal(client *c, int i, size_t *len);
 
@@ -354,17 +360,17 @@ int ll2string(char *dst, size_t dstlen, long long v);
 /* ---- server plumbing --------------------------------------------------- */
 ir_server *server_new(const ir_config *cfg);
 void server_free(ir_server *s);
-void server_tick(ir_server *s);               /* ~10 Hz: expiry, stats */
+void server_tick(ir_server *s); /* ~10 Hz: expiry, stats */
 void freeClient(client *c);
-void clientFlush(client *c);                  /* write what the transport takes */
-void processInputBuffer(client *c);           /* parse and run complete commands (resp.c) */
-void clientResumeInput(client *c);            /* an unblocked client's waiting input (resp.c) */
-int processCommand(client *c);                /* dispatch argv; 0 = keep going */
+void clientFlush(client *c);        /* write what the transport takes */
+void processInputBuffer(client *c); /* parse and run complete commands (resp.c) */
+void clientResumeInput(client *c);  /* an unblocked client's waiting input (resp.c) */
+int processCommand(client *c);      /* dispatch argv; 0 = keep going */
 /* Run c->cmd on c->argv now, with its statistics (processCommand and EXEC). */
 void call(client *c, const ir_command *cmd);
 /* Command statistics (commands.c): a call of cmd took usec; failed: it replied
  * an error. Subcommands (c->lastsub) are counted apart, as "client|list". */
-void commandStatsCall(const client *c, const ir_command *cmd, uint64_t usec, int failed);
+void commandStatsCall(const client *c, const ir_command *cmd, uint64_t ns, int failed);
 void commandStatsRejected(const client *c, const ir_command *cmd);
 /* A blocked command answered when served (its call was counted when it blocked):
  * a failure counts in failed_calls, as Redis's updateStatsOnUnblock. */
@@ -391,17 +397,17 @@ ir_command *lookupCommand(const char *name, size_t len);
 const ir_command *commandTable(size_t *n);
 /* ACL's view of the table: ids 0..count-1 are the commands, then the subcommands. */
 int commandIdCount(void);
-int commandIdParent(int id);           /* the container's id for a subcommand, else -1 */
+int commandIdParent(int id); /* the container's id for a subcommand, else -1 */
 int commandIdIsContainer(int id);
 uint64_t commandIdCats(int id);
 const char *commandIdName(int id, char *buf, size_t len); /* "get", "client|kill" */
-int commandIdByName(const char *name, size_t len);     /* "get" or "client|kill"; -1 unknown */
+int commandIdByName(const char *name, size_t len);        /* "get" or "client|kill"; -1 unknown */
 /* The id a call checks: the subcommand's if argv[1] names one of cmd's, else cmd's. */
 int commandIdOfCall(const ir_command *cmd, const ir_arg *argv, int argc);
 /* A call's keys by the command's key specs (as COMMAND GETKEYSANDFLAGS): positions
  * and spec flag words, up to max; returns the count (0 when there are none). */
-long commandKeysOf(const ir_command *cmd, const ir_arg *argv, int argc, int *pos, const char **flags,
-                   long max);
+long commandKeysOf(const ir_command *cmd, const ir_arg *argv, int argc, int *pos,
+                   const char **flags, long max);
 uint64_t ir_mstime(void);
 uint64_t ir_rss_bytes(void);
 /* What the server holds, counted like Redis's used_memory: the keyspace, replay

@@ -70,7 +70,6 @@ static void slowlogReset(void) {
     slowlogLen = 0;
 }
 
-
 /* Arguments Redis 7.0 replaces with "(redacted)" in the slow log: AUTH's
  * password (and user), HELLO's AUTH user and password, everything after ACL
  * SETUSER (the user's name included), and the value of a sensitive parameter
@@ -112,8 +111,8 @@ void slowlogPush(client *c, const ir_command *cmd, uint64_t usec, const slowlogS
     size_t bytes = 0;
     for (int j = 0; j < slargc; j++) {
         if (slargc != argc && j == slargc - 1) {
-            bytes += (size_t)snprintf(more, sizeof(more), "... (%d more arguments)",
-                                      argc - slargc + 1);
+            bytes +=
+                (size_t)snprintf(more, sizeof(more), "... (%d more arguments)", argc - slargc + 1);
         } else if (redacted(c, cmd, j)) {
             bytes += sizeof(REDACTED) - 1;
         } else {
@@ -146,9 +145,9 @@ void slowlogPush(client *c, const ir_command *cmd, uint64_t usec, const slowlogS
             memcpy(p, REDACTED, n);
         } else if (full > SLOWLOG_ENTRY_MAX_STRING) {
             memcpy(p, a, SLOWLOG_ENTRY_MAX_STRING);
-            n = SLOWLOG_ENTRY_MAX_STRING +
-                (size_t)snprintf(more, sizeof(more), "... (%zu more bytes)",
-                                 full - SLOWLOG_ENTRY_MAX_STRING);
+            n = SLOWLOG_ENTRY_MAX_STRING + (size_t)snprintf(more, sizeof(more),
+                                                            "... (%zu more bytes)",
+                                                            full - SLOWLOG_ENTRY_MAX_STRING);
             memcpy(p + SLOWLOG_ENTRY_MAX_STRING, more, n - SLOWLOG_ENTRY_MAX_STRING);
         } else {
             n = full;
@@ -185,7 +184,8 @@ static void addReplyBulkCopy(client *c, const char *p, size_t len) {
 
 static void addReplyHelpLines(client *c, const char *name, const char *const *lines, size_t n) {
     char head[128];
-    snprintf(head, sizeof(head), "%s <subcommand> [<arg> [value] [opt] ...]. Subcommands are:", name);
+    snprintf(head, sizeof(head),
+             "%s <subcommand> [<arg> [value] [opt] ...]. Subcommands are:", name);
     addReplyArrayLen(c, (long)n + 3);
     addReplyStatus(c, head);
     for (size_t i = 0; i < n; i++) addReplyStatus(c, lines[i]);
@@ -408,12 +408,14 @@ static void latencyDoctor(client *c) {
                   "server. You may use \"CONFIG SET latency-monitor-threshold "
                   "<milliseconds>.\" in order to enable it.\n");
     } else if (!nEvents()) {
-        textf(&t, "Dave, no latency spike was observed during the lifetime of this server "
-                  "(threshold %lld ms), not in the slightest bit.\n",
+        textf(&t,
+              "Dave, no latency spike was observed during the lifetime of this server "
+              "(threshold %lld ms), not in the slightest bit.\n",
               latencyMonitorThreshold);
     } else {
-        textf(&t, "Dave, I have observed latency spikes in this server (threshold %lld ms). "
-                  "Here is what I found:\n\n",
+        textf(&t,
+              "Dave, I have observed latency spikes in this server (threshold %lld ms). "
+              "Here is what I found:\n\n",
               latencyMonitorThreshold);
         int k = 0, slowcmd = 0, fastcmd = 0;
         for (int i = 0; i < LATENCY_EVENTS_MAX; i++) {
@@ -433,11 +435,12 @@ static void latencyDoctor(client *c) {
         }
         textf(&t, "\nI have a few advices for you:\n\n");
         if (slowcmd)
-            textf(&t, "- Check your slow log (SLOWLOG GET) for the commands that were slow: "
-                      "with slowlog-log-slower-than at %lld us it logs the commands that take "
-                      "that long. Avoid O(N) commands on big values (KEYS, SMEMBERS, LRANGE 0 "
-                      "-1, HGETALL of large hashes) and split long scripts; every command runs "
-                      "on the one server thread, so a slow one delays every other client.\n",
+            textf(&t,
+                  "- Check your slow log (SLOWLOG GET) for the commands that were slow: "
+                  "with slowlog-log-slower-than at %lld us it logs the commands that take "
+                  "that long. Avoid O(N) commands on big values (KEYS, SMEMBERS, LRANGE 0 "
+                  "-1, HGETALL of large hashes) and split long scripts; every command runs "
+                  "on the one server thread, so a slow one delays every other client.\n",
                   slowlogSlowerThan);
         if (fastcmd)
             textf(&t, "- Commands flagged fast (O(1) or O(log N)) were slow: that points at "
@@ -505,8 +508,8 @@ static void latencyGraph(client *c, const latencySeries *ts) {
 
 /* LATENCY DOCTOR | GRAPH event | HISTORY event | LATEST | RESET [event ...] | HELP */
 void latencyCommand(client *c) {
-    static const subdef subs[] = {{"doctor", 2}, {"graph", 3},  {"history", 3},    {"latest", 2},
-                                  {"reset", -2}, {"help", 2}, {"histogram", -2}};
+    static const subdef subs[] = {{"doctor", 2}, {"graph", 3}, {"history", 3},   {"latest", 2},
+                                  {"reset", -2}, {"help", 2},  {"histogram", -2}};
     int k = findSubOrReply(c, "latency", "LATENCY", subs, sizeof(subs) / sizeof(subs[0]));
     if (k < 0) return;
     if (k == 0) {
@@ -536,7 +539,8 @@ void latencyCommand(client *c) {
         for (int i = 0; i < LATENCY_EVENTS_MAX; i++) {
             const latencySeries *ts = &series[i];
             if (!ts->event) continue;
-            const latencySample *last = &ts->samples[(ts->idx + LATENCY_TS_LEN - 1) % LATENCY_TS_LEN];
+            const latencySample *last =
+                &ts->samples[(ts->idx + LATENCY_TS_LEN - 1) % LATENCY_TS_LEN];
             addReplyArrayLen(c, 4);
             addReplyBulkCString(c, ts->event);
             addReplyLongLong(c, last->time);
@@ -564,7 +568,8 @@ void latencyCommand(client *c) {
             "    Reset latency data of one or more <event> classes.",
             "    (default: reset all data for all event classes)",
             "HISTOGRAM [COMMAND ...]",
-            "    Return a cumulative distribution of latencies in the format of a histogram for the specified command names.",
+            "    Return a cumulative distribution of latencies in the format of a histogram for "
+            "the specified command names.",
             "    If no commands are specified then all histograms are replied.",
         };
         addReplyHelpLines(c, "LATENCY", help, sizeof(help) / sizeof(help[0]));

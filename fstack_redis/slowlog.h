@@ -25,7 +25,7 @@ void latencyCommand(client *c);
 #define SLOWLOG_ENTRY_MAX_ARGC 32
 #define SLOWLOG_ENTRY_MAX_STRING 128
 typedef struct slowlogSaved {
-    unsigned n;                  /* 0: no owned argument */
+    unsigned n; /* 0: no owned argument */
     unsigned char idx[SLOWLOG_ENTRY_MAX_ARGC];
     size_t len[SLOWLOG_ENTRY_MAX_ARGC];
     char head[SLOWLOG_ENTRY_MAX_ARGC][SLOWLOG_ENTRY_MAX_STRING];

@@ -114,11 +114,11 @@
 #define SNAP_MAGIC "INREPLAY"
 #define SNAP_VERSION 1u
 #define SNAP_HEADER_LEN 24
-#define SNAP_REC_HDR 12                              /* tag + u64 length */
+#define SNAP_REC_HDR 12 /* tag + u64 length */
 #define SNAP_DONE_BODY 28
 #define SNAP_DONE_LEN (SNAP_REC_HDR + SNAP_DONE_BODY) /* the whole DONE record */
-#define SNAP_TABLE_FIXED 140 /* a TABL body without its name and items */
-#define SNAP_ITEM_FIXED 28   /* an item without its bytes */
+#define SNAP_TABLE_FIXED 140                          /* a TABL body without its name and items */
+#define SNAP_ITEM_FIXED 28                            /* an item without its bytes */
 #define SNAP_BUF (1u << 20)
 #define SNAP_DIRECT (SNAP_BUF / 4)
 #define SNAP_CHUNK (1u << 30) /* largest single read/write/crc32 call */
@@ -128,7 +128,8 @@
 #define TAG_KHSH "KHSH" /* hashes and sets: see the end of this file */
 #define TAG_KSET "KSET"
 #define TAG_KZST "KZST" /* sorted sets: as KSET, each member followed by its score */
-#define TAG_KSTM "KSTM" /* a stream key: i64 expire, u64 key length, key, u64 length, t_stream.c's record */
+#define TAG_KSTM \
+    "KSTM" /* a stream key: i64 expire, u64 key length, key, u64 length, t_stream.c's record */
 #define TAG_KSEL "KSEL" /* the keys that follow are in another database */
 #define TAG_TABL "TABL"
 #define TAG_TLIM "TLIM"
@@ -146,26 +147,26 @@
 /* ---- process-wide state ------------------------------------------------- */
 
 static struct {
-    const ir_server *srv;      /* the server this state belongs to */
+    const ir_server *srv; /* the server this state belongs to */
     uint64_t srv_start_ms;
-    pid_t child;               /* BGSAVE child, 0 = none */
-    int child_pipe;            /* its report: "ok <bytes>" or "err <why>" */
-    uint64_t child_ms;         /* the name it writes */
+    pid_t child;       /* BGSAVE child, 0 = none */
+    int child_pipe;    /* its report: "ok <bytes>" or "err <why>" */
+    uint64_t child_ms; /* the name it writes */
     uint64_t child_start_ms;
     char child_dir[PATH_MAX];
-    uint64_t last_name_ms;     /* the last <ms> handed out */
-    uint64_t lastsave_ms;      /* last successful save (the start before any) */
-    int last_ok;               /* outcome of the last save */
-    int64_t last_bg_sec;       /* duration of the last BGSAVE, -1 = none yet */
+    uint64_t last_name_ms; /* the last <ms> handed out */
+    uint64_t lastsave_ms;  /* last successful save (the start before any) */
+    int last_ok;           /* outcome of the last save */
+    int64_t last_bg_sec;   /* duration of the last BGSAVE, -1 = none yet */
     uint64_t saves;
     uint64_t last_bytes;
     uint64_t loaded_keys, loaded_tables, loaded_expired;
     char last_file[PATH_MAX];
     char last_error[PATH_MAX + 160]; /* why the last save failed ("" after a success) */
-    uint64_t dirty_saved;      /* s->dirty when the last saved snapshot was taken */
-    uint64_t child_dirty;      /* s->dirty when the BGSAVE child forked */
-    char dir[PATH_MAX];        /* the absolute snapshot directory (s->cfg.dir points here) */
-    int loaded;                /* snapshotRestore loaded a snapshot */
+    uint64_t dirty_saved;            /* s->dirty when the last saved snapshot was taken */
+    uint64_t child_dirty;            /* s->dirty when the BGSAVE child forked */
+    char dir[PATH_MAX];              /* the absolute snapshot directory (s->cfg.dir points here) */
+    int loaded;                      /* snapshotRestore loaded a snapshot */
 } snap;
 
 void snapshotInit(ir_server *s) {
@@ -190,7 +191,8 @@ static const char *snapDir(const ir_server *s) {
     return s->cfg.dir && s->cfg.dir[0] ? s->cfg.dir : ".";
 }
 
-static void msgf(char *msg, size_t msglen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void msgf(char *msg, size_t msglen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 static void msgf(char *msg, size_t msglen, const char *fmt, ...) {
     if (!msg || !msglen) return;
     va_list ap;
@@ -250,9 +252,9 @@ typedef struct snapWriter {
     int fd;
     unsigned char *buf;
     size_t len;
-    uint32_t crc;              /* of every byte flushed so far */
-    uint64_t total;            /* bytes handed over so far */
-    int err;                   /* errno of the first failure */
+    uint32_t crc;   /* of every byte flushed so far */
+    uint64_t total; /* bytes handed over so far */
+    int err;        /* errno of the first failure */
 } snapWriter;
 
 static void wRaw(snapWriter *w, const void *p, size_t n) {
@@ -480,7 +482,7 @@ static int writeSnapshot(const ir_server *s, int fd, uint64_t *bytes, uint64_t *
 
     saveCtx sc = {&w, (int64_t)now, 0};
     dbForEach(s->db, saveEntry, &sc);
-    saveOtherDbs(s, &sc); /* databases 1..N-1 (see the end of this file) */
+    saveOtherDbs(s, &sc);          /* databases 1..N-1 (see the end of this file) */
     saveChunkStore(&w, s->chunks); /* before the tables whose items reference its chunks */
     uint64_t tables = 0;
     for (const ir_table *t = s->tables->head; t && !w.err; t = t->next, tables++) saveTable(&w, t);
@@ -689,8 +691,7 @@ static void reapChild(int killit) {
     if (snap.child <= 0) return;
     if (killit) kill(snap.child, SIGKILL);
     int status;
-    while (waitpid(snap.child, &status, 0) < 0 && errno == EINTR) {
-    }
+    while (waitpid(snap.child, &status, 0) < 0 && errno == EINTR) {}
     char tmp[PATH_MAX];
     if (snapPath(tmp, sizeof(tmp), snap.child_dir, 1, snap.child_ms) == 0) unlink(tmp);
     if (snap.child_pipe >= 0) close(snap.child_pipe);
@@ -833,7 +834,8 @@ static void autoSave(ir_server *s) {
     uint64_t now = ir_mstime(), changes = s->dirty - snap.dirty_saved;
     if ((!snap.last_ok || try_failed) && now - last_try_ms < 5000) return;
     for (int i = 0; i < n; i++) {
-        if (changes < (uint64_t)sp[i].changes || now - snap.lastsave_ms <= (uint64_t)sp[i].seconds * 1000)
+        if (changes < (uint64_t)sp[i].changes ||
+            now - snap.lastsave_ms <= (uint64_t)sp[i].seconds * 1000)
             continue;
         char msg[PATH_MAX + 160];
         serverLog("%llu changes in %lld seconds. Saving...", (unsigned long long)changes,
@@ -882,11 +884,15 @@ void snapshotTick(ir_server *s) {
     if (strncmp(line, "err ", 4) == 0)
         msgf(snap.last_error, sizeof(snap.last_error), "%s", line + 4);
     else if (r > 0 && WIFSIGNALED(status))
-        msgf(snap.last_error, sizeof(snap.last_error), "the background save child was killed "
-             "by signal %d", WTERMSIG(status));
+        msgf(snap.last_error, sizeof(snap.last_error),
+             "the background save child was killed "
+             "by signal %d",
+             WTERMSIG(status));
     else
-        msgf(snap.last_error, sizeof(snap.last_error), "the background save child exited with "
-             "code %d", r > 0 && WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+        msgf(snap.last_error, sizeof(snap.last_error),
+             "the background save child exited with "
+             "code %d",
+             r > 0 && WIFEXITED(status) ? WEXITSTATUS(status) : -1);
     serverLog("Background saving error: %s", snap.last_error);
 }
 
@@ -895,10 +901,10 @@ void snapshotTick(ir_server *s) {
 typedef struct snapReader {
     int fd;
     unsigned char *buf;
-    size_t pos, len;           /* unread buffered bytes: buf[pos, len) */
-    uint64_t off;              /* file offset of buf[pos] */
-    uint64_t end;              /* reads stop here (the current record's end) */
-    int ioerr;                 /* errno of a failed read */
+    size_t pos, len; /* unread buffered bytes: buf[pos, len) */
+    uint64_t off;    /* file offset of buf[pos] */
+    uint64_t end;    /* reads stop here (the current record's end) */
+    int ioerr;       /* errno of a failed read */
 } snapReader;
 
 static int rRead(snapReader *r, void *dst, uint64_t n) {
@@ -1017,7 +1023,8 @@ static int verifyFile(int fd, uint64_t size, unsigned char *buf, snapDone *done,
     }
     uint64_t flen = get64(d + 28);
     if (flen != size) {
-        msgf(why, whylen, "truncated or extended: the DONE record says %llu bytes, the file has %llu",
+        msgf(why, whylen,
+             "truncated or extended: the DONE record says %llu bytes, the file has %llu",
              (unsigned long long)flen, (unsigned long long)size);
         return LOAD_CORRUPT;
     }
@@ -1053,7 +1060,7 @@ typedef struct snapLoader {
     ir_tables *tables;
     int64_t now;
     uint64_t keys, ntables, expired;
-    char *key;                 /* the key being read */
+    char *key; /* the key being read */
     size_t keycap;
     ir_table_loader tl;
     ir_table *last_table;      /* the table of the last TABL record (TLIM's) */
@@ -1102,8 +1109,8 @@ static int loadKeyHead(snapLoader *L, int64_t *expire, uint64_t *klen) {
     if (rU64(&L->r, &e) || rU64(&L->r, klen)) return bad(L, "key header runs past the record");
     *expire = (int64_t)e;
     if (*expire < -1) return bad(L, "bad expire time %lld", (long long)*expire);
-    if (*klen > rLeft(&L->r)) return bad(L, "key length %llu runs past the record",
-                                         (unsigned long long)*klen);
+    if (*klen > rLeft(&L->r))
+        return bad(L, "key length %llu runs past the record", (unsigned long long)*klen);
     if (*klen + 1 > L->keycap) {
         char *k = realloc(L->key, *klen + 1);
         if (!k) return nomem(L, "a key");
@@ -1159,8 +1166,8 @@ static int loadString(snapLoader *L) {
     int rc = loadKeyHead(L, &expire, &klen);
     if (rc) return rc;
     if (rU64(&L->r, &vlen)) return bad(L, "value length runs past the record");
-    if (vlen > rLeft(&L->r)) return bad(L, "value length %llu runs past the record",
-                                        (unsigned long long)vlen);
+    if (vlen > rLeft(&L->r))
+        return bad(L, "value length %llu runs past the record", (unsigned long long)vlen);
     if (keyExpired(L, expire)) {
         L->expired++;
         return rSkip(&L->r, vlen) ? bad(L, "value runs past the record") : LOAD_OK;
@@ -1195,8 +1202,8 @@ static int loadList(snapLoader *L) {
     int rc = loadKeyHead(L, &expire, &klen);
     if (rc) return rc;
     if (rU64(&L->r, &count)) return bad(L, "element count runs past the record");
-    if (count > rLeft(&L->r) / 8) return bad(L, "element count %llu larger than the record holds",
-                                             (unsigned long long)count);
+    if (count > rLeft(&L->r) / 8)
+        return bad(L, "element count %llu larger than the record holds", (unsigned long long)count);
     if (keyExpired(L, expire)) {
         L->expired++;
         return rSkip(&L->r, rLeft(&L->r)) ? bad(L, "list runs past the record") : LOAD_OK;
@@ -1208,10 +1215,10 @@ static int loadList(snapLoader *L) {
     if (expire != -1) setExpire(L->db, e, expire);
     for (uint64_t i = 0; i < count; i++) {
         uint64_t len;
-        if (rU64(&L->r, &len)) return bad(L, "list element %llu runs past the record",
-                                          (unsigned long long)i);
-        if (len > rLeft(&L->r)) return bad(L, "list element length %llu runs past the record",
-                                           (unsigned long long)len);
+        if (rU64(&L->r, &len))
+            return bad(L, "list element %llu runs past the record", (unsigned long long)i);
+        if (len > rLeft(&L->r))
+            return bad(L, "list element length %llu runs past the record", (unsigned long long)len);
         char *p = malloc((size_t)len + 1);
         if (!p) return nomem(L, "a list element");
         if (rRead(&L->r, p, len)) {
@@ -1253,7 +1260,8 @@ static int loadTable(snapLoader *L, int tabg) {
         return bad(L, "table header runs past the record");
     if (!tableSelectorName((int)sel[0]) || !tableSelectorName((int)sel[1]))
         return bad(L, "table '%s': unknown selector", name);
-    if (queue && queue != o.capacity) return bad(L, "table '%s': queue size is not its capacity", name);
+    if (queue && queue != o.capacity)
+        return bad(L, "table '%s': queue size is not its capacity", name);
     o.sampler = (int)sel[0];
     o.remover = (int)sel[1];
     o.max_times_sampled = sel[2];
@@ -1286,15 +1294,18 @@ static int loadTable(snapLoader *L, int tabg) {
         double stored;
         if (rU64(r, &id) || rF64(r, &stored) || rU64(r, &off) || (tabg && rU32(r, &times)) ||
             rU32(r, &len))
-            return bad(L, "table '%s': item %llu runs past the record", name, (unsigned long long)i);
+            return bad(L, "table '%s': item %llu runs past the record", name,
+                       (unsigned long long)i);
         if (len > rLeft(r))
             return bad(L, "table '%s': item length %u runs past the record", name, len);
         char *dst = general ? tableLoadGeneral(&L->tl, id, stored, times, len, &err)
                             : tableLoadItem(&L->tl, id, stored, off, len, &err);
-        if (dst && !general) t->times[tableSlotOf(t, id)] = times; /* tableLoadItem made it live */
+        if (dst && !general)
+            t->slots[tableSlotOf(t, id)].times = times; /* tableLoadItem made it live */
         if (!dst) return bad(L, "table '%s': item %llu: %s", name, (unsigned long long)id, err);
         if (rRead(r, dst, len))
-            return bad(L, "table '%s': item %llu runs past the record", name, (unsigned long long)id);
+            return bad(L, "table '%s': item %llu runs past the record", name,
+                       (unsigned long long)id);
     }
     if (tableLoadEnd(&L->tl, &err) != 0) return bad(L, "table '%s': %s", name, err);
     L->ntables++;
@@ -1312,7 +1323,7 @@ static int loadTimes(snapLoader *L) {
     for (uint64_t i = 0; i < n; i++) {
         uint32_t v;
         if (rU32(r, &v)) return bad(L, "table '%s': times sampled run past the record", t->name);
-        t->times[(t->oldest_id + i) % t->o.capacity] = v;
+        t->slots[(t->oldest_id + i) % t->o.capacity].times = v;
     }
     return LOAD_OK;
 }
@@ -1427,7 +1438,7 @@ static void swapIn(ir_server *s, ir_db *db, ir_tables *tables, ir_chunk_store *c
         t = next;
     }
     tables->head = prev;
-    tablesMoveMissing(tables, s->tables); /* e.g. a start-up table the snapshot lacks */
+    tablesMoveMissing(tables, s->tables);  /* e.g. a start-up table the snapshot lacks */
     for (t = tables->head; t; t = t->next) /* (loadFile made sure those hold no items) */
         if (t->traj) t->traj = chunks;
     tablesFree(s->tables); /* releases their references into the old store */
@@ -1481,8 +1492,10 @@ static int loadFile(ir_server *s, const char *path, unsigned char *buf, uint64_t
      * snapshot does not replace must hold no references into the old one */
     for (const ir_table *t = s->tables->head; rc == LOAD_OK && t; t = t->next)
         if (t->traj && tableSize(t) && !tableFind(L->tables, t->name, t->namelen)) {
-            msgf(L->why, sizeof(L->why), "TRAJECTORY table '%s' holds items and is not in the "
-                 "snapshot: drop it (REPLAY.DROP) before loading", t->name);
+            msgf(L->why, sizeof(L->why),
+                 "TRAJECTORY table '%s' holds items and is not in the "
+                 "snapshot: drop it (REPLAY.DROP) before loading",
+                 t->name);
             rc = LOAD_REFUSED;
         }
     struct ir_functions *fns = NULL;
@@ -1586,7 +1599,8 @@ int snapshotRestore(ir_server *s, const char *dir, char *msg, size_t msglen) {
         skipped++;
     }
     if (ret == IR_EINVAL)
-        msgf(msg, msglen, "no complete snapshot in %s (%zu corrupt): nothing restored", dir, skipped);
+        msgf(msg, msglen, "no complete snapshot in %s (%zu corrupt): nothing restored", dir,
+             skipped);
     free(buf);
     free(list);
     return ret;
@@ -1633,7 +1647,8 @@ int snapshotCheckDir(const char *dir, char *msg, size_t msglen) {
 int snapshotSetDir(ir_server *s, const char *dir, char *msg, size_t msglen) {
     ensureInit(s);
     char joined[PATH_MAX], real[PATH_MAX];
-    if (dir[0] && dir[0] != '/' && snap.dir[0]) { /* relative to the current one, as Redis's chdir */
+    if (dir[0] && dir[0] != '/' &&
+        snap.dir[0]) { /* relative to the current one, as Redis's chdir */
         int n = snprintf(joined, sizeof(joined), "%s/%s", snap.dir, dir);
         if (n < 0 || (size_t)n >= sizeof(joined)) {
             msgf(msg, msglen, "%s", strerror(ENAMETOOLONG));
@@ -1659,7 +1674,8 @@ size_t snapshotInfo(ir_server *s, char *buf, size_t len) {
     ensureInit(s);
     char real[PATH_MAX];
     const char *dir = realpath(snapDir(s), real) ? real : snapDir(s);
-    long long current = snap.child > 0 ? (long long)((ir_mstime() - snap.child_start_ms) / 1000) : -1;
+    long long current =
+        snap.child > 0 ? (long long)((ir_mstime() - snap.child_start_ms) / 1000) : -1;
     int n = snprintf(buf, len,
                      "# Persistence\r\n"
                      "loading:0\r\n"
@@ -1679,11 +1695,11 @@ size_t snapshotInfo(ir_server *s, char *buf, size_t len) {
                      "snapshot_keep:%d\r\n"
                      "snapshot_last_error:%s\r\n",
                      (unsigned long long)(s->dirty - snap.dirty_saved), snap.child > 0,
-                     (unsigned long long)(snap.lastsave_ms / 1000), snap.last_ok ? "ok" : "err", (long long)snap.last_bg_sec, current,
-                     (unsigned long long)snap.saves, (unsigned long long)snap.last_bytes,
-                     (unsigned long long)snap.loaded_expired, (unsigned long long)snap.loaded_keys,
-                     (unsigned long long)snap.loaded_tables, dir, snap.last_file, IR_SNAPSHOT_KEEP,
-                     snap.last_error);
+                     (unsigned long long)(snap.lastsave_ms / 1000), snap.last_ok ? "ok" : "err",
+                     (long long)snap.last_bg_sec, current, (unsigned long long)snap.saves,
+                     (unsigned long long)snap.last_bytes, (unsigned long long)snap.loaded_expired,
+                     (unsigned long long)snap.loaded_keys, (unsigned long long)snap.loaded_tables,
+                     dir, snap.last_file, IR_SNAPSHOT_KEEP, snap.last_error);
     return n < 0 ? 0 : (size_t)n;
 }
 
@@ -1782,15 +1798,16 @@ static int loadCollection(snapLoader *L, int type) {
     if (rc) return rc;
     if (rU64(&L->r, &count)) return bad(L, "element count runs past the record");
     if (count > rLeft(&L->r) / (type == OBJ_SET ? 8 : 16))
-        return bad(L, "element count %llu larger than the record holds",
-                   (unsigned long long)count);
+        return bad(L, "element count %llu larger than the record holds", (unsigned long long)count);
     if (keyExpired(L, expire)) {
         L->expired++;
         return rSkip(&L->r, rLeft(&L->r)) ? bad(L, "value runs past the record") : LOAD_OK;
     }
     if (count == 0)
         return bad(L, "an empty %s",
-                   type == OBJ_HASH ? "hash" : type == OBJ_ZSET ? "sorted set" : "set");
+                   type == OBJ_HASH   ? "hash"
+                   : type == OBJ_ZSET ? "sorted set"
+                                      : "set");
     dbkey k = dbKey(L->db, L->key, (size_t)klen);
     if (dictFind(&L->db->d, k.p, k.len, k.h)) return bad(L, "duplicate key");
     dbEntry *e = dbAdd(L->db, &k, type, 0);
@@ -1932,7 +1949,9 @@ static void swapInOthers(ir_server *s, snapLoader *L, int ok) {
  *                            length, name, u32 dtype, u32 ndim, ndim x u32
  *                            shape, u32 steps */
 
-static uint64_t fieldBody(const char *name, int ndim) { return 12 + strlen(name) + 4 * (uint64_t)ndim; }
+static uint64_t fieldBody(const char *name, int ndim) {
+    return 12 + strlen(name) + 4 * (uint64_t)ndim;
+}
 
 static void wField(snapWriter *w, const char *name, int dtype, int ndim, const uint32_t *shape) {
     wU32(w, (uint32_t)strlen(name));
@@ -1994,7 +2013,8 @@ static void saveChunkStore(snapWriter *w, const ir_chunk_store *cs) {
 static void saveTrajLayout(snapWriter *w, const ir_table *t) {
     const ir_traj_layout *lay = t->layout;
     uint64_t body = 8;
-    for (uint32_t k = 0; k < lay->ncols; k++) body += fieldBody(lay->col[k].name, lay->col[k].ndim) + 4;
+    for (uint32_t k = 0; k < lay->ncols; k++)
+        body += fieldBody(lay->col[k].name, lay->col[k].ndim) + 4;
     wRecord(w, TAG_TTRJ, body);
     wU32(w, SNAP_TRAJ_VERSION);
     wU32(w, lay->ncols);
@@ -2009,8 +2029,10 @@ static int loadVersion(snapLoader *L, const char *what) {
     uint32_t v;
     if (rU32(&L->r, &v)) return bad(L, "%s record runs past its end", what);
     if (v != SNAP_TRAJ_VERSION)
-        return bad(L, "%s record of version %u: this server reads version %u (a newer server "
-                      "wrote it)", what, v, SNAP_TRAJ_VERSION);
+        return bad(L,
+                   "%s record of version %u: this server reads version %u (a newer server "
+                   "wrote it)",
+                   what, v, SNAP_TRAJ_VERSION);
     return LOAD_OK;
 }
 
@@ -2060,7 +2082,8 @@ static int loadChunkStore(snapLoader *L) {
     if (rc == LOAD_OK && (rU64(r, &n) || n > rLeft(r) / 16))
         rc = bad(L, "chunk count runs past the record");
     if (rc == LOAD_OK && (used ? n + nfree != (uint64_t)used - 1 : n + nfree != 0))
-        rc = bad(L, "%llu live and %u free chunk handles, %u used", (unsigned long long)n, nfree, used);
+        rc = bad(L, "%llu live and %u free chunk handles, %u used", (unsigned long long)n, nfree,
+                 used);
     const char *err;
     if (rc == LOAD_OK && chunkLoadBegin(cs, used, cap, &err) != 0)
         rc = isNomem(err) ? nomem(L, "the chunk headers") : bad(L, "%s", err);
@@ -2141,8 +2164,10 @@ static int loadStream(snapLoader *L) {
         goto out;
     }
     if (zlevel && !chunkCanCompress()) {
-        rc = bad(L, "stream '%.64s' compresses its chunks and this server was built without "
-                    "libzstd: install libzstd-dev and rebuild", name);
+        rc = bad(L,
+                 "stream '%.64s' compresses its chunks and this server was built without "
+                 "libzstd: install libzstd-dev and rebuild",
+                 name);
         goto out;
     }
     ir_stream *st;
@@ -2182,7 +2207,7 @@ static int loadTraj(snapLoader *L) {
     const char *err;
     for (uint64_t i = 0; i < n && rc == LOAD_OK; i++) { /* check all, then take the references */
         uint64_t slot = t->general ? t->dense[i] : (t->oldest_id + i) % t->o.capacity;
-        if (chunkItemCheck(L->chunks, t->arena + t->slot_off[slot], t->slot_len[slot], lay, &err))
+        if (chunkItemCheck(L->chunks, t->arena + t->slots[slot].off, t->slots[slot].len, lay, &err))
             rc = bad(L, "table '%s': %s", t->name, err);
     }
     if (rc) {
@@ -2191,7 +2216,7 @@ static int loadTraj(snapLoader *L) {
     }
     for (uint64_t i = 0; i < n; i++) {
         uint64_t slot = t->general ? t->dense[i] : (t->oldest_id + i) % t->o.capacity;
-        chunkItemRetain(L->chunks, t->arena + t->slot_off[slot]);
+        chunkItemRetain(L->chunks, t->arena + t->slots[slot].off);
     }
     t->layout = lay;
     t->traj = L->chunks;

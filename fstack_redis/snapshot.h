@@ -91,8 +91,8 @@ int snapshotLoaded(void);
 size_t snapshotInfo(ir_server *s, char *buf, size_t len);
 
 /* Commands. */
-void saveCommand(client *c);      /* SAVE */
-void bgsaveCommand(client *c);    /* BGSAVE [SCHEDULE] */
-void lastsaveCommand(client *c);  /* LASTSAVE */
+void saveCommand(client *c);     /* SAVE */
+void bgsaveCommand(client *c);   /* BGSAVE [SCHEDULE] */
+void lastsaveCommand(client *c); /* LASTSAVE */
 
 #endif

@@ -222,8 +222,7 @@ static void sortGeneric(client *c, int readonly) {
                 size_t vlen;
                 if (lookupByPattern(db, &c->argv[gets[g]], v[i].p, v[i].len, &val, &vlen))
                     addReplyBulk(c, val, vlen);
-                else
-                    addReplyNull(c);
+                else addReplyNull(c);
             }
         }
         free(gets);

@@ -71,8 +71,8 @@ static long long popcountRange(const uint8_t *p, uint64_t first, uint64_t last) 
     uint64_t b0 = first >> 3, b1 = last >> 3;
     uint8_t head = (uint8_t)(0xff >> (first & 7)), tail = (uint8_t)(0xff << (7 - (last & 7)));
     if (b0 == b1) return __builtin_popcount((unsigned)(p[b0] & head & tail));
-    long long n = __builtin_popcount((unsigned)(p[b0] & head)) +
-                  __builtin_popcount((unsigned)(p[b1] & tail));
+    long long n =
+        __builtin_popcount((unsigned)(p[b0] & head)) + __builtin_popcount((unsigned)(p[b1] & tail));
     uint64_t i = b0 + 1;
     for (; i + 8 <= b1; i += 8) {
         uint64_t w;

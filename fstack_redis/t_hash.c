@@ -67,7 +67,8 @@ static void hsetGeneric(client *c, int ok_reply) {
     dbEntry *e = hashLookupWriteOrCreate(c, db, &k);
     if (!e) return;
     long long created = 0;
-    for (int j = 2; j < c->argc; j += 2) created += hashSet(db, e->v.coll, &c->argv[j], &c->argv[j + 1]);
+    for (int j = 2; j < c->argc; j += 2)
+        created += hashSet(db, e->v.coll, &c->argv[j], &c->argv[j + 1]);
     signalModifiedKey(c, db, k.p, k.len);
     notifyKeyspaceEvent(NOTIFY_HASH, "hset", k.p, k.len, db->id);
     if (ok_reply) addReplyStr(c, shared.ok);
@@ -152,7 +153,8 @@ void hlenCommand(client *c) {
 void hexistsCommand(client *c) {
     dbEntry *e = lookupKeyOrReply(c, 1, shared.czero, OBJ_HASH);
     if (!e) return;
-    addReplyStr(c, collFind(e->v.coll, c->argv[2].ptr, c->argv[2].len) ? shared.cone : shared.czero);
+    addReplyStr(c,
+                collFind(e->v.coll, c->argv[2].ptr, c->argv[2].len) ? shared.cone : shared.czero);
 }
 
 /* HSTRLEN key field */

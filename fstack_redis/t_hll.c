@@ -47,7 +47,7 @@
 #define HLL_DENSE_SIZE (HLL_HDR + HLL_DENSE_BYTES)
 #define HLL_ENC_DENSE 0
 #define HLL_ENC_SPARSE 1
-#define HLL_VAL_MAX 32      /* the largest register a VAL opcode holds */
+#define HLL_VAL_MAX 32 /* the largest register a VAL opcode holds */
 #define HLL_VAL_MAXLEN 4
 #define HLL_ZERO_MAXLEN 64
 #define HLL_XZERO_MAXLEN 16384
@@ -126,7 +126,9 @@ static int denseRaise(uint8_t *r, long i, int val) {
 #define VAL_VALUE(b) ((((b) >> 2) & 0x1f) + 1)
 #define VAL_LEN(b) (((b)&3) + 1)
 
-static inline uint8_t opVal(int val, int len) { return (uint8_t)(0x80 | (val - 1) << 2 | (len - 1)); }
+static inline uint8_t opVal(int val, int len) {
+    return (uint8_t)(0x80 | (val - 1) << 2 | (len - 1));
+}
 
 /* One opcode at p (end: the end of the opcodes; a truncated XZERO reads a
  * zero second byte, as Redis reads its string's terminator): registers
@@ -210,11 +212,12 @@ static int sparseRaise(uint8_t *s, size_t *len, long index, int count, size_t ma
     } else { /* split: [before] VAL(count,1) [after], each side as the old opcode was */
         uint8_t seq[5], *n = seq;
         long last = first + run - 1;
-        if (index > first) n = is_val ? (*n = opVal(val, (int)(index - first)), n + 1)
-                                      : putZeros(n, index - first);
+        if (index > first)
+            n = is_val ? (*n = opVal(val, (int)(index - first)), n + 1)
+                       : putZeros(n, index - first);
         *n++ = opVal(count, 1);
-        if (index < last) n = is_val ? (*n = opVal(val, (int)(last - index)), n + 1)
-                                     : putZeros(n, last - index);
+        if (index < last)
+            n = is_val ? (*n = opVal(val, (int)(last - index)), n + 1) : putZeros(n, last - index);
         long seqlen = n - seq, delta = seqlen - oplen;
         if (delta > 0 && *len + HLL_HDR + (size_t)delta > maxbytes) return 2;
         uint8_t *next = p + oplen;
@@ -538,7 +541,7 @@ void pfdebugCommand(client *c) {
             else n += (size_t)snprintf(out + n, cap - n, "%c:%ld ", oplen == 2 ? 'Z' : 'z', run);
             p += oplen;
         }
-        if (n) n--; /* the last space */
+        if (n) n--;                                       /* the last space */
         if (n) memcpy(addReplyBulkReserve(c, n), out, n); /* copied: out is freed below */
         else addReplyProto(c, "$0\r\n\r\n", 6);
         free(out);

@@ -157,8 +157,9 @@ static int getRangeLong(client *c, int i, long long min, long long max, long lon
     }
     if (v < min || v > max) {
         if (msg) addReplyError(c, msg);
-        else addReplyErrorFormat(c, "value is out of range, value must between %lld and %lld", min,
-                                 max);
+        else
+            addReplyErrorFormat(c, "value is out of range, value must between %lld and %lld", min,
+                                max);
         return -1;
     }
     *out = v;
@@ -215,8 +216,7 @@ static void popRange(client *c, ir_db *db, dbEntry *e, int where, long long coun
         addReplyBulk(c, x.p, x.len);
         dbFreeLater(db, x.p, x.len);
     }
-    notifyKeyspaceEvent(NOTIFY_LIST, where == LIST_HEAD ? "lpop" : "rpop", e->key, e->klen,
-                        db->id);
+    notifyKeyspaceEvent(NOTIFY_LIST, where == LIST_HEAD ? "lpop" : "rpop", e->key, e->klen, db->id);
     listRemoved(c, db, e);
 }
 
@@ -253,8 +253,7 @@ static void popGenericCommand(client *c, int where) {
     lelem x = listPop(db, &e->v.list, where);
     addReplyBulk(c, x.p, x.len);
     dbFreeLater(db, x.p, x.len); /* the reply may point at it */
-    notifyKeyspaceEvent(NOTIFY_LIST, where == LIST_HEAD ? "lpop" : "rpop", e->key, e->klen,
-                        db->id);
+    notifyKeyspaceEvent(NOTIFY_LIST, where == LIST_HEAD ? "lpop" : "rpop", e->key, e->klen, db->id);
     listRemoved(c, db, e);
 }
 
@@ -572,7 +571,7 @@ static void lmoveGeneric(client *c, int wherefrom, int whereto, int timeout_arg)
     if (!lookupList(c, db, 1, &src)) return;
     if (!src) {
         if (!timeout_arg) addReplyNull(c);
-        else if (c->flags & CLIENT_MULTI) addReplyNull(c); /* as Redis inside MULTI */
+        else if (c->flags & CLIENT_MULTI) addReplyNull(c);  /* as Redis inside MULTI */
         else if (!blockingAllowed(c)) addReplyNullArray(c); /* the timeout's reply */
         else blockForKeys(c, db, 1, 1, 1, deadline);
         return;
@@ -627,8 +626,8 @@ static void popKeysGeneric(client *c, int first, int n, int where, long long cou
         ir_str pop = where == LIST_HEAD ? IR_STR("LPOP") : IR_STR("RPOP");
         if (count != -1) {
             char num[24]; /* replicas: [B]LMPOP as LPOP/RPOP key <popped> */
-            size_t popped = (unsigned long long)count < e->v.list.len ? (size_t)count
-                                                                       : e->v.list.len;
+            size_t popped =
+                (unsigned long long)count < e->v.list.len ? (size_t)count : e->v.list.len;
             int nl = ll2string(num, sizeof(num), (long long)popped);
             replRewrite(c, 3, (ir_str[]){pop, replArg(c, j), {num, (size_t)nl}});
             popRange(c, db, e, where, count);

@@ -97,8 +97,7 @@ static void replyRateLimited(client *c, const ir_table *t, int why, int sample, 
     if (timeout_arg)
         snprintf(tail, sizeof(tail), "%s timed out after TIMEOUT %.32s", what,
                  c->argv[timeout_arg].ptr);
-    else
-        snprintf(tail, sizeof(tail), "%s waits (use TIMEOUT to wait)", what);
+    else snprintf(tail, sizeof(tail), "%s waits (use TIMEOUT to wait)", what);
     if (why == LIMIT_QUEUE)
         snprintf(reason, sizeof(reason), "%s %llu %s (%llu items)",
                  t->o.sampler == IR_SEL_LIFO ? "STACK" : "QUEUE", (unsigned long long)t->lim.queue,
@@ -126,9 +125,10 @@ static void replyRateLimited(client *c, const ir_table *t, int why, int sample, 
 int replayLimiterGate(client *c, ir_table *t, size_t n, int sample, int timeout_arg,
                       uint64_t deadline) {
     if (!sample && t->lim.queue && n > t->lim.queue) {
-        addReplyErrorFormat(c, "a batch of %zu items is larger than table '%.128s' (%s %llu): "
-                               "add fewer at a time", n, t->name,
-                            t->o.sampler == IR_SEL_LIFO ? "STACK" : "QUEUE",
+        addReplyErrorFormat(c,
+                            "a batch of %zu items is larger than table '%.128s' (%s %llu): "
+                            "add fewer at a time",
+                            n, t->name, t->o.sampler == IR_SEL_LIFO ? "STACK" : "QUEUE",
                             (unsigned long long)t->lim.queue);
         return 1;
     }
@@ -211,9 +211,11 @@ void replayCreateCommand(client *c) {
         } else if (argEq(c, i, "sampler") || argEq(c, i, "remover")) {
             int sel = tableSelectorParse(c->argv[i + 1].ptr, c->argv[i + 1].len);
             if (!sel) {
-                addReplyErrorFormat(c, "unknown selector '%.64s' for %s: use prioritized, uniform, "
-                                       "fifo, lifo, minheap or maxheap",
-                                    c->argv[i + 1].ptr, argEq(c, i, "sampler") ? "SAMPLER" : "REMOVER");
+                addReplyErrorFormat(c,
+                                    "unknown selector '%.64s' for %s: use prioritized, uniform, "
+                                    "fifo, lifo, minheap or maxheap",
+                                    c->argv[i + 1].ptr,
+                                    argEq(c, i, "sampler") ? "SAMPLER" : "REMOVER");
                 return;
             }
             if (argEq(c, i, "sampler")) o.sampler = sel;
@@ -244,7 +246,8 @@ void replayCreateCommand(client *c) {
             if (spi) lim.samples_per_insert = d;
             else lim.error_buffer = d, has_eb = 1;
         } else if (argEq(c, i, "alpha") || argEq(c, i, "beta") || argEq(c, i, "epsilon")) {
-            if (!string2d(c->argv[i + 1].ptr, c->argv[i + 1].len, &d) || !(d >= 0) || !isfinite(d)) {
+            if (!string2d(c->argv[i + 1].ptr, c->argv[i + 1].len, &d) || !(d >= 0) ||
+                !isfinite(d)) {
                 addReplyErrorFormat(c, "%s must be a finite number >= 0", c->argv[i].ptr);
                 return;
             }
@@ -263,8 +266,9 @@ void replayCreateCommand(client *c) {
                 argEq(c, i, "samples_per_insert") || argEq(c, i, "error_buffer"))
                 other = i;
         if (other) {
-            addReplyErrorFormat(c, "%s <n> is Reverb's %s (its own sampler, remover, "
-                                   "MAX_TIMES_SAMPLED 1, CAPACITY n and limiter): drop %s",
+            addReplyErrorFormat(c,
+                                "%s <n> is Reverb's %s (its own sampler, remover, "
+                                "MAX_TIMES_SAMPLED 1, CAPACITY n and limiter): drop %s",
                                 c->argv[preset].ptr, argEq(c, preset, "queue") ? "queue" : "stack",
                                 c->argv[other].ptr);
             return;
@@ -291,8 +295,10 @@ void replayCreateCommand(client *c) {
     }
     ir_table *t;
     if (tableFind(c->srv->tables, c->argv[1].ptr, c->argv[1].len)) {
-        replyReplayError(c, IR_ERR_BUSYTABLE, "table '%.128s' already exists: drop it with "
-                         "REPLAY.DROP or use another name", c->argv[1].ptr);
+        replyReplayError(c, IR_ERR_BUSYTABLE,
+                         "table '%.128s' already exists: drop it with "
+                         "REPLAY.DROP or use another name",
+                         c->argv[1].ptr);
         return;
     }
     if (tableCreate(c->srv->tables, c->argv[1].ptr, c->argv[1].len, &o, &t, &err) != 0) {
@@ -323,8 +329,10 @@ void replayAddCommand(client *c) {
     ir_table *t = lookupTableOrReply(c, 1);
     if (!t) return;
     if (t->traj) {
-        replyReplayError(c, IR_ERR_WRONGKIND, "table '%.128s' holds trajectories: append steps with REPLAY.APPEND "
-                               "and create items with REPLAY.ITEM", t->name);
+        replyReplayError(c, IR_ERR_WRONGKIND,
+                         "table '%.128s' holds trajectories: append steps with REPLAY.APPEND "
+                         "and create items with REPLAY.ITEM",
+                         t->name);
         return;
     }
     uint64_t deadline = 0;
@@ -345,8 +353,10 @@ void replayAddCommand(client *c) {
         items[k].raw = 0;
         if (!items[k].use_max &&
             (!string2d(p->ptr, p->len, &items[k].raw) || !tablePriorityValid(t, items[k].raw))) {
-            replyReplayError(c, IR_ERR_BADPRIO, "%zu invalid priority '%.64s': use a finite "
-                             "number >= 0 or MAX", k, p->ptr);
+            replyReplayError(c, IR_ERR_BADPRIO,
+                             "%zu invalid priority '%.64s': use a finite "
+                             "number >= 0 or MAX",
+                             k, p->ptr);
             return;
         }
     }
@@ -360,12 +370,12 @@ void replayAddCommand(client *c) {
     if (!t->capacity_warned && tableCapacityFits(t) < t->o.capacity) {
         /* honest capacity: say once, in the log, what the arena really keeps */
         t->capacity_warned = 1;
-        serverLog("table '%.128s': MAXBYTES %llu holds about %llu items of the mean size seen "
-                  "(%llu B), not its CAPACITY %llu: the oldest go first (REPLAY.INFO "
-                  "capacity_fits)", t->name, (unsigned long long)t->o.maxbytes,
-                  (unsigned long long)tableCapacityFits(t),
-                  (unsigned long long)(t->bytes_used / tableSize(t)),
-                  (unsigned long long)t->o.capacity);
+        serverLog(
+            "table '%.128s': MAXBYTES %llu holds about %llu items of the mean size seen "
+            "(%llu B), not its CAPACITY %llu: the oldest go first (REPLAY.INFO "
+            "capacity_fits)",
+            t->name, (unsigned long long)t->o.maxbytes, (unsigned long long)tableCapacityFits(t),
+            (unsigned long long)(t->bytes_used / tableSize(t)), (unsigned long long)t->o.capacity);
     }
     addReplyArrayLen(c, (long)n);
     for (size_t k = 0; k < n; k++) addReplyLongLong(c, (long long)ids[k]);
@@ -380,7 +390,7 @@ void replayAddCommand(client *c) {
 void addSampleStats(client *c, ir_table *t, size_t n) {
     double total = ir_sampler_total(t->sampler), mn = ir_sampler_min(t->sampler);
     uint64_t live = tableSize(t);
-    if (!isfinite(mn)) mn = 0; /* no positive priority: sampling is uniform */
+    if (!isfinite(mn)) mn = 0;                    /* no positive priority: sampling is uniform */
     int uniform = t->o.sampler == IR_SEL_UNIFORM; /* every item has mass 1 */
     if (uniform) total = (double)live, mn = 1;
     char head[24];
@@ -398,25 +408,29 @@ void addSampleStats(client *c, ir_table *t, size_t n) {
 int sampleReplyFits(client *c, size_t n, uint64_t bulk, uint64_t total, int exact) {
     const ir_config *cfg = &c->srv->cfg;
     if (bulk > cfg->proto_max_bulk_len) {
-        addReplyErrorFormat(c, "a sample of %zu items would put %llu bytes in one reply string, "
-                               "above proto-max-bulk-len (%llu): sample fewer items", n,
-                            (unsigned long long)bulk, (unsigned long long)cfg->proto_max_bulk_len);
+        addReplyErrorFormat(c,
+                            "a sample of %zu items would put %llu bytes in one reply string, "
+                            "above proto-max-bulk-len (%llu): sample fewer items",
+                            n, (unsigned long long)bulk,
+                            (unsigned long long)cfg->proto_max_bulk_len);
         return -1;
     }
     uint64_t obl = cfg->client_output_buffer_limit;
     if (exact && obl && total > obl) {
-        addReplyErrorFormat(c, "a sample of %zu items would be a reply of %llu bytes, above the "
-                               "client-output-buffer-limit (%llu): sample fewer items", n,
-                            (unsigned long long)total, (unsigned long long)obl);
+        addReplyErrorFormat(c,
+                            "a sample of %zu items would be a reply of %llu bytes, above the "
+                            "client-output-buffer-limit (%llu): sample fewer items",
+                            n, (unsigned long long)total, (unsigned long long)obl);
         return -1;
     }
     if (cfg->maxmemory) {
         uint64_t used = serverUsedMemory(c->srv);
         uint64_t room = used < cfg->maxmemory ? cfg->maxmemory - used : 0;
         if (total > room) {
-            addReplyErrorFormat(c, "a sample of %zu items would be a reply of %llu bytes, above "
-                                   "maxmemory's headroom (%llu bytes): sample fewer items", n,
-                                (unsigned long long)total, (unsigned long long)room);
+            addReplyErrorFormat(c,
+                                "a sample of %zu items would be a reply of %llu bytes, above "
+                                "maxmemory's headroom (%llu bytes): sample fewer items",
+                                n, (unsigned long long)total, (unsigned long long)room);
             return -1;
         }
     }
@@ -440,8 +454,9 @@ static void prefetchItem(const char *p, size_t len) {
 static void copySampledItems(const ir_table *t, char *dst, size_t n, size_t itemsize) {
     const uint64_t *sl = t->scratch_slots;
     for (size_t i = 0; i < n; i++) {
-        if (i + IR_TABLE_PF < n) prefetchItem(t->arena + t->slot_off[sl[i + IR_TABLE_PF]], itemsize);
-        memcpy(dst + i * itemsize, t->arena + t->slot_off[sl[i]], itemsize);
+        if (i + IR_TABLE_PF < n)
+            prefetchItem(t->arena + t->slots[sl[i + IR_TABLE_PF]].off, itemsize);
+        memcpy(dst + i * itemsize, t->arena + t->slots[sl[i]].off, itemsize);
     }
 }
 
@@ -453,7 +468,7 @@ static int addSampledSmallItems(client *c, const ir_table *t, size_t n) {
     const uint64_t *sl = t->scratch_slots;
     size_t total = 0;
     for (size_t i = 0; i < n; i++) {
-        uint32_t len = t->slot_len[sl[i]];
+        uint32_t len = t->slots[sl[i]].len;
         if (len >= IR_REF_MIN) return 0;
         total += 5 + decimalDigits(len) + len; /* "$" len "\r\n" item "\r\n" */
     }
@@ -461,16 +476,16 @@ static int addSampledSmallItems(client *c, const ir_table *t, size_t n) {
     for (size_t i = 0; i < n; i++) {
         if (i + IR_TABLE_PF < n) {
             uint64_t ahead = sl[i + IR_TABLE_PF];
-            prefetchItem(t->arena + t->slot_off[ahead], t->slot_len[ahead]);
+            prefetchItem(t->arena + t->slots[ahead].off, t->slots[ahead].len);
         }
-        uint32_t len = t->slot_len[sl[i]];
+        uint32_t len = t->slots[sl[i]].len;
         char num[8];
         size_t k = (size_t)ll2string(num, sizeof(num), len);
         *d++ = '$';
         memcpy(d, num, k);
         memcpy(d + k, "\r\n", 2);
         d += k + 2;
-        memcpy(d, t->arena + t->slot_off[sl[i]], len);
+        memcpy(d, t->arena + t->slots[sl[i]].off, len);
         memcpy(d + len, "\r\n", 2);
         d += len + 2;
     }
@@ -533,31 +548,38 @@ void replaySampleCommand(client *c) {
     }
     uint32_t la, lb;
     if (packed && t->traj) {
-        replyReplayError(c, IR_ERR_WRONGKIND, "table '%.128s' holds trajectories: its samples are packed per "
-                               "column already, sample without PACKED", t->name);
+        replyReplayError(c, IR_ERR_WRONGKIND,
+                         "table '%.128s' holds trajectories: its samples are packed per "
+                         "column already, sample without PACKED",
+                         t->name);
         return;
     }
     if (packed && !tableItemsOneSize(t, &la, &lb)) {
-        replyReplayError(c, IR_ERR_MIXEDSIZE, "PACKED needs items of one size (table '%.128s' holds items of "
-                               "%u and %u bytes): sample without PACKED", t->name, la, lb);
+        replyReplayError(c, IR_ERR_MIXEDSIZE,
+                         "PACKED needs items of one size (table '%.128s' holds items of "
+                         "%u and %u bytes): sample without PACKED",
+                         t->name, la, lb);
         return;
     }
     if (withstats && ((t->o.sampler != IR_SEL_PRIORITIZED && t->o.sampler != IR_SEL_UNIFORM) ||
                       t->o.max_times_sampled)) {
         /* the stats describe the table after the draws: with removal by
          * MAX_TIMES_SAMPLED or a deterministic sampler they are not the draws' */
-        addReplyErrorFormat(c, "WITHSTATS needs a prioritized or uniform sampler without "
-                               "MAX_TIMES_SAMPLED (table '%.128s' has the %s sampler%s): use "
-                               "WITHINFO for each draw's probability", t->name,
-                            tableSelectorName(t->o.sampler),
+        addReplyErrorFormat(c,
+                            "WITHSTATS needs a prioritized or uniform sampler without "
+                            "MAX_TIMES_SAMPLED (table '%.128s' has the %s sampler%s): use "
+                            "WITHINFO for each draw's probability",
+                            t->name, tableSelectorName(t->o.sampler),
                             t->o.max_times_sampled ? " and MAX_TIMES_SAMPLED" : "");
         return;
     }
     if (t->o.max_times_sampled &&
         (uint64_t)n > (t->lim.queue ? t->lim.queue : t->o.capacity * t->o.max_times_sampled)) {
-        addReplyErrorFormat(c, "a sample of %lld is more than table '%.128s' can ever hold "
-                               "(%s): sample fewer", n, t->name, t->lim.queue ? "its QUEUE/STACK size"
-                               : "CAPACITY x MAX_TIMES_SAMPLED");
+        addReplyErrorFormat(c,
+                            "a sample of %lld is more than table '%.128s' can ever hold "
+                            "(%s): sample fewer",
+                            n, t->name,
+                            t->lim.queue ? "its QUEUE/STACK size" : "CAPACITY x MAX_TIMES_SAMPLED");
         return;
     }
     if (replayLimiterGate(c, t, (size_t)n, 1, timeout_arg, deadline)) return;
@@ -569,7 +591,8 @@ void replaySampleCommand(client *c) {
         /* the reply's size, refused before anything is drawn: PACKED copies
          * every item; plain copies items below IR_REF_MIN (the rest go by
          * reference) */
-        uint64_t nn = (uint64_t)n, trail = (withstats ? 24 + 8 * nn : 0) + (withinfo ? 8 + 20 * nn : 0);
+        uint64_t nn = (uint64_t)n,
+                 trail = (withstats ? 24 + 8 * nn : 0) + (withinfo ? 8 + 20 * nn : 0);
         uint64_t bulk, total;
         /* one size known without a scan (tableItemsOneSize may look at every item) */
         int one = packed || (t->general ? t->run_count == t->gsize : t->run_start <= t->oldest_id);
@@ -596,7 +619,8 @@ void replaySampleCommand(client *c) {
         size_t itemsize = t->run_len, head = nn * 12, tail = withstats ? 24 + 8 * nn : 0;
         if (withinfo) tail += 8 + 20 * nn;
         int small = itemsize < IR_REF_MIN; /* copied anyway: one reservation for them all */
-        char *h = addReplyBulkBegin(c, head + nn * itemsize + tail, head + (small ? nn * itemsize : 0));
+        char *h =
+            addReplyBulkBegin(c, head + nn * itemsize + tail, head + (small ? nn * itemsize : 0));
         memcpy(h, t->scratch_ids, nn * 8);
         memcpy(h + nn * 8, t->scratch_weights, nn * 4);
         if (small) {
@@ -604,7 +628,7 @@ void replaySampleCommand(client *c) {
         } else {
             for (size_t i = 0; i < nn; i++) {
                 uint64_t slot = t->scratch_slots[i];
-                addReplyRefPinned(c, t->arena + t->slot_off[slot], itemsize, &t->pin);
+                addReplyRefPinned(c, t->arena + t->slots[slot].off, itemsize, &t->pin);
             }
         }
         if (withstats) addSampleStats(c, t, nn);
@@ -621,7 +645,7 @@ void replaySampleCommand(client *c) {
     if (!addSampledSmallItems(c, t, nn)) {
         for (size_t i = 0; i < nn; i++) {
             uint64_t slot = t->scratch_slots[i];
-            addReplyBulkPinned(c, t->arena + t->slot_off[slot], t->slot_len[slot], &t->pin);
+            addReplyBulkPinned(c, t->arena + t->slots[slot].off, t->slots[slot].len, &t->pin);
         }
     }
     if (withstats) {
@@ -642,7 +666,8 @@ void replayUpdateCommand(client *c) {
     if (!t) return;
     const ir_arg *ids = &c->argv[2], *pr = &c->argv[3];
     if (ids->len % 8 || pr->len % 4 || ids->len / 8 != pr->len / 4) {
-        addReplyError(c, "ids must be n little-endian int64 and priorities n little-endian float32");
+        addReplyError(c,
+                      "ids must be n little-endian int64 and priorities n little-endian float32");
         return;
     }
     size_t n = ids->len / 8;
@@ -669,48 +694,48 @@ static void addField(client *c, const char *name) { addReplyBulkCString(c, name)
 /* REPLAY.INFO's fields after "name", in order: (name, reply kind, value of table t).
  * The reply's length is counted from this list, never by hand. */
 #define REPLAY_INFO_FIELDS(F) \
-    F("size",                LL,  tableSize(t)) \
-    F("capacity",            LL,  t->o.capacity) \
-    F("inserts",             LL,  t->inserts) \
-    F("samples",             LL,  t->samples) \
-    F("sample_calls",        LL,  t->sample_calls) \
-    F("updates",             LL,  t->updates) \
-    F("stale_updates",       LL,  t->stale_updates) \
-    F("evictions",           LL,  t->evictions) \
-    F("total_priority",      DBL, ir_sampler_total(t->sampler)) \
-    F("max_priority",        DBL, ir_sampler_max(t->sampler)) \
-    F("min_priority",        DBL, isinf(minp) ? 0.0 : minp) \
-    F("alpha",               DBL, t->o.alpha) \
-    F("beta",                DBL, t->o.beta) \
-    F("epsilon",             DBL, t->o.epsilon) \
-    F("bytes_used",          LL,  t->bytes_used) \
-    F("maxbytes",            LL,  t->o.maxbytes) \
-    F("next_id",             LL,  t->next_id) \
-    F("fanout",              LL,  ir_sampler_fanout(t->sampler)) \
-    F("min_size",            LL,  t->lim.min_size) \
-    F("samples_per_insert",  DBL, t->lim.samples_per_insert) \
-    F("error_buffer",        DBL, t->lim.error_buffer) \
-    F("limiter_inserts",     LL,  t->limiter_inserts) \
-    F("limiter_samples",     LL,  t->limiter_samples) \
-    F("limiter_error",       DBL, tableLimited(t) ? limiterError(t) : 0.0) \
-    F("blocked_samplers",    LL,  blockedTableWaiting(t, 0)) \
-    F("blocked_inserters",   LL,  blockedTableWaiting(t, 1)) \
-    F("waited_seconds",      DBL, (double)t->waited_us / 1e6) \
-    F("capacity_fits",       LL,  tableCapacityFits(t)) \
-    F("sampler",             STR, tableSelectorName(t->o.sampler)) \
-    F("remover",             STR, tableSelectorName(t->o.remover)) \
-    F("max_times_sampled",   LL,  t->o.max_times_sampled) \
-    F("queue_size",          LL,  t->lim.queue) \
-    F("consumed",            LL,  t->consumed) \
-    F("storage",             STR, t->general ? "general" : "ring") \
-    F("compactions",         LL,  t->compactions)
+    F("size", LL, tableSize(t)) \
+    F("capacity", LL, t->o.capacity) \
+    F("inserts", LL, t->inserts) \
+    F("samples", LL, t->samples) \
+    F("sample_calls", LL, t->sample_calls) \
+    F("updates", LL, t->updates) \
+    F("stale_updates", LL, t->stale_updates) \
+    F("evictions", LL, t->evictions) \
+    F("total_priority", DBL, ir_sampler_total(t->sampler)) \
+    F("max_priority", DBL, ir_sampler_max(t->sampler)) \
+    F("min_priority", DBL, isinf(minp) ? 0.0 : minp) \
+    F("alpha", DBL, t->o.alpha) \
+    F("beta", DBL, t->o.beta) \
+    F("epsilon", DBL, t->o.epsilon) \
+    F("bytes_used", LL, t->bytes_used) \
+    F("maxbytes", LL, t->o.maxbytes) \
+    F("next_id", LL, t->next_id) \
+    F("fanout", LL, ir_sampler_fanout(t->sampler)) \
+    F("min_size", LL, t->lim.min_size) \
+    F("samples_per_insert", DBL, t->lim.samples_per_insert) \
+    F("error_buffer", DBL, t->lim.error_buffer) \
+    F("limiter_inserts", LL, t->limiter_inserts) \
+    F("limiter_samples", LL, t->limiter_samples) \
+    F("limiter_error", DBL, tableLimited(t) ? limiterError(t) : 0.0) \
+    F("blocked_samplers", LL, blockedTableWaiting(t, 0)) \
+    F("blocked_inserters", LL, blockedTableWaiting(t, 1)) \
+    F("waited_seconds", DBL, (double)t->waited_us / 1e6) \
+    F("capacity_fits", LL, tableCapacityFits(t)) \
+    F("sampler", STR, tableSelectorName(t->o.sampler)) \
+    F("remover", STR, tableSelectorName(t->o.remover)) \
+    F("max_times_sampled", LL, t->o.max_times_sampled) \
+    F("queue_size", LL, t->lim.queue) \
+    F("consumed", LL, t->consumed) \
+    F("storage", STR, t->general ? "general" : "ring") \
+    F("compactions", LL, t->compactions)
 
 #define INFO_COUNT(name, kind, value) +1
 #define INFO_LL(c, v) addReplyLongLong(c, (long long)(v))
 #define INFO_DBL(c, v) addReplyDouble(c, (double)(v))
 #define INFO_STR(c, v) addReplyBulkCString(c, (v))
 #define INFO_EMIT(name, kind, value) \
-    addField(c, name);               \
+    addField(c, name); \
     INFO_##kind(c, value);
 static const long replay_info_fields = 1 REPLAY_INFO_FIELDS(INFO_COUNT); /* + "name" */
 
@@ -781,8 +806,8 @@ void replayShardsCommand(client *c) {
     const char *start[IR_MAX_SHARDS];
     size_t len[IR_MAX_SHARDS];
     const char *err = NULL;
-    int n = cfg->shard_group ? shardGroupMembers(cfg->shard_group, start, len, IR_MAX_SHARDS, &err)
-                             : 0;
+    int n =
+        cfg->shard_group ? shardGroupMembers(cfg->shard_group, start, len, IR_MAX_SHARDS, &err) : 0;
     if (n < 0) n = 0; /* checked at start: cannot happen */
     addReplyMapLen(c, 2);
     addReplyBulkCString(c, "index");

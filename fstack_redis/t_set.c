@@ -42,7 +42,8 @@ void saddCommand(client *c) {
     }
     if (!e) e = dbAdd(db, &k, OBJ_SET, 0);
     long long added = 0;
-    for (int j = 2; j < c->argc; j++) added += setAdd(db, e->v.coll, c->argv[j].ptr, c->argv[j].len);
+    for (int j = 2; j < c->argc; j++)
+        added += setAdd(db, e->v.coll, c->argv[j].ptr, c->argv[j].len);
     if (added) signalModifiedKey(c, db, k.p, k.len);
     if (added) notifyKeyspaceEvent(NOTIFY_SET, "sadd", k.p, k.len, db->id);
     addReplyLongLong(c, added);
@@ -94,7 +95,8 @@ void smembersCommand(client *c) {
 void sismemberCommand(client *c) {
     dbEntry *e = lookupKeyOrReply(c, 1, shared.czero, OBJ_SET);
     if (!e) return;
-    addReplyStr(c, collFind(e->v.coll, c->argv[2].ptr, c->argv[2].len) ? shared.cone : shared.czero);
+    addReplyStr(c,
+                collFind(e->v.coll, c->argv[2].ptr, c->argv[2].len) ? shared.cone : shared.czero);
 }
 
 /* SMISMEMBER key member [member ...] */
@@ -153,8 +155,9 @@ void spopCommand(client *c) {
         for (size_t i = 0; i < n; i++) {
             addReplyBulk(c, picked[i]->key, picked[i]->klen);
             if (!all)
-                replAlso(c, 3, (ir_str[]){IR_STR("SREM"), replArg(c, 1),
-                                          {picked[i]->key, picked[i]->klen}});
+                replAlso(
+                    c, 3,
+                    (ir_str[]){IR_STR("SREM"), replArg(c, 1), {picked[i]->key, picked[i]->klen}});
             collDelete(db, co, picked[i]);
         }
     }

@@ -176,7 +176,6 @@ static int parseIntervalID(client *c, int i, streamID *id, int *exclude, uint64_
 
 /* ---- the structure -------------------------------------------------------- */
 
-
 stream *streamNew(ir_db *db) {
     stream *s = dbMalloc(sizeof(*s));
     memset(s, 0, sizeof(*s));
@@ -290,12 +289,12 @@ static uint32_t backlenBytes(size_t l) {
 }
 
 static uint32_t lpIntBytes(int64_t v) {
-    uint32_t enc = v >= 0 && v <= 127                     ? 1
-                   : v >= -4096 && v <= 4095              ? 2
-                   : v >= INT16_MIN && v <= INT16_MAX     ? 3
-                   : v >= -8388608 && v <= 8388607        ? 4
-                   : v >= INT32_MIN && v <= INT32_MAX     ? 5
-                                                          : 9;
+    uint32_t enc = v >= 0 && v <= 127                 ? 1
+                   : v >= -4096 && v <= 4095          ? 2
+                   : v >= INT16_MIN && v <= INT16_MAX ? 3
+                   : v >= -8388608 && v <= 8388607    ? 4
+                   : v >= INT32_MIN && v <= INT32_MAX ? 5
+                                                      : 9;
     return enc + 1;
 }
 
@@ -364,8 +363,7 @@ static void nodeAppend(snode *n, const sentry *e) {
     if (idCmp(&e->id, &n->last) > 0) n->last = e->id;
 }
 
-static int64_t appendEntry(ir_db *db, stream *s, const streamID *id, client *c, int first,
-                           int nf) {
+static int64_t appendEntry(ir_db *db, stream *s, const streamID *id, client *c, int first, int nf) {
     size_t size = 0, totelelen = 0;
     for (int j = 0; j < nf * 2; j++) {
         size += 4 + c->argv[first + j].len;
@@ -492,8 +490,9 @@ static int64_t streamTrim(ir_db *db, stream *s, const trimArgs *a) {
         snode *n = nodeAt(s, 0);
         int64_t entries = n->live;
         if (a->limit && deleted + entries > a->limit) break;
-        int remove_node = a->strategy == TRIM_MAXLEN ? (long long)(s->en - (uint64_t)entries) >= a->maxlen
-                                                     : idCmp(&n->last, &a->minid) < 0;
+        int remove_node = a->strategy == TRIM_MAXLEN
+                              ? (long long)(s->en - (uint64_t)entries) >= a->maxlen
+                              : idCmp(&n->last, &a->minid) < 0;
         if (remove_node) {
             for (int64_t k = 0; k < entries; k++) removeEntryAt(db, s, 0, 0);
             if (s->nn && nodeAt(s, 0) == n) nodeRemoveAt(s, 0);
@@ -525,7 +524,9 @@ static int parseAddTrimArgs(client *c, trimArgs *a, int xadd) {
         if ((argEq(c, i, "maxlen") || argEq(c, i, "minid")) && more) {
             int maxlen = argEq(c, i, "maxlen");
             if (a->strategy != TRIM_NONE) {
-                addReplyError(c, "syntax error, MAXLEN and MINID options at the same time are not compatible");
+                addReplyError(
+                    c,
+                    "syntax error, MAXLEN and MINID options at the same time are not compatible");
                 return -1;
             }
             a->approx = 0;
@@ -569,7 +570,8 @@ static int parseAddTrimArgs(client *c, trimArgs *a, int xadd) {
         }
     }
     if (a->limit && a->strategy == TRIM_NONE) {
-        addReplyError(c, "syntax error, LIMIT cannot be used without specifying a trimming strategy");
+        addReplyError(c,
+                      "syntax error, LIMIT cannot be used without specifying a trimming strategy");
         return -1;
     }
     if (!xadd && a->strategy == TRIM_NONE) {
@@ -617,7 +619,8 @@ static void propagateAddTrim(client *c, stream *s, const trimArgs *a, int idpos,
     int n = 0;
     for (int i = 0; i < c->argc; i++) {
         if (a->limit_idx && (i == a->limit_idx || i == a->limit_idx + 1) && rewrite_trim) continue;
-        if (rewrite_trim && i == a->strategy_idx - 1 && c->argv[i].len == 1 && c->argv[i].ptr[0] == '~') {
+        if (rewrite_trim && i == a->strategy_idx - 1 && c->argv[i].len == 1 &&
+            c->argv[i].ptr[0] == '~') {
             v[n++] = (ir_str)IR_STR("=");
         } else if (rewrite_trim && i == a->strategy_idx) {
             int l;
@@ -711,7 +714,8 @@ void xaddCommand(client *c) {
         }
     }
     if (edom || idCmp(&id, &s->last_id) <= 0) {
-        addReplyError(c, "The ID specified in XADD is equal or smaller than the target stream top item");
+        addReplyError(
+            c, "The ID specified in XADD is equal or smaller than the target stream top item");
         return;
     }
     appendEntry(db, s, &id, c, fpos, (c->argc - fpos) / 2);
@@ -1060,10 +1064,13 @@ static void propagateXclaim(client *c, ir_db *db, int key_arg, const sgroup *g, 
     int tl = ll2string(tb, sizeof(tb), p->delivery_time);
     int rl = ll2string(rb, sizeof(rb), (long long)p->delivery_count);
     int ll = streamFormatID(lb, sizeof(lb), &g->last_id);
-    ir_str v[14] = {IR_STR("XCLAIM"), replArg(c, key_arg), {g->name, g->nlen},
-                    {p->consumer->name, p->consumer->nlen}, IR_STR("0"), {idb, (size_t)il},
-                    IR_STR("TIME"), {tb, (size_t)tl}, IR_STR("RETRYCOUNT"), {rb, (size_t)rl},
-                    IR_STR("FORCE"), IR_STR("JUSTID"), IR_STR("LASTID"), {lb, (size_t)ll}};
+    ir_str v[14] = {IR_STR("XCLAIM"),     replArg(c, key_arg),
+                    {g->name, g->nlen},   {p->consumer->name, p->consumer->nlen},
+                    IR_STR("0"),          {idb, (size_t)il},
+                    IR_STR("TIME"),       {tb, (size_t)tl},
+                    IR_STR("RETRYCOUNT"), {rb, (size_t)rl},
+                    IR_STR("FORCE"),      IR_STR("JUSTID"),
+                    IR_STR("LASTID"),     {lb, (size_t)ll}};
     replAlso(c, 14, v);
 }
 
@@ -1072,15 +1079,19 @@ static void propagateGroupID(client *c, int key_arg, const sgroup *g) {
     char lb[48], eb[24];
     int ll = streamFormatID(lb, sizeof(lb), &g->last_id);
     int el = ll2string(eb, sizeof(eb), g->entries_read);
-    ir_str v[7] = {IR_STR("XGROUP"), IR_STR("SETID"), replArg(c, key_arg), {g->name, g->nlen},
+    ir_str v[7] = {IR_STR("XGROUP"), IR_STR("SETID"),       replArg(c, key_arg), {g->name, g->nlen},
                    {lb, (size_t)ll}, IR_STR("ENTRIESREAD"), {eb, (size_t)el}};
     replAlso(c, 7, v);
 }
 
-static void propagateConsumerCreation(client *c, int key_arg, const sgroup *g, const sconsumer *cn) {
+static void propagateConsumerCreation(client *c, int key_arg, const sgroup *g,
+                                      const sconsumer *cn) {
     if (!replActive()) return;
-    ir_str v[5] = {IR_STR("XGROUP"), IR_STR("CREATECONSUMER"), replArg(c, key_arg),
-                   {g->name, g->nlen}, {cn->name, cn->nlen}};
+    ir_str v[5] = {IR_STR("XGROUP"),
+                   IR_STR("CREATECONSUMER"),
+                   replArg(c, key_arg),
+                   {g->name, g->nlen},
+                   {cn->name, cn->nlen}};
     replAlso(c, 5, v);
 }
 
@@ -1101,8 +1112,7 @@ static void serveNew(client *c, ir_db *db, stream *s, int key_arg, const streamI
         if (g && idCmp(&e->id, &g->last_id) > 0) {
             if (g->entries_read != ENTRIES_READ_INVALID && !rangeHasTombstones(s, &e->id))
                 g->entries_read++;
-            else if (s->entries_added)
-                g->entries_read = estimateDistance(s, &e->id);
+            else if (s->entries_added) g->entries_read = estimateDistance(s, &e->id);
             g->last_id = e->id;
             if (noack) propagate_last = 1;
         }
@@ -1183,14 +1193,17 @@ static void xreadGeneric(client *c, int group_mode) {
             streams_arg = i + 1;
             nstreams = c->argc - streams_arg;
             if (nstreams % 2) {
-                addReplyError(c, "Unbalanced XREAD list of streams: for each stream key an ID or '$' must be specified.");
+                addReplyError(c, "Unbalanced XREAD list of streams: for each stream key an ID or "
+                                 "'$' must be specified.");
                 return;
             }
             nstreams /= 2;
             break;
         } else if (argEq(c, i, "group") && more >= 2) {
             if (!group_mode) {
-                addReplyError(c, "The GROUP option is only supported by XREADGROUP. You called XREAD instead.");
+                addReplyError(
+                    c,
+                    "The GROUP option is only supported by XREADGROUP. You called XREAD instead.");
                 return;
             }
             gname = i + 1;
@@ -1198,7 +1211,9 @@ static void xreadGeneric(client *c, int group_mode) {
             i += 2;
         } else if (argEq(c, i, "noack")) {
             if (!group_mode) {
-                addReplyError(c, "The NOACK option is only supported by XREADGROUP. You called XREAD instead.");
+                addReplyError(
+                    c,
+                    "The NOACK option is only supported by XREADGROUP. You called XREAD instead.");
                 return;
             }
             noack = 1;
@@ -1239,7 +1254,8 @@ static void xreadGeneric(client *c, int group_mode) {
                 return;
             }
             if (!lookupGroup(e->v.stream, c->argv[gname].ptr, c->argv[gname].len)) {
-                addReplyError(c, "-NOGROUP the consumer group this client was blocked on no longer exists");
+                addReplyError(
+                    c, "-NOGROUP the consumer group this client was blocked on no longer exists");
                 return;
             }
         }
@@ -1247,15 +1263,21 @@ static void xreadGeneric(client *c, int group_mode) {
             addReplyStr(c, shared.wrongtypeerr);
             return;
         }
-        if (group_mode && (!e || !lookupGroup(e->v.stream, c->argv[gname].ptr, c->argv[gname].len))) {
-            addReplyErrorFormat(c, "-NOGROUP No such key '%s' or consumer group '%s' in XREADGROUP with GROUP option",
-                                c->argv[ka].ptr, c->argv[gname].ptr);
+        if (group_mode &&
+            (!e || !lookupGroup(e->v.stream, c->argv[gname].ptr, c->argv[gname].len))) {
+            addReplyErrorFormat(
+                c,
+                "-NOGROUP No such key '%s' or consumer group '%s' in XREADGROUP with GROUP option",
+                c->argv[ka].ptr, c->argv[gname].ptr);
             return;
         }
         const ir_arg *ida = &c->argv[ia];
         if (ida->len == 1 && ida->ptr[0] == '$') {
             if (group_mode) {
-                addReplyError(c, "The $ ID is meaningless in the context of XREADGROUP: you want to read the history of this consumer by specifying a proper ID, or use the > ID to get new messages. The $ ID would just return an empty result set.");
+                addReplyError(
+                    c, "The $ ID is meaningless in the context of XREADGROUP: you want to read the "
+                       "history of this consumer by specifying a proper ID, or use the > ID to get "
+                       "new messages. The $ ID would just return an empty result set.");
                 return;
             }
             streamID z = {0, 0};
@@ -1264,7 +1286,8 @@ static void xreadGeneric(client *c, int group_mode) {
         }
         if (ida->len == 1 && ida->ptr[0] == '>') {
             if (!group_mode) {
-                addReplyError(c, "The > ID can be specified only when calling XREADGROUP using the GROUP <group> <consumer> option.");
+                addReplyError(c, "The > ID can be specified only when calling XREADGROUP using the "
+                                 "GROUP <group> <consumer> option.");
                 return;
             }
             xids[j].ms = xids[j].seq = UINT64_MAX;
@@ -1312,7 +1335,8 @@ static void xreadGeneric(client *c, int group_mode) {
             if (g) {
                 cn = lookupConsumer(g, c->argv[cname].ptr, c->argv[cname].len, 1);
                 if (!cn) {
-                    cn = consumerCreateNotify(c, db, s, g, ka, c->argv[cname].ptr, c->argv[cname].len);
+                    cn = consumerCreateNotify(c, db, s, g, ka, c->argv[cname].ptr,
+                                              c->argv[cname].len);
                     if (noack) propagateConsumerCreation(c, ka, g, cn);
                 }
                 replMarkDirty();
@@ -1334,7 +1358,8 @@ static void xreadGeneric(client *c, int group_mode) {
         }
         for (int j = 0; j < nstreams; j++) { /* `$` means what is last now */
             const ir_arg *ida = &c->argv[streams_arg + nstreams + j];
-            if (ida->len == 1 && ida->ptr[0] == '$') rewriteArgID(c, streams_arg + nstreams + j, &xids[j]);
+            if (ida->len == 1 && ida->ptr[0] == '$')
+                rewriteArgID(c, streams_arg + nstreams + j, &xids[j]);
         }
         blockForKeys(c, db, streams_arg, nstreams, 1, deadline);
         return;
@@ -1350,8 +1375,9 @@ void xreadgroupCommand(client *c) { xreadGeneric(c, 1); }
 /* ---- XGROUP, XSETID ------------------------------------------------------------------ */
 
 static void subcommandSyntaxError(client *c, const char *cmd) {
-    addReplyErrorFormat(c, "unknown subcommand or wrong number of arguments for '%.128s'. Try %s HELP.",
-                        c->argv[1].ptr, cmd);
+    addReplyErrorFormat(
+        c, "unknown subcommand or wrong number of arguments for '%.128s'. Try %s HELP.",
+        c->argv[1].ptr, cmd);
 }
 
 static void replyHelp(client *c, const char *cmd, const char *const *lines) {
@@ -1359,7 +1385,8 @@ static void replyHelp(client *c, const char *cmd, const char *const *lines) {
     while (lines[n]) n++;
     addReplyArrayLen(c, n + 3);
     char head[128];
-    snprintf(head, sizeof(head), "%s <subcommand> [<arg> [value] [opt] ...]. Subcommands are:", cmd);
+    snprintf(head, sizeof(head),
+             "%s <subcommand> [<arg> [value] [opt] ...]. Subcommands are:", cmd);
     addReplyStatus(c, head);
     for (long i = 0; i < n; i++) addReplyStatus(c, lines[i]);
     addReplyStatus(c, "HELP");
@@ -1389,8 +1416,8 @@ void xgroupCommand(client *c) {
     static const struct {
         const char *name;
         int arity;
-    } subs[] = {{"create", -5}, {"setid", -5}, {"destroy", 4}, {"createconsumer", 5},
-                {"delconsumer", 5}, {"help", 2}};
+    } subs[] = {{"create", -5},        {"setid", -5},      {"destroy", 4},
+                {"createconsumer", 5}, {"delconsumer", 5}, {"help", 2}};
     int sub = -1;
     for (int i = 0; i < 6; i++)
         if (argEq(c, 1, subs[i].name)) sub = i;
@@ -1451,12 +1478,15 @@ void xgroupCommand(client *c) {
     sgroup *g = NULL;
     if (!mkstream) {
         if (!s) {
-            addReplyError(c, "The XGROUP subcommand requires the key to exist. Note that for CREATE you may want to use the MKSTREAM option to create an empty stream automatically.");
+            addReplyError(
+                c, "The XGROUP subcommand requires the key to exist. Note that for CREATE you may "
+                   "want to use the MKSTREAM option to create an empty stream automatically.");
             return;
         }
         g = lookupGroup(s, gn, gl);
         if (!g && (setid || sub == 3 || sub == 4)) {
-            addReplyErrorFormat(c, "-NOGROUP No such consumer group '%s' for key name '%s'", gn, k.p);
+            addReplyErrorFormat(c, "-NOGROUP No such consumer group '%s' for key name '%s'", gn,
+                                k.p);
             return;
         }
     }
@@ -1507,7 +1537,8 @@ void xgroupCommand(client *c) {
             s->ngroups--;
             account(db, s, -(int64_t)(sizeof(*g) + g->nlen + 2 * DB_MALLOC_OVERHEAD));
             for (size_t j = 0; j < g->ncons; j++)
-                account(db, s, -(int64_t)(sizeof(sconsumer) + g->cons[j]->nlen + 2 * DB_MALLOC_OVERHEAD));
+                account(db, s,
+                        -(int64_t)(sizeof(sconsumer) + g->cons[j]->nlen + 2 * DB_MALLOC_OVERHEAD));
             account(db, s, -(int64_t)(g->pelcap * sizeof(*g->pel)));
             groupFree(g);
             addReplyStr(c, shared.cone);
@@ -1554,7 +1585,9 @@ void xsetidCommand(client *c) {
         } else if (argEq(c, i, "maxdeletedid") && more) {
             if (parseArgID(c, i + 1, &maxdel, 0, 1) != 0) return;
             if (idCmp(&id, &maxdel) < 0) {
-                addReplyError(c, "The ID specified in XSETID is smaller than the provided max_deleted_entry_id");
+                addReplyError(
+                    c,
+                    "The ID specified in XSETID is smaller than the provided max_deleted_entry_id");
                 return;
             }
             i += 2;
@@ -1569,11 +1602,14 @@ void xsetidCommand(client *c) {
     if (s->en > 0) {
         streamID maxid = lastValidID(s);
         if (idCmp(&id, &maxid) < 0) {
-            addReplyError(c, "The ID specified in XSETID is smaller than the target stream top item");
+            addReplyError(c,
+                          "The ID specified in XSETID is smaller than the target stream top item");
             return;
         }
         if (entries_added != -1 && s->en > (uint64_t)entries_added) {
-            addReplyError(c, "The entries_added specified in XSETID is smaller than the target stream length");
+            addReplyError(
+                c,
+                "The entries_added specified in XSETID is smaller than the target stream length");
             return;
         }
     }
@@ -1761,8 +1797,11 @@ void xclaimCommand(client *c) {
             force = 1;
         } else if (argEq(c, j, "justid")) {
             justid = 1;
-        } else if ((argEq(c, j, "idle") || argEq(c, j, "time") || argEq(c, j, "retrycount")) && more) {
-            const char *what = argEq(c, j, "idle") ? "IDLE" : argEq(c, j, "time") ? "TIME" : "RETRYCOUNT";
+        } else if ((argEq(c, j, "idle") || argEq(c, j, "time") || argEq(c, j, "retrycount")) &&
+                   more) {
+            const char *what = argEq(c, j, "idle")   ? "IDLE"
+                               : argEq(c, j, "time") ? "TIME"
+                                                     : "RETRYCOUNT";
             long long v;
             j++;
             if (!string2ll(c->argv[j].ptr, c->argv[j].len, &v)) {
@@ -1943,7 +1982,8 @@ static void xinfoStream(client *c, stream *s) {
     long long count = 10;
     int optc = c->argc - 3;
     if (optc) {
-        if ((optc != 1 && optc != 3) || !argEq(c, 3, "full") || (optc == 3 && !argEq(c, 4, "count"))) {
+        if ((optc != 1 && optc != 3) || !argEq(c, 3, "full") ||
+            (optc == 3 && !argEq(c, 4, "count"))) {
             subcommandSyntaxError(c, "XINFO");
             return;
         }
@@ -2145,13 +2185,15 @@ stream *streamDup(ir_db *db, const stream *src) {
         const sgroup *sg = src->groups[gi];
         sgroup *g = groupCreate(db, s, sg->name, sg->nlen, &sg->last_id, sg->entries_read);
         for (size_t ci = 0; ci < sg->ncons; ci++)
-            consumerCreate(db, s, g, sg->cons[ci]->name, sg->cons[ci]->nlen, sg->cons[ci]->seen_time);
+            consumerCreate(db, s, g, sg->cons[ci]->name, sg->cons[ci]->nlen,
+                           sg->cons[ci]->seen_time);
         for (size_t pi = 0; pi < sg->npel; pi++) {
             const spending *sp = &sg->pel[pi];
             spending *p = pelInsert(db, s, g, &sp->id);
             p->delivery_time = sp->delivery_time;
             p->delivery_count = sp->delivery_count;
-            if (sp->consumer) pelSetConsumer(p, lookupConsumer(g, sp->consumer->name, sp->consumer->nlen, 0));
+            if (sp->consumer)
+                pelSetConsumer(p, lookupConsumer(g, sp->consumer->name, sp->consumer->nlen, 0));
         }
     }
     return s;
@@ -2309,11 +2351,13 @@ stream *streamDeserialize(ir_db *db, const void *buf, size_t len, size_t *used, 
             e->buf = dbMalloc(e->size ? e->size : 1);
             memcpy(e->buf, (const char *)buf + start, e->size);
             account(db, s, (int64_t)dbBufBytes(e->size));
-            if (k == 0) nodeInit(n, e); /* sizes as if appended anew (deleted entries are not kept) */
+            if (k == 0)
+                nodeInit(n, e); /* sizes as if appended anew (deleted entries are not kept) */
             nodeAppend(n, e);
         }
     }
-    if (!r.bad && !*err && any && idCmp(&prev, &last) > 0) *err = "a stream entry after its last ID";
+    if (!r.bad && !*err && any && idCmp(&prev, &last) > 0)
+        *err = "a stream entry after its last ID";
     s->last_id = last;
     uint64_t ngroups = r.bad || *err ? 0 : get(&r, 8);
     for (uint64_t gi = 0; gi < ngroups && !r.bad && !*err; gi++) {
@@ -2448,8 +2492,10 @@ static void lpInt(lpw *w, int64_t v) {
         e[1] = (unsigned char)(u & 0xFF);
         lpElem(w, e, 2, NULL, 0);
     } else {
-        int bytes = v >= INT16_MIN && v <= INT16_MAX ? 2 : v >= -8388608 && v <= 8388607 ? 3
-                  : v >= INT32_MIN && v <= INT32_MAX ? 4 : 8;
+        int bytes = v >= INT16_MIN && v <= INT16_MAX   ? 2
+                    : v >= -8388608 && v <= 8388607    ? 3
+                    : v >= INT32_MIN && v <= INT32_MAX ? 4
+                                                       : 8;
         e[0] = bytes == 2 ? 0xF1 : bytes == 3 ? 0xF2 : bytes == 4 ? 0xF3 : 0xF4;
         for (int i = 0; i < bytes; i++) e[1 + i] = (unsigned char)((uint64_t)v >> (8 * i));
         lpElem(w, e, (size_t)bytes + 1, NULL, 0);
@@ -2675,7 +2721,8 @@ int streamLoadCheck(const stream *s) {
 /* ---- invariants (the fuzz harness) -------------------------------------------------------- */
 
 const char *streamVerify(const stream *s, uint64_t *bytes) {
-    uint64_t b = sizeof(*s) + DB_MALLOC_OVERHEAD + s->ecap * sizeof(sentry) + s->ncap * sizeof(snode);
+    uint64_t b =
+        sizeof(*s) + DB_MALLOC_OVERHEAD + s->ecap * sizeof(sentry) + s->ncap * sizeof(snode);
     if (s->eh + s->en > s->ecap || s->nh + s->nn > s->ncap) return "deque out of its array";
     uint64_t live = 0;
     for (size_t i = 0; i < s->nn; i++) {
@@ -2714,7 +2761,8 @@ const char *streamVerify(const stream *s, uint64_t *bytes) {
         b += sizeof(*g) + g->nlen + 2 * DB_MALLOC_OVERHEAD + g->pelcap * sizeof(spending);
         for (size_t ci = 0; ci < g->ncons; ci++) {
             const sconsumer *cn = g->cons[ci];
-            if (ci && nameCmp(g->cons[ci - 1]->name, g->cons[ci - 1]->nlen, cn->name, cn->nlen) >= 0)
+            if (ci &&
+                nameCmp(g->cons[ci - 1]->name, g->cons[ci - 1]->nlen, cn->name, cn->nlen) >= 0)
                 return "consumers out of order";
             size_t own = 0;
             for (size_t pi = 0; pi < g->npel; pi++) own += g->pel[pi].consumer == cn;

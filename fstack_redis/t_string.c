@@ -75,7 +75,7 @@ static void addReplyValue(client *c, dbEntry *e) {
 
 void strSetValue(ir_db *db, dbEntry *e, const void *p, size_t len, int keep_old_big) {
     (void)keep_old_big;
-    e->flags &= (uint8_t)~(DBE_ENC_RAW | DBE_ENC_STR);
+    e->flags &= (uint8_t) ~(DBE_ENC_RAW | DBE_ENC_STR);
     char *buf = strPrepare(db, e, len);
     memmove(buf, p, len);
     buf[len] = '\0';
@@ -83,7 +83,7 @@ void strSetValue(ir_db *db, dbEntry *e, const void *p, size_t len, int keep_old_
 }
 
 void strSetFromArg(ir_db *db, dbEntry *e, client *c, int i, int keep_old_big) {
-    e->flags &= (uint8_t)~(DBE_ENC_RAW | DBE_ENC_STR);
+    e->flags &= (uint8_t) ~(DBE_ENC_RAW | DBE_ENC_STR);
     if (!c->argv[i].owned) {
         strSetValue(db, e, c->argv[i].ptr, c->argv[i].len, keep_old_big);
         return;
@@ -506,7 +506,7 @@ void strTakeBuffer(ir_db *db, dbEntry *e, char *buf, size_t len, size_t cap) {
     e->v.str.len = len;
     e->v.str.cap = cap;
     buf[len] = '\0';
-    e->flags &= (uint8_t)~(DBE_EMBEDDED | DBE_ENC_STR);
+    e->flags &= (uint8_t) ~(DBE_EMBEDDED | DBE_ENC_STR);
     e->flags |= DBE_ENC_RAW;
     db->bytes += dbBufBytes(cap);
 }
@@ -736,7 +736,8 @@ void lcsCommand(client *c) {
     uint32_t alen = (uint32_t)n[0], blen = (uint32_t)n[1];
     unsigned long long cells = (unsigned long long)(alen + 1) * (blen + 1);
     if (cells * sizeof(uint32_t) > c->srv->cfg.proto_max_bulk_len) {
-        addReplyError(c, "Insufficient memory, transient memory for LCS exceeds proto-max-bulk-len");
+        addReplyError(c,
+                      "Insufficient memory, transient memory for LCS exceeds proto-max-bulk-len");
         return;
     }
     uint32_t *dp = malloc((size_t)cells * sizeof(uint32_t));
@@ -758,7 +759,7 @@ void lcsCommand(client *c) {
         return;
     }
     char *result = malloc(total + 1);
-    uint32_t (*ranges)[5] = getidx ? malloc(((size_t)total + 1) * sizeof(*ranges)) : NULL;
+    uint32_t(*ranges)[5] = getidx ? malloc(((size_t)total + 1) * sizeof(*ranges)) : NULL;
     if (!result || (getidx && !ranges)) {
         free(dp);
         free(result);

@@ -99,8 +99,10 @@ void replayStreamCommand(client *c) {
     if (c->argc == 3 && (argEq(c, 2, "end") || argEq(c, 2, "drop"))) {
         ir_stream *st = streamFind(s, name->ptr, name->len);
         if (!st) {
-            replyReplayError(c, IR_ERR_NOSTREAM, "no such stream '%.128s': declare it with REPLAY.STREAM <stream> "
-                                   "FIELDS ...", name->ptr);
+            replyReplayError(c, IR_ERR_NOSTREAM,
+                             "no such stream '%.128s': declare it with REPLAY.STREAM <stream> "
+                             "FIELDS ...",
+                             name->ptr);
             return;
         }
         if (argEq(c, 2, "end")) streamEndEpisode(s, st);
@@ -109,8 +111,9 @@ void replayStreamCommand(client *c) {
         return;
     }
     if (c->argc < 4 || !argEq(c, 2, "fields")) {
-        addReplyError(c, "syntax error: REPLAY.STREAM <stream> FIELDS <n> <name> <dtype> <shape> ... "
-                         "[CHUNK <steps>] [HISTORY <steps>], or REPLAY.STREAM <stream> END|DROP");
+        addReplyError(c,
+                      "syntax error: REPLAY.STREAM <stream> FIELDS <n> <name> <dtype> <shape> ... "
+                      "[CHUNK <steps>] [HISTORY <steps>], or REPLAY.STREAM <stream> END|DROP");
         return;
     }
     uint64_t nf;
@@ -126,7 +129,8 @@ void replayStreamCommand(client *c) {
     ir_field f[IR_TRAJ_MAX_FIELDS];
     memset(f, 0, sizeof(f));
     for (uint64_t k = 0; k < nf; k++) {
-        const ir_arg *fn = &c->argv[4 + 3 * k], *dt = &c->argv[5 + 3 * k], *sh = &c->argv[6 + 3 * k];
+        const ir_arg *fn = &c->argv[4 + 3 * k], *dt = &c->argv[5 + 3 * k],
+                     *sh = &c->argv[6 + 3 * k];
         if (fn->len == 0 || fn->len >= IR_TRAJ_NAME_MAX) {
             addReplyErrorFormat(c, "field name must be 1 to %d bytes", IR_TRAJ_NAME_MAX - 1);
             return;
@@ -139,15 +143,18 @@ void replayStreamCommand(client *c) {
             }
         f[k].dtype = chunkDtypeParse(dt->ptr, dt->len);
         if (f[k].dtype < 0) {
-            addReplyErrorFormat(c, "unknown dtype '%.32s' for field '%s': use bool, uint8, int8, "
-                                   "uint16, int16, uint32, int32, uint64, int64, float16, float32 "
-                                   "or float64", dt->ptr, f[k].name);
+            addReplyErrorFormat(c,
+                                "unknown dtype '%.32s' for field '%s': use bool, uint8, int8, "
+                                "uint16, int16, uint32, int32, uint64, int64, float16, float32 "
+                                "or float64",
+                                dt->ptr, f[k].name);
             return;
         }
         uint64_t b = chunkDtypeSize(f[k].dtype);
         if (parseShape(sh, &f[k]) != 0) {
-            addReplyErrorFormat(c, "invalid shape '%.64s' for field '%s': use dimensions like "
-                                   "84,84 (at most %d), or \"\" for a scalar",
+            addReplyErrorFormat(c,
+                                "invalid shape '%.64s' for field '%s': use dimensions like "
+                                "84,84 (at most %d), or \"\" for a scalar",
                                 sh->ptr, f[k].name, IR_TRAJ_MAX_DIMS);
             return;
         }
@@ -177,31 +184,32 @@ void replayStreamCommand(client *c) {
         }
         uint64_t *dst = isc ? &chunk : &history;
         if (parseU64(&c->argv[i + 1], isc ? 65536 : (1u << 24), dst) != 0 || *dst == 0) {
-            addReplyErrorFormat(c, "%s must be an integer between 1 and %u", isc ? "CHUNK" : "HISTORY",
-                                isc ? 65536u : (1u << 24));
+            addReplyErrorFormat(c, "%s must be an integer between 1 and %u",
+                                isc ? "CHUNK" : "HISTORY", isc ? 65536u : (1u << 24));
             return;
         }
         seen_c |= isc;
         seen_h |= ish;
     }
     if (((history + chunk - 1) / chunk + 1) * nf > IR_TRAJ_MAX_HELD) {
-        addReplyErrorFormat(c, "HISTORY %llu with CHUNK %llu holds more than %u chunks over %llu "
-                               "fields: use a larger CHUNK or a smaller HISTORY",
+        addReplyErrorFormat(c,
+                            "HISTORY %llu with CHUNK %llu holds more than %u chunks over %llu "
+                            "fields: use a larger CHUNK or a smaller HISTORY",
                             (unsigned long long)history, (unsigned long long)chunk,
                             IR_TRAJ_MAX_HELD, (unsigned long long)nf);
         return;
     }
     for (uint64_t k = 0; k < nf; k++)
         if ((uint64_t)f[k].step_bytes * chunk > UINT32_MAX) {
-            addReplyErrorFormat(c, "CHUNK %llu steps of field '%s' exceed 4 GiB: use a smaller CHUNK",
+            addReplyErrorFormat(c,
+                                "CHUNK %llu steps of field '%s' exceed 4 GiB: use a smaller CHUNK",
                                 (unsigned long long)chunk, f[k].name);
             return;
         }
     ir_stream *st;
     const char *err;
     if (streamDeclare(s, name->ptr, name->len, f, (uint32_t)nf, (uint32_t)chunk, (uint32_t)history,
-                      (int)zlevel,
-                      &st, &err) != 0) {
+                      (int)zlevel, &st, &err) != 0) {
         addReplyErrorFormat(c, "%s", err);
         return;
     }
@@ -214,8 +222,10 @@ void replayAppendCommand(client *c) {
     ir_chunk_store *s = c->srv->chunks;
     ir_stream *st = streamFind(s, c->argv[1].ptr, c->argv[1].len);
     if (!st) {
-        replyReplayError(c, IR_ERR_NOSTREAM, "no such stream '%.128s': declare it with REPLAY.STREAM <stream> "
-                               "FIELDS ...", c->argv[1].ptr);
+        replyReplayError(c, IR_ERR_NOSTREAM,
+                         "no such stream '%.128s': declare it with REPLAY.STREAM <stream> "
+                         "FIELDS ...",
+                         c->argv[1].ptr);
         return;
     }
     uint64_t n;
@@ -224,8 +234,10 @@ void replayAppendCommand(client *c) {
         return;
     }
     if ((uint32_t)c->argc != 3 + st->nfields) {
-        addReplyErrorFormat(c, "stream '%.128s' has %u fields: give one bulk per field, in the "
-                               "declared order", st->name, st->nfields);
+        addReplyErrorFormat(c,
+                            "stream '%.128s' has %u fields: give one bulk per field, in the "
+                            "declared order",
+                            st->name, st->nfields);
         return;
     }
     const char *data[IR_TRAJ_MAX_FIELDS];
@@ -234,8 +246,9 @@ void replayAppendCommand(client *c) {
         if ((uint64_t)a->len != n * st->fields[f].step_bytes) {
             char sh[96];
             fmtShape(sh, sizeof(sh), st->fields[f].shape, st->fields[f].ndim);
-            addReplyErrorFormat(c, "field '%s' of stream '%.128s' must be %llu steps of %s [%s] "
-                                   "(%llu bytes), got %zu bytes",
+            addReplyErrorFormat(c,
+                                "field '%s' of stream '%.128s' must be %llu steps of %s [%s] "
+                                "(%llu bytes), got %zu bytes",
                                 st->fields[f].name, st->name, (unsigned long long)n,
                                 chunkDtypeName(st->fields[f].dtype), sh,
                                 (unsigned long long)(n * st->fields[f].step_bytes), a->len);
@@ -254,13 +267,15 @@ void replayAppendCommand(client *c) {
 
 static int colMatches(const ir_traj_col *a, const ir_traj_col *b) {
     return strcmp(a->name, b->name) == 0 && a->dtype == b->dtype && a->ndim == b->ndim &&
-           a->len == b->len && memcmp(a->shape, b->shape, sizeof(a->shape[0]) * (size_t)a->ndim) == 0;
+           a->len == b->len &&
+           memcmp(a->shape, b->shape, sizeof(a->shape[0]) * (size_t)a->ndim) == 0;
 }
 
 static void colDescribe(char *buf, size_t len, const ir_traj_col *col) {
     char sh[96];
     fmtShape(sh, sizeof(sh), col->shape, col->ndim);
-    snprintf(buf, len, "'%s' %u steps of %s [%s]", col->name, col->len, chunkDtypeName(col->dtype), sh);
+    snprintf(buf, len, "'%s' %u steps of %s [%s]", col->name, col->len, chunkDtypeName(col->dtype),
+             sh);
 }
 
 void replayItemCommand(client *c) {
@@ -270,8 +285,10 @@ void replayItemCommand(client *c) {
         return;
     }
     if (!t->traj) {
-        replyReplayError(c, IR_ERR_WRONGKIND, "table '%.128s' holds opaque items: create it with TRAJECTORY for "
-                               "REPLAY.ITEM, or use REPLAY.ADD", t->name);
+        replyReplayError(c, IR_ERR_WRONGKIND,
+                         "table '%.128s' holds opaque items: create it with TRAJECTORY for "
+                         "REPLAY.ITEM, or use REPLAY.ADD",
+                         t->name);
         return;
     }
     ir_chunk_store *s = t->traj;
@@ -289,15 +306,17 @@ void replayItemCommand(client *c) {
             break;
         }
         if (i + 1 >= argc || parseU64(&c->argv[i + 1], IR_TRAJ_MAX_COLS, &nc) != 0 || nc == 0) {
-            addReplyErrorFormat(c, "item %zu: <priority> <ncols> with ncols between 1 and %d, then "
-                                   "<column> <stream> <field> <first> <len> per column",
+            addReplyErrorFormat(c,
+                                "item %zu: <priority> <ncols> with ncols between 1 and %d, then "
+                                "<column> <stream> <field> <first> <len> per column",
                                 nitems, IR_TRAJ_MAX_COLS);
             return;
         }
         if ((uint64_t)(argc - i - 2) < 5 * nc) {
-            addReplyErrorFormat(c, "item %zu: %llu columns need %llu arguments (column stream "
-                                   "field first len each)", nitems, (unsigned long long)nc,
-                                (unsigned long long)(5 * nc));
+            addReplyErrorFormat(c,
+                                "item %zu: %llu columns need %llu arguments (column stream "
+                                "field first len each)",
+                                nitems, (unsigned long long)nc, (unsigned long long)(5 * nc));
             return;
         }
         i += 2 + 5 * (int)nc;
@@ -321,27 +340,34 @@ void replayItemCommand(client *c) {
         items[k].raw = 0;
         if (!items[k].use_max &&
             (!string2d(p->ptr, p->len, &items[k].raw) || !tablePriorityValid(t, items[k].raw))) {
-            replyReplayError(c, IR_ERR_BADPRIO, "%zu invalid priority '%.64s': use a finite number "
-                             ">= 0 or MAX", k, p->ptr);
+            replyReplayError(c, IR_ERR_BADPRIO,
+                             "%zu invalid priority '%.64s': use a finite number "
+                             ">= 0 or MAX",
+                             k, p->ptr);
             return;
         }
         uint64_t nc = 0;
         parseU64(&c->argv[i + 1], IR_TRAJ_MAX_COLS, &nc);
         if (cand.ncols && nc != cand.ncols) {
-            addReplyErrorFormat(c, "item %zu has %llu columns, table '%.128s' has %u: every item of "
-                                   "a table has the same columns", k, (unsigned long long)nc,
-                                t->name, cand.ncols);
+            addReplyErrorFormat(c,
+                                "item %zu has %llu columns, table '%.128s' has %u: every item of "
+                                "a table has the same columns",
+                                k, (unsigned long long)nc, t->name, cand.ncols);
             return;
         }
         i += 2;
         ir_colref *cols = &g_cols[ci];
         for (uint64_t j = 0; j < nc; j++, i += 5) {
             const ir_arg *cn = &c->argv[i], *sn = &c->argv[i + 1], *fn = &c->argv[i + 2];
-            ir_stream *st = last && last->namelen == sn->len && memcmp(last->name, sn->ptr, sn->len) == 0
-                                ? last : streamFind(s, sn->ptr, sn->len);
+            ir_stream *st =
+                last && last->namelen == sn->len && memcmp(last->name, sn->ptr, sn->len) == 0
+                    ? last
+                    : streamFind(s, sn->ptr, sn->len);
             if (!st) {
-                replyReplayError(c, IR_ERR_NOSTREAM, "no such stream '%.128s': declare it with REPLAY.STREAM and "
-                                       "append steps first", sn->ptr);
+                replyReplayError(c, IR_ERR_NOSTREAM,
+                                 "no such stream '%.128s': declare it with REPLAY.STREAM and "
+                                 "append steps first",
+                                 sn->ptr);
                 return;
             }
             last = st;
@@ -356,8 +382,10 @@ void replayItemCommand(client *c) {
             uint64_t first, len;
             if (parseU64(&c->argv[i + 3], UINT64_MAX >> 2, &first) != 0 ||
                 parseU64(&c->argv[i + 4], IR_TRAJ_MAX_LEN, &len) != 0) {
-                addReplyErrorFormat(c, "item %zu column %llu: first and len must be integers >= 0 "
-                                       "(len at most %d)", k, (unsigned long long)j, IR_TRAJ_MAX_LEN);
+                addReplyErrorFormat(c,
+                                    "item %zu column %llu: first and len must be integers >= 0 "
+                                    "(len at most %d)",
+                                    k, (unsigned long long)j, IR_TRAJ_MAX_LEN);
                 return;
             }
             if (cn->len == 0 || cn->len >= IR_TRAJ_NAME_MAX) {
@@ -369,8 +397,10 @@ void replayItemCommand(client *c) {
                 addReplyErrorFormat(c, "%s", err);
                 return;
             }
-            ir_traj_col col = {.dtype = st->fields[f].dtype, .ndim = st->fields[f].ndim,
-                               .step_bytes = st->fields[f].step_bytes, .len = (uint32_t)len};
+            ir_traj_col col = {.dtype = st->fields[f].dtype,
+                               .ndim = st->fields[f].ndim,
+                               .step_bytes = st->fields[f].step_bytes,
+                               .len = (uint32_t)len};
             memcpy(col.name, cn->ptr, cn->len);
             memcpy(col.shape, st->fields[f].shape, sizeof(col.shape));
             if (!cand.ncols || (k == 0 && !t->layout->ncols)) {
@@ -385,16 +415,19 @@ void replayItemCommand(client *c) {
                 char want[256], got[256];
                 colDescribe(want, sizeof(want), &cand.col[j]);
                 colDescribe(got, sizeof(got), &col);
-                addReplyErrorFormat(c, "item %zu column %llu is %s, table '%.128s' has %s there: "
-                                       "every item of a table has the same columns",
+                addReplyErrorFormat(c,
+                                    "item %zu column %llu is %s, table '%.128s' has %s there: "
+                                    "every item of a table has the same columns",
                                     k, (unsigned long long)j, got, t->name, want);
                 return;
             }
         }
         size_t rb = chunkItemSize(cols, (uint32_t)nc);
         if (!tableItemFits(t, rb)) { /* what tableAdd checks: nothing half-added */
-            addReplyErrorFormat(c, "item %zu's reference record (%zu bytes) is larger than table "
-                                   "'%.128s''s MAXBYTES", k, rb, t->name);
+            addReplyErrorFormat(c,
+                                "item %zu's reference record (%zu bytes) is larger than table "
+                                "'%.128s''s MAXBYTES",
+                                k, rb, t->name);
             return;
         }
         items[k].len = rb;
@@ -468,7 +501,7 @@ void trajSample(client *c, ir_table *t, size_t n, double beta, int withstats, in
         char *d = addReplyBulkReserve(c, n * per);
         for (size_t i = 0; i < n; i++) {
             uint64_t slot = t->scratch_slots[i];
-            chunkItemCopy(s, t->arena + t->slot_off[slot], k, d + i * per);
+            chunkItemCopy(s, t->arena + t->slots[slot].off, k, d + i * per);
         }
     }
     chunkCollect(s);
@@ -493,7 +526,8 @@ void replayColumnsCommand(client *c) {
         return;
     }
     if (!t->traj) {
-        replyReplayError(c, IR_ERR_WRONGKIND, "table '%.128s' holds opaque items: it has no columns", t->name);
+        replyReplayError(c, IR_ERR_WRONGKIND,
+                         "table '%.128s' holds opaque items: it has no columns", t->name);
         return;
     }
     const ir_traj_layout *L = t->layout;
@@ -510,32 +544,36 @@ void replayColumnsCommand(client *c) {
 }
 
 /* The fields REPLAY.INFO adds for a trajectory table: (name, value). */
-#define TRAJ_INFO_FIELDS(F)                      \
-    F("columns", t->layout->ncols)               \
-    F("store_chunks", t->traj->chunks)           \
+#define TRAJ_INFO_FIELDS(F) \
+    F("columns", t->layout->ncols) \
+    F("store_chunks", t->traj->chunks) \
     F("store_chunk_bytes", t->traj->chunk_bytes) \
     F("store_references", t->traj->references)
 #define TRAJ_INFO_COUNT(name, value) +1
 #define TRAJ_INFO_EMIT(name, value) \
-    addReplyBulkCString(c, name);   \
+    addReplyBulkCString(c, name); \
     addReplyLongLong(c, (long long)(value));
 
 long trajInfoFieldCount(void) { return 0 TRAJ_INFO_FIELDS(TRAJ_INFO_COUNT); }
 
 void trajInfoFields(client *c, ir_table *t) { TRAJ_INFO_FIELDS(TRAJ_INFO_EMIT) }
 
+/* REPLAY.CHUNKS: the chunk store's counters, one list that writes the reply
+ * and counts it. */
+#define CHUNKS_FIELDS(F) \
+    F("streams", s->nstreams) \
+    F("chunks", s->chunks) \
+    F("chunk_bytes", s->chunk_bytes) \
+    F("references", s->references) \
+    F("memory", chunkStoreMemory(s)) \
+    F("steps_appended", s->steps_appended) \
+    F("chunks_made", s->chunks_made) \
+    F("items_made", s->items_made) \
+    F("chunks_compressed", s->chunks_compressed) \
+    F("raw_bytes_compressed", s->raw_bytes_compressed)
+
 void replayChunksCommand(client *c) {
     const ir_chunk_store *s = c->srv->chunks;
-    addReplyMapLen(c, 10);
-    addReplyBulkCString(c, "streams");        addReplyLongLong(c, (long long)s->nstreams);
-    addReplyBulkCString(c, "chunks");         addReplyLongLong(c, (long long)s->chunks);
-    addReplyBulkCString(c, "chunk_bytes");    addReplyLongLong(c, (long long)s->chunk_bytes);
-    addReplyBulkCString(c, "references");     addReplyLongLong(c, (long long)s->references);
-    addReplyBulkCString(c, "memory");         addReplyLongLong(c, (long long)chunkStoreMemory(s));
-    addReplyBulkCString(c, "steps_appended"); addReplyLongLong(c, (long long)s->steps_appended);
-    addReplyBulkCString(c, "chunks_made");    addReplyLongLong(c, (long long)s->chunks_made);
-    addReplyBulkCString(c, "items_made");     addReplyLongLong(c, (long long)s->items_made);
-    addReplyBulkCString(c, "chunks_compressed"); addReplyLongLong(c, (long long)s->chunks_compressed);
-    addReplyBulkCString(c, "raw_bytes_compressed");
-    addReplyLongLong(c, (long long)s->raw_bytes_compressed);
+    addReplyMapLen(c, 0 CHUNKS_FIELDS(TRAJ_INFO_COUNT));
+    CHUNKS_FIELDS(TRAJ_INFO_EMIT)
 }

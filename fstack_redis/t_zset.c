@@ -56,8 +56,7 @@ static inline zskiplistNode *nodeOf(const dbEntry *fe) { return (zskiplistNode *
 
 static zskiplist *zslOf(dbColl *co) {
     if (!co->zsl) {
-        zskiplist *zsl =
-            dbMalloc(sizeof(zskiplist) + ZSL_MAXLEVEL * sizeof(struct zskiplistLevel));
+        zskiplist *zsl = dbMalloc(sizeof(zskiplist) + ZSL_MAXLEVEL * sizeof(struct zskiplistLevel));
         zsl->tail = NULL;
         zsl->length = 0;
         zsl->level = 1;
@@ -266,7 +265,8 @@ void zsetForEach(const dbColl *co, void (*fn)(const char *m, size_t len, double 
 void zsetForEachRev(const dbColl *co,
                     void (*fn)(const char *m, size_t len, double score, void *arg), void *arg) {
     if (!co->zsl) return;
-    for (zskiplistNode *x = co->zsl->tail; x; x = x->backward) fn(x->fe->key, x->fe->klen, x->score, arg);
+    for (zskiplistNode *x = co->zsl->tail; x; x = x->backward)
+        fn(x->fe->key, x->fe->klen, x->score, arg);
 }
 
 /* RESTORE: add a member; 0 if it was already there. */
@@ -372,8 +372,12 @@ static int parseRange(client *c, int imin, int imax, zrangespec *r) {
     return 0;
 }
 
-static int valueGteMin(double v, const zrangespec *r) { return r->minex ? v > r->min : v >= r->min; }
-static int valueLteMax(double v, const zrangespec *r) { return r->maxex ? v < r->max : v <= r->max; }
+static int valueGteMin(double v, const zrangespec *r) {
+    return r->minex ? v > r->min : v >= r->min;
+}
+static int valueLteMax(double v, const zrangespec *r) {
+    return r->maxex ? v < r->max : v <= r->max;
+}
 
 /* -1: "-" (below everything), 1: "+" (above everything), 0 a bound. */
 static int parseLexBound(const ir_arg *a, const char **p, size_t *len, int *ex, int *inf) {
@@ -942,8 +946,8 @@ static void zrangeGeneric(client *c, int first, int store, int rangetype, int re
     if (!e) {
         if (!missing) return;
         if (store) /* ZRANGESTORE reads its source as lookupKeyRead */
-            notifyKeyspaceEvent(NOTIFY_KEY_MISS, "keymiss", c->argv[first].ptr,
-                                c->argv[first].len, db->id);
+            notifyKeyspaceEvent(NOTIFY_KEY_MISS, "keymiss", c->argv[first].ptr, c->argv[first].len,
+                                db->id);
         if (store) storeResult(c, db, 1, &o.tmp, "zrangestore");
         else addReplyStr(c, shared.emptyarray);
         return;
@@ -1408,7 +1412,8 @@ static void relinkAll(ir_db *db, dbColl *co) {
     size_t n = zsl->length;
     dbEntry **s = dbScratch(db, n);
     size_t i = 0;
-    for (zskiplistNode *x = zsl->header.level[0].forward; x; x = x->level[0].forward) s[i++] = x->fe;
+    for (zskiplistNode *x = zsl->header.level[0].forward; x; x = x->level[0].forward)
+        s[i++] = x->fe;
     zsl->tail = NULL;
     zsl->length = 0;
     zsl->level = 1;

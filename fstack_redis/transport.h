@@ -22,13 +22,13 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 
-typedef struct ir_conn ir_conn;          /* opaque, transport-owned */
+typedef struct ir_conn ir_conn; /* opaque, transport-owned */
 typedef struct ir_transport ir_transport;
 struct ir_server;
 struct client;
 
 typedef struct ir_transport_ops {
-    const char *name;                    /* "kernel", "dpdk" ... */
+    const char *name; /* "kernel", "dpdk" ... */
     /* One event step: wait at most timeout_us (0 = look once, never wait)
      * for network events and deliver them as upcalls. A transport that can
      * sleep until an event arrives (can_wait) does so; one that cannot
@@ -60,15 +60,15 @@ typedef struct ir_transport_ops {
 struct ir_transport {
     const ir_transport_ops *ops;
     struct ir_server *srv;
-    int bound_port;                      /* the port actually listened on */
-    int polling;                         /* a poll-mode stack: polls by default (DPDK) */
-    int can_wait;                        /* poll() can sleep until an event arrives */
+    int bound_port; /* the port actually listened on */
+    int polling;    /* a poll-mode stack: polls by default (DPDK) */
+    int can_wait;   /* poll() can sleep until an event arrives */
     /* poll(t, 0) may be called from inside an upcall (one level deep): a
      * script running past busy-reply-threshold serves the other clients that
      * way, with BUSY replies (script.c). A stack that cannot (lwIP) leaves 0:
      * such a script is stopped at the threshold instead. */
     int poll_reentrant;
-    const char *build;                   /* one line for INFO/pyctl: what this stack is */
+    const char *build; /* one line for INFO/pyctl: what this stack is */
 };
 
 /* Upcalls the server implements. */
@@ -84,7 +84,7 @@ void irs_closed(struct client *cl);
 /* Backends (dataplane/). Each returns NULL and sets ir_last_error on failure. */
 /* busy_poll: connections ask the kernel to busy-poll their queue
  * (SO_BUSY_POLL, SO_PREFER_BUSY_POLL) where it allows. */
-ir_transport *ir_kernel_transport_new(struct ir_server *s, const char *bind,
-                                      int port, int backlog, int busy_poll);
+ir_transport *ir_kernel_transport_new(struct ir_server *s, const char *bind, int port, int backlog,
+                                      int busy_poll);
 
 #endif /* IR_TRANSPORT_H */

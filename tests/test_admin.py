@@ -413,3 +413,23 @@ def test_monitor_shows_commands_in_execution_order(raw: Raw) -> None:
         '"GET" "mon.k"',
         '"EXEC"',
     ]
+
+
+def test_commandstats_time_sub_microsecond_calls(inreplay_server: ServerProcess) -> None:
+    """A GET takes well under a microsecond of server time: its usec_per_call must still
+    be measured (0.28 here; it read 0.04, from the rare call over 1 us, when each call's
+    time was cut to whole microseconds). No GET on any machine takes under 0.08 us from
+    the dispatch to its reply queued."""
+    import redis
+
+    r = redis.Redis(host=inreplay_server.host, port=inreplay_server.port)
+    r.config_resetstat()
+    r.set("k", "v" * 64)
+    pipe = r.pipeline(transaction=False)
+    for _ in range(5000):
+        pipe.get("k")
+    pipe.execute()
+    stats = r.info("commandstats")["cmdstat_get"]
+    assert stats["calls"] == 5000
+    assert 0.08 < stats["usec_per_call"] < 50.0, stats
+    r.close()

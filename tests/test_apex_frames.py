@@ -40,10 +40,11 @@ def _run_actor(port: int, tmp_path: Path, steps: int, **over: Any) -> tuple[
     rc.redis.set(keys.params, params_to_blob(build_model(spec, cfg.hidden)))
     rc.redis.set(keys.version, 1)
     actor = actor_mod.Actor(cfg, 0, spec=spec, log=lambda m: None)
-    assert actor.fw is not None
+    assert isinstance(actor.writer, actor_mod.FrameItemWriter)
+    fw = actor.writer.fw
     made: dict[int, Transition] = {}
     batches: list[list[Transition]] = []
-    fw_flush = actor.fw.flush
+    fw_flush = fw.flush
     orig_flush = actor.flush
 
     def flush(out: list[tuple[Transition, float]], *a: Any, **k: Any) -> None:
@@ -59,7 +60,7 @@ def _run_actor(port: int, tmp_path: Path, steps: int, **over: Any) -> tuple[
         return ids
 
     actor.flush = flush  # type: ignore[method-assign]
-    actor.fw.flush = fw_flush_ids  # type: ignore[method-assign]
+    fw.flush = fw_flush_ids  # type: ignore[method-assign]
     actor.run(max_steps=steps)
     actor.close()
     rc.close()

@@ -33,58 +33,58 @@
 #ifndef IR_LWIPOPTS_H
 #define IR_LWIPOPTS_H
 
-#define NO_SYS                      1
-#define SYS_LIGHTWEIGHT_PROT        0
-#define LWIP_TIMERS                 1
-#define LWIP_NETCONN                0
-#define LWIP_SOCKET                 0
-#define LWIP_RAW                    0
-#define LWIP_UDP                    0
-#define LWIP_DHCP                   0
-#define LWIP_AUTOIP                 0
-#define LWIP_IGMP                   0
-#define LWIP_DNS                    0
-#define LWIP_IPV4                   1
-#define LWIP_IPV6                   0
-#define LWIP_ICMP                   1
-#define LWIP_ARP                    1
-#define LWIP_ETHERNET               1
-#define ARP_QUEUEING                1
-#define ARP_QUEUE_LEN               64
-#define ETH_PAD_SIZE                0
-#define IP_REASSEMBLY               1
-#define IP_FRAG                     1
-#define LWIP_STATS                  0
+#define NO_SYS 1
+#define SYS_LIGHTWEIGHT_PROT 0
+#define LWIP_TIMERS 1
+#define LWIP_NETCONN 0
+#define LWIP_SOCKET 0
+#define LWIP_RAW 0
+#define LWIP_UDP 0
+#define LWIP_DHCP 0
+#define LWIP_AUTOIP 0
+#define LWIP_IGMP 0
+#define LWIP_DNS 0
+#define LWIP_IPV4 1
+#define LWIP_IPV6 0
+#define LWIP_ICMP 1
+#define LWIP_ARP 1
+#define LWIP_ETHERNET 1
+#define ARP_QUEUEING 1
+#define ARP_QUEUE_LEN 64
+#define ETH_PAD_SIZE 0
+#define IP_REASSEMBLY 1
+#define IP_FRAG 1
+#define LWIP_STATS 0
 
 /* memory */
-#define MEM_LIBC_MALLOC             1
-#define MEMP_MEM_MALLOC             1
-#define MEM_ALIGNMENT               8
-#define PBUF_POOL_SIZE              64
+#define MEM_LIBC_MALLOC 1
+#define MEMP_MEM_MALLOC 1
+#define MEM_ALIGNMENT 8
+#define PBUF_POOL_SIZE 64
 
 /* TCP */
-#define LWIP_TCP                    1
-#define TCP_MSS                     8960
-#define TCP_CALCULATE_EFF_SEND_MSS  1
-#define LWIP_WND_SCALE              1
-#define TCP_RCV_SCALE               6
-#define TCP_WND                     (2 * 1024 * 1024)
-#define TCP_SND_BUF                 (4 * 1024 * 1024)
-#define TCP_SND_QUEUELEN            16384
-#define TCP_SNDQUEUELOWAT           (TCP_SND_QUEUELEN / 2)
+#define LWIP_TCP 1
+#define TCP_MSS 8960
+#define TCP_CALCULATE_EFF_SEND_MSS 1
+#define LWIP_WND_SCALE 1
+#define TCP_RCV_SCALE 6
+#define TCP_WND (2 * 1024 * 1024)
+#define TCP_SND_BUF (4 * 1024 * 1024)
+#define TCP_SND_QUEUELEN 16384
+#define TCP_SNDQUEUELOWAT (TCP_SND_QUEUELEN / 2)
 /* used by the netconn API only; lwIP wants it below a u16 */
-#define TCP_SNDLOWAT                (0xFFFF - 4 * TCP_MSS - 1)
-#define TCP_OVERSIZE                TCP_MSS
-#define LWIP_TCP_SACK_OUT           1
-#define LWIP_TCP_MAX_SACK_NUM       8
-#define TCP_QUEUE_OOSEQ             1
-#define TCP_LISTEN_BACKLOG          1
-#define LWIP_TCP_KEEPALIVE          1
-#define LWIP_TCP_TIMESTAMPS         0
-#define SO_REUSE                    1
-#define LWIP_CHECKSUM_ON_COPY       1
-#define LWIP_NETIF_TX_SINGLE_PBUF   0
-#define LWIP_NOASSERT_ON_ERROR      1
+#define TCP_SNDLOWAT (0xFFFF - 4 * TCP_MSS - 1)
+#define TCP_OVERSIZE TCP_MSS
+#define LWIP_TCP_SACK_OUT 1
+#define LWIP_TCP_MAX_SACK_NUM 8
+#define TCP_QUEUE_OOSEQ 1
+#define TCP_LISTEN_BACKLOG 1
+#define LWIP_TCP_KEEPALIVE 1
+#define LWIP_TCP_TIMESTAMPS 0
+#define SO_REUSE 1
+#define LWIP_CHECKSUM_ON_COPY 1
+#define LWIP_NETIF_TX_SINGLE_PBUF 0
+#define LWIP_NOASSERT_ON_ERROR 1
 
 /* TCP's timers tick every 10 ms (fast timer: delayed ACKs, 10 ms; slow timer:
  * RTO, persist, keepalive, 20 ms) instead of lwIP's 250/500 ms, which are
@@ -93,7 +93,7 @@
  * 60 ms. Measured through the impairment bridge at 1% loss (GET 13 MB
  * p50/p99): 7.3/9.3 s with 250 ms ticks, 2.8/3.4 s with 10 ms; 5 ms ticks
  * gave nothing more. lwIP's other timeouts are in ms and keep their meaning. */
-#define TCP_TMR_INTERVAL            10
+#define TCP_TMR_INTERVAL 10
 
 /* Retransmission timeout (dataplane/lwip/patches/0001): 1 s before any RTT
  * sample (RFC 6298), the first sample (the SYN-ACK's, on a passive open) sets
@@ -102,11 +102,11 @@
  * floor the unpatched estimator reached after a dozen samples (see above), and
  * below Linux's 200 ms. Without the patch a fresh connection's RTO was 2.26 s
  * (the handshake sample averaged into the 3 s "no sample" value). */
-#define TCP_RTO_INITIAL_MS          1000
-#define TCP_RTO_MIN_MS              60
+#define TCP_RTO_INITIAL_MS 1000
+#define TCP_RTO_MIN_MS 60
 
 /* Compiled in, so the appliance can report and tests can check what it runs. */
-#define IR_LWIP_SOURCE_BUILD        1
+#define IR_LWIP_SOURCE_BUILD 1
 
 /* TIME_WAIT lasts 2 x TCP_MSL. lwIP's 60 s MSL kept a closed connection's PCB for
  * 2 minutes, and in TIME_WAIT lwIP answers a new SYN from the same address and port

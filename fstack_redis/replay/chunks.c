@@ -23,8 +23,8 @@ int chunkCanCompress(void) {
 #endif
 }
 
-static const char *const dt_names[IR_DT_COUNT] = {"bool",  "uint8",  "int8",    "uint16",
-                                                  "int16", "uint32", "int32",   "uint64",
+static const char *const dt_names[IR_DT_COUNT] = {"bool",  "uint8",   "int8",    "uint16",
+                                                  "int16", "uint32",  "int32",   "uint64",
                                                   "int64", "float16", "float32", "float64"};
 static const uint8_t dt_sizes[IR_DT_COUNT] = {1, 1, 1, 2, 2, 4, 4, 8, 8, 2, 4, 8};
 
@@ -56,10 +56,8 @@ static uint32_t chunkAlloc(ir_chunk_store *s, uint32_t bytes) {
     }
     char *d = malloc(bytes ? bytes : 1);
     if (!d) return 0;
-    if (h == s->free_head)
-        s->free_head = s->c[h].next_free;
-    else
-        s->used++;
+    if (h == s->free_head) s->free_head = s->c[h].next_free;
+    else s->used++;
     s->c[h] = (ir_chunk){.refs = 1, .bytes = bytes, .data = d};
     s->chunks++;
     s->chunks_made++;
@@ -207,7 +205,8 @@ int streamDeclare(ir_chunk_store *s, const char *name, size_t len, const ir_fiel
 #ifdef IR_HAVE_ZSTD
         size_t big = 0;
         for (uint32_t i = 0; i < nfields; i++)
-            if ((size_t)f[i].step_bytes * chunk_steps > big) big = (size_t)f[i].step_bytes * chunk_steps;
+            if ((size_t)f[i].step_bytes * chunk_steps > big)
+                big = (size_t)f[i].step_bytes * chunk_steps;
         if (!s->dctx && !(s->dctx = ZSTD_createDCtx())) {
             *err = "out of memory";
             return -1;
@@ -282,7 +281,8 @@ void streamEndEpisode(ir_chunk_store *s, ir_stream *st) {
 
 static void streamFree(ir_chunk_store *s, ir_stream *st) {
     streamEndEpisode(s, st);
-    s->stream_bytes -= sizeof(*st) + st->namelen + 1 + (uint64_t)st->nfields * st->ring * sizeof(uint32_t);
+    s->stream_bytes -=
+        sizeof(*st) + st->namelen + 1 + (uint64_t)st->nfields * st->ring * sizeof(uint32_t);
     free(st->held);
     free(st->name);
     free(st);
@@ -408,8 +408,8 @@ int chunkColCheck(const ir_colref *c, char *err, size_t errlen) {
         snprintf(err, errlen,
                  "steps %llu..%llu of stream '%.64s' are past the episode's end (%llu steps): "
                  "append them first",
-                 (unsigned long long)c->first, (unsigned long long)(c->first + c->len - 1), st->name,
-                 (unsigned long long)st->nsteps);
+                 (unsigned long long)c->first, (unsigned long long)(c->first + c->len - 1),
+                 st->name, (unsigned long long)st->nsteps);
         return -1;
     }
     uint64_t oldest = streamOldestStep(st);
@@ -474,9 +474,8 @@ typedef struct {
 /* Column header at rec[*pos] (bounded by end); advances *pos past its handles.
  * -1 if malformed (only records from a snapshot can be). */
 static int colRead(const char *rec, size_t *pos, size_t end, colhdr *c) {
-    if (vget(rec, pos, end, &c->sb) || vget(rec, pos, end, &c->len) ||
-        vget(rec, pos, end, &c->S) || vget(rec, pos, end, &c->off) || c->S == 0 ||
-        c->len == 0 || c->off >= c->S)
+    if (vget(rec, pos, end, &c->sb) || vget(rec, pos, end, &c->len) || vget(rec, pos, end, &c->S) ||
+        vget(rec, pos, end, &c->off) || c->S == 0 || c->len == 0 || c->off >= c->S)
         return -1;
     c->nch = (uint32_t)(((uint64_t)c->off + c->len - 1) / c->S + 1);
     c->handles = *pos;
@@ -582,7 +581,8 @@ int chunkLoadBegin(ir_chunk_store *s, uint32_t used, uint32_t cap, const char **
         *err = "a second chunk store";
         return -1;
     }
-    if ((used == 0) != (cap == 0) || used > cap || cap > (used <= 1024 ? 1024u : 2 * (uint64_t)used)) {
+    if ((used == 0) != (cap == 0) || used > cap ||
+        cap > (used <= 1024 ? 1024u : 2 * (uint64_t)used)) {
         *err = "chunk handle counts out of range";
         return -1;
     }
@@ -597,7 +597,8 @@ int chunkLoadBegin(ir_chunk_store *s, uint32_t used, uint32_t cap, const char **
     return 0;
 }
 
-char *chunkLoadChunk(ir_chunk_store *s, uint32_t h, uint32_t bytes, uint32_t raw, const char **err) {
+char *chunkLoadChunk(ir_chunk_store *s, uint32_t h, uint32_t bytes, uint32_t raw,
+                     const char **err) {
     if (h == 0 || h >= s->used || s->c[h].data) {
         *err = "chunk handle out of range or given twice";
         return NULL;

@@ -36,21 +36,34 @@
 #define IR_TRAJ_DEFAULT_CHUNK 16
 #define IR_TRAJ_DEFAULT_HISTORY 1024
 #define IR_TRAJ_MAX_STEP_BYTES (64u << 20)
-#define IR_TRAJ_MAX_LEN 65536 /* steps per column */
+#define IR_TRAJ_MAX_LEN 65536       /* steps per column */
 #define IR_TRAJ_MAX_HELD (1u << 20) /* chunks a stream may hold: fields x (HISTORY / CHUNK + 1) */
 
-enum { IR_DT_BOOL, IR_DT_U8, IR_DT_I8, IR_DT_U16, IR_DT_I16, IR_DT_U32, IR_DT_I32, IR_DT_U64,
-       IR_DT_I64, IR_DT_F16, IR_DT_F32, IR_DT_F64, IR_DT_COUNT };
+enum {
+    IR_DT_BOOL,
+    IR_DT_U8,
+    IR_DT_I8,
+    IR_DT_U16,
+    IR_DT_I16,
+    IR_DT_U32,
+    IR_DT_I32,
+    IR_DT_U64,
+    IR_DT_I64,
+    IR_DT_F16,
+    IR_DT_F32,
+    IR_DT_F64,
+    IR_DT_COUNT
+};
 /* NumPy's names: "uint8", "float32", ... (-1: unknown) */
 int chunkDtypeParse(const char *s, size_t len);
 const char *chunkDtypeName(int dt);
 size_t chunkDtypeSize(int dt);
 
 typedef struct ir_chunk {
-    uint32_t refs;          /* 0: on the free list */
+    uint32_t refs; /* 0: on the free list */
     uint32_t next_free;
-    uint32_t bytes;         /* data bytes allocated (chunk_steps x step size, or compressed) */
-    uint32_t raw;           /* compressed: the raw size; 0: data is raw */
+    uint32_t bytes; /* data bytes allocated (chunk_steps x step size, or compressed) */
+    uint32_t raw;   /* compressed: the raw size; 0: data is raw */
     char *data;
 } ir_chunk;
 
@@ -68,30 +81,30 @@ typedef struct ir_stream {
     uint32_t nfields;
     ir_field fields[IR_TRAJ_MAX_FIELDS];
     uint32_t chunk_steps, history;
-    int zlevel;             /* COMPRESS: zstd level full chunks are compressed at; 0 none */
-    uint32_t ring;          /* chunks held per field: ceil(history / chunk_steps) + 1 */
-    uint32_t *held;         /* [field * ring + chunk number % ring]: handle, 0 none */
-    uint64_t nsteps;        /* steps of the current episode */
-    uint64_t episodes;      /* episodes ended */
+    int zlevel;        /* COMPRESS: zstd level full chunks are compressed at; 0 none */
+    uint32_t ring;     /* chunks held per field: ceil(history / chunk_steps) + 1 */
+    uint32_t *held;    /* [field * ring + chunk number % ring]: handle, 0 none */
+    uint64_t nsteps;   /* steps of the current episode */
+    uint64_t episodes; /* episodes ended */
     struct ir_stream *next;
 } ir_stream;
 
 typedef struct ir_chunk_store {
-    ir_chunk *c;            /* c[0] unused: handle 0 means none */
-    uint32_t cap, used;     /* headers allocated, highest handle used + 1 */
+    ir_chunk *c;        /* c[0] unused: handle 0 means none */
+    uint32_t cap, used; /* headers allocated, highest handle used + 1 */
     uint32_t free_head;
     ir_stream *streams;
     uint64_t nstreams;
     uint64_t chunks, chunk_bytes, references; /* live chunks, their data bytes, item refs */
     uint64_t steps_appended, items_made, chunks_made;
-    uint64_t stream_bytes;  /* the streams' own memory (names, held-chunk rings) */
+    uint64_t stream_bytes; /* the streams' own memory (names, held-chunk rings) */
     /* while set (chunkDeferBegin), chunks that reach 0 wait on `pending`
      * until chunkCollect (a sample reads the items it just removed); room for
      * every live chunk is reserved first, so deferring never allocates */
     int defer;
     uint32_t *pending;
     size_t npending, pending_cap;
-    uint32_t *scratch;      /* an append's new chunks, grown on demand and kept */
+    uint32_t *scratch; /* an append's new chunks, grown on demand and kept */
     size_t scratch_cap;
     /* zstd (IR_HAVE_ZSTD): contexts and buffers kept across requests; rawbuf
      * holds the last chunk decompressed (raw_h), sized at REPLAY.STREAM for
@@ -111,7 +124,7 @@ typedef struct ir_traj_col {
     uint32_t step_bytes, len;
 } ir_traj_col;
 typedef struct ir_traj_layout {
-    uint32_t ncols;         /* 0: no item yet */
+    uint32_t ncols; /* 0: no item yet */
     ir_traj_col col[IR_TRAJ_MAX_COLS];
 } ir_traj_layout;
 

@@ -97,9 +97,9 @@ int tableItemsOneSize(const ir_table *t, uint32_t *a, uint32_t *b) {
         if (t->run_count == t->gsize) return 1;
         /* mixed once: look again (O(n), only here), and remember a run that
          * covers every live item again */
-        uint32_t first = t->slot_len[t->dense[0]];
+        uint32_t first = t->slots[t->dense[0]].len;
         for (uint64_t i = 1; i < t->gsize; i++) {
-            uint32_t l = t->slot_len[t->dense[i]];
+            uint32_t l = t->slots[t->dense[i]].len;
             if (l != first) {
                 *a = first;
                 *b = l;
@@ -112,16 +112,15 @@ int tableItemsOneSize(const ir_table *t, uint32_t *a, uint32_t *b) {
         return 1;
     }
     if (t->run_start <= t->oldest_id) return 1;
-    *a = t->slot_len[(t->run_start - 1) % t->o.capacity]; /* live: >= oldest_id */
+    *a = t->slots[(t->run_start - 1) % t->o.capacity].len; /* live: >= oldest_id */
     *b = t->run_len;
     return 0;
 }
 
-
 /* ---- selectors ------------------------------------------------------------ */
 
-static const char *const sel_names[IR_SEL_COUNT] = {
-    NULL, "prioritized", "uniform", "fifo", "lifo", "minheap", "maxheap"};
+static const char *const sel_names[IR_SEL_COUNT] = {NULL,   "prioritized", "uniform", "fifo",
+                                                    "lifo", "minheap",     "maxheap"};
 
 const char *tableSelectorName(int sel) {
     return sel > 0 && sel < IR_SEL_COUNT ? sel_names[sel] : NULL;
@@ -291,10 +290,10 @@ uint64_t tableSlotOf(const ir_table *t, uint64_t id) {
 }
 
 /* Remove a live item of a general-mode table. Its bytes stay in the arena
- * (and slot_off/slot_len stay) until the next insert or compaction. */
+ * (and their slots' off/len stay) until the next insert or compaction. */
 static void genRemove(ir_table *t, uint32_t slot) {
     uint64_t id = t->slot_id[slot];
-    if (t->traj) chunkItemRelease(t->traj, t->arena + t->slot_off[slot], t->slot_len[slot]);
+    if (t->traj) chunkItemRelease(t->traj, t->arena + t->slots[slot].off, t->slots[slot].len);
     for (int k = 0; k < t->nheap; k++) heapRemove(t, &t->heap[k], slot);
     uint32_t i = t->dense_pos[slot], last = t->dense[t->gsize - 1];
     t->dense[i] = last;
@@ -304,9 +303,9 @@ static void genRemove(ir_table *t, uint32_t slot) {
     hashDel(t, id);
     uint64_t s64 = slot;
     ir_sampler_clear(t->sampler, &s64, 1);
-    t->bytes_used -= GHDR + reserveLen(t->slot_len[slot]);
-    if (t->slot_len[slot] == t->run_len && t->run_count) t->run_count--;
-    if (t->o.max_times_sampled) t->draws_left -= t->o.max_times_sampled - t->times[slot];
+    t->bytes_used -= GHDR + reserveLen(t->slots[slot].len);
+    if (t->slots[slot].len == t->run_len && t->run_count) t->run_count--;
+    if (t->o.max_times_sampled) t->draws_left -= t->o.max_times_sampled - t->slots[slot].times;
     t->slot_id[slot] = EMPTY_ID;
     t->free_slots[t->nfree++] = slot;
 }
@@ -340,9 +339,7 @@ static uint64_t selPick(ir_table *t, int sel, int hp, double *prob, double beta,
         *prob = 1.0;
         if (!t->general) return (t->next_id - 1) % t->o.capacity;
         return t->heap[hp].h[0];
-    default:
-        *prob = 1.0;
-        return t->heap[hp].h[0];
+    default: *prob = 1.0; return t->heap[hp].h[0];
     }
 }
 
@@ -359,9 +356,9 @@ static void compactArena(ir_table *t) {
         memcpy(&len, t->arena + r + 8, 4);
         memcpy(&slot, t->arena + r + 12, 4);
         uint64_t sz = GHDR + reserveLen(len);
-        if (t->slot_id[slot] == id && t->slot_off[slot] == r + GHDR) {
+        if (t->slot_id[slot] == id && t->slots[slot].off == r + GHDR) {
             if (w != r) memmove(t->arena + w, t->arena + r, sz);
-            t->slot_off[slot] = w + GHDR;
+            t->slots[slot].off = w + GHDR;
             w += sz;
         }
         r += sz;
@@ -396,9 +393,9 @@ static uint32_t genPlace(ir_table *t, uint64_t id, const char *data, uint32_t le
     memcpy(t->arena + off + 12, &slot, 4);
     if (len && data) memcpy(t->arena + off + GHDR, data, len);
     t->slot_id[slot] = id;
-    t->slot_off[slot] = off + GHDR;
-    t->slot_len[slot] = len;
-    t->times[slot] = 0;
+    t->slots[slot].off = off + GHDR;
+    t->slots[slot].len = len;
+    t->slots[slot].times = 0;
     t->tail = off + need;
     t->bytes_used += need;
     hashPut(t, id, slot);
@@ -460,7 +457,7 @@ void tableGeneralIds(const ir_table *t, uint64_t *out) {
     qsort(out, t->gsize, sizeof(uint64_t), cmpU64);
 }
 
-/* The reads of a sample are random: at 2M items each drawn slot's slot_off
+/* The reads of a sample are random: at 2M items each drawn slot's record
  * and its item miss the TLB on 4 KB pages (a page walk per access, on top of
  * the cache miss). Transparent huge pages cover the arena and the slot arrays
  * with a few hundred TLB entries; madvise is what this VM's THP mode
@@ -482,22 +479,21 @@ static void tableFree(ir_table *t) {
     if (!t) return;
     if (t->host && g_host && g_host->table_gone)
         g_host->table_gone(t); /* REPLAY.DROP, FLUSHALL: the server's waiters get an error */
-    if (t->traj) { /* the live items' chunk references */
+    if (t->traj) {             /* the live items' chunk references */
         if (t->general)
             for (uint64_t i = 0; i < t->gsize; i++)
-                chunkItemRelease(t->traj, t->arena + t->slot_off[t->dense[i]], t->slot_len[t->dense[i]]);
+                chunkItemRelease(t->traj, t->arena + t->slots[t->dense[i]].off,
+                                 t->slots[t->dense[i]].len);
         else
             for (uint64_t id = t->oldest_id; id < t->next_id; id++) {
                 uint64_t sl = id % t->o.capacity;
-                chunkItemRelease(t->traj, t->arena + t->slot_off[sl], t->slot_len[sl]);
+                chunkItemRelease(t->traj, t->arena + t->slots[sl].off, t->slots[sl].len);
             }
     }
     free(t->layout);
     ir_sampler_free(t->sampler);
     free(t->slot_id);
-    free(t->slot_off);
-    free(t->slot_len);
-    free(t->times);
+    free(t->slots);
     for (int k = 0; k < 2; k++) {
         free(t->heap[k].h);
         free(t->heap[k].pos);
@@ -512,8 +508,7 @@ static void tableFree(ir_table *t) {
     free(t->scratch_times);
     if (t->arena && t->pin) /* replies still read it: unmapped after the last one */
         pinDetach(t->pin, t->arena, t->arena_len, t->bytes_used);
-    else if (t->arena)
-        munmap(t->arena, t->arena_len);
+    else if (t->arena) munmap(t->arena, t->arena_len);
     free(t->scratch_slots);
     free(t->scratch_ids);
     free(t->scratch_prio);
@@ -571,8 +566,6 @@ uint64_t tablesBytes(const ir_tables *ts) {
  * nodes of 8 B. */
 #define SLOT_OVERHEAD 40
 
-uint64_t tableSlotBytes(void) { return SLOT_OVERHEAD; }
-
 uint64_t tableSlotBytesFor(const ir_table_opts *o) {
     int sampler = o->sampler ? o->sampler : IR_SEL_PRIORITIZED;
     int remover = o->remover ? o->remover : IR_SEL_FIFO;
@@ -611,12 +604,12 @@ static int heapInit(ir_heap *h, int kind, uint64_t capacity) {
 }
 
 ir_table_opts tableOptsDefault(void) {
-    return (ir_table_opts){.alpha = IR_TABLE_ALPHA, .beta = IR_TABLE_BETA,
-                           .epsilon = IR_TABLE_EPSILON};
+    return (ir_table_opts){
+        .alpha = IR_TABLE_ALPHA, .beta = IR_TABLE_BETA, .epsilon = IR_TABLE_EPSILON};
 }
 
-int tableCreate(ir_tables *ts, const char *name, size_t len, const ir_table_opts *o,
-                ir_table **out, const char **err) {
+int tableCreate(ir_tables *ts, const char *name, size_t len, const ir_table_opts *o, ir_table **out,
+                const char **err) {
     if (len == 0 || len > IR_TABLE_NAME_MAX) {
         *err = "table name must be 1 to 200 bytes";
         return -1;
@@ -680,7 +673,8 @@ int tableCreate(ir_tables *ts, const char *name, size_t len, const ir_table_opts
     t->rng[1] = (seed ^ (seed >> 31)) * 0xBF58476D1CE4E5B9ULL + 3;
     t->arena_len = o->maxbytes;
     if (general) {
-        t->arena_len = o->maxbytes + ((o->maxbytes / 4 + ITEM_ALIGN - 1) & ~(uint64_t)(ITEM_ALIGN - 1));
+        t->arena_len =
+            o->maxbytes + ((o->maxbytes / 4 + ITEM_ALIGN - 1) & ~(uint64_t)(ITEM_ALIGN - 1));
         uint64_t hsize = 16;
         while (hsize < 2 * o->capacity) hsize *= 2;
         t->hmask = hsize - 1;
@@ -699,20 +693,15 @@ int tableCreate(ir_tables *ts, const char *name, size_t len, const ir_table_opts
     t->name = malloc(len + 1);
     t->sampler = ir_sampler_new(o->capacity, o->fanout, o->alpha, o->epsilon, o->seed);
     t->slot_id = malloc(o->capacity * sizeof(uint64_t));
-    t->slot_off = calloc(o->capacity, sizeof(uint64_t));
-    t->slot_len = calloc(o->capacity, sizeof(uint32_t));
-    t->times = calloc(o->capacity, sizeof(uint32_t));
+    t->slots = calloc(o->capacity, sizeof(ir_slot));
     /* The arena is reserved up front and committed by the kernel as it fills. */
     t->arena = mmap(NULL, t->arena_len, PROT_READ | PROT_WRITE,
                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (t->arena == MAP_FAILED) t->arena = NULL;
     adviseHugePages(t->arena, t->arena_len);
     adviseHugePages(t->slot_id, o->capacity * sizeof(uint64_t));
-    adviseHugePages(t->slot_off, o->capacity * sizeof(uint64_t));
-    adviseHugePages(t->slot_len, o->capacity * sizeof(uint32_t));
-    adviseHugePages(t->times, o->capacity * sizeof(uint32_t));
-    if (!t->name || !t->sampler || !t->slot_id || !t->slot_off || !t->slot_len || !t->times ||
-        !t->arena) {
+    adviseHugePages(t->slots, o->capacity * sizeof(ir_slot));
+    if (!t->name || !t->sampler || !t->slot_id || !t->slots || !t->arena) {
         tableFree(t);
         goto nomem;
     }
@@ -809,9 +798,9 @@ static int evictOldest(ir_table *t, size_t *nevicted) {
         t->evicted_cap = cap;
     }
     t->scratch_evicted[(*nevicted)++] = slot;
-    if (t->traj) chunkItemRelease(t->traj, t->arena + t->slot_off[slot], t->slot_len[slot]);
+    if (t->traj) chunkItemRelease(t->traj, t->arena + t->slots[slot].off, t->slots[slot].len);
     if (t->nheap) heapRemove(t, &t->heap[0], (uint32_t)slot);
-    t->bytes_used -= reserveLen(t->slot_len[slot]);
+    t->bytes_used -= reserveLen(t->slots[slot].len);
     t->slot_id[slot] = EMPTY_ID;
     t->oldest_id++;
     t->evictions++;
@@ -825,7 +814,7 @@ static int arenaPlace(ir_table *t, uint64_t need, uint64_t *off, size_t *nevicte
             *off = 0;
             return 0;
         }
-        uint64_t head = t->slot_off[t->oldest_id % t->o.capacity];
+        uint64_t head = t->slots[t->oldest_id % t->o.capacity].off;
         if (t->tail > head) { /* live bytes are [head, tail) */
             uint64_t span = t->tail - head;
             if (head >= need && head - need >= (span > ARENA_REUSE_MIN ? span : ARENA_REUSE_MIN)) {
@@ -873,9 +862,9 @@ int tableAdd(ir_table *t, const ir_item_in *items, size_t n, uint64_t *ids_out, 
         uint64_t slot = id % t->o.capacity;
         offs[k] = off;
         t->slot_id[slot] = id;
-        t->slot_off[slot] = off;
-        t->slot_len[slot] = (uint32_t)items[k].len;
-        t->times[slot] = 0;
+        t->slots[slot].off = off;
+        t->slots[slot].len = (uint32_t)items[k].len;
+        t->slots[slot].times = 0;
         noteItemLen(t, id, (uint32_t)items[k].len);
         t->tail = off + need;
         t->bytes_used += need;
@@ -922,8 +911,7 @@ int tableAdd(ir_table *t, const ir_item_in *items, size_t n, uint64_t *ids_out, 
     if (nmax) ir_sampler_set_stored(t->sampler, t->scratch_ids, t->scratch_prio, nmax);
     if (t->nheap) /* ring mode: only a minheap/maxheap sampler has one */
         for (size_t k = 0; k < n; k++)
-            if (ids_out[k] >= t->oldest_id)
-                heapPush(t, &t->heap[0], (uint32_t)t->scratch_slots[k]);
+            if (ids_out[k] >= t->oldest_id) heapPush(t, &t->heap[0], (uint32_t)t->scratch_slots[k]);
     return 0;
 nomem:
     *err = "out of memory";
@@ -943,7 +931,7 @@ static int sampleDraws(ir_table *t, size_t n, double beta) {
         t->scratch_weights[i] = w;
         t->scratch_prob[i] = p;
         t->scratch_stored[i] = ir_sampler_get(t->sampler, slot);
-        uint32_t ts = ++t->times[slot];
+        uint32_t ts = ++t->slots[slot].times;
         t->scratch_times[i] = ts;
         if (k) {
             t->draws_left--;
@@ -971,21 +959,17 @@ int tableSample(ir_table *t, size_t n, double beta) {
         /* On a ring table the live ids [oldest_id, next_id) sit at slot
          * id % capacity: a drawn slot's id follows from the slot, with no read
          * of slot_id (a cache miss per item at 2M items, as costly as the
-         * descent). What the reply reads next (slot_off, slot_len) and the
-         * times counter are prefetched IR_TABLE_PF ahead, so their misses
-         * overlap. */
+         * descent). The slot's record (what the reply reads next, its off and
+         * len, and the times counter, in one cache line) is prefetched
+         * IR_TABLE_PF ahead, so the misses overlap. */
         const uint64_t *sl = t->scratch_slots, cap = t->o.capacity, first = t->oldest_id % cap;
         for (size_t i = 0; i < n; i++) {
-            if (i + IR_TABLE_PF < n) {
-                __builtin_prefetch(&t->slot_off[sl[i + IR_TABLE_PF]]);
-                __builtin_prefetch(&t->slot_len[sl[i + IR_TABLE_PF]]);
-                __builtin_prefetch(&t->times[sl[i + IR_TABLE_PF]], 1);
-            }
+            if (i + IR_TABLE_PF < n) __builtin_prefetch(&t->slots[sl[i + IR_TABLE_PF]], 1);
             uint64_t slot = sl[i];
-            t->scratch_ids[i] = t->general ? t->slot_id[slot]
-                                           : t->oldest_id + (slot >= first ? slot - first
-                                                                           : slot + cap - first);
-            t->scratch_times[i] = ++t->times[slot];
+            t->scratch_ids[i] =
+                t->general ? t->slot_id[slot]
+                           : t->oldest_id + (slot >= first ? slot - first : slot + cap - first);
+            t->scratch_times[i] = ++t->slots[slot].times;
         }
         t->prob_valid = 0;
     } else {
@@ -1072,12 +1056,12 @@ void tableGetState(const ir_table *t, ir_table_state *st) {
 
 void tableItem(const ir_table *t, uint64_t id, ir_item_view *v) {
     uint64_t slot = t->general ? tableSlotOf(t, id) : id % t->o.capacity;
-    v->times = t->times[slot];
+    v->times = t->slots[slot].times;
     v->id = id;
     v->stored = ir_sampler_get(t->sampler, slot);
-    v->off = t->slot_off[slot];
+    v->off = t->slots[slot].off;
     v->data = t->arena + v->off;
-    v->len = t->slot_len[slot];
+    v->len = t->slots[slot].len;
 }
 
 int tableLoadBegin(ir_table_loader *ld, ir_table *t, const ir_table_state *st, const char **err) {
@@ -1094,7 +1078,8 @@ int tableLoadBegin(ir_table_loader *ld, ir_table *t, const ir_table_state *st, c
         *err = "bad id window (oldest_id, next_id)";
         return -1;
     }
-    if (!t->general && (st->tail > t->o.maxbytes || st->tail % ITEM_ALIGN)) { /* general: packed anew */
+    if (!t->general &&
+        (st->tail > t->o.maxbytes || st->tail % ITEM_ALIGN)) { /* general: packed anew */
         *err = "arena tail out of range";
         return -1;
     }
@@ -1151,8 +1136,8 @@ char *tableLoadItem(ir_table_loader *ld, uint64_t id, double stored, uint64_t of
     }
     uint64_t slot = id % t->o.capacity;
     t->slot_id[slot] = id;
-    t->slot_off[slot] = off;
-    t->slot_len[slot] = (uint32_t)len;
+    t->slots[slot].off = off;
+    t->slots[slot].len = (uint32_t)len;
     noteItemLen(t, id, (uint32_t)len);
     t->tail = off + need;
     t->bytes_used += need;
@@ -1241,7 +1226,7 @@ char *tableLoadGeneral(ir_table_loader *ld, uint64_t id, double stored, uint32_t
         return NULL;
     }
     uint64_t slot = genPlace(t, id, NULL, (uint32_t)len); /* the caller fills the bytes */
-    t->times[slot] = times;
+    t->slots[slot].times = times;
     if (t->o.max_times_sampled) t->draws_left -= times;
     if (ir_sampler_set_stored(t->sampler, &slot, &stored, 1) != IR_OK) {
         *err = "stored priority out of range";
@@ -1249,7 +1234,7 @@ char *tableLoadGeneral(ir_table_loader *ld, uint64_t id, double stored, uint32_t
     }
     for (int h = 0; h < t->nheap; h++) heapPush(t, &t->heap[h], (uint32_t)slot);
     t->next_id = id + 1;
-    return t->arena + t->slot_off[slot];
+    return t->arena + t->slots[slot].off;
 }
 
 void tablesMoveMissing(ir_tables *dst, ir_tables *src) {

@@ -69,8 +69,8 @@ typedef struct ir_table_opts {
     uint64_t maxbytes;
     unsigned fanout;
     uint64_t seed;
-    uint64_t id_base;       /* the first id: shard index << IR_SHARD_ID_BITS */
-    int sampler, remover;   /* IR_SEL_*, 0 for the defaults */
+    uint64_t id_base;           /* the first id: shard index << IR_SHARD_ID_BITS */
+    int sampler, remover;       /* IR_SEL_*, 0 for the defaults */
     uint32_t max_times_sampled; /* 0: no limit */
 } ir_table_opts;
 
@@ -98,20 +98,29 @@ int tableLimiterCheck(const ir_limiter_opts *l, uint64_t capacity, const char **
 
 /* A binary heap of slots with each slot's position (UINT32_MAX: absent). */
 typedef struct ir_heap {
-    int kind;               /* IR_SEL_FIFO, _LIFO, _MINHEAP, _MAXHEAP */
+    int kind; /* IR_SEL_FIFO, _LIFO, _MINHEAP, _MAXHEAP */
     uint64_t n;
     uint32_t *h, *pos;
 } ir_heap;
+
+/* A slot's record: 16 bytes, so that a sample's one random read per drawn
+ * slot (a cache miss at 2M items) gets the item's place, its length and its
+ * times-sampled counter together (three arrays were three misses). */
+typedef struct ir_slot {
+    uint64_t off;   /* the item's bytes: arena + off */
+    uint32_t len;   /* its length */
+    uint32_t times; /* times sampled */
+} ir_slot;
 
 typedef struct ir_table {
     char *name;
     size_t namelen;
     ir_table_opts o;
     ir_sampler *sampler;
-    /* per slot: which id lives there, and where its bytes are */
+    /* per slot: which id lives there, and its record (where its bytes are,
+     * times sampled) */
     uint64_t *slot_id;
-    uint64_t *slot_off;
-    uint32_t *slot_len;
+    ir_slot *slots;
     /* the arena ring */
     char *arena;
     /* Pending replies point into the arena (pin.h; the server's ir_pin): an ADD
@@ -119,8 +128,8 @@ typedef struct ir_table {
      * segments copied (pinOverwrite), and dropping the table leaves the
      * arena mapped until the last of them is written (pinDetach). */
     struct ir_pin *pin;
-    uint64_t tail;          /* where the next item goes */
-    uint64_t bytes_used;    /* bytes of live items (rounded as stored) */
+    uint64_t tail;       /* where the next item goes */
+    uint64_t bytes_used; /* bytes of live items (rounded as stored) */
     uint64_t next_id, oldest_id;
     /* The newest run of items of one length: ids [run_start, next_id) are all
      * run_len bytes long, so every live item is iff run_start <= oldest_id. */
@@ -129,29 +138,28 @@ typedef struct ir_table {
     /* counters (consumed: items removed for reaching max_times_sampled) */
     uint64_t inserts, samples, sample_calls, updates, stale_updates, evictions, consumed;
     /* ---- selectors (see replay.c) ---- */
-    int general;            /* general storage mode (see the top of this file) */
-    uint32_t *times;        /* per slot: times sampled */
-    uint64_t draws_left;    /* with max_times_sampled k: sum over live items of k - times */
-    ir_heap heap[2];        /* heaps of the fifo/lifo/min/max selectors in use */
+    int general;         /* general storage mode (see the top of this file) */
+    uint64_t draws_left; /* with max_times_sampled k: sum over live items of k - times */
+    ir_heap heap[2];     /* heaps of the fifo/lifo/min/max selectors in use */
     int nheap, heap_of_sampler, heap_of_remover; /* -1: none */
-    uint64_t rng[2];        /* the uniform selector's and the remover's draws */
+    uint64_t rng[2]; /* the uniform selector's and the remover's draws */
     /* general mode only */
-    uint64_t gsize;         /* live items */
+    uint64_t gsize;              /* live items */
     uint32_t *dense, *dense_pos; /* the live slots, dense (uniform draws) */
     uint32_t *free_slots;
     uint64_t nfree;
-    uint64_t *hkey;         /* id -> slot, linear probing, UINT64_MAX empty */
+    uint64_t *hkey; /* id -> slot, linear probing, UINT64_MAX empty */
     uint32_t *hval;
     uint64_t hmask;
-    uint64_t arena_len;     /* bytes mapped: maxbytes + maxbytes / 4 */
+    uint64_t arena_len; /* bytes mapped: maxbytes + maxbytes / 4 */
     uint64_t compactions;
-    uint64_t run_count;     /* live items of run_len bytes */
+    uint64_t run_count; /* live items of run_len bytes */
     /* per draw of the last tableSample on the non-default paths */
     double *scratch_prob, *scratch_stored;
     uint32_t *scratch_times;
     int prob_valid;
-    uint64_t sample_size0;  /* the table's size when the last sample began */
-    int capacity_warned;    /* the log said once that MAXBYTES holds fewer than CAPACITY */
+    uint64_t sample_size0; /* the table's size when the last sample began */
+    int capacity_warned;   /* the log said once that MAXBYTES holds fewer than CAPACITY */
     /* the rate limiter's options and state: items inserted and sampled
      * while it was configured, and the time clients waited in total (the
      * host keeps the waiting clients, in its own state below) */
@@ -178,7 +186,7 @@ typedef struct ir_table {
 typedef struct ir_item_in {
     const char *data;
     size_t len;
-    double raw;             /* ignored when use_max */
+    double raw; /* ignored when use_max */
     int use_max;
 } ir_item_in;
 
@@ -208,8 +216,8 @@ ir_table *tableFind(ir_tables *ts, const char *name, size_t len);
 /* Returns 0, or -1 with *err set to a static message. */
 /* The options of a table nobody said anything about (capacity 0: the caller's). */
 ir_table_opts tableOptsDefault(void);
-int tableCreate(ir_tables *ts, const char *name, size_t len, const ir_table_opts *o,
-                ir_table **out, const char **err);
+int tableCreate(ir_tables *ts, const char *name, size_t len, const ir_table_opts *o, ir_table **out,
+                const char **err);
 int tableDrop(ir_tables *ts, const char *name, size_t len);
 void tablesFlush(ir_tables *ts);
 
@@ -260,10 +268,9 @@ long tableUpdate(ir_table *t, const uint64_t *ids, const float *raw, size_t n, c
 int tableScratch(ir_table *t, size_t n);
 /* Make sure ts->add_items and ts->add_ids hold at least n entries. */
 int tablesAddScratch(ir_tables *ts, size_t n);
-uint64_t tablesBytes(const ir_tables *ts);   /* live item bytes */
-uint64_t tablesMemory(const ir_tables *ts);  /* items + per-slot metadata and trees */
-uint64_t tableSlotBytes(void);               /* memory per slot, metadata and trees */
-uint64_t tableSlotBytesFor(const ir_table_opts *o); /* the same with o's selectors */
+uint64_t tablesBytes(const ir_tables *ts);          /* live item bytes */
+uint64_t tablesMemory(const ir_tables *ts);         /* items + per-slot metadata and trees */
+uint64_t tableSlotBytesFor(const ir_table_opts *o); /* memory per slot with o's selectors */
 
 /* ---- snapshots (snapshot.c) ------------------------------------------------
  * Saving reads a table through tableGetState and tableItem; restoring creates
@@ -277,17 +284,17 @@ uint64_t tableSlotBytesFor(const ir_table_opts *o); /* the same with o's selecto
 typedef struct ir_table_state {
     uint64_t next_id, oldest_id, tail;
     uint64_t inserts, samples, sample_calls, updates, stale_updates, evictions, consumed;
-    double max_priority;            /* the sampler's max (what ADD ... MAX uses) */
+    double max_priority; /* the sampler's max (what ADD ... MAX uses) */
 } ir_table_state;
 
 /* One live item, read in place. */
 typedef struct ir_item_view {
     uint64_t id;
-    double stored;                  /* stored (transformed) priority, exact */
-    uint64_t off;                   /* arena offset */
+    double stored; /* stored (transformed) priority, exact */
+    uint64_t off;  /* arena offset */
     const char *data;
     uint32_t len;
-    uint32_t times;                 /* times sampled */
+    uint32_t times; /* times sampled */
 } ir_item_view;
 
 void tableGetState(const ir_table *t, ir_table_state *st);
@@ -307,9 +314,9 @@ int tableItemFits(const ir_table *t, size_t len);
 typedef struct ir_table_loader {
     ir_table *t;
     ir_table_state st;
-    uint64_t head;                  /* arena offset of the oldest live item */
-    int wrapped;                    /* a later item went back to offset 0 */
-    size_t nbatch;                  /* priorities not yet given to the sampler */
+    uint64_t head; /* arena offset of the oldest live item */
+    int wrapped;   /* a later item went back to offset 0 */
+    size_t nbatch; /* priorities not yet given to the sampler */
     uint64_t slots[IR_TABLE_LOAD_BATCH];
     double stored[IR_TABLE_LOAD_BATCH];
 } ir_table_loader;

@@ -12,16 +12,16 @@
 
 static int passed, failed;
 
-#define CHECKF(cond, ...)                                                            \
-    do {                                                                             \
-        if (cond) {                                                                  \
-            passed++;                                                                \
-        } else {                                                                     \
-            failed++;                                                                \
+#define CHECKF(cond, ...) \
+    do { \
+        if (cond) { \
+            passed++; \
+        } else { \
+            failed++; \
             fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond); \
-            fprintf(stderr, __VA_ARGS__);                                            \
-            fputc('\n', stderr);                                                     \
-        }                                                                            \
+            fprintf(stderr, __VA_ARGS__); \
+            fputc('\n', stderr); \
+        } \
     } while (0)
 
 #define CHECK(cond) CHECKF(cond, "%s", "")

@@ -40,7 +40,7 @@ static uint64_t countRefs(const ir_table *t, uint32_t *counts) {
     uint64_t n = tableSize(t);
     for (uint64_t i = 0; i < n; i++) {
         uint64_t slot = t->general ? t->dense[i] : (t->oldest_id + i) % t->o.capacity;
-        const char *rec = t->arena + t->slot_off[slot];
+        const char *rec = t->arena + t->slots[slot].off;
         uint32_t ncols = chunkItemCols(rec);
         for (uint32_t k = 0; k < ncols; k++) {
             uint32_t hs[64];
@@ -71,9 +71,11 @@ static void checkConsistent(ir_chunk_store *s, ir_table **tabs, int ntabs, const
            (unsigned long long)bad);
     CHECKF(refs == s->references, "%s: %llu references in items, store says %llu", when,
            (unsigned long long)refs, (unsigned long long)s->references);
-    CHECKF(live == s->chunks && bytes == s->chunk_bytes, "%s: %llu live chunks of %llu B, store "
-           "says %llu of %llu B", when, (unsigned long long)live, (unsigned long long)bytes,
-           (unsigned long long)s->chunks, (unsigned long long)s->chunk_bytes);
+    CHECKF(live == s->chunks && bytes == s->chunk_bytes,
+           "%s: %llu live chunks of %llu B, store "
+           "says %llu of %llu B",
+           when, (unsigned long long)live, (unsigned long long)bytes, (unsigned long long)s->chunks,
+           (unsigned long long)s->chunk_bytes);
     free(counts);
 }
 
@@ -82,10 +84,16 @@ int main(void) {
     ir_tables *ts = tablesNew();
     ir_table *tabs[2];
     const char *err;
-    ir_table_opts o1 = {.capacity = 5000, .alpha = 1, .beta = 0.4, .maxbytes = 1 << 22, .fanout = 4,
-                        .seed = 1};
-    ir_table_opts o2 = {.capacity = 3000, .alpha = 1, .beta = 0.4, .maxbytes = 1 << 22, .fanout = 4,
-                        .seed = 2, .sampler = IR_SEL_PRIORITIZED, .remover = IR_SEL_UNIFORM,
+    ir_table_opts o1 = {
+        .capacity = 5000, .alpha = 1, .beta = 0.4, .maxbytes = 1 << 22, .fanout = 4, .seed = 1};
+    ir_table_opts o2 = {.capacity = 3000,
+                        .alpha = 1,
+                        .beta = 0.4,
+                        .maxbytes = 1 << 22,
+                        .fanout = 4,
+                        .seed = 2,
+                        .sampler = IR_SEL_PRIORITIZED,
+                        .remover = IR_SEL_UNIFORM,
                         .max_times_sampled = 3};
     CHECK(tableCreate(ts, "ring", 4, &o1, &tabs[0], &err) == 0);
     CHECK(tableCreate(ts, "gen", 3, &o2, &tabs[1], &err) == 0);
@@ -104,7 +112,8 @@ int main(void) {
     }
     /* a second declaration with the same signature is the same stream; another is refused */
     ir_stream *again;
-    CHECK(streamDeclare(s, "s0", 2, f, 2, S, HIST, st[0]->zlevel, &again, &err) == 0 && again == st[0]);
+    CHECK(streamDeclare(s, "s0", 2, f, 2, S, HIST, st[0]->zlevel, &again, &err) == 0 &&
+          again == st[0]);
     CHECK(streamDeclare(s, "s0", 2, f, 1, S, HIST, st[0]->zlevel, &again, &err) == -1);
 
     static char obs[64 * OB], rew[64 * 4];
@@ -165,7 +174,7 @@ int main(void) {
             CHECK(s->pending == p0 && s->pending_cap == cap0 && s->chunks == live0);
             if (tabs[1]->consumed > consumed0 && s->npending) deferred_frees++;
             for (int i = 0; i < 8; i++) {
-                const char *r = tabs[1]->arena + tabs[1]->slot_off[tabs[1]->scratch_slots[i]];
+                const char *r = tabs[1]->arena + tabs[1]->slots[tabs[1]->scratch_slots[i]].off;
                 uint32_t sb, l;
                 chunkItemCol(r, 0, &sb, &l);
                 chunkItemCopy(s, r, 0, got);
@@ -200,17 +209,20 @@ int main(void) {
         static char all[1000 * OB];
         chunkItemCopy(s, rec, 0, all);
         int ok = 1;
-        for (uint64_t i = 0; i < 1000 - oldest; i++) ok &= (uint8_t)all[i * OB] == (uint8_t)(oldest + i);
+        for (uint64_t i = 0; i < 1000 - oldest; i++)
+            ok &= (uint8_t)all[i * OB] == (uint8_t)(oldest + i);
         CHECK(ok);
         chunkItemRelease(s, rec, (uint32_t)chunkItemSize(&c, 1));
     }
-    CHECKF(copies_bad == 0, "%llu sampled columns not consecutive steps", (unsigned long long)copies_bad);
+    CHECKF(copies_bad == 0, "%llu sampled columns not consecutive steps",
+           (unsigned long long)copies_bad);
     checkConsistent(s, tabs, 2, "after the inserts");
     CHECK(tabs[0]->evictions > 0 && tabs[1]->evictions > 0 && tabs[1]->consumed > 0);
     CHECKF(deferred_frees > 0, "no sample deferred a chunk's free"); /* the case above happened */
     CHECK(!chunkCanCompress() || s->chunks_compressed > 0);
-    printf("%llu compressed chunks (%llu B raw in %llu B)\n", (unsigned long long)s->chunks_compressed,
-           (unsigned long long)s->raw_bytes_compressed, (unsigned long long)s->chunk_bytes);
+    printf("%llu compressed chunks (%llu B raw in %llu B)\n",
+           (unsigned long long)s->chunks_compressed, (unsigned long long)s->raw_bytes_compressed,
+           (unsigned long long)s->chunk_bytes);
     printf("%llu items, %llu evictions + %llu consumed; %llu chunks made, %llu live\n",
            (unsigned long long)inserted,
            (unsigned long long)(tabs[0]->evictions + tabs[1]->evictions),

@@ -14,8 +14,6 @@
 #include "check.h"
 #include "server.h"
 
-
-
 #define ITEM 8192
 
 /* A client with no connection: replies pile up in its segments. */
@@ -51,7 +49,12 @@ static int allBytes(const char *p, size_t n, char ch) {
 }
 
 static ir_table *mkTable(ir_server *s, const char *name) {
-    ir_table_opts o = {.capacity = 4, .alpha = 1.0, .beta = 0.4, .epsilon = 1e-6, .maxbytes = 4 * ITEM, .seed = 99};
+    ir_table_opts o = {.capacity = 4,
+                       .alpha = 1.0,
+                       .beta = 0.4,
+                       .epsilon = 1e-6,
+                       .maxbytes = 4 * ITEM,
+                       .seed = 99};
     ir_table *t = NULL;
     const char *err;
     CHECK(tableCreate(s->tables, name, strlen(name), &o, &t, &err) == 0);

@@ -13,8 +13,6 @@
 #include "check.h"
 #include "server.h"
 
-
-
 struct ir_conn {
     char *out;
     size_t len, cap;
@@ -46,8 +44,12 @@ static void tPeer(ir_transport *t, ir_conn *c, char *b, size_t l) {
     snprintf(b, l, "127.0.0.1:1");
 }
 static const ir_transport_ops test_ops = {
-    .name = "test", .writev = tWritev, .want_writable = tWant, .want_readable = tWant,
-    .close = tClose, .peername = tPeer,
+    .name = "test",
+    .writev = tWritev,
+    .want_writable = tWant,
+    .want_readable = tWant,
+    .close = tClose,
+    .peername = tPeer,
 };
 
 static ir_server *srv;
@@ -84,10 +86,10 @@ static void expect(const char *name, const char *req, size_t len, const char *wa
         ir_conn *c = run(req, len, split > 2 ? 2 : split, (unsigned)split * 7919u);
         int same = c->len == wlen && (wlen == 0 || memcmp(c->out, want, wlen) == 0);
         CHECKF(same, "%s (split mode %d): got %zu bytes '%.*s'", name, split, c->len,
-              (int)(c->len > 200 ? 200 : c->len), c->out ? c->out : "");
+               (int)(c->len > 200 ? 200 : c->len), c->out ? c->out : "");
         if (closes >= 0)
             CHECKF(c->closed == closes, "%s (split mode %d): closed=%d, want %d", name, split,
-                  c->closed, closes);
+                   c->closed, closes);
         freeConn(c);
     }
 }
@@ -115,8 +117,8 @@ static void testBasics(void) {
 static void testErrors(void) {
     EXPECT("unknown command", "*3\r\n$3\r\nfoo\r\n$1\r\na\r\n$1\r\nb\r\n",
            "-ERR unknown command 'foo', with args beginning with: 'a' 'b' \r\n", 0);
-    EXPECT("unknown inline", "foo\r\n", "-ERR unknown command 'foo', with args beginning with: \r\n",
-           0);
+    EXPECT("unknown inline", "foo\r\n",
+           "-ERR unknown command 'foo', with args beginning with: \r\n", 0);
     EXPECT("arity", "*1\r\n$3\r\nGET\r\n*1\r\n$4\r\nPING\r\n",
            "-ERR wrong number of arguments for 'get' command\r\n+PONG\r\n", 0);
     EXPECT("bad count", "*x\r\n", "-ERR Protocol error: invalid multibulk length\r\n", 1);
@@ -204,7 +206,8 @@ static void testSlowlog(void) {
     size_t n = (size_t)sprintf(req,
                                "CONFIG SET slowlog-log-slower-than 0\r\n"
                                "CONFIG SET slowlog-max-len 4\r\n"
-                               "*3\r\n$3\r\nSET\r\n$3\r\nbig\r\n$%zu\r\n", vlen);
+                               "*3\r\n$3\r\nSET\r\n$3\r\nbig\r\n$%zu\r\n",
+                               vlen);
     memset(req + n, 'v', vlen);
     n += vlen;
     n += (size_t)sprintf(req + n, "\r\nMULTI\r\nSET a 1\r\nRPUSH l");
@@ -218,8 +221,10 @@ static void testSlowlog(void) {
     CHECKF(has(c, ":4\r\n"), "slowlog: trimmed to slowlog-max-len");
     CHECKF(has(c, "$2\r\nme\r\n"), "slowlog: the client's name");
     freeConn(c);
-    EXPECT("slowlog reset", "SLOWLOG RESET\r\nCONFIG SET slowlog-log-slower-than -1\r\n"
-                            "SLOWLOG RESET\r\nSLOWLOG LEN\r\n", "+OK\r\n+OK\r\n+OK\r\n:0\r\n", 0);
+    EXPECT("slowlog reset",
+           "SLOWLOG RESET\r\nCONFIG SET slowlog-log-slower-than -1\r\n"
+           "SLOWLOG RESET\r\nSLOWLOG LEN\r\n",
+           "+OK\r\n+OK\r\n+OK\r\n:0\r\n", 0);
     const char lat[] = "CONFIG SET latency-monitor-threshold 1\r\nDEBUG SLEEP 0.003\r\n"
                        "DEBUG SLEEP 0.002\r\nLATENCY LATEST\r\nLATENCY HISTORY command\r\n"
                        "LATENCY GRAPH command\r\nLATENCY DOCTOR\r\nLATENCY HISTOGRAM debug\r\n"
@@ -231,8 +236,8 @@ static void testSlowlog(void) {
     CHECKF(has(c, "histogram_usec"), "latency: the histogram");
     CHECKF(has(c, ":1\r\n*0\r\n+OK\r\n"), "latency: reset");
     freeConn(c);
-    EXPECT("slowlog defaults back", "CONFIG SET slowlog-log-slower-than 10000 slowlog-max-len 128\r\n",
-           "+OK\r\n", 0);
+    EXPECT("slowlog defaults back",
+           "CONFIG SET slowlog-log-slower-than 10000 slowlog-max-len 128\r\n", "+OK\r\n", 0);
     free(req);
 }
 

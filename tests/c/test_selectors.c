@@ -56,8 +56,10 @@ static long pick(int sel) {
         int better = 0;
         if (sel == IR_SEL_FIFO) better = a->id < b->id;
         else if (sel == IR_SEL_LIFO) better = a->id > b->id;
-        else if (sel == IR_SEL_MINHEAP) better = a->prio < b->prio || (a->prio == b->prio && a->id < b->id);
-        else if (sel == IR_SEL_MAXHEAP) better = a->prio > b->prio || (a->prio == b->prio && a->id < b->id);
+        else if (sel == IR_SEL_MINHEAP)
+            better = a->prio < b->prio || (a->prio == b->prio && a->id < b->id);
+        else if (sel == IR_SEL_MAXHEAP)
+            better = a->prio > b->prio || (a->prio == b->prio && a->id < b->id);
         if (better) best = (long)i;
     }
     return best;
@@ -97,16 +99,23 @@ static void checkAgainstModel(ir_table *t, const char *what) {
         CHECKF(same, "%s: id %llu: len %u/%u prio %g/%g times %u/%u", what,
                (unsigned long long)m->id, v.len, m->len, v.stored, m->prio, v.times, m->times);
     }
-    CHECKF(tableSize(t) == live, "%s: size %llu, model %zu", what,
-           (unsigned long long)tableSize(t), live);
+    CHECKF(tableSize(t) == live, "%s: size %llu, model %zu", what, (unsigned long long)tableSize(t),
+           live);
     CHECKF(t->bytes_used == bytes && bytes <= t->o.maxbytes, "%s: bytes %llu, model %llu", what,
            (unsigned long long)t->bytes_used, (unsigned long long)bytes);
 }
 
 static void runCombo(int sampler, int remover, uint32_t k, int steps) {
     ir_tables *ts = tablesNew();
-    ir_table_opts o = {.capacity = CAP, .alpha = 1.0, .beta = 0.5, .epsilon = 0, .maxbytes = MAXB,
-                       .fanout = 4, .seed = 7, .sampler = sampler, .remover = remover,
+    ir_table_opts o = {.capacity = CAP,
+                       .alpha = 1.0,
+                       .beta = 0.5,
+                       .epsilon = 0,
+                       .maxbytes = MAXB,
+                       .fanout = 4,
+                       .seed = 7,
+                       .sampler = sampler,
+                       .remover = remover,
                        .max_times_sampled = k};
     ir_table *t;
     const char *err;
@@ -167,7 +176,8 @@ static void runCombo(int sampler, int remover, uint32_t k, int steps) {
             CHECKF(rc == IR_OK, "%s: sample rc %d", what, rc);
             for (size_t d = 0; d < n; d++) {
                 long want = -1;
-                if (sampler != IR_SEL_UNIFORM && sampler != IR_SEL_PRIORITIZED) want = pick(sampler);
+                if (sampler != IR_SEL_UNIFORM && sampler != IR_SEL_PRIORITIZED)
+                    want = pick(sampler);
                 long got = findId(t->scratch_ids[d]);
                 CHECKF(got >= 0 && model[got].live, "%s: drew a dead id", what);
                 if (got < 0) break;
@@ -213,8 +223,15 @@ static void runCombo(int sampler, int remover, uint32_t k, int steps) {
 /* 10^6 draws: total variation from the exact distribution. */
 static void distribution(int sampler) {
     ir_tables *ts = tablesNew();
-    ir_table_opts o = {.capacity = 64, .alpha = 1.0, .beta = 0.4, .epsilon = 0, .maxbytes = 1 << 16,
-                       .fanout = 8, .seed = 11, .sampler = sampler, .remover = IR_SEL_UNIFORM};
+    ir_table_opts o = {.capacity = 64,
+                       .alpha = 1.0,
+                       .beta = 0.4,
+                       .epsilon = 0,
+                       .maxbytes = 1 << 16,
+                       .fanout = 8,
+                       .seed = 11,
+                       .sampler = sampler,
+                       .remover = IR_SEL_UNIFORM};
     ir_table *t;
     const char *err;
     CHECK(tableCreate(ts, "d", 1, &o, &t, &err) == 0);

@@ -24,8 +24,6 @@
 #include "server.h"
 #include "snapshot.h"
 
-
-
 static uint64_t rngState = 0x9E3779B97F4A7C15ULL;
 static uint64_t rnd(void) {
     uint64_t x = rngState;
@@ -66,8 +64,14 @@ static void pushList(ir_db *db, const char *k, int n, size_t big) {
     }
 }
 
-static ir_table *mkTable(ir_server *s, const char *name, uint64_t cap, double alpha, uint64_t maxbytes) {
-    ir_table_opts o = {.capacity = cap, .alpha = alpha, .beta = 0.4, .epsilon = 1e-6, .maxbytes = maxbytes, .seed = 1234};
+static ir_table *mkTable(ir_server *s, const char *name, uint64_t cap, double alpha,
+                         uint64_t maxbytes) {
+    ir_table_opts o = {.capacity = cap,
+                       .alpha = alpha,
+                       .beta = 0.4,
+                       .epsilon = 1e-6,
+                       .maxbytes = maxbytes,
+                       .seed = 1234};
     ir_table *t = NULL;
     const char *err;
     CHECK(tableCreate(s->tables, name, strlen(name), &o, &t, &err) == 0);
@@ -208,7 +212,8 @@ static int newestSnapshot(const char *dir, char *out, size_t outlen) {
     for (int i = 0; i < n && i < 64; i++) {
         unsigned long long ms;
         char tail[16];
-        if (sscanf(names[i], "inreplay-%llu.%15s", &ms, tail) == 2 && !strcmp(tail, "snap") && ms > best)
+        if (sscanf(names[i], "inreplay-%llu.%15s", &ms, tail) == 2 && !strcmp(tail, "snap") &&
+            ms > best)
             best = ms;
     }
     if (!best) return -1;
@@ -281,8 +286,15 @@ static void checkSameServer(ir_server *a, ir_server *b) {
 
 static ir_table *mkSelTable(ir_server *s, const char *name, int sampler, int remover, uint32_t k,
                             uint64_t cap, uint64_t maxbytes) {
-    ir_table_opts o = {.capacity = cap, .alpha = 1.0, .beta = 0.4, .epsilon = 0, .maxbytes = maxbytes,
-                       .seed = 77, .sampler = sampler, .remover = remover, .max_times_sampled = k};
+    ir_table_opts o = {.capacity = cap,
+                       .alpha = 1.0,
+                       .beta = 0.4,
+                       .epsilon = 0,
+                       .maxbytes = maxbytes,
+                       .seed = 77,
+                       .sampler = sampler,
+                       .remover = remover,
+                       .max_times_sampled = k};
     ir_table *t = NULL;
     const char *err;
     CHECK(tableCreate(s->tables, name, strlen(name), &o, &t, &err) == 0);
@@ -302,7 +314,8 @@ static int selTablesEqual(const ir_table *a, const ir_table *b) {
     uint64_t n = tableSize(a);
     uint64_t *ids = malloc((n ? n : 1) * sizeof(uint64_t));
     if (a->general) tableGeneralIds(a, ids);
-    else for (uint64_t i = 0; i < n; i++) ids[i] = a->oldest_id + i;
+    else
+        for (uint64_t i = 0; i < n; i++) ids[i] = a->oldest_id + i;
     int same = 1;
     for (uint64_t i = 0; i < n && same; i++) {
         ir_item_view x, y;
@@ -645,7 +658,8 @@ static void trajStream(ir_server *s, const char *name, uint32_t bytes0, uint32_t
     f[1].step_bytes = 4;
     ir_stream *st;
     const char *err;
-    CHECK(streamDeclare(s->chunks, name, strlen(name), f, 2, chunk, history, zlevel, &st, &err) == 0);
+    CHECK(streamDeclare(s->chunks, name, strlen(name), f, 2, chunk, history, zlevel, &st, &err) ==
+          0);
 }
 
 /* An item of columns (obs: len steps from first, r: 1 step at first) of stream name. */
@@ -654,7 +668,8 @@ static void trajItem(ir_server *s, ir_table *t, const char *name, uint64_t first
     ir_stream *st = streamFind(s->chunks, name, strlen(name));
     ir_colref cols[2] = {{st, 0, first, len}, {st, 1, first, 1}};
     char err[256];
-    CHECK(chunkColCheck(&cols[0], err, sizeof(err)) == 0 && chunkColCheck(&cols[1], err, sizeof(err)) == 0);
+    CHECK(chunkColCheck(&cols[0], err, sizeof(err)) == 0 &&
+          chunkColCheck(&cols[1], err, sizeof(err)) == 0);
     if (!t->layout->ncols) {
         t->layout->ncols = 2;
         for (int k = 0; k < 2; k++) {
@@ -726,9 +741,11 @@ static int storesEqual(const ir_chunk_store *a, const ir_chunk_store *b) {
     const ir_stream *s = a->streams, *t = b->streams;
     for (; s && t; s = s->next, t = t->next) {
         if (s->namelen != t->namelen || memcmp(s->name, t->name, s->namelen) ||
-            s->nfields != t->nfields || memcmp(s->fields, t->fields, s->nfields * sizeof(ir_field)) ||
-            s->chunk_steps != t->chunk_steps || s->history != t->history || s->zlevel != t->zlevel ||
-            s->ring != t->ring || s->nsteps != t->nsteps || s->episodes != t->episodes ||
+            s->nfields != t->nfields ||
+            memcmp(s->fields, t->fields, s->nfields * sizeof(ir_field)) ||
+            s->chunk_steps != t->chunk_steps || s->history != t->history ||
+            s->zlevel != t->zlevel || s->ring != t->ring || s->nsteps != t->nsteps ||
+            s->episodes != t->episodes ||
             memcmp(s->held, t->held, (size_t)s->nfields * s->ring * sizeof(uint32_t)))
             return 0;
     }
@@ -834,13 +851,16 @@ static void testTrajCrafted(const char *dir, const char *fuzzdir) {
                             static char dst[1 << 16];
                             uint64_t slot = t->scratch_slots[0];
                             for (uint32_t k = 0; k < t->layout->ncols; k++)
-                                if ((uint64_t)t->layout->col[k].len * t->layout->col[k].step_bytes <= sizeof(dst))
-                                    chunkItemCopy(b->chunks, t->arena + t->slot_off[slot], k, dst);
+                                if ((uint64_t)t->layout->col[k].len *
+                                        t->layout->col[k].step_bytes <=
+                                    sizeof(dst))
+                                    chunkItemCopy(b->chunks, t->arena + t->slots[slot].off, k, dst);
                         }
                         chunkCollect(b->chunks);
                     }
                 chunkStoreFlushStreams(b->chunks);
-                while (b->tables->head) tableDrop(b->tables, b->tables->head->name, b->tables->head->namelen);
+                while (b->tables->head)
+                    tableDrop(b->tables, b->tables->head->name, b->tables->head->namelen);
                 CHECK(b->chunks->chunks == 0 && b->chunks->references == 0);
             } else if (rc == IR_EINVAL) {
                 rejected++;

@@ -15,16 +15,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-
-
 static const unsigned fanouts[] = {2, 4, 8, 16, 32};
 #define NFANOUTS (sizeof(fanouts) / sizeof(fanouts[0]))
 
 /* ---- helpers ------------------------------------------------------------ */
 
 static uint64_t rng_state = 12345;
-static uint64_t rnd(void)
-{
+static uint64_t rnd(void) {
     uint64_t z = (rng_state += 0x9e3779b97f4a7c15ULL);
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
@@ -39,32 +36,26 @@ typedef struct ref {
     double maxp;
 } ref;
 
-static ref ref_new(uint64_t cap)
-{
+static ref ref_new(uint64_t cap) {
     ref r = {cap, calloc(cap, sizeof(double)), 1.0};
     return r;
 }
 
-static long double ref_total(const ref *r)
-{
+static long double ref_total(const ref *r) {
     long double t = 0;
-    for (uint64_t i = 0; i < r->cap; i++)
-        t += r->p[i];
+    for (uint64_t i = 0; i < r->cap; i++) t += r->p[i];
     return t;
 }
 
-static double ref_min(const ref *r)
-{
+static double ref_min(const ref *r) {
     double m = INFINITY;
     for (uint64_t i = 0; i < r->cap; i++)
-        if (r->p[i] > 0 && r->p[i] < m)
-            m = r->p[i];
+        if (r->p[i] > 0 && r->p[i] < m) m = r->p[i];
     return m;
 }
 
 /* compare every observable of s with r; returns 1 if all equal */
-static int same_as_ref(const ir_sampler *s, const ref *r, const char *what)
-{
+static int same_as_ref(const ir_sampler *s, const ref *r, const char *what) {
     int ok = 1;
     for (uint64_t i = 0; i < r->cap; i++)
         if (ir_sampler_get(s, i) != r->p[i]) {
@@ -91,16 +82,14 @@ static int same_as_ref(const ir_sampler *s, const ref *r, const char *what)
 }
 
 /* index of the slot whose cumulative interval [c_{i-1}, c_i) holds x */
-static uint64_t ref_find(const ref *r, long double x)
-{
+static uint64_t ref_find(const ref *r, long double x) {
     long double c = 0;
     uint64_t last = 0;
     for (uint64_t i = 0; i < r->cap; i++) {
         if (r->p[i] > 0) {
             last = i;
             c += r->p[i];
-            if (x < c)
-                return i;
+            if (x < c) return i;
         }
     }
     return last;
@@ -108,8 +97,7 @@ static uint64_t ref_find(const ref *r, long double x)
 
 /* ---- tests -------------------------------------------------------------- */
 
-static void test_construction(void)
-{
+static void test_construction(void) {
     CHECKF(ir_sampler_new(0, 8, 0.6, 1e-6, 1) == NULL, "capacity 0");
     CHECKF(ir_sampler_new(10, 3, 0.6, 1e-6, 1) == NULL, "fanout 3");
     CHECKF(ir_sampler_new(10, 64, 0.6, 1e-6, 1) == NULL, "fanout 64");
@@ -144,16 +132,15 @@ static void test_construction(void)
         CHECKF(ir_sampler_update(s, &slot, &v, 1) == IR_OK, "update");
         CHECKF(ir_sampler_total(s) == 3.0, "total");
         CHECKF(ir_sampler_sample(s, 1, 0.4, 0, 1, &out, &w) == IR_OK && out == 0 && w == 1.0f,
-              "sample capacity 1");
+               "sample capacity 1");
         ir_sampler_free(s);
     }
 }
 
 /* random updates, sets and clears against the reference */
-static void test_random_ops(void)
-{
-    static const uint64_t caps[] = {1, 2, 3, 7, 8, 9, 31, 32, 33, 63, 64, 65, 100, 1000, 4097,
-                                    33000};
+static void test_random_ops(void) {
+    static const uint64_t caps[] = {1,  2,  3,  7,  8,   9,    31,   32,
+                                    33, 63, 64, 65, 100, 1000, 4097, 33000};
     uint64_t slots[700];
     double vals[700];
     float vf[700];
@@ -180,35 +167,31 @@ static void test_random_ops(void)
                     for (size_t i = 0; i < n; i++) {
                         double st = pow(vals[i] + 1e-3, alpha);
                         r.p[slots[i]] = st;
-                        if (st > r.maxp)
-                            r.maxp = st;
+                        if (st > r.maxp) r.maxp = st;
                     }
                 } else if (op == 2) {
                     rc = ir_sampler_update_f32(s, slots, vf, n);
                     for (size_t i = 0; i < n; i++) {
                         double st = pow((double)vf[i] + 1e-3, alpha);
                         r.p[slots[i]] = st;
-                        if (st > r.maxp)
-                            r.maxp = st;
+                        if (st > r.maxp) r.maxp = st;
                     }
                 } else if (op == 3) {
                     rc = ir_sampler_set_stored(s, slots, vals, n);
                     for (size_t i = 0; i < n; i++) {
                         r.p[slots[i]] = vals[i];
-                        if (vals[i] > r.maxp)
-                            r.maxp = vals[i];
+                        if (vals[i] > r.maxp) r.maxp = vals[i];
                     }
                 } else {
                     rc = ir_sampler_clear(s, slots, n);
-                    for (size_t i = 0; i < n; i++)
-                        r.p[slots[i]] = 0.0;
+                    for (size_t i = 0; i < n; i++) r.p[slots[i]] = 0.0;
                 }
                 ok = rc == IR_OK && same_as_ref(s, &r, "random ops");
             }
             CHECKF(ok, "K %u capacity %llu", fanouts[k], (unsigned long long)cap);
             double drift = ir_sampler_rebuild(s);
             CHECKF(drift == 0.0, "rebuild drift %g (K %u cap %llu)", drift, fanouts[k],
-                  (unsigned long long)cap);
+                   (unsigned long long)cap);
             CHECKF(same_as_ref(s, &r, "after rebuild"), "K %u", fanouts[k]);
             free(r.p);
             ir_sampler_free(s);
@@ -217,8 +200,7 @@ static void test_random_ops(void)
 }
 
 /* bad input changes nothing */
-static void test_validation(void)
-{
+static void test_validation(void) {
     enum { cap = 100 };
     for (size_t k = 0; k < NFANOUTS; k++) {
         ir_sampler *s = ir_sampler_new(cap, fanouts[k], 0.6, 1e-6, 1);
@@ -230,26 +212,22 @@ static void test_validation(void)
         }
         CHECKF(ir_sampler_update(s, slots, v, cap) == IR_OK, "fill");
         double before[cap];
-        for (uint64_t i = 0; i < cap; i++)
-            before[i] = ir_sampler_get(s, i);
+        for (uint64_t i = 0; i < cap; i++) before[i] = ir_sampler_get(s, i);
         const double t0 = ir_sampler_total(s), m0 = ir_sampler_min(s), x0 = ir_sampler_max(s);
 
         static const double bad[] = {-1.0, -0.0 - 1e-300, NAN, INFINITY, -INFINITY};
         for (size_t b = 0; b < sizeof(bad) / sizeof(bad[0]); b++) {
             double vv[cap];
-            for (uint64_t i = 0; i < cap; i++)
-                vv[i] = 0.5;
+            for (uint64_t i = 0; i < cap; i++) vv[i] = 0.5;
             vv[cap - 1 - b] = bad[b];
             int rc = ir_sampler_update(s, slots, vv, cap);
             CHECKF(rc == IR_EINVAL, "update bad[%zu] rc %d", b, rc);
             float vf[cap];
-            for (uint64_t i = 0; i < cap; i++)
-                vf[i] = 0.5f;
+            for (uint64_t i = 0; i < cap; i++) vf[i] = 0.5f;
             vf[cap - 1 - b] = (float)bad[b];
             if (b != 1) /* -1e-300 is -0.0f, which is fine */
                 CHECKF(ir_sampler_update_f32(s, slots, vf, cap) == IR_EINVAL, "f32 bad[%zu]", b);
-            CHECKF(ir_sampler_set_stored(s, slots, vv, cap) == IR_EINVAL, "set_stored bad[%zu]",
-                  b);
+            CHECKF(ir_sampler_set_stored(s, slots, vv, cap) == IR_EINVAL, "set_stored bad[%zu]", b);
         }
         uint64_t badslots[3] = {1, cap, 2};
         double three[3] = {1, 2, 3};
@@ -261,10 +239,8 @@ static void test_validation(void)
         CHECKF(ir_sampler_update(s, NULL, NULL, 0) == IR_OK, "n = 0");
         CHECKF(ir_sampler_update(NULL, slots, three, 1) == IR_EINVAL, "NULL sampler");
 
-        int same = ir_sampler_total(s) == t0 && ir_sampler_min(s) == m0 &&
-                   ir_sampler_max(s) == x0;
-        for (uint64_t i = 0; i < cap; i++)
-            same &= ir_sampler_get(s, i) == before[i];
+        int same = ir_sampler_total(s) == t0 && ir_sampler_min(s) == m0 && ir_sampler_max(s) == x0;
+        for (uint64_t i = 0; i < cap; i++) same &= ir_sampler_get(s, i) == before[i];
         CHECKF(same, "tree changed by rejected calls (K %u)", fanouts[k]);
         CHECKF(ir_sampler_rebuild(s) == 0.0, "no drift");
         ir_sampler_free(s);
@@ -288,8 +264,7 @@ static void test_validation(void)
     ir_sampler_free(s);
 }
 
-static void test_duplicates(void)
-{
+static void test_duplicates(void) {
     for (size_t k = 0; k < NFANOUTS; k++) {
         ir_sampler *s = ir_sampler_new(50, fanouts[k], 1.0, 0.0, 1);
         uint64_t slots[5] = {7, 8, 7, 9, 7};
@@ -309,8 +284,7 @@ static void test_duplicates(void)
 }
 
 /* sample_at descends to the slot whose cumulative interval holds the point */
-static void test_descent_exact(void)
-{
+static void test_descent_exact(void) {
     enum { cap = 3000 };
     for (size_t k = 0; k < NFANOUTS; k++) {
         ir_sampler *s = ir_sampler_new(cap, fanouts[k], 1.0, 0.0, 1);
@@ -344,8 +318,7 @@ static void test_descent_exact(void)
         size_t n = 257;
         double u[257];
         uint64_t out[257];
-        for (size_t i = 0; i < n; i++)
-            u[i] = unit();
+        for (size_t i = 0; i < n; i++) u[i] = unit();
         CHECKF(ir_sampler_sample_at(s, n, u, out) == IR_OK, "sample_at");
         ok = 1;
         for (size_t i = 0; i < n && ok; i++) {
@@ -354,13 +327,11 @@ static void test_descent_exact(void)
             /* the point is rounded once in double: allow the neighbour at a boundary */
             if (out[i] != want) {
                 long double c = 0;
-                for (uint64_t j = 0; j <= want; j++)
-                    c += r.p[j];
+                for (uint64_t j = 0; j <= want; j++) c += r.p[j];
                 if (!(fabsl(c - x) < 1e-9L * total || fabsl(c - r.p[want] - x) < 1e-9L * total))
                     ok = 0;
             }
-            if (i && out[i] < out[i - 1])
-                ok = 0;
+            if (i && out[i] < out[i - 1]) ok = 0;
         }
         CHECKF(ok, "stratified order and slots, K %u", fanouts[k]);
 
@@ -378,8 +349,7 @@ static void test_descent_exact(void)
 }
 
 /* zero-priority slots are never drawn, whatever rounding does */
-static void test_zero_never_sampled(void)
-{
+static void test_zero_never_sampled(void) {
     for (size_t k = 0; k < NFANOUTS; k++) {
         enum { cap = 5000 };
         ir_sampler *s = ir_sampler_new(cap, fanouts[k], 1.0, 0.0, 7);
@@ -406,18 +376,15 @@ static void test_zero_never_sampled(void)
             for (size_t i = 0; i < n; i++)
                 u[i] = t % 3 == 0 ? 0x1.fffffffffffffp-1 : t % 3 == 1 ? 0.0 : unit();
             ok &= ir_sampler_sample_at(s, n, u, out) == IR_OK;
-            for (size_t i = 0; i < n; i++)
-                ok &= v[out[i]] > 0.0;
+            for (size_t i = 0; i < n; i++) ok &= v[out[i]] > 0.0;
             ok &= ir_sampler_sample(s, n, 0.7, 0, cap, out, w) == IR_OK;
-            for (size_t i = 0; i < n; i++)
-                ok &= v[out[i]] > 0.0 && w[i] >= 0.0f && w[i] <= 1.0f;
+            for (size_t i = 0; i < n; i++) ok &= v[out[i]] > 0.0 && w[i] >= 0.0f && w[i] <= 1.0f;
         }
         CHECKF(ok, "zero priority drawn (K %u)", fanouts[k]);
 
         /* last stratum at u -> 1 rounds to the very end: the last positive slot */
         uint64_t last = cap - 1;
-        while (!(v[last] > 0))
-            last--;
+        while (!(v[last] > 0)) last--;
         double ones[1] = {0x1.fffffffffffffp-1};
         uint64_t o;
         ir_sampler_sample_at(s, 1, ones, &o);
@@ -428,8 +395,7 @@ static void test_zero_never_sampled(void)
         uint64_t one = cap - 41;
         ir_sampler_set_stored(s, &one, &tiny, 1);
         ok = ir_sampler_sample(s, 512, 0.5, 0, cap, out, w) == IR_OK;
-        for (size_t i = 0; i < 512; i++)
-            ok &= out[i] == one && w[i] == 1.0f;
+        for (size_t i = 0; i < 512; i++) ok &= out[i] == one && w[i] == 1.0f;
         CHECKF(ok, "single subnormal slot (K %u)", fanouts[k]);
         ir_sampler_free(s);
     }
@@ -438,14 +404,12 @@ static void test_zero_never_sampled(void)
 /* The AVX2 kernel sums four children as [a, a+b, (b+c)+a, (c+d)+(a+b)]: with
  * d = 0 the last prefix can exceed the third, and a point in between would
  * pick the empty child without the guard. Build exactly that case. */
-static void test_prefix_rounding_guard(void)
-{
+static void test_prefix_rounding_guard(void) {
     int found = 0;
     for (int t = 0; t < 1000000 && !found; t++) {
         volatile double a = unit(), b = unit(), c = unit();
         double lane2 = (b + c) + a, lane3 = (c + 0.0) + (a + b);
-        if (!(lane3 > lane2))
-            continue;
+        if (!(lane3 > lane2)) continue;
         ir_sampler *s = ir_sampler_new(4, 4, 1.0, 0.0, 1);
         uint64_t slots[4] = {0, 1, 2, 3};
         double v[4] = {a, b, c, 0.0};
@@ -453,23 +417,20 @@ static void test_prefix_rounding_guard(void)
         const double total = ir_sampler_total(s);
         /* a u with u * total in [lane2, lane3) */
         double u = lane2 / total;
-        for (int k = 0; k < 8 && u * total < lane2; k++)
-            u = nextafter(u, 1.0);
-        for (int k = 0; k < 8 && u * total >= lane3; k++)
-            u = nextafter(u, 0.0);
+        for (int k = 0; k < 8 && u * total < lane2; k++) u = nextafter(u, 1.0);
+        for (int k = 0; k < 8 && u * total >= lane3; k++) u = nextafter(u, 0.0);
         if (u * total >= lane2 && u * total < lane3 && u < 1.0) {
             found = 1;
             uint64_t out = 99;
             CHECKF(ir_sampler_sample_at(s, 1, &u, &out) == IR_OK && out != 3 && out < 4,
-                  "guard: drew slot %llu", (unsigned long long)out);
+                   "guard: drew slot %llu", (unsigned long long)out);
         }
         ir_sampler_free(s);
     }
     CHECKF(found, "no rounding case found");
 }
 
-static void test_weights(void)
-{
+static void test_weights(void) {
     for (size_t k = 0; k < NFANOUTS; k++) {
         enum { cap = 20000 };
         ir_sampler *s = ir_sampler_new(cap, fanouts[k], 1.0, 0.0, 3);
@@ -503,16 +464,14 @@ static void test_weights(void)
                     for (size_t i = 0; i < n; i++) {
                         double want = pow(minp / v[out[i]], betas[b]);
                         float fw = (float)want;
-                        double err =
-                            fw == w[i] ? 0 : fabs((double)w[i] - want) / fmax(want, 1e-38);
+                        double err = fw == w[i] ? 0 : fabs((double)w[i] - want) / fmax(want, 1e-38);
                         if (fw != w[i] && want < 1e-37) /* float subnormal range */
                             err = fabs((double)w[i] - want) < 1e-44 ? 0 : 1;
-                        if (err > worst)
-                            worst = err;
+                        if (err > worst) worst = err;
                     }
                 }
                 CHECKF(ok && worst < 2e-7, "weights beta %g K %u sub %d: rel err %g", betas[b],
-                      fanouts[k], sub, worst);
+                       fanouts[k], sub, worst);
             }
         }
         uint64_t out[1000];
@@ -523,15 +482,13 @@ static void test_weights(void)
         ir_sampler_set_stored(s, slots, same, 4);
         ir_sampler_sample(s, 1000, 0.4, 0, cap, out, w);
         int ones = 1;
-        for (size_t i = 0; i < 1000; i++)
-            ones &= w[i] == 1.0f && out[i] < 4;
+        for (size_t i = 0; i < 1000; i++) ones &= w[i] == 1.0f && out[i] < 4;
         CHECKF(ones, "equal priorities: all weights 1");
         ir_sampler_free(s);
     }
 }
 
-static void test_uniform_fallback(void)
-{
+static void test_uniform_fallback(void) {
     for (size_t k = 0; k < NFANOUTS; k++) {
         const uint64_t cap = 1000;
         ir_sampler *s = ir_sampler_new(cap, fanouts[k], 0.6, 0.0, 9);
@@ -562,8 +519,7 @@ static void test_uniform_fallback(void)
             }
         CHECKF(lo > 80 && hi < 200, "roughly uniform: %u..%u of 136", lo, hi);
         ok = ir_sampler_sample(s, 100, 0.4, 5, 1, out, NULL) == IR_OK;
-        for (size_t i = 0; i < 100; i++)
-            ok &= out[i] == 5;
+        for (size_t i = 0; i < 100; i++) ok &= out[i] == 5;
         CHECKF(ok, "live 1");
         /* all-zero after clears: uniform again */
         uint64_t sl[3] = {1, 2, 3};
@@ -572,16 +528,14 @@ static void test_uniform_fallback(void)
         ir_sampler_clear(s, sl, 3);
         CHECKF(ir_sampler_total(s) == 0.0, "total after clearing all: %g", ir_sampler_total(s));
         ok = ir_sampler_sample(s, 100, 0.4, 0, 10, out, w) == IR_OK;
-        for (size_t i = 0; i < 100; i++)
-            ok &= out[i] < 10 && w[i] == 1.0f;
+        for (size_t i = 0; i < 100; i++) ok &= out[i] < 10 && w[i] == 1.0f;
         CHECKF(ok, "uniform after clear");
         ir_sampler_free(s);
     }
 }
 
 /* frequencies follow the priorities: a chi-square statistic over 10^6 draws */
-static void test_frequencies(void)
-{
+static void test_frequencies(void) {
     for (size_t k = 0; k < NFANOUTS; k++) {
         enum { cap = 200 };
         ir_sampler *s = ir_sampler_new(cap, fanouts[k], 0.6, 0.0, 11 + k);
@@ -601,8 +555,7 @@ static void test_frequencies(void)
         uint64_t out[500];
         for (int t = 0; t < 2000; t++) {
             ir_sampler_sample(s, 500, 0.4, 0, cap, out, NULL);
-            for (size_t i = 0; i < 500; i++)
-                cnt[out[i]]++;
+            for (size_t i = 0; i < 500; i++) cnt[out[i]]++;
         }
         double chi = 0;
         int df = -1, zero_ok = 1;
@@ -625,8 +578,7 @@ static void test_frequencies(void)
 
 /* the AVX2 and portable kernels agree (on a CPU with AVX2: elsewhere there is
  * only one kernel, and the test says so instead of comparing it with itself) */
-static void test_kernels_agree(void)
-{
+static void test_kernels_agree(void) {
 #if defined(__x86_64__) || defined(__i386__)
     const int have_avx2 = __builtin_cpu_supports("avx2");
 #else
@@ -681,8 +633,7 @@ static void test_kernels_agree(void)
 }
 
 /* many updates leave no drift; the root never goes negative */
-static void test_drift(void)
-{
+static void test_drift(void) {
     for (size_t k = 0; k < NFANOUTS; k++) {
         enum { cap = 10000 };
         ir_sampler *s = ir_sampler_new(cap, fanouts[k], 0.6, 1e-6, 2);
@@ -694,26 +645,22 @@ static void test_drift(void)
                 slots[i] = rnd() % cap;
                 v[i] = unit() * pow(10.0, (double)(rnd() % 12) - 6.0);
             }
-            if (t % 3 == 2)
-                ir_sampler_clear(s, slots, 256);
-            else
-                ir_sampler_update(s, slots, v, 256);
+            if (t % 3 == 2) ir_sampler_clear(s, slots, 256);
+            else ir_sampler_update(s, slots, v, 256);
             ok &= ir_sampler_total(s) >= 0.0;
         }
         CHECKF(ok, "root negative");
         CHECKF(ir_sampler_rebuild(s) == 0.0, "drift after 512k updates (K %u)", fanouts[k]);
         /* clear everything: exactly zero */
         uint64_t all[cap];
-        for (uint64_t i = 0; i < cap; i++)
-            all[i] = i;
+        for (uint64_t i = 0; i < cap; i++) all[i] = i;
         ir_sampler_clear(s, all, cap);
         CHECKF(ir_sampler_total(s) == 0.0 && isinf(ir_sampler_min(s)), "empty again");
         ir_sampler_free(s);
     }
 }
 
-static void test_seed(void)
-{
+static void test_seed(void) {
     ir_sampler *a = ir_sampler_new(1000, 8, 1.0, 0.0, 42);
     ir_sampler *b = ir_sampler_new(1000, 8, 1.0, 0.0, 42);
     uint64_t slots[1000];
@@ -742,15 +689,14 @@ static void test_seed(void)
  * one ulp, as glibc's is, must return exactly that double (so the exponents
  * are dyadic: 0.6 itself is not a double); alpha 0 and 1 are
  * the fast paths (1.0, and raw + epsilon untouched). */
-static void test_transform(void)
-{
-    static const struct { double alpha, in, out; } exact[] = {
-        {0.5, 4.0, 2.0},          {0.5, 2.25, 1.5},        {0.5, 1e6, 1e3},
-        {0.5, 0x1p-40, 0x1p-20},  {2.0, 3.0, 9.0},         {2.0, 1.5, 2.25},
-        {3.0, 2.0, 8.0},          {3.0, 0.5, 0.125},       {0.75, 16.0, 8.0},
-        {0.75, 0x1p-40, 0x1p-30}, {0.625, 256.0, 32.0},    {1.5, 4.0, 8.0},
-        {0.0, 123.25, 1.0},       {0.0, 0.0, 1.0},         {1.0, 0.1, 0.1},
-        {1.0, 7e300, 7e300},
+static void test_transform(void) {
+    static const struct {
+        double alpha, in, out;
+    } exact[] = {
+        {0.5, 4.0, 2.0},    {0.5, 2.25, 1.5},         {0.5, 1e6, 1e3},      {0.5, 0x1p-40, 0x1p-20},
+        {2.0, 3.0, 9.0},    {2.0, 1.5, 2.25},         {3.0, 2.0, 8.0},      {3.0, 0.5, 0.125},
+        {0.75, 16.0, 8.0},  {0.75, 0x1p-40, 0x1p-30}, {0.625, 256.0, 32.0}, {1.5, 4.0, 8.0},
+        {0.0, 123.25, 1.0}, {0.0, 0.0, 1.0},          {1.0, 0.1, 0.1},      {1.0, 7e300, 7e300},
     };
     for (size_t k = 0; k < sizeof(exact) / sizeof(exact[0]); k++) {
         ir_sampler *s = ir_sampler_new(8, 4, exact[k].alpha, 0.0, 1);
@@ -758,8 +704,8 @@ static void test_transform(void)
         double raw = exact[k].in;
         ir_sampler_update(s, &slot, &raw, 1);
         double got = ir_sampler_get(s, 3);
-        CHECKF(got == exact[k].out, "(%a)^%g stored %a, want %a", exact[k].in, exact[k].alpha,
-               got, exact[k].out);
+        CHECKF(got == exact[k].out, "(%a)^%g stored %a, want %a", exact[k].in, exact[k].alpha, got,
+               exact[k].out);
         ir_sampler_free(s);
     }
     /* epsilon is added before the exponent: (1.75 + 0.25)^3 = 8 */
@@ -775,8 +721,7 @@ static void test_transform(void)
  * (accepted or IR_EINVAL), for exponents below, at and above 1 and values
  * around the stored limit (DBL_MAX / (2 * leaves)), where its shortcut for
  * alpha < 1 skips pow. */
-static void test_valid_matches_update(void)
-{
+static void test_valid_matches_update(void) {
     const double alphas[] = {0.0, 0.3, 0.6, 0.999999, 1.0, 1.5, 3.0};
     const uint64_t caps[] = {1, 8, 1000};
     for (size_t a = 0; a < sizeof(alphas) / sizeof(alphas[0]); a++) {
@@ -784,9 +729,9 @@ static void test_valid_matches_update(void)
             ir_sampler *s = ir_sampler_new(caps[c], 8, alphas[a], 1e-6, 1);
             CHECK(s != NULL);
             double limit = DBL_MAX / (2.0 * (double)caps[c] * 8.0);
-            const double raws[] = {0.0, 1e-300, 0.5, 1.0, 2.0, 1e10, 1e100, 1e300,
-                                   limit / 16, limit / 2, limit, limit * 2, limit * 16,
-                                   DBL_MAX / 4, DBL_MAX, INFINITY, -1.0, NAN};
+            const double raws[] = {0.0,        1e-300,      0.5,        1.0,       2.0,   1e10,
+                                   1e100,      1e300,       limit / 16, limit / 2, limit, limit * 2,
+                                   limit * 16, DBL_MAX / 4, DBL_MAX,    INFINITY,  -1.0,  NAN};
             for (size_t r = 0; r < sizeof(raws) / sizeof(raws[0]); r++) {
                 uint64_t slot = 0;
                 double raw = raws[r];
@@ -800,8 +745,7 @@ static void test_valid_matches_update(void)
     }
 }
 
-int main(void)
-{
+int main(void) {
     test_construction();
     test_valid_matches_update();
     test_random_ops();

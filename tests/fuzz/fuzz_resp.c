@@ -85,13 +85,13 @@
 #include "server.h"
 #include "snapshot.h"
 
-#define FUZZ_MAX_BULK (1ULL << 20)        /* cfg.proto_max_bulk_len */
-#define FUZZ_QUERY_LIMIT (4ULL << 20)     /* cfg.client_query_buffer_limit */
-#define FUZZ_SLOT_BUDGET (1ULL << 20)     /* replay slots created per input */
-#define FUZZ_SAMPLE_BUDGET (1ULL << 18)   /* items sampled per input */
+#define FUZZ_MAX_BULK (1ULL << 20)      /* cfg.proto_max_bulk_len */
+#define FUZZ_QUERY_LIMIT (4ULL << 20)   /* cfg.client_query_buffer_limit */
+#define FUZZ_SLOT_BUDGET (1ULL << 20)   /* replay slots created per input */
+#define FUZZ_SAMPLE_BUDGET (1ULL << 18) /* items sampled per input */
 #define FUZZ_MAX_SPLITS 7
-#define FUZZ_MAX_SLEEP 0.001              /* DEBUG SLEEP, seconds */
-#define FUZZ_EMPTY_ID UINT64_MAX          /* replay.c's EMPTY_ID */
+#define FUZZ_MAX_SLEEP 0.001     /* DEBUG SLEEP, seconds */
+#define FUZZ_EMPTY_ID UINT64_MAX /* replay.c's EMPTY_ID */
 
 /* FUZZ_RESP_SKIP="name,name": invariant checks to skip (known, reported bugs), so a
  * long run can look for new ones. The names are the first argument of CHECK_INV. */
@@ -103,8 +103,8 @@ static int skipped(const char *name) {
         if ((p == skip_list || p[-1] == ',') && (p[n] == ',' || p[n] == '\0')) return 1;
     return 0;
 }
-#define CHECK_INV(name, cond, ...)                      \
-    do {                                                \
+#define CHECK_INV(name, cond, ...) \
+    do { \
         if (!(cond) && !skipped(name)) die(__VA_ARGS__); \
     } while (0)
 
@@ -124,7 +124,9 @@ static void die(const char *what, ...) {
 /* RESP3 (after HELLO 3): maps count two elements per entry; '=' and '!' are
  * bulks; '_', '#', ',' and '(' are lines like '+'; an attribute ('|', a map)
  * comes before a reply and is not an element itself (DEBUG PROTOCOL attrib). */
-static int rcTextLine(char t) { return t == '+' || t == '-' || t == '_' || t == '#' || t == ',' || t == '('; }
+static int rcTextLine(char t) {
+    return t == '+' || t == '-' || t == '_' || t == '#' || t == ',' || t == '(';
+}
 
 enum { RC_TYPE, RC_LINE, RC_LINE_LF, RC_BULK, RC_BULK_CR, RC_BULK_LF };
 
@@ -247,12 +249,12 @@ static void rcFeed(respcheck *r, const unsigned char *p, size_t n) {
 
 struct ir_conn {
     const char *peer;
-    int closed;       /* the server called ops->close */
-    int hung_up;      /* the harness reported irs_closed */
-    int want_w;       /* the server asked for irs_writable */
+    int closed;          /* the server called ops->close */
+    int hung_up;         /* the harness reported irs_closed */
+    int want_w;          /* the server asked for irs_writable */
     size_t accept_limit; /* bytes per writev, 0 = all */
     respcheck rc;
-    uint64_t hash;    /* FNV-1a of every byte taken, for the split-equivalence check */
+    uint64_t hash; /* FNV-1a of every byte taken, for the split-equivalence check */
 };
 
 static void checkOpen(const ir_conn *c, const char *op) {
@@ -296,8 +298,12 @@ static void tPeer(ir_transport *t, ir_conn *c, char *b, size_t l) {
     snprintf(b, l, "%s", c->peer);
 }
 static const ir_transport_ops fuzz_ops = {
-    .name = "fuzz", .writev = tWritev, .want_writable = tWantW, .want_readable = tWantR,
-    .close = tClose, .peername = tPeer,
+    .name = "fuzz",
+    .writev = tWritev,
+    .want_writable = tWantW,
+    .want_readable = tWantR,
+    .close = tClose,
+    .peername = tPeer,
 };
 
 static ir_server *srv;
@@ -339,7 +345,8 @@ static int nondeterministic; /* see fuzzAny */
 
 static void fuzzConfig(client *c) {
     orig_config(c);
-    if (c->srv->cfg.proto_max_bulk_len > FUZZ_MAX_BULK) c->srv->cfg.proto_max_bulk_len = FUZZ_MAX_BULK;
+    if (c->srv->cfg.proto_max_bulk_len > FUZZ_MAX_BULK)
+        c->srv->cfg.proto_max_bulk_len = FUZZ_MAX_BULK;
     /* maxmemory compares with the process's RSS: only 0 and 1 answer the same every run */
     if (c->srv->cfg.maxmemory > 1) nondeterministic = 1;
 }
@@ -371,8 +378,8 @@ static void fuzzReplayAdd(client *c) {
             double want = storedFor(t, raw);
             CHECK_INV("add-priority", got == want,
                       "[add-priority] REPLAY.ADD '%s' answered ids, but id %llu (priority %.17g) "
-                      "stored %.17g instead of %.17g", t->name, (unsigned long long)id, raw, got,
-                      want);
+                      "stored %.17g instead of %.17g",
+                      t->name, (unsigned long long)id, raw, got, want);
         }
     }
 }
@@ -390,14 +397,15 @@ static void fuzzReplayUpdate(client *c) {
         memcpy(&id, c->argv[2].ptr + 8 * k, 8);
         memcpy(&raw, c->argv[3].ptr + 4 * k, 4);
         int later = 0; /* a later entry for the same id wins */
-        for (size_t j = k + 1; j < n && !later; j++) later = memcmp(c->argv[2].ptr + 8 * j, &id, 8) == 0;
+        for (size_t j = k + 1; j < n && !later; j++)
+            later = memcmp(c->argv[2].ptr + 8 * j, &id, 8) == 0;
         uint64_t slot = tableSlotOf(t, id);
         if (later || slot == UINT64_MAX) continue;
         double got = ir_sampler_get(t->sampler, slot), want = storedFor(t, raw);
         CHECK_INV("update-priority", got == want,
                   "[update-priority] REPLAY.UPDATE '%s' counted id %llu (priority %.9g) as "
-                  "applied, but it stores %.17g instead of %.17g", t->name,
-                  (unsigned long long)id, (double)raw, got, want);
+                  "applied, but it stores %.17g instead of %.17g",
+                  t->name, (unsigned long long)id, (double)raw, got, want);
     }
 }
 
@@ -432,13 +440,13 @@ static const ir_command *cmd_base;
 static int saved; /* this input ran SAVE */
 
 static void fuzzAny(client *c) {
-    static const char *const clocky[] = {"time", "info", "client", "hello", "shutdown", "expire",
-                                         "pexpire", "ttl", "pttl", "persist", "save", "bgsave",
-                                         "lastsave", "spop", "srandmember", "hrandfield", "zrandmember",
-                                         "randomkey", "debug", "monitor", "sync", "psync",
-                                         "xadd", "xread", "xreadgroup", "xpending", "xclaim",
-                                         "xautoclaim", "xinfo", "acl"};
-                                         /* MONITOR: lines carry the time of each command;
+    static const char *const clocky[] = {
+        "time",       "info",     "client",      "hello",      "shutdown",    "expire",
+        "pexpire",    "ttl",      "pttl",        "persist",    "save",        "bgsave",
+        "lastsave",   "spop",     "srandmember", "hrandfield", "zrandmember", "randomkey",
+        "debug",      "monitor",  "sync",        "psync",      "xadd",        "xread",
+        "xreadgroup", "xpending", "xclaim",      "xautoclaim", "xinfo",       "acl"};
+    /* MONITOR: lines carry the time of each command;
                                             ACL: GENPASS is random, LOG shows ages and client ids;
                                             SYNC/PSYNC: the RDB image, the time and memory used;
                                             streams: `*` IDs, BLOCK, idle and delivery times */
@@ -447,7 +455,8 @@ static void fuzzAny(client *c) {
     for (size_t i = 0; i < sizeof(clocky) / sizeof(clocky[0]); i++)
         if (!strcmp(name, clocky[i])) nondeterministic = 1;
     if (dbExpires(c->srv->db)) nondeterministic = 1; /* lookups may expire keys */
-    if (!strcmp(name, "dump") && c->argc >= 2) { /* a stream's payload holds seen and delivery times */
+    if (!strcmp(name, "dump") &&
+        c->argc >= 2) { /* a stream's payload holds seen and delivery times */
         ir_db *db = dbByIndex(c->srv, c->db);
         const dbEntry *e = dictFind(&db->d, c->argv[1].ptr, c->argv[1].len,
                                     dictHashKey(&db->d, c->argv[1].ptr, c->argv[1].len));
@@ -619,8 +628,9 @@ static void checkGeneralTable(ir_table *t) {
                 (unsigned long long)id, (unsigned long long)t->tail);
         uint64_t hid;
         memcpy(&hid, t->arena + r[live].off, 8);
-        if (hid != id) die("table '%s': item %llu's header says %llu", t->name,
-                           (unsigned long long)id, (unsigned long long)hid);
+        if (hid != id)
+            die("table '%s': item %llu's header says %llu", t->name, (unsigned long long)id,
+                (unsigned long long)hid);
         bytes += r[live].len;
         live++;
     }
@@ -663,8 +673,8 @@ static void checkTable(ir_table *t) {
         r[k].id = id;
         if (r[k].off > t->o.maxbytes || r[k].len > t->o.maxbytes - r[k].off)
             die("table '%s': item %llu at [%llu, +%llu) outside MAXBYTES %llu", t->name,
-                (unsigned long long)id, (unsigned long long)r[k].off,
-                (unsigned long long)r[k].len, (unsigned long long)t->o.maxbytes);
+                (unsigned long long)id, (unsigned long long)r[k].off, (unsigned long long)r[k].len,
+                (unsigned long long)t->o.maxbytes);
         bytes += r[k].len;
     }
     if (!t->general && bytes != t->bytes_used)
@@ -687,21 +697,24 @@ static void checkTable(ir_table *t) {
         uint64_t id = t->slot_id[slot];
         int is_live = id != FUZZ_EMPTY_ID && tableSlotOf(t, id) == slot;
         if (!is_live && id != FUZZ_EMPTY_ID)
-            die("table '%s': slot %llu holds id %llu outside the live window [%llu, %llu)",
-                t->name, (unsigned long long)slot, (unsigned long long)id,
-                (unsigned long long)t->oldest_id, (unsigned long long)t->next_id);
-        if (!(p >= 0.0) || !isfinite(p)) die("table '%s': slot %llu has priority %g", t->name,
-                                             (unsigned long long)slot, p);
+            die("table '%s': slot %llu holds id %llu outside the live window [%llu, %llu)", t->name,
+                (unsigned long long)slot, (unsigned long long)id, (unsigned long long)t->oldest_id,
+                (unsigned long long)t->next_id);
+        if (!(p >= 0.0) || !isfinite(p))
+            die("table '%s': slot %llu has priority %g", t->name, (unsigned long long)slot, p);
         CHECK_INV("dead-slot-priority", is_live || p == 0.0,
                   "[dead-slot-priority] table '%s': slot %llu holds no live item but has "
-                  "priority %g (it can be sampled)", t->name, (unsigned long long)slot, p);
+                  "priority %g (it can be sampled)",
+                  t->name, (unsigned long long)slot, p);
         CHECK_INV("live-slot-zero-priority", !is_live || floor == 0.0 || p > 0.0,
                   "[live-slot-zero-priority] table '%s': live id %llu in slot %llu has priority "
-                  "0 although (0 + epsilon %g)^alpha %g > 0: its priority was dropped", t->name,
-                  (unsigned long long)id, (unsigned long long)slot, t->o.epsilon, t->o.alpha);
+                  "0 although (0 + epsilon %g)^alpha %g > 0: its priority was dropped",
+                  t->name, (unsigned long long)id, (unsigned long long)slot, t->o.epsilon,
+                  t->o.alpha);
         if (p > 0.0 && p < minp) minp = p;
-        if (p > maxp) die("table '%s': slot %llu priority %g above max %g", t->name,
-                          (unsigned long long)slot, p, maxp);
+        if (p > maxp)
+            die("table '%s': slot %llu priority %g above max %g", t->name, (unsigned long long)slot,
+                p, maxp);
     }
     CHECK_INV("min-tree", ir_sampler_min(t->sampler) == minp,
               "[min-tree] table '%s': min tree says %g, leaves say %g", t->name,
@@ -764,7 +777,8 @@ static uint64_t checkColl(const dbEntry *owner) {
         if (co->big || co->order == COLL_ORD_NONE) die("an order kept for an unordered collection");
     }
     if (collOrdered(co)) {
-        if (co->nord != n || co->nord > co->ordcap) die("order holds %u of %zu entries", co->nord, n);
+        if (co->nord != n || co->nord > co->ordcap)
+            die("order holds %u of %zu entries", co->nord, n);
         for (uint32_t i = 0; i < co->nord; i++) {
             const dbEntry *f = co->ord[i];
             if (f->vidx != i || collFind((dbColl *)co, f->key, f->klen) != f)
@@ -799,8 +813,8 @@ static void checkDb(ir_db *db) {
                 }
                 if (e->type == OBJ_STRING) {
                     if (!e->v.str.ptr) die("string without a buffer");
-                    if (e->v.str.len >= e->v.str.cap) die("string len %zu, cap %zu", e->v.str.len,
-                                                          e->v.str.cap);
+                    if (e->v.str.len >= e->v.str.cap)
+                        die("string len %zu, cap %zu", e->v.str.len, e->v.str.cap);
                     if (e->v.str.ptr[e->v.str.len] != '\0') die("string not NUL-terminated");
                     if (e->flags & DBE_EMBEDDED) {
                         if (e->v.str.ptr != e->key + e->klen + 1 || e->v.str.cap != e->ecap)
@@ -883,8 +897,8 @@ static void resetServer(uint8_t opt) {
     }
     emptySnapdir();
     srv->shutdown_asap = 0;
-    dbActiveExpireEnabled = 1; /* DEBUG SET-ACTIVE-EXPIRE 0 */
-    notifyKeyspaceFlags = 0;   /* CONFIG SET notify-keyspace-events */
+    dbActiveExpireEnabled = 1;                /* DEBUG SET-ACTIVE-EXPIRE 0 */
+    notifyKeyspaceFlags = 0;                  /* CONFIG SET notify-keyspace-events */
     for (int i = 0; i < dbsCount(srv); i++) { /* every database (SELECT, MOVE, SWAPDB) */
         dbEmpty(dbsAt(srv, i));
         dbReleaseLater(dbsAt(srv, i));
@@ -944,8 +958,8 @@ static session runSession(const char *payload, const size_t *cuts, int ncuts, in
         conns[k].accept_limit = 0;
         drain(&conns[k], cls[k], 4);
         if (conns[k].closed) continue;
-        if (cls[k]->pending_bytes) die("client %d still has %zu bytes pending after draining", k,
-                                       cls[k]->pending_bytes);
+        if (cls[k]->pending_bytes)
+            die("client %d still has %zu bytes pending after draining", k, cls[k]->pending_bytes);
         const respcheck *rc = &conns[k].rc;
         int rdb_end = rc->state == RC_BULK_CR && rc->depth == 0 && rc->headlen == 5 &&
                       !memcmp(rc->head, "REDIS", 5); /* SYNC's image: no CRLF after it */
@@ -958,8 +972,8 @@ static session runSession(const char *payload, const size_t *cuts, int ncuts, in
         conns[k].hung_up = 1;
         irs_closed(cls[k]); /* the peer hangs up: the server frees the client */
     }
-    if (srv->nclients != 0 || srv->clients) die("%llu clients left after hang-up",
-                                                (unsigned long long)srv->nclients);
+    if (srv->nclients != 0 || srv->clients)
+        die("%llu clients left after hang-up", (unsigned long long)srv->nclients);
 
     for (int i = 0; i < dbsCount(srv); i++) checkDb(dbsAt(srv, i));
     for (ir_table *t = srv->tables->head; t; t = t->next) checkTable(t);
@@ -1019,8 +1033,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (differential && !nondeterministic &&
         (whole.hash[0] != split.hash[0] || whole.closed[0] != split.closed[0]))
         die("split-equivalence: the stream fed whole and fed in %d chunks got different replies "
-            "(hash %016llx vs %016llx) or close (%d vs %d)", ncuts - 1,
-            (unsigned long long)whole.hash[0], (unsigned long long)split.hash[0],
+            "(hash %016llx vs %016llx) or close (%d vs %d)",
+            ncuts - 1, (unsigned long long)whole.hash[0], (unsigned long long)split.hash[0],
             whole.closed[0], split.closed[0]);
 
     resetServer(opt);

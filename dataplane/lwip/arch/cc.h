@@ -12,9 +12,15 @@
 #define LWIP_TIMEVAL_PRIVATE 0
 #define LWIP_DONT_PROVIDE_BYTEORDER_FUNCTIONS
 #define LWIP_RAND() ((u32_t)random())
-#define LWIP_PLATFORM_DIAG(x) do { printf x; } while (0)
-#define LWIP_PLATFORM_ASSERT(x) do { \
+#define LWIP_PLATFORM_DIAG(x) \
+    do { \
+        printf x; \
+    } while (0)
+#define LWIP_PLATFORM_ASSERT(x) \
+    do { \
         fprintf(stderr, "lwIP assertion \"%s\" failed at line %d in %s\n", x, __LINE__, __FILE__); \
-        fflush(NULL); abort(); } while (0)
+        fflush(NULL); \
+        abort(); \
+    } while (0)
 
 #endif /* IR_LWIP_ARCH_CC_H */
