@@ -585,10 +585,10 @@ static void checkSelectors(ir_table *t, uint64_t live) {
         if (s >= cap || t->dense_pos[s] != i || t->slot_id[s] == FUZZ_EMPTY_ID)
             die("table '%s': dense entry %llu is not a live slot", t->name, (unsigned long long)i);
         if (t->o.max_times_sampled) {
-            if (t->times[s] >= t->o.max_times_sampled)
+            if (t->slots[s].times >= t->o.max_times_sampled)
                 die("table '%s': slot %u sampled %u times, MAX_TIMES_SAMPLED %u, still live",
-                    t->name, s, t->times[s], t->o.max_times_sampled);
-            draws += t->o.max_times_sampled - t->times[s];
+                    t->name, s, t->slots[s].times, t->o.max_times_sampled);
+            draws += t->o.max_times_sampled - t->slots[s].times;
         }
     }
     if (draws != t->draws_left)
@@ -620,10 +620,10 @@ static void checkGeneralTable(ir_table *t) {
             die("table '%s': slot %llu holds id %llu the hash does not map to it", t->name,
                 (unsigned long long)slot, (unsigned long long)id);
         if (live == t->gsize) die("table '%s': more live slots than its size", t->name);
-        r[live].off = t->slot_off[slot] - 16;
-        r[live].len = 16 + reserveLen(t->slot_len[slot]);
+        r[live].off = t->slots[slot].off - 16;
+        r[live].len = 16 + reserveLen(t->slots[slot].len);
         r[live].id = id;
-        if (t->slot_off[slot] < 16 || r[live].off > t->tail || r[live].len > t->tail - r[live].off)
+        if (t->slots[slot].off < 16 || r[live].off > t->tail || r[live].len > t->tail - r[live].off)
             die("table '%s': item %llu outside the arena's [0, tail %llu)", t->name,
                 (unsigned long long)id, (unsigned long long)t->tail);
         uint64_t hid;
@@ -668,8 +668,8 @@ static void checkTable(ir_table *t) {
             die("table '%s': live id %llu not in its slot %llu (holds %llu)", t->name,
                 (unsigned long long)id, (unsigned long long)slot,
                 (unsigned long long)t->slot_id[slot]);
-        r[k].off = t->slot_off[slot];
-        r[k].len = reserveLen(t->slot_len[slot]);
+        r[k].off = t->slots[slot].off;
+        r[k].len = reserveLen(t->slots[slot].len);
         r[k].id = id;
         if (r[k].off > t->o.maxbytes || r[k].len > t->o.maxbytes - r[k].off)
             die("table '%s': item %llu at [%llu, +%llu) outside MAXBYTES %llu", t->name,

@@ -19,7 +19,8 @@ BIN=$OUT/fuzz_resp
 CC=${FUZZ_CC:-clang}
 CFLAGS=(-std=c11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer
         -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
-        -Ifstack_redis -Ifstack_redis/replay -Wno-constant-logical-operand)
+        -Ifstack_redis -Ifstack_redis/replay -I"$OUT"
+        -Wno-constant-logical-operand)
 # what meson.build gives the library: the project version (written there only) and
 # Lua 5.1 with the cjson and bit modules when pkg-config finds them
 VERSION=$(sed -n "s/^ *version *: *'\([^']*\)'.*/\1/p" meson.build | head -1)
@@ -40,12 +41,15 @@ build() {
     local srcs=(fstack_redis/*.c fstack_redis/replay/*.c tests/fuzz/fuzz_resp.c)
     local stale=0
     if [[ ! -x $BIN ]]; then stale=1; else
-        for f in "${srcs[@]}" fstack_redis/*.h fstack_redis/replay/*.h tests/fuzz/run.sh meson.build; do
+        for f in "${srcs[@]}" fstack_redis/*.h fstack_redis/replay/*.h fstack_redis/commands.json \
+                 fstack_redis/gen_commands.py tests/fuzz/run.sh meson.build; do
             [[ $f -nt $BIN ]] && { stale=1; break; }
         done
     fi
     if (( stale )); then
         echo "fuzz: building $BIN"
+        # the command table, generated from commands.json as the meson build does
+        python3 fstack_redis/gen_commands.py fstack_redis/commands.json "$OUT/commands_table.inc"
         "$CC" "${CFLAGS[@]}" "${srcs[@]}" "${LIBS[@]}" -o "$BIN.tmp"
         mv "$BIN.tmp" "$BIN"
     fi
