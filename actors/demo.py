@@ -53,6 +53,8 @@ from pyctl.sysinfo import cpu_model
 ROOT = Path(__file__).resolve().parent.parent
 HOST = "127.0.0.1"
 START_TIMEOUT = 30.0
+POLL_S = 0.5  # how often the demo reads the counters
+MIN_RATE_SPAN_S = POLL_S  # a rate needs the worker seen at least one poll before the stop
 
 
 class DemoError(RuntimeError):
@@ -316,6 +318,27 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(signal.SIGTERM, old)
 
 
+def run_rates(first: dict[str, Any], after: dict[str, Any], t_stop: float,
+              batch_size: int) -> dict[str, float | None]:
+    """Actor frames/s and learner steps/s over the run: from the first poll that saw each
+    working to the moment the children were told to stop, counting what they published on
+    the way out (everything they did before t_stop). None when one was not seen working at
+    least one poll interval before the stop (a loaded machine can start the learner late):
+    an unknown rate, not a zero one."""
+    out: dict[str, float | None] = {"frames_per_s": None, "steps_per_s": None}
+    for name, counter, scale in (("frames_per_s", "frames", 1), ("steps_per_s", "samples",
+                                                                  batch_size)):
+        seen = first[counter]
+        if seen is None or t_stop - seen[0] < MIN_RATE_SPAN_S:
+            continue
+        out[name] = (after[counter] - seen[1]) / scale / (t_stop - seen[0])
+    return out
+
+
+def _rate(v: float | None, digits: int) -> str:
+    return "n/a" if v is None else f"{v:.{digits}f}"
+
+
 class Demo:
     def __init__(self, args: argparse.Namespace, cfg: Any, out: Path) -> None:
         self.args = args
@@ -477,9 +500,10 @@ class Demo:
               f"{summary['eval_episodes']} "
               f"episodes after {summary['learner_steps']} learner steps and "
               f"{summary['env_frames']} frames in {summary['wall_s']:.0f} s")
-        print(f"actors {summary['actor_frames_per_s']:.0f} frames/s, learner "
-              f"{summary['learner_steps_per_s']:.1f} steps/s ({summary['samples_per_s']:.0f} "
-              f"samples/s); wrote {self.out}/summary.json and {self.out}/returns.png")
+        print(f"actors {_rate(summary['actor_frames_per_s'], 0)} frames/s, learner "
+              f"{_rate(summary['learner_steps_per_s'], 1)} steps/s "
+              f"({_rate(summary['samples_per_s'], 0)} samples/s); wrote "
+              f"{self.out}/summary.json and {self.out}/returns.png")
         if self.problems:
             print(f"(measured before the shutdown; at the shutdown: "
                   f"{'; '.join(summary['shutdown_problems'])})")
@@ -554,7 +578,7 @@ class Demo:
             return path
 
         while time.monotonic() < deadline:
-            time.sleep(0.5)
+            time.sleep(POLL_S)
             self.check_children()
             st = self.poll(r, keys, first, rates)
             self.line.show(self.status(st, threshold))
@@ -580,11 +604,12 @@ class Demo:
                 break
         st = self.poll(r, keys, first, rates)
         self.line.say(self.status(st, threshold))
-        rates = dict(rates)  # rates while everything ran, not counting the shutdown
+        t_stop = time.monotonic()
         # the learner publishes and checkpoints on exit; a child that misbehaves here
         # does not cost the result: it is named in the summary and the exit status
         self.stop_children()
         st = self.poll(r, keys, first, {})
+        rates = run_rates(first, st, t_stop, cfg.batch_size)
         footprint = self.replay_footprint(r, spec.pixels)
         if solved is None:
             v = pull()
@@ -629,9 +654,10 @@ class Demo:
             "learner_steps": st["samples"] // cfg.batch_size,
             "learner_samples": st["samples"],
             "params_version": st["version"],
-            "actor_frames_per_s": rates.get("frames_per_s", 0.0),
-            "learner_steps_per_s": rates.get("steps_per_s", 0.0),
-            "samples_per_s": rates.get("steps_per_s", 0.0) * cfg.batch_size,
+            "actor_frames_per_s": rates["frames_per_s"],
+            "learner_steps_per_s": rates["steps_per_s"],
+            "samples_per_s": (None if rates["steps_per_s"] is None
+                              else rates["steps_per_s"] * cfg.batch_size),
             "num_actors": cfg.num_actors,
             "batch_size": cfg.batch_size,
             "replay_bytes_per_transition": footprint.get("bytes_per_transition"),

@@ -224,7 +224,9 @@ class DemoRun:
 @pytest.mark.slow
 def test_pyctl_demo_runs_writes_summary_and_cleans_up(tmp_path: Path) -> None:
     out = tmp_path / "demo"
-    run = DemoRun("--minutes", "0.3", "--out", str(out), "--eval-episodes", "2",
+    # 30 s: 20 s of training after the reserve for the final evaluation, so that the
+    # learner is seen working for a while even when a loaded machine starts it late
+    run = DemoRun("--minutes", "0.5", "--out", str(out), "--eval-episodes", "2",
                   "--screen-episodes", "0", "--learning-starts", "300", "--eval-max-s", "5")
     rc = run.wait(timeout=120)
     assert rc == 0, run.output[-4000:]
@@ -245,7 +247,8 @@ def test_pyctl_demo_runs_writes_summary_and_cleans_up(tmp_path: Path) -> None:
 
         assert DEMO_NETNS not in netns.namespaces(), "the demo removed its namespace"
     assert s["env_frames"] > 0 and s["learner_steps"] > 0 and s["eval_episodes"] == 2
-    assert s["actor_frames_per_s"] > 0 and s["learner_steps_per_s"] > 0
+    assert s["actor_frames_per_s"] and s["actor_frames_per_s"] > 0, run.output[-2000:]
+    assert s["learner_steps_per_s"] and s["learner_steps_per_s"] > 0, run.output[-2000:]
     fp = s["replay_footprint"]  # CartPole keeps its records
     assert fp["storage"] == "records (REPLAY.ADD)" and fp["items"] > 0
     assert 0 < s["replay_bytes_per_transition"] < 100
@@ -371,3 +374,18 @@ def test_pyctl_demo_usage_errors_are_one_line(argv: list[str], message: str) -> 
                        env=_demo_env(), capture_output=True, text=True, timeout=120)
     assert p.returncode == 2, (p.stdout, p.stderr)
     assert p.stderr.count("\n") == 1 and message in p.stderr, p.stderr
+
+
+def test_run_rates_count_the_exit_publish_and_say_unknown_for_a_late_starter() -> None:
+    from actors.demo import MIN_RATE_SPAN_S, run_rates
+
+    # actors seen at t=10 with 100 frames, learner at t=19.9 (one poll before the stop at
+    # t=20 would be 19.5): the learner's rate is unknown, not zero
+    first = {"frames": (10.0, 100), "samples": (19.9, 64)}
+    after = {"frames": 2100, "samples": 640}  # read after the children stopped
+    rates = run_rates(first, after, 20.0, batch_size=32)
+    assert rates["frames_per_s"] == 200.0 and rates["steps_per_s"] is None
+    first["samples"] = (20.0 - MIN_RATE_SPAN_S, 64)  # seen one poll before: a rate
+    assert run_rates(first, after, 20.0, 32)["steps_per_s"] == (640 - 64) / 32 / MIN_RATE_SPAN_S
+    assert run_rates({"frames": None, "samples": None}, after, 20.0, 32) == {
+        "frames_per_s": None, "steps_per_s": None}
