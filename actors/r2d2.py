@@ -9,7 +9,7 @@ Recurrent Replay Distributed DQN (Kapturowski et al. 2019), read top to bottom:
 1. :class:`R2D2Config`: every setting, with R2D2's published values as defaults
    (sequences of 80 steps overlapping by 40, burn-in 40, n = 5, priority exponent 0.9,
    IS exponent 0.6, 64 sequences per batch, priority 0.9 max|delta| + 0.1 mean|delta|);
-   :data:`CARTPOLE` scales them down for the demo (see there for what and why).
+   :data:`CARTPOLE` scales the network and the targets down for the demo (see there).
 2. :class:`MaskVelocity`: CartPole's observation without the two velocities (cart
    position and pole angle only): a feed-forward Q-network sees no motion, so the
    agent must remember (the usual memory check).
@@ -170,18 +170,18 @@ class R2D2Config:
 
 
 CARTPOLE: dict[str, Any] = {
-    "seq_len": 20, "period": 10, "burn_in": 10, "hidden": 64, "n_step": 3, "gamma": 0.99,
+    "hidden": 64, "n_step": 3, "gamma": 0.99,
     "lr": 1e-3, "adam_eps": 1e-8, "target_update": 100, "min_replay": 200,
     "samples_per_insert": 8.0, "capacity": 20_000, "publish_every": 10,
 }
-"""What the demo uses on CartPole instead of R2D2's Atari values, and why: masked
-CartPole needs a few steps of memory (velocity is a difference of two positions), not
-80; sequences of 20 (period 10, burn-in 10: again half and half, so the trained halves
-tile the episode as 40/40 does in 80) make a learner step four times cheaper on this
-2-core machine, a 64-wide LSTM is plenty, and gamma 0.99 / n = 3 / lr 1e-3 / target sync
-every 100 steps are the usual CartPole DQN values (0.997 and 2500 steps are for Atari's
-long horizons and would take far longer than 10 minutes). Priority exponent 0.9, IS
-exponent 0.6, 64 sequences per batch and the 0.9/0.1 mixed priority stay R2D2's."""
+"""What the demo uses on CartPole instead of R2D2's Atari values, and why: a 64-wide LSTM
+is plenty for two observations, and gamma 0.99 / n = 3 / lr 1e-3 / target sync every 100
+steps are the usual CartPole DQN values (0.997 and 2500 steps are for Atari's long
+horizons and would take far longer than 10 minutes). The sequences stay R2D2's (80 steps
+every 40, burn-in 40: a sequence that starts its episode needs no burn-in, see
+:func:`sequence_td`, which is what lets the short early episodes teach anything), and so
+do the priority exponent 0.9, IS exponent 0.6, 64 sequences per batch and the 0.9/0.1
+mixed priority."""
 
 
 def config_flags(p: argparse.ArgumentParser) -> None:
@@ -557,30 +557,45 @@ def nstep_targets(reward: torch.Tensor, done: torch.Tensor, mask: torch.Tensor,
 
 def sequence_td(net: RecurrentQNet, target_net: RecurrentQNet, batch: dict[str, torch.Tensor],
                 cfg: R2D2Config) -> tuple[torch.Tensor, torch.Tensor]:
-    """TD errors (B, T - burn_in) of the steps after the burn-in (gradient only into
-    those), and their loss mask. Both networks start from the stored state (h0, c0) and
-    run the burn-in steps without gradient; targets are n-step double-Q,
+    """TD errors (B, T) and their loss mask (B, T). Both networks start from the stored
+    state (h0, c0); targets are n-step double-Q,
     h(R + gamma^k h^-1(Q_target(s_{t+k}, argmax_a Q(s_{t+k}, a)))), and the TD error is
-    taken against Q on the h-scale."""
+    taken against Q on the h-scale.
+
+    Burn-in where the stored state can be stale: a sequence that starts later in its
+    episode runs its first burn_in steps without gradient (R2D2's burn-in) and is trained
+    on the rest (mask 0 before). A sequence that starts its episode carries the initial
+    state itself (all zeros: nothing to be stale), so it is trained from its first step.
+    Without that, with 80/40/40 every episode shorter than 40 steps (every early CartPole
+    episode) would have no step to learn from."""
     b = cfg.burn_in
     obs, prev = batch["obs"], batch["prev_action"]
-    state = (batch["h0"], batch["c0"])
+    h0, c0 = batch["h0"], batch["c0"]
     with torch.no_grad():
-        if b:
-            _, state = net(obs[:, :b], prev[:, :b], state)
-        q_target, _ = target_net(obs, prev, (batch["h0"], batch["c0"]))
-    q, _ = net(obs[:, b:], prev[:, b:], (state[0].detach(), state[1].detach()))
+        q_target, _ = target_net(obs, prev, (h0, c0))
+    B, T = obs.shape[:2]  # noqa: N806 - batch and time, as in the paper
+    starts = (h0 == 0).all(1) & (c0 == 0).all(1) if b else torch.ones(B, dtype=torch.bool)
+    later = ~starts
+    q = torch.zeros(B, T, q_target.shape[-1])
+    if starts.any():
+        q[starts], _ = net(obs[starts], prev[starts], (h0[starts], c0[starts]))
+    if later.any():
+        with torch.no_grad():
+            _, state = net(obs[later, :b], prev[later, :b], (h0[later], c0[later]))
+        q[later, b:], _ = net(obs[later, b:], prev[later, b:], state)
+    trained = torch.ones(B, T)
+    trained[later, :b] = 0.0
     ret, boot_idx, boot_disc, has_target = nstep_targets(
-        batch["reward"][:, b:], batch["done"][:, b:], batch["mask"][:, b:],
-        batch["valid"][:, b:], cfg.n_step, cfg.gamma)
+        batch["reward"], batch["done"], batch["mask"] * trained, batch["valid"], cfg.n_step,
+        cfg.gamma)
     with torch.no_grad():
         q_boot_online = q.detach().gather(1, boot_idx[..., None].expand(-1, -1, q.shape[-1]))
         a_star = q_boot_online.argmax(-1, keepdim=True)
-        q_boot_target = q_target[:, b:].gather(
+        q_boot_target = q_target.gather(
             1, boot_idx[..., None].expand(-1, -1, q.shape[-1])).gather(2, a_star).squeeze(-1)
         y = value_rescale(ret + boot_disc * inverse_value_rescale(q_boot_target, cfg.rescale_eps),
                           cfg.rescale_eps)
-    q_taken = q.gather(2, batch["action"][:, b:, None]).squeeze(-1)
+    q_taken = q.gather(2, batch["action"][..., None]).squeeze(-1)
     return (y - q_taken) * has_target, has_target
 
 

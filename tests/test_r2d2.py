@@ -158,6 +158,7 @@ def _batch(cfg: R2D2Config, b: int, seed: int = 0) -> dict[str, torch.Tensor]:
 
 def test_burn_in_gets_no_gradient_and_uses_the_stored_state() -> None:
     cfg = R2D2Config(seq_len=12, period=6, burn_in=5, hidden=16, n_step=3, gamma=0.99)
+    b = cfg.burn_in
     torch.manual_seed(0)
     net = RecurrentQNet(2, 2, cfg.hidden)
     target = RecurrentQNet(2, 2, cfg.hidden)
@@ -165,12 +166,13 @@ def test_burn_in_gets_no_gradient_and_uses_the_stored_state() -> None:
     batch["obs"].requires_grad_(True)
     batch["h0"].requires_grad_(True)
     td, mask = sequence_td(net, target, batch, cfg)
-    assert td.shape == (4, cfg.seq_len - cfg.burn_in)
+    assert td.shape == mask.shape == (4, cfg.seq_len)
+    assert float(mask[:, :b].abs().sum()) == 0.0, "a burn-in step was trained"
     (td.pow(2) * mask).sum().backward()
     g = batch["obs"].grad
     assert g is not None
-    assert float(g[:, :cfg.burn_in].abs().sum()) == 0.0, "gradient reached the burn-in steps"
-    assert float(g[:, cfg.burn_in:].abs().sum()) > 0.0
+    assert float(g[:, :b].abs().sum()) == 0.0, "gradient reached the burn-in steps"
+    assert float(g[:, b:].abs().sum()) > 0.0
     assert batch["h0"].grad is None  # the stored state is an input, not trained through
     assert any(float(p.grad.abs().sum()) > 0 for p in net.parameters() if p.grad is not None)
     assert all(p.grad is None for p in target.parameters())
@@ -185,11 +187,37 @@ def test_burn_in_gets_no_gradient_and_uses_the_stored_state() -> None:
         # another stored state changes the Q-values: zero state is not the same
         td_zero, _ = sequence_td(net, target, {**batch, "h0": torch.zeros_like(batch["h0"]),
                                                "c0": torch.zeros_like(batch["c0"])}, cfg)
-    assert torch.allclose(td0, td_burn0[:, cfg.burn_in:], atol=1e-5)
-    assert torch.equal(mask0, mask_burn0[:, cfg.burn_in:])
-    assert not torch.allclose(td0, td_zero, atol=1e-3)
+    assert torch.allclose(td0[:, b:], td_burn0[:, b:], atol=1e-5)
+    assert torch.equal(mask0[:, b:], mask_burn0[:, b:])
+    assert not torch.allclose(td0[:, b:], td_zero[:, b:], atol=1e-3)
     # the padded steps of sequence 0 have no target; the terminated one has
     assert mask0[0, -2:].tolist() == [0.0, 0.0] and mask0[0, -3].item() == 1.0
+
+
+def test_a_sequence_that_starts_its_episode_is_trained_from_its_first_step() -> None:
+    """Its stored state is the initial one (zeros), which cannot be stale: no burn-in, so
+    an episode shorter than the burn-in still teaches something; in the same batch a
+    sequence from later in an episode still burns in."""
+    cfg = R2D2Config(seq_len=12, period=6, burn_in=5, hidden=16, n_step=3, gamma=0.99)
+    b = cfg.burn_in
+    torch.manual_seed(1)
+    net, target = RecurrentQNet(2, 2, cfg.hidden), RecurrentQNet(2, 2, cfg.hidden)
+    batch = _batch(cfg, 3, seed=2)
+    batch["h0"][1] = 0.0
+    batch["c0"][1] = 0.0  # sequence 1 starts its episode
+    batch["obs"].requires_grad_(True)
+    td, mask = sequence_td(net, target, batch, cfg)
+    assert mask[1, :b].tolist() == [1.0] * b and float(mask[[0, 2], :b].abs().sum()) == 0.0
+    (td.pow(2) * mask).sum().backward()
+    g = batch["obs"].grad
+    assert g is not None and float(g[1, 0].abs().sum()) > 0.0
+    assert float(g[[0, 2], :b].abs().sum()) == 0.0
+    # its TD errors are those of burn-in 0 (the same sequence, no burn-in at all)
+    batch = {k: v.detach() for k, v in batch.items()}
+    with torch.no_grad():
+        td_a, _ = sequence_td(net, target, batch, cfg)
+        td_b, _ = sequence_td(net, target, batch, dataclasses.replace(cfg, burn_in=0))
+    assert torch.allclose(td_a[1], td_b[1], atol=1e-6)
 
 
 # ---- the sequence writer ------------------------------------------------------------------
@@ -428,11 +456,12 @@ def test_demo_flags_apply_the_cartpole_preset_then_the_flags() -> None:
 
     args, cfg = parse(["--out", "/tmp/x", "--minutes", "3", "--stack", "kernel",
                        "--burn-in", "5"])
-    assert cfg.seq_len == CARTPOLE["seq_len"] and cfg.burn_in == 5 and cfg.out_dir == "/tmp/x"
+    assert cfg.hidden == CARTPOLE["hidden"] and cfg.burn_in == 5 and cfg.out_dir == "/tmp/x"
     assert args.minutes == 3 and args.stack == "kernel"
-    assert R2D2Config().seq_len == 80 and R2D2Config().period == 40  # R2D2's defaults
+    # R2D2's sequences, in the demo too: 80 steps every 40, burn-in 40
+    assert (cfg.seq_len, cfg.period) == (80, 40) and parse([])[1].burn_in == 40
     with pytest.raises(SystemExit):
-        parse(["--burn-in", "40"])  # not below seq_len 20
+        parse(["--burn-in", "80"])  # not below seq_len 80
 
 
 @pytest.mark.slow
