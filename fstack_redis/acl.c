@@ -955,8 +955,9 @@ static int userCheck(const aclUser *u, const ir_command *cmd, const ir_arg *argv
     return ACL_OK;
 }
 
-int aclCheck(client *c, const ir_command *cmd, int ctx, int *errpos) {
+int aclPermits(client *c, const ir_command *cmd, int *errpos) {
     const aclUser *u = c->user;
+    *errpos = 0;
     if (u &&
         (u->flags & (U_ALLCOMMANDS | U_ALLKEYS | U_ALLCHANNELS)) ==
             (U_ALLCOMMANDS | U_ALLKEYS | U_ALLCHANNELS) &&
@@ -965,9 +966,13 @@ int aclCheck(client *c, const ir_command *cmd, int ctx, int *errpos) {
         if (bitGet(u, id)) return ACL_OK;
     }
     if (cmd->flags & CMD_NOAUTH) return ACL_OK; /* AUTH, HELLO, QUIT, RESET */
-    *errpos = 0;
-    int r = userCheck(u, cmd, c->argv, c->argc, errpos);
+    return userCheck(u, cmd, c->argv, c->argc, errpos);
+}
+
+int aclCheck(client *c, const ir_command *cmd, int ctx, int *errpos) {
+    int r = aclPermits(c, cmd, errpos);
     if (r == ACL_OK) return r;
+    const aclUser *u = c->user;
     const char *un = u ? u->name : "default";
     if (r == ACL_DENIED_CMD) {
         char name[96];

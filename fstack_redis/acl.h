@@ -41,6 +41,8 @@ int aclAuthenticate(client *c, const ir_arg *user, const ir_arg *pass);
 /* The check before cmd runs with c->argv (ctx ACL_CTX_*): ACL_OK, or the denial,
  * logged, with *errpos the argument of the key or channel. */
 int aclCheck(client *c, const ir_command *cmd, int ctx, int *errpos);
+/* The same check, not logged (redis.acl_check_cmd): ACL_OK or the denial. */
+int aclPermits(client *c, const ir_command *cmd, int *errpos);
 /* Reply Redis's NOPERM error for a denial. */
 void aclReplyDenied(client *c, const ir_command *cmd, int result);
 /* The same as one reply of EXEC's array (a queued command refused when EXEC runs). */

@@ -117,6 +117,7 @@ static const struct {
     {"skip_monitor", CMD_SKIP_MONITOR},
     {"skip_slowlog", CMD_SKIP_SLOWLOG},
     {"allow_busy", CMD_ALLOW_BUSY},
+    {"no_mandatory_keys", CMD_NO_MANDATORY_KEYS},
 };
 
 static int parseFlagWords(const char *words) {
@@ -1290,7 +1291,9 @@ static void commandGetKeys(client *c, int with_flags) {
         flags = ir_xrealloc(NULL, (size_t)n * sizeof(*flags));
         keysBySpecs(ks, nspec, argv, argc, pos, flags, n);
     }
-    if (n <= 0) {
+    if (n <= 0 && (cmd->flags & CMD_NO_MANDATORY_KEYS)) {
+        addReplyArrayLen(c, 0); /* EVAL "..." 0: a call without keys, as Redis answers */
+    } else if (n <= 0) {
         addReplyError(c, "Invalid arguments specified for command");
     } else {
         addReplyArrayLen(c, n);

@@ -527,17 +527,14 @@ static const char *fakeReply(ir_scripting *sc, size_t *len) {
     return sc->rbuf;
 }
 
-/* redis.call / redis.pcall: raise = 1 raises the error, 0 returns it. */
-static int redisGenericCommand(lua_State *L, int raise) {
-    ir_scripting *sc = ctxOf(L);
-    if (!sc || !sc->caller) {
-        pushError(L, "redis.call/pcall can only be called inside a script invocation");
-        return lua_error(L);
-    }
+/* The arguments of redis.call/pcall/acl_check_cmd, strings or numbers written
+ * as %.17g, into sc->argv (the Lua stack emptied): their number, or 0 with
+ * the error pushed. */
+static int scriptCallArgs(lua_State *L, ir_scripting *sc) {
     int argc = lua_gettop(L);
     if (argc == 0) {
         pushError(L, "Please specify at least one argument for this redis lib call");
-        return raise ? lua_error(L) : 1;
+        return 0;
     }
     /* the arguments: strings, or numbers written as %.17g */
     if (argc > sc->argcap) {
@@ -560,7 +557,7 @@ static int redisGenericCommand(lua_State *L, int raise) {
     if (bad) {
         lua_settop(L, 0);
         pushError(L, "Lua redis lib command arguments must be strings or integers");
-        return raise ? lua_error(L) : 1;
+        return 0;
     }
     if (need > sc->acap) {
         char *p = realloc(sc->abuf, need);
@@ -586,6 +583,19 @@ static int redisGenericCommand(lua_State *L, int raise) {
         off += a->len + 1;
     }
     lua_settop(L, 0);
+
+    return argc;
+}
+
+/* redis.call / redis.pcall: raise = 1 raises the error, 0 returns it. */
+static int redisGenericCommand(lua_State *L, int raise) {
+    ir_scripting *sc = ctxOf(L);
+    if (!sc || !sc->caller) {
+        pushError(L, "redis.call/pcall can only be called inside a script invocation");
+        return lua_error(L);
+    }
+    int argc = scriptCallArgs(L, sc);
+    if (argc <= 0) return raise ? lua_error(L) : 1;
 
     client *f = sc->fake;
     ir_server *s = f->srv;
@@ -647,6 +657,31 @@ static int redisGenericCommand(lua_State *L, int raise) {
 }
 
 static int luaRedisCall(lua_State *L) { return redisGenericCommand(L, 1); }
+
+/* redis.acl_check_cmd(command, arg, ...): may the script's user run it? */
+static int luaAclCheckCmd(lua_State *L) {
+    ir_scripting *sc = ctxOf(L);
+    if (!sc || !sc->caller) {
+        pushError(L, "redis.acl_check_cmd can only be called inside a script invocation");
+        return lua_error(L);
+    }
+    int argc = scriptCallArgs(L, sc);
+    if (argc <= 0) return lua_error(L);
+    const ir_command *cmd = lookupCommand(sc->argv[0].ptr, sc->argv[0].len);
+    if (!cmd || (cmd->arity > 0 && cmd->arity != argc) || argc < -cmd->arity) {
+        pushError(L, "Invalid command passed to redis.acl_check_cmd()");
+        return lua_error(L);
+    }
+    client *f = sc->fake;
+    f->argc = argc;
+    f->argv = sc->argv;
+    int pos;
+    int ok = aclPermits(f, cmd, &pos) == ACL_OK;
+    f->argc = 0;
+    f->argv = NULL;
+    lua_pushboolean(L, ok);
+    return 1;
+}
 static int luaRedisPCall(lua_State *L) { return redisGenericCommand(L, 0); }
 
 /* pcall as Redis replaces it: an error table caught comes back as its message. */
@@ -1186,6 +1221,7 @@ static lua_State *newState(ir_scripting *sc) {
     setNum(L, "LOG_WARNING", LL_WARNING);
     setFn(L, "setresp", luaSetResp);
     setFn(L, "sha1hex", luaSha1hex);
+    setFn(L, "acl_check_cmd", luaAclCheckCmd);
     setFn(L, "error_reply", luaErrorReply);
     setFn(L, "status_reply", luaStatusReply);
     setFn(L, "set_repl", luaSetRepl);

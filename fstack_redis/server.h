@@ -185,6 +185,7 @@ typedef void ir_command_proc(client *c);
 #define CMD_SKIP_MONITOR (1 << 7) /* MONITOR sees it before it runs (EVAL: then its commands) */
 #define CMD_SKIP_SLOWLOG (1 << 8) /* not in the slow log (EXEC: its commands are) */
 #define CMD_ALLOW_BUSY (1 << 9)   /* served while a script is busy (see script.h) */
+#define CMD_NO_MANDATORY_KEYS (1 << 10) /* may have no key (EVAL ... 0): GETKEYS answers [] */
 
 struct ir_command {
     const char *name; /* lower case, as Redis reports it */

@@ -1174,6 +1174,12 @@ static void xreadGeneric(client *c, int group_mode) {
     for (int i = 1; i < c->argc; i++) {
         int more = c->argc - i - 1;
         if (argEq(c, i, "block") && more) {
+            if (c->flags & CLIENT_SCRIPT) { /* as Redis: BLOCK makes no sense inside a script */
+                addReplyErrorFormat(c,
+                                    "%.64s command is not allowed with BLOCK option from scripts",
+                                    c->argv[0].ptr);
+                return;
+            }
             i++;
             long long t;
             if (!string2ll(c->argv[i].ptr, c->argv[i].len, &t)) {

@@ -243,6 +243,17 @@ CASES: list[tuple[list[Cmd], Cmd]] = [
     ([("SET", "k", "db0")], ("EVAL", "return redis.call('get', 'k')", 0)),
     # COMMAND's view of the scripting commands
     ([], ("COMMAND", "GETKEYS", "EVAL", "return 1", 2, "k1", "k2", "a")),
+    # keyless calls: COMMAND GETKEYS answers [] for a no_mandatory_keys command
+    ([], ("COMMAND", "GETKEYS", "EVAL", "return 1", 0)),
+    ([], ("COMMAND", "GETKEYS", "EVAL", "return 1", 1, "k")),
+    # BLOCK has no meaning inside a script: refused by name, as Redis does
+    ([], ("EVAL", "return redis.pcall('xread','BLOCK',0,'STREAMS','s','$')", 1, "s")),
+    ([], ("EVAL", "return redis.pcall('XREADGROUP','GROUP','g','c','BLOCK',0,'STREAMS','s','>')",
+          1, "s")),
+    # redis.acl_check_cmd: the script's user may run it (the default user may run anything)
+    ([], ("EVAL", "return redis.acl_check_cmd('set','xx',1)", 1, "xx")),
+    ([], ("EVAL", "return redis.acl_check_cmd('invalid-cmd','arg')", 0)),
+    ([], ("EVAL", "return redis.acl_check_cmd()", 0)),
 ]  # fmt: skip
 
 
@@ -825,3 +836,26 @@ def test_busy_script_and_shutdown_nosave(
         time.sleep(0.05)
     assert srv.stop() == 0, srv.log_tail()
     c.close()
+
+
+def test_acl_check_cmd_answers_for_the_scripts_user(stock: ServerProcess,
+                                                    srv: ServerProcess) -> None:
+    """Redis's 'Script ACL check': a user limited to SET on x* keys."""
+    scripts = [("return redis.acl_check_cmd('set','xx',1)", 1, "xx"),
+               ("return redis.acl_check_cmd('hset','xx','f',1)", 1, "xx"),
+               ("return redis.acl_check_cmd('set','yy',1)", 0)]
+    for server in (stock, srv):
+        _flush(server)
+        with server.raw() as c:
+            try:
+                assert c.call("ACL", "LOG", "RESET") == "OK"
+                assert c.call("ACL", "SETUSER", "bob", "on", ">123", "+@scripting", "+set",
+                              "~x*") == "OK"
+                assert c.call("AUTH", "bob", "123") == "OK"
+                got = [c.call("EVAL", *sc) for sc in scripts]
+                assert got == [1, None, None], (server, got)
+                with server.raw() as admin:  # a check is not a denial: nothing logged
+                    assert admin.call("ACL", "LOG") == [], server
+            finally:
+                with server.raw() as admin:
+                    admin.call("ACL", "DELUSER", "bob")
