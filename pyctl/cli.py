@@ -703,6 +703,14 @@ def cmd_netns(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_module_path(args: argparse.Namespace) -> int:
+    try:
+        print(_native.module_path())
+    except _native.NativeLibraryMissingError as e:
+        die("pyctl module-path", str(e))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     p = Parser(prog="pyctl", description="Control plane of the inreplay replay appliance.")
     p.add_argument("--version", action="version", version=f"pyctl {__version__}")
@@ -748,6 +756,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="the bridge's random seed (default 1: the same decisions every run)")
     ns.add_argument("--burst", action="store_true",
                     help="with 'impair': start a loss burst (the spec's burst=P%%/Ts)")
+    sub.add_parser("module-path", help="print the built REPLAY.* module's absolute path "
+                   "(redis-server --loadmodule \"$(pyctl module-path)\")")
     sub.add_parser("demo", help="train an Ape-X agent through the appliance (see pyctl demo -h)",
                    add_help=False)
     if raw[:1] == ["demo"]:
@@ -758,7 +768,8 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     args.raw_argv = list(sys.argv[1:] if argv is None else argv)
     handlers = {"start": cmd_start, "status": cmd_status, "stop": cmd_stop,
-                "drivers": cmd_drivers, "netns": cmd_netns, "stats": cmd_stats}
+                "drivers": cmd_drivers, "netns": cmd_netns, "stats": cmd_stats,
+                "module-path": cmd_module_path}
     try:
         return handlers[args.cmd](args)
     except BrokenPipeError:
