@@ -115,3 +115,25 @@ int double2text(char *buf, size_t len, double d) {
     }
     return n;
 }
+
+const char *blockingTimeoutParse(const char *p, size_t len, uint64_t now, uint64_t *deadline_ms) {
+    char *end;
+    errno = 0;
+    long double v = len ? strtold(p, &end) : 0;
+    if (!len || len > 5000 ||
+        (p[0] == ' ' || p[0] == '\t' || p[0] == '\n' || p[0] == '\r' || p[0] == '\v' ||
+         p[0] == '\f') ||
+        (size_t)(end - p) != len || errno == ERANGE || isnan(v))
+        return "timeout is not a float or out of range";
+    long double ms = v * 1000.0L;
+    /* Redis truncates to whole ms first (-0.5 ms is 0: forever); a value past
+     * the range of long long converts to LLONG_MIN on x86, so Redis calls it
+     * negative, and so do we */
+    if (ms <= -1.0L || ms >= 9223372036854775808.0L) return "timeout is negative";
+    if (ms >= (long double)(LLONG_MAX - (long long)now)) return "timeout is out of range";
+    /* rounded up, as Redis 7.0.15: 0.001 s is a 1 ms wait, not 0 (forever)
+     * because 0.001 * 1000 falls just short of 1 */
+    long long t = (long long)ceill(ms);
+    *deadline_ms = t > 0 ? now + (uint64_t)t : 0;
+    return NULL;
+}

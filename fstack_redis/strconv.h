@@ -6,6 +6,7 @@
 #define IR_STRCONV_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 /* One argument of the current command. ptr[len] == '\0' always. */
 typedef struct ir_arg {
@@ -21,5 +22,8 @@ int ll2string(char *dst, size_t dstlen, long long v);
 /* d as a reply writes it: the shortest form that reads back as d ("inf",
  * "-inf" for infinities). Returns the length (buf holds at least 32 bytes). */
 int double2text(char *buf, size_t len, double d);
+/* A BLPOP-style timeout (decimal seconds, p[len] == '\0') from now (ms) into
+ * an absolute deadline in ms (0 = forever): NULL, or Redis's error text. */
+const char *blockingTimeoutParse(const char *p, size_t len, uint64_t now, uint64_t *deadline_ms);
 
 #endif

@@ -16,12 +16,13 @@ import shutil
 import struct
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import redis
-
 from conftest import ROOT, ServerProcess
 
 HOSTS = ("native", "module")
@@ -207,13 +208,66 @@ def test_module_command_table_comes_from_commands_json(hosts: dict[str, ServerPr
             assert list(raw[3:6]) == d["keys"], name
 
 
-def test_module_timeout_is_a_clear_error_for_now(hosts: dict[str, ServerProcess]) -> None:
+def test_timeout_waits_then_runs_times_out_or_hears_of_a_drop(host: redis.Redis) -> None:
+    """The limiter's waiters: natively blocked.c's, on the module host Redis
+    blocked clients (RedisModule_BlockClient); the same answers on both."""
+    q = _name("q")
+    host.execute_command("REPLAY.CREATE", q, "QUEUE", 2)
+    with pytest.raises(redis.ResponseError, match=r"^RATELIMITED table '.*' QUEUE 2 has too few "
+                                                  r"items \(0 items\): sample timed out after "
+                                                  r"TIMEOUT 0\.05$"):
+        host.execute_command("REPLAY.SAMPLE", q, 1, "TIMEOUT", "0.05")
+    kw = host.connection_pool.connection_kwargs
+    got: dict[int, object] = {}
+
+    def wait(k: int, *args: object) -> None:
+        r = redis.Redis(host=kw["host"], port=kw["port"], socket_timeout=10)
+        try:
+            got[k] = r.execute_command(*args)
+        except redis.ResponseError as e:
+            got[k] = e
+        finally:
+            r.close()
+
+    def until(cond: object, what: str) -> None:
+        deadline = time.monotonic() + 5
+        while not cond():  # type: ignore[operator]
+            assert time.monotonic() < deadline, what
+            time.sleep(0.01)
+
+    threads = [threading.Thread(target=wait, args=(k, "REPLAY.SAMPLE", q, 1, "TIMEOUT", 5))
+               for k in range(2)]
+    threads[0].start()
+    until(lambda: _info(host, q)[b"blocked_samplers"] == 1, "first sampler waits")
+    threads[1].start()
+    until(lambda: _info(host, q)[b"blocked_samplers"] == 2, "second sampler waits")
+    host.execute_command("REPLAY.ADD", q, 1, b"first")
+    threads[0].join(5)
+    assert got[0][2] == [b"first"]  # type: ignore[index]
+    host.execute_command("REPLAY.ADD", q, 1, b"second")
+    threads[1].join(5)
+    assert got[1][2] == [b"second"]  # type: ignore[index]
+    host.execute_command("REPLAY.ADD", q, 1, b"a", 1, b"b")
+    t = threading.Thread(target=wait, args=(2, "REPLAY.ADD", q, 1, b"c", "TIMEOUT", 0))
+    t.start()
+    until(lambda: _info(host, q)[b"blocked_inserters"] == 1, "inserter waits")
+    host.execute_command("REPLAY.DROP", q)
+    t.join(5)
+    assert isinstance(got[2], redis.ResponseError)
+    assert str(got[2]) == f"NOTABLE table '{q}' was dropped while the client waited"
+    host.execute_command("REPLAY.CREATE", q, "CAPACITY", 2)
+    with pytest.raises(redis.ResponseError, match=r"^timeout is negative$"):
+        host.execute_command("REPLAY.SAMPLE", q, 1, "TIMEOUT", "-1")
+
+
+def test_module_info_section(hosts: dict[str, ServerProcess]) -> None:
     r = hosts["module"].client()
-    t = _name("to")
-    r.execute_command("REPLAY.CREATE", t, "CAPACITY", 4)
-    with pytest.raises(redis.ResponseError, match=r"^TIMEOUT waits as a blocked client, which the "
-                                                  r"module host does not do yet"):
-        r.execute_command("REPLAY.SAMPLE", t, 1, "TIMEOUT", "0.1")
+    t = _name("i")
+    r.execute_command("REPLAY.CREATE", t, "CAPACITY", 8)
+    r.execute_command("REPLAY.ADD", t, 1, b"abc", 1, b"de")
+    info = r.info("inreplay")
+    assert info["inreplay_tables"] >= 1 and info["inreplay_items"] >= 2
+    assert info["inreplay_blocked_clients"] == 0
     r.execute_command("REPLAY.DROP", t)
     r.close()
 
@@ -257,6 +311,12 @@ SCRIPT: list[tuple[object, ...]] = [
     ("REPLAY.LIST",),
     ("REPLAY.SHARDS",),
     ("REPLAY.SAMPLE", "a", 2, "PACKED"),
+    ("REPLAY.CREATE", "qq", "QUEUE", 1),
+    ("REPLAY.SAMPLE", "qq", 1, "TIMEOUT", "0.02"),
+    ("REPLAY.ADD", "qq", 1, b"x"),
+    ("REPLAY.ADD", "qq", 1, b"y", "TIMEOUT", "0.02"),
+    ("REPLAY.SAMPLE", "qq", 1, "TIMEOUT", "1"),
+    ("REPLAY.SAMPLE", "qq", 1, "TIMEOUT", "abc"),
     ("REPLAY.SAMPLE", "nope", 1),
     ("REPLAY.ADD", "a", "x", b"y"),
     ("REPLAY.ADD", "a", 1),
@@ -325,8 +385,6 @@ def test_module_runs_clean_under_asan(tmp_path: Path) -> None:
                 r.ping()
                 break
             except redis.ConnectionError:
-                import time
-
                 time.sleep(0.05)
         for args in SCRIPT:
             try:

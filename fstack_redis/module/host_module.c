@@ -12,9 +12,10 @@
  * or in parts (reserved, begun, pinned) are gathered in one buffer kept
  * across commands and replied when complete; pinned memory is copied (this
  * host never pins). Tables live in one registry per server, as the native
- * server's. Not here yet: waiting (TIMEOUT answers an error), persistence in
- * the RDB, an INFO section, maxmemory headroom checks (Redis's own deny-oom
- * applies to the writes).
+ * server's; a call the rate limiter holds with TIMEOUT waits as a Redis
+ * blocked client (below). Not here yet: persistence in the RDB, replay
+ * groups, maxmemory headroom checks (Redis's own deny-oom applies to the
+ * writes).
  */
 #include <stdarg.h>
 #include <stdint.h>
@@ -36,11 +37,18 @@
 
 #define IR_MODULE_MAX_BULK (512ULL * 1024 * 1024) /* Redis's proto-max-bulk-len default */
 
+struct waiter;
+
 struct client {
     RedisModuleCtx *ctx;
     int argc;
     ir_arg *argv;
+    RedisModuleString **rargv; /* Redis's own argv, kept by a client that waits */
+    const struct module_command *cmd;
     uint64_t id;
+    struct waiter *waiter; /* a waiter re-run (at its turn, or at its deadline) */
+    int deny_block;        /* re-run at its deadline: answer, do not wait again */
+    int reblocked;         /* the re-run waits on: it keeps its place */
     /* the bulk being gathered (module.buf): reserved (replied at the next
      * reply call) or in parts (replied at hostReplyBulkEnd) */
     int bulk_open, bulk_parts;
@@ -73,6 +81,12 @@ typedef struct module_command {
 #include "module_commands.inc"
 
 #define NCOMMANDS (sizeof(module_commands) / sizeof(module_commands[0]))
+
+static uint64_t mstime(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
 
 /* ---- the bulk being gathered ---------------------------------------------- */
 
@@ -114,12 +128,6 @@ uint64_t hostClientId(const client *c) { return c->id; }
 
 ir_tables *hostTables(client *c) { return module.tables; }
 ir_chunk_store *hostChunks(client *c) { return module.chunks; }
-
-static uint64_t mstime(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 ir_table_opts hostTableOpts(client *c) {
     ir_table_opts o = tableOptsDefault();
@@ -263,17 +271,221 @@ void hostReplyBulkPinned(client *c, const void *p, size_t len, struct ir_pin **h
 }
 char *hostReplyRawReserve(client *c, size_t len) { return NULL; }
 
-int hostBlockingTimeout(client *c, int i, uint64_t *deadline) {
-    hostReplyError(c, "TIMEOUT waits as a blocked client, which the module host does not "
-                      "do yet: call without TIMEOUT");
-    return -1;
+/* ---- waiting: the rate limiter's blocked clients ---------------------------
+ *
+ * A call the limiter holds with TIMEOUT waits as a Redis blocked client
+ * (RedisModule_BlockClient) in one FIFO of every waiter; a table's queue (0:
+ * samplers, 1: inserters) is its waiters in that order. When a call ran,
+ * the other side's queue is marked ready (hostTableReady) and served after
+ * the command: its head re-runs with a thread-safe context of its blocked
+ * client (the replies go to it), and either answers (it is unblocked, the
+ * next may run) or waits on in its place. At its deadline a waiter re-runs
+ * with waiting denied (its -RATELIMITED says how long it waited); a dropped
+ * table answers its waiters -NOTABLE (the engine's table_gone hook). */
+
+typedef struct waiter {
+    RedisModuleBlockedClient *bc;
+    const module_command *cmd;
+    ir_table *t;
+    int which;
+    RedisModuleString **argv; /* held (RedisModule_HoldString) */
+    int argc;
+    uint64_t id, since_ms;
+    struct waiter *prev, *next;
+} waiter;
+
+typedef struct table_waits {
+    int ready[2];
+} table_waits;
+
+static waiter *w_head, *w_tail;
+static int ready_any;
+
+static void runCommand(client *c);
+
+static void waiterUnlink(waiter *w) {
+    if (w->prev) w->prev->next = w->next;
+    else w_head = w->next;
+    if (w->next) w->next->prev = w->prev;
+    else w_tail = w->prev;
+    w->prev = w->next = NULL;
 }
-int hostBlockingAllowed(const client *c) { return 0; }
-int hostClientBlocked(const client *c) { return 0; }
-size_t hostTableAhead(const client *c, const ir_table *t, int which) { return 0; }
-size_t hostTableWaiting(const ir_table *t, int which) { return 0; }
-void hostBlockForTable(client *c, ir_table *t, int which, uint64_t deadline) {}
-void hostTableReady(client *c, ir_table *t, int which) {}
+
+static void waiterFree(waiter *w) {
+    for (int i = 0; i < w->argc; i++) RedisModule_FreeString(NULL, w->argv[i]);
+    free(w->argv);
+    free(w);
+}
+
+static waiter *waiterOf(RedisModuleBlockedClient *bc) {
+    for (waiter *w = w_head; w; w = w->next)
+        if (w->bc == bc) return w;
+    return NULL;
+}
+
+int hostBlockingTimeout(client *c, int i, uint64_t *deadline) {
+    const char *err = blockingTimeoutParse(c->argv[i].ptr, c->argv[i].len, mstime(), deadline);
+    if (err) {
+        hostReplyError(c, err);
+        return -1;
+    }
+    return 0;
+}
+
+int hostBlockingAllowed(const client *c) {
+    if (c->deny_block) return 0;
+    if (c->waiter) return 1; /* a re-run at its turn may wait on */
+    int f = RedisModule_GetContextFlags(c->ctx);
+    return !(f & (REDISMODULE_CTX_FLAGS_LUA | REDISMODULE_CTX_FLAGS_MULTI |
+                  REDISMODULE_CTX_FLAGS_DENY_BLOCKING));
+}
+int hostClientBlocked(const client *c) { return c->waiter != NULL; }
+
+size_t hostTableAhead(const client *c, const ir_table *t, int which) {
+    size_t n = 0;
+    for (waiter *w = w_head; w && w != c->waiter; w = w->next) n += w->t == t && w->which == which;
+    return n;
+}
+size_t hostTableWaiting(const ir_table *t, int which) {
+    size_t n = 0;
+    for (waiter *w = w_head; w; w = w->next) n += w->t == t && w->which == which;
+    return n;
+}
+
+static int timedOut(RedisModuleCtx *ctx, RedisModuleString **argv, int argc);
+static void disconnected(RedisModuleCtx *ctx, RedisModuleBlockedClient *bc);
+
+void hostBlockForTable(client *c, ir_table *t, int which, uint64_t deadline) {
+    if (c->waiter) { /* its turn came, but it still may not run: it keeps its place */
+        c->reblocked = 1;
+        return;
+    }
+    if (!t->host && !(t->host = calloc(1, sizeof(table_waits)))) {
+        hostReplyError(c, "out of memory");
+        return;
+    }
+    waiter *w = calloc(1, sizeof(*w));
+    RedisModuleString **argv = calloc((size_t)c->argc, sizeof(*argv));
+    if (!w || !argv) {
+        free(w);
+        free(argv);
+        hostReplyError(c, "out of memory");
+        return;
+    }
+    uint64_t now = mstime();
+    long long ms = deadline ? (deadline > now ? (long long)(deadline - now) : 1) : 0;
+    for (int i = 0; i < c->argc; i++) argv[i] = RedisModule_HoldString(NULL, c->rargv[i]);
+    *w = (waiter){.cmd = c->cmd,
+                  .t = t,
+                  .which = which,
+                  .argv = argv,
+                  .argc = c->argc,
+                  .id = c->id,
+                  .since_ms = now,
+                  .prev = w_tail};
+    if (w_tail) w_tail->next = w;
+    else w_head = w;
+    w_tail = w;
+    w->bc = RedisModule_BlockClient(c->ctx, NULL, timedOut, NULL, ms);
+    RedisModule_SetDisconnectCallback(w->bc, disconnected);
+}
+
+void hostTableReady(client *c, ir_table *t, int which) {
+    table_waits *h = t->host;
+    if (!h || h->ready[which]) return;
+    h->ready[which] = 1;
+    ready_any = 1;
+}
+
+static void waiterEnd(waiter *w) {
+    w->t->waited_us += (mstime() - w->since_ms) * 1000;
+    waiterUnlink(w);
+    RedisModule_UnblockClient(w->bc, NULL);
+    waiterFree(w);
+}
+
+/* Re-run waiter w at its turn: 1 if it answered, 0 if it waits on. */
+static int waiterRerun(waiter *w) {
+    RedisModuleCtx *ctx = RedisModule_GetThreadSafeContext(w->bc);
+    client c = {
+        .ctx = ctx, .argc = w->argc, .rargv = w->argv, .cmd = w->cmd, .id = w->id, .waiter = w};
+    runCommand(&c);
+    RedisModule_FreeThreadSafeContext(ctx);
+    if (c.reblocked) return 0;
+    waiterEnd(w);
+    return 1;
+}
+
+/* After a command: serve the queues marked ready, head first, until none is. */
+static void serveReady(void) {
+    while (ready_any) {
+        ready_any = 0;
+        for (waiter *w = w_head; w;) {
+            table_waits *h = w->t->host;
+            if (!h->ready[w->which]) {
+                w = w->next;
+                continue;
+            }
+            h->ready[w->which] = 0; /* the head's turn; if it answers, the next may run */
+            int which = w->which;
+            ir_table *t = w->t;
+            if (waiterRerun(w)) {
+                if (t->host) ((table_waits *)t->host)->ready[which] = 1;
+                ready_any = 1;
+                break; /* the list changed: start over */
+            }
+            w = w->next;
+        }
+    }
+}
+
+static int timedOut(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    RedisModuleBlockedClient *bc = RedisModule_GetBlockedClientHandle(ctx);
+    waiter *w = waiterOf(bc);
+    if (!w) return RedisModule_ReplyWithError(ctx, "ERR the wait was lost");
+    client c = {.ctx = ctx,
+                .argc = argc,
+                .rargv = argv,
+                .cmd = w->cmd,
+                .id = w->id,
+                .waiter = w,
+                .deny_block = 1};
+    runCommand(&c); /* its -RATELIMITED, or it runs when it now may */
+    w->t->waited_us += (mstime() - w->since_ms) * 1000;
+    waiterUnlink(w);
+    RedisModule_UnblockClient(bc, NULL); /* frees Redis's handle */
+    waiterFree(w);
+    serveReady();
+    return REDISMODULE_OK;
+}
+
+static void disconnected(RedisModuleCtx *ctx, RedisModuleBlockedClient *bc) {
+    waiter *w = waiterOf(bc);
+    if (!w) return;
+    waiterUnlink(w);
+    RedisModule_UnblockClient(bc, NULL);
+    waiterFree(w);
+}
+
+/* The engine's hook: table t goes (REPLAY.DROP) while clients wait on it. */
+static void tableGone(ir_table *t) {
+    for (waiter *w = w_head, *next; w; w = next) {
+        next = w->next;
+        if (w->t != t) continue;
+        RedisModuleCtx *ctx = RedisModule_GetThreadSafeContext(w->bc);
+        client c = {.ctx = ctx};
+        replyReplayError(&c, IR_ERR_NOTABLE, "table '%.128s' was dropped while the client waited",
+                         t->name);
+        RedisModule_FreeThreadSafeContext(ctx);
+        waiterUnlink(w);
+        RedisModule_UnblockClient(w->bc, NULL);
+        waiterFree(w);
+    }
+    free(t->host);
+    t->host = NULL;
+}
+
+static const ir_engine_host engine_host = {.table_gone = tableGone};
 
 /* pin.h: this host copies every reply and never pins, so the engine never
  * calls these (its tables' pins stay NULL); they keep their contract anyway. */
@@ -296,8 +508,27 @@ static int argvReserve(int n) {
     return 0;
 }
 
+/* Run c's command (c->cmd over c->rargv): its arguments as the handlers
+ * read them, then the handler, then the last bulk out. */
+static void runCommand(client *c) {
+    if (argvReserve(c->argc) != 0) {
+        RedisModule_ReplyWithError(c->ctx, "ERR out of memory");
+        return;
+    }
+    for (int i = 0; i < c->argc; i++) {
+        size_t l;
+        module.argv[i].ptr = (char *)RedisModule_StringPtrLen(c->rargv[i], &l);
+        module.argv[i].len = l;
+        module.argv[i].owned = 0;
+    }
+    c->argv = module.argv;
+    c->cmd->handler(c);
+    flushBulk(c);
+}
+
 /* Every REPLAY.* command comes here: find its row by name, check its arity as
- * the native server does, and run the one handler. */
+ * the native server does, run the one handler, then serve the waiters it
+ * made ready. */
 static int dispatch(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     size_t len;
     const char *name = RedisModule_StringPtrLen(argv[0], &len);
@@ -309,17 +540,33 @@ static int dispatch(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     if (!cmd) return RedisModule_ReplyWithError(ctx, "ERR unknown REPLAY command");
     if ((cmd->arity > 0 && argc != cmd->arity) || (cmd->arity < 0 && argc < -cmd->arity))
         return RedisModule_WrongArity(ctx);
-    if (argvReserve(argc) != 0) return RedisModule_ReplyWithError(ctx, "ERR out of memory");
-    for (int i = 0; i < argc; i++) {
-        size_t l;
-        module.argv[i].ptr = (char *)RedisModule_StringPtrLen(argv[i], &l);
-        module.argv[i].len = l;
-        module.argv[i].owned = 0;
-    }
-    client c = {.ctx = ctx, .argc = argc, .argv = module.argv, .id = RedisModule_GetClientId(ctx)};
-    cmd->handler(&c);
-    flushBulk(&c);
+    client c = {
+        .ctx = ctx, .argc = argc, .rargv = argv, .cmd = cmd, .id = RedisModule_GetClientId(ctx)};
+    runCommand(&c);
+    serveReady();
     return REDISMODULE_OK;
+}
+
+/* INFO inreplay: the module's tables and chunk store. */
+static void infoFunc(RedisModuleInfoCtx *ctx, int for_crash_report) {
+    uint64_t items = 0, bytes = 0, inserts = 0, samples = 0, waiting = 0;
+    for (ir_table *t = module.tables->head; t; t = t->next) {
+        items += tableSize(t);
+        bytes += t->bytes_used;
+        inserts += t->inserts;
+        samples += t->samples;
+    }
+    for (waiter *w = w_head; w; w = w->next) waiting++;
+    RedisModule_InfoAddSection(ctx, "");
+    RedisModule_InfoAddFieldULongLong(ctx, "tables", module.tables->count);
+    RedisModule_InfoAddFieldULongLong(ctx, "items", items);
+    RedisModule_InfoAddFieldULongLong(ctx, "item_bytes", bytes);
+    RedisModule_InfoAddFieldULongLong(ctx, "inserts", inserts);
+    RedisModule_InfoAddFieldULongLong(ctx, "samples", samples);
+    RedisModule_InfoAddFieldULongLong(ctx, "blocked_clients", waiting);
+    RedisModule_InfoAddFieldULongLong(ctx, "streams", module.chunks->nstreams);
+    RedisModule_InfoAddFieldULongLong(ctx, "chunks", module.chunks->chunks);
+    RedisModule_InfoAddFieldULongLong(ctx, "chunk_memory", chunkStoreMemory(module.chunks));
 }
 
 static int registerCommand(RedisModuleCtx *ctx, const module_command *m) {
@@ -395,6 +642,11 @@ int RedisModule_OnLoad(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) 
     module.tables = tablesNew();
     module.chunks = chunkStoreNew();
     if (!module.tables || !module.chunks) {
+        moduleFree();
+        return REDISMODULE_ERR;
+    }
+    engineSetHost(&engine_host);
+    if (RedisModule_RegisterInfoFunc(ctx, infoFunc) == REDISMODULE_ERR) {
         moduleFree();
         return REDISMODULE_ERR;
     }
