@@ -1,7 +1,8 @@
 /* t_replay.c - REPLAY.* commands: prioritized replay tables over RESP, the
- * server's host over the replay engine (replay/replay.h: the tables, sum tree
- * and limiter state; the clients waiting on a limiter are the host's:
- * replay_host.h says what a host gives these handlers).
+ * one implementation of the commands over the replay engine (replay/replay.h:
+ * the tables, sum tree and limiter state), for either host (replay_host.h:
+ * the native server, or the Redis module in module/; the clients waiting on
+ * a limiter are the host's).
  *
  * Wire formats (all little-endian):
  *   ids        one bulk string of n int64
@@ -24,8 +25,9 @@
  * call may overshoot the buffer by its own size but can never deadlock the
  * other side. Without TIMEOUT a call that may not run fails at once with
  * -RATELIMITED naming the limit; with TIMEOUT it waits as a blocked client
- * (the host's: blocked.c on the native server) behind the calls of its kind already waiting, and runs as soon
- * as it may. ERROR_BUFFER defaults to max(1, r), the smallest Reverb accepts.
+ * (the host's: blocked.c natively, Redis's on the module host) behind the
+ * calls of its kind already waiting, and runs as soon as it may.
+ * ERROR_BUFFER defaults to max(1, r), the smallest Reverb accepts.
  *
  * QUEUE n and STACK n are Reverb's Queue(n)/Stack(n) limiters (with fifo
  * resp. lifo sampler and remover and MAX_TIMES_SAMPLED 1): an ADD of k items

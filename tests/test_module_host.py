@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 import redis
-from conftest import ROOT, ServerProcess
+from conftest import ROOT, RawConn, ServerProcess
 
 HOSTS = ("native", "module")
 SEED = "42"
@@ -397,8 +397,21 @@ def test_module_runs_clean_under_asan(tmp_path: Path) -> None:
                 r.execute_command(*args)
             except redis.ResponseError:
                 pass
+        # waiters: one served at its turn, one told of its table's drop
+        r.execute_command("REPLAY.CREATE", "w", "QUEUE", 1)
+        conns = [RawConn("127.0.0.1", port, 30) for _ in range(2)]
+        for c in conns:
+            c.send(c.command("REPLAY.SAMPLE", "w", 1, "TIMEOUT", 10))
+        deadline = time.monotonic() + 10
+        while _info(r, "w")[b"blocked_samplers"] < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        r.execute_command("REPLAY.ADD", "w", 1, b"item")
+        assert conns[0].read_reply()[2] == [b"item"]
         for name in r.execute_command("REPLAY.LIST"):
             r.execute_command("REPLAY.DROP", name)
+        assert conns[1].read_reply().message.startswith(b"NOTABLE")
+        for c in conns:
+            c.close()
         r.execute_command("REPLAY.STREAM", "s", "DROP")
         r.close()
     finally:
