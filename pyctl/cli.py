@@ -107,6 +107,43 @@ def start_parser() -> Parser:
 DPDK_PCI_DRIVERS = ("vfio-pci", "igb_uio", "uio_pci_generic")
 
 
+# pyctl start --server redis: the flags that mean something to redis-server with the module
+REDIS_HOST_FLAGS = ("listen", "seed", "fanout", "maxbytes", "requirepass", "maxmemory")
+
+
+def _start_redis_host(prog: str, cfg: ServerConfig) -> int:
+    """Exec Debian's redis-server with the REPLAY.* module, in the foreground."""
+    default = ServerConfig()
+    given = [f.name for f in dataclasses.fields(ServerConfig)
+             if f.name not in (*REDIS_HOST_FLAGS, "server")
+             and getattr(cfg, f.name) != getattr(default, f.name)]
+    if given:
+        die(prog, f"--{given[0].replace('_', '-')} is the native server's: with --server redis "
+                  f"only {', '.join('--' + f for f in REDIS_HOST_FLAGS)} apply", 2)
+    try:
+        module = _native.module_path()
+    except _native.NativeLibraryMissingError as e:
+        die(prog, str(e))
+    import shutil
+
+    binary = shutil.which("redis-server")
+    if binary is None:
+        die(prog, "--server redis needs redis-server (Debian: apt-get install redis-server)")
+    host, port = split_listen(cfg.listen)
+    argv = [binary, "--port", str(port), "--bind", host, "--save", "", "--appendonly", "no"]
+    if cfg.requirepass:
+        argv += ["--requirepass", cfg.requirepass]
+    if cfg.maxmemory:
+        argv += ["--maxmemory", str(cfg.maxmemory)]
+    argv += ["--loadmodule", str(module)]
+    for name in ("seed", "fanout", "maxbytes"):
+        if getattr(cfg, name) != getattr(default, name):
+            argv += [name.upper(), str(getattr(cfg, name))]
+    sys.stdout.flush()
+    os.execv(binary, argv)
+    return 1  # not reached
+
+
 def cmd_start(args: argparse.Namespace) -> int:
     prog = "pyctl start"
     given = [k for k in DPDK_ONLY if getattr(args, k) is not None]
@@ -125,6 +162,8 @@ def cmd_start(args: argparse.Namespace) -> int:
                                  *_host_problems(build(args.config, overrides, validate=False))],
                           args)
         die(prog, str(e), 2)
+    if cfg.server == "redis":
+        return _start_redis_host(prog, cfg)
     _require_stack(prog, cfg.stack)  # a --config file's stack
     if cfg.stack == "dpdk" and args.listen:
         die(prog, "--listen is for the kernel stack; with --stack dpdk use --ip and --listen-port",

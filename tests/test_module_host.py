@@ -420,3 +420,41 @@ def test_module_runs_clean_under_asan(tmp_path: Path) -> None:
     reports = sorted(tmp_path.glob("asan.log*"))
     text = "\n".join(p.read_text() for p in reports)
     assert "ERROR: AddressSanitizer" not in text and "runtime error" not in text, text[:4000]
+
+
+def test_pyctl_start_server_redis(tmp_path: Path) -> None:
+    """`pyctl start --server redis` execs stock redis-server with the module; the
+    native server's other flags are refused in one line."""
+    from pyctl.proc import free_ports
+
+    port = free_ports("127.0.0.1", 1)[0]
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.Popen([sys.executable, "-m", "pyctl", "start", "--server", "redis",
+                             "--listen", f"127.0.0.1:{port}", "--seed", SEED,
+                             "--maxbytes", "64mb"],
+                            cwd=tmp_path, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        r = redis.Redis(port=port, socket_timeout=10)
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                r.ping()
+                break
+            except redis.ConnectionError:
+                assert proc.poll() is None and time.monotonic() < deadline, "did not start"
+                time.sleep(0.05)
+        assert str(r.info("server")["executable"]).endswith("redis-server")  # exec'd
+        assert r.execute_command("REPLAY.CREATE", "t", "CAPACITY", 4) == b"OK"
+        assert _info(r, "t")[b"maxbytes"] == 64 * 1024 * 1024
+        assert r.info("inreplay")["inreplay_tables"] == 1
+        r.close()
+    finally:
+        proc.terminate()
+        assert proc.wait(timeout=20) == 0
+    bad = subprocess.run([sys.executable, "-m", "pyctl", "start", "--server", "redis",
+                          "--capacity", "4"], cwd=ROOT, capture_output=True, text=True)
+    assert bad.returncode == 2
+    assert bad.stderr.strip() == (
+        "pyctl start: --capacity is the native server's: with --server redis only --listen, "
+        "--seed, --fanout, --maxbytes, --requirepass, --maxmemory apply")
