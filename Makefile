@@ -8,6 +8,9 @@ APT_PKGS  := build-essential pkg-config redis-server redis-tools clang libclang-
              liblua5.1-0-dev lua-cjson-dev lua-bitop-dev clang-format
 # lwIP for the DPDK stack is built from Debian's source package (apt-get source)
 LWIP_SRC  := build-deps/lwip-src
+# redismodule.h for REPLAY.* as a Redis module (fstack_redis/module/) comes from
+# Debian's redis source package, unpacked as Redis's own test suite uses it
+REDIS_SRC := build-deps/redis-src
 SUDO      := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 STAMP     := .deps-stamp
 EXTRAS    ?= dev,bench,rl,ray,torchrl,rllib
@@ -21,9 +24,11 @@ all: build
 # tools (read from pyproject.toml). The package itself is not installed: a checkout's
 # pyctl (python3 -m pyctl from here) uses the library in build/; `pip install .`
 # builds and installs the whole package (README: Installation).
-deps: $(STAMP) $(LWIP_SRC)/src/core/tcp.c
+deps: $(STAMP) $(LWIP_SRC)/src/core/tcp.c $(REDIS_SRC)/src/redismodule.h
 $(LWIP_SRC)/src/core/tcp.c: | $(STAMP)
 	dataplane/lwip/fetch-source.sh $(dir $(LWIP_SRC))
+$(REDIS_SRC)/src/redismodule.h: | $(STAMP)
+	tests/redis_suite/fetch-source.sh $(dir $(REDIS_SRC))
 $(STAMP): pyproject.toml Makefile
 	@missing=$$(for p in $(APT_PKGS); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
 	if [ -n "$$missing" ]; then \
@@ -51,7 +56,8 @@ test-c: build $(ASAN)/build.ninja
 	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 meson test -C $(ASAN) --print-errorlogs
 
 lint: deps
-	$(PY) -m ruff check pyctl tests bench actors learner integrations fstack_redis/gen_commands.py
+	$(PY) -m ruff check pyctl tests bench actors learner integrations fstack_redis/gen_commands.py \
+	  fstack_redis/module/gen_module_table.py
 
 # The C code's format (.clang-format; tests/test_format.py checks it).
 format: deps

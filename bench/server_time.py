@@ -2,6 +2,7 @@
 
     python bench/server_time.py [--items 100000,2000000] [--calls 300] [--item-bytes 128]
                                 [--tree PATH ...] [--rounds 1] [--callgrind DIR]
+                                [--hosts native,module]
 
 Starts the kernel-stack server of each source tree (default: this one) on
 loopback, fills a table with ITEMS items of --item-bytes bytes (random
@@ -11,7 +12,10 @@ phase): the server's own time per call, without the network or the client.
 With several trees, rounds interleave them. --callgrind DIR runs the server
 under valgrind --tool=callgrind, instrumented only during the timed phases,
 and dumps one profile per phase into DIR (instruction counts are
-deterministic where the times on a shared machine are not).
+deterministic where the times on a shared machine are not). --hosts module
+measures the same commands in Debian's stock redis-server with the tree's
+REPLAY.* module (build/fstack_redis/module/inreplay_module.so; Redis's own
+INFO commandstats), its rows named <tree>+module.
 """
 
 from __future__ import annotations
@@ -87,7 +91,7 @@ def usec_per_call(info: bytes, command: str) -> float:
 
 
 def run(tree: Path, items: int, calls: int, item_bytes: int, callgrind: Path | None,
-        tag: str) -> dict[str, float]:
+        tag: str, host: str = "native") -> dict[str, float]:
     port = free_port()
     work = Path(tempfile.mkdtemp(prefix="irsrvtime-"))
     env = dict(os.environ, PYTHONPATH=str(tree), INREPLAY_RUN_DIR=str(work))
@@ -96,10 +100,19 @@ def run(tree: Path, items: int, calls: int, item_bytes: int, callgrind: Path | N
         callgrind.mkdir(parents=True, exist_ok=True)
         pre = ["valgrind", "--tool=callgrind", "--instr-atstart=no",
                f"--callgrind-out-file={callgrind / f'callgrind.{tag}.out'}"]
+    if host == "module":
+        module = tree / "build" / "fstack_redis" / "module" / "inreplay_module.so"
+        if not module.is_file():
+            raise SystemExit(f"no {module}: make build there (with Redis's source in build-deps/)")
+        argv = ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                "--appendonly", "no", "--dir", str(work), "--loadmodule", str(module),
+                "SEED", "1"]
+    else:
+        argv = [sys.executable, "-m", "pyctl", "start", "--listen", f"127.0.0.1:{port}",
+                "--seed", "1"]
     with open(work / "server.log", "wb") as log:
-        proc = subprocess.Popen([*pre, sys.executable, "-m", "pyctl", "start",
-                                 "--listen", f"127.0.0.1:{port}", "--seed", "1"],
-                                cwd=tree, env=env, stdout=log, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen([*pre, *argv], cwd=tree, env=env, stdout=log,
+                                stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + 120
         while True:
@@ -158,21 +171,29 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--callgrind", type=Path, help="profile under callgrind into this directory")
     ap.add_argument("--json", type=Path, help="write the rows here (bench/report.py --server-time)")
+    ap.add_argument("--hosts", default="native",
+                    help="native (the server), module (redis-server with the REPLAY.* module), "
+                         "or both: native,module")
     a = ap.parse_args()
+    hosts = a.hosts.split(",")
+    if not hosts or set(hosts) - {"native", "module"}:
+        ap.error("--hosts: native, module or native,module")
     trees = [Path(t).resolve() for t in a.tree] if a.tree else [ROOT]
     print(f"| round | tree | items | SAMPLE {BATCH} PACKED µs | SAMPLE {BATCH} µs | "
           f"UPDATE {BATCH} µs |\n|---|---|---|---|---|---|", flush=True)
     rows = []
     for r in range(a.rounds):
         for tree in trees:
-            for items in (int(x) for x in a.items.split(",")):
-                t = run(tree, items, a.calls, a.item_bytes, a.callgrind,
-                        f"{tree.name}.{items}.{r}")
-                print(f"| {r} | {tree.name} | {items:,} | {t['packed']:.2f} | {t['plain']:.2f} "
-                      f"| {t['update']:.2f} |", flush=True)
-                rows.append({"round": r, "tree": tree.name, "items": items,
-                             "item_bytes": a.item_bytes, "batch": BATCH,
-                             **{f"{k}_us": v for k, v in t.items()}})
+            for host in hosts:
+                name = tree.name if host == "native" else f"{tree.name}+module"
+                for items in (int(x) for x in a.items.split(",")):
+                    t = run(tree, items, a.calls, a.item_bytes, a.callgrind,
+                            f"{name}.{items}.{r}", host)
+                    print(f"| {r} | {name} | {items:,} | {t['packed']:.2f} | "
+                          f"{t['plain']:.2f} | {t['update']:.2f} |", flush=True)
+                    rows.append({"round": r, "tree": name, "items": items,
+                                 "item_bytes": a.item_bytes, "batch": BATCH,
+                                 **{f"{k}_us": v for k, v in t.items()}})
     if a.json:
         machine = {"cpus": os.cpu_count(), "python": platform.python_version(),
                    "loadavg_end": os.getloadavg()[0]}

@@ -639,33 +639,11 @@ void blockedFree(ir_server *s) {
 /* ---- arguments -------------------------------------------------------------- */
 
 int getBlockingTimeoutFromArg(client *c, int i, uint64_t *deadline_ms) {
-    const ir_arg *a = &c->argv[i];
-    char *end;
-    errno = 0;
-    long double v = a->len ? strtold(a->ptr, &end) : 0;
-    if (!a->len || a->len > 5000 ||
-        (a->ptr[0] == ' ' || a->ptr[0] == '\t' || a->ptr[0] == '\n' || a->ptr[0] == '\r' ||
-         a->ptr[0] == '\v' || a->ptr[0] == '\f') ||
-        (size_t)(end - a->ptr) != a->len || errno == ERANGE || isnan(v)) {
-        addReplyError(c, "timeout is not a float or out of range");
+    const char *err =
+        blockingTimeoutParse(c->argv[i].ptr, c->argv[i].len, ir_mstime(), deadline_ms);
+    if (err) {
+        addReplyError(c, err);
         return -1;
     }
-    long double ms = v * 1000.0L;
-    /* Redis truncates to whole ms first (-0.5 ms is 0: forever); a value past
-     * the range of long long converts to LLONG_MIN on x86, so Redis calls it
-     * negative, and so do we */
-    if (ms <= -1.0L || ms >= 9223372036854775808.0L) {
-        addReplyError(c, "timeout is negative");
-        return -1;
-    }
-    uint64_t now = ir_mstime();
-    if (ms >= (long double)(LLONG_MAX - (long long)now)) {
-        addReplyError(c, "timeout is out of range");
-        return -1;
-    }
-    /* rounded up, as Redis 7.0.15: 0.001 s is a 1 ms wait, not 0 (forever)
-     * because 0.001 * 1000 falls just short of 1 */
-    long long t = (long long)ceill(ms);
-    *deadline_ms = t > 0 ? now + (uint64_t)t : 0;
     return 0;
 }

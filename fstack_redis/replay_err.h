@@ -10,7 +10,8 @@
 #ifndef IR_REPLAY_ERR_H
 #define IR_REPLAY_ERR_H
 
-#include "server.h"
+/* the host's client (server.h's, or the module host's): opaque here */
+typedef struct client client;
 
 #define IR_REPLAY_ERRORS(X) \
     X(RATELIMITED, "the table's rate limiter held the call") \
@@ -21,6 +22,9 @@
     X(MIXEDSIZE, "REPLAY.SAMPLE ... PACKED from a table whose items differ in size") \
     X(WRONGKIND, "an opaque-item command on a trajectory table, or the reverse") \
     X(NOSTREAM, "no such trajectory stream")
+
+/* Redis's words for a write refused under maxmemory (after "-OOM " or EXECABORT's prefix). */
+#define IR_OOM_MSG "command not allowed when used memory > 'maxmemory'."
 
 typedef enum {
 #define IR_ERR_ENUM(code, when) IR_ERR_##code,

@@ -307,16 +307,7 @@ void addReplyBulkLongLong(client *c, long long ll) {
 
 void addReplyDouble(client *c, double d) {
     char buf[64];
-    int n;
-    if (isinf(d)) {
-        n = snprintf(buf, sizeof(buf), "%s", d > 0 ? "inf" : "-inf");
-    } else {
-        /* the shortest form that reads back as the same double */
-        for (int prec = 15; prec <= 17; prec++) {
-            n = snprintf(buf, sizeof(buf), "%.*g", prec, d);
-            if (strtod(buf, NULL) == d) break;
-        }
-    }
+    int n = double2text(buf, sizeof(buf), d);
     addReplyDoubleText(c, buf, (size_t)n);
 }
 

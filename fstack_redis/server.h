@@ -19,6 +19,8 @@
 
 #include "inreplay.h"
 #include "pin.h"
+#include "replay_err.h"
+#include "strconv.h"
 #include "transport.h"
 
 /* IR_VERSION_STR: meson.build's project version (a -D of the build) */
@@ -27,7 +29,6 @@
 #define PROTO_INLINE_MAX_SIZE (1024 * 64) /* max inline request / count line */
 #define PROTO_MBULK_BIG_ARG (1024 * 32)   /* bulks this big get their own buffer */
 #define PROTO_REPLY_CHUNK_BYTES (16 * 1024)
-#define IR_REF_MIN 4096 /* reply chunks >= this go by reference */
 #define IR_MAX_IOV 1024
 
 /* A cheap cycle counter for the per-stage breakdown (TSC on x86). */
@@ -47,13 +48,6 @@ typedef struct ir_str {
     size_t len;
 } ir_str;
 #define IR_STR(lit) ((ir_str){(lit), sizeof(lit) - 1})
-
-/* One argument of the current command. ptr[len] == '\0' always. */
-typedef struct ir_arg {
-    char *ptr;
-    size_t len;
-    int owned; /* ptr is a malloc'd buffer of its own (big bulk) */
-} ir_arg;
 
 /* A reference count on memory that pending replies point into: a stored
  * string value's buffer or a replay table's arena. The owner (the value or
@@ -329,9 +323,6 @@ void pinsFree(ir_pins *pool); /* the free list; every pin must be released */
 /* Drop a client's pending output, releasing its pins. */
 void clientDiscardReply(client *c);
 
-/* Redis's words for a write refused under maxmemory (after "-OOM " or EXECABORT's prefix). */
-#define IR_OOM_MSG "command not allowed when used memory > 'maxmemory'."
-
 /* Canned replies. */
 extern const struct ir_shared_replies {
     ir_str ok, pong, czero, cone, cnegone, nullbulk, nullarray, emptyarray, wrongtypeerr, syntaxerr,
@@ -352,11 +343,6 @@ int getPositiveLongFromArg(client *c, int i,
 int argEq(const client *c, int i, const char *lit); /* case-insensitive */
 /* Take ownership of argv[i] as a malloc'd, NUL-terminated buffer (steals big bulks). */
 char *argSteal(client *c, int i, size_t *len);
-
-/* Parse helpers shared by the parser and commands (no reply). */
-int string2ll(const char *s, size_t slen, long long *value);
-int string2d(const char *s, size_t slen, double *value);
-int ll2string(char *dst, size_t dstlen, long long v);
 
 /* ---- server plumbing --------------------------------------------------- */
 ir_server *server_new(const ir_config *cfg);

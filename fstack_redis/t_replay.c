@@ -1,6 +1,8 @@
 /* t_replay.c - REPLAY.* commands: prioritized replay tables over RESP, the
- * server's host over the replay engine (replay/replay.h: the tables, sum tree
- * and limiter state; the clients waiting on a limiter are blocked.c's).
+ * one implementation of the commands over the replay engine (replay/replay.h:
+ * the tables, sum tree and limiter state), for either host (replay_host.h:
+ * the native server, or the Redis module in module/; the clients waiting on
+ * a limiter are the host's).
  *
  * Wire formats (all little-endian):
  *   ids        one bulk string of n int64
@@ -23,8 +25,9 @@
  * call may overshoot the buffer by its own size but can never deadlock the
  * other side. Without TIMEOUT a call that may not run fails at once with
  * -RATELIMITED naming the limit; with TIMEOUT it waits as a blocked client
- * (blocked.c) behind the calls of its kind already waiting, and runs as soon
- * as it may. ERROR_BUFFER defaults to max(1, r), the smallest Reverb accepts.
+ * (the host's: blocked.c natively, Redis's on the module host) behind the
+ * calls of its kind already waiting, and runs as soon as it may.
+ * ERROR_BUFFER defaults to max(1, r), the smallest Reverb accepts.
  *
  * QUEUE n and STACK n are Reverb's Queue(n)/Stack(n) limiters (with fifo
  * resp. lifo sampler and remover and MAX_TIMES_SAMPLED 1): an ADD of k items
@@ -39,10 +42,9 @@
 #include <string.h>
 #include <strings.h>
 
-#include "blocked.h"
-#include "commands.h"
 #include "replay.h"
 #include "replay_err.h"
+#include "replay_host.h"
 #include "t_replay.h"
 #include "t_traj.h"
 
@@ -51,8 +53,8 @@
 #endif
 
 static ir_table *lookupTableOrReply(client *c, int i) {
-    ir_table *t = tableFind(c->srv->tables, c->argv[i].ptr, c->argv[i].len);
-    if (!t) replyReplayError(c, IR_ERR_NOTABLE, "no such table '%.128s'", c->argv[i].ptr);
+    ir_table *t = tableFind(hostTables(c), hostArg(c, i)->ptr, hostArg(c, i)->len);
+    if (!t) replyReplayError(c, IR_ERR_NOTABLE, "no such table '%.128s'", hostArg(c, i)->ptr);
     return t;
 }
 
@@ -96,7 +98,7 @@ static void replyRateLimited(client *c, const ir_table *t, int why, int sample, 
     char tail[96], reason[256];
     if (timeout_arg)
         snprintf(tail, sizeof(tail), "%s timed out after TIMEOUT %.32s", what,
-                 c->argv[timeout_arg].ptr);
+                 hostArg(c, timeout_arg)->ptr);
     else snprintf(tail, sizeof(tail), "%s waits (use TIMEOUT to wait)", what);
     if (why == LIMIT_QUEUE)
         snprintf(reason, sizeof(reason), "%s %llu %s (%llu items)",
@@ -125,23 +127,23 @@ static void replyRateLimited(client *c, const ir_table *t, int why, int sample, 
 int replayLimiterGate(client *c, ir_table *t, size_t n, int sample, int timeout_arg,
                       uint64_t deadline) {
     if (!sample && t->lim.queue && n > t->lim.queue) {
-        addReplyErrorFormat(c,
-                            "a batch of %zu items is larger than table '%.128s' (%s %llu): "
-                            "add fewer at a time",
-                            n, t->name, t->o.sampler == IR_SEL_LIFO ? "STACK" : "QUEUE",
-                            (unsigned long long)t->lim.queue);
+        hostReplyErrorFormat(c,
+                             "a batch of %zu items is larger than table '%.128s' (%s %llu): "
+                             "add fewer at a time",
+                             n, t->name, t->o.sampler == IR_SEL_LIFO ? "STACK" : "QUEUE",
+                             (unsigned long long)t->lim.queue);
         return 1;
     }
     if (!tableLimited(t)) return 0;
     int why = sample ? limiterHoldsSample(t, n) : limiterHoldsInsert(t, n);
-    if (why || (timeout_arg && blockedTableAhead(c, t, !sample))) {
-        if (timeout_arg && blockingAllowed(c)) {
-            blockForTable(c, t, !sample, deadline);
+    if (why || (timeout_arg && hostTableAhead(c, t, !sample))) {
+        if (timeout_arg && hostBlockingAllowed(c)) {
+            hostBlockForTable(c, t, !sample, deadline);
             return 1;
         }
         if (why) {
             /* a waiter re-run at its deadline says how long it waited */
-            int waited = (c->flags & CLIENT_BLOCKED) ? timeout_arg : 0;
+            int waited = hostClientBlocked(c) ? timeout_arg : 0;
             replyRateLimited(c, t, why, sample, waited);
             return 1;
         }
@@ -154,176 +156,165 @@ void replayLimiterRan(client *c, ir_table *t, size_t n, int sample) {
     if (!tableLimited(t)) return;
     if (sample) t->limiter_samples += n;
     else t->limiter_inserts += n;
-    blockedTableReady(c->srv, t, sample); /* inserters (1) or samplers (0) may run now */
+    hostTableReady(c, t, sample); /* inserters (1) or samplers (0) may run now */
 }
 
 /* REPLAY.CREATE <table> CAPACITY <n> [ALPHA <a>] [BETA <b>] [EPSILON <e>] [MAXBYTES <bytes>]
  *               [MIN_SIZE <n>] [SAMPLES_PER_INSERT <r>] [ERROR_BUFFER <e>]
  *               [SAMPLER <selector>] [REMOVER <selector>] [MAX_TIMES_SAMPLED <k>]
  * REPLAY.CREATE <table> QUEUE <n> | STACK <n> [ALPHA ...] [MAXBYTES ...] */
-/* The options every table of this server starts from (REPLAY.CREATE and the
- * start-up table): the engine's defaults, then the server's MAXBYTES, fanout,
- * seed (--seed plus the number of tables, so each table draws its own stream; the
- * clock mixed with `salt` without --seed) and this shard's id range. */
-ir_table_opts replayTableOpts(const ir_server *s, uint64_t salt) {
-    const ir_config *cfg = &s->cfg;
-    ir_table_opts o = tableOptsDefault();
-    o.maxbytes = cfg->default_maxbytes;
-    o.fanout = cfg->fanout;
-    o.seed = cfg->seed ? cfg->seed + s->tables->count : ir_mstime() ^ salt;
-    o.id_base = (uint64_t)cfg->shard_index << IR_SHARD_ID_BITS;
-    return o;
-}
-
 void replayCreateCommand(client *c) {
-    const ir_config *cfg = &c->srv->cfg;
-    ir_table_opts o = replayTableOpts(c->srv, c->id);
+    ir_table_opts o = hostTableOpts(c);
     ir_limiter_opts lim = {0, 0, 0, 0};
     int has_eb = 0, preset = 0, has_sel = 0; /* preset: the QUEUE or STACK argument */
-    int argc = c->argc, traj = 0; /* a last TRAJECTORY: items reference chunks (t_traj.c) */
-    if (argc > 2 && (argc - 2) % 2 == 1 && argEq(c, argc - 1, "trajectory")) traj = 1, argc--;
+    int argc = hostArgc(c), traj = 0; /* a last TRAJECTORY: items reference chunks (t_traj.c) */
+    if (argc > 2 && (argc - 2) % 2 == 1 && hostArgEq(c, argc - 1, "trajectory")) traj = 1, argc--;
     if ((argc - 2) % 2 != 0) {
-        addReplyStr(c, shared.syntaxerr);
+        hostReplySyntaxError(c);
         return;
     }
     for (int i = 2; i < argc; i += 2) {
         long long ll;
         double d;
-        if (argEq(c, i, "capacity") || argEq(c, i, "maxbytes")) {
-            if (!string2ll(c->argv[i + 1].ptr, c->argv[i + 1].len, &ll) || ll <= 0) {
-                addReplyErrorFormat(c, "%s must be a positive integer",
-                                    argEq(c, i, "capacity") ? "CAPACITY" : "MAXBYTES");
+        if (hostArgEq(c, i, "capacity") || hostArgEq(c, i, "maxbytes")) {
+            if (!string2ll(hostArg(c, i + 1)->ptr, hostArg(c, i + 1)->len, &ll) || ll <= 0) {
+                hostReplyErrorFormat(c, "%s must be a positive integer",
+                                     hostArgEq(c, i, "capacity") ? "CAPACITY" : "MAXBYTES");
                 return;
             }
-            if (argEq(c, i, "capacity")) o.capacity = (uint64_t)ll;
+            if (hostArgEq(c, i, "capacity")) o.capacity = (uint64_t)ll;
             else o.maxbytes = (uint64_t)ll;
-        } else if (argEq(c, i, "queue") || argEq(c, i, "stack")) {
-            if (!string2ll(c->argv[i + 1].ptr, c->argv[i + 1].len, &ll) || ll <= 0 ||
+        } else if (hostArgEq(c, i, "queue") || hostArgEq(c, i, "stack")) {
+            if (!string2ll(hostArg(c, i + 1)->ptr, hostArg(c, i + 1)->len, &ll) || ll <= 0 ||
                 ll >= (1LL << 32) || preset) {
-                addReplyErrorFormat(c, "%s must be given once, a positive integer below 4294967296",
-                                    argEq(c, i, "queue") ? "QUEUE" : "STACK");
+                hostReplyErrorFormat(c,
+                                     "%s must be given once, a positive integer below 4294967296",
+                                     hostArgEq(c, i, "queue") ? "QUEUE" : "STACK");
                 return;
             }
             preset = i;
             lim.queue = o.capacity = (uint64_t)ll;
-            o.sampler = o.remover = argEq(c, i, "queue") ? IR_SEL_FIFO : IR_SEL_LIFO;
+            o.sampler = o.remover = hostArgEq(c, i, "queue") ? IR_SEL_FIFO : IR_SEL_LIFO;
             o.max_times_sampled = 1;
-        } else if (argEq(c, i, "sampler") || argEq(c, i, "remover")) {
-            int sel = tableSelectorParse(c->argv[i + 1].ptr, c->argv[i + 1].len);
+        } else if (hostArgEq(c, i, "sampler") || hostArgEq(c, i, "remover")) {
+            int sel = tableSelectorParse(hostArg(c, i + 1)->ptr, hostArg(c, i + 1)->len);
             if (!sel) {
-                addReplyErrorFormat(c,
-                                    "unknown selector '%.64s' for %s: use prioritized, uniform, "
-                                    "fifo, lifo, minheap or maxheap",
-                                    c->argv[i + 1].ptr,
-                                    argEq(c, i, "sampler") ? "SAMPLER" : "REMOVER");
+                hostReplyErrorFormat(c,
+                                     "unknown selector '%.64s' for %s: use prioritized, uniform, "
+                                     "fifo, lifo, minheap or maxheap",
+                                     hostArg(c, i + 1)->ptr,
+                                     hostArgEq(c, i, "sampler") ? "SAMPLER" : "REMOVER");
                 return;
             }
-            if (argEq(c, i, "sampler")) o.sampler = sel;
+            if (hostArgEq(c, i, "sampler")) o.sampler = sel;
             else o.remover = sel;
             has_sel = i;
-        } else if (argEq(c, i, "max_times_sampled")) {
-            if (!string2ll(c->argv[i + 1].ptr, c->argv[i + 1].len, &ll) || ll <= 0 ||
+        } else if (hostArgEq(c, i, "max_times_sampled")) {
+            if (!string2ll(hostArg(c, i + 1)->ptr, hostArg(c, i + 1)->len, &ll) || ll <= 0 ||
                 ll > UINT32_MAX) {
-                addReplyError(c, "MAX_TIMES_SAMPLED must be an integer between 1 and 4294967295");
+                hostReplyError(c, "MAX_TIMES_SAMPLED must be an integer between 1 and 4294967295");
                 return;
             }
             o.max_times_sampled = (uint32_t)ll;
             has_sel = i;
-        } else if (argEq(c, i, "min_size")) {
-            if (!string2ll(c->argv[i + 1].ptr, c->argv[i + 1].len, &ll) || ll < 0) {
-                addReplyError(c, "MIN_SIZE must be an integer >= 0");
+        } else if (hostArgEq(c, i, "min_size")) {
+            if (!string2ll(hostArg(c, i + 1)->ptr, hostArg(c, i + 1)->len, &ll) || ll < 0) {
+                hostReplyError(c, "MIN_SIZE must be an integer >= 0");
                 return;
             }
             lim.min_size = (uint64_t)ll;
-        } else if (argEq(c, i, "samples_per_insert") || argEq(c, i, "error_buffer")) {
-            int spi = argEq(c, i, "samples_per_insert");
-            const ir_arg *v = &c->argv[i + 1];
+        } else if (hostArgEq(c, i, "samples_per_insert") || hostArgEq(c, i, "error_buffer")) {
+            int spi = hostArgEq(c, i, "samples_per_insert");
+            const ir_arg *v = hostArg(c, i + 1);
             if (!string2d(v->ptr, v->len, &d) || !(d >= 0) || !isfinite(d)) {
-                addReplyErrorFormat(c, "%s must be a finite number >= 0",
-                                    spi ? "SAMPLES_PER_INSERT" : "ERROR_BUFFER");
+                hostReplyErrorFormat(c, "%s must be a finite number >= 0",
+                                     spi ? "SAMPLES_PER_INSERT" : "ERROR_BUFFER");
                 return;
             }
             if (spi) lim.samples_per_insert = d;
             else lim.error_buffer = d, has_eb = 1;
-        } else if (argEq(c, i, "alpha") || argEq(c, i, "beta") || argEq(c, i, "epsilon")) {
-            if (!string2d(c->argv[i + 1].ptr, c->argv[i + 1].len, &d) || !(d >= 0) ||
+        } else if (hostArgEq(c, i, "alpha") || hostArgEq(c, i, "beta") ||
+                   hostArgEq(c, i, "epsilon")) {
+            if (!string2d(hostArg(c, i + 1)->ptr, hostArg(c, i + 1)->len, &d) || !(d >= 0) ||
                 !isfinite(d)) {
-                addReplyErrorFormat(c, "%s must be a finite number >= 0", c->argv[i].ptr);
+                hostReplyErrorFormat(c, "%s must be a finite number >= 0", hostArg(c, i)->ptr);
                 return;
             }
-            if (argEq(c, i, "alpha")) o.alpha = d;
-            else if (argEq(c, i, "beta")) o.beta = d;
+            if (hostArgEq(c, i, "alpha")) o.alpha = d;
+            else if (hostArgEq(c, i, "beta")) o.beta = d;
             else o.epsilon = d;
         } else {
-            addReplyStr(c, shared.syntaxerr);
+            hostReplySyntaxError(c);
             return;
         }
     }
     if (preset) {
         int other = has_sel;
         for (int i = 2; i < argc && !other; i += 2)
-            if (argEq(c, i, "capacity") || argEq(c, i, "min_size") ||
-                argEq(c, i, "samples_per_insert") || argEq(c, i, "error_buffer"))
+            if (hostArgEq(c, i, "capacity") || hostArgEq(c, i, "min_size") ||
+                hostArgEq(c, i, "samples_per_insert") || hostArgEq(c, i, "error_buffer"))
                 other = i;
         if (other) {
-            addReplyErrorFormat(c,
-                                "%s <n> is Reverb's %s (its own sampler, remover, "
-                                "MAX_TIMES_SAMPLED 1, CAPACITY n and limiter): drop %s",
-                                c->argv[preset].ptr, argEq(c, preset, "queue") ? "queue" : "stack",
-                                c->argv[other].ptr);
+            hostReplyErrorFormat(c,
+                                 "%s <n> is Reverb's %s (its own sampler, remover, "
+                                 "MAX_TIMES_SAMPLED 1, CAPACITY n and limiter): drop %s",
+                                 hostArg(c, preset)->ptr,
+                                 hostArgEq(c, preset, "queue") ? "queue" : "stack",
+                                 hostArg(c, other)->ptr);
             return;
         }
     }
     if (o.capacity == 0) {
-        addReplyError(c, "CAPACITY is required: REPLAY.CREATE <table> CAPACITY <n>");
+        hostReplyError(c, "CAPACITY is required: REPLAY.CREATE <table> CAPACITY <n>");
         return;
     }
     if (!has_eb && lim.samples_per_insert > 0)
         lim.error_buffer = tableDefaultErrorBuffer(lim.samples_per_insert);
     const char *err;
     if (tableLimiterCheck(&lim, o.capacity, &err) != 0) {
-        addReplyErrorFormat(c, "%s", err);
+        hostReplyErrorFormat(c, "%s", err);
         return;
     }
     /* The slots and trees are allocated now: charge them before allocating,
      * so one command cannot commit gigabytes past maxmemory. */
-    if (cfg->maxmemory && o.capacity <= (1ULL << 32) &&
-        serverUsedMemory(c->srv) + o.capacity * tableSlotBytesFor(&o) > cfg->maxmemory) {
-        c->srv->oom_rejections++;
-        addReplyError(c, "-OOM " IR_OOM_MSG);
+    uint64_t maxmemory = hostMaxmemory(c);
+    if (maxmemory && o.capacity <= (1ULL << 32) &&
+        hostUsedMemory(c) + o.capacity * tableSlotBytesFor(&o) > maxmemory) {
+        hostOomRejected(c);
+        hostReplyError(c, "-OOM " IR_OOM_MSG);
         return;
     }
     ir_table *t;
-    if (tableFind(c->srv->tables, c->argv[1].ptr, c->argv[1].len)) {
+    if (tableFind(hostTables(c), hostArg(c, 1)->ptr, hostArg(c, 1)->len)) {
         replyReplayError(c, IR_ERR_BUSYTABLE,
                          "table '%.128s' already exists: drop it with "
                          "REPLAY.DROP or use another name",
-                         c->argv[1].ptr);
+                         hostArg(c, 1)->ptr);
         return;
     }
-    if (tableCreate(c->srv->tables, c->argv[1].ptr, c->argv[1].len, &o, &t, &err) != 0) {
-        addReplyErrorFormat(c, "%s", err);
+    if (tableCreate(hostTables(c), hostArg(c, 1)->ptr, hostArg(c, 1)->len, &o, &t, &err) != 0) {
+        hostReplyErrorFormat(c, "%s", err);
         return;
     }
     t->lim = lim;
-    if (traj && trajTableInit(c->srv, t) != 0) {
-        tableDrop(c->srv->tables, c->argv[1].ptr, c->argv[1].len);
-        addReplyError(c, "out of memory");
+    if (traj && trajTableInit(hostChunks(c), t) != 0) {
+        tableDrop(hostTables(c), hostArg(c, 1)->ptr, hostArg(c, 1)->len);
+        hostReplyError(c, "out of memory");
         return;
     }
-    addReplyStr(c, shared.ok);
+    hostReplyOk(c);
 }
 
 /* REPLAY.ADD <table> <priority> <item> [<priority> <item> ...] [TIMEOUT <seconds>]
  * ("TIMEOUT" is never a priority, so the option is told apart by its place.) */
 void replayAddCommand(client *c) {
-    int nargs = c->argc, timeout_arg = 0;
-    if (c->argc >= 6 && argEq(c, c->argc - 2, "timeout")) {
-        nargs = c->argc - 2;
-        timeout_arg = c->argc - 1;
+    int nargs = hostArgc(c), timeout_arg = 0;
+    if (hostArgc(c) >= 6 && hostArgEq(c, hostArgc(c) - 2, "timeout")) {
+        nargs = hostArgc(c) - 2;
+        timeout_arg = hostArgc(c) - 1;
     }
     if ((nargs - 2) % 2 != 0) {
-        addReplyErrorArity(c);
+        hostReplyArityError(c);
         return;
     }
     ir_table *t = lookupTableOrReply(c, 1);
@@ -336,17 +327,17 @@ void replayAddCommand(client *c) {
         return;
     }
     uint64_t deadline = 0;
-    if (timeout_arg && getBlockingTimeoutFromArg(c, timeout_arg, &deadline) != 0) return;
+    if (timeout_arg && hostBlockingTimeout(c, timeout_arg, &deadline) != 0) return;
     size_t n = (size_t)(nargs - 2) / 2;
     /* Every (priority, item) pair is checked before anything is inserted. */
-    if (tablesAddScratch(c->srv->tables, n) != 0) {
-        addReplyError(c, "out of memory");
+    if (tablesAddScratch(hostTables(c), n) != 0) {
+        hostReplyError(c, "out of memory");
         return;
     }
-    ir_item_in *items = c->srv->tables->add_items;
-    uint64_t *ids = c->srv->tables->add_ids;
+    ir_item_in *items = hostTables(c)->add_items;
+    uint64_t *ids = hostTables(c)->add_ids;
     for (size_t k = 0; k < n; k++) {
-        const ir_arg *p = &c->argv[2 + 2 * k], *v = &c->argv[3 + 2 * k];
+        const ir_arg *p = hostArg(c, 2 + 2 * k), *v = hostArg(c, 3 + 2 * k);
         items[k].data = v->ptr;
         items[k].len = v->len;
         items[k].use_max = p->len == 3 && strncasecmp(p->ptr, "max", 3) == 0;
@@ -363,22 +354,22 @@ void replayAddCommand(client *c) {
     if (replayLimiterGate(c, t, n, 0, timeout_arg, deadline)) return;
     const char *err;
     if (tableAdd(t, items, n, ids, &err) != 0) {
-        addReplyErrorFormat(c, "%s", err);
+        hostReplyErrorFormat(c, "%s", err);
         return;
     }
     replayLimiterRan(c, t, n, 0);
     if (!t->capacity_warned && tableCapacityFits(t) < t->o.capacity) {
         /* honest capacity: say once, in the log, what the arena really keeps */
         t->capacity_warned = 1;
-        serverLog(
+        hostLog(
             "table '%.128s': MAXBYTES %llu holds about %llu items of the mean size seen "
             "(%llu B), not its CAPACITY %llu: the oldest go first (REPLAY.INFO "
             "capacity_fits)",
             t->name, (unsigned long long)t->o.maxbytes, (unsigned long long)tableCapacityFits(t),
             (unsigned long long)(t->bytes_used / tableSize(t)), (unsigned long long)t->o.capacity);
     }
-    addReplyArrayLen(c, (long)n);
-    for (size_t k = 0; k < n; k++) addReplyLongLong(c, (long long)ids[k]);
+    hostReplyArrayLen(c, (long)n);
+    for (size_t k = 0; k < n; k++) hostReplyLongLong(c, (long long)ids[k]);
 }
 
 /* The shard's side of exact sampling across a group (WITHSTATS): its total
@@ -397,40 +388,39 @@ void addSampleStats(client *c, ir_table *t, size_t n) {
     memcpy(head, &total, 8);
     memcpy(head + 8, &mn, 8);
     memcpy(head + 16, &live, 8);
-    addReplyProto(c, head, sizeof(head));
+    hostReplyBulkPart(c, head, sizeof(head));
     double *p = t->scratch_prio; /* unused by sampling; holds n entries */
     for (size_t i = 0; i < n; i++)
         p[i] = total > 0 && !uniform ? ir_sampler_get(t->sampler, t->scratch_slots[i]) / total
                                      : 1.0 / (double)live;
-    addReplyProto(c, (const char *)p, 8 * n);
+    hostReplyBulkPart(c, (const char *)p, 8 * n);
 }
 
 int sampleReplyFits(client *c, size_t n, uint64_t bulk, uint64_t total, int exact) {
-    const ir_config *cfg = &c->srv->cfg;
-    if (bulk > cfg->proto_max_bulk_len) {
-        addReplyErrorFormat(c,
-                            "a sample of %zu items would put %llu bytes in one reply string, "
-                            "above proto-max-bulk-len (%llu): sample fewer items",
-                            n, (unsigned long long)bulk,
-                            (unsigned long long)cfg->proto_max_bulk_len);
+    uint64_t max_bulk = hostProtoMaxBulkLen(c), maxmemory = hostMaxmemory(c);
+    if (bulk > max_bulk) {
+        hostReplyErrorFormat(c,
+                             "a sample of %zu items would put %llu bytes in one reply string, "
+                             "above proto-max-bulk-len (%llu): sample fewer items",
+                             n, (unsigned long long)bulk, (unsigned long long)max_bulk);
         return -1;
     }
-    uint64_t obl = cfg->client_output_buffer_limit;
+    uint64_t obl = hostOutputBufferLimit(c);
     if (exact && obl && total > obl) {
-        addReplyErrorFormat(c,
-                            "a sample of %zu items would be a reply of %llu bytes, above the "
-                            "client-output-buffer-limit (%llu): sample fewer items",
-                            n, (unsigned long long)total, (unsigned long long)obl);
+        hostReplyErrorFormat(c,
+                             "a sample of %zu items would be a reply of %llu bytes, above the "
+                             "client-output-buffer-limit (%llu): sample fewer items",
+                             n, (unsigned long long)total, (unsigned long long)obl);
         return -1;
     }
-    if (cfg->maxmemory) {
-        uint64_t used = serverUsedMemory(c->srv);
-        uint64_t room = used < cfg->maxmemory ? cfg->maxmemory - used : 0;
+    if (maxmemory) {
+        uint64_t used = hostUsedMemory(c);
+        uint64_t room = used < maxmemory ? maxmemory - used : 0;
         if (total > room) {
-            addReplyErrorFormat(c,
-                                "a sample of %zu items would be a reply of %llu bytes, above "
-                                "maxmemory's headroom (%llu bytes): sample fewer items",
-                                n, (unsigned long long)total, (unsigned long long)room);
+            hostReplyErrorFormat(c,
+                                 "a sample of %zu items would be a reply of %llu bytes, above "
+                                 "maxmemory's headroom (%llu bytes): sample fewer items",
+                                 n, (unsigned long long)total, (unsigned long long)room);
             return -1;
         }
     }
@@ -438,7 +428,7 @@ int sampleReplyFits(client *c, size_t n, uint64_t bulk, uint64_t total, int exac
 }
 
 /* The sampled items' reply without per-item bookkeeping. Items below
- * IR_REF_MIN are copied into the reply in any case (addReplyRefPinned), so
+ * IR_REF_MIN are copied into the reply in any case (hostReplyBulkPartPinned), so
  * for them the reply is reserved once and filled here: no reply segment, pin
  * check or buffer check per item. The items sit at random places in the
  * arena (a cache miss or two each at 2M items), so each is prefetched
@@ -462,9 +452,12 @@ static void copySampledItems(const ir_table *t, char *dst, size_t n, size_t item
 
 static size_t decimalDigits(uint32_t v) { return v < 10 ? 1 : v < 100 ? 2 : v < 1000 ? 3 : 4; }
 
-/* Plain: n bulk strings, as addReplyBulkPinned writes them; 0 (nothing
- * added) if an item is IR_REF_MIN or longer: those go by reference. */
+/* Plain: n bulk strings, as hostReplyBulkPinned writes them, in one raw
+ * reservation; 0 (nothing added) if an item is IR_REF_MIN or longer (those
+ * go by reference) or the host writes no raw protocol (IR_HOST_RAW_REPLIES:
+ * then each item is its own bulk). */
 static int addSampledSmallItems(client *c, const ir_table *t, size_t n) {
+    if (!IR_HOST_RAW_REPLIES) return 0;
     const uint64_t *sl = t->scratch_slots;
     size_t total = 0;
     for (size_t i = 0; i < n; i++) {
@@ -472,7 +465,7 @@ static int addSampledSmallItems(client *c, const ir_table *t, size_t n) {
         if (len >= IR_REF_MIN) return 0;
         total += 5 + decimalDigits(len) + len; /* "$" len "\r\n" item "\r\n" */
     }
-    char *d = addReplyReserve(c, total);
+    char *d = hostReplyRawReserve(c, total);
     for (size_t i = 0; i < n; i++) {
         if (i + IR_TABLE_PF < n) {
             uint64_t ahead = sl[i + IR_TABLE_PF];
@@ -498,10 +491,10 @@ static int addSampledSmallItems(client *c, const ir_table *t, size_t n) {
  * times sampled, this draw included (n uint32). */
 void addSampleInfo(client *c, ir_table *t, size_t n) {
     tableSampleProb(t, n);
-    addReplyProto(c, (const char *)&t->sample_size0, 8);
-    addReplyProto(c, (const char *)t->scratch_prob, 8 * n);
-    addReplyProto(c, (const char *)t->scratch_stored, 8 * n);
-    addReplyProto(c, (const char *)t->scratch_times, 4 * n);
+    hostReplyBulkPart(c, (const char *)&t->sample_size0, 8);
+    hostReplyBulkPart(c, (const char *)t->scratch_prob, 8 * n);
+    hostReplyBulkPart(c, (const char *)t->scratch_stored, 8 * n);
+    hostReplyBulkPart(c, (const char *)t->scratch_times, 4 * n);
 }
 
 /* REPLAY.SAMPLE <table> <n> [BETA <b>] [PACKED] [WITHSTATS] [WITHINFO] [TIMEOUT <seconds>]
@@ -516,33 +509,33 @@ void replaySampleCommand(client *c) {
     ir_table *t = lookupTableOrReply(c, 1);
     if (!t) return;
     long long n;
-    if (!string2ll(c->argv[2].ptr, c->argv[2].len, &n) || n <= 0 || n > IR_MAX_SAMPLE) {
-        addReplyErrorFormat(c, "sample size must be an integer between 1 and %d", IR_MAX_SAMPLE);
+    if (!string2ll(hostArg(c, 2)->ptr, hostArg(c, 2)->len, &n) || n <= 0 || n > IR_MAX_SAMPLE) {
+        hostReplyErrorFormat(c, "sample size must be an integer between 1 and %d", IR_MAX_SAMPLE);
         return;
     }
     double beta = t->o.beta;
     int packed = 0, has_beta = 0, withstats = 0, timeout_arg = 0, withinfo = 0;
     uint64_t deadline = 0;
-    for (int i = 3; i < c->argc; i++) {
-        if (argEq(c, i, "packed") && !packed) {
+    for (int i = 3; i < hostArgc(c); i++) {
+        if (hostArgEq(c, i, "packed") && !packed) {
             packed = 1;
-        } else if (argEq(c, i, "withstats") && !withstats) {
+        } else if (hostArgEq(c, i, "withstats") && !withstats) {
             withstats = 1;
-        } else if (argEq(c, i, "withinfo") && !withinfo) {
+        } else if (hostArgEq(c, i, "withinfo") && !withinfo) {
             withinfo = 1;
-        } else if (argEq(c, i, "timeout") && !timeout_arg && i + 1 < c->argc) {
+        } else if (hostArgEq(c, i, "timeout") && !timeout_arg && i + 1 < hostArgc(c)) {
             timeout_arg = ++i;
-            if (getBlockingTimeoutFromArg(c, i, &deadline) != 0) return;
-        } else if (argEq(c, i, "beta") && !has_beta && i + 1 < c->argc) {
+            if (hostBlockingTimeout(c, i, &deadline) != 0) return;
+        } else if (hostArgEq(c, i, "beta") && !has_beta && i + 1 < hostArgc(c)) {
             has_beta = 1;
             i++;
-            if (!string2d(c->argv[i].ptr, c->argv[i].len, &beta) || !(beta >= 0) ||
+            if (!string2d(hostArg(c, i)->ptr, hostArg(c, i)->len, &beta) || !(beta >= 0) ||
                 !isfinite(beta)) {
-                addReplyError(c, "BETA must be a finite number >= 0");
+                hostReplyError(c, "BETA must be a finite number >= 0");
                 return;
             }
         } else {
-            addReplyStr(c, shared.syntaxerr);
+            hostReplySyntaxError(c);
             return;
         }
     }
@@ -565,21 +558,21 @@ void replaySampleCommand(client *c) {
                       t->o.max_times_sampled)) {
         /* the stats describe the table after the draws: with removal by
          * MAX_TIMES_SAMPLED or a deterministic sampler they are not the draws' */
-        addReplyErrorFormat(c,
-                            "WITHSTATS needs a prioritized or uniform sampler without "
-                            "MAX_TIMES_SAMPLED (table '%.128s' has the %s sampler%s): use "
-                            "WITHINFO for each draw's probability",
-                            t->name, tableSelectorName(t->o.sampler),
-                            t->o.max_times_sampled ? " and MAX_TIMES_SAMPLED" : "");
+        hostReplyErrorFormat(c,
+                             "WITHSTATS needs a prioritized or uniform sampler without "
+                             "MAX_TIMES_SAMPLED (table '%.128s' has the %s sampler%s): use "
+                             "WITHINFO for each draw's probability",
+                             t->name, tableSelectorName(t->o.sampler),
+                             t->o.max_times_sampled ? " and MAX_TIMES_SAMPLED" : "");
         return;
     }
     if (t->o.max_times_sampled &&
         (uint64_t)n > (t->lim.queue ? t->lim.queue : t->o.capacity * t->o.max_times_sampled)) {
-        addReplyErrorFormat(c,
-                            "a sample of %lld is more than table '%.128s' can ever hold "
-                            "(%s): sample fewer",
-                            n, t->name,
-                            t->lim.queue ? "its QUEUE/STACK size" : "CAPACITY x MAX_TIMES_SAMPLED");
+        hostReplyErrorFormat(
+            c,
+            "a sample of %lld is more than table '%.128s' can ever hold "
+            "(%s): sample fewer",
+            n, t->name, t->lim.queue ? "its QUEUE/STACK size" : "CAPACITY x MAX_TIMES_SAMPLED");
         return;
     }
     if (replayLimiterGate(c, t, (size_t)n, 1, timeout_arg, deadline)) return;
@@ -610,7 +603,7 @@ void replaySampleCommand(client *c) {
         return;
     }
     if (rc != IR_OK) {
-        addReplyError(c, "out of memory");
+        hostReplyError(c, "out of memory");
         return;
     }
     size_t nn = (size_t)n;
@@ -620,7 +613,7 @@ void replaySampleCommand(client *c) {
         if (withinfo) tail += 8 + 20 * nn;
         int small = itemsize < IR_REF_MIN; /* copied anyway: one reservation for them all */
         char *h =
-            addReplyBulkBegin(c, head + nn * itemsize + tail, head + (small ? nn * itemsize : 0));
+            hostReplyBulkBegin(c, head + nn * itemsize + tail, head + (small ? nn * itemsize : 0));
         memcpy(h, t->scratch_ids, nn * 8);
         memcpy(h + nn * 8, t->scratch_weights, nn * 4);
         if (small) {
@@ -628,35 +621,35 @@ void replaySampleCommand(client *c) {
         } else {
             for (size_t i = 0; i < nn; i++) {
                 uint64_t slot = t->scratch_slots[i];
-                addReplyRefPinned(c, t->arena + t->slots[slot].off, itemsize, &t->pin);
+                hostReplyBulkPartPinned(c, t->arena + t->slots[slot].off, itemsize, &t->pin);
             }
         }
         if (withstats) addSampleStats(c, t, nn);
         if (withinfo) addSampleInfo(c, t, nn);
-        addReplyProto(c, "\r\n", 2);
+        hostReplyBulkEnd(c);
         return;
     }
-    addReplyArrayLen(c, 3 + withstats + withinfo);
-    memcpy(addReplyBulkReserve(c, nn * 8), t->scratch_ids, nn * 8);
-    memcpy(addReplyBulkReserve(c, nn * 4), t->scratch_weights, nn * 4);
-    addReplyArrayLen(c, (long)n);
+    hostReplyArrayLen(c, 3 + withstats + withinfo);
+    memcpy(hostReplyBulkReserve(c, nn * 8), t->scratch_ids, nn * 8);
+    memcpy(hostReplyBulkReserve(c, nn * 4), t->scratch_weights, nn * 4);
+    hostReplyArrayLen(c, (long)n);
     /* Items go out straight from the arena (by reference when large, pinned:
      * see ir_table.pin). */
     if (!addSampledSmallItems(c, t, nn)) {
         for (size_t i = 0; i < nn; i++) {
             uint64_t slot = t->scratch_slots[i];
-            addReplyBulkPinned(c, t->arena + t->slots[slot].off, t->slots[slot].len, &t->pin);
+            hostReplyBulkPinned(c, t->arena + t->slots[slot].off, t->slots[slot].len, &t->pin);
         }
     }
     if (withstats) {
-        addReplyBulkBegin(c, 24 + 8 * nn, 0);
+        hostReplyBulkBegin(c, 24 + 8 * nn, 0);
         addSampleStats(c, t, nn);
-        addReplyProto(c, "\r\n", 2);
+        hostReplyBulkEnd(c);
     }
     if (withinfo) {
-        addReplyBulkBegin(c, 8 + 20 * nn, 0);
+        hostReplyBulkBegin(c, 8 + 20 * nn, 0);
         addSampleInfo(c, t, nn);
-        addReplyProto(c, "\r\n", 2);
+        hostReplyBulkEnd(c);
     }
 }
 
@@ -664,15 +657,15 @@ void replaySampleCommand(client *c) {
 void replayUpdateCommand(client *c) {
     ir_table *t = lookupTableOrReply(c, 1);
     if (!t) return;
-    const ir_arg *ids = &c->argv[2], *pr = &c->argv[3];
+    const ir_arg *ids = hostArg(c, 2), *pr = hostArg(c, 3);
     if (ids->len % 8 || pr->len % 4 || ids->len / 8 != pr->len / 4) {
-        addReplyError(c,
-                      "ids must be n little-endian int64 and priorities n little-endian float32");
+        hostReplyError(c,
+                       "ids must be n little-endian int64 and priorities n little-endian float32");
         return;
     }
     size_t n = ids->len / 8;
     if (tableScratch(t, n) != 0) {
-        addReplyError(c, "out of memory");
+        hostReplyError(c, "out of memory");
         return;
     }
     /* Arguments are byte strings with no alignment promise: copy out. */
@@ -683,13 +676,13 @@ void replayUpdateCommand(client *c) {
     const char *err;
     long applied = tableUpdate(t, idv, prv, n, &err);
     if (applied < 0) {
-        addReplyErrorFormat(c, "%s", err);
+        hostReplyErrorFormat(c, "%s", err);
         return;
     }
-    addReplyLongLong(c, applied);
+    hostReplyLongLong(c, applied);
 }
 
-static void addField(client *c, const char *name) { addReplyBulkCString(c, name); }
+static void addField(client *c, const char *name) { hostReplyCString(c, name); }
 
 /* REPLAY.INFO's fields after "name", in order: (name, reply kind, value of table t).
  * The reply's length is counted from this list, never by hand. */
@@ -718,8 +711,8 @@ static void addField(client *c, const char *name) { addReplyBulkCString(c, name)
     F("limiter_inserts", LL, t->limiter_inserts) \
     F("limiter_samples", LL, t->limiter_samples) \
     F("limiter_error", DBL, tableLimited(t) ? limiterError(t) : 0.0) \
-    F("blocked_samplers", LL, blockedTableWaiting(t, 0)) \
-    F("blocked_inserters", LL, blockedTableWaiting(t, 1)) \
+    F("blocked_samplers", LL, hostTableWaiting(t, 0)) \
+    F("blocked_inserters", LL, hostTableWaiting(t, 1)) \
     F("waited_seconds", DBL, (double)t->waited_us / 1e6) \
     F("capacity_fits", LL, tableCapacityFits(t)) \
     F("sampler", STR, tableSelectorName(t->o.sampler)) \
@@ -731,9 +724,9 @@ static void addField(client *c, const char *name) { addReplyBulkCString(c, name)
     F("compactions", LL, t->compactions)
 
 #define INFO_COUNT(name, kind, value) +1
-#define INFO_LL(c, v) addReplyLongLong(c, (long long)(v))
-#define INFO_DBL(c, v) addReplyDouble(c, (double)(v))
-#define INFO_STR(c, v) addReplyBulkCString(c, (v))
+#define INFO_LL(c, v) hostReplyLongLong(c, (long long)(v))
+#define INFO_DBL(c, v) hostReplyDouble(c, (double)(v))
+#define INFO_STR(c, v) hostReplyCString(c, (v))
 #define INFO_EMIT(name, kind, value) \
     addField(c, name); \
     INFO_##kind(c, value);
@@ -744,26 +737,26 @@ void replayInfoCommand(client *c) {
     ir_table *t = lookupTableOrReply(c, 1);
     if (!t) return;
     double minp = ir_sampler_min(t->sampler);
-    addReplyArrayLen(c, 2 * (replay_info_fields + (t->traj ? trajInfoFieldCount() : 0)));
+    hostReplyArrayLen(c, 2 * (replay_info_fields + (t->traj ? trajInfoFieldCount() : 0)));
     addField(c, "name");
-    addReplyBulk(c, t->name, t->namelen);
+    hostReplyBulk(c, t->name, t->namelen);
     REPLAY_INFO_FIELDS(INFO_EMIT)
     if (t->traj) trajInfoFields(c, t); /* the chunk store's chunks, bytes, references */
 }
 
 /* REPLAY.DROP <table> */
 void replayDropCommand(client *c) {
-    if (tableDrop(c->srv->tables, c->argv[1].ptr, c->argv[1].len) != 0) {
-        replyReplayError(c, IR_ERR_NOTABLE, "no such table '%.128s'", c->argv[1].ptr);
+    if (tableDrop(hostTables(c), hostArg(c, 1)->ptr, hostArg(c, 1)->len) != 0) {
+        replyReplayError(c, IR_ERR_NOTABLE, "no such table '%.128s'", hostArg(c, 1)->ptr);
         return;
     }
-    addReplyStr(c, shared.ok);
+    hostReplyOk(c);
 }
 
 /* REPLAY.LIST */
 void replayListCommand(client *c) {
-    addReplyArrayLen(c, (long)c->srv->tables->count);
-    for (ir_table *t = c->srv->tables->head; t; t = t->next) addReplyBulk(c, t->name, t->namelen);
+    hostReplyArrayLen(c, (long)hostTables(c)->count);
+    for (ir_table *t = hostTables(c)->head; t; t = t->next) hostReplyBulk(c, t->name, t->namelen);
 }
 
 /* ---- replay groups ------------------------------------------------------- */
@@ -802,17 +795,16 @@ int shardGroupMembers(const char *group, const char **start, size_t *len, int ma
  * order; empty for a standalone server, which is a group of one). A client
  * needs one address to find the rest (ShardedReplayClient.from_seed). */
 void replayShardsCommand(client *c) {
-    const ir_config *cfg = &c->srv->cfg;
+    const char *group = hostShardGroup(c);
     const char *start[IR_MAX_SHARDS];
     size_t len[IR_MAX_SHARDS];
     const char *err = NULL;
-    int n =
-        cfg->shard_group ? shardGroupMembers(cfg->shard_group, start, len, IR_MAX_SHARDS, &err) : 0;
+    int n = group ? shardGroupMembers(group, start, len, IR_MAX_SHARDS, &err) : 0;
     if (n < 0) n = 0; /* checked at start: cannot happen */
-    addReplyMapLen(c, 2);
-    addReplyBulkCString(c, "index");
-    addReplyLongLong(c, cfg->shard_index);
-    addReplyBulkCString(c, "shards");
-    addReplyArrayLen(c, n);
-    for (int i = 0; i < n; i++) addReplyBulk(c, start[i], len[i]);
+    hostReplyMapLen(c, 2);
+    hostReplyCString(c, "index");
+    hostReplyLongLong(c, hostShardIndex(c));
+    hostReplyCString(c, "shards");
+    hostReplyArrayLen(c, n);
+    for (int i = 0; i < n; i++) hostReplyBulk(c, start[i], len[i]);
 }

@@ -1,5 +1,7 @@
-/* t_replay.h - what the REPLAY.* commands (t_replay.c), the server's host over
- * the replay engine (replay/replay.h), give the run loop (dataplane/run.c). */
+/* t_replay.h - what the REPLAY.* commands (t_replay.c), the handlers over the
+ * replay engine (replay/replay.h) on either host (replay_host.h), give the run
+ * loop (dataplane/run.c) and the module host. The native server's table
+ * options (replayTableOpts) are replay_host_native.h's. */
 #ifndef IR_T_REPLAY_H
 #define IR_T_REPLAY_H
 
@@ -7,11 +9,7 @@
 #include <stdint.h>
 
 #include "replay.h"
-#include "server.h"
-
-/* The options each new table of server s starts from: REPLAY.CREATE's and the
- * start-up table's; salt varies the clock seed when --seed is 0. */
-ir_table_opts replayTableOpts(const ir_server *s, uint64_t salt);
+#include "replay_host.h"
 
 /* The members of a shard_group string ("host:port,host:port,..."): stores up
  * to max (start, length) pairs and returns how many members there are, or -1
@@ -28,5 +26,15 @@ int replayLimiterGate(client *c, ir_table *t, size_t n, int sample, int timeout_
                       uint64_t deadline);
 /* After such a call ran: count its n items and wake the other side's waiters. */
 void replayLimiterRan(client *c, ir_table *t, size_t n, int sample);
+
+/* the handlers (commands.json names them; each host's table calls them) */
+void replayCreateCommand(client *c);
+void replayAddCommand(client *c);
+void replaySampleCommand(client *c);
+void replayUpdateCommand(client *c);
+void replayInfoCommand(client *c);
+void replayDropCommand(client *c);
+void replayListCommand(client *c);
+void replayShardsCommand(client *c);
 
 #endif

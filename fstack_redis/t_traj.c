@@ -18,9 +18,9 @@
 #include <string.h>
 #include <strings.h>
 
-#include "blocked.h"
 #include "chunks.h"
 #include "replay_err.h"
+#include "replay_host.h"
 #include "t_replay.h"
 #include "t_traj.h"
 
@@ -52,10 +52,10 @@ static int growRecs(size_t n) {
     return 0;
 }
 
-int trajTableInit(ir_server *s, ir_table *t) {
+int trajTableInit(ir_chunk_store *store, ir_table *t) {
     t->layout = calloc(1, sizeof(ir_traj_layout));
     if (!t->layout) return -1;
-    t->traj = s->chunks;
+    t->traj = store;
     return 0;
 }
 
@@ -94,9 +94,9 @@ static void fmtShape(char *buf, size_t len, const uint32_t *shape, int ndim) {
 /* ---- REPLAY.STREAM -------------------------------------------------------- */
 
 void replayStreamCommand(client *c) {
-    ir_chunk_store *s = c->srv->chunks;
-    const ir_arg *name = &c->argv[1];
-    if (c->argc == 3 && (argEq(c, 2, "end") || argEq(c, 2, "drop"))) {
+    ir_chunk_store *s = hostChunks(c);
+    const ir_arg *name = hostArg(c, 1);
+    if (hostArgc(c) == 3 && (hostArgEq(c, 2, "end") || hostArgEq(c, 2, "drop"))) {
         ir_stream *st = streamFind(s, name->ptr, name->len);
         if (!st) {
             replyReplayError(c, IR_ERR_NOSTREAM,
@@ -105,162 +105,162 @@ void replayStreamCommand(client *c) {
                              name->ptr);
             return;
         }
-        if (argEq(c, 2, "end")) streamEndEpisode(s, st);
+        if (hostArgEq(c, 2, "end")) streamEndEpisode(s, st);
         else streamDrop(s, name->ptr, name->len);
-        addReplyStr(c, shared.ok);
+        hostReplyOk(c);
         return;
     }
-    if (c->argc < 4 || !argEq(c, 2, "fields")) {
-        addReplyError(c,
-                      "syntax error: REPLAY.STREAM <stream> FIELDS <n> <name> <dtype> <shape> ... "
-                      "[CHUNK <steps>] [HISTORY <steps>], or REPLAY.STREAM <stream> END|DROP");
+    if (hostArgc(c) < 4 || !hostArgEq(c, 2, "fields")) {
+        hostReplyError(c,
+                       "syntax error: REPLAY.STREAM <stream> FIELDS <n> <name> <dtype> <shape> ... "
+                       "[CHUNK <steps>] [HISTORY <steps>], or REPLAY.STREAM <stream> END|DROP");
         return;
     }
     uint64_t nf;
-    if (parseU64(&c->argv[3], IR_TRAJ_MAX_FIELDS, &nf) != 0 || nf == 0) {
-        addReplyErrorFormat(c, "FIELDS needs a count between 1 and %d", IR_TRAJ_MAX_FIELDS);
+    if (parseU64(hostArg(c, 3), IR_TRAJ_MAX_FIELDS, &nf) != 0 || nf == 0) {
+        hostReplyErrorFormat(c, "FIELDS needs a count between 1 and %d", IR_TRAJ_MAX_FIELDS);
         return;
     }
-    if ((uint64_t)c->argc < 4 + 3 * nf) {
-        addReplyErrorFormat(c, "FIELDS %llu needs %llu arguments (name dtype shape each)",
-                            (unsigned long long)nf, (unsigned long long)(3 * nf));
+    if ((uint64_t)hostArgc(c) < 4 + 3 * nf) {
+        hostReplyErrorFormat(c, "FIELDS %llu needs %llu arguments (name dtype shape each)",
+                             (unsigned long long)nf, (unsigned long long)(3 * nf));
         return;
     }
     ir_field f[IR_TRAJ_MAX_FIELDS];
     memset(f, 0, sizeof(f));
     for (uint64_t k = 0; k < nf; k++) {
-        const ir_arg *fn = &c->argv[4 + 3 * k], *dt = &c->argv[5 + 3 * k],
-                     *sh = &c->argv[6 + 3 * k];
+        const ir_arg *fn = hostArg(c, 4 + 3 * k), *dt = hostArg(c, 5 + 3 * k),
+                     *sh = hostArg(c, 6 + 3 * k);
         if (fn->len == 0 || fn->len >= IR_TRAJ_NAME_MAX) {
-            addReplyErrorFormat(c, "field name must be 1 to %d bytes", IR_TRAJ_NAME_MAX - 1);
+            hostReplyErrorFormat(c, "field name must be 1 to %d bytes", IR_TRAJ_NAME_MAX - 1);
             return;
         }
         memcpy(f[k].name, fn->ptr, fn->len);
         for (uint64_t j = 0; j < k; j++)
             if (strcmp(f[j].name, f[k].name) == 0) {
-                addReplyErrorFormat(c, "field '%s' is given twice", f[k].name);
+                hostReplyErrorFormat(c, "field '%s' is given twice", f[k].name);
                 return;
             }
         f[k].dtype = chunkDtypeParse(dt->ptr, dt->len);
         if (f[k].dtype < 0) {
-            addReplyErrorFormat(c,
-                                "unknown dtype '%.32s' for field '%s': use bool, uint8, int8, "
-                                "uint16, int16, uint32, int32, uint64, int64, float16, float32 "
-                                "or float64",
-                                dt->ptr, f[k].name);
+            hostReplyErrorFormat(c,
+                                 "unknown dtype '%.32s' for field '%s': use bool, uint8, int8, "
+                                 "uint16, int16, uint32, int32, uint64, int64, float16, float32 "
+                                 "or float64",
+                                 dt->ptr, f[k].name);
             return;
         }
         uint64_t b = chunkDtypeSize(f[k].dtype);
         if (parseShape(sh, &f[k]) != 0) {
-            addReplyErrorFormat(c,
-                                "invalid shape '%.64s' for field '%s': use dimensions like "
-                                "84,84 (at most %d), or \"\" for a scalar",
-                                sh->ptr, f[k].name, IR_TRAJ_MAX_DIMS);
+            hostReplyErrorFormat(c,
+                                 "invalid shape '%.64s' for field '%s': use dimensions like "
+                                 "84,84 (at most %d), or \"\" for a scalar",
+                                 sh->ptr, f[k].name, IR_TRAJ_MAX_DIMS);
             return;
         }
         for (int d = 0; d < f[k].ndim && b <= IR_TRAJ_MAX_STEP_BYTES; d++) b *= f[k].shape[d];
         if (b > IR_TRAJ_MAX_STEP_BYTES) {
-            addReplyErrorFormat(c, "field '%s' is larger than %u bytes per step", f[k].name,
-                                IR_TRAJ_MAX_STEP_BYTES);
+            hostReplyErrorFormat(c, "field '%s' is larger than %u bytes per step", f[k].name,
+                                 IR_TRAJ_MAX_STEP_BYTES);
             return;
         }
         f[k].step_bytes = (uint32_t)b;
     }
     uint64_t chunk = IR_TRAJ_DEFAULT_CHUNK, history = IR_TRAJ_DEFAULT_HISTORY, zlevel = 0;
     int seen_c = 0, seen_h = 0, seen_z = 0;
-    for (int i = 4 + 3 * (int)nf; i < c->argc; i += 2) {
-        int isc = argEq(c, i, "chunk"), ish = argEq(c, i, "history");
-        if (argEq(c, i, "compress") && i + 1 < c->argc && !seen_z) {
+    for (int i = 4 + 3 * (int)nf; i < hostArgc(c); i += 2) {
+        int isc = hostArgEq(c, i, "chunk"), ish = hostArgEq(c, i, "history");
+        if (hostArgEq(c, i, "compress") && i + 1 < hostArgc(c) && !seen_z) {
             seen_z = 1;
-            if (parseU64(&c->argv[i + 1], 19, &zlevel) != 0 || zlevel == 0) {
-                addReplyError(c, "COMPRESS must be a zstd level between 1 and 19");
+            if (parseU64(hostArg(c, i + 1), 19, &zlevel) != 0 || zlevel == 0) {
+                hostReplyError(c, "COMPRESS must be a zstd level between 1 and 19");
                 return;
             }
             continue;
         }
-        if ((!isc && !ish) || i + 1 >= c->argc || (isc && seen_c) || (ish && seen_h)) {
-            addReplyStr(c, shared.syntaxerr);
+        if ((!isc && !ish) || i + 1 >= hostArgc(c) || (isc && seen_c) || (ish && seen_h)) {
+            hostReplySyntaxError(c);
             return;
         }
         uint64_t *dst = isc ? &chunk : &history;
-        if (parseU64(&c->argv[i + 1], isc ? 65536 : (1u << 24), dst) != 0 || *dst == 0) {
-            addReplyErrorFormat(c, "%s must be an integer between 1 and %u",
-                                isc ? "CHUNK" : "HISTORY", isc ? 65536u : (1u << 24));
+        if (parseU64(hostArg(c, i + 1), isc ? 65536 : (1u << 24), dst) != 0 || *dst == 0) {
+            hostReplyErrorFormat(c, "%s must be an integer between 1 and %u",
+                                 isc ? "CHUNK" : "HISTORY", isc ? 65536u : (1u << 24));
             return;
         }
         seen_c |= isc;
         seen_h |= ish;
     }
     if (((history + chunk - 1) / chunk + 1) * nf > IR_TRAJ_MAX_HELD) {
-        addReplyErrorFormat(c,
-                            "HISTORY %llu with CHUNK %llu holds more than %u chunks over %llu "
-                            "fields: use a larger CHUNK or a smaller HISTORY",
-                            (unsigned long long)history, (unsigned long long)chunk,
-                            IR_TRAJ_MAX_HELD, (unsigned long long)nf);
+        hostReplyErrorFormat(c,
+                             "HISTORY %llu with CHUNK %llu holds more than %u chunks over %llu "
+                             "fields: use a larger CHUNK or a smaller HISTORY",
+                             (unsigned long long)history, (unsigned long long)chunk,
+                             IR_TRAJ_MAX_HELD, (unsigned long long)nf);
         return;
     }
     for (uint64_t k = 0; k < nf; k++)
         if ((uint64_t)f[k].step_bytes * chunk > UINT32_MAX) {
-            addReplyErrorFormat(c,
-                                "CHUNK %llu steps of field '%s' exceed 4 GiB: use a smaller CHUNK",
-                                (unsigned long long)chunk, f[k].name);
+            hostReplyErrorFormat(c,
+                                 "CHUNK %llu steps of field '%s' exceed 4 GiB: use a smaller CHUNK",
+                                 (unsigned long long)chunk, f[k].name);
             return;
         }
     ir_stream *st;
     const char *err;
     if (streamDeclare(s, name->ptr, name->len, f, (uint32_t)nf, (uint32_t)chunk, (uint32_t)history,
                       (int)zlevel, &st, &err) != 0) {
-        addReplyErrorFormat(c, "%s", err);
+        hostReplyErrorFormat(c, "%s", err);
         return;
     }
-    addReplyStr(c, shared.ok);
+    hostReplyOk(c);
 }
 
 /* ---- REPLAY.APPEND -------------------------------------------------------- */
 
 void replayAppendCommand(client *c) {
-    ir_chunk_store *s = c->srv->chunks;
-    ir_stream *st = streamFind(s, c->argv[1].ptr, c->argv[1].len);
+    ir_chunk_store *s = hostChunks(c);
+    ir_stream *st = streamFind(s, hostArg(c, 1)->ptr, hostArg(c, 1)->len);
     if (!st) {
         replyReplayError(c, IR_ERR_NOSTREAM,
                          "no such stream '%.128s': declare it with REPLAY.STREAM <stream> "
                          "FIELDS ...",
-                         c->argv[1].ptr);
+                         hostArg(c, 1)->ptr);
         return;
     }
     uint64_t n;
-    if (parseU64(&c->argv[2], 1u << 24, &n) != 0 || n == 0) {
-        addReplyError(c, "nsteps must be an integer between 1 and 16777216");
+    if (parseU64(hostArg(c, 2), 1u << 24, &n) != 0 || n == 0) {
+        hostReplyError(c, "nsteps must be an integer between 1 and 16777216");
         return;
     }
-    if ((uint32_t)c->argc != 3 + st->nfields) {
-        addReplyErrorFormat(c,
-                            "stream '%.128s' has %u fields: give one bulk per field, in the "
-                            "declared order",
-                            st->name, st->nfields);
+    if ((uint32_t)hostArgc(c) != 3 + st->nfields) {
+        hostReplyErrorFormat(c,
+                             "stream '%.128s' has %u fields: give one bulk per field, in the "
+                             "declared order",
+                             st->name, st->nfields);
         return;
     }
     const char *data[IR_TRAJ_MAX_FIELDS];
     for (uint32_t f = 0; f < st->nfields; f++) {
-        const ir_arg *a = &c->argv[3 + f];
+        const ir_arg *a = hostArg(c, 3 + f);
         if ((uint64_t)a->len != n * st->fields[f].step_bytes) {
             char sh[96];
             fmtShape(sh, sizeof(sh), st->fields[f].shape, st->fields[f].ndim);
-            addReplyErrorFormat(c,
-                                "field '%s' of stream '%.128s' must be %llu steps of %s [%s] "
-                                "(%llu bytes), got %zu bytes",
-                                st->fields[f].name, st->name, (unsigned long long)n,
-                                chunkDtypeName(st->fields[f].dtype), sh,
-                                (unsigned long long)(n * st->fields[f].step_bytes), a->len);
+            hostReplyErrorFormat(c,
+                                 "field '%s' of stream '%.128s' must be %llu steps of %s [%s] "
+                                 "(%llu bytes), got %zu bytes",
+                                 st->fields[f].name, st->name, (unsigned long long)n,
+                                 chunkDtypeName(st->fields[f].dtype), sh,
+                                 (unsigned long long)(n * st->fields[f].step_bytes), a->len);
             return;
         }
         data[f] = a->ptr;
     }
     if (streamAppend(s, st, n, data) != 0) {
-        addReplyError(c, "out of memory");
+        hostReplyError(c, "out of memory");
         return;
     }
-    addReplyLongLong(c, (long long)st->nsteps);
+    hostReplyLongLong(c, (long long)st->nsteps);
 }
 
 /* ---- REPLAY.ITEM ---------------------------------------------------------- */
@@ -279,9 +279,9 @@ static void colDescribe(char *buf, size_t len, const ir_traj_col *col) {
 }
 
 void replayItemCommand(client *c) {
-    ir_table *t = tableFind(c->srv->tables, c->argv[1].ptr, c->argv[1].len);
+    ir_table *t = tableFind(hostTables(c), hostArg(c, 1)->ptr, hostArg(c, 1)->len);
     if (!t) {
-        replyReplayError(c, IR_ERR_NOTABLE, "no such table '%.128s'", c->argv[1].ptr);
+        replyReplayError(c, IR_ERR_NOTABLE, "no such table '%.128s'", hostArg(c, 1)->ptr);
         return;
     }
     if (!t->traj) {
@@ -295,47 +295,47 @@ void replayItemCommand(client *c) {
     /* pass 1: count and check everything. A last TIMEOUT <s> (never a
      * priority) waits while the rate limiter holds the items, as REPLAY.ADD. */
     size_t nitems = 0, ncols_total = 0;
-    int argc = c->argc, timeout_arg = 0;
+    int argc = hostArgc(c), timeout_arg = 0;
     uint64_t deadline = 0;
     for (int i = 2; i < argc;) {
         uint64_t nc;
-        if (nitems && i + 2 == argc && argEq(c, i, "timeout")) {
+        if (nitems && i + 2 == argc && hostArgEq(c, i, "timeout")) {
             timeout_arg = i + 1;
             argc = i;
-            if (getBlockingTimeoutFromArg(c, timeout_arg, &deadline) != 0) return;
+            if (hostBlockingTimeout(c, timeout_arg, &deadline) != 0) return;
             break;
         }
-        if (i + 1 >= argc || parseU64(&c->argv[i + 1], IR_TRAJ_MAX_COLS, &nc) != 0 || nc == 0) {
-            addReplyErrorFormat(c,
-                                "item %zu: <priority> <ncols> with ncols between 1 and %d, then "
-                                "<column> <stream> <field> <first> <len> per column",
-                                nitems, IR_TRAJ_MAX_COLS);
+        if (i + 1 >= argc || parseU64(hostArg(c, i + 1), IR_TRAJ_MAX_COLS, &nc) != 0 || nc == 0) {
+            hostReplyErrorFormat(c,
+                                 "item %zu: <priority> <ncols> with ncols between 1 and %d, then "
+                                 "<column> <stream> <field> <first> <len> per column",
+                                 nitems, IR_TRAJ_MAX_COLS);
             return;
         }
         if ((uint64_t)(argc - i - 2) < 5 * nc) {
-            addReplyErrorFormat(c,
-                                "item %zu: %llu columns need %llu arguments (column stream "
-                                "field first len each)",
-                                nitems, (unsigned long long)nc, (unsigned long long)(5 * nc));
+            hostReplyErrorFormat(c,
+                                 "item %zu: %llu columns need %llu arguments (column stream "
+                                 "field first len each)",
+                                 nitems, (unsigned long long)nc, (unsigned long long)(5 * nc));
             return;
         }
         i += 2 + 5 * (int)nc;
         nitems++;
         ncols_total += nc;
     }
-    if (tablesAddScratch(c->srv->tables, nitems) != 0 || growCols(ncols_total) != 0) {
-        addReplyError(c, "out of memory");
+    if (tablesAddScratch(hostTables(c), nitems) != 0 || growCols(ncols_total) != 0) {
+        hostReplyError(c, "out of memory");
         return;
     }
-    ir_item_in *items = c->srv->tables->add_items;
-    uint64_t *ids = c->srv->tables->add_ids;
+    ir_item_in *items = hostTables(c)->add_items;
+    uint64_t *ids = hostTables(c)->add_ids;
     ir_traj_layout cand = *t->layout; /* the columns every item must have */
     ir_stream *last = NULL;
     size_t recbytes = 0, ci = 0;
     char err[512];
     int i = 2;
     for (size_t k = 0; k < nitems; k++) {
-        const ir_arg *p = &c->argv[i];
+        const ir_arg *p = hostArg(c, i);
         items[k].use_max = p->len == 3 && strncasecmp(p->ptr, "max", 3) == 0;
         items[k].raw = 0;
         if (!items[k].use_max &&
@@ -347,18 +347,18 @@ void replayItemCommand(client *c) {
             return;
         }
         uint64_t nc = 0;
-        parseU64(&c->argv[i + 1], IR_TRAJ_MAX_COLS, &nc);
+        parseU64(hostArg(c, i + 1), IR_TRAJ_MAX_COLS, &nc);
         if (cand.ncols && nc != cand.ncols) {
-            addReplyErrorFormat(c,
-                                "item %zu has %llu columns, table '%.128s' has %u: every item of "
-                                "a table has the same columns",
-                                k, (unsigned long long)nc, t->name, cand.ncols);
+            hostReplyErrorFormat(c,
+                                 "item %zu has %llu columns, table '%.128s' has %u: every item of "
+                                 "a table has the same columns",
+                                 k, (unsigned long long)nc, t->name, cand.ncols);
             return;
         }
         i += 2;
         ir_colref *cols = &g_cols[ci];
         for (uint64_t j = 0; j < nc; j++, i += 5) {
-            const ir_arg *cn = &c->argv[i], *sn = &c->argv[i + 1], *fn = &c->argv[i + 2];
+            const ir_arg *cn = hostArg(c, i), *sn = hostArg(c, i + 1), *fn = hostArg(c, i + 2);
             ir_stream *st =
                 last && last->namelen == sn->len && memcmp(last->name, sn->ptr, sn->len) == 0
                     ? last
@@ -376,25 +376,25 @@ void replayItemCommand(client *c) {
                                         memcmp(st->fields[f].name, fn->ptr, fn->len) == 0))
                 f++;
             if (f == st->nfields) {
-                addReplyErrorFormat(c, "stream '%.128s' has no field '%.64s'", st->name, fn->ptr);
+                hostReplyErrorFormat(c, "stream '%.128s' has no field '%.64s'", st->name, fn->ptr);
                 return;
             }
             uint64_t first, len;
-            if (parseU64(&c->argv[i + 3], UINT64_MAX >> 2, &first) != 0 ||
-                parseU64(&c->argv[i + 4], IR_TRAJ_MAX_LEN, &len) != 0) {
-                addReplyErrorFormat(c,
-                                    "item %zu column %llu: first and len must be integers >= 0 "
-                                    "(len at most %d)",
-                                    k, (unsigned long long)j, IR_TRAJ_MAX_LEN);
+            if (parseU64(hostArg(c, i + 3), UINT64_MAX >> 2, &first) != 0 ||
+                parseU64(hostArg(c, i + 4), IR_TRAJ_MAX_LEN, &len) != 0) {
+                hostReplyErrorFormat(c,
+                                     "item %zu column %llu: first and len must be integers >= 0 "
+                                     "(len at most %d)",
+                                     k, (unsigned long long)j, IR_TRAJ_MAX_LEN);
                 return;
             }
             if (cn->len == 0 || cn->len >= IR_TRAJ_NAME_MAX) {
-                addReplyErrorFormat(c, "column name must be 1 to %d bytes", IR_TRAJ_NAME_MAX - 1);
+                hostReplyErrorFormat(c, "column name must be 1 to %d bytes", IR_TRAJ_NAME_MAX - 1);
                 return;
             }
             cols[j] = (ir_colref){st, f, first, (uint32_t)len};
             if (chunkColCheck(&cols[j], err, sizeof(err)) != 0) {
-                addReplyErrorFormat(c, "%s", err);
+                hostReplyErrorFormat(c, "%s", err);
                 return;
             }
             ir_traj_col col = {.dtype = st->fields[f].dtype,
@@ -406,7 +406,7 @@ void replayItemCommand(client *c) {
             if (!cand.ncols || (k == 0 && !t->layout->ncols)) {
                 for (uint64_t q = 0; q < j; q++)
                     if (strcmp(cand.col[q].name, col.name) == 0) {
-                        addReplyErrorFormat(c, "column '%s' is given twice", col.name);
+                        hostReplyErrorFormat(c, "column '%s' is given twice", col.name);
                         return;
                     }
                 cand.col[j] = col;
@@ -415,19 +415,19 @@ void replayItemCommand(client *c) {
                 char want[256], got[256];
                 colDescribe(want, sizeof(want), &cand.col[j]);
                 colDescribe(got, sizeof(got), &col);
-                addReplyErrorFormat(c,
-                                    "item %zu column %llu is %s, table '%.128s' has %s there: "
-                                    "every item of a table has the same columns",
-                                    k, (unsigned long long)j, got, t->name, want);
+                hostReplyErrorFormat(c,
+                                     "item %zu column %llu is %s, table '%.128s' has %s there: "
+                                     "every item of a table has the same columns",
+                                     k, (unsigned long long)j, got, t->name, want);
                 return;
             }
         }
         size_t rb = chunkItemSize(cols, (uint32_t)nc);
         if (!tableItemFits(t, rb)) { /* what tableAdd checks: nothing half-added */
-            addReplyErrorFormat(c,
-                                "item %zu's reference record (%zu bytes) is larger than table "
-                                "'%.128s''s MAXBYTES",
-                                k, rb, t->name);
+            hostReplyErrorFormat(c,
+                                 "item %zu's reference record (%zu bytes) is larger than table "
+                                 "'%.128s''s MAXBYTES",
+                                 k, rb, t->name);
             return;
         }
         items[k].len = rb;
@@ -437,7 +437,7 @@ void replayItemCommand(client *c) {
     /* the limiter, as for REPLAY.ADD: a held ITEM applies nothing until it runs */
     if (replayLimiterGate(c, t, nitems, 0, timeout_arg, deadline)) return;
     if (growRecs(recbytes) != 0) {
-        addReplyError(c, "out of memory");
+        hostReplyError(c, "out of memory");
         return;
     }
     /* pass 2: apply. References are taken before the table may evict. */
@@ -457,13 +457,13 @@ void replayItemCommand(client *c) {
         if (tableAdd(t, &items[k], 1, &ids[k], &e) != 0) {
             for (size_t j = k; j < nitems; j++)
                 chunkItemRelease(s, items[j].data, (uint32_t)items[j].len);
-            addReplyErrorFormat(c, "%s", e);
+            hostReplyErrorFormat(c, "%s", e);
             return;
         }
     }
     replayLimiterRan(c, t, nitems, 0);
-    addReplyArrayLen(c, (long)nitems);
-    for (size_t k = 0; k < nitems; k++) addReplyLongLong(c, (long long)ids[k]);
+    hostReplyArrayLen(c, (long)nitems);
+    for (size_t k = 0; k < nitems; k++) hostReplyLongLong(c, (long long)ids[k]);
 }
 
 /* ---- REPLAY.SAMPLE on a TRAJECTORY table ----------------------------------- */
@@ -481,24 +481,24 @@ void trajSample(client *c, ir_table *t, size_t n, double beta, int withstats, in
     if (sampleReplyFits(c, n, bulk, total, 1) != 0) return;
     /* items a draw removes are read below: their chunks wait until then */
     if (chunkDeferBegin(s) != 0) {
-        addReplyError(c, "out of memory");
+        hostReplyError(c, "out of memory");
         return;
     }
     int rc = tableSample(t, n, beta);
     if (rc != IR_OK) {
         chunkCollect(s);
         if (rc == IR_EEMPTY) replyReplayError(c, IR_ERR_EMPTY, "table '%.128s' is empty", t->name);
-        else addReplyError(c, "out of memory");
+        else hostReplyError(c, "out of memory");
         return;
     }
     replayLimiterRan(c, t, n, 1);
-    addReplyArrayLen(c, 3 + withstats + withinfo);
-    memcpy(addReplyBulkReserve(c, n * 8), t->scratch_ids, n * 8);
-    memcpy(addReplyBulkReserve(c, n * 4), t->scratch_weights, n * 4);
-    addReplyArrayLen(c, (long)L->ncols);
+    hostReplyArrayLen(c, 3 + withstats + withinfo);
+    memcpy(hostReplyBulkReserve(c, n * 8), t->scratch_ids, n * 8);
+    memcpy(hostReplyBulkReserve(c, n * 4), t->scratch_weights, n * 4);
+    hostReplyArrayLen(c, (long)L->ncols);
     for (uint32_t k = 0; k < L->ncols; k++) {
         size_t per = (size_t)L->col[k].len * L->col[k].step_bytes;
-        char *d = addReplyBulkReserve(c, n * per);
+        char *d = hostReplyBulkReserve(c, n * per);
         for (size_t i = 0; i < n; i++) {
             uint64_t slot = t->scratch_slots[i];
             chunkItemCopy(s, t->arena + t->slots[slot].off, k, d + i * per);
@@ -506,23 +506,23 @@ void trajSample(client *c, ir_table *t, size_t n, double beta, int withstats, in
     }
     chunkCollect(s);
     if (withstats) {
-        addReplyBulkBegin(c, 24 + 8 * n, 0);
+        hostReplyBulkBegin(c, 24 + 8 * n, 0);
         addSampleStats(c, t, n);
-        addReplyProto(c, "\r\n", 2);
+        hostReplyBulkEnd(c);
     }
     if (withinfo) {
-        addReplyBulkBegin(c, 8 + 20 * n, 0);
+        hostReplyBulkBegin(c, 8 + 20 * n, 0);
         addSampleInfo(c, t, n);
-        addReplyProto(c, "\r\n", 2);
+        hostReplyBulkEnd(c);
     }
 }
 
 /* ---- REPLAY.COLUMNS, REPLAY.CHUNKS ---------------------------------------- */
 
 void replayColumnsCommand(client *c) {
-    ir_table *t = tableFind(c->srv->tables, c->argv[1].ptr, c->argv[1].len);
+    ir_table *t = tableFind(hostTables(c), hostArg(c, 1)->ptr, hostArg(c, 1)->len);
     if (!t) {
-        replyReplayError(c, IR_ERR_NOTABLE, "no such table '%.128s'", c->argv[1].ptr);
+        replyReplayError(c, IR_ERR_NOTABLE, "no such table '%.128s'", hostArg(c, 1)->ptr);
         return;
     }
     if (!t->traj) {
@@ -531,15 +531,15 @@ void replayColumnsCommand(client *c) {
         return;
     }
     const ir_traj_layout *L = t->layout;
-    addReplyArrayLen(c, (long)L->ncols);
+    hostReplyArrayLen(c, (long)L->ncols);
     for (uint32_t k = 0; k < L->ncols; k++) {
         char sh[96];
         fmtShape(sh, sizeof(sh), L->col[k].shape, L->col[k].ndim);
-        addReplyArrayLen(c, 4);
-        addReplyBulkCString(c, L->col[k].name);
-        addReplyBulkCString(c, chunkDtypeName(L->col[k].dtype));
-        addReplyBulkCString(c, sh);
-        addReplyLongLong(c, L->col[k].len);
+        hostReplyArrayLen(c, 4);
+        hostReplyCString(c, L->col[k].name);
+        hostReplyCString(c, chunkDtypeName(L->col[k].dtype));
+        hostReplyCString(c, sh);
+        hostReplyLongLong(c, L->col[k].len);
     }
 }
 
@@ -551,8 +551,8 @@ void replayColumnsCommand(client *c) {
     F("store_references", t->traj->references)
 #define TRAJ_INFO_COUNT(name, value) +1
 #define TRAJ_INFO_EMIT(name, value) \
-    addReplyBulkCString(c, name); \
-    addReplyLongLong(c, (long long)(value));
+    hostReplyCString(c, name); \
+    hostReplyLongLong(c, (long long)(value));
 
 long trajInfoFieldCount(void) { return 0 TRAJ_INFO_FIELDS(TRAJ_INFO_COUNT); }
 
@@ -573,7 +573,7 @@ void trajInfoFields(client *c, ir_table *t) { TRAJ_INFO_FIELDS(TRAJ_INFO_EMIT) }
     F("raw_bytes_compressed", s->raw_bytes_compressed)
 
 void replayChunksCommand(client *c) {
-    const ir_chunk_store *s = c->srv->chunks;
-    addReplyMapLen(c, 0 CHUNKS_FIELDS(TRAJ_INFO_COUNT));
+    const ir_chunk_store *s = hostChunks(c);
+    hostReplyMapLen(c, 0 CHUNKS_FIELDS(TRAJ_INFO_COUNT));
     CHUNKS_FIELDS(TRAJ_INFO_EMIT)
 }

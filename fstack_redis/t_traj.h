@@ -5,10 +5,12 @@
 #include <stddef.h>
 
 #include "replay.h"
-#include "server.h"
+#include "chunks.h"
+#include "replay_host.h"
 
-/* Make t (just created) a TRAJECTORY table. 0, or -1 (out of memory). */
-int trajTableInit(ir_server *s, ir_table *t);
+/* Make t (just created) a TRAJECTORY table over the host's chunk store. 0,
+ * or -1 (out of memory). */
+int trajTableInit(ir_chunk_store *store, ir_table *t);
 /* REPLAY.SAMPLE on a TRAJECTORY table, after the limiter let it run. */
 void trajSample(client *c, ir_table *t, size_t n, double beta, int withstats, int withinfo);
 /* t_replay.c's sample trailers, shared with trajSample */

@@ -30,6 +30,14 @@ LIB_CANDIDATES = (
 )
 
 
+# REPLAY.* as a module for stock redis-server (fstack_redis/module/): a source
+# checkout's build/ (make build; meson leaves it out without Redis's source).
+MODULE_CANDIDATES = (
+    PACKAGE / "inreplay_module.so",
+    ROOT / "build" / "fstack_redis" / "module" / "inreplay_module.so",
+)
+
+
 class InreplayError(Exception):
     """An error reported by libinreplay: its code (IR_E*), message, and the system error
     number behind it (errno, 0 if none: ir_last_errno) for callers to test."""
@@ -84,6 +92,11 @@ def _find(candidates: tuple[Path, ...], env: str, what: str) -> Path:
 def library_path() -> Path:
     """The libinreplay.so this process loads (or would load)."""
     return _find(LIB_CANDIDATES, "INREPLAY_LIB", "libinreplay.so")
+
+
+def module_path() -> Path:
+    """The REPLAY.* module for redis-server --loadmodule (INREPLAY_MODULE overrides)."""
+    return _find(MODULE_CANDIDATES, "INREPLAY_MODULE", "inreplay_module.so").resolve()
 
 
 @lru_cache(maxsize=1)

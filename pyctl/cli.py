@@ -107,6 +107,43 @@ def start_parser() -> Parser:
 DPDK_PCI_DRIVERS = ("vfio-pci", "igb_uio", "uio_pci_generic")
 
 
+# pyctl start --server redis: the flags that mean something to redis-server with the module
+REDIS_HOST_FLAGS = ("listen", "seed", "fanout", "maxbytes", "requirepass", "maxmemory")
+
+
+def _start_redis_host(prog: str, cfg: ServerConfig) -> int:
+    """Exec Debian's redis-server with the REPLAY.* module, in the foreground."""
+    default = ServerConfig()
+    given = [f.name for f in dataclasses.fields(ServerConfig)
+             if f.name not in (*REDIS_HOST_FLAGS, "server")
+             and getattr(cfg, f.name) != getattr(default, f.name)]
+    if given:
+        die(prog, f"--{given[0].replace('_', '-')} is the native server's: with --server redis "
+                  f"only {', '.join('--' + f for f in REDIS_HOST_FLAGS)} apply", 2)
+    try:
+        module = _native.module_path()
+    except _native.NativeLibraryMissingError as e:
+        die(prog, str(e))
+    import shutil
+
+    binary = shutil.which("redis-server")
+    if binary is None:
+        die(prog, "--server redis needs redis-server (Debian: apt-get install redis-server)")
+    host, port = split_listen(cfg.listen)
+    argv = [binary, "--port", str(port), "--bind", host, "--save", "", "--appendonly", "no"]
+    if cfg.requirepass:
+        argv += ["--requirepass", cfg.requirepass]
+    if cfg.maxmemory:
+        argv += ["--maxmemory", str(cfg.maxmemory)]
+    argv += ["--loadmodule", str(module)]
+    for name in ("seed", "fanout", "maxbytes"):
+        if getattr(cfg, name) != getattr(default, name):
+            argv += [name.upper(), str(getattr(cfg, name))]
+    sys.stdout.flush()
+    os.execv(binary, argv)
+    return 1  # not reached
+
+
 def cmd_start(args: argparse.Namespace) -> int:
     prog = "pyctl start"
     given = [k for k in DPDK_ONLY if getattr(args, k) is not None]
@@ -125,6 +162,8 @@ def cmd_start(args: argparse.Namespace) -> int:
                                  *_host_problems(build(args.config, overrides, validate=False))],
                           args)
         die(prog, str(e), 2)
+    if cfg.server == "redis":
+        return _start_redis_host(prog, cfg)
     _require_stack(prog, cfg.stack)  # a --config file's stack
     if cfg.stack == "dpdk" and args.listen:
         die(prog, "--listen is for the kernel stack; with --stack dpdk use --ip and --listen-port",
@@ -703,6 +742,14 @@ def cmd_netns(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_module_path(args: argparse.Namespace) -> int:
+    try:
+        print(_native.module_path())
+    except _native.NativeLibraryMissingError as e:
+        die("pyctl module-path", str(e))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     p = Parser(prog="pyctl", description="Control plane of the inreplay replay appliance.")
     p.add_argument("--version", action="version", version=f"pyctl {__version__}")
@@ -748,6 +795,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="the bridge's random seed (default 1: the same decisions every run)")
     ns.add_argument("--burst", action="store_true",
                     help="with 'impair': start a loss burst (the spec's burst=P%%/Ts)")
+    sub.add_parser("module-path", help="print the built REPLAY.* module's absolute path "
+                   "(redis-server --loadmodule \"$(pyctl module-path)\")")
     sub.add_parser("demo", help="train an Ape-X agent through the appliance (see pyctl demo -h)",
                    add_help=False)
     if raw[:1] == ["demo"]:
@@ -758,7 +807,8 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     args.raw_argv = list(sys.argv[1:] if argv is None else argv)
     handlers = {"start": cmd_start, "status": cmd_status, "stop": cmd_stop,
-                "drivers": cmd_drivers, "netns": cmd_netns, "stats": cmd_stats}
+                "drivers": cmd_drivers, "netns": cmd_netns, "stats": cmd_stats,
+                "module-path": cmd_module_path}
     try:
         return handlers[args.cmd](args)
     except BrokenPipeError:

@@ -125,6 +125,16 @@ def _listen_text(text: str) -> str:
         raise ValueError(str(e).removeprefix("--listen: ")) from None
 
 
+SERVERS = ("inreplay", "redis")
+
+
+def _server_text(text: str) -> str:
+    """--server: inreplay (the native server) or redis (stock redis-server + the module)."""
+    if text not in SERVERS:
+        raise ValueError(f"must be one of {', '.join(SERVERS)}, not {text!r}")
+    return text
+
+
 @dataclass
 class ServerConfig:
     """Everything `pyctl start` can set. TOML keys are the field names, flags the field
@@ -153,6 +163,10 @@ class ServerConfig:
     proto_max_bulk_len: int = _cd("proto_max_bulk_len")
     client_query_buffer_limit: int = _cd("client_query_buffer_limit")
     tcp_backlog: int = _cd("tcp_backlog")
+    server: str = _own("inreplay", help="inreplay (the native server) or redis: Debian's stock "
+                       "redis-server with the REPLAY.* module (pyctl module-path), in the "
+                       "foreground, where only listen, seed, fanout, maxbytes, requirepass and "
+                       "maxmemory apply", parse=_server_text, metavar="inreplay|redis")
     daemon: bool = _own(False, help="detach and run in the background; `pyctl stop` ends it")
     logfile: str = _own("", help="where a daemon writes its log",
                         default_text="<rundir>/<host>-<port>.log", metavar="FILE")

@@ -1,7 +1,8 @@
 """The layers of fstack_redis/, read from the #include lines of its sources.
 
 Bottom to top (LAYERS): shared leaf headers, the replay engine (replay/),
-protocol and replies, keyspace and types, server core, commands. A file may
+protocol and replies, keyspace and types, server core, commands, the module
+host (module/: REPLAY.* for stock redis-server). A file may
 include files of its own layer and of the layers below it, never above, with
 one set of named exceptions (KNOWN_UPWARD: the keyspace telling the server
 core that a key changed, the circle still left). The engine is strict: its
@@ -25,14 +26,16 @@ INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.M)
 
 # Bottom to top: (name, file patterns relative to fstack_redis/).
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("shared leaf headers", ("inreplay.h", "transport.h", "sha1.[ch]")),
+    ("shared leaf headers", ("inreplay.h", "transport.h", "sha1.[ch]", "strconv.[ch]")),
     ("engine", ("replay/*",)),
     ("protocol and replies", ("server.h", "resp.c", "reply.c", "replay_err.h", "util.c")),
     ("keyspace and types", ("db.[ch]", "db_internal.h", "rdb.[ch]", "notify.[ch]")),
     ("server core", ("server.c", "commands.h", "blocked.[ch]", "multi.[ch]", "pubsub.[ch]",
                      "replication.[ch]", "config.[ch]", "script.[ch]", "snapshot.[ch]",
                      "slowlog.[ch]", "debug.[ch]", "acl.[ch]", "functions.[ch]")),
-    ("commands", ("commands.c", "t_*.[ch]", "geo.c", "sort.c", "dump.c", "object.c", "memory.h")),
+    ("commands", ("commands.c", "t_*.[ch]", "geo.c", "sort.c", "dump.c", "object.c", "memory.h",
+                  "replay_host.h", "replay_host_native.h")),
+    ("module host", ("module/*",)),
 ]
 
 # Includes that still point up a layer: db.c and notify.c signal the server
@@ -144,7 +147,8 @@ def test_every_file_has_one_layer_and_the_order_is_printed() -> None:
         print(f"  {i} {name}: {' '.join(by_layer.get(i, []))}")
         assert by_layer.get(i), f"layer {name} has no file"
     assert [n for n, _ in LAYERS] == ["shared leaf headers", "engine", "protocol and replies",
-                                      "keyspace and types", "server core", "commands"]
+                                      "keyspace and types", "server core", "commands",
+                                      "module host"]
 
 
 def test_the_engine_includes_only_itself_and_inreplay_h() -> None:
@@ -221,3 +225,55 @@ def test_no_cycle_spans_the_engine_and_the_server() -> None:
 def test_the_cycle_finder_finds_cycles() -> None:
     comps = _sccs({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}})
     assert {"a", "b", "c"} in comps and {"d"} in comps
+
+
+# What the REPLAY.* handlers may include: the engine, the host interface
+# (replay_host.h; the native host's wrappers come through it) and each other.
+# They are compiled for both hosts, so no server header may appear here.
+HANDLER_INCLUDES = {"replay_host.h", "replay_err.h", "strconv.h", "t_replay.h", "t_traj.h",
+                    "inreplay.h"}
+
+
+def test_replay_handlers_see_their_host_only_through_replay_host_h() -> None:
+    offenders = []
+    for name in ("t_replay.c", "t_traj.c", "t_replay.h", "t_traj.h", "replay_err.h",
+                 "module/host_module.c"):
+        f = SRC / name
+        for inc in INCLUDE.findall(f.read_text()):
+            q = _resolve(f, inc)
+            if q is None:  # generated, or Redis's redismodule.h (the module's path only)
+                assert name.startswith("module/"), (name, inc)
+                assert inc in ("redismodule.h", "module_commands.inc"), (name, inc)
+                continue
+            rel = _rel(q)
+            if not (_is_engine(rel) or rel in HANDLER_INCLUDES):
+                offenders.append(f"{name}: #include \"{inc}\"")
+    assert not offenders, "REPLAY.* handlers include a server header:\n" + "\n".join(offenders)
+
+
+def test_the_module_build_reads_no_server_header() -> None:
+    """The headers ninja recorded for the module's objects (the compiler's own
+    dependency lists): with -DIR_HOST_MODULE nothing reaches the server's."""
+    import shutil
+    import subprocess
+
+    import pytest
+
+    build = ROOT / "build"
+    ninja = shutil.which("ninja")
+    if not ninja or not (build / "fstack_redis" / "module" / "inreplay_module.so").is_file():
+        pytest.skip("the module is not built (make build with Redis's source in build-deps/)")
+    out = subprocess.run([ninja, "-C", str(build), "-t", "deps"], capture_output=True,
+                         text=True, check=True).stdout
+    server_side = {"server.h", "blocked.h", "commands.h", "db.h", "replay_host_native.h"}
+    seen = 0
+    for block in out.split("\n\n"):
+        head = block.split(":", 1)[0]
+        if "inreplay_module.so.p" not in head:
+            continue
+        seen += 1
+        names = {Path(w.strip()).name for w in block.splitlines()[1:]}
+        assert not names & server_side, f"{head} reads {sorted(names & server_side)}"
+        if "t_replay.c" in head:
+            assert "replay_host.h" in names and "redismodule.h" not in names
+    assert seen >= 3, "no dependency lists of the module's objects (ninja -t deps)"

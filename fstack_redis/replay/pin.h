@@ -16,6 +16,11 @@
 
 struct ir_pin;
 
+/* Reply chunks at least this long go by reference (pinned where their owner
+ * holds a pin); shorter ones are copied. A host that copies every reply
+ * still sizes replies by it, so both hosts refuse the same samples. */
+#define IR_REF_MIN 4096
+
 /* The owner lets go of pinned memory: it stays mapped (maplen bytes, or
  * free()d when maplen is 0) until the last reply segment into it is written;
  * bytes is what it counts toward used memory until then. */

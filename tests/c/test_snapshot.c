@@ -697,9 +697,9 @@ static void trajItem(ir_server *s, ir_table *t, const char *name, uint64_t first
  * chunks only items keep, a ring table and a general one sharing chunks. */
 static void trajPopulate(ir_server *s, int small) {
     ir_table *tr = mkTable(s, "tring", small ? 3 : 12, 0.7, 1 << 16);
-    CHECK(trajTableInit(s, tr) == 0);
+    CHECK(trajTableInit(s->chunks, tr) == 0);
     ir_table *tg = mkSelTable(s, "tgen", IR_SEL_FIFO, IR_SEL_UNIFORM, 2, small ? 3 : 10, 1 << 16);
-    CHECK(trajTableInit(s, tg) == 0);
+    CHECK(trajTableInit(s->chunks, tg) == 0);
     trajStream(s, "a", 10, 4, 8, 0);
     trajStream(s, "z", small ? 40 : 200, 4, 8, chunkCanCompress() ? 3 : 0);
     trajStream(s, "old", 10, 2, 4, 0);

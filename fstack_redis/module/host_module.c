@@ -1,0 +1,666 @@
+/* host_module.c - REPLAY.* as a module for stock redis-server: the module
+ * host of replay_host.h over the RedisModule API. The commands themselves are
+ * t_replay.c and t_traj.c, compiled a second time for this host
+ * (-DIR_HOST_MODULE); this file only answers what they ask of a host.
+ *
+ *   redis-server --loadmodule inreplay_module.so [SEED <n>] [FANOUT <k>] [MAXBYTES <bytes>]
+ *
+ * SEED, FANOUT and MAXBYTES are the native server's --seed, --fanout and
+ * --maxbytes: the same seed gives both hosts the same draws.
+ *
+ * Redis replies are whole values, so the bulks the handlers build in place
+ * or in parts (reserved, begun, pinned) are gathered in one buffer kept
+ * across commands and replied when complete; pinned memory is copied (this
+ * host never pins). Tables live in one registry per server, as the native
+ * server's; a call the rate limiter holds with TIMEOUT waits as a Redis
+ * blocked client (below). Not here yet: persistence in the RDB, replay
+ * groups, maxmemory headroom checks (Redis's own deny-oom applies to the
+ * writes).
+ */
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/mman.h>
+#include <time.h>
+
+#include "redismodule.h"
+
+#include "chunks.h"
+#include "replay.h"
+#include "replay_err.h"
+#include "replay_host.h"
+#include "t_replay.h"
+#include "t_traj.h"
+
+#define IR_MODULE_MAX_BULK (512ULL * 1024 * 1024) /* Redis's proto-max-bulk-len default */
+
+struct waiter;
+
+struct client {
+    RedisModuleCtx *ctx;
+    int argc;
+    ir_arg *argv;
+    RedisModuleString **rargv; /* Redis's own argv, kept by a client that waits */
+    const struct module_command *cmd;
+    uint64_t id;
+    struct waiter *waiter; /* a waiter re-run (at its turn, or at its deadline) */
+    int deny_block;        /* re-run at its deadline: answer, do not wait again */
+    int reblocked;         /* the re-run waits on: it keeps its place */
+    /* the bulk being gathered (module.buf): reserved (replied at the next
+     * reply call) or in parts (replied at hostReplyBulkEnd) */
+    int bulk_open, bulk_parts;
+    size_t bulk_len, bulk_fill;
+};
+
+static struct {
+    ir_tables *tables;
+    ir_chunk_store *chunks;
+    uint64_t seed, maxbytes;
+    unsigned fanout;
+    ir_arg *argv; /* the current command's arguments, grown on demand */
+    int argv_cap;
+    char *buf; /* the bulk being gathered, grown on demand and kept */
+    size_t buf_cap;
+} module;
+
+typedef void (*module_handler)(client *c);
+typedef struct module_command {
+    const char *name;
+    module_handler handler;
+    const char *flags;
+    int arity, first, last, step;
+    const char *summary, *since, *complexity;
+    int nspecs;
+    uint64_t spec_flags;
+    int spec_begin, spec_lastkey, spec_step, spec_limit;
+} module_command;
+
+#include "module_commands.inc"
+
+#define NCOMMANDS (sizeof(module_commands) / sizeof(module_commands[0]))
+
+static uint64_t mstime(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* ---- the bulk being gathered ---------------------------------------------- */
+
+static char *bulkBuffer(size_t len) {
+    if (len > module.buf_cap) {
+        size_t cap = module.buf_cap ? module.buf_cap : 4096;
+        while (cap < len) cap *= 2;
+        char *p = realloc(module.buf, cap);
+        if (!p) return NULL;
+        module.buf = p;
+        module.buf_cap = cap;
+    }
+    return module.buf;
+}
+
+/* A reserved bulk is complete once the next reply call comes. */
+static void flushBulk(client *c) {
+    if (!c->bulk_open) return;
+    RedisModule_ReplyWithStringBuffer(c->ctx, module.buf, c->bulk_len);
+    c->bulk_open = c->bulk_parts = 0;
+}
+
+/* Out of memory for a bulk: the caller still fills len bytes somewhere. */
+static char *bulkOrScratch(client *c, size_t len) {
+    char *p = bulkBuffer(len ? len : 1);
+    if (p) return p;
+    RedisModule_Log(c->ctx, "warning", "inreplay: out of memory for a reply of %zu bytes", len);
+    abort();
+}
+
+/* ---- replay_host.h -------------------------------------------------------- */
+
+int hostArgc(const client *c) { return c->argc; }
+const ir_arg *hostArg(const client *c, int i) { return &c->argv[i]; }
+int hostArgEq(const client *c, int i, const char *lit) {
+    return strlen(lit) == c->argv[i].len && strcasecmp(c->argv[i].ptr, lit) == 0;
+}
+uint64_t hostClientId(const client *c) { return c->id; }
+
+ir_tables *hostTables(client *c) { return module.tables; }
+ir_chunk_store *hostChunks(client *c) { return module.chunks; }
+
+ir_table_opts hostTableOpts(client *c) {
+    ir_table_opts o = tableOptsDefault();
+    o.maxbytes = module.maxbytes;
+    o.fanout = module.fanout;
+    o.seed = module.seed ? module.seed + module.tables->count : mstime() ^ c->id;
+    o.id_base = 0;
+    return o;
+}
+const char *hostShardGroup(const client *c) { return NULL; }
+int hostShardIndex(const client *c) { return 0; }
+
+uint64_t hostProtoMaxBulkLen(const client *c) { return IR_MODULE_MAX_BULK; }
+uint64_t hostOutputBufferLimit(const client *c) { return 0; }
+uint64_t hostMaxmemory(const client *c) { return 0; }
+uint64_t hostUsedMemory(const client *c) { return 0; }
+void hostOomRejected(client *c) {}
+
+void hostLog(const char *fmt, ...) {
+    char buf[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof(buf), fmt, ap);
+    va_end(ap);
+    RedisModule_Log(NULL, "notice", "inreplay: %s", buf);
+}
+
+void hostReplyOk(client *c) {
+    flushBulk(c);
+    RedisModule_ReplyWithSimpleString(c->ctx, "OK");
+}
+void hostReplySyntaxError(client *c) {
+    flushBulk(c);
+    RedisModule_ReplyWithError(c->ctx, "ERR syntax error");
+}
+void hostReplyArityError(client *c) {
+    flushBulk(c);
+    RedisModule_WrongArity(c->ctx);
+}
+void hostReplyError(client *c, const char *msg) {
+    char buf[1100];
+    flushBulk(c);
+    if (msg[0] == '-') snprintf(buf, sizeof(buf), "%s", msg + 1);
+    else snprintf(buf, sizeof(buf), "ERR %s", msg);
+    RedisModule_ReplyWithError(c->ctx, buf);
+}
+void hostReplyErrorFormat(client *c, const char *fmt, ...) {
+    char buf[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof(buf), fmt, ap);
+    va_end(ap);
+    hostReplyError(c, buf);
+}
+
+static const char *const error_codes[] = {
+#define IR_ERR_NAME(code, when) #code,
+    IR_REPLAY_ERRORS(IR_ERR_NAME)
+#undef IR_ERR_NAME
+};
+
+void replyReplayError(client *c, ir_errcode code, const char *fmt, ...) {
+    char buf[1024];
+    int h = snprintf(buf, sizeof(buf), "%s ", error_codes[code]);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf + h, sizeof(buf) - (size_t)h, fmt, ap);
+    va_end(ap);
+    flushBulk(c);
+    RedisModule_ReplyWithError(c->ctx, buf);
+}
+
+void hostReplyLongLong(client *c, long long v) {
+    flushBulk(c);
+    RedisModule_ReplyWithLongLong(c->ctx, v);
+}
+void hostReplyDouble(client *c, double d) {
+    flushBulk(c);
+    if (RedisModule_GetContextFlags(c->ctx) & REDISMODULE_CTX_FLAGS_RESP3) {
+        RedisModule_ReplyWithDouble(c->ctx, d);
+        return;
+    }
+    char buf[64];
+    int n = double2text(buf, sizeof(buf), d);
+    RedisModule_ReplyWithStringBuffer(c->ctx, buf, (size_t)n);
+}
+void hostReplyCString(client *c, const char *s) {
+    flushBulk(c);
+    RedisModule_ReplyWithStringBuffer(c->ctx, s, strlen(s));
+}
+void hostReplyBulk(client *c, const void *p, size_t len) {
+    flushBulk(c);
+    RedisModule_ReplyWithStringBuffer(c->ctx, p, len);
+}
+void hostReplyArrayLen(client *c, long n) {
+    flushBulk(c);
+    RedisModule_ReplyWithArray(c->ctx, n);
+}
+void hostReplyMapLen(client *c, long pairs) {
+    flushBulk(c);
+    RedisModule_ReplyWithMap(c->ctx, pairs);
+}
+
+char *hostReplyBulkReserve(client *c, size_t len) {
+    flushBulk(c);
+    char *p = bulkOrScratch(c, len);
+    c->bulk_open = 1;
+    c->bulk_parts = 0;
+    c->bulk_len = c->bulk_fill = len;
+    return p;
+}
+char *hostReplyBulkBegin(client *c, size_t total, size_t head) {
+    flushBulk(c);
+    char *p = bulkOrScratch(c, total);
+    c->bulk_open = 1;
+    c->bulk_parts = 1;
+    c->bulk_len = total;
+    c->bulk_fill = head;
+    return p;
+}
+void hostReplyBulkPart(client *c, const void *p, size_t len) {
+    if (!c->bulk_open || !c->bulk_parts || len > c->bulk_len - c->bulk_fill) {
+        RedisModule_Log(c->ctx, "warning", "inreplay: a bulk part past the bulk's length");
+        abort(); /* a handler's bug: never reply a torn bulk */
+    }
+    memcpy(module.buf + c->bulk_fill, p, len);
+    c->bulk_fill += len;
+}
+void hostReplyBulkPartPinned(client *c, const void *p, size_t len, struct ir_pin **holder) {
+    hostReplyBulkPart(c, p, len);
+}
+void hostReplyBulkEnd(client *c) {
+    if (c->bulk_fill != c->bulk_len) {
+        RedisModule_Log(c->ctx, "warning", "inreplay: a bulk ended short of its length");
+        abort();
+    }
+    flushBulk(c);
+}
+void hostReplyBulkPinned(client *c, const void *p, size_t len, struct ir_pin **holder) {
+    hostReplyBulk(c, p, len);
+}
+char *hostReplyRawReserve(client *c, size_t len) { return NULL; }
+
+/* ---- waiting: the rate limiter's blocked clients ---------------------------
+ *
+ * A call the limiter holds with TIMEOUT waits as a Redis blocked client
+ * (RedisModule_BlockClient) in one FIFO of every waiter; a table's queue (0:
+ * samplers, 1: inserters) is its waiters in that order. When a call ran,
+ * the other side's queue is marked ready (hostTableReady) and served after
+ * the command: its head re-runs with a thread-safe context of its blocked
+ * client (the replies go to it), and either answers (it is unblocked, the
+ * next may run) or waits on in its place. At its deadline a waiter re-runs
+ * with waiting denied (its -RATELIMITED says how long it waited); a dropped
+ * table answers its waiters -NOTABLE (the engine's table_gone hook). */
+
+typedef struct waiter {
+    RedisModuleBlockedClient *bc;
+    const module_command *cmd;
+    ir_table *t;
+    int which;
+    RedisModuleString **argv; /* held (RedisModule_HoldString) */
+    int argc;
+    uint64_t id, since_ms;
+    struct waiter *prev, *next;
+} waiter;
+
+typedef struct table_waits {
+    int ready[2];
+} table_waits;
+
+static waiter *w_head, *w_tail;
+static int ready_any;
+
+static void runCommand(client *c);
+
+static void waiterUnlink(waiter *w) {
+    if (w->prev) w->prev->next = w->next;
+    else w_head = w->next;
+    if (w->next) w->next->prev = w->prev;
+    else w_tail = w->prev;
+    w->prev = w->next = NULL;
+}
+
+static void waiterFree(waiter *w) {
+    for (int i = 0; i < w->argc; i++) RedisModule_FreeString(NULL, w->argv[i]);
+    free(w->argv);
+    free(w);
+}
+
+static waiter *waiterOf(RedisModuleBlockedClient *bc) {
+    for (waiter *w = w_head; w; w = w->next)
+        if (w->bc == bc) return w;
+    return NULL;
+}
+
+int hostBlockingTimeout(client *c, int i, uint64_t *deadline) {
+    const char *err = blockingTimeoutParse(c->argv[i].ptr, c->argv[i].len, mstime(), deadline);
+    if (err) {
+        hostReplyError(c, err);
+        return -1;
+    }
+    return 0;
+}
+
+int hostBlockingAllowed(const client *c) {
+    if (c->deny_block) return 0;
+    if (c->waiter) return 1; /* a re-run at its turn may wait on */
+    int f = RedisModule_GetContextFlags(c->ctx);
+    return !(f & (REDISMODULE_CTX_FLAGS_LUA | REDISMODULE_CTX_FLAGS_MULTI |
+                  REDISMODULE_CTX_FLAGS_DENY_BLOCKING));
+}
+int hostClientBlocked(const client *c) { return c->waiter != NULL; }
+
+size_t hostTableAhead(const client *c, const ir_table *t, int which) {
+    size_t n = 0;
+    for (waiter *w = w_head; w && w != c->waiter; w = w->next) n += w->t == t && w->which == which;
+    return n;
+}
+size_t hostTableWaiting(const ir_table *t, int which) {
+    size_t n = 0;
+    for (waiter *w = w_head; w; w = w->next) n += w->t == t && w->which == which;
+    return n;
+}
+
+static int timedOut(RedisModuleCtx *ctx, RedisModuleString **argv, int argc);
+static void disconnected(RedisModuleCtx *ctx, RedisModuleBlockedClient *bc);
+
+void hostBlockForTable(client *c, ir_table *t, int which, uint64_t deadline) {
+    if (c->waiter) { /* its turn came, but it still may not run: it keeps its place */
+        c->reblocked = 1;
+        return;
+    }
+    if (!t->host && !(t->host = calloc(1, sizeof(table_waits)))) {
+        hostReplyError(c, "out of memory");
+        return;
+    }
+    waiter *w = calloc(1, sizeof(*w));
+    RedisModuleString **argv = calloc((size_t)c->argc, sizeof(*argv));
+    if (!w || !argv) {
+        free(w);
+        free(argv);
+        hostReplyError(c, "out of memory");
+        return;
+    }
+    uint64_t now = mstime();
+    long long ms = deadline ? (deadline > now ? (long long)(deadline - now) : 1) : 0;
+    for (int i = 0; i < c->argc; i++) argv[i] = RedisModule_HoldString(NULL, c->rargv[i]);
+    *w = (waiter){.cmd = c->cmd,
+                  .t = t,
+                  .which = which,
+                  .argv = argv,
+                  .argc = c->argc,
+                  .id = c->id,
+                  .since_ms = now,
+                  .prev = w_tail};
+    if (w_tail) w_tail->next = w;
+    else w_head = w;
+    w_tail = w;
+    w->bc = RedisModule_BlockClient(c->ctx, NULL, timedOut, NULL, ms);
+    RedisModule_SetDisconnectCallback(w->bc, disconnected);
+}
+
+void hostTableReady(client *c, ir_table *t, int which) {
+    table_waits *h = t->host;
+    if (!h || h->ready[which]) return;
+    h->ready[which] = 1;
+    ready_any = 1;
+}
+
+static void waiterEnd(waiter *w) {
+    w->t->waited_us += (mstime() - w->since_ms) * 1000;
+    waiterUnlink(w);
+    RedisModule_UnblockClient(w->bc, NULL);
+    waiterFree(w);
+}
+
+/* Re-run waiter w at its turn: 1 if it answered, 0 if it waits on. */
+static int waiterRerun(waiter *w) {
+    RedisModuleCtx *ctx = RedisModule_GetThreadSafeContext(w->bc);
+    client c = {
+        .ctx = ctx, .argc = w->argc, .rargv = w->argv, .cmd = w->cmd, .id = w->id, .waiter = w};
+    runCommand(&c);
+    RedisModule_FreeThreadSafeContext(ctx);
+    if (c.reblocked) return 0;
+    waiterEnd(w);
+    return 1;
+}
+
+/* After a command: serve the queues marked ready, head first, until none is. */
+static void serveReady(void) {
+    while (ready_any) {
+        ready_any = 0;
+        for (waiter *w = w_head; w;) {
+            table_waits *h = w->t->host;
+            if (!h->ready[w->which]) {
+                w = w->next;
+                continue;
+            }
+            h->ready[w->which] = 0; /* the head's turn; if it answers, the next may run */
+            int which = w->which;
+            ir_table *t = w->t;
+            if (waiterRerun(w)) {
+                if (t->host) ((table_waits *)t->host)->ready[which] = 1;
+                ready_any = 1;
+                break; /* the list changed: start over */
+            }
+            w = w->next;
+        }
+    }
+}
+
+static int timedOut(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    RedisModuleBlockedClient *bc = RedisModule_GetBlockedClientHandle(ctx);
+    waiter *w = waiterOf(bc);
+    if (!w) return RedisModule_ReplyWithError(ctx, "ERR the wait was lost");
+    client c = {.ctx = ctx,
+                .argc = argc,
+                .rargv = argv,
+                .cmd = w->cmd,
+                .id = w->id,
+                .waiter = w,
+                .deny_block = 1};
+    runCommand(&c); /* its -RATELIMITED, or it runs when it now may */
+    w->t->waited_us += (mstime() - w->since_ms) * 1000;
+    waiterUnlink(w);
+    RedisModule_UnblockClient(bc, NULL); /* frees Redis's handle */
+    waiterFree(w);
+    serveReady();
+    return REDISMODULE_OK;
+}
+
+static void disconnected(RedisModuleCtx *ctx, RedisModuleBlockedClient *bc) {
+    waiter *w = waiterOf(bc);
+    if (!w) return;
+    waiterUnlink(w);
+    RedisModule_UnblockClient(bc, NULL);
+    waiterFree(w);
+}
+
+/* The engine's hook: table t goes (REPLAY.DROP) while clients wait on it. */
+static void tableGone(ir_table *t) {
+    for (waiter *w = w_head, *next; w; w = next) {
+        next = w->next;
+        if (w->t != t) continue;
+        RedisModuleCtx *ctx = RedisModule_GetThreadSafeContext(w->bc);
+        client c = {.ctx = ctx};
+        replyReplayError(&c, IR_ERR_NOTABLE, "table '%.128s' was dropped while the client waited",
+                         t->name);
+        RedisModule_FreeThreadSafeContext(ctx);
+        waiterUnlink(w);
+        RedisModule_UnblockClient(w->bc, NULL);
+        waiterFree(w);
+    }
+    free(t->host);
+    t->host = NULL;
+}
+
+static const ir_engine_host engine_host = {.table_gone = tableGone};
+
+/* pin.h: this host copies every reply and never pins, so the engine never
+ * calls these (its tables' pins stay NULL); they keep their contract anyway. */
+void pinDetach(struct ir_pin *pin, void *mem, size_t maplen, uint64_t bytes) {
+    if (maplen) munmap(mem, maplen);
+    else free(mem);
+}
+void pinOverwrite(struct ir_pin *pin, const char *lo, const char *hi) {}
+
+/* ---- commands ------------------------------------------------------------- */
+
+static int argvReserve(int n) {
+    if (n <= module.argv_cap) return 0;
+    int cap = module.argv_cap ? module.argv_cap : 64;
+    while (cap < n) cap *= 2;
+    ir_arg *p = realloc(module.argv, (size_t)cap * sizeof(*p));
+    if (!p) return -1;
+    module.argv = p;
+    module.argv_cap = cap;
+    return 0;
+}
+
+/* Run c's command (c->cmd over c->rargv): its arguments as the handlers
+ * read them, then the handler, then the last bulk out. */
+static void runCommand(client *c) {
+    if (argvReserve(c->argc) != 0) {
+        RedisModule_ReplyWithError(c->ctx, "ERR out of memory");
+        return;
+    }
+    for (int i = 0; i < c->argc; i++) {
+        size_t l;
+        module.argv[i].ptr = (char *)RedisModule_StringPtrLen(c->rargv[i], &l);
+        module.argv[i].len = l;
+        module.argv[i].owned = 0;
+    }
+    c->argv = module.argv;
+    c->cmd->handler(c);
+    flushBulk(c);
+}
+
+/* Every REPLAY.* command comes here: find its row by name, check its arity as
+ * the native server does, run the one handler, then serve the waiters it
+ * made ready. */
+static int dispatch(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    size_t len;
+    const char *name = RedisModule_StringPtrLen(argv[0], &len);
+    const module_command *cmd = NULL;
+    for (size_t k = 0; k < NCOMMANDS && !cmd; k++)
+        if (strlen(module_commands[k].name) == len &&
+            strcasecmp(module_commands[k].name, name) == 0)
+            cmd = &module_commands[k];
+    if (!cmd) return RedisModule_ReplyWithError(ctx, "ERR unknown REPLAY command");
+    if ((cmd->arity > 0 && argc != cmd->arity) || (cmd->arity < 0 && argc < -cmd->arity))
+        return RedisModule_WrongArity(ctx);
+    client c = {
+        .ctx = ctx, .argc = argc, .rargv = argv, .cmd = cmd, .id = RedisModule_GetClientId(ctx)};
+    runCommand(&c);
+    serveReady();
+    return REDISMODULE_OK;
+}
+
+/* INFO inreplay: the module's tables and chunk store. */
+static void infoFunc(RedisModuleInfoCtx *ctx, int for_crash_report) {
+    uint64_t items = 0, bytes = 0, inserts = 0, samples = 0, waiting = 0;
+    for (ir_table *t = module.tables->head; t; t = t->next) {
+        items += tableSize(t);
+        bytes += t->bytes_used;
+        inserts += t->inserts;
+        samples += t->samples;
+    }
+    for (waiter *w = w_head; w; w = w->next) waiting++;
+    RedisModule_InfoAddSection(ctx, "");
+    RedisModule_InfoAddFieldULongLong(ctx, "tables", module.tables->count);
+    RedisModule_InfoAddFieldULongLong(ctx, "items", items);
+    RedisModule_InfoAddFieldULongLong(ctx, "item_bytes", bytes);
+    RedisModule_InfoAddFieldULongLong(ctx, "inserts", inserts);
+    RedisModule_InfoAddFieldULongLong(ctx, "samples", samples);
+    RedisModule_InfoAddFieldULongLong(ctx, "blocked_clients", waiting);
+    RedisModule_InfoAddFieldULongLong(ctx, "streams", module.chunks->nstreams);
+    RedisModule_InfoAddFieldULongLong(ctx, "chunks", module.chunks->chunks);
+    RedisModule_InfoAddFieldULongLong(ctx, "chunk_memory", chunkStoreMemory(module.chunks));
+}
+
+static int registerCommand(RedisModuleCtx *ctx, const module_command *m) {
+    if (RedisModule_CreateCommand(ctx, m->name, dispatch, m->flags, m->first, m->last, m->step) ==
+        REDISMODULE_ERR)
+        return -1;
+    RedisModuleCommand *cmd = RedisModule_GetCommand(ctx, m->name);
+    if (!cmd) return -1;
+    RedisModuleCommandKeySpec specs[2];
+    memset(specs, 0, sizeof(specs));
+    if (m->nspecs) {
+        specs[0].flags = m->spec_flags;
+        specs[0].begin_search_type = REDISMODULE_KSPEC_BS_INDEX;
+        specs[0].bs.index.pos = m->spec_begin;
+        specs[0].find_keys_type = REDISMODULE_KSPEC_FK_RANGE;
+        specs[0].fk.range.lastkey = m->spec_lastkey;
+        specs[0].fk.range.keystep = m->spec_step;
+        specs[0].fk.range.limit = m->spec_limit;
+    }
+    RedisModuleCommandInfo info = {
+        .version = &RedisModule_CurrentCommandInfoVersion,
+        .summary = m->summary,
+        .since = m->since[0] ? m->since : NULL,
+        .complexity = m->complexity[0] ? m->complexity : NULL,
+        .arity = m->arity,
+        .key_specs = m->nspecs ? specs : NULL,
+    };
+    return RedisModule_SetCommandInfo(cmd, &info) == REDISMODULE_OK ? 0 : -1;
+}
+
+/* SEED <n>, FANOUT <k>, MAXBYTES <bytes> */
+static int parseArgs(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc % 2) {
+        RedisModule_Log(ctx, "warning",
+                        "inreplay: arguments go in pairs: SEED n FANOUT k MAXBYTES b");
+        return -1;
+    }
+    for (int i = 0; i < argc; i += 2) {
+        size_t l;
+        const char *k = RedisModule_StringPtrLen(argv[i], &l);
+        long long v;
+        if (RedisModule_StringToLongLong(argv[i + 1], &v) != REDISMODULE_OK || v < 0) {
+            RedisModule_Log(ctx, "warning", "inreplay: %s needs an integer >= 0", k);
+            return -1;
+        }
+        if (!strcasecmp(k, "seed")) module.seed = (uint64_t)v;
+        else if (!strcasecmp(k, "fanout") && v <= 32) module.fanout = (unsigned)v;
+        else if (!strcasecmp(k, "maxbytes") && v > 0) module.maxbytes = (uint64_t)v;
+        else {
+            RedisModule_Log(ctx, "warning", "inreplay: unknown or out-of-range argument '%s'", k);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static void moduleFree(void) {
+    if (module.tables) tablesFree(module.tables); /* before the chunks its items reference */
+    if (module.chunks) chunkStoreFree(module.chunks);
+    free(module.argv);
+    free(module.buf);
+    memset(&module, 0, sizeof(module));
+}
+
+int RedisModule_OnLoad(RedisModuleCtx *ctx, RedisModuleString **argv, int argc);
+int RedisModule_OnUnload(RedisModuleCtx *ctx);
+
+int RedisModule_OnLoad(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (RedisModule_Init(ctx, "inreplay", 1, REDISMODULE_APIVER_1) == REDISMODULE_ERR)
+        return REDISMODULE_ERR;
+    module.maxbytes = 1ULL << 30; /* the native server's MAXBYTES default (1gb) */
+    if (parseArgs(ctx, argv, argc) != 0) return REDISMODULE_ERR;
+    module.tables = tablesNew();
+    module.chunks = chunkStoreNew();
+    if (!module.tables || !module.chunks) {
+        moduleFree();
+        return REDISMODULE_ERR;
+    }
+    engineSetHost(&engine_host);
+    if (RedisModule_RegisterInfoFunc(ctx, infoFunc) == REDISMODULE_ERR) {
+        moduleFree();
+        return REDISMODULE_ERR;
+    }
+    for (size_t k = 0; k < NCOMMANDS; k++)
+        if (registerCommand(ctx, &module_commands[k]) != 0) {
+            RedisModule_Log(ctx, "warning", "inreplay: could not register %s",
+                            module_commands[k].name);
+            moduleFree();
+            return REDISMODULE_ERR;
+        }
+    return REDISMODULE_OK;
+}
+
+int RedisModule_OnUnload(RedisModuleCtx *ctx) {
+    moduleFree();
+    return REDISMODULE_OK;
+}
