@@ -95,6 +95,10 @@ bench: build
 	  --json $(BUILD)/bench-latency.json --plots $(BUILD)/bench-plots
 	-$(PY) bench/latency.py --systems dpdk --dpdk-pmd af_xdp --mtu 1500 --paths shared \
 	  --sizes 64,65536,1048576,13631488 --batches 512 --json $(BUILD)/bench-latency-xdp.json
+	rm -f $(BUILD)/bench-module.json
+	-$(PY) bench/latency.py --systems kernel,redis-module --mtu 1500 --paths shared \
+	  --sizes 64,65536,1048576,13631488 --batches 512 --packed-batches 512 \
+	  --json $(BUILD)/bench-module.json
 	$(PY) bench/throughput.py --json $(BUILD)/bench-throughput.json
 	rm -f $(BUILD)/bench-breakdown.json
 	-$(PY) bench/breakdown.py --mtu 1500,9000 --json $(BUILD)/bench-breakdown.json \
@@ -126,6 +130,7 @@ bench: build
 	  --breakout $(BUILD)/bench-breakout/summary.json \
 	  $$([ -f $(BUILD)/bench-breakdown.json ] && echo --breakdown $(BUILD)/bench-breakdown.json) \
 	  $$([ -f $(BUILD)/bench-latency-xdp.json ] && echo --nics $(BUILD)/bench-latency-xdp.json) \
+	  $$([ -f $(BUILD)/bench-module.json ] && echo --module-host $(BUILD)/bench-module.json) \
 	  $$([ -f $(BUILD)/bench-peers.json ] && echo --peers $(BUILD)/bench-peers.json) \
 	  $$([ -f $(BUILD)/bench-integrations.json ] && echo --integrations $(BUILD)/bench-integrations.json)
 

@@ -7,6 +7,10 @@ script makes its own namespaces and removes them at the end):
     kernel       inreplay on the kernel stack, same namespace and address
     kernel-poll  the same, started with --busy-poll (spins on epoll, never sleeps)
     dpdk         inreplay on DPDK + lwIP, af_packet attached to the same veth
+    redis-module stock redis-server with inreplay's REPLAY.* module loaded
+                 (`pyctl module-path`), kernel TCP stack: the same engine hosted
+                 by Redis (not in the default set; make bench runs it beside
+                 kernel)
 
 Paths (--paths), each at every MTU of --mtu (default 1500 and 9000):
 
@@ -96,8 +100,9 @@ KV_SIZES = (64, 4 * KB, 64 * KB, MB, 13 * MB)
 BATCHES = (32, 512)
 ITEM_SIZES = (128, ATARI_STATE)
 UPDATE_BATCH = 512
-SYSTEMS = ("redis", "kernel", "kernel-poll", "dpdk")
-KERNEL_STACK = ("redis", "kernel", "kernel-poll")
+SYSTEMS = ("redis", "kernel", "kernel-poll", "dpdk", "redis-module")
+KERNEL_STACK = ("redis", "kernel", "kernel-poll", "redis-module")
+OPT_IN = ("redis-module",)  # asked for by --systems only
 """The systems on the kernel's TCP stack (the only ones a kernel-default path serves)."""
 BUSY_POLLING = ("kernel-poll", "dpdk")
 """Servers that spin on their core whether or not there is work."""
@@ -465,10 +470,17 @@ def make_server(system: str, net: Network, pin: Pinning, workdir: Path, port: in
     in_ns = ["ip", "netns", "exec", net.topo.netns] if net.topo else []
     log = workdir / f"{system}-{port}.log"
     host = net.kernel_host
-    if system == "redis":
+    if system in ("redis", "redis-module"):
         argv = [*in_ns, *pin.prefix(), "redis-server", "--bind", host, "--port", str(port),
                 "--save", "", "--appendonly", "no", "--protected-mode", "no",
                 "--dir", str(workdir)]
+        if system == "redis-module":
+            from pyctl import _native
+
+            try:
+                argv += ["--loadmodule", str(_native.module_path())]
+            except _native.NativeLibraryMissingError as e:
+                raise BenchError(f"redis-module: {e}") from None
         return Server(system, argv, host, port, log, env)
     if system in ("kernel", "kernel-poll"):
         argv = [*in_ns, *pin.prefix(), sys.executable, "-m", "pyctl", "start",
@@ -502,7 +514,7 @@ def make_server(system: str, net: Network, pin: Pinning, workdir: Path, port: in
 
 def default_systems() -> list[str]:
     have_dpdk = os.geteuid() == 0 and dpdk_built()
-    return [s for s in SYSTEMS if s != "dpdk" or have_dpdk]
+    return [s for s in SYSTEMS if (s != "dpdk" or have_dpdk) and s not in OPT_IN]
 
 
 @contextlib.contextmanager

@@ -317,6 +317,47 @@ def nics_section(main: dict[str, Any], xdp: dict[str, Any]) -> str:
     return "\n".join(out + context)
 
 
+MODULE_WORKLOADS = ("PING", "GET 64 B", "GET 64 KB", "GET 1 MB", "GET 13 MB", "SET 13 MB",
+                    "SAMPLE 512 × 128 B", "SAMPLE 512 × 128 B PACKED", "SAMPLE 512 × 28 KB",
+                    "SAMPLE 512 × 28 KB PACKED", "UPDATE 512")
+
+
+def module_host_section(doc: dict[str, Any]) -> str:
+    """Issue 22 item 4: the native server (kernel stack) against stock redis-server hosting
+    the same REPLAY.* handlers as a module, same path and MTU, one connection."""
+    lat = Lat(doc)
+    mtu = lat.mtus[0]
+    out = [f"The native server (`kernel`: inreplay on the kernel stack, sleeping in epoll) "
+           f"against Debian's stock redis-server hosting the same REPLAY.* handlers as a "
+           f"module (`redis-module`: `redis-server --loadmodule \"$(pyctl module-path)\"`), "
+           f"shared veth, MTU {mtu}, one connection, p50 (p99) µs (`bench/latency.py --systems "
+           f"kernel,redis-module`); module / native below 1: the module host is faster.", "",
+           "| request | native | module | module / native (p50) |", "|---|---|---|---|"]
+    ratios: dict[str, float] = {}
+    for w in MODULE_WORKLOADS:
+        n, m = lat.get("kernel", w, "shared", mtu), lat.get("redis-module", w, "shared", mtu)
+        if not n and not m:
+            continue
+        ratio = "—"
+        if n and m:
+            ratios[w] = m["p50_us"] / n["p50_us"]
+            ratio = f"{ratios[w]:.2f}×"
+        out.append(f"| {w} | {lat_cell(n)} | {lat_cell(m)} | {ratio} |")
+    if not ratios:
+        missing = next((x for x in ("redis-module", "kernel")
+                        if not any(r["system"] == x for r in lat.rows)), "redis-module")
+        why = lat.why_missing(missing, "shared", mtu)
+        return f"*The module-host benchmark produced no comparison: {why}.*"
+    wins = [w for w, r in ratios.items() if r > 1.0]
+    loses = [w for w, r in ratios.items() if r <= 1.0]
+    out.append("")
+    out.append("- The native server is faster at: " + (", ".join(
+        f"{w} ({ratios[w]:.2f}×)" for w in wins) or "nothing measured here") + ".")
+    out.append("- It is not at: " + (", ".join(f"{w} ({ratios[w]:.2f}×)" for w in loses)
+                                    or "none of these") + ".")
+    return "\n".join(out + context_lines(doc))
+
+
 def sample_shapes(rows: list[Row]) -> list[str]:
     """'32 × 128 B', ..., '512 × 128 B PACKED' in (item size, batch, packed) order."""
     key = sorted((r for r in rows if r["kind"] in ("sample", "sample-packed", "baseline")),
@@ -1473,6 +1514,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--compress", metavar="JSON", help="output of bench/compress.py --json")
     ap.add_argument("--limiter", metavar="JSON", help="output of bench/limiter.py --json")
     ap.add_argument("--server-time", metavar="JSON", help="output of bench/server_time.py --json")
+    ap.add_argument("--module-host", metavar="JSON",
+                    help="output of bench/latency.py --systems kernel,redis-module --json")
     ap.add_argument("--redis-suite", metavar="JSON",
                     help="output of tests/redis_suite/run.py --json (make redis-suite)")
     ap.add_argument("--peers", metavar="JSON", help="output of bench/peers.py --json")
@@ -1522,6 +1565,9 @@ def main(argv: list[str] | None = None) -> int:
     nics = load(args.nics)
     if lat and nics:
         text = replace_section(text, "nics", nics_section(lat, nics))
+    module_doc = load(args.module_host)
+    if module_doc:
+        text = replace_section(text, "module-host", module_host_section(module_doc))
     if args.soak:
         text = replace_section(text, "soak", soak_section(json.loads(Path(args.soak).read_text())))
     comp = load(args.compress)

@@ -437,6 +437,24 @@ def test_breakdown_runs_get_and_sample(tmp_path: Path) -> None:
     assert "execute (REPLAY.SAMPLE)" in doc["runs"][1]["stages_us"]
 
 
+def test_module_host_section_compares_the_two_hosts_and_says_which_wins() -> None:
+    """Issue 22 item 4: native (kernel) against redis-server with the module, one row per
+    request, the ratio, and where each host wins; a run without the module says why."""
+    doc = _synthetic(1500)
+    doc["latency"] = [r for r in doc["latency"] if r["system"] == "kernel"]
+    doc["latency"] += [dict(r, system="redis-module",
+                            p50_us=r["p50_us"] * (0.5 if r["workload"] == "GET 13 MB" else 2))
+                       for r in doc["latency"]]
+    text = report.module_host_section(doc)
+    assert "| request | native | module | module / native (p50) |" in text
+    assert "| GET 64 B | " in text and "| 2.00× |" in text
+    assert "faster at: GET 64 B (2.00×)" in text and "It is not at: GET 13 MB (0.50×)" in text
+    doc["latency"] = [r for r in doc["latency"] if r["system"] == "kernel"]
+    doc["errors"] = {"redis-module (shared, MTU 1500)": "redis-module: no module built"}
+    text = report.module_host_section(doc)
+    assert "produced no comparison" in text and "no module built" in text, text
+
+
 def test_nics_section_compares_drivers_and_says_why_virtio_user_is_missing(
         tmp_path: Path) -> None:
     """af_packet columns from the main run, af_xdp from its own; the af_xdp server's argv."""
