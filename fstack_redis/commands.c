@@ -29,6 +29,7 @@
 #include "script.h"
 #include "slowlog.h"
 #include "snapshot.h"
+#include "t_replay.h"
 #include "t_traj.h"
 
 /* ---- the command table -------------------------------------------------------

@@ -204,15 +204,7 @@ void blmoveCommand(client *c);
 void brpoplpushCommand(client *c);
 void blmpopCommand(client *c);
 
-/* replay tables (t_replay.c) */
-void replayCreateCommand(client *c);
-void replayAddCommand(client *c);
-void replaySampleCommand(client *c);
-void replayUpdateCommand(client *c);
-void replayInfoCommand(client *c);
-void replayDropCommand(client *c);
-void replayListCommand(client *c);
-void replayShardsCommand(client *c);
+/* replay tables: t_replay.h and t_traj.h declare their handlers */
 
 /* transactions (multi.c) */
 void multiCommand(client *c);
