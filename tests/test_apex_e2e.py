@@ -159,14 +159,22 @@ def _demo_env() -> dict[str, str]:
     return env
 
 
+def _sigint_default() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 class DemoRun:
     """`pyctl demo ...` (which hands over to actors.demo) in a subprocess; remembers every
     descendant it had."""
 
     def __init__(self, *args: str) -> None:
+        # SIGINT as a terminal gives it: a test run started in the background (nohup, a
+        # shell's `&`) inherits SIGINT ignored, and Python then never raises
+        # KeyboardInterrupt, so the interrupt test would wait for nothing
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "pyctl", "demo", *args], cwd=ROOT, env=_demo_env(),
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            preexec_fn=_sigint_default)
         self.seen: set[int] = set()
         self.started: dict[int, int] = {}
         self.lines: list[str] = []
