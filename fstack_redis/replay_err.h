@@ -33,6 +33,17 @@ typedef enum {
         IR_ERR__COUNT
 } ir_errcode;
 
+/* An error code's name ("NOTABLE"), as the reply's first word; each host's
+ * replyReplayError writes it. */
+static inline const char *replayErrorName(ir_errcode code) {
+    static const char *const names[IR_ERR__COUNT] = {
+#define IR_ERR_NAME(code, when) [IR_ERR_##code] = #code,
+        IR_REPLAY_ERRORS(IR_ERR_NAME)
+#undef IR_ERR_NAME
+    };
+    return names[code];
+}
+
 /* "-<CODE> " then fmt: one error reply, formatted on the stack (no allocation). */
 void replyReplayError(client *c, ir_errcode code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

@@ -192,15 +192,9 @@ void addReplyErrorFormat(client *c, const char *fmt, ...) {
     va_end(ap);
 }
 
-static const char *const replayErrorCodes[IR_ERR__COUNT] = {
-#define IR_ERR_NAME(code, when) [IR_ERR_##code] = #code,
-    IR_REPLAY_ERRORS(IR_ERR_NAME)
-#undef IR_ERR_NAME
-};
-
 void replyReplayError(client *c, ir_errcode code, const char *fmt, ...) {
     char buf[1024];
-    int h = snprintf(buf, sizeof(buf), "-%s ", replayErrorCodes[code]);
+    int h = snprintf(buf, sizeof(buf), "-%s ", replayErrorName(code));
     va_list ap;
     va_start(ap, fmt);
     int n = vsnprintf(buf + h, sizeof(buf) - (size_t)h, fmt, ap);

@@ -183,15 +183,9 @@ void hostReplyErrorFormat(client *c, const char *fmt, ...) {
     hostReplyError(c, buf);
 }
 
-static const char *const error_codes[] = {
-#define IR_ERR_NAME(code, when) #code,
-    IR_REPLAY_ERRORS(IR_ERR_NAME)
-#undef IR_ERR_NAME
-};
-
 void replyReplayError(client *c, ir_errcode code, const char *fmt, ...) {
     char buf[1024];
-    int h = snprintf(buf, sizeof(buf), "%s ", error_codes[code]);
+    int h = snprintf(buf, sizeof(buf), "%s ", replayErrorName(code));
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(buf + h, sizeof(buf) - (size_t)h, fmt, ap);
