@@ -109,8 +109,6 @@
 #define AF_PACKET_FRAME_OVERHEAD 64 /* tpacket2 header + sockaddr_ll, aligned */
 #define AF_PACKET_FRAMES_PER_BLOCK 4
 #define ETH_FRAME_OVERHEAD (RTE_ETHER_HDR_LEN + RTE_ETHER_CRC_LEN + 2 * RTE_VLAN_HLEN)
-#define MTU_MIN 576
-#define MTU_MAX 9600
 
 /* Per-lcore state, cache aligned (one lcore is used: the main one). */
 struct lcore_queue_conf {
@@ -672,7 +670,7 @@ static int afPacketIfaceMtu(const char *eal_args) {
 static int resolveMtu(const ir_config *cfg) {
     if (cfg->mtu > 0) return cfg->mtu;
     int mtu = afPacketIfaceMtu(cfg->eal_args);
-    return mtu >= MTU_MIN && mtu <= MTU_MAX ? mtu : 1500;
+    return mtu >= IR_MTU_MIN && mtu <= IR_MTU_MAX ? mtu : 1500;
 }
 
 static int ealInit(const char *args, int mtu) {
@@ -926,9 +924,9 @@ ir_transport *ir_dpdk_transport_new(struct ir_server *s, const ir_config *cfg) {
 
     /* 1. EAL */
     int mtu = resolveMtu(cfg);
-    if (mtu < MTU_MIN || mtu > MTU_MAX) {
-        ir_set_error("mtu must be %d-%d (1500: Ethernet, 9000: jumbo frames), not %d", MTU_MIN,
-                     MTU_MAX, mtu);
+    if (mtu < IR_MTU_MIN || mtu > IR_MTU_MAX) {
+        ir_set_error("mtu must be %d-%d (1500: Ethernet, 9000: jumbo frames), not %d", IR_MTU_MIN,
+                     IR_MTU_MAX, mtu);
         return fail(d, IR_ECONFIG);
     }
     if ((ret = ealInit(cfg->eal_args, mtu)) != IR_OK) return fail(d, ret);

@@ -520,8 +520,9 @@ static const cfgparam params[] = {
      F(dpdk_port, FT_INT), NULL, "DPDK ethdev port id; -1 = the first probed", NOHOOK},
     {"dpdk-mbufs", NULL, CT_INT, CF_IMMUTABLE | CF_HIDDEN, 0, 4294967295ULL, "0", NULL,
      F(dpdk_mbufs, FT_UINT), NULL, "DPDK mbuf pool size; 0 = sized from maxclients", NOHOOK},
-    {"mtu", NULL, CT_INT, CF_IMMUTABLE | CF_HIDDEN, 0, 9600, "0", NULL, F(mtu, FT_INT), NULL,
-     "DPDK: IP MTU of the port, 576-9600 (1500 Ethernet, 9000 jumbo frames); 0 = the interface's",
+    {"mtu", NULL, CT_INT, CF_IMMUTABLE | CF_HIDDEN, 0, IR_MTU_MAX, "0", NULL, F(mtu, FT_INT), NULL,
+     "DPDK: IP MTU of the port, " IR_TABLE_XSTR(IR_MTU_MIN) "-" IR_TABLE_XSTR(
+         IR_MTU_MAX) " (1500 Ethernet, 9000 jumbo frames); 0 = the interface's",
      NOHOOK},
     {"busy-poll", NULL, CT_BOOL, CF_IMMUTABLE | CF_HIDDEN, 0, 0, "no", NULL, F(busy_poll, FT_INT),
      NULL,

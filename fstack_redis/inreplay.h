@@ -158,13 +158,19 @@ typedef struct ir_config {
     int dpdk_port;       /* ethdev port id, -1 = the first available */
     unsigned dpdk_mbufs; /* mbuf pool size, 0 = sized from maxclients */
     int busy_poll;       /* dpdk: never nap; kernel: poll under load (see run.c) */
-    int mtu;             /* dpdk: IP MTU of the port, 0 = the interface's */
+    int mtu;             /* dpdk: IP MTU of the port (IR_MTU_*), 0 = the interface's */
     /* a replay group of shards (REPLAY.SHARDS): every member's "host:port",
      * comma-separated in shard order, and this server's place in it */
     const char *shard_group; /* NULL or "" = a standalone server (one shard) */
     int shard_index;         /* 0 .. shards - 1 */
     int databases;           /* numbered databases (SELECT 0..N-1) */
 } ir_config;
+
+/* The IP MTU range of the DPDK port (ir_config.mtu) and of the test veth
+ * (pyctl netns): IPv4's minimum, and the largest frame the af_packet ring
+ * frames, the mbufs and lwIP's MSS are sized for (dpdk.c, lwipopts.h). */
+#define IR_MTU_MIN 576
+#define IR_MTU_MAX 9600
 
 /* Ids of shard k's tables start at k << IR_SHARD_ID_BITS, so that an id names
  * its shard and ids are unique across a group (2^48 ids per shard). */

@@ -108,6 +108,12 @@ FLAG_GROUPS = {"groups": "replay groups (see 'Scaling out' in the README)",
                "dpdk": "DPDK stack (--stack dpdk)"}
 
 
+def mtu_range() -> tuple[int, int]:
+    """The IP MTUs the DPDK port takes (IR_MTU_MIN, IR_MTU_MAX in inreplay.h)."""
+    _, lib = _native.load()
+    return int(lib.IR_MTU_MIN), int(lib.IR_MTU_MAX)
+
+
 def c_bounds(name: str) -> tuple[int | float, int | float] | None:
     """(min, max) of a ServerConfig field from the C table (max inf when unbounded), or
     None when the table gives no bounds for it."""
@@ -296,8 +302,9 @@ class ServerConfig:
             raise ConfigError(f"--restore: {self.restore}: no such directory")
         if self.restore and self.restore_if_present:
             raise ConfigError("--restore-if-present: give it or --restore, not both")
-        if self.mtu and not 576 <= self.mtu <= 9600:
-            raise ConfigError(f"--mtu {self.mtu}: choose 576-9600 (1500 Ethernet, 9000 jumbo "
+        lo, hi = mtu_range()
+        if self.mtu and not lo <= self.mtu <= hi:
+            raise ConfigError(f"--mtu {self.mtu}: choose {lo}-{hi} (1500 Ethernet, 9000 jumbo "
                               "frames), or 0 for the interface's MTU")
         self._validate_group()
         if self.stack == "dpdk":

@@ -48,6 +48,8 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from pyctl.config import mtu_range  # the DPDK port's: it attaches to this veth
+
 
 class SetupError(RuntimeError):
     """A host set-up step failed; the message says what to do."""
@@ -55,7 +57,6 @@ class SetupError(RuntimeError):
 
 DEFAULT_MTU = 9000
 """The test topology's veth MTU (jumbo frames)."""
-MIN_MTU, MAX_MTU = 576, 9600
 
 
 @dataclass
@@ -184,8 +185,9 @@ def offloads_off(iface: str, netns: str | None = None) -> None:
 
 
 def check_mtu(mtu: int) -> int:
-    if not MIN_MTU <= mtu <= MAX_MTU:
-        raise SetupError(f"--mtu {mtu}: choose {MIN_MTU}-{MAX_MTU} (1500 is classic Ethernet, "
+    lo, hi = mtu_range()
+    if not lo <= mtu <= hi:
+        raise SetupError(f"--mtu {mtu}: choose {lo}-{hi} (1500 is classic Ethernet, "
                          "9000 jumbo frames)")
     return mtu
 

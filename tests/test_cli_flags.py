@@ -308,3 +308,22 @@ def test_the_readme_lists_every_start_flag() -> None:
                                                                                    "--help"}
     assert listed - options == set(), "README lists flags pyctl start does not have"
     assert options - listed == set(), "README's command reference lacks these flags"
+
+
+def test_the_mtu_range_is_the_c_headers_everywhere() -> None:
+    """IR_MTU_MIN/IR_MTU_MAX (inreplay.h) bound --mtu of pyctl start, the C table's row,
+    its doc and the test veth of `pyctl netns`: one definition."""
+    from pyctl import netns
+
+    lo, hi = config.mtu_range()
+    assert (lo, hi) == (576, 9600)
+    assert config.c_bounds("mtu") == (0, hi)
+    assert f"{lo}-{hi}" in config.c_param("mtu")["doc"]
+    for ok in (lo, 1500, hi):
+        assert netns.check_mtu(ok) == ok
+        config.ServerConfig(stack="dpdk", mtu=ok, ip="10.77.0.2/24").validate()
+    for bad in (lo - 1, hi + 1):
+        with pytest.raises(netns.SetupError, match=f"choose {lo}-{hi}"):
+            netns.check_mtu(bad)
+        with pytest.raises(config.ConfigError, match=f"choose {lo}-{hi}"):
+            config.ServerConfig(stack="dpdk", mtu=bad, ip="10.77.0.2/24").validate()
