@@ -174,8 +174,9 @@ def _rows() -> dict[str, tuple[str, str]]:
     """config.c's parameter rows that initialise an ir_config member: member -> (default
     text, doc), read from the source."""
     src = (ROOT / "fstack_redis" / "config.c").read_text()
-    table_defaults = dict(re.findall(r"#define (IR_TABLE_\w+) ([0-9.e-]+)\n",
-                                     (ROOT / "fstack_redis" / "replay" / "replay.h").read_text()))
+    defines = dict(re.findall(r"#define (IR_\w+) ([0-9.e-]+)\n",
+                              (ROOT / "fstack_redis" / "replay" / "replay.h").read_text()
+                              + (ROOT / "fstack_redis" / "inreplay.h").read_text()))
     table = src[src.index("static const cfgparam params[] = {"):]
     table = table[:table.index("\n};")] + "\n"
     out = {}
@@ -199,9 +200,9 @@ def _rows() -> dict[str, tuple[str, str]]:
             continue
 
         def literal(item: str) -> str:
-            m = re.fullmatch(r"IR_TABLE_XSTR\((\w+)\)", item)
-            if m:  # a table default, defined once in replay.h
-                return table_defaults[m.group(1)]
+            # a number defined once in replay.h or inreplay.h, as a string
+            item = re.sub(r"IR_TABLE_XSTR\(\s*(\w+)\s*\)", lambda d: f'"{defines[d.group(1)]}"',
+                          item)
             return "".join(ast.literal_eval(f'"{s}"') for s in re.findall(r'"((?:[^"\\]|\\.)*)"',
                                                                           item))
         out[f.group(1)] = (literal(items[6]), literal(items[10]))
