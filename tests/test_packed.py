@@ -116,6 +116,25 @@ def test_packed_small_and_empty_items(r: redis.Redis) -> None:
             assert all(items[k] == stored[int(i)] for k, i in enumerate(ids))
 
 
+def test_plain_samples_of_mixed_small_sizes_are_exact(r: redis.Redis) -> None:
+    """Items below the by-reference size go out in one reservation whose "$<len>" headers
+    are formatted again only when the length changes: every length, in any order, and an
+    item at the size where replies switch to references, come back byte for byte."""
+    sizes = [0, 1, 9, 10, 99, 100, 999, 1000, 4095, 4096, 13, 13, 13, 7, 4095, 0]
+    t, stored = make_table(r, sizes * 4)
+    for n in (1, 7, 64, 300):
+        ids, _, items = r.execute_command("REPLAY.SAMPLE", t, n)
+        got = np.frombuffer(ids, "<i8").tolist()
+        assert len(items) == n
+        assert all(items[k] == stored[i] for k, i in enumerate(got))
+    r.execute_command("REPLAY.DROP", t)
+    t, stored = make_table(r, [s for s in sizes if s < 4096] * 4)
+    ids, _, items = r.execute_command("REPLAY.SAMPLE", t, 500)
+    got = np.frombuffer(ids, "<i8").tolist()
+    assert len({len(x) for x in items}) > 5
+    assert all(items[k] == stored[i] for k, i in enumerate(got))
+
+
 def test_packed_mixed_sizes_is_an_error_and_the_connection_survives(r: redis.Redis) -> None:
     t, _ = make_table(r, [128] * 4 + [256] * 2, capacity=6)
     before = r.client_id()
