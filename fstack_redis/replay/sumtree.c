@@ -338,7 +338,12 @@ ST_AVX2 static inline double hmax4(__m256d v) {
  * above the previous one and a point in between would enter an empty child
  * (and end on an empty leaf): descend_checked() redoes such rare queries with
  * the left-to-right kernel, which keeps the per-level loop free of a
- * dependent load. */
+ * dependent load. The points of a stratified batch ascend, so consecutive
+ * queries often sit in one node (every query at the root, most of them on the
+ * next levels): a node's prefix sums are computed once for the run of queries
+ * in it, and each query only compares. Same arithmetic, so the same draws;
+ * measured against the per-query prefix (K = 8, 512 draws, interleaved in one
+ * process): 22.3 vs 25.5 us at 100k leaves, 24.7 vs 27.8 us at 2M. */
 #define ST_GEN_AVX2(K) \
     ST_GEN_AVX2_NODE(K) \
     ST_AVX2 static void descend_avx2_##K(const ir_sampler *s, size_t m, double *sv, \
@@ -349,24 +354,34 @@ ST_AVX2 static inline double hmax4(__m256d v) {
             const double *base = s->sum + s->off[d + 1]; \
             const double *next = s->sum + s->off[d + 2]; \
             const int more = d + 1 < D; \
+            uint64_t prev = UINT64_MAX; /* the node whose prefix sums pv holds */ \
+            __m256d pv[(K) / 4]; \
+            _Pragma("GCC unroll 8") for (unsigned v = 0; v < (K) / 4; v++) pv[v] = \
+                _mm256_setzero_pd(); \
             for (size_t i = 0; i < m; i++) { \
-                const double *c = base + node[i] * (K); \
+                const uint64_t nd = node[i]; \
+                const double *c = base + nd * (K); \
+                if (nd != prev) { \
+                    prev = nd; \
+                    __m256d carry = _mm256_setzero_pd(); \
+                    _Pragma("GCC unroll 8") for (unsigned v = 0; v < (K) / 4; v++) { \
+                        pv[v] = _mm256_add_pd(prefix4(_mm256_load_pd(c + 4 * v)), carry); \
+                        carry = _mm256_permute4x64_pd(pv[v], 0xff); \
+                    } \
+                } \
                 const double x = sv[i]; \
                 const __m256d xv = _mm256_set1_pd(x); \
-                __m256d carry = _mm256_setzero_pd(); \
                 __m256d best = _mm256_setzero_pd(); \
                 uint64_t le = 0; \
                 _Pragma("GCC unroll 8") for (unsigned v = 0; v < (K) / 4; v++) { \
-                    const __m256d p = _mm256_add_pd(prefix4(_mm256_load_pd(c + 4 * v)), carry); \
-                    const __m256d ok = _mm256_cmp_pd(p, xv, _CMP_LE_OQ); \
+                    const __m256d ok = _mm256_cmp_pd(pv[v], xv, _CMP_LE_OQ); \
                     le |= (uint64_t)_mm256_movemask_pd(ok) << (4 * v); \
-                    best = _mm256_max_pd(best, _mm256_and_pd(ok, p)); \
-                    carry = _mm256_permute4x64_pd(p, 0xff); \
+                    best = _mm256_max_pd(best, _mm256_and_pd(ok, pv[v])); \
                 } \
                 unsigned cnt = (unsigned)__builtin_ctzll(~le); \
                 double nx = x - hmax4(best); \
                 if (__builtin_expect(cnt >= (K), 0)) cnt = pick_positive(c, (K), cnt, &nx); \
-                const uint64_t nj = node[i] * (K) + cnt; \
+                const uint64_t nj = nd * (K) + cnt; \
                 node[i] = nj; \
                 sv[i] = nx; \
                 if (more) prefetch_block_##K(next + nj * (K)); \
