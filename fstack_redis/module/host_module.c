@@ -781,7 +781,19 @@ static int rdbAuxLoad(RedisModuleIO *io, int encver, int when) {
         chunkStoreFree(chunks);
         return REDISMODULE_ERR;
     }
-    tablesFree(module.tables); /* clients waiting on them hear NOTABLE (tableGone) */
+    for (waiter *w = w_head, *next; w; w = next) { /* clients the limiter holds */
+        next = w->next;
+        RedisModuleCtx *ctx = RedisModule_GetThreadSafeContext(w->bc);
+        client c = {.ctx = ctx};
+        replyReplayError(&c, IR_ERR_NOTABLE,
+                         "table '%.128s' was replaced by the RDB loaded while the client waited",
+                         w->t->name);
+        RedisModule_FreeThreadSafeContext(ctx);
+        waiterUnlink(w);
+        RedisModule_UnblockClient(w->bc, NULL);
+        waiterFree(w);
+    }
+    tablesFree(module.tables);
     chunkStoreFree(module.chunks);
     module.tables = tables;
     module.chunks = chunks;
