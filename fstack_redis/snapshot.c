@@ -24,6 +24,8 @@
  *   "KLST" a list key        i64 expire, u64 key length, key bytes
  *                            u64 element count, then per element
  *                            u64 length, bytes (head to tail)
+ *   The replay engine writes and reads the table and trajectory records
+ *   (TABL to TTRJ; replay/persist.h), for the module host's RDB as well.
  *   "TABL" a replay table    u64 name length (1..200), name bytes
  *                            options: u64 capacity, u32 fanout K, u64 maxbytes,
  *                              f64 alpha, f64 beta, f64 epsilon, u64 seed
@@ -53,7 +55,7 @@
  *                            samples, u64 microseconds waited in total
  *   "CSTO", "TSTR", "TTRJ"   trajectory chunks, streams and a TRAJECTORY
  *                            table's columns (after its TABL/TABG, before its
- *                            TTMS/TLIM): see the end of this file
+ *                            TTMS/TLIM): see replay/persist.c
  *   "FUNC" a library          u64 code length, the code as FUNCTION LOAD got it
  *                            (FUNCTION DUMP's content); the libraries of a
  *                            snapshot replace the server's when it loads
@@ -109,6 +111,7 @@
 #include "replay.h"
 #include "server.h"
 #include "functions.h"
+#include "persist.h"
 #include "snapshot.h"
 
 #define SNAP_MAGIC "INREPLAY"
@@ -117,8 +120,6 @@
 #define SNAP_REC_HDR 12 /* tag + u64 length */
 #define SNAP_DONE_BODY 28
 #define SNAP_DONE_LEN (SNAP_REC_HDR + SNAP_DONE_BODY) /* the whole DONE record */
-#define SNAP_TABLE_FIXED 140                          /* a TABL body without its name and items */
-#define SNAP_ITEM_FIXED 28                            /* an item without its bytes */
 #define SNAP_BUF (1u << 20)
 #define SNAP_DIRECT (SNAP_BUF / 4)
 #define SNAP_CHUNK (1u << 30) /* largest single read/write/crc32 call */
@@ -131,18 +132,8 @@
 #define TAG_KSTM \
     "KSTM" /* a stream key: i64 expire, u64 key length, key, u64 length, t_stream.c's record */
 #define TAG_KSEL "KSEL" /* the keys that follow are in another database */
-#define TAG_TABL "TABL"
-#define TAG_TLIM "TLIM"
-#define TAG_TABG "TABG"
-#define TAG_TTMS "TTMS"
-#define SNAP_TABG_EXTRA 28 /* consumed, sampler, remover, k, queue (not n) */
 #define TAG_DONE "DONE"
 #define TAG_FUNC "FUNC" /* a FUNCTION LOAD library: u64 code length, the code (shebang included) */
-#define SNAP_TLIM_BODY 48
-#define TAG_CSTO "CSTO" /* trajectories: see the end of this file */
-#define TAG_TSTR "TSTR"
-#define TAG_TTRJ "TTRJ"
-#define SNAP_TRAJ_VERSION 1u /* of the CSTO, TSTR and TTRJ bodies */
 
 /* ---- process-wide state ------------------------------------------------- */
 
@@ -249,23 +240,24 @@ static uint32_t crcUpdate(uint32_t crc, const void *p, size_t n) {
 /* ---- the buffered writer -------------------------------------------------- */
 
 typedef struct snapWriter {
+    ir_pwriter pw; /* first: the engine's records go through it; pw.err: errno of the first
+                    * failure */
     int fd;
     unsigned char *buf;
     size_t len;
     uint32_t crc;   /* of every byte flushed so far */
     uint64_t total; /* bytes handed over so far */
-    int err;        /* errno of the first failure */
 } snapWriter;
 
 static void wRaw(snapWriter *w, const void *p, size_t n) {
     const char *c = p;
-    while (n && !w->err) {
+    while (n && !w->pw.err) {
         ssize_t k = write(w->fd, c, n > SNAP_CHUNK ? SNAP_CHUNK : n);
         if (k < 0) {
             if (errno == EINTR) continue;
-            w->err = errno;
+            w->pw.err = errno;
         } else if (k == 0) {
-            w->err = EIO;
+            w->pw.err = EIO;
         } else {
             c += k;
             n -= (size_t)k;
@@ -281,7 +273,7 @@ static void wFlush(snapWriter *w) {
 }
 
 static void wBytes(snapWriter *w, const void *p, size_t n) {
-    if (w->err || n == 0) return;
+    if (w->pw.err || n == 0) return;
     w->total += n;
     if (n >= SNAP_DIRECT) { /* big bodies go out from where they are */
         wFlush(w);
@@ -313,12 +305,19 @@ static void wRecord(snapWriter *w, const char *tag, uint64_t len) {
     wU64(w, len);
 }
 
+/* The engine's records (persist.h) in the same encoding. */
+static void pwRecord(ir_pwriter *w, const char tag[4], uint64_t len) {
+    wRecord((snapWriter *)w, tag, len);
+}
+static void pwBytes(ir_pwriter *w, const void *p, size_t n) { wBytes((snapWriter *)w, p, n); }
+static void pwU32(ir_pwriter *w, uint32_t v) { wU32((snapWriter *)w, v); }
+static void pwU64(ir_pwriter *w, uint64_t v) { wU64((snapWriter *)w, v); }
+static void pwF64(ir_pwriter *w, double d) { wF64((snapWriter *)w, d); }
+
 /* ---- writing a snapshot ----------------------------------------------------- */
 
 struct snapWriter;
 static void saveCollection(struct snapWriter *w, const dbEntry *e);
-static void saveChunkStore(struct snapWriter *w, const ir_chunk_store *cs);
-static void saveTrajLayout(struct snapWriter *w, const ir_table *t);
 struct saveCtx;
 static void saveOtherDbs(const ir_server *s, struct saveCtx *sc);
 
@@ -369,108 +368,17 @@ static int saveEntry(const dbEntry *e, void *arg) {
         }
     }
     sc->keys++;
-    return w->err ? -1 : 0;
-}
-
-/* The ids of a table's live items in id order: the window, or (general
- * mode) an allocated sorted list. */
-static int tableIds(const ir_table *t, const ir_table_state *st, uint64_t **ids, uint64_t *n) {
-    *n = tableSize(t);
-    *ids = NULL;
-    if (!t->general) return 0;
-    *ids = malloc((*n ? *n : 1) * sizeof(uint64_t));
-    if (!*ids) return -1;
-    tableGeneralIds(t, *ids);
-    return 0;
-}
-
-static inline uint64_t idAt(const ir_table_state *st, const uint64_t *ids, uint64_t i) {
-    return ids ? ids[i] : st->oldest_id + i;
-}
-
-static void saveTable(snapWriter *w, const ir_table *t) {
-    ir_table_state st;
-    ir_item_view v;
-    tableGetState(t, &st);
-    int tabg = t->o.sampler != IR_SEL_PRIORITIZED || t->o.remover != IR_SEL_FIFO ||
-               t->o.max_times_sampled || t->lim.queue;
-    uint64_t *ids, n, sampled = 0;
-    if (tableIds(t, &st, &ids, &n) != 0) {
-        if (!w->err) w->err = ENOMEM;
-        return;
-    }
-    if (ids) st.oldest_id = n ? ids[0] : st.next_id;
-    uint64_t body = SNAP_TABLE_FIXED + (uint64_t)t->namelen;
-    if (tabg) body += SNAP_TABG_EXTRA + 8;
-    for (uint64_t i = 0; i < n; i++) {
-        tableItem(t, idAt(&st, ids, i), &v);
-        body += SNAP_ITEM_FIXED + (tabg ? 4 : 0) + (uint64_t)v.len;
-        sampled |= v.times;
-    }
-    wRecord(w, tabg ? TAG_TABG : TAG_TABL, body);
-    wU64(w, t->namelen);
-    wBytes(w, t->name, t->namelen);
-    wU64(w, t->o.capacity);
-    wU32(w, ir_sampler_fanout(t->sampler));
-    wU64(w, t->o.maxbytes);
-    wF64(w, t->o.alpha);
-    wF64(w, t->o.beta);
-    wF64(w, t->o.epsilon);
-    wU64(w, t->o.seed);
-    wU64(w, st.next_id);
-    wU64(w, st.oldest_id);
-    wU64(w, st.tail);
-    wF64(w, st.max_priority);
-    wU64(w, st.inserts);
-    wU64(w, st.samples);
-    wU64(w, st.sample_calls);
-    wU64(w, st.updates);
-    wU64(w, st.stale_updates);
-    wU64(w, st.evictions);
-    if (tabg) {
-        wU64(w, st.consumed);
-        wU32(w, (uint32_t)t->o.sampler);
-        wU32(w, (uint32_t)t->o.remover);
-        wU32(w, t->o.max_times_sampled);
-        wU64(w, t->lim.queue);
-        wU64(w, n);
-    }
-    for (uint64_t i = 0; i < n && !w->err; i++) {
-        tableItem(t, idAt(&st, ids, i), &v);
-        wU64(w, v.id);
-        wF64(w, v.stored);
-        wU64(w, v.off);
-        if (tabg) wU32(w, v.times);
-        wU32(w, v.len);
-        wBytes(w, v.data, v.len);
-    }
-    if (t->traj) saveTrajLayout(w, t); /* before TTMS and TLIM, which end the table */
-    if (!tabg && sampled) {
-        wRecord(w, TAG_TTMS, 8 + 4 * n);
-        wU64(w, n);
-        for (uint64_t i = 0; i < n && !w->err; i++) {
-            tableItem(t, idAt(&st, ids, i), &v);
-            wU32(w, v.times);
-        }
-    }
-    free(ids);
-    if (t->lim.min_size || t->lim.samples_per_insert > 0 || t->lim.queue ||
-        t->o.max_times_sampled) {
-        wRecord(w, TAG_TLIM, SNAP_TLIM_BODY);
-        wU64(w, t->lim.min_size);
-        wF64(w, t->lim.samples_per_insert);
-        wF64(w, t->lim.error_buffer);
-        wU64(w, t->limiter_inserts);
-        wU64(w, t->limiter_samples);
-        wU64(w, t->waited_us);
-    }
+    return w->pw.err ? -1 : 0;
 }
 
 /* Write the whole snapshot to fd, as of the clock's now. Returns 0 or an errno. */
 static int writeSnapshot(const ir_server *s, int fd, uint64_t *bytes, uint64_t *nkeys,
                          uint64_t *ntables) {
     uint64_t now = ir_mstime();
-    snapWriter w = {.fd = fd, .buf = malloc(SNAP_BUF)};
+    snapWriter w = {
+        .pw = {.record = pwRecord, .bytes = pwBytes, .u32 = pwU32, .u64 = pwU64, .f64 = pwF64},
+        .fd = fd,
+        .buf = malloc(SNAP_BUF)};
     if (!w.buf) return ENOMEM;
     w.crc = (uint32_t)crc32(0L, Z_NULL, 0);
     unsigned char h[SNAP_HEADER_LEN];
@@ -482,14 +390,15 @@ static int writeSnapshot(const ir_server *s, int fd, uint64_t *bytes, uint64_t *
 
     saveCtx sc = {&w, (int64_t)now, 0};
     dbForEach(s->db, saveEntry, &sc);
-    saveOtherDbs(s, &sc);          /* databases 1..N-1 (see the end of this file) */
-    saveChunkStore(&w, s->chunks); /* before the tables whose items reference its chunks */
+    saveOtherDbs(s, &sc);                    /* databases 1..N-1 (see the end of this file) */
+    persistSaveChunkStore(&w.pw, s->chunks); /* before the tables whose items reference it */
     uint64_t tables = 0;
-    for (const ir_table *t = s->tables->head; t && !w.err; t = t->next, tables++) saveTable(&w, t);
+    for (const ir_table *t = s->tables->head; t && !w.pw.err; t = t->next, tables++)
+        persistSaveTable(&w.pw, t);
 
     const char *code;
     size_t clen;
-    for (size_t i = 0; !w.err && functionsLibraryCode(s, i, &code, &clen); i++) {
+    for (size_t i = 0; !w.pw.err && functionsLibraryCode(s, i, &code, &clen); i++) {
         wRecord(&w, TAG_FUNC, 8 + (uint64_t)clen);
         wU64(&w, clen);
         wBytes(&w, code, clen);
@@ -508,7 +417,7 @@ static int writeSnapshot(const ir_server *s, int fd, uint64_t *bytes, uint64_t *
     *bytes = w.total;
     *nkeys = sc.keys;
     *ntables = tables;
-    return w.err;
+    return w.pw.err;
 }
 
 /* ---- the directory ------------------------------------------------------ */
@@ -899,6 +808,7 @@ void snapshotTick(ir_server *s) {
 /* ---- the reader ------------------------------------------------------------- */
 
 typedef struct snapReader {
+    ir_preader pr; /* first: the engine's records read through it */
     int fd;
     unsigned char *buf;
     size_t pos, len; /* unread buffered bytes: buf[pos, len) */
@@ -983,6 +893,12 @@ static int rF64(snapReader *r, double *d) {
 
 static uint64_t rLeft(const snapReader *r) { return r->end - r->off; }
 
+static int prBytes(ir_preader *r, void *dst, uint64_t n) { return rRead((snapReader *)r, dst, n); }
+static int prU32(ir_preader *r, uint32_t *v) { return rU32((snapReader *)r, v); }
+static int prU64(ir_preader *r, uint64_t *v) { return rU64((snapReader *)r, v); }
+static int prF64(ir_preader *r, double *d) { return rF64((snapReader *)r, d); }
+static uint64_t prLeft(const ir_preader *r) { return rLeft((const snapReader *)r); }
+
 /* ---- pass 1: the file as a whole ------------------------------------------ */
 
 #define LOAD_OK 0
@@ -1057,20 +973,15 @@ static int verifyFile(int fd, uint64_t size, unsigned char *buf, snapDone *done,
 typedef struct snapLoader {
     snapReader r;
     ir_db *db;
-    ir_tables *tables;
+    ir_ploader pl; /* the tables, streams and chunks (persist.h) */
     int64_t now;
-    uint64_t keys, ntables, expired;
+    uint64_t keys, expired;
     char *key; /* the key being read */
     size_t keycap;
-    ir_table_loader tl;
-    ir_table *last_table;      /* the table of the last TABL record (TLIM's) */
-    int ndbs;                  /* databases of the server loading (KSEL) */
-    ir_db *db0, **others;      /* after a KSEL: database 0 and the others loaded */
-    uint64_t rec;              /* offset of the record being parsed */
-    ir_chunk_store *chunks;    /* the streams and chunks loaded (CSTO, TSTR) */
-    uint32_t *saved_refs;      /* each chunk's reference count as saved */
-    int store_seen, traj_seen; /* a CSTO record; a TTRJ record */
-    char **funcs;              /* the FUNC records' code (compiled once all is read) */
+    int ndbs;             /* databases of the server loading (KSEL) */
+    ir_db *db0, **others; /* after a KSEL: database 0 and the others loaded */
+    uint64_t rec;         /* offset of the record being parsed */
+    char **funcs;         /* the FUNC records' code (compiled once all is read) */
     size_t *funclens, nfuncs, funccap;
     char why[256];
 } snapLoader;
@@ -1078,10 +989,6 @@ typedef struct snapLoader {
 static int bad(snapLoader *L, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static int loadCollection(snapLoader *L, int type);
 static int loadSelect(snapLoader *L);
-static int loadChunkStore(snapLoader *L);
-static int loadStream(snapLoader *L);
-static int loadTraj(snapLoader *L);
-static int checkChunkRefs(snapLoader *L);
 static void swapInOthers(ir_server *s, snapLoader *L, int ok);
 static int bad(snapLoader *L, const char *fmt, ...) {
     char text[200];
@@ -1095,6 +1002,16 @@ static int bad(snapLoader *L, const char *fmt, ...) {
     else
         msgf(L->why, sizeof(L->why), "record at offset %llu: %s", (unsigned long long)L->rec, text);
     return LOAD_CORRUPT;
+}
+
+/* An engine record's failure (rc IR_PERSIST_CORRUPT or _NOMEM, L->pl.why). */
+static int badRecord(snapLoader *L, int rc) {
+    if (rc == IR_PERSIST_NOMEM) {
+        msgf(L->why, sizeof(L->why), "record at offset %llu: %s", (unsigned long long)L->rec,
+             L->pl.why);
+        return LOAD_NOMEM;
+    }
+    return bad(L, "%s", L->pl.why);
 }
 
 static int nomem(snapLoader *L, const char *what) {
@@ -1232,123 +1149,6 @@ static int loadList(snapLoader *L) {
     return LOAD_OK;
 }
 
-static int loadTable(snapLoader *L, int tabg) {
-    snapReader *r = &L->r;
-    uint64_t namelen;
-    char name[IR_TABLE_NAME_MAX + 1];
-    if (rU64(r, &namelen)) return bad(L, "table name runs past the record");
-    if (namelen == 0 || namelen > IR_TABLE_NAME_MAX)
-        return bad(L, "table name length %llu", (unsigned long long)namelen);
-    if (rRead(r, name, namelen)) return bad(L, "table name runs past the record");
-    name[namelen] = '\0';
-    ir_table_opts o;
-    ir_table_state st;
-    uint32_t fanout;
-    memset(&o, 0, sizeof(o));
-    if (rU64(r, &o.capacity) || rU32(r, &fanout) || rU64(r, &o.maxbytes) || rF64(r, &o.alpha) ||
-        rF64(r, &o.beta) || rF64(r, &o.epsilon) || rU64(r, &o.seed) || rU64(r, &st.next_id) ||
-        rU64(r, &st.oldest_id) || rU64(r, &st.tail) || rF64(r, &st.max_priority) ||
-        rU64(r, &st.inserts) || rU64(r, &st.samples) || rU64(r, &st.sample_calls) ||
-        rU64(r, &st.updates) || rU64(r, &st.stale_updates) || rU64(r, &st.evictions))
-        return bad(L, "table header runs past the record");
-    o.fanout = fanout;
-    st.consumed = 0;
-    uint32_t sel[3] = {IR_SEL_PRIORITIZED, IR_SEL_FIFO, 0};
-    uint64_t queue = 0, count = 0;
-    if (tabg && (rU64(r, &st.consumed) || rU32(r, &sel[0]) || rU32(r, &sel[1]) ||
-                 rU32(r, &sel[2]) || rU64(r, &queue) || rU64(r, &count)))
-        return bad(L, "table header runs past the record");
-    if (!tableSelectorName((int)sel[0]) || !tableSelectorName((int)sel[1]))
-        return bad(L, "table '%s': unknown selector", name);
-    if (queue && queue != o.capacity)
-        return bad(L, "table '%s': queue size is not its capacity", name);
-    o.sampler = (int)sel[0];
-    o.remover = (int)sel[1];
-    o.max_times_sampled = sel[2];
-    /* Checked here with REPLAY.CREATE's limits, so that tableCreate can only
-     * fail for want of memory. */
-    if (tableFind(L->tables, name, (size_t)namelen)) return bad(L, "duplicate table '%s'", name);
-    if (o.capacity == 0 || o.capacity > (1ULL << 32)) return bad(L, "table capacity out of range");
-    if (fanout != 2 && fanout != 4 && fanout != 8 && fanout != 16 && fanout != 32)
-        return bad(L, "table fanout %u", fanout);
-    if (o.maxbytes < tableItemReserve(0)) return bad(L, "table maxbytes out of range");
-    if (!(o.alpha >= 0 && isfinite(o.alpha)) || !(o.beta >= 0 && isfinite(o.beta)) ||
-        !(o.epsilon >= 0 && isfinite(o.epsilon)))
-        return bad(L, "table alpha, beta or epsilon out of range");
-    if (st.oldest_id > st.next_id) return bad(L, "table oldest_id > next_id");
-    int general = o.remover != IR_SEL_FIFO || o.max_times_sampled;
-    uint64_t n = general ? count : st.next_id - st.oldest_id;
-    if (tabg && n != count) return bad(L, "table '%s': item count is not the id window", name);
-    if (n > o.capacity || n > rLeft(r) / SNAP_ITEM_FIXED)
-        return bad(L, "table item count %llu larger than its capacity or the record",
-                   (unsigned long long)n);
-    ir_table *t;
-    const char *err;
-    if (tableCreate(L->tables, name, (size_t)namelen, &o, &t, &err) != 0)
-        return nomem(L, "a table of this capacity and maxbytes");
-    t->lim.queue = queue;
-    if (tableLoadBegin(&L->tl, t, &st, &err) != 0) return bad(L, "table '%s': %s", name, err);
-    for (uint64_t i = 0; i < n; i++) {
-        uint64_t id, off;
-        uint32_t len, times = 0;
-        double stored;
-        if (rU64(r, &id) || rF64(r, &stored) || rU64(r, &off) || (tabg && rU32(r, &times)) ||
-            rU32(r, &len))
-            return bad(L, "table '%s': item %llu runs past the record", name,
-                       (unsigned long long)i);
-        if (len > rLeft(r))
-            return bad(L, "table '%s': item length %u runs past the record", name, len);
-        char *dst = general ? tableLoadGeneral(&L->tl, id, stored, times, len, &err)
-                            : tableLoadItem(&L->tl, id, stored, off, len, &err);
-        if (dst && !general)
-            t->slots[tableSlotOf(t, id)].times = times; /* tableLoadItem made it live */
-        if (!dst) return bad(L, "table '%s': item %llu: %s", name, (unsigned long long)id, err);
-        if (rRead(r, dst, len))
-            return bad(L, "table '%s': item %llu runs past the record", name,
-                       (unsigned long long)id);
-    }
-    if (tableLoadEnd(&L->tl, &err) != 0) return bad(L, "table '%s': %s", name, err);
-    L->ntables++;
-    L->last_table = t;
-    return LOAD_OK;
-}
-
-static int loadTimes(snapLoader *L) {
-    snapReader *r = &L->r;
-    ir_table *t = L->last_table;
-    uint64_t n;
-    if (!t || t->general) return bad(L, "TTMS record without a TABL before it");
-    if (rU64(r, &n) || n != tableSize(t) || n > rLeft(r) / 4)
-        return bad(L, "table '%s': times sampled do not match its items", t->name);
-    for (uint64_t i = 0; i < n; i++) {
-        uint32_t v;
-        if (rU32(r, &v)) return bad(L, "table '%s': times sampled run past the record", t->name);
-        t->slots[(t->oldest_id + i) % t->o.capacity].times = v;
-    }
-    return LOAD_OK;
-}
-
-static int loadLimiter(snapLoader *L) {
-    snapReader *r = &L->r;
-    ir_table *t = L->last_table;
-    if (!t) return bad(L, "TLIM record without a table before it");
-    ir_limiter_opts lim;
-    uint64_t ins, smp, waited;
-    const char *err;
-    if (rU64(r, &lim.min_size) || rF64(r, &lim.samples_per_insert) || rF64(r, &lim.error_buffer) ||
-        rU64(r, &ins) || rU64(r, &smp) || rU64(r, &waited))
-        return bad(L, "table '%s': limiter runs past the record", t->name);
-    lim.queue = t->lim.queue; /* from its TABG record */
-    if (tableLimiterCheck(&lim, t->o.capacity, &err) != 0)
-        return bad(L, "table '%s': limiter: %s", t->name, err);
-    t->lim = lim;
-    t->limiter_inserts = ins;
-    t->limiter_samples = smp;
-    t->waited_us = waited;
-    L->last_table = NULL; /* one TLIM per table */
-    return LOAD_OK;
-}
-
 static int loadFunc(snapLoader *L) {
     uint64_t len;
     if (rU64(&L->r, &len) || len > rLeft(&L->r)) return bad(L, "library code runs past its record");
@@ -1391,23 +1191,15 @@ static int parseFile(snapLoader *L, uint64_t size, const snapDone *done) {
             return bad(L, "length %llu runs past the end of the file", (unsigned long long)blen);
         r->end = r->off + blen;
         int rc;
-        /* TTRJ, TTMS and TLIM follow their TABL/TABG */
-        if (memcmp(tag, TAG_TLIM, 4) && memcmp(tag, TAG_TTMS, 4) && memcmp(tag, TAG_TTRJ, 4))
-            L->last_table = NULL;
-        if (!memcmp(tag, TAG_KSTR, 4)) rc = loadString(L);
+        rc = persistLoadRecord(&L->pl, tag); /* the tables, streams and chunks */
+        if (rc != IR_PERSIST_UNKNOWN) rc = rc ? badRecord(L, rc) : LOAD_OK;
+        else if (!memcmp(tag, TAG_KSTR, 4)) rc = loadString(L);
         else if (!memcmp(tag, TAG_KHSH, 4)) rc = loadCollection(L, OBJ_HASH);
         else if (!memcmp(tag, TAG_KSEL, 4)) rc = loadSelect(L);
         else if (!memcmp(tag, TAG_KSET, 4)) rc = loadCollection(L, OBJ_SET);
         else if (!memcmp(tag, TAG_KZST, 4)) rc = loadCollection(L, OBJ_ZSET);
         else if (!memcmp(tag, TAG_KLST, 4)) rc = loadList(L);
         else if (!memcmp(tag, TAG_KSTM, 4)) rc = loadStreamKey(L);
-        else if (!memcmp(tag, TAG_TABL, 4)) rc = loadTable(L, 0);
-        else if (!memcmp(tag, TAG_TABG, 4)) rc = loadTable(L, 1);
-        else if (!memcmp(tag, TAG_TTMS, 4)) rc = loadTimes(L);
-        else if (!memcmp(tag, TAG_TLIM, 4)) rc = loadLimiter(L);
-        else if (!memcmp(tag, TAG_CSTO, 4)) rc = loadChunkStore(L);
-        else if (!memcmp(tag, TAG_TSTR, 4)) rc = loadStream(L);
-        else if (!memcmp(tag, TAG_TTRJ, 4)) rc = loadTraj(L);
         else if (!memcmp(tag, TAG_FUNC, 4)) rc = loadFunc(L);
         else
             return bad(L, "unknown record type %02x%02x%02x%02x", (unsigned char)tag[0],
@@ -1418,26 +1210,18 @@ static int parseFile(snapLoader *L, uint64_t size, const snapDone *done) {
                        (unsigned long long)(r->end - r->off));
     }
     L->rec = data_end;
-    int rc = checkChunkRefs(L);
-    if (rc) return rc;
-    if (L->keys + L->expired != done->keys || L->ntables != done->tables)
+    int rc = persistLoadEnd(&L->pl);
+    if (rc) return badRecord(L, rc);
+    if (L->keys + L->expired != done->keys || L->pl.ntables != done->tables)
         return bad(L, "DONE counts %llu keys and %llu tables, the file holds %llu and %llu",
                    (unsigned long long)done->keys, (unsigned long long)done->tables,
-                   (unsigned long long)(L->keys + L->expired), (unsigned long long)L->ntables);
+                   (unsigned long long)(L->keys + L->expired), (unsigned long long)L->pl.ntables);
     return LOAD_OK;
 }
 
 /* Put the loaded keyspace and tables in place of s's. */
 static void swapIn(ir_server *s, ir_db *db, ir_tables *tables, ir_chunk_store *chunks) {
-    /* tableCreate prepends: reverse to the saved (REPLAY.LIST) order */
-    ir_table *prev = NULL, *t = tables->head;
-    while (t) {
-        ir_table *next = t->next;
-        t->next = prev;
-        prev = t;
-        t = next;
-    }
-    tables->head = prev;
+    ir_table *t;                           /* (in the saved, REPLAY.LIST order: persistLoadEnd) */
     tablesMoveMissing(tables, s->tables);  /* e.g. a start-up table the snapshot lacks */
     for (t = tables->head; t; t = t->next) /* (loadFile made sure those hold no items) */
         if (t->traj) t->traj = chunks;
@@ -1482,16 +1266,18 @@ static int loadFile(ir_server *s, const char *path, unsigned char *buf, uint64_t
     L->r.fd = fd;
     L->r.buf = buf;
     L->db = dbNew();
-    L->tables = tablesNew();
+    persistLoadInit(&L->pl, &L->r.pr, tablesNew(), NULL);
     L->now = (int64_t)ir_mstime();
     L->ndbs = dbsCount(s);
-    L->chunks = chunkStoreNew();
-    if (!L->tables || !L->chunks) rc = nomem(L, "the table set");
+    L->pl.chunks = chunkStoreNew();
+    L->r.pr =
+        (ir_preader){.bytes = prBytes, .u32 = prU32, .u64 = prU64, .f64 = prF64, .left = prLeft};
+    if (!L->pl.tables || !L->pl.chunks) rc = nomem(L, "the table set");
     else rc = parseFile(L, size, &done);
     /* the loaded chunk store replaces the server's: a TRAJECTORY table the
      * snapshot does not replace must hold no references into the old one */
     for (const ir_table *t = s->tables->head; rc == LOAD_OK && t; t = t->next)
-        if (t->traj && tableSize(t) && !tableFind(L->tables, t->name, t->namelen)) {
+        if (t->traj && tableSize(t) && !tableFind(L->pl.tables, t->name, t->namelen)) {
             msgf(L->why, sizeof(L->why),
                  "TRAJECTORY table '%s' holds items and is not in the "
                  "snapshot: drop it (REPLAY.DROP) before loading",
@@ -1512,18 +1298,18 @@ static int loadFile(ir_server *s, const char *path, unsigned char *buf, uint64_t
     free(L->funclens);
     swapInOthers(s, L, rc == LOAD_OK); /* L->db is database 0 again */
     if (rc == LOAD_OK) {
-        swapIn(s, L->db, L->tables, L->chunks);
+        swapIn(s, L->db, L->pl.tables, L->pl.chunks);
         functionsInstall(s, fns);
         *nkeys = L->keys;
-        *ntables = L->ntables;
+        *ntables = L->pl.ntables;
         *nexpired = L->expired;
     } else {
         msgf(why, whylen, "%s", L->why);
         dbFree(L->db);
-        tablesFree(L->tables); /* releases the references its items took */
-        chunkStoreFree(L->chunks);
+        tablesFree(L->pl.tables); /* releases the references its items took */
+        chunkStoreFree(L->pl.chunks);
     }
-    free(L->saved_refs);
+    persistLoadFree(&L->pl);
     free(L->key);
     free(L);
     close(fd);
@@ -1872,7 +1658,7 @@ struct saveCtx;
 
 static void saveOtherDbs(const ir_server *s, struct saveCtx *sc) {
     saveCtx *c = (saveCtx *)sc;
-    for (int i = 1; i < dbsCount(s) && !c->w->err; i++) {
+    for (int i = 1; i < dbsCount(s) && !c->w->pw.err; i++) {
         if (dbSize(dbsAt(s, i)) == 0) continue;
         wRecord(c->w, TAG_KSEL, 8);
         wU64(c->w, (uint64_t)i);
@@ -1918,318 +1704,4 @@ static void swapInOthers(ir_server *s, snapLoader *L, int ok) {
     }
     free(L->others);
     L->others = NULL;
-}
-
-/* ---- trajectories (issue 19 item 5) --------------------------------------------
- * Written when the server has streams or chunks (or made some): one CSTO
- * record, then a TSTR per stream, before the first table; a TTRJ follows the
- * TABL/TABG of every TRAJECTORY table (before its TTMS and TLIM). Each body
- * starts with u32 version (1); a reader refuses another. Chunks keep their
- * handles, so the items' reference records (chunks.h) are the table items'
- * bytes as saved; the load checks every record against its table's columns
- * and the chunks, takes the references anew and compares every chunk's
- * count with the one saved.
- *   "CSTO" the chunk store   u32 version, u64 steps appended, u64 items made,
- *                            u64 chunks made, u32 handles used, u32 header
- *                            capacity, u32 nfree, nfree x u32 the free list
- *                            from its head, u64 chunk count n, then n chunks
- *                            by handle: u32 handle, u32 references, u32 data
- *                            bytes, u32 raw size (0: stored raw; else the
- *                            bytes are one zstd frame of that many), bytes
- *   "TSTR" an episode stream u32 version, u32 name length, name, u32 CHUNK,
- *                            u32 HISTORY, u32 COMPRESS level (0 none), u64
- *                            steps of the open episode (0: none open), u64
- *                            episodes ended, u32 field count f, per field
- *                            u32 name length, name, u32 dtype (chunks.h's
- *                            IR_DT_*), u32 ndim, ndim x u32 shape; then f x
- *                            ring u32 the chunks it holds (0 none), ring =
- *                            ceil(HISTORY / CHUNK) + 1 per field
- *   "TTRJ" a TRAJECTORY table's columns: u32 version, u32 column count c
- *                            (0 before its first item), per column u32 name
- *                            length, name, u32 dtype, u32 ndim, ndim x u32
- *                            shape, u32 steps */
-
-static uint64_t fieldBody(const char *name, int ndim) {
-    return 12 + strlen(name) + 4 * (uint64_t)ndim;
-}
-
-static void wField(snapWriter *w, const char *name, int dtype, int ndim, const uint32_t *shape) {
-    wU32(w, (uint32_t)strlen(name));
-    wBytes(w, name, strlen(name));
-    wU32(w, (uint32_t)dtype);
-    wU32(w, (uint32_t)ndim);
-    for (int d = 0; d < ndim; d++) wU32(w, shape[d]);
-}
-
-static void saveChunkStore(snapWriter *w, const ir_chunk_store *cs) {
-    if (!cs->used && !cs->nstreams && !cs->steps_appended && !cs->items_made && !cs->chunks_made)
-        return; /* a server that never used trajectories writes what it always wrote */
-    uint32_t nfree = 0;
-    for (uint32_t h = cs->free_head; h; h = cs->c[h].next_free) nfree++;
-    uint64_t body = 4 + 24 + 12 + 4 * (uint64_t)nfree + 8;
-    for (uint32_t h = 1; h < cs->used; h++)
-        if (cs->c[h].data) body += 16 + (uint64_t)cs->c[h].bytes;
-    wRecord(w, TAG_CSTO, body);
-    wU32(w, SNAP_TRAJ_VERSION);
-    wU64(w, cs->steps_appended);
-    wU64(w, cs->items_made);
-    wU64(w, cs->chunks_made);
-    wU32(w, cs->used);
-    wU32(w, cs->cap);
-    wU32(w, nfree);
-    for (uint32_t h = cs->free_head; h; h = cs->c[h].next_free) wU32(w, h);
-    wU64(w, cs->chunks);
-    for (uint32_t h = 1; h < cs->used && !w->err; h++) {
-        const ir_chunk *c = &cs->c[h];
-        if (!c->data) continue;
-        wU32(w, h);
-        wU32(w, c->refs);
-        wU32(w, c->bytes);
-        wU32(w, c->raw);
-        wBytes(w, c->data, c->bytes);
-    }
-    for (const ir_stream *st = cs->streams; st && !w->err; st = st->next) {
-        uint64_t nheld = (uint64_t)st->nfields * st->ring;
-        body = 4 + 4 + st->namelen + 12 + 16 + 4 + 4 * nheld;
-        for (uint32_t f = 0; f < st->nfields; f++)
-            body += fieldBody(st->fields[f].name, st->fields[f].ndim);
-        wRecord(w, TAG_TSTR, body);
-        wU32(w, SNAP_TRAJ_VERSION);
-        wU32(w, (uint32_t)st->namelen);
-        wBytes(w, st->name, st->namelen);
-        wU32(w, st->chunk_steps);
-        wU32(w, st->history);
-        wU32(w, (uint32_t)st->zlevel);
-        wU64(w, st->nsteps);
-        wU64(w, st->episodes);
-        wU32(w, st->nfields);
-        for (uint32_t f = 0; f < st->nfields; f++)
-            wField(w, st->fields[f].name, st->fields[f].dtype, st->fields[f].ndim,
-                   st->fields[f].shape);
-        for (uint64_t i = 0; i < nheld; i++) wU32(w, st->held[i]);
-    }
-}
-
-static void saveTrajLayout(snapWriter *w, const ir_table *t) {
-    const ir_traj_layout *lay = t->layout;
-    uint64_t body = 8;
-    for (uint32_t k = 0; k < lay->ncols; k++)
-        body += fieldBody(lay->col[k].name, lay->col[k].ndim) + 4;
-    wRecord(w, TAG_TTRJ, body);
-    wU32(w, SNAP_TRAJ_VERSION);
-    wU32(w, lay->ncols);
-    for (uint32_t k = 0; k < lay->ncols; k++) {
-        const ir_traj_col *c = &lay->col[k];
-        wField(w, c->name, c->dtype, c->ndim, c->shape);
-        wU32(w, c->len);
-    }
-}
-
-static int loadVersion(snapLoader *L, const char *what) {
-    uint32_t v;
-    if (rU32(&L->r, &v)) return bad(L, "%s record runs past its end", what);
-    if (v != SNAP_TRAJ_VERSION)
-        return bad(L,
-                   "%s record of version %u: this server reads version %u (a newer server "
-                   "wrote it)",
-                   what, v, SNAP_TRAJ_VERSION);
-    return LOAD_OK;
-}
-
-/* A field or column: name (1..63 bytes, no NUL, not among the first n of
- * names), dtype and shape as REPLAY.STREAM takes them; its step bytes. */
-static int loadField(snapLoader *L, char *name, int *dtype, int *ndim, uint32_t *shape,
-                     uint32_t *step_bytes) {
-    snapReader *r = &L->r;
-    uint32_t nl, dt, nd;
-    if (rU32(r, &nl) || nl == 0 || nl >= IR_TRAJ_NAME_MAX || rRead(r, name, nl))
-        return bad(L, "a field name is empty, too long or runs past the record");
-    name[nl] = '\0';
-    if (memchr(name, '\0', nl)) return bad(L, "a field name holds a NUL byte");
-    if (rU32(r, &dt) || rU32(r, &nd) || dt >= IR_DT_COUNT || nd > IR_TRAJ_MAX_DIMS)
-        return bad(L, "field '%s': unknown dtype or too many dimensions", name);
-    uint64_t b = chunkDtypeSize((int)dt);
-    for (uint32_t d = 0; d < nd; d++) {
-        if (rU32(r, &shape[d]) || shape[d] == 0 || shape[d] > (1u << 30))
-            return bad(L, "field '%s': a dimension out of range", name);
-        if (b <= IR_TRAJ_MAX_STEP_BYTES) b *= shape[d];
-    }
-    if (b > IR_TRAJ_MAX_STEP_BYTES) return bad(L, "field '%s': too many bytes per step", name);
-    *dtype = (int)dt;
-    *ndim = (int)nd;
-    *step_bytes = (uint32_t)b;
-    return LOAD_OK;
-}
-
-static int isNomem(const char *err) { return strcmp(err, "out of memory") == 0; }
-
-static int loadChunkStore(snapLoader *L) {
-    snapReader *r = &L->r;
-    if (L->store_seen || L->chunks->nstreams || L->traj_seen)
-        return bad(L, "CSTO record twice, or after streams or trajectory tables");
-    int rc = loadVersion(L, "chunk store (CSTO)");
-    if (rc) return rc;
-    ir_chunk_store *cs = L->chunks;
-    uint64_t steps, items, made, n;
-    uint32_t used, cap, nfree;
-    if (rU64(r, &steps) || rU64(r, &items) || rU64(r, &made) || rU32(r, &used) || rU32(r, &cap) ||
-        rU32(r, &nfree) || nfree > rLeft(r) / 4)
-        return bad(L, "chunk store header runs past the record");
-    uint32_t *fl = malloc(((size_t)nfree + 1) * sizeof(uint32_t));
-    if (!fl) return nomem(L, "the chunk free list");
-    for (uint32_t i = 0; i < nfree && rc == LOAD_OK; i++)
-        if (rU32(r, &fl[i])) rc = bad(L, "chunk free list runs past the record");
-    if (rc == LOAD_OK && (rU64(r, &n) || n > rLeft(r) / 16))
-        rc = bad(L, "chunk count runs past the record");
-    if (rc == LOAD_OK && (used ? n + nfree != (uint64_t)used - 1 : n + nfree != 0))
-        rc = bad(L, "%llu live and %u free chunk handles, %u used", (unsigned long long)n, nfree,
-                 used);
-    const char *err;
-    if (rc == LOAD_OK && chunkLoadBegin(cs, used, cap, &err) != 0)
-        rc = isNomem(err) ? nomem(L, "the chunk headers") : bad(L, "%s", err);
-    if (rc == LOAD_OK && !(L->saved_refs = calloc((size_t)used + 1, sizeof(uint32_t))))
-        rc = nomem(L, "the chunk headers");
-    for (uint64_t i = 0; i < n && rc == LOAD_OK; i++) {
-        uint32_t h, refs, bytes, raw;
-        if (rU32(r, &h) || rU32(r, &refs) || rU32(r, &bytes) || rU32(r, &raw) || bytes > rLeft(r)) {
-            rc = bad(L, "chunk %llu runs past the record", (unsigned long long)i);
-            break;
-        }
-        char *d = chunkLoadChunk(cs, h, bytes, raw, &err);
-        if (!d) rc = isNomem(err) ? nomem(L, "a chunk") : bad(L, "chunk %u: %s", h, err);
-        else if (rRead(r, d, bytes)) rc = bad(L, "chunk %u runs past the record", h);
-        else if (chunkLoadCheckFrame(cs, h) != 0)
-            rc = bad(L, "chunk %u is not a zstd frame of %u bytes", h, raw);
-        else if (refs == 0) rc = bad(L, "chunk %u has no references", h);
-        else L->saved_refs[h] = refs;
-    }
-    if (rc == LOAD_OK && chunkLoadEnd(cs, fl, nfree, &err) != 0) rc = bad(L, "%s", err);
-    free(fl);
-    if (rc) return rc;
-    cs->steps_appended = steps;
-    cs->items_made = items;
-    cs->chunks_made = made;
-    L->store_seen = 1;
-    return LOAD_OK;
-}
-
-static int loadStream(snapLoader *L) {
-    snapReader *r = &L->r;
-    if (L->traj_seen) return bad(L, "TSTR record after a trajectory table");
-    int rc = loadVersion(L, "stream (TSTR)");
-    if (rc) return rc;
-    uint32_t nl, chunk, history, zlevel, nf;
-    uint64_t nsteps, episodes;
-    if (rU32(r, &nl) || nl == 0 || nl > rLeft(r)) return bad(L, "stream name runs past the record");
-    char *name = malloc((size_t)nl + 1);
-    if (!name) return nomem(L, "a stream name");
-    ir_field f[IR_TRAJ_MAX_FIELDS];
-    uint32_t *held = NULL;
-    memset(f, 0, sizeof(f));
-    if (rRead(r, name, nl) || rU32(r, &chunk) || rU32(r, &history) || rU32(r, &zlevel) ||
-        rU64(r, &nsteps) || rU64(r, &episodes) || rU32(r, &nf)) {
-        rc = bad(L, "stream header runs past the record");
-        goto out;
-    }
-    name[nl] = '\0';
-    if (chunk == 0 || chunk > 65536 || history == 0 || history > (1u << 24) || zlevel > 19 ||
-        nf == 0 || nf > IR_TRAJ_MAX_FIELDS || nsteps > (UINT64_MAX >> 2)) {
-        rc = bad(L, "stream '%.64s': CHUNK, HISTORY, COMPRESS, fields or steps out of range", name);
-        goto out;
-    }
-    for (uint32_t k = 0; k < nf && rc == LOAD_OK; k++) {
-        rc = loadField(L, f[k].name, &f[k].dtype, &f[k].ndim, f[k].shape, &f[k].step_bytes);
-        for (uint32_t j = 0; j < k && rc == LOAD_OK; j++)
-            if (strcmp(f[j].name, f[k].name) == 0) rc = bad(L, "field '%s' twice", f[k].name);
-        if (rc == LOAD_OK && (uint64_t)f[k].step_bytes * chunk > UINT32_MAX)
-            rc = bad(L, "field '%s': a chunk over 4 GiB", f[k].name);
-    }
-    if (rc) goto out;
-    uint64_t ring = (history + chunk - 1) / chunk + 1, nheld = ring * nf;
-    if (nheld > IR_TRAJ_MAX_HELD || nheld > rLeft(r) / 4) {
-        rc = bad(L, "stream '%.64s': held chunks out of range or past the record", name);
-        goto out;
-    }
-    if (!(held = malloc(nheld * sizeof(uint32_t)))) {
-        rc = nomem(L, "a stream");
-        goto out;
-    }
-    for (uint64_t i = 0; i < nheld; i++)
-        if (rU32(r, &held[i])) {
-            rc = bad(L, "stream '%.64s': held chunks run past the record", name);
-            goto out;
-        }
-    if (streamFind(L->chunks, name, nl)) {
-        rc = bad(L, "stream '%.64s' twice", name);
-        goto out;
-    }
-    if (zlevel && !chunkCanCompress()) {
-        rc = bad(L,
-                 "stream '%.64s' compresses its chunks and this server was built without "
-                 "libzstd: install libzstd-dev and rebuild",
-                 name);
-        goto out;
-    }
-    ir_stream *st;
-    const char *err;
-    if (streamDeclare(L->chunks, name, nl, f, nf, chunk, history, (int)zlevel, &st, &err) != 0)
-        rc = isNomem(err) ? nomem(L, "a stream") : bad(L, "stream '%.64s': %s", name, err);
-    else if (streamLoadState(L->chunks, st, nsteps, episodes, held, &err) != 0)
-        rc = bad(L, "stream '%.64s': %s", name, err);
-out:
-    free(held);
-    free(name);
-    return rc;
-}
-
-static int loadTraj(snapLoader *L) {
-    snapReader *r = &L->r;
-    ir_table *t = L->last_table;
-    if (!t || t->traj) return bad(L, "TTRJ record without a table before it");
-    L->traj_seen = 1;
-    int rc = loadVersion(L, "trajectory table (TTRJ)");
-    if (rc) return rc;
-    uint32_t ncols;
-    if (rU32(r, &ncols) || ncols > IR_TRAJ_MAX_COLS)
-        return bad(L, "table '%s': column count out of range", t->name);
-    ir_traj_layout *lay = calloc(1, sizeof(*lay));
-    if (!lay) return nomem(L, "a table's columns");
-    for (uint32_t k = 0; k < ncols && rc == LOAD_OK; k++) {
-        ir_traj_col *c = &lay->col[k];
-        rc = loadField(L, c->name, &c->dtype, &c->ndim, c->shape, &c->step_bytes);
-        for (uint32_t j = 0; j < k && rc == LOAD_OK; j++)
-            if (strcmp(lay->col[j].name, c->name) == 0) rc = bad(L, "column '%s' twice", c->name);
-        if (rc == LOAD_OK && (rU32(r, &c->len) || c->len == 0 || c->len > IR_TRAJ_MAX_LEN))
-            rc = bad(L, "table '%s': column '%s' length out of range", t->name, c->name);
-    }
-    lay->ncols = ncols;
-    uint64_t n = tableSize(t);
-    const char *err;
-    for (uint64_t i = 0; i < n && rc == LOAD_OK; i++) { /* check all, then take the references */
-        uint64_t slot = t->general ? t->dense[i] : (t->oldest_id + i) % t->o.capacity;
-        if (chunkItemCheck(L->chunks, t->arena + t->slots[slot].off, t->slots[slot].len, lay, &err))
-            rc = bad(L, "table '%s': %s", t->name, err);
-    }
-    if (rc) {
-        free(lay);
-        return rc;
-    }
-    for (uint64_t i = 0; i < n; i++) {
-        uint64_t slot = t->general ? t->dense[i] : (t->oldest_id + i) % t->o.capacity;
-        chunkItemRetain(L->chunks, t->arena + t->slots[slot].off);
-    }
-    t->layout = lay;
-    t->traj = L->chunks;
-    return LOAD_OK;
-}
-
-/* After the last record: every chunk is held as often as it was saved. */
-static int checkChunkRefs(snapLoader *L) {
-    const ir_chunk_store *cs = L->chunks;
-    for (uint32_t h = 1; h < cs->used; h++)
-        if (cs->c[h].data && cs->c[h].refs != L->saved_refs[h])
-            return bad(L, "chunk %u: saved with %u references, its streams and items hold %u", h,
-                       L->saved_refs[h], cs->c[h].refs);
-    chunkStoreReverseStreams(L->chunks); /* declared in saved order, each prepended */
-    return LOAD_OK;
 }

@@ -13,10 +13,12 @@
  * across commands and replied when complete; pinned memory is copied (this
  * host never pins). Tables live in one registry per server, as the native
  * server's; a call the rate limiter holds with TIMEOUT waits as a Redis
- * blocked client (below). Not here yet: persistence in the RDB, replay
- * groups, maxmemory headroom checks (Redis's own deny-oom applies to the
- * writes).
+ * blocked client (below). The tables persist in the RDB as the aux data
+ * of a module data type (SAVE, BGSAVE, DEBUG RELOAD, a restart: below).
+ * Not here yet: replay groups, maxmemory headroom checks (Redis's own
+ * deny-oom applies to the writes).
  */
+#include <errno.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -29,6 +31,7 @@
 #include "redismodule.h"
 
 #include "chunks.h"
+#include "persist.h"
 #include "replay.h"
 #include "replay_err.h"
 #include "replay_host.h"
@@ -563,6 +566,266 @@ static void infoFunc(RedisModuleInfoCtx *ctx, int for_crash_report) {
     RedisModule_InfoAddFieldULongLong(ctx, "chunk_memory", chunkStoreMemory(module.chunks));
 }
 
+/* ---- the tables in the RDB -------------------------------------------------
+ * A module data type with no keys of its own, only aux data, saved after the
+ * keyspace (REDISMODULE_AUX_AFTER_RDB): every table and the chunk store as
+ * the engine's records (replay/persist.h), the same bodies as the native
+ * server's snapshot files. Encoding version 1: records, each u64 tag (its 4
+ * bytes little-endian), u64 body length (in the engine's bytes: it bounds
+ * what the loader trusts), then the body's values: u32 and u64 with
+ * SaveUnsigned, f64 with SaveDouble (bit for bit), bytes as string buffers of
+ * at most RDB_PIECE bytes each; last a DONE record: u64 the table count.
+ * Saving only reads (BGSAVE's child runs it). Loading builds a fresh table set
+ * and store and replaces the registry's only once all of it loaded; a bad
+ * payload fails the load (REDISMODULE_ERR) with one line saying why. */
+
+#define RDB_TYPE_NAME "ir_tables" /* 9 characters, as Redis wants */
+#define RDB_ENCVER 1
+#define RDB_PIECE (1u << 20)
+#define RDB_TAG_DONE "DONE"
+
+static RedisModuleType *rdb_type;
+
+typedef struct rdbWriter {
+    ir_pwriter pw; /* first */
+    RedisModuleIO *io;
+} rdbWriter;
+
+static uint64_t tagValue(const char tag[4]) {
+    uint64_t v = 0;
+    for (int i = 0; i < 4; i++) v |= (uint64_t)(unsigned char)tag[i] << (8 * i);
+    return v;
+}
+
+static void rwCheck(ir_pwriter *w) {
+    if (RedisModule_IsIOError(((rdbWriter *)w)->io)) w->err = EIO;
+}
+static void rwRecord(ir_pwriter *w, const char tag[4], uint64_t len) {
+    RedisModule_SaveUnsigned(((rdbWriter *)w)->io, tagValue(tag));
+    RedisModule_SaveUnsigned(((rdbWriter *)w)->io, len);
+    rwCheck(w);
+}
+static void rwBytes(ir_pwriter *w, const void *p, size_t n) {
+    const char *c = p;
+    for (size_t k; n; c += k, n -= k) {
+        k = n < RDB_PIECE ? n : RDB_PIECE;
+        RedisModule_SaveStringBuffer(((rdbWriter *)w)->io, c, k);
+    }
+    rwCheck(w);
+}
+static void rwU64(ir_pwriter *w, uint64_t v) {
+    RedisModule_SaveUnsigned(((rdbWriter *)w)->io, v);
+    rwCheck(w);
+}
+static void rwU32(ir_pwriter *w, uint32_t v) { rwU64(w, v); }
+static void rwF64(ir_pwriter *w, double d) {
+    RedisModule_SaveDouble(((rdbWriter *)w)->io, d);
+    rwCheck(w);
+}
+
+static void rdbAuxSave(RedisModuleIO *io, int when) {
+    rdbWriter w = {
+        .pw = {.record = rwRecord, .bytes = rwBytes, .u32 = rwU32, .u64 = rwU64, .f64 = rwF64},
+        .io = io};
+    uint64_t n = 0;
+    persistSaveChunkStore(&w.pw, module.chunks); /* before the tables that reference it */
+    for (const ir_table *t = module.tables->head; t && !w.pw.err; t = t->next, n++)
+        persistSaveTable(&w.pw, t);
+    if (w.pw.err == ENOMEM) { /* as Redis's own allocator does when memory runs out */
+        RedisModule_LogIOError(io, "warning", "inreplay: out of memory saving the tables");
+        abort();
+    }
+    if (w.pw.err) return; /* Redis saw the write error and fails the save */
+    rwRecord(&w.pw, RDB_TAG_DONE, 8);
+    rwU64(&w.pw, n);
+}
+
+typedef struct rdbReader {
+    ir_preader pr; /* first */
+    RedisModuleIO *io;
+    uint64_t left;      /* of the record being read */
+    const char *failed; /* what went wrong below the engine's message */
+} rdbReader;
+
+static int rrTake(rdbReader *r, uint64_t n) {
+    if (n > r->left) return -1; /* the engine says what ran past the record */
+    r->left -= n;
+    return 0;
+}
+static int rrFailed(rdbReader *r) {
+    if (!RedisModule_IsIOError(r->io)) return 0;
+    r->failed = "the RDB ends early or holds other data there";
+    return -1;
+}
+static int rrU64(ir_preader *pr, uint64_t *v) {
+    rdbReader *r = (rdbReader *)pr;
+    if (rrTake(r, 8)) return -1;
+    *v = RedisModule_LoadUnsigned(r->io);
+    return rrFailed(r);
+}
+static int rrU32(ir_preader *pr, uint32_t *v) {
+    rdbReader *r = (rdbReader *)pr;
+    uint64_t u;
+    if (rrTake(r, 4)) return -1;
+    u = RedisModule_LoadUnsigned(r->io);
+    if (rrFailed(r)) return -1;
+    if (u > UINT32_MAX) {
+        r->failed = "a 32-bit field holds a larger value";
+        return -1;
+    }
+    *v = (uint32_t)u;
+    return 0;
+}
+static int rrF64(ir_preader *pr, double *d) {
+    rdbReader *r = (rdbReader *)pr;
+    if (rrTake(r, 8)) return -1;
+    *d = RedisModule_LoadDouble(r->io);
+    return rrFailed(r);
+}
+static int rrBytes(ir_preader *pr, void *dst, uint64_t n) {
+    rdbReader *r = (rdbReader *)pr;
+    if (rrTake(r, n)) return -1;
+    for (char *d = dst; n;) {
+        size_t want = n < RDB_PIECE ? (size_t)n : RDB_PIECE, got = 0;
+        char *p = RedisModule_LoadStringBuffer(r->io, &got);
+        if (rrFailed(r) || !p) {
+            if (p) RedisModule_Free(p);
+            if (!r->failed) r->failed = "a string could not be read";
+            return -1;
+        }
+        if (got != want) {
+            RedisModule_Free(p);
+            r->failed = "a piece of bytes has the wrong length";
+            return -1;
+        }
+        memcpy(d, p, got);
+        RedisModule_Free(p);
+        d += got;
+        n -= got;
+    }
+    return 0;
+}
+static uint64_t rrLeft(const ir_preader *pr) { return ((const rdbReader *)pr)->left; }
+
+/* Read every record into L; IR_PERSIST_OK, or another code with why. */
+static int rdbLoadRecords(rdbReader *r, ir_ploader *L, char *why, size_t whylen) {
+    for (uint64_t rec = 0;; rec++) {
+        uint64_t tagv = RedisModule_LoadUnsigned(r->io), len = RedisModule_LoadUnsigned(r->io);
+        if (rrFailed(r)) {
+            snprintf(why, whylen, "record %llu: %s", (unsigned long long)rec, r->failed);
+            return IR_PERSIST_CORRUPT;
+        }
+        char tag[5] = {0};
+        for (int i = 0; i < 4; i++) tag[i] = (char)(tagv >> (8 * i));
+        if (tagv > UINT32_MAX) {
+            snprintf(why, whylen, "record %llu: not a record tag", (unsigned long long)rec);
+            return IR_PERSIST_CORRUPT;
+        }
+        r->left = len;
+        if (!memcmp(tag, RDB_TAG_DONE, 4)) {
+            uint64_t n;
+            if (len != 8 || rrU64(&r->pr, &n) != 0 || n != L->ntables) {
+                snprintf(why, whylen, "the DONE record does not count the %llu tables loaded%s%s",
+                         (unsigned long long)L->ntables, r->failed ? ": " : "",
+                         r->failed ? r->failed : "");
+                return IR_PERSIST_CORRUPT;
+            }
+            int rc = persistLoadEnd(L);
+            if (rc) snprintf(why, whylen, "%s", L->why);
+            return rc;
+        }
+        int rc = persistLoadRecord(L, tag);
+        if (rc == IR_PERSIST_UNKNOWN) {
+            snprintf(why, whylen, "record %llu: unknown record type %02x%02x%02x%02x",
+                     (unsigned long long)rec, (unsigned char)tag[0], (unsigned char)tag[1],
+                     (unsigned char)tag[2], (unsigned char)tag[3]);
+            return IR_PERSIST_CORRUPT;
+        }
+        if (rc) {
+            snprintf(why, whylen, "record %llu (%s): %s%s%s", (unsigned long long)rec, tag, L->why,
+                     r->failed ? ": " : "", r->failed ? r->failed : "");
+            return rc;
+        }
+        if (r->left) {
+            snprintf(why, whylen, "record %llu (%s): %llu bytes of it not used (bad length)",
+                     (unsigned long long)rec, tag, (unsigned long long)r->left);
+            return IR_PERSIST_CORRUPT;
+        }
+    }
+}
+
+static int rdbAuxLoad(RedisModuleIO *io, int encver, int when) {
+    if (encver != RDB_ENCVER) {
+        RedisModule_LogIOError(io, "warning",
+                               "inreplay: the RDB's replay tables are of encoding version %d; "
+                               "this module reads version %d (a newer module wrote them)",
+                               encver, RDB_ENCVER);
+        return REDISMODULE_ERR;
+    }
+    ir_tables *tables = tablesNew();
+    ir_chunk_store *chunks = chunkStoreNew();
+    rdbReader r = {
+        .pr = {.bytes = rrBytes, .u32 = rrU32, .u64 = rrU64, .f64 = rrF64, .left = rrLeft},
+        .io = io};
+    ir_ploader L;
+    persistLoadInit(&L, &r.pr, tables, chunks);
+    char why[512];
+    int rc = IR_PERSIST_NOMEM;
+    if (!tables || !chunks) snprintf(why, sizeof(why), "out of memory for the table set");
+    else rc = rdbLoadRecords(&r, &L, why, sizeof(why));
+    persistLoadFree(&L);
+    if (rc != IR_PERSIST_OK) {
+        RedisModule_LogIOError(io, "warning",
+                               "inreplay: the replay tables in the RDB are not loaded: %s", why);
+        tablesFree(tables); /* before the store its items reference */
+        chunkStoreFree(chunks);
+        return REDISMODULE_ERR;
+    }
+    for (waiter *w = w_head, *next; w; w = next) { /* clients the limiter holds */
+        next = w->next;
+        RedisModuleCtx *ctx = RedisModule_GetThreadSafeContext(w->bc);
+        client c = {.ctx = ctx};
+        replyReplayError(&c, IR_ERR_NOTABLE,
+                         "table '%.128s' was replaced by the RDB loaded while the client waited",
+                         w->t->name);
+        RedisModule_FreeThreadSafeContext(ctx);
+        waiterUnlink(w);
+        RedisModule_UnblockClient(w->bc, NULL);
+        waiterFree(w);
+    }
+    tablesFree(module.tables);
+    chunkStoreFree(module.chunks);
+    module.tables = tables;
+    module.chunks = chunks;
+    RedisModule_LogIOError(io, "notice",
+                           "inreplay: loaded %llu replay tables and %llu streams from the RDB",
+                           (unsigned long long)L.ntables, (unsigned long long)chunks->nstreams);
+    return REDISMODULE_OK;
+}
+
+/* No key ever holds this type: it exists for its aux data. */
+static void *rdbKeyLoad(RedisModuleIO *io, int encver) {
+    RedisModule_LogIOError(io, "warning",
+                           "inreplay: the RDB holds a key of type " RDB_TYPE_NAME
+                           ", which this module never makes");
+    return NULL;
+}
+static void rdbKeySave(RedisModuleIO *io, void *value) {}
+static void rdbKeyFree(void *value) {}
+
+static int registerRdbType(RedisModuleCtx *ctx) {
+    RedisModuleTypeMethods tm = {.version = REDISMODULE_TYPE_METHOD_VERSION,
+                                 .rdb_load = rdbKeyLoad,
+                                 .rdb_save = rdbKeySave,
+                                 .free = rdbKeyFree,
+                                 .aux_load = rdbAuxLoad,
+                                 .aux_save = rdbAuxSave,
+                                 .aux_save_triggers = REDISMODULE_AUX_AFTER_RDB};
+    RedisModule_SetModuleOptions(ctx, REDISMODULE_OPTIONS_HANDLE_IO_ERRORS);
+    rdb_type = RedisModule_CreateDataType(ctx, RDB_TYPE_NAME, RDB_ENCVER, &tm);
+    return rdb_type ? 0 : -1;
+}
+
 static int registerCommand(RedisModuleCtx *ctx, const module_command *m) {
     if (RedisModule_CreateCommand(ctx, m->name, dispatch, m->flags, m->first, m->last, m->step) ==
         REDISMODULE_ERR)
@@ -641,6 +904,11 @@ int RedisModule_OnLoad(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) 
     }
     engineSetHost(&engine_host);
     if (RedisModule_RegisterInfoFunc(ctx, infoFunc) == REDISMODULE_ERR) {
+        moduleFree();
+        return REDISMODULE_ERR;
+    }
+    if (registerRdbType(ctx) != 0) { /* the tables in the RDB (above) */
+        RedisModule_Log(ctx, "warning", "inreplay: could not create the data type " RDB_TYPE_NAME);
         moduleFree();
         return REDISMODULE_ERR;
     }

@@ -272,7 +272,7 @@ uint64_t tablesBytes(const ir_tables *ts);          /* live item bytes */
 uint64_t tablesMemory(const ir_tables *ts);         /* items + per-slot metadata and trees */
 uint64_t tableSlotBytesFor(const ir_table_opts *o); /* memory per slot with o's selectors */
 
-/* ---- snapshots (snapshot.c) ------------------------------------------------
+/* ---- persistence (persist.c, for the snapshots and the module host's RDB) ----
  * Saving reads a table through tableGetState and tableItem; restoring creates
  * an empty table with tableCreate and rebuilds it with tableLoadBegin, one
  * tableLoadItem per live item (oldest first) and tableLoadEnd. The loader
@@ -333,7 +333,7 @@ char *tableLoadItem(ir_table_loader *ld, uint64_t id, double stored, uint64_t of
  * priorities and the max to the sampler, sets the counters. Returns 0, or -1
  * with *err (then drop the table). */
 int tableLoadEnd(ir_table_loader *ld, const char **err);
-/* General mode loading (snapshot.c): tableLoadBegin, then per item in id
+/* General mode loading (persist.c): tableLoadBegin, then per item in id
  * order tableLoadGeneral (returns where its len bytes go, or NULL with
  * *err), then tableLoadEnd. */
 char *tableLoadGeneral(ir_table_loader *ld, uint64_t id, double stored, uint32_t times,
