@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "acl.h"
+#include "aof.h"
 #include "blocked.h"
 #include "chunks.h"
 #include "commands.h"
@@ -196,6 +197,7 @@ void server_tick(ir_server *s) {
         dbsActiveExpire(s, s->now_ms);
     }
     replCron(s);
+    aofCron(s);
     const ir_config *cfg = &s->cfg;
     if (!cfg->timeout && !cfg->request_timeout_ms) return;
     for (client *c = s->clients, *next; c; c = next) {
