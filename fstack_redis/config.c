@@ -414,8 +414,9 @@ static const cfgparam params[] = {
      "many seconds of the last save); \"\" = none",
      saveGet, saveCheck, saveApply},
     {"appendonly", NULL, CT_BOOL, 0, 0, 0, "no", NULL, F(appendonly, FT_INT), NULL,
-     "the append-only file: every write command is appended (Redis 7.0's multi-part AOF in "
-     "dir/appenddirname); at start it is loaded; replay tables are not in it (snapshots only)",
+     "the AOF: every write command is appended to it (Redis 7.0's layout: a manifest, a base "
+     "and incr files in dir/appenddirname); loaded at start; replay tables are not in it "
+     "(snapshots only)",
      NULL, appendonlyCheck, appendonlyApply},
     {"appendfilename", NULL, CT_STRING, CF_IMMUTABLE, 0, 0, "appendonly.aof", NULL,
      F(appendfilename, FT_STR), NULL, "name prefix of the AOF's files and manifest", NOHOOK},
