@@ -471,6 +471,7 @@ static void deleteFile(const ir_server *s, const char *name) {
 /* The child is done (ok): the new base goes into the manifest. */
 static void rewriteDone(ir_server *s, int ok) {
     A.child = 0;
+    if (A.child_keep > A.nincr) A.child_keep = A.nincr;
     A.last_rw_sec = (long long)((ir_mstime() - A.child_start_ms + 500) / 1000);
     char err[PATH_MAX + 128];
     aofFile nb;
@@ -954,11 +955,17 @@ void bgrewriteaofCommand(client *c) {
 void aofDebugLoad(client *c) {
     ir_server *s = c->srv;
     char err[PATH_MAX + 512];
+    if (A.state == AOF_WAIT_REWRITE) { /* its first base is not written yet */
+        addReplyError(c, "Error loading the AOF: the rewrite that turns the AOF on is still in "
+                         "progress");
+        return;
+    }
     if (A.state == AOF_ON) {
         aofFlush();
         if (A.fd >= 0) fsync(A.fd);
     }
-    int r = readManifest(s, err, sizeof(err));
+    /* on: the files are those the manifest lists (it is written with each change) */
+    int r = A.state == AOF_ON && A.known ? 1 : readManifest(s, err, sizeof(err));
     if (r == 0) {
         addReplyError(c, "Error loading the AOF: there is no AOF manifest");
         return;

@@ -301,3 +301,60 @@ def test_replay_tables_are_not_in_the_aof(start: Start) -> None:
         assert c.call("DEBUG", "LOADAOF") == "OK"
         assert c.call("GET", "k") == b"v"
         assert c.call("REPLAY.INFO", "t")  # the table is untouched by the load
+
+
+def incr_commands(path: Path) -> list[str]:
+    """The commands of an incr file, each as its words."""
+    data, out, i = path.read_bytes(), [], 0
+    while i < len(data):
+        end = data.index(b"\r\n", i)
+        n, i, words = int(data[i + 1:end]), end + 2, []
+        for _ in range(n):
+            end = data.index(b"\r\n", i)
+            ln = int(data[i + 1:end])
+            words.append(data[end + 2:end + 2 + ln].decode())
+            i = end + 4 + ln
+        out.append(" ".join(words))
+    return out
+
+
+def test_replicas_and_the_aof_take_the_same_stream(start: Start, tmp_path: Path) -> None:
+    from test_replication import attach, read_stream
+
+    srv = start("inreplay", "repl")
+    r = srv.client()
+    with srv.raw() as c:
+        aof_on(c)
+        before = r.info("replication")["master_repl_offset"]
+        c.call("SET", "a", "1")  # the AOF's alone: no replica, no replication offset
+        assert r.info("replication")["master_repl_offset"] == before
+        rc, _ = attach(srv)
+        c.call("SELECT", "3")
+        c.call("SET", "b", "2")
+        c.call("SELECT", "0")
+        c.call("INCRBYFLOAT", "f", "1.5")
+        assert read_stream(rc, 4) == ["SELECT 3", "SET b 2", "SELECT 0", "SET f 1.5 KEEPTTL"]
+        rc.close()
+        assert incr_commands(tmp_path / "repl" / "appendonlydir" / "appendonly.aof.1.incr.aof") \
+            == ["SELECT 0", "SET a 1", "SELECT 3", "SET b 2", "SELECT 0", "SET f 1.5 KEEPTTL"]
+        assert c.call("DEBUG", "LOADAOF") == "OK"
+        assert c.call("MGET", "a", "f") == [b"1", b"1.5"]
+        c.call("SELECT", "3")
+        assert c.call("GET", "b") == b"2"
+    r.close()
+
+
+def test_rewrite_while_one_runs_is_refused(start: Start) -> None:
+    srv = start("inreplay", "busy")
+    with srv.raw() as c:
+        c.call("EVAL", "for i = 1, 200000 do redis.call('SET', 'k' .. i, i) end", "0")
+        assert c.call("BGREWRITEAOF") == "Background append only file rewriting started"
+        # refused while the child runs (the first may be done already on a fast machine)
+        assert c.call("BGREWRITEAOF") in (
+            RespError(b"ERR Background append only file rewriting already in progress"),
+            "Background append only file rewriting started")
+        wait_rewrite(c)
+        assert persistence(c)["aof_last_bgrewrite_status"] == "ok"
+        aof_on(c)
+        assert c.call("DEBUG", "LOADAOF") == "OK"
+        assert c.call("DBSIZE") == 200000
