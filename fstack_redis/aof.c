@@ -52,6 +52,7 @@ static struct {
     int wait_keep;                /* AOF_WAIT_REWRITE: the incr opened when it started, -1 = none */
     pid_t child;                  /* rewrite child, 0 = none */
     int child_keep;               /* incr files from this index on stay after the rewrite */
+    int child_rdb;                /* its base is an RDB image (else commands) */
     char child_tmp[PATH_MAX];
     uint64_t child_start_ms, retry_ms;
     int last_rw_ok, last_write_ok;
@@ -365,6 +366,150 @@ static int openNewIncr(ir_server *s, int persist, char *err, size_t errlen) {
     return 0;
 }
 
+/* ---- the base's two forms ------------------------------------------------------ */
+
+void aofPutArray(rdbBuf *b, long n) {
+    char h[32];
+    int k = snprintf(h, sizeof(h), "*%ld\r\n", n);
+    rdbPut(b, h, (size_t)k);
+}
+
+void aofPutBulk(rdbBuf *b, const char *p, size_t n) {
+    char h[32];
+    int k = snprintf(h, sizeof(h), "$%zu\r\n", n);
+    rdbPut(b, h, (size_t)k);
+    rdbPut(b, p, n);
+    rdbPut(b, "\r\n", 2);
+}
+
+#define ITEMS_PER_CMD 64 /* Redis's AOF_REWRITE_ITEMS_PER_CMD */
+
+typedef struct rwWalk {
+    rdbBuf *b;
+    int64_t now;
+    const dbEntry *key; /* the key whose members are being batched */
+    size_t left, batch; /* members still to write, members in this command */
+    const char *cmd;
+} rwWalk;
+
+/* Start a batch command (RPUSH key ...) when the last one is full. */
+static void batchItem(rwWalk *w, int per) {
+    if (w->batch == 0) {
+        size_t n = w->left < ITEMS_PER_CMD ? w->left : ITEMS_PER_CMD;
+        aofPutArray(w->b, 2 + (long)(n * (size_t)per));
+        aofPutBulk(w->b, w->cmd, strlen(w->cmd));
+        aofPutBulk(w->b, w->key->key, w->key->klen);
+        w->batch = n;
+    }
+    w->batch--;
+    w->left--;
+}
+
+static void rwZsetMember(const char *m, size_t len, double score, void *arg) {
+    rwWalk *w = arg;
+    char num[40];
+    batchItem(w, 2);
+    aofPutBulk(w->b, num, (size_t)snprintf(num, sizeof(num), "%.17g", score));
+    aofPutBulk(w->b, m, len);
+}
+
+/* One key as Redis's rewriteAppendOnlyFileRio writes it: its value's
+ * commands, then PEXPIREAT. */
+static int rwEntry(const dbEntry *e, void *arg) {
+    rwWalk *w = arg;
+    if (keyIsExpired(e, w->now)) return 0;
+    w->key = e;
+    w->batch = 0;
+    switch (e->type) {
+    case OBJ_STRING:
+        aofPutArray(w->b, 3);
+        aofPutBulk(w->b, "SET", 3);
+        aofPutBulk(w->b, e->key, e->klen);
+        aofPutBulk(w->b, e->v.str.ptr, e->v.str.len);
+        break;
+    case OBJ_LIST:
+        w->cmd = "RPUSH";
+        w->left = e->v.list.len;
+        for (size_t i = 0; i < e->v.list.len; i++) {
+            const lelem *l = listAt(&e->v.list, i);
+            batchItem(w, 1);
+            aofPutBulk(w->b, l->p, l->len);
+        }
+        break;
+    case OBJ_SET:
+    case OBJ_HASH: {
+        int hash = e->type == OBJ_HASH;
+        w->cmd = hash ? "HMSET" : "SADD";
+        w->left = dictSize(&e->v.coll->d);
+        collIter it;
+        collIterInit(&it, e->v.coll);
+        for (const dbEntry *fe; (fe = collNext(&it));) {
+            batchItem(w, hash ? 2 : 1);
+            aofPutBulk(w->b, fe->key, fe->klen);
+            if (hash) aofPutBulk(w->b, fe->v.str.ptr, fe->v.str.len);
+        }
+        break;
+    }
+    case OBJ_ZSET:
+        w->cmd = "ZADD";
+        w->left = dictSize(&e->v.coll->d);
+        zsetForEach(e->v.coll, rwZsetMember, w);
+        break;
+    case OBJ_STREAM: streamPutAofCommands(w->b, e->key, e->klen, e->v.stream); break;
+    }
+    if (e->expire != -1) {
+        char num[24];
+        aofPutArray(w->b, 3);
+        aofPutBulk(w->b, "PEXPIREAT", 9);
+        aofPutBulk(w->b, e->key, e->klen);
+        aofPutBulk(w->b, num, (size_t)ll2string(num, sizeof(num), e->expire));
+    }
+    return w->b->oom;
+}
+
+/* The dataset as commands (aof-use-rdb-preamble no): the functions, then
+ * each database after its SELECT. NULL when out of memory. */
+static char *rewriteCommands(const ir_server *s, size_t *len) {
+    rdbBuf b = {0};
+    for (size_t i = 0;; i++) {
+        const char *code;
+        size_t clen;
+        if (!functionsLibraryCode(s, i, &code, &clen)) break;
+        aofPutArray(&b, 3);
+        aofPutBulk(&b, "FUNCTION", 8);
+        aofPutBulk(&b, "LOAD", 4);
+        aofPutBulk(&b, code, clen);
+    }
+    rwWalk w = {&b, (int64_t)ir_mstime(), NULL, 0, 0, NULL};
+    for (int i = 0; i < dbsCount(s) && !b.oom; i++) {
+        const ir_db *db = dbsAt(s, i);
+        if (!dictSize(&db->d)) continue;
+        char num[16];
+        aofPutArray(&b, 2);
+        aofPutBulk(&b, "SELECT", 6);
+        aofPutBulk(&b, num, (size_t)snprintf(num, sizeof(num), "%d", i));
+        dbForEach(db, rwEntry, &w);
+    }
+    if (b.oom) {
+        free(b.p);
+        return NULL;
+    }
+    if (!b.p) b.p = ir_xrealloc(NULL, 1); /* an empty dataset: an empty base */
+    *len = b.len;
+    return b.p;
+}
+
+/* The base image of the dataset in the form aof-use-rdb-preamble asks for. */
+static char *buildBase(const ir_server *s, int rdb, size_t *len) {
+    return rdb ? rdbBuild(s, "0000000000000000000000000000000000000000", 0, len)
+               : rewriteCommands(s, len);
+}
+
+static void baseName(const ir_server *s, aofFile *f, long long seq, int rdb) {
+    f->seq = seq;
+    snprintf(f->name, sizeof(f->name), "%s.%lld.base.%s", fileName(s), seq, rdb ? "rdb" : "aof");
+}
+
 /* ---- the rewrite child ------------------------------------------------------ */
 
 static void closeInheritedFds(void) {
@@ -375,8 +520,8 @@ static void closeInheritedFds(void) {
     for (int fd = 3; fd < max; fd++) close(fd);
 }
 
-static void childWrite(const ir_server *s, const char *tmp) __attribute__((noreturn));
-static void childWrite(const ir_server *s, const char *tmp) {
+static void childWrite(const ir_server *s, const char *tmp, int rdb) __attribute__((noreturn));
+static void childWrite(const ir_server *s, const char *tmp, int rdb) {
     struct sigaction sa;
     memset(&sa, 0, sizeof(sa));
     sa.sa_handler = SIG_DFL;
@@ -386,7 +531,7 @@ static void childWrite(const ir_server *s, const char *tmp) {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     closeInheritedFds();
     size_t len = 0;
-    char *img = rdbBuild(s, "0000000000000000000000000000000000000000", 0, &len);
+    char *img = buildBase(s, rdb, &len);
     if (!img) _exit(2);
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (fd < 0) _exit(3);
@@ -443,10 +588,11 @@ static int rewriteStart(ir_server *s, char *err, size_t errlen) {
         return -1;
     }
     aofFlush();
+    A.child_rdb = aof_use_rdb_preamble != 0;
     fflush(stdout);
     fflush(stderr);
     pid_t pid = fork();
-    if (pid == 0) childWrite(s, A.child_tmp);
+    if (pid == 0) childWrite(s, A.child_tmp, A.child_rdb);
     if (pid < 0) {
         serverLog("Can't rewrite append only file in background: fork: %s", strerror(errno));
         snprintf(err, errlen,
@@ -475,8 +621,7 @@ static void rewriteDone(ir_server *s, int ok) {
     A.last_rw_sec = (long long)((ir_mstime() - A.child_start_ms + 500) / 1000);
     char err[PATH_MAX + 128];
     aofFile nb;
-    nb.seq = A.base_seq + 1;
-    snprintf(nb.name, sizeof(nb.name), "%s.%lld.base.rdb", fileName(s), nb.seq);
+    baseName(s, &nb, A.base_seq + 1, A.child_rdb);
     char path[PATH_MAX];
     if (ok && (aofPath(s, path, sizeof(path), nb.name) != 0 || rename(A.child_tmp, path) != 0)) {
         serverLog("Error trying to rename the temporary AOF base file: %s", strerror(errno));
@@ -817,14 +962,14 @@ static void setOn(int state) {
 /* A synchronous rewrite at start (no AOF yet): base, incr, manifest. */
 static int createNow(ir_server *s, char *err, size_t errlen) {
     size_t len = 0;
-    char *img = rdbBuild(s, "0000000000000000000000000000000000000000", 0, &len);
+    int rdb = aof_use_rdb_preamble != 0;
+    char *img = buildBase(s, rdb, &len);
     if (!img) {
         snprintf(err, errlen, "out of memory building the AOF base");
         return -1;
     }
     aofFile nb;
-    nb.seq = A.base_seq + 1;
-    snprintf(nb.name, sizeof(nb.name), "%s.%lld.base.rdb", fileName(s), nb.seq);
+    baseName(s, &nb, A.base_seq + 1, rdb);
     char path[PATH_MAX];
     int fd = -1;
     if (aofPath(s, path, sizeof(path), nb.name) == 0)

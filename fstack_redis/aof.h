@@ -56,6 +56,11 @@ int aofSetEnabled(ir_server *s, int on, char *err, size_t errlen);
 void aofFeed(int db, const char *p, size_t n);
 void aofFlush(void);
 
+/* RESP for the command form of a rewritten base (aof-use-rdb-preamble no). */
+struct rdbBuf;
+void aofPutArray(struct rdbBuf *b, long n);
+void aofPutBulk(struct rdbBuf *b, const char *p, size_t n);
+
 void bgrewriteaofCommand(client *c);
 void aofDebugLoad(client *c); /* DEBUG LOADAOF */
 /* INFO persistence's aof_* lines (CRLF ends); the length written, as snprintf. */

@@ -129,12 +129,14 @@ def pair_started(start: Start, *args: str) -> tuple[ServerProcess, ServerProcess
                                                  *(["--appendonly"] if args else []))
 
 
-def test_debug_loadaof_keeps_every_type(start: Start) -> None:
+@pytest.mark.parametrize("preamble", ["yes", "no"])
+def test_debug_loadaof_keeps_every_type(start: Start, preamble: str) -> None:
     ref, ours = pair_started(start)
     states = []
     for srv in (ref, ours):
         with srv.raw() as c:
             c.call("SELECT", "9")
+            assert c.call("CONFIG", "SET", "aof-use-rdb-preamble", preamble) == "OK"
             aof_on(c)
             replies = run(c, POPULATE)
             before = state(c)
@@ -142,6 +144,12 @@ def test_debug_loadaof_keeps_every_type(start: Start) -> None:
             c.call("SELECT", "9")
             after = state(c)
             assert after == before, srv.kind
+            # the whole dataset in the base (an RDB image, or commands), then loaded
+            assert c.call("BGREWRITEAOF") == "Background append only file rewriting started"
+            wait_rewrite(c)
+            assert c.call("DEBUG", "LOADAOF") == "OK"
+            c.call("SELECT", "9")
+            assert state(c) == before, srv.kind
             # and it goes on appending after the load
             c.call("XADD", "st", "6-1", "f", "6")
             assert c.call("DEBUG", "LOADAOF") == "OK"
@@ -174,12 +182,16 @@ def files(d: Path) -> list[str]:
     return sorted(p.name for p in (d / "appendonlydir").iterdir())
 
 
-def test_bgrewriteaof_then_restart(start: Start, tmp_path: Path) -> None:
+@pytest.mark.parametrize("preamble", ["yes", "no"])
+def test_bgrewriteaof_then_restart(start: Start, tmp_path: Path, preamble: str) -> None:
     ref, ours = pair_started(start)
     states = []
     for srv in (ref, ours):
         with srv.raw() as c:
             c.call("SELECT", "9")
+            assert c.call("CONFIG", "SET", "aof-use-rdb-preamble", preamble) == "OK"
+            c.call("FUNCTION", "LOAD",
+                   "#!lua name=lib\nredis.register_function('f', function() return 1 end)")
             aof_on(c)
             run(c, POPULATE[:30])
             assert c.call("BGREWRITEAOF") == "Background append only file rewriting started"
@@ -192,18 +204,20 @@ def test_bgrewriteaof_then_restart(start: Start, tmp_path: Path) -> None:
             assert p["aof_rewrite_in_progress"] == "0"
         assert srv.stop() == 0
     assert states[1] == states[0]
-    # the same files: base 2 (an RDB image), incr 2, the manifest naming them
-    want = ["appendonly.aof.2.base.rdb", "appendonly.aof.2.incr.aof", "appendonly.aof.manifest"]
+    # the same files: base 2 (an RDB image, or commands), incr 2, the manifest naming them
+    base = f"appendonly.aof.2.base.{'rdb' if preamble == 'yes' else 'aof'}"
+    want = [base, "appendonly.aof.2.incr.aof", "appendonly.aof.manifest"]
     for name in ("redis", "inreplay"):
         assert files(tmp_path / name) == want, name
         manifest = (tmp_path / name / "appendonlydir" / "appendonly.aof.manifest").read_text()
-        assert manifest.splitlines() == ["file appendonly.aof.2.base.rdb seq 2 type b",
+        assert manifest.splitlines() == [f"file {base} seq 2 type b",
                                          "file appendonly.aof.2.incr.aof seq 2 type i"], name
     ref2, ours2 = pair_started(start, "--appendonly", "yes")
     for srv, want_state in zip((ref2, ours2), states, strict=True):
         with srv.raw() as c:
             c.call("SELECT", "9")
             assert state(c) == want_state, srv.kind
+            assert c.call("FCALL", "f", "0") == 1
 
 
 def test_appendfsync_always_survives_a_kill(start: Start) -> None:
