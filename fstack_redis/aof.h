@@ -1,8 +1,9 @@
 /* aof.h - the append-only file, as Redis 7.0 keeps it (multi-part AOF).
  *
  * In <dir>/<appenddirname> a manifest (<appendfilename>.manifest) lists one
- * base file (<appendfilename>.<seq>.base.rdb: an RDB image, rdb.c's) and the
- * incr files after it (<appendfilename>.<seq>.incr.aof: commands in RESP).
+ * base file (<appendfilename>.<seq>.base.rdb: an RDB image, rdb.c's; or with
+ * aof-use-rdb-preamble no .base.aof: the commands Redis's rewrite writes) and
+ * the incr files after it (<appendfilename>.<seq>.incr.aof: commands in RESP).
  * While appendonly is yes every write command goes to the last incr file in
  * the form the replication stream has (replication.c feeds it, with a SELECT
  * of its own), written before the command's reply and fsynced per
