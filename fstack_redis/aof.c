@@ -55,7 +55,7 @@ static struct {
     int child_rdb;                /* its base is an RDB image (else commands) */
     char child_tmp[PATH_MAX];
     uint64_t child_start_ms, retry_ms;
-    int last_rw_ok, last_write_ok;
+    int last_rw_ok, last_write_ok, write_errno;
     long long last_rw_sec, rewrites, rw_failures;
     uint64_t base_size, cur_size;
 } A = {
@@ -291,6 +291,16 @@ void aofFeed(int db, const char *p, size_t n) {
     bufPut(p, n);
 }
 
+int aof_write_failed;
+
+static void setWriteOk(int ok) {
+    A.last_write_ok = ok;
+    aof_write_failed = !ok && A.state != AOF_OFF;
+}
+
+/* Write what is pending. A failed write (a full disk) keeps it for the next
+ * try (the cron's), a partial one is cut off the file first, as Redis does;
+ * meanwhile write commands get -MISCONF (aofWriteDenied). */
 void aofFlush(void) {
     if (!A.len || A.fd < 0) return;
     size_t off = 0;
@@ -298,24 +308,33 @@ void aofFlush(void) {
         ssize_t w = write(A.fd, A.buf + off, A.len - off);
         if (w < 0 && errno == EINTR) continue;
         if (w <= 0) {
+            A.write_errno = w < 0 ? errno : ENOSPC;
             if (A.last_write_ok)
-                serverLog("Error writing to the AOF file: %s",
-                          w < 0 ? strerror(errno) : "short write");
-            A.last_write_ok = 0;
+                serverLog("Error writing to the AOF file: %s", strerror(A.write_errno));
+            setWriteOk(0);
             break;
         }
         off += (size_t)w;
     }
-    if (off == A.len && !A.last_write_ok) {
+    if (off < A.len) {
+        off_t end = lseek(A.fd, 0, SEEK_END);
+        if (off && end >= (off_t)off && ftruncate(A.fd, end - (off_t)off) == 0) off = 0;
+        memmove(A.buf, A.buf + off, A.len - off);
+        A.len -= off;
+        A.cur_size += off;
+        return;
+    }
+    if (!A.last_write_ok) {
         serverLog("AOF write error looks solved, Redis can write again.");
-        A.last_write_ok = 1;
+        setWriteOk(1);
     }
     A.cur_size += off;
     A.len = 0;
     if (aof_fsync == AOF_FSYNC_ALWAYS) {
         if (fdatasync(A.fd) != 0) {
+            A.write_errno = errno;
             serverLog("Can't persist the AOF on disk (fsync): %s", strerror(errno));
-            A.last_write_ok = 0;
+            setWriteOk(0);
         }
         A.last_fsync_ms = ir_mstime();
     } else {
@@ -676,7 +695,19 @@ static void killChild(void) {
     A.child = 0;
 }
 
+void aofMisconf(char *msg, size_t len) {
+    snprintf(msg, len, "-MISCONF Errors writing to the AOF file: %s", strerror(A.write_errno));
+}
+
 void aofCron(ir_server *s) {
+    if (!A.last_write_ok) { /* try again */
+        if (A.len) {
+            aofFlush();
+        } else if (A.fd < 0 || fdatasync(A.fd) == 0) {
+            serverLog("AOF write error looks solved, Redis can write again.");
+            setWriteOk(1);
+        }
+    }
     if (A.child > 0) {
         int st;
         pid_t r = waitpid(A.child, &st, WNOHANG);
@@ -957,6 +988,10 @@ static int loadReplacing(ir_server *s, char *err, size_t errlen) {
 static void setOn(int state) {
     A.state = state;
     repl_aof = state != AOF_OFF;
+    if (state == AOF_OFF) { /* what could not be written is gone with it */
+        A.len = 0;
+        setWriteOk(1);
+    }
 }
 
 /* A synchronous rewrite at start (no AOF yet): base, incr, manifest. */

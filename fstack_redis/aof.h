@@ -56,6 +56,11 @@ int aofSetEnabled(ir_server *s, int on, char *err, size_t errlen);
  * SELECT when db (>= 0) is not the file's; aofFlush writes them. */
 void aofFeed(int db, const char *p, size_t n);
 void aofFlush(void);
+/* Set while the AOF is on and its last write (or fsync) failed: write
+ * commands and PING are refused with Redis's -MISCONF error (aofMisconf)
+ * until the cron's retry succeeds. */
+extern int aof_write_failed;
+void aofMisconf(char *msg, size_t len);
 
 /* RESP for the command form of a rewritten base (aof-use-rdb-preamble no). */
 struct rdbBuf;

@@ -490,6 +490,11 @@ int processCommand(client *c) {
         s->oom_rejections++;
         addReplyError(c, "-OOM " IR_OOM_MSG);
         rejected(c, cmd, before);
+    } else if (aof_write_failed && ((cmd->flags & CMD_WRITE) || !strcmp(cmd->name, "ping"))) {
+        char misconf[160];
+        aofMisconf(misconf, sizeof(misconf));
+        addReplyError(c, misconf);
+        rejected(c, cmd, before);
     } else if (scriptBusy(s) && !commandAllowedBusy(cmd, c)) {
         /* a script past busy-reply-threshold serves the others this way;
          * an EXEC gives up its transaction (none of it runs), as Redis's */

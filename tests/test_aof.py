@@ -372,3 +372,26 @@ def test_rewrite_while_one_runs_is_refused(start: Start) -> None:
         aof_on(c)
         assert c.call("DEBUG", "LOADAOF") == "OK"
         assert c.call("DBSIZE") == 200000
+
+
+def test_write_errors_refuse_writes_with_misconf(start: Start, tmp_path: Path) -> None:
+    """A full disk (the incr file is /dev/full): writes get Redis's -MISCONF, reads go on,
+    and turning the AOF off lets writes in again."""
+    srv = start("inreplay", "full")
+    with srv.raw() as c:
+        aof_on(c)
+    assert srv.stop() == 0
+    incr = tmp_path / "full" / "appendonlydir" / "appendonly.aof.1.incr.aof"
+    incr.unlink()
+    incr.symlink_to("/dev/full")
+    srv = start("inreplay", "full", "--appendonly")
+    with srv.raw() as c:
+        assert c.call("SET", "a", "1") == "OK"  # run, but its AOF write failed
+        misconf = RespError(b"MISCONF Errors writing to the AOF file: No space left on device")
+        assert c.call("SET", "b", "2") == misconf
+        assert c.call("PING") == misconf
+        assert c.call("GET", "a") == b"1"
+        assert persistence(c)["aof_last_write_status"] == "err"
+        assert c.call("CONFIG", "SET", "appendonly", "no") == "OK"
+        assert c.call("SET", "b", "2") == "OK"
+        assert persistence(c)["aof_last_write_status"] == "ok"
