@@ -95,8 +95,10 @@ static int ensureDir(const ir_server *s, char *err, size_t errlen) {
         snprintf(err, errlen, "the append only file directory path is too long");
         return -1;
     }
-    if (mkdir(d, 0755) != 0 && errno != EEXIST) {
-        snprintf(err, errlen, "Can't open or create append-only dir %s: %s", d, strerror(errno));
+    struct stat st;
+    if (mkdir(d, 0755) != 0 && (errno != EEXIST || stat(d, &st) != 0 || !S_ISDIR(st.st_mode))) {
+        int e = errno == EEXIST ? ENOTDIR : errno;
+        snprintf(err, errlen, "Can't open or create append-only dir %s: %s", d, strerror(e));
         return -1;
     }
     return 0;

@@ -225,7 +225,11 @@ static void saveGet(const ir_server *s, char *buf, size_t len) {
 static int appendonlyCheck(const ir_server *s, const ir_arg *v, cfgval *n, char *err,
                            size_t errlen) {
     (void)v;
-    if (n->i && !s->cfg.appendonly && aofCanEnable(s, err, errlen) != 0) return -1;
+    if (n->i && !s->cfg.appendonly && aofCanEnable(s, err, errlen) != 0) {
+        serverLog("CONFIG SET appendonly yes: %s", err);
+        snprintf(err, errlen, "Unable to turn on AOF. Check server logs.");
+        return -1;
+    }
     return 0;
 }
 

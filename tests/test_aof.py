@@ -395,3 +395,15 @@ def test_write_errors_refuse_writes_with_misconf(start: Start, tmp_path: Path) -
         assert c.call("CONFIG", "SET", "appendonly", "no") == "OK"
         assert c.call("SET", "b", "2") == "OK"
         assert persistence(c)["aof_last_write_status"] == "ok"
+
+
+def test_appendonly_yes_without_a_usable_dir_is_refused_as_redis(start: Start,
+                                                                 tmp_path: Path) -> None:
+    srv = start("inreplay", "nodir")
+    (tmp_path / "nodir" / "appendonlydir").write_text("a file where the directory goes")
+    with srv.raw() as c:
+        assert c.call("CONFIG", "SET", "appendonly", "yes") == RespError(
+            b"ERR CONFIG SET failed (possibly related to argument 'appendonly') - Unable to "
+            b"turn on AOF. Check server logs.")
+        assert c.call("CONFIG", "GET", "appendonly") == [b"appendonly", b"no"]
+        assert persistence(c)["aof_enabled"] == "0"
