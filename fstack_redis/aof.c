@@ -763,6 +763,20 @@ static void fakeFree(client *f) {
     free(f);
 }
 
+/* One loaded command on the fake client; its reply is dropped. */
+static void runLoaded(client *f, const ir_command *cmd, int argc, ir_arg *argv) {
+    f->argc = argc;
+    f->argv = argv;
+    f->cmd = cmd;
+    f->lastcmd = cmd;
+    f->lastsub = commandSubName(cmd, f);
+    cmd->proc(f);
+    clientDiscardReply(f);
+    f->argc = 0;
+    f->argv = NULL;
+    f->cmd = NULL;
+}
+
 /* A decimal number ending in "\r\n" at p (not past end): its value, p moved
  * past it; -1 truncated, -2 malformed. */
 static int readNum(char **pp, char *end, long long *v) {
@@ -832,6 +846,12 @@ static int loadFile(ir_server *s, const char *name, int last, char *err, size_t 
     }
     ir_arg *argv = NULL;
     long long argcap = 0;
+    struct {
+        const ir_command *cmd;
+        int argc;
+    } *q = NULL; /* the commands of an open MULTI, their arguments in qargs */
+    size_t nq = 0, qcap = 0, nqargs = 0, qargcap = 0;
+    ir_arg *qargs = NULL;
     char *valid = p; /* the end of the last whole command (before an open MULTI) */
     int in_multi = 0;
     while (p < end) {
@@ -875,24 +895,34 @@ static int loadFile(ir_server *s, const char *name, int last, char *err, size_t 
         if ((cmd->arity > 0 && cmd->arity != argc) || argc < -cmd->arity) goto bad;
         if (!strcmp(cmd->name, "multi")) {
             in_multi = 1;
+            nq = 0;
             continue;
         }
-        if (!strcmp(cmd->name, "exec")) {
+        if (!strcmp(cmd->name, "exec")) { /* the transaction runs now, whole */
+            for (size_t i = 0, at = 0; i < nq; at += (size_t)q[i].argc, i++)
+                runLoaded(f, q[i].cmd, q[i].argc, qargs + at);
             in_multi = 0;
+            nq = nqargs = 0;
             valid = p;
             continue;
         }
-        f->argc = (int)argc;
-        f->argv = argv;
-        f->cmd = cmd;
-        f->lastcmd = cmd;
-        f->lastsub = commandSubName(cmd, f);
-        cmd->proc(f);
-        clientDiscardReply(f);
-        f->argc = 0;
-        f->argv = NULL;
-        f->cmd = NULL;
-        if (!in_multi) valid = p;
+        if (in_multi) { /* queued: a transaction the file cuts short never runs */
+            if (nq == qcap) {
+                qcap = qcap ? qcap * 2 : 16;
+                q = ir_xrealloc(q, qcap * sizeof(*q));
+            }
+            if (nqargs + (size_t)argc > qargcap) {
+                while (nqargs + (size_t)argc > qargcap) qargcap = qargcap ? qargcap * 2 : 64;
+                qargs = ir_xrealloc(qargs, qargcap * sizeof(*qargs));
+            }
+            q[nq].cmd = cmd;
+            q[nq++].argc = (int)argc;
+            memcpy(qargs + nqargs, argv, (size_t)argc * sizeof(*argv));
+            nqargs += (size_t)argc;
+            continue;
+        }
+        runLoaded(f, cmd, (int)argc, argv);
+        valid = p;
     }
     if (in_multi) goto truncated;
     rc = 0;
@@ -903,9 +933,7 @@ truncated:
         serverLog("!!! Truncating the AOF %s at offset %lld !!!", name, (long long)(valid - data));
         if (truncate(path, (off_t)(valid - data)) != 0)
             serverLog("Error truncating the AOF file %s: %s", name, strerror(errno));
-        /* a transaction cut short is undone by the reload of what came before it
-         * only in Redis; here what ran of it stays */
-        rc = 0;
+        rc = 0; /* a transaction cut short was never run */
     } else {
         snprintf(err, errlen,
                  "Unexpected end of file reading the append only file %s. You can: 1) Make a "
@@ -925,6 +953,8 @@ out:
     f->argv = NULL;
     fakeFree(f);
     free(argv);
+    free(q);
+    free(qargs);
     free(data);
     return rc;
 }

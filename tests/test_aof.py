@@ -237,17 +237,28 @@ def test_appendfsync_always_survives_a_kill(start: Start) -> None:
             assert c.call("LRANGE", "l", "0", "-1") == [str(i).encode() for i in range(50)]
 
 
-def test_truncated_tail_is_cut_as_redis(start: Start, tmp_path: Path) -> None:
+TAILS = [b"*3\r\n$3\r\nSET\r\n$1\r\nb\r\n$3\r\nxy",  # a command cut short
+         b"*1\r\n$5\r\nMULTI\r\n*3\r\n$3\r\nSET\r\n$1\r\nb\r\n$1\r\n2\r\n"]  # no EXEC
+
+
+@pytest.mark.parametrize("tail", TAILS, ids=["command", "transaction"])
+def test_truncated_tail_is_cut_as_redis(start: Start, tmp_path: Path, tail: bytes) -> None:
     ref, ours = pair_started(start)
     for srv in (ref, ours):
         with srv.raw() as c:
             aof_on(c)
             c.call("SET", "a", "1")
         assert srv.stop() == 0
+    sizes = []
     for name in ("redis", "inreplay"):
-        with open(tmp_path / name / "appendonlydir" / "appendonly.aof.1.incr.aof", "ab") as f:
-            f.write(b"*3\r\n$3\r\nSET\r\n$1\r\nb\r\n$3\r\nxy")
+        incr = tmp_path / name / "appendonlydir" / "appendonly.aof.1.incr.aof"
+        sizes.append(incr.stat().st_size)
+        with open(incr, "ab") as f:
+            f.write(tail)
     ref2, ours2 = pair_started(start, "--appendonly", "yes")
+    for name, size in zip(("redis", "inreplay"), sizes, strict=True):  # cut where it began
+        incr = tmp_path / name / "appendonlydir" / "appendonly.aof.1.incr.aof"
+        assert incr.stat().st_size == size, name
     for srv in (ref2, ours2):
         with srv.raw() as c:
             assert c.call("MGET", "a", "b") == [b"1", None]
