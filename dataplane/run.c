@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "aof.h"
 #include "blocked.h"
 #include "db.h"
 #ifdef IR_HAVE_DPDK
@@ -276,6 +277,14 @@ int ir_run(const ir_config *cfg) {
         }
         serverLog("%s", msg);
     }
+    {
+        char msg[4608];
+        if (aofStartup(s, msg, sizeof(msg)) != 0) {
+            ir_set_error("%s", msg);
+            rc = IR_ECONFIG;
+            goto server;
+        }
+    }
 
 #ifdef IR_HAVE_DPDK
     if (!strcmp(cfg->stack, "dpdk")) {
@@ -335,6 +344,7 @@ int ir_run(const ir_config *cfg) {
                                                            : "Shutdown",
               (unsigned long long)s->nclients);
     snapshotShutdown(s);
+    aofShutdown(s);
     /* SHUTDOWN saved already (or was told not to); a signal saves here, and
      * a save that fails makes ir_run fail: the data is not on disk. */
     if (cfg->save_on_shutdown && s->shutdown_asap != SHUTDOWN_DONE) {

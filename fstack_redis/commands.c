@@ -29,6 +29,7 @@
 #include "script.h"
 #include "slowlog.h"
 #include "snapshot.h"
+#include "aof.h"
 #include "t_replay.h"
 #include "t_traj.h"
 
@@ -1737,7 +1738,8 @@ void infoCommand(client *c) {
     }
     if (wantSection(c, "persistence", 1)) {
         char pbuf[8192];
-        snapshotInfo(s, pbuf, sizeof(pbuf));
+        size_t plen = snapshotInfo(s, pbuf, sizeof(pbuf));
+        if (plen < sizeof(pbuf)) aofInfo(s, pbuf + plen, sizeof(pbuf) - plen);
         infoCat(&b, "%s%s", sections++ ? "\r\n" : "", pbuf);
     }
     if (wantSection(c, "stats", 1)) {

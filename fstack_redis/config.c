@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "acl.h"
+#include "aof.h"
 #include "commands.h"
 #include "config.h"
 #include "db.h"
@@ -34,7 +35,8 @@ static const char *const typeNames[] = {"bool",   "int",    "memory", "enum",
                                         "string", "double", "special"};
 
 #define CF_IMMUTABLE 1 /* set at start only: CONFIG SET answers "can't set immutable config" */
-#define CF_SENSITIVE 2 /* CONFIG GET shows "" */
+#define CF_SENSITIVE \
+    2 /* a credential: SLOWLOG and MONITOR redact its value (requirepass's get hook also hides it) */
 #define CF_SAME_ONLY 4 /* mutable in Redis, fixed here: only the current value is accepted */
 #define CF_HIDDEN 8    /* inreplay's own start-up setting: not matched by a glob, only by name */
 #define CF_NOOP 16     /* accepted and stored for Redis's clients; no behaviour here */
@@ -219,14 +221,25 @@ static void saveGet(const ir_server *s, char *buf, size_t len) {
                                 saveparams[i].seconds, saveparams[i].changes);
 }
 
+/* appendonly: CONFIG SET yes starts the AOF with a background rewrite, no stops it. */
 static int appendonlyCheck(const ir_server *s, const ir_arg *v, cfgval *n, char *err,
                            size_t errlen) {
-    (void)s, (void)v;
-    if (n->i) {
-        snprintf(err, errlen, "appendonly is not supported (snapshots: SAVE, BGSAVE)");
+    (void)v;
+    if (n->i && !s->cfg.appendonly && aofCanEnable(s, err, errlen) != 0) {
+        serverLog("CONFIG SET appendonly yes: %s", err);
+        snprintf(err, errlen, "Unable to turn on AOF. Check server logs.");
         return -1;
     }
     return 0;
+}
+
+static void appendonlyApply(ir_server *s, const cfgval *v) {
+    char err[512];
+    if (aofSetEnabled(s, (int)v->i, err, sizeof(err)) != 0) {
+        serverLog("CONFIG SET appendonly yes: %s", err);
+        return;
+    }
+    s->cfg.appendonly = (int)v->i;
 }
 
 static int policyCheck(const ir_server *s, const ir_arg *v, cfgval *n, char *err, size_t errlen) {
@@ -404,11 +417,29 @@ static const cfgparam params[] = {
      "automatic BGSAVE: pairs of \"seconds changes\" (that many write commands within that "
      "many seconds of the last save); \"\" = none",
      saveGet, saveCheck, saveApply},
-    {"appendonly", NULL, CT_BOOL, 0, 0, 0, "no", NULL, NOF, NULL,
-     "no append-only file: only no is accepted (snapshots: SAVE, BGSAVE)", NULL, appendonlyCheck,
-     NULL},
-    {"appendfsync", NULL, CT_ENUM, CF_NOOP, 0, 0, "everysec", "everysec,always,no", NOF, NULL,
-     NOOP_DOC("there is no append-only file"), NOHOOK},
+    {"appendonly", NULL, CT_BOOL, 0, 0, 0, "no", NULL, F(appendonly, FT_INT), NULL,
+     "the AOF: every write command is appended to it (Redis 7.0's layout: a manifest, a base "
+     "and incr files in dir/appenddirname); loaded at start; replay tables are not in it "
+     "(snapshots only)",
+     NULL, appendonlyCheck, appendonlyApply},
+    {"appendfilename", NULL, CT_STRING, CF_IMMUTABLE, 0, 0, "appendonly.aof", NULL,
+     F(appendfilename, FT_STR), NULL, "name prefix of the AOF's files and manifest", NOHOOK},
+    {"appenddirname", NULL, CT_STRING, CF_IMMUTABLE, 0, 0, "appendonlydir", NULL,
+     F(appenddirname, FT_STR), NULL, "directory of the AOF's files, under dir", NOHOOK},
+    {"appendfsync", NULL, CT_ENUM, 0, 0, 0, "everysec", "everysec,always,no", NOF, &aof_fsync,
+     "fsync of the AOF: always (before the reply), everysec (once a second), no (the OS decides)",
+     NOHOOK},
+    {"aof-use-rdb-preamble", NULL, CT_BOOL, 0, 0, 0, "yes", NULL, NOF, &aof_use_rdb_preamble,
+     "an AOF rewrite writes its base as an RDB image (no: as commands, a .base.aof)", NOHOOK},
+    {"aof-load-truncated", NULL, CT_BOOL, 0, 0, 0, "yes", NULL, NOF, &aof_load_truncated,
+     "an AOF whose last file ends in a partial command is loaded and cut there (no: refused)",
+     NOHOOK},
+    {"aof-timestamp-enabled", NULL, CT_BOOL, CF_NOOP, 0, 0, "no", NULL, NOF, &aof_timestamp_enabled,
+     NOOP_DOC("no timestamp annotations are written (they are read)"), NOHOOK},
+    {"auto-aof-rewrite-percentage", NULL, CT_INT, 0, 0, IMAX, "100", NULL, NOF, &aof_rewrite_perc,
+     "rewrite the AOF when it grew this many percent over its base (0 = never)", NOHOOK},
+    {"auto-aof-rewrite-min-size", NULL, CT_MEM, 0, 0, LMAX, "64mb", NULL, NOF,
+     &aof_rewrite_min_size, "no automatic AOF rewrite below this size", NOHOOK},
     {"list-max-listpack-size", "list-max-ziplist-size", CT_INT, CF_NOOP, INT_MIN, IMAX, "-2", NULL,
      NOF, NULL, NOOP_DOC("lists report quicklist or listpack by inreplay's own rule"), NOHOOK},
     {"list-compress-depth", NULL, CT_INT, CF_NOOP, 0, IMAX, "0", NULL, NOF, NULL,
@@ -472,6 +503,10 @@ static const cfgparam params[] = {
      NOOP_DOC("nothing is evicted"), NOHOOK},
     {"maxmemory-eviction-tenacity", NULL, CT_INT, CF_NOOP, 0, 100, "10", NULL, NOF, NULL,
      NOOP_DOC("nothing is evicted"), NOHOOK},
+    {"masterauth", NULL, CT_STRING, CF_SENSITIVE | CF_NOOP, 0, 0, "", NULL, NOF, NULL,
+     NOOP_DOC("inreplay is never a replica (redacted in SLOWLOG and MONITOR)"), NOHOOK},
+    {"masteruser", NULL, CT_STRING, CF_SENSITIVE | CF_NOOP, 0, 0, "", NULL, NOF, NULL,
+     NOOP_DOC("inreplay is never a replica (redacted in SLOWLOG and MONITOR)"), NOHOOK},
     {"replicaof", "slaveof", CT_SPECIAL, CF_IMMUTABLE | CF_NOOP, 0, 0, "", NULL, NOF, NULL,
      "always empty: inreplay is a master without replication", emptyGet, NULL, NULL},
     {"key-load-delay", NULL, CT_INT, CF_HIDDEN | CF_NOOP, INT_MIN, IMAX, "0", NULL, NOF, NULL,
@@ -535,8 +570,21 @@ static const cfgparam params[] = {
 };
 #define NPARAMS (sizeof(params) / sizeof(params[0]))
 
-/* Values of parameters that live in neither ir_config nor a server variable. */
+/* Values of parameters that live in neither ir_config nor a server variable;
+ * a string set by CONFIG SET is a copy this file owns (storedOwned). */
 static cfgval stored[NPARAMS];
+static char *storedOwned[NPARAMS];
+
+static void storeValue(size_t k, const cfgval *v) {
+    stored[k] = *v;
+    if (params[k].type != CT_STRING) return;
+    char *p = ir_xrealloc(NULL, v->slen + 1);
+    memcpy(p, v->s, v->slen);
+    p[v->slen] = '\0';
+    free(storedOwned[k]);
+    storedOwned[k] = p;
+    stored[k].s = p;
+}
 
 static void backlogApply(ir_server *s, const cfgval *v) {
     (void)s;
@@ -922,7 +970,7 @@ void configSetCommand(client *c) {
         if (p->flags & CF_SAME_ONLY) continue;
         if (p->apply) p->apply(c->srv, &vals[i]);
         else if (p->var) *p->var = vals[i].i;
-        else if (p->ft == FT_NONE) stored[p - params] = vals[i];
+        else if (p->ft == FT_NONE) storeValue((size_t)(p - params), &vals[i]);
         else if (p->ft != FT_STR) storeField(&c->srv->cfg, p, &vals[i]);
         /* the remaining strings (bind) are SAME_ONLY */
     }
@@ -1009,9 +1057,5 @@ const char *ir_config_params_json(void) {
 
 int configIsSensitive(const char *name, size_t len) {
     const cfgparam *p = configFind(name, len);
-    if (p) return (p->flags & CF_SENSITIVE) != 0;
-    /* Redis's sensitive parameters this server has not (it is never a replica):
-     * a value sent for them is a credential all the same */
-    return (len == 10 && !strncasecmp(name, "masterauth", 10)) ||
-           (len == 10 && !strncasecmp(name, "masteruser", 10));
+    return p && (p->flags & CF_SENSITIVE) != 0;
 }

@@ -322,6 +322,8 @@ stream *streamDeserialize(struct ir_db *db, const void *buf, size_t len, size_t 
                           const char **err);
 /* Redis 7.0's RDB_TYPE_STREAM_LISTPACKS_2 value (a replica's image). */
 void streamPutRedisRDB(struct rdbBuf *b, const stream *s);
+/* The commands of an AOF rewrite that build s under key (aof.c). */
+void streamPutAofCommands(struct rdbBuf *b, const char *key, size_t klen, const stream *s);
 /* RESTORE of Redis's stream encodings (dump.c builds the stream with these). */
 int streamLoadEntry(struct ir_db *db, stream *s, const streamID *id, uint32_t nf, const char *buf,
                     uint32_t size, int new_node);

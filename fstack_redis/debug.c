@@ -30,6 +30,7 @@
 #include "script.h"
 #include "notify.h"
 #include "snapshot.h"
+#include "aof.h"
 
 /* ---- digests ------------------------------------------------------------- */
 
@@ -335,6 +336,8 @@ static void debugHelp(client *c) {
         "    Output a hex signature representing the current DB content.",
         "DIGEST-VALUE <key> [<key> ...]",
         "    Output a hex signature of the values of all the specified keys.",
+        "LOADAOF",
+        "    Flush the AOF buffers on disk and reload the AOF in memory.",
         "LOG <message>",
         "    Write <message> to the server log.",
         "OBJECT <key>",
@@ -371,6 +374,8 @@ void debugCommand(client *c) {
         addReplyStr(c, shared.ok);
     } else if (argEq(c, 1, "reload")) {
         debugReload(c);
+    } else if (argEq(c, 1, "loadaof") && c->argc == 2) {
+        aofDebugLoad(c);
     } else if (argEq(c, 1, "object") && c->argc == 3) {
         debugObject(c);
     } else if (argEq(c, 1, "digest") && c->argc == 2) {

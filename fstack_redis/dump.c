@@ -16,11 +16,14 @@
  */
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "commands.h"
+#include "db.h"
 #include "db_internal.h"
+#include "functions.h"
 #include "notify.h"
 #include "rdb.h"
 #include "replication.h"
@@ -53,6 +56,7 @@ void dumpCommand(client *c) {
 
 typedef struct rbuf {
     const unsigned char *p, *end;
+    int inner; /* a value inside an image: more follows it (a payload ends with its value) */
 } rbuf;
 
 /* A length, or with *enc set a special string encoding; -1 past the end. */
@@ -146,7 +150,7 @@ static int getStr(rbuf *r, char **p, size_t *len) {
 }
 
 int rdbReadString(const unsigned char **p, const unsigned char *end, char **out, size_t *len) {
-    rbuf r = {*p, end};
+    rbuf r = {*p, end, 0};
     if (getStr(&r, out, len) != 0) return -1;
     *p = r.p;
     return 0;
@@ -175,7 +179,7 @@ static dbEntry *loadZset(ir_db *db, const dbkey *k, rbuf *r, uint64_t n) {
         if (!ok) goto bad;
         if (mlen > maxlen) maxlen = mlen;
     }
-    if (r->p != r->end) goto bad;
+    if (!r->inner && r->p != r->end) goto bad;
     e->v.coll->big = (long long)n > encodingLimits.zset_max_listpack_entries ||
                      (long long)maxlen > encodingLimits.zset_max_listpack_value;
     return e;
@@ -423,7 +427,7 @@ static dbEntry *loadStream(ir_db *db, const dbkey *k, rbuf *r, int v2) {
             }
         }
     }
-    if (r->p != r->end || streamLoadCheck(s)) goto bad;
+    if ((!r->inner && r->p != r->end) || streamLoadCheck(s)) goto bad;
     free(buf);
     dbEntry *e = dbAdd(db, k, OBJ_STREAM, 0);
     e->v.stream = s;
@@ -438,13 +442,19 @@ bad:
 }
 
 /* Build the value of the payload under key k (absent); NULL if malformed. */
+static dbEntry *loadTyped(ir_db *db, const dbkey *k, rbuf *r, unsigned char type);
 static dbEntry *loadValue(ir_db *db, const dbkey *k, rbuf *r) {
     if (r->p >= r->end) return NULL;
     unsigned char type = *r->p++;
+    return loadTyped(db, k, r, type);
+}
+
+/* The value after its type byte (an image has the key between the two). */
+static dbEntry *loadTyped(ir_db *db, const dbkey *k, rbuf *r, unsigned char type) {
     char *a = NULL, *b = NULL;
     size_t alen, blen;
     if (type == RDB_TYPE_STRING) {
-        if (getStr(r, &a, &alen) != 0 || r->p != r->end) {
+        if (getStr(r, &a, &alen) != 0 || (!r->inner && r->p != r->end)) {
             free(a);
             return NULL;
         }
@@ -490,7 +500,7 @@ static dbEntry *loadValue(ir_db *db, const dbkey *k, rbuf *r) {
         free(a);
         free(b);
     }
-    if (r->p == r->end) return e;
+    if (r->inner || r->p == r->end) return e;
     a = b = NULL;
 bad:
     free(a);
@@ -552,7 +562,7 @@ void restoreCommand(client *c) {
     /* built in a database of its own, so a malformed payload changes nothing */
     ir_db *scratch = dbNew();
     dbkey sk = dbKey(scratch, k.p, k.len);
-    rbuf r = {p, p + len - 10};
+    rbuf r = {p, p + len - 10, 0};
     notifyNoNewKey = 1; /* the scratch key is not the keyspace's: "new" comes below */
     dbEntry *e = loadValue(scratch, &sk, &r);
     notifyNoNewKey = 0;
@@ -601,4 +611,148 @@ void restoreCommand(client *c) {
     if (e->type == OBJ_LIST || e->type == OBJ_ZSET || e->type == OBJ_STREAM)
         signalKeyAsReady(db, k.p, k.len);
     addReplyStr(c, shared.ok);
+}
+
+/* ---- a whole image (an AOF's RDB preamble) --------------------------------- */
+
+#define OP_FUNCTION2 0xF5
+#define OP_IDLE 0xF8
+#define OP_FREQ 0xF9
+#define OP_AUX 0xFA
+#define OP_RESIZEDB 0xFB
+#define OP_EXPIRETIME_MS 0xFC
+#define OP_EXPIRETIME 0xFD
+#define OP_SELECTDB 0xFE
+#define OP_EOF 0xFF
+
+static int imageError(char *err, size_t errlen, const char *why) {
+    snprintf(err, errlen, "%s", why);
+    return -1;
+}
+
+int rdbLoadImage(ir_server *s, const unsigned char *p, size_t len, size_t *used, char *err,
+                 size_t errlen) {
+    if (len < 9 || memcmp(p, "REDIS", 5) != 0)
+        return imageError(err, errlen, "Wrong signature trying to load DB from file");
+    int ver = 0;
+    for (int i = 5; i < 9; i++) {
+        if (p[i] < '0' || p[i] > '9') return imageError(err, errlen, "Wrong RDB version");
+        ver = ver * 10 + (p[i] - '0');
+    }
+    if (ver < 1 || ver > RDB_VERSION)
+        return imageError(err, errlen, "Can't handle RDB format version");
+    rbuf r = {p + 9, p + len, 1};
+    ir_db *db = dbsAt(s, 0);
+    int64_t expire = -1;
+    char **codes = NULL;
+    size_t *lens = NULL, ncodes = 0;
+    int rc = -1;
+    char *a = NULL, *b = NULL;
+    size_t alen, blen;
+    for (;;) {
+        if (r.p >= r.end) {
+            imageError(err, errlen, "Short read or OOM loading DB. Unrecoverable error, aborting");
+            goto out;
+        }
+        unsigned char type = *r.p++;
+        uint64_t n, m;
+        int enc;
+        if (type == OP_EOF) break;
+        if (type == OP_EXPIRETIME_MS || type == OP_EXPIRETIME) {
+            int bytes = type == OP_EXPIRETIME_MS ? 8 : 4;
+            if (r.end - r.p < bytes) goto bad;
+            uint64_t v = 0;
+            for (int i = 0; i < bytes; i++) v |= (uint64_t)r.p[i] << (8 * i);
+            r.p += bytes;
+            expire = type == OP_EXPIRETIME_MS ? (int64_t)v : (int64_t)v * 1000;
+            continue;
+        }
+        if (type == OP_SELECTDB) {
+            if (getLen(&r, &n, &enc) || enc != -1) goto bad;
+            if (n >= (uint64_t)dbsCount(s)) {
+                imageError(err, errlen,
+                           "FATAL: Data file was created with a Redis server configured to handle "
+                           "more databases than this one");
+                goto out;
+            }
+            db = dbsAt(s, (int)n);
+            continue;
+        }
+        if (type == OP_RESIZEDB) {
+            if (getLen(&r, &n, &enc) || enc != -1 || getLen(&r, &m, &enc) || enc != -1) goto bad;
+            continue;
+        }
+        if (type == OP_AUX) {
+            if (getStr(&r, &a, &alen) || getStr(&r, &b, &blen)) goto bad;
+            free(a);
+            free(b);
+            a = b = NULL;
+            continue;
+        }
+        if (type == OP_IDLE) {
+            if (getLen(&r, &n, &enc) || enc != -1) goto bad;
+            continue;
+        }
+        if (type == OP_FREQ) {
+            if (r.p >= r.end) goto bad;
+            r.p++;
+            continue;
+        }
+        if (type == OP_FUNCTION2) {
+            if (getStr(&r, &a, &alen)) goto bad;
+            char **nc = realloc(codes, (ncodes + 1) * sizeof(*nc));
+            size_t *nl = nc ? realloc(lens, (ncodes + 1) * sizeof(*nl)) : NULL;
+            if (nc) codes = nc;
+            if (!nc || !nl) goto bad;
+            lens = nl;
+            codes[ncodes] = a;
+            lens[ncodes++] = alen;
+            a = NULL;
+            continue;
+        }
+        /* a key: type, key, value */
+        if (getStr(&r, &a, &alen)) goto bad;
+        dbkey k = dbKey(db, a, alen);
+        if (dictFind(&db->d, k.p, k.len, k.h)) {
+            snprintf(err, errlen, "RDB has duplicated key '%.128s' in DB %d", a, db->id);
+            goto out;
+        }
+        notifyNoNewKey = 1;
+        dbEntry *e = loadTyped(db, &k, &r, type);
+        notifyNoNewKey = 0;
+        if (!e) goto bad;
+        if (expire != -1) setExpire(db, e, expire);
+        if (e->type == OBJ_LIST || e->type == OBJ_ZSET || e->type == OBJ_STREAM)
+            signalKeyAsReady(db, k.p, k.len);
+        expire = -1;
+        free(a);
+        a = NULL;
+    }
+    if (ver >= 5) {
+        if (r.end - r.p < 8) goto bad;
+        uint64_t want = 0;
+        for (int i = 0; i < 8; i++) want |= (uint64_t)r.p[i] << (8 * i);
+        if (want && crc64Jones(0, p, (size_t)(r.p - p)) != want) {
+            imageError(err, errlen, "Wrong RDB checksum. Aborting now.");
+            goto out;
+        }
+        r.p += 8;
+    }
+    if (ncodes) {
+        struct ir_functions *set = functionsPrepare(s, codes, lens, ncodes, err, errlen);
+        if (!set) goto out;
+        functionsInstall(s, set);
+    }
+    *used = (size_t)(r.p - p);
+    rc = 0;
+    goto out;
+bad:
+    imageError(err, errlen, "Bad data format in the RDB image");
+out:
+    free(a);
+    free(b);
+    for (size_t i = 0; i < ncodes; i++) free(codes[i]);
+    free(codes);
+    free(lens);
+    return rc;
 }

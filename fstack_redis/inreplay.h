@@ -164,6 +164,10 @@ typedef struct ir_config {
     const char *shard_group; /* NULL or "" = a standalone server (one shard) */
     int shard_index;         /* 0 .. shards - 1 */
     int databases;           /* numbered databases (SELECT 0..N-1) */
+    /* the append-only file (Redis 7.0's multi-part AOF in <dir>/<appenddirname>) */
+    int appendonly;             /* on at start: loaded if there, else created */
+    const char *appendfilename; /* the files' name prefix (appendonly.aof) */
+    const char *appenddirname;  /* its directory under dir (appendonlydir) */
 } ir_config;
 
 /* The IP MTU range of the DPDK port (ir_config.mtu) and of the test veth

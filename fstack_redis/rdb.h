@@ -78,6 +78,14 @@ char *rdbBuild(const struct ir_server *s, const char *repl_id, uint64_t repl_off
  * it. -1 when malformed (dump.c). */
 int rdbReadString(const unsigned char **p, const unsigned char *end, char **out, size_t *len);
 
+/* Load an RDB image (p[0..len), as rdbBuild writes it, or Redis 7.0 does with
+ * the plain encodings dump.c reads) into s's databases, which must not hold
+ * its keys; its functions replace s's. *used gets the image's length (an old
+ * AOF goes on with commands after it). 0, or -1 with Redis's words in err;
+ * keys loaded before an error stay (the caller loads into fresh databases). */
+int rdbLoadImage(struct ir_server *s, const unsigned char *p, size_t len, size_t *used, char *err,
+                 size_t errlen);
+
 /* Redis's CRC64 (Jones polynomial, reflected, no final xor) over p[0..len),
  * continuing from crc (0 to start). */
 uint64_t crc64Jones(uint64_t crc, const void *p, size_t len);

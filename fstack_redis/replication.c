@@ -22,11 +22,14 @@
 #include <string.h>
 #include <strings.h>
 
+#include "aof.h"
 #include "blocked.h"
 #include "db_internal.h"
 #include "rdb.h"
 
 int repl_nslaves;
+int repl_aof;
+int repl_loading;
 int repl_cmd_dirty;
 long long repl_ping_period = 10;
 long long repl_lazy_expire;
@@ -162,7 +165,8 @@ static void flushAll(void) {
 
 /* One encoded command to every replica, after a SELECT if db (>= 0) is not
  * the stream's database. */
-static void feed(int db, const char *p, size_t n) {
+static void feedReplicas(int db, const char *p, size_t n) {
+    if (!repl_nslaves) return;
     if (db >= 0 && db != R.seldb) {
         char num[16], sel[64];
         int k = snprintf(num, sizeof(num), "%d", db);
@@ -171,6 +175,19 @@ static void feed(int db, const char *p, size_t n) {
         R.seldb = db;
     }
     sendAll(p, n);
+}
+
+/* ... and to the AOF (which selects its database itself). */
+static void feed(int db, const char *p, size_t n) {
+    feedReplicas(db, p, n);
+    if (repl_aof) aofFeed(db, p, n);
+}
+
+/* The end of a top-level command's stream: the replicas' output goes out,
+ * the AOF is written (before any reply is). */
+static void flushOut(void) {
+    if (repl_nslaves) flushAll();
+    if (repl_aof) aofFlush();
 }
 
 static void pendAdd(int db) {
@@ -191,23 +208,23 @@ static void pendAdd(int db) {
 
 /* The encoded command in ebuf: pending while a command runs, else at once. */
 static void propagateEncoded(int db) {
-    if (!repl_nslaves) return;
+    if (!replActive()) return;
     if (R.depth > 0) {
         pendAdd(db);
     } else {
         feed(db, R.ebuf, R.elen);
-        flushAll();
+        flushOut();
     }
 }
 
 static void flushPending(void) {
     static const char multi[] = "*1\r\n$5\r\nMULTI\r\n", exec[] = "*1\r\n$4\r\nEXEC\r\n";
-    if (R.nops && repl_nslaves) {
+    if (R.nops && replActive()) {
         int wrap = R.nops > 1;
         if (wrap) feed(R.ops[0].db, multi, sizeof(multi) - 1);
         for (int i = 0; i < R.nops; i++) feed(R.ops[i].db, R.pbuf + R.ops[i].off, R.ops[i].len);
         if (wrap) feed(-1, exec, sizeof(exec) - 1);
-        flushAll();
+        flushOut();
     }
     R.nops = 0;
     R.plen = 0;
@@ -220,19 +237,19 @@ static void encodeStrs(int argc, const ir_str *argv) {
 }
 
 void replAlso(client *c, int argc, const ir_str *argv) {
-    if (!repl_nslaves) return;
+    if (!replActive()) return;
     encodeStrs(argc, argv);
     propagateEncoded(c->db);
 }
 
 void replRewrite(client *c, int argc, const ir_str *argv) {
-    if (!repl_nslaves) return;
+    if (!replActive()) return;
     R.prevent = 1;
     replAlso(c, argc, argv);
 }
 
 void replRewriteSetPxat(client *c, int vi, long long when) {
-    if (!repl_nslaves) return;
+    if (!replActive()) return;
     char num[24];
     int n = ll2string(num, sizeof(num), when);
     ir_str argv[5] = {
@@ -241,7 +258,7 @@ void replRewriteSetPxat(client *c, int vi, long long when) {
 }
 
 void replRewritePexpireat(client *c, long long when, int first) {
-    if (!repl_nslaves) return;
+    if (!replActive()) return;
     char num[24];
     int n = ll2string(num, sizeof(num), when);
     int argc = 3;
@@ -257,7 +274,7 @@ void replRewritePexpireat(client *c, long long when, int first) {
 }
 
 void replRewriteDel(client *c, int lazy) {
-    if (!repl_nslaves) return;
+    if (!replActive()) return;
     ir_str argv[2] = {lazy ? IR_STR("UNLINK") : IR_STR("DEL"), replArg(c, 1)};
     replRewrite(c, 2, argv);
 }
@@ -268,11 +285,11 @@ void replPrevent(client *c) {
 }
 
 void replPropagateExpired(struct ir_db *db, const char *key, size_t len) {
-    if (!repl_nslaves) return;
+    if (!replActive()) return;
     ir_str argv[2] = {repl_lazy_expire ? IR_STR("UNLINK") : IR_STR("DEL"), {key, len}};
     encodeStrs(2, argv);
     feed(db->id, R.ebuf, R.elen); /* at once, never inside a MULTI */
-    flushAll();
+    flushOut();
 }
 
 /* ---- call() ------------------------------------------------------------------ */
@@ -316,7 +333,7 @@ static int isWrite(const ir_command *cmd, const client *c) {
 }
 
 void replCallEnd(client *c, const ir_command *cmd, replFrame *f) {
-    if (repl_nslaves && !R.prevent && strncmp(cmd->name, "replay.", 7) != 0 &&
+    if (replActive() && !R.prevent && strncmp(cmd->name, "replay.", 7) != 0 &&
         ((repl_cmd_dirty && isWrite(cmd, c)) || alwaysPropagated(cmd))) {
         R.elen = 0;
         ebufHeader('*', (size_t)c->argc);
@@ -505,7 +522,7 @@ void waitCommand(client *c) {
     blockForWait(c, &waitq, ms > 0 ? now + (uint64_t)ms : 0);
     if (first && repl_nslaves) {
         static const char getack[] = "*3\r\n$8\r\nREPLCONF\r\n$6\r\nGETACK\r\n$1\r\n*\r\n";
-        feed(-1, getack, sizeof(getack) - 1);
+        feedReplicas(-1, getack, sizeof(getack) - 1);
         flushAll();
     }
 }
@@ -518,7 +535,7 @@ void replFreeClient(client *c) {
         repl_nslaves--;
         break;
     }
-    if (!repl_nslaves) {
+    if (!replActive()) {
         R.nops = 0;
         R.plen = 0;
     }
@@ -531,7 +548,7 @@ void replCron(ir_server *s) {
     if (!repl_nslaves) return;
     if (s->now_ms - R.last_ping_ms >= (uint64_t)repl_ping_period * 1000) {
         R.last_ping_ms = s->now_ms;
-        feed(-1, "*1\r\n$4\r\nping\r\n", 14); /* lower case, as Redis */
+        feedReplicas(-1, "*1\r\n$4\r\nping\r\n", 14); /* lower case, as Redis */
         flushAll();
     }
 }

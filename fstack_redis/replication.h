@@ -11,8 +11,9 @@
  * they expired go out at once as DEL (UNLINK with lazyfree-lazy-expire), on
  * their own. Replay tables (REPLAY.*) are neither in the RDB nor propagated.
  *
- * While no replica is attached the only cost on the command path is the test
- * of repl_nslaves (replActive) in call().
+ * The same stream goes to the append-only file (aof.c) while it is on, with a
+ * SELECT of its own. While neither is there the only cost on the command path
+ * is the test of replActive in call().
  *
  * Concurrency contract: server thread only.
  */
@@ -30,6 +31,8 @@ struct ir_db;
 #define CLIENT_SLAVE (1 << 20)
 
 extern int repl_nslaves;               /* replicas attached */
+extern int repl_aof;                   /* the AOF takes the stream too (aof.c) */
+extern int repl_loading;               /* an AOF is being loaded: nothing is propagated */
 extern int repl_cmd_dirty;             /* the running command changed the dataset */
 extern long long repl_ping_period;     /* repl-ping-replica-period (config.c) */
 extern long long repl_lazy_expire;     /* lazyfree-lazy-expire (config.c) */
@@ -37,7 +40,8 @@ extern long long repl_lazy_server_del; /* lazyfree-lazy-server-del (config.c) */
 /* client-output-buffer-limit's replica class: hard, soft bytes, soft seconds (config.c) */
 extern unsigned long long obl_slave[3];
 
-static inline int replActive(void) { return repl_nslaves != 0; }
+/* Does the stream go anywhere (a replica, the AOF)? */
+static inline int replActive(void) { return (repl_nslaves || repl_aof) && !repl_loading; }
 /* notify.c: a client's command changed a key or a database. */
 static inline void replMarkDirty(void) { repl_cmd_dirty = 1; }
 

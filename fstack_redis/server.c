@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "acl.h"
+#include "aof.h"
 #include "blocked.h"
 #include "chunks.h"
 #include "commands.h"
@@ -196,6 +197,7 @@ void server_tick(ir_server *s) {
         dbsActiveExpire(s, s->now_ms);
     }
     replCron(s);
+    aofCron(s);
     const ir_config *cfg = &s->cfg;
     if (!cfg->timeout && !cfg->request_timeout_ms) return;
     for (client *c = s->clients, *next; c; c = next) {
@@ -487,6 +489,11 @@ int processCommand(client *c) {
                serverUsedMemory(s) > s->cfg.maxmemory) {
         s->oom_rejections++;
         addReplyError(c, "-OOM " IR_OOM_MSG);
+        rejected(c, cmd, before);
+    } else if (aof_write_failed && ((cmd->flags & CMD_WRITE) || !strcmp(cmd->name, "ping"))) {
+        char misconf[160];
+        aofMisconf(misconf, sizeof(misconf));
+        addReplyError(c, misconf);
         rejected(c, cmd, before);
     } else if (scriptBusy(s) && !commandAllowedBusy(cmd, c)) {
         /* a script past busy-reply-threshold serves the others this way;

@@ -42,6 +42,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "aof.h"
 #include "blocked.h"
 #include "commands.h"
 #include "db_internal.h"
@@ -2627,6 +2628,86 @@ void streamPutRedisRDB(rdbBuf *b, const stream *s) {
             rdbPutLen(b, cn->npending);
             for (size_t pi = 0; pi < g->npel; pi++)
                 if (g->pel[pi].consumer == cn) putRawID(b, &g->pel[pi].id);
+        }
+    }
+}
+
+/* The commands that build s again under key, as Redis's AOF rewrite writes
+ * them: an XADD per entry (or XADD MAXLEN 0 for an empty stream), XSETID with
+ * the stream's counters, then each group (XGROUP CREATE ... ENTRIESREAD), its
+ * pending entries (XCLAIM ... TIME RETRYCOUNT JUSTID FORCE, which makes their
+ * consumers) and its consumers without any (XGROUP CREATECONSUMER). */
+void streamPutAofCommands(rdbBuf *b, const char *key, size_t klen, const stream *s) {
+    char id[48], id2[48], num[24], num2[24];
+    for (size_t i = 0; i < s->en; i++) {
+        const sentry *e = entryAt(s, i);
+        aofPutArray(b, 3 + (long)e->nf * 2);
+        aofPutBulk(b, "XADD", 4);
+        aofPutBulk(b, key, klen);
+        aofPutBulk(b, id, (size_t)streamFormatID(id, sizeof(id), &e->id));
+        fieldIter fi = {e->buf};
+        for (uint32_t f = 0; f < e->nf * 2; f++) {
+            const char *p;
+            uint32_t l;
+            fieldNext(&fi, &p, &l);
+            aofPutBulk(b, p, l);
+        }
+    }
+    if (!s->en) { /* an empty stream: made by XADD MAXLEN 0, as Redis does */
+        aofPutArray(b, 7);
+        aofPutBulk(b, "XADD", 4);
+        aofPutBulk(b, key, klen);
+        aofPutBulk(b, "MAXLEN", 6);
+        aofPutBulk(b, "0", 1);
+        aofPutBulk(b, "0-1", 3);
+        aofPutBulk(b, "x", 1);
+        aofPutBulk(b, "y", 1);
+    }
+    aofPutArray(b, 7);
+    aofPutBulk(b, "XSETID", 6);
+    aofPutBulk(b, key, klen);
+    aofPutBulk(b, id, (size_t)streamFormatID(id, sizeof(id), &s->last_id));
+    aofPutBulk(b, "ENTRIESADDED", 12);
+    aofPutBulk(b, num, (size_t)ll2string(num, sizeof(num), (long long)s->entries_added));
+    aofPutBulk(b, "MAXDELETEDID", 12);
+    aofPutBulk(b, id, (size_t)streamFormatID(id, sizeof(id), &s->max_deleted));
+    for (size_t gi = 0; gi < s->ngroups; gi++) {
+        const sgroup *g = s->groups[gi];
+        aofPutArray(b, 7);
+        aofPutBulk(b, "XGROUP", 6);
+        aofPutBulk(b, "CREATE", 6);
+        aofPutBulk(b, key, klen);
+        aofPutBulk(b, g->name, g->nlen);
+        aofPutBulk(b, id, (size_t)streamFormatID(id, sizeof(id), &g->last_id));
+        aofPutBulk(b, "ENTRIESREAD", 11);
+        aofPutBulk(b, num, (size_t)ll2string(num, sizeof(num), g->entries_read));
+        for (size_t pi = 0; pi < g->npel; pi++) {
+            const spending *pe = &g->pel[pi];
+            if (!pe->consumer) continue;
+            aofPutArray(b, 12);
+            aofPutBulk(b, "XCLAIM", 6);
+            aofPutBulk(b, key, klen);
+            aofPutBulk(b, g->name, g->nlen);
+            aofPutBulk(b, pe->consumer->name, pe->consumer->nlen);
+            aofPutBulk(b, "0", 1);
+            aofPutBulk(b, id2, (size_t)streamFormatID(id2, sizeof(id2), &pe->id));
+            aofPutBulk(b, "TIME", 4);
+            aofPutBulk(b, num, (size_t)ll2string(num, sizeof(num), pe->delivery_time));
+            aofPutBulk(b, "RETRYCOUNT", 10);
+            aofPutBulk(b, num2,
+                       (size_t)ll2string(num2, sizeof(num2), (long long)pe->delivery_count));
+            aofPutBulk(b, "JUSTID", 6);
+            aofPutBulk(b, "FORCE", 5);
+        }
+        for (size_t ci = 0; ci < g->ncons; ci++) {
+            const sconsumer *cn = g->cons[ci];
+            if (cn->npending) continue; /* XCLAIM made it */
+            aofPutArray(b, 5);
+            aofPutBulk(b, "XGROUP", 6);
+            aofPutBulk(b, "CREATECONSUMER", 14);
+            aofPutBulk(b, key, klen);
+            aofPutBulk(b, g->name, g->nlen);
+            aofPutBulk(b, cn->name, cn->nlen);
         }
     }
 }

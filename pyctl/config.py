@@ -189,6 +189,9 @@ class ServerConfig:
     tcp_keepalive: int = _cd("tcp_keepalive", metavar="SECONDS")
     dir: str = field(default="", metadata={  # "" here, "." in C: see OWN_DEFAULTS
         "default_text": "<rundir>/data/<host>-<port>, created at start", "metavar": "DIR"})
+    appendonly: bool = _cd("appendonly")
+    appendfilename: str = _cd("appendfilename", metavar="NAME")
+    appenddirname: str = _cd("appenddirname", metavar="NAME")
     restore: str = _own("", help="directory to load the newest complete snapshot from at "
                                  "start; with none there the server refuses to start",
                         metavar="DIR")

@@ -125,6 +125,10 @@ def _to_c(cfg: ServerConfig, keep: list[Any]) -> Any:
     c.dir = s(cfg.dir)
     if cfg.aclfile:
         c.aclfile = s(cfg.aclfile)
+    if cfg.appendfilename:
+        c.appendfilename = s(cfg.appendfilename)
+    if cfg.appenddirname:
+        c.appenddirname = s(cfg.appenddirname)
     if cfg.shard_group:
         c.shard_group = s(",".join(cfg.group_members()))
     if cfg.restore or cfg.restore_if_present:

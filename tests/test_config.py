@@ -59,6 +59,9 @@ RESTORE = (
     "maxclients", "10000", "timeout", "0", "tcp-keepalive", "300", "maxmemory-clients", "0",
     "maxmemory-samples", "5", "key-load-delay", "0", "rdb-key-save-delay", "0",
     "maxmemory-eviction-tenacity", "10", "notify-keyspace-events", "", "save", "",
+    "masterauth", "", "masteruser", "", "aof-use-rdb-preamble", "yes",
+    "auto-aof-rewrite-percentage", "100", "auto-aof-rewrite-min-size", "64mb",
+    "aof-load-truncated", "yes", "aof-timestamp-enabled", "no",
 )  # fmt: skip
 
 
@@ -184,6 +187,12 @@ SET_CASES = [
     ("maxmemory-eviction-tenacity", "0"),
     # names: unknown, immutable
     ("no-such-param", "1"), ("daemonize", "yes"), ("databases", "3"), ("tcp-backlog", "5"),
+    # the AOF's settings and replication's credentials (stored, shown as Redis shows them)
+    ("appendfilename", "x.aof"), ("appenddirname", "d"), ("aof-use-rdb-preamble", "no"),
+    ("aof-load-truncated", "no"), ("aof-timestamp-enabled", "yes"),
+    ("auto-aof-rewrite-percentage", "-1"), ("auto-aof-rewrite-percentage", "50"),
+    ("auto-aof-rewrite-min-size", "1mb"), ("auto-aof-rewrite-min-size", "x"),
+    ("masterauth", "secret"), ("masterauth", ""), ("masteruser", "someone"),
 ]  # fmt: skip
 
 
@@ -224,7 +233,6 @@ def test_set_is_all_or_nothing(pair: Pair, bad: tuple[str, str]) -> None:
 
 
 @pytest.mark.parametrize(("name", "value", "why"), [
-    ("appendonly", "yes", "appendonly is not supported (snapshots: SAVE, BGSAVE)"),
     ("maxmemory-policy", "allkeys-lru",
      "inreplay never evicts keys: only noeviction is supported"),
 ])  # fmt: skip

@@ -169,7 +169,8 @@ def test_sensitive_arguments_redacted(sl: Both) -> None:
     sl.run("CONFIG", "SET", "requirepass", "")
     sl.replies("ACL", "SETUSER", "sl-user", ">secret", "+get")
     sl.replies("ACL", "DELUSER", "sl-user")
-    sl.replies("CONFIG", "SET", "masterauth", "secret")  # inreplay has no such parameter
+    sl.run("CONFIG", "SET", "masterauth", "secret")
+    sl.run("CONFIG", "SET", "masteruser", "someone")
     sl.run("MULTI")
     sl.run("SET", "a", "1")
     sl.run("EXEC")  # not logged itself (skip_slowlog); its SET is
@@ -180,6 +181,10 @@ def test_sensitive_arguments_redacted(sl: Both) -> None:
     assert [b"CONFIG", b"SET", b"requirepass", b"(redacted)"] in args
     assert [b"ACL", b"SETUSER", b"(redacted)", b"(redacted)", b"(redacted)"] in args
     assert [b"CONFIG", b"SET", b"masterauth", b"(redacted)"] in args
+    assert [b"CONFIG", b"SET", b"masteruser", b"(redacted)"] in args
+    a, b = sl.replies("CONFIG", "GET", "master*")  # shown, as Redis shows them
+    assert dict(zip(b[::2], b[1::2], strict=True)) == dict(zip(a[::2], a[1::2], strict=True))
+    sl.run("CONFIG", "SET", "masterauth", "", "masteruser", "")
     assert not any(a[0].lower() == b"exec" for a in args)
     assert [b"SET", b"a", b"1"] in args
     assert not any(b"secret" in x for a in args for x in a)

@@ -76,6 +76,7 @@
 #include <unistd.h>
 
 #include "acl.h"
+#include "aof.h"
 #include "chunks.h"
 #include "commands.h"
 #include "db.h"
@@ -480,18 +481,24 @@ static ir_command_proc *wrap(const char *name, ir_command_proc *with) {
 /* SAVE/BGSAVE write here: a private directory, on tmpfs when there is one. */
 static char snapdir[64];
 
-static void emptySnapdir(void) {
-    DIR *d = opendir(snapdir);
+/* The files of dir, and of the directories in it one level down (the AOF's). */
+static void emptyDir(const char *dir, int depth) {
+    DIR *d = opendir(dir);
     if (!d) return;
-    char path[sizeof(snapdir) + 256];
+    char path[sizeof(snapdir) + 512];
     for (struct dirent *e; (e = readdir(d));) {
         if (e->d_name[0] == '.' && (!e->d_name[1] || (e->d_name[1] == '.' && !e->d_name[2])))
             continue;
-        snprintf(path, sizeof(path), "%s/%s", snapdir, e->d_name);
-        unlink(path);
+        snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+        if (unlink(path) != 0 && depth > 0) {
+            emptyDir(path, depth - 1);
+            rmdir(path);
+        }
     }
     closedir(d);
 }
+
+static void emptySnapdir(void) { emptyDir(snapdir, 1); }
 
 static void removeSnapdir(void) {
     emptySnapdir();
@@ -884,6 +891,8 @@ static void drain(ir_conn *conn, client *cl, int rounds) {
 /* Empty the keyspace and the tables (FLUSHALL), forget SHUTDOWN and CONFIG SET. */
 static void resetServer(uint8_t opt) {
     snapshotShutdown(srv); /* kill and reap a BGSAVE child */
+    aofShutdown(srv);      /* CONFIG SET appendonly yes: its rewrite child, its file */
+    srv->cfg.appendonly = 0;
     if (saved) {
         /* What SAVE wrote must load back into a consistent keyspace. */
         saved = 0;
