@@ -32,7 +32,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("keyspace and types", ("db.[ch]", "db_internal.h", "rdb.[ch]", "notify.[ch]")),
     ("server core", ("server.c", "commands.h", "blocked.[ch]", "multi.[ch]", "pubsub.[ch]",
                      "replication.[ch]", "config.[ch]", "script.[ch]", "snapshot.[ch]",
-                     "slowlog.[ch]", "debug.[ch]", "acl.[ch]", "functions.[ch]")),
+                     "slowlog.[ch]", "debug.[ch]", "acl.[ch]", "functions.[ch]", "aof.[ch]")),
     ("commands", ("commands.c", "t_*.[ch]", "geo.c", "sort.c", "dump.c", "object.c", "memory.h",
                   "replay_host.h", "replay_host_native.h")),
     ("module host", ("module/*",)),
