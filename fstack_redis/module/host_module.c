@@ -35,8 +35,6 @@
 #include "t_replay.h"
 #include "t_traj.h"
 
-#define IR_MODULE_MAX_BULK (512ULL * 1024 * 1024) /* Redis's proto-max-bulk-len default */
-
 struct waiter;
 
 struct client {
@@ -64,6 +62,8 @@ static struct {
     int argv_cap;
     char *buf; /* the bulk being gathered, grown on demand and kept */
     size_t buf_cap;
+    /* redis-server's limits, read at load and again after every CONFIG SET */
+    uint64_t maxmemory, proto_max_bulk, obl;
 } module;
 
 typedef void (*module_handler)(client *c);
@@ -81,6 +81,8 @@ typedef struct module_command {
 #include "module_commands.inc"
 
 #define NCOMMANDS (sizeof(module_commands) / sizeof(module_commands[0]))
+
+static unsigned char deny_oom[NCOMMANDS]; /* the command's flags say deny-oom */
 
 static uint64_t mstime(void) {
     struct timespec ts;
@@ -140,11 +142,21 @@ ir_table_opts hostTableOpts(client *c) {
 const char *hostShardGroup(const client *c) { return NULL; }
 int hostShardIndex(const client *c) { return 0; }
 
-uint64_t hostProtoMaxBulkLen(const client *c) { return IR_MODULE_MAX_BULK; }
-uint64_t hostOutputBufferLimit(const client *c) { return 0; }
-uint64_t hostMaxmemory(const client *c) { return 0; }
-uint64_t hostUsedMemory(const client *c) { return 0; }
-void hostOomRejected(client *c) {}
+uint64_t hostProtoMaxBulkLen(const client *c) { return module.proto_max_bulk; }
+uint64_t hostOutputBufferLimit(const client *c) { return module.obl; }
+uint64_t hostMaxmemory(const client *c) { return module.maxmemory; }
+
+/* What Redis counts against maxmemory (its allocator's bytes, as a ratio of
+ * maxmemory) plus the module's tables and chunk store, which live outside
+ * Redis's allocator: what the native server counts. Only asked with a
+ * maxmemory set. */
+static uint64_t usedMemory(void) {
+    uint64_t b = tablesMemory(module.tables) + chunkStoreMemory(module.chunks);
+    if (module.maxmemory) b += (uint64_t)(RedisModule_GetUsedMemoryRatio() * module.maxmemory);
+    return b;
+}
+uint64_t hostUsedMemory(const client *c) { return usedMemory(); }
+void hostOomRejected(client *c) {} /* Redis's rejected_calls counts the error reply */
 
 void hostLog(const char *fmt, ...) {
     char buf[1024];
@@ -534,11 +546,66 @@ static int dispatch(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     if (!cmd) return RedisModule_ReplyWithError(ctx, "ERR unknown REPLAY command");
     if ((cmd->arity > 0 && argc != cmd->arity) || (cmd->arity < 0 && argc < -cmd->arity))
         return RedisModule_WrongArity(ctx);
+    /* Redis's own deny-oom check does not see the tables' memory (not its
+     * allocator's): the native server's check, with it */
+    if (module.maxmemory && deny_oom[cmd - module_commands] && usedMemory() > module.maxmemory)
+        return RedisModule_ReplyWithError(ctx, "OOM " IR_OOM_MSG);
     client c = {
         .ctx = ctx, .argc = argc, .rargv = argv, .cmd = cmd, .id = RedisModule_GetClientId(ctx)};
     runCommand(&c);
     serveReady();
     return REDISMODULE_OK;
+}
+
+/* ---- redis-server's limits ------------------------------------------------
+ *
+ * maxmemory, proto-max-bulk-len and the normal class's hard
+ * client-output-buffer-limit, as CONFIG GET says: read at load and after
+ * every CONFIG SET (the config-change event), never on a command's path. */
+
+static int configGet(RedisModuleCtx *ctx, const char *name, char *out, size_t cap) {
+    RedisModuleCallReply *r = RedisModule_Call(ctx, "CONFIG", "cc", "GET", name);
+    int ok = -1;
+    if (r && RedisModule_CallReplyType(r) == REDISMODULE_REPLY_ARRAY &&
+        RedisModule_CallReplyLength(r) == 2) {
+        size_t l;
+        const char *v = RedisModule_CallReplyStringPtr(RedisModule_CallReplyArrayElement(r, 1), &l);
+        if (v && l < cap) {
+            memcpy(out, v, l);
+            out[l] = '\0';
+            ok = 0;
+        }
+    }
+    if (r) RedisModule_FreeCallReply(r);
+    return ok;
+}
+
+static void readLimits(RedisModuleCtx *ctx) {
+    char v[256];
+    module.maxmemory = configGet(ctx, "maxmemory", v, sizeof(v)) == 0 ? strtoull(v, NULL, 10) : 0;
+    module.proto_max_bulk = configGet(ctx, "proto-max-bulk-len", v, sizeof(v)) == 0
+                                ? strtoull(v, NULL, 10)
+                                : 512ULL * 1024 * 1024; /* Redis's default */
+    module.obl = 0; /* "normal <hard> <soft> <seconds> replica ... pubsub ..." */
+    if (configGet(ctx, "client-output-buffer-limit", v, sizeof(v)) == 0) {
+        const char *p = strstr(v, "normal ");
+        if (p) module.obl = strtoull(p + 7, NULL, 10);
+    }
+}
+
+static void configChanged(RedisModuleCtx *ctx, RedisModuleEvent e, uint64_t sub, void *data) {
+    readLimits(ctx);
+}
+
+/* FLUSHALL (every database: dbnum -1) drops every table and episode
+ * stream, as on the native server; FLUSHDB leaves them. Redis also empties
+ * every database this way before it loads a dataset (DEBUG RELOAD, a
+ * replica's full sync). */
+static void flushed(RedisModuleCtx *ctx, RedisModuleEvent e, uint64_t sub, void *data) {
+    const RedisModuleFlushInfo *fi = data;
+    if (sub != REDISMODULE_SUBEVENT_FLUSHDB_START || fi->dbnum != -1) return;
+    tablesFlush(module.tables); /* the waiters on them get -NOTABLE (tableGone) */
+    chunkStoreFlushStreams(module.chunks);
 }
 
 /* INFO inreplay: the module's tables and chunk store. */
@@ -640,10 +707,17 @@ int RedisModule_OnLoad(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) 
         return REDISMODULE_ERR;
     }
     engineSetHost(&engine_host);
-    if (RedisModule_RegisterInfoFunc(ctx, infoFunc) == REDISMODULE_ERR) {
+    readLimits(ctx);
+    if (RedisModule_RegisterInfoFunc(ctx, infoFunc) == REDISMODULE_ERR ||
+        RedisModule_SubscribeToServerEvent(ctx, RedisModuleEvent_FlushDB, flushed) ==
+            REDISMODULE_ERR ||
+        RedisModule_SubscribeToServerEvent(ctx, RedisModuleEvent_Config, configChanged) ==
+            REDISMODULE_ERR) {
         moduleFree();
         return REDISMODULE_ERR;
     }
+    for (size_t k = 0; k < NCOMMANDS; k++)
+        deny_oom[k] = strstr(module_commands[k].flags, "deny-oom") != NULL;
     for (size_t k = 0; k < NCOMMANDS; k++)
         if (registerCommand(ctx, &module_commands[k]) != 0) {
             RedisModule_Log(ctx, "warning", "inreplay: could not register %s",
