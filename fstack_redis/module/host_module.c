@@ -285,9 +285,11 @@ char *hostReplyRawReserve(client *c, size_t len) { return NULL; }
  * the other side's queue is marked ready (hostTableReady) and served after
  * the command: its head re-runs with a thread-safe context of its blocked
  * client (the replies go to it), and either answers (it is unblocked, the
- * next may run) or waits on in its place. At its deadline a waiter re-runs
- * with waiting denied (its -RATELIMITED says how long it waited); a dropped
- * table answers its waiters -NOTABLE (the engine's table_gone hook). */
+ * next may run) or waits on in its place. At its deadline (a module timer:
+ * Redis's own blocked-client timeouts wait for its hz tick, up to 100 ms
+ * late) a waiter re-runs with waiting denied (its -RATELIMITED says how long
+ * it waited); a dropped table answers its waiters -NOTABLE (the engine's
+ * table_gone hook). */
 
 typedef struct waiter {
     RedisModuleBlockedClient *bc;
@@ -297,6 +299,8 @@ typedef struct waiter {
     RedisModuleString **argv; /* held (RedisModule_HoldString) */
     int argc;
     uint64_t id, since_ms;
+    RedisModuleTimerID timer; /* its deadline, if it has one */
+    int has_timer;
     struct waiter *prev, *next;
 } waiter;
 
@@ -305,7 +309,8 @@ typedef struct table_waits {
 } table_waits;
 
 static waiter *w_head, *w_tail;
-static int ready_any;
+static int ready_any, marked_any;
+static RedisModuleCtx *timer_ctx; /* a detached context: the module's timers */
 
 static void runCommand(client *c);
 
@@ -318,6 +323,7 @@ static void waiterUnlink(waiter *w) {
 }
 
 static void waiterFree(waiter *w) {
+    if (w->has_timer) RedisModule_StopTimer(timer_ctx, w->timer, NULL);
     for (int i = 0; i < w->argc; i++) RedisModule_FreeString(NULL, w->argv[i]);
     free(w->argv);
     free(w);
@@ -358,7 +364,7 @@ size_t hostTableWaiting(const ir_table *t, int which) {
     return n;
 }
 
-static int timedOut(RedisModuleCtx *ctx, RedisModuleString **argv, int argc);
+static void deadlineReached(RedisModuleCtx *ctx, void *data);
 static void disconnected(RedisModuleCtx *ctx, RedisModuleBlockedClient *bc);
 
 void hostBlockForTable(client *c, ir_table *t, int which, uint64_t deadline) {
@@ -392,15 +398,19 @@ void hostBlockForTable(client *c, ir_table *t, int which, uint64_t deadline) {
     if (w_tail) w_tail->next = w;
     else w_head = w;
     w_tail = w;
-    w->bc = RedisModule_BlockClient(c->ctx, NULL, timedOut, NULL, ms);
+    w->bc = RedisModule_BlockClient(c->ctx, NULL, NULL, NULL, 0);
     RedisModule_SetDisconnectCallback(w->bc, disconnected);
+    if (ms) {
+        w->timer = RedisModule_CreateTimer(timer_ctx, ms, deadlineReached, w);
+        w->has_timer = 1;
+    }
 }
 
 void hostTableReady(client *c, ir_table *t, int which) {
     table_waits *h = t->host;
     if (!h || h->ready[which]) return;
     h->ready[which] = 1;
-    ready_any = 1;
+    ready_any = marked_any = 1;
 }
 
 static void waiterEnd(waiter *w) {
@@ -443,26 +453,31 @@ static void serveReady(void) {
             w = w->next;
         }
     }
+    /* a queue marked ready with none of its waiters left: unmarked, so that
+     * the next mark serves its next waiter */
+    if (marked_any)
+        for (ir_table *t = module.tables->head; t; t = t->next)
+            if (t->host) memset(((table_waits *)t->host)->ready, 0, sizeof(int) * 2);
+    marked_any = 0;
 }
 
-static int timedOut(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
-    RedisModuleBlockedClient *bc = RedisModule_GetBlockedClientHandle(ctx);
-    waiter *w = waiterOf(bc);
-    if (!w) return RedisModule_ReplyWithError(ctx, "ERR the wait was lost");
-    client c = {.ctx = ctx,
-                .argc = argc,
-                .rargv = argv,
+/* Waiter w's deadline (its timer): it re-runs with waiting denied, its
+ * -RATELIMITED (or its reply, if it now may run). */
+static void deadlineReached(RedisModuleCtx *ctx, void *data) {
+    waiter *w = data;
+    w->has_timer = 0; /* fired: nothing to stop */
+    RedisModuleCtx *tctx = RedisModule_GetThreadSafeContext(w->bc);
+    client c = {.ctx = tctx,
+                .argc = w->argc,
+                .rargv = w->argv,
                 .cmd = w->cmd,
                 .id = w->id,
                 .waiter = w,
                 .deny_block = 1};
-    runCommand(&c); /* its -RATELIMITED, or it runs when it now may */
-    w->t->waited_us += (mstime() - w->since_ms) * 1000;
-    waiterUnlink(w);
-    RedisModule_UnblockClient(bc, NULL); /* frees Redis's handle */
-    waiterFree(w);
+    runCommand(&c);
+    RedisModule_FreeThreadSafeContext(tctx);
+    waiterEnd(w);
     serveReady();
-    return REDISMODULE_OK;
 }
 
 static void disconnected(RedisModuleCtx *ctx, RedisModuleBlockedClient *bc) {
@@ -689,6 +704,8 @@ static void moduleFree(void) {
     if (module.chunks) chunkStoreFree(module.chunks);
     free(module.argv);
     free(module.buf);
+    if (timer_ctx) RedisModule_FreeThreadSafeContext(timer_ctx);
+    timer_ctx = NULL;
     memset(&module, 0, sizeof(module));
 }
 
@@ -702,7 +719,8 @@ int RedisModule_OnLoad(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) 
     if (parseArgs(ctx, argv, argc) != 0) return REDISMODULE_ERR;
     module.tables = tablesNew();
     module.chunks = chunkStoreNew();
-    if (!module.tables || !module.chunks) {
+    timer_ctx = RedisModule_GetDetachedThreadSafeContext(ctx);
+    if (!module.tables || !module.chunks || !timer_ctx) {
         moduleFree();
         return REDISMODULE_ERR;
     }
