@@ -623,7 +623,7 @@ static void flushed(RedisModuleCtx *ctx, RedisModuleEvent e, uint64_t sub, void 
     chunkStoreFlushStreams(module.chunks);
 }
 
-/* INFO inreplay: the module's tables and chunk store. */
+/* INFO inreplay: the module's tables and chunk store (fields inreplay_*). */
 static void infoFunc(RedisModuleInfoCtx *ctx, int for_crash_report) {
     uint64_t items = 0, bytes = 0, inserts = 0, samples = 0, waiting = 0;
     for (ir_table *t = module.tables->head; t; t = t->next) {
@@ -643,6 +643,10 @@ static void infoFunc(RedisModuleInfoCtx *ctx, int for_crash_report) {
     RedisModule_InfoAddFieldULongLong(ctx, "streams", module.chunks->nstreams);
     RedisModule_InfoAddFieldULongLong(ctx, "chunks", module.chunks->chunks);
     RedisModule_InfoAddFieldULongLong(ctx, "chunk_memory", chunkStoreMemory(module.chunks));
+    /* the tables' and chunks' memory, which Redis's used_memory leaves out
+     * (not its allocator's) and maxmemory's checks here add */
+    RedisModule_InfoAddFieldULongLong(
+        ctx, "memory", tablesMemory(module.tables) + chunkStoreMemory(module.chunks));
 }
 
 static int registerCommand(RedisModuleCtx *ctx, const module_command *m) {
