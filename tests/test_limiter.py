@@ -55,6 +55,13 @@ def wait_info(c: RawConn, field: str, value: float, table: str = "t") -> None:
         time.sleep(0.005)
 
 
+def blocked_stat(c: RawConn, host: str, field: str) -> int:
+    """How waits ended: the native server's INFO stats field (blocked_timeouts, ...), or
+    the module host's own, inreplay_<field> in INFO inreplay."""
+    text = c.call("INFO", "stats" if host == "native" else "inreplay").decode()
+    return int(text.split(field + ":")[1].split("\r\n")[0])
+
+
 def err(reply: Any) -> str:
     assert type(reply).__name__ == "RespError", reply
     return reply.message.decode()
@@ -173,14 +180,16 @@ def test_min_size_waiter_runs_when_allowed(c: RawConn, conns: Callable[[], RawCo
     assert i["waited_seconds"] > 0.04
 
 
-def test_timeout_names_the_limit(c: RawConn) -> None:
+def test_timeout_names_the_limit(c: RawConn, replay_host: str) -> None:
     c.call("REPLAY.CREATE", "t", "CAPACITY", 100, "MIN_SIZE", 5)
+    timeouts = blocked_stat(c, replay_host, "blocked_timeouts")
     t0 = time.monotonic()
     reply = c.call("REPLAY.SAMPLE", "t", 1, "PACKED", "TIMEOUT", "0.1")
     took = time.monotonic() - t0
     assert err(reply) == (
         "RATELIMITED table 't' has 0 items, MIN_SIZE is 5: sample timed out after TIMEOUT 0.1")
     assert 0.09 <= took < 0.5
+    assert blocked_stat(c, replay_host, "blocked_timeouts") == timeouts + 1
     i = info(c)
     assert i["blocked_samplers"] == 0 and 0.09 <= i["waited_seconds"] < 0.5
 
@@ -293,22 +302,23 @@ def test_disconnect_while_waiting(c: RawConn, conns: Callable[[], RawConn],
     keep = conns()
     keep.send(keep.command("REPLAY.SAMPLE", "t", 1, "TIMEOUT", 0))
     wait_info(c, "blocked_samplers", 2)
-    before = c.call("INFO", "stats").decode()
+    section = "stats" if replay_host == "native" else "inreplay"  # the module's own fields
+    before = c.call("INFO", section).decode()
     gone.close()
     wait_info(c, "blocked_samplers", 1)
-    after = c.call("INFO", "stats").decode()
+    after = c.call("INFO", section).decode()
 
-    def count(text: str) -> int:
+    def count(text: str) -> int:  # blocked_disconnects, or the module's inreplay_...
         return int(text.split("blocked_disconnects:")[1].split("\r\n")[0])
 
-    if replay_host == "native":  # the native server's INFO stats field
-        assert count(after) == count(before) + 1
+    assert count(after) == count(before) + 1
     add(c, 2)
     assert len(keep.read_reply()[2]) == 1
 
 
 @pytest.mark.parametrize("how", ["drop", "flushall"])
-def test_table_going_answers_waiters(c: RawConn, conns: Callable[[], RawConn], how: str) -> None:
+def test_table_going_answers_waiters(c: RawConn, conns: Callable[[], RawConn], how: str,
+                                     replay_host: str) -> None:
     c.call("REPLAY.CREATE", "t", "CAPACITY", 100, "MIN_SIZE", 1, "SAMPLES_PER_INSERT", 1)
     add(c, 1)
     for _ in range(2):
@@ -316,10 +326,12 @@ def test_table_going_answers_waiters(c: RawConn, conns: Callable[[], RawConn], h
     s = conns()
     s.send(s.command("REPLAY.SAMPLE", "t", 1, "TIMEOUT", 0) + s.command("PING"))
     wait_info(c, "blocked_samplers", 1)
+    dropped = blocked_stat(c, replay_host, "blocked_dropped")
     assert c.call(*(("REPLAY.DROP", "t") if how == "drop" else ("FLUSHALL",))) == "OK"
     assert err(s.read_reply()) == "NOTABLE table 't' was dropped while the client waited"
     assert s.read_reply() == "PONG"
     assert c.call("REPLAY.LIST") == []
+    assert blocked_stat(c, replay_host, "blocked_dropped") == dropped + 1
 
 
 @pytest.mark.native_only(reason="the start-up table (--capacity) is the native server's")

@@ -310,6 +310,8 @@ typedef struct table_waits {
 
 static waiter *w_head, *w_tail;
 static int ready_any, marked_any;
+/* how waits ended (INFO inreplay: the native server's INFO stats fields) */
+static uint64_t total_blocked, blocked_timeouts, blocked_disconnects, blocked_dropped;
 static RedisModuleCtx *timer_ctx; /* a detached context: the module's timers */
 
 static void runCommand(client *c);
@@ -399,6 +401,7 @@ void hostBlockForTable(client *c, ir_table *t, int which, uint64_t deadline) {
     else w_head = w;
     w_tail = w;
     w->bc = RedisModule_BlockClient(c->ctx, NULL, NULL, NULL, 0);
+    total_blocked++;
     RedisModule_SetDisconnectCallback(w->bc, disconnected);
     if (ms) {
         w->timer = RedisModule_CreateTimer(timer_ctx, ms, deadlineReached, w);
@@ -466,6 +469,7 @@ static void serveReady(void) {
 static void deadlineReached(RedisModuleCtx *ctx, void *data) {
     waiter *w = data;
     w->has_timer = 0; /* fired: nothing to stop */
+    blocked_timeouts++;
     RedisModuleCtx *tctx = RedisModule_GetThreadSafeContext(w->bc);
     client c = {.ctx = tctx,
                 .argc = w->argc,
@@ -483,6 +487,7 @@ static void deadlineReached(RedisModuleCtx *ctx, void *data) {
 static void disconnected(RedisModuleCtx *ctx, RedisModuleBlockedClient *bc) {
     waiter *w = waiterOf(bc);
     if (!w) return;
+    blocked_disconnects++;
     waiterUnlink(w);
     RedisModule_UnblockClient(bc, NULL);
     waiterFree(w);
@@ -493,6 +498,7 @@ static void tableGone(ir_table *t) {
     for (waiter *w = w_head, *next; w; w = next) {
         next = w->next;
         if (w->t != t) continue;
+        blocked_dropped++;
         RedisModuleCtx *ctx = RedisModule_GetThreadSafeContext(w->bc);
         client c = {.ctx = ctx};
         replyReplayError(&c, IR_ERR_NOTABLE, "table '%.128s' was dropped while the client waited",
@@ -640,6 +646,10 @@ static void infoFunc(RedisModuleInfoCtx *ctx, int for_crash_report) {
     RedisModule_InfoAddFieldULongLong(ctx, "inserts", inserts);
     RedisModule_InfoAddFieldULongLong(ctx, "samples", samples);
     RedisModule_InfoAddFieldULongLong(ctx, "blocked_clients", waiting);
+    RedisModule_InfoAddFieldULongLong(ctx, "total_blocked_clients", total_blocked);
+    RedisModule_InfoAddFieldULongLong(ctx, "blocked_timeouts", blocked_timeouts);
+    RedisModule_InfoAddFieldULongLong(ctx, "blocked_disconnects", blocked_disconnects);
+    RedisModule_InfoAddFieldULongLong(ctx, "blocked_dropped", blocked_dropped);
     RedisModule_InfoAddFieldULongLong(ctx, "streams", module.chunks->nstreams);
     RedisModule_InfoAddFieldULongLong(ctx, "chunks", module.chunks->chunks);
     RedisModule_InfoAddFieldULongLong(ctx, "chunk_memory", chunkStoreMemory(module.chunks));
