@@ -433,10 +433,11 @@ class ServerProcess:
     stack), or module (redis-server with the REPLAY.* module; extra_args after the module's
     path are the module's own, SEED 7, until a --flag of redis-server's)."""
 
-    def __init__(self, kind: str, workdir: Path, extra_args: tuple[str, ...] = ()) -> None:
+    def __init__(self, kind: str, workdir: Path, extra_args: tuple[str, ...] = (),
+                 port: int | None = None) -> None:
         self.kind = kind
         self.host = HOST
-        self.port = free_port()
+        self.port = port or free_port()
         workdir.mkdir(parents=True, exist_ok=True)
         self.log_path = workdir / f"{kind}-{self.port}.log"
         if kind in ("redis", "module"):

@@ -458,3 +458,29 @@ def test_pyctl_start_server_redis(tmp_path: Path) -> None:
     assert bad.stderr.strip() == (
         "pyctl start: --capacity is the native server's: with --server redis only --listen, "
         "--seed, --fanout, --maxbytes, --requirepass, --maxmemory apply")
+
+
+@pytest.mark.parametrize("args,message", [
+    (("SHARD_GROUP", "127.0.0.1:{port},127.0.0.1:1", "SHARD_INDEX", "2"),
+     "SHARD_INDEX 2 is not a member of a group of 2"),
+    (("SHARD_GROUP", "127.0.0.1:1,127.0.0.1:{port}", "SHARD_INDEX", "0"),
+     "SHARD_INDEX 0 is 127.0.0.1:1, but redis-server listens on port {port}"),
+    (("SHARD_GROUP", "127.0.0.1:{port},nonsense"), "SHARD_GROUP: "),
+    (("SHARD_INDEX", "1"), "SHARD_INDEX needs SHARD_GROUP"),
+])  # fmt: skip
+def test_module_refuses_a_bad_replay_group(tmp_path: Path, args: tuple[str, ...],
+                                           message: str) -> None:
+    """SHARD_GROUP and SHARD_INDEX are checked as the native server checks --shard-group:
+    a bad group refuses the module (redis-server does not start), saying why in its log."""
+    from pyctl.proc import free_ports
+
+    port = free_ports("127.0.0.1", 1)[0]
+    redis_server = shutil.which("redis-server")
+    assert redis_server
+    out = subprocess.run([redis_server, "--port", str(port), "--bind", "127.0.0.1",
+                          "--save", "", "--appendonly", "no", "--dir", str(tmp_path),
+                          "--loadmodule", _module_path(),
+                          *(a.format(port=port) for a in args)],
+                         capture_output=True, text=True, timeout=30)
+    assert out.returncode != 0
+    assert f"inreplay: {message.format(port=port)}" in out.stdout, out.stdout[-2000:]

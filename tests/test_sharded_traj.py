@@ -291,9 +291,9 @@ def test_bad_input_gets_one_line(rc: ShardedReplayClient, group: list[str]) -> N
     _one_line(e)
 
 
-def test_a_group_of_one_is_a_server(inreplay_server: object) -> None:
+def test_a_group_of_one_is_a_server(replay_server: object) -> None:
     """A standalone server is a group of one: the same calls work against it."""
-    port = inreplay_server.port  # type: ignore[attr-defined]
+    port = replay_server.port  # type: ignore[attr-defined]
     rc = ShardedReplayClient([f"127.0.0.1:{port}"], seed=2)
     rc.create_trajectory_table("one", capacity=10, alpha=1.0, epsilon=0.0)
     w = rc.trajectory_writer("one-w", SIG)

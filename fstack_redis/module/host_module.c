@@ -58,6 +58,8 @@ static struct {
     ir_chunk_store *chunks;
     uint64_t seed, maxbytes;
     unsigned fanout;
+    char *shard_group; /* SHARD_GROUP "host:port,...": NULL for a standalone server */
+    int shard_index;
     ir_arg *argv; /* the current command's arguments, grown on demand */
     int argv_cap;
     char *buf; /* the bulk being gathered, grown on demand and kept */
@@ -136,11 +138,11 @@ ir_table_opts hostTableOpts(client *c) {
     o.maxbytes = module.maxbytes;
     o.fanout = module.fanout;
     o.seed = module.seed ? module.seed + module.tables->count : mstime() ^ c->id;
-    o.id_base = 0;
+    o.id_base = (uint64_t)module.shard_index << IR_SHARD_ID_BITS;
     return o;
 }
-const char *hostShardGroup(const client *c) { return NULL; }
-int hostShardIndex(const client *c) { return 0; }
+const char *hostShardGroup(const client *c) { return module.shard_group; }
+int hostShardIndex(const client *c) { return module.shard_index; }
 
 uint64_t hostProtoMaxBulkLen(const client *c) { return module.proto_max_bulk; }
 uint64_t hostOutputBufferLimit(const client *c) { return module.obl; }
@@ -687,16 +689,26 @@ static int registerCommand(RedisModuleCtx *ctx, const module_command *m) {
     return RedisModule_SetCommandInfo(cmd, &info) == REDISMODULE_OK ? 0 : -1;
 }
 
-/* SEED <n>, FANOUT <k>, MAXBYTES <bytes> */
+/* SEED <n>, FANOUT <k>, MAXBYTES <bytes>, SHARD_GROUP <host:port,...>,
+ * SHARD_INDEX <k> (the native server's --shard-group and --shard-index) */
 static int parseArgs(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     if (argc % 2) {
         RedisModule_Log(ctx, "warning",
-                        "inreplay: arguments go in pairs: SEED n FANOUT k MAXBYTES b");
+                        "inreplay: arguments go in pairs: SEED n FANOUT k MAXBYTES b "
+                        "SHARD_GROUP host:port,... SHARD_INDEX k");
         return -1;
     }
     for (int i = 0; i < argc; i += 2) {
         size_t l;
         const char *k = RedisModule_StringPtrLen(argv[i], &l);
+        if (!strcasecmp(k, "shard_group")) {
+            const char *g = RedisModule_StringPtrLen(argv[i + 1], &l);
+            free(module.shard_group);
+            if (!(module.shard_group = malloc(l + 1))) return -1;
+            memcpy(module.shard_group, g, l);
+            module.shard_group[l] = '\0';
+            continue;
+        }
         long long v;
         if (RedisModule_StringToLongLong(argv[i + 1], &v) != REDISMODULE_OK || v < 0) {
             RedisModule_Log(ctx, "warning", "inreplay: %s needs an integer >= 0", k);
@@ -705,10 +717,49 @@ static int parseArgs(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
         if (!strcasecmp(k, "seed")) module.seed = (uint64_t)v;
         else if (!strcasecmp(k, "fanout") && v <= 32) module.fanout = (unsigned)v;
         else if (!strcasecmp(k, "maxbytes") && v > 0) module.maxbytes = (uint64_t)v;
+        else if (!strcasecmp(k, "shard_index") && v < IR_MAX_SHARDS) module.shard_index = (int)v;
         else {
             RedisModule_Log(ctx, "warning", "inreplay: unknown or out-of-range argument '%s'", k);
             return -1;
         }
+    }
+    return 0;
+}
+
+/* A replay group's checks, as the native server's: every member host:port,
+ * SHARD_INDEX one of them, and that member's port the one Redis listens on
+ * (REPLAY.SHARDS advertises it). */
+static int checkGroup(RedisModuleCtx *ctx) {
+    if (!module.shard_group || !module.shard_group[0]) {
+        if (module.shard_index) {
+            RedisModule_Log(ctx, "warning", "inreplay: SHARD_INDEX needs SHARD_GROUP");
+            return -1;
+        }
+        return 0;
+    }
+    const char *start[IR_MAX_SHARDS], *err = NULL;
+    size_t len[IR_MAX_SHARDS];
+    int n = shardGroupMembers(module.shard_group, start, len, IR_MAX_SHARDS, &err);
+    if (n < 0) {
+        RedisModule_Log(ctx, "warning", "inreplay: SHARD_GROUP: %s", err);
+        return -1;
+    }
+    if (module.shard_index >= n) {
+        RedisModule_Log(ctx, "warning", "inreplay: SHARD_INDEX %d is not a member of a group of %d",
+                        module.shard_index, n);
+        return -1;
+    }
+    char port[32] = "";
+    const char *m = start[module.shard_index], *colon = NULL;
+    for (const char *p = m; p < m + len[module.shard_index]; p++)
+        if (*p == ':') colon = p;
+    int plen = colon ? (int)(m + len[module.shard_index] - colon - 1) : 0;
+    if (configGet(ctx, "port", port, sizeof(port)) != 0 || !colon || (size_t)plen != strlen(port) ||
+        memcmp(colon + 1, port, (size_t)plen) != 0) {
+        RedisModule_Log(ctx, "warning",
+                        "inreplay: SHARD_INDEX %d is %.*s, but redis-server listens on port %s",
+                        module.shard_index, (int)len[module.shard_index], m, port);
+        return -1;
     }
     return 0;
 }
@@ -718,6 +769,7 @@ static void moduleFree(void) {
     if (module.chunks) chunkStoreFree(module.chunks);
     free(module.argv);
     free(module.buf);
+    free(module.shard_group);
     if (timer_ctx) RedisModule_FreeThreadSafeContext(timer_ctx);
     timer_ctx = NULL;
     memset(&module, 0, sizeof(module));
@@ -730,7 +782,10 @@ int RedisModule_OnLoad(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) 
     if (RedisModule_Init(ctx, "inreplay", 1, REDISMODULE_APIVER_1) == REDISMODULE_ERR)
         return REDISMODULE_ERR;
     module.maxbytes = 1ULL << 30; /* the native server's MAXBYTES default (1gb) */
-    if (parseArgs(ctx, argv, argc) != 0) return REDISMODULE_ERR;
+    if (parseArgs(ctx, argv, argc) != 0 || checkGroup(ctx) != 0) {
+        moduleFree();
+        return REDISMODULE_ERR;
+    }
     module.tables = tablesNew();
     module.chunks = chunkStoreNew();
     timer_ctx = RedisModule_GetDetachedThreadSafeContext(ctx);
