@@ -130,7 +130,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         hosts = ["native"] if _native_only(metafunc.definition) else ["native", "module"]
         if "dpdk" in SERVER_KINDS and metafunc.definition.get_closest_marker("also_dpdk"):
             hosts.append("dpdk")
-        metafunc.parametrize("replay_host", hosts)
+        # module scope: a module-scoped fixture (a replay group) may take it too
+        metafunc.parametrize("replay_host", hosts, scope="module")
 
 
 def _selected(config: pytest.Config) -> set[str]:
@@ -702,6 +703,24 @@ def raw(server: ServerProcess) -> Iterator[Callable[[], RawConn]]:
     yield make
     for c in conns:
         c.close()
+
+
+@contextlib.contextmanager
+def module_group(workdir: Path, shards: int, seed: str = "7") -> Iterator[list[str]]:
+    """A replay group of redis-servers with the module on this box (SHARD_GROUP,
+    SHARD_INDEX: pyctl start --shards's group on the module host); yields the members'
+    addresses and stops them all (each must exit cleanly)."""
+    ports = [free_port() for _ in range(shards)]
+    members = [f"{HOST}:{p}" for p in ports]
+    started: list[ServerProcess] = []
+    try:
+        for k, p in enumerate(ports):
+            started.append(ServerProcess("module", workdir / f"shard-{k}", (
+                "SHARD_GROUP", ",".join(members), "SHARD_INDEX", str(k), "SEED", seed), port=p))
+        yield members
+    finally:
+        codes = [srv.stop() for srv in started]
+        assert codes == [0] * len(started), f"module group exit codes {codes}"
 
 
 @contextlib.contextmanager

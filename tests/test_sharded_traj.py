@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import redis
+from conftest import module_group
 
 from pyctl.errors import ReplayError
 from pyctl.sharded import SHARD_ID_BITS, ShardedReplayClient, ShardedSampleInfo
@@ -37,8 +38,13 @@ def _pyctl(rundir: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.fixture(scope="module")
-def group(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[str]]:
-    """Two shards started as one group by pyctl; their addresses."""
+def group(tmp_path_factory: pytest.TempPathFactory, replay_host: str) -> Iterator[list[str]]:
+    """Two shards started as one group, by pyctl (native) or as redis-servers with the
+    module (conftest's module_group); their addresses."""
+    if replay_host == "module":
+        with module_group(tmp_path_factory.mktemp("shardtraj"), 2) as members:
+            yield members
+        return
     run = tmp_path_factory.mktemp("shardtraj") / "run"
     out = _pyctl(run, "start", "--shards", "2", "--listen", "127.0.0.1:0", "--daemon",
                  "--seed", "7")

@@ -13,8 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import redis
-from conftest import HOST, ServerProcess
-from helpers import free_port
+from conftest import module_group
 
 from pyctl import _native
 from pyctl.client import ReplayClient
@@ -36,16 +35,8 @@ def group(tmp_path: Path, replay_host: str) -> Iterator[list[str]]:
     """Two shards started as one group on this box, their addresses: by pyctl (native), or
     two redis-servers with the module (SHARD_GROUP, SHARD_INDEX)."""
     if replay_host == "module":
-        ports = [free_port(), free_port()]
-        members = [f"{HOST}:{p}" for p in ports]
-        shards: list[ServerProcess] = []
-        try:
-            for k, p in enumerate(ports):
-                shards.append(ServerProcess("module", tmp_path / f"shard-{k}", (
-                    "SHARD_GROUP", ",".join(members), "SHARD_INDEX", str(k), "SEED", "7"), port=p))
+        with module_group(tmp_path, 2) as members:
             yield members
-        finally:
-            assert all(srv.stop() == 0 for srv in shards)
         return
     run = tmp_path / "run"
     out = _pyctl(run, "start", "--shards", "2", "--listen", "127.0.0.1:0", "--daemon",
