@@ -155,6 +155,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         fixtures = getattr(item, "fixturenames", ())
         if kind is None and "inreplay_server" in fixtures:
             kind = "inreplay"
+        if kind is None and "module_server" in fixtures:
+            kind = "module"
         (keep if kind is None or kind in kinds else dropped).append(item)
     if dropped:
         config.hook.pytest_deselected(items=dropped)
@@ -649,6 +651,12 @@ def server(request: pytest.FixtureRequest, server_pool: ServerPool) -> Iterator[
 def inreplay_server(server_pool: ServerPool) -> Iterator[ServerProcess]:
     """The session's inreplay server (for inreplay-only tests)."""
     yield from _use(server_pool, "inreplay")
+
+
+@pytest.fixture
+def module_server(server_pool: ServerPool) -> Iterator[ServerProcess]:
+    """The session's redis-server with the module (for the module host's own tests)."""
+    yield from _use(server_pool, "module")
 
 
 @pytest.fixture

@@ -2,7 +2,8 @@
 with the module (fstack_redis/module/, `redis-server --loadmodule
 "$(pyctl module-path)"`).
 
-Every test here runs against both (the `host` fixture): one implementation of
+Every test here runs against both (the `host` fixture, over conftest's
+replay_server, as the other REPLAY suites do): one implementation of
 the commands (t_replay.c, t_traj.c), two hosts under it, the same replies. The
 differential test starts both with one seed and compares a scripted session's
 replies byte for byte.
@@ -44,26 +45,12 @@ def _start(kind: str, workdir: Path, seed: str = SEED) -> ServerProcess:
     return ServerProcess("inreplay", workdir, ("--seed", seed))
 
 
-@pytest.fixture(scope="module")
-def hosts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, ServerProcess]]:
-    started: dict[str, ServerProcess] = {}
-    try:
-        for kind in HOSTS:
-            started[kind] = _start(kind, tmp_path_factory.mktemp(kind))
-        yield started
-    finally:
-        for srv in started.values():
-            srv.stop()
-
-
-@pytest.fixture(params=HOSTS)
-def host(request: pytest.FixtureRequest, hosts: dict[str, ServerProcess]) -> Iterator[redis.Redis]:
-    srv = hosts[request.param]
-    r = srv.client()
-    for name in r.execute_command("REPLAY.LIST"):
-        r.execute_command("REPLAY.DROP", name)
+@pytest.fixture
+def host(replay_server: ServerProcess) -> Iterator[redis.Redis]:
+    """A client of each host (conftest's replay_server: [native], [module]), its tables
+    dropped (FLUSHALL)."""
+    r = replay_server.client()
     yield r
-    assert srv.alive(), f"{request.param} died:\n{srv.log_tail()}"
     r.close()
 
 
@@ -189,13 +176,13 @@ def test_errors(host: redis.Redis, args: tuple[object, ...], error: str) -> None
         host.execute_command(*argv)
 
 
-def test_module_command_table_comes_from_commands_json(hosts: dict[str, ServerProcess]) -> None:
+def test_module_command_table_comes_from_commands_json(module_server: ServerProcess) -> None:
     import json
 
     cmds = json.loads((ROOT / "fstack_redis" / "commands.json").read_text())
     replay = [n for n in cmds if n.startswith("replay.")]
     assert len(replay) >= 13
-    with hosts["module"].raw() as conn:
+    with module_server.raw() as conn:
         for name in replay:
             d = cmds[name]
             raw = conn.call("COMMAND", "INFO", name)[0]
@@ -260,14 +247,18 @@ def test_timeout_waits_then_runs_times_out_or_hears_of_a_drop(host: redis.Redis)
         host.execute_command("REPLAY.SAMPLE", q, 1, "TIMEOUT", "-1")
 
 
-def test_module_info_section(hosts: dict[str, ServerProcess]) -> None:
-    r = hosts["module"].client()
+def test_module_info_section(module_server: ServerProcess) -> None:
+    r = module_server.client()
     t = _name("i")
     r.execute_command("REPLAY.CREATE", t, "CAPACITY", 8)
     r.execute_command("REPLAY.ADD", t, 1, b"abc", 1, b"de")
     info = r.info("inreplay")
     assert info["inreplay_tables"] >= 1 and info["inreplay_items"] >= 2
     assert info["inreplay_blocked_clients"] == 0
+    assert info["inreplay_memory"] >= info["inreplay_item_bytes"] > 0  # outside used_memory
+    for field in ("total_blocked_clients", "blocked_timeouts", "blocked_disconnects",
+                  "blocked_dropped"):  # the native server's INFO stats fields
+        assert f"inreplay_{field}" in info, field
     r.execute_command("REPLAY.DROP", t)
     r.close()
 
