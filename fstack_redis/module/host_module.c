@@ -4,18 +4,23 @@
  * (-DIR_HOST_MODULE); this file only answers what they ask of a host.
  *
  *   redis-server --loadmodule inreplay_module.so [SEED <n>] [FANOUT <k>] [MAXBYTES <bytes>]
+ *                [SHARD_GROUP <host:port,...> SHARD_INDEX <k>]
  *
- * SEED, FANOUT and MAXBYTES are the native server's --seed, --fanout and
- * --maxbytes: the same seed gives both hosts the same draws.
+ * These are the native server's --seed, --fanout, --maxbytes, --shard-group
+ * and --shard-index: the same seed gives both hosts the same draws; a replay
+ * group's member k issues ids from k << 48, and must be on Redis's port.
  *
  * Redis replies are whole values, so the bulks the handlers build in place
  * or in parts (reserved, begun, pinned) are gathered in one buffer kept
  * across commands and replied when complete; pinned memory is copied (this
  * host never pins). Tables live in one registry per server, as the native
- * server's; a call the rate limiter holds with TIMEOUT waits as a Redis
- * blocked client (below). Not here yet: persistence in the RDB, replay
- * groups, maxmemory headroom checks (Redis's own deny-oom applies to the
- * writes).
+ * server's; FLUSHALL drops them. A call the rate limiter holds with TIMEOUT
+ * waits as a Redis blocked client (below). maxmemory, proto-max-bulk-len and
+ * the client output buffer limit are Redis's, read at load and on CONFIG SET;
+ * the tables live outside Redis's allocator, so this host adds them to
+ * Redis's used memory itself (deny-oom, a new table's slots, a sample's
+ * reply; INFO inreplay_memory). Not here yet: the tables in the RDB, and
+ * zero-copy replies.
  */
 #include <stdarg.h>
 #include <stdint.h>
