@@ -352,10 +352,17 @@ def _asan_runtime() -> str | None:
     return path if p.returncode == 0 and os.path.isabs(path) else None
 
 
+def _raises(r: redis.Redis, *args: object) -> str:
+    with pytest.raises(redis.ResponseError) as e:
+        r.execute_command(*args)
+    return str(e.value)
+
+
 def test_module_runs_clean_under_asan(tmp_path: Path) -> None:
     """The module built with ASan and UBSan (build-asan, as make test-c
     configures it) in stock redis-server (libasan preloaded): the scripted
-    session and a DROP of every table report nothing."""
+    session, a DROP of every table, waits ended by a deadline, a disconnect and
+    FLUSHALL, and CONFIG SET report nothing."""
     so = ROOT / "build-asan" / "fstack_redis" / "module" / "inreplay_module.so"
     if not so.is_file():
         pytest.skip("no ASan build of the module (make test-c configures build-asan)")
@@ -404,6 +411,23 @@ def test_module_runs_clean_under_asan(tmp_path: Path) -> None:
         for c in conns:
             c.close()
         r.execute_command("REPLAY.STREAM", "s", "DROP")
+        # a deadline (the module's timer) fires; one goes with its client; FLUSHALL answers
+        # the last; CONFIG SET re-reads the limits
+        r.execute_command("REPLAY.CREATE", "w", "QUEUE", 1)
+        assert _raises(r, "REPLAY.SAMPLE", "w", 1, "TIMEOUT", "0.02").startswith("RATELIMITED")
+        conns = [RawConn("127.0.0.1", port, 30) for _ in range(2)]
+        for c in conns:
+            c.send(c.command("REPLAY.SAMPLE", "w", 1, "TIMEOUT", 10))
+        while _info(r, "w")[b"blocked_samplers"] < 2 and time.monotonic() < deadline + 10:
+            time.sleep(0.01)
+        conns[0].close()
+        while _info(r, "w")[b"blocked_samplers"] > 1 and time.monotonic() < deadline + 10:
+            time.sleep(0.01)
+        r.flushall()
+        assert conns[1].read_reply().message.startswith(b"NOTABLE")
+        conns[1].close()
+        r.config_set("maxmemory", 1 << 30)
+        r.config_set("maxmemory", 0)
         r.close()
     finally:
         proc.terminate()
