@@ -10,6 +10,13 @@ Select servers with ``--servers redis,inreplay`` (or the environment variable
 deselected, not skipped. A test parametrized on ``server_kind`` (one that starts
 servers of its own with ``server_factory``) is selected the same way.
 
+REPLAY.* tests take ``replay_server`` (or ``replay_host``, its name): each runs on
+both hosts of the REPLAY.* handlers, ``[native]`` (inreplay) and ``[module]``
+(stock redis-server with ``--loadmodule "$(pyctl module-path)"``). A REPLAY test of
+something only the native server has is marked
+``@pytest.mark.native_only(reason="...")`` and runs ``[native]`` alone. The module
+host is the server kind ``module`` for ``--servers``.
+
 ``INREPLAY_SERVER_CMD`` replaces the inreplay command line (a template with
 ``{host}`` and ``{port}``); ``INREPLAY_PYCTL_ARGS`` adds flags to the default
 one.
@@ -60,6 +67,9 @@ SERVER_KINDS = ("redis", "inreplay") + (("dpdk",) if os.geteuid() == 0 and _dpdk
 DPDK_NETNS_PREFIX = "irsu"
 # the whole pid (a live run is told by it), short enough for the veth names (12 + "-a")
 DPDK_NETNS = f"{DPDK_NETNS_PREFIX}{os.getpid()}"
+# The REPLAY.* handlers' hosts (replay_server) and the server kind each runs as; "dpdk"
+# (the native host on the DPDK stack) only for tests marked also_dpdk, where the session has it.
+REPLAY_HOSTS = {"native": "inreplay", "module": "module", "dpdk": "dpdk"}
 START_TIMEOUT = float(os.environ.get("INREPLAY_TEST_START_TIMEOUT", "30"))
 STOP_TIMEOUT = 15.0
 
@@ -86,18 +96,47 @@ atexit.register(_kill_leftovers)
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--servers",
-        default=os.environ.get("INREPLAY_TEST_SERVERS", ",".join(SERVER_KINDS)),
-        help="comma-separated servers to test: redis (the reference), inreplay",
+        default=os.environ.get("INREPLAY_TEST_SERVERS", ",".join((*SERVER_KINDS, "module"))),
+        help="comma-separated servers to test: redis (the reference), inreplay, dpdk, "
+             "module (redis-server with the REPLAY.* module: the REPLAY tests' second host)",
     )
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "slow: long-running test (still part of the default run)")
+    config.addinivalue_line(
+        "markers",
+        "native_only(reason): a REPLAY test of something only the native server has: "
+        "replay_host is [native] alone (the reason is required)")
+    config.addinivalue_line(
+        "markers",
+        "also_dpdk: a REPLAY test that also runs on the native server's DPDK stack "
+        "(replay_host [dpdk], where the session has that stack)")
+
+
+def _native_only(node: Any) -> bool:
+    mark = node.get_closest_marker("native_only")
+    if mark is None:
+        return False
+    if not str(mark.kwargs.get("reason", "")).strip():
+        raise pytest.UsageError(f"{node.nodeid}: native_only needs reason=\"...\"")
+    return True
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """replay_host: both hosts, or [native] alone for a native_only test (and [dpdk]
+    for an also_dpdk one, where the session has the DPDK stack)."""
+    if "replay_host" in metafunc.fixturenames:
+        hosts = ["native"] if _native_only(metafunc.definition) else ["native", "module"]
+        if "dpdk" in SERVER_KINDS and metafunc.definition.get_closest_marker("also_dpdk"):
+            hosts.append("dpdk")
+        # module scope: a module-scoped fixture (a replay group) may take it too
+        metafunc.parametrize("replay_host", hosts, scope="module")
 
 
 def _selected(config: pytest.Config) -> set[str]:
     kinds = {k.strip() for k in str(config.getoption("--servers")).split(",") if k.strip()}
-    unknown = kinds - set(SERVER_KINDS)
+    unknown = kinds - {*SERVER_KINDS, "module"}
     if unknown:
         raise pytest.UsageError(f"--servers: unknown server(s) {sorted(unknown)}")
     return kinds
@@ -111,9 +150,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         callspec = getattr(item, "callspec", None)
         params = callspec.params if callspec is not None else {}
         kind = params.get("server", params.get("server_kind"))
+        if kind is None and "replay_host" in params:
+            kind = REPLAY_HOSTS[params["replay_host"]]
         fixtures = getattr(item, "fixturenames", ())
         if kind is None and "inreplay_server" in fixtures:
             kind = "inreplay"
+        if kind is None and "module_server" in fixtures:
+            kind = "module"
         (keep if kind is None or kind in kinds else dropped).append(item)
     if dropped:
         config.hook.pytest_deselected(items=dropped)
@@ -327,6 +370,14 @@ def _ping(port: int, host: str = HOST) -> bool:
         return False
 
 
+def module_path() -> str:
+    """The built REPLAY.* module (pyctl module-path)."""
+    try:
+        return str(_native.module_path())
+    except Exception as e:  # any reason it is missing fails the test
+        pytest.fail(f"the REPLAY.* module: {e} (make build builds it)", pytrace=False)
+
+
 def _require(binary: str) -> str:
     path = shutil.which(binary)
     if path is None:
@@ -381,15 +432,18 @@ def _dpdk_netns_down() -> None:
 
 
 class ServerProcess:
-    """One running server (redis-server or inreplay) on 127.0.0.1:port."""
+    """One running server on 127.0.0.1:port: redis-server, inreplay (its kernel or DPDK
+    stack), or module (redis-server with the REPLAY.* module; extra_args after the module's
+    path are the module's own, SEED 7, until a --flag of redis-server's)."""
 
-    def __init__(self, kind: str, workdir: Path, extra_args: tuple[str, ...] = ()) -> None:
+    def __init__(self, kind: str, workdir: Path, extra_args: tuple[str, ...] = (),
+                 port: int | None = None) -> None:
         self.kind = kind
         self.host = HOST
-        self.port = free_port()
+        self.port = port or free_port()
         workdir.mkdir(parents=True, exist_ok=True)
         self.log_path = workdir / f"{kind}-{self.port}.log"
-        if kind == "redis":
+        if kind in ("redis", "module"):
             argv = [
                 _require("redis-server"),
                 "--port", str(self.port), "--bind", HOST,
@@ -397,6 +451,7 @@ class ServerProcess:
                 # DEBUG as Redis's own test suite enables it (inreplay always has it)
                 "--enable-debug-command", "yes",
                 "--dir", str(workdir), "--daemonize", "no",
+                *(("--loadmodule", module_path()) if kind == "module" else ()),
                 *extra_args,
             ]  # fmt: skip
             cwd = workdir
@@ -598,6 +653,25 @@ def inreplay_server(server_pool: ServerPool) -> Iterator[ServerProcess]:
     yield from _use(server_pool, "inreplay")
 
 
+@pytest.fixture
+def module_server(server_pool: ServerPool) -> Iterator[ServerProcess]:
+    """The session's redis-server with the module (for the module host's own tests)."""
+    yield from _use(server_pool, "module")
+
+
+@pytest.fixture
+def replay_host(request: pytest.FixtureRequest) -> str:
+    """native or module (or dpdk): parametrized by pytest_generate_tests."""
+    return str(request.param)
+
+
+@pytest.fixture
+def replay_server(replay_host: str, server_pool: ServerPool) -> Iterator[ServerProcess]:
+    """The session's server of replay_host (inreplay, redis-server with the module, or
+    inreplay on the DPDK stack), emptied with FLUSHALL (which drops every REPLAY table)."""
+    yield from _use(server_pool, REPLAY_HOSTS[replay_host])
+
+
 INREPLAY_KINDS = tuple(k for k in SERVER_KINDS if k != "redis")
 
 
@@ -637,6 +711,24 @@ def raw(server: ServerProcess) -> Iterator[Callable[[], RawConn]]:
     yield make
     for c in conns:
         c.close()
+
+
+@contextlib.contextmanager
+def module_group(workdir: Path, shards: int, seed: str = "7") -> Iterator[list[str]]:
+    """A replay group of redis-servers with the module on this box (SHARD_GROUP,
+    SHARD_INDEX: pyctl start --shards's group on the module host); yields the members'
+    addresses and stops them all (each must exit cleanly)."""
+    ports = [free_port() for _ in range(shards)]
+    members = [f"{HOST}:{p}" for p in ports]
+    started: list[ServerProcess] = []
+    try:
+        for k, p in enumerate(ports):
+            started.append(ServerProcess("module", workdir / f"shard-{k}", (
+                "SHARD_GROUP", ",".join(members), "SHARD_INDEX", str(k), "SEED", seed), port=p))
+        yield members
+    finally:
+        codes = [srv.stop() for srv in started]
+        assert codes == [0] * len(started), f"module group exit codes {codes}"
 
 
 @contextlib.contextmanager

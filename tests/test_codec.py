@@ -197,15 +197,15 @@ def _fill(srv: Any, table: str, items: list[bytes], capacity: int = 4096) -> App
     return ApplianceReplay(cfg, TransitionCodec(ATARI.obs_shape, np.uint8, 3, threads=3))
 
 
-def test_appliance_samples_compressed_items(inreplay_server: Any,
+def test_appliance_samples_compressed_items(replay_server: Any,
                                             breakout: list[Transition]) -> None:
     codec = TransitionCodec(ATARI.obs_shape, np.uint8, n_step=3)
     items = _encode(codec, breakout)
-    replay = _fill(inreplay_server, "atari", items)
+    replay = _fill(replay_server, "atari", items)
     try:
         s = replay.sample(256, 0.4)
         _check(s.batch, [breakout[i] for i in s.ids])
-        with ReplayClient(port=inreplay_server.port) as rc:  # a corrupt one is named
+        with ReplayClient(port=replay_server.port) as rc:  # a corrupt one is named
             [bad_id] = rc.add("atari", [1e6], [items[0][:-3]])
         for _ in range(20):
             try:
@@ -219,10 +219,10 @@ def test_appliance_samples_compressed_items(inreplay_server: Any,
         replay.close()
 
 
-def test_prefetcher_adds_decode_threads_only_when_behind(inreplay_server: Any,
+def test_prefetcher_adds_decode_threads_only_when_behind(replay_server: Any,
                                                          breakout: list[Transition]) -> None:
     items = _encode(TransitionCodec(ATARI.obs_shape, np.uint8, 3), breakout)
-    fast = _fill(inreplay_server, "fast", items)
+    fast = _fill(replay_server, "fast", items)
     p = Prefetcher(fast, 256, 0.4, 1).start()
     try:
         for _ in range(12):  # a consumer that waits for every batch
@@ -231,7 +231,7 @@ def test_prefetcher_adds_decode_threads_only_when_behind(inreplay_server: Any,
     finally:
         p.close()
         fast.close()
-    slow = _fill(inreplay_server, "slow", items)
+    slow = _fill(replay_server, "slow", items)
     p = Prefetcher(slow, 256, 0.4, 1).start()
     try:
         for _ in range(6):  # a consumer slower than one decode thread
@@ -244,9 +244,9 @@ def test_prefetcher_adds_decode_threads_only_when_behind(inreplay_server: Any,
 
 
 def test_prefetcher_keeps_more_requests_in_flight_when_starved(
-        inreplay_server: Any, breakout: list[Transition]) -> None:
+        replay_server: Any, breakout: list[Transition]) -> None:
     items = _encode(TransitionCodec(ATARI.obs_shape, np.uint8, 3), breakout)
-    src = _fill(inreplay_server, "inflight", items)
+    src = _fill(replay_server, "inflight", items)
     p = Prefetcher(src, 64, 0.4, 3, max_inflight=3).start()
     try:
         for _ in range(20):  # a consumer that never finds a batch waiting at first
@@ -258,7 +258,7 @@ def test_prefetcher_keeps_more_requests_in_flight_when_starved(
     finally:
         p.close()
         src.close()
-    other = _fill(inreplay_server, "default", items)
+    other = _fill(replay_server, "default", items)
     assert Prefetcher(other, 64, 0.4, 3).max_inflight == 1  # the default: one, as before
     other.close()
 
@@ -310,11 +310,11 @@ def test_capacity_warning_is_one_line() -> None:
 
 @pytest.mark.parametrize("maxbytes, warns", [(1 << 20, True), (64 << 20, False)])
 def test_actor_warns_once_when_the_table_cannot_hold_its_capacity(
-        inreplay_server: Any, breakout: list[Transition], maxbytes: int, warns: bool) -> None:
+        replay_server: Any, breakout: list[Transition], maxbytes: int, warns: bool) -> None:
     table = f"cap{maxbytes}"
-    cfg = preset("ALE/Breakout-v5", port=inreplay_server.port, table=table, capacity=10_000,
+    cfg = preset("ALE/Breakout-v5", port=replay_server.port, table=table, capacity=10_000,
                  prefix="captest", frames_once=False)  # the records path's warning
-    with ReplayClient(port=inreplay_server.port) as rc:
+    with ReplayClient(port=replay_server.port) as rc:
         rc.create(table, 10_000, maxbytes=maxbytes)
     lines: list[str] = []
     actor = Actor(cfg, 0, spec=ATARI, log=lines.append)

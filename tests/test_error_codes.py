@@ -33,8 +33,8 @@ def header_codes() -> dict[str, str]:
 
 
 @pytest.fixture
-def r(inreplay_server: ServerProcess) -> Iterator[redis.Redis]:
-    c = inreplay_server.client()
+def r(replay_server: ServerProcess) -> Iterator[redis.Redis]:
+    c = replay_server.client()
     for t in c.execute_command("REPLAY.LIST"):
         c.execute_command("REPLAY.DROP", t)
     yield c
@@ -125,8 +125,8 @@ def test_bad_priority_names_its_index(r: redis.Redis) -> None:
     assert str(e) == "BADPRIO 2 invalid priority 'nan': use a finite number >= 0 or MAX"
 
 
-def test_client_raises_the_classes(inreplay_server: ServerProcess) -> None:
-    rc = ReplayClient(host=inreplay_server.host, port=inreplay_server.port)
+def test_client_raises_the_classes(replay_server: ServerProcess) -> None:
+    rc = ReplayClient(host=replay_server.host, port=replay_server.port)
     try:
         for t in rc.tables():
             rc.drop(t)

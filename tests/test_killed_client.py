@@ -7,8 +7,6 @@ import socket
 import struct
 import time
 
-import pytest
-
 from pyctl.errors import decode_info
 from tests.conftest import ServerProcess
 
@@ -55,9 +53,8 @@ def test_killed_during_13mb_set(server: ServerProcess) -> None:
     other.close()
 
 
-def test_killed_during_replay_add_batch(server: ServerProcess) -> None:
-    if server.kind == "redis":
-        pytest.skip("REPLAY.* is inreplay's")
+def test_killed_during_replay_add_batch(replay_server: ServerProcess) -> None:
+    server = replay_server
     other = server.client()
     other.execute_command("REPLAY.CREATE", "kill", "CAPACITY", "1000")
     wait_clients(other, 1)

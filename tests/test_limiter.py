@@ -55,24 +55,31 @@ def wait_info(c: RawConn, field: str, value: float, table: str = "t") -> None:
         time.sleep(0.005)
 
 
+def blocked_stat(c: RawConn, host: str, field: str) -> int:
+    """How waits ended: the native server's INFO stats field (blocked_timeouts, ...), or
+    the module host's own, inreplay_<field> in INFO inreplay."""
+    text = c.call("INFO", "stats" if host == "native" else "inreplay").decode()
+    return int(text.split(field + ":")[1].split("\r\n")[0])
+
+
 def err(reply: Any) -> str:
     assert type(reply).__name__ == "RespError", reply
     return reply.message.decode()
 
 
 @pytest.fixture
-def c(inreplay_server: ServerProcess) -> Iterator[RawConn]:
-    conn = inreplay_server.raw()
+def c(replay_server: ServerProcess) -> Iterator[RawConn]:
+    conn = replay_server.raw()
     yield conn
     conn.close()
 
 
 @pytest.fixture
-def conns(inreplay_server: ServerProcess) -> Iterator[Callable[[], RawConn]]:
+def conns(replay_server: ServerProcess) -> Iterator[Callable[[], RawConn]]:
     made: list[RawConn] = []
 
     def make() -> RawConn:
-        made.append(inreplay_server.raw())
+        made.append(replay_server.raw())
         return made[-1]
 
     yield make
@@ -173,14 +180,16 @@ def test_min_size_waiter_runs_when_allowed(c: RawConn, conns: Callable[[], RawCo
     assert i["waited_seconds"] > 0.04
 
 
-def test_timeout_names_the_limit(c: RawConn) -> None:
+def test_timeout_names_the_limit(c: RawConn, replay_host: str) -> None:
     c.call("REPLAY.CREATE", "t", "CAPACITY", 100, "MIN_SIZE", 5)
+    timeouts = blocked_stat(c, replay_host, "blocked_timeouts")
     t0 = time.monotonic()
     reply = c.call("REPLAY.SAMPLE", "t", 1, "PACKED", "TIMEOUT", "0.1")
     took = time.monotonic() - t0
     assert err(reply) == (
         "RATELIMITED table 't' has 0 items, MIN_SIZE is 5: sample timed out after TIMEOUT 0.1")
     assert 0.09 <= took < 0.5
+    assert blocked_stat(c, replay_host, "blocked_timeouts") == timeouts + 1
     i = info(c)
     assert i["blocked_samplers"] == 0 and 0.09 <= i["waited_seconds"] < 0.5
 
@@ -233,6 +242,26 @@ def test_inserter_waits_for_a_sample(c: RawConn, conns: Callable[[], RawConn]) -
     assert info(c)["size"] == 5 and info(c)["limiter_error"] == -4.0
 
 
+def test_each_wait_is_served_in_turn(c: RawConn, conns: Callable[[], RawConn]) -> None:
+    """A queue served empty is ready for its next waiter: the module host once left the
+    queue marked after its last waiter ran, and the next waiter then slept to its
+    TIMEOUT."""
+    c.call("REPLAY.CREATE", "t", "CAPACITY", 100, "MIN_SIZE", 1, "SAMPLES_PER_INSERT", 1,
+           "ERROR_BUFFER", 1)
+    add(c, 3)  # error -2: inserters wait
+    for k in range(3):
+        w = conns()
+        w.send(w.command("REPLAY.ADD", "t", "1", b"w%d" % k, "TIMEOUT", 5))
+        wait_info(c, "blocked_inserters", 1)
+        t0 = time.monotonic()
+        c.call("REPLAY.SAMPLE", "t", 2)  # -2 -> 0: the waiter runs (-> -1)
+        assert w.read_reply() == [3 + 3 * k]
+        assert time.monotonic() - t0 < 0.5
+        assert info(c)["blocked_inserters"] == 0
+        c.call("REPLAY.SAMPLE", "t", 1)  # -1 -> 0 ...
+        add(c, 2)  # ... -> -2: the next one waits
+
+
 def test_many_waiters_served_in_arrival_order(c: RawConn, conns: Callable[[], RawConn]) -> None:
     c.call("REPLAY.CREATE", "t", "CAPACITY", 1000, "MIN_SIZE", 1, "SAMPLES_PER_INSERT", 1,
            "ERROR_BUFFER", 1)
@@ -265,19 +294,21 @@ def test_many_waiters_served_in_arrival_order(c: RawConn, conns: Callable[[], Ra
 # --------------------------------------------------------------------------
 
 
-def test_disconnect_while_waiting(c: RawConn, conns: Callable[[], RawConn]) -> None:
+def test_disconnect_while_waiting(c: RawConn, conns: Callable[[], RawConn],
+                                  replay_host: str) -> None:
     c.call("REPLAY.CREATE", "t", "CAPACITY", 100, "MIN_SIZE", 2)
     gone = conns()
     gone.send(gone.command("REPLAY.SAMPLE", "t", 1, "TIMEOUT", 0))
     keep = conns()
     keep.send(keep.command("REPLAY.SAMPLE", "t", 1, "TIMEOUT", 0))
     wait_info(c, "blocked_samplers", 2)
-    before = c.call("INFO", "stats").decode()
+    section = "stats" if replay_host == "native" else "inreplay"  # the module's own fields
+    before = c.call("INFO", section).decode()
     gone.close()
     wait_info(c, "blocked_samplers", 1)
-    after = c.call("INFO", "stats").decode()
+    after = c.call("INFO", section).decode()
 
-    def count(text: str) -> int:
+    def count(text: str) -> int:  # blocked_disconnects, or the module's inreplay_...
         return int(text.split("blocked_disconnects:")[1].split("\r\n")[0])
 
     assert count(after) == count(before) + 1
@@ -286,7 +317,8 @@ def test_disconnect_while_waiting(c: RawConn, conns: Callable[[], RawConn]) -> N
 
 
 @pytest.mark.parametrize("how", ["drop", "flushall"])
-def test_table_going_answers_waiters(c: RawConn, conns: Callable[[], RawConn], how: str) -> None:
+def test_table_going_answers_waiters(c: RawConn, conns: Callable[[], RawConn], how: str,
+                                     replay_host: str) -> None:
     c.call("REPLAY.CREATE", "t", "CAPACITY", 100, "MIN_SIZE", 1, "SAMPLES_PER_INSERT", 1)
     add(c, 1)
     for _ in range(2):
@@ -294,12 +326,15 @@ def test_table_going_answers_waiters(c: RawConn, conns: Callable[[], RawConn], h
     s = conns()
     s.send(s.command("REPLAY.SAMPLE", "t", 1, "TIMEOUT", 0) + s.command("PING"))
     wait_info(c, "blocked_samplers", 1)
+    dropped = blocked_stat(c, replay_host, "blocked_dropped")
     assert c.call(*(("REPLAY.DROP", "t") if how == "drop" else ("FLUSHALL",))) == "OK"
     assert err(s.read_reply()) == "NOTABLE table 't' was dropped while the client waited"
     assert s.read_reply() == "PONG"
     assert c.call("REPLAY.LIST") == []
+    assert blocked_stat(c, replay_host, "blocked_dropped") == dropped + 1
 
 
+@pytest.mark.native_only(reason="the start-up table (--capacity) is the native server's")
 def test_shutdown_answers_waiters(server_factory: Callable[..., ServerProcess]) -> None:
     srv = server_factory("inreplay", "--capacity", "10", "--min-size", "5")
     w = srv.raw()
@@ -311,6 +346,7 @@ def test_shutdown_answers_waiters(server_factory: Callable[..., ServerProcess]) 
     assert srv.wait(10) == 0
 
 
+@pytest.mark.native_only(reason="SAVE into inreplay's own snapshot format")
 def test_save_while_waiting_keeps_the_limiter(server_factory: Callable[..., ServerProcess],
                                                tmp_path: Any) -> None:
     snaps = tmp_path / "snaps"
@@ -345,6 +381,7 @@ def test_save_while_waiting_keeps_the_limiter(server_factory: Callable[..., Serv
     assert back["blocked_samplers"] == 0
 
 
+@pytest.mark.native_only(reason="the start-up table (--min-size) is the native server's")
 def test_pyctl_start_options(server_factory: Callable[..., ServerProcess]) -> None:
     srv = server_factory("inreplay", "--capacity", "100", "--min-size", "10",
                          "--samples-per-insert", "4")
@@ -427,12 +464,12 @@ def run_pair(srv: ServerProcess, seconds: float, insert_sleep: float, sample_sle
 
 
 @pytest.mark.parametrize("fast", ["inserter", "sampler"])
-def test_ratio_holds_under_imbalance(inreplay_server: ServerProcess, fast: str) -> None:
+def test_ratio_holds_under_imbalance(replay_server: ServerProcess, fast: str) -> None:
     rate, buffer, k, n = 2.0, 16.0, 4, 8
     if fast == "inserter":
-        res = run_pair(inreplay_server, 2.0, 0.0, 0.01, rate, buffer, k, n)
+        res = run_pair(replay_server, 2.0, 0.0, 0.01, rate, buffer, k, n)
     else:
-        res = run_pair(inreplay_server, 2.0, 0.02, 0.0, rate, buffer, k, n)
+        res = run_pair(replay_server, 2.0, 0.02, 0.0, rate, buffer, k, n)
     errs = res["errors"]
     assert errs, res
     # checked before each call, counted after: one call may overshoot by its own size
@@ -443,12 +480,12 @@ def test_ratio_holds_under_imbalance(inreplay_server: ServerProcess, fast: str) 
     assert res["timeouts"] == 0, res
 
 
-def test_bench_limiter_runs(inreplay_server: ServerProcess) -> None:
+def test_bench_limiter_runs(replay_server: ServerProcess) -> None:
     """bench/limiter.py for 3 s: both phases, the ratio held, nobody starved."""
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
     import limiter
 
-    doc = limiter.run(inreplay_server.host, inreplay_server.port, 3.0, min_size=100,
+    doc = limiter.run(replay_server.host, replay_server.port, 3.0, min_size=100,
                       error_buffer=40.0, window=0.5, starve_seconds=2.0)
     assert {w["phase"] for w in doc["timeline"]} == {"inserters 10x", "samplers 10x"}
     assert not doc["errors"] and not doc["starved"] and doc["deadlocked_windows"] == 0, doc

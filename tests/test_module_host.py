@@ -2,7 +2,8 @@
 with the module (fstack_redis/module/, `redis-server --loadmodule
 "$(pyctl module-path)"`).
 
-Every test here runs against both (the `host` fixture): one implementation of
+Every test here runs against both (the `host` fixture, over conftest's
+replay_server, as the other REPLAY suites do): one implementation of
 the commands (t_replay.c, t_traj.c), two hosts under it, the same replies. The
 differential test starts both with one seed and compares a scripted session's
 replies byte for byte.
@@ -44,26 +45,12 @@ def _start(kind: str, workdir: Path, seed: str = SEED) -> ServerProcess:
     return ServerProcess("inreplay", workdir, ("--seed", seed))
 
 
-@pytest.fixture(scope="module")
-def hosts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, ServerProcess]]:
-    started: dict[str, ServerProcess] = {}
-    try:
-        for kind in HOSTS:
-            started[kind] = _start(kind, tmp_path_factory.mktemp(kind))
-        yield started
-    finally:
-        for srv in started.values():
-            srv.stop()
-
-
-@pytest.fixture(params=HOSTS)
-def host(request: pytest.FixtureRequest, hosts: dict[str, ServerProcess]) -> Iterator[redis.Redis]:
-    srv = hosts[request.param]
-    r = srv.client()
-    for name in r.execute_command("REPLAY.LIST"):
-        r.execute_command("REPLAY.DROP", name)
+@pytest.fixture
+def host(replay_server: ServerProcess) -> Iterator[redis.Redis]:
+    """A client of each host (conftest's replay_server: [native], [module]), its tables
+    dropped (FLUSHALL)."""
+    r = replay_server.client()
     yield r
-    assert srv.alive(), f"{request.param} died:\n{srv.log_tail()}"
     r.close()
 
 
@@ -189,13 +176,13 @@ def test_errors(host: redis.Redis, args: tuple[object, ...], error: str) -> None
         host.execute_command(*argv)
 
 
-def test_module_command_table_comes_from_commands_json(hosts: dict[str, ServerProcess]) -> None:
+def test_module_command_table_comes_from_commands_json(module_server: ServerProcess) -> None:
     import json
 
     cmds = json.loads((ROOT / "fstack_redis" / "commands.json").read_text())
     replay = [n for n in cmds if n.startswith("replay.")]
     assert len(replay) >= 13
-    with hosts["module"].raw() as conn:
+    with module_server.raw() as conn:
         for name in replay:
             d = cmds[name]
             raw = conn.call("COMMAND", "INFO", name)[0]
@@ -260,14 +247,18 @@ def test_timeout_waits_then_runs_times_out_or_hears_of_a_drop(host: redis.Redis)
         host.execute_command("REPLAY.SAMPLE", q, 1, "TIMEOUT", "-1")
 
 
-def test_module_info_section(hosts: dict[str, ServerProcess]) -> None:
-    r = hosts["module"].client()
+def test_module_info_section(module_server: ServerProcess) -> None:
+    r = module_server.client()
     t = _name("i")
     r.execute_command("REPLAY.CREATE", t, "CAPACITY", 8)
     r.execute_command("REPLAY.ADD", t, 1, b"abc", 1, b"de")
     info = r.info("inreplay")
     assert info["inreplay_tables"] >= 1 and info["inreplay_items"] >= 2
     assert info["inreplay_blocked_clients"] == 0
+    assert info["inreplay_memory"] >= info["inreplay_item_bytes"] > 0  # outside used_memory
+    for field in ("total_blocked_clients", "blocked_timeouts", "blocked_disconnects",
+                  "blocked_dropped"):  # the native server's INFO stats fields
+        assert f"inreplay_{field}" in info, field
     r.execute_command("REPLAY.DROP", t)
     r.close()
 
@@ -361,10 +352,17 @@ def _asan_runtime() -> str | None:
     return path if p.returncode == 0 and os.path.isabs(path) else None
 
 
+def _raises(r: redis.Redis, *args: object) -> str:
+    with pytest.raises(redis.ResponseError) as e:
+        r.execute_command(*args)
+    return str(e.value)
+
+
 def test_module_runs_clean_under_asan(tmp_path: Path) -> None:
     """The module built with ASan and UBSan (build-asan, as make test-c
     configures it) in stock redis-server (libasan preloaded): the scripted
-    session and a DROP of every table report nothing."""
+    session, a DROP of every table, waits ended by a deadline, a disconnect and
+    FLUSHALL, and CONFIG SET report nothing."""
     so = ROOT / "build-asan" / "fstack_redis" / "module" / "inreplay_module.so"
     if not so.is_file():
         pytest.skip("no ASan build of the module (make test-c configures build-asan)")
@@ -413,6 +411,23 @@ def test_module_runs_clean_under_asan(tmp_path: Path) -> None:
         for c in conns:
             c.close()
         r.execute_command("REPLAY.STREAM", "s", "DROP")
+        # a deadline (the module's timer) fires; one goes with its client; FLUSHALL answers
+        # the last; CONFIG SET re-reads the limits
+        r.execute_command("REPLAY.CREATE", "w", "QUEUE", 1)
+        assert _raises(r, "REPLAY.SAMPLE", "w", 1, "TIMEOUT", "0.02").startswith("RATELIMITED")
+        conns = [RawConn("127.0.0.1", port, 30) for _ in range(2)]
+        for c in conns:
+            c.send(c.command("REPLAY.SAMPLE", "w", 1, "TIMEOUT", 10))
+        while _info(r, "w")[b"blocked_samplers"] < 2 and time.monotonic() < deadline + 10:
+            time.sleep(0.01)
+        conns[0].close()
+        while _info(r, "w")[b"blocked_samplers"] > 1 and time.monotonic() < deadline + 10:
+            time.sleep(0.01)
+        r.flushall()
+        assert conns[1].read_reply().message.startswith(b"NOTABLE")
+        conns[1].close()
+        r.config_set("maxmemory", 1 << 30)
+        r.config_set("maxmemory", 0)
         r.close()
     finally:
         proc.terminate()
@@ -458,3 +473,29 @@ def test_pyctl_start_server_redis(tmp_path: Path) -> None:
     assert bad.stderr.strip() == (
         "pyctl start: --capacity is the native server's: with --server redis only --listen, "
         "--seed, --fanout, --maxbytes, --requirepass, --maxmemory apply")
+
+
+@pytest.mark.parametrize("args,message", [
+    (("SHARD_GROUP", "127.0.0.1:{port},127.0.0.1:1", "SHARD_INDEX", "2"),
+     "SHARD_INDEX 2 is not a member of a group of 2"),
+    (("SHARD_GROUP", "127.0.0.1:1,127.0.0.1:{port}", "SHARD_INDEX", "0"),
+     "SHARD_INDEX 0 is 127.0.0.1:1, but redis-server listens on port {port}"),
+    (("SHARD_GROUP", "127.0.0.1:{port},nonsense"), "SHARD_GROUP: "),
+    (("SHARD_INDEX", "1"), "SHARD_INDEX needs SHARD_GROUP"),
+])  # fmt: skip
+def test_module_refuses_a_bad_replay_group(tmp_path: Path, args: tuple[str, ...],
+                                           message: str) -> None:
+    """SHARD_GROUP and SHARD_INDEX are checked as the native server checks --shard-group:
+    a bad group refuses the module (redis-server does not start), saying why in its log."""
+    from pyctl.proc import free_ports
+
+    port = free_ports("127.0.0.1", 1)[0]
+    redis_server = shutil.which("redis-server")
+    assert redis_server
+    out = subprocess.run([redis_server, "--port", str(port), "--bind", "127.0.0.1",
+                          "--save", "", "--appendonly", "no", "--dir", str(tmp_path),
+                          "--loadmodule", _module_path(),
+                          *(a.format(port=port) for a in args)],
+                         capture_output=True, text=True, timeout=30)
+    assert out.returncode != 0
+    assert f"inreplay: {message.format(port=port)}" in out.stdout, out.stdout[-2000:]

@@ -4,8 +4,9 @@
     PACKED reply: one bulk of 12n + n*itemsize bytes: n int64 LE ids, n float32 LE
                   weights, then the n items back to back.
 
-Runs against inreplay on the kernel stack and, where the session has one, on
-the DPDK stack (conftest's server kinds "inreplay" and "dpdk").
+Runs on both REPLAY hosts (conftest's replay_server: the native server and
+redis-server with the module) and, where the session has one, on the native
+server's DPDK stack.
 """
 
 from __future__ import annotations
@@ -21,6 +22,13 @@ from conftest import ServerProcess
 from redis.exceptions import ResponseError
 
 from pyctl.client import ReplayClient
+
+pytestmark = pytest.mark.also_dpdk
+
+
+@pytest.fixture
+def srv(replay_server: ServerProcess) -> ServerProcess:
+    return replay_server
 
 
 @pytest.fixture

@@ -327,7 +327,7 @@ def _actor_episodes(cfg: R2D2Config, episodes: int, seed: int,
 
 
 def test_stream_writer_stores_steps_once_and_samples_back_the_packed_sequences(
-        inreplay_server: ServerProcess) -> None:
+        replay_server: ServerProcess) -> None:
     """Issue 19: an actor's sequences through the trajectory writer, sampled back (in
     insertion order: a FIFO sampler with MAX_TIMES_SAMPLED 1), are byte-identical to the
     packed SequenceWriter's items and to the environment's steps (obs, actions, rewards,
@@ -342,7 +342,7 @@ def test_stream_writer_stores_steps_once_and_samples_back_the_packed_sequences(
     eps = _actor_episodes(cfg, 9, seed=11)
     lengths = [len(e["steps"]) for e in eps]
     assert max(lengths) == 500 and min(lengths) < 100, lengths  # truncated and terminated
-    r = inreplay_server.client()
+    r = replay_server.client()
     rc = ReplayClient(connection=r)
     base = chunk_stats(r)
     for t in ("r2d2t-packed", "r2d2t-traj"):

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pytest
 import redis
+from conftest import REPLAY_HOSTS
 from redis.exceptions import ResponseError
 
 from pyctl.errors import decode_info
@@ -159,8 +160,8 @@ def chi_square(observed: dict[int, int], probs: dict[int, float]) -> float:
 
 
 @pytest.fixture
-def rc(inreplay_server: ServerProcess) -> Iterator[redis.Redis]:
-    client = inreplay_server.client()
+def rc(replay_server: ServerProcess) -> Iterator[redis.Redis]:
+    client = replay_server.client()
     try:
         yield client
     finally:
@@ -621,7 +622,7 @@ def test_wrong_arity(rp: Replay, args: list[Any]) -> None:
     assert rp.info(t)["size"] == 1
 
 
-def test_replay_survives_flood_of_errors(rp: Replay, inreplay_server: ServerProcess) -> None:
+def test_replay_survives_flood_of_errors(rp: Replay, replay_server: ServerProcess) -> None:
     t = rp.create(4)
     pipe = rp.r.pipeline(transaction=False)
     for k in range(500):
@@ -630,13 +631,14 @@ def test_replay_survives_flood_of_errors(rp: Replay, inreplay_server: ServerProc
     assert sum(isinstance(x, ResponseError) for x in results) == 250
     assert rp.info(t)["inserts"] == 250
     assert rp.info(t)["size"] == 4
-    assert inreplay_server.alive()
+    assert replay_server.alive()
 
 
-def test_capacity_fits_and_the_log_say_what_maxbytes_keeps(server_factory: Any) -> None:
+def test_capacity_fits_and_the_log_say_what_maxbytes_keeps(server_factory: Any,
+                                                            replay_host: str) -> None:
     """Honest capacity (issue 14): REPLAY.INFO capacity_fits is what MAXBYTES holds at the
     mean item size seen, and the log says so once, in one line."""
-    srv = server_factory("inreplay")
+    srv = server_factory(REPLAY_HOSTS[replay_host])
     r = redis.Redis(port=srv.port, protocol=2)
     r.execute_command("REPLAY.CREATE", "cap", "CAPACITY", 1000, "MAXBYTES", 64 * 1024)
     fits = decode_info(r.execute_command("REPLAY.INFO", "cap"))["capacity_fits"]
@@ -650,6 +652,7 @@ def test_capacity_fits_and_the_log_say_what_maxbytes_keeps(server_factory: Any) 
     assert len(lines) == 1 and "not its CAPACITY 1000" in lines[0], lines
 
 
+@pytest.mark.native_only(reason="the start-up table (--capacity) is the native server's")
 def test_start_up_table_and_replay_create_share_their_defaults(server_factory: Any) -> None:
     """Tables are built from one set of defaults (replay.h, taken by config.c's rows and
     by REPLAY.CREATE): a start-up table given only its capacity and a REPLAY.CREATE'd

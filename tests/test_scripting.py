@@ -4,7 +4,7 @@
 inreplay (each stack) and compares the exact reply bytes: the RESP2/RESP3 <-> Lua
 conversions, Redis's error texts (with the script's SHA1 and line), the sandbox
 and the commands refused inside scripts. The other tests take the ``server``
-fixture (both servers, same expectations) or ``inreplay_server`` for REPLAY.*
+fixture (both servers, same expectations) or ``replay_server`` (both REPLAY hosts) for REPLAY.*
 called from scripts.
 """
 
@@ -514,11 +514,11 @@ def test_script_stats_and_info(server: ServerProcess) -> None:
         assert int(fields["used_memory_lua"]) > 0
 
 
-# ---- REPLAY.* from scripts (inreplay only) ---------------------------------
+# ---- REPLAY.* from scripts (both REPLAY hosts) ---------------------------------
 
 
-def test_replay_commands_from_a_script(inreplay_server: ServerProcess) -> None:
-    r = inreplay_server.client()
+def test_replay_commands_from_a_script(replay_server: ServerProcess) -> None:
+    r = replay_server.client()
     try:
         r.execute_command("REPLAY.CREATE", "lt", "CAPACITY", 100)
         ids = r.eval(

@@ -13,7 +13,10 @@ from collections.abc import Callable, Iterator
 
 import pytest
 import redis
+from conftest import REPLAY_HOSTS, ServerProcess
 from helpers import free_port
+
+from pyctl.errors import decode_info
 
 PYCTL = [sys.executable, "-m", "pyctl", "start"]
 
@@ -237,14 +240,40 @@ def test_keepalive_is_set_on_accepted_sockets(start: Starter) -> None:
     r.close()
 
 
-def test_maxmemory_charges_a_new_tables_slots_before_allocating(start: Starter) -> None:
+def test_maxmemory_charges_a_new_tables_slots_before_allocating(
+        server_factory: Callable[..., ServerProcess], replay_host: str) -> None:
     """Found by the fuzzer: one REPLAY.CREATE could commit gigabytes past maxmemory."""
-    port = start("--maxmemory", str(64 << 20))
-    r = redis.Redis(port=port)
+    r = server_factory(REPLAY_HOSTS[replay_host], "--maxmemory", str(64 << 20)).client()
     with pytest.raises(redis.ResponseError, match="maxmemory"):
         r.execute_command("REPLAY.CREATE", "huge", "CAPACITY", str(1 << 28))
     assert r.execute_command("REPLAY.LIST") == []
     assert r.execute_command("REPLAY.CREATE", "fits", "CAPACITY", str(1 << 16)) == b"OK"
+    r.close()
+
+
+def test_maxmemory_counts_the_tables(server_factory: Callable[..., ServerProcess],
+                                     replay_host: str) -> None:
+    """Tables count against maxmemory: past it, REPLAY.ADD (deny-oom) is refused, reads go
+    on, a sample's reply must fit in the headroom. On the module host too, whose tables
+    are outside Redis's allocator (Redis's own check does not see them: the module's
+    does); a CONFIG SET maxmemory applies at once."""
+    r = server_factory(REPLAY_HOSTS[replay_host], "--maxmemory", str(64 << 20)).client()
+    r.execute_command("REPLAY.CREATE", "t", "CAPACITY", 1000, "MAXBYTES", 1 << 30)
+    blob = b"x" * (1 << 20)
+    with pytest.raises(redis.ResponseError) as e:
+        for _ in range(100):  # 100 MB
+            r.execute_command("REPLAY.ADD", "t", 1, blob)
+    assert str(e.value) == "command not allowed when used memory > 'maxmemory'."
+    size = decode_info(r.execute_command("REPLAY.INFO", "t"))["size"]  # reads go on
+    assert 32 <= size < 64
+    with pytest.raises(redis.ResponseError, match="above maxmemory's headroom"):
+        r.execute_command("REPLAY.SAMPLE", "t", 2)  # 2 MB of reply: no room for it
+    r.config_set("maxmemory", 0)
+    assert r.execute_command("REPLAY.ADD", "t", 1, b"y") == [size]  # no limit: writes work
+    assert len(r.execute_command("REPLAY.SAMPLE", "t", 2)[2]) == 2
+    r.config_set("maxmemory", 1 << 20)
+    with pytest.raises(redis.ResponseError, match="maxmemory"):
+        r.execute_command("REPLAY.ADD", "t", 1, b"z")
     r.close()
 
 

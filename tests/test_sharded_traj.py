@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import redis
+from conftest import module_group
 
 from pyctl.errors import ReplayError
 from pyctl.sharded import SHARD_ID_BITS, ShardedReplayClient, ShardedSampleInfo
@@ -37,8 +38,13 @@ def _pyctl(rundir: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.fixture(scope="module")
-def group(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[str]]:
-    """Two shards started as one group by pyctl; their addresses."""
+def group(tmp_path_factory: pytest.TempPathFactory, replay_host: str) -> Iterator[list[str]]:
+    """Two shards started as one group, by pyctl (native) or as redis-servers with the
+    module (conftest's module_group); their addresses."""
+    if replay_host == "module":
+        with module_group(tmp_path_factory.mktemp("shardtraj"), 2) as members:
+            yield members
+        return
     run = tmp_path_factory.mktemp("shardtraj") / "run"
     out = _pyctl(run, "start", "--shards", "2", "--listen", "127.0.0.1:0", "--daemon",
                  "--seed", "7")
@@ -291,9 +297,9 @@ def test_bad_input_gets_one_line(rc: ShardedReplayClient, group: list[str]) -> N
     _one_line(e)
 
 
-def test_a_group_of_one_is_a_server(inreplay_server: object) -> None:
+def test_a_group_of_one_is_a_server(replay_server: object) -> None:
     """A standalone server is a group of one: the same calls work against it."""
-    port = inreplay_server.port  # type: ignore[attr-defined]
+    port = replay_server.port  # type: ignore[attr-defined]
     rc = ShardedReplayClient([f"127.0.0.1:{port}"], seed=2)
     rc.create_trajectory_table("one", capacity=10, alpha=1.0, epsilon=0.0)
     w = rc.trajectory_writer("one-w", SIG)

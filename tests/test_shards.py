@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import redis
+from conftest import module_group
 
 from pyctl import _native
 from pyctl.client import ReplayClient
@@ -30,8 +31,13 @@ def _pyctl(rundir: Path, *args: str, timeout: float = 60) -> subprocess.Complete
 
 
 @pytest.fixture
-def group(tmp_path: Path) -> Iterator[list[str]]:
-    """Two shards started as one group by pyctl on this box; their addresses."""
+def group(tmp_path: Path, replay_host: str) -> Iterator[list[str]]:
+    """Two shards started as one group on this box, their addresses: by pyctl (native), or
+    two redis-servers with the module (SHARD_GROUP, SHARD_INDEX)."""
+    if replay_host == "module":
+        with module_group(tmp_path, 2) as members:
+            yield members
+        return
     run = tmp_path / "run"
     out = _pyctl(run, "start", "--shards", "2", "--listen", "127.0.0.1:0", "--daemon",
                  "--seed", "7")
@@ -50,12 +56,17 @@ def _conn(addr: str) -> redis.Redis:
     return redis.Redis(host=host, port=int(port), protocol=2)
 
 
-def test_group_start_status_shards_and_ids(group: list[str], tmp_path: Path) -> None:
+@pytest.mark.native_only(reason="pyctl start --shards and pyctl status start native servers")
+def test_group_start_status(group: list[str], tmp_path: Path) -> None:
     assert len(group) == 2
     status = _pyctl(tmp_path / "run", "status", "--json")
     rows = json.loads(status.stdout)
     assert sorted(r["shard"]["index"] for r in rows) == [0, 1]
     assert all(r["shard"]["group"] == group for r in rows)
+
+
+def test_group_shards_and_ids(group: list[str]) -> None:
+    assert len(group) == 2
     for k, addr in enumerate(group):
         r = _conn(addr)
         raw = r.execute_command("REPLAY.SHARDS")
@@ -66,8 +77,8 @@ def test_group_start_status_shards_and_ids(group: list[str], tmp_path: Path) -> 
         r.close()
 
 
-def test_standalone_server_is_a_group_of_one(inreplay_server: object) -> None:
-    port = inreplay_server.port  # type: ignore[attr-defined]
+def test_standalone_server_is_a_group_of_one(replay_server: object) -> None:
+    port = replay_server.port  # type: ignore[attr-defined]
     r = redis.Redis(port=port, protocol=2)
     assert r.execute_command("REPLAY.SHARDS") == [b"index", 0, b"shards", []]
     r.close()
@@ -166,9 +177,9 @@ def test_per_shard_uniform_sampling_fails_the_same_test(group: list[str]) -> Non
     rc.close()
 
 
-def test_a_single_tree_passes_the_same_bound(inreplay_server: object) -> None:
+def test_a_single_tree_passes_the_same_bound(replay_server: object) -> None:
     """The bound is reachable: one server holding the same items."""
-    rc = ReplayClient(port=inreplay_server.port)  # type: ignore[attr-defined]
+    rc = ReplayClient(port=replay_server.port)  # type: ignore[attr-defined]
     rng = np.random.default_rng(1)
     p0 = rng.uniform(1, 10, ITEMS)
     p1 = rng.uniform(1, 10, ITEMS)
@@ -238,8 +249,8 @@ def test_packed_items_across_shards(group: list[str]) -> None:
     rc.close()
 
 
-def test_withstats_reply_layout(inreplay_server: object) -> None:
-    r = redis.Redis(port=inreplay_server.port, protocol=2)  # type: ignore[attr-defined]
+def test_withstats_reply_layout(replay_server: object) -> None:
+    r = redis.Redis(port=replay_server.port, protocol=2)  # type: ignore[attr-defined]
     r.execute_command("REPLAY.CREATE", "w", "CAPACITY", 8, "ALPHA", 1, "EPSILON", 0)
     r.execute_command("REPLAY.ADD", "w", 1, b"aa", 3, b"bb")
     _, _, items, st = r.execute_command("REPLAY.SAMPLE", "w", 4, "WITHSTATS")

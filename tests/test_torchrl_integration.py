@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 import redis
+from conftest import module_group
 
 from pyctl.errors import decode_info
 
@@ -53,11 +54,15 @@ def _pyctl(rundir: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.fixture(params=["standalone", "group"])
-def address(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """A standalone inreplay server, or the first member of a 2-shard replay group."""
+def address(request: pytest.FixtureRequest, tmp_path: Path, replay_host: str) -> Iterator[str]:
+    """A standalone server, or the first member of a 2-shard replay group, of replay_host."""
     if request.param == "standalone":
-        srv = request.getfixturevalue("inreplay_server")
+        srv = request.getfixturevalue("replay_server")
         yield f"{srv.host}:{srv.port}"
+        return
+    if replay_host == "module":
+        with module_group(tmp_path, 2, seed="3") as members:
+            yield members[0]
         return
     run = tmp_path / "run"
     out = _pyctl(run, "start", "--shards", "2", "--listen", "127.0.0.1:0", "--daemon",
@@ -204,8 +209,8 @@ def test_extend_with_priorities_is_one_request(address: str) -> None:
     assert (ks == 9).float().mean() > 0.3  # (9+eps)^0.7 against the rest at 1 or 0.1
 
 
-def test_stale_update_after_eviction_is_skipped(inreplay_server: Any) -> None:
-    rb = _ours(f"{inreplay_server.host}:{inreplay_server.port}", capacity=4)
+def test_stale_update_after_eviction_is_skipped(replay_server: Any) -> None:
+    rb = _ours(f"{replay_server.host}:{replay_server.port}", capacity=4)
     old = rb.extend(_batch(0, 4))
     rb.extend(_batch(4, 4))  # evicts the first four
     rb.update_priority(old, torch.full((4,), 100.0))
@@ -225,10 +230,10 @@ def test_a_learner_process_reads_the_layout(address: str) -> None:
         _ours(address, alpha=0.3).extend(_batch(0, 1))
 
 
-def test_plain_replay_buffer_and_defaults(inreplay_server: Any) -> None:
+def test_plain_replay_buffer_and_defaults(replay_server: Any) -> None:
     """ReplayBuffer(storage=InreplayStorage(...)) gets InreplayWriter and a uniform
     InreplaySampler (alpha 0, beta 0: TorchRL's RandomSampler's draws)."""
-    addr = f"{inreplay_server.host}:{inreplay_server.port}"
+    addr = f"{replay_server.host}:{replay_server.port}"
     rb = ReplayBuffer(storage=InreplayStorage(10, client=connect(addr), table="p"), batch_size=5)
     assert isinstance(rb.writer, InreplayWriter) and isinstance(rb.sampler, InreplaySampler)
     rb.extend(torch.arange(12).reshape(6, 2))
@@ -240,8 +245,8 @@ def test_plain_replay_buffer_and_defaults(inreplay_server: Any) -> None:
     assert len(rb) == 0 and "p" not in connect(addr).tables()
 
 
-def test_clear_errors(inreplay_server: Any) -> None:
-    addr = f"{inreplay_server.host}:{inreplay_server.port}"
+def test_clear_errors(replay_server: Any) -> None:
+    addr = f"{replay_server.host}:{replay_server.port}"
     rb = _ours(addr)
     rb.extend(_batch(0, 3))
     with pytest.raises(RuntimeError, match="only through a prioritized draw"):
@@ -264,14 +269,22 @@ def test_clear_errors(inreplay_server: Any) -> None:
     assert len(rb) == 3  # nothing of the bad batch was written
 
 
-@pytest.mark.parametrize("buffer", ["inreplay", "local"])
-def test_torchrl_dqn_smoke(buffer: str, inreplay_server: Any) -> None:
+def test_torchrl_dqn_smoke(replay_server: Any) -> None:
     """python -m integrations.torchrl_dqn with small step counts: trains, reports learner
     steps/s and prints solved: true|false last."""
+    _dqn_smoke("inreplay", replay_server)
+
+
+def test_torchrl_dqn_smoke_local_buffer(inreplay_server: Any) -> None:
+    """The same with TorchRL's own buffer (the server is not used: once is enough)."""
+    _dqn_smoke("local", inreplay_server)
+
+
+def _dqn_smoke(buffer: str, replay_server: Any) -> None:
     argv = [sys.executable, "-m", "integrations.torchrl_dqn", "--buffer", buffer,
             "--total-steps", "1024", "--learning-starts", "256", "--train-every", "256",
             "--grad-steps", "8", "--eval-every", "512", "--eval-episodes", "2",
-            "--address", f"{inreplay_server.host}:{inreplay_server.port}"]
+            "--address", f"{replay_server.host}:{replay_server.port}"]
     out = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=300,
                          env=dict(os.environ, PYTHONPATH=str(ROOT)))
     assert out.returncode == 0, out.stderr
@@ -281,7 +294,7 @@ def test_torchrl_dqn_smoke(buffer: str, inreplay_server: Any) -> None:
     assert rate > 0
     assert re.search(r"learner steps: 32\b", out.stdout), out.stdout  # 4 rounds of 8
     if buffer == "inreplay":
-        r = redis.Redis(host=inreplay_server.host, port=inreplay_server.port, protocol=2)
+        r = redis.Redis(host=replay_server.host, port=replay_server.port, protocol=2)
         assert decode_info(r.execute_command("REPLAY.INFO", "torchrl_dqn"))["size"] == 1024
         r.close()
 
@@ -346,14 +359,14 @@ def test_torchrl_own_replay_buffer_tests(server_factory: Any, tmp_path: Path) ->
     assert not unused, f"patterns in {SKIPLIST.name} that match no test: {unused}"
 
 
-def test_readme_torchrl_example_runs(inreplay_server: Any) -> None:
+def test_readme_torchrl_example_runs(replay_server: Any) -> None:
     """The README's TorchRL example, run as written (only the address replaced)."""
     section = (ROOT / "README.md").read_text().split("\n## TorchRL\n", 1)[1]
     m = re.search(r"```python\n(.*?)```", section, re.S)
     assert m, "the TorchRL section has no python block"
     code = m.group(1)
     assert '"127.0.0.1:6379"' in code
-    code = code.replace('"127.0.0.1:6379"', f'"{inreplay_server.host}:{inreplay_server.port}"')
+    code = code.replace('"127.0.0.1:6379"', f'"{replay_server.host}:{replay_server.port}"')
     scope: dict[str, Any] = {}
     exec(compile(code, "README.md:torchrl", "exec"), scope)
     batch = scope["batch"]

@@ -4,19 +4,25 @@
  * (-DIR_HOST_MODULE); this file only answers what they ask of a host.
  *
  *   redis-server --loadmodule inreplay_module.so [SEED <n>] [FANOUT <k>] [MAXBYTES <bytes>]
+ *                [SHARD_GROUP <host:port,...> SHARD_INDEX <k>]
  *
- * SEED, FANOUT and MAXBYTES are the native server's --seed, --fanout and
- * --maxbytes: the same seed gives both hosts the same draws.
+ * These are the native server's --seed, --fanout, --maxbytes, --shard-group
+ * and --shard-index: the same seed gives both hosts the same draws; a replay
+ * group's member k issues ids from k << 48, and must be on Redis's port.
  *
  * Redis replies are whole values, so the bulks the handlers build in place
  * or in parts (reserved, begun, pinned) are gathered in one buffer kept
  * across commands and replied when complete; pinned memory is copied (this
  * host never pins). Tables live in one registry per server, as the native
- * server's; a call the rate limiter holds with TIMEOUT waits as a Redis
- * blocked client (below). The tables persist in the RDB as the aux data
- * of a module data type (SAVE, BGSAVE, DEBUG RELOAD, a restart: below).
- * Not here yet: replay groups, maxmemory headroom checks (Redis's own
- * deny-oom applies to the writes).
+ * server's; FLUSHALL drops them. A call the rate limiter holds with TIMEOUT
+ * waits as a Redis blocked client (below). maxmemory, proto-max-bulk-len and
+ * the client output buffer limit are Redis's, read at load and on CONFIG SET;
+ * the tables live outside Redis's allocator, so this host adds them to
+ * Redis's used memory itself (deny-oom, a new table's slots, a sample's
+ * reply; INFO inreplay_memory). The tables persist in the RDB as the aux
+ * data of a module data type (SAVE, BGSAVE, DEBUG RELOAD, a restart: below;
+ * Redis empties its data, FLUSHALL's event, before it loads them). Not here
+ * yet: zero-copy replies.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -37,8 +43,6 @@
 #include "replay_host.h"
 #include "t_replay.h"
 #include "t_traj.h"
-
-#define IR_MODULE_MAX_BULK (512ULL * 1024 * 1024) /* Redis's proto-max-bulk-len default */
 
 struct waiter;
 
@@ -63,10 +67,14 @@ static struct {
     ir_chunk_store *chunks;
     uint64_t seed, maxbytes;
     unsigned fanout;
+    char *shard_group; /* SHARD_GROUP "host:port,...": NULL for a standalone server */
+    int shard_index;
     ir_arg *argv; /* the current command's arguments, grown on demand */
     int argv_cap;
     char *buf; /* the bulk being gathered, grown on demand and kept */
     size_t buf_cap;
+    /* redis-server's limits, read at load and again after every CONFIG SET */
+    uint64_t maxmemory, proto_max_bulk, obl;
 } module;
 
 typedef void (*module_handler)(client *c);
@@ -84,6 +92,8 @@ typedef struct module_command {
 #include "module_commands.inc"
 
 #define NCOMMANDS (sizeof(module_commands) / sizeof(module_commands[0]))
+
+static unsigned char deny_oom[NCOMMANDS]; /* the command's flags say deny-oom */
 
 static uint64_t mstime(void) {
     struct timespec ts;
@@ -137,17 +147,27 @@ ir_table_opts hostTableOpts(client *c) {
     o.maxbytes = module.maxbytes;
     o.fanout = module.fanout;
     o.seed = module.seed ? module.seed + module.tables->count : mstime() ^ c->id;
-    o.id_base = 0;
+    o.id_base = (uint64_t)module.shard_index << IR_SHARD_ID_BITS;
     return o;
 }
-const char *hostShardGroup(const client *c) { return NULL; }
-int hostShardIndex(const client *c) { return 0; }
+const char *hostShardGroup(const client *c) { return module.shard_group; }
+int hostShardIndex(const client *c) { return module.shard_index; }
 
-uint64_t hostProtoMaxBulkLen(const client *c) { return IR_MODULE_MAX_BULK; }
-uint64_t hostOutputBufferLimit(const client *c) { return 0; }
-uint64_t hostMaxmemory(const client *c) { return 0; }
-uint64_t hostUsedMemory(const client *c) { return 0; }
-void hostOomRejected(client *c) {}
+uint64_t hostProtoMaxBulkLen(const client *c) { return module.proto_max_bulk; }
+uint64_t hostOutputBufferLimit(const client *c) { return module.obl; }
+uint64_t hostMaxmemory(const client *c) { return module.maxmemory; }
+
+/* What Redis counts against maxmemory (its allocator's bytes, as a ratio of
+ * maxmemory) plus the module's tables and chunk store, which live outside
+ * Redis's allocator: what the native server counts. Only asked with a
+ * maxmemory set. */
+static uint64_t usedMemory(void) {
+    uint64_t b = tablesMemory(module.tables) + chunkStoreMemory(module.chunks);
+    if (module.maxmemory) b += (uint64_t)(RedisModule_GetUsedMemoryRatio() * module.maxmemory);
+    return b;
+}
+uint64_t hostUsedMemory(const client *c) { return usedMemory(); }
+void hostOomRejected(client *c) {} /* Redis's rejected_calls counts the error reply */
 
 void hostLog(const char *fmt, ...) {
     char buf[1024];
@@ -276,9 +296,11 @@ char *hostReplyRawReserve(client *c, size_t len) { return NULL; }
  * the other side's queue is marked ready (hostTableReady) and served after
  * the command: its head re-runs with a thread-safe context of its blocked
  * client (the replies go to it), and either answers (it is unblocked, the
- * next may run) or waits on in its place. At its deadline a waiter re-runs
- * with waiting denied (its -RATELIMITED says how long it waited); a dropped
- * table answers its waiters -NOTABLE (the engine's table_gone hook). */
+ * next may run) or waits on in its place. At its deadline (a module timer:
+ * Redis's own blocked-client timeouts wait for its hz tick, up to 100 ms
+ * late) a waiter re-runs with waiting denied (its -RATELIMITED says how long
+ * it waited); a dropped table answers its waiters -NOTABLE (the engine's
+ * table_gone hook). */
 
 typedef struct waiter {
     RedisModuleBlockedClient *bc;
@@ -288,6 +310,8 @@ typedef struct waiter {
     RedisModuleString **argv; /* held (RedisModule_HoldString) */
     int argc;
     uint64_t id, since_ms;
+    RedisModuleTimerID timer; /* its deadline, if it has one */
+    int has_timer;
     struct waiter *prev, *next;
 } waiter;
 
@@ -296,7 +320,10 @@ typedef struct table_waits {
 } table_waits;
 
 static waiter *w_head, *w_tail;
-static int ready_any;
+static int ready_any, marked_any;
+/* how waits ended (INFO inreplay: the native server's INFO stats fields) */
+static uint64_t total_blocked, blocked_timeouts, blocked_disconnects, blocked_dropped;
+static RedisModuleCtx *timer_ctx; /* a detached context: the module's timers */
 
 static void runCommand(client *c);
 
@@ -309,6 +336,7 @@ static void waiterUnlink(waiter *w) {
 }
 
 static void waiterFree(waiter *w) {
+    if (w->has_timer) RedisModule_StopTimer(timer_ctx, w->timer, NULL);
     for (int i = 0; i < w->argc; i++) RedisModule_FreeString(NULL, w->argv[i]);
     free(w->argv);
     free(w);
@@ -349,7 +377,7 @@ size_t hostTableWaiting(const ir_table *t, int which) {
     return n;
 }
 
-static int timedOut(RedisModuleCtx *ctx, RedisModuleString **argv, int argc);
+static void deadlineReached(RedisModuleCtx *ctx, void *data);
 static void disconnected(RedisModuleCtx *ctx, RedisModuleBlockedClient *bc);
 
 void hostBlockForTable(client *c, ir_table *t, int which, uint64_t deadline) {
@@ -383,15 +411,20 @@ void hostBlockForTable(client *c, ir_table *t, int which, uint64_t deadline) {
     if (w_tail) w_tail->next = w;
     else w_head = w;
     w_tail = w;
-    w->bc = RedisModule_BlockClient(c->ctx, NULL, timedOut, NULL, ms);
+    w->bc = RedisModule_BlockClient(c->ctx, NULL, NULL, NULL, 0);
+    total_blocked++;
     RedisModule_SetDisconnectCallback(w->bc, disconnected);
+    if (ms) {
+        w->timer = RedisModule_CreateTimer(timer_ctx, ms, deadlineReached, w);
+        w->has_timer = 1;
+    }
 }
 
 void hostTableReady(client *c, ir_table *t, int which) {
     table_waits *h = t->host;
     if (!h || h->ready[which]) return;
     h->ready[which] = 1;
-    ready_any = 1;
+    ready_any = marked_any = 1;
 }
 
 static void waiterEnd(waiter *w) {
@@ -434,31 +467,38 @@ static void serveReady(void) {
             w = w->next;
         }
     }
+    /* a queue marked ready with none of its waiters left: unmarked, so that
+     * the next mark serves its next waiter */
+    if (marked_any)
+        for (ir_table *t = module.tables->head; t; t = t->next)
+            if (t->host) memset(((table_waits *)t->host)->ready, 0, sizeof(int) * 2);
+    marked_any = 0;
 }
 
-static int timedOut(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
-    RedisModuleBlockedClient *bc = RedisModule_GetBlockedClientHandle(ctx);
-    waiter *w = waiterOf(bc);
-    if (!w) return RedisModule_ReplyWithError(ctx, "ERR the wait was lost");
-    client c = {.ctx = ctx,
-                .argc = argc,
-                .rargv = argv,
+/* Waiter w's deadline (its timer): it re-runs with waiting denied, its
+ * -RATELIMITED (or its reply, if it now may run). */
+static void deadlineReached(RedisModuleCtx *ctx, void *data) {
+    waiter *w = data;
+    w->has_timer = 0; /* fired: nothing to stop */
+    blocked_timeouts++;
+    RedisModuleCtx *tctx = RedisModule_GetThreadSafeContext(w->bc);
+    client c = {.ctx = tctx,
+                .argc = w->argc,
+                .rargv = w->argv,
                 .cmd = w->cmd,
                 .id = w->id,
                 .waiter = w,
                 .deny_block = 1};
-    runCommand(&c); /* its -RATELIMITED, or it runs when it now may */
-    w->t->waited_us += (mstime() - w->since_ms) * 1000;
-    waiterUnlink(w);
-    RedisModule_UnblockClient(bc, NULL); /* frees Redis's handle */
-    waiterFree(w);
+    runCommand(&c);
+    RedisModule_FreeThreadSafeContext(tctx);
+    waiterEnd(w);
     serveReady();
-    return REDISMODULE_OK;
 }
 
 static void disconnected(RedisModuleCtx *ctx, RedisModuleBlockedClient *bc) {
     waiter *w = waiterOf(bc);
     if (!w) return;
+    blocked_disconnects++;
     waiterUnlink(w);
     RedisModule_UnblockClient(bc, NULL);
     waiterFree(w);
@@ -469,6 +509,7 @@ static void tableGone(ir_table *t) {
     for (waiter *w = w_head, *next; w; w = next) {
         next = w->next;
         if (w->t != t) continue;
+        blocked_dropped++;
         RedisModuleCtx *ctx = RedisModule_GetThreadSafeContext(w->bc);
         client c = {.ctx = ctx};
         replyReplayError(&c, IR_ERR_NOTABLE, "table '%.128s' was dropped while the client waited",
@@ -537,6 +578,10 @@ static int dispatch(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     if (!cmd) return RedisModule_ReplyWithError(ctx, "ERR unknown REPLAY command");
     if ((cmd->arity > 0 && argc != cmd->arity) || (cmd->arity < 0 && argc < -cmd->arity))
         return RedisModule_WrongArity(ctx);
+    /* Redis's own deny-oom check does not see the tables' memory (not its
+     * allocator's): the native server's check, with it */
+    if (module.maxmemory && deny_oom[cmd - module_commands] && usedMemory() > module.maxmemory)
+        return RedisModule_ReplyWithError(ctx, "OOM " IR_OOM_MSG);
     client c = {
         .ctx = ctx, .argc = argc, .rargv = argv, .cmd = cmd, .id = RedisModule_GetClientId(ctx)};
     runCommand(&c);
@@ -544,7 +589,58 @@ static int dispatch(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     return REDISMODULE_OK;
 }
 
-/* INFO inreplay: the module's tables and chunk store. */
+/* ---- redis-server's limits ------------------------------------------------
+ *
+ * maxmemory, proto-max-bulk-len and the normal class's hard
+ * client-output-buffer-limit, as CONFIG GET says: read at load and after
+ * every CONFIG SET (the config-change event), never on a command's path. */
+
+static int configGet(RedisModuleCtx *ctx, const char *name, char *out, size_t cap) {
+    RedisModuleCallReply *r = RedisModule_Call(ctx, "CONFIG", "cc", "GET", name);
+    int ok = -1;
+    if (r && RedisModule_CallReplyType(r) == REDISMODULE_REPLY_ARRAY &&
+        RedisModule_CallReplyLength(r) == 2) {
+        size_t l;
+        const char *v = RedisModule_CallReplyStringPtr(RedisModule_CallReplyArrayElement(r, 1), &l);
+        if (v && l < cap) {
+            memcpy(out, v, l);
+            out[l] = '\0';
+            ok = 0;
+        }
+    }
+    if (r) RedisModule_FreeCallReply(r);
+    return ok;
+}
+
+static void readLimits(RedisModuleCtx *ctx) {
+    char v[256];
+    module.maxmemory = configGet(ctx, "maxmemory", v, sizeof(v)) == 0 ? strtoull(v, NULL, 10) : 0;
+    module.proto_max_bulk = configGet(ctx, "proto-max-bulk-len", v, sizeof(v)) == 0
+                                ? strtoull(v, NULL, 10)
+                                : 512ULL * 1024 * 1024; /* Redis's default */
+    module.obl = 0; /* "normal <hard> <soft> <seconds> replica ... pubsub ..." */
+    if (configGet(ctx, "client-output-buffer-limit", v, sizeof(v)) == 0) {
+        const char *p = strstr(v, "normal ");
+        if (p) module.obl = strtoull(p + 7, NULL, 10);
+    }
+}
+
+static void configChanged(RedisModuleCtx *ctx, RedisModuleEvent e, uint64_t sub, void *data) {
+    readLimits(ctx);
+}
+
+/* FLUSHALL (every database: dbnum -1) drops every table and episode
+ * stream, as on the native server; FLUSHDB leaves them. Redis also empties
+ * every database this way before it loads a dataset (DEBUG RELOAD, a
+ * replica's full sync). */
+static void flushed(RedisModuleCtx *ctx, RedisModuleEvent e, uint64_t sub, void *data) {
+    const RedisModuleFlushInfo *fi = data;
+    if (sub != REDISMODULE_SUBEVENT_FLUSHDB_START || fi->dbnum != -1) return;
+    tablesFlush(module.tables); /* the waiters on them get -NOTABLE (tableGone) */
+    chunkStoreFlushStreams(module.chunks);
+}
+
+/* INFO inreplay: the module's tables and chunk store (fields inreplay_*). */
 static void infoFunc(RedisModuleInfoCtx *ctx, int for_crash_report) {
     uint64_t items = 0, bytes = 0, inserts = 0, samples = 0, waiting = 0;
     for (ir_table *t = module.tables->head; t; t = t->next) {
@@ -561,9 +657,17 @@ static void infoFunc(RedisModuleInfoCtx *ctx, int for_crash_report) {
     RedisModule_InfoAddFieldULongLong(ctx, "inserts", inserts);
     RedisModule_InfoAddFieldULongLong(ctx, "samples", samples);
     RedisModule_InfoAddFieldULongLong(ctx, "blocked_clients", waiting);
+    RedisModule_InfoAddFieldULongLong(ctx, "total_blocked_clients", total_blocked);
+    RedisModule_InfoAddFieldULongLong(ctx, "blocked_timeouts", blocked_timeouts);
+    RedisModule_InfoAddFieldULongLong(ctx, "blocked_disconnects", blocked_disconnects);
+    RedisModule_InfoAddFieldULongLong(ctx, "blocked_dropped", blocked_dropped);
     RedisModule_InfoAddFieldULongLong(ctx, "streams", module.chunks->nstreams);
     RedisModule_InfoAddFieldULongLong(ctx, "chunks", module.chunks->chunks);
     RedisModule_InfoAddFieldULongLong(ctx, "chunk_memory", chunkStoreMemory(module.chunks));
+    /* the tables' and chunks' memory, which Redis's used_memory leaves out
+     * (not its allocator's) and maxmemory's checks here add */
+    RedisModule_InfoAddFieldULongLong(
+        ctx, "memory", tablesMemory(module.tables) + chunkStoreMemory(module.chunks));
 }
 
 /* ---- the tables in the RDB -------------------------------------------------
@@ -854,16 +958,26 @@ static int registerCommand(RedisModuleCtx *ctx, const module_command *m) {
     return RedisModule_SetCommandInfo(cmd, &info) == REDISMODULE_OK ? 0 : -1;
 }
 
-/* SEED <n>, FANOUT <k>, MAXBYTES <bytes> */
+/* SEED <n>, FANOUT <k>, MAXBYTES <bytes>, SHARD_GROUP <host:port,...>,
+ * SHARD_INDEX <k> (the native server's --shard-group and --shard-index) */
 static int parseArgs(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     if (argc % 2) {
         RedisModule_Log(ctx, "warning",
-                        "inreplay: arguments go in pairs: SEED n FANOUT k MAXBYTES b");
+                        "inreplay: arguments go in pairs: SEED n FANOUT k MAXBYTES b "
+                        "SHARD_GROUP host:port,... SHARD_INDEX k");
         return -1;
     }
     for (int i = 0; i < argc; i += 2) {
         size_t l;
         const char *k = RedisModule_StringPtrLen(argv[i], &l);
+        if (!strcasecmp(k, "shard_group")) {
+            const char *g = RedisModule_StringPtrLen(argv[i + 1], &l);
+            free(module.shard_group);
+            if (!(module.shard_group = malloc(l + 1))) return -1;
+            memcpy(module.shard_group, g, l);
+            module.shard_group[l] = '\0';
+            continue;
+        }
         long long v;
         if (RedisModule_StringToLongLong(argv[i + 1], &v) != REDISMODULE_OK || v < 0) {
             RedisModule_Log(ctx, "warning", "inreplay: %s needs an integer >= 0", k);
@@ -872,10 +986,49 @@ static int parseArgs(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
         if (!strcasecmp(k, "seed")) module.seed = (uint64_t)v;
         else if (!strcasecmp(k, "fanout") && v <= 32) module.fanout = (unsigned)v;
         else if (!strcasecmp(k, "maxbytes") && v > 0) module.maxbytes = (uint64_t)v;
+        else if (!strcasecmp(k, "shard_index") && v < IR_MAX_SHARDS) module.shard_index = (int)v;
         else {
             RedisModule_Log(ctx, "warning", "inreplay: unknown or out-of-range argument '%s'", k);
             return -1;
         }
+    }
+    return 0;
+}
+
+/* A replay group's checks, as the native server's: every member host:port,
+ * SHARD_INDEX one of them, and that member's port the one Redis listens on
+ * (REPLAY.SHARDS advertises it). */
+static int checkGroup(RedisModuleCtx *ctx) {
+    if (!module.shard_group || !module.shard_group[0]) {
+        if (module.shard_index) {
+            RedisModule_Log(ctx, "warning", "inreplay: SHARD_INDEX needs SHARD_GROUP");
+            return -1;
+        }
+        return 0;
+    }
+    const char *start[IR_MAX_SHARDS], *err = NULL;
+    size_t len[IR_MAX_SHARDS];
+    int n = shardGroupMembers(module.shard_group, start, len, IR_MAX_SHARDS, &err);
+    if (n < 0) {
+        RedisModule_Log(ctx, "warning", "inreplay: SHARD_GROUP: %s", err);
+        return -1;
+    }
+    if (module.shard_index >= n) {
+        RedisModule_Log(ctx, "warning", "inreplay: SHARD_INDEX %d is not a member of a group of %d",
+                        module.shard_index, n);
+        return -1;
+    }
+    char port[32] = "";
+    const char *m = start[module.shard_index], *colon = NULL;
+    for (const char *p = m; p < m + len[module.shard_index]; p++)
+        if (*p == ':') colon = p;
+    int plen = colon ? (int)(m + len[module.shard_index] - colon - 1) : 0;
+    if (configGet(ctx, "port", port, sizeof(port)) != 0 || !colon || (size_t)plen != strlen(port) ||
+        memcmp(colon + 1, port, (size_t)plen) != 0) {
+        RedisModule_Log(ctx, "warning",
+                        "inreplay: SHARD_INDEX %d is %.*s, but redis-server listens on port %s",
+                        module.shard_index, (int)len[module.shard_index], m, port);
+        return -1;
     }
     return 0;
 }
@@ -885,6 +1038,9 @@ static void moduleFree(void) {
     if (module.chunks) chunkStoreFree(module.chunks);
     free(module.argv);
     free(module.buf);
+    free(module.shard_group);
+    if (timer_ctx) RedisModule_FreeThreadSafeContext(timer_ctx);
+    timer_ctx = NULL;
     memset(&module, 0, sizeof(module));
 }
 
@@ -895,15 +1051,24 @@ int RedisModule_OnLoad(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) 
     if (RedisModule_Init(ctx, "inreplay", 1, REDISMODULE_APIVER_1) == REDISMODULE_ERR)
         return REDISMODULE_ERR;
     module.maxbytes = 1ULL << 30; /* the native server's MAXBYTES default (1gb) */
-    if (parseArgs(ctx, argv, argc) != 0) return REDISMODULE_ERR;
+    if (parseArgs(ctx, argv, argc) != 0 || checkGroup(ctx) != 0) {
+        moduleFree();
+        return REDISMODULE_ERR;
+    }
     module.tables = tablesNew();
     module.chunks = chunkStoreNew();
-    if (!module.tables || !module.chunks) {
+    timer_ctx = RedisModule_GetDetachedThreadSafeContext(ctx);
+    if (!module.tables || !module.chunks || !timer_ctx) {
         moduleFree();
         return REDISMODULE_ERR;
     }
     engineSetHost(&engine_host);
-    if (RedisModule_RegisterInfoFunc(ctx, infoFunc) == REDISMODULE_ERR) {
+    readLimits(ctx);
+    if (RedisModule_RegisterInfoFunc(ctx, infoFunc) == REDISMODULE_ERR ||
+        RedisModule_SubscribeToServerEvent(ctx, RedisModuleEvent_FlushDB, flushed) ==
+            REDISMODULE_ERR ||
+        RedisModule_SubscribeToServerEvent(ctx, RedisModuleEvent_Config, configChanged) ==
+            REDISMODULE_ERR) {
         moduleFree();
         return REDISMODULE_ERR;
     }
@@ -912,6 +1077,8 @@ int RedisModule_OnLoad(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) 
         moduleFree();
         return REDISMODULE_ERR;
     }
+    for (size_t k = 0; k < NCOMMANDS; k++)
+        deny_oom[k] = strstr(module_commands[k].flags, "deny-oom") != NULL;
     for (size_t k = 0; k < NCOMMANDS; k++)
         if (registerCommand(ctx, &module_commands[k]) != 0) {
             RedisModule_Log(ctx, "warning", "inreplay: could not register %s",
