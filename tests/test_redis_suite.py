@@ -5,7 +5,7 @@ The runner runs Redis 7.0.15's Tcl test suite (Debian's source package) in
 external-server mode against stock redis-server and against inreplay, each unit
 against a fresh server, and counts which of the tests stock passes inreplay
 passes too. Here: all of the issue's units (about three minutes for both
-servers), held to the issue's goal (95% of what stock passes, in total) and each
+servers), held to the issue's goal (run.py's GOAL, 97% of what stock passes, in total) and each
 unit to the floor measured when the figure was last raised (raise a floor when
 the server gets better; never lower one to make a change pass). ``make
 redis-suite`` runs the same on every stack this machine has and writes the
@@ -31,7 +31,7 @@ suite = importlib.util.module_from_spec(_spec)
 sys.modules[_spec.name] = suite  # dataclasses look their module up
 _spec.loader.exec_module(suite)
 
-GOAL = 0.95
+GOAL = suite.GOAL
 """The issue's goal: inreplay passes this share of the tests stock passes, in total."""
 
 # tests inreplay passes of those stock passes, per unit (kernel stack, 16 databases),
@@ -44,11 +44,11 @@ FLOORS = {
     "unit/type/set": 98,
     "unit/expire": 66,  # its two DEBUG LOADAOF tests pass with the AOF
     "unit/keyspace": 54,
-    "unit/multi": 56,
+    "unit/multi": 57,
     "unit/pubsub": 29,
     "unit/auth": 0,
     "unit/info-command": 3,
-    "unit/introspection": 26,
+    "unit/introspection": 27,
     "unit/introspection-2": 42,  # MIGRATE (movablekeys) is the one left
     "unit/scripting": 149,  # cmsgpack (5: no Debian package), NOREPLICAS
     "unit/functions": 93,
