@@ -8,8 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -533,24 +531,9 @@ static void baseName(const ir_server *s, aofFile *f, long long seq, int rdb) {
 
 /* ---- the rewrite child ------------------------------------------------------ */
 
-static void closeInheritedFds(void) {
-    struct rlimit rl;
-    int max = 65536;
-    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < 65536)
-        max = (int)rl.rlim_cur;
-    for (int fd = 3; fd < max; fd++) close(fd);
-}
-
 static void childWrite(const ir_server *s, const char *tmp, int rdb) __attribute__((noreturn));
 static void childWrite(const ir_server *s, const char *tmp, int rdb) {
-    struct sigaction sa;
-    memset(&sa, 0, sizeof(sa));
-    sa.sa_handler = SIG_DFL;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    closeInheritedFds();
+    forkedChildBegin(-1);
     size_t len = 0;
     char *img = buildBase(s, rdb, &len);
     if (!img) _exit(2);

@@ -408,6 +408,12 @@ int ir_parse_subnet(const char *text, int *family, unsigned char addr[16], int *
 int ir_parse_ip(const char *s, size_t len, unsigned char out[16]);
 extern ir_server *g_server;
 
+/* First steps of a forked child that writes a file (BGSAVE, BGREWRITEAOF):
+ * SIGINT/SIGTERM back to their defaults, SIGPIPE ignored, killed when the
+ * server dies, and every inherited descriptor above stderr closed but keep
+ * (-1: none), so that no client socket stays open in the child (util.c). */
+void forkedChildBegin(int keep);
+
 /* realloc that logs and aborts when memory runs out (for state whose loss would
  * corrupt the server: transactions, subscriptions), like Redis's zrealloc. */
 void *ir_xrealloc(void *p, size_t n);

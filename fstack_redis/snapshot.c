@@ -96,8 +96,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -641,38 +639,10 @@ int snapshotSave(ir_server *s, char *msg, size_t msglen) {
     return IR_OK;
 }
 
-/* Close every inherited descriptor but keep: the child must not hold the
- * parent's sockets open (a closed client would not see EOF until the child
- * exits), nor anything else. */
-static void closeInherited(int keep) {
-#if defined(__GLIBC__) && defined(__GLIBC_PREREQ)
-#if __GLIBC_PREREQ(2, 34)
-    if ((keep <= 3 || close_range(3, (unsigned)keep - 1, 0) == 0) &&
-        close_range((unsigned)keep + 1, ~0u, 0) == 0)
-        return;
-#endif
-#endif
-    struct rlimit rl;
-    int max = 65536;
-    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < 65536)
-        max = (int)rl.rlim_cur;
-    for (int fd = 3; fd < max; fd++)
-        if (fd != keep) close(fd);
-}
-
 static void childMain(const ir_server *s, const char *dir, uint64_t ms, int report)
     __attribute__((noreturn));
 static void childMain(const ir_server *s, const char *dir, uint64_t ms, int report) {
-    struct sigaction sa;
-    memset(&sa, 0, sizeof(sa));
-    sa.sa_handler = SIG_DFL;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    sa.sa_handler = SIG_IGN;
-    sigaction(SIGPIPE, &sa, NULL);
-    prctl(PR_SET_PDEATHSIG, SIGKILL); /* the server went away: stop */
-    closeInherited(report);
+    forkedChildBegin(report);
     char why[PATH_MAX + 128], line[PATH_MAX + 160];
     uint64_t bytes = 0;
     int err = saveToDir(s, dir, ms, &bytes, why, sizeof(why));

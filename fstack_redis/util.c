@@ -2,10 +2,13 @@
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -214,4 +217,31 @@ char *argSteal(client *c, int i, size_t *len) {
     memcpy(p, a->ptr, a->len);
     p[a->len] = '\0';
     return p;
+}
+
+void forkedChildBegin(int keep) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = SIG_DFL;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sa.sa_handler = SIG_IGN;
+    sigaction(SIGPIPE, &sa, NULL);
+    prctl(PR_SET_PDEATHSIG, SIGKILL); /* the server went away: stop */
+    if (keep < 3) keep = -1;
+#if defined(__GLIBC__) && defined(__GLIBC_PREREQ)
+#if __GLIBC_PREREQ(2, 34)
+    if (keep < 0 ? close_range(3, ~0u, 0) == 0
+                 : (keep == 3 || close_range(3, (unsigned)keep - 1, 0) == 0) &&
+                       close_range((unsigned)keep + 1, ~0u, 0) == 0)
+        return;
+#endif
+#endif
+    struct rlimit rl;
+    int max = 65536;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < 65536)
+        max = (int)rl.rlim_cur;
+    for (int fd = 3; fd < max; fd++)
+        if (fd != keep) close(fd);
 }
