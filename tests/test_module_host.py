@@ -358,11 +358,10 @@ def _raises(r: redis.Redis, *args: object) -> str:
     return str(e.value)
 
 
-def test_module_runs_clean_under_asan(tmp_path: Path) -> None:
-    """The module built with ASan and UBSan (build-asan, as make test-c
-    configures it) in stock redis-server (libasan preloaded): the scripted
-    session, a DROP of every table, waits ended by a deadline, a disconnect and
-    FLUSHALL, and CONFIG SET report nothing."""
+def asan_module(tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    """The ASan/UBSan build of the module (build-asan, as make test-c configures it) and
+    the environment that preloads libasan for redis-server, its reports going to
+    tmp_path/asan.log.<pid>; skips where there is no such build or runtime."""
     so = ROOT / "build-asan" / "fstack_redis" / "module" / "inreplay_module.so"
     if not so.is_file():
         pytest.skip("no ASan build of the module (make test-c configures build-asan)")
@@ -373,6 +372,15 @@ def test_module_runs_clean_under_asan(tmp_path: Path) -> None:
     env = dict(os.environ, LD_PRELOAD=asan,
                ASAN_OPTIONS=f"detect_leaks=0:log_path={log}:abort_on_error=0",
                UBSAN_OPTIONS=f"print_stacktrace=1:log_path={log}")
+    return so, env
+
+
+def test_module_runs_clean_under_asan(tmp_path: Path) -> None:
+    """The module built with ASan and UBSan (build-asan, as make test-c
+    configures it) in stock redis-server (libasan preloaded): the scripted
+    session, a DROP of every table, waits ended by a deadline, a disconnect and
+    FLUSHALL, and CONFIG SET report nothing."""
+    so, env = asan_module(tmp_path)
     redis_server = shutil.which("redis-server")
     assert redis_server
     from pyctl.proc import free_ports

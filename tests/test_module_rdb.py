@@ -13,7 +13,6 @@ it cannot read), never a crash.
 
 from __future__ import annotations
 
-import os
 import shutil
 import signal
 import struct
@@ -25,8 +24,8 @@ from typing import Any
 
 import pytest
 import redis
-from conftest import ROOT, RawConn, ServerProcess
-from test_module_host import SEED, _asan_runtime, _module_path
+from conftest import RawConn, ServerProcess
+from test_module_host import SEED, _module_path, asan_module
 
 BIG = 3 << 20  # one item of 3 MiB: saved as string buffers of 1 MiB each
 
@@ -478,16 +477,7 @@ def test_a_bad_payload_fails_the_load_in_one_line(case: str, tmp_path: Path) -> 
 def test_round_trips_and_bad_payloads_run_clean_under_asan(tmp_path: Path) -> None:
     """The ASan/UBSan build of the module (build-asan): SAVE, BGSAVE, DEBUG
     RELOAD, a restart, then every bad payload: nothing reported."""
-    so = ROOT / "build-asan" / "fstack_redis" / "module" / "inreplay_module.so"
-    if not so.is_file():
-        pytest.skip("no ASan build of the module (make test-c configures build-asan)")
-    asan = _asan_runtime()
-    if asan is None:
-        pytest.skip("no libasan to preload")
-    log = tmp_path / "asan.log"
-    env = dict(os.environ, LD_PRELOAD=asan,
-               ASAN_OPTIONS=f"detect_leaks=0:log_path={log}:abort_on_error=0",
-               UBSAN_OPTIONS=f"print_stacktrace=1:log_path={log}")
+    so, env = asan_module(tmp_path)
     server = shutil.which("redis-server")
     assert server
     from pyctl.proc import free_ports
