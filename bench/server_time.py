@@ -16,6 +16,11 @@ deterministic where the times on a shared machine are not). --hosts module
 measures the same commands in Debian's stock redis-server with the tree's
 REPLAY.* module (build/fstack_redis/module/inreplay_module.so; Redis's own
 INFO commandstats), its rows named <tree>+module.
+
+Each round also runs build/bench/memfloor (--memfloor PATH) at every --items:
+the time this machine needs only to touch the cache lines the commands must
+touch (tree path, slot record, item) and to make UPDATE's 512 pow() calls,
+so that bench/report.py can put item 4's absolute goals beside that floor.
 """
 
 from __future__ import annotations
@@ -161,6 +166,13 @@ def run(tree: Path, items: int, calls: int, item_bytes: int, callgrind: Path | N
         proc.wait(60)
 
 
+def memfloor(path: Path, items: int, item_bytes: int) -> dict[str, float]:
+    """One run of bench/memfloor.c: its JSON object (floor times in µs)."""
+    out = subprocess.run([str(path), "--items", str(items), "--item-bytes", str(item_bytes)],
+                         capture_output=True, text=True, check=True, timeout=300)
+    return json.loads(out.stdout)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -171,6 +183,8 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--callgrind", type=Path, help="profile under callgrind into this directory")
     ap.add_argument("--json", type=Path, help="write the rows here (bench/report.py --server-time)")
+    ap.add_argument("--memfloor", type=Path, default=ROOT / "build" / "bench" / "memfloor",
+                    help="the floor benchmark (default: build/bench/memfloor)")
     ap.add_argument("--hosts", default="native",
                     help="native (the server), module (redis-server with the REPLAY.* module), "
                          "or both: native,module")
@@ -181,7 +195,9 @@ def main() -> None:
     trees = [Path(t).resolve() for t in a.tree] if a.tree else [ROOT]
     print(f"| round | tree | items | SAMPLE {BATCH} PACKED µs | SAMPLE {BATCH} µs | "
           f"UPDATE {BATCH} µs |\n|---|---|---|---|---|---|", flush=True)
-    rows = []
+    if not a.memfloor.is_file():
+        ap.error(f"no {a.memfloor}: make build")
+    rows, floors = [], []
     for r in range(a.rounds):
         for tree in trees:
             for host in hosts:
@@ -194,11 +210,16 @@ def main() -> None:
                     rows.append({"round": r, "tree": name, "items": items,
                                  "item_bytes": a.item_bytes, "batch": BATCH,
                                  **{f"{k}_us": v for k, v in t.items()}})
+        for items in (int(x) for x in a.items.split(",")):
+            f = memfloor(a.memfloor, items, a.item_bytes)
+            print(f"| {r} | floor | {items:,} | {f['sample_us']:.2f} | (tree {f['tree_us']:.2f}) "
+                  f"| {f['update_us']:.2f} + pow {f['pow_us']:.2f} |", flush=True)
+            floors.append({"round": r, **f})
     if a.json:
         machine = {"cpus": os.cpu_count(), "python": platform.python_version(),
                    "loadavg_end": os.getloadavg()[0]}
-        a.json.write_text(json.dumps({"calls": a.calls, "machine": machine, "rows": rows},
-                                     indent=1))
+        a.json.write_text(json.dumps({"calls": a.calls, "machine": machine, "rows": rows,
+                                      "floor": floors}, indent=1))
 
 
 if __name__ == "__main__":

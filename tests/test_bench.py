@@ -477,3 +477,41 @@ def test_nics_section_compares_drivers_and_says_why_virtio_user_is_missing(
         assert argv[argv.index("--vdev") + 1] == "net_af_xdp0,iface=irbt-a"
     with pytest.raises(latency.BenchError, match="dpdk-pmd"):
         latency.make_server("dpdk", net, latency.Pinning(0, 1), tmp_path, 7000, pmd="tap")
+
+
+def test_server_time_runs_and_reports_the_floor(tmp_path: Path) -> None:
+    """bench/server_time.py measures item 4's commands at a toy size and runs
+    bench/memfloor beside them; the report puts each verdict beside that floor."""
+    out = tmp_path / "server-time.json"
+    _run("server_time.py", "--items", "3000", "--calls", "20", "--json", str(out), timeout=300)
+    doc = json.loads(out.read_text())
+    (row,) = doc["rows"]
+    assert row["items"] == 3000 and row["batch"] == 512
+    assert all(row[f"{k}_us"] > 0 for k in ("packed", "plain", "update"))
+    (floor,) = doc["floor"]
+    assert floor["items"] == 3000 and floor["item_bytes"] == 128 and floor["fanout"] == 8
+    assert floor["depth"] == 4  # 8^4 = 4,096 >= 3,000 leaves
+    assert all(floor[k] > 0 for k in ("sample_us", "tree_us", "update_us", "pow_us"))
+    text = report.server_sample_section(doc)
+    assert "| 3,000 |" in text and "bench/memfloor.c" in text
+    assert "this machine's floor for the same reads is" in text
+
+
+def test_server_time_verdicts_beside_the_floor() -> None:
+    rows = [{"round": r, "tree": "main", "items": 2_000_000, "item_bytes": 128, "batch": 512,
+             "packed_us": 60.0 + r, "plain_us": 80.0, "update_us": 36.0} for r in range(3)]
+    floor = [{"round": r, "items": 2_000_000, "item_bytes": 128, "batch": 512, "fanout": 8,
+              "depth": 7, "sample_us": 30.0, "tree_us": 18.0, "update_us": 20.0,
+              "pow_us": 8.0} for r in range(3)]
+    doc = {"calls": 300, "rows": rows, "floor": floor,
+           "machine": {"cpus": 2, "python": "3.11", "loadavg_end": 1.0}}
+    text = report.server_sample_section(doc)
+    assert ("**NOT MET** — server time of REPLAY.SAMPLE 512 at 2,000,000 items ≤ 25 µs (the better "
+            "of PACKED and plain): 61.0 µs; this machine's floor for the same reads is 30.0 µs"
+            in text)
+    assert "UPDATE 512 ≤ 15 µs: 36.0 µs; this machine's floor for the same work is 28.0 µs" in text
+    assert "The goals are 0.83× and 0.54× that floor; the server takes 2.03× and 1.29×." in text
+    # a run without the floor (an older JSON) still renders its verdicts
+    del doc["floor"]
+    text = report.server_sample_section(doc)
+    assert "61.0 µs\n" in text and "memfloor" not in text
