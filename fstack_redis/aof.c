@@ -37,8 +37,7 @@ static struct {
     int state;
     int fd;    /* the last incr file, open for appending; -1 = none */
     int seldb; /* the database the incr file is in, -1 = none yet */
-    char *buf; /* the stream not yet written */
-    size_t len, cap;
+    ir_bytes out; /* the stream not yet written */
     int need_fsync;
     uint64_t last_fsync_ms;
     int known;    /* the manifest was read (or written) */
@@ -268,16 +267,7 @@ static uint64_t fileSize(const ir_server *s, const char *name) {
 
 /* ---- writing ----------------------------------------------------------------- */
 
-static void bufPut(const char *p, size_t n) {
-    if (A.len + n > A.cap) {
-        size_t cap = A.cap ? A.cap : 4096;
-        while (cap < A.len + n) cap *= 2;
-        A.buf = ir_xrealloc(A.buf, cap);
-        A.cap = cap;
-    }
-    memcpy(A.buf + A.len, p, n);
-    A.len += n;
-}
+static void bufPut(const char *p, size_t n) { irBytesPut(&A.out, p, n, 4096); }
 
 void aofFeed(int db, const char *p, size_t n) {
     if (A.fd < 0) return;
@@ -302,10 +292,10 @@ static void setWriteOk(int ok) {
  * try (the cron's), a partial one is cut off the file first, as Redis does;
  * meanwhile write commands get -MISCONF (aofWriteDenied). */
 void aofFlush(void) {
-    if (!A.len || A.fd < 0) return;
+    if (!A.out.len || A.fd < 0) return;
     size_t off = 0;
-    while (off < A.len) {
-        ssize_t w = write(A.fd, A.buf + off, A.len - off);
+    while (off < A.out.len) {
+        ssize_t w = write(A.fd, A.out.p + off, A.out.len - off);
         if (w < 0 && errno == EINTR) continue;
         if (w <= 0) {
             A.write_errno = w < 0 ? errno : ENOSPC;
@@ -316,11 +306,11 @@ void aofFlush(void) {
         }
         off += (size_t)w;
     }
-    if (off < A.len) {
+    if (off < A.out.len) {
         off_t end = lseek(A.fd, 0, SEEK_END);
         if (off && end >= (off_t)off && ftruncate(A.fd, end - (off_t)off) == 0) off = 0;
-        memmove(A.buf, A.buf + off, A.len - off);
-        A.len -= off;
+        memmove(A.out.p, A.out.p + off, A.out.len - off);
+        A.out.len -= off;
         A.cur_size += off;
         return;
     }
@@ -329,7 +319,7 @@ void aofFlush(void) {
         setWriteOk(1);
     }
     A.cur_size += off;
-    A.len = 0;
+    A.out.len = 0;
     if (aof_fsync == AOF_FSYNC_ALWAYS) {
         if (fdatasync(A.fd) != 0) {
             A.write_errno = errno;
@@ -686,7 +676,7 @@ void aofMisconf(char *msg, size_t len) {
 
 void aofCron(ir_server *s) {
     if (!A.last_write_ok) { /* try again */
-        if (A.len) {
+        if (A.out.len) {
             aofFlush();
         } else if (A.fd < 0 || fdatasync(A.fd) == 0) {
             serverLog("AOF write error looks solved, Redis can write again.");
@@ -1004,7 +994,7 @@ static void setOn(int state) {
     A.state = state;
     repl_aof = state != AOF_OFF;
     if (state == AOF_OFF) { /* what could not be written is gone with it */
-        A.len = 0;
+        A.out.len = 0;
         setWriteOk(1);
     }
 }
@@ -1199,7 +1189,7 @@ size_t aofInfo(const ir_server *s, char *buf, size_t len) {
                          "aof_current_size:%llu\r\naof_base_size:%llu\r\naof_pending_rewrite:0\r\n"
                          "aof_buffer_length:%zu\r\naof_pending_bio_fsync:0\r\n"
                          "aof_delayed_fsync:0\r\n",
-                         (unsigned long long)A.cur_size, (unsigned long long)A.base_size, A.len);
+                         (unsigned long long)A.cur_size, (unsigned long long)A.base_size, A.out.len);
         if (m > 0) n += m;
     }
     return (size_t)n;

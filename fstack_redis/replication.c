@@ -58,12 +58,10 @@ static struct {
     int seldb;       /* the database the stream is in, -1 = none yet */
     int depth;       /* call() nesting while replicas are attached */
     int prevent;     /* the running command is not propagated itself */
-    char *pbuf;      /* the pending commands of the top-level command, encoded */
-    size_t plen, pcap;
+    ir_bytes pend;   /* the pending commands of the top-level command, encoded */
     pendop *ops;
     int nops, opcap;
-    char *ebuf; /* one command being encoded */
-    size_t elen, ecap;
+    ir_bytes enc; /* one command being encoded */
     uint64_t last_ping_ms;
     ir_arg **own; /* big arguments lent to running commands (replCallBegin) */
     size_t nown, owncap;
@@ -79,16 +77,7 @@ static void replidInit(const ir_server *s) {
 
 /* ---- encoding ------------------------------------------------------------- */
 
-static void ebufPut(const char *p, size_t n) {
-    if (R.elen + n > R.ecap) {
-        size_t cap = R.ecap ? R.ecap : 256;
-        while (cap < R.elen + n) cap *= 2;
-        R.ebuf = ir_xrealloc(R.ebuf, cap);
-        R.ecap = cap;
-    }
-    memcpy(R.ebuf + R.elen, p, n);
-    R.elen += n;
-}
+static void ebufPut(const char *p, size_t n) { irBytesPut(&R.enc, p, n, 256); }
 
 static void ebufHeader(char type, size_t n) {
     char h[32];
@@ -191,19 +180,12 @@ static void flushOut(void) {
 }
 
 static void pendAdd(int db) {
-    if (R.plen + R.elen > R.pcap) {
-        size_t cap = R.pcap ? R.pcap : 1024;
-        while (cap < R.plen + R.elen) cap *= 2;
-        R.pbuf = ir_xrealloc(R.pbuf, cap);
-        R.pcap = cap;
-    }
     if (R.nops == R.opcap) {
         R.opcap = R.opcap ? R.opcap * 2 : 8;
         R.ops = ir_xrealloc(R.ops, (size_t)R.opcap * sizeof(*R.ops));
     }
-    memcpy(R.pbuf + R.plen, R.ebuf, R.elen);
-    R.ops[R.nops++] = (pendop){db, R.plen, R.elen};
-    R.plen += R.elen;
+    R.ops[R.nops++] = (pendop){db, R.pend.len, R.enc.len};
+    irBytesPut(&R.pend, R.enc.p, R.enc.len, 1024);
 }
 
 /* The encoded command in ebuf: pending while a command runs, else at once. */
@@ -212,7 +194,7 @@ static void propagateEncoded(int db) {
     if (R.depth > 0) {
         pendAdd(db);
     } else {
-        feed(db, R.ebuf, R.elen);
+        feed(db, R.enc.p, R.enc.len);
         flushOut();
     }
 }
@@ -222,16 +204,16 @@ static void flushPending(void) {
     if (R.nops && replActive()) {
         int wrap = R.nops > 1;
         if (wrap) feed(R.ops[0].db, multi, sizeof(multi) - 1);
-        for (int i = 0; i < R.nops; i++) feed(R.ops[i].db, R.pbuf + R.ops[i].off, R.ops[i].len);
+        for (int i = 0; i < R.nops; i++) feed(R.ops[i].db, R.pend.p + R.ops[i].off, R.ops[i].len);
         if (wrap) feed(-1, exec, sizeof(exec) - 1);
         flushOut();
     }
     R.nops = 0;
-    R.plen = 0;
+    R.pend.len = 0;
 }
 
 static void encodeStrs(int argc, const ir_str *argv) {
-    R.elen = 0;
+    R.enc.len = 0;
     ebufHeader('*', (size_t)argc);
     for (int i = 0; i < argc; i++) ebufBulk(argv[i].p, argv[i].len);
 }
@@ -262,7 +244,7 @@ void replRewritePexpireat(client *c, long long when, int first) {
     char num[24];
     int n = ll2string(num, sizeof(num), when);
     int argc = 3;
-    R.elen = 0;
+    R.enc.len = 0;
     if (first) argc += c->argc - first;
     ebufHeader('*', (size_t)argc);
     ebufBulk("PEXPIREAT", 9);
@@ -288,7 +270,7 @@ void replPropagateExpired(struct ir_db *db, const char *key, size_t len) {
     if (!replActive()) return;
     ir_str argv[2] = {repl_lazy_expire ? IR_STR("UNLINK") : IR_STR("DEL"), {key, len}};
     encodeStrs(2, argv);
-    feed(db->id, R.ebuf, R.elen); /* at once, never inside a MULTI */
+    feed(db->id, R.enc.p, R.enc.len); /* at once, never inside a MULTI */
     flushOut();
 }
 
@@ -335,7 +317,7 @@ static int isWrite(const ir_command *cmd, const client *c) {
 void replCallEnd(client *c, const ir_command *cmd, replFrame *f) {
     if (replActive() && !R.prevent && strncmp(cmd->name, "replay.", 7) != 0 &&
         ((repl_cmd_dirty && isWrite(cmd, c)) || alwaysPropagated(cmd))) {
-        R.elen = 0;
+        R.enc.len = 0;
         ebufHeader('*', (size_t)c->argc);
         for (int i = 0; i < c->argc; i++) ebufBulk(c->argv[i].ptr, c->argv[i].len);
         pendAdd(c->db);
@@ -537,7 +519,7 @@ void replFreeClient(client *c) {
     }
     if (!replActive()) {
         R.nops = 0;
-        R.plen = 0;
+        R.pend.len = 0;
     }
 }
 

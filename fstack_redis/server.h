@@ -418,6 +418,16 @@ void forkedChildBegin(int keep);
  * corrupt the server: transactions, subscriptions), like Redis's zrealloc. */
 void *ir_xrealloc(void *p, size_t n);
 
+/* A growable byte buffer: len bytes at p, room for cap. irBytesPut appends,
+ * doubling the room as needed (at least `first` bytes the first time); out of
+ * memory aborts, as in ir_xrealloc. Used for the AOF's and the replication
+ * stream's encodings. */
+typedef struct ir_bytes {
+    char *p;
+    size_t len, cap;
+} ir_bytes;
+void irBytesPut(ir_bytes *b, const void *p, size_t n, size_t first);
+
 /* Logging to stderr with a timestamp, like Redis's serverLog. */
 void serverLog(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void ir_set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

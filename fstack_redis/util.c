@@ -93,6 +93,17 @@ int ir_parse_ip(const char *s, size_t len, unsigned char out[16]) {
     return 6;
 }
 
+void irBytesPut(ir_bytes *b, const void *p, size_t n, size_t first) {
+    if (b->len + n > b->cap) {
+        size_t cap = b->cap ? b->cap : first;
+        while (cap < b->len + n) cap *= 2;
+        b->p = ir_xrealloc(b->p, cap);
+        b->cap = cap;
+    }
+    if (n) memcpy(b->p + b->len, p, n);
+    b->len += n;
+}
+
 void *ir_xrealloc(void *p, size_t n) {
     void *q = realloc(p, n);
     if (!q) {
