@@ -11,11 +11,14 @@
  *           libinreplay lays it out), the slot's 16-byte record (offset,
  *           length, times sampled) and the item's B bytes in a ring of items
  *           8-byte aligned, as a ring-mode table keeps them. The slots are
- *           sorted (a stratified batch ascends), every address is known before
- *           the first load and the loads are independent, so the misses
- *           overlap as far as the machine lets them. No descent, no reply.
- *   update  the same tree path read and written back for 512 sorted random
- *           slots (a leaf and its ancestors), addresses again known in advance;
+ *           sorted (a stratified batch ascends) and every line's address is
+ *           computed before the clock starts: the timed loop only loads, each
+ *           load independent of the others, so the misses overlap as far as
+ *           the machine lets them. No descent, no reply.
+ *   tree    the tree path alone (fresh slots);
+ *   update  the tree path of 512 sorted random slots read and written back,
+ *           level by level from the leaves, each block once per run of slots
+ *           in it (as the tree's fix-up goes), addresses again computed first;
  *   pow     512 calls of libm's pow(x, 0.6), which REPLAY.UPDATE's priority
  *           transform makes (stored priorities equal pow()'s: sumtree.c).
  *
@@ -80,6 +83,65 @@ static unsigned char *region(size_t bytes) {
     return p;
 }
 
+/* The data a table of `items` items keeps, laid out as the server lays it. */
+typedef struct layout {
+    unsigned depth;
+    unsigned char *level[MAX_LEVELS + 1]; /* level d (1..depth) of the tree */
+    unsigned char *records;
+    unsigned char *arena;
+    uint64_t stride, item_bytes;
+} layout;
+
+/* The lines a draw of slot s reads, appended at a: the child block on every
+ * level, then, with `items`, the slot's record and every line of its item. */
+static size_t draw_lines(const layout *L, unsigned char **a, uint64_t s, int items) {
+    size_t n = 0;
+    for (unsigned d = 1; d <= L->depth; d++)
+        a[n++] = L->level[d] + ((s >> (3 * (L->depth - d))) & ~(uint64_t)(K - 1)) * sizeof(double);
+    if (!items) return n;
+    a[n++] = L->records + s * RECORD_BYTES;
+    for (uint64_t b = s * L->stride & ~(uint64_t)63; b < s * L->stride + L->item_bytes; b += 64)
+        a[n++] = L->arena + b;
+    return n;
+}
+
+/* 512 sorted random slots' lines */
+static size_t batch_lines(const layout *L, unsigned char **a, uint64_t items, int with_items) {
+    uint64_t slots[BATCH];
+    for (int i = 0; i < BATCH; i++) slots[i] = rnd() % items;
+    qsort(slots, BATCH, sizeof(*slots), cmp_u64);
+    size_t n = 0;
+    for (int i = 0; i < BATCH; i++) n += draw_lines(L, a + n, slots[i], with_items);
+    return n;
+}
+
+/* An update of 512 sorted random slots: each level's blocks, leaves first,
+ * a block once for a run of slots in it (as the tree's fix-up writes them). */
+static size_t update_lines(const layout *L, unsigned char **a, uint64_t items) {
+    uint64_t slots[BATCH];
+    for (int i = 0; i < BATCH; i++) slots[i] = rnd() % items;
+    qsort(slots, BATCH, sizeof(*slots), cmp_u64);
+    size_t n = 0;
+    for (unsigned d = L->depth; d >= 1; d--)
+        for (int i = 0; i < BATCH; i++) {
+            unsigned char *p =
+                L->level[d] +
+                ((slots[i] >> (3 * (L->depth - d))) & ~(uint64_t)(K - 1)) * sizeof(double);
+            if (!n || a[n - 1] != p) a[n++] = p;
+        }
+    return n;
+}
+
+static uint64_t load_all(unsigned char *const *a, size_t n) {
+    uint64_t acc = 0;
+    for (size_t i = 0; i < n; i++) acc += *a[i];
+    return acc;
+}
+
+static void bump_all(unsigned char *const *a, size_t n) {
+    for (size_t i = 0; i < n; i++) (*a[i])++;
+}
+
 static void usage(const char *argv0) {
     fprintf(stderr, "usage: %s [--items N] [--item-bytes B] [--reps R]\n", argv0);
     exit(2);
@@ -97,60 +159,40 @@ int main(int argc, char **argv) {
     }
     if (items < K || items > (1ULL << 32) || item_bytes > (1ULL << 20) || reps < 1) usage(argv[0]);
 
-    /* the tree's levels: level d (1..D) holds nodes[d-1] * K doubles */
-    unsigned depth = 1;
-    while ((items - 1) >> (3 * depth)) depth++;
-    unsigned char *level[MAX_LEVELS + 1];
-    for (unsigned d = 1; d <= depth; d++) {
-        uint64_t parents = ((items - 1) >> (3 * (depth - d + 1))) + 1;
-        level[d] = region(parents * K * sizeof(double));
+    layout L = {.item_bytes = item_bytes, .stride = (item_bytes + 7) & ~(uint64_t)7};
+    L.depth = 1; /* the smallest D with K^D >= items */
+    while ((items - 1) >> (3 * L.depth)) L.depth++;
+    for (unsigned d = 1; d <= L.depth; d++) {
+        uint64_t parents = ((items - 1) >> (3 * (L.depth - d + 1))) + 1;
+        L.level[d] = region(parents * K * sizeof(double));
     }
-    const uint64_t stride = (item_bytes + 7) & ~(uint64_t)7; /* reserveLen */
-    unsigned char *records = region(items * RECORD_BYTES);
-    unsigned char *arena = region(items * (stride ? stride : 8) + 64);
+    L.records = region(items * RECORD_BYTES);
+    L.arena = region(items * (L.stride ? L.stride : 8) + 64);
 
-    uint64_t *slots = malloc(BATCH * sizeof(*slots));
+    const size_t per_draw = MAX_LEVELS + 1 + item_bytes / 64 + 2;
+    unsigned char **a = malloc(BATCH * per_draw * sizeof(*a));
     uint64_t *ts = malloc(reps * sizeof(*ts)), *tt = malloc(reps * sizeof(*tt)),
              *tu = malloc(reps * sizeof(*tu)), *tp = malloc(reps * sizeof(*tp));
     double *x = malloc(BATCH * sizeof(*x)), *y = malloc(BATCH * sizeof(*y));
-    if (!slots || !ts || !tt || !tu || !tp || !x || !y) return 1;
+    if (!a || !ts || !tt || !tu || !tp || !x || !y) return 1;
     volatile uint64_t sink = 0;
     volatile double fsink = 0;
 
     for (size_t r = 0; r < reps + reps / 10; r++) { /* the first tenth warms up */
         const size_t at = r < reps / 10 ? 0 : r - reps / 10;
-        /* the tree path alone */
-        for (int i = 0; i < BATCH; i++) slots[i] = rnd() % items;
-        qsort(slots, BATCH, sizeof(*slots), cmp_u64);
-        uint64_t acc = 0, t0 = now_ns();
-        for (int i = 0; i < BATCH; i++)
-            for (unsigned d = 1; d <= depth; d++)
-                acc += level[d][((slots[i] >> (3 * (depth - d))) & ~(uint64_t)(K - 1)) *
-                                sizeof(double)];
+        size_t n = batch_lines(&L, a, items, 0); /* the tree path alone */
+        uint64_t t0 = now_ns();
+        sink += load_all(a, n);
         tt[at] = now_ns() - t0;
 
-        /* sample: tree path, record, item (fresh slots) */
-        for (int i = 0; i < BATCH; i++) slots[i] = rnd() % items;
-        qsort(slots, BATCH, sizeof(*slots), cmp_u64);
+        n = batch_lines(&L, a, items, 1); /* sample: tree path, record, item */
         t0 = now_ns();
-        for (int i = 0; i < BATCH; i++) {
-            const uint64_t s = slots[i];
-            for (unsigned d = 1; d <= depth; d++)
-                acc += level[d][((s >> (3 * (depth - d))) & ~(uint64_t)(K - 1)) * sizeof(double)];
-            acc += records[s * RECORD_BYTES];
-            for (uint64_t a = s * stride & ~(uint64_t)63; a < s * stride + item_bytes; a += 64)
-                acc += arena[a]; /* every line of the item */
-        }
+        sink += load_all(a, n);
         ts[at] = now_ns() - t0;
-        sink += acc;
 
-        /* update: the tree path read and written back, fresh slots */
-        for (int i = 0; i < BATCH; i++) slots[i] = rnd() % items;
-        qsort(slots, BATCH, sizeof(*slots), cmp_u64);
+        n = update_lines(&L, a, items); /* update: the tree path, read and written */
         t0 = now_ns();
-        for (int i = 0; i < BATCH; i++)
-            for (unsigned d = 1; d <= depth; d++)
-                level[d][((slots[i] >> (3 * (depth - d))) & ~(uint64_t)(K - 1)) * sizeof(double)]++;
+        bump_all(a, n);
         tu[at] = now_ns() - t0;
 
         /* 512 priorities through libm's pow */
@@ -163,8 +205,7 @@ int main(int argc, char **argv) {
     printf("{\"items\": %llu, \"item_bytes\": %llu, \"batch\": %d, \"fanout\": %d, "
            "\"depth\": %u, \"sample_us\": %.2f, \"tree_us\": %.2f, \"update_us\": %.2f, "
            "\"pow_us\": %.2f}\n",
-           (unsigned long long)items, (unsigned long long)item_bytes, BATCH, K, depth,
-           median_us(ts, reps), median_us(tt, reps),
-           median_us(tu, reps), median_us(tp, reps));
+           (unsigned long long)items, (unsigned long long)item_bytes, BATCH, K, L.depth,
+           median_us(ts, reps), median_us(tt, reps), median_us(tu, reps), median_us(tp, reps));
     return 0;
 }

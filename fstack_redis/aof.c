@@ -35,8 +35,8 @@ typedef struct aofFile {
 
 static struct {
     int state;
-    int fd;    /* the last incr file, open for appending; -1 = none */
-    int seldb; /* the database the incr file is in, -1 = none yet */
+    int fd;       /* the last incr file, open for appending; -1 = none */
+    int seldb;    /* the database the incr file is in, -1 = none yet */
     ir_bytes out; /* the stream not yet written */
     int need_fsync;
     uint64_t last_fsync_ms;
@@ -1185,11 +1185,12 @@ size_t aofInfo(const ir_server *s, char *buf, size_t len) {
                  A.rewrites, A.rw_failures, A.last_write_ok ? "ok" : "err");
     if (n < 0) return 0;
     if (A.state != AOF_OFF && (size_t)n < len) {
-        int m = snprintf(buf + n, len - (size_t)n,
-                         "aof_current_size:%llu\r\naof_base_size:%llu\r\naof_pending_rewrite:0\r\n"
-                         "aof_buffer_length:%zu\r\naof_pending_bio_fsync:0\r\n"
-                         "aof_delayed_fsync:0\r\n",
-                         (unsigned long long)A.cur_size, (unsigned long long)A.base_size, A.out.len);
+        int m =
+            snprintf(buf + n, len - (size_t)n,
+                     "aof_current_size:%llu\r\naof_base_size:%llu\r\naof_pending_rewrite:0\r\n"
+                     "aof_buffer_length:%zu\r\naof_pending_bio_fsync:0\r\n"
+                     "aof_delayed_fsync:0\r\n",
+                     (unsigned long long)A.cur_size, (unsigned long long)A.base_size, A.out.len);
         if (m > 0) n += m;
     }
     return (size_t)n;
