@@ -504,6 +504,20 @@ def test_update_stale_ids_ignored_and_counted(rp: Replay) -> None:
     assert rp.info(t)["stale_updates"] == 2
 
 
+def test_update_finds_every_live_id_after_the_ring_wraps(rp: Replay) -> None:
+    """In ring mode an id's slot is derived from the oldest live id's (one
+    division per batch): after the ring wrapped, each live id's update lands
+    on that id and on no other."""
+    t = rp.create(5, alpha=1, epsilon=0)
+    assert rp.add(t, *[(1.0, f"w{k}") for k in range(13)]) == list(range(13))  # live: 8..12
+    live = list(range(8, 13))
+    for target in live:
+        assert rp.update(t, live, [1.0 if i == target else 0.0 for i in live]) == 5
+        assert set(rp.sample(t, 64).ids.tolist()) == {target}
+    assert rp.update(t, [3, 7, 12], [1.0, 1.0, 2.0]) == 1  # 3 and 7 evicted: stale
+    assert rp.info(t)["total_priority"] == pytest.approx(2.0)
+
+
 @pytest.mark.parametrize(
     ("ids", "prios"),
     [
