@@ -127,3 +127,24 @@ def test_memcpy_and_percentiles() -> None:
     assert peers.percentiles([]) == (None, None)
     p50, p99 = peers.percentiles([float(x) for x in range(1, 101)])
     assert p50 == pytest.approx(50.5) and p99 == pytest.approx(99.01)
+
+
+def test_commit_label_ignores_what_make_bench_rewrites(tmp_path: Path) -> None:
+    """make bench rewrites README.md and docs/*.png before peers.py runs: a run of a
+    clean commit must not be labelled "+dirty" for that; a change to code must."""
+    def git(*args: str) -> None:
+        subprocess.run(["git", "-C", str(tmp_path), *args], check=True, capture_output=True)
+
+    git("init", "-q")
+    (tmp_path / "docs").mkdir()
+    for name in ("README.md", "docs/peers.png", "server.c"):
+        (tmp_path / name).write_text("v1\n")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "v1")
+    head = subprocess.run(["git", "-C", str(tmp_path), "rev-parse", "--short", "HEAD"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    (tmp_path / "README.md").write_text("v2\n")
+    (tmp_path / "docs/peers.png").write_text("v2\n")
+    assert peers._commit(tmp_path) == head
+    (tmp_path / "server.c").write_text("v2\n")
+    assert peers._commit(tmp_path) == head + "+dirty"
