@@ -154,10 +154,9 @@ def main(argv: list[str] | None = None) -> int:
     import os
     import time
 
-    from bench.latency import machine
-    from bench.peers import _commit
+    from bench.latency import commit_label, machine
 
-    doc: dict[str, Any] = {"bench": "integrations", "commit": _commit(),
+    doc: dict[str, Any] = {"bench": "integrations", "commit": commit_label(),
                            "when": time.strftime("%Y-%m-%d %H:%M:%S"), "steps": a.steps,
                            "rounds": a.rounds, "machine": machine(), "rows": []}
     t0 = time.monotonic()

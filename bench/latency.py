@@ -132,6 +132,23 @@ class StartError(BenchError):
 # --------------------------------------------------------------------------
 
 
+
+# What `make bench` itself rewrites before this benchmark runs (the README's
+# generated blocks and plots): changes there do not make the measured code "+dirty".
+BENCH_OUTPUTS = ("README.md", "docs")
+
+
+def commit_label(root: Path = ROOT) -> str:
+    """HEAD's short hash, "+dirty" when code differs from it."""
+    r = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
+                       capture_output=True, text=True, check=False)
+    dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain",
+                            "--untracked-files=no", "--", "."]
+                           + [f":(exclude){p}" for p in BENCH_OUTPUTS],
+                           capture_output=True, text=True, check=False).stdout.strip()
+    return r.stdout.strip() + ("+dirty" if dirty else "")
+
+
 def human(size: int) -> str:
     """64 -> '64 B', 4096 -> '4 KB', 28224 -> '28 KB', 13631488 -> '13 MB'."""
     for unit, scale in (("MB", MB), ("KB", KB)):
@@ -1043,6 +1060,7 @@ def run(s: Settings) -> dict[str, Any]:
         t.sampler.close()
     return {
         "bench": "latency",
+        "commit": commit_label(),
         "quick": s.quick,
         "machine": {**machine(), "loadavg_end": os.getloadavg()[0]},
         "network": nets[0] if nets else {"path": "none"},

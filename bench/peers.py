@@ -909,7 +909,7 @@ def run(s: Settings) -> dict[str, Any]:
                     log(f"[{tag}] failed: {e}")
                     if isinstance(e, lat.StartError):
                         skip.add(system)  # the same reason at every size
-    return {"bench": "peers", "quick": s.quick, "commit": _commit(),
+    return {"bench": "peers", "quick": s.quick, "commit": lat.commit_label(),
             "machine": {**lat.machine(), "loadavg_start": load_start,
                         "loadavg_end": os.getloadavg()[0]},
             "network": net_info, "pinning": {"server": pin.server, "client": pin.client},
@@ -954,21 +954,6 @@ def run_networked(s: Settings, system: str, net: lat.Network, pin: lat.Pinning, 
                                       learner)
     finally:
         server.stop()
-
-
-# What `make bench` itself rewrites before this benchmark runs (the README's
-# generated blocks and plots): changes there do not make the measured code "+dirty".
-BENCH_OUTPUTS = ("README.md", "docs")
-
-
-def _commit(root: Path = ROOT) -> str:
-    r = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
-                       capture_output=True, text=True, check=False)
-    dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain",
-                            "--untracked-files=no", "--", "."]
-                           + [f":(exclude){p}" for p in BENCH_OUTPUTS],
-                           capture_output=True, text=True, check=False).stdout.strip()
-    return r.stdout.strip() + ("+dirty" if dirty else "")
 
 
 def table(doc: dict[str, Any]) -> str:

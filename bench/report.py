@@ -1104,6 +1104,12 @@ def server_times(doc: dict[str, Any] | None) -> dict[tuple[str, str, int, str], 
     return out
 
 
+def _prev_run(prev: dict[str, Any]) -> str:
+    """Which run the bracketed figures come from: its commit, when the JSON records it."""
+    c = prev.get("commit")
+    return f"commit {c}" if c else "a run that recorded no commit"
+
+
 def server_time_section(doc: dict[str, Any], prev: dict[str, Any] | None) -> str:
     """Per-command server time (µs per call, INFO commandstats over the timed requests of
     one connection, shared path), this run beside the previous run's figure."""
@@ -1114,7 +1120,8 @@ def server_time_section(doc: dict[str, Any], prev: dict[str, Any] | None) -> str
                 "INFO commandstats).*")
     out = ["Server time per command (µs per call from INFO commandstats over the timed "
            "requests, one connection): this run, and in brackets the previous run's "
-           + ("(from the JSON make bench kept)." if prev else "(none kept: first run here)."),
+           + (f"({_prev_run(prev)}, from the JSON make bench kept)." if prev
+              else "(none kept: first run here)."),
            "", "| system | path | MTU | " + " | ".join(SERVER_TIME_WORKLOADS) + " |",
            "|---|---|---|" + "---|" * len(SERVER_TIME_WORKLOADS)]
     for sysname, path, mtu in keys:

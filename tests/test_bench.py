@@ -515,3 +515,20 @@ def test_server_time_verdicts_beside_the_floor() -> None:
     del doc["floor"]
     text = report.server_sample_section(doc)
     assert "61.0 µs\n" in text and "memfloor" not in text
+
+
+def test_server_time_names_the_run_its_brackets_come_from() -> None:
+    """The bracketed figures are the previous run's: the block names its commit (or says
+    the JSON recorded none), so an old run's numbers are not read as the last commit's."""
+    def doc(us: float, commit: str | None) -> dict[str, Any]:
+        d: dict[str, Any] = {"latency": [{"system": "kernel", "path": "shared", "mtu": 1500,
+                                          "workload": "PING", "server_us": us}]}
+        if commit:
+            d["commit"] = commit
+        return d
+
+    text = report.server_time_section(doc(0.21, "abc1234"), doc(0.19, "0123abc"))
+    assert "commit 0123abc" in text and "0.21 (0.19)" in text
+    assert "a run that recorded no commit" in report.server_time_section(
+        doc(0.21, "abc1234"), doc(0.19, None))
+    assert "none kept" in report.server_time_section(doc(0.21, "abc1234"), None)

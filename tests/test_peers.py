@@ -145,6 +145,6 @@ def test_commit_label_ignores_what_make_bench_rewrites(tmp_path: Path) -> None:
                           capture_output=True, text=True, check=True).stdout.strip()
     (tmp_path / "README.md").write_text("v2\n")
     (tmp_path / "docs/peers.png").write_text("v2\n")
-    assert peers._commit(tmp_path) == head
+    assert peers.lat.commit_label(tmp_path) == head
     (tmp_path / "server.c").write_text("v2\n")
-    assert peers._commit(tmp_path) == head + "+dirty"
+    assert peers.lat.commit_label(tmp_path) == head + "+dirty"
