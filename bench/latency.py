@@ -132,7 +132,6 @@ class StartError(BenchError):
 # --------------------------------------------------------------------------
 
 
-
 # What `make bench` itself rewrites before this benchmark runs (the README's
 # generated blocks and plots): changes there do not make the measured code "+dirty".
 BENCH_OUTPUTS = ("README.md", "docs")
