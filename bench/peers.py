@@ -574,14 +574,26 @@ class Children:
 
     def __init__(self) -> None:
         self.procs: list[subprocess.Popen[str]] = []
+        self.errs: dict[int, Any] = {}
 
     def start(self, argv: list[str], env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+        # stderr goes to a file, never a pipe read only at the end: a child that logs a lot
+        # (Reverb's TrajectoryWriter warns on every flush) would fill the pipe's 64 KB and
+        # block in write(), and the benchmark would measure that stall, not the system
+        err = tempfile.TemporaryFile("w+")
         p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True,
+                             stderr=err, text=True,
                              env=env, cwd=ROOT, start_new_session=True,
                              preexec_fn=lat._die_with_parent)
         self.procs.append(p)
+        self.errs[p.pid] = err
         return p
+
+    def stderr_tail(self, p: subprocess.Popen[str], default: str = "") -> str:
+        """The last line the child wrote to stderr."""
+        f = self.errs[p.pid]
+        f.seek(0)
+        return (f.read().strip().splitlines() or [default])[-1]
 
     def go(self, procs: list[subprocess.Popen[str]], seconds: float,
            timeout: float = 300.0) -> tuple[float, float]:
@@ -596,9 +608,7 @@ class Children:
             t.start()
             t.join(max(0.0, deadline - time.monotonic()))
             if not got or not got[0].startswith('{"ready"'):
-                err = ""
-                if p.poll() is not None and p.stderr is not None:
-                    err = (p.stderr.read().strip().splitlines() or [""])[-1]
+                err = self.stderr_tail(p) if p.poll() is not None else ""
                 raise lat.BenchError(f"a child was not ready within {timeout:.0f} s "
                                      f"(exit {p.poll()}): {err or (got[0][:200] if got else '')}")
         start_at = time.time() + 0.3
@@ -611,15 +621,15 @@ class Children:
 
     def result(self, p: subprocess.Popen[str], timeout: float) -> dict[str, Any]:
         try:
-            out, err = p.communicate(timeout=timeout)
+            out, _ = p.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
             p.kill()
-            out, err = p.communicate()
+            p.communicate()
             raise lat.BenchError(f"{p.args[1] if isinstance(p.args, list) else p.args} "
                                  f"timed out after {timeout:.0f} s") from None
         lines = [x for x in out.splitlines() if x.startswith("{")]
         if p.returncode != 0 or not lines:
-            tail = (err.strip().splitlines() or ["no output"])[-1]
+            tail = self.stderr_tail(p, "no output")
             raise lat.BenchError(f"a child exited {p.returncode}: {tail}")
         return json.loads(lines[-1])
 
@@ -634,6 +644,8 @@ class Children:
                     with contextlib.suppress(ProcessLookupError):
                         os.killpg(p.pid, 9)
                     p.wait()
+        for f in self.errs.values():
+            f.close()
 
 
 def _taskset(core: int | None) -> list[str]:
