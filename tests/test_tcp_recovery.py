@@ -16,11 +16,14 @@ patched stack takes) and still below what lwIP 2.1 takes without the patch:
           round trip
     0004  a lost last segment of a reply is resent by a tail-loss probe after
           2 SRTT (at least 10 ms), not after the RTO (40-60 ms at its floor)
+    0005  an ACK that acknowledges new data also updates the send window, so a
+          client that uploads while its own receive window is closed keeps getting
+          ACKs on a lossy path, not none for seconds to minutes
 
 To see a test fail without its patch, build lwIP without it and point pyctl at that
 library:
 
-    meson setup build-nopatch -Dlwip_skip_patches=0001,0002,0003,0004 -Dtests=false
+    meson setup build-nopatch -Dlwip_skip_patches=0001,0002,0003,0004,0005 -Dtests=false
     meson compile -C build-nopatch
     INREPLAY_LIB=build-nopatch/libinreplay.so python3 -m pytest tests/test_tcp_recovery.py
 """
@@ -231,6 +234,46 @@ def test_lost_tail_segment_is_probed_before_the_rto(app: Appliance) -> None:
     extra_ms = (min(lossy) - clean) * 1000
     assert extra_ms < 30, (f"a lost last segment cost {extra_ms:.1f} ms over a loss-free GET "
                            f"({[round(x * 1000, 1) for x in lossy]} ms; the RTO is 40 ms or more)")
+
+
+def test_a_reader_that_does_not_read_still_gets_its_upload_acked(app: Appliance) -> None:
+    """0005: a client that pipelines a 13 MB SET behind a GET of 13 MB and reads
+    nothing until it has sent it all (a full receive buffer, so its window closes
+    while it sends), on a path that loses 1% of frames. The client's resent old
+    segments carry its newest ACK and a smaller window; lwIP took the ACK but not the
+    window, so its usable window (lastack + snd_wnd) ran past the client's. It sent
+    beyond it, the client dropped those segments and then every pure ACK of lwIP's
+    too (their sequence number, snd_nxt, was out of its window: RFC 9293 3.10.7.4),
+    and the client's upload waited seconds to minutes for an ACK (1 in 5-30 tries;
+    make test's test_pinned hit it). Forty tries, each upload bounded."""
+    n = 13 * 1024 * 1024
+    value = bytes(range(256)) * (n // 256)
+    with app.connect() as s:
+        s.sendall(command(b"SET", b"blob", value))
+        assert read_reply(s, 5) == b"+OK\r\n"
+    request = command(b"GET", b"blob") + command(b"SET", b"up", value) + command(b"PING")
+    replies = len(b"$%d\r\n" % n) + n + 2 + len(b"+OK\r\n+PONG\r\n")
+    sends = []
+    app.impair("loss=1%")
+    try:
+        for _ in range(40):
+            with socket.socket() as s:
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
+                s.settimeout(20)
+                s.connect((app.host, PORT))
+                s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                t0 = time.perf_counter()
+                try:
+                    s.sendall(request)
+                except TimeoutError:
+                    pytest.fail(f"an upload got no ACK for 20 s (after {len(sends)} "
+                                f"that took at most {max(sends, default=0):.2f} s)")
+                sends.append(time.perf_counter() - t0)
+                got = read_reply(s, replies)
+                assert got.endswith(b"+OK\r\n+PONG\r\n") and got[-30:-14] == value[-16:]
+    finally:
+        app.impair("")
+    assert max(sends) < 5.0, f"uploads took up to {max(sends):.2f} s: {sorted(sends)[-5:]}"
 
 
 @pytest.mark.skipif("INREPLAY_LIB" in os.environ, reason="an A/B library: its own patch set")
