@@ -88,8 +88,14 @@ class Appliance:
         return tuple(after[d]["dropped"] - before[d]["dropped"]  # type: ignore[index,return-value]
                      for d in ("ab", "ba"))
 
-    def connect(self, timeout: float = 10) -> socket.socket:
-        s = socket.create_connection((self.host, PORT), timeout=timeout)
+    def connect(self, timeout: float = 10, rcvbuf: int | None = None) -> socket.socket:
+        """A TCP_NODELAY connection; rcvbuf: a receive buffer set before the handshake
+        (its window scale is fixed there)."""
+        s = socket.socket()
+        s.settimeout(timeout)
+        if rcvbuf is not None:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+        s.connect((self.host, PORT))
         s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         return s
 
@@ -257,11 +263,7 @@ def test_a_reader_that_does_not_read_still_gets_its_upload_acked(app: Appliance)
     app.impair("loss=1%")
     try:
         for _ in range(40):
-            with socket.socket() as s:
-                s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
-                s.settimeout(20)
-                s.connect((app.host, PORT))
-                s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            with app.connect(timeout=20, rcvbuf=64 * 1024) as s:
                 t0 = time.perf_counter()
                 try:
                     s.sendall(request)
