@@ -133,21 +133,30 @@ class TorchRL:
         idx = t.arange(self.cap)
         self.storage.set(idx, t.zeros(self.cap, dtype=t.uint8))
         self.sampler.extend(idx)
-        self.sampler.update_priority(idx, t.from_numpy(raw))
+        self.sampler.update_priority(idx, self.priorities(raw))
+
+    @staticmethod
+    def priorities(raw: np.ndarray) -> Any:
+        """raw as the sampler takes it: its trees are float32 (PrioritizedSampler's default
+        dtype) and it refuses a float64 tensor ("expected scalar type Float but found
+        Double"), which every `make bench` before this fix reported as "failed to set up"."""
+        import torch
+
+        return torch.from_numpy(np.ascontiguousarray(raw, dtype=np.float32))
 
     def insert(self, raw: np.ndarray) -> None:
         t = self.torch
         idx = (self.head + t.arange(BATCH)) % self.cap
         self.head = (self.head + BATCH) % self.cap
         self.sampler.extend(idx)
-        self.sampler.update_priority(idx, t.from_numpy(raw))
+        self.sampler.update_priority(idx, self.priorities(raw))
 
     def sample(self) -> Any:
         idx, _info = self.sampler.sample(self.storage, BATCH)  # _info["_weight"]: weights
         return idx
 
     def update(self, idx: Any, raw: np.ndarray) -> None:
-        self.sampler.update_priority(idx, self.torch.from_numpy(raw))
+        self.sampler.update_priority(idx, self.priorities(raw))
 
 
 class NumpyRef:
