@@ -1178,12 +1178,14 @@ def _split(r: dict[str, Any], rows: list[dict[str, Any]] | None = None) -> str:
 
 
 def _peers_load(m: dict[str, Any]) -> str:
-    """The run's load averages, which include its own servers, actors and learner (a
-    start above 1 on this 2-core machine means other work was running)."""
+    """The run's load averages, which include its own servers, actors and learner. The
+    start is a 1-minute average: above 1 on this 2-core machine, something ran in the
+    minute before (in `make bench`, the step before this one) and may still be running."""
     end = f"{m.get('loadavg_end', 0):.1f} at the end, the run's own processes included"
     if m.get("loadavg_start") is None:
         return f"load average {end}"
-    busy = " (other work was running)" if m["loadavg_start"] > 1.0 else ""
+    busy = (" (a 1-minute average: it counts the minute before the run, in `make bench` "
+            "the step before this one)") if m["loadavg_start"] > 1.0 else ""
     return f"load average {m['loadavg_start']:.1f} at the start{busy} and {end}"
 
 
