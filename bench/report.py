@@ -242,7 +242,9 @@ def context_lines(*docs: dict[str, Any]) -> list[str]:
     out = ["", path]
     if loads:
         out += ["", f"Load average during the runs: {min(loads):.1f} to {max(loads):.1f} on "
-                    f"{doc['machine'].get('cpus', '?')} cores (other work shared them)."]
+                    f"{doc['machine'].get('cpus', '?')} cores (1-minute averages: the "
+                    "benchmark's own server, spinning when it busy-polls, and client count "
+                    "in them)."]
     missing = [f"- {what} ({d.get('bench', '?')}): not measured: {err.splitlines()[0]}"
                for d in docs for what, err in d.get("errors", {}).items()]
     if missing:

@@ -532,3 +532,11 @@ def test_server_time_names_the_run_its_brackets_come_from() -> None:
     assert "a run that recorded no commit" in report.server_time_section(
         doc(0.21, "abc1234"), doc(0.19, None))
     assert "none kept" in report.server_time_section(doc(0.21, "abc1234"), None)
+
+
+def test_load_line_does_not_blame_other_work() -> None:
+    # The latency benchmark's own busy-polling server spins a core: a load average of
+    # 1.6 on a quiet machine once read "other work shared them".
+    doc = {"machine": {"cpus": 2, "loadavg_start": 1.6, "loadavg_end": 1.6}, "network": {}}
+    text = "\n".join(report.context_lines(doc))
+    assert "other work" not in text and "busy-polls" in text, text
