@@ -760,13 +760,14 @@ def run_reverb(s: Settings, net: lat.Network, pin: lat.Pinning, item_bytes: int
         ch.close()
 
 
-def torchrl_python() -> str:
+def torchrl_python(make: bool = True) -> str | None:
     """A Python whose TorchRL loads its C++ extension (PrioritizedSampler needs it).
 
     TorchRL 0.14.1's _torchrl.so is built against torch 2.14 and does not load with the
     project's torch 2.13.0 (undefined symbol torch::autograd::_wrap_outputs), so TorchRL
     runs in build/peers-venv-torchrl: the system site-packages (torchrl, tensordict, this
-    project's modules) with torch 2.14.1 in front of them."""
+    project's modules) with torch 2.14.1 in front of them. make=False: None rather than
+    making that venv (a 700 MB download)."""
     probe = ["-c", "from torchrl._torchrl import SumSegmentTreeFp32"]
     if subprocess.run([sys.executable, *probe], capture_output=True, check=False,
                       timeout=300).returncode == 0:
@@ -774,6 +775,8 @@ def torchrl_python() -> str:
     py = VENV_TORCHRL / "bin" / "python"
     if not py.exists() or subprocess.run([str(py), *probe], capture_output=True, check=False,
                                          timeout=300).returncode != 0:
+        if not make:
+            return None
         log(f"making {VENV_TORCHRL} (torch {TORCHRL_TORCH} for TorchRL's extension)")
         for cmd in ([sys.executable, "-m", "venv", "--system-site-packages", str(VENV_TORCHRL)],
                     [str(py), "-m", "pip", "install", "-q", f"torch=={TORCHRL_TORCH}"]):

@@ -30,19 +30,8 @@ def test_torchrl_priorities_are_float32() -> None:
     assert np.allclose(t.numpy(), raw, rtol=1e-6)
 
 
-def _torchrl_python() -> str | None:
-    """A Python whose TorchRL loads its C++ extension, without making one (bench/peers.py
-    makes build/peers-venv-torchrl on a bench's first use: a 700 MB download)."""
-    probe = ["-c", "from torchrl._torchrl import SumSegmentTreeFp32"]
-    for py in (Path(sys.executable), peers.VENV_TORCHRL / "bin" / "python"):
-        if py.exists() and subprocess.run([str(py), *probe], capture_output=True,
-                                          check=False, timeout=300).returncode == 0:
-            return str(py)
-    return None
-
-
 def test_torchrl_row_is_measured(tmp_path: Path) -> None:
-    py = _torchrl_python()
+    py = peers.torchrl_python(make=False)  # the venv is make bench's, not make test's
     if py is None:
         pytest.skip("no Python here loads TorchRL's extension (make bench makes "
                     "build/peers-venv-torchrl)")
