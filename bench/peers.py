@@ -760,30 +760,36 @@ def run_reverb(s: Settings, net: lat.Network, pin: lat.Pinning, item_bytes: int
         ch.close()
 
 
-def torchrl_python(make: bool = True) -> str | None:
-    """A Python whose TorchRL loads its C++ extension (PrioritizedSampler needs it).
+def find_torchrl_python() -> str | None:
+    """A Python here whose TorchRL loads its C++ extension (PrioritizedSampler needs it):
+    this one, or build/peers-venv-torchrl's; None when neither does.
 
     TorchRL 0.14.1's _torchrl.so is built against torch 2.14 and does not load with the
     project's torch 2.13.0 (undefined symbol torch::autograd::_wrap_outputs), so TorchRL
     runs in build/peers-venv-torchrl: the system site-packages (torchrl, tensordict, this
-    project's modules) with torch 2.14.1 in front of them. make=False: None rather than
-    making that venv (a 700 MB download)."""
+    project's modules) with torch 2.14.1 in front of them."""
     probe = ["-c", "from torchrl._torchrl import SumSegmentTreeFp32"]
-    if subprocess.run([sys.executable, *probe], capture_output=True, check=False,
-                      timeout=300).returncode == 0:
-        return sys.executable
+    for py in (sys.executable, str(VENV_TORCHRL / "bin" / "python")):
+        if Path(py).exists() and subprocess.run([py, *probe], capture_output=True,
+                                                check=False, timeout=300).returncode == 0:
+            return py
+    return None
+
+
+def torchrl_python() -> str:
+    """find_torchrl_python(), making build/peers-venv-torchrl (a 700 MB download) when
+    there is none."""
+    found = find_torchrl_python()
+    if found is not None:
+        return found
     py = VENV_TORCHRL / "bin" / "python"
-    if not py.exists() or subprocess.run([str(py), *probe], capture_output=True, check=False,
-                                         timeout=300).returncode != 0:
-        if not make:
-            return None
-        log(f"making {VENV_TORCHRL} (torch {TORCHRL_TORCH} for TorchRL's extension)")
-        for cmd in ([sys.executable, "-m", "venv", "--system-site-packages", str(VENV_TORCHRL)],
-                    [str(py), "-m", "pip", "install", "-q", f"torch=={TORCHRL_TORCH}"]):
-            r = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=3600)
-            if r.returncode != 0:
-                raise lat.BenchError(f"{' '.join(cmd[:4])} failed: "
-                                     f"{(r.stderr.strip().splitlines() or ['?'])[-1]}")
+    log(f"making {VENV_TORCHRL} (torch {TORCHRL_TORCH} for TorchRL's extension)")
+    for cmd in ([sys.executable, "-m", "venv", "--system-site-packages", str(VENV_TORCHRL)],
+                [str(py), "-m", "pip", "install", "-q", f"torch=={TORCHRL_TORCH}"]):
+        r = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=3600)
+        if r.returncode != 0:
+            raise lat.BenchError(f"{' '.join(cmd[:4])} failed: "
+                                 f"{(r.stderr.strip().splitlines() or ['?'])[-1]}")
     return str(py)
 
 

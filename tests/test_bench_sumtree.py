@@ -31,7 +31,7 @@ def test_torchrl_priorities_are_float32() -> None:
 
 
 def test_torchrl_row_is_measured(tmp_path: Path) -> None:
-    py = peers.torchrl_python(make=False)  # the venv is make bench's, not make test's
+    py = peers.find_torchrl_python()  # the venv is make bench's, not make test's
     if py is None:
         pytest.skip("no Python here loads TorchRL's extension (make bench makes "
                     "build/peers-venv-torchrl)")
