@@ -1285,6 +1285,11 @@ def peers_section(doc: dict[str, Any]) -> str:
             mine = (f"; the client's own CPU for it is {512 * 28224 / per_cpu:,.0f} µs "
                     f"({512 * 28224 / per_cpu / copy_us:.1f}x the copy: recv_into the array, "
                     f"the client's loopback measure above)" if per_cpu else "")
+            idle = (doc.get("client") or {}).get("sample_512x28KB_out_MBps")
+            if idle:  # the control: the same sample with no actors sharing the machine
+                mine += (f"; with no actors running, the same sample on loopback takes "
+                         f"{512 * 28224 / idle:,.0f} µs ({512 * 28224 / idle / copy_us:.1f}x "
+                         f"the copy)")
             why = (f"; one copy of the 14.5 MB takes {copy_us:,.0f} µs here{mine}, and the "
                    f"server spends about {srv:,.0f} µs of CPU per 512 items moved "
                    f"(inreplay-kernel); the rest of the p50 is the bytes' other copies on the "
