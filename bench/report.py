@@ -1018,6 +1018,14 @@ def server_sample_section(doc: dict[str, Any]) -> str:
                   f"takes {fu:.1f} µs and its {f0['batch']} libm pow() calls {fp:.1f} µs. The "
                   f"goals are {SAMPLE_GOAL_US / fs:.2f}× and {UPDATE_GOAL_US / (fu + fp):.2f}× "
                   f"that floor; the server takes {best / fs:.2f}× and {upd / (fu + fp):.2f}×."]
+        below = [what for what, x in (("SAMPLE", best / fs), ("UPDATE", upd / (fu + fp)))
+                 if x < 1]
+        if below:  # an estimate the server beats is no bound: say so rather than imply one
+            verb = "beats" if len(below) == 1 else "beat"
+            lines[-1] += (f" The server's {' and '.join(below)} {verb}"
+                          f" this estimate here, so on this machine it is not a lower bound: its "
+                          f"loads are plain loads in draw order, the server's descent prefetches "
+                          f"a chunk of draws level by level.")
     lines += ["", f"Load average at the end: {doc['machine']['loadavg_end']:.1f} on "
               f"{doc['machine']['cpus']} cores (commandstats times stretch when other work "
               "shares the server's core).", "", machine_line(doc)]

@@ -511,6 +511,13 @@ def test_server_time_verdicts_beside_the_floor() -> None:
             in text)
     assert "UPDATE 512 ≤ 15 µs: 36.0 µs; this machine's floor for the same work is 28.0 µs" in text
     assert "The goals are 0.83× and 0.54× that floor; the server takes 2.03× and 1.29×." in text
+    assert "not a lower bound" not in text
+    # a server faster than the estimate: the text says the estimate bounds nothing here
+    for f in floor:
+        f["sample_us"] = 62.0
+    text = report.server_sample_section(doc)
+    assert "the server takes 0.98× and 1.29×. The server's SAMPLE beats this estimate" in text
+    assert "on this machine it is not a lower bound" in text
     # a run without the floor (an older JSON) still renders its verdicts
     del doc["floor"]
     text = report.server_sample_section(doc)
