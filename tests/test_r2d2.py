@@ -25,6 +25,7 @@ from actors.r2d2 import (
     RecurrentQNet,
     SequenceStreamWriter,
     SequenceWriter,
+    StepPolicy,
     inverse_value_rescale,
     make_env,
     mixed_priority,
@@ -435,6 +436,37 @@ def test_stream_writer_stores_steps_once_and_samples_back_the_packed_sequences(
         r.close()
     after = chunk_stats(r)
     assert after["chunks"] == base["chunks"]
+
+
+def test_step_policy_acts_as_the_torch_network_does() -> None:
+    """The actors' NumPy step gives the module's Q and (h, c) over a 200-step episode,
+    before and after new weights are loaded (as an actor does on a parameter pull)."""
+    torch.manual_seed(3)
+    net = RecurrentQNet(2, 2, 64).eval()
+    policy = StepPolicy(net)
+    rng = np.random.default_rng(0)
+    for phase in range(2):
+        state = net.initial_state(1)
+        mine = policy.initial_state()
+        assert all(x.dtype == np.float32 and x.shape == (64,) and not x.any() for x in mine)
+        for _ in range(200):
+            obs = rng.standard_normal(2).astype(np.float32)
+            prev = int(rng.integers(2))
+            with torch.inference_mode():
+                q, state = net(torch.from_numpy(obs)[None, None], torch.tensor([[prev]]), state)
+            q_np, mine = policy.step(obs, prev, mine)
+            assert q_np.dtype == np.float32 and q_np.shape == (2,)
+            np.testing.assert_allclose(q_np, q[0, 0].numpy(), rtol=0, atol=1e-5)
+            np.testing.assert_allclose(mine[0], state[0][0].numpy(), rtol=0, atol=1e-5)
+            np.testing.assert_allclose(mine[1], state[1][0].numpy(), rtol=0, atol=1e-5)
+        if phase == 0:  # new parameters: the copy follows only after load()
+            with torch.no_grad():
+                for prm in net.parameters():
+                    prm.add_(0.1 * torch.randn_like(prm))
+            stale, _ = policy.step(obs, prev, mine)
+            policy.load(net)
+            fresh, _ = policy.step(obs, prev, mine)
+            assert not np.allclose(stale, fresh)
 
 
 def test_masked_cartpole_hides_the_velocities() -> None:
