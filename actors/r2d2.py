@@ -13,7 +13,8 @@ Recurrent Replay Distributed DQN (Kapturowski et al. 2019), read top to bottom:
 2. :class:`MaskVelocity`: CartPole's observation without the two velocities (cart
    position and pole angle only): a feed-forward Q-network sees no motion, so the
    agent must remember (the usual memory check).
-3. :class:`RecurrentQNet`: an LSTM Q-network fed the observation and the previous action.
+3. :class:`RecurrentQNet`: an LSTM Q-network fed the observation and the previous action;
+   :class:`StepPolicy`: its one step in NumPy, which the actors and the evaluation act with.
 4. :class:`SequenceStreamWriter`: steps in, each appended once to the actor's episode
    stream on the appliance, and an item per fixed-length sequence referencing its
    steps (overlapping sequences share them) and the recurrent state the actor had at
