@@ -1293,7 +1293,7 @@ def peers_section(doc: dict[str, Any]) -> str:
             mine = (f"; the client's own CPU for it is {512 * 28224 / per_cpu:,.0f} µs "
                     f"({512 * 28224 / per_cpu / copy_us:.1f}x the copy: recv_into the array, "
                     f"the client's loopback measure above)" if per_cpu else "")
-            idle = (doc.get("client") or {}).get("sample_512x28KB_out_MBps")
+            idle = cl.get("sample_512x28KB_out_MBps")
             if idle:  # the control: the same sample with no actors sharing the machine
                 mine += (f"; with no actors running, the same sample on loopback takes "
                          f"{512 * 28224 / idle:,.0f} µs ({512 * 28224 / idle / copy_us:.1f}x "
