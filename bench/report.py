@@ -1023,9 +1023,7 @@ def server_sample_section(doc: dict[str, Any]) -> str:
         if below:  # an estimate the server beats is no bound: say so rather than imply one
             verb = "beats" if len(below) == 1 else "beat"
             lines[-1] += (f" The server's {' and '.join(below)} {verb}"
-                          f" this estimate here, so on this machine it is not a lower bound: its "
-                          f"loads are plain loads in draw order, the server's descent prefetches "
-                          f"a chunk of draws level by level.")
+                          f" this estimate here, so on this machine it is not a lower bound.")
     lines += ["", f"Load average at the end: {doc['machine']['loadavg_end']:.1f} on "
               f"{doc['machine']['cpus']} cores (commandstats times stretch when other work "
               "shares the server's core).", "", machine_line(doc)]
