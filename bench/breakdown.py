@@ -176,7 +176,9 @@ def measure_one(conn: Conn, prefix: str, w: Workload, mtu: int, seconds: float,
     server_side = {
         "driver RX (rx_burst, af_packet ring)": per_req("cycles_rx"),
         "lwIP input (IP, TCP) and timers": per_req("cycles_stack"),
-        "parse and bookkeeping (RESP parser, dispatch)": inp - ex - (rep - reply_outside),
+        # never below zero, but the subtraction can leave -1e-13 when the reply was outside
+        "parse and bookkeeping (RESP parser, dispatch)":
+            max(0.0, inp - ex - (rep - reply_outside)),
         f"execute ({cmd})": ex,
         "reply (RESP encoding, lwIP tcp_write/output)": rep,
         "lwIP event delivery around the upcalls":

@@ -743,6 +743,8 @@ def stage_table(run: Row) -> list[str]:
     rtt = run["rtt_mean_us"]
     out = ["| stage | µs | share of the mean round trip |", "|---|---|---|"]
     for name, v in run["stages_us"].items():
+        # a stage computed as a difference can be -1e-13 (floating point): no "-0.00"
+        v = round(v, 2) + 0.0
         out.append(f"| {name} | {v:.2f} | {v / rtt * 100:.0f}% |")
     out.append(f"| **in the appliance's loop** | **{run['appliance_us']:.2f}** | "
                f"{run['appliance_us'] / rtt * 100:.0f}% |")

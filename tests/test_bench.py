@@ -333,6 +333,18 @@ def test_not_met_goal_gets_its_breakdown() -> None:
     assert "no breakdown of `GET 1 MB` in this run" in text
 
 
+def test_stage_table_prints_no_negative_zero() -> None:
+    # GET 13 MB at 2026-11-29's run: parse = input - execute - (reply - reply outside) came
+    # out as -4.5e-13 and the table read "-0.00 | -0%"
+    run = _breakdown_run("GET 13 MB", 1500, tx=53403.4, event=565.6, outside=6505.9)
+    run["stages_us"]["parse and bookkeeping (RESP parser, dispatch)"] = -4.547e-13
+    row = next(line for line in report.stage_table(run) if line.startswith("| parse"))
+    assert row == "| parse and bookkeeping (RESP parser, dispatch) | 0.00 | 0% |"
+    run["stages_us"]["driver RX (rx_burst, af_packet ring)"] = -0.5  # a real one shows
+    assert "| driver RX (rx_burst, af_packet ring) | -0.50 |" in "\n".join(
+        report.stage_table(run))
+
+
 def test_explain_says_when_one_stage_cannot_close_the_gap() -> None:
     g = report.Goal("x", False, "", 9000, "GET 1 MB", dpdk_us=1000.0, target_us=100.0)
     run = _breakdown_run("GET 1 MB", 9000, tx=400, event=300, outside=297)  # 1000 µs
