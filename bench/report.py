@@ -1243,8 +1243,11 @@ def peers_section(doc: dict[str, Any]) -> str:
         out.append(f"\nNot measured — {k}: {v.splitlines()[0][:300]}")
     cl = doc.get("client") or {}
     if cl:
+        how = (f"interleaved in one run, in blocks of {cl['block_s']:g} s per path, each "
+               f"timed in its steady state as a caller repeating it sees it"
+               if cl.get("block_s") else "interleaved in one run")
         out += ["", f"The client's own path (ReplayClient against {cl.get('system')} on "
-                    f"{cl.get('path')}, interleaved in one run): add of 50 × 28 KB "
+                    f"{cl.get('path')}, {how}): add of 50 × 28 KB "
                     f"{cl.get('add_50x28KB_MBps', 0):,.0f} MB/s (the same request through "
                     f"redis-py's execute_command, the path add took before: "
                     f"{cl.get('add_50x28KB_redispy_MBps', 0):,.0f} MB/s); sample(out=) of "

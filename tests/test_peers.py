@@ -80,6 +80,15 @@ def test_goals_pass_then_each_turns_not_met_one_step_over() -> None:
     assert "the client's own CPU allows 3,000 MB/s" in text
 
 
+def test_client_line_says_how_the_paths_were_timed() -> None:
+    doc = _doc()
+    assert "on loopback, interleaved in one run): add" in report.peers_section(doc)
+    doc["client"]["block_s"] = 0.25  # bench/peers.py from 2026-11-29 on
+    assert ("on loopback, interleaved in one run, in blocks of 0.25 s per path, each timed in "
+            "its steady state as a caller repeating it sees it): add of 50 × 28 KB 1,200 MB/s"
+            in report.peers_section(doc))
+
+
 def test_missing_reverb_is_not_measured_rather_than_passed() -> None:
     doc = _doc()
     doc["rows"] = [r for r in doc["rows"] if r["system"] != "reverb"]
@@ -122,6 +131,7 @@ def test_short_real_run_on_loopback(tmp_path: Path) -> None:
     assert got["cpprb"]["server_cpu_us_per_item"] is None  # no server process
     assert doc["memcpy_gbps"] > 0.1
     assert doc["client"]["add_50x28KB_MBps"] > 0 and doc["client"]["path"] == "loopback"
+    assert doc["client"]["block_s"] == peers.MICRO_BLOCK_S  # timed in blocks per path
 
 
 def test_memcpy_and_percentiles() -> None:
