@@ -16,6 +16,9 @@
  *           load independent of the others, so the misses overlap as far as
  *           the machine lets them. No descent, no reply.
  *   tree    the tree path alone (fresh slots);
+ *   items   the items' own lines alone (fresh slots): what any server that copies
+ *           512 items of a table this size out of memory must load, whatever
+ *           its index;
  *   update  the tree path of 512 sorted random slots read and written back,
  *           level by level from the leaves, each block once per run of slots
  *           in it (as the tree's fix-up goes), addresses again computed first;
@@ -29,7 +32,7 @@
  *     memfloor [--items N] [--item-bytes B] [--reps R]
  *
  * prints one JSON object: {"items", "item_bytes", "batch", "fanout", "depth",
- * "sample_us", "tree_us", "update_us", "pow_us"}.
+ * "sample_us", "tree_us", "items_us", "update_us", "pow_us"}.
  * bench/server_time.py runs it and bench/report.py prints it beside item 4's
  * verdicts. */
 #include <math.h>
@@ -92,26 +95,31 @@ typedef struct layout {
     uint64_t stride, item_bytes;
 } layout;
 
-/* The lines a draw of slot s reads, appended at a: the child block on every
- * level, then, with `items`, the slot's record and every line of its item. */
-static size_t draw_lines(const layout *L, unsigned char **a, uint64_t s, int items) {
+enum { TREE = 1, RECORD = 2, ITEM = 4 }; /* the parts of a draw's lines */
+
+/* The lines a draw of slot s reads, appended at a: the parts in `what`, in the
+ * order a draw reads them: the child block on every level, the slot's record,
+ * every line of its item. */
+static size_t draw_lines(const layout *L, unsigned char **a, uint64_t s, int what) {
     size_t n = 0;
-    for (unsigned d = 1; d <= L->depth; d++)
-        a[n++] = L->level[d] + ((s >> (3 * (L->depth - d))) & ~(uint64_t)(K - 1)) * sizeof(double);
-    if (!items) return n;
-    a[n++] = L->records + s * RECORD_BYTES;
+    if (what & TREE)
+        for (unsigned d = 1; d <= L->depth; d++)
+            a[n++] =
+                L->level[d] + ((s >> (3 * (L->depth - d))) & ~(uint64_t)(K - 1)) * sizeof(double);
+    if (what & RECORD) a[n++] = L->records + s * RECORD_BYTES;
+    if (!(what & ITEM)) return n;
     for (uint64_t b = s * L->stride & ~(uint64_t)63; b < s * L->stride + L->item_bytes; b += 64)
         a[n++] = L->arena + b;
     return n;
 }
 
 /* 512 sorted random slots' lines */
-static size_t batch_lines(const layout *L, unsigned char **a, uint64_t items, int with_items) {
+static size_t batch_lines(const layout *L, unsigned char **a, uint64_t items, int what) {
     uint64_t slots[BATCH];
     for (int i = 0; i < BATCH; i++) slots[i] = rnd() % items;
     qsort(slots, BATCH, sizeof(*slots), cmp_u64);
     size_t n = 0;
-    for (int i = 0; i < BATCH; i++) n += draw_lines(L, a + n, slots[i], with_items);
+    for (int i = 0; i < BATCH; i++) n += draw_lines(L, a + n, slots[i], what);
     return n;
 }
 
@@ -172,20 +180,26 @@ int main(int argc, char **argv) {
     const size_t per_draw = MAX_LEVELS + 1 + item_bytes / 64 + 2;
     unsigned char **a = malloc(BATCH * per_draw * sizeof(*a));
     uint64_t *ts = malloc(reps * sizeof(*ts)), *tt = malloc(reps * sizeof(*tt)),
-             *tu = malloc(reps * sizeof(*tu)), *tp = malloc(reps * sizeof(*tp));
+             *tu = malloc(reps * sizeof(*tu)), *tp = malloc(reps * sizeof(*tp)),
+             *ti = malloc(reps * sizeof(*ti));
     double *x = malloc(BATCH * sizeof(*x)), *y = malloc(BATCH * sizeof(*y));
-    if (!a || !ts || !tt || !tu || !tp || !x || !y) return 1;
+    if (!a || !ts || !tt || !tu || !tp || !ti || !x || !y) return 1;
     volatile uint64_t sink = 0;
     volatile double fsink = 0;
 
     for (size_t r = 0; r < reps + reps / 10; r++) { /* the first tenth warms up */
         const size_t at = r < reps / 10 ? 0 : r - reps / 10;
-        size_t n = batch_lines(&L, a, items, 0); /* the tree path alone */
+        size_t n = batch_lines(&L, a, items, TREE); /* the tree path alone */
         uint64_t t0 = now_ns();
         sink += load_all(a, n);
         tt[at] = now_ns() - t0;
 
-        n = batch_lines(&L, a, items, 1); /* sample: tree path, record, item */
+        n = batch_lines(&L, a, items, ITEM); /* the items' lines alone */
+        t0 = now_ns();
+        sink += load_all(a, n);
+        ti[at] = now_ns() - t0;
+
+        n = batch_lines(&L, a, items, TREE | RECORD | ITEM); /* sample: all of a draw */
         t0 = now_ns();
         sink += load_all(a, n);
         ts[at] = now_ns() - t0;
@@ -203,9 +217,10 @@ int main(int argc, char **argv) {
         fsink = fsink + y[r % BATCH];
     }
     printf("{\"items\": %llu, \"item_bytes\": %llu, \"batch\": %d, \"fanout\": %d, "
-           "\"depth\": %u, \"sample_us\": %.2f, \"tree_us\": %.2f, \"update_us\": %.2f, "
-           "\"pow_us\": %.2f}\n",
+           "\"depth\": %u, \"sample_us\": %.2f, \"tree_us\": %.2f, \"items_us\": %.2f, "
+           "\"update_us\": %.2f, \"pow_us\": %.2f}\n",
            (unsigned long long)items, (unsigned long long)item_bytes, BATCH, K, L.depth,
-           median_us(ts, reps), median_us(tt, reps), median_us(tu, reps), median_us(tp, reps));
+           median_us(ts, reps), median_us(tt, reps), median_us(ti, reps), median_us(tu, reps),
+           median_us(tp, reps));
     return 0;
 }

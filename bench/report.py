@@ -1011,12 +1011,18 @@ def server_sample_section(doc: dict[str, Any]) -> str:
               f"512 ≤ {UPDATE_GOAL_US:g} µs: {upd:.1f} µs{update_cause}"]
     if floor:
         f0 = floor[0]
+        # the items' own lines, which any server copying them out must load (memfloor from
+        # 2026-11-29 on; older JSON has no items_us)
+        items_part = (f", the items' own lines alone "
+                      f"{statistics.median(f['items_us'] for f in floor):.1f} µs"
+                      if all("items_us" in f for f in floor) else "")
         lines += ["", f"The floor, measured in the same run by bench/memfloor.c (median of "
                   f"{len(floor)}): only reading the cache lines a SAMPLE {f0['batch']} must read "
                   f"at {top:,} items (each draw's path through a K = {f0['fanout']} tree of "
                   f"depth {f0['depth']}, its slot record and its {f0['item_bytes']} B item), "
                   f"every address known in advance and nothing else done, takes {fs:.1f} µs "
-                  f"(the tree path alone {ft:.1f} µs); UPDATE's tree path read and written back "
+                  f"(the tree path alone {ft:.1f} µs{items_part}); UPDATE's tree path read and "
+                  f"written back "
                   f"takes {fu:.1f} µs and its {f0['batch']} libm pow() calls {fp:.1f} µs. The "
                   f"goals are {SAMPLE_GOAL_US / fs:.2f}× and {UPDATE_GOAL_US / (fu + fp):.2f}× "
                   f"that floor; the server takes {best / fs:.2f}× and {upd / (fu + fp):.2f}×."]

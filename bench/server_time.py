@@ -212,8 +212,9 @@ def main() -> None:
                                  **{f"{k}_us": v for k, v in t.items()}})
         for items in (int(x) for x in a.items.split(",")):
             f = memfloor(a.memfloor, items, a.item_bytes)
-            print(f"| {r} | floor | {items:,} | {f['sample_us']:.2f} | (tree {f['tree_us']:.2f}) "
-                  f"| {f['update_us']:.2f} + pow {f['pow_us']:.2f} |", flush=True)
+            print(f"| {r} | floor | {items:,} | {f['sample_us']:.2f} | (tree {f['tree_us']:.2f}, "
+                  f"items {f['items_us']:.2f}) | {f['update_us']:.2f} + pow {f['pow_us']:.2f} |",
+                  flush=True)
             floors.append({"round": r, **f})
     if a.json:
         machine = {"cpus": os.cpu_count(), "python": platform.python_version(),

@@ -503,9 +503,11 @@ def test_server_time_runs_and_reports_the_floor(tmp_path: Path) -> None:
     (floor,) = doc["floor"]
     assert floor["items"] == 3000 and floor["item_bytes"] == 128 and floor["fanout"] == 8
     assert floor["depth"] == 4  # 8^4 = 4,096 >= 3,000 leaves
-    assert all(floor[k] > 0 for k in ("sample_us", "tree_us", "update_us", "pow_us"))
+    assert all(floor[k] > 0 for k in ("sample_us", "tree_us", "items_us", "update_us",
+                                      "pow_us"))
     text = report.server_sample_section(doc)
     assert "| 3,000 |" in text and "bench/memfloor.c" in text
+    assert "the items' own lines alone" in text
     assert "this machine's floor for the same reads is" in text
 
 
@@ -523,6 +525,11 @@ def test_server_time_verdicts_beside_the_floor() -> None:
             in text)
     assert "UPDATE 512 ≤ 15 µs: 36.0 µs; this machine's floor for the same work is 28.0 µs" in text
     assert "The goals are 0.83× and 0.54× that floor; the server takes 2.03× and 1.29×." in text
+    assert "(the tree path alone 18.0 µs); UPDATE's" in text  # no items_us: an older JSON
+    for f in floor:
+        f["items_us"] = 9.0 + f["round"]
+    assert "(the tree path alone 18.0 µs, the items' own lines alone 10.0 µs); UPDATE's" in \
+        report.server_sample_section(doc)
     assert "not a lower bound" not in text
     # a server faster than the estimate: the text says the estimate bounds nothing here
     for f in floor:
