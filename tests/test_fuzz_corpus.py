@@ -114,3 +114,28 @@ def test_corpus_replays_clean(harness: Path, tmp_path: Path) -> None:
             pytrace=False,
         )
     assert "INITED" in run.stderr, run.stderr[-2000:]
+
+
+def test_an_input_does_not_see_what_the_one_before_left(harness: Path, tmp_path: Path) -> None:
+    """The harness runs each input on a new server: the first seed loads a
+    FUNCTION library, caches a script and fills the SLOWLOG; the second reads
+    all three, then removes them, fed whole and then split. On a server only
+    emptied between runs its split run saw another state (a 60 s fuzzing run
+    of ``make test`` hit this with FUNCTION DELETE)."""
+    pair = sorted(CORPUS.glob("bug_state_left_by_earlier_input_*"))
+    assert [p.name.removeprefix("bug_state_left_by_earlier_input_")[0] for p in pair] == [
+        "1",
+        "2",
+    ], pair
+    run = subprocess.run(
+        [str(harness), "-runs=1", "-timeout=10", f"-artifact_prefix={tmp_path}/", *map(str, pair)],
+        cwd=ROOT,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        errors="replace",
+        timeout=300,
+        check=False,
+    )
+    assert run.returncode == 0, _why(run.stderr)
+    assert run.stderr.count("Executed ") == 2, run.stderr[-2000:]

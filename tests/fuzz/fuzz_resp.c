@@ -905,17 +905,19 @@ static void resetServer(uint8_t opt) {
         for (ir_table *t = srv->tables->head; t; t = t->next) checkTable(t);
     }
     emptySnapdir();
-    srv->shutdown_asap = 0;
-    dbActiveExpireEnabled = 1;                /* DEBUG SET-ACTIVE-EXPIRE 0 */
-    notifyKeyspaceFlags = 0;                  /* CONFIG SET notify-keyspace-events */
-    for (int i = 0; i < dbsCount(srv); i++) { /* every database (SELECT, MOVE, SWAPDB) */
-        dbEmpty(dbsAt(srv, i));
-        dbReleaseLater(dbsAt(srv, i));
-    }
-    tablesFlush(srv->tables);
-    /* streams too: a snapshot SAVE wrote holds them now, and its restore above
-     * brought them back, into the next run of the same input */
-    chunkStoreFlushStreams(srv->chunks);
+    dbActiveExpireEnabled = 1; /* DEBUG SET-ACTIVE-EXPIRE 0 */
+    notifyKeyspaceFlags = 0;   /* CONFIG SET notify-keyspace-events */
+    /* A new server: what one run leaves must not reach the next, and emptying
+     * the keyspace is not all of it (FUNCTION LOAD's libraries, SCRIPT LOAD's
+     * cache, the SLOWLOG, the ACL, counters: the input in
+     * corpus/split-function-library-left-by-an-earlier-input DELETEd a library
+     * an earlier input had loaded, so its split run DUMPed another set). */
+    server_free(srv);
+    srv = server_new(&base_cfg);
+    if (!srv) abort();
+    snapshotInit(srv);
+    g_server = srv;
+    tp.srv = srv;
     configureFor(opt);
 }
 
