@@ -1126,6 +1126,44 @@ def _prev_run(prev: dict[str, Any]) -> str:
     return f"commit {c}" if c else "a run that recorded no commit"
 
 
+SERVER_TIME_FROM_README = "readme"
+"""`source` of a previous run read back from the README's own server-time block."""
+
+
+def server_times_from_readme(text: str) -> dict[str, Any] | None:
+    """The previous run's server times as the README's server-time block printed them
+    (each cell's first figure), in --latency JSON's shape: a clean clone has no JSON of
+    the last run, but the README it checks out is that run's report. None when the block
+    has no figures. The commit is the one the block names ("this run (commit ...)")."""
+    m = re.search(r"<!-- BEGIN server-time\b[^>]*-->\n(.*?)<!-- END server-time -->", text, re.S)
+    if not m:
+        return None
+    block = m.group(1)
+    rows: list[dict[str, Any]] = []
+    head: list[str] | None = None
+    for line in block.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if not line.startswith("|") or set("".join(cells)) <= set("-"):
+            continue
+        if cells[:3] == ["system", "path", "MTU"]:
+            head = cells[3:]
+            continue
+        if head is None or len(cells) != 3 + len(head) or not cells[2].isdigit():
+            continue
+        for workload, cell in zip(head, cells[3:], strict=True):
+            fig = re.match(r"(\d+(?:\.\d+)?)", cell)
+            if fig and workload in SERVER_TIME_WORKLOADS:
+                rows.append({"system": cells[0], "path": cells[1], "mtu": int(cells[2]),
+                             "workload": workload, "server_us": float(fig.group(1))})
+    if not rows:
+        return None
+    doc: dict[str, Any] = {"latency": rows, "source": SERVER_TIME_FROM_README}
+    c = re.search(r"this run \(commit ([^)\s]+)\)", block)
+    if c:
+        doc["commit"] = c.group(1)
+    return doc
+
+
 def server_time_section(doc: dict[str, Any], prev: dict[str, Any] | None) -> str:
     """Per-command server time (µs per call, INFO commandstats over the timed requests of
     one connection, shared path), this run beside the previous run's figure."""
@@ -1134,10 +1172,16 @@ def server_time_section(doc: dict[str, Any], prev: dict[str, Any] | None) -> str
     if not keys:
         return ("*No server times in this run (bench/latency.py records them from "
                 "INFO commandstats).*")
+    this = f"this run (commit {doc['commit']})" if doc.get("commit") else "this run"
+    if prev is None:
+        whence = "(none kept: first run here)."
+    elif prev.get("source") == SERVER_TIME_FROM_README:
+        run = f"commit {prev['commit']}, " if prev.get("commit") else ""
+        whence = f"({run}read back from the README's block this run replaced)."
+    else:
+        whence = f"({_prev_run(prev)}, from the JSON make bench kept)."
     out = ["Server time per command (µs per call from INFO commandstats over the timed "
-           "requests, one connection): this run, and in brackets the previous run's "
-           + (f"({_prev_run(prev)}, from the JSON make bench kept)." if prev
-              else "(none kept: first run here)."),
+           f"requests, one connection): {this}, and in brackets the previous run's {whence}",
            "", "| system | path | MTU | " + " | ".join(SERVER_TIME_WORKLOADS) + " |",
            "|---|---|---|" + "---|" * len(SERVER_TIME_WORKLOADS)]
     for sysname, path, mtu in keys:
@@ -1550,7 +1594,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sumtree", metavar="JSON", help="output of bench/sumtree.py --json")
     ap.add_argument("--latency", metavar="JSON", help="output of bench/latency.py --json")
     ap.add_argument("--latency-prev", metavar="JSON",
-                    help="the previous run's --latency JSON: its server times go beside this run's")
+                    help="the previous run's --latency JSON: its server times go beside this "
+                    "run's (without it, the ones the README's server-time block shows)")
     ap.add_argument("--throughput", metavar="JSON",
                     help="output of bench/throughput.py --json")
     ap.add_argument("--demo", metavar="JSON",
@@ -1598,7 +1643,8 @@ def main(argv: list[str] | None = None) -> int:
         text = replace_section(text, "latency", latency_section(lat))
         text = replace_section(text, "sampling", sampling_section(lat))
         kept = args.latency_prev and Path(args.latency_prev).exists()
-        prev = load(args.latency_prev) if kept else None
+        # a clean clone keeps no JSON of the last run: the README's block is its report
+        prev = load(args.latency_prev) if kept else server_times_from_readme(text)
         text = replace_section(text, "server-time", server_time_section(lat, prev))
     if thr:
         text = replace_section(text, "throughput", throughput_section(thr))
