@@ -889,7 +889,10 @@ def swarm_section(doc: dict[str, Any]) -> str:
     rows = doc["rows"]
     out = [f"{doc['actors']} actor connections inserting batches of 50, one learner "
            f"running SAMPLE 512 + UPDATE 512 back to back through ShardedReplayClient, "
-           f"kernel stack, this {doc['machine_cpus']}-core machine ({doc['note']}).", "",
+           f"kernel stack, this {doc['machine_cpus']}-core machine ({doc['note']}). "
+           + ("Inserts/s: the shards' REPLAY.INFO counts over the window the actors offered "
+              "load (every connection open before it starts; it ends with the last reply)."
+              if any("insert_window_s" in r for r in rows) else ""), "",
            "| item | shards | phase | inserts/s (per shard) | learner batches/s | "
            "vs learner alone | SAMPLE p50 / p99 | insert p50 / p99 |",
            "|---|---|---|---|---|---|---|---|"]

@@ -23,7 +23,8 @@ For each shard count it measures, in order:
                          (sample_trajectories across the group) + UPDATE 512
 and reports inserts_per_s, sample_batches_per_s, sample_p99_ms and
 insert_p99_ms, overall and per shard (inserts counted by each shard's
-REPLAY.INFO). Actors run in their own process (asyncio over raw sockets with
+REPLAY.INFO, over the window the actors offered load: every connection is open
+before the clock starts, and the window ends with the last reply). Actors run in their own process (asyncio over raw sockets with
 the hiredis parser; requests pre-encoded), the learner in another, the shards
 pinned to their own cores by `pyctl start --shards`: on a 2-core machine
 everything shares the two cores, and the report says so.
@@ -89,27 +90,39 @@ async def _replies(reader: asyncio.StreamReader, parser: hiredis.Reader, n: int)
             raise RuntimeError(f"actor request: {reply}")
 
 
-async def _actor(k: int, addrs: list[tuple[str, int]], payload: bytes | list[bytes],
-                 per_s: float, stop_at: float, lat: list[float], counts: list[int],
-                 replies: int = 1, per_batch: int = BATCH, setup: list[bytes] | None = None
-                 ) -> None:
-    """One actor connection: payload (or payload[k]) per batch, `replies` replies each,
-    per_batch transitions counted; setup[k] first (the traj phase's stream)."""
-    host, port = addrs[k % len(addrs)]  # actors spread over the shards, as add() does
+async def _connect(k: int, addrs: list[tuple[str, int]], setup: list[bytes] | None
+                   ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter, hiredis.Reader]:
+    """Actor k's connection (the actors spread over the shards, as add() does), its
+    setup[k] request answered (the traj phase's stream)."""
+    host, port = addrs[k % len(addrs)]
     reader, writer = await asyncio.open_connection(host, port)
     parser = hiredis.Reader()
-    if isinstance(payload, list):
-        payload = payload[k]
     if setup is not None:
         writer.write(setup[k])
         await _replies(reader, parser, 1)
+    return reader, writer, parser
+
+
+async def _actor(k: int, conn: tuple[asyncio.StreamReader, asyncio.StreamWriter, hiredis.Reader],
+                 payload: bytes | list[bytes], per_s: float, start: float, stop_at: float,
+                 lat: list[float], counts: list[int], replies: int = 1, per_batch: int = BATCH
+                 ) -> None:
+    """One actor connection, already open: payload (or payload[k]) per batch, `replies`
+    replies each, per_batch transitions counted, from `start` until `stop_at` (loop time).
+    Paced actors send on a fixed schedule (lateness does not accumulate), their first
+    sends spread over one interval so the actors do not fire in step: over the window,
+    the actors together offer per_s each on average."""
+    reader, writer, parser = conn
+    if isinstance(payload, list):
+        payload = payload[k]
     interval = BATCH / per_s if per_s > 0 else 0.0
     loop = asyncio.get_running_loop()
-    # spread the first sends over one interval so the actors do not fire in step
-    next_at = loop.time() + interval * ((k * 0.618034) % 1.0)
+    next_at = start + interval * ((k * 0.618034) % 1.0)
     try:
         while loop.time() < stop_at:
             if interval:
+                if next_at >= stop_at:  # no send due before the window ends: stop now
+                    break
                 delay = next_at - loop.time()
                 if delay > 0:
                     await asyncio.sleep(delay)
@@ -166,12 +179,20 @@ def run_actors(addrs: list[tuple[str, int]], n: int, item_bytes: int, per_s: flo
     lat: list[float] = []
     counts = [0]
 
+    window = [0.0, 0.0]
+
     async def main() -> None:
-        stop_at = asyncio.get_running_loop().time() + seconds
-        tasks = [asyncio.create_task(_actor(k, addrs, payload, per_s, stop_at, lat, counts,
-                                            replies, per_batch, setup))
+        # every connection open (and its stream declared) before the clock starts: the
+        # window below is the time the actors offered their load, nothing else
+        conns = await asyncio.gather(*(_connect(k, addrs, setup) for k in range(n)))
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        window[0] = time.perf_counter()
+        tasks = [asyncio.create_task(_actor(k, conns[k], payload, per_s, start,
+                                            start + seconds, lat, counts, replies, per_batch))
                  for k in range(n)]
         done = await asyncio.gather(*tasks, return_exceptions=True)
+        window[1] = time.perf_counter()  # the last reply is in
         errors = [repr(e) for e in done if isinstance(e, BaseException)]
         if errors:
             raise RuntimeError(f"{len(errors)} actors failed, first: {errors[0]}")
@@ -181,7 +202,7 @@ def run_actors(addrs: list[tuple[str, int]], n: int, item_bytes: int, per_s: flo
     wall = time.perf_counter() - t0
     ms = np.array(lat) * 1e3 if lat else np.zeros(1)
     os.write(out_fd, (json.dumps({
-        "transitions": counts[0], "wall_s": wall,
+        "transitions": counts[0], "wall_s": wall, "window_s": window[1] - window[0],
         "insert_p50_ms": float(np.percentile(ms, 50)),
         "insert_p99_ms": float(np.percentile(ms, 99)),
     }) + "\n").encode())
@@ -268,11 +289,14 @@ def phase(group: list[str], name: str, actors: int, item_bytes: int, seconds: fl
         chunks = chunk_stats(probe)
         held = sum(int(s.info(table)["size"]) for s in probe.shards)
     probe.close()
-    per_shard = [(a - b) / wall for a, b in zip(after, before, strict=True)]
+    # inserts/s over the window the actors offered their load (first send to last reply,
+    # every connection already open), not over the processes' start-up and exit
+    window = results["actors"]["window_s"] if actors else wall
+    per_shard = [(a - b) / window for a, b in zip(after, before, strict=True)]
     learner = results["learner"]
     row: dict[str, Any] = {
         "shards": len(group), "phase": name, "actors": actors, "item_bytes": item_bytes,
-        "seconds": round(wall, 2),
+        "seconds": round(wall, 2), "insert_window_s": round(window, 3),
         "inserts_per_s": round(sum(per_shard)),
         "inserts_per_s_per_shard": [round(x) for x in per_shard],
         "sample_batches_per_s": round(learner["sample_batches_per_s"], 1),
