@@ -58,7 +58,7 @@ from actors.codec import TransitionCodec, capacity_warning, stored_bytes
 from actors.config import Config, Keys, Parser, add_arguments, fail, from_args, net_reason
 from actors.env import EnvSpec, env_spec, lives, make_env
 from actors.frames import FrameWriter, frames_once_on
-from actors.model import BlobError, build_model, load_blob
+from actors.model import BlobError, MlpPolicy, build_model, load_blob
 from actors.nstep import NStep, Transition, td_priorities
 from pyctl.client import RateLimited
 from pyctl.sharded import ShardedReplayClient, home_address
@@ -348,6 +348,8 @@ class Actor:
         self.rng = np.random.default_rng(self.seed)
         self.model = build_model(self.spec, cfg.hidden)
         self.model.eval()
+        # vector observations act through NumPy (torch's dispatch is most of a call)
+        self.policy = None if self.spec.pixels else MlpPolicy(self.model)
         codec = TransitionCodec(self.spec.obs_shape, self.spec.obs_dtype, cfg.n_step,
                                 self.spec.pixels)
         self.writer: Writer
@@ -376,6 +378,8 @@ class Actor:
 
     # ---- network -------------------------------------------------------------
     def q_values(self, obs: np.ndarray) -> np.ndarray:
+        if self.policy is not None:
+            return self.policy.q(obs)
         with torch.inference_mode():
             x = torch.from_numpy(np.asarray(obs)[None])
             return self.model(x)[0].numpy().astype(np.float64)
@@ -388,6 +392,8 @@ class Actor:
         version = int(v or version)
         try:
             load_blob(self.model, blob)
+            if self.policy is not None:
+                self.policy.load(self.model)
         except BlobError as e:
             self.log.warn("ignoring parameter blobs",
                           f"ignoring parameter blob version {version}: {e}")

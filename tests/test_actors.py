@@ -24,6 +24,7 @@ from actors.config import Config, add_arguments, field_docs, from_args, preset  
 from actors.env import EnvSpec, env_spec, make_env  # noqa: E402
 from actors.model import (  # noqa: E402
     BlobError,
+    MlpPolicy,
     build_model,
     load_blob,
     param_count,
@@ -147,6 +148,29 @@ def test_dueling_aggregation() -> None:
     q = model(x)
     # mean over actions of Q is V (the advantages are centred)
     torch.testing.assert_close(q.mean(dim=1, keepdim=True), v)
+
+
+def test_numpy_policy_is_the_torch_network() -> None:
+    """The actors act through MlpPolicy: the same Q values as the torch module (float32,
+    another summation order), and after a parameter pull (load) the new network's."""
+    torch.manual_seed(0)
+    net = build_model(CARTPOLE, hidden=32)
+    policy = MlpPolicy(net)
+    obs = np.random.default_rng(0).normal(size=(20, 4)).astype(np.float32)
+    with torch.inference_mode():
+        want = net(torch.from_numpy(obs)).numpy()
+    got = np.stack([policy.q(o) for o in obs])
+    assert got.dtype == np.float64 and got.shape == (20, CARTPOLE.n_actions)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    torch.manual_seed(1)
+    other = build_model(CARTPOLE, hidden=32)
+    load_blob(net, params_to_blob(other))
+    np.testing.assert_array_equal(policy.q(obs[0]), got[0])  # its own copy until load
+    policy.load(net)
+    with torch.inference_mode():
+        new = other(torch.from_numpy(obs[:1]))[0].numpy()
+    assert not np.allclose(new, got[0])
+    np.testing.assert_allclose(policy.q(obs[0]), new, rtol=1e-5, atol=1e-6)
 
 
 def test_parameter_blob_round_trip_and_checks() -> None:
