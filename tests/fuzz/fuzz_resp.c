@@ -909,9 +909,10 @@ static void resetServer(uint8_t opt) {
     notifyKeyspaceFlags = 0;   /* CONFIG SET notify-keyspace-events */
     /* A new server: what one run leaves must not reach the next, and emptying
      * the keyspace is not all of it (FUNCTION LOAD's libraries, SCRIPT LOAD's
-     * cache, the SLOWLOG, the ACL, counters: the input in
-     * corpus/split-function-library-left-by-an-earlier-input DELETEd a library
-     * an earlier input had loaded, so its split run DUMPed another set). */
+     * cache, the SLOWLOG, the ACL, counters). make test's fuzzing found an
+     * input that DELETEd a library an earlier input had loaded, so its split
+     * run DUMPed another set: corpus/bug_state_left_by_earlier_input_1 and _2,
+     * run in that order by tests/test_fuzz_corpus.py. */
     server_free(srv);
     srv = server_new(&base_cfg);
     if (!srv) abort();
