@@ -71,7 +71,11 @@ def _env() -> dict[str, str]:
     return env
 
 
-def _run(harness: Path, target: Path, artifacts: Path) -> subprocess.CompletedProcess[str]:
+def _run(
+    harness: Path, target: Path, artifacts: Path, *more: Path
+) -> subprocess.CompletedProcess[str]:
+    """The corpus directory (each seed once), or the seed files given, in that order,
+    in one process."""
     return subprocess.run(
         [
             str(harness),
@@ -80,6 +84,7 @@ def _run(harness: Path, target: Path, artifacts: Path) -> subprocess.CompletedPr
             "-rss_limit_mb=3072",
             f"-artifact_prefix={artifacts}/",
             str(target),
+            *map(str, more),
         ],
         cwd=ROOT,
         env=_env(),
@@ -127,15 +132,6 @@ def test_an_input_does_not_see_what_the_one_before_left(harness: Path, tmp_path:
         "1",
         "2",
     ], pair
-    run = subprocess.run(
-        [str(harness), "-runs=1", "-timeout=10", f"-artifact_prefix={tmp_path}/", *map(str, pair)],
-        cwd=ROOT,
-        env=_env(),
-        capture_output=True,
-        text=True,
-        errors="replace",
-        timeout=300,
-        check=False,
-    )
+    run = _run(harness, pair[0], tmp_path, pair[1])
     assert run.returncode == 0, _why(run.stderr)
     assert run.stderr.count("Executed ") == 2, run.stderr[-2000:]
