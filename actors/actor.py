@@ -55,7 +55,16 @@ import redis
 import torch
 
 from actors.codec import TransitionCodec, capacity_warning, stored_bytes
-from actors.config import Config, Keys, Parser, add_arguments, fail, from_args, net_reason
+from actors.config import (
+    Config,
+    Keys,
+    Parser,
+    add_arguments,
+    dump_stacks_on_signal,
+    fail,
+    from_args,
+    net_reason,
+)
 from actors.env import EnvSpec, env_spec, lives, make_env
 from actors.frames import FrameWriter, frames_once_on
 from actors.model import BlobError, MlpPolicy, build_model, load_blob
@@ -586,6 +595,7 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+    dump_stacks_on_signal()
     prog = "python -m actors.actor"
     p = Parser(prog=prog, description=__doc__,
                formatter_class=argparse.RawDescriptionHelpFormatter)

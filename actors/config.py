@@ -16,10 +16,12 @@ from __future__ import annotations
 import argparse
 import ast
 import dataclasses
+import faulthandler
 import inspect
 import itertools
 import json
 import os
+import signal
 import sys
 import textwrap
 from dataclasses import dataclass, fields
@@ -380,6 +382,19 @@ def from_args(ns: argparse.Namespace, **fallback: Any) -> Config:
         cfg = preset(env_id, **merged)
     cfg.validate()
     return cfg
+
+
+STACKS_SIGNAL = signal.SIGUSR1
+"""The signal on which a demo's child processes (learners, actors) write every thread's
+Python stack to stderr, their log: a demo sends it to a child that has not exited
+within --stop-timeout of SIGTERM, before killing it, so the log says where it hung."""
+
+
+def dump_stacks_on_signal() -> None:
+    """Have :data:`STACKS_SIGNAL` dump every thread's stack to stderr (faulthandler: a
+    C-level handler, so it works while the main thread is stuck in a call or holding the
+    GIL, when no Python signal handler can run)."""
+    faulthandler.register(STACKS_SIGNAL, all_threads=True)
 
 
 def fail(prog: str, msg: str, code: int = 1) -> int:

@@ -46,6 +46,7 @@ from typing import Any
 
 import numpy as np
 
+from actors.config import STACKS_SIGNAL
 from pyctl import _native
 from pyctl.proc import die_with_parent, free_port
 from pyctl.sysinfo import cpu_model
@@ -70,6 +71,10 @@ def _child_env() -> dict[str, str]:
     return env
 
 
+STACKS_WAIT_S = 2.0
+"""How long a child that ignored SIGTERM gets to write its stacks before SIGKILL."""
+
+
 class Child:
     """A process the demo started: its own session (so ^C reaches only the demo, which
     stops children in order), SIGTERMed by the kernel if the demo dies, output to a log."""
@@ -78,6 +83,7 @@ class Child:
         self.name = name
         self.argv = argv
         self.log = log
+        self.last_words = ""
         with open(log, "wb") as f:
             self.proc = subprocess.Popen(argv, cwd=ROOT, env=_child_env(), stdin=subprocess.DEVNULL,
                                          stdout=f, stderr=subprocess.STDOUT,
@@ -94,12 +100,23 @@ class Child:
         return "\n".join("    " + line for line in lines[-n:])
 
     def stop(self, timeout: float = 20.0) -> int | None:
+        """SIGTERM, then `timeout` s to exit; past it, :data:`STACKS_SIGNAL` (a Python
+        child writes every thread's stack to its log) and SIGKILL. The exit status, or
+        None when it had to be killed (``last_words``: its log's last line before the
+        stacks)."""
         if self.proc.poll() is None:
             with contextlib.suppress(ProcessLookupError):
                 self.proc.send_signal(signal.SIGTERM)
         try:
             return self.proc.wait(timeout)
         except subprocess.TimeoutExpired:
+            self.last_words = next(
+                (x.strip() for x in reversed(self.tail(5).splitlines()) if x.strip()),
+                "(empty log)")
+            with contextlib.suppress(ProcessLookupError):
+                self.proc.send_signal(STACKS_SIGNAL)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(STACKS_WAIT_S)  # the dump is written at once, from C
             self.proc.kill()
             self.proc.wait()
             return None
@@ -449,10 +466,9 @@ class Demo:
         for c in self.children:
             rc = c.stop(timeout=max(0.0, deadline - time.monotonic()))
             if rc is None:
-                last = next((x.strip() for x in reversed(c.tail(5).splitlines()) if x.strip()),
-                            "(empty log)")
                 problems.append(f"{c.name} (pid {c.proc.pid}) ignored SIGTERM for "
-                                f"{timeout:g} s and was killed; its log {c.log} ends: {last}")
+                                f"{timeout:g} s and was killed; its log {c.log} ends: "
+                                f"{c.last_words} (every thread's stack follows it there)")
             elif rc not in (0, -signal.SIGTERM):
                 problems.append(f"{c.name} (pid {c.proc.pid}) exited with status {rc}:\n"
                                 f"{c.tail()}")

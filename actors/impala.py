@@ -37,7 +37,7 @@ import redis
 import torch
 from torch import nn
 
-from actors.config import Config, Keys, Parser, field_docs
+from actors.config import Config, Keys, Parser, dump_stacks_on_signal, field_docs
 from actors.model import load_blob, params_to_blob
 from pyctl.client import RateLimited, ReplayClient, Schema
 
@@ -527,6 +527,8 @@ def netns_down() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args, cfg = parse(argv)
+    if args.role in ("actor", "learner"):
+        dump_stacks_on_signal()
     if args.role == "actor":
         run_actor(cfg, args.actor_id)
         return 0

@@ -1259,6 +1259,9 @@ def main(argv: list[str] | None = None) -> int:
 
         signal.signal(signal.SIGTERM, on_signal)
         signal.signal(signal.SIGINT, on_signal)
+        from actors.config import dump_stacks_on_signal
+
+        dump_stacks_on_signal()
         if args.role == "learner":
             run_learner(cfg, stop)
         else:

@@ -101,6 +101,7 @@ from actors.config import (  # noqa: E402
     Keys,
     Parser,
     add_arguments,
+    dump_stacks_on_signal,
     fail,
     from_args,
     net_reason,
@@ -595,6 +596,7 @@ def main(argv: list[str] | None = None) -> int:
         # holds STOP's lock would deadlock, so only handlers set STOP.
         signal.signal(signal.SIGTERM, _on_stop_signal)
         signal.signal(signal.SIGINT, _on_stop_signal)
+        dump_stacks_on_signal()
     prog = "python -m learner.learner"
     p = Parser(prog=prog, description=__doc__,
                formatter_class=argparse.RawDescriptionHelpFormatter)

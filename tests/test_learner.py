@@ -10,6 +10,7 @@ import random
 import signal
 import subprocess
 import sys
+import textwrap
 import threading
 import time
 from pathlib import Path
@@ -461,3 +462,33 @@ def test_resume_refuses_a_table_of_another_item_size(inreplay_server: Any,
     assert p.returncode == 1, (out, err)
     assert err.count("\n") == 1 and "holds items of 60 bytes, but this run's transitions " \
         "(CartPole-v1) are 44 bytes: pass --fresh" in err, err
+
+
+def test_a_child_that_ignores_sigterm_leaves_every_threads_stack_in_its_log(
+        tmp_path: Path) -> None:
+    """A demo's learner once ignored SIGTERM for 30 s (its own watchdog did not fire
+    either) and was killed with nothing in its log to say where it hung. Every child role
+    now dumps its threads' stacks on STACKS_SIGNAL, and Child.stop sends it before the
+    kill."""
+    from actors.demo import Child
+
+    script = textwrap.dedent("""
+        import signal, time
+        from actors.config import dump_stacks_on_signal
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        dump_stacks_on_signal()
+        print("ready", flush=True)
+        def stuck_here():
+            while True:
+                time.sleep(0.05)
+        stuck_here()
+    """)
+    c = Child("stuck", [sys.executable, "-c", script], tmp_path / "stuck.log")
+    deadline = time.monotonic() + 60
+    while "ready" not in c.log.read_text() and time.monotonic() < deadline:
+        assert c.alive(), c.tail()
+        time.sleep(0.05)
+    assert c.stop(timeout=0.5) is None  # killed
+    assert c.last_words == "ready"
+    log = c.log.read_text()
+    assert "stuck_here" in log and "Current thread" in log, log
