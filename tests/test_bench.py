@@ -626,3 +626,32 @@ def test_swarm_counts_inserts_over_the_window_the_actors_offered_load(tmp_path: 
     # 5,556 transitions/s offered (Ape-X's per-actor rate x 40): a load any server takes,
     # so the measured rate is the offered one, give or take the schedule's granularity
     assert abs(row["inserts_per_s"] / row["target_inserts_per_s"] - 1) < 0.05, row
+
+
+def test_swarm_goals_judge_the_offered_phase_by_what_was_taken() -> None:
+    """issue 10's ten-times-Ape-X goal: the apex10 phase offers exactly 500,000 inserts/s,
+    so it passes when the shards took it (≥ 99.5%, the window ending one round trip after
+    the last send); the max phase must reach 500,000 itself; a JSON without the offered
+    rate is judged by the number alone."""
+    def row(phase: str, ins: int, target: int | None) -> dict[str, Any]:
+        r: dict[str, Any] = {"shards": 1, "phase": phase, "item_bytes": 128, "actors": 360,
+                             "inserts_per_s": ins, "inserts_per_s_per_shard": [ins],
+                             "sample_batches_per_s": 600.0, "sample_p50_ms": 0.8,
+                             "sample_p99_ms": 3.9, "insert_p50_ms": 0.5, "insert_p99_ms": 21.0}
+        if target is not None:
+            r["target_inserts_per_s"] = target
+        return r
+
+    def verdicts(*rows: dict[str, Any]) -> list[str]:
+        text = report.swarm_section({"actors": 360, "machine_cpus": 2, "note": "n",
+                                     "rows": list(rows)})
+        return [ln for ln in text.splitlines() if "ten times Ape-X's load" in ln]
+
+    (took,) = verdicts(row("apex10", 499_884, 500_000))
+    assert took.startswith("- **PASS**") and "offered 500,000" in took and "took 499,884" in took
+    (short,) = verdicts(row("apex10", 480_000, 500_000))
+    assert short.startswith("- **NOT MET**")
+    (fast, slow) = verdicts(row("max", 606_458, None), {**row("max", 494_000, None), "shards": 2})
+    assert fast.startswith("- **PASS**") and slow.startswith("- **NOT MET**")
+    (old,) = verdicts(row("apex10", 499_884, None))  # no offered rate recorded
+    assert old.startswith("- **NOT MET**") and "goal ≥ 500,000" in old
