@@ -24,8 +24,9 @@ For each shard count it measures, in order:
 and reports inserts_per_s, sample_batches_per_s, sample_p99_ms and
 insert_p99_ms, overall and per shard (inserts counted by each shard's
 REPLAY.INFO, over the window the actors offered load: every connection is open
-before the clock starts, and the window ends with the last reply). Actors run in their own process (asyncio over raw sockets with
-the hiredis parser; requests pre-encoded), the learner in another, the shards
+before the clock starts, and the window ends with the last reply). Actors run
+in their own process (asyncio over raw sockets with the hiredis parser; requests
+pre-encoded), the learner in another, the shards
 pinned to their own cores by `pyctl start --shards`: on a 2-core machine
 everything shares the two cores, and the report says so.
 
