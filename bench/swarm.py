@@ -112,7 +112,7 @@ async def _actor(k: int, conn: tuple[asyncio.StreamReader, asyncio.StreamWriter,
     replies each, per_batch transitions counted, from `start` until `stop_at` (loop time).
     Paced actors send on a fixed schedule (lateness does not accumulate), their first
     sends spread over one interval so the actors do not fire in step: over the window,
-    the actors together offer per_s each on average."""
+    each actor offers per_s on average."""
     reader, writer, parser = conn
     if isinstance(payload, list):
         payload = payload[k]
