@@ -1154,10 +1154,10 @@ def server_times_from_readme(text: str) -> dict[str, Any] | None:
     (each cell's first figure), in --latency JSON's shape: a clean clone has no JSON of
     the last run, but the README it checks out is that run's report. None when the block
     has no figures. The commit is the one the block names ("this run (commit ...)")."""
-    m = re.search(r"<!-- BEGIN server-time\b[^>]*-->\n(.*?)<!-- END server-time -->", text, re.S)
+    m = section_pattern("server-time").search(text)
     if not m:
         return None
-    block = m.group(1)
+    block = m.group(2)
     rows: list[dict[str, Any]] = []
     head: list[str] | None = None
     for line in block.splitlines():
@@ -1599,9 +1599,14 @@ def integrations_section(doc: dict[str, Any] | list[Row]) -> str:
     return "\n".join(out)
 
 
-def replace_section(text: str, name: str, body: str) -> str:
+def section_pattern(name: str) -> re.Pattern[str]:
+    """A generated README block: groups (BEGIN marker line, body, END marker)."""
     n = re.escape(name)
-    pat = re.compile(rf"(<!-- BEGIN {n}\b[^>]*-->\n)(.*?)(<!-- END {n} -->)", re.S)
+    return re.compile(rf"(<!-- BEGIN {n}\b[^>]*-->\n)(.*?)(<!-- END {n} -->)", re.S)
+
+
+def replace_section(text: str, name: str, body: str) -> str:
+    pat = section_pattern(name)
     if not pat.search(text):
         raise SystemExit(f"README has no '{name}' section markers")
     return pat.sub(lambda m: m.group(1) + body.rstrip() + "\n" + m.group(3), text)
