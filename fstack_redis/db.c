@@ -492,7 +492,6 @@ static int readsKeys(const client *c) {
 
 ir_db *dbFor(client *c) {
     ir_db *db = dbByIndex(c->srv, c->db);
-    if (db->nlater) dbReleaseLater(db);
     /* read the clock again if this command needs it; a script's commands all
      * see the time the script started, as in Redis */
     db->now = (c->flags & CLIENT_SCRIPT) ? scriptStartMs(c->srv) : 0;
@@ -501,29 +500,6 @@ ir_db *dbFor(client *c) {
 }
 
 dbkey argKey(ir_db *db, client *c, int i) { return dbKey(db, c->argv[i].ptr, c->argv[i].len); }
-
-void dbFreeLater(ir_db *db, void *p, size_t len) {
-    if (!p) return;
-    if (len < IR_REF_MIN) { /* a reply copies bodies this small */
-        free(p);
-        return;
-    }
-    if (db->nlater == db->latercap) {
-        db->latercap = db->latercap ? db->latercap * 2 : 16;
-        db->later = dbRealloc(db->later, db->latercap * sizeof(void *));
-    }
-    db->later[db->nlater++] = p;
-}
-
-void dbReleaseLater(ir_db *db) {
-    for (size_t i = 0; i < db->nlater; i++) free(db->later[i]);
-    db->nlater = 0;
-    if (db->latercap > 1024) { /* a big LPOP count: do not keep the array */
-        free(db->later);
-        db->later = NULL;
-        db->latercap = 0;
-    }
-}
 
 /* -- keys with a TTL -- */
 
@@ -757,14 +733,10 @@ void dbEmpty(struct ir_db *db) {
 void dbFree(struct ir_db *db) {
     if (!db) return;
     dbEmpty(db);
-    dbReleaseLater(db);
-    free(db->later);
     free(db);
 }
 
 void dbActiveExpire(struct ir_db *db, uint64_t now_ms) {
-    /* Between commands: every reply has been flushed or copied by now. */
-    if (db->nlater) dbReleaseLater(db);
     if (dictIsRehashing(&db->d)) dictRehashMicroseconds(&db->d, DICT_REHASH_TICK_US);
     if (db->nvol == 0) return;
 
@@ -1000,12 +972,9 @@ dbEntry *collAdd(ir_db *db, dbColl *co, const void *f, size_t len, const void *v
 
 void collSetValue(ir_db *db, dbEntry *fe, const void *val, size_t vlen) {
     db->bytes -= fieldBytes(fe);
-    /* the current command may have replied with the old value by reference
-     * (an embedded one is short: replies copy it) */
     char *old = fieldHeapBuf(fe);
-    size_t oldlen = fe->v.str.len;
     fieldPut(fe, val, vlen);
-    dbFreeLater(db, old, oldlen);
+    free(old);
     db->bytes += fieldBytes(fe);
 }
 
@@ -1016,9 +985,8 @@ void collDelete(ir_db *db, dbColl *co, dbEntry *fe) {
     }
     dictUnlink(&co->d, fe);
     db->bytes -= fieldBytes(fe);
-    /* SPOP and friends reply with what they delete: big ones go by reference */
-    dbFreeLater(db, fieldHeapBuf(fe), fe->v.str.len);
-    dbFreeLater(db, fe, fe->klen);
+    free(fieldHeapBuf(fe));
+    free(fe);
 }
 
 static void collFree(ir_db *db, dbColl *co) {
@@ -1029,8 +997,8 @@ static void collFree(ir_db *db, dbColl *co) {
             for (dbEntry *fe = ht->table[i], *next; fe; fe = next) {
                 next = fe->next;
                 db->bytes -= fieldBytes(fe);
-                dbFreeLater(db, fieldHeapBuf(fe), fe->v.str.len);
-                dbFreeLater(db, fe, fe->klen);
+                free(fieldHeapBuf(fe));
+                free(fe);
             }
         }
     }
@@ -1733,7 +1701,6 @@ void copyCommand(client *c) {
         addReplyStr(c, shared.czero);
         return;
     }
-    if (dst->nlater && dst != src) dbReleaseLater(dst);
     dst->now = src->now;
     dbkey nk = argKey(dst, c, 2);
     dbEntry *old = lookupKey(dst, &nk);
@@ -1772,7 +1739,6 @@ void moveCommand(client *c) {
         addReplyStr(c, shared.czero);
         return;
     }
-    if (dst->nlater) dbReleaseLater(dst);
     dst->now = src->now;
     dbkey nk = argKey(dst, c, 1);
     if (lookupKey(dst, &nk)) {

@@ -350,8 +350,6 @@ typedef struct ir_db {
     dbEntry **vol; /* entries with a TTL; vol[e->vidx] == e */
     size_t nvol, volcap;
     uint64_t bytes;
-    void **later; /* buffers to free once the reply has been flushed */
-    size_t nlater, latercap;
     dbEntry **scratch; /* KEYS collects matches here (reused) */
     size_t scratchcap;
     uint64_t rng;          /* xorshift state for sampling */
@@ -420,11 +418,6 @@ static inline int keyIsExpired(const dbEntry *e, int64_t now) {
 }
 void setExpire(ir_db *db, dbEntry *e, int64_t when);
 int removeExpire(ir_db *db, dbEntry *e); /* 1 if there was a TTL */
-
-/* Free a buffer that the current command may have replied with by reference:
- * small ones now, big ones (>= IR_REF_MIN) when the next command starts. */
-void dbFreeLater(ir_db *db, void *p, size_t len);
-void dbReleaseLater(ir_db *db);
 
 void *dbMalloc(size_t n); /* aborts on OOM */
 

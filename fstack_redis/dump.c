@@ -48,7 +48,6 @@ void dumpCommand(client *c) {
         abort();
     }
     addReplyBulk(c, b.p, b.len);
-    if (c->has_refs) clientFlush(c); /* a big reply points into b */
     free(b.p);
 }
 

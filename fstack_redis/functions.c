@@ -496,7 +496,6 @@ static void functionDump(client *c) {
         abort();
     }
     addReplyBulk(c, b.p, b.len);
-    if (c->has_refs) clientFlush(c);
     free(b.p);
 }
 

@@ -3,14 +3,15 @@
  * A client's pending output is a list of segments: bytes copied into c->obuf,
  * or references to memory owned elsewhere (a stored value, a replay arena).
  * References are how a 13 MB GET or a 512-item REPLAY.SAMPLE reaches the
- * socket without a copy. A pinned reference (stored values, replay items)
+ * socket without a copy. Only pinned memory is ever referenced: a reference
  * counts on its memory's pin (server.h) and stays until it is written, however
- * slow the reader: an owner that must free or rewrite pinned memory detaches
+ * slow the reader; an owner that must free or rewrite pinned memory detaches
  * it (values, dropped tables) or has the overlapping segments copied first
- * (pinOverwrite: REPLAY.ADD wrapping the arena). Unpinned references (argument
- * echoes, list elements, key names) may only live until the command that made
- * them returns: processCommand() calls clientFlush() whenever has_refs is set,
- * and clientFlush() copies whatever unpinned bytes the transport did not take.
+ * (pinOverwrite: REPLAY.ADD wrapping the arena). Everything else (argument
+ * echoes, collection members, a command's temporary buffers) is copied when
+ * it is added, so no reply can outlive the memory it came from, whatever the
+ * command does with that memory afterwards. processCommand() calls
+ * clientFlush() when has_refs is set, so pinned bodies leave without a copy.
  */
 #include <ctype.h>
 #include <math.h>
@@ -118,22 +119,6 @@ void addReplyStr(client *c, ir_str s) {
         return;
     }
     addReplyProto(c, s.p, s.len);
-}
-
-/* A body sent by reference when it is big enough to be worth it. */
-void addReplyRef(client *c, const void *p, size_t len) {
-    if (c->flags & (CLIENT_CLOSE_AFTER_REPLY | CLIENT_CLOSE_ASAP | CLIENT_MUTED)) return;
-    if (len < IR_REF_MIN) {
-        addReplyProto(c, p, len);
-        return;
-    }
-    ir_seg *s = segPush(c);
-    s->ref = p;
-    s->off = 0;
-    s->len = len;
-    s->pin = NULL;
-    c->pending_bytes += len;
-    c->has_refs = 1;
 }
 
 void addReplyRefPinned(client *c, const void *p, size_t len, ir_pin **holder) {
@@ -264,10 +249,10 @@ void addReplyBool(client *c, int b) {
     else addReplyLongLong(c, b ? 1 : 0);
 }
 
+/* Copied: the caller's memory may change or go once this returns. */
 void addReplyBulk(client *c, const void *p, size_t len) {
-    addReplyPrefixed(c, '$', (long long)len);
-    addReplyRef(c, p, len);
-    addReplyProto(c, "\r\n", 2);
+    if (c->flags & (CLIENT_CLOSE_AFTER_REPLY | CLIENT_CLOSE_ASAP | CLIENT_MUTED)) return;
+    memcpy(addReplyBulkReserve(c, len), p, len);
 }
 
 void addReplyBulkPinned(client *c, const void *p, size_t len, ir_pin **holder) {
@@ -289,7 +274,7 @@ void addReplyVerbatim(client *c, const char *txt, size_t len, const char *ext) {
     addReplyPrefixed(c, '=', (long long)len + 4);
     char head[4] = {ext[0], ext[1], ext[2], ':'};
     addReplyProto(c, head, 4);
-    addReplyRef(c, txt, len);
+    addReplyProto(c, txt, len);
     addReplyProto(c, "\r\n", 2);
 }
 
@@ -436,14 +421,6 @@ void clientDiscardReply(client *c) {
     c->has_refs = 0;
 }
 
-/* Copy unpinned referenced segments into obuf: their memory may change once
- * the command returns. Pinned ones stay references. */
-static void replyOwnRefs(client *c) {
-    for (int i = 0; i < c->nsegs; i++)
-        if (c->segs[i].ref && !c->segs[i].pin) segOwn(c, i);
-    c->has_refs = 0;
-}
-
 /* Move the owned bytes still pending to the front of obuf once the written
  * prefix is large, so a slow reader's buffer does not grow without bound. */
 static void replyCompact(client *c) {
@@ -516,7 +493,7 @@ static void clientFlushNow(client *c) {
         if ((size_t)w < want) break; /* the stack is full for now */
     }
     if (c->pending_bytes) {
-        replyOwnRefs(c);
+        c->has_refs = 0; /* what is left is pinned: it waits for the socket */
         replyCompact(c);
         c->tp->ops->want_writable(c->tp, c->conn, 1);
     } else {

@@ -282,7 +282,7 @@ void addReplyLongLong(client *c, long long ll);
 void addReplyDouble(client *c, double d); /* RESP2: a bulk string; RESP3: ",d" */
 /* A double already formatted (a command with its own format, e.g. ZSCORE's %.17g) */
 void addReplyDoubleText(client *c, const char *text, size_t len);
-void addReplyBulk(client *c, const void *p, size_t len); /* large bodies go by reference */
+void addReplyBulk(client *c, const void *p, size_t len); /* copied, whatever its size */
 void addReplyBulkCString(client *c, const char *s);      /* NULL -> null bulk */
 void addReplyNull(client *c);                            /* RESP2 $-1, RESP3 _ */
 void addReplyNullArray(client *c);                       /* RESP2 *-1, RESP3 _ */
@@ -302,14 +302,13 @@ char *addReplyBulkReserve(client *c, size_t len);
 char *addReplyReserve(client *c, size_t len);
 /* A bulk of total bytes built in parts: "$total\r\n" and head bytes of reply
  * buffer for the caller to fill (valid until the next addReply call); the
- * caller then adds the other total - head bytes (addReplyRef, addReplyProto)
+ * caller then adds the other total - head bytes (addReplyRefPinned, addReplyProto)
  * and the closing "\r\n" itself. */
 char *addReplyBulkBegin(client *c, size_t total, size_t head);
-/* Bytes sent by reference when len >= IR_REF_MIN (else copied); see clientFlush. */
-void addReplyRef(client *c, const void *p, size_t len);
-/* The same for memory whose owner holds a pin slot (*holder, NULL when not
- * pinned): the reference is counted on the pin, so it may outlive the
- * command and is never copied. */
+/* Bytes sent by reference when len >= IR_REF_MIN (else copied), for memory
+ * whose owner holds a pin slot (*holder, NULL when not pinned yet): the
+ * reference is counted on the pin, so it may outlive the command and is
+ * never copied. Nothing else is ever referenced (reply.c). */
 void addReplyRefPinned(client *c, const void *p, size_t len, ir_pin **holder);
 void addReplyBulkPinned(client *c, const void *p, size_t len, ir_pin **holder);
 

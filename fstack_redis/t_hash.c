@@ -2,10 +2,7 @@
  * HINCRBYFLOAT, HRANDFIELD, HSCAN, ...).
  *
  * A hash is a dict of field entries (see dbColl in db_internal.h); each
- * value is a malloc'd buffer of its own. Replies send values through
- * addReplyBulk, so a big one goes by reference until the command returns;
- * a value replaced or deleted by the same command is freed only after that
- * (dbFreeLater). OBJECT ENCODING reports listpack until the hash passes
+ * value is a malloc'd buffer of its own, which replies copy. OBJECT ENCODING reports listpack until the hash passes
  * Redis's listpack limits (512 fields, 64-byte fields and values), then
  * hashtable for good. While listpack, HGETALL, HKEYS, HVALS, HSCAN,
  * HRANDFIELD with a count, DUMP and snapshots follow insertion order, as

@@ -214,7 +214,7 @@ static void popRange(client *c, ir_db *db, dbEntry *e, int where, long long coun
     while (n--) {
         lelem x = listPop(db, l, where);
         addReplyBulk(c, x.p, x.len);
-        dbFreeLater(db, x.p, x.len);
+        free(x.p);
     }
     notifyKeyspaceEvent(NOTIFY_LIST, where == LIST_HEAD ? "lpop" : "rpop", e->key, e->klen, db->id);
     listRemoved(c, db, e);
@@ -252,7 +252,7 @@ static void popGenericCommand(client *c, int where) {
     }
     lelem x = listPop(db, &e->v.list, where);
     addReplyBulk(c, x.p, x.len);
-    dbFreeLater(db, x.p, x.len); /* the reply may point at it */
+    free(x.p);
     notifyKeyspaceEvent(NOTIFY_LIST, where == LIST_HEAD ? "lpop" : "rpop", e->key, e->klen, db->id);
     listRemoved(c, db, e);
 }
@@ -340,7 +340,7 @@ void lsetCommand(client *c) {
     if (!p) p = dupElement("", 0);
     lelem *x = listAt(l, (size_t)index);
     db->bytes -= dbBufBytes(x->len + 1);
-    dbFreeLater(db, x->p, x->len);
+    free(x->p);
     x->p = p;
     x->len = len;
     db->bytes += dbBufBytes(len + 1);
@@ -635,7 +635,7 @@ static void popKeysGeneric(client *c, int first, int n, int where, long long cou
             replRewrite(c, 2, (ir_str[]){pop, replArg(c, j)}); /* replicas: BLPOP as LPOP key */
             lelem x = listPop(db, &e->v.list, where);
             addReplyBulk(c, x.p, x.len);
-            dbFreeLater(db, x.p, x.len);
+            free(x.p);
             notifyKeyspaceEvent(NOTIFY_LIST, where == LIST_HEAD ? "lpop" : "rpop", e->key, e->klen,
                                 db->id);
             listRemoved(c, db, e);

@@ -7,8 +7,6 @@
  * integer and there are at most 512, then hashtable for good, as Redis 7.0;
  * while intset, SMEMBERS, SSCAN, DUMP and set operations' results list the
  * members ascending, as an intset does (dbColl's ord array).
- * Members a command deletes and replies with (SPOP) are freed only after
- * the reply is out (dbFreeLater).
  */
 #include <limits.h>
 #include <stdlib.h>

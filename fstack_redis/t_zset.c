@@ -754,8 +754,7 @@ static void outItem(zrangeOut *o, const zskiplistNode *x) {
     else addReplyRangeItem(o->c, x, o->withscores);
 }
 
-/* Free a temporary set built beside the keyspace (its members may be in
- * the reply by reference: collDelete defers the big ones). */
+/* Free a temporary set built beside the keyspace. */
 static void zsetFreeTemp(ir_db *db, dbColl *t) {
     if (t->zsl) {
         zskiplistNode *x = t->zsl->header.level[0].forward;

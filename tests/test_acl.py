@@ -177,6 +177,11 @@ def test_acl_cat_matches_redis(acl_servers: dict[str, ServerProcess]) -> None:
 
 RULES = [
     ["on", ">p1", "~a*", "%R~b*", "%W~c*", "&ch*", "-@all", "+@string"],
+    # descriptions over a reply's by-reference size (4 KB): GETUSER builds the
+    # keys and channels texts in one buffer and LIST a buffer per user, freed
+    # or rewritten before the reply is written
+    ["on", ">pw", "~k*", "%R~" + "x" * 5000],
+    ["on", ">pw", "&" + "c" * 5000, "&d*"],
     ["on", "nopass", "+@all", "-@dangerous", "~*", "resetchannels"],
     ["off", "#" + hashlib.sha256(b"x").hexdigest(), "-@all", "+get"],
     ["on", "nopass", "allkeys", "allchannels", "allcommands", "-flushall"],
@@ -186,7 +191,11 @@ RULES = [
 ]
 
 
-@pytest.mark.parametrize("rules", RULES, ids=lambda r: " ".join(r) or "new")
+def _rules_id(rules: list[str]) -> str:
+    return " ".join(x if len(x) <= 24 else f"{x[:8]}...({len(x)} chars)" for x in rules) or "new"
+
+
+@pytest.mark.parametrize("rules", RULES, ids=_rules_id)
 def test_getuser_and_list_match_redis(
     acl_servers: dict[str, ServerProcess], rules: list[str]
 ) -> None:

@@ -290,17 +290,6 @@ static void testLists(void) {
     dbFree(db);
 }
 
-static void testDeferredFree(void) {
-    ir_db *db = dbNew();
-    char *big = dbMalloc(IR_REF_MIN + 10), *small = dbMalloc(10);
-    dbFreeLater(db, small, 9); /* freed at once */
-    dbFreeLater(db, big, IR_REF_MIN + 9);
-    CHECK(db->nlater == 1);
-    dbReleaseLater(db);
-    CHECK(db->nlater == 0);
-    dbFree(db);
-}
-
 /* A pinned value (a reply still points into it) is never rewritten or freed:
  * overwrite, delete and flush detach the buffer, and the last release frees
  * it; the bytes count until then. */
@@ -472,7 +461,6 @@ int main(void) {
     testCollisions();
     testExpire();
     testLists();
-    testDeferredFree();
     testPinnedValues();
     testGlob();
     return checkSummary();

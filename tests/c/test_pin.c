@@ -196,7 +196,32 @@ static void testValues(void) {
     server_free(s);
 }
 
+/* Anything not pinned is copied when it is added, however big: a command may
+ * free or rewrite its buffer before the reply is written (ACL GETUSER builds
+ * three descriptions in one buffer, LPOP frees the element it replies with). */
+static void testUnpinnedBodiesAreCopied(void) {
+    ir_config cfg;
+    ir_config_init(&cfg);
+    ir_server *s = server_new(&cfg);
+    client *c = fakeClient(s);
+    char *buf = malloc(ITEM);
+    memset(buf, 'k', ITEM);
+    addReplyBulk(c, buf, ITEM);
+    memset(buf, 'x', ITEM); /* reused, as replyUser's sbuf was */
+    addReplyVerbatim(c, buf, ITEM, "txt");
+    free(buf);
+    CHECK(!c->has_refs);
+    for (int i = 0; i < c->nsegs; i++) CHECK(c->segs[i].ref == NULL);
+    const char *out = segBytes(c, 0);
+    CHECK(!memcmp(out, "$8192\r\n", 7) && allBytes(out + 7, ITEM, 'k'));
+    CHECK(!memcmp(out + 7 + ITEM, "\r\n$8192\r\n", 9) && allBytes(out + 16 + ITEM, ITEM, 'x'));
+    CHECK(c->pending_bytes == 2 * (7 + ITEM + 2));
+    freeClient(c);
+    server_free(s);
+}
+
 int main(void) {
+    testUnpinnedBodiesAreCopied();
     testArenaOverwrite();
     testArenaBigBatch();
     testValues();
