@@ -1658,7 +1658,8 @@ void infoCommand(client *c) {
                 "process_id:%ld\r\nprocess_supervised:no\r\nrun_id:%s\r\ntcp_port:%d\r\n"
                 "server_time_usec:%llu\r\nuptime_in_seconds:%llu\r\nuptime_in_days:%llu\r\n"
                 "hz:10\r\nconfigured_hz:10\r\nlru_clock:%llu\r\nexecutable:%s\r\nconfig_file:\r\n"
-                "io_threads_active:0\r\nstack:%s\r\nstack_build:%s\r\nevent_loop:%s\r\n",
+                "io_threads_active:0\r\nstack:%s\r\nstack_build:%s\r\nevent_loop:%s\r\n"
+                "lua:%s\r\n",
                 sections++ ? "\r\n" : "", IR_REDIS_VERSION, IR_VERSION_STR, un.sysname, un.release,
                 un.machine, s->tp && !strcmp(s->tp->ops->name, "kernel") ? "epoll" : "poll-mode",
 #ifdef __GNUC__
@@ -1671,7 +1672,7 @@ void infoCommand(client *c) {
                 (unsigned long long)up, (unsigned long long)(up / 86400),
                 (unsigned long long)((s->now_ms / 1000) & ((1 << 24) - 1)), exe,
                 s->tp ? s->tp->ops->name : "none", s->tp && s->tp->build ? s->tp->build : "",
-                s->loop_mode ? s->loop_mode : "");
+                s->loop_mode ? s->loop_mode : "", IR_LUA_FROM);
     }
     if (wantSection(c, "clients", 1)) {
         ir_blocked_stats bst;

@@ -1,5 +1,6 @@
 /* script.c - Lua scripting: EVAL, EVALSHA, EVAL_RO, EVALSHA_RO and SCRIPT, as
- * Redis 7.0 runs them, on Debian's Lua 5.1 (the version Redis embeds).
+ * Redis 7.0 runs them, on Redis's own Lua 5.1 (deps/lua of Debian's redis
+ * source package, meson.build; or Debian's liblua5.1 with -Dlua=system).
  *
  * Each server has one Lua state (created at its first script) and one script
  * client: redis.call() hands its arguments to that client and runs the command
@@ -7,9 +8,13 @@
  * command wrote into Lua values (Redis's conversion rules). A script runs to
  * its end before the server reads anything else, so it is atomic.
  *
- * The sandbox is Redis's: only the base, table, string and math libraries (and
- * cjson and bit when Debian's packages were found at build time); no os, io,
- * loadfile, dofile, print, setfenv, getfenv or newproxy. The globals table is
+ * The sandbox is Redis's: only the base, table, string and math libraries and
+ * cjson, bit, cmsgpack and struct (on the system Lua: cjson and bit when
+ * Debian's packages were found at build time); no os, io, loadfile, dofile,
+ * print, setfenv, getfenv or newproxy. Scripts are Lua source only: a body or
+ * chunk that starts with ESC (precompiled bytecode, which Lua 5.1 does not
+ * verify, so a crafted one reads and writes any memory) is refused everywhere
+ * one is compiled, and string.dump, which makes them, is gone. The globals table is
  * a read-only proxy: creating or changing a global is refused ("Attempt to
  * modify a readonly table"), reading one that does not exist is an error, and
  * the library tables (redis, string, math, ...) are read-only proxies too.
@@ -50,6 +55,12 @@ int luaopen_cjson(lua_State *L);
 #endif
 #ifdef IR_HAVE_LUA_BITOP
 int luaopen_bit(lua_State *L);
+#endif
+#ifdef IR_HAVE_LUA_CMSGPACK
+int luaopen_cmsgpack(lua_State *L);
+#endif
+#ifdef IR_HAVE_LUA_STRUCT
+int luaopen_struct(lua_State *L);
 #endif
 
 typedef struct ir_scripting {
@@ -1039,17 +1050,27 @@ static int luaSetmetatable(lua_State *L) {
     return 1;
 }
 
-/* loadstring and load refuse precompiled chunks: Lua 5.1 does not verify
- * bytecode, so a crafted one reads and writes any memory (Redis's Lua never
- * loads them either). */
+/* Precompiled chunks: Lua 5.1 does not verify bytecode, so a crafted one reads
+ * and writes any memory. Redis's Lua has no loader for them (its f_parser
+ * parses every chunk as source, so ESC is a syntax error); Debian's liblua5.1
+ * loads them, so on it the server refuses them itself, in the words Redis's
+ * parser uses where a script body is compiled. */
+#ifdef IR_LUA_REDIS
+static int refuseBinary(lua_State *L, const char *s, size_t len) {
+    (void)L, (void)s, (void)len;
+    return 0; /* the parser says no */
+}
+#else
 static int refuseBinary(lua_State *L, const char *s, size_t len) {
     if (len && s[0] == LUA_SIGNATURE[0]) {
         lua_pushnil(L);
-        lua_pushliteral(L, "binary chunks (string.dump) are not loaded");
+        lua_pushliteral(L, "binary chunks are not loaded");
         return 2;
     }
     return 0;
 }
+#endif
+#define BYTECODE_NEAR "unexpected symbol near 'char(27)'"
 
 static int loadResult(lua_State *L, int status) {
     if (status == 0) return 1;
@@ -1181,6 +1202,15 @@ static lua_State *newState(ir_scripting *sc) {
 #ifdef IR_HAVE_LUA_BITOP
     loadLib(L, "bit", luaopen_bit);
 #endif
+#ifdef IR_HAVE_LUA_CMSGPACK
+    loadLib(L, "cmsgpack", luaopen_cmsgpack);
+#endif
+#ifdef IR_HAVE_LUA_STRUCT
+    loadLib(L, "struct", luaopen_struct);
+#endif
+    lua_getglobal(L, "string"); /* no bytecode out either */
+    lua_pushnil(L);
+    lua_setfield(L, -2, "dump");
     lua_settop(L, 0);
     lua_pushlightuserdata(L, sc);
     lua_setfield(L, LUA_REGISTRYINDEX, REG_CTX);
@@ -1249,8 +1279,8 @@ static lua_State *newState(ir_scripting *sc) {
     lua_pop(L, 1);
 #endif
     /* the library tables become read-only proxies */
-    static const char *const libs[] = {"redis",     "string", "math", "table",
-                                       "coroutine", "cjson",  "bit"};
+    static const char *const libs[] = {"redis", "string", "math",     "table", "coroutine",
+                                       "cjson", "bit",    "cmsgpack", "struct"};
     for (size_t i = 0; i < sizeof(libs) / sizeof(libs[0]); i++) {
         lua_getglobal(L, libs[i]);
         if (lua_istable(L, -1)) {
@@ -1315,11 +1345,19 @@ int64_t scriptStartMs(const ir_server *s) {
     return s->scripting && s->scripting->caller ? s->scripting->start_ms : 0;
 }
 
+/* A full collection before lua_close, as Redis does since CVE-2024-46981: a
+ * finalizer that runs while the state is being torn down can otherwise reach
+ * freed objects. */
+static void closeState(lua_State *L) {
+    lua_gc(L, LUA_GCCOLLECT, 0);
+    lua_close(L);
+}
+
 void scriptingFree(ir_server *s) {
     ir_scripting *sc = s->scripting;
     if (!sc) return;
-    lua_close(sc->L);
-    if (sc->fL) lua_close(sc->fL);
+    closeState(sc->L);
+    if (sc->fL) closeState(sc->fL);
     clientDiscardReply(sc->fake);
     free(sc->fake->obuf);
     free(sc->fake->segs);
@@ -1422,6 +1460,11 @@ static int createFunction(client *c, ir_scripting *sc, const char *body, size_t 
     int flags;
     size_t skip;
     if (shebang(c, body, len, &flags, &skip) != 0) return -1;
+    if (refuseBinary(L, body + skip, len - skip)) {
+        lua_pop(L, 2);
+        addReplyError(c, "Error compiling script (new function): user_script:1: " BYTECODE_NEAR);
+        return -1;
+    }
     if (luaL_loadbuffer(L, body + skip, len - skip, "@user_script")) {
         const char *m = lua_tostring(L, -1);
         addReplyErrorFormat(c, "Error compiling script (new function): %s", m ? m : "?");
@@ -1624,7 +1667,7 @@ void scriptCommand(client *c) {
         }
         if (s->scripting) {
             ir_scripting *sc = s->scripting;
-            lua_close(sc->L);
+            closeState(sc->L);
             sc->nscripts = sc->body_bytes = 0;
             sc->L = newState(sc);
         }
@@ -1896,6 +1939,11 @@ static void fnSetGlobals(lua_State *L, const char *which) {
 int scriptFnLoad(ir_server *s, const char *code, size_t len, long long timeout_ms,
                  scriptFnRegister cb, void *arg, char *err, size_t errlen) {
     lua_State *L = functionsState(s);
+    if (refuseBinary(L, code, len)) {
+        lua_pop(L, 2);
+        snprintf(err, errlen, "Error compiling function: user_function:1: " BYTECODE_NEAR);
+        return -1;
+    }
     if (luaL_loadbuffer(L, code, len, "@user_function")) {
         const char *m = lua_tostring(L, -1);
         snprintf(err, errlen, "Error compiling function: %s", m ? m : "?");

@@ -464,6 +464,7 @@ def _status_of(inst: srv.Instance, password: str | None = None) -> dict[str, Any
         out["uptime_s"] = info.get("uptime_in_seconds")
         out["stack_build"] = info.get("stack_build")
         out["event_loop"] = info.get("event_loop")
+        out["lua"] = info.get("lua")
         # not counting this connection
         out["clients"] = max(0, int(info.get("connected_clients", 1)) - 1)
         out["used_memory"] = info.get("used_memory")
@@ -520,6 +521,8 @@ def cmd_status(args: argparse.Namespace) -> int:
               f"{r['used_memory'] / 2**20:.1f} MiB, tables: {tables}")
         if r.get("stack_build"):
             print(f"  stack: {r['stack_build']}; event loop: {r['event_loop']}")
+        if r.get("lua"):
+            print(f"  scripts run on: {r['lua']}")
         if r.get("shard"):
             sh = r["shard"]
             print(f"  shard {sh['index']} of {len(sh['group'])}: group {','.join(sh['group'])}")

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 import redis
-from test_scripting import BUSY_FCALL, run_busy, wait_done
+from test_scripting import BUSY_FCALL, BYTECODE, run_busy, wait_done
 
 if TYPE_CHECKING:
     from conftest import ServerPool, ServerProcess
@@ -53,6 +53,11 @@ LOAD: Cmd = ("FUNCTION", "LOAD", HELLO)
 # (setup commands, the command whose reply is compared); every case starts with
 # no keys and no libraries.
 CASES: list[tuple[list[Cmd], Cmd]] = [
+    # a library is Lua source: bytecode after the shebang, or inside it, never loads
+    ([], ("FUNCTION", "LOAD", b"#!lua name=bc\n" + BYTECODE)),
+    ([("FUNCTION", "LOAD", "#!lua name=bc\nredis.register_function('bc', function(keys, args)"
+       " local f, e = loadstring(args[1]); return {tostring(f), e} end)")],
+     ("FCALL", "bc", 0, BYTECODE)),
     ([], LOAD),
     ([LOAD], ("FCALL", "test", 0)),
     ([LOAD], ("FCALL", "TEST", 0)),

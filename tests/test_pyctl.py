@@ -127,8 +127,10 @@ def test_daemon_status_stop(rundir: Path) -> None:
         assert d["running"] is True and d["stack"] == "kernel" and d["endpoint"] == listen
         assert d["tables"] == [{"name": "t1", "size": 0, "capacity": 1000}]
         assert "cores" in d and isinstance(d["pid"], int) and d["uptime_s"] >= 0
+        assert d["lua"].startswith("redis deps/lua (Debian redis "), d["lua"]
         human = pyctl("status")
         assert f"kernel stack on {listen}" in human.stdout and "t1 0/1000" in human.stdout
+        assert f"scripts run on: {d['lua']}" in human.stdout
         # a second server on the same port is refused with a one-line reason
         again = pyctl("start", "--listen", listen)
         assert again.returncode != 0 and "already runs" in again.stderr

@@ -32,6 +32,25 @@ Cmd = tuple[str | int | bytes, ...]
 SHA_RETURN_1 = "e0e1f9fabfc9d4800c877a703b823ac0578ff8db"  # SHA1 of "return 1"
 BIG = "v" * 100_000  # a value replies send by reference (>= IR_REF_MIN)
 
+
+def lua_bytecode() -> bytes:
+    """A valid Lua 5.1 chunk for x86-64 (what luac5.1 writes for "return 42"):
+    a server on Debian's liblua5.1 runs it as a script body; Redis's Lua has no
+    loader for bytecode and refuses it as a syntax error."""
+
+    def i32(x: int) -> bytes:
+        return struct.pack("<i", x)
+
+    header = b"\x1bLua\x51\x00\x01\x04\x08\x04\x08\x00"
+    code = [1, 30 | (2 << 23), 30 | (1 << 23)]  # LOADK 0 K0; RETURN 0 2; RETURN 0 1
+    return (header + struct.pack("<Q", 0) + i32(0) + i32(0) + bytes([0, 0, 2, 2])
+            + i32(len(code)) + b"".join(struct.pack("<I", c) for c in code)
+            + i32(1) + b"\x03" + struct.pack("<d", 42.0)  # K0 = 42
+            + i32(0) + i32(0) + i32(0) + i32(0))
+
+
+BYTECODE = lua_bytecode()
+
 # (setup commands, the command whose reply is compared). Every case starts on an
 # empty server; the reply bytes of the last command must be equal.
 CASES: list[tuple[list[Cmd], Cmd]] = [
@@ -134,7 +153,36 @@ CASES: list[tuple[list[Cmd], Cmd]] = [
     ([], ("EVAL", "return cjson.decode('{\"a\":[1,2]}').a[2]", 0)),
     ([], ("EVAL", "return bit.bxor(5, 3)", 0)),
     ([], ("EVAL", "return _VERSION", 0)),
-    ([], ("EVAL", "return loadstring(string.dump(function() return 1 end))()", 0)),
+    # bytecode: never loaded, whichever way it comes (string.dump is gone: test_script_sandbox)
+    ([], ("EVAL", BYTECODE, 0)),
+    ([], ("SCRIPT", "LOAD", BYTECODE)),
+    ([], ("EVAL", "local f, e = loadstring(ARGV[1]); return {tostring(f), e}", 0, BYTECODE)),
+    ([], ("EVAL", "local f, e = load(function() local s = ARGV[1]; ARGV[1] = nil; return s end);"
+                  " return {tostring(f), e}", 0, BYTECODE)),
+    # the lexer's long brackets (CVE-2025-46819's fix changed how they are read)
+    ([], ("EVAL", "return [==[long]==]", 0)),
+    ([], ("EVAL", "return [=", 0)),
+    ([], ("EVAL", "return [==[unfinished", 0)),
+    ([], ("EVAL", "local t = {1}; return t[ [[1]] ]", 0)),
+    ([], ("EVAL", "return --[==[ comment ]==] 5", 0)),
+    ([], ("EVAL", "return --[=[ unfinished comment", 0)),
+    # Redis's own cmsgpack and struct, and its cjson
+    ([], ("EVAL", "return cmsgpack.pack({1, 'a', {x = 2}}, 3.5, true)", 0)),
+    ([], ("EVAL", "return cmsgpack.unpack(cmsgpack.pack({1, 'a', {x = 2}}))", 0)),
+    ([], ("EVAL", "return {cmsgpack.unpack(ARGV[1])}", 0, b"\x93\x01\xa1b\xc3")),
+    ([], ("EVAL", "return {pcall(cmsgpack.unpack, ARGV[1])}", 0, b"\xdc\xff")),
+    ([], ("EVAL", "return cmsgpack.unpack_limit(cmsgpack.pack(1, 2, 3), 2)", 0)),
+    ([], ("EVAL", "return struct.pack('>I2i4', 513, -2)", 0)),
+    ([], ("EVAL", "return {struct.unpack('>I2i4', ARGV[1])}", 0, b"\x02\x01\xff\xff\xff\xfe")),
+    ([], ("EVAL", "return {pcall(struct.pack, 'i17', 1)}", 0)),
+    ([], ("EVAL", "return {pcall(struct.unpack, 'I4', 'ab')}", 0)),
+    ([], ("EVAL", "return struct.size('>I2i4d')", 0)),
+    ([], ("EVAL", "cmsgpack.pack = nil", 0)),
+    ([], ("EVAL", "struct.pack = nil", 0)),
+    ([], ("EVAL", "return {pcall(cjson.encode, {[1] = 1, [1000] = 2})}", 0)),
+    ([], ("EVAL", "return cjson.encode(cjson.decode('[1,{\"a\":null},\"x\\\\u00e9\"]'))", 0)),
+    ([], ("EVAL", "return {pcall(cjson.decode, '[' .. string.rep('[', 1100))}", 0)),
+    ([], ("EVAL", "return {pcall(cjson.encode, setmetatable({}, {__index = _G}))}", 0)),
     ([], ("EVAL", "return load(function() return nil end)", 0)),
     ([], ("EVAL", "local i = 0; return load(function() i = i + 1; "
                   "if i == 1 then return 'return 42' end end)()", 0)),

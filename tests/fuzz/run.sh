@@ -22,18 +22,34 @@ CFLAGS=(-std=c11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer
         -Ifstack_redis -Ifstack_redis/replay -I"$OUT"
         -Wno-constant-logical-operand)
 # what meson.build gives the library: the project version (written there only) and
-# Lua 5.1 with the cjson and bit modules when pkg-config finds them
+# the Lua it links: Redis's own (deps/lua of the redis source package make deps
+# unpacks, built below with the sanitizers, as meson builds it), else Debian's
+# liblua5.1 with the cjson and bit modules when pkg-config finds them
 VERSION=$(sed -n "s/^ *version *: *'\([^']*\)'.*/\1/p" meson.build | head -1)
 CFLAGS+=("-DIR_VERSION_STR=\"$VERSION\"")
 LIBS=(-lm -lz)
-for mod in lua5.1:"" lua5.1-cjson:IR_HAVE_LUA_CJSON lua5.1-bitop:IR_HAVE_LUA_BITOP; do
-    pc=${mod%%:*} def=${mod#*:}
-    if pkg-config --exists "$pc"; then
-        read -r -a f <<<"$(pkg-config --cflags "$pc")"; CFLAGS+=("${f[@]}")
-        read -r -a l <<<"$(pkg-config --libs "$pc")"; LIBS+=("${l[@]}")
-        [[ -n $def ]] && CFLAGS+=("-D$def=1")
-    fi
-done
+LUA_SRC=${REDIS_SRC:-build-deps/redis-src}/deps/lua/src
+LUA_OBJS=()
+if [[ -f $LUA_SRC/lapi.c ]]; then
+    LUA_SRC=$(cd "$LUA_SRC" && pwd)
+    CFLAGS+=(-isystem "$LUA_SRC" -DIR_HAVE_LUA_CJSON=1 -DIR_HAVE_LUA_BITOP=1 -DIR_HAVE_LUA_CMSGPACK=1
+             -DIR_HAVE_LUA_STRUCT=1 -DIR_LUA_REDIS=1 "-DIR_LUA_FROM=\"redis deps/lua\"")
+    for n in lapi lcode ldebug ldo ldump lfunc lgc llex lmem lobject lopcodes lparser lstate \
+             lstring ltable ltm lundump lvm lzio strbuf fpconv lauxlib lbaselib ldblib liolib \
+             lmathlib loslib ltablib lstrlib loadlib linit lua_cjson lua_struct lua_cmsgpack lua_bit; do
+        LUA_OBJS+=("$LUA_SRC/$n.c")
+    done
+else
+    CFLAGS+=("-DIR_LUA_FROM=\"system liblua5.1\"")
+    for mod in lua5.1:"" lua5.1-cjson:IR_HAVE_LUA_CJSON lua5.1-bitop:IR_HAVE_LUA_BITOP; do
+        pc=${mod%%:*} def=${mod#*:}
+        if pkg-config --exists "$pc"; then
+            read -r -a f <<<"$(pkg-config --cflags "$pc")"; CFLAGS+=("${f[@]}")
+            read -r -a l <<<"$(pkg-config --libs "$pc")"; LIBS+=("${l[@]}")
+            [[ -n $def ]] && CFLAGS+=("-D$def=1")
+        fi
+    done
+fi
 
 build() {
     command -v "$CC" >/dev/null || { echo "fuzz: $CC not found (apt-get install clang libclang-rt-14-dev)" >&2; exit 2; }
@@ -50,6 +66,17 @@ build() {
         echo "fuzz: building $BIN"
         # the command table, generated from commands.json as the meson build does
         python3 fstack_redis/gen_commands.py fstack_redis/commands.json "$OUT/commands_table.inc"
+        if (( ${#LUA_OBJS[@]} )); then
+            # Redis's Lua with Redis's flags (deps/Makefile), instrumented like the rest
+            mkdir -p "$OUT/lua"
+            (cd "$OUT/lua" && "$CC" -std=gnu99 -w -g -O1 -fno-omit-frame-pointer \
+                -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined \
+                -DLUA_ANSI -DENABLE_CJSON_GLOBAL -DREDIS_STATIC= -DLUA_USE_MKSTEMP \
+                -c "${LUA_OBJS[@]}")
+            rm -f "$OUT/libredis_lua.a"
+            ar rcs "$OUT/libredis_lua.a" "$OUT"/lua/*.o
+            LIBS=("$OUT/libredis_lua.a" "${LIBS[@]}")
+        fi
         "$CC" "${CFLAGS[@]}" "${srcs[@]}" "${LIBS[@]}" -o "$BIN.tmp"
         mv "$BIN.tmp" "$BIN"
     fi
