@@ -955,6 +955,14 @@ static int userCheck(const aclUser *u, const ir_command *cmd, const ir_arg *argv
     return ACL_OK;
 }
 
+int aclFullKeyRead(const client *c) {
+    const aclUser *u = c->user;
+    if (!u || (u->flags & U_ALLKEYS)) return 1;
+    for (int i = 0; i < u->nkeys; i++)
+        if ((u->keys[i].flags & K_READ) && u->keys[i].len == 1 && u->keys[i].p[0] == '*') return 1;
+    return 0;
+}
+
 int aclPermits(client *c, const ir_command *cmd, int *errpos) {
     const aclUser *u = c->user;
     *errpos = 0;

@@ -43,6 +43,9 @@ int aclAuthenticate(client *c, const ir_arg *user, const ir_arg *pass);
 int aclCheck(client *c, const ir_command *cmd, int ctx, int *errpos);
 /* The same check, not logged (redis.acl_check_cmd): ACL_OK or the denial. */
 int aclPermits(client *c, const ir_command *cmd, int *errpos);
+/* May c's user read every key (allkeys, ~* or %R~*)? SORT's BY and GET read
+ * keys no argument names, so Redis allows them only then. */
+int aclFullKeyRead(const client *c);
 /* Reply Redis's NOPERM error for a denial. */
 void aclReplyDenied(client *c, const ir_command *cmd, int result);
 /* The same as one reply of EXEC's array (a queued command refused when EXEC runs). */

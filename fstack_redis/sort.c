@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "acl.h"
 #include "commands.h"
 #include "db_internal.h"
 #include "notify.h"
@@ -124,9 +125,18 @@ static void sortGeneric(client *c, int readonly) {
             j++;
         } else if (argEq(c, j, "by") && left >= 1) {
             by = &c->argv[j + 1];
-            if (!memchr(by->ptr, '*', by->len)) dontsort = 1; /* BY nosort */
+            if (!memchr(by->ptr, '*', by->len)) {
+                dontsort = 1; /* BY nosort */
+            } else if (!aclFullKeyRead(c)) {
+                addReplyError(c, "BY option of SORT denied due to insufficient ACL permissions.");
+                return;
+            }
             j++;
         } else if (argEq(c, j, "get") && left >= 1) {
+            if (!aclFullKeyRead(c)) {
+                addReplyError(c, "GET option of SORT denied due to insufficient ACL permissions.");
+                return;
+            }
             ngets++;
             j++;
         } else {

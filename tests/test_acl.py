@@ -287,6 +287,45 @@ def test_noperm_texts_match_redis(acl_servers: dict[str, ServerProcess]) -> None
     assert got[0][2] == NOPERM_CHANNEL
 
 
+SORT_RULES = [["~pub:*"], ["%R~pub:*", "%W~*"], ["%R~*"], ["~*"], ["allkeys"], ["%W~*"]]
+
+
+@pytest.mark.parametrize("keys", SORT_RULES, ids=" ".join)
+def test_sort_by_and_get_need_access_to_every_key(
+    acl_servers: dict[str, ServerProcess], keys: list[str]
+) -> None:
+    """BY and GET read keys no argument names: a user limited to some keys must not
+    read secret:* through them (Redis 7.0 refuses both unless it may read all keys)."""
+    got = []
+    for kind in KINDS:
+        s = acl_servers[kind]
+        admin = s.client()
+        admin.execute_command("ACL", "SETUSER", "so", "on", ">pw", "+@all", *keys)
+        admin.rpush("pub:l", "2", "1")
+        admin.mset({"secret:1": "s1", "secret:2": "s2", "w_1": "9", "w_2": "8"})
+        u = as_user(s, "so", "pw")
+        row = []
+        for args in (("GET", "secret:*"), ("BY", "w_*"), ("BY", "nosort"), ("GET", "#"),
+                     ("BY", "nosort", "GET", "secret:*"), ("ALPHA", "LIMIT", "0", "1")):
+            try:
+                row.append(u.execute_command("SORT", "pub:l", *args))
+            except redis.ResponseError as e:
+                row.append(f"error: {e}")
+        try:
+            row.append(u.eval("return redis.call('sort', KEYS[1], 'get', 'secret:*')", 1, "pub:l"))
+        except redis.ResponseError as e:
+            row.append(f"error: {str(e).split(' script:')[0]}")
+        got.append(row)
+        u.close()
+        admin.execute_command("ACL", "DELUSER", "so")
+        admin.delete("pub:l", "secret:1", "secret:2", "w_1", "w_2")
+        admin.close()
+    assert got[0] == got[1]
+    if keys in (["~pub:*"], ["%R~pub:*", "%W~*"]):
+        assert got[1][0] == "error: GET option of SORT denied due to insufficient ACL permissions."
+        assert got[1][1] == "error: BY option of SORT denied due to insufficient ACL permissions."
+
+
 def test_auth_hello_requirepass_and_whoami(srv: ServerProcess) -> None:
     admin = srv.client(decode_responses=True)
     admin.execute_command("ACL", "SETUSER", "alice", "on", ">secret", "+@all", "~*")
