@@ -313,6 +313,7 @@ int ir_run(const ir_config *cfg) {
               : idle.can_wait           ? "polls under load, sleeps until events when idle"
                                         : "polls under load, backs off when idle");
     serverLog("Snapshot directory %s", s->cfg.dir);
+    serverLogOpenedProtections(s);
     s->loop_mode = idle.mode == IDLE_SPIN    ? "busy-poll"
                    : idle.mode == IDLE_SLEEP ? "sleep"
                                              : "adaptive";

@@ -120,6 +120,7 @@ static const struct {
     {"skip_slowlog", CMD_SKIP_SLOWLOG},
     {"allow_busy", CMD_ALLOW_BUSY},
     {"no_mandatory_keys", CMD_NO_MANDATORY_KEYS},
+    {"protected", CMD_PROTECTED},
 };
 
 static int parseFlagWords(const char *words) {

@@ -37,9 +37,10 @@ static const char *const typeNames[] = {"bool",   "int",    "memory", "enum",
 #define CF_IMMUTABLE 1 /* set at start only: CONFIG SET answers "can't set immutable config" */
 #define CF_SENSITIVE \
     2 /* a credential: SLOWLOG and MONITOR redact its value (requirepass's get hook also hides it) */
-#define CF_SAME_ONLY 4 /* mutable in Redis, fixed here: only the current value is accepted */
-#define CF_HIDDEN 8    /* inreplay's own start-up setting: not matched by a glob, only by name */
-#define CF_NOOP 16     /* accepted and stored for Redis's clients; no behaviour here */
+#define CF_SAME_ONLY 4  /* mutable in Redis, fixed here: only the current value is accepted */
+#define CF_HIDDEN 8     /* inreplay's own start-up setting: not matched by a glob, only by name */
+#define CF_NOOP 16      /* accepted and stored for Redis's clients; no behaviour here */
+#define CF_PROTECTED 32 /* CONFIG SET only as enable-protected-configs allows ("dir") */
 
 /* the C type of an ir_config field */
 enum { FT_NONE, FT_INT, FT_UINT, FT_U64, FT_DOUBLE, FT_STR };
@@ -381,7 +382,17 @@ static const cfgparam params[] = {
      "ACL users loaded at start; ACL SAVE writes them there, ACL LOAD reads them back", NOHOOK},
     {"acllog-max-len", NULL, CT_INT, 0, 0, LMAX, "128", NULL, NOF, &aclLogMaxLen,
      "ACL LOG: entries kept (the oldest go first)", NOHOOK},
-    {"dir", NULL, CT_STRING, 0, 0, 0, ".", NULL, F(dir, FT_STR), NULL,
+    {"enable-debug-command", NULL, CT_ENUM, CF_IMMUTABLE, 0, 0, "no", "no,yes,local",
+     F(enable_debug_command, FT_STR), NULL,
+     "who may run DEBUG: no one (no), every client (yes), or loopback clients of the kernel "
+     "stack (local)",
+     NOHOOK},
+    {"enable-protected-configs", NULL, CT_ENUM, CF_IMMUTABLE, 0, 0, "no", "no,yes,local",
+     F(enable_protected_configs, FT_STR), NULL,
+     "who may CONFIG SET dir: no one (no), every client (yes), or loopback clients of the "
+     "kernel stack (local)",
+     NOHOOK},
+    {"dir", NULL, CT_STRING, CF_PROTECTED, 0, 0, ".", NULL, F(dir, FT_STR), NULL,
      "where SAVE and BGSAVE write snapshots; must exist and be writable", NULL, dirCheck, dirApply},
     {"client-output-buffer-limit", NULL, CT_SPECIAL, 0, 0, 0,
      "normal 1gb 0 0 slave 256mb 64mb 60 pubsub 32mb 8mb 60", NULL,
@@ -923,6 +934,14 @@ void configSetCommand(client *c) {
             addReplyErrorFormat(c,
                                 "CONFIG SET failed (possibly related to argument '%.128s') - "
                                 "can't set immutable config",
+                                name->ptr);
+            return;
+        }
+        if ((p->flags & CF_PROTECTED) &&
+            !protectedActionAllowed(c, c->srv->cfg.enable_protected_configs)) {
+            addReplyErrorFormat(c,
+                                "CONFIG SET failed (possibly related to argument '%.128s') - "
+                                "can't set protected config",
                                 name->ptr);
             return;
         }

@@ -138,7 +138,11 @@ typedef struct ir_config {
     const char *requirepass;   /* NULL/"" = no password: protected mode applies */
     const char *client_subnet; /* "A.B.C.D/NN" also allowed without a password, or NULL */
     const char *aclfile;       /* ACL users loaded at start, ACL SAVE/LOAD's file, or NULL */
-    uint64_t maxmemory;        /* bytes, 0 = no limit; writes beyond get -OOM */
+    /* who may run DEBUG / CONFIG SET the protected configs (dir): "no" (Redis 7's
+     * default), "yes", or "local" (loopback clients of the kernel stack) */
+    const char *enable_debug_command;
+    const char *enable_protected_configs;
+    uint64_t maxmemory;                  /* bytes, 0 = no limit; writes beyond get -OOM */
     uint64_t client_output_buffer_limit; /* bytes pending for one client, 0 = no limit */
     int timeout;                         /* close clients idle this many seconds, 0 = never */
     int request_timeout_ms; /* a started request must complete within this, 0 = never */

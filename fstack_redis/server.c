@@ -119,9 +119,9 @@ static int prefixMatch(const unsigned char *a, const unsigned char *b, int bits)
     return (a[bytes] & mask) == (b[bytes] & mask);
 }
 
-/* Protected mode: without a password only loopback and the configured
- * client subnet may talk. addr is the transport's "ip:port" / "[ip]:port". */
-static int peerAllowed(const ir_server *s, const char *addr) {
+/* The address of a peer, from the transport's "ip:port" / "[ip]:port": 4 or 6
+ * with its bytes in a (an IPv4-mapped IPv6 address as 4), 0 if unreadable. */
+static int peerIp(const char *addr, unsigned char a[16]) {
     char host[64];
     const char *start = addr, *end;
     if (*start == '[') {
@@ -133,22 +133,54 @@ static int peerAllowed(const ir_server *s, const char *addr) {
     if (!end || (size_t)(end - start) >= sizeof(host)) return 0;
     memcpy(host, start, (size_t)(end - start));
     host[end - start] = '\0';
-    unsigned char a[16] = {0};
+    memset(a, 0, 16);
     int fam = ir_parse_ip(host, (size_t)(end - start), a);
-    if (fam == 6) {
-        static const unsigned char v4mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-        static const unsigned char loop6[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
-        if (memcmp(a, loop6, 16) == 0) return 1;
-        if (memcmp(a, v4mapped, 12) == 0) {
-            memmove(a, a + 12, 4);
-            fam = 4;
-        }
-    } else if (fam != 4) {
-        return 0; /* an address we cannot read is not trusted */
+    static const unsigned char v4mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+    if (fam == 6 && memcmp(a, v4mapped, 12) == 0) {
+        memmove(a, a + 12, 4);
+        fam = 4;
     }
-    if (fam == 4 && a[0] == 127) return 1;
-    return s->has_subnet && fam == s->subnet_family &&
+    return fam == 4 || fam == 6 ? fam : 0;
+}
+
+static int peerIsLoopback(const char *addr) {
+    static const unsigned char loop6[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
+    unsigned char a[16];
+    int fam = peerIp(addr, a);
+    return (fam == 4 && a[0] == 127) || (fam == 6 && memcmp(a, loop6, 16) == 0);
+}
+
+/* Protected mode: without a password only loopback and the configured
+ * client subnet may talk; an address we cannot read is not trusted. */
+static int peerAllowed(const ir_server *s, const char *addr) {
+    if (peerIsLoopback(addr)) return 1;
+    unsigned char a[16];
+    int fam = peerIp(addr, a);
+    return fam && s->has_subnet && fam == s->subnet_family &&
            prefixMatch(a, s->subnet_addr, s->subnet_prefix);
+}
+
+int protectedActionAllowed(const client *c, const char *setting) {
+    if (setting && !strcmp(setting, "yes")) return 1;
+    if (!setting || strcmp(setting, "local") != 0) return 0;
+    /* local: loopback on the kernel stack (a DPDK port has no loopback: a
+     * 127/8 source there came off the wire) */
+    const ir_transport *t = c->srv->tp;
+    if (!t || strcmp(t->ops->name, "kernel") != 0) return 0;
+    return peerIsLoopback(c->addr);
+}
+
+void serverLogOpenedProtections(const ir_server *s) {
+    static const struct {
+        const char *name, *what;
+    } opened[] = {{"enable-debug-command", "DEBUG (SLEEP, RELOAD, SET-ACTIVE-EXPIRE, ...)"},
+                  {"enable-protected-configs", "CONFIG SET dir"}};
+    const char *val[] = {s->cfg.enable_debug_command, s->cfg.enable_protected_configs};
+    for (size_t i = 0; i < sizeof(opened) / sizeof(opened[0]); i++)
+        if (val[i] && (!strcmp(val[i], "yes") || !strcmp(val[i], "local")))
+            serverLog("Notice: %s %s: %s is open to %s clients (Redis's default: no)",
+                      opened[i].name, val[i], opened[i].what,
+                      !strcmp(val[i], "yes") ? "all" : "loopback");
 }
 
 int authRequired(const client *c) { return !c->authenticated; }
@@ -469,6 +501,15 @@ int processCommand(client *c) {
     c->lastsub = commandSubName(cmd, c);
     if ((cmd->arity > 0 && cmd->arity != c->argc) || (c->argc < -cmd->arity)) {
         addReplyErrorArity(c);
+        rejected(c, cmd, before);
+        c->cmd = NULL;
+        return 0;
+    }
+    if ((cmd->flags & CMD_PROTECTED) && !protectedActionAllowed(c, s->cfg.enable_debug_command)) {
+        addReplyError(c, "DEBUG command not allowed. If the enable-debug-command option is set to "
+                         "\"local\", you can run it from a local connection, otherwise you need "
+                         "to set this option in the configuration file, and then restart the "
+                         "server.");
         rejected(c, cmd, before);
         c->cmd = NULL;
         return 0;

@@ -180,6 +180,7 @@ typedef void ir_command_proc(client *c);
 #define CMD_SKIP_SLOWLOG (1 << 8) /* not in the slow log (EXEC: its commands are) */
 #define CMD_ALLOW_BUSY (1 << 9)   /* served while a script is busy (see script.h) */
 #define CMD_NO_MANDATORY_KEYS (1 << 10) /* may have no key (EVAL ... 0): GETKEYS answers [] */
+#define CMD_PROTECTED (1 << 11)         /* DEBUG: only as enable-debug-command allows */
 
 struct ir_command {
     const char *name; /* lower case, as Redis reports it */
@@ -400,6 +401,10 @@ uint64_t ir_rss_bytes(void);
  * items and slot metadata, and client buffers. maxmemory compares against it. */
 uint64_t serverUsedMemory(const ir_server *s);
 int authRequired(const client *c);
+/* May c do what a Redis 7 "enable-*" setting guards ("no", "yes", "local")? */
+int protectedActionAllowed(const client *c, const char *setting);
+/* At start, one line for each of those settings an operator opened. */
+void serverLogOpenedProtections(const ir_server *s);
 int ir_parse_subnet(const char *text, int *family, unsigned char addr[16], int *prefix);
 /* An IP address in text (s[0..len)): 4 with the address in out[0..3], 6 with the 16
  * bytes of an IPv6 address, 0 if it is neither (util.c: the server reads addresses

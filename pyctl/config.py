@@ -180,6 +180,8 @@ class ServerConfig:
     requirepass: str = _cd("requirepass", metavar="PASSWORD")
     client_subnet: str = _cd("client_subnet", metavar="A.B.C.D/NN")
     aclfile: str = _cd("aclfile", metavar="FILE")
+    enable_debug_command: str = _cd("enable_debug_command", metavar="no|yes|local")
+    enable_protected_configs: str = _cd("enable_protected_configs", metavar="no|yes|local")
     maxmemory: int = _cd("maxmemory")
     client_output_buffer_limit: int = _cd(
         "client_output_buffer_limit",

@@ -125,6 +125,8 @@ def _to_c(cfg: ServerConfig, keep: list[Any]) -> Any:
     c.dir = s(cfg.dir)
     if cfg.aclfile:
         c.aclfile = s(cfg.aclfile)
+    c.enable_debug_command = s(cfg.enable_debug_command)
+    c.enable_protected_configs = s(cfg.enable_protected_configs)
     if cfg.appendfilename:
         c.appendfilename = s(cfg.appendfilename)
     if cfg.appenddirname:

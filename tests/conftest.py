@@ -70,6 +70,8 @@ DPDK_NETNS = f"{DPDK_NETNS_PREFIX}{os.getpid()}"
 # The REPLAY.* handlers' hosts (replay_server) and the server kind each runs as; "dpdk"
 # (the native host on the DPDK stack) only for tests marked also_dpdk, where the session has it.
 REPLAY_HOSTS = {"native": "inreplay", "module": "module", "dpdk": "dpdk"}
+OPENED = ("--enable-debug-command", "yes", "--enable-protected-configs", "yes")
+"""What the test servers open of Redis 7's protected actions (closed by default)."""
 START_TIMEOUT = float(os.environ.get("INREPLAY_TEST_START_TIMEOUT", "30"))
 STOP_TIMEOUT = 15.0
 
@@ -437,7 +439,7 @@ class ServerProcess:
     path are the module's own, SEED 7, until a --flag of redis-server's)."""
 
     def __init__(self, kind: str, workdir: Path, extra_args: tuple[str, ...] = (),
-                 port: int | None = None) -> None:
+                 port: int | None = None, opened: bool = True) -> None:
         self.kind = kind
         self.host = HOST
         self.port = port or free_port()
@@ -448,8 +450,9 @@ class ServerProcess:
                 _require("redis-server"),
                 "--port", str(self.port), "--bind", HOST,
                 "--save", "", "--appendonly", "no",
-                # DEBUG as Redis's own test suite enables it (inreplay always has it)
-                "--enable-debug-command", "yes",
+                # DEBUG and CONFIG SET dir as Redis's own test suite opens them
+                # (OPENED; inreplay's servers too unless opened=False)
+                *OPENED,
                 "--dir", str(workdir), "--daemonize", "no",
                 *(("--loadmodule", module_path()) if kind == "module" else ()),
                 *extra_args,
@@ -471,6 +474,7 @@ class ServerProcess:
                 "--vdev", f"net_af_packet0,iface={DPDK_NETNS[:12]}-a",
                 "--listen-port", str(self.port), "--hugepages", "128",
                 "--file-prefix", f"{DPDK_NETNS}-{self.port}",
+                *(OPENED if opened else ()),
                 *extra_args,
             ]  # fmt: skip
             cwd = ROOT
@@ -479,6 +483,7 @@ class ServerProcess:
             argv = [
                 sys.executable, "-m", "pyctl", "start",
                 "--listen", f"{HOST}:{self.port}",
+                *(OPENED if opened else ()),
                 *shlex.split(os.environ.get("INREPLAY_PYCTL_ARGS", "")),
                 *extra_args,
             ]  # fmt: skip
@@ -753,8 +758,9 @@ def server_factory(tmp_path: Path) -> Iterator[Callable[..., ServerProcess]]:
     """
     started: list[ServerProcess] = []
 
-    def start(kind: str, *extra_args: str) -> ServerProcess:
-        srv = ServerProcess(kind, tmp_path / f"srv{len(started)}", tuple(extra_args))
+    def start(kind: str, *extra_args: str, opened: bool = True) -> ServerProcess:
+        srv = ServerProcess(kind, tmp_path / f"srv{len(started)}", tuple(extra_args),
+                            opened=opened)
         started.append(srv)
         return srv
 

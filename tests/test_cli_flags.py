@@ -149,7 +149,7 @@ def default_server(server_factory: Any, monkeypatch: pytest.MonkeyPatch
     """An inreplay server started by `pyctl start` with nothing but --listen."""
     monkeypatch.delenv("INREPLAY_PYCTL_ARGS", raising=False)
     monkeypatch.delenv("INREPLAY_SERVER_CMD", raising=False)
-    yield server_factory("inreplay")
+    yield server_factory("inreplay", opened=False)
 
 
 def test_help_defaults_are_what_the_server_reports(default_server: ServerProcess) -> None:

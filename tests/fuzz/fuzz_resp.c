@@ -520,6 +520,9 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     base_cfg.client_query_buffer_limit = FUZZ_QUERY_LIMIT;
     base_cfg.seed = 1; /* reproducible sampling (0 would seed from the clock) */
     base_cfg.client_subnet = "10.0.0.0/30"; /* protected mode lets 10.0.0.0-3 in */
+    /* the seeds drive DEBUG and CONFIG SET dir, as Redis's own tests open them */
+    base_cfg.enable_debug_command = "yes";
+    base_cfg.enable_protected_configs = "yes";
     base_cfg.dir = snapdir;
     srv = server_new(&base_cfg);
     if (!srv) abort();

@@ -62,8 +62,9 @@ over all of UNITS (the JSON summary carries it to bench/report.py)."""
 HARNESS_FLAGS = ["--durable", "--ignore-encoding", "--clients", "1", "--timeout", "120"]
 # stock redis-server gets the settings of the harness's tests/assets/default.conf
 # that matter to a server it does not start itself (no persistence on disk).
-REDIS_ARGS = ["--save", "", "--appendonly", "no", "--enable-debug-command", "yes",
-              "--enable-protected-configs", "yes", "--enable-module-command", "yes",
+# the suite's DEBUG and CONFIG SET dir need what its default.conf opens, on both servers
+OPENED = ["--enable-debug-command", "yes", "--enable-protected-configs", "yes"]
+REDIS_ARGS = ["--save", "", "--appendonly", "no", *OPENED, "--enable-module-command", "yes",
               "--latency-monitor-threshold", "1", "--repl-diskless-sync-delay", "0",
               "--notify-keyspace-events", "KEA", "--loglevel", "verbose"]
 START_TIMEOUT = 30.0
@@ -308,7 +309,7 @@ def start_server(kind: str, work: Path, unit: str, topo: Topology | None) -> Ser
         d.mkdir(parents=True)
         argv = [exe, "--port", str(port), "--bind", HOST, "--dir", str(d), *REDIS_ARGS]
     elif kind == "kernel":
-        argv = [*pyctl, "--listen", f"{HOST}:{port}"]
+        argv = [*pyctl, "--listen", f"{HOST}:{port}", *OPENED]
     else:
         assert topo is not None
         t = topo.t
@@ -316,7 +317,7 @@ def start_server(kind: str, work: Path, unit: str, topo: Topology | None) -> Ser
         argv = [*pyctl, "--stack", "dpdk", "--netns", t.netns, "--cores", "0",
                 "--vdev", f"net_af_packet0,iface={t.iface}", "--ip", f"{host}/{t.prefix}",
                 "--listen-port", str(port), "--mtu", str(t.mtu), "--hugepages", "256",
-                "--file-prefix", Topology.NAME]
+                "--file-prefix", Topology.NAME, *OPENED]
     with open(log, "wb") as f:
         proc = subprocess.Popen(argv, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=f,
                                 stderr=subprocess.STDOUT, preexec_fn=die_with_parent)
