@@ -446,9 +446,13 @@ static void fuzzAny(client *c) {
         "pexpire",    "ttl",      "pttl",        "persist",    "save",        "bgsave",
         "lastsave",   "spop",     "srandmember", "hrandfield", "zrandmember", "randomkey",
         "debug",      "monitor",  "sync",        "psync",      "xadd",        "xread",
-        "xreadgroup", "xpending", "xclaim",      "xautoclaim", "xinfo",       "acl"};
+        "xreadgroup", "xpending", "xclaim",      "xautoclaim", "xinfo",       "acl",
+        "slowlog",    "latency"};
     /* MONITOR: lines carry the time of each command;
                                             ACL: GENPASS is random, LOG shows ages and client ids;
+                                            SLOWLOG, LATENCY: which commands took long depends
+                                            on the machine's load (under ASan, on a busy box, a
+                                            FUNCTION DUMP can pass 10 ms in one run only);
                                             SYNC/PSYNC: the RDB image, the time and memory used;
                                             streams: `*` IDs, BLOCK, idle and delivery times */
     const char *name = c->cmd->name;
