@@ -214,7 +214,7 @@ def test_getuser_and_list_match_redis(
 BAD_RULES = [
     ["~*", "~x"], ["&*", "&x"], ["%Z~x"], ["+nosuchcommand"], ["-@nosuchcat"], ["<nopw"],
     ["#abc"], ["!" + "0" * 64], ["+config|get|maxmemory"], ["+get|key|key"], ["-select|0"],
-    ["+config|nosuch"], ["bogus"],
+    ["+config|nosuch"], ["bogus"], ["%~k*"], ["%"],
 ]
 
 

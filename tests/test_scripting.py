@@ -159,6 +159,13 @@ CASES: list[tuple[list[Cmd], Cmd]] = [
     ([], ("EVAL", "local f, e = loadstring(ARGV[1]); return {tostring(f), e}", 0, BYTECODE)),
     ([], ("EVAL", "local f, e = load(function() local s = ARGV[1]; ARGV[1] = nil; return s end);"
                   " return {tostring(f), e}", 0, BYTECODE)),
+    # what CVE-2025-46818 and CVE-2025-67733 closed: no way to another script's
+    # environment, no CR/LF injected into a reply
+    ([], ("EVAL", "return {type(setfenv), type(getfenv), type(newproxy)}", 0)),
+    ([], ("EVAL", "return redis.error_reply('bad\\r\\n+INJECTED')", 0)),
+    ([], ("EVAL", "return redis.status_reply('ok\\r\\n+INJECTED')", 0)),
+    ([], ("EVAL", "return {ok = 'ok\\r\\n:1'}", 0)),
+    ([], ("EVAL", "return {err = 'ERR x\\n-y'}", 0)),
     # the lexer's long brackets (CVE-2025-46819's fix changed how they are read)
     ([], ("EVAL", "return [==[long]==]", 0)),
     ([], ("EVAL", "return [=", 0)),
