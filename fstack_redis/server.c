@@ -230,7 +230,9 @@ client *irs_accept(ir_server *s, ir_transport *t, ir_conn *conn) {
         return refuse(s, t, conn, IR_STR("-ERR max number of clients reached\r\n"));
     size_t passlen;
     serverRequirePass(s, &passlen);
-    if (!passlen) {
+    /* a Unix-socket client is local, as loopback is (Redis's islocalClient) */
+    int unix_sock = t->ops->is_unix && t->ops->is_unix(t, conn);
+    if (!passlen && !unix_sock) {
         char addr[64];
         t->ops->peername(t, conn, addr, sizeof(addr));
         if (!peerAllowed(s, addr)) {
@@ -251,6 +253,7 @@ client *irs_accept(ir_server *s, ir_transport *t, ir_conn *conn) {
     c->tp = t;
     c->conn = conn;
     c->bulklen = -1;
+    if (unix_sock) c->flags |= CLIENT_UNIX_SOCKET;
     c->ctime_ms = c->last_ms = s->now_ms;
     aclInitClient(c);
     t->ops->peername(t, conn, c->addr, sizeof(c->addr));
