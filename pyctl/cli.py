@@ -108,7 +108,8 @@ DPDK_PCI_DRIVERS = ("vfio-pci", "igb_uio", "uio_pci_generic")
 
 
 # pyctl start --server redis: the flags that mean something to redis-server with the module
-REDIS_HOST_FLAGS = ("listen", "seed", "fanout", "maxbytes", "requirepass", "maxmemory")
+REDIS_HOST_FLAGS = ("listen", "seed", "fanout", "maxbytes", "requirepass", "maxmemory",
+                    "unixsocket", "unixsocketperm")
 
 
 def _start_redis_host(prog: str, cfg: ServerConfig) -> int:
@@ -135,6 +136,8 @@ def _start_redis_host(prog: str, cfg: ServerConfig) -> int:
         argv += ["--requirepass", cfg.requirepass]
     if cfg.maxmemory:
         argv += ["--maxmemory", str(cfg.maxmemory)]
+    if cfg.unixsocket:
+        argv += ["--unixsocket", cfg.unixsocket, "--unixsocketperm", f"{cfg.unixsocketperm:o}"]
     argv += ["--loadmodule", str(module)]
     for name in ("seed", "fanout", "maxbytes"):
         if getattr(cfg, name) != getattr(default, name):

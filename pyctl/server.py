@@ -125,6 +125,8 @@ def _to_c(cfg: ServerConfig, keep: list[Any]) -> Any:
     c.dir = s(cfg.dir)
     if cfg.aclfile:
         c.aclfile = s(cfg.aclfile)
+    if cfg.unixsocket:
+        c.unixsocket = s(cfg.unixsocket)
     if cfg.appendfilename:
         c.appendfilename = s(cfg.appendfilename)
     if cfg.appenddirname:
