@@ -22,6 +22,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from pyctl import config
 from pyctl.client import ReplayClient
@@ -50,8 +52,10 @@ def start(factory: Factory, kind: str, path: Path, *extra: str) -> ServerProcess
 
 
 def unix_client(path: Path, **kwargs: object) -> redis.Redis:
+    """redis-py over the socket; no retries (a refused AUTH fails at once)."""
     return redis.Redis(unix_socket_path=str(path), protocol=2, socket_timeout=10,
-                       single_connection_client=True, **kwargs)  # type: ignore[arg-type]
+                       single_connection_client=True, retry=Retry(NoBackoff(), 0),
+                       **kwargs)  # type: ignore[arg-type]
 
 
 def cli(path: Path, *args: str) -> str:
