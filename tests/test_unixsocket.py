@@ -256,3 +256,39 @@ def test_server_reports_a_socket_it_cannot_open(sockdir: Path) -> None:
                          cwd=Path(__file__).resolve().parent.parent)
     assert out.returncode != 0
     assert f"Failed opening Unix socket {path}: No such file or directory" in out.stderr
+
+
+def test_server_refuses_unixsocket_on_dpdk() -> None:
+    """ir_run's own check, below pyctl's: on the DPDK stack the unixsocket setting is
+    refused in one line before anything starts (in a child: one server per process)."""
+    code = (
+        "from pyctl import _native\n"
+        "ffi, lib = _native.load()\n"
+        "c = ffi.new('ir_config *'); lib.ir_config_init(c)\n"
+        "keep = [ffi.new('char[]', b'dpdk'), ffi.new('char[]', b'/tmp/irus-never.sock')]\n"
+        "c.stack, c.unixsocket = keep\n"
+        "rc = lib.ir_run(c)\n"
+        "print(rc, rc == lib.IR_ECONFIG, ffi.string(lib.ir_last_error()).decode())\n")
+    out = subprocess.run(["python3", "-c", code], capture_output=True, text=True, timeout=30,
+                         cwd=Path(__file__).resolve().parent.parent, check=True)
+    _rc, econfig, msg = out.stdout.strip().split(" ", 2)
+    if econfig != "True":  # a build without DPDK says that first
+        assert "no DPDK stack" in msg, msg
+        return
+    assert msg == ("unixsocket /tmp/irus-never.sock: the Unix socket is kernel-stack-only for "
+                   "now (--stack kernel)")
+    assert not Path("/tmp/irus-never.sock").exists()
+
+
+@pytest.mark.parametrize("server_kind", KINDS)
+def test_monitor_names_the_socket(server_factory: Factory, server_kind: str,
+                                  sockdir: Path) -> None:
+    path = sockdir / "s.sock"
+    srv = start(server_factory, server_kind, path)
+    with srv.raw() as mon, unix_client(path) as u:
+        assert mon.call("MONITOR") == "OK"
+        u.set("mk", "1")
+        line = mon.read_reply()
+        while "mk" not in str(line):  # redis-py's connect-time commands come first
+            line = mon.read_reply()
+        assert f'[0 unix:{path}] "SET" "mk" "1"' in str(line)
