@@ -409,6 +409,7 @@ ir_transport *ir_kernel_transport_new(struct ir_server *s, const char *bind_addr
     if (k->lfd >= 0 && unixsocket && unixsocket[0]) { /* after TCP, as Redis */
         k->unixsocket = strdup(unixsocket);
         if (k->unixsocket) k->ufd = listenUnix(unixsocket, unixperm, backlog);
+        else ir_set_error("Failed opening Unix socket: out of memory");
     }
     k->epfd = epoll_create1(EPOLL_CLOEXEC);
     if (!k->rbuf || k->lfd < 0 || k->epfd < 0 || (unixsocket && unixsocket[0] && k->ufd < 0)) {

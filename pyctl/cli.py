@@ -193,11 +193,13 @@ def cmd_start(args: argparse.Namespace) -> int:
         if cfg.daemon:
             port = srv.daemonize(cfg)
             print(f"inreplay: {cfg.stack} stack listening on {cfg.host}:{port} (daemon)")
+            _print_unixsocket(cfg)
             print(f"inreplay: snapshot directory {Path(cfg.dir).resolve()}")
             return 0
 
         def ready(port: int) -> None:
             print(f"inreplay: {cfg.stack} stack listening on {cfg.host}:{port}")
+            _print_unixsocket(cfg)
             print(f"inreplay: snapshot directory {Path(cfg.dir).resolve()}", flush=True)
 
         return srv.run(cfg, ready)
@@ -207,6 +209,13 @@ def cmd_start(args: argparse.Namespace) -> int:
         die(prog, f"{e}{_hint(e, cfg.stack)}")
     except ValueError as e:
         die(prog, str(e))
+
+
+def _print_unixsocket(cfg: ServerConfig) -> None:
+    """The start-up line for the Unix socket, when there is one (after the TCP one)."""
+    if cfg.unixsocket:
+        print(f"inreplay: and on the unix socket {cfg.unixsocket} (redis-cli -s "
+              f"{cfg.unixsocket})")
 
 
 def _require_stack(prog: str, stack: str) -> None:
