@@ -343,6 +343,9 @@ class ServerConfig:
                 continue
             lo, hi = bounds
             if not lo <= v <= hi:
+                if (p := c_param(f.name)) is not None and p.get("octal"):  # unixsocketperm
+                    raise ConfigError(f"{flag(f.name)}: must be between {lo:o} and {int(hi):o} "
+                                      f"(octal), got {v:o}")
                 raise ConfigError(f"{flag(f.name)}: must be between {lo} and {hi}, got {v}")
 
     def group_members(self) -> list[str]:

@@ -240,6 +240,8 @@ def test_pyctl_refuses_dpdk_and_shards(tmp_path: Path) -> None:
         config.build(None, {"shards": 2, "unixsocket": "/tmp/x.sock"})
     with pytest.raises(config.ConfigError, match="at most 107"):
         config.build(None, {"unixsocket": "/tmp/" + "x" * 120})
+    with pytest.raises(config.ConfigError, match=r"between 0 and 777 \(octal\), got 1000"):
+        config.build(None, {"unixsocketperm": 0o1000})
     toml = tmp_path / "c.toml"
     toml.write_text('unixsocket = "/tmp/x.sock"\nunixsocketperm = "750"\n')
     assert config.build(str(toml), {}).unixsocketperm == 0o750
