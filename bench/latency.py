@@ -50,7 +50,9 @@ or more CPUs the client runs on --client-core and every server on
                             [--mtu 1500,9000] [--paths shared,kernel-default]
 
 Needs root for the namespace; --loopback runs the kernel-stack systems on
-127.0.0.1 instead (for tests and machines without root). `--delay USEC` adds
+127.0.0.1 instead (for tests and machines without root); --loopback --unix then
+also runs them over a Unix domain socket (unixsocket), path "unix", in the same
+run: what a learner on the replay box saves by leaving loopback TCP. `--delay USEC` adds
 netem delay on both ends of the veth (each direction, so RTT grows by 2 x USEC).
 A system that cannot start or fails midway is recorded under "errors" in the
 JSON (and reported as not measured); the exit status is 1 only if no system
@@ -193,7 +195,14 @@ class Conn:
         self.whole = memoryview(bytearray(MB))
 
     @classmethod
-    def connect(cls, host: str, port: int, timeout: float = 60.0) -> Conn:
+    def connect(cls, host: str, port: int, timeout: float = 60.0,
+                unix_path: str = "") -> Conn:
+        """TCP to host:port, or the Unix socket unix_path when given."""
+        if unix_path:
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.settimeout(timeout)
+            sock.connect(unix_path)
+            return cls(sock)
         sock = socket.create_connection((host, port), timeout=timeout)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         return cls(sock)
@@ -316,6 +325,8 @@ class Network:
     loopback: bool
     topo: netns.Topology | None = None
     delay_us: int = 0
+    unix: bool = False
+    """loopback's servers also listen on a Unix socket, and clients use it."""
 
     @property
     def kernel_host(self) -> str:
@@ -323,9 +334,10 @@ class Network:
 
     @property
     def path(self) -> str:
-        """loopback, shared (offloads off: every system) or kernel-default (offloads on)."""
+        """loopback, unix (a Unix socket on this box), shared (offloads off: every
+        system) or kernel-default (offloads on)."""
         if self.topo is None:
-            return "loopback"
+            return "unix" if self.unix else "loopback"
         return "kernel-default" if self.topo.offloads else "shared"
 
     @property
@@ -345,14 +357,14 @@ class Network:
 
     def describe(self) -> dict[str, Any]:
         if self.topo is None:
-            return {"path": "loopback", "name": "loopback"}
+            return {"path": self.path, "name": self.path}
         return {"path": "veth", "name": self.path, "delay_us": self.delay_us,
                 **self.topo.to_json()}
 
 
 @contextlib.contextmanager
 def network(loopback: bool, delay_us: int = 0, mtu: int = netns.DEFAULT_MTU,
-            offloads: bool = False) -> Iterator[Network]:
+            offloads: bool = False, unix: bool = False) -> Iterator[Network]:
     """A fresh namespace + veth (removed on the way out), or loopback.
 
     mtu: both veth ends'; offloads: keep the kernel's default offloads (a
@@ -360,7 +372,7 @@ def network(loopback: bool, delay_us: int = 0, mtu: int = netns.DEFAULT_MTU,
     if loopback:
         if delay_us:
             raise BenchError("--delay needs the veth: drop --loopback")
-        yield Network(True)
+        yield Network(True, unix=unix)
         return
     if os.geteuid() != 0:
         raise BenchError("the veth topology needs root (or run with --loopback)")
@@ -398,6 +410,8 @@ class Server:
     env: dict[str, str]
     file_prefix: str = ""
     proc: subprocess.Popen[bytes] | None = None
+    unix_path: str = ""
+    """the Unix socket clients use instead of host:port (the unix path), or ""."""
 
     def start(self) -> Server:
         with open(self.log, "wb") as log:
@@ -486,10 +500,12 @@ def make_server(system: str, net: Network, pin: Pinning, workdir: Path, port: in
     in_ns = ["ip", "netns", "exec", net.topo.netns] if net.topo else []
     log = workdir / f"{system}-{port}.log"
     host = net.kernel_host
+    unix_path = str(workdir / f"{system}-{port}.sock") if net.unix else ""
+    unix_args = ["--unixsocket", unix_path] if unix_path else []
     if system in ("redis", "redis-module"):
         argv = [*in_ns, *pin.prefix(), "redis-server", "--bind", host, "--port", str(port),
                 "--save", "", "--appendonly", "no", "--protected-mode", "no",
-                "--dir", str(workdir)]
+                "--dir", str(workdir), *unix_args]
         if system == "redis-module":
             from pyctl import _native
 
@@ -497,12 +513,12 @@ def make_server(system: str, net: Network, pin: Pinning, workdir: Path, port: in
                 argv += ["--loadmodule", str(_native.module_path())]
             except _native.NativeLibraryMissingError as e:
                 raise BenchError(f"redis-module: {e}") from None
-        return Server(system, argv, host, port, log, env)
+        return Server(system, argv, host, port, log, env, unix_path=unix_path)
     if system in ("kernel", "kernel-poll"):
         argv = [*in_ns, *pin.prefix(), sys.executable, "-m", "pyctl", "start",
                 "--listen", f"{host}:{port}", "--client-subnet", net.subnet,
-                *(["--busy-poll"] if system == "kernel-poll" else [])]
-        return Server(system, argv, host, port, log, env)
+                *(["--busy-poll"] if system == "kernel-poll" else []), *unix_args]
+        return Server(system, argv, host, port, log, env, unix_path=unix_path)
     if system == "dpdk":
         if net.topo is None:
             raise BenchError("dpdk needs the veth topology (not --loopback)")
@@ -853,10 +869,11 @@ def client_cost(w: Workload, raw_reply: bytes, seconds: float) -> float | None:
     return float(np.median(out[1:] if len(out) > 1 else out)) / 1e3
 
 
-def pipelined(host: str, port: int, w: Workload, budget: Budget) -> dict[str, Any]:
+def pipelined(host: str, port: int, w: Workload, budget: Budget,
+              unix_path: str = "") -> dict[str, Any]:
     """`conns` connections, each keeping `depth` requests in flight, for pipe_seconds."""
     depth = max(1, min(16, PIPELINE_WINDOW // max(w.payload, 1)))
-    conns = [Conn.connect(host, port) for _ in range(budget.conns)]
+    conns = [Conn.connect(host, port, unix_path=unix_path) for _ in range(budget.conns)]
     sel = selectors.DefaultSelector()
     done = 0
     try:
@@ -924,6 +941,8 @@ class Settings:
     paths: list[str] = field(default_factory=lambda: list(PATHS))
     packed_batches: list[int] = field(default_factory=lambda: list(PACKED_BATCHES))
     dpdk_pmd: str = "af_packet"
+    unix: bool = False
+    """with loopback: also the unix path (see network)."""
 
 
 @dataclass
@@ -969,7 +988,7 @@ def run_system(system: str, server: Server, net: Network, tables: list[Table], s
     (PACKED, not in every server yet) goes to res.errors and the rest still runs."""
     where = {"path": net.path, "mtu": net.mtu}
     tag = run_key(system, net)
-    conn = Conn.connect(server.host, server.port)
+    conn = Conn.connect(server.host, server.port, unix_path=server.unix_path)
     try:
         t0 = time.perf_counter()
         load(conn, system, tables, s.sizes)
@@ -996,7 +1015,7 @@ def run_system(system: str, server: Server, net: Network, tables: list[Table], s
                 res.client_us[w.name] = client_cost(w, raw, s.budget.seconds / 4)
             pipe = None
             if w.payload <= PIPELINE_MAX_PAYLOAD and s.budget.conns > 0:
-                pipe = pipelined(server.host, server.port, w, s.budget)
+                pipe = pipelined(server.host, server.port, w, s.budget, server.unix_path)
                 res.pipelined.append({"system": system, **where, "workload": w.name,
                                       "kind": w.kind, "size": w.size, "batch": w.batch,
                                       **pipe})
@@ -1034,7 +1053,8 @@ def run(s: Settings) -> dict[str, Any]:
     nets: list[dict[str, Any]] = []
     with sigterm_as_exit(), tempfile.TemporaryDirectory(prefix="irbench-") as tmp:
         for mtu, path in path_plan(s):
-            with network(s.loopback, s.delay_us, mtu, path == "kernel-default") as net:
+            with network(s.loopback, s.delay_us, mtu, path == "kernel-default",
+                         path == "unix") as net:
                 nets.append(net.describe())
                 for i, system in enumerate(x for x in s.systems if net.serves(x)):
                     tag = run_key(system, net)
@@ -1066,7 +1086,7 @@ def run(s: Settings) -> dict[str, Any]:
         "networks": nets,
         "pinning": asdict(pin),
         "systems": s.systems,
-        "paths": ["loopback"] if s.loopback else s.paths,
+        "paths": [p for _, p in path_plan(s)] if s.loopback else s.paths,
         "mtus": [] if s.loopback else s.mtus,
         "config": {"sizes": s.sizes, "batches": s.batches, "item_sizes": s.item_sizes,
                    "packed_batches": s.packed_batches, "dpdk_busy_poll": s.busy_poll,
@@ -1088,7 +1108,8 @@ def run(s: Settings) -> dict[str, Any]:
 def path_plan(s: Settings) -> list[tuple[int, str]]:
     """(MTU, path) in the order they run: each MTU's paths together."""
     if s.loopback:
-        return [(netns.DEFAULT_MTU, "loopback")]
+        return [(netns.DEFAULT_MTU, "loopback")] + ([(netns.DEFAULT_MTU, "unix")] if s.unix
+                                                     else [])
     return [(mtu, path) for mtu in s.mtus for path in s.paths]
 
 
@@ -1122,6 +1143,9 @@ def notes(s: Settings, pin: Pinning, net_info: dict[str, Any]) -> list[str]:
             + (" (DPDK started with the same --mtu)" if "dpdk" in s.systems else ""))
     if net_info.get("path") == "loopback":
         out.append("loopback: servers on 127.0.0.1, no namespace (not the veth path)")
+        if s.unix:
+            out.append("unix: the same servers also on a Unix domain socket (--unixsocket), "
+                       "the client connected to it")
     elif s.delay_us:
         out.append(f"netem delay {s.delay_us} µs on each veth end's egress "
                    f"(+{2 * s.delay_us} µs per round trip)")
@@ -1247,6 +1271,8 @@ def settings_from(args: argparse.Namespace) -> Settings:
     for system in systems:
         if system not in SYSTEMS:
             raise SystemExit(f"--systems: unknown system {system!r} (from {', '.join(SYSTEMS)})")
+    if args.unix and not args.loopback:
+        raise SystemExit("--unix: the Unix socket path runs beside loopback: add --loopback")
     paths = args.paths.split(",") if args.paths else list(PATHS)
     for path in paths:
         if path not in PATHS:
@@ -1266,6 +1292,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
         update_batch=args.update_batch,
         budget=budget,
         loopback=args.loopback,
+        unix=args.unix,
         delay_us=args.delay,
         server_core=args.server_core,
         client_core=args.client_core,
@@ -1292,6 +1319,9 @@ def main(argv: list[str] | None = None) -> int:
                                       "(default: all that can run here)")
     ap.add_argument("--loopback", action="store_true",
                     help="kernel-stack systems on 127.0.0.1, no namespace (no root needed)")
+    ap.add_argument("--unix", action="store_true",
+                    help="with --loopback: also run every system over a Unix socket "
+                         "(path unix), in the same run")
     ap.add_argument("--mtu", metavar="N,N", help="veth MTUs to measure at, comma-separated "
                                                  "(default 1500,9000)")
     ap.add_argument("--paths", help=f"comma-separated, from {','.join(PATHS)} (default both)")

@@ -1,5 +1,10 @@
 /* kernel.c - the kernel TCP transport: epoll, non-blocking sockets, TCP_NODELAY.
  *
+ * With unixsocket set it listens on that Unix domain socket too, in the same
+ * epoll set: a same-host client then skips the kernel's TCP/IP stack (two
+ * trips through it per request on loopback). Its connections are the TCP
+ * ones' in every way but the socket options and the addresses ("path:0").
+ *
  * poll() waits in epoll_pwait2 for as long as the run loop's idle rule says
  * (run.c): by default the whole tick, so an idle server sleeps and each
  * request pays the kernel's wake-up of a sleeping thread (25-35 us on the
@@ -26,6 +31,8 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "server.h"
@@ -42,6 +49,7 @@ struct ir_conn {
     int fd;
     unsigned events; /* current epoll interest */
     int closed;
+    int unix_sock; /* accepted on the Unix socket */
     client *cl;
     struct ir_conn *next_dead;
 };
@@ -55,6 +63,9 @@ typedef struct kernel_transport {
     ir_conn *dead;
     ir_conn listener; /* marker for the listening socket's events */
     int busy_poll;
+    int ufd;           /* the Unix socket's listener, or -1 */
+    ir_conn ulistener; /* marker for its events */
+    char *unixsocket;  /* its path as configured (addresses show it), or NULL */
 } kernel_transport;
 
 static void connSetEvents(kernel_transport *k, ir_conn *c, unsigned events) {
@@ -93,21 +104,24 @@ static void setKeepalive(int fd, int interval) {
     setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
 }
 
-static void acceptAll(kernel_transport *k) {
+/* Accept every pending connection of listener lfd (unix_sock: the Unix socket's). */
+static void acceptAll(kernel_transport *k, int lfd, int unix_sock) {
     for (;;) {
-        int fd = accept4(k->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno == EINTR) continue;
             if (errno != EAGAIN && errno != EWOULDBLOCK) serverLog("accept: %s", strerror(errno));
             return;
         }
-        int one = 1;
-        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-        setKeepalive(fd, k->base.srv->cfg.tcp_keepalive);
-        if (k->busy_poll) { /* best effort: see the top of this file */
-            int us = BUSY_POLL_US;
-            setsockopt(fd, SOL_SOCKET, SO_BUSY_POLL, &us, sizeof(us));
-            setsockopt(fd, SOL_SOCKET, SO_PREFER_BUSY_POLL, &one, sizeof(one));
+        if (!unix_sock) { /* TCP's options; a Unix socket has no Nagle, keepalive or NAPI */
+            int one = 1;
+            setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+            setKeepalive(fd, k->base.srv->cfg.tcp_keepalive);
+            if (k->busy_poll) { /* best effort: see the top of this file */
+                int us = BUSY_POLL_US;
+                setsockopt(fd, SOL_SOCKET, SO_BUSY_POLL, &us, sizeof(us));
+                setsockopt(fd, SOL_SOCKET, SO_PREFER_BUSY_POLL, &one, sizeof(one));
+            }
         }
         ir_conn *c = calloc(1, sizeof(*c));
         if (!c) {
@@ -115,6 +129,7 @@ static void acceptAll(kernel_transport *k) {
             continue;
         }
         c->fd = fd;
+        c->unix_sock = unix_sock;
         c->events = EPOLLIN;
         struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
         if (epoll_ctl(k->epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
@@ -173,8 +188,8 @@ static int kernelPollOnce(kernel_transport *k, long timeout_us) {
     if (n < 0) return errno == EINTR ? 0 : -1;
     for (int i = 0; i < n; i++) {
         ir_conn *c = evs[i].data.ptr;
-        if (c == &k->listener) {
-            acceptAll(k);
+        if (c == &k->listener || c == &k->ulistener) {
+            acceptAll(k, c == &k->listener ? k->lfd : k->ufd, c == &k->ulistener);
             continue;
         }
         if (c->closed) continue;
@@ -219,8 +234,13 @@ static void kernelWantReadable(ir_transport *t, ir_conn *c, int on) {
 
 static void kernelClose(ir_transport *t, ir_conn *c) { connRelease((kernel_transport *)t, c); }
 
-/* "ip:port" of either end (peer != 0: the peer's). */
-static void kernelAddr(ir_conn *c, int peer, char *buf, size_t len) {
+/* "ip:port" of either end (peer != 0: the peer's); "path:0" for either end
+ * of a Unix-socket connection, as Redis (its peers are unnamed). */
+static void kernelAddr(kernel_transport *k, ir_conn *c, int peer, char *buf, size_t len) {
+    if (c->unix_sock) {
+        snprintf(buf, len, "%s:0", k->unixsocket);
+        return;
+    }
     struct sockaddr_storage ss;
     socklen_t sl = sizeof(ss);
     char host[INET6_ADDRSTRLEN] = "?";
@@ -243,13 +263,16 @@ static void kernelAddr(ir_conn *c, int peer, char *buf, size_t len) {
 }
 
 static void kernelPeername(ir_transport *t, ir_conn *c, char *buf, size_t len) {
-    (void)t;
-    kernelAddr(c, 1, buf, len);
+    kernelAddr((kernel_transport *)t, c, 1, buf, len);
 }
 
 static void kernelSockname(ir_transport *t, ir_conn *c, char *buf, size_t len) {
+    kernelAddr((kernel_transport *)t, c, 0, buf, len);
+}
+
+static int kernelIsUnix(ir_transport *t, ir_conn *c) {
     (void)t;
-    kernelAddr(c, 0, buf, len);
+    return c->unix_sock;
 }
 
 static int kernelPortInUse(ir_transport *t, int port) {
@@ -273,8 +296,15 @@ static int kernelPortInUse(ir_transport *t, int port) {
 static void kernelDestroy(ir_transport *t) {
     kernel_transport *k = (kernel_transport *)t;
     if (k->lfd >= 0) close(k->lfd);
+    if (k->ufd >= 0) { /* ours: remove the file, as Redis at shutdown */
+        close(k->ufd);
+        serverLog("Removing the unix socket file.");
+        if (unlink(k->unixsocket) != 0)
+            serverLog("Error removing the unix socket file: %s", strerror(errno));
+    }
     if (k->epfd >= 0) close(k->epfd);
     freeDead(k);
+    free(k->unixsocket);
     free(k->rbuf);
     free(k->nested_rbuf);
     free(k);
@@ -289,6 +319,7 @@ static const ir_transport_ops kernel_ops = {
     .close = kernelClose,
     .peername = kernelPeername,
     .sockname = kernelSockname,
+    .is_unix = kernelIsUnix,
     .port_in_use = kernelPortInUse,
     .destroy = kernelDestroy,
 };
@@ -332,8 +363,37 @@ static int listenOn(const char *bind_addr, int port, int backlog, int *bound_por
     return fd;
 }
 
+/* Listen on the Unix socket path as Redis does: a file already there (a
+ * stale socket of an earlier run) is unlinked first, perm (if not 0) is
+ * chmod-ed onto the new one. */
+static int listenUnix(const char *path, unsigned perm, int backlog) {
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    if (strlen(path) > sizeof(sa.sun_path) - 1) {
+        ir_set_error("Failed opening Unix socket: unix socket path too long (%zu), must be under "
+                     "%zu",
+                     strlen(path), sizeof(sa.sun_path));
+        return -1;
+    }
+    memcpy(sa.sun_path, path, strlen(path) + 1);
+    unlink(path); /* as Redis: whether it fails does not matter, bind says */
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        ir_set_error_errno(errno, "Failed opening Unix socket: %s", strerror(errno));
+        return -1;
+    }
+    if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
+        (perm && chmod(path, (mode_t)perm) != 0) || listen(fd, backlog) != 0) {
+        int err = errno;
+        close(fd);
+        ir_set_error_errno(err, "Failed opening Unix socket %s: %s", path, strerror(err));
+        return -1;
+    }
+    return fd;
+}
+
 ir_transport *ir_kernel_transport_new(struct ir_server *s, const char *bind_addr, int port,
-                                      int backlog, int busy_poll) {
+                                      int backlog, int busy_poll, const char *unixsocket,
+                                      unsigned unixperm) {
     kernel_transport *k = calloc(1, sizeof(*k));
     if (!k) return NULL;
     k->base.ops = &kernel_ops;
@@ -343,16 +403,25 @@ ir_transport *ir_kernel_transport_new(struct ir_server *s, const char *bind_addr
     k->base.build =
         busy_poll ? "Linux TCP/IP; epoll; busy polling (SO_BUSY_POLL)" : "Linux TCP/IP; epoll";
     k->busy_poll = busy_poll;
-    k->epfd = k->lfd = -1;
+    k->epfd = k->lfd = k->ufd = -1;
     k->rbuf = malloc(READ_BUF);
     k->lfd = listenOn(bind_addr, port, backlog, &k->base.bound_port);
+    if (k->lfd >= 0 && unixsocket && unixsocket[0]) { /* after TCP, as Redis */
+        k->unixsocket = strdup(unixsocket);
+        if (k->unixsocket) k->ufd = listenUnix(unixsocket, unixperm, backlog);
+        else ir_set_error("Failed opening Unix socket: out of memory");
+    }
     k->epfd = epoll_create1(EPOLL_CLOEXEC);
-    if (!k->rbuf || k->lfd < 0 || k->epfd < 0) {
+    if (!k->rbuf || k->lfd < 0 || k->epfd < 0 || (unixsocket && unixsocket[0] && k->ufd < 0)) {
         if (k->epfd < 0 && k->lfd >= 0) ir_set_error("epoll_create1: %s", strerror(errno));
         kernelDestroy(&k->base);
         return NULL;
     }
     struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &k->listener};
     epoll_ctl(k->epfd, EPOLL_CTL_ADD, k->lfd, &ev);
+    if (k->ufd >= 0) {
+        struct epoll_event uev = {.events = EPOLLIN, .data.ptr = &k->ulistener};
+        epoll_ctl(k->epfd, EPOLL_CTL_ADD, k->ufd, &uev);
+    }
     return &k->base;
 }

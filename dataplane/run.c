@@ -114,6 +114,16 @@ static int checkConfig(const ir_config *cfg) {
         return IR_ENOSTACK;
     }
 #endif
+    if (cfg->unixsocket && cfg->unixsocket[0] && strcmp(cfg->stack, "kernel") != 0) {
+        /* the server has one transport; lwIP has no Unix sockets to give it */
+        ir_set_error("unixsocket %s: the Unix socket is kernel-stack-only for now (--stack kernel)",
+                     cfg->unixsocket);
+        return IR_ECONFIG;
+    }
+    if (cfg->unixsocketperm > 0777) {
+        ir_set_error("unixsocketperm must be 0-777 (octal), not %o", cfg->unixsocketperm);
+        return IR_ECONFIG;
+    }
     if (cfg->port < 0 || cfg->port > 65535) {
         ir_set_error("port must be 0-65535, not %d", cfg->port);
         return IR_ECONFIG;
@@ -295,7 +305,8 @@ int ir_run(const ir_config *cfg) {
         }
     } else
 #endif
-        s->tp = ir_kernel_transport_new(s, cfg->bind, cfg->port, cfg->tcp_backlog, cfg->busy_poll);
+        s->tp = ir_kernel_transport_new(s, cfg->bind, cfg->port, cfg->tcp_backlog, cfg->busy_poll,
+                                        cfg->unixsocket, cfg->unixsocketperm);
     if (!s->tp) {
         rc = IR_ENET;
         goto server;
@@ -312,6 +323,8 @@ int ir_run(const ir_config *cfg) {
               : idle.mode == IDLE_SLEEP ? "sleeps until events"
               : idle.can_wait           ? "polls under load, sleeps until events when idle"
                                         : "polls under load, backs off when idle");
+    if (cfg->unixsocket && cfg->unixsocket[0])
+        serverLog("The server is now ready to accept connections at %s", cfg->unixsocket);
     serverLog("Snapshot directory %s", s->cfg.dir);
     serverLogOpenedProtections(s);
     s->loop_mode = idle.mode == IDLE_SPIN    ? "busy-poll"

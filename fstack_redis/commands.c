@@ -602,6 +602,7 @@ static void clientInfoLine(client *c, const client *o, char *buf, size_t len) {
     if (o->flags & CLIENT_DIRTY_CAS) *f++ = 'd';
     if (o->flags & CLIENT_CLOSE_AFTER_REPLY) *f++ = 'c';
     if (o->flags & CLIENT_CLOSE_ASAP) *f++ = 'A';
+    if (o->flags & CLIENT_UNIX_SOCKET) *f++ = 'U';
     if (f == flags) *f++ = 'N';
     *f = '\0';
     size_t argvmem = 0;
@@ -1927,7 +1928,10 @@ char *monitorFormat(const client *c, size_t *len) {
     if (!b.p) return NULL;
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
-    infoCat(&b, "+%lld.%06ld [0 %s]", (long long)ts.tv_sec, ts.tv_nsec / 1000, c->addr);
+    if (c->flags & CLIENT_UNIX_SOCKET) /* Redis: "unix:" and the socket's path */
+        infoCat(&b, "+%lld.%06ld [0 unix:%s]", (long long)ts.tv_sec, ts.tv_nsec / 1000,
+                c->srv->cfg.unixsocket);
+    else infoCat(&b, "+%lld.%06ld [0 %s]", (long long)ts.tv_sec, ts.tv_nsec / 1000, c->addr);
     for (int i = 0; i < argc; i++) {
         infoCat(&b, " ");
         catRepr(&b, argv[i].ptr, argv[i].len);

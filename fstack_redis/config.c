@@ -41,6 +41,7 @@ static const char *const typeNames[] = {"bool",   "int",    "memory", "enum",
 #define CF_HIDDEN 8     /* inreplay's own start-up setting: not matched by a glob, only by name */
 #define CF_NOOP 16      /* accepted and stored for Redis's clients; no behaviour here */
 #define CF_PROTECTED 32 /* CONFIG SET only as enable-protected-configs allows ("dir") */
+#define CF_OCTAL 64     /* an int written in octal (unixsocketperm), as Redis's OCTAL_CONFIG */
 
 /* the C type of an ir_config field */
 enum { FT_NONE, FT_INT, FT_UINT, FT_U64, FT_DOUBLE, FT_STR };
@@ -349,6 +350,13 @@ static const cfgparam params[] = {
      "TCP port clients connect to (0 = any free port)", portGet, NULL, NULL},
     {"bind", NULL, CT_STRING, CF_SAME_ONLY, 0, 0, "127.0.0.1", NULL, F(bind, FT_STR), NULL,
      "address to listen on", NULL, NULL, NULL},
+    {"unixsocket", NULL, CT_STRING, CF_IMMUTABLE, 0, 0, "", NULL, F(unixsocket, FT_STR), NULL,
+     "path of a Unix domain socket to accept clients on beside the TCP port (a stale socket "
+     "file there is replaced at start, removed at shutdown; kernel stack only); \"\" = none",
+     NOHOOK},
+    {"unixsocketperm", NULL, CT_INT, CF_IMMUTABLE | CF_OCTAL, 0, 0777, "0", NULL,
+     F(unixsocketperm, FT_UINT), NULL,
+     "mode of the unix socket file in octal, e.g. 700 (0 = as the umask leaves it)", NOHOOK},
     {"maxclients", NULL, CT_INT, 0, 1, 4294967295ULL, "10000", NULL, F(maxclients, FT_INT), NULL,
      "connections beyond this get -ERR max number of clients reached", NULL, NULL, NULL},
     {"proto-max-bulk-len", NULL, CT_MEM, 0, 1024 * 1024, LMAX, "512mb", NULL,
@@ -655,7 +663,21 @@ static int parseValue(const cfgparam *p, const char *ptr, size_t len, cfgval *ou
         return 0;
     case CT_INT: {
         long long x;
-        if (!string2ll(ptr, len, &x)) {
+        if (p->flags & CF_OCTAL) { /* Redis: strtoll base 8, the whole text */
+            char buf[32], *end;
+            errno = 0;
+            if (len == 0 || len >= sizeof(buf)) {
+                snprintf(err, errlen, "argument couldn't be parsed as an octal number");
+                return -1;
+            }
+            memcpy(buf, ptr, len);
+            buf[len] = '\0';
+            x = strtoll(buf, &end, 8);
+            if (errno || *end) {
+                snprintf(err, errlen, "argument couldn't be parsed as an octal number");
+                return -1;
+            }
+        } else if (!string2ll(ptr, len, &x)) {
             snprintf(err, errlen, "argument couldn't be parsed into an integer");
             return -1;
         }
@@ -730,7 +752,10 @@ static int parseValue(const cfgparam *p, const char *ptr, size_t len, cfgval *ou
 static void formatValue(const cfgparam *p, const cfgval *v, char *buf, size_t len) {
     switch (p->type) {
     case CT_BOOL: snprintf(buf, len, "%s", v->i ? "yes" : "no"); break;
-    case CT_INT: snprintf(buf, len, "%lld", v->i); break;
+    case CT_INT:
+        if (p->flags & CF_OCTAL) snprintf(buf, len, "%llo", (unsigned long long)v->i);
+        else snprintf(buf, len, "%lld", v->i);
+        break;
     case CT_MEM: snprintf(buf, len, "%llu", (unsigned long long)v->i); break;
     case CT_ENUM: enumName(p->values, v->i, buf, len); break;
     case CT_DOUBLE: /* the shortest of %.15g and %.17g that reads back the same */
@@ -1058,10 +1083,11 @@ static void buildJson(void) {
         jsonString(&b, &len, &cap, p->field);
         jsonAppend(
             &b, &len, &cap,
-            ",\"mutable\":%s,\"hidden\":%s,\"sensitive\":%s,\"noop\":%s,\"fixed\":%s,\"doc\":",
+            ",\"mutable\":%s,\"hidden\":%s,\"sensitive\":%s,\"noop\":%s,\"fixed\":%s,"
+            "\"octal\":%s,\"doc\":",
             p->flags & CF_IMMUTABLE ? "false" : "true", p->flags & CF_HIDDEN ? "true" : "false",
             p->flags & CF_SENSITIVE ? "true" : "false", p->flags & CF_NOOP ? "true" : "false",
-            p->flags & CF_SAME_ONLY ? "true" : "false");
+            p->flags & CF_SAME_ONLY ? "true" : "false", p->flags & CF_OCTAL ? "true" : "false");
         jsonString(&b, &len, &cap, p->doc);
         jsonAppend(&b, &len, &cap, "}");
     }

@@ -172,6 +172,9 @@ typedef struct ir_config {
     int appendonly;             /* on at start: loaded if there, else created */
     const char *appendfilename; /* the files' name prefix (appendonly.aof) */
     const char *appenddirname;  /* its directory under dir (appendonlydir) */
+    /* a Unix domain socket served beside the TCP port (kernel stack only) */
+    const char *unixsocket;  /* its path, or NULL/"" = none */
+    unsigned unixsocketperm; /* the socket file's mode (chmod), 0 = as the umask leaves it */
 } ir_config;
 
 /* The IP MTU range of the DPDK port (ir_config.mtu) and of the test veth
@@ -213,7 +216,8 @@ void ir_config_init(ir_config *cfg);
  * parameter: name, alias, type (bool int memory enum string double special),
  * default (as CONFIG SET takes it), min, max, values (enum), field (the
  * ir_config member it sets, or null), mutable, hidden, sensitive, noop
- * (stored only), fixed (only the current value accepted), doc. pyctl takes
+ * (stored only), fixed (only the current value accepted), octal (an int
+ * written in base 8, as unixsocketperm), doc. pyctl takes
  * its defaults and bounds from here. */
 const char *ir_config_params_json(void);
 /* Run the server on the calling thread until SHUTDOWN or ir_stop().

@@ -163,8 +163,9 @@ static int peerAllowed(const ir_server *s, const char *addr) {
 int protectedActionAllowed(const client *c, const char *setting) {
     if (setting && !strcmp(setting, "yes")) return 1;
     if (!setting || strcmp(setting, "local") != 0) return 0;
-    /* local: loopback on the kernel stack (a DPDK port has no loopback: a
-     * 127/8 source there came off the wire) */
+    /* local: the Unix socket, or loopback on the kernel stack (a DPDK port
+     * has no loopback: a 127/8 source there came off the wire) */
+    if (c->flags & CLIENT_UNIX_SOCKET) return 1;
     const ir_transport *t = c->srv->tp;
     if (!t || strcmp(t->ops->name, "kernel") != 0) return 0;
     return peerIsLoopback(c->addr);
@@ -262,7 +263,9 @@ client *irs_accept(ir_server *s, ir_transport *t, ir_conn *conn) {
         return refuse(s, t, conn, IR_STR("-ERR max number of clients reached\r\n"));
     size_t passlen;
     serverRequirePass(s, &passlen);
-    if (!passlen) {
+    /* a Unix-socket client is local, as loopback is (Redis's islocalClient) */
+    int unix_sock = t->ops->is_unix && t->ops->is_unix(t, conn);
+    if (!passlen && !unix_sock) {
         char addr[64];
         t->ops->peername(t, conn, addr, sizeof(addr));
         if (!peerAllowed(s, addr)) {
@@ -283,6 +286,7 @@ client *irs_accept(ir_server *s, ir_transport *t, ir_conn *conn) {
     c->tp = t;
     c->conn = conn;
     c->bulklen = -1;
+    if (unix_sock) c->flags |= CLIENT_UNIX_SOCKET;
     c->ctime_ms = c->last_ms = s->now_ms;
     aclInitClient(c);
     t->ops->peername(t, conn, c->addr, sizeof(c->addr));

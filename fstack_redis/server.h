@@ -95,7 +95,8 @@ typedef struct ir_seg {
 #define CLIENT_MUTED (1 << 11)     /* while its command runs, its replies go nowhere (a replica) */
 #define CLIENT_SCRIPT \
     (1 << 12) /* the client Lua scripts run commands through (script.c): never blocks */
-#define CLIENT_PROTECTED (1 << 13) /* its busy script runs (script.c): no input; freed after it */
+#define CLIENT_PROTECTED (1 << 13)   /* its busy script runs (script.c): no input; freed after it */
+#define CLIENT_UNIX_SOCKET (1 << 14) /* connected over the Unix socket (unixsocket): local */
 
 /* CLIENT REPLY: replies are sent (ON), dropped (OFF), dropped for this
  * command (SKIP, set by CLIENT REPLY SKIP) and then for the next one. */
@@ -124,7 +125,7 @@ typedef struct client {
     char *clientname; /* CLIENT SETNAME, NULL = none (any length; set it
                                  with clientSetName, the one validation) */
     char lib_name[64], lib_ver[32];
-    char addr[64];
+    char addr[128];
 
     /* input: unparsed bytes (bounded by client_query_buffer_limit) */
     char *qbuf;
@@ -162,7 +163,7 @@ typedef struct client {
     const struct ir_command *lastcmd; /* CLIENT LIST cmd= */
     const char *lastsub;              /* its subcommand ("list"), NULL = none */
     int reply_mode;                   /* CLIENT_REPLY_* */
-    char laddr[64];                   /* "ip:port" of our end */
+    char laddr[128];                  /* "ip:port" of our end */
 } client;
 
 typedef struct ir_command ir_command;

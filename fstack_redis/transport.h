@@ -48,8 +48,12 @@ typedef struct ir_transport_ops {
     void (*close)(ir_transport *t, ir_conn *c);
     /* "ip:port" of the peer, for CLIENT LIST and logs. */
     void (*peername)(ir_transport *t, ir_conn *c, char *buf, size_t len);
-    /* "ip:port" of our end of c (CLIENT LIST laddr=). */
+    /* "ip:port" of our end of c (CLIENT LIST laddr=). A Unix-socket
+     * connection's ends are both "path:0", as Redis shows them. */
     void (*sockname)(ir_transport *t, ir_conn *c, char *buf, size_t len);
+    /* Optional: 1 if c came in over the Unix socket (local: protected mode
+     * lets it in, CLIENT LIST flags U), else 0. NULL: never. */
+    int (*is_unix)(ir_transport *t, ir_conn *c);
     /* Would listening on `port` (on the address we listen on) fail because
      * something holds it? 1 yes, 0 no (CONFIG SET port answers as Redis). */
     int (*port_in_use)(ir_transport *t, int port);
@@ -83,8 +87,11 @@ void irs_closed(struct client *cl);
 
 /* Backends (dataplane/). Each returns NULL and sets ir_last_error on failure. */
 /* busy_poll: connections ask the kernel to busy-poll their queue
- * (SO_BUSY_POLL, SO_PREFER_BUSY_POLL) where it allows. */
+ * (SO_BUSY_POLL, SO_PREFER_BUSY_POLL) where it allows. unixsocket (NULL or
+ * "" = none): also listen on that Unix socket path in the same loop, as Redis
+ * does (a stale file there is unlinked first; unixperm != 0 is chmod-ed onto
+ * it; destroy removes it). */
 ir_transport *ir_kernel_transport_new(struct ir_server *s, const char *bind, int port, int backlog,
-                                      int busy_poll);
+                                      int busy_poll, const char *unixsocket, unsigned unixperm);
 
 #endif /* IR_TRANSPORT_H */

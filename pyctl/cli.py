@@ -108,7 +108,8 @@ DPDK_PCI_DRIVERS = ("vfio-pci", "igb_uio", "uio_pci_generic")
 
 
 # pyctl start --server redis: the flags that mean something to redis-server with the module
-REDIS_HOST_FLAGS = ("listen", "seed", "fanout", "maxbytes", "requirepass", "maxmemory")
+REDIS_HOST_FLAGS = ("listen", "seed", "fanout", "maxbytes", "requirepass", "maxmemory",
+                    "unixsocket", "unixsocketperm")
 
 
 def _start_redis_host(prog: str, cfg: ServerConfig) -> int:
@@ -135,6 +136,8 @@ def _start_redis_host(prog: str, cfg: ServerConfig) -> int:
         argv += ["--requirepass", cfg.requirepass]
     if cfg.maxmemory:
         argv += ["--maxmemory", str(cfg.maxmemory)]
+    if cfg.unixsocket:
+        argv += ["--unixsocket", cfg.unixsocket, "--unixsocketperm", f"{cfg.unixsocketperm:o}"]
     argv += ["--loadmodule", str(module)]
     for name in ("seed", "fanout", "maxbytes"):
         if getattr(cfg, name) != getattr(default, name):
@@ -190,11 +193,13 @@ def cmd_start(args: argparse.Namespace) -> int:
         if cfg.daemon:
             port = srv.daemonize(cfg)
             print(f"inreplay: {cfg.stack} stack listening on {cfg.host}:{port} (daemon)")
+            _print_unixsocket(cfg)
             print(f"inreplay: snapshot directory {Path(cfg.dir).resolve()}")
             return 0
 
         def ready(port: int) -> None:
             print(f"inreplay: {cfg.stack} stack listening on {cfg.host}:{port}")
+            _print_unixsocket(cfg)
             print(f"inreplay: snapshot directory {Path(cfg.dir).resolve()}", flush=True)
 
         return srv.run(cfg, ready)
@@ -204,6 +209,13 @@ def cmd_start(args: argparse.Namespace) -> int:
         die(prog, f"{e}{_hint(e, cfg.stack)}")
     except ValueError as e:
         die(prog, str(e))
+
+
+def _print_unixsocket(cfg: ServerConfig) -> None:
+    """The start-up line for the Unix socket, when there is one (after the TCP one)."""
+    if cfg.unixsocket:
+        print(f"inreplay: and on the unix socket {cfg.unixsocket} (redis-cli -s "
+              f"{cfg.unixsocket})")
 
 
 def _require_stack(prog: str, stack: str) -> None:

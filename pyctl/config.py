@@ -102,6 +102,8 @@ FLAG_META = {
     "dpdk_only": "giving the flag implies --stack dpdk",
 }
 """The metadata a ServerConfig field may carry for its flag."""
+UNIX_PATH_MAX = 107
+"""The longest Unix socket path (sockaddr_un's sun_path, 108 bytes with its NUL)."""
 DEFAULT_HUGEPAGES = 256
 """2 MB hugepages reserved for the DPDK stack when --hugepages does not say."""
 FLAG_GROUPS = {"groups": "replay groups (see 'Scaling out' in the README)",
@@ -152,6 +154,8 @@ class ServerConfig:
                             "resolved, port 0 picks a free one",
                        default_factory=lambda: f"{_c('bind')}:{_c('listen_port')}",
                        parse=_listen_text)
+    unixsocket: str = _cd("unixsocket", metavar="PATH")
+    unixsocketperm: int = _cd("unixsocketperm", metavar="OCTAL")
     capacity: int = _own(0, help="if > 0, create the table --table with this many slots at "
                                  "start-up", bounds=(0, None))
     table: str = _own("replay", help="name of the table created at start-up when --capacity "
@@ -171,8 +175,9 @@ class ServerConfig:
     tcp_backlog: int = _cd("tcp_backlog")
     server: str = _own("inreplay", help="inreplay (the native server) or redis: Debian's stock "
                        "redis-server with the REPLAY.* module (pyctl module-path), in the "
-                       "foreground, where only listen, seed, fanout, maxbytes, requirepass and "
-                       "maxmemory apply", parse=_server_text, metavar="inreplay|redis")
+                       "foreground, where only listen, seed, fanout, maxbytes, requirepass, "
+                       "maxmemory, unixsocket and unixsocketperm apply", parse=_server_text,
+                       metavar="inreplay|redis")
     daemon: bool = _own(False, help="detach and run in the background; `pyctl stop` ends it")
     logfile: str = _own("", help="where a daemon writes its log",
                         default_text="<rundir>/<host>-<port>.log", metavar="FILE")
@@ -297,6 +302,7 @@ class ServerConfig:
             raise ConfigError("--seed: must be >= 0")
         if self.client_output_buffer_limit < 0:
             raise ConfigError("--client-output-buffer-limit: must be >= 0")
+        self._validate_unixsocket()
         if self.client_subnet:
             try:
                 ipaddress.ip_network(self.client_subnet, strict=False)
@@ -316,6 +322,19 @@ class ServerConfig:
             self._validate_dpdk()
         self._validate_bounds()
 
+    def _validate_unixsocket(self) -> None:
+        """The Unix socket: its path must fit a sockaddr_un (the server says so too, but
+        only once it runs), and one server owns it (a group's shards would replace each
+        other's)."""
+        if not self.unixsocket:
+            return
+        if len(os.fsencode(self.unixsocket)) > UNIX_PATH_MAX:
+            raise ConfigError(f"--unixsocket: the path is {len(os.fsencode(self.unixsocket))} "
+                              f"bytes, a Unix socket path takes at most {UNIX_PATH_MAX}")
+        if self.shards > 1:
+            raise ConfigError("--unixsocket: one server listens on a Unix socket path; "
+                              "--shards starts several (start each shard with its own path)")
+
     def _validate_bounds(self) -> None:
         """Integer settings within the C table's bounds (after the checks with more
         specific messages above)."""
@@ -326,6 +345,9 @@ class ServerConfig:
                 continue
             lo, hi = bounds
             if not lo <= v <= hi:
+                if (p := c_param(f.name)) is not None and p.get("octal"):  # unixsocketperm
+                    raise ConfigError(f"{flag(f.name)}: must be between {lo:o} and {int(hi):o} "
+                                      f"(octal), got {v:o}")
                 raise ConfigError(f"{flag(f.name)}: must be between {lo} and {hi}, got {v}")
 
     def group_members(self) -> list[str]:
@@ -437,6 +459,9 @@ class ServerConfig:
             if n_ips > 1 and n_ips != self.shards:
                 problems.append(f"--ip lists {n_ips} addresses for --shards {self.shards}: give "
                                 "one per shard, or one address (shard i answers on it + i)")
+        if self.unixsocket:
+            problems.append("--unixsocket: the Unix socket is kernel-stack-only for now "
+                            "(--stack kernel)")
         if not 0 <= self.listen_port <= 65535:
             problems.append(f"--listen-port: must be 0-65535, got {self.listen_port}")
         if self.queues != 1:
@@ -559,6 +584,11 @@ def load_toml(path: str | Path) -> dict[str, Any]:
                 value = parse_size(value)
             except ValueError as e:
                 raise ConfigError(f"--config: {p}: {key}: {e}") from None
+        if (p := c_param(name)) is not None and p.get("octal") and isinstance(value, str):
+            try:  # unixsocketperm = "700", as redis.conf writes it (or TOML's 0o700)
+                value = _octal_parser(0, None)(value)
+            except ValueError as e:
+                raise ConfigError(f"--config: {p}: {key}: {e}") from None
         if want is float and isinstance(value, int) and not isinstance(value, bool):
             value = float(value)
         if want is list and not (isinstance(value, list) and all(isinstance(v, str)
@@ -638,6 +668,8 @@ def render(name: str, value: Any) -> str:
     booleans as yes/no (as CONFIG GET shows them), numbers plainly, "" as none."""
     if isinstance(value, bool):
         return "yes" if value else "no"
+    if (p := c_param(name)) is not None and p.get("octal"):
+        return f"{value:o}"
     if name in size_fields():
         return format_size(value)
     if isinstance(value, float):
@@ -677,6 +709,20 @@ def _int_parser(lo: int | None, hi: int | None) -> Callable[[str], int]:
     return parse_int
 
 
+def _octal_parser(lo: int, hi: int | None) -> Callable[[str], int]:
+    """An octal setting's flag (unixsocketperm), read as Redis reads it: base 8, digits
+    only (700, or 0700)."""
+    def parse_octal(text: str) -> int:
+        try:
+            v = int(text.removeprefix("0o"), 8)
+        except ValueError:
+            raise ValueError(f"{text!r} is not an octal number like 700") from None
+        if not (lo <= v and (hi is None or v <= hi)):
+            raise ValueError(f"must be {_bounds_text(lo, hi, '{:o}'.format)} (octal), got {text}")
+        return v
+    return parse_octal
+
+
 def _float_parser(lo: float, hi: float | None) -> Callable[[str], float]:
     def parse_number(text: str) -> float:
         try:
@@ -712,6 +758,8 @@ def _spec(f: dataclasses.Field[Any]) -> FlagSpec:
     parse: Callable[[str], Any] | None = meta.get("parse")
     if f.name in size_fields():
         parse = _size_parser(int(lo or 0), None if hi is None else int(hi))
+    elif kind == "int" and p is not None and p.get("octal"):
+        parse = _octal_parser(int(lo or 0), None if hi is None else int(hi))
     elif kind == "int":
         parse = _int_parser(None if lo is None else int(lo), None if hi is None else int(hi))
     elif kind == "double":

@@ -127,6 +127,8 @@ def _to_c(cfg: ServerConfig, keep: list[Any]) -> Any:
         c.aclfile = s(cfg.aclfile)
     c.enable_debug_command = s(cfg.enable_debug_command)
     c.enable_protected_configs = s(cfg.enable_protected_configs)
+    if cfg.unixsocket:
+        c.unixsocket = s(cfg.unixsocket)
     if cfg.appendfilename:
         c.appendfilename = s(cfg.appendfilename)
     if cfg.appenddirname:

@@ -109,14 +109,28 @@ class ShardedReplayClient:
     """The methods of ReplayClient over a replay group, with exact global sampling."""
 
     def __init__(self, addresses: Sequence[str], *, stratified: bool = True,
-                 seed: int | None = None, **kwargs: Any) -> None:
+                 seed: int | None = None,
+                 unix_socket_paths: Sequence[str | None] | None = None,
+                 **kwargs: Any) -> None:
         """addresses: every member's HOST:PORT in shard order (REPLAY.SHARDS's order).
         stratified: split batches with stratified shares (False: multinomial counts).
+        unix_socket_paths: per shard, in the same order, the Unix socket to reach it by
+        instead of its address (a shard on this box started with --unixsocket), or None
+        for TCP.
         kwargs go to each shard's redis.Redis (password, socket_timeout, ...)."""
         if not addresses:
             raise ValueError("a replay group needs at least one address")
+        if "unix_socket_path" in kwargs:
+            raise ValueError("unix_socket_path would send every shard to one server: give "
+                             "unix_socket_paths, one per shard (None for TCP)")
         self.addresses = list(addresses)
-        self.shards = [ReplayClient(*_split_address(a), **kwargs) for a in self.addresses]
+        paths = list(unix_socket_paths) if unix_socket_paths is not None else []
+        if paths and len(paths) != len(self.addresses):
+            raise ValueError(f"unix_socket_paths has {len(paths)} entries for "
+                             f"{len(self.addresses)} shards: give one per shard (None for TCP)")
+        paths = paths or [None] * len(self.addresses)
+        self.shards = [ReplayClient(*_split_address(a), unix_socket_path=p, **kwargs)
+                       for a, p in zip(self.addresses, paths, strict=True)]
         self.stratified = stratified
         self._rng = np.random.default_rng(seed)
         self._stats: dict[str, list[ShardStats]] = {}

@@ -155,6 +155,36 @@ def test_server_argv_kernel_poll_and_dpdk_mtu(tmp_path: Path) -> None:
         assert dpdk[dpdk.index("--hugepages") + 1] == "256"
 
 
+class _SettingsCapturedError(Exception):
+    """latency.main's Settings, raised instead of running the benchmark."""
+
+
+def test_unix_path_runs_beside_loopback(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                        ) -> None:
+    """--loopback --unix: a second path, unix, whose servers also listen on a Unix socket
+    that the client connects to; without --loopback it is refused."""
+    pin = latency.Pinning(0, 1)
+    net = latency.Network(True, unix=True)
+    assert net.path == "unix" and net.describe()["path"] == "unix"
+    for system in ("redis", "kernel", "kernel-poll"):
+        srv = latency.make_server(system, net, pin, tmp_path, 7000)
+        assert srv.unix_path == str(tmp_path / f"{system}-7000.sock")
+        assert srv.argv[srv.argv.index("--unixsocket") + 1] == srv.unix_path
+    assert latency.make_server("kernel", latency.Network(True), pin, tmp_path,
+                               7000).unix_path == ""
+
+    def capture(s: Any) -> Any:
+        raise _SettingsCapturedError(s)
+
+    monkeypatch.setattr(latency, "run", capture)
+    with pytest.raises(_SettingsCapturedError) as e:
+        latency.main(["--loopback", "--unix"])
+    assert latency.path_plan(e.value.args[0]) == [(latency.netns.DEFAULT_MTU, "loopback"),
+                                                  (latency.netns.DEFAULT_MTU, "unix")]
+    with pytest.raises(SystemExit, match="--loopback"):
+        latency.main(["--unix"])
+
+
 def test_packed_decode_and_check() -> None:
     """A PACKED reply decodes into ids, weights and items; a wrong length is refused."""
     import numpy as np

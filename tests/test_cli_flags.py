@@ -247,16 +247,19 @@ def test_bounds_are_enforced_by_the_flag(name: str, lo: Any, hi: Any,
     bound; min and max themselves are taken."""
     parser = cli.start_parser()
     kind = config.c_param(name)["type"] if config.c_param(name) else "int"
+    octal = bool(config.c_param(name) and config.c_param(name).get("octal"))
     show = config.format_size if name in config.size_fields() else (
-        (lambda v: f"{v:g}") if kind == "double" else str)
+        (lambda v: f"{v:g}") if kind == "double" else
+        (lambda v: f"{v:o}") if octal else str)
+    text = show if octal else str  # an octal flag (unixsocketperm) is written in base 8
     step = 0.5 if kind == "double" else 1
     fine = [lo] + ([] if hi in (None, float("inf")) else [hi])
     for v in fine:
-        assert getattr(parser.parse_args([config.flag(name), str(v)]), name) == v
+        assert getattr(parser.parse_args([config.flag(name), text(v)]), name) == v
     bad = [lo - step] + ([] if hi in (None, float("inf")) else [hi + step])
     for v in bad:
         with pytest.raises(SystemExit) as e:
-            parser.parse_args([config.flag(name), str(v)])
+            parser.parse_args([config.flag(name), text(v)])
         assert e.value.code == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1, err
