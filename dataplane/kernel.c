@@ -105,11 +105,21 @@ static void setKeepalive(int fd, int interval) {
 }
 
 /* Accept every pending connection of listener lfd (unix_sock: the Unix socket's). */
+/* accept(2)'s errors that belong to the one connection it tried to take (Linux
+ * passes pending network errors up through accept): the next one may be fine.
+ * Giving up on them let one peer starve the others (CVE-2025-48367). */
+static int acceptErrorIsPerConnection(int e) {
+    return e == EINTR || e == ECONNABORTED || e == EPROTO || e == ENOPROTOOPT || e == ENETDOWN ||
+           e == EHOSTDOWN || e == ENONET || e == EHOSTUNREACH || e == EOPNOTSUPP ||
+           e == ENETUNREACH;
+}
+
 static void acceptAll(kernel_transport *k, int lfd, int unix_sock) {
-    for (;;) {
+    for (int skipped = 0;;) {
         int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
-            if (errno == EINTR) continue;
+            /* bounded, so a storm of them cannot hold the loop */
+            if (acceptErrorIsPerConnection(errno) && ++skipped < 1000) continue;
             if (errno != EAGAIN && errno != EWOULDBLOCK) serverLog("accept: %s", strerror(errno));
             return;
         }
