@@ -153,6 +153,16 @@ static int peerAllowed(const ir_server *s, const char *addr) {
 
 int authRequired(const client *c) { return !c->authenticated; }
 
+void redactArg(client *c, int j) {
+    if (j < 0 || j >= c->argc) return;
+    if (!c->redacted) {
+        c->redacted = calloc((size_t)c->argc, 1);
+        if (!c->redacted) return; /* out of memory: shown as given */
+        c->redacted_n = c->argc;
+    }
+    if (j < c->redacted_n) c->redacted[j] = 1;
+}
+
 const char *serverRequirePass(const ir_server *s, size_t *len) {
     if (s->requirepass) {
         *len = s->requirepass_len;
@@ -374,17 +384,22 @@ void call(client *c, const ir_command *cmd) {
      * replies come only without MULTI or after a refused queued command */
     int plain =
         cmd->proc != execCommand || !(c->flags & CLIENT_MULTI) || (c->flags & CLIENT_DIRTY_EXEC);
-    size_t monlen = 0;
+    size_t monlen = 0, monargs = 0;
     /* admin commands are not shown, a container's by its subcommand (CONFIG SET) */
     char *monline = s->nmonitors && !(cmd->flags & CMD_ADMIN) && cmd->proc != monitorCommand &&
                             !(commandIdCats(commandIdOfCall(cmd, c->argv, c->argc)) &
                               (1ull << aclCategoryIndex("admin", 5)))
-                        ? monitorFormat(c, &monlen)
+                        ? monitorFormat(c, &monlen, &monargs)
                         : NULL;
     if (monline && (cmd->flags & CMD_SKIP_MONITOR)) { /* as Redis: EVAL before its commands */
         monitorSend(c, monline, monlen);
         monline = NULL;
     }
+    /* a nested call (EXEC's commands, a script's) keeps the caller's redactions */
+    unsigned char *redacted0 = c->redacted;
+    int redacted_n0 = c->redacted_n;
+    c->redacted = NULL;
+    c->redacted_n = 0;
     slowlogSaved sv; /* what the command may take over (only owned arguments are copied) */
     slowlogBeforeCall(c, &sv);
     struct timespec t0, t1;
@@ -425,7 +440,11 @@ void call(client *c, const ir_command *cmd) {
     s->total_commands++;
     if (cmd->flags & CMD_WRITE) s->dirty += s->cmd_changes < 0 ? 1 : (uint64_t)s->cmd_changes;
     s->cmd_changes = changes0;
+    if (monline && c->redacted) monline = monitorRedact(c, monline, &monlen, monargs);
     if (monline) monitorSend(c, monline, monlen); /* after it ran, unless sent before */
+    free(c->redacted);
+    c->redacted = redacted0;
+    c->redacted_n = redacted_n0;
     /* CLIENT REPLY OFF / SKIP: drop what this command replied */
     int drop = 0;
     if (c->reply_mode == CLIENT_REPLY_SKIP) { /* CLIENT REPLY SKIP itself */

@@ -141,6 +141,10 @@ typedef struct client {
     size_t *argoff; /* offsets of small args in argbuf */
     int big_arg;    /* argv[argc] is being filled in place */
     size_t big_have;
+    /* the arguments the running command asked to hide (redactArg): a flag per
+     * argument, NULL = none; SLOWLOG and MONITOR show them as "(redacted)" */
+    unsigned char *redacted;
+    int redacted_n; /* its length (argc when the first one was redacted) */
 
     /* output */
     char *obuf;
@@ -372,8 +376,12 @@ int commandAllowedBusy(const ir_command *cmd, const client *c);
 /* Count an error reply by its code ("ERR", "WRONGTYPE", ...) for INFO errorstats. */
 void errorStatsCount(ir_server *s, const char *reply, size_t len);
 /* MONITOR: the line for c's command, formatted before it runs (it may take
- * its arguments over), sent to every monitor once it ran (and freed). */
-char *monitorFormat(const client *c, size_t *len);
+ * its arguments over), sent to every monitor once it ran (and freed). *args
+ * is where its arguments begin: monitorRedact rewrites the line once the
+ * command ran, its redacted arguments (redactArg) as Redis shows them,
+ * "(redacted)"; it frees line (NULL when out of memory). */
+char *monitorFormat(const client *c, size_t *len, size_t *args);
+char *monitorRedact(const client *c, char *line, size_t *len, size_t args);
 void monitorSend(client *c, char *line, size_t len);
 void monitorRemove(client *c);
 /* The password AUTH compares against (binary-safe); len 0 = none. */
@@ -400,6 +408,13 @@ uint64_t ir_rss_bytes(void);
  * items and slot metadata, and client buffers. maxmemory compares against it. */
 uint64_t serverUsedMemory(const ir_server *s);
 int authRequired(const client *c);
+/* Show argument j of the running command as "(redacted)" in SLOWLOG and
+ * MONITOR (Redis's redactClientCommandArgument): AUTH, HELLO ... AUTH, ACL
+ * SETUSER and CONFIG SET of a sensitive parameter call it. */
+void redactArg(client *c, int j);
+static inline int argRedacted(const client *c, int j) {
+    return j >= 0 && j < c->redacted_n && c->redacted[j];
+}
 int ir_parse_subnet(const char *text, int *family, unsigned char addr[16], int *prefix);
 /* An IP address in text (s[0..len)): 4 with the address in out[0..3], 6 with the 16
  * bytes of an IPv6 address, 0 if it is neither (util.c: the server reads addresses
