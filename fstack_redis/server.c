@@ -546,6 +546,15 @@ int processCommand(client *c) {
         s->output_limit_disconnects++;
         c->flags |= CLIENT_CLOSE_ASAP;
     }
+    /* an unauthenticated client that does not read its replies (the flood of
+     * NOAUTH errors would otherwise grow without bound): Redis's rule and words */
+    if (clientUnauthOutputOver(c)) {
+        serverLog("Client %s (id %llu) scheduled to be closed ASAP for overcoming of output "
+                  "buffer limits.",
+                  c->addr, (unsigned long long)c->id);
+        s->output_limit_disconnects++;
+        c->flags |= CLIENT_CLOSE_ASAP;
+    }
     if (s->blocked && !dispatch_depth) blockedHandle(s); /* serve the clients it made ready */
     return 0;
 }

@@ -352,7 +352,12 @@ ir_server *server_new(const ir_config *cfg);
 void server_free(ir_server *s);
 void server_tick(ir_server *s); /* ~10 Hz: expiry, stats */
 void freeClient(client *c);
-void clientFlush(client *c);        /* write what the transport takes */
+void clientFlush(client *c); /* write what the transport takes */
+/* As Redis 7.0.15 (CVE-2025-21605): a client that has not authenticated
+ * while a password is required may keep at most 1024 bytes of output the
+ * socket has not taken; over that (after a write) it is to be closed. */
+#define UNAUTH_OUTPUT_LIMIT 1024
+int clientUnauthOutputOver(client *c);
 void processInputBuffer(client *c); /* parse and run complete commands (resp.c) */
 void clientResumeInput(client *c);  /* an unblocked client's waiting input (resp.c) */
 int processCommand(client *c);      /* dispatch argv; 0 = keep going */
