@@ -1939,7 +1939,7 @@ char *monitorFormat(const client *c, size_t *len, size_t *args) {
     if (!b.p) return NULL;
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
-    infoCat(&b, "+%lld.%06ld [0 %s]", (long long)ts.tv_sec, ts.tv_nsec / 1000, c->addr);
+    infoCat(&b, "+%lld.%06ld [%d %s]", (long long)ts.tv_sec, ts.tv_nsec / 1000, c->db, c->addr);
     *args = b.len;
     for (int i = 0; i < argc; i++) {
         infoCat(&b, " ");
@@ -1950,15 +1950,19 @@ char *monitorFormat(const client *c, size_t *len, size_t *args) {
     return b.p;
 }
 
-char *monitorRedact(const client *c, char *line, size_t *len, size_t args) {
+char *monitorAfterCall(const client *c, char *line, size_t *len, size_t args) {
     static const char red[] = " \"(redacted)\"";
     infobuf b = {malloc(*len + 256), 0, *len + 256};
     if (!b.p) {
         free(line);
-        return NULL; /* out of memory: no line rather than the secret */
+        return NULL; /* out of memory: no line rather than a secret */
     }
-    memcpy(b.p, line, args);
-    b.len = args;
+    /* the time as it was, the database as the command left it (SELECT's own) */
+    const char *sp = memchr(line, ' ', args);
+    size_t ts = sp ? (size_t)(sp - line) : 0;
+    memcpy(b.p, line, ts);
+    b.len = ts;
+    infoCat(&b, " [%d %s]", c->db, c->addr);
     size_t i = args;
     /* each argument is ' "..."' as catRepr quoted it: a quote inside is \" */
     for (int j = 0; i < *len && line[i] == ' '; j++) {

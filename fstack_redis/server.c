@@ -385,6 +385,7 @@ void call(client *c, const ir_command *cmd) {
     int plain =
         cmd->proc != execCommand || !(c->flags & CLIENT_MULTI) || (c->flags & CLIENT_DIRTY_EXEC);
     size_t monlen = 0, monargs = 0;
+    int db0 = c->db;
     /* admin commands are not shown, a container's by its subcommand (CONFIG SET) */
     char *monline = s->nmonitors && !(cmd->flags & CMD_ADMIN) && cmd->proc != monitorCommand &&
                             !(commandIdCats(commandIdOfCall(cmd, c->argv, c->argc)) &
@@ -440,7 +441,8 @@ void call(client *c, const ir_command *cmd) {
     s->total_commands++;
     if (cmd->flags & CMD_WRITE) s->dirty += s->cmd_changes < 0 ? 1 : (uint64_t)s->cmd_changes;
     s->cmd_changes = changes0;
-    if (monline && c->redacted) monline = monitorRedact(c, monline, &monlen, monargs);
+    if (monline && (c->redacted || c->db != db0))
+        monline = monitorAfterCall(c, monline, &monlen, monargs);
     if (monline) monitorSend(c, monline, monlen); /* after it ran, unless sent before */
     free(c->redacted);
     c->redacted = redacted0;

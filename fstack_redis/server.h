@@ -382,11 +382,12 @@ int commandAllowedBusy(const ir_command *cmd, const client *c);
 void errorStatsCount(ir_server *s, const char *reply, size_t len);
 /* MONITOR: the line for c's command, formatted before it runs (it may take
  * its arguments over), sent to every monitor once it ran (and freed). *args
- * is where its arguments begin: monitorRedact rewrites the line once the
- * command ran, its redacted arguments (redactArg) as Redis shows them,
- * "(redacted)"; it frees line (NULL when out of memory). */
+ * is where its arguments begin. monitorAfterCall rewrites the line once the
+ * command ran if it redacted arguments (redactArg: shown as "(redacted)", as
+ * Redis shows them) or changed the database (Redis shows the one it left); it
+ * frees line (NULL when out of memory). */
 char *monitorFormat(const client *c, size_t *len, size_t *args);
-char *monitorRedact(const client *c, char *line, size_t *len, size_t args);
+char *monitorAfterCall(const client *c, char *line, size_t *len, size_t args);
 void monitorSend(client *c, char *line, size_t len);
 void monitorRemove(client *c);
 /* The password AUTH compares against (binary-safe); len 0 = none. */

@@ -138,3 +138,34 @@ def test_monitor_of_unauthenticated_auth(red_servers: dict[str, ServerProcess]) 
             conn.close()
     assert lines["inreplay"] == lines["redis"] == [
         '"AUTH" "(redacted)"', '"AUTH" "(redacted)"', '"ECHO" "END"']
+
+
+def test_monitor_shows_the_database(red_servers: dict[str, ServerProcess]) -> None:
+    """The number in the brackets is the client's SELECTed database (a script's too),
+    as Redis shows it: it was always 0."""
+    shown: dict[str, list[str]] = {}
+    for kind in KINDS:
+        srv = red_servers[kind]
+        mon, c = srv.raw(), srv.raw()
+        assert mon.call("MONITOR") == "OK"
+        assert c.call("SELECT", "3") == "OK"
+        assert c.call("AUTH", "default", "anything") == "OK"  # nopass: any password
+        assert c.call("EVAL", "return redis.call('echo', 'x')", "0") == b"x"
+        assert c.call("SELECT", "0") == "OK"
+        assert c.call("ECHO", "END") == b"END"
+        got: list[str] = []
+        while not got or not got[-1].endswith('"ECHO" "END"'):
+            line = mon.read_reply()
+            got.append(re.sub(r"^\d+\.\d{6} \[(\d+) (lua|[^\]]+:\d+)\]",
+                              lambda m: f"[{m[1]} {'lua' if m[2] == 'lua' else 'client'}]", line))
+        shown[kind] = got
+        mon.close()
+        c.close()
+    assert shown["inreplay"] == shown["redis"] == [
+        '[3 client] "SELECT" "3"',
+        '[3 client] "AUTH" "(redacted)" "(redacted)"',
+        '[3 client] "EVAL" "return redis.call(\'echo\', \'x\')" "0"',
+        '[3 lua] "echo" "x"',
+        '[0 client] "SELECT" "0"',
+        '[0 client] "ECHO" "END"',
+    ]
