@@ -618,9 +618,9 @@ static void clientInfoLine(client *c, const client *o, char *buf, size_t len) {
     *f = '\0';
     size_t argvmem = 0;
     for (int i = 0; i < o->argc; i++) argvmem += o->argv[i].len;
-    size_t obl = 0;
+    size_t obl = 0; /* copied bytes not yet written (of the first segment, its unsent part) */
     for (int i = 0; i < o->nsegs; i++)
-        if (!o->segs[i].ref) obl += o->segs[i].len;
+        if (!o->segs[i].ref) obl += o->segs[i].len - (i == 0 ? o->sent : 0);
     char cmd[64];
     if (o->lastcmd)
         snprintf(cmd, sizeof(cmd), "%s%s%s", o->lastcmd->name, o->lastsub ? "|" : "",

@@ -137,6 +137,10 @@ def test_authenticated_client_not_reading_is_kept(srv: ServerProcess) -> None:
     with authed(srv) as admin:
         clients = admin.call("CLIENT", "LIST").decode()
         assert me in clients, clients  # still connected, its replies waiting
+    line = next(ln for ln in clients.splitlines() if me in ln)
+    fields = dict(kv.split("=", 1) for kv in line.split())
+    # what waits is counted, not wrapped below zero (omem read 2**64 - 2 MB here)
+    assert 0 < int(fields["omem"]) + int(fields["obl"]) < 64 << 20, line
     want = b"+OK\r\n" + (b"$1000\r\n" + b"v" * 1000 + b"\r\n") * n
     got = bytearray()
     while len(got) < len(want):
