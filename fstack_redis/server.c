@@ -155,9 +155,13 @@ int authRequired(const client *c) { return !c->authenticated; }
 
 void redactArg(client *c, int j) {
     if (j < 0 || j >= c->argc) return;
+    if (c->redacted_n < 0) return; /* already every argument */
     if (!c->redacted) {
         c->redacted = calloc((size_t)c->argc, 1);
-        if (!c->redacted) return; /* out of memory: shown as given */
+        if (!c->redacted) { /* out of memory: every argument rather than a secret */
+            c->redacted_n = -1;
+            return;
+        }
         c->redacted_n = c->argc;
     }
     if (j < c->redacted_n) c->redacted[j] = 1;
@@ -441,7 +445,7 @@ void call(client *c, const ir_command *cmd) {
     s->total_commands++;
     if (cmd->flags & CMD_WRITE) s->dirty += s->cmd_changes < 0 ? 1 : (uint64_t)s->cmd_changes;
     s->cmd_changes = changes0;
-    if (monline && (c->redacted || c->db != db0))
+    if (monline && (c->redacted_n || c->db != db0))
         monline = monitorAfterCall(c, monline, &monlen, monargs);
     if (monline) monitorSend(c, monline, monlen); /* after it ran, unless sent before */
     free(c->redacted);

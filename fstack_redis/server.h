@@ -144,7 +144,8 @@ typedef struct client {
     /* the arguments the running command asked to hide (redactArg): a flag per
      * argument, NULL = none; SLOWLOG and MONITOR show them as "(redacted)" */
     unsigned char *redacted;
-    int redacted_n; /* its length (argc when the first one was redacted) */
+    int redacted_n; /* its length (argc when the first one was redacted); -1:
+                       all but the name (no memory for the flags) */
 
     /* output */
     char *obuf;
@@ -419,6 +420,7 @@ int authRequired(const client *c);
  * SETUSER and CONFIG SET of a sensitive parameter call it. */
 void redactArg(client *c, int j);
 static inline int argRedacted(const client *c, int j) {
+    if (c->redacted_n < 0) return j > 0;
     return j >= 0 && j < c->redacted_n && c->redacted[j];
 }
 int ir_parse_subnet(const char *text, int *family, unsigned char addr[16], int *prefix);
