@@ -1364,6 +1364,8 @@ static void aclCommandRun(client *c) {
     const char *sub = c->argv[1].ptr;
     char err[1024];
     if (!strcasecmp(sub, "setuser") && c->argc >= 3) {
+        /* as Redis: the user's name and every rule are redacted */
+        for (int j = 2; j < c->argc; j++) redactArg(c, j);
         if (setUser(c, s, c->argv[2].ptr, c->argv[2].len, c->argv + 3, c->argc - 3, err,
                     sizeof(err)) != 0) {
             addReplyError(c, err);

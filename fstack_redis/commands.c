@@ -221,6 +221,9 @@ void authCommand(client *c) {
         addReplyStr(c, shared.syntaxerr);
         return;
     }
+    /* as Redis: the password, and the user's name with it */
+    redactArg(c, 1);
+    if (c->argc == 3) redactArg(c, 2);
     if (c->argc == 2 && aclDefaultIsNopass(c->srv)) {
         addReplyError(c, "AUTH <password> called without any password configured for the default "
                          "user. Are you sure your configuration is correct?");
@@ -233,6 +236,8 @@ void authCommand(client *c) {
     }
     addReplyStr(c, shared.ok);
 }
+
+static int validClientName(const ir_arg *a);
 
 /* HELLO [protover [AUTH username password] [SETNAME clientname]]: protover 2
  * (RESP2) or 3 (RESP3); without one the protocol stays as it is. */
@@ -248,23 +253,31 @@ void helloCommand(client *c) {
             return;
         }
     }
-    const ir_arg *setname = NULL, *auth_user = NULL, *auth_pass = NULL;
+    /* the options in order, as Redis 7.0: each AUTH authenticates (its user and
+     * password redacted first), a bad name or a failed AUTH ends the command
+     * there (what follows is neither read nor redacted) */
+    const ir_arg *setname = NULL;
     for (int j = 2; j < c->argc; j++) {
         int more = c->argc - j - 1;
         if (argEq(c, j, "auth") && more >= 2) {
-            auth_user = &c->argv[j + 1]; /* checked once every option parsed, as Redis */
-            auth_pass = &c->argv[j + 2];
+            redactArg(c, j + 1);
+            redactArg(c, j + 2);
+            if (!aclAuthenticate(c, &c->argv[j + 1], &c->argv[j + 2])) {
+                addReplyError(c, "-WRONGPASS invalid username-password pair or user is disabled.");
+                return;
+            }
             j += 2;
         } else if (argEq(c, j, "setname") && more >= 1) {
-            setname = &c->argv[++j]; /* checked as CLIENT SETNAME does, once authenticated */
+            setname = &c->argv[++j]; /* set as CLIENT SETNAME does, once authenticated */
+            if (!validClientName(setname)) {
+                addReplyError(
+                    c, "Client names cannot contain spaces, newlines or special characters.");
+                return;
+            }
         } else {
             addReplyErrorFormat(c, "Syntax error in HELLO option '%.128s'", c->argv[j].ptr);
             return;
         }
-    }
-    if (auth_user && !aclAuthenticate(c, auth_user, auth_pass)) {
-        addReplyError(c, "-WRONGPASS invalid username-password pair or user is disabled.");
-        return;
     }
     if (setname && !authRequired(c) && clientSetName(c, setname) != 0) return;
     if (authRequired(c)) {
@@ -607,9 +620,9 @@ static void clientInfoLine(client *c, const client *o, char *buf, size_t len) {
     *f = '\0';
     size_t argvmem = 0;
     for (int i = 0; i < o->argc; i++) argvmem += o->argv[i].len;
-    size_t obl = 0;
+    size_t obl = 0; /* copied bytes not yet written (of the first segment, its unsent part) */
     for (int i = 0; i < o->nsegs; i++)
-        if (!o->segs[i].ref) obl += o->segs[i].len;
+        if (!o->segs[i].ref) obl += o->segs[i].len - (i == 0 ? o->sent : 0);
     char cmd[64];
     if (o->lastcmd)
         snprintf(cmd, sizeof(cmd), "%s%s%s", o->lastcmd->name, o->lastsub ? "|" : "",
@@ -1921,7 +1934,7 @@ static void catRepr(infobuf *b, const char *p, size_t len) {
     infoCat(b, "\"");
 }
 
-char *monitorFormat(const client *c, size_t *len) {
+char *monitorFormat(const client *c, size_t *len, size_t *args) {
     int argc = c->argc;
     const ir_arg *argv = c->argv;
     infobuf b = {malloc(256), 0, 256};
@@ -1929,14 +1942,45 @@ char *monitorFormat(const client *c, size_t *len) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     if (c->flags & CLIENT_UNIX_SOCKET) /* Redis: "unix:" and the socket's path */
-        infoCat(&b, "+%lld.%06ld [0 unix:%s]", (long long)ts.tv_sec, ts.tv_nsec / 1000,
+        infoCat(&b, "+%lld.%06ld [%d unix:%s]", (long long)ts.tv_sec, ts.tv_nsec / 1000, c->db,
                 c->srv->cfg.unixsocket);
-    else infoCat(&b, "+%lld.%06ld [0 %s]", (long long)ts.tv_sec, ts.tv_nsec / 1000, c->addr);
+    else
+        infoCat(&b, "+%lld.%06ld [%d %s]", (long long)ts.tv_sec, ts.tv_nsec / 1000, c->db, c->addr);
+    *args = b.len;
     for (int i = 0; i < argc; i++) {
         infoCat(&b, " ");
         catRepr(&b, argv[i].ptr, argv[i].len);
     }
     infoCat(&b, "\r\n");
+    *len = b.len;
+    return b.p;
+}
+
+char *monitorAfterCall(const client *c, char *line, size_t *len, size_t args) {
+    static const char red[] = " \"(redacted)\"";
+    infobuf b = {malloc(*len + 256), 0, *len + 256};
+    if (!b.p) {
+        free(line);
+        return NULL; /* out of memory: no line rather than a secret */
+    }
+    /* the time as it was, the database as the command left it (SELECT's own) */
+    const char *sp = memchr(line, ' ', args);
+    size_t ts = sp ? (size_t)(sp - line) : 0;
+    memcpy(b.p, line, ts);
+    b.len = ts;
+    infoCat(&b, " [%d %s]", c->db, c->addr);
+    size_t i = args;
+    /* each argument is ' "..."' as catRepr quoted it: a quote inside is \" */
+    for (int j = 0; i < *len && line[i] == ' '; j++) {
+        size_t k = i + 2; /* past ' "' */
+        while (k < *len && line[k] != '"') k += line[k] == '\\' ? 2 : 1;
+        k++; /* the closing quote */
+        if (argRedacted(c, j)) infoCat(&b, "%s", red);
+        else infoCat(&b, "%.*s", (int)(k - i), line + i);
+        i = k;
+    }
+    infoCat(&b, "\r\n");
+    free(line);
     *len = b.len;
     return b.p;
 }

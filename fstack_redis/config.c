@@ -941,6 +941,12 @@ void configSetCommand(client *c) {
         return;
     }
     int npairs = (c->argc - 2) / 2;
+    /* as Redis: every sensitive value is redacted (SLOWLOG, MONITOR) before
+     * any of the parameters is checked, whatever error comes next */
+    for (int i = 0; i < npairs; i++) {
+        const ir_arg *name = &c->argv[2 + 2 * i];
+        if (configIsSensitive(name->ptr, name->len)) redactArg(c, 3 + 2 * i);
+    }
     const cfgparam *ps[64];
     cfgval vals[64];
     if (npairs > 64) {

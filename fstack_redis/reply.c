@@ -442,6 +442,16 @@ void clientFlush(client *c) {
     c->srv->cycles_reply += ir_cycles() - t0;
 }
 
+int clientUnauthOutputOver(client *c) {
+    if (c->pending_bytes <= UNAUTH_OUTPUT_LIMIT || !authRequired(c)) return 0;
+    /* one already on its way out adds no more replies */
+    if (c->flags & (CLIENT_CLOSE_ASAP | CLIENT_CLOSE_AFTER_REPLY | CLIENT_CLOSED)) return 0;
+    /* a pipeline's replies wait for the end of its input: what the socket
+     * takes now is not held against a client that reads them */
+    clientFlush(c);
+    return c->pending_bytes > UNAUTH_OUTPUT_LIMIT;
+}
+
 static void clientFlushNow(client *c) {
     if (c->flags & CLIENT_CLOSED) return;
     while (c->pending_bytes) {

@@ -186,6 +186,20 @@ void serverLogOpenedProtections(const ir_server *s) {
 
 int authRequired(const client *c) { return !c->authenticated; }
 
+void redactArg(client *c, int j) {
+    if (j < 0 || j >= c->argc) return;
+    if (c->redacted_n < 0) return; /* already every argument */
+    if (!c->redacted) {
+        c->redacted = calloc((size_t)c->argc, 1);
+        if (!c->redacted) { /* out of memory: every argument rather than a secret */
+            c->redacted_n = -1;
+            return;
+        }
+        c->redacted_n = c->argc;
+    }
+    if (j < c->redacted_n) c->redacted[j] = 1;
+}
+
 const char *serverRequirePass(const ir_server *s, size_t *len) {
     if (s->requirepass) {
         *len = s->requirepass_len;
@@ -410,17 +424,23 @@ void call(client *c, const ir_command *cmd) {
      * replies come only without MULTI or after a refused queued command */
     int plain =
         cmd->proc != execCommand || !(c->flags & CLIENT_MULTI) || (c->flags & CLIENT_DIRTY_EXEC);
-    size_t monlen = 0;
+    size_t monlen = 0, monargs = 0;
+    int db0 = c->db;
     /* admin commands are not shown, a container's by its subcommand (CONFIG SET) */
     char *monline = s->nmonitors && !(cmd->flags & CMD_ADMIN) && cmd->proc != monitorCommand &&
                             !(commandIdCats(commandIdOfCall(cmd, c->argv, c->argc)) &
                               (1ull << aclCategoryIndex("admin", 5)))
-                        ? monitorFormat(c, &monlen)
+                        ? monitorFormat(c, &monlen, &monargs)
                         : NULL;
     if (monline && (cmd->flags & CMD_SKIP_MONITOR)) { /* as Redis: EVAL before its commands */
         monitorSend(c, monline, monlen);
         monline = NULL;
     }
+    /* a nested call (EXEC's commands, a script's) keeps the caller's redactions */
+    unsigned char *redacted0 = c->redacted;
+    int redacted_n0 = c->redacted_n;
+    c->redacted = NULL;
+    c->redacted_n = 0;
     slowlogSaved sv; /* what the command may take over (only owned arguments are copied) */
     slowlogBeforeCall(c, &sv);
     struct timespec t0, t1;
@@ -461,7 +481,12 @@ void call(client *c, const ir_command *cmd) {
     s->total_commands++;
     if (cmd->flags & CMD_WRITE) s->dirty += s->cmd_changes < 0 ? 1 : (uint64_t)s->cmd_changes;
     s->cmd_changes = changes0;
+    if (monline && (c->redacted_n || c->db != db0))
+        monline = monitorAfterCall(c, monline, &monlen, monargs);
     if (monline) monitorSend(c, monline, monlen); /* after it ran, unless sent before */
+    free(c->redacted);
+    c->redacted = redacted0;
+    c->redacted_n = redacted_n0;
     /* CLIENT REPLY OFF / SKIP: drop what this command replied */
     int drop = 0;
     if (c->reply_mode == CLIENT_REPLY_SKIP) { /* CLIENT REPLY SKIP itself */
@@ -569,6 +594,15 @@ int processCommand(client *c) {
         serverLog("Closing client %s (id %llu): output buffer of %zu bytes is over "
                   "client-output-buffer-limit",
                   c->addr, (unsigned long long)c->id, c->pending_bytes);
+        s->output_limit_disconnects++;
+        c->flags |= CLIENT_CLOSE_ASAP;
+    }
+    /* an unauthenticated client that does not read its replies (the flood of
+     * NOAUTH errors would otherwise grow without bound): Redis's rule and words */
+    if (clientUnauthOutputOver(c)) {
+        serverLog("Client %s (id %llu) scheduled to be closed ASAP for overcoming of output "
+                  "buffer limits.",
+                  c->addr, (unsigned long long)c->id);
         s->output_limit_disconnects++;
         c->flags |= CLIENT_CLOSE_ASAP;
     }

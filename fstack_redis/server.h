@@ -142,6 +142,11 @@ typedef struct client {
     size_t *argoff; /* offsets of small args in argbuf */
     int big_arg;    /* argv[argc] is being filled in place */
     size_t big_have;
+    /* the arguments the running command asked to hide (redactArg): a flag per
+     * argument, NULL = none; SLOWLOG and MONITOR show them as "(redacted)" */
+    unsigned char *redacted;
+    int redacted_n; /* its length (argc when the first one was redacted); -1:
+                       all but the name (no memory for the flags) */
 
     /* output */
     char *obuf;
@@ -350,7 +355,12 @@ ir_server *server_new(const ir_config *cfg);
 void server_free(ir_server *s);
 void server_tick(ir_server *s); /* ~10 Hz: expiry, stats */
 void freeClient(client *c);
-void clientFlush(client *c);        /* write what the transport takes */
+void clientFlush(client *c); /* write what the transport takes */
+/* As Redis 7.0.15 (CVE-2025-21605): a client that has not authenticated
+ * while a password is required may keep at most 1024 bytes of output the
+ * socket has not taken; over that (after a write) it is to be closed. */
+#define UNAUTH_OUTPUT_LIMIT 1024
+int clientUnauthOutputOver(client *c);
 void processInputBuffer(client *c); /* parse and run complete commands (resp.c) */
 void clientResumeInput(client *c);  /* an unblocked client's waiting input (resp.c) */
 int processCommand(client *c);      /* dispatch argv; 0 = keep going */
@@ -374,8 +384,13 @@ int commandAllowedBusy(const ir_command *cmd, const client *c);
 /* Count an error reply by its code ("ERR", "WRONGTYPE", ...) for INFO errorstats. */
 void errorStatsCount(ir_server *s, const char *reply, size_t len);
 /* MONITOR: the line for c's command, formatted before it runs (it may take
- * its arguments over), sent to every monitor once it ran (and freed). */
-char *monitorFormat(const client *c, size_t *len);
+ * its arguments over), sent to every monitor once it ran (and freed). *args
+ * is where its arguments begin. monitorAfterCall rewrites the line once the
+ * command ran if it redacted arguments (redactArg: shown as "(redacted)", as
+ * Redis shows them) or changed the database (Redis shows the one it left); it
+ * frees line (NULL when out of memory). */
+char *monitorFormat(const client *c, size_t *len, size_t *args);
+char *monitorAfterCall(const client *c, char *line, size_t *len, size_t args);
 void monitorSend(client *c, char *line, size_t len);
 void monitorRemove(client *c);
 /* The password AUTH compares against (binary-safe); len 0 = none. */
@@ -406,6 +421,14 @@ int authRequired(const client *c);
 int protectedActionAllowed(const client *c, const char *setting);
 /* At start, one line for each of those settings an operator opened. */
 void serverLogOpenedProtections(const ir_server *s);
+/* Show argument j of the running command as "(redacted)" in SLOWLOG and
+ * MONITOR (Redis's redactClientCommandArgument): AUTH, HELLO ... AUTH, ACL
+ * SETUSER and CONFIG SET of a sensitive parameter call it. */
+void redactArg(client *c, int j);
+static inline int argRedacted(const client *c, int j) {
+    if (c->redacted_n < 0) return j > 0;
+    return j >= 0 && j < c->redacted_n && c->redacted[j];
+}
 int ir_parse_subnet(const char *text, int *family, unsigned char addr[16], int *prefix);
 /* An IP address in text (s[0..len)): 4 with the address in out[0..3], 6 with the 16
  * bytes of an IPv6 address, 0 if it is neither (util.c: the server reads addresses

@@ -70,26 +70,6 @@ static void slowlogReset(void) {
     slowlogLen = 0;
 }
 
-/* Arguments Redis 7.0 replaces with "(redacted)" in the slow log: AUTH's
- * password (and user), HELLO's AUTH user and password, everything after ACL
- * SETUSER (the user's name included), and the value of a sensitive parameter
- * in CONFIG SET (requirepass, masterauth). */
-static int redacted(const client *c, const ir_command *cmd, int j) {
-    if (cmd->proc == authCommand) return j >= 1 && c->argc <= 3;
-    if (cmd->proc == aclCommand)
-        return j >= 2 && c->argv[1].len == 7 && !strncasecmp(c->argv[1].ptr, "setuser", 7);
-    if (cmd->proc == helloCommand) {
-        for (int k = 2; k + 2 < c->argc; k++)
-            if (c->argv[k].len == 4 && !strncasecmp(c->argv[k].ptr, "auth", 4))
-                if (j == k + 1 || j == k + 2) return 1;
-        return 0;
-    }
-    if (cmd->proc == configCommand && c->argc >= 4 && j >= 3 && (j - 3) % 2 == 0 &&
-        c->argv[1].len == 3 && !strncasecmp(c->argv[1].ptr, "set", 3))
-        return configIsSensitive(c->argv[j - 1].ptr, c->argv[j - 1].len);
-    return 0;
-}
-
 #define REDACTED "(redacted)"
 
 /* Argument j as it was called: the saved copy when the command took it over
@@ -113,7 +93,7 @@ void slowlogPush(client *c, const ir_command *cmd, uint64_t usec, const slowlogS
         if (slargc != argc && j == slargc - 1) {
             bytes +=
                 (size_t)snprintf(more, sizeof(more), "... (%d more arguments)", argc - slargc + 1);
-        } else if (redacted(c, cmd, j)) {
+        } else if (argRedacted(c, j)) {
             bytes += sizeof(REDACTED) - 1;
         } else {
             size_t full;
@@ -140,7 +120,7 @@ void slowlogPush(client *c, const ir_command *cmd, uint64_t usec, const slowlogS
         if (slargc != argc && j == slargc - 1) {
             n = (size_t)snprintf(more, sizeof(more), "... (%d more arguments)", argc - slargc + 1);
             memcpy(p, more, n);
-        } else if (redacted(c, cmd, j)) {
+        } else if (argRedacted(c, j)) {
             n = sizeof(REDACTED) - 1;
             memcpy(p, REDACTED, n);
         } else if (full > SLOWLOG_ENTRY_MAX_STRING) {
