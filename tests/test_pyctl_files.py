@@ -1,0 +1,160 @@
+"""The server's files, secure by default: snapshots, the AOF and the ACL file are private
+(0600), and their temporary files are created without following a planted symlink."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import stat
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+from conftest import ServerProcess
+
+PYCTL = [sys.executable, "-m", "pyctl"]
+VICTIM = "a file someone else cares about\n"
+
+
+@pytest.fixture
+def rundir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """INREPLAY_RUN_DIR for this test (not created: pyctl creates it); servers still
+    recorded there at the end are killed."""
+    d = tmp_path / "run"
+    monkeypatch.setenv("INREPLAY_RUN_DIR", str(d))
+    yield d
+    for f in d.glob("*.json") if d.is_dir() else []:  # through a symlink too
+        try:
+            os.kill(json.loads(f.read_text())["pid"], signal.SIGKILL)
+        except (OSError, ValueError, KeyError):
+            pass
+
+
+def pyctl(*args: str, env: dict[str, str] | None = None,
+          timeout: float = 30) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*PYCTL, *args], capture_output=True, text=True, timeout=timeout,
+                          check=False, env=env)
+
+
+def one_line(r: subprocess.CompletedProcess[str]) -> str:
+    """The failed command's stderr, which must be a single line."""
+    assert r.returncode != 0, r
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1, r.stderr
+    assert "Traceback" not in r.stderr
+    return lines[0]
+
+
+def mode(p: Path) -> int:
+    return stat.S_IMODE(os.lstat(p).st_mode)
+
+
+def victim(tmp_path: Path) -> Path:
+    v = tmp_path / "victim"
+    v.write_text(VICTIM)
+    return v
+
+
+def start_daemon(port: int, *args: str) -> None:
+    r = pyctl("start", "--daemon", "--listen", f"127.0.0.1:{port}", *args)
+    assert r.returncode == 0, r.stderr
+
+
+# ---- the server's files ---------------------------------------------------------------
+
+
+@pytest.fixture
+def inreplay(tmp_path: Path, rundir: Path) -> Iterator[Any]:
+    """inreplay(name, *args): a native server with --dir tmp_path/name (made 0700)."""
+    live: list[ServerProcess] = []
+
+    def go(name: str, *args: str) -> ServerProcess:
+        d = tmp_path / name
+        d.mkdir(mode=0o700, exist_ok=True)
+        s = ServerProcess("inreplay", d, ("--dir", str(d), *args))
+        live.append(s)
+        return s
+
+    yield go
+    for s in live:
+        if s.alive():
+            s.stop()
+
+
+def _info(c: redis.Redis, key: str) -> str:
+    return str(c.info("persistence")[key])
+
+
+def _wait(c: redis.Redis, key: str) -> None:
+    deadline = time.monotonic() + 20
+    while _info(c, key) in ("1", "True"):
+        assert time.monotonic() < deadline, f"{key} stayed on"
+        time.sleep(0.02)
+
+
+def test_snapshots_are_private(inreplay: Any, tmp_path: Path) -> None:
+    s = inreplay("snap")
+    c = s.client()
+    c.set("k", "v")
+    assert c.save()
+    c.bgsave()
+    _wait(c, "rdb_bgsave_in_progress")
+    snaps = sorted((tmp_path / "snap").glob("inreplay-*.snap"))
+    assert snaps and all(mode(p) == 0o600 for p in snaps)
+    assert not list((tmp_path / "snap").glob(".*.tmp"))
+
+
+@pytest.mark.parametrize("temp", ["temp-rewriteaof-bg-{pid}.aof", "temp-appendonly.aof.manifest"])
+def test_aof_files_are_private_and_a_planted_temp_symlink_is_not_followed(
+        inreplay: Any, tmp_path: Path, temp: str) -> None:
+    s = inreplay("aof", "--appendonly")
+    c = s.client()
+    c.set("k", "v")
+    aofdir = tmp_path / "aof" / "appendonlydir"
+    v = victim(tmp_path)
+    planted = aofdir / temp.format(pid=s.proc.pid)  # the server is the pyctl process
+    planted.symlink_to(v)
+    try:
+        c.bgrewriteaof()
+    except redis.ResponseError:
+        pass  # the manifest's temporary file: refused at once
+    _wait(c, "aof_rewrite_in_progress")
+    assert v.read_text() == VICTIM, "the server wrote through a planted symlink"
+    assert _info(c, "aof_last_bgrewrite_status") == "err" or planted.is_symlink()
+    planted.unlink(missing_ok=True)
+    c.set("k2", "v2")
+    c.bgrewriteaof()
+    _wait(c, "aof_rewrite_in_progress")
+    assert _info(c, "aof_last_bgrewrite_status") == "ok"
+    assert mode(aofdir) == 0o700
+    names = sorted(p.name for p in aofdir.iterdir())
+    assert any(".base." in n for n in names) and any(n.endswith(".manifest") for n in names)
+    assert {n: mode(aofdir / n) for n in names} == dict.fromkeys(names, 0o600)
+    assert all((aofdir / n).is_file() and not (aofdir / n).is_symlink() for n in names)
+    assert v.read_text() == VICTIM
+
+
+def test_acl_save_is_private_and_a_planted_temp_symlink_is_not_followed(
+        inreplay: Any, tmp_path: Path) -> None:
+    aclfile = tmp_path / "acl" / "users.acl"
+    aclfile.parent.mkdir(mode=0o700)
+    aclfile.write_text("")
+    s = inreplay("acl", "--aclfile", str(aclfile))
+    c = s.client()
+    c.acl_setuser("alice", enabled=True, passwords=["+pw"], keys=["*"], commands=["+@all"])
+    v = victim(tmp_path)
+    planted = Path(f"{aclfile}.tmp-{s.proc.pid}")
+    planted.symlink_to(v)
+    with pytest.raises(redis.ResponseError, match="error trying to save the ACLs"):
+        c.acl_save()
+    assert v.read_text() == VICTIM
+    planted.unlink(missing_ok=True)
+    assert c.acl_save()
+    assert not aclfile.is_symlink() and mode(aclfile) == 0o600
+    assert "user alice on" in aclfile.read_text()
