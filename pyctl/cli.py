@@ -24,7 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
 
-from pyctl import __version__, _native, netns
+from pyctl import __version__, _native, files, netns
 from pyctl import server as srv
 from pyctl.config import (
     DEFAULT_HUGEPAGES,
@@ -170,10 +170,11 @@ def cmd_start(args: argparse.Namespace) -> int:
             2)
     if cfg.daemon and cfg.logfile:
         try:
-            with open(cfg.logfile, "a"):
-                pass
+            os.close(files.open_log(cfg.logfile))
         except OSError as e:
             die(prog, f"--logfile {cfg.logfile}: {e.strerror or e}", 2)
+        except files.UnsafePathError as e:
+            die(prog, f"--logfile {e}", 2)
     if cfg.netns and os.environ.get("INREPLAY_IN_NETNS") != cfg.netns:
         _reexec_in_netns(prog, cfg.netns, args.raw_argv)
     if cfg.stack == "dpdk":
@@ -814,6 +815,8 @@ def main(argv: list[str] | None = None) -> int:
                 "module-path": cmd_module_path}
     try:
         return handlers[args.cmd](args)
+    except files.UnsafePathError as e:  # the run directory and pyctl's files
+        die(f"pyctl {args.cmd}", str(e))
     except BrokenPipeError:
         # `pyctl drivers | head`: the reader left; end quietly, as cat does (exit 141
         # = 128 + SIGPIPE), with stdout pointed at /dev/null so the flush at exit is quiet

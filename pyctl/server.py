@@ -4,8 +4,10 @@ Each running server leaves a state file ``<rundir>/<host>-<port>.json`` (pid, en
 stack, start time); ``pyctl status`` and ``pyctl stop`` read these. A server that
 fails as it stops (its final snapshot could not be written) leaves
 ``<rundir>/<host>-<port>.exit`` saying why, for ``pyctl stop`` to report. The run
-directory is ``$INREPLAY_RUN_DIR`` or ``/tmp/inreplay-<uid>``; without ``--dir``
-a server keeps its snapshots in ``<rundir>/data/<host>-<port>``.
+directory is ``$INREPLAY_RUN_DIR`` or ``/tmp/inreplay-<uid>``, this user's own (mode
+0700; one owned by another user, a symlink or one others may write is refused), and the
+files in it are private (see pyctl.files); without ``--dir`` a server keeps its
+snapshots in ``<rundir>/data/<host>-<port>``.
 """
 
 from __future__ import annotations
@@ -25,14 +27,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pyctl import _native, config
+from pyctl import _native, config, files
 from pyctl.config import ServerConfig
 
 
 def rundir() -> Path:
-    d = Path(os.environ.get("INREPLAY_RUN_DIR", f"/tmp/inreplay-{os.getuid()}"))
-    d.mkdir(parents=True, exist_ok=True, mode=0o700)
-    return d
+    """The run directory, created private; files.UnsafePathError if it is not this user's."""
+    return files.private_dir(Path(os.environ.get(files.RUN_DIR_ENV,
+                                                 f"/tmp/inreplay-{os.getuid()}")))
 
 
 @dataclass
@@ -265,7 +267,7 @@ def run(cfg: ServerConfig, ready: Any = None) -> int:
                 port = stats.port
                 state = state_file(cfg.host, port)
                 _exit_file(state).unlink(missing_ok=True)
-                state.write_text(json.dumps({
+                files.write_private(state, json.dumps({
                     "pid": os.getpid(), "host": cfg.host, "port": port, "stack": cfg.stack,
                     "started": time.time(), "cores": core_roles(cfg), "netns": cfg.netns,
                     "file_prefix": cfg.file_prefix if cfg.stack == "dpdk" else "",
@@ -281,7 +283,7 @@ def run(cfg: ServerConfig, ready: Any = None) -> int:
         if state:
             rc = result.get("rc", 0)
             if rc < 0:  # for `pyctl stop`, which cannot see this process's exit status
-                _exit_file(state).write_text(json.dumps({
+                files.write_private(_exit_file(state), json.dumps({
                     "pid": os.getpid(), "rc": rc, "error": result.get("err") or "",
                     "errno": result.get("errno") or 0}))
             state.unlink(missing_ok=True)
@@ -297,11 +299,20 @@ def daemonize(cfg: ServerConfig) -> int:
     """Fork a daemon that runs the server; return its port once it listens.
 
     Errors in the child (a port in use, a bad stack) come back through a pipe
-    and are raised here as the same exceptions.
+    and are raised here as the same exceptions. The log is opened here, before the
+    fork (see files.open_log): a log pyctl will not write is a one-line ValueError.
     """
+    log = cfg.logfile or str(state_file(cfg.host, cfg.tcp_port).with_suffix(".log"))
+    try:
+        fd = files.open_log(log)
+    except OSError as e:
+        raise ValueError(f"log {log}: {e.strerror or e}") from None
+    except files.UnsafePathError as e:
+        raise ValueError(f"log {e}") from None
     r, w = os.pipe()
     pid = os.fork()
     if pid:
+        os.close(fd)
         os.close(w)
         with os.fdopen(r) as pipe:
             line = pipe.readline().strip()
@@ -323,8 +334,6 @@ def daemonize(cfg: ServerConfig) -> int:
     # child
     os.close(r)
     os.setsid()
-    log = cfg.logfile or str(state_file(cfg.host, cfg.tcp_port).with_suffix(".log"))
-    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
     os.dup2(fd, 1)

@@ -1,5 +1,7 @@
-"""The server's files, secure by default: snapshots, the AOF and the ACL file are private
-(0600), and their temporary files are created without following a planted symlink."""
+"""The control plane's files, secure by default: a private run directory (one another user
+could have prepared is refused), and private files created without following symlinks
+(pyctl's state files and logs; the server's snapshots, AOF and ACL file and their
+temporary files)."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from typing import Any
 import pytest
 import redis
 from conftest import ServerProcess
+from helpers import free_port
 
 PYCTL = [sys.executable, "-m", "pyctl"]
 VICTIM = "a file someone else cares about\n"
@@ -158,3 +161,104 @@ def test_acl_save_is_private_and_a_planted_temp_symlink_is_not_followed(
     assert c.acl_save()
     assert not aclfile.is_symlink() and mode(aclfile) == 0o600
     assert "user alice on" in aclfile.read_text()
+
+
+# ---- the run directory ----------------------------------------------------------------
+
+
+def test_run_dir_and_pyctls_files_are_private(rundir: Path) -> None:
+    port = free_port()
+    start_daemon(port)
+    try:
+        assert mode(rundir) == 0o700
+        state = rundir / f"127.0.0.1-{port}.json"
+        log = rundir / f"127.0.0.1-{port}.log"
+        assert mode(state) == 0o600 and mode(log) == 0o600
+        assert mode(rundir / "data") == 0o700
+        assert [p.name for p in rundir.iterdir() if p.name.endswith(".tmp")] == []
+    finally:
+        r = pyctl("stop", "--listen", f"127.0.0.1:{port}")
+    assert r.returncode == 0, r.stderr
+
+
+def _other_owner(d: Path) -> None:
+    d.mkdir()
+    os.chown(d, 65534, 65534)
+
+
+def _symlink(d: Path) -> None:
+    real = d.with_name("elsewhere")
+    real.mkdir(mode=0o700)
+    d.symlink_to(real)
+
+
+def _mode(m: int) -> Any:
+    def make(d: Path) -> None:
+        d.mkdir()
+        os.chmod(d, m)
+    return make
+
+
+@pytest.mark.parametrize(("make", "says"), [
+    pytest.param(_other_owner, "belongs to uid 65534", id="another-user",
+                 marks=pytest.mark.skipif(os.geteuid() != 0, reason="chown needs root")),
+    pytest.param(_symlink, "is a symlink", id="symlink"),
+    pytest.param(_mode(0o777), "is writable by others (mode 0777)", id="world-writable"),
+    pytest.param(_mode(0o770), "is writable by others (mode 0770)", id="group-writable"),
+])
+def test_a_run_dir_someone_else_could_have_prepared_is_refused(
+        rundir: Path, make: Any, says: str) -> None:
+    make(rundir)
+    before = sorted(os.listdir(rundir))
+    for args in (["start", "--daemon", "--listen", f"127.0.0.1:{free_port()}"],
+                 ["status"], ["stop"]):
+        line = one_line(pyctl(*args))
+        assert line.startswith(f"pyctl {args[0]}: run directory {rundir} {says}"), line
+        assert "INREPLAY_RUN_DIR" in line  # what to do instead
+    assert sorted(os.listdir(rundir)) == before, "nothing was written there"
+
+
+# ---- pyctl's own files ----------------------------------------------------------------
+
+
+def test_a_symlink_at_the_state_files_path_is_replaced_not_followed(
+        rundir: Path, tmp_path: Path) -> None:
+    v = victim(tmp_path)
+    rundir.mkdir(mode=0o700)
+    port = free_port()
+    state = rundir / f"127.0.0.1-{port}.json"
+    state.symlink_to(v)
+    start_daemon(port)
+    try:
+        assert v.read_text() == VICTIM
+        assert not state.is_symlink() and mode(state) == 0o600
+        assert json.loads(state.read_text())["port"] == port
+    finally:
+        r = pyctl("stop", "--listen", f"127.0.0.1:{port}")
+    assert r.returncode == 0, r.stderr
+
+
+def test_a_symlink_at_the_logs_path_is_refused(rundir: Path, tmp_path: Path) -> None:
+    v = victim(tmp_path)
+    rundir.mkdir(mode=0o700)
+    port = free_port()
+    (rundir / f"127.0.0.1-{port}.log").symlink_to(v)
+    line = one_line(pyctl("start", "--daemon", "--listen", f"127.0.0.1:{port}"))
+    assert "is a symlink" in line, line
+    given = tmp_path / "given.log"
+    given.symlink_to(v)
+    r = pyctl("start", "--daemon", "--listen", f"127.0.0.1:{port}", "--logfile", str(given))
+    assert r.returncode == 2 and one_line(r).startswith(f"pyctl start: --logfile {given}")
+    assert v.read_text() == VICTIM
+    assert not list(rundir.glob("*.json")), "no server started"
+
+
+def test_a_new_logfile_is_private(rundir: Path, tmp_path: Path) -> None:
+    port = free_port()
+    log = tmp_path / "server.log"
+    start_daemon(port, "--logfile", str(log))
+    try:
+        assert mode(log) == 0o600
+    finally:
+        r = pyctl("stop", "--listen", f"127.0.0.1:{port}")
+    assert r.returncode == 0, r.stderr
