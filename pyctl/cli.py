@@ -180,7 +180,8 @@ def cmd_start(args: argparse.Namespace) -> int:
     if cfg.stack == "dpdk":
         _check_dpdk_host(prog, cfg)
     for inst in srv.instances():
-        if inst.port == cfg.tcp_port and cfg.tcp_port != 0 and inst.host == cfg.host:
+        if (inst.port == cfg.tcp_port and cfg.tcp_port != 0 and inst.host == cfg.host
+                and not inst.not_ours()):  # a stale file's pid taken by another process
             flag = "--listen-port" if cfg.stack == "dpdk" else "--listen"
             die(prog, f"an inreplay server (pid {inst.pid}) already runs on {inst.endpoint}: "
                       f"'pyctl stop' it or choose another {flag} port")
@@ -311,7 +312,10 @@ def _start_group(prog: str, cfg: ServerConfig) -> int:
 def _stop_member(m: ServerConfig) -> None:
     for inst in srv.instances():
         if inst.port == m.tcp_port and inst.host == m.host:
-            srv.stop(inst)
+            try:
+                srv.stop(inst)
+            except srv.NotOurServerError as e:
+                print(f"pyctl start: {e}", file=sys.stderr)
 
 
 def _reexec_in_netns(prog: str, name: str, argv: list[str]) -> NoReturn:
@@ -557,10 +561,14 @@ def cmd_stop(args: argparse.Namespace) -> int:
         where = f" on {args.listen}" if args.listen else ""
         die(prog, f"no inreplay server is running{where}", 3)
     if args.all and not args.listen:  # a group on this box, or every server here
+        refused = [i for i in found if i.not_ours()]
+        found = [i for i in found if i not in refused]
         failed = [i for i in found if not srv.stop(i, args.timeout)]
         for i in found:
             if i not in failed:
                 print(f"inreplay: stopped pid {i.pid} on {i.endpoint}")
+        if refused:
+            refused[0].check_ours()  # raises: the first one's reason, in one line
         if failed:
             die(prog, f"did not exit within {args.timeout} s: "
                       + ", ".join(f"pid {i.pid} on {i.endpoint}" for i in failed))
@@ -570,7 +578,7 @@ def cmd_stop(args: argparse.Namespace) -> int:
         die(prog, f"several servers run ({ends}): choose one with --listen, or --all", 2)
     inst = found[0]
     t0 = time.monotonic()
-    if not srv.stop(inst, args.timeout):
+    if not srv.stop(inst, args.timeout):  # NotOurServerError: see main
         die(prog, f"pid {inst.pid} did not exit within {args.timeout} s")
     failed = srv.exit_error(inst)
     if failed:
@@ -815,7 +823,7 @@ def main(argv: list[str] | None = None) -> int:
                 "module-path": cmd_module_path}
     try:
         return handlers[args.cmd](args)
-    except files.UnsafePathError as e:  # the run directory and pyctl's files
+    except (files.UnsafePathError, srv.NotOurServerError) as e:  # the run directory's files
         die(f"pyctl {args.cmd}", str(e))
     except BrokenPipeError:
         # `pyctl drivers | head`: the reader left; end quietly, as cat does (exit 141

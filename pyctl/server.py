@@ -1,7 +1,9 @@
 """Run the C server in this process (through cffi), as a daemon, and find running ones.
 
 Each running server leaves a state file ``<rundir>/<host>-<port>.json`` (pid, endpoint,
-stack, start time); ``pyctl status`` and ``pyctl stop`` read these. A server that
+stack, start time, and the process's own start time and executable, by which ``pyctl
+stop`` tells the server it started from whatever now has that pid); ``pyctl status``
+and ``pyctl stop`` read these. A server that
 fails as it stops (its final snapshot could not be written) leaves
 ``<rundir>/<host>-<port>.exit`` saying why, for ``pyctl stop`` to report. The run
 directory is ``$INREPLAY_RUN_DIR`` or ``/tmp/inreplay-<uid>``, this user's own (mode
@@ -37,6 +39,30 @@ def rundir() -> Path:
                                                  f"/tmp/inreplay-{os.getuid()}")))
 
 
+class NotOurServerError(ValueError):
+    """A state file names a process that is not the server pyctl started (the file is
+    stale, its pid reused, or forged): nothing is signalled. One line."""
+
+
+def process_start_time(pid: int) -> int | None:
+    """When the process started, in clock ticks since boot (field 22 of /proc/<pid>/stat),
+    or None if there is no such process."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # the fields after "(comm)" start at field 3; comm may itself hold ") "
+    return int(stat.rpartition(")")[2].split()[22 - 3])
+
+
+def process_exe(pid: int) -> str | None:
+    """The executable the process runs, or None if that cannot be read."""
+    try:
+        return os.readlink(f"/proc/{pid}/exe").removesuffix(" (deleted)")
+    except OSError:
+        return None
+
+
 @dataclass
 class Instance:
     """A server recorded in the run directory."""
@@ -50,6 +76,10 @@ class Instance:
     cores: dict[str, str] | None = None
     netns: str = ""
     file_prefix: str = ""
+    proc_start: int | None = None
+    """The process's start time (process_start_time) when it wrote the file."""
+    exe: str = ""
+    """Its executable (process_exe) then."""
 
     @property
     def endpoint(self) -> str:
@@ -69,6 +99,30 @@ class Instance:
             return True
         return stat.rpartition(")")[2].split()[0] not in ("Z", "X")
 
+    def not_ours(self) -> str | None:
+        """Why the process with this pid is not the server that wrote the state file, or
+        None when it is (the same start time, and the same executable where it can be read)."""
+        if self.proc_start is None:
+            return "the file records no process start time"
+        now = process_start_time(self.pid)
+        if now is None:
+            return None  # gone: there is nothing to signal
+        if now != self.proc_start:
+            return (f"that process started at tick {now}, the server at tick "
+                    f"{self.proc_start}")
+        exe = process_exe(self.pid)
+        if self.exe and exe is not None and exe != self.exe:
+            return f"that process runs {exe}, the server ran {self.exe}"
+        return None
+
+    def check_ours(self) -> None:
+        """NotOurServerError unless this pid is still the server that wrote the file."""
+        why = self.not_ours()
+        if why:
+            raise NotOurServerError(
+                f"{self.path} names pid {self.pid}, which is not the server pyctl started "
+                f"({why}): the file is stale or forged, so nothing was signalled; remove it")
+
 
 def instances() -> list[Instance]:
     """Servers with a state file whose process still exists (stale files are removed)."""
@@ -76,10 +130,12 @@ def instances() -> list[Instance]:
     for p in sorted(rundir().glob("*.json")):
         try:
             d = json.loads(p.read_text())
+            start = d.get("proc_start")
             inst = Instance(int(d["pid"]), d["host"], int(d["port"]), d["stack"],
                             float(d["started"]), p, d.get("cores"), d.get("netns", ""),
-                            d.get("file_prefix", ""))
-        except (OSError, ValueError, KeyError):
+                            d.get("file_prefix", ""),
+                            int(start) if start is not None else None, str(d.get("exe") or ""))
+        except (OSError, ValueError, KeyError, TypeError):
             continue
         if inst.alive():
             out.append(inst)
@@ -271,6 +327,8 @@ def run(cfg: ServerConfig, ready: Any = None) -> int:
                     "pid": os.getpid(), "host": cfg.host, "port": port, "stack": cfg.stack,
                     "started": time.time(), "cores": core_roles(cfg), "netns": cfg.netns,
                     "file_prefix": cfg.file_prefix if cfg.stack == "dpdk" else "",
+                    "proc_start": process_start_time(os.getpid()),
+                    "exe": process_exe(os.getpid()) or "",
                 }))
                 if ready:
                     ready(port)
@@ -363,11 +421,27 @@ def daemonize(cfg: ServerConfig) -> int:
 
 
 def stop(inst: Instance, timeout: float = 10.0) -> bool:
-    """SIGTERM a server and wait for it to exit; True if it did."""
+    """SIGTERM a server and wait for it to exit; True if it did. NotOurServerError, and no
+    signal, if the pid is no longer the server that wrote the state file."""
     try:
-        os.kill(inst.pid, signal.SIGTERM)
+        # a pidfd is the process as it is now: checked, then signalled, it cannot be a
+        # process that took the pid in between
+        pidfd: int | None = os.pidfd_open(inst.pid)
     except ProcessLookupError:
         return True
+    except OSError:  # a kernel without pidfds
+        pidfd = None
+    try:
+        inst.check_ours()
+        if pidfd is None:
+            os.kill(inst.pid, signal.SIGTERM)
+        else:
+            signal.pidfd_send_signal(pidfd, signal.SIGTERM)
+    except ProcessLookupError:
+        return True
+    finally:
+        if pidfd is not None:
+            os.close(pidfd)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if not inst.alive():

@@ -1,7 +1,7 @@
 """The control plane's files, secure by default: a private run directory (one another user
-could have prepared is refused), and private files created without following symlinks
+could have prepared is refused), private files created without following symlinks
 (pyctl's state files and logs; the server's snapshots, AOF and ACL file and their
-temporary files)."""
+temporary files), and `pyctl stop` signalling only the server it started."""
 
 from __future__ import annotations
 
@@ -52,6 +52,11 @@ def one_line(r: subprocess.CompletedProcess[str]) -> str:
     assert len(lines) == 1, r.stderr
     assert "Traceback" not in r.stderr
     return lines[0]
+
+
+def start_time(pid: int) -> int:
+    """Field 22 of /proc/<pid>/stat: when the process started, in clock ticks since boot."""
+    return int(Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[19])
 
 
 def mode(p: Path) -> int:
@@ -175,6 +180,9 @@ def test_run_dir_and_pyctls_files_are_private(rundir: Path) -> None:
         log = rundir / f"127.0.0.1-{port}.log"
         assert mode(state) == 0o600 and mode(log) == 0o600
         assert mode(rundir / "data") == 0o700
+        d = json.loads(state.read_text())
+        assert d["proc_start"] == start_time(d["pid"])  # what stop checks
+        assert d["exe"] == os.readlink(f"/proc/{d['pid']}/exe")
         assert [p.name for p in rundir.iterdir() if p.name.endswith(".tmp")] == []
     finally:
         r = pyctl("stop", "--listen", f"127.0.0.1:{port}")
@@ -262,3 +270,55 @@ def test_a_new_logfile_is_private(rundir: Path, tmp_path: Path) -> None:
     finally:
         r = pyctl("stop", "--listen", f"127.0.0.1:{port}")
     assert r.returncode == 0, r.stderr
+
+
+# ---- pyctl stop signals only its own server -------------------------------------------
+
+
+@pytest.fixture
+def sleeper() -> Iterator[subprocess.Popen[bytes]]:
+    p = subprocess.Popen(["sleep", "60"])
+    yield p
+    p.kill()
+    p.wait()
+
+
+def _forge(rundir: Path, pid: int, port: int, **extra: Any) -> Path:
+    rundir.mkdir(mode=0o700, exist_ok=True)
+    f = rundir / f"127.0.0.1-{port}.json"
+    f.write_text(json.dumps({"pid": pid, "host": "127.0.0.1", "port": port, "stack": "kernel",
+                             "started": time.time(), **extra}))
+    return f
+
+
+@pytest.mark.parametrize("record", ["nothing", "another-start-time", "another-exe"])
+@pytest.mark.parametrize("how", [[], ["--all"], ["--listen", "127.0.0.1:{port}"]])
+def test_stop_does_not_signal_a_process_a_state_file_names_wrongly(
+        rundir: Path, sleeper: subprocess.Popen[bytes], record: str, how: list[str]) -> None:
+    port = free_port()
+    start = start_time(sleeper.pid)
+    extra = {"nothing": {},  # a file from no pyctl (forged), or from before it recorded these
+             "another-start-time": {"proc_start": start + 1,
+                                    "exe": os.readlink(f"/proc/{sleeper.pid}/exe")},
+             "another-exe": {"proc_start": start, "exe": sys.executable}}[record]
+    state = _forge(rundir, sleeper.pid, port, **extra)
+    r = pyctl("stop", *(a.format(port=port) for a in how))
+    line = one_line(r)
+    assert r.returncode == 1
+    assert line.startswith(f"pyctl stop: {state} names pid {sleeper.pid}, which is not the "
+                           f"server pyctl started"), line
+    assert "remove it" in line
+    time.sleep(0.2)
+    assert sleeper.poll() is None, "pyctl stop signalled an unrelated process"
+
+
+def test_stop_still_stops_its_own_server_beside_a_forged_file(
+        rundir: Path, sleeper: subprocess.Popen[bytes]) -> None:
+    port = free_port()
+    start_daemon(port)
+    _forge(rundir, sleeper.pid, free_port())
+    r = pyctl("stop", "--all")
+    assert r.returncode == 1 and "which is not the server pyctl started" in one_line(r)
+    assert "stopped pid" in r.stdout and f"127.0.0.1:{port}" in r.stdout
+    assert sleeper.poll() is None
+    assert not (rundir / f"127.0.0.1-{port}.json").exists()
