@@ -30,6 +30,7 @@ from pyctl.config import (
     DEFAULT_HUGEPAGES,
     DPDK_ONLY,
     FLAG_GROUPS,
+    REQUIREPASS_ENV,
     WILDCARD_HOSTS,
     ConfigError,
     ServerConfig,
@@ -108,7 +109,15 @@ DPDK_PCI_DRIVERS = ("vfio-pci", "igb_uio", "uio_pci_generic")
 
 
 # pyctl start --server redis: the flags that mean something to redis-server with the module
-REDIS_HOST_FLAGS = ("listen", "seed", "fanout", "maxbytes", "requirepass", "maxmemory")
+REDIS_HOST_FLAGS = ("listen", "seed", "fanout", "maxbytes", "requirepass", "requirepass_file",
+                    "maxmemory")
+
+
+def redis_config_value(text: str) -> str:
+    """``text`` as one double-quoted value of a redis.conf line (sdssplitargs reads it
+    back): anything but printable ASCII, and the quote and backslash, as \\xHH."""
+    return '"' + "".join(chr(b) if 0x20 <= b < 0x7f and b not in b'"\\' else f"\\x{b:02x}"
+                         for b in text.encode()) + '"'
 
 
 def _start_redis_host(prog: str, cfg: ServerConfig) -> int:
@@ -130,17 +139,25 @@ def _start_redis_host(prog: str, cfg: ServerConfig) -> int:
     if binary is None:
         die(prog, "--server redis needs redis-server (Debian: apt-get install redis-server)")
     host, port = split_listen(cfg.listen)
-    argv = [binary, "--port", str(port), "--bind", host, "--save", "", "--appendonly", "no"]
-    if cfg.requirepass:
-        argv += ["--requirepass", cfg.requirepass]
+    # "-": redis-server reads configuration from stdin first, where the password goes, so
+    # that its command line (the process list) does not show it
+    argv = [binary, "-", "--port", str(port), "--bind", host, "--save", "", "--appendonly",
+            "no"]
     if cfg.maxmemory:
         argv += ["--maxmemory", str(cfg.maxmemory)]
     argv += ["--loadmodule", str(module)]
     for name in ("seed", "fanout", "maxbytes"):
         if getattr(cfg, name) != getattr(default, name):
             argv += [name.upper(), str(getattr(cfg, name))]
+    r, w = os.pipe()
+    conf = f"requirepass {redis_config_value(cfg.requirepass)}\n" if cfg.requirepass else ""
+    os.write(w, conf.encode())  # a line, far below a pipe's buffer
+    os.close(w)
+    os.dup2(r, 0)
+    os.close(r)
+    env = {k: v for k, v in os.environ.items() if k != REQUIREPASS_ENV}
     sys.stdout.flush()
-    os.execv(binary, argv)
+    os.execve(binary, argv, env)
     return 1  # not reached
 
 

@@ -102,3 +102,8 @@ def open_log(path: str | Path, truncate: bool = False) -> int:
         os.ftruncate(fd, 0)  # only once it is known to be ours
     return fd
 
+
+def read_secret(path: str | Path) -> str:
+    """The first line of a file holding a password (its line end dropped)."""
+    with open(path, encoding="utf-8") as f:
+        return f.readline().rstrip("\r\n")

@@ -1,12 +1,13 @@
 """The control plane's files, secure by default: a private run directory (one another user
-could have prepared is refused), private files created without following symlinks
-(pyctl's state files and logs; the server's snapshots, AOF and ACL file and their
-temporary files), and `pyctl stop` signalling only the server it started."""
+could have prepared is refused), private files created without following symlinks (pyctl's
+state files and logs; the server's snapshots, AOF and ACL file and their temporary files),
+`pyctl stop` signalling only the server it started, and passwords kept off command lines."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import stat
 import subprocess
@@ -23,6 +24,7 @@ from helpers import free_port
 
 PYCTL = [sys.executable, "-m", "pyctl"]
 VICTIM = "a file someone else cares about\n"
+PASSWORD = "s3cret-not-for-ps"
 
 
 @pytest.fixture
@@ -322,3 +324,113 @@ def test_stop_still_stops_its_own_server_beside_a_forged_file(
     assert "stopped pid" in r.stdout and f"127.0.0.1:{port}" in r.stdout
     assert sleeper.poll() is None
     assert not (rundir / f"127.0.0.1-{port}.json").exists()
+
+
+# ---- passwords off the command line ---------------------------------------------------
+
+
+def _cmdline(pid: int) -> str:
+    return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+
+
+def _wait_auth(port: int, proc: subprocess.Popen[bytes]) -> redis.Redis:
+    """A client authenticated with PASSWORD once the server answers (asserting that one
+    without it is refused)."""
+    deadline = time.monotonic() + 30
+    while True:
+        assert proc.poll() is None, f"the server exited with {proc.returncode}"
+        try:
+            with pytest.raises(redis.AuthenticationError):
+                redis.Redis(port=port, socket_timeout=5).ping()
+            break
+        except redis.ConnectionError:
+            assert time.monotonic() < deadline, "the server did not start"
+            time.sleep(0.05)
+    c = redis.Redis(port=port, password=PASSWORD, socket_timeout=5)
+    assert c.ping()
+    return c
+
+
+@pytest.fixture
+def foreground() -> Iterator[Any]:
+    """foreground(*args, env=...): `pyctl start` running in the foreground; stopped at the end."""
+    live: list[subprocess.Popen[bytes]] = []
+
+    def go(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+        p = subprocess.Popen([*PYCTL, "start", *args], env=env, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+        live.append(p)
+        return p
+
+    yield go
+    for p in live:
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+            try:
+                p.wait(15)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
+
+def _password_file(tmp_path: Path) -> Path:
+    f = tmp_path / "pass"
+    fd = os.open(f, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    os.write(fd, f"{PASSWORD}\n".encode())
+    os.close(fd)
+    return f
+
+
+def test_requirepass_file_keeps_the_password_off_the_process_list(
+        rundir: Path, tmp_path: Path, foreground: Any) -> None:
+    port = free_port()
+    p = foreground("--listen", f"127.0.0.1:{port}", "--requirepass-file",
+                   str(_password_file(tmp_path)))
+    _wait_auth(port, p)
+    assert PASSWORD not in _cmdline(p.pid)  # the server runs in the pyctl process
+    # and as a daemon: the forked server and the pyctl that started it
+    port2 = free_port()
+    start_daemon(port2, "--requirepass-file", str(tmp_path / "pass"))
+    pid = json.loads((rundir / f"127.0.0.1-{port2}.json").read_text())["pid"]
+    try:
+        assert redis.Redis(port=port2, password=PASSWORD).ping()
+        assert PASSWORD not in _cmdline(pid)
+    finally:
+        r = pyctl("stop", "--listen", f"127.0.0.1:{port2}")
+    assert r.returncode == 0, r.stderr
+
+
+def test_requirepass_from_the_environment(rundir: Path, foreground: Any) -> None:
+    port = free_port()
+    p = foreground("--listen", f"127.0.0.1:{port}",
+                   env=dict(os.environ, INREPLAY_REQUIREPASS=PASSWORD))
+    _wait_auth(port, p)
+    assert PASSWORD not in _cmdline(p.pid)
+
+
+@pytest.mark.skipif(shutil.which("redis-server") is None, reason="needs redis-server")
+def test_requirepass_file_with_the_redis_server(
+        rundir: Path, tmp_path: Path, foreground: Any) -> None:
+    """--server redis execs redis-server: the password reaches it on stdin, not argv."""
+    port = free_port()
+    p = foreground("--server", "redis", "--listen", f"127.0.0.1:{port}", "--requirepass-file",
+                   str(_password_file(tmp_path)))
+    c = _wait_auth(port, p)
+    assert "redis-server" in _cmdline(p.pid) and PASSWORD not in _cmdline(p.pid)
+    assert c.config_get("requirepass")["requirepass"] == PASSWORD
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["--requirepass-file", "/nonexistent/pass"],
+     "--requirepass-file /nonexistent/pass: No such file or directory"),
+    (["--requirepass-file", "{empty}"], "the first line is empty"),
+    (["--requirepass", "x", "--requirepass-file", "{pass}"], "the password is given twice"),
+])
+def test_requirepass_file_errors_are_one_line(rundir: Path, tmp_path: Path, args: list[str],
+                                              says: str) -> None:
+    (tmp_path / "empty").write_text("\n")
+    files = {"empty": str(tmp_path / "empty"), "pass": str(_password_file(tmp_path))}
+    r = pyctl("start", "--daemon", *(a.format(**files) for a in args))
+    assert r.returncode == 2
+    line = one_line(r)
+    assert line.startswith("pyctl start: --requirepass-file") and says in line, line
