@@ -1215,7 +1215,7 @@ static int saveFile(ir_server *s, const char *path, char *err, size_t errlen) {
     }
     char tmp[4200];
     snprintf(tmp, sizeof(tmp), "%s.tmp-%d", path, (int)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int fd = ir_create_private(tmp);
     int ok = fd >= 0;
     size_t off = 0;
     while (ok && off < b.len) {

@@ -93,7 +93,7 @@ static int ensureDir(const ir_server *s, char *err, size_t errlen) {
         return -1;
     }
     struct stat st;
-    if (mkdir(d, 0755) != 0 && (errno != EEXIST || stat(d, &st) != 0 || !S_ISDIR(st.st_mode))) {
+    if (mkdir(d, 0700) != 0 && (errno != EEXIST || stat(d, &st) != 0 || !S_ISDIR(st.st_mode))) {
         int e = errno == EEXIST ? ENOTDIR : errno;
         snprintf(err, errlen, "Can't open or create append-only dir %s: %s", d, strerror(e));
         return -1;
@@ -131,7 +131,7 @@ static int writeManifest(const ir_server *s, const aofFile *base, const aofFile 
         snprintf(err, errlen, "the append only file path is too long");
         goto out;
     }
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int fd = ir_create_private(tmp);
     if (fd < 0) {
         snprintf(err, errlen, "Can't open the AOF manifest file %s: %s", tmp, strerror(errno));
         goto out;
@@ -352,7 +352,7 @@ static int openNewIncr(ir_server *s, int persist, char *err, size_t errlen) {
         snprintf(err, errlen, "the append only file path is too long");
         return -1;
     }
-    int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0) {
         snprintf(err, errlen, "Can't open the append-only file %s: %s", path, strerror(errno));
         return -1;
@@ -527,7 +527,7 @@ static void childWrite(const ir_server *s, const char *tmp, int rdb) {
     size_t len = 0;
     char *img = buildBase(s, rdb, &len);
     if (!img) _exit(2);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int fd = ir_create_private(tmp);
     if (fd < 0) _exit(3);
     size_t off = 0;
     while (off < len) {
@@ -1013,7 +1013,7 @@ static int createNow(ir_server *s, char *err, size_t errlen) {
     char path[PATH_MAX];
     int fd = -1;
     if (aofPath(s, path, sizeof(path), nb.name) == 0)
-        fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0 || write(fd, img, len) != (ssize_t)len || fsync(fd) != 0) {
         snprintf(err, errlen, "Can't write the AOF base file %s: %s", nb.name, strerror(errno));
         if (fd >= 0) close(fd);
@@ -1061,7 +1061,8 @@ int aofStartup(ir_server *s, char *msg, size_t msglen) {
     if (A.nincr) {
         char path[PATH_MAX];
         if (aofPath(s, path, sizeof(path), A.incr[A.nincr - 1].name) != 0) goto fail;
-        A.fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+        /* the manifest's own file, wherever it leads (an operator may link it) */
+        A.fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
         if (A.fd < 0) {
             snprintf(err, sizeof(err), "Can't open the append-only file %s: %s", path,
                      strerror(errno));

@@ -442,6 +442,14 @@ extern ir_server *g_server;
  * (-1: none), so that no client socket stays open in the child (util.c). */
 void forkedChildBegin(int keep);
 
+/* A new file at path for writing, mode 0600, that no one else has prepared: opened
+ * O_CREAT | O_EXCL | O_NOFOLLOW, after removing a stale one of ours (a regular
+ * file this user owns, left by a crash). Anything else there (a symlink, another
+ * user's file) is left alone and the open fails with EEXIST, so nothing planted
+ * at a temporary file's path is written through. Returns the descriptor (close
+ * on exec), or -1 with errno (util.c). */
+int ir_create_private(const char *path);
+
 /* realloc that logs and aborts when memory runs out (for state whose loss would
  * corrupt the server: transactions, subscriptions), like Redis's zrealloc. */
 void *ir_xrealloc(void *p, size_t n);

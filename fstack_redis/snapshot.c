@@ -556,7 +556,7 @@ static int saveToDir(const ir_server *s, const char *dir, uint64_t ms, uint64_t 
         msgf(msg, msglen, "snapshot directory path too long: %s", dir);
         return err;
     }
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    int fd = ir_create_private(tmp);
     if (fd < 0) {
         err = errno;
         msgf(msg, msglen, "cannot create %s: %s", tmp, strerror(err));

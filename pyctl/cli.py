@@ -24,12 +24,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
 
-from pyctl import __version__, _native, netns
+from pyctl import __version__, _native, files, netns
 from pyctl import server as srv
 from pyctl.config import (
     DEFAULT_HUGEPAGES,
     DPDK_ONLY,
     FLAG_GROUPS,
+    REQUIREPASS_ENV,
     WILDCARD_HOSTS,
     ConfigError,
     ServerConfig,
@@ -108,8 +109,15 @@ DPDK_PCI_DRIVERS = ("vfio-pci", "igb_uio", "uio_pci_generic")
 
 
 # pyctl start --server redis: the flags that mean something to redis-server with the module
-REDIS_HOST_FLAGS = ("listen", "seed", "fanout", "maxbytes", "requirepass", "maxmemory",
-                    "unixsocket", "unixsocketperm")
+REDIS_HOST_FLAGS = ("listen", "seed", "fanout", "maxbytes", "requirepass", "requirepass_file",
+                    "maxmemory", "unixsocket", "unixsocketperm")
+
+
+def redis_config_value(text: str) -> str:
+    """``text`` as one double-quoted value of a redis.conf line (sdssplitargs reads it
+    back): anything but printable ASCII, and the quote and backslash, as \\xHH."""
+    return '"' + "".join(chr(b) if 0x20 <= b < 0x7f and b not in b'"\\' else f"\\x{b:02x}"
+                         for b in text.encode()) + '"'
 
 
 def _start_redis_host(prog: str, cfg: ServerConfig) -> int:
@@ -131,9 +139,10 @@ def _start_redis_host(prog: str, cfg: ServerConfig) -> int:
     if binary is None:
         die(prog, "--server redis needs redis-server (Debian: apt-get install redis-server)")
     host, port = split_listen(cfg.listen)
-    argv = [binary, "--port", str(port), "--bind", host, "--save", "", "--appendonly", "no"]
-    if cfg.requirepass:
-        argv += ["--requirepass", cfg.requirepass]
+    # "-": redis-server reads configuration from stdin first, where the password goes, so
+    # that its command line (the process list) does not show it
+    argv = [binary, "-", "--port", str(port), "--bind", host, "--save", "", "--appendonly",
+            "no"]
     if cfg.maxmemory:
         argv += ["--maxmemory", str(cfg.maxmemory)]
     if cfg.unixsocket:
@@ -142,8 +151,15 @@ def _start_redis_host(prog: str, cfg: ServerConfig) -> int:
     for name in ("seed", "fanout", "maxbytes"):
         if getattr(cfg, name) != getattr(default, name):
             argv += [name.upper(), str(getattr(cfg, name))]
+    r, w = os.pipe()
+    conf = f"requirepass {redis_config_value(cfg.requirepass)}\n" if cfg.requirepass else ""
+    os.write(w, conf.encode())  # a line, far below a pipe's buffer
+    os.close(w)
+    os.dup2(r, 0)
+    os.close(r)
+    env = {k: v for k, v in os.environ.items() if k != REQUIREPASS_ENV}
     sys.stdout.flush()
-    os.execv(binary, argv)
+    os.execve(binary, argv, env)
     return 1  # not reached
 
 
@@ -173,16 +189,18 @@ def cmd_start(args: argparse.Namespace) -> int:
             2)
     if cfg.daemon and cfg.logfile:
         try:
-            with open(cfg.logfile, "a"):
-                pass
+            os.close(files.open_log(cfg.logfile))
         except OSError as e:
             die(prog, f"--logfile {cfg.logfile}: {e.strerror or e}", 2)
+        except files.UnsafePathError as e:
+            die(prog, f"--logfile {e}", 2)
     if cfg.netns and os.environ.get("INREPLAY_IN_NETNS") != cfg.netns:
         _reexec_in_netns(prog, cfg.netns, args.raw_argv)
     if cfg.stack == "dpdk":
         _check_dpdk_host(prog, cfg)
     for inst in srv.instances():
-        if inst.port == cfg.tcp_port and cfg.tcp_port != 0 and inst.host == cfg.host:
+        if (inst.port == cfg.tcp_port and cfg.tcp_port != 0 and inst.host == cfg.host
+                and not inst.not_ours()):  # a stale file's pid taken by another process
             flag = "--listen-port" if cfg.stack == "dpdk" else "--listen"
             die(prog, f"an inreplay server (pid {inst.pid}) already runs on {inst.endpoint}: "
                       f"'pyctl stop' it or choose another {flag} port")
@@ -322,7 +340,10 @@ def _start_group(prog: str, cfg: ServerConfig) -> int:
 def _stop_member(m: ServerConfig) -> None:
     for inst in srv.instances():
         if inst.port == m.tcp_port and inst.host == m.host:
-            srv.stop(inst)
+            try:
+                srv.stop(inst)
+            except srv.NotOurServerError as e:
+                print(f"pyctl start: {e}", file=sys.stderr)
 
 
 def _reexec_in_netns(prog: str, name: str, argv: list[str]) -> NoReturn:
@@ -568,10 +589,14 @@ def cmd_stop(args: argparse.Namespace) -> int:
         where = f" on {args.listen}" if args.listen else ""
         die(prog, f"no inreplay server is running{where}", 3)
     if args.all and not args.listen:  # a group on this box, or every server here
+        refused = [i for i in found if i.not_ours()]
+        found = [i for i in found if i not in refused]
         failed = [i for i in found if not srv.stop(i, args.timeout)]
         for i in found:
             if i not in failed:
                 print(f"inreplay: stopped pid {i.pid} on {i.endpoint}")
+        if refused:
+            refused[0].check_ours()  # raises: the first one's reason, in one line
         if failed:
             die(prog, f"did not exit within {args.timeout} s: "
                       + ", ".join(f"pid {i.pid} on {i.endpoint}" for i in failed))
@@ -581,7 +606,7 @@ def cmd_stop(args: argparse.Namespace) -> int:
         die(prog, f"several servers run ({ends}): choose one with --listen, or --all", 2)
     inst = found[0]
     t0 = time.monotonic()
-    if not srv.stop(inst, args.timeout):
+    if not srv.stop(inst, args.timeout):  # NotOurServerError: see main
         die(prog, f"pid {inst.pid} did not exit within {args.timeout} s")
     failed = srv.exit_error(inst)
     if failed:
@@ -826,6 +851,8 @@ def main(argv: list[str] | None = None) -> int:
                 "module-path": cmd_module_path}
     try:
         return handlers[args.cmd](args)
+    except (files.UnsafePathError, srv.NotOurServerError) as e:  # the run directory's files
+        die(f"pyctl {args.cmd}", str(e))
     except BrokenPipeError:
         # `pyctl drivers | head`: the reader left; end quietly, as cat does (exit 141
         # = 128 + SIGPIPE), with stdout pointed at /dev/null so the flush at exit is quiet

@@ -23,7 +23,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from pyctl import _native
+from pyctl import _native, files
 
 
 class ConfigError(ValueError):
@@ -182,7 +182,14 @@ class ServerConfig:
     logfile: str = _own("", help="where a daemon writes its log",
                         default_text="<rundir>/<host>-<port>.log", metavar="FILE")
     verbose: bool = _cd("verbose")
-    requirepass: str = _cd("requirepass", metavar="PASSWORD")
+    requirepass: str = _cd("requirepass", metavar="PASSWORD",
+                           note=" (the process list shows a flag: prefer --requirepass-file or "
+                                "$INREPLAY_REQUIREPASS)")
+    requirepass_file: str = _own("", help="read requirepass from the first line of this file "
+                                          "(keep it mode 0600) rather than from the command "
+                                          "line, which the process list shows; without it or "
+                                          "--requirepass, $INREPLAY_REQUIREPASS is the "
+                                          "password if set", metavar="PATH")
     client_subnet: str = _cd("client_subnet", metavar="A.B.C.D/NN")
     aclfile: str = _cd("aclfile", metavar="FILE")
     enable_debug_command: str = _cd("enable_debug_command", metavar="no|yes|local")
@@ -613,8 +620,35 @@ def build(toml_path: str | None, overrides: dict[str, Any], validate: bool = Tru
         cfg = dataclasses.replace(ServerConfig(), **values)
     except _native.NativeLibraryMissingError as e:  # the defaults are the library's
         raise ConfigError(str(e)) from None
+    cfg = with_password(cfg)
     if validate:
         cfg.validate()
+    return cfg
+
+
+REQUIREPASS_ENV = "INREPLAY_REQUIREPASS"
+"""The environment variable `pyctl start` reads requirepass from when no flag gives it."""
+
+
+def with_password(cfg: ServerConfig) -> ServerConfig:
+    """cfg with requirepass from its one source: --requirepass (or the TOML key), else the
+    file --requirepass-file names, else $INREPLAY_REQUIREPASS; giving both the flag and the
+    file is an error."""
+    if cfg.requirepass_file:
+        path = cfg.requirepass_file
+        if cfg.requirepass:
+            raise ConfigError(f"--requirepass-file {path}: the password is given twice: drop "
+                              f"--requirepass (or requirepass in the --config file)")
+        try:
+            password = files.read_secret(path)
+        except (OSError, UnicodeError) as e:
+            raise ConfigError(f"--requirepass-file {path}: "
+                              f"{getattr(e, 'strerror', None) or e}") from None
+        if not password:
+            raise ConfigError(f"--requirepass-file {path}: the first line is empty")
+        return dataclasses.replace(cfg, requirepass=password)
+    if not cfg.requirepass and os.environ.get(REQUIREPASS_ENV):
+        return dataclasses.replace(cfg, requirepass=os.environ[REQUIREPASS_ENV])
     return cfg
 
 

@@ -48,6 +48,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from pyctl import files
 from pyctl.config import mtu_range  # the DPDK port's: it attaches to this veth
 
 
@@ -338,7 +339,7 @@ def _bridge_dir() -> Path:
     from pyctl.server import rundir
 
     d = rundir() / "netns"
-    d.mkdir(exist_ok=True)
+    d.mkdir(exist_ok=True, mode=0o700)
     return d
 
 
@@ -350,10 +351,10 @@ def _bridge_files(name: str) -> dict[str, Path]:
 def _start_bridge(name: str, spec: str, seed: int) -> dict[str, object]:
     bns, bc, ba = bridge_names(name)
     f = _bridge_files(name)
-    f["spec"].write_text(spec + "\n")
+    files.write_private(f["spec"], spec + "\n")
     for k in ("pid", "stats"):
         f[k].unlink(missing_ok=True)
-    with open(f["log"], "w") as log:
+    with os.fdopen(files.open_log(f["log"], truncate=True), "w") as log:
         r = subprocess.run(["ip", "netns", "exec", bns, impair_binary(), "--a", bc, "--b", ba,
                             "--seed", str(seed), "--spec-file", str(f["spec"]),
                             "--stats", str(f["stats"]), "--pidfile", str(f["pid"]), "--daemon"],
@@ -369,7 +370,7 @@ def _start_bridge(name: str, spec: str, seed: int) -> dict[str, object]:
         time.sleep(0.01)
     state: dict[str, object] = {"pid": pid, "netns": bns, "a": bc, "b": ba, "spec": spec,
                                 "seed": seed, "stats": str(f["stats"]), "log": str(f["log"])}
-    f["state"].write_text(json.dumps(state))
+    files.write_private(f["state"], json.dumps(state))
     return state
 
 
@@ -448,12 +449,12 @@ def set_impair(name: str, spec: str) -> None:
     """Change the running bridge's impairments (the counters go on)."""
     f = _bridge_files(name)
     check_values(impair_spec(spec))
-    f["spec"].write_text(impair_spec(spec) + "\n")
+    files.write_private(f["spec"], impair_spec(spec) + "\n")
     os.kill(_bridge_pid(name), signal.SIGHUP)
     state = _bridge_state(name)
     if state is not None:
         state["spec"] = impair_spec(spec)
-        f["state"].write_text(json.dumps(state))
+        files.write_private(f["state"], json.dumps(state))
 
 
 def burst(name: str = "inreplay") -> None:

@@ -1,11 +1,15 @@
 """Run the C server in this process (through cffi), as a daemon, and find running ones.
 
 Each running server leaves a state file ``<rundir>/<host>-<port>.json`` (pid, endpoint,
-stack, start time); ``pyctl status`` and ``pyctl stop`` read these. A server that
+stack, start time, and the process's own start time and executable, by which ``pyctl
+stop`` tells the server it started from whatever now has that pid); ``pyctl status``
+and ``pyctl stop`` read these. A server that
 fails as it stops (its final snapshot could not be written) leaves
 ``<rundir>/<host>-<port>.exit`` saying why, for ``pyctl stop`` to report. The run
-directory is ``$INREPLAY_RUN_DIR`` or ``/tmp/inreplay-<uid>``; without ``--dir``
-a server keeps its snapshots in ``<rundir>/data/<host>-<port>``.
+directory is ``$INREPLAY_RUN_DIR`` or ``/tmp/inreplay-<uid>``, this user's own (mode
+0700; one owned by another user, a symlink or one others may write is refused), and the
+files in it are private (see pyctl.files); without ``--dir`` a server keeps its
+snapshots in ``<rundir>/data/<host>-<port>``.
 """
 
 from __future__ import annotations
@@ -25,14 +29,38 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pyctl import _native, config
+from pyctl import _native, config, files
 from pyctl.config import ServerConfig
 
 
 def rundir() -> Path:
-    d = Path(os.environ.get("INREPLAY_RUN_DIR", f"/tmp/inreplay-{os.getuid()}"))
-    d.mkdir(parents=True, exist_ok=True, mode=0o700)
-    return d
+    """The run directory, created private; files.UnsafePathError if it is not this user's."""
+    return files.private_dir(Path(os.environ.get(files.RUN_DIR_ENV,
+                                                 f"/tmp/inreplay-{os.getuid()}")))
+
+
+class NotOurServerError(ValueError):
+    """A state file names a process that is not the server pyctl started (the file is
+    stale, its pid reused, or forged): nothing is signalled. One line."""
+
+
+def process_start_time(pid: int) -> int | None:
+    """When the process started, in clock ticks since boot (field 22 of /proc/<pid>/stat),
+    or None if there is no such process."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # the fields after "(comm)" start at field 3; comm may itself hold ") "
+    return int(stat.rpartition(")")[2].split()[22 - 3])
+
+
+def process_exe(pid: int) -> str | None:
+    """The executable the process runs, or None if that cannot be read."""
+    try:
+        return os.readlink(f"/proc/{pid}/exe").removesuffix(" (deleted)")
+    except OSError:
+        return None
 
 
 @dataclass
@@ -48,6 +76,10 @@ class Instance:
     cores: dict[str, str] | None = None
     netns: str = ""
     file_prefix: str = ""
+    proc_start: int | None = None
+    """The process's start time (process_start_time) when it wrote the file."""
+    exe: str = ""
+    """Its executable (process_exe) then."""
 
     @property
     def endpoint(self) -> str:
@@ -67,6 +99,30 @@ class Instance:
             return True
         return stat.rpartition(")")[2].split()[0] not in ("Z", "X")
 
+    def not_ours(self) -> str | None:
+        """Why the process with this pid is not the server that wrote the state file, or
+        None when it is (the same start time, and the same executable where it can be read)."""
+        if self.proc_start is None:
+            return "the file records no process start time"
+        now = process_start_time(self.pid)
+        if now is None:
+            return None  # gone: there is nothing to signal
+        if now != self.proc_start:
+            return (f"that process started at tick {now}, the server at tick "
+                    f"{self.proc_start}")
+        exe = process_exe(self.pid)
+        if self.exe and exe is not None and exe != self.exe:
+            return f"that process runs {exe}, the server ran {self.exe}"
+        return None
+
+    def check_ours(self) -> None:
+        """NotOurServerError unless this pid is still the server that wrote the file."""
+        why = self.not_ours()
+        if why:
+            raise NotOurServerError(
+                f"{self.path} names pid {self.pid}, which is not the server pyctl started "
+                f"({why}): the file is stale or forged, so nothing was signalled; remove it")
+
 
 def instances() -> list[Instance]:
     """Servers with a state file whose process still exists (stale files are removed)."""
@@ -74,10 +130,12 @@ def instances() -> list[Instance]:
     for p in sorted(rundir().glob("*.json")):
         try:
             d = json.loads(p.read_text())
+            start = d.get("proc_start")
             inst = Instance(int(d["pid"]), d["host"], int(d["port"]), d["stack"],
                             float(d["started"]), p, d.get("cores"), d.get("netns", ""),
-                            d.get("file_prefix", ""))
-        except (OSError, ValueError, KeyError):
+                            d.get("file_prefix", ""),
+                            int(start) if start is not None else None, str(d.get("exe") or ""))
+        except (OSError, ValueError, KeyError, TypeError):
             continue
         if inst.alive():
             out.append(inst)
@@ -269,10 +327,12 @@ def run(cfg: ServerConfig, ready: Any = None) -> int:
                 port = stats.port
                 state = state_file(cfg.host, port)
                 _exit_file(state).unlink(missing_ok=True)
-                state.write_text(json.dumps({
+                files.write_private(state, json.dumps({
                     "pid": os.getpid(), "host": cfg.host, "port": port, "stack": cfg.stack,
                     "started": time.time(), "cores": core_roles(cfg), "netns": cfg.netns,
                     "file_prefix": cfg.file_prefix if cfg.stack == "dpdk" else "",
+                    "proc_start": process_start_time(os.getpid()),
+                    "exe": process_exe(os.getpid()) or "",
                 }))
                 if ready:
                     ready(port)
@@ -285,7 +345,7 @@ def run(cfg: ServerConfig, ready: Any = None) -> int:
         if state:
             rc = result.get("rc", 0)
             if rc < 0:  # for `pyctl stop`, which cannot see this process's exit status
-                _exit_file(state).write_text(json.dumps({
+                files.write_private(_exit_file(state), json.dumps({
                     "pid": os.getpid(), "rc": rc, "error": result.get("err") or "",
                     "errno": result.get("errno") or 0}))
             state.unlink(missing_ok=True)
@@ -301,11 +361,20 @@ def daemonize(cfg: ServerConfig) -> int:
     """Fork a daemon that runs the server; return its port once it listens.
 
     Errors in the child (a port in use, a bad stack) come back through a pipe
-    and are raised here as the same exceptions.
+    and are raised here as the same exceptions. The log is opened here, before the
+    fork (see files.open_log): a log pyctl will not write is a one-line ValueError.
     """
+    log = cfg.logfile or str(state_file(cfg.host, cfg.tcp_port).with_suffix(".log"))
+    try:
+        fd = files.open_log(log)
+    except OSError as e:
+        raise ValueError(f"log {log}: {e.strerror or e}") from None
+    except files.UnsafePathError as e:
+        raise ValueError(f"log {e}") from None
     r, w = os.pipe()
     pid = os.fork()
     if pid:
+        os.close(fd)
         os.close(w)
         with os.fdopen(r) as pipe:
             line = pipe.readline().strip()
@@ -327,8 +396,6 @@ def daemonize(cfg: ServerConfig) -> int:
     # child
     os.close(r)
     os.setsid()
-    log = cfg.logfile or str(state_file(cfg.host, cfg.tcp_port).with_suffix(".log"))
-    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
     os.dup2(fd, 1)
@@ -358,11 +425,27 @@ def daemonize(cfg: ServerConfig) -> int:
 
 
 def stop(inst: Instance, timeout: float = 10.0) -> bool:
-    """SIGTERM a server and wait for it to exit; True if it did."""
+    """SIGTERM a server and wait for it to exit; True if it did. NotOurServerError, and no
+    signal, if the pid is no longer the server that wrote the state file."""
     try:
-        os.kill(inst.pid, signal.SIGTERM)
+        # a pidfd is the process as it is now: checked, then signalled, it cannot be a
+        # process that took the pid in between
+        pidfd: int | None = os.pidfd_open(inst.pid)
     except ProcessLookupError:
         return True
+    except OSError:  # a kernel without pidfds
+        pidfd = None
+    try:
+        inst.check_ours()
+        if pidfd is None:
+            os.kill(inst.pid, signal.SIGTERM)
+        else:
+            signal.pidfd_send_signal(pidfd, signal.SIGTERM)
+    except ProcessLookupError:
+        return True
+    finally:
+        if pidfd is not None:
+            os.close(pidfd)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if not inst.alive():
