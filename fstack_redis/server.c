@@ -516,6 +516,29 @@ void call(client *c, const ir_command *cmd) {
  * here would otherwise serve them between its commands). */
 static int dispatch_depth;
 
+/* After every command, refused ones too (an unknown command's error is a reply
+ * like any other): a client over client-output-buffer-limit, or an
+ * unauthenticated one with more than 1 KB its socket has not taken, is closed. */
+static void outputLimits(ir_server *s, client *c) {
+    if (s->cfg.client_output_buffer_limit && c->pending_bytes > s->cfg.client_output_buffer_limit &&
+        !(c->flags & CLIENT_CLOSE_ASAP)) {
+        serverLog("Closing client %s (id %llu): output buffer of %zu bytes is over "
+                  "client-output-buffer-limit",
+                  c->addr, (unsigned long long)c->id, c->pending_bytes);
+        s->output_limit_disconnects++;
+        c->flags |= CLIENT_CLOSE_ASAP;
+    }
+    /* an unauthenticated client that does not read its replies (the flood of
+     * NOAUTH errors would otherwise grow without bound): Redis's rule and words */
+    if (clientUnauthOutputOver(c)) {
+        serverLog("Client %s (id %llu) scheduled to be closed ASAP for overcoming of output "
+                  "buffer limits.",
+                  c->addr, (unsigned long long)c->id);
+        s->output_limit_disconnects++;
+        c->flags |= CLIENT_CLOSE_ASAP;
+    }
+}
+
 int processCommand(client *c) {
     ir_server *s = c->srv;
     size_t before = c->olen;
@@ -523,6 +546,7 @@ int processCommand(client *c) {
     if (!cmd) {
         rejectUnknown(c);
         rejected(c, NULL, before);
+        outputLimits(s, c);
         return 0;
     }
     c->cmd = cmd;
@@ -532,6 +556,7 @@ int processCommand(client *c) {
         addReplyErrorArity(c);
         rejected(c, cmd, before);
         c->cmd = NULL;
+        outputLimits(s, c);
         return 0;
     }
     if ((cmd->flags & CMD_PROTECTED) && !protectedActionAllowed(c, s->cfg.enable_debug_command)) {
@@ -541,6 +566,7 @@ int processCommand(client *c) {
                          "server.");
         rejected(c, cmd, before);
         c->cmd = NULL;
+        outputLimits(s, c);
         return 0;
     }
     int acl_pos = 0, acl_r = ACL_OK;
@@ -589,23 +615,7 @@ int processCommand(client *c) {
     /* Send what this command referenced now; clientFlush copies the unpinned
      * references the socket refuses (pinned ones stay until written). */
     if (c->has_refs) clientFlush(c);
-    if (s->cfg.client_output_buffer_limit && c->pending_bytes > s->cfg.client_output_buffer_limit &&
-        !(c->flags & CLIENT_CLOSE_ASAP)) {
-        serverLog("Closing client %s (id %llu): output buffer of %zu bytes is over "
-                  "client-output-buffer-limit",
-                  c->addr, (unsigned long long)c->id, c->pending_bytes);
-        s->output_limit_disconnects++;
-        c->flags |= CLIENT_CLOSE_ASAP;
-    }
-    /* an unauthenticated client that does not read its replies (the flood of
-     * NOAUTH errors would otherwise grow without bound): Redis's rule and words */
-    if (clientUnauthOutputOver(c)) {
-        serverLog("Client %s (id %llu) scheduled to be closed ASAP for overcoming of output "
-                  "buffer limits.",
-                  c->addr, (unsigned long long)c->id);
-        s->output_limit_disconnects++;
-        c->flags |= CLIENT_CLOSE_ASAP;
-    }
+    outputLimits(s, c);
     if (s->blocked && !dispatch_depth) blockedHandle(s); /* serve the clients it made ready */
     return 0;
 }

@@ -69,10 +69,10 @@ def addr_of(s: socket.socket) -> str:
     return f"addr={host}:{port} "
 
 
-def flood(s: socket.socket, limit: int) -> tuple[int, bool]:
-    """Send pipelined unauthenticated GETs without reading, up to `limit` bytes:
-    (bytes sent, whether the server closed the connection)."""
-    chunk = GET * 2000
+def flood(s: socket.socket, limit: int, request: bytes = GET) -> tuple[int, bool]:
+    """Send a pipelined request (unauthenticated GET by default) without reading, up to
+    `limit` bytes: (bytes sent, whether the server closed the connection)."""
+    chunk = request * 2000
     sent = 0
     try:
         while sent < limit:
@@ -149,3 +149,19 @@ def test_authenticated_client_not_reading_is_kept(srv: ServerProcess) -> None:
         got += chunk
     assert bytes(got) == want
     s.close()
+
+
+REFUSED = {"unknown command": b"*1\r\n$6\r\nNOSUCH\r\n", "wrong arity": b"*1\r\n$3\r\nGET\r\n"}
+
+
+@pytest.mark.parametrize("request_", list(REFUSED.values()), ids=list(REFUSED))
+def test_refused_requests_count_toward_the_limit(srv: ServerProcess, request_: bytes) -> None:
+    """A request refused before it runs (unknown command, wrong arity) still queues an
+    error reply: the flood is closed all the same."""
+    admin = authed(srv)
+    s = small_socket(srv)
+    sent, closed = flood(s, 64 << 20, request_)
+    assert closed, f"{srv.kind} still took requests after {sent} bytes"
+    assert admin.call("PING") == "PONG"
+    s.close()
+    admin.close()
