@@ -58,6 +58,12 @@ typedef struct rbuf {
     int inner; /* a value inside an image: more follows it (a payload ends with its value) */
 } rbuf;
 
+/* The bytes left to read: what bounds every length the payload declares. A
+ * string of n bytes needs n of them, a collection of n elements at least n
+ * (each element is one string or more), so a lying length is refused before
+ * anything is allocated by it. */
+static uint64_t left(const rbuf *r) { return (uint64_t)(r->end - r->p); }
+
 /* A length, or with *enc set a special string encoding; -1 past the end. */
 static int getLen(rbuf *r, uint64_t *len, int *enc) {
     if (r->p >= r->end) return -1;
@@ -78,6 +84,18 @@ static int getLen(rbuf *r, uint64_t *len, int *enc) {
     for (int i = 0; i < n; i++) *len = (*len << 8) | *r->p++;
     return 0;
 }
+
+/* A count of elements at least `each` bytes apiece: -1 if the rest of the
+ * payload cannot hold that many, or past the end. */
+static int getCount(rbuf *r, uint64_t *n, uint64_t each) {
+    int enc;
+    if (getLen(r, n, &enc) != 0 || enc != -1 || *n > left(r) / each) return -1;
+    return 0;
+}
+
+/* The most one byte of LZF input decodes to: a long back reference, 3 bytes,
+ * copies 7 + 255 + 2 = 264. */
+#define LZF_MAX_RATIO 88
 
 /* LZF (liblzf's format, as Redis compresses strings): 0 if in decodes to exactly outlen bytes. */
 static int lzfDecompress(const unsigned char *in, size_t inlen, char *out, size_t outlen) {
@@ -112,7 +130,7 @@ static int getStr(rbuf *r, char **p, size_t *len) {
     int enc;
     if (getLen(r, &n, &enc) != 0) return -1;
     if (enc == -1) {
-        if ((uint64_t)(r->end - r->p) < n) return -1;
+        if (left(r) < n) return -1;
         *p = dbMalloc(n + 1);
         memcpy(*p, r->p, n);
         r->p += n;
@@ -131,8 +149,8 @@ static int getStr(rbuf *r, char **p, size_t *len) {
         uint64_t clen;
         int e2;
         if (getLen(r, &clen, &e2) != 0 || e2 != -1 || getLen(r, &n, &e2) != 0 || e2 != -1 ||
-            (uint64_t)(r->end - r->p) < clen || n > ((uint64_t)1 << 32))
-            return -1;
+            left(r) < clen || n > ((uint64_t)1 << 32) || n > clen * LZF_MAX_RATIO)
+            return -1; /* the output is sized by n: only what clen bytes can decode to */
         *p = dbMalloc(n + 1);
         if (lzfDecompress(r->p, clen, *p, n) != 0) {
             free(*p);
@@ -372,7 +390,11 @@ static dbEntry *loadStream(ir_db *db, const dbkey *k, rbuf *r, int v2) {
     size_t cap = 0, klen, lplen, nlen;
     uint64_t nodes, length, ngroups;
     int enc;
-    if (getLen(r, &nodes, &enc) || enc != -1) goto bad;
+    /* each count bounded by the smallest record it counts: a node's key (17
+     * bytes) and listpack (8), a group's name, ID, PEL and consumer counts (5),
+     * a PEL entry's ID, time and count (25), a consumer's name, seen time and
+     * PEL count (10), a consumer's PEL entry (16) */
+    if (getCount(r, &nodes, 25)) goto bad;
     for (uint64_t i = 0; i < nodes; i++) {
         if (getStr(r, &key, &klen) || klen != 16 || getStr(r, &lp, &lplen)) goto bad;
         streamID master;
@@ -393,7 +415,7 @@ static dbEntry *loadStream(ir_db *db, const dbkey *k, rbuf *r, int v2) {
         added = length; /* as Redis 7.0 loads a 6.x stream */
     }
     streamLoadMeta(s, &last, &maxdel, added);
-    if (getLen(r, &ngroups, &enc) || enc != -1) goto bad;
+    if (getCount(r, &ngroups, 5)) goto bad;
     for (uint64_t gi = 0; gi < ngroups; gi++) {
         streamID glast;
         uint64_t er = 0, npel, ncons;
@@ -402,7 +424,7 @@ static dbEntry *loadStream(ir_db *db, const dbkey *k, rbuf *r, int v2) {
         sgroup *g = streamLoadGroup(db, s, name, nlen, &glast, (long long)er, !v2);
         free(name);
         name = NULL;
-        if (!g || getLen(r, &npel, &enc) || enc != -1) goto bad;
+        if (!g || getCount(r, &npel, 25)) goto bad;
         for (uint64_t pi = 0; pi < npel; pi++) {
             streamID id;
             int64_t t;
@@ -411,7 +433,7 @@ static dbEntry *loadStream(ir_db *db, const dbkey *k, rbuf *r, int v2) {
                 streamLoadPending(db, s, g, &id, t, cnt))
                 goto bad;
         }
-        if (getLen(r, &ncons, &enc) || enc != -1) goto bad;
+        if (getCount(r, &ncons, 10)) goto bad;
         for (uint64_t ci = 0; ci < ncons; ci++) {
             int64_t seen;
             uint64_t cpel;
@@ -419,7 +441,7 @@ static dbEntry *loadStream(ir_db *db, const dbkey *k, rbuf *r, int v2) {
             sconsumer *cn = streamLoadConsumer(db, s, g, name, nlen, seen);
             free(name);
             name = NULL;
-            if (!cn || getLen(r, &cpel, &enc) || enc != -1) goto bad;
+            if (!cn || getCount(r, &cpel, 16)) goto bad;
             for (uint64_t pi = 0; pi < cpel; pi++) {
                 streamID id;
                 if (getRawID(r, &id) || streamLoadOwn(g, cn, &id)) goto bad;
@@ -468,8 +490,10 @@ static dbEntry *loadTyped(ir_db *db, const dbkey *k, rbuf *r, unsigned char type
         type != RDB_TYPE_ZSET_2)
         return NULL;
     uint64_t n;
-    int enc;
-    if (getLen(r, &n, &enc) != 0 || enc != -1 || n == 0) return NULL; /* Redis refuses empty ones */
+    /* an element is a string (1 byte at least), a field and its value (2), a
+     * member and its 8-byte score (9) */
+    uint64_t each = type == RDB_TYPE_HASH ? 2 : type == RDB_TYPE_ZSET_2 ? 9 : 1;
+    if (getCount(r, &n, each) != 0 || n == 0) return NULL; /* Redis refuses empty ones */
     if (type == RDB_TYPE_ZSET_2) return loadZset(db, k, r, n);
     dbEntry *e = dbAdd(db, k,
                        type == RDB_TYPE_LIST  ? OBJ_LIST
