@@ -41,6 +41,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include "replay.h"
 #include "replay_err.h"
@@ -157,6 +158,13 @@ void replayLimiterRan(client *c, ir_table *t, size_t n, int sample) {
     if (sample) t->limiter_samples += n;
     else t->limiter_inserts += n;
     hostTableReady(c, t, sample); /* inserters (1) or samplers (0) may run now */
+}
+
+/* The machine's physical memory (0 if unknown): what bounds a table's
+ * up-front allocation when no maxmemory does. The same on both hosts. */
+static uint64_t physicalMemory(void) {
+    long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+    return pages > 0 && size > 0 ? (uint64_t)pages * (uint64_t)size : 0;
 }
 
 /* REPLAY.CREATE <table> CAPACITY <n> [ALPHA <a>] [BETA <b>] [EPSILON <e>] [MAXBYTES <bytes>]
@@ -283,6 +291,30 @@ void replayCreateCommand(client *c) {
         hostOomRejected(c);
         hostReplyError(c, "-OOM " IR_OOM_MSG);
         return;
+    }
+    /* Without maxmemory, the machine bounds it: the slots, trees and heaps
+     * (written now) and the arena MAXBYTES reserves (filled later) must fit in
+     * the physical memory the server does not use yet, or the table could
+     * never be filled, and CAPACITY 4294967296 writes tens of GB before any
+     * insert is refused. */
+    uint64_t phys = maxmemory ? 0 : physicalMemory();
+    if (phys && o.capacity <= (1ULL << 32)) {
+        uint64_t slots = o.capacity * tableSlotBytesFor(&o), used = hostUsedMemory(c);
+        uint64_t room = phys > used ? phys - used : 0;
+        if (slots > room || o.maxbytes > room - slots) {
+            hostOomRejected(c);
+            hostReplyErrorFormat(c,
+                                 "-OOM table '%.128s' needs %llu bytes (CAPACITY %llu: %llu, "
+                                 "MAXBYTES %llu), more than the %llu bytes of memory this "
+                                 "machine has free: lower CAPACITY or MAXBYTES",
+                                 hostArg(c, 1)->ptr,
+                                 (unsigned long long)(o.maxbytes > UINT64_MAX - slots
+                                                          ? UINT64_MAX
+                                                          : slots + o.maxbytes),
+                                 (unsigned long long)o.capacity, (unsigned long long)slots,
+                                 (unsigned long long)o.maxbytes, (unsigned long long)room);
+            return;
+        }
     }
     ir_table *t;
     if (tableFind(hostTables(c), hostArg(c, 1)->ptr, hostArg(c, 1)->len)) {
