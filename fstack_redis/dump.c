@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "commands.h"
 #include "db.h"
@@ -56,7 +57,20 @@ void dumpCommand(client *c) {
 typedef struct rbuf {
     const unsigned char *p, *end;
     int inner; /* a value inside an image: more follows it (a payload ends with its value) */
+    /* what the values may still take beyond their own bytes: a stream's
+     * entries copy their node's master fields, so a small node can expand to
+     * (entries x fields) bytes; past this the payload is refused */
+    uint64_t room;
 } rbuf;
+
+/* The room for r: the machine's physical memory less what the server uses
+ * (unbounded when the machine does not say). */
+static uint64_t loadRoom(const ir_server *s) {
+    long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+    if (pages <= 0 || size <= 0) return UINT64_MAX;
+    uint64_t phys = (uint64_t)pages * (uint64_t)size, used = serverUsedMemory(s);
+    return phys > used ? phys - used : 0;
+}
 
 /* The bytes left to read: what bounds every length the payload declares. A
  * string of n bytes needs n of them, a collection of n elements at least n
@@ -167,7 +181,7 @@ static int getStr(rbuf *r, char **p, size_t *len) {
 }
 
 int rdbReadString(const unsigned char **p, const unsigned char *end, char **out, size_t *len) {
-    rbuf r = {*p, end, 0};
+    rbuf r = {*p, end, 0, UINT64_MAX}; /* a string: no more than its bytes say */
     if (getStr(&r, out, len) != 0) return -1;
     *p = r.p;
     return 0;
@@ -270,7 +284,8 @@ static int lpInt64(const unsigned char **pp, const unsigned char *end, int64_t *
 }
 
 /* A listpack string (an integer element as its decimal text) appended to the
- * entry buffer as t_stream.c lays it out: u32 length, bytes. */
+ * entry buffer as t_stream.c lays it out: u32 length, bytes. Without buf, only
+ * *size grows (what the entry will take). */
 static int lpAppendField(const unsigned char **pp, const unsigned char *end, char **buf,
                          size_t *cap, size_t *size) {
     int isint;
@@ -282,6 +297,10 @@ static int lpAppendField(const unsigned char **pp, const unsigned char *end, cha
     if (isint) {
         len = (size_t)ll2string(num, sizeof(num), v);
         p = num;
+    }
+    if (!buf) {
+        *size += 4 + len;
+        return 0;
     }
     if (*size + 4 + len > *cap) {
         size_t nc = *cap ? *cap : 256;
@@ -304,9 +323,11 @@ static void decodeRawID(const unsigned char *k, streamID *id) {
     }
 }
 
-/* One node's listpack into s. -1 if malformed. */
+/* One node's listpack into s. -1 if malformed. With room, nothing is loaded
+ * or copied: the bytes its entries would take (each its own copy of its
+ * fields, the master's ones too) come off *room, -1 if it has not that many. */
 static int loadStreamListpack(ir_db *db, stream *s, const streamID *master, const char *lp,
-                              size_t lplen, char **buf, size_t *cap) {
+                              size_t lplen, char **buf, size_t *cap, uint64_t *room) {
     const unsigned char *q = (const unsigned char *)lp, *end = q + lplen;
     if (lplen < 7 || end[-1] != 0xFF) return -1;
     uint32_t total =
@@ -352,11 +373,18 @@ static int loadStreamListpack(ir_db *db, stream *s, const streamID *master, cons
         last = id;
         if (flags & 1) continue; /* deleted: it still counts in the node */
         if (nf == 0) return -1;
+        if (room) {
+            if (*room < (uint64_t)size + sizeof(sentry)) return -1;
+            *room -= (uint64_t)size + sizeof(sentry);
+            live++;
+            continue;
+        }
         if (streamLoadEntry(db, s, &id, (uint32_t)nf, *buf, (uint32_t)size, first) != 0) return -1;
         first = 0;
         live++;
     }
     if (q != end || live != count || live == 0) return -1;
+    if (room) return 0;
     /* the node's last ID (deleted or not), its master ID and its exact size */
     streamLoadNodeEnd(s, &last, master, lplen, (uint32_t)count, (uint32_t)deleted);
     return 0;
@@ -395,14 +423,24 @@ static dbEntry *loadStream(ir_db *db, const dbkey *k, rbuf *r, int v2) {
      * a PEL entry's ID, time and count (25), a consumer's name, seen time and
      * PEL count (10), a consumer's PEL entry (16) */
     if (getCount(r, &nodes, 25)) goto bad;
-    for (uint64_t i = 0; i < nodes; i++) {
-        if (getStr(r, &key, &klen) || klen != 16 || getStr(r, &lp, &lplen)) goto bad;
-        streamID master;
-        decodeRawID((const unsigned char *)key, &master);
-        if (loadStreamListpack(db, s, &master, lp, lplen, &buf, &cap)) goto bad;
-        free(key);
-        free(lp);
-        key = lp = NULL;
+    /* Two passes over the nodes: the first prices what their entries take
+     * here (a node's master fields are written once, copied into every entry
+     * that shares them: a small payload can ask for gigabytes), and past the
+     * room nothing is loaded; the second loads them. */
+    const unsigned char *nodes_at = r->p;
+    for (int pass = 0; pass < 2; pass++) {
+        r->p = nodes_at;
+        for (uint64_t i = 0; i < nodes; i++) {
+            if (getStr(r, &key, &klen) || klen != 16 || getStr(r, &lp, &lplen)) goto bad;
+            streamID master;
+            decodeRawID((const unsigned char *)key, &master);
+            if (loadStreamListpack(db, s, &master, lp, lplen, pass ? &buf : NULL, &cap,
+                                   pass ? NULL : &r->room))
+                goto bad;
+            free(key);
+            free(lp);
+            key = lp = NULL;
+        }
     }
     streamID last, first, maxdel = {0, 0};
     uint64_t added;
@@ -585,7 +623,7 @@ void restoreCommand(client *c) {
     /* built in a database of its own, so a malformed payload changes nothing */
     ir_db *scratch = dbNew();
     dbkey sk = dbKey(scratch, k.p, k.len);
-    rbuf r = {p, p + len - 10, 0};
+    rbuf r = {p, p + len - 10, 0, loadRoom(c->srv)};
     notifyNoNewKey = 1; /* the scratch key is not the keyspace's: "new" comes below */
     dbEntry *e = loadValue(scratch, &sk, &r);
     notifyNoNewKey = 0;
@@ -664,7 +702,7 @@ int rdbLoadImage(ir_server *s, const unsigned char *p, size_t len, size_t *used,
     }
     if (ver < 1 || ver > RDB_VERSION)
         return imageError(err, errlen, "Can't handle RDB format version");
-    rbuf r = {p + 9, p + len, 1};
+    rbuf r = {p + 9, p + len, 1, loadRoom(s)};
     ir_db *db = dbsAt(s, 0);
     int64_t expire = -1;
     char **codes = NULL;

@@ -173,3 +173,69 @@ def test_a_fresh_server_reserves_nothing_for_a_lying_length(
         assert c.call("RESTORE", "k", "0", payload(CASES[case])) == BAD
     _, _, peak1 = _memory_kib(srv)
     assert peak1 - peak0 < VM_SLACK_KIB, (case, peak0, peak1)
+
+
+def _lpuint(v: int) -> bytes:
+    """A listpack unsigned integer: 7-bit, 13-bit or 24-bit with its back length."""
+    if v < 128:
+        return _lpint(v)
+    if v < 4096:
+        return bytes([0xC0 | (v >> 8), v & 0xFF, 2])
+    return b"\xf2" + v.to_bytes(3, "little") + b"\x04"
+
+
+def _lpbigstr(s: bytes) -> bytes:
+    """A listpack string with a 32-bit length; its back length as Redis encodes it."""
+    enc = b"\xf0" + struct.pack("<I", len(s)) + s
+    n, back = len(enc), []
+    while True:
+        back.append(n & 127)
+        n >>= 7
+        if not n:
+            break
+    # the high bits first, bare; each lower group after them with 128 set (lpEncodeBacklen)
+    top = len(back) - 1
+    return enc + bytes(b if i == top else b | 128 for i, b in enumerate(back))[::-1]
+
+
+def test_a_stream_whose_shared_fields_expand_past_memory_is_refused(
+    server_factory: Callable[..., ServerProcess],
+) -> None:
+    """A stream node writes its master fields once and each SAMEFIELDS entry shares them;
+    inreplay gives every entry its own copy. A 2 MB node of n entries sharing one field of
+    8n bytes asks for twice the machine's memory: it is refused before anything is copied
+    (stock Redis keeps the listpack as it is, and takes it). The server runs with a 4 GiB
+    address-space limit, so a regression aborts it instead of filling the machine."""
+    import resource
+
+    memtotal = int(Path("/proc/meminfo").read_text().split()[1]) * 1024
+    n = int((2 * memtotal / 8) ** 0.5) + 1
+    field = b"x" * (8 * n)
+    elems = [_lpuint(n), _lpint(0), _lpint(1), _lpbigstr(field), _lpint(0)]
+    for i in range(n):  # SAMEFIELDS, ID 0-(i+1), value "v", lp-count 4
+        elems += [_lpint(2), _lpint(0), _lpuint(i + 1), _lpstr(b"v"), _lpint(4)]
+    body = b"".join(elems)
+    lp = struct.pack("<IH", 6 + len(body) + 1, 65535) + body + b"\xff"
+    count = b"\x80" + struct.pack(">I", n)
+    pl = payload(
+        b"\x0f\x01\x10" + bytes(16) + b"\x80" + struct.pack(">I", len(lp)) + lp
+        + count + b"\x00" + count + b"\x00" + b"\x00"
+    )  # fmt: skip
+    redis_srv = server_factory("redis")  # well formed: stock Redis takes it
+    with redis_srv.raw(timeout=60) as c:
+        assert c.call("RESTORE", "s", "0", pl) == "OK"
+        assert c.call("XLEN", "s") == n
+    redis_srv.stop()
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    resource.setrlimit(resource.RLIMIT_AS, (4 << 30, hard))
+    try:
+        srv = server_factory("inreplay")
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+    rss0, _, _ = _memory_kib(srv)
+    with srv.raw(timeout=60) as c:
+        assert c.call("RESTORE", "s", "0", pl) == BAD
+        assert c.call("EXISTS", "s") == 0
+    assert srv.alive()
+    rss1, _, _ = _memory_kib(srv)
+    assert rss1 - rss0 < RSS_SLACK_KIB, (rss0, rss1)
