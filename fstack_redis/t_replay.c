@@ -292,27 +292,25 @@ void replayCreateCommand(client *c) {
         hostReplyError(c, "-OOM " IR_OOM_MSG);
         return;
     }
-    /* Without maxmemory, the machine bounds it: the slots, trees and heaps
-     * (written now) and the arena MAXBYTES reserves (filled later) must fit in
-     * the physical memory the server does not use yet, or the table could
-     * never be filled, and CAPACITY 4294967296 writes tens of GB before any
-     * insert is refused. */
+    /* Without maxmemory, the machine bounds them: the slots, trees and heaps
+     * are written now (CAPACITY 4294967296 wrote tens of GB before any insert
+     * was refused), so they must fit in the physical memory the server does
+     * not use yet. The arena is not charged: MAXBYTES is address space, mapped
+     * without reserve and committed as items fill it, each insert charged as
+     * it lands (a MAXBYTES past any memory, as a bound never reached, is
+     * allowed; one past the address space fails to map, below). */
     uint64_t phys = maxmemory ? 0 : physicalMemory();
     if (phys && o.capacity <= (1ULL << 32)) {
         uint64_t slots = o.capacity * tableSlotBytesFor(&o), used = hostUsedMemory(c);
         uint64_t room = phys > used ? phys - used : 0;
-        if (slots > room || o.maxbytes > room - slots) {
+        if (slots > room) {
             hostOomRejected(c);
             hostReplyErrorFormat(c,
-                                 "-OOM table '%.128s' needs %llu bytes (CAPACITY %llu: %llu, "
-                                 "MAXBYTES %llu), more than the %llu bytes of memory this "
-                                 "machine has free: lower CAPACITY or MAXBYTES",
-                                 hostArg(c, 1)->ptr,
-                                 (unsigned long long)(o.maxbytes > UINT64_MAX - slots
-                                                          ? UINT64_MAX
-                                                          : slots + o.maxbytes),
-                                 (unsigned long long)o.capacity, (unsigned long long)slots,
-                                 (unsigned long long)o.maxbytes, (unsigned long long)room);
+                                 "-OOM table '%.128s' of CAPACITY %llu needs %llu bytes of slots "
+                                 "and trees now, more than the %llu bytes of memory this machine "
+                                 "has free: lower CAPACITY",
+                                 hostArg(c, 1)->ptr, (unsigned long long)o.capacity,
+                                 (unsigned long long)slots, (unsigned long long)room);
             return;
         }
     }
