@@ -276,6 +276,9 @@ def test_create_without_maxmemory_is_bounded_by_the_machine(
     physical memory, or whose arena cannot be mapped, is refused before anything is
     written, in one line that says what to lower; the server lives on and a table that
     fits is created."""
+    memtotal_kib = int(open("/proc/meminfo").read().split()[1])
+    if memtotal_kib > 128 << 20:  # 4294967296 slots (~170 GB) could be created there
+        pytest.skip("a machine with more than 128 GiB could hold the table")
     r = replay_server.client()
     try:
         assert r.config_get("maxmemory")["maxmemory"] == "0"
