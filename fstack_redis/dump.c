@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "commands.h"
 #include "db.h"
@@ -56,7 +57,26 @@ void dumpCommand(client *c) {
 typedef struct rbuf {
     const unsigned char *p, *end;
     int inner; /* a value inside an image: more follows it (a payload ends with its value) */
+    /* what the values may still take beyond their own bytes: a stream's
+     * entries copy their node's master fields, so a small node can expand to
+     * (entries x fields) bytes; past this the payload is refused */
+    uint64_t room;
 } rbuf;
+
+/* The room for r: the machine's physical memory less what the server uses
+ * (unbounded when the machine does not say). */
+static uint64_t loadRoom(const ir_server *s) {
+    long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+    if (pages <= 0 || size <= 0) return UINT64_MAX;
+    uint64_t phys = (uint64_t)pages * (uint64_t)size, used = serverUsedMemory(s);
+    return phys > used ? phys - used : 0;
+}
+
+/* The bytes left to read: what bounds every length the payload declares. A
+ * string of n bytes needs n of them, a collection of n elements at least n
+ * (each element is one string or more), so a lying length is refused before
+ * anything is allocated by it. */
+static uint64_t left(const rbuf *r) { return (uint64_t)(r->end - r->p); }
 
 /* A length, or with *enc set a special string encoding; -1 past the end. */
 static int getLen(rbuf *r, uint64_t *len, int *enc) {
@@ -78,6 +98,18 @@ static int getLen(rbuf *r, uint64_t *len, int *enc) {
     for (int i = 0; i < n; i++) *len = (*len << 8) | *r->p++;
     return 0;
 }
+
+/* A count of elements at least `each` bytes apiece: -1 if the rest of the
+ * payload cannot hold that many, or past the end. */
+static int getCount(rbuf *r, uint64_t *n, uint64_t each) {
+    int enc;
+    if (getLen(r, n, &enc) != 0 || enc != -1 || *n > left(r) / each) return -1;
+    return 0;
+}
+
+/* The most one byte of LZF input decodes to: a long back reference, 3 bytes,
+ * copies 7 + 255 + 2 = 264. */
+#define LZF_MAX_RATIO 88
 
 /* LZF (liblzf's format, as Redis compresses strings): 0 if in decodes to exactly outlen bytes. */
 static int lzfDecompress(const unsigned char *in, size_t inlen, char *out, size_t outlen) {
@@ -112,7 +144,7 @@ static int getStr(rbuf *r, char **p, size_t *len) {
     int enc;
     if (getLen(r, &n, &enc) != 0) return -1;
     if (enc == -1) {
-        if ((uint64_t)(r->end - r->p) < n) return -1;
+        if (left(r) < n) return -1;
         *p = dbMalloc(n + 1);
         memcpy(*p, r->p, n);
         r->p += n;
@@ -131,8 +163,8 @@ static int getStr(rbuf *r, char **p, size_t *len) {
         uint64_t clen;
         int e2;
         if (getLen(r, &clen, &e2) != 0 || e2 != -1 || getLen(r, &n, &e2) != 0 || e2 != -1 ||
-            (uint64_t)(r->end - r->p) < clen || n > ((uint64_t)1 << 32))
-            return -1;
+            left(r) < clen || n > ((uint64_t)1 << 32) || n > clen * LZF_MAX_RATIO)
+            return -1; /* the output is sized by n: only what clen bytes can decode to */
         *p = dbMalloc(n + 1);
         if (lzfDecompress(r->p, clen, *p, n) != 0) {
             free(*p);
@@ -149,7 +181,7 @@ static int getStr(rbuf *r, char **p, size_t *len) {
 }
 
 int rdbReadString(const unsigned char **p, const unsigned char *end, char **out, size_t *len) {
-    rbuf r = {*p, end, 0};
+    rbuf r = {*p, end, 0, UINT64_MAX}; /* a string: no more than its bytes say */
     if (getStr(&r, out, len) != 0) return -1;
     *p = r.p;
     return 0;
@@ -252,7 +284,8 @@ static int lpInt64(const unsigned char **pp, const unsigned char *end, int64_t *
 }
 
 /* A listpack string (an integer element as its decimal text) appended to the
- * entry buffer as t_stream.c lays it out: u32 length, bytes. */
+ * entry buffer as t_stream.c lays it out: u32 length, bytes. Without buf, only
+ * *size grows (what the entry will take). */
 static int lpAppendField(const unsigned char **pp, const unsigned char *end, char **buf,
                          size_t *cap, size_t *size) {
     int isint;
@@ -264,6 +297,10 @@ static int lpAppendField(const unsigned char **pp, const unsigned char *end, cha
     if (isint) {
         len = (size_t)ll2string(num, sizeof(num), v);
         p = num;
+    }
+    if (!buf) {
+        *size += 4 + len;
+        return 0;
     }
     if (*size + 4 + len > *cap) {
         size_t nc = *cap ? *cap : 256;
@@ -286,9 +323,11 @@ static void decodeRawID(const unsigned char *k, streamID *id) {
     }
 }
 
-/* One node's listpack into s. -1 if malformed. */
+/* One node's listpack into s. -1 if malformed. With room, nothing is loaded
+ * or copied: the bytes its entries would take (each its own copy of its
+ * fields, the master's ones too) come off *room, -1 if it has not that many. */
 static int loadStreamListpack(ir_db *db, stream *s, const streamID *master, const char *lp,
-                              size_t lplen, char **buf, size_t *cap) {
+                              size_t lplen, char **buf, size_t *cap, uint64_t *room) {
     const unsigned char *q = (const unsigned char *)lp, *end = q + lplen;
     if (lplen < 7 || end[-1] != 0xFF) return -1;
     uint32_t total =
@@ -334,11 +373,18 @@ static int loadStreamListpack(ir_db *db, stream *s, const streamID *master, cons
         last = id;
         if (flags & 1) continue; /* deleted: it still counts in the node */
         if (nf == 0) return -1;
+        if (room) {
+            if (*room < (uint64_t)size + sizeof(sentry)) return -1;
+            *room -= (uint64_t)size + sizeof(sentry);
+            live++;
+            continue;
+        }
         if (streamLoadEntry(db, s, &id, (uint32_t)nf, *buf, (uint32_t)size, first) != 0) return -1;
         first = 0;
         live++;
     }
     if (q != end || live != count || live == 0) return -1;
+    if (room) return 0;
     /* the node's last ID (deleted or not), its master ID and its exact size */
     streamLoadNodeEnd(s, &last, master, lplen, (uint32_t)count, (uint32_t)deleted);
     return 0;
@@ -372,15 +418,29 @@ static dbEntry *loadStream(ir_db *db, const dbkey *k, rbuf *r, int v2) {
     size_t cap = 0, klen, lplen, nlen;
     uint64_t nodes, length, ngroups;
     int enc;
-    if (getLen(r, &nodes, &enc) || enc != -1) goto bad;
-    for (uint64_t i = 0; i < nodes; i++) {
-        if (getStr(r, &key, &klen) || klen != 16 || getStr(r, &lp, &lplen)) goto bad;
-        streamID master;
-        decodeRawID((const unsigned char *)key, &master);
-        if (loadStreamListpack(db, s, &master, lp, lplen, &buf, &cap)) goto bad;
-        free(key);
-        free(lp);
-        key = lp = NULL;
+    /* each count bounded by the smallest record it counts: a node's key (17
+     * bytes) and listpack (8), a group's name, ID, PEL and consumer counts (5),
+     * a PEL entry's ID, time and count (25), a consumer's name, seen time and
+     * PEL count (10), a consumer's PEL entry (16) */
+    if (getCount(r, &nodes, 25)) goto bad;
+    /* Two passes over the nodes: the first prices what their entries take
+     * here (a node's master fields are written once, copied into every entry
+     * that shares them: a small payload can ask for gigabytes), and past the
+     * room nothing is loaded; the second loads them. */
+    const unsigned char *nodes_at = r->p;
+    for (int pass = 0; pass < 2; pass++) {
+        r->p = nodes_at;
+        for (uint64_t i = 0; i < nodes; i++) {
+            if (getStr(r, &key, &klen) || klen != 16 || getStr(r, &lp, &lplen)) goto bad;
+            streamID master;
+            decodeRawID((const unsigned char *)key, &master);
+            if (loadStreamListpack(db, s, &master, lp, lplen, pass ? &buf : NULL, &cap,
+                                   pass ? NULL : &r->room))
+                goto bad;
+            free(key);
+            free(lp);
+            key = lp = NULL;
+        }
     }
     streamID last, first, maxdel = {0, 0};
     uint64_t added;
@@ -393,7 +453,7 @@ static dbEntry *loadStream(ir_db *db, const dbkey *k, rbuf *r, int v2) {
         added = length; /* as Redis 7.0 loads a 6.x stream */
     }
     streamLoadMeta(s, &last, &maxdel, added);
-    if (getLen(r, &ngroups, &enc) || enc != -1) goto bad;
+    if (getCount(r, &ngroups, 5)) goto bad;
     for (uint64_t gi = 0; gi < ngroups; gi++) {
         streamID glast;
         uint64_t er = 0, npel, ncons;
@@ -402,7 +462,7 @@ static dbEntry *loadStream(ir_db *db, const dbkey *k, rbuf *r, int v2) {
         sgroup *g = streamLoadGroup(db, s, name, nlen, &glast, (long long)er, !v2);
         free(name);
         name = NULL;
-        if (!g || getLen(r, &npel, &enc) || enc != -1) goto bad;
+        if (!g || getCount(r, &npel, 25)) goto bad;
         for (uint64_t pi = 0; pi < npel; pi++) {
             streamID id;
             int64_t t;
@@ -411,7 +471,7 @@ static dbEntry *loadStream(ir_db *db, const dbkey *k, rbuf *r, int v2) {
                 streamLoadPending(db, s, g, &id, t, cnt))
                 goto bad;
         }
-        if (getLen(r, &ncons, &enc) || enc != -1) goto bad;
+        if (getCount(r, &ncons, 10)) goto bad;
         for (uint64_t ci = 0; ci < ncons; ci++) {
             int64_t seen;
             uint64_t cpel;
@@ -419,7 +479,7 @@ static dbEntry *loadStream(ir_db *db, const dbkey *k, rbuf *r, int v2) {
             sconsumer *cn = streamLoadConsumer(db, s, g, name, nlen, seen);
             free(name);
             name = NULL;
-            if (!cn || getLen(r, &cpel, &enc) || enc != -1) goto bad;
+            if (!cn || getCount(r, &cpel, 16)) goto bad;
             for (uint64_t pi = 0; pi < cpel; pi++) {
                 streamID id;
                 if (getRawID(r, &id) || streamLoadOwn(g, cn, &id)) goto bad;
@@ -468,8 +528,10 @@ static dbEntry *loadTyped(ir_db *db, const dbkey *k, rbuf *r, unsigned char type
         type != RDB_TYPE_ZSET_2)
         return NULL;
     uint64_t n;
-    int enc;
-    if (getLen(r, &n, &enc) != 0 || enc != -1 || n == 0) return NULL; /* Redis refuses empty ones */
+    /* an element is a string (1 byte at least), a field and its value (2), a
+     * member and its 8-byte score (9) */
+    uint64_t each = type == RDB_TYPE_HASH ? 2 : type == RDB_TYPE_ZSET_2 ? 9 : 1;
+    if (getCount(r, &n, each) != 0 || n == 0) return NULL; /* Redis refuses empty ones */
     if (type == RDB_TYPE_ZSET_2) return loadZset(db, k, r, n);
     dbEntry *e = dbAdd(db, k,
                        type == RDB_TYPE_LIST  ? OBJ_LIST
@@ -561,7 +623,7 @@ void restoreCommand(client *c) {
     /* built in a database of its own, so a malformed payload changes nothing */
     ir_db *scratch = dbNew();
     dbkey sk = dbKey(scratch, k.p, k.len);
-    rbuf r = {p, p + len - 10, 0};
+    rbuf r = {p, p + len - 10, 0, loadRoom(c->srv)};
     notifyNoNewKey = 1; /* the scratch key is not the keyspace's: "new" comes below */
     dbEntry *e = loadValue(scratch, &sk, &r);
     notifyNoNewKey = 0;
@@ -640,7 +702,7 @@ int rdbLoadImage(ir_server *s, const unsigned char *p, size_t len, size_t *used,
     }
     if (ver < 1 || ver > RDB_VERSION)
         return imageError(err, errlen, "Can't handle RDB format version");
-    rbuf r = {p + 9, p + len, 1};
+    rbuf r = {p + 9, p + len, 1, loadRoom(s)};
     ir_db *db = dbsAt(s, 0);
     int64_t expire = -1;
     char **codes = NULL;

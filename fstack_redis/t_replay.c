@@ -41,6 +41,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include "replay.h"
 #include "replay_err.h"
@@ -157,6 +158,13 @@ void replayLimiterRan(client *c, ir_table *t, size_t n, int sample) {
     if (sample) t->limiter_samples += n;
     else t->limiter_inserts += n;
     hostTableReady(c, t, sample); /* inserters (1) or samplers (0) may run now */
+}
+
+/* The machine's physical memory (0 if unknown): what bounds a table's
+ * up-front allocation when no maxmemory does. The same on both hosts. */
+static uint64_t physicalMemory(void) {
+    long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+    return pages > 0 && size > 0 ? (uint64_t)pages * (uint64_t)size : 0;
 }
 
 /* REPLAY.CREATE <table> CAPACITY <n> [ALPHA <a>] [BETA <b>] [EPSILON <e>] [MAXBYTES <bytes>]
@@ -283,6 +291,28 @@ void replayCreateCommand(client *c) {
         hostOomRejected(c);
         hostReplyError(c, "-OOM " IR_OOM_MSG);
         return;
+    }
+    /* Without maxmemory, the machine bounds them: the slots, trees and heaps
+     * are written now (CAPACITY 4294967296 wrote tens of GB before any insert
+     * was refused), so they must fit in the physical memory the server does
+     * not use yet. The arena is not charged: MAXBYTES is address space, mapped
+     * without reserve and committed as items fill it, each insert charged as
+     * it lands (a MAXBYTES past any memory, as a bound never reached, is
+     * allowed; one past the address space fails to map, below). */
+    uint64_t phys = maxmemory ? 0 : physicalMemory();
+    if (phys && o.capacity <= (1ULL << 32)) {
+        uint64_t slots = o.capacity * tableSlotBytesFor(&o), used = hostUsedMemory(c);
+        uint64_t room = phys > used ? phys - used : 0;
+        if (slots > room) {
+            hostOomRejected(c);
+            hostReplyErrorFormat(c,
+                                 "-OOM table '%.128s' of CAPACITY %llu needs %llu bytes of slots "
+                                 "and trees now, more than the %llu bytes of memory this machine "
+                                 "has free: lower CAPACITY",
+                                 hostArg(c, 1)->ptr, (unsigned long long)o.capacity,
+                                 (unsigned long long)slots, (unsigned long long)room);
+            return;
+        }
     }
     ir_table *t;
     if (tableFind(hostTables(c), hostArg(c, 1)->ptr, hostArg(c, 1)->len)) {

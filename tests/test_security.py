@@ -251,6 +251,51 @@ def test_maxmemory_charges_a_new_tables_slots_before_allocating(
     r.close()
 
 
+def _vm_peak_kib(r: redis.Redis) -> int:
+    pid = int(r.info("server")["process_id"])
+    for line in open(f"/proc/{pid}/status"):
+        if line.startswith("VmPeak:"):
+            return int(line.split()[1])
+    raise AssertionError("no VmPeak")
+
+
+@pytest.mark.parametrize("args, error, words", [
+    # 4294967296 slots: ~170 GB of slots and trees, written at once
+    (("CAPACITY", str(1 << 32)), redis.exceptions.OutOfMemoryError, "lower CAPACITY"),
+    # and the general mode's lists and hash
+    (("CAPACITY", str(1 << 32), "MAX_TIMES_SAMPLED", "1"), redis.exceptions.OutOfMemoryError,
+     "lower CAPACITY"),
+    # an arena of 1 PiB: past the address space (MAXBYTES is mapped, not charged)
+    (("CAPACITY", "1000", "MAXBYTES", str(1 << 50)), redis.ResponseError,
+     "CAPACITY and MAXBYTES: lower them"),
+])  # fmt: skip
+def test_create_without_maxmemory_is_bounded_by_the_machine(
+        replay_server: ServerProcess, args: tuple[str, ...], error: type[Exception],
+        words: str) -> None:
+    """With no maxmemory, a REPLAY.CREATE whose slots and trees exceed the machine's free
+    physical memory, or whose arena cannot be mapped, is refused before anything is
+    written, in one line that says what to lower; the server lives on and a table that
+    fits is created."""
+    memtotal_kib = int(open("/proc/meminfo").read().split()[1])
+    if memtotal_kib > 128 << 20:  # 4294967296 slots (~170 GB) could be created there
+        pytest.skip("a machine with more than 128 GiB could hold the table")
+    r = replay_server.client()
+    try:
+        assert r.config_get("maxmemory")["maxmemory"] == "0"
+        peak = _vm_peak_kib(r)
+        with pytest.raises(error) as e:
+            r.execute_command("REPLAY.CREATE", "huge", *args)
+        msg = str(e.value)
+        assert "\n" not in msg and words in msg, msg
+        assert r.ping()
+        assert r.execute_command("REPLAY.LIST") == []
+        assert _vm_peak_kib(r) - peak < 1 << 20, "allocated by the refused CREATE"  # < 1 GiB
+        assert r.execute_command("REPLAY.CREATE", "fits", "CAPACITY", "1000") == b"OK"
+        assert r.execute_command("REPLAY.LIST") == [b"fits"]
+    finally:
+        r.close()
+
+
 def test_maxmemory_counts_the_tables(server_factory: Callable[..., ServerProcess],
                                      replay_host: str) -> None:
     """Tables count against maxmemory: past it, REPLAY.ADD (deny-oom) is refused, reads go

@@ -718,7 +718,7 @@ int tableCreate(ir_tables *ts, const char *name, size_t len, const ir_table_opts
 nomem_free:
     tableFree(t);
 nomem:
-    *err = "not enough memory for a table of this CAPACITY and MAXBYTES";
+    *err = "not enough memory for a table of this CAPACITY and MAXBYTES: lower them";
     return -1;
 }
 
