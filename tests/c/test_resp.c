@@ -273,6 +273,7 @@ int main(void) {
     testLl2string();
     ir_config cfg;
     ir_config_init(&cfg);
+    cfg.enable_debug_command = "yes"; /* the latency tests sleep with DEBUG SLEEP */
     srv = server_new(&cfg);
     g_server = srv;
     tp.srv = srv;
