@@ -16,27 +16,13 @@ from pathlib import Path
 
 import pytest
 from conftest import RespError, ServerProcess
+from helpers import dump_payload
 
 BAD = RespError(b"ERR Bad data format")
 RSS_SLACK_KIB = 64 * 1024  # +64 MiB: far below any declared length here
 # the peak of the address space: an allocation sized by a declared length
 # shows there even when nothing touches it (the 4 GiB a lying LZF string asks)
 VM_SLACK_KIB = 1024 * 1024
-
-
-def crc64(data: bytes) -> int:
-    """Redis's CRC-64 (Jones, reflected), bit by bit."""
-    crc = 0
-    for byte in data:
-        crc ^= byte
-        for _ in range(8):
-            crc = (crc >> 1) ^ 0x95AC9329AC4BC9B5 if crc & 1 else crc >> 1
-    return crc
-
-
-def payload(body: bytes) -> bytes:
-    body += bytes([10, 0])  # RDB version 10
-    return body + crc64(body).to_bytes(8, "little")
 
 
 def len32(n: int) -> bytes:
@@ -135,7 +121,7 @@ def test_the_well_formed_stream_restores(server: ServerProcess) -> None:
     r = server.client()
     try:
         body = b"\x0f\x01" + _NODE + _STREAM_META + b"\x00"
-        assert r.restore("s", 0, payload(body)) == b"OK"
+        assert r.restore("s", 0, dump_payload(body)) == b"OK"
         assert r.xrange("s") == [(b"0-1", {b"f": b"v"})]
     finally:
         r.close()
@@ -149,7 +135,7 @@ def test_restore_refuses_a_declared_length_the_payload_cannot_fill(
         pytest.skip("stock Redis 7.0 sizes its dict by this count (dictTryExpand) and stalls")
     rss0, hwm0, peak0 = _memory_kib(server)
     with server.raw() as c:
-        reply = c.call("RESTORE", "k", "0", payload(CASES[case]))
+        reply = c.call("RESTORE", "k", "0", dump_payload(CASES[case]))
         assert reply == BAD, (case, reply)
         assert c.call("EXISTS", "k") == 0
         assert c.call("PING") == "PONG"
@@ -170,7 +156,7 @@ def test_a_fresh_server_reserves_nothing_for_a_lying_length(
     srv = server_factory("inreplay")
     _, _, peak0 = _memory_kib(srv)
     with srv.raw() as c:
-        assert c.call("RESTORE", "k", "0", payload(CASES[case])) == BAD
+        assert c.call("RESTORE", "k", "0", dump_payload(CASES[case])) == BAD
     _, _, peak1 = _memory_kib(srv)
     assert peak1 - peak0 < VM_SLACK_KIB, (case, peak0, peak1)
 
@@ -217,7 +203,7 @@ def test_a_stream_whose_shared_fields_expand_past_memory_is_refused(
     body = b"".join(elems)
     lp = struct.pack("<IH", 6 + len(body) + 1, 65535) + body + b"\xff"
     count = b"\x80" + struct.pack(">I", n)
-    pl = payload(
+    pl = dump_payload(
         b"\x0f\x01\x10" + bytes(16) + b"\x80" + struct.pack(">I", len(lp)) + lp
         + count + b"\x00" + count + b"\x00" + b"\x00"
     )  # fmt: skip

@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 from conftest import HOST, RawConn, RespError, ServerProcess, own_server
+from helpers import crc64, dump_payload
 
 KINDS = ("redis", "inreplay")
 Call = Callable[..., Any]
@@ -580,19 +581,6 @@ def test_dump_payloads_cross_between_servers(both: tuple[RawConn, RawConn]) -> N
         assert ours.call("GET", key + "y") == ref.call("GET", key)
 
 
-def crc64(data: bytes) -> int:
-    """Redis's CRC-64 (Jones, reflected)."""
-    crc = 0
-    for byte in data:
-        crc ^= byte
-        for _ in range(8):
-            crc = (crc >> 1) ^ 0x95AC9329AC4BC9B5 if crc & 1 else crc >> 1
-    return crc
-
-
-def payload(body: bytes) -> bytes:
-    body += bytes([10, 0])  # RDB version 10
-    return body + crc64(body).to_bytes(8, "little")
 
 
 def test_restore_refuses_malformed_payloads_with_a_valid_checksum(
@@ -607,8 +595,8 @@ def test_restore_refuses_malformed_payloads_with_a_valid_checksum(
         b"\x04\x01\x01f",  # a hash field without its value
         b"\x09\x00",  # a type neither server has
     ):
-        assert c.call("RESTORE", "k", "0", payload(body), "REPLACE") == err(
+        assert c.call("RESTORE", "k", "0", dump_payload(body), "REPLACE") == err(
             "ERR Bad data format"), body
         assert c.call("GET", "k") == b"kept"
-    assert c.call("RESTORE", "k", "0", payload(b"\x00\x02hi"), "REPLACE") == "OK"
+    assert c.call("RESTORE", "k", "0", dump_payload(b"\x00\x02hi"), "REPLACE") == "OK"
     assert c.call("GET", "k") == b"hi"
