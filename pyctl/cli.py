@@ -127,8 +127,9 @@ def _start_redis_host(prog: str, cfg: ServerConfig) -> int:
              if f.name not in (*REDIS_HOST_FLAGS, "server")
              and getattr(cfg, f.name) != getattr(default, f.name)]
     if given:
+        only = ", ".join("--" + f.replace("_", "-") for f in REDIS_HOST_FLAGS)
         die(prog, f"--{given[0].replace('_', '-')} is the native server's: with --server redis "
-                  f"only {', '.join('--' + f for f in REDIS_HOST_FLAGS)} apply", 2)
+                  f"only {only} apply", 2)
     try:
         module = _native.module_path()
     except _native.NativeLibraryMissingError as e:
