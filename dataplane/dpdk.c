@@ -138,6 +138,8 @@ typedef struct dpdk_transport {
     char carrier_path[128]; /* af_packet: the kernel interface's carrier, else "" */
     int rx_fd;              /* af_packet: the PMD's socket, to sleep on when idle */
     uint64_t waits;         /* idle sleeps on rx_fd */
+    int watch[4];           /* watch_fd's fds: a wait ends when one is readable */
+    int nwatch;
     char build[448];        /* INFO stack_build */
 } dpdk_transport;
 
@@ -437,13 +439,23 @@ static int dpdkPoll(ir_transport *t, long timeout_us) {
         long cap = irl_max_sleep_us(d->stack);
         long us = RTE_MIN(timeout_us, cap > 0 ? cap : (long)MAX_WAIT_US);
         struct timespec ts = {.tv_sec = us / 1000000, .tv_nsec = us % 1000000 * 1000};
-        struct pollfd pfd = {.fd = d->rx_fd, .events = POLLIN};
-        int r = ppoll(&pfd, 1, &ts, NULL);
+        struct pollfd pfd[1 + RTE_DIM(d->watch)] = {{.fd = d->rx_fd, .events = POLLIN}};
+        for (int i = 0; i < d->nwatch; i++)
+            pfd[1 + i] = (struct pollfd){.fd = d->watch[i], .events = POLLIN};
+        int r = ppoll(pfd, 1 + (nfds_t)d->nwatch, &ts, NULL);
         d->waits++;
         /* the interface went away (its namespace was deleted, the device
          * removed): the socket reports an error at once, every time, so nap
          * instead of spinning on it */
-        if (r > 0 && (pfd.revents & (POLLERR | POLLHUP | POLLNVAL))) rte_delay_us_sleep(MAX_NAP_US);
+        if (r > 0 && (pfd[0].revents & (POLLERR | POLLHUP | POLLNVAL)))
+            rte_delay_us_sleep(MAX_NAP_US);
+    } else if (d->nwatch) { /* no socket to sleep on: nap, but wake for the watched fds */
+        struct pollfd pfd[RTE_DIM(d->watch)];
+        for (int i = 0; i < d->nwatch; i++)
+            pfd[i] = (struct pollfd){.fd = d->watch[i], .events = POLLIN};
+        long us = RTE_MIN(timeout_us, (long)MAX_NAP_US);
+        struct timespec ts = {.tv_sec = 0, .tv_nsec = us * 1000};
+        ppoll(pfd, (nfds_t)d->nwatch, &ts, NULL);
     } else {
         rte_delay_us_sleep((unsigned)RTE_MIN(timeout_us, (long)MAX_NAP_US));
     }
@@ -580,6 +592,13 @@ static void teardown(dpdk_transport *d) {
 
 static void dpdkDestroy(ir_transport *t) { teardown((dpdk_transport *)t); }
 
+static int dpdkWatchFd(ir_transport *t, int fd) {
+    dpdk_transport *d = (dpdk_transport *)t;
+    if (d->nwatch >= (int)RTE_DIM(d->watch)) return -1;
+    d->watch[d->nwatch++] = fd;
+    return 0;
+}
+
 static const ir_transport_ops dpdk_ops = {
     .name = "dpdk",
     .poll = dpdkPoll,
@@ -589,6 +608,7 @@ static const ir_transport_ops dpdk_ops = {
     .close = dpdkClose,
     .peername = dpdkPeername,
     .sockname = dpdkSockname,
+    .watch_fd = dpdkWatchFd,
     .port_in_use = dpdkPortInUse,
     .destroy = dpdkDestroy,
 };

@@ -65,6 +65,7 @@ typedef struct kernel_transport {
     int busy_poll;
     int ufd;           /* the Unix socket's listener, or -1 */
     ir_conn ulistener; /* marker for its events */
+    ir_conn watched;   /* marker for watch_fd's fds: they only end a wait */
     char *unixsocket;  /* its path as configured (addresses show it), or NULL */
 } kernel_transport;
 
@@ -198,6 +199,7 @@ static int kernelPollOnce(kernel_transport *k, long timeout_us) {
     if (n < 0) return errno == EINTR ? 0 : -1;
     for (int i = 0; i < n; i++) {
         ir_conn *c = evs[i].data.ptr;
+        if (c == &k->watched) continue; /* whoever watches it looks (shm.c) */
         if (c == &k->listener || c == &k->ulistener) {
             acceptAll(k, c == &k->listener ? k->lfd : k->ufd, c == &k->ulistener);
             continue;
@@ -303,6 +305,12 @@ static int kernelPortInUse(ir_transport *t, int port) {
     return taken;
 }
 
+static int kernelWatchFd(ir_transport *t, int fd) {
+    kernel_transport *k = (kernel_transport *)t;
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &k->watched};
+    return epoll_ctl(k->epfd, EPOLL_CTL_ADD, fd, &ev) == 0 ? 0 : -1;
+}
+
 static void kernelDestroy(ir_transport *t) {
     kernel_transport *k = (kernel_transport *)t;
     if (k->lfd >= 0) close(k->lfd);
@@ -330,6 +338,7 @@ static const ir_transport_ops kernel_ops = {
     .peername = kernelPeername,
     .sockname = kernelSockname,
     .is_unix = kernelIsUnix,
+    .watch_fd = kernelWatchFd,
     .port_in_use = kernelPortInUse,
     .destroy = kernelDestroy,
 };

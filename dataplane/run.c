@@ -311,9 +311,29 @@ int ir_run(const ir_config *cfg) {
         rc = IR_ENET;
         goto server;
     }
+    if (cfg->shm_socket && cfg->shm_socket[0]) {
+        s->local = ir_shm_transport_new(s, cfg->shm_socket, cfg->shm_socketperm,
+                                        cfg->shm_ring_size);
+        int fds[2];
+        int nfds = s->local ? ir_shm_wait_fds(s->local, fds) : 0;
+        for (int i = 0; i < nfds; i++)
+            if (!s->tp->ops->watch_fd || s->tp->ops->watch_fd(s->tp, fds[i]) != 0) {
+                ir_set_error("the %s stack cannot wait for the shm socket's events",
+                             s->tp->ops->name);
+                s->local->ops->destroy(s->local);
+                s->local = NULL;
+                break;
+            }
+        if (!s->local) {
+            rc = IR_ENET;
+            goto server;
+        }
+    }
     idle_state idle = {
+        /* shm clients spin on their rings: a server that slept after every
+         * reply would cost each request a wake-up, so it polls under load */
         .mode = s->tp->polling ? (cfg->busy_poll ? IDLE_SPIN : IDLE_ADAPTIVE)
-                               : (cfg->busy_poll ? IDLE_ADAPTIVE : IDLE_SLEEP),
+                               : (cfg->busy_poll || s->local ? IDLE_ADAPTIVE : IDLE_SLEEP),
         .can_wait = s->tp->can_wait,
         .last_event_us = monoUs(),
     };
@@ -325,6 +345,9 @@ int ir_run(const ir_config *cfg) {
                                         : "polls under load, backs off when idle");
     if (cfg->unixsocket && cfg->unixsocket[0])
         serverLog("The server is now ready to accept connections at %s", cfg->unixsocket);
+    if (s->local)
+        serverLog("Same-host clients connect through shared memory at %s (%llu-byte rings)",
+                  cfg->shm_socket, (unsigned long long)cfg->shm_ring_size);
     serverLog("Snapshot directory %s", s->cfg.dir);
     serverLogOpenedProtections(s);
     s->loop_mode = idle.mode == IDLE_SPIN    ? "busy-poll"
@@ -336,12 +359,24 @@ int ir_run(const ir_config *cfg) {
     while (!serverTakeStopRequest(s) && !s->shutdown_asap) {
         long wait = idleWait(&idle);
         if (s->blocked) wait = blockedWaitBound(s, wait); /* wake for the nearest timeout */
+        int armed = 0, lev = 0;
+        if (s->local) {
+            lev = s->local->ops->poll(s->local, 0);
+            if (lev) {
+                wait = 0;
+            } else if (wait > 0) { /* sleep only if no ring has work (shm_ring.h) */
+                armed = 1;
+                if (ir_shm_arm(s->local)) wait = 0;
+            }
+        }
         int ev = s->tp->ops->poll(s->tp, wait);
+        if (armed) ir_shm_disarm(s->local);
         if (ev < 0) {
             ir_set_error("transport poll failed");
             rc = IR_ENET;
             break;
         }
+        ev += lev;
         s->eventloop_cycles++;
         if (ev > 0) idleSawEvents(&idle);
         s->now_ms = loopClockMs();
@@ -375,8 +410,9 @@ server:
     g_server = NULL;
     serverDropStopRequest();
     {
-        ir_transport *tp = s->tp;
-        server_free(s); /* closes every client through the transport */
+        ir_transport *tp = s->tp, *local = s->local;
+        server_free(s); /* closes every client through its transport */
+        if (local) local->ops->destroy(local);
         if (tp) tp->ops->destroy(tp);
     }
 out:

@@ -337,6 +337,23 @@ typedef struct infobuf {
     size_t len, cap;
 } infobuf;
 
+/* This boot of the kernel's id (the same in every namespace and container
+ * on the machine), "" if it cannot be read. */
+static const char *bootId(void) {
+    static char id[40];
+    static int done;
+    if (!done) {
+        done = 1;
+        FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+        if (f) {
+            if (!fgets(id, sizeof(id), f)) id[0] = '\0';
+            fclose(f);
+            id[strcspn(id, "\r\n")] = '\0';
+        }
+    }
+    return id;
+}
+
 static void infoCat(infobuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void infoCat(infobuf *b, const char *fmt, ...) {
     for (;;) {
@@ -1658,6 +1675,8 @@ void infoCommand(client *c) {
     int sections = 0;
     uint64_t up = (s->now_ms - s->start_ms) / 1000;
     if (wantSection(c, "server", 1)) {
+        /* shm_socket and boot_id: a client that sees this machine's boot id
+         * is on the same host and may take the shm socket (pyctl/client.py) */
         struct utsname un;
         uname(&un);
         char exe[512] = "";
@@ -1674,7 +1693,7 @@ void infoCommand(client *c) {
                 "server_time_usec:%llu\r\nuptime_in_seconds:%llu\r\nuptime_in_days:%llu\r\n"
                 "hz:10\r\nconfigured_hz:10\r\nlru_clock:%llu\r\nexecutable:%s\r\nconfig_file:\r\n"
                 "io_threads_active:0\r\nstack:%s\r\nstack_build:%s\r\nevent_loop:%s\r\n"
-                "lua:%s\r\n",
+                "lua:%s\r\nshm_socket:%s\r\nboot_id:%s\r\n",
                 sections++ ? "\r\n" : "", IR_REDIS_VERSION, IR_VERSION_STR, un.sysname, un.release,
                 un.machine, s->tp && !strcmp(s->tp->ops->name, "kernel") ? "epoll" : "poll-mode",
 #ifdef __GNUC__
@@ -1687,7 +1706,8 @@ void infoCommand(client *c) {
                 (unsigned long long)up, (unsigned long long)(up / 86400),
                 (unsigned long long)((s->now_ms / 1000) & ((1 << 24) - 1)), exe,
                 s->tp ? s->tp->ops->name : "none", s->tp && s->tp->build ? s->tp->build : "",
-                s->loop_mode ? s->loop_mode : "", IR_LUA_FROM);
+                s->loop_mode ? s->loop_mode : "", IR_LUA_FROM,
+                s->local && s->cfg.shm_socket ? s->cfg.shm_socket : "", bootId());
     }
     if (wantSection(c, "clients", 1)) {
         ir_blocked_stats bst;

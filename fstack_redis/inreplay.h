@@ -175,6 +175,10 @@ typedef struct ir_config {
     /* a Unix domain socket served beside the TCP port (kernel stack only) */
     const char *unixsocket;  /* its path, or NULL/"" = none */
     unsigned unixsocketperm; /* the socket file's mode (chmod), 0 = as the umask leaves it */
+    /* the same-host transport (shared-memory rings, both stacks) */
+    const char *shm_socket;     /* its set-up socket's path, or NULL/"" = none */
+    unsigned shm_socketperm;    /* that file's mode, 0 = as the umask leaves it */
+    uint64_t shm_ring_size;     /* bytes per ring (request, reply), a power of two */
 } ir_config;
 
 /* The IP MTU range of the DPDK port (ir_config.mtu) and of the test veth
@@ -241,6 +245,38 @@ const char *ir_version(void);
 /* The network stacks compiled into this library, space-separated: "kernel" or
  * "kernel dpdk" (DPDK + lwIP are built in when their development files are found). */
 const char *ir_stacks(void);
+
+/* The client's side of the same-host transport (shm-socket; dataplane/shm.c):
+ * RESP bytes through shared-memory rings instead of a socket. One thread at
+ * a time per connection. */
+typedef struct ir_shm_client ir_shm_client;
+/* Connect to the server's shm socket at path; run_id receives the server's
+ * run_id (INFO server), so a caller can check it reached the server it
+ * meant. IR_OK and *out, or IR_ENET/IR_ENOMEM/IR_EINVAL (ir_last_error). */
+int ir_shm_connect(const char *path, ir_shm_client **out, char *run_id, size_t run_id_len);
+/* Write every byte of the buffers (waiting for room up to timeout_ms, -1 =
+ * forever): the total, -1 the server has gone, -2 timed out. */
+long ir_shm_writev(ir_shm_client *c, const void *const *bufs, const size_t *lens, int n,
+                   long timeout_ms);
+long ir_shm_write(ir_shm_client *c, const void *buf, size_t len, long timeout_ms);
+/* Read up to len reply bytes, waiting up to timeout_ms (-1 = forever) for the
+ * first: how many (> 0), 0 the server closed the connection and everything it
+ * sent has been read, -1 an error, -2 timed out. */
+long ir_shm_read(ir_shm_client *c, void *buf, size_t len, long timeout_ms);
+/* Reply bytes that can be read now without waiting. */
+size_t ir_shm_pending(ir_shm_client *c);
+/* Spin this long on the ring before sleeping (default 100 us; 0 = sleep at once). */
+void ir_shm_set_spin(ir_shm_client *c, long spin_us);
+uint64_t ir_shm_ring_size(const ir_shm_client *c);
+/* The set-up socket (readable or hung up once the server has gone). */
+int ir_shm_fileno(const ir_shm_client *c);
+/* An fd that poll(2) finds readable when reply bytes are there or the server
+ * has gone (for select/poll loops: pub/sub with a timeout); until the next
+ * read or write, the server writes an eventfd for every reply it adds. */
+int ir_shm_poll_fd(ir_shm_client *c);
+/* The server's process id (SO_PEERCRED), -1 if it cannot be told. */
+long ir_shm_peer_pid(const ir_shm_client *c);
+void ir_shm_close(ir_shm_client *c);
 
 /* CFFI-END */
 

@@ -866,7 +866,8 @@ static void timeHook(lua_State *L, lua_Debug *ar) {
     ir_scripting *sc = ctxOf(L);
     if (!sc || !sc->caller) return;
     client *c = sc->caller;
-    ir_transport *t = c->tp;
+    /* the network stack decides whether others can be served meanwhile */
+    ir_transport *t = c->srv->tp;
     if (!sc->kill && !sc->busy) {
         long long ms = runningMs(sc);
         if (scriptTimeLimitMs <= 0 || ms < scriptTimeLimitMs) return;
@@ -894,10 +895,11 @@ static void timeHook(lua_State *L, lua_Debug *ar) {
                   ms, sc->is_eval ? "SCRIPT KILL" : "FUNCTION KILL", sc->name);
         sc->busy = 1;
         c->flags |= CLIENT_PROTECTED; /* no input from it; not freed if it goes */
-        if (!(c->flags & CLIENT_CLOSED)) t->ops->want_readable(t, c->conn, 0);
+        if (!(c->flags & CLIENT_CLOSED)) c->tp->ops->want_readable(c->tp, c->conn, 0);
     }
     if (!sc->kill) {
         t->ops->poll(t, 0);
+        if (c->srv->local) c->srv->local->ops->poll(c->srv->local, 0);
         if (c->srv->shutdown_asap) sc->kill = 1; /* SHUTDOWN NOSAVE: it ends now, written or not */
         if (!sc->kill) return;
     }

@@ -208,7 +208,8 @@ struct ir_chunk_store;
 
 typedef struct ir_server {
     ir_config cfg;
-    ir_transport *tp;
+    ir_transport *tp;    /* the network stack (kernel or DPDK) */
+    ir_transport *local; /* same-host clients' shared-memory rings (shm-socket), or NULL */
     client *clients; /* doubly linked */
     uint64_t next_client_id;
     uint64_t nclients;

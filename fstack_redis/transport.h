@@ -54,6 +54,10 @@ typedef struct ir_transport_ops {
     /* Optional: 1 if c came in over the Unix socket (local: protected mode
      * lets it in, CLIENT LIST flags U), else 0. NULL: never. */
     int (*is_unix)(ir_transport *t, ir_conn *c);
+    /* Optional: also end a wait in poll() when fd becomes readable (the
+     * same-host transport's doorbell and listening socket, shm.c); nothing
+     * is delivered for it. 0, or -1 if this stack cannot watch fds. */
+    int (*watch_fd)(ir_transport *t, int fd);
     /* Would listening on `port` (on the address we listen on) fail because
      * something holds it? 1 yes, 0 no (CONFIG SET port answers as Redis). */
     int (*port_in_use)(ir_transport *t, int port);
@@ -93,5 +97,18 @@ void irs_closed(struct client *cl);
  * it; destroy removes it). */
 ir_transport *ir_kernel_transport_new(struct ir_server *s, const char *bind, int port, int backlog,
                                       int busy_poll, const char *unixsocket, unsigned unixperm);
+
+/* The same-host transport (dataplane/shm.c): RESP through shared-memory
+ * rings, set up over the Unix socket at path (perm as unixsocketperm), each
+ * ring ring_size bytes (a power of two). Its poll never waits; the run loop
+ * polls it beside the network transport, which watches its two fds
+ * (ir_shm_wait_fds) and sleeps only after ir_shm_arm said nothing is
+ * pending (then ir_shm_disarm, whatever arm said). */
+ir_transport *ir_shm_transport_new(struct ir_server *s, const char *path, unsigned perm,
+                                   uint64_t ring_size);
+int ir_shm_arm(ir_transport *shm);    /* 1: work is pending, do not sleep */
+void ir_shm_disarm(ir_transport *shm);
+int ir_shm_wait_fds(ir_transport *shm, int fds[2]); /* the fds to watch; returns 2 */
+size_t ir_shm_clients(ir_transport *shm);           /* open connections */
 
 #endif /* IR_TRANSPORT_H */

@@ -1,0 +1,343 @@
+/* shm_client.c - the client's side of the same-host transport (shm.c).
+ *
+ * pyctl's ShmSocket (pyctl/_shm.py) calls these through cffi; they release
+ * the GIL while they copy and wait. A connection is used by one thread at a
+ * time (as a redis-py Connection is).
+ *
+ * Waiting: spin on the ring for spin_us (the reply to a small request comes
+ * back in a few microseconds, well before a sleeping process could be woken:
+ * 25-35 us on the 2-core VM), then sleep in poll(2) on the client's eventfd
+ * and the set-up socket, whose hang-up says the server has gone. Bytes the
+ * server wrote before it went are still read first.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "inreplay.h"
+#include "shm_ring.h"
+
+/* util.c's error reporting (the library's one ir_last_error) */
+void ir_set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void ir_set_error_errno(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#define DEFAULT_SPIN_US 100
+
+struct ir_shm_client {
+    int fd, doorbell, efd;
+    ir_shm_header *h;
+    char *req, *rep;
+    uint64_t req_size, rep_size;
+    uint64_t req_head, rep_tail; /* ours, published after each move */
+    size_t map_len;
+    long spin_us;
+    int gone;       /* the server hung up */
+    int epfd;       /* the eventfd and the socket, for callers that poll (ir_shm_poll_fd) */
+    int idle_armed; /* cli_waiting left raised between calls for a poller */
+};
+
+static uint64_t nowUs(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
+}
+
+static int isPow2(uint64_t x) { return x && !(x & (x - 1)); }
+
+int ir_shm_connect(const char *path, ir_shm_client **out, char *run_id, size_t run_id_len) {
+    *out = NULL;
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    if (strlen(path) > sizeof(sa.sun_path) - 1) {
+        ir_set_error("shm socket path too long: %s", path);
+        return IR_EINVAL;
+    }
+    memcpy(sa.sun_path, path, strlen(path) + 1);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+        int e = errno;
+        if (fd >= 0) close(fd);
+        ir_set_error_errno(e, "cannot connect to the shm socket %s: %s", path, strerror(e));
+        return IR_ENET;
+    }
+    struct timeval tv = {.tv_sec = 5};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    ir_shm_hello hello;
+    union {
+        char buf[CMSG_SPACE(3 * sizeof(int))];
+        struct cmsghdr align;
+    } u;
+    struct iovec iov = {&hello, sizeof(hello)};
+    struct msghdr mh = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof(u.buf)};
+    ssize_t n;
+    do n = recvmsg(fd, &mh, MSG_CMSG_CLOEXEC | MSG_WAITALL);
+    while (n < 0 && errno == EINTR);
+    int fds[3] = {-1, -1, -1};
+    int nfds = 0;
+    for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm))
+        if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS) {
+            nfds = (int)((cm->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+            if (nfds > 3) nfds = 3;
+            memcpy(fds, CMSG_DATA(cm), (size_t)nfds * sizeof(int));
+        }
+    int rc = IR_ENET;
+    if (n != (ssize_t)sizeof(hello) || hello.magic != IR_SHM_MAGIC) {
+        ir_set_error("%s did not answer as an inreplay shm socket%s", path,
+                     n < 0 ? " (timed out)" : "");
+        goto fail;
+    }
+    if (hello.version != IR_SHM_VERSION) {
+        ir_set_error("%s speaks shm version %u, this client %u: use the same inreplay release",
+                     path, hello.version, IR_SHM_VERSION);
+        goto fail;
+    }
+    hello.err[sizeof(hello.err) - 1] = '\0';
+    hello.run_id[sizeof(hello.run_id) - 1] = '\0';
+    if (hello.status != 0) {
+        ir_set_error("the server refused the shm connection: %s", hello.err);
+        goto fail;
+    }
+    if (nfds != 3 || !isPow2(hello.req_size) || !isPow2(hello.rep_size)) {
+        ir_set_error("%s sent a malformed shm hello", path);
+        goto fail;
+    }
+    size_t len = (size_t)(IR_SHM_HEADER_BYTES + hello.req_size + hello.rep_size);
+    struct stat st;
+    if (fstat(fds[0], &st) != 0 || (size_t)st.st_size < len) {
+        ir_set_error("%s: the shared segment is smaller than its rings", path);
+        goto fail;
+    }
+    void *map = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fds[0], 0);
+    if (map == MAP_FAILED) {
+        ir_set_error_errno(errno, "cannot map the shm segment: %s", strerror(errno));
+        rc = IR_ENOMEM;
+        goto fail;
+    }
+    ir_shm_client *c = calloc(1, sizeof(*c));
+    if (!c) {
+        munmap(map, len);
+        rc = IR_ENOMEM;
+        goto fail;
+    }
+    close(fds[0]);
+    c->fd = fd;
+    c->doorbell = fds[1];
+    c->efd = fds[2];
+    c->h = map;
+    c->map_len = len;
+    c->req_size = hello.req_size;
+    c->rep_size = hello.rep_size;
+    c->req = (char *)map + IR_SHM_REQ_OFFSET;
+    c->rep = (char *)map + IR_SHM_REP_OFFSET(hello.req_size);
+    c->req_head = IR_SHM_LOAD(&c->h->req_head);
+    c->rep_tail = IR_SHM_LOAD(&c->h->rep_tail);
+    c->spin_us = DEFAULT_SPIN_US;
+    c->epfd = epoll_create1(EPOLL_CLOEXEC);
+    if (c->epfd >= 0) {
+        struct epoll_event e1 = {.events = EPOLLIN}, e2 = {.events = EPOLLIN};
+        epoll_ctl(c->epfd, EPOLL_CTL_ADD, c->efd, &e1);
+        epoll_ctl(c->epfd, EPOLL_CTL_ADD, c->fd, &e2);
+    }
+    if (run_id && run_id_len) snprintf(run_id, run_id_len, "%s", hello.run_id);
+    *out = c;
+    return IR_OK;
+fail:
+    for (int i = 0; i < nfds; i++) close(fds[i]);
+    close(fd);
+    return rc;
+}
+
+void ir_shm_set_spin(ir_shm_client *c, long spin_us) { c->spin_us = spin_us < 0 ? 0 : spin_us; }
+
+uint64_t ir_shm_ring_size(const ir_shm_client *c) { return c->rep_size; }
+
+/* After moving a counter: ring the server's doorbell if it sleeps. */
+static void wakeServer(ir_shm_client *c) {
+    IR_SHM_FENCE();
+    if (IR_SHM_LOAD(&c->h->srv_waiting)) {
+        uint64_t one = 1;
+        ssize_t r = write(c->doorbell, &one, sizeof(one));
+        (void)r;
+    }
+}
+
+/* Wait until ready(c) or timeout_ms (-1: forever). 1 ready, 0 timed out,
+ * -1 the server has gone. */
+static int waitFor(ir_shm_client *c, int (*ready)(ir_shm_client *), long timeout_ms) {
+    if (ready(c)) return 1;
+    uint64_t start = nowUs();
+    if (c->spin_us) {
+        uint64_t until = start + (uint64_t)c->spin_us;
+        do {
+            for (int i = 0; i < 64; i++) {
+#if defined(__x86_64__) || defined(__i386__)
+                __builtin_ia32_pause();
+#endif
+                if (ready(c)) return 1;
+            }
+        } while (nowUs() < until);
+    }
+    for (;;) {
+        if (c->gone) return ready(c) ? 1 : -1;
+        IR_SHM_STORE(&c->h->cli_waiting, 1);
+        IR_SHM_FENCE();
+        if (ready(c)) {
+            IR_SHM_STORE(&c->h->cli_waiting, 0);
+            return 1;
+        }
+        int ms = -1;
+        if (timeout_ms >= 0) {
+            uint64_t spent = (nowUs() - start) / 1000;
+            if (spent >= (uint64_t)timeout_ms) {
+                IR_SHM_STORE(&c->h->cli_waiting, 0);
+                return ready(c) ? 1 : 0;
+            }
+            ms = (int)((uint64_t)timeout_ms - spent);
+        }
+        struct pollfd p[2] = {{.fd = c->efd, .events = POLLIN}, {.fd = c->fd, .events = POLLIN}};
+        int r = poll(p, 2, ms);
+        IR_SHM_STORE(&c->h->cli_waiting, 0);
+        if (r < 0 && errno != EINTR) return -1;
+        if (r > 0 && p[0].revents) {
+            uint64_t v;
+            ssize_t got = read(c->efd, &v, sizeof(v));
+            (void)got;
+        }
+        if (r > 0 && p[1].revents) c->gone = 1; /* it sends nothing: any event is its end */
+        if (ready(c)) return 1;
+    }
+}
+
+static int replyReady(ir_shm_client *c) { return IR_SHM_LOAD(&c->h->rep_head) != c->rep_tail; }
+
+/* A call begins: take back what ir_shm_poll_fd left raised. */
+static void idleDisarm(ir_shm_client *c) {
+    if (!c->idle_armed) return;
+    c->idle_armed = 0;
+    IR_SHM_STORE(&c->h->cli_waiting, 0);
+    uint64_t v;
+    ssize_t r = read(c->efd, &v, sizeof(v));
+    (void)r;
+}
+
+int ir_shm_poll_fd(ir_shm_client *c) {
+    if (!c->idle_armed) {
+        c->idle_armed = 1;
+        IR_SHM_STORE(&c->h->cli_waiting, 1);
+        IR_SHM_FENCE();
+    }
+    if (replyReady(c)) { /* already there: make the fd say so */
+        uint64_t one = 1;
+        ssize_t r = write(c->efd, &one, sizeof(one));
+        (void)r;
+    }
+    return c->epfd;
+}
+
+static int requestRoom(ir_shm_client *c) {
+    return c->req_head - IR_SHM_LOAD(&c->h->req_tail) < c->req_size;
+}
+
+size_t ir_shm_pending(ir_shm_client *c) {
+    return (size_t)(IR_SHM_LOAD(&c->h->rep_head) - c->rep_tail);
+}
+
+long ir_shm_read(ir_shm_client *c, void *buf, size_t len, long timeout_ms) {
+    idleDisarm(c);
+    if (!len) return 0;
+    int w = waitFor(c, replyReady, timeout_ms);
+    if (w == 0) return -2;
+    if (w < 0) return 0; /* the server closed the connection: end of file */
+    uint64_t head = IR_SHM_LOAD(&c->h->rep_head);
+    uint64_t avail = head - c->rep_tail;
+    if (avail > c->rep_size) {
+        ir_set_error("the shm reply ring is corrupt");
+        return -1;
+    }
+    size_t got = 0;
+    char *dst = buf;
+    while (avail && got < len) {
+        uint64_t off = c->rep_tail & (c->rep_size - 1);
+        uint64_t n = c->rep_size - off;
+        if (n > avail) n = avail;
+        if (n > len - got) n = len - got;
+        memcpy(dst + got, c->rep + off, (size_t)n);
+        c->rep_tail += n;
+        avail -= n;
+        got += (size_t)n;
+    }
+    IR_SHM_STORE(&c->h->rep_tail, c->rep_tail);
+    wakeServer(c); /* it may wait for room to write more */
+    return (long)got;
+}
+
+long ir_shm_writev(ir_shm_client *c, const void *const *bufs, const size_t *lens, int n,
+                   long timeout_ms) {
+    idleDisarm(c);
+    size_t total = 0;
+    for (int i = 0; i < n; i++) {
+        const char *p = bufs[i];
+        size_t left = lens[i];
+        while (left) {
+            if (!requestRoom(c)) {
+                IR_SHM_STORE(&c->h->req_head, c->req_head);
+                wakeServer(c);
+                int w = waitFor(c, requestRoom, timeout_ms);
+                if (w <= 0) {
+                    ir_set_error(w == 0 ? "timed out writing to the server"
+                                        : "the server closed the connection");
+                    return w == 0 ? -2 : -1;
+                }
+            }
+            uint64_t room = c->req_size - (c->req_head - IR_SHM_LOAD(&c->h->req_tail));
+            uint64_t off = c->req_head & (c->req_size - 1);
+            uint64_t k = c->req_size - off;
+            if (k > room) k = room;
+            if (k > left) k = left;
+            memcpy(c->req + off, p, (size_t)k);
+            c->req_head += k;
+            p += k;
+            left -= (size_t)k;
+            total += (size_t)k;
+        }
+    }
+    IR_SHM_STORE(&c->h->req_head, c->req_head);
+    wakeServer(c);
+    if (c->gone) {
+        ir_set_error("the server closed the connection");
+        return -1;
+    }
+    return (long)total;
+}
+
+long ir_shm_write(ir_shm_client *c, const void *buf, size_t len, long timeout_ms) {
+    return ir_shm_writev(c, &buf, &len, 1, timeout_ms);
+}
+
+int ir_shm_fileno(const ir_shm_client *c) { return c->fd; }
+
+long ir_shm_peer_pid(const ir_shm_client *c) {
+    struct ucred cr;
+    socklen_t len = sizeof(cr);
+    return getsockopt(c->fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) == 0 ? (long)cr.pid : -1;
+}
+
+void ir_shm_close(ir_shm_client *c) {
+    if (!c) return;
+    close(c->fd);
+    close(c->doorbell);
+    close(c->efd);
+    if (c->epfd >= 0) close(c->epfd);
+    munmap(c->h, c->map_len);
+    free(c);
+}
