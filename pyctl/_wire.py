@@ -39,7 +39,8 @@ def idle(conn: Any) -> bool:
     """Whether conn is a plain, connected TCP/Unix socket whose parser has nothing
     buffered: the next bytes on the socket are the reply to the next request."""
     sock = getattr(conn, "_sock", None)
-    if type(sock) is not socket.socket:  # TLS (SSLSocket has no sendmsg) or not connected
+    # TLS (SSLSocket has no sendmsg) or not connected; the shm rings are a socket here
+    if type(sock) is not socket.socket and type(sock).__name__ != "ShmSocket":
         return False
     parser = getattr(conn, "_parser", None)
     reader = getattr(parser, "_reader", None)

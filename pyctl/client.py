@@ -30,7 +30,7 @@ import numpy as np
 import numpy.typing as npt
 import redis
 
-from pyctl import _wire
+from pyctl import _shm, _wire
 from pyctl.errors import (  # noqa: F401
     BadPriorityError,
     EmptyTableError,
@@ -478,16 +478,18 @@ class ReplayClient:
     """A client for inreplay's replay tables (and, through .redis, its key/value store)."""
 
     def __init__(self, host: str = "127.0.0.1", port: int = 6379, *,
-                 unix_socket_path: str | None = None,
+                 unix_socket_path: str | None = None, shm: bool | None = None,
                  connection: redis.Redis | None = None, **kwargs: Any) -> None:
-        """Connect to host:port over TCP, or with unix_socket_path to the server's Unix
-        socket (its --unixsocket; host and port are then unused): a learner on the replay
-        box saves loopback TCP's two trips through the kernel's TCP stack per request.
-        connection: use this redis.Redis instead; kwargs go to redis.Redis."""
+        """Connect to host:port. A server on this machine that offers shared memory (its
+        --shm-socket, on by default with pyctl start) is reached through its rings, no
+        TCP at all; shm=False stays on TCP, shm=True requires the rings (pyctl._shm).
+        unix_socket_path: the server's Unix socket instead (its --unixsocket; host and
+        port are then unused). connection: use this redis.Redis instead; kwargs go to
+        redis.Redis."""
         # redis-py's default protocol (RESP3 from redis-py 8); protocol=2 in kwargs works too
         if connection is None and unix_socket_path:
             connection = redis.Redis(unix_socket_path=unix_socket_path, **kwargs)
-        self.redis: redis.Redis = connection or redis.Redis(host=host, port=port, **kwargs)
+        self.redis: redis.Redis = connection or _shm.connect(host, port, shm=shm, **kwargs)
 
     def close(self) -> None:
         self.redis.close()

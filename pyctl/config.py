@@ -36,9 +36,11 @@ C_FIELDS = {"maxbytes": "default_maxbytes", "alpha": "table_alpha", "beta": "tab
             "error_buffer": "table_error_buffer", "port": "dpdk_port", "mbufs": "dpdk_mbufs",
             "listen_port": "port"}
 """ServerConfig fields whose ir_config member has another name (the rest: the same)."""
-OWN_DEFAULTS = ("dir",)
+OWN_DEFAULTS = ("dir", "shm_socket")
 """ServerConfig fields with a C row whose default is pyctl's own: dir ("" = a data
-directory of the server's own under the run directory, where C's is ".")."""
+directory of the server's own under the run directory, where C's is "."), shm_socket
+("auto" = a socket in the run directory, which only its owner can enter, where C's is
+"" = none)."""
 
 
 @lru_cache(maxsize=1)
@@ -156,6 +158,11 @@ class ServerConfig:
                        parse=_listen_text)
     unixsocket: str = _cd("unixsocket", metavar="PATH")
     unixsocketperm: int = _cd("unixsocketperm", metavar="OCTAL")
+    shm_socket: str = field(default="auto", metadata={  # see OWN_DEFAULTS
+        "note": "; auto (the default) = <rundir>/<host>-<port>.shm, none = no shared memory",
+        "metavar": "PATH|auto|none"})
+    shm_socketperm: int = _cd("shm_socketperm", metavar="OCTAL")
+    shm_ring_size: int = _cd("shm_ring_size")
     capacity: int = _own(0, help="if > 0, create the table --table with this many slots at "
                                  "start-up", bounds=(0, None))
     table: str = _own("replay", help="name of the table created at start-up when --capacity "

@@ -33,10 +33,14 @@ from pyctl import _native, config, files
 from pyctl.config import ServerConfig
 
 
+def rundir_path() -> Path:
+    """Where the run directory is ($INREPLAY_RUN_DIR, else one per user in /tmp)."""
+    return Path(os.environ.get(files.RUN_DIR_ENV, f"/tmp/inreplay-{os.getuid()}"))
+
+
 def rundir() -> Path:
     """The run directory, created private; files.UnsafePathError if it is not this user's."""
-    return files.private_dir(Path(os.environ.get(files.RUN_DIR_ENV,
-                                                 f"/tmp/inreplay-{os.getuid()}")))
+    return files.private_dir(rundir_path())
 
 
 class NotOurServerError(ValueError):
@@ -187,6 +191,8 @@ def _to_c(cfg: ServerConfig, keep: list[Any]) -> Any:
     c.enable_protected_configs = s(cfg.enable_protected_configs)
     if cfg.unixsocket:
         c.unixsocket = s(cfg.unixsocket)
+    if (shm := shm_socket_path(cfg)) is not None:
+        c.shm_socket = s(shm)
     if cfg.appendfilename:
         c.appendfilename = s(cfg.appendfilename)
     if cfg.appenddirname:
@@ -232,7 +238,25 @@ def _safe_host(host: str) -> str:
 def state_file(host: str, port: int) -> Path:
     """The record of the server at host:port: one per address, so two stacks on
     different addresses may share a port (a kernel and a DPDK appliance do)."""
-    return rundir() / f"{_safe_host(host)}-{port}.json"
+    return rundir() / state_file_name(host, port)
+
+
+def state_file_name(host: str, port: int) -> str:
+    return f"{_safe_host(host)}-{port}.json"
+
+
+def shm_socket_path(cfg: ServerConfig) -> str | None:
+    """The shm socket a server started with cfg serves (None: none). auto: in the run
+    directory (private to its owner, so only this user's clients take shared memory;
+    the others stay on TCP), named after the address, or for port 0 after the process."""
+    if cfg.shm_socket in ("", "none"):
+        return None
+    if cfg.shm_socket != "auto":
+        return cfg.shm_socket
+    name = f"{_safe_host(cfg.host)}-{cfg.tcp_port or f'0-{os.getpid()}'}.shm"
+    path = str(rundir() / name)
+    # a run directory too deep for a Unix socket path: auto means none, not a failed start
+    return path if len(os.fsencode(path)) <= config.UNIX_PATH_MAX else None
 
 
 def data_root() -> Path:
@@ -333,6 +357,7 @@ def run(cfg: ServerConfig, ready: Any = None) -> int:
                     "file_prefix": cfg.file_prefix if cfg.stack == "dpdk" else "",
                     "proc_start": process_start_time(os.getpid()),
                     "exe": process_exe(os.getpid()) or "",
+                    "shm_socket": shm_socket_path(cfg) or "",
                 }))
                 if ready:
                     ready(port)

@@ -50,7 +50,7 @@ import redis
 from helpers import die_with_parent as _die_with_parent
 from helpers import free_port, mbulk
 
-from pyctl import _native
+from pyctl import _native, _shm
 
 ROOT = Path(__file__).resolve().parent.parent
 HOST = "127.0.0.1"
@@ -64,12 +64,17 @@ def _dpdk_built() -> bool:
 # "dpdk" is inreplay on the DPDK + lwIP stack in a network namespace, reached
 # across a veth: the same suites run on both stacks. It needs root (CI is root).
 SERVER_KINDS = ("redis", "inreplay") + (("dpdk",) if os.geteuid() == 0 and _dpdk_built() else ())
+# "shm": the native server on the kernel stack with its clients (client(), raw(), a
+# ReplayClient) on the shared-memory rings; "inreplay" serves TCP only (--shm-socket none),
+# so the TCP path stays tested. The REPLAY suites run on it as replay_host [shm]; the
+# rest of the suite reaches it through tests/test_shm.py.
+EXTRA_KINDS = ("module", "shm")
 DPDK_NETNS_PREFIX = "irsu"
 # the whole pid (a live run is told by it), short enough for the veth names (12 + "-a")
 DPDK_NETNS = f"{DPDK_NETNS_PREFIX}{os.getpid()}"
 # The REPLAY.* handlers' hosts (replay_server) and the server kind each runs as; "dpdk"
 # (the native host on the DPDK stack) only for tests marked also_dpdk, where the session has it.
-REPLAY_HOSTS = {"native": "inreplay", "module": "module", "dpdk": "dpdk"}
+REPLAY_HOSTS = {"native": "inreplay", "module": "module", "shm": "shm", "dpdk": "dpdk"}
 OPENED = ("--enable-debug-command", "yes", "--enable-protected-configs", "yes")
 """What the test servers open of Redis 7's protected actions (closed by default)."""
 START_TIMEOUT = float(os.environ.get("INREPLAY_TEST_START_TIMEOUT", "30"))
@@ -98,9 +103,10 @@ atexit.register(_kill_leftovers)
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--servers",
-        default=os.environ.get("INREPLAY_TEST_SERVERS", ",".join((*SERVER_KINDS, "module"))),
+        default=os.environ.get("INREPLAY_TEST_SERVERS", ",".join((*SERVER_KINDS, *EXTRA_KINDS))),
         help="comma-separated servers to test: redis (the reference), inreplay, dpdk, "
-             "module (redis-server with the REPLAY.* module: the REPLAY tests' second host)",
+             "module (redis-server with the REPLAY.* module: the REPLAY tests' second host), "
+             "shm (inreplay reached through its shared-memory rings)",
     )
 
 
@@ -129,7 +135,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """replay_host: both hosts, or [native] alone for a native_only test (and [dpdk]
     for an also_dpdk one, where the session has the DPDK stack)."""
     if "replay_host" in metafunc.fixturenames:
-        hosts = ["native"] if _native_only(metafunc.definition) else ["native", "module"]
+        hosts = ["native", "shm"] if _native_only(metafunc.definition) else [
+            "native", "shm", "module"]
         if "dpdk" in SERVER_KINDS and metafunc.definition.get_closest_marker("also_dpdk"):
             hosts.append("dpdk")
         # module scope: a module-scoped fixture (a replay group) may take it too
@@ -138,7 +145,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 def _selected(config: pytest.Config) -> set[str]:
     kinds = {k.strip() for k in str(config.getoption("--servers")).split(",") if k.strip()}
-    unknown = kinds - {*SERVER_KINDS, "module"}
+    unknown = kinds - {*SERVER_KINDS, *EXTRA_KINDS}
     if unknown:
         raise pytest.UsageError(f"--servers: unknown server(s) {sorted(unknown)}")
     return kinds
@@ -197,9 +204,14 @@ class RawConn:
     AssertionError naming what had arrived so far.
     """
 
-    def __init__(self, host: str, port: int, timeout: float = 10.0) -> None:
-        self.sock = socket.create_connection((host, port), timeout=timeout)
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    def __init__(self, host: str, port: int, timeout: float = 10.0, sock: Any = None) -> None:
+        """sock: an open connection to use instead (the shm kind's ShmSocket)."""
+        if sock is None:
+            sock = socket.create_connection((host, port), timeout=timeout)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        else:
+            sock.settimeout(timeout)
+        self.sock = sock
         self.timeout = timeout
         self.buf = bytearray()
 
@@ -474,15 +486,19 @@ class ServerProcess:
                 "--vdev", f"net_af_packet0,iface={DPDK_NETNS[:12]}-a",
                 "--listen-port", str(self.port), "--hugepages", "128",
                 "--file-prefix", f"{DPDK_NETNS}-{self.port}",
+                # its clients test lwIP's path: same-host shared memory is test_shm.py's
+                *(() if "--shm-socket" in extra_args else ("--shm-socket", "none")),
                 *(OPENED if opened else ()),
                 *extra_args,
             ]  # fmt: skip
             cwd = ROOT
             env = dict(os.environ)
-        elif kind == "inreplay":
+        elif kind in ("inreplay", "shm"):
             argv = [
                 sys.executable, "-m", "pyctl", "start",
                 "--listen", f"{HOST}:{self.port}",
+                *(("--shm-socket", "none") if kind == "inreplay" and "--shm-socket" not in
+                  extra_args else ()),
                 *(OPENED if opened else ()),
                 *shlex.split(os.environ.get("INREPLAY_PYCTL_ARGS", "")),
                 *extra_args,
@@ -577,9 +593,18 @@ class ServerProcess:
             "single_connection_client": True,
         }
         opts.update(kwargs)
+        if self.kind == "shm":
+            return _shm.connect(shm=True, **opts)
         return redis.Redis(**opts)
 
+    def shm_path(self) -> str:
+        """The shm kind's shm socket (what INFO server names)."""
+        with redis.Redis(host=self.host, port=self.port, protocol=2) as r:
+            return str(r.info("server")["shm_socket"])
+
     def raw(self, timeout: float = 10.0) -> RawConn:
+        if self.kind == "shm":
+            return RawConn(self.host, self.port, timeout, sock=_shm.ShmSocket(self.shm_path()))
         return RawConn(self.host, self.port, timeout)
 
     def flushall(self) -> None:

@@ -302,7 +302,7 @@ def test_disconnect_while_waiting(c: RawConn, conns: Callable[[], RawConn],
     keep = conns()
     keep.send(keep.command("REPLAY.SAMPLE", "t", 1, "TIMEOUT", 0))
     wait_info(c, "blocked_samplers", 2)
-    section = "stats" if replay_host == "native" else "inreplay"  # the module's own fields
+    section = "inreplay" if replay_host == "module" else "stats"  # the module's own fields
     before = c.call("INFO", section).decode()
     gone.close()
     wait_info(c, "blocked_samplers", 1)

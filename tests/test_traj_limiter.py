@@ -214,7 +214,7 @@ def test_client_disconnecting_while_held(c: RawConn, conns: Callable[[], RawConn
     keep = conns()
     send_item(keep, "q", 6, timeout="0")
     wait_info(c, "blocked_inserters", 2, "q")
-    section = "stats" if replay_host == "native" else "inreplay"  # the module's own fields
+    section = "inreplay" if replay_host == "module" else "stats"  # the module's own fields
     before = c.call("INFO", section).decode()
     gone.close()
     wait_info(c, "blocked_inserters", 1, "q")
