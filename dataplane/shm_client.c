@@ -38,8 +38,14 @@ struct ir_shm_client {
     ir_shm_header *h;
     char *req, *rep;
     uint64_t req_size, rep_size;
-    uint64_t req_head, rep_tail; /* ours, published after each move */
-    size_t map_len;
+    uint64_t req_head; /* ours, published after each move */
+    uint64_t rep_read; /* reply bytes read (or leased: ir_shm_peek) */
+    uint64_t rep_tail; /* reply bytes given back to the server: rep_read, or a lease's start */
+    int leased;        /* bytes from rep_tail to rep_read are in a caller's views */
+    size_t map_len;    /* the header and the request ring, mapped once */
+    char *rep_map;     /* the reply ring, mapped twice in a row: any run of it is contiguous */
+    int refs;          /* the connection, plus one per live view (ir_shm_ref) */
+    uint64_t want;     /* ir_shm_peek: bytes it waits for */
     long spin_us;
     int gone;       /* the server hung up */
     int epfd;       /* the eventfd and the socket, for callers that poll (ir_shm_poll_fd) */
@@ -111,21 +117,27 @@ int ir_shm_connect(const char *path, ir_shm_client **out, char *run_id, size_t r
         ir_set_error("%s sent a malformed shm hello", path);
         goto fail;
     }
-    size_t len = (size_t)(IR_SHM_HEADER_BYTES + hello.req_size + hello.rep_size);
+    size_t len = (size_t)(IR_SHM_HEADER_BYTES + hello.req_size);
+    size_t rep = (size_t)hello.rep_size;
     struct stat st;
-    if (fstat(fds[0], &st) != 0 || (size_t)st.st_size < len) {
+    if (fstat(fds[0], &st) != 0 || (size_t)st.st_size < len + rep) {
         ir_set_error("%s: the shared segment is smaller than its rings", path);
         goto fail;
     }
     void *map = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fds[0], 0);
-    if (map == MAP_FAILED) {
-        ir_set_error_errno(errno, "cannot map the shm segment: %s", strerror(errno));
-        rc = IR_ENOMEM;
-        goto fail;
-    }
-    ir_shm_client *c = calloc(1, sizeof(*c));
+    /* the reply ring twice, back to back (a reply that wraps is still one run of
+     * memory: a sample's items can be viewed where they lie) */
+    char *mirror = mmap(NULL, 2 * rep, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    int mapped = map != MAP_FAILED && mirror != MAP_FAILED;
+    for (int half = 0; mapped && half < 2; half++)
+        mapped = mmap(mirror + half * rep, rep, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED,
+                      fds[0], (off_t)len) != MAP_FAILED;
+    ir_shm_client *c = mapped ? calloc(1, sizeof(*c)) : NULL;
     if (!c) {
-        munmap(map, len);
+        int e = mapped ? ENOMEM : errno;
+        if (map != MAP_FAILED) munmap(map, len);
+        if (mirror != MAP_FAILED) munmap(mirror, 2 * rep);
+        ir_set_error_errno(e, "cannot map the shm segment: %s", strerror(e));
         rc = IR_ENOMEM;
         goto fail;
     }
@@ -138,9 +150,11 @@ int ir_shm_connect(const char *path, ir_shm_client **out, char *run_id, size_t r
     c->req_size = hello.req_size;
     c->rep_size = hello.rep_size;
     c->req = (char *)map + IR_SHM_REQ_OFFSET;
-    c->rep = (char *)map + IR_SHM_REP_OFFSET(hello.req_size);
+    c->rep_map = mirror;
+    c->rep = mirror;
+    c->refs = 1;
     c->req_head = IR_SHM_LOAD(&c->h->req_head);
-    c->rep_tail = IR_SHM_LOAD(&c->h->rep_tail);
+    c->rep_tail = c->rep_read = IR_SHM_LOAD(&c->h->rep_tail);
     c->spin_us = DEFAULT_SPIN_US;
     c->epfd = epoll_create1(EPOLL_CLOEXEC);
     if (c->epfd >= 0) {
@@ -218,7 +232,7 @@ static int waitFor(ir_shm_client *c, int (*ready)(ir_shm_client *), long timeout
     }
 }
 
-static int replyReady(ir_shm_client *c) { return IR_SHM_LOAD(&c->h->rep_head) != c->rep_tail; }
+static int replyReady(ir_shm_client *c) { return IR_SHM_LOAD(&c->h->rep_head) != c->rep_read; }
 
 /* A call begins: take back what ir_shm_poll_fd left raised. */
 static void idleDisarm(ir_shm_client *c) {
@@ -249,7 +263,26 @@ static int requestRoom(ir_shm_client *c) {
 }
 
 size_t ir_shm_pending(ir_shm_client *c) {
-    return (size_t)(IR_SHM_LOAD(&c->h->rep_head) - c->rep_tail);
+    return (size_t)(IR_SHM_LOAD(&c->h->rep_head) - c->rep_read);
+}
+
+/* Give the server back what has been read and is in no view. */
+static void giveBack(ir_shm_client *c) {
+    uint64_t tail = c->leased ? c->rep_tail : c->rep_read;
+    if (tail == IR_SHM_LOAD(&c->h->rep_tail)) return;
+    c->rep_tail = tail;
+    IR_SHM_STORE(&c->h->rep_tail, tail);
+    wakeServer(c); /* it may wait for room to write more */
+}
+
+/* Reply bytes written and not yet read; -1 if the server broke the ring. */
+static int64_t unread(ir_shm_client *c) {
+    uint64_t avail = IR_SHM_LOAD(&c->h->rep_head) - c->rep_read;
+    if (avail > c->rep_size) {
+        ir_set_error("the shm reply ring is corrupt");
+        return -1;
+    }
+    return (int64_t)avail;
 }
 
 long ir_shm_read(ir_shm_client *c, void *buf, size_t len, long timeout_ms) {
@@ -258,32 +291,80 @@ long ir_shm_read(ir_shm_client *c, void *buf, size_t len, long timeout_ms) {
     int w = waitFor(c, replyReady, timeout_ms);
     if (w == 0) return -2;
     if (w < 0) return 0; /* the server closed the connection: end of file */
-    uint64_t head = IR_SHM_LOAD(&c->h->rep_head);
-    uint64_t avail = head - c->rep_tail;
-    if (avail > c->rep_size) {
-        ir_set_error("the shm reply ring is corrupt");
-        return -1;
-    }
+    int64_t avail = unread(c);
+    if (avail < 0) return -1;
+    size_t n = (size_t)avail < len ? (size_t)avail : len;
+    memcpy(buf, c->rep + (c->rep_read & (c->rep_size - 1)), n); /* the mirror: one run */
+    c->rep_read += n;
+    giveBack(c);
+    return (long)n;
+}
+
+long ir_shm_read_line(ir_shm_client *c, char *buf, size_t cap, long timeout_ms) {
+    idleDisarm(c);
     size_t got = 0;
-    char *dst = buf;
-    while (avail && got < len) {
-        uint64_t off = c->rep_tail & (c->rep_size - 1);
-        uint64_t n = c->rep_size - off;
-        if (n > avail) n = avail;
-        if (n > len - got) n = len - got;
-        memcpy(dst + got, c->rep + off, (size_t)n);
-        c->rep_tail += n;
-        avail -= n;
-        got += (size_t)n;
+    while (got < cap) {
+        int w = waitFor(c, replyReady, timeout_ms);
+        if (w == 0) return -2;
+        if (w < 0) return 0;
+        int64_t avail = unread(c);
+        if (avail < 0) return -1;
+        const char *p = c->rep + (c->rep_read & (c->rep_size - 1));
+        size_t n = 0;
+        while (n < (size_t)avail && got < cap) {
+            char ch = p[n++];
+            buf[got++] = ch;
+            if (ch == '\n' && got >= 2 && buf[got - 2] == '\r') {
+                c->rep_read += n;
+                giveBack(c);
+                return (long)got;
+            }
+        }
+        c->rep_read += n;
+        giveBack(c);
     }
-    IR_SHM_STORE(&c->h->rep_tail, c->rep_tail);
-    wakeServer(c); /* it may wait for room to write more */
-    return (long)got;
+    return (long)got; /* no end of line within cap */
+}
+
+static int runReady(ir_shm_client *c) {
+    return IR_SHM_LOAD(&c->h->rep_head) - c->rep_read >= c->want;
+}
+
+long ir_shm_peek(ir_shm_client *c, size_t len, long timeout_ms, const void **out) {
+    idleDisarm(c);
+    *out = NULL;
+    uint64_t held = c->leased ? c->rep_read - c->rep_tail : 0;
+    if (len > c->rep_size - held) return -3; /* cannot all be in the ring at once */
+    c->want = len;
+    int w = waitFor(c, runReady, timeout_ms);
+    if (w == 0) return -2;
+    if (w < 0) return 0;
+    if (unread(c) < 0) return -1;
+    if (!c->leased) {
+        c->leased = 1;
+        c->rep_tail = c->rep_read;
+    }
+    *out = c->rep + (c->rep_read & (c->rep_size - 1));
+    c->rep_read += len;
+    return (long)len;
+}
+
+void ir_shm_release(ir_shm_client *c) {
+    if (!c->leased) return;
+    c->leased = 0;
+    giveBack(c);
 }
 
 long ir_shm_writev(ir_shm_client *c, const void *const *bufs, const size_t *lens, int n,
                    long timeout_ms) {
     idleDisarm(c);
+    /* a new request ends the last reply's views (what they show may now change): a
+     * view held across requests would keep its bytes from the server and, the ring
+     * being FIFO, everything after them */
+    if (c->leased) {
+        c->leased = 0;
+        giveBack(c);
+    }
     size_t total = 0;
     for (int i = 0; i < n; i++) {
         const char *p = bufs[i];
@@ -332,12 +413,21 @@ long ir_shm_peer_pid(const ir_shm_client *c) {
     return getsockopt(c->fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) == 0 ? (long)cr.pid : -1;
 }
 
+void ir_shm_ref(ir_shm_client *c) { __atomic_add_fetch(&c->refs, 1, __ATOMIC_RELAXED); }
+
+void ir_shm_unref(ir_shm_client *c) {
+    if (__atomic_sub_fetch(&c->refs, 1, __ATOMIC_ACQ_REL)) return;
+    munmap(c->h, c->map_len);
+    munmap(c->rep_map, 2 * (size_t)c->rep_size);
+    free(c);
+}
+
 void ir_shm_close(ir_shm_client *c) {
-    if (!c) return;
+    if (!c || c->fd < 0) return;
     close(c->fd);
     close(c->doorbell);
     close(c->efd);
     if (c->epfd >= 0) close(c->epfd);
-    munmap(c->h, c->map_len);
-    free(c);
+    c->fd = c->doorbell = c->efd = c->epfd = -1;
+    ir_shm_unref(c); /* the mapping stays while views of it live */
 }

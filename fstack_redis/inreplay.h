@@ -263,6 +263,21 @@ long ir_shm_write(ir_shm_client *c, const void *buf, size_t len, long timeout_ms
  * first: how many (> 0), 0 the server closed the connection and everything it
  * sent has been read, -1 an error, -2 timed out. */
 long ir_shm_read(ir_shm_client *c, void *buf, size_t len, long timeout_ms);
+/* Read one line of reply (up to and including CRLF, never past it) into buf:
+ * its length, 0 the server has gone, -1 an error, -2 timed out; cap bytes
+ * without CRLF return cap. */
+long ir_shm_read_line(ir_shm_client *c, char *buf, size_t cap, long timeout_ms);
+/* The next len reply bytes where they lie in the ring (*out), waiting for all
+ * of them: they stay the caller's (the server does not write over them) until
+ * ir_shm_release or the next request on the connection, which give back every
+ * such run. len, 0 the server has gone, -1 an error, -2 timed out, -3 len
+ * cannot fit in the ring beside what is held (read it with ir_shm_read). */
+long ir_shm_peek(ir_shm_client *c, size_t len, long timeout_ms, const void **out);
+void ir_shm_release(ir_shm_client *c);
+/* The mapping lives while references do: the connection holds one (dropped
+ * by ir_shm_close), each view of its memory should hold another. */
+void ir_shm_ref(ir_shm_client *c);
+void ir_shm_unref(ir_shm_client *c);
 /* Reply bytes that can be read now without waiting. */
 size_t ir_shm_pending(ir_shm_client *c);
 /* Spin this long on the ring before sleeping (default 100 us; 0 = sleep at once). */

@@ -147,6 +147,50 @@ class ShmSocket:
             raise TimeoutError("timed out writing to the server")
         raise BrokenPipeError(errno.EPIPE, _native.last_error())
 
+    def read_bulk_view(self) -> memoryview:
+        """Read one bulk-string reply and return its body where it lies in the reply
+        ring, with no copy: valid until the next request on this connection (the
+        memory stays mapped while the view lives, even after close). A body too large
+        for the ring beside what is held is copied instead. An error reply raises
+        redis.ResponseError; anything else but a bulk string redis.ConnectionError."""
+        c, ffi, lib = self._live(), self._ffi, self._lib
+        line = ffi.new("char[]", 64)
+        n = lib.ir_shm_read_line(c, line, 64, self._timeout_ms)
+        head = self._check_read(n, "reading a reply")
+        text = ffi.buffer(line, head)[:]
+        if text[:1] == b"-":
+            raise redis.ResponseError(text[1:].rstrip(b"\r\n").decode(errors="replace"))
+        if text[:1] != b"$" or not text.endswith(b"\r\n") or not text[1:-2].isdigit():
+            raise redis.ConnectionError(f"expected a bulk string, got {text[:80]!r}")
+        length = int(text[1:-2])
+        out = ffi.new("const void **")
+        got = lib.ir_shm_peek(c, length + 2, self._timeout_ms, out)
+        if got == -3:  # larger than the ring allows: copy it out as it streams
+            buf = bytearray(length + 2)
+            view, done = memoryview(buf), 0
+            while done < len(buf):
+                done += self._check_read(lib.ir_shm_read(c, ffi.from_buffer(view[done:]),
+                                                         len(buf) - done, self._timeout_ms),
+                                         "reading a reply")
+            body = memoryview(buf)
+        else:
+            self._check_read(got, "reading a reply")
+            lib.ir_shm_ref(c)  # the mapping lives while the view does
+            keep = ffi.gc(ffi.cast("char *", out[0]), lambda _p, c=c: lib.ir_shm_unref(c))
+            body = memoryview(ffi.buffer(keep, length + 2))
+        if bytes(body[length:]) != b"\r\n":
+            raise redis.ConnectionError("a bulk reply did not end where its length said")
+        return body[:length]
+
+    def _check_read(self, n: int, what: str) -> int:
+        if n > 0:
+            return int(n)
+        if n == 0:
+            raise redis.ConnectionError(f"the server closed the connection {what}")
+        if n == -2:
+            raise TimeoutError(f"timed out {what}")
+        raise redis.ConnectionError(_native.last_error())
+
     def sendall(self, data: Any) -> None:
         self.sendmsg([data])
 

@@ -258,3 +258,20 @@ def _call_bulk_into(r: redis.Redis, args: Sequence[Any], dests: Sequence[memoryv
         conn.send_packed_command(conn.pack_command(*args))
         state["sent"] = True
         return recv_bulk_into(conn, dests)
+
+
+def call_bulk_view(r: redis.Redis, args: Sequence[Any]) -> memoryview | None:
+    """Send one command on a shared-memory connection and return its bulk reply's body
+    where it lies in the reply ring (ShmSocket.read_bulk_view: valid until the next
+    request on that connection). None, having sent nothing, on any other connection."""
+    return _once_more(lambda retry, state: _call_bulk_view(r, args, retry, state))
+
+
+def _call_bulk_view(r: redis.Redis, args: Sequence[Any], retry: bool,
+                    state: dict[str, bool]) -> memoryview | None:
+    with _connection(r, retry) as conn:
+        if not idle(conn) or not hasattr(conn._sock, "read_bulk_view"):
+            return None
+        conn.send_packed_command(conn.pack_command(*args))
+        state["sent"] = True
+        return conn._sock.read_bulk_view()

@@ -434,6 +434,32 @@ def _sample_direct(r: redis.Redis, args: list[Any], n: int, spec: ItemSpec,
     return Sample(ids, w, out)
 
 
+def _sample_from_view(body: memoryview, n: int, spec: ItemSpec) -> Sample:
+    """A PACKED reply's body, in place: ids and weights copied (12 bytes an item), the
+    items a view of the body."""
+    if len(body) != 12 * n + n * spec.itemsize:
+        what = repr(spec.schema) if spec.schema is not None else \
+            f"item_shape {spec.shape} of {spec.dtype}"
+        if len(body) < 12 * n or (len(body) - 12 * n) % n:
+            raise ValueError(f"REPLAY.SAMPLE PACKED reply of {len(body)} bytes for {n} items")
+        raise ValueError(f"{what} is {spec.itemsize} bytes, but the table's items are "
+                         f"{(len(body) - 12 * n) // n} bytes")
+    ids = np.frombuffer(body, dtype="<i8", count=n).astype(np.int64)
+    weights = np.frombuffer(body, dtype="<f4", count=n, offset=8 * n).astype(np.float32)
+    if spec.schema is not None:
+        return spec.decode(ids, weights, body[12 * n:], n)
+    items: Any = np.frombuffer(body, dtype=spec.dtype.newbyteorder("="),
+                               offset=12 * n).reshape(n, *spec.shape)
+    w: Any = weights
+    if spec.torch:
+        import torch as th
+
+        items, w = th.from_numpy(items), th.from_numpy(weights)
+        if spec.device is not None:
+            items, w = items.to(spec.device), w.to(spec.device)
+    return Sample(ids, w, items)
+
+
 SELECTORS = ("prioritized", "uniform", "fifo", "lifo", "minheap", "maxheap")
 
 
@@ -550,7 +576,7 @@ class ReplayClient:
                item_shape: tuple[int, ...] | int | None = None,
                item_dtype: npt.DTypeLike | None = None, schema: Schema | None = None,
                torch: bool = False, device: Any = None, timeout: float | None = None,
-               out: Any = None, info: bool = False) -> Sample:
+               out: Any = None, info: bool = False, copy: bool = True) -> Sample:
         """Draw n items with importance weights in one round trip.
 
         With ``schema`` (or ``item_shape``, with ``item_dtype``, default uint8) the
@@ -568,6 +594,13 @@ class ReplayClient:
         tensor) of shape (n, *item_shape) and item_dtype that receives the items, read
         from the socket straight into it; the Sample's items are then ``out`` itself.
         Without ``out`` a packed sample is read into a new array the same way.
+
+        ``copy=False`` (with item_shape or schema, on a shared-memory connection): the
+        items are a view of the reply where the server wrote it, in the shared ring,
+        with no copy on this side. The view is valid until the next request on the
+        connection that received it (for a client used by one thread: until its next
+        call); after that it may show other bytes (the memory stays mapped, so reading
+        it never faults). On other connections copy=False is a normal sample.
         """
         n = int(n)
         spec = ItemSpec.of(item_shape, item_dtype, schema, torch, device)
@@ -576,6 +609,14 @@ class ReplayClient:
         dest = _out_array(out, spec, n)
         if info and dest is not None:
             raise ValueError("out= reads items only; sample with info=True without out=")
+        if not copy and dest is None and spec.packed and not info and \
+                _native_order(spec.dtype):
+            try:
+                body = _wire.call_bulk_view(self.redis, args)
+            except redis.ResponseError as e:
+                raise replay_error(e) from None
+            if body is not None:
+                return _sample_from_view(body, n, spec)
         if spec.packed and not info and _native_order(spec.dtype):
             got = _sample_direct(self.redis, args, n, spec, dest)
             if got is not None:

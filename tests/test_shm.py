@@ -386,3 +386,29 @@ def test_the_dpdk_stack_serves_the_rings_beside_its_port(server_factory: Any,
     assert net.set("n", 1) and rc.redis.get("n") == b"1"
     s = rc.sample("t", 64, item_shape=(1000,), item_dtype=np.uint8)
     assert s.items.shape == (64, 1000)
+
+
+def test_a_sample_can_be_read_where_the_server_wrote_it(server_factory: Any) -> None:
+    """copy=False: the items are a view of the reply ring (no copy on the client), the
+    right bytes for the ids drawn, on a ring where the reply wraps; the view outlives
+    the connection without faulting; a reply too large for the ring is copied instead."""
+    srv = server_factory("shm", "--shm-ring-size", "1mb")
+    rc = ReplayClient(srv.host, srv.port)
+    rc.create("t", 64)
+    items = np.random.default_rng(3).integers(0, 255, (64, 10_000), dtype=np.uint8)
+    by_id = dict(zip(np.asarray(rc.add("t", np.ones(64), items)).tolist(), items,
+                     strict=True))
+    for _ in range(12):  # 12 x 330 KB through a 1 MB ring: some replies wrap
+        s = rc.sample("t", 33, item_shape=(10_000,), item_dtype=np.uint8, copy=False)
+        assert not s.items.flags.owndata
+        for i, row in zip(s.ids.tolist(), s.items, strict=True):
+            assert np.array_equal(row, by_id[i])
+    kept = s
+    rc.redis.connection_pool.disconnect()  # unmaps nothing while the view lives
+    assert kept.items.sum() >= 0
+    big = rc.sample("t", 200, item_shape=(10_000,), item_dtype=np.uint8, copy=False)
+    for i, row in zip(big.ids.tolist(), big.items, strict=True):  # 2 MB: copied
+        assert np.array_equal(row, by_id[i])
+    tcp = ReplayClient(srv.host, srv.port, shm=False)  # copy=False elsewhere: a copy
+    s = tcp.sample("t", 8, item_shape=(10_000,), item_dtype=np.uint8, copy=False)
+    assert s.items.flags.owndata
