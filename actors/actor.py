@@ -69,7 +69,7 @@ from actors.env import EnvSpec, env_spec, lives, make_env
 from actors.frames import FrameWriter, frames_once_on
 from actors.model import BlobError, MlpPolicy, build_model, load_blob
 from actors.nstep import NStep, Transition, td_priorities
-from pyctl.client import RateLimited
+from pyctl.client import RateLimited, connect
 from pyctl.sharded import ShardedReplayClient, home_address
 
 ADD_WAIT_S = 1.0
@@ -347,7 +347,7 @@ class Actor:
         host, port = cfg.host, cfg.port
         if cfg.replay == "appliance":  # the run's keys live on shard 0 of a replay group
             host, port = home_address(host, port, socket_timeout=60, socket_connect_timeout=5)
-        self.r = redis.Redis(host=host, port=port, protocol=2, socket_timeout=60,
+        self.r = connect(host=host, port=port, protocol=2, socket_timeout=60,
                              socket_connect_timeout=5)
         self.r.ping()  # the server first: no environment for an actor that cannot run
         self.updates = ParamUpdates(self.r, self.keys)  # subscribed before any read

@@ -161,7 +161,10 @@ def start_appliance(stack: str, port: int, out: Path, shards: int = 1, *,
                 "--cores", f"0-{shards - 1}" if shards > 1 else "0",
                 "--vdev", f"net_af_packet0,iface={t.iface}",
                 "--ip", ",".join(f"{ip}/{t.prefix}" for ip in ips), "--listen-port", str(port),
-                "--mtu", str(t.mtu), "--hugepages", "256", "--file-prefix", netns_name]
+                "--mtu", str(t.mtu), "--hugepages", "256", "--file-prefix", netns_name,
+                # this demo shows lwIP's path: its clients on this machine would otherwise
+                # take the shared-memory rings (the kernel-stack demo does)
+                "--shm-socket", "none"]
         host = t.appliance_ip
     else:
         argv = [sys.executable, "-m", "pyctl", "start", "--listen",

@@ -39,7 +39,7 @@ from torch import nn
 
 from actors.config import Config, Keys, Parser, dump_stacks_on_signal, field_docs
 from actors.model import load_blob, params_to_blob
-from pyctl.client import RateLimited, ReplayClient, Schema
+from pyctl.client import RateLimited, ReplayClient, Schema, connect
 
 
 @dataclass
@@ -197,7 +197,7 @@ def step_reward(model: ActorCritic, gamma: float, reward: float, next_obs: Any,
 
 
 def redis_for(cfg: ImpalaConfig) -> redis.Redis:
-    return redis.Redis(host=cfg.host, port=cfg.port, protocol=2, socket_timeout=60,
+    return connect(host=cfg.host, port=cfg.port, protocol=2, socket_timeout=60,
                        socket_connect_timeout=5)
 
 

@@ -723,10 +723,10 @@ def run_actor(cfg: R2D2Config, actor_id: int, stop: threading.Event) -> None:
 
     from actors.actor import ParamUpdates, epsilon_ladder
     from actors.model import BlobError, load_blob
-    from pyctl.client import RateLimited, ReplayClient
+    from pyctl.client import RateLimited, ReplayClient, connect
 
     keys = keys_of(cfg)
-    r = redis.Redis(host=cfg.host, port=cfg.port, protocol=2, socket_timeout=60)
+    r = connect(host=cfg.host, port=cfg.port, protocol=2, socket_timeout=60)
     rc = ReplayClient(cfg.host, cfg.port, protocol=2, socket_timeout=60)
     updates = ParamUpdates(r, keys)
     net = build_net(cfg).eval()
@@ -859,12 +859,12 @@ def run_learner(cfg: R2D2Config, stop: threading.Event) -> None:
 
     import redis
 
-    from pyctl.client import RateLimited, ReplayClient
+    from pyctl.client import RateLimited, ReplayClient, connect
     from pyctl.errors import replay_error
     from pyctl.trajectory import create_trajectory_table, sample_trajectories
 
     keys = keys_of(cfg)
-    r = redis.Redis(host=cfg.host, port=cfg.port, protocol=2, socket_timeout=60)
+    r = connect(host=cfg.host, port=cfg.port, protocol=2, socket_timeout=60)
     rc = ReplayClient(cfg.host, cfg.port, protocol=2, socket_timeout=60)
     torch.manual_seed(cfg.seed)
     net = build_net(cfg)
@@ -1089,13 +1089,12 @@ class R2D2Demo:
             self._netns_down()
 
     def run(self) -> dict[str, Any]:
-        import redis
-
         from actors.model import BlobError, load_blob
+        from pyctl.client import connect
 
         cfg = self.cfg
         keys = keys_of(cfg)
-        r = redis.Redis(host=cfg.host, port=cfg.port, protocol=2, socket_timeout=60)
+        r = connect(host=cfg.host, port=cfg.port, protocol=2, socket_timeout=60)
         self.start_processes()
         self.say(f"learner and {cfg.num_actors} actors started; logs in {self.out}/")
         net = build_net(cfg).eval()

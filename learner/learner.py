@@ -109,7 +109,7 @@ from actors.config import (  # noqa: E402
 from actors.env import EnvSpec, env_spec  # noqa: E402
 from actors.model import build_model, params_to_blob  # noqa: E402
 from learner.replay import LocalReplay, Prefetcher, Replay, Sampled, open_replay  # noqa: E402
-from pyctl.client import ReplayClient  # noqa: E402
+from pyctl.client import ReplayClient, connect  # noqa: E402
 from pyctl.errors import RateLimited, replay_error  # noqa: E402
 from pyctl.sharded import ShardedReplayClient, home_address  # noqa: E402
 
@@ -135,7 +135,7 @@ def key_server(cfg: Config) -> redis.Redis:
     if cfg.replay == "appliance":
         host, port = home_address(host, port, socket_timeout=NET_TIMEOUT_S,
                                   socket_connect_timeout=5)
-    return redis.Redis(host=host, port=port, protocol=2, socket_timeout=NET_TIMEOUT_S,
+    return connect(host=host, port=port, protocol=2, socket_timeout=NET_TIMEOUT_S,
                        socket_connect_timeout=5)
 
 

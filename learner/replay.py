@@ -35,7 +35,7 @@ import redis
 from actors.codec import HEADER_BYTES, Batch, TransitionCodec, stored_bytes
 from actors.config import Config, Keys
 from actors.frames import batch_of, frames_once_on
-from pyctl.client import RateLimited
+from pyctl.client import RateLimited, connect
 from pyctl.errors import replay_error
 from pyctl.sharded import ShardedReplayClient
 from pyctl.sumtree import PrioritizedSampler
@@ -157,7 +157,7 @@ class LocalReplay:
         self.cfg = cfg
         self.codec = codec
         self.key = Keys(cfg.prefix).experience
-        self.r = connection or redis.Redis(host=cfg.host, port=cfg.port, protocol=2,
+        self.r = connection or connect(host=cfg.host, port=cfg.port, protocol=2,
                                            socket_timeout=60)
         self.variable = codec.pixels  # items of any size (compressed frames)
         self.maxbytes = cfg.replay_maxbytes

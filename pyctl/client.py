@@ -31,6 +31,7 @@ import numpy.typing as npt
 import redis
 
 from pyctl import _shm, _wire
+from pyctl._shm import connect  # noqa: F401  (public: pyctl.client.connect)
 from pyctl.errors import (  # noqa: F401
     BadPriorityError,
     EmptyTableError,
@@ -434,6 +435,17 @@ def _sample_direct(r: redis.Redis, args: list[Any], n: int, spec: ItemSpec,
     return Sample(ids, w, out)
 
 
+def _locked_array(shape: tuple[int, ...], dtype: np.dtype, lock: bool) -> np.ndarray:
+    """A new array; with lock, its pages locked in RAM (mlock) when the limit allows."""
+    a = np.zeros(shape, dtype=dtype)  # zeros: every page touched before it is locked
+    if lock and a.nbytes:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.mlock(ctypes.c_void_p(a.ctypes.data), ctypes.c_size_t(a.nbytes))  # best effort
+    return a
+
+
 def _sample_from_view(body: memoryview, n: int, spec: ItemSpec) -> Sample:
     """A PACKED reply's body, in place: ids and weights copied (12 bytes an item), the
     items a view of the body."""
@@ -690,3 +702,24 @@ class ReplayClient:
 
     def tables(self) -> list[str]:
         return [t.decode(errors="replace") for t in self.redis.execute_command("REPLAY.LIST")]
+
+    @staticmethod
+    def receive_buffer(n: int, item_shape: tuple[int, ...] | int,
+                       item_dtype: npt.DTypeLike = np.uint8, *, torch: bool = False,
+                       pinned: bool = True) -> Any:
+        """An array for ``sample(..., out=)`` that a GPU copy can take by DMA: with torch
+        and a CUDA device, a page-locked CPU tensor (torch's pin_memory); otherwise a
+        NumPy array (a CPU tensor with torch=True) whose pages are locked in memory with
+        mlock(2) where the limits allow (``pinned=False``: neither). Its items are
+        written by the sample straight into it, as with any out= array. Not measured on
+        a GPU here (this project's machines have none)."""
+        shape = (int(n), *((item_shape,) if isinstance(item_shape, int) else item_shape))
+        dtype = np.dtype(item_dtype)
+        if torch:
+            import torch as th
+
+            if pinned and th.cuda.is_available():
+                return th.empty(shape, dtype=th.from_numpy(np.empty(0, dtype)).dtype,
+                                pin_memory=True)
+            return th.from_numpy(_locked_array(shape, dtype, pinned))
+        return _locked_array(shape, dtype, pinned)

@@ -412,3 +412,31 @@ def test_a_sample_can_be_read_where_the_server_wrote_it(server_factory: Any) -> 
     tcp = ReplayClient(srv.host, srv.port, shm=False)  # copy=False elsewhere: a copy
     s = tcp.sample("t", 8, item_shape=(10_000,), item_dtype=np.uint8, copy=False)
     assert s.items.flags.owndata
+
+
+def test_receive_buffers_for_a_gpu_copy_take_the_items(server_factory: Any) -> None:
+    """receive_buffer: locked pages on CPU (page-locked through torch where CUDA is),
+    filled by the sample as any out= array, over the rings and over TCP."""
+    srv = server_factory("shm")
+    rc = ReplayClient(srv.host, srv.port)
+    rc.create("t", 16)
+    items = np.arange(16 * 256, dtype=np.uint8).reshape(16, 256)
+    by_id = dict(zip(np.asarray(rc.add("t", np.ones(16), items)).tolist(), items,
+                     strict=True))
+    buf = ReplayClient.receive_buffer(32, 256)
+    locked = [ln for ln in Path("/proc/self/status").read_text().splitlines()
+              if ln.startswith("VmLck:")]
+    assert locked and int(locked[0].split()[1]) > 0  # mlock took (root: no limit)
+    for client in (rc, ReplayClient(srv.host, srv.port, shm=False)):
+        s = client.sample("t", 32, item_shape=(256,), item_dtype=np.uint8, out=buf)
+        assert s.items is buf
+        for i, row in zip(s.ids.tolist(), buf, strict=True):
+            assert np.array_equal(row, by_id[i])
+    import torch
+
+    tbuf = ReplayClient.receive_buffer(32, 256, torch=True)
+    assert isinstance(tbuf, torch.Tensor) and tbuf.device.type == "cpu"
+    assert tbuf.is_pinned() == torch.cuda.is_available()
+    s = rc.sample("t", 32, item_shape=(256,), item_dtype=np.uint8, out=tbuf)
+    for i, row in zip(s.ids.tolist(), tbuf.numpy(), strict=True):
+        assert np.array_equal(row, by_id[i])
