@@ -311,6 +311,8 @@ static int kernelWatchFd(ir_transport *t, int fd) {
     return epoll_ctl(k->epfd, EPOLL_CTL_ADD, fd, &ev) == 0 ? 0 : -1;
 }
 
+int ir_kernel_transport_fd(ir_transport *t) { return ((kernel_transport *)t)->epfd; }
+
 static void kernelDestroy(ir_transport *t) {
     kernel_transport *k = (kernel_transport *)t;
     if (k->lfd >= 0) close(k->lfd);
@@ -424,20 +426,22 @@ ir_transport *ir_kernel_transport_new(struct ir_server *s, const char *bind_addr
     k->busy_poll = busy_poll;
     k->epfd = k->lfd = k->ufd = -1;
     k->rbuf = malloc(READ_BUF);
-    k->lfd = listenOn(bind_addr, port, backlog, &k->base.bound_port);
-    if (k->lfd >= 0 && unixsocket && unixsocket[0]) { /* after TCP, as Redis */
+    /* bind_addr NULL: the Unix socket alone (served beside the DPDK stack) */
+    k->lfd = bind_addr ? listenOn(bind_addr, port, backlog, &k->base.bound_port) : -1;
+    if ((k->lfd >= 0 || !bind_addr) && unixsocket && unixsocket[0]) { /* after TCP, as Redis */
         k->unixsocket = strdup(unixsocket);
         if (k->unixsocket) k->ufd = listenUnix(unixsocket, unixperm, backlog);
         else ir_set_error("Failed opening Unix socket: out of memory");
     }
     k->epfd = epoll_create1(EPOLL_CLOEXEC);
-    if (!k->rbuf || k->lfd < 0 || k->epfd < 0 || (unixsocket && unixsocket[0] && k->ufd < 0)) {
+    if (!k->rbuf || (bind_addr && k->lfd < 0) || k->epfd < 0 ||
+        (unixsocket && unixsocket[0] && k->ufd < 0) || (!bind_addr && k->ufd < 0)) {
         if (k->epfd < 0 && k->lfd >= 0) ir_set_error("epoll_create1: %s", strerror(errno));
         kernelDestroy(&k->base);
         return NULL;
     }
     struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &k->listener};
-    epoll_ctl(k->epfd, EPOLL_CTL_ADD, k->lfd, &ev);
+    if (k->lfd >= 0) epoll_ctl(k->epfd, EPOLL_CTL_ADD, k->lfd, &ev);
     if (k->ufd >= 0) {
         struct epoll_event uev = {.events = EPOLLIN, .data.ptr = &k->ulistener};
         epoll_ctl(k->epfd, EPOLL_CTL_ADD, k->ufd, &uev);

@@ -23,6 +23,7 @@
 #include "t_replay.h"
 
 #define TICK_MS 100
+#define UNIX_SIDE_EVERY 16
 
 /* The idle rule, one for both stacks. A loop that polls (DPDK by default;
  * the kernel stack with busy_poll) keeps polling without waiting for SPIN_US
@@ -114,12 +115,6 @@ static int checkConfig(const ir_config *cfg) {
         return IR_ENOSTACK;
     }
 #endif
-    if (cfg->unixsocket && cfg->unixsocket[0] && strcmp(cfg->stack, "kernel") != 0) {
-        /* the server has one transport; lwIP has no Unix sockets to give it */
-        ir_set_error("unixsocket %s: the Unix socket is kernel-stack-only for now (--stack kernel)",
-                     cfg->unixsocket);
-        return IR_ECONFIG;
-    }
     if (cfg->unixsocketperm > 0777) {
         ir_set_error("unixsocketperm must be 0-777 (octal), not %o", cfg->unixsocketperm);
         return IR_ECONFIG;
@@ -311,6 +306,18 @@ int ir_run(const ir_config *cfg) {
         rc = IR_ENET;
         goto server;
     }
+    if (strcmp(cfg->stack, "kernel") != 0 && cfg->unixsocket && cfg->unixsocket[0]) {
+        /* lwIP has no Unix sockets: the kernel's, served in this loop beside the port */
+        s->unix_side = ir_kernel_transport_new(s, NULL, 0, cfg->tcp_backlog, 0, cfg->unixsocket,
+                                               cfg->unixsocketperm);
+        if (!s->unix_side || !s->tp->ops->watch_fd ||
+            s->tp->ops->watch_fd(s->tp, ir_kernel_transport_fd(s->unix_side)) != 0) {
+            if (s->unix_side) ir_set_error("the %s stack cannot wait for the Unix socket's events",
+                                           s->tp->ops->name);
+            rc = IR_ENET;
+            goto server;
+        }
+    }
     if (cfg->shm_socket && cfg->shm_socket[0]) {
         s->local = ir_shm_transport_new(s, cfg->shm_socket, cfg->shm_socketperm,
                                         cfg->shm_ring_size);
@@ -356,6 +363,7 @@ int ir_run(const ir_config *cfg) {
     publishStats(s);
 
     uint64_t last_tick = s->now_ms;
+    unsigned unix_polls = 0;
     while (!serverTakeStopRequest(s) && !s->shutdown_asap) {
         long wait = idleWait(&idle);
         if (s->blocked) wait = blockedWaitBound(s, wait); /* wake for the nearest timeout */
@@ -371,6 +379,10 @@ int ir_run(const ir_config *cfg) {
         }
         int ev = s->tp->ops->poll(s->tp, wait);
         if (armed) ir_shm_disarm(s->local);
+        /* the Unix socket beside DPDK: after a wait, else every UNIX_SIDE_EVERY
+         * polls (a system call each time; DPDK's iterations make none) */
+        if (s->unix_side && (wait > 0 || ++unix_polls % UNIX_SIDE_EVERY == 0))
+            ev += s->unix_side->ops->poll(s->unix_side, 0);
         if (ev < 0) {
             ir_set_error("transport poll failed");
             rc = IR_ENET;
@@ -410,9 +422,10 @@ server:
     g_server = NULL;
     serverDropStopRequest();
     {
-        ir_transport *tp = s->tp, *local = s->local;
+        ir_transport *tp = s->tp, *local = s->local, *unix_side = s->unix_side;
         server_free(s); /* closes every client through its transport */
         if (local) local->ops->destroy(local);
+        if (unix_side) unix_side->ops->destroy(unix_side);
         if (tp) tp->ops->destroy(tp);
     }
 out:

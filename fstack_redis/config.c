@@ -352,7 +352,8 @@ static const cfgparam params[] = {
      "address to listen on", NULL, NULL, NULL},
     {"unixsocket", NULL, CT_STRING, CF_IMMUTABLE, 0, 0, "", NULL, F(unixsocket, FT_STR), NULL,
      "path of a Unix domain socket to accept clients on beside the TCP port (a stale socket "
-     "file there is replaced at start, removed at shutdown; kernel stack only); \"\" = none",
+     "file there is replaced at start, removed at shutdown; on the DPDK stack the kernel's, "
+     "served in the same loop); \"\" = none",
      NOHOOK},
     {"unixsocketperm", NULL, CT_INT, CF_IMMUTABLE | CF_OCTAL, 0, 0777, "0", NULL,
      F(unixsocketperm, FT_UINT), NULL,

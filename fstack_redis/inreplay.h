@@ -172,7 +172,7 @@ typedef struct ir_config {
     int appendonly;             /* on at start: loaded if there, else created */
     const char *appendfilename; /* the files' name prefix (appendonly.aof) */
     const char *appenddirname;  /* its directory under dir (appendonlydir) */
-    /* a Unix domain socket served beside the TCP port (kernel stack only) */
+    /* a Unix domain socket served beside the TCP port (either stack) */
     const char *unixsocket;  /* its path, or NULL/"" = none */
     unsigned unixsocketperm; /* the socket file's mode (chmod), 0 = as the umask leaves it */
     /* the same-host transport (shared-memory rings, both stacks) */

@@ -97,6 +97,10 @@ void irs_closed(struct client *cl);
  * it; destroy removes it). */
 ir_transport *ir_kernel_transport_new(struct ir_server *s, const char *bind, int port, int backlog,
                                       int busy_poll, const char *unixsocket, unsigned unixperm);
+/* With bind NULL the kernel transport serves only the Unix socket: the DPDK
+ * stack's run loop polls it beside its port (stock clients on the machine),
+ * watching this fd (its epoll set) while it sleeps. */
+int ir_kernel_transport_fd(ir_transport *t);
 
 /* The same-host transport (dataplane/shm.c): RESP through shared-memory
  * rings, set up over the Unix socket at path (perm as unixsocketperm), each

@@ -473,9 +473,6 @@ class ServerConfig:
             if n_ips > 1 and n_ips != self.shards:
                 problems.append(f"--ip lists {n_ips} addresses for --shards {self.shards}: give "
                                 "one per shard, or one address (shard i answers on it + i)")
-        if self.unixsocket:
-            problems.append("--unixsocket: the Unix socket is kernel-stack-only for now "
-                            "(--stack kernel)")
         if not 0 <= self.listen_port <= 65535:
             problems.append(f"--listen-port: must be 0-65535, got {self.listen_port}")
         if self.queues != 1:
