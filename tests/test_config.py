@@ -362,7 +362,8 @@ def test_every_visible_parameter_is_in_config_get(inreplay_server: ServerProcess
 
 def test_size_settings_are_the_c_memory_parameters() -> None:
     assert set(config.size_fields()) == {"maxbytes", "maxmemory", "client_output_buffer_limit",
-                                       "proto_max_bulk_len", "client_query_buffer_limit"}
+                                       "proto_max_bulk_len", "client_query_buffer_limit",
+                                       "shm_ring_size"}
 
 
 def test_pyctl_without_the_library_fails_in_one_line(tmp_path: Path) -> None:

@@ -58,7 +58,7 @@ def wait_info(c: RawConn, field: str, value: float, table: str = "t") -> None:
 def blocked_stat(c: RawConn, host: str, field: str) -> int:
     """How waits ended: the native server's INFO stats field (blocked_timeouts, ...), or
     the module host's own, inreplay_<field> in INFO inreplay."""
-    text = c.call("INFO", "stats" if host == "native" else "inreplay").decode()
+    text = c.call("INFO", "inreplay" if host == "module" else "stats").decode()
     return int(text.split(field + ":")[1].split("\r\n")[0])
 
 

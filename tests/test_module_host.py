@@ -207,8 +207,10 @@ def test_timeout_waits_then_runs_times_out_or_hears_of_a_drop(host: redis.Redis)
     kw = host.connection_pool.connection_kwargs
     got: dict[int, object] = {}
 
-    def wait(k: int, *args: object) -> None:
-        r = redis.Redis(host=kw["host"], port=kw["port"], socket_timeout=10)
+    def wait(k: int, *args: object) -> None:  # a connection of the same kind (TCP, shm)
+        r = redis.Redis(connection_pool=redis.ConnectionPool(
+            connection_class=host.connection_pool.connection_class,
+            **{**kw, "socket_timeout": 10}))
         try:
             got[k] = r.execute_command(*args)
         except redis.ResponseError as e:
