@@ -275,6 +275,21 @@ def test_a_killed_client_frees_its_connection(server_factory: Any) -> None:
     assert srv.client().ping()
 
 
+def test_a_stalled_reader_is_bounded_by_the_output_buffer_limit(server_factory: Any) -> None:
+    """A client that asks and never reads: once its ring is full the server buffers the
+    replies, and past client-output-buffer-limit closes it, as on TCP."""
+    srv = server_factory("shm", "--shm-ring-size", "64kb")
+    tcp = redis.Redis(host=srv.host, port=srv.port, protocol=2)
+    tcp.config_set("client-output-buffer-limit", "normal 1mb 0 0")
+    tcp.set("big", b"b" * (256 << 10))
+    sock = _shm.ShmSocket(srv.shm_path())
+    sock.sendall(b"*2\r\n$3\r\nGET\r\n$3\r\nbig\r\n" * 40)  # 10 MB of replies, unread
+    _wait(lambda: _count_shm_clients(tcp) == 0, "the stalled reader was never closed")
+    assert "output buffer" in srv.log_tail() or "client-output-buffer-limit" in srv.log_tail()
+    assert tcp.ping()
+    sock.close()
+
+
 def test_a_dead_server_ends_a_waiting_call(server_factory: Any) -> None:
     """The client waits for a reply (BLPOP with no timeout) and the server is killed:
     the call ends with a connection error, not a hang."""
