@@ -455,3 +455,17 @@ def test_receive_buffers_for_a_gpu_copy_take_the_items(server_factory: Any) -> N
     s = rc.sample("t", 32, item_shape=(256,), item_dtype=np.uint8, out=tbuf)
     for i, row in zip(s.ids.tolist(), tbuf.numpy(), strict=True):
         assert np.array_equal(row, by_id[i])
+
+
+def test_a_group_client_takes_the_rings_for_its_local_shards(server_factory: Any) -> None:
+    """ShardedReplayClient: shared memory for a shard that offers it on this machine, TCP
+    for one that does not, with no change in the caller's code."""
+    from pyctl.sharded import ShardedReplayClient
+
+    a, b = server_factory("shm"), server_factory("inreplay")
+    group = ShardedReplayClient([f"{a.host}:{a.port}", f"{b.host}:{b.port}"])
+    assert [_shm.is_shm(s.redis) for s in group.shards] == [True, False]
+    for s in group.shards:
+        s.create("t", 100)
+    group.add("t", np.ones(20), np.zeros((20, 64), dtype=np.uint8))
+    assert sum(s.info("t")["size"] for s in group.shards) == 20
