@@ -50,6 +50,7 @@ typedef struct idle_state {
     int can_wait; /* the transport sleeps until an event */
     uint64_t last_event_us;
     unsigned empty; /* empty polls since the spin window ended */
+    int shm_clients; /* shm clients are connected: a sleeping server polls under load */
 } idle_state;
 
 static uint64_t monoUs(void) {
@@ -61,7 +62,7 @@ static uint64_t monoUs(void) {
 /* How long the next poll may wait. */
 static long idleWait(idle_state *st) {
     if (st->mode == IDLE_SPIN) return 0;
-    if (st->mode == IDLE_SLEEP) return TICK_MS * 1000L;
+    if (st->mode == IDLE_SLEEP && !st->shm_clients) return TICK_MS * 1000L;
     uint64_t idle = monoUs() - st->last_event_us;
     if (idle < SPIN_US) return 0;
     if (st->can_wait || idle >= IDLE_SLEEP_MS * 1000ULL) return TICK_MS * 1000L;
@@ -71,7 +72,7 @@ static long idleWait(idle_state *st) {
 
 static void idleSawEvents(idle_state *st) {
     st->empty = 0;
-    if (st->mode == IDLE_ADAPTIVE) st->last_event_us = monoUs();
+    if (st->mode == IDLE_ADAPTIVE || st->shm_clients) st->last_event_us = monoUs();
 }
 
 static volatile int running;
@@ -337,10 +338,8 @@ int ir_run(const ir_config *cfg) {
         }
     }
     idle_state idle = {
-        /* shm clients spin on their rings: a server that slept after every
-         * reply would cost each request a wake-up, so it polls under load */
         .mode = s->tp->polling ? (cfg->busy_poll ? IDLE_SPIN : IDLE_ADAPTIVE)
-                               : (cfg->busy_poll || s->local ? IDLE_ADAPTIVE : IDLE_SLEEP),
+                               : (cfg->busy_poll ? IDLE_ADAPTIVE : IDLE_SLEEP),
         .can_wait = s->tp->can_wait,
         .last_event_us = monoUs(),
     };
@@ -365,6 +364,10 @@ int ir_run(const ir_config *cfg) {
     uint64_t last_tick = s->now_ms;
     unsigned unix_polls = 0;
     while (!serverTakeStopRequest(s) && !s->shutdown_asap) {
+        /* shm clients spin on their rings: a server that slept after every reply
+         * would cost each of their requests a wake-up, so while any is connected a
+         * sleeping server polls under load as the adaptive rule says */
+        idle.shm_clients = s->local && ir_shm_clients(s->local) > 0;
         long wait = idleWait(&idle);
         if (s->blocked) wait = blockedWaitBound(s, wait); /* wake for the nearest timeout */
         int armed = 0, lev = 0;
