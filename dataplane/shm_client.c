@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -191,7 +192,11 @@ static int waitFor(ir_shm_client *c, int (*ready)(ir_shm_client *), long timeout
     if (ready(c)) return 1;
     uint64_t start = nowUs();
     if (c->spin_us) {
-        uint64_t until = start + (uint64_t)c->spin_us;
+        /* spin; past the first few microseconds, yield between looks, so that on a
+         * machine with more runnable threads than cores (the server among them) the
+         * spinning does not take the core the reply needs */
+        uint64_t until = start + (uint64_t)c->spin_us, yield_after = start + 5;
+        uint64_t now = start;
         do {
             for (int i = 0; i < 64; i++) {
 #if defined(__x86_64__) || defined(__i386__)
@@ -199,7 +204,9 @@ static int waitFor(ir_shm_client *c, int (*ready)(ir_shm_client *), long timeout
 #endif
                 if (ready(c)) return 1;
             }
-        } while (nowUs() < until);
+            now = nowUs();
+            if (now > yield_after) sched_yield();
+        } while (now < until);
     }
     for (;;) {
         if (c->gone) return ready(c) ? 1 : -1;
