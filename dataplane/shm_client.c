@@ -4,9 +4,10 @@
  * the GIL while they copy and wait. A connection is used by one thread at a
  * time (as a redis-py Connection is).
  *
- * Waiting: spin on the ring for spin_us (the reply to a small request comes
- * back in a few microseconds, well before a sleeping process could be woken:
- * 25-35 us on the 2-core VM), then sleep in poll(2) on the client's eventfd
+ * Waiting: spin on the ring for spin_us (20 by default: the reply to a small
+ * request from a polling server comes back in a few microseconds, well before a
+ * sleeping process could be woken, 25-35 us on the 2-core VM; longer spins took
+ * the core the server and the other processes needed there), then sleep in poll(2) on the client's eventfd
  * and the set-up socket, whose hang-up says the server has gone. Bytes the
  * server wrote before it went are still read first.
  */
@@ -32,7 +33,7 @@
 void ir_set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void ir_set_error_errno(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-#define DEFAULT_SPIN_US 100
+#define DEFAULT_SPIN_US 20
 
 struct ir_shm_client {
     int fd, doorbell, efd;

@@ -280,7 +280,7 @@ void ir_shm_ref(ir_shm_client *c);
 void ir_shm_unref(ir_shm_client *c);
 /* Reply bytes that can be read now without waiting. */
 size_t ir_shm_pending(ir_shm_client *c);
-/* Spin this long on the ring before sleeping (default 100 us; 0 = sleep at once). */
+/* Spin this long on the ring before sleeping (default 20 us; 0 = sleep at once). */
 void ir_shm_set_spin(ir_shm_client *c, long spin_us);
 uint64_t ir_shm_ring_size(const ir_shm_client *c);
 /* The set-up socket (readable or hung up once the server has gone). */

@@ -73,7 +73,7 @@ class ShmSocket:
         self.server_pid = int(lib.ir_shm_peer_pid(self._c))
         self._timeout_ms = -1
         if spin_us is None:
-            spin_us = int(os.environ.get(SPIN_US_ENV, "100"))
+            spin_us = int(os.environ.get(SPIN_US_ENV, "20"))
         lib.ir_shm_set_spin(self._c, spin_us)
 
     # --- what socket.socket offers -------------------------------------------------
@@ -300,7 +300,7 @@ def connect(host: str = "127.0.0.1", port: int = 6379, *, shm: bool | None = Non
     is on this machine and offers them (shm=None, the default; shm=False never; shm=True
     requires them and raises redis.ConnectionError saying why not), else TCP. kwargs go to
     redis.Redis. shm_spin_us: how long a waiting call spins on the ring before sleeping
-    (default 100, or $INREPLAY_SHM_SPIN_US)."""
+    (default 20, or $INREPLAY_SHM_SPIN_US)."""
     if shm is None and os.environ.get(SHM_ENV, "1") == "0":
         shm = False
     tcp = redis.Redis(host=host, port=port, **kwargs)

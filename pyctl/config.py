@@ -159,8 +159,9 @@ class ServerConfig:
     unixsocket: str = _cd("unixsocket", metavar="PATH")
     unixsocketperm: int = _cd("unixsocketperm", metavar="OCTAL")
     shm_socket: str = field(default="auto", metadata={  # see OWN_DEFAULTS
-        "note": "; auto (the default) = <rundir>/<host>-<port>.shm, none = no shared memory",
-        "metavar": "PATH|auto|none"})
+        "note": "; auto = <rundir>/<host>-<port>.shm (only its owner can enter the run "
+                "directory), none = no shared memory",
+        "default_text": "auto", "metavar": "PATH|auto|none"})
     shm_socketperm: int = _cd("shm_socketperm", metavar="OCTAL")
     shm_ring_size: int = _cd("shm_ring_size")
     capacity: int = _own(0, help="if > 0, create the table --table with this many slots at "
