@@ -9,8 +9,12 @@ latency p50/p99 (the call that returns the items as an array), inserts/s, and th
 process's CPU time per item moved (inserted or sampled), from /proc.
 
 Systems:
-    inreplay-kernel       inreplay on the kernel stack; ReplayClient (add; sample into a
-                          preallocated array with out=; update)
+    inreplay-shm          inreplay through the same-host shared-memory rings (the kernel
+                          stack's --shm-socket; clients shm=True, no TCP on the data path)
+    inreplay-shm-poll     the same server with --busy-poll
+    inreplay-kernel       inreplay on the kernel stack over TCP (--shm-socket none, clients
+                          shm=False, as every TCP/DPDK system); ReplayClient (add; sample
+                          into a preallocated array with out=; update)
     inreplay-kernel-poll  the same server with --busy-poll
     inreplay-dpdk         inreplay on DPDK + lwIP (af_packet on the veth; root, DPDK build)
     redis+tree            stock redis-server with the learner-side tree (today's baseline,
@@ -29,6 +33,16 @@ Systems:
                           reported when it does not run)
     cpprb                 cpprb's MPPrioritizedReplayBuffer (shared memory; its Ape-X form),
                           actors as forked processes
+    cpprb-single          cpprb's in-process PrioritizedReplayBuffer, one learner, no actors
+                          (workload single, beside inreplay-shm and inreplay-kernel)
+    echo                  InstaDeep's echo 0.2.1 (id-echo, in build/peers-venv-echo), the
+                          streaming peer (workload queue, beside inreplay's QUEUE tables on
+                          inreplay-shm, inreplay-shm-poll and inreplay-kernel)
+
+Workloads (--workloads, default all): apex (the loop above); single (one learner in one
+process: fill in batches of 50, then inserts of 50 for half the cell, sample 512 / update
+512 for the other half); queue (1 and 4 producer processes -> FIFO -> a learner taking
+batches of 512, at 128 B and 28,224 B; every process, a server included, on both cores).
 
 Networked systems run their server on --server-core and the actors and learner on
 --client-core, over the shared veth (offloads off, --mtu, default 9000; what DPDK's
@@ -41,7 +55,9 @@ once; and the client's own path (ReplayClient.add of 50 x 28 KB, sample(out=) of
 512 x 28 KB, MB/s) on the kernel stack.
 
     python bench/peers.py [--quick] [--json FILE] [--systems ...] [--item-bytes 128,640,28224]
-                          [--seconds S] [--actors N] [--loopback] [--mtu 9000]
+                          [--workloads apex,single,queue] [--producers 1,4]
+                          [--queue-bytes 128,28224] [--seconds S] [--actors N] [--loopback]
+                          [--mtu 9000]
 
 --quick: ~2-3 minutes (short windows, small tables). A system that cannot be set up or
 fails is recorded under "errors" with the reason and the run goes on.
