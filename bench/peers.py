@@ -809,6 +809,7 @@ class Settings:
     workloads: tuple[str, ...] = ("apex",)
     producers: tuple[int, ...] = PRODUCERS
     queue_sizes: tuple[int, ...] = QUEUE_SIZES
+    shm_cores: str = "split"
 
 
 class Children:
@@ -1191,6 +1192,8 @@ def row(system: str, item_bytes: int, res: dict[str, Any], seconds: float, path:
            "sample_p99_us": p99, "inserts_per_s": items / insert_s,
            "server_cpu_us_per_item": (cpu * 1e6 / moved) if cpu is not None and moved else None,
            "path": path}
+    if res.get("cores"):
+        out["cores"] = res["cores"]
     rtt50, rtt99 = percentiles(res.get("sample_rtt_us", []))
     if rtt50 is not None:  # a prefetching learner: the round trips it hid
         out.update(sample_rtt_p50_us=rtt50, sample_rtt_p99_us=rtt99, prefetch=res["prefetch"])
@@ -1371,13 +1374,39 @@ def run(s: Settings) -> dict[str, Any]:
                                                           s.capacity.items()},
                        "item_sizes": s.item_sizes, "systems": s.systems,
                        "workloads": list(s.workloads), "producers": list(s.producers),
+                       "shm_cores": s.shm_cores,
                        "queue_sizes": list(s.queue_sizes), "queue_items": QUEUE_ITEMS},
             "memcpy_gbps": memcpy, "client": micro, "client_shm": micro_shm, "rows": rows,
             "queue_rows": queue_rows, "errors": errors, "seconds": time.time() - started}
 
 
+@contextlib.contextmanager
+def cores_for(s: Settings, system: str, pin: lat.Pinning) -> Any:
+    """The pinning a cell runs with: --shm-cores shared puts the shm systems' server,
+    actors and learner on every core, as the in-process peers are (the server's idle
+    time is then the clients'); otherwise the server core / client core split."""
+    if system not in SHM or s.shm_cores != "shared":
+        yield pin
+        return
+    keep = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, all_cpus())
+    try:
+        yield lat.Pinning(None, None)
+    finally:
+        os.sched_setaffinity(0, keep)
+
+
 def run_networked(s: Settings, system: str, net: lat.Network, pin: lat.Pinning, tmp: Path,
                   size: int, i: int, micro: dict[str, Any]) -> dict[str, Any]:
+    with cores_for(s, system, pin) as p:
+        res = _run_networked(s, system, net, p, tmp, size, i, micro)
+    res["cores"] = "every core, shared" if p.server is None else \
+        f"server {p.server}, clients {p.client}"
+    return res
+
+
+def _run_networked(s: Settings, system: str, net: lat.Network, pin: lat.Pinning, tmp: Path,
+                   size: int, i: int, micro: dict[str, Any]) -> dict[str, Any]:
     if system == "reverb":
         return run_reverb(s, net, pin, size)
     kind = INREPLAY.get(system) or ("redis" if system == "redis+tree" else None)
@@ -1454,6 +1483,10 @@ def main(argv: list[str] | None = None) -> int:
                    help=f"of {', '.join(WORKLOADS)} (default all)")
     p.add_argument("--producers", default=",".join(map(str, PRODUCERS)),
                    help="producer processes of the queue workload (default 1,4)")
+    p.add_argument("--shm-cores", choices=("split", "shared"), default="split",
+                   help="the shm systems in the Ape-X loop: server and clients on their own "
+                        "cores as the TCP systems (split, the default), or all on every core "
+                        "as the in-process peers (shared)")
     p.add_argument("--queue-bytes", default=",".join(map(str, QUEUE_SIZES)),
                    help="item sizes of the queue workload (default 128,28224)")
     p.add_argument("--seconds", type=float)
@@ -1511,7 +1544,8 @@ def main(argv: list[str] | None = None) -> int:
                  a.actor_procs, cap, a.loopback, a.mtu, a.server_core, a.client_core, a.quick,
                  workloads=workloads,
                  producers=tuple(int(x) for x in a.producers.split(",") if x),
-                 queue_sizes=tuple(int(x) for x in a.queue_bytes.split(",") if x))
+                 queue_sizes=tuple(int(x) for x in a.queue_bytes.split(",") if x),
+                 shm_cores=a.shm_cores)
     doc = run(s)
     print(table(doc))
     if a.json:
