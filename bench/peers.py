@@ -359,13 +359,17 @@ def _cpprb(a: argparse.Namespace) -> dict[str, Any]:
 
 def single_learner(fill: Callable[[], None], add: Callable[[], None],
                    sample: Callable[[], Any], update: Callable[[Any], None],
-                   capacity: int, seconds: float) -> dict[str, Any]:
+                   capacity: int, seconds: float,
+                   server_cpu: Callable[[], float] | None = None) -> dict[str, Any]:
     """One learner in one process (no actors): fill the table in batches of 50, then
     insert batches of 50 for half the window (inserts/s) and sample 512 / update 512
-    for the other half (batches/s, the sample's latency)."""
+    for the other half (batches/s, the sample's latency). The learner's own CPU (and
+    the server's, with server_cpu) over each half's wall time say where it went."""
     for _ in range(-(-capacity // BATCH)):
         fill()
     half = seconds / 2
+    cpu: dict[str, float] = {}
+    c0, s0 = time.thread_time(), server_cpu() if server_cpu else 0.0
     n, t0 = 0, time.perf_counter()
     end = t0 + half
     while True:
@@ -374,6 +378,10 @@ def single_learner(fill: Callable[[], None], add: Callable[[], None],
         if time.perf_counter() >= end:
             break
     insert_s = time.perf_counter() - t0
+    cpu["learner_cpu_insert"] = (time.thread_time() - c0) / insert_s
+    if server_cpu:
+        cpu["server_cpu_insert"] = (server_cpu() - s0) / insert_s
+    c0, s0 = time.thread_time(), server_cpu() if server_cpu else 0.0
     lat_us: list[float] = []
     t0 = time.perf_counter()
     end = t0 + half
@@ -385,8 +393,11 @@ def single_learner(fill: Callable[[], None], add: Callable[[], None],
         if time.perf_counter() >= end:
             break
     sample_s = time.perf_counter() - t0
+    cpu["learner_cpu_sample"] = (time.thread_time() - c0) / sample_s
+    if server_cpu:
+        cpu["server_cpu_sample"] = (server_cpu() - s0) / sample_s
     return {"batches": len(lat_us), "sample_us": lat_us, "items": n * BATCH,
-            "insert_s": insert_s, "sample_s": sample_s}
+            "insert_s": insert_s, "sample_s": sample_s, "cpu_share": cpu}
 
 
 def _cpprb_single(a: argparse.Namespace) -> dict[str, Any]:
@@ -412,7 +423,7 @@ def _cpprb_single(a: argparse.Namespace) -> dict[str, Any]:
 
 
 def single_inreplay(host: str, port: int, item_bytes: int, capacity: int, seconds: float,
-                    seed: int, shm: bool) -> dict[str, Any]:
+                    seed: int, shm: bool, server_pid: int | None = None) -> dict[str, Any]:
     """inreplay with the same single learner (this process, one connection): add of 50,
     sample(out=) of 512 and update of 512, nothing in flight."""
     from pyctl.client import ReplayClient
@@ -433,7 +444,8 @@ def single_inreplay(host: str, port: int, item_bytes: int, capacity: int, second
         rc.update(TABLE, s.ids, rng.random(SAMPLE) + 0.1)
 
     try:
-        return single_learner(add, add, sample, update, capacity, seconds)
+        return single_learner(add, add, sample, update, capacity, seconds,
+                              (lambda: tree_cpu(server_pid)) if server_pid else None)
     finally:
         rc.close()
 
@@ -1157,7 +1169,9 @@ def run_single(s: Settings, system: str, pin: lat.Pinning, tmp: Path, item_bytes
         cap = s.capacity[item_bytes]
         with ReplayClient(server.host, port, shm=shm) as rc:
             rc.create(TABLE, cap, alpha=ALPHA, beta=BETA)
-        return single_inreplay(server.host, port, item_bytes, cap, s.seconds, s.seed, shm)
+        assert server.proc is not None
+        return single_inreplay(server.host, port, item_bytes, cap, s.seconds, s.seed, shm,
+                               server.proc.pid)
     finally:
         server.stop()
 
@@ -1194,6 +1208,8 @@ def row(system: str, item_bytes: int, res: dict[str, Any], seconds: float, path:
            "path": path}
     if res.get("cores"):
         out["cores"] = res["cores"]
+    if res.get("cpu_share"):  # the single learner: CPU seconds per wall second, per half
+        out["cpu_share"] = res["cpu_share"]
     rtt50, rtt99 = percentiles(res.get("sample_rtt_us", []))
     if rtt50 is not None:  # a prefetching learner: the round trips it hid
         out.update(sample_rtt_p50_us=rtt50, sample_rtt_p99_us=rtt99, prefetch=res["prefetch"])

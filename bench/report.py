@@ -1452,6 +1452,17 @@ def _queue_cause(me: dict[str, Any], echo: dict[str, Any]) -> str:
             f"item), {limit}; its producers sent {me['sent_per_s']:,.0f} items/s{eline}")
 
 
+def _cpprb_note(me: dict[str, Any], doc: dict[str, Any]) -> str:
+    """What cpprb's figure does not pay that inreplay's does, and the machine's load."""
+    load = (doc.get("machine") or {}).get("loadavg_end")
+    cores = me.get("cores")
+    return ("; cpprb's actors write into its shared-memory buffer with no server and no "
+            "round trip, on every core" + (f" (inreplay here: {cores})" if cores else "")
+            + (f"; load average {load:.1f} at the end on {doc['machine'].get('cpus', '?')} "
+               f"cores, so every round trip also waits for a core" if load and load > 2.5
+               else ""))
+
+
 def _peers_issue37(doc: dict[str, Any], prev: dict[str, Any] | None) -> list[str]:
     """The single-learner and stream tables and issue 37's goals (empty for a run with
     neither the shm path nor the new peers)."""
@@ -1469,14 +1480,27 @@ def _peers_issue37(doc: dict[str, Any], prev: dict[str, Any] | None) -> list[str
                     "PrioritizedReplayBuffer against inreplay with the same loop): fill the "
                     "table in batches of 50, then insert batches of 50 for half the cell "
                     "(inserts/s) and sample 512 / update 512 for the other half (batches/s); "
-                    "inreplay's server on its own core, the learner on the other.", "",
-                "| system | item | batches/s | sample p50 / p99 | inserts/s | path |",
-                "|---|---|---|---|---|---|"]
+                    "inreplay's server on its own core, the learner on the other. CPU: the "
+                    "learner's own CPU seconds per wall second while inserting / sampling, "
+                    "and the server's; what neither accounts for is waiting (for the other "
+                    "side, or for a core on a loaded machine).", "",
+                "| system | item | batches/s | sample p50 / p99 | inserts/s | "
+                "CPU inserting | CPU sampling | path |",
+                "|---|---|---|---|---|---|---|---|"]
+
+        def share(r: dict[str, Any], phase: str) -> str:
+            c = r.get("cpu_share") or {}
+            if f"learner_cpu_{phase}" not in c:
+                return "—"
+            srv = c.get(f"server_cpu_{phase}")
+            return (f"learner {c[f'learner_cpu_{phase}']:.0%}"
+                    + ("" if srv is None else f", server {srv:.0%}"))
+
         for r in sorted(single, key=lambda r: (r["item_bytes"], -r["batches_per_s"])):
             out.append(f"| {r['system']} | {human(r['item_bytes'])} | "
                        f"{r['batches_per_s']:,.1f} | {_f(r['sample_p50_us'])} / "
                        f"{_f(r['sample_p99_us'])} µs | {r['inserts_per_s']:,.0f} | "
-                       f"{r['path']} |")
+                       f"{share(r, 'insert')} | {share(r, 'sample')} | {r['path']} |")
     if queue:
         out += ["", f"The stream (IMPALA/SEED's pattern): producer processes send items as "
                     f"fast as they are taken, one learner takes batches of 512 in FIFO order. "
@@ -1516,7 +1540,7 @@ def _peers_issue37(doc: dict[str, Any], prev: dict[str, Any] | None) -> list[str
             out.append(f"- **{_verdict(x >= 1.0)}** — {what} at {human(size)} in the Ape-X "
                        f"loop: {me['system']} {fmt.format(me[key])} = {x:.2f}x cpprb's "
                        f"{fmt.format(cp[key])} (goal ≥ 1x)"
-                       + ("" if x >= 1.0 else _split(me, rows)))
+                       + ("" if x >= 1.0 else _split(me, rows) + _cpprb_note(me, doc)))
     for size in (128, 28224):
         for n in doc["config"].get("producers") or (1, 4):
             mine = [r for r in queue if r["system"] in PEER_SHM and r["item_bytes"] == size
