@@ -1435,11 +1435,19 @@ def _f(x: Any, fmt: str = "{:,.0f}") -> str:
     return "—" if x is None else fmt.format(x)
 
 
-def _queue_cause(me: dict[str, Any], echo: dict[str, Any]) -> str:
-    """Where the stream's time went, from the CPU measured in the cell."""
+def _queue_cause(me: dict[str, Any], echo: dict[str, Any],
+                 tcp: dict[str, Any] | None = None) -> str:
+    """Where the stream's time went, from the CPU measured in the cell (tcp: the same
+    cell on kernel TCP)."""
     share, per = me.get("server_cpu_share"), me.get("server_cpu_us_per_item")
     if share is None or per is None:
         return ""
+    tper = (tcp or {}).get("server_cpu_us_per_item")
+    polls = (f"; the shm server spent {per / tper:.1f}x the CPU per item of the same "
+             f"server on kernel TCP ({tper:.2f} µs): with shm clients its loop polls while "
+             f"under load instead of sleeping, CPU the producers and the learner need on "
+             f"the same 2 cores" if tper and me["system"] in PEER_SHM and per > 1.5 * tper
+             else "")
     limit = ("the server's core was the limit" if share > 0.8 else
              "the server had time to spare, so the limit was the clients' side: the "
              "producers' add of 50 items and the learner's sample, Python processes sharing "
@@ -1449,7 +1457,7 @@ def _queue_cause(me: dict[str, Any], echo: dict[str, Any]) -> str:
              f"used {esh:.0%} of a core ({echo.get('server_cpu_us_per_item') or 0:.2f} µs per "
              f"item)" if esh is not None else "")
     return (f"; {me['system']}'s server used {share:.0%} of a core ({per:.2f} µs of CPU per "
-            f"item), {limit}; its producers sent {me['sent_per_s']:,.0f} items/s{eline}")
+            f"item), {limit}{polls}; its producers sent {me['sent_per_s']:,.0f} items/s{eline}")
 
 
 def _cpprb_note(me: dict[str, Any], doc: dict[str, Any]) -> str:
@@ -1564,7 +1572,7 @@ def _peers_issue37(doc: dict[str, Any], prev: dict[str, Any] | None) -> list[str
                        f"producer{'s' if n > 1 else ''}: {me['system']} "
                        f"{me['items_per_s']:,.0f} = {x:.2f}x echo's {ec['items_per_s']:,.0f} "
                        f"(goal ≥ {PEER_QUEUE_GOAL:g}x){tcp_s}"
-                       + ("" if ok else _queue_cause(me, ec)))
+                       + ("" if ok else _queue_cause(me, ec, tcp)))
     mine = [r for r in rows if r["system"] in PEER_SHM and r["item_bytes"] == 28224
             and r.get("sample_vs_memcpy") is not None]
     if mine:

@@ -278,6 +278,9 @@ def test_issue37_goals_pass_then_not_met_with_their_cause() -> None:
     for r in worse["rows"]:
         if r["system"] == "inreplay-kernel" and r["item_bytes"] == 640:
             r["batches_per_s"] = 540.0
+    worse["queue_rows"].append({**worse["queue_rows"][-1], "system": "inreplay-kernel",
+                                "item_bytes": 128, "producers": 4, "items_per_s": 12_000.0,
+                                "server_cpu_us_per_item": 0.5, "path": "kernel TCP, loopback"})
     text = report.peers_section(worse, prev)
     v = _issue37(text)
     assert v == ["PASS", "PASS", "NOT MET", "PASS", "PASS", "NOT MET", "PASS", "NOT MET",
@@ -285,6 +288,9 @@ def test_issue37_goals_pass_then_not_met_with_their_cause() -> None:
     lines = [x for x in text.split("Goals (issue 37):")[1].splitlines() if "NOT MET" in x]
     assert "the server was busy" in lines[0] and "the server was busy" in lines[1]
     assert "server used 40% of a core (2.00 µs of CPU per item)" in lines[2]
+    assert "on kernel TCP 12,000 = 1.20x" in lines[2]
+    assert "the shm server spent 4.0x the CPU per item of the same server on kernel TCP" \
+        in lines[2]
     assert "with no actors running, the same sample on the rings takes 3,613 µs" in lines[3]
     assert "batches/s at 640 B 600.0 → 540.0 (0.90x)" in lines[4] and "below: batches/s" \
         in lines[4]
