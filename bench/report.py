@@ -1671,8 +1671,14 @@ def peers_from_readme(text: str) -> dict[str, Any] | None:
         return None
     body = m.group(2)
     sizes = {human(z): z for z in (128, 640, 28224)}
-    rows = []
+    rows: list[dict[str, Any]] = []
+    seen = False
     for line in body.splitlines():
+        if not line.startswith("|"):
+            if seen:
+                break  # the Ape-X table is the block's first; the others follow it
+            continue
+        seen = True
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         if len(cells) < 8 or cells[1] not in sizes:
             continue
@@ -1681,7 +1687,7 @@ def peers_from_readme(text: str) -> dict[str, Any] | None:
                          "batches_per_s": float(cells[2].replace(",", "")),
                          "inserts_per_s": float(cells[4].replace(",", "")), "path": cells[-1]})
         except ValueError:
-            continue  # the header; the single-learner and stream tables have fewer cells
+            continue  # the header
     commit = re.search(r"at commit (\S+)", body)
     load = re.search(r"and ([0-9.]+) at the end", body)
     return {"rows": rows, "quick": "(a --quick run)" in body,
