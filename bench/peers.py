@@ -59,8 +59,11 @@ once; and the client's own path (ReplayClient.add of 50 x 28 KB, sample(out=) of
                           [--queue-bytes 128,28224] [--seconds S] [--actors N] [--loopback]
                           [--mtu 9000]
 
---quick: ~2-3 minutes (short windows, small tables). A system that cannot be set up or
-fails is recorded under "errors" with the reason and the run goes on.
+--quick: short windows, small tables: about 5 minutes for the shm, kernel and Redis
+systems, cpprb, cpprb-single and echo with every workload on a loaded 2-core machine
+(Reverb and TorchRL add their own start-up; --workloads apex and fewer --systems make a
+smoke test of a minute or two). A system that cannot be set up or fails is recorded under
+"errors" with the reason and the run goes on.
 """
 
 from __future__ import annotations
