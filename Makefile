@@ -118,6 +118,7 @@ bench: build
 	rm -f $(BUILD)/bench-integrations.json
 	-$(PY) bench/integrations.py --torchrl --rllib --rounds 2 --steps 12800 \
 	  --json $(BUILD)/bench-integrations.json
+	@[ ! -f $(BUILD)/bench-peers.json ] || mv $(BUILD)/bench-peers.json $(BUILD)/bench-peers.prev.json
 	-$(PY) bench/peers.py --json $(BUILD)/bench-peers.json
 	$(PY) bench/report.py --sumtree $(BUILD)/bench-sumtree.json \
 	  --swarm $(BUILD)/bench-swarm.json --swarm $(BUILD)/bench-swarm-atari.json \
@@ -132,15 +133,21 @@ bench: build
 	  $$([ -f $(BUILD)/bench-latency-xdp.json ] && echo --nics $(BUILD)/bench-latency-xdp.json) \
 	  $$([ -f $(BUILD)/bench-module.json ] && echo --module-host $(BUILD)/bench-module.json) \
 	  $$([ -f $(BUILD)/bench-peers.json ] && echo --peers $(BUILD)/bench-peers.json) \
+	  $$([ -f $(BUILD)/bench-peers.prev.json ] && echo --peers-prev $(BUILD)/bench-peers.prev.json) \
 	  $$([ -f $(BUILD)/bench-integrations.json ] && echo --integrations $(BUILD)/bench-integrations.json)
 
 # Issue 21: inreplay against Reverb 0.14, TorchRL 0.14, cpprb and Redis + a learner-side
 # tree (the Ape-X loop at 128 B, 640 B and 28 KB items). Makes build/peers-venv (Reverb +
 # TensorFlow) and build/peers-venv-torchrl (torch 2.14.1 for TorchRL's extension) on first
 # use. PEERS_ARGS=--quick took 11 min on a loaded 2-core machine (the full run is longer).
+# Issue 37: the same-host shm path, cpprb's single learner and echo 0.2.1's stream
+# (build/peers-venv-echo) against QUEUE tables; the last run's JSON is kept as
+# bench-peers.prev.json, whose TCP and DPDK figures this run's must keep.
 bench-peers: build
+	@[ ! -f $(BUILD)/bench-peers.json ] || mv $(BUILD)/bench-peers.json $(BUILD)/bench-peers.prev.json
 	$(PY) bench/peers.py --json $(BUILD)/bench-peers.json $(PEERS_ARGS)
-	$(PY) bench/report.py --peers $(BUILD)/bench-peers.json
+	$(PY) bench/report.py --peers $(BUILD)/bench-peers.json \
+	  $$([ -f $(BUILD)/bench-peers.prev.json ] && echo --peers-prev $(BUILD)/bench-peers.prev.json)
 
 # Issue 11's verification: Redis 7.0.15's own unit tests (Debian's source package,
 # fetched into build-deps/) in external-server mode against stock redis-server and

@@ -487,13 +487,19 @@ DPDK_PMDS = ("af_packet", "af_xdp")
 
 
 def make_server(system: str, net: Network, pin: Pinning, workdir: Path, port: int,
-                busy_poll: bool = True, pmd: str = "af_packet") -> Server:
+                busy_poll: bool = True, pmd: str = "af_packet",
+                shm_socket: str = "none") -> Server:
     """The argv of each system, on the same core, reached over the same path.
 
     busy_poll: the DPDK server spins on its core even when idle (by default it
     naps after a millisecond without traffic). kernel-poll is the kernel stack
     with --busy-poll (it spins on epoll instead of sleeping in it).
+    shm_socket: inreplay's --shm-socket. "none" by default: pyctl start serves the
+    same-host shared-memory rings unless told not to, and a client on this machine
+    takes them, so a benchmark of the TCP path must start its servers without them
+    (a bench of the shm path passes a path or "auto").
     """
+    shm_args = ["--shm-socket", shm_socket]
     env = dict(os.environ, INREPLAY_RUN_DIR=str(workdir / "run"),
                PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH"))
                                           if p))
@@ -516,7 +522,7 @@ def make_server(system: str, net: Network, pin: Pinning, workdir: Path, port: in
         return Server(system, argv, host, port, log, env, unix_path=unix_path)
     if system in ("kernel", "kernel-poll"):
         argv = [*in_ns, *pin.prefix(), sys.executable, "-m", "pyctl", "start",
-                "--listen", f"{host}:{port}", "--client-subnet", net.subnet,
+                "--listen", f"{host}:{port}", "--client-subnet", net.subnet, *shm_args,
                 *(["--busy-poll"] if system == "kernel-poll" else []), *unix_args]
         return Server(system, argv, host, port, log, env, unix_path=unix_path)
     if system == "dpdk":
@@ -538,7 +544,7 @@ def make_server(system: str, net: Network, pin: Pinning, workdir: Path, port: in
         argv = [sys.executable, "-m", "pyctl", "start", "--stack", "dpdk", "--netns", t.netns,
                 "--cores", core, "--ip", f"{t.appliance_ip}/{t.prefix}", "--vdev", vdev,
                 "--listen-port", str(port), "--mtu", str(t.mtu),
-                "--hugepages", str(DPDK_HUGEPAGES), "--file-prefix", prefix,
+                "--hugepages", str(DPDK_HUGEPAGES), "--file-prefix", prefix, *shm_args,
                 *(["--busy-poll"] if busy_poll else [])]
         return Server(system, argv, t.appliance_ip, port, log, env, file_prefix=prefix)
     raise BenchError(f"unknown system {system!r}; choose from {', '.join(SYSTEMS)}")

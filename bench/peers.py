@@ -9,8 +9,12 @@ latency p50/p99 (the call that returns the items as an array), inserts/s, and th
 process's CPU time per item moved (inserted or sampled), from /proc.
 
 Systems:
-    inreplay-kernel       inreplay on the kernel stack; ReplayClient (add; sample into a
-                          preallocated array with out=; update)
+    inreplay-shm          inreplay through the same-host shared-memory rings (the kernel
+                          stack's --shm-socket; clients shm=True, no TCP on the data path)
+    inreplay-shm-poll     the same server with --busy-poll
+    inreplay-kernel       inreplay on the kernel stack over TCP (--shm-socket none, clients
+                          shm=False, as every TCP/DPDK system); ReplayClient (add; sample
+                          into a preallocated array with out=; update)
     inreplay-kernel-poll  the same server with --busy-poll
     inreplay-dpdk         inreplay on DPDK + lwIP (af_packet on the veth; root, DPDK build)
     redis+tree            stock redis-server with the learner-side tree (today's baseline,
@@ -29,6 +33,16 @@ Systems:
                           reported when it does not run)
     cpprb                 cpprb's MPPrioritizedReplayBuffer (shared memory; its Ape-X form),
                           actors as forked processes
+    cpprb-single          cpprb's in-process PrioritizedReplayBuffer, one learner, no actors
+                          (workload single, beside inreplay-shm and inreplay-kernel)
+    echo                  InstaDeep's echo 0.2.1 (id-echo, in build/peers-venv-echo), the
+                          streaming peer (workload queue, beside inreplay's QUEUE tables on
+                          inreplay-shm, inreplay-shm-poll and inreplay-kernel)
+
+Workloads (--workloads, default all): apex (the loop above); single (one learner in one
+process: fill in batches of 50, then inserts of 50 for half the cell, sample 512 / update
+512 for the other half); queue (1 and 4 producer processes -> FIFO -> a learner taking
+batches of 512, at 128 B and 28,224 B; every process, a server included, on both cores).
 
 Networked systems run their server on --server-core and the actors and learner on
 --client-core, over the shared veth (offloads off, --mtu, default 9000; what DPDK's
@@ -41,10 +55,15 @@ once; and the client's own path (ReplayClient.add of 50 x 28 KB, sample(out=) of
 512 x 28 KB, MB/s) on the kernel stack.
 
     python bench/peers.py [--quick] [--json FILE] [--systems ...] [--item-bytes 128,640,28224]
-                          [--seconds S] [--actors N] [--loopback] [--mtu 9000]
+                          [--workloads apex,single,queue] [--producers 1,4]
+                          [--queue-bytes 128,28224] [--seconds S] [--actors N] [--loopback]
+                          [--mtu 9000]
 
---quick: ~2-3 minutes (short windows, small tables). A system that cannot be set up or
-fails is recorded under "errors" with the reason and the run goes on.
+--quick: short windows, small tables: about 5 minutes for the shm, kernel and Redis
+systems, cpprb, cpprb-single and echo with every workload on a loaded 2-core machine
+(Reverb and TorchRL add their own start-up; --workloads apex and fewer --systems make a
+smoke test of a minute or two). A system that cannot be set up or fails is recorded under
+"errors" with the reason and the run goes on.
 """
 
 from __future__ import annotations
@@ -71,6 +90,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 import latency as lat  # noqa: E402
 
+from pyctl import _shm  # noqa: E402
 from pyctl.proc import descendants, free_port  # noqa: E402
 
 BATCH = 50
@@ -78,11 +98,32 @@ SAMPLE = 512
 ALPHA, BETA = 0.6, 0.4
 ATARI = 84 * 84 * 4
 ITEM_SIZES = (128, 640, ATARI)
-SYSTEMS = ("inreplay-kernel", "inreplay-kernel-poll", "inreplay-dpdk", "redis+tree", "reverb",
-           "torchrl", "torchrl-ray", "cpprb")
-INREPLAY = {"inreplay-kernel": "kernel", "inreplay-kernel-poll": "kernel-poll",
+SYSTEMS = ("inreplay-shm", "inreplay-shm-poll", "inreplay-kernel", "inreplay-kernel-poll",
+           "inreplay-dpdk", "redis+tree", "reverb", "torchrl", "torchrl-ray", "cpprb",
+           "cpprb-single", "echo")
+INREPLAY = {"inreplay-shm": "kernel", "inreplay-shm-poll": "kernel-poll",
+            "inreplay-kernel": "kernel", "inreplay-kernel-poll": "kernel-poll",
             "inreplay-dpdk": "dpdk"}
+SHM = ("inreplay-shm", "inreplay-shm-poll")
+"""inreplay through the same-host shared-memory rings (the server's --shm-socket; every
+other inreplay system is started with --shm-socket none and its clients pass shm=False,
+so its figures are TCP's)."""
 IN_PROCESS = ("torchrl", "torchrl-ray", "cpprb")
+WORKLOADS = ("apex", "single", "queue")
+"""apex: the Ape-X loop (actors + learner); single: one learner in one process, fill in
+batches of 50 then sample 512 / update 512 (cpprb-single and inreplay); queue: the
+IMPALA/SEED stream, producers -> FIFO -> a learner taking batches of 512 (echo and
+inreplay's QUEUE tables)."""
+APEX_ONLY = ("redis+tree", "reverb", "torchrl", "torchrl-ray", "cpprb")
+SINGLE_INREPLAY = ("inreplay-shm", "inreplay-kernel")
+QUEUE_INREPLAY = ("inreplay-shm", "inreplay-shm-poll", "inreplay-kernel")
+PRODUCERS = (1, 4)
+QUEUE_SIZES = (128, ATARI)
+QUEUE_ITEMS = 2048
+"""REPLAY.CREATE ... QUEUE n for the stream: four learner batches (echo's ring holds
+num_buffers=3 batches plus 8 items per producer connection)."""
+VENV_ECHO = ROOT / "build" / "peers-venv-echo"
+ECHO_PINS = ("id-echo==0.2.1",)
 VENV = ROOT / "build" / "peers-venv"
 VENV_TORCHRL = ROOT / "build" / "peers-venv-torchrl"
 TORCHRL_TORCH = "2.14.1"
@@ -211,7 +252,7 @@ def role_actors(a: argparse.Namespace) -> dict[str, Any]:
                     p.execute()
                     _count(k)
             else:
-                rc = ReplayClient(a.host, a.port)
+                rc = ReplayClient(a.host, a.port, shm=bool(a.shm))
                 while True:
                     if (per_conn and counts[k] * BATCH >= per_conn) or \
                             (not per_conn and time.time() >= a.stop_at):
@@ -248,6 +289,8 @@ def role_inproc(a: argparse.Namespace) -> dict[str, Any]:
     (cpprb's actors in forked processes on its shared-memory buffer)."""
     if a.system == "cpprb":
         return _cpprb(a)
+    if a.system == "cpprb-single":
+        return _cpprb_single(a)
     if a.system == "torchrl":
         return _torchrl(a)
     if a.system == "torchrl-ray":
@@ -315,6 +358,99 @@ def _cpprb(a: argparse.Namespace) -> dict[str, Any]:
         p.join(timeout=10)
     out["items"] = out["batches_inserted"] * BATCH
     return out
+
+
+def single_learner(fill: Callable[[], None], add: Callable[[], None],
+                   sample: Callable[[], Any], update: Callable[[Any], None],
+                   capacity: int, seconds: float,
+                   server_cpu: Callable[[], float] | None = None) -> dict[str, Any]:
+    """One learner in one process (no actors): fill the table in batches of 50, then
+    insert batches of 50 for half the window (inserts/s) and sample 512 / update 512
+    for the other half (batches/s, the sample's latency). The learner's own CPU (and
+    the server's, with server_cpu) over each half's wall time say where it went."""
+    for _ in range(-(-capacity // BATCH)):
+        fill()
+    half = seconds / 2
+    cpu: dict[str, float] = {}
+    c0, s0 = time.thread_time(), server_cpu() if server_cpu else 0.0
+    n, t0 = 0, time.perf_counter()
+    end = t0 + half
+    while True:
+        add()
+        n += 1
+        if time.perf_counter() >= end:
+            break
+    insert_s = time.perf_counter() - t0
+    cpu["learner_cpu_insert"] = (time.thread_time() - c0) / insert_s
+    if server_cpu:
+        cpu["server_cpu_insert"] = (server_cpu() - s0) / insert_s
+    c0, s0 = time.thread_time(), server_cpu() if server_cpu else 0.0
+    lat_us: list[float] = []
+    t0 = time.perf_counter()
+    end = t0 + half
+    while True:
+        a = time.perf_counter()
+        got = sample()
+        lat_us.append((time.perf_counter() - a) * 1e6)
+        update(got)
+        if time.perf_counter() >= end:
+            break
+    sample_s = time.perf_counter() - t0
+    cpu["learner_cpu_sample"] = (time.thread_time() - c0) / sample_s
+    if server_cpu:
+        cpu["server_cpu_sample"] = (server_cpu() - s0) / sample_s
+    return {"batches": len(lat_us), "sample_us": lat_us, "items": n * BATCH,
+            "insert_s": insert_s, "sample_s": sample_s, "cpu_share": cpu}
+
+
+def _cpprb_single(a: argparse.Namespace) -> dict[str, Any]:
+    """cpprb's in-process PrioritizedReplayBuffer with a single learner."""
+    from cpprb import PrioritizedReplayBuffer
+
+    rb = PrioritizedReplayBuffer(a.capacity, {"obs": {"shape": a.item_bytes,
+                                                      "dtype": np.uint8}}, alpha=ALPHA)
+    rows = items_of(a.item_bytes, a.seed)
+    prios = np.random.default_rng(a.seed).random(BATCH) + 0.1
+    rng = np.random.default_rng(a.seed)
+
+    def add() -> None:
+        rb.add(obs=rows, priorities=prios)
+
+    def sample() -> Any:
+        return rb.sample(SAMPLE, beta=BETA)
+
+    def update(s: Any) -> None:
+        rb.update_priorities(s["indexes"], rng.random(SAMPLE) + 0.1)
+
+    return single_learner(add, add, sample, update, a.capacity, a.window)
+
+
+def single_inreplay(host: str, port: int, item_bytes: int, capacity: int, seconds: float,
+                    seed: int, shm: bool, server_pid: int | None = None) -> dict[str, Any]:
+    """inreplay with the same single learner (this process, one connection): add of 50,
+    sample(out=) of 512 and update of 512, nothing in flight."""
+    from pyctl.client import ReplayClient
+
+    rc = ReplayClient(host, port, shm=shm)
+    rows = items_of(item_bytes, seed)
+    prios = np.random.default_rng(seed).random(BATCH) + 0.1
+    out = np.empty((SAMPLE, item_bytes), dtype=np.uint8)
+    rng = np.random.default_rng(seed)
+
+    def add() -> None:
+        rc.add(TABLE, prios, rows)
+
+    def sample() -> Any:
+        return rc.sample(TABLE, SAMPLE, item_shape=(item_bytes,), out=out)
+
+    def update(s: Any) -> None:
+        rc.update(TABLE, s.ids, rng.random(SAMPLE) + 0.1)
+
+    try:
+        return single_learner(add, add, sample, update, capacity, seconds,
+                              (lambda: tree_cpu(server_pid)) if server_pid else None)
+    finally:
+        rc.close()
 
 
 def _torchrl_buffer(a: argparse.Namespace) -> Any:
@@ -416,6 +552,122 @@ def _torchrl_ray(a: argparse.Namespace) -> dict[str, Any]:
 
 
 # --------------------------------------------------------------------------
+# the stream (queue workload): producers and a learner, each a child process
+# --------------------------------------------------------------------------
+
+
+def _until(a: argparse.Namespace, work: Callable[[list[float]], None], grace: float = 0.5
+           ) -> list[float]:
+    """Run work(times) on a daemon thread (it appends the time of each unit done) until
+    the window is over, then return the times. The thread may be blocked for good in a
+    peer's call once the other side has stopped (echo's send waits for acks with no
+    timeout), so the caller reports and exits without joining it."""
+    times: list[float] = []
+    errors: list[str] = []
+
+    def run() -> None:
+        try:
+            work(times)
+        except Exception as e:  # reported in the JSON
+            errors.append(f"{type(e).__name__}: {e}")
+
+    threading.Thread(target=run, daemon=True).start()
+    time.sleep(max(0.0, a.stop_at + grace - time.time()))
+    if errors and not times:
+        raise lat.BenchError(errors[0])
+    return list(times)
+
+
+def _in_window(a: argparse.Namespace, times: list[float]) -> int:
+    return sum(1 for x in times if a.start_at <= x <= a.stop_at)
+
+
+def role_producer(a: argparse.Namespace) -> dict[str, Any]:
+    """One producer process, one connection, sending items as fast as they are taken:
+    echo's TcpClient.send of one sample at a time (its API; it pipelines up to 32
+    unacknowledged), or inreplay's ReplayClient.add of batches of 50 into the QUEUE table
+    (waiting while the queue is full)."""
+    rows = items_of(a.item_bytes, a.seed)
+    if a.system == "echo":
+        from echo import TcpClient
+
+        client = TcpClient(a.host, a.port, {"obs": np.zeros(a.item_bytes, np.uint8)})
+        samples = [{"obs": r} for r in rows]
+        per = 1
+
+        def send(times: list[float]) -> None:
+            i = 0
+            while time.time() < a.stop_at:
+                client.send(samples[i % BATCH])
+                i += 1
+                times.append(time.time())
+    else:
+        from pyctl.client import ReplayClient
+        from pyctl.errors import RateLimited
+
+        rc = ReplayClient(a.host, a.port, shm=bool(a.shm))
+        if a.shm and not _shm.is_shm(rc.redis):
+            raise lat.BenchError("the producer is not on the shm rings")
+        prios = np.ones(BATCH)
+        per = BATCH
+
+        def send(times: list[float]) -> None:
+            while time.time() < a.stop_at:
+                try:
+                    rc.add(TABLE, prios, rows, timeout=0.5)
+                except RateLimited:
+                    continue
+                times.append(time.time())
+    wait_for_window(a)
+    times = _until(a, send)
+    return {"items": _in_window(a, times) * per}
+
+
+def role_queue_learner(a: argparse.Namespace) -> dict[str, Any]:
+    """The stream's learner: batches of 512 as they are ready. echo: the Server (with its
+    TcpTransport) lives in this process and hands out zero-copy views into its ring,
+    valid until the next sample; inreplay: REPLAY.SAMPLE of 512 from the QUEUE table
+    into one preallocated array (sample(out=)), valid until the next sample too."""
+    if a.system == "echo":
+        from echo import Server, TcpTransport
+
+        srv = Server({"obs": np.zeros(a.item_bytes, np.uint8)}, batch_size=SAMPLE,
+                     transport=TcpTransport(port=0))
+        srv.start()
+        print(json.dumps({"port": srv.port}), flush=True)
+
+        def take(times: list[float]) -> None:
+            while True:
+                got = srv.sample()
+                if got is None:
+                    return
+                if got.batch["obs"].shape != (SAMPLE, a.item_bytes):
+                    raise lat.BenchError(f"echo batch of shape {got.batch['obs'].shape}")
+                times.append(time.time())
+    else:
+        from pyctl.client import ReplayClient
+        from pyctl.errors import RateLimited
+
+        rc = ReplayClient(a.host, a.port, shm=bool(a.shm))
+        if a.shm and not _shm.is_shm(rc.redis):
+            raise lat.BenchError("the learner is not on the shm rings")
+        out = np.empty((SAMPLE, a.item_bytes), dtype=np.uint8)
+
+        def take(times: list[float]) -> None:
+            while True:
+                try:
+                    rc.sample(TABLE, SAMPLE, item_shape=(a.item_bytes,), out=out, timeout=1.0)
+                except RateLimited:
+                    if time.time() > a.stop_at:
+                        return
+                    continue
+                times.append(time.time())
+    wait_for_window(a)
+    times = _until(a, take)
+    return {"batches": _in_window(a, times), "items": _in_window(a, times) * SAMPLE}
+
+
+# --------------------------------------------------------------------------
 # the learner of the networked systems (this process)
 # --------------------------------------------------------------------------
 
@@ -424,7 +676,8 @@ PREFETCH = 2  # inreplay's learner: samples in flight, as learner/replay.py's Pr
 
 
 def learner_inreplay(host: str, port: int, item_bytes: int, start_at: float,
-                     stop_at: float, seed: int, prefetch: int = PREFETCH) -> dict[str, Any]:
+                     stop_at: float, seed: int, prefetch: int = PREFETCH,
+                     shm: bool = False) -> dict[str, Any]:
     """The learner as the Ape-X learner runs it: a sampling thread on its own connection
     keeps ``prefetch`` samples in flight (into preallocated arrays, a ring of
     prefetch + 2) while the main thread updates priorities on another, so the
@@ -432,12 +685,13 @@ def learner_inreplay(host: str, port: int, item_bytes: int, start_at: float,
     TrajectoryDataset prefetches the same way (1024 samples in flight); the latency
     reported is what the learner waits for a batch, as for Reverb, and the sampling
     thread's round trips are kept beside it (sample_rtt_us). prefetch=0: one
-    connection, sample then update, nothing in flight."""
+    connection, sample then update, nothing in flight. shm: through the same-host rings
+    (required), else TCP only."""
     import queue
 
     from pyctl.client import ReplayClient
 
-    rc = ReplayClient(host, port)
+    rc = ReplayClient(host, port, shm=shm)
     rng = np.random.default_rng(seed)
     if prefetch <= 0:
         out = np.empty((SAMPLE, item_bytes), dtype=np.uint8)
@@ -462,7 +716,7 @@ def learner_inreplay(host: str, port: int, item_bytes: int, start_at: float,
     stop = threading.Event()
 
     def sampler() -> None:
-        src = ReplayClient(host, port)
+        src = ReplayClient(host, port, shm=shm)
         try:
             while not stop.is_set():
                 buf = bufs.get()
@@ -567,6 +821,10 @@ class Settings:
     client_core: int
     quick: bool
     seed: int = 1
+    workloads: tuple[str, ...] = ("apex",)
+    producers: tuple[int, ...] = PRODUCERS
+    queue_sizes: tuple[int, ...] = QUEUE_SIZES
+    shm_cores: str = "split"
 
 
 class Children:
@@ -654,12 +912,12 @@ def _taskset(core: int | None) -> list[str]:
 
 def actor_argv(s: Settings, system: str, host: str, port: int, item_bytes: int,
                conns: int, base: int, total: int, start_at: float, stop_at: float,
-               fill: int, pin: lat.Pinning) -> list[str]:
+               fill: int, pin: lat.Pinning, shm: bool = False) -> list[str]:
     return [sys.executable, str(Path(__file__)), "--role", "actors", "--system", system,
             "--host", host, "--port", str(port), "--item-bytes", str(item_bytes),
             "--conns", str(conns), "--conn-base", str(base), "--conn-total", str(total),
             "--capacity", str(s.capacity[item_bytes]), "--start-at", repr(start_at),
-            "--stop-at", repr(stop_at), "--fill", str(fill),
+            "--stop-at", repr(stop_at), "--fill", str(fill), "--shm", str(int(shm)),
             "--core", str(pin.client if pin.client is not None else -1)]
 
 
@@ -669,6 +927,7 @@ def run_actors_and_learner(s: Settings, system: str, host: str, port: int, item_
                            ) -> dict[str, Any]:
     """Fill the table, then actors at full load and the learner in one window."""
     kind = "redis" if system == "redis+tree" else "inreplay"
+    shm = system in SHM
     cap = s.capacity[item_bytes]
     ch = Children()
     try:
@@ -677,12 +936,12 @@ def run_actors_and_learner(s: Settings, system: str, host: str, port: int, item_
         per = [c for c in per if c]
         # fill: the whole table once, through the actors' own path
         fills = [ch.start(actor_argv(s, kind, host, port, item_bytes, c, sum(per[:i]),
-                                     s.actors, 0, 0, cap // len(per), pin))
+                                     s.actors, 0, 0, cap // len(per), pin, shm))
                  for i, c in enumerate(per)]
         for p in fills:
             ch.result(p, 300)
         procs = [ch.start(actor_argv(s, kind, host, port, item_bytes, c, sum(per[:i]),
-                                     s.actors, -1, 0, 0, pin))
+                                     s.actors, -1, 0, 0, pin, shm))
                  for i, c in enumerate(per)]
         start_at, stop_at = ch.go(procs, s.seconds)
         cpu = cpu_window(server_pid, start_at, stop_at)
@@ -793,11 +1052,140 @@ def torchrl_python() -> str:
     return str(py)
 
 
-def run_inproc(s: Settings, system: str, item_bytes: int) -> dict[str, Any]:
+def echo_python() -> str:
+    """build/peers-venv-echo's Python with echo (id-echo 0.2.1), made on first use: the
+    system site-packages (numpy, this project's modules) with echo and optree added, so
+    echo never becomes a dependency of the package."""
+    py = VENV_ECHO / "bin" / "python"
+    probe = [str(py), "-c", "import echo; assert echo.__version__ == '0.2.1'"]
+    if py.exists() and subprocess.run(probe, capture_output=True, check=False,
+                                      timeout=120).returncode == 0:
+        return str(py)
+    log(f"making {VENV_ECHO} with {' '.join(ECHO_PINS)} (a peer, not a project dependency)")
+    for cmd in ([sys.executable, "-m", "venv", "--system-site-packages", str(VENV_ECHO)],
+                [str(py), "-m", "pip", "install", "-q", *ECHO_PINS], probe):
+        r = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=1800)
+        if r.returncode != 0:
+            raise lat.StartError(f"{' '.join(cmd[:4])} failed: "
+                                 f"{(r.stderr.strip().splitlines() or ['?'])[-1]}")
+    return str(py)
+
+
+def all_cpus() -> set[int]:
+    return set(os.sched_getaffinity(0)) | set(range(os.cpu_count() or 1))
+
+
+def path_of(system: str, net: lat.Network | None, mtu: int) -> str:
+    """Which path a system's figures took, as the report names it."""
+    if system in ("torchrl", "cpprb", "cpprb-single"):
+        return "in-process"
+    if system == "torchrl-ray":
+        return "Ray actor (same machine)"
+    if system in SHM:
+        return "shm rings (same host)"
+    where = "loopback" if net is None or net.topo is None else \
+        f"veth (offloads off, MTU {mtu})"
+    if system == "inreplay-dpdk":
+        return f"DPDK + lwIP, {where}"
+    return f"kernel TCP, {where}"
+
+
+def run_queue(s: Settings, system: str, item_bytes: int, producers: int, tmp: Path
+              ) -> dict[str, Any]:
+    """One cell of the stream: `producers` producer processes and one learner taking
+    batches of 512, every process (and inreplay's server) free to run on every core."""
+    from pyctl.client import ReplayClient
+
+    keep = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, all_cpus())  # inherited by the server and every child
+    ch = Children()
+    server = None
+    me = str(Path(__file__))
+    try:
+        shm = system in SHM
+        if system == "echo":
+            py = echo_python()
+            learner = ch.start([py, me, "--role", "queue-learner", "--system", "echo",
+                                "--item-bytes", str(item_bytes), "--start-at", "-1"])
+            assert learner.stdout is not None
+            got: list[str] = []
+            th = threading.Thread(target=lambda: got.append(learner.stdout.readline()),
+                                  daemon=True)
+            th.start()
+            th.join(120)
+            if not got or not got[0].startswith('{"port"'):
+                raise lat.StartError(f"echo's server did not start: "
+                                     f"{ch.stderr_tail(learner, got[0] if got else '')}")
+            host, port, cpu_pid = "127.0.0.1", int(json.loads(got[0])["port"]), learner.pid
+            kind = "echo"
+        else:
+            py, port = sys.executable, free_port()
+            net = lat.Network(True)
+            sock = str(tmp / f"q-{system}-{port}.shm") if shm else "none"
+            server = lat.make_server(INREPLAY[system], net, lat.Pinning(None, None), tmp, port,
+                                     shm_socket=sock).start()
+            host = server.host
+            with ReplayClient(host, port, shm=shm) as rc:
+                rc.create(TABLE, QUEUE_ITEMS, queue=True)
+            assert server.proc is not None
+            cpu_pid, kind = server.proc.pid, "inreplay"
+            learner = ch.start([py, me, "--role", "queue-learner", "--system", kind,
+                                "--host", host, "--port", str(port), "--shm", str(int(shm)),
+                                "--item-bytes", str(item_bytes), "--start-at", "-1"])
+        prods = [ch.start([py, me, "--role", "producer", "--system", kind, "--host", host,
+                           "--port", str(port), "--shm", str(int(shm)), "--item-bytes",
+                           str(item_bytes), "--seed", str(k), "--start-at", "-1"])
+                 for k in range(producers)]
+        start_at, stop_at = ch.go([learner, *prods], s.seconds)
+        cpu = cpu_window(cpu_pid, start_at, stop_at)
+        res = ch.result(learner, s.seconds + 60)
+        sent = sum(ch.result(p, s.seconds + 60)["items"] for p in prods)
+        cpu_s = cpu()
+        items = res["items"]
+        return {"system": system, "workload": "queue", "item_bytes": item_bytes,
+                "producers": producers, "items_per_s": items / s.seconds,
+                "batches_per_s": res["batches"] / s.seconds, "sent_per_s": sent / s.seconds,
+                "server_cpu_us_per_item": (cpu_s * 1e6 / items) if cpu_s and items else None,
+                "server_cpu_share": (cpu_s / s.seconds) if cpu_s is not None else None,
+                "cpu_of": "the learner's process (echo's server lives in it)"
+                if system == "echo" else "the server process",
+                "path": "kernel TCP, loopback" if system == "echo" else path_of(system, None, 0)}
+    finally:
+        ch.close()
+        if server is not None:
+            server.stop()
+        os.sched_setaffinity(0, keep)
+
+
+def run_single(s: Settings, system: str, pin: lat.Pinning, tmp: Path, item_bytes: int
+               ) -> dict[str, Any]:
+    """The single learner on inreplay: the server on the server core, the learner (this
+    process) on the client core, on loopback or the shm rings."""
+    shm = system in SHM
+    port = free_port()
+    sock = str(tmp / f"s-{system}-{port}.shm") if shm else "none"
+    server = lat.make_server(INREPLAY[system], lat.Network(True), pin, tmp, port,
+                             shm_socket=sock).start()
+    try:
+        from pyctl.client import ReplayClient
+
+        cap = s.capacity[item_bytes]
+        with ReplayClient(server.host, port, shm=shm) as rc:
+            rc.create(TABLE, cap, alpha=ALPHA, beta=BETA)
+        assert server.proc is not None
+        return single_inreplay(server.host, port, item_bytes, cap, s.seconds, s.seed, shm,
+                               server.proc.pid)
+    finally:
+        server.stop()
+
+
+def run_inproc(s: Settings, system: str, item_bytes: int, conns: int | None = None
+               ) -> dict[str, Any]:
     py = torchrl_python() if system.startswith("torchrl") else sys.executable
     cap = s.capacity[item_bytes]
     argv = [py, str(Path(__file__)), "--role", "inproc", "--system", system,
-            "--item-bytes", str(item_bytes), "--conns", str(s.actors), "--capacity", str(cap),
+            "--item-bytes", str(item_bytes), "--conns", str(conns or s.actors),
+            "--capacity", str(cap),
             "--fill", str(cap), "--window", repr(s.seconds)]
     every_cpu = ",".join(map(str, sorted(os.sched_getaffinity(0) | set(range(os.cpu_count()
                                                                                 or 1)))))
@@ -809,16 +1197,22 @@ def run_inproc(s: Settings, system: str, item_bytes: int) -> dict[str, Any]:
 
 
 def row(system: str, item_bytes: int, res: dict[str, Any], seconds: float, path: str,
-        memcpy: float) -> dict[str, Any]:
+        memcpy: float, workload: str = "apex") -> dict[str, Any]:
     p50, p99 = percentiles(res.get("sample_us", []))
     items = res["items"]
     moved = items + res["batches"] * SAMPLE
     cpu = res.get("server_cpu_s")
-    out = {"system": system, "workload": "apex", "item_bytes": item_bytes,
-           "batches_per_s": res["batches"] / seconds, "sample_p50_us": p50,
-           "sample_p99_us": p99, "inserts_per_s": items / seconds,
+    # the single learner times its inserts and its samples in two halves of the window
+    insert_s, sample_s = res.get("insert_s", seconds), res.get("sample_s", seconds)
+    out = {"system": system, "workload": workload, "item_bytes": item_bytes,
+           "batches_per_s": res["batches"] / sample_s, "sample_p50_us": p50,
+           "sample_p99_us": p99, "inserts_per_s": items / insert_s,
            "server_cpu_us_per_item": (cpu * 1e6 / moved) if cpu is not None and moved else None,
            "path": path}
+    if res.get("cores"):
+        out["cores"] = res["cores"]
+    if res.get("cpu_share"):  # the single learner: CPU seconds per wall second, per half
+        out["cpu_share"] = res["cpu_share"]
     rtt50, rtt99 = percentiles(res.get("sample_rtt_us", []))
     if rtt50 is not None:  # a prefetching learner: the round trips it hid
         out.update(sample_rtt_p50_us=rtt50, sample_rtt_p99_us=rtt99, prefetch=res["prefetch"])
@@ -833,7 +1227,8 @@ def row(system: str, item_bytes: int, res: dict[str, Any], seconds: float, path:
 MICRO_BLOCK_S = 0.25
 
 
-def client_micro(pin: lat.Pinning, tmp: Path, seconds: float) -> dict[str, Any]:
+def client_micro(pin: lat.Pinning, tmp: Path, seconds: float, shm: bool = False
+                 ) -> dict[str, Any]:
     """ReplayClient's own large-item path against a kernel-stack server on loopback (the
     client's cost, not the network's): add of 50 x 28 KB and sample(out=) of 512 x 28 KB,
     and the same add through redis-py's execute_command (per-item bytes, hiredis packing:
@@ -843,12 +1238,16 @@ def client_micro(pin: lat.Pinning, tmp: Path, seconds: float) -> dict[str, Any]:
     every path sees the same machine load, and each is timed in its steady state, as a
     caller repeating it sees it (an actor adds batch after batch). Timed one call at a
     time instead, an add right after a 14.5 MB sample starts with caches the sample just
-    filled: on the AMD VM 704 MB/s against 1,148-1,183 alone (2026-11-29)."""
+    filled: on the AMD VM 704 MB/s against 1,148-1,183 alone (2026-11-29).
+
+    shm: the same through the same-host rings instead of TCP on loopback."""
     from pyctl.client import ReplayClient
 
     port = free_port()
-    server = lat.make_server("kernel", lat.Network(True), pin, tmp, port).start()
-    rc = ReplayClient("127.0.0.1", port)
+    sock = str(tmp / f"micro-{port}.shm") if shm else "none"
+    server = lat.make_server("kernel", lat.Network(True), pin, tmp, port,
+                             shm_socket=sock).start()
+    rc = ReplayClient("127.0.0.1", port, shm=shm)
     try:
         rc.create("micro", 4000)
         rows = items_of(ATARI, 9)
@@ -889,7 +1288,8 @@ def client_micro(pin: lat.Pinning, tmp: Path, seconds: float) -> dict[str, Any]:
         # costs, less sensitive than the wall clock to other work on the machine
         res["per_client_cpu_s"] = {k: counts[k] * n / max(cpu[k], 1e-9) / 1e6
                                    for k, (_s, n) in steps.items()}
-        res.update(path="loopback", system="inreplay-kernel", block_s=MICRO_BLOCK_S)
+        res.update(path="shm rings (same host)" if shm else "loopback",
+                   system="inreplay-shm" if shm else "inreplay-kernel", block_s=MICRO_BLOCK_S)
         return res
     finally:
         rc.close()
@@ -903,10 +1303,18 @@ def run(s: Settings) -> dict[str, Any]:
     pin.pin_client()  # the learner of the networked systems runs in this process
     log(f"memcpy {memcpy:.1f} GB/s")
     rows: list[dict[str, Any]] = []
+    queue_rows: list[dict[str, Any]] = []
     errors: dict[str, str] = {}
     micro: dict[str, Any] = {}
+    micro_shm: dict[str, Any] = {}
     net_info: dict[str, Any] = {}
-    networked = [x for x in s.systems if x not in IN_PROCESS]
+    apex = [x for x in s.systems if x not in ("cpprb-single", "echo")] \
+        if "apex" in s.workloads else []
+    single = [x for x in s.systems if x == "cpprb-single" or x in SINGLE_INREPLAY] \
+        if "single" in s.workloads else []
+    queue = [x for x in s.systems if x == "echo" or x in QUEUE_INREPLAY] \
+        if "queue" in s.workloads else []
+    networked = [x for x in apex if x not in IN_PROCESS]
     net_cm = (lat.network(s.loopback, 0, s.mtu, False) if networked
               else contextlib.nullcontext(None))
     skip: set[str] = set()
@@ -915,37 +1323,66 @@ def run(s: Settings) -> dict[str, Any]:
             net_cm as net:
         if net is not None:
             net_info = net.describe()
-        try:
-            micro.update(client_micro(pin, Path(tmp), 1.0 if s.quick else 3.0))
-            log(f"client: {micro}")
-        except Exception as e:
-            errors["client"] = f"{type(e).__name__}: {e}"
+        for shm, into in ((False, micro), (True, micro_shm)):
+            if shm and not any(x in SHM for x in s.systems):
+                continue
+            try:
+                into.update(client_micro(pin, Path(tmp), 1.0 if s.quick else 3.0, shm))
+                log(f"client ({into['path']}): {into}")
+            except Exception as e:
+                errors["client-shm" if shm else "client"] = f"{type(e).__name__}: {e}"
+
+        def cell(tag: str, system: str, fn: Callable[[], dict[str, Any]]) -> None:
+            log(f"[{tag}]")
+            try:
+                got = fn()
+                (queue_rows if got.get("workload") == "queue" else rows).append(got)
+                log(f"[{tag}] {got.get('batches_per_s', 0):.1f} batches/s, "
+                    f"{got.get('inserts_per_s', got.get('items_per_s', 0)):.0f} items/s "
+                    f"({got['path']})")
+            except Exception as e:
+                errors[tag] = f"{type(e).__name__}: {e}"
+                log(f"[{tag}] failed: {e}")
+                if isinstance(e, lat.StartError):
+                    skip.add(system)  # the same reason at every size
+
         # item size outside, systems inside: each size's systems run close together in time
         for size in s.item_sizes:
-            for i, system in enumerate(s.systems):
+            for i, system in enumerate(apex):
                 if system in skip:
                     continue
-                tag = f"{system} {size} B"
+                path = path_of(system, net, s.mtu)
                 if system in IN_PROCESS:
-                    path = "in-process" if system != "torchrl-ray" else \
-                        "Ray actor (same machine)"
+                    cell(f"{system} {size} B", system, lambda system=system, size=size, path=path:
+                         row(system, size, run_inproc(s, system, size), s.seconds, path,
+                             memcpy))
                 else:
-                    path = "loopback" if net.topo is None else \
-                        f"veth (offloads off, MTU {s.mtu})"
-                log(f"[{tag}] {path}")
-                try:
-                    if system in IN_PROCESS:
-                        res = run_inproc(s, system, size)
-                    else:
-                        res = run_networked(s, system, net, pin, Path(tmp), size, i, micro)
-                    rows.append(row(system, size, res, s.seconds, path, memcpy))
-                    log(f"[{tag}] {rows[-1]['batches_per_s']:.1f} batches/s, "
-                        f"{rows[-1]['inserts_per_s']:.0f} inserts/s")
-                except Exception as e:
-                    errors[tag] = f"{type(e).__name__}: {e}"
-                    log(f"[{tag}] failed: {e}")
-                    if isinstance(e, lat.StartError):
-                        skip.add(system)  # the same reason at every size
+                    cell(f"{system} {size} B", system,
+                         lambda system=system, size=size, path=path, i=i: row(
+                             system, size, run_networked(s, system, net, pin, Path(tmp), size,
+                                                         i, micro),
+                             s.seconds, path, memcpy))
+            for system in single:
+                if system in skip:
+                    continue
+                path = path_of(system, None, s.mtu)
+                if system == "cpprb-single":
+                    cell(f"{system} {size} B", system, lambda system=system, size=size,
+                         path=path: row(system, size, run_inproc(s, system, size, 1),
+                                        s.seconds, path, memcpy, "single"))
+                else:
+                    cell(f"{system} single {size} B", system, lambda system=system, size=size,
+                         path=path: row(system, size, run_single(s, system, pin, Path(tmp),
+                                                                 size),
+                                        s.seconds, path, memcpy, "single"))
+        for size in s.queue_sizes:
+            for n in s.producers:
+                for system in queue:
+                    if system in skip:
+                        continue
+                    cell(f"{system} queue {size} B x{n}", system,
+                         lambda system=system, size=size, n=n: run_queue(s, system, size, n,
+                                                                         Path(tmp)))
     return {"bench": "peers", "quick": s.quick, "commit": lat.commit_label(),
             "machine": {**lat.machine(), "loadavg_start": load_start,
                         "loadavg_end": os.getloadavg()[0]},
@@ -954,20 +1391,51 @@ def run(s: Settings) -> dict[str, Any]:
                        "sample": SAMPLE, "alpha": ALPHA, "beta": BETA,
                        "seconds": s.seconds, "capacity": {str(k): v for k, v in
                                                           s.capacity.items()},
-                       "item_sizes": s.item_sizes, "systems": s.systems},
-            "memcpy_gbps": memcpy, "client": micro, "rows": rows, "errors": errors,
-            "seconds": time.time() - started}
+                       "item_sizes": s.item_sizes, "systems": s.systems,
+                       "workloads": list(s.workloads), "producers": list(s.producers),
+                       "shm_cores": s.shm_cores,
+                       "queue_sizes": list(s.queue_sizes), "queue_items": QUEUE_ITEMS},
+            "memcpy_gbps": memcpy, "client": micro, "client_shm": micro_shm, "rows": rows,
+            "queue_rows": queue_rows, "errors": errors, "seconds": time.time() - started}
+
+
+@contextlib.contextmanager
+def cores_for(s: Settings, system: str, pin: lat.Pinning) -> Any:
+    """The pinning a cell runs with: --shm-cores shared puts the shm systems' server,
+    actors and learner on every core, as the in-process peers are (the server's idle
+    time is then the clients'); otherwise the server core / client core split."""
+    if system not in SHM or s.shm_cores != "shared":
+        yield pin
+        return
+    keep = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, all_cpus())
+    try:
+        yield lat.Pinning(None, None)
+    finally:
+        os.sched_setaffinity(0, keep)
 
 
 def run_networked(s: Settings, system: str, net: lat.Network, pin: lat.Pinning, tmp: Path,
                   size: int, i: int, micro: dict[str, Any]) -> dict[str, Any]:
+    with cores_for(s, system, pin) as p:
+        res = _run_networked(s, system, net, p, tmp, size, i, micro)
+    res["cores"] = "every core, shared" if p.server is None else \
+        f"server {p.server}, clients {p.client}"
+    return res
+
+
+def _run_networked(s: Settings, system: str, net: lat.Network, pin: lat.Pinning, tmp: Path,
+                   size: int, i: int, micro: dict[str, Any]) -> dict[str, Any]:
     if system == "reverb":
         return run_reverb(s, net, pin, size)
     kind = INREPLAY.get(system) or ("redis" if system == "redis+tree" else None)
     if kind is None:
         raise lat.BenchError(f"unknown system {system}")
     port = free_port() if net.loopback else 7100 + i
-    server = lat.make_server(kind, net, pin, tmp, port).start()
+    shm = system in SHM
+    server = lat.make_server(kind, net, pin, tmp, port,
+                             shm_socket=str(tmp / f"{system}-{port}.shm") if shm else "none"
+                             ).start()
     try:
         host, cap = server.host, s.capacity[size]
         if kind == "redis":
@@ -980,11 +1448,13 @@ def run_networked(s: Settings, system: str, net: lat.Network, pin: lat.Pinning, 
         else:
             from pyctl.client import ReplayClient
 
-            with ReplayClient(host, port) as rc:
+            with ReplayClient(host, port, shm=shm) as rc:
                 rc.create(TABLE, cap, alpha=ALPHA, beta=BETA)
+                if shm and not _shm.is_shm(rc.redis):
+                    raise lat.BenchError(f"{system}: the client is not on the shm rings")
 
             def learner(a: float, b: float) -> dict[str, Any]:
-                return learner_inreplay(host, port, size, a, b, s.seed)
+                return learner_inreplay(host, port, size, a, b, s.seed, shm=shm)
 
         assert server.proc is not None
         return run_actors_and_learner(s, system, host, port, size, server.proc.pid, pin,
@@ -995,19 +1465,28 @@ def run_networked(s: Settings, system: str, net: lat.Network, pin: lat.Pinning, 
 
 def table(doc: dict[str, Any]) -> str:
     lines = [f"memcpy {doc['memcpy_gbps']:.1f} GB/s; {doc['config']['actors']} actors",
-             "| system | item | batches/s | sample p50 µs | p99 µs | inserts/s | "
+             "| system | workload | item | batches/s | sample p50 µs | p99 µs | inserts/s | "
              "server CPU µs/item | 28 KB sample / memcpy | path |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for r in doc["rows"]:
         vs_copy = r.get("sample_vs_memcpy") if r["item_bytes"] == ATARI else None
 
         def f(x: Any, fmt: str = "{:,.0f}") -> str:
             return "—" if x is None else fmt.format(x)
-        lines.append(f"| {r['system']} | {lat.human(r['item_bytes'])} | "
+        lines.append(f"| {r['system']} | {r.get('workload', 'apex')} | "
+                     f"{lat.human(r['item_bytes'])} | "
                      f"{f(r['batches_per_s'], '{:,.1f}')} | {f(r['sample_p50_us'])} | "
                      f"{f(r['sample_p99_us'])} | {f(r['inserts_per_s'])} | "
                      f"{f(r['server_cpu_us_per_item'], '{:.2f}')} | "
                      f"{f(vs_copy, '{:.1f}×')} | {r['path']} |")
+    if doc.get("queue_rows"):
+        lines += ["", "| system | item | producers | learner items/s | sent items/s | "
+                      "server CPU µs/item | path |", "|---|---|---|---|---|---|---|"]
+        for r in doc["queue_rows"]:
+            cpu = r.get("server_cpu_us_per_item")
+            lines.append(f"| {r['system']} | {lat.human(r['item_bytes'])} | {r['producers']} | "
+                         f"{r['items_per_s']:,.0f} | {r['sent_per_s']:,.0f} | "
+                         f"{'—' if cpu is None else f'{cpu:.2f}'} | {r['path']} |")
     for k, v in doc["errors"].items():
         lines.append(f"not measured: {k}: {v.splitlines()[0][:200]}")
     return "\n".join(lines)
@@ -1019,6 +1498,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json")
     p.add_argument("--systems", default=",".join(SYSTEMS))
     p.add_argument("--item-bytes", default=",".join(map(str, ITEM_SIZES)))
+    p.add_argument("--workloads", default=",".join(WORKLOADS),
+                   help=f"of {', '.join(WORKLOADS)} (default all)")
+    p.add_argument("--producers", default=",".join(map(str, PRODUCERS)),
+                   help="producer processes of the queue workload (default 1,4)")
+    p.add_argument("--shm-cores", choices=("split", "shared"), default="split",
+                   help="the shm systems in the Ape-X loop: server and clients on their own "
+                        "cores as the TCP systems (split, the default), or all on every core "
+                        "as the in-process peers (shared)")
+    p.add_argument("--queue-bytes", default=",".join(map(str, QUEUE_SIZES)),
+                   help="item sizes of the queue workload (default 128,28224)")
     p.add_argument("--seconds", type=float)
     p.add_argument("--actors", type=int, default=4)
     p.add_argument("--actor-procs", type=int, default=2)
@@ -1027,7 +1516,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--server-core", type=int, default=1)
     p.add_argument("--client-core", type=int, default=0)
     # child roles (internal)
-    p.add_argument("--role", choices=("actors", "inproc"), help=argparse.SUPPRESS)
+    p.add_argument("--role", choices=("actors", "inproc", "producer", "queue-learner"),
+                   help=argparse.SUPPRESS)
     p.add_argument("--system", help=argparse.SUPPRESS)
     p.add_argument("--host", default="127.0.0.1", help=argparse.SUPPRESS)
     p.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
@@ -1041,12 +1531,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--core", type=int, default=-1, help=argparse.SUPPRESS)
     p.add_argument("--window", type=float, default=0.0, help=argparse.SUPPRESS)
     p.add_argument("--seed", type=int, default=1, help=argparse.SUPPRESS)
+    p.add_argument("--shm", type=int, default=0, help=argparse.SUPPRESS)
     a = p.parse_args(argv)
     if a.role:
         _pin(a.core)
         a.item_bytes = int(a.item_bytes)
-        doc = role_actors(a) if a.role == "actors" else role_inproc(a)
+        roles = {"actors": role_actors, "inproc": role_inproc, "producer": role_producer,
+                 "queue-learner": role_queue_learner}
+        doc = roles[a.role](a)
         print(json.dumps(doc), flush=True)
+        if a.role in ("producer", "queue-learner"):
+            os._exit(0)  # its sending/sampling thread may be blocked in the peer for good
         return 0
     sizes = [int(x) for x in a.item_bytes.split(",") if x]
     systems = [x for x in a.systems.split(",") if x]
@@ -1060,13 +1555,21 @@ def main(argv: list[str] | None = None) -> int:
         systems = [x for x in systems if x != "inreplay-dpdk"] if a.loopback else systems
     cap = {z: (10_000 if z < 4096 else 2_000) if a.quick else
            (100_000 if z < 4096 else 20_000) for z in sizes}
+    workloads = tuple(x for x in a.workloads.split(",") if x)
+    if set(workloads) - set(WORKLOADS):
+        p.error(f"unknown workload(s) {sorted(set(workloads) - set(WORKLOADS))}; choose from "
+                f"{', '.join(WORKLOADS)}")
     s = Settings(systems, sizes, a.seconds or (3.0 if a.quick else 15.0), a.actors,
-                 a.actor_procs, cap, a.loopback, a.mtu, a.server_core, a.client_core, a.quick)
+                 a.actor_procs, cap, a.loopback, a.mtu, a.server_core, a.client_core, a.quick,
+                 workloads=workloads,
+                 producers=tuple(int(x) for x in a.producers.split(",") if x),
+                 queue_sizes=tuple(int(x) for x in a.queue_bytes.split(",") if x),
+                 shm_cores=a.shm_cores)
     doc = run(s)
     print(table(doc))
     if a.json:
         Path(a.json).write_text(json.dumps(doc, indent=1) + "\n")
-    return 0 if doc["rows"] else 1
+    return 0 if doc["rows"] or doc["queue_rows"] else 1
 
 
 if __name__ == "__main__":

@@ -1218,15 +1218,36 @@ PEER_GOALS = ((128, 5.0), (640, 5.0), (28224, 3.0))
 PEER_INSERT_GOAL = 3.0
 PEER_MEMCPY_GOAL = 1.5
 PEER_CLIENT_ADD_GOAL_MBPS = 1000.0
+PEER_SHM = ("inreplay-shm", "inreplay-shm-poll")
+"""bench/peers.py's systems on the same-host shared-memory rings."""
+PEER_NET = ("inreplay-kernel", "inreplay-kernel-poll", "inreplay-dpdk")
+"""inreplay over the network stacks (kernel TCP, DPDK), whose figures issue 37 must keep."""
+PEER_QUEUE_GOAL = 1.5
+"""QUEUE items/s on the shm path at least this many times echo's."""
+PEER_REGRESSION = 0.95
+"""The TCP and DPDK figures at least this fraction of the previous run's."""
+PEER_PATHS = ("path: which way a figure's bytes went. shm rings (same host): the server's "
+              "shared-memory request and reply rings, set up through its shm socket, no TCP; "
+              "kernel TCP: Linux's stack (loopback, or the veth); DPDK + lwIP: the DPDK stack "
+              "on the veth (af_packet); in-process: no server, the buffer in the learner's "
+              "process (cpprb's MP form shares memory with forked actors); Ray actor: a buffer "
+              "in another process reached through Ray.")
+
+
+def _apex_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [r for r in rows if r.get("workload", "apex") == "apex"]
 
 
 def _peer_row(rows: list[dict[str, Any]], system: str, size: int) -> dict[str, Any] | None:
     return next((r for r in rows if r["system"] == system and r["item_bytes"] == size), None)
 
 
-def _best_inreplay(rows: list[dict[str, Any]], size: int, key: str) -> dict[str, Any] | None:
+def _best_inreplay(rows: list[dict[str, Any]], size: int, key: str,
+                   shm: bool = False) -> dict[str, Any] | None:
+    """inreplay's best row at size: over the network (TCP or DPDK), or with shm=True on
+    the same-host shared-memory rings."""
     mine = [r for r in rows if r["system"].startswith("inreplay") and r["item_bytes"] == size
-            and r.get(key) is not None]
+            and r.get(key) is not None and (r["system"] in PEER_SHM) == shm]
     return max(mine, key=lambda r: r[key]) if mine else None
 
 
@@ -1235,10 +1256,11 @@ def _split(r: dict[str, Any], rows: list[dict[str, Any]] | None = None) -> str:
     busy-polling server's CPU is all spinning: inreplay-kernel's row of the same size says
     it instead)."""
     if rows is not None and r["system"].endswith(("-poll", "-dpdk")):
-        plain = _peer_row(rows, "inreplay-kernel", r["item_bytes"])
+        base = "inreplay-shm" if r["system"] in PEER_SHM else "inreplay-kernel"
+        plain = _peer_row(rows, base, r["item_bytes"])
         if plain is not None:
             return (f"; {r['system']} busy-polls (its CPU includes spinning), and on "
-                    f"inreplay-kernel at {human(r['item_bytes'])} ({plain['batches_per_s']:,.1f}"
+                    f"{base} at {human(r['item_bytes'])} ({plain['batches_per_s']:,.1f}"
                     f" batches/s)" + _split(plain)[1:])
     per = r.get("server_cpu_us_per_item")
     if per is None or not r.get("batches_per_s"):
@@ -1253,7 +1275,9 @@ def _split(r: dict[str, Any], rows: list[dict[str, Any]] | None = None) -> str:
     return (f"; the server was busy {busy:.0%} of the time ({per:.2f} µs of CPU per item "
             f"moved), so the {batch_us:,.0f} µs per learner batch went mostly to "
             + ("the server" if busy > 0.8 else "the clients' side (Python actors and learner "
-               "sharing their core, the kernel's TCP transfer)"))
+               "sharing their core, " + ("their copies into and out of the rings)"
+                                         if r["system"] in PEER_SHM
+                                         else "the kernel's TCP transfer)")))
 
 
 def _peers_load(m: dict[str, Any]) -> str:
@@ -1268,10 +1292,12 @@ def _peers_load(m: dict[str, Any]) -> str:
     return f"load average {m['loadavg_start']:.1f} at the start{busy} and {end}"
 
 
-def peers_section(doc: dict[str, Any]) -> str:
+def peers_section(doc: dict[str, Any], prev: dict[str, Any] | None = None) -> str:
     """bench/peers.py: inreplay against Reverb, TorchRL, cpprb and Redis + a learner-side
-    tree, the Ape-X loop at three item sizes, with issue 21's goals."""
-    rows = doc["rows"]
+    tree, the Ape-X loop at three item sizes, with issue 21's goals; with the same-host
+    path, cpprb's single learner and echo's stream in the run, issue 37's goals too
+    (prev: the previous run's rows, for its TCP and DPDK figures)."""
+    rows = _apex_rows(doc["rows"])
     cfg = doc["config"]
     mc = doc["memcpy_gbps"]
     quick = " (a --quick run)" if doc.get("quick") else ""
@@ -1351,7 +1377,7 @@ def peers_section(doc: dict[str, Any]) -> str:
                    f"{rv['inserts_per_s']:,.0f} (goal ≥ {PEER_INSERT_GOAL:g}x)"
                    + ("" if x >= PEER_INSERT_GOAL else _split(me, rows)))
     mine = [r for r in rows if r["system"].startswith("inreplay") and r["item_bytes"] == 28224
-            and r.get("sample_vs_memcpy") is not None]
+            and r.get("sample_vs_memcpy") is not None and r["system"] not in PEER_SHM]
     if mine:
         best = min(mine, key=lambda r: r["sample_vs_memcpy"])
         x = best["sample_vs_memcpy"]
@@ -1388,6 +1414,7 @@ def peers_section(doc: dict[str, Any]) -> str:
                 f"{r['system']} {r['sample_vs_memcpy']:.1f}x" for r in others) + ".")
     else:
         out.append(f"- **NOT MEASURED** — the 28 KB sample within {PEER_MEMCPY_GOAL:g}x memcpy")
+    issue37 = _peers_issue37(doc, prev)
     if cl.get("add_50x28KB_MBps") is not None:
         v = cl["add_50x28KB_MBps"]
         per_add = (cl.get("per_client_cpu_s") or {}).get("add_50x28KB_MBps")
@@ -1399,7 +1426,273 @@ def peers_section(doc: dict[str, Any]) -> str:
         out.append(f"- **{_verdict(v >= PEER_CLIENT_ADD_GOAL_MBPS)}** — ReplayClient.add of "
                    f"50 × 28 KB: {v:,.0f} MB/s (goal ≥ {PEER_CLIENT_ADD_GOAL_MBPS:,.0f} MB/s)"
                    + why)
+    if issue37:
+        out += ["", *issue37]
     return "\n".join(out)
+
+
+def _f(x: Any, fmt: str = "{:,.0f}") -> str:
+    return "—" if x is None else fmt.format(x)
+
+
+def _queue_cause(me: dict[str, Any], echo: dict[str, Any],
+                 tcp: dict[str, Any] | None = None) -> str:
+    """Where the stream's time went, from the CPU measured in the cell (tcp: the same
+    cell on kernel TCP)."""
+    share, per = me.get("server_cpu_share"), me.get("server_cpu_us_per_item")
+    if share is None or per is None:
+        return ""
+    tper = (tcp or {}).get("server_cpu_us_per_item")
+    polls = (f"; the shm server spent {per / tper:.1f}x the CPU per item of the same "
+             f"server on kernel TCP ({tper:.2f} µs): with shm clients its loop polls while "
+             f"under load instead of sleeping, CPU the producers and the learner need on "
+             f"the same 2 cores" if tper and me["system"] in PEER_SHM and per > 1.5 * tper
+             else "")
+    limit = ("the server's core was the limit" if share > 0.8 else
+             "the server had time to spare, so the limit was the clients' side: the "
+             "producers' add of 50 items and the learner's sample, Python processes sharing "
+             "the 2 cores with the server")
+    esh = echo.get("server_cpu_share")
+    eline = (f"; echo's learner process (its server, its drainer threads and the learner) "
+             f"used {esh:.0%} of a core ({echo.get('server_cpu_us_per_item') or 0:.2f} µs per "
+             f"item)" if esh is not None else "")
+    return (f"; {me['system']}'s server used {share:.0%} of a core ({per:.2f} µs of CPU per "
+            f"item), {limit}{polls}; its producers sent {me['sent_per_s']:,.0f} items/s{eline}")
+
+
+def _cpprb_note(me: dict[str, Any], doc: dict[str, Any]) -> str:
+    """What cpprb's figure does not pay that inreplay's does, and the machine's load."""
+    load = (doc.get("machine") or {}).get("loadavg_end")
+    cores = me.get("cores")
+    return ("; cpprb's actors write into its shared-memory buffer with no server and no "
+            "round trip, on every core" + (f" (inreplay here: {cores})" if cores else "")
+            + (f"; load average {load:.1f} at the end on {doc['machine'].get('cpus', '?')} "
+               f"cores, so every round trip also waits for a core" if load and load > 2.5
+               else ""))
+
+
+def _peers_issue37(doc: dict[str, Any], prev: dict[str, Any] | None) -> list[str]:
+    """The single-learner and stream tables and issue 37's goals (empty for a run with
+    neither the shm path nor the new peers)."""
+    all_rows = doc["rows"]
+    rows = _apex_rows(all_rows)
+    single = [r for r in all_rows if r.get("workload") == "single"]
+    queue = doc.get("queue_rows") or []
+    if not (single or queue or any(r["system"] in PEER_SHM for r in rows)):
+        return []
+    mc = doc["memcpy_gbps"]
+    cfg = doc["config"]
+    out = [PEER_PATHS]
+    if single:
+        out += ["", "One learner in one process, no actors (cpprb's in-process "
+                    "PrioritizedReplayBuffer against inreplay with the same loop): fill the "
+                    "table in batches of 50, then insert batches of 50 for half the cell "
+                    "(inserts/s) and sample 512 / update 512 for the other half (batches/s); "
+                    "inreplay's server on its own core, the learner on the other. CPU: the "
+                    "learner's own CPU seconds per wall second while inserting / sampling, "
+                    "and the server's; what neither accounts for is waiting (for the other "
+                    "side, or for a core on a loaded machine).", "",
+                "| system | item | batches/s | sample p50 / p99 | inserts/s | "
+                "CPU inserting | CPU sampling | path |",
+                "|---|---|---|---|---|---|---|---|"]
+
+        def share(r: dict[str, Any], phase: str) -> str:
+            c = r.get("cpu_share") or {}
+            if f"learner_cpu_{phase}" not in c:
+                return "—"
+            srv = c.get(f"server_cpu_{phase}")
+            return (f"learner {c[f'learner_cpu_{phase}']:.0%}"
+                    + ("" if srv is None else f", server {srv:.0%}"))
+
+        for r in sorted(single, key=lambda r: (r["item_bytes"], -r["batches_per_s"])):
+            out.append(f"| {r['system']} | {human(r['item_bytes'])} | "
+                       f"{r['batches_per_s']:,.1f} | {_f(r['sample_p50_us'])} / "
+                       f"{_f(r['sample_p99_us'])} µs | {r['inserts_per_s']:,.0f} | "
+                       f"{share(r, 'insert')} | {share(r, 'sample')} | {r['path']} |")
+    if queue:
+        out += ["", f"The stream (IMPALA/SEED's pattern): producer processes send items as "
+                    f"fast as they are taken, one learner takes batches of 512 in FIFO order. "
+                    f"echo 0.2.1: its Server (TcpTransport) in the learner's process, "
+                    f"TcpClient.send of one sample at a time (it pipelines 32), the batch a "
+                    f"zero-copy view valid until the next; inreplay: a REPLAY.CREATE ... QUEUE "
+                    f"{cfg.get('queue_items', 2048)} table, ReplayClient.add of 50 items, "
+                    f"sample(out=) of 512 into one array reused each time. Every process, "
+                    f"inreplay's server included, may run on both cores. CPU per item: "
+                    f"inreplay's server process, or echo's learner process (its server lives "
+                    f"there).", "",
+                "| system | item | producers | learner items/s | sent items/s | "
+                "CPU per item | path |", "|---|---|---|---|---|---|---|"]
+        for r in sorted(queue, key=lambda r: (r["item_bytes"], r["producers"],
+                                              -r["items_per_s"])):
+            out.append(f"| {r['system']} | {human(r['item_bytes'])} | {r['producers']} | "
+                       f"{r['items_per_s']:,.0f} | {r['sent_per_s']:,.0f} | "
+                       f"{_f(r.get('server_cpu_us_per_item'), '{:.2f} µs')} | {r['path']} |")
+    cs = doc.get("client_shm") or {}
+    if cs:
+        out += ["", f"The client's own path on the shm rings (as above, against "
+                    f"{cs.get('system')}): add of 50 × 28 KB {cs.get('add_50x28KB_MBps', 0):,.0f}"
+                    f" MB/s; sample(out=) of 512 × 28 KB "
+                    f"{cs.get('sample_512x28KB_out_MBps', 0):,.0f} MB/s."]
+    out += ["", "Goals (issue 37):"]
+    for key, what in (("batches_per_s", "learner batches/s"), ("inserts_per_s", "inserts/s")):
+        for size in (128, 640, 28224):
+            me = _best_inreplay(rows, size, key, shm=True)
+            cp = _peer_row(rows, "cpprb", size)
+            if not me or not cp:
+                out.append(f"- **NOT MEASURED** — {what} at {human(size)} on the same-host "
+                           f"path ≥ cpprb's ({'inreplay-shm' if not me else 'cpprb'} has no "
+                           f"row)")
+                continue
+            x = me[key] / max(cp[key], 1e-9)
+            fmt = "{:,.1f}" if key == "batches_per_s" else "{:,.0f}"
+            out.append(f"- **{_verdict(x >= 1.0)}** — {what} at {human(size)} in the Ape-X "
+                       f"loop: {me['system']} {fmt.format(me[key])} = {x:.2f}x cpprb's "
+                       f"{fmt.format(cp[key])} (goal ≥ 1x)"
+                       + ("" if x >= 1.0 else _split(me, rows) + _cpprb_note(me, doc)))
+    for size in (128, 28224):
+        for n in doc["config"].get("producers") or (1, 4):
+            mine = [r for r in queue if r["system"] in PEER_SHM and r["item_bytes"] == size
+                    and r["producers"] == n]
+            me = max(mine, key=lambda r: r["items_per_s"]) if mine else None
+            ec = next((r for r in queue if r["system"] == "echo" and r["item_bytes"] == size
+                       and r["producers"] == n), None)
+            if not me or not ec:
+                out.append(f"- **NOT MEASURED** — QUEUE items/s at {human(size)} with {n} "
+                           f"producer(s) ≥ {PEER_QUEUE_GOAL:g}x echo's "
+                           f"({'inreplay-shm' if not me else 'echo'} has no row)")
+                continue
+            x = me["items_per_s"] / max(ec["items_per_s"], 1e-9)
+            tcp = next((r for r in queue if r["system"] == "inreplay-kernel"
+                        and r["item_bytes"] == size and r["producers"] == n), None)
+            tcp_s = (f"; on kernel TCP {tcp['items_per_s']:,.0f} = "
+                     f"{tcp['items_per_s'] / max(ec['items_per_s'], 1e-9):.2f}x"
+                     if tcp else "")
+            ok = x >= PEER_QUEUE_GOAL
+            out.append(f"- **{_verdict(ok)}** — QUEUE items/s at {human(size)}, {n} "
+                       f"producer{'s' if n > 1 else ''}: {me['system']} "
+                       f"{me['items_per_s']:,.0f} = {x:.2f}x echo's {ec['items_per_s']:,.0f} "
+                       f"(goal ≥ {PEER_QUEUE_GOAL:g}x){tcp_s}"
+                       + ("" if ok else _queue_cause(me, ec, tcp)))
+    mine = [r for r in rows if r["system"] in PEER_SHM and r["item_bytes"] == 28224
+            and r.get("sample_vs_memcpy") is not None]
+    if mine:
+        best = min(mine, key=lambda r: r["sample_vs_memcpy"])
+        x = best["sample_vs_memcpy"]
+        copy_us = 512 * 28224 / (mc * 1e9) * 1e6
+        why = ""
+        if x > PEER_MEMCPY_GOAL:
+            idle = cs.get("sample_512x28KB_out_MBps")
+            per_cpu = (cs.get("per_client_cpu_s") or {}).get("sample_512x28KB_out_MBps")
+            why = f"; one copy of the 14.5 MB takes {copy_us:,.0f} µs here"
+            if idle:
+                why += (f"; with no actors running, the same sample on the rings takes "
+                        f"{512 * 28224 / idle:,.0f} µs ({512 * 28224 / idle / copy_us:.1f}x the "
+                        f"copy)")
+            if per_cpu:
+                why += (f", of which the client's own CPU is {512 * 28224 / per_cpu:,.0f} µs "
+                        f"({512 * 28224 / per_cpu / copy_us:.1f}x: copying out of the reply "
+                        f"ring into the array)")
+            why += ("; the rest of the loaded round trip is the server writing the items "
+                    "into the ring and the learner waiting for its core, shared with the "
+                    "actors")
+        out.append(f"- **{_verdict(x <= PEER_MEMCPY_GOAL)}** — the 28 KB sample of 512 on the "
+                   f"same-host path ({best['system']}, round trip p50 "
+                   f"{best.get('sample_rtt_p50_us') or best['sample_p50_us']:,.0f} µs) is "
+                   f"{x:.1f}x one memcpy of its bytes at {mc:.1f} GB/s (goal ≤ "
+                   f"{PEER_MEMCPY_GOAL:g}x){why}")
+    else:
+        out.append(f"- **NOT MEASURED** — the 28 KB sample on the same-host path within "
+                   f"{PEER_MEMCPY_GOAL:g}x memcpy (no inreplay-shm row at 28 KB)")
+    out += _peers_regression(doc, prev)
+    return out
+
+
+def _peers_regression(doc: dict[str, Any], prev: dict[str, Any] | None) -> list[str]:
+    """The TCP and DPDK figures of this run against the previous run's (its JSON, or the
+    table of the README's block)."""
+    rows = _apex_rows(doc["rows"])
+    mine = [s for s in PEER_NET if any(r["system"] == s for r in rows)]
+    if not mine:
+        return []
+    if not prev or not prev.get("rows"):
+        return [f"- **NOT MEASURED** — the TCP and DPDK figures ({', '.join(mine)}) not more "
+                f"than {1 - PEER_REGRESSION:.0%} below the previous run's: no previous run is "
+                f"kept (no --peers-prev JSON and no table in the README's block)"]
+    old = _apex_rows(prev["rows"])
+    src = prev.get("source", "the previous run")
+    how = ""
+    if bool(prev.get("quick")) != bool(doc.get("quick")):
+        how = (f"; this run is {'a --quick' if doc.get('quick') else 'a full'} one and the "
+               f"previous {'a --quick' if prev.get('quick') else 'a full'} one (shorter cells "
+               f"and smaller tables), so the two are not like for like")
+    pl, nl = prev.get("loadavg"), (doc.get("machine") or {}).get("loadavg_end")
+    if pl is not None and nl is not None:
+        how += f"; load average at the end {pl:.1f} then, {nl:.1f} now"
+    out = []
+    for s in mine:
+        cells, worst, missing, paths = [], None, [], set()
+        for size in sorted({r["item_bytes"] for r in rows if r["system"] == s}):
+            now, was = _peer_row(rows, s, size), _peer_row(old, s, size)
+            if now is None or was is None:
+                missing.append(human(size))
+                continue
+            if _bare_path(now.get("path")) != _bare_path(was.get("path")):
+                paths.add(f"{was.get('path')} then, {now.get('path')} now")
+            for key, name, fmt in (("batches_per_s", "batches/s", "{:,.1f}"),
+                                   ("inserts_per_s", "inserts/s", "{:,.0f}")):
+                x = now[key] / max(was[key], 1e-9)
+                worst = x if worst is None else min(worst, x)
+                cells.append(f"{name} at {human(size)} {fmt.format(was[key])} → "
+                             f"{fmt.format(now[key])} ({x:.2f}x)")
+        if worst is None:
+            out.append(f"- **NOT MEASURED** — {s}'s figures against {src}: it has no {s} row")
+            continue
+        ok = worst >= PEER_REGRESSION
+        fell = [c for c in cells if float(c.rsplit("(", 1)[1].rstrip("x)")) < PEER_REGRESSION]
+        fell = [c.split(" →")[0].rsplit(" ", 1)[0] for c in fell]
+        out.append(f"- **{_verdict(ok)}** — {s}'s figures not more than "
+                   f"{1 - PEER_REGRESSION:.0%} below {src}'s: " + "; ".join(cells)
+                   + (f" (no earlier row at {', '.join(missing)})" if missing else "")
+                   + ("" if ok else f"; below: {', '.join(fell)}"
+                      + how + "".join(f"; another path ({p})" for p in sorted(paths))))
+    return out
+
+
+def _bare_path(p: str | None) -> str:
+    """A row's path without the label "kernel TCP, " that issue 37's runs add."""
+    return (p or "").removeprefix("kernel TCP, ").removeprefix("DPDK + lwIP, ")
+
+
+def peers_from_readme(text: str) -> dict[str, Any] | None:
+    """The previous run's Ape-X rows from the README's peers block (a clean clone keeps no
+    JSON of it): system, item size, learner batches/s, inserts/s."""
+    m = section_pattern("peers").search(text)
+    if not m:
+        return None
+    body = m.group(2)
+    sizes = {human(z): z for z in (128, 640, 28224)}
+    rows: list[dict[str, Any]] = []
+    seen = False
+    for line in body.splitlines():
+        if not line.startswith("|"):
+            if seen:
+                break  # the Ape-X table is the block's first; the others follow it
+            continue
+        seen = True
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) < 8 or cells[1] not in sizes:
+            continue
+        try:
+            rows.append({"system": cells[0], "item_bytes": sizes[cells[1]],
+                         "batches_per_s": float(cells[2].replace(",", "")),
+                         "inserts_per_s": float(cells[4].replace(",", "")), "path": cells[-1]})
+        except ValueError:
+            continue  # the header
+    commit = re.search(r"at commit (\S+)", body)
+    load = re.search(r"and ([0-9.]+) at the end", body)
+    return {"rows": rows, "quick": "(a --quick run)" in body,
+            "source": f"the README's last run (commit {commit.group(1) if commit else '?'})",
+            "loadavg": float(load.group(1)) if load else None} if rows else None
 
 
 def peers_plot(doc: dict[str, Any], png: Path) -> Path | None:
@@ -1641,6 +1934,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--redis-suite", metavar="JSON",
                     help="output of tests/redis_suite/run.py --json (make redis-suite)")
     ap.add_argument("--peers", metavar="JSON", help="output of bench/peers.py --json")
+    ap.add_argument("--peers-prev", metavar="JSON",
+                    help="the previous bench/peers.py --json (default: the README's block): "
+                         "its TCP and DPDK figures are the ones this run's must keep")
     ap.add_argument("--faults", metavar="JSON", help="output of bench/faults.py --json")
     ap.add_argument("--faults-before", metavar="JSON",
                     help="bench/faults.py --json of the DPDK stack without some lwIP patches "
@@ -1716,7 +2012,12 @@ def main(argv: list[str] | None = None) -> int:
         text = replace_section(text, "limiter", limiter_section(lim))
     peers = load(args.peers)
     if peers:
-        text = replace_section(text, "peers", peers_section(peers))
+        kept = args.peers_prev and Path(args.peers_prev).exists()
+        prev = load(args.peers_prev) if kept else peers_from_readme(text)
+        if kept and prev is not None:
+            prev.setdefault("source", f"the previous run (commit {prev.get('commit', '?')})")
+            prev.setdefault("loadavg", (prev.get("machine") or {}).get("loadavg_end"))
+        text = replace_section(text, "peers", peers_section(peers, prev))
         peers_plot(peers, Path(args.docs) / "peers.png")
     faults = load(args.faults)
     if faults:

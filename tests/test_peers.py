@@ -116,7 +116,8 @@ def test_short_real_run_on_loopback(tmp_path: Path) -> None:
     out = tmp_path / "peers.json"
     r = subprocess.run([sys.executable, str(ROOT / "bench" / "peers.py"), "--quick",
                         "--loopback", "--systems", "inreplay-kernel,redis+tree,cpprb",
-                        "--item-bytes", "640", "--seconds", "1", "--json", str(out)],
+                        "--workloads", "apex", "--item-bytes", "640", "--seconds", "1",
+                        "--json", str(out)],
                        capture_output=True, text=True, cwd=ROOT, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     doc = json.loads(out.read_text())
@@ -188,3 +189,131 @@ def test_a_busy_start_is_explained_not_blamed_on_other_work() -> None:
     busy = report._peers_load({"loadavg_start": 1.5, "loadavg_end": 1.8})
     assert "other work was running" not in busy and "1-minute average" in busy
     assert "1-minute" not in report._peers_load({"loadavg_start": 0.4, "loadavg_end": 1.8})
+
+
+def test_short_real_run_of_the_same_host_path_single_learner_and_queue(tmp_path: Path) -> None:
+    """inreplay-shm in the Ape-X loop, cpprb's single learner beside inreplay's, and the
+    QUEUE stream (with echo when its venv is there: making it downloads id-echo)."""
+    out = tmp_path / "peers.json"
+    systems = "inreplay-shm,inreplay-kernel,cpprb-single"
+    echo = (peers.VENV_ECHO / "bin" / "python").exists()
+    if echo:
+        systems += ",echo"
+    r = subprocess.run([sys.executable, str(ROOT / "bench" / "peers.py"), "--quick",
+                        "--loopback", "--systems", systems, "--item-bytes", "640",
+                        "--queue-bytes", "128", "--producers", "1", "--seconds", "1",
+                        "--json", str(out)],
+                       capture_output=True, text=True, cwd=ROOT, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    doc = json.loads(out.read_text())
+    assert doc["errors"] == {}, doc["errors"]
+    got = {(x["system"], x["workload"]): x for x in doc["rows"]}
+    assert set(got) == {("inreplay-shm", "apex"), ("inreplay-kernel", "apex"),
+                        ("inreplay-shm", "single"), ("inreplay-kernel", "single"),
+                        ("cpprb-single", "single")}
+    assert got["inreplay-shm", "apex"]["path"] == "shm rings (same host)"
+    assert got["inreplay-kernel", "apex"]["path"] == "kernel TCP, loopback"
+    assert got["cpprb-single", "single"]["path"] == "in-process"
+    for x in got.values():
+        assert x["batches_per_s"] > 0 and x["inserts_per_s"] > 0
+    q = {x["system"]: x for x in doc["queue_rows"]}
+    assert set(q) == {"inreplay-shm", "inreplay-kernel"} | ({"echo"} if echo else set())
+    for x in q.values():
+        assert x["workload"] == "queue" and x["producers"] == 1 and x["item_bytes"] == 128
+        assert x["items_per_s"] > 0 and x["sent_per_s"] > 0
+    assert q["inreplay-shm"]["path"] == "shm rings (same host)"
+    assert doc["client_shm"]["path"] == "shm rings (same host)"
+    assert doc["client"]["path"] == "loopback"  # the TCP micro stays on TCP
+    assert "| inreplay-shm | 128 B | 1 |" in report.peers_section(doc)
+
+
+def _doc37(over: dict[str, Any] | None = None) -> dict[str, Any]:
+    """_doc() with issue 37's rows: inreplay-shm and cpprb in the loop, the single
+    learner, the stream against echo."""
+    over = over or {}
+    doc = _doc()
+    for size in (128, 640, ATARI):
+        b, i = over.get(size, (400.0, 300_000.0))
+        doc["rows"].append(_row("cpprb", size, 300.0, 250_000.0,
+                                vs=4.0 if size == ATARI else None) | {"path": "in-process"})
+        doc["rows"].append(_row("inreplay-shm", size, b, i,
+                                vs=over.get("vs", 1.2) if size == ATARI else None)
+                           | {"path": "shm rings (same host)"})
+        doc["rows"].append(_row("cpprb-single", size, 900.0, 2e6, cpu=None)
+                           | {"workload": "single", "path": "in-process"})
+    doc["queue_rows"] = []
+    for size in (128, ATARI):
+        for n in (1, 4):
+            mine = over.get(("q", size, n), 30_000.0)
+            for system, v in (("echo", 10_000.0), ("inreplay-shm", mine)):
+                doc["queue_rows"].append(
+                    {"system": system, "workload": "queue", "item_bytes": size, "producers": n,
+                     "items_per_s": v, "batches_per_s": v / 512, "sent_per_s": v,
+                     "server_cpu_us_per_item": 2.0, "server_cpu_share": 0.4,
+                     "path": "kernel TCP, loopback" if system == "echo"
+                     else "shm rings (same host)"})
+    doc["config"]["producers"] = [1, 4]
+    doc["client_shm"] = {"sample_512x28KB_out_MBps": 4000.0, "system": "inreplay-shm",
+                         "add_50x28KB_MBps": 1500.0,
+                         "per_client_cpu_s": {"sample_512x28KB_out_MBps": 6000.0}}
+    return doc
+
+
+def _issue37(text: str) -> list[str]:
+    return _verdicts(text.split("Goals (issue 37):", 1)[1])
+
+
+def test_issue37_goals_pass_then_not_met_with_their_cause() -> None:
+    prev = {"rows": [_row("inreplay-kernel", z, 600.0, 40_000.0) for z in (128, 640, ATARI)]
+            + [_row("inreplay-dpdk", z, 300.0, 20_000.0) for z in (128, 640, ATARI)],
+            "source": "the previous run (commit 0ld)", "quick": True, "loadavg": 1.0}
+    text = report.peers_section(_doc37(), prev)
+    assert _issue37(text) == ["PASS"] * 13, text
+    assert "inreplay-shm 400.0 = 1.33x cpprb's 300.0 (goal ≥ 1x)" in text
+    assert "QUEUE items/s at 28 KB, 4 producers: inreplay-shm 30,000 = 3.00x echo's 10,000" in text
+    assert "| cpprb-single | 640 B | 900.0 |" in text  # the single learner's table
+    assert "shm rings (same host): the server's shared-memory" in text  # the paths named
+    # shm below cpprb at 28 KB, a slow stream, the sample over 1.5x, TCP 10% down
+    worse = _doc37({ATARI: (200.0, 100_000.0), ("q", 128, 4): 14_000.0, "vs": 2.0})
+    for r in worse["rows"]:
+        if r["system"] == "inreplay-kernel" and r["item_bytes"] == 640:
+            r["batches_per_s"] = 540.0
+    worse["queue_rows"].append({**worse["queue_rows"][-1], "system": "inreplay-kernel",
+                                "item_bytes": 128, "producers": 4, "items_per_s": 12_000.0,
+                                "server_cpu_us_per_item": 0.5, "path": "kernel TCP, loopback"})
+    text = report.peers_section(worse, prev)
+    v = _issue37(text)
+    assert v == ["PASS", "PASS", "NOT MET", "PASS", "PASS", "NOT MET", "PASS", "NOT MET",
+                 "PASS", "PASS", "NOT MET", "NOT MET", "PASS"], text
+    lines = [x for x in text.split("Goals (issue 37):")[1].splitlines() if "NOT MET" in x]
+    assert "the server was busy" in lines[0] and "the server was busy" in lines[1]
+    assert "server used 40% of a core (2.00 µs of CPU per item)" in lines[2]
+    assert "on kernel TCP 12,000 = 1.20x" in lines[2]
+    assert "the shm server spent 4.0x the CPU per item of the same server on kernel TCP" \
+        in lines[2]
+    assert "with no actors running, the same sample on the rings takes 3,613 µs" in lines[3]
+    assert "batches/s at 640 B 600.0 → 540.0 (0.90x)" in lines[4] and "below: batches/s" \
+        in lines[4]
+    # no previous run: said, not passed
+    assert report.peers_section(_doc37(), None).count("no previous run is kept") == 1
+
+
+def test_the_readme_block_is_the_previous_run() -> None:
+    prev = report.peers_from_readme((ROOT / "README.md").read_text())
+    assert prev is not None and prev["source"].startswith("the README's last run (commit ")
+    systems = {r["system"] for r in prev["rows"]}
+    assert "inreplay-kernel" in systems
+    assert {r["item_bytes"] for r in prev["rows"]} == {128, 640, ATARI}
+    assert all(r["batches_per_s"] > 0 and r["inserts_per_s"] > 0 for r in prev["rows"])
+
+
+def test_a_block_report_wrote_reads_back_as_its_apex_rows() -> None:
+    block = report.peers_section(_doc37(), None)
+    text = f"<!-- BEGIN peers (generated by make bench) -->\n{block}\n<!-- END peers -->\n"
+    prev = report.peers_from_readme(text)
+    assert prev is not None and prev["quick"] and "commit abc1234" in prev["source"]
+    got = {(r["system"], r["item_bytes"]): r for r in prev["rows"]}
+    assert len(got) == len(prev["rows"]) == 15  # reverb, kernel, dpdk, shm, cpprb x 3
+    assert ("cpprb-single", 640) not in got  # the single learner's table is not the loop's
+    assert got["inreplay-kernel", 640]["batches_per_s"] == 600.0
+    assert got["inreplay-shm", ATARI]["inserts_per_s"] == 300_000.0
