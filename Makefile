@@ -99,6 +99,8 @@ bench: build
 	-$(PY) bench/latency.py --systems kernel,redis-module --mtu 1500 --paths shared \
 	  --sizes 64,65536,1048576,13631488 --batches 512 --packed-batches 512 \
 	  --json $(BUILD)/bench-module.json
+	$(PY) bench/latency.py --loopback --unix --shm --systems kernel,kernel-poll,redis \
+	  --json $(BUILD)/bench-latency-local.json
 	$(PY) bench/throughput.py --json $(BUILD)/bench-throughput.json
 	rm -f $(BUILD)/bench-breakdown.json
 	-$(PY) bench/breakdown.py --mtu 1500,9000 --json $(BUILD)/bench-breakdown.json \

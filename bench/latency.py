@@ -196,8 +196,15 @@ class Conn:
 
     @classmethod
     def connect(cls, host: str, port: int, timeout: float = 60.0,
-                unix_path: str = "") -> Conn:
-        """TCP to host:port, or the Unix socket unix_path when given."""
+                unix_path: str = "", shm_path: str = "") -> Conn:
+        """TCP to host:port, or the Unix socket unix_path, or the shared-memory rings
+        set up at shm_path (pyctl._shm.ShmSocket, which reads and writes as a socket)."""
+        if shm_path:
+            from pyctl import _shm
+
+            shm = _shm.ShmSocket(shm_path)
+            shm.settimeout(timeout)
+            return cls(shm)  # type: ignore[arg-type]
         if unix_path:
             sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             sock.settimeout(timeout)
@@ -327,6 +334,8 @@ class Network:
     delay_us: int = 0
     unix: bool = False
     """loopback's servers also listen on a Unix socket, and clients use it."""
+    shm: bool = False
+    """loopback's inreplay servers also serve the shared-memory rings, and clients use them."""
 
     @property
     def kernel_host(self) -> str:
@@ -337,7 +346,7 @@ class Network:
         """loopback, unix (a Unix socket on this box), shared (offloads off: every
         system) or kernel-default (offloads on)."""
         if self.topo is None:
-            return "unix" if self.unix else "loopback"
+            return "shm" if self.shm else "unix" if self.unix else "loopback"
         return "kernel-default" if self.topo.offloads else "shared"
 
     @property
@@ -346,6 +355,8 @@ class Network:
 
     def serves(self, system: str) -> bool:
         """Whether `system` runs on this path (DPDK's af_packet needs offloads off)."""
+        if self.shm:  # the rings are inreplay's own
+            return system in ("kernel", "kernel-poll")
         return system in KERNEL_STACK or self.path == "shared"
 
     @property
@@ -364,7 +375,7 @@ class Network:
 
 @contextlib.contextmanager
 def network(loopback: bool, delay_us: int = 0, mtu: int = netns.DEFAULT_MTU,
-            offloads: bool = False, unix: bool = False) -> Iterator[Network]:
+            offloads: bool = False, unix: bool = False, shm: bool = False) -> Iterator[Network]:
     """A fresh namespace + veth (removed on the way out), or loopback.
 
     mtu: both veth ends'; offloads: keep the kernel's default offloads (a
@@ -372,7 +383,7 @@ def network(loopback: bool, delay_us: int = 0, mtu: int = netns.DEFAULT_MTU,
     if loopback:
         if delay_us:
             raise BenchError("--delay needs the veth: drop --loopback")
-        yield Network(True, unix=unix)
+        yield Network(True, unix=unix, shm=shm)
         return
     if os.geteuid() != 0:
         raise BenchError("the veth topology needs root (or run with --loopback)")
@@ -412,6 +423,8 @@ class Server:
     proc: subprocess.Popen[bytes] | None = None
     unix_path: str = ""
     """the Unix socket clients use instead of host:port (the unix path), or ""."""
+    shm_path: str = ""
+    """the shm socket clients set up the rings at instead (the shm path), or ""."""
 
     def start(self) -> Server:
         with open(self.log, "wb") as log:
@@ -507,6 +520,9 @@ def make_server(system: str, net: Network, pin: Pinning, workdir: Path, port: in
     log = workdir / f"{system}-{port}.log"
     host = net.kernel_host
     unix_path = str(workdir / f"{system}-{port}.sock") if net.unix else ""
+    if net.shm:
+        shm_socket = str(workdir / f"{system}-{port}.shm")
+        shm_args = ["--shm-socket", shm_socket]
     unix_args = ["--unixsocket", unix_path] if unix_path else []
     if system in ("redis", "redis-module"):
         argv = [*in_ns, *pin.prefix(), "redis-server", "--bind", host, "--port", str(port),
@@ -524,7 +540,8 @@ def make_server(system: str, net: Network, pin: Pinning, workdir: Path, port: in
         argv = [*in_ns, *pin.prefix(), sys.executable, "-m", "pyctl", "start",
                 "--listen", f"{host}:{port}", "--client-subnet", net.subnet, *shm_args,
                 *(["--busy-poll"] if system == "kernel-poll" else []), *unix_args]
-        return Server(system, argv, host, port, log, env, unix_path=unix_path)
+        return Server(system, argv, host, port, log, env, unix_path=unix_path,
+                      shm_path=shm_socket if net.shm else "")
     if system == "dpdk":
         if net.topo is None:
             raise BenchError("dpdk needs the veth topology (not --loopback)")
@@ -948,6 +965,7 @@ class Settings:
     packed_batches: list[int] = field(default_factory=lambda: list(PACKED_BATCHES))
     dpdk_pmd: str = "af_packet"
     unix: bool = False
+    shm: bool = False
     """with loopback: also the unix path (see network)."""
 
 
@@ -994,7 +1012,8 @@ def run_system(system: str, server: Server, net: Network, tables: list[Table], s
     (PACKED, not in every server yet) goes to res.errors and the rest still runs."""
     where = {"path": net.path, "mtu": net.mtu}
     tag = run_key(system, net)
-    conn = Conn.connect(server.host, server.port, unix_path=server.unix_path)
+    conn = Conn.connect(server.host, server.port, unix_path=server.unix_path,
+                        shm_path=server.shm_path)
     try:
         t0 = time.perf_counter()
         load(conn, system, tables, s.sizes)
@@ -1060,7 +1079,7 @@ def run(s: Settings) -> dict[str, Any]:
     with sigterm_as_exit(), tempfile.TemporaryDirectory(prefix="irbench-") as tmp:
         for mtu, path in path_plan(s):
             with network(s.loopback, s.delay_us, mtu, path == "kernel-default",
-                         path == "unix") as net:
+                         path == "unix", path == "shm") as net:
                 nets.append(net.describe())
                 for i, system in enumerate(x for x in s.systems if net.serves(x)):
                     tag = run_key(system, net)
@@ -1114,8 +1133,9 @@ def run(s: Settings) -> dict[str, Any]:
 def path_plan(s: Settings) -> list[tuple[int, str]]:
     """(MTU, path) in the order they run: each MTU's paths together."""
     if s.loopback:
-        return [(netns.DEFAULT_MTU, "loopback")] + ([(netns.DEFAULT_MTU, "unix")] if s.unix
-                                                     else [])
+        return [(netns.DEFAULT_MTU, "loopback")] + \
+            ([(netns.DEFAULT_MTU, "unix")] if s.unix else []) + \
+            ([(netns.DEFAULT_MTU, "shm")] if s.shm else [])
     return [(mtu, path) for mtu in s.mtus for path in s.paths]
 
 
@@ -1152,6 +1172,9 @@ def notes(s: Settings, pin: Pinning, net_info: dict[str, Any]) -> list[str]:
         if s.unix:
             out.append("unix: the same servers also on a Unix domain socket (--unixsocket), "
                        "the client connected to it")
+        if s.shm:
+            out.append("shm: the inreplay servers also serving the same-host shared-memory "
+                       "rings (--shm-socket), the client on them (pyctl._shm.ShmSocket)")
     elif s.delay_us:
         out.append(f"netem delay {s.delay_us} µs on each veth end's egress "
                    f"(+{2 * s.delay_us} µs per round trip)")
@@ -1279,6 +1302,8 @@ def settings_from(args: argparse.Namespace) -> Settings:
             raise SystemExit(f"--systems: unknown system {system!r} (from {', '.join(SYSTEMS)})")
     if args.unix and not args.loopback:
         raise SystemExit("--unix: the Unix socket path runs beside loopback: add --loopback")
+    if args.shm and not args.loopback:
+        raise SystemExit("--shm: the shared-memory path runs beside loopback: add --loopback")
     paths = args.paths.split(",") if args.paths else list(PATHS)
     for path in paths:
         if path not in PATHS:
@@ -1299,6 +1324,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
         budget=budget,
         loopback=args.loopback,
         unix=args.unix,
+        shm=args.shm,
         delay_us=args.delay,
         server_core=args.server_core,
         client_core=args.client_core,
@@ -1328,6 +1354,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--unix", action="store_true",
                     help="with --loopback: also run every system over a Unix socket "
                          "(path unix), in the same run")
+    ap.add_argument("--shm", action="store_true",
+                    help="with --loopback: also run the inreplay systems over the same-host "
+                         "shared-memory rings (path shm), in the same run")
     ap.add_argument("--mtu", metavar="N,N", help="veth MTUs to measure at, comma-separated "
                                                  "(default 1500,9000)")
     ap.add_argument("--paths", help=f"comma-separated, from {','.join(PATHS)} (default both)")

@@ -52,6 +52,7 @@ struct ir_shm_client {
     int gone;       /* the server hung up */
     int epfd;       /* the eventfd and the socket, for callers that poll (ir_shm_poll_fd) */
     int idle_armed; /* cli_waiting left raised between calls for a poller */
+    int poll_mode;  /* someone polls epfd: re-arm after every call (ir_shm_poll_fd) */
 };
 
 static uint64_t nowUs(void) {
@@ -252,7 +253,9 @@ static void idleDisarm(ir_shm_client *c) {
     (void)r;
 }
 
-int ir_shm_poll_fd(ir_shm_client *c) {
+/* Leave cli_waiting raised between calls, so that the server writes the
+ * eventfd for every reply and epfd tells a poller the truth. */
+static void idleArm(ir_shm_client *c) {
     if (!c->idle_armed) {
         c->idle_armed = 1;
         IR_SHM_STORE(&c->h->cli_waiting, 1);
@@ -263,6 +266,17 @@ int ir_shm_poll_fd(ir_shm_client *c) {
         ssize_t r = write(c->efd, &one, sizeof(one));
         (void)r;
     }
+}
+
+/* A call ends: a connection someone polls stays armed. */
+static long callEnd(ir_shm_client *c, long rc) {
+    if (c->poll_mode && c->fd >= 0) idleArm(c);
+    return rc;
+}
+
+int ir_shm_poll_fd(ir_shm_client *c) {
+    c->poll_mode = 1; /* from now on every call leaves it armed */
+    idleArm(c);
     return c->epfd;
 }
 
@@ -293,7 +307,7 @@ static int64_t unread(ir_shm_client *c) {
     return (int64_t)avail;
 }
 
-long ir_shm_read(ir_shm_client *c, void *buf, size_t len, long timeout_ms) {
+static long readImpl(ir_shm_client *c, void *buf, size_t len, long timeout_ms) {
     idleDisarm(c);
     if (!len) return 0;
     int w = waitFor(c, replyReady, timeout_ms);
@@ -308,7 +322,11 @@ long ir_shm_read(ir_shm_client *c, void *buf, size_t len, long timeout_ms) {
     return (long)n;
 }
 
-long ir_shm_read_line(ir_shm_client *c, char *buf, size_t cap, long timeout_ms) {
+long ir_shm_read(ir_shm_client *c, void *buf, size_t len, long timeout_ms) {
+    return callEnd(c, readImpl(c, buf, len, timeout_ms));
+}
+
+static long readLineImpl(ir_shm_client *c, char *buf, size_t cap, long timeout_ms) {
     idleDisarm(c);
     size_t got = 0;
     while (got < cap) {
@@ -334,11 +352,15 @@ long ir_shm_read_line(ir_shm_client *c, char *buf, size_t cap, long timeout_ms) 
     return (long)got; /* no end of line within cap */
 }
 
+long ir_shm_read_line(ir_shm_client *c, char *buf, size_t cap, long timeout_ms) {
+    return callEnd(c, readLineImpl(c, buf, cap, timeout_ms));
+}
+
 static int runReady(ir_shm_client *c) {
     return IR_SHM_LOAD(&c->h->rep_head) - c->rep_read >= c->want;
 }
 
-long ir_shm_peek(ir_shm_client *c, size_t len, long timeout_ms, const void **out) {
+static long peekImpl(ir_shm_client *c, size_t len, long timeout_ms, const void **out) {
     idleDisarm(c);
     *out = NULL;
     uint64_t held = c->leased ? c->rep_read - c->rep_tail : 0;
@@ -357,14 +379,18 @@ long ir_shm_peek(ir_shm_client *c, size_t len, long timeout_ms, const void **out
     return (long)len;
 }
 
+long ir_shm_peek(ir_shm_client *c, size_t len, long timeout_ms, const void **out) {
+    return callEnd(c, peekImpl(c, len, timeout_ms, out));
+}
+
 void ir_shm_release(ir_shm_client *c) {
     if (!c->leased) return;
     c->leased = 0;
     giveBack(c);
 }
 
-long ir_shm_writev(ir_shm_client *c, const void *const *bufs, const size_t *lens, int n,
-                   long timeout_ms) {
+static long writevImpl(ir_shm_client *c, const void *const *bufs, const size_t *lens, int n,
+                       long timeout_ms) {
     idleDisarm(c);
     /* a new request ends the last reply's views (what they show may now change): a
      * view held across requests would keep its bytes from the server and, the ring
@@ -407,6 +433,11 @@ long ir_shm_writev(ir_shm_client *c, const void *const *bufs, const size_t *lens
         return -1;
     }
     return (long)total;
+}
+
+long ir_shm_writev(ir_shm_client *c, const void *const *bufs, const size_t *lens, int n,
+                   long timeout_ms) {
+    return callEnd(c, writevImpl(c, bufs, lens, n, timeout_ms));
 }
 
 long ir_shm_write(ir_shm_client *c, const void *buf, size_t len, long timeout_ms) {

@@ -94,6 +94,13 @@ class ShmSocket:
         has gone (redis-py polls it for pub/sub timeouts and closed connections)."""
         return self._lib.ir_shm_poll_fd(self._live()) if self._c is not None else -1
 
+    def closed_by_peer(self) -> bool:
+        """Whether an idle connection cannot carry the next request: the server hung up,
+        or sent what nobody asked for (without putting the rings in poll mode)."""
+        if self._c is None:
+            return True
+        return self.pending() > 0 or _socket_hung_up(self._lib.ir_shm_fileno(self._c))
+
     def pending(self) -> int:
         """Reply bytes readable now (redis-py asks before it polls, as of a TLS socket)."""
         return int(self._lib.ir_shm_pending(self._live())) if self._c is not None else 0

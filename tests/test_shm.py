@@ -224,6 +224,27 @@ def test_blocking_and_pubsub_wait_on_the_ring(server_factory: Any) -> None:
     ps.close()
 
 
+def test_a_selector_sees_each_reply(server_factory: Any) -> None:
+    """An event loop that registers the connection once (selectors, as a pipelining
+    client does) is told about every reply, and only when there is one."""
+    import selectors
+
+    srv = server_factory("shm")
+    sock = _shm.ShmSocket(srv.shm_path())
+    sel = selectors.DefaultSelector()
+    sel.register(sock, selectors.EVENT_READ)
+    buf = bytearray(64)
+    for i in range(5):
+        assert sel.select(0) == []
+        sock.sendall(b"PING\r\n")
+        assert sel.select(5), f"reply {i} never reported"
+        got = sock.recv_into(buf)
+        assert bytes(buf[:got]) == b"+PONG\r\n"
+    assert sel.select(0) == []
+    sel.close()
+    sock.close()
+
+
 def test_auth_and_acls_apply_unchanged(server_factory: Any) -> None:
     srv = server_factory("shm")
     assert srv.client().config_set("requirepass", "s3cret")
