@@ -1713,18 +1713,21 @@ void infoCommand(client *c) {
         ir_blocked_stats bst;
         blockedStats(s, &bst);
         size_t maxin = 0, maxout = 0;
+        unsigned long long shm_clients = 0;
         for (const client *o = s->clients; o; o = o->next) {
             if (o->qcap > maxin) maxin = o->qcap;
             if (o->pending_bytes > maxout) maxout = o->pending_bytes;
+            if (s->local && o->tp == s->local) shm_clients++;
         }
         infoCat(
             &b,
             "%s# Clients\r\nconnected_clients:%llu\r\ncluster_connections:0\r\nmaxclients:%d\r\n"
             "client_recent_max_input_buffer:%zu\r\nclient_recent_max_output_buffer:%zu\r\n"
             "blocked_clients:%llu\r\ntracking_clients:0\r\nclients_in_timeout_table:0\r\n"
-            "total_blocking_keys:%llu\r\n",
+            "total_blocking_keys:%llu\r\nconnected_shm_clients:%llu\r\n",
             sections++ ? "\r\n" : "", (unsigned long long)s->nclients, s->cfg.maxclients, maxin,
-            maxout, (unsigned long long)bst.blocked_clients, (unsigned long long)bst.blocked_keys);
+            maxout, (unsigned long long)bst.blocked_clients, (unsigned long long)bst.blocked_keys,
+            shm_clients);
     }
     if (wantSection(c, "memory", 1)) {
         char h[32], rh[32], ph[32], mh[32], th[32];

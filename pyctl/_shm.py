@@ -342,7 +342,9 @@ def connect(host: str = "127.0.0.1", port: int = 6379, *, shm: bool | None = Non
     shape.close()
     ckw.update(server=found, spin_us=shm_spin_us, tcp=dict(host=host, port=port, **kwargs))
     pool = redis.ConnectionPool(connection_class=ShmConnection, **ckw)
-    return redis.Redis(connection_pool=pool, single_connection_client=single)
+    r = redis.Redis(connection_pool=pool, single_connection_client=single)
+    r.auto_close_connection_pool = True  # its own pool, as with TCP: close() disconnects it
+    return r
 
 
 def is_shm(r: redis.Redis) -> bool:

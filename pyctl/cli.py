@@ -499,6 +499,8 @@ def _status_of(inst: srv.Instance, password: str | None = None) -> dict[str, Any
         out["stack_build"] = info.get("stack_build")
         out["event_loop"] = info.get("event_loop")
         out["lua"] = info.get("lua")
+        out["shm_socket"] = info.get("shm_socket") or None
+        out["shm_clients"] = info.get("connected_shm_clients")
         # not counting this connection
         out["clients"] = max(0, int(info.get("connected_clients", 1)) - 1)
         out["used_memory"] = info.get("used_memory")
@@ -557,6 +559,9 @@ def cmd_status(args: argparse.Namespace) -> int:
             print(f"  stack: {r['stack_build']}; event loop: {r['event_loop']}")
         if r.get("lua"):
             print(f"  scripts run on: {r['lua']}")
+        if r.get("shm_socket"):
+            print(f"  same-host clients: shared memory at {r['shm_socket']} "
+                  f"({r.get('shm_clients') or 0} connected)")
         if r.get("shard"):
             sh = r["shard"]
             print(f"  shard {sh['index']} of {len(sh['group'])}: group {','.join(sh['group'])}")

@@ -47,7 +47,10 @@ def test_a_local_client_takes_the_rings(server_factory: Any) -> None:
     info = rc.redis.info("server")
     assert info["shm_socket"] == me[0]["addr"][:-2]
     assert info["boot_id"] == _shm.boot_id()
+    tcp = redis.Redis(host=srv.host, port=srv.port, protocol=2)
+    assert tcp.info("clients")["connected_shm_clients"] == 1
     rc.close()
+    _wait(lambda: tcp.info("clients")["connected_shm_clients"] == 0, "never closed")
 
 
 def test_shm_false_and_the_environment_keep_tcp(server_factory: Any,
