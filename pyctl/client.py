@@ -416,12 +416,15 @@ def _sample_direct(r: redis.Redis, args: list[Any], n: int, spec: ItemSpec,
     if got is False:
         return None
     if got is not None:
-        if got < 12 * n or (got - 12 * n) % n:
-            raise ValueError(f"REPLAY.SAMPLE PACKED reply of {got} bytes for {n} items")
-        what = repr(spec.schema) if spec.schema is not None else \
-            f"item_shape {spec.shape} of {spec.dtype}"
-        raise ValueError(f"{what} is {spec.itemsize} bytes, but the table's items are "
-                         f"{(got - 12 * n) // n} bytes")
+        raise _size_error(got, n, spec)
+    return finish_sample(ids, weights, items, n, spec)
+
+
+def finish_sample(ids: npt.NDArray[np.int64], weights: npt.NDArray[np.float32], items: Any,
+                  n: int, spec: ItemSpec) -> Sample:
+    """A packed sample's arrays as the caller asked for them: a schema's fields, or the
+    items and weights as NumPy arrays or torch tensors (on spec.device). Every client's
+    decoder ends here."""
     if spec.schema is not None:
         return spec.decode(ids, weights, memoryview(items), n)
     out: Any = items
@@ -433,6 +436,16 @@ def _sample_direct(r: redis.Redis, args: list[Any], n: int, spec: ItemSpec,
         if spec.device is not None:
             out, w = out.to(spec.device), w.to(spec.device)
     return Sample(ids, w, out)
+
+
+def _size_error(got: int, n: int, spec: ItemSpec) -> ValueError:
+    """The error for a PACKED reply of got bytes that does not hold n items of spec."""
+    if got < 12 * n or (got - 12 * n) % n:
+        return ValueError(f"REPLAY.SAMPLE PACKED reply of {got} bytes for {n} items")
+    what = repr(spec.schema) if spec.schema is not None else \
+        f"item_shape {spec.shape} of {spec.dtype}"
+    return ValueError(f"{what} is {spec.itemsize} bytes, but the table's items are "
+                      f"{(got - 12 * n) // n} bytes")
 
 
 def _locked_array(shape: tuple[int, ...], dtype: np.dtype, lock: bool) -> np.ndarray:
@@ -450,26 +463,14 @@ def _sample_from_view(body: memoryview, n: int, spec: ItemSpec) -> Sample:
     """A PACKED reply's body, in place: ids and weights copied (12 bytes an item), the
     items a view of the body."""
     if len(body) != 12 * n + n * spec.itemsize:
-        what = repr(spec.schema) if spec.schema is not None else \
-            f"item_shape {spec.shape} of {spec.dtype}"
-        if len(body) < 12 * n or (len(body) - 12 * n) % n:
-            raise ValueError(f"REPLAY.SAMPLE PACKED reply of {len(body)} bytes for {n} items")
-        raise ValueError(f"{what} is {spec.itemsize} bytes, but the table's items are "
-                         f"{(len(body) - 12 * n) // n} bytes")
+        raise _size_error(len(body), n, spec)
     ids = np.frombuffer(body, dtype="<i8", count=n).astype(np.int64)
     weights = np.frombuffer(body, dtype="<f4", count=n, offset=8 * n).astype(np.float32)
     if spec.schema is not None:
-        return spec.decode(ids, weights, body[12 * n:], n)
-    items: Any = np.frombuffer(body, dtype=spec.dtype.newbyteorder("="),
-                               offset=12 * n).reshape(n, *spec.shape)
-    w: Any = weights
-    if spec.torch:
-        import torch as th
-
-        items, w = th.from_numpy(items), th.from_numpy(weights)
-        if spec.device is not None:
-            items, w = items.to(spec.device), w.to(spec.device)
-    return Sample(ids, w, items)
+        return finish_sample(ids, weights, body[12 * n:], n, spec)
+    items = np.frombuffer(body, dtype=spec.dtype.newbyteorder("="),
+                          offset=12 * n).reshape(n, *spec.shape)
+    return finish_sample(ids, weights, items, n, spec)
 
 
 SELECTORS = ("prioritized", "uniform", "fifo", "lifo", "minheap", "maxheap")

@@ -60,6 +60,7 @@ from pyctl.client import (
     SampleInfo,
     _native_order,
     _out_array,
+    finish_sample,
     sample_args,
 )
 from pyctl.config import WILDCARD_HOSTS
@@ -456,17 +457,7 @@ class ShardedReplayClient:
             size = int(heads[j, 2:3].view(np.int64)[0])
             stats[k] = ShardStats(float(heads[j, 0]), float(heads[j, 1]), size)
         weights = self._weights(table, q, owner, probs, beta, stats)
-        if spec.schema is not None:
-            return spec.decode(ids, weights, memoryview(items), n)
-        out_items: Any = items
-        w: Any = weights
-        if spec.torch:
-            import torch as th
-
-            out_items, w = th.from_numpy(items), th.from_numpy(weights)
-            if spec.device is not None:
-                out_items, w = out_items.to(spec.device), w.to(spec.device)
-        return Sample(ids, w, out_items)
+        return finish_sample(ids, weights, items, n, spec)
 
     def info(self, table: str) -> dict[str, Any]:
         """REPLAY.INFO of every shard ("shards": a list of dicts) with the group's
