@@ -118,6 +118,11 @@ def pytest_configure(config: pytest.Config) -> None:
         "replay_host is [native] alone (the reason is required)")
     config.addinivalue_line(
         "markers",
+        "also_shm: a test on the server fixture that also runs with its clients on the "
+        "same-host shared-memory rings (server kind shm), compared with stock Redis as the "
+        "others")
+    config.addinivalue_line(
+        "markers",
         "also_dpdk: a REPLAY test that also runs on the native server's DPDK stack "
         "(replay_host [dpdk], where the session has that stack)")
 
@@ -134,6 +139,10 @@ def _native_only(node: Any) -> bool:
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """replay_host: both hosts, or [native] alone for a native_only test (and [dpdk]
     for an also_dpdk one, where the session has the DPDK stack)."""
+    if "server" in metafunc.fixturenames:
+        also = metafunc.definition.get_closest_marker("also_shm") is not None
+        metafunc.parametrize("server", [*SERVER_KINDS, *(("shm",) if also else ())],
+                             indirect=True)
     if "replay_host" in metafunc.fixturenames:
         hosts = ["native", "shm"] if _native_only(metafunc.definition) else [
             "native", "shm", "module"]
@@ -671,9 +680,10 @@ def _use(pool: ServerPool, kind: str) -> Iterator[ServerProcess]:
         )
 
 
-@pytest.fixture(params=SERVER_KINDS)
+@pytest.fixture
 def server(request: pytest.FixtureRequest, server_pool: ServerPool) -> Iterator[ServerProcess]:
-    """The session's server of each kind, emptied with FLUSHALL before the test."""
+    """The session's server of each kind (SERVER_KINDS, and shm for a test marked
+    also_shm: pytest_generate_tests), emptied with FLUSHALL before the test."""
     yield from _use(server_pool, request.param)
 
 

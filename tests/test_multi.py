@@ -13,7 +13,11 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+import pytest
 from conftest import RespError
+
+# also over the same-host rings (server kind shm), against stock Redis as the others
+pytestmark = pytest.mark.also_shm
 
 if TYPE_CHECKING:
     from conftest import RawConn, ServerProcess

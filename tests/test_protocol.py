@@ -23,6 +23,9 @@ from helpers import bulk, mbulk
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+# also over the same-host rings (server kind shm), against stock Redis as the others
+pytestmark = pytest.mark.also_shm
+
 if TYPE_CHECKING:
     from conftest import RawConn, ServerProcess
 

@@ -17,6 +17,9 @@ import pytest
 import redis
 from conftest import RespError
 
+# also over the same-host rings (server kind shm), against stock Redis as the others
+pytestmark = pytest.mark.also_shm
+
 if TYPE_CHECKING:
     from conftest import RawConn, ServerProcess
 
