@@ -207,7 +207,8 @@ def test_a_request_the_server_got_is_not_sent_again(port: int, rc: ReplayClient)
 
     t = threading.Thread(target=proxy, daemon=True)
     t.start()
-    client = ReplayClient(port=pport, socket_timeout=5)
+    # TCP through the proxy (the server would otherwise hand a local client its rings)
+    client = ReplayClient(port=pport, socket_timeout=5, shm=False)
     with pytest.raises(redis.ConnectionError):
         client.add("once", [1.0] * 2, np.zeros((2, 8), np.uint8))
     lsock.close()

@@ -382,7 +382,9 @@ def test_sigterm_at_random_moments_stops_the_learner_cleanly(inreplay_server: An
         assert err == "", (i, delay, err)
         slow.append((took, delay))
     worst = max(slow)
-    assert worst[0] < 5.0, f"{worst[0]:.1f} s to stop after a SIGTERM at {worst[1]:.1f} s"
+    # bounded, not fast: a SIGTERM during torch's import waits for it, which took 9.5 s
+    # on a 2-core machine running other work
+    assert worst[0] < 30.0, f"{worst[0]:.1f} s to stop after a SIGTERM at {worst[1]:.1f} s"
 
 
 def _tgkill_other_thread(pid: int, sig: int) -> None:
