@@ -1,4 +1,4 @@
-"""Regenerate README.md's performance sections from benchmark JSON.
+"""Regenerate the documentation's performance sections from benchmark JSON.
 
     python bench/report.py [--sumtree build/bench-sumtree.json] [--latency build/bench-latency.json]
                            [--throughput build/bench-throughput.json]
@@ -6,10 +6,11 @@
                            [--demo build/bench-cartpole/summary.json]
                            [--demo-kernel build/bench-cartpole-kernel/summary.json]
                            [--breakout build/bench-breakout/summary.json]
-                           [--faults build/bench-faults.json] [--readme README.md]
+                           [--faults build/bench-faults.json] [--readme docs/benchmarks.md ...]
 
 Each section sits between `<!-- BEGIN name ... -->` and `<!-- END name -->`
-markers; everything between them is replaced, nothing else is touched.
+markers, in one of the pages under docs/ (or the files given with --readme);
+everything between them is replaced, nothing else is touched.
 The bench-goals section marks each goal of issue 9 PASS, NOT MET or NOT
 MEASURED with its numbers (evaluate_goals) and, under every goal not met,
 the DPDK per-stage breakdown of that workload from bench/breakdown.py with a
@@ -1905,6 +1906,34 @@ def replace_section(text: str, name: str, body: str) -> str:
     return pat.sub(lambda m: m.group(1) + body.rstrip() + "\n" + m.group(3), text)
 
 
+class Pages:
+    """The markdown files that hold generated blocks: each block is in exactly one."""
+
+    def __init__(self, paths: list[Path]) -> None:
+        self.texts = {p: p.read_text() for p in paths}
+
+    def holder(self, name: str) -> Path:
+        pat = section_pattern(name)
+        found = [p for p, text in self.texts.items() if pat.search(text)]
+        if len(found) != 1:
+            where = ", ".join(map(str, found)) or "none of " + ", ".join(map(str, self.texts))
+            raise SystemExit(f"the '{name}' section markers must be in one page: {where}")
+        return found[0]
+
+    def text_with(self, name: str) -> str:
+        return self.texts[self.holder(name)]
+
+    def replace(self, name: str, body: str) -> None:
+        path = self.holder(name)
+        self.texts[path] = replace_section(self.texts[path], name, body)
+
+    def write(self) -> list[Path]:
+        changed = [p for p, text in self.texts.items() if p.read_text() != text]
+        for p in changed:
+            p.write_text(self.texts[p])
+        return changed
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -1943,52 +1972,55 @@ def main(argv: list[str] | None = None) -> int:
                          "(-Dlwip_skip_patches): a column of its DPDK numbers")
     ap.add_argument("--integrations", metavar="JSON",
                     help="output of bench/integrations.py --json (TorchRL and RLlib)")
-    ap.add_argument("--readme", default=str(ROOT / "README.md"))
+    ap.add_argument("--readme", action="append", metavar="MD",
+                    help="a markdown file holding generated blocks (repeatable; default: "
+                         "every page under docs/)")
     ap.add_argument("--docs", default=str(ROOT / "docs"),
                     help="where the CartPole returns plot is copied (default docs/)")
     args = ap.parse_args(argv)
-    readme = Path(args.readme)
-    text = readme.read_text()
+    pages = Pages([Path(p) for p in args.readme] if args.readme
+                  else sorted((ROOT / "docs").rglob("*.md")))
 
     def load(path: str | None) -> dict[str, Any] | None:
         return json.loads(Path(path).read_text()) if path else None
 
     if args.sumtree:
         doc = json.loads(Path(args.sumtree).read_text())
-        text = replace_section(text, "sumtree-k", sumtree_k_section(doc))
-        text = replace_section(text, "sumtree-compare", sumtree_compare_section(doc))
+        pages.replace("sumtree-k", sumtree_k_section(doc))
+        pages.replace("sumtree-compare", sumtree_compare_section(doc))
     lat, thr, bd = load(args.latency), load(args.throughput), load(args.breakdown)
     demo, demo_kernel = load(args.demo), load(args.demo_kernel)
     if lat:
-        text = replace_section(text, "latency", latency_section(lat))
-        text = replace_section(text, "sampling", sampling_section(lat))
+        pages.replace("latency", latency_section(lat))
+        pages.replace("sampling", sampling_section(lat))
         kept = args.latency_prev and Path(args.latency_prev).exists()
-        # a clean clone keeps no JSON of the last run: the README's block is its report
-        prev = load(args.latency_prev) if kept else server_times_from_readme(text)
-        text = replace_section(text, "server-time", server_time_section(lat, prev))
+        # a clean clone keeps no JSON of the last run: the page's block is its report
+        prev = (load(args.latency_prev) if kept
+                else server_times_from_readme(pages.text_with("server-time")))
+        pages.replace("server-time", server_time_section(lat, prev))
     if thr:
-        text = replace_section(text, "throughput", throughput_section(thr))
+        pages.replace("throughput", throughput_section(thr))
     if lat or thr:
         dpdk_demo = demo if demo_kernel else None  # the demo goal compares the two runs
-        text = replace_section(text, "bench-goals",
+        pages.replace("bench-goals",
                                goals_section(lat, thr, bd, demo_kernel, dpdk_demo))
     if demo:
         brk = load(args.breakout)
-        text = replace_section(text, "apex-demo", demo_section(demo, brk, demo_kernel))
+        pages.replace("apex-demo", demo_section(demo, brk, demo_kernel))
         png = Path(args.demo).parent / "returns.png"
         docs = Path(args.docs)
         docs.mkdir(exist_ok=True)
         (docs / "cartpole-returns.png").write_bytes(png.read_bytes())
     if bd:
-        text = replace_section(text, "breakdown", breakdown_section(bd))
+        pages.replace("breakdown", breakdown_section(bd))
     nics = load(args.nics)
     if lat and nics:
-        text = replace_section(text, "nics", nics_section(lat, nics))
+        pages.replace("nics", nics_section(lat, nics))
     module_doc = load(args.module_host)
     if module_doc:
-        text = replace_section(text, "module-host", module_host_section(module_doc))
+        pages.replace("module-host", module_host_section(module_doc))
     if args.soak:
-        text = replace_section(text, "soak", soak_section(json.loads(Path(args.soak).read_text())))
+        pages.replace("soak", soak_section(json.loads(Path(args.soak).read_text())))
     comp = load(args.compress)
     swarm = None
     for path in args.swarm or []:
@@ -1998,36 +2030,37 @@ def main(argv: list[str] | None = None) -> int:
         else:
             swarm["rows"] += doc["rows"]
     if swarm:
-        text = replace_section(text, "swarm", swarm_section(swarm))
+        pages.replace("swarm", swarm_section(swarm))
     if comp:
-        text = replace_section(text, "compress", compress_section(comp))
+        pages.replace("compress", compress_section(comp))
     suite = load(args.redis_suite)
     if suite:
-        text = replace_section(text, "redis-suite", redis_suite_section(suite))
+        pages.replace("redis-suite", redis_suite_section(suite))
     st = load(args.server_time)
     if st:
-        text = replace_section(text, "server-sample", server_sample_section(st))
+        pages.replace("server-sample", server_sample_section(st))
     lim = load(args.limiter)
     if lim:
-        text = replace_section(text, "limiter", limiter_section(lim))
+        pages.replace("limiter", limiter_section(lim))
     peers = load(args.peers)
     if peers:
         kept = args.peers_prev and Path(args.peers_prev).exists()
-        prev = load(args.peers_prev) if kept else peers_from_readme(text)
+        prev = (load(args.peers_prev) if kept
+                else peers_from_readme(pages.text_with("peers")))
         if kept and prev is not None:
             prev.setdefault("source", f"the previous run (commit {prev.get('commit', '?')})")
             prev.setdefault("loadavg", (prev.get("machine") or {}).get("loadavg_end"))
-        text = replace_section(text, "peers", peers_section(peers, prev))
+        pages.replace("peers", peers_section(peers, prev))
         peers_plot(peers, Path(args.docs) / "peers.png")
     faults = load(args.faults)
     if faults:
-        text = replace_section(text, "faults",
+        pages.replace("faults",
                                faults_section(faults, load(args.faults_before)))
     integ = load(args.integrations)
     if integ:
-        text = replace_section(text, "integrations", integrations_section(integ))
-    readme.write_text(text)
-    print(f"updated {readme}")
+        pages.replace("integrations", integrations_section(integ))
+    for path in pages.write():
+        print(f"updated {path}")
     return 0
 
 
