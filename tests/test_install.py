@@ -1,10 +1,11 @@
 """`pip install .` without make: a plain virtual environment (no system site-packages),
 a clean copy of the tree (no build/, no build-deps/), the package built by meson-python
 from the registry's build tools, then in that environment with the working directory
-outside the tree: `pyctl start --daemon`, the README's client example, `pyctl status`,
-`pyctl stop`. Then `pip wheel .` with DPDK turned off, as on a machine without it: the
-wheel holds the library and every module, its kernel stack runs the same cycle, and
-`--stack dpdk` is refused in one line that says how to get it.
+outside the tree: `pyctl start --daemon`, the README's quick start as written (its
+address replaced), `pyctl status`, `pyctl stop`. Then `pip wheel .` with DPDK turned
+off, as on a machine without it: the wheel holds the library and every module, its
+kernel stack runs the same cycle, and `--stack dpdk` is refused in one line that says
+how to get it.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from test_readme_example import readme_client_example
+from doc_blocks import blocks, page, with_port
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("pyctl", "actors", "learner", "integrations")  # meson.build's list
@@ -74,7 +75,7 @@ def _expected_stacks() -> list[str]:
 
 
 def _cycle(venv: Path, work: Path, stacks: list[str]) -> None:
-    """start --daemon, the README's client example, status, stop: all from the venv."""
+    """start --daemon, the README's quick start, status, stop: all from the venv."""
     py, pyctl = str(venv / "bin" / "python"), str(venv / "bin" / "pyctl")
     where = _run([py, "-c", "import pyctl, pyctl._native as n; "
                             "print(pyctl.__file__); print(n.library_path())"], work, venv)
@@ -88,11 +89,10 @@ def _cycle(venv: Path, work: Path, stacks: list[str]) -> None:
     assert m, start.stdout
     port = int(m.group(1))
     try:
-        # the README's example as written, less its torch line (torch is an extra)
-        code = readme_client_example().replace("port=6379", f"port={port}")
-        code = "\n".join(x for x in code.splitlines() if "torch=True" not in x)
-        code += ("\nassert ids.tolist() == list(range(64)) and obs.shape == (32, 84, 84, 4)"
-                 "\nassert (loss_weights <= 1).all()\nprint('example ok')\n")
+        # the README's quick start, as a user pastes it after `pip install .`
+        code = with_port(blocks(page("README.md"))[0], "127.0.0.1", port)
+        code += ("\nassert s.items.shape == (32, 4) and (s.weights <= 1).all()"
+                 "\nassert 'quickstart' not in rc.tables()\nprint('example ok')\n")
         ex = _run([py, "-c", code], work, venv)
         assert ex.returncode == 0 and "example ok" in ex.stdout, ex.stderr
         st = _run([pyctl, "status"], work, venv)

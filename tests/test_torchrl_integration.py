@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 import redis
 from conftest import module_group
+from doc_blocks import blocks, page, section
 
 from pyctl.errors import decode_info
 
@@ -359,16 +360,16 @@ def test_torchrl_own_replay_buffer_tests(server_factory: Any, tmp_path: Path) ->
     assert not unused, f"patterns in {SKIPLIST.name} that match no test: {unused}"
 
 
-def test_readme_torchrl_example_runs(replay_server: Any) -> None:
-    """The README's TorchRL example, run as written (only the address replaced)."""
-    section = (ROOT / "README.md").read_text().split("\n## TorchRL\n", 1)[1]
-    m = re.search(r"```python\n(.*?)```", section, re.S)
-    assert m, "the TorchRL section has no python block"
-    code = m.group(1)
+def test_docs_torchrl_example_runs(replay_server: Any) -> None:
+    """The integrations page's TorchRL example, run as written (only the address
+    replaced)."""
+    found = blocks(section(page("integrations.md"), "## TorchRL"))
+    assert found, "the TorchRL section has no python block"
+    code = found[0]
     assert '"127.0.0.1:6379"' in code
     code = code.replace('"127.0.0.1:6379"', f'"{replay_server.host}:{replay_server.port}"')
     scope: dict[str, Any] = {}
-    exec(compile(code, "README.md:torchrl", "exec"), scope)
+    exec(compile(code, "docs/integrations.md:torchrl", "exec"), scope)
     batch = scope["batch"]
     assert batch.batch_size == (256,) and (batch["priority_weight"] <= 1).all()
     assert set(batch.keys()) >= {"obs", "action", "reward", "next", "done", "index"}
