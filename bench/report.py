@@ -760,7 +760,7 @@ def goals_section(lat: dict[str, Any] | None, thr: dict[str, Any] | None = None,
     """Each goal of issue 9 with its numbers and PASS / NOT MET; for each goal not met,
     the per-stage breakdown of that workload on DPDK and what it says."""
     goals = evaluate_goals(lat, demo_kernel, demo_dpdk)
-    out = ["Goals of issue 9, checked by `bench/report.py` against the numbers below (ratios "
+    out = ["The latency goals, checked by `bench/report.py` against the numbers below (ratios "
            "of p50s in one run on the same path and MTU; MB/s = payload / p50 of one "
            "connection; \"best kernel\" = the best of stock Redis, kernel and kernel-poll "
            "over both paths at that MTU). The reference for small-request latency is "
@@ -914,7 +914,7 @@ def swarm_section(doc: dict[str, Any]) -> str:
                    f"{r['sample_p99_ms']:.2f} ms | {ins_lat} |")
     trajs = [r for r in rows if r["phase"] == "traj"]
     if trajs:
-        out += ["", "The traj phase (issue 19): each actor connection appends 50 steps (an "
+        out += ["", "The traj phase: each actor connection appends 50 steps (an "
                     "item-sized frame, an action, a reward) to its episode stream and creates 47 "
                     "3-step transitions over them (obs, next_obs, action, 3 rewards) in one round "
                     "trip, as fast as the server takes them; the learner samples 512 transitions "
@@ -923,7 +923,7 @@ def swarm_section(doc: dict[str, Any]) -> str:
                 + "; ".join(f"{r['shards']} shard{'s' if r['shards'] > 1 else ''}, "
                             f"{human(r['item_bytes'])} frames: {r['bytes_per_transition']:,.1f} B"
                             for r in trajs if "bytes_per_transition" in r) + "."]
-    out += ["", "Goals (issue 10):"]
+    out += ["", "Goals:"]
 
     def find(shards: int, phase: str, item: int = 128) -> dict[str, Any] | None:
         return next((r for r in rows if r["shards"] == shards and r["phase"] == phase
@@ -1354,7 +1354,7 @@ def peers_section(doc: dict[str, Any], prev: dict[str, Any] | None = None) -> st
                         f"{per.get('add_50x28KB_MBps', 0):,.0f} MB (redis-py's path "
                         f"{per.get('add_50x28KB_redispy_MBps', 0):,.0f} MB), sample(out=) "
                         f"{per.get('sample_512x28KB_out_MBps', 0):,.0f} MB.")
-    out += ["", "Goals (issue 21):"]
+    out += ["", "Goals:"]
     for size, want in PEER_GOALS:
         me, rv = _best_inreplay(rows, size, "batches_per_s"), _peer_row(rows, "reverb", size)
         if not me or not rv:
@@ -1823,7 +1823,7 @@ def faults_section(doc: dict[str, Any], before: dict[str, Any] | None = None) ->
                 row += (f" {b['p50_ms']:,.2f} / {b['p99_ms']:,.1f} / {b['max_ms']:,.1f} "
                         f"({b['n']}) |" if b else " — |")
             out.append(row)
-    out += ["", "Goals (issue 23):", ""]
+    out += ["", "Goals:", ""]
     for ok, text in fault_goals(doc):
         verdict = "NOT MEASURED" if ok is None else "PASS" if ok else "NOT MET"
         out.append(f"- **{verdict}** — {text}")
