@@ -112,8 +112,9 @@ bench: build
 	rm -f $(BUILD)/bench-breakdown.json
 	-$(PY) bench/breakdown.py --mtu 1500,9000 --json $(BUILD)/bench-breakdown.json \
 	  --workloads get:64,get:64KB,get:1MB,get:13MB,sample:512x128,sample-packed:512x128,sample:512x28224,sample-packed:512x28224
-	$(PY) -m pyctl demo --stack kernel --out $(BUILD)/bench-cartpole-kernel
-	$(PY) -m pyctl demo --stack dpdk --out $(BUILD)/bench-cartpole
+	@# exit 3 = not solved: a result the report shows, not a reason to stop the bench
+	$(PY) -m pyctl demo --stack kernel --out $(BUILD)/bench-cartpole-kernel || [ $$? = 3 ]
+	$(PY) -m pyctl demo --stack dpdk --out $(BUILD)/bench-cartpole || [ $$? = 3 ]
 	$(PY) -m pyctl demo --env-id ALE/Breakout-v5 --minutes 2 --learning-starts 5000 \
 	  --publish-every 5 --out $(BUILD)/bench-breakout
 	$(PY) bench/swarm.py --json $(BUILD)/bench-swarm.json

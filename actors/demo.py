@@ -1,7 +1,7 @@
 """`pyctl demo` (this module: ``python -m actors.demo``): train Ape-X DQN through the
 replay appliance and evaluate it.
 
-    pyctl demo [--stack kernel|dpdk] [--env CartPole-v1] [--actors N] [--minutes M]
+    pyctl demo [--stack kernel|dpdk] [--env-id CartPole-v1] [--actors N] [--minutes M]
                [--out DIR] [--replay appliance|local] [--stop-timeout S]
                [any learner/actor flag]
 
@@ -17,11 +17,14 @@ DIR/metrics.csv (learner), DIR/checkpoint.pt (the learner's last model),
 DIR/evaluated.pt (the parameters the summary's evaluation played: check with
 ``python -m learner.evaluate DIR/evaluated.pt``) and one log per process, stops
 every process it started (also on Ctrl-C or a crash), and prints
-``solved: true`` or ``solved: false`` last. Exit status 0 unless something
-crashed ("solved: false" is still 0). A learner or actor that does not exit within
-``--stop-timeout`` seconds of SIGTERM (or exits with an error) at the end is killed
-and named, in the output and in summary.json's ``shutdown_problems``; the summary and
-the verdict are still written from what was measured, and the exit status is 1.
+``solved: true`` or ``solved: false`` last. Exit status 0 when the policy solved
+the task (or the environment has no solve return, as ALE's games), 3 (UNSOLVED_EXIT)
+when the run ended without solving it, so that a script or CI can tell; 1 when
+something crashed, 2 for a usage error, 130 when interrupted. A learner or actor
+that does not exit within ``--stop-timeout`` seconds of SIGTERM (or exits with an
+error) at the end is killed and named, in the output and in summary.json's
+``shutdown_problems``; the summary and the verdict are still written from what was
+measured, and the exit status is 1.
 """
 
 from __future__ import annotations
@@ -299,6 +302,9 @@ def parse(argv: list[str] | None) -> tuple[argparse.Namespace, Any]:
     return args, cfg
 
 
+UNSOLVED_EXIT = 3
+"""Exit status of a run that ended without solving an environment that has a solve
+return (everything else went well)."""
 ALGOS = {"apex": "actors.demo", "impala": "actors.impala", "r2d2": "actors.r2d2"}
 """pyctl demo --algo NAME: the module whose main(argv) runs that pattern's demo."""
 
@@ -531,6 +537,8 @@ class Demo:
             print(f"replay: {fp['bytes_per_transition']:,.0f} B per transition "
                   f"({fp['storage']}, {fp['items']:,} transitions on the server)")
         print(f"solved: {'true' if summary['solved'] else 'false'}")
+        if code == 0 and summary["solve_return"] is not None and not summary["solved"]:
+            code = UNSOLVED_EXIT
         return code
 
     def train_and_evaluate(self) -> dict[str, Any]:
