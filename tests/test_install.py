@@ -23,7 +23,16 @@ import pytest
 from doc_blocks import blocks, page, with_port
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("pyctl", "actors", "learner", "integrations")  # meson.build's list
+PACKAGES = ("pyctl", "inreplay", "actors", "learner", "integrations")  # meson.build's list
+INSIDE_INREPLAY = ("actors", "learner", "integrations")
+"""Repository folders the wheel installs inside the inreplay package."""
+IMPORT_ROOTS = {"pyctl", "inreplay"}
+"""The top-level names a wheel puts in site-packages (besides its .dist-info)."""
+
+
+def installed_name(rel: str) -> str:
+    """Where a repository file of a Python package lands in the wheel."""
+    return f"inreplay/{rel}" if rel.split("/", 1)[0] in INSIDE_INREPLAY else rel
 PIP_TIMEOUT = 1200  # compiles the C library once; dependencies come from pip's cache
 
 
@@ -80,6 +89,16 @@ def _cycle(venv: Path, work: Path, stacks: list[str]) -> None:
     where = _run([py, "-c", "import pyctl, pyctl._native as n; "
                             "print(pyctl.__file__); print(n.library_path())"], work, venv)
     assert where.returncode == 0, where.stderr
+    # one import root for the RL code: inreplay.actors, not a top-level actors
+    roots = _run([py, "-c", "import importlib.util as u, inreplay, inreplay.actors.config, "
+                            "inreplay.learner, inreplay.integrations; "
+                            "from inreplay import ReplayClient, ShardedReplayClient, Schema; "
+                            "print(inreplay.actors.config.__file__); "
+                            "print([m for m in ('actors', 'learner', 'integrations') "
+                            "if u.find_spec(m)])"], work, venv)
+    assert roots.returncode == 0, roots.stderr
+    assert Path(roots.stdout.split()[0]).is_relative_to(venv / "lib"), roots.stdout
+    assert roots.stdout.splitlines()[-1] == "[]", roots.stdout
     site = venv / "lib"
     for line in where.stdout.split():
         assert Path(line).is_relative_to(site), f"{line} is not from the venv ({site})"
@@ -170,9 +189,12 @@ def test_pip_install_and_wheel_in_a_fresh_venv(tmp_path: Path) -> None:
     (wheel,) = wheels.glob("inreplay-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
     assert {"pyctl/libinreplay.so", "pyctl/inreplay.h"} <= names
-    modules = {p.relative_to(src).as_posix() for pkg in PACKAGES if (src / pkg).is_dir()
-               for p in (src / pkg).rglob("*.py")}
+    modules = {installed_name(p.relative_to(src).as_posix()) for pkg in PACKAGES
+               if (src / pkg).is_dir() for p in (src / pkg).rglob("*.py")}
     assert modules and modules <= names, sorted(modules - names)
+    tops = {n.split("/", 1)[0] for n in names} - {n.split("/", 1)[0] for n in names
+                                                  if ".dist-info/" in n}
+    assert tops == IMPORT_ROOTS, f"the wheel installs {sorted(tops)} at top level"
     _pip(venv, work, "install", "-q", "--no-deps", "--force-reinstall", str(wheel))
     lib = next((venv / "lib").glob("python*/site-packages/pyctl/libinreplay.so"))
     if shutil.which("readelf"):
