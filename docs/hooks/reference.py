@@ -115,7 +115,7 @@ def render_pyctl_help() -> str:
 
 def render_demo_help() -> str:
     sys.path.insert(0, str(ROOT))
-    from actors import demo
+    from inreplay.actors import demo
 
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf), contextlib.suppress(SystemExit):
