@@ -610,7 +610,7 @@ def latency_goals(lat: Lat, mtu: int | None) -> list[Goal]:
         out += same_wire_goals(lat, mtu)
 
     what = (f"DPDK `GET 64 B` p50 within {REFERENCE_SLACK:.0%} of the reference "
-            f"{REFERENCE_GET_US:g} µs (the README's DPDK GET 64 B p50 before this work)")
+            f"{REFERENCE_GET_US:g} µs (the DPDK GET 64 B p50 as first measured)")
     d = lat.get("dpdk", get64, shared, mtu)
     limit_us = REFERENCE_GET_US * (1 + REFERENCE_SLACK)
     if d:
@@ -764,8 +764,8 @@ def goals_section(lat: dict[str, Any] | None, thr: dict[str, Any] | None = None,
            "of p50s in one run on the same path and MTU; MB/s = payload / p50 of one "
            "connection; \"best kernel\" = the best of stock Redis, kernel and kernel-poll "
            "over both paths at that MTU). The reference for small-request latency is "
-           f"{REFERENCE_GET_US:g} µs, DPDK `GET 64 B` p50 as the README recorded it before "
-           "this work.", ""]
+           f"{REFERENCE_GET_US:g} µs, DPDK `GET 64 B` p50 as first recorded, before "
+           "the DPDK stack's speed work.", ""]
     out += [g.line() for g in goals]
     runs = breakdown_runs(breakdown)
     missed = [g for g in goals if g.ok is False]
@@ -1147,13 +1147,13 @@ def _prev_run(prev: dict[str, Any]) -> str:
 
 
 SERVER_TIME_FROM_README = "readme"
-"""`source` of a previous run read back from the README's own server-time block."""
+"""`source` of a previous run read back from the docs' own server-time block."""
 
 
 def server_times_from_readme(text: str) -> dict[str, Any] | None:
-    """The previous run's server times as the README's server-time block printed them
+    """The previous run's server times as the docs' server-time block printed them
     (each cell's first figure), in --latency JSON's shape: a clean clone has no JSON of
-    the last run, but the README it checks out is that run's report. None when the block
+    the last run, but the page it checks out is that run's report. None when the block
     has no figures. The commit is the one the block names ("this run (commit ...)")."""
     m = section_pattern("server-time").search(text)
     if not m:
@@ -1197,7 +1197,7 @@ def server_time_section(doc: dict[str, Any], prev: dict[str, Any] | None) -> str
         whence = "(none kept: first run here)."
     elif prev.get("source") == SERVER_TIME_FROM_README:
         run = f"commit {prev['commit']}, " if prev.get("commit") else ""
-        whence = f"({run}read back from the README's block this run replaced)."
+        whence = f"({run}read back from the page's block this run replaced)."
     else:
         whence = f"({_prev_run(prev)}, from the JSON make bench kept)."
     out = ["Server time per command (µs per call from INFO commandstats over the timed "
@@ -1894,7 +1894,7 @@ def integrations_section(doc: dict[str, Any] | list[Row]) -> str:
 
 
 def section_pattern(name: str) -> re.Pattern[str]:
-    """A generated README block: groups (BEGIN marker line, body, END marker)."""
+    """A generated docs block: groups (BEGIN marker line, body, END marker)."""
     n = re.escape(name)
     return re.compile(rf"(<!-- BEGIN {n}\b[^>]*-->\n)(.*?)(<!-- END {n} -->)", re.S)
 
@@ -1902,7 +1902,7 @@ def section_pattern(name: str) -> re.Pattern[str]:
 def replace_section(text: str, name: str, body: str) -> str:
     pat = section_pattern(name)
     if not pat.search(text):
-        raise SystemExit(f"README has no '{name}' section markers")
+        raise SystemExit(f"no '{name}' section markers")
     return pat.sub(lambda m: m.group(1) + body.rstrip() + "\n" + m.group(3), text)
 
 
@@ -1941,7 +1941,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--latency", metavar="JSON", help="output of bench/latency.py --json")
     ap.add_argument("--latency-prev", metavar="JSON",
                     help="the previous run's --latency JSON: its server times go beside this "
-                    "run's (without it, the ones the README's server-time block shows)")
+                    "run's (without it, the ones the docs' server-time block shows)")
     ap.add_argument("--throughput", metavar="JSON",
                     help="output of bench/throughput.py --json")
     ap.add_argument("--demo", metavar="JSON",

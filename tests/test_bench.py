@@ -441,7 +441,7 @@ def test_report_renders_every_section(latency_doc: dict[str, Any],
     _run("report.py", "--latency", str(lat), "--readme", str(again))
     v = f"{ping['server_us']:.2f}"
     assert f"| kernel | {ping['path']} | {ping['mtu']} | {v} ({v}) |" in again.read_text()
-    assert "read back from the README" in again.read_text()
+    assert "read back from the page" in again.read_text()
     assert "\nold\n" not in text
     assert (tmp_path / "docs" / "cartpole-returns.png").read_bytes() == b"png"
     for path, mtu in PLAN:
@@ -626,7 +626,7 @@ def test_server_time_brackets_come_from_the_readme_in_a_clean_clone() -> None:
     assert sorted(r["workload"] for r in back["latency"]) == ["GET 64 B", "PING"]
     assert all(r["server_us"] == 0.19 and r["mtu"] == 1500 for r in back["latency"])
     second = report.server_time_section(doc(0.25, "4567def"), back)
-    assert "commit 0123abc, read back from the README" in second
+    assert "commit 0123abc, read back from the page" in second
     assert "| kernel | shared | 1500 | 0.25 (0.19) | 0.25 (0.19) |" in second
     # a block that already has brackets gives back its own figures, not the old ones
     third = report.server_times_from_readme(readme.replace(first, second))
