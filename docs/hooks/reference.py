@@ -83,11 +83,10 @@ def render_config() -> str:
     out = ["| setting | type | default | range or values | CONFIG SET | meaning |",
            "|---|---|---|---|---|---|"]
     for p in sorted(config.c_params(), key=lambda p: p["name"]):
-        if p.get("hidden"):
-            continue
         name = f"`{p['name']}`" + (f" (alias `{p['alias']}`)" if p.get("alias") else "")
         default = f"`{p['default']}`" if p.get("default") not in (None, "") else '`""`'
-        mutable = "yes" if p.get("mutable") and not p.get("fixed") else "no"
+        mutable = ("no (a start flag; CONFIG does not show it)" if p.get("hidden")
+                   else "yes" if p.get("mutable") and not p.get("fixed") else "no")
         doc = _cell(p.get("doc") or "") + (" (accepted, no effect)" if p.get("noop") else "")
         out.append(f"| {name} | {p['type']} | {default} | {_bounds(p)} | {mutable} | {doc} |")
     return "\n".join(out)
