@@ -27,8 +27,8 @@ from typing import Any
 
 import numpy as np
 import redis
+from inreplay.actors.codec import Batch
 
-from actors.codec import Batch
 from pyctl.client import ReplayClient
 from pyctl.trajectory import TrajectorySample, TrajectoryWriter, flush_writers
 

@@ -49,7 +49,7 @@ def bench_torchrl(steps: int, rounds: int) -> list[Row]:
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(rounds):
             for buffer in ("local", "inreplay"):
-                s = _module_run("integrations.torchrl_dqn",
+                s = _module_run("inreplay.integrations.torchrl_dqn",
                                 ["--buffer", buffer, "--total-steps", str(steps),
                                  "--solve-return", "1e9", "--seed", "1"],
                                 Path(tmp) / f"{buffer}{r}.json", timeout=3600)
@@ -77,12 +77,11 @@ def _torchrl_buffer_only(rounds: int, steps: int = 200) -> list[Row]:
     import time
 
     import torch
+    from inreplay.integrations import torchrl_trees
+    from inreplay.integrations.torchrl import InreplaySampler, InreplayStorage, connect
+    from inreplay.integrations.torchrl_dqn import start_server
     from tensordict import TensorDict
     from torchrl.data import LazyTensorStorage, PrioritizedSampler, TensorDictReplayBuffer
-
-    from integrations import torchrl_trees
-    from integrations.torchrl import InreplaySampler, InreplayStorage, connect
-    from integrations.torchrl_dqn import start_server
 
     torchrl_trees.ensure()
     torch.set_num_threads(1)

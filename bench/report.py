@@ -1860,8 +1860,8 @@ def integrations_section(doc: dict[str, Any] | list[Row]) -> str:
             med[buf] = statistics.median(v)
             ratio = (f"{med['inreplay'] / med['local']:.2f}×"
                      if buf == "inreplay" and med.get("local") else "")
-            label = {"torchrl": "TorchRL DQN (`integrations.torchrl_dqn`)",
-                     "rllib": "RLlib DQN (`integrations.rllib_dqn`)"}[name]
+            label = {"torchrl": "TorchRL DQN (`inreplay.integrations.torchrl_dqn`)",
+                     "rllib": "RLlib DQN (`inreplay.integrations.rllib_dqn`)"}[name]
             what = {("torchrl", "local"): "LazyTensorStorage + PrioritizedSampler",
                     ("torchrl", "inreplay"): "InreplayStorage + InreplaySampler",
                     ("rllib", "local"): "PrioritizedEpisodeReplayBuffer",

@@ -848,7 +848,7 @@ def main(argv: list[str] | None = None) -> int:
     if raw[:1] == ["demo"]:
         # The demo is RL code (actors.demo: actors, learner, evaluation) with flags of
         # its own; the control plane imports none of it, it hands the process over.
-        argv_demo = [sys.executable, "-m", "actors.demo", *raw[1:]]
+        argv_demo = [sys.executable, "-m", "inreplay.actors.demo", *raw[1:]]
         os.execv(sys.executable, argv_demo)
     args = p.parse_args(argv)
     args.raw_argv = list(sys.argv[1:] if argv is None else argv)

@@ -21,10 +21,11 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("gymnasium")
 
-from actors.actor import Actor  # noqa: E402
-from actors.config import Keys, preset  # noqa: E402
-from actors.demo import UNSOLVED_EXIT  # noqa: E402
-from learner.learner import Learner  # noqa: E402
+from inreplay.actors.actor import Actor  # noqa: E402
+from inreplay.actors.config import Keys, preset  # noqa: E402
+from inreplay.actors.demo import UNSOLVED_EXIT  # noqa: E402
+from inreplay.learner.learner import Learner  # noqa: E402
+
 from pyctl.client import ReplayClient  # noqa: E402
 from pyctl.proc import descendants  # noqa: E402
 
@@ -246,7 +247,7 @@ def test_pyctl_demo_runs_writes_summary_and_cleans_up(tmp_path: Path) -> None:
     for k in ("env", "stack", "solved", "eval_return_mean", "eval_episodes", "wall_s",
               "env_frames", "learner_steps"):
         assert k in s, k
-    from actors.demo import DEMO_NETNS, dpdk_possible
+    from inreplay.actors.demo import DEMO_NETNS, dpdk_possible
 
     # --stack auto: DPDK in a namespace when this machine allows it (CI: root, DPDK built)
     expected = "kernel" if dpdk_possible() else "dpdk"
@@ -264,7 +265,7 @@ def test_pyctl_demo_runs_writes_summary_and_cleans_up(tmp_path: Path) -> None:
     assert 0 < s["replay_bytes_per_transition"] < 100
     assert (out / "returns.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert (out / "checkpoint.pt").exists() and (out / "metrics.csv").exists()
-    from learner.evaluate import load_checkpoint
+    from inreplay.learner.evaluate import load_checkpoint
 
     _, cfg, meta = load_checkpoint(str(out / "evaluated.pt"))  # what the evaluation played
     assert cfg.env_id == "CartPole-v1" and meta["params_version"] == s["eval_params_version"]
@@ -392,7 +393,7 @@ def test_pyctl_demo_usage_errors_are_one_line(argv: list[str], message: str) -> 
 
 
 def test_run_rates_count_the_exit_publish_and_say_unknown_for_a_late_starter() -> None:
-    from actors.demo import MIN_RATE_SPAN_S, run_rates
+    from inreplay.actors.demo import MIN_RATE_SPAN_S, run_rates
 
     # actors seen at t=10 with 100 frames, learner at t=19.9 (one poll before the stop at
     # t=20 would be 19.5): the learner's rate is unknown, not zero

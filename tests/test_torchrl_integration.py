@@ -23,6 +23,14 @@ from pyctl.errors import decode_info
 torch = pytest.importorskip("torch")
 pytest.importorskip("torchrl")
 
+from inreplay.integrations import torchrl_trees  # noqa: E402
+from inreplay.integrations.torchrl import (  # noqa: E402
+    EMPTY_STORAGE_ERROR,
+    InreplaySampler,
+    InreplayStorage,
+    InreplayWriter,
+    connect,
+)
 from tensordict import TensorDict  # noqa: E402
 from torchrl.data import (  # noqa: E402
     LazyTensorStorage,
@@ -31,15 +39,6 @@ from torchrl.data import (  # noqa: E402
     ReplayBuffer,
     RoundRobinWriter,
     TensorDictReplayBuffer,
-)
-
-from integrations import torchrl_trees  # noqa: E402
-from integrations.torchrl import (  # noqa: E402
-    EMPTY_STORAGE_ERROR,
-    InreplaySampler,
-    InreplayStorage,
-    InreplayWriter,
-    connect,
 )
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -271,7 +270,7 @@ def test_clear_errors(replay_server: Any) -> None:
 
 
 def test_torchrl_dqn_smoke(replay_server: Any) -> None:
-    """python -m integrations.torchrl_dqn with small step counts: trains, reports learner
+    """python -m inreplay.integrations.torchrl_dqn with small step counts: trains, reports learner
     steps/s and prints solved: true|false last."""
     _dqn_smoke("inreplay", replay_server)
 
@@ -282,7 +281,7 @@ def test_torchrl_dqn_smoke_local_buffer(inreplay_server: Any) -> None:
 
 
 def _dqn_smoke(buffer: str, replay_server: Any) -> None:
-    argv = [sys.executable, "-m", "integrations.torchrl_dqn", "--buffer", buffer,
+    argv = [sys.executable, "-m", "inreplay.integrations.torchrl_dqn", "--buffer", buffer,
             "--total-steps", "1024", "--learning-starts", "256", "--train-every", "256",
             "--grad-steps", "8", "--eval-every", "512", "--eval-episodes", "2",
             "--address", f"{replay_server.host}:{replay_server.port}"]
