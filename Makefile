@@ -150,7 +150,7 @@ bench: build
 # tree (the Ape-X loop at 128 B, 640 B and 28 KB items). Makes build/peers-venv (Reverb +
 # TensorFlow) and build/peers-venv-torchrl (torch 2.14.1 for TorchRL's extension) on first
 # use. PEERS_ARGS=--quick took 11 min on a loaded 2-core machine (the full run is longer).
-# Issue 37: the same-host shm path, cpprb's single learner and echo 0.2.1's stream
+# the same-host shm path, cpprb's single learner and echo 0.2.1's stream
 # (build/peers-venv-echo) against QUEUE tables; the last run's JSON is kept as
 # bench-peers.prev.json, whose TCP and DPDK figures this run's must keep.
 bench-peers: build

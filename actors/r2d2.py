@@ -30,7 +30,7 @@ Recurrent Replay Distributed DQN (Kapturowski et al. 2019), read top to bottom:
 
 Replay goes through the appliance: one prioritized TRAJECTORY table (``REPLAY.CREATE ...
 ALPHA 0.9 BETA 0.6 MIN_SIZE ... TRAJECTORY``; samples per insert kept by the clients, see
-:func:`limiter_holds`) whose items reference steps stored once (issue 19: an actor
+:func:`limiter_holds`) whose items reference steps stored once (an actor
 appends each step once, with :class:`pyctl.trajectory.TrajectoryWriter`, and the learner
 gets each column of 64 sequences in one REPLAY.SAMPLE,
 :func:`pyctl.trajectory.sample_trajectories`); ``--storage packed`` stores each sequence
@@ -432,7 +432,7 @@ def step_signature(obs_dim: int, n_actions: int) -> dict[str, tuple[tuple[int, .
 
 
 class SequenceStreamWriter:
-    """The sequences of :class:`SequenceWriter`, stored once on the appliance (issue 19).
+    """The sequences of :class:`SequenceWriter`, stored once on the appliance.
 
     Same calls (:meth:`append` per environment step, :meth:`end_episode` with the final
     observation), but nothing is returned: each step is appended once to the actor's

@@ -26,7 +26,7 @@ Measured:
 
     python bench/compress.py [--transitions N] [--seconds S] [--quick] [--json FILE]
 
-Goals (issue 14): a Breakout transition stored in at most 8 KB on average, and at
+Goals: a Breakout transition stored in at most 8 KB on average, and at
 least 10,000 decoded transitions/s with the learner's prefetch on this machine.
 """
 

@@ -1,4 +1,4 @@
-"""Trajectories stored once (issue 19): a writer shaped like Reverb's TrajectoryWriter
+"""Trajectories stored once: a writer shaped like Reverb's TrajectoryWriter
 and a sampler that returns each column of a TRAJECTORY table as one array.
 
     w = TrajectoryWriter(rc, "actor-0", {"obs": ((84, 84), np.uint8), "action": ((), np.int64),

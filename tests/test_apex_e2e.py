@@ -274,7 +274,7 @@ def test_pyctl_demo_runs_writes_summary_and_cleans_up(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_pyctl_demo_on_ray_through_two_shards_solves_cartpole(tmp_path: Path) -> None:
-    """Issue 10: the actors as Ray actors on a local Ray instance, the replay a group of
+    """The actors as Ray actors on a local Ray instance, the replay a group of
     two shards sampled exactly across both; CartPole-v1 solved (greedy evaluation >= 475
     over 20 episodes) within the demo's 5 minutes."""
     pytest.importorskip("ray")

@@ -1,4 +1,4 @@
-"""Atari frames stored once (issue 19 item 4, apex): an Ape-X actor on ALE Breakout writes
+"""Atari frames stored once: an Ape-X actor on ALE Breakout writes
 its transitions through actors.frames' FrameWriter into a TRAJECTORY table on a real
 server, and the learner's replay samples them back, assembled server-side, with
 observations byte-identical to what the environment produced."""

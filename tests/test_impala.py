@@ -1,4 +1,4 @@
-"""IMPALA on a QUEUE table (issue 19, item 4): V-trace against the paper's definition,
+"""IMPALA on a QUEUE table: V-trace against the paper's definition,
 the queue semantics the demo relies on, and the whole demo solving CartPole-v1."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The actor launcher (issue 10): local processes and Ray actors, restarted on failure."""
+"""The actor launcher: local processes and Ray actors, restarted on failure."""
 
 from __future__ import annotations
 

@@ -328,7 +328,7 @@ def _actor_episodes(cfg: R2D2Config, episodes: int, seed: int,
 
 def test_stream_writer_stores_steps_once_and_samples_back_the_packed_sequences(
         replay_server: ServerProcess) -> None:
-    """Issue 19: an actor's sequences through the trajectory writer, sampled back (in
+    """An actor's sequences through the trajectory writer, sampled back (in
     insertion order: a FIFO sampler with MAX_TIMES_SAMPLED 1), are byte-identical to the
     packed SequenceWriter's items and to the environment's steps (obs, actions, rewards,
     the stored state at each first step), and overlapping sequences share chunks: the
@@ -497,7 +497,7 @@ def test_demo_flags_apply_the_cartpole_preset_then_the_flags() -> None:
 
 @pytest.mark.slow
 def test_r2d2_demo_solves_masked_cartpole_within_ten_minutes(tmp_path: Path) -> None:
-    """Issue 19 item 4: `python -m inreplay.actors.r2d2` solves CartPole-v1 with the velocities
+    """`python -m inreplay.actors.r2d2` solves CartPole-v1 with the velocities
     hidden (20 fresh-seed greedy episodes, mean >= 475) within its 10-minute budget."""
     out = tmp_path / "r2d2"
     env = dict(os.environ)
