@@ -9,7 +9,7 @@ selected ones in one run and prints one JSON row per line (and writes them all t
 same seed, same step count, no early stop), so a busy machine slows both alike; the
 last row of each integration is a summary with the medians and their ratio.
 ``--json`` writes ``{commit, when, machine, steps, rounds, seconds, rows}``, which
-``bench/report.py --integrations`` turns into the README's block.
+``bench/report.py --integrations`` turns into the integrations page's block.
 """
 
 from __future__ import annotations
@@ -165,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
             doc["rows"].append(row)
     doc["machine"]["loadavg_end"] = os.getloadavg()[0]
     doc["seconds"] = round(time.monotonic() - t0, 1)
-    if a.json:  # bench/report.py --integrations FILE writes the README's block from it
+    if a.json:  # bench/report.py --integrations FILE writes the integrations page's block from it
         Path(a.json).write_text(json.dumps(doc, indent=1))
     return 0
 

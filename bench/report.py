@@ -11,7 +11,7 @@
 Each section sits between `<!-- BEGIN name ... -->` and `<!-- END name -->`
 markers, in one of the pages under docs/ (or the files given with --readme);
 everything between them is replaced, nothing else is touched.
-The bench-goals section marks each goal of issue 9 PASS, NOT MET or NOT
+The bench-goals section marks each goal PASS, NOT MET or NOT
 MEASURED with its numbers (evaluate_goals) and, under every goal not met,
 the DPDK per-stage breakdown of that workload from bench/breakdown.py with a
 sentence saying which stage dominates and how much would have to go.
@@ -113,7 +113,7 @@ Row = dict[str, Any]
 KB, MB = 1 << 10, 1 << 20
 ATARI_ITEM = 84 * 84 * 4  # one 84x84x4 state
 
-# The goals of issue 9 (targets, not results): ratios of p50s in one run on one path.
+# The goals (targets, not results): ratios of p50s in one run on one path.
 GOAL_BATCH = 512
 GOAL_GET_VS_POLL = 0.9  # DPDK GET 64 B p50 <= 0.9x kernel-poll's
 GOAL_GET_VS_REDIS = 0.5  # ... and <= 0.5x stock Redis's
@@ -121,13 +121,13 @@ GOAL_MBPS_SIZES = (64 * KB, MB, 13 * MB)  # DPDK GET MB/s >= the best kernel sys
 GOAL_MBPS_RATIO = 1.0
 GOAL_SAMPLE = ((128, 0.5), (ATARI_ITEM, 0.8))  # REPLAY.SAMPLE <= ratio x the baseline
 GOAL_DEMO_RATIO = 0.95  # learner steps/s with the appliance on DPDK vs the kernel stack
-# Issue 21 item 6: DPDK against kernel-poll on the same wire (the shared veth, offloads
+# DPDK against kernel-poll on the same wire (the shared veth, offloads
 # off) at jumbo frames: bulk GETs at least as fast, the 28 KB sample no slower.
 SAME_WIRE_MTU = 9000
 SAME_WIRE_MBPS = ((64 * KB, 1.0), (MB, 1.0), (13 * MB, 1.0))
 SAME_WIRE_SAMPLE = (ATARI_ITEM, 1.0)  # p50 <= ratio x kernel-poll's (better of plain/PACKED)
 REFERENCE_GET_US = 27.4
-"""DPDK `GET 64 B` p50 in the README before issue 9 (commit c5d7622, MTU 1500 lwIP)."""
+"""DPDK `GET 64 B` p50 as first measured (commit c5d7622, MTU 1500 lwIP)."""
 REFERENCE_SLACK = 0.10  # small-request latency stays within 10% of the reference
 
 
@@ -326,7 +326,7 @@ MODULE_WORKLOADS = ("PING", "GET 64 B", "GET 64 KB", "GET 1 MB", "GET 13 MB", "S
 
 
 def module_host_section(doc: dict[str, Any]) -> str:
-    """Issue 22 item 4: the native server (kernel stack) against stock redis-server hosting
+    """The native server (kernel stack) against stock redis-server hosting
     the same REPLAY.* handlers as a module, same path and MTU, one connection."""
     lat = Lat(doc)
     mtu = lat.mtus[0]
@@ -485,7 +485,7 @@ VERDICT = {True: "**PASS**", False: "**NOT MET**", None: "**NOT MEASURED**"}
 
 @dataclass
 class Goal:
-    """One goal of issue 9 with the numbers that decide it."""
+    """One goal with the numbers that decide it."""
 
     what: str
     ok: bool | None
@@ -508,7 +508,7 @@ def _vs(a: Row, b: Row) -> str:
 
 
 def same_wire_goals(lat: Lat, mtu: int) -> list[Goal]:
-    """DPDK against kernel-poll on the same wire (issue 21, item 6): the comparison with
+    """DPDK against kernel-poll on the same wire: the comparison with
     the kernel-default veth (64 KB GSO segments, no checksums) measures the VM's wire,
     this one the stacks."""
     shared = lat.base_path
@@ -647,7 +647,7 @@ def demo_goal(kernel: dict[str, Any] | None, dpdk: dict[str, Any] | None) -> Goa
 
 def evaluate_goals(lat: dict[str, Any] | None, demo_kernel: dict[str, Any] | None = None,
                    demo_dpdk: dict[str, Any] | None = None) -> list[Goal]:
-    """Every goal of issue 9, PASS (True), NOT MET (False) or NOT MEASURED (None)."""
+    """Every goal, PASS (True), NOT MET (False) or NOT MEASURED (None)."""
     goals: list[Goal] = []
     if lat:
         index = Lat(lat)
@@ -757,7 +757,7 @@ def goals_section(lat: dict[str, Any] | None, thr: dict[str, Any] | None = None,
                   breakdown: dict[str, Any] | None = None,
                   demo_kernel: dict[str, Any] | None = None,
                   demo_dpdk: dict[str, Any] | None = None) -> str:
-    """Each goal of issue 9 with its numbers and PASS / NOT MET; for each goal not met,
+    """Each goal with its numbers and PASS / NOT MET; for each goal not met,
     the per-stage breakdown of that workload on DPDK and what it says."""
     goals = evaluate_goals(lat, demo_kernel, demo_dpdk)
     out = ["The latency goals, checked by `bench/report.py` against the numbers below (ratios "
@@ -994,12 +994,12 @@ def compress_section(doc: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
-SAMPLE_GOAL_US, UPDATE_GOAL_US = 25.0, 15.0  # issue 21, item 4 (512 items of 128 B, 2M items)
+SAMPLE_GOAL_US, UPDATE_GOAL_US = 25.0, 15.0  # server time of 512 items of 128 B at 2M items
 
 
 def server_sample_section(doc: dict[str, Any]) -> str:
     """Server time of REPLAY.SAMPLE/UPDATE 512 per call (bench/server_time.py), medians over
-    the rounds, and issue 21's goals judged at the largest table."""
+    the rounds, and the goals judged at the largest table."""
     by: dict[int, dict[str, list[float]]] = {}
     for r in doc["rows"]:
         d = by.setdefault(r["items"], {"packed": [], "plain": [], "update": []})
@@ -1222,7 +1222,7 @@ PEER_CLIENT_ADD_GOAL_MBPS = 1000.0
 PEER_SHM = ("inreplay-shm", "inreplay-shm-poll")
 """bench/peers.py's systems on the same-host shared-memory rings."""
 PEER_NET = ("inreplay-kernel", "inreplay-kernel-poll", "inreplay-dpdk")
-"""inreplay over the network stacks (kernel TCP, DPDK), whose figures issue 37 must keep."""
+"""inreplay over the network stacks (kernel TCP, DPDK), whose figures the shm runs must keep."""
 PEER_QUEUE_GOAL = 1.5
 """QUEUE items/s on the shm path at least this many times echo's."""
 PEER_REGRESSION = 0.95
@@ -1295,8 +1295,8 @@ def _peers_load(m: dict[str, Any]) -> str:
 
 def peers_section(doc: dict[str, Any], prev: dict[str, Any] | None = None) -> str:
     """bench/peers.py: inreplay against Reverb, TorchRL, cpprb and Redis + a learner-side
-    tree, the Ape-X loop at three item sizes, with issue 21's goals; with the same-host
-    path, cpprb's single learner and echo's stream in the run, issue 37's goals too
+    tree, the Ape-X loop at three item sizes, with its goals; with the same-host
+    path, cpprb's single learner and echo's stream in the run, the shm goals too
     (prev: the previous run's rows, for its TCP and DPDK figures)."""
     rows = _apex_rows(doc["rows"])
     cfg = doc["config"]
@@ -1415,7 +1415,7 @@ def peers_section(doc: dict[str, Any], prev: dict[str, Any] | None = None) -> st
                 f"{r['system']} {r['sample_vs_memcpy']:.1f}x" for r in others) + ".")
     else:
         out.append(f"- **NOT MEASURED** — the 28 KB sample within {PEER_MEMCPY_GOAL:g}x memcpy")
-    issue37 = _peers_issue37(doc, prev)
+    same_host = _peers_same_host(doc, prev)
     if cl.get("add_50x28KB_MBps") is not None:
         v = cl["add_50x28KB_MBps"]
         per_add = (cl.get("per_client_cpu_s") or {}).get("add_50x28KB_MBps")
@@ -1427,8 +1427,8 @@ def peers_section(doc: dict[str, Any], prev: dict[str, Any] | None = None) -> st
         out.append(f"- **{_verdict(v >= PEER_CLIENT_ADD_GOAL_MBPS)}** — ReplayClient.add of "
                    f"50 × 28 KB: {v:,.0f} MB/s (goal ≥ {PEER_CLIENT_ADD_GOAL_MBPS:,.0f} MB/s)"
                    + why)
-    if issue37:
-        out += ["", *issue37]
+    if same_host:
+        out += ["", *same_host]
     return "\n".join(out)
 
 
@@ -1472,8 +1472,8 @@ def _cpprb_note(me: dict[str, Any], doc: dict[str, Any]) -> str:
                else ""))
 
 
-def _peers_issue37(doc: dict[str, Any], prev: dict[str, Any] | None) -> list[str]:
-    """The single-learner and stream tables and issue 37's goals (empty for a run with
+def _peers_same_host(doc: dict[str, Any], prev: dict[str, Any] | None) -> list[str]:
+    """The single-learner and stream tables and the shm goals (empty for a run with
     neither the shm path nor the new peers)."""
     all_rows = doc["rows"]
     rows = _apex_rows(all_rows)
@@ -1534,7 +1534,7 @@ def _peers_issue37(doc: dict[str, Any], prev: dict[str, Any] | None) -> list[str
                     f"{cs.get('system')}): add of 50 × 28 KB {cs.get('add_50x28KB_MBps', 0):,.0f}"
                     f" MB/s; sample(out=) of 512 × 28 KB "
                     f"{cs.get('sample_512x28KB_out_MBps', 0):,.0f} MB/s."]
-    out += ["", "Goals (issue 37):"]
+    out += ["", "Goals of the same-host path and the streams:"]
     for key, what in (("batches_per_s", "learner batches/s"), ("inserts_per_s", "inserts/s")):
         for size in (128, 640, 28224):
             me = _best_inreplay(rows, size, key, shm=True)
@@ -1610,7 +1610,7 @@ def _peers_issue37(doc: dict[str, Any], prev: dict[str, Any] | None) -> list[str
 
 def _peers_regression(doc: dict[str, Any], prev: dict[str, Any] | None) -> list[str]:
     """The TCP and DPDK figures of this run against the previous run's (its JSON, or the
-    table of the README's block)."""
+    table of the page's block)."""
     rows = _apex_rows(doc["rows"])
     mine = [s for s in PEER_NET if any(r["system"] == s for r in rows)]
     if not mine:
@@ -1618,7 +1618,7 @@ def _peers_regression(doc: dict[str, Any], prev: dict[str, Any] | None) -> list[
     if not prev or not prev.get("rows"):
         return [f"- **NOT MEASURED** — the TCP and DPDK figures ({', '.join(mine)}) not more "
                 f"than {1 - PEER_REGRESSION:.0%} below the previous run's: no previous run is "
-                f"kept (no --peers-prev JSON and no table in the README's block)"]
+                f"kept (no --peers-prev JSON and no table in the page's block)"]
     old = _apex_rows(prev["rows"])
     src = prev.get("source", "the previous run")
     how = ""
@@ -1660,12 +1660,12 @@ def _peers_regression(doc: dict[str, Any], prev: dict[str, Any] | None) -> list[
 
 
 def _bare_path(p: str | None) -> str:
-    """A row's path without the label "kernel TCP, " that issue 37's runs add."""
+    """A row's path without the label "kernel TCP, " that the shm runs add."""
     return (p or "").removeprefix("kernel TCP, ").removeprefix("DPDK + lwIP, ")
 
 
 def peers_from_readme(text: str) -> dict[str, Any] | None:
-    """The previous run's Ape-X rows from the README's peers block (a clean clone keeps no
+    """The previous run's Ape-X rows from the docs' peers block (a clean clone keeps no
     JSON of it): system, item size, learner batches/s, inserts/s."""
     m = section_pattern("peers").search(text)
     if not m:
@@ -1692,7 +1692,7 @@ def peers_from_readme(text: str) -> dict[str, Any] | None:
     commit = re.search(r"at commit (\S+)", body)
     load = re.search(r"and ([0-9.]+) at the end", body)
     return {"rows": rows, "quick": "(a --quick run)" in body,
-            "source": f"the README's last run (commit {commit.group(1) if commit else '?'})",
+            "source": f"the page's last run (commit {commit.group(1) if commit else '?'})",
             "loadavg": float(load.group(1)) if load else None} if rows else None
 
 
@@ -1740,7 +1740,7 @@ def _fault_row(doc: dict[str, Any], system: str, workload: str, cond: str) -> Ro
 
 
 def fault_goals(doc: dict[str, Any]) -> list[tuple[bool | None, str]]:
-    """Issue 23's goals from a bench/faults.py run: (passed, or None if not measured; text)."""
+    """The fault goals from a bench/faults.py run: (passed, or None if not measured; text)."""
     conds = list(doc["conditions"])
     workloads = [w for w in dict.fromkeys(r["workload"] for r in doc["results"])
                  if w != "first reply"]
@@ -1964,7 +1964,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="output of tests/redis_suite/run.py --json (make redis-suite)")
     ap.add_argument("--peers", metavar="JSON", help="output of bench/peers.py --json")
     ap.add_argument("--peers-prev", metavar="JSON",
-                    help="the previous bench/peers.py --json (default: the README's block): "
+                    help="the previous bench/peers.py --json (default: the docs' block): "
                          "its TCP and DPDK figures are the ones this run's must keep")
     ap.add_argument("--faults", metavar="JSON", help="output of bench/faults.py --json")
     ap.add_argument("--faults-before", metavar="JSON",
