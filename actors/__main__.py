@@ -1,7 +1,7 @@
-"""python -m actors: one actor process (see actors.actor)."""
+"""python -m inreplay.actors: one actor process (see actors.actor)."""
 
 import sys
 
-from actors.actor import main
+from inreplay.actors.actor import main
 
 sys.exit(main())

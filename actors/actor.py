@@ -1,7 +1,7 @@
 """An Ape-X actor: act epsilon-greedily, build n-step transitions, insert them with
 priorities, pull parameters when the learner announces new ones.
 
-    python -m actors.actor --actor-id 0 --env CartPole-v1 --port 6379 [--config FILE.json]
+    python -m inreplay.actors.actor --actor-id 0 --env CartPole-v1 --port 6379 [--config FILE.json]
 
 Each flush of ``actor_batch`` transitions is
 
@@ -53,9 +53,8 @@ from typing import Any, Protocol
 import numpy as np
 import redis
 import torch
-
-from actors.codec import TransitionCodec, capacity_warning, stored_bytes
-from actors.config import (
+from inreplay.actors.codec import TransitionCodec, capacity_warning, stored_bytes
+from inreplay.actors.config import (
     Config,
     Keys,
     Parser,
@@ -65,10 +64,11 @@ from actors.config import (
     from_args,
     net_reason,
 )
-from actors.env import EnvSpec, env_spec, lives, make_env
-from actors.frames import FrameWriter, frames_once_on
-from actors.model import BlobError, MlpPolicy, build_model, load_blob
-from actors.nstep import NStep, Transition, td_priorities
+from inreplay.actors.env import EnvSpec, env_spec, lives, make_env
+from inreplay.actors.frames import FrameWriter, frames_once_on
+from inreplay.actors.model import BlobError, MlpPolicy, build_model, load_blob
+from inreplay.actors.nstep import NStep, Transition, td_priorities
+
 from pyctl.client import RateLimited, connect
 from pyctl.sharded import ShardedReplayClient, home_address
 
@@ -603,7 +603,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     dump_stacks_on_signal()
-    prog = "python -m actors.actor"
+    prog = "python -m inreplay.actors.actor"
     p = Parser(prog=prog, description=__doc__,
                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--actor-id", type=int, required=True, help="this actor's index i in [0, N)")

@@ -1,7 +1,7 @@
-"""`pyctl demo` (this module: ``python -m actors.demo``): train Ape-X DQN through the
+"""`pyctl demo` (this module: ``python -m inreplay.actors.demo``): train Ape-X DQN through the
 replay appliance and evaluate it.
 
-    pyctl demo [--stack kernel|dpdk] [--env CartPole-v1] [--actors N] [--minutes M]
+    pyctl demo [--stack kernel|dpdk] [--env-id CartPole-v1] [--actors N] [--minutes M]
                [--out DIR] [--replay appliance|local] [--stop-timeout S]
                [any learner/actor flag]
 
@@ -15,13 +15,16 @@ solved and stops. Otherwise training runs for ``--minutes`` and the last
 parameters are evaluated. Writes DIR/summary.json, DIR/returns.png,
 DIR/metrics.csv (learner), DIR/checkpoint.pt (the learner's last model),
 DIR/evaluated.pt (the parameters the summary's evaluation played: check with
-``python -m learner.evaluate DIR/evaluated.pt``) and one log per process, stops
+``python -m inreplay.learner.evaluate DIR/evaluated.pt``) and one log per process, stops
 every process it started (also on Ctrl-C or a crash), and prints
-``solved: true`` or ``solved: false`` last. Exit status 0 unless something
-crashed ("solved: false" is still 0). A learner or actor that does not exit within
-``--stop-timeout`` seconds of SIGTERM (or exits with an error) at the end is killed
-and named, in the output and in summary.json's ``shutdown_problems``; the summary and
-the verdict are still written from what was measured, and the exit status is 1.
+``solved: true`` or ``solved: false`` last. Exit status 0 when the policy solved
+the task (or the environment has no solve return, as ALE's games), 3 (UNSOLVED_EXIT)
+when the run ended without solving it, so that a script or CI can tell; 1 when
+something crashed, 2 for a usage error, 130 when interrupted. A learner or actor
+that does not exit within ``--stop-timeout`` seconds of SIGTERM (or exits with an
+error) at the end is killed and named, in the output and in summary.json's
+``shutdown_problems``; the summary and the verdict are still written from what was
+measured, and the exit status is 1.
 """
 
 from __future__ import annotations
@@ -45,8 +48,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from inreplay.actors.config import STACKS_SIGNAL
 
-from actors.config import STACKS_SIGNAL
 from pyctl import _native
 from pyctl.proc import die_with_parent, free_port
 from pyctl.sysinfo import cpu_model
@@ -251,7 +254,8 @@ class Line:
 
 def parse(argv: list[str] | None) -> tuple[argparse.Namespace, Any]:
     """Flags and the configuration; a usage error is one line and exit status 2."""
-    from actors.config import add_arguments, from_args
+    from inreplay.actors.config import add_arguments, from_args
+
     from pyctl.cli import Parser
 
     p = Parser(prog="pyctl demo", description=__doc__,
@@ -276,7 +280,8 @@ def parse(argv: list[str] | None) -> tuple[argparse.Namespace, Any]:
                         "samples across them exactly (default 1)")
     p.add_argument("--backend", choices=["local", "ray"], default="local",
                    help="actors as processes here (local, default) or as Ray actors on a "
-                        "local Ray instance, restarted if they die (python -m actors.launch)")
+                        "local Ray instance, restarted if they die "
+                        "(python -m inreplay.actors.launch)")
     p.add_argument("--stop-timeout", type=float, default=30.0, metavar="S",
                    help="seconds a process gets to exit after SIGTERM before it is killed "
                         "(default 30)")
@@ -299,7 +304,11 @@ def parse(argv: list[str] | None) -> tuple[argparse.Namespace, Any]:
     return args, cfg
 
 
-ALGOS = {"apex": "actors.demo", "impala": "actors.impala", "r2d2": "actors.r2d2"}
+UNSOLVED_EXIT = 3
+"""Exit status of a run that ended without solving an environment that has a solve
+return (everything else went well)."""
+ALGOS = {"apex": "inreplay.actors.demo", "impala": "inreplay.actors.impala",
+         "r2d2": "inreplay.actors.r2d2"}
 """pyctl demo --algo NAME: the module whose main(argv) runs that pattern's demo."""
 
 
@@ -425,20 +434,21 @@ class Demo:
         cfg_path = self.out / "config.json"
         cfg_path.write_text(self.cfg.to_json())
         py = sys.executable
-        learner = Child("learner", [py, "-m", "learner.learner", "--config", str(cfg_path)],
+        learner = Child("learner",
+                        [py, "-m", "inreplay.learner.learner", "--config", str(cfg_path)],
                         self.out / "learner.log")
         self.children.append(learner)
         if self.args.backend == "ray":  # one launcher; Ray runs and restarts the actors
             self.children.append(Child(
-                "actors (Ray)", [py, "-m", "actors.launch", "--backend", "ray", "--config",
+                "actors (Ray)", [py, "-m", "inreplay.actors.launch", "--backend", "ray", "--config",
                                  str(cfg_path), "--status-every", "10"],
                 self.out / "actors.log"))
         else:
             for i in range(self.cfg.num_actors):
                 self.children.append(Child(
-                    f"actor {i}", [py, "-m", "actors.actor", "--config", str(cfg_path),
+                    f"actor {i}", [py, "-m", "inreplay.actors.actor", "--config", str(cfg_path),
                                    "--actor-id", str(i)], self.out / f"actor-{i}.log"))
-        from actors.actor import epsilon_ladder
+        from inreplay.actors.actor import epsilon_ladder
 
         c = self.cfg
         eps = ", ".join(f"{epsilon_ladder(i, c.num_actors, c.eps_base, c.eps_alpha):.4g}"
@@ -531,16 +541,17 @@ class Demo:
             print(f"replay: {fp['bytes_per_transition']:,.0f} B per transition "
                   f"({fp['storage']}, {fp['items']:,} transitions on the server)")
         print(f"solved: {'true' if summary['solved'] else 'false'}")
+        if code == 0 and summary["solve_return"] is not None and not summary["solved"]:
+            code = UNSOLVED_EXIT
         return code
 
     def train_and_evaluate(self) -> dict[str, Any]:
         import redis
         import torch
-
-        from actors.config import Keys
-        from actors.env import env_spec
-        from actors.model import BlobError, build_model, load_blob
-        from learner.evaluate import run_episodes
+        from inreplay.actors.config import Keys
+        from inreplay.actors.env import env_spec
+        from inreplay.actors.model import BlobError, build_model, load_blob
+        from inreplay.learner.evaluate import run_episodes
 
         torch.set_num_threads(1)
         cfg = self.cfg
@@ -589,7 +600,8 @@ class Demo:
             return v
 
         def save_evaluated() -> Path:
-            """The parameters evaluated last, reloadable by `python -m learner.evaluate`."""
+            """The parameters evaluated last, reloadable by
+            `python -m inreplay.learner.evaluate`."""
             path = self.out / "evaluated.pt"
             torch.save({"model": model.state_dict(), "config": asdict(cfg),
                         "params_version": pulled["version"],
@@ -645,7 +657,7 @@ class Demo:
         r.close()
         rets = result["returns"]
         mean = float(np.mean(rets)) if rets else None
-        from actors.model import param_count, params_to_blob
+        from inreplay.actors.model import param_count, params_to_blob
 
         return {
             "env": cfg.env_id,
@@ -694,8 +706,7 @@ class Demo:
         actors stopped (their streams dropped: what is left is what the items reference);
         {} with --replay local or when the server does not answer."""
         import redis
-
-        from actors.frames import frames_once_on, replay_footprint
+        from inreplay.actors.frames import frames_once_on, replay_footprint
 
         cfg = self.cfg
         if cfg.replay != "appliance":
@@ -755,8 +766,7 @@ class Demo:
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
-
-        from actors.actor import epsilon_ladder
+        from inreplay.actors.actor import epsilon_ladder
 
         fig, ax = plt.subplots(figsize=(9, 5))
         cfg = self.cfg

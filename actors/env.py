@@ -21,8 +21,7 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
-
-from actors.config import Config, is_atari
+from inreplay.actors.config import Config, is_atari
 
 
 class FireOnStart(gym.Wrapper[Any, Any, Any, Any]):

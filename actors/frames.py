@@ -1,4 +1,4 @@
-"""Atari frames stored once (issue 19): the Ape-X actors' n-step transitions as items of a
+"""Atari frames stored once: the Ape-X actors' n-step transitions as items of a
 TRAJECTORY table that reference frames of an episode stream, instead of records that
 carry 7 frames each (actors.codec).
 
@@ -27,8 +27,8 @@ from typing import Any
 
 import numpy as np
 import redis
+from inreplay.actors.codec import Batch
 
-from actors.codec import Batch
 from pyctl.client import ReplayClient
 from pyctl.trajectory import TrajectorySample, TrajectoryWriter, flush_writers
 

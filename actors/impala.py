@@ -1,6 +1,7 @@
 """IMPALA through the replay appliance: a V-trace actor-critic on a QUEUE table.
 
-    python -m actors.impala [--out DIR] [--minutes M] [--stack auto|kernel|dpdk] [--FLAG V ...]
+    python -m inreplay.actors.impala [--out DIR] [--minutes M] [--stack auto|kernel|dpdk]
+                                     [--FLAG V ...]
 
 (``pyctl demo --algo impala`` runs this module's main.) Espeholt et al. 2018: actors
 play with the newest published policy and push unrolls of ``unroll`` steps (obs,
@@ -35,10 +36,10 @@ from typing import Any
 import numpy as np
 import redis
 import torch
+from inreplay.actors.config import Config, Keys, Parser, dump_stacks_on_signal, field_docs
+from inreplay.actors.model import load_blob, params_to_blob
 from torch import nn
 
-from actors.config import Config, Keys, Parser, dump_stacks_on_signal, field_docs
-from actors.model import load_blob, params_to_blob
 from pyctl.client import RateLimited, ReplayClient, Schema, connect
 
 
@@ -205,8 +206,7 @@ def run_actor(cfg: ImpalaConfig, actor_id: int) -> None:
     """Step ``envs_per_actor`` environments with the newest published policy and push
     each batch of unrolls with one REPLAY.ADD (waiting while the queue is full)."""
     import gymnasium as gym
-
-    from actors.actor import ParamUpdates
+    from inreplay.actors.actor import ParamUpdates
 
     torch.set_num_threads(1)
     keys = Keys(cfg.prefix)
@@ -341,7 +341,7 @@ def run_learner(cfg: ImpalaConfig) -> None:
 
 
 def parse(argv: list[str] | None) -> tuple[argparse.Namespace, ImpalaConfig]:
-    p = Parser(prog="python -m actors.impala", description=__doc__,
+    p = Parser(prog="python -m inreplay.actors.impala", description=__doc__,
                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--stack", choices=["auto", "kernel", "dpdk"], default="auto",
                    help="the appliance's network stack (as pyctl demo: auto, kernel, dpdk)")
@@ -374,7 +374,8 @@ def parse(argv: list[str] | None) -> tuple[argparse.Namespace, ImpalaConfig]:
 
 
 def child_argv(cfg: ImpalaConfig, role: str, actor_id: int = 0) -> list[str]:
-    argv = [sys.executable, "-m", "actors.impala", "--role", role, "--actor-id", str(actor_id)]
+    argv = [sys.executable, "-m", "inreplay.actors.impala", "--role", role, "--actor-id",
+            str(actor_id)]
     for f in fields(ImpalaConfig):
         argv += ["--" + f.name.replace("_", "-"), str(getattr(cfg, f.name))]
     return argv
@@ -383,7 +384,7 @@ def child_argv(cfg: ImpalaConfig, role: str, actor_id: int = 0) -> list[str]:
 def evaluate(model: nn.Module, cfg: ImpalaConfig, episodes: int, seed: int,
              stop_below: float | None, deadline: float) -> list[float]:
     """Greedy episodes with the Ape-X demo's evaluation (learner.evaluate.run_episodes)."""
-    from learner.evaluate import run_episodes
+    from inreplay.learner.evaluate import run_episodes
 
     ecfg = Config(env_id=cfg.env_id, max_episode_steps=cfg.max_episode_steps)
     return run_episodes(model, ecfg, episodes, seed=seed, deadline=deadline,
@@ -392,7 +393,7 @@ def evaluate(model: nn.Module, cfg: ImpalaConfig, episodes: int, seed: int,
 
 def train_and_evaluate(args: argparse.Namespace, cfg: ImpalaConfig, out: Path,
                        line: Any, children: list[Any], t0: float) -> dict[str, Any]:
-    from actors.demo import Child, DemoError
+    from inreplay.actors.demo import Child, DemoError
 
     keys = Keys(cfg.prefix)
     r = redis_for(cfg)
@@ -510,7 +511,8 @@ def train_and_evaluate(args: argparse.Namespace, cfg: ImpalaConfig, out: Path,
 
 def netns_in_use() -> bool:
     """The Ape-X demo's namespace exists already (another demo is running)."""
-    from actors.demo import DEMO_NETNS
+    from inreplay.actors.demo import DEMO_NETNS
+
     from pyctl import netns
 
     return DEMO_NETNS in netns.namespaces()
@@ -518,7 +520,8 @@ def netns_in_use() -> bool:
 
 def netns_down() -> None:
     """Remove the namespace the DPDK appliance ran in (the Ape-X demo's)."""
-    from actors.demo import DEMO_NETNS
+    from inreplay.actors.demo import DEMO_NETNS
+
     from pyctl import netns
 
     if DEMO_NETNS in netns.namespaces():
@@ -535,7 +538,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.role == "learner":
         run_learner(cfg)
         return 0
-    from actors.demo import DemoError, Line, dpdk_possible, start_appliance
+    from inreplay.actors.demo import DemoError, Line, dpdk_possible, start_appliance
+
     from pyctl.proc import free_port
 
     torch.set_num_threads(1)

@@ -1,13 +1,13 @@
-"""python -m actors.launch: run N Ape-X actors, as local processes or on Ray.
+"""python -m inreplay.actors.launch: run N Ape-X actors, as local processes or on Ray.
 
-    python -m actors.launch --backend local --num-actors 8 --host 10.0.0.5 --port 6379
-    python -m actors.launch --backend ray --ray-address auto --num-actors 360 ...
+    python -m inreplay.actors.launch --backend local --num-actors 8 --host 10.0.0.5 --port 6379
+    python -m inreplay.actors.launch --backend ray --ray-address auto --num-actors 360 ...
 
 The appliances are not started here: they run on the replay boxes (`pyctl start`,
 `pyctl start --shards N`), and the actors reach them through the address given
 (--host/--port, any member of a replay group: see ShardedReplayClient.from_seed).
 
-local  one `python -m actors.actor` process per actor on this machine; one that
+local  one `python -m inreplay.actors.actor` process per actor on this machine; one that
        exits with an error is restarted after a short back-off.
 ray    each actor is a Ray actor (max_restarts=-1): when its worker process dies
        (killed, out of memory, a lost node) Ray starts it again and it resumes
@@ -35,7 +35,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from actors.config import Config, add_arguments, from_args
+from inreplay.actors.config import Config, add_arguments, from_args
+
 from pyctl.proc import descendants
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -48,7 +49,7 @@ class ActorHost:
     actor loop runs in a thread, so pid/stats/stop stay answerable while it runs."""
 
     def __init__(self, cfg: dict[str, Any], actor_id: int, max_steps: int = 0) -> None:
-        from actors.actor import Actor  # in the worker: torch and gymnasium load here
+        from inreplay.actors.actor import Actor  # in the worker: torch and gymnasium load here
 
         self.stop_event = threading.Event()
         self.actor = Actor(Config.from_dict(cfg), actor_id, stop=self.stop_event)
@@ -91,7 +92,7 @@ class LocalBackend:
             self._spawn(i)
 
     def _spawn(self, i: int) -> None:
-        cmd = [sys.executable, "-m", "actors.actor", "--actor-id", str(i), *self.argv]
+        cmd = [sys.executable, "-m", "inreplay.actors.actor", "--actor-id", str(i), *self.argv]
         if self.max_steps:
             cmd += ["--max-steps", str(self.max_steps)]
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(
@@ -239,7 +240,7 @@ def shutdown_ray(ray: Any) -> None:
 
 
 def parse(argv: list[str] | None) -> tuple[argparse.Namespace, Config, list[str]]:
-    p = argparse.ArgumentParser(prog="python -m actors.launch", description=__doc__,
+    p = argparse.ArgumentParser(prog="python -m inreplay.actors.launch", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--backend", choices=["local", "ray"], default="local",
                    help="where the actors run (default local)")

@@ -30,9 +30,8 @@ import zlib
 
 import numpy as np
 import torch
+from inreplay.actors.env import EnvSpec
 from torch import nn
-
-from actors.env import EnvSpec
 
 BLOB_MAGIC = b"IRPB"
 BLOB_VERSION = 1

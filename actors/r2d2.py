@@ -1,7 +1,7 @@
 """R2D2 through the replay appliance: a recurrent DQN on CartPole-v1 with the velocities
-hidden (``pyctl demo --algo r2d2``; this module: ``python -m actors.r2d2``).
+hidden (``pyctl demo --algo r2d2``; this module: ``python -m inreplay.actors.r2d2``).
 
-    python -m actors.r2d2 --out DIR [--minutes M] [--stack auto|kernel|dpdk] [--actors N]
+    python -m inreplay.actors.r2d2 --out DIR [--minutes M] [--stack auto|kernel|dpdk] [--actors N]
                           [--seq-len L --period P --burn-in B ...any R2D2Config field]
 
 Recurrent Replay Distributed DQN (Kapturowski et al. 2019), read top to bottom:
@@ -30,7 +30,7 @@ Recurrent Replay Distributed DQN (Kapturowski et al. 2019), read top to bottom:
 
 Replay goes through the appliance: one prioritized TRAJECTORY table (``REPLAY.CREATE ...
 ALPHA 0.9 BETA 0.6 MIN_SIZE ... TRAJECTORY``; samples per insert kept by the clients, see
-:func:`limiter_holds`) whose items reference steps stored once (issue 19: an actor
+:func:`limiter_holds`) whose items reference steps stored once (an actor
 appends each step once, with :class:`pyctl.trajectory.TrajectoryWriter`, and the learner
 gets each column of 64 sequences in one REPLAY.SAMPLE,
 :func:`pyctl.trajectory.sample_trajectories`); ``--storage packed`` stores each sequence
@@ -190,7 +190,7 @@ mixed priority."""
 
 def config_flags(p: argparse.ArgumentParser) -> None:
     """One --kebab-case flag per R2D2Config field, its docstring as help (unset: SUPPRESS)."""
-    from actors.config import field_docs
+    from inreplay.actors.config import field_docs
 
     docs = field_docs(R2D2Config)
     g = p.add_argument_group("R2D2 settings (defaults: R2D2's; the demo applies CARTPOLE "
@@ -432,7 +432,7 @@ def step_signature(obs_dim: int, n_actions: int) -> dict[str, tuple[tuple[int, .
 
 
 class SequenceStreamWriter:
-    """The sequences of :class:`SequenceWriter`, stored once on the appliance (issue 19).
+    """The sequences of :class:`SequenceWriter`, stored once on the appliance.
 
     Same calls (:meth:`append` per environment step, :meth:`end_episode` with the final
     observation), but nothing is returned: each step is appended once to the actor's
@@ -686,7 +686,7 @@ def build_net(cfg: R2D2Config) -> RecurrentQNet:
 
 
 def keys_of(cfg: R2D2Config) -> Any:
-    from actors.config import Keys
+    from inreplay.actors.config import Keys
 
     return Keys(cfg.prefix)
 
@@ -720,9 +720,9 @@ def run_actor(cfg: R2D2Config, actor_id: int, stop: threading.Event) -> None:
     ``--storage packed``), insert them (table's max priority for new items) and report
     frames and episode returns."""
     import redis
+    from inreplay.actors.actor import ParamUpdates, epsilon_ladder
+    from inreplay.actors.model import BlobError, load_blob
 
-    from actors.actor import ParamUpdates, epsilon_ladder
-    from actors.model import BlobError, load_blob
     from pyctl.client import RateLimited, ReplayClient, connect
 
     keys = keys_of(cfg)
@@ -840,7 +840,7 @@ def run_actor(cfg: R2D2Config, actor_id: int, stop: threading.Event) -> None:
 def publish(r: Any, keys: Any, net: nn.Module, version: int, samples: int) -> int:
     """The parameters as the next version, in one MULTI/EXEC as the Ape-X learner does:
     blob, version and sample counter SET and the version PUBLISHed (actors.actor reads it)."""
-    from actors.model import params_to_blob
+    from inreplay.actors.model import params_to_blob
 
     pipe = r.pipeline(transaction=True)
     pipe.set(keys.params, params_to_blob(net))
@@ -1027,7 +1027,8 @@ class R2D2Demo:
         print(f"[{time.monotonic() - self.t0:6.1f}s] {msg}", flush=True)
 
     def start_server(self) -> None:
-        from actors.demo import HOST, DemoError, dpdk_possible, start_appliance
+        from inreplay.actors.demo import HOST, DemoError, dpdk_possible, start_appliance
+
         from pyctl.proc import free_port
 
         stack = self.stack_requested
@@ -1056,11 +1057,11 @@ class R2D2Demo:
             netns.down(NETNS)
 
     def start_processes(self) -> None:
-        from actors.demo import Child
+        from inreplay.actors.demo import Child
 
         path = self.out / "config.json"
         path.write_text(json.dumps(asdict(self.cfg), indent=1))
-        py = [sys.executable, "-m", "actors.r2d2", "--config", str(path)]
+        py = [sys.executable, "-m", "inreplay.actors.r2d2", "--config", str(path)]
         self.children.append(Child("learner", [*py, "--role", "learner"],
                                    self.out / "learner.log"))
         for i in range(self.cfg.num_actors):
@@ -1068,7 +1069,7 @@ class R2D2Demo:
                                                       str(i)], self.out / f"actor-{i}.log"))
 
     def check(self) -> None:
-        from actors.demo import DemoError
+        from inreplay.actors.demo import DemoError
 
         for c in [*self.children, self.server]:
             if c is not None and c.proc.poll() is not None:
@@ -1089,7 +1090,8 @@ class R2D2Demo:
             self._netns_down()
 
     def run(self) -> dict[str, Any]:
-        from actors.model import BlobError, load_blob
+        from inreplay.actors.model import BlobError, load_blob
+
         from pyctl.client import connect
 
         cfg = self.cfg
@@ -1215,9 +1217,9 @@ class R2D2Demo:
 
 
 def parse(argv: list[str] | None) -> tuple[argparse.Namespace, R2D2Config]:
-    from actors.config import Parser
+    from inreplay.actors.config import Parser
 
-    p = Parser(prog="python -m actors.r2d2", description=__doc__,
+    p = Parser(prog="python -m inreplay.actors.r2d2", description=__doc__,
                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--stack", choices=["auto", "kernel", "dpdk"], default="auto",
                    help="the appliance's network stack (auto: dpdk when possible)")
@@ -1258,7 +1260,7 @@ def main(argv: list[str] | None = None) -> int:
 
         signal.signal(signal.SIGTERM, on_signal)
         signal.signal(signal.SIGINT, on_signal)
-        from actors.config import dump_stacks_on_signal
+        from inreplay.actors.config import dump_stacks_on_signal
 
         dump_stacks_on_signal()
         if args.role == "learner":
@@ -1267,8 +1269,7 @@ def main(argv: list[str] | None = None) -> int:
             run_actor(cfg, args.actor_id, stop)
         return 0
     import redis
-
-    from actors.demo import DemoError
+    from inreplay.actors.demo import DemoError
 
     out = Path(cfg.out_dir)
     out.mkdir(parents=True, exist_ok=True)

@@ -1,7 +1,7 @@
-"""python -m actors.ray_job: a whole Ape-X run on a Ray cluster, started by one command.
+"""python -m inreplay.actors.ray_job: a whole Ape-X run on a Ray cluster, started by one command.
 
-    python -m actors.ray_job --shards 2 --env CartPole-v1 --num-actors 4
-    python -m actors.ray_job --ray-address auto --shards 4 --snapshot-dir /data/snap \\
+    python -m inreplay.actors.ray_job --shards 2 --env CartPole-v1 --num-actors 4
+    python -m inreplay.actors.ray_job --ray-address auto --shards 4 --snapshot-dir /data/snap \\
         --snapshot-every 60 --env ALE/Breakout-v5 --num-actors 64
 
 What runs where:
@@ -34,7 +34,7 @@ The job runs until SIGTERM/SIGINT, until the learner reaches --max-learner-steps
 for --minutes; then it stops the actors, the learner and the shards (each server
 SIGTERMed; a shard process whose Ray worker dies gets SIGTERM from the kernel too),
 and, for a local Ray instance, Ray itself. Learner and actor flags are those of
-``python -m actors.launch`` and ``python -m learner.learner``.
+``python -m inreplay.actors.launch`` and ``python -m inreplay.learner.learner``.
 """
 
 from __future__ import annotations
@@ -56,8 +56,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from actors.config import Config, add_arguments, from_args
-from actors.launch import ROOT, RayBackend, init_ray, shutdown_ray
+from inreplay.actors.config import Config, add_arguments, from_args
+from inreplay.actors.launch import ROOT, RayBackend, init_ray, shutdown_ray
 
 PR_SET_PDEATHSIG = 1
 
@@ -152,8 +152,7 @@ class LearnerHost:
 
     def __init__(self, cfg: dict[str, Any], existing: str) -> None:
         import torch
-
-        from learner.learner import Learner
+        from inreplay.learner.learner import Learner
 
         c = Config.from_dict(cfg)
         torch.set_num_threads(c.torch_threads)
@@ -386,7 +385,7 @@ class Job:
 
 
 def parse(argv: list[str] | None) -> tuple[argparse.Namespace, Config]:
-    p = argparse.ArgumentParser(prog="python -m actors.ray_job", description=__doc__,
+    p = argparse.ArgumentParser(prog="python -m inreplay.actors.ray_job", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--ray-address", help="join this Ray cluster (default: a local instance)")
     p.add_argument("--shards", type=int, default=2, help="replay shards (default 2)")

@@ -9,7 +9,7 @@ measured with one connection and one request in flight after 500 warm-up
 requests; the client's veth end counts the frames (RX + TX) during the timed
 requests. Frames per request is deterministic where timing is not.
 
-The "regression since 79f4a87" (issue 21, item 5), measured with this tool
+The "regression since 79f4a87", measured with this tool
 ---------------------------------------------------------------------------
 The issue: DPDK GET 64 B went from 0.83x kernel-poll's p50 (README, 79f4a87)
 to 1.18-1.21x (HEAD 7c029f0), SAMPLE 512 x 128 B PACKED from 0.33x to 0.74x

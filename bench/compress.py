@@ -26,7 +26,7 @@ Measured:
 
     python bench/compress.py [--transitions N] [--seconds S] [--quick] [--json FILE]
 
-Goals (issue 14): a Breakout transition stored in at most 8 KB on average, and at
+Goals: a Breakout transition stored in at most 8 KB on average, and at
 least 10,000 decoded transitions/s with the learner's prefetch on this machine.
 """
 
@@ -50,9 +50,10 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from actors.codec import HEADER_BYTES, TransitionCodec, stored_bytes  # noqa: E402
-from actors.config import preset  # noqa: E402
-from actors.nstep import NStep, Transition  # noqa: E402
+from inreplay.actors.codec import HEADER_BYTES, TransitionCodec, stored_bytes  # noqa: E402
+from inreplay.actors.config import preset  # noqa: E402
+from inreplay.actors.nstep import NStep, Transition  # noqa: E402
+
 from pyctl.proc import die_with_parent, free_port  # noqa: E402
 
 ENV_ID = "ALE/Breakout-v5"
@@ -66,7 +67,7 @@ BREAKOUT_BALL_X, BREAKOUT_PADDLE_X = 99, 72  # RAM addresses
 def breakout_transitions(n: int, seed: int = 1, explore: float = 0.1) -> list[Transition]:
     """n n-step transitions of Breakout through the actors' preprocessing: the paddle
     follows the ball, except for a random action with probability ``explore``."""
-    from actors.env import lives, make_env
+    from inreplay.actors.env import lives, make_env
 
     cfg = preset(ENV_ID)
     env = make_env(cfg, seed)
@@ -219,9 +220,9 @@ def learner_rate(port: int, table: str, items: list[Any], fill: int, threads: in
                  seconds: float, obs_shape: tuple[int, ...]) -> dict[str, Any]:
     """Decoded transitions/s through ApplianceReplay + Prefetcher + to_torch."""
     import torch
+    from inreplay.learner.learner import to_torch
+    from inreplay.learner.replay import ApplianceReplay, Prefetcher
 
-    from learner.learner import to_torch
-    from learner.replay import ApplianceReplay, Prefetcher
     from pyctl.client import ReplayClient
 
     cfg = preset(ENV_ID, port=port, table=table, capacity=fill,

@@ -20,7 +20,7 @@ for at most --seconds per cell (at least 3 and at most a fixed count of requests
 nothing is dropped as warm-up: the first requests are the point) and reports p50,
 p99 and max in milliseconds. Every reply is checked byte for byte. --json FILE
 writes one row per cell; bench/report.py --faults FILE turns it into the README's
-fault table and the goals of issue 23 (PASS / NOT MET). --quick takes fewer
+fault table and its goals (PASS / NOT MET). --quick takes fewer
 requests per cell (p99 of a few dozen samples is close to the max). Needs root.
 
     python bench/faults.py [--quick] [--conditions none,loss-1,...] [--json FILE]

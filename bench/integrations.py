@@ -9,7 +9,7 @@ selected ones in one run and prints one JSON row per line (and writes them all t
 same seed, same step count, no early stop), so a busy machine slows both alike; the
 last row of each integration is a summary with the medians and their ratio.
 ``--json`` writes ``{commit, when, machine, steps, rounds, seconds, rows}``, which
-``bench/report.py --integrations`` turns into the README's block.
+``bench/report.py --integrations`` turns into the integrations page's block.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ def bench_torchrl(steps: int, rounds: int) -> list[Row]:
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(rounds):
             for buffer in ("local", "inreplay"):
-                s = _module_run("integrations.torchrl_dqn",
+                s = _module_run("inreplay.integrations.torchrl_dqn",
                                 ["--buffer", buffer, "--total-steps", str(steps),
                                  "--solve-return", "1e9", "--seed", "1"],
                                 Path(tmp) / f"{buffer}{r}.json", timeout=3600)
@@ -77,12 +77,11 @@ def _torchrl_buffer_only(rounds: int, steps: int = 200) -> list[Row]:
     import time
 
     import torch
+    from inreplay.integrations import torchrl_trees
+    from inreplay.integrations.torchrl import InreplaySampler, InreplayStorage, connect
+    from inreplay.integrations.torchrl_dqn import start_server
     from tensordict import TensorDict
     from torchrl.data import LazyTensorStorage, PrioritizedSampler, TensorDictReplayBuffer
-
-    from integrations import torchrl_trees
-    from integrations.torchrl import InreplaySampler, InreplayStorage, connect
-    from integrations.torchrl_dqn import start_server
 
     torchrl_trees.ensure()
     torch.set_num_threads(1)
@@ -166,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
             doc["rows"].append(row)
     doc["machine"]["loadavg_end"] = os.getloadavg()[0]
     doc["seconds"] = round(time.monotonic() - t0, 1)
-    if a.json:  # bench/report.py --integrations FILE writes the README's block from it
+    if a.json:  # bench/report.py --integrations FILE writes the integrations page's block from it
         Path(a.json).write_text(json.dumps(doc, indent=1))
     return 0
 

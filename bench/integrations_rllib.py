@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 def rllib(env_steps: int = 20_000, repeats: int = 2, env_runners: int = 2,
           seed: int = 0) -> list[dict[str, Any]]:
     """JSON rows: one per run (buffers interleaved), then a summary row."""
-    from integrations.rllib_dqn import private_server, run
+    from inreplay.integrations.rllib_dqn import private_server, run
 
     rows: list[dict[str, Any]] = []
     with private_server() as address:

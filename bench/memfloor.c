@@ -1,5 +1,5 @@
 /* memfloor.c - what this machine allows REPLAY.SAMPLE and REPLAY.UPDATE of 512
- * (issue 21, item 4: at most 25 and 15 us of server time at 2M items of 128 B).
+ * (at most 25 and 15 us of server time at 2M items of 128 B).
  *
  * Those goals are absolute; this measures, on the same machine and in the same
  * run, the part of that time that no implementation keeping the same data can

@@ -1,4 +1,4 @@
-"""Regenerate README.md's performance sections from benchmark JSON.
+"""Regenerate the documentation's performance sections from benchmark JSON.
 
     python bench/report.py [--sumtree build/bench-sumtree.json] [--latency build/bench-latency.json]
                            [--throughput build/bench-throughput.json]
@@ -6,11 +6,12 @@
                            [--demo build/bench-cartpole/summary.json]
                            [--demo-kernel build/bench-cartpole-kernel/summary.json]
                            [--breakout build/bench-breakout/summary.json]
-                           [--faults build/bench-faults.json] [--readme README.md]
+                           [--faults build/bench-faults.json] [--readme docs/benchmarks.md ...]
 
 Each section sits between `<!-- BEGIN name ... -->` and `<!-- END name -->`
-markers; everything between them is replaced, nothing else is touched.
-The bench-goals section marks each goal of issue 9 PASS, NOT MET or NOT
+markers, in one of the pages under docs/ (or the files given with --readme);
+everything between them is replaced, nothing else is touched.
+The bench-goals section marks each goal PASS, NOT MET or NOT
 MEASURED with its numbers (evaluate_goals) and, under every goal not met,
 the DPDK per-stage breakdown of that workload from bench/breakdown.py with a
 sentence saying which stage dominates and how much would have to go.
@@ -112,7 +113,7 @@ Row = dict[str, Any]
 KB, MB = 1 << 10, 1 << 20
 ATARI_ITEM = 84 * 84 * 4  # one 84x84x4 state
 
-# The goals of issue 9 (targets, not results): ratios of p50s in one run on one path.
+# The goals (targets, not results): ratios of p50s in one run on one path.
 GOAL_BATCH = 512
 GOAL_GET_VS_POLL = 0.9  # DPDK GET 64 B p50 <= 0.9x kernel-poll's
 GOAL_GET_VS_REDIS = 0.5  # ... and <= 0.5x stock Redis's
@@ -120,13 +121,13 @@ GOAL_MBPS_SIZES = (64 * KB, MB, 13 * MB)  # DPDK GET MB/s >= the best kernel sys
 GOAL_MBPS_RATIO = 1.0
 GOAL_SAMPLE = ((128, 0.5), (ATARI_ITEM, 0.8))  # REPLAY.SAMPLE <= ratio x the baseline
 GOAL_DEMO_RATIO = 0.95  # learner steps/s with the appliance on DPDK vs the kernel stack
-# Issue 21 item 6: DPDK against kernel-poll on the same wire (the shared veth, offloads
+# DPDK against kernel-poll on the same wire (the shared veth, offloads
 # off) at jumbo frames: bulk GETs at least as fast, the 28 KB sample no slower.
 SAME_WIRE_MTU = 9000
 SAME_WIRE_MBPS = ((64 * KB, 1.0), (MB, 1.0), (13 * MB, 1.0))
 SAME_WIRE_SAMPLE = (ATARI_ITEM, 1.0)  # p50 <= ratio x kernel-poll's (better of plain/PACKED)
 REFERENCE_GET_US = 27.4
-"""DPDK `GET 64 B` p50 in the README before issue 9 (commit c5d7622, MTU 1500 lwIP)."""
+"""DPDK `GET 64 B` p50 as first measured (commit c5d7622, MTU 1500 lwIP)."""
 REFERENCE_SLACK = 0.10  # small-request latency stays within 10% of the reference
 
 
@@ -325,7 +326,7 @@ MODULE_WORKLOADS = ("PING", "GET 64 B", "GET 64 KB", "GET 1 MB", "GET 13 MB", "S
 
 
 def module_host_section(doc: dict[str, Any]) -> str:
-    """Issue 22 item 4: the native server (kernel stack) against stock redis-server hosting
+    """The native server (kernel stack) against stock redis-server hosting
     the same REPLAY.* handlers as a module, same path and MTU, one connection."""
     lat = Lat(doc)
     mtu = lat.mtus[0]
@@ -484,7 +485,7 @@ VERDICT = {True: "**PASS**", False: "**NOT MET**", None: "**NOT MEASURED**"}
 
 @dataclass
 class Goal:
-    """One goal of issue 9 with the numbers that decide it."""
+    """One goal with the numbers that decide it."""
 
     what: str
     ok: bool | None
@@ -507,7 +508,7 @@ def _vs(a: Row, b: Row) -> str:
 
 
 def same_wire_goals(lat: Lat, mtu: int) -> list[Goal]:
-    """DPDK against kernel-poll on the same wire (issue 21, item 6): the comparison with
+    """DPDK against kernel-poll on the same wire: the comparison with
     the kernel-default veth (64 KB GSO segments, no checksums) measures the VM's wire,
     this one the stacks."""
     shared = lat.base_path
@@ -609,7 +610,7 @@ def latency_goals(lat: Lat, mtu: int | None) -> list[Goal]:
         out += same_wire_goals(lat, mtu)
 
     what = (f"DPDK `GET 64 B` p50 within {REFERENCE_SLACK:.0%} of the reference "
-            f"{REFERENCE_GET_US:g} µs (the README's DPDK GET 64 B p50 before this work)")
+            f"{REFERENCE_GET_US:g} µs (the DPDK GET 64 B p50 as first measured)")
     d = lat.get("dpdk", get64, shared, mtu)
     limit_us = REFERENCE_GET_US * (1 + REFERENCE_SLACK)
     if d:
@@ -646,7 +647,7 @@ def demo_goal(kernel: dict[str, Any] | None, dpdk: dict[str, Any] | None) -> Goa
 
 def evaluate_goals(lat: dict[str, Any] | None, demo_kernel: dict[str, Any] | None = None,
                    demo_dpdk: dict[str, Any] | None = None) -> list[Goal]:
-    """Every goal of issue 9, PASS (True), NOT MET (False) or NOT MEASURED (None)."""
+    """Every goal, PASS (True), NOT MET (False) or NOT MEASURED (None)."""
     goals: list[Goal] = []
     if lat:
         index = Lat(lat)
@@ -756,15 +757,15 @@ def goals_section(lat: dict[str, Any] | None, thr: dict[str, Any] | None = None,
                   breakdown: dict[str, Any] | None = None,
                   demo_kernel: dict[str, Any] | None = None,
                   demo_dpdk: dict[str, Any] | None = None) -> str:
-    """Each goal of issue 9 with its numbers and PASS / NOT MET; for each goal not met,
+    """Each goal with its numbers and PASS / NOT MET; for each goal not met,
     the per-stage breakdown of that workload on DPDK and what it says."""
     goals = evaluate_goals(lat, demo_kernel, demo_dpdk)
-    out = ["Goals of issue 9, checked by `bench/report.py` against the numbers below (ratios "
+    out = ["The latency goals, checked by `bench/report.py` against the numbers below (ratios "
            "of p50s in one run on the same path and MTU; MB/s = payload / p50 of one "
            "connection; \"best kernel\" = the best of stock Redis, kernel and kernel-poll "
            "over both paths at that MTU). The reference for small-request latency is "
-           f"{REFERENCE_GET_US:g} µs, DPDK `GET 64 B` p50 as the README recorded it before "
-           "this work.", ""]
+           f"{REFERENCE_GET_US:g} µs, DPDK `GET 64 B` p50 as first recorded, before "
+           "the DPDK stack's speed work.", ""]
     out += [g.line() for g in goals]
     runs = breakdown_runs(breakdown)
     missed = [g for g in goals if g.ok is False]
@@ -913,7 +914,7 @@ def swarm_section(doc: dict[str, Any]) -> str:
                    f"{r['sample_p99_ms']:.2f} ms | {ins_lat} |")
     trajs = [r for r in rows if r["phase"] == "traj"]
     if trajs:
-        out += ["", "The traj phase (issue 19): each actor connection appends 50 steps (an "
+        out += ["", "The traj phase: each actor connection appends 50 steps (an "
                     "item-sized frame, an action, a reward) to its episode stream and creates 47 "
                     "3-step transitions over them (obs, next_obs, action, 3 rewards) in one round "
                     "trip, as fast as the server takes them; the learner samples 512 transitions "
@@ -922,7 +923,7 @@ def swarm_section(doc: dict[str, Any]) -> str:
                 + "; ".join(f"{r['shards']} shard{'s' if r['shards'] > 1 else ''}, "
                             f"{human(r['item_bytes'])} frames: {r['bytes_per_transition']:,.1f} B"
                             for r in trajs if "bytes_per_transition" in r) + "."]
-    out += ["", "Goals (issue 10):"]
+    out += ["", "Goals:"]
 
     def find(shards: int, phase: str, item: int = 128) -> dict[str, Any] | None:
         return next((r for r in rows if r["shards"] == shards and r["phase"] == phase
@@ -993,12 +994,12 @@ def compress_section(doc: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
-SAMPLE_GOAL_US, UPDATE_GOAL_US = 25.0, 15.0  # issue 21, item 4 (512 items of 128 B, 2M items)
+SAMPLE_GOAL_US, UPDATE_GOAL_US = 25.0, 15.0  # server time of 512 items of 128 B at 2M items
 
 
 def server_sample_section(doc: dict[str, Any]) -> str:
     """Server time of REPLAY.SAMPLE/UPDATE 512 per call (bench/server_time.py), medians over
-    the rounds, and issue 21's goals judged at the largest table."""
+    the rounds, and the goals judged at the largest table."""
     by: dict[int, dict[str, list[float]]] = {}
     for r in doc["rows"]:
         d = by.setdefault(r["items"], {"packed": [], "plain": [], "update": []})
@@ -1146,13 +1147,13 @@ def _prev_run(prev: dict[str, Any]) -> str:
 
 
 SERVER_TIME_FROM_README = "readme"
-"""`source` of a previous run read back from the README's own server-time block."""
+"""`source` of a previous run read back from the docs' own server-time block."""
 
 
 def server_times_from_readme(text: str) -> dict[str, Any] | None:
-    """The previous run's server times as the README's server-time block printed them
+    """The previous run's server times as the docs' server-time block printed them
     (each cell's first figure), in --latency JSON's shape: a clean clone has no JSON of
-    the last run, but the README it checks out is that run's report. None when the block
+    the last run, but the page it checks out is that run's report. None when the block
     has no figures. The commit is the one the block names ("this run (commit ...)")."""
     m = section_pattern("server-time").search(text)
     if not m:
@@ -1196,7 +1197,7 @@ def server_time_section(doc: dict[str, Any], prev: dict[str, Any] | None) -> str
         whence = "(none kept: first run here)."
     elif prev.get("source") == SERVER_TIME_FROM_README:
         run = f"commit {prev['commit']}, " if prev.get("commit") else ""
-        whence = f"({run}read back from the README's block this run replaced)."
+        whence = f"({run}read back from the page's block this run replaced)."
     else:
         whence = f"({_prev_run(prev)}, from the JSON make bench kept)."
     out = ["Server time per command (µs per call from INFO commandstats over the timed "
@@ -1221,7 +1222,7 @@ PEER_CLIENT_ADD_GOAL_MBPS = 1000.0
 PEER_SHM = ("inreplay-shm", "inreplay-shm-poll")
 """bench/peers.py's systems on the same-host shared-memory rings."""
 PEER_NET = ("inreplay-kernel", "inreplay-kernel-poll", "inreplay-dpdk")
-"""inreplay over the network stacks (kernel TCP, DPDK), whose figures issue 37 must keep."""
+"""inreplay over the network stacks (kernel TCP, DPDK), whose figures the shm runs must keep."""
 PEER_QUEUE_GOAL = 1.5
 """QUEUE items/s on the shm path at least this many times echo's."""
 PEER_REGRESSION = 0.95
@@ -1294,8 +1295,8 @@ def _peers_load(m: dict[str, Any]) -> str:
 
 def peers_section(doc: dict[str, Any], prev: dict[str, Any] | None = None) -> str:
     """bench/peers.py: inreplay against Reverb, TorchRL, cpprb and Redis + a learner-side
-    tree, the Ape-X loop at three item sizes, with issue 21's goals; with the same-host
-    path, cpprb's single learner and echo's stream in the run, issue 37's goals too
+    tree, the Ape-X loop at three item sizes, with its goals; with the same-host
+    path, cpprb's single learner and echo's stream in the run, the shm goals too
     (prev: the previous run's rows, for its TCP and DPDK figures)."""
     rows = _apex_rows(doc["rows"])
     cfg = doc["config"]
@@ -1353,7 +1354,7 @@ def peers_section(doc: dict[str, Any], prev: dict[str, Any] | None = None) -> st
                         f"{per.get('add_50x28KB_MBps', 0):,.0f} MB (redis-py's path "
                         f"{per.get('add_50x28KB_redispy_MBps', 0):,.0f} MB), sample(out=) "
                         f"{per.get('sample_512x28KB_out_MBps', 0):,.0f} MB.")
-    out += ["", "Goals (issue 21):"]
+    out += ["", "Goals:"]
     for size, want in PEER_GOALS:
         me, rv = _best_inreplay(rows, size, "batches_per_s"), _peer_row(rows, "reverb", size)
         if not me or not rv:
@@ -1414,7 +1415,7 @@ def peers_section(doc: dict[str, Any], prev: dict[str, Any] | None = None) -> st
                 f"{r['system']} {r['sample_vs_memcpy']:.1f}x" for r in others) + ".")
     else:
         out.append(f"- **NOT MEASURED** — the 28 KB sample within {PEER_MEMCPY_GOAL:g}x memcpy")
-    issue37 = _peers_issue37(doc, prev)
+    same_host = _peers_same_host(doc, prev)
     if cl.get("add_50x28KB_MBps") is not None:
         v = cl["add_50x28KB_MBps"]
         per_add = (cl.get("per_client_cpu_s") or {}).get("add_50x28KB_MBps")
@@ -1426,8 +1427,8 @@ def peers_section(doc: dict[str, Any], prev: dict[str, Any] | None = None) -> st
         out.append(f"- **{_verdict(v >= PEER_CLIENT_ADD_GOAL_MBPS)}** — ReplayClient.add of "
                    f"50 × 28 KB: {v:,.0f} MB/s (goal ≥ {PEER_CLIENT_ADD_GOAL_MBPS:,.0f} MB/s)"
                    + why)
-    if issue37:
-        out += ["", *issue37]
+    if same_host:
+        out += ["", *same_host]
     return "\n".join(out)
 
 
@@ -1471,8 +1472,8 @@ def _cpprb_note(me: dict[str, Any], doc: dict[str, Any]) -> str:
                else ""))
 
 
-def _peers_issue37(doc: dict[str, Any], prev: dict[str, Any] | None) -> list[str]:
-    """The single-learner and stream tables and issue 37's goals (empty for a run with
+def _peers_same_host(doc: dict[str, Any], prev: dict[str, Any] | None) -> list[str]:
+    """The single-learner and stream tables and the shm goals (empty for a run with
     neither the shm path nor the new peers)."""
     all_rows = doc["rows"]
     rows = _apex_rows(all_rows)
@@ -1533,7 +1534,7 @@ def _peers_issue37(doc: dict[str, Any], prev: dict[str, Any] | None) -> list[str
                     f"{cs.get('system')}): add of 50 × 28 KB {cs.get('add_50x28KB_MBps', 0):,.0f}"
                     f" MB/s; sample(out=) of 512 × 28 KB "
                     f"{cs.get('sample_512x28KB_out_MBps', 0):,.0f} MB/s."]
-    out += ["", "Goals (issue 37):"]
+    out += ["", "Goals of the same-host path and the streams:"]
     for key, what in (("batches_per_s", "learner batches/s"), ("inserts_per_s", "inserts/s")):
         for size in (128, 640, 28224):
             me = _best_inreplay(rows, size, key, shm=True)
@@ -1609,7 +1610,7 @@ def _peers_issue37(doc: dict[str, Any], prev: dict[str, Any] | None) -> list[str
 
 def _peers_regression(doc: dict[str, Any], prev: dict[str, Any] | None) -> list[str]:
     """The TCP and DPDK figures of this run against the previous run's (its JSON, or the
-    table of the README's block)."""
+    table of the page's block)."""
     rows = _apex_rows(doc["rows"])
     mine = [s for s in PEER_NET if any(r["system"] == s for r in rows)]
     if not mine:
@@ -1617,7 +1618,7 @@ def _peers_regression(doc: dict[str, Any], prev: dict[str, Any] | None) -> list[
     if not prev or not prev.get("rows"):
         return [f"- **NOT MEASURED** — the TCP and DPDK figures ({', '.join(mine)}) not more "
                 f"than {1 - PEER_REGRESSION:.0%} below the previous run's: no previous run is "
-                f"kept (no --peers-prev JSON and no table in the README's block)"]
+                f"kept (no --peers-prev JSON and no table in the page's block)"]
     old = _apex_rows(prev["rows"])
     src = prev.get("source", "the previous run")
     how = ""
@@ -1659,12 +1660,12 @@ def _peers_regression(doc: dict[str, Any], prev: dict[str, Any] | None) -> list[
 
 
 def _bare_path(p: str | None) -> str:
-    """A row's path without the label "kernel TCP, " that issue 37's runs add."""
+    """A row's path without the label "kernel TCP, " that the shm runs add."""
     return (p or "").removeprefix("kernel TCP, ").removeprefix("DPDK + lwIP, ")
 
 
 def peers_from_readme(text: str) -> dict[str, Any] | None:
-    """The previous run's Ape-X rows from the README's peers block (a clean clone keeps no
+    """The previous run's Ape-X rows from the docs' peers block (a clean clone keeps no
     JSON of it): system, item size, learner batches/s, inserts/s."""
     m = section_pattern("peers").search(text)
     if not m:
@@ -1691,7 +1692,7 @@ def peers_from_readme(text: str) -> dict[str, Any] | None:
     commit = re.search(r"at commit (\S+)", body)
     load = re.search(r"and ([0-9.]+) at the end", body)
     return {"rows": rows, "quick": "(a --quick run)" in body,
-            "source": f"the README's last run (commit {commit.group(1) if commit else '?'})",
+            "source": f"the page's last run (commit {commit.group(1) if commit else '?'})",
             "loadavg": float(load.group(1)) if load else None} if rows else None
 
 
@@ -1739,7 +1740,7 @@ def _fault_row(doc: dict[str, Any], system: str, workload: str, cond: str) -> Ro
 
 
 def fault_goals(doc: dict[str, Any]) -> list[tuple[bool | None, str]]:
-    """Issue 23's goals from a bench/faults.py run: (passed, or None if not measured; text)."""
+    """The fault goals from a bench/faults.py run: (passed, or None if not measured; text)."""
     conds = list(doc["conditions"])
     workloads = [w for w in dict.fromkeys(r["workload"] for r in doc["results"])
                  if w != "first reply"]
@@ -1822,7 +1823,7 @@ def faults_section(doc: dict[str, Any], before: dict[str, Any] | None = None) ->
                 row += (f" {b['p50_ms']:,.2f} / {b['p99_ms']:,.1f} / {b['max_ms']:,.1f} "
                         f"({b['n']}) |" if b else " — |")
             out.append(row)
-    out += ["", "Goals (issue 23):", ""]
+    out += ["", "Goals:", ""]
     for ok, text in fault_goals(doc):
         verdict = "NOT MEASURED" if ok is None else "PASS" if ok else "NOT MET"
         out.append(f"- **{verdict}** — {text}")
@@ -1859,8 +1860,8 @@ def integrations_section(doc: dict[str, Any] | list[Row]) -> str:
             med[buf] = statistics.median(v)
             ratio = (f"{med['inreplay'] / med['local']:.2f}×"
                      if buf == "inreplay" and med.get("local") else "")
-            label = {"torchrl": "TorchRL DQN (`integrations.torchrl_dqn`)",
-                     "rllib": "RLlib DQN (`integrations.rllib_dqn`)"}[name]
+            label = {"torchrl": "TorchRL DQN (`inreplay.integrations.torchrl_dqn`)",
+                     "rllib": "RLlib DQN (`inreplay.integrations.rllib_dqn`)"}[name]
             what = {("torchrl", "local"): "LazyTensorStorage + PrioritizedSampler",
                     ("torchrl", "inreplay"): "InreplayStorage + InreplaySampler",
                     ("rllib", "local"): "PrioritizedEpisodeReplayBuffer",
@@ -1893,7 +1894,7 @@ def integrations_section(doc: dict[str, Any] | list[Row]) -> str:
 
 
 def section_pattern(name: str) -> re.Pattern[str]:
-    """A generated README block: groups (BEGIN marker line, body, END marker)."""
+    """A generated docs block: groups (BEGIN marker line, body, END marker)."""
     n = re.escape(name)
     return re.compile(rf"(<!-- BEGIN {n}\b[^>]*-->\n)(.*?)(<!-- END {n} -->)", re.S)
 
@@ -1901,8 +1902,36 @@ def section_pattern(name: str) -> re.Pattern[str]:
 def replace_section(text: str, name: str, body: str) -> str:
     pat = section_pattern(name)
     if not pat.search(text):
-        raise SystemExit(f"README has no '{name}' section markers")
+        raise SystemExit(f"no '{name}' section markers")
     return pat.sub(lambda m: m.group(1) + body.rstrip() + "\n" + m.group(3), text)
+
+
+class Pages:
+    """The markdown files that hold generated blocks: each block is in exactly one."""
+
+    def __init__(self, paths: list[Path]) -> None:
+        self.texts = {p: p.read_text() for p in paths}
+
+    def holder(self, name: str) -> Path:
+        pat = section_pattern(name)
+        found = [p for p, text in self.texts.items() if pat.search(text)]
+        if len(found) != 1:
+            where = ", ".join(map(str, found)) or "none of " + ", ".join(map(str, self.texts))
+            raise SystemExit(f"the '{name}' section markers must be in one page: {where}")
+        return found[0]
+
+    def text_with(self, name: str) -> str:
+        return self.texts[self.holder(name)]
+
+    def replace(self, name: str, body: str) -> None:
+        path = self.holder(name)
+        self.texts[path] = replace_section(self.texts[path], name, body)
+
+    def write(self) -> list[Path]:
+        changed = [p for p, text in self.texts.items() if p.read_text() != text]
+        for p in changed:
+            p.write_text(self.texts[p])
+        return changed
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -1912,7 +1941,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--latency", metavar="JSON", help="output of bench/latency.py --json")
     ap.add_argument("--latency-prev", metavar="JSON",
                     help="the previous run's --latency JSON: its server times go beside this "
-                    "run's (without it, the ones the README's server-time block shows)")
+                    "run's (without it, the ones the docs' server-time block shows)")
     ap.add_argument("--throughput", metavar="JSON",
                     help="output of bench/throughput.py --json")
     ap.add_argument("--demo", metavar="JSON",
@@ -1935,7 +1964,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="output of tests/redis_suite/run.py --json (make redis-suite)")
     ap.add_argument("--peers", metavar="JSON", help="output of bench/peers.py --json")
     ap.add_argument("--peers-prev", metavar="JSON",
-                    help="the previous bench/peers.py --json (default: the README's block): "
+                    help="the previous bench/peers.py --json (default: the docs' block): "
                          "its TCP and DPDK figures are the ones this run's must keep")
     ap.add_argument("--faults", metavar="JSON", help="output of bench/faults.py --json")
     ap.add_argument("--faults-before", metavar="JSON",
@@ -1943,52 +1972,55 @@ def main(argv: list[str] | None = None) -> int:
                          "(-Dlwip_skip_patches): a column of its DPDK numbers")
     ap.add_argument("--integrations", metavar="JSON",
                     help="output of bench/integrations.py --json (TorchRL and RLlib)")
-    ap.add_argument("--readme", default=str(ROOT / "README.md"))
+    ap.add_argument("--readme", action="append", metavar="MD",
+                    help="a markdown file holding generated blocks (repeatable; default: "
+                         "every page under docs/)")
     ap.add_argument("--docs", default=str(ROOT / "docs"),
                     help="where the CartPole returns plot is copied (default docs/)")
     args = ap.parse_args(argv)
-    readme = Path(args.readme)
-    text = readme.read_text()
+    pages = Pages([Path(p) for p in args.readme] if args.readme
+                  else sorted((ROOT / "docs").rglob("*.md")))
 
     def load(path: str | None) -> dict[str, Any] | None:
         return json.loads(Path(path).read_text()) if path else None
 
     if args.sumtree:
         doc = json.loads(Path(args.sumtree).read_text())
-        text = replace_section(text, "sumtree-k", sumtree_k_section(doc))
-        text = replace_section(text, "sumtree-compare", sumtree_compare_section(doc))
+        pages.replace("sumtree-k", sumtree_k_section(doc))
+        pages.replace("sumtree-compare", sumtree_compare_section(doc))
     lat, thr, bd = load(args.latency), load(args.throughput), load(args.breakdown)
     demo, demo_kernel = load(args.demo), load(args.demo_kernel)
     if lat:
-        text = replace_section(text, "latency", latency_section(lat))
-        text = replace_section(text, "sampling", sampling_section(lat))
+        pages.replace("latency", latency_section(lat))
+        pages.replace("sampling", sampling_section(lat))
         kept = args.latency_prev and Path(args.latency_prev).exists()
-        # a clean clone keeps no JSON of the last run: the README's block is its report
-        prev = load(args.latency_prev) if kept else server_times_from_readme(text)
-        text = replace_section(text, "server-time", server_time_section(lat, prev))
+        # a clean clone keeps no JSON of the last run: the page's block is its report
+        prev = (load(args.latency_prev) if kept
+                else server_times_from_readme(pages.text_with("server-time")))
+        pages.replace("server-time", server_time_section(lat, prev))
     if thr:
-        text = replace_section(text, "throughput", throughput_section(thr))
+        pages.replace("throughput", throughput_section(thr))
     if lat or thr:
         dpdk_demo = demo if demo_kernel else None  # the demo goal compares the two runs
-        text = replace_section(text, "bench-goals",
+        pages.replace("bench-goals",
                                goals_section(lat, thr, bd, demo_kernel, dpdk_demo))
     if demo:
         brk = load(args.breakout)
-        text = replace_section(text, "apex-demo", demo_section(demo, brk, demo_kernel))
+        pages.replace("apex-demo", demo_section(demo, brk, demo_kernel))
         png = Path(args.demo).parent / "returns.png"
         docs = Path(args.docs)
         docs.mkdir(exist_ok=True)
         (docs / "cartpole-returns.png").write_bytes(png.read_bytes())
     if bd:
-        text = replace_section(text, "breakdown", breakdown_section(bd))
+        pages.replace("breakdown", breakdown_section(bd))
     nics = load(args.nics)
     if lat and nics:
-        text = replace_section(text, "nics", nics_section(lat, nics))
+        pages.replace("nics", nics_section(lat, nics))
     module_doc = load(args.module_host)
     if module_doc:
-        text = replace_section(text, "module-host", module_host_section(module_doc))
+        pages.replace("module-host", module_host_section(module_doc))
     if args.soak:
-        text = replace_section(text, "soak", soak_section(json.loads(Path(args.soak).read_text())))
+        pages.replace("soak", soak_section(json.loads(Path(args.soak).read_text())))
     comp = load(args.compress)
     swarm = None
     for path in args.swarm or []:
@@ -1998,36 +2030,37 @@ def main(argv: list[str] | None = None) -> int:
         else:
             swarm["rows"] += doc["rows"]
     if swarm:
-        text = replace_section(text, "swarm", swarm_section(swarm))
+        pages.replace("swarm", swarm_section(swarm))
     if comp:
-        text = replace_section(text, "compress", compress_section(comp))
+        pages.replace("compress", compress_section(comp))
     suite = load(args.redis_suite)
     if suite:
-        text = replace_section(text, "redis-suite", redis_suite_section(suite))
+        pages.replace("redis-suite", redis_suite_section(suite))
     st = load(args.server_time)
     if st:
-        text = replace_section(text, "server-sample", server_sample_section(st))
+        pages.replace("server-sample", server_sample_section(st))
     lim = load(args.limiter)
     if lim:
-        text = replace_section(text, "limiter", limiter_section(lim))
+        pages.replace("limiter", limiter_section(lim))
     peers = load(args.peers)
     if peers:
         kept = args.peers_prev and Path(args.peers_prev).exists()
-        prev = load(args.peers_prev) if kept else peers_from_readme(text)
+        prev = (load(args.peers_prev) if kept
+                else peers_from_readme(pages.text_with("peers")))
         if kept and prev is not None:
             prev.setdefault("source", f"the previous run (commit {prev.get('commit', '?')})")
             prev.setdefault("loadavg", (prev.get("machine") or {}).get("loadavg_end"))
-        text = replace_section(text, "peers", peers_section(peers, prev))
+        pages.replace("peers", peers_section(peers, prev))
         peers_plot(peers, Path(args.docs) / "peers.png")
     faults = load(args.faults)
     if faults:
-        text = replace_section(text, "faults",
+        pages.replace("faults",
                                faults_section(faults, load(args.faults_before)))
     integ = load(args.integrations)
     if integ:
-        text = replace_section(text, "integrations", integrations_section(integ))
-    readme.write_text(text)
-    print(f"updated {readme}")
+        pages.replace("integrations", integrations_section(integ))
+    for path in pages.write():
+        print(f"updated {path}")
     return 0
 
 

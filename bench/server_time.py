@@ -1,4 +1,4 @@
-"""Server time of REPLAY.SAMPLE 512 (PACKED and plain) and REPLAY.UPDATE 512 (issue 21, item 4).
+"""Server time of REPLAY.SAMPLE 512 (PACKED and plain) and REPLAY.UPDATE 512.
 
     python bench/server_time.py [--items 100000,2000000] [--calls 300] [--item-bytes 128]
                                 [--tree PATH ...] [--rounds 1] [--callgrind DIR]

@@ -14,7 +14,7 @@ For each shard count it measures, in order:
     apex                 actors at Ape-X's rate and the learner
     apex10               actors at ten times Ape-X's rate (500,000 transitions/s) and the learner
     max                  actors as fast as possible and the learner
-    traj                 trajectories stored once (issue 19): each actor connection declares
+    traj                 trajectories stored once: each actor connection declares
                          an episode stream (obs: one item_bytes frame, action, reward) and per
                          batch sends REPLAY.APPEND of 50 steps, REPLAY.ITEM of 47 3-step
                          transitions referencing them (obs, next_obs, action, 3 rewards) and

@@ -200,9 +200,8 @@ def record_play(steps: int, seed: int = 1, explore: float = 0.1) -> Play:
     actors' episodic_life makes them."""
     sys.path.insert(0, str(ROOT / "bench"))
     from compress import BREAKOUT_BALL_X, BREAKOUT_PADDLE_X  # type: ignore[import-not-found]
-
-    from actors.config import preset
-    from actors.env import lives, make_env
+    from inreplay.actors.config import preset
+    from inreplay.actors.env import lives, make_env
 
     cfg = preset("ALE/Breakout-v5")
     env = make_env(cfg, seed)
@@ -247,8 +246,8 @@ def write_play(r: redis.Redis, play: Play, transitions: int, *, table: str = "ap
     """Replay ``play`` through ``writers`` FrameWriters as the actors write (NStep, a
     flush per actor_batch transitions and at each episode's end) until ``transitions``
     items were made; each writer starts at another episode. Returns counts and seconds."""
-    from actors.frames import FrameWriter
-    from actors.nstep import NStep
+    from inreplay.actors.frames import FrameWriter
+    from inreplay.actors.nstep import NStep
 
     rng = np.random.default_rng(seed)
     shape = play.episodes[0][0].shape
@@ -294,7 +293,8 @@ def write_play(r: redis.Redis, play: Play, transitions: int, *, table: str = "ap
 
 def apex_run(port: int, play: Play, transitions: int, writers: int = 4) -> dict[str, Any]:
     """The actors' layout at ``transitions`` items: the server's own counts."""
-    from actors.frames import bytes_per_transition
+    from inreplay.actors.frames import bytes_per_transition
+
     from pyctl.trajectory import sample_trajectories as sample
 
     r = redis.Redis(port=port)

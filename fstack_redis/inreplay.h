@@ -156,7 +156,7 @@ typedef struct ir_config {
                                    still refuses) */
     int save_on_shutdown;   /* SAVE before exiting on SIGTERM/SIGINT/SHUTDOWN; failing, ir_run
                                    returns an error after a signal, SHUTDOWN answers one */
-    /* DPDK stack (issue 3): EAL arguments as one string, ip/prefix */
+    /* DPDK stack: EAL arguments as one string, ip/prefix */
     const char *eal_args;
     const char *ip;
     int dpdk_port;       /* ethdev port id, -1 = the first available */

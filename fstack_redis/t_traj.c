@@ -1,4 +1,4 @@
-/* t_traj.c - trajectories stored once (issue 19 item 2): the commands over
+/* t_traj.c - trajectories stored once: the commands over
  * chunks.c's streams and chunks and TRAJECTORY tables.
  *
  *   REPLAY.STREAM <s> FIELDS <n> <name> <dtype> <shape> ... [CHUNK <steps>] [HISTORY <steps>]

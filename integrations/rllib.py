@@ -45,7 +45,7 @@ bounded by the replay boxes, not the driver), survive a driver restart (``if_exi
 "reuse"``; ``pyctl`` snapshots), can be shared or inspected by other processes, and
 scale over a replay group. It does not make env runners write to replay directly:
 RLlib 2.60 has no hook for that. For Ape-X with actors writing straight to the
-appliance, see ``python -m actors.ray_job``.
+appliance, see ``python -m inreplay.actors.ray_job``.
 
 ``get_state``/``set_state`` (RLlib checkpoints) hold only counters and the table's
 address: the transitions stay on the appliance (save them with ``pyctl``'s SAVE /

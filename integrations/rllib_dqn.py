@@ -1,8 +1,9 @@
-"""python -m integrations.rllib_dqn: RLlib DQN on CartPole-v1, replay on inreplay or local.
+"""python -m inreplay.integrations.rllib_dqn: RLlib DQN on CartPole-v1, replay on inreplay
+or local.
 
-    python -m integrations.rllib_dqn                      # a private appliance, started here
-    python -m integrations.rllib_dqn --address 10.0.0.5:6379 --env-runners 4
-    python -m integrations.rllib_dqn --buffer local       # RLlib's own prioritized buffer
+    python -m inreplay.integrations.rllib_dqn                   # a private appliance, started here
+    python -m inreplay.integrations.rllib_dqn --address 10.0.0.5:6379 --env-runners 4
+    python -m inreplay.integrations.rllib_dqn --buffer local    # RLlib's own prioritized buffer
 
 Ray's new API stack: the env runners (Ray actors) step CartPole and return episodes to
 this process, which adds them to the buffer, samples prioritized batches for the
@@ -198,7 +199,8 @@ def run(buffer: str, *, address: str | None = None, env_runners: int = 2, seed: 
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m integrations.rllib_dqn", description=__doc__,
+    p = argparse.ArgumentParser(prog="python -m inreplay.integrations.rllib_dqn",
+                                description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--buffer", choices=["inreplay", "local"], default="inreplay",
                    help="where the replay lives (default inreplay)")

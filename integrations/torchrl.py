@@ -1,6 +1,6 @@
 """TorchRL replay buffers whose data and priorities live on inreplay.
 
-    from integrations.torchrl import InreplaySampler, InreplayStorage, connect
+    from inreplay.integrations.torchrl import InreplaySampler, InreplayStorage, connect
     from torchrl.data import TensorDictReplayBuffer
 
     client = connect("127.0.0.1:6379")            # a server, or any member of a replay group

@@ -1,8 +1,8 @@
 """DQN on CartPole-v1 with a TorchRL prioritized replay buffer, on inreplay or local.
 
-    python -m integrations.torchrl_dqn                       # starts an inreplay server itself
-    python -m integrations.torchrl_dqn --address 127.0.0.1:6379   # or uses a running one
-    python -m integrations.torchrl_dqn --buffer local        # TorchRL's own buffer
+    python -m inreplay.integrations.torchrl_dqn                  # starts an inreplay server itself
+    python -m inreplay.integrations.torchrl_dqn --address 127.0.0.1:6379   # or uses a running one
+    python -m inreplay.integrations.torchrl_dqn --buffer local   # TorchRL's own buffer
 
 One file, top to bottom (CleanRL's layout): the config, the network, the buffer, the
 loop. The only line that differs between ``--buffer inreplay`` and ``--buffer local``
@@ -45,12 +45,11 @@ import gymnasium as gym
 import numpy as np
 import torch
 import torch.nn.functional as F  # noqa: N812
+from inreplay.integrations import torchrl_trees
+from inreplay.integrations.torchrl import InreplaySampler, InreplayStorage, connect
 from tensordict import TensorDict
 from torch import nn
 from torchrl.data import LazyTensorStorage, PrioritizedSampler, TensorDictReplayBuffer
-
-from integrations import torchrl_trees
-from integrations.torchrl import InreplaySampler, InreplayStorage, connect
 
 
 @dataclass
@@ -119,7 +118,7 @@ def field_docs(cls: type) -> dict[str, str]:
 
 
 def parse_args(argv: list[str] | None = None) -> Args:
-    p = argparse.ArgumentParser(prog="python -m integrations.torchrl_dqn",
+    p = argparse.ArgumentParser(prog="python -m inreplay.integrations.torchrl_dqn",
                                 description=Args.__doc__)
     docs = field_docs(Args)
     for f in fields(Args):

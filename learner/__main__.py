@@ -1,5 +1,5 @@
-"""python -m learner: the learner process (see learner.learner)."""
+"""python -m inreplay.learner: the learner process (see learner.learner)."""
 
-from learner.learner import exit_now, main
+from inreplay.learner.learner import exit_now, main
 
 exit_now(main())

@@ -1,6 +1,6 @@
 """Evaluate a policy: greedy (or epsilon-greedy) episodes with unclipped, full-game returns.
 
-    python -m learner.evaluate out/demo/checkpoint.pt [--episodes 20] [--epsilon 0]
+    python -m inreplay.learner.evaluate out/demo/checkpoint.pt [--episodes 20] [--epsilon 0]
 
 Loads a checkpoint the learner wrote (``torch.load(weights_only=True)``: tensors
 and plain values only) and prints the mean return.
@@ -17,11 +17,10 @@ from dataclasses import replace
 
 import numpy as np
 import torch
+from inreplay.actors.config import Config, Parser, fail
+from inreplay.actors.env import env_spec, make_env
+from inreplay.actors.model import build_model
 from torch import nn
-
-from actors.config import Config, Parser, fail
-from actors.env import env_spec, make_env
-from actors.model import build_model
 
 
 def run_episodes(model: nn.Module, cfg: Config, episodes: int, *, seed: int = 10_000,
@@ -74,7 +73,7 @@ def load_checkpoint(path: str) -> tuple[nn.Module, Config, dict[str, int]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    prog = "python -m learner.evaluate"
+    prog = "python -m inreplay.learner.evaluate"
     p = Parser(prog=prog, description=__doc__,
                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("checkpoint", help="checkpoint.pt written by the learner")

@@ -1,6 +1,6 @@
 """The Ape-X learner: double DQN with a dueling head, n-step targets, prioritized replay.
 
-    python -m learner.learner --env CartPole-v1 --port 6379 [--replay local] [--device cpu]
+    python -m inreplay.learner.learner --env CartPole-v1 --port 6379 [--replay local] [--device cpu]
 
 Per step: take the next prioritized batch (sampled ahead by a background thread
 on its own connection), minimise the importance-weighted Huber loss of the
@@ -93,10 +93,8 @@ import numpy as np  # noqa: E402
 import redis  # noqa: E402
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402, N812 - the usual name
-from torch import nn  # noqa: E402
-
-from actors.codec import TransitionCodec  # noqa: E402
-from actors.config import (  # noqa: E402
+from inreplay.actors.codec import TransitionCodec  # noqa: E402
+from inreplay.actors.config import (  # noqa: E402
     Config,
     Keys,
     Parser,
@@ -106,9 +104,11 @@ from actors.config import (  # noqa: E402
     from_args,
     net_reason,
 )
-from actors.env import EnvSpec, env_spec  # noqa: E402
-from actors.model import build_model, params_to_blob  # noqa: E402
-from learner.replay import LocalReplay, Prefetcher, Replay, Sampled, open_replay  # noqa: E402
+from inreplay.actors.env import EnvSpec, env_spec  # noqa: E402
+from inreplay.actors.model import build_model, params_to_blob  # noqa: E402
+from inreplay.learner.replay import LocalReplay, Prefetcher, Replay, Sampled, open_replay  # noqa: E402
+from torch import nn  # noqa: E402
+
 from pyctl.client import ReplayClient, connect  # noqa: E402
 from pyctl.errors import RateLimited, replay_error  # noqa: E402
 from pyctl.sharded import ShardedReplayClient, home_address  # noqa: E402
@@ -590,14 +590,14 @@ def main(argv: list[str] | None = None) -> int:
     """The learner process. Every failure is one line on stderr: 2 for a usage error,
     1 for anything else (no server, an earlier run on it, an unwritable --out-dir)."""
     if threading.current_thread() is threading.main_thread():
-        # `python -m learner` (learner/__main__.py) imports this module, so the handlers
+        # `python -m inreplay.learner` (learner/__main__.py) imports this module, so the handlers
         # at its top were not installed; install them now. Not Event.set() from user
         # code on the main thread either: a handler's STOP.set() while the main thread
         # holds STOP's lock would deadlock, so only handlers set STOP.
         signal.signal(signal.SIGTERM, _on_stop_signal)
         signal.signal(signal.SIGINT, _on_stop_signal)
         dump_stacks_on_signal()
-    prog = "python -m learner.learner"
+    prog = "python -m inreplay.learner.learner"
     p = Parser(prog=prog, description=__doc__,
                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quiet", action="store_true", help="no progress line")

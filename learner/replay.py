@@ -31,10 +31,10 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 import redis
+from inreplay.actors.codec import HEADER_BYTES, Batch, TransitionCodec, stored_bytes
+from inreplay.actors.config import Config, Keys
+from inreplay.actors.frames import batch_of, frames_once_on
 
-from actors.codec import HEADER_BYTES, Batch, TransitionCodec, stored_bytes
-from actors.config import Config, Keys
-from actors.frames import batch_of, frames_once_on
 from pyctl.client import RateLimited, connect
 from pyctl.errors import replay_error
 from pyctl.sharded import ShardedReplayClient

@@ -159,6 +159,8 @@ def _start_redis_host(prog: str, cfg: ServerConfig) -> int:
     os.dup2(r, 0)
     os.close(r)
     env = {k: v for k, v in os.environ.items() if k != REQUIREPASS_ENV}
+    if port:  # pyctl status and stop find it as they find a native server
+        srv.record_exec(host, port, binary)
     sys.stdout.flush()
     os.execve(binary, argv, env)
     return 1  # not reached
@@ -490,7 +492,8 @@ def _status_of(inst: srv.Instance, password: str | None = None) -> dict[str, Any
 
     out: dict[str, Any] = {
         "running": True, "pid": inst.pid, "endpoint": inst.endpoint, "stack": inst.stack,
-        "cores": inst.cores, "netns": inst.netns or None, "stacks": _installed_stacks(),
+        "server": inst.server, "cores": inst.cores, "netns": inst.netns or None,
+        "stacks": _installed_stacks(),
     }
     try:
         r = _connect(inst, password, 2)
@@ -552,7 +555,9 @@ def cmd_status(args: argparse.Namespace) -> int:
             continue
         tables = ", ".join(f"{t['name']} {t['size']}/{t['capacity']}" for t in r["tables"])
         tables = tables or "none"
-        print(f"inreplay: running, pid {r['pid']}, {r['stack']} stack on {r['endpoint']}, "
+        what = (f"{r['stack']} stack" if r.get("server") != "redis"
+                else "redis-server with the REPLAY.* module")
+        print(f"inreplay: running, pid {r['pid']}, {what} on {r['endpoint']}, "
               f"up {r['uptime_s']} s, {r['clients']} client(s), {r['keys']} key(s), "
               f"{r['used_memory'] / 2**20:.1f} MiB, tables: {tables}")
         if r.get("stack_build"):
@@ -848,7 +853,7 @@ def main(argv: list[str] | None = None) -> int:
     if raw[:1] == ["demo"]:
         # The demo is RL code (actors.demo: actors, learner, evaluation) with flags of
         # its own; the control plane imports none of it, it hands the process over.
-        argv_demo = [sys.executable, "-m", "actors.demo", *raw[1:]]
+        argv_demo = [sys.executable, "-m", "inreplay.actors.demo", *raw[1:]]
         os.execv(sys.executable, argv_demo)
     args = p.parse_args(argv)
     args.raw_argv = list(sys.argv[1:] if argv is None else argv)

@@ -548,7 +548,7 @@ class ReplayClient:
                queue: bool = False, stack: bool = False) -> None:
         """REPLAY.CREATE; raises redis.ResponseError if the table exists. min_size,
         samples_per_insert and error_buffer set the table's rate limiter (Reverb's
-        MinSize and SampleToInsertRatio; see the README). sampler and remover are one
+        MinSize and SampleToInsertRatio; see the docs). sampler and remover are one
         of SELECTORS; queue=True / stack=True make Reverb's Table.queue / Table.stack
         of ``capacity`` items (fifo/lifo, each item sampled once, blocking)."""
         self._cmd(*create_args(

@@ -108,7 +108,7 @@ UNIX_PATH_MAX = 107
 """The longest Unix socket path (sockaddr_un's sun_path, 108 bytes with its NUL)."""
 DEFAULT_HUGEPAGES = 256
 """2 MB hugepages reserved for the DPDK stack when --hugepages does not say."""
-FLAG_GROUPS = {"groups": "replay groups (see 'Scaling out' in the README)",
+FLAG_GROUPS = {"groups": "replay groups (see 'Replay groups and sharding' in the docs)",
                "dpdk": "DPDK stack (--stack dpdk)"}
 
 

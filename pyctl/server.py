@@ -84,6 +84,9 @@ class Instance:
     """The process's start time (process_start_time) when it wrote the file."""
     exe: str = ""
     """Its executable (process_exe) then."""
+    server: str = "inreplay"
+    """What serves: inreplay (the native server) or redis (stock redis-server with the
+    REPLAY.* module, pyctl start --server redis)."""
 
     @property
     def endpoint(self) -> str:
@@ -138,7 +141,8 @@ def instances() -> list[Instance]:
             inst = Instance(int(d["pid"]), d["host"], int(d["port"]), d["stack"],
                             float(d["started"]), p, d.get("cores"), d.get("netns", ""),
                             d.get("file_prefix", ""),
-                            int(start) if start is not None else None, str(d.get("exe") or ""))
+                            int(start) if start is not None else None, str(d.get("exe") or ""),
+                            str(d.get("server") or "inreplay"))
         except (OSError, ValueError, KeyError, TypeError):
             continue
         if inst.alive():
@@ -380,6 +384,21 @@ def run(cfg: ServerConfig, ready: Any = None) -> int:
             except OSError:
                 pass
     return _native.check(result.get("rc", 0), result.get("err"), result.get("errno"))
+
+
+def record_exec(host: str, port: int, binary: str) -> Path:
+    """The state file of a server this process is about to become by execve (the
+    redis-server host): the same pid and start time after the exec, and the executable
+    as /proc shows it then, so that status and stop find it and stop checks it."""
+    state = state_file(host, port)
+    _exit_file(state).unlink(missing_ok=True)
+    files.write_private(state, json.dumps({
+        "pid": os.getpid(), "host": host, "port": port, "stack": "kernel",
+        "started": time.time(), "cores": None, "netns": "", "file_prefix": "",
+        "proc_start": process_start_time(os.getpid()), "exe": os.path.realpath(binary),
+        "server": "redis",
+    }))
+    return state
 
 
 def daemonize(cfg: ServerConfig) -> int:

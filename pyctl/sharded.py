@@ -34,7 +34,7 @@ correct exactly for the distribution the batch was drawn from; when
 priorities change between batches that distribution lags the newest totals by
 one batch (refresh() re-reads them).
 
-Trajectory tables (issue 19) are sampled the same way. Their items reference
+Trajectory tables are sampled the same way. Their items reference
 chunks of one shard's episode streams, so a writer's stream, its steps and its
 items stay on one shard: by default the shard of a hash of the stream's name
 (stream_shard: BLAKE2b mod N, the same in every process), or the writer's
@@ -479,7 +479,7 @@ class ShardedReplayClient:
     def tables(self) -> list[str]:
         return self.shards[0].tables()
 
-    # ---- trajectory tables (issue 19) ------------------------------------------------
+    # ---- trajectory tables ------------------------------------------------
     def create_trajectory_table(self, table: str, capacity: int, **opts: Any) -> None:
         """REPLAY.CREATE ... TRAJECTORY on every shard, `capacity` items each (options as
         create's; min_size is the group's, split evenly)."""

@@ -1,4 +1,4 @@
-"""Trajectories stored once (issue 19): a writer shaped like Reverb's TrajectoryWriter
+"""Trajectories stored once: a writer shaped like Reverb's TrajectoryWriter
 and a sampler that returns each column of a TRAJECTORY table as one array.
 
     w = TrajectoryWriter(rc, "actor-0", {"obs": ((84, 84), np.uint8), "action": ((), np.int64),
@@ -15,7 +15,9 @@ Each step is stored once on the server, in chunks shared by every item (and tabl
 references it; a chunk is freed when no item references it and the stream has moved past
 it (HISTORY steps). flush() pipelines its APPEND and ITEM commands in one round trip;
 each command is all-or-nothing (an ITEM error leaves the appended steps, which nothing
-references and which are freed as the stream moves on).
+references and which are freed as the stream moves on). Server errors come back as the
+classes of pyctl.errors (NoSuchTableError, EmptyTableError, ...), as ReplayClient's do,
+flush()'s too: the first failed command of its round trip, with the server's message.
 """
 from __future__ import annotations
 
@@ -28,6 +30,7 @@ import numpy.typing as npt
 import redis
 
 from pyctl.client import ReplayClient, SampleInfo, create_args, sample_args
+from pyctl.errors import replay_error
 
 if TYPE_CHECKING:
     from pyctl.sharded import ShardedReplayClient
@@ -52,6 +55,14 @@ def _conn(client: ReplayClient | redis.Redis | ShardedReplayClient,
             raise TypeError("a replay group has no single connection: use its own method")
         return client.shards[client.stream_shard(stream)].redis
     return client  # type: ignore[return-value]
+
+
+def _call(r: redis.Redis, *args: Any) -> Any:
+    """One command; a REPLAY error comes back as its class (pyctl.errors)."""
+    try:
+        return r.execute_command(*args)
+    except redis.ResponseError as e:
+        raise replay_error(e) from None
 
 
 def _group(client: object) -> bool:
@@ -124,7 +135,7 @@ class TrajectoryWriter:
         args += ["CHUNK", int(chunk_steps), "HISTORY", int(history)]
         if compress:  # zstd level for full chunks (a server built with libzstd)
             args += ["COMPRESS", int(compress)]
-        self.redis.execute_command(*args)
+        _call(self.redis, *args)
         self.declaration: list[Any] = args  # REPLAY.STREAM's arguments, to declare it elsewhere
         self.history = _History(self)
         self.episode_steps = 0  # steps of this episode, buffered ones included
@@ -187,14 +198,14 @@ class TrajectoryWriter:
         """Flush, then end the episode: steps restart at 0 and the stream lets go of
         its chunks (items keep what they reference)."""
         ids = self.flush()
-        self.redis.execute_command("REPLAY.STREAM", self.stream, "END")
+        _call(self.redis, "REPLAY.STREAM", self.stream, "END")
         self.episode_steps = 0
         return ids
 
     def close(self) -> None:
         """Flush and drop the stream (its chunks stay while items reference them)."""
         self.flush()
-        self.redis.execute_command("REPLAY.STREAM", self.stream, "DROP")
+        _call(self.redis, "REPLAY.STREAM", self.stream, "DROP")
 
 
 def flush_writers(*writers: TrajectoryWriter) -> list[int]:
@@ -209,7 +220,10 @@ def flush_writers(*writers: TrajectoryWriter) -> list[int]:
     groups = sum(w._queue_items(pipe) for w in writers)
     if not len(pipe):
         return []
-    replies = pipe.execute()
+    replies = pipe.execute(raise_on_error=False)
+    failed = next((x for x in replies if isinstance(x, redis.ResponseError)), None)
+    if failed is not None:  # the first failed command, as the server said it
+        raise replay_error(failed)
     ids: list[int] = []
     for r in replies[len(replies) - groups:] if groups else []:
         ids.extend(int(x) for x in r)
@@ -222,7 +236,7 @@ def create_trajectory_table(client: ReplayClient | redis.Redis | ShardedReplayCl
     the rate limiter hold REPLAY.ITEM as they hold adds); on every shard of a replay group."""
     if _group(client):
         return client.create_trajectory_table(table, capacity, **opts)  # type: ignore[union-attr]
-    _conn(client).execute_command(*create_args(table, capacity, **opts), "TRAJECTORY")
+    _call(_conn(client), *create_args(table, capacity, **opts), "TRAJECTORY")
 
 
 @dataclass
@@ -241,7 +255,7 @@ def _columns(r: redis.Redis, table: str) -> list[tuple[str, np.dtype[Any], tuple
     key = (id(r), table)
     if key not in _columns_cache:
         out = []
-        for name, dt, shape, length in r.execute_command("REPLAY.COLUMNS", table):
+        for name, dt, shape, length in _call(r, "REPLAY.COLUMNS", table):
             s = shape.decode() if isinstance(shape, bytes) else str(shape)
             out.append(((name.decode() if isinstance(name, bytes) else str(name)),
                         np.dtype(dt.decode() if isinstance(dt, bytes) else str(dt)),
@@ -262,7 +276,7 @@ def sample_trajectories(client: ReplayClient | redis.Redis | ShardedReplayClient
         return client.sample_trajectories(  # type: ignore[union-attr]
             table, n, beta=beta, info=info, torch=torch, timeout=timeout)
     r = _conn(client)
-    raw = r.execute_command(*sample_args(table, n, beta=beta, timeout=timeout, withinfo=info))
+    raw = _call(r, *sample_args(table, n, beta=beta, timeout=timeout, withinfo=info))
     cols = _columns(r, table)
     if len(cols) != len(raw[2]) or any(
             len(b) != n * length * dt.itemsize * int(np.prod(shape))
@@ -286,7 +300,7 @@ def chunk_stats(client: ReplayClient | redis.Redis | ShardedReplayClient) -> dic
     group's summed, with "shards": each shard's)."""
     if _group(client):
         return client.chunk_stats()  # type: ignore[union-attr]
-    raw = _conn(client).execute_command("REPLAY.CHUNKS")
+    raw = _call(_conn(client), "REPLAY.CHUNKS")
     if isinstance(raw, dict):
         return {(k.decode() if isinstance(k, bytes) else k): int(v) for k, v in raw.items()}
     return {raw[i].decode(): int(raw[i + 1]) for i in range(0, len(raw), 2)}

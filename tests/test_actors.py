@@ -18,11 +18,11 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("gymnasium")
 
-from actors.actor import epsilon_ladder  # noqa: E402
-from actors.codec import HEADER_BYTES, TransitionCodec  # noqa: E402
-from actors.config import Config, add_arguments, field_docs, from_args, preset  # noqa: E402
-from actors.env import EnvSpec, env_spec, make_env  # noqa: E402
-from actors.model import (  # noqa: E402
+from inreplay.actors.actor import epsilon_ladder  # noqa: E402
+from inreplay.actors.codec import HEADER_BYTES, TransitionCodec  # noqa: E402
+from inreplay.actors.config import Config, add_arguments, field_docs, from_args, preset  # noqa: E402
+from inreplay.actors.env import EnvSpec, env_spec, make_env  # noqa: E402
+from inreplay.actors.model import (  # noqa: E402
     BlobError,
     MlpPolicy,
     build_model,
@@ -30,7 +30,7 @@ from actors.model import (  # noqa: E402
     param_count,
     params_to_blob,
 )
-from actors.nstep import NStep, td_priorities  # noqa: E402
+from inreplay.actors.nstep import NStep, td_priorities  # noqa: E402
 
 ATARI = EnvSpec((4, 84, 84), np.dtype(np.uint8), 4, 4, True, None)
 CARTPOLE = EnvSpec((4,), np.dtype(np.float32), 2, 1, False, 475.0)
@@ -298,11 +298,11 @@ def test_config_flags_presets_and_files(tmp_path: Path) -> None:
 # ---- the actor process: manners and one-line errors ----------------------------------
 
 ROOT = Path(__file__).resolve().parent.parent
-ACTOR = [sys.executable, "-m", "actors.actor"]
+ACTOR = [sys.executable, "-m", "inreplay.actors.actor"]
 
 
 def test_repeated_warnings_are_collapsed_with_a_count(monkeypatch: pytest.MonkeyPatch) -> None:
-    from actors import actor as actor_mod
+    from inreplay.actors import actor as actor_mod
 
     now = [100.0]
     monkeypatch.setattr(actor_mod.time, "monotonic", lambda: now[0])

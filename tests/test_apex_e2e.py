@@ -21,9 +21,11 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("gymnasium")
 
-from actors.actor import Actor  # noqa: E402
-from actors.config import Keys, preset  # noqa: E402
-from learner.learner import Learner  # noqa: E402
+from inreplay.actors.actor import Actor  # noqa: E402
+from inreplay.actors.config import Keys, preset  # noqa: E402
+from inreplay.actors.demo import UNSOLVED_EXIT  # noqa: E402
+from inreplay.learner.learner import Learner  # noqa: E402
+
 from pyctl.client import ReplayClient  # noqa: E402
 from pyctl.proc import descendants  # noqa: E402
 
@@ -237,14 +239,15 @@ def test_pyctl_demo_runs_writes_summary_and_cleans_up(tmp_path: Path) -> None:
     run = DemoRun("--minutes", "0.5", "--out", str(out), "--eval-episodes", "2",
                   "--screen-episodes", "0", "--learning-starts", "300", "--eval-max-s", "5")
     rc = run.wait(timeout=120)
-    assert rc == 0, run.output[-4000:]
-    assert run.output.strip().splitlines()[-1] in ("solved: true", "solved: false")
-    assert len(run.seen) >= 4  # server, learner and 2 actors were separate processes
     s = json.loads((out / "summary.json").read_text())
+    # 30 s rarely solves CartPole: the exit status says which it was
+    assert rc == (0 if s["solved"] else UNSOLVED_EXIT), run.output[-4000:]
+    assert run.output.strip().splitlines()[-1] == f"solved: {str(s['solved']).lower()}"
+    assert len(run.seen) >= 4  # server, learner and 2 actors were separate processes
     for k in ("env", "stack", "solved", "eval_return_mean", "eval_episodes", "wall_s",
               "env_frames", "learner_steps"):
         assert k in s, k
-    from actors.demo import DEMO_NETNS, dpdk_possible
+    from inreplay.actors.demo import DEMO_NETNS, dpdk_possible
 
     # --stack auto: DPDK in a namespace when this machine allows it (CI: root, DPDK built)
     expected = "kernel" if dpdk_possible() else "dpdk"
@@ -262,7 +265,7 @@ def test_pyctl_demo_runs_writes_summary_and_cleans_up(tmp_path: Path) -> None:
     assert 0 < s["replay_bytes_per_transition"] < 100
     assert (out / "returns.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert (out / "checkpoint.pt").exists() and (out / "metrics.csv").exists()
-    from learner.evaluate import load_checkpoint
+    from inreplay.learner.evaluate import load_checkpoint
 
     _, cfg, meta = load_checkpoint(str(out / "evaluated.pt"))  # what the evaluation played
     assert cfg.env_id == "CartPole-v1" and meta["params_version"] == s["eval_params_version"]
@@ -271,7 +274,7 @@ def test_pyctl_demo_runs_writes_summary_and_cleans_up(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_pyctl_demo_on_ray_through_two_shards_solves_cartpole(tmp_path: Path) -> None:
-    """Issue 10: the actors as Ray actors on a local Ray instance, the replay a group of
+    """The actors as Ray actors on a local Ray instance, the replay a group of
     two shards sampled exactly across both; CartPole-v1 solved (greedy evaluation >= 475
     over 20 episodes) within the demo's 5 minutes."""
     pytest.importorskip("ray")
@@ -369,6 +372,11 @@ def test_pyctl_demo_has_one_flag_per_concept() -> None:
         assert flag in flags, flag
     for flag in ("--num-actors", "--out-dir", "--host"):
         assert flag not in flags, flag
+    # the description's usage lines name only flags the parser takes
+    head, options = p.stdout.split("\noptions:", 1)
+    taken = set(re.findall(r"(?<![\w-])(--[a-z][a-z0-9-]*)", options))
+    named = set(re.findall(r"(?<![\w-])(--[a-z][a-z0-9-]*)", head.split("\n\n", 1)[1]))
+    assert named <= taken, f"the description names flags pyctl demo lacks: {named - taken}"
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -385,7 +393,7 @@ def test_pyctl_demo_usage_errors_are_one_line(argv: list[str], message: str) -> 
 
 
 def test_run_rates_count_the_exit_publish_and_say_unknown_for_a_late_starter() -> None:
-    from actors.demo import MIN_RATE_SPAN_S, run_rates
+    from inreplay.actors.demo import MIN_RATE_SPAN_S, run_rates
 
     # actors seen at t=10 with 100 frames, learner at t=19.9 (one poll before the stop at
     # t=20 would be 19.5): the learner's rate is unknown, not zero

@@ -1,4 +1,4 @@
-"""Atari frames stored once (issue 19 item 4, apex): an Ape-X actor on ALE Breakout writes
+"""Atari frames stored once: an Ape-X actor on ALE Breakout writes
 its transitions through actors.frames' FrameWriter into a TRAJECTORY table on a real
 server, and the learner's replay samples them back, assembled server-side, with
 observations byte-identical to what the environment produced."""
@@ -15,14 +15,15 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("gymnasium")
 pytest.importorskip("ale_py")
 
-import actors.actor as actor_mod  # noqa: E402
-from actors.codec import TransitionCodec  # noqa: E402
-from actors.config import Keys, preset  # noqa: E402
-from actors.env import env_spec  # noqa: E402
-from actors.frames import FrameWriter, bytes_per_transition  # noqa: E402
-from actors.model import build_model, params_to_blob  # noqa: E402
-from actors.nstep import Transition  # noqa: E402
-from learner.replay import ApplianceReplay  # noqa: E402
+import inreplay.actors.actor as actor_mod  # noqa: E402
+from inreplay.actors.codec import TransitionCodec  # noqa: E402
+from inreplay.actors.config import Keys, preset  # noqa: E402
+from inreplay.actors.env import env_spec  # noqa: E402
+from inreplay.actors.frames import FrameWriter, bytes_per_transition  # noqa: E402
+from inreplay.actors.model import build_model, params_to_blob  # noqa: E402
+from inreplay.actors.nstep import Transition  # noqa: E402
+from inreplay.learner.replay import ApplianceReplay  # noqa: E402
+
 from pyctl.client import ReplayClient  # noqa: E402
 
 

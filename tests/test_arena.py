@@ -1,4 +1,4 @@
-"""Arena reuse (issue 21): a table writes about twice its live bytes (at least
+"""Arena reuse: a table writes about twice its live bytes (at least
 32 MB) before going back to the front of its arena, in both storage modes, so a
 fresh table does not pay a page fault and a page clear per new page until it
 has written MAXBYTES, and the server's resident memory follows the live bytes.

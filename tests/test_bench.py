@@ -4,7 +4,7 @@ bench/latency.py and bench/throughput.py run against the kernel-stack systems
 (stock Redis, kernel and kernel-poll inreplay; no DPDK), as root over both
 paths (the shared offloads-off veth and a default-offloads veth) at MTU 1500
 and 9000, on loopback otherwise; bench/report.py then renders every section
-from their JSON into a scratch README. The goal logic of issue 9 (PASS / NOT
+from their JSON into a scratch README. The goal logic (PASS / NOT
 MET, the breakdown of each miss) is checked on synthetic numbers, and
 bench/breakdown.py runs against the DPDK appliance where it can.
 """
@@ -339,7 +339,7 @@ def test_not_met_goal_gets_its_breakdown() -> None:
     text = report.goals_section(_synthetic(), None, bd)
     lines = text.splitlines()
     # GET 13 MB against the best kernel system, GET 1 MB likewise, and GET 13 MB against
-    # kernel-poll on the same wire (issue 21 item 6: 40,000 vs 20,000 µs)
+    # kernel-poll on the same wire (40,000 vs 20,000 µs)
     assert sum("**NOT MET**" in line for line in lines) == 3
     assert any("**NOT MET**" in line and "`GET 13 MB` MB/s ≥ 1× kernel-poll's on the same wire"
                in line and "= 0.50×" in line for line in lines)
@@ -441,7 +441,7 @@ def test_report_renders_every_section(latency_doc: dict[str, Any],
     _run("report.py", "--latency", str(lat), "--readme", str(again))
     v = f"{ping['server_us']:.2f}"
     assert f"| kernel | {ping['path']} | {ping['mtu']} | {v} ({v}) |" in again.read_text()
-    assert "read back from the README" in again.read_text()
+    assert "read back from the page" in again.read_text()
     assert "\nold\n" not in text
     assert (tmp_path / "docs" / "cartpole-returns.png").read_bytes() == b"png"
     for path, mtu in PLAN:
@@ -487,7 +487,7 @@ def test_breakdown_runs_get_and_sample(tmp_path: Path) -> None:
 
 
 def test_module_host_section_compares_the_two_hosts_and_says_which_wins() -> None:
-    """Issue 22 item 4: native (kernel) against redis-server with the module, one row per
+    """Native (kernel) against redis-server with the module, one row per
     request, the ratio, and where each host wins; a run without the module says why."""
     doc = _synthetic(1500)
     doc["latency"] = [r for r in doc["latency"] if r["system"] == "kernel"]
@@ -606,7 +606,7 @@ def test_load_line_does_not_blame_other_work() -> None:
 
 
 def test_server_time_brackets_come_from_the_readme_in_a_clean_clone() -> None:
-    """A clean clone keeps no JSON of the last run (item 5 of issue 21: the previous
+    """A clean clone keeps no JSON of the last run (the previous
     run's figure beside this run's): report.py reads the figures back from the
     README's own server-time block, which that run wrote, commit included."""
     def doc(us: float, commit: str | None) -> dict[str, Any]:
@@ -626,7 +626,7 @@ def test_server_time_brackets_come_from_the_readme_in_a_clean_clone() -> None:
     assert sorted(r["workload"] for r in back["latency"]) == ["GET 64 B", "PING"]
     assert all(r["server_us"] == 0.19 and r["mtu"] == 1500 for r in back["latency"])
     second = report.server_time_section(doc(0.25, "4567def"), back)
-    assert "commit 0123abc, read back from the README" in second
+    assert "commit 0123abc, read back from the page" in second
     assert "| kernel | shared | 1500 | 0.25 (0.19) | 0.25 (0.19) |" in second
     # a block that already has brackets gives back its own figures, not the old ones
     third = report.server_times_from_readme(readme.replace(first, second))
@@ -643,7 +643,7 @@ def test_swarm_counts_inserts_over_the_window_the_actors_offered_load(tmp_path: 
     """bench/swarm.py's paced phases: inserts/s over the actors' own window (every
     connection open first, first send to last reply), so a server that takes everything
     offered reads the offered rate. Until this was fixed the window included forking the
-    processes and opening 360 connections: issue 10's goal read 494,341 inserts/s while
+    processes and opening 360 connections: the goal read 494,341 inserts/s while
     the actors offered 500,000 and every batch was answered."""
     out = tmp_path / "swarm.json"
     _run("swarm.py", "--actors", "40", "--seconds", "2", "--shards", "1", "--phases", "apex",
@@ -659,7 +659,7 @@ def test_swarm_counts_inserts_over_the_window_the_actors_offered_load(tmp_path: 
 
 
 def test_swarm_goals_judge_the_offered_phase_by_what_was_taken() -> None:
-    """issue 10's ten-times-Ape-X goal: the apex10 phase offers exactly 500,000 inserts/s,
+    """The ten-times-Ape-X goal: the apex10 phase offers exactly 500,000 inserts/s,
     so it passes when the shards took it (≥ 99.5%, the window ending one round trip after
     the last send); the max phase must reach 500,000 itself; a JSON without the offered
     rate is judged by the number alone."""

@@ -229,7 +229,7 @@ def test_add_takes_bytes_arrays_lists_tuples_and_tensors(rc: ReplayClient) -> No
      "priority at index 1 is inf"),
     (lambda rc: rc.update("e", [0, 1, 2], [1.0, 1.0, 1e39]),
      "priority at index 2 is inf"),  # beyond float32
-    # issue 25: a str that NumPy would parse was accepted, and the index was missing
+    # a str that NumPy would parse was accepted, and the index was missing
     (lambda rc: rc.add("e", ["1.0"], [b"q"]), "priority at index 0 is '1.0' (str)"),
     (lambda rc: rc.add("e", [1.0, "high", 2.0], [b"x", b"y", b"z"]),
      "priority at index 1 is 'high' (str): priorities must be numbers"),

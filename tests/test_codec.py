@@ -22,8 +22,8 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("ale_py")
 pytest.importorskip("cv2")
 
-from actors.actor import Actor  # noqa: E402
-from actors.codec import (  # noqa: E402
+from inreplay.actors.actor import Actor  # noqa: E402
+from inreplay.actors.codec import (  # noqa: E402
     FORMAT_RAW,
     FORMAT_ZSTD,
     HEADER_BYTES,
@@ -32,10 +32,11 @@ from actors.codec import (  # noqa: E402
     capacity_warning,
     stored_bytes,
 )
-from actors.config import preset  # noqa: E402
-from actors.env import EnvSpec  # noqa: E402
-from actors.nstep import Transition  # noqa: E402
-from learner.replay import ApplianceReplay, LocalReplay, Prefetcher  # noqa: E402
+from inreplay.actors.config import preset  # noqa: E402
+from inreplay.actors.env import EnvSpec  # noqa: E402
+from inreplay.actors.nstep import Transition  # noqa: E402
+from inreplay.learner.replay import ApplianceReplay, LocalReplay, Prefetcher  # noqa: E402
+
 from pyctl.client import ReplayClient  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -347,7 +348,7 @@ def test_breakout_actor_and_learner_through_compressed_items(
         kind: str, server_factory: Any, tmp_path: Path) -> None:
     """An actor inserts compressed Breakout transitions (REPLAY.ADD, or RPUSH to stock
     Redis for the local baseline); the learner samples, decodes and trains on them."""
-    from learner.learner import Learner
+    from inreplay.learner.learner import Learner
 
     srv = server_factory(kind)
     cfg = preset("ALE/Breakout-v5", port=srv.port, out_dir=str(tmp_path),

@@ -1,5 +1,5 @@
 """Command flags are defined once, as Redis's flag words in the command table, and the
-server acts on those words (issue 12): what COMMAND INFO shows is what the server does."""
+server acts on those words: what COMMAND INFO shows is what the server does."""
 
 from __future__ import annotations
 
@@ -54,7 +54,7 @@ def test_denyoom_word_is_what_maxmemory_refuses(server_factory: Any) -> None:
 
 
 def test_replay_sample_is_a_write(server_factory: Any) -> None:
-    """Issue 25: REPLAY.SAMPLE was flagged readonly, yet it advances the table's generator and
+    """REPLAY.SAMPLE was flagged readonly, yet it advances the table's generator and
     the limiter's counters and wakes inserters. It is a write, and counts as a change."""
     srv = server_factory("inreplay")
     r = redis.Redis(port=srv.port, protocol=2)

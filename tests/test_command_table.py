@@ -1,5 +1,5 @@
 """The command table is one description: fstack_redis/commands.json, generated into
-the server's arrays by fstack_redis/gen_commands.py at build time (issue 25). COMMAND
+the server's arrays by fstack_redis/gen_commands.py at build time. COMMAND
 DOCS, COMMAND INFO and COMMAND LIST's filters come from it; the docs' facts (group,
 since) and the ACL categories agree with stock redis-server for every command both
 have; the generator refuses a description it does not understand, one line per

@@ -1,4 +1,4 @@
-"""What the fast paths of issue 9 promise, checked on the wire and in the loop.
+"""What the fast paths promise, checked on the wire and in the loop.
 
 - Busy polling on the kernel stack: `--busy-poll` makes the loop poll epoll
   without sleeping while traffic flows (many loop iterations per request) and

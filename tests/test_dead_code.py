@@ -1,4 +1,4 @@
-"""No dead C code (issue 25): every global symbol the server's libraries define is
+"""No dead C code: every global symbol the server's libraries define is
 used, by another place in the libraries (a relocation that names it, in any object
 of the build: libraries, C tests, bench programs), by the fuzz harness's sources
 (built apart, with clang) or by pyctl through the public header inreplay.h. A

@@ -1,4 +1,4 @@
-"""REPLAY.* errors carry a code (issue 25, "errors as text"): every code in
+"""REPLAY.* errors carry a code: every code in
 fstack_redis/replay_err.h comes from the real server on each path that emits it,
 pyctl.errors maps it to its class, REPLAY.INFO decodes through one table of field
 types, and no Python module reads an error's wording."""

@@ -1,4 +1,4 @@
-"""The C code follows .clang-format (issue 25): clang-format 14, Debian's (make
+"""The C code follows .clang-format: clang-format 14, Debian's (make
 installs it), finds nothing to change in any tracked C file. `make format` applies
 it; the generated command table (build/.../commands_table.inc) is not tracked."""
 from __future__ import annotations

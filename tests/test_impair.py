@@ -217,7 +217,7 @@ def test_sigterm_reports_the_counters_and_down_removes_everything(
 
 
 def test_impair_with_a_bad_value_fails_and_keeps_the_spec(bridge: Callable[..., Bridge]) -> None:
-    """Issue 25: `pyctl netns impair --impair loss=abc` printed counters and exited 0 while the
+    """`pyctl netns impair --impair loss=abc` printed counters and exited 0 while the
     bridge kept its old spec; now it fails in one line and nothing changes."""
     b = bridge("loss=0%")
     r = subprocess.run([*PYCTL, "netns", "impair", "--name", b.name, "--impair", "loss=abc"],

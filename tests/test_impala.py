@@ -1,4 +1,4 @@
-"""IMPALA on a QUEUE table (issue 19, item 4): V-trace against the paper's definition,
+"""IMPALA on a QUEUE table: V-trace against the paper's definition,
 the queue semantics the demo relies on, and the whole demo solving CartPole-v1."""
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pytest
 import torch
+from inreplay.actors.impala import ActorCritic, ImpalaConfig, schema_for, step_reward, vtrace
 
-from actors.impala import ActorCritic, ImpalaConfig, schema_for, step_reward, vtrace
 from pyctl.client import RateLimited, ReplayClient
 
 if TYPE_CHECKING:
@@ -235,7 +235,7 @@ def test_queue_two_actors_two_learners_each_unroll_once(rc: ReplayClient,
 @pytest.mark.slow
 def test_impala_demo_solves_cartpole_within_5_minutes(tmp_path: Path) -> None:
     out = tmp_path / "impala"
-    proc = subprocess.run([sys.executable, "-m", "actors.impala", "--out", str(out),
+    proc = subprocess.run([sys.executable, "-m", "inreplay.actors.impala", "--out", str(out),
                            "--minutes", "5", "--stack", "kernel"], cwd=ROOT,
                           capture_output=True, text=True, timeout=5 * 60 + 90)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]

@@ -1,10 +1,11 @@
 """`pip install .` without make: a plain virtual environment (no system site-packages),
 a clean copy of the tree (no build/, no build-deps/), the package built by meson-python
 from the registry's build tools, then in that environment with the working directory
-outside the tree: `pyctl start --daemon`, the README's client example, `pyctl status`,
-`pyctl stop`. Then `pip wheel .` with DPDK turned off, as on a machine without it: the
-wheel holds the library and every module, its kernel stack runs the same cycle, and
-`--stack dpdk` is refused in one line that says how to get it.
+outside the tree: `pyctl start --daemon`, the README's quick start as written (its
+address replaced), `pyctl status`, `pyctl stop`. Then `pip wheel .` with DPDK turned
+off, as on a machine without it: the wheel holds the library and every module, its
+kernel stack runs the same cycle, and `--stack dpdk` is refused in one line that says
+how to get it.
 """
 
 from __future__ import annotations
@@ -19,10 +20,19 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from test_readme_example import readme_client_example
+from doc_blocks import blocks, page, with_port
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("pyctl", "actors", "learner", "integrations")  # meson.build's list
+PACKAGES = ("pyctl", "inreplay", "actors", "learner", "integrations")  # meson.build's list
+INSIDE_INREPLAY = ("actors", "learner", "integrations")
+"""Repository folders the wheel installs inside the inreplay package."""
+IMPORT_ROOTS = {"pyctl", "inreplay"}
+"""The top-level names a wheel puts in site-packages (besides its .dist-info)."""
+
+
+def installed_name(rel: str) -> str:
+    """Where a repository file of a Python package lands in the wheel."""
+    return f"inreplay/{rel}" if rel.split("/", 1)[0] in INSIDE_INREPLAY else rel
 PIP_TIMEOUT = 1200  # compiles the C library once; dependencies come from pip's cache
 
 
@@ -74,11 +84,21 @@ def _expected_stacks() -> list[str]:
 
 
 def _cycle(venv: Path, work: Path, stacks: list[str]) -> None:
-    """start --daemon, the README's client example, status, stop: all from the venv."""
+    """start --daemon, the README's quick start, status, stop: all from the venv."""
     py, pyctl = str(venv / "bin" / "python"), str(venv / "bin" / "pyctl")
     where = _run([py, "-c", "import pyctl, pyctl._native as n; "
                             "print(pyctl.__file__); print(n.library_path())"], work, venv)
     assert where.returncode == 0, where.stderr
+    # one import root for the RL code: inreplay.actors, not a top-level actors
+    roots = _run([py, "-c", "import importlib.util as u, inreplay, inreplay.actors.config, "
+                            "inreplay.learner, inreplay.integrations; "
+                            "from inreplay import ReplayClient, ShardedReplayClient, Schema; "
+                            "print(inreplay.actors.config.__file__); "
+                            "print([m for m in ('actors', 'learner', 'integrations') "
+                            "if u.find_spec(m)])"], work, venv)
+    assert roots.returncode == 0, roots.stderr
+    assert Path(roots.stdout.split()[0]).is_relative_to(venv / "lib"), roots.stdout
+    assert roots.stdout.splitlines()[-1] == "[]", roots.stdout
     site = venv / "lib"
     for line in where.stdout.split():
         assert Path(line).is_relative_to(site), f"{line} is not from the venv ({site})"
@@ -88,11 +108,10 @@ def _cycle(venv: Path, work: Path, stacks: list[str]) -> None:
     assert m, start.stdout
     port = int(m.group(1))
     try:
-        # the README's example as written, less its torch line (torch is an extra)
-        code = readme_client_example().replace("port=6379", f"port={port}")
-        code = "\n".join(x for x in code.splitlines() if "torch=True" not in x)
-        code += ("\nassert ids.tolist() == list(range(64)) and obs.shape == (32, 84, 84, 4)"
-                 "\nassert (loss_weights <= 1).all()\nprint('example ok')\n")
+        # the README's quick start, as a user pastes it after `pip install .`
+        code = with_port(blocks(page("README.md"))[0], "127.0.0.1", port)
+        code += ("\nassert s.items.shape == (32, 4) and (s.weights <= 1).all()"
+                 "\nassert 'quickstart' not in rc.tables()\nprint('example ok')\n")
         ex = _run([py, "-c", code], work, venv)
         assert ex.returncode == 0 and "example ok" in ex.stdout, ex.stderr
         st = _run([pyctl, "status"], work, venv)
@@ -170,9 +189,12 @@ def test_pip_install_and_wheel_in_a_fresh_venv(tmp_path: Path) -> None:
     (wheel,) = wheels.glob("inreplay-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
     assert {"pyctl/libinreplay.so", "pyctl/inreplay.h"} <= names
-    modules = {p.relative_to(src).as_posix() for pkg in PACKAGES if (src / pkg).is_dir()
-               for p in (src / pkg).rglob("*.py")}
+    modules = {installed_name(p.relative_to(src).as_posix()) for pkg in PACKAGES
+               if (src / pkg).is_dir() for p in (src / pkg).rglob("*.py")}
     assert modules and modules <= names, sorted(modules - names)
+    tops = {n.split("/", 1)[0] for n in names} - {n.split("/", 1)[0] for n in names
+                                                  if ".dist-info/" in n}
+    assert tops == IMPORT_ROOTS, f"the wheel installs {sorted(tops)} at top level"
     _pip(venv, work, "install", "-q", "--no-deps", "--force-reinstall", str(wheel))
     lib = next((venv / "lib").glob("python*/site-packages/pyctl/libinreplay.so"))
     if shutil.which("readelf"):

@@ -1,4 +1,4 @@
-"""The actor launcher (issue 10): local processes and Ray actors, restarted on failure."""
+"""The actor launcher: local processes and Ray actors, restarted on failure."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 import redis
+from inreplay.actors.config import Keys, preset
+from inreplay.actors.env import env_spec
+from inreplay.actors.model import build_model, params_to_blob
 
-from actors.config import Keys, preset
-from actors.env import env_spec
-from actors.model import build_model, params_to_blob
 from pyctl.errors import decode_info
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -38,7 +38,7 @@ def _launch(port: int, table: str, prefix: str, *extra: str) -> subprocess.Popen
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p))
     return subprocess.Popen(
-        [sys.executable, "-m", "actors.launch", "--num-actors", "2", "--port", str(port),
+        [sys.executable, "-m", "inreplay.actors.launch", "--num-actors", "2", "--port", str(port),
          "--env", "CartPole-v1", "--table", table, "--prefix", prefix,
          "--samples-per-insert", "0", "--status-every", "1", *extra],
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)

@@ -1,11 +1,12 @@
-"""The layering rules of the README, checked on the source tree.
+"""The layering rules of the architecture, checked on the source tree.
 
 - The server (fstack_redis/, its engine in replay/ too) sees the network only
   through transport.h: it never includes socket, DPDK or lwIP headers. (A
   CONFIG SET port check that bound a socket from config.c once broke this; the
   check now asks the transport.)
 - Dependencies point one way, RL code -> client -> appliance: the control plane
-  (pyctl/) imports no RL code (actors/, learner/).
+  (pyctl/) imports no RL code (actors/, learner/, as inreplay.actors and
+  inreplay.learner), nor the inreplay package, which re-exports the client.
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ def _imports(path: Path) -> set[str]:
 def test_control_plane_imports_no_rl_code() -> None:
     offenders = []
     for path in sorted((ROOT / "pyctl").rglob("*.py")):
-        bad = _imports(path) & {"actors", "learner"}
+        bad = _imports(path) & {"actors", "learner", "inreplay"}
         if bad:
             offenders.append(f"{path.relative_to(ROOT)} imports {sorted(bad)}")
     assert not offenders, "pyctl must not import RL code:\n" + "\n".join(offenders)

@@ -22,15 +22,14 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("gymnasium")
 
+from inreplay.actors.codec import TransitionCodec  # noqa: E402
+from inreplay.actors.config import preset  # noqa: E402
+from inreplay.actors.env import EnvSpec  # noqa: E402
+from inreplay.actors.model import build_model  # noqa: E402
+from inreplay.actors.nstep import td_priorities  # noqa: E402
+from inreplay.learner.learner import TorchBatch, double_dqn_td, to_torch  # noqa: E402
+from inreplay.learner.replay import LocalReplay, Prefetcher, Sampled  # noqa: E402
 from torch import nn  # noqa: E402
-
-from actors.codec import TransitionCodec  # noqa: E402
-from actors.config import preset  # noqa: E402
-from actors.env import EnvSpec  # noqa: E402
-from actors.model import build_model  # noqa: E402
-from actors.nstep import td_priorities  # noqa: E402
-from learner.learner import TorchBatch, double_dqn_td, to_torch  # noqa: E402
-from learner.replay import LocalReplay, Prefetcher, Sampled  # noqa: E402
 
 CARTPOLE = EnvSpec((4,), np.dtype(np.float32), 2, 1, False, 475.0)
 
@@ -87,7 +86,7 @@ def test_actor_priorities_equal_learner_td_when_networks_agree() -> None:
 
 
 def test_training_step_fits_targets_and_returns_priorities(tmp_path: Path) -> None:
-    from learner.learner import Learner
+    from inreplay.learner.learner import Learner
 
     cfg = preset("CartPole-v1", lr=1e-2, out_dir=str(tmp_path), batch_size=16, hidden=16)
     learner = Learner.__new__(Learner)  # no server: only the training parts
@@ -109,7 +108,7 @@ def test_training_step_fits_targets_and_returns_priorities(tmp_path: Path) -> No
     learner.out = tmp_path
     learner.steps, learner.version = 200, 3
     path = learner.checkpoint()
-    from learner.evaluate import load_checkpoint
+    from inreplay.learner.evaluate import load_checkpoint
 
     model, cfg2, meta = load_checkpoint(str(path))
     assert cfg2 == cfg and meta == {"learner_steps": 200, "params_version": 3}
@@ -251,7 +250,7 @@ def test_to_torch_makes_contiguous_tensors() -> None:
 # ---- the learner process against a real server --------------------------------------
 
 ROOT = Path(__file__).resolve().parent.parent
-LEARNER = [sys.executable, "-m", "learner.learner", "--env", "CartPole-v1", "--quiet"]
+LEARNER = [sys.executable, "-m", "inreplay.learner.learner", "--env", "CartPole-v1", "--quiet"]
 
 
 def _fill(port: int, n: int = 2000, version: int | None = None,
@@ -408,7 +407,7 @@ def test_sigterm_while_the_server_hangs_ends_the_learner_within_the_grace(
     thread other than the main one, Python's handler cannot run at all while the main
     thread is blocked: the learner ignored such a SIGTERM for 30 s in CI's demo run,
     until the watchdog read the signal from set_wakeup_fd's socket."""
-    from learner.learner import STOP_GRACE_S
+    from inreplay.learner.learner import STOP_GRACE_S
 
     if to == "other-thread" and platform.machine() != "x86_64":
         pytest.skip("tgkill's syscall number is x86_64's")
@@ -450,7 +449,7 @@ def test_evaluate_errors_are_one_line(tmp_path: Path) -> None:
     junk.write_text("not a checkpoint\n")
     for path, message in ((str(tmp_path / "none.pt"), "none.pt: No such file or directory"),
                           (str(junk), "junk.pt: not a learner checkpoint")):
-        p = subprocess.run([sys.executable, "-m", "learner.evaluate", path], cwd=ROOT,
+        p = subprocess.run([sys.executable, "-m", "inreplay.learner.evaluate", path], cwd=ROOT,
                            capture_output=True, text=True, timeout=120)
         assert p.returncode == 1, (p.stdout, p.stderr)
         assert p.stderr.count("\n") == 1 and message in p.stderr, p.stderr
@@ -472,11 +471,11 @@ def test_a_child_that_ignores_sigterm_leaves_every_threads_stack_in_its_log(
     either) and was killed with nothing in its log to say where it hung. Every child role
     now dumps its threads' stacks on STACKS_SIGNAL, and Child.stop sends it before the
     kill."""
-    from actors.demo import Child
+    from inreplay.actors.demo import Child
 
     script = textwrap.dedent("""
         import signal, time
-        from actors.config import dump_stacks_on_signal
+        from inreplay.actors.config import dump_stacks_on_signal
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         dump_stacks_on_signal()
         print("ready", flush=True)

@@ -1,4 +1,4 @@
-"""The module host's tables in the RDB (issue 22): stock redis-server with the
+"""The module host's tables in the RDB: stock redis-server with the
 module saves every replay table as the aux data of the module's data type
 ("ir_tables", the engine's records of replay/persist.h) and loads them back
 on a restart, a DEBUG RELOAD or a replica's sync.

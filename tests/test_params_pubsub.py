@@ -27,9 +27,9 @@ import redis
 torch = pytest.importorskip("torch")
 pytest.importorskip("gymnasium")
 
-from actors.actor import Actor, ParamUpdates  # noqa: E402
-from actors.config import Config, Keys, preset  # noqa: E402
-from learner.learner import Learner  # noqa: E402
+from inreplay.actors.actor import Actor, ParamUpdates  # noqa: E402
+from inreplay.actors.config import Config, Keys, preset  # noqa: E402
+from inreplay.learner.learner import Learner  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 BLOB_HEADER = 24  # actors.model: the floats start here

@@ -1,4 +1,4 @@
-"""Nothing lost silently (issue 12 item 1): the snapshot directory, failed saves on
+"""Nothing lost silently: the snapshot directory, failed saves on
 shutdown, BGSAVE failures, SHUTDOWN NOSAVE|SAVE|ABORT|FORCE and --restore.
 
 Every test runs real servers (``python -m pyctl start``, and stock redis-server

@@ -75,7 +75,7 @@ def test_bad_flags_get_one_line_naming_the_flag(args: list[str], names: str) -> 
     assert "Traceback" not in r.stderr
 
 
-SUDO = "" if os.geteuid() == 0 else "sudo "  # issue 25: no sudo for root, who may not have it
+SUDO = "" if os.geteuid() == 0 else "sudo "  # no sudo for root, who may not have it
 WORKS_HERE = f"a start line that works on this machine: {SUDO}pyctl netns up && {SUDO}pyctl start"
 
 
@@ -415,7 +415,7 @@ def test_drivers_separates_parameter_strings() -> None:
 
 
 def test_status_and_stats_take_the_password(rundir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Issue 25: against --requirepass, status and stats take --password or REDISCLI_AUTH (as
+    """Against --requirepass, status and stats take --password or REDISCLI_AUTH (as
     redis-cli does); without it they say what to do and exit non-zero."""
     listen = f"127.0.0.1:{free_port()}"
     r = pyctl("start", "--daemon", "--listen", listen, "--requirepass", "s3cret",
@@ -442,7 +442,7 @@ def test_status_and_stats_take_the_password(rundir: Path, monkeypatch: pytest.Mo
 
 
 def test_output_into_a_closed_pipe_ends_quietly() -> None:
-    """Issue 25: `pyctl drivers | head -1` ended in a BrokenPipeError traceback."""
+    """`pyctl drivers | head -1` ended in a BrokenPipeError traceback."""
     r = subprocess.run(f"{sys.executable} -m pyctl drivers --all | head -1", shell=True,
                        capture_output=True, text=True, timeout=60)
     assert r.stdout.count("\n") == 1
@@ -458,7 +458,7 @@ def test_output_into_a_closed_pipe_ends_quietly() -> None:
 ])
 def test_start_up_table_flags_are_never_dropped(rundir: Path, tmp_path: Path, args: list[str],
                                                 message: str) -> None:
-    """Issue 25: table flags without --capacity, or with --restore, were ignored silently."""
+    """Table flags without --capacity, or with --restore, were ignored silently."""
     snaps = tmp_path / "snaps"
     snaps.mkdir()
     restore = ["--restore", str(snaps)] if "restore" in message else []

@@ -17,8 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pytest
 import torch
-
-from actors.r2d2 import (
+from inreplay.actors.r2d2 import (
     CARTPOLE,
     MaskVelocity,
     R2D2Config,
@@ -329,7 +328,7 @@ def _actor_episodes(cfg: R2D2Config, episodes: int, seed: int,
 
 def test_stream_writer_stores_steps_once_and_samples_back_the_packed_sequences(
         replay_server: ServerProcess) -> None:
-    """Issue 19: an actor's sequences through the trajectory writer, sampled back (in
+    """An actor's sequences through the trajectory writer, sampled back (in
     insertion order: a FIFO sampler with MAX_TIMES_SAMPLED 1), are byte-identical to the
     packed SequenceWriter's items and to the environment's steps (obs, actions, rewards,
     the stored state at each first step), and overlapping sequences share chunks: the
@@ -484,7 +483,7 @@ def test_masked_cartpole_hides_the_velocities() -> None:
 
 
 def test_demo_flags_apply_the_cartpole_preset_then_the_flags() -> None:
-    from actors.r2d2 import parse
+    from inreplay.actors.r2d2 import parse
 
     args, cfg = parse(["--out", "/tmp/x", "--minutes", "3", "--stack", "kernel",
                        "--burn-in", "5"])
@@ -498,12 +497,12 @@ def test_demo_flags_apply_the_cartpole_preset_then_the_flags() -> None:
 
 @pytest.mark.slow
 def test_r2d2_demo_solves_masked_cartpole_within_ten_minutes(tmp_path: Path) -> None:
-    """Issue 19 item 4: `python -m actors.r2d2` solves CartPole-v1 with the velocities
+    """`python -m inreplay.actors.r2d2` solves CartPole-v1 with the velocities
     hidden (20 fresh-seed greedy episodes, mean >= 475) within its 10-minute budget."""
     out = tmp_path / "r2d2"
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
-    proc = subprocess.run([sys.executable, "-m", "actors.r2d2", "--out", str(out),
+    proc = subprocess.run([sys.executable, "-m", "inreplay.actors.r2d2", "--out", str(out),
                            "--minutes", "10", "--stack", "kernel"], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=10 * 60 + 120)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]

@@ -1,4 +1,4 @@
-"""python -m actors.ray_job on a local Ray instance: CartPole through 2 Ray-started replay
+"""python -m inreplay.actors.ray_job on a local Ray instance: CartPole through 2 Ray-started replay
 shards, the learner and 2 actors as Ray actors; SIGTERM stops everything; a killed shard
 is reported and restarted from its snapshot (or ends the run when there are none)."""
 
@@ -20,7 +20,7 @@ pytest.importorskip("ray")
 pytest.importorskip("torch")
 pytest.importorskip("gymnasium")
 
-from actors.ray_job import cluster_subnet
+from inreplay.actors.ray_job import cluster_subnet
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.slow
@@ -38,7 +38,7 @@ class Job:
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(
             p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p))
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "actors.ray_job", *SMALL, "--out-dir", str(tmp / "out"),
+            [sys.executable, "-m", "inreplay.actors.ray_job", *SMALL, "--out-dir", str(tmp / "out"),
              *args], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
             text=True)
         self.lines: list[str] = []

@@ -650,7 +650,7 @@ def test_replay_survives_flood_of_errors(rp: Replay, replay_server: ServerProces
 
 def test_capacity_fits_and_the_log_say_what_maxbytes_keeps(server_factory: Any,
                                                             replay_host: str) -> None:
-    """Honest capacity (issue 14): REPLAY.INFO capacity_fits is what MAXBYTES holds at the
+    """Honest capacity: REPLAY.INFO capacity_fits is what MAXBYTES holds at the
     mean item size seen, and the log says so once, in one line."""
     srv = server_factory(REPLAY_HOSTS[replay_host])
     r = redis.Redis(port=srv.port, protocol=2)
@@ -670,7 +670,7 @@ def test_capacity_fits_and_the_log_say_what_maxbytes_keeps(server_factory: Any,
 def test_start_up_table_and_replay_create_share_their_defaults(server_factory: Any) -> None:
     """Tables are built from one set of defaults (replay.h, taken by config.c's rows and
     by REPLAY.CREATE): a start-up table given only its capacity and a REPLAY.CREATE'd
-    one agree on every option (they were written in three places, issue 25)."""
+    one agree on every option (they were once written in three places)."""
     srv = server_factory("inreplay", "--capacity", "100", "--seed", "7")
     r = srv.client()
     r.execute_command("REPLAY.CREATE", "made", "CAPACITY", "100")

@@ -1,7 +1,7 @@
 """RLlib's episode replay buffer on inreplay (integrations/rllib.py), against a real
 server: n-step transitions from episodes and fragments, prioritized sampling with
 the server's weights, priority updates for the last batch, sizes; and a short
-`python -m integrations.rllib_dqn` run."""
+`python -m inreplay.integrations.rllib_dqn` run."""
 
 from __future__ import annotations
 
@@ -18,9 +18,8 @@ import pytest
 pytest.importorskip("ray.rllib")
 pytest.importorskip("gymnasium")
 
+from inreplay.integrations.rllib import InreplayEpisodeReplayBuffer
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
-
-from integrations.rllib import InreplayEpisodeReplayBuffer
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -175,8 +174,9 @@ def test_rllib_dqn_smoke() -> None:
     """A short DQN run through a private appliance: trains, prints its numbers, exits 0."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p))
-    out = subprocess.run([sys.executable, "-m", "integrations.rllib_dqn", "--max-env-steps",
-                          "2000", "--env-runners", "1", "--json"], cwd=ROOT, env=env,
+    out = subprocess.run([sys.executable, "-m", "inreplay.integrations.rllib_dqn",
+                          "--max-env-steps", "2000", "--env-runners", "1", "--json"], cwd=ROOT,
+                         env=env,
                          capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
     lines = out.stdout.strip().splitlines()

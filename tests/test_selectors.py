@@ -1,6 +1,6 @@
 """Reverb's table model on REPLAY.* tables: selectors as sampler and remover,
 MAX_TIMES_SAMPLED, the QUEUE/STACK presets and their blocking, SAMPLE WITHINFO,
-and snapshots of all of it (issue 19, item 1)."""
+and snapshots of all of it."""
 from __future__ import annotations
 
 import struct

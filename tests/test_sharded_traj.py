@@ -1,4 +1,4 @@
-"""Trajectory tables across a replay group (issue 19 items 3 and 5): writers whose
+"""Trajectory tables across a replay group: writers whose
 episode streams live on one shard, exact global sampling of trajectory items with the
 single-server importance weights, byte-identical columns, updates routed by id."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Replay groups (issue 10): pyctl start --shards, REPLAY.SHARDS, id routing, and exact
+"""Replay groups: pyctl start --shards, REPLAY.SHARDS, id routing, and exact
 global prioritized sampling across shards (ShardedReplayClient)."""
 
 from __future__ import annotations
@@ -91,7 +91,7 @@ def test_standalone_server_is_a_group_of_one(replay_server: object) -> None:
     (["--shards", "2", "--shard-group", "127.0.0.1:1,127.0.0.1:2"], "--shards starts a whole"),
     (["--shard-group", "127.0.0.1:1,127.0.0.1:2", "--shard-index", "2"], "--shard-index 2"),
     (["--shard-group", "127.0.0.1:1,nonsense"], "--shard-group"),
-    # issue 25: it listened on its --listen while REPLAY.SHARDS advertised the group's address
+    # it listened on its --listen while REPLAY.SHARDS advertised the group's address
     (["--shard-group", "127.0.0.1:6380,127.0.0.1:6381", "--shard-index", "1"],
      "names this member 127.0.0.1:6381"),
 ])
@@ -309,7 +309,7 @@ def test_dpdk_group_one_lwip_per_core(tmp_path: Path) -> None:
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root (CI runs as root)")
 def test_group_on_every_address_is_usable_from_another_host(tmp_path: Path) -> None:
-    """Issue 25: a group started on 0.0.0.0 advertises 0.0.0.0:P in REPLAY.SHARDS; a client
+    """A group started on 0.0.0.0 advertises 0.0.0.0:P in REPLAY.SHARDS; a client
     in another network namespace reaches every member through from_seed(box address)."""
     ns, here, there = f"irsh{os.getpid() % 100000}", "10.231.7.1", "10.231.7.2"
     veth = f"irsh{os.getpid() % 100000}a"

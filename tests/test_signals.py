@@ -1,4 +1,4 @@
-"""Signals belong to the host process (issue 25): libinreplay installs no handler, the host's
+"""Signals belong to the host process: libinreplay installs no handler, the host's
 SIGINT/SIGTERM handler calls ir_stop(), and a stop asked for before the loop starts is kept."""
 
 from __future__ import annotations

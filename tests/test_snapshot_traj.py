@@ -1,4 +1,4 @@
-"""Snapshots hold trajectories (issue 19 item 5): episode streams, their
+"""Snapshots hold trajectories: episode streams, their
 reference-counted chunks (raw and zstd-compressed) and TRAJECTORY tables come
 back from SAVE + --restore (and DEBUG RELOAD) as they were: the same
 REPLAY.INFO, REPLAY.COLUMNS and REPLAY.CHUNKS, the same samples from the same

@@ -16,12 +16,21 @@ import numpy as np
 import pytest
 import redis
 from conftest import module_group
+from doc_blocks import blocks, page, section
 
 from pyctl.errors import decode_info
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("torchrl")
 
+from inreplay.integrations import torchrl_trees  # noqa: E402
+from inreplay.integrations.torchrl import (  # noqa: E402
+    EMPTY_STORAGE_ERROR,
+    InreplaySampler,
+    InreplayStorage,
+    InreplayWriter,
+    connect,
+)
 from tensordict import TensorDict  # noqa: E402
 from torchrl.data import (  # noqa: E402
     LazyTensorStorage,
@@ -30,15 +39,6 @@ from torchrl.data import (  # noqa: E402
     ReplayBuffer,
     RoundRobinWriter,
     TensorDictReplayBuffer,
-)
-
-from integrations import torchrl_trees  # noqa: E402
-from integrations.torchrl import (  # noqa: E402
-    EMPTY_STORAGE_ERROR,
-    InreplaySampler,
-    InreplayStorage,
-    InreplayWriter,
-    connect,
 )
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -270,7 +270,7 @@ def test_clear_errors(replay_server: Any) -> None:
 
 
 def test_torchrl_dqn_smoke(replay_server: Any) -> None:
-    """python -m integrations.torchrl_dqn with small step counts: trains, reports learner
+    """python -m inreplay.integrations.torchrl_dqn with small step counts: trains, reports learner
     steps/s and prints solved: true|false last."""
     _dqn_smoke("inreplay", replay_server)
 
@@ -281,7 +281,7 @@ def test_torchrl_dqn_smoke_local_buffer(inreplay_server: Any) -> None:
 
 
 def _dqn_smoke(buffer: str, replay_server: Any) -> None:
-    argv = [sys.executable, "-m", "integrations.torchrl_dqn", "--buffer", buffer,
+    argv = [sys.executable, "-m", "inreplay.integrations.torchrl_dqn", "--buffer", buffer,
             "--total-steps", "1024", "--learning-starts", "256", "--train-every", "256",
             "--grad-steps", "8", "--eval-every", "512", "--eval-episodes", "2",
             "--address", f"{replay_server.host}:{replay_server.port}"]
@@ -359,16 +359,16 @@ def test_torchrl_own_replay_buffer_tests(server_factory: Any, tmp_path: Path) ->
     assert not unused, f"patterns in {SKIPLIST.name} that match no test: {unused}"
 
 
-def test_readme_torchrl_example_runs(replay_server: Any) -> None:
-    """The README's TorchRL example, run as written (only the address replaced)."""
-    section = (ROOT / "README.md").read_text().split("\n## TorchRL\n", 1)[1]
-    m = re.search(r"```python\n(.*?)```", section, re.S)
-    assert m, "the TorchRL section has no python block"
-    code = m.group(1)
+def test_docs_torchrl_example_runs(replay_server: Any) -> None:
+    """The integrations page's TorchRL example, run as written (only the address
+    replaced)."""
+    found = blocks(section(page("integrations.md"), "## TorchRL"))
+    assert found, "the TorchRL section has no python block"
+    code = found[0]
     assert '"127.0.0.1:6379"' in code
     code = code.replace('"127.0.0.1:6379"', f'"{replay_server.host}:{replay_server.port}"')
     scope: dict[str, Any] = {}
-    exec(compile(code, "README.md:torchrl", "exec"), scope)
+    exec(compile(code, "docs/integrations.md:torchrl", "exec"), scope)
     batch = scope["batch"]
     assert batch.batch_size == (256,) and (batch["priority_weight"] <= 1).all()
     assert set(batch.keys()) >= {"obs", "action", "reward", "next", "done", "index"}

@@ -1,4 +1,4 @@
-"""Trajectories stored once (issue 19 item 2): episode streams in reference-counted
+"""Trajectories stored once: episode streams in reference-counted
 chunks, TRAJECTORY tables whose items reference ranges of steps, samples assembled
 server-side per column, bad input refused whole, memory back to its baseline."""
 from __future__ import annotations

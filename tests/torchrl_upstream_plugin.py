@@ -19,13 +19,12 @@ from typing import Any
 import torch
 import torchrl.data as data_pkg
 import torchrl.data.replay_buffers as rb_pkg
+from inreplay.integrations.torchrl import InreplaySampler, InreplayStorage, connect
 from torchrl.data.replay_buffers import samplers as samplers_pkg
 from torchrl.data.replay_buffers import storages as storages_pkg
 from torchrl.data.replay_buffers.replay_buffers import base as rb_base
 from torchrl.data.replay_buffers.replay_buffers import prioritized as prb_mod
 from torchrl.data.replay_buffers.replay_buffers import prioritized_tensordict as ptdrb_mod
-
-from integrations.torchrl import InreplaySampler, InreplayStorage, connect
 
 ADDRESS = os.environ.get("INREPLAY_TORCHRL_SERVER", "")
 _tables = itertools.count()

@@ -1,4 +1,4 @@
-/* chunks.h - trajectories stored once (issue 19 item 2): episode streams of
+/* chunks.h - trajectories stored once: episode streams of
  * steps, kept in reference-counted chunks, and the reference records that
  * trajectory tables store as their items.
  *

@@ -278,7 +278,7 @@ static int loadLimiter(ir_ploader *L) {
     return IR_PERSIST_OK;
 }
 
-/* ---- trajectories (issue 19 item 5) --------------------------------------------
+/* ---- trajectories --------------------------------------------
  * Written when the server has streams or chunks (or made some): one CSTO
  * record, then a TSTR per stream, before the first table; a TTRJ follows the
  * TABL/TABG of every TRAJECTORY table (before its TTMS and TLIM). Each body

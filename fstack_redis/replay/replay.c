@@ -1,6 +1,6 @@
 /* replay.c - replay tables (see replay.h): the engine, with no server in it.
  *
- * ---- Design of the selectors and of removal (issue 19) --------------------
+ * ---- Design of the selectors and of removal --------------------
  *
  * Ring mode (REMOVER fifo, no MAX_TIMES_SAMPLED: every table made before,
  * and the default) is unchanged: slot = id % capacity, the arena is a ring,
@@ -68,7 +68,7 @@
 #define ITEM_ALIGN 8
 #define NOPOS UINT32_MAX
 #define GHDR 16 /* general mode: u64 id, u32 length, u32 slot before each item */
-/* Arena reuse (issue 21): the arena is reserved at MAXBYTES but a table
+/* Arena reuse: the arena is reserved at MAXBYTES but a table
  * writes only about twice its live bytes (at least ARENA_REUSE_MIN) before
  * going back to the front, so pages are touched once and then reused. The
  * first touch of a page costs its zeroing in the kernel: measured at 1,425

@@ -1,4 +1,4 @@
-/* test_chunks.c - the chunk store and TRAJECTORY tables (issue 19 item 2):
+/* test_chunks.c - the chunk store and TRAJECTORY tables:
  * 10^6 items inserted in batches into two tables that share chunks (a ring
  * table with fifo eviction and a general table with a uniform remover and
  * MAX_TIMES_SAMPLED, so items go at random), over streams whose episodes end

@@ -52,7 +52,7 @@ UNITS = [
 ]
 SERVERS = ["redis", "kernel", "dpdk"]
 GOAL = 0.97
-"""Issue 24's goal: inreplay passes this share of the tests stock redis-server passes,
+"""The goal: inreplay passes this share of the tests stock redis-server passes,
 over all of UNITS (the JSON summary carries it to bench/report.py)."""
 # The same options for every server: --durable turns a test's runtime error
 # (an unknown command, say) into that test's failure instead of aborting the

@@ -1,38 +1,33 @@
-"""The README's Python client example, extracted and run as written against a real
-server (only its port is replaced by the test server's)."""
+"""The Python client page's example (docs/python-client.md), extracted and run as
+written against a real server (only its port is replaced by the test server's)."""
 
 from __future__ import annotations
 
-import re
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from doc_blocks import blocks, page
 
 from pyctl.client import ReplayClient
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+
+def client_example() -> str:
+    found = blocks(page("python-client.md"))
+    assert found, "the Python client page has no python block"
+    return found[0]
 
 
-def readme_client_example() -> str:
-    text = README.read_text()
-    section = text.split("### Python client\n", 1)[1]
-    m = re.search(r"```python\n(.*?)```", section, re.S)
-    assert m, "the Python client section has no python block"
-    return m.group(1)
-
-
-def test_readme_client_example_runs(inreplay_server: Any) -> None:
+def test_client_example_runs(inreplay_server: Any) -> None:
     pytest.importorskip("torch")
-    code = readme_client_example()
+    code = client_example()
     assert 'port=6379' in code
     code = code.replace("port=6379", f"port={inreplay_server.port}")
     with ReplayClient(port=inreplay_server.port) as rc:
         for t in rc.tables():
             rc.drop(t)
     scope: dict[str, Any] = {}
-    exec(compile(code, str(README) + ":python-client", "exec"), scope)
+    exec(compile(code, "docs/python-client.md", "exec"), scope)
     s, schema = scope["s"], scope["schema"]
     assert scope["ids"].tolist() == list(range(64))
     assert scope["obs"].shape == (32, 84, 84, 4) and scope["obs"].flags.writeable
