@@ -41,11 +41,12 @@ import numpy as np
 import redis
 
 from pyctl.client import ReplayClient
+from pyctl.errors import RateLimited
 from pyctl.trajectory import StepRef, create_trajectory_table, sample_trajectories
 from pyctl.trajectory import TrajectoryWriter as _Writer
 
-__all__ = ["Client", "ReplaySample", "SampleInfo", "Server", "Table", "TrajectoryWriter",
-           "rate_limiters", "selectors"]
+__all__ = ["Client", "ReplaySample", "SampleInfo", "Server", "Table", "TrajectoryDataset",
+           "TrajectoryWriter", "rate_limiters", "selectors"]
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -341,7 +342,14 @@ class Client:
     def sample(self, table: str, num_samples: int = 1) -> Iterator[ReplaySample]:
         """num_samples draws (one REPLAY.SAMPLE), each a ReplaySample(info, data); waits
         while the table's rate limiter holds sampling, as Reverb's does."""
-        s = sample_trajectories(self._rc, table, int(num_samples), info=True, timeout=0)
+        return self._samples(table, int(num_samples), 0.0)
+
+    def _samples(self, table: str, n: int, timeout: float) -> Iterator[ReplaySample]:
+        s = sample_trajectories(self._rc, table, n, info=True, timeout=timeout)
+        return self._unpack(s, n)
+
+    @staticmethod
+    def _unpack(s: Any, num_samples: int) -> Iterator[ReplaySample]:
         assert s.info is not None
         cols = s.columns
         for j in range(int(num_samples)):
@@ -409,6 +417,42 @@ def _map(fn: Any, tree: Any) -> Any:
     if isinstance(tree, list | tuple):
         return type(tree)(_map(fn, v) for v in tree)
     return fn(tree)
+
+
+class TrajectoryDataset:
+    """Reverb's TrajectoryDataset as a NumPy iterator (no TensorFlow): yields
+    ReplaySample(info, data) one at a time, fetched ``max_in_flight_samples_per_worker``
+    per REPLAY.SAMPLE. ``rate_limiter_timeout_ms``: -1 waits for as long as the table's
+    rate limiter holds sampling; otherwise the iteration ends once one wait lasted that
+    long (Reverb's end of dataset). ``max_samples``: stop after that many (-1: never)."""
+
+    def __init__(self, server_address: str, table: str, max_in_flight_samples_per_worker: int,
+                 num_workers_per_iterator: int = -1, max_samples_per_stream: int = -1,
+                 rate_limiter_timeout_ms: int = -1, max_samples: int = -1) -> None:
+        if max_in_flight_samples_per_worker < 1:
+            raise ValueError("max_in_flight_samples_per_worker must be at least 1")
+        self.server_address, self.table = server_address, table
+        self.batch = int(max_in_flight_samples_per_worker)
+        self.timeout = 0.0 if rate_limiter_timeout_ms < 0 else max(
+            rate_limiter_timeout_ms / 1000.0, 1e-3)
+        self.max_samples = int(max_samples)
+
+    def __iter__(self) -> Iterator[ReplaySample]:
+        client = Client(self.server_address)
+        left = self.max_samples
+        try:
+            while left != 0:
+                n = self.batch if left < 0 else min(self.batch, left)
+                try:
+                    got = list(client._samples(self.table, n, self.timeout))
+                except (RateLimited, redis.ResponseError) as e:
+                    if isinstance(e, RateLimited) or str(e).startswith("RATELIMITED"):
+                        return  # the wait ran out: the end of the dataset
+                    raise
+                yield from got
+                left = left - n if left > 0 else left
+        finally:
+            client.close()
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ reverb_compat.Server starts."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import numpy as np
@@ -147,3 +148,24 @@ def test_rate_limiter_and_reset_keep_the_table(client: reverb.Client, server: re
     for k in ("sampler", "remover", "capacity", "samples_per_insert", "min_size",
               "error_buffer", "max_times_sampled"):
         assert after[k] == before[k], k
+
+
+def test_trajectory_dataset(client: reverb.Client, server: reverb.Server) -> None:
+    """TrajectoryDataset as a NumPy iterator: a queue's items in order, fetched
+    max_in_flight_samples_per_worker at a time, ending when rate_limiter_timeout_ms runs out
+    with the queue empty; max_samples bounds an endless table."""
+    for i in range(5):
+        client.insert({"x": i}, priorities={"my_queue": 1.0})
+    ds = reverb.TrajectoryDataset(f"localhost:{server.port}", "my_queue",
+                                  max_in_flight_samples_per_worker=1,
+                                  rate_limiter_timeout_ms=200)
+    t0 = time.monotonic()
+    assert [int(s.data["x"]) for s in ds] == [0, 1, 2, 3, 4]
+    assert 0.2 <= time.monotonic() - t0 < 5.0  # one wait of 200 ms at the end
+    client.reset("my_table")
+    client.insert({"y": 1}, priorities={"my_table": 1.0})
+    ds = reverb.TrajectoryDataset(f"localhost:{server.port}", "my_table",
+                                  max_in_flight_samples_per_worker=3, max_samples=7)
+    got = list(ds)
+    assert len(got) == 7 and all(int(s.data["y"]) == 1 for s in got)
+    assert sorted(s.info.times_sampled for s in got) == list(range(1, 8))
