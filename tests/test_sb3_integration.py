@@ -13,12 +13,14 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import numpy as np
 import pytest
+from conftest import module_group
 
 ROOT = Path(__file__).resolve().parent.parent
 SB3_VERSION = "2.9.2"
@@ -93,14 +95,43 @@ def _key(o: Any, no: Any, a: Any, r: Any, d: Any) -> tuple[bytes, ...]:
             np.float32(d).tobytes())
 
 
+@pytest.fixture(params=["standalone", "group"])
+def address(request: pytest.FixtureRequest, tmp_path: Path, replay_host: str) -> Iterator[str]:
+    """The session's server, or the first member of a 2-shard replay group of replay_host
+    (the buffer then uses the whole group)."""
+    if request.param == "standalone":
+        yield _address(request.getfixturevalue("replay_server"))
+        return
+    if replay_host == "module":
+        with module_group(tmp_path, 2, seed="4") as members:
+            yield members[0]
+        return
+    env = dict(os.environ, INREPLAY_RUN_DIR=str(tmp_path / "run"), PYTHONPATH=os.pathsep.join(
+        p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p))
+
+    def pyctl(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "pyctl", *args], cwd=ROOT, env=env,
+                              capture_output=True, text=True, timeout=60)
+
+    out = pyctl("start", "--shards", "2", "--listen", "127.0.0.1:0", "--daemon", "--seed", "4")
+    assert out.returncode == 0, out.stderr
+    line = next(ln for ln in out.stdout.splitlines() if ln.startswith("inreplay: group "))
+    try:
+        yield line.removeprefix("inreplay: group ").split(",")[0]
+    finally:
+        stop = pyctl("stop", "--all")
+        assert stop.returncode == 0, stop.stderr
+
+
 @pytest.mark.parametrize("optimize_memory_usage", [False, True])
-def test_transitions_come_back_exactly(replay_server: Any, optimize_memory_usage: bool) -> None:
+def test_transitions_come_back_exactly(address: str, optimize_memory_usage: bool) -> None:
     """Every sampled transition is one that was written, byte for byte, terminal
-    observations and timeout-masked dones included; the samples cover them all."""
+    observations and timeout-masked dones included; the samples cover them all (on a
+    standalone server and across a 2-shard replay group)."""
     env = gym.make("CartPole-v1")
     buf = ApplianceReplayBuffer(10_000, env.observation_space, env.action_space, device="cpu",
                                 n_envs=2, optimize_memory_usage=optimize_memory_usage,
-                                address=_address(replay_server), table="sb3-exact")
+                                address=address, table="sb3-exact")
     seen = _record(buf, 150, 2, seed=1)
     written = set(seen)
     timeouts = [k for k in seen if k[4] == np.float32(0).tobytes()]
