@@ -13,7 +13,7 @@ LWIP_SRC  := build-deps/lwip-src
 REDIS_SRC := build-deps/redis-src
 SUDO      := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 STAMP     := .deps-stamp
-EXTRAS    ?= dev,bench,rl,ray,torchrl,rllib
+EXTRAS    ?= dev,bench,rl,ray,torchrl,rllib,sb3,jax,offline
 
 .PHONY: all deps build test test-c test-py test-fuzz lint format docs demo bench bench-peers soak fuzz clean
 FUZZ_SECONDS ?= 300

@@ -850,6 +850,11 @@ def main(argv: list[str] | None = None) -> int:
                    "(redis-server --loadmodule \"$(pyctl module-path)\")")
     sub.add_parser("demo", help="train an Ape-X agent through the appliance (see pyctl demo -h)",
                    add_help=False)
+    sub.add_parser("export-minari", add_help=False,
+                   help="drain a recording table into a Minari dataset (see pyctl "
+                        "export-minari -h; the [offline] extra)")
+    if raw[:1] == ["export-minari"]:  # minari is imported there, not by the control plane
+        os.execv(sys.executable, [sys.executable, "-m", "pyctl.minari_export", *raw[1:]])
     if raw[:1] == ["demo"]:
         # The demo is RL code (actors.demo: actors, learner, evaluation) with flags of
         # its own; the control plane imports none of it, it hands the process over.

@@ -589,7 +589,8 @@ class ReplayClient:
                item_shape: tuple[int, ...] | int | None = None,
                item_dtype: npt.DTypeLike | None = None, schema: Schema | None = None,
                torch: bool = False, device: Any = None, timeout: float | None = None,
-               out: Any = None, info: bool = False, copy: bool = True) -> Sample:
+               out: Any = None, info: bool = False, copy: bool = True,
+               jax: bool = False) -> Sample:
         """Draw n items with importance weights in one round trip.
 
         With ``schema`` (or ``item_shape``, with ``item_dtype``, default uint8) the
@@ -614,7 +615,18 @@ class ReplayClient:
         connection that received it (for a client used by one thread: until its next
         call); after that it may show other bytes (the memory stays mapped, so reading
         it never faults). On other connections copy=False is a normal sample.
+
+        ``jax=True`` (the ``[jax]`` extra): the weights and items as jax.Arrays, handed
+        over from those arrays through DLPack (pyctl/_jax.py); ids stay NumPy. It
+        ignores copy=False: a jax.Array must not alias a ring the next request reuses.
         """
+        if jax:
+            from pyctl import _jax
+
+            _jax.check(jax, torch)
+            return _jax.sample(self.sample(  # type: ignore[no-any-return]
+                table, n, beta=beta, item_shape=item_shape, item_dtype=item_dtype,
+                schema=schema, timeout=timeout, out=out, info=info))
         n = int(n)
         spec = ItemSpec.of(item_shape, item_dtype, schema, torch, device)
         args = sample_args(table, n, beta=beta, packed=spec.packed, timeout=timeout,

@@ -340,13 +340,21 @@ class ShardedReplayClient:
                item_shape: tuple[int, ...] | int | None = None,
                item_dtype: npt.DTypeLike | None = None, schema: Any = None,
                torch: bool = False, device: Any = None, timeout: float | None = None,
-               out: Any = None, info: bool = False) -> Sample:
+               out: Any = None, info: bool = False, jax: bool = False) -> Sample:
         """Draw n items from the whole group with exact global probabilities and
         importance weights (see the module docstring), one round trip to every shard
         that gets a share. Arguments and items as ReplayClient.sample (packed items
         are read from each shard's socket straight into their place in one array,
         ``out`` when given). info=True: a ShardedSampleInfo (global probabilities,
-        each draw's shard, the group's size)."""
+        each draw's shard, the group's size). jax=True: weights and items as jax.Arrays
+        (DLPack, pyctl/_jax.py)."""
+        if jax:
+            from pyctl import _jax
+
+            _jax.check(jax, torch)
+            return _jax.sample(self.sample(  # type: ignore[no-any-return]
+                table, n, beta=beta, item_shape=item_shape, item_dtype=item_dtype,
+                schema=schema, timeout=timeout, out=out, info=info))
         n = int(n)
         if n <= 0:
             raise ValueError(f"sample size must be positive, not {n}")
@@ -509,12 +517,20 @@ class ShardedReplayClient:
 
     def sample_trajectories(self, table: str, n: int, *, beta: float | None = None,
                             info: bool = False, torch: bool = False,
-                            timeout: float | None = None) -> TrajectorySample:
+                            timeout: float | None = None, jax: bool = False,
+                            ) -> TrajectorySample:
         """Draw n items of a TRAJECTORY table from the whole group, as sample() does for
         plain tables: the batch split by the shards' total priorities, one round trip to
         every shard with a share, global importance weights. Each column is one array
         (n, length, *shape), the shards' draws in the order of ids. info=True: a
-        ShardedSampleInfo (global probability, the shard of each draw, the group's size)."""
+        ShardedSampleInfo (global probability, the shard of each draw, the group's size).
+        jax=True: weights and columns as jax.Arrays (DLPack, pyctl/_jax.py)."""
+        if jax:
+            from pyctl import _jax
+
+            _jax.check(jax, torch)
+            return _jax.sample(  # type: ignore[no-any-return]
+                self.sample_trajectories(table, n, beta=beta, info=info, timeout=timeout))
         n = int(n)
         if n <= 0:
             raise ValueError(f"sample size must be positive, not {n}")

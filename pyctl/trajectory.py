@@ -268,10 +268,18 @@ def _columns(r: redis.Redis, table: str) -> list[tuple[str, np.dtype[Any], tuple
 
 def sample_trajectories(client: ReplayClient | redis.Redis | ShardedReplayClient, table: str,
                         n: int, *, beta: float | None = None, info: bool = False,
-                        torch: bool = False, timeout: float | None = None) -> TrajectorySample:
+                        torch: bool = False, timeout: float | None = None,
+                        jax: bool = False) -> TrajectorySample:
     """One REPLAY.SAMPLE of a TRAJECTORY table: the server assembles each item's columns
     and returns each column of the n items as one bulk. A replay group samples with
-    exact global probabilities (ShardedReplayClient.sample_trajectories)."""
+    exact global probabilities (ShardedReplayClient.sample_trajectories). jax=True:
+    weights and columns as jax.Arrays (DLPack, pyctl/_jax.py)."""
+    if jax:
+        from pyctl import _jax
+
+        _jax.check(jax, torch)
+        return _jax.sample(  # type: ignore[no-any-return]
+            sample_trajectories(client, table, n, beta=beta, info=info, timeout=timeout))
     if _group(client):
         return client.sample_trajectories(  # type: ignore[union-attr]
             table, n, beta=beta, info=info, torch=torch, timeout=timeout)
