@@ -15,6 +15,7 @@
 #include "db.h"
 #include "multi.h"
 #include "pubsub.h"
+#include "param.h"
 #include "replay.h"
 #include "replication.h"
 #include "functions.h"
@@ -48,7 +49,8 @@ ir_server *server_new(const ir_config *cfg) {
     s->db = dbNew();
     s->tables = tablesNew();
     s->chunks = chunkStoreNew();
-    if (!s->db || !s->tables || !s->chunks || dbsCreate(s) != 0) {
+    s->params = paramsNew();
+    if (!s->db || !s->tables || !s->chunks || !s->params || dbsCreate(s) != 0) {
         server_free(s);
         return NULL;
     }
@@ -83,6 +85,7 @@ void server_free(ir_server *s) {
     dbsFree(s);
     tablesFree(s->tables); /* before the chunks its items reference */
     chunkStoreFree(s->chunks);
+    paramsFree(s->params); /* before the pins: a pinned vector is detached into them */
     pinsFree(&s->pins);
     pubsubFree(s);
     slowlogFreeAll();

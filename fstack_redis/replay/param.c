@@ -37,8 +37,8 @@
 #include "pin.h"
 
 static const char *const names[IR_OPT__COUNT] = {
-    [IR_OPT_SGD] = "sgd",         [IR_OPT_MOMENTUM] = "momentum", [IR_OPT_RMSPROP] = "rmsprop",
-    [IR_OPT_ADAM] = "adam",       [IR_OPT_ADAMW] = "adamw",       [IR_OPT_ADAGRAD] = "adagrad",
+    [IR_OPT_SGD] = "sgd",   [IR_OPT_MOMENTUM] = "momentum", [IR_OPT_RMSPROP] = "rmsprop",
+    [IR_OPT_ADAM] = "adam", [IR_OPT_ADAMW] = "adamw",       [IR_OPT_ADAGRAD] = "adagrad",
 };
 
 int paramOptimizerParse(const char *s, size_t len) {

@@ -89,7 +89,8 @@ static void test_against_reference(ir_params *ps, ir_param_opts o, const char *w
         maxdiff = fmax(maxdiff, fabs(p->w[i] - r.w[i]));
         maxw = fmax(maxw, fabs(r.w[i]));
     }
-    CHECKF(maxdiff <= 1e-4 * maxw, "%s: max |float32 - double| %g, max |w| %g", what, maxdiff, maxw);
+    CHECKF(maxdiff <= 1e-4 * maxw, "%s: max |float32 - double| %g, max |w| %g", what, maxdiff,
+           maxw);
     CHECK(p->step == 100 && p->version == 101);
     free(r.w), free(r.s1), free(r.s2), free(init), free(g), free(buf);
 }
