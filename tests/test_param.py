@@ -1,9 +1,10 @@
 """PARAM.* parameter tables: every optimizer against torch.optim over 200 steps,
 staleness (BASE/MAXSTALE), PULL IFNEWER, the version channel, bad input (one
-error line, nothing applied) and FLUSHALL."""
+error line, nothing applied), FLUSHALL and snapshot round trips."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -244,3 +245,39 @@ def test_acl_key_patterns(r: redis.Redis) -> None:
         w.close()
     finally:
         r.execute_command("ACL", "DELUSER", "worker")
+
+
+@pytest.mark.parametrize("opt", ["adam", "adamw", "adagrad", "momentum", "rmsprop", "sgd"])
+def test_snapshot_round_trip(server_factory: Callable[..., ServerProcess], tmp_path: Path,
+                             opt: str) -> None:
+    """SAVE keeps the parameters and the optimizer state (moments, step count): a table
+    restored from the snapshot takes its next step exactly as its twin that never left."""
+    d = tmp_path / "snap"
+    d.mkdir()
+    a = server_factory("inreplay", "--dir", str(d))
+    r = a.client()
+    rng = np.random.default_rng(11)
+    w0 = rng.standard_normal(257).astype(np.float32)
+    hp = {"LR": 0.01, "MOMENTUM": 0.5} if opt in ("momentum", "rmsprop") else {"LR": 0.01}
+    for name in ("p", "twin"):
+        r.execute_command(*create_args(name, opt, hp, w0))
+    for _ in range(5):
+        g = rng.standard_normal(257).astype(np.float32).tobytes()
+        r.execute_command("PARAM.PUSH", "p", g)
+        r.execute_command("PARAM.PUSH", "twin", g)
+    assert r.save() is True
+    saved = pull(r, "p")
+    info = info_of(r, "p")
+    g = rng.standard_normal(257).astype(np.float32).tobytes()
+    assert r.execute_command("PARAM.PUSH", "twin", g) == 6
+    expect = pull(r, "twin")
+    assert a.stop() == 0, a.log_tail()
+    (tmp_path / "b").mkdir()
+    b = server_factory("inreplay", "--restore", str(d), "--dir", str(tmp_path / "b"))
+    rb = b.client()
+    version, w = pull(rb, "p")
+    assert version == saved[0] == 5 and np.array_equal(w, saved[1])
+    assert info_of(rb, "p") == info
+    assert rb.execute_command("PARAM.PUSH", "p", g) == 6
+    got = pull(rb, "p")
+    assert np.array_equal(got[1], expect[1])  # bit for bit: the same state, the same step

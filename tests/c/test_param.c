@@ -5,6 +5,7 @@
  * comparison with torch itself is tests/test_param.py. */
 #include "check.h"
 #include "../../fstack_redis/replay/param.h"
+#include "../../fstack_redis/replay/persist.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -165,9 +166,105 @@ static void test_checks(void) {
     CHECK(paramOptsCheck(&o) != NULL);
 }
 
+/* ---- PARM records through an in-memory writer and reader ---------------- */
+
+typedef struct memw {
+    ir_pwriter pw;
+    unsigned char buf[1 << 16];
+    size_t len;
+} memw;
+static void mwBytes(ir_pwriter *w, const void *p, size_t n) {
+    memw *m = (memw *)w;
+    memcpy(m->buf + m->len, p, n);
+    m->len += n;
+}
+static void mwRecord(ir_pwriter *w, const char tag[4], uint64_t len) {
+    mwBytes(w, tag, 4);
+    mwBytes(w, &len, 8);
+}
+static void mwU32(ir_pwriter *w, uint32_t v) { mwBytes(w, &v, 4); }
+static void mwU64(ir_pwriter *w, uint64_t v) { mwBytes(w, &v, 8); }
+static void mwF64(ir_pwriter *w, double d) { mwBytes(w, &d, 8); }
+
+typedef struct memr {
+    ir_preader pr;
+    const unsigned char *p;
+    uint64_t off, end;
+} memr;
+static int mrBytes(ir_preader *r, void *dst, uint64_t n) {
+    memr *m = (memr *)r;
+    if (n > m->end - m->off) return -1;
+    memcpy(dst, m->p + m->off, n);
+    m->off += n;
+    return 0;
+}
+static int mrU32(ir_preader *r, uint32_t *v) { return mrBytes(r, v, 4); }
+static int mrU64(ir_preader *r, uint64_t *v) { return mrBytes(r, v, 8); }
+static int mrF64(ir_preader *r, double *d) { return mrBytes(r, d, 8); }
+static uint64_t mrLeft(const ir_preader *r) {
+    const memr *m = (const memr *)r;
+    return m->end - m->off;
+}
+
+/* Load the one record in buf[0..len) (cut to body bytes when smaller) into ps. */
+static int loadOne(ir_params *ps, const unsigned char *buf, uint64_t body, char *why) {
+    memr m = {{mrBytes, mrU32, mrU64, mrF64, mrLeft}, buf, 12, 12 + body};
+    ir_ploader L;
+    persistLoadInit(&L, &m.pr, NULL, NULL);
+    L.params = ps;
+    int rc = persistLoadRecord(&L, (const char *)buf);
+    if (rc == IR_PERSIST_OK && m.off != m.end) rc = IR_PERSIST_CORRUPT;
+    memcpy(why, L.why, sizeof(L.why));
+    persistLoadFree(&L);
+    return rc;
+}
+
+static void test_persist(void) {
+    ir_params *ps = paramsNew();
+    ir_param_opts o = paramOptsDefault(IR_OPT_ADAM);
+    o.weight_decay = 0.01;
+    ir_param *p = paramCreate(ps, "net", 3, 100, &o, NULL);
+    float g[100];
+    for (int i = 0; i < 100; i++) g[i] = (float)(unit() - 0.5);
+    for (int s = 0; s < 7; s++) paramStep(p, g, 1.0f);
+    static memw w;
+    w.pw = (ir_pwriter){mwRecord, mwBytes, mwU32, mwU64, mwF64, 0};
+    w.len = 0;
+    persistSaveParam(&w.pw, p);
+    uint64_t body;
+    memcpy(&body, w.buf + 4, 8);
+    CHECK(memcmp(w.buf, IR_PTAG_PARM, 4) == 0 && body == w.len - 12);
+    ir_params *back = paramsNew();
+    char why[200];
+    CHECKF(loadOne(back, w.buf, body, why) == IR_PERSIST_OK, "%s", why);
+    ir_param *q = paramFind(back, "net", 3);
+    CHECK(q && q->n == 100 && q->step == 7 && q->version == 7 && q->o.opt == IR_OPT_ADAM &&
+          q->o.weight_decay == 0.01);
+    if (q) {
+        CHECK(memcmp(q->w, p->w, 400) == 0 && memcmp(q->s1, p->s1, 400) == 0 &&
+              memcmp(q->s2, p->s2, 400) == 0);
+        paramStep(p, g, 1.0f);
+        paramStep(q, g, 1.0f);
+        CHECK(memcmp(q->w, p->w, 400) == 0); /* the same state takes the same step */
+    }
+    /* refused: the same name twice, a record cut short, an option out of range */
+    CHECK(loadOne(back, w.buf, body, why) == IR_PERSIST_CORRUPT && strstr(why, "twice"));
+    ir_params *empty = paramsNew();
+    CHECK(loadOne(empty, w.buf, body - 4, why) == IR_PERSIST_CORRUPT && empty->count == 0);
+    double beta1 = 1.5;
+    memcpy(w.buf + 12 + 8 + 3 + 8 + 3 * 8, &beta1,
+           8); /* after name, opt, nesterov, lr, mom, alpha */
+    CHECK(loadOne(empty, w.buf, body, why) == IR_PERSIST_CORRUPT && strstr(why, "BETA1"));
+    CHECK(empty->count == 0);
+    paramsFree(empty);
+    paramsFree(back);
+    paramsFree(ps);
+}
+
 int main(void) {
     ir_params *ps = paramsNew();
     test_checks();
+    test_persist();
     test_closed_forms(ps);
     ir_param_opts o = paramOptsDefault(IR_OPT_SGD);
     o.weight_decay = 0.01;
