@@ -216,7 +216,8 @@ uint64_t serverUsedMemory(const ir_server *s) {
     /* detached pinned memory (an overwritten value, a dropped table's arena)
      * counts until the last reply that points into it is written */
     uint64_t b = dbsBytes(s) + tablesMemory(s->tables) + s->pins.detached_bytes +
-                 (s->chunks ? chunkStoreMemory(s->chunks) : 0);
+                 (s->chunks ? chunkStoreMemory(s->chunks) : 0) +
+                 (s->params ? paramsMemory(s->params) : 0);
     for (const client *c = s->clients; c; c = c->next) {
         b += c->qcap + c->ocap + c->argcap + (uint64_t)c->segcap * sizeof(ir_seg) +
              (uint64_t)c->argv_cap * (sizeof(ir_arg) + sizeof(size_t)) + sizeof(*c);

@@ -281,3 +281,16 @@ def test_snapshot_round_trip(server_factory: Callable[..., ServerProcess], tmp_p
     assert rb.execute_command("PARAM.PUSH", "p", g) == 6
     got = pull(rb, "p")
     assert np.array_equal(got[1], expect[1])  # bit for bit: the same state, the same step
+
+
+def test_tables_count_toward_maxmemory(server_factory: Callable[..., ServerProcess]) -> None:
+    srv = server_factory("inreplay")
+    r = srv.client()
+    used = int(r.info("memory")["used_memory"])
+    r.execute_command("PARAM.CREATE", "a", "SIZE", 1 << 20, "OPTIMIZER", "adam")  # 12 MiB
+    assert int(r.info("memory")["used_memory"]) >= used + 12 * (1 << 20)
+    r.config_set("maxmemory", str(int(r.info("memory")["used_memory"]) + (1 << 20)))
+    with pytest.raises(redis.exceptions.OutOfMemoryError):
+        r.execute_command("PARAM.CREATE", "b", "SIZE", 1 << 20, "OPTIMIZER", "sgd")
+    assert error_of(r, "PARAM.INFO", "b").startswith("NOTABLE")
+    assert r.execute_command("PARAM.PUSH", "a", bytes(4 << 20)) == 1  # steps still run

@@ -122,6 +122,13 @@ uint64_t paramBytes(const ir_param *p) {
     return p->n * sizeof(float) * (1 + (uint64_t)paramStateArrays(&p->o));
 }
 
+uint64_t paramsMemory(const ir_params *ps) {
+    uint64_t b = 0;
+    for (const ir_param *p = ps->head; p; p = p->next)
+        b += paramBytes(p) + sizeof(*p) + p->namelen + 1;
+    return b;
+}
+
 ir_param *paramCreate(ir_params *ps, const char *name, size_t len, uint64_t n,
                       const ir_param_opts *o, const void *init) {
     if (n == 0 || n > SIZE_MAX / sizeof(float)) return NULL;

@@ -75,6 +75,8 @@ ir_param *paramCreate(ir_params *ps, const char *name, size_t len, uint64_t n,
 int paramDrop(ir_params *ps, const char *name, size_t len); /* 0, or -1 if absent */
 /* Bytes a table holds (parameters and state). */
 uint64_t paramBytes(const ir_param *p);
+/* Bytes every table of ps holds (counted in the host's used memory). */
+uint64_t paramsMemory(const ir_params *ps);
 
 /* 1 if every g[i] * scale (n float32 at any alignment) is finite, else 0 and
  * *bad the first index that is not. */

@@ -290,6 +290,7 @@ int main(void) {
     uint64_t before = ps->count;
     CHECK(paramDrop(ps, "adam", 4) == 0 && paramDrop(ps, "adam", 4) == -1);
     CHECK(ps->count == before - 1 && paramFind(ps, "adam", 4) == NULL);
+    CHECK(paramsMemory(ps) >= (before - 1) * 1027 * 4);
     paramsFlush(ps);
     CHECK(ps->count == 0 && ps->head == NULL);
     paramsFree(ps);
