@@ -30,6 +30,7 @@
 #include "slowlog.h"
 #include "snapshot.h"
 #include "aof.h"
+#include "t_param.h"
 #include "t_replay.h"
 #include "t_traj.h"
 

@@ -32,6 +32,7 @@
 #include "db_internal.h"
 #include "multi.h"
 #include "notify.h"
+#include "param.h"
 #include "replay.h"
 #include "replication.h"
 #include "script.h"
@@ -1259,7 +1260,7 @@ void flushdbCommand(client *c) {
     addReplyStr(c, shared.ok);
 }
 
-/* FLUSHALL [ASYNC|SYNC]: every database and every replay table. */
+/* FLUSHALL [ASYNC|SYNC]: every database, every replay table and every parameter table. */
 void flushallCommand(client *c) {
     dbFor(c);
     if (getFlushCommandFlags(c) != 0) return;
@@ -1271,6 +1272,7 @@ void flushallCommand(client *c) {
     }
     tablesFlush(c->srv->tables);
     chunkStoreFlushStreams(c->srv->chunks);
+    paramsFlush(c->srv->params);
     addReplyStr(c, shared.ok);
 }
 

@@ -15,6 +15,7 @@
 #include "db.h"
 #include "multi.h"
 #include "pubsub.h"
+#include "param.h"
 #include "replay.h"
 #include "replication.h"
 #include "functions.h"
@@ -48,7 +49,8 @@ ir_server *server_new(const ir_config *cfg) {
     s->db = dbNew();
     s->tables = tablesNew();
     s->chunks = chunkStoreNew();
-    if (!s->db || !s->tables || !s->chunks || dbsCreate(s) != 0) {
+    s->params = paramsNew();
+    if (!s->db || !s->tables || !s->chunks || !s->params || dbsCreate(s) != 0) {
         server_free(s);
         return NULL;
     }
@@ -83,6 +85,7 @@ void server_free(ir_server *s) {
     dbsFree(s);
     tablesFree(s->tables); /* before the chunks its items reference */
     chunkStoreFree(s->chunks);
+    paramsFree(s->params); /* before the pins: a pinned vector is detached into them */
     pinsFree(&s->pins);
     pubsubFree(s);
     slowlogFreeAll();
@@ -213,7 +216,8 @@ uint64_t serverUsedMemory(const ir_server *s) {
     /* detached pinned memory (an overwritten value, a dropped table's arena)
      * counts until the last reply that points into it is written */
     uint64_t b = dbsBytes(s) + tablesMemory(s->tables) + s->pins.detached_bytes +
-                 (s->chunks ? chunkStoreMemory(s->chunks) : 0);
+                 (s->chunks ? chunkStoreMemory(s->chunks) : 0) +
+                 (s->params ? paramsMemory(s->params) : 0);
     for (const client *c = s->clients; c; c = c->next) {
         b += c->qcap + c->ocap + c->argcap + (uint64_t)c->segcap * sizeof(ir_seg) +
              (uint64_t)c->argv_cap * (sizeof(ir_arg) + sizeof(size_t)) + sizeof(*c);

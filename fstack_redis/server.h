@@ -223,6 +223,7 @@ typedef struct ir_server {
     int ndbs;
     struct ir_tables *tables;
     struct ir_chunk_store *chunks; /* trajectory streams and chunks (chunks.h) */
+    struct ir_params *params;      /* parameter tables (replay/param.h, t_param.c) */
     uint64_t rng[4];
     char run_id[41];
     /* protected mode: who may talk without a password */

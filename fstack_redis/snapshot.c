@@ -53,6 +53,8 @@
  *                            MIN_SIZE, f64 SAMPLES_PER_INSERT, f64
  *                            ERROR_BUFFER, u64 limiter inserts, u64 limiter
  *                            samples, u64 microseconds waited in total
+ *   "PARM" a parameter table with its optimizer state (PARAM.*): see
+ *                            replay/persist.c; not counted in DONE's tables
  *   "CSTO", "TSTR", "TTRJ"   trajectory chunks, streams and a TRAJECTORY
  *                            table's columns (after its TABL/TABG, before its
  *                            TTMS/TLIM): see replay/persist.c
@@ -393,6 +395,8 @@ static int writeSnapshot(const ir_server *s, int fd, uint64_t *bytes, uint64_t *
     uint64_t tables = 0;
     for (const ir_table *t = s->tables->head; t && !w.pw.err; t = t->next, tables++)
         persistSaveTable(&w.pw, t);
+    for (const ir_param *p = s->params->head; p && !w.pw.err; p = p->next)
+        persistSaveParam(&w.pw, p);
 
     const char *code;
     size_t clen;
@@ -1190,7 +1194,8 @@ static int parseFile(snapLoader *L, uint64_t size, const snapDone *done) {
 }
 
 /* Put the loaded keyspace and tables in place of s's. */
-static void swapIn(ir_server *s, ir_db *db, ir_tables *tables, ir_chunk_store *chunks) {
+static void swapIn(ir_server *s, ir_db *db, ir_tables *tables, ir_chunk_store *chunks,
+                   ir_params *params) {
     ir_table *t;                           /* (in the saved, REPLAY.LIST order: persistLoadEnd) */
     tablesMoveMissing(tables, s->tables);  /* e.g. a start-up table the snapshot lacks */
     for (t = tables->head; t; t = t->next) /* (loadFile made sure those hold no items) */
@@ -1199,6 +1204,8 @@ static void swapIn(ir_server *s, ir_db *db, ir_tables *tables, ir_chunk_store *c
     s->tables = tables;
     chunkStoreFree(s->chunks);
     s->chunks = chunks;
+    paramsFree(s->params); /* the snapshot's parameter tables replace the server's */
+    s->params = params;
     dbFree(s->db);
     s->db = db;
 }
@@ -1240,9 +1247,10 @@ static int loadFile(ir_server *s, const char *path, unsigned char *buf, uint64_t
     L->now = (int64_t)ir_mstime();
     L->ndbs = dbsCount(s);
     L->pl.chunks = chunkStoreNew();
+    L->pl.params = paramsNew();
     L->r.pr =
         (ir_preader){.bytes = prBytes, .u32 = prU32, .u64 = prU64, .f64 = prF64, .left = prLeft};
-    if (!L->pl.tables || !L->pl.chunks) rc = nomem(L, "the table set");
+    if (!L->pl.tables || !L->pl.chunks || !L->pl.params) rc = nomem(L, "the table set");
     else rc = parseFile(L, size, &done);
     /* the loaded chunk store replaces the server's: a TRAJECTORY table the
      * snapshot does not replace must hold no references into the old one */
@@ -1268,7 +1276,7 @@ static int loadFile(ir_server *s, const char *path, unsigned char *buf, uint64_t
     free(L->funclens);
     swapInOthers(s, L, rc == LOAD_OK); /* L->db is database 0 again */
     if (rc == LOAD_OK) {
-        swapIn(s, L->db, L->pl.tables, L->pl.chunks);
+        swapIn(s, L->db, L->pl.tables, L->pl.chunks, L->pl.params);
         functionsInstall(s, fns);
         *nkeys = L->keys;
         *ntables = L->pl.ntables;
@@ -1278,6 +1286,7 @@ static int loadFile(ir_server *s, const char *path, unsigned char *buf, uint64_t
         dbFree(L->db);
         tablesFree(L->pl.tables); /* releases the references its items took */
         chunkStoreFree(L->pl.chunks);
+        paramsFree(L->pl.params);
     }
     persistLoadFree(&L->pl);
     free(L->key);

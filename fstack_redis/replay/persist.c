@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "chunks.h"
+#include "param.h"
 #include "persist.h"
 #include "replay.h"
 
@@ -600,6 +601,71 @@ int persistLoadEnd(ir_ploader *L) {
     return IR_PERSIST_OK;
 }
 
+/* ---- parameter tables ----------------------------------------------------------
+ *   "PARM" a parameter table  u64 name length (1..512), name bytes, u32
+ *                            optimizer (param.h's IR_OPT_*), u32 nesterov,
+ *                            f64 lr, momentum, alpha, beta1, beta2, eps,
+ *                            weight_decay, u64 size n, u64 step, u64 version,
+ *                            then n float32 parameters and n float32 per state
+ *                            array (paramStateArrays: 0, 1 or 2; s1 then s2)
+ * The loader checks the options as PARAM.CREATE does and the record's length
+ * against n and the state arrays the optimizer keeps. */
+void persistSaveParam(ir_pwriter *w, const ir_param *p) {
+    uint64_t k = (uint64_t)paramStateArrays(&p->o), arr = p->n * sizeof(float);
+    wRecord(w, IR_PTAG_PARM, 8 + p->namelen + 4 + 4 + 7 * 8 + 3 * 8 + arr * (1 + k));
+    wU64(w, p->namelen);
+    wBytes(w, p->name, p->namelen);
+    wU32(w, (uint32_t)p->o.opt);
+    wU32(w, (uint32_t)p->o.nesterov);
+    const double hp[] = {p->o.lr,    p->o.momentum, p->o.alpha,       p->o.beta1,
+                         p->o.beta2, p->o.eps,      p->o.weight_decay};
+    for (int i = 0; i < 7; i++) wF64(w, hp[i]);
+    wU64(w, p->n);
+    wU64(w, p->step);
+    wU64(w, p->version);
+    wBytes(w, p->w, arr);
+    if (k >= 1) wBytes(w, p->s1, arr);
+    if (k >= 2) wBytes(w, p->s2, arr);
+}
+
+static int loadParam(ir_ploader *L) {
+    ir_preader *r = L->r;
+    if (!L->params) return bad(L, "a parameter table record, which this host does not keep");
+    uint64_t len, n, step, version;
+    uint32_t opt, nesterov;
+    char name[513];
+    if (rU64(r, &len) || len == 0 || len > 512 || rRead(r, name, len))
+        return bad(L, "parameter table name runs past the record or is not 1..512 bytes");
+    name[len] = '\0';
+    ir_param_opts o;
+    double *hp[] = {&o.lr, &o.momentum, &o.alpha, &o.beta1, &o.beta2, &o.eps, &o.weight_decay};
+    if (rU32(r, &opt) || rU32(r, &nesterov)) return bad(L, "parameter table '%s': cut short", name);
+    for (int i = 0; i < 7; i++)
+        if (rF64(r, hp[i])) return bad(L, "parameter table '%s': cut short", name);
+    if (rU64(r, &n) || rU64(r, &step) || rU64(r, &version))
+        return bad(L, "parameter table '%s': cut short", name);
+    if (opt >= IR_OPT__COUNT || nesterov > 1)
+        return bad(L, "parameter table '%s': unknown optimizer %u", name, opt);
+    o.opt = (ir_optimizer)opt;
+    o.nesterov = (int)nesterov;
+    const char *why = paramOptsCheck(&o);
+    if (why) return bad(L, "parameter table '%s': %s", name, why);
+    uint64_t k = (uint64_t)paramStateArrays(&o);
+    if (n == 0 || n > rLeft(r) / sizeof(float) || rLeft(r) != n * sizeof(float) * (1 + k))
+        return bad(L, "parameter table '%s': %llu bytes left for SIZE %llu and %llu state arrays",
+                   name, (unsigned long long)rLeft(r), (unsigned long long)n,
+                   (unsigned long long)k);
+    if (paramFind(L->params, name, len)) return bad(L, "parameter table '%s' twice", name);
+    ir_param *p = paramCreate(L->params, name, len, n, &o, NULL);
+    if (!p) return nomem(L, "a parameter table");
+    if (rRead(r, p->w, n * sizeof(float)) || (k >= 1 && rRead(r, p->s1, n * sizeof(float))) ||
+        (k >= 2 && rRead(r, p->s2, n * sizeof(float))))
+        return bad(L, "parameter table '%s': arrays run past the record", name);
+    p->step = step;
+    p->version = version;
+    return IR_PERSIST_OK;
+}
+
 void persistLoadInit(ir_ploader *L, ir_preader *r, ir_tables *tables, ir_chunk_store *chunks) {
     memset(L, 0, sizeof(*L));
     L->r = r;
@@ -619,6 +685,7 @@ int persistLoadRecord(ir_ploader *L, const char tag[4]) {
     if (!memcmp(tag, IR_PTAG_CSTO, 4)) return loadChunkStore(L);
     if (!memcmp(tag, IR_PTAG_TSTR, 4)) return loadStream(L);
     if (!memcmp(tag, IR_PTAG_TTRJ, 4)) return loadTraj(L);
+    if (!memcmp(tag, IR_PTAG_PARM, 4)) return loadParam(L);
     return IR_PERSIST_UNKNOWN;
 }
 

@@ -25,6 +25,7 @@
 #include <stdint.h>
 
 #include "chunks.h"
+#include "param.h"
 #include "replay.h"
 
 #define IR_PTAG_TABL "TABL"        /* a table with the default selectors */
@@ -34,6 +35,7 @@
 #define IR_PTAG_CSTO "CSTO"        /* the chunk store */
 #define IR_PTAG_TSTR "TSTR"        /* an episode stream */
 #define IR_PTAG_TTRJ "TTRJ"        /* a TRAJECTORY table's columns */
+#define IR_PTAG_PARM "PARM"        /* a parameter table (param.h) and its optimizer state */
 #define IR_PERSIST_TRAJ_VERSION 1u /* of the CSTO, TSTR and TTRJ bodies */
 
 typedef struct ir_pwriter ir_pwriter;
@@ -62,6 +64,9 @@ struct ir_preader {
 void persistSaveChunkStore(ir_pwriter *w, const ir_chunk_store *cs);
 /* A table's records: TABL or TABG, then TTRJ, TTMS, TLIM as it needs them. */
 void persistSaveTable(ir_pwriter *w, const ir_table *t);
+/* A parameter table's PARM record: name, optimizer and hyper-parameters, step,
+ * version, the parameters and every state array (little-endian float32). */
+void persistSaveParam(ir_pwriter *w, const ir_param *p);
 
 #define IR_PERSIST_OK 0
 #define IR_PERSIST_CORRUPT -1
@@ -72,6 +77,8 @@ typedef struct ir_ploader {
     ir_preader *r;
     ir_tables *tables;      /* fresh, filled by the records (the caller owns it) */
     ir_chunk_store *chunks; /* fresh, filled by CSTO and TSTR (the caller owns it) */
+    ir_params *params;      /* fresh, filled by PARM (the caller sets and owns it; NULL:
+                               a PARM record is refused) */
     uint64_t ntables;       /* TABL and TABG records loaded */
     /* internal */
     ir_table_loader tl;

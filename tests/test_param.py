@@ -1,0 +1,296 @@
+"""PARAM.* parameter tables: every optimizer against torch.optim over 200 steps,
+staleness (BASE/MAXSTALE), PULL IFNEWER, the version channel, bad input (one
+error line, nothing applied), FLUSHALL and snapshot round trips."""
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pytest
+import redis
+
+if TYPE_CHECKING:
+    from conftest import ServerProcess
+
+torch = pytest.importorskip("torch")
+
+N = 10_007  # odd (the vector loops' tails run) and above IR_REF_MIN: PULL goes by reference
+STEPS = 200
+# Tolerance: max |ours - torch| over the parameters after 200 steps, relative to
+# max(1, max |w|): 16 float32 ulps (ulp at 1 is 2^-23), 1.9e-6. Both sides compute
+# torch's formulas in float32 in the same order, but torch's AVX2 kernels fuse some
+# multiply-adds (lerp is an FMA there, addcmul may be contracted) and their scalar
+# tails round differently, so one step may leave a parameter an ulp apart. The
+# updates are stable (no term amplifies a difference) and these per-step roundings
+# are independent, so they add up as a random walk, about sqrt(200) = 14 ulps at
+# one ulp per step; 16 covers that. Measured on this machine: at most 1.6 ulps
+# (5.96e-7 at |w| = 4). A wrong formula (a missing bias correction, a dropped
+# weight decay, a hyper-parameter rounded to the wrong type) is off by 1e-5 or more.
+TOL = 16 * 2.0**-23
+
+
+@pytest.fixture
+def r(inreplay_server: ServerProcess) -> Iterator[redis.Redis]:
+    c = redis.Redis(host=inreplay_server.host, port=inreplay_server.port)
+    yield c
+    c.close()
+
+
+def pull(r: redis.Redis, name: str) -> tuple[int, np.ndarray]:
+    version, blob = r.execute_command("PARAM.PULL", name)
+    return int(version), np.frombuffer(blob, dtype="<f4")
+
+
+def info_of(r: redis.Redis, name: str) -> dict[bytes, Any]:
+    info = r.execute_command("PARAM.INFO", name)
+    return info if isinstance(info, dict) else dict(zip(info[::2], info[1::2], strict=True))
+
+
+# (our optimizer and options, torch's class and keyword arguments)
+CASES: dict[str, tuple[str, dict[str, float], Callable[..., Any], dict[str, Any]]] = {
+    "sgd": ("sgd", {"LR": 0.1, "WEIGHT_DECAY": 0.01},
+            lambda: torch.optim.SGD, {"lr": 0.1, "weight_decay": 0.01}),
+    "momentum": ("momentum", {"LR": 0.01, "MOMENTUM": 0.9},
+                 lambda: torch.optim.SGD, {"lr": 0.01, "momentum": 0.9}),
+    "nesterov": ("momentum", {"LR": 0.01, "MOMENTUM": 0.8, "WEIGHT_DECAY": 0.001, "NESTEROV": 1},
+                 lambda: torch.optim.SGD,
+                 {"lr": 0.01, "momentum": 0.8, "weight_decay": 0.001, "nesterov": True}),
+    "rmsprop": ("rmsprop", {"LR": 0.01, "ALPHA": 0.9, "EPS": 1e-6},
+                lambda: torch.optim.RMSprop, {"lr": 0.01, "alpha": 0.9, "eps": 1e-6}),
+    "rmsprop_momentum": ("rmsprop", {"LR": 0.001, "MOMENTUM": 0.5, "WEIGHT_DECAY": 0.01},
+                         lambda: torch.optim.RMSprop,
+                         {"lr": 0.001, "momentum": 0.5, "weight_decay": 0.01}),
+    "adam": ("adam", {"LR": 0.001, "BETA1": 0.8, "BETA2": 0.99, "WEIGHT_DECAY": 0.01},
+             lambda: torch.optim.Adam, {"lr": 0.001, "betas": (0.8, 0.99), "weight_decay": 0.01}),
+    "adam_defaults": ("adam", {}, lambda: torch.optim.Adam, {}),
+    "adamw": ("adamw", {"LR": 0.002, "WEIGHT_DECAY": 0.1},
+              lambda: torch.optim.AdamW, {"lr": 0.002, "weight_decay": 0.1}),
+    "adagrad": ("adagrad", {"LR": 0.05}, lambda: torch.optim.Adagrad, {"lr": 0.05}),
+}
+
+
+def create_args(name: str, opt: str, hp: dict[str, float], init: np.ndarray) -> list[Any]:
+    args: list[Any] = ["PARAM.CREATE", name, "SIZE", len(init), "OPTIMIZER", opt]
+    for k, v in hp.items():
+        args += ["NESTEROV"] if k == "NESTEROV" else [k, repr(v)]
+    return [*args, "INIT", init.astype("<f4").tobytes()]
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_matches_torch_optim(r: redis.Redis, case: str) -> None:
+    opt, hp, torch_cls, kw = CASES[case]
+    rng = np.random.default_rng(7)
+    w0 = rng.standard_normal(N).astype(np.float32)
+    assert r.execute_command(*create_args("p", opt, hp, w0)) == b"OK"
+    t = torch.nn.Parameter(torch.from_numpy(w0.copy()))
+    topt = torch_cls()([t], **kw)
+    for step in range(1, STEPS + 1):
+        g = (rng.standard_normal(N) * 0.1).astype(np.float32)
+        assert r.execute_command("PARAM.PUSH", "p", g.tobytes()) == step
+        t.grad = torch.from_numpy(g.copy())
+        topt.step()
+    version, ours = pull(r, "p")
+    assert version == STEPS
+    ref = t.detach().numpy()
+    diff = float(np.max(np.abs(ours.astype(np.float64) - ref)))
+    scale = max(1.0, float(np.max(np.abs(ref))))
+    moved = float(np.max(np.abs(ref - w0)))
+    print(f"{case}: max |ours - torch| = {diff:.3g} (relative {diff / scale:.3g}), "
+          f"max |moved| {moved:.3g}, tolerance {TOL:.3g}")
+    assert moved > 100 * TOL * scale  # the test sees real updates, not a tolerance that hides them
+    assert diff <= TOL * scale, f"{case}: {diff} > {TOL * scale}"
+    d = info_of(r, "p")
+    assert int(d[b"step"]) == STEPS and d[b"optimizer"] == opt.encode()
+
+
+def test_scale_is_applied(r: redis.Redis) -> None:
+    w0 = np.ones(8, dtype=np.float32)
+    r.execute_command(*create_args("s", "sgd", {"LR": 0.5}, w0))
+    g = np.full(8, 0.25, dtype=np.float32)
+    r.execute_command("PARAM.PUSH", "s", g.tobytes(), "SCALE", "2")
+    assert np.array_equal(pull(r, "s")[1], np.full(8, 0.75, dtype=np.float32))
+
+
+def test_maxstale(r: redis.Redis) -> None:
+    r.execute_command("PARAM.CREATE", "m", "SIZE", 4, "OPTIMIZER", "sgd")
+    g = np.ones(4, dtype=np.float32).tobytes()
+    for _ in range(5):
+        r.execute_command("PARAM.PUSH", "m", g)
+    before = pull(r, "m")
+    # version 5: a gradient from version 2 is 3 behind
+    assert r.execute_command("PARAM.PUSH", "m", g, "BASE", 2, "MAXSTALE", 3) == 6
+    with pytest.raises(redis.ResponseError,
+                       match=r"stale gradient.*4 versions behind.*MAXSTALE is 3"):
+        r.execute_command("PARAM.PUSH", "m", g, "BASE", 2, "MAXSTALE", 3)
+    with pytest.raises(redis.ResponseError, match="newer than"):
+        r.execute_command("PARAM.PUSH", "m", g, "BASE", 99)
+    with pytest.raises(redis.ResponseError, match="MAXSTALE needs BASE"):
+        r.execute_command("PARAM.PUSH", "m", g, "MAXSTALE", 3)
+    version, w = pull(r, "m")
+    assert version == 6 and np.allclose(w, before[1] - 0.01)
+
+
+def test_pull_ifnewer(r: redis.Redis) -> None:
+    r.execute_command("PARAM.CREATE", "q", "SIZE", 3, "OPTIMIZER", "adam")
+    assert r.execute_command("PARAM.PULL", "q", "IFNEWER", 0) == [0, None]
+    r.execute_command("PARAM.PUSH", "q", np.ones(3, dtype=np.float32).tobytes())
+    version, blob = r.execute_command("PARAM.PULL", "q", "IFNEWER", 0)
+    assert version == 1 and len(blob) == 12
+    assert r.execute_command("PARAM.PULL", "q", "IFNEWER", 1) == [1, None]
+    assert r.execute_command("PARAM.SET", "q", np.zeros(3, dtype=np.float32).tobytes()) == 2
+    version, blob = r.execute_command("PARAM.PULL", "q", "IFNEWER", 1)
+    assert version == 2 and blob == bytes(12)
+
+
+def test_version_published(r: redis.Redis) -> None:
+    r.execute_command("PARAM.CREATE", "v", "SIZE", 2, "OPTIMIZER", "sgd")
+    ps = r.pubsub()
+    ps.subscribe("__param__:v")
+    assert ps.get_message(timeout=5)["type"] == "subscribe"
+    r.execute_command("PARAM.PUSH", "v", bytes(8))
+    r.execute_command("PARAM.SET", "v", bytes(8))
+    got = [ps.get_message(timeout=5) for _ in range(2)]
+    assert [m["data"] for m in got if m] == [b"1", b"2"]
+    ps.close()
+
+
+def test_pull_survives_a_step(r: redis.Redis, inreplay_server: ServerProcess) -> None:
+    """A PULL's reply goes by reference; a step right behind it in the same pipeline
+    must not change what the PULL already answered."""
+    n = 1 << 20
+    r.execute_command("PARAM.CREATE", "big", "SIZE", n, "OPTIMIZER", "sgd", "LR", 1)
+    p = r.pipeline(transaction=False)
+    for _ in range(3):
+        p.execute_command("PARAM.PULL", "big")
+        p.execute_command("PARAM.PUSH", "big", np.ones(n, dtype=np.float32).tobytes())
+    out = p.execute()
+    for k in range(3):
+        version, blob = out[2 * k]
+        assert version == k
+        assert np.all(np.frombuffer(blob, dtype="<f4") == -float(k))
+
+
+def error_of(r: redis.Redis, *args: Any) -> str:
+    with pytest.raises(redis.ResponseError) as e:
+        r.execute_command(*args)
+    msg = str(e.value)
+    assert "\n" not in msg
+    return msg
+
+
+def test_bad_input_changes_nothing(r: redis.Redis) -> None:
+    r.execute_command("PARAM.CREATE", "b", "SIZE", 4, "OPTIMIZER", "adam")
+    r.execute_command("PARAM.PUSH", "b", np.ones(4, dtype=np.float32).tobytes())
+    before = pull(r, "b")
+    info_before = r.execute_command("PARAM.INFO", "b")
+    assert "a gradient of 12 bytes" in error_of(r, "PARAM.PUSH", "b", bytes(12))
+    assert "parameters of 20 bytes" in error_of(r, "PARAM.SET", "b", bytes(20))
+    for bad in (np.nan, np.inf, -np.inf):
+        g = np.ones(4, dtype=np.float32)
+        g[2] = bad
+        assert "gradient element 2 is not finite" in error_of(r, "PARAM.PUSH", "b", g.tobytes())
+    big = np.full(4, 3e38, dtype=np.float32).tobytes()
+    assert "once scaled" in error_of(r, "PARAM.PUSH", "b", big, "SCALE", "10")
+    assert "SCALE" in error_of(r, "PARAM.PUSH", "b", bytes(16), "SCALE", "nan")
+    assert error_of(r, "PARAM.PUSH", "b", bytes(16), "FOO", "1") == "syntax error"
+    assert pull(r, "b")[0] == before[0] and np.array_equal(pull(r, "b")[1], before[1])
+    assert r.execute_command("PARAM.INFO", "b") == info_before
+    # unknown tables
+    assert error_of(r, "PARAM.PUSH", "nosuch", bytes(16)).startswith("NOTABLE")
+    assert error_of(r, "PARAM.PULL", "nosuch").startswith("NOTABLE")
+    assert error_of(r, "PARAM.DROP", "nosuch").startswith("NOTABLE")
+    assert error_of(r, "PARAM.INFO", "nosuch").startswith("NOTABLE")
+    # creation: nothing is created when refused
+    assert "unknown optimizer 'lbfgs'" in error_of(r, "PARAM.CREATE", "c", "SIZE", 4,
+                                                   "OPTIMIZER", "lbfgs")
+    for args, words in ((("LR", "-1"), "LR must be >= 0"), (("BETA1", "1"), "BETA1"),
+                        (("BETA2", "1.5"), "BETA2"), (("EPS", "-1e-8"), "EPS"),
+                        (("WEIGHT_DECAY", "-0.1"), "WEIGHT_DECAY"), (("LR", "inf"), "LR"),
+                        (("MOMENTUM", "1"), "MOMENTUM"), (("NESTEROV",), "NESTEROV")):
+        assert words in error_of(r, "PARAM.CREATE", "c", "SIZE", 4, "OPTIMIZER", "adam", *args)
+    assert "ALPHA" in error_of(r, "PARAM.CREATE", "c", "SIZE", 4, "OPTIMIZER", "rmsprop",
+                               "ALPHA", "2")
+    assert "SIZE" in error_of(r, "PARAM.CREATE", "c", "SIZE", 0, "OPTIMIZER", "sgd")
+    assert "INIT of 8 bytes" in error_of(r, "PARAM.CREATE", "c", "SIZE", 4, "OPTIMIZER", "sgd",
+                                         "INIT", bytes(8))
+    assert "exists" in error_of(r, "PARAM.CREATE", "b", "SIZE", 4, "OPTIMIZER", "sgd")
+    assert error_of(r, "PARAM.INFO", "c").startswith("NOTABLE")
+
+
+def test_drop_and_flushall(r: redis.Redis) -> None:
+    r.execute_command("PARAM.CREATE", "d", "SIZE", 4, "OPTIMIZER", "sgd")
+    r.execute_command("PARAM.CREATE", "e", "SIZE", 4, "OPTIMIZER", "sgd")
+    r.set("d", "a string key of the same name")
+    assert r.delete("d") == 1  # DEL deletes the key, not the parameter table
+    assert pull(r, "d")[0] == 0
+    assert r.execute_command("PARAM.DROP", "d") == b"OK"
+    assert error_of(r, "PARAM.PULL", "d").startswith("NOTABLE")
+    r.flushall()
+    assert error_of(r, "PARAM.PULL", "e").startswith("NOTABLE")
+
+
+def test_acl_key_patterns(r: redis.Redis) -> None:
+    r.execute_command("PARAM.CREATE", "team:a", "SIZE", 2, "OPTIMIZER", "sgd")
+    r.execute_command("PARAM.CREATE", "other", "SIZE", 2, "OPTIMIZER", "sgd")
+    r.execute_command("ACL", "SETUSER", "worker", "on", ">pw", "~team:*", "+@replay")
+    try:
+        w = redis.Redis(host=r.connection_pool.connection_kwargs["host"],
+                        port=r.connection_pool.connection_kwargs["port"],
+                        username="worker", password="pw")
+        assert w.execute_command("PARAM.PUSH", "team:a", bytes(8)) == 1
+        with pytest.raises(redis.exceptions.NoPermissionError):
+            w.execute_command("PARAM.PUSH", "other", bytes(8))
+        w.close()
+    finally:
+        r.execute_command("ACL", "DELUSER", "worker")
+
+
+@pytest.mark.parametrize("opt", ["adam", "adamw", "adagrad", "momentum", "rmsprop", "sgd"])
+def test_snapshot_round_trip(server_factory: Callable[..., ServerProcess], tmp_path: Path,
+                             opt: str) -> None:
+    """SAVE keeps the parameters and the optimizer state (moments, step count): a table
+    restored from the snapshot takes its next step exactly as its twin that never left."""
+    d = tmp_path / "snap"
+    d.mkdir()
+    a = server_factory("inreplay", "--dir", str(d))
+    r = a.client()
+    rng = np.random.default_rng(11)
+    w0 = rng.standard_normal(257).astype(np.float32)
+    hp = {"LR": 0.01, "MOMENTUM": 0.5} if opt in ("momentum", "rmsprop") else {"LR": 0.01}
+    for name in ("p", "twin"):
+        r.execute_command(*create_args(name, opt, hp, w0))
+    for _ in range(5):
+        g = rng.standard_normal(257).astype(np.float32).tobytes()
+        r.execute_command("PARAM.PUSH", "p", g)
+        r.execute_command("PARAM.PUSH", "twin", g)
+    assert r.save() is True
+    saved = pull(r, "p")
+    info = info_of(r, "p")
+    g = rng.standard_normal(257).astype(np.float32).tobytes()
+    assert r.execute_command("PARAM.PUSH", "twin", g) == 6
+    expect = pull(r, "twin")
+    assert a.stop() == 0, a.log_tail()
+    (tmp_path / "b").mkdir()
+    b = server_factory("inreplay", "--restore", str(d), "--dir", str(tmp_path / "b"))
+    rb = b.client()
+    version, w = pull(rb, "p")
+    assert version == saved[0] == 5 and np.array_equal(w, saved[1])
+    assert info_of(rb, "p") == info
+    assert rb.execute_command("PARAM.PUSH", "p", g) == 6
+    got = pull(rb, "p")
+    assert np.array_equal(got[1], expect[1])  # bit for bit: the same state, the same step
+
+
+def test_tables_count_toward_maxmemory(server_factory: Callable[..., ServerProcess]) -> None:
+    srv = server_factory("inreplay")
+    r = srv.client()
+    used = int(r.info("memory")["used_memory"])
+    r.execute_command("PARAM.CREATE", "a", "SIZE", 1 << 20, "OPTIMIZER", "adam")  # 12 MiB
+    assert int(r.info("memory")["used_memory"]) >= used + 12 * (1 << 20)
+    r.config_set("maxmemory", str(int(r.info("memory")["used_memory"]) + (1 << 20)))
+    with pytest.raises(redis.exceptions.OutOfMemoryError):
+        r.execute_command("PARAM.CREATE", "b", "SIZE", 1 << 20, "OPTIMIZER", "sgd")
+    assert error_of(r, "PARAM.INFO", "b").startswith("NOTABLE")
+    assert r.execute_command("PARAM.PUSH", "a", bytes(4 << 20)) == 1  # steps still run
