@@ -476,8 +476,8 @@ def _not_answering(inst: srv.Instance, e: Exception) -> str:
     if isinstance(e, redis.AuthenticationError) or "NOAUTH" in text or "Authentication" in text:
         hint = f" (give --password, or set {PASSWORD_ENV} as for redis-cli)"
     elif isinstance(e, redis.ConnectionError) and ("reset" in text or "closed" in text):
-        hint = (" (protected mode closes connections from outside loopback and --client-subnet:"
-                " run on the server's box, or start it with --requirepass)")
+        hint = (" (protected mode closes connections from outside loopback and --client-subnet,"
+                " and on DPDK every connection: start the server with --requirepass-file)")
     else:
         hint = ""
     return f"not answering on {inst.endpoint}: {text}{hint}"

@@ -2,9 +2,10 @@
 
     ip netns exec NS python tests/dpdk_client.py CHECK HOST PORT [options]
 
-CHECK is one of values, replay, concurrent, uploads, rtt. Each prints one JSON object on
-stdout and exits 0 when every assertion held (1 with the failure otherwise),
-so the test reads both the verdict and the measurements.
+CHECK is one of values, replay, concurrent, uploads, rtt. Each prints one
+JSON object on stdout and exits 0 when every assertion held (1 with the failure
+otherwise), so the test reads both the verdict and the measurements. The server's
+password is $INREPLAY_REQUIREPASS (the DPDK server has one: no loopback there).
 """
 
 from __future__ import annotations
@@ -27,9 +28,12 @@ import redis
 VALUE_SIZES = (64, 1000, 1460, 1461, 4096, 65535, 65536, 65537, 100_000, 1 << 20, 13 << 20)
 
 
+PASSWORD = os.environ.get("INREPLAY_REQUIREPASS") or None
+
+
 def connect(host: str, port: int, **kw: Any) -> redis.Redis:
     opts: dict[str, Any] = {"host": host, "port": port, "protocol": 2, "socket_timeout": 60,
-                            "single_connection_client": True}
+                            "single_connection_client": True, "password": PASSWORD}
     opts.update(kw)
     return redis.Redis(**opts)
 
@@ -195,6 +199,10 @@ def check_rtt(host: str, port: int, args: argparse.Namespace) -> dict[str, Any]:
     r.close()
     s = socket.create_connection((host, port), timeout=10)
     s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    if PASSWORD:
+        auth = b"*2\r\n$4\r\nAUTH\r\n$%d\r\n%s\r\n" % (len(PASSWORD), PASSWORD.encode())
+        s.sendall(auth)
+        assert s.recv(5) == b"+OK\r\n", "AUTH failed"
     req = b"*2\r\n$3\r\nGET\r\n$8\r\ndpdk:rtt\r\n"
     want = b"$64\r\n" + b"x" * 64 + b"\r\n"
     samples = []

@@ -9,7 +9,6 @@ test checks what both have.
 from __future__ import annotations
 
 import re
-import socket
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -388,7 +387,7 @@ def kind(request: pytest.FixtureRequest) -> str:
 
 
 def test_laddr_is_the_listening_address(server: ServerProcess) -> None:
-    with socket.create_connection((server.host, server.port)) as s:
+    with server.connect() as s:
         s.sendall(b"CLIENT INFO\r\n")
         data = b""
         while not data.endswith(b"\n\r\n"):

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import pytest
 import redis
 from conftest import RespError
+from helpers import mbulk
 
 if TYPE_CHECKING:
     from conftest import RawConn, ServerProcess
@@ -153,6 +154,8 @@ def test_slow_subscriber_is_disconnected_at_the_pubsub_limit(
     slow.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     try:
         slow.connect((server.host, server.port))
+        if server.password is not None:  # its +OK stays unread with the rest
+            slow.sendall(mbulk("AUTH", server.password))
         slow.sendall(b"*2\r\n$9\r\nSUBSCRIBE\r\n$4\r\nslow\r\n")
         time.sleep(0.1)
         chunk = b"x" * 65536
@@ -173,7 +176,8 @@ def test_slow_subscriber_is_disconnected_at_the_pubsub_limit(
 
 @pytest.mark.parametrize("protocol", [2, 3])
 def test_redis_py_pubsub(server: ServerProcess, protocol: int) -> None:
-    r = redis.Redis(host=server.host, port=server.port, protocol=protocol, socket_timeout=10)
+    r = redis.Redis(host=server.host, port=server.port, protocol=protocol, socket_timeout=10,
+                    password=server.password)
     p = r.pubsub()
     try:
         p.subscribe("rp.chan")
