@@ -2,8 +2,8 @@
 
     ip netns exec NS python tests/dpdk_client.py CHECK HOST PORT [options]
 
-CHECK is one of values, replay, concurrent, uploads, rtt. Each prints one
-JSON object on stdout and exits 0 when every assertion held (1 with the failure
+CHECK is one of values, replay, concurrent, uploads, rtt, isn. Each prints one JSON
+object on stdout and exits 0 when every assertion held (1 with the failure
 otherwise), so the test reads both the verdict and the measurements. The server's
 password is $INREPLAY_REQUIREPASS (the DPDK server has one: no loopback there).
 """
@@ -17,6 +17,7 @@ import os
 import socket
 import statistics
 import struct
+import subprocess
 import sys
 import threading
 import time
@@ -226,8 +227,59 @@ def check_rtt(host: str, port: int, args: argparse.Namespace) -> dict[str, Any]:
             "min_us": round(samples[0], 1)}
 
 
+def _iface_to(host: str) -> str:
+    """This namespace's interface toward host (the client end of the veth)."""
+    out = subprocess.run(["ip", "-o", "route", "get", host], capture_output=True, text=True,
+                         check=True).stdout.split()
+    return out[out.index("dev") + 1]
+
+
+def _sniffer(iface: str) -> socket.socket:
+    s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
+    s.bind((iface, 0))
+    s.settimeout(0.3)
+    return s
+
+
+def _tcp(frame: bytes) -> tuple[str, str, int, int, int, int] | None:
+    """(src, dst, sport, dport, seq, flags) of an IPv4 TCP frame, else None."""
+    if len(frame) < 54 or frame[12:14] != b"\x08\x00" or frame[23] != 6:
+        return None
+    ihl = (frame[14] & 0x0F) * 4
+    t = 14 + ihl
+    sport, dport, seq = struct.unpack("!HHI", frame[t:t + 8])
+    return (socket.inet_ntoa(frame[26:30]), socket.inet_ntoa(frame[30:34]), sport, dport, seq,
+            frame[t + 13])
+
+
+def check_isn(host: str, port: int, args: argparse.Namespace) -> dict[str, Any]:
+    """The server's initial sequence numbers (its SYN-ACKs' seq) for args.n connections
+    from as many source ports, read off the wire with an AF_PACKET socket."""
+    sniff = _sniffer(_iface_to(host))
+    sports = []
+    for _ in range(args.n):
+        c = socket.create_connection((host, port), timeout=10)
+        sports.append(c.getsockname()[1])
+        c.close()
+    isn: dict[int, int] = {}
+    deadline = time.monotonic() + 10
+    while len(isn) < len(sports) and time.monotonic() < deadline:
+        try:
+            f = sniff.recv(65535)
+        except TimeoutError:
+            continue
+        t = _tcp(f)
+        if t and t[0] == host and t[2] == port and t[5] & 0x12 == 0x12 and t[3] in sports:
+            isn[t[3]] = t[4]
+    sniff.close()
+    assert len(isn) == len(sports), f"saw {len(isn)} of {len(sports)} SYN-ACKs"
+    return {"isns": [isn[p] for p in sports]}
+
+
+ETH_P_ALL = 0x0003
+
 CHECKS = {"values": check_values, "replay": check_replay, "concurrent": check_concurrent,
-          "uploads": check_uploads, "rtt": check_rtt}
+          "uploads": check_uploads, "rtt": check_rtt, "isn": check_isn}
 
 
 def main() -> int:

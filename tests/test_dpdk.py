@@ -478,3 +478,14 @@ def test_without_a_password_every_client_is_denied_as_redis_words_it(
             b"-NOAUTH Authentication required.\r\n")
         assert reply_from_client_ns(netenv, SERVER_IP, auth + b"PING\r\n") == b"+OK\r\n+PONG\r\n"
         assert "protected mode" not in srv.log_tail()
+
+
+def test_initial_sequence_numbers_are_unpredictable(netenv: NetEnv, tmp_path: Path) -> None:
+    """RFC 6528: the SYN-ACKs of 16 connections from 16 source ports carry ISNs spread
+    over the sequence space (a keyed hash of the 4-tuple), not lwIP's counter (6510
+    plus its tick count: all 16 within a few thousand of each other)."""
+    with own_server(netenv, tmp_path / "isn.log") as srv:
+        isns = run_client(netenv, srv, "isn", "--n", "16")["isns"]
+    assert len(set(isns)) == 16, isns
+    # 16 uniform 32-bit values all within 2^28 of each other: probability ~ 2^-56
+    assert max(isns) - min(isns) > 1 << 28, [hex(i) for i in isns]
