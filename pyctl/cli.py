@@ -657,7 +657,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
             t = telemetry.query(inst.file_prefix, "/inreplay/stats")["/inreplay/stats"]
             out["ports"] = {str(t["port_id"]): {k: t[k] for k in (
                 "link_up", "rx_packets", "tx_packets", "rx_bytes", "tx_bytes", "imissed",
-                "ierrors", "oerrors", "rx_nombuf")}}
+                "ierrors", "oerrors", "rx_nombuf", "rx_martians")}}
             out["connections"] = t["connections"]
         except (telemetry.TelemetryError, KeyError, TypeError) as e:
             out["ports_error"] = str(e)
@@ -671,7 +671,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
         print(f"  port {pid}: link {'up' if p['link_up'] else 'DOWN'}, rx {p['rx_packets']} pkts "
               f"/ {p['rx_bytes']} B, tx {p['tx_packets']} pkts / {p['tx_bytes']} B, "
               f"imissed {p['imissed']}, rx_nombuf {p['rx_nombuf']}, errors "
-              f"{p['ierrors']}/{p['oerrors']}")
+              f"{p['ierrors']}/{p['oerrors']}, martians dropped {p['rx_martians']}")
     if "ports_error" in out:
         print(f"  ports: {out['ports_error']}")
     for name, t in tables.items():

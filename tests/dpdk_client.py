@@ -2,8 +2,8 @@
 
     ip netns exec NS python tests/dpdk_client.py CHECK HOST PORT [options]
 
-CHECK is one of values, replay, concurrent, uploads, rtt, isn. Each prints one JSON
-object on stdout and exits 0 when every assertion held (1 with the failure
+CHECK is one of values, replay, concurrent, uploads, rtt, isn, martians. Each prints one
+JSON object on stdout and exits 0 when every assertion held (1 with the failure
 otherwise), so the test reads both the verdict and the measurements. The server's
 password is $INREPLAY_REQUIREPASS (the DPDK server has one: no loopback there).
 """
@@ -276,10 +276,71 @@ def check_isn(host: str, port: int, args: argparse.Namespace) -> dict[str, Any]:
     return {"isns": [isn[p] for p in sports]}
 
 
+def _csum(data: bytes) -> int:
+    if len(data) % 2:
+        data += b"\0"
+    total = sum(struct.unpack(f"!{len(data) // 2}H", data))
+    while total >> 16:
+        total = (total & 0xFFFF) + (total >> 16)
+    return ~total & 0xFFFF
+
+
+def _syn(src_mac: bytes, dst_mac: bytes, src: str, dst: str, sport: int, dport: int) -> bytes:
+    """An Ethernet frame with a TCP SYN, checksums right: lwIP would take it."""
+    s, d = socket.inet_aton(src), socket.inet_aton(dst)
+    tcp = struct.pack("!HHIIBBHHH", sport, dport, 12345, 0, 5 << 4, 0x02, 65535, 0, 0)
+    tcp = tcp[:16] + struct.pack("!H", _csum(s + d + struct.pack("!BBH", 0, 6, len(tcp)) + tcp)) \
+        + tcp[18:]
+    ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(tcp), 1, 0, 64, 6, 0, s, d)
+    ip = ip[:10] + struct.pack("!H", _csum(ip)) + ip[12:]
+    return dst_mac + src_mac + b"\x08\x00" + ip + tcp
+
+
+def _arp_request(src_mac: bytes, sender_ip: str, target_ip: str) -> bytes:
+    body = struct.pack("!HHBBH6s4s6s4s", 1, 0x0800, 6, 4, 1, src_mac,
+                       socket.inet_aton(sender_ip), b"\0" * 6, socket.inet_aton(target_ip))
+    return b"\xff" * 6 + src_mac + b"\x08\x06" + body
+
+
+def check_martians(host: str, port: int, args: argparse.Namespace) -> dict[str, Any]:
+    """Frames no wire may carry, sent to the server: TCP SYNs from 127.0.0.1 and from
+    the server's own address, and an ARP request claiming its address. Reports how
+    many were sent and whether the server answered any of them (it must not)."""
+    c = connect(host, port)  # the neighbour entry: the server's MAC
+    c.ping()
+    c.close()
+    iface = _iface_to(host)
+    neigh = subprocess.run(["ip", "neigh", "show", host, "dev", iface], capture_output=True,
+                           text=True, check=True).stdout.split()
+    dst_mac = bytes.fromhex(neigh[neigh.index("lladdr") + 1].replace(":", ""))
+    with open(f"/sys/class/net/{iface}/address") as f:
+        src_mac = bytes.fromhex(f.read().strip().replace(":", ""))
+    frames = [_syn(src_mac, dst_mac, "127.0.0.1", host, 40000 + i, port) for i in range(3)]
+    frames += [_syn(src_mac, dst_mac, host, host, 41000 + i, port) for i in range(3)]
+    frames += [_arp_request(src_mac, host, host)]
+    sniff = _sniffer(iface)
+    for f in frames:
+        sniff.send(f)
+    answered = []
+    deadline = time.monotonic() + 1.5
+    while time.monotonic() < deadline:
+        try:
+            f = sniff.recv(65535)
+        except TimeoutError:
+            continue
+        t = _tcp(f)
+        if f[6:12] == dst_mac and t and t[2] == port and t[1] in ("127.0.0.1", host):
+            answered.append(f"{t[0]}:{t[2]} -> {t[1]}:{t[3]} flags {t[5]:#x}")
+    sniff.close()
+    assert not answered, f"the server answered martians: {answered}"
+    return {"sent": len(frames)}
+
+
 ETH_P_ALL = 0x0003
 
 CHECKS = {"values": check_values, "replay": check_replay, "concurrent": check_concurrent,
-          "uploads": check_uploads, "rtt": check_rtt, "isn": check_isn}
+          "uploads": check_uploads, "rtt": check_rtt, "isn": check_isn,
+          "martians": check_martians}
 
 
 def main() -> int:

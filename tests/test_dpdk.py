@@ -489,3 +489,28 @@ def test_initial_sequence_numbers_are_unpredictable(netenv: NetEnv, tmp_path: Pa
     assert len(set(isns)) == 16, isns
     # 16 uniform 32-bit values all within 2^28 of each other: probability ~ 2^-56
     assert max(isns) - min(isns) > 1 << 28, [hex(i) for i in isns]
+
+
+def _rx_martians(prefix: str, want: int | None = None) -> int:
+    from pyctl import telemetry
+
+    deadline = time.monotonic() + 5
+    while True:
+        n = int(telemetry.query(prefix, "/inreplay/stats")["/inreplay/stats"]["rx_martians"])
+        if want is None or n == want or time.monotonic() > deadline:
+            return n
+        time.sleep(0.1)  # the snapshot is refreshed every 100 ms
+
+
+def test_martian_frames_are_dropped_and_counted(netenv: NetEnv, tmp_path: Path) -> None:
+    """SYNs from 127.0.0.1 and from the server's own address, and an ARP request
+    claiming that address, arriving on the port: none is answered, each is counted in
+    /inreplay/stats's rx_martians (pyctl status shows it), and real clients still work."""
+    with own_server(netenv, tmp_path / "martians.log") as srv:
+        time.sleep(0.25)
+        assert _rx_martians(netenv.file_prefix) == 0
+        sent = run_client(netenv, srv, "martians")["sent"]
+        assert sent == 7
+        assert _rx_martians(netenv.file_prefix, want=sent) == sent
+        out = run_client(netenv, srv, "replay")
+        assert out["sampled"] == 16

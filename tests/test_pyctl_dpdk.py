@@ -94,6 +94,7 @@ def test_printed_start_line_brings_up_the_dpdk_appliance(topo: dict[str, object]
     assert port0["link_up"] == 1
     assert port0["rx_packets"] > 13e6 / (int(topo["mtu"]) - 40)
     assert {"imissed", "rx_nombuf", "tx_packets"} <= port0.keys()
+    assert port0["rx_martians"] == 0  # nothing spoofed here (test_dpdk.py sends some)
     assert stats["tables"]["t"]["size"] == 2 and stats["tables"]["t"]["samples"] == 8
     tool = subprocess.run(["dpdk-telemetry.py", "-f", prefix], input="/inreplay/tables\n",
                           capture_output=True, text=True, timeout=20)
