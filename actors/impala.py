@@ -37,7 +37,14 @@ import redis
 import torch
 from torch import nn
 
-from actors.config import Config, Keys, Parser, dump_stacks_on_signal, field_docs
+from actors.config import (
+    Config,
+    Keys,
+    Parser,
+    appliance_password,
+    dump_stacks_on_signal,
+    field_docs,
+)
 from actors.model import load_blob, params_to_blob
 from pyctl.client import RateLimited, ReplayClient, Schema, connect
 
@@ -198,7 +205,7 @@ def step_reward(model: ActorCritic, gamma: float, reward: float, next_obs: Any,
 
 def redis_for(cfg: ImpalaConfig) -> redis.Redis:
     return connect(host=cfg.host, port=cfg.port, protocol=2, socket_timeout=60,
-                       socket_connect_timeout=5)
+                       password=appliance_password(), socket_connect_timeout=5)
 
 
 def run_actor(cfg: ImpalaConfig, actor_id: int) -> None:
