@@ -100,7 +100,9 @@ class Appliance:
                 "--vdev", f"net_af_packet0,iface={topo['iface']}",
                 "--ip", f"{topo['appliance_ip']}/{topo['prefix']}",
                 "--listen-port", str(self.port), "--hugepages", "128",
-                "--file-prefix", self.prefix, *flags]
+                "--file-prefix", self.prefix,
+                # the test's own veth: a DPDK port trusts no one by default
+                "--client-subnet", f"{topo['client_ip']}/{topo['prefix']}", *flags]
         with open(self.log, "wb") as log:
             self.proc = subprocess.Popen(argv, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=log,
                                          stderr=subprocess.STDOUT, start_new_session=True)
