@@ -467,6 +467,8 @@ class ServerProcess:
         self.kind = kind
         self.host = HOST
         self.password: str | None = None
+        if "--requirepass" in extra_args:  # the test's own: its clients here use it too
+            self.password = extra_args[extra_args.index("--requirepass") + 1]
         self.port = port or free_port()
         workdir.mkdir(parents=True, exist_ok=True)
         self.log_path = workdir / f"{kind}-{self.port}.log"
@@ -476,8 +478,8 @@ class ServerProcess:
                 "--port", str(self.port), "--bind", HOST,
                 "--save", "", "--appendonly", "no",
                 # DEBUG and CONFIG SET dir as Redis's own test suite opens them
-                # (OPENED; inreplay's servers too unless opened=False)
-                *OPENED,
+                # (OPENED, unless opened=False; inreplay's servers too)
+                *(OPENED if opened else ()),
                 "--dir", str(workdir), "--daemonize", "no",
                 *(("--loadmodule", module_path()) if kind == "module" else ()),
                 *extra_args,
@@ -495,9 +497,7 @@ class ServerProcess:
             self.host = _dpdk_netns_up()
             env = dict(os.environ)
             env.pop("INREPLAY_REQUIREPASS", None)
-            if "--requirepass" in extra_args:  # the test's own
-                self.password = extra_args[extra_args.index("--requirepass") + 1]
-            elif "--protected-mode" not in extra_args:
+            if self.password is None and "--protected-mode" not in extra_args:
                 self.password = env["INREPLAY_REQUIREPASS"] = secrets.token_hex(16)
             argv = [
                 sys.executable, "-m", "pyctl", "start", "--stack", "dpdk",
