@@ -63,7 +63,8 @@ def main(argv: list[str] | None = None) -> int:
         cfg.requirepass = s(os.environ["INREPLAY_REQUIREPASS"])
     if args.client_subnet:
         cfg.client_subnet = s(args.client_subnet)
-    cfg.protected_mode = int(args.protected_mode == "yes")
+    if "protected_mode" in dict(ffi.typeof("ir_config").fields):  # an older library has none
+        cfg.protected_mode = int(args.protected_mode == "yes")
 
     result: dict[str, Any] = {}
 
