@@ -199,8 +199,7 @@ class ServerConfig:
                                           "--requirepass, $INREPLAY_REQUIREPASS is the "
                                           "password if set", metavar="PATH")
     client_subnet: str = _cd("client_subnet", metavar="A.B.C.D/NN")
-    protected_mode: bool = _cd("protected_mode", parse=lambda t: parse_yes_no(t),
-                               metavar="yes|no")
+    protected_mode: bool = _cd("protected_mode", metavar="yes|no")
     aclfile: str = _cd("aclfile", metavar="FILE")
     enable_debug_command: str = _cd("enable_debug_command", metavar="no|yes|local")
     enable_protected_configs: str = _cd("enable_protected_configs", metavar="no|yes|local")
@@ -812,6 +811,8 @@ def _spec(f: dataclasses.Field[Any]) -> FlagSpec:
         parse = _int_parser(None if lo is None else int(lo), None if hi is None else int(hi))
     elif kind == "double":
         parse = _float_parser(0 if lo is None else lo, hi)
+    elif kind == "bool" and field_default(f.name) is True:
+        parse = parse_yes_no  # on by default: a bare flag could not turn it off
     return FlagSpec(
         name=f.name, flag=flag(f.name), help=flag_help(f.name),
         action="store" if kind == "bool" and parse is not None
