@@ -154,12 +154,14 @@ static int stackIsKernel(const ir_server *s) {
     return s->tp && !strcmp(s->tp->ops->name, "kernel");
 }
 
+static int stackIsDpdk(const ir_server *s) { return s->tp && !strcmp(s->tp->ops->name, "dpdk"); }
+
 /* Protected mode: while the default user needs no password only loopback and
  * the configured client subnet may talk; an address we cannot read is not
  * trusted. A DPDK port has no loopback: a 127/8 source there came off the
  * wire (and the port drops it), so only the client subnet. */
 static int peerAllowed(const ir_server *s, const char *addr) {
-    if (stackIsKernel(s) && peerIsLoopback(addr)) return 1;
+    if (!stackIsDpdk(s) && peerIsLoopback(addr)) return 1;
     unsigned char a[16];
     int fam = peerIp(addr, a);
     return fam && s->has_subnet && fam == s->subnet_family &&
@@ -191,7 +193,7 @@ void serverLogOpenedProtections(const ir_server *s) {
     if (!s->cfg.protected_mode)
         serverLog("Notice: protected-mode no: the default user needs no password and every "
                   "client may connect (Redis's default: yes)");
-    else if (!stackIsKernel(s))
+    else if (stackIsDpdk(s))
         serverLog("Notice: protected mode: the default user needs no password and a DPDK port "
                   "has no loopback, so %s; set --requirepass, or --protected-mode no",
                   s->has_subnet ? "only --client-subnet may connect" : "every client is refused");
