@@ -75,7 +75,7 @@ def test_psubscribe_matches_redis_globs(raw: Raw) -> None:
     assert sub.call("PUNSUBSCRIBE", "pp.*") == [b"punsubscribe", b"pp.*", 4]
 
 
-def test_resp2_subscribed_mode_allows_only_some_commands(raw: Raw) -> None:
+def test_resp2_subscribed_mode_allows_only_some_commands(server: ServerProcess, raw: Raw) -> None:
     sub = raw()
     sub.call("SUBSCRIBE", "ctx")
     assert sub.call("GET", "x") == RespError(CONTEXT_ERR.format("get").encode())
@@ -84,6 +84,8 @@ def test_resp2_subscribed_mode_allows_only_some_commands(raw: Raw) -> None:
     assert sub.call("PING", "hi") == [b"pong", b"hi"]
     assert sub.call("PSUBSCRIBE", "c*") == [b"psubscribe", b"c*", 2]
     assert sub.call("RESET") == "RESET"
+    if server.password is not None:  # RESET signs the client out too, as in Redis
+        assert sub.call("AUTH", server.password) == "OK"
     assert sub.call("PING") == "PONG"  # RESET left subscribed mode
     assert sub.call("GET", "ctx.nokey") is None
 
