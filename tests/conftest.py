@@ -818,14 +818,21 @@ def own_server(kind: str, work: Path) -> Iterator[ServerProcess]:
 
 
 @pytest.fixture
-def server_factory(tmp_path: Path) -> Iterator[Callable[..., ServerProcess]]:
+def server_factory(tmp_path: Path,
+                   server_pool: ServerPool) -> Iterator[Callable[..., ServerProcess]]:
     """Start dedicated servers for one test: factory(kind, *extra_args).
 
+    The session's DPDK servers share one address on one veth, so a dedicated one
+    stops the pool's first (the pool starts it again when a test needs it).
     Teardown stops the ones still running (SIGTERM) and asserts exit code 0.
     """
     started: list[ServerProcess] = []
 
     def start(kind: str, *extra_args: str, opened: bool = True) -> ServerProcess:
+        pooled = server_pool.servers.get("dpdk") if kind == "dpdk" else None
+        if pooled is not None and pooled.alive():
+            rc = pooled.stop()
+            assert rc == 0, f"{pooled} exited with {rc}:\n{pooled.log_tail()}"
         srv = ServerProcess(kind, tmp_path / f"srv{len(started)}", tuple(extra_args),
                             opened=opened)
         started.append(srv)
