@@ -121,8 +121,9 @@ def test_debug_and_protected_configs_are_closed(host: ServerProcess, tmp_path: P
 
 def test_local_is_no_one_on_dpdk(server_factory: Factory, hosts: Hosts) -> None:
     """``local`` opens DEBUG and CONFIG SET dir to loopback clients; a DPDK port has no
-    loopback (a 127/8 source there came off the wire), so there it opens them to no one.
-    The kernel stack's loopback client gets them (test_protected_actions.py)."""
+    loopback (a 127/8 source there came off the wire), so there it opens them to no
+    network client (only to the Unix and shm sockets' same-host ones). The kernel
+    stack's loopback client gets them (test_protected_actions.py)."""
     if "dpdk" not in INREPLAY_KINDS:
         pytest.skip("the DPDK stack needs root and a DPDK build")
     hosts.free_dpdk_address()
