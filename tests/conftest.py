@@ -497,7 +497,9 @@ class ServerProcess:
             self.host = _dpdk_netns_up()
             env = dict(os.environ)
             env.pop("INREPLAY_REQUIREPASS", None)
-            if self.password is None and "--protected-mode" not in extra_args:
+            # (unless the test lets clients in otherwise: a network, or no protected mode)
+            if self.password is None and not {"--protected-mode", "--client-subnet"} & {
+                    *extra_args}:
                 self.password = env["INREPLAY_REQUIREPASS"] = secrets.token_hex(16)
             argv = [
                 sys.executable, "-m", "pyctl", "start", "--stack", "dpdk",
