@@ -59,6 +59,7 @@ from inreplay.actors.config import (
     Keys,
     Parser,
     add_arguments,
+    appliance_password,
     dump_stacks_on_signal,
     fail,
     from_args,
@@ -346,9 +347,10 @@ class Actor:
         self.log = Log(log or (lambda msg: print(f"actor {actor_id}: {msg}", flush=True)))
         host, port = cfg.host, cfg.port
         if cfg.replay == "appliance":  # the run's keys live on shard 0 of a replay group
-            host, port = home_address(host, port, socket_timeout=60, socket_connect_timeout=5)
+            host, port = home_address(host, port, socket_timeout=60, socket_connect_timeout=5,
+                                      password=appliance_password())
         self.r = connect(host=host, port=port, protocol=2, socket_timeout=60,
-                             socket_connect_timeout=5)
+                             socket_connect_timeout=5, password=appliance_password())
         self.r.ping()  # the server first: no environment for an actor that cannot run
         self.updates = ParamUpdates(self.r, self.keys)  # subscribed before any read
         self.spec = spec or env_spec(cfg)
@@ -365,7 +367,8 @@ class Actor:
         if cfg.replay != "appliance":
             self.writer = ListWriter(self.r, self.keys.experience, codec)
         else:
-            rc = ShardedReplayClient.from_seed(f"{cfg.host}:{cfg.port}", socket_timeout=60)
+            rc = ShardedReplayClient.from_seed(f"{cfg.host}:{cfg.port}", socket_timeout=60,
+                                                 password=appliance_password())
             if frames_once_on(cfg, self.spec.pixels, rc):
                 self.writer = FrameItemWriter(rc, self.r, f"{cfg.prefix}:actor{actor_id}",
                                               cfg.table, self.spec.obs_shape, codec,

@@ -21,6 +21,7 @@ import inspect
 import itertools
 import json
 import os
+import secrets
 import signal
 import sys
 import textwrap
@@ -32,8 +33,28 @@ from typing import Any
 from pyctl.cli import Parser
 from pyctl.config import parse_size
 
-__all__ = ["Config", "Keys", "Parser", "add_arguments", "fail", "from_args", "net_reason",
-           "preset"]
+__all__ = ["PASSWORD_ENV", "Config", "Keys", "Parser", "add_arguments", "appliance_password",
+           "fail", "from_args", "net_reason", "new_run_password", "preset"]
+
+PASSWORD_ENV = "INREPLAY_REQUIREPASS"
+"""The appliance's password: pyctl start reads it from here, and the processes a demo or
+the Ray job starts get it here (as a notebook server hands out its token)."""
+_run_password: str | None = None
+
+
+def new_run_password() -> str:
+    """The password of the appliance this process starts, made once (random): a DPDK port
+    has no loopback, so without one protected mode would refuse every client."""
+    global _run_password
+    if _run_password is None:
+        _run_password = secrets.token_hex(16)
+    return _run_password
+
+
+def appliance_password() -> str | None:
+    """What this process's clients authenticate with: the password it made for the
+    appliance it started, else $INREPLAY_REQUIREPASS; None: the appliance has none."""
+    return _run_password or os.environ.get(PASSWORD_ENV) or None
 
 
 @dataclass

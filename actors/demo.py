@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from inreplay.actors.config import STACKS_SIGNAL
+from inreplay.actors.config import PASSWORD_ENV, STACKS_SIGNAL, appliance_password, new_run_password
 
 from pyctl import _native
 from pyctl.proc import die_with_parent, free_port
@@ -71,6 +71,8 @@ def _child_env() -> dict[str, str]:
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         env[var] = "1"
     env["PYTHONUNBUFFERED"] = "1"
+    if (password := appliance_password()) is not None:
+        env[PASSWORD_ENV] = password  # pyctl start's, and its clients' (appliance_password)
     return env
 
 
@@ -143,11 +145,14 @@ def start_appliance(stack: str, port: int, out: Path, shards: int = 1, *,
                     ) -> tuple[Child, str, int]:
     """Start inreplay (a replay group of `shards` members when more than one); returns the
     process and the address clients use (shard 0's: the others are found from it).
+    It has a random password (new_run_password), which every child started after it
+    gets in $INREPLAY_REQUIREPASS, as a notebook server hands out its token.
 
     The DPDK stack runs in its own namespace (pyctl netns up; ``netns_name`` on
     ``subnet``, also its DPDK file prefix), reached over a veth; a group there is one
     process per core, each with its own lwIP address on the veth. Demos that may run at
     the same time as another need a namespace and subnet of their own."""
+    new_run_password()
     if stack == "dpdk":
         from pyctl import netns
 
@@ -559,7 +564,8 @@ class Demo:
         spec = env_spec(cfg)
         threshold = cfg.solve_return or spec.reward_threshold
         model = build_model(spec, cfg.hidden).eval()
-        r = redis.Redis(host=cfg.host, port=cfg.port, protocol=2, socket_timeout=60)
+        r = redis.Redis(host=cfg.host, port=cfg.port, protocol=2, socket_timeout=60,
+                        password=appliance_password())
         r.delete(*keys.all())
         self.start_processes()
         budget = self.args.minutes * 60.0

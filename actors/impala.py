@@ -36,7 +36,14 @@ from typing import Any
 import numpy as np
 import redis
 import torch
-from inreplay.actors.config import Config, Keys, Parser, dump_stacks_on_signal, field_docs
+from inreplay.actors.config import (
+    Config,
+    Keys,
+    Parser,
+    appliance_password,
+    dump_stacks_on_signal,
+    field_docs,
+)
 from inreplay.actors.model import load_blob, params_to_blob
 from torch import nn
 
@@ -199,7 +206,7 @@ def step_reward(model: ActorCritic, gamma: float, reward: float, next_obs: Any,
 
 def redis_for(cfg: ImpalaConfig) -> redis.Redis:
     return connect(host=cfg.host, port=cfg.port, protocol=2, socket_timeout=60,
-                       socket_connect_timeout=5)
+                       password=appliance_password(), socket_connect_timeout=5)
 
 
 def run_actor(cfg: ImpalaConfig, actor_id: int) -> None:

@@ -35,7 +35,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from inreplay.actors.config import Config, add_arguments, from_args
+from inreplay.actors.config import (
+    PASSWORD_ENV,
+    Config,
+    add_arguments,
+    appliance_password,
+    from_args,
+)
 
 from pyctl.proc import descendants
 
@@ -141,8 +147,11 @@ class RayBackend:
         self.ray = ray
         if init:
             init_ray(address)
-        self.remote = ray.remote(num_cpus=cpus, max_restarts=-1,
-                                 max_task_retries=-1)(ActorHost)
+        # the appliance's password reaches the actors as the job's other processes get it
+        pw = appliance_password()
+        env = {"runtime_env": {"env_vars": {PASSWORD_ENV: pw}}} if pw else {}
+        self.remote = ray.remote(num_cpus=cpus, max_restarts=-1, max_task_retries=-1,
+                                 **env)(ActorHost)
         self.cfg_dict = dataclasses.asdict(cfg)
         self.max_steps = max_steps
         self.handles = [self._spawn(i) for i in range(n)]

@@ -62,6 +62,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import torch
+from inreplay.actors.config import appliance_password
 from torch import nn
 
 # ---------------------------------------------------------------------------------------
@@ -726,8 +727,10 @@ def run_actor(cfg: R2D2Config, actor_id: int, stop: threading.Event) -> None:
     from pyctl.client import RateLimited, ReplayClient, connect
 
     keys = keys_of(cfg)
-    r = connect(host=cfg.host, port=cfg.port, protocol=2, socket_timeout=60)
-    rc = ReplayClient(cfg.host, cfg.port, protocol=2, socket_timeout=60)
+    r = connect(host=cfg.host, port=cfg.port, protocol=2, socket_timeout=60,
+                password=appliance_password())
+    rc = ReplayClient(cfg.host, cfg.port, protocol=2, socket_timeout=60,
+                      password=appliance_password())
     updates = ParamUpdates(r, keys)
     net = build_net(cfg).eval()
     obs_dim = net.torso[0].in_features - net.n_actions
@@ -864,8 +867,10 @@ def run_learner(cfg: R2D2Config, stop: threading.Event) -> None:
     from pyctl.trajectory import create_trajectory_table, sample_trajectories
 
     keys = keys_of(cfg)
-    r = connect(host=cfg.host, port=cfg.port, protocol=2, socket_timeout=60)
-    rc = ReplayClient(cfg.host, cfg.port, protocol=2, socket_timeout=60)
+    r = connect(host=cfg.host, port=cfg.port, protocol=2, socket_timeout=60,
+                password=appliance_password())
+    rc = ReplayClient(cfg.host, cfg.port, protocol=2, socket_timeout=60,
+                      password=appliance_password())
     torch.manual_seed(cfg.seed)
     net = build_net(cfg)
     target_net = copy.deepcopy(net).eval()
@@ -1096,7 +1101,8 @@ class R2D2Demo:
 
         cfg = self.cfg
         keys = keys_of(cfg)
-        r = connect(host=cfg.host, port=cfg.port, protocol=2, socket_timeout=60)
+        r = connect(host=cfg.host, port=cfg.port, protocol=2, socket_timeout=60,
+                password=appliance_password())
         self.start_processes()
         self.say(f"learner and {cfg.num_actors} actors started; logs in {self.out}/")
         net = build_net(cfg).eval()

@@ -56,7 +56,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from inreplay.actors.config import Config, add_arguments, from_args
+from inreplay.actors.config import (
+    PASSWORD_ENV,
+    Config,
+    add_arguments,
+    appliance_password,
+    from_args,
+    new_run_password,
+)
 from inreplay.actors.launch import ROOT, RayBackend, init_ray, shutdown_ray
 
 PR_SET_PDEATHSIG = 1
@@ -126,7 +133,8 @@ class ShardHost:
 
         try:
             return bool(redis.Redis(host=host, port=port, socket_timeout=2,
-                                    socket_connect_timeout=2).ping())
+                                    socket_connect_timeout=2,
+                                    password=appliance_password()).ping())
         except redis.RedisError:
             return False
 
@@ -212,10 +220,15 @@ class Job:
         elif res.get("learner", 0) >= 1:
             self.learner_opts["resources"] = {"learner": 1}
         self.shard_args = shlex.split(args.shard_args or "")
-        if "--client-subnet" not in self.shard_args and "--requirepass" not in self.shard_args:
-            # protected mode admits loopback only: let the cluster's nodes in
-            nodes = [n["NodeManagerAddress"] for n in ray.nodes() if n.get("Alive")]
-            self.shard_args += ["--client-subnet", args.client_subnet or cluster_subnet(nodes)]
+        own = {"--client-subnet", "--requirepass", "--requirepass-file", "--protected-mode"}
+        if args.client_subnet:  # the operator trusts that network without a password
+            self.shard_args += ["--client-subnet", args.client_subnet]
+        elif not own & set(self.shard_args):
+            # protected mode admits loopback only (on DPDK no one): the shards get a random
+            # password, handed to the learner and actors as a notebook hands out its token
+            env = {"env_vars": {PASSWORD_ENV: new_run_password()}}
+            for opts in (self.shard_opts, self.learner_opts):
+                opts["runtime_env"] = env
         self.shard_ips = [s for s in (args.shard_ip or "").split(",") if s]
         self.remote_shard = ray.remote(**self.shard_opts)(ShardHost)
         self.remote_learner = ray.remote(**self.learner_opts)(LearnerHost)
@@ -295,7 +308,8 @@ class Job:
         for i, a in enumerate(self.addresses):
             host, port = a.rsplit(":", 1)
             try:
-                redis.Redis(host=host, port=int(port), socket_timeout=5).bgsave()
+                redis.Redis(host=host, port=int(port), socket_timeout=5,
+                            password=appliance_password()).bgsave()
             except redis.RedisError as e:
                 print(f"ray_job: BGSAVE on shard {i}: {e}", flush=True)
 
@@ -393,8 +407,9 @@ def parse(argv: list[str] | None) -> tuple[argparse.Namespace, Config]:
                    help="more `pyctl start` flags for every shard, one string "
                         "(e.g. \"--maxbytes 4gb\" or \"--stack dpdk --port 0\")")
     p.add_argument("--client-subnet", metavar="A.B.C.D/NN",
-                   help="who may connect to the shards (default: the smallest network "
-                        "holding every Ray node's address)")
+                   help="who may connect to the shards without a password (default: no "
+                        "one: the shards get a random password, which the learner and the "
+                        "actors are handed)")
     p.add_argument("--shard-ip", help="DPDK: each shard's A.B.C.D/NN, comma-separated")
     p.add_argument("--shard-port", type=int, default=6379,
                    help="DPDK: the shards' TCP port (default 6379)")

@@ -68,7 +68,7 @@ def start(tree: Path, system: str, t: netns.Topology, port: int, work: Path,
                 "--cores", str(server_core), "--ip", f"{t.appliance_ip}/{t.prefix}",
                 "--vdev", f"net_af_packet0,iface={t.iface}", "--listen-port", str(port),
                 "--mtu", str(t.mtu), "--hugepages", "256", "--file-prefix", prefix,
-                "--busy-poll"]
+                "--client-subnet", f"{t.client_ip}/{t.prefix}", "--busy-poll"]
         host = t.appliance_ip
     else:
         argv = ["ip", "netns", "exec", t.netns, "taskset", "-c", str(server_core),

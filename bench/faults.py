@@ -116,7 +116,9 @@ class Systems:
                                 "--vdev", f"net_af_packet0,iface={topo.iface}",
                                 "--ip", f"{topo.appliance_ip}/{topo.prefix}", "--listen-port",
                                 str(PORT), "--mtu", str(topo.mtu), "--hugepages", "256",
-                                "--file-prefix", f"{ns}-b", "--daemon"],
+                                "--file-prefix", f"{ns}-b", "--daemon",
+                                # as the kernel row: a DPDK port trusts no one by default
+                                "--client-subnet", f"{topo.client_ip}/{topo.prefix}"],
                                capture_output=True, text=True, cwd=ROOT, timeout=90)
             if r.returncode == 0:
                 self.addr["dpdk"] = (topo.appliance_ip, PORT)

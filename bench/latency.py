@@ -562,6 +562,9 @@ def make_server(system: str, net: Network, pin: Pinning, workdir: Path, port: in
                 "--cores", core, "--ip", f"{t.appliance_ip}/{t.prefix}", "--vdev", vdev,
                 "--listen-port", str(port), "--mtu", str(t.mtu),
                 "--hugepages", str(DPDK_HUGEPAGES), "--file-prefix", prefix, *shm_args,
+                # the clients' subnet, trusted as the kernel rows trust it: no AUTH in
+                # one system's numbers only (a DPDK port trusts no one by default)
+                "--client-subnet", net.subnet,
                 *(["--busy-poll"] if busy_poll else [])]
         return Server(system, argv, t.appliance_ip, port, log, env, file_prefix=prefix)
     raise BenchError(f"unknown system {system!r}; choose from {', '.join(SYSTEMS)}")

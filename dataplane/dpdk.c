@@ -119,6 +119,8 @@ struct lcore_queue_conf {
     uint64_t prev_drain_tsc, prev_timer_tsc, prev_stats_tsc;
     uint64_t tx_dropped;  /* refused by the TX ring after retries */
     uint64_t rx_multiseg; /* multi-segment frames (never expected) */
+    uint64_t rx_martians; /* IPv4/ARP from 127/8 or our own address: spoofed */
+    uint32_t ip_be;       /* the port's own address, for that check */
     uint64_t work_iters, cyc_rx, cyc_stack, cyc_dispatch, cyc_tx; /* per-stage breakdown */
     uint64_t cyc_tx_inner; /* TX bursts made from inside lwIP's output (full buffer) */
     int tx_zerocopy;       /* see ird_tx_zerocopy */
@@ -273,6 +275,7 @@ static void publishStats(dpdk_transport *d, int active) {
     }
     if (d->qconf) {
         s.tx_dropped = d->qconf->tx_dropped;
+        s.rx_martians = d->qconf->rx_martians;
         s.tx_zerocopy_segs = d->qconf->tx_zc_segs;
         s.idle_waits = d->waits;
         s.tsc_hz = rte_get_tsc_hz();
@@ -318,6 +321,7 @@ static int telemetryStats(const char *cmd, const char *params, struct rte_tel_da
     rte_tel_data_add_dict_u64(t, "tx_zerocopy_segs", s.tx_zerocopy_segs);
     rte_tel_data_add_dict_u64(t, "idle_waits", s.idle_waits);
     rte_tel_data_add_dict_u64(t, "rx_dropped", s.rx_dropped);
+    rte_tel_data_add_dict_u64(t, "rx_martians", s.rx_martians);
     rte_tel_data_add_dict_u64(t, "connections", s.connections);
     rte_tel_data_add_dict_u64(t, "accepted", s.accepted);
     ir_stats st;
@@ -366,6 +370,24 @@ static int telemetryTables(const char *cmd, const char *params, struct rte_tel_d
 
 /* ---- the poll loop --------------------------------------------------------- */
 
+/* A frame no wire may carry: IPv4, or ARP's sender, from 127.0.0.0/8 (a DPDK
+ * port has no loopback) or from the port's own address. Such sources are
+ * spoofed, to pass for a local client or to talk to ourselves (RFC 1122
+ * 3.2.1.3 calls them martians); they never reach lwIP. */
+static int isMartian(const struct lcore_queue_conf *q, const struct rte_mbuf *m) {
+    const unsigned char *f = rte_pktmbuf_mtod(m, const unsigned char *);
+    uint32_t len = rte_pktmbuf_data_len(m);
+    uint32_t src_be;
+    if (len < RTE_ETHER_HDR_LEN) return 0;
+    uint16_t type = (uint16_t)(f[12] << 8 | f[13]);
+    if (type == RTE_ETHER_TYPE_IPV4 && len >= RTE_ETHER_HDR_LEN + 20)
+        memcpy(&src_be, f + RTE_ETHER_HDR_LEN + 12, 4); /* ip_src */
+    else if (type == RTE_ETHER_TYPE_ARP && len >= RTE_ETHER_HDR_LEN + 28)
+        memcpy(&src_be, f + RTE_ETHER_HDR_LEN + 14, 4); /* arp_sip */
+    else return 0;
+    return (ntohl(src_be) >> 24) == 127 || src_be == q->ip_be;
+}
+
 /* One iteration; returns the frames received plus the connections that had
  * events (0: nothing happened). */
 static int pollOnce(dpdk_transport *d) {
@@ -380,6 +402,11 @@ static int pollOnce(dpdk_transport *d) {
         if (i + 1 < nb) rte_prefetch0(rte_pktmbuf_mtod(pkts[i + 1], void *));
         if (unlikely(m->nb_segs != 1)) { /* no scatter configured: not expected */
             q->rx_multiseg++;
+            rte_pktmbuf_free(m);
+            continue;
+        }
+        if (unlikely(isMartian(q, m))) {
+            q->rx_martians++;
             rte_pktmbuf_free(m);
             continue;
         }
@@ -976,6 +1003,7 @@ ir_transport *ir_dpdk_transport_new(struct ir_server *s, const ir_config *cfg) {
     d->port = port;
     d->qconf->port = port;
     d->qconf->rxq = d->qconf->txq = 0;
+    d->qconf->ip_be = ip_be;
 
     /* 3. mbuf pool, configure, queues, TX buffer, start, link status */
     if ((ret = portInit(d, cfg, port, mtu)) != IR_OK) return fail(d, ret);

@@ -52,6 +52,7 @@ typedef struct ir_dpdk_stats {
     uint64_t tx_zerocopy_segs; /* payload segments sent from lwIP's buffers, no copy */
     uint64_t idle_waits;       /* idle sleeps on the af_packet socket (woken by frames) */
     uint64_t rx_dropped;       /* frames dropped before lwIP (not IPv4/ARP) */
+    uint64_t rx_martians;      /* IPv4/ARP from 127/8 or the port's own address: dropped */
     uint64_t connections;      /* open TCP connections */
     uint64_t accepted;         /* TCP connections accepted since start */
     /* TSC cycles of loop iterations that did work, by stage */

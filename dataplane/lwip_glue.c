@@ -60,10 +60,12 @@
  *   lwIP's err callback, pcb already freed) becomes exactly one irs_closed,
  *   and never after the server called ops->close.
  */
+#include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
 
 #include "lwip/etharp.h"
@@ -77,6 +79,8 @@
 #include "lwip/timeouts.h"
 #include "netif/ethernet.h"
 
+#include "db_internal.h" /* siphash24 */
+#include "ir_lwip_hooks.h"
 #include "lwip_glue.h"
 #include "server.h"
 
@@ -146,6 +150,40 @@ u32_t sys_now(void) {
 #endif
 
 int irl_window_scale(void) { return LWIP_WND_SCALE ? TCP_RCV_SCALE : 0; }
+
+#ifdef LWIP_HOOK_TCP_ISN
+/* RFC 6528: ISN = M + F(localip, localport, remoteip, remoteport, secretkey), M a
+ * timer ticking every 4 microseconds, F SipHash-2-4 (db.c) under a key from
+ * getrandom() taken when the stack is created (irl_create). */
+static uint8_t isn_key[16];
+static int isn_keyed;
+
+static int isnKeyInit(void) {
+    size_t got = 0;
+    while (got < sizeof(isn_key)) {
+        ssize_t n = getrandom(isn_key + got, sizeof(isn_key) - got, 0);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return -1;
+        got += (size_t)n;
+    }
+    isn_keyed = 1;
+    return 0;
+}
+
+u32_t irl_tcp_isn(const ip_addr_t *local_ip, u16_t local_port, const ip_addr_t *remote_ip,
+                  u16_t remote_port) {
+    unsigned char in[12];
+    u32_t l = ip4_addr_get_u32(ip_2_ip4(local_ip)), r = ip4_addr_get_u32(ip_2_ip4(remote_ip));
+    memcpy(in, &l, 4);
+    memcpy(in + 4, &r, 4);
+    memcpy(in + 8, &local_port, 2);
+    memcpy(in + 10, &remote_port, 2);
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    uint64_t m = ((uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000) / 4;
+    return (u32_t)(m + siphash24(in, sizeof(in), isn_key));
+}
+#endif
 
 #ifdef IR_LWIP_SOURCE_BUILD
 #define LWIP_BUILD_KIND "source build with dataplane/lwip/lwipopts.h"
@@ -660,6 +698,14 @@ irl_stack *irl_create(const irl_params *p, int *bound_port, int *code) {
     st->mtu = p->mtu;
     st->zerocopy = ird_tx_zerocopy(p->dev);
     memcpy(st->mac, p->mac, sizeof(st->mac));
+#ifdef LWIP_HOOK_TCP_ISN
+    if (!isn_keyed && isnKeyInit() != 0) {
+        ir_set_error("getrandom for the TCP sequence-number key: %s", strerror(errno));
+        *code = IR_ENET;
+        free(st);
+        return NULL;
+    }
+#endif
     if (!lwip_ready) {
         lwip_init(); /* no tcpip_init: this thread is the only lwIP thread */
         lwip_ready = 1;

@@ -83,12 +83,6 @@ static void portGet(const ir_server *s, char *buf, size_t len) {
     snprintf(buf, len, "%d", s->tp ? s->tp->bound_port : s->cfg.port);
 }
 
-static void protectedGet(const ir_server *s, char *buf, size_t len) {
-    size_t n;
-    serverRequirePass(s, &n);
-    snprintf(buf, len, "%s", n ? "no" : "yes");
-}
-
 static void databasesGet(const ir_server *s, char *buf, size_t len) {
     snprintf(buf, len, "%d", dbsCount(s));
 }
@@ -397,9 +391,11 @@ static const cfgparam params[] = {
      "close clients idle this many seconds (0 = never)", NOHOOK},
     {"tcp-keepalive", NULL, CT_INT, 0, 0, IMAX, "300", NULL, F(tcp_keepalive, FT_INT), NULL,
      "TCP keepalive interval in seconds, so half-open connections are reclaimed (0 = off)", NOHOOK},
-    {"protected-mode", NULL, CT_BOOL, CF_SAME_ONLY, 0, 0, "yes", NULL, NOF, NULL,
-     "yes while no password is set: only loopback and the client subnet may talk", protectedGet,
-     NULL, NULL},
+    {"protected-mode", NULL, CT_BOOL, CF_SAME_ONLY, 0, 0, "yes", NULL, F(protected_mode, FT_INT),
+     NULL,
+     "while the default user needs no password, only loopback, the Unix socket and the client "
+     "subnet may connect (DPDK: only the client subnet; there is no loopback); no = anyone",
+     NOHOOK},
     {"requirepass", NULL, CT_STRING, CF_SENSITIVE, 0, 0, "", NULL, F(requirepass, FT_STR), NULL,
      "password of the default user (binary-safe; never shown); none: protected mode", emptyGet,
      NULL, requirepassApply},

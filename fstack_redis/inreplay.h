@@ -137,7 +137,12 @@ typedef struct ir_config {
     /* security and limits (Redis's names) */
     const char *requirepass;   /* NULL/"" = no password: protected mode applies */
     const char *client_subnet; /* "A.B.C.D/NN" also allowed without a password, or NULL */
-    const char *aclfile;       /* ACL users loaded at start, ACL SAVE/LOAD's file, or NULL */
+    /* protected mode (Redis's): while the default user needs no password, only
+     * local clients (kernel stack: loopback, the Unix socket) and client_subnet
+     * may connect; a DPDK port has no loopback, so there only client_subnet.
+     * 0 = every client (--protected-mode no) */
+    int protected_mode;
+    const char *aclfile; /* ACL users loaded at start, ACL SAVE/LOAD's file, or NULL */
     /* who may run DEBUG / CONFIG SET the protected configs (dir): "no" (Redis 7's
      * default), "yes", or "local" (loopback clients of the kernel stack) */
     const char *enable_debug_command;

@@ -153,10 +153,18 @@ static int peerIsLoopback(const char *addr) {
     return (fam == 4 && a[0] == 127) || (fam == 6 && memcmp(a, loop6, 16) == 0);
 }
 
-/* Protected mode: without a password only loopback and the configured
- * client subnet may talk; an address we cannot read is not trusted. */
+static int stackIsKernel(const ir_server *s) {
+    return s->tp && !strcmp(s->tp->ops->name, "kernel");
+}
+
+static int stackIsDpdk(const ir_server *s) { return s->tp && !strcmp(s->tp->ops->name, "dpdk"); }
+
+/* Protected mode: while the default user needs no password only loopback and
+ * the configured client subnet may talk; an address we cannot read is not
+ * trusted. A DPDK port has no loopback: a 127/8 source there came off the
+ * wire (and the port drops it), so only the client subnet. */
 static int peerAllowed(const ir_server *s, const char *addr) {
-    if (peerIsLoopback(addr)) return 1;
+    if (!stackIsDpdk(s) && peerIsLoopback(addr)) return 1;
     unsigned char a[16];
     int fam = peerIp(addr, a);
     return fam && s->has_subnet && fam == s->subnet_family &&
@@ -169,8 +177,7 @@ int protectedActionAllowed(const client *c, const char *setting) {
     /* local: the Unix socket, or loopback on the kernel stack (a DPDK port
      * has no loopback: a 127/8 source there came off the wire) */
     if (c->flags & CLIENT_UNIX_SOCKET) return 1;
-    const ir_transport *t = c->srv->tp;
-    if (!t || strcmp(t->ops->name, "kernel") != 0) return 0;
+    if (!stackIsKernel(c->srv)) return 0;
     return peerIsLoopback(c->addr);
 }
 
@@ -185,6 +192,14 @@ void serverLogOpenedProtections(const ir_server *s) {
             serverLog("Notice: %s %s: %s is open to %s clients (Redis's default: no)",
                       opened[i].name, val[i], opened[i].what,
                       !strcmp(val[i], "yes") ? "all" : "loopback");
+    if (!aclDefaultIsNopass(s)) return; /* a password: protected mode does not apply */
+    if (!s->cfg.protected_mode)
+        serverLog("Notice: protected-mode no: the default user needs no password and every "
+                  "client may connect (Redis's default: yes)");
+    else if (stackIsDpdk(s))
+        serverLog("Notice: protected mode: the default user needs no password and a DPDK port "
+                  "has no loopback, so %s; set --requirepass, or --protected-mode no",
+                  s->has_subnet ? "only --client-subnet may connect" : "every client is refused");
 }
 
 int authRequired(const client *c) { return !c->authenticated; }
@@ -268,6 +283,22 @@ void server_tick(ir_server *s) {
 
 /* ---- clients ------------------------------------------------------------ */
 
+/* Redis 7.0's words (networking.c acceptCommonHandler), its typo included. */
+#define PROTECTED_MODE_DENIED \
+    "-DENIED Redis is running in protected mode because protected mode is enabled and no " \
+    "password is set for the default user. In this mode connections are only accepted from " \
+    "the loopback interface. If you want to connect from external computers to Redis you may " \
+    "adopt one of the following solutions: 1) Just disable protected mode sending the command " \
+    "'CONFIG SET protected-mode no' from the loopback interface by connecting to Redis from " \
+    "the same host the server is running, however MAKE SURE Redis is not publicly accessible " \
+    "from internet if you do so. Use CONFIG REWRITE to make this change permanent. 2) " \
+    "Alternatively you can just disable the protected mode by editing the Redis configuration " \
+    "file, and setting the protected mode option to 'no', and then restarting the server. 3) " \
+    "If you started the server manually just for testing, restart it with the '--protected-mode " \
+    "no' option. 4) Setup a an authentication password for the default user. NOTE: You only " \
+    "need to do one of the above things in order for the server to start accepting " \
+    "connections from the outside.\r\n"
+
 /* Answer a connection we will not serve, before any client exists for it. */
 static client *refuse(ir_server *s, ir_transport *t, ir_conn *conn, ir_str err) {
     struct iovec iov = {(void *)err.p, err.len};
@@ -279,21 +310,16 @@ static client *refuse(ir_server *s, ir_transport *t, ir_conn *conn, ir_str err) 
 client *irs_accept(ir_server *s, ir_transport *t, ir_conn *conn) {
     if (s->nclients >= (uint64_t)s->cfg.maxclients)
         return refuse(s, t, conn, IR_STR("-ERR max number of clients reached\r\n"));
-    size_t passlen;
-    serverRequirePass(s, &passlen);
-    /* a Unix-socket client is local, as loopback is (Redis's islocalClient) */
+    /* a Unix-socket client is local, as loopback is (Redis's islocalClient);
+     * protected mode is judged by the default user, as Redis 7 does, so
+     * `ACL SETUSER default nopass` opens it as an empty requirepass does */
     int unix_sock = t->ops->is_unix && t->ops->is_unix(t, conn);
-    if (!passlen && !unix_sock) {
+    if (s->cfg.protected_mode && aclDefaultIsNopass(s) && !unix_sock) {
         char addr[64];
         t->ops->peername(t, conn, addr, sizeof(addr));
         if (!peerAllowed(s, addr)) {
             if (s->cfg.verbose) serverLog("Denied %s: protected mode", addr);
-            return refuse(
-                s, t, conn,
-                IR_STR(
-                    "-DENIED inreplay is in protected mode: no password is set, so only loopback "
-                    "and the client subnet may connect. Set --requirepass, or allow the clients' "
-                    "network with --client-subnet A.B.C.D/NN.\r\n"));
+            return refuse(s, t, conn, IR_STR(PROTECTED_MODE_DENIED));
         }
     }
     client *c = calloc(1, sizeof(*c));

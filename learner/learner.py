@@ -99,6 +99,7 @@ from inreplay.actors.config import (  # noqa: E402
     Keys,
     Parser,
     add_arguments,
+    appliance_password,
     dump_stacks_on_signal,
     fail,
     from_args,
@@ -124,7 +125,8 @@ class RunExistsError(RuntimeError):
 def _group(cfg: Config) -> ShardedReplayClient:
     """The appliance, or every shard of its replay group, from the address given."""
     return ShardedReplayClient.from_seed(f"{cfg.host}:{cfg.port}",
-                                         socket_timeout=NET_TIMEOUT_S, socket_connect_timeout=5)
+                                         socket_timeout=NET_TIMEOUT_S, socket_connect_timeout=5,
+                                         password=appliance_password())
 
 
 def key_server(cfg: Config) -> redis.Redis:
@@ -134,9 +136,9 @@ def key_server(cfg: Config) -> redis.Redis:
     host, port = cfg.host, cfg.port
     if cfg.replay == "appliance":
         host, port = home_address(host, port, socket_timeout=NET_TIMEOUT_S,
-                                  socket_connect_timeout=5)
+                                  socket_connect_timeout=5, password=appliance_password())
     return connect(host=host, port=port, protocol=2, socket_timeout=NET_TIMEOUT_S,
-                       socket_connect_timeout=5)
+                       socket_connect_timeout=5, password=appliance_password())
 
 
 def existing_run(cfg: Config, r: redis.Redis) -> dict[str, Any] | None:

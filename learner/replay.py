@@ -32,7 +32,7 @@ import numpy as np
 import numpy.typing as npt
 import redis
 from inreplay.actors.codec import HEADER_BYTES, Batch, TransitionCodec, stored_bytes
-from inreplay.actors.config import Config, Keys
+from inreplay.actors.config import Config, Keys, appliance_password
 from inreplay.actors.frames import batch_of, frames_once_on
 
 from pyctl.client import RateLimited, connect
@@ -77,7 +77,8 @@ class ApplianceReplay:
     def __init__(self, cfg: Config, codec: TransitionCodec, create: bool = False) -> None:
         self.cfg = cfg
         self.codec = codec
-        self.rc = ShardedReplayClient.from_seed(f"{cfg.host}:{cfg.port}", socket_timeout=60)
+        self.rc = ShardedReplayClient.from_seed(f"{cfg.host}:{cfg.port}", socket_timeout=60,
+                                                    password=appliance_password())
         self.limited: str | None = None
         """The limiter's last word while a sample waited (None once one ran)."""
         self.decode_lock = threading.Lock()
@@ -158,7 +159,7 @@ class LocalReplay:
         self.codec = codec
         self.key = Keys(cfg.prefix).experience
         self.r = connection or connect(host=cfg.host, port=cfg.port, protocol=2,
-                                           socket_timeout=60)
+                                       password=appliance_password(), socket_timeout=60)
         self.variable = codec.pixels  # items of any size (compressed frames)
         self.maxbytes = cfg.replay_maxbytes
         if self.variable:

@@ -478,8 +478,8 @@ def _not_answering(inst: srv.Instance, e: Exception) -> str:
     if isinstance(e, redis.AuthenticationError) or "NOAUTH" in text or "Authentication" in text:
         hint = f" (give --password, or set {PASSWORD_ENV} as for redis-cli)"
     elif isinstance(e, redis.ConnectionError) and ("reset" in text or "closed" in text):
-        hint = (" (protected mode closes connections from outside loopback and --client-subnet:"
-                " run on the server's box, or start it with --requirepass)")
+        hint = (" (protected mode closes connections from outside loopback and --client-subnet,"
+                " and on DPDK every connection: start the server with --requirepass-file)")
     else:
         hint = ""
     return f"not answering on {inst.endpoint}: {text}{hint}"
@@ -667,7 +667,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
             t = telemetry.query(inst.file_prefix, "/inreplay/stats")["/inreplay/stats"]
             out["ports"] = {str(t["port_id"]): {k: t[k] for k in (
                 "link_up", "rx_packets", "tx_packets", "rx_bytes", "tx_bytes", "imissed",
-                "ierrors", "oerrors", "rx_nombuf")}}
+                "ierrors", "oerrors", "rx_nombuf", "rx_martians")}}
             out["connections"] = t["connections"]
         except (telemetry.TelemetryError, KeyError, TypeError) as e:
             out["ports_error"] = str(e)
@@ -681,7 +681,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
         print(f"  port {pid}: link {'up' if p['link_up'] else 'DOWN'}, rx {p['rx_packets']} pkts "
               f"/ {p['rx_bytes']} B, tx {p['tx_packets']} pkts / {p['tx_bytes']} B, "
               f"imissed {p['imissed']}, rx_nombuf {p['rx_nombuf']}, errors "
-              f"{p['ierrors']}/{p['oerrors']}")
+              f"{p['ierrors']}/{p['oerrors']}, martians dropped {p['rx_martians']}")
     if "ports_error" in out:
         print(f"  ports: {out['ports_error']}")
     for name, t in tables.items():

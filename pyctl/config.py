@@ -199,6 +199,7 @@ class ServerConfig:
                                           "--requirepass, $INREPLAY_REQUIREPASS is the "
                                           "password if set", metavar="PATH")
     client_subnet: str = _cd("client_subnet", metavar="A.B.C.D/NN")
+    protected_mode: bool = _cd("protected_mode", metavar="yes|no")
     aclfile: str = _cd("aclfile", metavar="FILE")
     enable_debug_command: str = _cd("enable_debug_command", metavar="no|yes|local")
     enable_protected_configs: str = _cd("enable_protected_configs", metavar="no|yes|local")
@@ -490,10 +491,17 @@ class ServerConfig:
         return problems
 
     def allowed_subnet(self) -> str:
-        """client_subnet, defaulting on DPDK to the --ip network when no password is set."""
-        if self.client_subnet or self.requirepass or self.stack != "dpdk":
-            return self.client_subnet
-        return str(ipaddress.ip_interface(self.ip).network)
+        """client_subnet as given: on DPDK nothing is trusted by default (no loopback
+        there), so without a password clients need --client-subnet or a password."""
+        return self.client_subnet
+
+
+def parse_yes_no(text: str) -> bool:
+    """yes/no (Redis's words for a boolean setting) as a bool."""
+    t = text.strip().lower()
+    if t in ("yes", "no"):
+        return t == "yes"
+    raise ValueError(f"expected yes or no, got {text!r}")
 
 
 def flag(name: str) -> str:
@@ -803,9 +811,12 @@ def _spec(f: dataclasses.Field[Any]) -> FlagSpec:
         parse = _int_parser(None if lo is None else int(lo), None if hi is None else int(hi))
     elif kind == "double":
         parse = _float_parser(0 if lo is None else lo, hi)
+    elif kind == "bool" and field_default(f.name) is True:
+        parse = parse_yes_no  # on by default: a bare flag could not turn it off
     return FlagSpec(
         name=f.name, flag=flag(f.name), help=flag_help(f.name),
-        action={"bool": "store_true", "list": "append"}.get(kind, "store"), parse=parse,
+        action="store" if kind == "bool" and parse is not None
+        else {"bool": "store_true", "list": "append"}.get(kind, "store"), parse=parse,
         choices=tuple(p["values"].split(",")) if p is not None and kind == "enum" else None,
         metavar=meta.get("metavar") or ("SIZE" if f.name in size_fields() else None),
         group=meta.get("group"),

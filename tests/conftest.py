@@ -34,6 +34,7 @@ import atexit
 import contextlib
 import json
 import os
+import secrets
 import shlex
 import shutil
 import signal
@@ -213,7 +214,8 @@ class RawConn:
     AssertionError naming what had arrived so far.
     """
 
-    def __init__(self, host: str, port: int, timeout: float = 10.0, sock: Any = None) -> None:
+    def __init__(self, host: str, port: int, timeout: float = 10.0, sock: Any = None,
+                 password: str | None = None) -> None:
         """sock: an open connection to use instead (the shm kind's ShmSocket)."""
         if sock is None:
             sock = socket.create_connection((host, port), timeout=timeout)
@@ -223,6 +225,9 @@ class RawConn:
         self.sock = sock
         self.timeout = timeout
         self.buf = bytearray()
+        if password is not None:  # the server's password (the DPDK one has one)
+            self.send(mbulk("AUTH", password))
+            self.expect(b"+OK\r\n")
 
     # -- plumbing --
     def close(self) -> None:
@@ -378,17 +383,19 @@ class RawConn:
 # --------------------------------------------------------------------------
 
 
-def _ping(port: int, host: str = HOST) -> bool:
+def _ping(port: int, host: str = HOST, password: str | None = None) -> bool:
+    auth = mbulk("AUTH", password) if password is not None else b""
+    want = (b"+OK\r\n" if password is not None else b"") + b"+PONG\r\n"
     try:
         with socket.create_connection((host, port), timeout=1.0) as s:
-            s.sendall(b"PING\r\n")
+            s.sendall(auth + b"PING\r\n")
             data = b""
-            while len(data) < 7:
+            while len(data) < len(want):
                 chunk = s.recv(64)
                 if not chunk:
                     return False
                 data += chunk
-            return data[:7] == b"+PONG\r\n"
+            return data[: len(want)] == want
     except OSError:
         return False
 
@@ -457,12 +464,20 @@ def _dpdk_netns_down() -> None:
 class ServerProcess:
     """One running server on 127.0.0.1:port: redis-server, inreplay (its kernel or DPDK
     stack), or module (redis-server with the REPLAY.* module; extra_args after the module's
-    path are the module's own, SEED 7, until a --flag of redis-server's)."""
+    path are the module's own, SEED 7, until a --flag of redis-server's).
+
+    The DPDK server has a password (``password``): a DPDK port has no loopback, so
+    without one protected mode refuses every client. Its clients here (``client``,
+    ``raw``, ``connect``, ``cli_auth``) authenticate with it, as a notebook's hand out
+    its token."""
 
     def __init__(self, kind: str, workdir: Path, extra_args: tuple[str, ...] = (),
                  port: int | None = None, opened: bool = True) -> None:
         self.kind = kind
         self.host = HOST
+        self.password: str | None = None
+        if "--requirepass" in extra_args:  # the test's own: its clients here use it too
+            self.password = extra_args[extra_args.index("--requirepass") + 1]
         self.port = port or free_port()
         workdir.mkdir(parents=True, exist_ok=True)
         self.log_path = workdir / f"{kind}-{self.port}.log"
@@ -472,8 +487,8 @@ class ServerProcess:
                 "--port", str(self.port), "--bind", HOST,
                 "--save", "", "--appendonly", "no",
                 # DEBUG and CONFIG SET dir as Redis's own test suite opens them
-                # (OPENED; inreplay's servers too unless opened=False)
-                *OPENED,
+                # (OPENED, unless opened=False; inreplay's servers too)
+                *(OPENED if opened else ()),
                 "--dir", str(workdir), "--daemonize", "no",
                 *(("--loadmodule", module_path()) if kind == "module" else ()),
                 *extra_args,
@@ -489,6 +504,12 @@ class ServerProcess:
             env = None
         elif kind == "dpdk":
             self.host = _dpdk_netns_up()
+            env = dict(os.environ)
+            env.pop("INREPLAY_REQUIREPASS", None)
+            # (unless the test lets clients in otherwise: a network, or no protected mode)
+            if self.password is None and not {"--protected-mode", "--client-subnet"} & {
+                    *extra_args}:
+                self.password = env["INREPLAY_REQUIREPASS"] = secrets.token_hex(16)
             argv = [
                 sys.executable, "-m", "pyctl", "start", "--stack", "dpdk",
                 "--netns", DPDK_NETNS, "--cores", "0", "--ip", f"{self.host}/24",
@@ -501,7 +522,6 @@ class ServerProcess:
                 *extra_args,
             ]  # fmt: skip
             cwd = ROOT
-            env = dict(os.environ)
         elif kind in ("inreplay", "shm"):
             argv = [
                 sys.executable, "-m", "pyctl", "start",
@@ -546,7 +566,7 @@ class ServerProcess:
                     f"{self.kind} exited with {self.proc.returncode} before listening "
                     f"({shlex.join(self.argv)}):\n{self.log_tail()}"
                 )
-            if _ping(self.port, self.host):
+            if _ping(self.port, self.host, self.password):
                 return
             time.sleep(0.05)
         raise RuntimeError(
@@ -601,6 +621,8 @@ class ServerProcess:
             "socket_timeout": 30,
             "single_connection_client": True,
         }
+        if self.password is not None:
+            opts["password"] = self.password
         opts.update(kwargs)
         if self.kind == "shm":
             return _shm.connect(shm=True, **opts)
@@ -608,13 +630,35 @@ class ServerProcess:
 
     def shm_path(self) -> str:
         """The shm kind's shm socket (what INFO server names)."""
-        with redis.Redis(host=self.host, port=self.port, protocol=2) as r:
+        with redis.Redis(host=self.host, port=self.port, protocol=2, password=self.password) as r:
             return str(r.info("server")["shm_socket"])
 
     def raw(self, timeout: float = 10.0) -> RawConn:
         if self.kind == "shm":
-            return RawConn(self.host, self.port, timeout, sock=_shm.ShmSocket(self.shm_path()))
-        return RawConn(self.host, self.port, timeout)
+            return RawConn(self.host, self.port, timeout, sock=_shm.ShmSocket(self.shm_path()),
+                           password=self.password)
+        return RawConn(self.host, self.port, timeout, password=self.password)
+
+    def connect(self, timeout: float = 10.0) -> socket.socket:
+        """A plain connected socket, authenticated when the server has a password."""
+        s = socket.create_connection((self.host, self.port), timeout=timeout)
+        if self.password is not None:
+            s.sendall(mbulk("AUTH", self.password))
+            got = b""
+            while not got.endswith(b"\r\n"):
+                chunk = s.recv(1)
+                if not chunk:
+                    break
+                got += chunk
+            assert got == b"+OK\r\n", f"AUTH on {self}: {got!r}"
+        return s
+
+    def cli_auth(self, benchmark: bool = False) -> list[str]:
+        """redis-cli's (or redis-benchmark's, which lacks --no-auth-warning) flags for the
+        server's password, if any."""
+        if self.password is None:
+            return []
+        return ["-a", self.password, *(() if benchmark else ("--no-auth-warning",))]
 
     def flushall(self) -> None:
         with self.raw() as c:
@@ -786,14 +830,21 @@ def own_server(kind: str, work: Path) -> Iterator[ServerProcess]:
 
 
 @pytest.fixture
-def server_factory(tmp_path: Path) -> Iterator[Callable[..., ServerProcess]]:
+def server_factory(tmp_path: Path,
+                   server_pool: ServerPool) -> Iterator[Callable[..., ServerProcess]]:
     """Start dedicated servers for one test: factory(kind, *extra_args).
 
+    The session's DPDK servers share one address on one veth, so a dedicated one
+    stops the pool's first (the pool starts it again when a test needs it).
     Teardown stops the ones still running (SIGTERM) and asserts exit code 0.
     """
     started: list[ServerProcess] = []
 
     def start(kind: str, *extra_args: str, opened: bool = True) -> ServerProcess:
+        pooled = server_pool.servers.get("dpdk") if kind == "dpdk" else None
+        if pooled is not None and pooled.alive():
+            rc = pooled.stop()
+            assert rc == 0, f"{pooled} exited with {rc}:\n{pooled.log_tail()}"
         srv = ServerProcess(kind, tmp_path / f"srv{len(started)}", tuple(extra_args),
                             opened=opened)
         started.append(srv)

@@ -2,9 +2,10 @@
 
     ip netns exec NS python tests/dpdk_client.py CHECK HOST PORT [options]
 
-CHECK is one of values, replay, concurrent, uploads, rtt. Each prints one JSON object on
-stdout and exits 0 when every assertion held (1 with the failure otherwise),
-so the test reads both the verdict and the measurements.
+CHECK is one of values, replay, concurrent, uploads, rtt, isn, martians. Each prints one
+JSON object on stdout and exits 0 when every assertion held (1 with the failure
+otherwise), so the test reads both the verdict and the measurements. The server's
+password is $INREPLAY_REQUIREPASS (the DPDK server has one: no loopback there).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import os
 import socket
 import statistics
 import struct
+import subprocess
 import sys
 import threading
 import time
@@ -27,9 +29,12 @@ import redis
 VALUE_SIZES = (64, 1000, 1460, 1461, 4096, 65535, 65536, 65537, 100_000, 1 << 20, 13 << 20)
 
 
+PASSWORD = os.environ.get("INREPLAY_REQUIREPASS") or None
+
+
 def connect(host: str, port: int, **kw: Any) -> redis.Redis:
     opts: dict[str, Any] = {"host": host, "port": port, "protocol": 2, "socket_timeout": 60,
-                            "single_connection_client": True}
+                            "single_connection_client": True, "password": PASSWORD}
     opts.update(kw)
     return redis.Redis(**opts)
 
@@ -195,6 +200,10 @@ def check_rtt(host: str, port: int, args: argparse.Namespace) -> dict[str, Any]:
     r.close()
     s = socket.create_connection((host, port), timeout=10)
     s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    if PASSWORD:
+        auth = b"*2\r\n$4\r\nAUTH\r\n$%d\r\n%s\r\n" % (len(PASSWORD), PASSWORD.encode())
+        s.sendall(auth)
+        assert s.recv(5) == b"+OK\r\n", "AUTH failed"
     req = b"*2\r\n$3\r\nGET\r\n$8\r\ndpdk:rtt\r\n"
     want = b"$64\r\n" + b"x" * 64 + b"\r\n"
     samples = []
@@ -218,8 +227,120 @@ def check_rtt(host: str, port: int, args: argparse.Namespace) -> dict[str, Any]:
             "min_us": round(samples[0], 1)}
 
 
+def _iface_to(host: str) -> str:
+    """This namespace's interface toward host (the client end of the veth)."""
+    out = subprocess.run(["ip", "-o", "route", "get", host], capture_output=True, text=True,
+                         check=True).stdout.split()
+    return out[out.index("dev") + 1]
+
+
+def _sniffer(iface: str) -> socket.socket:
+    s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
+    s.bind((iface, 0))
+    s.settimeout(0.3)
+    return s
+
+
+def _tcp(frame: bytes) -> tuple[str, str, int, int, int, int] | None:
+    """(src, dst, sport, dport, seq, flags) of an IPv4 TCP frame, else None."""
+    if len(frame) < 54 or frame[12:14] != b"\x08\x00" or frame[23] != 6:
+        return None
+    ihl = (frame[14] & 0x0F) * 4
+    t = 14 + ihl
+    sport, dport, seq = struct.unpack("!HHI", frame[t:t + 8])
+    return (socket.inet_ntoa(frame[26:30]), socket.inet_ntoa(frame[30:34]), sport, dport, seq,
+            frame[t + 13])
+
+
+def check_isn(host: str, port: int, args: argparse.Namespace) -> dict[str, Any]:
+    """The server's initial sequence numbers (its SYN-ACKs' seq) for args.n connections
+    from as many source ports, read off the wire with an AF_PACKET socket."""
+    sniff = _sniffer(_iface_to(host))
+    sports = []
+    for _ in range(args.n):
+        c = socket.create_connection((host, port), timeout=10)
+        sports.append(c.getsockname()[1])
+        c.close()
+    isn: dict[int, int] = {}
+    deadline = time.monotonic() + 10
+    while len(isn) < len(sports) and time.monotonic() < deadline:
+        try:
+            f = sniff.recv(65535)
+        except TimeoutError:
+            continue
+        t = _tcp(f)
+        if t and t[0] == host and t[2] == port and t[5] & 0x12 == 0x12 and t[3] in sports:
+            isn[t[3]] = t[4]
+    sniff.close()
+    assert len(isn) == len(sports), f"saw {len(isn)} of {len(sports)} SYN-ACKs"
+    return {"isns": [isn[p] for p in sports]}
+
+
+def _csum(data: bytes) -> int:
+    if len(data) % 2:
+        data += b"\0"
+    total = sum(struct.unpack(f"!{len(data) // 2}H", data))
+    while total >> 16:
+        total = (total & 0xFFFF) + (total >> 16)
+    return ~total & 0xFFFF
+
+
+def _syn(src_mac: bytes, dst_mac: bytes, src: str, dst: str, sport: int, dport: int) -> bytes:
+    """An Ethernet frame with a TCP SYN, checksums right: lwIP would take it."""
+    s, d = socket.inet_aton(src), socket.inet_aton(dst)
+    tcp = struct.pack("!HHIIBBHHH", sport, dport, 12345, 0, 5 << 4, 0x02, 65535, 0, 0)
+    tcp = tcp[:16] + struct.pack("!H", _csum(s + d + struct.pack("!BBH", 0, 6, len(tcp)) + tcp)) \
+        + tcp[18:]
+    ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(tcp), 1, 0, 64, 6, 0, s, d)
+    ip = ip[:10] + struct.pack("!H", _csum(ip)) + ip[12:]
+    return dst_mac + src_mac + b"\x08\x00" + ip + tcp
+
+
+def _arp_request(src_mac: bytes, sender_ip: str, target_ip: str) -> bytes:
+    body = struct.pack("!HHBBH6s4s6s4s", 1, 0x0800, 6, 4, 1, src_mac,
+                       socket.inet_aton(sender_ip), b"\0" * 6, socket.inet_aton(target_ip))
+    return b"\xff" * 6 + src_mac + b"\x08\x06" + body
+
+
+def check_martians(host: str, port: int, args: argparse.Namespace) -> dict[str, Any]:
+    """Frames no wire may carry, sent to the server: TCP SYNs from 127.0.0.1 and from
+    the server's own address, and an ARP request claiming its address. Reports how
+    many were sent and whether the server answered any of them (it must not)."""
+    c = connect(host, port)  # the neighbour entry: the server's MAC
+    c.ping()
+    c.close()
+    iface = _iface_to(host)
+    neigh = subprocess.run(["ip", "neigh", "show", host, "dev", iface], capture_output=True,
+                           text=True, check=True).stdout.split()
+    dst_mac = bytes.fromhex(neigh[neigh.index("lladdr") + 1].replace(":", ""))
+    with open(f"/sys/class/net/{iface}/address") as f:
+        src_mac = bytes.fromhex(f.read().strip().replace(":", ""))
+    frames = [_syn(src_mac, dst_mac, "127.0.0.1", host, 40000 + i, port) for i in range(3)]
+    frames += [_syn(src_mac, dst_mac, host, host, 41000 + i, port) for i in range(3)]
+    frames += [_arp_request(src_mac, host, host)]
+    sniff = _sniffer(iface)
+    for f in frames:
+        sniff.send(f)
+    answered = []
+    deadline = time.monotonic() + 1.5
+    while time.monotonic() < deadline:
+        try:
+            f = sniff.recv(65535)
+        except TimeoutError:
+            continue
+        t = _tcp(f)
+        if f[6:12] == dst_mac and t and t[2] == port and t[1] in ("127.0.0.1", host):
+            answered.append(f"{t[0]}:{t[2]} -> {t[1]}:{t[3]} flags {t[5]:#x}")
+    sniff.close()
+    assert not answered, f"the server answered martians: {answered}"
+    return {"sent": len(frames)}
+
+
+ETH_P_ALL = 0x0003
+
 CHECKS = {"values": check_values, "replay": check_replay, "concurrent": check_concurrent,
-          "uploads": check_uploads, "rtt": check_rtt}
+          "uploads": check_uploads, "rtt": check_rtt, "isn": check_isn,
+          "martians": check_martians}
 
 
 def main() -> int:

@@ -3,8 +3,13 @@
 Used by tests/test_dpdk.py (inside a network namespace, as root) until pyctl
 grows --eal-args/--ip:
 
-    ip netns exec NS python tests/dpdk_serve.py --ip 10.77.0.2/24 --port 6390 \\
+    INREPLAY_REQUIREPASS=PW ip netns exec NS python tests/dpdk_serve.py \\
+        --ip 10.77.0.2/24 --port 6390 \\
         --eal-args "-l 0 --no-pci --vdev=net_af_packet0,iface=veth0 --file-prefix=ir"
+
+The password comes from $INREPLAY_REQUIREPASS, as for pyctl start: a DPDK port has
+no loopback, so without one protected mode refuses every client (unless
+--protected-mode no, or --client-subnet).
 
 Prints ``READY <port>`` once the server listens; SIGTERM/SIGINT stop it, and the
 exit code is 0 after a clean stop (1 with the library's error otherwise).
@@ -13,7 +18,7 @@ exit code is 0 after a clean stop (1 with the library's error otherwise).
 from __future__ import annotations
 
 import argparse
-import ipaddress
+import os
 import sys
 import threading
 from pathlib import Path
@@ -32,7 +37,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--port", type=int, default=6379)
     ap.add_argument("--maxclients", type=int, default=10000)
     ap.add_argument("--client-subnet", default=None,
-                    help="clients allowed without a password (default: the --ip network)")
+                    help="clients allowed without a password (default: none)")
+    ap.add_argument("--protected-mode", choices=("yes", "no"), default="yes")
     ap.add_argument("--verbose", action="store_true")
     args = ap.parse_args(argv)
 
@@ -53,17 +59,12 @@ def main(argv: list[str] | None = None) -> int:
     cfg.port = args.port
     cfg.maxclients = args.maxclients
     cfg.verbose = int(args.verbose)
-    # protected mode: the clients live on the stack's own subnet
-    # (a bad --ip is left for the library to refuse)
-    if "client_subnet" in dict(ffi.typeof("ir_config").fields):
-        subnet = args.client_subnet
-        if subnet is None:
-            try:
-                subnet = str(ipaddress.ip_interface(args.ip).network)
-            except ValueError:
-                subnet = None
-        if subnet:
-            cfg.client_subnet = s(subnet)
+    if os.environ.get("INREPLAY_REQUIREPASS"):
+        cfg.requirepass = s(os.environ["INREPLAY_REQUIREPASS"])
+    if args.client_subnet:
+        cfg.client_subnet = s(args.client_subnet)
+    if "protected_mode" in dict(ffi.typeof("ir_config").fields):  # an older library has none
+        cfg.protected_mode = int(args.protected_mode == "yes")
 
     result: dict[str, Any] = {}
 

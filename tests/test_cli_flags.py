@@ -124,8 +124,8 @@ def test_c_backed_help_is_the_c_doc_and_default(name: str, help_text: str) -> No
     assert _words(spec.help) in help_text, f"{name}: {spec.help!r} not in --help"
     if p["type"] == "enum":
         assert spec.choices == tuple(p["values"].split(","))
-    if p["type"] == "bool":
-        assert spec.action == "store_true"
+    if p["type"] == "bool":  # one on by default takes yes|no (--protected-mode no)
+        assert spec.action == ("store" if config.field_default(name) else "store_true")
 
 
 def _same(name: str, shown: str, reported: str) -> bool:

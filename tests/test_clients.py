@@ -30,7 +30,7 @@ def cli(
     server: ServerProcess, *args: str, stdin: str | None = None, timeout: float = 60
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [tool("redis-cli"), "-h", server.host, "-p", str(server.port), *args],
+        [tool("redis-cli"), "-h", server.host, "-p", str(server.port), *server.cli_auth(), *args],
         input=stdin,
         capture_output=True,
         text=True,
@@ -108,7 +108,8 @@ def test_cli_resp3(server: ServerProcess) -> None:
 
 def test_redis_py_defaults(server: ServerProcess) -> None:
     assert int(redis.__version__.split(".")[0]) >= 8, "the stock-client tests need redis-py 8"
-    r = redis.Redis(host=server.host, port=server.port, socket_timeout=10)
+    r = redis.Redis(host=server.host, port=server.port, socket_timeout=10,
+                    password=server.password)
     try:
         assert r.execute_command("HELLO")[b"proto"] == 3  # what redis-py chose on connect
         assert r.set("a", "1") is True
@@ -157,7 +158,8 @@ RATE = re.compile(r"^(?P<name>[A-Z_]+(?: \(\d+ keys\))?): (?P<rate>[0-9.]+) requ
 
 def benchmark(server: ServerProcess, *args: str) -> dict[str, float]:
     proc = subprocess.run(
-        [tool("redis-benchmark"), "-h", server.host, "-p", str(server.port), "-q", *args],
+        [tool("redis-benchmark"), "-h", server.host, "-p", str(server.port), "-q",
+         *server.cli_auth(benchmark=True), *args],
         capture_output=True,
         text=True,
         timeout=300,

@@ -93,7 +93,8 @@ def test_hello_3(server: ServerProcess, raw: Raw) -> None:
 def test_default_redis_py_client_connects(server: ServerProcess) -> None:
     """redis-py >= 8 speaks RESP3 by default: it opens every connection with
     HELLO 3 and gives up if that fails. A stock client must work unchanged."""
-    client = redis.Redis(host=server.host, port=server.port, socket_timeout=10)
+    client = redis.Redis(host=server.host, port=server.port, socket_timeout=10,
+                         password=server.password)
     try:
         assert client.set("default-client", "yes")
         assert client.get("default-client") == b"yes"

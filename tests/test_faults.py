@@ -86,7 +86,9 @@ def start(topo: dict[str, str], stack: str, *flags: str) -> Appliance:
                             "--cores", "0", "--vdev", f"net_af_packet0,iface={topo['iface']}",
                             "--ip", f"{topo['appliance_ip']}/{topo['prefix']}",
                             "--listen-port", str(port), "--hugepages", "128",
-                            "--file-prefix", prefix, "--daemon", *flags],
+                            "--file-prefix", prefix, "--daemon",
+                            # as the kernel twin below: a DPDK port trusts no one by default
+                            "--client-subnet", f"{topo['client_ip']}/{topo['prefix']}", *flags],
                            capture_output=True, text=True, timeout=60)
         assert r.returncode == 0, r.stderr
         endpoint = f"{topo['appliance_ip']}:{port}"

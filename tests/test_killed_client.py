@@ -15,7 +15,7 @@ BIG = 13 << 20
 
 def kill_midway(server: ServerProcess, head: bytes, body_sent: int) -> None:
     """Send a request header and part of its body, then reset the connection."""
-    s = socket.create_connection((server.host, server.port), timeout=10)
+    s = server.connect(timeout=10)
     s.sendall(head)
     chunk = b"\r\n\x00x" * (1 << 14)
     sent = 0
@@ -61,7 +61,7 @@ def test_killed_during_replay_add_batch(replay_server: ServerProcess) -> None:
     items = 200
     head = b"*%d\r\n$10\r\nREPLAY.ADD\r\n$4\r\nkill\r\n" % (2 + 2 * items)
     one = b"$1\r\n1\r\n$28672\r\n" + b"\x07" * 28672 + b"\r\n"
-    s = socket.create_connection((server.host, server.port), timeout=10)
+    s = server.connect(timeout=10)
     s.sendall(head + one * (items // 2))  # half the batch, then the client dies
     s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
     s.close()

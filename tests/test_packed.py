@@ -230,7 +230,7 @@ def test_packed_large_items_sent_in_parts(srv: ServerProcess, r: redis.Redis) ->
 
 
 def test_client_sample_item_shape(srv: ServerProcess) -> None:
-    with ReplayClient(srv.host, srv.port) as rc:
+    with ReplayClient(srv.host, srv.port, password=srv.password) as rc:
         t = f"c-{uuid.uuid4().hex[:8]}"
         rc.create(t, capacity=100, alpha=1.0, epsilon=0.0)
         frames = np.random.default_rng(3).random((30, 4, 5, 3), dtype=np.float32)

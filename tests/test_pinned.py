@@ -25,6 +25,7 @@ import numpy as np
 import pytest
 import redis
 from conftest import RawConn, ServerProcess
+from helpers import mbulk
 
 BIG = 13 * 1024 * 1024
 ITEM = 28 * 1024
@@ -53,6 +54,9 @@ def slow_reader(srv: ServerProcess) -> RawConn:
     c.sock = sock
     c.timeout = 30
     c.buf = bytearray()
+    if srv.password is not None:
+        c.send(mbulk("AUTH", srv.password))
+        c.expect(b"+OK\r\n")
     return c
 
 

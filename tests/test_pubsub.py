@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import pytest
 import redis
 from conftest import RespError
+from helpers import mbulk
 
 # also over the same-host rings (server kind shm), against stock Redis as the others
 pytestmark = pytest.mark.also_shm
@@ -77,7 +78,7 @@ def test_psubscribe_matches_redis_globs(raw: Raw) -> None:
     assert sub.call("PUNSUBSCRIBE", "pp.*") == [b"punsubscribe", b"pp.*", 4]
 
 
-def test_resp2_subscribed_mode_allows_only_some_commands(raw: Raw) -> None:
+def test_resp2_subscribed_mode_allows_only_some_commands(server: ServerProcess, raw: Raw) -> None:
     sub = raw()
     sub.call("SUBSCRIBE", "ctx")
     assert sub.call("GET", "x") == RespError(CONTEXT_ERR.format("get").encode())
@@ -86,6 +87,8 @@ def test_resp2_subscribed_mode_allows_only_some_commands(raw: Raw) -> None:
     assert sub.call("PING", "hi") == [b"pong", b"hi"]
     assert sub.call("PSUBSCRIBE", "c*") == [b"psubscribe", b"c*", 2]
     assert sub.call("RESET") == "RESET"
+    if server.password is not None:  # RESET signs the client out too, as in Redis
+        assert sub.call("AUTH", server.password) == "OK"
     assert sub.call("PING") == "PONG"  # RESET left subscribed mode
     assert sub.call("GET", "ctx.nokey") is None
 
@@ -156,6 +159,8 @@ def test_slow_subscriber_is_disconnected_at_the_pubsub_limit(
     slow.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     try:
         slow.connect((server.host, server.port))
+        if server.password is not None:  # its +OK stays unread with the rest
+            slow.sendall(mbulk("AUTH", server.password))
         slow.sendall(b"*2\r\n$9\r\nSUBSCRIBE\r\n$4\r\nslow\r\n")
         time.sleep(0.1)
         chunk = b"x" * 65536
@@ -176,7 +181,8 @@ def test_slow_subscriber_is_disconnected_at_the_pubsub_limit(
 
 @pytest.mark.parametrize("protocol", [2, 3])
 def test_redis_py_pubsub(server: ServerProcess, protocol: int) -> None:
-    r = redis.Redis(host=server.host, port=server.port, protocol=protocol, socket_timeout=10)
+    r = redis.Redis(host=server.host, port=server.port, protocol=protocol, socket_timeout=10,
+                    password=server.password)
     p = r.pubsub()
     try:
         p.subscribe("rp.chan")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import secrets
 import shlex
 import subprocess
 import sys
@@ -33,11 +34,18 @@ def pyctl(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
 @pytest.fixture
 def topo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, object]]:
     monkeypatch.setenv("INREPLAY_RUN_DIR", str(tmp_path / "run"))
+    # a DPDK port has no loopback: without a password protected mode refuses every
+    # client, so the appliance gets one (pyctl start reads it from the environment)
+    # and its clients are handed it (redis-cli and pyctl status: REDISCLI_AUTH)
+    password = secrets.token_hex(16)
+    monkeypatch.setenv("INREPLAY_REQUIREPASS", password)
+    monkeypatch.setenv("REDISCLI_AUTH", password)
     name = f"irp{os.getpid() % 100000}"
     subnet = netns.free_subnet()
     up = pyctl("netns", "up", "--name", name, "--subnet", subnet, "--json")
     assert up.returncode == 0, up.stderr
     t = json.loads(up.stdout)
+    t["password"] = password
     human = pyctl("netns", "up", "--name", name, "--subnet", subnet)
     t["start_line"] = human.stdout.strip().splitlines()[-1].strip()
     try:
@@ -64,7 +72,8 @@ def test_printed_start_line_brings_up_the_dpdk_appliance(topo: dict[str, object]
     assert st["running"] and st["stack"] == "dpdk" and st["endpoint"] == endpoint
     assert "lwIP" in st["cores"]["0"] and st["netns"] == topo["netns"]
 
-    c = redis.Redis(host=str(topo["appliance_ip"]), port=6379, socket_timeout=10)
+    c = redis.Redis(host=str(topo["appliance_ip"]), port=6379, socket_timeout=10,
+                    password=str(topo["password"]))
     assert c.ping()
     blob = os.urandom(13 << 20)
     c.set("params", blob)
@@ -85,6 +94,7 @@ def test_printed_start_line_brings_up_the_dpdk_appliance(topo: dict[str, object]
     assert port0["link_up"] == 1
     assert port0["rx_packets"] > 13e6 / (int(topo["mtu"]) - 40)
     assert {"imissed", "rx_nombuf", "tx_packets"} <= port0.keys()
+    assert port0["rx_martians"] == 0  # nothing spoofed here (test_dpdk.py sends some)
     assert stats["tables"]["t"]["size"] == 2 and stats["tables"]["t"]["samples"] == 8
     tool = subprocess.run(["dpdk-telemetry.py", "-f", prefix], input="/inreplay/tables\n",
                           capture_output=True, text=True, timeout=20)
@@ -170,7 +180,8 @@ def test_idle_appliance_naps(topo: dict[str, object]) -> None:
         time.sleep(2.0)
         used = (_cpu_seconds(pid) - c0) / (time.monotonic() - t0)
         assert used < 0.3, f"{used:.2f} cores used while idle"
-        c = redis.Redis(host=str(topo["appliance_ip"]), port=6379, socket_timeout=5)
+        c = redis.Redis(host=str(topo["appliance_ip"]), port=6379, socket_timeout=5,
+                        password=str(topo["password"]))
         assert c.ping()  # a napping appliance still answers
         c.close()
     finally:

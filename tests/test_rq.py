@@ -33,7 +33,8 @@ def _worker_env() -> dict[str, str]:
 
 
 def _worker_argv(server: ServerProcess, *args: str) -> list[str]:
-    url = f"redis://{server.host}:{server.port}"
+    auth = f":{server.password}@" if server.password is not None else ""
+    url = f"redis://{auth}{server.host}:{server.port}"
     return [sys.executable, "-m", "rq.cli", "worker", *args, "--url", url]
 
 

@@ -517,7 +517,8 @@ def _stats(srv: ServerProcess) -> tuple[list[str], list[str]]:
         cmds = c.call("INFO", "commandstats").decode().splitlines()
     keep = [ln for ln in stats if ln.startswith("total_error_replies")]
     for ln in cmds:  # calls, rejected_calls and failed_calls; not the times
-        if ln.startswith("cmdstat_"):
+        # (nor the AUTH with which a connection to a server with a password starts)
+        if ln.startswith("cmdstat_") and not (srv.password and ln.startswith("cmdstat_auth:")):
             name, rest = ln.split(":", 1)
             kv = dict(x.split("=") for x in rest.split(","))
             keep.append(f"{name} {kv['calls']} {kv['rejected_calls']} {kv['failed_calls']}")

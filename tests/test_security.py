@@ -128,12 +128,36 @@ def test_protected_mode_denies_remote_peers_without_password(start: Starter) -> 
             return subprocess.run(["ip", "netns", "exec", ns, sys.executable, "-c", code],
                                   capture_output=True, timeout=20).stdout
 
+        # stock Redis 7's reply to a peer outside loopback, word for word
+        stock_port = free_port()
+        stock = subprocess.Popen(["redis-server", "--bind", "10.79.0.1", "--port",
+                                  str(stock_port), "--save", "", "--appendonly", "no"],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            deadline = time.monotonic() + 10
+            while not (denied := ping_from_ns(stock_port)) and time.monotonic() < deadline:
+                time.sleep(0.1)
+        finally:
+            stock.terminate()
+            stock.wait(10)
+        assert denied.startswith(b"-DENIED Redis is running in protected mode"), denied
         open_port = start(host="10.79.0.1")
-        assert ping_from_ns(open_port).startswith(b"-DENIED inreplay is in protected mode")
+        assert ping_from_ns(open_port) == denied
         subnet_port = start("--client-subnet", subnet, host="10.79.0.1")
         assert ping_from_ns(subnet_port) == b"+PONG\r\n"
+        unprotected_port = start("--protected-mode", "no", host="10.79.0.1")
+        assert ping_from_ns(unprotected_port) == b"+PONG\r\n"
         pw_port = start("--requirepass", "pw", host="10.79.0.1")
         assert ping_from_ns(pw_port, auth="pw") == b"+OK\r\n+PONG\r\n"
+        # protected mode is judged by the default user, as Redis 7 does: `nopass` on it
+        # closes the door to remote peers as an empty requirepass would
+        with socket.create_connection(("10.79.0.1", pw_port), timeout=10) as c:
+            c.sendall(b"AUTH pw\r\nACL SETUSER default nopass\r\n")
+            got = b""
+            while got.count(b"\r\n") < 2:
+                got += c.recv(100)
+            assert got == b"+OK\r\n+OK\r\n"
+        assert ping_from_ns(pw_port) == denied
     finally:
         subprocess.run([sys.executable, "-m", "pyctl", "netns", "down", "--name", ns],
                        capture_output=True)

@@ -288,7 +288,9 @@ def test_dpdk_group_one_lwip_per_core(tmp_path: Path) -> None:
         out = _pyctl(run, "start", "--shards", "2", "--stack", "dpdk", "--netns", name,
                      "--cores", "0-1", "--ip", ips, "--vdev", f"net_af_packet0,iface={name}-a",
                      "--listen-port", "7400", "--hugepages", "128", "--daemon",
-                     "--capacity", "1000", timeout=120)
+                     "--capacity", "1000",
+                     # the test's own veth: a DPDK port trusts no one by default
+                     "--client-subnet", subnet, timeout=120)
         assert out.returncode == 0, out.stderr + out.stdout
         try:
             rc = ShardedReplayClient.from_seed(f"{base}.0.4:7400")

@@ -412,10 +412,12 @@ def test_the_dpdk_stack_serves_the_rings_beside_its_port(server_factory: Any,
     """The DPDK appliance's loop serves same-host clients through the rings while its
     network clients go through lwIP: both see the same data."""
     srv = server_factory("dpdk", "--shm-socket", str(tmp_path / "d.shm"))
-    rc = ReplayClient(srv.host, srv.port, protocol=2)
+    # the DPDK server has a password (conftest): no loopback there to trust
+    rc = ReplayClient(srv.host, srv.port, protocol=2, password=srv.password)
     assert _shm.is_shm(rc.redis)
     assert rc.redis.info("server")["stack"] == "dpdk"
-    net = redis.Redis(host=srv.host, port=srv.port, protocol=2)  # over the veth, lwIP
+    net = redis.Redis(host=srv.host, port=srv.port, protocol=2,  # over the veth, lwIP
+                      password=srv.password)
     rc.create("t", 100)
     items = np.arange(10 * 1000, dtype=np.uint8).reshape(10, 1000)
     rc.add("t", np.ones(10), items)

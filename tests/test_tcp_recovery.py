@@ -66,7 +66,9 @@ class Appliance:
         r = subprocess.run([*PYCTL, "start", "--stack", "dpdk", "--netns", name, "--cores", "0",
                             "--vdev", f"net_af_packet0,iface={self.topo.iface}",
                             "--ip", f"{self.host}/{self.topo.prefix}", "--listen-port", str(PORT),
-                            "--hugepages", "128", "--file-prefix", self.prefix, "--daemon"],
+                            "--hugepages", "128", "--file-prefix", self.prefix, "--daemon",
+                            # the test's own veth: a DPDK port trusts no one by default
+                            "--client-subnet", f"{self.topo.client_ip}/{self.topo.prefix}"],
                            capture_output=True, text=True, timeout=90, cwd=ROOT)
         if r.returncode != 0:
             netns.down(name)

@@ -10,6 +10,7 @@ unix_socket_path on inreplay and on redis-server with the module.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import socket
 import stat
@@ -19,6 +20,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import conftest  # pytest's own (the session's DPDK namespace lives there)
 import numpy as np
 import pytest
 import redis
@@ -49,6 +51,10 @@ def sockdir() -> Iterator[Path]:
 
 
 def start(factory: Factory, kind: str, path: Path, *extra: str) -> ServerProcess:
+    if kind == "dpdk":  # its port trusts no one without a password: let the session's
+        # veth in (these tests are the socket's, whose clients are local on every stack)
+        net = ipaddress.ip_interface(f"{conftest._dpdk_netns_up()}/24").network
+        extra = ("--client-subnet", str(net), *extra)
     return factory(kind, "--unixsocket", str(path), *extra)
 
 

@@ -105,6 +105,15 @@
 #define TCP_RTO_INITIAL_MS 1000
 #define TCP_RTO_MIN_MS 60
 
+/* Initial sequence numbers as RFC 6528 has them: lwIP's own (a counter from
+ * 6510 stepped by its tick count) lets a host on the segment guess the next one
+ * and open a blind TCP session with a spoofed source. irl_tcp_isn (lwip_glue.c)
+ * adds a 4-microsecond clock to SipHash-2-4 of the 4-tuple under a key drawn
+ * from getrandom() at start. */
+#define LWIP_HOOK_FILENAME "ir_lwip_hooks.h"
+#define LWIP_HOOK_TCP_ISN(local_ip, local_port, remote_ip, remote_port) \
+    irl_tcp_isn(local_ip, local_port, remote_ip, remote_port)
+
 /* Compiled in, so the appliance can report and tests can check what it runs. */
 #define IR_LWIP_SOURCE_BUILD 1
 
