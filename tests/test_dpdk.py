@@ -411,7 +411,7 @@ def test_startup_errors_name_the_failing_call(netenv: NetEnv, tmp_path: Path) ->
 
 
 # --------------------------------------------------------------------------
-# trust (issue 38): each test starts a server of its own on the module's address
+# trust: each test starts a server of its own on the module's address
 # --------------------------------------------------------------------------
 
 

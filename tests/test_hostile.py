@@ -1,7 +1,7 @@
 """A hostile client against every place the server runs, each with its defaults (nothing
 opened) and a password: inreplay on the kernel stack ([inreplay]), on the DPDK stack in a
 namespace ([dpdk], where the session has it) and, where the item applies to it, stock
-redis-server hosting the REPLAY.* module ([module]). Issue 38's items, and where each is
+redis-server hosting the REPLAY.* module ([module]). The protections, and where each is
 tested:
 
 - replies never point at memory that can go away: test_reply_lifetime.py, test_acl.py
