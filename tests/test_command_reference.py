@@ -36,7 +36,7 @@ def documented() -> set[str]:
                 names |= {m.lower() for m in re.findall(r"`([A-Z][A-Z0-9_-]*)`", body)}
     replay = (DOCS / "reference" / "replay.md").read_text()
     for line in replay.split("\n## ", 1)[0].splitlines():
-        names |= {m.lower() for m in re.findall(r"`(REPLAY\.[A-Z]+)", line)}
+        names |= {m.lower() for m in re.findall(r"`((?:REPLAY|PARAM)\.[A-Z]+)", line)}
     return names
 
 
