@@ -256,6 +256,12 @@ static void idleDisarm(ir_shm_client *c) {
 /* Leave cli_waiting raised between calls, so that the server writes the
  * eventfd for every reply and epfd tells a poller the truth. */
 static void idleArm(ir_shm_client *c) {
+    /* first take any signal left over from a wait that found its bytes without
+     * sleeping (the server may have seen the flag raised and written it anyway):
+     * a poller must not be told of bytes that were read long ago */
+    uint64_t v;
+    ssize_t drained = read(c->efd, &v, sizeof(v));
+    (void)drained;
     if (!c->idle_armed) {
         c->idle_armed = 1;
         IR_SHM_STORE(&c->h->cli_waiting, 1);
