@@ -142,7 +142,7 @@ typedef struct dpdk_transport {
     uint64_t waits;         /* idle sleeps on rx_fd */
     int watch[4];           /* watch_fd's fds: a wait ends when one is readable */
     int nwatch;
-    char build[448];        /* INFO stack_build */
+    char build[448]; /* INFO stack_build */
 } dpdk_transport;
 
 /* EAL can be initialized once per process. */

@@ -312,15 +312,16 @@ int ir_run(const ir_config *cfg) {
                                                cfg->unixsocketperm);
         if (!s->unix_side || !s->tp->ops->watch_fd ||
             s->tp->ops->watch_fd(s->tp, ir_kernel_transport_fd(s->unix_side)) != 0) {
-            if (s->unix_side) ir_set_error("the %s stack cannot wait for the Unix socket's events",
-                                           s->tp->ops->name);
+            if (s->unix_side)
+                ir_set_error("the %s stack cannot wait for the Unix socket's events",
+                             s->tp->ops->name);
             rc = IR_ENET;
             goto server;
         }
     }
     if (cfg->shm_socket && cfg->shm_socket[0]) {
-        s->local = ir_shm_transport_new(s, cfg->shm_socket, cfg->shm_socketperm,
-                                        cfg->shm_ring_size);
+        s->local =
+            ir_shm_transport_new(s, cfg->shm_socket, cfg->shm_socketperm, cfg->shm_ring_size);
         int fds[2];
         int nfds = s->local ? ir_shm_wait_fds(s->local, fds) : 0;
         for (int i = 0; i < nfds; i++)

@@ -203,10 +203,8 @@ static void connOpen(shm_transport *st, int fd) {
     c->h->version = IR_SHM_VERSION;
     c->h->req_size = c->h->rep_size = rs;
 
-    ir_shm_hello hello = {.magic = IR_SHM_MAGIC,
-                          .version = IR_SHM_VERSION,
-                          .req_size = rs,
-                          .rep_size = rs};
+    ir_shm_hello hello = {
+        .magic = IR_SHM_MAGIC, .version = IR_SHM_VERSION, .req_size = rs, .rep_size = rs};
     snprintf(hello.run_id, sizeof(hello.run_id), "%s", st->base.srv->run_id);
     int fds[3] = {mfd, st->doorbell, efd};
     int sent = sendHello(fd, &hello, fds, 3);
@@ -235,7 +233,8 @@ static void acceptAll(shm_transport *st) {
         int fd = accept4(st->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
             if (acceptErrorIsPerConnection(errno) && ++skipped < 1000) continue;
-            if (errno != EAGAIN && errno != EWOULDBLOCK) serverLog("shm accept: %s", strerror(errno));
+            if (errno != EAGAIN && errno != EWOULDBLOCK)
+                serverLog("shm accept: %s", strerror(errno));
             return;
         }
         connOpen(st, fd);
@@ -263,7 +262,8 @@ static void checkHangups(shm_transport *st) {
     }
     if (!n || poll(st->pfds, n, 0) <= 0) return;
     for (size_t i = 0; i < n; i++)
-        if (st->pfds[i].revents) connFail(st->pconns[i], NULL); /* it sends nothing: any event is its end */
+        if (st->pfds[i].revents)
+            connFail(st->pconns[i], NULL); /* it sends nothing: any event is its end */
 }
 
 static void slowPath(shm_transport *st) {
@@ -454,8 +454,6 @@ int ir_shm_wait_fds(ir_transport *t, int fds[2]) {
     fds[1] = st->lfd;
     return 2;
 }
-
-size_t ir_shm_clients(ir_transport *t) { return ((shm_transport *)t)->nconns; }
 
 ir_transport *ir_shm_transport_new(struct ir_server *s, const char *path, unsigned perm,
                                    uint64_t ring_size) {

@@ -36,11 +36,11 @@
 
 typedef struct ir_shm_header {
     uint32_t magic, version;
-    uint64_t req_size, rep_size; /* as the server made them (it never reads them back) */
-    _Alignas(64) uint64_t req_head; /* client: request bytes written */
-    _Alignas(64) uint64_t req_tail; /* server: request bytes consumed */
-    _Alignas(64) uint64_t rep_head; /* server: reply bytes written */
-    _Alignas(64) uint64_t rep_tail; /* client: reply bytes consumed */
+    uint64_t req_size, rep_size;       /* as the server made them (it never reads them back) */
+    _Alignas(64) uint64_t req_head;    /* client: request bytes written */
+    _Alignas(64) uint64_t req_tail;    /* server: request bytes consumed */
+    _Alignas(64) uint64_t rep_head;    /* server: reply bytes written */
+    _Alignas(64) uint64_t rep_tail;    /* client: reply bytes consumed */
     _Alignas(64) uint32_t srv_waiting; /* the server may sleep: ring its doorbell */
     _Alignas(64) uint32_t cli_waiting; /* the client sleeps: write its eventfd */
 } ir_shm_header;

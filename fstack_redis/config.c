@@ -352,8 +352,8 @@ static const cfgparam params[] = {
     {"unixsocketperm", NULL, CT_INT, CF_IMMUTABLE | CF_OCTAL, 0, 0777, "0", NULL,
      F(unixsocketperm, FT_UINT), NULL,
      "mode of the unix socket file in octal, e.g. 700 (0 = as the umask leaves it)", NOHOOK},
-    {"shm-socket", NULL, CT_STRING, CF_IMMUTABLE | CF_HIDDEN, 0, 0, "", NULL,
-     F(shm_socket, FT_STR), NULL,
+    {"shm-socket", NULL, CT_STRING, CF_IMMUTABLE | CF_HIDDEN, 0, 0, "", NULL, F(shm_socket, FT_STR),
+     NULL,
      "path of the Unix socket that sets up same-host clients' shared-memory rings (RESP "
      "without TCP; either stack; a stale file there is replaced at start, removed at "
      "shutdown); \"\" = none",
@@ -363,8 +363,8 @@ static const cfgparam params[] = {
      "mode of the shm socket file in octal, e.g. 700 (0 = as the umask leaves it): who may "
      "connect",
      NOHOOK},
-    {"shm-ring-size", NULL, CT_MEM, CF_IMMUTABLE | CF_HIDDEN, 64 * 1024, 1024 * 1024 * 1024,
-     "16mb", NULL, F(shm_ring_size, FT_U64), NULL,
+    {"shm-ring-size", NULL, CT_MEM, CF_IMMUTABLE | CF_HIDDEN, 64 * 1024, 1024 * 1024 * 1024, "16mb",
+     NULL, F(shm_ring_size, FT_U64), NULL,
      "bytes in each of a shm connection's two rings (a power of two; a reply larger than "
      "the ring is streamed through it)",
      NOHOOK},

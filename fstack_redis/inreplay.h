@@ -181,9 +181,9 @@ typedef struct ir_config {
     const char *unixsocket;  /* its path, or NULL/"" = none */
     unsigned unixsocketperm; /* the socket file's mode (chmod), 0 = as the umask leaves it */
     /* the same-host transport (shared-memory rings, both stacks) */
-    const char *shm_socket;     /* its set-up socket's path, or NULL/"" = none */
-    unsigned shm_socketperm;    /* that file's mode, 0 = as the umask leaves it */
-    uint64_t shm_ring_size;     /* bytes per ring (request, reply), a power of two */
+    const char *shm_socket;  /* its set-up socket's path, or NULL/"" = none */
+    unsigned shm_socketperm; /* that file's mode, 0 = as the umask leaves it */
+    uint64_t shm_ring_size;  /* bytes per ring (request, reply), a power of two */
 } ir_config;
 
 /* The IP MTU range of the DPDK port (ir_config.mtu) and of the test veth

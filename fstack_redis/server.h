@@ -208,10 +208,10 @@ struct ir_chunk_store;
 
 typedef struct ir_server {
     ir_config cfg;
-    ir_transport *tp;    /* the network stack (kernel or DPDK) */
-    ir_transport *local; /* same-host clients' shared-memory rings (shm-socket), or NULL */
+    ir_transport *tp;        /* the network stack (kernel or DPDK) */
+    ir_transport *local;     /* same-host clients' shared-memory rings (shm-socket), or NULL */
     ir_transport *unix_side; /* the kernel's Unix socket beside the DPDK stack, or NULL */
-    client *clients; /* doubly linked */
+    client *clients;         /* doubly linked */
     uint64_t next_client_id;
     uint64_t nclients;
     uint64_t now_ms, start_ms;

@@ -110,9 +110,8 @@ int ir_kernel_transport_fd(ir_transport *t);
  * pending (then ir_shm_disarm, whatever arm said). */
 ir_transport *ir_shm_transport_new(struct ir_server *s, const char *path, unsigned perm,
                                    uint64_t ring_size);
-int ir_shm_arm(ir_transport *shm);    /* 1: work is pending, do not sleep */
+int ir_shm_arm(ir_transport *shm); /* 1: work is pending, do not sleep */
 void ir_shm_disarm(ir_transport *shm);
 int ir_shm_wait_fds(ir_transport *shm, int fds[2]); /* the fds to watch; returns 2 */
-size_t ir_shm_clients(ir_transport *shm);           /* open connections */
 
 #endif /* IR_TRANSPORT_H */

@@ -41,7 +41,7 @@ import numpy as np
 import redis
 
 from pyctl.client import ReplayClient
-from pyctl.errors import RateLimited
+from pyctl.errors import RateLimited, replay_error
 from pyctl.trajectory import StepRef, create_trajectory_table, sample_trajectories
 from pyctl.trajectory import TrajectoryWriter as _Writer
 
@@ -445,9 +445,11 @@ class TrajectoryDataset:
                 n = self.batch if left < 0 else min(self.batch, left)
                 try:
                     got = list(client._samples(self.table, n, self.timeout))
-                except (RateLimited, redis.ResponseError) as e:
-                    if isinstance(e, RateLimited) or str(e).startswith("RATELIMITED"):
-                        return  # the wait ran out: the end of the dataset
+                except RateLimited:
+                    return  # the wait ran out: the end of the dataset
+                except redis.ResponseError as e:
+                    if isinstance(replay_error(e), RateLimited):
+                        return
                     raise
                 yield from got
                 left = left - n if left > 0 else left
