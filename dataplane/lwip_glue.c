@@ -80,7 +80,9 @@
 #include "netif/ethernet.h"
 
 #include "db_internal.h" /* siphash24 */
+#ifdef LWIP_HOOK_TCP_ISN /* our lwipopts.h (the source build); Debian's liblwip has none */
 #include "ir_lwip_hooks.h"
+#endif
 #include "lwip_glue.h"
 #include "server.h"
 
