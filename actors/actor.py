@@ -71,6 +71,7 @@ from inreplay.actors.model import BlobError, MlpPolicy, build_model, load_blob
 from inreplay.actors.nstep import NStep, Transition, td_priorities
 
 from pyctl.client import RateLimited, connect
+from pyctl.proc import stop_handler
 from pyctl.sharded import ShardedReplayClient, home_address
 
 ADD_WAIT_S = 1.0
@@ -600,9 +601,7 @@ def main(argv: list[str] | None = None) -> int:
     1 for anything else (no server, no parameters)."""
     stop = threading.Event()
 
-    def on_signal(signum: int, frame: Any) -> None:
-        stop.set()
-
+    on_signal = stop_handler(stop)
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     dump_stacks_on_signal()

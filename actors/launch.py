@@ -43,7 +43,7 @@ from inreplay.actors.config import (
     from_args,
 )
 
-from pyctl.proc import descendants
+from pyctl.proc import descendants, stop_handler
 
 ROOT = Path(__file__).resolve().parent.parent
 RAY_NAMESPACE = "inreplay"
@@ -290,9 +290,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         backend = LocalBackend(cfg, n, passthrough, args.max_steps)
 
-    def on_signal(signum: int, frame: Any) -> None:
-        stop.set()
-
+    on_signal = stop_handler(stop)
     # after ray.init, which installs handlers of its own that would end the driver at once
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)

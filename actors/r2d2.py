@@ -1261,9 +1261,9 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(1)
     stop = threading.Event()
     if args.role != "demo":
-        def on_signal(signum: int, frame: Any) -> None:
-            stop.set()
+        from pyctl.proc import stop_handler
 
+        on_signal = stop_handler(stop)
         signal.signal(signal.SIGTERM, on_signal)
         signal.signal(signal.SIGINT, on_signal)
         from inreplay.actors.config import dump_stacks_on_signal

@@ -66,6 +66,8 @@ from inreplay.actors.config import (
 )
 from inreplay.actors.launch import ROOT, RayBackend, init_ray, shutdown_ray
 
+from pyctl.proc import stop_handler
+
 PR_SET_PDEATHSIG = 1
 
 
@@ -453,9 +455,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         job = Job(args, cfg)
 
-        def on_signal(signum: int, frame: Any) -> None:
-            stop.set()
-
+        on_signal = stop_handler(stop)
         # after ray.init, which installs handlers of its own that would end the driver
         signal.signal(signal.SIGTERM, on_signal)
         signal.signal(signal.SIGINT, on_signal)

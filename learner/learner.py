@@ -65,9 +65,9 @@ NET_TIMEOUT_S = 60.0
 """Socket timeout of the learner's calls to the server while it trains."""
 
 
-def _on_stop_signal(signum: int, frame: object) -> None:
-    STOP.set()
+from pyctl.proc import stop_handler  # noqa: E402  (a light import, before torch's)
 
+_on_stop_signal = stop_handler(STOP)
 
 if __name__ == "__main__":  # before the imports below: `import torch` takes seconds
     signal.signal(signal.SIGTERM, _on_stop_signal)
@@ -593,9 +593,8 @@ def main(argv: list[str] | None = None) -> int:
     1 for anything else (no server, an earlier run on it, an unwritable --out-dir)."""
     if threading.current_thread() is threading.main_thread():
         # `python -m inreplay.learner` (learner/__main__.py) imports this module, so the handlers
-        # at its top were not installed; install them now. Not Event.set() from user
-        # code on the main thread either: a handler's STOP.set() while the main thread
-        # holds STOP's lock would deadlock, so only handlers set STOP.
+        # at its top were not installed; install them now (stop_handler: a signal
+        # never waits for STOP's lock, which an interrupted set() may hold).
         signal.signal(signal.SIGTERM, _on_stop_signal)
         signal.signal(signal.SIGINT, _on_stop_signal)
         dump_stacks_on_signal()

@@ -7,7 +7,10 @@ import contextlib
 import ctypes
 import signal
 import socket
+import threading
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 PR_SET_PDEATHSIG = 1  # <sys/prctl.h>
 
@@ -65,3 +68,21 @@ def descendants(pid: int) -> list[int]:
             out.append(c)
             todo.append(c)
     return out
+
+
+def stop_handler(event: threading.Event) -> Callable[[int, Any], None]:
+    """A SIGTERM/SIGINT handler that sets event. Python runs a handler in the main thread
+    between two bytecodes, which may be inside Event.set() itself (a second signal during
+    the first one's set, or the main thread's own set): calling set() there waits forever
+    for the lock the interrupted set() holds (a learner hung at shutdown that way). So the
+    handler never takes the lock: the first signal hands set() to a thread of its own."""
+    fired = False
+
+    def handler(signum: int, frame: Any) -> None:
+        nonlocal fired
+        if not fired:
+            fired = True
+            threading.Thread(target=event.set, name="stop-signal", daemon=True).start()
+
+    return handler
+

@@ -71,3 +71,26 @@ def test_each_stop_request_stops_one_run() -> None:
         lib.ir_stop(); t.join(10)
         """)
     assert alive == "True"
+
+
+def test_a_stop_signal_never_waits_for_the_events_lock() -> None:
+    """stop_handler: a signal that lands while the main thread is inside Event.set() (its
+    lock held: a second SIGTERM during the first one's set, as a learner hung at shutdown)
+    must not wait for that lock. Simulated by holding the lock and calling the handler."""
+    import threading
+
+    from pyctl.proc import stop_handler
+
+    ev = threading.Event()
+    handler = stop_handler(ev)
+
+    def interrupted_set() -> None:
+        with ev._cond:  # what an interrupted set() holds
+            handler(15, None)  # would wait forever if it called ev.set() itself
+            handler(15, None)  # a second signal: nothing more
+
+    t = threading.Thread(target=interrupted_set, daemon=True)
+    t.start()
+    t.join(5)
+    assert not t.is_alive(), "the handler waited for the lock its own thread holds"
+    assert ev.wait(5)
