@@ -35,7 +35,10 @@ GROUPS = {"generic", "string", "list", "set", "sorted-set", "hash", "pubsub", "t
           "connection", "server", "scripting", "hyperloglog", "cluster", "sentinel", "geo",
           "stream", "bitmap", "module"}
 COMMAND_KEYS = {"summary", "since", "group", "complexity", "handler", "arity", "keys",
-                "flags", "acl", "key_specs", "subcommands"}
+                "flags", "acl", "key_specs", "subcommands", "bodies_by_reference"}
+"""bodies_by_reference (inreplay's own, not a Redis flag word: COMMAND INFO does not show
+it): the command only copies from its big arguments, so the parser may point them into
+the transport's input instead of copying them first (resp.c)."""
 SUB_KEYS = {"summary", "since", "complexity", "arity", "flags", "acl", "key_specs"}
 NAME = re.compile(r"^[a-z][a-z0-9_.\-]*$")
 IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -147,8 +150,11 @@ def generate(table: dict[str, Any]) -> tuple[str, list[str]]:
                       f"{seen_handlers[h]}): subcommands are found by it")
         seen_handlers.setdefault(h, name)
         k = e["keys"]
+        by_ref = e.get("bodies_by_reference", False)
+        if not isinstance(by_ref, bool):
+            bad(name, "'bodies_by_reference' must be true or false")
         cmds.append(f"    {{{c_str(name)}, {h}, {e['arity']}, {k[0]}, {k[1]}, {k[2]}, "
-                    f"{c_str(e['flags'])}, {c_str(e['acl'])}, 0, 0, 0, 0}},")
+                    f"{c_str(e['flags'])}, {c_str(e['acl'])}, 0, 0, 0, 0, {int(by_ref)}}},")
         cdocs.append(doc_row(e, e["group"]))
         spec_rows(name, e.get("key_specs", []), specs, kws)
         for sname, s in e.get("subcommands", {}).items():

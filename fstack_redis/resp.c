@@ -21,6 +21,7 @@
 
 #define C_OK 0
 #define C_ERR -1
+#define ARG_BORROWED SIZE_MAX /* argoff of an argument that points into the input (below) */
 
 static void oom(void) {
     serverLog("out of memory in the request parser");
@@ -70,7 +71,8 @@ static void argAppend(client *c, const char *p, size_t len) {
 /* Point small arguments into argbuf (its address is final once parsed). */
 static void argvResolve(client *c) {
     for (int i = 0; i < c->argc; i++)
-        if (!c->argv[i].owned) c->argv[i].ptr = c->argbuf + c->argoff[i];
+        if (!c->argv[i].owned && c->argoff[i] != ARG_BORROWED)
+            c->argv[i].ptr = c->argbuf + c->argoff[i];
 }
 
 void resetClientArgs(client *c) {
@@ -82,6 +84,7 @@ void resetClientArgs(client *c) {
     }
     c->argc = 0;
     c->arglen = 0;
+    c->borrow_cmd = 0;
     c->reqtype = PROTO_REQ_NONE;
     c->multibulklen = 0;
     c->bulklen = -1;
@@ -253,6 +256,56 @@ static void finishBigArg(client *c) {
     c->multibulklen--;
 }
 
+/* Parsing where the input lies. When a read starts with no request pending, the
+ * parser works on the transport's buffer itself (qborrowed) instead of copying it into
+ * qbuf first; only an unfinished request's bytes are copied, after. Small arguments are
+ * copied into argbuf as always. A big body of a command whose commands.json entry says
+ * "bodies_by_reference" (REPLAY.ADD: it copies its items into the table and reads
+ * nothing else of them) is not copied at all: its argument points into the buffer
+ * (borrowed: argoff ARG_BORROWED), is not NUL-terminated and is valid only until the read returns, so a
+ * request that does not finish within the read, or a command that blocks, first gets
+ * owned copies (argvOwnBorrowed). On the shm transport the buffer is the client's
+ * request ring, which that client may still write to: such a command only copies from
+ * its bodies, so a client that changes one under it changes only its own item. */
+static int commandBorrows(client *c) {
+    if (!c->borrow_cmd) {
+        const ir_command *cmd =
+            c->argc ? lookupCommand(c->argbuf + c->argoff[0], c->argv[0].len) : NULL;
+        c->borrow_cmd = cmd && cmd->by_reference ? 1 : -1;
+    }
+    return c->borrow_cmd > 0;
+}
+
+/* The big bulk whose header was just read, as a borrowed argument if it may be one
+ * and lies whole in the buffer: 1 if so (parsed), 0 to copy it instead. */
+static int borrowBigArg(client *c) {
+    size_t need = (size_t)c->bulklen + 2;
+    if (!c->qborrowed || c->qlen - c->qpos < need || !commandBorrows(c)) return 0;
+    argvReserve(c, c->multibulklen);
+    c->argv[c->argc] = (ir_arg){c->qbuf + c->qpos, (size_t)c->bulklen, 0};
+    c->argoff[c->argc] = ARG_BORROWED;
+    c->argc++;
+    c->qpos += need;
+    c->bulklen = -1;
+    c->multibulklen--;
+    return 1;
+}
+
+/* Borrowed arguments become owned copies (the buffer they point into is going). */
+static void argvOwnBorrowed(client *c) {
+    for (int i = 0; i < c->argc; i++) {
+        ir_arg *a = &c->argv[i];
+        if (a->owned || c->argoff[i] != ARG_BORROWED) continue;
+        char *p = malloc(a->len + 1);
+        if (!p) oom();
+        memcpy(p, a->ptr, a->len);
+        p[a->len] = '\0';
+        a->ptr = p;
+        a->owned = 1;
+        c->argoff[i] = 0;
+    }
+}
+
 static int processMultibulkBuffer(client *c) {
     long long ll;
     if (c->multibulklen == 0) {
@@ -312,6 +365,7 @@ static int processMultibulkBuffer(client *c) {
             c->qpos += (size_t)(newline - start) + 2;
             c->bulklen = ll;
             if (ll >= PROTO_MBULK_BIG_ARG) {
+                if (borrowBigArg(c)) continue;
                 beginBigArg(c);
                 if (c->big_have < (size_t)ll + 2) return C_ERR; /* irs_data fills the rest */
                 finishBigArg(c);
@@ -340,7 +394,8 @@ static void runCommand(client *c) {
     if (!(c->flags & CLIENT_BLOCKED)) resetClientArgs(c);
 }
 
-void processInputBuffer(client *c) {
+/* Parse and run the requests in qbuf[qpos, qlen) until one is unfinished. */
+static void runRequests(client *c) {
     /* a blocked client's input waits until it is unblocked (blocked.c) */
     while (c->qpos < c->qlen && !clientClosing(c) && !(c->flags & CLIENT_BLOCKED)) {
         if (c->reqtype == PROTO_REQ_NONE)
@@ -350,6 +405,10 @@ void processInputBuffer(client *c) {
         if (c->argc == 0) resetClientArgs(c); /* empty line, "*0", "*-10" */
         else runCommand(c);
     }
+}
+
+void processInputBuffer(client *c) {
+    runRequests(c);
     /* keep only the unparsed tail */
     if (c->qpos == c->qlen) {
         c->qpos = c->qlen = 0;
@@ -368,6 +427,11 @@ void processInputBuffer(client *c) {
 static void feedChunks(client *c, const char *buf, size_t len);
 
 static int queryAppend(client *c, const char *buf, size_t len) {
+    if (c->qborrowed) { /* input for a client whose read is being parsed: never expected */
+        serverLog("Closing client %s: input arrived inside its own read", c->addr);
+        c->flags |= CLIENT_CLOSE_ASAP;
+        return -1;
+    }
     if (c->qlen + len > c->srv->cfg.client_query_buffer_limit) {
         serverLog("Closing client %s that reached max query buffer length", c->addr);
         c->flags |= CLIENT_CLOSE_ASAP;
@@ -388,9 +452,31 @@ static int queryAppend(client *c, const char *buf, size_t len) {
 
 static void requestDeadline(client *c);
 
+/* A read that starts with no request pending, parsed where it lies; what the read
+ * leaves unfinished (or waiting behind a blocked command) is copied into qbuf. */
+static void feedBorrowed(client *c, const char *buf, size_t len) {
+    char *own = c->qbuf;
+    size_t own_cap = c->qcap;
+    c->qbuf = (char *)buf; /* read, never written (arguments are copied out of it) */
+    c->qcap = c->qlen = len;
+    c->qpos = 0;
+    c->qborrowed = 1;
+    runRequests(c);
+    size_t pos = c->qpos;
+    c->qborrowed = 0;
+    c->qbuf = own;
+    c->qcap = own_cap;
+    c->qlen = c->qpos = 0;
+    if (c->argc && (c->multibulklen || (c->flags & CLIENT_BLOCKED))) argvOwnBorrowed(c);
+    if (pos < len && !clientClosing(c)) feedChunks(c, buf + pos, len - pos);
+}
+
 /* Feed bytes to the parser and run every request they complete. */
 void clientFeed(client *c, const char *buf, size_t len) {
-    feedChunks(c, buf, len);
+    if (c->qlen == c->qpos && !c->big_arg && !c->multibulklen && !c->qborrowed &&
+        c->reqtype == PROTO_REQ_NONE && !(c->flags & CLIENT_BLOCKED))
+        feedBorrowed(c, buf, len);
+    else feedChunks(c, buf, len);
     requestDeadline(c);
 }
 

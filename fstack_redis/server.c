@@ -363,7 +363,7 @@ void freeClient(client *c) {
     else s->clients = c->next;
     if (c->next) c->next->prev = c->prev;
     s->nclients--;
-    free(c->qbuf);
+    if (!c->qborrowed) free(c->qbuf); /* else the transport's buffer, not ours */
     free(c->argv);
     free(c->argoff);
     free(c->argbuf);

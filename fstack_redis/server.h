@@ -141,6 +141,9 @@ typedef struct client {
     size_t arglen, argcap;
     size_t *argoff; /* offsets of small args in argbuf */
     int big_arg;    /* argv[argc] is being filled in place */
+    int qborrowed;  /* qbuf is the transport's buffer, parsed where it lies (resp.c) */
+    int borrow_cmd; /* this request's command takes bodies by reference: 0 not known yet,
+                       1 yes, -1 no */
     size_t big_have;
     /* the arguments the running command asked to hide (redactArg): a flag per
      * argument, NULL = none; SLOWLOG and MONITOR show them as "(redacted)" */
@@ -198,8 +201,10 @@ struct ir_command {
                                  (acl.c derives @write, @read, @fast, ... from sflags) */
     int flags;          /* CMD_* bits, parsed from sflags once (commands.c) */
     uint64_t calls;
-    uint64_t cats; /* ACL category bits: acl's words and the derived ones */
-    int id;        /* its ACL command id (its index in the table) */
+    uint64_t cats;    /* ACL category bits: acl's words and the derived ones */
+    int id;           /* its ACL command id (its index in the table) */
+    int by_reference; /* commands.json "bodies_by_reference": its big arguments may point
+                         into the transport's input (resp.c), which it only copies from */
 };
 
 struct ir_db;

@@ -335,9 +335,45 @@ void replayCreateCommand(client *c) {
     hostReplyOk(c);
 }
 
+/* The checked batch in hostTables(c)->add_items through the limiter into t: 0 with
+ * the ids in add_ids, or -1 when the call was answered (an error, or parked by
+ * the limiter to run again). */
+static int addItems(client *c, ir_table *t, size_t n, int timeout_arg, uint64_t deadline) {
+    ir_item_in *items = hostTables(c)->add_items;
+    uint64_t *ids = hostTables(c)->add_ids;
+    if (replayLimiterGate(c, t, n, 0, timeout_arg, deadline)) return -1;
+    const char *err;
+    if (tableAdd(t, items, n, ids, &err) != 0) {
+        hostReplyErrorFormat(c, "%s", err);
+        return -1;
+    }
+    replayLimiterRan(c, t, n, 0);
+    if (!t->capacity_warned && tableCapacityFits(t) < t->o.capacity) {
+        /* honest capacity: say once, in the log, what the arena really keeps */
+        t->capacity_warned = 1;
+        hostLog(
+            "table '%.128s': MAXBYTES %llu holds about %llu items of the mean size seen "
+            "(%llu B), not its CAPACITY %llu: the oldest go first (REPLAY.INFO "
+            "capacity_fits)",
+            t->name, (unsigned long long)t->o.maxbytes, (unsigned long long)tableCapacityFits(t),
+            (unsigned long long)(t->bytes_used / tableSize(t)), (unsigned long long)t->o.capacity);
+    }
+    return 0;
+}
+
+static void addPackedCommand(client *c);
+
 /* REPLAY.ADD <table> <priority> <item> [<priority> <item> ...] [TIMEOUT <seconds>]
- * ("TIMEOUT" is never a priority, so the option is told apart by its place.) */
+ * REPLAY.ADD <table> PACKED <n> <priorities|MAX> <items> [TIMEOUT <seconds>]
+ * ("TIMEOUT" and "PACKED" are never priorities, so the options are told apart by
+ * their place.) PACKED takes the batch as two bodies, no argument per item: n
+ * float64 priorities (little-endian) or the word MAX for all, then n items of one
+ * size back to back; it replies with the ids as one bulk string of n int64. */
 void replayAddCommand(client *c) {
+    if (hostArgc(c) >= 3 && hostArgEq(c, 2, "packed")) {
+        addPackedCommand(c);
+        return;
+    }
     int nargs = hostArgc(c), timeout_arg = 0;
     if (hostArgc(c) >= 6 && hostArgEq(c, hostArgc(c) - 2, "timeout")) {
         nargs = hostArgc(c) - 2;
@@ -381,25 +417,70 @@ void replayAddCommand(client *c) {
             return;
         }
     }
-    if (replayLimiterGate(c, t, n, 0, timeout_arg, deadline)) return;
-    const char *err;
-    if (tableAdd(t, items, n, ids, &err) != 0) {
-        hostReplyErrorFormat(c, "%s", err);
-        return;
-    }
-    replayLimiterRan(c, t, n, 0);
-    if (!t->capacity_warned && tableCapacityFits(t) < t->o.capacity) {
-        /* honest capacity: say once, in the log, what the arena really keeps */
-        t->capacity_warned = 1;
-        hostLog(
-            "table '%.128s': MAXBYTES %llu holds about %llu items of the mean size seen "
-            "(%llu B), not its CAPACITY %llu: the oldest go first (REPLAY.INFO "
-            "capacity_fits)",
-            t->name, (unsigned long long)t->o.maxbytes, (unsigned long long)tableCapacityFits(t),
-            (unsigned long long)(t->bytes_used / tableSize(t)), (unsigned long long)t->o.capacity);
-    }
+    if (addItems(c, t, n, timeout_arg, deadline) != 0) return;
     hostReplyArrayLen(c, (long)n);
     for (size_t k = 0; k < n; k++) hostReplyLongLong(c, (long long)ids[k]);
+}
+
+static void addPackedCommand(client *c) {
+    int argc = hostArgc(c), timeout_arg = 0;
+    if (argc == 8 && hostArgEq(c, 6, "timeout")) timeout_arg = 7;
+    else if (argc != 6) {
+        hostReplySyntaxError(c);
+        return;
+    }
+    ir_table *t = lookupTableOrReply(c, 1);
+    if (!t) return;
+    if (t->traj) {
+        replyReplayError(c, IR_ERR_WRONGKIND,
+                         "table '%.128s' holds trajectories: append steps with REPLAY.APPEND "
+                         "and create items with REPLAY.ITEM",
+                         t->name);
+        return;
+    }
+    const ir_arg *na = hostArg(c, 3), *pr = hostArg(c, 4), *body = hostArg(c, 5);
+    long long nn;
+    if (!string2ll(na->ptr, na->len, &nn) || nn < 1 || (uint64_t)nn > body->len + 1 ||
+        (body->len && body->len % (uint64_t)nn)) {
+        hostReplyErrorFormat(c,
+                             "PACKED needs a count n >= 1 and n items of one size (got n '%.32s' "
+                             "for %zu bytes of items)",
+                             na->ptr, body->len);
+        return;
+    }
+    size_t n = (size_t)nn, size = body->len / n;
+    int use_max = pr->len == 3 && strncasecmp(pr->ptr, "max", 3) == 0;
+    if (!use_max && pr->len != 8 * n) {
+        hostReplyErrorFormat(c,
+                             "PACKED priorities must be MAX or %zu little-endian float64 (8 "
+                             "bytes each), got %zu bytes",
+                             n, pr->len);
+        return;
+    }
+    uint64_t deadline = 0;
+    if (timeout_arg && hostBlockingTimeout(c, timeout_arg, &deadline) != 0) return;
+    if (tablesAddScratch(hostTables(c), n) != 0) {
+        hostReplyError(c, "out of memory");
+        return;
+    }
+    ir_item_in *items = hostTables(c)->add_items;
+    for (size_t k = 0; k < n; k++) {
+        items[k].data = body->ptr + k * size;
+        items[k].len = size;
+        items[k].use_max = use_max;
+        items[k].raw = 0;
+        if (use_max) continue;
+        double p;
+        memcpy(&p, pr->ptr + 8 * k, 8); /* a byte string: no alignment promise */
+        if (!tablePriorityValid(t, p)) {
+            replyReplayError(c, IR_ERR_BADPRIO,
+                             "%zu invalid priority '%.17g': use a finite number >= 0 or MAX", k, p);
+            return;
+        }
+        items[k].raw = p;
+    }
+    if (addItems(c, t, n, timeout_arg, deadline) != 0) return;
+    memcpy(hostReplyBulkReserve(c, n * 8), hostTables(c)->add_ids, n * 8);
 }
 
 /* The shard's side of exact sampling across a group (WITHSTATS): its total

@@ -80,6 +80,26 @@ def add_request(table: bytes | str, prio: Sequence[bytes], rows: Sequence[Any],
     return out
 
 
+def add_packed_request(table: bytes | str, prio: bytes | None, n: int, body: memoryview,
+                       tail: Sequence[bytes | str | int] = ()) -> list[bytes | memoryview]:
+    """REPLAY.ADD table PACKED n <priorities|MAX> <items> [tail]: the priorities as n
+    little-endian float64 (None: MAX), the n items of one size back to back in body,
+    sent from the caller's buffer."""
+    t, p = _b(table), (b"MAX" if prio is None else prio)
+    size = body.nbytes
+    head = bytearray(b"*%d\r\n$10\r\nREPLAY.ADD\r\n$%d\r\n%s\r\n$6\r\nPACKED\r\n"
+                     % (6 + len(tail), len(t), t))
+    ns = b"%d" % n
+    head += b"$%d\r\n%s\r\n$%d\r\n%s\r\n$%d\r\n" % (len(ns), ns, len(p), p, size)
+    end = bytearray(b"\r\n")
+    for a in tail:
+        s = _b(a)
+        end += b"$%d\r\n%s\r\n" % (len(s), s)
+    if size < GATHER_MIN:
+        return [bytes(head + body.cast("B") + end)]
+    return [bytes(head), body, bytes(end)]
+
+
 def send_gather(sock: socket.socket, chunks: list[bytes | memoryview]) -> None:
     """sendmsg every chunk, in order, until all are sent (partial sends resumed)."""
     views = [memoryview(c).cast("B") for c in chunks]

@@ -24,7 +24,7 @@ import math
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -42,6 +42,9 @@ from pyctl.errors import (  # noqa: F401
     decode_info,
     replay_error,
 )
+
+if TYPE_CHECKING:
+    from pyctl.inserter import Inserter
 
 
 class BatchError(ValueError):
@@ -346,6 +349,31 @@ def _item_bytes(x: Any, i: int) -> bytes | memoryview:
                      f"a torch tensor; the batch was rejected whole")
 
 
+def _packed_rows(items: Any) -> tuple[int, memoryview] | None:
+    """One NumPy array or tensor of plain values with one row per item: (rows, its bytes,
+    contiguous, as one view); anything else None (sent an argument per item)."""
+    if not (isinstance(items, np.ndarray) or _is_torch(items)):
+        return None
+    arr = np.ascontiguousarray(_to_numpy(items))
+    if arr.ndim == 0 or arr.dtype.hasobject:
+        return None  # _as_items says what is wrong
+    return arr.shape[0], memoryview(arr.reshape(-1).view(np.uint8))
+
+
+def _packed_priorities(priorities: Any, n: int) -> bytes | None:
+    """REPLAY.ADD PACKED's priorities: n little-endian float64, or None for MAX; checked
+    as _fmt_priorities checks them."""
+    if priorities is None:
+        return None
+    p = _priority_array(priorities, n)
+    if p.shape[0] == 1 and n > 1 and np.ndim(_to_numpy(priorities)) == 0:
+        p = np.repeat(p, n)
+    if p.shape[0] != n:
+        raise BatchError(f"{p.shape[0]} priorities for {n} items; the batch was rejected whole")
+    _check_priorities(p, n)
+    return np.ascontiguousarray(p, dtype="<f8").tobytes()
+
+
 def _as_items(items: Any) -> list[Any]:
     """bytes (one item), one stacked array/tensor (one row per item), or a sequence of
     bytes / arrays / tensors (one per item) -> a list of bytes-like objects."""
@@ -476,6 +504,43 @@ def _sample_from_view(body: memoryview, n: int, spec: ItemSpec) -> Sample:
 SELECTORS = ("prioritized", "uniform", "fifo", "lifo", "minheap", "maxheap")
 
 
+def add_request(table: str, priorities: Any, items: Any, *, schema: Schema | None = None,
+                timeout: float | None = None) -> tuple[list[bytes | memoryview], int]:
+    """REPLAY.ADD's request as buffers, and its item count (0: nothing to send). One
+    array or tensor with a row per item goes PACKED, from its own buffer; a list of
+    items goes an argument per item. Raises BatchError for a bad item or priority."""
+    if schema is not None:
+        items = schema.pack(items)
+    tail = ["TIMEOUT", repr(float(timeout))] if timeout is not None else []
+    packed = _packed_rows(items)
+    if packed is not None:
+        n, body = packed
+        if not n:
+            return [], 0
+        return _wire.add_packed_request(table, _packed_priorities(priorities, n), n, body,
+                                        tail), n
+    rows = _as_items(items)
+    if not rows:
+        return [], 0
+    return _wire.add_request(table, _fmt_priorities(priorities, len(rows)), rows, tail), len(rows)
+
+
+def add_ids(reply: Any) -> npt.NDArray[np.int64]:
+    """REPLAY.ADD's reply as ids: PACKED's bulk of n int64, or an array of integers."""
+    if isinstance(reply, bytes):
+        return np.frombuffer(reply, dtype="<i8").astype(np.int64)
+    return np.array(reply, dtype=np.int64)
+
+
+def add_error(e: redis.ResponseError, n: int) -> Exception:
+    """REPLAY.ADD's error reply as its pyctl.errors class, naming the batch."""
+    err = replay_error(e)
+    if isinstance(err, BadPriorityError):
+        return BadPriorityError(f"{err} (priority at index {err.index}); the batch of {n} was "
+                                f"rejected whole")
+    return err
+
+
 def create_args(table: str, capacity: int, **opts: Any) -> list[Any]:
     """REPLAY.CREATE's arguments; options that are None are left out. queue=True or
     stack=True make Reverb's queue/stack of ``capacity`` items (REPLAY.CREATE ... QUEUE n)."""
@@ -570,20 +635,24 @@ class ReplayClient:
         seconds (0: forever) is how long the insert may wait for the sampler to catch
         up; without it, or when it runs out, RateLimited is raised.
         """
-        rows = _as_items(schema.pack(items) if schema is not None else items)
-        if not rows:
+        request, n = add_request(table, priorities, items, schema=schema, timeout=timeout)
+        if not n:
             return np.empty(0, dtype=np.int64)
-        prio = _fmt_priorities(priorities, len(rows))
-        tail = ["TIMEOUT", repr(float(timeout))] if timeout is not None else []
         try:  # the items go from their buffers to the socket (pyctl/_wire.py)
-            ids = _wire.call_gather(self.redis, _wire.add_request(table, prio, rows, tail))
+            reply = _wire.call_gather(self.redis, request)
         except redis.ResponseError as e:
-            err = replay_error(e)
-            if isinstance(err, BadPriorityError):
-                raise BadPriorityError(f"{err} (priority at index {err.index}); the batch of "
-                                  f"{len(rows)} was rejected whole") from None
-            raise err from None
-        return np.array(ids, dtype=np.int64)
+            raise add_error(e, n) from None
+        return add_ids(reply)
+
+    def inserter(self, table: str, *, max_in_flight: int = 4, schema: Schema | None = None,
+                 timeout: float | None = None) -> Inserter:
+        """An :class:`~pyctl.inserter.Inserter`: ``add`` without waiting for each reply,
+        up to ``max_in_flight`` batches on the wire (an actor that only inserts); errors
+        of a batch raise at a later ``add`` or at ``flush``/``close``."""
+        from pyctl.inserter import Inserter
+
+        return Inserter(self, table, max_in_flight=max_in_flight, schema=schema,
+                        timeout=timeout)
 
     def sample(self, table: str, n: int, *, beta: float | None = None,
                item_shape: tuple[int, ...] | int | None = None,
