@@ -94,6 +94,8 @@ from pyctl import _shm  # noqa: E402
 from pyctl.proc import descendants, free_port  # noqa: E402
 
 BATCH = 50
+INSERTS_IN_FLIGHT = 4
+"""An inreplay actor's batches on the wire at once (ReplayClient.inserter's default)."""
 SAMPLE = 512
 ALPHA, BETA = 0.6, 0.4
 ATARI = 84 * 84 * 4
@@ -253,12 +255,22 @@ def role_actors(a: argparse.Namespace) -> dict[str, Any]:
                     _count(k)
             else:
                 rc = ReplayClient(a.host, a.port, shm=bool(a.shm))
-                while True:
-                    if (per_conn and counts[k] * BATCH >= per_conn) or \
-                            (not per_conn and time.time() >= a.stop_at):
-                        break
-                    rc.add(TABLE, prios, rows)
-                    _count(k)
+                # pipelined as Redis's actors are (Inserter: batches in flight, replies
+                # read later), so a batch counts when the server acknowledged it
+                with rc.inserter(TABLE, max_in_flight=INSERTS_IN_FLIGHT) as ins:
+                    acked = 0
+                    while True:
+                        if (per_conn and counts[k] * BATCH >= per_conn) or \
+                                (not per_conn and time.time() >= a.stop_at):
+                            break
+                        ins.add(prios, rows)
+                        while acked * BATCH < ins.added:
+                            acked += 1
+                            _count(k)
+                    ins.flush()
+                    while acked * BATCH < ins.added:
+                        acked += 1
+                        _count(k)
         except Exception as e:  # reported in the JSON
             errors.append(f"{type(e).__name__}: {e}")
 
@@ -585,8 +597,9 @@ def _in_window(a: argparse.Namespace, times: list[float]) -> int:
 def role_producer(a: argparse.Namespace) -> dict[str, Any]:
     """One producer process, one connection, sending items as fast as they are taken:
     echo's TcpClient.send of one sample at a time (its API; it pipelines up to 32
-    unacknowledged), or inreplay's ReplayClient.add of batches of 50 into the QUEUE table
-    (waiting while the queue is full)."""
+    unacknowledged), or inreplay's pipelined adds (ReplayClient.inserter, up to
+    INSERTS_IN_FLIGHT unacknowledged) of batches of 50 into the QUEUE table (waiting while
+    the queue is full)."""
     rows = items_of(a.item_bytes, a.seed)
     if a.system == "echo":
         from echo import TcpClient
@@ -612,12 +625,29 @@ def role_producer(a: argparse.Namespace) -> dict[str, Any]:
         per = BATCH
 
         def send(times: list[float]) -> None:
-            while time.time() < a.stop_at:
+            # pipelined (ReplayClient.inserter), waiting up to 0.5 s while the queue is
+            # full; a batch counts when the server acknowledged it
+            with rc.inserter(TABLE, max_in_flight=INSERTS_IN_FLIGHT, timeout=0.5) as ins:
+                acked = 0
+
+                def count() -> None:
+                    nonlocal acked
+                    now = time.time()
+                    while acked * BATCH < ins.added:
+                        acked += 1
+                        times.append(now)
+
+                while time.time() < a.stop_at:
+                    try:
+                        ins.add(prios, rows)
+                    except RateLimited:
+                        pass  # an earlier batch timed out: not stored, not counted
+                    count()
                 try:
-                    rc.add(TABLE, prios, rows, timeout=0.5)
+                    ins.flush()
                 except RateLimited:
-                    continue
-                times.append(time.time())
+                    pass
+                count()
     wait_for_window(a)
     times = _until(a, send)
     return {"items": _in_window(a, times) * per}

@@ -60,8 +60,9 @@ class Inserter:
             self._conn.connect()
 
     def add(self, priorities: Any, items: Any) -> None:
-        """Send one batch; reads the oldest reply first when max_in_flight are out (and
-        raises the error of an earlier batch, if that reply is one)."""
+        """Send one batch; reads the oldest reply first when max_in_flight are out. If
+        that reply is an earlier batch's error, it raises before this batch is sent
+        (nothing of this one is sent: add it again)."""
         request, n = self._request(priorities, items)
         if not n:
             return
