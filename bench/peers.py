@@ -375,9 +375,11 @@ def _cpprb(a: argparse.Namespace) -> dict[str, Any]:
 def single_learner(fill: Callable[[], None], add: Callable[[], None],
                    sample: Callable[[], Any], update: Callable[[Any], None],
                    capacity: int, seconds: float,
-                   server_cpu: Callable[[], float] | None = None) -> dict[str, Any]:
+                   server_cpu: Callable[[], float] | None = None,
+                   settle: Callable[[], None] | None = None) -> dict[str, Any]:
     """One learner in one process (no actors): fill the table in batches of 50, then
-    insert batches of 50 for half the window (inserts/s) and sample 512 / update 512
+    insert batches of 50 for half the window (inserts/s; settle, if given, waits for
+    inserts still in flight, inside the timed half) and sample 512 / update 512
     for the other half (batches/s, the sample's latency). The learner's own CPU (and
     the server's, with server_cpu) over each half's wall time say where it went."""
     for _ in range(-(-capacity // BATCH)):
@@ -392,6 +394,8 @@ def single_learner(fill: Callable[[], None], add: Callable[[], None],
         n += 1
         if time.perf_counter() >= end:
             break
+    if settle:
+        settle()
     insert_s = time.perf_counter() - t0
     cpu["learner_cpu_insert"] = (time.thread_time() - c0) / insert_s
     if server_cpu:
@@ -439,8 +443,10 @@ def _cpprb_single(a: argparse.Namespace) -> dict[str, Any]:
 
 def single_inreplay(host: str, port: int, item_bytes: int, capacity: int, seconds: float,
                     seed: int, shm: bool, server_pid: int | None = None) -> dict[str, Any]:
-    """inreplay with the same single learner (this process, one connection): add of 50,
-    sample(out=) of 512 and update of 512, nothing in flight."""
+    """inreplay with the same single learner (this process): adds of 50 pipelined on a
+    connection of their own (ReplayClient.inserter, flushed at the end of the insert
+    half), then sample of 512 (a view of the reply on the shm rings, sample(out=) over
+    TCP) and update of 512, nothing in flight."""
     from pyctl.client import ReplayClient
 
     rc = ReplayClient(host, port, shm=shm)
@@ -449,19 +455,28 @@ def single_inreplay(host: str, port: int, item_bytes: int, capacity: int, second
     out = np.empty((SAMPLE, item_bytes), dtype=np.uint8)
     rng = np.random.default_rng(seed)
 
-    def add() -> None:
+    ins = rc.inserter(TABLE, max_in_flight=INSERTS_IN_FLIGHT)
+
+    def add() -> None:  # pipelined: the learner's next batch goes out before the last's ids
+        ins.add(prios, rows)
+
+    def fill() -> None:
         rc.add(TABLE, prios, rows)
 
-    def sample() -> Any:
+    def sample() -> Any:  # on the shm rings a view of the reply (one copy, the server's)
+        if shm:
+            return rc.sample(TABLE, SAMPLE, item_shape=(item_bytes,), copy=False)
         return rc.sample(TABLE, SAMPLE, item_shape=(item_bytes,), out=out)
 
     def update(s: Any) -> None:
         rc.update(TABLE, s.ids, rng.random(SAMPLE) + 0.1)
 
     try:
-        return single_learner(add, add, sample, update, capacity, seconds,
-                              (lambda: tree_cpu(server_pid)) if server_pid else None)
+        return single_learner(fill, add, sample, update, capacity, seconds,
+                              (lambda: tree_cpu(server_pid)) if server_pid else None,
+                              settle=ins.flush)
     finally:
+        ins.close()
         rc.close()
 
 
@@ -685,8 +700,13 @@ def role_queue_learner(a: argparse.Namespace) -> dict[str, Any]:
 
         def take(times: list[float]) -> None:
             while True:
-                try:
-                    rc.sample(TABLE, SAMPLE, item_shape=(a.item_bytes,), out=out, timeout=1.0)
+                try:  # on the shm rings a view of the reply, valid until the next sample
+                    if a.shm:
+                        rc.sample(TABLE, SAMPLE, item_shape=(a.item_bytes,), copy=False,
+                                  timeout=1.0)
+                    else:
+                        rc.sample(TABLE, SAMPLE, item_shape=(a.item_bytes,), out=out,
+                                  timeout=1.0)
                 except RateLimited:
                     if time.time() > a.stop_at:
                         return
@@ -738,27 +758,38 @@ def learner_inreplay(host: str, port: int, item_bytes: int, start_at: float,
         finally:
             rc.close()
 
-    bufs: queue.Queue[np.ndarray] = queue.Queue()
-    for _ in range(prefetch + 2):
-        bufs.put(np.empty((SAMPLE, item_bytes), dtype=np.uint8))
+    # what a sample lands in, prefetch + 2 of them in turn: over TCP a preallocated
+    # array (sample(out=)); on the shm rings a connection of its own, whose sample is a
+    # view of its reply ring (sample(copy=False): the items are copied once, by the
+    # server), valid until that connection's next request, i.e. until given back
+    bufs: queue.Queue[Any] = queue.Queue()
+    srcs = [ReplayClient(host, port, shm=shm) for _ in range(prefetch + 2)] if shm else []
+    for k in range(prefetch + 2):
+        bufs.put(srcs[k] if shm else np.empty((SAMPLE, item_bytes), dtype=np.uint8))
     ready: queue.Queue[Any] = queue.Queue(maxsize=prefetch)
     rtt_us: list[float] = []
     stop = threading.Event()
 
     def sampler() -> None:
-        src = ReplayClient(host, port, shm=shm)
+        src = None if shm else ReplayClient(host, port, shm=shm)
         try:
             while not stop.is_set():
                 buf = bufs.get()
+                if isinstance(buf, np.ndarray) and buf.size == 1:
+                    break  # woken to stop
                 t0 = time.perf_counter()
-                s = src.sample(TABLE, SAMPLE, item_shape=(item_bytes,), out=buf)
+                if shm:
+                    s = buf.sample(TABLE, SAMPLE, item_shape=(item_bytes,), copy=False)
+                else:
+                    s = src.sample(TABLE, SAMPLE, item_shape=(item_bytes,), out=buf)
                 if start_at <= time.time() <= stop_at:
                     rtt_us.append((time.perf_counter() - t0) * 1e6)
                 ready.put((s, buf))
         except Exception as e:  # surfaced by the main thread
             ready.put(e)
         finally:
-            src.close()
+            if src is not None:
+                src.close()
 
     th = threading.Thread(target=sampler, name="peers-prefetch", daemon=True)
     th.start()
@@ -789,6 +820,8 @@ def learner_inreplay(host: str, port: int, item_bytes: int, start_at: float,
             bufs.put(np.empty((1, 1), dtype=np.uint8))
             th.join(0.05)
         rc.close()
+        for c in srcs:
+            c.close()
 
 
 def learner_redis(host: str, port: int, item_bytes: int, capacity: int, start_at: float,
