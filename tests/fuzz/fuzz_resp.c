@@ -365,13 +365,22 @@ static void fuzzReplayAdd(client *c) {
     uint64_t inserts = t ? t->inserts : 0, first_id = t ? t->next_id : 0;
     orig_add(c);
     if (!t || t->inserts == inserts) return;
-    size_t n = (size_t)(c->argc - 2) / 2;
+    /* PACKED <n> <priorities: n float64 | MAX> <items> */
+    int packed = c->argc >= 6 && c->argv[2].len == 6 && !strncasecmp(c->argv[2].ptr, "packed", 6);
+    size_t n = packed ? (size_t)(t->inserts - inserts) : (size_t)(c->argc - 2) / 2;
     for (size_t k = 0; k < n; k++) {
         uint64_t id = first_id + k, slot = tableSlotOf(t, id);
         if (slot == UINT64_MAX) continue; /* evicted within the batch */
-        const ir_arg *p = &c->argv[2 + 2 * k];
+        const ir_arg *p = &c->argv[packed ? 4 : 2 + 2 * (int)k];
         double raw, got = ir_sampler_get(t->sampler, slot);
-        if (p->len == 3 && strncasecmp(p->ptr, "max", 3) == 0) {
+        if (packed && p->len == 8 * n) {
+            memcpy(&raw, p->ptr + 8 * k, 8);
+            double want = storedFor(t, raw);
+            CHECK_INV("add-priority", got == want,
+                      "[add-priority] REPLAY.ADD PACKED '%s' answered ids, but id %llu "
+                      "(priority %.17g) stored %.17g instead of %.17g",
+                      t->name, (unsigned long long)id, raw, got, want);
+        } else if (p->len == 3 && strncasecmp(p->ptr, "max", 3) == 0) {
             CHECK_INV("add-priority", got > 0.0,
                       "[add-priority] REPLAY.ADD '%s': MAX item id %llu stored %g", t->name,
                       (unsigned long long)id, got);
