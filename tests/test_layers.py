@@ -26,7 +26,8 @@ INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.M)
 
 # Bottom to top: (name, file patterns relative to fstack_redis/).
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("shared leaf headers", ("inreplay.h", "transport.h", "sha1.[ch]", "strconv.[ch]")),
+    ("shared leaf headers", ("inreplay.h", "transport.h", "sha1.[ch]", "siphash.h",
+                             "strconv.[ch]")),
     ("engine", ("replay/*",)),
     ("protocol and replies", ("server.h", "resp.c", "reply.c", "replay_err.h", "util.c")),
     ("keyspace and types", ("db.[ch]", "db_internal.h", "rdb.[ch]", "notify.[ch]")),
