@@ -2,14 +2,14 @@
  * port, the mbuf pool, RX bursts into lwIP and buffered TX out of it.
  *
  * Why this shape
- *   The server already runs one event loop on one thread (run.c calls
- *   ops->poll repeatedly). With DPDK that thread is the EAL main lcore and
+ *   The server already runs one event loop on one thread (the daemon's,
+ *   daemon/daemon.c, calls ops->poll repeatedly). With DPDK that thread is the EAL main lcore and
  *   poll is one busy-poll iteration, as in DPDK's l2fwd main loop:
  *     rx burst (32) -> each frame into lwIP (zero copy, see lwip_glue.c)
  *     -> lwIP timers (checked every ms) -> queued events become server
  *     upcalls and TCP output -> TX drain.
  *   poll ignores its timeout: the thread spins (rte_pause when idle), which
- *   is the point of a poll-mode driver; run.c's 100 ms tick still runs
+ *   is the point of a poll-mode driver; the daemon's 100 ms tick still runs
  *   because poll returns after every iteration.
  *
  *   TX frames go through an rte_eth_dev_tx_buffer (bursts of 32). The buffer
@@ -80,7 +80,7 @@
 
 #include "dpdk.h"
 #include "lwip_glue.h"
-#include "server.h"
+#include "transport.h"
 
 #define MAX_PKT_BURST 32
 #define BURST_TX_DRAIN_US 100 /* TX drain timer, as in l2fwd */
@@ -158,6 +158,9 @@ static _Thread_local int last_code;
 static rte_spinlock_t pub_lock = RTE_SPINLOCK_INITIALIZER;
 static ir_dpdk_stats pub;
 static int telemetry_registered;
+/* The daemon's counters beside ours (the one source handed to
+ * ir_dpdk_transport_new; the daemon's functions, so it outlives the port). */
+static const ir_stats_source *daemon_stats;
 
 int ir_dpdk_last_code(void) { return last_code; }
 
@@ -324,8 +327,9 @@ static int telemetryStats(const char *cmd, const char *params, struct rte_tel_da
     rte_tel_data_add_dict_u64(t, "rx_martians", s.rx_martians);
     rte_tel_data_add_dict_u64(t, "connections", s.connections);
     rte_tel_data_add_dict_u64(t, "accepted", s.accepted);
-    ir_stats st;
-    ir_get_stats(&st);
+    ir_stats st = {0};
+    const ir_stats_source *src = __atomic_load_n(&daemon_stats, __ATOMIC_ACQUIRE);
+    if (src && src->stats) src->stats(&st);
     rte_tel_data_add_dict_u64(t, "clients", st.connected_clients);
     rte_tel_data_add_dict_u64(t, "commands", st.total_commands);
     rte_tel_data_add_dict_u64(t, "commands_per_sec", st.commands_per_sec);
@@ -350,7 +354,8 @@ static int telemetryTables(const char *cmd, const char *params, struct rte_tel_d
     (void)cmd;
     (void)params;
     static ir_table_stats ts[64]; /* telemetry callbacks run on one thread */
-    int n = ir_get_table_stats(ts, 64);
+    const ir_stats_source *src = __atomic_load_n(&daemon_stats, __ATOMIC_ACQUIRE);
+    int n = src && src->tables ? src->tables(ts, 64) : 0;
     rte_tel_data_start_dict(t);
     for (int i = 0; i < n; i++) {
         struct rte_tel_data *d = rte_tel_data_alloc();
@@ -444,7 +449,7 @@ static int pollOnce(dpdk_transport *d) {
     return nb + ev;
 }
 
-/* One iteration, then back to run.c, whose idle rule says how long to wait
+/* One iteration, then back to the daemon's loop, whose idle rule says how long to wait
  * when the iteration found nothing (0 under load or with --busy-poll). On
  * af_packet the wait sleeps in ppoll() on the PMD's packet socket, which the
  * kernel wakes when a frame lands in the RX ring (DPDK 22.11's af_packet has
@@ -720,7 +725,7 @@ static int resolveMtu(const ir_config *cfg) {
     return mtu >= IR_MTU_MIN && mtu <= IR_MTU_MAX ? mtu : 1500;
 }
 
-static int ealInit(const char *args, int mtu) {
+static int ealInit(const char *args, int mtu, int verbose) {
     if (eal_state == EAL_UP) {
         ir_set_error("rte_eal_init: EAL is already running in this process (one dpdk "
                      "transport per process)");
@@ -773,7 +778,7 @@ static int ealInit(const char *args, int mtu) {
             snprintf(fixed + len, n - (size_t)len, ",framesz=%u,blocksz=%u", framesz, blocksz);
         free(eal_fixed[i]);
         eal_fixed[i] = eal_argv[i] = fixed;
-        if (g_server && g_server->cfg.verbose)
+        if (verbose)
             serverLog("eal_args: %s (af_packet ring sized for TCP windows and the MTU)", fixed);
     }
     if (!hasArg(argc, eal_argv, "--huge-unlink") && !hasArg(argc, eal_argv, "--in-memory") &&
@@ -940,7 +945,8 @@ static int portInit(dpdk_transport *d, const ir_config *cfg, uint16_t port, int 
     return IR_OK;
 }
 
-ir_transport *ir_dpdk_transport_new(struct ir_server *s, const ir_config *cfg) {
+ir_transport *ir_dpdk_transport_new(struct ir_server *s, const ir_config *cfg,
+                                    const ir_stats_source *stats) {
     last_code = IR_OK;
     uint32_t ip_be;
     int prefix, ret;
@@ -976,7 +982,7 @@ ir_transport *ir_dpdk_transport_new(struct ir_server *s, const ir_config *cfg) {
                      IR_MTU_MAX, mtu);
         return fail(d, IR_ECONFIG);
     }
-    if ((ret = ealInit(cfg->eal_args, mtu)) != IR_OK) return fail(d, ret);
+    if ((ret = ealInit(cfg->eal_args, mtu, cfg->verbose)) != IR_OK) return fail(d, ret);
     d->qconf = &lcore_queue_conf[rte_lcore_id()];
     memset(d->qconf, 0, sizeof(*d->qconf));
 
@@ -1044,6 +1050,7 @@ ir_transport *ir_dpdk_transport_new(struct ir_server *s, const ir_config *cfg) {
     d->stats_tsc = hz / 1000 * STATS_PERIOD_MS;
     d->qconf->prev_drain_tsc = d->qconf->prev_timer_tsc = d->qconf->prev_stats_tsc = rte_rdtsc();
 
+    __atomic_store_n(&daemon_stats, stats, __ATOMIC_RELEASE);
     if (!telemetry_registered) {
         ret = rte_telemetry_register_cmd("/inreplay/stats", telemetryStats,
                                          "Returns inreplay's DPDK port counters and TCP "

@@ -1,7 +1,10 @@
 /* dpdk.h - the kernel-bypass transport: DPDK poll-mode drivers + lwIP.
  *
- * Built only when libdpdk and lwip are found (IR_HAVE_DPDK=1); run.c selects
- * it for cfg->stack == "dpdk". No DPDK or lwIP type appears here.
+ * Built only when libdpdk and lwip are found (IR_HAVE_DPDK=1); the daemon
+ * (daemon/daemon.c) creates it for cfg->stack == "dpdk" through
+ * ir_dpdk_transport_new, declared in transport.h with the other stacks'
+ * constructors. This header is the stack's own (dpdk.c and its telemetry);
+ * no DPDK or lwIP type appears here.
  *
  * Configuration (ir_config):
  *   eal_args  EAL arguments as one space-separated string, e.g.
@@ -27,17 +30,6 @@
 
 #include "inreplay.h"
 #include "transport.h"
-
-struct ir_server;
-
-/* EAL init, port 0 (or the first port), lwIP netif with cfg->ip, listener on
- * cfg->port. Returns NULL on failure with ir_last_error() naming the failing
- * call in rte_exit's style ("rte_eth_dev_configure: err=-22, port=0") and
- * ir_dpdk_last_code() giving the IR_* code. */
-ir_transport *ir_dpdk_transport_new(struct ir_server *s, const ir_config *cfg);
-
-/* The IR_* code of the last ir_dpdk_transport_new failure on this thread. */
-int ir_dpdk_last_code(void);
 
 /* Port and stack counters, refreshed by the polling thread every ~100 ms. */
 typedef struct ir_dpdk_stats {

@@ -6,7 +6,7 @@
  * ones' in every way but the socket options and the addresses ("path:0").
  *
  * poll() waits in epoll_pwait2 for as long as the run loop's idle rule says
- * (run.c): by default the whole tick, so an idle server sleeps and each
+ * (daemon/daemon.c): by default the whole tick, so an idle server sleeps and each
  * request pays the kernel's wake-up of a sleeping thread (25-35 us on the
  * 2-core VM, most of stock Redis's cross-core GET latency). With busy_poll the
  * loop polls with a zero timeout while traffic flows, and the sockets ask the
@@ -35,7 +35,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "server.h"
+#include "transport.h"
 
 #define READ_BUF (256 * 1024)
 #define READS_PER_EVENT 16
@@ -50,7 +50,7 @@ struct ir_conn {
     unsigned events; /* current epoll interest */
     int closed;
     int unix_sock; /* accepted on the Unix socket */
-    client *cl;
+    struct client *cl;
     struct ir_conn *next_dead;
 };
 
@@ -127,7 +127,7 @@ static void acceptAll(kernel_transport *k, int lfd, int unix_sock) {
         if (!unix_sock) { /* TCP's options; a Unix socket has no Nagle, keepalive or NAPI */
             int one = 1;
             setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-            setKeepalive(fd, k->base.srv->cfg.tcp_keepalive);
+            setKeepalive(fd, irs_tcp_keepalive(k->base.srv));
             if (k->busy_poll) { /* best effort: see the top of this file */
                 int us = BUSY_POLL_US;
                 setsockopt(fd, SOL_SOCKET, SO_BUSY_POLL, &us, sizeof(us));
@@ -167,7 +167,7 @@ static void connReadable(kernel_transport *k, ir_conn *c) {
         if (n < 0 && errno == EINTR) continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
         /* EOF or error: the peer is gone */
-        client *cl = c->cl;
+        struct client *cl = c->cl;
         connRelease(k, c);
         irs_closed(cl);
         return;
@@ -208,7 +208,7 @@ static int kernelPollOnce(kernel_transport *k, long timeout_us) {
         if (evs[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
             if (c->events & EPOLLIN) connReadable(k, c);
             else if (evs[i].events & (EPOLLHUP | EPOLLERR)) {
-                client *cl = c->cl;
+                struct client *cl = c->cl;
                 connRelease(k, c);
                 irs_closed(cl);
             }

@@ -79,12 +79,12 @@
 #include "lwip/timeouts.h"
 #include "netif/ethernet.h"
 
-#include "db_internal.h" /* siphash24 */
+#include "siphash.h"
 #ifdef LWIP_HOOK_TCP_ISN /* our lwipopts.h (the source build); Debian's liblwip has none */
 #include "ir_lwip_hooks.h"
 #endif
 #include "lwip_glue.h"
-#include "server.h"
+#include "transport.h"
 
 #define CONN_CACHE_MAX 256 /* closed ir_conns kept for reuse */
 /* Like the kernel's sk_stream_wspace test: report writable only once a good
@@ -105,7 +105,7 @@ typedef struct rx_pbuf {
 struct ir_conn {
     irl_stack *st;
     struct tcp_pcb *pcb; /* NULL once closed or once lwIP freed it */
-    client *cl;
+    struct client *cl;
     struct pbuf *rx_head, *rx_tail; /* received, not yet delivered */
     uint32_t rx_unacked;            /* delivered, not yet tcp_recved */
     ir_conn *next_pend, *next_out, *next_dead;
@@ -155,7 +155,7 @@ int irl_window_scale(void) { return LWIP_WND_SCALE ? TCP_RCV_SCALE : 0; }
 
 #ifdef LWIP_HOOK_TCP_ISN
 /* RFC 6528: ISN = M + F(localip, localport, remoteip, remoteport, secretkey), M a
- * timer ticking every 4 microseconds, F SipHash-2-4 (db.c) under a key from
+ * timer ticking every 4 microseconds, F SipHash-2-4 (siphash.h) under a key from
  * getrandom() taken when the stack is created (irl_create). */
 static uint8_t isn_key[16];
 static int isn_keyed;
@@ -439,7 +439,7 @@ static void connEvents(irl_stack *st, ir_conn *c) {
     deliver(c);
     if (c->closed) return;
     if (c->dead) {
-        client *cl = c->cl;
+        struct client *cl = c->cl;
         connRelease(st, c);
         irs_closed(cl);
         return;
@@ -452,7 +452,7 @@ static void connEvents(irl_stack *st, ir_conn *c) {
         }
     }
     if (c->eof && !c->rx_head) {
-        client *cl = c->cl;
+        struct client *cl = c->cl;
         connRelease(st, c);
         irs_closed(cl);
     }

@@ -45,7 +45,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "server.h"
+#include "transport.h"
 #include "shm_ring.h"
 
 #define DELIVER_MAX (4u << 20) /* request bytes handed over per connection per poll */
@@ -64,7 +64,7 @@ struct ir_conn {
     int busy;   /* its bytes are being delivered (a nested poll skips it) */
     int failed; /* hung up or broke the ring's rules: reported by the next poll */
     int closed;
-    client *cl;
+    struct client *cl;
     struct ir_conn *next, *prev; /* live list */
     struct ir_conn *next_dead;
 };
@@ -75,6 +75,7 @@ typedef struct shm_transport {
     int doorbell;
     char *path;
     uint64_t ring_size;
+    char run_id[48]; /* the server's, for each client's hello */
     ir_conn *conns;
     ir_conn *dead;
     int depth;
@@ -205,7 +206,7 @@ static void connOpen(shm_transport *st, int fd) {
 
     ir_shm_hello hello = {
         .magic = IR_SHM_MAGIC, .version = IR_SHM_VERSION, .req_size = rs, .rep_size = rs};
-    snprintf(hello.run_id, sizeof(hello.run_id), "%s", st->base.srv->run_id);
+    snprintf(hello.run_id, sizeof(hello.run_id), "%s", st->run_id);
     int fds[3] = {mfd, st->doorbell, efd};
     int sent = sendHello(fd, &hello, fds, 3);
     close(mfd); /* the mapping holds the segment */
@@ -323,7 +324,7 @@ static int shmPoll(ir_transport *t, long timeout_us) {
     for (ir_conn *c = st->conns; c; c = c->next) {
         if (c->closed || c->busy) continue;
         if (c->failed) {
-            client *cl = c->cl;
+            struct client *cl = c->cl;
             connRelease(st, c);
             irs_closed(cl);
             n++;
@@ -456,7 +457,7 @@ int ir_shm_wait_fds(ir_transport *t, int fds[2]) {
 }
 
 ir_transport *ir_shm_transport_new(struct ir_server *s, const char *path, unsigned perm,
-                                   uint64_t ring_size) {
+                                   uint64_t ring_size, const char *run_id) {
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
     if (strlen(path) > sizeof(sa.sun_path) - 1) {
         ir_set_error("shm-socket %s: the path is too long (%zu), must be under %zu", path,
@@ -476,6 +477,7 @@ ir_transport *ir_shm_transport_new(struct ir_server *s, const char *path, unsign
     st->base.poll_reentrant = 1;
     st->base.build = "shared-memory rings (same host)";
     st->ring_size = ring_size;
+    snprintf(st->run_id, sizeof(st->run_id), "%s", run_id ? run_id : "");
     st->lfd = st->doorbell = -1;
     st->path = strdup(path);
     st->doorbell = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);

@@ -28,10 +28,7 @@
 
 #include "inreplay.h"
 #include "shm_ring.h"
-
-/* util.c's error reporting (the library's one ir_last_error) */
-void ir_set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-void ir_set_error_errno(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+#include "transport.h" /* ir_set_error: the library's one ir_last_error */
 
 #define DEFAULT_SPIN_US 20
 

@@ -2043,8 +2043,8 @@ void resetCommand(client *c) {
  * replicas: the save (SAVE, or save-on-shutdown without NOSAVE) runs here, so
  * that a failed one answers an error and the server keeps running (FORCE:
  * exits anyway). On success there is no reply: the connection closes and the
- * loop ends (run.c). ABORT cancels a shutdown a signal asked for that the
- * loop has not carried out yet (see run.c). NOW does nothing here: there are
+ * loop ends (daemon/daemon.c). ABORT cancels a shutdown a signal asked for
+ * that the loop has not carried out yet (see the daemon). NOW does nothing here: there are
  * no replicas to wait for. */
 void shutdownCommand(client *c) {
     ir_server *s = c->srv;

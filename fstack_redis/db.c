@@ -81,80 +81,6 @@ static uint64_t monotonicUs(void) {
     return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
 }
 
-/* ---- SipHash ---------------------------------------------------------------
- * SipHash-c-d (Aumasson & Bernstein), written from the paper. The keyspace
- * uses c=1, d=3 (what Redis and CPython use for hash tables); 2-4 is there so
- * the test can check the known test vectors of the reference. */
-
-static inline uint64_t rotl64(uint64_t x, int b) { return (x << b) | (x >> (64 - b)); }
-
-static inline uint64_t load64le(const uint8_t *p) {
-    return (uint64_t)p[0] | (uint64_t)p[1] << 8 | (uint64_t)p[2] << 16 | (uint64_t)p[3] << 24 |
-           (uint64_t)p[4] << 32 | (uint64_t)p[5] << 40 | (uint64_t)p[6] << 48 |
-           (uint64_t)p[7] << 56;
-}
-
-#define SIPROUND \
-    do { \
-        v0 += v1; \
-        v1 = rotl64(v1, 13); \
-        v1 ^= v0; \
-        v0 = rotl64(v0, 32); \
-        v2 += v3; \
-        v3 = rotl64(v3, 16); \
-        v3 ^= v2; \
-        v0 += v3; \
-        v3 = rotl64(v3, 21); \
-        v3 ^= v0; \
-        v2 += v1; \
-        v1 = rotl64(v1, 17); \
-        v1 ^= v2; \
-        v2 = rotl64(v2, 32); \
-    } while (0)
-
-static inline uint64_t siphash(const void *in, size_t inlen, const uint8_t k[16], int crounds,
-                               int drounds) {
-    const uint8_t *m = in;
-    uint64_t k0 = load64le(k), k1 = load64le(k + 8);
-    uint64_t v0 = 0x736f6d6570736575ULL ^ k0;
-    uint64_t v1 = 0x646f72616e646f6dULL ^ k1;
-    uint64_t v2 = 0x6c7967656e657261ULL ^ k0;
-    uint64_t v3 = 0x7465646279746573ULL ^ k1;
-    const uint8_t *end = m + (inlen & ~(size_t)7);
-    uint64_t b = (uint64_t)inlen << 56;
-
-    for (; m != end; m += 8) {
-        uint64_t w = load64le(m);
-        v3 ^= w;
-        for (int i = 0; i < crounds; i++) SIPROUND;
-        v0 ^= w;
-    }
-    switch (inlen & 7) {
-    case 7: b |= (uint64_t)m[6] << 48; /* fall through */
-    case 6: b |= (uint64_t)m[5] << 40; /* fall through */
-    case 5: b |= (uint64_t)m[4] << 32; /* fall through */
-    case 4: b |= (uint64_t)m[3] << 24; /* fall through */
-    case 3: b |= (uint64_t)m[2] << 16; /* fall through */
-    case 2: b |= (uint64_t)m[1] << 8;  /* fall through */
-    case 1: b |= (uint64_t)m[0]; break;
-    case 0: break;
-    }
-    v3 ^= b;
-    for (int i = 0; i < crounds; i++) SIPROUND;
-    v0 ^= b;
-    v2 ^= 0xff;
-    for (int i = 0; i < drounds; i++) SIPROUND;
-    return v0 ^ v1 ^ v2 ^ v3;
-}
-
-uint64_t siphash13(const void *in, size_t inlen, const uint8_t k[16]) {
-    return siphash(in, inlen, k, 1, 3);
-}
-
-uint64_t siphash24(const void *in, size_t inlen, const uint8_t k[16]) {
-    return siphash(in, inlen, k, 2, 4);
-}
-
 /* ---- the hash table ----------------------------------------------------------- */
 
 void dictInit(dict *d, const uint8_t seed[16]) {
@@ -457,7 +383,7 @@ struct ir_db *dbNew(void) {
     dictInit(&db->d, hash_seed);
     uint8_t seed[16]; /* the database's own sampler (RANDOMKEY, SPOP ...) */
     randomSeed(seed);
-    uint64_t x = load64le(seed) ^ rotl64(load64le(seed + 8), 17);
+    uint64_t x = sipLoad64le(seed) ^ sipRotl64(sipLoad64le(seed + 8), 17);
     db->rng = splitmix64(&x) | 1;
     return db;
 }

@@ -24,6 +24,7 @@
 
 #include "db.h"
 #include "server.h"
+#include "siphash.h"
 
 /* ---- values ------------------------------------------------------------ */
 
@@ -106,8 +107,6 @@ void dictInit(dict *d, const uint8_t seed[16]);
 /* Frees the bucket arrays only; the caller frees the entries first. */
 void dictReleaseTables(dict *d);
 uint64_t dictHashKey(const dict *d, const void *key, size_t len);
-uint64_t siphash13(const void *in, size_t inlen, const uint8_t k[16]);
-uint64_t siphash24(const void *in, size_t inlen, const uint8_t k[16]); /* for the test vectors */
 dbEntry *dictFind(dict *d, const void *key, size_t len, uint64_t h);
 /* Link e (e->hash set, key not present). */
 void dictLink(dict *d, dbEntry *e);

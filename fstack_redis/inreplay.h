@@ -166,7 +166,7 @@ typedef struct ir_config {
     const char *ip;
     int dpdk_port;       /* ethdev port id, -1 = the first available */
     unsigned dpdk_mbufs; /* mbuf pool size, 0 = sized from maxclients */
-    int busy_poll;       /* dpdk: never nap; kernel: poll under load (see run.c) */
+    int busy_poll;       /* dpdk: never nap; kernel: poll under load (daemon/daemon.c) */
     int mtu;             /* dpdk: IP MTU of the port (IR_MTU_*), 0 = the interface's */
     /* a replay group of shards (REPLAY.SHARDS): every member's "host:port",
      * comma-separated in shard order, and this server's place in it */

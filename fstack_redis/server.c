@@ -307,6 +307,8 @@ static client *refuse(ir_server *s, ir_transport *t, ir_conn *conn, ir_str err) 
     return NULL;
 }
 
+int irs_tcp_keepalive(const ir_server *s) { return s->cfg.tcp_keepalive; }
+
 client *irs_accept(ir_server *s, ir_transport *t, ir_conn *conn) {
     if (s->nclients >= (uint64_t)s->cfg.maxclients)
         return refuse(s, t, conn, IR_STR("-ERR max number of clients reached\r\n"));

@@ -222,7 +222,7 @@ typedef struct ir_server {
     uint64_t now_ms, start_ms;
     uint64_t total_connections, total_commands, rejected_connections;
     uint64_t net_input_bytes, net_output_bytes;
-    volatile int shutdown_asap; /* SHUTDOWN_*: the loop ends; see run.c */
+    volatile int shutdown_asap; /* SHUTDOWN_*: the loop ends; see daemon/daemon.c */
     struct ir_db *db;           /* database 0 */
     struct ir_db **dbs;         /* dbs[1..ndbs-1]: the others (SELECT); dbs[0] unused */
     int ndbs;
@@ -240,7 +240,7 @@ typedef struct ir_server {
     uint64_t cycles_input, cycles_execute, cycles_reply; /* see ir_stats */
     ir_pins pins;              /* reference counts of memory that replies point into */
     uint64_t eventloop_cycles; /* loop iterations (INFO stats), as Redis 7.2 counts them */
-    const char *loop_mode;     /* "busy-poll", "adaptive" or "sleep" (run.c's idle rule) */
+    const char *loop_mode;     /* "busy-poll", "adaptive" or "sleep" (the daemon's idle rule) */
     uint64_t dirty;            /* write commands run (rdb_changes_since_last_save) */
     /* What the running write command adds to `dirty`: -1 (the default, set by
      * call()) counts 1; a command that knows how many changes it made (SETBIT,
@@ -472,11 +472,7 @@ typedef struct ir_bytes {
 } ir_bytes;
 void irBytesPut(ir_bytes *b, const void *p, size_t n, size_t first);
 
-/* Logging to stderr with a timestamp, like Redis's serverLog. */
-void serverLog(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-void ir_set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-/* The same, with the system error number behind it (ir_last_errno). */
-void ir_set_error_errno(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* serverLog, ir_set_error and ir_set_error_errno: transport.h (every stack logs too). */
 void clientFeed(client *c, const char *buf, size_t len);
 
 #endif /* IR_SERVER_H */

@@ -1,6 +1,6 @@
 /* t_replay.h - what the REPLAY.* commands (t_replay.c), the handlers over the
  * replay engine (replay/replay.h) on either host (replay_host.h), give the run
- * loop (dataplane/run.c) and the module host. The native server's table
+ * loop (daemon/daemon.c) and the module host. The native server's table
  * options (replayTableOpts) are replay_host_native.h's. */
 #ifndef IR_T_REPLAY_H
 #define IR_T_REPLAY_H

@@ -22,6 +22,8 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 
+#include "inreplay.h"
+
 typedef struct ir_conn ir_conn; /* opaque, transport-owned */
 typedef struct ir_transport ir_transport;
 struct ir_server;
@@ -34,7 +36,7 @@ typedef struct ir_transport_ops {
      * sleep until an event arrives (can_wait) does so; one that cannot
      * polls once and, if it found nothing, naps for timeout_us (capped by the
      * transport). Returns the number of events handled (0 = none), or -1 on
-     * a fatal error. How long to wait is the run loop's idle rule (run.c). */
+     * a fatal error. How long to wait is the run loop's idle rule (daemon/daemon.c). */
     int (*poll)(ir_transport *t, long timeout_us);
     /* Take as many of the bytes as the stack accepts now, without blocking.
      * Returns the number taken (possibly 0), or -1 if the connection is dead
@@ -80,6 +82,9 @@ struct ir_transport {
 };
 
 /* Upcalls the server implements. */
+/* The keepalive interval for a new connection, in seconds (0 = off): the
+ * server's tcp-keepalive, which CONFIG SET changes while the stack runs. */
+int irs_tcp_keepalive(const struct ir_server *s);
 /* A new connection: returns the client, or NULL to refuse (the transport closes c). */
 struct client *irs_accept(struct ir_server *s, ir_transport *t, ir_conn *c);
 /* Bytes arrived for cl. */
@@ -89,7 +94,25 @@ void irs_writable(struct client *cl);
 /* The peer closed or the connection failed: the server frees cl. */
 void irs_closed(struct client *cl);
 
-/* Backends (dataplane/). Each returns NULL and sets ir_last_error on failure. */
+/* What the server gives every stack besides the upcalls: its log (stderr
+ * with a timestamp, as Redis's serverLog) and the error a failed constructor
+ * leaves for ir_last_error (with the errno behind it for ir_last_errno). */
+void serverLog(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void ir_set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void ir_set_error_errno(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* The daemon's counters, for a stack that serves telemetry of its own (the
+ * DPDK stack's /inreplay/stats and /inreplay/tables beside its port
+ * counters). The daemon hands its functions to the stack when it creates it;
+ * they are ir_get_stats and ir_get_table_stats's, safe from any thread, so a
+ * stack never calls up into the daemon by name. */
+typedef struct ir_stats_source {
+    void (*stats)(ir_stats *out);
+    int (*tables)(ir_table_stats *out, int max); /* returns how many it wrote */
+} ir_stats_source;
+
+/* Backends (dataplane/), created by the daemon (daemon/daemon.c). Each
+ * returns NULL and sets ir_last_error on failure. */
 /* busy_poll: connections ask the kernel to busy-poll their queue
  * (SO_BUSY_POLL, SO_PREFER_BUSY_POLL) where it allows. unixsocket (NULL or
  * "" = none): also listen on that Unix socket path in the same loop, as Redis
@@ -104,14 +127,25 @@ int ir_kernel_transport_fd(ir_transport *t);
 
 /* The same-host transport (dataplane/shm.c): RESP through shared-memory
  * rings, set up over the Unix socket at path (perm as unixsocketperm), each
- * ring ring_size bytes (a power of two). Its poll never waits; the run loop
+ * ring ring_size bytes (a power of two); run_id is the server's (INFO
+ * server), told to each client at its hello so that it knows whom it reached. Its poll never waits; the run loop
  * polls it beside the network transport, which watches its two fds
  * (ir_shm_wait_fds) and sleeps only after ir_shm_arm said nothing is
  * pending (then ir_shm_disarm, whatever arm said). */
 ir_transport *ir_shm_transport_new(struct ir_server *s, const char *path, unsigned perm,
-                                   uint64_t ring_size);
+                                   uint64_t ring_size, const char *run_id);
 int ir_shm_arm(ir_transport *shm); /* 1: work is pending, do not sleep */
 void ir_shm_disarm(ir_transport *shm);
 int ir_shm_wait_fds(ir_transport *shm, int fds[2]); /* the fds to watch; returns 2 */
+
+/* The kernel-bypass stack (dataplane/dpdk.c: DPDK poll-mode drivers + lwIP),
+ * only in builds with IR_HAVE_DPDK; its options are cfg's (eal_args, ip,
+ * port, mtu, dpdk_port, dpdk_mbufs; dataplane/dpdk.h says what each means).
+ * stats (NULL = none) feeds its telemetry. On failure ir_last_error names the
+ * failing call in rte_exit's style ("rte_eth_dev_configure: err=-22, port=0")
+ * and ir_dpdk_last_code() gives the IR_* code. */
+ir_transport *ir_dpdk_transport_new(struct ir_server *s, const ir_config *cfg,
+                                    const ir_stats_source *stats);
+int ir_dpdk_last_code(void); /* of the last failure on this thread */
 
 #endif /* IR_TRANSPORT_H */

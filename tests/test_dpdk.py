@@ -340,6 +340,8 @@ def test_telemetry_stats(netenv: NetEnv, dpdk_server: DpdkServer) -> None:
     assert stats["rx_packets"] > 100_000 and stats["tx_packets"] > 100_000
     assert stats["accepted"] >= 250
     assert stats["rx_nombuf"] == 0 and stats["tx_dropped"] == 0, stats
+    # the daemon's counters, which reach the stack through the source it was handed
+    assert stats["commands"] > 0 and stats["used_memory"] > 0, stats
     print(f"\n/inreplay/stats: {stats}")
 
 

@@ -4,6 +4,7 @@ maxmemory, output buffer limit, request deadline, idle timeout, keepalive."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -261,6 +262,37 @@ def test_keepalive_is_set_on_accepted_sockets(start: Starter) -> None:
     ss = subprocess.run(["ss", "-tnoH", "state", "established", f"( sport = :{port} )"],
                         capture_output=True, text=True).stdout
     assert "keepalive" in ss, ss
+    r.close()
+
+
+def _keepalive_timer(port: int, peer_port: int) -> float | None:
+    """The number on the server side's keepalive timer of the connection from
+    peer_port (ss's, whose unit varies by iproute2 version: only differences
+    are compared), None when the connection has no keepalive."""
+    time.sleep(0.3)  # let the reply's ACK arrive: ss shows the retransmit timer until then
+    ss = subprocess.run(["ss", "-tnoH", "state", "established",
+                         f"( sport = :{port} and dport = :{peer_port} )"],
+                        capture_output=True, text=True).stdout
+    assert ss.strip(), f"no connection from port {peer_port}"
+    m = re.search(r"keepalive,(?:(\d+)min)?([\d.]+)", ss)
+    return None if m is None else int(m.group(1) or 0) * 60 + float(m.group(2))
+
+
+def test_config_set_tcp_keepalive_reaches_new_connections(start: Starter) -> None:
+    """The stack asks the server for tcp-keepalive at each accept: CONFIG SET
+    changes it for the connections that come after (0: none)."""
+    port = start("--tcp-keepalive", "7")
+    r = redis.Redis(port=port)
+    left = {}
+    for value in ("7", "9", "0"):
+        assert r.config_set("tcp-keepalive", value)
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+            s.sendall(b"PING\r\n")
+            assert s.recv(100) == b"+PONG\r\n"
+            left[value] = _keepalive_timer(port, s.getsockname()[1])
+    assert left["0"] is None, f"tcp-keepalive 0 still set a timer: {left}"
+    assert left["7"] is not None and left["9"] is not None, left
+    assert 1.5 < left["9"] - left["7"] < 2.5, left
     r.close()
 
 

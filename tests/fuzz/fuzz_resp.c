@@ -972,7 +972,7 @@ static session runSession(const char *payload, const size_t *cuts, int ncuts, in
             if (conns[j].closed) cls[j] = NULL;
         if (tick) {
             server_tick(srv);
-            snapshotTick(srv); /* the server loop does both (dataplane/run.c) */
+            snapshotTick(srv); /* the server loop does both (daemon/daemon.c) */
             for (int j = 0; j < nconn; j++)
                 if (conns[j].closed) cls[j] = NULL;
         }

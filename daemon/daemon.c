@@ -1,5 +1,21 @@
-/* run.c - ir_run: the start-up checks, the start-up table and the main loop
- * (configuration defaults live in fstack_redis/config.c's parameter table).
+/* daemon.c - ir_run: the daemon's life cycle. The start-up checks, the
+ * server, the start-up table, snapshots and the AOF, the shard group's check,
+ * the stacks, the main loop and its idle rule, the counters other threads read,
+ * and the teardown (configuration defaults live in fstack_redis/config.c's
+ * parameter table).
+ *
+ * Why a folder of its own. This is the composition root: the one file that
+ * knows both the server (fstack_redis/: clients, commands, snapshots, AOF,
+ * replay tables) and the concrete stacks (dataplane/: kernel, DPDK+lwIP,
+ * shared memory). In dataplane/ it made the stacks' library depend on
+ * snapshots and the AOF, and dpdk.c called up into it for its telemetry; in
+ * fstack_redis/ it would make the server name the DPDK stack (IR_HAVE_DPDK,
+ * its constructor). Here the dependencies form one direction: the daemon ->
+ * the server and the stacks; the stacks -> transport.h only (the ops table,
+ * the constructors, the upcalls the server implements, its log, and
+ * ir_stats_source, through which the daemon's counters reach DPDK's
+ * telemetry); the server never includes a stack. tests/test_layers.py holds
+ * the tree to it.
  *
  * Init order: check the configuration, the server (keyspace and tables), the
  * transport, then the loop; teardown runs in reverse. Signals belong to the
@@ -14,13 +30,11 @@
 #include "aof.h"
 #include "blocked.h"
 #include "db.h"
-#ifdef IR_HAVE_DPDK
-#include "dpdk.h"
-#endif
 #include "replay.h"
 #include "server.h"
 #include "snapshot.h"
 #include "t_replay.h"
+#include "transport.h"
 
 #define TICK_MS 100
 #define UNIX_SIDE_EVERY 16
@@ -209,6 +223,11 @@ void ir_get_stats(ir_stats *out) {
     out->cycles_reply = __atomic_load_n(&published.cycles_reply, __ATOMIC_RELAXED);
 }
 
+#ifdef IR_HAVE_DPDK
+/* What the stacks that serve telemetry of their own read (DPDK's /inreplay/stats and /inreplay/tables). */
+static const ir_stats_source stats_source = {.stats = ir_get_stats, .tables = ir_get_table_stats};
+#endif
+
 static int createStartupTable(ir_server *s, const ir_config *cfg) {
     ir_table_opts o = replayTableOpts(s, 0); /* REPLAY.CREATE's, then the flags */
     o.capacity = cfg->table_capacity;
@@ -293,7 +312,7 @@ int ir_run(const ir_config *cfg) {
 
 #ifdef IR_HAVE_DPDK
     if (!strcmp(cfg->stack, "dpdk")) {
-        s->tp = ir_dpdk_transport_new(s, cfg);
+        s->tp = ir_dpdk_transport_new(s, cfg, &stats_source);
         if (!s->tp) {
             rc = ir_dpdk_last_code();
             goto server;
@@ -320,8 +339,8 @@ int ir_run(const ir_config *cfg) {
         }
     }
     if (cfg->shm_socket && cfg->shm_socket[0]) {
-        s->local =
-            ir_shm_transport_new(s, cfg->shm_socket, cfg->shm_socketperm, cfg->shm_ring_size);
+        s->local = ir_shm_transport_new(s, cfg->shm_socket, cfg->shm_socketperm, cfg->shm_ring_size,
+                                        s->run_id);
         int fds[2];
         int nfds = s->local ? ir_shm_wait_fds(s->local, fds) : 0;
         for (int i = 0; i < nfds; i++)
