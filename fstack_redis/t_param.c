@@ -4,9 +4,11 @@
  *
  *   PARAM.CREATE <name> SIZE <n> OPTIMIZER sgd|momentum|rmsprop|adam|adamw|adagrad
  *       [LR x] [MOMENTUM x] [ALPHA x] [BETA1 x] [BETA2 x] [EPS x] [WEIGHT_DECAY x]
- *       [NESTEROV] [INIT <n float32>]                                  -> OK
+ *       [NESTEROV] [SYNC k] [INIT <n float32>]                         -> OK
  *   PARAM.PUSH <name> <n float32> [SCALE s] [BASE <version> [MAXSTALE k]]
- *                                                          -> the new version
+ *       [TIMEOUT seconds]                                  -> the new version
+ *   (a SYNC k table: the version of the step that applied the mean of this
+ *   push and k - 1 others; TIMEOUT bounds the wait, 0 or none: forever)
  *   PARAM.PULL <name> [IFNEWER <version>]  -> [version, parameters] (the
  *       parameters a null bulk when version <= IFNEWER's)
  *   PARAM.SET <name> <n float32>           -> the new version (state kept)
@@ -27,8 +29,10 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "blocked.h"
 #include "param.h"
 #include "pubsub.h"
 #include "replay_err.h"
@@ -78,6 +82,7 @@ void paramCreateCommand(client *c) {
     }
     uint64_t n = 0;
     int opt = -1, nesterov = 0, init = 0;
+    uint32_t sync = 1;
     struct {
         const char *name;
         double v;
@@ -111,6 +116,14 @@ void paramCreateCommand(client *c) {
             }
         } else if (argEq(c, i, "init")) {
             init = i + 1;
+        } else if (argEq(c, i, "sync")) {
+            long long k;
+            if (!string2ll(c->argv[i + 1].ptr, c->argv[i + 1].len, &k) || k < 1 ||
+                k > IR_PARAM_SYNC_MAX) {
+                addReplyError(c, "SYNC must be an integer in 1..4096");
+                return;
+            }
+            sync = (uint32_t)k;
         } else {
             size_t k = 0;
             while (k < sizeof(hp) / sizeof(hp[0]) && !argEq(c, i, hp[k].name)) k++;
@@ -135,6 +148,7 @@ void paramCreateCommand(client *c) {
     for (size_t k = 0; k < sizeof(hp) / sizeof(hp[0]); k++)
         if (hp[k].given) *dst[k] = hp[k].v;
     o.nesterov = nesterov;
+    o.sync = sync;
     const char *why = paramOptsCheck(&o);
     if (why) {
         addReplyErrorFormat(c, "%s", why);
@@ -145,7 +159,7 @@ void paramCreateCommand(client *c) {
                             (unsigned long long)n, (unsigned long long)(n * sizeof(float)));
         return;
     }
-    uint64_t bytes = n * sizeof(float) * (1 + (uint64_t)paramStateArrays(&o));
+    uint64_t bytes = n * sizeof(float) * (1 + (uint64_t)paramStateArrays(&o) + (sync > 1));
     if (c->srv->cfg.maxmemory && serverUsedMemory(c->srv) + bytes > c->srv->cfg.maxmemory) {
         addReplyError(c, "-OOM " IR_OOM_MSG);
         return;
@@ -158,63 +172,211 @@ void paramCreateCommand(client *c) {
     addReplyStr(c, shared.ok);
 }
 
+/* PUSH's options after the gradient (argv[3..]): reply the error and return
+ * -1 when reply, else just -1 (a waiter's arguments, parsed again when its
+ * round completes, passed before). */
+typedef struct pushArgs {
+    double scale;
+    uint64_t base, maxstale, deadline;
+    int has_base, has_stale, has_timeout;
+} pushArgs;
+
+static int parsePushArgs(client *c, pushArgs *a, int reply) {
+    *a = (pushArgs){.scale = 1.0};
+    for (int i = 3; i < c->argc; i += 2) {
+        if (i + 1 >= c->argc) {
+            if (reply) addReplyStr(c, shared.syntaxerr);
+            return -1;
+        }
+        if (argEq(c, i, "scale")) {
+            if (!string2d(c->argv[i + 1].ptr, c->argv[i + 1].len, &a->scale) ||
+                !isfinite(a->scale) || !isfinite((float)a->scale)) {
+                if (reply) addReplyError(c, "SCALE is not a finite float32 number");
+                return -1;
+            }
+        } else if (argEq(c, i, "base")) {
+            if (reply ? argU64(c, i + 1, "BASE", &a->base) != 0 : 0) return -1;
+            a->has_base = 1;
+        } else if (argEq(c, i, "maxstale")) {
+            if (reply ? argU64(c, i + 1, "MAXSTALE", &a->maxstale) != 0 : 0) return -1;
+            a->has_stale = 1;
+        } else if (argEq(c, i, "timeout")) {
+            if (reply && getBlockingTimeoutFromArg(c, i + 1, &a->deadline) != 0) return -1;
+            a->has_timeout = 1;
+        } else {
+            if (reply) addReplyStr(c, shared.syntaxerr);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* ---- SYNC rounds -------------------------------------------------------------
+ * A SYNC k table applies one step per k pushes: the mean of their gradients
+ * (summed in arrival order, then divided by k). The first k - 1 pushes of a
+ * round wait as blocked clients (blocked.c, a WAIT-kind queue: every waiter
+ * re-runs when the queue is ready) and keep their argv, which holds their
+ * gradient: nothing is copied until the round's k-th push sums the waiters'
+ * gradients and its own into the table's accumulator and steps. Every pusher
+ * of the round then gets the new version (or the round's one error, when the
+ * mean overflowed and nothing was applied).
+ *
+ * A waiter that leaves before its round completes - its TIMEOUT came, CLIENT
+ * UNBLOCK, a disconnect - leaves the queue, and so the round: its gradient was
+ * never added to anything, so the partial round stays exactly the pushes still
+ * waiting. A timed-out pusher gets -SYNCTIMEOUT (push it again to take part in
+ * a later round); a dropped table answers its waiters -NOTABLE. */
+typedef struct paramWaits {
+    bqueue q;        /* the round's waiting pushers, in arrival order */
+    uint32_t served; /* waiters at the queue's head whose round completed */
+    int served_ok;   /* that round stepped (else its mean was not finite) */
+    uint64_t served_version, served_bad;
+} paramWaits;
+
+static void paramGoneHook(ir_param *p) {
+    paramWaits *w = p->host;
+    if (w->q.n && g_server) {
+        char what[16 + 512];
+        snprintf(what, sizeof(what), "parameter table '%.128s'", p->name);
+        blockedQueueGone(g_server, &w->q, what);
+    }
+    free(w);
+    p->host = NULL;
+}
+
+static paramWaits *waitsOf(client *c, ir_param *p) {
+    if (!p->host) {
+        paramWaits *w = calloc(1, sizeof(*w));
+        if (!w) return NULL;
+        w->q.kind = BLOCKED_WAIT;
+        w->q.owner = p;
+        p->host = w;
+        c->srv->params->host_gone = paramGoneHook;
+    }
+    return p->host;
+}
+
+static uint32_t syncPending(const ir_param *p) {
+    const paramWaits *w = p->host;
+    return w ? (uint32_t)(w->q.n - w->served) : 0;
+}
+
+static void replyRoundFailed(client *c, const ir_param *p, uint64_t bad) {
+    addReplyErrorFormat(c,
+                        "the mean of SYNC round's %u gradients for '%.128s' has element %llu "
+                        "not finite (the sum overflowed float32): nothing applied",
+                        p->o.sync, p->name, (unsigned long long)bad);
+}
+
+/* A waiting pusher re-run: its round completed (reply as the k-th push did),
+ * or its deadline came (withdrawn: -SYNCTIMEOUT), or it waits on. */
+static void syncRerun(client *c, ir_param *p) {
+    paramWaits *w = p->host;
+    if (w->served) {
+        w->served--;
+        if (w->served_ok) addReplyLongLong(c, (long long)w->served_version);
+        else replyRoundFailed(c, p, w->served_bad);
+        return;
+    }
+    if (!blockingAllowed(c)) {
+        replyReplayError(c, IR_ERR_SYNCTIMEOUT,
+                         "SYNC round of '%.128s' had %u of its %u pushes at the deadline: "
+                         "this gradient was withdrawn, nothing of it applied",
+                         p->name, syncPending(p), p->o.sync);
+        return;
+    }
+    blockForWait(c, &w->q, 0); /* keeps its place and its deadline */
+}
+
+/* The k-th push of a round: sum the waiters' gradients (in arrival order) and
+ * c's, step with their mean, and serve the waiters. */
+static void syncComplete(client *c, ir_param *p, float scale) {
+    paramWaits *w = p->host;
+    int first = 1;
+    uint32_t skip = w->served;
+    for (bwait *x = w->q.head; x; x = x->next) {
+        if (skip) {
+            skip--;
+            continue;
+        }
+        pushArgs a;
+        parsePushArgs(x->c, &a, 0);
+        paramAccumulate(p, x->c->argv[2].ptr, (float)a.scale, first);
+        first = 0;
+    }
+    paramAccumulate(p, c->argv[2].ptr, scale, first);
+    uint64_t bad = 0;
+    int ok = paramSyncStep(p, p->o.sync, &bad);
+    w->served = (uint32_t)(w->q.n - w->served);
+    w->served_ok = ok;
+    w->served_version = p->version;
+    w->served_bad = bad;
+    if (ok) {
+        publishVersion(c, p);
+        addReplyLongLong(c, (long long)p->version);
+    } else {
+        replyRoundFailed(c, p, bad);
+    }
+    blockedQueueReady(c->srv, &w->q);
+}
+
 void paramPushCommand(client *c) {
     ir_param *p = lookupParamOrReply(c);
     if (!p) return;
-    double scale = 1.0;
-    uint64_t base = 0, maxstale = 0;
-    int has_base = 0, has_stale = 0;
-    for (int i = 3; i < c->argc; i += 2) {
-        if (i + 1 >= c->argc) {
-            addReplyStr(c, shared.syntaxerr);
-            return;
-        }
-        if (argEq(c, i, "scale")) {
-            if (!string2d(c->argv[i + 1].ptr, c->argv[i + 1].len, &scale) || !isfinite(scale) ||
-                !isfinite((float)scale)) {
-                addReplyError(c, "SCALE is not a finite float32 number");
-                return;
-            }
-        } else if (argEq(c, i, "base")) {
-            if (argU64(c, i + 1, "BASE", &base) != 0) return;
-            has_base = 1;
-        } else if (argEq(c, i, "maxstale")) {
-            if (argU64(c, i + 1, "MAXSTALE", &maxstale) != 0) return;
-            has_stale = 1;
-        } else {
-            addReplyStr(c, shared.syntaxerr);
-            return;
-        }
+    if ((c->flags & CLIENT_BLOCKED) && p->host) {
+        syncRerun(c, p);
+        return;
     }
-    if (has_stale && !has_base) {
+    pushArgs a;
+    if (parsePushArgs(c, &a, 1) != 0) return;
+    if (a.has_stale && !a.has_base) {
         addReplyError(c,
                       "MAXSTALE needs BASE <version> (the version the gradient was computed at)");
         return;
     }
-    if (has_base && base > p->version) {
+    if (a.has_base && a.base > p->version) {
         addReplyErrorFormat(c, "BASE %llu is newer than parameter table '%.128s' (version %llu)",
-                            (unsigned long long)base, p->name, (unsigned long long)p->version);
+                            (unsigned long long)a.base, p->name, (unsigned long long)p->version);
         return;
     }
-    if (has_stale && p->version - base > maxstale) {
-        addReplyErrorFormat(c,
-                            "stale gradient: computed at version %llu, %llu versions behind "
-                            "'%.128s' (version %llu), MAXSTALE is %llu: not applied",
-                            (unsigned long long)base, (unsigned long long)(p->version - base),
-                            p->name, (unsigned long long)p->version, (unsigned long long)maxstale);
+    if (a.has_stale && p->version - a.base > a.maxstale) {
+        replyReplayError(c, IR_ERR_STALE,
+                         "gradient computed at version %llu, %llu versions behind "
+                         "'%.128s' (version %llu), MAXSTALE is %llu: not applied",
+                         (unsigned long long)a.base, (unsigned long long)(p->version - a.base),
+                         p->name, (unsigned long long)p->version, (unsigned long long)a.maxstale);
         return;
     }
     if (!blobLenOk(c, p, 2, "a gradient")) return;
     uint64_t bad = 0;
-    if (!paramGradFinite(c->argv[2].ptr, p->n, (float)scale, &bad)) {
+    if (!paramGradFinite(c->argv[2].ptr, p->n, (float)a.scale, &bad)) {
         addReplyErrorFormat(c,
                             "gradient element %llu is not finite (NaN or Inf%s): nothing applied",
-                            (unsigned long long)bad, scale != 1.0 ? " once scaled" : "");
+                            (unsigned long long)bad, a.scale != 1.0 ? " once scaled" : "");
         return;
     }
-    paramStep(p, c->argv[2].ptr, (float)scale);
-    publishVersion(c, p);
-    addReplyLongLong(c, (long long)p->version);
+    if (p->o.sync <= 1) {
+        paramStep(p, c->argv[2].ptr, (float)a.scale);
+        publishVersion(c, p);
+        addReplyLongLong(c, (long long)p->version);
+        return;
+    }
+    if (!waitsOf(c, p)) {
+        addReplyError(c, "out of memory waiting for the SYNC round");
+        return;
+    }
+    if (syncPending(p) + 1 < p->o.sync) {
+        if (!blockingAllowed(c)) {
+            addReplyErrorFormat(c,
+                                "a SYNC push to '%.128s' waits for its round's other pushes, "
+                                "which it cannot inside MULTI or a script: not added",
+                                p->name);
+            return;
+        }
+        blockForWait(c, &((paramWaits *)p->host)->q, a.deadline);
+        return;
+    }
+    syncComplete(c, p, (float)a.scale);
 }
 
 void paramPullCommand(client *c) {
@@ -247,7 +409,7 @@ void paramInfoCommand(client *c) {
     ir_param *p = lookupParamOrReply(c);
     if (!p) return;
     const ir_param_opts *o = &p->o;
-    addReplyMapLen(c, 15);
+    addReplyMapLen(c, 17);
     addReplyBulkCString(c, "name");
     addReplyBulk(c, p->name, p->namelen);
     addReplyBulkCString(c, "size");
@@ -262,6 +424,10 @@ void paramInfoCommand(client *c) {
     }
     addReplyBulkCString(c, "nesterov");
     addReplyLongLong(c, o->nesterov);
+    addReplyBulkCString(c, "sync");
+    addReplyLongLong(c, o->sync);
+    addReplyBulkCString(c, "sync_pending");
+    addReplyLongLong(c, syncPending(p));
     addReplyBulkCString(c, "step");
     addReplyLongLong(c, (long long)p->step);
     addReplyBulkCString(c, "version");
