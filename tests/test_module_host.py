@@ -180,8 +180,8 @@ def test_module_command_table_comes_from_commands_json(module_server: ServerProc
     import json
 
     cmds = json.loads((ROOT / "fstack_redis" / "commands.json").read_text())
-    replay = [n for n in cmds if n.startswith("replay.")]
-    assert len(replay) >= 13
+    replay = [n for n in cmds if n.startswith(("replay.", "param."))]
+    assert len(replay) >= 19
     with module_server.raw() as conn:
         for name in replay:
             d = cmds[name]
