@@ -172,13 +172,23 @@ int paramDrop(ir_params *ps, const char *name, size_t len) {
     return -1;
 }
 
+/* The kernels are built twice, for AVX2 and for the baseline, and the loader
+ * picks one for this CPU (GCC's target_clones, an ifunc): eight lanes where
+ * AVX2 is present. Both round each operation as IEEE float32 does (no FMA
+ * contraction under -std=c11), so either gives the same bits. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__linux__)
+#define IR_KERNEL __attribute__((target_clones("avx2", "default")))
+#else
+#define IR_KERNEL
+#endif
+
 static inline float ld(const unsigned char *g, uint64_t i) {
     float f;
     memcpy(&f, g + 4 * i, sizeof(f));
     return f;
 }
 
-int paramGradFinite(const void *gv, uint64_t n, float scale, uint64_t *bad) {
+IR_KERNEL int paramGradFinite(const void *gv, uint64_t n, float scale, uint64_t *bad) {
     const unsigned char *g = gv;
     /* an integer OR over the exponent test vectorizes (a float reduction would not) */
     uint32_t any = 0;
@@ -199,8 +209,8 @@ int paramGradFinite(const void *gv, uint64_t n, float scale, uint64_t *bad) {
 
 /* ---- the kernels: one pass each; flags are loop-invariant (unswitched) ---- */
 
-static void stepSgd(float *restrict w, const unsigned char *restrict g, uint64_t n, float scale,
-                    float neglr, float wd) {
+IR_KERNEL static void stepSgd(float *restrict w, const unsigned char *restrict g, uint64_t n,
+                              float scale, float neglr, float wd) {
     int decay = wd != 0;
     for (uint64_t i = 0; i < n; i++) {
         float gi = ld(g, i) * scale;
@@ -209,9 +219,9 @@ static void stepSgd(float *restrict w, const unsigned char *restrict g, uint64_t
     }
 }
 
-static void stepMomentum(float *restrict w, float *restrict b, const unsigned char *restrict g,
-                         uint64_t n, float scale, float neglr, float wd, float mu, int first,
-                         int nesterov) {
+IR_KERNEL static void stepMomentum(float *restrict w, float *restrict b,
+                                   const unsigned char *restrict g, uint64_t n, float scale,
+                                   float neglr, float wd, float mu, int first, int nesterov) {
     int decay = wd != 0;
     for (uint64_t i = 0; i < n; i++) {
         float gi = ld(g, i) * scale;
@@ -224,9 +234,10 @@ static void stepMomentum(float *restrict w, float *restrict b, const unsigned ch
     }
 }
 
-static void stepRmsprop(float *restrict w, float *restrict s, float *restrict b,
-                        const unsigned char *restrict g, uint64_t n, float scale, float neglr,
-                        float wd, float alpha, float omalpha, float eps, float mu) {
+IR_KERNEL static void stepRmsprop(float *restrict w, float *restrict s, float *restrict b,
+                                  const unsigned char *restrict g, uint64_t n, float scale,
+                                  float neglr, float wd, float alpha, float omalpha, float eps,
+                                  float mu) {
     int decay = wd != 0;
     if (b) {
         for (uint64_t i = 0; i < n; i++) {
@@ -251,10 +262,10 @@ static void stepRmsprop(float *restrict w, float *restrict s, float *restrict b,
     }
 }
 
-static void stepAdam(float *restrict w, float *restrict m, float *restrict v,
-                     const unsigned char *restrict g, uint64_t n, float scale, float wd,
-                     float shrink, float w1, int small, float beta2, float ombeta2, float bc2s,
-                     float eps, float negss) {
+IR_KERNEL static void stepAdam(float *restrict w, float *restrict m, float *restrict v,
+                               const unsigned char *restrict g, uint64_t n, float scale, float wd,
+                               float shrink, float w1, int small, float beta2, float ombeta2,
+                               float bc2s, float eps, float negss) {
     int decay = wd != 0, decoupled = shrink != 1.0f;
     float omw1 = 1.0f - w1; /* lerp's large-weight form */
     for (uint64_t i = 0; i < n; i++) {
@@ -272,8 +283,9 @@ static void stepAdam(float *restrict w, float *restrict m, float *restrict v,
     }
 }
 
-static void stepAdagrad(float *restrict w, float *restrict s, const unsigned char *restrict g,
-                        uint64_t n, float scale, float neglr, float wd, float eps) {
+IR_KERNEL static void stepAdagrad(float *restrict w, float *restrict s,
+                                  const unsigned char *restrict g, uint64_t n, float scale,
+                                  float neglr, float wd, float eps) {
     int decay = wd != 0;
     for (uint64_t i = 0; i < n; i++) {
         float gi = ld(g, i) * scale;
@@ -325,7 +337,7 @@ void paramSet(ir_param *p, const void *w) {
     p->version++;
 }
 
-void paramAccumulate(ir_param *p, const void *gv, float scale, int first) {
+IR_KERNEL void paramAccumulate(ir_param *p, const void *gv, float scale, int first) {
     const unsigned char *restrict g = gv;
     float *restrict a = p->acc;
     uint64_t n = p->n;
@@ -335,7 +347,7 @@ void paramAccumulate(ir_param *p, const void *gv, float scale, int first) {
         for (uint64_t i = 0; i < n; i++) a[i] = a[i] + ld(g, i) * scale;
 }
 
-int paramSyncStep(ir_param *p, uint32_t k, uint64_t *bad) {
+IR_KERNEL int paramSyncStep(ir_param *p, uint32_t k, uint64_t *bad) {
     float *restrict a = p->acc;
     float fk = (float)k;
     for (uint64_t i = 0; i < p->n; i++) a[i] = a[i] / fk;
