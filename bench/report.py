@@ -1113,7 +1113,7 @@ def params_section(doc: dict[str, Any]) -> str:
             f"- **{_verdict(g['rmsprop_step'])}** — RMSprop step within 1.5× its memory floor "
             f"({doc['rmsprop_ratio']:.2f}×)",
             f"- **{_verdict(g['pushes'])}** — at least 2× the Ray/torch parameter server's "
-            f"pushes/s at {mb:.0f} MB ({doc['push_ratio']:.2f}×)"]
+            f"pushes/s at {mb:.1f} MB ({doc['push_ratio']:.2f}×)"]
     return "\n".join(out)
 
 
