@@ -125,6 +125,7 @@ bench: build
 	$(PY) bench/trajectory_bytes.py --apex --transitions 2000000 --demo $(BUILD)/bench-breakout/summary.json \
 	  --json $(BUILD)/bench-apex-frames.json --readme docs/concepts/trajectories.md
 	$(PY) bench/limiter.py --seconds 600 --json $(BUILD)/bench-limiter.json
+	$(PY) bench/params.py --json $(BUILD)/bench-params.json
 	rm -f $(BUILD)/bench-integrations.json
 	-$(PY) bench/integrations.py --torchrl --rllib --rounds 2 --steps 12800 \
 	  --json $(BUILD)/bench-integrations.json
@@ -133,6 +134,7 @@ bench: build
 	$(PY) bench/report.py --sumtree $(BUILD)/bench-sumtree.json \
 	  --swarm $(BUILD)/bench-swarm.json --swarm $(BUILD)/bench-swarm-atari.json \
 	  --compress $(BUILD)/bench-compress.json --limiter $(BUILD)/bench-limiter.json \
+	  --params $(BUILD)/bench-params.json \
 	  --server-time $(BUILD)/bench-server-time.json \
 	  --latency $(BUILD)/bench-latency.json --throughput $(BUILD)/bench-throughput.json \
 	  --latency-prev $(BUILD)/bench-latency.prev.json \

@@ -1082,6 +1082,41 @@ def limiter_section(doc: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
+def params_section(doc: dict[str, Any]) -> str:
+    """bench/params.py: a 13 MB Adam and RMSprop step against its memory floor, and
+    pushes/s from N workers against a Ray actor applying torch.optim.Adam."""
+    st, fl, pu = doc["step"], doc["floor"], doc["pushes"]
+    mb = doc["bytes"] / 1e6
+    load = doc.get("machine", {}).get("loadavg") or [0.0]
+    out = [f"{doc['n']:,} float32 ({mb:.1f} MB), {doc['machine']['cpus']} CPUs, load average "
+           f"{load[0]:.1f} at the end of the run (other work shares these cores).", "",
+           "| step | server time (PARAM.PUSH) | param.c alone | memory floor | ratio |",
+           "|---|---|---|---|---|"]
+    for opt in ("adam", "rmsprop"):
+        out.append(f"| {opt} | {st[opt + '_server_ms']:.2f} ms | {fl[opt + '_step_ms']:.2f} ms | "
+                   f"{fl[opt + '_floor_ms']:.2f} ms ({fl[opt + '_bytes'] / 1e6:.0f} MB streamed) | "
+                   f"{doc[opt + '_ratio']:.2f}× |")
+    out += ["", f"| {doc['workers']} workers, {doc['seconds']:g} s each | pushes | pushes/s |",
+            "|---|---|---|"]
+    names = {"inreplay": "inreplay PARAM.PUSH (same-host shared memory)",
+             "inreplay_tcp": "inreplay PARAM.PUSH (TCP)",
+             "ray_torch": "Ray actor, torch.optim.Adam"}
+    for k, row in pu.items():
+        out.append(f"| {names.get(k, k)} | {row['pushes']:,} | {row['pushes_per_s']:.1f} |")
+    torch_ms = pu.get("ray_torch", {}).get("torch_step_ms")
+    if torch_ms:
+        out += ["", f"The Ray actor's torch.optim.Adam step alone: {torch_ms:.1f} ms."]
+    g = doc["goals"]
+    out += ["",
+            f"- **{_verdict(g['adam_step'])}** — Adam step within 1.5× its memory floor "
+            f"({doc['adam_ratio']:.2f}×)",
+            f"- **{_verdict(g['rmsprop_step'])}** — RMSprop step within 1.5× its memory floor "
+            f"({doc['rmsprop_ratio']:.2f}×)",
+            f"- **{_verdict(g['pushes'])}** — at least 2× the Ray/torch parameter server's "
+            f"pushes/s at {mb:.1f} MB ({doc['push_ratio']:.2f}×)"]
+    return "\n".join(out)
+
+
 def redis_suite_section(doc: dict[str, Any]) -> str:
     """tests/redis_suite/run.py: Redis 7.0.15's own unit tests against inreplay."""
     servers = doc["servers"]
@@ -1958,6 +1993,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--compress", metavar="JSON", help="output of bench/compress.py --json")
     ap.add_argument("--limiter", metavar="JSON", help="output of bench/limiter.py --json")
     ap.add_argument("--server-time", metavar="JSON", help="output of bench/server_time.py --json")
+    ap.add_argument("--params", metavar="JSON", help="output of bench/params.py --json")
     ap.add_argument("--module-host", metavar="JSON",
                     help="output of bench/latency.py --systems kernel,redis-module --json")
     ap.add_argument("--redis-suite", metavar="JSON",
@@ -2039,6 +2075,9 @@ def main(argv: list[str] | None = None) -> int:
     st = load(args.server_time)
     if st:
         pages.replace("server-sample", server_sample_section(st))
+    par = load(args.params)
+    if par:
+        pages.replace("params", params_section(par))
     lim = load(args.limiter)
     if lim:
         pages.replace("limiter", limiter_section(lim))

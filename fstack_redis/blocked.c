@@ -580,6 +580,19 @@ void blockedTableGone(ir_server *s, struct ir_table *t) {
     }
 }
 
+void blockedQueueGone(ir_server *s, bqueue *q, const char *what) {
+    ir_blocked *b = s->blocked;
+    if (!b) return;
+    readyRemove(b, q);
+    while (q->head) {
+        client *c = q->head->c;
+        replyReplayError(c, IR_ERR_NOTABLE, "%s was dropped while the client waited", what);
+        b->st.dropped++;
+        unblock(s, c, 1);
+        resetClientArgs(c);
+    }
+}
+
 void blockedClientFree(client *c) {
     blockState *bs = c->bstate;
     if (!bs) return;

@@ -88,6 +88,10 @@ int blockedUnblock(ir_server *s, client *c, int error);
  * through the engine's host hook (replay.h's ir_engine_host), which blocked.c
  * sets when a client first waits on a table; it frees the table's host state. */
 void blockedTableGone(ir_server *s, struct ir_table *t);
+/* The thing a WAIT-kind queue waits on goes (a parameter table dropped while
+ * SYNC pushers wait): each waiter gets -NOTABLE naming `what` and is
+ * unblocked; q is then empty and may be freed. */
+void blockedQueueGone(ir_server *s, bqueue *q, const char *what);
 
 /* Serve ready queues and resume the input of unblocked clients (after a
  * command; after the loop's timeouts). */

@@ -1,4 +1,4 @@
-/* The REPLAY.* error codes: the first word of an error reply is its code (Redis's
+/* The REPLAY.* and PARAM.* error codes: the first word of an error reply is its code (Redis's
  * convention, like WRONGTYPE, NOAUTH, BUSYGROUP), the human text follows. This list is
  * the one definition: replyReplayError() writes "-<CODE> <text>", pyctl/errors.py maps
  * each code to an exception class, and tests/test_error_codes.py reads this list to
@@ -21,7 +21,9 @@ typedef struct client client;
     X(BADPRIO, "a priority that is not a finite number >= 0 or MAX (index first)") \
     X(MIXEDSIZE, "REPLAY.SAMPLE ... PACKED from a table whose items differ in size") \
     X(WRONGKIND, "an opaque-item command on a trajectory table, or the reverse") \
-    X(NOSTREAM, "no such trajectory stream")
+    X(NOSTREAM, "no such trajectory stream") \
+    X(STALE, "PARAM.PUSH of a gradient more than MAXSTALE versions behind the table") \
+    X(SYNCTIMEOUT, "a SYNC PARAM.PUSH whose round did not complete within its TIMEOUT")
 
 /* Redis's words for a write refused under maxmemory (after "-OOM " or EXECABORT's prefix). */
 #define IR_OOM_MSG "command not allowed when used memory > 'maxmemory'."

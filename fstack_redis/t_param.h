@@ -1,8 +1,9 @@
-/* t_param.h - PARAM.* commands (t_param.c): parameter tables on the native host. */
+/* t_param.h - PARAM.* commands (t_param.c): parameter tables, on either host
+ * (param_host.h). */
 #ifndef IR_T_PARAM_H
 #define IR_T_PARAM_H
 
-#include "server.h"
+#include "param_host.h"
 
 void paramCreateCommand(client *c);
 void paramPushCommand(client *c);

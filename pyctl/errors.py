@@ -1,4 +1,4 @@
-"""The REPLAY.* error codes and REPLAY.INFO's fields: the one decoder of each.
+"""The REPLAY.* and PARAM.* error codes and REPLAY.INFO's fields: the one decoder of each.
 
 The server's errors start with a code (Redis's convention, like WRONGTYPE or NOAUTH);
 the codes are defined once, in fstack_redis/replay_err.h. ``replay_error`` turns a
@@ -81,9 +81,24 @@ class NoSuchStreamError(ReplayError):
     code = "NOSTREAM"
 
 
+class StaleGradientError(ReplayError):
+    """-STALE: PARAM.PUSH ... BASE v MAXSTALE k of a gradient computed more than k
+    versions before the table's; nothing was applied (pull, recompute, push again)."""
+
+    code = "STALE"
+
+
+class SyncTimeout(ReplayError):  # noqa: N818 (named after its code)
+    """-SYNCTIMEOUT: a push to a SYNC table whose round did not complete within its
+    TIMEOUT; the gradient was withdrawn from the round (nothing of it applied)."""
+
+    code = "SYNCTIMEOUT"
+
+
 CLASSES: dict[str, type[ReplayError]] = {
     c.code: c for c in (RateLimited, NoSuchTableError, TableExistsError, EmptyTableError,
-                        BadPriorityError, MixedSizesError, WrongKindError, NoSuchStreamError)}
+                        BadPriorityError, MixedSizesError, WrongKindError, NoSuchStreamError,
+                        StaleGradientError, SyncTimeout)}
 
 
 def code_of(e: BaseException) -> str:

@@ -81,8 +81,9 @@ class ParamClient:
                momentum: float | None = None, alpha: float | None = None,
                betas: tuple[float, float] | None = None, eps: float | None = None,
                weight_decay: float | None = None, nesterov: bool = False,
-               init: Any = None) -> None:
-        """PARAM.CREATE; hyper-parameters left None take torch's defaults (the server's)."""
+               init: Any = None, sync: int | None = None) -> None:
+        """PARAM.CREATE; hyper-parameters left None take torch's defaults (the server's).
+        sync=k: one step per k pushes, with their mean (each push waits for its round)."""
         args: list[Any] = ["PARAM.CREATE", name, "SIZE", size, "OPTIMIZER", optimizer]
         for word, v in (("LR", lr), ("MOMENTUM", momentum), ("ALPHA", alpha),
                         ("EPS", eps), ("WEIGHT_DECAY", weight_decay)):
@@ -92,13 +93,19 @@ class ParamClient:
             args += ["BETA1", repr(float(betas[0])), "BETA2", repr(float(betas[1]))]
         if nesterov:
             args.append("NESTEROV")
+        if sync is not None:
+            args += ["SYNC", int(sync)]
         if init is not None:
             args += ["INIT", _blob(init)]
         self._cmd(*args)
 
     def push(self, name: str, grad: Any, *, scale: float | None = None,
-             base: int | None = None, maxstale: int | None = None) -> int:
-        """PARAM.PUSH of a flat float32 gradient (array, tensor or bytes): the new version."""
+             base: int | None = None, maxstale: int | None = None,
+             timeout: float | None = None) -> int:
+        """PARAM.PUSH of a flat float32 gradient (array, tensor or bytes): the new version.
+        On a SYNC table the call waits for its round (at most timeout seconds, else
+        pyctl.errors.SyncTimeout and the gradient is withdrawn); a gradient more than
+        maxstale versions behind base raises pyctl.errors.StaleGradientError."""
         args: list[Any] = ["PARAM.PUSH", name, _blob(grad)]
         if scale is not None:
             args += ["SCALE", repr(float(scale))]
@@ -106,6 +113,8 @@ class ParamClient:
             args += ["BASE", int(base)]
         if maxstale is not None:
             args += ["MAXSTALE", int(maxstale)]
+        if timeout is not None:
+            args += ["TIMEOUT", repr(float(timeout))]
         return int(self._cmd(*args))
 
     def pull(self, name: str, ifnewer: int | None = None,

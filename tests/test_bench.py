@@ -685,3 +685,23 @@ def test_swarm_goals_judge_the_offered_phase_by_what_was_taken() -> None:
     assert fast.startswith("- **PASS**") and slow.startswith("- **NOT MET**")
     (old,) = verdicts(row("apex10", 499_884, None))  # no offered rate recorded
     assert old.startswith("- **NOT MET**") and "goal ≥ 500,000" in old
+
+
+def test_params_section_judges_both_goals() -> None:
+    """bench/params.py's section: each step against its floor, pushes/s against Ray's."""
+    doc = {"n": 3_400_000, "bytes": 13_600_000, "workers": 4, "seconds": 10.0,
+           "machine": {"cpus": 2, "loadavg": [1.0, 1.0, 1.0]},
+           "step": {"adam_server_ms": 5.0, "rmsprop_server_ms": 6.0},
+           "floor": {"adam_floor_ms": 4.0, "rmsprop_floor_ms": 3.0, "adam_step_ms": 4.5,
+                     "rmsprop_step_ms": 3.5, "adam_bytes": 95_200_000,
+                     "rmsprop_bytes": 68_000_000},
+           "pushes": {"inreplay": {"pushes": 300, "pushes_per_s": 30.0},
+                      "ray_torch": {"pushes": 100, "pushes_per_s": 10.0,
+                                    "torch_step_ms": 9.4}},
+           "adam_ratio": 1.25, "rmsprop_ratio": 2.0, "push_ratio": 3.0,
+           "goals": {"adam_step": True, "rmsprop_step": False, "pushes": True}}
+    text = report.params_section(doc)
+    assert "**PASS** — Adam step within 1.5× its memory floor (1.25×)" in text
+    assert "**NOT MET** — RMSprop step within 1.5× its memory floor (2.00×)" in text
+    assert "**PASS** — at least 2× the Ray/torch parameter server's pushes/s" in text
+    assert "| adam | 5.00 ms | 4.50 ms | 4.00 ms (95 MB streamed) | 1.25× |" in text

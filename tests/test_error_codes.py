@@ -37,6 +37,11 @@ def r(replay_server: ServerProcess) -> Iterator[redis.Redis]:
     c = replay_server.client()
     for t in c.execute_command("REPLAY.LIST"):
         c.execute_command("REPLAY.DROP", t)
+    for t in ("pstale", "psync"):
+        try:
+            c.execute_command("PARAM.DROP", t)
+        except redis.ResponseError:
+            pass
     yield c
     c.close()
 
@@ -59,6 +64,10 @@ def setup_tables(r: redis.Redis) -> list[Any]:
                       "", "CHUNK", 4, "HISTORY", 8)
     r.execute_command("REPLAY.APPEND", "s", 20, np.zeros((20, 4, 3), np.uint8).tobytes(),
                       np.zeros(20, np.float32).tobytes())
+    r.execute_command("PARAM.CREATE", "pstale", "SIZE", 2, "OPTIMIZER", "sgd")
+    for _ in range(3):
+        r.execute_command("PARAM.PUSH", "pstale", bytes(8))
+    r.execute_command("PARAM.CREATE", "psync", "SIZE", 2, "OPTIMIZER", "sgd", "SYNC", 2)
     return ["1.0", 2, "o", "s", "obs", 15, 3, "rw", "s", "r", 17, 1]
 
 
@@ -79,6 +88,8 @@ def paths(good: list[Any]) -> dict[str, list[tuple[Any, ...]]]:
                       ("REPLAY.SAMPLE", "tt", 1, "PACKED"), ("REPLAY.COLUMNS", "plain")],
         "NOSTREAM": [("REPLAY.APPEND", "nope", 1, b"x", b"y"),
                      ("REPLAY.ITEM", "tt", *good[:3], "x", *good[4:])],
+        "STALE": [("PARAM.PUSH", "pstale", bytes(8), "BASE", 1, "MAXSTALE", 1)],
+        "SYNCTIMEOUT": [("PARAM.PUSH", "psync", bytes(8), "TIMEOUT", "0.01")],
     }
 
 

@@ -51,7 +51,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
                      "replication.[ch]", "config.[ch]", "script.[ch]", "snapshot.[ch]",
                      "slowlog.[ch]", "debug.[ch]", "acl.[ch]", "functions.[ch]", "aof.[ch]")),
     ("commands", ("commands.c", "t_*.[ch]", "geo.c", "sort.c", "dump.c", "object.c", "memory.h",
-                  "replay_host.h", "replay_host_native.h")),
+                  "replay_host.h", "replay_host_native.h", "param_host.h", "param_native.c")),
     ("module host", ("module/*",)),
 ]
 
@@ -244,17 +244,19 @@ def test_the_cycle_finder_finds_cycles() -> None:
     assert {"a", "b", "c"} in comps and {"d"} in comps
 
 
-# What the REPLAY.* handlers may include: the engine, the host interface
-# (replay_host.h; the native host's wrappers come through it) and each other.
-# They are compiled for both hosts, so no server header may appear here.
+# What the REPLAY.* and PARAM.* handlers may include: the engine, the host
+# interfaces (replay_host.h, param_host.h; the native host's wrappers come through
+# them) and each other. They are compiled for both hosts, so no server header may
+# appear here.
 HANDLER_INCLUDES = {"replay_host.h", "replay_err.h", "strconv.h", "t_replay.h", "t_traj.h",
-                    "inreplay.h"}
+                    "inreplay.h", "param_host.h", "t_param.h", "module/host_param.h"}
 
 
 def test_replay_handlers_see_their_host_only_through_replay_host_h() -> None:
     offenders = []
     for name in ("t_replay.c", "t_traj.c", "t_replay.h", "t_traj.h", "replay_err.h",
-                 "module/host_module.c"):
+                 "module/host_module.c", "t_param.c", "t_param.h", "param_host.h",
+                 "module/host_param.c", "module/host_param.h"):
         f = SRC / name
         for inc in INCLUDE.findall(f.read_text()):
             q = _resolve(f, inc)

@@ -21,6 +21,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
@@ -180,8 +181,8 @@ def test_module_command_table_comes_from_commands_json(module_server: ServerProc
     import json
 
     cmds = json.loads((ROOT / "fstack_redis" / "commands.json").read_text())
-    replay = [n for n in cmds if n.startswith("replay.")]
-    assert len(replay) >= 13
+    replay = [n for n in cmds if n.startswith(("replay.", "param."))]
+    assert len(replay) >= 19
     with module_server.raw() as conn:
         for name in replay:
             d = cmds[name]
@@ -377,11 +378,17 @@ def asan_module(tmp_path: Path) -> tuple[Path, dict[str, str]]:
     return so, env
 
 
+def _pinfo(r: redis.Redis, name: str) -> dict[bytes, Any]:
+    raw = r.execute_command("PARAM.INFO", name)
+    return raw if isinstance(raw, dict) else dict(zip(raw[::2], raw[1::2], strict=True))
+
+
 def test_module_runs_clean_under_asan(tmp_path: Path) -> None:
     """The module built with ASan and UBSan (build-asan, as make test-c
     configures it) in stock redis-server (libasan preloaded): the scripted
     session, a DROP of every table, waits ended by a deadline, a disconnect and
-    FLUSHALL, and CONFIG SET report nothing."""
+    FLUSHALL, CONFIG SET, and the parameter tables (SYNC waiters ended each way, the
+    RDB) report nothing."""
     so, env = asan_module(tmp_path)
     redis_server = shutil.which("redis-server")
     assert redis_server
@@ -390,6 +397,7 @@ def test_module_runs_clean_under_asan(tmp_path: Path) -> None:
     port = free_ports("127.0.0.1", 1)[0]
     proc = subprocess.Popen([redis_server, "--port", str(port), "--bind", "127.0.0.1",
                              "--save", "", "--appendonly", "no", "--dir", str(tmp_path),
+                             "--enable-debug-command", "yes",
                              "--loadmodule", str(so), "SEED", SEED],
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
     try:
@@ -438,6 +446,38 @@ def test_module_runs_clean_under_asan(tmp_path: Path) -> None:
         conns[1].close()
         r.config_set("maxmemory", 1 << 30)
         r.config_set("maxmemory", 0)
+        # parameter tables: steps, a SYNC round, its waiters ended by a timeout, a
+        # disconnect, a drop and FLUSHALL, and the tables through the RDB (DEBUG RELOAD)
+        g = bytes(4 * 1000)
+        r.execute_command("PARAM.CREATE", "pa", "SIZE", 1000, "OPTIMIZER", "adam")
+        r.execute_command("PARAM.PUSH", "pa", g)
+        r.execute_command("PARAM.PULL", "pa")
+        r.execute_command("PARAM.CREATE", "ps", "SIZE", 1000, "OPTIMIZER", "rmsprop", "SYNC", 2)
+        assert _raises(r, "PARAM.PUSH", "ps", g, "TIMEOUT", "0.05").startswith("SYNCTIMEOUT")
+        conns = [RawConn("127.0.0.1", port, 30) for _ in range(3)]
+        conns[0].send(conns[0].command("PARAM.PUSH", "ps", g))
+        while _pinfo(r, "ps")[b"sync_pending"] < 1 and time.monotonic() < deadline + 20:
+            time.sleep(0.01)
+        assert r.execute_command("PARAM.PUSH", "ps", g) == 1
+        assert conns[0].read_reply() == 1
+        conns[1].send(conns[1].command("PARAM.PUSH", "ps", g))
+        while _pinfo(r, "ps")[b"sync_pending"] < 1 and time.monotonic() < deadline + 20:
+            time.sleep(0.01)
+        conns[1].close()
+        while _pinfo(r, "ps")[b"sync_pending"] > 0 and time.monotonic() < deadline + 20:
+            time.sleep(0.01)
+        r.execute_command("DEBUG", "RELOAD")
+        assert r.execute_command("PARAM.PULL", "pa")[0] == 1
+        conns[2].send(conns[2].command("PARAM.PUSH", "ps", g))
+        while _pinfo(r, "ps")[b"sync_pending"] < 1 and time.monotonic() < deadline + 20:
+            time.sleep(0.01)
+        r.execute_command("PARAM.DROP", "ps")
+        assert conns[2].read_reply().message.startswith(b"NOTABLE")
+        conns[0].send(conns[0].command("PARAM.PUSH", "pa", g))
+        assert conns[0].read_reply() == 2
+        for c in conns:
+            c.close()
+        r.flushall()
         r.close()
     finally:
         proc.terminate()

@@ -1,8 +1,11 @@
 """PARAM.* parameter tables: every optimizer against torch.optim over 200 steps,
-staleness (BASE/MAXSTALE), PULL IFNEWER, the version channel, bad input (one
-error line, nothing applied), FLUSHALL and snapshot round trips."""
+staleness (BASE/MAXSTALE), SYNC rounds (the mean of k pushes, one step; blocking,
+timeout, disconnect, drop), PULL IFNEWER, the version channel, bad input (one
+error line, nothing applied), FLUSHALL and snapshot round trips; on both hosts
+(the native server, and the module inside stock redis-server: its RDB)."""
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -10,6 +13,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pytest
 import redis
+from conftest import REPLAY_HOSTS
+
+from pyctl import errors
 
 if TYPE_CHECKING:
     from conftest import ServerProcess
@@ -32,8 +38,8 @@ TOL = 16 * 2.0**-23
 
 
 @pytest.fixture
-def r(inreplay_server: ServerProcess) -> Iterator[redis.Redis]:
-    c = redis.Redis(host=inreplay_server.host, port=inreplay_server.port)
+def r(replay_server: ServerProcess) -> Iterator[redis.Redis]:
+    c = redis.Redis(host=replay_server.host, port=replay_server.port)
     yield c
     c.close()
 
@@ -122,8 +128,9 @@ def test_maxstale(r: redis.Redis) -> None:
     # version 5: a gradient from version 2 is 3 behind
     assert r.execute_command("PARAM.PUSH", "m", g, "BASE", 2, "MAXSTALE", 3) == 6
     with pytest.raises(redis.ResponseError,
-                       match=r"stale gradient.*4 versions behind.*MAXSTALE is 3"):
+                       match=r"^STALE gradient.*4 versions behind.*MAXSTALE is 3") as stale:
         r.execute_command("PARAM.PUSH", "m", g, "BASE", 2, "MAXSTALE", 3)
+    assert type(errors.replay_error(stale.value)) is errors.StaleGradientError
     with pytest.raises(redis.ResponseError, match="newer than"):
         r.execute_command("PARAM.PUSH", "m", g, "BASE", 99)
     with pytest.raises(redis.ResponseError, match="MAXSTALE needs BASE"):
@@ -156,7 +163,7 @@ def test_version_published(r: redis.Redis) -> None:
     ps.close()
 
 
-def test_pull_survives_a_step(r: redis.Redis, inreplay_server: ServerProcess) -> None:
+def test_pull_survives_a_step(r: redis.Redis) -> None:
     """A PULL's reply goes by reference; a step right behind it in the same pipeline
     must not change what the PULL already answered."""
     n = 1 << 20
@@ -231,10 +238,13 @@ def test_drop_and_flushall(r: redis.Redis) -> None:
     assert error_of(r, "PARAM.PULL", "e").startswith("NOTABLE")
 
 
-def test_acl_key_patterns(r: redis.Redis) -> None:
+def test_acl_key_patterns(r: redis.Redis, replay_host: str) -> None:
     r.execute_command("PARAM.CREATE", "team:a", "SIZE", 2, "OPTIMIZER", "sgd")
     r.execute_command("PARAM.CREATE", "other", "SIZE", 2, "OPTIMIZER", "sgd")
-    r.execute_command("ACL", "SETUSER", "worker", "on", ">pw", "~team:*", "+@replay")
+    # the module host's commands have no category of their own (Redis 7.0's modules
+    # cannot add one): the worker is allowed the command by name there
+    allow = "+param.push" if replay_host == "module" else "+@replay"
+    r.execute_command("ACL", "SETUSER", "worker", "on", ">pw", "~team:*", allow)
     try:
         w = redis.Redis(host=r.connection_pool.connection_kwargs["host"],
                         port=r.connection_pool.connection_kwargs["port"],
@@ -249,18 +259,22 @@ def test_acl_key_patterns(r: redis.Redis) -> None:
 
 @pytest.mark.parametrize("opt", ["adam", "adamw", "adagrad", "momentum", "rmsprop", "sgd"])
 def test_snapshot_round_trip(server_factory: Callable[..., ServerProcess], tmp_path: Path,
-                             opt: str) -> None:
+                             opt: str, replay_host: str) -> None:
     """SAVE keeps the parameters and the optimizer state (moments, step count): a table
-    restored from the snapshot takes its next step exactly as its twin that never left."""
+    restored from the snapshot takes its next step exactly as its twin that never left.
+    The native server's snapshot (--restore), or the module's RDB (redis-server loads
+    its dump.rdb at start). A SYNC table keeps its SYNC k."""
     d = tmp_path / "snap"
     d.mkdir()
-    a = server_factory("inreplay", "--dir", str(d))
+    kind = REPLAY_HOSTS[replay_host]
+    a = server_factory(kind, "--dir", str(d))
     r = a.client()
     rng = np.random.default_rng(11)
     w0 = rng.standard_normal(257).astype(np.float32)
     hp = {"LR": 0.01, "MOMENTUM": 0.5} if opt in ("momentum", "rmsprop") else {"LR": 0.01}
     for name in ("p", "twin"):
         r.execute_command(*create_args(name, opt, hp, w0))
+    r.execute_command("PARAM.CREATE", "sync", "SIZE", 3, "OPTIMIZER", opt, "SYNC", 4)
     for _ in range(5):
         g = rng.standard_normal(257).astype(np.float32).tobytes()
         r.execute_command("PARAM.PUSH", "p", g)
@@ -273,7 +287,10 @@ def test_snapshot_round_trip(server_factory: Callable[..., ServerProcess], tmp_p
     expect = pull(r, "twin")
     assert a.stop() == 0, a.log_tail()
     (tmp_path / "b").mkdir()
-    b = server_factory("inreplay", "--restore", str(d), "--dir", str(tmp_path / "b"))
+    if kind == "module":
+        b = server_factory(kind, "--dir", str(d))
+    else:
+        b = server_factory(kind, "--restore", str(d), "--dir", str(tmp_path / "b"))
     rb = b.client()
     version, w = pull(rb, "p")
     assert version == saved[0] == 5 and np.array_equal(w, saved[1])
@@ -281,16 +298,233 @@ def test_snapshot_round_trip(server_factory: Callable[..., ServerProcess], tmp_p
     assert rb.execute_command("PARAM.PUSH", "p", g) == 6
     got = pull(rb, "p")
     assert np.array_equal(got[1], expect[1])  # bit for bit: the same state, the same step
+    assert int(info_of(rb, "sync")[b"sync"]) == 4
 
 
-def test_tables_count_toward_maxmemory(server_factory: Callable[..., ServerProcess]) -> None:
-    srv = server_factory("inreplay")
+def test_tables_count_toward_maxmemory(server_factory: Callable[..., ServerProcess],
+                                       replay_host: str) -> None:
+    srv = server_factory(REPLAY_HOSTS[replay_host])
     r = srv.client()
-    used = int(r.info("memory")["used_memory"])
+
+    def used() -> int:
+        """The memory maxmemory's checks count: the native server's used_memory; on the
+        module host Redis's own plus the module's tables (outside Redis's allocator)."""
+        if replay_host == "module":
+            return int(r.info("memory")["used_memory"]) + int(r.info("inreplay")[
+                "inreplay_memory"])
+        return int(r.info("memory")["used_memory"])
+
+    before = used()
     r.execute_command("PARAM.CREATE", "a", "SIZE", 1 << 20, "OPTIMIZER", "adam")  # 12 MiB
-    assert int(r.info("memory")["used_memory"]) >= used + 12 * (1 << 20)
-    r.config_set("maxmemory", str(int(r.info("memory")["used_memory"]) + (1 << 20)))
+    assert used() >= before + 12 * (1 << 20)
+    r.config_set("maxmemory", str(used() + (1 << 20)))
     with pytest.raises(redis.exceptions.OutOfMemoryError):
         r.execute_command("PARAM.CREATE", "b", "SIZE", 1 << 20, "OPTIMIZER", "sgd")
     assert error_of(r, "PARAM.INFO", "b").startswith("NOTABLE")
     assert r.execute_command("PARAM.PUSH", "a", bytes(4 << 20)) == 1  # steps still run
+
+
+# ---- SYNC k: one step with the mean of k pushes ---------------------------------------
+
+
+def pending(r: redis.Redis, name: str) -> int:
+    return int(info_of(r, name)[b"sync_pending"])
+
+
+def wait_pending(r: redis.Redis, name: str, n: int) -> None:
+    deadline = time.monotonic() + 10
+    while pending(r, name) != n:
+        assert time.monotonic() < deadline, f"sync_pending stayed {pending(r, name)}, not {n}"
+        time.sleep(0.002)
+
+
+class Pusher:
+    """One worker's connection: send a PUSH now, read its reply later (it may wait)."""
+
+    def __init__(self, srv: ServerProcess) -> None:
+        self.conn = redis.Connection(host=srv.host, port=srv.port, socket_timeout=30)
+        self.conn.connect()
+
+    def send(self, *args: Any) -> None:
+        self.conn.send_command(*args)
+
+    def reply(self) -> Any:
+        try:
+            return self.conn.read_response()
+        except redis.ResponseError as e:
+            return errors.replay_error(e)
+
+    def waiting(self, timeout: float = 0.05) -> bool:
+        """Whether no reply came within timeout (the push waits for its round)."""
+        return not self.conn.can_read(timeout=timeout)
+
+    def close(self) -> None:
+        self.conn.disconnect()
+
+
+def push_round(r: redis.Redis, pushers: list[Pusher], name: str, grads: list[np.ndarray],
+               *extra: Any) -> list[Any]:
+    """One round: every pusher but the last waits (in this order), the last completes it."""
+    for k, (p, g) in enumerate(zip(pushers, grads, strict=True)):
+        p.send("PARAM.PUSH", name, g.tobytes(), *extra)
+        if k + 1 < len(grads):
+            wait_pending(r, name, k + 1)
+    return [p.reply() for p in pushers]
+
+
+def mean_of(grads: list[np.ndarray]) -> np.ndarray:
+    """float32: summed in arrival order, then divided by k (what the server computes)."""
+    acc = grads[0].copy()
+    for g in grads[1:]:
+        acc = acc + g
+    return acc / np.float32(len(grads))
+
+
+@pytest.fixture
+def pushers(replay_server: ServerProcess) -> Iterator[list[Pusher]]:
+    ps = [Pusher(replay_server) for _ in range(3)]
+    yield ps
+    for p in ps:
+        p.close()
+
+
+def test_sync_mean_then_one_step(r: redis.Redis, pushers: list[Pusher]) -> None:
+    """SYNC 3: each round of 3 pushes is one Adam step with their mean, bit for bit the
+    step of a plain table pushed that mean, and within TOL of torch.optim.Adam."""
+    rng = np.random.default_rng(5)
+    n, rounds = 4099, 40
+    w0 = rng.standard_normal(n).astype(np.float32)
+    hp = {"LR": 0.01, "WEIGHT_DECAY": 0.01}
+    r.execute_command(*create_args("s", "adam", hp, w0)[:-2], "SYNC", 3,
+                      "INIT", w0.tobytes())
+    r.execute_command(*create_args("twin", "adam", hp, w0))
+    t = torch.nn.Parameter(torch.from_numpy(w0.copy()))
+    topt = torch.optim.Adam([t], lr=0.01, weight_decay=0.01)
+    ps = r.pubsub()
+    ps.subscribe("__param__:s")
+    assert ps.get_message(timeout=5)["type"] == "subscribe"
+    for k in range(1, rounds + 1):
+        grads = [(rng.standard_normal(n) * 0.1).astype(np.float32) for _ in range(3)]
+        assert push_round(r, pushers, "s", grads) == [k, k, k]  # all get the new version
+        mean = mean_of(grads)
+        assert r.execute_command("PARAM.PUSH", "twin", mean.tobytes()) == k
+        t.grad = torch.stack([torch.from_numpy(g) for g in grads]).mean(0)
+        topt.step()
+    version, ours = pull(r, "s")
+    assert version == rounds and int(info_of(r, "s")[b"step"]) == rounds
+    assert np.array_equal(ours, pull(r, "twin")[1])
+    ref = t.detach().numpy()
+    assert float(np.max(np.abs(ref - w0))) > 100 * TOL
+    assert float(np.max(np.abs(ours.astype(np.float64) - ref))) <= TOL * max(1.0, np.abs(ref).max())
+    # one version message per round, not per push
+    got = [ps.get_message(timeout=5) for _ in range(rounds)]
+    assert [int(m["data"]) for m in got if m] == list(range(1, rounds + 1))
+    assert ps.get_message(timeout=0.1) is None
+    ps.close()
+
+
+def test_sync_scale_per_push(r: redis.Redis, pushers: list[Pusher]) -> None:
+    r.execute_command("PARAM.CREATE", "sc", "SIZE", 4, "OPTIMIZER", "sgd", "LR", 1, "SYNC", 2)
+    a, b = np.full(4, 1, np.float32), np.full(4, 3, np.float32)
+    pushers[0].send("PARAM.PUSH", "sc", a.tobytes(), "SCALE", 4)
+    wait_pending(r, "sc", 1)
+    pushers[1].send("PARAM.PUSH", "sc", b.tobytes())
+    assert [pushers[0].reply(), pushers[1].reply()] == [1, 1]
+    assert np.array_equal(pull(r, "sc")[1], np.full(4, -3.5, np.float32))  # -(4 + 3) / 2
+
+
+def test_sync_pushers_wait_for_the_round(r: redis.Redis, pushers: list[Pusher]) -> None:
+    r.execute_command("PARAM.CREATE", "w", "SIZE", 8, "OPTIMIZER", "sgd", "SYNC", 3)
+    g = np.ones(8, np.float32).tobytes()
+    pushers[0].send("PARAM.PUSH", "w", g, "TIMEOUT", 10)
+    wait_pending(r, "w", 1)
+    pushers[1].send("PARAM.PUSH", "w", g)
+    wait_pending(r, "w", 2)
+    assert pushers[0].waiting() and pushers[1].waiting()
+    assert pull(r, "w")[0] == 0  # nothing applied yet
+    assert int(r.info("clients")["blocked_clients"]) >= 2
+    pushers[2].send("PARAM.PUSH", "w", g)
+    assert [p.reply() for p in pushers] == [1, 1, 1]
+    assert pending(r, "w") == 0 and int(info_of(r, "w")[b"step"]) == 1
+
+
+def test_sync_timeout_withdraws_the_gradient(r: redis.Redis, pushers: list[Pusher]) -> None:
+    """A pusher whose round does not complete in its TIMEOUT gets -SYNCTIMEOUT, and its
+    gradient is not in the next round (which is only the pushes that still wait)."""
+    r.execute_command("PARAM.CREATE", "t", "SIZE", 4, "OPTIMIZER", "sgd", "LR", 1, "SYNC", 2)
+    t0 = time.monotonic()
+    pushers[0].send("PARAM.PUSH", "t", np.full(4, 100, np.float32).tobytes(), "TIMEOUT", 0.2)
+    e = pushers[0].reply()
+    assert isinstance(e, errors.SyncTimeout), e
+    assert 0.15 <= time.monotonic() - t0 < 5
+    assert "had 1 of its 2 pushes" in str(e) and "withdrawn" in str(e)
+    assert pending(r, "t") == 0 and pull(r, "t")[0] == 0
+    got = push_round(r, pushers[1:], "t", [np.full(4, 1, np.float32), np.full(4, 3, np.float32)])
+    assert got == [1, 1]
+    assert np.array_equal(pull(r, "t")[1], np.full(4, -2, np.float32))
+    # the connection that timed out pushes again, into a later round
+    assert push_round(r, pushers[:2], "t", [np.zeros(4, np.float32)] * 2) == [2, 2]
+
+
+def test_sync_disconnect_withdraws_the_gradient(r: redis.Redis,
+                                                replay_server: ServerProcess,
+                                                pushers: list[Pusher]) -> None:
+    r.execute_command("PARAM.CREATE", "x", "SIZE", 4, "OPTIMIZER", "sgd", "LR", 1, "SYNC", 2)
+    gone = Pusher(replay_server)
+    gone.send("PARAM.PUSH", "x", np.full(4, 100, np.float32).tobytes())
+    wait_pending(r, "x", 1)
+    gone.close()
+    wait_pending(r, "x", 0)
+    got = push_round(r, pushers[:2], "x", [np.full(4, 1, np.float32), np.full(4, 5, np.float32)])
+    assert got == [1, 1]
+    assert np.array_equal(pull(r, "x")[1], np.full(4, -3, np.float32))
+
+
+def test_sync_drop_answers_the_waiters(r: redis.Redis, pushers: list[Pusher]) -> None:
+    r.execute_command("PARAM.CREATE", "dr", "SIZE", 4, "OPTIMIZER", "sgd", "SYNC", 2)
+    pushers[0].send("PARAM.PUSH", "dr", bytes(16))
+    wait_pending(r, "dr", 1)
+    r.execute_command("PARAM.DROP", "dr")
+    e = pushers[0].reply()
+    assert isinstance(e, errors.NoSuchTableError) and "dropped while" in str(e), e
+    r.execute_command("PARAM.CREATE", "dr", "SIZE", 4, "OPTIMIZER", "sgd", "SYNC", 2)
+    pushers[0].send("PARAM.PUSH", "dr", bytes(16))
+    wait_pending(r, "dr", 1)
+    r.flushall()
+    assert isinstance(pushers[0].reply(), errors.NoSuchTableError)
+
+
+def test_sync_bad_input_joins_no_round(r: redis.Redis, pushers: list[Pusher]) -> None:
+    r.execute_command("PARAM.CREATE", "bi", "SIZE", 4, "OPTIMIZER", "sgd", "LR", 1, "SYNC", 2)
+    pushers[0].send("PARAM.PUSH", "bi", np.full(4, 1, np.float32).tobytes())
+    wait_pending(r, "bi", 1)
+    nan = np.ones(4, np.float32)
+    nan[1] = np.nan
+    assert "not finite" in error_of(r, "PARAM.PUSH", "bi", nan.tobytes())
+    assert "a gradient of 8 bytes" in error_of(r, "PARAM.PUSH", "bi", bytes(8))
+    assert "timeout" in error_of(r, "PARAM.PUSH", "bi", bytes(16), "TIMEOUT", "x")
+    assert pending(r, "bi") == 1 and pushers[0].waiting()
+    # inside MULTI a push that cannot complete its round is refused (it cannot wait)
+    p = r.pipeline(transaction=True)
+    p.execute_command("PARAM.PUSH", "bi", np.full(4, 3, np.float32).tobytes())
+    assert p.execute() == [1]  # it completes the waiting round: allowed
+    assert pushers[0].reply() == 1
+    p = r.pipeline(transaction=True)
+    p.execute_command("PARAM.PUSH", "bi", bytes(16))
+    with pytest.raises(redis.ResponseError, match="cannot inside MULTI"):
+        p.execute()
+    assert pending(r, "bi") == 0
+    assert np.array_equal(pull(r, "bi")[1], np.full(4, -2, np.float32))
+    assert "SYNC must be an integer" in error_of(r, "PARAM.CREATE", "z", "SIZE", 4,
+                                                  "OPTIMIZER", "sgd", "SYNC", 0)
+    assert "SYNC must be an integer" in error_of(r, "PARAM.CREATE", "z", "SIZE", 4,
+                                                  "OPTIMIZER", "sgd", "SYNC", 4097)
+
+
+def test_sync_overflowing_mean_applies_nothing(r: redis.Redis, pushers: list[Pusher]) -> None:
+    r.execute_command("PARAM.CREATE", "o", "SIZE", 4, "OPTIMIZER", "sgd", "SYNC", 2)
+    big = np.full(4, 3e38, np.float32)
+    got = push_round(r, pushers[:2], "o", [big, big])
+    assert all("not finite" in str(e) and "nothing applied" in str(e) for e in got), got
+    assert pull(r, "o")[0] == 0 and int(info_of(r, "o")[b"step"]) == 0
+    assert push_round(r, pushers[:2], "o", [np.ones(4, np.float32)] * 2) == [1, 1]

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import redis
 
-from pyctl.errors import NoSuchTableError
+from pyctl.errors import NoSuchTableError, StaleGradientError, SyncTimeout
 from pyctl.params import ParamClient
 
 if TYPE_CHECKING:
@@ -78,3 +78,20 @@ def test_flat_push_pull_and_errors(pc: ParamClient) -> None:
         pc.push_bound("f", flat)
     with pytest.raises(NoSuchTableError):
         pc.pull("nosuch")
+
+
+def test_sync_staleness_and_timeout_raise_their_classes(pc: ParamClient) -> None:
+    """create(sync=k) makes a SYNC table; push(timeout=) of a round that does not complete
+    raises SyncTimeout (withdrawn: nothing applied); push(base, maxstale) of a gradient
+    too old raises StaleGradientError."""
+    pc.create("s", 4, "sgd", sync=2)
+    assert pc.info("s")["sync"] == 2
+    with pytest.raises(SyncTimeout):
+        pc.push("s", np.ones(4, np.float32), timeout=0.05)
+    assert pc.pull("s")[0] == 0 and pc.info("s")["sync_pending"] == 0
+    pc.create("t", 4, "sgd")
+    for _ in range(3):
+        pc.push("t", np.ones(4, np.float32))
+    with pytest.raises(StaleGradientError):
+        pc.push("t", np.ones(4, np.float32), base=0, maxstale=2)
+    assert pc.push("t", np.ones(4, np.float32), base=1, maxstale=2) == 4

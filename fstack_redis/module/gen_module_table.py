@@ -2,7 +2,7 @@
 """The module host's command table: commands.json -> module_commands.inc.
 
 commands.json (fstack_redis/) is the one description of every command. The
-module host (host_module.c) registers each REPLAY.* command with stock
+module host (host_module.c) registers each REPLAY.* and PARAM.* command with stock
 redis-server from the rows this writes: name, handler, RedisModule flag
 string, arity, first/last/step key positions, docs and one key spec.
 It refuses a flag or key spec it cannot say to Redis, one line per problem:
@@ -30,7 +30,7 @@ def c_str(s: str) -> str:
 def rows(cmds: dict[str, Any], bad: list[str]) -> list[str]:
     out = []
     for name, d in cmds.items():
-        if not name.startswith("replay."):
+        if not name.startswith(("replay.", "param.")):
             continue
         if "subcommands" in d:
             bad.append(f"{name}: subcommands are not registered by the module host yet")

@@ -23,6 +23,10 @@
  * data of a module data type (SAVE, BGSAVE, DEBUG RELOAD, a restart: below;
  * Redis empties its data, FLUSHALL's event, before it loads them). Not here
  * yet: zero-copy replies.
+ *
+ * PARAM.* (t_param.c, the parameter tables) run here too; their own host part
+ * is host_param.c (tables, version messages, SYNC waiters), which this file
+ * only keeps: at load, FLUSHALL, in the RDB and in used memory.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -37,10 +41,12 @@
 #include "redismodule.h"
 
 #include "chunks.h"
+#include "host_param.h"
 #include "persist.h"
 #include "replay.h"
 #include "replay_err.h"
 #include "replay_host.h"
+#include "t_param.h"
 #include "t_replay.h"
 #include "t_traj.h"
 
@@ -132,6 +138,9 @@ static char *bulkOrScratch(client *c, size_t len) {
 
 /* ---- replay_host.h -------------------------------------------------------- */
 
+RedisModuleCtx *moduleClientCtx(client *c) { return c->ctx; }
+RedisModuleString *moduleClientArg(client *c, int i) { return c->rargv[i]; }
+
 int hostArgc(const client *c) { return c->argc; }
 const ir_arg *hostArg(const client *c, int i) { return &c->argv[i]; }
 int hostArgEq(const client *c, int i, const char *lit) {
@@ -162,7 +171,8 @@ uint64_t hostMaxmemory(const client *c) { return module.maxmemory; }
  * Redis's allocator: what the native server counts. Only asked with a
  * maxmemory set. */
 static uint64_t usedMemory(void) {
-    uint64_t b = tablesMemory(module.tables) + chunkStoreMemory(module.chunks);
+    uint64_t b =
+        tablesMemory(module.tables) + chunkStoreMemory(module.chunks) + moduleParamsMemory();
     if (module.maxmemory) b += (uint64_t)(RedisModule_GetUsedMemoryRatio() * module.maxmemory);
     return b;
 }
@@ -638,6 +648,7 @@ static void flushed(RedisModuleCtx *ctx, RedisModuleEvent e, uint64_t sub, void 
     if (sub != REDISMODULE_SUBEVENT_FLUSHDB_START || fi->dbnum != -1) return;
     tablesFlush(module.tables); /* the waiters on them get -NOTABLE (tableGone) */
     chunkStoreFlushStreams(module.chunks);
+    moduleParamsFlush(); /* and the parameter tables (their waiters get -NOTABLE) */
 }
 
 /* INFO inreplay: the module's tables and chunk store (fields inreplay_*). */
@@ -666,8 +677,9 @@ static void infoFunc(RedisModuleInfoCtx *ctx, int for_crash_report) {
     RedisModule_InfoAddFieldULongLong(ctx, "chunk_memory", chunkStoreMemory(module.chunks));
     /* the tables' and chunks' memory, which Redis's used_memory leaves out
      * (not its allocator's) and maxmemory's checks here add */
-    RedisModule_InfoAddFieldULongLong(
-        ctx, "memory", tablesMemory(module.tables) + chunkStoreMemory(module.chunks));
+    RedisModule_InfoAddFieldULongLong(ctx, "memory",
+                                      tablesMemory(module.tables) +
+                                          chunkStoreMemory(module.chunks) + moduleParamsMemory());
 }
 
 /* ---- the tables in the RDB -------------------------------------------------
@@ -735,6 +747,7 @@ static void rdbAuxSave(RedisModuleIO *io, int when) {
     persistSaveChunkStore(&w.pw, module.chunks); /* before the tables that reference it */
     for (const ir_table *t = module.tables->head; t && !w.pw.err; t = t->next, n++)
         persistSaveTable(&w.pw, t);
+    moduleParamsSave(&w.pw);  /* the parameter tables with their optimizer state */
     if (w.pw.err == ENOMEM) { /* as Redis's own allocator does when memory runs out */
         RedisModule_LogIOError(io, "warning", "inreplay: out of memory saving the tables");
         abort();
@@ -873,9 +886,11 @@ static int rdbAuxLoad(RedisModuleIO *io, int encver, int when) {
         .io = io};
     ir_ploader L;
     persistLoadInit(&L, &r.pr, tables, chunks);
+    L.params = paramsNew();
     char why[512];
     int rc = IR_PERSIST_NOMEM;
-    if (!tables || !chunks) snprintf(why, sizeof(why), "out of memory for the table set");
+    if (!tables || !chunks || !L.params)
+        snprintf(why, sizeof(why), "out of memory for the table set");
     else rc = rdbLoadRecords(&r, &L, why, sizeof(why));
     persistLoadFree(&L);
     if (rc != IR_PERSIST_OK) {
@@ -883,6 +898,7 @@ static int rdbAuxLoad(RedisModuleIO *io, int encver, int when) {
                                "inreplay: the replay tables in the RDB are not loaded: %s", why);
         tablesFree(tables); /* before the store its items reference */
         chunkStoreFree(chunks);
+        paramsFree(L.params);
         return REDISMODULE_ERR;
     }
     for (waiter *w = w_head, *next; w; w = next) { /* clients the limiter holds */
@@ -901,6 +917,7 @@ static int rdbAuxLoad(RedisModuleIO *io, int encver, int when) {
     chunkStoreFree(module.chunks);
     module.tables = tables;
     module.chunks = chunks;
+    moduleParamsReplace(L.params);
     RedisModule_LogIOError(io, "notice",
                            "inreplay: loaded %llu replay tables and %llu streams from the RDB",
                            (unsigned long long)L.ntables, (unsigned long long)chunks->nstreams);
@@ -1036,6 +1053,7 @@ static int checkGroup(RedisModuleCtx *ctx) {
 static void moduleFree(void) {
     if (module.tables) tablesFree(module.tables); /* before the chunks its items reference */
     if (module.chunks) chunkStoreFree(module.chunks);
+    moduleParamsFree();
     free(module.argv);
     free(module.buf);
     free(module.shard_group);
@@ -1058,7 +1076,7 @@ int RedisModule_OnLoad(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) 
     module.tables = tablesNew();
     module.chunks = chunkStoreNew();
     timer_ctx = RedisModule_GetDetachedThreadSafeContext(ctx);
-    if (!module.tables || !module.chunks || !timer_ctx) {
+    if (!module.tables || !module.chunks || !timer_ctx || moduleParamsInit() != 0) {
         moduleFree();
         return REDISMODULE_ERR;
     }

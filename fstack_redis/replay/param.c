@@ -50,7 +50,7 @@ int paramOptimizerParse(const char *s, size_t len) {
 const char *paramOptimizerName(ir_optimizer o) { return o < IR_OPT__COUNT ? names[o] : "?"; }
 
 ir_param_opts paramOptsDefault(ir_optimizer opt) {
-    ir_param_opts o = {opt, 0.01, 0, 0.99, 0.9, 0.999, 1e-8, 0, 0};
+    ir_param_opts o = {opt, 0.01, 0, 0.99, 0.9, 0.999, 1e-8, 0, 0, 1};
     if (opt == IR_OPT_MOMENTUM) o.momentum = 0.9;
     if (opt == IR_OPT_ADAM || opt == IR_OPT_ADAMW) o.lr = 1e-3;
     if (opt == IR_OPT_ADAMW) o.weight_decay = 1e-2;
@@ -71,6 +71,7 @@ const char *paramOptsCheck(const ir_param_opts *o) {
     if (o->beta1 < 0 || o->beta1 >= 1) return "BETA1 must be in [0, 1)";
     if (o->beta2 < 0 || o->beta2 >= 1) return "BETA2 must be in [0, 1)";
     if (o->nesterov && o->opt != IR_OPT_MOMENTUM) return "NESTEROV needs the momentum optimizer";
+    if (o->sync < 1 || o->sync > IR_PARAM_SYNC_MAX) return "SYNC must be an integer in 1..4096";
     return NULL;
 }
 
@@ -88,11 +89,13 @@ int paramStateArrays(const ir_param_opts *o) {
 
 ir_params *paramsNew(void) { return calloc(1, sizeof(ir_params)); }
 
-static void paramFree(ir_param *p) {
+static void paramFree(ir_params *ps, ir_param *p) {
+    if (p->host && ps->host_gone) ps->host_gone(p);
     if (p->pin) pinDetach(p->pin, p->w, 0, p->n * sizeof(float)); /* free()d after the last reply */
     else free(p->w);
     free(p->s1);
     free(p->s2);
+    free(p->acc);
     free(p->name);
     free(p);
 }
@@ -100,7 +103,7 @@ static void paramFree(ir_param *p) {
 void paramsFlush(ir_params *ps) {
     for (ir_param *p = ps->head, *next; p; p = next) {
         next = p->next;
-        paramFree(p);
+        paramFree(ps, p);
     }
     ps->head = NULL;
     ps->count = 0;
@@ -119,7 +122,7 @@ ir_param *paramFind(ir_params *ps, const char *name, size_t len) {
 }
 
 uint64_t paramBytes(const ir_param *p) {
-    return p->n * sizeof(float) * (1 + (uint64_t)paramStateArrays(&p->o));
+    return p->n * sizeof(float) * (1 + (uint64_t)paramStateArrays(&p->o) + (p->o.sync > 1));
 }
 
 uint64_t paramsMemory(const ir_params *ps) {
@@ -139,8 +142,9 @@ ir_param *paramCreate(ir_params *ps, const char *name, size_t len, uint64_t n,
     p->w = init ? malloc(n * sizeof(float)) : calloc(n, sizeof(float));
     p->s1 = k >= 1 ? calloc(n, sizeof(float)) : NULL;
     p->s2 = k >= 2 ? calloc(n, sizeof(float)) : NULL;
-    if (!p->name || !p->w || (k >= 1 && !p->s1) || (k >= 2 && !p->s2)) {
-        free(p->name), free(p->w), free(p->s1), free(p->s2), free(p);
+    p->acc = o->sync > 1 ? malloc(n * sizeof(float)) : NULL;
+    if (!p->name || !p->w || (k >= 1 && !p->s1) || (k >= 2 && !p->s2) || (o->sync > 1 && !p->acc)) {
+        free(p->name), free(p->w), free(p->s1), free(p->s2), free(p->acc), free(p);
         return NULL;
     }
     memcpy(p->name, name, len);
@@ -161,12 +165,22 @@ int paramDrop(ir_params *ps, const char *name, size_t len) {
         if (p->namelen == len && memcmp(p->name, name, len) == 0) {
             *pp = p->next;
             ps->count--;
-            paramFree(p);
+            paramFree(ps, p);
             return 0;
         }
     }
     return -1;
 }
+
+/* The kernels are built twice, for AVX2 and for the baseline, and the loader
+ * picks one for this CPU (GCC's target_clones, an ifunc): eight lanes where
+ * AVX2 is present. Both round each operation as IEEE float32 does (no FMA
+ * contraction under -std=c11), so either gives the same bits. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__linux__)
+#define IR_KERNEL __attribute__((target_clones("avx2", "default")))
+#else
+#define IR_KERNEL
+#endif
 
 static inline float ld(const unsigned char *g, uint64_t i) {
     float f;
@@ -174,7 +188,7 @@ static inline float ld(const unsigned char *g, uint64_t i) {
     return f;
 }
 
-int paramGradFinite(const void *gv, uint64_t n, float scale, uint64_t *bad) {
+IR_KERNEL int paramGradFinite(const void *gv, uint64_t n, float scale, uint64_t *bad) {
     const unsigned char *g = gv;
     /* an integer OR over the exponent test vectorizes (a float reduction would not) */
     uint32_t any = 0;
@@ -195,8 +209,8 @@ int paramGradFinite(const void *gv, uint64_t n, float scale, uint64_t *bad) {
 
 /* ---- the kernels: one pass each; flags are loop-invariant (unswitched) ---- */
 
-static void stepSgd(float *restrict w, const unsigned char *restrict g, uint64_t n, float scale,
-                    float neglr, float wd) {
+IR_KERNEL static void stepSgd(float *restrict w, const unsigned char *restrict g, uint64_t n,
+                              float scale, float neglr, float wd) {
     int decay = wd != 0;
     for (uint64_t i = 0; i < n; i++) {
         float gi = ld(g, i) * scale;
@@ -205,9 +219,9 @@ static void stepSgd(float *restrict w, const unsigned char *restrict g, uint64_t
     }
 }
 
-static void stepMomentum(float *restrict w, float *restrict b, const unsigned char *restrict g,
-                         uint64_t n, float scale, float neglr, float wd, float mu, int first,
-                         int nesterov) {
+IR_KERNEL static void stepMomentum(float *restrict w, float *restrict b,
+                                   const unsigned char *restrict g, uint64_t n, float scale,
+                                   float neglr, float wd, float mu, int first, int nesterov) {
     int decay = wd != 0;
     for (uint64_t i = 0; i < n; i++) {
         float gi = ld(g, i) * scale;
@@ -220,9 +234,10 @@ static void stepMomentum(float *restrict w, float *restrict b, const unsigned ch
     }
 }
 
-static void stepRmsprop(float *restrict w, float *restrict s, float *restrict b,
-                        const unsigned char *restrict g, uint64_t n, float scale, float neglr,
-                        float wd, float alpha, float omalpha, float eps, float mu) {
+IR_KERNEL static void stepRmsprop(float *restrict w, float *restrict s, float *restrict b,
+                                  const unsigned char *restrict g, uint64_t n, float scale,
+                                  float neglr, float wd, float alpha, float omalpha, float eps,
+                                  float mu) {
     int decay = wd != 0;
     if (b) {
         for (uint64_t i = 0; i < n; i++) {
@@ -247,10 +262,10 @@ static void stepRmsprop(float *restrict w, float *restrict s, float *restrict b,
     }
 }
 
-static void stepAdam(float *restrict w, float *restrict m, float *restrict v,
-                     const unsigned char *restrict g, uint64_t n, float scale, float wd,
-                     float shrink, float w1, int small, float beta2, float ombeta2, float bc2s,
-                     float eps, float negss) {
+IR_KERNEL static void stepAdam(float *restrict w, float *restrict m, float *restrict v,
+                               const unsigned char *restrict g, uint64_t n, float scale, float wd,
+                               float shrink, float w1, int small, float beta2, float ombeta2,
+                               float bc2s, float eps, float negss) {
     int decay = wd != 0, decoupled = shrink != 1.0f;
     float omw1 = 1.0f - w1; /* lerp's large-weight form */
     for (uint64_t i = 0; i < n; i++) {
@@ -268,8 +283,9 @@ static void stepAdam(float *restrict w, float *restrict m, float *restrict v,
     }
 }
 
-static void stepAdagrad(float *restrict w, float *restrict s, const unsigned char *restrict g,
-                        uint64_t n, float scale, float neglr, float wd, float eps) {
+IR_KERNEL static void stepAdagrad(float *restrict w, float *restrict s,
+                                  const unsigned char *restrict g, uint64_t n, float scale,
+                                  float neglr, float wd, float eps) {
     int decay = wd != 0;
     for (uint64_t i = 0; i < n; i++) {
         float gi = ld(g, i) * scale;
@@ -319,4 +335,23 @@ void paramSet(ir_param *p, const void *w) {
     if (p->pin) pinOverwrite(p->pin, (const char *)p->w, (const char *)(p->w + p->n));
     memcpy(p->w, w, p->n * sizeof(float));
     p->version++;
+}
+
+IR_KERNEL void paramAccumulate(ir_param *p, const void *gv, float scale, int first) {
+    const unsigned char *restrict g = gv;
+    float *restrict a = p->acc;
+    uint64_t n = p->n;
+    if (first)
+        for (uint64_t i = 0; i < n; i++) a[i] = ld(g, i) * scale;
+    else
+        for (uint64_t i = 0; i < n; i++) a[i] = a[i] + ld(g, i) * scale;
+}
+
+IR_KERNEL int paramSyncStep(ir_param *p, uint32_t k, uint64_t *bad) {
+    float *restrict a = p->acc;
+    float fk = (float)k;
+    for (uint64_t i = 0; i < p->n; i++) a[i] = a[i] / fk;
+    if (!paramGradFinite(a, p->n, 1.0f, bad)) return 0;
+    paramStep(p, a, 1.0f);
+    return 1;
 }

@@ -33,7 +33,11 @@ typedef struct ir_param_opts {
     ir_optimizer opt;
     double lr, momentum, alpha, beta1, beta2, eps, weight_decay;
     int nesterov;
+    uint32_t sync; /* SYNC k: a step applies the mean of k pushes (1: every push steps) */
 } ir_param_opts;
+
+/* The most pushes a SYNC round may sum (each waits as a blocked client). */
+#define IR_PARAM_SYNC_MAX 4096
 
 typedef struct ir_param {
     char *name;
@@ -41,23 +45,29 @@ typedef struct ir_param {
     uint64_t n;       /* parameters */
     float *w;         /* the parameters (malloc'd: pinDetach frees it) */
     float *s1, *s2;   /* optimizer state: momentum buffer / square_avg / exp_avg / sum */
+    float *acc;       /* SYNC > 1: the round's sum, then its mean (n float32) */
     uint64_t step;    /* optimizer steps taken (torch's state['step']) */
     uint64_t version; /* bumped by every step and every SET */
     ir_param_opts o;
     struct ir_pin *pin; /* replies reading w by reference (pin.h) */
+    void *host;         /* the host's state (a SYNC round's waiting pushers), or NULL */
     struct ir_param *next;
 } ir_param;
 
 typedef struct ir_params {
     ir_param *head;
     uint64_t count;
+    /* called before a table with host state is freed (dropped, flushed, replaced
+     * by a snapshot's): the host answers its waiters and frees p->host */
+    void (*host_gone)(ir_param *p);
 } ir_params;
 
 /* "sgd" ... "adagrad" (case-insensitive); -1 if unknown. */
 int paramOptimizerParse(const char *s, size_t len);
 const char *paramOptimizerName(ir_optimizer o);
 /* torch.optim's defaults for opt (lr, momentum 0.9 for momentum, alpha 0.99,
- * betas 0.9/0.999, eps 1e-8, or 1e-10 for adagrad, weight_decay 0, AdamW's 0.01). */
+ * betas 0.9/0.999, eps 1e-8, or 1e-10 for adagrad, weight_decay 0, AdamW's 0.01);
+ * sync 1. */
 ir_param_opts paramOptsDefault(ir_optimizer opt);
 /* NULL if o is valid, else the reason (a static string, Redis's words). */
 const char *paramOptsCheck(const ir_param_opts *o);
@@ -87,5 +97,14 @@ void paramStep(ir_param *p, const void *g, float scale);
 /* Replace the parameters (n float32 at any alignment); the optimizer state
  * stays. Bumps version. */
 void paramSet(ir_param *p, const void *w);
+
+/* SYNC rounds (o.sync > 1): acc = g * scale (first) or acc += g * scale, in
+ * the order the pushes arrived (float32, as a sum of tensors in that order). */
+void paramAccumulate(ir_param *p, const void *g, float scale, int first);
+/* Divide acc by k (float32: the mean of the round's k gradients), then, if
+ * every element is finite, take one step with it and return 1; else return 0
+ * with *bad the first element that is not (the step is not taken; a sum of
+ * finite gradients can overflow). */
+int paramSyncStep(ir_param *p, uint32_t k, uint64_t *bad);
 
 #endif

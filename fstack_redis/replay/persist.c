@@ -604,19 +604,22 @@ int persistLoadEnd(ir_ploader *L) {
 /* ---- parameter tables ----------------------------------------------------------
  *   "PARM" a parameter table  u64 name length (1..512), name bytes, u32
  *                            optimizer (param.h's IR_OPT_*), u32 nesterov,
+ *                            u32 SYNC k,
  *                            f64 lr, momentum, alpha, beta1, beta2, eps,
  *                            weight_decay, u64 size n, u64 step, u64 version,
  *                            then n float32 parameters and n float32 per state
  *                            array (paramStateArrays: 0, 1 or 2; s1 then s2)
  * The loader checks the options as PARAM.CREATE does and the record's length
- * against n and the state arrays the optimizer keeps. */
+ * against n and the state arrays the optimizer keeps. A SYNC round in progress
+ * is not saved: its pushes are the waiting clients' and not applied yet. */
 void persistSaveParam(ir_pwriter *w, const ir_param *p) {
     uint64_t k = (uint64_t)paramStateArrays(&p->o), arr = p->n * sizeof(float);
-    wRecord(w, IR_PTAG_PARM, 8 + p->namelen + 4 + 4 + 7 * 8 + 3 * 8 + arr * (1 + k));
+    wRecord(w, IR_PTAG_PARM, 8 + p->namelen + 4 + 4 + 4 + 7 * 8 + 3 * 8 + arr * (1 + k));
     wU64(w, p->namelen);
     wBytes(w, p->name, p->namelen);
     wU32(w, (uint32_t)p->o.opt);
     wU32(w, (uint32_t)p->o.nesterov);
+    wU32(w, p->o.sync);
     const double hp[] = {p->o.lr,    p->o.momentum, p->o.alpha,       p->o.beta1,
                          p->o.beta2, p->o.eps,      p->o.weight_decay};
     for (int i = 0; i < 7; i++) wF64(w, hp[i]);
@@ -632,14 +635,15 @@ static int loadParam(ir_ploader *L) {
     ir_preader *r = L->r;
     if (!L->params) return bad(L, "a parameter table record, which this host does not keep");
     uint64_t len, n, step, version;
-    uint32_t opt, nesterov;
+    uint32_t opt, nesterov, sync;
     char name[513];
     if (rU64(r, &len) || len == 0 || len > 512 || rRead(r, name, len))
         return bad(L, "parameter table name runs past the record or is not 1..512 bytes");
     name[len] = '\0';
     ir_param_opts o;
     double *hp[] = {&o.lr, &o.momentum, &o.alpha, &o.beta1, &o.beta2, &o.eps, &o.weight_decay};
-    if (rU32(r, &opt) || rU32(r, &nesterov)) return bad(L, "parameter table '%s': cut short", name);
+    if (rU32(r, &opt) || rU32(r, &nesterov) || rU32(r, &sync))
+        return bad(L, "parameter table '%s': cut short", name);
     for (int i = 0; i < 7; i++)
         if (rF64(r, hp[i])) return bad(L, "parameter table '%s': cut short", name);
     if (rU64(r, &n) || rU64(r, &step) || rU64(r, &version))
@@ -648,6 +652,7 @@ static int loadParam(ir_ploader *L) {
         return bad(L, "parameter table '%s': unknown optimizer %u", name, opt);
     o.opt = (ir_optimizer)opt;
     o.nesterov = (int)nesterov;
+    o.sync = sync;
     const char *why = paramOptsCheck(&o);
     if (why) return bad(L, "parameter table '%s': %s", name, why);
     uint64_t k = (uint64_t)paramStateArrays(&o);

@@ -252,11 +252,59 @@ static void test_persist(void) {
     ir_params *empty = paramsNew();
     CHECK(loadOne(empty, w.buf, body - 4, why) == IR_PERSIST_CORRUPT && empty->count == 0);
     double beta1 = 1.5;
-    memcpy(w.buf + 12 + 8 + 3 + 8 + 3 * 8, &beta1,
-           8); /* after name, opt, nesterov, lr, mom, alpha */
+    /* after name, opt, nesterov, sync, lr, mom, alpha */
+    memcpy(w.buf + 12 + 8 + 3 + 12 + 3 * 8, &beta1, 8);
     CHECK(loadOne(empty, w.buf, body, why) == IR_PERSIST_CORRUPT && strstr(why, "BETA1"));
     CHECK(empty->count == 0);
     paramsFree(empty);
+    paramsFree(back);
+    paramsFree(ps);
+}
+
+/* SYNC k: the mean of k gradients (summed in order, divided by k), then one step,
+ * bit for bit the step of a plain table given that mean; SYNC kept by a record. */
+static void test_sync(void) {
+    ir_params *ps = paramsNew();
+    ir_param_opts o = paramOptsDefault(IR_OPT_ADAM), plain = o;
+    o.sync = 3;
+    CHECK(paramOptsCheck(&o) == NULL);
+    ir_param *p = paramCreate(ps, "s", 1, 37, &o, NULL);
+    ir_param *q = paramCreate(ps, "q", 1, 37, &plain, NULL);
+    CHECK(p && q && p->acc && !q->acc && paramBytes(p) == 37 * 4 * 4);
+    float g[3][37], mean[37];
+    for (int r = 0; r < 5; r++) {
+        for (int k = 0; k < 3; k++)
+            for (int i = 0; i < 37; i++) g[k][i] = (float)(unit() - 0.5);
+        for (int i = 0; i < 37; i++) mean[i] = ((g[0][i] * 2.0f + g[1][i]) + g[2][i]) / 3.0f;
+        paramAccumulate(p, g[0], 2.0f, 1);
+        paramAccumulate(p, g[1], 1.0f, 0);
+        paramAccumulate(p, g[2], 1.0f, 0);
+        uint64_t bad = 99;
+        CHECK(paramSyncStep(p, 3, &bad) == 1);
+        paramStep(q, mean, 1.0f);
+    }
+    CHECK(p->step == 5 && p->version == 5 && memcmp(p->w, q->w, sizeof(mean)) == 0);
+    float big[37];
+    for (int i = 0; i < 37; i++) big[i] = 3e38f;
+    paramAccumulate(p, big, 1.0f, 1);
+    paramAccumulate(p, big, 1.0f, 0);
+    uint64_t bad = 99;
+    CHECK(paramSyncStep(p, 2, &bad) == 0 && bad == 0 && p->step == 5); /* overflow: no step */
+    static memw w;
+    w.pw = (ir_pwriter){mwRecord, mwBytes, mwU32, mwU64, mwF64, 0};
+    w.len = 0;
+    persistSaveParam(&w.pw, p);
+    uint64_t body;
+    memcpy(&body, w.buf + 4, 8);
+    ir_params *back = paramsNew();
+    char why[200];
+    CHECKF(loadOne(back, w.buf, body, why) == IR_PERSIST_OK, "%s", why);
+    ir_param *b = paramFind(back, "s", 1);
+    CHECK(b && b->o.sync == 3 && b->acc);
+    o.sync = 0;
+    CHECK(paramOptsCheck(&o) != NULL);
+    o.sync = IR_PARAM_SYNC_MAX + 1;
+    CHECK(paramOptsCheck(&o) != NULL);
     paramsFree(back);
     paramsFree(ps);
 }
@@ -265,6 +313,7 @@ int main(void) {
     ir_params *ps = paramsNew();
     test_checks();
     test_persist();
+    test_sync();
     test_closed_forms(ps);
     ir_param_opts o = paramOptsDefault(IR_OPT_SGD);
     o.weight_decay = 0.01;
