@@ -15,7 +15,8 @@
  *
  * Selectors (Reverb's): prioritized (the K-ary sum tree), uniform, fifo,
  * lifo, minheap and maxheap (by stored priority, ties to the older item),
- * each usable as the sampler and as the remover.
+ * each usable as the sampler and as the remover; each is one file in
+ * selectors/ behind selector.h's interface.
  *
  * Concurrency contract: a table belongs to the thread that runs its host (the
  * server); nothing here locks.
@@ -32,155 +33,17 @@
 #include <stdint.h>
 
 #include "../inreplay.h"
+#include "options.h"
 #include "pin.h"
+#include "table.h"
 
-#define IR_TABLE_NAME_MAX 200
-#define IR_MAX_SAMPLE (1 << 20)
-#define IR_TABLE_PF 16 /* prefetch distance of the loops over drawn slots (random: cache misses) */
-
-/* Selectors. 0 in ir_table_opts means the default (prioritized sampler,
- * fifo remover). */
-enum {
-    IR_SEL_DEFAULT = 0,
-    IR_SEL_PRIORITIZED,
-    IR_SEL_UNIFORM,
-    IR_SEL_FIFO,
-    IR_SEL_LIFO,
-    IR_SEL_MINHEAP,
-    IR_SEL_MAXHEAP,
-    IR_SEL_COUNT
-};
 /* "prioritized", ... for a selector; NULL for none. */
 const char *tableSelectorName(int sel);
 /* The selector named by s (case-insensitive), or 0 for none. */
 int tableSelectorParse(const char *s, size_t len);
 
-/* Every table's defaults: REPLAY.CREATE without the argument, and the start-up
- * table's flags (config.c's table takes its default texts from these). */
-#define IR_TABLE_ALPHA 0.6
-#define IR_TABLE_BETA 0.4
-#define IR_TABLE_EPSILON 1e-6
-#define IR_TABLE_XSTR_(x) #x
-#define IR_TABLE_XSTR(x) IR_TABLE_XSTR_(x) /* a default as config.c's text */
-
-typedef struct ir_table_opts {
-    uint64_t capacity;
-    double alpha, beta, epsilon;
-    uint64_t maxbytes;
-    unsigned fanout;
-    uint64_t seed;
-    uint64_t id_base;           /* the first id: shard index << IR_SHARD_ID_BITS */
-    int sampler, remover;       /* IR_SEL_*, 0 for the defaults */
-    uint32_t max_times_sampled; /* 0: no limit */
-} ir_table_opts;
-
-/* The rate limiter, Reverb's SampleToInsertRatio (see t_replay.c): sampling
- * waits until the table holds min_size items; with samples_per_insert > 0,
- * sampled items may run at most error_buffer ahead of samples_per_insert x
- * (inserted items - min_size), and inserts at most error_buffer behind.
- * All 0: no limit. Set once, after tableCreate (tableLimiterCheck first). */
-typedef struct ir_limiter_opts {
-    uint64_t min_size;
-    double samples_per_insert;
-    double error_buffer;
-    /* Reverb's Queue(n)/Stack(n): an insert waits while the table holds n
-     * items, a sample while it holds none (set by REPLAY.CREATE ... QUEUE n
-     * or STACK n, which also set the selectors and MAX_TIMES_SAMPLED 1). */
-    uint64_t queue;
-} ir_limiter_opts;
-
-/* ERROR_BUFFER when none is given: the smallest Reverb accepts, max(1, rate). */
-static inline double tableDefaultErrorBuffer(double samples_per_insert) {
-    return samples_per_insert > 1 ? samples_per_insert : 1;
-}
 /* Check limiter options against a table's capacity: 0 or -1 with *err. */
 int tableLimiterCheck(const ir_limiter_opts *l, uint64_t capacity, const char **err);
-
-/* A binary heap of slots with each slot's position (UINT32_MAX: absent). */
-typedef struct ir_heap {
-    int kind; /* IR_SEL_FIFO, _LIFO, _MINHEAP, _MAXHEAP */
-    uint64_t n;
-    uint32_t *h, *pos;
-} ir_heap;
-
-/* A slot's record: 16 bytes, so that a sample's one random read per drawn
- * slot (a cache miss at 2M items) gets the item's place, its length and its
- * times-sampled counter together (three arrays were three misses). */
-typedef struct ir_slot {
-    uint64_t off;   /* the item's bytes: arena + off */
-    uint32_t len;   /* its length */
-    uint32_t times; /* times sampled */
-} ir_slot;
-
-typedef struct ir_table {
-    char *name;
-    size_t namelen;
-    ir_table_opts o;
-    ir_sampler *sampler;
-    /* per slot: which id lives there, and its record (where its bytes are,
-     * times sampled) */
-    uint64_t *slot_id;
-    ir_slot *slots;
-    /* the arena ring */
-    char *arena;
-    /* Pending replies point into the arena (pin.h; the server's ir_pin): an ADD
-     * that rewrites bytes they still have to send first has those reply
-     * segments copied (pinOverwrite), and dropping the table leaves the
-     * arena mapped until the last of them is written (pinDetach). */
-    struct ir_pin *pin;
-    uint64_t tail;       /* where the next item goes */
-    uint64_t bytes_used; /* bytes of live items (rounded as stored) */
-    uint64_t next_id, oldest_id;
-    /* The newest run of items of one length: ids [run_start, next_id) are all
-     * run_len bytes long, so every live item is iff run_start <= oldest_id. */
-    uint64_t run_start;
-    uint32_t run_len;
-    /* counters (consumed: items removed for reaching max_times_sampled) */
-    uint64_t inserts, samples, sample_calls, updates, stale_updates, evictions, consumed;
-    /* ---- selectors (see replay.c) ---- */
-    int general;         /* general storage mode (see the top of this file) */
-    uint64_t draws_left; /* with max_times_sampled k: sum over live items of k - times */
-    ir_heap heap[2];     /* heaps of the fifo/lifo/min/max selectors in use */
-    int nheap, heap_of_sampler, heap_of_remover; /* -1: none */
-    uint64_t rng[2]; /* the uniform selector's and the remover's draws */
-    /* general mode only */
-    uint64_t gsize;              /* live items */
-    uint32_t *dense, *dense_pos; /* the live slots, dense (uniform draws) */
-    uint32_t *free_slots;
-    uint64_t nfree;
-    uint64_t *hkey; /* id -> slot, linear probing, UINT64_MAX empty */
-    uint32_t *hval;
-    uint64_t hmask;
-    uint64_t arena_len; /* bytes mapped: maxbytes + maxbytes / 4 */
-    uint64_t compactions;
-    uint64_t run_count; /* live items of run_len bytes */
-    /* per draw of the last tableSample on the non-default paths */
-    double *scratch_prob, *scratch_stored;
-    uint32_t *scratch_times;
-    int prob_valid;
-    uint64_t sample_size0; /* the table's size when the last sample began */
-    int capacity_warned;   /* the log said once that MAXBYTES holds fewer than CAPACITY */
-    /* the rate limiter's options and state: items inserted and sampled
-     * while it was configured, and the time clients waited in total (the
-     * host keeps the waiting clients, in its own state below) */
-    ir_limiter_opts lim;
-    uint64_t limiter_inserts, limiter_samples;
-    uint64_t waited_us;
-    /* The host's per-table state (the server's clients waiting on the
-     * limiter, blocked.c), NULL until the host sets it. The engine never
-     * reads it: when the table goes, the host's table_gone releases it. */
-    void *host;
-    /* scratch for one request, grown on demand and kept */
-    uint64_t *scratch_slots, *scratch_ids, *scratch_evicted;
-    double *scratch_prio;
-    float *scratch_weights;
-    size_t scratch_cap, evicted_cap;
-    /* TRAJECTORY tables (chunks.h): items are reference records into this
-     * store, released when they leave the table; columns fixed by the first */
-    struct ir_chunk_store *traj;
-    struct ir_traj_layout *layout;
-    struct ir_table *next;
-} ir_table;
 
 /* What an insert carries: a raw priority, or use_max for "the table's max". */
 typedef struct ir_item_in {
@@ -221,9 +84,6 @@ int tableCreate(ir_tables *ts, const char *name, size_t len, const ir_table_opts
 int tableDrop(ir_tables *ts, const char *name, size_t len);
 void tablesFlush(ir_tables *ts);
 
-static inline uint64_t tableSize(const ir_table *t) {
-    return t->general ? t->gsize : t->next_id - t->oldest_id;
-}
 /* The sampler and remover in force (never IR_SEL_DEFAULT). */
 static inline int tableSampler(const ir_table *t) { return t->o.sampler; }
 static inline int tableRemover(const ir_table *t) { return t->o.remover; }
