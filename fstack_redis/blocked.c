@@ -377,7 +377,7 @@ static void unblock(ir_server *s, client *c, int resume) {
     }
     bs->nw = 0;
     if (bs->table) {
-        bs->table->waited_us += monoUs() - bs->since_us;
+        limiterWaited(bs->table, monoUs() - bs->since_us);
         bs->table = NULL;
     }
     if (bs->prev) bs->prev->bstate->next = bs->next;

@@ -10,7 +10,9 @@
  *   priorities one bulk string of n float32 (REPLAY.UPDATE)
  *
  * The rate limiter (REPLAY.CREATE ... MIN_SIZE n SAMPLES_PER_INSERT r
- * ERROR_BUFFER e) is Reverb's SampleToInsertRatio. It counts items: a SAMPLE
+ * ERROR_BUFFER e) is Reverb's SampleToInsertRatio; its decisions are the
+ * engine's (replay/limiter.h, with their C tests), and this file only turns
+ * them into waits and -RATELIMITED errors. It counts items: a SAMPLE
  * of n items counts n samples, an ADD of k items k inserts (Reverb counts one
  * per sampled or inserted item too); on a TRAJECTORY table REPLAY.ITEM is the
  * insert (t_traj.c), through the same gate (replayLimiterGate). With
@@ -61,61 +63,32 @@ static ir_table *lookupTableOrReply(client *c, int i) {
 
 /* ---- the rate limiter ----------------------------------------------------- */
 
-#define LIMIT_NONE 0
-#define LIMIT_MIN_SIZE 1
-#define LIMIT_RATIO 2
-#define LIMIT_QUEUE 3
-#define LIMIT_DRAWS 4
-
-static int tableLimited(const ir_table *t) {
-    return t->lim.min_size || t->lim.samples_per_insert > 0 || t->lim.queue ||
-           t->o.max_times_sampled;
-}
-
-static double limiterError(const ir_table *t) {
-    return (double)t->limiter_samples -
-           t->lim.samples_per_insert * ((double)t->limiter_inserts - (double)t->lim.min_size);
-}
-
-static uint64_t limiterMinSize(const ir_table *t) { return t->lim.min_size ? t->lim.min_size : 1; }
-
-static int limiterHoldsSample(const ir_table *t, size_t n) {
-    if (t->lim.queue && t->draws_left < n) return LIMIT_QUEUE;
-    if (tableSize(t) < limiterMinSize(t)) return LIMIT_MIN_SIZE;
-    if (t->lim.samples_per_insert > 0 && limiterError(t) > t->lim.error_buffer) return LIMIT_RATIO;
-    if (t->o.max_times_sampled && t->draws_left < n) return LIMIT_DRAWS;
-    return LIMIT_NONE;
-}
-
-static int limiterHoldsInsert(const ir_table *t, size_t n) {
-    if (t->lim.queue) return tableSize(t) + n > t->lim.queue ? LIMIT_QUEUE : LIMIT_NONE;
-    if (t->lim.samples_per_insert <= 0 || tableSize(t) < t->lim.min_size) return LIMIT_NONE;
-    return limiterError(t) < -t->lim.error_buffer ? LIMIT_RATIO : LIMIT_NONE;
-}
+/* The rules are the engine's (replay/limiter.h); this host keeps the waiting. */
 
 /* The one-line -RATELIMITED error: which limit held the call (why), and how it ended. */
 static void replyRateLimited(client *c, const ir_table *t, int why, int sample, int timeout_arg) {
     const char *what = sample ? "sample" : "insert";
+    const ir_limiter_opts *lim = limiterOpts(t);
     char tail[96], reason[256];
     if (timeout_arg)
         snprintf(tail, sizeof(tail), "%s timed out after TIMEOUT %.32s", what,
                  hostArg(c, timeout_arg)->ptr);
     else snprintf(tail, sizeof(tail), "%s waits (use TIMEOUT to wait)", what);
-    if (why == LIMIT_QUEUE)
+    if (why == IR_LIMIT_QUEUE)
         snprintf(reason, sizeof(reason), "%s %llu %s (%llu items)",
-                 t->o.sampler == IR_SEL_LIFO ? "STACK" : "QUEUE", (unsigned long long)t->lim.queue,
+                 t->o.sampler == IR_SEL_LIFO ? "STACK" : "QUEUE", (unsigned long long)lim->queue,
                  sample ? "has too few items" : "is full", (unsigned long long)tableSize(t));
-    else if (why == LIMIT_DRAWS)
+    else if (why == IR_LIMIT_DRAWS)
         snprintf(reason, sizeof(reason), "allows %llu more draws under MAX_TIMES_SAMPLED %u",
                  (unsigned long long)t->draws_left, t->o.max_times_sampled);
-    else if (why == LIMIT_MIN_SIZE)
+    else if (why == IR_LIMIT_MIN_SIZE)
         snprintf(reason, sizeof(reason), "has %llu items, MIN_SIZE is %llu",
                  (unsigned long long)tableSize(t), (unsigned long long)limiterMinSize(t));
     else
         snprintf(reason, sizeof(reason),
                  "is %.1f samples %s SAMPLES_PER_INSERT %g x inserts, ERROR_BUFFER is %g",
-                 fabs(limiterError(t)), sample ? "ahead of" : "behind", t->lim.samples_per_insert,
-                 t->lim.error_buffer);
+                 fabs(limiterError(t)), sample ? "ahead of" : "behind", lim->samples_per_insert,
+                 lim->error_buffer);
     replyReplayError(c, IR_ERR_RATELIMITED, "table '%.128s' %s: %s", t->name, reason, tail);
 }
 
@@ -127,15 +100,15 @@ static void replyRateLimited(client *c, const ir_table *t, int why, int sample, 
  * insert batch larger than a QUEUE/STACK is refused here too (it never fits). */
 int replayLimiterGate(client *c, ir_table *t, size_t n, int sample, int timeout_arg,
                       uint64_t deadline) {
-    if (!sample && t->lim.queue && n > t->lim.queue) {
+    if (!sample && limiterBatchTooLarge(t, n)) {
         hostReplyErrorFormat(c,
                              "a batch of %zu items is larger than table '%.128s' (%s %llu): "
                              "add fewer at a time",
                              n, t->name, t->o.sampler == IR_SEL_LIFO ? "STACK" : "QUEUE",
-                             (unsigned long long)t->lim.queue);
+                             (unsigned long long)limiterOpts(t)->queue);
         return 1;
     }
-    if (!tableLimited(t)) return 0;
+    if (!limiterActive(t)) return 0;
     int why = sample ? limiterHoldsSample(t, n) : limiterHoldsInsert(t, n);
     if (why || (timeout_arg && hostTableAhead(c, t, !sample))) {
         if (timeout_arg && hostBlockingAllowed(c)) {
@@ -154,9 +127,8 @@ int replayLimiterGate(client *c, ir_table *t, size_t n, int sample, int timeout_
 
 /* After a call the gate let run: count its n items and wake the other side. */
 void replayLimiterRan(client *c, ir_table *t, size_t n, int sample) {
-    if (!tableLimited(t)) return;
-    if (sample) t->limiter_samples += n;
-    else t->limiter_inserts += n;
+    if (!limiterActive(t)) return;
+    limiterRan(t, n, sample);
     hostTableReady(c, t, sample); /* inserters (1) or samplers (0) may run now */
 }
 
@@ -326,7 +298,11 @@ void replayCreateCommand(client *c) {
         hostReplyErrorFormat(c, "%s", err);
         return;
     }
-    t->lim = lim;
+    if (tableLimiterSet(t, &lim, &err) != 0) { /* checked above: cannot fail */
+        tableDrop(hostTables(c), hostArg(c, 1)->ptr, hostArg(c, 1)->len);
+        hostReplyErrorFormat(c, "%s", err);
+        return;
+    }
     if (traj && trajTableInit(hostChunks(c), t) != 0) {
         tableDrop(hostTables(c), hostArg(c, 1)->ptr, hostArg(c, 1)->len);
         hostReplyError(c, "out of memory");
@@ -605,12 +581,14 @@ void replaySampleCommand(client *c) {
         return;
     }
     if (t->o.max_times_sampled &&
-        (uint64_t)n > (t->lim.queue ? t->lim.queue : t->o.capacity * t->o.max_times_sampled)) {
-        hostReplyErrorFormat(
-            c,
-            "a sample of %lld is more than table '%.128s' can ever hold "
-            "(%s): sample fewer",
-            n, t->name, t->lim.queue ? "its QUEUE/STACK size" : "CAPACITY x MAX_TIMES_SAMPLED");
+        (uint64_t)n > (limiterOpts(t)->queue ? limiterOpts(t)->queue
+                                             : t->o.capacity * t->o.max_times_sampled)) {
+        hostReplyErrorFormat(c,
+                             "a sample of %lld is more than table '%.128s' can ever hold "
+                             "(%s): sample fewer",
+                             n, t->name,
+                             limiterOpts(t)->queue ? "its QUEUE/STACK size"
+                                                   : "CAPACITY x MAX_TIMES_SAMPLED");
         return;
     }
     if (replayLimiterGate(c, t, (size_t)n, 1, timeout_arg, deadline)) return;
@@ -743,20 +721,20 @@ static void addField(client *c, const char *name) { hostReplyCString(c, name); }
     F("maxbytes", LL, t->o.maxbytes) \
     F("next_id", LL, t->next_id) \
     F("fanout", LL, ir_sampler_fanout(t->sampler)) \
-    F("min_size", LL, t->lim.min_size) \
-    F("samples_per_insert", DBL, t->lim.samples_per_insert) \
-    F("error_buffer", DBL, t->lim.error_buffer) \
-    F("limiter_inserts", LL, t->limiter_inserts) \
-    F("limiter_samples", LL, t->limiter_samples) \
-    F("limiter_error", DBL, tableLimited(t) ? limiterError(t) : 0.0) \
+    F("min_size", LL, lim->min_size) \
+    F("samples_per_insert", DBL, lim->samples_per_insert) \
+    F("error_buffer", DBL, lim->error_buffer) \
+    F("limiter_inserts", LL, ls.inserts) \
+    F("limiter_samples", LL, ls.samples) \
+    F("limiter_error", DBL, limiterError(t)) \
     F("blocked_samplers", LL, hostTableWaiting(t, 0)) \
     F("blocked_inserters", LL, hostTableWaiting(t, 1)) \
-    F("waited_seconds", DBL, (double)t->waited_us / 1e6) \
+    F("waited_seconds", DBL, (double)ls.waited_us / 1e6) \
     F("capacity_fits", LL, tableCapacityFits(t)) \
     F("sampler", STR, tableSelectorName(t->o.sampler)) \
     F("remover", STR, tableSelectorName(t->o.remover)) \
     F("max_times_sampled", LL, t->o.max_times_sampled) \
-    F("queue_size", LL, t->lim.queue) \
+    F("queue_size", LL, lim->queue) \
     F("consumed", LL, t->consumed) \
     F("storage", STR, t->general ? "general" : "ring") \
     F("compactions", LL, t->compactions)
@@ -775,6 +753,9 @@ void replayInfoCommand(client *c) {
     ir_table *t = lookupTableOrReply(c, 1);
     if (!t) return;
     double minp = ir_sampler_min(t->sampler);
+    const ir_limiter_opts *lim = limiterOpts(t);
+    ir_limiter_state ls;
+    limiterState(t, &ls);
     hostReplyArrayLen(c, 2 * (replay_info_fields + (t->traj ? trajInfoFieldCount() : 0)));
     addField(c, "name");
     hostReplyBulk(c, t->name, t->namelen);

@@ -428,7 +428,7 @@ void hostTableReady(client *c, ir_table *t, int which) {
 }
 
 static void waiterEnd(waiter *w) {
-    w->t->waited_us += (mstime() - w->since_ms) * 1000;
+    limiterWaited(w->t, (uint64_t)(mstime() - w->since_ms) * 1000);
     waiterUnlink(w);
     RedisModule_UnblockClient(w->bc, NULL);
     waiterFree(w);

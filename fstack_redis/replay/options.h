@@ -44,11 +44,12 @@ typedef struct ir_table_opts {
     uint32_t max_times_sampled; /* 0: no limit */
 } ir_table_opts;
 
-/* The rate limiter, Reverb's SampleToInsertRatio (see t_replay.c): sampling
+/* The rate limiter, Reverb's SampleToInsertRatio (limiter.h): sampling
  * waits until the table holds min_size items; with samples_per_insert > 0,
  * sampled items may run at most error_buffer ahead of samples_per_insert x
  * (inserted items - min_size), and inserts at most error_buffer behind.
- * All 0: no limit. Set once, after tableCreate (tableLimiterCheck first). */
+ * All 0: no limit. Set once, after tableCreate, by tableLimiterSet
+ * (limiter.h has the rules). */
 typedef struct ir_limiter_opts {
     uint64_t min_size;
     double samples_per_insert;
@@ -58,10 +59,5 @@ typedef struct ir_limiter_opts {
      * or STACK n, which also set the selectors and MAX_TIMES_SAMPLED 1). */
     uint64_t queue;
 } ir_limiter_opts;
-
-/* ERROR_BUFFER when none is given: the smallest Reverb accepts, max(1, rate). */
-static inline double tableDefaultErrorBuffer(double samples_per_insert) {
-    return samples_per_insert > 1 ? samples_per_insert : 1;
-}
 
 #endif

@@ -589,32 +589,6 @@ nomem:
     return -1;
 }
 
-int tableLimiterCheck(const ir_limiter_opts *o, uint64_t capacity, const char **err) {
-    if (o->queue && (o->queue != capacity || o->min_size || o->samples_per_insert > 0)) {
-        *err = "QUEUE/STACK take no MIN_SIZE or SAMPLES_PER_INSERT and set CAPACITY themselves";
-        return -1;
-    }
-    if (o->min_size > capacity) {
-        *err = "MIN_SIZE must be at most CAPACITY";
-        return -1;
-    }
-    if (!(o->samples_per_insert >= 0 && isfinite(o->samples_per_insert))) {
-        *err = "SAMPLES_PER_INSERT must be a finite number >= 0";
-        return -1;
-    }
-    if (o->samples_per_insert == 0 && o->error_buffer != 0) {
-        *err = "ERROR_BUFFER needs SAMPLES_PER_INSERT";
-        return -1;
-    }
-    if (o->samples_per_insert > 0 &&
-        !(o->error_buffer >= tableDefaultErrorBuffer(o->samples_per_insert) &&
-          isfinite(o->error_buffer))) {
-        *err = "ERROR_BUFFER must be finite and at least max(1, SAMPLES_PER_INSERT)";
-        return -1;
-    }
-    return 0;
-}
-
 int tableDrop(ir_tables *ts, const char *name, size_t len) {
     for (ir_table **pp = &ts->head; *pp; pp = &(*pp)->next) {
         ir_table *t = *pp;

@@ -33,6 +33,7 @@
 #include <stdint.h>
 
 #include "../inreplay.h"
+#include "limiter.h"
 #include "options.h"
 #include "pin.h"
 #include "table.h"
@@ -41,9 +42,6 @@
 const char *tableSelectorName(int sel);
 /* The selector named by s (case-insensitive), or 0 for none. */
 int tableSelectorParse(const char *s, size_t len);
-
-/* Check limiter options against a table's capacity: 0 or -1 with *err. */
-int tableLimiterCheck(const ir_limiter_opts *l, uint64_t capacity, const char **err);
 
 /* What an insert carries: a raw priority, or use_max for "the table's max". */
 typedef struct ir_item_in {
