@@ -57,7 +57,7 @@ uint64_t limiterMinSize(const ir_table *t) { return t->lim.min_size ? t->lim.min
 int limiterHoldsSample(const ir_table *t, size_t n) {
     if (!limiterActive(t)) return IR_LIMIT_NONE;
     if (t->lim.queue && t->draws_left < n) return IR_LIMIT_QUEUE;
-    if (tableSize(t) < limiterMinSize(t)) return IR_LIMIT_MIN_SIZE;
+    if (tableLive(t) < limiterMinSize(t)) return IR_LIMIT_MIN_SIZE;
     if (t->lim.samples_per_insert > 0 && limiterError(t) > t->lim.error_buffer)
         return IR_LIMIT_RATIO;
     if (t->o.max_times_sampled && t->draws_left < n) return IR_LIMIT_DRAWS;
@@ -65,8 +65,8 @@ int limiterHoldsSample(const ir_table *t, size_t n) {
 }
 
 int limiterHoldsInsert(const ir_table *t, size_t n) {
-    if (t->lim.queue) return tableSize(t) + n > t->lim.queue ? IR_LIMIT_QUEUE : IR_LIMIT_NONE;
-    if (t->lim.samples_per_insert <= 0 || tableSize(t) < t->lim.min_size) return IR_LIMIT_NONE;
+    if (t->lim.queue) return tableLive(t) + n > t->lim.queue ? IR_LIMIT_QUEUE : IR_LIMIT_NONE;
+    if (t->lim.samples_per_insert <= 0 || tableLive(t) < t->lim.min_size) return IR_LIMIT_NONE;
     return limiterError(t) < -t->lim.error_buffer ? IR_LIMIT_RATIO : IR_LIMIT_NONE;
 }
 
@@ -77,6 +77,8 @@ void limiterRan(ir_table *t, size_t n, int sample) {
     if (sample) t->limiter_samples += n;
     else t->limiter_inserts += n;
 }
+
+uint64_t limiterDrawsLeft(const ir_table *t) { return t->draws_left; }
 
 void limiterWaited(ir_table *t, uint64_t us) { t->waited_us += us; }
 

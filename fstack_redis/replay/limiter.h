@@ -75,6 +75,9 @@ int limiterHoldsSample(const struct ir_table *t, size_t n);
 int limiterHoldsInsert(const struct ir_table *t, size_t n);
 /* 1 if an insert batch of n can never run (larger than QUEUE/STACK). */
 int limiterBatchTooLarge(const struct ir_table *t, size_t n);
+/* Draws the live items still allow under MAX_TIMES_SAMPLED (sum of
+ * k - times sampled; 0 without it). */
+uint64_t limiterDrawsLeft(const struct ir_table *t);
 /* A call of n items ran: count them (sample 1: sampled, 0: inserted). */
 void limiterRan(struct ir_table *t, size_t n, int sample);
 /* A client the limiter held waited us microseconds (REPLAY.INFO's

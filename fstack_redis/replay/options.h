@@ -13,6 +13,7 @@
 
 #define IR_TABLE_NAME_MAX 200
 #define IR_MAX_SAMPLE (1 << 20)
+#define IR_TABLE_PF 16 /* prefetch distance of the loops over drawn items (random: cache misses) */
 /* Selectors. 0 in ir_table_opts means the default (prioritized sampler,
  * fifo remover). */
 enum {

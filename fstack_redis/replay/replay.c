@@ -60,6 +60,7 @@
  * else it is held by the limiter like an empty table.
  */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -69,6 +70,7 @@
 #include "chunks.h"
 #include "replay.h"
 #include "selector.h"
+#include "table.h"
 
 #define EMPTY_ID UINT64_MAX
 #define ITEM_ALIGN 8
@@ -134,6 +136,19 @@ int tableSelectorParse(const char *s, size_t len) {
         if (strlen(ir_selectors[k]->name) == len && strncasecmp(s, ir_selectors[k]->name, len) == 0)
             return k;
     return 0;
+}
+
+const char *tableSelectorList(void) {
+    static char list[256];
+    if (!list[0]) {
+        size_t at = 0;
+        for (int k = 1; k < IR_SEL_COUNT; k++) {
+            const char *sep = k == 1 ? "" : k == IR_SEL_COUNT - 1 ? " or " : ", ";
+            at +=
+                (size_t)snprintf(list + at, sizeof(list) - at, "%s%s", sep, ir_selectors[k]->name);
+        }
+    }
+    return list;
 }
 
 /* The hooks of the selectors' states (selector.h): none on a table whose
@@ -380,6 +395,7 @@ static void tableFree(ir_table *t) {
     free(t->scratch_ids);
     free(t->scratch_prio);
     free(t->scratch_weights);
+    free(t->scratch_spans);
     free(t->scratch_evicted);
     free(t->name);
     free(t);
@@ -620,7 +636,9 @@ int tableScratch(ir_table *t, size_t n) {
     if (c) t->scratch_times = c;
     double *r = realloc(t->scratch_stored, cap * sizeof(double));
     if (r) t->scratch_stored = r;
-    if (!s || !i || !p || !w || !q || !c || !r) return -1;
+    ir_item_span *sp = realloc(t->scratch_spans, cap * sizeof(ir_item_span));
+    if (sp) t->scratch_spans = sp;
+    if (!s || !i || !p || !w || !q || !c || !r || !sp) return -1;
     t->scratch_cap = cap;
     return 0;
 }
@@ -651,7 +669,7 @@ static int evictOldest(ir_table *t, size_t *nevicted) {
 /* Find room for need bytes, evicting the oldest items as required. */
 static int arenaPlace(ir_table *t, uint64_t need, uint64_t *off, size_t *nevicted) {
     for (;;) {
-        if (tableSize(t) == 0) {
+        if (tableLive(t) == 0) {
             *off = 0;
             return 0;
         }
@@ -694,7 +712,7 @@ int tableAdd(ir_table *t, const ir_item_in *items, size_t n, uint64_t *ids_out, 
     size_t placed = n;
     for (size_t k = 0; k < n; k++) {
         uint64_t need = reserveLen(items[k].len), off;
-        if ((tableSize(t) == t->o.capacity && evictOldest(t, &nevicted) != 0) ||
+        if ((tableLive(t) == t->o.capacity && evictOldest(t, &nevicted) != 0) ||
             arenaPlace(t, need, &off, &nevicted) != 0) {
             placed = k; /* out of memory: the items placed so far still get their bytes */
             break;
@@ -762,7 +780,7 @@ nomem:
 /* n successive draws, one at a time (see the top of this file). */
 static int sampleDraws(ir_table *t, size_t n, double beta) {
     uint32_t k = t->o.max_times_sampled;
-    if (tableSize(t) == 0 || (k && t->draws_left < n)) return IR_EEMPTY;
+    if (tableLive(t) == 0 || (k && t->draws_left < n)) return IR_EEMPTY;
     for (size_t i = 0; i < n; i++) {
         double p;
         float w;
@@ -772,6 +790,7 @@ static int sampleDraws(ir_table *t, size_t n, double beta) {
         t->scratch_weights[i] = w;
         t->scratch_prob[i] = p;
         t->scratch_stored[i] = ir_sampler_get(t->sampler, slot);
+        t->scratch_spans[i] = (ir_item_span){t->arena + t->slots[slot].off, t->slots[slot].len};
         uint32_t ts = ++t->slots[slot].times;
         t->scratch_times[i] = ts;
         if (k) {
@@ -788,7 +807,7 @@ static int sampleDraws(ir_table *t, size_t n, double beta) {
 
 int tableSample(ir_table *t, size_t n, double beta) {
     if (tableScratch(t, n) != 0) return IR_ENOMEM;
-    uint64_t live = tableSize(t);
+    uint64_t live = tableLive(t);
     t->sample_size0 = live;
     int rc = IR_SEL_ONE_AT_A_TIME;
     /* a selector's whole-batch path (the prioritized one: stratified, as
@@ -810,7 +829,7 @@ int tableSample(ir_table *t, size_t n, double beta) {
 void tableSampleProb(ir_table *t, size_t n) {
     if (t->prob_valid) return;
     double total = ir_sampler_total(t->sampler);
-    uint64_t live = tableSize(t);
+    uint64_t live = tableLive(t);
     for (size_t i = 0; i < n; i++) {
         double v = ir_sampler_get(t->sampler, t->scratch_slots[i]);
         t->scratch_stored[i] = v;
@@ -867,6 +886,117 @@ long tableUpdate(ir_table *t, const uint64_t *ids, const float *raw, size_t n, c
     return (long)m;
 }
 
+long tableUpdateWire(ir_table *t, const char *ids_le, const char *prios_le, size_t n,
+                     const char **err) {
+    if (tableScratch(t, n) != 0) {
+        *err = "out of memory";
+        return -1;
+    }
+    /* scratch_ids/weights are free between calls; tableUpdate uses the rest */
+    memcpy(t->scratch_ids, ids_le, n * 8);
+    memcpy(t->scratch_weights, prios_le, n * 4);
+    return tableUpdate(t, t->scratch_ids, t->scratch_weights, n, err);
+}
+
+/* ---- a table, for hosts (replay.h) ---------------------------------------- */
+
+uint64_t tableSize(const ir_table *t) { return tableLive(t); }
+const char *tableName(const ir_table *t) { return t->name; }
+size_t tableNameLen(const ir_table *t) { return t->namelen; }
+const ir_table_opts *tableOpts(const ir_table *t) { return &t->o; }
+int tableSampler(const ir_table *t) { return t->o.sampler; }
+int tableRemover(const ir_table *t) { return t->o.remover; }
+void *tableHost(const ir_table *t) { return t->host; }
+void tableSetHost(ir_table *t, void *host) { t->host = host; }
+struct ir_pin **tablePin(ir_table *t) {
+    return &t->pin;
+}
+int tableHoldsTrajectories(const ir_table *t) { return t->traj != NULL; }
+struct ir_chunk_store *tableTrajStore(const ir_table *t) {
+    return t->traj;
+}
+struct ir_traj_layout *tableTrajLayout(const ir_table *t) {
+    return t->layout;
+}
+void tableSetTrajStore(ir_table *t, struct ir_chunk_store *store) { t->traj = store; }
+
+int tableMakeTrajectories(ir_table *t, struct ir_chunk_store *store) {
+    ir_traj_layout *l = calloc(1, sizeof(ir_traj_layout));
+    if (!l) return -1;
+    free(t->layout);
+    t->layout = l;
+    t->traj = store;
+    return 0;
+}
+ir_table *tablesFirst(ir_tables *ts) { return ts->head; }
+ir_table *tableNext(const ir_table *t) { return t->next; }
+
+uint64_t tableCapacityFits(const ir_table *t) {
+    uint64_t n = tableLive(t);
+    if (!n || !t->bytes_used) return t->o.capacity;
+    uint64_t fits = (uint64_t)((double)t->o.maxbytes / ((double)t->bytes_used / (double)n));
+    return fits < t->o.capacity ? fits : t->o.capacity;
+}
+
+int tableCapacityWarnOnce(ir_table *t) {
+    if (t->capacity_warned || tableCapacityFits(t) >= t->o.capacity) return 0;
+    t->capacity_warned = 1;
+    return 1;
+}
+
+int tableOneSizeKnown(const ir_table *t, uint32_t *len) {
+    *len = t->run_len;
+    return t->general ? t->run_count == t->gsize : t->run_start <= t->oldest_id;
+}
+
+void tableInfo(const ir_table *t, ir_table_info *in) {
+    in->size = tableLive(t);
+    in->inserts = t->inserts;
+    in->samples = t->samples;
+    in->sample_calls = t->sample_calls;
+    in->updates = t->updates;
+    in->stale_updates = t->stale_updates;
+    in->evictions = t->evictions;
+    in->consumed = t->consumed;
+    in->bytes_used = t->bytes_used;
+    in->next_id = t->next_id;
+    in->capacity_fits = tableCapacityFits(t);
+    in->compactions = t->compactions;
+    in->total_priority = ir_sampler_total(t->sampler);
+    in->max_priority = ir_sampler_max(t->sampler);
+    in->min_priority = ir_sampler_min(t->sampler);
+    in->fanout = ir_sampler_fanout(t->sampler);
+    in->general = t->general;
+}
+
+void tableSampleView(const ir_table *t, size_t n, ir_sample_view *v) {
+    v->n = n;
+    v->ids = t->scratch_ids;
+    v->weights = t->scratch_weights;
+    v->items = t->scratch_spans;
+    v->times = t->scratch_times;
+    v->prob = t->scratch_prob;
+    v->stored = t->scratch_stored;
+    v->size0 = t->sample_size0;
+}
+
+const double *tableSampleShardStats(ir_table *t, size_t n, double *total, double *min,
+                                    uint64_t *live) {
+    double tot = ir_sampler_total(t->sampler), mn = ir_sampler_min(t->sampler);
+    uint64_t size = tableLive(t);
+    if (!isfinite(mn)) mn = 0;                    /* no positive priority: sampling is uniform */
+    int uniform = t->o.sampler == IR_SEL_UNIFORM; /* every item has mass 1 */
+    if (uniform) tot = (double)size, mn = 1;
+    double *p = t->scratch_prio; /* unused by sampling; holds n entries */
+    for (size_t i = 0; i < n; i++)
+        p[i] = tot > 0 && !uniform ? ir_sampler_get(t->sampler, t->scratch_slots[i]) / tot
+                                   : 1.0 / (double)size;
+    *total = tot;
+    *min = mn;
+    *live = size;
+    return p;
+}
+
 /* ---- snapshots (see replay.h) -------------------------------------------- */
 
 uint64_t tableItemReserve(size_t len) { return reserveLen(len); }
@@ -903,7 +1033,7 @@ int tableLoadBegin(ir_table_loader *ld, ir_table *t, const ir_table_state *st, c
     memset(ld, 0, offsetof(ir_table_loader, slots));
     ld->t = t;
     ld->st = *st;
-    if (t->next_id != 0 || tableSize(t) != 0) {
+    if (t->next_id != 0 || tableLive(t) != 0) {
         *err = "table is not empty";
         return -1;
     }
@@ -959,7 +1089,7 @@ char *tableLoadItem(ir_table_loader *ld, uint64_t id, double stored, uint64_t of
     /* Where tableAdd could have put it: anywhere for the oldest item; then
      * right after the previous one, or back at 0 once (the ring wraps), and
      * after the wrap never into the oldest item's bytes. */
-    if (tableSize(t) == 0) {
+    if (tableLive(t) == 0) {
         ld->head = off;
         ld->wrapped = 0;
     } else if (off == t->tail && (!ld->wrapped || off + need <= ld->head)) {
@@ -1000,7 +1130,7 @@ int tableLoadEnd(ir_table_loader *ld, const char **err) {
         return -1;
     }
     if (t->general) {
-    } else if (tableSize(t) == 0) t->tail = st->tail; /* the next ADD starts at 0 anyway */
+    } else if (tableLive(t) == 0) t->tail = st->tail; /* the next ADD starts at 0 anyway */
     else if (t->tail != st->tail) {
         *err = "arena tail does not follow the newest item";
         return -1;

@@ -36,12 +36,25 @@
 #include "limiter.h"
 #include "options.h"
 #include "pin.h"
+
+/* A replay table: opaque to hosts, which read and change it only through
+ * the functions below. table.h is its storage, the engine's own; a file that
+ * defines IR_TABLE_OPAQUE before its includes (the REPLAY.* handlers) does
+ * not see it, so the compiler holds it to these functions. Files still
+ * reading fields see it as before. */
+typedef struct ir_table ir_table;
+struct ir_chunk_store;
+struct ir_traj_layout;
+#ifndef IR_TABLE_OPAQUE
 #include "table.h"
+#endif
 
 /* "prioritized", ... for a selector; NULL for none. */
 const char *tableSelectorName(int sel);
 /* The selector named by s (case-insensitive), or 0 for none. */
 int tableSelectorParse(const char *s, size_t len);
+/* Every selector's name, "prioritized, uniform, ... or maxheap". */
+const char *tableSelectorList(void);
 
 /* What an insert carries: a raw priority, or use_max for "the table's max". */
 typedef struct ir_item_in {
@@ -82,20 +95,62 @@ int tableCreate(ir_tables *ts, const char *name, size_t len, const ir_table_opts
 int tableDrop(ir_tables *ts, const char *name, size_t len);
 void tablesFlush(ir_tables *ts);
 
+/* ---- a table, for hosts ----------------------------------------------------
+ * ir_table is opaque outside the engine (its storage is table.h's, the
+ * engine's own): hosts read and change a table through these functions. */
+
+/* The live items. */
+uint64_t tableSize(const ir_table *t);
+/* The name (NUL-terminated; tableNameLen bytes). */
+const char *tableName(const ir_table *t);
+size_t tableNameLen(const ir_table *t);
+/* The options in force (sampler and remover never IR_SEL_DEFAULT). */
+const ir_table_opts *tableOpts(const ir_table *t);
 /* The sampler and remover in force (never IR_SEL_DEFAULT). */
-static inline int tableSampler(const ir_table *t) { return t->o.sampler; }
-static inline int tableRemover(const ir_table *t) { return t->o.remover; }
+int tableSampler(const ir_table *t);
+int tableRemover(const ir_table *t);
+/* The host's state of the table (NULL until set; see ir_engine_host). */
+void *tableHost(const ir_table *t);
+void tableSetHost(ir_table *t, void *host);
+/* Where a reply that points into the table's items registers (pin.h). */
+struct ir_pin **tablePin(ir_table *t);
+/* 1 if the table holds trajectory items (REPLAY.CREATE ... TRAJECTORY). */
+int tableHoldsTrajectories(const ir_table *t);
+/* Make a new, empty table a TRAJECTORY table: its items are reference
+ * records into store (chunks.h), released when they leave the table, with
+ * columns the first item fixes. 0, or -1 on no memory (nothing changed). */
+int tableMakeTrajectories(ir_table *t, struct ir_chunk_store *store);
+/* A TRAJECTORY table's chunk store and columns (NULL for other tables). */
+struct ir_chunk_store *tableTrajStore(const ir_table *t);
+struct ir_traj_layout *tableTrajLayout(const ir_table *t);
+/* Point an empty TRAJECTORY table at another chunk store (a snapshot's
+ * store replacing the server's). */
+void tableSetTrajStore(ir_table *t, struct ir_chunk_store *store);
+/* The tables of ts in order: the first, and the one after t (NULL: none). */
+ir_table *tablesFirst(ir_tables *ts);
+ir_table *tableNext(const ir_table *t);
+/* 1 the first time MAXBYTES holds fewer items than CAPACITY (the log says
+ * so once), else 0. */
+int tableCapacityWarnOnce(ir_table *t);
+/* 1 and *len when every live item is known to have one length without a
+ * scan (O(1)); 0 when that would take a look at every item. */
+int tableOneSizeKnown(const ir_table *t, uint32_t *len);
+
+/* REPLAY.INFO's view of a table (besides its options and limiter). */
+typedef struct ir_table_info {
+    uint64_t size, inserts, samples, sample_calls, updates, stale_updates, evictions, consumed;
+    uint64_t bytes_used, next_id, capacity_fits, compactions;
+    double total_priority, max_priority, min_priority; /* min: +inf with no positive one */
+    unsigned fanout;
+    int general; /* storage: 1 general, 0 ring */
+} ir_table_info;
+void tableInfo(const ir_table *t, ir_table_info *info);
 /* The slot of a live id, or UINT64_MAX if the id is not live. */
 uint64_t tableSlotOf(const ir_table *t, uint64_t id);
 
 /* How many items fit: the capacity, or fewer when MAXBYTES cannot hold capacity
  * items of the current mean stored size (the arena evicts the oldest first). */
-static inline uint64_t tableCapacityFits(const ir_table *t) {
-    uint64_t n = tableSize(t);
-    if (!n || !t->bytes_used) return t->o.capacity;
-    uint64_t fits = (uint64_t)((double)t->o.maxbytes / ((double)t->bytes_used / (double)n));
-    return fits < t->o.capacity ? fits : t->o.capacity;
-}
+uint64_t tableCapacityFits(const ir_table *t);
 
 /* 1 if every live item has the same length (O(1)). Otherwise *a and *b get
  * two of the lengths the table holds. */
@@ -119,9 +174,41 @@ int tableAdd(ir_table *t, const ir_item_in *items, size_t n, uint64_t *ids_out, 
 int tableSample(ir_table *t, size_t n, double beta);
 /* Fill scratch_prob for the last sample if tableSample did not. */
 void tableSampleProb(ir_table *t, size_t n);
+
+/* One item in place in the table's arena: valid until the table's next
+ * insert (a reply that sends it later pins it: tablePin). */
+typedef struct ir_item_span {
+    const char *data;
+    size_t len;
+} ir_item_span;
+
+/* The last sample of n, read in place (nothing copied): the caller's struct
+ * gets pointers into the table's scratch, valid until its next call. */
+typedef struct ir_sample_view {
+    size_t n;
+    const uint64_t *ids;       /* the drawn ids */
+    const float *weights;      /* their importance weights */
+    const ir_item_span *items; /* their bytes */
+    const uint32_t *times;     /* times sampled, this draw included */
+    const double *prob;        /* each draw's probability (after tableSampleProb) */
+    const double *stored;      /* its stored priority (after tableSampleProb) */
+    uint64_t size0;            /* the table's size when the sample began */
+} ir_sample_view;
+void tableSampleView(const ir_table *t, size_t n, ir_sample_view *v);
+/* The shard's side of exact sampling across a group (WITHSTATS) for the
+ * last sample of n: *total and *min (the minimum positive stored priority, 0
+ * for none), *live, and each draw's probability inside the shard (returned:
+ * n values in the table's scratch). A uniform sampler reports mass 1 per
+ * item (total = size, minimum 1). */
+const double *tableSampleShardStats(ir_table *t, size_t n, double *total, double *min,
+                                    uint64_t *live);
 /* Apply raw float32 priorities to ids; stale ids (evicted) are counted and
  * skipped. Returns the number applied, or -1 with *err. */
 long tableUpdate(ir_table *t, const uint64_t *ids, const float *raw, size_t n, const char **err);
+/* The same from REPLAY.UPDATE's wire arguments: n little-endian int64 ids
+ * and n float32 priorities, with no alignment promise (copied out first). */
+long tableUpdateWire(ir_table *t, const char *ids_le, const char *prios_le, size_t n,
+                     const char **err);
 /* Make sure scratch holds at least n entries. */
 int tableScratch(ir_table *t, size_t n);
 /* Make sure ts->add_items and ts->add_ids hold at least n entries. */

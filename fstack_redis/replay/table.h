@@ -16,8 +16,6 @@
 #include "../inreplay.h"
 #include "options.h"
 
-#define IR_TABLE_PF 16 /* prefetch distance of the loops over drawn slots (random: cache misses) */
-
 /* A slot's record: 16 bytes, so that a sample's one random read per drawn
  * slot (a cache miss at 2M items) gets the item's place, its length and its
  * times-sampled counter together (three arrays were three misses). */
@@ -96,6 +94,7 @@ typedef struct ir_table {
     uint64_t *scratch_slots, *scratch_ids, *scratch_evicted;
     double *scratch_prio;
     float *scratch_weights;
+    struct ir_item_span *scratch_spans; /* the drawn items in place (tableSampleView) */
     size_t scratch_cap, evicted_cap;
     /* TRAJECTORY tables (chunks.h): items are reference records into this
      * store, released when they leave the table; columns fixed by the first */
@@ -104,7 +103,7 @@ typedef struct ir_table {
     struct ir_table *next;
 } ir_table;
 
-static inline uint64_t tableSize(const ir_table *t) {
+static inline uint64_t tableLive(const ir_table *t) {
     return t->general ? t->gsize : t->next_id - t->oldest_id;
 }
 

@@ -179,6 +179,9 @@ static void runCombo(int sampler, int remover, uint32_t k, int steps) {
                 continue;
             }
             CHECKF(rc == IR_OK, "%s: sample rc %d", what, rc);
+            ir_sample_view v;
+            tableSampleView(t, n, &v);
+            CHECK(v.n == n && v.ids == t->scratch_ids && v.times == t->scratch_times);
             for (size_t d = 0; d < n; d++) {
                 long want = -1;
                 if (sampler != IR_SEL_UNIFORM && sampler != IR_SEL_PRIORITIZED)
@@ -186,6 +189,12 @@ static void runCombo(int sampler, int remover, uint32_t k, int steps) {
                 long got = findId(t->scratch_ids[d]);
                 CHECKF(got >= 0 && model[got].live, "%s: drew a dead id", what);
                 if (got < 0) break;
+                /* the view's item is the drawn one's bytes, in place */
+                int same = v.items[d].len == model[got].len;
+                for (size_t q = 0; same && q < v.items[d].len; q++)
+                    same = (unsigned char)v.items[d].data[q] == model[got].fill;
+                CHECKF(same, "%s: draw %zu: the view's item is not id %llu's bytes", what, d,
+                       (unsigned long long)model[got].id);
                 if (want >= 0)
                     CHECKF(got == want, "%s: draw %zu got id %llu, want %llu", what, d,
                            (unsigned long long)model[got].id, (unsigned long long)model[want].id);

@@ -12,7 +12,7 @@ uint64_t selUniformPick(ir_table *t, void *st, double *prob, double beta, float 
 
 uint64_t selUniformPick(ir_table *t, void *st, double *prob, double beta, float *w) {
     (void)st, (void)beta;
-    uint64_t n = tableSize(t);
+    uint64_t n = tableLive(t);
     if (w) *w = 1.0f;
     *prob = 1.0 / (double)n;
     if (t->general) return t->dense[selRandBelow(t, n)];
