@@ -237,13 +237,16 @@ def test_the_cycle_finder_finds_cycles() -> None:
 # (replay_host.h; the native host's wrappers come through it) and each other.
 # They are compiled for both hosts, so no server header may appear here.
 HANDLER_INCLUDES = {"replay_host.h", "replay_err.h", "strconv.h", "t_replay.h", "t_traj.h",
-                    "inreplay.h"}
+                    "t_limiter_gate.h", "t_sample_reply.h", "t_shard_group.h", "inreplay.h"}
+# the pieces more than one REPLAY.* handler file uses, each in its own file
+HANDLER_SHARED = ("t_limiter_gate", "t_sample_reply", "t_shard_group")
 
 
 def test_replay_handlers_see_their_host_only_through_replay_host_h() -> None:
     offenders = []
+    shared = [f"{m}.{x}" for m in HANDLER_SHARED for x in "ch"]
     for name in ("t_replay.c", "t_traj.c", "t_replay.h", "t_traj.h", "replay_err.h",
-                 "module/host_module.c"):
+                 "module/host_module.c", *shared):
         f = SRC / name
         for inc in INCLUDE.findall(f.read_text()):
             q = _resolve(f, inc)
@@ -255,6 +258,20 @@ def test_replay_handlers_see_their_host_only_through_replay_host_h() -> None:
             if not (_is_engine(rel) or rel in HANDLER_INCLUDES):
                 offenders.append(f"{name}: #include \"{inc}\"")
     assert not offenders, "REPLAY.* handlers include a server header:\n" + "\n".join(offenders)
+
+
+def test_no_cycle_among_the_replay_handlers_and_the_module_host() -> None:
+    """t_replay.c may call t_traj.c (a TRAJECTORY table's sample), never the
+    reverse; what both use (the limiter's gate, the sample reply's parts, the
+    shard group's members) is in files of its own, which include neither."""
+    inc = {}
+    for name in ("t_replay.c", "t_traj.c", "module/host_module.c",
+                 *[f"{m}.c" for m in HANDLER_SHARED]):
+        inc[name] = set(INCLUDE.findall((SRC / name).read_text()))
+    assert "t_replay.h" not in inc["t_traj.c"]
+    for m in HANDLER_SHARED:
+        assert not {"t_replay.h", "t_traj.h"} & inc[f"{m}.c"], m
+    assert "t_traj.h" in inc["t_replay.c"]
 
 
 def test_the_module_build_reads_no_server_header() -> None:
