@@ -28,6 +28,8 @@
  * queue places are kept with it; only a key's first waiter allocates the key,
  * and a table's first waiter the table's two queues (tableQueues below).
  */
+/* Tables only through the engine's functions (replay.h): */
+#define IR_TABLE_OPAQUE
 #include "blocked.h"
 
 #include <errno.h>
@@ -95,11 +97,11 @@ typedef struct tableQueues {
 } tableQueues;
 
 static void tableGoneHook(struct ir_table *t) {
-    tableQueues *tq = t->host;
+    tableQueues *tq = tableHost(t);
     if ((tq->q[0].n || tq->q[1].n || tq->q[0].ready || tq->q[1].ready) && g_server)
         blockedTableGone(g_server, t);
     free(tq);
-    t->host = NULL;
+    tableSetHost(t, NULL);
 }
 
 static const ir_engine_host engineHost = {.table_gone = tableGoneHook};
@@ -107,7 +109,7 @@ static const ir_engine_host engineHost = {.table_gone = tableGoneHook};
 /* t's queue `which`, made (with the hook set) when create and not there yet;
  * NULL when nobody ever waited on t and !create. */
 static bqueue *tableQueue(struct ir_table *t, int which, int create) {
-    if (!t->host) {
+    if (!tableHost(t)) {
         if (!create) return NULL;
         tableQueues *tq = calloc(1, sizeof(*tq));
         if (!tq) oom();
@@ -116,13 +118,13 @@ static bqueue *tableQueue(struct ir_table *t, int which, int create) {
             tq->q[i].kind = BLOCKED_REPLAY;
         }
         engineSetHost(&engineHost);
-        t->host = tq;
+        tableSetHost(t, tq);
     }
-    return &((tableQueues *)t->host)->q[which];
+    return &((tableQueues *)tableHost(t))->q[which];
 }
 
 size_t blockedTableWaiting(const struct ir_table *t, int which) {
-    const tableQueues *tq = t->host;
+    const tableQueues *tq = tableHost(t);
     return tq ? tq->q[which].n : 0;
 }
 
@@ -377,7 +379,7 @@ static void unblock(ir_server *s, client *c, int resume) {
     }
     bs->nw = 0;
     if (bs->table) {
-        bs->table->waited_us += monoUs() - bs->since_us;
+        limiterWaited(bs->table, monoUs() - bs->since_us);
         bs->table = NULL;
     }
     if (bs->prev) bs->prev->bstate->next = bs->next;
@@ -572,7 +574,7 @@ void blockedTableGone(ir_server *s, struct ir_table *t) {
         while (q->head) {
             client *c = q->head->c;
             replyReplayError(c, IR_ERR_NOTABLE,
-                             "table '%.128s' was dropped while the client waited", t->name);
+                             "table '%.128s' was dropped while the client waited", tableName(t));
             b->st.dropped++;
             unblock(s, c, 1);
             resetClientArgs(c);

@@ -1880,14 +1880,16 @@ void infoCommand(client *c) {
     if (wantSection(c, "replay", 1)) {
         infoCat(&b, "%s# Replay\r\nreplay_tables:%zu\r\n", sections++ ? "\r\n" : "",
                 s->tables->count);
-        for (ir_table *t = s->tables->head; t; t = t->next) {
+        for (ir_table *t = tablesFirst(s->tables); t; t = tableNext(t)) {
+            ir_table_info in;
+            tableInfo(t, &in);
             infoCat(&b,
                     "table:name=%s,size=%llu,capacity=%llu,inserts=%llu,samples=%llu,"
                     "updates=%llu,stale_updates=%llu,bytes_used=%llu\r\n",
-                    t->name, (unsigned long long)tableSize(t), (unsigned long long)t->o.capacity,
-                    (unsigned long long)t->inserts, (unsigned long long)t->samples,
-                    (unsigned long long)t->updates, (unsigned long long)t->stale_updates,
-                    (unsigned long long)t->bytes_used);
+                    tableName(t), (unsigned long long)in.size,
+                    (unsigned long long)tableOpts(t)->capacity, (unsigned long long)in.inserts,
+                    (unsigned long long)in.samples, (unsigned long long)in.updates,
+                    (unsigned long long)in.stale_updates, (unsigned long long)in.bytes_used);
         }
     }
     if (c->resp >= 3) { /* a verbatim string in RESP3 */

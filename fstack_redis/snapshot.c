@@ -393,7 +393,7 @@ static int writeSnapshot(const ir_server *s, int fd, uint64_t *bytes, uint64_t *
     saveOtherDbs(s, &sc);                    /* databases 1..N-1 (see the end of this file) */
     persistSaveChunkStore(&w.pw, s->chunks); /* before the tables whose items reference it */
     uint64_t tables = 0;
-    for (const ir_table *t = s->tables->head; t && !w.pw.err; t = t->next, tables++)
+    for (const ir_table *t = tablesFirst(s->tables); t && !w.pw.err; t = tableNext(t), tables++)
         persistSaveTable(&w.pw, t);
     for (const ir_param *p = s->params->head; p && !w.pw.err; p = p->next)
         persistSaveParam(&w.pw, p);
@@ -1196,10 +1196,10 @@ static int parseFile(snapLoader *L, uint64_t size, const snapDone *done) {
 /* Put the loaded keyspace and tables in place of s's. */
 static void swapIn(ir_server *s, ir_db *db, ir_tables *tables, ir_chunk_store *chunks,
                    ir_params *params) {
-    ir_table *t;                           /* (in the saved, REPLAY.LIST order: persistLoadEnd) */
-    tablesMoveMissing(tables, s->tables);  /* e.g. a start-up table the snapshot lacks */
-    for (t = tables->head; t; t = t->next) /* (loadFile made sure those hold no items) */
-        if (t->traj) t->traj = chunks;
+    ir_table *t;                          /* (in the saved, REPLAY.LIST order: persistLoadEnd) */
+    tablesMoveMissing(tables, s->tables); /* e.g. a start-up table the snapshot lacks */
+    for (t = tablesFirst(tables); t; t = tableNext(t)) /* (loadFile: those hold no items) */
+        if (tableHoldsTrajectories(t)) tableSetTrajStore(t, chunks);
     tablesFree(s->tables); /* releases their references into the old store */
     s->tables = tables;
     chunkStoreFree(s->chunks);
@@ -1254,12 +1254,13 @@ static int loadFile(ir_server *s, const char *path, unsigned char *buf, uint64_t
     else rc = parseFile(L, size, &done);
     /* the loaded chunk store replaces the server's: a TRAJECTORY table the
      * snapshot does not replace must hold no references into the old one */
-    for (const ir_table *t = s->tables->head; rc == LOAD_OK && t; t = t->next)
-        if (t->traj && tableSize(t) && !tableFind(L->pl.tables, t->name, t->namelen)) {
+    for (const ir_table *t = tablesFirst(s->tables); rc == LOAD_OK && t; t = tableNext(t))
+        if (tableHoldsTrajectories(t) && tableSize(t) &&
+            !tableFind(L->pl.tables, tableName(t), tableNameLen(t))) {
             msgf(L->why, sizeof(L->why),
                  "TRAJECTORY table '%s' holds items and is not in the "
                  "snapshot: drop it (REPLAY.DROP) before loading",
-                 t->name);
+                 tableName(t));
             rc = LOAD_REFUSED;
         }
     struct ir_functions *fns = NULL;

@@ -10,7 +10,9 @@
  *   priorities one bulk string of n float32 (REPLAY.UPDATE)
  *
  * The rate limiter (REPLAY.CREATE ... MIN_SIZE n SAMPLES_PER_INSERT r
- * ERROR_BUFFER e) is Reverb's SampleToInsertRatio. It counts items: a SAMPLE
+ * ERROR_BUFFER e) is Reverb's SampleToInsertRatio; its decisions are the
+ * engine's (replay/limiter.h, with their C tests), and this file only turns
+ * them into waits and -RATELIMITED errors. It counts items: a SAMPLE
  * of n items counts n samples, an ADD of k items k inserts (Reverb counts one
  * per sampled or inserted item too); on a TRAJECTORY table REPLAY.ITEM is the
  * insert (t_traj.c), through the same gate (replayLimiterGate). With
@@ -36,6 +38,8 @@
  * also waits until the live items allow k more draws (sum of m - times
  * sampled), since each draw may remove what it drew.
  */
+/* Tables only through the engine's functions (replay.h): */
+#define IR_TABLE_OPAQUE
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,7 +50,10 @@
 #include "replay.h"
 #include "replay_err.h"
 #include "replay_host.h"
+#include "t_limiter_gate.h"
 #include "t_replay.h"
+#include "t_sample_reply.h"
+#include "t_shard_group.h"
 #include "t_traj.h"
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -57,107 +64,6 @@ static ir_table *lookupTableOrReply(client *c, int i) {
     ir_table *t = tableFind(hostTables(c), hostArg(c, i)->ptr, hostArg(c, i)->len);
     if (!t) replyReplayError(c, IR_ERR_NOTABLE, "no such table '%.128s'", hostArg(c, i)->ptr);
     return t;
-}
-
-/* ---- the rate limiter ----------------------------------------------------- */
-
-#define LIMIT_NONE 0
-#define LIMIT_MIN_SIZE 1
-#define LIMIT_RATIO 2
-#define LIMIT_QUEUE 3
-#define LIMIT_DRAWS 4
-
-static int tableLimited(const ir_table *t) {
-    return t->lim.min_size || t->lim.samples_per_insert > 0 || t->lim.queue ||
-           t->o.max_times_sampled;
-}
-
-static double limiterError(const ir_table *t) {
-    return (double)t->limiter_samples -
-           t->lim.samples_per_insert * ((double)t->limiter_inserts - (double)t->lim.min_size);
-}
-
-static uint64_t limiterMinSize(const ir_table *t) { return t->lim.min_size ? t->lim.min_size : 1; }
-
-static int limiterHoldsSample(const ir_table *t, size_t n) {
-    if (t->lim.queue && t->draws_left < n) return LIMIT_QUEUE;
-    if (tableSize(t) < limiterMinSize(t)) return LIMIT_MIN_SIZE;
-    if (t->lim.samples_per_insert > 0 && limiterError(t) > t->lim.error_buffer) return LIMIT_RATIO;
-    if (t->o.max_times_sampled && t->draws_left < n) return LIMIT_DRAWS;
-    return LIMIT_NONE;
-}
-
-static int limiterHoldsInsert(const ir_table *t, size_t n) {
-    if (t->lim.queue) return tableSize(t) + n > t->lim.queue ? LIMIT_QUEUE : LIMIT_NONE;
-    if (t->lim.samples_per_insert <= 0 || tableSize(t) < t->lim.min_size) return LIMIT_NONE;
-    return limiterError(t) < -t->lim.error_buffer ? LIMIT_RATIO : LIMIT_NONE;
-}
-
-/* The one-line -RATELIMITED error: which limit held the call (why), and how it ended. */
-static void replyRateLimited(client *c, const ir_table *t, int why, int sample, int timeout_arg) {
-    const char *what = sample ? "sample" : "insert";
-    char tail[96], reason[256];
-    if (timeout_arg)
-        snprintf(tail, sizeof(tail), "%s timed out after TIMEOUT %.32s", what,
-                 hostArg(c, timeout_arg)->ptr);
-    else snprintf(tail, sizeof(tail), "%s waits (use TIMEOUT to wait)", what);
-    if (why == LIMIT_QUEUE)
-        snprintf(reason, sizeof(reason), "%s %llu %s (%llu items)",
-                 t->o.sampler == IR_SEL_LIFO ? "STACK" : "QUEUE", (unsigned long long)t->lim.queue,
-                 sample ? "has too few items" : "is full", (unsigned long long)tableSize(t));
-    else if (why == LIMIT_DRAWS)
-        snprintf(reason, sizeof(reason), "allows %llu more draws under MAX_TIMES_SAMPLED %u",
-                 (unsigned long long)t->draws_left, t->o.max_times_sampled);
-    else if (why == LIMIT_MIN_SIZE)
-        snprintf(reason, sizeof(reason), "has %llu items, MIN_SIZE is %llu",
-                 (unsigned long long)tableSize(t), (unsigned long long)limiterMinSize(t));
-    else
-        snprintf(reason, sizeof(reason),
-                 "is %.1f samples %s SAMPLES_PER_INSERT %g x inserts, ERROR_BUFFER is %g",
-                 fabs(limiterError(t)), sample ? "ahead of" : "behind", t->lim.samples_per_insert,
-                 t->lim.error_buffer);
-    replyReplayError(c, IR_ERR_RATELIMITED, "table '%.128s' %s: %s", t->name, reason, tail);
-}
-
-/* The limiter's gate before a call of n items runs: an insert (sample = 0:
- * REPLAY.ADD, REPLAY.ITEM) or a SAMPLE (sample = 1), with its TIMEOUT argument
- * (0: none) and deadline. 0: it may run now. 1: the client waits (a blocked
- * client in the queue of its kind, re-run as soon as it may) or has its
- * -RATELIMITED error (no TIMEOUT, blocking denied, or its deadline came). An
- * insert batch larger than a QUEUE/STACK is refused here too (it never fits). */
-int replayLimiterGate(client *c, ir_table *t, size_t n, int sample, int timeout_arg,
-                      uint64_t deadline) {
-    if (!sample && t->lim.queue && n > t->lim.queue) {
-        hostReplyErrorFormat(c,
-                             "a batch of %zu items is larger than table '%.128s' (%s %llu): "
-                             "add fewer at a time",
-                             n, t->name, t->o.sampler == IR_SEL_LIFO ? "STACK" : "QUEUE",
-                             (unsigned long long)t->lim.queue);
-        return 1;
-    }
-    if (!tableLimited(t)) return 0;
-    int why = sample ? limiterHoldsSample(t, n) : limiterHoldsInsert(t, n);
-    if (why || (timeout_arg && hostTableAhead(c, t, !sample))) {
-        if (timeout_arg && hostBlockingAllowed(c)) {
-            hostBlockForTable(c, t, !sample, deadline);
-            return 1;
-        }
-        if (why) {
-            /* a waiter re-run at its deadline says how long it waited */
-            int waited = hostClientBlocked(c) ? timeout_arg : 0;
-            replyRateLimited(c, t, why, sample, waited);
-            return 1;
-        }
-    }
-    return 0;
-}
-
-/* After a call the gate let run: count its n items and wake the other side. */
-void replayLimiterRan(client *c, ir_table *t, size_t n, int sample) {
-    if (!tableLimited(t)) return;
-    if (sample) t->limiter_samples += n;
-    else t->limiter_inserts += n;
-    hostTableReady(c, t, sample); /* inserters (1) or samplers (0) may run now */
 }
 
 /* The machine's physical memory (0 if unknown): what bounds a table's
@@ -207,11 +113,9 @@ void replayCreateCommand(client *c) {
         } else if (hostArgEq(c, i, "sampler") || hostArgEq(c, i, "remover")) {
             int sel = tableSelectorParse(hostArg(c, i + 1)->ptr, hostArg(c, i + 1)->len);
             if (!sel) {
-                hostReplyErrorFormat(c,
-                                     "unknown selector '%.64s' for %s: use prioritized, uniform, "
-                                     "fifo, lifo, minheap or maxheap",
-                                     hostArg(c, i + 1)->ptr,
-                                     hostArgEq(c, i, "sampler") ? "SAMPLER" : "REMOVER");
+                hostReplyErrorFormat(
+                    c, "unknown selector '%.64s' for %s: use %s", hostArg(c, i + 1)->ptr,
+                    hostArgEq(c, i, "sampler") ? "SAMPLER" : "REMOVER", tableSelectorList());
                 return;
             }
             if (hostArgEq(c, i, "sampler")) o.sampler = sel;
@@ -326,7 +230,11 @@ void replayCreateCommand(client *c) {
         hostReplyErrorFormat(c, "%s", err);
         return;
     }
-    t->lim = lim;
+    if (tableLimiterSet(t, &lim, &err) != 0) { /* checked above: cannot fail */
+        tableDrop(hostTables(c), hostArg(c, 1)->ptr, hostArg(c, 1)->len);
+        hostReplyErrorFormat(c, "%s", err);
+        return;
+    }
     if (traj && trajTableInit(hostChunks(c), t) != 0) {
         tableDrop(hostTables(c), hostArg(c, 1)->ptr, hostArg(c, 1)->len);
         hostReplyError(c, "out of memory");
@@ -348,15 +256,16 @@ static int addItems(client *c, ir_table *t, size_t n, int timeout_arg, uint64_t 
         return -1;
     }
     replayLimiterRan(c, t, n, 0);
-    if (!t->capacity_warned && tableCapacityFits(t) < t->o.capacity) {
+    if (tableCapacityWarnOnce(t)) {
         /* honest capacity: say once, in the log, what the arena really keeps */
-        t->capacity_warned = 1;
-        hostLog(
-            "table '%.128s': MAXBYTES %llu holds about %llu items of the mean size seen "
-            "(%llu B), not its CAPACITY %llu: the oldest go first (REPLAY.INFO "
-            "capacity_fits)",
-            t->name, (unsigned long long)t->o.maxbytes, (unsigned long long)tableCapacityFits(t),
-            (unsigned long long)(t->bytes_used / tableSize(t)), (unsigned long long)t->o.capacity);
+        const ir_table_opts *o = tableOpts(t);
+        ir_table_info in;
+        tableInfo(t, &in);
+        hostLog("table '%.128s': MAXBYTES %llu holds about %llu items of the mean size seen "
+                "(%llu B), not its CAPACITY %llu: the oldest go first (REPLAY.INFO "
+                "capacity_fits)",
+                tableName(t), (unsigned long long)o->maxbytes, (unsigned long long)in.capacity_fits,
+                (unsigned long long)(in.bytes_used / in.size), (unsigned long long)o->capacity);
     }
     return 0;
 }
@@ -385,11 +294,11 @@ void replayAddCommand(client *c) {
     }
     ir_table *t = lookupTableOrReply(c, 1);
     if (!t) return;
-    if (t->traj) {
+    if (tableHoldsTrajectories(t)) {
         replyReplayError(c, IR_ERR_WRONGKIND,
                          "table '%.128s' holds trajectories: append steps with REPLAY.APPEND "
                          "and create items with REPLAY.ITEM",
-                         t->name);
+                         tableName(t));
         return;
     }
     uint64_t deadline = 0;
@@ -431,11 +340,11 @@ static void addPackedCommand(client *c) {
     }
     ir_table *t = lookupTableOrReply(c, 1);
     if (!t) return;
-    if (t->traj) {
+    if (tableHoldsTrajectories(t)) {
         replyReplayError(c, IR_ERR_WRONGKIND,
                          "table '%.128s' holds trajectories: append steps with REPLAY.APPEND "
                          "and create items with REPLAY.ITEM",
-                         t->name);
+                         tableName(t));
         return;
     }
     const ir_arg *na = hostArg(c, 3), *pr = hostArg(c, 4), *body = hostArg(c, 5);
@@ -483,61 +392,6 @@ static void addPackedCommand(client *c) {
     memcpy(hostReplyBulkReserve(c, n * 8), hostTables(c)->add_ids, n * 8);
 }
 
-/* The shard's side of exact sampling across a group (WITHSTATS): its total
- * and minimum positive stored priority (float64), its live size (int64), and
- * each drawn item's probability inside the shard (n float64): 24 + 8n bytes.
- * A client that knows every shard's total computes each draw's global
- * probability and importance weight from these (pyctl/sharded.py). A
- * uniform sampler reports mass 1 per item (total = size, minimum 1). */
-void addSampleStats(client *c, ir_table *t, size_t n) {
-    double total = ir_sampler_total(t->sampler), mn = ir_sampler_min(t->sampler);
-    uint64_t live = tableSize(t);
-    if (!isfinite(mn)) mn = 0;                    /* no positive priority: sampling is uniform */
-    int uniform = t->o.sampler == IR_SEL_UNIFORM; /* every item has mass 1 */
-    if (uniform) total = (double)live, mn = 1;
-    char head[24];
-    memcpy(head, &total, 8);
-    memcpy(head + 8, &mn, 8);
-    memcpy(head + 16, &live, 8);
-    hostReplyBulkPart(c, head, sizeof(head));
-    double *p = t->scratch_prio; /* unused by sampling; holds n entries */
-    for (size_t i = 0; i < n; i++)
-        p[i] = total > 0 && !uniform ? ir_sampler_get(t->sampler, t->scratch_slots[i]) / total
-                                     : 1.0 / (double)live;
-    hostReplyBulkPart(c, (const char *)p, 8 * n);
-}
-
-int sampleReplyFits(client *c, size_t n, uint64_t bulk, uint64_t total, int exact) {
-    uint64_t max_bulk = hostProtoMaxBulkLen(c), maxmemory = hostMaxmemory(c);
-    if (bulk > max_bulk) {
-        hostReplyErrorFormat(c,
-                             "a sample of %zu items would put %llu bytes in one reply string, "
-                             "above proto-max-bulk-len (%llu): sample fewer items",
-                             n, (unsigned long long)bulk, (unsigned long long)max_bulk);
-        return -1;
-    }
-    uint64_t obl = hostOutputBufferLimit(c);
-    if (exact && obl && total > obl) {
-        hostReplyErrorFormat(c,
-                             "a sample of %zu items would be a reply of %llu bytes, above the "
-                             "client-output-buffer-limit (%llu): sample fewer items",
-                             n, (unsigned long long)total, (unsigned long long)obl);
-        return -1;
-    }
-    if (maxmemory) {
-        uint64_t used = hostUsedMemory(c);
-        uint64_t room = used < maxmemory ? maxmemory - used : 0;
-        if (total > room) {
-            hostReplyErrorFormat(c,
-                                 "a sample of %zu items would be a reply of %llu bytes, above "
-                                 "maxmemory's headroom (%llu bytes): sample fewer items",
-                                 n, (unsigned long long)total, (unsigned long long)room);
-            return -1;
-        }
-    }
-    return 0;
-}
-
 /* The sampled items' reply without per-item bookkeeping. Items below
  * IR_REF_MIN are copied into the reply in any case (hostReplyBulkPartPinned), so
  * for them the reply is reserved once and filled here: no reply segment, pin
@@ -552,12 +406,10 @@ static void prefetchItem(const char *p, size_t len) {
 }
 
 /* PACKED: n items of itemsize bytes back to back at dst. */
-static void copySampledItems(const ir_table *t, char *dst, size_t n, size_t itemsize) {
-    const uint64_t *sl = t->scratch_slots;
+static void copySampledItems(const ir_item_span *it, char *dst, size_t n, size_t itemsize) {
     for (size_t i = 0; i < n; i++) {
-        if (i + IR_TABLE_PF < n)
-            prefetchItem(t->arena + t->slots[sl[i + IR_TABLE_PF]].off, itemsize);
-        memcpy(dst + i * itemsize, t->arena + t->slots[sl[i]].off, itemsize);
+        if (i + IR_TABLE_PF < n) prefetchItem(it[i + IR_TABLE_PF].data, itemsize);
+        memcpy(dst + i * itemsize, it[i].data, itemsize);
     }
 }
 
@@ -567,53 +419,37 @@ static size_t decimalDigits(uint32_t v) { return v < 10 ? 1 : v < 100 ? 2 : v < 
  * reservation; 0 (nothing added) if an item is IR_REF_MIN or longer (those
  * go by reference) or the host writes no raw protocol (IR_HOST_RAW_REPLIES:
  * then each item is its own bulk). */
-static int addSampledSmallItems(client *c, const ir_table *t, size_t n) {
+static int addSampledSmallItems(client *c, const ir_item_span *it, size_t n) {
     if (!IR_HOST_RAW_REPLIES) return 0;
-    const uint64_t *sl = t->scratch_slots;
     size_t total = 0;
     for (size_t i = 0; i < n; i++) {
-        uint32_t len = t->slots[sl[i]].len;
+        size_t len = it[i].len;
         if (len >= IR_REF_MIN) return 0;
-        total += 5 + decimalDigits(len) + len; /* "$" len "\r\n" item "\r\n" */
+        total += 5 + decimalDigits((uint32_t)len) + len; /* "$" len "\r\n" item "\r\n" */
     }
     char *d = hostReplyRawReserve(c, total);
     /* "$<len>\r\n", formatted again only when the length changes (items
      * mostly have one size: 512 ll2string calls were 11% of a SAMPLE 512) */
     char hdr[16];
     size_t hlen = 0;
-    uint32_t hfor = UINT32_MAX;
+    size_t hfor = SIZE_MAX;
     for (size_t i = 0; i < n; i++) {
-        if (i + IR_TABLE_PF < n) {
-            uint64_t ahead = sl[i + IR_TABLE_PF];
-            prefetchItem(t->arena + t->slots[ahead].off, t->slots[ahead].len);
-        }
-        uint32_t len = t->slots[sl[i]].len;
+        if (i + IR_TABLE_PF < n) prefetchItem(it[i + IR_TABLE_PF].data, it[i + IR_TABLE_PF].len);
+        size_t len = it[i].len;
         if (len != hfor) {
             hdr[0] = '$';
-            hlen = 1 + (size_t)ll2string(hdr + 1, sizeof(hdr) - 3, len);
+            hlen = 1 + (size_t)ll2string(hdr + 1, sizeof(hdr) - 3, (long long)len);
             memcpy(hdr + hlen, "\r\n", 2);
             hlen += 2;
             hfor = len;
         }
         memcpy(d, hdr, hlen);
         d += hlen;
-        memcpy(d, t->arena + t->slots[sl[i]].off, len);
+        memcpy(d, it[i].data, len);
         memcpy(d + len, "\r\n", 2);
         d += len + 2;
     }
     return 1;
-}
-
-/* WITHINFO: Reverb's sample info, 8 + 20n bytes: the table's size when the
- * sample began (int64), then per item its probability (n float64: of that
- * draw, as the sampler drew it), its stored priority (n float64) and its
- * times sampled, this draw included (n uint32). */
-void addSampleInfo(client *c, ir_table *t, size_t n) {
-    tableSampleProb(t, n);
-    hostReplyBulkPart(c, (const char *)&t->sample_size0, 8);
-    hostReplyBulkPart(c, (const char *)t->scratch_prob, 8 * n);
-    hostReplyBulkPart(c, (const char *)t->scratch_stored, 8 * n);
-    hostReplyBulkPart(c, (const char *)t->scratch_times, 4 * n);
 }
 
 /* REPLAY.SAMPLE <table> <n> [BETA <b>] [PACKED] [WITHSTATS] [WITHINFO] [TIMEOUT <seconds>]
@@ -632,7 +468,8 @@ void replaySampleCommand(client *c) {
         hostReplyErrorFormat(c, "sample size must be an integer between 1 and %d", IR_MAX_SAMPLE);
         return;
     }
-    double beta = t->o.beta;
+    const ir_table_opts *o = tableOpts(t);
+    double beta = o->beta;
     int packed = 0, has_beta = 0, withstats = 0, timeout_arg = 0, withinfo = 0;
     uint64_t deadline = 0;
     for (int i = 3; i < hostArgc(c); i++) {
@@ -659,43 +496,45 @@ void replaySampleCommand(client *c) {
         }
     }
     uint32_t la, lb;
-    if (packed && t->traj) {
+    if (packed && tableHoldsTrajectories(t)) {
         replyReplayError(c, IR_ERR_WRONGKIND,
                          "table '%.128s' holds trajectories: its samples are packed per "
                          "column already, sample without PACKED",
-                         t->name);
+                         tableName(t));
         return;
     }
     if (packed && !tableItemsOneSize(t, &la, &lb)) {
         replyReplayError(c, IR_ERR_MIXEDSIZE,
                          "PACKED needs items of one size (table '%.128s' holds items of "
                          "%u and %u bytes): sample without PACKED",
-                         t->name, la, lb);
+                         tableName(t), la, lb);
         return;
     }
-    if (withstats && ((t->o.sampler != IR_SEL_PRIORITIZED && t->o.sampler != IR_SEL_UNIFORM) ||
-                      t->o.max_times_sampled)) {
+    if (withstats && ((o->sampler != IR_SEL_PRIORITIZED && o->sampler != IR_SEL_UNIFORM) ||
+                      o->max_times_sampled)) {
         /* the stats describe the table after the draws: with removal by
          * MAX_TIMES_SAMPLED or a deterministic sampler they are not the draws' */
         hostReplyErrorFormat(c,
                              "WITHSTATS needs a prioritized or uniform sampler without "
                              "MAX_TIMES_SAMPLED (table '%.128s' has the %s sampler%s): use "
                              "WITHINFO for each draw's probability",
-                             t->name, tableSelectorName(t->o.sampler),
-                             t->o.max_times_sampled ? " and MAX_TIMES_SAMPLED" : "");
+                             tableName(t), tableSelectorName(o->sampler),
+                             o->max_times_sampled ? " and MAX_TIMES_SAMPLED" : "");
         return;
     }
-    if (t->o.max_times_sampled &&
-        (uint64_t)n > (t->lim.queue ? t->lim.queue : t->o.capacity * t->o.max_times_sampled)) {
-        hostReplyErrorFormat(
-            c,
-            "a sample of %lld is more than table '%.128s' can ever hold "
-            "(%s): sample fewer",
-            n, t->name, t->lim.queue ? "its QUEUE/STACK size" : "CAPACITY x MAX_TIMES_SAMPLED");
+    if (o->max_times_sampled &&
+        (uint64_t)n >
+            (limiterOpts(t)->queue ? limiterOpts(t)->queue : o->capacity * o->max_times_sampled)) {
+        hostReplyErrorFormat(c,
+                             "a sample of %lld is more than table '%.128s' can ever hold "
+                             "(%s): sample fewer",
+                             n, tableName(t),
+                             limiterOpts(t)->queue ? "its QUEUE/STACK size"
+                                                   : "CAPACITY x MAX_TIMES_SAMPLED");
         return;
     }
     if (replayLimiterGate(c, t, (size_t)n, 1, timeout_arg, deadline)) return;
-    if (t->traj) {
+    if (tableHoldsTrajectories(t)) {
         trajSample(c, t, (size_t)n, beta, withstats, withinfo);
         return;
     }
@@ -707,18 +546,19 @@ void replaySampleCommand(client *c) {
                  trail = (withstats ? 24 + 8 * nn : 0) + (withinfo ? 8 + 20 * nn : 0);
         uint64_t bulk, total;
         /* one size known without a scan (tableItemsOneSize may look at every item) */
-        int one = packed || (t->general ? t->run_count == t->gsize : t->run_start <= t->oldest_id);
+        uint32_t run_len;
+        int one = tableOneSizeKnown(t, &run_len) || packed;
         if (packed) {
-            bulk = total = satAdd(satMul(nn, 12 + (uint64_t)t->run_len), trail);
+            bulk = total = satAdd(satMul(nn, 12 + (uint64_t)run_len), trail);
         } else {
             bulk = 12 * nn > trail ? 12 * nn : trail;
-            total = satAdd(satMul(nn, 12 + 15 + (one ? (uint64_t)t->run_len : IR_REF_MIN)), trail);
+            total = satAdd(satMul(nn, 12 + 15 + (one ? (uint64_t)run_len : IR_REF_MIN)), trail);
         }
         if (sampleReplyFits(c, (size_t)n, bulk, total, one) != 0) return;
     }
     int rc = tableSample(t, (size_t)n, beta);
     if (rc == IR_EEMPTY) {
-        replyReplayError(c, IR_ERR_EMPTY, "table '%.128s' is empty", t->name);
+        replyReplayError(c, IR_ERR_EMPTY, "table '%.128s' is empty", tableName(t));
         return;
     }
     if (rc != IR_OK) {
@@ -727,21 +567,22 @@ void replaySampleCommand(client *c) {
     }
     size_t nn = (size_t)n;
     replayLimiterRan(c, t, nn, 1);
+    ir_sample_view v;
+    tableSampleView(t, nn, &v);
     if (packed) {
-        size_t itemsize = t->run_len, head = nn * 12, tail = withstats ? 24 + 8 * nn : 0;
+        size_t itemsize = nn ? v.items[0].len : 0, head = nn * 12,
+               tail = withstats ? 24 + 8 * nn : 0;
         if (withinfo) tail += 8 + 20 * nn;
         int small = itemsize < IR_REF_MIN; /* copied anyway: one reservation for them all */
         char *h =
             hostReplyBulkBegin(c, head + nn * itemsize + tail, head + (small ? nn * itemsize : 0));
-        memcpy(h, t->scratch_ids, nn * 8);
-        memcpy(h + nn * 8, t->scratch_weights, nn * 4);
+        memcpy(h, v.ids, nn * 8);
+        memcpy(h + nn * 8, v.weights, nn * 4);
         if (small) {
-            copySampledItems(t, h + head, nn, itemsize);
+            copySampledItems(v.items, h + head, nn, itemsize);
         } else {
-            for (size_t i = 0; i < nn; i++) {
-                uint64_t slot = t->scratch_slots[i];
-                hostReplyBulkPartPinned(c, t->arena + t->slots[slot].off, itemsize, &t->pin);
-            }
+            for (size_t i = 0; i < nn; i++)
+                hostReplyBulkPartPinned(c, v.items[i].data, itemsize, tablePin(t));
         }
         if (withstats) addSampleStats(c, t, nn);
         if (withinfo) addSampleInfo(c, t, nn);
@@ -749,16 +590,14 @@ void replaySampleCommand(client *c) {
         return;
     }
     hostReplyArrayLen(c, 3 + withstats + withinfo);
-    memcpy(hostReplyBulkReserve(c, nn * 8), t->scratch_ids, nn * 8);
-    memcpy(hostReplyBulkReserve(c, nn * 4), t->scratch_weights, nn * 4);
+    memcpy(hostReplyBulkReserve(c, nn * 8), v.ids, nn * 8);
+    memcpy(hostReplyBulkReserve(c, nn * 4), v.weights, nn * 4);
     hostReplyArrayLen(c, (long)n);
     /* Items go out straight from the arena (by reference when large, pinned:
-     * see ir_table.pin). */
-    if (!addSampledSmallItems(c, t, nn)) {
-        for (size_t i = 0; i < nn; i++) {
-            uint64_t slot = t->scratch_slots[i];
-            hostReplyBulkPinned(c, t->arena + t->slots[slot].off, t->slots[slot].len, &t->pin);
-        }
+     * see tablePin). */
+    if (!addSampledSmallItems(c, v.items, nn)) {
+        for (size_t i = 0; i < nn; i++)
+            hostReplyBulkPinned(c, v.items[i].data, v.items[i].len, tablePin(t));
     }
     if (withstats) {
         hostReplyBulkBegin(c, 24 + 8 * nn, 0);
@@ -783,17 +622,8 @@ void replayUpdateCommand(client *c) {
         return;
     }
     size_t n = ids->len / 8;
-    if (tableScratch(t, n) != 0) {
-        hostReplyError(c, "out of memory");
-        return;
-    }
-    /* Arguments are byte strings with no alignment promise: copy out. */
-    uint64_t *idv = t->scratch_ids;
-    float *prv = t->scratch_weights;
-    memcpy(idv, ids->ptr, n * 8);
-    memcpy(prv, pr->ptr, n * 4);
     const char *err;
-    long applied = tableUpdate(t, idv, prv, n, &err);
+    long applied = tableUpdateWire(t, ids->ptr, pr->ptr, n, &err);
     if (applied < 0) {
         hostReplyErrorFormat(c, "%s", err);
         return;
@@ -807,40 +637,40 @@ static void addField(client *c, const char *name) { hostReplyCString(c, name); }
  * The reply's length is counted from this list, never by hand. */
 #define REPLAY_INFO_FIELDS(F) \
     F("size", LL, tableSize(t)) \
-    F("capacity", LL, t->o.capacity) \
-    F("inserts", LL, t->inserts) \
-    F("samples", LL, t->samples) \
-    F("sample_calls", LL, t->sample_calls) \
-    F("updates", LL, t->updates) \
-    F("stale_updates", LL, t->stale_updates) \
-    F("evictions", LL, t->evictions) \
-    F("total_priority", DBL, ir_sampler_total(t->sampler)) \
-    F("max_priority", DBL, ir_sampler_max(t->sampler)) \
+    F("capacity", LL, o->capacity) \
+    F("inserts", LL, in.inserts) \
+    F("samples", LL, in.samples) \
+    F("sample_calls", LL, in.sample_calls) \
+    F("updates", LL, in.updates) \
+    F("stale_updates", LL, in.stale_updates) \
+    F("evictions", LL, in.evictions) \
+    F("total_priority", DBL, in.total_priority) \
+    F("max_priority", DBL, in.max_priority) \
     F("min_priority", DBL, isinf(minp) ? 0.0 : minp) \
-    F("alpha", DBL, t->o.alpha) \
-    F("beta", DBL, t->o.beta) \
-    F("epsilon", DBL, t->o.epsilon) \
-    F("bytes_used", LL, t->bytes_used) \
-    F("maxbytes", LL, t->o.maxbytes) \
-    F("next_id", LL, t->next_id) \
-    F("fanout", LL, ir_sampler_fanout(t->sampler)) \
-    F("min_size", LL, t->lim.min_size) \
-    F("samples_per_insert", DBL, t->lim.samples_per_insert) \
-    F("error_buffer", DBL, t->lim.error_buffer) \
-    F("limiter_inserts", LL, t->limiter_inserts) \
-    F("limiter_samples", LL, t->limiter_samples) \
-    F("limiter_error", DBL, tableLimited(t) ? limiterError(t) : 0.0) \
+    F("alpha", DBL, o->alpha) \
+    F("beta", DBL, o->beta) \
+    F("epsilon", DBL, o->epsilon) \
+    F("bytes_used", LL, in.bytes_used) \
+    F("maxbytes", LL, o->maxbytes) \
+    F("next_id", LL, in.next_id) \
+    F("fanout", LL, in.fanout) \
+    F("min_size", LL, lim->min_size) \
+    F("samples_per_insert", DBL, lim->samples_per_insert) \
+    F("error_buffer", DBL, lim->error_buffer) \
+    F("limiter_inserts", LL, ls.inserts) \
+    F("limiter_samples", LL, ls.samples) \
+    F("limiter_error", DBL, limiterError(t)) \
     F("blocked_samplers", LL, hostTableWaiting(t, 0)) \
     F("blocked_inserters", LL, hostTableWaiting(t, 1)) \
-    F("waited_seconds", DBL, (double)t->waited_us / 1e6) \
-    F("capacity_fits", LL, tableCapacityFits(t)) \
-    F("sampler", STR, tableSelectorName(t->o.sampler)) \
-    F("remover", STR, tableSelectorName(t->o.remover)) \
-    F("max_times_sampled", LL, t->o.max_times_sampled) \
-    F("queue_size", LL, t->lim.queue) \
-    F("consumed", LL, t->consumed) \
-    F("storage", STR, t->general ? "general" : "ring") \
-    F("compactions", LL, t->compactions)
+    F("waited_seconds", DBL, (double)ls.waited_us / 1e6) \
+    F("capacity_fits", LL, in.capacity_fits) \
+    F("sampler", STR, tableSelectorName(o->sampler)) \
+    F("remover", STR, tableSelectorName(o->remover)) \
+    F("max_times_sampled", LL, o->max_times_sampled) \
+    F("queue_size", LL, lim->queue) \
+    F("consumed", LL, in.consumed) \
+    F("storage", STR, in.general ? "general" : "ring") \
+    F("compactions", LL, in.compactions)
 
 #define INFO_COUNT(name, kind, value) +1
 #define INFO_LL(c, v) hostReplyLongLong(c, (long long)(v))
@@ -855,12 +685,20 @@ static const long replay_info_fields = 1 REPLAY_INFO_FIELDS(INFO_COUNT); /* + "n
 void replayInfoCommand(client *c) {
     ir_table *t = lookupTableOrReply(c, 1);
     if (!t) return;
-    double minp = ir_sampler_min(t->sampler);
-    hostReplyArrayLen(c, 2 * (replay_info_fields + (t->traj ? trajInfoFieldCount() : 0)));
+    const ir_table_opts *o = tableOpts(t);
+    ir_table_info in;
+    tableInfo(t, &in);
+    double minp = in.min_priority;
+    const ir_limiter_opts *lim = limiterOpts(t);
+    ir_limiter_state ls;
+    limiterState(t, &ls);
+    hostReplyArrayLen(
+        c, 2 * (replay_info_fields + (tableHoldsTrajectories(t) ? trajInfoFieldCount() : 0)));
     addField(c, "name");
-    hostReplyBulk(c, t->name, t->namelen);
+    hostReplyBulk(c, tableName(t), tableNameLen(t));
     REPLAY_INFO_FIELDS(INFO_EMIT)
-    if (t->traj) trajInfoFields(c, t); /* the chunk store's chunks, bytes, references */
+    if (tableHoldsTrajectories(t))
+        trajInfoFields(c, t); /* the chunk store's chunks, bytes, references */
 }
 
 /* REPLAY.DROP <table> */
@@ -875,39 +713,11 @@ void replayDropCommand(client *c) {
 /* REPLAY.LIST */
 void replayListCommand(client *c) {
     hostReplyArrayLen(c, (long)hostTables(c)->count);
-    for (ir_table *t = hostTables(c)->head; t; t = t->next) hostReplyBulk(c, t->name, t->namelen);
+    for (ir_table *t = tablesFirst(hostTables(c)); t; t = tableNext(t))
+        hostReplyBulk(c, tableName(t), tableNameLen(t));
 }
 
 /* ---- replay groups ------------------------------------------------------- */
-
-int shardGroupMembers(const char *group, const char **start, size_t *len, int max,
-                      const char **err) {
-    int n = 0;
-    const char *p = group;
-    while (*p) {
-        const char *e = strchr(p, ',');
-        size_t l = e ? (size_t)(e - p) : strlen(p);
-        const char *colon = memrchr(p, ':', l);
-        long long port;
-        if (!colon || colon == p || !string2ll(colon + 1, l - (size_t)(colon + 1 - p), &port) ||
-            port < 1 || port > 65535) {
-            *err = "every member of a shard group must be host:port (port 1-65535)";
-            return -1;
-        }
-        if (n < max) {
-            start[n] = p;
-            len[n] = l;
-        }
-        n++;
-        p += l;
-        if (*p == ',') p++;
-    }
-    if (n > IR_MAX_SHARDS) {
-        *err = "a shard group has at most 1024 members";
-        return -1;
-    }
-    return n;
-}
 
 /* REPLAY.SHARDS: where this server stands in its replay group, as a map:
  * index (this shard's place) and shards (every member's host:port, in shard

@@ -13,6 +13,8 @@
  * TRAJECTORY table's columns (name, dtype, shape, length) are fixed by its
  * first item, so a sample packs each column of n items into one bulk.
  */
+/* Tables only through the engine's functions (replay.h): */
+#define IR_TABLE_OPAQUE
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,7 +23,8 @@
 #include "chunks.h"
 #include "replay_err.h"
 #include "replay_host.h"
-#include "t_replay.h"
+#include "t_limiter_gate.h"
+#include "t_sample_reply.h"
 #include "t_traj.h"
 
 /* scratch of one REPLAY.ITEM, grown on demand and kept */
@@ -52,12 +55,7 @@ static int growRecs(size_t n) {
     return 0;
 }
 
-int trajTableInit(ir_chunk_store *store, ir_table *t) {
-    t->layout = calloc(1, sizeof(ir_traj_layout));
-    if (!t->layout) return -1;
-    t->traj = store;
-    return 0;
-}
+int trajTableInit(ir_chunk_store *store, ir_table *t) { return tableMakeTrajectories(t, store); }
 
 static int parseU64(const ir_arg *a, uint64_t max, uint64_t *out) {
     long long v;
@@ -284,14 +282,14 @@ void replayItemCommand(client *c) {
         replyReplayError(c, IR_ERR_NOTABLE, "no such table '%.128s'", hostArg(c, 1)->ptr);
         return;
     }
-    if (!t->traj) {
+    if (!tableHoldsTrajectories(t)) {
         replyReplayError(c, IR_ERR_WRONGKIND,
                          "table '%.128s' holds opaque items: create it with TRAJECTORY for "
                          "REPLAY.ITEM, or use REPLAY.ADD",
-                         t->name);
+                         tableName(t));
         return;
     }
-    ir_chunk_store *s = t->traj;
+    ir_chunk_store *s = tableTrajStore(t);
     /* pass 1: count and check everything. A last TIMEOUT <s> (never a
      * priority) waits while the rate limiter holds the items, as REPLAY.ADD. */
     size_t nitems = 0, ncols_total = 0;
@@ -329,7 +327,8 @@ void replayItemCommand(client *c) {
     }
     ir_item_in *items = hostTables(c)->add_items;
     uint64_t *ids = hostTables(c)->add_ids;
-    ir_traj_layout cand = *t->layout; /* the columns every item must have */
+    ir_traj_layout *layout = tableTrajLayout(t);
+    ir_traj_layout cand = *layout; /* the columns every item must have */
     ir_stream *last = NULL;
     size_t recbytes = 0, ci = 0;
     char err[512];
@@ -352,7 +351,7 @@ void replayItemCommand(client *c) {
             hostReplyErrorFormat(c,
                                  "item %zu has %llu columns, table '%.128s' has %u: every item of "
                                  "a table has the same columns",
-                                 k, (unsigned long long)nc, t->name, cand.ncols);
+                                 k, (unsigned long long)nc, tableName(t), cand.ncols);
             return;
         }
         i += 2;
@@ -403,7 +402,7 @@ void replayItemCommand(client *c) {
                                .len = (uint32_t)len};
             memcpy(col.name, cn->ptr, cn->len);
             memcpy(col.shape, st->fields[f].shape, sizeof(col.shape));
-            if (!cand.ncols || (k == 0 && !t->layout->ncols)) {
+            if (!cand.ncols || (k == 0 && !layout->ncols)) {
                 for (uint64_t q = 0; q < j; q++)
                     if (strcmp(cand.col[q].name, col.name) == 0) {
                         hostReplyErrorFormat(c, "column '%s' is given twice", col.name);
@@ -418,7 +417,7 @@ void replayItemCommand(client *c) {
                 hostReplyErrorFormat(c,
                                      "item %zu column %llu is %s, table '%.128s' has %s there: "
                                      "every item of a table has the same columns",
-                                     k, (unsigned long long)j, got, t->name, want);
+                                     k, (unsigned long long)j, got, tableName(t), want);
                 return;
             }
         }
@@ -427,7 +426,7 @@ void replayItemCommand(client *c) {
             hostReplyErrorFormat(c,
                                  "item %zu's reference record (%zu bytes) is larger than table "
                                  "'%.128s''s MAXBYTES",
-                                 k, rb, t->name);
+                                 k, rb, tableName(t));
             return;
         }
         items[k].len = rb;
@@ -441,13 +440,13 @@ void replayItemCommand(client *c) {
         return;
     }
     /* pass 2: apply. References are taken before the table may evict. */
-    *t->layout = cand;
+    *layout = cand;
     size_t off = 0;
     ci = 0;
     for (size_t k = 0; k < nitems; k++) {
         items[k].data = g_recs + off;
-        chunkItemMake(s, &g_cols[ci], t->layout->ncols, g_recs + off);
-        ci += t->layout->ncols;
+        chunkItemMake(s, &g_cols[ci], layout->ncols, g_recs + off);
+        ci += layout->ncols;
         off += items[k].len;
     }
     const char *e;
@@ -469,8 +468,8 @@ void replayItemCommand(client *c) {
 /* ---- REPLAY.SAMPLE on a TRAJECTORY table ----------------------------------- */
 
 void trajSample(client *c, ir_table *t, size_t n, double beta, int withstats, int withinfo) {
-    ir_chunk_store *s = t->traj;
-    const ir_traj_layout *L = t->layout;
+    ir_chunk_store *s = tableTrajStore(t);
+    const ir_traj_layout *L = tableTrajLayout(t);
     uint64_t bulk = 12 * (uint64_t)n, total = 12 * (uint64_t)n;
     total += (withstats ? 24 + 8 * (uint64_t)n : 0) + (withinfo ? 8 + 20 * (uint64_t)n : 0);
     for (uint32_t k = 0; k < L->ncols; k++) {
@@ -487,22 +486,22 @@ void trajSample(client *c, ir_table *t, size_t n, double beta, int withstats, in
     int rc = tableSample(t, n, beta);
     if (rc != IR_OK) {
         chunkCollect(s);
-        if (rc == IR_EEMPTY) replyReplayError(c, IR_ERR_EMPTY, "table '%.128s' is empty", t->name);
+        if (rc == IR_EEMPTY)
+            replyReplayError(c, IR_ERR_EMPTY, "table '%.128s' is empty", tableName(t));
         else hostReplyError(c, "out of memory");
         return;
     }
     replayLimiterRan(c, t, n, 1);
     hostReplyArrayLen(c, 3 + withstats + withinfo);
-    memcpy(hostReplyBulkReserve(c, n * 8), t->scratch_ids, n * 8);
-    memcpy(hostReplyBulkReserve(c, n * 4), t->scratch_weights, n * 4);
+    ir_sample_view v;
+    tableSampleView(t, n, &v);
+    memcpy(hostReplyBulkReserve(c, n * 8), v.ids, n * 8);
+    memcpy(hostReplyBulkReserve(c, n * 4), v.weights, n * 4);
     hostReplyArrayLen(c, (long)L->ncols);
     for (uint32_t k = 0; k < L->ncols; k++) {
         size_t per = (size_t)L->col[k].len * L->col[k].step_bytes;
         char *d = hostReplyBulkReserve(c, n * per);
-        for (size_t i = 0; i < n; i++) {
-            uint64_t slot = t->scratch_slots[i];
-            chunkItemCopy(s, t->arena + t->slots[slot].off, k, d + i * per);
-        }
+        for (size_t i = 0; i < n; i++) chunkItemCopy(s, v.items[i].data, k, d + i * per);
     }
     chunkCollect(s);
     if (withstats) {
@@ -525,12 +524,12 @@ void replayColumnsCommand(client *c) {
         replyReplayError(c, IR_ERR_NOTABLE, "no such table '%.128s'", hostArg(c, 1)->ptr);
         return;
     }
-    if (!t->traj) {
+    if (!tableHoldsTrajectories(t)) {
         replyReplayError(c, IR_ERR_WRONGKIND,
-                         "table '%.128s' holds opaque items: it has no columns", t->name);
+                         "table '%.128s' holds opaque items: it has no columns", tableName(t));
         return;
     }
-    const ir_traj_layout *L = t->layout;
+    const ir_traj_layout *L = tableTrajLayout(t);
     hostReplyArrayLen(c, (long)L->ncols);
     for (uint32_t k = 0; k < L->ncols; k++) {
         char sh[96];
@@ -545,10 +544,10 @@ void replayColumnsCommand(client *c) {
 
 /* The fields REPLAY.INFO adds for a trajectory table: (name, value). */
 #define TRAJ_INFO_FIELDS(F) \
-    F("columns", t->layout->ncols) \
-    F("store_chunks", t->traj->chunks) \
-    F("store_chunk_bytes", t->traj->chunk_bytes) \
-    F("store_references", t->traj->references)
+    F("columns", tableTrajLayout(t)->ncols) \
+    F("store_chunks", tableTrajStore(t)->chunks) \
+    F("store_chunk_bytes", tableTrajStore(t)->chunk_bytes) \
+    F("store_references", tableTrajStore(t)->references)
 #define TRAJ_INFO_COUNT(name, value) +1
 #define TRAJ_INFO_EMIT(name, value) \
     hostReplyCString(c, name); \

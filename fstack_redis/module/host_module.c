@@ -38,6 +38,8 @@
 #include <sys/mman.h>
 #include <time.h>
 
+/* Tables only through the engine's functions (replay.h): */
+#define IR_TABLE_OPAQUE
 #include "redismodule.h"
 
 #include "chunks.h"
@@ -48,6 +50,7 @@
 #include "replay_host.h"
 #include "t_param.h"
 #include "t_replay.h"
+#include "t_shard_group.h"
 #include "t_traj.h"
 
 struct waiter;
@@ -395,7 +398,8 @@ void hostBlockForTable(client *c, ir_table *t, int which, uint64_t deadline) {
         c->reblocked = 1;
         return;
     }
-    if (!t->host && !(t->host = calloc(1, sizeof(table_waits)))) {
+    if (!tableHost(t)) tableSetHost(t, calloc(1, sizeof(table_waits)));
+    if (!tableHost(t)) {
         hostReplyError(c, "out of memory");
         return;
     }
@@ -431,14 +435,14 @@ void hostBlockForTable(client *c, ir_table *t, int which, uint64_t deadline) {
 }
 
 void hostTableReady(client *c, ir_table *t, int which) {
-    table_waits *h = t->host;
+    table_waits *h = tableHost(t);
     if (!h || h->ready[which]) return;
     h->ready[which] = 1;
     ready_any = marked_any = 1;
 }
 
 static void waiterEnd(waiter *w) {
-    w->t->waited_us += (mstime() - w->since_ms) * 1000;
+    limiterWaited(w->t, (uint64_t)(mstime() - w->since_ms) * 1000);
     waiterUnlink(w);
     RedisModule_UnblockClient(w->bc, NULL);
     waiterFree(w);
@@ -461,7 +465,7 @@ static void serveReady(void) {
     while (ready_any) {
         ready_any = 0;
         for (waiter *w = w_head; w;) {
-            table_waits *h = w->t->host;
+            table_waits *h = tableHost(w->t);
             if (!h->ready[w->which]) {
                 w = w->next;
                 continue;
@@ -470,7 +474,7 @@ static void serveReady(void) {
             int which = w->which;
             ir_table *t = w->t;
             if (waiterRerun(w)) {
-                if (t->host) ((table_waits *)t->host)->ready[which] = 1;
+                if (tableHost(t)) ((table_waits *)tableHost(t))->ready[which] = 1;
                 ready_any = 1;
                 break; /* the list changed: start over */
             }
@@ -480,8 +484,8 @@ static void serveReady(void) {
     /* a queue marked ready with none of its waiters left: unmarked, so that
      * the next mark serves its next waiter */
     if (marked_any)
-        for (ir_table *t = module.tables->head; t; t = t->next)
-            if (t->host) memset(((table_waits *)t->host)->ready, 0, sizeof(int) * 2);
+        for (ir_table *t = tablesFirst(module.tables); t; t = tableNext(t))
+            if (tableHost(t)) memset(((table_waits *)tableHost(t))->ready, 0, sizeof(int) * 2);
     marked_any = 0;
 }
 
@@ -523,14 +527,14 @@ static void tableGone(ir_table *t) {
         RedisModuleCtx *ctx = RedisModule_GetThreadSafeContext(w->bc);
         client c = {.ctx = ctx};
         replyReplayError(&c, IR_ERR_NOTABLE, "table '%.128s' was dropped while the client waited",
-                         t->name);
+                         tableName(t));
         RedisModule_FreeThreadSafeContext(ctx);
         waiterUnlink(w);
         RedisModule_UnblockClient(w->bc, NULL);
         waiterFree(w);
     }
-    free(t->host);
-    t->host = NULL;
+    free(tableHost(t));
+    tableSetHost(t, NULL);
 }
 
 static const ir_engine_host engine_host = {.table_gone = tableGone};
@@ -654,11 +658,13 @@ static void flushed(RedisModuleCtx *ctx, RedisModuleEvent e, uint64_t sub, void 
 /* INFO inreplay: the module's tables and chunk store (fields inreplay_*). */
 static void infoFunc(RedisModuleInfoCtx *ctx, int for_crash_report) {
     uint64_t items = 0, bytes = 0, inserts = 0, samples = 0, waiting = 0;
-    for (ir_table *t = module.tables->head; t; t = t->next) {
-        items += tableSize(t);
-        bytes += t->bytes_used;
-        inserts += t->inserts;
-        samples += t->samples;
+    for (ir_table *t = tablesFirst(module.tables); t; t = tableNext(t)) {
+        ir_table_info in;
+        tableInfo(t, &in);
+        items += in.size;
+        bytes += in.bytes_used;
+        inserts += in.inserts;
+        samples += in.samples;
     }
     for (waiter *w = w_head; w; w = w->next) waiting++;
     RedisModule_InfoAddSection(ctx, "");
@@ -745,7 +751,7 @@ static void rdbAuxSave(RedisModuleIO *io, int when) {
         .io = io};
     uint64_t n = 0;
     persistSaveChunkStore(&w.pw, module.chunks); /* before the tables that reference it */
-    for (const ir_table *t = module.tables->head; t && !w.pw.err; t = t->next, n++)
+    for (const ir_table *t = tablesFirst(module.tables); t && !w.pw.err; t = tableNext(t), n++)
         persistSaveTable(&w.pw, t);
     moduleParamsSave(&w.pw);  /* the parameter tables with their optimizer state */
     if (w.pw.err == ENOMEM) { /* as Redis's own allocator does when memory runs out */
@@ -907,7 +913,7 @@ static int rdbAuxLoad(RedisModuleIO *io, int encver, int when) {
         client c = {.ctx = ctx};
         replyReplayError(&c, IR_ERR_NOTABLE,
                          "table '%.128s' was replaced by the RDB loaded while the client waited",
-                         w->t->name);
+                         tableName(w->t));
         RedisModule_FreeThreadSafeContext(ctx);
         waiterUnlink(w);
         RedisModule_UnblockClient(w->bc, NULL);

@@ -20,6 +20,7 @@
 #include "param.h"
 #include "persist.h"
 #include "replay.h"
+#include "table.h"
 
 #define TABLE_FIXED 140 /* a TABL body without its name and items */
 #define ITEM_FIXED 28   /* an item without its bytes */
@@ -69,7 +70,7 @@ static int nomem(ir_ploader *L, const char *what) {
 /* The ids of a table's live items in id order: the window, or (general
  * mode) an allocated sorted list. */
 static int tableIds(const ir_table *t, const ir_table_state *st, uint64_t **ids, uint64_t *n) {
-    *n = tableSize(t);
+    *n = tableLive(t);
     *ids = NULL;
     if (!t->general) return 0;
     *ids = malloc((*n ? *n : 1) * sizeof(uint64_t));
@@ -248,7 +249,7 @@ static int loadTimes(ir_ploader *L) {
     ir_table *t = L->last_table;
     uint64_t n;
     if (!t || t->general) return bad(L, "TTMS record without a TABL before it");
-    if (rU64(r, &n) || n != tableSize(t) || n > rLeft(r) / 4)
+    if (rU64(r, &n) || n != tableLive(t) || n > rLeft(r) / 4)
         return bad(L, "table '%s': times sampled do not match its items", t->name);
     for (uint64_t i = 0; i < n; i++) {
         uint32_t v;
@@ -562,7 +563,7 @@ static int loadTraj(ir_ploader *L) {
             rc = bad(L, "table '%s': column '%s' length out of range", t->name, c->name);
     }
     lay->ncols = ncols;
-    uint64_t n = tableSize(t);
+    uint64_t n = tableLive(t);
     const char *err;
     for (uint64_t i = 0; i < n && rc == IR_PERSIST_OK;
          i++) { /* check all, then take the references */

@@ -2,6 +2,11 @@
  *
  * ---- Design of the selectors and of removal --------------------
  *
+ * The selectors themselves are one file each in selectors/ behind
+ * selector.h's table of function pointers; this file keeps the storage they
+ * draw from and calls them only through t->sel_sampler, t->sel_remover and
+ * the states they keep (t->state[]).
+ *
  * Ring mode (REMOVER fifo, no MAX_TIMES_SAMPLED: every table made before,
  * and the default) is unchanged: slot = id % capacity, the arena is a ring,
  * the live ids are the window [oldest_id, next_id), an eviction is O(1) and
@@ -55,6 +60,7 @@
  * else it is held by the limiter like an empty table.
  */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -63,6 +69,8 @@
 
 #include "chunks.h"
 #include "replay.h"
+#include "selector.h"
+#include "table.h"
 
 #define EMPTY_ID UINT64_MAX
 #define ITEM_ALIGN 8
@@ -119,128 +127,38 @@ int tableItemsOneSize(const ir_table *t, uint32_t *a, uint32_t *b) {
 
 /* ---- selectors ------------------------------------------------------------ */
 
-static const char *const sel_names[IR_SEL_COUNT] = {NULL,   "prioritized", "uniform", "fifo",
-                                                    "lifo", "minheap",     "maxheap"};
-
 const char *tableSelectorName(int sel) {
-    return sel > 0 && sel < IR_SEL_COUNT ? sel_names[sel] : NULL;
+    return sel > 0 && sel < IR_SEL_COUNT ? ir_selectors[sel]->name : NULL;
 }
 
 int tableSelectorParse(const char *s, size_t len) {
     for (int k = 1; k < IR_SEL_COUNT; k++)
-        if (strlen(sel_names[k]) == len && strncasecmp(s, sel_names[k], len) == 0) return k;
+        if (strlen(ir_selectors[k]->name) == len && strncasecmp(s, ir_selectors[k]->name, len) == 0)
+            return k;
     return 0;
 }
 
-static inline int selIsHeap(int sel) { return sel >= IR_SEL_FIFO; }
-
-/* xorshift128+, for uniform draws and removers */
-static inline uint64_t tableRand(ir_table *t) {
-    uint64_t s1 = t->rng[0];
-    const uint64_t s0 = t->rng[1];
-    t->rng[0] = s0;
-    s1 ^= s1 << 23;
-    t->rng[1] = s1 ^ s0 ^ (s1 >> 18) ^ (s0 >> 5);
-    return t->rng[1] + s0;
-}
-
-static inline uint64_t randBelow(ir_table *t, uint64_t n) {
-    uint64_t k = (uint64_t)((double)(tableRand(t) >> 11) * 0x1.0p-53 * (double)n);
-    return k < n ? k : n - 1;
-}
-
-/* 1 if slot a comes out of heap h before slot b */
-static inline int heapBefore(const ir_table *t, const ir_heap *h, uint32_t a, uint32_t b) {
-    uint64_t ia = t->slot_id[a], ib = t->slot_id[b];
-    if (h->kind == IR_SEL_FIFO) return ia < ib;
-    if (h->kind == IR_SEL_LIFO) return ia > ib;
-    double pa = ir_sampler_get(t->sampler, a), pb = ir_sampler_get(t->sampler, b);
-    if (pa != pb) return h->kind == IR_SEL_MINHEAP ? pa < pb : pa > pb;
-    return ia < ib;
-}
-
-static inline void heapSet(ir_heap *h, uint64_t i, uint32_t slot) {
-    h->h[i] = slot;
-    h->pos[slot] = (uint32_t)i;
-}
-
-static void heapUp(const ir_table *t, ir_heap *h, uint64_t i) {
-    uint32_t x = h->h[i];
-    while (i > 0) {
-        uint64_t p = (i - 1) / 2;
-        if (!heapBefore(t, h, x, h->h[p])) break;
-        heapSet(h, i, h->h[p]);
-        i = p;
-    }
-    heapSet(h, i, x);
-}
-
-static void heapDown(const ir_table *t, ir_heap *h, uint64_t i) {
-    uint32_t x = h->h[i];
-    for (;;) {
-        uint64_t c = 2 * i + 1;
-        if (c >= h->n) break;
-        if (c + 1 < h->n && heapBefore(t, h, h->h[c + 1], h->h[c])) c++;
-        if (!heapBefore(t, h, h->h[c], x)) break;
-        heapSet(h, i, h->h[c]);
-        i = c;
-    }
-    heapSet(h, i, x);
-}
-
-static void heapPush(const ir_table *t, ir_heap *h, uint32_t slot) {
-    if (h->pos[slot] != NOPOS) return;
-    heapSet(h, h->n++, slot);
-    heapUp(t, h, h->n - 1);
-}
-
-static void heapRemove(const ir_table *t, ir_heap *h, uint32_t slot) {
-    uint32_t i = h->pos[slot];
-    if (i == NOPOS) return;
-    h->pos[slot] = NOPOS;
-    uint64_t last = --h->n;
-    if (i == last) return;
-    uint32_t moved = h->h[last];
-    heapSet(h, i, moved);
-    heapUp(t, h, i);
-    heapDown(t, h, h->pos[moved]);
-}
-
-/* Re-keying several slots of a heap: take them all out before their
- * priorities change and push them back after. Fixing one slot at a time after
- * the change (sift up/down) is wrong once two or more keys moved, since each
- * sift assumes the rest of the heap is in order. A detached slot's pos holds
- * DETACHED until it is pushed back (slots out of the heap stay out). */
-#define DETACHED (UINT32_MAX - 1)
-
-static inline int heapKeyed(const ir_heap *h) {
-    return h->kind == IR_SEL_MINHEAP || h->kind == IR_SEL_MAXHEAP;
-}
-
-static void heapsDetach(ir_table *t, const uint64_t *slots, size_t n) {
-    for (int k = 0; k < t->nheap; k++) {
-        ir_heap *h = &t->heap[k];
-        if (!heapKeyed(h)) continue;
-        for (size_t i = 0; i < n; i++) {
-            uint32_t slot = (uint32_t)slots[i];
-            if (h->pos[slot] == NOPOS || h->pos[slot] == DETACHED) continue;
-            heapRemove(t, h, slot);
-            h->pos[slot] = DETACHED;
+const char *tableSelectorList(void) {
+    static char list[256];
+    if (!list[0]) {
+        size_t at = 0;
+        for (int k = 1; k < IR_SEL_COUNT; k++) {
+            const char *sep = k == 1 ? "" : k == IR_SEL_COUNT - 1 ? " or " : ", ";
+            at +=
+                (size_t)snprintf(list + at, sizeof(list) - at, "%s%s", sep, ir_selectors[k]->name);
         }
     }
+    return list;
 }
 
-static void heapsAttach(ir_table *t, const uint64_t *slots, size_t n) {
-    for (int k = 0; k < t->nheap; k++) {
-        ir_heap *h = &t->heap[k];
-        if (!heapKeyed(h)) continue;
-        for (size_t i = 0; i < n; i++) {
-            uint32_t slot = (uint32_t)slots[i];
-            if (h->pos[slot] != DETACHED) continue;
-            h->pos[slot] = NOPOS;
-            heapPush(t, h, slot);
-        }
-    }
+/* The hooks of the selectors' states (selector.h): none on a table whose
+ * selectors keep no state, so its loops make no indirect call. */
+static inline void selInsert(const ir_table *t, uint32_t slot) {
+    for (int k = 0; k < t->nstate; k++) t->state_sel[k]->insert(t, t->state[k], slot);
+}
+
+static inline void selRemove(const ir_table *t, uint32_t slot) {
+    for (int k = 0; k < t->nstate; k++) t->state_sel[k]->remove(t, t->state[k], slot);
 }
 
 /* ---- general mode: id -> slot hash, free slots, dense live slots --------- */
@@ -294,7 +212,7 @@ uint64_t tableSlotOf(const ir_table *t, uint64_t id) {
 static void genRemove(ir_table *t, uint32_t slot) {
     uint64_t id = t->slot_id[slot];
     if (t->traj) chunkItemRelease(t->traj, t->arena + t->slots[slot].off, t->slots[slot].len);
-    for (int k = 0; k < t->nheap; k++) heapRemove(t, &t->heap[k], slot);
+    selRemove(t, slot);
     uint32_t i = t->dense_pos[slot], last = t->dense[t->gsize - 1];
     t->dense[i] = last;
     t->dense_pos[last] = i;
@@ -308,39 +226,6 @@ static void genRemove(ir_table *t, uint32_t slot) {
     if (t->o.max_times_sampled) t->draws_left -= t->o.max_times_sampled - t->slots[slot].times;
     t->slot_id[slot] = EMPTY_ID;
     t->free_slots[t->nfree++] = slot;
-}
-
-/* One draw of selector sel (its heap: hp) from a non-empty table: the slot,
- * with *prob its probability and, when w is not NULL, its importance weight
- * under beta (1 but for the prioritized selector). */
-static uint64_t selPick(ir_table *t, int sel, int hp, double *prob, double beta, float *w) {
-    uint64_t n = tableSize(t);
-    if (w) *w = 1.0f;
-    switch (sel) {
-    case IR_SEL_PRIORITIZED: {
-        double total = ir_sampler_total(t->sampler);
-        if (total > 0) {
-            uint64_t slot;
-            ir_sampler_sample(t->sampler, 1, beta, 0, n, &slot, w);
-            *prob = ir_sampler_get(t->sampler, slot) / total;
-            return slot;
-        }
-    } /* fall through: nothing has mass, uniform as the sum tree does */
-    /* FALLTHROUGH */
-    case IR_SEL_UNIFORM:
-        *prob = 1.0 / (double)n;
-        if (t->general) return t->dense[randBelow(t, n)];
-        return (t->oldest_id + randBelow(t, n)) % t->o.capacity;
-    case IR_SEL_FIFO:
-        *prob = 1.0;
-        if (!t->general) return t->oldest_id % t->o.capacity;
-        return t->heap[hp].h[0];
-    case IR_SEL_LIFO:
-        *prob = 1.0;
-        if (!t->general) return (t->next_id - 1) % t->o.capacity;
-        return t->heap[hp].h[0];
-    default: *prob = 1.0; return t->heap[hp].h[0];
-    }
 }
 
 static uint64_t genCompactAt(const ir_table *t);
@@ -427,7 +312,7 @@ static int genAdd(ir_table *t, const ir_item_in *items, size_t n, uint64_t *ids_
         uint64_t need = GHDR + reserveLen(items[k].len);
         while (t->gsize == t->o.capacity || t->bytes_used + need > t->o.maxbytes) {
             double p;
-            uint64_t victim = selPick(t, t->o.remover, t->heap_of_remover, &p, 0, NULL);
+            uint64_t victim = t->sel_remover->pick(t, t->sel_remover_st, &p, 0, NULL);
             genRemove(t, (uint32_t)victim);
             t->evictions++;
         }
@@ -439,7 +324,7 @@ static int genAdd(ir_table *t, const ir_item_in *items, size_t n, uint64_t *ids_
         } else {
             ir_sampler_update(t->sampler, &slot, &items[k].raw, 1);
         }
-        for (int h = 0; h < t->nheap; h++) heapPush(t, &t->heap[h], (uint32_t)slot);
+        selInsert(t, (uint32_t)slot);
         ids_out[k] = id;
     }
     t->inserts += n;
@@ -494,10 +379,7 @@ static void tableFree(ir_table *t) {
     ir_sampler_free(t->sampler);
     free(t->slot_id);
     free(t->slots);
-    for (int k = 0; k < 2; k++) {
-        free(t->heap[k].h);
-        free(t->heap[k].pos);
-    }
+    for (int k = 0; k < t->nstate; k++) t->state_sel[k]->state_free(t->state[k]);
     free(t->dense);
     free(t->dense_pos);
     free(t->free_slots);
@@ -513,6 +395,7 @@ static void tableFree(ir_table *t) {
     free(t->scratch_ids);
     free(t->scratch_prio);
     free(t->scratch_weights);
+    free(t->scratch_spans);
     free(t->scratch_evicted);
     free(t->name);
     free(t);
@@ -570,9 +453,13 @@ uint64_t tableSlotBytesFor(const ir_table_opts *o) {
     int sampler = o->sampler ? o->sampler : IR_SEL_PRIORITIZED;
     int remover = o->remover ? o->remover : IR_SEL_FIFO;
     int general = remover != IR_SEL_FIFO || o->max_times_sampled > 0;
+    if (sampler < 0 || sampler >= IR_SEL_COUNT || remover < 0 || remover >= IR_SEL_COUNT)
+        return SLOT_OVERHEAD;
+    unsigned mode = general ? IR_SEL_STATE_GENERAL : IR_SEL_STATE_RING;
+    const ir_selector *s = ir_selectors[sampler], *r = ir_selectors[remover];
     uint64_t b = SLOT_OVERHEAD;
-    if (selIsHeap(sampler) && (general || sampler >= IR_SEL_MINHEAP)) b += 8;
-    if (selIsHeap(remover) && general && remover != sampler) b += 8;
+    if (s->state_modes & mode) b += s->slot_bytes;
+    if (general && (r->state_modes & mode) && remover != sampler) b += r->slot_bytes;
     if (general) b += 12 + 48; /* dense list, free stack; the hash at worst 4 entries per slot */
     return b;
 }
@@ -580,7 +467,8 @@ uint64_t tableSlotBytesFor(const ir_table_opts *o) {
 /* Per slot besides: each heap's entry and position, and in general mode
  * the dense array and positions, the free stack and the hash. */
 static uint64_t tableSelectorBytes(const ir_table *t) {
-    uint64_t b = (uint64_t)t->nheap * 8 * t->o.capacity;
+    uint64_t b = 0;
+    for (int k = 0; k < t->nstate; k++) b += (uint64_t)t->state_sel[k]->slot_bytes * t->o.capacity;
     if (t->general) b += 12 * t->o.capacity + 12 * (t->hmask + 1);
     return b;
 }
@@ -591,16 +479,6 @@ uint64_t tablesMemory(const ir_tables *ts) {
         b += t->bytes_used + t->o.capacity * SLOT_OVERHEAD + t->scratch_cap * 48 +
              tableSelectorBytes(t);
     return b;
-}
-
-static int heapInit(ir_heap *h, int kind, uint64_t capacity) {
-    h->kind = kind;
-    h->n = 0;
-    h->h = malloc(capacity * sizeof(uint32_t));
-    h->pos = malloc(capacity * sizeof(uint32_t));
-    if (!h->h || !h->pos) return -1;
-    memset(h->pos, 0xff, capacity * sizeof(uint32_t));
-    return 0;
 }
 
 ir_table_opts tableOptsDefault(void) {
@@ -640,9 +518,11 @@ int tableCreate(ir_tables *ts, const char *name, size_t len, const ir_table_opts
         return -1;
     }
     int general = oo.remover != IR_SEL_FIFO || oo.max_times_sampled > 0;
-    int sheap = selIsHeap(oo.sampler) && (general || oo.sampler >= IR_SEL_MINHEAP);
-    int rheap = selIsHeap(oo.remover) && general;
-    if ((general || sheap) && o->capacity >= (1ULL << 32) - 1) {
+    const ir_selector *ssel = ir_selectors[oo.sampler], *rsel = ir_selectors[oo.remover];
+    unsigned mode = general ? IR_SEL_STATE_GENERAL : IR_SEL_STATE_RING;
+    int sstate = (ssel->state_modes & mode) != 0;
+    int rstate = general && (rsel->state_modes & mode) != 0; /* ring: the window is the remover */
+    if ((general || sstate) && o->capacity >= (1ULL << 32) - 1) {
         *err = "CAPACITY must be below 4294967295 with this SAMPLER, REMOVER or MAX_TIMES_SAMPLED";
         return -1;
     }
@@ -655,17 +535,20 @@ int tableCreate(ir_tables *ts, const char *name, size_t len, const ir_table_opts
     t->o = oo;
     o = &t->o;
     t->general = general;
-    t->heap_of_sampler = t->heap_of_remover = -1;
-    if (sheap) {
-        t->heap_of_sampler = t->nheap;
-        if (heapInit(&t->heap[t->nheap++], oo.sampler, o->capacity) != 0) goto nomem_free;
+    t->sel_sampler = ssel;
+    t->sel_remover = rsel;
+    if (sstate) {
+        if (!(t->sel_sampler_st = ssel->state_new(t))) goto nomem_free;
+        t->state_sel[t->nstate] = ssel;
+        t->state[t->nstate++] = t->sel_sampler_st;
     }
-    if (rheap) {
-        if (sheap && oo.remover == oo.sampler) {
-            t->heap_of_remover = t->heap_of_sampler;
+    if (rstate) {
+        if (sstate && rsel == ssel) {
+            t->sel_remover_st = t->sel_sampler_st; /* one heap serves both */
         } else {
-            t->heap_of_remover = t->nheap;
-            if (heapInit(&t->heap[t->nheap++], oo.remover, o->capacity) != 0) goto nomem_free;
+            if (!(t->sel_remover_st = rsel->state_new(t))) goto nomem_free;
+            t->state_sel[t->nstate] = rsel;
+            t->state[t->nstate++] = t->sel_remover_st;
         }
     }
     uint64_t seed = o->seed ^ 0x5851F42D4C957F2DULL;
@@ -722,32 +605,6 @@ nomem:
     return -1;
 }
 
-int tableLimiterCheck(const ir_limiter_opts *o, uint64_t capacity, const char **err) {
-    if (o->queue && (o->queue != capacity || o->min_size || o->samples_per_insert > 0)) {
-        *err = "QUEUE/STACK take no MIN_SIZE or SAMPLES_PER_INSERT and set CAPACITY themselves";
-        return -1;
-    }
-    if (o->min_size > capacity) {
-        *err = "MIN_SIZE must be at most CAPACITY";
-        return -1;
-    }
-    if (!(o->samples_per_insert >= 0 && isfinite(o->samples_per_insert))) {
-        *err = "SAMPLES_PER_INSERT must be a finite number >= 0";
-        return -1;
-    }
-    if (o->samples_per_insert == 0 && o->error_buffer != 0) {
-        *err = "ERROR_BUFFER needs SAMPLES_PER_INSERT";
-        return -1;
-    }
-    if (o->samples_per_insert > 0 &&
-        !(o->error_buffer >= tableDefaultErrorBuffer(o->samples_per_insert) &&
-          isfinite(o->error_buffer))) {
-        *err = "ERROR_BUFFER must be finite and at least max(1, SAMPLES_PER_INSERT)";
-        return -1;
-    }
-    return 0;
-}
-
 int tableDrop(ir_tables *ts, const char *name, size_t len) {
     for (ir_table **pp = &ts->head; *pp; pp = &(*pp)->next) {
         ir_table *t = *pp;
@@ -779,7 +636,9 @@ int tableScratch(ir_table *t, size_t n) {
     if (c) t->scratch_times = c;
     double *r = realloc(t->scratch_stored, cap * sizeof(double));
     if (r) t->scratch_stored = r;
-    if (!s || !i || !p || !w || !q || !c || !r) return -1;
+    ir_item_span *sp = realloc(t->scratch_spans, cap * sizeof(ir_item_span));
+    if (sp) t->scratch_spans = sp;
+    if (!s || !i || !p || !w || !q || !c || !r || !sp) return -1;
     t->scratch_cap = cap;
     return 0;
 }
@@ -799,7 +658,7 @@ static int evictOldest(ir_table *t, size_t *nevicted) {
     }
     t->scratch_evicted[(*nevicted)++] = slot;
     if (t->traj) chunkItemRelease(t->traj, t->arena + t->slots[slot].off, t->slots[slot].len);
-    if (t->nheap) heapRemove(t, &t->heap[0], (uint32_t)slot);
+    selRemove(t, (uint32_t)slot);
     t->bytes_used -= reserveLen(t->slots[slot].len);
     t->slot_id[slot] = EMPTY_ID;
     t->oldest_id++;
@@ -810,7 +669,7 @@ static int evictOldest(ir_table *t, size_t *nevicted) {
 /* Find room for need bytes, evicting the oldest items as required. */
 static int arenaPlace(ir_table *t, uint64_t need, uint64_t *off, size_t *nevicted) {
     for (;;) {
-        if (tableSize(t) == 0) {
+        if (tableLive(t) == 0) {
             *off = 0;
             return 0;
         }
@@ -853,7 +712,7 @@ int tableAdd(ir_table *t, const ir_item_in *items, size_t n, uint64_t *ids_out, 
     size_t placed = n;
     for (size_t k = 0; k < n; k++) {
         uint64_t need = reserveLen(items[k].len), off;
-        if ((tableSize(t) == t->o.capacity && evictOldest(t, &nevicted) != 0) ||
+        if ((tableLive(t) == t->o.capacity && evictOldest(t, &nevicted) != 0) ||
             arenaPlace(t, need, &off, &nevicted) != 0) {
             placed = k; /* out of memory: the items placed so far still get their bytes */
             break;
@@ -909,9 +768,9 @@ int tableAdd(ir_table *t, const ir_item_in *items, size_t n, uint64_t *ids_out, 
         t->scratch_prio[nmax++] = maxp;
     }
     if (nmax) ir_sampler_set_stored(t->sampler, t->scratch_ids, t->scratch_prio, nmax);
-    if (t->nheap) /* ring mode: only a minheap/maxheap sampler has one */
+    if (t->nstate) /* ring mode: only a minheap/maxheap sampler keeps state */
         for (size_t k = 0; k < n; k++)
-            if (ids_out[k] >= t->oldest_id) heapPush(t, &t->heap[0], (uint32_t)t->scratch_slots[k]);
+            if (ids_out[k] >= t->oldest_id) selInsert(t, (uint32_t)t->scratch_slots[k]);
     return 0;
 nomem:
     *err = "out of memory";
@@ -921,16 +780,17 @@ nomem:
 /* n successive draws, one at a time (see the top of this file). */
 static int sampleDraws(ir_table *t, size_t n, double beta) {
     uint32_t k = t->o.max_times_sampled;
-    if (tableSize(t) == 0 || (k && t->draws_left < n)) return IR_EEMPTY;
+    if (tableLive(t) == 0 || (k && t->draws_left < n)) return IR_EEMPTY;
     for (size_t i = 0; i < n; i++) {
         double p;
         float w;
-        uint64_t slot = selPick(t, t->o.sampler, t->heap_of_sampler, &p, beta, &w);
+        uint64_t slot = t->sel_sampler->pick(t, t->sel_sampler_st, &p, beta, &w);
         t->scratch_slots[i] = slot;
         t->scratch_ids[i] = t->slot_id[slot];
         t->scratch_weights[i] = w;
         t->scratch_prob[i] = p;
         t->scratch_stored[i] = ir_sampler_get(t->sampler, slot);
+        t->scratch_spans[i] = (ir_item_span){t->arena + t->slots[slot].off, t->slots[slot].len};
         uint32_t ts = ++t->slots[slot].times;
         t->scratch_times[i] = ts;
         if (k) {
@@ -947,32 +807,16 @@ static int sampleDraws(ir_table *t, size_t n, double beta) {
 
 int tableSample(ir_table *t, size_t n, double beta) {
     if (tableScratch(t, n) != 0) return IR_ENOMEM;
-    uint64_t live = tableSize(t);
+    uint64_t live = tableLive(t);
     t->sample_size0 = live;
-    int rc;
-    if (t->o.sampler == IR_SEL_PRIORITIZED && !t->o.max_times_sampled &&
-        (!t->general || ir_sampler_total(t->sampler) > 0)) {
-        /* the stratified batch of the sum tree (every table before selectors) */
-        rc = ir_sampler_sample(t->sampler, n, beta, t->oldest_id % t->o.capacity, live,
-                               t->scratch_slots, t->scratch_weights);
-        if (rc != IR_OK) return rc;
-        /* On a ring table the live ids [oldest_id, next_id) sit at slot
-         * id % capacity: a drawn slot's id follows from the slot, with no read
-         * of slot_id (a cache miss per item at 2M items, as costly as the
-         * descent). The slot's record (what the reply reads next, its off and
-         * len, and the times counter, in one cache line) is prefetched
-         * IR_TABLE_PF ahead, so the misses overlap. */
-        const uint64_t *sl = t->scratch_slots, cap = t->o.capacity, first = t->oldest_id % cap;
-        for (size_t i = 0; i < n; i++) {
-            if (i + IR_TABLE_PF < n) __builtin_prefetch(&t->slots[sl[i + IR_TABLE_PF]], 1);
-            uint64_t slot = sl[i];
-            t->scratch_ids[i] =
-                t->general ? t->slot_id[slot]
-                           : t->oldest_id + (slot >= first ? slot - first : slot + cap - first);
-            t->scratch_times[i] = ++t->slots[slot].times;
-        }
-        t->prob_valid = 0;
-    } else {
+    int rc = IR_SEL_ONE_AT_A_TIME;
+    /* a selector's whole-batch path (the prioritized one: stratified, as
+     * every table sampled before selectors existed) */
+    if (t->sel_sampler->sample_batch && !t->o.max_times_sampled) {
+        rc = t->sel_sampler->sample_batch(t, n, beta);
+        if (rc != IR_OK && rc != IR_SEL_ONE_AT_A_TIME) return rc;
+    }
+    if (rc == IR_SEL_ONE_AT_A_TIME) {
         if (!(beta >= 0) || !isfinite(beta)) return IR_EINVAL;
         rc = sampleDraws(t, n, beta);
         if (rc != IR_OK) return rc;
@@ -985,7 +829,7 @@ int tableSample(ir_table *t, size_t n, double beta) {
 void tableSampleProb(ir_table *t, size_t n) {
     if (t->prob_valid) return;
     double total = ir_sampler_total(t->sampler);
-    uint64_t live = tableSize(t);
+    uint64_t live = tableLive(t);
     for (size_t i = 0; i < n; i++) {
         double v = ir_sampler_get(t->sampler, t->scratch_slots[i]);
         t->scratch_stored[i] = v;
@@ -1031,11 +875,126 @@ long tableUpdate(ir_table *t, const uint64_t *ids, const float *raw, size_t n, c
         t->scratch_slots[m] = slot;
         t->scratch_prio[m++] = raw[k];
     }
-    if (m && t->nheap) heapsDetach(t, t->scratch_slots, m);
+    for (int k = 0; m && k < t->nstate; k++)
+        if (t->state_sel[k]->rekey_begin)
+            t->state_sel[k]->rekey_begin(t, t->state[k], t->scratch_slots, m);
     if (m) ir_sampler_update(t->sampler, t->scratch_slots, t->scratch_prio, m);
-    if (m && t->nheap) heapsAttach(t, t->scratch_slots, m);
+    for (int k = 0; m && k < t->nstate; k++)
+        if (t->state_sel[k]->rekey_end)
+            t->state_sel[k]->rekey_end(t, t->state[k], t->scratch_slots, m);
     t->updates += m;
     return (long)m;
+}
+
+long tableUpdateWire(ir_table *t, const char *ids_le, const char *prios_le, size_t n,
+                     const char **err) {
+    if (tableScratch(t, n) != 0) {
+        *err = "out of memory";
+        return -1;
+    }
+    /* scratch_ids/weights are free between calls; tableUpdate uses the rest */
+    memcpy(t->scratch_ids, ids_le, n * 8);
+    memcpy(t->scratch_weights, prios_le, n * 4);
+    return tableUpdate(t, t->scratch_ids, t->scratch_weights, n, err);
+}
+
+/* ---- a table, for hosts (replay.h) ---------------------------------------- */
+
+uint64_t tableSize(const ir_table *t) { return tableLive(t); }
+const char *tableName(const ir_table *t) { return t->name; }
+size_t tableNameLen(const ir_table *t) { return t->namelen; }
+const ir_table_opts *tableOpts(const ir_table *t) { return &t->o; }
+int tableSampler(const ir_table *t) { return t->o.sampler; }
+int tableRemover(const ir_table *t) { return t->o.remover; }
+void *tableHost(const ir_table *t) { return t->host; }
+void tableSetHost(ir_table *t, void *host) { t->host = host; }
+struct ir_pin **tablePin(ir_table *t) {
+    return &t->pin;
+}
+int tableHoldsTrajectories(const ir_table *t) { return t->traj != NULL; }
+struct ir_chunk_store *tableTrajStore(const ir_table *t) {
+    return t->traj;
+}
+struct ir_traj_layout *tableTrajLayout(const ir_table *t) {
+    return t->layout;
+}
+void tableSetTrajStore(ir_table *t, struct ir_chunk_store *store) { t->traj = store; }
+
+int tableMakeTrajectories(ir_table *t, struct ir_chunk_store *store) {
+    ir_traj_layout *l = calloc(1, sizeof(ir_traj_layout));
+    if (!l) return -1;
+    free(t->layout);
+    t->layout = l;
+    t->traj = store;
+    return 0;
+}
+ir_table *tablesFirst(ir_tables *ts) { return ts->head; }
+ir_table *tableNext(const ir_table *t) { return t->next; }
+
+uint64_t tableCapacityFits(const ir_table *t) {
+    uint64_t n = tableLive(t);
+    if (!n || !t->bytes_used) return t->o.capacity;
+    uint64_t fits = (uint64_t)((double)t->o.maxbytes / ((double)t->bytes_used / (double)n));
+    return fits < t->o.capacity ? fits : t->o.capacity;
+}
+
+int tableCapacityWarnOnce(ir_table *t) {
+    if (t->capacity_warned || tableCapacityFits(t) >= t->o.capacity) return 0;
+    t->capacity_warned = 1;
+    return 1;
+}
+
+int tableOneSizeKnown(const ir_table *t, uint32_t *len) {
+    *len = t->run_len;
+    return t->general ? t->run_count == t->gsize : t->run_start <= t->oldest_id;
+}
+
+void tableInfo(const ir_table *t, ir_table_info *in) {
+    in->size = tableLive(t);
+    in->inserts = t->inserts;
+    in->samples = t->samples;
+    in->sample_calls = t->sample_calls;
+    in->updates = t->updates;
+    in->stale_updates = t->stale_updates;
+    in->evictions = t->evictions;
+    in->consumed = t->consumed;
+    in->bytes_used = t->bytes_used;
+    in->next_id = t->next_id;
+    in->capacity_fits = tableCapacityFits(t);
+    in->compactions = t->compactions;
+    in->total_priority = ir_sampler_total(t->sampler);
+    in->max_priority = ir_sampler_max(t->sampler);
+    in->min_priority = ir_sampler_min(t->sampler);
+    in->fanout = ir_sampler_fanout(t->sampler);
+    in->general = t->general;
+}
+
+void tableSampleView(const ir_table *t, size_t n, ir_sample_view *v) {
+    v->n = n;
+    v->ids = t->scratch_ids;
+    v->weights = t->scratch_weights;
+    v->items = t->scratch_spans;
+    v->times = t->scratch_times;
+    v->prob = t->scratch_prob;
+    v->stored = t->scratch_stored;
+    v->size0 = t->sample_size0;
+}
+
+const double *tableSampleShardStats(ir_table *t, size_t n, double *total, double *min,
+                                    uint64_t *live) {
+    double tot = ir_sampler_total(t->sampler), mn = ir_sampler_min(t->sampler);
+    uint64_t size = tableLive(t);
+    if (!isfinite(mn)) mn = 0;                    /* no positive priority: sampling is uniform */
+    int uniform = t->o.sampler == IR_SEL_UNIFORM; /* every item has mass 1 */
+    if (uniform) tot = (double)size, mn = 1;
+    double *p = t->scratch_prio; /* unused by sampling; holds n entries */
+    for (size_t i = 0; i < n; i++)
+        p[i] = tot > 0 && !uniform ? ir_sampler_get(t->sampler, t->scratch_slots[i]) / tot
+                                   : 1.0 / (double)size;
+    *total = tot;
+    *min = mn;
+    *live = size;
+    return p;
 }
 
 /* ---- snapshots (see replay.h) -------------------------------------------- */
@@ -1074,7 +1033,7 @@ int tableLoadBegin(ir_table_loader *ld, ir_table *t, const ir_table_state *st, c
     memset(ld, 0, offsetof(ir_table_loader, slots));
     ld->t = t;
     ld->st = *st;
-    if (t->next_id != 0 || tableSize(t) != 0) {
+    if (t->next_id != 0 || tableLive(t) != 0) {
         *err = "table is not empty";
         return -1;
     }
@@ -1130,7 +1089,7 @@ char *tableLoadItem(ir_table_loader *ld, uint64_t id, double stored, uint64_t of
     /* Where tableAdd could have put it: anywhere for the oldest item; then
      * right after the previous one, or back at 0 once (the ring wraps), and
      * after the wrap never into the oldest item's bytes. */
-    if (tableSize(t) == 0) {
+    if (tableLive(t) == 0) {
         ld->head = off;
         ld->wrapped = 0;
     } else if (off == t->tail && (!ld->wrapped || off + need <= ld->head)) {
@@ -1171,7 +1130,7 @@ int tableLoadEnd(ir_table_loader *ld, const char **err) {
         return -1;
     }
     if (t->general) {
-    } else if (tableSize(t) == 0) t->tail = st->tail; /* the next ADD starts at 0 anyway */
+    } else if (tableLive(t) == 0) t->tail = st->tail; /* the next ADD starts at 0 anyway */
     else if (t->tail != st->tail) {
         *err = "arena tail does not follow the newest item";
         return -1;
@@ -1201,9 +1160,9 @@ int tableLoadEnd(ir_table_loader *ld, const char **err) {
     t->stale_updates = st->stale_updates;
     t->evictions = st->evictions;
     t->consumed = st->consumed;
-    if (!t->general && t->nheap) /* a ring-mode minheap/maxheap sampler */
+    if (!t->general && t->nstate) /* a ring-mode minheap/maxheap sampler */
         for (uint64_t id = t->oldest_id; id < t->next_id; id++)
-            heapPush(t, &t->heap[0], (uint32_t)(id % t->o.capacity));
+            selInsert(t, (uint32_t)(id % t->o.capacity));
     return 0;
 }
 
@@ -1238,7 +1197,7 @@ char *tableLoadGeneral(ir_table_loader *ld, uint64_t id, double stored, uint32_t
         *err = "stored priority out of range";
         return NULL;
     }
-    for (int h = 0; h < t->nheap; h++) heapPush(t, &t->heap[h], (uint32_t)slot);
+    selInsert(t, (uint32_t)slot);
     t->next_id = id + 1;
     return t->arena + t->slots[slot].off;
 }

@@ -15,7 +15,8 @@
  *
  * Selectors (Reverb's): prioritized (the K-ary sum tree), uniform, fifo,
  * lifo, minheap and maxheap (by stored priority, ties to the older item),
- * each usable as the sampler and as the remover.
+ * each usable as the sampler and as the remover; each is one file in
+ * selectors/ behind selector.h's interface.
  *
  * Concurrency contract: a table belongs to the thread that runs its host (the
  * server); nothing here locks.
@@ -32,155 +33,28 @@
 #include <stdint.h>
 
 #include "../inreplay.h"
+#include "limiter.h"
+#include "options.h"
 #include "pin.h"
 
-#define IR_TABLE_NAME_MAX 200
-#define IR_MAX_SAMPLE (1 << 20)
-#define IR_TABLE_PF 16 /* prefetch distance of the loops over drawn slots (random: cache misses) */
+/* A replay table: opaque to hosts, which read and change it only through
+ * the functions below. table.h is its storage, the engine's own; a file that
+ * defines IR_TABLE_OPAQUE before its includes (the REPLAY.* handlers) does
+ * not see it, so the compiler holds it to these functions. Files still
+ * reading fields see it as before. */
+typedef struct ir_table ir_table;
+struct ir_chunk_store;
+struct ir_traj_layout;
+#ifndef IR_TABLE_OPAQUE
+#include "table.h"
+#endif
 
-/* Selectors. 0 in ir_table_opts means the default (prioritized sampler,
- * fifo remover). */
-enum {
-    IR_SEL_DEFAULT = 0,
-    IR_SEL_PRIORITIZED,
-    IR_SEL_UNIFORM,
-    IR_SEL_FIFO,
-    IR_SEL_LIFO,
-    IR_SEL_MINHEAP,
-    IR_SEL_MAXHEAP,
-    IR_SEL_COUNT
-};
 /* "prioritized", ... for a selector; NULL for none. */
 const char *tableSelectorName(int sel);
 /* The selector named by s (case-insensitive), or 0 for none. */
 int tableSelectorParse(const char *s, size_t len);
-
-/* Every table's defaults: REPLAY.CREATE without the argument, and the start-up
- * table's flags (config.c's table takes its default texts from these). */
-#define IR_TABLE_ALPHA 0.6
-#define IR_TABLE_BETA 0.4
-#define IR_TABLE_EPSILON 1e-6
-#define IR_TABLE_XSTR_(x) #x
-#define IR_TABLE_XSTR(x) IR_TABLE_XSTR_(x) /* a default as config.c's text */
-
-typedef struct ir_table_opts {
-    uint64_t capacity;
-    double alpha, beta, epsilon;
-    uint64_t maxbytes;
-    unsigned fanout;
-    uint64_t seed;
-    uint64_t id_base;           /* the first id: shard index << IR_SHARD_ID_BITS */
-    int sampler, remover;       /* IR_SEL_*, 0 for the defaults */
-    uint32_t max_times_sampled; /* 0: no limit */
-} ir_table_opts;
-
-/* The rate limiter, Reverb's SampleToInsertRatio (see t_replay.c): sampling
- * waits until the table holds min_size items; with samples_per_insert > 0,
- * sampled items may run at most error_buffer ahead of samples_per_insert x
- * (inserted items - min_size), and inserts at most error_buffer behind.
- * All 0: no limit. Set once, after tableCreate (tableLimiterCheck first). */
-typedef struct ir_limiter_opts {
-    uint64_t min_size;
-    double samples_per_insert;
-    double error_buffer;
-    /* Reverb's Queue(n)/Stack(n): an insert waits while the table holds n
-     * items, a sample while it holds none (set by REPLAY.CREATE ... QUEUE n
-     * or STACK n, which also set the selectors and MAX_TIMES_SAMPLED 1). */
-    uint64_t queue;
-} ir_limiter_opts;
-
-/* ERROR_BUFFER when none is given: the smallest Reverb accepts, max(1, rate). */
-static inline double tableDefaultErrorBuffer(double samples_per_insert) {
-    return samples_per_insert > 1 ? samples_per_insert : 1;
-}
-/* Check limiter options against a table's capacity: 0 or -1 with *err. */
-int tableLimiterCheck(const ir_limiter_opts *l, uint64_t capacity, const char **err);
-
-/* A binary heap of slots with each slot's position (UINT32_MAX: absent). */
-typedef struct ir_heap {
-    int kind; /* IR_SEL_FIFO, _LIFO, _MINHEAP, _MAXHEAP */
-    uint64_t n;
-    uint32_t *h, *pos;
-} ir_heap;
-
-/* A slot's record: 16 bytes, so that a sample's one random read per drawn
- * slot (a cache miss at 2M items) gets the item's place, its length and its
- * times-sampled counter together (three arrays were three misses). */
-typedef struct ir_slot {
-    uint64_t off;   /* the item's bytes: arena + off */
-    uint32_t len;   /* its length */
-    uint32_t times; /* times sampled */
-} ir_slot;
-
-typedef struct ir_table {
-    char *name;
-    size_t namelen;
-    ir_table_opts o;
-    ir_sampler *sampler;
-    /* per slot: which id lives there, and its record (where its bytes are,
-     * times sampled) */
-    uint64_t *slot_id;
-    ir_slot *slots;
-    /* the arena ring */
-    char *arena;
-    /* Pending replies point into the arena (pin.h; the server's ir_pin): an ADD
-     * that rewrites bytes they still have to send first has those reply
-     * segments copied (pinOverwrite), and dropping the table leaves the
-     * arena mapped until the last of them is written (pinDetach). */
-    struct ir_pin *pin;
-    uint64_t tail;       /* where the next item goes */
-    uint64_t bytes_used; /* bytes of live items (rounded as stored) */
-    uint64_t next_id, oldest_id;
-    /* The newest run of items of one length: ids [run_start, next_id) are all
-     * run_len bytes long, so every live item is iff run_start <= oldest_id. */
-    uint64_t run_start;
-    uint32_t run_len;
-    /* counters (consumed: items removed for reaching max_times_sampled) */
-    uint64_t inserts, samples, sample_calls, updates, stale_updates, evictions, consumed;
-    /* ---- selectors (see replay.c) ---- */
-    int general;         /* general storage mode (see the top of this file) */
-    uint64_t draws_left; /* with max_times_sampled k: sum over live items of k - times */
-    ir_heap heap[2];     /* heaps of the fifo/lifo/min/max selectors in use */
-    int nheap, heap_of_sampler, heap_of_remover; /* -1: none */
-    uint64_t rng[2]; /* the uniform selector's and the remover's draws */
-    /* general mode only */
-    uint64_t gsize;              /* live items */
-    uint32_t *dense, *dense_pos; /* the live slots, dense (uniform draws) */
-    uint32_t *free_slots;
-    uint64_t nfree;
-    uint64_t *hkey; /* id -> slot, linear probing, UINT64_MAX empty */
-    uint32_t *hval;
-    uint64_t hmask;
-    uint64_t arena_len; /* bytes mapped: maxbytes + maxbytes / 4 */
-    uint64_t compactions;
-    uint64_t run_count; /* live items of run_len bytes */
-    /* per draw of the last tableSample on the non-default paths */
-    double *scratch_prob, *scratch_stored;
-    uint32_t *scratch_times;
-    int prob_valid;
-    uint64_t sample_size0; /* the table's size when the last sample began */
-    int capacity_warned;   /* the log said once that MAXBYTES holds fewer than CAPACITY */
-    /* the rate limiter's options and state: items inserted and sampled
-     * while it was configured, and the time clients waited in total (the
-     * host keeps the waiting clients, in its own state below) */
-    ir_limiter_opts lim;
-    uint64_t limiter_inserts, limiter_samples;
-    uint64_t waited_us;
-    /* The host's per-table state (the server's clients waiting on the
-     * limiter, blocked.c), NULL until the host sets it. The engine never
-     * reads it: when the table goes, the host's table_gone releases it. */
-    void *host;
-    /* scratch for one request, grown on demand and kept */
-    uint64_t *scratch_slots, *scratch_ids, *scratch_evicted;
-    double *scratch_prio;
-    float *scratch_weights;
-    size_t scratch_cap, evicted_cap;
-    /* TRAJECTORY tables (chunks.h): items are reference records into this
-     * store, released when they leave the table; columns fixed by the first */
-    struct ir_chunk_store *traj;
-    struct ir_traj_layout *layout;
-    struct ir_table *next;
-} ir_table;
+/* Every selector's name, "prioritized, uniform, ... or maxheap". */
+const char *tableSelectorList(void);
 
 /* What an insert carries: a raw priority, or use_max for "the table's max". */
 typedef struct ir_item_in {
@@ -221,23 +95,62 @@ int tableCreate(ir_tables *ts, const char *name, size_t len, const ir_table_opts
 int tableDrop(ir_tables *ts, const char *name, size_t len);
 void tablesFlush(ir_tables *ts);
 
-static inline uint64_t tableSize(const ir_table *t) {
-    return t->general ? t->gsize : t->next_id - t->oldest_id;
-}
+/* ---- a table, for hosts ----------------------------------------------------
+ * ir_table is opaque outside the engine (its storage is table.h's, the
+ * engine's own): hosts read and change a table through these functions. */
+
+/* The live items. */
+uint64_t tableSize(const ir_table *t);
+/* The name (NUL-terminated; tableNameLen bytes). */
+const char *tableName(const ir_table *t);
+size_t tableNameLen(const ir_table *t);
+/* The options in force (sampler and remover never IR_SEL_DEFAULT). */
+const ir_table_opts *tableOpts(const ir_table *t);
 /* The sampler and remover in force (never IR_SEL_DEFAULT). */
-static inline int tableSampler(const ir_table *t) { return t->o.sampler; }
-static inline int tableRemover(const ir_table *t) { return t->o.remover; }
+int tableSampler(const ir_table *t);
+int tableRemover(const ir_table *t);
+/* The host's state of the table (NULL until set; see ir_engine_host). */
+void *tableHost(const ir_table *t);
+void tableSetHost(ir_table *t, void *host);
+/* Where a reply that points into the table's items registers (pin.h). */
+struct ir_pin **tablePin(ir_table *t);
+/* 1 if the table holds trajectory items (REPLAY.CREATE ... TRAJECTORY). */
+int tableHoldsTrajectories(const ir_table *t);
+/* Make a new, empty table a TRAJECTORY table: its items are reference
+ * records into store (chunks.h), released when they leave the table, with
+ * columns the first item fixes. 0, or -1 on no memory (nothing changed). */
+int tableMakeTrajectories(ir_table *t, struct ir_chunk_store *store);
+/* A TRAJECTORY table's chunk store and columns (NULL for other tables). */
+struct ir_chunk_store *tableTrajStore(const ir_table *t);
+struct ir_traj_layout *tableTrajLayout(const ir_table *t);
+/* Point an empty TRAJECTORY table at another chunk store (a snapshot's
+ * store replacing the server's). */
+void tableSetTrajStore(ir_table *t, struct ir_chunk_store *store);
+/* The tables of ts in order: the first, and the one after t (NULL: none). */
+ir_table *tablesFirst(ir_tables *ts);
+ir_table *tableNext(const ir_table *t);
+/* 1 the first time MAXBYTES holds fewer items than CAPACITY (the log says
+ * so once), else 0. */
+int tableCapacityWarnOnce(ir_table *t);
+/* 1 and *len when every live item is known to have one length without a
+ * scan (O(1)); 0 when that would take a look at every item. */
+int tableOneSizeKnown(const ir_table *t, uint32_t *len);
+
+/* REPLAY.INFO's view of a table (besides its options and limiter). */
+typedef struct ir_table_info {
+    uint64_t size, inserts, samples, sample_calls, updates, stale_updates, evictions, consumed;
+    uint64_t bytes_used, next_id, capacity_fits, compactions;
+    double total_priority, max_priority, min_priority; /* min: +inf with no positive one */
+    unsigned fanout;
+    int general; /* storage: 1 general, 0 ring */
+} ir_table_info;
+void tableInfo(const ir_table *t, ir_table_info *info);
 /* The slot of a live id, or UINT64_MAX if the id is not live. */
 uint64_t tableSlotOf(const ir_table *t, uint64_t id);
 
 /* How many items fit: the capacity, or fewer when MAXBYTES cannot hold capacity
  * items of the current mean stored size (the arena evicts the oldest first). */
-static inline uint64_t tableCapacityFits(const ir_table *t) {
-    uint64_t n = tableSize(t);
-    if (!n || !t->bytes_used) return t->o.capacity;
-    uint64_t fits = (uint64_t)((double)t->o.maxbytes / ((double)t->bytes_used / (double)n));
-    return fits < t->o.capacity ? fits : t->o.capacity;
-}
+uint64_t tableCapacityFits(const ir_table *t);
 
 /* 1 if every live item has the same length (O(1)). Otherwise *a and *b get
  * two of the lengths the table holds. */
@@ -261,9 +174,41 @@ int tableAdd(ir_table *t, const ir_item_in *items, size_t n, uint64_t *ids_out, 
 int tableSample(ir_table *t, size_t n, double beta);
 /* Fill scratch_prob for the last sample if tableSample did not. */
 void tableSampleProb(ir_table *t, size_t n);
+
+/* One item in place in the table's arena: valid until the table's next
+ * insert (a reply that sends it later pins it: tablePin). */
+typedef struct ir_item_span {
+    const char *data;
+    size_t len;
+} ir_item_span;
+
+/* The last sample of n, read in place (nothing copied): the caller's struct
+ * gets pointers into the table's scratch, valid until its next call. */
+typedef struct ir_sample_view {
+    size_t n;
+    const uint64_t *ids;       /* the drawn ids */
+    const float *weights;      /* their importance weights */
+    const ir_item_span *items; /* their bytes */
+    const uint32_t *times;     /* times sampled, this draw included */
+    const double *prob;        /* each draw's probability (after tableSampleProb) */
+    const double *stored;      /* its stored priority (after tableSampleProb) */
+    uint64_t size0;            /* the table's size when the sample began */
+} ir_sample_view;
+void tableSampleView(const ir_table *t, size_t n, ir_sample_view *v);
+/* The shard's side of exact sampling across a group (WITHSTATS) for the
+ * last sample of n: *total and *min (the minimum positive stored priority, 0
+ * for none), *live, and each draw's probability inside the shard (returned:
+ * n values in the table's scratch). A uniform sampler reports mass 1 per
+ * item (total = size, minimum 1). */
+const double *tableSampleShardStats(ir_table *t, size_t n, double *total, double *min,
+                                    uint64_t *live);
 /* Apply raw float32 priorities to ids; stale ids (evicted) are counted and
  * skipped. Returns the number applied, or -1 with *err. */
 long tableUpdate(ir_table *t, const uint64_t *ids, const float *raw, size_t n, const char **err);
+/* The same from REPLAY.UPDATE's wire arguments: n little-endian int64 ids
+ * and n float32 priorities, with no alignment promise (copied out first). */
+long tableUpdateWire(ir_table *t, const char *ids_le, const char *prios_le, size_t n,
+                     const char **err);
 /* Make sure scratch holds at least n entries. */
 int tableScratch(ir_table *t, size_t n);
 /* Make sure ts->add_items and ts->add_ids hold at least n entries. */
