@@ -24,7 +24,7 @@ import math
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -393,8 +393,7 @@ def _out_array(out: Any, spec: ItemSpec, n: int) -> np.ndarray | None:
 # Draws.sample() makes them the Sample the caller asked for.
 
 
-@dataclass(frozen=True)
-class SampleRequest:
+class SampleRequest(NamedTuple):
     """One REPLAY.SAMPLE of a draw: to shard ``shard`` (0 for a standalone server), for
     ``n`` items; ``where`` names the shard in errors ("" for a standalone server)."""
 
@@ -501,9 +500,9 @@ def _receive_packed(send_into: SendInto, reqs: list[SampleRequest], n: int, spec
     weights = np.empty(n, dtype=np.float32)
     items = _item_array(n, spec, dest)
     flat = memoryview(items.reshape(-1).view(np.uint8))
-    # WITHSTATS heads: total, min, size (its int64 bits)
-    heads = np.empty((len(reqs) if stats else 0, 3), dtype=np.float64)
-    probs = np.empty(n if stats else 0, dtype=np.float64)
+    if stats:  # WITHSTATS: total, min, size (its int64 bits); each draw's probability
+        heads = np.empty((len(reqs), 3), dtype=np.float64)
+        probs = np.empty(n, dtype=np.float64)
     dests, at = [], 0
     for j, q in enumerate(reqs):
         m = q.n
