@@ -68,7 +68,7 @@ from ray.rllib.utils.replay_buffers.prioritized_episode_buffer import (
 from ray.rllib.utils.typing import ModuleID
 
 from pyctl.client import ReplayClient, Schema
-from pyctl.sharded import ShardedReplayClient, _shards_of, _split_address
+from pyctl.sharded import ShardedReplayClient, group_members, split_address
 
 DEFAULT_AGENT_ID = "default_agent"
 DEFAULT_MODULE_ID = "default_policy"
@@ -78,15 +78,12 @@ SCHEMA_SUFFIX = ":rllib-schema"
 
 def connect(address: str) -> ReplayClient | ShardedReplayClient:
     """A client for the server at HOST:PORT, or for its whole group when it has one."""
-    host, port = _split_address(address)
-    r = redis.Redis(host=host, port=port, protocol=2)
+    host, port = split_address(address)
     try:
-        _, members = _shards_of(r)
+        members = group_members(host, port)
     except redis.ConnectionError as e:
         raise ConnectionError(f"inreplay at {address}: {e}; start one with "
                               f"`pyctl start --listen {address}`") from None
-    finally:
-        r.close()
     if len(members) > 1:
         return ShardedReplayClient(members)
     return ReplayClient(host, port, protocol=2)

@@ -43,7 +43,6 @@ import sys
 from typing import Any
 
 import numpy as np
-import redis
 import torch as th
 import torch.nn.functional as F  # noqa: N812
 from gymnasium import spaces
@@ -54,7 +53,7 @@ from stable_baselines3.common.vec_env import VecNormalize
 
 from pyctl.client import ReplayClient, Schema
 from pyctl.errors import TableExistsError
-from pyctl.sharded import ShardedReplayClient, _shards_of, _split_address
+from pyctl.sharded import ShardedReplayClient, replay_client
 from pyctl.trajectory import (
     TrajectoryWriter,
     create_trajectory_table,
@@ -69,15 +68,9 @@ Client = ReplayClient | ShardedReplayClient
 
 def connect(address: str = "127.0.0.1:6379", **kwargs: Any) -> Client:
     """A ReplayClient for a standalone server, a ShardedReplayClient for the whole group
-    when ``address`` is a member of one. kwargs go to redis.Redis."""
-    host, port = _split_address(address)
-    probe = redis.Redis(host=host, port=port, protocol=2, **kwargs)
-    try:
-        _, members = _shards_of(probe)
-    finally:
-        probe.close()
-    return ShardedReplayClient(members, **kwargs) if members else ReplayClient(host, port,
-                                                                               **kwargs)
+    when ``address`` is a member of one (pyctl.sharded.replay_client). kwargs go to
+    redis.Redis."""
+    return replay_client(address, **kwargs)
 
 
 class ApplianceReplayBuffer(ReplayBuffer):

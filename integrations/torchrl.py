@@ -92,7 +92,6 @@ from functools import partial
 from typing import Any
 
 import numpy as np
-import redis
 import torch
 from tensordict import TensorDict, is_tensor_collection
 from torchrl.data.replay_buffers.samplers import PrioritizedSampler
@@ -105,7 +104,7 @@ from torchrl.data.replay_buffers.writers import (
 
 from pyctl.client import ReplayClient, Schema
 from pyctl.errors import EmptyTableError, NoSuchTableError
-from pyctl.sharded import ShardedReplayClient, _shards_of, _split_address
+from pyctl.sharded import ShardedReplayClient, replay_client, split_address
 
 __all__ = ["InreplaySampler", "InreplayStorage", "InreplayWriter", "connect",
            "inreplay_buffer"]
@@ -126,16 +125,8 @@ TENSOR_FIELD = "_tensor"
 def connect(address: str = "127.0.0.1:6379", **kwargs: Any) -> Client:
     """A client for the server at HOST:PORT: a ReplayClient for a standalone server, a
     ShardedReplayClient for the whole group when the server is a member of one.
-    kwargs go to redis.Redis (password, socket_timeout, ...)."""
-    host, port = _split_address(address)
-    probe = redis.Redis(host=host, port=port, protocol=2, **kwargs)
-    try:
-        _, members = _shards_of(probe)
-    finally:
-        probe.close()
-    if members:
-        return ShardedReplayClient(members, **kwargs)
-    return ReplayClient(host, port, **kwargs)
+    kwargs go to redis.Redis (password, socket_timeout, ...) (pyctl.sharded.replay_client)."""
+    return replay_client(address, **kwargs)
 
 
 def _addresses(client: Client) -> list[str]:
@@ -305,7 +296,7 @@ class InreplayStorage(StoreStorage):
         super().__setstate__(state)
         addrs = self._addresses
         self._client = (ShardedReplayClient(addrs) if len(addrs) > 1
-                        else ReplayClient(*_split_address(addrs[0])))
+                        else ReplayClient(*split_address(addrs[0])))
 
     # ---- TorchRL's attach hook: a default writer / sampler become ours -----------------
     def attach(self, buffer: Any) -> None:

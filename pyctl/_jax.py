@@ -12,9 +12,14 @@ and without ``jax_enable_x64`` 64-bit fields come back as 32-bit, as ``jnp.asarr
 
 from __future__ import annotations
 
-from typing import Any
+import functools
+from collections.abc import Callable
+from typing import Any, ParamSpec, TypeVar
 
 import numpy as np
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 JAX_MISSING = "jax=True needs JAX: pip install 'inreplay[jax]' (or '.[jax]' in a checkout)"
 
@@ -31,6 +36,24 @@ def check(jax: bool, torch: bool) -> None:
     """sample()'s jax= and torch= together: ValueError."""
     if jax and torch:
         raise ValueError("pass torch=True or jax=True, not both")
+
+
+def option(sample_fn: Callable[P, R]) -> Callable[P, R]:
+    """A sampler's ``jax=`` keyword, in one place: with jax=True the sampler runs without
+    it (and without copy=False: a jax.Array must not alias a ring the next request
+    reuses) and its Sample or TrajectorySample is handed to JAX (sample); torch=True with
+    it is a ValueError. The sampler keeps ``jax`` in its signature for its callers and
+    its documentation; it never sees it set."""
+
+    @functools.wraps(sample_fn)
+    def with_jax(*args: Any, **kwargs: Any) -> Any:
+        if not kwargs.pop("jax", False):
+            return sample_fn(*args, **kwargs)
+        check(True, bool(kwargs.get("torch", False)))
+        kwargs.pop("copy", None)
+        return sample(sample_fn(*args, **kwargs))
+
+    return with_jax  # type: ignore[return-value]
 
 
 def array(a: np.ndarray) -> Any:

@@ -21,16 +21,18 @@ rejected whole, before anything is sent, by a :class:`BatchError` naming the ind
 from __future__ import annotations
 
 import math
+import socket
 import sys
-from collections.abc import Mapping, Sequence
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
 import redis
 
-from pyctl import _shm, _wire
+from pyctl import _jax, _shm, _wire
 from pyctl._shm import connect  # noqa: F401  (public: pyctl.client.connect)
 from pyctl.errors import (  # noqa: F401
     BadPriorityError,
@@ -42,9 +44,6 @@ from pyctl.errors import (  # noqa: F401
     decode_info,
     replay_error,
 )
-
-if TYPE_CHECKING:
-    from pyctl.inserter import Inserter
 
 
 class BatchError(ValueError):
@@ -87,30 +86,20 @@ class ItemSpec:
 
     def decode(self, ids: npt.NDArray[np.int64], weights: npt.NDArray[np.float32],
                body: bytes | memoryview, n: int) -> Sample:
-        """A Sample from the ids, weights and the n items back to back (packed)."""
+        """A Sample from the ids, weights and the n items back to back (packed), copied
+        out of body into arrays of their own."""
         if len(body) != n * self.itemsize:
             what = repr(self.schema) if self.schema is not None else \
                 f"item_shape {self.shape} of {self.dtype}"
             raise ValueError(f"{what} is {self.itemsize} bytes, but the table's items are "
                              f"{len(body) // max(1, n)} bytes")
+        if self.schema is not None:  # unpack copies each field
+            return finish_sample(ids, weights, body, n, self)
         count = n * (self.itemsize // self.dtype.itemsize)
-        items: Any = np.frombuffer(body, dtype=self.dtype, count=count)
-        if self.schema is not None:
-            items = self.schema.unpack(items, torch=self.torch, device=self.device)
-        else:  # one copy into an aligned, writable array
-            items = items.reshape((n, *self.shape)).astype(self.dtype.newbyteorder("="))
-            if self.torch:
-                import torch as th
-
-                items = th.from_numpy(items) if self.device is None else \
-                    th.from_numpy(items).to(self.device)
-        w: Any = weights
-        if self.torch:
-            import torch as th
-
-            w = th.from_numpy(weights)
-            w = w if self.device is None else w.to(self.device)
-        return Sample(ids, w, items)
+        items = np.frombuffer(body, dtype=self.dtype, count=count)
+        # one copy into an aligned, writable array
+        return finish_sample(ids, weights, items.reshape((n, *self.shape)).astype(
+            self.dtype.newbyteorder("=")), n, self)
 
 
 def _is_torch(x: object) -> bool:
@@ -423,29 +412,194 @@ def _out_array(out: Any, spec: ItemSpec, n: int) -> np.ndarray | None:
     return a
 
 
-def _sample_direct(r: redis.Redis, args: list[Any], n: int, spec: ItemSpec,
-                   dest: np.ndarray | None) -> Sample | None:
-    """REPLAY.SAMPLE ... PACKED read from the socket into its final arrays (ids, weights,
-    items): one copy, kernel to array. None: the connection cannot be read raw."""
+# ---- one sample, from one server or from the shards of a replay group ------------------
+# A standalone server is a group of one: ReplayClient.sample sends one SampleRequest,
+# ShardedReplayClient.sample one per shard with a share (WITHSTATS, to weigh the draws
+# globally). draw() receives the replies, by the client's own transport, straight from
+# the sockets into the final arrays where it can, else from redis-py's replies, and
+# Draws.sample() makes them the Sample the caller asked for.
+
+
+class SampleRequest(NamedTuple):
+    """One REPLAY.SAMPLE of a draw: to shard ``shard`` (0 for a standalone server), for
+    ``n`` items; ``where`` names the shard in errors ("" for a standalone server)."""
+
+    shard: int
+    n: int
+    args: tuple[Any, ...]
+    where: str = ""
+
+
+def sample_requests(table: str, counts: Sequence[tuple[int, int, str]], spec: ItemSpec, *,
+                    beta: float | None, timeout: float | None, info: bool,
+                    stats: bool) -> list[SampleRequest]:
+    """The requests of one draw, one per (shard, items, where) of counts; stats: WITHSTATS
+    (each shard's total, minimum priority, size and draw probabilities)."""
+    return [SampleRequest(k, m, tuple(sample_args(
+        table, m, beta=beta, packed=spec.packed, withstats=stats, withinfo=info,
+        timeout=timeout)), where) for k, m, where in counts]
+
+
+SendInto = Callable[[list[SampleRequest], list[list[memoryview]]], list[int | None] | None]
+"""Sends every request, then reads each bulk reply into its list of buffers (None where it
+filled them, else its length); None, having sent nothing, when the replies cannot be read
+raw (_wire.recv_bulk_into)."""
+Send = Callable[[list[SampleRequest]], list[Any]]
+"""Sends every request and returns redis-py's replies, in request order."""
+View = Callable[[SampleRequest], memoryview | None]
+"""Sends one request on a shared-memory connection and returns its reply's body in the
+ring (_wire.call_bulk_view); None, having sent nothing, on any other connection."""
+
+
+@dataclass
+class Draws:
+    """The replies of one draw, in request order, before they are made a Sample."""
+
+    ids: npt.NDArray[np.int64]
+    weights: npt.NDArray[np.float32]
+    """Each server's own importance weights (a group weighs the draws again)."""
+    items: Any
+    """Received: the items' final array (a schema's: its packed bytes); else the packed
+    items back to back, or a list of bytes."""
+    received: bool
+    spec: ItemSpec
+    stats: list[tuple[float, float, int]] = field(default_factory=list)
+    """WITHSTATS, per request: total priority, minimum priority, live size."""
+    probs: npt.NDArray[np.float64] | None = None
+    """WITHSTATS: each draw's probability within its shard."""
+    infos: list[SampleInfo] = field(default_factory=list)
+    """WITHINFO, per request."""
+
+    def sample(self, weights: npt.NDArray[np.float32] | None = None,
+               info: SampleInfo | None = None) -> Sample:
+        """The Sample, with these weights (default: the server's) and info."""
+        w = self.weights if weights is None else weights
+        n = self.ids.size
+        if not self.spec.packed:
+            out = Sample(self.ids, w, self.items)
+        elif self.received:
+            out = finish_sample(self.ids, w, self.items, n, self.spec)
+        else:
+            out = self.spec.decode(self.ids, w, self.items, n)
+        out.info = info
+        return out
+
+
+def draw(reqs: list[SampleRequest], n: int, spec: ItemSpec, *, out: Any, info: bool,
+         stats: bool, send_into: SendInto, send: Send, view: View | None = None,
+         not_raw: str) -> Draws:
+    """Every client's sample: out= checked, then the reply's body in place (view, one
+    request: copy=False on shared memory), else the replies read into their final arrays
+    (send_into), else redis-py's replies decoded (send); out= needs one of the first two
+    (ValueError not_raw)."""
+    dest = _out_array(out, spec, n)
+    if info and dest is not None:
+        raise ValueError("out= reads items only; sample with info=True without out=")
+    raw = spec.packed and not info and _native_order(spec.dtype)
+    if view is not None and raw and dest is None and len(reqs) == 1 and not stats:
+        body = view(reqs[0])
+        if body is not None:
+            return _draws_from_view(body, n, spec)
+    if raw:
+        got = _receive_packed(send_into, reqs, n, spec, dest, stats)
+        if got is not None:
+            return got
+    if dest is not None:
+        raise ValueError(not_raw)
+    return _decode_replies(send(reqs), reqs, n, spec, stats, info)
+
+
+def _item_array(n: int, spec: ItemSpec, dest: np.ndarray | None) -> np.ndarray:
+    """Where n packed items are received: out=, a schema's bytes, or a new array."""
+    if dest is not None:
+        return dest
+    if spec.schema is not None:
+        return np.empty(n * spec.itemsize, dtype=np.uint8)
+    return np.empty((n, *spec.shape), dtype=spec.dtype.newbyteorder("="))
+
+
+def _receive_packed(send_into: SendInto, reqs: list[SampleRequest], n: int, spec: ItemSpec,
+                    dest: np.ndarray | None, stats: bool) -> Draws | None:
+    """REPLAY.SAMPLE ... PACKED [WITHSTATS] read from the sockets into the final arrays:
+    each reply's ids, weights, items (into their rows of one array), stats and
+    probabilities. One copy, kernel to array. None: the connections cannot be read raw."""
     ids = np.empty(n, dtype=np.int64)
     weights = np.empty(n, dtype=np.float32)
-    if dest is not None:
-        items = dest
-    elif spec.schema is not None:
-        items = np.empty(n * spec.itemsize, dtype=np.uint8)
-    else:
-        items = np.empty((n, *spec.shape), dtype=spec.dtype.newbyteorder("="))
-    views = [memoryview(ids).cast("B"), memoryview(weights).cast("B"),
-             memoryview(items.reshape(-1).view(np.uint8))]
-    try:
-        got = _wire.call_bulk_into(r, args, views)
-    except redis.ResponseError as e:
-        raise replay_error(e) from None
-    if got is False:
+    items = _item_array(n, spec, dest)
+    flat = memoryview(items.reshape(-1).view(np.uint8))
+    if stats:  # WITHSTATS: total, min, size (its int64 bits); each draw's probability
+        heads = np.empty((len(reqs), 3), dtype=np.float64)
+        probs = np.empty(n, dtype=np.float64)
+    dests, at = [], 0
+    for j, q in enumerate(reqs):
+        m = q.n
+        d = [memoryview(ids[at:at + m]).cast("B"), memoryview(weights[at:at + m]).cast("B"),
+             flat[at * spec.itemsize:(at + m) * spec.itemsize]]
+        if stats:
+            d += [memoryview(heads[j]).cast("B"), memoryview(probs[at:at + m]).cast("B")]
+        dests.append(d)
+        at += m
+    got = send_into(reqs, dests)
+    if got is None:
         return None
-    if got is not None:
-        raise _size_error(got, n, spec)
-    return finish_sample(ids, weights, items, n, spec)
+    for q, length in zip(reqs, got, strict=True):
+        if length is not None:
+            raise _size_error(length, q.n, spec, stats, q.where)
+    if not stats:
+        return Draws(ids, weights, items, True, spec)
+    st = [(float(h[0]), float(h[1]), int(h[2:3].view(np.int64)[0])) for h in heads]
+    return Draws(ids, weights, items, True, spec, st, probs)
+
+
+def _decode_replies(replies: list[Any], reqs: list[SampleRequest], n: int, spec: ItemSpec,
+                    stats: bool, info: bool) -> Draws:
+    """Draws from redis-py's replies: PACKED bulks (ids, weights, items, then WITHSTATS's
+    tail, then WITHINFO's) or arrays (ids, weights, items[, stats][, info])."""
+    ids, weights, items, st, probs, infos = [], [], [], [], [], []
+    for q, rep in zip(reqs, replies, strict=True):
+        m = q.n
+        if spec.packed:
+            end = len(rep) - (8 + 20 * m if info else 0)
+            tail = end - (24 + 8 * m if stats else 0)
+            if tail < 12 * m or (tail - 12 * m) % m:
+                raise ValueError(f"REPLAY.SAMPLE PACKED reply of {len(rep)} bytes for {m} "
+                                 f"items{q.where}")
+            body = memoryview(rep)
+            ids.append(np.frombuffer(rep, dtype="<i8", count=m))
+            weights.append(np.frombuffer(rep, dtype="<f4", count=m, offset=8 * m))
+            items.append(body[12 * m:tail])
+            raw_stats, raw_info = body[tail:end], body[end:]
+        else:
+            ids.append(np.frombuffer(rep[0], dtype="<i8"))
+            weights.append(np.frombuffer(rep[1], dtype="<f4"))
+            items.extend(rep[2])
+            raw_stats, raw_info = (rep[3] if stats else b""), rep[-1]
+        if stats:
+            head, prob = parse_stats(raw_stats, m)
+            st.append(head)
+            probs.append(prob)
+        if info:
+            infos.append(SampleInfo.parse(raw_info, m))
+    body: Any = items if not spec.packed else items[0] if len(items) == 1 \
+        else b"".join(items)
+    return Draws(_joined(ids, np.int64), _joined(weights, np.float32), body, False, spec, st,
+                 _joined(probs, np.float64) if stats else None, infos)
+
+
+def parse_stats(raw: bytes | memoryview, m: int
+                ) -> tuple[tuple[float, float, int], npt.NDArray[np.float64]]:
+    """A WITHSTATS field of m draws: (total priority, minimum priority, live size) and
+    each draw's probability within the server (a view of raw)."""
+    total, mn = np.frombuffer(raw, dtype="<f8", count=2)
+    size = int(np.frombuffer(raw, dtype="<i8", count=1, offset=16)[0])
+    return (float(total), float(mn), size), np.frombuffer(raw, dtype="<f8", count=m, offset=24)
+
+
+def _joined(parts: list[np.ndarray], dtype: Any) -> np.ndarray:
+    """The parts as one new array of dtype (native order, writable, owning its memory)."""
+    if len(parts) == 1:
+        return parts[0].astype(dtype)
+    return np.concatenate(parts).astype(dtype, copy=False)
 
 
 def finish_sample(ids: npt.NDArray[np.int64], weights: npt.NDArray[np.float32], items: Any,
@@ -453,27 +607,35 @@ def finish_sample(ids: npt.NDArray[np.int64], weights: npt.NDArray[np.float32], 
     """A packed sample's arrays as the caller asked for them: a schema's fields, or the
     items and weights as NumPy arrays or torch tensors (on spec.device). Every client's
     decoder ends here."""
-    if spec.schema is not None:
-        return spec.decode(ids, weights, memoryview(items), n)
     out: Any = items
     w: Any = weights
+    if spec.schema is not None:
+        out = spec.schema.unpack(memoryview(items) if isinstance(items, np.ndarray) else items,
+                                 torch=spec.torch, device=spec.device)
     if spec.torch:
         import torch as th
 
-        out, w = th.from_numpy(items), th.from_numpy(weights)
+        w = th.from_numpy(weights)
+        if spec.schema is None:
+            out = th.from_numpy(items)
         if spec.device is not None:
-            out, w = out.to(spec.device), w.to(spec.device)
+            w = w.to(spec.device)
+            if spec.schema is None:
+                out = out.to(spec.device)
     return Sample(ids, w, out)
 
 
-def _size_error(got: int, n: int, spec: ItemSpec) -> ValueError:
-    """The error for a PACKED reply of got bytes that does not hold n items of spec."""
-    if got < 12 * n or (got - 12 * n) % n:
-        return ValueError(f"REPLAY.SAMPLE PACKED reply of {got} bytes for {n} items")
+def _size_error(got: int, n: int, spec: ItemSpec, stats: bool = False,
+                where: str = "") -> ValueError:
+    """The error for a PACKED reply of got bytes (WITHSTATS's tail included with stats)
+    that does not hold n items of spec."""
+    body = got - (24 + 8 * n if stats else 0)
+    if body < 12 * n or (body - 12 * n) % n:
+        return ValueError(f"REPLAY.SAMPLE PACKED reply of {got} bytes for {n} items{where}")
     what = repr(spec.schema) if spec.schema is not None else \
         f"item_shape {spec.shape} of {spec.dtype}"
     return ValueError(f"{what} is {spec.itemsize} bytes, but the table's items are "
-                      f"{(got - 12 * n) // n} bytes")
+                      f"{(body - 12 * n) // n} bytes{where}")
 
 
 def _locked_array(shape: tuple[int, ...], dtype: np.dtype, lock: bool) -> np.ndarray:
@@ -487,7 +649,7 @@ def _locked_array(shape: tuple[int, ...], dtype: np.dtype, lock: bool) -> np.nda
     return a
 
 
-def _sample_from_view(body: memoryview, n: int, spec: ItemSpec) -> Sample:
+def _draws_from_view(body: memoryview, n: int, spec: ItemSpec) -> Draws:
     """A PACKED reply's body, in place: ids and weights copied (12 bytes an item), the
     items a view of the body."""
     if len(body) != 12 * n + n * spec.itemsize:
@@ -495,10 +657,10 @@ def _sample_from_view(body: memoryview, n: int, spec: ItemSpec) -> Sample:
     ids = np.frombuffer(body, dtype="<i8", count=n).astype(np.int64)
     weights = np.frombuffer(body, dtype="<f4", count=n, offset=8 * n).astype(np.float32)
     if spec.schema is not None:
-        return finish_sample(ids, weights, body[12 * n:], n, spec)
+        return Draws(ids, weights, body[12 * n:], True, spec)
     items = np.frombuffer(body, dtype=spec.dtype.newbyteorder("="),
                           offset=12 * n).reshape(n, *spec.shape)
-    return finish_sample(ids, weights, items, n, spec)
+    return Draws(ids, weights, items, True, spec)
 
 
 SELECTORS = ("prioritized", "uniform", "fifo", "lifo", "minheap", "maxheap")
@@ -646,14 +808,13 @@ class ReplayClient:
 
     def inserter(self, table: str, *, max_in_flight: int = 4, schema: Schema | None = None,
                  timeout: float | None = None) -> Inserter:
-        """An :class:`~pyctl.inserter.Inserter`: ``add`` without waiting for each reply,
-        up to ``max_in_flight`` batches on the wire (an actor that only inserts); errors
-        of a batch raise at a later ``add`` or at ``flush``/``close``."""
-        from pyctl.inserter import Inserter
-
+        """An :class:`Inserter`: ``add`` without waiting for each reply, up to
+        ``max_in_flight`` batches on the wire (an actor that only inserts); errors of a
+        batch raise at a later ``add`` or at ``flush``/``close``."""
         return Inserter(self, table, max_in_flight=max_in_flight, schema=schema,
                         timeout=timeout)
 
+    @_jax.option
     def sample(self, table: str, n: int, *, beta: float | None = None,
                item_shape: tuple[int, ...] | int | None = None,
                item_dtype: npt.DTypeLike | None = None, schema: Schema | None = None,
@@ -689,69 +850,35 @@ class ReplayClient:
         over from those arrays through DLPack (pyctl/_jax.py); ids stay NumPy. It
         ignores copy=False: a jax.Array must not alias a ring the next request reuses.
         """
-        if jax:
-            from pyctl import _jax
-
-            _jax.check(jax, torch)
-            return _jax.sample(self.sample(  # type: ignore[no-any-return]
-                table, n, beta=beta, item_shape=item_shape, item_dtype=item_dtype,
-                schema=schema, timeout=timeout, out=out, info=info))
         n = int(n)
         spec = ItemSpec.of(item_shape, item_dtype, schema, torch, device)
-        args = sample_args(table, n, beta=beta, packed=spec.packed, timeout=timeout,
-                           withinfo=info)
-        dest = _out_array(out, spec, n)
-        if info and dest is not None:
-            raise ValueError("out= reads items only; sample with info=True without out=")
-        if not copy and dest is None and spec.packed and not info and \
-                _native_order(spec.dtype):
-            try:
-                body = _wire.call_bulk_view(self.redis, args)
-            except redis.ResponseError as e:
-                raise replay_error(e) from None
-            if body is not None:
-                return _sample_from_view(body, n, spec)
-        if spec.packed and not info and _native_order(spec.dtype):
-            got = _sample_direct(self.redis, args, n, spec, dest)
-            if got is not None:
-                return got
-        if dest is not None:
-            raise ValueError("out= needs a plain TCP or Unix-socket connection with no reply "
-                             "pending (this one is TLS or has buffered bytes); sample without "
-                             "out=")
+        reqs = sample_requests(table, [(0, n, "")], spec, beta=beta, timeout=timeout,
+                               info=info, stats=False)
+        got = draw(reqs, n, spec, out=out, info=info, stats=False, send_into=self._send_into,
+                   send=self._send, view=None if copy else self._view, not_raw=(
+                       "out= needs a plain TCP or Unix-socket connection with no reply "
+                       "pending (this one is TLS or has buffered bytes); sample without "
+                       "out="))
+        return got.sample(info=got.infos[0] if info else None)
+
+    # the transport of draw(): one request, on this client's connection
+    def _send_into(self, reqs: list[SampleRequest],
+                   dests: list[list[memoryview]]) -> list[int | None] | None:
+        (req,), (dest,) = reqs, dests
         try:
-            raw = self.redis.execute_command(*args)
+            got = _wire.call_bulk_into(self.redis, req.args, dest)
         except redis.ResponseError as e:
             raise replay_error(e) from None
-        if info:
-            return self._with_info(raw, n, spec)
-        if not spec.packed:
-            raw_ids, raw_w, raw_items = raw
-            ids = np.frombuffer(raw_ids, dtype="<i8").astype(np.int64)
-            weights = np.frombuffer(raw_w, dtype="<f4").astype(np.float32)
-            return Sample(ids, weights, list(raw_items))
-        if len(raw) < 12 * n or (len(raw) - 12 * n) % n:
-            raise ValueError(f"REPLAY.SAMPLE PACKED reply of {len(raw)} bytes for {n} items")
-        ids = np.frombuffer(raw, dtype="<i8", count=n).astype(np.int64)
-        weights = np.frombuffer(raw, dtype="<f4", count=n, offset=8 * n).astype(np.float32)
-        return spec.decode(ids, weights, memoryview(raw)[12 * n:], n)
+        return None if got is False else [got]  # type: ignore[list-item]
 
-    def _with_info(self, raw: Any, n: int, spec: ItemSpec) -> Sample:
-        """A WITHINFO reply: the info is the last element, or the PACKED bulk's tail."""
-        if not spec.packed:
-            raw_ids, raw_w, raw_items, raw_info = raw
-            return Sample(np.frombuffer(raw_ids, dtype="<i8").astype(np.int64),
-                          np.frombuffer(raw_w, dtype="<f4").astype(np.float32),
-                          list(raw_items), SampleInfo.parse(raw_info, n))
-        tail = 8 + 20 * n
-        body = len(raw) - tail
-        if body < 12 * n or (body - 12 * n) % n:
-            raise ValueError(f"REPLAY.SAMPLE PACKED reply of {len(raw)} bytes for {n} items")
-        ids = np.frombuffer(raw, dtype="<i8", count=n).astype(np.int64)
-        weights = np.frombuffer(raw, dtype="<f4", count=n, offset=8 * n).astype(np.float32)
-        out = spec.decode(ids, weights, memoryview(raw)[12 * n:body], n)
-        out.info = SampleInfo.parse(memoryview(raw)[body:], n)
-        return out
+    def _send(self, reqs: list[SampleRequest]) -> list[Any]:
+        return [self._cmd(*q.args) for q in reqs]
+
+    def _view(self, req: SampleRequest) -> memoryview | None:
+        try:
+            return _wire.call_bulk_view(self.redis, req.args)
+        except redis.ResponseError as e:
+            raise replay_error(e) from None
 
     def update(self, table: str, ids: Any, priorities: Any) -> int:
         """New raw priorities for sampled ids (arrays, lists or tensors); returns how many
@@ -805,3 +932,147 @@ class ReplayClient:
                                 pin_memory=True)
             return th.from_numpy(_locked_array(shape, dtype, pinned))
         return _locked_array(shape, dtype, pinned)
+
+
+class Inserter:
+    """REPLAY.ADD batches into one table, pipelined on a connection of its own.
+
+    ``ReplayClient.add`` is one round trip per batch: the actor builds a batch, sends it,
+    then waits while the server inserts it and answers. An actor that only inserts (Ape-X's,
+    IMPALA's) does not need the ids before its next batch, so :class:`Inserter` keeps up to
+    ``max_in_flight`` REPLAY.ADD requests on its connection and reads their replies only
+    when that many are out, or on :meth:`Inserter.flush`. The actor's next batch is built
+    while the server inserts the last one; the server keeps one connection's requests in
+    order, so batches land in the order they were added, each whole or not at all, as with
+    ``add``. Redis users do the same with a pipeline.
+
+    A failed batch (a bad priority the server refused, a dropped table, a rate limiter that
+    held it past its timeout) raises its pyctl.errors class at the next ``add`` or
+    ``flush``, naming which batch it was; the batches before and after it stand. Bad input
+    found before sending (BatchError) raises at once, and nothing of that batch is sent.
+
+    ``with rc.inserter("apex") as ins: ins.add(priorities, items)``; leaving the block
+    (or :meth:`close`) flushes. Items and priorities are what ``ReplayClient.add`` takes.
+    One thread at a time: an actor's threads each take an inserter of their own.
+    """
+
+    def __init__(self, client: ReplayClient, table: str, *, max_in_flight: int = 4,
+                 schema: Schema | None = None, timeout: float | None = None) -> None:
+        if max_in_flight < 1:
+            raise ValueError(f"max_in_flight must be >= 1, not {max_in_flight}")
+        self.table = table
+        self.max_in_flight = max_in_flight
+        self.schema = schema
+        self.timeout = timeout
+        self.added = 0
+        """Items the server has acknowledged so far."""
+        self._redis = client.redis
+        self._pool = self._redis.connection_pool
+        self._own = self._redis.connection is None
+        self._conn: Any = self._redis.connection or self._pool.get_connection()
+        self._pending: deque[tuple[int, int]] = deque()  # (batch number, items)
+        self._batches = 0
+        self._last_ids: npt.NDArray[np.int64] = np.empty(0, dtype=np.int64)
+        if self._conn._sock is None:
+            self._conn.connect()
+
+    def add(self, priorities: Any, items: Any) -> None:
+        """Send one batch; reads the oldest reply first when max_in_flight are out. If
+        that reply is an earlier batch's error, it raises before this batch is sent
+        (nothing of this one is sent: add it again)."""
+        request, n = self._request(priorities, items)
+        if not n:
+            return
+        while len(self._pending) >= self.max_in_flight:
+            self._read_one()
+        self._send(request)
+        self._batches += 1
+        self._pending.append((self._batches, n))
+
+    def flush(self) -> int:
+        """Wait for every reply; returns the items acknowledged since the inserter began.
+        The first failed batch among them raises (after all replies are read)."""
+        first: Exception | None = None
+        while self._pending:
+            try:
+                self._read_one()
+            except (redis.ConnectionError, redis.TimeoutError):
+                raise
+            except Exception as e:  # a batch's error: read the rest, then raise it
+                first = first or e
+        if first is not None:
+            raise first
+        return self.added
+
+    @property
+    def in_flight(self) -> int:
+        """Batches sent whose replies are not read yet."""
+        return len(self._pending)
+
+    @property
+    def last_ids(self) -> npt.NDArray[np.int64]:
+        """The ids of the batch whose reply was read last."""
+        return self._last_ids
+
+    def close(self) -> None:
+        """Flush, then give the connection back."""
+        if self._conn is None:
+            return
+        try:
+            self.flush()
+        finally:
+            conn, self._conn = self._conn, None
+            if self._own:
+                self._pool.release(conn)
+
+    def __enter__(self) -> Inserter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if exc[0] is None:
+            self.close()
+        else:  # an error is already on its way: do not wait for replies over it
+            conn, self._conn = self._conn, None
+            if conn is not None:
+                conn.disconnect()
+                if self._own:
+                    self._pool.release(conn)
+
+    def _request(self, priorities: Any, items: Any) -> tuple[list[bytes | memoryview], int]:
+        if self._conn is None:
+            raise RuntimeError("the inserter is closed")
+        return add_request(self.table, priorities, items, schema=self.schema,
+                           timeout=self.timeout)
+
+    def _send(self, request: list[bytes | memoryview]) -> None:
+        conn = self._conn
+        try:
+            if type(conn._sock) is socket.socket or type(conn._sock).__name__ == "ShmSocket":
+                _wire.send_gather(conn._sock, request)
+            else:  # TLS: redis-py's own send
+                conn.send_packed_command(request)
+        except OSError as e:
+            self._lost(f"Error while writing to socket: {e}")
+
+    def _read_one(self) -> None:
+        batch, n = self._pending[0]
+        try:
+            reply = self._conn.read_response()
+        except redis.ResponseError as e:
+            self._pending.popleft()
+            err = add_error(e, n)
+            # the code stays the first word (pyctl.errors): the batch is named at the end
+            raise type(err)(f"{err.args[0]} (batch {batch} of this inserter)") from None
+        except (OSError, redis.ConnectionError, redis.TimeoutError) as e:
+            self._lost(str(e))
+        self._pending.popleft()
+        self._last_ids = add_ids(reply)
+        self.added += n
+
+    def _lost(self, why: str) -> None:
+        unread = len(self._pending)
+        self._pending.clear()
+        self._conn.disconnect()
+        raise redis.ConnectionError(
+            f"{why}; {unread} batch(es) of this inserter were sent with no reply read: they "
+            f"may or may not be in the table")

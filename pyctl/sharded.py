@@ -52,32 +52,36 @@ import numpy as np
 import numpy.typing as npt
 import redis
 
-from pyctl import _wire, errors
+from pyctl import _jax, _wire, errors
 from pyctl.client import (
     ItemSpec,
     ReplayClient,
     Sample,
     SampleInfo,
-    _native_order,
-    _out_array,
-    finish_sample,
+    SampleRequest,
+    draw,
+    parse_stats,
     sample_args,
+    sample_requests,
 )
 from pyctl.config import WILDCARD_HOSTS
 from pyctl.trajectory import (
+    Columns,
     TrajectorySample,
     TrajectoryWriter,
-    _columns,
-    _columns_cache,
     chunk_stats,
     create_trajectory_table,
+    join_columns,
+    reply_columns,
 )
 
 SHARD_ID_BITS = 48
 """Ids of shard k start at k << 48 (IR_SHARD_ID_BITS in inreplay.h): an id names its shard."""
 
 
-def _split_address(addr: str) -> tuple[str, int]:
+def split_address(addr: str) -> tuple[str, int]:
+    """HOST:PORT (an IPv6 host in brackets: [::1]:6379) as (host, port); ValueError
+    for anything else."""
     host, sep, port = addr.rpartition(":")
     if not sep or not host or not port.isdigit():
         raise ValueError(f"shard address {addr!r}: expected HOST:PORT")
@@ -88,7 +92,7 @@ def _reachable(member: str, seed_host: str) -> str:
     """A member advertised on a wildcard address (`pyctl start --shards N --listen
     0.0.0.0:P` advertises what it listens on) lives on the seed's box, as a --shards
     group is one box: reach it at the address the seed was reached at."""
-    host, port = _split_address(member)
+    host, port = split_address(member)
     if host not in WILDCARD_HOSTS:
         return member
     return f"[{seed_host}]:{port}" if ":" in seed_host else f"{seed_host}:{port}"
@@ -130,7 +134,7 @@ class ShardedReplayClient:
             raise ValueError(f"unix_socket_paths has {len(paths)} entries for "
                              f"{len(self.addresses)} shards: give one per shard (None for TCP)")
         paths = paths or [None] * len(self.addresses)
-        self.shards = [ReplayClient(*_split_address(a), unix_socket_path=p, **kwargs)
+        self.shards = [ReplayClient(*split_address(a), unix_socket_path=p, **kwargs)
                        for a, p in zip(self.addresses, paths, strict=True)]
         self.stratified = stratified
         self._rng = np.random.default_rng(seed)
@@ -139,7 +143,7 @@ class ShardedReplayClient:
         self._beta: dict[str, float] = {}
         self._kind: dict[str, tuple[str, int, bool]] = {}  # sampler, max_times_sampled, traj
         for k, rc in enumerate(self.shards):
-            index, members = _shards_of(rc.redis)
+            index, members = shard_members(rc.redis)
             if members and (index != k or len(members) != len(self.shards)):
                 raise ValueError(f"{self.addresses[k]} is shard {index} of a group of "
                                  f"{len(members)} ({','.join(members)}), not shard {k} of "
@@ -149,14 +153,9 @@ class ShardedReplayClient:
     def from_seed(cls, address: str, /, **kwargs: Any) -> ShardedReplayClient:
         """Connect to the group that the server at address (HOST:PORT) belongs to
         (kwargs as __init__'s: seed= is the sampling RNG's seed)."""
-        host, port = _split_address(address)
-        opts = {k: v for k, v in kwargs.items() if k not in ("stratified", "seed")}
-        opts.setdefault("protocol", 2)
-        r = redis.Redis(host=host, port=port, **opts)
-        try:
-            _, members = _shards_of(r)
-        finally:
-            r.close()
+        host, port = split_address(address)
+        members = group_members(host, port, **{k: v for k, v in kwargs.items()
+                                               if k not in ("stratified", "seed")})
         return cls([_reachable(m, host) for m in members] or [address], **kwargs)
 
     @property
@@ -178,55 +177,40 @@ class ShardedReplayClient:
     def _fanout(self, requests: list[tuple[int, tuple[Any, ...]]]) -> list[Any]:
         """Send every (shard, command) before reading any reply: one round trip for all.
         Replies come back in request order; an error reply is raised after all are read."""
-        conns = []
-        try:
-            for k, args in requests:
-                pool = self.shards[k].redis.connection_pool
-                conn = pool.get_connection()
-                conns.append((pool, conn))
-                conn.send_command(*args)
-            out: list[Any] = []
-            first_error: BaseException | None = None
-            for (k, _), (_, conn) in zip(requests, conns, strict=True):
-                try:
-                    out.append(conn.read_response())
-                except redis.ResponseError as e:
-                    out.append(None)
-                    first_error = first_error or (
-                        errors.where(e, k, self.addresses[k]) if len(self.shards) > 1
-                        else errors.replay_error(e))
-            if first_error:
-                raise first_error
-            return out
-        except redis.ConnectionError:
-            for _, conn in conns:
-                conn.disconnect()
-            raise
-        finally:
-            for pool, conn in conns:
-                pool.release(conn)
+        return self._exchange(requests, None)  # type: ignore[return-value]
 
     def _fanout_into(self, requests: list[tuple[int, tuple[Any, ...]]],
                      dests: list[list[memoryview]]) -> list[int | None] | None:
-        """_fanout for bulk replies read straight into dests (one list per request);
-        None, having sent nothing, when a connection cannot be read raw."""
+        """_fanout for bulk replies read straight into dests (one list per request, as
+        _wire.recv_bulk_into: None where a reply filled them, else its length); None,
+        having sent nothing, when a connection cannot be read raw."""
+        return self._exchange(requests, dests)
+
+    def _exchange(self, requests: list[tuple[int, tuple[Any, ...]]],
+                  dests: list[list[memoryview]] | None) -> list[Any] | None:
+        """_fanout (dests None: redis-py's replies) and _fanout_into, on one connection
+        of each shard's pool; any failure but an error reply disconnects them all."""
         conns = []
         try:
             for k, _ in requests:
                 pool = self.shards[k].redis.connection_pool
                 conn = pool.get_connection()
                 conns.append((pool, conn))
-                if conn._sock is None:
+                if dests is not None and conn._sock is None:
                     conn.connect()
-            if not all(_wire.idle(c) for _, c in conns):
+            if dests is not None and not all(_wire.idle(c) for _, c in conns):
                 return None
             for (_, args), (_, conn) in zip(requests, conns, strict=True):
-                conn.send_packed_command(conn.pack_command(*args))
-            out: list[int | None] = []
+                if dests is None:
+                    conn.send_command(*args)
+                else:
+                    conn.send_packed_command(conn.pack_command(*args))
+            out: list[Any] = []
             first_error: BaseException | None = None
-            for (k, _), (_, conn), d in zip(requests, conns, dests, strict=True):
+            for j, ((k, _), (_, conn)) in enumerate(zip(requests, conns, strict=True)):
                 try:
-                    out.append(_wire.recv_bulk_into(conn, d))
+                    out.append(conn.read_response() if dests is None
+                               else _wire.recv_bulk_into(conn, dests[j]))
                 except redis.ResponseError as e:
                     out.append(None)
                     first_error = first_error or (
@@ -238,7 +222,7 @@ class ShardedReplayClient:
         except redis.ResponseError:
             raise
         except BaseException:
-            for _, conn in conns:
+            for _, conn in conns:  # a reply may be left half read: start afresh
                 conn.disconnect()
             raise
         finally:
@@ -265,6 +249,15 @@ class ShardedReplayClient:
         k = self._next_add
         self._next_add = (k + 1) % len(self.shards)
         return self.shards[k].add(table, priorities, items, **kwargs)
+
+    def inserter(self, table: str, *, max_in_flight: int = 4, schema: Any = None,
+                 timeout: float | None = None) -> Any:
+        """Pipelined adds across the group (pyctl.inserter.GroupInserter): the batches take
+        the shards in turn, up to max_in_flight on each shard's connection."""
+        from pyctl.inserter import GroupInserter
+
+        return GroupInserter(self.shards, table, max_in_flight=max_in_flight, schema=schema,
+                             timeout=timeout)
 
     def update(self, table: str, ids: npt.ArrayLike, priorities: npt.ArrayLike) -> int:
         """New raw priorities; each id goes back to the shard that issued it, all shards
@@ -336,6 +329,7 @@ class ShardedReplayClient:
                              f"be sampled exactly across a replay group: sample its shards "
                              f"with ReplayClient")
 
+    @_jax.option
     def sample(self, table: str, n: int, *, beta: float | None = None,
                item_shape: tuple[int, ...] | int | None = None,
                item_dtype: npt.DTypeLike | None = None, schema: Any = None,
@@ -348,13 +342,6 @@ class ShardedReplayClient:
         ``out`` when given). info=True: a ShardedSampleInfo (global probabilities,
         each draw's shard, the group's size). jax=True: weights and items as jax.Arrays
         (DLPack, pyctl/_jax.py)."""
-        if jax:
-            from pyctl import _jax
-
-            _jax.check(jax, torch)
-            return _jax.sample(self.sample(  # type: ignore[no-any-return]
-                table, n, beta=beta, item_shape=item_shape, item_dtype=item_dtype,
-                schema=schema, timeout=timeout, out=out, info=info))
         n = int(n)
         if n <= 0:
             raise ValueError(f"sample size must be positive, not {n}")
@@ -366,53 +353,33 @@ class ShardedReplayClient:
         q = self.shares(table)
         counts = self._counts(q, n)
         beta = self._default_beta(table, beta)
-        reqs = [(int(k), tuple(sample_args(table, int(counts[k]), beta=beta, packed=spec.packed,
-                                           withstats=True, withinfo=info, timeout=timeout)))
-                for k in np.flatnonzero(counts)]
-        dest = _out_array(out, spec, n)
-        if info and dest is not None:
-            raise ValueError("out= reads items only; sample with info=True without out=")
-        if spec.packed and not info and _native_order(spec.dtype):
-            got = self._sample_direct(table, reqs, counts, q, beta, n, spec, dest)
-            if got is not None:
-                return got
-        if dest is not None:
-            raise ValueError("out= needs plain TCP or Unix-socket connections with no reply "
-                             "pending; sample without out=")
-        replies = self._fanout(reqs)
+        reqs = sample_requests(table, [(int(k), int(counts[k]), self._where(int(k)))
+                                       for k in np.flatnonzero(counts)],
+                               spec, beta=beta, timeout=timeout, info=info, stats=True)
+        got = draw(reqs, n, spec, out=out, info=info, stats=True, send_into=self._send_into,
+                   send=self._send, not_raw="out= needs plain TCP or Unix-socket connections "
+                                            "with no reply pending; sample without out=")
         stats = list(self._stats.get(table) or self.refresh(table))
-        ids, probs, owners, items, infos = [], [], [], [], []
-        for (k, _), rep in zip(reqs, replies, strict=True):
-            m = int(counts[k])
-            if spec.packed:  # ids, weights, items, WITHSTATS's tail, then WITHINFO's
-                end = len(rep) - (8 + 20 * m if info else 0)
-                tail = end - 24 - 8 * m
-                st = memoryview(rep)[tail:end]
-                ids.append(np.frombuffer(rep, dtype="<i8", count=m))
-                items.append(memoryview(rep)[12 * m:tail])
-                if info:
-                    infos.append(SampleInfo.parse(memoryview(rep)[end:], m))
-            else:
-                raw_ids, _, raw_items, st = rep[:4]
-                ids.append(np.frombuffer(raw_ids, dtype="<i8"))
-                items.extend(raw_items)
-                if info:
-                    infos.append(SampleInfo.parse(rep[4], m))
-            total, mn = np.frombuffer(st, dtype="<f8", count=2)
-            size = int(np.frombuffer(st, dtype="<i8", count=1, offset=16)[0])
-            stats[k] = ShardStats(float(total), float(mn), size)
-            probs.append(np.frombuffer(st, dtype="<f8", count=m, offset=24))
-            owners.append(np.full(m, k))
-        owner = np.concatenate(owners)
-        prob = np.concatenate(probs)
-        weights = self._weights(table, q, owner, prob, beta, stats)
-        all_ids = np.concatenate(ids).astype(np.int64)
-        sinfo = _group_info(stats, reqs, infos, q, owner, prob) if info else None
-        if not spec.packed:
-            return Sample(all_ids, weights, items, sinfo)
-        got = spec.decode(all_ids, weights, b"".join(items), n)
-        got.info = sinfo
-        return got
+        for r, head in zip(reqs, got.stats, strict=True):
+            stats[r.shard] = ShardStats(*head)
+        owner = np.repeat(np.array([r.shard for r in reqs], np.int64), [r.n for r in reqs])
+        assert got.probs is not None  # WITHSTATS
+        weights = self._weights(table, q, owner, got.probs, beta, stats)
+        shards = [(r.shard, r.args) for r in reqs]
+        return got.sample(weights, _group_info(stats, shards, got.infos, q, owner, got.probs)
+                          if info else None)
+
+    def _where(self, k: int) -> str:
+        """Shard k in an error message ("" in a group of one)."""
+        return f" on shard {k} ({self.addresses[k]})" if len(self.shards) > 1 else ""
+
+    # the transport of draw(): every shard's request before any reply is read
+    def _send_into(self, reqs: list[SampleRequest],
+                   dests: list[list[memoryview]]) -> list[int | None] | None:
+        return self._fanout_into([(r.shard, r.args) for r in reqs], dests)
+
+    def _send(self, reqs: list[SampleRequest]) -> list[Any]:
+        return self._fanout([(r.shard, r.args) for r in reqs])
 
     def _weights(self, table: str, q: npt.NDArray[np.float64], owner: npt.NDArray[np.int64],
                  probs: npt.NDArray[np.float64], beta: float,
@@ -423,49 +390,6 @@ class ShardedReplayClient:
         p_min = min(q[k] * (s.min_priority / s.total if s.total > 0 else 1.0 / s.size)
                     for k, s in enumerate(stats) if s.size and q[k] > 0)
         return ((p_global / p_min) ** -beta).astype(np.float32)
-
-    def _sample_direct(self, table: str, reqs: list[tuple[int, tuple[Any, ...]]],
-                       counts: npt.NDArray[np.int64], q: npt.NDArray[np.float64], beta: float,
-                       n: int, spec: ItemSpec, dest: np.ndarray | None) -> Sample | None:
-        """sample() with every shard's PACKED WITHSTATS reply received in place: its ids,
-        its items into their rows of one array, its stats and probabilities."""
-        ids = np.empty(n, dtype=np.int64)
-        scratch_w = np.empty(n, dtype=np.float32)  # each shard's local weights: unused
-        if dest is not None:
-            items = dest
-        elif spec.schema is not None:
-            items = np.empty(n * spec.itemsize, dtype=np.uint8)
-        else:
-            items = np.empty((n, *spec.shape), dtype=spec.dtype.newbyteorder("="))
-        flat = memoryview(items.reshape(-1).view(np.uint8))
-        heads = np.empty((len(reqs), 3), dtype=np.float64)  # total, min, size (int64 bits)
-        probs = np.empty(n, dtype=np.float64)
-        owner = np.empty(n, dtype=np.int64)
-        dests, at = [], 0
-        for j, (k, _) in enumerate(reqs):
-            m = int(counts[k])
-            dests.append([memoryview(ids[at:at + m]).cast("B"),
-                          memoryview(scratch_w[at:at + m]).cast("B"),
-                          flat[at * spec.itemsize:(at + m) * spec.itemsize],
-                          memoryview(heads[j]).cast("B"),
-                          memoryview(probs[at:at + m]).cast("B")])
-            owner[at:at + m] = k
-            at += m
-        got = self._fanout_into(reqs, dests)
-        if got is None:
-            return None
-        for (k, _), length in zip(reqs, got, strict=True):
-            if length is not None:
-                m = int(counts[k])
-                raise ValueError(f"item_shape {spec.shape} of {spec.dtype} is {spec.itemsize} "
-                                 f"bytes, but shard {k}'s reply of {length} bytes for {m} items "
-                                 f"does not hold items of that size")
-        stats = list(self._stats.get(table) or self.refresh(table))
-        for j, (k, _) in enumerate(reqs):
-            size = int(heads[j, 2:3].view(np.int64)[0])
-            stats[k] = ShardStats(float(heads[j, 0]), float(heads[j, 1]), size)
-        weights = self._weights(table, q, owner, probs, beta, stats)
-        return finish_sample(ids, weights, items, n, spec)
 
     def info(self, table: str) -> dict[str, Any]:
         """REPLAY.INFO of every shard ("shards": a list of dicts) with the group's
@@ -515,6 +439,7 @@ class ShardedReplayClient:
         return ShardedTrajectoryWriter(self, stream, signature, shard=shard, rotate=rotate,
                                        **opts)
 
+    @_jax.option
     def sample_trajectories(self, table: str, n: int, *, beta: float | None = None,
                             info: bool = False, torch: bool = False,
                             timeout: float | None = None, jax: bool = False,
@@ -525,12 +450,6 @@ class ShardedReplayClient:
         (n, length, *shape), the shards' draws in the order of ids. info=True: a
         ShardedSampleInfo (global probability, the shard of each draw, the group's size).
         jax=True: weights and columns as jax.Arrays (DLPack, pyctl/_jax.py)."""
-        if jax:
-            from pyctl import _jax
-
-            _jax.check(jax, torch)
-            return _jax.sample(  # type: ignore[no-any-return]
-                self.sample_trajectories(table, n, beta=beta, info=info, timeout=timeout))
         n = int(n)
         if n <= 0:
             raise ValueError(f"sample size must be positive, not {n}")
@@ -547,29 +466,24 @@ class ShardedReplayClient:
         replies = self._fanout(reqs)
         stats = list(self._stats.get(table) or self.refresh(table))
         ids, probs, owners, infos = [], [], [], []
-        cols: list[tuple[str, np.dtype[Any], tuple[int, ...], int]] | None = None
-        parts: list[list[bytes]] = []
+        cols: Columns | None = None
         for (k, _), rep in zip(reqs, replies, strict=True):
             m = int(counts[k])
-            got = _traj_columns(self.shards[k].redis, table, rep[2], m)
+            got = reply_columns(self.shards[k].redis, table, rep[2], m)
             if got is None:
                 raise ValueError(f"table {table!r} on shard {k} ({self.addresses[k]}) has "
                                  f"columns that do not match its reply of {m} items")
             if cols is None:
-                cols, parts = got, [[] for _ in got]
+                cols = got
             elif got != cols:
                 raise ValueError(f"table {table!r} has columns {_fmt_cols(got)} on shard {k} "
                                  f"({self.addresses[k]}) but {_fmt_cols(cols)} on shard "
                                  f"{reqs[0][0]}: its items must have the same columns "
                                  f"on every shard")
-            for j, b in enumerate(rep[2]):
-                parts[j].append(b)
             ids.append(np.frombuffer(rep[0], "<i8"))
-            st = rep[3]
-            total, mn = np.frombuffer(st, "<f8", 2)
-            size = int(np.frombuffer(st, "<i8", 1, 16)[0])
-            stats[k] = ShardStats(float(total), float(mn), size)
-            probs.append(np.frombuffer(st, "<f8", m, 24))
+            head, prob = parse_stats(rep[3], m)
+            stats[k] = ShardStats(*head)
+            probs.append(prob)
             owners.append(np.full(m, k, np.int64))
             if info:
                 infos.append(SampleInfo.parse(rep[4], m))
@@ -577,17 +491,7 @@ class ShardedReplayClient:
         owner = np.concatenate(owners)
         prob = np.concatenate(probs)
         weights = self._weights(table, q, owner, prob, beta, stats)
-        out: dict[str, Any] = {}
-        for (name, dt, shape, length), chunks in zip(cols, parts, strict=True):
-            a = np.empty((n, length, *shape), dt)
-            flat, at = a.reshape(-1).view(np.uint8), 0
-            for b in chunks:  # each shard's rows, in the order of ids
-                flat[at:at + len(b)] = np.frombuffer(b, np.uint8)
-                at += len(b)
-            if torch:
-                import torch as th
-                a = th.from_numpy(a)
-            out[name] = a
+        out = join_columns(cols, [rep[2] for rep in replies], n, torch)
         sinfo = _group_info(stats, reqs, infos, q, owner, prob) if info else None
         return TrajectorySample(np.concatenate(ids).astype(np.int64), weights, out, sinfo)
 
@@ -630,24 +534,9 @@ def _group_info(stats: list[ShardStats], reqs: list[tuple[int, tuple[Any, ...]]]
                              np.concatenate([i.times_sampled for i in infos]), owner, sizes)
 
 
-def _fmt_cols(cols: list[tuple[str, np.dtype[Any], tuple[int, ...], int]]) -> str:
+def _fmt_cols(cols: Columns) -> str:
     return ",".join(f"{name}:{dt.name}{list(shape)}x{length}"
                     for name, dt, shape, length in cols)
-
-
-def _traj_columns(r: redis.Redis, table: str, bulks: list[bytes], m: int
-                  ) -> list[tuple[str, np.dtype[Any], tuple[int, ...], int]] | None:
-    """The shard's columns (REPLAY.COLUMNS, cached) checked against its reply of m items;
-    asked again once when they do not fit (the table was made again). None: no fit."""
-    for again in (False, True):
-        if again:
-            _columns_cache.pop((id(r), table), None)
-        cols = _columns(r, table)
-        if len(cols) == len(bulks) and all(
-                len(b) == m * length * dt.itemsize * int(np.prod(shape))
-                for (_, dt, shape, length), b in zip(cols, bulks, strict=True)):
-            return cols
-    return None
 
 
 class ShardedTrajectoryWriter(TrajectoryWriter):
@@ -686,17 +575,37 @@ class ShardedTrajectoryWriter(TrajectoryWriter):
 def home_address(host: str, port: int, **kwargs: Any) -> tuple[str, int]:
     """Where a group keeps its keys (parameters, counters): shard 0, found from any
     member; (host, port) itself for a standalone server."""
+    members = group_members(host, port, **kwargs)
+    return split_address(members[0]) if members else (host, port)
+
+
+def replay_client(address: str, **kwargs: Any) -> ReplayClient | ShardedReplayClient:
+    """The client for the server at HOST:PORT: a ReplayClient for a standalone server,
+    a ShardedReplayClient for its whole group when it is a member of one (members in
+    REPLAY.SHARDS order, as advertised). kwargs go to redis.Redis (password,
+    socket_timeout, ...)."""
+    host, port = split_address(address)
+    members = group_members(host, port, **kwargs)
+    if members:
+        return ShardedReplayClient(members, **kwargs)
+    return ReplayClient(host, port, **kwargs)
+
+
+def group_members(host: str, port: int, **kwargs: Any) -> list[str]:
+    """Every member's HOST:PORT of the group the server at host:port belongs to, in shard
+    order ([] for a standalone server), asked on a connection of its own (kwargs go to
+    redis.Redis; RESP2 unless protocol= says otherwise) that is closed after."""
     kwargs.setdefault("protocol", 2)
     r = redis.Redis(host=host, port=port, **kwargs)
     try:
-        _, members = _shards_of(r)
+        return shard_members(r)[1]
     finally:
         r.close()
-    return _split_address(members[0]) if members else (host, port)
 
 
-def _shards_of(r: redis.Redis) -> tuple[int, list[str]]:
-    """REPLAY.SHARDS: (this server's index, every member's HOST:PORT); [] if standalone."""
+def shard_members(r: redis.Redis) -> tuple[int, list[str]]:
+    """REPLAY.SHARDS on r: (this server's index, every member's HOST:PORT in shard order);
+    the list is empty for a standalone server."""
     raw = r.execute_command("REPLAY.SHARDS")
     if isinstance(raw, dict):  # RESP3
         d = {k if isinstance(k, bytes) else str(k).encode(): v for k, v in raw.items()}

@@ -21,21 +21,20 @@ flush()'s too: the first failed command of its round trip, with the server's mes
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
 import redis
 
+from pyctl import _jax
 from pyctl.client import ReplayClient, SampleInfo, create_args, sample_args
 from pyctl.errors import replay_error
 
-if TYPE_CHECKING:
-    from pyctl.sharded import ShardedReplayClient
-
 __all__ = [
+    "ReplayGroup",
     "StepRef",
     "TrajectorySample",
     "TrajectoryWriter",
@@ -46,8 +45,31 @@ __all__ = [
 ]
 
 
-def _conn(client: ReplayClient | redis.Redis | ShardedReplayClient,
-          stream: str | None = None) -> redis.Redis:
+@runtime_checkable
+class ReplayGroup(Protocol):
+    """What the functions here need of a replay group (pyctl.sharded.ShardedReplayClient):
+    its shards, the shard of a stream, and its own trajectory calls, to which
+    create_trajectory_table, sample_trajectories and chunk_stats hand a group."""
+
+    @property
+    def shards(self) -> Sequence[ReplayClient]: ...
+
+    def stream_shard(self, stream: str) -> int: ...
+
+    def create_trajectory_table(self, table: str, capacity: int, **opts: Any) -> None: ...
+
+    def sample_trajectories(self, table: str, n: int, *, beta: float | None = None,
+                            info: bool = False, torch: bool = False,
+                            timeout: float | None = None) -> TrajectorySample: ...
+
+    def chunk_stats(self) -> dict[str, Any]: ...
+
+
+Client = ReplayClient | redis.Redis | ReplayGroup
+"""What the functions here take: a client, a redis-py connection, or a replay group."""
+
+
+def _conn(client: Client, stream: str | None = None) -> redis.Redis:
     if isinstance(client, ReplayClient):
         return client.redis
     if _group(client):  # a replay group: the stream's shard (ShardedReplayClient.stream_shard)
@@ -66,8 +88,8 @@ def _call(r: redis.Redis, *args: Any) -> Any:
 
 
 def _group(client: object) -> bool:
-    from pyctl.sharded import ShardedReplayClient
-    return isinstance(client, ShardedReplayClient)
+    return not isinstance(client, ReplayClient | redis.Redis) and isinstance(client,
+                                                                          ReplayGroup)
 
 
 @dataclass(frozen=True)
@@ -115,7 +137,7 @@ class TrajectoryWriter:
     """Appends steps to one episode stream and creates items over them (Reverb's
     TrajectoryWriter). signature: field -> (shape, dtype), declared once per stream."""
 
-    def __init__(self, client: ReplayClient | redis.Redis | ShardedReplayClient, stream: str,
+    def __init__(self, client: Client, stream: str,
                  signature: Mapping[str, tuple[tuple[int, ...] | int, npt.DTypeLike]], *,
                  chunk_steps: int = 16, history: int = 1024, compress: int = 0,
                  item_timeout: float | None = None) -> None:
@@ -230,7 +252,7 @@ def flush_writers(*writers: TrajectoryWriter) -> list[int]:
     return ids
 
 
-def create_trajectory_table(client: ReplayClient | redis.Redis | ShardedReplayClient,
+def create_trajectory_table(client: Client,
                             table: str, capacity: int, **opts: Any) -> None:
     """REPLAY.CREATE ... TRAJECTORY (options as ReplayClient.create's: queue, stack and
     the rate limiter hold REPLAY.ITEM as they hold adds); on every shard of a replay group."""
@@ -248,10 +270,13 @@ class TrajectorySample:
     info: SampleInfo | None = None
 
 
-_columns_cache: dict[tuple[int, str], list[tuple[str, np.dtype[Any], tuple[int, ...], int]]] = {}
+Columns = list[tuple[str, np.dtype[Any], tuple[int, ...], int]]
+"""A TRAJECTORY table's columns (REPLAY.COLUMNS): name, dtype, shape per step, steps."""
+
+_columns_cache: dict[tuple[int, str], Columns] = {}
 
 
-def _columns(r: redis.Redis, table: str) -> list[tuple[str, np.dtype[Any], tuple[int, ...], int]]:
+def _columns(r: redis.Redis, table: str) -> Columns:
     key = (id(r), table)
     if key not in _columns_cache:
         out = []
@@ -266,44 +291,65 @@ def _columns(r: redis.Redis, table: str) -> list[tuple[str, np.dtype[Any], tuple
     return _columns_cache[key]
 
 
-def sample_trajectories(client: ReplayClient | redis.Redis | ShardedReplayClient, table: str,
-                        n: int, *, beta: float | None = None, info: bool = False,
-                        torch: bool = False, timeout: float | None = None,
-                        jax: bool = False) -> TrajectorySample:
+@_jax.option
+def sample_trajectories(client: Client, table: str, n: int, *, beta: float | None = None,
+                        info: bool = False, torch: bool = False,
+                        timeout: float | None = None, jax: bool = False) -> TrajectorySample:
     """One REPLAY.SAMPLE of a TRAJECTORY table: the server assembles each item's columns
     and returns each column of the n items as one bulk. A replay group samples with
     exact global probabilities (ShardedReplayClient.sample_trajectories). jax=True:
     weights and columns as jax.Arrays (DLPack, pyctl/_jax.py)."""
-    if jax:
-        from pyctl import _jax
-
-        _jax.check(jax, torch)
-        return _jax.sample(  # type: ignore[no-any-return]
-            sample_trajectories(client, table, n, beta=beta, info=info, timeout=timeout))
     if _group(client):
         return client.sample_trajectories(  # type: ignore[union-attr]
             table, n, beta=beta, info=info, torch=torch, timeout=timeout)
     r = _conn(client)
     raw = _call(r, *sample_args(table, n, beta=beta, timeout=timeout, withinfo=info))
-    cols = _columns(r, table)
-    if len(cols) != len(raw[2]) or any(
-            len(b) != n * length * dt.itemsize * int(np.prod(shape))
-            for (_, dt, shape, length), b in zip(cols, raw[2], strict=False)):
-        _columns_cache.pop((id(r), table), None)  # the table was made again: ask once more
+    cols = reply_columns(r, table, raw[2], n)
+    if cols is None:
+        raise ValueError(f"table {table!r} has columns that do not match its reply of {n} "
+                         f"items")
+    return TrajectorySample(np.frombuffer(raw[0], "<i8").copy(),
+                            np.frombuffer(raw[1], "<f4").copy(),
+                            join_columns(cols, [raw[2]], n, torch),
+                            SampleInfo.parse(raw[-1], n) if info else None)
+
+
+def reply_columns(r: redis.Redis, table: str, bulks: Sequence[bytes], m: int
+                  ) -> Columns | None:
+    """The table's columns on r (REPLAY.COLUMNS, cached) checked against a reply of m
+    items (one bulk per column); asked again once when they do not fit (the table was
+    made again). None: they do not fit."""
+    for again in (False, True):
+        if again:
+            _columns_cache.pop((id(r), table), None)
         cols = _columns(r, table)
-    ids = np.frombuffer(raw[0], "<i8").copy()
-    weights = np.frombuffer(raw[1], "<f4").copy()
+        if len(cols) == len(bulks) and all(
+                len(b) == m * length * dt.itemsize * int(np.prod(shape))
+                for (_, dt, shape, length), b in zip(cols, bulks, strict=True)):
+            return cols
+    return None
+
+
+def join_columns(cols: Columns, replies: Sequence[Sequence[bytes]], n: int,
+                 torch: bool = False) -> dict[str, Any]:
+    """Each column as one new array (n, length, *shape): the replies' bulks of it (one
+    reply per server, in order) back to back; torch tensors with torch=True."""
     out: dict[str, Any] = {}
-    for (name, dt, shape, length), b in zip(cols, raw[2], strict=True):
-        a = np.frombuffer(b, dt).reshape((n, length, *shape)).copy()
+    for j, (name, dt, shape, length) in enumerate(cols):
+        a = np.empty((n, length, *shape), dt)
+        flat, at = a.reshape(-1).view(np.uint8), 0
+        for bulks in replies:
+            b = bulks[j]
+            flat[at:at + len(b)] = np.frombuffer(b, np.uint8)
+            at += len(b)
         if torch:
             import torch as th
             a = th.from_numpy(a)
         out[name] = a
-    return TrajectorySample(ids, weights, out, SampleInfo.parse(raw[-1], n) if info else None)
+    return out
 
 
-def chunk_stats(client: ReplayClient | redis.Redis | ShardedReplayClient) -> dict[str, Any]:
+def chunk_stats(client: Client) -> dict[str, Any]:
     """REPLAY.CHUNKS: streams, chunks, chunk_bytes, references, memory, ... (a replay
     group's summed, with "shards": each shard's)."""
     if _group(client):

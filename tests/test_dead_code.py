@@ -54,6 +54,8 @@ def test_every_global_symbol_is_used() -> None:
     fuzz = "\n".join(p.read_text() for p in (ROOT / "tests" / "fuzz").glob("*.c"))
     public = set(re.findall(r"\b(ir_\w+)\s*\(", (ROOT / "fstack_redis" / "inreplay.h").read_text()))
     dead = sorted(f"{s} ({o.relative_to(BUILD)})" for s, o in defined.items()
-                  if not used[s] and s not in public and not re.search(rf"\b{s}\b", fuzz))
+                  if not used[s] and s not in public and "." not in s  # x.resolver: the
+                  # compiler's, for a target_clones function (its callers use x)
+                  and not re.search(rf"\b{s}\b", fuzz))
     assert not dead, "defined and never used (remove them, or make them static): " + \
         ", ".join(dead)

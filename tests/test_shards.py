@@ -17,7 +17,15 @@ from conftest import module_group
 
 from pyctl import _native
 from pyctl.client import ReplayClient
-from pyctl.sharded import SHARD_ID_BITS, ShardedReplayClient, ShardedSampleInfo
+from pyctl.sharded import (
+    SHARD_ID_BITS,
+    ShardedReplayClient,
+    ShardedSampleInfo,
+    group_members,
+    replay_client,
+    shard_members,
+    split_address,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -115,6 +123,27 @@ def test_from_seed_finds_the_group_and_updates_route_by_id(group: list[str]) -> 
     with pytest.raises(ValueError, match="belongs to no shard"):
         rc.update("t", [5 << SHARD_ID_BITS], [1.0])
     rc.close()
+
+
+def test_replay_client_is_the_group_or_the_server(group: list[str],
+                                                 replay_server: object) -> None:
+    """replay_client (the integrations' connect): the whole group from any member, a
+    ReplayClient for a standalone server; the steps it takes are public too."""
+    rc = replay_client(group[1])
+    assert isinstance(rc, ShardedReplayClient) and rc.addresses == group
+    rc.close()
+    host, port = split_address(group[1])
+    assert group_members(host, port) == group
+    r = _conn(group[1])
+    assert shard_members(r) == (1, group)
+    r.close()
+    port = replay_server.port  # type: ignore[attr-defined]
+    one = replay_client(f"127.0.0.1:{port}")
+    assert type(one) is ReplayClient and group_members("127.0.0.1", port) == []
+    one.close()
+    assert split_address("[::1]:6379") == ("::1", 6379)
+    with pytest.raises(ValueError, match="expected HOST:PORT"):
+        split_address("6379")
 
 
 def test_shards_in_the_wrong_order_are_refused(group: list[str]) -> None:
@@ -246,6 +275,22 @@ def test_packed_items_across_shards(group: list[str]) -> None:
     # every item is a constant array: its value tells batch k and row i
     assert all(np.all(it == it[0, 0]) for it in s.items)
     assert set(np.unique(s.ids >> SHARD_ID_BITS)) == {0, 1}
+    rc.close()
+
+
+def test_item_size_errors_name_the_shard(group: list[str]) -> None:
+    """A group's packed sample of the wrong item size says what a standalone server's
+    does, with the shard; the group stays usable after it (the replies were read)."""
+    rc = ShardedReplayClient(group, seed=9)
+    rc.create("img", capacity=100)
+    rc.add("img", None, np.zeros((8, 6), np.uint8))
+    rc.add("img", None, np.zeros((8, 6), np.uint8))
+    with pytest.raises(ValueError, match=r"item_shape \(4,\) of uint8 is 4 bytes, but the "
+                                         r"table's items are 6 bytes on shard [01] \(127"):
+        rc.sample("img", 32, item_shape=(4,))
+    with pytest.raises(ValueError, match=r"is 4 bytes, but the table's items are 6 bytes"):
+        rc.sample("img", 32, item_shape=(4,), info=True)  # redis-py's replies
+    assert rc.sample("img", 32, item_shape=(6,)).items.shape == (32, 6)
     rc.close()
 
 

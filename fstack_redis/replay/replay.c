@@ -905,7 +905,6 @@ const char *tableName(const ir_table *t) { return t->name; }
 size_t tableNameLen(const ir_table *t) { return t->namelen; }
 const ir_table_opts *tableOpts(const ir_table *t) { return &t->o; }
 int tableSampler(const ir_table *t) { return t->o.sampler; }
-int tableRemover(const ir_table *t) { return t->o.remover; }
 void *tableHost(const ir_table *t) { return t->host; }
 void tableSetHost(ir_table *t, void *host) { t->host = host; }
 struct ir_pin **tablePin(ir_table *t) {

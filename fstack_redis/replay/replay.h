@@ -106,9 +106,8 @@ const char *tableName(const ir_table *t);
 size_t tableNameLen(const ir_table *t);
 /* The options in force (sampler and remover never IR_SEL_DEFAULT). */
 const ir_table_opts *tableOpts(const ir_table *t);
-/* The sampler and remover in force (never IR_SEL_DEFAULT). */
+/* The sampler in force (never IR_SEL_DEFAULT). */
 int tableSampler(const ir_table *t);
-int tableRemover(const ir_table *t);
 /* The host's state of the table (NULL until set; see ir_engine_host). */
 void *tableHost(const ir_table *t);
 void tableSetHost(ir_table *t, void *host);
