@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 import redis
 import torch
-from inreplay.actors.config import (
+from inreplay.rl.config import (
     Config,
     Keys,
     Parser,
@@ -44,7 +44,7 @@ from inreplay.actors.config import (
     dump_stacks_on_signal,
     field_docs,
 )
-from inreplay.actors.model import load_blob, params_to_blob
+from inreplay.rl.model import load_blob, params_to_blob
 from torch import nn
 
 from pyctl.client import RateLimited, ReplayClient, Schema, connect
@@ -93,7 +93,7 @@ class ImpalaConfig:
     table: str = "impala"
     """Name of the QUEUE table."""
     prefix: str = "impala"
-    """Prefix of the shared keys and of the parameter channel (actors.config.Keys)."""
+    """Prefix of the shared keys and of the parameter channel (rl.config.Keys)."""
     sample_timeout_s: float = 1.0
     """How long one add or sample may wait on the queue before the loop looks again."""
     eval_episodes: int = 20
@@ -390,8 +390,8 @@ def child_argv(cfg: ImpalaConfig, role: str, actor_id: int = 0) -> list[str]:
 
 def evaluate(model: nn.Module, cfg: ImpalaConfig, episodes: int, seed: int,
              stop_below: float | None, deadline: float) -> list[float]:
-    """Greedy episodes with the Ape-X demo's evaluation (learner.evaluate.run_episodes)."""
-    from inreplay.learner.evaluate import run_episodes
+    """Greedy episodes with the Ape-X demo's evaluation (rl.evaluate.run_episodes)."""
+    from inreplay.rl.evaluate import run_episodes
 
     ecfg = Config(env_id=cfg.env_id, max_episode_steps=cfg.max_episode_steps)
     return run_episodes(model, ecfg, episodes, seed=seed, deadline=deadline,
@@ -400,7 +400,7 @@ def evaluate(model: nn.Module, cfg: ImpalaConfig, episodes: int, seed: int,
 
 def train_and_evaluate(args: argparse.Namespace, cfg: ImpalaConfig, out: Path,
                        line: Any, children: list[Any], t0: float) -> dict[str, Any]:
-    from inreplay.actors.demo import Child, DemoError
+    from inreplay.rl.harness import Child, DemoError
 
     keys = Keys(cfg.prefix)
     r = redis_for(cfg)
@@ -518,7 +518,7 @@ def train_and_evaluate(args: argparse.Namespace, cfg: ImpalaConfig, out: Path,
 
 def netns_in_use() -> bool:
     """The Ape-X demo's namespace exists already (another demo is running)."""
-    from inreplay.actors.demo import DEMO_NETNS
+    from inreplay.rl.harness import DEMO_NETNS
 
     from pyctl import netns
 
@@ -527,7 +527,7 @@ def netns_in_use() -> bool:
 
 def netns_down() -> None:
     """Remove the namespace the DPDK appliance ran in (the Ape-X demo's)."""
-    from inreplay.actors.demo import DEMO_NETNS
+    from inreplay.rl.harness import DEMO_NETNS
 
     from pyctl import netns
 
@@ -545,7 +545,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.role == "learner":
         run_learner(cfg)
         return 0
-    from inreplay.actors.demo import DemoError, Line, dpdk_possible, start_appliance
+    from inreplay.rl.harness import DemoError, Line, dpdk_possible, start_appliance
 
     from pyctl.proc import free_port
 

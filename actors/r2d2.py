@@ -39,7 +39,7 @@ SAMPLES_PER_INSERT limiter. ``summary.json``'s ``storage`` compares the bytes th
 appliance holds per step with the packed form's. Parameters go through the appliance as
 in the Ape-X demo (the learner SETs the blob and PUBLISHes its version in one
 MULTI/EXEC, actors listen with :class:`actors.actor.ParamUpdates`; blob format:
-:mod:`actors.model`).
+:mod:`rl.model`).
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import torch
-from inreplay.actors.config import appliance_password
+from inreplay.rl.config import appliance_password
 from torch import nn
 
 # ---------------------------------------------------------------------------------------
@@ -191,7 +191,7 @@ mixed priority."""
 
 def config_flags(p: argparse.ArgumentParser) -> None:
     """One --kebab-case flag per R2D2Config field, its docstring as help (unset: SUPPRESS)."""
-    from inreplay.actors.config import field_docs
+    from inreplay.rl.config import field_docs
 
     docs = field_docs(R2D2Config)
     g = p.add_argument_group("R2D2 settings (defaults: R2D2's; the demo applies CARTPOLE "
@@ -687,7 +687,7 @@ def build_net(cfg: R2D2Config) -> RecurrentQNet:
 
 
 def keys_of(cfg: R2D2Config) -> Any:
-    from inreplay.actors.config import Keys
+    from inreplay.rl.config import Keys
 
     return Keys(cfg.prefix)
 
@@ -722,7 +722,7 @@ def run_actor(cfg: R2D2Config, actor_id: int, stop: threading.Event) -> None:
     frames and episode returns."""
     import redis
     from inreplay.actors.actor import ParamUpdates, epsilon_ladder
-    from inreplay.actors.model import BlobError, load_blob
+    from inreplay.rl.model import BlobError, load_blob
 
     from pyctl.client import RateLimited, ReplayClient, connect
 
@@ -843,7 +843,7 @@ def run_actor(cfg: R2D2Config, actor_id: int, stop: threading.Event) -> None:
 def publish(r: Any, keys: Any, net: nn.Module, version: int, samples: int) -> int:
     """The parameters as the next version, in one MULTI/EXEC as the Ape-X learner does:
     blob, version and sample counter SET and the version PUBLISHed (actors.actor reads it)."""
-    from inreplay.actors.model import params_to_blob
+    from inreplay.rl.model import params_to_blob
 
     pipe = r.pipeline(transaction=True)
     pipe.set(keys.params, params_to_blob(net))
@@ -1032,7 +1032,7 @@ class R2D2Demo:
         print(f"[{time.monotonic() - self.t0:6.1f}s] {msg}", flush=True)
 
     def start_server(self) -> None:
-        from inreplay.actors.demo import HOST, DemoError, dpdk_possible, start_appliance
+        from inreplay.rl.harness import HOST, DemoError, dpdk_possible, start_appliance
 
         from pyctl.proc import free_port
 
@@ -1062,7 +1062,7 @@ class R2D2Demo:
             netns.down(NETNS)
 
     def start_processes(self) -> None:
-        from inreplay.actors.demo import Child
+        from inreplay.rl.harness import Child
 
         path = self.out / "config.json"
         path.write_text(json.dumps(asdict(self.cfg), indent=1))
@@ -1074,7 +1074,7 @@ class R2D2Demo:
                                                       str(i)], self.out / f"actor-{i}.log"))
 
     def check(self) -> None:
-        from inreplay.actors.demo import DemoError
+        from inreplay.rl.harness import DemoError
 
         for c in [*self.children, self.server]:
             if c is not None and c.proc.poll() is not None:
@@ -1095,7 +1095,7 @@ class R2D2Demo:
             self._netns_down()
 
     def run(self) -> dict[str, Any]:
-        from inreplay.actors.model import BlobError, load_blob
+        from inreplay.rl.model import BlobError, load_blob
 
         from pyctl.client import connect
 
@@ -1223,7 +1223,7 @@ class R2D2Demo:
 
 
 def parse(argv: list[str] | None) -> tuple[argparse.Namespace, R2D2Config]:
-    from inreplay.actors.config import Parser
+    from inreplay.rl.config import Parser
 
     p = Parser(prog="python -m inreplay.actors.r2d2", description=__doc__,
                formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -1266,7 +1266,7 @@ def main(argv: list[str] | None = None) -> int:
         on_signal = stop_handler(stop)
         signal.signal(signal.SIGTERM, on_signal)
         signal.signal(signal.SIGINT, on_signal)
-        from inreplay.actors.config import dump_stacks_on_signal
+        from inreplay.rl.config import dump_stacks_on_signal
 
         dump_stacks_on_signal()
         if args.role == "learner":
@@ -1275,7 +1275,7 @@ def main(argv: list[str] | None = None) -> int:
             run_actor(cfg, args.actor_id, stop)
         return 0
     import redis
-    from inreplay.actors.demo import DemoError
+    from inreplay.rl.harness import DemoError
 
     out = Path(cfg.out_dir)
     out.mkdir(parents=True, exist_ok=True)

@@ -56,7 +56,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from inreplay.actors.config import (
+from inreplay.actors.launch import ROOT, RayBackend, init_ray, shutdown_ray
+from inreplay.rl.config import (
     PASSWORD_ENV,
     Config,
     add_arguments,
@@ -64,7 +65,6 @@ from inreplay.actors.config import (
     from_args,
     new_run_password,
 )
-from inreplay.actors.launch import ROOT, RayBackend, init_ray, shutdown_ray
 
 from pyctl.proc import stop_handler
 

@@ -135,9 +135,9 @@ class Config:
     frames_once: bool = True
     """Stacked frames (Atari) on the appliance with one replay server: each frame is stored
     once in an episode stream and each transition is an item referencing its frames
-    (a TRAJECTORY table, actors.frames: about 0.1 KB per Breakout transition); false (or
+    (a TRAJECTORY table, rl.frames: about 0.1 KB per Breakout transition); false (or
     a replay group of several shards) stores zstd-compressed records of 7 frames each
-    (actors.codec: about 0.6 KB)."""
+    (rl.codec: about 0.6 KB)."""
     alpha: float = 0.6
     """Priority exponent: P(i) ~ (|delta_i| + priority_eps) ** alpha."""
     beta: float = 0.4
