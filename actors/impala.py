@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import platform
 import signal
@@ -45,6 +44,7 @@ from inreplay.rl.config import (
     field_docs,
 )
 from inreplay.rl.model import load_blob, params_to_blob
+from inreplay.rl.networks import ActorCritic, env_dims, step_reward
 from torch import nn
 
 from pyctl.client import RateLimited, ReplayClient, Schema, connect
@@ -114,47 +114,6 @@ def schema_for(cfg: ImpalaConfig, obs_dim: int, n_actions: int) -> Schema:
                    "logits": ((t, n_actions), np.float32)})
 
 
-# ---- the model ----------------------------------------------------------------------
-
-
-class ActorCritic(nn.Module):
-    """Separate MLPs for the policy logits and the value V(x). ``forward`` gives the
-    logits, so a greedy evaluation (argmax of forward) plays the policy's mode."""
-
-    def __init__(self, obs_dim: int, n_actions: int, hidden: int) -> None:
-        super().__init__()
-
-        def mlp(out: int, gain: float) -> nn.Sequential:
-            net = nn.Sequential(nn.Linear(obs_dim, hidden), nn.Tanh(), nn.Linear(hidden, hidden),
-                                nn.Tanh(), nn.Linear(hidden, out))
-            for m in net:
-                if isinstance(m, nn.Linear):
-                    nn.init.orthogonal_(m.weight, math.sqrt(2) if m.out_features == hidden
-                                        else gain)
-                    nn.init.zeros_(m.bias)
-            return net
-
-        self.policy = mlp(n_actions, 0.01)
-        self.value_net = mlp(1, 1.0)
-
-    def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        return self.policy(obs.float())
-
-    def value(self, obs: torch.Tensor) -> torch.Tensor:
-        return self.value_net(obs.float()).squeeze(-1)
-
-
-def env_dims(env_id: str) -> tuple[int, int]:
-    import gymnasium as gym
-
-    env = gym.make(env_id)
-    try:
-        assert env.observation_space.shape is not None
-        return int(np.prod(env.observation_space.shape)), int(env.action_space.n)  # type: ignore[attr-defined]
-    finally:
-        env.close()
-
-
 # ---- V-trace --------------------------------------------------------------------------
 
 
@@ -188,20 +147,6 @@ def vtrace(behaviour_logp: torch.Tensor, target_logp: torch.Tensor, rewards: tor
 
 
 # ---- the actor ------------------------------------------------------------------------
-
-
-def step_reward(model: ActorCritic, gamma: float, reward: float, next_obs: Any,
-                terminated: bool, truncated: bool) -> float:
-    """The reward an unroll records for a step. A step cut off by the time limit (not
-    ended) bootstraps from V(its last observation), folded into its reward, since the
-    unroll goes on with the next episode and marks the step done: as a plain terminal,
-    every 500-step CartPole episode looked like a failure to the value function, and the
-    policy collapsed to one action once it began to reach the limit."""
-    if not truncated or terminated:
-        return reward
-    with torch.inference_mode():
-        v = model.value(torch.from_numpy(np.asarray(next_obs, np.float32)[None]))[0]
-    return reward + gamma * float(v)
 
 
 def redis_for(cfg: ImpalaConfig) -> redis.Redis:

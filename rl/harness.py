@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import contextlib
 import ipaddress
+import json
+import math
 import os
 import shutil
 import signal
@@ -20,12 +22,16 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 from inreplay.rl.config import PASSWORD_ENV, STACKS_SIGNAL, appliance_password, new_run_password
 
 from pyctl import _native
-from pyctl.proc import die_with_parent
+from pyctl.proc import die_with_parent, free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 HOST = "127.0.0.1"
@@ -228,3 +234,278 @@ class Line:
             print()
             self.open = False
         print(text, flush=True)
+
+
+# ---- one run of a demo --------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SolveRule:
+    """What solved means, for every demo alike: every ``eval_every_s`` seconds the newest
+    parameters play ``screen_episodes`` greedy episodes; if all reach ``solve_return``
+    they play ``eval_episodes`` more on fresh seeds, and a mean of at least
+    ``solve_return`` over those is solved."""
+
+    solve_return: float = 475.0
+    screen_episodes: int = 3
+    eval_episodes: int = 20
+    eval_every_s: float = 5.0
+
+
+SCREEN_SEED = 20_000
+"""The screens' first seed (the n-th screen plays from SCREEN_SEED + 100 n)."""
+FINAL_SEED = 1_000_000
+"""The final evaluation's first seed: episodes no screen played."""
+
+
+class Run:
+    """One demo run: its appliance, its children, the solve loop and the end of the run.
+
+    A demo's ``body(run)`` starts the appliance (:meth:`start_appliance`) and its
+    children (:meth:`spawn`), trains with :meth:`solve`, stops the children
+    (:meth:`stop_children`) and returns its summary; :meth:`main` wraps it: SIGTERM
+    as ^C, every process stopped whatever happens, summary.json with ``wall_s``, the
+    ``solved:`` line last and the exit status (0, 1 on a crash, 130 interrupted)."""
+
+    def __init__(self, name: str, out: Path, minutes: float, stack: str = "auto", *,
+                 netns_name: str = DEMO_NETNS, subnet: str = DEMO_SUBNET,
+                 stop_timeout: float = 10.0) -> None:
+        self.name = name
+        self.out = out
+        self.budget_s = minutes * 60.0
+        self.stack_requested = stack
+        self.stack = "kernel" if stack == "auto" else stack
+        self.netns_name = netns_name
+        self.subnet = subnet
+        self.stop_timeout = stop_timeout
+        self.line = Line()
+        self.t0 = time.monotonic()
+        self.server: Child | None = None
+        self.children: list[Child] = []
+        self.evals: list[dict[str, Any]] = []
+        self.problems: list[str] = []
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.t0
+
+    @property
+    def end(self) -> float:
+        """time.monotonic() at which the run's budget (--minutes) is spent."""
+        return self.t0 + self.budget_s
+
+    # ---- processes ------------------------------------------------------------------
+    def start_appliance(self, shards: int = 1, port: int = 0) -> tuple[str, int]:
+        """Start the appliance on the requested stack (auto: DPDK when the machine allows
+        it; DPDK falls back to the kernel stack when it cannot start, or when another
+        demo holds this run's namespace); its (host, port)."""
+        stack = self.stack_requested
+        if stack == "auto":
+            why_not = dpdk_possible()
+            stack = "kernel" if why_not else "dpdk"
+            if why_not:
+                self.line.say(f"DPDK stack not possible here ({why_not}): using the kernel "
+                              "stack")
+        if stack == "dpdk" and self._netns_in_use():
+            self.line.say("another demo's DPDK appliance is using the namespace this one "
+                          "runs in: using the kernel stack")
+            stack = "kernel"
+        try:
+            self.server, host, port = start_appliance(
+                stack, port or free_port(HOST), self.out, shards, netns_name=self.netns_name,
+                subnet=self.subnet)
+        except DemoError as e:
+            if stack == "kernel":
+                raise
+            lines = str(e).splitlines()
+            reason = next((x.strip() for x in reversed(lines) if x.strip()), str(e))
+            self.line.say(f"the {stack} stack did not start ({reason}); falling back to the "
+                          "kernel stack")
+            self._netns_down()
+            stack = "kernel"
+            self.server, host, port = start_appliance(stack, free_port(HOST), self.out, shards)
+        self.stack = stack
+        self.line.say(f"inreplay appliance: {stack} stack on {host}:{port}, "
+                      f"pid {self.server.proc.pid}")
+        return host, port
+
+    def _netns_in_use(self) -> bool:
+        from pyctl import netns
+
+        return self.netns_name in netns.namespaces()
+
+    def _netns_down(self) -> None:
+        from pyctl import netns
+
+        if self.netns_name in netns.namespaces():
+            netns.down(self.netns_name)
+
+    def spawn(self, name: str, argv: list[str]) -> Child:
+        """Start a child whose output goes to out/<name>.log (spaces as dashes)."""
+        c = Child(name, argv, self.out / f"{name.replace(' ', '-')}.log")
+        self.children.append(c)
+        return c
+
+    def check_children(self) -> None:
+        """A child or the appliance that exited during the run ends it (DemoError)."""
+        for c in self.children:
+            if not c.alive():
+                raise DemoError(f"{c.name} exited with status {c.proc.returncode}:\n{c.tail()}")
+        if self.server is not None and not self.server.alive():
+            raise DemoError(f"{self.server.name} exited with status "
+                            f"{self.server.proc.returncode}:\n{self.server.tail()}")
+
+    def stop_children(self) -> None:
+        """SIGTERM every child at once, give them ``stop_timeout`` seconds together and
+        kill the rest; a child that had to be killed or exited with an error is named in
+        ``problems`` (the summary's ``shutdown_problems``)."""
+        for c in self.children:
+            if c.alive():
+                with contextlib.suppress(ProcessLookupError):
+                    c.proc.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + self.stop_timeout
+        for c in self.children:
+            rc = c.stop(timeout=max(0.0, deadline - time.monotonic()))
+            if rc is None:
+                self.problems.append(f"{c.name} (pid {c.proc.pid}) ignored SIGTERM for "
+                                     f"{self.stop_timeout:g} s and was killed; its log {c.log} "
+                                     f"ends: {c.last_words}")
+            elif rc not in (0, -signal.SIGTERM):
+                self.problems.append(f"{c.name} (pid {c.proc.pid}) exited with status {rc}:\n"
+                                     f"{c.tail()}")
+        self.children = []
+
+    def _stop_server(self) -> None:
+        if self.server is not None:
+            rc = self.server.stop(timeout=15.0)
+            if rc not in (0, -signal.SIGTERM):
+                self.line.say(f"{self.server.name} exited with status {rc}")
+            self.server = None
+        if self.stack == "dpdk":
+            self._netns_down()
+
+    # ---- the solve test -------------------------------------------------------------
+    def evaluate(self, model: Any, env: Any, episodes: int, seed: int, *, kind: str,
+                 version: int, stop_below: float | None = None, epsilon: float = 0.0,
+                 until: float | None = None, max_s: float = math.inf) -> list[float]:
+        """Greedy episodes of model (argmax of its output) on env (a Config: env_id,
+        max_episode_steps), recorded in ``evals``; at most ``max_s`` seconds and never
+        past ``until`` (the run's end by default, but at least 5 s from now)."""
+        from inreplay.rl.evaluate import run_episodes
+
+        t = time.monotonic()
+        until = max(t + 5.0, self.end) if until is None else until
+        rets = run_episodes(model, env, episodes, seed=seed, epsilon=epsilon,
+                            deadline=min(t + max_s, until), stop_below=stop_below)
+        self.evals.append({"t": round(t - self.t0, 2), "params_version": version, "kind": kind,
+                           "returns": rets, "mean": float(np.mean(rets)) if rets else None,
+                           "seconds": round(time.monotonic() - t, 2)})
+        return rets
+
+    def solve(self, rule: SolveRule, model: Any, env: Any, *, pull: Callable[[], int],
+              status: Callable[[], tuple[str, int]], deadline: float,
+              epsilon: float = 0.0, max_eval_s: float = math.inf) -> dict[str, Any] | None:
+        """Train until solved or ``deadline``: every POLL_S seconds check the children and
+        show ``status()`` (its line and the newest version); every ``eval_every_s`` a newer
+        version is pulled into model (``pull()``: its version, 0 if none yet) and judged
+        by ``rule``. The solving result ({version, returns, t}) or None."""
+        last_eval, evaluated = 0.0, 0
+        while time.monotonic() < deadline:
+            time.sleep(POLL_S)
+            self.check_children()
+            text, version = status()
+            self.line.show(text)
+            if (rule.screen_episodes <= 0 or time.monotonic() - last_eval < rule.eval_every_s
+                    or version == evaluated):
+                continue
+            last_eval = time.monotonic()
+            v = pull()
+            if not v:
+                continue
+            evaluated = v
+            screen = self.evaluate(model, env, rule.screen_episodes,
+                                   SCREEN_SEED + 100 * len(self.evals), kind="screen",
+                                   version=v, stop_below=rule.solve_return, epsilon=epsilon,
+                                   max_s=max_eval_s)
+            if len(screen) < rule.screen_episodes or min(screen) < rule.solve_return:
+                continue
+            full = self.evaluate(model, env, rule.eval_episodes, FINAL_SEED, kind="final",
+                                 version=v, epsilon=epsilon, max_s=max_eval_s)
+            self.line.say(f"[{self.elapsed():6.1f}s] parameters v{v}: {len(full)} greedy "
+                          f"episodes on fresh seeds, mean return {np.mean(full):.1f}")
+            if len(full) == rule.eval_episodes and np.mean(full) >= rule.solve_return:
+                return {"version": v, "returns": full, "t": self.elapsed()}
+        return None
+
+    def final(self, rule: SolveRule, model: Any, env: Any, *, pull: Callable[[], int],
+              solved: dict[str, Any] | None, epsilon: float = 0.0) -> dict[str, Any]:
+        """The result the summary reports: the solving one, or (children stopped) the last
+        parameters' ``eval_episodes`` on fresh seeds within what is left of the budget."""
+        if solved is not None:
+            return solved
+        v = pull()
+        rets = self.evaluate(model, env, rule.eval_episodes, FINAL_SEED, kind="final",
+                             version=v, epsilon=epsilon) if v else []
+        self.line.say(f"[{self.elapsed():6.1f}s] last parameters v{v}: {len(rets)} episodes, "
+                      f"mean return {np.mean(rets) if rets else float('nan'):.1f}")
+        return {"version": v, "returns": rets, "t": None}
+
+    @staticmethod
+    def verdict(rule: SolveRule, result: dict[str, Any]) -> dict[str, Any]:
+        """The summary fields every demo reports about its evaluation."""
+        rets = result["returns"]
+        mean = float(np.mean(rets)) if rets else None
+        return {"solved": bool(mean is not None and len(rets) == rule.eval_episodes
+                               and mean >= rule.solve_return),
+                "solve_return": rule.solve_return,
+                "solved_at_s": None if result["t"] is None else round(result["t"], 1),
+                "eval_return_mean": mean, "eval_episodes": len(rets), "eval_returns": rets,
+                "eval_params_version": result["version"]}
+
+    # ---- the whole run --------------------------------------------------------------
+    def main(self, body: Callable[[Run], dict[str, Any]],
+             report: Callable[[dict[str, Any]], str] | None = None) -> int:
+        """Run body with every process stopped at the end whatever happens; write
+        out/summary.json (with ``wall_s``, ``stack`` and ``shutdown_problems``), print
+        report(summary) and ``solved: true|false`` last. The exit status: 0, 1 when
+        something crashed or a child misbehaved at the stop, 130 when interrupted."""
+        import redis
+
+        self.out.mkdir(parents=True, exist_ok=True)
+        (self.out / "summary.json").unlink(missing_ok=True)
+
+        def on_term(signum: int, frame: Any) -> None:
+            raise KeyboardInterrupt
+
+        old = signal.signal(signal.SIGTERM, on_term)
+        code = 0
+        summary: dict[str, Any] | None = None
+        try:
+            summary = body(self)
+        except KeyboardInterrupt:
+            self.line.say("interrupted: stopping every process")
+            code = 130
+        except DemoError as e:
+            self.line.say(f"{self.name}: {e}")
+            code = 1
+        except redis.RedisError as e:
+            self.line.say(f"{self.name}: the appliance stopped answering ({e}); see "
+                          f"{self.out}/inreplay-{self.stack}.log")
+            code = 1
+        finally:
+            signal.signal(signal.SIGTERM, old)
+            self.stop_children()
+            self._stop_server()
+        for p in self.problems:
+            self.line.say(f"{self.name}: {p}")
+        if self.problems:
+            code = code or 1
+        if summary is None:
+            return code
+        summary["stack"] = self.stack
+        summary["wall_s"] = round(self.elapsed(), 1)
+        summary["shutdown_problems"] = [p.splitlines()[0] for p in self.problems]
+        (self.out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+        if report is not None:
+            print("\n" + report(summary))
+        print(f"solved: {'true' if summary['solved'] else 'false'}")
+        return code

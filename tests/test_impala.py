@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pytest
 import torch
-from inreplay.actors.impala import ActorCritic, ImpalaConfig, schema_for, step_reward, vtrace
+from inreplay.actors.impala import ImpalaConfig, schema_for, vtrace
+from inreplay.rl.networks import ActorCritic, step_reward
 
 from pyctl.client import RateLimited, ReplayClient
 
