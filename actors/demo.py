@@ -73,7 +73,9 @@ def parse(argv: list[str] | None) -> tuple[argparse.Namespace, Any]:
     p.add_argument("--algo", choices=list(ALGOS), default="apex",
                    help="apex (default): Ape-X DQN; impala: V-trace actor-critic through a "
                         "QUEUE table (actors.impala); r2d2: recurrent DQN with sequence "
-                        "replay (actors.r2d2). Each has its own flags: pyctl demo --algo X -h")
+                        "replay (actors.r2d2); a3c: asynchronous actor-critic workers pushing "
+                        "gradients to a parameter table (actors.a3c). Each has its own "
+                        "flags: pyctl demo --algo X -h")
     p.add_argument("--stack", choices=["auto", "kernel", "dpdk"], default="auto",
                    help="the appliance's network stack: auto (default) runs DPDK in a "
                         "namespace when the machine allows it, else the kernel stack; "
@@ -118,7 +120,7 @@ UNSOLVED_EXIT = 3
 """Exit status of a run that ended without solving an environment that has a solve
 return (everything else went well)."""
 ALGOS = {"apex": "inreplay.actors.demo", "impala": "inreplay.actors.impala",
-         "r2d2": "inreplay.actors.r2d2"}
+         "r2d2": "inreplay.actors.r2d2", "a3c": "inreplay.actors.a3c"}
 """pyctl demo --algo NAME: the module whose main(argv) runs that pattern's demo."""
 
 

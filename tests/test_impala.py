@@ -257,7 +257,7 @@ def test_pyctl_demo_algo_dispatches() -> None:
     ok = subprocess.run([sys.executable, "-m", "pyctl", "demo", "--algo", "impala", "-h"],
                         capture_output=True, text=True, timeout=120)
     assert ok.returncode == 0 and "--role" not in ok.stdout and "unroll" in ok.stdout.lower()
-    bad = subprocess.run([sys.executable, "-m", "pyctl", "demo", "--algo", "a3c"],
+    bad = subprocess.run([sys.executable, "-m", "pyctl", "demo", "--algo", "ppo"],
                          capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and bad.stderr.strip().count("\n") == 0
-    assert "--algo a3c" in bad.stderr and "impala" in bad.stderr
+    assert "--algo ppo" in bad.stderr and "impala" in bad.stderr and "a3c" in bad.stderr
