@@ -26,14 +26,22 @@ import os
 import platform
 import sys
 import time
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import redis
 import torch
-from inreplay.rl.config import Config, Keys, Parser, appliance_password, field_docs
+from inreplay.rl.config import (
+    Config,
+    Keys,
+    Parser,
+    add_dataclass_flags,
+    appliance_password,
+    dataclass_argv,
+    dataclass_from_args,
+)
 from inreplay.rl.harness import Run, SolveRule
 from inreplay.rl.networks import ActorCritic, env_dims, step_reward
 
@@ -217,13 +225,9 @@ def parse(argv: list[str] | None) -> tuple[argparse.Namespace, A3CConfig]:
                    help="accepted for pyctl demo --algo a3c (this module is that demo)")
     p.add_argument("--role", choices=["main", "worker"], default="main", help=argparse.SUPPRESS)
     p.add_argument("--worker-id", type=int, default=0, help=argparse.SUPPRESS)
-    docs = field_docs(A3CConfig)
-    for f in fields(A3CConfig):
-        default = getattr(A3CConfig, f.name)
-        p.add_argument("--" + f.name.replace("_", "-"), dest=f.name, type=type(default),
-                       default=default, help=f"{docs.get(f.name, '')} (default {default!r})")
+    add_dataclass_flags(p, A3CConfig)
     args = p.parse_args(argv)
-    cfg = A3CConfig(**{f.name: getattr(args, f.name) for f in fields(A3CConfig)})
+    cfg = dataclass_from_args(args, A3CConfig)
     for name in ("num_workers", "envs_per_worker", "n_steps", "hidden", "eval_episodes"):
         if getattr(cfg, name) < 1:
             p.error(f"--{name.replace('_', '-')}: must be >= 1")
@@ -237,11 +241,8 @@ def parse(argv: list[str] | None) -> tuple[argparse.Namespace, A3CConfig]:
 
 
 def child_argv(cfg: A3CConfig, worker_id: int) -> list[str]:
-    argv = [sys.executable, "-m", "inreplay.actors.a3c", "--role", "worker", "--worker-id",
-            str(worker_id)]
-    for f in fields(A3CConfig):
-        argv += ["--" + f.name.replace("_", "-"), str(getattr(cfg, f.name))]
-    return argv
+    return [sys.executable, "-m", "inreplay.actors.a3c", "--role", "worker", "--worker-id",
+            str(worker_id), *dataclass_argv(cfg)]
 
 
 def train_and_evaluate(run: Run, cfg: A3CConfig) -> dict[str, Any]:
@@ -286,11 +287,12 @@ def train_and_evaluate(run: Run, cfg: A3CConfig) -> dict[str, Any]:
     rule = SolveRule(cfg.solve_return, cfg.screen_episodes, cfg.eval_episodes, cfg.eval_every_s)
     env = Config(env_id=cfg.env_id, max_episode_steps=cfg.max_episode_steps)
     deadline = run.end - min(20.0, 0.1 * run.budget_s)
-    solved = run.solve(rule, model, env, pull=pull, status=status, deadline=deadline)
+    play = run.greedy(model, env)
+    solved = run.solve(rule, play, pull=pull, status=status, deadline=deadline)
     t_stop = time.monotonic()
     run.stop_children()
     st = poll()
-    result = run.final(rule, model, env, pull=pull, solved=solved)
+    result = run.final(rule, play, pull=pull, solved=solved)
     torch.save({"model": model.state_dict(), "config": asdict(cfg),
                 "params_version": result["version"]}, run.out / "evaluated.pt")
     info = pc.info(cfg.table)

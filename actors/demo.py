@@ -119,7 +119,7 @@ def parse(argv: list[str] | None) -> tuple[argparse.Namespace, Any]:
 UNSOLVED_EXIT = 3
 """Exit status of a run that ended without solving an environment that has a solve
 return (everything else went well)."""
-ALGOS = {"apex": "inreplay.actors.demo", "impala": "inreplay.actors.impala",
+ALGOS = {"apex": "inreplay.actors.demo", "impala": "inreplay.actors.impala_demo",
          "r2d2": "inreplay.actors.r2d2", "a3c": "inreplay.actors.a3c"}
 """pyctl demo --algo NAME: the module whose main(argv) runs that pattern's demo."""
 

@@ -28,7 +28,7 @@ import textwrap
 from dataclasses import dataclass, fields
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pyctl.cli import Parser
 from pyctl.config import parse_size
@@ -461,3 +461,29 @@ class Keys:
     def all(self) -> list[str]:
         """Every key (not the channel)."""
         return list(vars(self).values())
+
+
+_D = TypeVar("_D")
+
+
+def add_dataclass_flags(p: argparse.ArgumentParser, cls: type) -> None:
+    """One --kebab-case flag per field of the dataclass cls, its docstring as help: the
+    flags of a demo whose whole configuration is one dataclass (IMPALA, A3C)."""
+    docs = field_docs(cls)
+    for f in dataclasses.fields(cls):
+        default = getattr(cls, f.name)
+        p.add_argument("--" + f.name.replace("_", "-"), dest=f.name, type=type(default),
+                       default=default, help=f"{docs.get(f.name, '')} (default {default!r})")
+
+
+def dataclass_from_args(args: argparse.Namespace, cls: type[_D]) -> _D:
+    """The dataclass cls from the flags add_dataclass_flags made."""
+    return cls(**{f.name: getattr(args, f.name) for f in dataclasses.fields(cls)})
+
+
+def dataclass_argv(cfg: Any) -> list[str]:
+    """The flags that give cfg back (a child process's command line)."""
+    argv: list[str] = []
+    for f in dataclasses.fields(cfg):
+        argv += ["--" + f.name.replace("_", "-"), str(getattr(cfg, f.name))]
+    return argv

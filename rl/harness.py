@@ -257,6 +257,11 @@ SCREEN_SEED = 20_000
 FINAL_SEED = 1_000_000
 """The final evaluation's first seed: episodes no screen played."""
 
+Play = Callable[[int, int, "float | None", float], list[float]]
+"""play(episodes, seed, stop_below, deadline): the returns of up to ``episodes`` episodes
+of the policy under test from seeds seed, seed + 1, ..., stopping after the first below
+stop_below or at deadline (time.monotonic())."""
+
 
 class Run:
     """One demo run: its appliance, its children, the solve loop and the end of the run.
@@ -384,30 +389,41 @@ class Run:
             self._netns_down()
 
     # ---- the solve test -------------------------------------------------------------
-    def evaluate(self, model: Any, env: Any, episodes: int, seed: int, *, kind: str,
-                 version: int, stop_below: float | None = None, epsilon: float = 0.0,
-                 until: float | None = None, max_s: float = math.inf) -> list[float]:
-        """Greedy episodes of model (argmax of its output) on env (a Config: env_id,
-        max_episode_steps), recorded in ``evals``; at most ``max_s`` seconds and never
-        past ``until`` (the run's end by default, but at least 5 s from now)."""
+    @staticmethod
+    def greedy(model: Any, env: Any, epsilon: float = 0.0) -> Play:
+        """Episodes of model acting by the argmax of its output (epsilon-greedy with
+        epsilon) on env, a Config (env_id, max_episode_steps): rl.evaluate.run_episodes."""
         from inreplay.rl.evaluate import run_episodes
 
+        def play(episodes: int, seed: int, stop_below: float | None,
+                 deadline: float) -> list[float]:
+            return run_episodes(model, env, episodes, seed=seed, epsilon=epsilon,
+                                deadline=deadline, stop_below=stop_below)
+
+        return play
+
+    def evaluate(self, play: Play, episodes: int, seed: int, *, kind: str, version: int,
+                 stop_below: float | None = None, until: float | None = None,
+                 max_s: float = math.inf) -> list[float]:
+        """``play(episodes, seed, stop_below, deadline)``, recorded in ``evals``; at most
+        ``max_s`` seconds and never past ``until`` (the run's end by default, but at least
+        5 s from now)."""
         t = time.monotonic()
         until = max(t + 5.0, self.end) if until is None else until
-        rets = run_episodes(model, env, episodes, seed=seed, epsilon=epsilon,
-                            deadline=min(t + max_s, until), stop_below=stop_below)
+        rets = play(episodes, seed, stop_below, min(t + max_s, until))
         self.evals.append({"t": round(t - self.t0, 2), "params_version": version, "kind": kind,
                            "returns": rets, "mean": float(np.mean(rets)) if rets else None,
                            "seconds": round(time.monotonic() - t, 2)})
         return rets
 
-    def solve(self, rule: SolveRule, model: Any, env: Any, *, pull: Callable[[], int],
+    def solve(self, rule: SolveRule, play: Play, *, pull: Callable[[], int],
               status: Callable[[], tuple[str, int]], deadline: float,
-              epsilon: float = 0.0, max_eval_s: float = math.inf) -> dict[str, Any] | None:
+              max_eval_s: float = math.inf) -> dict[str, Any] | None:
         """Train until solved or ``deadline``: every POLL_S seconds check the children and
         show ``status()`` (its line and the newest version); every ``eval_every_s`` a newer
-        version is pulled into model (``pull()``: its version, 0 if none yet) and judged
-        by ``rule``. The solving result ({version, returns, t}) or None."""
+        version is pulled (``pull()`` loads it into the model ``play`` plays and returns
+        its version, 0 if none yet) and judged by ``rule``. The solving result
+        ({version, returns, t}) or None."""
         last_eval, evaluated = 0.0, 0
         while time.monotonic() < deadline:
             time.sleep(POLL_S)
@@ -422,29 +438,29 @@ class Run:
             if not v:
                 continue
             evaluated = v
-            screen = self.evaluate(model, env, rule.screen_episodes,
+            screen = self.evaluate(play, rule.screen_episodes,
                                    SCREEN_SEED + 100 * len(self.evals), kind="screen",
-                                   version=v, stop_below=rule.solve_return, epsilon=epsilon,
-                                   max_s=max_eval_s)
+                                   version=v, stop_below=rule.solve_return, max_s=max_eval_s)
             if len(screen) < rule.screen_episodes or min(screen) < rule.solve_return:
                 continue
-            full = self.evaluate(model, env, rule.eval_episodes, FINAL_SEED, kind="final",
-                                 version=v, epsilon=epsilon, max_s=max_eval_s)
+            full = self.evaluate(play, rule.eval_episodes, FINAL_SEED, kind="final",
+                                 version=v, max_s=max_eval_s)
             self.line.say(f"[{self.elapsed():6.1f}s] parameters v{v}: {len(full)} greedy "
                           f"episodes on fresh seeds, mean return {np.mean(full):.1f}")
             if len(full) == rule.eval_episodes and np.mean(full) >= rule.solve_return:
                 return {"version": v, "returns": full, "t": self.elapsed()}
         return None
 
-    def final(self, rule: SolveRule, model: Any, env: Any, *, pull: Callable[[], int],
-              solved: dict[str, Any] | None, epsilon: float = 0.0) -> dict[str, Any]:
+    def final(self, rule: SolveRule, play: Play, *, pull: Callable[[], int],
+              solved: dict[str, Any] | None, until: float | None = None) -> dict[str, Any]:
         """The result the summary reports: the solving one, or (children stopped) the last
-        parameters' ``eval_episodes`` on fresh seeds within what is left of the budget."""
+        parameters' ``eval_episodes`` on fresh seeds within what is left of the budget
+        (or until ``until``)."""
         if solved is not None:
             return solved
         v = pull()
-        rets = self.evaluate(model, env, rule.eval_episodes, FINAL_SEED, kind="final",
-                             version=v, epsilon=epsilon) if v else []
+        rets = self.evaluate(play, rule.eval_episodes, FINAL_SEED, kind="final", version=v,
+                             until=until) if v else []
         self.line.say(f"[{self.elapsed():6.1f}s] last parameters v{v}: {len(rets)} episodes, "
                       f"mean return {np.mean(rets) if rets else float('nan'):.1f}")
         return {"version": v, "returns": rets, "t": None}

@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pytest
 import torch
-from inreplay.actors.impala import ImpalaConfig, schema_for, vtrace
+from inreplay.learner.impala import vtrace
+from inreplay.rl.impala import ImpalaConfig, schema_for
 from inreplay.rl.networks import ActorCritic, step_reward
 
 from pyctl.client import RateLimited, ReplayClient
