@@ -120,7 +120,7 @@ UNSOLVED_EXIT = 3
 """Exit status of a run that ended without solving an environment that has a solve
 return (everything else went well)."""
 ALGOS = {"apex": "inreplay.actors.demo", "impala": "inreplay.actors.impala_demo",
-         "r2d2": "inreplay.actors.r2d2", "a3c": "inreplay.actors.a3c"}
+         "r2d2": "inreplay.actors.r2d2_demo", "a3c": "inreplay.actors.a3c"}
 """pyctl demo --algo NAME: the module whose main(argv) runs that pattern's demo."""
 
 
