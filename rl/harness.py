@@ -246,7 +246,7 @@ class SolveRule:
     they play ``eval_episodes`` more on fresh seeds, and a mean of at least
     ``solve_return`` over those is solved."""
 
-    solve_return: float = 475.0
+    solve_return: float | None = 475.0  # None: no solve return (ALE): no screens
     screen_episodes: int = 3
     eval_episodes: int = 20
     eval_every_s: float = 5.0
@@ -274,8 +274,9 @@ class Run:
 
     def __init__(self, name: str, out: Path, minutes: float, stack: str = "auto", *,
                  netns_name: str = DEMO_NETNS, subnet: str = DEMO_SUBNET,
-                 stop_timeout: float = 10.0) -> None:
+                 stop_timeout: float = 10.0, unsolved_exit: int = 0) -> None:
         self.name = name
+        self.unsolved_exit = unsolved_exit
         self.out = out
         self.budget_s = minutes * 60.0
         self.stack_requested = stack
@@ -329,7 +330,8 @@ class Run:
             stack = "kernel"
             self.server, host, port = start_appliance(stack, free_port(HOST), self.out, shards)
         self.stack = stack
-        self.line.say(f"inreplay appliance: {stack} stack on {host}:{port}, "
+        group = f" (shard 0 of a group of {shards})" if shards > 1 else ""
+        self.line.say(f"inreplay appliance: {stack} stack on {host}:{port}{group}, "
                       f"pid {self.server.proc.pid}")
         return host, port
 
@@ -373,7 +375,8 @@ class Run:
             if rc is None:
                 self.problems.append(f"{c.name} (pid {c.proc.pid}) ignored SIGTERM for "
                                      f"{self.stop_timeout:g} s and was killed; its log {c.log} "
-                                     f"ends: {c.last_words}")
+                                     f"ends: {c.last_words} (every thread's stack follows "
+                                     f"it there)")
             elif rc not in (0, -signal.SIGTERM):
                 self.problems.append(f"{c.name} (pid {c.proc.pid}) exited with status {rc}:\n"
                                      f"{c.tail()}")
@@ -430,8 +433,8 @@ class Run:
             self.check_children()
             text, version = status()
             self.line.show(text)
-            if (rule.screen_episodes <= 0 or time.monotonic() - last_eval < rule.eval_every_s
-                    or version == evaluated):
+            if (rule.solve_return is None or rule.screen_episodes <= 0
+                    or time.monotonic() - last_eval < rule.eval_every_s or version == evaluated):
                 continue
             last_eval = time.monotonic()
             v = pull()
@@ -452,7 +455,8 @@ class Run:
         return None
 
     def final(self, rule: SolveRule, play: Play, *, pull: Callable[[], int],
-              solved: dict[str, Any] | None, until: float | None = None) -> dict[str, Any]:
+              solved: dict[str, Any] | None, until: float | None = None,
+              max_s: float = math.inf) -> dict[str, Any]:
         """The result the summary reports: the solving one, or (children stopped) the last
         parameters' ``eval_episodes`` on fresh seeds within what is left of the budget
         (or until ``until``)."""
@@ -460,7 +464,7 @@ class Run:
             return solved
         v = pull()
         rets = self.evaluate(play, rule.eval_episodes, FINAL_SEED, kind="final", version=v,
-                             until=until) if v else []
+                             until=until, max_s=max_s) if v else []
         self.line.say(f"[{self.elapsed():6.1f}s] last parameters v{v}: {len(rets)} episodes, "
                       f"mean return {np.mean(rets) if rets else float('nan'):.1f}")
         return {"version": v, "returns": rets, "t": None}
@@ -470,8 +474,8 @@ class Run:
         """The summary fields every demo reports about its evaluation."""
         rets = result["returns"]
         mean = float(np.mean(rets)) if rets else None
-        return {"solved": bool(mean is not None and len(rets) == rule.eval_episodes
-                               and mean >= rule.solve_return),
+        return {"solved": bool(rule.solve_return is not None and mean is not None
+                               and len(rets) == rule.eval_episodes and mean >= rule.solve_return),
                 "solve_return": rule.solve_return,
                 "solved_at_s": None if result["t"] is None else round(result["t"], 1),
                 "eval_return_mean": mean, "eval_episodes": len(rets), "eval_returns": rets,
@@ -482,8 +486,10 @@ class Run:
              report: Callable[[dict[str, Any]], str] | None = None) -> int:
         """Run body with every process stopped at the end whatever happens; write
         out/summary.json (with ``wall_s``, ``stack`` and ``shutdown_problems``), print
-        report(summary) and ``solved: true|false`` last. The exit status: 0, 1 when
-        something crashed or a child misbehaved at the stop, 130 when interrupted."""
+        report(summary) (which may write the demo's other outputs) and ``solved:
+        true|false`` last. The exit status: 0; ``unsolved_exit`` when the run ended
+        without solving an environment that has a solve return; 1 when something crashed
+        or a child misbehaved at the stop; 130 when interrupted."""
         import redis
 
         self.out.mkdir(parents=True, exist_ok=True)
@@ -524,4 +530,6 @@ class Run:
         if report is not None:
             print("\n" + report(summary))
         print(f"solved: {'true' if summary['solved'] else 'false'}")
+        if code == 0 and summary.get("solve_return") is not None and not summary["solved"]:
+            code = self.unsolved_exit
         return code
