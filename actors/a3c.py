@@ -194,8 +194,11 @@ def run_worker(cfg: A3CConfig, worker_id: int) -> None:
         try:
             pc.push_bound(cfg.table, flat, scale=scale, base=flat.version,
                           maxstale=cfg.max_stale)
-        except redis.ResponseError as err:
-            if "stale gradient" not in str(err):
+        except redis.ResponseError:
+            # refused: stale (the table moved more than max_stale versions past the
+            # parameters this gradient was computed on: drop it, as downpour SGD does),
+            # or anything else, which ends the worker
+            if pc.info(cfg.table)["version"] - flat.version <= cfg.max_stale:
                 raise
             stale += 1
         pc.pull_bound(cfg.table, flat)
