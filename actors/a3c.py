@@ -34,7 +34,7 @@ import numpy as np
 import redis
 import torch
 from inreplay.rl.config import (
-    Config,
+    DemoSettings,
     Keys,
     Parser,
     add_dataclass_flags,
@@ -50,15 +50,9 @@ from pyctl.params import OPTIMIZERS, ParamClient
 
 
 @dataclass
-class A3CConfig:
+class A3CConfig(DemoSettings):
     """A3C (asynchronous advantage actor-critic) on CartPole-v1 through a parameter table."""
 
-    env_id: str = "CartPole-v1"
-    """Gymnasium id of a vector-observation, discrete-action environment."""
-    seed: int = 1
-    """Seed of the initial parameters; worker i seeds its environments from seed + 1000 (i + 1)."""
-    max_episode_steps: int = 500
-    """Episodes are truncated after this many steps (CartPole-v1's own limit)."""
     num_workers: int = 2
     """Worker processes (each plays, computes gradients and pushes them)."""
     envs_per_worker: int = 4
@@ -81,22 +75,12 @@ class A3CConfig:
     """Global gradient-norm clip, sent as the push's SCALE."""
     max_stale: int = 8
     """A push computed on parameters more than this many versions old is refused."""
-    host: str = "127.0.0.1"
-    """Host of the appliance (set by main)."""
-    port: int = 6379
-    """Port of the appliance (set by main)."""
     table: str = "a3c"
     """Name of the parameter table."""
     prefix: str = "a3c"
     """Prefix of the shared counters (rl.config.Keys)."""
-    eval_episodes: int = 20
-    """Episodes on fresh seeds that decide solved (their mean against the solve return)."""
-    screen_episodes: int = 3
-    """Greedy episodes that must all reach the solve return before the full evaluation."""
     eval_every_s: float = 3.0
     """Seconds between screens of the newest parameters."""
-    solve_return: float = 475.0
-    """Mean evaluation return that counts as solved (CartPole-v1's reward threshold)."""
 
 
 def connect(cfg: A3CConfig) -> ParamClient:
@@ -287,10 +271,9 @@ def train_and_evaluate(run: Run, cfg: A3CConfig) -> dict[str, Any]:
         pc.pull_bound(cfg.table, flat, only_newer=False)
         return flat.version
 
-    rule = SolveRule(cfg.solve_return, cfg.screen_episodes, cfg.eval_episodes, cfg.eval_every_s)
-    env = Config(env_id=cfg.env_id, max_episode_steps=cfg.max_episode_steps)
+    rule = SolveRule.of(cfg)
+    play = run.greedy(model, cfg.env_config())
     deadline = run.end - min(20.0, 0.1 * run.budget_s)
-    play = run.greedy(model, env)
     solved = run.solve(rule, play, pull=pull, status=status, deadline=deadline)
     t_stop = time.monotonic()
     run.stop_children()

@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from inreplay.rl.config import Config, Keys
+from inreplay.rl.config import Keys
 from inreplay.rl.harness import Run, SolveRule
 from inreplay.rl.impala import ImpalaConfig, child_argv, parse, redis_for
 from inreplay.rl.model import load_blob
@@ -86,9 +86,8 @@ def train_and_evaluate(run: Run, cfg: ImpalaConfig) -> dict[str, Any]:
         load_blob(model, blob)
         return int(v or 0)
 
-    rule = SolveRule(cfg.solve_return, cfg.screen_episodes, cfg.eval_episodes, cfg.eval_every_s)
-    env = Config(env_id=cfg.env_id, max_episode_steps=cfg.max_episode_steps)
-    play = run.greedy(model, env)
+    rule = SolveRule.of(cfg)
+    play = run.greedy(model, cfg.env_config())
     deadline = run.end - min(20.0, 0.1 * run.budget_s)
     solved = run.solve(rule, play, pull=pull, status=status, deadline=deadline)
     end = time.monotonic()

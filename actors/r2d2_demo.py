@@ -182,7 +182,7 @@ def train_and_evaluate(run: Run, cfg: R2D2Config) -> dict[str, Any]:
              deadline: float) -> list[float]:
         return evaluate(net, cfg, episodes, seed, stop_below, deadline)
 
-    rule = SolveRule(cfg.solve_return, cfg.screen_episodes, cfg.eval_episodes, cfg.eval_every_s)
+    rule = SolveRule.of(cfg)
     solved = run.solve(rule, play, pull=pull, status=status, deadline=run.end - 20.0)
     if solved is not None:
         torch.save({"model": net.state_dict(), "config": asdict(cfg),

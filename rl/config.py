@@ -466,10 +466,41 @@ class Keys:
 _D = TypeVar("_D")
 
 
+@dataclass
+class DemoSettings:
+    """What the demos whose whole configuration is one dataclass (IMPALA, A3C) share: the
+    environment, the appliance's address and the solve rule (rl.harness.SolveRule)."""
+
+    env_id: str = "CartPole-v1"
+    """Gymnasium id of a vector-observation, discrete-action environment."""
+    seed: int = 1
+    """Base seed: of the initial parameters, and process i seeds its environments from
+    seed + 1000 * (i + 1)."""
+    max_episode_steps: int = 500
+    """Episodes are truncated after this many steps (CartPole-v1's own limit)."""
+    host: str = "127.0.0.1"
+    """Host of the appliance (set by the demo)."""
+    port: int = 6379
+    """Port of the appliance (set by the demo)."""
+    eval_episodes: int = 20
+    """Episodes on fresh seeds that decide solved (their mean against the solve return)."""
+    screen_episodes: int = 3
+    """Greedy episodes that must all reach the solve return before the full evaluation."""
+    eval_every_s: float = 5.0
+    """Seconds between screens of the newest parameters."""
+    solve_return: float = 475.0
+    """Mean evaluation return that counts as solved (CartPole-v1's reward threshold)."""
+
+    def env_config(self) -> Config:
+        """The environment as the shared evaluation (rl.evaluate) takes it."""
+        return Config(env_id=self.env_id, max_episode_steps=self.max_episode_steps)
+
+
 def add_dataclass_flags(p: argparse.ArgumentParser, cls: type) -> None:
     """One --kebab-case flag per field of the dataclass cls, its docstring as help: the
     flags of a demo whose whole configuration is one dataclass (IMPALA, A3C)."""
-    docs = field_docs(cls)
+    docs = {k: v for base in reversed(cls.__mro__) if dataclasses.is_dataclass(base)
+            for k, v in field_docs(base).items()}
     for f in dataclasses.fields(cls):
         default = getattr(cls, f.name)
         p.add_argument("--" + f.name.replace("_", "-"), dest=f.name, type=type(default),

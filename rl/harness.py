@@ -251,6 +251,12 @@ class SolveRule:
     eval_episodes: int = 20
     eval_every_s: float = 5.0
 
+    @classmethod
+    def of(cls, cfg: Any) -> SolveRule:
+        """The rule of a configuration with these four fields (rl.config.DemoSettings,
+        R2D2Config)."""
+        return cls(cfg.solve_return, cfg.screen_episodes, cfg.eval_episodes, cfg.eval_every_s)
+
 
 SCREEN_SEED = 20_000
 """The screens' first seed (the n-th screen plays from SCREEN_SEED + 100 n)."""

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 import redis
 from inreplay.rl.config import (
+    DemoSettings,
     Parser,
     add_dataclass_flags,
     appliance_password,
@@ -22,15 +23,9 @@ from pyctl.client import Schema, connect
 
 
 @dataclass
-class ImpalaConfig:
+class ImpalaConfig(DemoSettings):
     """IMPALA (V-trace actor-critic) on CartPole-v1 through a QUEUE table."""
 
-    env_id: str = "CartPole-v1"
-    """Gymnasium id of a vector-observation, discrete-action environment."""
-    seed: int = 1
-    """Base seed: actor i seeds its environments from seed + 1000 * (i + 1)."""
-    max_episode_steps: int = 500
-    """Episodes are truncated after this many steps (CartPole-v1's own limit)."""
     num_actors: int = 2
     """Actor processes."""
     envs_per_actor: int = 8
@@ -57,24 +52,12 @@ class ImpalaConfig:
     """V-trace truncation of the importance weights in the targets and the advantages."""
     c_bar: float = 1.0
     """V-trace truncation of the trace coefficients."""
-    host: str = "127.0.0.1"
-    """Host of the appliance (set by main)."""
-    port: int = 6379
-    """Port of the appliance (set by main)."""
     table: str = "impala"
     """Name of the QUEUE table."""
     prefix: str = "impala"
     """Prefix of the shared keys and of the parameter channel (rl.config.Keys)."""
     sample_timeout_s: float = 1.0
     """How long one add or sample may wait on the queue before the loop looks again."""
-    eval_episodes: int = 20
-    """Episodes on fresh seeds that decide solved (their mean against the solve return)."""
-    screen_episodes: int = 3
-    """Greedy episodes that must all reach the solve return before the full evaluation."""
-    eval_every_s: float = 5.0
-    """Seconds between screens of the newest parameters."""
-    solve_return: float = 475.0
-    """Mean evaluation return that counts as solved (CartPole-v1's reward threshold)."""
 
 
 def schema_for(cfg: ImpalaConfig, obs_dim: int, n_actions: int) -> Schema:
