@@ -1,22 +1,13 @@
-"""IMPALA through the replay appliance: a V-trace actor-critic on a QUEUE table.
+"""IMPALA's actor (Espeholt et al. 2018), and the entry point of IMPALA's demo.
 
     python -m inreplay.actors.impala [--out DIR] [--minutes M] [--stack auto|kernel|dpdk]
                                      [--FLAG V ...]
 
-(``pyctl demo --algo impala`` runs this module's main.) Espeholt et al. 2018: actors
-play with the newest published policy and push unrolls of ``unroll`` steps (obs,
-actions, rewards, dones, behaviour logits and the bootstrap obs) into a FIFO queue,
-``REPLAY.CREATE <t> QUEUE n``: each unroll is consumed once, an actor's insert into a
-full queue waits and the learner's sample from an empty one waits. The learner takes
-``batch_size`` unrolls per step, corrects for the policy lag with V-trace targets
-(truncation rho_bar = c_bar = 1), trains and publishes the parameters as the Ape-X
-demo does (a checked float32 blob SET with its version and announced on pub/sub).
-
-This process starts the appliance, the learner and ``num_actors`` actors (separate
-processes, with the Ape-X demo's process management), evaluates the newest
-parameters like the Ape-X demo (a greedy screen, then ``eval_episodes`` episodes on
-fresh seeds; a mean of at least the solve return, 475 for CartPole-v1, is solved),
-writes DIR/summary.json and prints ``solved: true`` or ``solved: false`` last.
+runs the demo (actors.impala_demo; ``pyctl demo --algo impala`` too). With ``--role
+actor`` (the demo starts its actors so) this module is an actor: it steps
+``envs_per_actor`` environments with the newest published policy and pushes unrolls
+of ``unroll`` steps (obs, actions, rewards, dones, behaviour logits and the bootstrap
+obs) into the demo's FIFO ``QUEUE`` table, waiting while it is full.
 """
 
 from __future__ import annotations
@@ -26,7 +17,7 @@ import time
 
 import numpy as np
 import torch
-from inreplay.rl.config import Keys, dump_stacks_on_signal
+from inreplay.rl.config import Keys, child_role, dump_stacks_on_signal
 from inreplay.rl.impala import ImpalaConfig, parse, redis_for, schema_for
 from inreplay.rl.model import load_blob
 from inreplay.rl.networks import ActorCritic, env_dims, step_reward
@@ -113,14 +104,14 @@ def run_actor(cfg: ImpalaConfig, actor_id: int) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """An actor (``--role actor``, started by the demo), else the demo itself."""
-    args, cfg = parse(argv, __doc__)
-    if args.role == "actor":
-        dump_stacks_on_signal()
-        run_actor(cfg, args.actor_id)
-        return 0
-    from inreplay.actors import impala_demo
+    if child_role(argv) != "actor":
+        from inreplay.actors import impala_demo
 
-    return impala_demo.main(argv)
+        return impala_demo.main(argv)
+    args, cfg = parse(argv, __doc__)
+    dump_stacks_on_signal()
+    run_actor(cfg, args.actor_id)
+    return 0
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ import time
 from typing import Any
 
 import numpy as np
-from inreplay.rl.config import appliance_password
+from inreplay.rl.config import appliance_password, child_role
 from inreplay.rl.networks import StepPolicy
 from inreplay.rl.r2d2 import (
     FLAG_DONE,
@@ -352,19 +352,20 @@ def run_actor(cfg: R2D2Config, actor_id: int, stop: threading.Event) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """An actor (``--role actor``, started by the demo), else the demo itself."""
-    args, cfg = parse(argv, __doc__)
-    if args.role == "actor":
-        stop = threading.Event()
-        as_child(stop)
-        run_actor(cfg, args.actor_id, stop)
-        return 0
-    if args.role == "learner":
+    role = child_role(argv)
+    if role == "learner":
         print("python -m inreplay.actors.r2d2: the learner is python -m inreplay.learner.r2d2",
               file=sys.stderr)
         return 2
-    from inreplay.actors import r2d2_demo
+    if role != "actor":
+        from inreplay.actors import r2d2_demo
 
-    return r2d2_demo.main(argv)
+        return r2d2_demo.main(argv)
+    args, cfg = parse(argv, __doc__)
+    stop = threading.Event()
+    as_child(stop)
+    run_actor(cfg, args.actor_id, stop)
+    return 0
 
 
 if __name__ == "__main__":

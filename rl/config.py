@@ -466,6 +466,16 @@ class Keys:
 _D = TypeVar("_D")
 
 
+def child_role(argv: list[str] | None) -> str | None:
+    """The hidden ``--role`` a demo gives the processes it starts (None: not given), read
+    before the whole command line is parsed: an entry point that is both an actor and
+    its demo's command hands the demo's flags and ``--help`` to the demo."""
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--role", default=None)
+    known, _ = pre.parse_known_args(sys.argv[1:] if argv is None else argv)
+    return known.role
+
+
 @dataclass
 class DemoSettings:
     """What the demos whose whole configuration is one dataclass (IMPALA, A3C) share: the
