@@ -56,7 +56,7 @@ test-c: build $(ASAN)/build.ninja
 	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 meson test -C $(ASAN) --print-errorlogs
 
 lint: deps
-	$(PY) -m ruff check pyctl inreplay tests bench actors learner integrations fstack_redis/gen_commands.py \
+	$(PY) -m ruff check pyctl inreplay tests bench rl actors learner integrations fstack_redis/gen_commands.py \
 	  fstack_redis/module/gen_module_table.py docs/hooks
 
 # The C code's format (.clang-format; tests/test_format.py checks it).

@@ -30,7 +30,7 @@ cost one pull, of the newest. Before its first parameters the actor blocks on th
 subscription (in slices of :data:`WAIT_SLICE_S`, so a SIGTERM or the stop key ends
 the wait) instead of polling.
 
-Priorities are the actor's own |TD error| (see actors.nstep), computed from the
+Priorities are the actor's own |TD error| (see rl.nstep), computed from the
 Q-values it already has from acting: Q(s_t) when it acted at t and Q(s_{t+k})
 when it acts at t+k, so they cost no extra forward pass (except one at a
 time-limit truncation, whose last observation is never acted on).
@@ -53,8 +53,8 @@ from typing import Any, Protocol
 import numpy as np
 import redis
 import torch
-from inreplay.actors.codec import TransitionCodec, capacity_warning, stored_bytes
-from inreplay.actors.config import (
+from inreplay.rl.codec import TransitionCodec, capacity_warning, stored_bytes
+from inreplay.rl.config import (
     Config,
     Keys,
     Parser,
@@ -65,10 +65,10 @@ from inreplay.actors.config import (
     from_args,
     net_reason,
 )
-from inreplay.actors.env import EnvSpec, env_spec, lives, make_env
-from inreplay.actors.frames import FrameWriter, frames_once_on
-from inreplay.actors.model import BlobError, MlpPolicy, build_model, load_blob
-from inreplay.actors.nstep import NStep, Transition, td_priorities
+from inreplay.rl.env import EnvSpec, env_spec, lives, make_env
+from inreplay.rl.frames import FrameWriter, frames_once_on
+from inreplay.rl.model import BlobError, MlpPolicy, build_model, load_blob
+from inreplay.rl.nstep import NStep, Transition, td_priorities
 
 from pyctl.client import RateLimited, connect
 from pyctl.proc import stop_handler
@@ -225,7 +225,7 @@ class PlainSteps:
 
 class ItemWriter(PlainSteps):
     """Each transition one item of the appliance's table (``REPLAY.ADD`` through the
-    replay group's client), encoded by ``actors.codec``; an add the table's rate
+    replay group's client), encoded by ``rl.codec``; an add the table's rate
     limiter holds waits in the appliance ``ADD_WAIT_S`` at a time. Warns once if the
     table's MAXBYTES cannot hold its capacity at the mean item size."""
 
@@ -277,7 +277,7 @@ class ItemWriter(PlainSteps):
 
 
 class FrameItemWriter(ItemWriter):
-    """Frames stored once (actors.frames): each new frame appended to the actor's
+    """Frames stored once (rl.frames): each new frame appended to the actor's
     stream as it is seen, each transition an item referencing its obs and next_obs
     stacks there (a TRAJECTORY table on one appliance)."""
 

@@ -30,17 +30,9 @@ measured, and the exit status is 1.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import importlib
-import ipaddress
-import json
-import math
 import os
 import platform
-import shutil
-import signal
-import socket
-import subprocess
 import sys
 import time
 from dataclasses import asdict, replace
@@ -48,218 +40,16 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from inreplay.actors.config import PASSWORD_ENV, STACKS_SIGNAL, appliance_password, new_run_password
+from inreplay.rl.config import appliance_password
+from inreplay.rl.harness import HOST, MIN_RATE_SPAN_S, Child, Run, SolveRule, start_redis
 
-from pyctl import _native
-from pyctl.proc import die_with_parent, free_port
+from pyctl.proc import free_port
 from pyctl.sysinfo import cpu_model
-
-ROOT = Path(__file__).resolve().parent.parent
-HOST = "127.0.0.1"
-START_TIMEOUT = 30.0
-POLL_S = 0.5  # how often the demo reads the counters
-MIN_RATE_SPAN_S = POLL_S  # a rate needs the worker seen at least one poll before the stop
-
-
-class DemoError(RuntimeError):
-    """Something the demo cannot go on without (a process died, a server would not start)."""
-
-
-def _child_env() -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
-    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
-        env[var] = "1"
-    env["PYTHONUNBUFFERED"] = "1"
-    if (password := appliance_password()) is not None:
-        env[PASSWORD_ENV] = password  # pyctl start's, and its clients' (appliance_password)
-    return env
-
-
-STACKS_WAIT_S = 2.0
-"""How long a child that ignored SIGTERM gets to write its stacks before SIGKILL."""
-
-
-class Child:
-    """A process the demo started: its own session (so ^C reaches only the demo, which
-    stops children in order), SIGTERMed by the kernel if the demo dies, output to a log."""
-
-    def __init__(self, name: str, argv: list[str], log: Path) -> None:
-        self.name = name
-        self.argv = argv
-        self.log = log
-        self.last_words = ""
-        with open(log, "wb") as f:
-            self.proc = subprocess.Popen(argv, cwd=ROOT, env=_child_env(), stdin=subprocess.DEVNULL,
-                                         stdout=f, stderr=subprocess.STDOUT,
-                                         start_new_session=True, preexec_fn=die_with_parent)
-
-    def alive(self) -> bool:
-        return self.proc.poll() is None
-
-    def tail(self, n: int = 15) -> str:
-        try:
-            lines = self.log.read_text(errors="replace").splitlines()
-        except OSError:
-            return ""
-        return "\n".join("    " + line for line in lines[-n:])
-
-    def stop(self, timeout: float = 20.0) -> int | None:
-        """SIGTERM, then `timeout` s to exit; past it, :data:`STACKS_SIGNAL` (a Python
-        child writes every thread's stack to its log) and SIGKILL. The exit status, or
-        None when it had to be killed (``last_words``: its log's last line before the
-        stacks)."""
-        if self.proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                self.proc.send_signal(signal.SIGTERM)
-        try:
-            return self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.last_words = next(
-                (x.strip() for x in reversed(self.tail(5).splitlines()) if x.strip()),
-                "(empty log)")
-            with contextlib.suppress(ProcessLookupError):
-                self.proc.send_signal(STACKS_SIGNAL)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self.proc.wait(STACKS_WAIT_S)  # the dump is written at once, from C
-            self.proc.kill()
-            self.proc.wait()
-            return None
-
-
-DEMO_NETNS = "irdemo"
-DEMO_SUBNET = "10.78.0.0/24"
-
-
-def dpdk_possible() -> str | None:
-    """Why the DPDK stack cannot run here, or None if it can."""
-    if os.geteuid() != 0:
-        return "not root"
-    if not _native.has_stack("dpdk"):
-        return "libinreplay was built without DPDK"
-    return None
-
-
-def start_appliance(stack: str, port: int, out: Path, shards: int = 1, *,
-                    netns_name: str = DEMO_NETNS, subnet: str = DEMO_SUBNET,
-                    ) -> tuple[Child, str, int]:
-    """Start inreplay (a replay group of `shards` members when more than one); returns the
-    process and the address clients use (shard 0's: the others are found from it).
-    It has a random password (new_run_password), which every child started after it
-    gets in $INREPLAY_REQUIREPASS, as a notebook server hands out its token.
-
-    The DPDK stack runs in its own namespace (pyctl netns up; ``netns_name`` on
-    ``subnet``, also its DPDK file prefix), reached over a veth; a group there is one
-    process per core, each with its own lwIP address on the veth. Demos that may run at
-    the same time as another need a namespace and subnet of their own."""
-    new_run_password()
-    if stack == "dpdk":
-        from pyctl import netns
-
-        try:
-            # a namespace left by a killed run is replaced; one in use is an error
-            t = netns.up(netns_name, subnet, fresh=True)
-        except netns.SetupError as e:
-            raise DemoError(str(e)) from None
-        net = ipaddress.ip_network(f"{t.appliance_ip}/{t.prefix}", strict=False)
-        taken = {t.client_ip, t.kernel_ip}
-        spare = [str(h) for h in net.hosts() if str(h) not in taken | {t.appliance_ip}]
-        ips = [t.appliance_ip, *spare[:shards - 1]]
-        argv = [sys.executable, "-m", "pyctl", "start", "--stack", "dpdk", "--netns", t.netns,
-                "--cores", f"0-{shards - 1}" if shards > 1 else "0",
-                "--vdev", f"net_af_packet0,iface={t.iface}",
-                "--ip", ",".join(f"{ip}/{t.prefix}" for ip in ips), "--listen-port", str(port),
-                "--mtu", str(t.mtu), "--hugepages", "256", "--file-prefix", netns_name,
-                # this demo shows lwIP's path: its clients on this machine would otherwise
-                # take the shared-memory rings (the kernel-stack demo does)
-                "--shm-socket", "none"]
-        host = t.appliance_ip
-    else:
-        argv = [sys.executable, "-m", "pyctl", "start", "--listen",
-                f"{HOST}:{0 if shards > 1 else port}"]
-        host = HOST
-    if shards > 1:
-        argv += ["--shards", str(shards)]
-    c = Child(f"inreplay ({stack}{f', {shards} shards' if shards > 1 else ''})", argv,
-              out / f"inreplay-{stack}.log")
-    if shards > 1:  # member 0's address is on the group line
-        first = _wait_marker(c, b"inreplay: group ").split(b"inreplay: group ")[1]
-        host, _, p = first.split(b",")[0].decode().rpartition(":")
-        port = int(p)
-    _wait_listening(c, port, b"listening", host)
-    return c, host, port
-
-
-def start_redis(port: int, out: Path) -> Child:
-    exe = shutil.which("redis-server")
-    if exe is None:
-        raise DemoError("--replay local needs Debian's redis-server (make deps installs it)")
-    argv = [exe, "--port", str(port), "--bind", HOST, "--save", "", "--appendonly", "no",
-            "--dir", str(out), "--daemonize", "no"]
-    c = Child("redis-server", argv, out / "redis-server.log")
-    _wait_listening(c, port, b"Ready to accept")
-    return c
-
-
-def _wait_marker(c: Child, marker: bytes) -> bytes:
-    """The log line of c that holds marker, once it is there."""
-    deadline = time.monotonic() + START_TIMEOUT
-    while time.monotonic() < deadline:
-        if c.proc.poll() is not None:
-            raise DemoError(f"{c.name} exited with status {c.proc.returncode} before "
-                            f"listening:\n{c.tail()}")
-        line = next((x for x in c.log.read_bytes().splitlines() if marker in x), None)
-        if line is not None:
-            return line
-        time.sleep(0.05)
-    raise DemoError(f"{c.name} did not start within {START_TIMEOUT} s:\n{c.tail()}")
-
-
-def _wait_listening(c: Child, port: int, marker: bytes, host: str = HOST) -> None:
-    deadline = time.monotonic() + START_TIMEOUT
-    while time.monotonic() < deadline:
-        if c.proc.poll() is not None:
-            raise DemoError(f"{c.name} exited with status {c.proc.returncode} before "
-                            f"listening:\n{c.tail()}")
-        try:
-            if marker in c.log.read_bytes():
-                with socket.create_connection((host, port), timeout=1.0):
-                    return
-        except OSError:
-            pass
-        time.sleep(0.05)
-    c.stop()
-    raise DemoError(f"{c.name} did not listen on {host}:{port} within {START_TIMEOUT:.0f} s:\n"
-                    f"{c.tail()}")
-
-
-class Line:
-    """A live progress line on a terminal; one line every few seconds otherwise."""
-
-    def __init__(self) -> None:
-        self.tty = sys.stdout.isatty()
-        self.last = 0.0
-        self.open = False
-
-    def show(self, text: str) -> None:
-        if self.tty:
-            cols = shutil.get_terminal_size((120, 20)).columns
-            print("\r" + text[: cols - 1].ljust(cols - 1), end="", flush=True)
-            self.open = True
-        elif time.monotonic() - self.last >= 5.0:
-            print(text, flush=True)
-            self.last = time.monotonic()
-
-    def say(self, text: str) -> None:
-        if self.open:
-            print()
-            self.open = False
-        print(text, flush=True)
 
 
 def parse(argv: list[str] | None) -> tuple[argparse.Namespace, Any]:
     """Flags and the configuration; a usage error is one line and exit status 2."""
-    from inreplay.actors.config import add_arguments, from_args
+    from inreplay.rl.config import add_arguments, from_args
 
     from pyctl.cli import Parser
 
@@ -268,7 +58,9 @@ def parse(argv: list[str] | None) -> tuple[argparse.Namespace, Any]:
     p.add_argument("--algo", choices=list(ALGOS), default="apex",
                    help="apex (default): Ape-X DQN; impala: V-trace actor-critic through a "
                         "QUEUE table (actors.impala); r2d2: recurrent DQN with sequence "
-                        "replay (actors.r2d2). Each has its own flags: pyctl demo --algo X -h")
+                        "replay (actors.r2d2); a3c: asynchronous actor-critic workers pushing "
+                        "gradients to a parameter table (actors.a3c). Each has its own "
+                        "flags: pyctl demo --algo X -h")
     p.add_argument("--stack", choices=["auto", "kernel", "dpdk"], default="auto",
                    help="the appliance's network stack: auto (default) runs DPDK in a "
                         "namespace when the machine allows it, else the kernel stack; "
@@ -312,8 +104,8 @@ def parse(argv: list[str] | None) -> tuple[argparse.Namespace, Any]:
 UNSOLVED_EXIT = 3
 """Exit status of a run that ended without solving an environment that has a solve
 return (everything else went well)."""
-ALGOS = {"apex": "inreplay.actors.demo", "impala": "inreplay.actors.impala",
-         "r2d2": "inreplay.actors.r2d2"}
+ALGOS = {"apex": "inreplay.actors.demo", "impala": "inreplay.actors.impala_demo",
+         "r2d2": "inreplay.actors.r2d2_demo", "a3c": "inreplay.actors.a3c"}
 """pyctl demo --algo NAME: the module whose main(argv) runs that pattern's demo."""
 
 
@@ -341,15 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     for stale in ("summary.json", "returns.png", "metrics.csv", "checkpoint.pt", "evaluated.pt"):
         (out / stale).unlink(missing_ok=True)
     demo = Demo(args, cfg, out)
-
-    def on_term(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
-
-    old = signal.signal(signal.SIGTERM, on_term)
-    try:
-        return demo.run()
-    finally:
-        signal.signal(signal.SIGTERM, old)
+    return demo.main(lambda run: demo.train_and_evaluate(), demo.report)
 
 
 def run_rates(first: dict[str, Any], after: dict[str, Any], t_stop: float,
@@ -373,86 +157,46 @@ def _rate(v: float | None, digits: int) -> str:
     return "n/a" if v is None else f"{v:.{digits}f}"
 
 
-class Demo:
+class Demo(Run):
+    """The Ape-X run on the demo harness: a learner and N actors (or one Ray launcher)."""
+
     def __init__(self, args: argparse.Namespace, cfg: Any, out: Path) -> None:
+        super().__init__("pyctl demo", out, args.minutes, args.stack,
+                         stop_timeout=float(args.stop_timeout), unsolved_exit=UNSOLVED_EXIT)
         self.args = args
         self.cfg = cfg
-        self.out = out
-        self.line = Line()
-        self.server: Child | None = None
-        self.children: list[Child] = []
-        self.t0 = time.monotonic()
         self.unix0 = time.time()
-        self.stack = "kernel"
-        self.evals: list[dict[str, Any]] = []
         self.returns: list[tuple[float, int, float]] = []  # (t since start, actor, return)
         self.returns_seen = 0
-        self.problems: list[str] = []  # children that misbehaved at shutdown
-
-    def elapsed(self) -> float:
-        return time.monotonic() - self.t0
 
     # ---- setup ------------------------------------------------------------------------
     def start_server(self) -> None:
-        port = self.args.port or free_port(HOST)
         if self.cfg.replay == "local":
+            port = self.args.port or free_port(HOST)
             self.server = start_redis(port, self.out)
             self.stack = "kernel"
             self.line.say(f"redis-server (the --replay local baseline) on {HOST}:{port}, "
                           f"pid {self.server.proc.pid}")
             host = HOST
         else:
-            stack = self.args.stack
-            if stack == "auto":
-                why_not = dpdk_possible()
-                stack = "kernel" if why_not else "dpdk"
-                if why_not:
-                    self.line.say(f"DPDK stack not possible here ({why_not}): using the kernel "
-                                  "stack")
-            shards = self.args.shards
-            try:
-                self.server, host, port = start_appliance(stack, port, self.out, shards)
-            except DemoError as e:
-                if stack == "kernel":
-                    raise
-                first = str(e).splitlines()
-                reason = next((x.strip() for x in reversed(first) if x.strip()), str(e))
-                self.line.say(f"the {stack} stack did not start ({reason}); "
-                              f"falling back to the kernel stack")
-                self._netns_down()
-                stack = "kernel"
-                port = self.args.port or free_port(HOST)
-                self.server, host, port = start_appliance(stack, port, self.out, shards)
-            self.stack = stack
-            group = f" (shard 0 of a group of {shards})" if shards > 1 else ""
-            self.line.say(f"inreplay appliance: {stack} stack on {host}:{port}{group}, "
-                          f"pid {self.server.proc.pid}")
+            host, port = self.start_appliance(self.args.shards, self.args.port)
         self.cfg = replace(self.cfg, host=host, port=port)
-
-    def _netns_down(self) -> None:
-        from pyctl import netns
-
-        if DEMO_NETNS in netns.namespaces():
-            netns.down(DEMO_NETNS)
 
     def start_processes(self) -> None:
         cfg_path = self.out / "config.json"
         cfg_path.write_text(self.cfg.to_json())
         py = sys.executable
-        learner = Child("learner",
-                        [py, "-m", "inreplay.learner.learner", "--config", str(cfg_path)],
-                        self.out / "learner.log")
-        self.children.append(learner)
+        learner = self.spawn("learner", [py, "-m", "inreplay.learner.learner", "--config",
+                                         str(cfg_path)])
         if self.args.backend == "ray":  # one launcher; Ray runs and restarts the actors
-            self.children.append(Child(
-                "actors (Ray)", [py, "-m", "inreplay.actors.launch", "--backend", "ray", "--config",
-                                 str(cfg_path), "--status-every", "10"],
-                self.out / "actors.log"))
+            c = Child("actors (Ray)", [py, "-m", "inreplay.actors.launch", "--backend", "ray",
+                                       "--config", str(cfg_path), "--status-every", "10"],
+                      self.out / "actors.log")
+            self.children.append(c)
         else:
             for i in range(self.cfg.num_actors):
-                self.children.append(Child(
-                    f"actor {i}", [py, "-m", "inreplay.actors.actor", "--config", str(cfg_path),
-                                   "--actor-id", str(i)], self.out / f"actor-{i}.log"))
+                self.spawn(f"actor {i}", [py, "-m", "inreplay.actors.actor", "--config",
+                                          str(cfg_path), "--actor-id", str(i)])
         from inreplay.actors.actor import epsilon_ladder
 
         c = self.cfg
@@ -461,104 +205,37 @@ class Demo:
         self.line.say(f"learner pid {learner.proc.pid}; {self.cfg.num_actors} actors "
                       f"(epsilon {eps}); logs in {self.out}/")
 
-    def check_children(self) -> None:
-        for c in self.children:
-            rc = c.proc.poll()
-            if rc is not None:
-                raise DemoError(f"{c.name} exited with status {rc}:\n{c.tail()}")
-        if self.server is not None and self.server.proc.poll() is not None:
-            raise DemoError(f"{self.server.name} exited with status "
-                            f"{self.server.proc.returncode}:\n{self.server.tail()}")
-
-    def stop_children(self) -> list[str]:
-        """SIGTERM the learner and actors (the learner checkpoints) at once, give them
-        --stop-timeout seconds together, kill the rest; returns what went wrong, naming
-        each child that misbehaved (also kept in self.problems for the summary)."""
-        problems = []
-        timeout = float(self.args.stop_timeout)
-        for c in self.children:
-            if c.alive():
-                with contextlib.suppress(ProcessLookupError):
-                    c.proc.send_signal(signal.SIGTERM)
-        deadline = time.monotonic() + timeout
-        for c in self.children:
-            rc = c.stop(timeout=max(0.0, deadline - time.monotonic()))
-            if rc is None:
-                problems.append(f"{c.name} (pid {c.proc.pid}) ignored SIGTERM for "
-                                f"{timeout:g} s and was killed; its log {c.log} ends: "
-                                f"{c.last_words} (every thread's stack follows it there)")
-            elif rc not in (0, -signal.SIGTERM):
-                problems.append(f"{c.name} (pid {c.proc.pid}) exited with status {rc}:\n"
-                                f"{c.tail()}")
-        self.children = []
-        self.problems += problems
-        return problems
-
-    def stop_server(self) -> None:
-        if self.server is not None:
-            rc = self.server.stop(timeout=15.0)
-            if rc not in (0, -signal.SIGTERM):
-                self.line.say(f"{self.server.name} exited with status {rc}")
-            self.server = None
-        if self.stack == "dpdk":
-            self._netns_down()
-
     # ---- the run --------------------------------------------------------------------
-    def run(self) -> int:
-        code = 0
-        summary: dict[str, Any] | None = None
-        try:
-            self.start_server()
-            summary = self.train_and_evaluate()
-        except KeyboardInterrupt:
-            self.line.say("interrupted: stopping every process")
-            code = 130
-        except DemoError as e:
-            self.line.say(f"pyctl demo: {e}")
-            code = 1
-        finally:
-            self.stop_children()
-            self.stop_server()
-        for p in self.problems:
-            self.line.say(f"pyctl demo: {p}")
-        if self.problems:
-            code = code or 1
-        if summary is None:
-            return code
-        summary["wall_s"] = round(self.elapsed(), 1)
-        summary["shutdown_problems"] = [p.splitlines()[0] for p in self.problems]
-        (self.out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+    def report(self, summary: dict[str, Any]) -> str:
+        """Plots returns.png; the lines printed before the verdict."""
         self.plot(summary)
-        print(f"\n{summary['env']} on the {summary['stack']} stack ({summary['replay']} replay): "
-              f"evaluation {summary['eval_return_mean'] or float('nan'):.1f} over "
-              f"{summary['eval_episodes']} "
-              f"episodes after {summary['learner_steps']} learner steps and "
-              f"{summary['env_frames']} frames in {summary['wall_s']:.0f} s")
-        print(f"actors {_rate(summary['actor_frames_per_s'], 0)} frames/s, learner "
-              f"{_rate(summary['learner_steps_per_s'], 1)} steps/s "
-              f"({_rate(summary['samples_per_s'], 0)} samples/s); wrote "
-              f"{self.out}/summary.json and {self.out}/returns.png")
-        if self.problems:
-            print(f"(measured before the shutdown; at the shutdown: "
-                  f"{'; '.join(summary['shutdown_problems'])})")
+        lines = [
+            f"{summary['env']} on the {summary['stack']} stack ({summary['replay']} replay): "
+            f"evaluation {summary['eval_return_mean'] or float('nan'):.1f} over "
+            f"{summary['eval_episodes']} episodes after {summary['learner_steps']} learner "
+            f"steps and {summary['env_frames']} frames in {summary['wall_s']:.0f} s",
+            f"actors {_rate(summary['actor_frames_per_s'], 0)} frames/s, learner "
+            f"{_rate(summary['learner_steps_per_s'], 1)} steps/s "
+            f"({_rate(summary['samples_per_s'], 0)} samples/s); wrote "
+            f"{self.out}/summary.json and {self.out}/returns.png"]
+        if summary["shutdown_problems"]:
+            lines.append(f"(measured before the shutdown; at the shutdown: "
+                         f"{'; '.join(summary['shutdown_problems'])})")
         if summary.get("replay_bytes_per_transition"):
             fp = summary["replay_footprint"]
-            print(f"replay: {fp['bytes_per_transition']:,.0f} B per transition "
-                  f"({fp['storage']}, {fp['items']:,} transitions on the server)")
-        print(f"solved: {'true' if summary['solved'] else 'false'}")
-        if code == 0 and summary["solve_return"] is not None and not summary["solved"]:
-            code = UNSOLVED_EXIT
-        return code
+            lines.append(f"replay: {fp['bytes_per_transition']:,.0f} B per transition "
+                         f"({fp['storage']}, {fp['items']:,} transitions on the server)")
+        return "\n".join(lines)
 
     def train_and_evaluate(self) -> dict[str, Any]:
         import redis
         import torch
-        from inreplay.actors.config import Keys
-        from inreplay.actors.env import env_spec
-        from inreplay.actors.model import BlobError, build_model, load_blob
-        from inreplay.learner.evaluate import run_episodes
+        from inreplay.rl.config import Keys
+        from inreplay.rl.env import env_spec
+        from inreplay.rl.model import BlobError, build_model, load_blob
 
         torch.set_num_threads(1)
+        self.start_server()
         cfg = self.cfg
         keys = Keys(cfg.prefix)
         spec = env_spec(cfg)
@@ -568,27 +245,9 @@ class Demo:
                         password=appliance_password())
         r.delete(*keys.all())
         self.start_processes()
-        budget = self.args.minutes * 60.0
-        reserve = min(cfg.eval_max_s, 0.15 * budget) + 5.0  # final eval and shutdown
-        deadline = self.t0 + budget - reserve
-        version_evaluated = 0
-        last_eval = 0.0
-        solved: dict[str, Any] | None = None
+        reserve = min(cfg.eval_max_s, 0.15 * self.budget_s) + 5.0  # final eval and shutdown
         first = {"frames": None, "samples": None}
         rates: dict[str, float] = {}
-
-        def evaluate(version: int, episodes: int, seed: int, stop_below: float | None,
-                     kind: str, until: float | None = None) -> list[float]:
-            t = time.monotonic()
-            rets = run_episodes(model, cfg, episodes, seed=seed, epsilon=cfg.eval_epsilon,
-                                deadline=min(t + cfg.eval_max_s, until or math.inf),
-                                stop_below=stop_below)
-            self.evals.append({"t": round(self.elapsed(), 2), "params_version": version,
-                               "kind": kind, "returns": rets,
-                               "mean": float(np.mean(rets)) if rets else None,
-                               "seconds": round(time.monotonic() - t, 2)})
-            return rets
-
         pulled = {"version": 0, "samples": 0}
 
         def pull() -> int:
@@ -614,31 +273,17 @@ class Demo:
                         "learner_steps": pulled["samples"] // cfg.batch_size}, path)
             return path
 
-        while time.monotonic() < deadline:
-            time.sleep(POLL_S)
-            self.check_children()
+        def status() -> tuple[str, int]:
             st = self.poll(r, keys, first, rates)
-            self.line.show(self.status(st, threshold))
-            if (threshold is None or cfg.screen_episodes <= 0 or st["samples"] == 0
-                    or time.monotonic() - last_eval < cfg.eval_every_s
-                    or st["version"] == version_evaluated):
-                continue
-            last_eval = time.monotonic()
-            v = pull()
-            if not v:
-                continue
-            version_evaluated = v
-            screen = evaluate(v, cfg.screen_episodes, 20_000 + 100 * len(self.evals), threshold,
-                              "screen")
-            if len(screen) < cfg.screen_episodes or min(screen) < threshold:
-                continue
-            full = evaluate(v, cfg.eval_episodes, 1_000_000, None, "final")
-            self.line.say(f"[{self.elapsed():6.1f}s] parameters v{v}: {len(full)} greedy "
-                          f"episodes, mean return {np.mean(full):.1f}")
-            if len(full) == cfg.eval_episodes and np.mean(full) >= threshold:
-                solved = {"version": v, "returns": full, "t": self.elapsed()}
-                save_evaluated()
-                break
+            # nothing to screen before the learner's first step
+            return self.status(st, threshold), st["version"] if st["samples"] else 0
+
+        rule = SolveRule(threshold, cfg.screen_episodes, cfg.eval_episodes, cfg.eval_every_s)
+        play = self.greedy(model, cfg, cfg.eval_epsilon)
+        solved = self.solve(rule, play, pull=pull, status=status,
+                            deadline=self.end - reserve, max_eval_s=cfg.eval_max_s)
+        if solved is not None:
+            save_evaluated()
         st = self.poll(r, keys, first, rates)
         self.line.say(self.status(st, threshold))
         t_stop = time.monotonic()
@@ -648,22 +293,11 @@ class Demo:
         st = self.poll(r, keys, first, {})
         rates = run_rates(first, st, t_stop, cfg.batch_size)
         footprint = self.replay_footprint(r, spec.pixels)
-        if solved is None:
-            v = pull()
-            # the final evaluation gets what is left of --minutes (at least 5 s)
-            until = max(self.t0 + budget, time.monotonic() + 5.0)
-            rets = evaluate(v, cfg.eval_episodes, 1_000_000, None, "final", until) if v else []
-            if v:
-                save_evaluated()
-            result = {"version": v, "returns": rets, "t": None}
-            self.line.say(f"[{self.elapsed():6.1f}s] last parameters v{v}: {len(rets)} "
-                          f"episodes, mean return {np.mean(rets) if rets else float('nan'):.1f}")
-        else:
-            result = solved
+        result = self.final(rule, play, pull=pull, solved=solved, max_s=cfg.eval_max_s)
+        if solved is None and result["version"]:
+            save_evaluated()
         r.close()
-        rets = result["returns"]
-        mean = float(np.mean(rets)) if rets else None
-        from inreplay.actors.model import param_count, params_to_blob
+        from inreplay.rl.model import param_count, params_to_blob
 
         return {
             "env": cfg.env_id,
@@ -674,17 +308,9 @@ class Demo:
             "replay": cfg.replay if cfg.replay == "local" else "appliance",
             "shards": self.args.shards,
             "backend": self.args.backend,
-            "solved": bool(threshold is not None and mean is not None
-                           and len(rets) == cfg.eval_episodes and mean >= threshold),
-            "solve_return": threshold,
-            "solved_at_s": None if result["t"] is None else round(result["t"], 1),
-            "eval_return_mean": mean,
-            "eval_episodes": len(rets),
-            "eval_returns": rets,
+            **self.verdict(rule, result),
             "eval_epsilon": cfg.eval_epsilon,
-            "eval_params_version": result["version"],
             "eval_checkpoint": str(self.out / "evaluated.pt") if result["version"] else None,
-            "wall_s": None,
             "env_frames": st["frames"],
             "transitions": st["transitions"],
             "episodes": st["episodes"],
@@ -712,7 +338,7 @@ class Demo:
         actors stopped (their streams dropped: what is left is what the items reference);
         {} with --replay local or when the server does not answer."""
         import redis
-        from inreplay.actors.frames import frames_once_on, replay_footprint
+        from inreplay.rl.frames import frames_once_on, replay_footprint
 
         cfg = self.cfg
         if cfg.replay != "appliance":

@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from inreplay.actors.config import (
+from inreplay.rl.config import (
     PASSWORD_ENV,
     Config,
     add_arguments,

@@ -56,7 +56,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from inreplay.actors.config import (
+from inreplay.actors.launch import ROOT, RayBackend, init_ray, shutdown_ray
+from inreplay.rl.config import (
     PASSWORD_ENV,
     Config,
     add_arguments,
@@ -64,11 +65,12 @@ from inreplay.actors.config import (
     from_args,
     new_run_password,
 )
-from inreplay.actors.launch import ROOT, RayBackend, init_ray, shutdown_ray
 
 from pyctl.proc import stop_handler
 
 PR_SET_PDEATHSIG = 1
+LEARNER_MODULE = "inreplay.learner.learner"
+"""The module whose Learner the job's learner actor runs."""
 
 
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child before exec
@@ -161,8 +163,13 @@ class LearnerHost:
     """The learner inside a Ray worker: Learner.run in a thread, so stats/stop answer."""
 
     def __init__(self, cfg: dict[str, Any], existing: str) -> None:
+        import importlib
+
         import torch
-        from inreplay.learner.learner import Learner
+
+        # the learner's code by name, as the demo starts `python -m inreplay.learner.learner`:
+        # actors/ never imports learner/ (tests/test_rl_layers.py)
+        Learner = importlib.import_module(LEARNER_MODULE).Learner  # noqa: N806 - a class
 
         c = Config.from_dict(cfg)
         torch.set_num_threads(c.torch_threads)

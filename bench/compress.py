@@ -1,9 +1,9 @@
 """Compressed Atari transitions on real Breakout frames: size, codec speed, learner rate.
 
 Frames come from ALE/Breakout-v5 through the actors' own preprocessing
-(actors.env.make_env: no-op reset, frame skip 4 with max-pooling, 84x84
+(rl.env.make_env: no-op reset, frame skip 4 with max-pooling, 84x84
 grayscale, 4-frame stacks, FIRE on start) and n-step transitions
-(actors.nstep, n = 3, a lost life ends the n-step return as in the actor). The
+(rl.nstep, n = 3, a lost life ends the n-step return as in the actor). The
 policy follows the ball with the paddle (read from the emulator's RAM) and takes
 a random action 10% of the time, so episodes last and bricks get broken, as in a
 learning agent's replay, rather than a random agent's first few hundred frames.
@@ -11,7 +11,7 @@ learning agent's replay, rather than a random agent's first few hundred frames.
 Measured:
 
     bytes      per transition: the raw record (7 frames, 49 KB) and the zstd item
-               (format 1, actors.codec), as sent and as the appliance's arena holds it
+               (format 1, rl.codec), as sent and as the appliance's arena holds it
                (8-byte units): mean, p50, p99, max
     codec      encode (the actor: batches of 50) and decode (the learner: batches of
                512, one thread) in µs per transition and per stored frame (7 per
@@ -50,9 +50,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from inreplay.actors.codec import HEADER_BYTES, TransitionCodec, stored_bytes  # noqa: E402
-from inreplay.actors.config import preset  # noqa: E402
-from inreplay.actors.nstep import NStep, Transition  # noqa: E402
+from inreplay.rl.codec import HEADER_BYTES, TransitionCodec, stored_bytes  # noqa: E402
+from inreplay.rl.config import preset  # noqa: E402
+from inreplay.rl.nstep import NStep, Transition  # noqa: E402
 
 from pyctl.proc import die_with_parent, free_port  # noqa: E402
 
@@ -67,7 +67,7 @@ BREAKOUT_BALL_X, BREAKOUT_PADDLE_X = 99, 72  # RAM addresses
 def breakout_transitions(n: int, seed: int = 1, explore: float = 0.1) -> list[Transition]:
     """n n-step transitions of Breakout through the actors' preprocessing: the paddle
     follows the ball, except for a random action with probability ``explore``."""
-    from inreplay.actors.env import lives, make_env
+    from inreplay.rl.env import lives, make_env
 
     cfg = preset(ENV_ID)
     env = make_env(cfg, seed)

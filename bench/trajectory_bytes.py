@@ -16,7 +16,7 @@ incompressible noise; the trajectory side runs twice, chunks raw and zstd level 
 
     python3 bench/trajectory_bytes.py --json out.json [--readme README.md]
 
---apex runs the Ape-X actors' own layout instead (actors.frames.FrameWriter: each frame
+--apex runs the Ape-X actors' own layout instead (rl.frames.FrameWriter: each frame
 appended once, each transition an item over its obs and next_obs stacks and one head
 step; zstd chunks), fed with recorded real Breakout play replayed through the actors'
 n-step logic with real episode ends, up to --transitions items (2M: the issue's "2M
@@ -177,7 +177,7 @@ def markdown(res: dict[str, Any]) -> str:
     ])
 
 
-# ---- the Ape-X actors' layout (actors.frames) ------------------------------------------
+# ---- the Ape-X actors' layout (rl.frames) ------------------------------------------
 
 
 @dataclass
@@ -200,8 +200,8 @@ def record_play(steps: int, seed: int = 1, explore: float = 0.1) -> Play:
     actors' episodic_life makes them."""
     sys.path.insert(0, str(ROOT / "bench"))
     from compress import BREAKOUT_BALL_X, BREAKOUT_PADDLE_X  # type: ignore[import-not-found]
-    from inreplay.actors.config import preset
-    from inreplay.actors.env import lives, make_env
+    from inreplay.rl.config import preset
+    from inreplay.rl.env import lives, make_env
 
     cfg = preset("ALE/Breakout-v5")
     env = make_env(cfg, seed)
@@ -246,8 +246,8 @@ def write_play(r: redis.Redis, play: Play, transitions: int, *, table: str = "ap
     """Replay ``play`` through ``writers`` FrameWriters as the actors write (NStep, a
     flush per actor_batch transitions and at each episode's end) until ``transitions``
     items were made; each writer starts at another episode. Returns counts and seconds."""
-    from inreplay.actors.frames import FrameWriter
-    from inreplay.actors.nstep import NStep
+    from inreplay.rl.frames import FrameWriter
+    from inreplay.rl.nstep import NStep
 
     rng = np.random.default_rng(seed)
     shape = play.episodes[0][0].shape
@@ -293,7 +293,7 @@ def write_play(r: redis.Redis, play: Play, transitions: int, *, table: str = "ap
 
 def apex_run(port: int, play: Play, transitions: int, writers: int = 4) -> dict[str, Any]:
     """The actors' layout at ``transitions`` items: the server's own counts."""
-    from inreplay.actors.frames import bytes_per_transition
+    from inreplay.rl.frames import bytes_per_transition
 
     from pyctl.trajectory import sample_trajectories as sample
 
@@ -323,7 +323,7 @@ def apex_markdown(res: dict[str, Any], demo: dict[str, Any] | None) -> str:
     bpt = res["bytes_per_transition"]
     used = res["used_memory"]
     lines = [
-        f"The Ape-X actors' own layout (actors.frames: each frame appended once, each "
+        f"The Ape-X actors' own layout (rl.frames: each frame appended once, each "
         f"transition an item over its obs and next_obs stacks and one head step, zstd "
         f"chunks of 32 steps), {res['items']:,} Breakout transitions from "
         f"{res['writers']} writers replaying {res['steps_recorded']:,} "
@@ -376,7 +376,7 @@ def main() -> None:
     ap.add_argument("--frames", choices=("real", "random"), default="real",
                     help="real: ALE Breakout play (needs the rl extra); random: incompressible")
     ap.add_argument("--apex", action="store_true",
-                    help="the Ape-X actors' layout (actors.frames) with recorded real play")
+                    help="the Ape-X actors' layout (rl.frames) with recorded real play")
     ap.add_argument("--transitions", type=int, default=200_000,
                     help="--apex: transitions to write (2000000: the 0.5 GiB check)")
     ap.add_argument("--record-steps", type=int, default=20_000,

@@ -4,12 +4,15 @@ The one import root of the package's Python code:
 
 - ``from inreplay import ReplayClient, ShardedReplayClient, Schema`` (the client, whose
   code lives in ``pyctl``, the control plane that also gives the ``pyctl`` command);
-- ``inreplay.actors`` and ``inreplay.learner``: the Ape-X agent (``pyctl demo``);
+- ``inreplay.rl``: the pieces every agent shares (configuration, codec, environments,
+  networks, n-step returns, evaluation, the demo harness);
+- ``inreplay.actors`` and ``inreplay.learner``: the agents' actors and learners (Ape-X,
+  IMPALA, R2D2, A3C; ``pyctl demo``), which import ``inreplay.rl`` and never each other;
 - ``inreplay.integrations``: TorchRL and RLlib on the appliance
   (``inreplay.integrations.torchrl``, ``inreplay.integrations.rllib``, ...).
 
-In the repository the agent and the integrations stay in their own top-level folders
-(``actors/``, ``learner/``, ``integrations/``); the wheel installs them inside this
+In the repository the RL code and the integrations stay in their own top-level folders
+(``rl/``, ``actors/``, ``learner/``, ``integrations/``); the wheel installs them inside this
 package (meson.build), and in a checkout this package's path reaches them there.
 """
 
@@ -19,7 +22,7 @@ from importlib import import_module
 from pathlib import Path
 from typing import Any
 
-SUBPACKAGES = ("actors", "learner", "integrations")
+SUBPACKAGES = ("rl", "actors", "learner", "integrations")
 """The repository's top-level folders that are subpackages of inreplay."""
 
 _checkout = Path(__file__).resolve().parent.parent

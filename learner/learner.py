@@ -22,7 +22,7 @@ transaction::
 
 so a reader's ``MGET`` of blob and version never pairs a blob with another
 version, and a subscriber that hears v finds v's blob (v continues from the
-version already on the server; blob layout: actors.model). Actors subscribe to
+version already on the server; blob layout: rl.model). Actors subscribe to
 the channel instead of polling the version (actors.actor).
 ``<prefix>:learner:samples`` (transitions sampled so far) is kept current for the
 actors' rate limiter.
@@ -93,8 +93,9 @@ import numpy as np  # noqa: E402
 import redis  # noqa: E402
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402, N812 - the usual name
-from inreplay.actors.codec import TransitionCodec  # noqa: E402
-from inreplay.actors.config import (  # noqa: E402
+from inreplay.learner.replay import LocalReplay, Prefetcher, Replay, Sampled, open_replay  # noqa: E402
+from inreplay.rl.codec import TransitionCodec  # noqa: E402
+from inreplay.rl.config import (  # noqa: E402
     Config,
     Keys,
     Parser,
@@ -105,9 +106,8 @@ from inreplay.actors.config import (  # noqa: E402
     from_args,
     net_reason,
 )
-from inreplay.actors.env import EnvSpec, env_spec  # noqa: E402
-from inreplay.actors.model import build_model, params_to_blob  # noqa: E402
-from inreplay.learner.replay import LocalReplay, Prefetcher, Replay, Sampled, open_replay  # noqa: E402
+from inreplay.rl.env import EnvSpec, env_spec  # noqa: E402
+from inreplay.rl.model import build_model, params_to_blob  # noqa: E402
 from torch import nn  # noqa: E402
 
 from pyctl.client import ReplayClient, connect  # noqa: E402

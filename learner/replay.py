@@ -16,7 +16,7 @@ its own connection, so sampling and decoding overlap training.
 Vector records (CartPole) are one size and come back ``PACKED``, one array viewed
 in place. Stacked frames (Atari) may be zstd-compressed, so their items differ in
 size: they come back as a list and the codec decompresses them on the prefetch
-thread, spreading a batch over its decode threads (actors.codec).
+thread, spreading a batch over its decode threads (rl.codec).
 """
 
 from __future__ import annotations
@@ -31,9 +31,9 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 import redis
-from inreplay.actors.codec import HEADER_BYTES, Batch, TransitionCodec, stored_bytes
-from inreplay.actors.config import Config, Keys, appliance_password
-from inreplay.actors.frames import batch_of, frames_once_on
+from inreplay.rl.codec import HEADER_BYTES, Batch, TransitionCodec, stored_bytes
+from inreplay.rl.config import Config, Keys, appliance_password
+from inreplay.rl.frames import batch_of, frames_once_on
 
 from pyctl.client import RateLimited, connect
 from pyctl.errors import replay_error
@@ -85,7 +85,7 @@ class ApplianceReplay:
         """Shared by every sampling_view: a codec decodes on one thread at a time, while
         the views' requests are in flight together (Prefetcher's max_inflight)."""
         self.frames = frames_once_on(cfg, codec.pixels, self.rc)
-        """Frames stored once (actors.frames): a TRAJECTORY table, sampled assembled."""
+        """Frames stored once (rl.frames): a TRAJECTORY table, sampled assembled."""
         if create and cfg.table not in self.rc.tables():
             if self.frames:  # no samples_per_insert on TRAJECTORY tables yet: MIN_SIZE only
                 create_trajectory_table(

@@ -848,7 +848,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="with 'impair': start a loss burst (the spec's burst=P%%/Ts)")
     sub.add_parser("module-path", help="print the built REPLAY.* module's absolute path "
                    "(redis-server --loadmodule \"$(pyctl module-path)\")")
-    sub.add_parser("demo", help="train an Ape-X agent through the appliance (see pyctl demo -h)",
+    sub.add_parser("demo", help="train an agent through the appliance: Ape-X, or --algo "
+                   "impala|r2d2|a3c (see pyctl demo -h)",
                    add_help=False)
     sub.add_parser("export-minari", add_help=False,
                    help="drain a recording table into a Minari dataset (see pyctl "

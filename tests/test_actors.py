@@ -19,10 +19,10 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("gymnasium")
 
 from inreplay.actors.actor import epsilon_ladder  # noqa: E402
-from inreplay.actors.codec import HEADER_BYTES, TransitionCodec  # noqa: E402
-from inreplay.actors.config import Config, add_arguments, field_docs, from_args, preset  # noqa: E402
-from inreplay.actors.env import EnvSpec, env_spec, make_env  # noqa: E402
-from inreplay.actors.model import (  # noqa: E402
+from inreplay.rl.codec import HEADER_BYTES, TransitionCodec  # noqa: E402
+from inreplay.rl.config import Config, add_arguments, field_docs, from_args, preset  # noqa: E402
+from inreplay.rl.env import EnvSpec, env_spec, make_env  # noqa: E402
+from inreplay.rl.model import (  # noqa: E402
     BlobError,
     MlpPolicy,
     build_model,
@@ -30,7 +30,7 @@ from inreplay.actors.model import (  # noqa: E402
     param_count,
     params_to_blob,
 )
-from inreplay.actors.nstep import NStep, td_priorities  # noqa: E402
+from inreplay.rl.nstep import NStep, td_priorities  # noqa: E402
 
 ATARI = EnvSpec((4, 84, 84), np.dtype(np.uint8), 4, 4, True, None)
 CARTPOLE = EnvSpec((4,), np.dtype(np.float32), 2, 1, False, 475.0)

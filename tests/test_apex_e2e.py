@@ -22,9 +22,9 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("gymnasium")
 
 from inreplay.actors.actor import Actor  # noqa: E402
-from inreplay.actors.config import Keys, preset  # noqa: E402
 from inreplay.actors.demo import UNSOLVED_EXIT  # noqa: E402
 from inreplay.learner.learner import Learner  # noqa: E402
+from inreplay.rl.config import Keys, preset  # noqa: E402
 
 from pyctl.client import ReplayClient  # noqa: E402
 from pyctl.proc import descendants  # noqa: E402
@@ -247,7 +247,7 @@ def test_pyctl_demo_runs_writes_summary_and_cleans_up(tmp_path: Path) -> None:
     for k in ("env", "stack", "solved", "eval_return_mean", "eval_episodes", "wall_s",
               "env_frames", "learner_steps"):
         assert k in s, k
-    from inreplay.actors.demo import DEMO_NETNS, dpdk_possible
+    from inreplay.rl.harness import DEMO_NETNS, dpdk_possible
 
     # --stack auto: DPDK in a namespace when this machine allows it (CI: root, DPDK built)
     expected = "kernel" if dpdk_possible() else "dpdk"
@@ -393,7 +393,8 @@ def test_pyctl_demo_usage_errors_are_one_line(argv: list[str], message: str) -> 
 
 
 def test_run_rates_count_the_exit_publish_and_say_unknown_for_a_late_starter() -> None:
-    from inreplay.actors.demo import MIN_RATE_SPAN_S, run_rates
+    from inreplay.actors.demo import run_rates
+    from inreplay.rl.harness import MIN_RATE_SPAN_S
 
     # actors seen at t=10 with 100 frames, learner at t=19.9 (one poll before the stop at
     # t=20 would be 19.5): the learner's rate is unknown, not zero

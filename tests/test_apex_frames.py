@@ -1,5 +1,5 @@
 """Atari frames stored once: an Ape-X actor on ALE Breakout writes
-its transitions through actors.frames' FrameWriter into a TRAJECTORY table on a real
+its transitions through rl.frames' FrameWriter into a TRAJECTORY table on a real
 server, and the learner's replay samples them back, assembled server-side, with
 observations byte-identical to what the environment produced."""
 
@@ -16,13 +16,13 @@ pytest.importorskip("gymnasium")
 pytest.importorskip("ale_py")
 
 import inreplay.actors.actor as actor_mod  # noqa: E402
-from inreplay.actors.codec import TransitionCodec  # noqa: E402
-from inreplay.actors.config import Keys, preset  # noqa: E402
-from inreplay.actors.env import env_spec  # noqa: E402
-from inreplay.actors.frames import FrameWriter, bytes_per_transition  # noqa: E402
-from inreplay.actors.model import build_model, params_to_blob  # noqa: E402
-from inreplay.actors.nstep import Transition  # noqa: E402
 from inreplay.learner.replay import ApplianceReplay  # noqa: E402
+from inreplay.rl.codec import TransitionCodec  # noqa: E402
+from inreplay.rl.config import Keys, preset  # noqa: E402
+from inreplay.rl.env import env_spec  # noqa: E402
+from inreplay.rl.frames import FrameWriter, bytes_per_transition  # noqa: E402
+from inreplay.rl.model import build_model, params_to_blob  # noqa: E402
+from inreplay.rl.nstep import Transition  # noqa: E402
 
 from pyctl.client import ReplayClient  # noqa: E402
 

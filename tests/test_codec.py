@@ -1,4 +1,4 @@
-"""Compressed Atari transitions (actors.codec) on real Breakout frames: the zstd
+"""Compressed Atari transitions (rl.codec) on real Breakout frames: the zstd
 round trip, the format byte, corrupt items, the parallel decode and the
 prefetcher's decode threads, the actors' capacity warning, the Atari preset's
 MAXBYTES, and bench/compress.py end to end."""
@@ -23,7 +23,8 @@ pytest.importorskip("ale_py")
 pytest.importorskip("cv2")
 
 from inreplay.actors.actor import Actor  # noqa: E402
-from inreplay.actors.codec import (  # noqa: E402
+from inreplay.learner.replay import ApplianceReplay, LocalReplay, Prefetcher  # noqa: E402
+from inreplay.rl.codec import (  # noqa: E402
     FORMAT_RAW,
     FORMAT_ZSTD,
     HEADER_BYTES,
@@ -32,10 +33,9 @@ from inreplay.actors.codec import (  # noqa: E402
     capacity_warning,
     stored_bytes,
 )
-from inreplay.actors.config import preset  # noqa: E402
-from inreplay.actors.env import EnvSpec  # noqa: E402
-from inreplay.actors.nstep import Transition  # noqa: E402
-from inreplay.learner.replay import ApplianceReplay, LocalReplay, Prefetcher  # noqa: E402
+from inreplay.rl.config import preset  # noqa: E402
+from inreplay.rl.env import EnvSpec  # noqa: E402
+from inreplay.rl.nstep import Transition  # noqa: E402
 
 from pyctl.client import ReplayClient  # noqa: E402
 

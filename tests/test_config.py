@@ -375,6 +375,6 @@ def test_pyctl_without_the_library_fails_in_one_line(tmp_path: Path) -> None:
     assert p.returncode != 0
     assert p.stderr.strip().splitlines() == [
         f"pyctl start: INREPLAY_LIB={tmp_path / 'missing.so'}: no such file"], p.stderr
-    p = subprocess.run([sys.executable, "-c", "import pyctl.config, actors.config"],
+    p = subprocess.run([sys.executable, "-c", "import pyctl.config, rl.config"],
                        env=env, capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert p.returncode == 0, p.stderr

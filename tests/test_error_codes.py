@@ -190,7 +190,7 @@ def test_decode_info_types_every_field(r: redis.Redis) -> None:
 
 # ---- no Python module reads an error's wording ------------------------------------
 
-SCANNED = ("pyctl", "actors", "learner", "integrations", "bench")
+SCANNED = ("pyctl", "rl", "actors", "learner", "integrations", "bench")
 TEXT_METHODS = {"startswith", "endswith", "find", "index", "split", "rsplit", "partition",
                 "replace", "removeprefix", "count"}
 CODE_WORDS = set(header_codes())

@@ -14,7 +14,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pytest
 import torch
-from inreplay.actors.impala import ActorCritic, ImpalaConfig, schema_for, step_reward, vtrace
+from inreplay.learner.impala import vtrace
+from inreplay.rl.impala import ImpalaConfig, schema_for
+from inreplay.rl.networks import ActorCritic, step_reward
 
 from pyctl.client import RateLimited, ReplayClient
 
@@ -256,7 +258,7 @@ def test_pyctl_demo_algo_dispatches() -> None:
     ok = subprocess.run([sys.executable, "-m", "pyctl", "demo", "--algo", "impala", "-h"],
                         capture_output=True, text=True, timeout=120)
     assert ok.returncode == 0 and "--role" not in ok.stdout and "unroll" in ok.stdout.lower()
-    bad = subprocess.run([sys.executable, "-m", "pyctl", "demo", "--algo", "a3c"],
+    bad = subprocess.run([sys.executable, "-m", "pyctl", "demo", "--algo", "ppo"],
                          capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and bad.stderr.strip().count("\n") == 0
-    assert "--algo a3c" in bad.stderr and "impala" in bad.stderr
+    assert "--algo ppo" in bad.stderr and "impala" in bad.stderr and "a3c" in bad.stderr

@@ -33,11 +33,13 @@ def test_exports_are_the_clients() -> None:
 
 
 def test_subpackages_are_the_repository_folders() -> None:
-    import inreplay.actors.config
+    import inreplay.actors.actor
     import inreplay.integrations
     import inreplay.learner
+    import inreplay.rl.config
 
-    assert Path(inreplay.actors.config.__file__) == ROOT / "actors" / "config.py"
+    assert Path(inreplay.rl.config.__file__) == ROOT / "rl" / "config.py"
+    assert Path(inreplay.actors.actor.__file__) == ROOT / "actors" / "actor.py"
     assert Path(inreplay.learner.__file__) == ROOT / "learner" / "__init__.py"
     assert Path(inreplay.integrations.__file__) == ROOT / "integrations" / "__init__.py"
 
@@ -62,6 +64,6 @@ def _old_imports(path: Path) -> list[str]:
 
 
 def test_nothing_imports_the_folders_by_their_own_names() -> None:
-    files = [p for d in ("actors", "learner", "integrations", "pyctl", "inreplay", "tests",
+    files = [p for d in ("rl", "actors", "learner", "integrations", "pyctl", "inreplay", "tests",
                          "bench") for p in sorted((ROOT / d).rglob("*.py"))]
     assert not [x for p in files for x in _old_imports(p)]

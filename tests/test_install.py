@@ -23,8 +23,8 @@ import pytest
 from doc_blocks import blocks, page, with_port
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("pyctl", "inreplay", "actors", "learner", "integrations")  # meson.build's list
-INSIDE_INREPLAY = ("actors", "learner", "integrations")
+PACKAGES = ("pyctl", "inreplay", "rl", "actors", "learner", "integrations")  # meson.build's list
+INSIDE_INREPLAY = ("rl", "actors", "learner", "integrations")
 """Repository folders the wheel installs inside the inreplay package."""
 IMPORT_ROOTS = {"pyctl", "inreplay"}
 """The top-level names a wheel puts in site-packages (besides its .dist-info)."""
@@ -90,11 +90,11 @@ def _cycle(venv: Path, work: Path, stacks: list[str]) -> None:
                             "print(pyctl.__file__); print(n.library_path())"], work, venv)
     assert where.returncode == 0, where.stderr
     # one import root for the RL code: inreplay.actors, not a top-level actors
-    roots = _run([py, "-c", "import importlib.util as u, inreplay, inreplay.actors.config, "
+    roots = _run([py, "-c", "import importlib.util as u, inreplay, inreplay.rl.config, "
                             "inreplay.learner, inreplay.integrations; "
                             "from inreplay import ReplayClient, ShardedReplayClient, Schema; "
-                            "print(inreplay.actors.config.__file__); "
-                            "print([m for m in ('actors', 'learner', 'integrations') "
+                            "print(inreplay.rl.config.__file__); "
+                            "print([m for m in ('rl', 'actors', 'learner', 'integrations') "
                             "if u.find_spec(m)])"], work, venv)
     assert roots.returncode == 0, roots.stderr
     assert Path(roots.stdout.split()[0]).is_relative_to(venv / "lib"), roots.stdout

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 import redis
-from inreplay.actors.config import Keys, preset
-from inreplay.actors.env import env_spec
-from inreplay.actors.model import build_model, params_to_blob
+from inreplay.rl.config import Keys, preset
+from inreplay.rl.env import env_spec
+from inreplay.rl.model import build_model, params_to_blob
 
 from pyctl.errors import decode_info
 

@@ -22,13 +22,13 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("gymnasium")
 
-from inreplay.actors.codec import TransitionCodec  # noqa: E402
-from inreplay.actors.config import preset  # noqa: E402
-from inreplay.actors.env import EnvSpec  # noqa: E402
-from inreplay.actors.model import build_model  # noqa: E402
-from inreplay.actors.nstep import td_priorities  # noqa: E402
 from inreplay.learner.learner import TorchBatch, double_dqn_td, to_torch  # noqa: E402
 from inreplay.learner.replay import LocalReplay, Prefetcher, Sampled  # noqa: E402
+from inreplay.rl.codec import TransitionCodec  # noqa: E402
+from inreplay.rl.config import preset  # noqa: E402
+from inreplay.rl.env import EnvSpec  # noqa: E402
+from inreplay.rl.model import build_model  # noqa: E402
+from inreplay.rl.nstep import td_priorities  # noqa: E402
 from torch import nn  # noqa: E402
 
 CARTPOLE = EnvSpec((4,), np.dtype(np.float32), 2, 1, False, 475.0)
@@ -471,11 +471,11 @@ def test_a_child_that_ignores_sigterm_leaves_every_threads_stack_in_its_log(
     either) and was killed with nothing in its log to say where it hung. Every child role
     now dumps its threads' stacks on STACKS_SIGNAL, and Child.stop sends it before the
     kill."""
-    from inreplay.actors.demo import Child
+    from inreplay.rl.harness import Child
 
     script = textwrap.dedent("""
         import signal, time
-        from inreplay.actors.config import dump_stacks_on_signal
+        from inreplay.rl.config import dump_stacks_on_signal
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         dump_stacks_on_signal()
         print("ready", flush=True)

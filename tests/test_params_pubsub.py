@@ -28,11 +28,11 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("gymnasium")
 
 from inreplay.actors.actor import Actor, ParamUpdates  # noqa: E402
-from inreplay.actors.config import Config, Keys, preset  # noqa: E402
 from inreplay.learner.learner import Learner  # noqa: E402
+from inreplay.rl.config import Config, Keys, preset  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
-BLOB_HEADER = 24  # actors.model: the floats start here
+BLOB_HEADER = 24  # rl.model: the floats start here
 
 
 @pytest.fixture(params=["redis", "inreplay"])

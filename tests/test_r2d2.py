@@ -1,4 +1,5 @@
-"""R2D2 (actors/r2d2.py): value rescaling, mixed priorities, n-step targets, burn-in with
+"""R2D2 (rl/r2d2.py, actors/r2d2.py, learner/r2d2.py, actors/r2d2_demo.py): value
+rescaling, mixed priorities, n-step targets, burn-in with
 stored state, the sequence writers (packed and stored once on the appliance), and the
 whole demo solving masked CartPole."""
 
@@ -17,23 +18,17 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pytest
 import torch
-from inreplay.actors.r2d2 import (
-    CARTPOLE,
-    MaskVelocity,
-    R2D2Config,
-    RecurrentQNet,
-    SequenceStreamWriter,
-    SequenceWriter,
-    StepPolicy,
+from inreplay.actors.r2d2 import SequenceStreamWriter, SequenceWriter
+from inreplay.learner.r2d2 import (
     inverse_value_rescale,
-    make_env,
     mixed_priority,
     nstep_targets,
-    sequence_schema,
     sequence_td,
     sequences_from_columns,
     value_rescale,
 )
+from inreplay.rl.networks import RecurrentQNet, StepPolicy
+from inreplay.rl.r2d2 import CARTPOLE, MaskVelocity, R2D2Config, make_env, sequence_schema
 
 if TYPE_CHECKING:
     from conftest import ServerProcess
@@ -483,7 +478,7 @@ def test_masked_cartpole_hides_the_velocities() -> None:
 
 
 def test_demo_flags_apply_the_cartpole_preset_then_the_flags() -> None:
-    from inreplay.actors.r2d2 import parse
+    from inreplay.rl.r2d2 import parse
 
     args, cfg = parse(["--out", "/tmp/x", "--minutes", "3", "--stack", "kernel",
                        "--burn-in", "5"])

@@ -30,7 +30,7 @@ import zlib
 
 import numpy as np
 import torch
-from inreplay.actors.env import EnvSpec
+from inreplay.rl.env import EnvSpec
 from torch import nn
 
 BLOB_MAGIC = b"IRPB"

@@ -1,6 +1,6 @@
 """Atari frames stored once: the Ape-X actors' n-step transitions as items of a
 TRAJECTORY table that reference frames of an episode stream, instead of records that
-carry 7 frames each (actors.codec).
+carry 7 frames each (rl.codec).
 
 Two streams per actor, on the server of the table:
 
@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 import redis
-from inreplay.actors.codec import Batch
+from inreplay.rl.codec import Batch
 
 from pyctl.client import ReplayClient
 from pyctl.trajectory import TrajectorySample, TrajectoryWriter, flush_writers
@@ -40,7 +40,7 @@ ZSTD_LEVEL = 3
 
 
 def frames_once_on(cfg: Any, pixels: bool, rc: Any) -> bool:
-    """Whether a run (actors.config.Config) stores frames once: stacked frames, on the
+    """Whether a run (rl.config.Config) stores frames once: stacked frames, on the
     appliance (rc: its ShardedReplayClient, None with --replay local), frames_once, and
     one replay server (a stream and the items referencing it live on one server)."""
     return bool(pixels and cfg.frames_once and rc is not None and len(rc.shards) == 1)

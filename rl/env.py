@@ -21,7 +21,7 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
-from inreplay.actors.config import Config, is_atari
+from inreplay.rl.config import Config, is_atari
 
 
 class FireOnStart(gym.Wrapper[Any, Any, Any, Any]):

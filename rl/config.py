@@ -28,7 +28,7 @@ import textwrap
 from dataclasses import dataclass, fields
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pyctl.cli import Parser
 from pyctl.config import parse_size
@@ -135,9 +135,9 @@ class Config:
     frames_once: bool = True
     """Stacked frames (Atari) on the appliance with one replay server: each frame is stored
     once in an episode stream and each transition is an item referencing its frames
-    (a TRAJECTORY table, actors.frames: about 0.1 KB per Breakout transition); false (or
+    (a TRAJECTORY table, rl.frames: about 0.1 KB per Breakout transition); false (or
     a replay group of several shards) stores zstd-compressed records of 7 frames each
-    (actors.codec: about 0.6 KB)."""
+    (rl.codec: about 0.6 KB)."""
     alpha: float = 0.6
     """Priority exponent: P(i) ~ (|delta_i| + priority_eps) ** alpha."""
     beta: float = 0.4
@@ -461,3 +461,70 @@ class Keys:
     def all(self) -> list[str]:
         """Every key (not the channel)."""
         return list(vars(self).values())
+
+
+_D = TypeVar("_D")
+
+
+def child_role(argv: list[str] | None) -> str | None:
+    """The hidden ``--role`` a demo gives the processes it starts (None: not given), read
+    before the whole command line is parsed: an entry point that is both an actor and
+    its demo's command hands the demo's flags and ``--help`` to the demo."""
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--role", default=None)
+    known, _ = pre.parse_known_args(sys.argv[1:] if argv is None else argv)
+    return known.role
+
+
+@dataclass
+class DemoSettings:
+    """What the demos whose whole configuration is one dataclass (IMPALA, A3C) share: the
+    environment, the appliance's address and the solve rule (rl.harness.SolveRule)."""
+
+    env_id: str = "CartPole-v1"
+    """Gymnasium id of a vector-observation, discrete-action environment."""
+    seed: int = 1
+    """Base seed: of the initial parameters, and process i seeds its environments from
+    seed + 1000 * (i + 1)."""
+    max_episode_steps: int = 500
+    """Episodes are truncated after this many steps (CartPole-v1's own limit)."""
+    host: str = "127.0.0.1"
+    """Host of the appliance (set by the demo)."""
+    port: int = 6379
+    """Port of the appliance (set by the demo)."""
+    eval_episodes: int = 20
+    """Episodes on fresh seeds that decide solved (their mean against the solve return)."""
+    screen_episodes: int = 3
+    """Greedy episodes that must all reach the solve return before the full evaluation."""
+    eval_every_s: float = 5.0
+    """Seconds between screens of the newest parameters."""
+    solve_return: float = 475.0
+    """Mean evaluation return that counts as solved (CartPole-v1's reward threshold)."""
+
+    def env_config(self) -> Config:
+        """The environment as the shared evaluation (rl.evaluate) takes it."""
+        return Config(env_id=self.env_id, max_episode_steps=self.max_episode_steps)
+
+
+def add_dataclass_flags(p: argparse.ArgumentParser, cls: type) -> None:
+    """One --kebab-case flag per field of the dataclass cls, its docstring as help: the
+    flags of a demo whose whole configuration is one dataclass (IMPALA, A3C)."""
+    docs = {k: v for base in reversed(cls.__mro__) if dataclasses.is_dataclass(base)
+            for k, v in field_docs(base).items()}
+    for f in dataclasses.fields(cls):
+        default = getattr(cls, f.name)
+        p.add_argument("--" + f.name.replace("_", "-"), dest=f.name, type=type(default),
+                       default=default, help=f"{docs.get(f.name, '')} (default {default!r})")
+
+
+def dataclass_from_args(args: argparse.Namespace, cls: type[_D]) -> _D:
+    """The dataclass cls from the flags add_dataclass_flags made."""
+    return cls(**{f.name: getattr(args, f.name) for f in dataclasses.fields(cls)})
+
+
+def dataclass_argv(cfg: Any) -> list[str]:
+    """The flags that give cfg back (a child process's command line)."""
+    argv: list[str] = []
+    for f in dataclasses.fields(cfg):
+        argv += ["--" + f.name.replace("_", "-"), str(getattr(cfg, f.name))]
+    return argv

@@ -1,0 +1,1 @@
+"""Shared RL pieces that actors/ and learner/ both import (and that import neither)."""
