@@ -62,7 +62,13 @@ from pyctl.trajectory import (
     sample_trajectories,
 )
 
-__all__ = ["ApplianceReplayBuffer", "PrioritizedDQN", "connect"]
+__all__ = ["ZOO_CARTPOLE", "ApplianceReplayBuffer", "PrioritizedDQN", "connect"]
+
+ZOO_CARTPOLE: dict[str, Any] = {  # rl-baselines3-zoo's CartPole-v1 DQN (the tests, make bench)
+    "learning_rate": 2.3e-3, "batch_size": 64, "buffer_size": 100_000, "learning_starts": 1000,
+    "gamma": 0.99, "target_update_interval": 10, "train_freq": 256, "gradient_steps": 128,
+    "exploration_fraction": 0.16, "exploration_final_eps": 0.04,
+    "policy_kwargs": {"net_arch": [256, 256]}}
 
 Client = ReplayClient | ShardedReplayClient
 

@@ -37,7 +37,11 @@ def _require(module: str, extra: str) -> ModuleType:
 _require("stable_baselines3", "sb3")
 gym = _require("gymnasium", "sb3")
 
-from inreplay.integrations.sb3 import ApplianceReplayBuffer, PrioritizedDQN  # noqa: E402
+from inreplay.integrations.sb3 import (  # noqa: E402
+    ZOO_CARTPOLE,
+    ApplianceReplayBuffer,
+    PrioritizedDQN,
+)
 from stable_baselines3 import DQN  # noqa: E402
 from stable_baselines3.common.env_util import make_vec_env  # noqa: E402
 from stable_baselines3.common.evaluation import evaluate_policy  # noqa: E402
@@ -248,11 +252,7 @@ def test_sb3_own_buffer_tests(replay_server: Any, case: str) -> None:
         getattr(mod, name)(Bound)
 
 
-HYPER = {  # rl-baselines3-zoo's CartPole-v1 DQN
-    "learning_rate": 2.3e-3, "batch_size": 64, "buffer_size": 100_000, "learning_starts": 1000,
-    "gamma": 0.99, "target_update_interval": 10, "train_freq": 256, "gradient_steps": 128,
-    "exploration_fraction": 0.16, "exploration_final_eps": 0.04,
-    "policy_kwargs": {"net_arch": [256, 256]}}
+HYPER = ZOO_CARTPOLE
 THRESHOLD = 150.0  # mean greedy return over 10 episodes (a random policy gets about 22)
 
 
