@@ -32,7 +32,8 @@ address is a member of one) instead of local arrays; ``sample`` is one REPLAY.SA
   the default) and collectors attach with ``create=False`` (``python -m inreplay.integrations.sb3
   collect``). The learner's buffer samples everything in the table.
 
-Observations and actions are Box or Discrete spaces (Dict spaces: not yet).
+Observations and actions are Box or Discrete spaces; any other space (Dict, Tuple,
+MultiDiscrete, MultiBinary) is refused in one line before anything connects.
 """
 
 from __future__ import annotations
@@ -43,18 +44,18 @@ import sys
 from typing import Any
 
 import numpy as np
-import redis
 import torch as th
 import torch.nn.functional as F  # noqa: N812
 from gymnasium import spaces
+from inreplay.integrations._client import Client, connect
 from stable_baselines3 import DQN
 from stable_baselines3.common.buffers import BaseBuffer, ReplayBuffer
 from stable_baselines3.common.type_aliases import ReplayBufferSamples
 from stable_baselines3.common.vec_env import VecNormalize
 
-from pyctl.client import ReplayClient, Schema
+from pyctl.client import Schema
 from pyctl.errors import TableExistsError
-from pyctl.sharded import ShardedReplayClient, _shards_of, _split_address
+from pyctl.sharded import ShardedReplayClient
 from pyctl.trajectory import (
     TrajectoryWriter,
     create_trajectory_table,
@@ -70,20 +71,9 @@ ZOO_CARTPOLE: dict[str, Any] = {  # rl-baselines3-zoo's CartPole-v1 DQN (the tes
     "exploration_fraction": 0.16, "exploration_final_eps": 0.04,
     "policy_kwargs": {"net_arch": [256, 256]}}
 
-Client = ReplayClient | ShardedReplayClient
 
-
-def connect(address: str = "127.0.0.1:6379", **kwargs: Any) -> Client:
-    """A ReplayClient for a standalone server, a ShardedReplayClient for the whole group
-    when ``address`` is a member of one. kwargs go to redis.Redis."""
-    host, port = _split_address(address)
-    probe = redis.Redis(host=host, port=port, protocol=2, **kwargs)
-    try:
-        _, members = _shards_of(probe)
-    finally:
-        probe.close()
-    return ShardedReplayClient(members, **kwargs) if members else ReplayClient(host, port,
-                                                                               **kwargs)
+UNSUPPORTED_HINT = {"observation": " (flatten a Dict or Tuple observation with "
+                                   "gymnasium.wrappers.FlattenObservation)"}
 
 
 class ApplianceReplayBuffer(ReplayBuffer):
@@ -105,7 +95,7 @@ class ApplianceReplayBuffer(ReplayBuffer):
         for s, what in ((observation_space, "observation"), (action_space, "action")):
             if not isinstance(s, spaces.Box | spaces.Discrete):
                 raise TypeError(f"ApplianceReplayBuffer takes Box or Discrete {what} spaces, "
-                                f"not {type(s).__name__}")
+                                f"not {type(s).__name__}{UNSUPPORTED_HINT.get(what, '')}")
         self.optimize_memory_usage = optimize_memory_usage
         self.handle_timeout_termination = handle_timeout_termination
         self.table = table
