@@ -24,6 +24,7 @@ import json
 import re
 import statistics
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -1967,6 +1968,20 @@ class Pages:
         return changed
 
 
+ONE_FILE_BLOCKS: dict[str, tuple[str, Callable[[Any], str]]] = {
+    # main()'s option (its JSON file) -> the block it writes, and how
+    "throughput": ("throughput", throughput_section),
+    "module_host": ("module-host", module_host_section),
+    "soak": ("soak", soak_section),
+    "compress": ("compress", compress_section),
+    "redis_suite": ("redis-suite", redis_suite_section),
+    "server_time": ("server-sample", server_sample_section),
+    "limiter": ("limiter", limiter_section),
+    "integrations": ("integrations", integrations_section),
+}
+"""The blocks that come from one option's JSON file alone."""
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -2032,8 +2047,6 @@ def main(argv: list[str] | None = None) -> int:
         prev = (load(args.latency_prev) if kept
                 else server_times_from_readme(pages.text_with("server-time")))
         pages.replace("server-time", server_time_section(lat, prev))
-    if thr:
-        pages.replace("throughput", throughput_section(thr))
     if lat or thr:
         dpdk_demo = demo if demo_kernel else None  # the demo goal compares the two runs
         pages.replace("bench-goals",
@@ -2050,12 +2063,6 @@ def main(argv: list[str] | None = None) -> int:
     nics = load(args.nics)
     if lat and nics:
         pages.replace("nics", nics_section(lat, nics))
-    module_doc = load(args.module_host)
-    if module_doc:
-        pages.replace("module-host", module_host_section(module_doc))
-    if args.soak:
-        pages.replace("soak", soak_section(json.loads(Path(args.soak).read_text())))
-    comp = load(args.compress)
     swarm = None
     for path in args.swarm or []:
         doc = json.loads(Path(path).read_text())
@@ -2065,17 +2072,10 @@ def main(argv: list[str] | None = None) -> int:
             swarm["rows"] += doc["rows"]
     if swarm:
         pages.replace("swarm", swarm_section(swarm))
-    if comp:
-        pages.replace("compress", compress_section(comp))
-    suite = load(args.redis_suite)
-    if suite:
-        pages.replace("redis-suite", redis_suite_section(suite))
-    st = load(args.server_time)
-    if st:
-        pages.replace("server-sample", server_sample_section(st))
-    lim = load(args.limiter)
-    if lim:
-        pages.replace("limiter", limiter_section(lim))
+    for arg, (block, section) in ONE_FILE_BLOCKS.items():
+        given = thr if arg == "throughput" else load(getattr(args, arg))
+        if given:
+            pages.replace(block, section(given))
     peers = load(args.peers)
     if peers:
         kept = args.peers_prev and Path(args.peers_prev).exists()
@@ -2090,9 +2090,6 @@ def main(argv: list[str] | None = None) -> int:
     if faults:
         pages.replace("faults",
                                faults_section(faults, load(args.faults_before)))
-    integ = load(args.integrations)
-    if integ:
-        pages.replace("integrations", integrations_section(integ))
     for path in pages.write():
         print(f"updated {path}")
     return 0
