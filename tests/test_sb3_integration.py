@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from helpers import ROOT, checkout_env, require
+from helpers import ROOT, checkout_env, free_port, require
 
 GROUP_SEED = "4"
 SB3_VERSION = "2.9.2"
@@ -144,6 +144,17 @@ def test_unsupported_spaces_are_refused_in_one_line() -> None:
                                         r"observation spaces, not Dict \(flatten"):
         DQN("MultiInputPolicy", dict_env, device="cpu", replay_buffer_class=ApplianceReplayBuffer,
             replay_buffer_kwargs={"address": "127.0.0.1:1"})
+
+
+def test_no_server_is_one_line_saying_how_to_start_one() -> None:
+    """connect() (every integration's) with nothing listening: one ConnectionError line."""
+    port = free_port()  # free: nothing listens there
+    with pytest.raises(ConnectionError) as e:
+        ApplianceReplayBuffer(100, gym.spaces.Box(-1.0, 1.0, (4,)), gym.spaces.Discrete(2),
+                              address=f"127.0.0.1:{port}")
+    msg = str(e.value)
+    assert "\n" not in msg and msg.startswith(f"inreplay at 127.0.0.1:{port}: ")
+    assert msg.endswith(f"start one with `pyctl start --listen 127.0.0.1:{port}`")
 
 
 def test_prioritized_follows_updates(replay_server: Any) -> None:
