@@ -14,6 +14,7 @@ which ``bench/report.py --integrations`` turns into the integrations page's bloc
 
 Every run row has ``integration``, ``buffer``, ``round`` and ``learner_steps_per_s``;
 a summary row has ``summary: true`` and ``{buffer}_learner_steps_per_s`` for each buffer.
+An integration that fails leaves one row with ``error`` (the others still run; exit 1).
 """
 
 from __future__ import annotations
@@ -250,7 +251,8 @@ def bench_jax(steps: int, rounds: int) -> list[Row]:
 def bench_reverb(steps: int, rounds: int) -> list[Row]:
     """bench/reverb_api.py: one loop written to Reverb's API (a prioritized table of
     CartPole transitions; learner steps of a batch of 64 and mutate_priorities) on
-    dm-reverb 0.14 (its server in the loop's process, bench/peers.py's venv) and on
+    dm-reverb 0.14 (its server in the loop's process; bench/peers.py's venv, made on
+    first use) and on
     reverb_compat (the appliance in a process of its own), interleaved; by
     Client.sample and by TrajectoryDataset. --steps/25 learner steps per way."""
     from bench.peers import venv_python
@@ -307,15 +309,22 @@ def main(argv: list[str] | None = None) -> int:
                            "when": time.strftime("%Y-%m-%d %H:%M:%S"), "steps": a.steps,
                            "rounds": a.rounds, "machine": machine(), "rows": []}
     t0 = time.monotonic()
+    failed = []
     for name in chosen:
-        for row in INTEGRATIONS[name](a.steps, a.rounds):
+        try:
+            rows = INTEGRATIONS[name](a.steps, a.rounds)
+        except Exception as e:  # the others still run; the report names what failed
+            failed.append(name)
+            rows = [{"integration": name, "error": f"{type(e).__name__}: {e}"[-1000:]}]
+            print(f"integrations: {name} failed: {rows[0]['error']}", file=sys.stderr)
+        for row in rows:
             print(json.dumps(row), flush=True)
             doc["rows"].append(row)
     doc["machine"]["loadavg_end"] = os.getloadavg()[0]
     doc["seconds"] = round(time.monotonic() - t0, 1)
     if a.json:  # bench/report.py --integrations FILE writes the integrations page's block from it
         Path(a.json).write_text(json.dumps(doc, indent=1))
-    return 0
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -11,6 +11,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 
@@ -53,6 +55,10 @@ def test_report_says_which_integration_has_no_rows() -> None:
     assert "**NOT MET** — every integration's" in text
     assert "no rows: JAX DQN (`inreplay.integrations.jax_dqn`): RingBuffer" in text
     assert "--jax" not in text.split("\n")[0]
+    failed = _doc(skip="reverb")
+    failed["rows"].append({"integration": "reverb", "error": "BenchError: no venv"})
+    text = report.integrations_section(failed)
+    assert "- reverb failed: BenchError: no venv" in text and "**NOT MET**" in text
 
 
 def test_short_real_run_sb3_and_jax(tmp_path: Path) -> None:
@@ -77,3 +83,25 @@ def test_short_real_run_sb3_and_jax(tmp_path: Path) -> None:
     text = report.integrations_section(doc)
     assert "bench/integrations.py --sb3 --jax --rounds 1 --steps 1600" in text
     assert "**NOT MET**" in text  # TorchRL, RLlib and Reverb were not run
+
+
+def test_a_failing_integration_leaves_an_error_row_and_the_rest(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One integration raising does not lose the others' rows: the JSON is written with
+    an error row for it, and the exit code is 1."""
+    sys.path.insert(0, str(ROOT))
+    from bench import integrations
+
+    def broken(steps: int, rounds: int) -> list[dict[str, Any]]:
+        raise RuntimeError("no venv here")
+
+    def fine(steps: int, rounds: int) -> list[dict[str, Any]]:
+        return _runs("jax", ("local", "inreplay"))
+
+    monkeypatch.setitem(integrations.INTEGRATIONS, "reverb", broken)
+    monkeypatch.setitem(integrations.INTEGRATIONS, "jax", fine)
+    out = tmp_path / "i.json"
+    assert integrations.main(["--reverb", "--jax", "--json", str(out)]) == 1
+    rows = json.loads(out.read_text())["rows"]
+    assert rows[-1] == {"integration": "reverb", "error": "RuntimeError: no venv here"}
+    assert [r["buffer"] for r in rows[:-1]] == ["local", "inreplay"] * 2
