@@ -127,7 +127,7 @@ bench: build
 	$(PY) bench/limiter.py --seconds 600 --json $(BUILD)/bench-limiter.json
 	$(PY) bench/params.py --json $(BUILD)/bench-params.json
 	rm -f $(BUILD)/bench-integrations.json
-	-$(PY) bench/integrations.py --torchrl --rllib --rounds 2 --steps 12800 \
+	-$(PY) bench/integrations.py --torchrl --rllib --sb3 --jax --reverb --rounds 2 --steps 12800 \
 	  --json $(BUILD)/bench-integrations.json
 	@[ ! -f $(BUILD)/bench-peers.json ] || mv $(BUILD)/bench-peers.json $(BUILD)/bench-peers.prev.json
 	-$(PY) bench/peers.py --json $(BUILD)/bench-peers.json

@@ -29,7 +29,8 @@ sys.path.insert(0, str(ROOT))
 
 def rllib(env_steps: int = 20_000, repeats: int = 2, env_runners: int = 2,
           seed: int = 0) -> list[dict[str, Any]]:
-    """JSON rows: one per run (buffers interleaved), then a summary row."""
+    """JSON rows: one per run (buffers interleaved), then a summary row (the caller prints
+    them: bench/integrations.py prints every integration's rows once)."""
     from inreplay.integrations.rllib_dqn import private_server, run
 
     rows: list[dict[str, Any]] = []
@@ -39,9 +40,7 @@ def rllib(env_steps: int = 20_000, repeats: int = 2, env_runners: int = 2,
                 r = run(buffer, address=address if buffer == "inreplay" else None,
                         env_runners=env_runners, seed=seed + rep, max_env_steps=env_steps,
                         minutes=60.0, quiet=True, evaluate=False)
-                row = {"bench": "rllib", "repeat": rep, **asdict(r)}
-                rows.append(row)
-                print(json.dumps(row), flush=True)
+                rows.append({"bench": "rllib", "repeat": rep, **asdict(r)})
     med = {b: round(statistics.median(r["learner_steps_per_s"] for r in rows
                                       if r["buffer"] == b), 2)
            for b in ("local", "inreplay")}
@@ -52,7 +51,6 @@ def rllib(env_steps: int = 20_000, repeats: int = 2, env_runners: int = 2,
                "inreplay_over_local": round(med["inreplay"] / med["local"], 3)
                if med["local"] else None}
     rows.append(summary)
-    print(json.dumps(summary), flush=True)
     return rows
 
 
@@ -67,6 +65,8 @@ def main(argv: list[str] | None = None) -> int:
     if a.env_steps < 2000 or a.repeats < 1:
         p.error("--env-steps must be >= 2000 (learning starts at 1000) and --repeats >= 1")
     rows = rllib(a.env_steps, a.repeats, a.env_runners)
+    for row in rows:
+        print(json.dumps(row), flush=True)
     if a.json:
         a.json.write_text(json.dumps(rows, indent=1))
     return 0

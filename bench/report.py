@@ -24,6 +24,7 @@ import json
 import re
 import statistics
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -1390,28 +1391,20 @@ def peers_section(doc: dict[str, Any], prev: dict[str, Any] | None = None) -> st
                         f"{per.get('add_50x28KB_redispy_MBps', 0):,.0f} MB), sample(out=) "
                         f"{per.get('sample_512x28KB_out_MBps', 0):,.0f} MB.")
     out += ["", "Goals:"]
-    for size, want in PEER_GOALS:
-        me, rv = _best_inreplay(rows, size, "batches_per_s"), _peer_row(rows, "reverb", size)
-        if not me or not rv:
-            out.append(f"- **NOT MEASURED** — learner batches/s at {human(size)} ≥ {want:g}x "
-                       f"Reverb's ({'inreplay' if not me else 'Reverb'} has no row)")
-            continue
-        x = me["batches_per_s"] / max(rv["batches_per_s"], 1e-9)
-        out.append(f"- **{_verdict(x >= want)}** — learner batches/s at {human(size)}: "
-                   f"{me['system']} {me['batches_per_s']:,.1f} = {x:.1f}x Reverb's "
-                   f"{rv['batches_per_s']:,.1f} (goal ≥ {want:g}x)"
-                   + ("" if x >= want else _split(me, rows)))
-    for size, _ in PEER_GOALS:
-        me, rv = _best_inreplay(rows, size, "inserts_per_s"), _peer_row(rows, "reverb", size)
-        if not me or not rv:
-            out.append(f"- **NOT MEASURED** — inserts/s at {human(size)} ≥ "
-                       f"{PEER_INSERT_GOAL:g}x Reverb's")
-            continue
-        x = me["inserts_per_s"] / max(rv["inserts_per_s"], 1e-9)
-        out.append(f"- **{_verdict(x >= PEER_INSERT_GOAL)}** — inserts/s at {human(size)}: "
-                   f"{me['system']} {me['inserts_per_s']:,.0f} = {x:.1f}x Reverb's "
-                   f"{rv['inserts_per_s']:,.0f} (goal ≥ {PEER_INSERT_GOAL:g}x)"
-                   + ("" if x >= PEER_INSERT_GOAL else _split(me, rows)))
+    for key, what, fmt in (("batches_per_s", "learner batches/s", "{:,.1f}"),
+                           ("inserts_per_s", "inserts/s", "{:,.0f}")):
+        for size, batch_goal in PEER_GOALS:
+            want = batch_goal if key == "batches_per_s" else PEER_INSERT_GOAL
+            me, rv = _best_inreplay(rows, size, key), _peer_row(rows, "reverb", size)
+            if not me or not rv:
+                out.append(f"- **NOT MEASURED** — {what} at {human(size)} ≥ {want:g}x Reverb's "
+                           f"({'inreplay' if not me else 'Reverb'} has no row)")
+                continue
+            x = me[key] / max(rv[key], 1e-9)
+            out.append(f"- **{_verdict(x >= want)}** — {what} at {human(size)}: "
+                       f"{me['system']} {fmt.format(me[key])} = {x:.1f}x Reverb's "
+                       f"{fmt.format(rv[key])} (goal ≥ {want:g}x)"
+                       + ("" if x >= want else _split(me, rows)))
     mine = [r for r in rows if r["system"].startswith("inreplay") and r["item_bytes"] == 28224
             and r.get("sample_vs_memcpy") is not None and r["system"] not in PEER_SHM]
     if mine:
@@ -1867,14 +1860,49 @@ def faults_section(doc: dict[str, Any], before: dict[str, Any] | None = None) ->
     return "\n".join(out)
 
 
+INTEGRATION_RUNS: dict[str, tuple[str, dict[str, str]]] = {
+    # integration (and Reverb's way of sampling): its label and each buffer's
+    "torchrl": ("TorchRL DQN (`inreplay.integrations.torchrl_dqn`)",
+                {"local": "LazyTensorStorage + PrioritizedSampler",
+                 "inreplay": "InreplayStorage + InreplaySampler"}),
+    "rllib": ("RLlib DQN (`inreplay.integrations.rllib_dqn`)",
+              {"local": "PrioritizedEpisodeReplayBuffer",
+               "inreplay": "InreplayEpisodeReplayBuffer"}),
+    "sb3": ("SB3 DQN (`inreplay.integrations.sb3`)",
+            {"local": "SB3's ReplayBuffer",
+             "inreplay": "ApplianceReplayBuffer (uniform)",
+             "inreplay-prioritized": "PrioritizedDQN + ApplianceReplayBuffer(prioritized=True)"}),
+    "jax": ("JAX DQN (`inreplay.integrations.jax_dqn`)",
+            {"local": "RingBuffer (NumPy, in process)",
+             "inreplay": "ApplianceBuffer (`sample(..., jax=True)`)"}),
+    "reverb/sample": ("Reverb API, `Client.sample` (`bench/reverb_api.py`)",
+                      {"local": "dm-reverb 0.14 (server in process)",
+                       "inreplay": "`reverb_compat` (appliance)"}),
+    "reverb/dataset": ("Reverb API, `TrajectoryDataset` (`bench/reverb_api.py`)",
+                       {"local": "dm-reverb 0.14 (server in process)",
+                        "inreplay": "`reverb_compat` (appliance)"}),
+}
+"""bench/integrations.py's integrations in the block's order."""
+
+
+def _integration(r: Row) -> str:
+    """A run row's key in INTEGRATION_RUNS (RLlib's rows say bench, not integration)."""
+    name = str(r.get("integration") or r.get("bench"))
+    return f"{name}/{r['way']}" if "way" in r else name
+
+
 def integrations_section(doc: dict[str, Any] | list[Row]) -> str:
-    """TorchRL's and RLlib's learner steps/s with their own local buffers and with
+    """Each integration's learner steps/s with its library's own local buffer and with
     inreplay, from one run of bench/integrations.py (make bench)."""
     if isinstance(doc, list):  # rows only (before the run's metadata was written)
         doc = {"rows": doc}
     rows, m = doc["rows"], doc.get("machine") or {}
+    runs = [r for r in rows if not r.get("summary") and not r.get("buffer_only")
+            and "error" not in r]
+    ran = [n for n in INTEGRATION_RUNS if any(_integration(r) == n for r in runs)]
+    flags = " ".join(dict.fromkeys(f"--{n.split('/')[0]}" for n in ran)) or "(none)"
     out = [f"Generated by `bench/report.py --integrations` from one run of "
-           f"`bench/integrations.py --torchrl --rllib --rounds {doc.get('rounds', '?')} "
+           f"`bench/integrations.py {flags} --rounds {doc.get('rounds', '?')} "
            f"--steps {doc.get('steps', '?')}` (as `make bench` runs it) at commit "
            f"{doc.get('commit', '?')} ({doc.get('when', '?')}, {doc.get('seconds', 0):,.0f} s; "
            f"{m.get('cpus', '?')} cores, load average {m.get('loadavg_start', 0):.1f} at the "
@@ -1883,28 +1911,36 @@ def integrations_section(doc: dict[str, Any] | list[Row]) -> str:
            "stop; the server runs on the kernel stack on the same box, a process of its own.",
            "", "| integration | buffer | learner steps/s per round | median | inreplay ÷ local |",
            "|---|---|---|---|---|"]
-    for name, key, rkey in (("torchrl", "integration", "round"), ("rllib", "bench", "repeat")):
-        runs = [r for r in rows if r.get(key) == name and not r.get("summary")
-                and not r.get("buffer_only")]
-        med = {}
-        for buf in ("local", "inreplay"):
+    missing = []
+    for name, (label, buffers) in INTEGRATION_RUNS.items():
+        mine = [r for r in runs if _integration(r) == name]
+        med: dict[str, float] = {}
+        for buf, what in buffers.items():
             v = [r["learner_steps_per_s"] for r in sorted(
-                (r for r in runs if r["buffer"] == buf), key=lambda r: r.get(rkey, 0))]
+                (r for r in mine if r["buffer"] == buf),
+                key=lambda r: r.get("round", r.get("repeat", 0)))]
             if not v:
+                missing.append(f"{label}: {what}")
                 continue
             med[buf] = statistics.median(v)
-            ratio = (f"{med['inreplay'] / med['local']:.2f}×"
-                     if buf == "inreplay" and med.get("local") else "")
-            label = {"torchrl": "TorchRL DQN (`inreplay.integrations.torchrl_dqn`)",
-                     "rllib": "RLlib DQN (`inreplay.integrations.rllib_dqn`)"}[name]
-            what = {("torchrl", "local"): "LazyTensorStorage + PrioritizedSampler",
-                    ("torchrl", "inreplay"): "InreplayStorage + InreplaySampler",
-                    ("rllib", "local"): "PrioritizedEpisodeReplayBuffer",
-                    ("rllib", "inreplay"): "InreplayEpisodeReplayBuffer"}[(name, buf)]
+            ratio = (f"{med[buf] / med['local']:.2f}×"
+                     if buf != "local" and med.get("local") else "")
             out.append(f"| {label} | {what} | " + " / ".join(f"{x:,.1f}" for x in v) +
                        f" | {med[buf]:,.1f} | {ratio} |")
-        if not runs:
-            out.append(f"| {name} | — | not run | | |")
+        if not mine:
+            out.append(f"| {label} | — | not run | | |")
+    out += ["", f"- **{_verdict(not missing)}** — every integration's learner steps/s "
+            "against its library's own local buffer in one run"
+            + (f" (no rows: {'; '.join(missing)})" if missing else "")]
+    out += [f"- {r['integration']} failed: {r['error']}" for r in rows if "error" in r]
+    rv = [r for r in runs if r.get("integration") == "reverb" and r.get("way") == "sample"]
+    if rv:
+        ins = {b: statistics.median(r["inserts_per_s"] for r in rv if r["buffer"] == b)
+               for b in ("local", "inreplay") if any(r["buffer"] == b for r in rv)}
+        out += ["", "The Reverb loop's writes (one `TrajectoryWriter`, a one-step item per "
+                "step, `flush` every 64), median items/s: " + ", ".join(
+                    f"{INTEGRATION_RUNS['reverb/sample'][1][b]} {v:,.0f}"
+                    for b, v in ins.items()) + "."]
     only = [r for r in rows if r.get("buffer_only")]
     if only:
         out += ["", "TorchRL's buffer alone (sample(64) + `update_tensordict_priority` on "
@@ -1969,6 +2005,21 @@ class Pages:
         return changed
 
 
+ONE_FILE_BLOCKS: dict[str, tuple[str, Callable[[Any], str]]] = {
+    # main()'s option (its JSON file) -> the block it writes, and how
+    "throughput": ("throughput", throughput_section),
+    "module_host": ("module-host", module_host_section),
+    "soak": ("soak", soak_section),
+    "compress": ("compress", compress_section),
+    "redis_suite": ("redis-suite", redis_suite_section),
+    "server_time": ("server-sample", server_sample_section),
+    "limiter": ("limiter", limiter_section),
+    "params": ("params", params_section),
+    "integrations": ("integrations", integrations_section),
+}
+"""The blocks that come from one option's JSON file alone."""
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -2007,7 +2058,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="bench/faults.py --json of the DPDK stack without some lwIP patches "
                          "(-Dlwip_skip_patches): a column of its DPDK numbers")
     ap.add_argument("--integrations", metavar="JSON",
-                    help="output of bench/integrations.py --json (TorchRL and RLlib)")
+                    help="output of bench/integrations.py --json (TorchRL, RLlib, SB3, JAX, "
+                         "Reverb's API)")
     ap.add_argument("--readme", action="append", metavar="MD",
                     help="a markdown file holding generated blocks (repeatable; default: "
                          "every page under docs/)")
@@ -2034,8 +2086,6 @@ def main(argv: list[str] | None = None) -> int:
         prev = (load(args.latency_prev) if kept
                 else server_times_from_readme(pages.text_with("server-time")))
         pages.replace("server-time", server_time_section(lat, prev))
-    if thr:
-        pages.replace("throughput", throughput_section(thr))
     if lat or thr:
         dpdk_demo = demo if demo_kernel else None  # the demo goal compares the two runs
         pages.replace("bench-goals",
@@ -2052,12 +2102,6 @@ def main(argv: list[str] | None = None) -> int:
     nics = load(args.nics)
     if lat and nics:
         pages.replace("nics", nics_section(lat, nics))
-    module_doc = load(args.module_host)
-    if module_doc:
-        pages.replace("module-host", module_host_section(module_doc))
-    if args.soak:
-        pages.replace("soak", soak_section(json.loads(Path(args.soak).read_text())))
-    comp = load(args.compress)
     swarm = None
     for path in args.swarm or []:
         doc = json.loads(Path(path).read_text())
@@ -2067,20 +2111,10 @@ def main(argv: list[str] | None = None) -> int:
             swarm["rows"] += doc["rows"]
     if swarm:
         pages.replace("swarm", swarm_section(swarm))
-    if comp:
-        pages.replace("compress", compress_section(comp))
-    suite = load(args.redis_suite)
-    if suite:
-        pages.replace("redis-suite", redis_suite_section(suite))
-    st = load(args.server_time)
-    if st:
-        pages.replace("server-sample", server_sample_section(st))
-    par = load(args.params)
-    if par:
-        pages.replace("params", params_section(par))
-    lim = load(args.limiter)
-    if lim:
-        pages.replace("limiter", limiter_section(lim))
+    for arg, (block, section) in ONE_FILE_BLOCKS.items():
+        given = thr if arg == "throughput" else load(getattr(args, arg))
+        if given:
+            pages.replace(block, section(given))
     peers = load(args.peers)
     if peers:
         kept = args.peers_prev and Path(args.peers_prev).exists()
@@ -2095,9 +2129,6 @@ def main(argv: list[str] | None = None) -> int:
     if faults:
         pages.replace("faults",
                                faults_section(faults, load(args.faults_before)))
-    integ = load(args.integrations)
-    if integ:
-        pages.replace("integrations", integrations_section(integ))
     for path in pages.write():
         print(f"updated {path}")
     return 0

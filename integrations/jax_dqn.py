@@ -3,6 +3,9 @@ inreplay, batches sampled as jax.Arrays (``ReplayClient.sample(..., jax=True)``)
 
     python -m inreplay.integrations.jax_dqn --address 127.0.0.1:6379 --steps 30000
 
+``train`` takes a ReplayClient (or an ``ApplianceBuffer``) or a ``RingBuffer``: the same
+loop on NumPy arrays in this process, the local buffer ``make bench`` compares it with.
+
 The loop is rl-baselines3-zoo's CartPole DQN: 256 env steps (ε-greedy, ε from 1 to 0.04
 over the first 16%), sent as one REPLAY.ADD, then 128 gradient steps on batches of 64
 sampled uniformly from the appliance, the target network copied before each round of
@@ -85,12 +88,57 @@ def evaluate(params: Params, episodes: int, seed: int) -> float:
     return total / episodes
 
 
-def train(client: ReplayClient, table: str = "jax-dqn", steps: int = 30_000, seed: int = 0,
-          eval_every: int = 5120, stop_at: float | None = None,
-          ) -> list[tuple[int, float]]:
-    """Train on CartPole-v1 with replay in ``table`` (made here, uniform); returns the
-    evaluation history [(env steps, mean greedy return of 10 episodes)]."""
-    client.create(table, 100_000, sampler="uniform")
+class ApplianceBuffer:
+    """Replay in an appliance table (made here, uniform); batches as jax.Arrays through
+    ``sample(..., jax=True)``."""
+
+    def __init__(self, client: ReplayClient, table: str = "jax-dqn",
+                 capacity: int = 100_000) -> None:
+        self.client, self.table = client, table
+        client.create(table, capacity, sampler="uniform")
+
+    def add(self, rows: dict[str, np.ndarray]) -> None:
+        self.client.add(self.table, None, rows, schema=SCHEMA)
+
+    def sample(self, n: int) -> dict[str, jax.Array]:
+        return self.client.sample(self.table, n, schema=SCHEMA, jax=True).items
+
+
+class RingBuffer:
+    """The same replay in this process: NumPy arrays as a ring, uniform indices, the batch
+    handed to JAX with jnp.asarray (what a local buffer in a JAX loop does)."""
+
+    def __init__(self, capacity: int = 100_000, seed: int = 0) -> None:
+        self.data = {k: np.zeros((capacity, *f.shape), f.dtype)
+                     for k, f in SCHEMA.fields.items()}
+        self.capacity, self.pos, self.size = capacity, 0, 0
+        self.rng = np.random.default_rng(seed)
+
+    def add(self, rows: dict[str, np.ndarray]) -> None:
+        n = len(rows["reward"])
+        at = (self.pos + np.arange(n)) % self.capacity
+        for k, v in rows.items():
+            self.data[k][at] = v
+        self.pos, self.size = (self.pos + n) % self.capacity, min(self.size + n, self.capacity)
+
+    def sample(self, n: int) -> dict[str, jax.Array]:
+        idx = self.rng.integers(0, self.size, n)
+        return {k: jnp.asarray(v[idx]) for k, v in self.data.items()}
+
+
+Buffer = ApplianceBuffer | RingBuffer
+
+
+def train(replay: ReplayClient | Buffer, table: str = "jax-dqn", steps: int = 30_000,
+          seed: int = 0, eval_every: int = 5120, stop_at: float | None = None,
+          timings: dict[str, float] | None = None) -> list[tuple[int, float]]:
+    """Train on CartPole-v1 with replay in ``table`` (a ReplayClient: made here, uniform)
+    or in a Buffer; returns the evaluation history [(env steps, mean greedy return of 10
+    episodes)]. ``timings``, when given, gets ``learner_steps`` and ``learner_seconds``
+    (the gradient-step rounds, sampling included, until their results are ready; not the
+    first round, which compiles the update)."""
+    buf = replay if isinstance(replay, ApplianceBuffer | RingBuffer) else \
+        ApplianceBuffer(replay, table)
     key = jax.random.PRNGKey(seed)
     params = init_mlp(key, [4, 256, 256, 2])
     opt = optax.chain(optax.clip_by_global_norm(10.0), optax.adam(2.3e-3))
@@ -102,6 +150,7 @@ def train(client: ReplayClient, table: str = "jax-dqn", steps: int = 30_000, see
     obs, _ = env.reset(seed=seed)
     history: list[tuple[int, float]] = []
     t, rollout, explore = 0, 256, int(0.16 * steps)
+    learner_steps, learner_s, compiled = 0, 0.0, False
     while t < steps:
         rows: dict[str, list[Any]] = {k: [] for k in SCHEMA.fields}
         for _ in range(rollout):
@@ -118,14 +167,21 @@ def train(client: ReplayClient, table: str = "jax-dqn", steps: int = 30_000, see
             t += 1
             if t % eval_every == 0:
                 history.append((t, evaluate(params, 10, seed=10_000 + t)))
-        client.add(table, None, {k: np.asarray(v) for k, v in rows.items()}, schema=SCHEMA)
+        buf.add({k: np.asarray(v) for k, v in rows.items()})
         if history and stop_at is not None and history[-1][1] >= stop_at:
             break
         if t >= 1000:
             target = params
+            t0 = time.perf_counter()
             for _ in range(128):
-                s = client.sample(table, 64, schema=SCHEMA, jax=True)
-                params, opt_state, _ = update(params, target, opt_state, s.items)
+                params, opt_state, _ = update(params, target, opt_state, buf.sample(64))
+            jax.block_until_ready(params)
+            if compiled:
+                learner_s += time.perf_counter() - t0
+                learner_steps += 128
+            compiled = True
+    if timings is not None:
+        timings.update(learner_steps=learner_steps, learner_seconds=learner_s)
     return history
 
 

@@ -445,11 +445,9 @@ class TrajectoryDataset:
                 n = self.batch if left < 0 else min(self.batch, left)
                 try:
                     got = list(client._samples(self.table, n, self.timeout))
-                except RateLimited:
-                    return  # the wait ran out: the end of the dataset
-                except redis.ResponseError as e:
+                except redis.ResponseError as e:  # decoded by pyctl.errors' one table
                     if isinstance(replay_error(e), RateLimited):
-                        return
+                        return  # the wait ran out: the end of the dataset
                     raise
                 yield from got
                 left = left - n if left > 0 else left

@@ -59,7 +59,7 @@ from collections import OrderedDict
 from typing import Any
 
 import numpy as np
-import redis
+from inreplay.integrations._client import connect
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 from ray.rllib.utils.replay_buffers.episode_replay_buffer import EpisodeReplayBuffer
 from ray.rllib.utils.replay_buffers.prioritized_episode_buffer import (
@@ -67,26 +67,13 @@ from ray.rllib.utils.replay_buffers.prioritized_episode_buffer import (
 )
 from ray.rllib.utils.typing import ModuleID
 
-from pyctl.client import ReplayClient, Schema
-from pyctl.sharded import ShardedReplayClient, group_members, split_address
+from pyctl.client import Schema
+from pyctl.sharded import ShardedReplayClient
 
 DEFAULT_AGENT_ID = "default_agent"
 DEFAULT_MODULE_ID = "default_policy"
 SCHEMA_SUFFIX = ":rllib-schema"
 """Key (on the group's first shard) holding the table's transition layout as JSON."""
-
-
-def connect(address: str) -> ReplayClient | ShardedReplayClient:
-    """A client for the server at HOST:PORT, or for its whole group when it has one."""
-    host, port = split_address(address)
-    try:
-        members = group_members(host, port)
-    except redis.ConnectionError as e:
-        raise ConnectionError(f"inreplay at {address}: {e}; start one with "
-                              f"`pyctl start --listen {address}`") from None
-    if len(members) > 1:
-        return ShardedReplayClient(members)
-    return ReplayClient(host, port, protocol=2)
 
 
 def _schema_to_json(schema: Schema) -> str:

@@ -32,7 +32,8 @@ address is a member of one) instead of local arrays; ``sample`` is one REPLAY.SA
   the default) and collectors attach with ``create=False`` (``python -m inreplay.integrations.sb3
   collect``). The learner's buffer samples everything in the table.
 
-Observations and actions are Box or Discrete spaces (Dict spaces: not yet).
+Observations and actions are Box or Discrete spaces; any other space (Dict, Tuple,
+MultiDiscrete, MultiBinary) is refused in one line before anything connects.
 """
 
 from __future__ import annotations
@@ -46,14 +47,15 @@ import numpy as np
 import torch as th
 import torch.nn.functional as F  # noqa: N812
 from gymnasium import spaces
+from inreplay.integrations._client import Client, connect
 from stable_baselines3 import DQN
 from stable_baselines3.common.buffers import BaseBuffer, ReplayBuffer
 from stable_baselines3.common.type_aliases import ReplayBufferSamples
 from stable_baselines3.common.vec_env import VecNormalize
 
-from pyctl.client import ReplayClient, Schema
+from pyctl.client import Schema
 from pyctl.errors import TableExistsError
-from pyctl.sharded import ShardedReplayClient, replay_client
+from pyctl.sharded import ShardedReplayClient
 from pyctl.trajectory import (
     TrajectoryWriter,
     create_trajectory_table,
@@ -61,16 +63,17 @@ from pyctl.trajectory import (
     sample_trajectories,
 )
 
-__all__ = ["ApplianceReplayBuffer", "PrioritizedDQN", "connect"]
+__all__ = ["ZOO_CARTPOLE", "ApplianceReplayBuffer", "PrioritizedDQN", "connect"]
 
-Client = ReplayClient | ShardedReplayClient
+ZOO_CARTPOLE: dict[str, Any] = {  # rl-baselines3-zoo's CartPole-v1 DQN (the tests, make bench)
+    "learning_rate": 2.3e-3, "batch_size": 64, "buffer_size": 100_000, "learning_starts": 1000,
+    "gamma": 0.99, "target_update_interval": 10, "train_freq": 256, "gradient_steps": 128,
+    "exploration_fraction": 0.16, "exploration_final_eps": 0.04,
+    "policy_kwargs": {"net_arch": [256, 256]}}
 
 
-def connect(address: str = "127.0.0.1:6379", **kwargs: Any) -> Client:
-    """A ReplayClient for a standalone server, a ShardedReplayClient for the whole group
-    when ``address`` is a member of one (pyctl.sharded.replay_client). kwargs go to
-    redis.Redis."""
-    return replay_client(address, **kwargs)
+UNSUPPORTED_HINT = {"observation": " (flatten a Dict or Tuple observation with "
+                                   "gymnasium.wrappers.FlattenObservation)"}
 
 
 class ApplianceReplayBuffer(ReplayBuffer):
@@ -92,7 +95,7 @@ class ApplianceReplayBuffer(ReplayBuffer):
         for s, what in ((observation_space, "observation"), (action_space, "action")):
             if not isinstance(s, spaces.Box | spaces.Discrete):
                 raise TypeError(f"ApplianceReplayBuffer takes Box or Discrete {what} spaces, "
-                                f"not {type(s).__name__}")
+                                f"not {type(s).__name__}{UNSUPPORTED_HINT.get(what, '')}")
         self.optimize_memory_usage = optimize_memory_usage
         self.handle_timeout_termination = handle_timeout_termination
         self.table = table

@@ -93,6 +93,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from inreplay.integrations._client import Client, connect
 from tensordict import TensorDict, is_tensor_collection
 from torchrl.data.replay_buffers.samplers import PrioritizedSampler
 from torchrl.data.replay_buffers.storages import Storage, StoreStorage
@@ -104,12 +105,10 @@ from torchrl.data.replay_buffers.writers import (
 
 from pyctl.client import ReplayClient, Schema
 from pyctl.errors import EmptyTableError, NoSuchTableError
-from pyctl.sharded import ShardedReplayClient, replay_client, split_address
+from pyctl.sharded import ShardedReplayClient, split_address
 
 __all__ = ["InreplaySampler", "InreplayStorage", "InreplayWriter", "connect",
            "inreplay_buffer"]
-
-Client = ReplayClient | ShardedReplayClient
 
 EMPTY_STORAGE_ERROR = "Cannot sample from an empty storage."
 """TorchRL's message for a draw from an empty buffer (PrioritizedSampler's), kept so
@@ -120,13 +119,6 @@ SCHEMA_KEY = "torchrl:schema:{table}"
 
 TENSOR_FIELD = "_tensor"
 """The one field of a buffer of plain tensors (not TensorDicts)."""
-
-
-def connect(address: str = "127.0.0.1:6379", **kwargs: Any) -> Client:
-    """A client for the server at HOST:PORT: a ReplayClient for a standalone server, a
-    ShardedReplayClient for the whole group when the server is a member of one.
-    kwargs go to redis.Redis (password, socket_timeout, ...) (pyctl.sharded.replay_client)."""
-    return replay_client(address, **kwargs)
 
 
 def _addresses(client: Client) -> list[str]:

@@ -49,7 +49,7 @@ from typing import Any, Self
 import pytest
 import redis
 from helpers import die_with_parent as _die_with_parent
-from helpers import free_port, mbulk
+from helpers import free_port, group_members, mbulk, run_pyctl
 
 from pyctl import _native, _shm
 
@@ -813,6 +813,42 @@ def module_group(workdir: Path, shards: int, seed: str = "7") -> Iterator[list[s
     finally:
         codes = [srv.stop() for srv in started]
         assert codes == [0] * len(started), f"module group exit codes {codes}"
+
+
+@contextlib.contextmanager
+def replay_group(workdir: Path, replay_host: str, shards: int = 2,
+                 seed: str | None = "7") -> Iterator[list[str]]:
+    """A replay group of replay_host on this box, its members' addresses: redis-servers
+    with the module (module_group) for the module host, else pyctl start --shards
+    --daemon (run directory workdir/run; seed None: pyctl's own), stopped with pyctl
+    stop --all (exit 0)."""
+    if replay_host == "module":
+        with module_group(workdir, shards, seed=seed or "7") as members:
+            yield members
+        return
+    run = workdir / "run"
+    out = run_pyctl(run, "start", "--shards", str(shards), "--listen", "127.0.0.1:0",
+                    "--daemon", *(("--seed", seed) if seed else ()))
+    assert out.returncode == 0, out.stderr
+    try:
+        yield group_members(out)
+    finally:
+        stop = run_pyctl(run, "stop", "--all")
+        assert stop.returncode == 0, stop.stderr
+
+
+@pytest.fixture(params=["standalone", "group"])
+def replay_members(request: pytest.FixtureRequest, tmp_path: Path,
+                   replay_host: str) -> Iterator[list[str]]:
+    """The session's replay_server (one address), or a 2-shard replay group of replay_host
+    (replay_group, seeded with the test module's GROUP_SEED): the members' addresses."""
+    if request.param == "standalone":
+        srv = request.getfixturevalue("replay_server")
+        yield [f"{srv.host}:{srv.port}"]
+        return
+    with replay_group(tmp_path, replay_host,
+                      seed=str(getattr(request.module, "GROUP_SEED", "7"))) as members:
+        yield members
 
 
 @contextlib.contextmanager

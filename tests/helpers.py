@@ -6,9 +6,20 @@ test file imports these as ``from helpers import free_port``.
 
 from __future__ import annotations
 
+import importlib
+import os
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
 from pyctl import proc
 
 HOST = "127.0.0.1"
+ROOT = Path(__file__).resolve().parent.parent
 
 
 free_port = proc.free_port
@@ -36,3 +47,34 @@ def dump_payload(body: bytes) -> bytes:
     the CRC-64, as RESTORE checks them."""
     body += bytes([10, 0])
     return body + crc64(body).to_bytes(8, "little")
+
+
+def checkout_env(**extra: str) -> dict[str, str]:
+    """This process's environment with the checkout first on PYTHONPATH (a child's
+    ``python -m pyctl`` or ``-m inreplay.integrations...`` finds this tree), plus extra."""
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    return dict(os.environ, PYTHONPATH=path, **extra)
+
+
+def run_pyctl(rundir: Path, *args: str, timeout: float = 60
+              ) -> subprocess.CompletedProcess[str]:
+    """python -m pyctl ARGS from the checkout, its run directory rundir; output captured."""
+    return subprocess.run([sys.executable, "-m", "pyctl", *args], cwd=ROOT,
+                          env=checkout_env(INREPLAY_RUN_DIR=str(rundir)), capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def require(module: str, extra: str) -> ModuleType:
+    """Import an optional dependency, or fail (not skip) the module's tests saying which
+    extra installs it: make deps installs every extra the tests need."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as e:
+        pytest.fail(f"{module} is not installed ({e}): pip install '.[{extra}]' "
+                    f"(make deps installs every extra the tests need)", pytrace=False)
+
+
+def group_members(started: Any) -> list[str]:
+    """The members' addresses from pyctl start --shards's output."""
+    line = next(ln for ln in started.stdout.splitlines() if ln.startswith("inreplay: group "))
+    return line.removeprefix("inreplay: group ").split(",")

@@ -5,7 +5,9 @@ outside the tree: `pyctl start --daemon`, the README's quick start as written (i
 address replaced), `pyctl status`, `pyctl stop`. Then `pip wheel .` with DPDK turned
 off, as on a machine without it: the wheel holds the library and every module, its
 kernel stack runs the same cycle, and `--stack dpdk` is refused in one line that says
-how to get it.
+how to get it. And each integration extra (`[sb3]`, `[jax]`, `[offline]`): a fresh venv,
+`pip install 'inreplay-*.whl[EXTRA]'`, then its integration imported and used for real
+against the venv's own appliance.
 """
 
 from __future__ import annotations
@@ -208,3 +210,111 @@ def test_pip_install_and_wheel_in_a_fresh_venv(tmp_path: Path) -> None:
     assert "this install has no DPDK stack" in no.stderr and "pip install" in no.stderr
     dr = _run([pyctl, "drivers"], work, venv)
     assert dr.stdout.startswith("stacks in this install: kernel ("), dr.stdout
+
+
+# ---- the integrations' extras: each in a fresh venv, from one wheel -----------------
+
+EXTRA_USES = {
+    # extra: a tiny real use of what it installs, against the venv's own appliance at PORT
+    "sb3": """
+import gymnasium as gym, numpy as np
+from inreplay.integrations.sb3 import ApplianceReplayBuffer
+env = gym.make("CartPole-v1")
+buf = ApplianceReplayBuffer(100, env.observation_space, env.action_space, device="cpu",
+                            address="127.0.0.1:PORT", table="x-sb3", prioritized=True)
+obs, _ = env.reset(seed=0)
+for _ in range(10):
+    a = env.action_space.sample()
+    nxt, r, term, trunc, _ = env.step(a)
+    buf.add(obs[None], nxt[None], np.array([a]), np.array([r]), np.array([term]), [{}])
+    obs = nxt
+s = buf.sample(8)
+assert buf.size() == 10 and s.observations.shape == (8, 4)
+assert buf.update_priorities(buf.last_ids, np.ones(8)) == 8
+print("extra ok")
+""",
+    "jax": """
+import jax, numpy as np
+from pyctl.client import ReplayClient, Schema
+schema = Schema({"obs": ((3,), np.float32), "k": ((), np.int32)})
+with ReplayClient("127.0.0.1", PORT) as rc:
+    rc.create("x-jax", 100, sampler="uniform")
+    k = np.arange(20, dtype=np.int32)
+    rc.add("x-jax", None, {"obs": np.stack([k, k, k], 1).astype(np.float32), "k": k},
+           schema=schema)
+    s = rc.sample("x-jax", 16, schema=schema, jax=True)
+assert isinstance(s.items["obs"], jax.Array) and s.items["obs"].shape == (16, 3)
+assert (np.asarray(s.items["obs"])[:, 0] == np.asarray(s.items["k"])).all()
+print("extra ok")
+""",
+    "offline": """
+import gymnasium as gym, minari, numpy as np
+from pyctl.client import ReplayClient
+from pyctl.minari_export import EpisodeRecorder, export_minari
+env = gym.make("CartPole-v1", max_episode_steps=5)
+with ReplayClient("127.0.0.1", PORT) as rc:
+    rec = EpisodeRecorder(rc, "x-min", obs=((4,), np.float32), action=((), np.int64))
+    obs, _ = env.reset(seed=0)
+    done = False
+    while not done:
+        a = env.action_space.sample()
+        nxt, r, term, trunc, _ = env.step(a)
+        rec.step(obs, a, r, term, trunc, nxt)
+        obs, done = nxt, term or trunc
+    rec.close()
+    export_minari(rc, "x-min", "cartpole/extra-v0", env="CartPole-v1")
+ds = minari.load_dataset("cartpole/extra-v0")
+assert ds.total_episodes == 1 and ds.total_steps >= 1
+print("extra ok")
+""",
+}
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One wheel of a clean copy (DPDK off: the extras do not touch it), for every extra."""
+    tmp = tmp_path_factory.mktemp("extras-wheel")
+    src = _clean_copy(tmp)
+    out = tmp / "wheels"
+    r = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out),
+                        "-Csetup-args=-Ddpdk=disabled", str(src)], cwd=tmp, capture_output=True,
+                       text=True, timeout=PIP_TIMEOUT, check=False)
+    assert r.returncode == 0, f"pip wheel:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
+    (whl,) = out.glob("inreplay-*.whl")
+    return whl
+
+
+def test_every_extra_has_a_use() -> None:
+    """The integrations' extras in pyproject.toml are the ones exercised below."""
+    import tomllib
+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"]
+    assert set(EXTRA_USES) <= set(extras), set(EXTRA_USES) - set(extras)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("extra", sorted(EXTRA_USES))
+def test_extra_installs_and_works_in_a_fresh_venv(extra: str, wheel: Path,
+                                                  tmp_path: Path) -> None:
+    """pip install 'inreplay[EXTRA]' (the wheel) in a venv without system site-packages,
+    then its integration imported and used against that venv's own appliance."""
+    work, venv = tmp_path / "work", tmp_path / "venv"
+    work.mkdir()
+    r = subprocess.run([sys.executable, "-m", "venv", str(venv)], capture_output=True,
+                       text=True, check=False)
+    assert r.returncode == 0, r.stderr
+    _pip(venv, work, "install", "-q", f"{wheel}[{extra}]")
+    py, pyctl = str(venv / "bin" / "python"), str(venv / "bin" / "pyctl")
+    start = _run([pyctl, "start", "--daemon", "--listen", "127.0.0.1:0"], work, venv)
+    assert start.returncode == 0, start.stderr
+    m = re.search(r"listening on 127\.0\.0\.1:(\d+) \(daemon\)", start.stdout)
+    assert m, start.stdout
+    try:
+        env_code = f"import os; os.environ['MINARI_DATASETS_PATH'] = {str(work / 'minari')!r}\n"
+        use = _run([py, "-c", env_code + EXTRA_USES[extra].replace("PORT", m.group(1))],
+                   work, venv, timeout=300)
+        assert use.returncode == 0 and "extra ok" in use.stdout, use.stderr[-3000:]
+    finally:
+        stop = _run([pyctl, "stop", "--all"], work, venv)
+    assert stop.returncode == 0, stop.stderr

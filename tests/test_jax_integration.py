@@ -4,37 +4,20 @@ JAX + optax (integrations/jax_dqn.py) that learns CartPole-v1 through the applia
 
 from __future__ import annotations
 
-import importlib
-import os
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import numpy as np
 import pytest
-from conftest import module_group
+from helpers import require
 
 from pyctl.client import ReplayClient, Schema
 from pyctl.sharded import ShardedReplayClient
 from pyctl.trajectory import TrajectoryWriter, create_trajectory_table, sample_trajectories
 
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def _require(module: str, extra: str) -> ModuleType:
-    try:
-        return importlib.import_module(module)
-    except ImportError as e:
-        pytest.fail(f"{module} is not installed ({e}): pip install '.[{extra}]' "
-                    f"(make deps installs every extra the tests need)", pytrace=False)
-
-
-jax = _require("jax", "jax")
-_require("optax", "jax")
+jax = require("jax", "jax")
+require("optax", "jax")
 import jax.numpy as jnp  # noqa: E402
 
 SCHEMA = Schema({"obs": ((3,), np.float32), "k": ((), np.int32), "flag": ((), np.bool_)})
@@ -59,38 +42,20 @@ def _check_batch(items: Any, weights: Any, n: int) -> None:
     np.testing.assert_array_equal(np.asarray(items["flag"]), k % 2 == 0)
 
 
-@pytest.fixture(params=["standalone", "group"])
-def client(request: pytest.FixtureRequest, tmp_path: Path,
-           replay_host: str) -> Iterator[ReplayClient | ShardedReplayClient]:
+GROUP_SEED = "5"
+
+
+@pytest.fixture
+def client(replay_members: list[str]) -> Iterator[ReplayClient | ShardedReplayClient]:
     """A ReplayClient on the session's server, or a ShardedReplayClient on a 2-shard group
-    of replay_host (pyctl start --shards 2, or redis-servers with the module)."""
-    if request.param == "standalone":
-        srv = request.getfixturevalue("replay_server")
-        with ReplayClient(srv.host, srv.port) as rc:
+    of replay_host (conftest's replay_members)."""
+    if len(replay_members) == 1:
+        host, port = replay_members[0].rsplit(":", 1)
+        with ReplayClient(host, int(port)) as rc:
             yield rc
         return
-    if replay_host == "module":
-        with module_group(tmp_path, 2, seed="5") as members, \
-                ShardedReplayClient(members) as rc:
-            yield rc
-        return
-    env = dict(os.environ, INREPLAY_RUN_DIR=str(tmp_path / "run"),
-               PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", ""))
-                                          if p))
-
-    def pyctl(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "pyctl", *args], cwd=ROOT, env=env,
-                              capture_output=True, text=True, timeout=60)
-
-    out = pyctl("start", "--shards", "2", "--listen", "127.0.0.1:0", "--daemon", "--seed", "5")
-    assert out.returncode == 0, out.stderr
-    line = next(ln for ln in out.stdout.splitlines() if ln.startswith("inreplay: group "))
-    try:
-        with ShardedReplayClient(line.removeprefix("inreplay: group ").split(",")) as rc:
-            yield rc
-    finally:
-        stop = pyctl("stop", "--all")
-        assert stop.returncode == 0, stop.stderr
+    with ShardedReplayClient(replay_members) as rc:
+        yield rc
 
 
 def test_sample_jax_schema_and_item_shape(client: ReplayClient | ShardedReplayClient) -> None:

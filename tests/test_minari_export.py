@@ -4,32 +4,20 @@ checked step by step against what the env produced."""
 
 from __future__ import annotations
 
-import importlib
 import os
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import numpy as np
 import pytest
+from helpers import ROOT, checkout_env, require
 
 from pyctl.client import ReplayClient
 
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def _require(module: str, extra: str) -> ModuleType:
-    try:
-        return importlib.import_module(module)
-    except ImportError as e:
-        pytest.fail(f"{module} is not installed ({e}): pip install '.[{extra}]' "
-                    f"(make deps installs every extra the tests need)", pytrace=False)
-
-
-minari = _require("minari", "offline")
-gym = _require("gymnasium", "rl")
+minari = require("minari", "offline")
+gym = require("gymnasium", "rl")
 
 from pyctl.minari_export import EpisodeRecorder, export_minari  # noqa: E402
 
@@ -105,9 +93,7 @@ def test_cli_export(replay_server: Any, tmp_path: Path) -> None:
     """pyctl export-minari writes the same dataset from another process."""
     with ReplayClient(replay_server.host, replay_server.port) as rc:
         want = _record(rc, "rec-cli", 120, seed=11)
-    env = dict(os.environ, MINARI_DATASETS_PATH=str(tmp_path / "minari"),
-               PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", ""))
-                                          if p))
+    env = checkout_env(MINARI_DATASETS_PATH=str(tmp_path / "minari"))
     out = subprocess.run([sys.executable, "-m", "pyctl", "export-minari", "cartpole/cli-v0",
                           "--table", "rec-cli", "--env", "CartPole-v1", "--address",
                           f"{replay_server.host}:{replay_server.port}", "--author", "tests"],

@@ -9,11 +9,8 @@ the last one against a replay group of two inreplay shards.
 
 from __future__ import annotations
 
-import os
 import re
 import socket
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -23,6 +20,7 @@ from typing import Any
 import numpy as np
 import pytest
 import redis
+from conftest import replay_group
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("gymnasium")
@@ -389,22 +387,8 @@ def test_the_subscriber_authenticates_as_the_main_connection(store: Any) -> None
 @pytest.fixture
 def group(tmp_path: Path) -> Iterator[list[str]]:
     """Two inreplay shards started as one group by pyctl; their addresses."""
-    env = dict(os.environ, INREPLAY_RUN_DIR=str(tmp_path / "run"),
-               PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", ""))
-                                          if p))
-
-    def pyctl(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "pyctl", *args], cwd=ROOT, env=env,
-                              capture_output=True, text=True, timeout=60)
-
-    out = pyctl("start", "--shards", "2", "--listen", "127.0.0.1:0", "--daemon")
-    assert out.returncode == 0, out.stderr
-    line = next(ln for ln in out.stdout.splitlines() if ln.startswith("inreplay: group "))
-    try:
-        yield line.removeprefix("inreplay: group ").split(",")
-    finally:
-        stop = pyctl("stop", "--all")
-        assert stop.returncode == 0, stop.stderr
+    with replay_group(tmp_path, "native", seed=None) as members:
+        yield members
 
 
 def test_actors_of_a_group_subscribe_on_shard_0(group: list[str], tmp_path: Path) -> None:

@@ -6,7 +6,6 @@ the server's weights, priority updates for the last batch, sizes; and a short
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +13,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from conftest import replay_group
+from helpers import checkout_env
 
 pytest.importorskip("ray.rllib")
 pytest.importorskip("gymnasium")
@@ -136,23 +137,11 @@ def test_metrics_state_and_errors(inreplay_server: Any) -> None:
     assert len(small) == 8 and small.client.info("rl-small")["evictions"] == 3
 
 
-def _pyctl(run: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, INREPLAY_RUN_DIR=str(run), PYTHONPATH=os.pathsep.join(
-        p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p))
-    return subprocess.run([sys.executable, "-m", "pyctl", *args], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=60)
-
-
 def test_over_a_replay_group(tmp_path: Path) -> None:
     """One member's address is enough: capacity is split, batches go to the shards in
     turn, samples and priority updates reach every shard."""
-    run = tmp_path / "run"
-    out = _pyctl(run, "start", "--shards", "2", "--listen", "127.0.0.1:0", "--daemon")
-    assert out.returncode == 0, out.stderr
-    members = next(ln for ln in out.stdout.splitlines()
-                   if ln.startswith("inreplay: group ")).removeprefix("inreplay: group ")
-    try:
-        second = members.split(",")[1]
+    with replay_group(tmp_path, "native", seed=None) as members:
+        second = members[1]
         buf = InreplayEpisodeReplayBuffer(address=second, table="rl-group", capacity=100,
                                           n_step=1)
         assert len(buf.client.shards) == 2
@@ -164,16 +153,12 @@ def test_over_a_replay_group(tmp_path: Path) -> None:
         seen = _all_transitions(buf, gamma=0.9, draws=1000)
         assert {ep for ep, _ in seen} == {0, 1}
         assert sum(rc.info("rl-group")["updates"] for rc in buf.client.shards) == 1000
-    finally:
-        stop = _pyctl(run, "stop", "--all")
-        assert stop.returncode == 0, stop.stderr
 
 
 @pytest.mark.slow
 def test_rllib_dqn_smoke() -> None:
     """A short DQN run through a private appliance: trains, prints its numbers, exits 0."""
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p))
+    env = checkout_env()
     out = subprocess.run([sys.executable, "-m", "inreplay.integrations.rllib_dqn",
                           "--max-env-steps", "2000", "--env-runners", "1", "--json"], cwd=ROOT,
                          env=env,

@@ -6,38 +6,31 @@ DQN learns CartPole-v1 through it, uniform and prioritized."""
 
 from __future__ import annotations
 
-import importlib
 import importlib.util
 import itertools
-import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import numpy as np
 import pytest
-from conftest import module_group
+from helpers import ROOT, checkout_env, free_port, require
 
-ROOT = Path(__file__).resolve().parent.parent
+GROUP_SEED = "4"
 SB3_VERSION = "2.9.2"
 
 
-def _require(module: str, extra: str) -> ModuleType:
-    try:
-        return importlib.import_module(module)
-    except ImportError as e:
-        pytest.fail(f"{module} is not installed ({e}): pip install '.[{extra}]' "
-                    f"(make deps installs every extra the tests need)", pytrace=False)
+require("stable_baselines3", "sb3")
+gym = require("gymnasium", "sb3")
 
-
-_require("stable_baselines3", "sb3")
-gym = _require("gymnasium", "sb3")
-
-from inreplay.integrations.sb3 import ApplianceReplayBuffer, PrioritizedDQN  # noqa: E402
+from inreplay.integrations.sb3 import (  # noqa: E402
+    ZOO_CARTPOLE,
+    ApplianceReplayBuffer,
+    PrioritizedDQN,
+)
 from stable_baselines3 import DQN  # noqa: E402
 from stable_baselines3.common.env_util import make_vec_env  # noqa: E402
 from stable_baselines3.common.evaluation import evaluate_policy  # noqa: E402
@@ -94,32 +87,11 @@ def _key(o: Any, no: Any, a: Any, r: Any, d: Any) -> tuple[bytes, ...]:
             np.float32(d).tobytes())
 
 
-@pytest.fixture(params=["standalone", "group"])
-def address(request: pytest.FixtureRequest, tmp_path: Path, replay_host: str) -> Iterator[str]:
+@pytest.fixture
+def address(replay_members: list[str]) -> str:
     """The session's server, or the first member of a 2-shard replay group of replay_host
     (the buffer then uses the whole group)."""
-    if request.param == "standalone":
-        yield _address(request.getfixturevalue("replay_server"))
-        return
-    if replay_host == "module":
-        with module_group(tmp_path, 2, seed="4") as members:
-            yield members[0]
-        return
-    env = dict(os.environ, INREPLAY_RUN_DIR=str(tmp_path / "run"), PYTHONPATH=os.pathsep.join(
-        p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p))
-
-    def pyctl(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "pyctl", *args], cwd=ROOT, env=env,
-                              capture_output=True, text=True, timeout=60)
-
-    out = pyctl("start", "--shards", "2", "--listen", "127.0.0.1:0", "--daemon", "--seed", "4")
-    assert out.returncode == 0, out.stderr
-    line = next(ln for ln in out.stdout.splitlines() if ln.startswith("inreplay: group "))
-    try:
-        yield line.removeprefix("inreplay: group ").split(",")[0]
-    finally:
-        stop = pyctl("stop", "--all")
-        assert stop.returncode == 0, stop.stderr
+    return replay_members[0]
 
 
 @pytest.mark.parametrize("optimize_memory_usage", [False, True])
@@ -150,6 +122,39 @@ def test_transitions_come_back_exactly(address: str, optimize_memory_usage: bool
     assert len(got) >= 0.95 * buf.size()
     assert np.all(buf.last_weights == 1.0)  # uniform
     buf.close()
+
+
+def test_unsupported_spaces_are_refused_in_one_line() -> None:
+    """A Dict observation space (SB3's MultiInputPolicy) or a MultiDiscrete action space:
+    one TypeError line naming the space, before anything connects (port 1 is closed)."""
+    box = gym.spaces.Box(-1.0, 1.0, (4,))
+    cases = [(gym.spaces.Dict({"pos": box}), gym.spaces.Discrete(2),
+              "Box or Discrete observation spaces, not Dict (flatten a Dict or Tuple "
+              "observation with gymnasium.wrappers.FlattenObservation)"),
+             (box, gym.spaces.MultiDiscrete([2, 3]),
+              "Box or Discrete action spaces, not MultiDiscrete")]
+    for obs_space, act_space, words in cases:
+        with pytest.raises(TypeError) as e:
+            ApplianceReplayBuffer(100, obs_space, act_space, address="127.0.0.1:1")
+        assert str(e.value) == f"ApplianceReplayBuffer takes {words}"
+    env = gym.make("CartPole-v1")
+    dict_env = gym.wrappers.TransformObservation(
+        env, lambda o: {"pos": o}, gym.spaces.Dict({"pos": env.observation_space}))
+    with pytest.raises(TypeError, match=r"^ApplianceReplayBuffer takes Box or Discrete "
+                                        r"observation spaces, not Dict \(flatten"):
+        DQN("MultiInputPolicy", dict_env, device="cpu", replay_buffer_class=ApplianceReplayBuffer,
+            replay_buffer_kwargs={"address": "127.0.0.1:1"})
+
+
+def test_no_server_is_one_line_saying_how_to_start_one() -> None:
+    """connect() (every integration's) with nothing listening: one ConnectionError line."""
+    port = free_port()  # free: nothing listens there
+    with pytest.raises(ConnectionError) as e:
+        ApplianceReplayBuffer(100, gym.spaces.Box(-1.0, 1.0, (4,)), gym.spaces.Discrete(2),
+                              address=f"127.0.0.1:{port}")
+    msg = str(e.value)
+    assert "\n" not in msg and msg.startswith(f"inreplay at 127.0.0.1:{port}: ")
+    assert msg.endswith(f"start one with `pyctl start --listen 127.0.0.1:{port}`")
 
 
 def test_prioritized_follows_updates(replay_server: Any) -> None:
@@ -183,8 +188,7 @@ def test_collectors_feed_one_learner(inreplay_server: Any) -> None:
                            seed=0, device="cpu", replay_buffer_class=ApplianceReplayBuffer,
                            replay_buffer_kwargs={"address": address, "table": table,
                                                  "prioritized": True})
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p))
+    env = checkout_env()
     procs = [subprocess.Popen([sys.executable, "-m", "inreplay.integrations.sb3", "collect",
                                "--address", address, "--table", table, "--steps", "300",
                                "--seed", str(k)], cwd=ROOT, env=env,
@@ -248,11 +252,7 @@ def test_sb3_own_buffer_tests(replay_server: Any, case: str) -> None:
         getattr(mod, name)(Bound)
 
 
-HYPER = {  # rl-baselines3-zoo's CartPole-v1 DQN
-    "learning_rate": 2.3e-3, "batch_size": 64, "buffer_size": 100_000, "learning_starts": 1000,
-    "gamma": 0.99, "target_update_interval": 10, "train_freq": 256, "gradient_steps": 128,
-    "exploration_fraction": 0.16, "exploration_final_eps": 0.04,
-    "policy_kwargs": {"net_arch": [256, 256]}}
+HYPER = ZOO_CARTPOLE
 THRESHOLD = 150.0  # mean greedy return over 10 episodes (a random policy gets about 22)
 
 

@@ -3,16 +3,13 @@ episode streams live on one shard, exact global sampling of trajectory items wit
 single-server importance weights, byte-identical columns, updates routed by id."""
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
 import redis
-from conftest import module_group
+from conftest import replay_group
 
 from pyctl.errors import ReplayError
 from pyctl.sharded import SHARD_ID_BITS, ShardedReplayClient, ShardedSampleInfo
@@ -29,32 +26,12 @@ ITEMS = 20  # per shard
 DRAWS = 100_000
 
 
-def _pyctl(rundir: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, INREPLAY_RUN_DIR=str(rundir),
-               PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", ""))
-                                          if p))
-    return subprocess.run([sys.executable, "-m", "pyctl", *args], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=60)
-
-
 @pytest.fixture(scope="module")
 def group(tmp_path_factory: pytest.TempPathFactory, replay_host: str) -> Iterator[list[str]]:
     """Two shards started as one group, by pyctl (native) or as redis-servers with the
-    module (conftest's module_group); their addresses."""
-    if replay_host == "module":
-        with module_group(tmp_path_factory.mktemp("shardtraj"), 2) as members:
-            yield members
-        return
-    run = tmp_path_factory.mktemp("shardtraj") / "run"
-    out = _pyctl(run, "start", "--shards", "2", "--listen", "127.0.0.1:0", "--daemon",
-                 "--seed", "7")
-    assert out.returncode == 0, out.stderr
-    line = next(ln for ln in out.stdout.splitlines() if ln.startswith("inreplay: group "))
-    try:
-        yield line.removeprefix("inreplay: group ").split(",")
-    finally:
-        stop = _pyctl(run, "stop", "--all")
-        assert stop.returncode == 0, stop.stderr
+    module (conftest's replay_group); their addresses."""
+    with replay_group(tmp_path_factory.mktemp("shardtraj"), replay_host) as members:
+        yield members
 
 
 @pytest.fixture

@@ -13,7 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import redis
-from conftest import module_group
+from conftest import replay_group
+from helpers import run_pyctl
 
 from pyctl import _native
 from pyctl.client import ReplayClient
@@ -30,33 +31,12 @@ from pyctl.sharded import (
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _pyctl(rundir: Path, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, INREPLAY_RUN_DIR=str(rundir),
-               PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", ""))
-                                          if p))
-    return subprocess.run([sys.executable, "-m", "pyctl", *args], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=timeout)
-
-
 @pytest.fixture
 def group(tmp_path: Path, replay_host: str) -> Iterator[list[str]]:
     """Two shards started as one group on this box, their addresses: by pyctl (native), or
     two redis-servers with the module (SHARD_GROUP, SHARD_INDEX)."""
-    if replay_host == "module":
-        with module_group(tmp_path, 2) as members:
-            yield members
-        return
-    run = tmp_path / "run"
-    out = _pyctl(run, "start", "--shards", "2", "--listen", "127.0.0.1:0", "--daemon",
-                 "--seed", "7")
-    assert out.returncode == 0, out.stderr
-    line = next(ln for ln in out.stdout.splitlines() if ln.startswith("inreplay: group "))
-    members = line.removeprefix("inreplay: group ").split(",")
-    try:
+    with replay_group(tmp_path, replay_host) as members:
         yield members
-    finally:
-        stop = _pyctl(run, "stop", "--all")
-        assert stop.returncode == 0, stop.stderr
 
 
 def _conn(addr: str) -> redis.Redis:
@@ -67,7 +47,7 @@ def _conn(addr: str) -> redis.Redis:
 @pytest.mark.native_only(reason="pyctl start --shards and pyctl status start native servers")
 def test_group_start_status(group: list[str], tmp_path: Path) -> None:
     assert len(group) == 2
-    status = _pyctl(tmp_path / "run", "status", "--json")
+    status = run_pyctl(tmp_path / "run", "status", "--json")
     rows = json.loads(status.stdout)
     assert sorted(r["shard"]["index"] for r in rows) == [0, 1]
     assert all(r["shard"]["group"] == group for r in rows)
@@ -104,7 +84,7 @@ def test_standalone_server_is_a_group_of_one(replay_server: object) -> None:
      "names this member 127.0.0.1:6381"),
 ])
 def test_group_flags_one_line_errors(tmp_path: Path, args: list[str], message: str) -> None:
-    out = _pyctl(tmp_path / "run", "start", "--listen", "127.0.0.1:0", *args)
+    out = run_pyctl(tmp_path / "run", "start", "--listen", "127.0.0.1:0", *args)
     assert out.returncode == 2
     assert len(out.stderr.strip().splitlines()) == 1 and message in out.stderr
 
@@ -326,11 +306,11 @@ def test_dpdk_group_one_lwip_per_core(tmp_path: Path) -> None:
     subnet = netns.free_subnet()
     base = subnet.rsplit(".", 2)[0]
     run = tmp_path / "run"
-    up = _pyctl(run, "netns", "up", "--name", name, "--subnet", subnet)
+    up = run_pyctl(run, "netns", "up", "--name", name, "--subnet", subnet)
     assert up.returncode == 0, up.stderr
     try:
         ips = f"{base}.0.2/24,{base}.0.4/24"  # .3 is the namespace's kernel address
-        out = _pyctl(run, "start", "--shards", "2", "--stack", "dpdk", "--netns", name,
+        out = run_pyctl(run, "start", "--shards", "2", "--stack", "dpdk", "--netns", name,
                      "--cores", "0-1", "--ip", ips, "--vdev", f"net_af_packet0,iface={name}-a",
                      "--listen-port", "7400", "--hugepages", "128", "--daemon",
                      "--capacity", "1000",
@@ -348,10 +328,10 @@ def test_dpdk_group_one_lwip_per_core(tmp_path: Path) -> None:
             assert rc.info("replay")["size"] == 200
             rc.close()
         finally:
-            stop = _pyctl(run, "stop", "--all")
+            stop = run_pyctl(run, "stop", "--all")
             assert stop.returncode == 0, stop.stderr
     finally:
-        _pyctl(run, "netns", "down", "--name", name)
+        run_pyctl(run, "netns", "down", "--name", name)
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root (CI runs as root)")
@@ -373,7 +353,7 @@ def test_group_on_every_address_is_usable_from_another_host(tmp_path: Path) -> N
         ip("-n", ns, "link", "set", "eth0", "up")
         ip("-n", ns, "link", "set", "lo", "up")
         run = tmp_path / "run"
-        out = _pyctl(run, "start", "--shards", "2", "--listen", "0.0.0.0:0", "--daemon",
+        out = run_pyctl(run, "start", "--shards", "2", "--listen", "0.0.0.0:0", "--daemon",
                      "--client-subnet", "10.231.7.0/24")
         assert out.returncode == 0, out.stderr
         try:
@@ -397,7 +377,7 @@ def test_group_on_every_address_is_usable_from_another_host(tmp_path: Path) -> N
             assert addrs == ",".join(f"{here}:{m.rsplit(':', 1)[1]}" for m in members)
             assert n == "8"
         finally:
-            stop = _pyctl(run, "stop", "--all")
+            stop = run_pyctl(run, "stop", "--all")
             assert stop.returncode == 0, stop.stderr
     finally:
         subprocess.run(["ip", "link", "del", veth], capture_output=True)

@@ -8,14 +8,12 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 import redis
-from conftest import module_group
 from doc_blocks import blocks, page, section
 
 from pyctl.errors import decode_info
@@ -45,36 +43,13 @@ ROOT = Path(__file__).resolve().parent.parent
 ALPHA, BETA, EPS = 0.7, 0.5, 1e-6
 
 
-def _pyctl(rundir: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, INREPLAY_RUN_DIR=str(rundir),
-               PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", ""))
-                                          if p))
-    return subprocess.run([sys.executable, "-m", "pyctl", *args], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=60)
+GROUP_SEED = "3"
 
 
-@pytest.fixture(params=["standalone", "group"])
-def address(request: pytest.FixtureRequest, tmp_path: Path, replay_host: str) -> Iterator[str]:
+@pytest.fixture
+def address(replay_members: list[str]) -> str:
     """A standalone server, or the first member of a 2-shard replay group, of replay_host."""
-    if request.param == "standalone":
-        srv = request.getfixturevalue("replay_server")
-        yield f"{srv.host}:{srv.port}"
-        return
-    if replay_host == "module":
-        with module_group(tmp_path, 2, seed="3") as members:
-            yield members[0]
-        return
-    run = tmp_path / "run"
-    out = _pyctl(run, "start", "--shards", "2", "--listen", "127.0.0.1:0", "--daemon",
-                 "--seed", "3")
-    assert out.returncode == 0, out.stderr
-    line = next(ln for ln in out.stdout.splitlines() if ln.startswith("inreplay: group "))
-    members = line.removeprefix("inreplay: group ").split(",")
-    try:
-        yield members[0]
-    finally:
-        stop = _pyctl(run, "stop", "--all")
-        assert stop.returncode == 0, stop.stderr
+    return replay_members[0]
 
 
 def _ours(address: str, capacity: int = 64, table: str = "t", **kw: Any) -> TensorDictReplayBuffer:
