@@ -224,7 +224,7 @@ void ir_get_stats(ir_stats *out) {
 }
 
 #ifdef IR_HAVE_DPDK
-/* What the stacks that serve telemetry of their own read (DPDK's /inreplay/stats and /inreplay/tables). */
+/* The counters DPDK's telemetry (/inreplay/stats and /inreplay/tables) reads. */
 static const ir_stats_source stats_source = {.stats = ir_get_stats, .tables = ir_get_table_stats};
 #endif
 

@@ -28,9 +28,6 @@
 
 #include <stdint.h>
 
-#include "inreplay.h"
-#include "transport.h"
-
 /* Port and stack counters, refreshed by the polling thread every ~100 ms. */
 typedef struct ir_dpdk_stats {
     int active; /* a dpdk transport is running */

@@ -36,7 +36,8 @@ typedef struct ir_transport_ops {
      * sleep until an event arrives (can_wait) does so; one that cannot
      * polls once and, if it found nothing, naps for timeout_us (capped by the
      * transport). Returns the number of events handled (0 = none), or -1 on
-     * a fatal error. How long to wait is the run loop's idle rule (daemon/daemon.c). */
+     * a fatal error. How long to wait is the daemon's idle rule
+     * (daemon/daemon.c). */
     int (*poll)(ir_transport *t, long timeout_us);
     /* Take as many of the bytes as the stack accepts now, without blocking.
      * Returns the number taken (possibly 0), or -1 if the connection is dead
@@ -128,10 +129,11 @@ int ir_kernel_transport_fd(ir_transport *t);
 /* The same-host transport (dataplane/shm.c): RESP through shared-memory
  * rings, set up over the Unix socket at path (perm as unixsocketperm), each
  * ring ring_size bytes (a power of two); run_id is the server's (INFO
- * server), told to each client at its hello so that it knows whom it reached. Its poll never waits; the run loop
- * polls it beside the network transport, which watches its two fds
- * (ir_shm_wait_fds) and sleeps only after ir_shm_arm said nothing is
- * pending (then ir_shm_disarm, whatever arm said). */
+ * server), told to each client in its hello so that it knows whom it reached.
+ * Its poll never waits; the run loop polls it beside the network transport,
+ * which watches its two fds (ir_shm_wait_fds) and sleeps only after
+ * ir_shm_arm said nothing is pending (then ir_shm_disarm, whatever arm
+ * said). */
 ir_transport *ir_shm_transport_new(struct ir_server *s, const char *path, unsigned perm,
                                    uint64_t ring_size, const char *run_id);
 int ir_shm_arm(ir_transport *shm); /* 1: work is pending, do not sleep */
