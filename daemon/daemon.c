@@ -27,6 +27,7 @@
 #include <string.h>
 #include <time.h>
 
+#define IR_TABLE_OPAQUE /* the engine's functions only (replay.h) */
 #include "aof.h"
 #include "blocked.h"
 #include "db.h"
@@ -184,16 +185,19 @@ static void publishStats(const ir_server *s) {
     }
     pthread_mutex_lock(&tables_lock);
     int n = 0;
-    for (const ir_table *t = s->tables->head; t && n < MAX_PUBLISHED_TABLES; t = t->next, n++) {
+    for (const ir_table *t = tablesFirst(s->tables); t && n < MAX_PUBLISHED_TABLES;
+         t = tableNext(t), n++) {
         ir_table_stats *o = &published_tables[n];
-        snprintf(o->name, sizeof(o->name), "%s", t->name);
-        o->size = tableSize(t);
-        o->capacity = t->o.capacity;
-        o->inserts = t->inserts;
-        o->samples = t->samples;
-        o->updates = t->updates;
-        o->stale_updates = t->stale_updates;
-        o->bytes_used = t->bytes_used;
+        ir_table_info in;
+        tableInfo(t, &in);
+        snprintf(o->name, sizeof(o->name), "%s", tableName(t));
+        o->size = in.size;
+        o->capacity = tableOpts(t)->capacity;
+        o->inserts = in.inserts;
+        o->samples = in.samples;
+        o->updates = in.updates;
+        o->stale_updates = in.stale_updates;
+        o->bytes_used = in.bytes_used;
     }
     published_ntables = n;
     pthread_mutex_unlock(&tables_lock);
@@ -246,11 +250,11 @@ static int createStartupTable(ir_server *s, const ir_config *cfg) {
     const char *err;
     ir_table *t;
     if (tableLimiterCheck(&lim, o.capacity, &err) != 0 ||
-        tableCreate(s->tables, cfg->table, strlen(cfg->table), &o, &t, &err) != 0) {
+        tableCreate(s->tables, cfg->table, strlen(cfg->table), &o, &t, &err) != 0 ||
+        tableLimiterSet(t, &lim, &err) != 0) {
         ir_set_error("table '%s': %s", cfg->table, err);
         return IR_ECONFIG;
     }
-    t->lim = lim;
     return IR_OK;
 }
 
