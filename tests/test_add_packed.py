@@ -16,14 +16,17 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 import pytest
 import redis
+from conftest import replay_group
 
 from pyctl.client import ReplayClient
 from pyctl.errors import NoSuchTableError, RateLimited
+from pyctl.sharded import ShardedReplayClient
 
 if TYPE_CHECKING:
     from conftest import ServerProcess
@@ -281,3 +284,26 @@ def test_inserter_refuses_bad_input_before_sending(rc: ReplayClient) -> None:
     assert rc.info("q")["size"] == 2
     with pytest.raises(ValueError, match="max_in_flight"):
         rc.inserter("q", max_in_flight=0)
+
+
+def test_group_inserter_spreads_batches_over_the_shards(tmp_path: Path, replay_host: str) -> None:
+    """ShardedReplayClient.inserter: batches take the shards in turn, pipelined on each
+    shard's connection; every batch lands whole on one shard."""
+    if replay_host == "shm":
+        pytest.skip("a group of its own on TCP (the group's shm use is test_shm's)")
+    with replay_group(tmp_path, replay_host) as members:
+        g = ShardedReplayClient(members)
+        try:
+            g.create("q", 1000, queue=True)
+            batches = [_items(10, 64, k) for k in range(6)]
+            with g.inserter("q", max_in_flight=2) as ins:
+                for b in batches:
+                    ins.add(None, b)
+                assert ins.flush() == 60
+            sizes = [s.info("q")["size"] for s in g.shards]
+            assert sizes == [30, 30]
+            got = sorted(bytes(row) for s in g.shards
+                         for row in s.sample("q", 30, item_shape=(64,)).items)
+            assert got == sorted(bytes(row) for b in batches for row in b)
+        finally:
+            g.close()
