@@ -270,6 +270,19 @@ static int addItems(client *c, ir_table *t, size_t n, int timeout_arg, uint64_t 
     return 0;
 }
 
+/* REPLAY.ADD's table: NULL (answered) if there is none or it holds trajectories. */
+static ir_table *addTableOrReply(client *c) {
+    ir_table *t = lookupTableOrReply(c, 1);
+    if (t && tableHoldsTrajectories(t)) {
+        replyReplayError(c, IR_ERR_WRONGKIND,
+                         "table '%.128s' holds trajectories: append steps with REPLAY.APPEND "
+                         "and create items with REPLAY.ITEM",
+                         tableName(t));
+        return NULL;
+    }
+    return t;
+}
+
 static void addPackedCommand(client *c);
 
 /* REPLAY.ADD <table> <priority> <item> [<priority> <item> ...] [TIMEOUT <seconds>]
@@ -292,15 +305,8 @@ void replayAddCommand(client *c) {
         hostReplyArityError(c);
         return;
     }
-    ir_table *t = lookupTableOrReply(c, 1);
+    ir_table *t = addTableOrReply(c);
     if (!t) return;
-    if (tableHoldsTrajectories(t)) {
-        replyReplayError(c, IR_ERR_WRONGKIND,
-                         "table '%.128s' holds trajectories: append steps with REPLAY.APPEND "
-                         "and create items with REPLAY.ITEM",
-                         tableName(t));
-        return;
-    }
     uint64_t deadline = 0;
     if (timeout_arg && hostBlockingTimeout(c, timeout_arg, &deadline) != 0) return;
     size_t n = (size_t)(nargs - 2) / 2;
@@ -338,15 +344,8 @@ static void addPackedCommand(client *c) {
         hostReplySyntaxError(c);
         return;
     }
-    ir_table *t = lookupTableOrReply(c, 1);
+    ir_table *t = addTableOrReply(c);
     if (!t) return;
-    if (tableHoldsTrajectories(t)) {
-        replyReplayError(c, IR_ERR_WRONGKIND,
-                         "table '%.128s' holds trajectories: append steps with REPLAY.APPEND "
-                         "and create items with REPLAY.ITEM",
-                         tableName(t));
-        return;
-    }
     const ir_arg *na = hostArg(c, 3), *pr = hostArg(c, 4), *body = hostArg(c, 5);
     long long nn;
     if (!string2ll(na->ptr, na->len, &nn) || nn < 1 || (uint64_t)nn > body->len + 1 ||

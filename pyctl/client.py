@@ -281,18 +281,24 @@ class Sample:
     """With sample(..., info=True): probability, priority, times sampled, table size."""
 
 
-def _fmt_priorities(priorities: Any, n: int) -> list[bytes]:
-    """Decimal strings for REPLAY.ADD; None: the table's max priority for every item."""
-    if priorities is None:
-        return [b"MAX"] * n
+def _batch_priorities(priorities: Any, n: int) -> npt.NDArray[np.float64]:
+    """A batch's priorities as n checked float64 (a scalar for all n)."""
     p = _priority_array(priorities, n)
     if p.shape[0] == 1 and n > 1 and np.ndim(_to_numpy(priorities)) == 0:
         p = np.repeat(p, n)
     if p.shape[0] != n:
         raise BatchError(f"{p.shape[0]} priorities for {n} items; the batch was rejected whole")
     _check_priorities(p, n)
+    return p
+
+
+def _fmt_priorities(priorities: Any, n: int) -> list[bytes]:
+    """Decimal strings for REPLAY.ADD; None: the table's max priority for every item."""
+    if priorities is None:
+        return [b"MAX"] * n
     # repr-exact decimal strings, formatted in C by NumPy
-    return np.char.encode(np.char.mod("%.17g", p), "ascii").tolist()
+    return np.char.encode(np.char.mod("%.17g", _batch_priorities(priorities, n)),
+                          "ascii").tolist()
 
 
 def _priority_array(priorities: Any, n: int) -> npt.NDArray[np.float64]:
@@ -350,17 +356,10 @@ def _packed_rows(items: Any) -> tuple[int, memoryview] | None:
 
 
 def _packed_priorities(priorities: Any, n: int) -> bytes | None:
-    """REPLAY.ADD PACKED's priorities: n little-endian float64, or None for MAX; checked
-    as _fmt_priorities checks them."""
+    """REPLAY.ADD PACKED's priorities: n little-endian float64, or None for MAX."""
     if priorities is None:
         return None
-    p = _priority_array(priorities, n)
-    if p.shape[0] == 1 and n > 1 and np.ndim(_to_numpy(priorities)) == 0:
-        p = np.repeat(p, n)
-    if p.shape[0] != n:
-        raise BatchError(f"{p.shape[0]} priorities for {n} items; the batch was rejected whole")
-    _check_priorities(p, n)
-    return np.ascontiguousarray(p, dtype="<f8").tobytes()
+    return np.ascontiguousarray(_batch_priorities(priorities, n), dtype="<f8").tobytes()
 
 
 def _as_items(items: Any) -> list[Any]:
