@@ -176,6 +176,7 @@ def _rows() -> dict[str, tuple[str, str]]:
     src = (ROOT / "fstack_redis" / "config.c").read_text()
     defines = dict(re.findall(r"#define (IR_\w+) ([0-9.e-]+)\n",
                               (ROOT / "fstack_redis" / "replay" / "replay.h").read_text()
+                              + (ROOT / "fstack_redis" / "replay" / "options.h").read_text()
                               + (ROOT / "fstack_redis" / "inreplay.h").read_text()))
     table = src[src.index("static const cfgparam params[] = {"):]
     table = table[:table.index("\n};")] + "\n"
@@ -200,7 +201,7 @@ def _rows() -> dict[str, tuple[str, str]]:
             continue
 
         def literal(item: str) -> str:
-            # a number defined once in replay.h or inreplay.h, as a string
+            # a number defined once in replay.h, options.h or inreplay.h, as a string
             item = re.sub(r"IR_TABLE_XSTR\(\s*(\w+)\s*\)", lambda d: f'"{defines[d.group(1)]}"',
                           item)
             return "".join(ast.literal_eval(f'"{s}"') for s in re.findall(r'"((?:[^"\\]|\\.)*)"',

@@ -91,6 +91,9 @@ void *heapStateNew(const ir_table *t, ir_heap_before before, int keyed);
 void heapStateFree(void *st);
 void heapInsert(const ir_table *t, void *st, uint32_t slot);
 void heapRemoveSlot(const ir_table *t, void *st, uint32_t slot);
+/* 0 if the heap holds exactly `live` slots in order at their positions, else -1
+ * with what is wrong in why (checked by the fuzzer after every input). */
+int heapCheck(const ir_table *t, const void *st, uint64_t live, char *why, size_t len);
 void heapRekeyBegin(const ir_table *t, void *st, const uint64_t *slots, size_t n);
 void heapRekeyEnd(const ir_table *t, void *st, const uint64_t *slots, size_t n);
 uint32_t heapTop(const void *st);

@@ -77,6 +77,7 @@
 
 #include "acl.h"
 #include "aof.h"
+#include "selector.h"
 #include "chunks.h"
 #include "commands.h"
 #include "db.h"
@@ -572,34 +573,19 @@ static int rangeCmp(const void *a, const void *b) {
     return x->off < y->off ? -1 : x->off > y->off;
 }
 
-/* replay.c's heap order: 1 if slot a comes out of h before slot b */
-static int heapBefore(const ir_table *t, const ir_heap *h, uint32_t a, uint32_t b) {
-    uint64_t ia = t->slot_id[a], ib = t->slot_id[b];
-    if (h->kind == IR_SEL_FIFO) return ia < ib;
-    if (h->kind == IR_SEL_LIFO) return ia > ib;
-    double pa = ir_sampler_get(t->sampler, a), pb = ir_sampler_get(t->sampler, b);
-    if (pa != pb) return h->kind == IR_SEL_MINHEAP ? pa < pb : pa > pb;
-    return ia < ib;
-}
-
 /* Selector structures: every heap holds exactly the live slots in heap
  * order with true positions; general mode's dense list, free stack, hash
  * and draws_left agree with the slots. */
 static void checkSelectors(ir_table *t, uint64_t live) {
     const uint64_t cap = t->o.capacity;
-    for (int k = 0; k < t->nheap; k++) {
-        const ir_heap *h = &t->heap[k];
-        if (h->n != live)
-            die("table '%s': heap %d holds %llu slots, %llu items live", t->name, k,
-                (unsigned long long)h->n, (unsigned long long)live);
-        for (uint64_t i = 0; i < h->n; i++) {
-            uint32_t s = h->h[i];
-            if (s >= cap || h->pos[s] != i || tableSlotOf(t, t->slot_id[s]) != s)
-                die("table '%s': heap %d entry %llu (slot %u) is not a live slot at its position",
-                    t->name, k, (unsigned long long)i, s);
-            if (i && heapBefore(t, h, s, h->h[(i - 1) / 2]))
-                die("table '%s': heap %d out of order at %llu", t->name, k, (unsigned long long)i);
-        }
+    for (int k = 0; k < t->nstate; k++) {
+        const ir_selector *sel = t->state_sel[k];
+        if (sel != &ir_sel_fifo && sel != &ir_sel_lifo && sel != &ir_sel_minheap &&
+            sel != &ir_sel_maxheap)
+            continue;
+        char why[160];
+        if (heapCheck(t, t->state[k], live, why, sizeof(why)) != 0)
+            die("table '%s': heap %d (%s) %s", t->name, k, sel->name, why);
     }
     if (!t->general) return;
     uint64_t draws = 0;

@@ -54,7 +54,8 @@ fi
 build() {
     command -v "$CC" >/dev/null || { echo "fuzz: $CC not found (apt-get install clang libclang-rt-14-dev)" >&2; exit 2; }
     mkdir -p "$OUT"
-    local srcs=(fstack_redis/*.c fstack_redis/replay/*.c tests/fuzz/fuzz_resp.c)
+    local srcs=(fstack_redis/*.c fstack_redis/replay/*.c fstack_redis/replay/selectors/*.c
+                tests/fuzz/fuzz_resp.c)
     local stale=0
     if [[ ! -x $BIN ]]; then stale=1; else
         for f in "${srcs[@]}" fstack_redis/*.h fstack_redis/replay/*.h fstack_redis/commands.json \

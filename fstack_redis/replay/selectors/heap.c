@@ -10,9 +10,11 @@
  * heap with positions is what lets a remover take any live item out (a
  * consumed item under MAX_TIMES_SAMPLED, a priority update) in O(log n).
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../replay.h"
 #include "../selector.h"
 
 #define NOPOS UINT32_MAX
@@ -125,3 +127,28 @@ void heapRekeyEnd(const ir_table *t, void *st, const uint64_t *slots, size_t n) 
 }
 
 uint32_t heapTop(const void *st) { return ((const ir_heap *)st)->h[0]; }
+
+/* Whether a heap state holds exactly `live` slots, each at its recorded position
+ * and none before its parent: 0, or -1 with what is wrong in why (the fuzzer's
+ * invariant after every input). */
+int heapCheck(const ir_table *t, const void *st, uint64_t live, char *why, size_t len) {
+    const ir_heap *h = st;
+    if (h->n != live) {
+        snprintf(why, len, "holds %llu slots, %llu items live", (unsigned long long)h->n,
+                 (unsigned long long)live);
+        return -1;
+    }
+    for (uint64_t i = 0; i < h->n; i++) {
+        uint32_t s = h->h[i];
+        if (s >= t->o.capacity || h->pos[s] != i || tableSlotOf(t, t->slot_id[s]) != s) {
+            snprintf(why, len, "entry %llu (slot %u) is not a live slot at its position",
+                     (unsigned long long)i, s);
+            return -1;
+        }
+        if (i && h->before(t, s, h->h[(i - 1) / 2])) {
+            snprintf(why, len, "out of order at %llu", (unsigned long long)i);
+            return -1;
+        }
+    }
+    return 0;
+}
