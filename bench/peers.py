@@ -210,6 +210,15 @@ def _pin(core: int | None) -> None:
             os.sched_setaffinity(0, {core})
 
 
+def _acks(ins: Any, acked: int, on_ack: Callable[[], None]) -> int:
+    """Calls on_ack once per batch the server has acknowledged since `acked` batches
+    (an Inserter's `added` counts acknowledged items) and returns the new count."""
+    while acked * BATCH < ins.added:
+        acked += 1
+        on_ack()
+    return acked
+
+
 def wait_for_window(a: argparse.Namespace) -> None:
     """--start-at -1: say ready (imports and set-up done), then read the measured window
     from stdin (Children.go), so a slow start on a loaded machine never eats into it."""
@@ -264,13 +273,9 @@ def role_actors(a: argparse.Namespace) -> dict[str, Any]:
                                 (not per_conn and time.time() >= a.stop_at):
                             break
                         ins.add(prios, rows)
-                        while acked * BATCH < ins.added:
-                            acked += 1
-                            _count(k)
+                        acked = _acks(ins, acked, lambda: _count(k))
                     ins.flush()
-                    while acked * BATCH < ins.added:
-                        acked += 1
-                        _count(k)
+                    _acks(ins, acked, lambda: _count(k))
         except Exception as e:  # reported in the JSON
             errors.append(f"{type(e).__name__}: {e}")
 
@@ -648,9 +653,7 @@ def role_producer(a: argparse.Namespace) -> dict[str, Any]:
                 def count() -> None:
                     nonlocal acked
                     now = time.time()
-                    while acked * BATCH < ins.added:
-                        acked += 1
-                        times.append(now)
+                    acked = _acks(ins, acked, lambda: times.append(now))
 
                 while time.time() < a.stop_at:
                     try:
