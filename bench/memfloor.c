@@ -46,10 +46,18 @@
  *   k16inner          K = 16 inner levels over blocks of 8 leaves (more children
  *                     per level above the leaves), records as today;
  *   k16inner-leafrec  k16inner with leafrec's leaf blocks and header;
- *   k16-fold          k16 with fold's header and offset array.
+ *   leafrec8          leafrec's 128-byte pair with the whole record in its 8
+ *                     bytes and no header: offset / 8 in 32 bits, length in 24,
+ *                     times sampled in 8 (narrower than today's 32-bit counter,
+ *                     so not a drop-in record: it shows what the pair alone buys);
+ *   k16-fold          k16 with fold's header and offset array;
+ *   norecord          no record at all, as if every offset followed from the slot
+ *                     (a ring of equal-length items) and times sampled were not
+ *                     kept: a bound for any placement of the record, not a layout
+ *                     ("bound": true; bench/report.py judges only layouts).
  *
- * Only today's, fold, leafrec and leafrec16 keep the K = 8 sums, so the
- * sampled slots, byte for byte (sumtree.c); the K = 16 ones change them. A
+ * The K = 8 ones keep today's sums, so the sampled slots, byte for byte
+ * (sumtree.c: "exact": true); the K = 16 ones change them. A
  * draw's lines are every line of each level's child block (the descent reads
  * all K children), its record's line and its item's lines. In all mode each
  * pass runs every layout in turn (a different one first in each pass), with
@@ -65,7 +73,7 @@
  * "layout", "sample_us", "tree_us", "items_us", "update_us", "pow_us",
  * "layouts"}: the top-level figures are the first measured layout's (today's
  * by default and in all mode), "layouts" maps every measured layout to its
- * {"fanout", "leaf_fanout", "depth", "exact", "lines_per_draw",
+ * {"fanout", "leaf_fanout", "depth", "exact", "bound", "lines_per_draw",
  * "distinct_lines", "sample_us", "tree_us", "items_us", "update_us"}.
  * bench/server_time.py runs it (--layout all) and bench/report.py prints it
  * beside item 4's verdicts and judges the layouts against today's. */
@@ -129,7 +137,7 @@ static unsigned char *region(size_t bytes) {
 }
 
 /* where a slot's record lives */
-enum { REC_ARRAY16, REC_ARRAY8, REC_LEAF8, REC_LEAF16 };
+enum { REC_ARRAY16, REC_ARRAY8, REC_LEAF8, REC_LEAF16, REC_NONE };
 
 /* One candidate: its name, fanouts, record placement and item header. */
 typedef struct candidate {
@@ -138,13 +146,15 @@ typedef struct candidate {
     int rec;
     unsigned header; /* bytes before an item's own */
     int exact;       /* keeps today's K = 8 sums (the same draws) */
+    int bound;       /* keeps less than a table must: a bound, not a layout */
 } candidate;
 
 static const candidate CANDIDATES[] = {
-    {"today", 8, 8, REC_ARRAY16, 0, 1},           {"fold", 8, 8, REC_ARRAY8, 8, 1},
-    {"leafrec", 8, 8, REC_LEAF8, 8, 1},           {"leafrec16", 8, 8, REC_LEAF16, 0, 1},
-    {"k16", 16, 16, REC_ARRAY16, 0, 0},           {"k16inner", 16, 8, REC_ARRAY16, 0, 0},
-    {"k16inner-leafrec", 16, 8, REC_LEAF8, 8, 0}, {"k16-fold", 16, 16, REC_ARRAY8, 8, 0},
+    {"today", 8, 8, REC_ARRAY16, 0, 1, 0},     {"fold", 8, 8, REC_ARRAY8, 8, 1, 0},
+    {"leafrec", 8, 8, REC_LEAF8, 8, 1, 0},     {"leafrec16", 8, 8, REC_LEAF16, 0, 1, 0},
+    {"leafrec8", 8, 8, REC_LEAF8, 0, 1, 0},    {"k16", 16, 16, REC_ARRAY16, 0, 0, 0},
+    {"k16inner", 16, 8, REC_ARRAY16, 0, 0, 0}, {"k16inner-leafrec", 16, 8, REC_LEAF8, 8, 0, 0},
+    {"k16-fold", 16, 16, REC_ARRAY8, 8, 0, 0}, {"norecord", 8, 8, REC_NONE, 0, 1, 1},
 };
 #define NCAND (sizeof(CANDIDATES) / sizeof(CANDIDATES[0]))
 
@@ -219,6 +229,7 @@ static size_t draw_lines(const layout *L, unsigned char **a, uint64_t s, int wha
         case REC_ARRAY8: a[n++] = L->records + s * 8; break;
         case REC_LEAF8: a[n++] = leafblock + L->fan[L->depth] * sizeof(double) + k * 8; break;
         case REC_LEAF16: a[n++] = leafblock + L->fan[L->depth] * sizeof(double) + k * 16; break;
+        case REC_NONE: break;
         }
     }
     if (!(what & ITEM)) return n;
@@ -382,12 +393,14 @@ int main(int argc, char **argv) {
     for (size_t l = 0; l < nl; l++) {
         layout *M = &L[l];
         printf("%s\"%s\": {\"fanout\": %u, \"leaf_fanout\": %u, \"depth\": %u, \"exact\": %s, "
+               "\"bound\": %s, "
                "\"lines_per_draw\": %.2f, \"distinct_lines\": %.1f, \"sample_us\": %.2f, "
                "\"tree_us\": %.2f, \"items_us\": %.2f, \"update_us\": %.2f}",
                l ? ", " : "", M->c->name, M->c->fanout, M->c->leaf_fanout, M->depth,
-               M->c->exact ? "true" : "false", (double)M->lines / (double)M->draws,
-               (double)M->distinct / (double)passes / BATCH, median_us(M->ts, reps),
-               median_us(M->tt, reps), median_us(M->ti, reps), median_us(M->tu, reps));
+               M->c->exact ? "true" : "false", M->c->bound ? "true" : "false",
+               (double)M->lines / (double)M->draws, (double)M->distinct / (double)passes / BATCH,
+               median_us(M->ts, reps), median_us(M->tt, reps), median_us(M->ti, reps),
+               median_us(M->tu, reps));
     }
     printf("}}\n");
     return 0;

@@ -224,7 +224,8 @@ def main() -> None:
                   f"items {f['items_us']:.2f}) | {f['update_us']:.2f} + pow {f['pow_us']:.2f} |",
                   flush=True)
             floors.append({"round": r, **f})
-            best = min(f["layouts"].items(), key=lambda kv: kv[1]["sample_us"])
+            best = min(((k, v) for k, v in f["layouts"].items() if not v.get("bound")),
+                       key=lambda kv: kv[1]["sample_us"])
             print(f"| {r} | layouts | {items:,} | best {best[0]} {best[1]['sample_us']:.2f} "
                   f"({best[1]['sample_us'] / f['sample_us']:.2f}× today's) | | |", flush=True)
     if a.json:

@@ -31,12 +31,14 @@ LINES = {
     "fold": 4 + 1 + 3,  # the 8-byte header pushes a 128 B item onto a third line
     "leafrec": 4 + 1 + 3,
     "leafrec16": 4 + 1 + 2,
+    "leafrec8": 4 + 1 + 2,
     "k16": 3 * 2 + 1 + 2,
     "k16inner": 3 * 2 + 1 + 1 + 2,  # three K = 16 levels over the blocks of 8 leaves
     "k16inner-leafrec": 3 * 2 + 1 + 1 + 3,
     "k16-fold": 3 * 2 + 1 + 3,
+    "norecord": 4 + 2,  # a bound: no record read at all
 }
-EXACT = {"today", "fold", "leafrec", "leafrec16"}  # keep the K = 8 sums
+EXACT = {"today", "fold", "leafrec", "leafrec16", "leafrec8", "norecord"}  # the K = 8 sums
 
 
 def memfloor(*args: str) -> dict[str, Any]:
@@ -62,6 +64,7 @@ def test_each_layout_alone(name: str) -> None:
     sane(lay)
     assert lay["lines_per_draw"] == LINES[name]
     assert lay["exact"] == (name in EXACT)
+    assert lay["bound"] == (name == "norecord")
     assert doc["sample_us"] == lay["sample_us"] and doc["pow_us"] > 0
 
 
@@ -113,6 +116,12 @@ def test_layout_goal_judged() -> None:
         if f["items"] == 2_000_000:
             f["layouts"]["leafrec"]["sample_us"] = 40.0 * 0.8
     assert report.layout_goal(doc).ok is False
+    # a bound is shown but never judged: a floor nothing can keep a table in cannot pass
+    doc = floors({"leafrec": 0.93, "norecord": 0.6})
+    for f in doc:
+        f["layouts"]["norecord"]["bound"] = True
+    goal = report.layout_goal(doc)
+    assert goal.ok is False and "norecord (a bound, not a layout) 0.60×" in goal.line()
     # an older floor (no candidates) is not measured, not passed
     for f in doc:
         del f["layouts"]
