@@ -96,7 +96,7 @@ demo: build
 # DPDK breakdowns of every workload a goal judges; CartPole on both stacks. ~35 min.
 bench: build
 	$(PY) bench/sumtree.py --json $(BUILD)/bench-sumtree.json
-	$(PY) bench/server_time.py --items 100000,2000000 --rounds 3 --json $(BUILD)/bench-server-time.json
+	$(PY) bench/server_time.py --items 100000,2000000 --rounds 5 --json $(BUILD)/bench-server-time.json
 	@[ ! -f $(BUILD)/bench-latency.json ] || cp $(BUILD)/bench-latency.json $(BUILD)/bench-latency.prev.json
 	$(PY) bench/latency.py --mtu 1500,9000 --paths shared,kernel-default \
 	  --json $(BUILD)/bench-latency.json --plots $(BUILD)/bench-plots

@@ -996,6 +996,89 @@ def compress_section(doc: dict[str, Any]) -> str:
 
 
 SAMPLE_GOAL_US, UPDATE_GOAL_US = 25.0, 15.0  # server time of 512 items of 128 B at 2M items
+LAYOUT_GOAL = 0.75
+"""A candidate layout's SAMPLE 512 floor over today's layout's, measured in the same run."""
+AT_FLOOR_GOAL = 1.2
+"""The server's time over its layout's floor, in every round."""
+AT_FLOOR_ROUNDS = 5
+"""Interleaved rounds the server-at-floor goal asks for."""
+LAYOUT_CAUSE = ("tree lines per draw fixed by exactness: the K = 8 sums must stay "
+                "byte-identical, so the tree's levels cannot be merged")
+TODAY = "today"
+"""memfloor's name for the layout the engine has (the server's own floor)."""
+
+
+def layout_goal(floor: list[dict[str, Any]]) -> Goal:
+    """Lower the floor: the best of memfloor's candidate layouts (--layout all) against
+    today's, as the median over the rounds of their ratio in the same run, at the table
+    size where the candidate does worst. None (NOT MEASURED) without candidates; bounds
+    (layouts that keep less than a table must) are printed beside it, never judged."""
+    ratios: dict[str, dict[int, list[float]]] = {}
+    bounds: dict[str, dict[int, list[float]]] = {}
+    for f in floor:
+        lays = f.get("layouts") or {}
+        if TODAY not in lays:
+            continue
+        for name, lay in lays.items():
+            if name != TODAY:  # a bound keeps less than a table must: shown, not judged
+                (bounds if lay.get("bound") else ratios).setdefault(name, {}).setdefault(
+                    f["items"], []).append(lay["sample_us"] / lays[TODAY]["sample_us"])
+    what = (f"the best candidate layout's SAMPLE 512 floor ≤ {LAYOUT_GOAL:g}× today's "
+            "layout's (bench/memfloor --layout all, same passes)")
+    if not ratios:
+        return Goal(what, None, "no candidate layouts in this run's floor")
+    med = {name: {n: statistics.median(v) for n, v in sorted(by.items())}
+           for name, by in ratios.items()}
+    best = min(med, key=lambda name: max(med[name].values()))
+    worst = max(med[best].values())
+    ok = worst <= LAYOUT_GOAL
+    sizes = ", ".join(f"{r:.2f}× at {n:,} items" for n, r in med[best].items())
+    rounds = max(len(v) for v in ratios[best].values())
+    measured = f"{best} {sizes} (median of {rounds} rounds)"
+    others = sorted((max(m.values()), name) for name, m in med.items() if name != best)
+    if others:
+        measured += "; next " + ", ".join(f"{name} {r:.2f}×" for r, name in others[:3])
+    for name, by in sorted(bounds.items()):
+        r = max(statistics.median(v) for v in by.values())
+        measured += f"; {name} (a bound, not a layout) {r:.2f}×"
+    if not ok:
+        measured += f"; cause: {LAYOUT_CAUSE}"
+    return Goal(what, ok, measured)
+
+
+def at_floor_goals(doc: dict[str, Any]) -> list[Goal]:
+    """Sit on the floor: the server's REPLAY.SAMPLE 512 (the better of PACKED and plain)
+    and REPLAY.UPDATE 512 over the floor memfloor measured for today's layout in the same
+    round at the same size (UPDATE's: its tree path plus its pow() calls), in every round
+    and at every size of the first tree's native rows; PASS when the worst is within
+    AT_FLOOR_GOAL and there were at least AT_FLOOR_ROUNDS rounds."""
+    rows = [r for r in doc.get("rows", []) if not r["tree"].endswith("+module")]
+    floor = {(f["round"], f["items"]): f for f in doc.get("floor", [])}
+    if rows:
+        rows = [r for r in rows if r["tree"] == rows[0]["tree"]]
+    out = []
+    for what, mine, theirs in (
+            ("REPLAY.SAMPLE 512 (the better of PACKED and plain)",
+             lambda r: min(r["packed_us"], r["plain_us"]),
+             lambda f: ((f.get("layouts") or {}).get(TODAY) or f)["sample_us"]),
+            ("REPLAY.UPDATE 512", lambda r: r["update_us"],
+             lambda f: ((f.get("layouts") or {}).get(TODAY) or f)["update_us"] + f["pow_us"])):
+        goal = (f"server time of {what} ≤ {AT_FLOOR_GOAL:g}× today's layout's floor of the "
+                f"same round, in every round (at least {AT_FLOOR_ROUNDS})")
+        ratios = [(mine(r) / theirs(floor[r["round"], r["items"]]), r["round"], r["items"])
+                  for r in rows if (r["round"], r["items"]) in floor]
+        if not ratios:
+            out.append(Goal(goal, None, "no floor measured beside the server"))
+            continue
+        worst, rnd, items = max(ratios)
+        rounds = len({r for _, r, _ in ratios})
+        ok = worst <= AT_FLOOR_GOAL and rounds >= AT_FLOOR_ROUNDS
+        measured = (f"worst {worst:.2f}× (round {rnd}, {items:,} items), median "
+                    f"{statistics.median(x for x, _, _ in ratios):.2f}× over {rounds} rounds")
+        if rounds < AT_FLOOR_ROUNDS:
+            measured += f"; only {rounds} rounds, the goal asks for {AT_FLOOR_ROUNDS}"
+        out.append(Goal(goal, ok, measured))
+    return out
 
 
 def server_sample_section(doc: dict[str, Any]) -> str:
@@ -1030,6 +1113,10 @@ def server_sample_section(doc: dict[str, Any]) -> str:
               f"{best:.1f} µs{sample_cause}",
               f"- {VERDICT[upd <= UPDATE_GOAL_US]} — server time of REPLAY.UPDATE "
               f"512 ≤ {UPDATE_GOAL_US:g} µs: {upd:.1f} µs{update_cause}"]
+    if floor:  # the layout's goals: lower the floor, then sit on it
+        lines += [g.line() for g in at_floor_goals(doc)]
+        if any("layouts" in f for f in doc["floor"]):
+            lines.append(layout_goal(doc["floor"]).line())
     if floor:
         f0 = floor[0]
         # the items' own lines, which any server copying them out must load (memfloor from

@@ -532,7 +532,8 @@ def test_server_time_runs_and_reports_the_floor(tmp_path: Path) -> None:
     """bench/server_time.py measures item 4's commands at a toy size and runs
     bench/memfloor beside them; the report puts each verdict beside that floor."""
     out = tmp_path / "server-time.json"
-    _run("server_time.py", "--items", "3000", "--calls", "20", "--json", str(out), timeout=300)
+    _run("server_time.py", "--items", "3000", "--calls", "20", "--rounds", "1", "--json", str(out),
+         timeout=300)
     doc = json.loads(out.read_text())
     (row,) = doc["rows"]
     assert row["items"] == 3000 and row["batch"] == 512

@@ -38,6 +38,30 @@
  * Zero-priority slots are never drawn: the descent takes the first child
  * whose running sum exceeds the point, which has positive mass when the sum
  * runs left to right, and pick_positive() handles whatever rounding leaves.
+ *
+ * Why this layout stays (bench/memfloor --layout all, 2026-12-02, a4332cb,
+ * 2-core AMD EPYC VM loaded by other work, 5 interleaved rounds of
+ * bench/server_time.py plus one run alone; 128 B items, SAMPLE 512). A draw
+ * touches 10 lines at 2M items (9 at 100k): the 7 (6) child blocks of this
+ * tree, the slot record, the item's 2 lines. memfloor times the lines of
+ * candidate layouts in the same passes; each one's floor over this one's,
+ * median of the rounds at 100k / 2M items:
+ *   fold: record folded into an 8-byte item header + offsets     1.12 / 1.12
+ *   leafrec: leaf block + 8-byte offsets in its line pair        1.10 / 1.12
+ *   leafrec16: leaf block + the 16-byte records beside it        0.98 / 0.99
+ *   leafrec8: leafrec's pair, whole record in 8 B (8-bit times)  0.96 / 0.98
+ *   k16 / k16inner: K = 16 everywhere / above blocks of 8 leaves 1.29 / 1.38, 1.25 / 1.25
+ *   k16inner-leafrec, k16-fold                                   1.31-1.54
+ *   norecord: no record at all (a bound, not a layout)           0.88 / 0.86
+ * So no layout reaches the 0.75x asked of a new one: a header pushes a 128 B
+ * item onto a third line; a K = 16 block is two lines, more than the level
+ * it saves; and even with no record the tree's path (about half the floor:
+ * 15-22 us of 28-47 us at 2M) and the item's lines remain. The tree's lines
+ * per draw are fixed by exactness: fewer levels means other sums, so other
+ * draws, and the K = 8 sums must stay byte-identical. The record beside the
+ * leaf block buys 1-4%, inside the rounds' spread, for a second layout of
+ * the leaf level and UPDATE's path 1-7% slower: not worth the change. The
+ * floor to sit on is this layout's.
  */
 #include "../inreplay.h"
 
