@@ -224,7 +224,7 @@ def test_packed_batches_that_wrap_the_ring_are_read_in_place(server_factory: Any
 
     rng = np.random.default_rng(7)
     sizes = [5 + (b * 7) % 31 for b in range(60)]
-    rc.create("t", sum(sizes) + 40, queue=True)  # FIFO, each item sampled once
+    rc.create("t", sum(sizes) + sum(sizes[:20]) + 40, queue=True)  # FIFO, each sampled once
     sent: list[np.ndarray] = []
     offset, wraps = 0, 0
     for n in sizes:
@@ -235,6 +235,14 @@ def test_packed_batches_that_wrap_the_ring_are_read_in_place(server_factory: Any
         wraps += (offset + request) // (1 << 20)
         offset = (offset + request) % (1 << 20)
     assert wraps >= 25, wraps
+    assert copied() == 0
+    # pipelined: the next batch is written while the server stores the last, and one
+    # that does not fit beside what is in flight waits until it fits whole
+    with rc.inserter("t", max_in_flight=4) as ins:
+        for n in sizes[:20]:
+            items = rng.integers(0, 256, (n, 28_224), dtype=np.uint8)
+            ins.add(None, items)
+            sent.append(items)
     assert copied() == 0
     big = rng.integers(0, 256, (40, 28_224), dtype=np.uint8)  # 1.13 MB: more than the ring
     assert len(rc.add("t", None, big)) == 40
