@@ -77,6 +77,8 @@ from pyctl.sharded import ShardedReplayClient, home_address
 ADD_WAIT_S = 1.0
 """How long one REPLAY.ADD may wait in the appliance for the rate limiter (the learner
 to catch up) before the actor checks for a stop and new parameters and tries again."""
+INSERTS_IN_FLIGHT = 4
+"""An actor's item batches on the wire at once (ReplayClient.inserter's default)."""
 
 WAIT_LOG_EVERY_S = 5.0
 """Seconds between the progress lines while an actor waits for parameters."""
@@ -225,9 +227,12 @@ class PlainSteps:
 
 class ItemWriter(PlainSteps):
     """Each transition one item of the appliance's table (``REPLAY.ADD`` through the
-    replay group's client), encoded by ``rl.codec``; an add the table's rate
-    limiter holds waits in the appliance ``ADD_WAIT_S`` at a time. Warns once if the
-    table's MAXBYTES cannot hold its capacity at the mean item size."""
+    replay group's client), encoded by ``rl.codec``. The batches are pipelined
+    (``ShardedReplayClient.inserter``, ``INSERTS_IN_FLIGHT`` on each shard's connection):
+    the actor acts on while the appliance stores its last batches. A batch the table's
+    rate limiter holds waits in the appliance ``ADD_WAIT_S`` at a time and is sent again
+    from the buffers the inserter kept, until the actor is told to stop. Warns once if
+    the table's MAXBYTES cannot hold its capacity at the mean item size."""
 
     paced = True
 
@@ -235,25 +240,28 @@ class ItemWriter(PlainSteps):
                  waiting: Waiting, log: Log) -> None:
         self.rc, self.table, self.codec = rc, table, codec
         self.waiting, self.log = waiting, log
-        self.items = 0
+        self.items = 0  # sent (the appliance acknowledges them later: ins.added)
         self.item_bytes = 0  # arena bytes of the items inserted (for capacity_check)
         self.capacity_checked = 0.0  # the mean item size last checked; -1 once warned
         self.waited_s = 0.0
+        self.ins: Any = None  # the group's inserter, made at the first batch
+
+    def _resend(self, err: RateLimited) -> bool:
+        """A batch the rate limiter held ADD_WAIT_S: send it again unless told to stop."""
+        return not self.waiting()
 
     def write(self, ts: list[Transition], prio: np.ndarray) -> None:
         items = encode(self.codec, ts)
-        t0, held = time.monotonic(), False
+        if self.ins is None:
+            self.ins = self.rc.inserter(self.table, max_in_flight=INSERTS_IN_FLIGHT,
+                                        timeout=ADD_WAIT_S, resend=self._resend)
+        t0, resent = time.monotonic(), self.ins.resent
         try:
-            while True:
-                try:
-                    self.rc.add(self.table, prio, items, timeout=ADD_WAIT_S)
-                    break
-                except RateLimited:
-                    held = True
-                    if self.waiting():
-                        return
+            self.ins.add(prio, items)
+        except RateLimited:  # a held batch, and the actor is stopping: this one is dropped
+            return
         finally:
-            if held:
+            if self.ins.resent != resent:
                 self.waited_s += time.monotonic() - t0
         self.items += len(items)
         self.item_bytes += sum(stored_bytes(len(row)) for row in items)
@@ -273,7 +281,15 @@ class ItemWriter(PlainSteps):
             self.capacity_checked = -1.0
 
     def close(self) -> None:
-        self.rc.close()
+        """Wait for the batches in flight (a held one is given up if the actor is
+        stopping), then close the group's connections."""
+        try:
+            if self.ins is not None:
+                self.ins.close()
+        except RateLimited:
+            pass
+        finally:
+            self.rc.close()
 
 
 class FrameItemWriter(ItemWriter):

@@ -6,7 +6,13 @@
  * time (cpprb's in-process buffer sampled 3x and inserted 17-20x faster).
  * Here the bytes go through a segment both processes map (shm_ring.h): the
  * client writes its request into the request ring and the server hands the
- * bytes straight from there to the parser; the server writes its reply into
+ * bytes straight from there to the parser. The server maps its request ring
+ * twice, back to back, so whatever the ring holds is one run of memory even
+ * where it wraps around the ring's end: everything a client has written goes
+ * to the parser in one piece each poll, and a batch's big body is read where
+ * it lies (by reference, resp.c) instead of being cut at the ring's end and
+ * copied. A client can have at most a ring's worth pending, so one poll's
+ * delivery per client is bounded by its ring. The server writes its reply into
  * the reply ring, which the client reads. While both sides are busy no
  * system call is made at all; a side that goes to sleep says so in the
  * header, and only then does the other write its eventfd.
@@ -48,18 +54,18 @@
 #include "transport.h"
 #include "shm_ring.h"
 
-#define DELIVER_MAX (4u << 20) /* request bytes handed over per connection per poll */
-#define SLOW_PATH_US 1000      /* accept and hang-up checks at least this often */
+#define SLOW_PATH_US 1000 /* accept and hang-up checks at least this often */
 #define ACCEPT_BACKLOG 128
 
 struct ir_conn {
     int fd;      /* the Unix socket: carries nothing after the hello; its hang-up ends us */
     int cli_efd; /* the client's eventfd: written when it sleeps */
     ir_shm_header *h;
-    char *req, *rep;
+    char *req; /* the request ring, mapped twice in a row (connMap) */
+    char *rep;
     uint64_t req_size, rep_size; /* private: never read back from the segment */
     uint64_t req_tail, rep_head, rep_tail;
-    size_t map_len;
+    size_t map_len; /* the whole mapping: header, request ring twice, reply ring */
     int readable, want_w;
     int busy;   /* its bytes are being delivered (a nested poll skips it) */
     int failed; /* hung up or broke the ring's rules: reported by the next poll */
@@ -165,6 +171,32 @@ static void refuseHello(int fd, const char *fmt, const char *what) {
     close(fd);
 }
 
+/* Map the segment (header, request ring, reply ring) with the request ring twice,
+ * back to back: header | request | request again | reply, in one reserved region of
+ * len + rs bytes. Returns the region, or MAP_FAILED (errno set). */
+static char *connMap(int mfd, uint64_t rs, size_t len) {
+    size_t span = len + (size_t)rs;
+    char *base = mmap(NULL, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (base == MAP_FAILED) return MAP_FAILED;
+    const struct {
+        size_t at, len;
+        off_t off;
+    } parts[3] = {
+        {0, (size_t)IR_SHM_REP_OFFSET(rs), 0}, /* the header and the request ring */
+        {(size_t)IR_SHM_REP_OFFSET(rs), (size_t)rs, (off_t)IR_SHM_REQ_OFFSET}, /* again */
+        {(size_t)IR_SHM_REP_OFFSET(rs) + (size_t)rs, (size_t)rs, (off_t)IR_SHM_REP_OFFSET(rs)},
+    };
+    for (int i = 0; i < 3; i++)
+        if (mmap(base + parts[i].at, parts[i].len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED,
+                 mfd, parts[i].off) == MAP_FAILED) {
+            int e = errno;
+            munmap(base, span);
+            errno = e;
+            return MAP_FAILED;
+        }
+    return base;
+}
+
 static void connOpen(shm_transport *st, int fd) {
     uint64_t rs = st->ring_size;
     size_t len = (size_t)(IR_SHM_HEADER_BYTES + 2 * rs);
@@ -180,12 +212,13 @@ static void connOpen(shm_transport *st, int fd) {
         refuseHello(fd, "the server cannot size its shared segment: %s", strerror(e));
         return;
     }
-    void *map = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
+    size_t span = len + (size_t)rs;
+    char *map = connMap(mfd, rs, len);
     int efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     ir_conn *c = calloc(1, sizeof(*c));
     if (map == MAP_FAILED || efd < 0 || !c) {
         int e = map == MAP_FAILED || efd < 0 ? errno : ENOMEM;
-        if (map != MAP_FAILED) munmap(map, len);
+        if (map != MAP_FAILED) munmap(map, span);
         if (efd >= 0) close(efd);
         free(c);
         close(mfd);
@@ -194,11 +227,11 @@ static void connOpen(shm_transport *st, int fd) {
     }
     c->fd = fd;
     c->cli_efd = efd;
-    c->h = map;
-    c->map_len = len;
+    c->h = (ir_shm_header *)map;
+    c->map_len = span;
     c->req_size = c->rep_size = rs;
-    c->req = (char *)map + IR_SHM_REQ_OFFSET;
-    c->rep = (char *)map + IR_SHM_REP_OFFSET(rs);
+    c->req = map + IR_SHM_REQ_OFFSET;
+    c->rep = map + IR_SHM_REP_OFFSET(rs) + rs;
     c->readable = 1;
     c->h->magic = IR_SHM_MAGIC;
     c->h->version = IR_SHM_VERSION;
@@ -212,7 +245,7 @@ static void connOpen(shm_transport *st, int fd) {
     close(mfd); /* the mapping holds the segment */
     if (sent != 0) {
         close(efd);
-        munmap(map, len);
+        munmap(map, span);
         free(c);
         close(fd);
         return;
@@ -275,7 +308,9 @@ static void slowPath(shm_transport *st) {
 
 /* ---- the ops ------------------------------------------------------------------ */
 
-/* Hand the connection's pending request bytes to the parser, straight from the ring. */
+/* Hand the connection's pending request bytes to the parser, straight from the
+ * ring and in one piece: the ring is mapped twice in a row, so the run from the
+ * tail is contiguous however it wraps, and it is at most a ring long. */
 static int deliver(shm_transport *st, ir_conn *c) {
     uint64_t head = IR_SHM_LOAD(&c->h->req_head);
     uint64_t avail = head - c->req_tail;
@@ -284,18 +319,9 @@ static int deliver(shm_transport *st, ir_conn *c) {
         connFail(c, "request ring head out of range");
         return 1;
     }
-    uint64_t budget = DELIVER_MAX;
     c->busy = 1;
-    while (avail && budget && c->readable && !c->closed) {
-        uint64_t off = c->req_tail & (c->req_size - 1);
-        uint64_t n = c->req_size - off;
-        if (n > avail) n = avail;
-        if (n > budget) n = budget;
-        irs_data(c->cl, c->req + off, (size_t)n);
-        c->req_tail += n;
-        avail -= n;
-        budget -= n;
-    }
+    irs_data(c->cl, c->req + (c->req_tail & (c->req_size - 1)), (size_t)avail);
+    c->req_tail += avail; /* the parser took all of it (parsed, or copied what waits) */
     c->busy = 0;
     IR_SHM_STORE(&c->h->req_tail, c->req_tail);
     wakeClient(c); /* it may wait for room to write more */

@@ -44,7 +44,7 @@ struct ir_shm_client {
     size_t map_len;    /* the header and the request ring, mapped once */
     char *rep_map;     /* the reply ring, mapped twice in a row: any run of it is contiguous */
     int refs;          /* the connection, plus one per live view (ir_shm_ref) */
-    uint64_t want;     /* ir_shm_peek: bytes it waits for */
+    uint64_t want;     /* ir_shm_peek: bytes it waits for; ir_shm_writev: room it waits for */
     long spin_us;
     int gone;       /* the server hung up */
     int epfd;       /* the eventfd and the socket, for callers that poll (ir_shm_poll_fd) */
@@ -287,6 +287,10 @@ static int requestRoom(ir_shm_client *c) {
     return c->req_head - IR_SHM_LOAD(&c->h->req_tail) < c->req_size;
 }
 
+static int wholeRoom(ir_shm_client *c) {
+    return c->req_size - (c->req_head - IR_SHM_LOAD(&c->h->req_tail)) >= c->want;
+}
+
 size_t ir_shm_pending(ir_shm_client *c) {
     return (size_t)(IR_SHM_LOAD(&c->h->rep_head) - c->rep_read);
 }
@@ -401,6 +405,20 @@ static long writevImpl(ir_shm_client *c, const void *const *bufs, const size_t *
     if (c->leased) {
         c->leased = 0;
         giveBack(c);
+    }
+    /* a request that fits the ring is written whole once there is room for all of
+     * it, and published once: the server then sees it in one piece and parses its
+     * big bodies where they lie instead of copying the part it got (shm.c) */
+    uint64_t whole = 0;
+    for (int i = 0; i < n; i++) whole += lens[i];
+    if (whole <= c->req_size) {
+        c->want = whole;
+        int w = waitFor(c, wholeRoom, timeout_ms);
+        if (w <= 0) {
+            ir_set_error(w == 0 ? "timed out writing to the server"
+                                : "the server closed the connection");
+            return w == 0 ? -2 : -1;
+        }
     }
     size_t total = 0;
     for (int i = 0; i < n; i++) {

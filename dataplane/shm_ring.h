@@ -16,6 +16,11 @@
  * (the server's doorbell, or the client's own eventfd). Either the sleeper
  * sees the new bytes or the writer sees the flag.
  *
+ * The server maps the request ring twice, back to back, so that what lies
+ * between tail and head is one run of memory even where it wraps (shm.c); the
+ * client maps its reply ring so (shm_client.c). The segment's layout is the
+ * same either way: the mirrors are only in each side's address space.
+ *
  * Neither side trusts the other's counters: the server keeps the ring sizes
  * and its own counters privately and closes a connection whose client moves
  * a counter outside what is possible (shm.c); it reads only the bytes

@@ -1798,7 +1798,8 @@ void infoCommand(client *c) {
                 "total_error_replies:%llu\r\ntotal_reads_processed:0\r\n"
                 "client_output_buffer_limit_disconnections:%llu\r\n"
                 "client_query_buffer_limit_disconnections:0\r\n"
-                "timedout_clients:%llu\r\neventloop_cycles:%llu\r\n",
+                "timedout_clients:%llu\r\neventloop_cycles:%llu\r\n"
+                "by_reference_bodies_copied:%llu\r\n",
                 sections++ ? "\r\n" : "", (unsigned long long)s->total_connections,
                 (unsigned long long)s->total_commands, (unsigned long long)opsPerSec(),
                 (unsigned long long)s->net_input_bytes, (unsigned long long)s->net_output_bytes,
@@ -1807,7 +1808,8 @@ void infoCommand(client *c) {
                 (unsigned long long)channels, (unsigned long long)patterns,
                 (unsigned long long)s->total_error_replies,
                 (unsigned long long)s->output_limit_disconnects,
-                (unsigned long long)s->timedout_clients, (unsigned long long)s->eventloop_cycles);
+                (unsigned long long)s->timedout_clients, (unsigned long long)s->eventloop_cycles,
+                (unsigned long long)s->by_ref_copied);
         ir_blocked_stats bst; /* blocked.c: how waits ended */
         blockedStats(s, &bst);
         infoCat(&b,

@@ -266,7 +266,10 @@ static void finishBigArg(client *c) {
  * request that does not finish within the read, or a command that blocks, first gets
  * owned copies (argvOwnBorrowed). On the shm transport the buffer is the client's
  * request ring, which that client may still write to: such a command only copies from
- * its bodies, so a client that changes one under it changes only its own item. */
+ * its bodies, so a client that changes one under it changes only its own item. A body
+ * such a command gets copied after all (it did not lie whole in one read, or its
+ * request outlived the read) is counted in INFO stats by_reference_bodies_copied. What
+ * follows a copied body in the read that completes it is parsed in place again. */
 static int commandBorrows(client *c) {
     if (!c->borrow_cmd) {
         const ir_command *cmd =
@@ -296,6 +299,7 @@ static void argvOwnBorrowed(client *c) {
     for (int i = 0; i < c->argc; i++) {
         ir_arg *a = &c->argv[i];
         if (a->owned || c->argoff[i] != ARG_BORROWED) continue;
+        c->srv->by_ref_copied++;
         char *p = malloc(a->len + 1);
         if (!p) oom();
         memcpy(p, a->ptr, a->len);
@@ -366,6 +370,7 @@ static int processMultibulkBuffer(client *c) {
             c->bulklen = ll;
             if (ll >= PROTO_MBULK_BIG_ARG) {
                 if (borrowBigArg(c)) continue;
+                if (commandBorrows(c)) c->srv->by_ref_copied++; /* not whole in this read */
                 beginBigArg(c);
                 if (c->big_have < (size_t)ll + 2) return C_ERR; /* irs_data fills the rest */
                 finishBigArg(c);
@@ -471,11 +476,19 @@ static void feedBorrowed(client *c, const char *buf, size_t len) {
     if (pos < len && !clientClosing(c)) feedChunks(c, buf + pos, len - pos);
 }
 
+/* Whether the next bytes can be parsed where they lie: nothing waits in qbuf and no
+ * big bulk is being filled. A request may be under way (its small arguments are in
+ * argbuf, its big ones owned): the read goes on with it in place. */
+static int canBorrow(const client *c) {
+    return c->qlen == c->qpos && !c->big_arg && !c->qborrowed &&
+           (c->reqtype == PROTO_REQ_NONE ||
+            (c->reqtype == PROTO_REQ_MULTIBULK && c->multibulklen)) &&
+           !(c->flags & CLIENT_BLOCKED);
+}
+
 /* Feed bytes to the parser and run every request they complete. */
 void clientFeed(client *c, const char *buf, size_t len) {
-    if (c->qlen == c->qpos && !c->big_arg && !c->multibulklen && !c->qborrowed &&
-        c->reqtype == PROTO_REQ_NONE && !(c->flags & CLIENT_BLOCKED))
-        feedBorrowed(c, buf, len);
+    if (canBorrow(c)) feedBorrowed(c, buf, len);
     else feedChunks(c, buf, len);
     requestDeadline(c);
 }
@@ -506,6 +519,12 @@ static void feedChunks(client *c, const char *buf, size_t len) {
             if (c->big_have < a->len + 2) return;
             finishBigArg(c);
             if (c->multibulklen == 0) runCommand(c);
+            /* what follows the body in this read (the request's last arguments, the
+             * next requests and their bodies) is parsed where it lies, not copied */
+            if (len && !clientClosing(c) && canBorrow(c)) {
+                feedBorrowed(c, buf, len);
+                return;
+            }
             continue;
         }
         if (queryAppend(c, buf, len) != 0) return;

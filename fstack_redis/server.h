@@ -237,6 +237,10 @@ typedef struct ir_server {
     unsigned char subnet_addr[16];
     int subnet_prefix;
     uint64_t timedout_clients, oom_rejections, output_limit_disconnects;
+    /* big bodies of a bodies_by_reference command copied after all (INFO stats
+     * by_reference_bodies_copied; resp.c): it arrived in pieces, or its request
+     * outlived the read */
+    uint64_t by_ref_copied;
     uint64_t cycles_input, cycles_execute, cycles_reply; /* see ir_stats */
     ir_pins pins;              /* reference counts of memory that replies point into */
     uint64_t eventloop_cycles; /* loop iterations (INFO stats), as Redis 7.2 counts them */

@@ -806,12 +806,14 @@ class ReplayClient:
         return add_ids(reply)
 
     def inserter(self, table: str, *, max_in_flight: int = 4, schema: Schema | None = None,
-                 timeout: float | None = None) -> Inserter:
+                 timeout: float | None = None,
+                 resend: Callable[[RateLimited], bool] | None = None) -> Inserter:
         """An :class:`Inserter`: ``add`` without waiting for each reply, up to
         ``max_in_flight`` batches on the wire (an actor that only inserts); errors of a
-        batch raise at a later ``add`` or at ``flush``/``close``."""
+        batch raise at a later ``add`` or at ``flush``/``close``; ``resend`` sends a batch
+        the rate limiter refused again (see :class:`Inserter`)."""
         return Inserter(self, table, max_in_flight=max_in_flight, schema=schema,
-                        timeout=timeout)
+                        timeout=timeout, resend=resend)
 
     @_jax.option
     def sample(self, table: str, n: int, *, beta: float | None = None,
@@ -953,23 +955,35 @@ class Inserter:
     ``with rc.inserter("apex") as ins: ins.add(priorities, items)``; leaving the block
     (or :meth:`close`) flushes. Items and priorities are what ``ReplayClient.add`` takes.
     One thread at a time: an actor's threads each take an inserter of their own.
+
+    ``resend``: a batch the table's rate limiter refused (-RATELIMITED, at once or after
+    ``timeout``) is sent again, as often as ``resend(error)`` returns True (it is called
+    before each resend: it may check a stop flag); when it returns False the error raises
+    as without it. The inserter then keeps each batch's buffers until its reply: do not
+    change the arrays given to ``add`` until then. A resent batch lands after the batches
+    sent since it (the order of batches is kept only without resends).
     """
 
     def __init__(self, client: ReplayClient, table: str, *, max_in_flight: int = 4,
-                 schema: Schema | None = None, timeout: float | None = None) -> None:
+                 schema: Schema | None = None, timeout: float | None = None,
+                 resend: Callable[[RateLimited], bool] | None = None) -> None:
         if max_in_flight < 1:
             raise ValueError(f"max_in_flight must be >= 1, not {max_in_flight}")
         self.table = table
         self.max_in_flight = max_in_flight
         self.schema = schema
         self.timeout = timeout
+        self.resend = resend
         self.added = 0
         """Items the server has acknowledged so far."""
+        self.resent = 0
+        """Batches sent again after the rate limiter refused them (``resend``)."""
         self._redis = client.redis
         self._pool = self._redis.connection_pool
         self._own = self._redis.connection is None
         self._conn: Any = self._redis.connection or self._pool.get_connection()
-        self._pending: deque[tuple[int, int]] = deque()  # (batch number, items)
+        # (batch number, items, its request while it may be resent)
+        self._pending: deque[tuple[int, int, list[bytes | memoryview] | None]] = deque()
         self._batches = 0
         self._last_ids: npt.NDArray[np.int64] = np.empty(0, dtype=np.int64)
         if self._conn._sock is None:
@@ -986,7 +1000,7 @@ class Inserter:
             self._read_one()
         self._send(request)
         self._batches += 1
-        self._pending.append((self._batches, n))
+        self._pending.append((self._batches, n, request if self.resend else None))
 
     def flush(self) -> int:
         """Wait for every reply; returns the items acknowledged since the inserter began.
@@ -1054,12 +1068,18 @@ class Inserter:
             self._lost(f"Error while writing to socket: {e}")
 
     def _read_one(self) -> None:
-        batch, n = self._pending[0]
+        batch, n, request = self._pending[0]
         try:
             reply = self._conn.read_response()
         except redis.ResponseError as e:
             self._pending.popleft()
             err = add_error(e, n)
+            if request is not None and isinstance(err, RateLimited) and self.resend is not None \
+                    and self.resend(err):
+                self._pending.append((batch, n, request))
+                self.resent += 1
+                self._send(request)  # the same buffers, kept since add
+                return
             # the code stays the first word (pyctl.errors): the batch is named at the end
             raise type(err)(f"{err.args[0]} (batch {batch} of this inserter)") from None
         except (OSError, redis.ConnectionError, redis.TimeoutError) as e:

@@ -4,6 +4,7 @@ See pyctl.client.Inserter for what pipelining an actor's inserts means."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import redis
@@ -12,6 +13,7 @@ from pyctl.client import Inserter
 
 if TYPE_CHECKING:
     from pyctl.client import ReplayClient, Schema
+    from pyctl.errors import RateLimited
 
 
 class GroupInserter:
@@ -19,9 +21,10 @@ class GroupInserter:
     taking the shards in turn as ``ShardedReplayClient.add`` does."""
 
     def __init__(self, shards: list[ReplayClient], table: str, *, max_in_flight: int = 4,
-                 schema: Schema | None = None, timeout: float | None = None) -> None:
+                 schema: Schema | None = None, timeout: float | None = None,
+                 resend: Callable[[RateLimited], bool] | None = None) -> None:
         self._ins = [Inserter(c, table, max_in_flight=max_in_flight, schema=schema,
-                              timeout=timeout) for c in shards]
+                              timeout=timeout, resend=resend) for c in shards]
         self._next = 0
 
     def add(self, priorities: Any, items: Any) -> None:
@@ -48,6 +51,10 @@ class GroupInserter:
     @property
     def added(self) -> int:
         return sum(ins.added for ins in self._ins)
+
+    @property
+    def resent(self) -> int:
+        return sum(ins.resent for ins in self._ins)
 
     @property
     def in_flight(self) -> int:

@@ -251,13 +251,14 @@ class ShardedReplayClient:
         return self.shards[k].add(table, priorities, items, **kwargs)
 
     def inserter(self, table: str, *, max_in_flight: int = 4, schema: Any = None,
-                 timeout: float | None = None) -> Any:
+                 timeout: float | None = None, resend: Any = None) -> Any:
         """Pipelined adds across the group (pyctl.inserter.GroupInserter): the batches take
-        the shards in turn, up to max_in_flight on each shard's connection."""
+        the shards in turn, up to max_in_flight on each shard's connection; resend as
+        ReplayClient.inserter's."""
         from pyctl.inserter import GroupInserter
 
         return GroupInserter(self.shards, table, max_in_flight=max_in_flight, schema=schema,
-                             timeout=timeout)
+                             timeout=timeout, resend=resend)
 
     def update(self, table: str, ids: npt.ArrayLike, priorities: npt.ArrayLike) -> int:
         """New raw priorities; each id goes back to the shard that issued it, all shards

@@ -274,6 +274,53 @@ def test_inserter_names_a_failed_batch_and_keeps_the_others(rc: ReplayClient) ->
         ins.add(None, _items(1, 16))
 
 
+def test_inserter_resends_what_the_rate_limiter_refused(
+        rc: ReplayClient, replay_server: ServerProcess) -> None:
+    """resend: batches a full queue refused (-RATELIMITED, at once: no timeout) are sent
+    again from the buffers the inserter kept, until a reader makes room; every item lands
+    exactly once. resend returning False raises the batch's RateLimited instead."""
+    rc.create("q", 20, queue=True)
+    batches = [_items(5, 16, k) for k in range(30)]
+    got: list[bytes] = []
+
+    def read() -> None:
+        c = _client(replay_server)
+        try:
+            while len(got) < 150:
+                s = c.sample("q", 1, item_shape=(16,), timeout=10)
+                got.extend(bytes(row) for row in s.items)
+        finally:
+            c.close()
+
+    calls: list[RateLimited] = []
+
+    def resend(err: RateLimited) -> bool:
+        calls.append(err)
+        time.sleep(0.001)
+        return True
+
+    with rc.inserter("q", max_in_flight=4, resend=resend) as ins:
+        for b in batches[:4]:  # 20 items: the queue is full
+            ins.add(None, b)
+        assert ins.flush() == 20 and not calls
+        t = threading.Thread(target=read)
+        t.start()
+        for b in batches[4:]:
+            ins.add(None, b.copy())  # the inserter keeps the only reference to each
+        assert ins.flush() == 150
+        assert ins.resent == len(calls) > 0
+    t.join(30)
+    assert not t.is_alive()
+    assert sorted(got) == sorted(bytes(row) for b in batches for row in b)
+    ins = rc.inserter("q", resend=lambda err: False)
+    for b in batches[:5]:
+        ins.add(None, b)
+    with pytest.raises(RateLimited, match=r"\(batch 5 of this inserter\)$"):
+        ins.flush()
+    ins.close()
+    assert rc.info("q")["size"] == 20
+
+
 def test_inserter_refuses_bad_input_before_sending(rc: ReplayClient) -> None:
     rc.create("q", 100, queue=True)
     with rc.inserter("q") as ins:

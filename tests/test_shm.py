@@ -208,6 +208,62 @@ def test_replay_batches_over_the_rings(server_factory: Any) -> None:
         assert np.array_equal(row, by_id[i])
 
 
+def test_packed_batches_that_wrap_the_ring_are_read_in_place(server_factory: Any) -> None:
+    """A 1 MB request ring and PACKED batches of 5 to 35 items of 28,224 B (up to 988 KB
+    each): most batches wrap around the ring's end, at a different place each time. Each
+    reaches the parser in one piece and its body is read where it lies (INFO stats
+    by_reference_bodies_copied stays 0); every item reads back byte for byte. A batch
+    larger than the ring cannot lie whole in it: its body is copied, and counted."""
+    srv = server_factory("shm", "--shm-ring-size", "1mb")
+    rc = ReplayClient(srv.host, srv.port, socket_timeout=60)
+    assert _shm.is_shm(rc.redis)
+    tcp = redis.Redis(host=srv.host, port=srv.port, protocol=2)
+
+    def copied() -> int:
+        return int(tcp.info("stats")["by_reference_bodies_copied"])
+
+    rng = np.random.default_rng(7)
+    sizes = [5 + (b * 7) % 31 for b in range(60)]
+    rc.create("t", sum(sizes) + sum(sizes[:20]) + 40, queue=True)  # FIFO, each sampled once
+    sent: list[np.ndarray] = []
+    offset, wraps = 0, 0
+    for n in sizes:
+        items = rng.integers(0, 256, (n, 28_224), dtype=np.uint8)
+        assert len(rc.add("t", None, items)) == n
+        sent.append(items)
+        request = sum(memoryview(b).nbytes for b in rc_add_request(n, items))
+        wraps += (offset + request) // (1 << 20)
+        offset = (offset + request) % (1 << 20)
+    assert wraps >= 25, wraps
+    assert copied() == 0
+    # pipelined: the next batch is written while the server stores the last, and one
+    # that does not fit beside what is in flight waits until it fits whole
+    with rc.inserter("t", max_in_flight=4) as ins:
+        for n in sizes[:20]:
+            items = rng.integers(0, 256, (n, 28_224), dtype=np.uint8)
+            ins.add(None, items)
+            sent.append(items)
+    assert copied() == 0
+    big = rng.integers(0, 256, (40, 28_224), dtype=np.uint8)  # 1.13 MB: more than the ring
+    assert len(rc.add("t", None, big)) == 40
+    sent.append(big)
+    assert copied() >= 1
+    want = np.concatenate(sent)
+    for start in range(0, len(want), 100):
+        k = min(100, len(want) - start)
+        s = rc.sample("t", k, item_shape=(28_224,), item_dtype=np.uint8)
+        assert np.array_equal(s.items, want[start:start + k]), start
+
+
+def rc_add_request(n: int, items: np.ndarray) -> list[Any]:
+    """REPLAY.ADD t's request as the client lays it out (pyctl.client.add_request)."""
+    from pyctl.client import add_request
+
+    request, got = add_request("t", None, items)
+    assert got == n
+    return request
+
+
 def test_blocking_and_pubsub_wait_on_the_ring(server_factory: Any) -> None:
     srv = server_factory("shm")
     shm = srv.client(socket_timeout=30)
