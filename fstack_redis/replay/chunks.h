@@ -162,8 +162,9 @@ void chunkItemCopy(ir_chunk_store *s, const char *rec, uint32_t k, char *dst);
 
 /* ---- snapshots (persist.c) -----------------------------------------------
  * Saving reads the store's header array, its free list and the streams
- * directly (chunk_store.h). Loading rebuilds an empty store (chunkStoreNew) with the same
- * handles, so the items' reference records load as they were saved:
+ * directly (chunk_store.h). Loading rebuilds an empty store (chunkStoreNew)
+ * with the same handles, so the items' reference records load as they were
+ * saved:
  * chunkLoadBegin sizes the header array (cap headers, handles 1..used-1),
  * chunkLoadChunk makes handle h live with 0 references and returns where its
  * `bytes` go (raw: its size before zstd, 0: stored raw), chunkLoadEnd threads
