@@ -19,6 +19,9 @@ one set of named exceptions (KNOWN_UPWARD: the keyspace telling the server
 core that a key changed, the circle still left). The engine is strict: its
 files include only each other and inreplay.h, the library's public header, and
 no include cycle of modules (x.c with x.h) spans the engine and the server.
+The engine's storage headers (ENGINE_PRIVATE: replay/table.h, replay/chunk_store.h)
+are its own: no host includes them, and every host file, compiled with its build
+flags, sees the types they define as incomplete (HIDDEN_TYPES: a sizeof fails).
 The REPLAY.* handlers and the module host (REPLAY_HANDLERS) form no include or
 call cycle, but for the edges still listed in KNOWN_HANDLER_CYCLE_*.
 Run with -s to see the layer order, what is left of the circles and pyctl's
