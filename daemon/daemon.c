@@ -27,7 +27,6 @@
 #include <string.h>
 #include <time.h>
 
-#define IR_TABLE_OPAQUE /* the engine's functions only (replay.h) */
 #include "aof.h"
 #include "blocked.h"
 #include "db.h"
@@ -170,7 +169,7 @@ static void publishStats(const ir_server *s) {
     __atomic_store_n(&published.connected_clients, s->nclients, __ATOMIC_RELAXED);
     __atomic_store_n(&published.total_connections, s->total_connections, __ATOMIC_RELAXED);
     __atomic_store_n(&published.total_commands, s->total_commands, __ATOMIC_RELAXED);
-    __atomic_store_n(&published.tables, (uint64_t)s->tables->count, __ATOMIC_RELAXED);
+    __atomic_store_n(&published.tables, (uint64_t)tablesCount(s->tables), __ATOMIC_RELAXED);
     __atomic_store_n(&published.keys, dbsSize(s), __ATOMIC_RELAXED);
     __atomic_store_n(&published.cycles_input, s->cycles_input, __ATOMIC_RELAXED);
     __atomic_store_n(&published.cycles_execute, s->cycles_execute, __ATOMIC_RELAXED);

@@ -28,8 +28,6 @@
  * queue places are kept with it; only a key's first waiter allocates the key,
  * and a table's first waiter the table's two queues (tableQueues below).
  */
-/* Tables only through the engine's functions (replay.h): */
-#define IR_TABLE_OPAQUE
 #include "blocked.h"
 
 #include <errno.h>

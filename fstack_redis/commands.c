@@ -1881,7 +1881,7 @@ void infoCommand(client *c) {
     }
     if (wantSection(c, "replay", 1)) {
         infoCat(&b, "%s# Replay\r\nreplay_tables:%zu\r\n", sections++ ? "\r\n" : "",
-                s->tables->count);
+                tablesCount(s->tables));
         for (ir_table *t = tablesFirst(s->tables); t; t = tableNext(t)) {
             ir_table_info in;
             tableInfo(t, &in);

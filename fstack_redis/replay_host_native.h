@@ -28,7 +28,7 @@ static inline ir_table_opts replayTableOpts(const ir_server *s, uint64_t salt) {
     ir_table_opts o = tableOptsDefault();
     o.maxbytes = cfg->default_maxbytes;
     o.fanout = cfg->fanout;
-    o.seed = cfg->seed ? cfg->seed + s->tables->count : ir_mstime() ^ salt;
+    o.seed = cfg->seed ? cfg->seed + tablesCount(s->tables) : ir_mstime() ^ salt;
     o.id_base = (uint64_t)cfg->shard_index << IR_SHARD_ID_BITS;
     return o;
 }

@@ -7,8 +7,6 @@
  * ran, count it and wake the other side. Why a file of its own: both
  * handler files use it, and neither calls the other for it (no cycle).
  */
-/* Tables only through the engine's functions (replay.h): */
-#define IR_TABLE_OPAQUE
 #include <math.h>
 #include <stdio.h>
 

@@ -38,8 +38,6 @@
  * also waits until the live items allow k more draws (sum of m - times
  * sampled), since each draw may remove what it drew.
  */
-/* Tables only through the engine's functions (replay.h): */
-#define IR_TABLE_OPAQUE
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -243,12 +241,11 @@ void replayCreateCommand(client *c) {
     hostReplyOk(c);
 }
 
-/* The checked batch in hostTables(c)->add_items through the limiter into t: 0 with
- * the ids in add_ids, or -1 when the call was answered (an error, or parked by
+/* The checked batch in items (tablesAddScratch's) through the limiter into t: 0
+ * with the ids in ids, or -1 when the call was answered (an error, or parked by
  * the limiter to run again). */
-static int addItems(client *c, ir_table *t, size_t n, int timeout_arg, uint64_t deadline) {
-    ir_item_in *items = hostTables(c)->add_items;
-    uint64_t *ids = hostTables(c)->add_ids;
+static int addItems(client *c, ir_table *t, const ir_item_in *items, uint64_t *ids, size_t n,
+                    int timeout_arg, uint64_t deadline) {
     if (replayLimiterGate(c, t, n, 0, timeout_arg, deadline)) return -1;
     const char *err;
     if (tableAdd(t, items, n, ids, &err) != 0) {
@@ -311,12 +308,12 @@ void replayAddCommand(client *c) {
     if (timeout_arg && hostBlockingTimeout(c, timeout_arg, &deadline) != 0) return;
     size_t n = (size_t)(nargs - 2) / 2;
     /* Every (priority, item) pair is checked before anything is inserted. */
-    if (tablesAddScratch(hostTables(c), n) != 0) {
+    ir_item_in *items;
+    uint64_t *ids;
+    if (tablesAddScratch(hostTables(c), n, &items, &ids) != 0) {
         hostReplyError(c, "out of memory");
         return;
     }
-    ir_item_in *items = hostTables(c)->add_items;
-    uint64_t *ids = hostTables(c)->add_ids;
     for (size_t k = 0; k < n; k++) {
         const ir_arg *p = hostArg(c, 2 + 2 * k), *v = hostArg(c, 3 + 2 * k);
         items[k].data = v->ptr;
@@ -332,7 +329,7 @@ void replayAddCommand(client *c) {
             return;
         }
     }
-    if (addItems(c, t, n, timeout_arg, deadline) != 0) return;
+    if (addItems(c, t, items, ids, n, timeout_arg, deadline) != 0) return;
     hostReplyArrayLen(c, (long)n);
     for (size_t k = 0; k < n; k++) hostReplyLongLong(c, (long long)ids[k]);
 }
@@ -367,11 +364,12 @@ static void addPackedCommand(client *c) {
     }
     uint64_t deadline = 0;
     if (timeout_arg && hostBlockingTimeout(c, timeout_arg, &deadline) != 0) return;
-    if (tablesAddScratch(hostTables(c), n) != 0) {
+    ir_item_in *items;
+    uint64_t *ids;
+    if (tablesAddScratch(hostTables(c), n, &items, &ids) != 0) {
         hostReplyError(c, "out of memory");
         return;
     }
-    ir_item_in *items = hostTables(c)->add_items;
     for (size_t k = 0; k < n; k++) {
         items[k].data = body->ptr + k * size;
         items[k].len = size;
@@ -387,8 +385,8 @@ static void addPackedCommand(client *c) {
         }
         items[k].raw = p;
     }
-    if (addItems(c, t, n, timeout_arg, deadline) != 0) return;
-    memcpy(hostReplyBulkReserve(c, n * 8), hostTables(c)->add_ids, n * 8);
+    if (addItems(c, t, items, ids, n, timeout_arg, deadline) != 0) return;
+    memcpy(hostReplyBulkReserve(c, n * 8), ids, n * 8);
 }
 
 /* The sampled items' reply without per-item bookkeeping. Items below
@@ -711,7 +709,7 @@ void replayDropCommand(client *c) {
 
 /* REPLAY.LIST */
 void replayListCommand(client *c) {
-    hostReplyArrayLen(c, (long)hostTables(c)->count);
+    hostReplyArrayLen(c, (long)tablesCount(hostTables(c)));
     for (ir_table *t = tablesFirst(hostTables(c)); t; t = tableNext(t))
         hostReplyBulk(c, tableName(t), tableNameLen(t));
 }

@@ -7,8 +7,6 @@
  * Why a file of its own: both handler files build these replies, and with
  * the builder here neither calls the other for it (no cycle).
  */
-/* Tables only through the engine's functions (replay.h): */
-#define IR_TABLE_OPAQUE
 #include <string.h>
 
 #include "replay.h"

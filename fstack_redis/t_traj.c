@@ -13,8 +13,6 @@
  * TRAJECTORY table's columns (name, dtype, shape, length) are fixed by its
  * first item, so a sample packs each column of n items into one bulk.
  */
-/* Tables only through the engine's functions (replay.h): */
-#define IR_TABLE_OPAQUE
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -231,25 +229,27 @@ void replayAppendCommand(client *c) {
         hostReplyError(c, "nsteps must be an integer between 1 and 16777216");
         return;
     }
-    if ((uint32_t)hostArgc(c) != 3 + st->nfields) {
+    uint32_t nf = streamFieldCount(st);
+    if ((uint32_t)hostArgc(c) != 3 + nf) {
         hostReplyErrorFormat(c,
                              "stream '%.128s' has %u fields: give one bulk per field, in the "
                              "declared order",
-                             st->name, st->nfields);
+                             streamName(st), nf);
         return;
     }
     const char *data[IR_TRAJ_MAX_FIELDS];
-    for (uint32_t f = 0; f < st->nfields; f++) {
+    for (uint32_t f = 0; f < nf; f++) {
         const ir_arg *a = hostArg(c, 3 + f);
-        if ((uint64_t)a->len != n * st->fields[f].step_bytes) {
+        const ir_field *fd = streamField(st, f);
+        if ((uint64_t)a->len != n * fd->step_bytes) {
             char sh[96];
-            fmtShape(sh, sizeof(sh), st->fields[f].shape, st->fields[f].ndim);
+            fmtShape(sh, sizeof(sh), fd->shape, fd->ndim);
             hostReplyErrorFormat(c,
                                  "field '%s' of stream '%.128s' must be %llu steps of %s [%s] "
                                  "(%llu bytes), got %zu bytes",
-                                 st->fields[f].name, st->name, (unsigned long long)n,
-                                 chunkDtypeName(st->fields[f].dtype), sh,
-                                 (unsigned long long)(n * st->fields[f].step_bytes), a->len);
+                                 fd->name, streamName(st), (unsigned long long)n,
+                                 chunkDtypeName(fd->dtype), sh,
+                                 (unsigned long long)(n * fd->step_bytes), a->len);
             return;
         }
         data[f] = a->ptr;
@@ -258,7 +258,7 @@ void replayAppendCommand(client *c) {
         hostReplyError(c, "out of memory");
         return;
     }
-    hostReplyLongLong(c, (long long)st->nsteps);
+    hostReplyLongLong(c, (long long)streamSteps(st));
 }
 
 /* ---- REPLAY.ITEM ---------------------------------------------------------- */
@@ -272,8 +272,8 @@ static int colMatches(const ir_traj_col *a, const ir_traj_col *b) {
 static void colDescribe(char *buf, size_t len, const ir_traj_col *col) {
     char sh[96];
     fmtShape(sh, sizeof(sh), col->shape, col->ndim);
-    snprintf(buf, len, "'%s' %u steps of %s [%s]", col->name, col->len, chunkDtypeName(col->dtype),
-             sh);
+    snprintf(buf, len, "'%.*s' %u steps of %s [%s]", IR_TRAJ_NAME_MAX - 1, col->name, col->len,
+             chunkDtypeName(col->dtype), sh);
 }
 
 void replayItemCommand(client *c) {
@@ -321,14 +321,17 @@ void replayItemCommand(client *c) {
         nitems++;
         ncols_total += nc;
     }
-    if (tablesAddScratch(hostTables(c), nitems) != 0 || growCols(ncols_total) != 0) {
+    ir_item_in *items;
+    uint64_t *ids;
+    if (tablesAddScratch(hostTables(c), nitems, &items, &ids) != 0 || growCols(ncols_total) != 0) {
         hostReplyError(c, "out of memory");
         return;
     }
-    ir_item_in *items = hostTables(c)->add_items;
-    uint64_t *ids = hostTables(c)->add_ids;
     ir_traj_layout *layout = tableTrajLayout(t);
-    ir_traj_layout cand = *layout; /* the columns every item must have */
+    /* the columns every item must have: the table's, or the first item's */
+    uint32_t table_ncols = trajLayoutCols(layout), cand_ncols = table_ncols;
+    ir_traj_col cand[IR_TRAJ_MAX_COLS];
+    for (uint32_t k = 0; k < table_ncols; k++) cand[k] = *trajLayoutCol(layout, k);
     ir_stream *last = NULL;
     size_t recbytes = 0, ci = 0;
     char err[512];
@@ -347,21 +350,21 @@ void replayItemCommand(client *c) {
         }
         uint64_t nc = 0;
         parseU64(hostArg(c, i + 1), IR_TRAJ_MAX_COLS, &nc);
-        if (cand.ncols && nc != cand.ncols) {
+        if (cand_ncols && nc != cand_ncols) {
             hostReplyErrorFormat(c,
                                  "item %zu has %llu columns, table '%.128s' has %u: every item of "
                                  "a table has the same columns",
-                                 k, (unsigned long long)nc, tableName(t), cand.ncols);
+                                 k, (unsigned long long)nc, tableName(t), cand_ncols);
             return;
         }
         i += 2;
         ir_colref *cols = &g_cols[ci];
         for (uint64_t j = 0; j < nc; j++, i += 5) {
             const ir_arg *cn = hostArg(c, i), *sn = hostArg(c, i + 1), *fn = hostArg(c, i + 2);
-            ir_stream *st =
-                last && last->namelen == sn->len && memcmp(last->name, sn->ptr, sn->len) == 0
-                    ? last
-                    : streamFind(s, sn->ptr, sn->len);
+            ir_stream *st = last && streamNameLen(last) == sn->len &&
+                                    memcmp(streamName(last), sn->ptr, sn->len) == 0
+                                ? last
+                                : streamFind(s, sn->ptr, sn->len);
             if (!st) {
                 replyReplayError(c, IR_ERR_NOSTREAM,
                                  "no such stream '%.128s': declare it with REPLAY.STREAM and "
@@ -370,12 +373,13 @@ void replayItemCommand(client *c) {
                 return;
             }
             last = st;
-            uint32_t f = 0;
-            while (f < st->nfields && !(strlen(st->fields[f].name) == fn->len &&
-                                        memcmp(st->fields[f].name, fn->ptr, fn->len) == 0))
+            uint32_t f = 0, nf = streamFieldCount(st);
+            while (f < nf && !(strlen(streamField(st, f)->name) == fn->len &&
+                               memcmp(streamField(st, f)->name, fn->ptr, fn->len) == 0))
                 f++;
-            if (f == st->nfields) {
-                hostReplyErrorFormat(c, "stream '%.128s' has no field '%.64s'", st->name, fn->ptr);
+            if (f == nf) {
+                hostReplyErrorFormat(c, "stream '%.128s' has no field '%.64s'", streamName(st),
+                                     fn->ptr);
                 return;
             }
             uint64_t first, len;
@@ -396,23 +400,24 @@ void replayItemCommand(client *c) {
                 hostReplyErrorFormat(c, "%s", err);
                 return;
             }
-            ir_traj_col col = {.dtype = st->fields[f].dtype,
-                               .ndim = st->fields[f].ndim,
-                               .step_bytes = st->fields[f].step_bytes,
+            const ir_field *fd = streamField(st, f);
+            ir_traj_col col = {.dtype = fd->dtype,
+                               .ndim = fd->ndim,
+                               .step_bytes = fd->step_bytes,
                                .len = (uint32_t)len};
             memcpy(col.name, cn->ptr, cn->len);
-            memcpy(col.shape, st->fields[f].shape, sizeof(col.shape));
-            if (!cand.ncols || (k == 0 && !layout->ncols)) {
+            memcpy(col.shape, fd->shape, sizeof(col.shape));
+            if (!cand_ncols || (k == 0 && !table_ncols)) {
                 for (uint64_t q = 0; q < j; q++)
-                    if (strcmp(cand.col[q].name, col.name) == 0) {
+                    if (strcmp(cand[q].name, col.name) == 0) {
                         hostReplyErrorFormat(c, "column '%s' is given twice", col.name);
                         return;
                     }
-                cand.col[j] = col;
-                if (j + 1 == nc) cand.ncols = (uint32_t)nc;
-            } else if (!colMatches(&cand.col[j], &col)) {
+                cand[j] = col;
+                if (j + 1 == nc) cand_ncols = (uint32_t)nc;
+            } else if (!colMatches(&cand[j], &col)) {
                 char want[256], got[256];
-                colDescribe(want, sizeof(want), &cand.col[j]);
+                colDescribe(want, sizeof(want), &cand[j]);
                 colDescribe(got, sizeof(got), &col);
                 hostReplyErrorFormat(c,
                                      "item %zu column %llu is %s, table '%.128s' has %s there: "
@@ -440,13 +445,13 @@ void replayItemCommand(client *c) {
         return;
     }
     /* pass 2: apply. References are taken before the table may evict. */
-    *layout = cand;
+    trajLayoutSet(layout, cand, cand_ncols);
     size_t off = 0;
     ci = 0;
     for (size_t k = 0; k < nitems; k++) {
         items[k].data = g_recs + off;
-        chunkItemMake(s, &g_cols[ci], layout->ncols, g_recs + off);
-        ci += layout->ncols;
+        chunkItemMake(s, &g_cols[ci], cand_ncols, g_recs + off);
+        ci += cand_ncols;
         off += items[k].len;
     }
     const char *e;
@@ -470,10 +475,12 @@ void replayItemCommand(client *c) {
 void trajSample(client *c, ir_table *t, size_t n, double beta, int withstats, int withinfo) {
     ir_chunk_store *s = tableTrajStore(t);
     const ir_traj_layout *L = tableTrajLayout(t);
+    uint32_t ncols = trajLayoutCols(L);
     uint64_t bulk = 12 * (uint64_t)n, total = 12 * (uint64_t)n;
     total += (withstats ? 24 + 8 * (uint64_t)n : 0) + (withinfo ? 8 + 20 * (uint64_t)n : 0);
-    for (uint32_t k = 0; k < L->ncols; k++) {
-        uint64_t col = satMul(satMul(L->col[k].len, L->col[k].step_bytes), n);
+    for (uint32_t k = 0; k < ncols; k++) {
+        const ir_traj_col *col_k = trajLayoutCol(L, k);
+        uint64_t col = satMul(satMul(col_k->len, col_k->step_bytes), n);
         if (col > bulk) bulk = col;
         total = satAdd(total, col);
     }
@@ -497,9 +504,10 @@ void trajSample(client *c, ir_table *t, size_t n, double beta, int withstats, in
     tableSampleView(t, n, &v);
     memcpy(hostReplyBulkReserve(c, n * 8), v.ids, n * 8);
     memcpy(hostReplyBulkReserve(c, n * 4), v.weights, n * 4);
-    hostReplyArrayLen(c, (long)L->ncols);
-    for (uint32_t k = 0; k < L->ncols; k++) {
-        size_t per = (size_t)L->col[k].len * L->col[k].step_bytes;
+    hostReplyArrayLen(c, (long)ncols);
+    for (uint32_t k = 0; k < ncols; k++) {
+        const ir_traj_col *col_k = trajLayoutCol(L, k);
+        size_t per = (size_t)col_k->len * col_k->step_bytes;
         char *d = hostReplyBulkReserve(c, n * per);
         for (size_t i = 0; i < n; i++) chunkItemCopy(s, v.items[i].data, k, d + i * per);
     }
@@ -530,24 +538,27 @@ void replayColumnsCommand(client *c) {
         return;
     }
     const ir_traj_layout *L = tableTrajLayout(t);
-    hostReplyArrayLen(c, (long)L->ncols);
-    for (uint32_t k = 0; k < L->ncols; k++) {
+    uint32_t ncols = trajLayoutCols(L);
+    hostReplyArrayLen(c, (long)ncols);
+    for (uint32_t k = 0; k < ncols; k++) {
+        const ir_traj_col *col = trajLayoutCol(L, k);
         char sh[96];
-        fmtShape(sh, sizeof(sh), L->col[k].shape, L->col[k].ndim);
+        fmtShape(sh, sizeof(sh), col->shape, col->ndim);
         hostReplyArrayLen(c, 4);
-        hostReplyCString(c, L->col[k].name);
-        hostReplyCString(c, chunkDtypeName(L->col[k].dtype));
+        hostReplyCString(c, col->name);
+        hostReplyCString(c, chunkDtypeName(col->dtype));
         hostReplyCString(c, sh);
-        hostReplyLongLong(c, L->col[k].len);
+        hostReplyLongLong(c, col->len);
     }
 }
 
-/* The fields REPLAY.INFO adds for a trajectory table: (name, value). */
+/* The fields REPLAY.INFO adds for a trajectory table: (name, value), with
+ * st its store's counters. */
 #define TRAJ_INFO_FIELDS(F) \
-    F("columns", tableTrajLayout(t)->ncols) \
-    F("store_chunks", tableTrajStore(t)->chunks) \
-    F("store_chunk_bytes", tableTrajStore(t)->chunk_bytes) \
-    F("store_references", tableTrajStore(t)->references)
+    F("columns", trajLayoutCols(tableTrajLayout(t))) \
+    F("store_chunks", st.chunks) \
+    F("store_chunk_bytes", st.chunk_bytes) \
+    F("store_references", st.references)
 #define TRAJ_INFO_COUNT(name, value) +1
 #define TRAJ_INFO_EMIT(name, value) \
     hostReplyCString(c, name); \
@@ -555,24 +566,29 @@ void replayColumnsCommand(client *c) {
 
 long trajInfoFieldCount(void) { return 0 TRAJ_INFO_FIELDS(TRAJ_INFO_COUNT); }
 
-void trajInfoFields(client *c, ir_table *t) { TRAJ_INFO_FIELDS(TRAJ_INFO_EMIT) }
+void trajInfoFields(client *c, ir_table *t) {
+    ir_chunk_stats st;
+    chunkStoreStats(tableTrajStore(t), &st);
+    TRAJ_INFO_FIELDS(TRAJ_INFO_EMIT)
+}
 
 /* REPLAY.CHUNKS: the chunk store's counters, one list that writes the reply
  * and counts it. */
 #define CHUNKS_FIELDS(F) \
-    F("streams", s->nstreams) \
-    F("chunks", s->chunks) \
-    F("chunk_bytes", s->chunk_bytes) \
-    F("references", s->references) \
-    F("memory", chunkStoreMemory(s)) \
-    F("steps_appended", s->steps_appended) \
-    F("chunks_made", s->chunks_made) \
-    F("items_made", s->items_made) \
-    F("chunks_compressed", s->chunks_compressed) \
-    F("raw_bytes_compressed", s->raw_bytes_compressed)
+    F("streams", st.streams) \
+    F("chunks", st.chunks) \
+    F("chunk_bytes", st.chunk_bytes) \
+    F("references", st.references) \
+    F("memory", st.memory) \
+    F("steps_appended", st.steps_appended) \
+    F("chunks_made", st.chunks_made) \
+    F("items_made", st.items_made) \
+    F("chunks_compressed", st.chunks_compressed) \
+    F("raw_bytes_compressed", st.raw_bytes_compressed)
 
 void replayChunksCommand(client *c) {
-    const ir_chunk_store *s = hostChunks(c);
+    ir_chunk_stats st;
+    chunkStoreStats(hostChunks(c), &st);
     hostReplyMapLen(c, 0 CHUNKS_FIELDS(TRAJ_INFO_COUNT));
     CHUNKS_FIELDS(TRAJ_INFO_EMIT)
 }

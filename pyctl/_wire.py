@@ -35,12 +35,17 @@ IOV_MAX = 1024
 HEADER_READ = 64
 
 
+def plain_socket(sock: Any) -> bool:
+    """Whether sock is a plain TCP/Unix socket (or the shm rings, a socket here), that
+    send_gather may write to: not TLS (SSLSocket has no sendmsg), not None (not
+    connected)."""
+    return type(sock) is socket.socket or type(sock).__name__ == "ShmSocket"
+
+
 def idle(conn: Any) -> bool:
     """Whether conn is a plain, connected TCP/Unix socket whose parser has nothing
     buffered: the next bytes on the socket are the reply to the next request."""
-    sock = getattr(conn, "_sock", None)
-    # TLS (SSLSocket has no sendmsg) or not connected; the shm rings are a socket here
-    if type(sock) is not socket.socket and type(sock).__name__ != "ShmSocket":
+    if not plain_socket(getattr(conn, "_sock", None)):
         return False
     parser = getattr(conn, "_parser", None)
     reader = getattr(parser, "_reader", None)

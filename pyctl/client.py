@@ -21,7 +21,6 @@ rejected whole, before anything is sent, by a :class:`BatchError` naming the ind
 from __future__ import annotations
 
 import math
-import socket
 import sys
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
@@ -1060,7 +1059,7 @@ class Inserter:
     def _send(self, request: list[bytes | memoryview]) -> None:
         conn = self._conn
         try:
-            if type(conn._sock) is socket.socket or type(conn._sock).__name__ == "ShmSocket":
+            if _wire.plain_socket(conn._sock):
                 _wire.send_gather(conn._sock, request)
             else:  # TLS: redis-py's own send
                 conn.send_packed_command(request)

@@ -152,6 +152,12 @@ def instances() -> list[Instance]:
     return out
 
 
+def has_stack(name: str) -> bool:
+    """This install's library has the network stack ``name`` ("kernel", "dpdk") compiled
+    in; False when there is no library. What to ask before starting a server on it."""
+    return _native.has_stack(name)
+
+
 def core_roles(cfg: ServerConfig) -> dict[str, str] | None:
     """Which core does what (DPDK); None on the kernel stack, where the OS schedules."""
     if cfg.stack != "dpdk":

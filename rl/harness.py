@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 from inreplay.rl.config import PASSWORD_ENV, STACKS_SIGNAL, appliance_password, new_run_password
 
-from pyctl import _native
+from pyctl import server
 from pyctl.proc import die_with_parent, free_port
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -114,7 +114,7 @@ def dpdk_possible() -> str | None:
     """Why the DPDK stack cannot run here, or None if it can."""
     if os.geteuid() != 0:
         return "not root"
-    if not _native.has_stack("dpdk"):
+    if not server.has_stack("dpdk"):
         return "libinreplay was built without DPDK"
     return None
 

@@ -19,6 +19,9 @@ one set of named exceptions (KNOWN_UPWARD: the keyspace telling the server
 core that a key changed, the circle still left). The engine is strict: its
 files include only each other and inreplay.h, the library's public header, and
 no include cycle of modules (x.c with x.h) spans the engine and the server.
+The engine's storage headers (ENGINE_PRIVATE: replay/table.h, replay/chunk_store.h)
+are its own: no host includes them, and every host file, compiled with its build
+flags, sees the types they define as incomplete (HIDDEN_TYPES: a sizeof fails).
 The REPLAY.* handlers and the module host (REPLAY_HANDLERS) form no include or
 call cycle, but for the edges still listed in KNOWN_HANDLER_CYCLE_*.
 Run with -s to see the layer order, what is left of the circles and pyctl's
@@ -107,9 +110,10 @@ def _is_engine(rel: str) -> bool:
 
 
 def _module(rel: str) -> str:
-    """x.c and x.h are one module (db_internal.h is db's)."""
+    """x.c and x.h are one module (db_internal.h is db's, the chunk store's
+    private storage header replay/chunk_store.h is replay/chunks')."""
     stem = rel.rsplit(".", 1)[0]
-    return {"db_internal": "db"}.get(stem, stem)
+    return {"db_internal": "db", "replay/chunk_store": "replay/chunks"}.get(stem, stem)
 
 
 def _sccs(edges: dict[str, set[str]]) -> list[set[str]]:
@@ -640,6 +644,136 @@ def test_no_call_cycle_among_the_replay_handlers() -> None:
 def test_the_cycle_edge_finder() -> None:
     edges = {("a", "b", 1), ("b", "a", 2), ("b", "c", 3), ("c", "d", 4)}
     assert _cycle_edges(edges) == {("a", "b", 1), ("b", "a", 2)}
+
+
+# ---- the engine's storage: hosts call functions only --------------------------
+
+# The engine's private headers: the storage of its opaque types. Only the engine
+# (fstack_redis/replay/) includes them; every host sees the types declared only
+# (replay.h, chunks.h), so it reads and changes them through the engine's functions.
+ENGINE_PRIVATE = ("fstack_redis/replay/table.h", "fstack_redis/replay/chunk_store.h")
+# The types they hide, as a host would name them (struct tags: ir_chunk has no
+# typedef outside chunk_store.h).
+HIDDEN_TYPES = ("struct ir_table", "struct ir_tables", "struct ir_chunk_store",
+                "struct ir_stream", "struct ir_traj_layout", "struct ir_chunk")
+
+
+def _private_include_offenders(tree: dict[str, str]) -> list[str]:
+    return [f"{a} includes {b}" for a, b in _tree_includes(tree)
+            if b in ENGINE_PRIVATE and _part(a) != "engine"]
+
+
+def test_no_host_includes_the_engines_storage() -> None:
+    tree = _tree()
+    assert set(ENGINE_PRIVATE) <= set(tree)
+    # the engine's own files do include them (the rule reads real edges)
+    edges = _tree_includes(tree)
+    assert ("fstack_redis/replay/replay.c", "fstack_redis/replay/table.h") in edges
+    assert ("fstack_redis/replay/chunks.c", "fstack_redis/replay/chunk_store.h") in edges
+    bad = _private_include_offenders(tree)
+    assert not bad, "a host includes the engine's storage (call the engine's functions):\n" + \
+        "\n".join(bad)
+    # nor does a public engine header reach them
+    for pub in ("replay.h", "chunks.h", "persist.h", "limiter.h", "options.h", "pin.h"):
+        text = tree[f"fstack_redis/replay/{pub}"]
+        assert not {n for n in INCLUDE.findall(text)} & {"table.h", "chunk_store.h"}, pub
+    assert not [r for r in tree if "IR_TABLE_OPAQUE" in tree[r]], \
+        "opaque is the default: no IR_TABLE_OPAQUE"
+
+
+def test_the_private_include_rule_catches_a_host() -> None:
+    tree = {"fstack_redis/replay/table.h": "", "fstack_redis/replay/chunk_store.h": "",
+            "fstack_redis/replay/replay.c": '#include "table.h"\n',
+            "fstack_redis/t_replay.c": '#include "table.h"\n',
+            "fstack_redis/module/host_module.c": '#include "replay/chunk_store.h"\n',
+            "daemon/daemon.c": '#include "../fstack_redis/replay/table.h"\n'}
+    assert _private_include_offenders(tree) == [
+        "fstack_redis/t_replay.c includes fstack_redis/replay/table.h",
+        "fstack_redis/module/host_module.c includes fstack_redis/replay/chunk_store.h",
+        "daemon/daemon.c includes fstack_redis/replay/table.h"]
+
+
+_INCOMPLETE = re.compile(r"(?:invalid application of .sizeof. to incomplete type"
+                         r"|invalid use of incomplete typedef) .(struct \w+|\w+).")
+
+
+def _probe(entry: dict[str, str], probe: Path) -> tuple[int, str]:
+    """Compile the file of a compile_commands.json entry with its own flags, followed
+    by sizeof of every hidden type (in the file probe): (exit status, the compiler's
+    diagnostics)."""
+    import shlex
+    import subprocess
+
+    src = Path(posixpath.normpath(posixpath.join(entry["directory"], entry["file"])))
+    body = "".join(f"extern const unsigned long ir_probe_{i};\n"
+                   f"const unsigned long ir_probe_{i} = sizeof({t});\n"
+                   for i, t in enumerate(HIDDEN_TYPES))
+    probe.write_text(f'#include "{src}"\n{body}')
+    argv, skip = [], False
+    words = shlex.split(entry["command"])
+    for w in words[1:]:
+        if skip:
+            skip = False
+        elif w in ("-o", "-MQ", "-MF", "-c"):
+            skip = True
+        elif w not in ("-MD", "-Werror", "-fdiagnostics-color=always"):
+            argv.append(w)
+    r = subprocess.run([words[0], *argv, "-fsyntax-only", "-fdiagnostics-color=never",
+                        str(probe)], cwd=entry["directory"], capture_output=True, text=True)
+    return r.returncode, r.stderr
+
+
+def test_each_host_compiles_with_the_engines_types_incomplete(tmp_path: Path) -> None:
+    """Each host file that includes the engine, compiled as the build compiles it (both
+    hosts' objects: the module's t_replay.c is -DIR_HOST_MODULE), then sizeof of each
+    hidden type: every one fails as an incomplete type, and nothing else fails. The
+    same probe after an engine file compiles, so it is the headers that hide them."""
+    import json
+    from concurrent.futures import ThreadPoolExecutor
+
+    import pytest
+
+    cc = ROOT / "build" / "compile_commands.json"
+    if not cc.is_file():
+        pytest.skip("no build/compile_commands.json (meson setup build)")
+    tree = _tree()
+    hosts = {a for a, b in _tree_includes(tree)
+             if a.endswith(".c") and _part(a) != "engine" and b.startswith("fstack_redis/replay/")}
+    assert {"fstack_redis/t_replay.c", "fstack_redis/t_traj.c", "fstack_redis/blocked.c",
+            "fstack_redis/module/host_module.c", "daemon/daemon.c",
+            "fstack_redis/snapshot.c"} <= hosts
+    entries = []
+    for e in json.loads(cc.read_text()):
+        rel = posixpath.relpath(posixpath.normpath(posixpath.join(e["directory"], e["file"])),
+                                ROOT.as_posix())
+        if rel in hosts or rel in ("fstack_redis/replay/replay.c", "fstack_redis/replay/chunks.c"):
+            entries.append((rel, e))
+    seen = {rel for rel, _ in entries}
+    assert hosts <= seen, f"not in the build: {sorted(hosts - seen)}"
+    with ThreadPoolExecutor(2) as ex:
+        results = list(ex.map(lambda k: (entries[k][0], *_probe(entries[k][1],
+                                                                 tmp_path / f"probe{k}.c")),
+                              range(len(entries))))
+    bad = []
+    engine_ok = 0
+    for rel, rc, err in results:
+        errors = [ln for ln in err.splitlines() if "error:" in ln]
+        if _part(rel) == "engine":
+            # replay.c sees table.h, chunks.c chunk_store.h: their types are complete
+            want = {"struct ir_table", "struct ir_tables"} if rel.endswith("replay.c") \
+                else {"struct ir_chunk_store", "struct ir_stream", "struct ir_chunk"}
+            got = set(_INCOMPLETE.findall(err))
+            assert not got & want, f"{rel}: {sorted(got & want)} incomplete in the engine"
+            engine_ok += 1
+            continue
+        got = set(_INCOMPLETE.findall(err))
+        other = [ln for ln in errors if not _INCOMPLETE.search(ln)]
+        if rc == 0 or got != set(HIDDEN_TYPES) or other:
+            bad.append(f"{rel}: sees {sorted(set(HIDDEN_TYPES) - got)} complete"
+                       + (f"; other errors: {other[:3]}" if other else ""))
+    assert engine_ok >= 2, "the positive control (engine files) did not run"
+    assert len(results) - engine_ok >= len(hosts)
+    assert not bad, "hosts that see the engine's storage:\n" + "\n".join(bad)
 
 
 # ---- Python: the control plane imports no RL code ---------------------------

@@ -7,7 +7,8 @@ nothing imported): RL code (actors/, learner/, integrations/) -> client (pyctl/)
   import of pyctl.sharded);
 - pyctl imports none of the RL code: not actors, learner or integrations, nor the
   inreplay package that holds them (inreplay imports pyctl, for its re-exports);
-- integrations/ use pyctl's public names only: no ``from pyctl import _shm``, no
+- the RL code (rl/, actors/, learner/, integrations/, inreplay/) uses pyctl's public
+  names only: no ``from pyctl import _shm`` or ``_native``, no
   ``from pyctl.sharded import _x``, no ``pyctl.client._x``.
 """
 
@@ -165,9 +166,13 @@ def test_pyctl_imports_no_rl_code() -> None:
     assert not bad, "pyctl is below the RL code:\n" + "\n".join(bad)
 
 
-def test_integrations_use_public_names_of_pyctl() -> None:
-    files = sorted((ROOT / "integrations").glob("*.py"))
-    assert len(files) > 3
-    bad = [u for f in files for u in _private_uses(f, "integrations")]
-    assert not bad, ("integrations/ import private names of pyctl (make them public and "
-                     "documented, or give the integration a public API):\n" + "\n".join(bad))
+def test_rl_code_uses_public_names_of_pyctl() -> None:
+    bad, seen = [], set()
+    for root in ("rl", *RL_ROOTS):
+        files = sorted((ROOT / root).rglob("*.py"))
+        seen |= {f.relative_to(ROOT).as_posix() for f in files}
+        bad += [f"{root}/{u}" for f in files for u in _private_uses(f, root)]
+    assert {"rl/harness.py", "actors/demo.py", "learner/learner.py"} <= seen
+    assert len([f for f in seen if f.startswith("integrations/")]) > 3
+    assert not bad, ("the RL code imports private names of pyctl (make them public and "
+                     "documented, or give it a public API):\n" + "\n".join(bad))

@@ -38,8 +38,6 @@
 #include <sys/mman.h>
 #include <time.h>
 
-/* Tables only through the engine's functions (replay.h): */
-#define IR_TABLE_OPAQUE
 #include "redismodule.h"
 
 #include "chunks.h"
@@ -158,7 +156,7 @@ ir_table_opts hostTableOpts(client *c) {
     ir_table_opts o = tableOptsDefault();
     o.maxbytes = module.maxbytes;
     o.fanout = module.fanout;
-    o.seed = module.seed ? module.seed + module.tables->count : mstime() ^ c->id;
+    o.seed = module.seed ? module.seed + tablesCount(module.tables) : mstime() ^ c->id;
     o.id_base = (uint64_t)module.shard_index << IR_SHARD_ID_BITS;
     return o;
 }
@@ -668,7 +666,7 @@ static void infoFunc(RedisModuleInfoCtx *ctx, int for_crash_report) {
     }
     for (waiter *w = w_head; w; w = w->next) waiting++;
     RedisModule_InfoAddSection(ctx, "");
-    RedisModule_InfoAddFieldULongLong(ctx, "tables", module.tables->count);
+    RedisModule_InfoAddFieldULongLong(ctx, "tables", tablesCount(module.tables));
     RedisModule_InfoAddFieldULongLong(ctx, "items", items);
     RedisModule_InfoAddFieldULongLong(ctx, "item_bytes", bytes);
     RedisModule_InfoAddFieldULongLong(ctx, "inserts", inserts);
@@ -678,9 +676,11 @@ static void infoFunc(RedisModuleInfoCtx *ctx, int for_crash_report) {
     RedisModule_InfoAddFieldULongLong(ctx, "blocked_timeouts", blocked_timeouts);
     RedisModule_InfoAddFieldULongLong(ctx, "blocked_disconnects", blocked_disconnects);
     RedisModule_InfoAddFieldULongLong(ctx, "blocked_dropped", blocked_dropped);
-    RedisModule_InfoAddFieldULongLong(ctx, "streams", module.chunks->nstreams);
-    RedisModule_InfoAddFieldULongLong(ctx, "chunks", module.chunks->chunks);
-    RedisModule_InfoAddFieldULongLong(ctx, "chunk_memory", chunkStoreMemory(module.chunks));
+    ir_chunk_stats cs;
+    chunkStoreStats(module.chunks, &cs);
+    RedisModule_InfoAddFieldULongLong(ctx, "streams", cs.streams);
+    RedisModule_InfoAddFieldULongLong(ctx, "chunks", cs.chunks);
+    RedisModule_InfoAddFieldULongLong(ctx, "chunk_memory", cs.memory);
     /* the tables' and chunks' memory, which Redis's used_memory leaves out
      * (not its allocator's) and maxmemory's checks here add */
     RedisModule_InfoAddFieldULongLong(ctx, "memory",
@@ -924,9 +924,11 @@ static int rdbAuxLoad(RedisModuleIO *io, int encver, int when) {
     module.tables = tables;
     module.chunks = chunks;
     moduleParamsReplace(L.params);
+    ir_chunk_stats cs;
+    chunkStoreStats(chunks, &cs);
     RedisModule_LogIOError(io, "notice",
                            "inreplay: loaded %llu replay tables and %llu streams from the RDB",
-                           (unsigned long long)L.ntables, (unsigned long long)chunks->nstreams);
+                           (unsigned long long)L.ntables, (unsigned long long)cs.streams);
     return REDISMODULE_OK;
 }
 

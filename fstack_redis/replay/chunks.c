@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "chunk_store.h"
 #include "chunks.h"
 
 #ifdef IR_HAVE_ZSTD
@@ -111,6 +112,19 @@ void chunkCollect(ir_chunk_store *s) {
 
 uint64_t chunkStoreMemory(const ir_chunk_store *s) {
     return s->chunk_bytes + (uint64_t)s->cap * sizeof(ir_chunk) + s->stream_bytes;
+}
+
+void chunkStoreStats(const ir_chunk_store *s, ir_chunk_stats *out) {
+    *out = (ir_chunk_stats){.streams = s->nstreams,
+                            .chunks = s->chunks,
+                            .chunk_bytes = s->chunk_bytes,
+                            .references = s->references,
+                            .memory = chunkStoreMemory(s),
+                            .steps_appended = s->steps_appended,
+                            .chunks_made = s->chunks_made,
+                            .items_made = s->items_made,
+                            .chunks_compressed = s->chunks_compressed,
+                            .raw_bytes_compressed = s->raw_bytes_compressed};
 }
 
 /* Compress a full chunk in place when that saves bytes (kept raw otherwise,
@@ -331,6 +345,19 @@ uint64_t streamOldestStep(const ir_stream *st) {
     if (!st->nsteps) return 0;
     uint64_t last = (st->nsteps - 1) / st->chunk_steps;
     return last + 1 >= st->ring ? (last + 1 - st->ring) * st->chunk_steps : 0;
+}
+
+const char *streamName(const ir_stream *st) { return st->name; }
+size_t streamNameLen(const ir_stream *st) { return st->namelen; }
+uint32_t streamFieldCount(const ir_stream *st) { return st->nfields; }
+const ir_field *streamField(const ir_stream *st, uint32_t f) { return &st->fields[f]; }
+uint64_t streamSteps(const ir_stream *st) { return st->nsteps; }
+
+uint32_t trajLayoutCols(const ir_traj_layout *L) { return L->ncols; }
+const ir_traj_col *trajLayoutCol(const ir_traj_layout *L, uint32_t k) { return &L->col[k]; }
+void trajLayoutSet(ir_traj_layout *L, const ir_traj_col *cols, uint32_t ncols) {
+    if (cols != L->col) memmove(L->col, cols, (size_t)ncols * sizeof(*cols));
+    L->ncols = ncols;
 }
 
 int streamAppend(ir_chunk_store *s, ir_stream *st, uint64_t n, const char *const *data) {

@@ -20,7 +20,8 @@
  * a free list), so records hold 32-bit handles, never pointers. Nothing is
  * allocated per request besides a new chunk's data.
  *
- * No server headers here: the commands are in t_traj.c.
+ * No server headers here: the commands are in t_traj.c. The store's,
+ * a stream's and a layout's storage is chunk_store.h's, the engine's own.
  */
 #ifndef IR_CHUNKS_H
 #define IR_CHUNKS_H
@@ -59,13 +60,12 @@ int chunkDtypeParse(const char *s, size_t len);
 const char *chunkDtypeName(int dt);
 size_t chunkDtypeSize(int dt);
 
-typedef struct ir_chunk {
-    uint32_t refs; /* 0: on the free list */
-    uint32_t next_free;
-    uint32_t bytes; /* data bytes allocated (chunk_steps x step size, or compressed) */
-    uint32_t raw;   /* compressed: the raw size; 0: data is raw */
-    char *data;
-} ir_chunk;
+/* The store, a stream and a trajectory table's columns: opaque outside the
+ * engine (chunk_store.h is their storage, the engine's own); hosts read them
+ * through the functions below. */
+typedef struct ir_chunk_store ir_chunk_store;
+typedef struct ir_stream ir_stream;
+typedef struct ir_traj_layout ir_traj_layout;
 
 typedef struct ir_field {
     char name[IR_TRAJ_NAME_MAX];
@@ -75,58 +75,13 @@ typedef struct ir_field {
     uint32_t step_bytes;
 } ir_field;
 
-typedef struct ir_stream {
-    char *name;
-    size_t namelen;
-    uint32_t nfields;
-    ir_field fields[IR_TRAJ_MAX_FIELDS];
-    uint32_t chunk_steps, history;
-    int zlevel;        /* COMPRESS: zstd level full chunks are compressed at; 0 none */
-    uint32_t ring;     /* chunks held per field: ceil(history / chunk_steps) + 1 */
-    uint32_t *held;    /* [field * ring + chunk number % ring]: handle, 0 none */
-    uint64_t nsteps;   /* steps of the current episode */
-    uint64_t episodes; /* episodes ended */
-    struct ir_stream *next;
-} ir_stream;
-
-typedef struct ir_chunk_store {
-    ir_chunk *c;        /* c[0] unused: handle 0 means none */
-    uint32_t cap, used; /* headers allocated, highest handle used + 1 */
-    uint32_t free_head;
-    ir_stream *streams;
-    uint64_t nstreams;
-    uint64_t chunks, chunk_bytes, references; /* live chunks, their data bytes, item refs */
-    uint64_t steps_appended, items_made, chunks_made;
-    uint64_t stream_bytes; /* the streams' own memory (names, held-chunk rings) */
-    /* while set (chunkDeferBegin), chunks that reach 0 wait on `pending`
-     * until chunkCollect (a sample reads the items it just removed); room for
-     * every live chunk is reserved first, so deferring never allocates */
-    int defer;
-    uint32_t *pending;
-    size_t npending, pending_cap;
-    uint32_t *scratch; /* an append's new chunks, grown on demand and kept */
-    size_t scratch_cap;
-    /* zstd (IR_HAVE_ZSTD): contexts and buffers kept across requests; rawbuf
-     * holds the last chunk decompressed (raw_h), sized at REPLAY.STREAM for
-     * the largest chunk of a compressing stream, so a sample never allocates */
-    void *cctx, *dctx;
-    char *zbuf, *rawbuf;
-    size_t zbuf_cap, rawbuf_cap;
-    uint32_t raw_h;
-    uint64_t chunks_compressed, raw_bytes_compressed; /* live compressed chunks, their raw size */
-} ir_chunk_store;
-
-/* A trajectory table's columns, fixed by its first item. */
+/* A column of a trajectory table (its columns are fixed by its first item). */
 typedef struct ir_traj_col {
     char name[IR_TRAJ_NAME_MAX];
     int dtype, ndim;
     uint32_t shape[IR_TRAJ_MAX_DIMS];
     uint32_t step_bytes, len;
 } ir_traj_col;
-typedef struct ir_traj_layout {
-    uint32_t ncols; /* 0: no item yet */
-    ir_traj_col col[IR_TRAJ_MAX_COLS];
-} ir_traj_layout;
 
 ir_chunk_store *chunkStoreNew(void);
 void chunkStoreFree(ir_chunk_store *s);
@@ -139,6 +94,14 @@ int chunkDeferBegin(ir_chunk_store *s);
 void chunkCollect(ir_chunk_store *s);
 /* Header array + data bytes + the streams' own memory. */
 uint64_t chunkStoreMemory(const ir_chunk_store *s);
+/* The store's counters (REPLAY.CHUNKS, INFO). */
+typedef struct ir_chunk_stats {
+    uint64_t streams, chunks, chunk_bytes, references; /* live chunks, their bytes, item refs */
+    uint64_t memory;                                   /* chunkStoreMemory */
+    uint64_t steps_appended, chunks_made, items_made;
+    uint64_t chunks_compressed, raw_bytes_compressed; /* live compressed chunks, their raw size */
+} ir_chunk_stats;
+void chunkStoreStats(const ir_chunk_store *s, ir_chunk_stats *out);
 
 ir_stream *streamFind(ir_chunk_store *s, const char *name, size_t len);
 /* Declare a stream: fields already parsed. An existing stream with the same
@@ -156,6 +119,21 @@ void streamEndEpisode(ir_chunk_store *s, ir_stream *st);
 int streamAppend(ir_chunk_store *s, ir_stream *st, uint64_t n, const char *const *data);
 /* The oldest step of the current episode new items may reference. */
 uint64_t streamOldestStep(const ir_stream *st);
+/* The name (NUL-terminated; streamNameLen bytes). */
+const char *streamName(const ir_stream *st);
+size_t streamNameLen(const ir_stream *st);
+/* The declared fields: how many, and field f (f < streamFieldCount). */
+uint32_t streamFieldCount(const ir_stream *st);
+const ir_field *streamField(const ir_stream *st, uint32_t f);
+/* Steps of the current episode. */
+uint64_t streamSteps(const ir_stream *st);
+
+/* A trajectory table's columns (tableTrajLayout): how many (0 until its
+ * first item), column k (k < trajLayoutCols), and all of them at once (the
+ * first item's, checked by the caller). */
+uint32_t trajLayoutCols(const ir_traj_layout *L);
+const ir_traj_col *trajLayoutCol(const ir_traj_layout *L, uint32_t k);
+void trajLayoutSet(ir_traj_layout *L, const ir_traj_col *cols, uint32_t ncols);
 
 /* One column of an item: steps [first, first + len) of a stream's field. */
 typedef struct ir_colref {
@@ -182,10 +160,11 @@ uint32_t chunkItemColChunks(const char *rec, uint32_t k, uint32_t *handles, uint
 /* Copy column k's bytes (len x step_bytes) to dst. */
 void chunkItemCopy(ir_chunk_store *s, const char *rec, uint32_t k, char *dst);
 
-/* ---- snapshots (snapshot.c) ----------------------------------------------
+/* ---- snapshots (persist.c) -----------------------------------------------
  * Saving reads the store's header array, its free list and the streams
- * directly. Loading rebuilds an empty store (chunkStoreNew) with the same
- * handles, so the items' reference records load as they were saved:
+ * directly (chunk_store.h). Loading rebuilds an empty store (chunkStoreNew)
+ * with the same handles, so the items' reference records load as they were
+ * saved:
  * chunkLoadBegin sizes the header array (cap headers, handles 1..used-1),
  * chunkLoadChunk makes handle h live with 0 references and returns where its
  * `bytes` go (raw: its size before zstd, 0: stored raw), chunkLoadEnd threads

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "chunk_store.h"
 #include "chunks.h"
 #include "param.h"
 #include "persist.h"

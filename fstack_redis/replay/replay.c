@@ -67,6 +67,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "chunk_store.h"
 #include "chunks.h"
 #include "replay.h"
 #include "selector.h"
@@ -420,18 +421,23 @@ void tablesFree(ir_tables *ts) {
     free(ts);
 }
 
-int tablesAddScratch(ir_tables *ts, size_t n) {
-    if (n <= ts->add_cap) return 0;
-    size_t cap = ts->add_cap ? ts->add_cap : 64;
-    while (cap < n) cap *= 2;
-    ir_item_in *it = realloc(ts->add_items, cap * sizeof(*it));
-    if (it) ts->add_items = it;
-    uint64_t *id = realloc(ts->add_ids, cap * sizeof(*id));
-    if (id) ts->add_ids = id;
-    if (!it || !id) return -1;
-    ts->add_cap = cap;
+int tablesAddScratch(ir_tables *ts, size_t n, ir_item_in **items, uint64_t **ids) {
+    if (n > ts->add_cap) {
+        size_t cap = ts->add_cap ? ts->add_cap : 64;
+        while (cap < n) cap *= 2;
+        ir_item_in *it = realloc(ts->add_items, cap * sizeof(*it));
+        if (it) ts->add_items = it;
+        uint64_t *id = realloc(ts->add_ids, cap * sizeof(*id));
+        if (id) ts->add_ids = id;
+        if (!it || !id) return -1;
+        ts->add_cap = cap;
+    }
+    *items = ts->add_items;
+    *ids = ts->add_ids;
     return 0;
 }
+
+size_t tablesCount(const ir_tables *ts) { return ts->count; }
 
 ir_table *tableFind(ir_tables *ts, const char *name, size_t len) {
     for (ir_table *t = ts->head; t; t = t->next)

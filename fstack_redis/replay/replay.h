@@ -37,17 +37,14 @@
 #include "options.h"
 #include "pin.h"
 
-/* A replay table: opaque to hosts, which read and change it only through
- * the functions below. table.h is its storage, the engine's own; a file that
- * defines IR_TABLE_OPAQUE before its includes (the REPLAY.* handlers) does
- * not see it, so the compiler holds it to these functions. Files still
- * reading fields see it as before. */
+/* A replay table and a server's set of them: opaque to hosts, which read
+ * and change them only through the functions below. Their storage is
+ * table.h's, the engine's own (only fstack_redis/replay/ includes it), so the
+ * compiler holds every host to these functions. */
 typedef struct ir_table ir_table;
+typedef struct ir_tables ir_tables;
 struct ir_chunk_store;
 struct ir_traj_layout;
-#ifndef IR_TABLE_OPAQUE
-#include "table.h"
-#endif
 
 /* "prioritized", ... for a selector; NULL for none. */
 const char *tableSelectorName(int sel);
@@ -63,15 +60,6 @@ typedef struct ir_item_in {
     double raw; /* ignored when use_max */
     int use_max;
 } ir_item_in;
-
-typedef struct ir_tables {
-    ir_table *head;
-    size_t count;
-    /* REPLAY.ADD's parsed batch, grown on demand and kept */
-    ir_item_in *add_items;
-    uint64_t *add_ids;
-    size_t add_cap;
-} ir_tables;
 
 /* ---- the host -------------------------------------------------------------
  * What the engine calls in the program that embeds it. Set once, before the
@@ -210,8 +198,12 @@ long tableUpdateWire(ir_table *t, const char *ids_le, const char *prios_le, size
                      const char **err);
 /* Make sure scratch holds at least n entries. */
 int tableScratch(ir_table *t, size_t n);
-/* Make sure ts->add_items and ts->add_ids hold at least n entries. */
-int tablesAddScratch(ir_tables *ts, size_t n);
+/* REPLAY.ADD's batch scratch, kept in ts and grown on demand: 0 with *items
+ * and *ids holding at least n entries (valid until the next call), or -1 on
+ * no memory. */
+int tablesAddScratch(ir_tables *ts, size_t n, ir_item_in **items, uint64_t **ids);
+/* How many tables ts has. */
+size_t tablesCount(const ir_tables *ts);
 uint64_t tablesBytes(const ir_tables *ts);          /* live item bytes */
 uint64_t tablesMemory(const ir_tables *ts);         /* items + per-slot metadata and trees */
 uint64_t tableSlotBytesFor(const ir_table_opts *o); /* memory per slot with o's selectors */

@@ -1,11 +1,13 @@
-/* table.h - the replay table's storage (struct ir_table), for the engine's
- * own files: replay.c (the table), the selectors (selectors/, selector.h),
- * persist.c and chunks.c.
+/* table.h - the replay table's storage (struct ir_table) and a server's set
+ * of tables (struct ir_tables), for the engine's own files: replay.c (the
+ * table), the selectors (selectors/, selector.h), limiter.c and persist.c.
  *
- * What and why apart from replay.h: replay.h is the API hosts call; this is
- * what the engine's parts share to implement it. A selector reads the
- * storage it draws from here without the table's API depending on the
- * selectors (replay.c -> selector.h -> table.h, no cycle).
+ * What and why apart from replay.h: replay.h is the API hosts call, where
+ * both types are declared only; this is what the engine's parts share to
+ * implement it. No host includes it (tests/test_layers.py), so a host
+ * cannot come to depend on a field. A selector reads the storage it draws
+ * from here without the table's API depending on the selectors (replay.c ->
+ * selector.h -> table.h, no cycle).
  */
 #ifndef IR_TABLE_H
 #define IR_TABLE_H
@@ -102,6 +104,17 @@ typedef struct ir_table {
     struct ir_traj_layout *layout;
     struct ir_table *next;
 } ir_table;
+
+/* A server's tables (replay.h's ir_tables). */
+typedef struct ir_tables {
+    ir_table *head;
+    size_t count;
+    /* REPLAY.ADD's parsed batch (replay.h's ir_item_in), grown on demand and
+     * kept (tablesAddScratch) */
+    struct ir_item_in *add_items;
+    uint64_t *add_ids;
+    size_t add_cap;
+} ir_tables;
 
 static inline uint64_t tableLive(const ir_table *t) {
     return t->general ? t->gsize : t->next_id - t->oldest_id;

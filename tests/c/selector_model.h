@@ -19,6 +19,7 @@
 
 #include "check.h"
 #include "replay.h"
+#include "table.h" /* white box: the tables' storage */
 
 #define CAP 24
 #define MAXB 1024

@@ -11,8 +11,10 @@
 #include <string.h>
 
 #include "check.h"
+#include "chunk_store.h" /* white box: the engine's storage */
 #include "chunks.h"
 #include "replay.h"
+#include "table.h"
 
 #define NSTREAMS 4
 #define S 8

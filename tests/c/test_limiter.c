@@ -10,6 +10,7 @@
 
 #include "check.h"
 #include "replay.h"
+#include "table.h" /* white box: the table's storage */
 
 static ir_tables *ts;
 

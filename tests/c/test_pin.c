@@ -11,6 +11,7 @@
 #include "db.h"
 #include "db_internal.h"
 #include "replay.h"
+#include "table.h" /* white box: the table's storage */
 #include "check.h"
 #include "server.h"
 

@@ -19,7 +19,9 @@
 #include "db_internal.h"
 #include "replay.h"
 #include "check.h"
+#include "chunk_store.h" /* white box: the engine's storage */
 #include "chunks.h"
+#include "table.h"
 #include "t_traj.h"
 #include "server.h"
 #include "snapshot.h"
