@@ -288,6 +288,8 @@ class ItemWriter(PlainSteps):
                 self.ins.close()
         except RateLimited:
             pass
+        except redis.RedisError as e:  # a shard gone at shutdown: its batches are lost
+            self.log(f"warning: closing the item writer: {e}")
         finally:
             self.rc.close()
 

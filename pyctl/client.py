@@ -1073,8 +1073,14 @@ class Inserter:
         except redis.ResponseError as e:
             self._pending.popleft()
             err = add_error(e, n)
-            if request is not None and isinstance(err, RateLimited) and self.resend is not None \
-                    and self.resend(err):
+            again = False
+            if request is not None and isinstance(err, RateLimited) and self.resend is not None:
+                try:
+                    again = self.resend(err)
+                except Exception as why:  # the batch is not resent: say so, naming it
+                    raise type(err)(f"{err.args[0]} (batch {batch} of this inserter, not "
+                                    f"resent: {type(why).__name__}: {why})") from why
+            if again:
                 self._pending.append((batch, n, request))
                 self.resent += 1
                 self._send(request)  # the same buffers, kept since add

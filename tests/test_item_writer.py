@@ -20,6 +20,7 @@ from inreplay.rl.codec import TransitionCodec
 from inreplay.rl.nstep import Transition
 
 from pyctl.client import ReplayClient
+from pyctl.errors import RateLimited
 from pyctl.sharded import ShardedReplayClient
 
 
@@ -72,3 +73,38 @@ def test_held_batches_are_resent_until_they_land(server_factory: Any, kind: str,
     stop.set()
     w.close()
     assert ctl.info("q")["size"] == 32
+
+
+def test_a_resend_callback_that_fails_names_the_batch_it_gave_up(server_factory: Any) -> None:
+    srv = server_factory("inreplay")
+    rc = ReplayClient(srv.host, srv.port)
+    rc.create("q", 4, queue=True)
+    rc.add("q", np.ones(4), np.zeros((4, 8), np.uint8))  # full: the next batch is held
+
+    def resend(err: Exception) -> bool:
+        raise OSError("the actor's own check failed")
+
+    ins = rc.inserter("q", timeout=0.05, resend=resend)
+    ins.add(np.ones(2), np.zeros((2, 8), np.uint8))
+    with pytest.raises(RateLimited, match=r"batch 1 of this inserter, not resent: OSError: "
+                                          r"the actor's own check failed"):
+        ins.flush()
+    assert rc.info("q")["size"] == 4
+    rc.close()
+
+
+def test_closing_the_writer_after_its_shard_went_away_logs_and_returns(
+        server_factory: Any) -> None:
+    srv = server_factory("inreplay")
+    ctl = ReplayClient(srv.host, srv.port)
+    ctl.create("q", 8, queue=True)
+    ctl.close()
+    codec = TransitionCodec((4,), np.float32, 3, False)
+    logged: list[str] = []
+    w = actor_mod.ItemWriter(ShardedReplayClient.from_seed(f"{srv.host}:{srv.port}"), "q",
+                             codec, lambda: False, logged.append)
+    w.write(_batch(0, 8), np.ones(8))
+    w.write(_batch(8, 8), np.ones(8))  # held: the queue is full and nobody reads
+    srv.stop()
+    w.close()  # the batch in flight is lost with its shard: said, not raised
+    assert any(m.startswith("warning: closing the item writer:") for m in logged), logged
