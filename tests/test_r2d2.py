@@ -491,6 +491,20 @@ def test_demo_flags_apply_the_cartpole_preset_then_the_flags() -> None:
         parse(["--burn-in", "80"])  # not below seq_len 80
 
 
+@pytest.mark.parametrize("algo", ["apex", "impala", "r2d2", "a3c"])
+def test_every_demo_takes_the_update_budget_and_checks_it(algo: str) -> None:
+    """--updates (rl/harness.py's add_budget_flags) on every demo, its check one line."""
+    for argv, want in ((["--updates", "-1"], "--updates: must be >= 0"),
+                       (["--minutes", "0"], "--minutes: must be > 0")):
+        bad = subprocess.run([sys.executable, "-m", "pyctl", "demo", "--algo", algo, *argv],
+                             cwd=ROOT, capture_output=True, text=True, timeout=120)
+        assert bad.returncode == 2 and want in bad.stderr, (algo, bad.stderr)
+        assert len(bad.stderr.strip().splitlines()) <= 2, bad.stderr  # usage + the error
+    ok = subprocess.run([sys.executable, "-m", "pyctl", "demo", "--algo", algo, "--help"],
+                        cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert ok.returncode == 0 and "--updates N" in ok.stdout, ok.stdout
+
+
 DEMO_UPDATES = 15_000
 """The learner updates the R2D2 demo gets to solve masked CartPole (solved runs took
 3,270 to 5,570, docs/patterns.md)."""
