@@ -1,9 +1,10 @@
 """The demo harness every ``pyctl demo --algo X`` runs on: the appliance (kernel stack, or
 DPDK in a network namespace with a fallback to the kernel stack), the child processes
 (own session, log file, SIGTERM then stacks then SIGKILL), the progress line, the
-solve test (a greedy screen, then ``eval_episodes`` on fresh seeds) and the end of a
-run (every child stopped, summary.json written, ``solved: true|false`` printed last,
-the exit status).
+solve test (a greedy screen, then ``eval_episodes`` on fresh seeds) within the run's
+two budgets (--minutes and --updates: add_budget_flags) and the end of a run (every
+child stopped, summary.json written with its ``budget``, ``solved: true|false`` printed
+last, the exit status).
 
 An algorithm's demo supplies what differs (its children, its counters, how to load
 the newest parameters, its summary's own fields) and calls :meth:`Run.main`.
@@ -297,7 +298,8 @@ class Run:
     A demo's ``body(run)`` starts the appliance (:meth:`start_appliance`) and its
     children (:meth:`spawn`), trains with :meth:`solve`, stops the children
     (:meth:`stop_children`) and returns its summary; :meth:`main` wraps it: SIGTERM
-    as ^C, every process stopped whatever happens, summary.json with ``wall_s``, the
+    as ^C, every process stopped whatever happens, summary.json with ``wall_s`` and
+    ``budget`` (what :meth:`solve` recorded), the
     ``solved:`` line last and the exit status (0, 1 on a crash, 130 interrupted)."""
 
     def __init__(self, name: str, out: Path, minutes: float, stack: str = "auto", *,
