@@ -147,6 +147,7 @@ bench: build
 	  $$([ -f $(BUILD)/bench-peers.json ] && echo --peers $(BUILD)/bench-peers.json) \
 	  $$([ -f $(BUILD)/bench-peers.prev.json ] && echo --peers-prev $(BUILD)/bench-peers.prev.json) \
 	  $$([ -f $(BUILD)/bench-integrations.json ] && echo --integrations $(BUILD)/bench-integrations.json)
+	-$(PY) bench/tcp_recovery.py --json $(BUILD)/bench-tcp-recovery.json
 
 # inreplay against Reverb 0.14, TorchRL 0.14, cpprb and Redis + a learner-side
 # tree (the Ape-X loop at 128 B, 640 B and 28 KB items). Makes build/peers-venv (Reverb +

@@ -42,7 +42,7 @@ from inreplay.rl.config import (
     dataclass_argv,
     dataclass_from_args,
 )
-from inreplay.rl.harness import Run, SolveRule
+from inreplay.rl.harness import Run, SolveRule, add_budget_flags, check_budget_flags
 from inreplay.rl.networks import ActorCritic, env_dims, step_reward
 
 from pyctl.errors import NoSuchTableError
@@ -205,8 +205,7 @@ def parse(argv: list[str] | None) -> tuple[argparse.Namespace, A3CConfig]:
                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--stack", choices=["auto", "kernel", "dpdk"], default="auto",
                    help="the appliance's network stack (as pyctl demo: auto, kernel, dpdk)")
-    p.add_argument("--minutes", type=float, default=5.0,
-                   help="wall-time budget of the whole run, evaluation included (default 5)")
+    add_budget_flags(p, 5.0)
     p.add_argument("--out", default="out/demo-a3c", help="output directory")
     p.add_argument("--algo", choices=["a3c"], default="a3c",
                    help="accepted for pyctl demo --algo a3c (this module is that demo)")
@@ -222,8 +221,7 @@ def parse(argv: list[str] | None) -> tuple[argparse.Namespace, A3CConfig]:
         p.error(f"--optimizer: choose one of {', '.join(OPTIMIZERS)}")
     if not (cfg.lr > 0 and 0 <= cfg.gamma <= 1 and cfg.grad_clip > 0 and cfg.max_stale >= 0):
         p.error("--lr and --grad-clip must be > 0, --gamma within [0, 1], --max-stale >= 0")
-    if args.minutes <= 0:
-        p.error("--minutes: must be > 0")
+    check_budget_flags(p, args)
     return args, cfg
 
 
@@ -232,7 +230,7 @@ def child_argv(cfg: A3CConfig, worker_id: int) -> list[str]:
             str(worker_id), *dataclass_argv(cfg)]
 
 
-def train_and_evaluate(run: Run, cfg: A3CConfig) -> dict[str, Any]:
+def train_and_evaluate(run: Run, cfg: A3CConfig, updates: int) -> dict[str, Any]:
     host, port = run.start_appliance()
     cfg = replace(cfg, host=host, port=port)
     torch.manual_seed(cfg.seed)
@@ -256,7 +254,7 @@ def train_and_evaluate(run: Run, cfg: A3CConfig) -> dict[str, Any]:
         return {"frames": int(frames or 0), "gradients": int(grads or 0),
                 "stale": int(stale or 0), "version": int(pc.info(cfg.table)["version"])}
 
-    def status() -> tuple[str, int]:
+    def status() -> tuple[str, int, int]:
         nonlocal first
         st = poll()
         if first is None and st["frames"]:
@@ -265,7 +263,7 @@ def train_and_evaluate(run: Run, cfg: A3CConfig) -> dict[str, Any]:
         return (f"[{run.elapsed():6.1f}s] workers {st['frames']:>8} steps | pushes "
                 f"{st['version']:>6} ({st['stale']} stale) | return(100) "
                 f"{np.mean(recent) if recent else float('nan'):6.1f} ({len(returns)} episodes)",
-                st["version"])
+                st["version"], st["version"])  # an update: one gradient applied (a push)
 
     def pull() -> int:
         pc.pull_bound(cfg.table, flat, only_newer=False)
@@ -274,7 +272,8 @@ def train_and_evaluate(run: Run, cfg: A3CConfig) -> dict[str, Any]:
     rule = SolveRule.of(cfg)
     play = run.greedy(model, cfg.env_config())
     deadline = run.end - min(20.0, 0.1 * run.budget_s)
-    solved = run.solve(rule, play, pull=pull, status=status, deadline=deadline)
+    solved = run.solve(rule, play, pull=pull, status=status, deadline=deadline,
+                       updates=updates)
     t_stop = time.monotonic()
     run.stop_children()
     st = poll()
@@ -320,7 +319,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     torch.set_num_threads(1)
     run = Run("a3c", Path(args.out), args.minutes, args.stack)
-    return run.main(lambda r: train_and_evaluate(r, cfg), report)
+    return run.main(lambda r: train_and_evaluate(r, cfg, args.updates), report)
 
 
 if __name__ == "__main__":

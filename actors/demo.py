@@ -41,7 +41,16 @@ from typing import Any
 
 import numpy as np
 from inreplay.rl.config import appliance_password
-from inreplay.rl.harness import HOST, MIN_RATE_SPAN_S, Child, Run, SolveRule, start_redis
+from inreplay.rl.harness import (
+    HOST,
+    MIN_RATE_SPAN_S,
+    Child,
+    Run,
+    SolveRule,
+    add_budget_flags,
+    check_budget_flags,
+    start_redis,
+)
 
 from pyctl.proc import free_port
 from pyctl.sysinfo import cpu_model
@@ -67,8 +76,7 @@ def parse(argv: list[str] | None) -> tuple[argparse.Namespace, Any]:
                         "dpdk falls back to kernel if it cannot start")
     p.add_argument("--actors", dest="num_actors", type=int, default=argparse.SUPPRESS,
                    help="actor processes (default: the preset's, 2 for CartPole)")
-    p.add_argument("--minutes", type=float, default=5.0,
-                   help="wall-time budget of the whole run, evaluation included (default 5)")
+    add_budget_flags(p, 5.0)
     p.add_argument("--out", dest="out_dir", default=argparse.SUPPRESS,
                    help="output directory (default out/demo-<env>)")
     p.add_argument("--port", type=int, default=0, help="server port (default: a free one)")
@@ -92,6 +100,7 @@ def parse(argv: list[str] | None) -> tuple[argparse.Namespace, Any]:
         cfg = from_args(args, **fallback)
     except ValueError as e:
         p.error(str(e))
+    check_budget_flags(p, args)
     if args.stop_timeout < 0:
         p.error("--stop-timeout: must be >= 0")
     if not 1 <= args.shards <= 16:
@@ -273,14 +282,15 @@ class Demo(Run):
                         "learner_steps": pulled["samples"] // cfg.batch_size}, path)
             return path
 
-        def status() -> tuple[str, int]:
+        def status() -> tuple[str, int, int]:
             st = self.poll(r, keys, first, rates)
             # nothing to screen before the learner's first step
-            return self.status(st, threshold), st["version"] if st["samples"] else 0
+            return (self.status(st, threshold), st["version"] if st["samples"] else 0,
+                    st["samples"] // cfg.batch_size)
 
         rule = SolveRule(threshold, cfg.screen_episodes, cfg.eval_episodes, cfg.eval_every_s)
         play = self.greedy(model, cfg, cfg.eval_epsilon)
-        solved = self.solve(rule, play, pull=pull, status=status,
+        solved = self.solve(rule, play, pull=pull, status=status, updates=self.args.updates,
                             deadline=self.end - reserve, max_eval_s=cfg.eval_max_s)
         if solved is not None:
             save_evaluated()

@@ -43,7 +43,7 @@ QUEUE_FIELDS = ("size", "capacity", "queue_size", "inserts", "samples", "sample_
 """The QUEUE table's REPLAY.INFO fields the summary keeps."""
 
 
-def train_and_evaluate(run: Run, cfg: ImpalaConfig) -> dict[str, Any]:
+def train_and_evaluate(run: Run, cfg: ImpalaConfig, updates: int) -> dict[str, Any]:
     host, port = run.start_appliance()
     cfg = replace(cfg, host=host, port=port)
     run.line.say(f"IMPALA with {cfg.num_actors} actors x {cfg.envs_per_actor} environments, "
@@ -68,7 +68,7 @@ def train_and_evaluate(run: Run, cfg: ImpalaConfig) -> dict[str, Any]:
         return {"frames": int(frames or 0), "unrolls": int(unrolls or 0),
                 "consumed": int(consumed or 0), "version": int(version or 0)}
 
-    def status() -> tuple[str, int]:
+    def status() -> tuple[str, int, int]:
         nonlocal first
         st = poll()
         if first is None and st["consumed"]:
@@ -77,7 +77,7 @@ def train_and_evaluate(run: Run, cfg: ImpalaConfig) -> dict[str, Any]:
         return (f"[{run.elapsed():6.1f}s] actors {st['frames']:>8} steps | learner "
                 f"{st['consumed'] // cfg.batch_size:>6} steps | params v{st['version']} | "
                 f"return(100) {np.mean(recent) if recent else float('nan'):6.1f} "
-                f"({len(returns)} episodes)", st["version"])
+                f"({len(returns)} episodes)", st["version"], st["consumed"] // cfg.batch_size)
 
     def pull() -> int:
         blob, v = r.mget(keys.params, keys.version)
@@ -89,7 +89,8 @@ def train_and_evaluate(run: Run, cfg: ImpalaConfig) -> dict[str, Any]:
     rule = SolveRule.of(cfg)
     play = run.greedy(model, cfg.env_config())
     deadline = run.end - min(20.0, 0.1 * run.budget_s)
-    solved = run.solve(rule, play, pull=pull, status=status, deadline=deadline)
+    solved = run.solve(rule, play, pull=pull, status=status, deadline=deadline,
+                       updates=updates)
     end = time.monotonic()
     run.stop_children()  # the actors and the learner stop before the last evaluation
     st = poll()  # final counts; the learner may have taken one batch it did not count
@@ -131,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     args, cfg = parse(argv, __doc__)
     torch.set_num_threads(1)
     run = Run("impala", Path(args.out), args.minutes, args.stack)
-    return run.main(lambda r: train_and_evaluate(r, cfg), report)
+    return run.main(lambda r: train_and_evaluate(r, cfg, args.updates), report)
 
 
 if __name__ == "__main__":

@@ -119,7 +119,7 @@ def storage_stats(r: Any, cfg: R2D2Config, env_steps: int, item_bytes: int) -> d
     return out
 
 
-def train_and_evaluate(run: Run, cfg: R2D2Config) -> dict[str, Any]:
+def train_and_evaluate(run: Run, cfg: R2D2Config, updates: int) -> dict[str, Any]:
     from inreplay.rl.model import BlobError, load_blob
 
     from pyctl.client import connect
@@ -144,7 +144,7 @@ def train_and_evaluate(run: Run, cfg: R2D2Config) -> dict[str, Any]:
         frames, samples, version = r.mget(keys.frames, keys.samples, keys.version)
         return int(frames or 0), int(samples or 0), int(version or 0), r.llen(keys.returns)
 
-    def status() -> tuple[str, int]:
+    def status() -> tuple[str, int, int]:
         nonlocal first, steps_rate
         frames, samples, version, episodes = counters()
         now = time.monotonic()
@@ -157,7 +157,7 @@ def train_and_evaluate(run: Run, cfg: R2D2Config) -> dict[str, Any]:
         return (f"[{run.elapsed():6.1f}s] actors {frames} steps, {episodes} episodes (last 20: "
                 f"mean {np.mean(recent) if recent else 0:.0f}) | learner "
                 f"{samples // cfg.batch_size} steps ({steps_rate:.1f}/s) | params v{version}",
-                version if samples else 0)
+                version if samples else 0, samples // cfg.batch_size)
 
     def pull() -> int:
         blob, v = r.mget(keys.params, keys.version)
@@ -183,7 +183,8 @@ def train_and_evaluate(run: Run, cfg: R2D2Config) -> dict[str, Any]:
         return evaluate(net, cfg, episodes, seed, stop_below, deadline)
 
     rule = SolveRule.of(cfg)
-    solved = run.solve(rule, play, pull=pull, status=status, deadline=run.end - 20.0)
+    solved = run.solve(rule, play, pull=pull, status=status, deadline=run.end - 20.0,
+                       updates=updates)
     if solved is not None:
         torch.save({"model": net.state_dict(), "config": asdict(cfg),
                     "params_version": solved["version"]}, run.out / "evaluated.pt")
@@ -228,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
         (out / stale).unlink(missing_ok=True)
     run = Run("r2d2 demo", out, args.minutes, args.stack, netns_name=NETNS, subnet=SUBNET,
               stop_timeout=20.0)
-    return run.main(lambda r: train_and_evaluate(r, cfg), report)
+    return run.main(lambda r: train_and_evaluate(r, cfg, args.updates), report)
 
 
 if __name__ == "__main__":

@@ -1,9 +1,10 @@
 """The demo harness every ``pyctl demo --algo X`` runs on: the appliance (kernel stack, or
 DPDK in a network namespace with a fallback to the kernel stack), the child processes
 (own session, log file, SIGTERM then stacks then SIGKILL), the progress line, the
-solve test (a greedy screen, then ``eval_episodes`` on fresh seeds) and the end of a
-run (every child stopped, summary.json written, ``solved: true|false`` printed last,
-the exit status).
+solve test (a greedy screen, then ``eval_episodes`` on fresh seeds) within the run's
+two budgets (--minutes and --updates: add_budget_flags) and the end of a run (every
+child stopped, summary.json written with its ``budget``, ``solved: true|false`` printed
+last, the exit status).
 
 An algorithm's demo supplies what differs (its children, its counters, how to load
 the newest parameters, its summary's own fields) and calls :meth:`Run.main`.
@@ -11,6 +12,7 @@ the newest parameters, its summary's own fields) and calls :meth:`Run.main`.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import ipaddress
 import json
@@ -42,6 +44,27 @@ MIN_RATE_SPAN_S = POLL_S  # a rate needs the worker seen at least one poll befor
 
 class DemoError(RuntimeError):
     """Something the demo cannot go on without (a process died, a server would not start)."""
+
+
+def add_budget_flags(p: argparse.ArgumentParser, minutes: float) -> None:
+    """Every demo's two budgets: --minutes (wall time, default ``minutes``) and --updates
+    (learner updates; 0: none). The run stops at whichever is spent first, or when
+    solved; summary.json's ``budget`` says which (:meth:`Run.solve`)."""
+    p.add_argument("--minutes", type=float, default=minutes,
+                   help=f"wall-time budget of the whole run, evaluation included (default "
+                        f"{minutes:g})")
+    p.add_argument("--updates", type=int, default=0, metavar="N",
+                   help="stop training after N learner updates (read every "
+                        f"{POLL_S:g} s, so a few more may run), then evaluate; "
+                        "0 (default): no update budget")
+
+
+def check_budget_flags(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """The budgets add_budget_flags defined, or a one-line usage error (status 2)."""
+    if args.minutes <= 0:
+        p.error("--minutes: must be > 0")
+    if args.updates < 0:
+        p.error("--updates: must be >= 0")
 
 
 def _child_env() -> dict[str, str]:
@@ -275,7 +298,8 @@ class Run:
     A demo's ``body(run)`` starts the appliance (:meth:`start_appliance`) and its
     children (:meth:`spawn`), trains with :meth:`solve`, stops the children
     (:meth:`stop_children`) and returns its summary; :meth:`main` wraps it: SIGTERM
-    as ^C, every process stopped whatever happens, summary.json with ``wall_s``, the
+    as ^C, every process stopped whatever happens, summary.json with ``wall_s`` and
+    ``budget`` (what :meth:`solve` recorded), the
     ``solved:`` line last and the exit status (0, 1 on a crash, 130 interrupted)."""
 
     def __init__(self, name: str, out: Path, minutes: float, stack: str = "auto", *,
@@ -296,6 +320,7 @@ class Run:
         self.children: list[Child] = []
         self.evals: list[dict[str, Any]] = []
         self.problems: list[str] = []
+        self.budget: dict[str, Any] | None = None  # set by solve(): summary.json's budget
 
     def elapsed(self) -> float:
         return time.monotonic() - self.t0
@@ -426,19 +451,30 @@ class Run:
         return rets
 
     def solve(self, rule: SolveRule, play: Play, *, pull: Callable[[], int],
-              status: Callable[[], tuple[str, int]], deadline: float,
+              status: Callable[[], tuple[str, int, int]], deadline: float, updates: int,
               max_eval_s: float = math.inf) -> dict[str, Any] | None:
-        """Train until solved or ``deadline``: every POLL_S seconds check the children and
-        show ``status()`` (its line and the newest version); every ``eval_every_s`` a newer
-        version is pulled (``pull()`` loads it into the model ``play`` plays and returns
-        its version, 0 if none yet) and judged by ``rule``. The solving result
-        ({version, returns, t}) or None."""
-        last_eval, evaluated = 0.0, 0
+        """Train until solved, ``deadline``, or ``updates`` learner updates (0: no update
+        budget): every POLL_S seconds check the children and show ``status()`` (its line,
+        the newest version and the learner's updates so far); every ``eval_every_s`` a
+        newer version is pulled (``pull()`` loads it into the model ``play`` plays and
+        returns its version, 0 if none yet) and judged by ``rule``. The solving result
+        ({version, returns, t, updates}) or None; ``budget`` (summary.json's) records
+        both budgets and which one ended the training: ``ended_by`` solved, updates or
+        minutes."""
+        last_eval, evaluated, done = 0.0, 0, 0
+        self.budget = {"updates": updates, "minutes": round(self.budget_s / 60.0, 3),
+                       "ended_by": "minutes", "updates_done": 0}
         while time.monotonic() < deadline:
             time.sleep(POLL_S)
             self.check_children()
-            text, version = status()
+            text, version, done = status()
+            self.budget["updates_done"] = done
             self.line.show(text)
+            if updates and done >= updates:
+                self.budget["ended_by"] = "updates"
+                self.line.say(f"[{self.elapsed():6.1f}s] {done} learner updates: the "
+                              f"--updates {updates} budget is spent")
+                return None
             if (rule.solve_return is None or rule.screen_episodes <= 0
                     or time.monotonic() - last_eval < rule.eval_every_s or version == evaluated):
                 continue
@@ -457,7 +493,8 @@ class Run:
             self.line.say(f"[{self.elapsed():6.1f}s] parameters v{v}: {len(full)} greedy "
                           f"episodes on fresh seeds, mean return {np.mean(full):.1f}")
             if len(full) == rule.eval_episodes and np.mean(full) >= rule.solve_return:
-                return {"version": v, "returns": full, "t": self.elapsed()}
+                self.budget.update(ended_by="solved", solved_at_updates=done)
+                return {"version": v, "returns": full, "t": self.elapsed(), "updates": done}
         return None
 
     def final(self, rule: SolveRule, play: Play, *, pull: Callable[[], int],
@@ -531,6 +568,7 @@ class Run:
             return code
         summary["stack"] = self.stack
         summary["wall_s"] = round(self.elapsed(), 1)
+        summary["budget"] = self.budget
         summary["shutdown_problems"] = [p.splitlines()[0] for p in self.problems]
         (self.out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
         if report is not None:

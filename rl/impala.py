@@ -76,12 +76,13 @@ def redis_for(cfg: ImpalaConfig) -> redis.Redis:
 def parse(argv: list[str] | None, description: str | None = None,
           ) -> tuple[argparse.Namespace, ImpalaConfig]:
     """The demo's flags (and, hidden, a child's role); a usage error is one line, status 2."""
+    from inreplay.rl.harness import add_budget_flags, check_budget_flags
+
     p = Parser(prog="python -m inreplay.actors.impala", description=description,
                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--stack", choices=["auto", "kernel", "dpdk"], default="auto",
                    help="the appliance's network stack (as pyctl demo: auto, kernel, dpdk)")
-    p.add_argument("--minutes", type=float, default=5.0,
-                   help="wall-time budget of the whole run, evaluation included (default 5)")
+    add_budget_flags(p, 5.0)
     p.add_argument("--out", default="out/demo-impala", help="output directory")
     p.add_argument("--algo", choices=["impala"], default="impala",
                    help="accepted for pyctl demo --algo impala (this module is that demo)")
@@ -99,8 +100,7 @@ def parse(argv: list[str] | None, description: str | None = None,
         p.error("--queue-size: must hold at least --batch-size and --envs-per-actor unrolls")
     if not (cfg.lr > 0 and 0 <= cfg.gamma <= 1 and cfg.rho_bar > 0 and cfg.c_bar > 0):
         p.error("--lr, --rho-bar and --c-bar must be > 0 and --gamma within [0, 1]")
-    if args.minutes <= 0:
-        p.error("--minutes: must be > 0")
+    check_budget_flags(p, args)
     return args, cfg
 
 

@@ -267,13 +267,13 @@ def parse(argv: list[str] | None, description: str | None = None,
           ) -> tuple[argparse.Namespace, R2D2Config]:
     """The demo's flags (CARTPOLE, then the flags), or a child's --config and --role."""
     from inreplay.rl.config import Parser
+    from inreplay.rl.harness import add_budget_flags, check_budget_flags
 
     p = Parser(prog="python -m inreplay.actors.r2d2", description=description,
                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--stack", choices=["auto", "kernel", "dpdk"], default="auto",
                    help="the appliance's network stack (auto: dpdk when possible)")
-    p.add_argument("--minutes", type=float, default=10.0,
-                   help="wall-time budget of the whole run, evaluation included (default 10)")
+    add_budget_flags(p, 10.0)
     p.add_argument("--out", default="out/demo-r2d2", help="output directory")
     p.add_argument("--actors", type=int, default=argparse.SUPPRESS,
                    help="actor processes (default 2)")
@@ -294,8 +294,7 @@ def parse(argv: list[str] | None, description: str | None = None,
         cfg.validate()
     except ValueError as e:
         p.error(str(e))
-    if args.minutes <= 0:
-        p.error("--minutes must be > 0")
+    check_budget_flags(p, args)
     return args, cfg
 
 

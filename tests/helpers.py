@@ -78,3 +78,19 @@ def group_members(started: Any) -> list[str]:
     """The members' addresses from pyctl start --shards's output."""
     line = next(ln for ln in started.stdout.splitlines() if ln.startswith("inreplay: group "))
     return line.removeprefix("inreplay: group ").split(",")
+
+
+def assert_learned(summary: dict[str, Any], updates: int, solve_return: float = 475.0,
+                   episodes: int = 20) -> None:
+    """A demo run (its summary.json) learned: solved, i.e. a greedy evaluation mean of at
+    least solve_return over episodes fresh episodes, within its --updates budget of
+    learner updates. Wall time is no part of it (its --minutes is only the hang guard)."""
+    budget = summary.get("budget") or {}
+    ended = budget.get("ended_by")
+    assert summary.get("solved") is True and ended == "solved", (
+        f"not learned within {updates} learner updates: the run ended by {ended!r} after "
+        f"{budget.get('updates_done')} updates in {summary.get('wall_s')} s, evaluation mean "
+        f"{summary.get('eval_return_mean')} over {summary.get('eval_episodes')} episodes "
+        f"(needs >= {solve_return} over {episodes}); budget {budget}")
+    assert budget["updates"] == updates and budget["solved_at_updates"] <= updates, budget
+    assert summary["eval_episodes"] == episodes and summary["eval_return_mean"] >= solve_return

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pytest
 import torch
+from helpers import assert_learned
 from inreplay.actors.a3c import A3CConfig, a3c_loss, build_model, n_step_returns
 
 from pyctl.params import ParamClient
@@ -93,19 +94,27 @@ def test_pyctl_demo_algo_a3c_is_this_demo() -> None:
     assert bad.returncode == 2 and "--optimizer: choose one of" in bad.stderr
 
 
+DEMO_UPDATES = 20_000
+"""The pushes (one optimizer step each) the A3C demo gets to solve CartPole (solved runs
+took 1,375 to 2,702, docs/patterns.md)."""
+HANG_MINUTES = 30
+"""Only a guard against a hung run: learning is judged in updates, not wall time."""
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("optimizer", ["adam", "rmsprop"])
-def test_a3c_demo_solves_cartpole_within_5_minutes(tmp_path: Path, optimizer: str) -> None:
+def test_a3c_demo_solves_cartpole_within_its_update_budget(tmp_path: Path,
+                                                           optimizer: str) -> None:
     out = tmp_path / "a3c"
     proc = subprocess.run([sys.executable, "-m", "pyctl", "demo", "--algo", "a3c", "--out",
-                           str(out), "--minutes", "5", "--stack", "kernel", "--optimizer",
-                           optimizer], cwd=ROOT, capture_output=True, text=True,
-                          timeout=5 * 60 + 90)
+                           str(out), "--updates", str(DEMO_UPDATES), "--minutes",
+                           str(HANG_MINUTES), "--stack", "kernel", "--optimizer", optimizer],
+                          cwd=ROOT, capture_output=True, text=True,
+                          timeout=HANG_MINUTES * 60 + 120)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert proc.stdout.strip().splitlines()[-1] == "solved: true", proc.stdout[-3000:]
     s = json.loads((out / "summary.json").read_text())
-    assert s["solved"] is True and s["eval_episodes"] == 20 and s["eval_return_mean"] >= 475
-    assert s["solved_at_s"] is not None and s["solved_at_s"] <= 5 * 60
+    assert_learned(s, DEMO_UPDATES)
+    assert proc.stdout.strip().splitlines()[-1] == "solved: true", proc.stdout[-3000:]
     assert s["shutdown_problems"] == []
     # every push was one optimizer step on the server; the table's version counts them
     t = s["param_table"]

@@ -21,6 +21,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("gymnasium")
 
+from helpers import assert_learned  # noqa: E402
 from inreplay.actors.actor import Actor  # noqa: E402
 from inreplay.actors.demo import UNSOLVED_EXIT  # noqa: E402
 from inreplay.learner.learner import Learner  # noqa: E402
@@ -234,13 +235,16 @@ class DemoRun:
 @pytest.mark.slow
 def test_pyctl_demo_runs_writes_summary_and_cleans_up(tmp_path: Path) -> None:
     out = tmp_path / "demo"
-    # 30 s: 20 s of training after the reserve for the final evaluation, so that the
-    # learner is seen working for a while even when a loaded machine starts it late
-    run = DemoRun("--minutes", "0.5", "--out", str(out), "--eval-episodes", "2",
-                  "--screen-episodes", "0", "--learning-starts", "300", "--eval-max-s", "5")
-    rc = run.wait(timeout=120)
+    # a budget of learner updates, not of time: the learner is seen working for 300
+    # updates however late a loaded machine starts it (--minutes only guards a hang)
+    run = DemoRun("--updates", "300", "--minutes", "10", "--out", str(out),
+                  "--eval-episodes", "2", "--screen-episodes", "0", "--learning-starts", "300",
+                  "--eval-max-s", "5")
+    rc = run.wait(timeout=12 * 60)
     s = json.loads((out / "summary.json").read_text())
-    # 30 s rarely solves CartPole: the exit status says which it was
+    assert s["budget"]["ended_by"] == "updates" and s["budget"]["updates"] == 300, s["budget"]
+    assert s["learner_steps"] >= 300 and s["budget"]["updates_done"] >= 300
+    # 300 updates rarely solve CartPole: the exit status says which it was
     assert rc == (0 if s["solved"] else UNSOLVED_EXIT), run.output[-4000:]
     assert run.output.strip().splitlines()[-1] == f"solved: {str(s['solved']).lower()}"
     assert len(run.seen) >= 4  # server, learner and 2 actors were separate processes
@@ -272,20 +276,28 @@ def test_pyctl_demo_runs_writes_summary_and_cleans_up(tmp_path: Path) -> None:
     assert not run.leftovers()
 
 
+APEX_UPDATES = 40_000
+"""The learner updates the Ape-X demo gets to solve CartPole (make demo solved in 8,410,
+docs/patterns.md)."""
+HANG_MINUTES = 30
+"""Only a guard against a hung run: learning is judged in updates, not wall time."""
+
+
 @pytest.mark.slow
 def test_pyctl_demo_on_ray_through_two_shards_solves_cartpole(tmp_path: Path) -> None:
     """The actors as Ray actors on a local Ray instance, the replay a group of
     two shards sampled exactly across both; CartPole-v1 solved (greedy evaluation >= 475
-    over 20 episodes) within the demo's 5 minutes."""
+    over 20 episodes) within APEX_UPDATES learner updates."""
     pytest.importorskip("ray")
     out = tmp_path / "demo"
-    run = DemoRun("--backend", "ray", "--shards", "2", "--stack", "kernel", "--out", str(out))
-    rc = run.wait(timeout=420)
+    run = DemoRun("--backend", "ray", "--shards", "2", "--stack", "kernel", "--out", str(out),
+                  "--updates", str(APEX_UPDATES), "--minutes", str(HANG_MINUTES))
+    rc = run.wait(timeout=HANG_MINUTES * 60 + 120)
+    s = json.loads((out / "summary.json").read_text())
+    assert_learned(s, APEX_UPDATES)
     assert rc == 0, run.output[-4000:]
     assert "shard 0 of a group of 2" in run.output
-    s = json.loads((out / "summary.json").read_text())
     assert s["shards"] == 2 and s["backend"] == "ray"
-    assert s["solved"] and s["eval_return_mean"] >= 475 and s["eval_episodes"] == 20, s
     assert run.output.strip().splitlines()[-1] == "solved: true"
     log = (out / "actors.log").read_text()
     assert "launch: 2 actors on ray" in log and "running on Ray" in log

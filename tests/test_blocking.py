@@ -233,7 +233,8 @@ def test_timeout_replies_null_array(server: ServerProcess, raw: Raw, cmd: tuple[
     c.send(c.command(*cmd))
     assert c.read_reply_bytes() == b"*-1\r\n"
     took = time.monotonic() - t0
-    assert 0.09 <= took < 0.5, took
+    # at least the timeout; the upper bound only a hang guard (a loaded machine is late)
+    assert 0.09 <= took < 10, took
     c.expect_open()  # the connection goes on
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import socket
-import statistics
 import subprocess
 import sys
 import time
@@ -174,8 +173,8 @@ def test_delay_adds_at_least_the_configured_delay_to_the_rtt(
         b.sock.sendto(i.to_bytes(4, "big"), b.addr)
         assert b.sock.recv(100) == i.to_bytes(4, "big")
         rtts.append(time.monotonic() - t0)
-    assert min(rtts) >= 2 * 0.015, rtts  # 20 ms - 5 ms each way
-    assert 0.030 <= statistics.median(rtts) <= 0.060, rtts
+    # at least the delay (20 ms - 5 ms each way); how much more is the machine's load
+    assert min(rtts) >= 2 * 0.015, rtts
     s = b.stats()
     assert s["ab"]["delayed"] == s["ba"]["delayed"] == 15
 

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pytest
 import torch
+from helpers import assert_learned
 from inreplay.learner.impala import vtrace
 from inreplay.rl.impala import ImpalaConfig, schema_for
 from inreplay.rl.networks import ActorCritic, step_reward
@@ -234,17 +235,24 @@ def test_queue_two_actors_two_learners_each_unroll_once(rc: ReplayClient,
 # ---- the demo -------------------------------------------------------------------------
 
 
+DEMO_UPDATES = 20_000
+"""The learner updates the IMPALA demo gets to solve CartPole (solved runs took 1,616 to
+3,926, docs/patterns.md)."""
+HANG_MINUTES = 30
+"""Only a guard against a hung run: learning is judged in updates, not wall time."""
+
+
 @pytest.mark.slow
-def test_impala_demo_solves_cartpole_within_5_minutes(tmp_path: Path) -> None:
+def test_impala_demo_solves_cartpole_within_its_update_budget(tmp_path: Path) -> None:
     out = tmp_path / "impala"
     proc = subprocess.run([sys.executable, "-m", "inreplay.actors.impala", "--out", str(out),
-                           "--minutes", "5", "--stack", "kernel"], cwd=ROOT,
-                          capture_output=True, text=True, timeout=5 * 60 + 90)
+                           "--updates", str(DEMO_UPDATES), "--minutes", str(HANG_MINUTES),
+                           "--stack", "kernel"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=HANG_MINUTES * 60 + 120)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert proc.stdout.strip().splitlines()[-1] == "solved: true", proc.stdout[-3000:]
     s = json.loads((out / "summary.json").read_text())
-    assert s["solved"] is True and s["eval_episodes"] == 20 and s["eval_return_mean"] >= 475
-    assert s["solved_at_s"] is not None and s["solved_at_s"] <= 5 * 60
+    assert_learned(s, DEMO_UPDATES)
+    assert proc.stdout.strip().splitlines()[-1] == "solved: true", proc.stdout[-3000:]
     q = s["queue"]
     assert q["sampler"] == "fifo" and q["max_times_sampled"] == 1 and q["evictions"] == 0
     # the queue counted every unroll the learner took; it counts them after each step,

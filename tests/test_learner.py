@@ -230,10 +230,11 @@ def test_prefetcher_get_returns_at_once_on_shutdown_while_the_sampler_is_stuck()
     t0 = time.monotonic()
     try:
         assert pf.get(timeout=30, stop=stop) is None
-        assert time.monotonic() - t0 < 2
+        # the stop (0.3 s), not the 30 s timeout; the margin is a loaded machine's
+        assert time.monotonic() - t0 < 15
         t1 = time.monotonic()
-        pf.close()
-        assert time.monotonic() - t1 < 2, "close() waited for the stuck sampler"
+        pf.close()  # the sampler stays stuck until release: a close that waited hangs
+        assert time.monotonic() - t1 < 15, "close() waited for the stuck sampler"
     finally:
         release.set()
 

@@ -168,10 +168,8 @@ def test_min_size_waiter_runs_when_allowed(c: RawConn, conns: Callable[[], RawCo
     wait_info(c, "blocked_samplers", 1)
     add(c, 3)
     w.expect_silence(0.05)
-    t0 = time.monotonic()
     add(c, 1)
-    ids, _, items = w.read_reply()
-    assert time.monotonic() - t0 < 0.5
+    ids, _, items = w.read_reply()  # items, not its TIMEOUT 5's error: woken by the add
     assert len(items) == 3 and all(x.startswith(b"item") for x in items)
     assert all(0 <= i < 4 for i in struct.unpack("<3q", ids))
     assert w.read_reply() == "PONG"  # its pipelined input resumes
@@ -188,10 +186,10 @@ def test_timeout_names_the_limit(c: RawConn, replay_host: str) -> None:
     took = time.monotonic() - t0
     assert err(reply) == (
         "RATELIMITED table 't' has 0 items, MIN_SIZE is 5: sample timed out after TIMEOUT 0.1")
-    assert 0.09 <= took < 0.5
+    assert 0.09 <= took < 10  # at least the timeout; the upper bound only a hang guard
     assert blocked_stat(c, replay_host, "blocked_timeouts") == timeouts + 1
     i = info(c)
-    assert i["blocked_samplers"] == 0 and 0.09 <= i["waited_seconds"] < 0.5
+    assert i["blocked_samplers"] == 0 and 0.09 <= i["waited_seconds"] <= took
 
 
 def test_idle_timeout_is_not_late(c: RawConn) -> None:
@@ -253,10 +251,8 @@ def test_each_wait_is_served_in_turn(c: RawConn, conns: Callable[[], RawConn]) -
         w = conns()
         w.send(w.command("REPLAY.ADD", "t", "1", b"w%d" % k, "TIMEOUT", 5))
         wait_info(c, "blocked_inserters", 1)
-        t0 = time.monotonic()
         c.call("REPLAY.SAMPLE", "t", 2)  # -2 -> 0: the waiter runs (-> -1)
-        assert w.read_reply() == [3 + 3 * k]
-        assert time.monotonic() - t0 < 0.5
+        assert w.read_reply() == [3 + 3 * k]  # its id, not its TIMEOUT 5's error
         assert info(c)["blocked_inserters"] == 0
         c.call("REPLAY.SAMPLE", "t", 1)  # -1 -> 0 ...
         add(c, 2)  # ... -> -2: the next one waits

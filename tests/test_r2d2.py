@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pytest
 import torch
+from helpers import assert_learned
 from inreplay.actors.r2d2 import SequenceStreamWriter, SequenceWriter
 from inreplay.learner.r2d2 import (
     inverse_value_rescale,
@@ -490,19 +491,41 @@ def test_demo_flags_apply_the_cartpole_preset_then_the_flags() -> None:
         parse(["--burn-in", "80"])  # not below seq_len 80
 
 
+@pytest.mark.parametrize("algo", ["apex", "impala", "r2d2", "a3c"])
+def test_every_demo_takes_the_update_budget_and_checks_it(algo: str) -> None:
+    """--updates (rl/harness.py's add_budget_flags) on every demo, its check one line."""
+    for argv, want in ((["--updates", "-1"], "--updates: must be >= 0"),
+                       (["--minutes", "0"], "--minutes: must be > 0")):
+        bad = subprocess.run([sys.executable, "-m", "pyctl", "demo", "--algo", algo, *argv],
+                             cwd=ROOT, capture_output=True, text=True, timeout=120)
+        assert bad.returncode == 2 and want in bad.stderr, (algo, bad.stderr)
+        assert len(bad.stderr.strip().splitlines()) <= 2, bad.stderr  # usage + the error
+    ok = subprocess.run([sys.executable, "-m", "pyctl", "demo", "--algo", algo, "--help"],
+                        cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert ok.returncode == 0 and "--updates N" in ok.stdout, ok.stdout
+
+
+DEMO_UPDATES = 15_000
+"""The learner updates the R2D2 demo gets to solve masked CartPole (solved runs took
+3,270 to 5,570, docs/patterns.md)."""
+HANG_MINUTES = 45
+"""Only a guard against a hung run: learning is judged in updates, not wall time."""
+
+
 @pytest.mark.slow
-def test_r2d2_demo_solves_masked_cartpole_within_ten_minutes(tmp_path: Path) -> None:
+def test_r2d2_demo_solves_masked_cartpole_within_its_update_budget(tmp_path: Path) -> None:
     """`python -m inreplay.actors.r2d2` solves CartPole-v1 with the velocities
-    hidden (20 fresh-seed greedy episodes, mean >= 475) within its 10-minute budget."""
+    hidden (20 fresh-seed greedy episodes, mean >= 475) within DEMO_UPDATES learner
+    updates."""
     out = tmp_path / "r2d2"
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
     proc = subprocess.run([sys.executable, "-m", "inreplay.actors.r2d2", "--out", str(out),
-                           "--minutes", "10", "--stack", "kernel"], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=10 * 60 + 120)
+                           "--updates", str(DEMO_UPDATES), "--minutes", str(HANG_MINUTES),
+                           "--stack", "kernel"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=HANG_MINUTES * 60 + 120)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     s = json.loads((out / "summary.json").read_text())
-    assert s["solved"] and s["eval_episodes"] == 20 and s["eval_return_mean"] >= 475, s
+    assert_learned(s, DEMO_UPDATES)
     assert s["learner_steps"] > 0 and s["learner_steps_per_s"] > 0 and s["env_steps"] > 0
-    assert s["wall_s"] <= 10 * 60 + 30
     assert proc.stdout.strip().splitlines()[-1] == "solved: true"
