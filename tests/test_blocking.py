@@ -266,13 +266,16 @@ def test_push_then_set_in_one_transaction_does_not_wake(server: ServerProcess,
 
 def test_idle_timeout_is_not_late(server: ServerProcess, raw: Raw) -> None:
     c = raw()
-    worst = 0.0
-    for _ in range(5):
+    late = []
+    for _ in range(7):
         t0 = time.monotonic()
         c.send(c.command("BLPOP", "k", "0.03"))
         assert c.read_reply_bytes() == b"*-1\r\n"
-        worst = max(worst, time.monotonic() - t0 - 0.03)
-    assert worst < 0.015 or server.kind == "redis", worst  # Redis's hz 10 may be later
+        late.append(time.monotonic() - t0 - 0.03)
+    # the median: a timeout checked only on a coarse tick is late every time, while
+    # another process taking the core now and then delays single calls
+    median = sorted(late)[len(late) // 2]
+    assert median < 0.015 or server.kind == "redis", late  # Redis's hz 10 may be later
 
 
 def test_disconnect_while_blocked(server: ServerProcess, raw: Raw) -> None:
