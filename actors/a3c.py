@@ -22,8 +22,6 @@ prints ``solved: true`` or ``solved: false`` last.
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import sys
 import time
 from dataclasses import asdict, dataclass, replace
@@ -42,7 +40,7 @@ from inreplay.rl.config import (
     dataclass_argv,
     dataclass_from_args,
 )
-from inreplay.rl.harness import Run, SolveRule, add_budget_flags, check_budget_flags
+from inreplay.rl.harness import Run, SolveRule, add_budget_flags, check_budget_flags, machine
 from inreplay.rl.networks import ActorCritic, env_dims, step_reward
 
 from pyctl.errors import NoSuchTableError
@@ -296,8 +294,7 @@ def train_and_evaluate(run: Run, cfg: A3CConfig, updates: int) -> dict[str, Any]
         "param_table": {k: info.get(k) for k in ("optimizer", "lr", "step", "version", "bytes")},
         "model_parameters": flat.size,
         "evaluations": run.evals,
-        "machine": {"cpus": os.cpu_count(), "load_avg_1m": round(os.getloadavg()[0], 2),
-                    "python": platform.python_version(), "torch": torch.__version__},
+        "machine": machine(torch=torch.__version__),
         "config": asdict(cfg),
     }
 

@@ -31,8 +31,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import os
-import platform
 import sys
 import time
 from dataclasses import asdict, replace
@@ -49,6 +47,7 @@ from inreplay.rl.harness import (
     SolveRule,
     add_budget_flags,
     check_budget_flags,
+    machine,
     start_redis,
 )
 
@@ -241,7 +240,7 @@ class Demo(Run):
         import torch
         from inreplay.rl.config import Keys
         from inreplay.rl.env import env_spec
-        from inreplay.rl.model import BlobError, build_model, load_blob
+        from inreplay.rl.model import build_model, pull_blob
 
         torch.set_num_threads(1)
         self.start_server()
@@ -261,16 +260,12 @@ class Demo(Run):
 
         def pull() -> int:
             # one MULTI/EXEC wrote all three: the blob, its version and the samples behind it
-            blob, v_raw, samples = r.mget(keys.params, keys.version, keys.samples)
-            v = int(v_raw or 0)
-            if blob is None:
+            got = pull_blob(r, model, keys.params, keys.version, keys.samples,
+                            say=lambda msg: self.line.say(f"demo: {msg}"))
+            if got is None:
                 return 0
-            try:
-                load_blob(model, blob)
-            except BlobError as e:
-                self.line.say(f"demo: cannot load parameters: {e}")
-                return 0
-            pulled.update(version=v, samples=int(samples or 0))
+            v = int(got[0] or 0)
+            pulled.update(version=v, samples=int(got[1] or 0))
             return v
 
         def save_evaluated() -> Path:
@@ -336,10 +331,9 @@ class Demo(Run):
             "replay_bytes_per_transition": footprint.get("bytes_per_transition"),
             "replay_footprint": footprint,
             "evaluations": self.evals,
-            "machine": {"cpus": os.cpu_count(), "cpu": cpu_model(), "python":
-                        platform.python_version(), "torch": torch.__version__,
-                        "device": "cuda" if torch.cuda.is_available() and cfg.device != "cpu"
-                        else "cpu"},
+            "machine": machine(cpu=cpu_model(), torch=torch.__version__,
+                               device="cuda" if torch.cuda.is_available() and cfg.device != "cpu"
+                               else "cpu"),
             "config": asdict(cfg),
         }
 

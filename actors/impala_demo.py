@@ -19,8 +19,6 @@ the Ape-X demo does (a checked float32 blob SET with its version and announced o
 
 from __future__ import annotations
 
-import os
-import platform
 import sys
 import time
 from dataclasses import asdict, replace
@@ -30,9 +28,9 @@ from typing import Any
 import numpy as np
 import torch
 from inreplay.rl.config import Keys
-from inreplay.rl.harness import Run, SolveRule
+from inreplay.rl.harness import Run, SolveRule, machine
 from inreplay.rl.impala import ImpalaConfig, child_argv, parse, redis_for
-from inreplay.rl.model import load_blob
+from inreplay.rl.model import pull_blob
 from inreplay.rl.networks import ActorCritic, env_dims
 
 from pyctl.client import ReplayClient
@@ -80,11 +78,8 @@ def train_and_evaluate(run: Run, cfg: ImpalaConfig, updates: int) -> dict[str, A
                 f"({len(returns)} episodes)", st["version"], st["consumed"] // cfg.batch_size)
 
     def pull() -> int:
-        blob, v = r.mget(keys.params, keys.version)
-        if blob is None:
-            return 0
-        load_blob(model, blob)
-        return int(v or 0)
+        got = pull_blob(r, model, keys.params, keys.version, say=run.line.say)
+        return int(got[0] or 0) if got else 0
 
     rule = SolveRule.of(cfg)
     play = run.greedy(model, cfg.env_config())
@@ -112,8 +107,7 @@ def train_and_evaluate(run: Run, cfg: ImpalaConfig, updates: int) -> dict[str, A
         if returns else None,
         "queue": {k: info.get(k) for k in QUEUE_FIELDS},
         "evaluations": run.evals,
-        "machine": {"cpus": os.cpu_count(), "load_avg_1m": round(os.getloadavg()[0], 2),
-                    "python": platform.python_version(), "torch": torch.__version__},
+        "machine": machine(torch=torch.__version__),
         "config": asdict(cfg),
     }
 

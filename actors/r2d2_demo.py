@@ -31,8 +31,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import os
-import platform
 import sys
 import time
 from dataclasses import asdict
@@ -42,7 +40,7 @@ from typing import Any
 import numpy as np
 import torch
 from inreplay.rl.config import appliance_password
-from inreplay.rl.harness import Run, SolveRule
+from inreplay.rl.harness import Run, SolveRule, machine
 from inreplay.rl.networks import RecurrentQNet, StepPolicy
 from inreplay.rl.r2d2 import (
     NETNS,
@@ -120,7 +118,7 @@ def storage_stats(r: Any, cfg: R2D2Config, env_steps: int, item_bytes: int) -> d
 
 
 def train_and_evaluate(run: Run, cfg: R2D2Config, updates: int) -> dict[str, Any]:
-    from inreplay.rl.model import BlobError, load_blob
+    from inreplay.rl.model import pull_blob
 
     from pyctl.client import connect
 
@@ -160,15 +158,8 @@ def train_and_evaluate(run: Run, cfg: R2D2Config, updates: int) -> dict[str, Any
                 version if samples else 0, samples // cfg.batch_size)
 
     def pull() -> int:
-        blob, v = r.mget(keys.params, keys.version)
-        if blob is None:
-            return 0
-        try:
-            load_blob(net, blob)
-        except BlobError as e:
-            run.line.say(f"cannot load parameters: {e}")
-            return 0
-        return int(v or 0)
+        got = pull_blob(r, net, keys.params, keys.version, say=run.line.say)
+        return int(got[0] or 0) if got else 0
 
     def pull_last() -> int:
         """The learner's checkpoint (written on SIGTERM, with its last parameters)."""
@@ -207,8 +198,7 @@ def train_and_evaluate(run: Run, cfg: R2D2Config, updates: int) -> dict[str, Any
         "storage": storage,
         "stored_bytes_per_step": storage["bytes_per_step"],
         "evaluations": run.evals,
-        "machine": {"cpus": os.cpu_count(), "load_avg_1m": os.getloadavg()[0],
-                    "python": platform.python_version(), "torch": torch.__version__},
+        "machine": machine(torch=torch.__version__),
         "config": asdict(cfg),
     }
 

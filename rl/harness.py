@@ -18,6 +18,7 @@ import ipaddress
 import json
 import math
 import os
+import platform
 import shutil
 import signal
 import socket
@@ -40,6 +41,12 @@ HOST = "127.0.0.1"
 START_TIMEOUT = 30.0
 POLL_S = 0.5  # how often the demo reads the counters
 MIN_RATE_SPAN_S = POLL_S  # a rate needs the worker seen at least one poll before the stop
+
+
+def machine(**extra: Any) -> dict[str, Any]:
+    """The machine facts every demo's summary.json records, with the demo's own."""
+    return {"cpus": os.cpu_count(), "load_avg_1m": round(os.getloadavg()[0], 2),
+            "python": platform.python_version(), **extra}
 
 
 class DemoError(RuntimeError):

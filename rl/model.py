@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import struct
 import zlib
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import torch
@@ -141,6 +143,22 @@ def params_to_blob(model: nn.Module) -> bytes:
 
 class BlobError(ValueError):
     """A parameter blob that does not fit this model."""
+
+
+def pull_blob(r: Any, model: nn.Module, key: str | bytes, *others: str | bytes,
+              say: Callable[[str], None]) -> list[Any] | None:
+    """One MGET of a parameter blob and the keys written with it (one MULTI/EXEC), the
+    blob loaded into ``model``; the other keys' values, or None while there is no blob
+    yet or when it does not fit the model (said through ``say``, the caller goes on)."""
+    blob, *rest = r.mget(key, *others)
+    if blob is None:
+        return None
+    try:
+        load_blob(model, blob)
+    except BlobError as e:
+        say(f"cannot load parameters: {e}")
+        return None
+    return rest
 
 
 def blob_to_arrays(blob: bytes, model: nn.Module) -> dict[str, np.ndarray]:

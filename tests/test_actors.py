@@ -29,6 +29,7 @@ from inreplay.rl.model import (  # noqa: E402
     load_blob,
     param_count,
     params_to_blob,
+    pull_blob,
 )
 from inreplay.rl.nstep import NStep, td_priorities  # noqa: E402
 
@@ -196,6 +197,26 @@ def test_parameter_blob_round_trip_and_checks() -> None:
         load_blob(b, b"PK\x03\x04" + blob[4:])  # not ours (e.g. a zip / torch.save file)
     with pytest.raises(BlobError):
         load_blob(b, b"")
+
+
+def test_pull_blob_loads_the_blob_and_hands_back_the_keys_written_with_it(
+        server_factory: Any) -> None:
+    srv = server_factory("inreplay")
+    r = srv.client()
+    torch.manual_seed(0)
+    a = build_model(CARTPOLE, hidden=32)
+    torch.manual_seed(1)
+    b = build_model(CARTPOLE, hidden=32)
+    said: list[str] = []
+    assert pull_blob(r, b, "p", "v", say=said.append) is None  # nothing published yet
+    r.mset({"p": params_to_blob(a), "v": 7})
+    assert pull_blob(r, b, "p", "v", say=said.append) == [b"7"]
+    for va, vb in zip(a.state_dict().values(), b.state_dict().values(), strict=True):
+        torch.testing.assert_close(va, vb, rtol=0, atol=0)
+    r.set("p", b"PK\x03\x04 not a blob")  # a foreign value: said, not raised
+    assert pull_blob(r, b, "p", "v", say=said.append) is None
+    assert said and said[0].startswith("cannot load parameters: ")
+    assert not said[1:]
 
 
 # ---- transition records --------------------------------------------------------------
