@@ -160,3 +160,45 @@ def test_goals_in_the_report() -> None:
     assert "- **PASS** — server time of REPLAY.UPDATE 512 ≤ 1.2×" in text
     assert "- **NOT MET** — the best candidate layout's SAMPLE 512 floor" in text
     assert "leafrec 0.95×" in text
+
+
+def with_in_cache(doc: dict[str, Any], sample: float, update: float) -> dict[str, Any]:
+    """server_time.py --in-cache 4096: the same commands on a table that stays in the
+    caches, every round; its floor SAMPLE 3 µs, UPDATE 1 + pow 10 µs (and a layout far
+    below today's, which must not count for the layout goal)."""
+    rounds = sorted({r["round"] for r in doc["rows"]})
+    doc["rows"] += [{"round": r, "tree": "layout", "items": 4096, "item_bytes": 128,
+                     "batch": 512, "in_cache": True, "packed_us": sample,
+                     "plain_us": sample + 5, "update_us": update} for r in rounds]
+    doc["floor"] += [{"round": r, "items": 4096, "item_bytes": 128, "batch": 512,
+                      "fanout": 8, "depth": 4, "in_cache": True, "sample_us": 3.0,
+                      "tree_us": 1.0, "items_us": 1.0, "update_us": 1.0, "pow_us": 10.0,
+                      "layouts": {"today": {"sample_us": 3.0, "update_us": 1.0},
+                                  "leafrec": {"sample_us": 0.3, "update_us": 1.0}}}
+                     for r in rounds]
+    return doc
+
+
+def test_in_cache_table_is_the_cause_not_a_round() -> None:
+    doc = with_in_cache(server_doc([44, 60, 47, 45, 48], [33, 34, 35, 37, 30]), 20.0, 17.0)
+    samp, upd = report.at_floor_goals(doc)
+    # the in-cache rows (20 µs over a 3 µs floor: 6.7×) are not the worst round
+    assert samp.ok is False and "worst 1.50× (round 1, 2,000,000 items)" in samp.line()
+    assert "over 5 rounds" in samp.line()
+    # they are the cause: 17 µs of work the floor leaves out, 0.42× of the 40 µs floor
+    assert ("cause: the command's own work, not its misses: on a table of 4,096 items, "
+            "whose lines stay in the caches, it takes 20.0 µs where its floor takes 3.0 µs, "
+            "so 17.0 µs of the descent's compares") in samp.line()
+    assert "that work alone is 0.42× the floor where the goal leaves 0.20×" in samp.line()
+    assert upd.ok is False and "it takes 17.0 µs where its floor takes 11.0 µs, so 6.0 µs" \
+        in upd.line()
+    # a PASS names no cause; a NOT MET without the table says the cause was not measured
+    ok, _ = report.at_floor_goals(with_in_cache(
+        server_doc([44, 46, 47, 45, 48], [33, 34, 35, 36, 30]), 20.0, 17.0))
+    assert ok.ok is True and "cause" not in ok.line()
+    samp, _ = report.at_floor_goals(server_doc([44, 60, 47, 45, 48], [33, 34, 35, 37, 30]))
+    assert "cause not measured: no in-cache table in this run" in samp.line()
+    # the layout goal ignores the in-cache floor (its leafrec at 0.1× would pass it)
+    assert report.layout_goal(doc["floor"]).ok is False
+    text = report.server_sample_section(doc)
+    assert "| 4,096 (in cache) | 20.0 | 25.0 | 17.0 |" in text
