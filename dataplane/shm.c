@@ -320,8 +320,9 @@ static int deliver(shm_transport *st, ir_conn *c) {
         return 1;
     }
     c->busy = 1;
-    irs_data(c->cl, c->req + (c->req_tail & (c->req_size - 1)), (size_t)avail);
-    c->req_tail += avail; /* the parser took all of it (parsed, or copied what waits) */
+    /* the parser takes all of it (parsed, or copied what waits), or leaves what a
+     * blocked command still reads in place: the tail moves past what it took */
+    c->req_tail += irs_data(c->cl, c->req + (c->req_tail & (c->req_size - 1)), (size_t)avail);
     c->busy = 0;
     IR_SHM_STORE(&c->h->req_tail, c->req_tail);
     wakeClient(c); /* it may wait for room to write more */
@@ -502,6 +503,7 @@ ir_transport *ir_shm_transport_new(struct ir_server *s, const char *path, unsign
     st->base.srv = s;
     st->base.poll_reentrant = 1;
     st->base.build = "shared-memory rings (same host)";
+    st->base.keeps_input = 1; /* the ring's bytes are the client's until the tail moves */
     st->ring_size = ring_size;
     snprintf(st->run_id, sizeof(st->run_id), "%s", run_id ? run_id : "");
     st->lfd = st->doorbell = -1;

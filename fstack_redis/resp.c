@@ -429,7 +429,7 @@ void processInputBuffer(client *c) {
     }
 }
 
-static void feedChunks(client *c, const char *buf, size_t len);
+static size_t feedChunks(client *c, const char *buf, size_t len);
 
 static int queryAppend(client *c, const char *buf, size_t len) {
     if (c->qborrowed) { /* input for a client whose read is being parsed: never expected */
@@ -457,9 +457,30 @@ static int queryAppend(client *c, const char *buf, size_t len) {
 
 static void requestDeadline(client *c);
 
+/* A command that blocked in a read its transport keeps (the same-host rings): the
+ * read's bytes stay where they lie from its first body read by reference on (from
+ * the end of the request if it has none), so those bodies stay valid while it waits
+ * and the requests behind it wait in the ring, not in qbuf; input stops until it is
+ * done (clientResumeInput), and the bytes it parsed are skipped when the rest comes
+ * again (irs_data). A client that writes into what it sent changes only its own
+ * items, as with any body read by reference. Returns the bytes taken. */
+static size_t holdInput(client *c, const char *buf, size_t pos) {
+    size_t keep = pos;
+    for (int i = 0; i < c->argc; i++)
+        if (c->argoff[i] == ARG_BORROWED && !c->argv[i].owned) {
+            size_t at = (size_t)(c->argv[i].ptr - buf);
+            if (at < keep) keep = at;
+        }
+    c->holding = 1;
+    c->held_in = pos - keep;
+    c->tp->ops->want_readable(c->tp, c->conn, 0);
+    return keep;
+}
+
 /* A read that starts with no request pending, parsed where it lies; what the read
- * leaves unfinished (or waiting behind a blocked command) is copied into qbuf. */
-static void feedBorrowed(client *c, const char *buf, size_t len) {
+ * leaves unfinished (or waiting behind a blocked command) is copied into qbuf, or
+ * left where it lies (holdInput). Returns the bytes taken. */
+static size_t feedBorrowed(client *c, const char *buf, size_t len) {
     char *own = c->qbuf;
     size_t own_cap = c->qcap;
     c->qbuf = (char *)buf; /* read, never written (arguments are copied out of it) */
@@ -472,8 +493,12 @@ static void feedBorrowed(client *c, const char *buf, size_t len) {
     c->qbuf = own;
     c->qcap = own_cap;
     c->qlen = c->qpos = 0;
+    if ((c->flags & CLIENT_BLOCKED) && c->tp->keeps_input && !c->multibulklen &&
+        !clientClosing(c))
+        return holdInput(c, buf, pos);
     if (c->argc && (c->multibulklen || (c->flags & CLIENT_BLOCKED))) argvOwnBorrowed(c);
-    if (pos < len && !clientClosing(c)) feedChunks(c, buf + pos, len - pos);
+    if (pos < len && !clientClosing(c)) return pos + feedChunks(c, buf + pos, len - pos);
+    return len;
 }
 
 /* Whether the next bytes can be parsed where they lie: nothing waits in qbuf and no
@@ -486,14 +511,19 @@ static int canBorrow(const client *c) {
            !(c->flags & CLIENT_BLOCKED);
 }
 
-/* Feed bytes to the parser and run every request they complete. */
-void clientFeed(client *c, const char *buf, size_t len) {
-    if (canBorrow(c)) feedBorrowed(c, buf, len);
-    else feedChunks(c, buf, len);
+/* Feed bytes to the parser and run every request they complete; returns the bytes
+ * taken (all of them, unless a command blocked and its transport keeps input). */
+size_t clientFeed(client *c, const char *buf, size_t len) {
+    size_t took = canBorrow(c) ? feedBorrowed(c, buf, len) : feedChunks(c, buf, len);
     requestDeadline(c);
+    return took;
 }
 
 void clientResumeInput(client *c) {
+    if (c->holding) { /* its input waits in the transport: deliver it again */
+        c->holding = 0;
+        if (!(c->flags & CLIENT_CLOSED)) c->tp->ops->want_readable(c->tp, c->conn, 1);
+    }
     c->req_start_ms = 0; /* what waited behind the blocked command starts now */
     processInputBuffer(c);
     requestDeadline(c);
@@ -506,7 +536,8 @@ static void requestDeadline(client *c) {
     else if (!c->req_start_ms) c->req_start_ms = c->srv->now_ms ? c->srv->now_ms : 1;
 }
 
-static void feedChunks(client *c, const char *buf, size_t len) {
+static size_t feedChunks(client *c, const char *buf, size_t len) {
+    const size_t all = len;
     while (len && !clientClosing(c)) {
         if (c->big_arg) {
             ir_arg *a = &c->argv[c->argc];
@@ -516,19 +547,17 @@ static void feedChunks(client *c, const char *buf, size_t len) {
             c->big_have += take;
             buf += take;
             len -= take;
-            if (c->big_have < a->len + 2) return;
+            if (c->big_have < a->len + 2) return all;
             finishBigArg(c);
             if (c->multibulklen == 0) runCommand(c);
             /* what follows the body in this read (the request's last arguments, the
              * next requests and their bodies) is parsed where it lies, not copied */
-            if (len && !clientClosing(c) && canBorrow(c)) {
-                feedBorrowed(c, buf, len);
-                return;
-            }
+            if (len && !clientClosing(c) && canBorrow(c))
+                return all - len + feedBorrowed(c, buf, len);
             continue;
         }
-        if (queryAppend(c, buf, len) != 0) return;
-        processInputBuffer(c);
-        return;
+        if (queryAppend(c, buf, len) == 0) processInputBuffer(c);
+        return all;
     }
+    return all;
 }

@@ -384,14 +384,18 @@ static void clientAfterIO(client *c) {
         freeClient(c);
 }
 
-void irs_data(client *c, const char *buf, size_t len) {
+size_t irs_data(client *c, const char *buf, size_t len) {
     ir_server *s = c->srv;
     uint64_t t0 = ir_cycles();
-    s->net_input_bytes += len;
+    /* input delivered again after a held command (resp.c): its parsed part is done */
+    size_t skip = c->held_in < len ? c->held_in : len;
+    c->held_in -= skip;
     c->last_ms = s->now_ms;
-    clientFeed(c, buf, len);
+    size_t took = skip + clientFeed(c, buf + skip, len - skip);
+    s->net_input_bytes += took; /* a byte left in place counts when it is taken */
     clientAfterIO(c); /* may free c */
     s->cycles_input += ir_cycles() - t0;
+    return took;
 }
 
 void irs_writable(client *c) { clientAfterIO(c); }

@@ -142,6 +142,8 @@ typedef struct client {
     size_t *argoff; /* offsets of small args in argbuf */
     int big_arg;    /* argv[argc] is being filled in place */
     int qborrowed;  /* qbuf is the transport's buffer, parsed where it lies (resp.c) */
+    int holding;    /* blocked with its input left in a transport that keeps it */
+    size_t held_in; /* of that input, the bytes the blocked command parsed: skipped */
     int borrow_cmd; /* this request's command takes bodies by reference: 0 not known yet,
                        1 yes, -1 no */
     size_t big_have;
@@ -477,6 +479,6 @@ typedef struct ir_bytes {
 void irBytesPut(ir_bytes *b, const void *p, size_t n, size_t first);
 
 /* serverLog, ir_set_error and ir_set_error_errno: transport.h (every stack logs too). */
-void clientFeed(client *c, const char *buf, size_t len);
+size_t clientFeed(client *c, const char *buf, size_t len); /* the bytes taken */
 
 #endif /* IR_SERVER_H */

@@ -79,6 +79,12 @@ struct ir_transport {
      * way, with BUSY replies (script.c). A stack that cannot (lwIP) leaves 0:
      * such a script is stopped at the threshold instead. */
     int poll_reentrant;
+    /* The bytes irs_data did not take stay where they lie and are delivered again,
+     * from the first one not taken, once input for the connection is wanted
+     * (want_readable(c, 1)): the same-host rings, whose bytes are the client's
+     * until the server moves the ring's tail. A stack that reuses its buffer (a
+     * socket read, an mbuf) leaves 0, and the server then takes every byte. */
+    int keeps_input;
     const char *build; /* one line for INFO/pyctl: what this stack is */
 };
 
@@ -88,8 +94,11 @@ struct ir_transport {
 int irs_tcp_keepalive(const struct ir_server *s);
 /* A new connection: returns the client, or NULL to refuse (the transport closes c). */
 struct client *irs_accept(struct ir_server *s, ir_transport *t, ir_conn *c);
-/* Bytes arrived for cl. */
-void irs_data(struct client *cl, const char *buf, size_t len);
+/* Bytes arrived for cl. Returns how many of them the server took: all of them,
+ * unless the transport keeps_input, where the server may leave the rest of a read
+ * behind a blocked command in place (its bodies read by reference stay valid) and
+ * stop input until the command is done. */
+size_t irs_data(struct client *cl, const char *buf, size_t len);
 /* cl can take more output. */
 void irs_writable(struct client *cl);
 /* The peer closed or the connection failed: the server frees cl. */

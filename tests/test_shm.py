@@ -26,6 +26,7 @@ from conftest import ROOT, SERVER_KINDS, ServerProcess
 
 from pyctl import _shm
 from pyctl.client import ReplayClient
+from pyctl.errors import RateLimited
 
 
 def _clients(r: redis.Redis) -> list[dict[str, Any]]:
@@ -253,6 +254,42 @@ def test_packed_batches_that_wrap_the_ring_are_read_in_place(server_factory: Any
         k = min(100, len(want) - start)
         s = rc.sample("t", k, item_shape=(28_224,), item_dtype=np.uint8)
         assert np.array_equal(s.items, want[start:start + k]), start
+
+
+def test_a_held_insert_keeps_its_body_in_the_ring(server_factory: Any) -> None:
+    """A QUEUE table that is full holds the next REPLAY.ADD until a sample makes room. On
+    the rings the held batch's body stays where it lies and is read by reference when the
+    insert goes on: it is not copied out (by_reference_bodies_copied stays 0; the old
+    server copied every held body, with the batches pipelined behind it, into buffers of
+    its own). Every item comes out once, in the order sent, byte for byte. A held insert
+    whose timeout passes is refused, nothing of it stored, and the connection serves on."""
+    srv = server_factory("shm", "--shm-ring-size", "8mb")
+    rc = ReplayClient(srv.host, srv.port, socket_timeout=60)
+    assert _shm.is_shm(rc.redis)
+    tcp = redis.Redis(host=srv.host, port=srv.port, protocol=2)
+    rng = np.random.default_rng(11)
+    n, size = 20, 28_224  # 565 KB a batch: the queue holds two, the ring eight
+    rc.create("t", 2 * n, queue=True)
+    batches = [rng.integers(0, 256, (n, size), dtype=np.uint8) for _ in range(8)]
+    got: list[np.ndarray] = []
+    with rc.inserter("t", max_in_flight=len(batches), timeout=30.0) as ins:
+        for batch in batches:  # two go in, the third is held, five wait behind it
+            ins.add(None, batch)
+        _wait(lambda: int(tcp.info("clients")["blocked_clients"]) == 1, "a held insert")
+        for _ in batches:  # each sample makes room for the next batch
+            got.append(rc.sample("t", n, item_shape=(size,)).items.copy())
+        assert ins.flush() == len(batches) * n
+    assert np.array_equal(np.concatenate(got), np.concatenate(batches))
+    assert int(tcp.info("stats")["by_reference_bodies_copied"]) == 0
+    rc.add("t", None, batches[0])
+    rc.add("t", None, batches[1])  # full again
+    with pytest.raises(RateLimited), rc.inserter("t", timeout=0.2) as ins:
+        ins.add(None, batches[2])
+        ins.flush()
+    assert rc.info("t")["size"] == 2 * n
+    assert int(tcp.info("stats")["by_reference_bodies_copied"]) == 0
+    assert np.array_equal(rc.sample("t", 2 * n, item_shape=(size,)).items,
+                          np.concatenate(batches[:2]))
 
 
 def rc_add_request(n: int, items: np.ndarray) -> list[Any]:
