@@ -1806,6 +1806,7 @@ def _peers_regression(doc: dict[str, Any], prev: dict[str, Any] | None) -> list[
     out = []
     for s in mine:
         cells, worst, missing, paths = [], None, [], set()
+        fell: list[str] = []  # the figures under the line (judged unrounded)
         for size in sorted({r["item_bytes"] for r in rows if r["system"] == s}):
             now, was = _peer_row(rows, s, size), _peer_row(old, s, size)
             if now is None or was is None:
@@ -1817,14 +1818,14 @@ def _peers_regression(doc: dict[str, Any], prev: dict[str, Any] | None) -> list[
                                    ("inserts_per_s", "inserts/s", "{:,.0f}")):
                 x = now[key] / max(was[key], 1e-9)
                 worst = x if worst is None else min(worst, x)
+                if x < PEER_REGRESSION:
+                    fell.append(f"{name} at {human(size)}")
                 cells.append(f"{name} at {human(size)} {fmt.format(was[key])} → "
                              f"{fmt.format(now[key])} ({x:.2f}x)")
         if worst is None:
             out.append(f"- **NOT MEASURED** — {s}'s figures against {src}: it has no {s} row")
             continue
         ok = worst >= PEER_REGRESSION
-        fell = [c for c in cells if float(c.rsplit("(", 1)[1].rstrip("x)")) < PEER_REGRESSION]
-        fell = [c.split(" →")[0].rsplit(" ", 1)[0] for c in fell]
         out.append(f"- **{_verdict(ok)}** — {s}'s figures not more than "
                    f"{1 - PEER_REGRESSION:.0%} below {src}'s: " + "; ".join(cells)
                    + (f" (no earlier row at {', '.join(missing)})" if missing else "")
