@@ -55,6 +55,11 @@
 #include "shm_ring.h"
 
 #define SLOW_PATH_US 1000 /* accept and hang-up checks at least this often */
+/* A reply is published (head stored, a sleeping client woken) every this many bytes
+ * while it is written, not only at its end: a client reading a 14.5 MB sample into
+ * its own array (sample(out=)) then copies on its core while the server still writes
+ * on its own, instead of one copy after the other. */
+#define REPLY_PUBLISH_BYTES (256u << 10)
 #define ACCEPT_BACKLOG 128
 
 struct ir_conn {
@@ -372,22 +377,28 @@ static ssize_t shmWritev(ir_transport *t, ir_conn *c, const struct iovec *iov, i
     if (c->closed || c->failed) return -1;
     uint64_t room = replyRoom(c);
     if (c->failed) return -1;
-    uint64_t taken = 0;
+    uint64_t taken = 0, published = c->rep_head;
     for (int i = 0; i < iovcnt && room; i++) {
         const char *p = iov[i].iov_base;
         uint64_t len = iov[i].iov_len < room ? iov[i].iov_len : room;
         while (len) {
             uint64_t off = c->rep_head & (c->rep_size - 1);
             uint64_t n = c->rep_size - off < len ? c->rep_size - off : len;
+            if (n > REPLY_PUBLISH_BYTES) n = REPLY_PUBLISH_BYTES;
             memcpy(c->rep + off, p, (size_t)n);
             c->rep_head += n;
             p += n;
             len -= n;
             room -= n;
             taken += n;
+            if (c->rep_head - published >= REPLY_PUBLISH_BYTES) {
+                published = c->rep_head;
+                IR_SHM_STORE(&c->h->rep_head, published);
+                wakeClient(c);
+            }
         }
     }
-    if (taken) {
+    if (c->rep_head != published) {
         IR_SHM_STORE(&c->h->rep_head, c->rep_head);
         wakeClient(c);
     }
