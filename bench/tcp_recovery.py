@@ -22,6 +22,9 @@ takes and still below what lwIP 2.1 takes without the patch:
     0005  an ACK that acknowledges new data also updates the send window, so a
           client that uploads while its own receive window is closed keeps getting
           ACKs on a lossy path: every upload under 5 s, not seconds to minutes
+    0006  a zero-window probe leaves snd_nxt alone, so a client whose closed window
+          lwIP has probed still takes lwIP's pure ACKs: an upload sent after a
+          second of probes (no loss) under 5 s, not tens of seconds
 
 Needs root (network namespaces) and build/bench/impair.
 
@@ -53,6 +56,7 @@ NSEG = 40           # the partial-ACK scenario's reply: 40 full segments
 SACK_RTT_MS = 40    # the SACK scenario's round trip (the bridge's delay, both ways)
 UPLOAD = 13 * 1024 * 1024
 UPLOAD_TRIES = 40
+PROBE_WAIT = 1.0    # 0006: seconds a client's window stays closed before it uploads
 
 
 class StartError(RuntimeError):
@@ -226,18 +230,29 @@ def tail_lost(app: Appliance) -> dict[str, Any]:
     return {**r, "value": r["extra_ms"]}
 
 
-def upload_while_not_reading(app: Appliance, tries: int = UPLOAD_TRIES,
-                             timeout: float = 20.0) -> dict[str, Any]:
-    """0005: a client pipelines a 13 MB SET behind a GET of 13 MB and reads nothing
-    until it has sent it all (its window closes while it sends) on a path that loses
-    1% of frames; each upload waits at most ``timeout`` for an ACK (TimeoutError).
-    Every reply is checked. The slowest upload's seconds."""
+def _blob(app: Appliance) -> bytes:
+    """SET blob to the UPLOAD-byte value that the upload scenarios GET and SET back."""
     value = bytes(range(256)) * (UPLOAD // 256)
     with app.connect() as s:
         s.sendall(command(b"SET", b"blob", value))
         expect(read_reply(s, 5), b"+OK\r\n")
+    return value
+
+
+UPLOAD_REPLIES = len(b"$%d\r\n" % UPLOAD) + UPLOAD + 2 + len(b"+OK\r\n+PONG\r\n")
+"""The bytes of GET blob's, SET up's and PING's replies."""
+
+
+def upload_while_not_reading(app: Appliance, tries: int = UPLOAD_TRIES,
+                             timeout: float = 20.0) -> dict[str, Any]:
+    """0005: a client pipelines a 13 MB SET behind a GET of 13 MB and reads nothing
+    until it has sent it all (its window closes while it sends) on a path that loses
+    1% of frames; each upload must be sent within ``timeout`` (sendall's timeout is
+    its whole duration; TimeoutError). Every reply is checked. The slowest upload's
+    seconds."""
+    value = _blob(app)
     request = command(b"GET", b"blob") + command(b"SET", b"up", value) + command(b"PING")
-    replies = len(b"$%d\r\n" % UPLOAD) + UPLOAD + 2 + len(b"+OK\r\n+PONG\r\n")
+    replies = UPLOAD_REPLIES
     sends: list[float] = []
     app.impair("loss=1%")
     try:
@@ -254,6 +269,29 @@ def upload_while_not_reading(app: Appliance, tries: int = UPLOAD_TRIES,
     return {"sends_s": sends, "value": max(sends)}
 
 
+def upload_after_zero_window_probes(app: Appliance, tries: int = 3, timeout: float = 30.0,
+                                    wait: float = PROBE_WAIT) -> dict[str, Any]:
+    """0006: a client asks for a GET of 13 MB, reads nothing for ``wait`` seconds (its
+    receive window closes at once and lwIP probes it 60, 180 and 420 ms after),
+    then uploads a 13 MB SET before it reads; no impairment. Each upload must be sent
+    within ``timeout`` (TimeoutError); every reply is checked. The slowest upload's
+    seconds."""
+    value = _blob(app)
+    upload = command(b"SET", b"up", value) + command(b"PING")
+    sends: list[float] = []
+    for _ in range(tries):
+        with app.connect(timeout=timeout, rcvbuf=64 * 1024) as s:
+            s.sendall(command(b"GET", b"blob"))
+            time.sleep(wait)
+            t0 = time.perf_counter()
+            s.sendall(upload)
+            sends.append(time.perf_counter() - t0)
+            got = read_reply(s, UPLOAD_REPLIES)
+            if not (got.endswith(b"+OK\r\n+PONG\r\n") and got[-30:-14] == value[-16:]):
+                raise ConnectionError(f"upload {len(sends)}: replies end {got[-30:]!r}")
+    return {"sends_s": sends, "value": max(sends)}
+
+
 SCENARIOS: dict[str, tuple[Callable[[Appliance], dict[str, Any]], str, float, float]] = {
     "0001 first reply lost (s)": (first_reply_lost, "s", 0.0, 1.0),
     "0001 SYN-ACK lost, handshake (s)": (syn_ack_lost, "s", 0.9, 2.0),
@@ -261,6 +299,7 @@ SCENARIOS: dict[str, tuple[Callable[[Appliance], dict[str, Any]], str, float, fl
     "0003 SACK, extra (round trips)": (sack_holes, "RTT", 0.0, 2.5),
     "0004 tail loss, extra (ms)": (tail_lost, "ms", 0.0, 30.0),
     "0005 upload not reading, slowest (s)": (upload_while_not_reading, "s", 0.0, 5.0),
+    "0006 upload after probes, slowest (s)": (upload_after_zero_window_probes, "s", 0.0, 5.0),
 }
 """name: (scenario, unit, target low, target high): the patched stack's value is
 expected within [low, high)."""

@@ -90,15 +90,30 @@ def test_a_reader_that_does_not_read_still_gets_its_upload_acked(app: tr.Applian
     while it sends), on a path that loses 1% of frames. lwIP without the patch took
     the client's ACK but not its window, sent beyond it, and the client's upload waited
     seconds to minutes for an ACK (1 in 5-30 tries; make test's test_pinned hit it).
-    Ten tries, every reply checked; an upload that gets no ACK for 60 s fails (a
-    hang). The hunt for rarer stalls, forty tries with a 20 s bound and the slowest
-    upload's target, is bench/tcp_recovery.py's 0005 scenario (make bench): a fresh-clone
-    make test saw one 20 s stall in forty tries on an otherwise idle machine."""
+    Ten tries, every reply checked; an upload not sent within 60 s fails (a hang).
+    The hunt for rarer stalls, forty tries with a 20 s bound and the slowest upload's
+    target, is bench/tcp_recovery.py's 0005 scenario (make bench): a fresh-clone make
+    test saw one 20 s stall in forty tries, an upload that outlasted lwIP's first
+    zero-window probe (patch 0006 and the next test)."""
     try:
         r = tr.upload_while_not_reading(app, tries=10, timeout=60.0)
     except TimeoutError:
-        pytest.fail("an upload got no ACK for 60 s")
+        pytest.fail("an upload was not sent within 60 s")
     assert len(r["sends_s"]) == 10
+
+
+def test_an_upload_after_zero_window_probes_still_gets_acked(app: tr.Appliance) -> None:
+    """0006: a client asks for a GET of 13 MB and reads nothing; after a second (its
+    window closed, and lwIP probed it) it uploads a 13 MB SET, still not reading, on a
+    loss-free path. lwIP without the patch moved snd_nxt past its probe's byte, which
+    the client's closed window did not take, so the client dropped every pure ACK
+    after it as out of window and the upload got ACKs only from the probes. Three
+    tries, every reply checked; an upload not sent within 60 s fails (a hang)."""
+    try:
+        r = tr.upload_after_zero_window_probes(app, tries=3, timeout=60.0)
+    except TimeoutError:
+        pytest.fail("an upload after zero-window probes was not sent within 60 s")
+    assert len(r["sends_s"]) == 3
 
 
 @pytest.mark.skipif("INREPLAY_LIB" in os.environ, reason="an A/B library: its own patch set")
