@@ -493,8 +493,7 @@ static size_t feedBorrowed(client *c, const char *buf, size_t len) {
     c->qbuf = own;
     c->qcap = own_cap;
     c->qlen = c->qpos = 0;
-    if ((c->flags & CLIENT_BLOCKED) && c->tp->keeps_input && !c->multibulklen &&
-        !clientClosing(c))
+    if ((c->flags & CLIENT_BLOCKED) && c->tp->keeps_input && !c->multibulklen && !clientClosing(c))
         return holdInput(c, buf, pos);
     if (c->argc && (c->multibulklen || (c->flags & CLIENT_BLOCKED))) argvOwnBorrowed(c);
     if (pos < len && !clientClosing(c)) return pos + feedChunks(c, buf + pos, len - pos);

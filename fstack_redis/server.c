@@ -393,7 +393,7 @@ size_t irs_data(client *c, const char *buf, size_t len) {
     c->last_ms = s->now_ms;
     size_t took = skip + clientFeed(c, buf + skip, len - skip);
     s->net_input_bytes += took; /* a byte left in place counts when it is taken */
-    clientAfterIO(c); /* may free c */
+    clientAfterIO(c);           /* may free c */
     s->cycles_input += ir_cycles() - t0;
     return took;
 }
