@@ -1156,7 +1156,7 @@ def server_sample_section(doc: dict[str, Any]) -> str:
         tag = " (in cache)" if n in cached else ""
         lines.append(f"| {n:,}{tag} | {m['packed']:.1f} | {m['plain']:.1f} | "
                      f"{m['update']:.1f} |")
-    top = max(med)
+    top = max((n for n in med if n not in cached), default=max(med))  # the goals' size
     best = min(med[top]["packed"], med[top]["plain"])
     upd = med[top]["update"]
     floor = [f for f in doc.get("floor", []) if f["items"] == top]

@@ -535,16 +535,20 @@ def test_server_time_runs_and_reports_the_floor(tmp_path: Path) -> None:
     _run("server_time.py", "--items", "3000", "--calls", "20", "--rounds", "1", "--json", str(out),
          timeout=300)
     doc = json.loads(out.read_text())
-    (row,) = doc["rows"]
+    # the in-cache table (--in-cache, default 4,096 items) is timed too, and marked
+    cached, row = sorted(doc["rows"], key=lambda r: not r["in_cache"])
+    assert cached["in_cache"] and cached["items"] == 4096 and not row["in_cache"]
     assert row["items"] == 3000 and row["batch"] == 512
-    assert all(row[f"{k}_us"] > 0 for k in ("packed", "plain", "update"))
-    (floor,) = doc["floor"]
+    assert all(r[f"{k}_us"] > 0 for r in (row, cached) for k in ("packed", "plain", "update"))
+    assert [f["in_cache"] for f in doc["floor"]] == [True, False]
+    floor = doc["floor"][1]
     assert floor["items"] == 3000 and floor["item_bytes"] == 128 and floor["fanout"] == 8
     assert floor["depth"] == 4  # 8^4 = 4,096 >= 3,000 leaves
     assert all(floor[k] > 0 for k in ("sample_us", "tree_us", "items_us", "update_us",
                                       "pow_us"))
     text = report.server_sample_section(doc)
-    assert "| 3,000 |" in text and "bench/memfloor.c" in text
+    assert "| 3,000 |" in text and "| 4,096 (in cache) |" in text and "bench/memfloor.c" in text
+    assert "REPLAY.SAMPLE 512 at 3,000 items" in text  # the goals' size, not the in-cache one
     assert "the items' own lines alone" in text
     assert "this machine's floor for the same reads is" in text
 
